@@ -1,0 +1,7 @@
+# common/ — logging and small utilities shared by every program.
+COMMON_OBJS := build/common/log.o
+COMMON_LIB  := build/libcommon.a
+LIBS += $(COMMON_LIB)
+
+$(COMMON_LIB): $(COMMON_OBJS)
+	$(AR) rcs $@ $^

@@ -1,0 +1,69 @@
+// image.h — greyscale images for PIV as float pixels, read from and written
+// to TIFF files through libtiff. Part of libpiv: no ZeroMQ, no SQLite.
+
+#ifndef PIV_IMAGE_H
+#define PIV_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Images larger than this many pixels are refused unless the caller sets
+// another limit: 64 Mpx is far beyond any PIV camera, far below what would
+// exhaust memory.
+#define PIV_MAX_PIXELS_DEFAULT ((size_t) 64 * 1024 * 1024)
+
+// Files are read with few large reads (storage serves those best).
+#define PIV_READ_BLOCK ((size_t) 4 * 1024 * 1024)
+
+typedef struct _piv_image_t piv_image_t;
+
+// A new zero-filled image; NULL when width or height is not positive or
+// memory runs out. Pixels are row-major, row 0 at the top, 64-byte aligned.
+piv_image_t *piv_image_new (int width, int height);
+void piv_image_destroy (piv_image_t **self_p);
+
+int piv_image_width (const piv_image_t *self);
+int piv_image_height (const piv_image_t *self);
+// Bits per sample of the file the image came from (8 or 16; 0 if made in
+// memory). Informative only: pixels are always floats in the file's scale.
+int piv_image_bits (const piv_image_t *self);
+float *piv_image_data (piv_image_t *self);
+const float *piv_image_cdata (const piv_image_t *self);
+
+// Loads page 'page' (0-based TIFF directory) of 'path'. Supports 8 and 16 bit
+// unsigned greyscale (MinIsBlack; MinIsWhite is inverted), strips and tiles,
+// palette images (colour map applied, then luminance) and RGB (luminance,
+// Rec. 601 weights). Files without a SamplesPerPixel tag load (defaults).
+// On failure returns NULL and writes one line naming the file and the cause
+// into err: not a TIFF, truncated, zero or absurd dimensions (more than
+// max_pixels; 0 means PIV_MAX_PIXELS_DEFAULT), unsupported sample format,
+// no such page.
+piv_image_t *piv_image_load (const char *path, int page, size_t max_pixels, char *err,
+                             size_t errlen);
+
+// Loads a pair: frames A and B from two files, or, with path_b NULL, pages 0
+// and 1 of the multipage file path_a. Refuses A and B of different sizes,
+// naming both files and sizes. Returns 0, or -1 with the reason in err (and
+// *a_p, *b_p left NULL).
+int piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
+                         piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen);
+
+// Writes frames[0..nframes-1] as pages of one TIFF file at 'path', 8 or 16
+// bits (values rounded and clipped to the range), one strip per ~64 KiB,
+// no compression. Writes to a temporary name in the same directory, then
+// renames into place, so readers never see a partial file. 0 or -1 with err.
+int piv_image_save (const char *path, const piv_image_t *const *frames, int nframes, int bits,
+                    char *err, size_t errlen);
+
+// Background: the pixelwise minimum of n frames of one size (NULL with err
+// if n < 1 or sizes differ). Subtract clamps at zero. Mask: pixels that are
+// zero in 'mask' are outside the flow.
+piv_image_t *piv_image_min (const piv_image_t *const *frames, int n, char *err, size_t errlen);
+int piv_image_subtract (piv_image_t *self, const piv_image_t *background, char *err,
+                        size_t errlen);
+
+// Failure seam for tests: the next reads of files by this module return at
+// most 'limit' bytes in total, as a short read would. SIZE_MAX restores.
+void piv_image_test_read_limit (size_t limit);
+
+#endif

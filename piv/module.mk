@@ -1,0 +1,18 @@
+# piv/ — libpiv, the PIV science core (TIFF in, vectors out), and its programs.
+PIV_OBJS := build/piv/image.o build/piv/field.o build/piv/validate.o \
+            build/piv/piv.o build/piv/deform.o build/piv/flow.o build/piv/synth.o
+PIV_LIB  := build/libpiv.a
+LIBS += $(PIV_LIB)
+
+$(PIV_LIB): $(PIV_OBJS)
+	$(AR) rcs $@ $^
+
+bin/pivfarm-piv: build/piv/piv_main.o $(PIV_LIB) $(COMMON_LIB)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(PIV_LIBS)
+
+bin/pivfarm-synth: build/piv/synth_main.o $(PIV_LIB) $(COMMON_LIB)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(PIV_LIBS)
+
+PROGRAMS += bin/pivfarm-piv bin/pivfarm-synth

@@ -1,0 +1,75 @@
+// piv.h — FFT cross-correlation PIV: multipass with window offset or image
+// deformation, sub-pixel peak fit, normalized median validation. FFTW plans
+// are made once per window size per process and shared by every engine and
+// thread (new-array execute); wisdom can be saved to and loaded from a file.
+
+#ifndef PIV_PIV_H
+#define PIV_PIV_H
+
+#include <stddef.h>
+#include "piv/field.h"
+#include "piv/image.h"
+
+#define PIV_MAX_PASSES 8
+#define PIV_MAX_THREADS 64
+
+// How each pass after the first uses the previous one's field.
+typedef enum {
+    PIV_DEFORM_OFFSET,    // integer window offset only, no deformation
+    PIV_DEFORM_BILINEAR,  // image deformation, bilinear interpolation
+    PIV_DEFORM_BICUBIC,   // image deformation, Keys cubic convolution (a = -0.5)
+    PIV_DEFORM_BSPLINE    // image deformation, cubic B-spline (prefiltered)
+} piv_deform_t;
+
+// Caller-allocated settings; piv_settings_init fills the defaults.
+typedef struct {
+    int passes[PIV_MAX_PASSES];  // window sizes, large to small, each a power of two 8..256
+    int npasses;                 // number of entries in passes
+    int overlap;                 // percent, 0..87
+    int final_iterations;        // times the final window size is run (>= 1)
+    piv_deform_t deform;         // predictor use between passes
+    int symmetric;               // deform A and B by -d/2, +d/2 (1) or B only (0)
+    double median_eps;           // normalized median test epsilon, px
+    double median_threshold;     // normalized median test threshold
+    int threads;                 // threads on one pair (1 = the calling thread)
+    const piv_image_t *mask;     // borrowed, may be NULL: zero pixels are outside the flow
+} piv_settings_t;
+
+// Defaults: one pass of 32 px, 50 % overlap, 1 final iteration, B-spline
+// deformation, symmetric, eps 0.1, threshold 2, 1 thread, no mask.
+void piv_settings_init (piv_settings_t *settings);
+
+// Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
+int piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err,
+                             size_t errlen);
+// Parses "offset", "bilinear", "bicubic", "bspline". 0 or -1 with err.
+int piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen);
+const char *piv_deform_name (piv_deform_t deform);
+
+typedef struct _piv_t piv_t;
+
+// An engine for one settings; checks them (NULL with err naming the bad
+// setting) and makes or finds the FFTW plans. Not to be shared by threads:
+// make one per thread that processes pairs (plans are shared underneath).
+piv_t *piv_new (const piv_settings_t *settings, char *err, size_t errlen);
+void piv_destroy (piv_t **self_p);
+
+// Computes the field from frame A to frame B. NULL with err when the images
+// differ in size, are smaller than the largest window, or memory runs out.
+piv_field_t *piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
+                          size_t errlen);
+
+// Normalized median test (Westerweel & Scarano 2005) over the 3x3
+// neighbourhood; rejected vectors get the median of their valid neighbours
+// (flag REPLACED) or, with none, flag INVALID. Returns the number rejected.
+int piv_validate_median (piv_field_t *field, double eps, double threshold);
+
+// FFTW wisdom. The default path is $PIVFARM_WISDOM, else
+// $XDG_CACHE_HOME/pivfarm/fftw-wisdom, else ~/.cache/pivfarm/fftw-wisdom.
+// Load: 0, or -1 if absent or unreadable (harmless: plans are measured).
+// Save: 0 or -1; creates the directory. Both are thread-safe.
+const char *piv_wisdom_default_path (void);
+int piv_wisdom_load (const char *path);
+int piv_wisdom_save (const char *path);
+
+#endif
