@@ -9,14 +9,20 @@
 
 // Prepares the sampling source for 'deform': for B-spline, the interpolation
 // coefficients (recursive prefilter, mirror boundaries) into coef, which has
-// the image's size; otherwise a copy. 
+// the image's size; otherwise a copy.
 void piv_deform_prepare (piv_deform_t deform, const float *img, float *coef, int w, int h);
 
-// Samples rows [row0, row1) of the deformed image: out(r, c) = source at
-// (c + s * U(r, c), r + s * V(r, c)), where (U, V) is the displacement field
-// interpolated bilinearly from the vectors of 'field' (clamped at its edge)
-// and s = sign * scale. Positions outside the image read the nearest edge.
-void piv_deform_rows (piv_deform_t deform, const float *coef, int w, int h,
-                      const piv_field_t *field, float scale, float *out, int row0, int row1);
+// The displacement at (x, y) interpolated bilinearly from a grid field,
+// extrapolated linearly up to one grid step beyond its outer vectors and
+// constant further out. The deformation below uses the same rule.
+void piv_field_interp (const piv_field_t *field, float x, float y, float *u, float *v);
+
+// Samples rows [row0, row1) of the deformed frames: out_b(r, c) = src_b at
+// (c + scale_b * U, r + scale_b * V), likewise for A, where (U, V) is the
+// displacement field interpolated by piv_field_interp from 'field'. src_a may be NULL
+// (frame A left as it is). Positions outside the image read the edge.
+void piv_deform_rows (piv_deform_t deform, const float *src_a, float *out_a, float scale_a,
+                      const float *src_b, float *out_b, float scale_b, int w, int h,
+                      const piv_field_t *field, int row0, int row1);
 
 #endif

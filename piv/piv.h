@@ -18,7 +18,8 @@ typedef enum {
     PIV_DEFORM_OFFSET,    // integer window offset only, no deformation
     PIV_DEFORM_BILINEAR,  // image deformation, bilinear interpolation
     PIV_DEFORM_BICUBIC,   // image deformation, Keys cubic convolution (a = -0.5)
-    PIV_DEFORM_BSPLINE    // image deformation, cubic B-spline (prefiltered)
+    PIV_DEFORM_BSPLINE,   // image deformation, cubic B-spline (prefiltered)
+    PIV_DEFORM_BSPLINE5   // image deformation, quintic B-spline (prefiltered)
 } piv_deform_t;
 
 // Caller-allocated settings; piv_settings_init fills the defaults.
@@ -32,17 +33,19 @@ typedef struct {
     double median_eps;           // normalized median test epsilon, px
     double median_threshold;     // normalized median test threshold
     int threads;                 // threads on one pair (1 = the calling thread)
+    int smooth_predictor;        // 3 x 3 smoothing of the predictor between passes (1)
     const piv_image_t *mask;     // borrowed, may be NULL: zero pixels are outside the flow
 } piv_settings_t;
 
 // Defaults: one pass of 32 px, 50 % overlap, 1 final iteration, B-spline
-// deformation, symmetric, eps 0.1, threshold 2, 1 thread, no mask.
+// deformation, symmetric, eps 0.1, threshold 2, 1 thread, predictor
+// smoothing, no mask.
 void piv_settings_init (piv_settings_t *settings);
 
 // Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
 int piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err,
                              size_t errlen);
-// Parses "offset", "bilinear", "bicubic", "bspline". 0 or -1 with err.
+// Parses "offset", "bilinear", "bicubic", "bspline", "bspline5". 0 or -1.
 int piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen);
 const char *piv_deform_name (piv_deform_t deform);
 
@@ -63,6 +66,15 @@ piv_field_t *piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *
 // neighbourhood; rejected vectors get the median of their valid neighbours
 // (flag REPLACED) or, with none, flag INVALID. Returns the number rejected.
 int piv_validate_median (piv_field_t *field, double eps, double threshold);
+
+// The same, where alt_u / alt_v hold nalt other candidates per vector (the
+// next correlation peaks of its window, best first, NaN for none; candidate
+// a of vector k at [a * nx * ny + k]): a rejected vector first takes the
+// first candidate that passes the test against the same neighbours, and
+// stays VALID (it is a measurement, the choice of its window's second
+// peak), before it falls back to the median. Returns the number rejected.
+int piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
+                               const float *alt_u, const float *alt_v, int nalt);
 
 // FFTW wisdom. The default path is $PIVFARM_WISDOM, else
 // $XDG_CACHE_HOME/pivfarm/fftw-wisdom, else ~/.cache/pivfarm/fftw-wisdom.

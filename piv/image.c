@@ -1,0 +1,971 @@
+// image.c — greyscale float images read from and written to TIFF files.
+// A file is read whole with a few large reads, then decoded by libtiff from
+// memory; errors are captured per handle, so loads can run on many threads.
+
+#include "piv/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <tiffio.h>
+#include <unistd.h>
+
+struct _piv_image_t {
+    int width;    // columns
+    int height;   // rows
+    int bits;     // bits per sample of the source file; 0 if made in memory
+    float *data;  // width * height pixels, row-major, 64-byte aligned
+};
+
+// What is left of the test seam's byte budget; SIZE_MAX: no limit.
+static _Atomic size_t s_read_budget = SIZE_MAX;
+
+// A file held in memory, served to libtiff by the client procedures below.
+typedef struct {
+    unsigned char *data;  // the whole file
+    size_t size;          // its length in bytes
+    uint64_t pos;         // libtiff's read position, may pass the end
+} s_memfile_t;
+
+// Per-handle libtiff messages: the first error is usually the root cause.
+typedef struct {
+    char error[256];  // first error libtiff reported, "" if none
+} s_tiffmsg_t;
+
+static void s_seterr (char *err, size_t errlen, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_seterr (char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (err, errlen, fmt, ap);
+    va_end (ap);
+}
+
+// strerror is not thread-safe; this is, with either strerror_r flavour.
+static const char *
+s_strerror (int errnum, char *buf, size_t len)
+{
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+    return strerror_r (errnum, buf, len);
+#else
+    if (strerror_r (errnum, buf, len) != 0)
+        snprintf (buf, len, "error %d", errnum);
+    return buf;
+#endif
+}
+
+piv_image_t *
+piv_image_new (int width, int height)
+{
+    if (width <= 0 || height <= 0
+        || (size_t) width > SIZE_MAX / sizeof (float) / (size_t) height)
+        return NULL;
+    size_t bytes = (size_t) width * (size_t) height * sizeof (float);
+    piv_image_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    void *data = NULL;
+    if (posix_memalign (&data, 64, bytes) != 0) {
+        free (self);
+        return NULL;
+    }
+    memset (data, 0, bytes);
+    self->width = width;
+    self->height = height;
+    self->data = data;
+    return self;
+}
+
+void
+piv_image_destroy (piv_image_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    piv_image_t *self = *self_p;
+    free (self->data);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+piv_image_width (const piv_image_t *self)
+{
+    return self->width;
+}
+
+int
+piv_image_height (const piv_image_t *self)
+{
+    return self->height;
+}
+
+int
+piv_image_bits (const piv_image_t *self)
+{
+    return self->bits;
+}
+
+float *
+piv_image_data (piv_image_t *self)
+{
+    return self->data;
+}
+
+const float *
+piv_image_cdata (const piv_image_t *self)
+{
+    return self->data;
+}
+
+void
+piv_image_test_read_limit (size_t limit)
+{
+    atomic_store (&s_read_budget, limit);
+}
+
+// How many of 'want' bytes the test seam lets the next read return.
+static size_t
+s_budget_take (size_t want)
+{
+    size_t left = atomic_load (&s_read_budget);
+    for (;;) {
+        if (left == SIZE_MAX)
+            return want;
+        size_t take = want < left ? want : left;
+        if (atomic_compare_exchange_weak (&s_read_budget, &left, left - take))
+            return take;
+    }
+}
+
+// Reads the whole of 'path' into file->data in PIV_READ_BLOCK reads.
+static int
+s_read_file (const char *path, s_memfile_t *file, char *err, size_t errlen)
+{
+    char ebuf[128];
+    memset (file, 0, sizeof *file);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        s_seterr (err, errlen, "cannot open '%s': %s", path, s_strerror (errno, ebuf, sizeof ebuf));
+        return -1;
+    }
+    struct stat st;
+    if (fstat (fd, &st) != 0) {
+        s_seterr (err, errlen, "cannot read '%s': %s", path,
+                  s_strerror (errno, ebuf, sizeof ebuf));
+        goto fail;
+    }
+    if (S_ISDIR (st.st_mode)) {
+        s_seterr (err, errlen, "cannot read '%s': %s", path,
+                  s_strerror (EISDIR, ebuf, sizeof ebuf));
+        goto fail;
+    }
+    if (!S_ISREG (st.st_mode)) {
+        s_seterr (err, errlen, "cannot read '%s': not a regular file", path);
+        goto fail;
+    }
+    if (st.st_size == 0) {
+        s_seterr (err, errlen, "'%s' is not a TIFF file: it is empty", path);
+        goto fail;
+    }
+    if ((uint64_t) st.st_size > (uint64_t) SSIZE_MAX) {
+        s_seterr (err, errlen, "cannot read '%s': file too large", path);
+        goto fail;
+    }
+    file->size = (size_t) st.st_size;
+    file->data = malloc (file->size);
+    if (!file->data) {
+        s_seterr (err, errlen, "cannot read '%s': out of memory for %zu bytes", path, file->size);
+        goto fail;
+    }
+    size_t got = 0;
+    while (got < file->size) {
+        size_t want = file->size - got;
+        if (want > PIV_READ_BLOCK)
+            want = PIV_READ_BLOCK;
+        want = s_budget_take (want);
+        ssize_t n = want ? read (fd, file->data + got, want) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            s_seterr (err, errlen, "cannot read '%s': %s", path,
+                      s_strerror (errno, ebuf, sizeof ebuf));
+            goto fail;
+        }
+        if (n == 0)
+            break;
+        got += (size_t) n;
+    }
+    if (got < file->size) {
+        s_seterr (err, errlen, "cannot read '%s': short read (got %zu of %zu bytes)", path, got,
+                  file->size);
+        goto fail;
+    }
+    close (fd);
+    return 0;
+
+fail:
+    free (file->data);
+    memset (file, 0, sizeof *file);
+    close (fd);
+    return -1;
+}
+
+static tmsize_t
+s_mem_read (thandle_t handle, void *buf, tmsize_t size)
+{
+    s_memfile_t *file = handle;
+    if (size <= 0 || file->pos >= file->size)
+        return 0;
+    uint64_t left = file->size - file->pos;
+    size_t n = (uint64_t) size < left ? (size_t) size : (size_t) left;
+    memcpy (buf, file->data + file->pos, n);
+    file->pos += n;
+    return (tmsize_t) n;
+}
+
+static tmsize_t
+s_mem_write (thandle_t handle, void *buf, tmsize_t size)
+{
+    (void) handle, (void) buf, (void) size;
+    return -1;  // opened for reading only
+}
+
+static toff_t
+s_mem_seek (thandle_t handle, toff_t off, int whence)
+{
+    s_memfile_t *file = handle;
+    uint64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? file->pos : file->size;
+    if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END)
+        return (toff_t) -1;
+    // libtiff passes negative offsets as wrapped unsigned values.
+    uint64_t pos = base + off;
+    if ((int64_t) off < 0 && pos > base)
+        return (toff_t) -1;
+    if ((int64_t) pos < 0)
+        return (toff_t) -1;
+    file->pos = pos;
+    return pos;
+}
+
+static int
+s_mem_close (thandle_t handle)
+{
+    (void) handle;  // the buffer belongs to the caller
+    return 0;
+}
+
+static toff_t
+s_mem_size (thandle_t handle)
+{
+    s_memfile_t *file = handle;
+    return file->size;
+}
+
+static int
+s_mem_map (thandle_t handle, void **base, toff_t *size)
+{
+    s_memfile_t *file = handle;
+    *base = file->data;
+    *size = file->size;
+    return 1;
+}
+
+static void
+s_mem_unmap (thandle_t handle, void *base, toff_t size)
+{
+    (void) handle, (void) base, (void) size;
+}
+
+// Keeps libtiff's first error for the message; returning 1 stops libtiff
+// from calling its global handlers, which would print to stderr.
+static int
+s_on_error (TIFF *tif, void *user_data, const char *module, const char *fmt, va_list ap)
+{
+    (void) tif, (void) module;
+    s_tiffmsg_t *msg = user_data;
+    if (msg && msg->error[0] == '\0') {
+        vsnprintf (msg->error, sizeof msg->error, fmt, ap);
+        size_t len = strlen (msg->error);
+        while (len > 0 && (msg->error[len - 1] == '\n' || msg->error[len - 1] == '.'))
+            msg->error[--len] = '\0';
+    }
+    return 1;
+}
+
+// Warnings (unknown tags, odd but readable files) are not worth a line.
+static int
+s_on_warning (TIFF *tif, void *user_data, const char *module, const char *fmt, va_list ap)
+{
+    (void) tif, (void) user_data, (void) module, (void) fmt, (void) ap;
+    return 1;
+}
+
+static TIFFOpenOptions *
+s_open_options (s_tiffmsg_t *msg)
+{
+    TIFFOpenOptions *opts = TIFFOpenOptionsAlloc ();
+    if (!opts)
+        return NULL;
+    TIFFOpenOptionsSetErrorHandlerExtR (opts, s_on_error, msg);
+    TIFFOpenOptionsSetWarningHandlerExtR (opts, s_on_warning, msg);
+    return opts;
+}
+
+static int
+s_is_tiff (const s_memfile_t *file)
+{
+    if (file->size < 8)
+        return 0;
+    const unsigned char *h = file->data;
+    return (h[0] == 'I' && h[1] == 'I' && (h[2] == 42 || h[2] == 43) && h[3] == 0)
+           || (h[0] == 'M' && h[1] == 'M' && h[2] == 0 && (h[3] == 42 || h[3] == 43));
+}
+
+// Reads an unsigned integer of 'bytes' bytes at 'off', in the file's byte
+// order; 0 if outside the file.
+static int
+s_peek_uint (const s_memfile_t *file, uint64_t off, int bytes, uint64_t *value)
+{
+    if (off > file->size || (uint64_t) bytes > file->size - off)
+        return 0;
+    const unsigned char *p = file->data + off;
+    int big_endian = file->data[0] == 'M';
+    *value = 0;
+    for (int i = 0; i < bytes; i++)
+        *value |= (uint64_t) p[big_endian ? bytes - 1 - i : i] << (8 * i);
+    return 1;
+}
+
+// The ImageWidth and ImageLength tags of directory 'page', read straight
+// from the file: libtiff refuses some directories (zero width) with a
+// message about its internals, and the user deserves the plain reason.
+static int
+s_peek_size (const s_memfile_t *file, int page, uint64_t *w, uint64_t *h)
+{
+    uint64_t magic, dir;
+    if (!s_peek_uint (file, 2, 2, &magic))
+        return 0;
+    int big = magic == 43;  // BigTIFF: 64-bit offsets and counts
+    int count_bytes = big ? 8 : 2, entry_bytes = big ? 20 : 12, off_bytes = big ? 8 : 4;
+    if (!s_peek_uint (file, big ? 8 : 4, off_bytes, &dir))
+        return 0;
+    for (int i = 0; i < page; i++) {
+        uint64_t n;
+        if (!s_peek_uint (file, dir, count_bytes, &n) || n > file->size
+            || !s_peek_uint (file, dir + count_bytes + n * entry_bytes, off_bytes, &dir))
+            return 0;
+    }
+    uint64_t n;
+    if (!s_peek_uint (file, dir, count_bytes, &n) || n > file->size)
+        return 0;
+    int found = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t at = dir + count_bytes + i * entry_bytes, tag, type, value;
+        if (!s_peek_uint (file, at, 2, &tag) || !s_peek_uint (file, at + 2, 2, &type))
+            return 0;
+        if (tag != TIFFTAG_IMAGEWIDTH && tag != TIFFTAG_IMAGELENGTH)
+            continue;
+        int bytes = type == TIFF_SHORT ? 2 : type == TIFF_LONG ? 4 : type == TIFF_LONG8 ? 8 : 0;
+        if (!bytes || !s_peek_uint (file, at + 4 + off_bytes, bytes, &value))
+            return 0;
+        *(tag == TIFFTAG_IMAGEWIDTH ? w : h) = value;
+        found |= tag == TIFFTAG_IMAGEWIDTH ? 1 : 2;
+    }
+    return found == 3;
+}
+
+// Reports a directory libtiff could not read, in the user's terms if the
+// cause is a zero size.
+static void
+s_unreadable (const char *path, const s_memfile_t *file, int page, const char *cause, char *err,
+              size_t errlen)
+{
+    uint64_t w = 1, h = 1;
+    if (s_peek_size (file, page, &w, &h) && (w == 0 || h == 0))
+        s_seterr (err, errlen, "cannot load '%s': image has zero size (%llux%llu)", path,
+                  (unsigned long long) w, (unsigned long long) h);
+    else if (page > 0)
+        s_seterr (err, errlen, "cannot read '%s': truncated or corrupt TIFF: page %d: %s", path,
+                  page, cause[0] ? cause : "unreadable directory");
+    else
+        s_seterr (err, errlen, "cannot read '%s': truncated or corrupt TIFF: %s", path,
+                  cause[0] ? cause : "no readable directory");
+}
+
+// Opens the in-memory file with libtiff, reading its first directory.
+static TIFF *
+s_open_mem (const char *path, s_memfile_t *file, s_tiffmsg_t *msg, char *err, size_t errlen)
+{
+    if (!s_is_tiff (file)) {
+        s_seterr (err, errlen, "'%s' is not a TIFF file", path);
+        return NULL;
+    }
+    TIFFOpenOptions *opts = s_open_options (msg);
+    if (!opts) {
+        s_seterr (err, errlen, "cannot read '%s': out of memory", path);
+        return NULL;
+    }
+    file->pos = 0;
+    TIFF *tif = TIFFClientOpenExt (path, "r", file, s_mem_read, s_mem_write, s_mem_seek,
+                                   s_mem_close, s_mem_size, s_mem_map, s_mem_unmap, opts);
+    TIFFOpenOptionsFree (opts);
+    if (!tif)
+        s_unreadable (path, file, 0, msg->error, err, errlen);
+    return tif;
+}
+
+// Makes 'page' the current directory, telling a missing page from a
+// corrupt one.
+static int
+s_set_page (TIFF *tif, const char *path, const s_memfile_t *file, int page, s_tiffmsg_t *msg,
+            char *err, size_t errlen)
+{
+    if (page < 0) {
+        s_seterr (err, errlen, "cannot load '%s': page %d does not exist", path, page);
+        return -1;
+    }
+    if (TIFFCurrentDirectory (tif) == (tdir_t) page)
+        return 0;
+    msg->error[0] = '\0';
+    if (TIFFSetDirectory (tif, (tdir_t) page))
+        return 0;
+    char cause[sizeof msg->error];
+    snprintf (cause, sizeof cause, "%s", msg->error);
+    tdir_t pages = TIFFNumberOfDirectories (tif);
+    if ((tdir_t) page >= pages)
+        s_seterr (err, errlen, "'%s' has %u page%s, page %d not found (pages count from 0)",
+                  path, (unsigned) pages, pages == 1 ? "" : "s", page);
+    else
+        s_unreadable (path, file, page, cause, err, errlen);
+    return -1;
+}
+
+static const char *
+s_format_name (uint16_t format)
+{
+    switch (format) {
+    case SAMPLEFORMAT_UINT:
+        return "unsigned integer";
+    case SAMPLEFORMAT_INT:
+        return "signed integer";
+    case SAMPLEFORMAT_IEEEFP:
+        return "IEEE float";
+    case SAMPLEFORMAT_VOID:
+        return "untyped";
+    case SAMPLEFORMAT_COMPLEXINT:
+        return "complex integer";
+    case SAMPLEFORMAT_COMPLEXIEEEFP:
+        return "complex float";
+    default:
+        return "unknown";
+    }
+}
+
+// Converts n samples, 'step' samples apart, to floats in the file's scale.
+static void
+s_convert (const unsigned char *src, size_t step, int bytes, int invert, float *dst, size_t n)
+{
+    if (bytes == 1) {
+        for (size_t i = 0; i < n; i++) {
+            unsigned v = src[i * step];
+            dst[i] = (float) (invert ? 255u - v : v);
+        }
+    }
+    else {
+        const uint16_t *s16 = (const uint16_t *) src;
+        for (size_t i = 0; i < n; i++) {
+            unsigned v = s16[i * step];
+            dst[i] = (float) (invert ? 65535u - v : v);
+        }
+    }
+}
+
+// 8 or 16 bit greyscale in strips or tiles, contiguous (sample 0 of each
+// pixel) or separate planes (plane 0).
+static int
+s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uint16_t planar,
+               int invert, s_tiffmsg_t *msg, char *err, size_t errlen)
+{
+    int bytes = self->bits / 8;
+    size_t step = planar == PLANARCONFIG_SEPARATE ? 1 : spp;  // samples from pixel to pixel
+    size_t pixel_bytes = step * (size_t) bytes;
+    size_t w = (size_t) self->width, h = (size_t) self->height;
+    unsigned char *buf = NULL;
+    msg->error[0] = '\0';
+
+    if (TIFFIsTiled (tif)) {
+        uint32_t tw = 0, th = 0;
+        TIFFGetField (tif, TIFFTAG_TILEWIDTH, &tw);
+        TIFFGetField (tif, TIFFTAG_TILELENGTH, &th);
+        if (tw == 0 || th == 0 || (uint64_t) tw * th > PIV_MAX_PIXELS_DEFAULT) {
+            s_seterr (err, errlen, "cannot load '%s': unsupported tile size %ux%u", path,
+                      (unsigned) tw, (unsigned) th);
+            return -1;
+        }
+        size_t tile_bytes = (size_t) tw * th * pixel_bytes;
+        buf = malloc (tile_bytes);
+        if (!buf)
+            goto nomem;
+        for (size_t y0 = 0; y0 < h; y0 += th) {
+            for (size_t x0 = 0; x0 < w; x0 += tw) {
+                uint32_t tile = TIFFComputeTile (tif, (uint32_t) x0, (uint32_t) y0, 0, 0);
+                tmsize_t n = TIFFReadEncodedTile (tif, tile, buf, (tmsize_t) tile_bytes);
+                if (n != (tmsize_t) tile_bytes) {
+                    if (msg->error[0])
+                        s_seterr (err, errlen,
+                                  "cannot read '%s': truncated or corrupt pixel data: %s", path,
+                                  msg->error);
+                    else
+                        s_seterr (err, errlen,
+                                  "cannot read '%s': truncated or corrupt pixel data: "
+                                  "tile %u is short",
+                                  path, (unsigned) tile);
+                    goto fail;
+                }
+                size_t rows = h - y0 < th ? h - y0 : th;
+                size_t cols = w - x0 < tw ? w - x0 : tw;
+                for (size_t r = 0; r < rows; r++)
+                    s_convert (buf + r * tw * pixel_bytes, step, bytes, invert,
+                               self->data + (y0 + r) * w + x0, cols);
+            }
+        }
+    }
+    else {
+        uint32_t rps = 0;
+        TIFFGetFieldDefaulted (tif, TIFFTAG_ROWSPERSTRIP, &rps);
+        if (rps == 0 || rps > h)
+            rps = (uint32_t) h;
+        size_t row_bytes = w * pixel_bytes;
+        buf = malloc ((size_t) rps * row_bytes);
+        if (!buf)
+            goto nomem;
+        for (size_t row0 = 0; row0 < h; row0 += rps) {
+            size_t rows = h - row0 < rps ? h - row0 : rps;
+            uint32_t strip = TIFFComputeStrip (tif, (uint32_t) row0, 0);
+            tmsize_t want = (tmsize_t) (rows * row_bytes);
+            tmsize_t n = TIFFReadEncodedStrip (tif, strip, buf, want);
+            if (n != want) {
+                if (msg->error[0])
+                    s_seterr (err, errlen, "cannot read '%s': truncated or corrupt pixel data: %s",
+                              path, msg->error);
+                else
+                    s_seterr (err, errlen,
+                              "cannot read '%s': truncated or corrupt pixel data: "
+                              "strip %u is short",
+                              path, (unsigned) strip);
+                goto fail;
+            }
+            for (size_t r = 0; r < rows; r++)
+                s_convert (buf + r * row_bytes, step, bytes, invert,
+                           self->data + (row0 + r) * w, w);
+        }
+    }
+    free (buf);
+    return 0;
+
+nomem:
+    s_seterr (err, errlen, "cannot load '%s': out of memory", path);
+fail:
+    free (buf);
+    return -1;
+}
+
+// Palette, RGB, YCbCr and other colour models through libtiff's RGBA
+// reader, then Rec. 601 luminance in 0..255.
+static int
+s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, s_tiffmsg_t *msg, char *err,
+                 size_t errlen)
+{
+    char emsg[1024] = "";
+    if (!TIFFRGBAImageOK (tif, emsg)) {
+        s_seterr (err, errlen, "cannot load '%s': unsupported image: %s", path, emsg);
+        return -1;
+    }
+    size_t n = (size_t) self->width * (size_t) self->height;
+    uint32_t *raster = malloc (n * sizeof *raster);
+    if (!raster) {
+        s_seterr (err, errlen, "cannot load '%s': out of memory", path);
+        return -1;
+    }
+    msg->error[0] = '\0';
+    // Stop on the first error: otherwise a truncated file reads as black.
+    if (!TIFFReadRGBAImageOriented (tif, (uint32_t) self->width, (uint32_t) self->height, raster,
+                                    ORIENTATION_TOPLEFT, 1)
+        || msg->error[0]) {
+        s_seterr (err, errlen, "cannot read '%s': truncated or corrupt pixel data: %s", path,
+                  msg->error[0] ? msg->error : "cannot decode colour image");
+        free (raster);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t p = raster[i];
+        // Integer weights keep grey exact: R = G = B = v gives v.
+        unsigned sum = 299u * TIFFGetR (p) + 587u * TIFFGetG (p) + 114u * TIFFGetB (p);
+        self->data[i] = (float) (sum / 1000.0);
+    }
+    free (raster);
+    return 0;
+}
+
+// Decodes the current directory of tif into a new image.
+static piv_image_t *
+s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char *err,
+          size_t errlen)
+{
+    if (max_pixels == 0)
+        max_pixels = PIV_MAX_PIXELS_DEFAULT;
+    uint32_t w = 0, h = 0;
+    TIFFGetField (tif, TIFFTAG_IMAGEWIDTH, &w);
+    TIFFGetField (tif, TIFFTAG_IMAGELENGTH, &h);
+    if (w == 0 || h == 0) {
+        s_seterr (err, errlen, "cannot load '%s': image has zero size (%ux%u)", path,
+                  (unsigned) w, (unsigned) h);
+        return NULL;
+    }
+    if ((uint64_t) w * h > (uint64_t) max_pixels || w > INT_MAX || h > INT_MAX) {
+        s_seterr (err, errlen,
+                  "cannot load '%s': image of %ux%u pixels exceeds the limit of %zu pixels",
+                  path, (unsigned) w, (unsigned) h, max_pixels);
+        return NULL;
+    }
+    uint16_t spp = 1, bps = 1, format = SAMPLEFORMAT_UINT, planar = PLANARCONFIG_CONTIG;
+    uint16_t photometric = PHOTOMETRIC_MINISBLACK;
+    TIFFGetFieldDefaulted (tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_BITSPERSAMPLE, &bps);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_SAMPLEFORMAT, &format);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_PLANARCONFIG, &planar);
+    if (!TIFFGetField (tif, TIFFTAG_PHOTOMETRIC, &photometric))
+        photometric = PHOTOMETRIC_MINISBLACK;
+    int grey = photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE;
+    if (spp == 0) {
+        s_seterr (err, errlen, "cannot load '%s': unsupported image: 0 samples per pixel", path);
+        return NULL;
+    }
+    if (format != SAMPLEFORMAT_UINT && format != SAMPLEFORMAT_VOID) {
+        s_seterr (err, errlen,
+                  "cannot load '%s': unsupported sample format: %u-bit %s "
+                  "(8 or 16 bit unsigned integer expected)",
+                  path, (unsigned) bps, s_format_name (format));
+        return NULL;
+    }
+    if (grey && bps != 8 && bps != 16) {
+        s_seterr (err, errlen,
+                  "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
+                  "(8 or 16 bit expected)",
+                  path, (unsigned) bps, s_format_name (format));
+        return NULL;
+    }
+    if (grey && spp > 16) {
+        s_seterr (err, errlen, "cannot load '%s': unsupported image: %u samples per pixel", path,
+                  (unsigned) spp);
+        return NULL;
+    }
+    piv_image_t *self = piv_image_new ((int) w, (int) h);
+    if (!self) {
+        s_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
+                  (unsigned) w, (unsigned) h);
+        return NULL;
+    }
+    int rc;
+    if (grey) {
+        self->bits = bps;
+        rc = s_decode_grey (tif, path, self, spp, planar, photometric == PHOTOMETRIC_MINISWHITE,
+                            msg, err, errlen);
+    }
+    else {
+        self->bits = 8;
+        rc = s_decode_colour (tif, path, self, msg, err, errlen);
+    }
+    if (rc != 0)
+        piv_image_destroy (&self);
+    return self;
+}
+
+piv_image_t *
+piv_image_load (const char *path, int page, size_t max_pixels, char *err, size_t errlen)
+{
+    s_memfile_t file;
+    s_tiffmsg_t msg = {""};
+    if (s_read_file (path, &file, err, errlen) != 0)
+        return NULL;
+    piv_image_t *self = NULL;
+    TIFF *tif = s_open_mem (path, &file, &msg, err, errlen);
+    if (tif && s_set_page (tif, path, &file, page, &msg, err, errlen) == 0)
+        self = s_decode (tif, path, max_pixels, &msg, err, errlen);
+    if (tif)
+        TIFFClose (tif);
+    free (file.data);
+    return self;
+}
+
+// Both frames from pages 0 and 1 of one file, read once.
+static int
+s_load_two_pages (const char *path, size_t max_pixels, piv_image_t **a_p, piv_image_t **b_p,
+                  char *err, size_t errlen)
+{
+    s_memfile_t file;
+    s_tiffmsg_t msg = {""};
+    if (s_read_file (path, &file, err, errlen) != 0)
+        return -1;
+    int rc = -1;
+    TIFF *tif = s_open_mem (path, &file, &msg, err, errlen);
+    if (!tif)
+        goto done;
+    *a_p = s_decode (tif, path, max_pixels, &msg, err, errlen);
+    if (!*a_p)
+        goto done;
+    msg.error[0] = '\0';
+    if (!TIFFReadDirectory (tif)) {
+        if (msg.error[0])
+            s_unreadable (path, &file, 1, msg.error, err, errlen);
+        else
+            s_seterr (err, errlen, "'%s' has 1 page, a pair needs 2 (frame B not found)", path);
+        goto done;
+    }
+    *b_p = s_decode (tif, path, max_pixels, &msg, err, errlen);
+    if (*b_p)
+        rc = 0;
+done:
+    if (tif)
+        TIFFClose (tif);
+    free (file.data);
+    return rc;
+}
+
+int
+piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
+                     piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen)
+{
+    if (!a_p || !b_p || !path_a) {
+        s_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
+        return -1;
+    }
+    *a_p = *b_p = NULL;
+    int rc;
+    if (!path_b)
+        rc = s_load_two_pages (path_a, max_pixels, a_p, b_p, err, errlen);
+    else {
+        *a_p = piv_image_load (path_a, 0, max_pixels, err, errlen);
+        if (*a_p)
+            *b_p = piv_image_load (path_b, 0, max_pixels, err, errlen);
+        rc = *a_p && *b_p ? 0 : -1;
+    }
+    if (rc == 0
+        && ((*a_p)->width != (*b_p)->width || (*a_p)->height != (*b_p)->height)) {
+        if (path_b)
+            s_seterr (err, errlen, "frames differ in size: '%s' is %dx%d, '%s' is %dx%d", path_a,
+                      (*a_p)->width, (*a_p)->height, path_b, (*b_p)->width, (*b_p)->height);
+        else
+            s_seterr (err, errlen, "frames differ in size: '%s' page 0 is %dx%d, page 1 is %dx%d",
+                      path_a, (*a_p)->width, (*a_p)->height, (*b_p)->width, (*b_p)->height);
+        rc = -1;
+    }
+    if (rc != 0) {
+        piv_image_destroy (a_p);
+        piv_image_destroy (b_p);
+    }
+    return rc;
+}
+
+// Writes one frame as the current directory of tif, in ~64 KiB strips.
+static int
+s_write_frame (TIFF *tif, const piv_image_t *frame, int page, int nframes, int bits)
+{
+    size_t w = (size_t) frame->width, h = (size_t) frame->height;
+    size_t bytes = (size_t) bits / 8;
+    size_t row_bytes = w * bytes;
+    size_t rps = row_bytes >= 65536 ? 1 : 65536 / row_bytes;
+    if (rps > h)
+        rps = h;
+    TIFFSetField (tif, TIFFTAG_IMAGEWIDTH, (uint32_t) w);
+    TIFFSetField (tif, TIFFTAG_IMAGELENGTH, (uint32_t) h);
+    TIFFSetField (tif, TIFFTAG_BITSPERSAMPLE, (uint16_t) bits);
+    TIFFSetField (tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t) 1);
+    TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, (uint16_t) SAMPLEFORMAT_UINT);
+    TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, (uint16_t) PHOTOMETRIC_MINISBLACK);
+    TIFFSetField (tif, TIFFTAG_PLANARCONFIG, (uint16_t) PLANARCONFIG_CONTIG);
+    TIFFSetField (tif, TIFFTAG_COMPRESSION, (uint16_t) COMPRESSION_NONE);
+    TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) ORIENTATION_TOPLEFT);
+    TIFFSetField (tif, TIFFTAG_ROWSPERSTRIP, (uint32_t) rps);
+    if (nframes > 1) {
+        TIFFSetField (tif, TIFFTAG_SUBFILETYPE, (uint32_t) FILETYPE_PAGE);
+        TIFFSetField (tif, TIFFTAG_PAGENUMBER, (uint16_t) page, (uint16_t) nframes);
+    }
+    unsigned char *buf = malloc (rps * row_bytes);
+    if (!buf)
+        return -1;
+    float top = bits == 8 ? 255.0f : 65535.0f;
+    for (size_t row0 = 0; row0 < h; row0 += rps) {
+        size_t rows = h - row0 < rps ? h - row0 : rps;
+        const float *src = frame->data + row0 * w;
+        size_t n = rows * w;
+        for (size_t i = 0; i < n; i++) {
+            float v = src[i];
+            // Round half up after clipping; NaN becomes 0.
+            v = v > 0.0f ? (v < top ? floorf (v + 0.5f) : top) : 0.0f;
+            if (bits == 8)
+                buf[i] = (unsigned char) v;
+            else
+                ((uint16_t *) buf)[i] = (uint16_t) v;
+        }
+        uint32_t strip = (uint32_t) (row0 / rps);
+        if (TIFFWriteEncodedStrip (tif, strip, buf, (tmsize_t) (n * bytes)) < 0) {
+            free (buf);
+            return -1;
+        }
+    }
+    free (buf);
+    return TIFFWriteDirectory (tif) ? 0 : -1;
+}
+
+int
+piv_image_save (const char *path, const piv_image_t *const *frames, int nframes, int bits,
+                char *err, size_t errlen)
+{
+    char ebuf[128];
+    if (bits != 8 && bits != 16) {
+        s_seterr (err, errlen, "cannot save '%s': %d bits per sample (8 or 16 expected)", path,
+                  bits);
+        return -1;
+    }
+    if (!frames || nframes < 1) {
+        s_seterr (err, errlen, "cannot save '%s': no frames", path);
+        return -1;
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < nframes; i++) {
+        if (!frames[i]) {
+            s_seterr (err, errlen, "cannot save '%s': frame %d is missing", path, i);
+            return -1;
+        }
+        total += (uint64_t) frames[i]->width * (uint64_t) frames[i]->height * (uint64_t) bits / 8;
+    }
+    // Classic TIFF offsets are 32-bit: past ~4 GB the file must be BigTIFF.
+    const char *mode = total > (uint64_t) 0xF0000000u ? "w8" : "w";
+
+    size_t tmplen = strlen (path) + sizeof ".tmp-XXXXXX";
+    char *tmp = malloc (tmplen);
+    if (!tmp) {
+        s_seterr (err, errlen, "cannot save '%s': out of memory", path);
+        return -1;
+    }
+    snprintf (tmp, tmplen, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp (tmp);
+    if (fd < 0) {
+        s_seterr (err, errlen, "cannot save '%s': %s", path,
+                  s_strerror (errno, ebuf, sizeof ebuf));
+        free (tmp);
+        return -1;
+    }
+    // mkstemp makes the file private; a saved image is an ordinary file.
+    fchmod (fd, 0644);
+    // A second descriptor outlives TIFFClose, so the data can be synced.
+    int keep = dup (fd);
+    s_tiffmsg_t msg = {""};
+    TIFFOpenOptions *opts = s_open_options (&msg);
+    TIFF *tif = opts && keep >= 0 ? TIFFFdOpenExt (fd, tmp, mode, opts) : NULL;
+    TIFFOpenOptionsFree (opts);
+    int rc = tif ? 0 : -1;
+    if (!tif)
+        close (fd);
+    for (int i = 0; rc == 0 && i < nframes; i++)
+        rc = s_write_frame (tif, frames[i], i, nframes, bits);
+    if (tif)
+        TIFFClose (tif);
+    if (rc != 0) {
+        const char *cause = msg.error[0] ? msg.error : "out of memory";
+        if (keep < 0)
+            cause = "out of file descriptors";
+        s_seterr (err, errlen, "cannot save '%s': %s", path, cause);
+    }
+    else {
+        // Late write errors (a full disk over NFS) surface here.
+        int error = fsync (keep) == 0 ? 0 : errno;
+        if (close (keep) != 0 && !error)
+            error = errno;
+        keep = -1;
+        if (!error && rename (tmp, path) != 0)
+            error = errno;
+        if (error) {
+            s_seterr (err, errlen, "cannot save '%s': %s", path,
+                      s_strerror (error, ebuf, sizeof ebuf));
+            rc = -1;
+        }
+    }
+    if (keep >= 0)
+        close (keep);
+    if (rc != 0)
+        unlink (tmp);
+    free (tmp);
+    return rc;
+}
+
+piv_image_t *
+piv_image_min (const piv_image_t *const *frames, int n, char *err, size_t errlen)
+{
+    if (!frames || n < 1) {
+        s_seterr (err, errlen, "cannot take the minimum of %d frames", n);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!frames[i]) {
+            s_seterr (err, errlen, "cannot take the minimum: frame %d is missing", i);
+            return NULL;
+        }
+        if (frames[i]->width != frames[0]->width || frames[i]->height != frames[0]->height) {
+            s_seterr (err, errlen, "frames differ in size: frame 0 is %dx%d, frame %d is %dx%d",
+                      frames[0]->width, frames[0]->height, i, frames[i]->width,
+                      frames[i]->height);
+            return NULL;
+        }
+    }
+    piv_image_t *self = piv_image_new (frames[0]->width, frames[0]->height);
+    if (!self) {
+        s_seterr (err, errlen, "cannot take the minimum: out of memory");
+        return NULL;
+    }
+    self->bits = frames[0]->bits;
+    size_t count = (size_t) self->width * (size_t) self->height;
+    memcpy (self->data, frames[0]->data, count * sizeof (float));
+    for (int i = 1; i < n; i++) {
+        const float *src = frames[i]->data;
+        for (size_t k = 0; k < count; k++)
+            if (src[k] < self->data[k])
+                self->data[k] = src[k];
+    }
+    return self;
+}
+
+int
+piv_image_subtract (piv_image_t *self, const piv_image_t *background, char *err, size_t errlen)
+{
+    if (!self || !background) {
+        s_seterr (err, errlen, "cannot subtract background: no image");
+        return -1;
+    }
+    if (self->width != background->width || self->height != background->height) {
+        s_seterr (err, errlen,
+                  "cannot subtract background: image is %dx%d, background is %dx%d",
+                  self->width, self->height, background->width, background->height);
+        return -1;
+    }
+    size_t count = (size_t) self->width * (size_t) self->height;
+    for (size_t k = 0; k < count; k++) {
+        float v = self->data[k] - background->data[k];
+        self->data[k] = v > 0.0f ? v : 0.0f;
+    }
+    return 0;
+}

@@ -1,0 +1,122 @@
+// validate.c — the normalized median test (Westerweel & Scarano 2005,
+// "Universal outlier detection for PIV data", Exp. Fluids 39) with
+// replacement of rejected vectors by the median of their valid neighbours.
+
+#include "piv/piv.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+// Median of n values (n <= 8), by insertion sort of a copy.
+static float
+s_median (const float *vals, int n)
+{
+    float s[8];
+    for (int i = 0; i < n; i++) {
+        float x = vals[i];
+        int j = i;
+        for (; j > 0 && s[j - 1] > x; j--)
+            s[j] = s[j - 1];
+        s[j] = x;
+    }
+    return n % 2 ? s[n / 2] : 0.5f * (s[n / 2 - 1] + s[n / 2]);
+}
+
+// Collects the u and v of the valid 3 x 3 neighbours of vector (i, j),
+// the vector itself excluded; 'skip' (may be NULL) excludes more vectors.
+static int
+s_neighbours (const piv_field_t *f, int i, int j, const uint8_t *skip, float *nu, float *nv)
+{
+    int count = 0;
+    for (int b = j - 1; b <= j + 1; b++)
+        for (int a = i - 1; a <= i + 1; a++) {
+            if (a < 0 || b < 0 || a >= f->nx || b >= f->ny || (a == i && b == j))
+                continue;
+            long k = (long) b * f->nx + a;
+            if (f->flags[k] != PIV_FLAG_VALID || (skip && skip[k]))
+                continue;
+            nu[count] = f->u[k];
+            nv[count] = f->v[k];
+            count++;
+        }
+    return count;
+}
+
+// The normalized residual of (u, v) against neighbour medians (mu, mv) and
+// median residuals (ru, rv).
+static float
+s_residual (float u, float v, float mu, float mv, float ru, float rv, float eps)
+{
+    float tu = fabsf (u - mu) / (ru + eps), tv = fabsf (v - mv) / (rv + eps);
+    return sqrtf (tu * tu + tv * tv);
+}
+
+int
+piv_validate_median (piv_field_t *field, double eps, double threshold)
+{
+    return piv_validate_median_peaks (field, eps, threshold, NULL, NULL, 0);
+}
+
+int
+piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
+                           const float *alt_u, const float *alt_v, int nalt)
+{
+    piv_field_t *f = field;
+    long n = (long) f->nx * f->ny;
+    uint8_t *reject = calloc ((size_t) n, 1);
+    if (!reject)
+        return -1;
+    int rejected = 0;
+    // Test every valid vector against its neighbours as measured; a rejected
+    // one may still pass with another peak of its window...
+    for (int j = 0; j < f->ny; j++)
+        for (int i = 0; i < f->nx; i++) {
+            long k = (long) j * f->nx + i;
+            float nu[8], nv[8], ru[8], rv[8];
+            if (f->flags[k] != PIV_FLAG_VALID)
+                continue;
+            int count = s_neighbours (f, i, j, NULL, nu, nv);
+            // Too few neighbours to judge (a corner among failed vectors).
+            if (count < 3)
+                continue;
+            float mu = s_median (nu, count), mv = s_median (nv, count);
+            for (int c = 0; c < count; c++) {
+                ru[c] = fabsf (nu[c] - mu);
+                rv[c] = fabsf (nv[c] - mv);
+            }
+            float rmu = s_median (ru, count), rmv = s_median (rv, count), e = (float) eps;
+            if (s_residual (f->u[k], f->v[k], mu, mv, rmu, rmv, e) <= threshold)
+                continue;
+            reject[k] = 1;
+            for (int a = 0; a < nalt && reject[k]; a++) {
+                float au = alt_u[a * n + k], av = alt_v[a * n + k];
+                if (!isnan (au) && s_residual (au, av, mu, mv, rmu, rmv, e) <= threshold)
+                    reject[k] = 2 + a;
+            }
+            rejected++;
+        }
+    for (long k = 0; k < n; k++)
+        if (reject[k] >= 2) {
+            f->u[k] = alt_u[(reject[k] - 2) * n + k];
+            f->v[k] = alt_v[(reject[k] - 2) * n + k];
+            reject[k] = 0;
+        }
+    // ...the others are replaced from the neighbours that passed.
+    for (int j = 0; j < f->ny; j++)
+        for (int i = 0; i < f->nx; i++) {
+            long k = (long) j * f->nx + i;
+            float nu[8], nv[8];
+            if (!reject[k])
+                continue;
+            int count = s_neighbours (f, i, j, reject, nu, nv);
+            if (count > 0) {
+                f->u[k] = s_median (nu, count);
+                f->v[k] = s_median (nv, count);
+                f->flags[k] = PIV_FLAG_REPLACED;
+            }
+            else
+                f->flags[k] = PIV_FLAG_INVALID;
+        }
+    free (reject);
+    return rejected;
+}

@@ -1,0 +1,1327 @@
+// test_image.c — the image module: real TIFF files written with libtiff (and
+// a few built byte by byte, to control their layout) are loaded back pixel
+// for pixel; broken and unsupported files are refused with a clear reason.
+
+#include "piv/image.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <tiffio.h>
+#include <unistd.h>
+
+static char *s_dir;  // this test's temporary directory
+
+static void
+s_setup (void)
+{
+    s_dir = strdup (tu_tmpdir ());
+}
+
+static void
+s_teardown (void)
+{
+    piv_image_test_read_limit (SIZE_MAX);
+    tu_rmtree (s_dir);
+    free (s_dir);
+    s_dir = NULL;
+}
+
+#define ASSERT_ERR(err, path, cause)                                                            \
+    ck_assert_msg (strstr ((err), (path)) && strstr ((err), (cause)),                          \
+                   "error '%s' should name '%s' and say '%s'", (err), (path), (cause))
+
+// How a test file is laid out.
+typedef struct {
+    int w, h;             // size in pixels
+    int bps, spp;         // bits per sample, samples per pixel
+    int photometric;      // PHOTOMETRIC_*
+    int planar;           // PLANARCONFIG_*; 0 means contiguous
+    int rps;              // rows per strip; 0: libtiff's default
+    int tile_w, tile_h;   // tiled when non-zero
+    int format;           // SAMPLEFORMAT_*; 0 leaves the tag out
+    int omit_spp;         // leave the SamplesPerPixel tag out
+    const uint16_t *cmap; // 3 x (1 << bps) colour map entries for palettes
+} s_layout_t;
+
+// Writes pages with libtiff; samples[p] holds page p's samples, pixel after
+// pixel (contiguous) or plane after plane (separate), rows padded to bytes.
+static void
+s_write_pages (const char *path, int npages, const s_layout_t *lay, const void *const *samples)
+{
+    TIFF *tif = TIFFOpen (path, "w");
+    ck_assert_msg (tif != NULL, "cannot create '%s'", path);
+    for (int p = 0; p < npages; p++) {
+        const s_layout_t *l = &lay[p];
+        int planar = l->planar ? l->planar : PLANARCONFIG_CONTIG;
+        int per_row = planar == PLANARCONFIG_CONTIG ? l->spp : 1;  // samples in a plane row
+        size_t row_bytes = ((size_t) l->w * per_row * l->bps + 7) / 8;
+        int planes = planar == PLANARCONFIG_CONTIG ? 1 : l->spp;
+        TIFFSetField (tif, TIFFTAG_IMAGEWIDTH, (uint32_t) l->w);
+        TIFFSetField (tif, TIFFTAG_IMAGELENGTH, (uint32_t) l->h);
+        TIFFSetField (tif, TIFFTAG_BITSPERSAMPLE, (uint16_t) l->bps);
+        if (!l->omit_spp)
+            TIFFSetField (tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t) l->spp);
+        TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, (uint16_t) l->photometric);
+        TIFFSetField (tif, TIFFTAG_PLANARCONFIG, (uint16_t) planar);
+        TIFFSetField (tif, TIFFTAG_COMPRESSION, (uint16_t) COMPRESSION_NONE);
+        if (l->format)
+            TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, (uint16_t) l->format);
+        if (l->spp == 2) {
+            uint16_t extra = EXTRASAMPLE_UNASSALPHA;
+            TIFFSetField (tif, TIFFTAG_EXTRASAMPLES, (uint16_t) 1, &extra);
+        }
+        if (l->cmap) {
+            size_t n = (size_t) 1 << l->bps;
+            TIFFSetField (tif, TIFFTAG_COLORMAP, l->cmap, l->cmap + n, l->cmap + 2 * n);
+        }
+        if (npages > 1) {
+            TIFFSetField (tif, TIFFTAG_SUBFILETYPE, (uint32_t) FILETYPE_PAGE);
+            TIFFSetField (tif, TIFFTAG_PAGENUMBER, (uint16_t) p, (uint16_t) npages);
+        }
+        const unsigned char *src = samples[p];
+        if (l->tile_w) {
+            TIFFSetField (tif, TIFFTAG_TILEWIDTH, (uint32_t) l->tile_w);
+            TIFFSetField (tif, TIFFTAG_TILELENGTH, (uint32_t) l->tile_h);
+            size_t px = (size_t) per_row * l->bps / 8;
+            size_t tile_bytes = (size_t) l->tile_w * l->tile_h * px;
+            unsigned char *tile = malloc (tile_bytes);
+            for (int plane = 0; plane < planes; plane++)
+                for (int y0 = 0; y0 < l->h; y0 += l->tile_h)
+                    for (int x0 = 0; x0 < l->w; x0 += l->tile_w) {
+                        memset (tile, 0, tile_bytes);
+                        for (int y = y0; y < y0 + l->tile_h && y < l->h; y++)
+                            for (int x = x0; x < x0 + l->tile_w && x < l->w; x++)
+                                memcpy (tile + ((size_t) (y - y0) * l->tile_w + (x - x0)) * px,
+                                        src + (size_t) plane * l->h * row_bytes
+                                            + (size_t) y * row_bytes + (size_t) x * px,
+                                        px);
+                        uint32_t t = TIFFComputeTile (tif, (uint32_t) x0, (uint32_t) y0, 0,
+                                                      (uint16_t) plane);
+                        ck_assert (TIFFWriteEncodedTile (tif, t, tile, (tmsize_t) tile_bytes)
+                                   >= 0);
+                    }
+            free (tile);
+        }
+        else {
+            int rps = l->rps ? l->rps : (int) TIFFDefaultStripSize (tif, 0);
+            TIFFSetField (tif, TIFFTAG_ROWSPERSTRIP, (uint32_t) rps);
+            for (int plane = 0; plane < planes; plane++)
+                for (int y0 = 0; y0 < l->h; y0 += rps) {
+                    int rows = l->h - y0 < rps ? l->h - y0 : rps;
+                    uint32_t s = TIFFComputeStrip (tif, (uint32_t) y0, (uint16_t) plane);
+                    const unsigned char *at =
+                        src + (size_t) plane * l->h * row_bytes + (size_t) y0 * row_bytes;
+                    ck_assert (TIFFWriteEncodedStrip (tif, s, (void *) at,
+                                                      (tmsize_t) (rows * row_bytes))
+                               >= 0);
+                }
+        }
+        ck_assert (TIFFWriteDirectory (tif));
+    }
+    TIFFClose (tif);
+}
+
+static void
+s_write_tiff (const char *path, const s_layout_t *lay, const void *samples)
+{
+    s_write_pages (path, 1, lay, &samples);
+}
+
+// An 8-bit greyscale page w x h with pixel (x, y) = (3x + 5y) mod 256.
+static unsigned char *
+s_ramp8 (int w, int h)
+{
+    unsigned char *p = malloc ((size_t) w * h);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            p[y * w + x] = (unsigned char) ((3 * x + 5 * y) % 256);
+    return p;
+}
+
+static void
+s_write_grey8 (const char *path, int w, int h)
+{
+    unsigned char *p = s_ramp8 (w, h);
+    s_layout_t lay = {.w = w, .h = h, .bps = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .rps = 4};
+    s_write_tiff (path, &lay, p);
+    free (p);
+}
+
+static void
+s_assert_ramp8 (const piv_image_t *img, int w, int h)
+{
+    ck_assert_int_eq (piv_image_width (img), w);
+    ck_assert_int_eq (piv_image_height (img), h);
+    const float *d = piv_image_cdata (img);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            ck_assert_msg (d[y * w + x] == (float) ((3 * x + 5 * y) % 256),
+                           "pixel (%d, %d) is %g", x, y, d[y * w + x]);
+}
+
+// Little-endian TIFF surgery: the IFD entry of 'tag' in the first
+// directory becomes one LONG with 'value'.
+static void
+s_patch_tag (unsigned char *buf, size_t len, uint16_t tag, uint32_t value)
+{
+    ck_assert (len >= 8 && buf[0] == 'I' && buf[1] == 'I');
+    uint32_t ifd = buf[4] | buf[5] << 8 | buf[6] << 16 | (uint32_t) buf[7] << 24;
+    ck_assert (ifd + 2 <= len);
+    unsigned count = buf[ifd] | buf[ifd + 1] << 8;
+    for (unsigned i = 0; i < count; i++) {
+        unsigned char *e = buf + ifd + 2 + 12 * i;
+        ck_assert (e + 12 <= buf + len);
+        if ((e[0] | e[1] << 8) != tag)
+            continue;
+        uint32_t n = 1;
+        e[2] = 4, e[3] = 0;  // LONG
+        memcpy (e + 4, &n, 4);
+        for (int b = 0; b < 4; b++)
+            e[8 + b] = (unsigned char) (value >> (8 * b));
+        return;
+    }
+    ck_abort_msg ("tag %u not found", tag);
+}
+
+static void
+s_patch_file (const char *path, uint16_t tag, uint32_t value)
+{
+    size_t len;
+    unsigned char *buf = (unsigned char *) tu_slurp (path, &len);
+    ck_assert_ptr_nonnull (buf);
+    s_patch_tag (buf, len, tag, value);
+    tu_spit (path, buf, len);
+    free (buf);
+}
+
+static void
+s_put16 (unsigned char *p, unsigned v)
+{
+    p[0] = (unsigned char) v, p[1] = (unsigned char) (v >> 8);
+}
+
+static void
+s_put32 (unsigned char *p, uint32_t v)
+{
+    for (int b = 0; b < 4; b++)
+        p[b] = (unsigned char) (v >> (8 * b));
+}
+
+// A little-endian 8-bit greyscale TIFF built by hand with its directory
+// first and the pixels last, as many cameras write them, so that cutting
+// the file loses pixel data, not the directory. Caller frees; *len_p gets
+// the size. An optional 'unknown' tag 65000 makes libtiff warn.
+static unsigned char *
+s_raw_grey8 (int w, int h, int rps, int unknown_tag, size_t *len_p)
+{
+    int nstrips = (h + rps - 1) / rps;
+    int nent = 9 + (unknown_tag ? 1 : 0);
+    size_t ifd_len = 2 + 12 * (size_t) nent + 4;
+    size_t arrays = 8 + ifd_len;  // strip offsets, then byte counts
+    size_t data = arrays + 8 * (size_t) nstrips;
+    size_t len = data + (size_t) w * h;
+    unsigned char *buf = calloc (1, len);
+    memcpy (buf, "II*\0", 4);
+    s_put32 (buf + 4, 8);
+    unsigned char *e = buf + 8;
+    s_put16 (e, (unsigned) nent);
+    e += 2;
+    struct {
+        unsigned tag, type;
+        uint32_t count, value;
+    } ent[] = {
+        {256, 4, 1, (uint32_t) w},
+        {257, 4, 1, (uint32_t) h},
+        {258, 3, 1, 8},
+        {259, 3, 1, 1},
+        {262, 3, 1, 1},
+        {273, 4, (uint32_t) nstrips, nstrips == 1 ? (uint32_t) data : (uint32_t) arrays},
+        {277, 3, 1, 1},
+        {278, 4, 1, (uint32_t) rps},
+        {279, 4, (uint32_t) nstrips,
+         nstrips == 1 ? (uint32_t) w * h : (uint32_t) (arrays + 4 * nstrips)},
+        {65000, 4, 1, 42},
+    };
+    for (int i = 0; i < nent; i++, e += 12) {
+        s_put16 (e, ent[i].tag);
+        s_put16 (e + 2, ent[i].type);
+        s_put32 (e + 4, ent[i].count);
+        if (ent[i].type == 3)
+            s_put16 (e + 8, (unsigned) ent[i].value);
+        else
+            s_put32 (e + 8, ent[i].value);
+    }
+    s_put32 (e, 0);  // no next directory
+    for (int s = 0; s < nstrips; s++) {
+        int rows = h - s * rps < rps ? h - s * rps : rps;
+        s_put32 (buf + arrays + 4 * s, (uint32_t) (data + (size_t) s * rps * w));
+        s_put32 (buf + arrays + 4 * (nstrips + s), (uint32_t) (rows * w));
+    }
+    unsigned char *ramp = s_ramp8 (w, h);
+    memcpy (buf + data, ramp, (size_t) w * h);
+    free (ramp);
+    *len_p = len;
+    return buf;
+}
+
+static double
+s_mean (const piv_image_t *img, float *min_p, float *max_p)
+{
+    const float *d = piv_image_cdata (img);
+    size_t n = (size_t) piv_image_width (img) * piv_image_height (img);
+    double sum = 0;
+    float lo = d[0], hi = d[0];
+    for (size_t i = 0; i < n; i++) {
+        sum += d[i];
+        lo = d[i] < lo ? d[i] : lo;
+        hi = d[i] > hi ? d[i] : hi;
+    }
+    *min_p = lo;
+    *max_p = hi;
+    return sum / (double) n;
+}
+
+// --- loading ----------------------------------------------------------------
+
+START_TEST (loads_8bit_greyscale_in_strips)
+{
+    const char *path = tu_path (s_dir, "grey8.tif");
+    s_write_grey8 (path, 37, 23);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    s_assert_ramp8 (img, 37, 23);
+    ck_assert_int_eq (piv_image_bits (img), 8);
+    piv_image_destroy (&img);
+    ck_assert_ptr_null (img);
+}
+END_TEST
+
+START_TEST (loads_16bit_greyscale_in_partial_edge_tiles)
+{
+    const char *path = tu_path (s_dir, "tiles16.tif");
+    int w = 100, h = 70;
+    uint16_t *p = malloc (sizeof *p * w * h);
+    for (int i = 0; i < w * h; i++)
+        p[i] = (uint16_t) (i * 937u % 65536);
+    s_layout_t lay = {.w = w, .h = h, .bps = 16, .spp = 1,
+                      .photometric = PHOTOMETRIC_MINISBLACK, .tile_w = 32, .tile_h = 32};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    ck_assert_int_eq (piv_image_width (img), w);
+    ck_assert_int_eq (piv_image_height (img), h);
+    ck_assert_int_eq (piv_image_bits (img), 16);
+    const float *d = piv_image_cdata (img);
+    for (int i = 0; i < w * h; i++)
+        ck_assert_msg (d[i] == (float) p[i], "pixel %d is %g, not %u", i, d[i], p[i]);
+    piv_image_destroy (&img);
+    free (p);
+}
+END_TEST
+
+START_TEST (loads_16bit_greyscale_in_strips_with_full_range)
+{
+    const char *path = tu_path (s_dir, "strips16.tif");
+    int w = 64, h = 33;
+    uint16_t *p = malloc (sizeof *p * w * h);
+    for (int i = 0; i < w * h; i++)
+        p[i] = (uint16_t) (i * 31u);
+    p[0] = 65535;
+    p[1] = 0;
+    s_layout_t lay = {.w = w, .h = h, .bps = 16, .spp = 1,
+                      .photometric = PHOTOMETRIC_MINISBLACK, .rps = 4};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    const float *d = piv_image_cdata (img);
+    for (int i = 0; i < w * h; i++)
+        ck_assert_msg (d[i] == (float) p[i], "pixel %d is %g, not %u", i, d[i], p[i]);
+    ck_assert_float_eq (d[0], 65535.0f);
+    piv_image_destroy (&img);
+    free (p);
+}
+END_TEST
+
+START_TEST (loads_sample_0_of_grey_with_alpha)
+{
+    const char *path = tu_path (s_dir, "greyalpha.tif");
+    int w = 19, h = 11;
+    unsigned char *p = malloc ((size_t) 2 * w * h);
+    for (int i = 0; i < w * h; i++) {
+        p[2 * i] = (unsigned char) (i % 251);
+        p[2 * i + 1] = 200;  // alpha, to be ignored
+    }
+    s_layout_t lay = {.w = w, .h = h, .bps = 8, .spp = 2,
+                      .photometric = PHOTOMETRIC_MINISBLACK, .rps = 3};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    const float *d = piv_image_cdata (img);
+    for (int i = 0; i < w * h; i++)
+        ck_assert_float_eq (d[i], (float) (i % 251));
+    piv_image_destroy (&img);
+    free (p);
+}
+END_TEST
+
+START_TEST (loads_plane_0_of_separate_planes_in_strips_and_tiles)
+{
+    int w = 40, h = 36;
+    uint16_t *p = malloc (sizeof *p * 2 * w * h);
+    for (int i = 0; i < w * h; i++) {
+        p[i] = (uint16_t) (1000 + i);  // plane 0
+        p[w * h + i] = 7;              // plane 1
+    }
+    for (int tiled = 0; tiled < 2; tiled++) {
+        const char *path = tu_path (s_dir, tiled ? "planes-tiled.tif" : "planes.tif");
+        s_layout_t lay = {.w = w, .h = h, .bps = 16, .spp = 2,
+                          .photometric = PHOTOMETRIC_MINISBLACK,
+                          .planar = PLANARCONFIG_SEPARATE, .rps = 5,
+                          .tile_w = tiled ? 16 : 0, .tile_h = tiled ? 16 : 0};
+        s_write_tiff (path, &lay, p);
+        char err[256] = "";
+        piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+        ck_assert_msg (img != NULL, "%s", err);
+        const float *d = piv_image_cdata (img);
+        for (int i = 0; i < w * h; i++)
+            ck_assert_float_eq (d[i], (float) (1000 + i));
+        piv_image_destroy (&img);
+    }
+    free (p);
+}
+END_TEST
+
+START_TEST (loads_both_pages_of_a_multipage_file_as_a_pair)
+{
+    const char *path = tu_path (s_dir, "pair.tif");
+    int w = 24, h = 16;
+    unsigned char *a = malloc ((size_t) w * h), *b = malloc ((size_t) w * h);
+    for (int i = 0; i < w * h; i++) {
+        a[i] = (unsigned char) (i % 200);
+        b[i] = (unsigned char) (255 - i % 200);
+    }
+    s_layout_t lay[2] = {
+        {.w = w, .h = h, .bps = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK, .rps = 5},
+        {.w = w, .h = h, .bps = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK, .rps = 7},
+    };
+    const void *pages[2] = {a, b};
+    s_write_pages (path, 2, lay, pages);
+
+    char err[256] = "";
+    piv_image_t *fa = NULL, *fb = NULL;
+    ck_assert_msg (piv_image_load_pair (path, NULL, 0, &fa, &fb, err, sizeof err) == 0, "%s",
+                   err);
+    const float *da = piv_image_cdata (fa), *db = piv_image_cdata (fb);
+    for (int i = 0; i < w * h; i++) {
+        ck_assert_float_eq (da[i], (float) a[i]);
+        ck_assert_float_eq (db[i], (float) b[i]);
+    }
+    // Page 1 on its own gives frame B.
+    piv_image_t *page1 = piv_image_load (path, 1, 0, err, sizeof err);
+    ck_assert_msg (page1 != NULL, "%s", err);
+    ck_assert_mem_eq (piv_image_cdata (page1), db, sizeof (float) * w * h);
+    piv_image_destroy (&page1);
+    piv_image_destroy (&fa);
+    piv_image_destroy (&fb);
+    free (a);
+    free (b);
+}
+END_TEST
+
+START_TEST (loads_a_pair_from_two_files)
+{
+    const char *pa = tu_path (s_dir, "a.tif"), *pb = tu_path (s_dir, "b.tif");
+    s_write_grey8 (pa, 30, 20);
+    s_write_grey8 (pb, 30, 20);
+    char err[256] = "";
+    piv_image_t *fa = NULL, *fb = NULL;
+    ck_assert_msg (piv_image_load_pair (pa, pb, 0, &fa, &fb, err, sizeof err) == 0, "%s", err);
+    s_assert_ramp8 (fa, 30, 20);
+    s_assert_ramp8 (fb, 30, 20);
+    piv_image_destroy (&fa);
+    piv_image_destroy (&fb);
+}
+END_TEST
+
+START_TEST (applies_the_colour_map_of_a_palette_image)
+{
+    const char *path = tu_path (s_dir, "palette.tif");
+    uint16_t cmap[3 * 256];
+    for (int i = 0; i < 256; i++) {
+        cmap[i] = (uint16_t) (((i * 37) % 256) * 257);  // red
+        cmap[256 + i] = (uint16_t) ((255 - i) * 257);   // green
+        cmap[512 + i] = (uint16_t) (((i * 3) % 256) * 257);  // blue
+    }
+    int w = 16, h = 16;
+    unsigned char *p = malloc ((size_t) w * h);
+    for (int i = 0; i < w * h; i++)
+        p[i] = (unsigned char) i;
+    s_layout_t lay = {.w = w, .h = h, .bps = 8, .spp = 1, .photometric = PHOTOMETRIC_PALETTE,
+                      .rps = 4, .cmap = cmap};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    ck_assert_int_eq (piv_image_bits (img), 8);
+    const float *d = piv_image_cdata (img);
+    for (int i = 0; i < w * h; i++) {
+        double r = (i * 37) % 256, g = 255 - i, b = (i * 3) % 256;
+        ck_assert_float_eq_tol (d[i], (float) (0.299 * r + 0.587 * g + 0.114 * b), 1e-3f);
+    }
+    // Not the raw indices: index 0 maps to green 255, luminance 149.685.
+    ck_assert_float_eq_tol (d[0], 149.685f, 1e-3f);
+    piv_image_destroy (&img);
+    free (p);
+}
+END_TEST
+
+START_TEST (converts_rgb_to_rec601_luminance)
+{
+    const char *path = tu_path (s_dir, "rgb.tif");
+    int w = 13, h = 9;
+    unsigned char *p = malloc ((size_t) 3 * w * h);
+    for (int i = 0; i < w * h; i++) {
+        p[3 * i] = (unsigned char) (i * 2);
+        p[3 * i + 1] = (unsigned char) (255 - i);
+        p[3 * i + 2] = (unsigned char) (i * 7 % 256);
+    }
+    s_layout_t lay = {.w = w, .h = h, .bps = 8, .spp = 3, .photometric = PHOTOMETRIC_RGB,
+                      .rps = 2};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    ck_assert_int_eq (piv_image_bits (img), 8);
+    const float *d = piv_image_cdata (img);
+    for (int i = 0; i < w * h; i++) {
+        double lum = 0.299 * p[3 * i] + 0.587 * p[3 * i + 1] + 0.114 * p[3 * i + 2];
+        ck_assert_float_eq_tol (d[i], (float) lum, 1e-3f);
+    }
+    piv_image_destroy (&img);
+    free (p);
+}
+END_TEST
+
+START_TEST (loads_a_file_without_a_samples_per_pixel_tag)
+{
+    const char *path = tu_path (s_dir, "nospp.tif");
+    unsigned char *p = s_ramp8 (20, 10);
+    s_layout_t lay = {.w = 20, .h = 10, .bps = 8, .spp = 1,
+                      .photometric = PHOTOMETRIC_MINISBLACK, .rps = 3, .omit_spp = 1};
+    s_write_tiff (path, &lay, p);
+    free (p);
+    // The tag is really absent from the file.
+    TIFF *tif = TIFFOpen (path, "r");
+    ck_assert_ptr_nonnull (tif);
+    uint16_t spp = 99;
+    ck_assert_int_eq (TIFFGetField (tif, TIFFTAG_SAMPLESPERPIXEL, &spp), 0);
+    TIFFClose (tif);
+
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    s_assert_ramp8 (img, 20, 10);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+START_TEST (inverts_min_is_white_greyscale)
+{
+    int w = 10, h = 6;
+    unsigned char *p8 = s_ramp8 (w, h);
+    uint16_t *p16 = malloc (sizeof *p16 * w * h);
+    for (int i = 0; i < w * h; i++)
+        p16[i] = (uint16_t) (i * 1000);
+    s_layout_t l8 = {.w = w, .h = h, .bps = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISWHITE,
+                     .rps = 2};
+    s_layout_t l16 = l8;
+    l16.bps = 16;
+    const char *path8 = tu_path (s_dir, "white8.tif"), *path16 = tu_path (s_dir, "white16.tif");
+    s_write_tiff (path8, &l8, p8);
+    s_write_tiff (path16, &l16, p16);
+    char err[256] = "";
+    piv_image_t *i8 = piv_image_load (path8, 0, 0, err, sizeof err);
+    ck_assert_msg (i8 != NULL, "%s", err);
+    piv_image_t *i16 = piv_image_load (path16, 0, 0, err, sizeof err);
+    ck_assert_msg (i16 != NULL, "%s", err);
+    for (int i = 0; i < w * h; i++) {
+        ck_assert_float_eq (piv_image_cdata (i8)[i], (float) (255 - p8[i]));
+        ck_assert_float_eq (piv_image_cdata (i16)[i], (float) (65535 - p16[i]));
+    }
+    piv_image_destroy (&i8);
+    piv_image_destroy (&i16);
+    free (p8);
+    free (p16);
+}
+END_TEST
+
+START_TEST (loads_a_file_larger_than_one_read_block)
+{
+    // 1600 x 1500 16-bit pixels: 4.8 MB, more than PIV_READ_BLOCK.
+    const char *path = tu_path (s_dir, "big.tif");
+    int w = 1600, h = 1500;
+    uint16_t *p = malloc (sizeof *p * w * h);
+    for (int i = 0; i < w * h; i++)
+        p[i] = (uint16_t) (i % 65521);
+    s_layout_t lay = {.w = w, .h = h, .bps = 16, .spp = 1,
+                      .photometric = PHOTOMETRIC_MINISBLACK, .rps = 64};
+    s_write_tiff (path, &lay, p);
+    struct stat st;
+    ck_assert (stat (path, &st) == 0 && (size_t) st.st_size > PIV_READ_BLOCK);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    const float *d = piv_image_cdata (img);
+    for (int i = 0; i < w * h; i++)
+        if (d[i] != (float) p[i])
+            ck_abort_msg ("pixel %d is %g, not %u", i, d[i], p[i]);
+    piv_image_destroy (&img);
+    free (p);
+}
+END_TEST
+
+START_TEST (loads_a_file_with_an_unknown_tag)
+{
+    const char *path = tu_path (s_dir, "unknown.tif");
+    size_t len;
+    unsigned char *buf = s_raw_grey8 (21, 17, 4, 1, &len);
+    tu_spit (path, buf, len);
+    free (buf);
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    s_assert_ramp8 (img, 21, 17);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+// --- real camera images -----------------------------------------------------
+
+START_TEST (loads_the_real_8bit_greyscale_camera_image)
+{
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (tu_data ("B005_1.tif"), 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    ck_assert_int_eq (piv_image_width (img), 512);
+    ck_assert_int_eq (piv_image_height (img), 512);
+    ck_assert_int_eq (piv_image_bits (img), 8);
+    float lo, hi;
+    double mean = s_mean (img, &lo, &hi);
+    // Sparse bright particles on a black background.
+    ck_assert_msg (mean > 4.0 && mean < 12.0, "mean %g", mean);
+    ck_assert_float_eq (lo, 0.0f);
+    ck_assert_float_eq (hi, 248.0f);
+    ck_assert_float_eq (piv_image_cdata (img)[10 * 512 + 10], 25.0f);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+START_TEST (loads_the_real_palette_camera_image_through_its_colour_map)
+{
+    const char *path = tu_data ("2image_00.tif");
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    ck_assert_int_eq (piv_image_width (img), 1008);
+    ck_assert_int_eq (piv_image_height (img), 1012);
+    ck_assert_int_eq (piv_image_bits (img), 8);
+    float lo, hi;
+    double mean = s_mean (img, &lo, &hi);
+    ck_assert_msg (mean > 25.0 && mean < 45.0, "mean %g", mean);
+    ck_assert_float_eq (lo, 13.0f);
+    ck_assert_float_eq (hi, 255.0f);
+
+    // Each pixel is the luminance of its colour map entry (this camera's
+    // map happens to be a grey ramp, entry i = i * 257).
+    TIFF *tif = TIFFOpen (path, "r");
+    ck_assert_ptr_nonnull (tif);
+    uint16_t *r, *g, *b;
+    ck_assert (TIFFGetField (tif, TIFFTAG_COLORMAP, &r, &g, &b));
+    uint32_t rps = 0;
+    TIFFGetField (tif, TIFFTAG_ROWSPERSTRIP, &rps);
+    tmsize_t strip_size = TIFFStripSize (tif);
+    unsigned char *strip = malloc ((size_t) strip_size);
+    const float *d = piv_image_cdata (img);
+    for (uint32_t s = 0; s < TIFFNumberOfStrips (tif); s += 9) {
+        tmsize_t n = TIFFReadEncodedStrip (tif, s, strip, strip_size);
+        ck_assert (n > 0);
+        for (tmsize_t k = 0; k < n; k += 37) {
+            unsigned idx = strip[k];
+            double lum = 0.299 * (r[idx] >> 8) + 0.587 * (g[idx] >> 8) + 0.114 * (b[idx] >> 8);
+            ck_assert_float_eq_tol (d[(size_t) s * rps * 1008 + (size_t) k], (float) lum, 1e-3f);
+        }
+    }
+    free (strip);
+    TIFFClose (tif);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+START_TEST (loads_the_real_rgb_camera_image_as_luminance)
+{
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (tu_data ("exp1_001_a_rgb.tiff"), 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    ck_assert_int_eq (piv_image_width (img), 511);
+    ck_assert_int_eq (piv_image_height (img), 369);
+    ck_assert_int_eq (piv_image_bits (img), 8);
+    float lo, hi;
+    double mean = s_mean (img, &lo, &hi);
+    ck_assert_msg (mean > 25.0 && mean < 50.0, "mean %g", mean);
+    ck_assert_float_eq (lo, 0.0f);
+    ck_assert_msg (hi > 240.0f && hi <= 255.0f, "max %g", hi);
+    ck_assert_float_eq_tol (piv_image_cdata (img)[0], 17.0f, 1e-3f);
+    ck_assert_float_eq_tol (piv_image_cdata (img)[10 * 511 + 10], 28.0f, 1e-3f);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+START_TEST (loads_the_real_pairs_with_matching_sizes)
+{
+    const char *a[] = {"B005_1.tif", "2image_00.tif", "exp1_001_a_rgb.tiff"};
+    const char *b[] = {"B005_2.tif", "2image_01.tif", "exp1_001_b_rgb.tiff"};
+    for (int i = 0; i < 3; i++) {
+        char pa[4096], pb[4096], err[256] = "";
+        snprintf (pa, sizeof pa, "%s", tu_data (a[i]));
+        snprintf (pb, sizeof pb, "%s", tu_data (b[i]));
+        piv_image_t *fa = NULL, *fb = NULL;
+        ck_assert_msg (piv_image_load_pair (pa, pb, 0, &fa, &fb, err, sizeof err) == 0, "%s",
+                       err);
+        // The frames differ: particles moved between A and B.
+        size_t n = (size_t) piv_image_width (fa) * piv_image_height (fa);
+        ck_assert (memcmp (piv_image_cdata (fa), piv_image_cdata (fb), n * sizeof (float)) != 0);
+        piv_image_destroy (&fa);
+        piv_image_destroy (&fb);
+    }
+}
+END_TEST
+
+// --- saving -----------------------------------------------------------------
+
+static int
+s_count_entries (const char *dir)
+{
+    char cmd[4200];
+    snprintf (cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *f = popen (cmd, "r");
+    int n = -1;
+    ck_assert (f && fscanf (f, "%d", &n) == 1);
+    pclose (f);
+    return n;
+}
+
+START_TEST (saves_and_reloads_8bit_with_rounding_and_clipping)
+{
+    const char *path = tu_path (s_dir, "saved8.tif");
+    piv_image_t *img = piv_image_new (7, 2);
+    float in[14] = {-5.0f, 0.0f, 0.4f, 0.5f, 1.49f, 127.5f, 254.4f,
+                    254.5f, 255.0f, 300.0f, NAN, 1e9f, -INFINITY, 42.0f};
+    float out[14] = {0, 0, 0, 1, 1, 128, 254, 255, 255, 255, 0, 255, 0, 42};
+    memcpy (piv_image_data (img), in, sizeof in);
+    char err[256] = "";
+    const piv_image_t *frames[] = {img};
+    ck_assert_msg (piv_image_save (path, frames, 1, 8, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (s_count_entries (s_dir), 1);  // no temporary left behind
+
+    piv_image_t *back = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (back != NULL, "%s", err);
+    ck_assert_int_eq (piv_image_bits (back), 8);
+    ck_assert_mem_eq (piv_image_cdata (back), out, sizeof out);
+
+    TIFF *tif = TIFFOpen (path, "r");
+    ck_assert_ptr_nonnull (tif);
+    uint16_t spp = 0, photometric = 99, compression = 0;
+    ck_assert (TIFFGetField (tif, TIFFTAG_SAMPLESPERPIXEL, &spp) && spp == 1);
+    ck_assert (TIFFGetField (tif, TIFFTAG_PHOTOMETRIC, &photometric)
+               && photometric == PHOTOMETRIC_MINISBLACK);
+    ck_assert (TIFFGetField (tif, TIFFTAG_COMPRESSION, &compression)
+               && compression == COMPRESSION_NONE);
+    TIFFClose (tif);
+    piv_image_destroy (&img);
+    piv_image_destroy (&back);
+}
+END_TEST
+
+START_TEST (saves_and_reloads_16bit_pages_in_64k_strips)
+{
+    const char *path = tu_path (s_dir, "saved16.tif");
+    int w = 300, h = 250;
+    piv_image_t *a = piv_image_new (w, h), *b = piv_image_new (w, h);
+    for (int i = 0; i < w * h; i++) {
+        piv_image_data (a)[i] = (float) (i % 65536) + 0.25f;
+        piv_image_data (b)[i] = (float) (i * 3 % 70000) - 2.0f;  // clips both ways
+    }
+    char err[256] = "";
+    const piv_image_t *frames[] = {a, b};
+    ck_assert_msg (piv_image_save (path, frames, 2, 16, err, sizeof err) == 0, "%s", err);
+
+    piv_image_t *fa = NULL, *fb = NULL;
+    ck_assert_msg (piv_image_load_pair (path, NULL, 0, &fa, &fb, err, sizeof err) == 0, "%s",
+                   err);
+    ck_assert_int_eq (piv_image_bits (fa), 16);
+    for (int i = 0; i < w * h; i++) {
+        float vb = (float) (i * 3 % 70000) - 2.0f;
+        vb = vb < 0 ? 0 : vb > 65535 ? 65535 : vb;
+        ck_assert_float_eq (piv_image_cdata (fa)[i], (float) (i % 65536));
+        ck_assert_float_eq (piv_image_cdata (fb)[i], vb);
+    }
+    // Strips of about 64 KiB: 600-byte rows, 109 rows to a strip.
+    TIFF *tif = TIFFOpen (path, "r");
+    ck_assert_ptr_nonnull (tif);
+    ck_assert_int_eq (TIFFNumberOfDirectories (tif), 2);
+    uint32_t rps = 0;
+    ck_assert (TIFFGetField (tif, TIFFTAG_ROWSPERSTRIP, &rps));
+    ck_assert_uint_eq (rps, 65536 / 600);
+    TIFFClose (tif);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    piv_image_destroy (&fa);
+    piv_image_destroy (&fb);
+}
+END_TEST
+
+START_TEST (saving_replaces_an_existing_file_whole)
+{
+    const char *path = tu_path (s_dir, "replace.tif");
+    tu_spit (path, "old contents", 12);
+    piv_image_t *img = piv_image_new (5, 5);
+    piv_image_data (img)[12] = 99.0f;
+    char err[256] = "";
+    const piv_image_t *frames[] = {img};
+    ck_assert_msg (piv_image_save (path, frames, 1, 8, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (s_count_entries (s_dir), 1);
+    piv_image_t *back = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (back != NULL, "%s", err);
+    ck_assert_float_eq (piv_image_cdata (back)[12], 99.0f);
+    piv_image_destroy (&img);
+    piv_image_destroy (&back);
+}
+END_TEST
+
+START_TEST (refuses_to_save_where_it_cannot_and_leaves_no_temporary)
+{
+    const char *path = tu_path (s_dir, "no/such/dir/out.tif");
+    piv_image_t *img = piv_image_new (4, 4);
+    char err[256] = "";
+    const piv_image_t *frames[] = {img};
+    ck_assert_int_eq (piv_image_save (path, frames, 1, 8, err, sizeof err), -1);
+    ASSERT_ERR (err, path, "No such file or directory");
+    ck_assert_int_eq (piv_image_save (tu_path (s_dir, "x.tif"), frames, 1, 12, err, sizeof err),
+                      -1);
+    ASSERT_ERR (err, "x.tif", "12 bits");
+    ck_assert_int_eq (s_count_entries (s_dir), 0);
+    // The file is written, but cannot take the place of a directory.
+    const char *dir = tu_path (s_dir, "taken");
+    ck_assert (mkdir (dir, 0700) == 0);
+    ck_assert_int_eq (piv_image_save (dir, frames, 1, 8, err, sizeof err), -1);
+    ASSERT_ERR (err, dir, "Is a directory");
+    ck_assert_int_eq (s_count_entries (s_dir), 1);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+// --- in memory --------------------------------------------------------------
+
+START_TEST (makes_zeroed_aligned_images_and_destroys_null)
+{
+    piv_image_t *img = piv_image_new (33, 17);
+    ck_assert_ptr_nonnull (img);
+    ck_assert_int_eq (piv_image_bits (img), 0);
+    ck_assert_uint_eq ((uintptr_t) piv_image_data (img) % 64, 0);
+    for (int i = 0; i < 33 * 17; i++)
+        ck_assert_float_eq (piv_image_cdata (img)[i], 0.0f);
+    piv_image_destroy (&img);
+    ck_assert_ptr_null (img);
+    piv_image_destroy (&img);
+    piv_image_destroy (NULL);
+    ck_assert_ptr_null (piv_image_new (0, 5));
+    ck_assert_ptr_null (piv_image_new (5, -1));
+}
+END_TEST
+
+START_TEST (takes_the_pixelwise_minimum_and_subtracts_clamping_at_zero)
+{
+    piv_image_t *f[3];
+    for (int k = 0; k < 3; k++) {
+        f[k] = piv_image_new (4, 3);
+        for (int i = 0; i < 12; i++)
+            piv_image_data (f[k])[i] = (float) ((i + 4 * k) % 12);
+    }
+    char err[256] = "";
+    piv_image_t *bg = piv_image_min ((const piv_image_t *const *) f, 3, err, sizeof err);
+    ck_assert_msg (bg != NULL, "%s", err);
+    for (int i = 0; i < 12; i++) {
+        float lo = fminf (fminf ((float) (i % 12), (float) ((i + 4) % 12)), (float) ((i + 8) % 12));
+        ck_assert_float_eq (piv_image_cdata (bg)[i], lo);
+    }
+    piv_image_data (bg)[0] = 5.0f;  // above f[0]'s 0: clamps
+    ck_assert_int_eq (piv_image_subtract (f[0], bg, err, sizeof err), 0);
+    ck_assert_float_eq (piv_image_cdata (f[0])[0], 0.0f);
+    for (int i = 1; i < 12; i++) {
+        float lo = fminf (fminf ((float) i, (float) ((i + 4) % 12)), (float) ((i + 8) % 12));
+        ck_assert_float_eq (piv_image_cdata (f[0])[i], (float) i - lo);
+    }
+    for (int k = 0; k < 3; k++)
+        piv_image_destroy (&f[k]);
+    piv_image_destroy (&bg);
+}
+END_TEST
+
+START_TEST (refuses_minimum_and_subtraction_of_different_sizes)
+{
+    piv_image_t *a = piv_image_new (4, 3), *b = piv_image_new (3, 4);
+    const piv_image_t *frames[] = {a, b};
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_min (frames, 2, err, sizeof err));
+    ck_assert_msg (strstr (err, "4x3") && strstr (err, "3x4"), "%s", err);
+    ck_assert_ptr_null (piv_image_min (frames, 0, err, sizeof err));
+    ck_assert_msg (strstr (err, "0 frames"), "%s", err);
+    ck_assert_int_eq (piv_image_subtract (a, b, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "4x3") && strstr (err, "3x4"), "%s", err);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+// --- refusals ---------------------------------------------------------------
+
+START_TEST (refuses_a_text_file_as_not_a_tiff)
+{
+    const char *path = tu_path (s_dir, "notes.tif");
+    const char *text = "x y u v\n1 2 3 4\n";
+    tu_spit (path, text, strlen (text));
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "is not a TIFF file");
+}
+END_TEST
+
+START_TEST (refuses_an_empty_file)
+{
+    const char *path = tu_path (s_dir, "empty.tif");
+    tu_spit (path, "", 0);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "empty");
+}
+END_TEST
+
+START_TEST (refuses_a_tiff_cut_before_its_directory)
+{
+    // libtiff writes the directory after the pixels: half the file loses it.
+    const char *path = tu_path (s_dir, "cut.tif");
+    s_write_grey8 (path, 64, 64);
+    size_t len;
+    char *buf = tu_slurp (path, &len);
+    tu_spit (path, buf, len / 2);
+    free (buf);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "truncated or corrupt");
+}
+END_TEST
+
+START_TEST (refuses_a_tiff_whose_pixel_data_is_cut_short)
+{
+    // Directory first, pixels last: the cut loses pixels, in several strips
+    // or in the single strip of the whole image.
+    int rps_list[] = {4, 40};
+    for (int k = 0; k < 2; k++) {
+        const char *path = tu_path (s_dir, k ? "cut-one-strip.tif" : "cut-strips.tif");
+        size_t len;
+        unsigned char *buf = s_raw_grey8 (50, 40, rps_list[k], 0, &len);
+        tu_spit (path, buf, len);
+        char err[256] = "";
+        piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+        ck_assert_msg (img != NULL, "%s", err);  // whole, it loads
+        s_assert_ramp8 (img, 50, 40);
+        piv_image_destroy (&img);
+
+        tu_spit (path, buf, len - 50 * 40 / 2);
+        free (buf);
+        ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+        ASSERT_ERR (err, path, "truncated or corrupt pixel data");
+    }
+}
+END_TEST
+
+START_TEST (refuses_a_truncated_colour_image)
+{
+    // Through libtiff's RGBA reader: the strip is moved so that its data
+    // runs past the end of the file, as in a file cut short.
+    const char *path = tu_path (s_dir, "rgb-cut.tif");
+    int w = 40, h = 30;
+    unsigned char *p = calloc (3, (size_t) w * h);
+    s_layout_t lay = {.w = w, .h = h, .bps = 8, .spp = 3, .photometric = PHOTOMETRIC_RGB,
+                      .rps = h};
+    s_write_tiff (path, &lay, p);
+    free (p);
+    s_patch_file (path, TIFFTAG_STRIPOFFSETS, 3000);  // data runs past the end
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "truncated or corrupt");
+}
+END_TEST
+
+START_TEST (refuses_zero_width_or_height)
+{
+    // libtiff itself refuses a zero width (with a message about scanline
+    // sizes) but not a zero height; either way the user reads the size.
+    const char *path = tu_path (s_dir, "zero.tif");
+    s_write_grey8 (path, 16, 16);
+    s_patch_file (path, TIFFTAG_IMAGEWIDTH, 0);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "zero size (0x16)");
+
+    const char *flat = tu_path (s_dir, "flat.tif");
+    s_write_grey8 (flat, 16, 16);
+    s_patch_file (flat, TIFFTAG_IMAGELENGTH, 0);
+    ck_assert_ptr_null (piv_image_load (flat, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, flat, "zero size (16x0)");
+}
+END_TEST
+
+START_TEST (refuses_absurd_dimensions)
+{
+    const char *path = tu_path (s_dir, "huge.tif");
+    unsigned char *p = s_ramp8 (16, 16);
+    s_layout_t lay = {.w = 16, .h = 16, .bps = 8, .spp = 1,
+                      .photometric = PHOTOMETRIC_MINISBLACK, .rps = 1000000};
+    s_write_tiff (path, &lay, p);
+    free (p);
+    s_patch_file (path, TIFFTAG_IMAGEWIDTH, 100000);
+    s_patch_file (path, TIFFTAG_IMAGELENGTH, 100000);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "100000x100000");
+    ck_assert_msg (strstr (err, "limit of 67108864 pixels"), "%s", err);
+}
+END_TEST
+
+START_TEST (refuses_more_pixels_than_the_caller_allows)
+{
+    const char *path = tu_path (s_dir, "small.tif");
+    s_write_grey8 (path, 16, 16);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 100, err, sizeof err));
+    ASSERT_ERR (err, path, "16x16");
+    ck_assert_msg (strstr (err, "limit of 100 pixels"), "%s", err);
+    piv_image_t *img = piv_image_load (path, 0, 256, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+START_TEST (refuses_float_samples)
+{
+    const char *path = tu_path (s_dir, "float.tif");
+    float p[8 * 8] = {0};
+    s_layout_t lay = {.w = 8, .h = 8, .bps = 32, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .rps = 8, .format = SAMPLEFORMAT_IEEEFP};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "32-bit IEEE float");
+}
+END_TEST
+
+START_TEST (refuses_signed_and_odd_sized_samples)
+{
+    const char *path = tu_path (s_dir, "signed.tif");
+    int16_t p[8 * 8] = {0};
+    s_layout_t lay = {.w = 8, .h = 8, .bps = 16, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .rps = 8, .format = SAMPLEFORMAT_INT};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "16-bit signed integer");
+
+    const char *path32 = tu_path (s_dir, "u32.tif");
+    uint32_t q[8 * 8] = {0};
+    lay.bps = 32;
+    lay.format = SAMPLEFORMAT_UINT;
+    s_write_tiff (path32, &lay, q);
+    ck_assert_ptr_null (piv_image_load (path32, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path32, "32-bit unsigned integer");
+}
+END_TEST
+
+START_TEST (refuses_1bit_bilevel)
+{
+    const char *path = tu_path (s_dir, "bilevel.tif");
+    unsigned char p[16 * 2] = {0xAA};
+    s_layout_t lay = {.w = 16, .h = 16, .bps = 1, .spp = 1, .photometric = PHOTOMETRIC_MINISWHITE,
+                      .rps = 16};
+    s_write_tiff (path, &lay, p);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "1-bit");
+}
+END_TEST
+
+START_TEST (refuses_a_missing_page)
+{
+    const char *path = tu_path (s_dir, "single.tif");
+    s_write_grey8 (path, 8, 8);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 1, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "has 1 page, page 1 not found");
+    ck_assert_ptr_null (piv_image_load (path, -1, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "page -1");
+
+    piv_image_t *a = (piv_image_t *) 1, *b = (piv_image_t *) 1;
+    ck_assert_int_eq (piv_image_load_pair (path, NULL, 0, &a, &b, err, sizeof err), -1);
+    ck_assert_ptr_null (a);
+    ck_assert_ptr_null (b);
+    ASSERT_ERR (err, path, "has 1 page, a pair needs 2");
+}
+END_TEST
+
+START_TEST (refuses_a_pair_of_different_sizes)
+{
+    const char *pa = tu_path (s_dir, "a.tif"), *pb = tu_path (s_dir, "b.tif");
+    s_write_grey8 (pa, 512, 512);
+    s_write_grey8 (pb, 256, 256);
+    char err[512] = "", expect[512];
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_int_eq (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err), -1);
+    ck_assert_ptr_null (a);
+    ck_assert_ptr_null (b);
+    snprintf (expect, sizeof expect, "frames differ in size: '%s' is 512x512, '%s' is 256x256",
+              pa, pb);
+    ck_assert_str_eq (err, expect);
+}
+END_TEST
+
+START_TEST (refuses_a_nonexistent_file_with_the_system_reason)
+{
+    const char *path = tu_path (s_dir, "missing.tif");
+    char err[256] = "", expect[512];
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    snprintf (expect, sizeof expect, "cannot open '%s': No such file or directory", path);
+    ck_assert_str_eq (err, expect);
+
+    // In a pair, the missing file is the one named.
+    const char *pa = tu_path (s_dir, "a.tif");
+    s_write_grey8 (pa, 8, 8);
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_int_eq (piv_image_load_pair (pa, path, 0, &a, &b, err, sizeof err), -1);
+    ck_assert_ptr_null (a);
+    ck_assert_str_eq (err, expect);
+}
+END_TEST
+
+START_TEST (reports_a_short_read)
+{
+    const char *path = tu_path (s_dir, "short.tif");
+    s_write_grey8 (path, 64, 64);
+    struct stat st;
+    ck_assert (stat (path, &st) == 0);
+    char err[256] = "", expect[512];
+    piv_image_test_read_limit (1000);
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    snprintf (expect, sizeof expect, "cannot read '%s': short read (got 1000 of %lld bytes)", path,
+              (long long) st.st_size);
+    ck_assert_str_eq (err, expect);
+    piv_image_test_read_limit (SIZE_MAX);
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    piv_image_destroy (&img);
+
+    // The budget spans reads: frame A gets its bytes, frame B falls short.
+    const char *pb = tu_path (s_dir, "b.tif");
+    s_write_grey8 (pb, 64, 64);
+    piv_image_test_read_limit ((size_t) st.st_size + 10);
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_int_eq (piv_image_load_pair (path, pb, 0, &a, &b, err, sizeof err), -1);
+    ASSERT_ERR (err, pb, "short read (got 10 of");
+}
+END_TEST
+
+START_TEST (prints_nothing_while_refusing_broken_files)
+{
+    // Broken files of several kinds, loaded while stderr goes to a file.
+    const char *cut = tu_path (s_dir, "cut.tif");
+    s_write_grey8 (cut, 64, 64);
+    size_t len;
+    char *buf = tu_slurp (cut, &len);
+    tu_spit (cut, buf, len / 2);
+    free (buf);
+    const char *zero = tu_path (s_dir, "zero.tif");
+    s_write_grey8 (zero, 16, 16);
+    s_patch_file (zero, TIFFTAG_IMAGEWIDTH, 0);
+    const char *pix = tu_path (s_dir, "pix.tif");
+    unsigned char *raw = s_raw_grey8 (50, 40, 4, 1, &len);
+    tu_spit (pix, raw, len - 1000);
+    free (raw);
+    const char *strip = tu_path (s_dir, "strip.tif");
+    s_write_grey8 (strip, 16, 16);
+    s_patch_file (strip, TIFFTAG_STRIPOFFSETS, 0xFFFFFF00u);
+    const char *rgb = tu_path (s_dir, "rgb.tif");
+    unsigned char px[3 * 8 * 8] = {0};
+    s_layout_t lay = {.w = 8, .h = 8, .bps = 8, .spp = 3, .photometric = PHOTOMETRIC_RGB,
+                      .rps = 8};
+    s_write_tiff (rgb, &lay, px);
+    s_patch_file (rgb, TIFFTAG_STRIPOFFSETS, 100000);
+    const char *unknown = tu_path (s_dir, "unknown.tif");
+    raw = s_raw_grey8 (10, 10, 10, 1, &len);
+    tu_spit (unknown, raw, len);
+    free (raw);
+
+    const char *log = tu_path (s_dir, "stderr.txt");
+    fflush (stderr);
+    int saved = dup (2);
+    int fd = open (log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert (saved >= 0 && fd >= 0);
+    dup2 (fd, 2);
+    close (fd);
+    const char *bad[] = {cut, zero, pix, strip, rgb};
+    char err[5][256];
+    for (int i = 0; i < 5; i++) {
+        err[i][0] = '\0';
+        piv_image_t *img = piv_image_load (bad[i], 0, 0, err[i], sizeof err[i]);
+        ck_assert_ptr_null (img);
+    }
+    char err2[256];
+    piv_image_t *img = piv_image_load (unknown, 0, 0, err2, sizeof err2);
+    fflush (stderr);
+    dup2 (saved, 2);
+    close (saved);
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg (strstr (err[i], bad[i]) && !strchr (err[i], '\n'), "'%s'", err[i]);
+    ck_assert_msg (img != NULL, "%s", err2);
+    piv_image_destroy (&img);
+    size_t loglen = 0;
+    char *text = tu_slurp (log, &loglen);
+    ck_assert_ptr_nonnull (text);
+    ck_assert_msg (loglen == 0, "libtiff printed: %s", text);
+    free (text);
+}
+END_TEST
+
+typedef struct {
+    const char *good, *bad;  // files to load, one loads and one does not
+    int failures;            // wrong outcomes seen by the thread
+} s_worker_t;
+
+static void *
+s_worker (void *arg)
+{
+    s_worker_t *job = arg;
+    for (int i = 0; i < 30; i++) {
+        char err[256] = "";
+        piv_image_t *img = piv_image_load (job->good, 0, 0, err, sizeof err);
+        if (!img || piv_image_width (img) != 37)
+            job->failures++;
+        piv_image_destroy (&img);
+        img = piv_image_load (job->bad, 0, 0, err, sizeof err);
+        if (img || !strstr (err, job->bad) || !strstr (err, "truncated or corrupt"))
+            job->failures++;
+        piv_image_destroy (&img);
+    }
+    return NULL;
+}
+
+START_TEST (loads_from_several_threads_with_errors_kept_apart)
+{
+    s_worker_t jobs[4];
+    char names[4][2][64];
+    for (int t = 0; t < 4; t++) {
+        snprintf (names[t][0], sizeof names[t][0], "good%d.tif", t);
+        snprintf (names[t][1], sizeof names[t][1], "bad%d.tif", t);
+        jobs[t].good = strdup (tu_path (s_dir, names[t][0]));
+        jobs[t].bad = strdup (tu_path (s_dir, names[t][1]));
+        jobs[t].failures = 0;
+        s_write_grey8 (jobs[t].good, 37, 29);
+        size_t len;
+        unsigned char *raw = s_raw_grey8 (40, 40, 4, 0, &len);
+        tu_spit (jobs[t].bad, raw, len - 700);
+        free (raw);
+    }
+    pthread_t tid[4];
+    for (int t = 0; t < 4; t++)
+        ck_assert (pthread_create (&tid[t], NULL, s_worker, &jobs[t]) == 0);
+    for (int t = 0; t < 4; t++) {
+        pthread_join (tid[t], NULL);
+        ck_assert_int_eq (jobs[t].failures, 0);
+        free ((char *) jobs[t].good);
+        free ((char *) jobs[t].bad);
+    }
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("image");
+    TCase *tc = tcase_create ("image");
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 30);
+    tcase_add_test (tc, loads_8bit_greyscale_in_strips);
+    tcase_add_test (tc, loads_16bit_greyscale_in_partial_edge_tiles);
+    tcase_add_test (tc, loads_16bit_greyscale_in_strips_with_full_range);
+    tcase_add_test (tc, loads_sample_0_of_grey_with_alpha);
+    tcase_add_test (tc, loads_plane_0_of_separate_planes_in_strips_and_tiles);
+    tcase_add_test (tc, loads_both_pages_of_a_multipage_file_as_a_pair);
+    tcase_add_test (tc, loads_a_pair_from_two_files);
+    tcase_add_test (tc, applies_the_colour_map_of_a_palette_image);
+    tcase_add_test (tc, converts_rgb_to_rec601_luminance);
+    tcase_add_test (tc, loads_a_file_without_a_samples_per_pixel_tag);
+    tcase_add_test (tc, inverts_min_is_white_greyscale);
+    tcase_add_test (tc, loads_a_file_larger_than_one_read_block);
+    tcase_add_test (tc, loads_a_file_with_an_unknown_tag);
+    tcase_add_test (tc, loads_the_real_8bit_greyscale_camera_image);
+    tcase_add_test (tc, loads_the_real_palette_camera_image_through_its_colour_map);
+    tcase_add_test (tc, loads_the_real_rgb_camera_image_as_luminance);
+    tcase_add_test (tc, loads_the_real_pairs_with_matching_sizes);
+    tcase_add_test (tc, saves_and_reloads_8bit_with_rounding_and_clipping);
+    tcase_add_test (tc, saves_and_reloads_16bit_pages_in_64k_strips);
+    tcase_add_test (tc, saving_replaces_an_existing_file_whole);
+    tcase_add_test (tc, refuses_to_save_where_it_cannot_and_leaves_no_temporary);
+    tcase_add_test (tc, makes_zeroed_aligned_images_and_destroys_null);
+    tcase_add_test (tc, takes_the_pixelwise_minimum_and_subtracts_clamping_at_zero);
+    tcase_add_test (tc, refuses_minimum_and_subtraction_of_different_sizes);
+    tcase_add_test (tc, refuses_a_text_file_as_not_a_tiff);
+    tcase_add_test (tc, refuses_an_empty_file);
+    tcase_add_test (tc, refuses_a_tiff_cut_before_its_directory);
+    tcase_add_test (tc, refuses_a_tiff_whose_pixel_data_is_cut_short);
+    tcase_add_test (tc, refuses_a_truncated_colour_image);
+    tcase_add_test (tc, refuses_zero_width_or_height);
+    tcase_add_test (tc, refuses_absurd_dimensions);
+    tcase_add_test (tc, refuses_more_pixels_than_the_caller_allows);
+    tcase_add_test (tc, refuses_float_samples);
+    tcase_add_test (tc, refuses_signed_and_odd_sized_samples);
+    tcase_add_test (tc, refuses_1bit_bilevel);
+    tcase_add_test (tc, refuses_a_missing_page);
+    tcase_add_test (tc, refuses_a_pair_of_different_sizes);
+    tcase_add_test (tc, refuses_a_nonexistent_file_with_the_system_reason);
+    tcase_add_test (tc, reports_a_short_read);
+    tcase_add_test (tc, prints_nothing_while_refusing_broken_files);
+    tcase_add_test (tc, loads_from_several_threads_with_errors_kept_apart);
+    suite_add_tcase (suite, tc);
+    return suite;
+}
+
+int
+main (void)
+{
+    SRunner *runner = srunner_create (s_suite ());
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,643 @@
+// test_synth.c — the known flows, their specs and truth files, the synthetic
+// image pairs that follow them, and scoring a field against the truth.
+
+#include "piv/flow.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Where the Lamb-Oseen azimuthal displacement peaks, in core radii.
+#define LAMB_OSEEN_PEAK_RADIUS 1.1209064227785340
+
+static piv_flow_t
+s_flow (piv_flow_kind_t kind, double p0, double p1, double xc, double yc)
+{
+    piv_flow_t flow = {kind, p0, p1, xc, yc};
+    return flow;
+}
+
+// Renders a pair; fails the test if synthesis fails.
+static void
+s_pair (const piv_synth_t *synth, const char *spec, piv_image_t **a, piv_image_t **b)
+{
+    piv_flow_t flow;
+    char err[256] = "";
+    ck_assert_msg (piv_flow_parse (&flow, spec, synth->width, synth->height, err, sizeof err)
+                       == 0,
+                   "%s", err);
+    ck_assert_msg (piv_synth_pair (synth, &flow, a, b, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (piv_image_width (*a), synth->width);
+    ck_assert_int_eq (piv_image_height (*b), synth->height);
+}
+
+static double
+s_mean (const piv_image_t *image, int c0, int c1, int r0, int r1)
+{
+    const float *data = piv_image_cdata (image);
+    int width = piv_image_width (image);
+    double sum = 0;
+    for (int r = r0; r < r1; r++)
+        for (int c = c0; c < c1; c++)
+            sum += data[(size_t) r * width + c];
+    return sum / ((double) (c1 - c0) * (r1 - r0));
+}
+
+START_TEST (a_uniform_flow_moves_every_point_alike)
+{
+    piv_flow_t flow = s_flow (PIV_FLOW_UNIFORM, 3.3, -1.7, 10, 20);
+    double u, v;
+    piv_flow_eval (&flow, 0, 0, &u, &v);
+    ck_assert (u == 3.3 && v == -1.7);
+    piv_flow_eval (&flow, 1000, -77.25, &u, &v);
+    ck_assert (u == 3.3 && v == -1.7);
+}
+END_TEST
+
+START_TEST (a_positive_rotation_turns_the_x_axis_towards_y)
+{
+    piv_flow_t flow = s_flow (PIV_FLOW_ROTATION, 0.01, 0, 100, 50);
+    double u, v;
+    piv_flow_eval (&flow, 110, 50, &u, &v);
+    ck_assert_double_eq_tol (u, 0, 1e-15);
+    ck_assert_double_eq_tol (v, 0.1, 1e-15);
+    piv_flow_eval (&flow, 100, 60, &u, &v);
+    ck_assert_double_eq_tol (u, -0.1, 1e-15);
+    ck_assert_double_eq_tol (v, 0, 1e-15);
+    piv_flow_eval (&flow, 100, 50, &u, &v);
+    ck_assert (u == 0 && v == 0);
+}
+END_TEST
+
+START_TEST (a_lamb_oseen_vortex_peaks_at_vmax_near_1_12_core_radii)
+{
+    piv_flow_t flow = s_flow (PIV_FLOW_LAMB_OSEEN, 6, 40, 300, 200);
+    double u, v;
+    piv_flow_eval (&flow, 300, 200, &u, &v);
+    ck_assert (u == 0 && v == 0);
+
+    // The peak: on the +x side it points along +y, as a positive rotation.
+    piv_flow_eval (&flow, 300 + LAMB_OSEEN_PEAK_RADIUS * 40, 200, &u, &v);
+    ck_assert_double_eq_tol (u, 0, 1e-12);
+    ck_assert_double_eq_tol (v, 6, 1e-12);
+    piv_flow_eval (&flow, 300, 200 + LAMB_OSEEN_PEAK_RADIUS * 40, &u, &v);
+    ck_assert_double_eq_tol (u, -6, 1e-12);
+    ck_assert_double_eq_tol (v, 0, 1e-12);
+
+    // Nowhere faster than Vmax; a solid-body core, a 1/r far field.
+    double fastest = 0;
+    for (double r = 0.01; r < 400; r += 0.01) {
+        piv_flow_eval (&flow, 300 - r * 0.6, 200 + r * 0.8, &u, &v);
+        fastest = fmax (fastest, hypot (u, v));
+    }
+    ck_assert_double_le_tol (fastest, 6, 1e-12);
+    ck_assert_double_ge (fastest, 6 - 1e-6);
+    double u1, v1, u2, v2;
+    piv_flow_eval (&flow, 300.4, 200, &u1, &v1);
+    piv_flow_eval (&flow, 300.8, 200, &u2, &v2);
+    ck_assert_double_eq_tol (v2 / v1, 2, 1e-3);
+    piv_flow_eval (&flow, 300 + 4000, 200, &u1, &v1);
+    piv_flow_eval (&flow, 300 + 8000, 200, &u2, &v2);
+    ck_assert_double_eq_tol (v1 / v2, 2, 1e-9);
+    ck_assert_double_eq_tol (v1, 6 / 0.63817268633895148 * 40 / 4000, 1e-12);
+}
+END_TEST
+
+START_TEST (shear_flows_vary_along_y_only)
+{
+    piv_flow_t shear = s_flow (PIV_FLOW_SHEAR, 0.02, 0, 64, 50);
+    double u, v;
+    piv_flow_eval (&shear, 7, 60, &u, &v);
+    ck_assert_double_eq_tol (u, 0.2, 1e-15);
+    ck_assert (v == 0);
+    piv_flow_eval (&shear, 900, 40, &u, &v);
+    ck_assert_double_eq_tol (u, -0.2, 1e-15);
+
+    piv_flow_t sine = s_flow (PIV_FLOW_SINE, 2.5, 128, 64, 50);
+    piv_flow_eval (&sine, 3, 32, &u, &v);
+    ck_assert_double_eq_tol (u, 2.5, 1e-12);
+    ck_assert (v == 0);
+    piv_flow_eval (&sine, 500, 96, &u, &v);
+    ck_assert_double_eq_tol (u, -2.5, 1e-12);
+    piv_flow_eval (&sine, 500, 128, &u, &v);
+    ck_assert_double_eq_tol (u, 0, 1e-12);
+}
+END_TEST
+
+START_TEST (flow_specs_parse_with_the_centre_in_the_middle_of_the_image)
+{
+    static const struct {
+        const char *spec;
+        piv_flow_kind_t kind;
+        double p0, p1;
+    } cases[] = {
+        {"uniform:3.3,-1.7", PIV_FLOW_UNIFORM, 3.3, -1.7},
+        {"rotation:0.01", PIV_FLOW_ROTATION, 0.01, 0},
+        {"lamb-oseen:6,40", PIV_FLOW_LAMB_OSEEN, 6, 40},
+        {"shear:0.02", PIV_FLOW_SHEAR, 0.02, 0},
+        {"sine:2.5,128", PIV_FLOW_SINE, 2.5, 128},
+        {"uniform:1e-3,+2", PIV_FLOW_UNIFORM, 1e-3, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        piv_flow_t flow;
+        char err[256] = "";
+        ck_assert_msg (piv_flow_parse (&flow, cases[i].spec, 1024, 768, err, sizeof err) == 0,
+                       "%s: %s", cases[i].spec, err);
+        ck_assert_int_eq (flow.kind, cases[i].kind);
+        ck_assert (flow.p0 == cases[i].p0 && flow.p1 == cases[i].p1);
+        // Pixel centres run 0 .. width - 1.
+        ck_assert (flow.xc == 511.5 && flow.yc == 383.5);
+    }
+}
+END_TEST
+
+START_TEST (bad_flow_specs_are_refused_naming_the_spec)
+{
+    static const struct {
+        const char *spec;
+        const char *cause;
+    } cases[] = {
+        {"foo:1", "unknown kind (uniform, rotation, lamb-oseen, shear, sine)"},
+        {"", "expects kind:numbers"},
+        {"Uniform:1,2", "unknown kind"},
+        {"uniform", "expects 2 numbers"},
+        {"uniform:1", "expects 2 numbers"},
+        {"uniform:1,2,3", "expects 2 numbers"},
+        {"uniform:1,2,", "expects 2 numbers"},
+        {"uniform:1,,2", "expects 2 numbers"},
+        {"uniform:1,x", "expects 2 numbers"},
+        {"uniform:1,2px", "expects 2 numbers"},
+        {"uniform:1,nan", "expects 2 numbers"},
+        {"uniform:inf,0", "expects 2 numbers"},
+        {"uniform:1e999,0", "expects 2 numbers"},
+        {"rotation:", "expects 1 number"},
+        {"shear:0.1,2", "expects 1 number"},
+        {"lamb-oseen:6,0", "core radius must be positive"},
+        {"lamb-oseen:6,-4", "core radius must be positive"},
+        {"sine:2,0", "wavelength must not be zero"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        piv_flow_t flow = s_flow (PIV_FLOW_SHEAR, 7, 8, 9, 10);
+        char err[256] = "", quoted[64];
+        ck_assert_msg (piv_flow_parse (&flow, cases[i].spec, 64, 64, err, sizeof err) == -1,
+                       "'%s' accepted", cases[i].spec);
+        snprintf (quoted, sizeof quoted, "bad flow '%s'", cases[i].spec);
+        ck_assert_msg (strstr (err, quoted) && strstr (err, cases[i].cause), "'%s': %s",
+                       cases[i].spec, err);
+        ck_assert (flow.kind == PIV_FLOW_SHEAR && flow.p0 == 7 && flow.yc == 10);
+    }
+}
+END_TEST
+
+START_TEST (a_truth_file_round_trips_exactly)
+{
+    const char *dir = tu_tmpdir ();
+    const char *path = tu_path (dir, "truth.flow");
+    piv_flow_t kinds[] = {
+        s_flow (PIV_FLOW_UNIFORM, 3.3, -1.7, 511.5, 383.5),
+        s_flow (PIV_FLOW_ROTATION, 1.0 / 3, 0, M_PI, -M_E),
+        s_flow (PIV_FLOW_LAMB_OSEEN, 0.1, 40.000000000000007, 1e-300, 1e300),
+        s_flow (PIV_FLOW_SHEAR, -0.02, 0, 0, 0),
+        s_flow (PIV_FLOW_SINE, 2.5, 128, 4.9e-324, 1023.5),
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        char err[256] = "";
+        ck_assert_msg (piv_flow_save (&kinds[i], path, err, sizeof err) == 0, "%s", err);
+        piv_flow_t back;
+        memset (&back, 0xff, sizeof back);
+        ck_assert_msg (piv_flow_load (&back, path, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq (back.kind, kinds[i].kind);
+        ck_assert (memcmp (&back.p0, &kinds[i].p0, sizeof (double)) == 0);
+        ck_assert (memcmp (&back.p1, &kinds[i].p1, sizeof (double)) == 0);
+        ck_assert (memcmp (&back.xc, &kinds[i].xc, sizeof (double)) == 0);
+        ck_assert (memcmp (&back.yc, &kinds[i].yc, sizeof (double)) == 0);
+    }
+    // Hand-written: comments, blank lines, any order, spare blanks.
+    const char *text = "# truth\n\nyc 2\n  kind   lamb-oseen \r\np0 6\np1 40\nxc 1\n";
+    tu_spit (path, text, strlen (text));
+    piv_flow_t flow;
+    char err[256] = "";
+    ck_assert_msg (piv_flow_load (&flow, path, err, sizeof err) == 0, "%s", err);
+    ck_assert (flow.kind == PIV_FLOW_LAMB_OSEEN && flow.p0 == 6 && flow.p1 == 40
+               && flow.xc == 1 && flow.yc == 2);
+    tu_rmtree (dir);
+}
+END_TEST
+
+START_TEST (corrupted_truth_files_are_refused_naming_the_file)
+{
+    static const struct {
+        const char *text;
+        const char *cause;
+    } cases[] = {
+        {"kind uniform\np0 1\np1 2\nxc 3\nyc 4\nspeed 9\n", "line 6: unknown key 'speed'"},
+        {"kind whirl\np0 1\np1 2\nxc 3\nyc 4\n", "line 1: unknown kind 'whirl'"},
+        {"kind uniform\np0 1\np1 2\nxc 3\n", "no 'yc' line"},
+        {"kind uniform\np0 1\np1 2x\nxc 3\nyc 4\n", "line 3: '2x' is not a number"},
+        {"kind uniform\np0 1\np1\nxc 3\nyc 4\n", "line 3: '' is not a number"},
+        {"kind uniform\np0 nan\np1 2\nxc 3\nyc 4\n", "line 2: 'nan' is not a number"},
+        {"kind uniform\np0 1\np0 1\np1 2\nxc 3\nyc 4\n", "line 3: 'p0' given twice"},
+        {"kind lamb-oseen\np0 1\np1 0\nxc 3\nyc 4\n", "core radius must be positive"},
+        {"", "no 'kind' line"},
+        {"\x89PNG\r\n\x1a\n", "unknown key"},
+    };
+    const char *dir = tu_tmpdir ();
+    const char *path = tu_path (dir, "bad.flow");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tu_spit (path, cases[i].text, strlen (cases[i].text));
+        piv_flow_t flow = s_flow (PIV_FLOW_SHEAR, 7, 8, 9, 10);
+        char err[512] = "", quoted[4200];
+        ck_assert_msg (piv_flow_load (&flow, path, err, sizeof err) == -1, "case %zu accepted",
+                       i);
+        snprintf (quoted, sizeof quoted, "bad flow file '%s'", path);
+        ck_assert_msg (strstr (err, quoted) && strstr (err, cases[i].cause), "case %zu: %s", i,
+                       err);
+        ck_assert (flow.kind == PIV_FLOW_SHEAR && flow.p0 == 7);
+    }
+    char err[512] = "";
+    piv_flow_t flow;
+    const char *missing = tu_path (dir, "missing.flow");
+    ck_assert (piv_flow_load (&flow, missing, err, sizeof err) == -1);
+    ck_assert_msg (strstr (err, missing) && strstr (err, "No such file"), "%s", err);
+    const char *nodir = tu_path (dir, "no/such/dir.flow");
+    ck_assert (piv_flow_save (&flow, nodir, err, sizeof err) == -1);
+    ck_assert_msg (strstr (err, "cannot write") && strstr (err, nodir), "%s", err);
+    tu_rmtree (dir);
+}
+END_TEST
+
+START_TEST (synthetic_pairs_repeat_for_a_seed_and_differ_between_seeds)
+{
+    piv_synth_t synth;
+    piv_synth_init (&synth);
+    synth.width = 160;
+    synth.height = 96;
+    piv_image_t *a1, *b1, *a2, *b2, *a3, *b3;
+    s_pair (&synth, "lamb-oseen:6,20", &a1, &b1);
+    s_pair (&synth, "lamb-oseen:6,20", &a2, &b2);
+    synth.seed = 2;
+    s_pair (&synth, "lamb-oseen:6,20", &a3, &b3);
+    size_t bytes = (size_t) 160 * 96 * sizeof (float);
+    ck_assert (memcmp (piv_image_cdata (a1), piv_image_cdata (a2), bytes) == 0);
+    ck_assert (memcmp (piv_image_cdata (b1), piv_image_cdata (b2), bytes) == 0);
+    ck_assert (memcmp (piv_image_cdata (a1), piv_image_cdata (a3), bytes) != 0);
+    ck_assert (memcmp (piv_image_cdata (b1), piv_image_cdata (b3), bytes) != 0);
+    ck_assert (memcmp (piv_image_cdata (a1), piv_image_cdata (b1), bytes) != 0);
+    piv_image_destroy (&a1);
+    piv_image_destroy (&b1);
+    piv_image_destroy (&a2);
+    piv_image_destroy (&b2);
+    piv_image_destroy (&a3);
+    piv_image_destroy (&b3);
+    ck_assert (a1 == NULL && b3 == NULL);
+}
+END_TEST
+
+START_TEST (an_integer_uniform_shift_moves_frame_b_by_exactly_that)
+{
+    static const struct {
+        const char *spec;
+        int dx, dy;
+    } cases[] = {{"uniform:4,0", 4, 0}, {"uniform:-3,2", -3, 2}, {"uniform:0,-7", 0, -7}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        piv_synth_t synth;
+        piv_synth_init (&synth);
+        synth.width = 200;
+        synth.height = 120;
+        synth.noise = 0;
+        synth.seed = 7 + i;
+        piv_image_t *a, *b;
+        s_pair (&synth, cases[i].spec, &a, &b);
+        const float *da = piv_image_cdata (a), *db = piv_image_cdata (b);
+        int dx = cases[i].dx, dy = cases[i].dy, compared = 0, lit = 0;
+        for (int r = 0; r < 120; r++)
+            for (int c = 0; c < 200; c++) {
+                int cb = c + dx, rb = r + dy;
+                if (cb < 0 || cb >= 200 || rb < 0 || rb >= 120)
+                    continue;
+                float va = da[r * 200 + c], vb = db[rb * 200 + cb];
+                ck_assert_msg (va == vb, "%s: A(%d, %d) = %g but B(%d, %d) = %g", cases[i].spec,
+                               c, r, va, cb, rb, vb);
+                compared++;
+                lit += va > 0;
+            }
+        ck_assert_int_gt (compared, 150 * 100);
+        ck_assert_int_gt (lit, compared / 10);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+}
+END_TEST
+
+START_TEST (sixteen_bit_pairs_use_the_sixteen_bit_scale)
+{
+    // The same seed places the same particles: only the scale differs.
+    int bits[] = {8, 16};
+    double means[2];
+    for (int i = 0; i < 2; i++) {
+        piv_synth_t synth;
+        piv_synth_init (&synth);
+        synth.width = synth.height = 128;
+        synth.bits = bits[i];
+        piv_image_t *a, *b;
+        s_pair (&synth, "rotation:0.01", &a, &b);
+        double full = bits[i] == 8 ? 255 : 65535, top = 0;
+        const float *data = piv_image_cdata (a);
+        for (int k = 0; k < 128 * 128; k++) {
+            ck_assert (data[k] >= 0 && data[k] <= full && data[k] == floorf (data[k]));
+            top = fmax (top, data[k]);
+        }
+        // The brightest particles peak at 0.8 of full scale, plus noise.
+        ck_assert_double_gt (top, 0.6 * full);
+        means[i] = s_mean (a, 0, 128, 0, 128);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+    ck_assert_double_eq_tol (means[1] / means[0], 65535.0 / 255, 0.02 * 65535 / 255);
+}
+END_TEST
+
+START_TEST (mean_intensity_grows_in_proportion_to_the_density)
+{
+    // Each particle adds I0 / erf(h)^2 in all (h = 0.5 / (sigma sqrt 2), the
+    // per-axis weights sum to 1 / erf(h)), and E[I0] = 0.75 * 0.8 * 255.
+    piv_synth_t synth;
+    piv_synth_init (&synth);
+    synth.width = synth.height = 384;
+    synth.noise = 0;
+    double h = 0.5 / (synth.diameter / 4 * M_SQRT2);
+    double per_particle = 0.75 * 0.8 * 255 / (erf (h) * erf (h));
+    double means[2], densities[2] = {0.01, 0.04};
+    for (int i = 0; i < 2; i++) {
+        synth.density = densities[i];
+        piv_image_t *a, *b;
+        s_pair (&synth, "uniform:2.5,1", &a, &b);
+        means[i] = s_mean (a, 0, 384, 0, 384);
+        ck_assert_double_eq_tol (means[i], densities[i] * per_particle,
+                                 0.06 * densities[i] * per_particle);
+        ck_assert_double_eq_tol (s_mean (b, 0, 384, 0, 384), means[i], 0.06 * means[i]);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+    ck_assert_double_eq_tol (means[1] / means[0], 4, 0.3);
+}
+END_TEST
+
+START_TEST (a_blank_frame_holds_clipped_noise_of_the_requested_level)
+{
+    // Without particles the noise is clipped at zero: half the pixels are
+    // zero and the mean square is sigma^2 / 2 (plus rounding).
+    int bits[] = {8, 16};
+    for (int i = 0; i < 2; i++) {
+        piv_synth_t synth;
+        piv_synth_init (&synth);
+        synth.width = synth.height = 256;
+        synth.density = 0;
+        synth.noise = 0.05;
+        synth.bits = bits[i];
+        double sigma = 0.05 * (bits[i] == 8 ? 255 : 65535);
+        piv_image_t *a, *b;
+        s_pair (&synth, "uniform:1,1", &a, &b);
+        const float *da = piv_image_cdata (a), *db = piv_image_cdata (b);
+        double sum2 = 0;
+        int zeros = 0, same = 0, n = 256 * 256;
+        for (int k = 0; k < n; k++) {
+            sum2 += (double) da[k] * da[k];
+            zeros += da[k] == 0;
+            same += da[k] == db[k] && da[k] > 0;
+        }
+        ck_assert_double_eq_tol (sqrt (2 * sum2 / n), sigma, 0.02 * sigma);
+        ck_assert_double_eq_tol (zeros, n / 2, n / 50);
+        // A and B have independent noise.
+        ck_assert_int_lt (same, n / 10);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+}
+END_TEST
+
+START_TEST (particles_fill_the_frame_edges_even_under_large_displacements)
+{
+    piv_synth_t synth;
+    piv_synth_init (&synth);
+    synth.width = 256;
+    synth.height = 128;
+    synth.density = 0.05;
+    synth.noise = 0;
+    piv_image_t *a, *b;
+    // Frame B's left columns come from particles seeded left of the image,
+    // frame A's right ones from particles seeded right of it.
+    s_pair (&synth, "uniform:24,0", &a, &b);
+    double mean = s_mean (a, 0, 256, 0, 128);
+    ck_assert_double_gt (s_mean (b, 0, 12, 0, 128), 0.6 * mean);
+    ck_assert_double_gt (s_mean (a, 244, 256, 0, 128), 0.6 * mean);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    // A fast rotation: the corners, far from the centre, too.
+    s_pair (&synth, "rotation:0.15", &a, &b);
+    mean = s_mean (a, 0, 256, 0, 128);
+    ck_assert_double_gt (s_mean (a, 0, 16, 0, 16), 0.4 * mean);
+    ck_assert_double_gt (s_mean (b, 240, 256, 112, 128), 0.4 * mean);
+    ck_assert_double_gt (s_mean (b, 0, 16, 112, 128), 0.4 * mean);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (bad_synthesis_settings_are_refused)
+{
+    static const struct {
+        const char *field;
+        double value;
+        const char *cause;
+    } cases[] = {
+        {"diameter", 0, "bad particle diameter '0'"},
+        {"diameter", 100, "bad particle diameter '100'"},
+        {"density", -1, "bad particle density '-1'"},
+        {"density", 1e6, "too many"},
+        {"noise", -0.1, "bad noise level '-0.1'"},
+        {"bits", 12, "bad bit depth '12': must be 8 or 16"},
+        {"width", 0, "bad synthetic image size '0x64'"},
+    };
+    piv_flow_t flow = s_flow (PIV_FLOW_UNIFORM, 1, 1, 0, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        piv_synth_t synth;
+        piv_synth_init (&synth);
+        synth.width = synth.height = 64;
+        if (strcmp (cases[i].field, "diameter") == 0)
+            synth.diameter = cases[i].value;
+        else if (strcmp (cases[i].field, "density") == 0)
+            synth.density = cases[i].value;
+        else if (strcmp (cases[i].field, "noise") == 0)
+            synth.noise = cases[i].value;
+        else if (strcmp (cases[i].field, "bits") == 0)
+            synth.bits = (int) cases[i].value;
+        else
+            synth.width = (int) cases[i].value;
+        piv_image_t *a = (piv_image_t *) &flow, *b = a;
+        char err[256] = "";
+        ck_assert (piv_synth_pair (&synth, &flow, &a, &b, err, sizeof err) == -1);
+        ck_assert_msg (strstr (err, cases[i].cause), "%s", err);
+        ck_assert (a == NULL && b == NULL);
+    }
+}
+END_TEST
+
+// A 3 x 2 field on a 64 x 64 image against uniform (1, 0):
+//   errors (0, 0), (0.5, 0), (0, -0.5) / (-0.375, 0.5), flagged (9, 10),
+//   and (3, 4) at x = 2, near the left edge.
+static piv_field_t *
+s_hand_made_field (void)
+{
+    piv_field_t *field = piv_field_new (3, 2);
+    ck_assert (field != NULL);
+    float x[] = {16, 32, 48, 16, 32, 2}, y[] = {16, 16, 16, 48, 48, 48};
+    float u[] = {1, 1.5f, 1, 0.625f, 10, 4}, v[] = {0, 0, -0.5f, 0.5f, 10, 4};
+    uint8_t flags[] = {0, 1, 0, 0, PIV_FLAG_INVALID, 0};
+    for (int k = 0; k < 6; k++) {
+        field->x[k] = x[k];
+        field->y[k] = y[k];
+        field->u[k] = u[k];
+        field->v[k] = v[k];
+        field->flags[k] = flags[k];
+    }
+    return field;
+}
+
+START_TEST (a_score_gives_exact_errors_of_a_hand_made_field)
+{
+    piv_field_t *field = s_hand_made_field ();
+    piv_flow_t truth = s_flow (PIV_FLOW_UNIFORM, 1, 0, 31.5, 31.5);
+    piv_score_t score;
+
+    // Valid and replaced vectors, the whole image.
+    ck_assert_int_eq (piv_score (field, &truth, PIV_FLAG_REPLACED, 0, 64, 64, &score), 0);
+    ck_assert_int_eq (score.count, 5);
+    double uu = 0.25 + 0.140625 + 9, vv = 0.25 + 0.25 + 16;
+    ck_assert_double_eq_tol (score.rms, sqrt ((uu + vv) / 5), 1e-12);
+    ck_assert_double_eq_tol (score.rms_u, sqrt (uu / 5), 1e-12);
+    ck_assert_double_eq_tol (score.rms_v, sqrt (vv / 5), 1e-12);
+    ck_assert_double_eq_tol (score.bias_u, (0.5 - 0.375 + 3) / 5, 1e-12);
+    ck_assert_double_eq_tol (score.bias_v, (-0.5 + 0.5 + 4) / 5, 1e-12);
+    ck_assert_double_eq_tol (score.max_error, 5, 1e-12);
+
+    // A margin of 8 px drops the vector at x = 2.
+    ck_assert_int_eq (piv_score (field, &truth, PIV_FLAG_REPLACED, 8, 64, 64, &score), 0);
+    ck_assert_int_eq (score.count, 4);
+    uu = 0.25 + 0.140625, vv = 0.25 + 0.25;
+    ck_assert_double_eq_tol (score.rms, sqrt ((uu + vv) / 4), 1e-12);
+    ck_assert_double_eq_tol (score.rms_u, sqrt (uu / 4), 1e-12);
+    ck_assert_double_eq_tol (score.rms_v, sqrt (vv / 4), 1e-12);
+    ck_assert_double_eq_tol (score.bias_u, 0.125 / 4, 1e-12);
+    ck_assert_double_eq_tol (score.bias_v, 0, 1e-12);
+    ck_assert_double_eq_tol (score.max_error, 0.625, 1e-12);
+
+    // Valid only: the replaced vector goes too; all flags: the invalid one counts.
+    ck_assert_int_eq (piv_score (field, &truth, PIV_FLAG_VALID, 8, 64, 64, &score), 0);
+    ck_assert_int_eq (score.count, 3);
+    ck_assert_double_eq_tol (score.bias_u, -0.375 / 3, 1e-12);
+    ck_assert_int_eq (piv_score (field, &truth, PIV_FLAG_INVALID, 8, 64, 64, &score), 0);
+    ck_assert_int_eq (score.count, 5);
+    ck_assert_double_eq_tol (score.max_error, hypot (9, 10), 1e-12);
+    piv_field_destroy (&field);
+}
+END_TEST
+
+START_TEST (a_score_margin_counts_from_the_image_edge)
+{
+    // The image spans -0.5 .. width - 0.5: a 32 px window at the very
+    // corner has its centre at 15.5 and is 16 px inside.
+    piv_field_t *field = s_hand_made_field ();
+    field->x[0] = field->y[0] = 15.5f;
+    field->x[2] = field->y[2] = 47.5f;
+    field->y[3] = 47;
+    piv_flow_t truth = s_flow (PIV_FLOW_UNIFORM, 1, 0, 31.5, 31.5);
+    piv_score_t score;
+    ck_assert_int_eq (piv_score (field, &truth, PIV_FLAG_VALID, 16, 64, 64, &score), 0);
+    ck_assert_int_eq (score.count, 3);
+    ck_assert_int_eq (piv_score (field, &truth, PIV_FLAG_VALID, 16.25, 64, 64, &score), 0);
+    ck_assert_int_eq (score.count, 1);
+
+    // Nothing left to score: -1 and a zeroed score.
+    ck_assert_int_eq (piv_score (field, &truth, PIV_FLAG_VALID, 40, 64, 64, &score), -1);
+    ck_assert_int_eq (score.count, 0);
+    ck_assert (score.rms == 0 && score.max_error == 0);
+    piv_field_destroy (&field);
+}
+END_TEST
+
+START_TEST (a_score_against_a_synthetic_pair_truth_is_zero_for_the_truth_itself)
+{
+    // A field holding the truth at its own points scores zero for every kind.
+    const char *specs[] = {"uniform:3.3,-1.7", "rotation:0.01", "lamb-oseen:6,40",
+                           "shear:0.02", "sine:2.5,128"};
+    piv_field_t *field = piv_field_new (8, 8);
+    ck_assert (field != NULL);
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        piv_flow_t flow;
+        char err[256] = "";
+        ck_assert_msg (piv_flow_parse (&flow, specs[i], 256, 256, err, sizeof err) == 0, "%s",
+                       err);
+        for (int k = 0; k < 64; k++) {
+            double u, v;
+            field->x[k] = 16 + 32 * (k % 8);
+            field->y[k] = 16 + 32 * (k / 8);
+            piv_flow_eval (&flow, field->x[k], field->y[k], &u, &v);
+            field->u[k] = (float) u;
+            field->v[k] = (float) v;
+        }
+        piv_score_t score;
+        ck_assert_int_eq (piv_score (field, &flow, 0, 0, 256, 256, &score), 0);
+        ck_assert_int_eq (score.count, 64);
+        ck_assert_double_lt (score.max_error, 1e-5);
+    }
+    piv_field_destroy (&field);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("synth");
+    TCase *flow = tcase_create ("flow");
+    tcase_add_test (flow, a_uniform_flow_moves_every_point_alike);
+    tcase_add_test (flow, a_positive_rotation_turns_the_x_axis_towards_y);
+    tcase_add_test (flow, a_lamb_oseen_vortex_peaks_at_vmax_near_1_12_core_radii);
+    tcase_add_test (flow, shear_flows_vary_along_y_only);
+    tcase_add_test (flow, flow_specs_parse_with_the_centre_in_the_middle_of_the_image);
+    tcase_add_test (flow, bad_flow_specs_are_refused_naming_the_spec);
+    tcase_add_test (flow, a_truth_file_round_trips_exactly);
+    tcase_add_test (flow, corrupted_truth_files_are_refused_naming_the_file);
+    suite_add_tcase (suite, flow);
+
+    TCase *synth = tcase_create ("pairs");
+    tcase_set_timeout (synth, 30);
+    tcase_add_test (synth, synthetic_pairs_repeat_for_a_seed_and_differ_between_seeds);
+    tcase_add_test (synth, an_integer_uniform_shift_moves_frame_b_by_exactly_that);
+    tcase_add_test (synth, sixteen_bit_pairs_use_the_sixteen_bit_scale);
+    tcase_add_test (synth, mean_intensity_grows_in_proportion_to_the_density);
+    tcase_add_test (synth, a_blank_frame_holds_clipped_noise_of_the_requested_level);
+    tcase_add_test (synth, particles_fill_the_frame_edges_even_under_large_displacements);
+    tcase_add_test (synth, bad_synthesis_settings_are_refused);
+    suite_add_tcase (suite, synth);
+
+    TCase *score = tcase_create ("score");
+    tcase_add_test (score, a_score_gives_exact_errors_of_a_hand_made_field);
+    tcase_add_test (score, a_score_margin_counts_from_the_image_edge);
+    tcase_add_test (score, a_score_against_a_synthetic_pair_truth_is_zero_for_the_truth_itself);
+    suite_add_tcase (suite, score);
+    return suite;
+}
+
+int
+main (void)
+{
+    SRunner *runner = srunner_create (s_suite ());
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
