@@ -36,9 +36,14 @@ build/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MODULE_CFLAGS) $(PIV_CFLAGS) -c -o $@ $<
 
-# Tests: every suite runs, each in its own temporary directory; the run fails
-# if any suite fails. CK_FORK stays on so that a crash fails one test only.
-check: $(PROGRAMS) $(TESTS)
+# 'make check' first installs what is missing (quick when nothing is), then
+# builds in a second make, so that pkg-config sees the installed libraries.
+check: deps
+	@$(MAKE) --no-print-directory test
+
+# Tests: every suite runs; the run fails if any suite fails. CK_FORK stays on
+# so that a crash fails one test only.
+test: $(PROGRAMS) $(TESTS)
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; \
 	    PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/../shared/data/piv $$t || failed=1; \
@@ -47,7 +52,8 @@ check: $(PROGRAMS) $(TESTS)
 bench: $(PROGRAMS) $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
-demo: programs
+demo: deps
+	@$(MAKE) --no-print-directory programs
 	@./deploy/demo.sh
 
 deps:
@@ -60,6 +66,7 @@ install: programs
 clean:
 	rm -rf bin build
 
-.PHONY: all programs check bench demo deps install clean
+.PHONY: all programs check test bench demo deps install clean
+.SECONDARY:
 
 -include $(shell find build -name '*.d' 2>/dev/null)

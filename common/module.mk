@@ -1,5 +1,5 @@
 # common/ — logging and small utilities shared by every program.
-COMMON_OBJS := build/common/log.o
+COMMON_OBJS := build/common/log.o build/common/util.o
 COMMON_LIB  := build/libcommon.a
 LIBS += $(COMMON_LIB)
 

@@ -25,12 +25,12 @@ s_hsum (v4sf v)
     return (v[0] + v[1]) + (v[2] + v[3]);
 }
 
-// B-spline prefilter for one pole z: causal then anticausal recursion, mirror
-// boundaries, over 'count' lines of n values; value k of line l is at
-// data[k * stride + l * lstride]. With lstride 1 the inner loop runs along
-// contiguous memory (the recursion goes across lines, not along them).
+// B-spline prefilter for one pole z: causal then anticausal recursion with
+// mirror boundaries, run on 'count' independent lines at once: value k of
+// line l is at data[k * stride + l], so the inner loop runs along memory and
+// vectorizes, and no step waits on the one before it.
 static void
-s_prefilter (float *data, int n, long stride, int count, long lstride, float z)
+s_prefilter (float *data, int n, long stride, int count, float z)
 {
     const float gain = (1 - z) * (1 - 1 / z);
     if (n < 2)
@@ -38,28 +38,29 @@ s_prefilter (float *data, int n, long stride, int count, long lstride, float z)
     // Initial causal value: the mirror sum truncated where z^k < 1e-7.
     int horizon = (int) ceilf (logf (1e-7f) / logf (fabsf (z)));
     horizon = horizon < n ? horizon : n;
-    for (int l = 0; l < count; l++) {
-        float *d = data + l * lstride;
-        float sum = 0, zk = 1;
-        for (int k = 0; k < horizon; k++) {
-            sum += zk * d[k * stride];
-            zk *= z;
-        }
-        d[0] = sum * gain;
+    float zk = z;
+    for (int k = 1; k < horizon; k++, zk *= z) {
+        const float *src = data + k * stride;
+        for (int l = 0; l < count; l++)
+            data[l] += zk * src[l];
     }
+    for (int l = 0; l < count; l++)
+        data[l] *= gain;
     for (int k = 1; k < n; k++) {
-        float *cur = data + k * stride, *prev = cur - stride;
+        float *cur = data + k * stride;
+        const float *prev = cur - stride;
         for (int l = 0; l < count; l++)
-            cur[l * lstride] = cur[l * lstride] * gain + z * prev[l * lstride];
+            cur[l] = cur[l] * gain + z * prev[l];
     }
-    for (int l = 0; l < count; l++) {
-        float *d = data + l * lstride;
-        d[(n - 1) * stride] = (z / (z * z - 1)) * (d[(n - 1) * stride] + z * d[(n - 2) * stride]);
-    }
+    float *last = data + (n - 1) * stride;
+    const float *before = last - stride;
+    for (int l = 0; l < count; l++)
+        last[l] = (z / (z * z - 1)) * (last[l] + z * before[l]);
     for (int k = n - 2; k >= 0; k--) {
-        float *cur = data + k * stride, *next = cur + stride;
+        float *cur = data + k * stride;
+        const float *next = cur + stride;
         for (int l = 0; l < count; l++)
-            cur[l * lstride] = z * (next[l * lstride] - cur[l * lstride]);
+            cur[l] = z * (next[l] - cur[l]);
     }
 }
 
@@ -75,18 +76,34 @@ piv_deform_prepare (piv_deform_t deform, const float *img, float *coef, int w, i
         poles[npoles++] = -0.430575347099973791f;
         poles[npoles++] = -0.0430962882032646567f;
     }
-    for (int p = 0; p < npoles; p++) {
-        // Rows in blocks of 16, the recursion running down the columns of
-        // the transposed view, so each step touches 16 independent rows
-        // rather than waiting on the one before it. Then columns: all at
-        // once, sweeping down the image.
-        int r = 0;
-        for (; r + 16 <= h; r += 16)
-            s_prefilter (coef + (long) r * w, w, 1, 16, w, poles[p]);
-        if (r < h)
-            s_prefilter (coef + (long) r * w, w, 1, h - r, w, poles[p]);
-        s_prefilter (coef, h, w, w, 1, poles[p]);
+    if (npoles == 0)
+        return;
+    // Along rows: blocks of 16 rows transposed into a scratch buffer so that
+    // they too run as independent contiguous lines.
+    enum { BLOCK = 16 };
+    float *tmp = malloc ((size_t) w * BLOCK * sizeof (float));
+    for (int r = 0; r < h; r += BLOCK) {
+        int rows = h - r < BLOCK ? h - r : BLOCK;
+        float *blk = coef + (long) r * w;
+        if (tmp) {
+            for (int l = 0; l < rows; l++)
+                for (int c = 0; c < w; c++)
+                    tmp[(long) c * BLOCK + l] = blk[(long) l * w + c];
+            for (int p = 0; p < npoles; p++)
+                s_prefilter (tmp, w, BLOCK, rows, poles[p]);
+            for (int l = 0; l < rows; l++)
+                for (int c = 0; c < w; c++)
+                    blk[(long) l * w + c] = tmp[(long) c * BLOCK + l];
+        }
+        else  // out of memory: one row at a time, slower, same result
+            for (int l = 0; l < rows; l++)
+                for (int p = 0; p < npoles; p++)
+                    s_prefilter (blk + (long) l * w, w, 1, 1, poles[p]);
     }
+    free (tmp);
+    // Along columns: every column at once, sweeping down the image.
+    for (int p = 0; p < npoles; p++)
+        s_prefilter (coef, h, w, w, poles[p]);
 }
 
 static inline int
@@ -99,39 +116,63 @@ s_mirror (int i, int n)
     return i < 0 ? 0 : (i >= n ? n - 1 : i);
 }
 
-// Weights of taps floor(x) - 1 .. floor(x) + 2 (cubic kernels) or
-// floor(x) - 2 .. floor(x) + 3 (quintic), t = x - floor(x).
-static inline void
-s_weights (piv_deform_t deform, float t, float *wt)
+// Tap weights as polynomials in t = x - floor(x), coefficients per tap:
+// w = ((c3 t + c2) t + c1) t + c0 for the taps at floor(x) - 1 .. + 2.
+typedef struct {
+    v4sf c0, c1, c2, c3;  // coefficients of t^0 .. t^3, one lane per tap
+} s_cubic_t;
+
+static const s_cubic_t s_keys = {  // Keys (1981), a = -0.5
+    {0, 1, 0, 0}, {-0.5f, 0, 0.5f, 0}, {1, -2.5f, 2, -0.5f}, {-0.5f, 1.5f, -1.5f, 0.5f}};
+static const s_cubic_t s_bspline3 = {  // cubic B-spline
+    {1 / 6.f, 4 / 6.f, 1 / 6.f, 0}, {-0.5f, 0, 0.5f, 0}, {0.5f, -1, 0.5f, 0},
+    {-1 / 6.f, 0.5f, -0.5f, 1 / 6.f}};
+
+static inline v4sf
+s_poly (const s_cubic_t *k, float t)
 {
-    float s = 1 - t, t2 = t * t, t3 = t2 * t;
-    switch (deform) {
-    case PIV_DEFORM_BICUBIC:  // Keys (1981), a = -0.5
-        wt[0] = 0.5f * (-t3 + 2 * t2 - t);
-        wt[1] = 0.5f * (3 * t3 - 5 * t2 + 2);
-        wt[2] = 0.5f * (-3 * t3 + 4 * t2 + t);
-        wt[3] = 0.5f * (t3 - t2);
-        break;
-    case PIV_DEFORM_BSPLINE:
-        wt[0] = s * s * s * (1.0f / 6);
-        wt[1] = (3 * t3 - 6 * t2 + 4) * (1.0f / 6);
-        wt[2] = (-3 * t3 + 3 * t2 + 3 * t + 1) * (1.0f / 6);
-        wt[3] = t3 * (1.0f / 6);
-        break;
-    default: {  // quintic B-spline: beta5 (t - k) for k = -2 .. 3
-        float p1 = 1 + t, p2 = 2 + t, q2 = 2 - t;
-        float s5 = s * s * s * s * s, t5 = t2 * t3;
-        float p15 = p1 * p1 * p1 * p1 * p1, q25 = q2 * q2 * q2 * q2 * q2;
-        float p25 = p2 * p2 * p2 * p2 * p2, q3 = 3 - t, q35 = q3 * q3 * q3 * q3 * q3;
-        wt[0] = s5 * (1.0f / 120);
-        wt[1] = (q25 - 6 * s5) * (1.0f / 120);
-        wt[2] = (q35 - 6 * q25 + 15 * s5) * (1.0f / 120);
-        wt[3] = (p25 - 6 * p15 + 15 * t5) * (1.0f / 120);
-        wt[4] = (p15 - 6 * t5) * (1.0f / 120);
-        wt[5] = t5 * (1.0f / 120);
-        break;
+    v4sf vt = {t, t, t, t};
+    return ((k->c3 * vt + k->c2) * vt + k->c1) * vt + k->c0;
+}
+
+// Quintic B-spline weights of taps floor(x) - 2 .. + 3, beta5 (t - k), as
+// polynomials in t: coefficients of t^0 .. t^5 (times 120), one lane per tap,
+// taps 0-3 in the first vector and 4-5 in the second (whose lanes 2 and 3
+// are zero, so that a row of taps is two 4-float loads).
+static const v4sf s_b5lo[6] = {{1, 26, 66, 26},     {-5, -50, 0, 50},  {10, 20, -60, 20},
+                               {-10, 20, 0, -20},   {5, -20, 30, -20}, {-1, 5, -10, 10}};
+static const v4sf s_b5hi[6] = {{1, 0, 0, 0},  {5, 0, 0, 0},  {10, 0, 0, 0},
+                               {10, 0, 0, 0}, {5, 0, 0, 0},  {-5, 1, 0, 0}};
+
+static inline __attribute__ ((always_inline)) void
+s_poly5 (float t, v4sf *lo, v4sf *hi)
+{
+    v4sf vt = {t, t, t, t}, scale = {1 / 120.f, 1 / 120.f, 1 / 120.f, 1 / 120.f};
+    v4sf a = s_b5lo[5], b = s_b5hi[5];
+    for (int k = 4; k >= 0; k--) {
+        a = a * vt + s_b5lo[k];
+        b = b * vt + s_b5hi[k];
     }
-    }
+    *lo = a * scale;
+    *hi = b * scale;
+}
+
+// Quintic B-spline weights of taps floor(x) - 2 .. + 3 (beta5 (t - k)).
+static inline void
+s_quintic_weights (float t, float *wt)
+{
+    float s = 1 - t, t2 = t * t, t5 = t2 * t2 * t;
+    float p1 = 1 + t, p2 = 2 + t, q2 = 2 - t, q3 = 3 - t;
+    float s5 = s * s * s * s * s, p15 = p1 * p1 * p1 * p1 * p1;
+    float q25 = q2 * q2 * q2 * q2 * q2, p25 = p2 * p2 * p2 * p2 * p2;
+    float q35 = q3 * q3 * q3 * q3 * q3;
+    wt[0] = s5 * (1.0f / 120);
+    wt[1] = (q25 - 6 * s5) * (1.0f / 120);
+    wt[2] = (q35 - 6 * q25 + 15 * s5) * (1.0f / 120);
+    wt[3] = (p25 - 6 * p15 + 15 * t5) * (1.0f / 120);
+    wt[4] = (p15 - 6 * t5) * (1.0f / 120);
+    wt[5] = t5 * (1.0f / 120);
+    wt[6] = wt[7] = 0;
 }
 
 // One sample of the source at (x, y), clamped into the image; taps beyond
@@ -151,22 +192,49 @@ s_sample (piv_deform_t deform, const float *src, int w, int h, float x, float y)
         return top + ty * (bot - top);
     }
     int taps = deform == PIV_DEFORM_BSPLINE5 ? 6 : 4, before = taps / 2 - 1;
-    float wx[8] = {0}, wy[8] = {0};
-    s_weights (deform, tx, wx);
-    s_weights (deform, ty, wy);
     int x0 = i - before, y0 = j - before;
-    if (x0 >= 0 && y0 >= 0 && x0 + 8 <= w && y0 + taps <= h) {
-        // Interior: each row of taps is one or two 4-float loads.
-        const float *p = src + (long) y0 * w + x0;
-        v4sf lo = {0}, hi = {0};
-        for (int b = 0; b < taps; b++, p += w) {
-            v4sf wb = {wy[b], wy[b], wy[b], wy[b]};
-            lo += wb * s_load (p);
-            if (taps > 4)
-                hi += wb * s_load (p + 4);
+    float wx[8], wy[8];
+    if (taps == 4) {
+        const s_cubic_t *k = deform == PIV_DEFORM_BICUBIC ? &s_keys : &s_bspline3;
+        v4sf vx = s_poly (k, tx), vy = s_poly (k, ty);
+        if (__builtin_expect (x0 >= 0 && y0 >= 0 && x0 + 4 <= w && y0 + 4 <= h, 1)) {
+            // Interior: one 4-float load per row of taps.
+            const float *p = src + (long) y0 * w + x0;
+            v4sf acc = ((v4sf) {vy[0], vy[0], vy[0], vy[0]} * s_load (p)
+                        + (v4sf) {vy[1], vy[1], vy[1], vy[1]} * s_load (p + w))
+                       + ((v4sf) {vy[2], vy[2], vy[2], vy[2]} * s_load (p + 2 * w)
+                          + (v4sf) {vy[3], vy[3], vy[3], vy[3]} * s_load (p + 3 * w));
+            return s_hsum (acc * vx);
         }
-        v4sf wlo = s_load (wx), whi = s_load (wx + 4);
-        return taps > 4 ? s_hsum (lo * wlo + hi * whi) : s_hsum (lo * wlo);
+        memcpy (wx, &vx, sizeof vx);
+        memcpy (wy, &vy, sizeof vy);
+    }
+    else {
+        if (__builtin_expect (x0 >= 0 && y0 >= 0 && x0 + 8 <= w && y0 + 6 <= h, 1)) {
+            // Interior: one 8-float load per row of taps (the last two
+            // weights are zero).
+            v4sf xlo, xhi, ylo, yhi, lo, hi;
+            s_poly5 (tx, &xlo, &xhi);
+            s_poly5 (ty, &ylo, &yhi);
+            const float *p = src + (long) y0 * w + x0;
+            // Rows summed as a tree, not a chain: six dependent additions
+            // would make each sample wait on the adder's latency.
+            v4sf wr[6];
+            for (int b = 0; b < 6; b++) {
+                float wb = b < 4 ? ylo[b] : yhi[b - 4];
+                wr[b] = (v4sf) {wb, wb, wb, wb};
+            }
+            long w2 = 2 * (long) w, w4 = 4 * (long) w;
+            lo = ((wr[0] * s_load (p) + wr[1] * s_load (p + w))
+                  + (wr[2] * s_load (p + w2) + wr[3] * s_load (p + w2 + w)))
+                 + (wr[4] * s_load (p + w4) + wr[5] * s_load (p + w4 + w));
+            hi = ((wr[0] * s_load (p + 4) + wr[1] * s_load (p + w + 4))
+                  + (wr[2] * s_load (p + w2 + 4) + wr[3] * s_load (p + w2 + w + 4)))
+                 + (wr[4] * s_load (p + w4 + 4) + wr[5] * s_load (p + w4 + w + 4));
+            return s_hsum (lo * xlo + hi * xhi);
+        }
+        s_quintic_weights (tx, wx);
+        s_quintic_weights (ty, wy);
     }
     float sum = 0;
     for (int b = 0; b < taps; b++) {
@@ -221,31 +289,37 @@ piv_field_interp (const piv_field_t *f, float x, float y, float *u, float *v)
 
 // The deformation of rows [row0, row1) for one interpolator; inlined into a
 // copy per interpolator so the per-pixel work has no branch on the kind.
+// du, dv: scratch of w floats for the displacement along the row.
 static inline __attribute__ ((always_inline)) void
 s_deform (piv_deform_t deform, const float *src_a, float *out_a, float scale_a,
           const float *src_b, float *out_b, float scale_b, int w, int h,
-          const piv_field_t *field, int row0, int row1, const int *ci, const float *ct)
+          const piv_field_t *field, int row0, int row1, const int *ci, const float *ct,
+          float *du, float *dv)
 {
-    int nx = field->nx, ny = field->ny;
+    int nx = field->nx, ny = field->ny, step_i = nx > 1;
     float y0 = field->y[0], step = (float) field->step;
     for (int r = row0; r < row1; r++) {
         int j;
         float ty;
         s_axis ((r - y0) / step, ny, &j, &ty);
-        int j1 = ny > 1 ? j + 1 : j, step_i = nx > 1;
+        int j1 = ny > 1 ? j + 1 : j;
         const float *u0 = field->u + (long) j * nx, *u1 = field->u + (long) j1 * nx;
         const float *v0 = field->v + (long) j * nx, *v1 = field->v + (long) j1 * nx;
-        long row = (long) r * w;
         for (int c = 0; c < w; c++) {
             int i = ci[c], i1 = i + step_i;
             float tx = ct[c];
             float ua = u0[i] + tx * (u0[i1] - u0[i]), ub = u1[i] + tx * (u1[i1] - u1[i]);
             float va = v0[i] + tx * (v0[i1] - v0[i]), vb = v1[i] + tx * (v1[i1] - v1[i]);
-            float du = ua + ty * (ub - ua), dv = va + ty * (vb - va);
-            if (src_a)
-                out_a[row + c] = s_sample (deform, src_a, w, h, c + scale_a * du, r + scale_a * dv);
-            out_b[row + c] = s_sample (deform, src_b, w, h, c + scale_b * du, r + scale_b * dv);
+            du[c] = ua + ty * (ub - ua);
+            dv[c] = va + ty * (vb - va);
         }
+        long row = (long) r * w;
+        if (src_a)
+            for (int c = 0; c < w; c++)
+                out_a[row + c] =
+                    s_sample (deform, src_a, w, h, c + scale_a * du[c], r + scale_a * dv[c]);
+        for (int c = 0; c < w; c++)
+            out_b[row + c] = s_sample (deform, src_b, w, h, c + scale_b * du[c], r + scale_b * dv[c]);
     }
 }
 
@@ -256,7 +330,8 @@ piv_deform_rows (piv_deform_t deform, const float *src_a, float *out_a, float sc
 {
     // The grid column and weight of every image column, the same for all rows.
     int *ci = malloc ((size_t) w * sizeof (int));
-    float *ct = malloc ((size_t) w * sizeof (float));
+    float *ct = malloc ((size_t) w * 3 * sizeof (float));
+    float *du = ct + w, *dv = ct + 2 * w;
     int nx = field->nx;
     for (int c = 0; ci && ct && c < w; c++) {
         s_axis ((c - field->x[0]) / (float) field->step, nx, &ci[c], &ct[c]);
@@ -265,19 +340,19 @@ piv_deform_rows (piv_deform_t deform, const float *src_a, float *out_a, float sc
         switch (deform) {
         case PIV_DEFORM_BILINEAR:
             s_deform (PIV_DEFORM_BILINEAR, src_a, out_a, scale_a, src_b, out_b, scale_b, w, h,
-                      field, row0, row1, ci, ct);
+                      field, row0, row1, ci, ct, du, dv);
             break;
         case PIV_DEFORM_BICUBIC:
             s_deform (PIV_DEFORM_BICUBIC, src_a, out_a, scale_a, src_b, out_b, scale_b, w, h,
-                      field, row0, row1, ci, ct);
+                      field, row0, row1, ci, ct, du, dv);
             break;
         case PIV_DEFORM_BSPLINE:
             s_deform (PIV_DEFORM_BSPLINE, src_a, out_a, scale_a, src_b, out_b, scale_b, w, h,
-                      field, row0, row1, ci, ct);
+                      field, row0, row1, ci, ct, du, dv);
             break;
         default:
             s_deform (PIV_DEFORM_BSPLINE5, src_a, out_a, scale_a, src_b, out_b, scale_b, w, h,
-                      field, row0, row1, ci, ct);
+                      field, row0, row1, ci, ct, du, dv);
             break;
         }
     free (ci);

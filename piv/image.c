@@ -475,10 +475,21 @@ s_format_name (uint16_t format)
 }
 
 // Converts n samples, 'step' samples apart, to floats in the file's scale.
+// The common case (one sample per pixel, not inverted) has plain loops of
+// its own, without the stride and the inversion test.
 static void
 s_convert (const unsigned char *src, size_t step, int bytes, int invert, float *dst, size_t n)
 {
-    if (bytes == 1) {
+    if (bytes == 1 && step == 1 && !invert) {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (float) src[i];
+    }
+    else if (bytes == 2 && step == 1 && !invert) {
+        const uint16_t *s16 = (const uint16_t *) src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (float) s16[i];
+    }
+    else if (bytes == 1) {
         for (size_t i = 0; i < n; i++) {
             unsigned v = src[i * step];
             dst[i] = (float) (invert ? 255u - v : v);

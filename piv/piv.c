@@ -39,8 +39,8 @@ static pthread_mutex_t s_fftw_lock = PTHREAD_MUTEX_INITIALIZER;
 // windows (measured here: 52 against 84 ms for a 2048 px frame of 32 px
 // windows) and takes about 1 s for 64, 32 and 16 px; wisdom makes that a
 // one-time cost. PIVFARM_FFTW_PLANNER = estimate | measure | patient.
-static unsigned
-s_planner_flags (void)
+unsigned
+piv_fftw_planner_flags (void)
 {
     const char *env = getenv ("PIVFARM_FFTW_PLANNER");
     if (env && strcmp (env, "estimate") == 0)
@@ -68,8 +68,8 @@ s_plan_get (int n)
         if (real && in && out) {
             s_plan_t *plan = &s_plans[s_nplans];
             plan->n = n;
-            plan->forward = fftwf_plan_dft_2d (n, n, in, out, FFTW_FORWARD, s_planner_flags ());
-            plan->inverse = fftwf_plan_dft_c2r_2d (n, n, out, real, s_planner_flags ());
+            plan->forward = fftwf_plan_dft_2d (n, n, in, out, FFTW_FORWARD, piv_fftw_planner_flags ());
+            plan->inverse = fftwf_plan_dft_c2r_2d (n, n, out, real, piv_fftw_planner_flags ());
             if (plan->forward && plan->inverse) {
                 s_nplans++;
                 found = plan;
@@ -157,12 +157,13 @@ piv_settings_init (piv_settings_t *settings)
     settings->npasses = 1;
     settings->overlap = 50;
     settings->final_iterations = 1;
-    settings->deform = PIV_DEFORM_BSPLINE;
+    settings->deform = PIV_DEFORM_BSPLINE5;
     settings->symmetric = 1;
     settings->median_eps = 0.1;
     settings->median_threshold = 2.0;
     settings->threads = 1;
     settings->smooth_predictor = 1;
+    settings->fast_predictor = 1;
 }
 
 static int
@@ -412,11 +413,12 @@ typedef struct {
     const float *ia, *ib;    // frames to correlate
     int w, h;                // their size
     const s_plan_t *plan;    // FFTW plans for the window size
-    piv_field_t *field;      // out; u, v hold the predictor on entry
+    piv_field_t *field;      // out
     int predict;             // PREDICT_*
     const float *mask;       // NULL or mask pixels (0 = outside the flow)
-    float *alt_u, *alt_v;    // out: the other peaks, (PEAKS - 1) x vectors
+    float *pred_u, *pred_v;  // the predictor at each vector
 } s_corr_job_t;
+
 
 // Four floats: the hot loops below are written with GCC vector extensions
 // so that their sums and maxima use SIMD registers and several accumulators;
@@ -587,8 +589,11 @@ typedef struct {
     float height;  // correlation value (0: no such peak)
 } s_peak_t;
 
+// Fills peaks[0 .. npeaks - 1], highest first (height 0: no such peak).
+// With npeaks 1, peaks[1].height still gets the second peak's height, for
+// the peak ratio, at no extra cost.
 static int
-s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks)
+s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks, int npeaks)
 {
     int n = plan->n, nc = n / 2 + 1;
     // z = A + i B, interleaved four values at a time.
@@ -606,27 +611,43 @@ s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks)
     // neither the peak's place nor the ratios used below.
     const float *spec = (const float *) wk->spec;
     float *cross = (float *) wk->cross;
+    const v4sf two_one = {2, 1, 2, 1};
     for (int ky = 0; ky < n; ky++) {
         const float *prow = spec + 2 * ky * n;
         const float *mrow = spec + 2 * ((n - ky) & (n - 1)) * n;
         float *crow = cross + 2 * ky * nc;
-        for (int kx = 0; kx < nc; kx++) {
-            int mx = (n - kx) & (n - 1);
-            float pr = prow[2 * kx], pi = prow[2 * kx + 1];
-            float mr = mrow[2 * mx], mi = mrow[2 * mx + 1];
-            crow[2 * kx] = 2 * (mr * pi + mi * pr);
-            crow[2 * kx + 1] = (mr * mr + mi * mi) - (pr * pr + pi * pi);
+        // kx = 0, n/2 - 1 and n/2 one by one, the pairs between with SIMD:
+        // P = [pr pi] at kx, kx + 1; M at n - kx, n - kx - 1 (swapped in).
+        for (int kx = 0; kx < nc; kx += kx == 0 || kx >= n / 2 - 1 ? 1 : 2) {
+            if (kx == 0 || kx >= n / 2 - 1) {
+                int mx = (n - kx) & (n - 1);
+                float pr = prow[2 * kx], pi = prow[2 * kx + 1];
+                float mr = mrow[2 * mx], mi = mrow[2 * mx + 1];
+                crow[2 * kx] = 2 * (mr * pi + mi * pr);
+                crow[2 * kx + 1] = (mr * mr + mi * mi) - (pr * pr + pi * pi);
+                continue;
+            }
+            v4sf p = s_load (prow + 2 * kx), m = s_load (mrow + 2 * (n - kx - 1));
+            m = SHUFFLE2 (m, m, 2, 3, 0, 1);
+            v4sf prod = m * SHUFFLE2 (p, p, 1, 0, 3, 2);  // mr pi, mi pr
+            v4sf sq = m * m - p * p;                       // mr^2 - pr^2, mi^2 - pi^2
+            v4sf sum = SHUFFLE2 (prod, sq, 0, 4, 2, 6) + SHUFFLE2 (prod, sq, 1, 5, 3, 7);
+            s_store (crow + 2 * kx, sum * two_one);
         }
     }
     fftwf_execute_dft_c2r (plan->inverse, wk->cross, wk->corr);
-    // The peaks, highest first: each found, fitted on the plane as computed
-    // (wk->corr), then blanked with its 5 x 5 neighbourhood in a copy
-    // (wk->ra, free by now) so that the next maximum is another peak.
+    // The peaks, highest first: each found, fitted on the plane as computed,
+    // then blanked with its 5 x 5 neighbourhood so that the next maximum is
+    // another peak. The fit of a later peak must not see an earlier blank:
+    // with several peaks, blank a copy (wk->ra, free by now).
     const float *cp = wk->corr;
-    float *blank = wk->ra;
-    memcpy (blank, cp, sizeof (float) * n * n);
+    float *blank = wk->corr;
+    if (npeaks > 1) {
+        blank = wk->ra;
+        memcpy (blank, cp, sizeof (float) * n * n);
+    }
     float top = 0;
-    for (int q = 0; q < PEAKS; q++) {
+    for (int q = 0; q < npeaks; q++) {
         int best = s_argmax (blank, n * n);
         float height = blank[best];
         if (q == 0) {
@@ -634,14 +655,14 @@ s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks)
                 return -1;
             top = height;
         }
-        peaks[q].height = height;
-        if (q > 0 && !(height > top * 1e-3f)) {
+        else if (!(height > top * 1e-3f)) {
             peaks[q].height = 0;
             break;
         }
-        int pi = best % n, pj = best / n;
-        int il = (pi + n - 1) % n, ir = (pi + 1) % n;
-        int ju = (pj + n - 1) % n, jd = (pj + 1) % n;
+        peaks[q].height = height;
+        int pi = best & (n - 1), pj = best / n;
+        int il = (pi - 1) & (n - 1), ir = (pi + 1) & (n - 1);
+        int ju = (pj - 1) & (n - 1), jd = (pj + 1) & (n - 1);
         // Fewer particle pairs overlap at larger lags: the correlation at
         // lag s is weighted by (1 - |s| / n) per axis, which pulls the
         // sub-pixel fit towards zero (Westerweel 1997); divide it out.
@@ -653,9 +674,58 @@ s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks)
                                cp[jd * n + pi] / s_overlap (sy + 1, n));
         peaks[q].dx = sx + fx;
         peaks[q].dy = sy + fy;
-        for (int dj = -2; dj <= 2; dj++)
+        for (int dj = -2; dj <= 2; dj++) {
+            float *row = blank + ((pj + dj) & (n - 1)) * n;
             for (int di = -2; di <= 2; di++)
-                blank[((pj + dj + n) % n) * n + (pi + di + n) % n] = -1e30f;
+                row[(pi + di) & (n - 1)] = -1e30f;
+        }
+    }
+    if (npeaks == 1) {
+        float second = s_max (blank, n * n);
+        peaks[1].height = second > top * 1e-3f ? second : 0;
+    }
+    return 0;
+}
+
+// Measures vector k of the job's grid: its windows (placed by the
+// predictor in offset mode), their correlation, 'npeaks' peaks as
+// displacements (predictor included). Returns 0, or -1 when the vector
+// cannot be measured (masked, empty window, flat correlation).
+static int
+s_measure (const s_corr_job_t *job, long k, s_work_t *wk, s_peak_t *peaks, int npeaks)
+{
+    const piv_field_t *f = job->field;
+    int n = job->plan->n, w = job->w, h = job->h;
+    if (job->mask
+        && job->mask[(long) lrintf (f->y[k] - 0.5f) * w + lrintf (f->x[k] - 0.5f)] == 0)
+        return -1;
+    int x0 = (int) (f->x[k] - (n - 1) * 0.5f), y0 = (int) (f->y[k] - (n - 1) * 0.5f);
+    float pu = job->pred_u[k], pv = job->pred_v[k];
+    int ax = x0, ay = y0, bx = x0, by = y0;
+    if (job->predict == PREDICT_OFFSET) {
+        // Move A back and B forward by half the rounded predictor each,
+        // keeping both windows inside the image.
+        int ou = (int) lrintf (pu), ov = (int) lrintf (pv);
+        ax = x0 - ou / 2, ay = y0 - ov / 2;
+        bx = ax + ou, by = ay + ov;
+        ax = ax < 0 ? 0 : (ax > w - n ? w - n : ax);
+        ay = ay < 0 ? 0 : (ay > h - n ? h - n : ay);
+        bx = bx < 0 ? 0 : (bx > w - n ? w - n : bx);
+        by = by < 0 ? 0 : (by > h - n ? h - n : by);
+    }
+    float ea = s_window (job->ia, job->mask, w, ax, ay, n, wk->ra);
+    float eb = s_window (job->ib, job->mask, w, bx, by, n, wk->rb);
+    if (!(ea > 0) || !(eb > 0) || s_correlate (job->plan, wk, peaks, npeaks) != 0)
+        return -1;
+    // What the correlation measured is relative to the predictor.
+    float bu = 0, bv = 0;
+    if (job->predict == PREDICT_DEFORMED)
+        bu = pu, bv = pv;
+    else if (job->predict == PREDICT_OFFSET)
+        bu = (float) (bx - ax), bv = (float) (by - ay);
+    for (int q = 0; q < npeaks; q++) {
+        peaks[q].dx += bu;
+        peaks[q].dy += bv;
     }
     return 0;
 }
@@ -666,67 +736,48 @@ s_corr_rows (void *arg, int first, int last, int thread)
     s_corr_job_t *job = arg;
     piv_field_t *f = job->field;
     s_work_t *wk = &job->self->work[thread];
-    int n = job->plan->n, w = job->w, h = job->h;
-    for (int j = first; j < last; j++)
-        for (int i = 0; i < f->nx; i++) {
-            long k = (long) j * f->nx + i;
-            int x0 = (int) (f->x[k] - (n - 1) * 0.5f), y0 = (int) (f->y[k] - (n - 1) * 0.5f);
-            float pu = f->u[k], pv = f->v[k];
-            f->u[k] = f->v[k] = 0;
+    for (long k = (long) first * f->nx; k < (long) last * f->nx; k++) {
+        s_peak_t peaks[2] = {{0, 0, 0}, {0, 0, 0}};
+        if (s_measure (job, k, wk, peaks, 1) != 0) {
+            // Unmeasured: keep the predictor (or zero) for the next pass.
+            int keep = job->predict == PREDICT_DEFORMED;
+            f->u[k] = keep ? job->pred_u[k] : 0;
+            f->v[k] = keep ? job->pred_v[k] : 0;
             f->peak_ratio[k] = 0;
-            for (int q = 1; q < PEAKS; q++) {
-                long count = (long) f->nx * f->ny;
-                job->alt_u[(q - 1) * count + k] = NAN;
-                job->alt_v[(q - 1) * count + k] = NAN;
-            }
-            if (job->mask && job->mask[(long) lrintf (f->y[k] - 0.5f) * w
-                                       + lrintf (f->x[k] - 0.5f)] == 0) {
-                f->flags[k] = PIV_FLAG_INVALID;
-                continue;
-            }
-            int ax = x0, ay = y0, bx = x0, by = y0;
-            if (job->predict == PREDICT_OFFSET) {
-                // Move A back and B forward by half the rounded predictor
-                // each, keeping both windows inside the image.
-                int ou = (int) lrintf (pu), ov = (int) lrintf (pv);
-                ax = x0 - ou / 2, ay = y0 - ov / 2;
-                bx = ax + ou, by = ay + ov;
-                ax = ax < 0 ? 0 : (ax > w - n ? w - n : ax);
-                ay = ay < 0 ? 0 : (ay > h - n ? h - n : ay);
-                bx = bx < 0 ? 0 : (bx > w - n ? w - n : bx);
-                by = by < 0 ? 0 : (by > h - n ? h - n : by);
-            }
-            float ea = s_window (job->ia, job->mask, w, ax, ay, n, wk->ra);
-            float eb = s_window (job->ib, job->mask, w, bx, by, n, wk->rb);
-            s_peak_t peaks[PEAKS] = {{0, 0, 0}};
-            if (!(ea > 0) || !(eb > 0) || s_correlate (job->plan, wk, peaks) != 0) {
-                f->flags[k] = PIV_FLAG_INVALID;
-                f->u[k] = job->predict == PREDICT_DEFORMED ? pu : 0;
-                f->v[k] = job->predict == PREDICT_DEFORMED ? pv : 0;
-                continue;
-            }
-            // What the correlation measured is relative to the predictor.
-            float bu = 0, bv = 0;
-            if (job->predict == PREDICT_DEFORMED)
-                bu = pu, bv = pv;
-            else if (job->predict == PREDICT_OFFSET)
-                bu = (float) (bx - ax), bv = (float) (by - ay);
-            f->u[k] = bu + peaks[0].dx;
-            f->v[k] = bv + peaks[0].dy;
-            f->peak_ratio[k] = peaks[1].height > 0 ? peaks[0].height / peaks[1].height : 1000;
-            f->flags[k] = PIV_FLAG_VALID;
-            long count = (long) f->nx * f->ny;
-            for (int q = 1; q < PEAKS; q++) {
-                job->alt_u[(q - 1) * count + k] = peaks[q].height > 0 ? bu + peaks[q].dx : NAN;
-                job->alt_v[(q - 1) * count + k] = peaks[q].height > 0 ? bv + peaks[q].dy : NAN;
-            }
+            f->flags[k] = PIV_FLAG_INVALID;
+            continue;
         }
+        f->u[k] = peaks[0].dx;
+        f->v[k] = peaks[0].dy;
+        f->peak_ratio[k] = peaks[1].height > 0 ? peaks[0].height / peaks[1].height : 1000;
+        f->flags[k] = PIV_FLAG_VALID;
+    }
+}
+
+// The median test's candidates for a rejected vector: the next peaks of
+// its window, measured again (rejections are few; keeping every window's
+// peaks would cost more than this).
+static int
+s_candidates (void *arg, long k, float *u, float *v, int max)
+{
+    s_corr_job_t *job = arg;
+    s_peak_t peaks[PEAKS];
+    int count = 0;
+    if (s_measure (job, k, &job->self->work[0], peaks, PEAKS) == 0)
+        for (int q = 1; q < PEAKS && count < max && peaks[q].height > 0; q++) {
+            u[count] = peaks[q].dx;
+            v[count] = peaks[q].dy;
+            count++;
+        }
+    return count;
 }
 
 typedef struct {
     piv_t *self;                    // engine
     const piv_field_t *predictor;  // previous pass
     int w, h;                       // frame size
+    piv_deform_t deform;            // interpolator of this pass
+    const float *src_a, *src_b;     // what it samples
 } s_deform_job_t;
 
 static void
@@ -736,9 +787,9 @@ s_deform_part (void *arg, int first, int last, int thread)
     s_deform_job_t *job = arg;
     piv_t *self = job->self;
     int sym = self->settings.symmetric;
-    piv_deform_rows (self->settings.deform, sym ? self->src_a : NULL, self->def_a,
-                     sym ? -0.5f : 0, self->src_b, self->def_b, sym ? 0.5f : 1.0f, job->w,
-                     job->h, job->predictor, first, last);
+    piv_deform_rows (job->deform, sym ? job->src_a : NULL, self->def_a, sym ? -0.5f : 0,
+                     job->src_b, self->def_b, sym ? 0.5f : 1.0f, job->w, job->h, job->predictor,
+                     first, last);
 }
 
 typedef struct {
@@ -840,6 +891,7 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         return NULL;
     }
     piv_field_t *prev = NULL;
+    int prepared = 0;  // interpolation sources made for this pair
     for (int it = 0; it < iterations; it++) {
         int n = s->passes[it < s->npasses ? it : s->npasses - 1];
         int step = n * (100 - s->overlap) / 100;
@@ -850,8 +902,8 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             return NULL;
         }
         long count = (long) field->nx * field->ny;
-        float *alt = malloc (4 * (PEAKS - 1) * (size_t) count * sizeof (float));
-        if (!alt) {
+        float *pred = calloc (2 * (size_t) count, sizeof (float));
+        if (!pred) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);
             snprintf (err, errlen, "cannot make a %d px grid: out of memory", n);
@@ -860,27 +912,33 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         s_corr_job_t job = {self, piv_image_cdata (a), piv_image_cdata (b), w, h,
                             s_plan_get (n), field, PREDICT_NONE,
                             s->mask ? piv_image_cdata (s->mask) : NULL,
-                            alt, alt + (PEAKS - 1) * count};
+                            pred, pred + count};
         if (prev) {
             for (long k = 0; k < count; k++)
-                piv_field_interp (prev, field->x[k], field->y[k], &field->u[k], &field->v[k]);
+                piv_field_interp (prev, field->x[k], field->y[k], &pred[k], &pred[count + k]);
             job.predict = deform ? PREDICT_DEFORMED : PREDICT_OFFSET;
         }
         if (prev && deform) {
-            if (it == 1) {
+            // Passes before the final window size only make a predictor: they
+            // deform bilinearly, at a quarter of the cost (s->fast_predictor).
+            int final = it >= s->npasses - 1;
+            s_deform_job_t dj = {self, prev, w, h, s->deform, self->src_a, self->src_b};
+            if (!final && s->fast_predictor)
+                dj = (s_deform_job_t) {self, prev, w, h, PIV_DEFORM_BILINEAR, job.ia, job.ib};
+            else if (!prepared) {
                 s_prepare_job_t prep = {self, job.ia, job.ib, w, h};
                 s_parallel (self->nthreads, 2, s_prepare_part, &prep);
+                prepared = 1;
             }
-            s_deform_job_t dj = {self, prev, w, h};
             s_parallel (self->nthreads, h, s_deform_part, &dj);
             if (s->symmetric)
                 job.ia = self->def_a;
             job.ib = self->def_b;
         }
         s_parallel (self->nthreads, field->ny, s_corr_rows, &job);
-        piv_validate_median_peaks (field, s->median_eps, s->median_threshold, job.alt_u,
-                                   job.alt_v, PEAKS - 1);
-        free (alt);
+        piv_validate_median_peaks (field, s->median_eps, s->median_threshold, s_candidates,
+                                   &job);
+        free (pred);
         if (it + 1 < iterations && s->smooth_predictor && s_smooth (field) != 0) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);

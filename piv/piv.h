@@ -34,12 +34,16 @@ typedef struct {
     double median_threshold;     // normalized median test threshold
     int threads;                 // threads on one pair (1 = the calling thread)
     int smooth_predictor;        // 3 x 3 smoothing of the predictor between passes (1)
+    int fast_predictor;          // bilinear deformation before the final window size (1)
     const piv_image_t *mask;     // borrowed, may be NULL: zero pixels are outside the flow
 } piv_settings_t;
 
-// Defaults: one pass of 32 px, 50 % overlap, 1 final iteration, B-spline
-// deformation, symmetric, eps 0.1, threshold 2, 1 thread, predictor
-// smoothing, no mask.
+// Defaults: one pass of 32 px, 50 % overlap, 1 final iteration, quintic
+// B-spline deformation for the final window size (bilinear before it),
+// symmetric, eps 0.1, threshold 2, 1 thread, predictor smoothing, no mask.
+// The choice of interpolator rests on 'make bench' (section 5): bilinear and
+// Keys bicubic leave a bias of 0.06 px on a uniform shift, the cubic
+// B-spline 0.014 px, the quintic B-spline 0.004 px.
 void piv_settings_init (piv_settings_t *settings);
 
 // Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
@@ -67,20 +71,24 @@ piv_field_t *piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *
 // (flag REPLACED) or, with none, flag INVALID. Returns the number rejected.
 int piv_validate_median (piv_field_t *field, double eps, double threshold);
 
-// The same, where alt_u / alt_v hold nalt other candidates per vector (the
-// next correlation peaks of its window, best first, NaN for none; candidate
-// a of vector k at [a * nx * ny + k]): a rejected vector first takes the
-// first candidate that passes the test against the same neighbours, and
-// stays VALID (it is a measurement, the choice of its window's second
-// peak), before it falls back to the median. Returns the number rejected.
+// The same, where a rejected vector first gets other candidates from
+// 'candidates' (fills u[], v[] with at most max displacements for vector k,
+// best first, and returns their number; the engine passes the next peaks of
+// the vector's correlation): the first that passes the test against the
+// same neighbours is taken and stays VALID (it is a measurement: the
+// window's second choice), before the vector falls back to the median.
+typedef int (piv_candidates_fn) (void *arg, long k, float *u, float *v, int max);
 int piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
-                               const float *alt_u, const float *alt_v, int nalt);
+                               piv_candidates_fn *candidates, void *arg);
 
 // FFTW wisdom. The default path is $PIVFARM_WISDOM, else
 // $XDG_CACHE_HOME/pivfarm/fftw-wisdom, else ~/.cache/pivfarm/fftw-wisdom.
 // Load: 0, or -1 if absent or unreadable (harmless: plans are measured).
 // Save: 0 or -1; creates the directory. Both are thread-safe.
 const char *piv_wisdom_default_path (void);
+// The FFTW planner flags the engine plans with: FFTW_PATIENT, or what
+// $PIVFARM_FFTW_PLANNER says (estimate, measure, patient).
+unsigned piv_fftw_planner_flags (void);
 int piv_wisdom_load (const char *path);
 int piv_wisdom_save (const char *path);
 

@@ -1,6 +1,7 @@
 // piv_main.c — pivfarm-piv: one TIFF pair in, one vector field out.
 // Exit status: 0 done, 1 the pair could not be processed, 2 bad usage.
 
+#include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "piv/piv.h"
@@ -22,7 +23,10 @@ s_usage (FILE *out)
              "  -p, --passes LIST     window sizes large to small, e.g. 64,32,16\n"
              "  -O, --overlap PCT     window overlap, percent (default 50)\n"
              "  -i, --iterations N    runs of the final window size (default 1)\n"
-             "  -d, --deform KIND     offset|bilinear|bicubic|bspline (default bspline)\n"
+             "  -d, --deform KIND     offset|bilinear|bicubic|bspline|bspline5 (default bspline5)\n"
+             "      --full-deform     deform every pass with KIND (default: bilinear until\n"
+             "                        the final window size, KIND for it)\n"
+             "      --no-smooth       use the previous pass as predictor without 3x3 smoothing\n"
              "      --asymmetric      deform frame B only (default: both, about mid-time)\n"
              "      --eps E           median test epsilon, px (default 0.1)\n"
              "      --threshold T     median test threshold (default 2)\n"
@@ -66,17 +70,12 @@ s_double_arg (const char *opt, const char *arg, double *out)
     return 0;
 }
 
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// Loads the comma-separated frames of 'list' and returns their minimum.
+// Loads the comma-separated frames of 'list' and returns their minimum;
+// every frame must have the size of the pair (width x height). Errors name
+// the background file at fault.
 static piv_image_t *
-s_background (const char *list, size_t max_pixels, char *err, size_t errlen)
+s_background (const char *list, size_t max_pixels, int width, int height, char *err,
+              size_t errlen)
 {
     char *copy = strdup (list);
     piv_image_t *frames[256];
@@ -84,14 +83,23 @@ s_background (const char *list, size_t max_pixels, char *err, size_t errlen)
     piv_image_t *bg = NULL;
     for (char *save, *tok = strtok_r (copy, ",", &save); tok; tok = strtok_r (NULL, ",", &save)) {
         if (n == 256) {
-            snprintf (err, errlen, "bad background: more than 256 frames");
+            snprintf (err, errlen, "bad --background: more than 256 frames");
             goto done;
         }
         if (!(frames[n] = piv_image_load (tok, 0, max_pixels, err, errlen)))
             goto done;
+        if (piv_image_width (frames[n]) != width || piv_image_height (frames[n]) != height) {
+            snprintf (err, errlen, "background '%s' is %dx%d, the frames are %dx%d", tok,
+                      piv_image_width (frames[n]), piv_image_height (frames[n]), width, height);
+            n++;
+            goto done;
+        }
         n++;
     }
-    bg = piv_image_min ((const piv_image_t *const *) frames, n, err, errlen);
+    if (n == 0)
+        snprintf (err, errlen, "bad --background '%s': no file named", list);
+    else
+        bg = piv_image_min ((const piv_image_t *const *) frames, n, err, errlen);
 done:
     for (int i = 0; i < n; i++)
         piv_image_destroy (&frames[i]);
@@ -119,6 +127,8 @@ main (int argc, char **argv)
         {"iterations", required_argument, NULL, 'i'},
         {"deform", required_argument, NULL, 'd'},
         {"asymmetric", no_argument, NULL, 'A'},
+        {"full-deform", no_argument, NULL, 'F'},
+        {"no-smooth", no_argument, NULL, 'S'},
         {"eps", required_argument, NULL, 'E'},
         {"threshold", required_argument, NULL, 'T'},
         {"threads", required_argument, NULL, 't'},
@@ -133,7 +143,8 @@ main (int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int opt;
-    while ((opt = getopt_long (argc, argv, "w:p:O:i:d:t:m:b:f:o:vh", options, NULL)) != -1) {
+    opterr = 0;  // our own messages, in the log's format
+    while ((opt = getopt_long (argc, argv, ":w:p:O:i:d:t:m:b:f:o:vh", options, NULL)) != -1) {
         switch (opt) {
         case 'w':
             if (s_int_arg ("--window", optarg, 8, 256, &window))
@@ -210,8 +221,17 @@ main (int argc, char **argv)
         case 'V':
             printf ("pivfarm-piv %s\n", PIVFARM_VERSION);
             return 0;
+        case ':':
+            log_error ("option '%s' needs a value (see --help)", argv[optind - 1]);
+            return 2;
+        case 'F':
+            settings.fast_predictor = 0;
+            break;
+        case 'S':
+            settings.smooth_predictor = 0;
+            break;
         default:
-            s_usage (stderr);
+            log_error ("unknown option '%s' (see --help)", argv[optind - 1]);
             return 2;
         }
     }
@@ -238,7 +258,7 @@ main (int argc, char **argv)
     }
     const char *path_a = argv[optind], *path_b = nfiles == 2 ? argv[optind + 1] : NULL;
 
-    double t0 = s_now ();
+    double t0 = util_now ();
     int wisdom_loaded = piv_wisdom_load (wisdom) == 0;
     piv_image_t *a = NULL, *b = NULL, *mask = NULL, *bg = NULL;
     piv_t *piv = NULL;
@@ -246,21 +266,27 @@ main (int argc, char **argv)
     int rc = 1;
     if (piv_image_load_pair (path_a, path_b, max_pixels, &a, &b, err, sizeof err))
         goto fail;
-    double t_load = s_now ();
+    double t_load = util_now ();
+    int width = piv_image_width (a), height = piv_image_height (a);
     if (mask_path) {
         if (!(mask = piv_image_load (mask_path, 0, max_pixels, err, sizeof err)))
             goto fail;
+        if (piv_image_width (mask) != width || piv_image_height (mask) != height) {
+            snprintf (err, sizeof err, "mask '%s' is %dx%d, the frames are %dx%d", mask_path,
+                      piv_image_width (mask), piv_image_height (mask), width, height);
+            goto fail;
+        }
         settings.mask = mask;
     }
     if (background) {
-        if (!(bg = s_background (background, max_pixels, err, sizeof err))
+        if (!(bg = s_background (background, max_pixels, width, height, err, sizeof err))
             || piv_image_subtract (a, bg, err, sizeof err)
             || piv_image_subtract (b, bg, err, sizeof err))
             goto fail;
     }
     if (!(piv = piv_new (&settings, err, sizeof err)))
         goto fail;
-    double t_plan = s_now ();
+    double t_plan = util_now ();
     if (!(field = piv_process (piv, a, b, err, sizeof err))) {
         // Name the pair: the engine's message says what, not which files.
         log_error ("cannot process '%s'%s%s%s: %s", path_a, path_b ? " and '" : "",
@@ -268,12 +294,12 @@ main (int argc, char **argv)
         err[0] = '\0';
         goto fail;
     }
-    double t_done = s_now ();
+    double t_done = util_now ();
     if (!wisdom_loaded && piv_wisdom_save (wisdom) != 0)
         log_info ("cannot save FFTW wisdom to '%s'", wisdom);
 
     piv_field_stats_t st;
-    piv_field_stats (field, PIV_FLAG_REPLACED, &st);
+    piv_field_stats (field, PIV_FLAG_VALID, &st);
     long total = (long) field->nx * field->ny;
     long replaced = 0, invalid = 0;
     for (long k = 0; k < total; k++) {
@@ -290,17 +316,19 @@ main (int argc, char **argv)
               "frame_a %s\n"
               "frame_b %s\n"
               "image %dx%d\n"
-              "passes %s overlap %d%% iterations %d deform %s%s\n"
+              "passes %s overlap %d%% iterations %d deform %s%s%s%s\n"
               "validation normalized-median eps %g threshold %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
-              "mean_u %.4f mean_v %.4f (px, valid and replaced)\n"
+              "mean_u %.4f mean_v %.4f (px, over valid vectors)\n"
               "x = column, y = row of the window centre (px, pixel centres at integers, "
               "y downward); u, v = displacement A to B (px); flags 0 valid, 1 replaced, "
               "2 invalid",
               PIVFARM_VERSION, path_a, path_b ? path_b : path_a, piv_image_width (a),
               piv_image_height (a), list, settings.overlap, settings.final_iterations,
               piv_deform_name (settings.deform), settings.symmetric ? " symmetric" : "",
+              settings.fast_predictor ? " bilinear-predictor" : "",
+              settings.smooth_predictor ? " smoothed-predictor" : "",
               settings.median_eps, settings.median_threshold, field->nx, field->ny,
               field->window, field->step, total, total - replaced - invalid, replaced, invalid,
               st.mean_u, st.mean_v);

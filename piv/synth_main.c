@@ -2,6 +2,7 @@
 // with the truth file beside them, and the scoring of a vector field
 // against such a truth. Exit status: 0 done, 1 runtime failure, 2 bad usage.
 
+#include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "piv/flow.h"
@@ -97,14 +98,6 @@ s_size_arg (const char *arg, int *width, int *height)
     *width = (int) w;
     *height = (int) h;
     return 0;
-}
-
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // "<prefix><suffix>" into buf; -1 (logged) if it does not fit.
@@ -343,14 +336,14 @@ main (int argc, char **argv)
             || s_name (path_b, sizeof path_b, prefix, name_b))
             return 2;
 
-        double t0 = s_now ();
+        double t0 = util_now ();
         synth.seed = seed + (uint64_t) i;
         piv_image_t *frames[2] = {NULL, NULL};
         if (piv_synth_pair (&synth, &flow, &frames[0], &frames[1], err, sizeof err)) {
             log_error ("%s", err);
             return 1;
         }
-        double t1 = s_now ();
+        double t1 = util_now ();
         const piv_image_t *const *pages = (const piv_image_t *const *) frames;
         int rc;
         if (multipage)
@@ -367,7 +360,7 @@ main (int argc, char **argv)
                   "writing %.1f ms",
                   path_a, multipage ? "" : " and '", multipage ? "" : path_b,
                   multipage ? "" : "'", synth.width, synth.height, synth.bits,
-                  (unsigned long long) synth.seed, (t1 - t0) * 1e3, (s_now () - t1) * 1e3);
+                  (unsigned long long) synth.seed, (t1 - t0) * 1e3, (util_now () - t1) * 1e3);
     }
     log_info ("wrote the truth '%s'", truth);
     return 0;

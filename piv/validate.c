@@ -6,12 +6,31 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-// Median of n values (n <= 8), by insertion sort of a copy.
+#define SORT2(a, b)                                                                         \
+    do {                                                                                    \
+        float lo_ = s[a] < s[b] ? s[a] : s[b], hi_ = s[a] < s[b] ? s[b] : s[a];              \
+        s[a] = lo_, s[b] = hi_;                                                             \
+    } while (0)
+
+// Median of n values (n <= 8). Eight, the common case inside the field,
+// goes through a 19-comparator sorting network (branch-free min and max);
+// fewer, at edges, through insertion sort.
 static float
 s_median (const float *vals, int n)
 {
     float s[8];
+    if (n == 8) {
+        memcpy (s, vals, sizeof s);
+        SORT2 (0, 2); SORT2 (1, 3); SORT2 (4, 6); SORT2 (5, 7);
+        SORT2 (0, 4); SORT2 (1, 5); SORT2 (2, 6); SORT2 (3, 7);
+        SORT2 (0, 1); SORT2 (2, 3); SORT2 (4, 5); SORT2 (6, 7);
+        SORT2 (2, 4); SORT2 (3, 5);
+        SORT2 (1, 4); SORT2 (3, 6);
+        SORT2 (1, 2); SORT2 (3, 4); SORT2 (5, 6);
+        return 0.5f * (s[3] + s[4]);
+    }
     for (int i = 0; i < n; i++) {
         float x = vals[i];
         int j = i;
@@ -54,18 +73,22 @@ s_residual (float u, float v, float mu, float mv, float ru, float rv, float eps)
 int
 piv_validate_median (piv_field_t *field, double eps, double threshold)
 {
-    return piv_validate_median_peaks (field, eps, threshold, NULL, NULL, 0);
+    return piv_validate_median_peaks (field, eps, threshold, NULL, NULL);
 }
 
 int
 piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
-                           const float *alt_u, const float *alt_v, int nalt)
+                           piv_candidates_fn *candidates, void *arg)
 {
     piv_field_t *f = field;
     long n = (long) f->nx * f->ny;
     uint8_t *reject = calloc ((size_t) n, 1);
-    if (!reject)
+    float *alt = candidates ? malloc (2 * (size_t) n * sizeof (float)) : NULL;
+    if (!reject || (candidates && !alt)) {
+        free (reject);
+        free (alt);
         return -1;
+    }
     int rejected = 0;
     // Test every valid vector against its neighbours as measured; a rejected
     // one may still pass with another peak of its window...
@@ -88,17 +111,23 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
             if (s_residual (f->u[k], f->v[k], mu, mv, rmu, rmv, e) <= threshold)
                 continue;
             reject[k] = 1;
-            for (int a = 0; a < nalt && reject[k]; a++) {
-                float au = alt_u[a * n + k], av = alt_v[a * n + k];
-                if (!isnan (au) && s_residual (au, av, mu, mv, rmu, rmv, e) <= threshold)
-                    reject[k] = 2 + a;
-            }
             rejected++;
+            float cu[4], cv[4];
+            int nc = candidates ? candidates (arg, k, cu, cv, 4) : 0;
+            for (int a = 0; a < nc; a++)
+                if (s_residual (cu[a], cv[a], mu, mv, rmu, rmv, e) <= threshold) {
+                    // Taken after the whole field is tested, so that every
+                    // vector is judged against its neighbours as measured.
+                    alt[2 * k] = cu[a];
+                    alt[2 * k + 1] = cv[a];
+                    reject[k] = 2;
+                    break;
+                }
         }
     for (long k = 0; k < n; k++)
-        if (reject[k] >= 2) {
-            f->u[k] = alt_u[(reject[k] - 2) * n + k];
-            f->v[k] = alt_v[(reject[k] - 2) * n + k];
+        if (reject[k] == 2) {
+            f->u[k] = alt[2 * k];
+            f->v[k] = alt[2 * k + 1];
             reject[k] = 0;
         }
     // ...the others are replaced from the neighbours that passed.
@@ -118,5 +147,6 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
                 f->flags[k] = PIV_FLAG_INVALID;
         }
     free (reject);
+    free (alt);
     return rejected;
 }

@@ -1,0 +1,34 @@
+#!/bin/sh
+# deps.sh — installs the Debian packages pivfarm needs to build and test;
+# quick and silent when they are all present. Run by 'make deps'.
+set -eu
+
+PACKAGES="build-essential pkg-config libfftw3-dev libtiff-dev check libsubunit-dev
+libczmq-dev libzmq3-dev libsqlite3-dev"
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO="sudo"
+    else
+        echo "deps: missing packages:$missing; run 'make deps' as root" >&2
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists when they are absent or older than a day.
+lists=/var/lib/apt/lists
+if [ -z "$(find "$lists" -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
+    echo "deps: apt-get update"
+    $SUDO apt-get update -q
+fi
+echo "deps: installing$missing"
+$SUDO apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,613 @@
+// test_piv.c — the PIV engine: accuracy on known synthetic flows, the real
+// camera pairs against OpenPIV's figures, validation, deformation, settings
+// and the refusals a user would meet.
+
+#include "piv/deform.h"
+#include "piv/flow.h"
+#include "piv/piv.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The RMS error per component, sqrt(mean((du^2 + dv^2) / 2)): the usual PIV
+// figure of random error; the score's rms is that of |dV|, sqrt(2) larger.
+static double
+s_rms_per_component (const piv_score_t *score)
+{
+    return score->rms / sqrt (2.0);
+}
+
+// Renders a pair of the flow 'spec' at size x size (defaults otherwise).
+static void
+s_pair (const char *spec, int size, piv_flow_t *flow, piv_image_t **a, piv_image_t **b)
+{
+    piv_synth_t synth;
+    piv_synth_init (&synth);
+    synth.width = synth.height = size;
+    char err[256] = "";
+    ck_assert_msg (piv_flow_parse (flow, spec, size, size, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg (piv_synth_pair (&synth, flow, a, b, err, sizeof err) == 0, "%s", err);
+}
+
+// The default deformation, for s_process.
+#define DEFAULT_DEFORM ((piv_deform_t) -1)
+
+// Processes a pair with 'passes' and the defaults otherwise.
+static piv_field_t *
+s_process (const char *passes, int iterations, piv_deform_t deform, int threads,
+           const piv_image_t *a, const piv_image_t *b)
+{
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    char err[256] = "";
+    ck_assert_msg (piv_settings_set_passes (&settings, passes, err, sizeof err) == 0, "%s", err);
+    settings.final_iterations = iterations;
+    if (deform != DEFAULT_DEFORM)
+        settings.deform = deform;
+    settings.threads = threads;
+    piv_t *piv = piv_new (&settings, err, sizeof err);
+    ck_assert_msg (piv != NULL, "%s", err);
+    piv_field_t *field = piv_process (piv, a, b, err, sizeof err);
+    ck_assert_msg (field != NULL, "%s", err);
+    piv_destroy (&piv);
+    return field;
+}
+
+// Measures flow 'spec' and checks the RMS error per component and the bias.
+static void
+s_check_accuracy (const char *spec, int size, const char *passes, int iterations,
+                  double max_rms, double max_bias)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair (spec, size, &flow, &a, &b);
+    piv_field_t *field = s_process (passes, iterations, DEFAULT_DEFORM, 1, a, b);
+    piv_score_t score;
+    ck_assert_int_eq (piv_score (field, &flow, PIV_FLAG_REPLACED, 0, size, size, &score), 0);
+    ck_assert_int_eq (score.count, field->nx * field->ny);
+    double rms = s_rms_per_component (&score);
+    ck_assert_msg (rms <= max_rms, "%s, passes %s: RMS error %.4f px > %.4f px", spec, passes,
+                   rms, max_rms);
+    ck_assert_msg (fabs (score.bias_u) <= max_bias && fabs (score.bias_v) <= max_bias,
+                   "%s: bias (%+.4f, %+.4f) px beyond %.4f px", spec, score.bias_u, score.bias_v,
+                   max_bias);
+    piv_field_destroy (&field);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+
+// The bounds are those measured here (see 'make bench') with a margin for
+// the small differences of FFTW plans between machines; the targets are
+// in the bench, which prints the figures.
+START_TEST (a_uniform_shift_is_measured_to_a_few_hundredths_of_a_pixel)
+{
+    s_check_accuracy ("uniform:3.3,-1.7", 1024, "64,32,16", 1, 0.03, 0.01);
+}
+END_TEST
+
+START_TEST (a_single_pass_measures_a_uniform_shift_without_bias)
+{
+    // Without the overlap correction of the sub-pixel fit, this shift reads
+    // about 0.035 px short in each component.
+    s_check_accuracy ("uniform:3.3,-1.7", 1024, "32", 1, 0.05, 0.01);
+}
+END_TEST
+
+START_TEST (a_lamb_oseen_vortex_is_resolved)
+{
+    s_check_accuracy ("lamb-oseen:6,40", 1024, "64,32,16", 1, 0.035, 0.01);
+}
+END_TEST
+
+START_TEST (a_solid_rotation_is_resolved)
+{
+    s_check_accuracy ("rotation:0.01", 512, "64,32,16", 1, 0.035, 0.01);
+}
+END_TEST
+
+START_TEST (a_sinusoidal_shear_converges_with_iterations)
+{
+    // One 16 px pass after 64 and 32 leaves the strong gradients (0.12 px
+    // per px) blurred; iterating the final window size recovers them.
+    s_check_accuracy ("sine:2.5,128", 1024, "64,32,16", 3, 0.08, 0.01);
+}
+END_TEST
+
+START_TEST (every_deformation_kind_measures_a_uniform_shift)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:2.4,1.2", 512, &flow, &a, &b);
+    for (int d = PIV_DEFORM_OFFSET; d <= PIV_DEFORM_BSPLINE5; d++) {
+        piv_field_t *field = s_process ("64,32,16", 1, (piv_deform_t) d, 1, a, b);
+        piv_score_t score;
+        piv_score (field, &flow, PIV_FLAG_REPLACED, 0, 512, 512, &score);
+        ck_assert_msg (s_rms_per_component (&score) < 0.08, "%s: RMS %.4f px",
+                       piv_deform_name ((piv_deform_t) d), s_rms_per_component (&score));
+        piv_field_destroy (&field);
+    }
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (two_threads_give_the_same_field_as_one)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("lamb-oseen:5,30", 512, &flow, &a, &b);
+    piv_field_t *one = s_process ("64,32,16", 2, PIV_DEFORM_BSPLINE, 1, a, b);
+    piv_field_t *two = s_process ("64,32,16", 2, PIV_DEFORM_BSPLINE, 2, a, b);
+    ck_assert_int_eq (one->nx, two->nx);
+    ck_assert_int_eq (one->ny, two->ny);
+    size_t n = (size_t) one->nx * one->ny;
+    ck_assert (memcmp (one->u, two->u, n * sizeof (float)) == 0);
+    ck_assert (memcmp (one->v, two->v, n * sizeof (float)) == 0);
+    ck_assert (memcmp (one->flags, two->flags, n) == 0);
+    piv_field_destroy (&one);
+    piv_field_destroy (&two);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (the_grid_is_centred_and_reports_pixel_centres)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:1,1", 100, &flow, &a, &b);
+    piv_field_t *field = s_process ("32", 1, PIV_DEFORM_BSPLINE, 1, a, b);
+    // 100 px, 32 px windows 16 apart: 5 windows over columns 2 .. 97 (two
+    // spare columns each side); the first centre is at column 2 + 15.5.
+    ck_assert_int_eq (field->nx, 5);
+    ck_assert_int_eq (field->ny, 5);
+    ck_assert_int_eq (field->step, 16);
+    ck_assert_int_eq (field->window, 32);
+    ck_assert (field->x[0] == 17.5f && field->y[0] == 17.5f);
+    ck_assert (field->x[4] == 17.5f + 64);
+    ck_assert (field->y[4 * 5] == 17.5f + 64);
+    piv_field_destroy (&field);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (peak_ratios_separate_signal_from_noise)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b, *c, *d;
+    s_pair ("uniform:2,1", 256, &flow, &a, &b);
+    // Another seed: particles that have nothing to do with frame A.
+    piv_synth_t synth;
+    piv_synth_init (&synth);
+    synth.width = synth.height = 256;
+    synth.seed = 99;
+    char err[256];
+    ck_assert (piv_synth_pair (&synth, &flow, &c, &d, err, sizeof err) == 0);
+    piv_field_t *good = s_process ("32", 1, PIV_DEFORM_BSPLINE, 1, a, b);
+    piv_field_t *bad = s_process ("32", 1, PIV_DEFORM_BSPLINE, 1, a, d);
+    size_t n = (size_t) good->nx * good->ny;
+    double good_ratio = 0, bad_ratio = 0;
+    for (size_t k = 0; k < n; k++) {
+        ck_assert (good->peak_ratio[k] >= 1);
+        good_ratio += good->peak_ratio[k] / n;
+        bad_ratio += bad->peak_ratio[k] / n;
+    }
+    ck_assert_msg (good_ratio > 3 && bad_ratio < 1.6, "mean peak ratios %.2f and %.2f",
+                   good_ratio, bad_ratio);
+    piv_field_destroy (&good);
+    piv_field_destroy (&bad);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    piv_image_destroy (&c);
+    piv_image_destroy (&d);
+}
+END_TEST
+
+// A smooth field on a 20 x 15 grid, 8 px apart.
+static piv_field_t *
+s_smooth_field (void)
+{
+    piv_field_t *f = piv_field_new (20, 15);
+    f->step = 8;
+    for (int j = 0; j < f->ny; j++)
+        for (int i = 0; i < f->nx; i++) {
+            int k = j * f->nx + i;
+            f->x[k] = 8 * i;
+            f->y[k] = 8 * j;
+            f->u[k] = 2 + 0.05f * i + 0.3f * sinf (0.2f * j);
+            f->v[k] = -1 + 0.03f * j;
+        }
+    return f;
+}
+
+START_TEST (validation_replaces_planted_outliers_and_nothing_else)
+{
+    piv_field_t *f = s_smooth_field ();
+    piv_field_t *truth = piv_field_dup (f);
+    // Outliers apart from each other, edges and corners included.
+    static const int planted[][2] = {{0, 0}, {19, 14}, {10, 0}, {0, 7}, {5, 5},
+                                     {12, 9}, {17, 3}, {8, 12}, {3, 10}, {15, 7}};
+    int nplanted = (int) (sizeof planted / sizeof planted[0]);
+    for (int p = 0; p < nplanted; p++) {
+        int k = planted[p][1] * f->nx + planted[p][0];
+        f->u[k] += p % 2 ? 3.0f : -2.5f;
+        f->v[k] += p % 3 ? 1.5f : -4.0f;
+    }
+    int rejected = piv_validate_median (f, 0.1, 2.0);
+    ck_assert_int_eq (rejected, nplanted);
+    for (int k = 0; k < f->nx * f->ny; k++) {
+        int is_planted = 0;
+        for (int p = 0; p < nplanted; p++)
+            is_planted |= k == planted[p][1] * f->nx + planted[p][0];
+        ck_assert_int_eq (f->flags[k], is_planted ? PIV_FLAG_REPLACED : PIV_FLAG_VALID);
+        // The median of smooth neighbours is close to the truth.
+        ck_assert_msg (fabsf (f->u[k] - truth->u[k]) < 0.2f && fabsf (f->v[k] - truth->v[k]) < 0.2f,
+                       "vector %d: (%.3f, %.3f) for (%.3f, %.3f)", k, f->u[k], f->v[k],
+                       truth->u[k], truth->v[k]);
+    }
+    piv_field_destroy (&f);
+    piv_field_destroy (&truth);
+}
+END_TEST
+
+START_TEST (validation_marks_an_outlier_with_no_valid_neighbour_invalid)
+{
+    piv_field_t *f = piv_field_new (3, 3);
+    f->step = 8;
+    for (int k = 0; k < 9; k++)
+        f->flags[k] = PIV_FLAG_INVALID;
+    // The centre and three neighbours valid; the centre wild. Its three
+    // neighbours judge it, then none remains to replace it from.
+    int valid[] = {4, 0, 1, 3};
+    for (int i = 0; i < 4; i++)
+        f->flags[valid[i]] = PIV_FLAG_VALID;
+    f->u[4] = 10;
+    ck_assert_int_eq (piv_validate_median (f, 0.1, 2.0), 1);
+    ck_assert_int_eq (f->flags[4], PIV_FLAG_REPLACED);
+    ck_assert (f->u[4] == 0);
+    piv_field_destroy (&f);
+}
+END_TEST
+
+// Candidates for the test below: vector k's "second peak" is its truth.
+static int
+s_truth_candidate (void *arg, long k, float *u, float *v, int max)
+{
+    const piv_field_t *truth = arg;
+    ck_assert (max >= 1);
+    u[0] = truth->u[k];
+    v[0] = truth->v[k];
+    return 1;
+}
+
+START_TEST (validation_takes_a_second_peak_that_agrees_with_the_neighbours)
+{
+    piv_field_t *f = s_smooth_field ();
+    piv_field_t *truth = piv_field_dup (f);
+    f->u[7 * f->nx + 9] += 4;
+    ck_assert_int_eq (piv_validate_median_peaks (f, 0.1, 2.0, s_truth_candidate, truth), 1);
+    // Taken as measured: valid, and exactly the candidate, not a median.
+    ck_assert_int_eq (f->flags[7 * f->nx + 9], PIV_FLAG_VALID);
+    ck_assert (f->u[7 * f->nx + 9] == truth->u[7 * f->nx + 9]);
+    piv_field_destroy (&f);
+    piv_field_destroy (&truth);
+}
+END_TEST
+
+START_TEST (deformation_by_zero_reproduces_the_image)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:0,0", 96, &flow, &a, &b);
+    piv_field_t *zero = piv_field_new (3, 3);
+    zero->step = 32;
+    for (int k = 0; k < 9; k++)
+        zero->x[k] = 16 + 32 * (k % 3), zero->y[k] = 16 + 32 * (k / 3);
+    float *coef = malloc (96 * 96 * sizeof (float)), *out = malloc (96 * 96 * sizeof (float));
+    for (int d = PIV_DEFORM_BILINEAR; d <= PIV_DEFORM_BSPLINE5; d++) {
+        piv_deform_prepare ((piv_deform_t) d, piv_image_cdata (a), coef, 96, 96);
+        piv_deform_rows ((piv_deform_t) d, NULL, NULL, 0, coef, out, 1, 96, 96, zero, 0, 96);
+        double worst = 0;
+        for (int k = 0; k < 96 * 96; k++)
+            worst = fmax (worst, fabs (out[k] - piv_image_cdata (a)[k]));
+        // B-splines interpolate through their samples (after prefiltering).
+        ck_assert_msg (worst < 0.01, "%s: off by %.4f", piv_deform_name ((piv_deform_t) d),
+                       worst);
+    }
+    free (coef);
+    free (out);
+    piv_field_destroy (&zero);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (deformation_by_a_whole_pixel_shifts_the_image)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:0,0", 96, &flow, &a, &b);
+    piv_field_t *shift = piv_field_new (2, 2);
+    shift->step = 64;
+    for (int k = 0; k < 4; k++) {
+        shift->x[k] = 16 + 64 * (k % 2), shift->y[k] = 16 + 64 * (k / 2);
+        shift->u[k] = 3, shift->v[k] = -2;
+    }
+    float *coef = malloc (96 * 96 * sizeof (float)), *out = malloc (96 * 96 * sizeof (float));
+    const float *src = piv_image_cdata (a);
+    for (int d = PIV_DEFORM_BILINEAR; d <= PIV_DEFORM_BSPLINE5; d++) {
+        piv_deform_prepare ((piv_deform_t) d, src, coef, 96, 96);
+        piv_deform_rows ((piv_deform_t) d, NULL, NULL, 0, coef, out, 1, 96, 96, shift, 0, 96);
+        // out(r, c) = in(r - 2, c + 3) away from the edges.
+        for (int r = 8; r < 88; r++)
+            for (int c = 8; c < 88; c++)
+                ck_assert_msg (fabsf (out[r * 96 + c] - src[(r - 2) * 96 + c + 3]) < 0.01f,
+                               "%s at (%d, %d)", piv_deform_name ((piv_deform_t) d), c, r);
+    }
+    free (coef);
+    free (out);
+    piv_field_destroy (&shift);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (a_mask_marks_the_windows_outside_the_flow)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:2,1", 256, &flow, &a, &b);
+    piv_image_t *mask = piv_image_new (256, 256);
+    for (int r = 0; r < 256; r++)
+        for (int c = 128; c < 256; c++)
+            piv_image_data (mask)[r * 256 + c] = 1;
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    settings.mask = mask;
+    char err[256];
+    ck_assert (piv_settings_set_passes (&settings, "32,16", err, sizeof err) == 0);
+    piv_t *piv = piv_new (&settings, err, sizeof err);
+    piv_field_t *f = piv_process (piv, a, b, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
+    int outside_ok = 1, inside_valid = 0, inside = 0;
+    for (int k = 0; k < f->nx * f->ny; k++) {
+        if (f->x[k] < 127)
+            outside_ok &= f->flags[k] == PIV_FLAG_INVALID;
+        else if (f->x[k] > 145) {
+            inside++;
+            inside_valid += f->flags[k] == PIV_FLAG_VALID
+                            && fabsf (f->u[k] - 2) < 0.2f && fabsf (f->v[k] - 1) < 0.2f;
+        }
+    }
+    ck_assert (outside_ok);
+    ck_assert_msg (inside_valid >= inside * 9 / 10, "%d of %d", inside_valid, inside);
+    piv_field_destroy (&f);
+    piv_destroy (&piv);
+    piv_image_destroy (&mask);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+// The real camera pairs of ../shared/data/piv against OpenPIV's windef
+// (64, 32, 16 px, 50 %): mean over vectors it flagged valid.
+static void
+s_check_real (const char *name_a, const char *name_b, double ref_u, double ref_v, int width,
+              int height)
+{
+    piv_image_t *a, *b;
+    char err[512] = "";
+    ck_assert_msg (piv_image_load_pair (tu_data (name_a), tu_data (name_b), 0, &a, &b, err,
+                                        sizeof err)
+                       == 0,
+                   "%s", err);
+    ck_assert_int_eq (piv_image_width (a), width);
+    ck_assert_int_eq (piv_image_height (a), height);
+    piv_field_t *f = s_process ("64,32,16", 1, DEFAULT_DEFORM, 1, a, b);
+    piv_field_stats_t stats;
+    piv_field_stats (f, PIV_FLAG_VALID, &stats);
+    ck_assert_msg (fabs (stats.mean_u - ref_u) <= 0.2 && fabs (stats.mean_v - ref_v) <= 0.2,
+                   "%s: mean (%.3f, %.3f) px, OpenPIV (%.2f, %.2f)", name_a, stats.mean_u,
+                   stats.mean_v, ref_u, ref_v);
+    ck_assert_msg (stats.valid_fraction >= 0.95, "%s: %.3f of the vectors valid", name_a,
+                   stats.valid_fraction);
+    piv_field_destroy (&f);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+
+START_TEST (the_real_vortex_pair_agrees_with_openpiv)
+{
+    s_check_real ("B005_1.tif", "B005_2.tif", -0.13, 0.22, 512, 512);
+}
+END_TEST
+
+START_TEST (the_real_palette_pair_agrees_with_openpiv)
+{
+    s_check_real ("2image_00.tif", "2image_01.tif", -6.94, -1.39, 1008, 1012);
+}
+END_TEST
+
+START_TEST (the_real_rgb_pair_agrees_with_openpiv)
+{
+    s_check_real ("exp1_001_a_rgb.tiff", "exp1_001_b_rgb.tiff", -0.09, 5.27, 511, 369);
+}
+END_TEST
+
+START_TEST (bad_settings_are_refused_naming_the_setting)
+{
+    piv_settings_t s;
+    char err[256];
+    piv_settings_init (&s);
+    static const char *const bad[] = {"", "64,,16", "48", "16,32", "64,32,16,8,8,8,8,8,8",
+                                      "512", "4", "32x", "-32"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        ck_assert_msg (piv_settings_set_passes (&s, bad[i], err, sizeof err) == -1, "'%s'",
+                       bad[i]);
+        ck_assert_msg (strstr (err, "passes") != NULL, "'%s': %s", bad[i], err);
+    }
+    ck_assert (piv_settings_set_passes (&s, "64,32,16", err, sizeof err) == 0);
+    ck_assert_int_eq (s.npasses, 3);
+    s.overlap = 95;
+    ck_assert (piv_new (&s, err, sizeof err) == NULL);
+    ck_assert (strstr (err, "overlap 95") != NULL);
+    piv_settings_init (&s);
+    s.threads = 0;
+    ck_assert (piv_new (&s, err, sizeof err) == NULL);
+    ck_assert (strstr (err, "threads") != NULL);
+    piv_deform_t d;
+    ck_assert (piv_deform_parse ("cubic", &d, err, sizeof err) == -1);
+    ck_assert (strstr (err, "'cubic'") != NULL);
+    ck_assert (piv_deform_parse ("bspline5", &d, err, sizeof err) == 0
+               && d == PIV_DEFORM_BSPLINE5);
+}
+END_TEST
+
+START_TEST (frames_of_different_or_too_small_sizes_are_refused)
+{
+    piv_settings_t s;
+    char err[256];
+    piv_settings_init (&s);
+    piv_settings_set_passes (&s, "64,32", err, sizeof err);
+    piv_t *piv = piv_new (&s, err, sizeof err);
+    piv_image_t *a = piv_image_new (128, 128), *b = piv_image_new (128, 96);
+    piv_image_t *small = piv_image_new (48, 48);
+    ck_assert (piv_process (piv, a, b, err, sizeof err) == NULL);
+    ck_assert_msg (strstr (err, "128x128") && strstr (err, "128x96"), "%s", err);
+    ck_assert (piv_process (piv, small, small, err, sizeof err) == NULL);
+    ck_assert_msg (strstr (err, "smaller than the 64 px window"), "%s", err);
+    // Blank frames are not an error: every vector is marked invalid.
+    piv_field_t *f = piv_process (piv, a, a, err, sizeof err);
+    ck_assert (f != NULL);
+    for (int k = 0; k < f->nx * f->ny; k++)
+        ck_assert_int_eq (f->flags[k], PIV_FLAG_INVALID);
+    piv_field_destroy (&f);
+    piv_destroy (&piv);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    piv_image_destroy (&small);
+}
+END_TEST
+
+START_TEST (fftw_wisdom_is_saved_and_loaded)
+{
+    const char *dir = tu_tmpdir ();
+    const char *path = tu_path (dir, "cache/pivfarm/wisdom");
+    piv_settings_t s;
+    piv_settings_init (&s);
+    char err[256];
+    piv_t *piv = piv_new (&s, err, sizeof err);
+    ck_assert (piv != NULL);
+    ck_assert_int_eq (piv_wisdom_save (path), 0);
+    size_t len = 0;
+    char *text = tu_slurp (path, &len);
+    ck_assert (text != NULL && len > 0);
+    ck_assert (strstr (text, "fftw") != NULL);
+    free (text);
+    ck_assert_int_eq (piv_wisdom_load (path), 0);
+    ck_assert_int_eq (piv_wisdom_load (tu_path (dir, "absent")), -1);
+    piv_destroy (&piv);
+    tu_rmtree (dir);
+}
+END_TEST
+
+START_TEST (a_field_survives_the_text_format)
+{
+    const char *dir = tu_tmpdir ();
+    piv_field_t *f = s_smooth_field ();
+    f->flags[3] = PIV_FLAG_REPLACED;
+    f->flags[4] = PIV_FLAG_INVALID;
+    FILE *out = fopen (tu_path (dir, "f.txt"), "w");
+    ck_assert (piv_field_write (f, out, PIV_FORMAT_TXT, "first\nsecond") == 0);
+    fclose (out);
+    char err[256];
+    piv_field_t *back = piv_field_read_txt (tu_path (dir, "f.txt"), err, sizeof err);
+    ck_assert_msg (back != NULL, "%s", err);
+    ck_assert_int_eq (back->nx, f->nx);
+    ck_assert_int_eq (back->ny, f->ny);
+    for (int k = 0; k < f->nx * f->ny; k++) {
+        ck_assert (fabsf (back->u[k] - f->u[k]) < 1e-4f && fabsf (back->v[k] - f->v[k]) < 1e-4f);
+        ck_assert_int_eq (back->flags[k], f->flags[k]);
+    }
+    char *text = tu_slurp (tu_path (dir, "f.txt"), NULL);
+    ck_assert (strncmp (text, "# first\n# second\n", 17) == 0);
+    free (text);
+    out = fopen (tu_path (dir, "f.dat"), "w");
+    ck_assert (piv_field_write (f, out, PIV_FORMAT_TECPLOT, NULL) == 0);
+    fclose (out);
+    text = tu_slurp (tu_path (dir, "f.dat"), NULL);
+    ck_assert (strstr (text, "VARIABLES = \"x\", \"y\", \"u\", \"v\"") != NULL);
+    ck_assert (strstr (text, "ZONE I=20, J=15") != NULL);
+    free (text);
+    ck_assert (piv_field_read_txt (tu_path (dir, "absent.txt"), err, sizeof err) == NULL);
+    ck_assert (strstr (err, "absent.txt") != NULL);
+    piv_field_destroy (&f);
+    piv_field_destroy (&back);
+    tu_rmtree (dir);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("piv");
+    TCase *accuracy = tcase_create ("accuracy");
+    tcase_set_timeout (accuracy, 120);
+    tcase_add_test (accuracy, a_uniform_shift_is_measured_to_a_few_hundredths_of_a_pixel);
+    tcase_add_test (accuracy, a_single_pass_measures_a_uniform_shift_without_bias);
+    tcase_add_test (accuracy, a_lamb_oseen_vortex_is_resolved);
+    tcase_add_test (accuracy, a_solid_rotation_is_resolved);
+    tcase_add_test (accuracy, a_sinusoidal_shear_converges_with_iterations);
+    tcase_add_test (accuracy, every_deformation_kind_measures_a_uniform_shift);
+    tcase_add_test (accuracy, two_threads_give_the_same_field_as_one);
+    tcase_add_test (accuracy, the_grid_is_centred_and_reports_pixel_centres);
+    tcase_add_test (accuracy, peak_ratios_separate_signal_from_noise);
+    suite_add_tcase (suite, accuracy);
+    TCase *validation = tcase_create ("validation");
+    tcase_add_test (validation, validation_replaces_planted_outliers_and_nothing_else);
+    tcase_add_test (validation, validation_marks_an_outlier_with_no_valid_neighbour_invalid);
+    tcase_add_test (validation, validation_takes_a_second_peak_that_agrees_with_the_neighbours);
+    tcase_add_test (validation, deformation_by_zero_reproduces_the_image);
+    tcase_add_test (validation, deformation_by_a_whole_pixel_shifts_the_image);
+    tcase_add_test (validation, a_mask_marks_the_windows_outside_the_flow);
+    suite_add_tcase (suite, validation);
+    TCase *real = tcase_create ("real");
+    tcase_set_timeout (real, 120);
+    tcase_add_test (real, the_real_vortex_pair_agrees_with_openpiv);
+    tcase_add_test (real, the_real_palette_pair_agrees_with_openpiv);
+    tcase_add_test (real, the_real_rgb_pair_agrees_with_openpiv);
+    suite_add_tcase (suite, real);
+    TCase *api = tcase_create ("api");
+    tcase_set_timeout (api, 60);
+    tcase_add_test (api, bad_settings_are_refused_naming_the_setting);
+    tcase_add_test (api, frames_of_different_or_too_small_sizes_are_refused);
+    tcase_add_test (api, fftw_wisdom_is_saved_and_loaded);
+    tcase_add_test (api, a_field_survives_the_text_format);
+    suite_add_tcase (suite, api);
+    return suite;
+}
+
+int
+main (void)
+{
+    // Plans made once, here, for the whole suite: the forked tests inherit
+    // them (FFTW_PATIENT takes about a second without wisdom).
+    piv_wisdom_load (piv_wisdom_default_path ());
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    char err[256];
+    piv_settings_set_passes (&settings, "64,32,16", err, sizeof err);
+    piv_t *planner = piv_new (&settings, err, sizeof err);
+    piv_destroy (&planner);
+    SRunner *runner = srunner_create (s_suite ());
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}
