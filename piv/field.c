@@ -56,6 +56,7 @@ piv_field_dup (const piv_field_t *self)
     size_t n = (size_t) self->nx * (size_t) self->ny;
     copy->window = self->window;
     copy->step = self->step;
+    copy->runs = self->runs;
     memcpy (copy->x, self->x, n * sizeof (float));
     memcpy (copy->y, self->y, n * sizeof (float));
     memcpy (copy->u, self->u, n * sizeof (float));

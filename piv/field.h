@@ -20,6 +20,7 @@ typedef struct {
     int ny;             // grid rows
     int window;         // final interrogation window size, px
     int step;           // grid spacing, px
+    int runs;           // runs of the final window size that made it
     float *x;           // window centre, column
     float *y;           // window centre, row
     float *u;           // displacement along x

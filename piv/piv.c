@@ -156,14 +156,15 @@ piv_settings_init (piv_settings_t *settings)
     settings->passes[0] = 32;
     settings->npasses = 1;
     settings->overlap = 50;
-    settings->final_iterations = 1;
+    settings->final_iterations = 3;
+    settings->converge = 0.1;
     settings->deform = PIV_DEFORM_BSPLINE5;
     settings->symmetric = 1;
     settings->median_eps = 0.1;
     settings->median_threshold = 2.0;
     settings->threads = 1;
     settings->smooth_predictor = 1;
-    settings->fast_predictor = 1;
+    settings->deform_every_pass = 0;
 }
 
 static int
@@ -211,17 +212,17 @@ piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err, 
 }
 
 static const char *const s_deform_names[] = {"offset", "bilinear", "bicubic", "bspline",
-                                             "bspline5"};
+                                             "bspline5", "omoms"};
 
 int
 piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < PIV_DEFORM_KINDS; i++)
         if (strcmp (name, s_deform_names[i]) == 0) {
             *deform = (piv_deform_t) i;
             return 0;
         }
-    snprintf (err, errlen, "bad deformation '%s': expected offset, bilinear, bicubic, bspline or bspline5",
+    snprintf (err, errlen, "bad deformation '%s': expected offset, bilinear, bicubic, bspline, bspline5 or omoms",
               name);
     return -1;
 }
@@ -229,7 +230,7 @@ piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errl
 const char *
 piv_deform_name (piv_deform_t deform)
 {
-    return (unsigned) deform < 5 ? s_deform_names[deform] : "?";
+    return (unsigned) deform < PIV_DEFORM_KINDS ? s_deform_names[deform] : "?";
 }
 
 // ---------------------------------------------------------------------------
@@ -277,12 +278,16 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
                   s->final_iterations);
         return NULL;
     }
+    if (!(s->converge >= 0)) {
+        snprintf (err, errlen, "bad settings: convergence %g px (0 or more)", s->converge);
+        return NULL;
+    }
     if (s->threads < 1 || s->threads > PIV_MAX_THREADS) {
         snprintf (err, errlen, "bad settings: %d threads (1 to %d)", s->threads,
                   PIV_MAX_THREADS);
         return NULL;
     }
-    if ((unsigned) s->deform > PIV_DEFORM_BSPLINE5 || !(s->median_threshold > 0)
+    if ((unsigned) s->deform >= PIV_DEFORM_KINDS || !(s->median_threshold > 0)
         || !(s->median_eps >= 0)) {
         snprintf (err, errlen, "bad settings: deformation or validation parameters");
         return NULL;
@@ -776,8 +781,6 @@ typedef struct {
     piv_t *self;                    // engine
     const piv_field_t *predictor;  // previous pass
     int w, h;                       // frame size
-    piv_deform_t deform;            // interpolator of this pass
-    const float *src_a, *src_b;     // what it samples
 } s_deform_job_t;
 
 static void
@@ -787,9 +790,9 @@ s_deform_part (void *arg, int first, int last, int thread)
     s_deform_job_t *job = arg;
     piv_t *self = job->self;
     int sym = self->settings.symmetric;
-    piv_deform_rows (job->deform, sym ? job->src_a : NULL, self->def_a, sym ? -0.5f : 0,
-                     job->src_b, self->def_b, sym ? 0.5f : 1.0f, job->w, job->h, job->predictor,
-                     first, last);
+    piv_deform_rows (self->settings.deform, sym ? self->src_a : NULL, self->def_a,
+                     sym ? -0.5f : 0, self->src_b, self->def_b, sym ? 0.5f : 1.0f, job->w,
+                     job->h, job->predictor, first, last);
 }
 
 typedef struct {
@@ -844,6 +847,22 @@ s_smooth (piv_field_t *f)
     memcpy (f->v, tmp + n, (size_t) n * sizeof (float));
     free (tmp);
     return 0;
+}
+
+// RMS over valid vectors of the change from the predictor (pred[k] for u,
+// pred[n + k] for v) to the field.
+static double
+s_correction (const piv_field_t *f, const float *pred)
+{
+    long n = (long) f->nx * f->ny, count = 0;
+    double sum = 0;
+    for (long k = 0; k < n; k++)
+        if (f->flags[k] == PIV_FLAG_VALID) {
+            double du = f->u[k] - pred[k], dv = f->v[k] - pred[n + k];
+            sum += du * du + dv * dv;
+            count++;
+        }
+    return count ? sqrt (sum / count) : 0;
 }
 
 static int
@@ -916,20 +935,20 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         if (prev) {
             for (long k = 0; k < count; k++)
                 piv_field_interp (prev, field->x[k], field->y[k], &pred[k], &pred[count + k]);
-            job.predict = deform ? PREDICT_DEFORMED : PREDICT_OFFSET;
-        }
-        if (prev && deform) {
-            // Passes before the final window size only make a predictor: they
-            // deform bilinearly, at a quarter of the cost (s->fast_predictor).
+            // Passes before the final window size only make a predictor:
+            // integer window offset serves them as well as deformation, at
+            // no cost (measured: 'make bench'). The final size deforms.
             int final = it >= s->npasses - 1;
-            s_deform_job_t dj = {self, prev, w, h, s->deform, self->src_a, self->src_b};
-            if (!final && s->fast_predictor)
-                dj = (s_deform_job_t) {self, prev, w, h, PIV_DEFORM_BILINEAR, job.ia, job.ib};
-            else if (!prepared) {
+            job.predict = deform && (final || s->deform_every_pass) ? PREDICT_DEFORMED
+                                                                    : PREDICT_OFFSET;
+        }
+        if (job.predict == PREDICT_DEFORMED) {
+            if (!prepared) {
                 s_prepare_job_t prep = {self, job.ia, job.ib, w, h};
                 s_parallel (self->nthreads, 2, s_prepare_part, &prep);
                 prepared = 1;
             }
+            s_deform_job_t dj = {self, prev, w, h};
             s_parallel (self->nthreads, h, s_deform_part, &dj);
             if (s->symmetric)
                 job.ia = self->def_a;
@@ -938,15 +957,25 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         s_parallel (self->nthreads, field->ny, s_corr_rows, &job);
         piv_validate_median_peaks (field, s->median_eps, s->median_threshold, s_candidates,
                                    &job);
+        // The final window size runs again while it still corrects its
+        // predictor by more than s->converge px RMS: a flow with strong
+        // gradients needs it, a smooth one does not (and the noise a run
+        // adds to the predictor only costs it accuracy).
+        int last = it + 1 == iterations;
+        if (it >= s->npasses - 1 && prev && s_correction (field, pred) < s->converge)
+            last = 1;
         free (pred);
-        if (it + 1 < iterations && s->smooth_predictor && s_smooth (field) != 0) {
+        if (!last && s->smooth_predictor && s_smooth (field) != 0) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);
             snprintf (err, errlen, "cannot filter the predictor: out of memory");
             return NULL;
         }
+        field->runs = (prev ? prev->runs : 0) + (it >= s->npasses - 1);
         piv_field_destroy (&prev);
         prev = field;
+        if (last)
+            break;
     }
     return prev;
 }

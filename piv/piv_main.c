@@ -22,10 +22,12 @@ s_usage (FILE *out)
              "  -w, --window N        final window size, px (default 32; ignored with --passes)\n"
              "  -p, --passes LIST     window sizes large to small, e.g. 64,32,16\n"
              "  -O, --overlap PCT     window overlap, percent (default 50)\n"
-             "  -i, --iterations N    runs of the final window size (default 1)\n"
-             "  -d, --deform KIND     offset|bilinear|bicubic|bspline|bspline5 (default bspline5)\n"
-             "      --full-deform     deform every pass with KIND (default: bilinear until\n"
-             "                        the final window size, KIND for it)\n"
+             "  -i, --iterations N    most runs of the final window size (default 3)\n"
+             "  -c, --converge PX     ... fewer once a run corrects less than PX RMS (default\n"
+             "                        0.1; 0 always runs N times)\n"
+             "  -d, --deform KIND     offset|bilinear|bicubic|bspline|bspline5|omoms (default bspline5)\n"
+             "      --full-deform     deform in every pass after the first (default: integer\n"
+             "                        window offset until the final window size)\n"
              "      --no-smooth       use the previous pass as predictor without 3x3 smoothing\n"
              "      --asymmetric      deform frame B only (default: both, about mid-time)\n"
              "      --eps E           median test epsilon, px (default 0.1)\n"
@@ -125,6 +127,7 @@ main (int argc, char **argv)
         {"passes", required_argument, NULL, 'p'},
         {"overlap", required_argument, NULL, 'O'},
         {"iterations", required_argument, NULL, 'i'},
+        {"converge", required_argument, NULL, 'c'},
         {"deform", required_argument, NULL, 'd'},
         {"asymmetric", no_argument, NULL, 'A'},
         {"full-deform", no_argument, NULL, 'F'},
@@ -144,7 +147,7 @@ main (int argc, char **argv)
         {NULL, 0, NULL, 0}};
     int opt;
     opterr = 0;  // our own messages, in the log's format
-    while ((opt = getopt_long (argc, argv, ":w:p:O:i:d:t:m:b:f:o:vh", options, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, ":w:p:O:i:c:d:t:m:b:f:o:vh", options, NULL)) != -1) {
         switch (opt) {
         case 'w':
             if (s_int_arg ("--window", optarg, 8, 256, &window))
@@ -162,6 +165,10 @@ main (int argc, char **argv)
             if (s_int_arg ("--iterations", optarg, 1, 10, &n))
                 return 2;
             settings.final_iterations = (int) n;
+            break;
+        case 'c':
+            if (s_double_arg ("--converge", optarg, &settings.converge))
+                return 2;
             break;
         case 'd':
             if (piv_deform_parse (optarg, &settings.deform, err, sizeof err)) {
@@ -225,7 +232,7 @@ main (int argc, char **argv)
             log_error ("option '%s' needs a value (see --help)", argv[optind - 1]);
             return 2;
         case 'F':
-            settings.fast_predictor = 0;
+            settings.deform_every_pass = 1;
             break;
         case 'S':
             settings.smooth_predictor = 0;
@@ -316,7 +323,7 @@ main (int argc, char **argv)
               "frame_a %s\n"
               "frame_b %s\n"
               "image %dx%d\n"
-              "passes %s overlap %d%% iterations %d deform %s%s%s%s\n"
+              "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s\n"
               "validation normalized-median eps %g threshold %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
@@ -326,8 +333,8 @@ main (int argc, char **argv)
               "2 invalid",
               PIVFARM_VERSION, path_a, path_b ? path_b : path_a, piv_image_width (a),
               piv_image_height (a), list, settings.overlap, settings.final_iterations,
-              piv_deform_name (settings.deform), settings.symmetric ? " symmetric" : "",
-              settings.fast_predictor ? " bilinear-predictor" : "",
+              field->runs, settings.converge, piv_deform_name (settings.deform), settings.symmetric ? " symmetric" : "",
+              settings.deform_every_pass ? " deform-every-pass" : "",
               settings.smooth_predictor ? " smoothed-predictor" : "",
               settings.median_eps, settings.median_threshold, field->nx, field->ny,
               field->window, field->step, total, total - replaced - invalid, replaced, invalid,
