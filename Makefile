@@ -6,9 +6,11 @@ DESTDIR ?=
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
 
+# CFLAGS and LDFLAGS are the user's (e.g. make CFLAGS='-O1 -g -fsanitize=address');
+# what the build needs regardless lives in ALL_CFLAGS.
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I.
 LDFLAGS ?=
+ALL_CFLAGS = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I. $(CFLAGS)
 
 PIV_PKGS  := fftw3f libtiff-4
 TEST_PKGS := check
@@ -34,7 +36,7 @@ programs: $(PROGRAMS)
 
 build/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(MODULE_CFLAGS) $(PIV_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(PIV_CFLAGS) -c -o $@ $<
 
 # 'make check' first installs what is missing (quick when nothing is), then
 # builds in a second make, so that pkg-config sees the installed libraries.

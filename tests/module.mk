@@ -4,6 +4,6 @@ build/tests/test_%: build/tests/test_%.o build/tests/testutil.o $(PIV_LIB) $(COM
 
 build/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PIV_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(PIV_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
 TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv build/tests/test_programs
