@@ -12,11 +12,18 @@ CFLAGS  ?= -O2 -g
 LDFLAGS ?=
 ALL_CFLAGS = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I. $(CFLAGS)
 
-PIV_PKGS  := fftw3f libtiff-4
-TEST_PKGS := check
+# Libraries by layer: piv/ needs FFTW and libtiff; common/ (wire protocol,
+# configuration) czmq; store/ SQLite. Programs link what their layers need.
+PIV_PKGS   := fftw3f libtiff-4
+ZMQ_PKGS   := libczmq libzmq
+STORE_PKGS := sqlite3
+TEST_PKGS  := check
 
-PIV_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PIV_PKGS))
+PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PIV_PKGS) $(ZMQ_PKGS) $(STORE_PKGS))
 PIV_LIBS    = $(shell $(PKG_CONFIG) --libs $(PIV_PKGS)) -lm -pthread
+ZMQ_LIBS    = $(shell $(PKG_CONFIG) --libs $(ZMQ_PKGS))
+STORE_LIBS  = $(shell $(PKG_CONFIG) --libs $(STORE_PKGS))
+ALL_LIBS    = $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
 TEST_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS))
 TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
@@ -29,6 +36,8 @@ all: programs
 
 include common/module.mk
 include piv/module.mk
+include store/module.mk
+include broker/module.mk
 include tests/module.mk
 include bench/module.mk
 
@@ -36,7 +45,7 @@ programs: $(PROGRAMS)
 
 build/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(PIV_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
 # 'make check' first installs what is missing (quick when nothing is), then
 # builds in a second make, so that pkg-config sees the installed libraries.

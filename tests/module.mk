@@ -1,9 +1,13 @@
 # tests/ — one Check suite per module; each is a program run by 'make check'.
-build/tests/test_%: build/tests/test_%.o build/tests/testutil.o $(PIV_LIB) $(COMMON_LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(PIV_LIBS)
+# Every suite links every library (static archives: only what it uses).
+build/tests/test_%: build/tests/test_%.o build/tests/testutil.o $(BROKER_LIB) $(STORE_LIB) \
+                    $(COMMON_LIB) $(PIV_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(ALL_LIBS)
 
 build/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(PIV_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
-TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv build/tests/test_programs
+TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
+         build/tests/test_programs build/tests/test_proto build/tests/test_config \
+         build/tests/test_store build/tests/test_pairing

@@ -1,0 +1,38 @@
+// pairing.h — which files make a pair, by rule: 'ab' (<stem>_a.tif +
+// <stem>_b.tif, suffixes and case configurable), 'sequence' (frames 1-2,
+// 3-4, ...), 'sliding' (1-2, 2-3, ...) or 'multipage' (one file holds both
+// frames). Pure logic, no I/O: the broker offers each new file and records
+// the pairs it gets back.
+
+#ifndef BROKER_PAIRING_H
+#define BROKER_PAIRING_H
+
+#include "common/config.h"
+
+#include <stddef.h>
+
+typedef enum { PAIRING_AB, PAIRING_SEQUENCE, PAIRING_SLIDING, PAIRING_MULTIPAGE } pairing_rule_t;
+
+typedef struct _pairing_t pairing_t;
+
+// From the [pairing] section; NULL with err for an unknown rule.
+pairing_t *pairing_new (const config_t *cfg, char *err, size_t errlen);
+void pairing_destroy (pairing_t **self_p);
+
+// A pair the rule completed: stem names it within its experiment; name_b
+// is NULL for a multipage file.
+typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *stem,
+                               const char *name_a, const char *name_b);
+
+// Offers a new file of 'experiment'. Calls emit for each pair it completes
+// (none while a partner is missing; two for a sliding frame between two
+// present ones) and returns how many, or -1 with err when the name does not
+// fit the rule (naming the file and the rule). Offering a file twice emits
+// nothing the second time.
+int pairing_offer (pairing_t *self, const char *experiment, const char *name,
+                   pairing_emit_fn *emit, void *arg, char *err, size_t errlen);
+
+// Files of 'experiment' still waiting for a partner.
+size_t pairing_waiting (pairing_t *self, const char *experiment);
+
+#endif

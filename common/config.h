@@ -1,0 +1,67 @@
+// config.h — the one configuration file of every pivfarm program, in ZPL
+// (read with czmq's zconfig). conf/pivfarm.conf documents every key with
+// its default. Relative paths are relative to the configuration file's
+// directory. Unknown keys are refused, naming the key and the file.
+
+#ifndef COMMON_CONFIG_H
+#define COMMON_CONFIG_H
+
+#include <limits.h>
+
+#define CONFIG_STRING 256
+
+typedef struct {
+    struct {
+        char ingest[CONFIG_STRING];   // tcp://127.0.0.1:5550
+        char work[CONFIG_STRING];     // tcp://127.0.0.1:5551
+        char control[CONFIG_STRING];  // tcp://127.0.0.1:5552
+        char publish[CONFIG_STRING];  // tcp://127.0.0.1:5553
+        char store[PATH_MAX];         // ./pivfarm.db
+        char durability[16];          // normal | full (full)
+        int commit_ms;                // group commit interval (2)
+        int heartbeat_ms;             // heartbeat interval (1000)
+        int liveness;                 // missed heartbeats before an agent is dead (3)
+        int max_attempts;             // attempts before a pair is failed (3)
+        char store_fields[32];        // all | none | every N (all)
+    } broker;
+    struct {
+        char root[PATH_MAX];          // ./data
+        char mode[16];                // inotify | poll (inotify)
+        int poll_ms;                  // scan interval in poll mode (1000)
+        char ignore[CONFIG_STRING];   // comma-separated fnmatch patterns (.*,*.tmp,*.part,*~)
+        int resend_ms;                // first resend of an unacknowledged event (500)
+        int max_pending;              // events sent but unacknowledged, at most (10000)
+    } watcher;
+    struct {
+        char rule[16];                // ab | sequence | sliding | multipage (ab)
+        char a_suffix[32];            // _a
+        char b_suffix[32];            // _b
+        int ignore_case;              // 1
+        char extensions[CONFIG_STRING];  // tif,tiff
+    } pairing;
+    struct {
+        char broker[CONFIG_STRING];   // work endpoint to connect to (broker/work)
+        int threads;                  // 0: one per core
+        char results[PATH_MAX];       // ./results
+        char processor[PATH_MAX];     // piv | noop | exec:PROGRAM (piv)
+        char path_from[PATH_MAX];     // broker's path prefix to replace ("")
+        char path_to[PATH_MAX];       // ... by this one on the agent ("")
+    } agent;
+    struct {
+        char passes[64];              // 64,32,16
+        int overlap;                  // 50
+        int iterations;               // 3
+        char deform[16];              // bspline5
+    } piv;
+} config_t;
+
+// Fills every key with its default (the values in the comments above).
+void config_init (config_t *cfg);
+
+// config_init, then the keys of the ZPL file 'path'. Returns 0, or -1 with
+// err: the file cannot be read or parsed, a key is unknown, a value is not
+// of its kind ("broker/liveness = three"), out of range or not one of its
+// choices. Each message names the file and the key.
+int config_load (config_t *cfg, const char *path, char *err, size_t errlen);
+
+#endif

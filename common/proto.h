@@ -1,0 +1,115 @@
+// proto.h — the pivfarm wire protocol: every constant in one place, and the
+// codec that turns ZeroMQ multipart messages into proto_msg_t and back. The
+// protocol is written down in prose in doc/protocol.md; this header and that
+// document change together. Only common/ knows the wire format.
+
+#ifndef COMMON_PROTO_H
+#define COMMON_PROTO_H
+
+#include "piv/field.h"
+
+#include <czmq.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// First frame of every message: the protocol name and version. A peer
+// speaking another version is refused with a clear error.
+#define PROTO_VERSION "PIVF01"
+
+// Second frame: one byte, the command.
+// ingest socket (watcher DEALER -> broker ROUTER, and back)
+#define PROTO_FILE 'F'       // watcher: a file is complete
+#define PROTO_ACK 'A'        // broker: these events are committed
+// work socket (agent DEALER <-> broker ROUTER)
+#define PROTO_HELLO 'H'      // agent: who I am
+#define PROTO_READY 'R'      // agent: I can take this many more tasks
+#define PROTO_HEARTBEAT 'B'  // both: I am alive
+#define PROTO_TASK 'T'       // broker: process this pair
+#define PROTO_RESULT 'D'     // agent: the pair is done, here is its field
+#define PROTO_FAILED 'X'     // agent: the pair could not be processed
+#define PROTO_RECORDED 'K'   // broker: that result or failure is committed
+#define PROTO_DISCONNECT 'Q' // both: I am going away
+// control socket (pivctl, status page DEALER/REQ -> broker ROUTER)
+#define PROTO_REQUEST 'C'    // client: a command and its arguments
+#define PROTO_REPLY 'P'      // broker: status code and body
+
+// Limits: the decoder refuses anything larger (and the sockets are set to
+// refuse messages beyond PROTO_MAX_MESSAGE bytes).
+#define PROTO_MAX_FRAMES 32
+#define PROTO_MAX_STRING 4096           // bytes in one text field
+#define PROTO_MAX_FIELD (64u << 20)     // bytes of a binary field (vector field)
+#define PROTO_MAX_MESSAGE (80 << 20)    // ZMQ_MAXMSGSIZE on every socket
+
+// Publish topics (PUB :5553): "feedback.<exp>", "field.<exp>", "state".
+#define PROTO_TOPIC_FEEDBACK "feedback."
+#define PROTO_TOPIC_FIELD "field."
+#define PROTO_TOPIC_STATE "state"
+
+// A decoded message. Which fields are meaningful depends on the command
+// (doc/protocol.md lists them); the others are zero or NULL. Strings are
+// NUL-terminated and owned by the message; so is 'blob'.
+typedef struct {
+    char command;         // PROTO_* command byte
+    uint64_t seq;         // FILE, ACK: the watcher's event sequence number
+    uint64_t pair;        // TASK, RESULT, FAILED, RECORDED: pair id
+    uint32_t attempt;     // TASK, RESULT, FAILED, RECORDED: attempt number
+    uint32_t count;       // READY: credit; HELLO: cores; ACK: number of seqs
+    int64_t size;         // FILE: bytes
+    int64_t time_ns;      // FILE: mtime; RESULT: compute ns; HEARTBEAT: sender's clock
+    char *experiment;     // FILE, TASK
+    char *name;           // FILE: path relative to the experiment; HELLO: agent id
+    char *text;           // HELLO: host; FAILED: error; REQUEST: command line; REPLY: body
+    char *path_a;         // TASK: frame A (broker's path)
+    char *path_b;         // TASK: frame B, or empty for a multipage file
+    char *settings;       // TASK: PIV settings ("passes=64,32,16 overlap=50 ..."); HELLO: capabilities
+    char *output;         // TASK: where to write the txt result (broker's path); RESULT: written path
+    uint64_t *seqs;       // ACK: 'count' sequence numbers
+    double figures[8];    // RESULT: PROTO_FIG_* summary figures
+    uint32_t status;      // REPLY: 200 ok, 400 bad request, 403 refused, 500 error
+    unsigned char *blob;  // RESULT: the vector field, proto_field_* encoding
+    size_t blob_size;     // its size in bytes
+} proto_msg_t;
+
+// RESULT summary figures, in figures[].
+enum {
+    PROTO_FIG_MEAN_U,          // px
+    PROTO_FIG_MEAN_V,          // px
+    PROTO_FIG_MEAN_SPEED,      // px
+    PROTO_FIG_VALID_FRACTION,  // 0..1
+    PROTO_FIG_NX,              // grid columns
+    PROTO_FIG_NY,              // grid rows
+    PROTO_FIG_VORTICITY,       // mean vorticity, 1/frame (px/px)
+    PROTO_FIG_RESERVED
+};
+
+// Frees what the message owns and zeroes it (a zeroed message is empty).
+void proto_msg_release (proto_msg_t *msg);
+
+// Encodes msg into a new zmsg (version frame, command frame, fields). NULL
+// if the command is unknown or a field is over its limit.
+zmsg_t *proto_encode (const proto_msg_t *msg);
+
+// Decodes and consumes *zmsg_p. Returns 0, or -1 with a one-line reason in
+// err (wrong version, unknown command, missing or extra frames, a number
+// that is not one, a string too long or not valid UTF-8 where text is
+// expected, a blob over its limit). msg must be zeroed or released before.
+int proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen);
+
+// Sends msg on sock (a ROUTER prefixes 'identity'; NULL for DEALER/PUB).
+// Returns 0 or -1 (encoding refused, or the socket would block).
+int proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock);
+
+// The name of a command byte ("FILE", "ACK", ...), "?" if unknown.
+const char *proto_command_name (char command);
+
+// A vector field as bytes, the same on the wire (RESULT's blob) and in the
+// store: magic "PVF1", then little-endian uint32 nx, ny, window, step,
+// runs, float32 x0, y0 (the first vector's position; the grid is regular),
+// then nx * ny float32 u, float32 v, float32 peak_ratio and uint8 flags.
+// Encode: a malloc'd buffer (caller frees) in *buf_p, 0 or -1 (no memory).
+// Decode: a new field, or NULL with err (bad magic, sizes that do not add
+// up, absurd dimensions).
+int proto_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_p);
+piv_field_t *proto_field_decode (const void *buf, size_t size, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,148 @@
+// store.h — the durable state of the farm in SQLite: experiments, files,
+// pairs and their attempts, results (vector fields as BLOBs plus summary
+// figures), agents, settings, and an append-only event log from which any
+// experiment can be replayed. The only code in pivfarm that includes
+// sqlite3.h. WAL mode; writes are grouped: the first write after a commit
+// opens a transaction, store_commit closes it (the broker commits every few
+// milliseconds and only then acknowledges what it committed).
+
+#ifndef STORE_STORE_H
+#define STORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_SCHEMA_VERSION 1
+
+typedef struct _store_t store_t;
+
+typedef enum {
+    STORE_DURABILITY_NORMAL,  // synchronous = NORMAL: a power cut may lose the last commits
+    STORE_DURABILITY_FULL     // synchronous = FULL: every commit survives a power cut
+} store_durability_t;
+
+// Pair states, as stored (numbers are part of the schema).
+typedef enum {
+    STORE_PENDING = 0,     // waiting for an agent
+    STORE_DISPATCHED = 1,  // sent to an agent, no answer yet
+    STORE_DONE = 2,        // one result recorded
+    STORE_FAILED = 3,      // failed max_attempts times; 'error' says why
+    STORE_SKIPPED = 4      // left out by sampling; can be backfilled
+} store_state_t;
+
+// Opens (creating if absent) the database at 'path' and brings its schema
+// to STORE_SCHEMA_VERSION. Refuses, with err naming the file, a file that
+// is not a pivfarm database, is corrupt or truncated, or has a newer schema:
+// it never recreates or overwrites one. NULL on failure.
+store_t *store_new (const char *path, store_durability_t durability, char *err, size_t errlen);
+// Read-only access for readers (the status page, pivctl): never blocks the
+// writer (WAL), never writes. NULL with err on failure.
+store_t *store_open_readonly (const char *path, char *err, size_t errlen);
+// Commits what is pending, then closes.
+void store_destroy (store_t **self_p);
+
+// Commits the open transaction, if any. 0, or -1 with err (disk full, I/O
+// error: the transaction is rolled back and nothing of it was committed).
+int store_commit (store_t *self, char *err, size_t errlen);
+// Number of writes since the last commit.
+int store_uncommitted (store_t *self);
+// The last error of this store, one line.
+const char *store_error (store_t *self);
+
+// Experiment id for 'name', created (with an event) if new; -1 on error.
+int64_t store_experiment (store_t *self, const char *name, int64_t now_ns);
+
+// Records a complete file of an experiment. *is_new is 1 for a new file, 0
+// for one already recorded (same experiment and name: a resent event).
+// Returns the file id, or -1 on error.
+int64_t store_file_add (store_t *self, int64_t experiment, const char *name, int64_t size,
+                        int64_t mtime_ns, int64_t seen_ns, int *is_new);
+
+// Records a pair (state PENDING) of files file_b may be 0 for a multipage
+// file). 'stem' names the pair within its experiment; a pair with the same
+// stem is not added again (*is_new 0). Returns the pair id or -1.
+int64_t store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t file_a,
+                        int64_t file_b, int64_t now_ns, int *is_new);
+
+// PENDING -> DISPATCHED to 'agent', attempts + 1; returns the attempt number
+// or -1 (error, or the pair is not PENDING).
+int store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now_ns);
+
+// Summary figures of a result.
+typedef struct {
+    double mean_u, mean_v;     // px
+    double mean_speed;         // px
+    double valid_fraction;     // 0..1
+    double vorticity;          // mean, 1/frame
+    int nx, ny;                // grid
+    int64_t compute_ns;        // time the agent spent
+    const char *path;          // where the agent wrote the txt file
+    const void *field;         // the vector field (common/proto field encoding), may be NULL
+    size_t field_size;         // its bytes
+} store_result_t;
+
+// Records the result of 'pair' from 'agent' (attempt 'attempt'): the first
+// result wins; a later one is ignored (*recorded 0), whatever its state.
+// DISPATCHED or PENDING (a late result after a requeue) -> DONE. 0 or -1.
+// Whether the field BLOB is kept follows store_set_fields.
+int store_pair_result (store_t *self, int64_t pair, int attempt, const char *agent,
+                       const store_result_t *result, int64_t now_ns, int *recorded);
+
+// A failed attempt: back to PENDING, or FAILED with 'error' once attempts
+// reach max_attempts (*failed 1). Ignored for a pair already DONE. 0 or -1.
+int store_pair_failure (store_t *self, int64_t pair, int attempt, const char *agent,
+                        const char *error, int max_attempts, int64_t now_ns, int *failed);
+
+// DISPATCHED -> PENDING (its agent died, or 'reason'). 0 or -1.
+int store_pair_requeue (store_t *self, int64_t pair, const char *reason, int64_t now_ns);
+// Every DISPATCHED pair -> PENDING (start-up after a crash); returns how many
+// or -1.
+int store_requeue_all (store_t *self, int64_t now_ns);
+
+// Calls fn for every pair in 'state', oldest first (id order), with the
+// paths the agent needs. Returns the number of calls or -1.
+typedef int (store_pair_fn) (void *arg, int64_t pair, const char *experiment, const char *stem,
+                             const char *name_a, const char *name_b, int attempts);
+int store_pairs_in_state (store_t *self, store_state_t state, store_pair_fn *fn, void *arg);
+
+// Calls fn for every file of every experiment, in arrival order (the broker
+// offers them to its pairing rules again after a restart).
+typedef int (store_file_fn) (void *arg, const char *experiment, const char *name, int64_t file);
+int store_files (store_t *self, store_file_fn *fn, void *arg);
+
+// Per experiment: pair counts by state. Returns the number of experiments
+// or -1.
+typedef struct {
+    const char *name;  // experiment
+    int64_t files;     // files recorded
+    int64_t pairs[5];  // indexed by store_state_t
+} store_counts_t;
+typedef int (store_counts_fn) (void *arg, const store_counts_t *counts);
+int store_counts (store_t *self, store_counts_fn *fn, void *arg);
+
+// Agents: seen (insert or update host, cores, capabilities, last seen).
+int store_agent_seen (store_t *self, const char *agent, const char *host, int cores,
+                      const char *capabilities, int64_t now_ns);
+
+// Appends an event to the log (kinds: "file", "pair", "dispatch", "result",
+// "failure", "requeue", "agent", "setting", ...; payload free text, usually
+// key=value pairs). The store logs every state change itself; callers add
+// what only they know. Returns the event id or -1.
+int64_t store_event (store_t *self, const char *kind, int64_t experiment, int64_t pair,
+                     const char *payload, int64_t now_ns);
+// Calls fn for each event of 'experiment' (0: all) with id > after, in
+// order. Returns the number of calls or -1.
+typedef int (store_event_fn) (void *arg, int64_t id, int64_t ts_ns, const char *kind,
+                              int64_t experiment, int64_t pair, const char *payload);
+int store_events (store_t *self, int64_t experiment, int64_t after, store_event_fn *fn, void *arg);
+
+// Which result fields are kept: every (1), none (0), or every n-th result
+// (n > 1). Summary figures are always kept.
+void store_set_fields (store_t *self, int every);
+
+// Failure seam for tests: after 'after' more statement executions, every
+// execution fails with SQLite error 'code' (e.g. SQLITE_FULL, SQLITE_BUSY)
+// until called again with code 0.
+void store_test_fault (store_t *self, int code, int after);
+
+#endif
