@@ -38,6 +38,9 @@ include common/module.mk
 include piv/module.mk
 include store/module.mk
 include broker/module.mk
+include agents/module.mk
+include watcher/module.mk
+include ctl/module.mk
 include tests/module.mk
 include bench/module.mk
 

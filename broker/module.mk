@@ -1,8 +1,14 @@
-# broker/ — the broker's logic as a library (pairing rules, ...) and, later,
+# broker/ — the broker's logic as a library (pairing rules, the reactor) and
 # the pivfarm-broker program over it.
-BROKER_OBJS := build/broker/pairing.o
+BROKER_OBJS := build/broker/pairing.o build/broker/broker.o
 BROKER_LIB  := build/libbroker.a
 LIBS += $(BROKER_LIB)
 
 $(BROKER_LIB): $(BROKER_OBJS)
 	$(AR) rcs $@ $^
+
+bin/pivfarm-broker: build/broker/broker_main.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
+
+PROGRAMS += bin/pivfarm-broker

@@ -24,11 +24,14 @@ void pairing_destroy (pairing_t **self_p);
 typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *stem,
                                const char *name_a, const char *name_b);
 
-// Offers a new file of 'experiment'. Calls emit for each pair it completes
-// (none while a partner is missing; two for a sliding frame between two
-// present ones) and returns how many, or -1 with err when the name does not
-// fit the rule (naming the file and the rule). Offering a file twice emits
-// nothing the second time.
+// Offers a new file of 'experiment' (its name relative to the experiment
+// directory; files pair only within one directory). Calls emit for each
+// pair it completes (none while a partner is missing; two for a sliding
+// frame between two present ones) and returns how many, or -1 with err when
+// the name does not fit the rule (naming the file and the rule). A file
+// offered again while it waits emits nothing; filtering files already
+// paired is the caller's (the broker offers only files new to its store,
+// and after a restart relies on the store refusing a pair twice).
 int pairing_offer (pairing_t *self, const char *experiment, const char *name,
                    pairing_emit_fn *emit, void *arg, char *err, size_t errlen);
 

@@ -7,6 +7,7 @@
 #define COMMON_CONFIG_H
 
 #include <limits.h>
+#include <stddef.h>
 
 #define CONFIG_STRING 256
 
@@ -40,7 +41,9 @@ typedef struct {
         char extensions[CONFIG_STRING];  // tif,tiff
     } pairing;
     struct {
-        char broker[CONFIG_STRING];   // work endpoint to connect to (broker/work)
+        char broker[CONFIG_STRING];   // work endpoint to connect to; when not given, broker/work's
+                                      // value (set it when the broker binds tcp://*:... or runs
+                                      // on another host)
         int threads;                  // 0: one per core
         char results[PATH_MAX];       // ./results
         char processor[PATH_MAX];     // piv | noop | exec:PROGRAM (piv)
@@ -48,20 +51,25 @@ typedef struct {
         char path_to[PATH_MAX];       // ... by this one on the agent ("")
     } agent;
     struct {
-        char passes[64];              // 64,32,16
-        int overlap;                  // 50
-        int iterations;               // 3
-        char deform[16];              // bspline5
+        char passes[64];              // 64,32,16 (stored without spaces)
+        int overlap;                  // 50 (0..87)
+        int iterations;               // 3 (1..10): most runs of the final window size
+        char deform[16];              // bspline5 | bspline | omoms | bicubic | bilinear | offset
     } piv;
 } config_t;
 
 // Fills every key with its default (the values in the comments above).
 void config_init (config_t *cfg);
 
-// config_init, then the keys of the ZPL file 'path'. Returns 0, or -1 with
-// err: the file cannot be read or parsed, a key is unknown, a value is not
-// of its kind ("broker/liveness = three"), out of range or not one of its
-// choices. Each message names the file and the key.
+// config_init, then the keys of the ZPL file 'path'. Relative paths (also
+// the defaults', and exec:PROGRAM's when PROGRAM holds a '/') become
+// absolute under the file's directory. Returns 0, or -1 with err, cfg back
+// at the defaults: the file cannot be read or parsed, a key is unknown or
+// given twice, a line is over 1024 characters, a value is not of its kind
+// ("broker/liveness = three"), out of range or not one of its choices.
+// Each message names the file and the key. zconfig prints parse errors on
+// stdout: config_load catches them by pointing fd 1 elsewhere for the
+// moment of parsing, so call it at start-up, before threads that print.
 int config_load (config_t *cfg, const char *path, char *err, size_t errlen);
 
 #endif

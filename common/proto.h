@@ -37,6 +37,8 @@
 // refuse messages beyond PROTO_MAX_MESSAGE bytes).
 #define PROTO_MAX_FRAMES 32
 #define PROTO_MAX_STRING 4096           // bytes in one text field
+#define PROTO_MAX_BODY (1 << 20)        // bytes in a REPLY's body (status as JSON)
+#define PROTO_MAX_ACK (PROTO_MAX_FRAMES - 3)  // sequence numbers in one ACK
 #define PROTO_MAX_FIELD (64u << 20)     // bytes of a binary field (vector field)
 #define PROTO_MAX_MESSAGE (80 << 20)    // ZMQ_MAXMSGSIZE on every socket
 
@@ -86,26 +88,33 @@ enum {
 void proto_msg_release (proto_msg_t *msg);
 
 // Encodes msg into a new zmsg (version frame, command frame, fields). NULL
-// if the command is unknown or a field is over its limit.
+// if the command is unknown or a field is over its limit (the encoder
+// refuses whatever the decoder would: a peer never gets what it rejects).
+// NULL text goes as an empty frame.
 zmsg_t *proto_encode (const proto_msg_t *msg);
 
-// Decodes and consumes *zmsg_p. Returns 0, or -1 with a one-line reason in
-// err (wrong version, unknown command, missing or extra frames, a number
-// that is not one, a string too long or not valid UTF-8 where text is
-// expected, a blob over its limit). msg must be zeroed or released before.
+// Decodes and consumes *zmsg_p (a ROUTER's caller pops the identity
+// first). Returns 0, or -1 with a one-line reason in err (wrong version,
+// unknown command, missing or extra frames, a number that is not one, a
+// string too long or not valid UTF-8 where text is expected, a blob over
+// its limit), msg then zeroed. Text fields come back allocated, "" for
+// empty. msg must be zeroed or released before.
 int proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen);
 
-// Sends msg on sock (a ROUTER prefixes 'identity'; NULL for DEALER/PUB).
-// Returns 0 or -1 (encoding refused, or the socket would block).
+// Sends msg on sock (a ROUTER prefixes a copy of 'identity', which the
+// caller keeps; NULL for DEALER/PUB). Never blocks: returns 0, or -1 when
+// encoding is refused or the socket cannot take the message now.
 int proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock);
 
 // The name of a command byte ("FILE", "ACK", ...), "?" if unknown.
 const char *proto_command_name (char command);
 
 // A vector field as bytes, the same on the wire (RESULT's blob) and in the
-// store: magic "PVF1", then little-endian uint32 nx, ny, window, step,
-// runs, float32 x0, y0 (the first vector's position; the grid is regular),
-// then nx * ny float32 u, float32 v, float32 peak_ratio and uint8 flags.
+// store: a 32-byte header (magic "PVF1", little-endian uint32 nx, ny,
+// window, step, runs, float32 x0, y0: the first vector's position), then
+// the arrays u[n], v[n], peak_ratio[n] (float32) and flags[n] (uint8), one
+// after the other: 32 + 13 n bytes. The grid must be regular: positions
+// are rebuilt as x0 + i step, y0 + j step.
 // Encode: a malloc'd buffer (caller frees) in *buf_p, 0 or -1 (no memory).
 // Decode: a new field, or NULL with err (bad magic, sizes that do not add
 // up, absurd dimensions).

@@ -2,6 +2,7 @@
 // Exit status: 0 done, 1 the pair could not be processed, 2 bad usage.
 
 #include "common/util.h"
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "piv/piv.h"
@@ -228,9 +229,6 @@ main (int argc, char **argv)
         case 'V':
             printf ("pivfarm-piv %s\n", PIVFARM_VERSION);
             return 0;
-        case ':':
-            log_error ("option '%s' needs a value (see --help)", argv[optind - 1]);
-            return 2;
         case 'F':
             settings.deform_every_pass = 1;
             break;
@@ -238,8 +236,7 @@ main (int argc, char **argv)
             settings.smooth_predictor = 0;
             break;
         default:
-            log_error ("unknown option '%s' (see --help)", argv[optind - 1]);
-            return 2;
+            return cli_bad_option (opt, argv);
         }
     }
     int nfiles = argc - optind;

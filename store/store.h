@@ -30,6 +30,8 @@ typedef enum {
     STORE_SKIPPED = 4      // left out by sampling; can be backfilled
 } store_state_t;
 
+// A store_t belongs to one thread (SQLite is opened without its mutexes).
+
 // Opens (creating if absent) the database at 'path' and brings its schema
 // to STORE_SCHEMA_VERSION. Refuses, with err naming the file, a file that
 // is not a pivfarm database, is corrupt or truncated, or has a newer schema:
@@ -43,6 +45,9 @@ void store_destroy (store_t **self_p);
 
 // Commits the open transaction, if any. 0, or -1 with err (disk full, I/O
 // error: the transaction is rolled back and nothing of it was committed).
+// A write that fails in the middle of a group rolls the whole group back;
+// every later write is then refused until store_commit has reported the
+// loss with -1, so that nothing lost can be acknowledged.
 int store_commit (store_t *self, char *err, size_t errlen);
 // Number of writes since the last commit.
 int store_uncommitted (store_t *self);
@@ -65,7 +70,7 @@ int64_t store_pair_add (store_t *self, int64_t experiment, const char *stem, int
                         int64_t file_b, int64_t now_ns, int *is_new);
 
 // PENDING -> DISPATCHED to 'agent', attempts + 1; returns the attempt number
-// or -1 (error, or the pair is not PENDING).
+// or -1 (error, or the pair is not PENDING any more).
 int store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now_ns);
 
 // Summary figures of a result.
@@ -82,22 +87,30 @@ typedef struct {
 } store_result_t;
 
 // Records the result of 'pair' from 'agent' (attempt 'attempt'): the first
-// result wins; a later one is ignored (*recorded 0), whatever its state.
-// DISPATCHED or PENDING (a late result after a requeue) -> DONE. 0 or -1.
+// result wins; a later one is ignored (*recorded 0, a "duplicate" event).
+// Any state but DONE -> DONE (a late result after a requeue, or after the
+// pair failed, is a result all the same). 0 or -1.
 // Whether the field BLOB is kept follows store_set_fields.
 int store_pair_result (store_t *self, int64_t pair, int attempt, const char *agent,
                        const store_result_t *result, int64_t now_ns, int *recorded);
 
 // A failed attempt: back to PENDING, or FAILED with 'error' once attempts
-// reach max_attempts (*failed 1). Ignored for a pair already DONE. 0 or -1.
+// reach max_attempts (*failed 1). Only the attempt in flight moves the pair;
+// the failure of an older attempt, or of a pair already DONE, is recorded
+// and changes nothing. 0 or -1.
 int store_pair_failure (store_t *self, int64_t pair, int attempt, const char *agent,
                         const char *error, int max_attempts, int64_t now_ns, int *failed);
 
-// DISPATCHED -> PENDING (its agent died, or 'reason'). 0 or -1.
+// DISPATCHED -> PENDING (its agent died, or 'reason'); a pair in another
+// state is left as it is. 0, or -1 for an unknown pair or an error.
 int store_pair_requeue (store_t *self, int64_t pair, const char *reason, int64_t now_ns);
 // Every DISPATCHED pair -> PENDING (start-up after a crash); returns how many
 // or -1.
 int store_requeue_all (store_t *self, int64_t now_ns);
+
+// Listings call fn in batches read ahead, so fn may write to the store
+// (rows added meanwhile are not listed); fn returning non-zero stops the
+// listing.
 
 // Calls fn for every pair in 'state', oldest first (id order), with the
 // paths the agent needs. Returns the number of calls or -1.
@@ -106,7 +119,8 @@ typedef int (store_pair_fn) (void *arg, int64_t pair, const char *experiment, co
 int store_pairs_in_state (store_t *self, store_state_t state, store_pair_fn *fn, void *arg);
 
 // Calls fn for every file of every experiment, in arrival order (the broker
-// offers them to its pairing rules again after a restart).
+// offers them to its pairing rules again after a restart). Returns the
+// number of calls or -1.
 typedef int (store_file_fn) (void *arg, const char *experiment, const char *name, int64_t file);
 int store_files (store_t *self, store_file_fn *fn, void *arg);
 
@@ -141,8 +155,11 @@ int store_events (store_t *self, int64_t experiment, int64_t after, store_event_
 void store_set_fields (store_t *self, int every);
 
 // Failure seam for tests: after 'after' more statement executions, every
-// execution fails with SQLite error 'code' (e.g. SQLITE_FULL, SQLITE_BUSY)
-// until called again with code 0.
+// execution fails with SQLite error 'code' (STORE_FAULT_*) until called
+// again with code 0.
+#define STORE_FAULT_BUSY 5     // SQLITE_BUSY
+#define STORE_FAULT_IOERR 10   // SQLITE_IOERR
+#define STORE_FAULT_FULL 13    // SQLITE_FULL
 void store_test_fault (store_t *self, int code, int after);
 
 #endif

@@ -1,7 +1,7 @@
 # tests/ — one Check suite per module; each is a program run by 'make check'.
 # Every suite links every library (static archives: only what it uses).
-build/tests/test_%: build/tests/test_%.o build/tests/testutil.o $(BROKER_LIB) $(STORE_LIB) \
-                    $(COMMON_LIB) $(PIV_LIB)
+build/tests/test_%: build/tests/test_%.o build/tests/testutil.o $(BROKER_LIB) $(AGENT_LIB) \
+                    $(WATCHER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(ALL_LIBS)
 
 build/tests/%.o: tests/%.c
@@ -10,4 +10,4 @@ build/tests/%.o: tests/%.c
 
 TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
          build/tests/test_programs build/tests/test_proto build/tests/test_config \
-         build/tests/test_store build/tests/test_pairing
+         build/tests/test_store build/tests/test_pairing build/tests/test_farm

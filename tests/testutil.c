@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -152,4 +153,53 @@ tu_spit (const char *path, const void *data, size_t len)
     ck_assert_msg (f != NULL, "cannot write '%s': %s", path, strerror (errno));
     ck_assert (fwrite (data, 1, len, f) == len);
     ck_assert (fclose (f) == 0);
+}
+
+int
+tu_spawn (char *const argv[], const char *log)
+{
+    pid_t parent = getpid ();
+    pid_t pid = fork ();
+    ck_assert (pid >= 0);
+    if (pid == 0) {
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid () != parent)
+            _exit (127);
+        int fd = open (log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2 (fd, 1);
+            dup2 (fd, 2);
+            close (fd);
+        }
+        execv (argv[0], argv);
+        fprintf (stderr, "cannot run '%s': %s\n", argv[0], strerror (errno));
+        _exit (127);
+    }
+    return (int) pid;
+}
+
+int
+tu_stop (int pid, int sig, int timeout_s)
+{
+    int status = 0;
+    if (pid <= 0 || kill (pid, sig) != 0)
+        return -1;
+    for (int i = 0; i < timeout_s * 100; i++) {
+        pid_t got = waitpid (pid, &status, WNOHANG);
+        if (got == pid)
+            return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
+        if (got < 0)
+            return -1;
+        usleep (10000);
+    }
+    kill (pid, SIGKILL);
+    waitpid (pid, &status, 0);
+    return 128 + SIGKILL;
+}
+
+int
+tu_alive (int pid)
+{
+    int status;
+    return pid > 0 && waitpid (pid, &status, WNOHANG) == 0;
 }

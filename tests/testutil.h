@@ -28,4 +28,14 @@ char *tu_slurp (const char *path, size_t *len_p);
 // Writes len bytes to path; aborts the test on failure.
 void tu_spit (const char *path, const void *data, size_t len);
 
+// Starts argv (argv[0] a path) in the background, its stdout and stderr
+// appended to 'log'. The child dies with the test process (PDEATHSIG), so
+// a failed assertion leaves nothing running. Returns its pid.
+int tu_spawn (char *const argv[], const char *log);
+// Sends 'sig' to pid and reaps it (waiting up to timeout_s, then SIGKILL).
+// Returns its exit status, 128 + signal if killed, -1 if it was not ours.
+int tu_stop (int pid, int sig, int timeout_s);
+// 1 while pid runs (not exited, not a zombie: reaps it if it has exited).
+int tu_alive (int pid);
+
 #endif

@@ -1,0 +1,433 @@
+// agent.c — the agent: a zloop over the broker's DEALER socket and an
+// inproc socket on which worker threads return their results. Tasks wait
+// for a worker in a locked queue; the agent never asks for more than it
+// has workers, so the queue holds at most one task per idle worker.
+
+#include "agents/agent.h"
+#include "agents/process.h"
+#include "common/log.h"
+#include "common/proto.h"
+
+#include <czmq.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WORKERS 1024
+#define DRAIN_S 60     // at most this long to finish tasks after SIGTERM
+#define GOODBYE_S 5    // at most this long to see results recorded then
+
+// A task, and whether the broker that sent it is the one connected now
+// (after a reconnect the broker no longer counts it as taking credit).
+typedef struct {
+    proto_msg_t msg;  // the TASK
+    int orphan;       // sent by a previous broker connection
+} s_job_t;
+
+typedef struct {
+    struct _agent_t *agent;  // owner
+    int index;               // worker number
+    pthread_t thread;        // its thread
+    int started;             // thread running
+} s_worker_t;
+
+struct _agent_t {
+    config_t cfg;                      // configuration
+    char id[256];                      // agent id sent in HELLO
+    char endpoint[CONFIG_STRING];      // broker work endpoint
+    char results_endpoint[64];         // inproc endpoint of the results socket
+    int nworkers;                      // worker threads
+    s_worker_t workers[MAX_WORKERS];   // them
+    pthread_mutex_t lock;              // guards the fields up to 'stopping'
+    pthread_cond_t wake;               // a job is queued, or stopping
+    zlistx_t *jobs;                    // s_job_t waiting for a worker
+    int stopping;                      // workers exit when set
+    int running;                       // jobs a worker holds (main thread only)
+    int orphans;                       // of those, from a previous connection
+    zsock_t *broker;                   // DEALER to the broker
+    zsock_t *results;                  // PULL: results from workers
+    zloop_t *loop;                     // reactor
+    zlistx_t *unrecorded;              // proto_msg_t* RESULT/FAILED not yet RECORDED
+    int64_t broker_expires;            // reconnect if silent past this (ms clock)
+    int64_t backoff_ms;                // next reconnect delay
+    int64_t done;                      // results recorded
+};
+
+static int64_t
+s_ms (void)
+{
+    return zclock_mono ();
+}
+
+static void
+s_job_destroy (s_job_t **self_p)
+{
+    if (self_p && *self_p) {
+        proto_msg_release (&(*self_p)->msg);
+        free (*self_p);
+        *self_p = NULL;
+    }
+}
+
+static void
+s_msg_destroy (proto_msg_t **msg_p)
+{
+    if (msg_p && *msg_p) {
+        proto_msg_release (*msg_p);
+        free (*msg_p);
+        *msg_p = NULL;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Workers
+
+static void *
+s_worker (void *arg)
+{
+    s_worker_t *worker = arg;
+    agent_t *self = worker->agent;
+    char err[1024];
+    process_t *proc = process_new (&self->cfg, err, sizeof err);
+    zsock_t *out = zsock_new_push (self->results_endpoint);
+    for (;;) {
+        pthread_mutex_lock (&self->lock);
+        while (!self->stopping && zlistx_size (self->jobs) == 0)
+            pthread_cond_wait (&self->wake, &self->lock);
+        s_job_t *job = self->stopping ? NULL : zlistx_detach (self->jobs, NULL);
+        pthread_mutex_unlock (&self->lock);
+        if (!job)
+            break;
+        proto_msg_t result = {0};
+        if (!proc || process_task (proc, &job->msg, &result, err, sizeof err) != 0) {
+            proto_msg_release (&result);
+            result = (proto_msg_t) {.command = PROTO_FAILED,
+                                    .pair = job->msg.pair,
+                                    .attempt = job->msg.attempt,
+                                    .text = strdup (err)};
+            log_warning ("%s", err);
+        }
+        // The result goes to the main thread, which sends it and keeps it
+        // until the broker has recorded it; a first frame says whether the
+        // task came over an earlier connection.
+        zmsg_t *zmsg = proto_encode (&result);
+        byte orphan = (byte) job->orphan;
+        if (zmsg && zmsg_pushmem (zmsg, &orphan, 1) == 0)
+            zmsg_send (&zmsg, out);
+        zmsg_destroy (&zmsg);
+        proto_msg_release (&result);
+        s_job_destroy (&job);
+    }
+    zsock_destroy (&out);
+    process_destroy (&proc);
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Talking to the broker
+
+static void
+s_send (agent_t *self, const proto_msg_t *msg)
+{
+    proto_send (msg, NULL, self->broker);
+}
+
+static void
+s_hello (agent_t *self)
+{
+    // Capabilities: the processor it runs (piv, noop, exec:...).
+    char *caps = self->cfg.agent.processor;
+    proto_msg_t hello = {.command = PROTO_HELLO,
+                         .name = self->id,
+                         .text = (char *) zsys_hostname (),
+                         .count = (uint32_t) self->nworkers,
+                         .settings = caps};
+    s_send (self, &hello);
+    free (hello.text);
+    // Credit: the workers that hold nothing this broker knows of. Orphans'
+    // slots come back with READY when they finish.
+    uint32_t free_slots = (uint32_t) (self->nworkers - self->running);
+    if (free_slots > 0) {
+        proto_msg_t ready = {.command = PROTO_READY, .count = free_slots};
+        s_send (self, &ready);
+    }
+    // Results the broker has not recorded go again: first result wins.
+    for (proto_msg_t *r = zlistx_first (self->unrecorded); r; r = zlistx_next (self->unrecorded))
+        s_send (self, r);
+}
+
+// A new connection after the broker went silent or said it forgot us:
+// every task held becomes an orphan of the old connection.
+static void
+s_forget_connection (agent_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
+        job->orphan = 1;
+    pthread_mutex_unlock (&self->lock);
+    self->orphans = self->running;
+}
+
+static int
+s_connect (agent_t *self)
+{
+    zsock_destroy (&self->broker);
+    self->broker = zsock_new (ZMQ_DEALER);
+    if (!self->broker)
+        return -1;
+    zsock_set_maxmsgsize (self->broker, PROTO_MAX_MESSAGE);
+    zsock_set_linger (self->broker, 2000);
+    if (zsock_connect (self->broker, "%s", self->endpoint) != 0) {
+        log_error ("cannot connect to the broker at '%s'", self->endpoint);
+        return -1;
+    }
+    self->broker_expires =
+        s_ms () + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness;
+    s_hello (self);
+    return 0;
+}
+
+static int s_on_broker (zloop_t *loop, zsock_t *reader, void *arg);
+
+static void
+s_reconnect (agent_t *self)
+{
+    if (self->loop && self->broker)
+        zloop_reader_end (self->loop, self->broker);
+    s_forget_connection (self);
+    if (s_connect (self) == 0 && self->loop)
+        zloop_reader (self->loop, self->broker, s_on_broker, self);
+}
+
+static void
+s_queue_job (agent_t *self, proto_msg_t *task)
+{
+    s_job_t *job = calloc (1, sizeof *job);
+    if (!job) {
+        proto_msg_release (task);
+        return;
+    }
+    job->msg = *task;
+    memset (task, 0, sizeof *task);
+    pthread_mutex_lock (&self->lock);
+    zlistx_add_end (self->jobs, job);
+    pthread_cond_signal (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    self->running++;
+}
+
+static int
+s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    agent_t *self = arg;
+    zmsg_t *zmsg = zmsg_recv (reader);
+    proto_msg_t msg = {0};
+    char err[512];
+    if (!zmsg)
+        return 0;
+    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0) {
+        log_warning ("from the broker at '%s': %s", self->endpoint, err);
+        return 0;
+    }
+    self->broker_expires =
+        s_ms () + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness;
+    self->backoff_ms = 1000;
+    switch (msg.command) {
+    case PROTO_TASK:
+        log_info ("pair %llu attempt %u: %s", (unsigned long long) msg.pair, msg.attempt,
+                  msg.path_a);
+        s_queue_job (self, &msg);
+        break;
+    case PROTO_RECORDED:
+        for (proto_msg_t *r = zlistx_first (self->unrecorded); r;
+             r = zlistx_next (self->unrecorded))
+            if (r->pair == msg.pair && r->attempt == msg.attempt) {
+                zlistx_delete (self->unrecorded, zlistx_cursor (self->unrecorded));
+                self->done++;
+                break;
+            }
+        break;
+    case PROTO_HEARTBEAT:
+        break;
+    case PROTO_DISCONNECT:
+        // The broker restarted or forgot us: introduce ourselves again.
+        log_notice ("the broker at '%s' asked us to introduce ourselves again", self->endpoint);
+        s_forget_connection (self);
+        s_hello (self);
+        break;
+    default:
+        log_warning ("from the broker at '%s': unexpected %s", self->endpoint,
+                     proto_command_name (msg.command));
+    }
+    proto_msg_release (&msg);
+    return 0;
+}
+
+static int
+s_on_result (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    agent_t *self = arg;
+    zmsg_t *zmsg = zmsg_recv (reader);
+    zframe_t *mark = zmsg ? zmsg_pop (zmsg) : NULL;
+    int orphan = mark && zframe_size (mark) == 1 && zframe_data (mark)[0] != 0;
+    zframe_destroy (&mark);
+    proto_msg_t *msg = calloc (1, sizeof *msg);
+    char err[512];
+    if (!zmsg || !msg || proto_decode (&zmsg, msg, err, sizeof err) != 0) {
+        zmsg_destroy (&zmsg);
+        free (msg);
+        return 0;
+    }
+    self->running--;
+    s_send (self, msg);
+    zlistx_add_end (self->unrecorded, msg);
+    if (orphan && self->orphans > 0) {
+        // The broker that counts our credit never knew this task.
+        self->orphans--;
+        proto_msg_t ready = {.command = PROTO_READY, .count = 1};
+        s_send (self, &ready);
+    }
+    return 0;
+}
+
+static int
+s_tick (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    agent_t *self = arg;
+    int64_t now = s_ms ();
+    if (now > self->broker_expires) {
+        log_warning ("the broker at '%s' is silent; reconnecting", self->endpoint);
+        s_reconnect (self);
+        self->broker_expires = now + self->backoff_ms;
+        self->backoff_ms = self->backoff_ms * 2 > 30000 ? 30000 : self->backoff_ms * 2;
+        return 0;
+    }
+    proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = zclock_time () * 1000000};
+    s_send (self, &beat);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+
+agent_t *
+agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
+{
+    agent_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "cannot start the agent: out of memory");
+        return NULL;
+    }
+    self->cfg = *cfg;
+    snprintf (self->endpoint, sizeof self->endpoint, "%s",
+              *cfg->agent.broker ? cfg->agent.broker : cfg->broker.work);
+    if (id)
+        snprintf (self->id, sizeof self->id, "%s", id);
+    else {
+        char *host = zsys_hostname ();
+        snprintf (self->id, sizeof self->id, "%s-%d", host ? host : "agent", (int) getpid ());
+        free (host);
+    }
+    long cores = sysconf (_SC_NPROCESSORS_ONLN);
+    self->nworkers = cfg->agent.threads > 0 ? cfg->agent.threads : (int) (cores > 0 ? cores : 1);
+    if (self->nworkers > MAX_WORKERS)
+        self->nworkers = MAX_WORKERS;
+    // The processor is checked here, so that a bad one stops the agent at
+    // start rather than failing every task.
+    process_t *probe = process_new (cfg, err, errlen);
+    if (!probe) {
+        free (self);
+        return NULL;
+    }
+    process_destroy (&probe);
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_cond_init (&self->wake, NULL);
+    self->jobs = zlistx_new ();
+    self->unrecorded = zlistx_new ();
+    snprintf (self->results_endpoint, sizeof self->results_endpoint, "inproc://pivfarm-agent-%p",
+              (void *) self);
+    self->results = zsock_new_pull (self->results_endpoint);
+    self->loop = zloop_new ();
+    self->backoff_ms = 1000;
+    if (!self->jobs || !self->unrecorded || !self->results || !self->loop) {
+        snprintf (err, errlen, "cannot start the agent: out of memory");
+        agent_destroy (&self);
+        return NULL;
+    }
+    zlistx_set_destructor (self->jobs, (zlistx_destructor_fn *) s_job_destroy);
+    zlistx_set_destructor (self->unrecorded, (zlistx_destructor_fn *) s_msg_destroy);
+    for (int i = 0; i < self->nworkers; i++) {
+        self->workers[i] = (s_worker_t) {self, i, 0, 0};
+        self->workers[i].started =
+            pthread_create (&self->workers[i].thread, NULL, s_worker, &self->workers[i]) == 0;
+    }
+    if (s_connect (self) != 0) {
+        snprintf (err, errlen, "cannot connect to the broker at '%s'", self->endpoint);
+        agent_destroy (&self);
+        return NULL;
+    }
+    zloop_reader (self->loop, self->broker, s_on_broker, self);
+    zloop_reader (self->loop, self->results, s_on_result, self);
+    zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_tick, self);
+    log_notice ("agent '%s': %d worker(s), processor %s, broker %s", self->id, self->nworkers,
+                cfg->agent.processor, self->endpoint);
+    return self;
+}
+
+void
+agent_destroy (agent_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    agent_t *self = *self_p;
+    pthread_mutex_lock (&self->lock);
+    self->stopping = 1;
+    pthread_cond_broadcast (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    for (int i = 0; i < self->nworkers; i++)
+        if (self->workers[i].started)
+            pthread_join (self->workers[i].thread, NULL);
+    zloop_destroy (&self->loop);
+    zsock_destroy (&self->broker);
+    zsock_destroy (&self->results);
+    zlistx_destroy (&self->jobs);
+    zlistx_destroy (&self->unrecorded);
+    pthread_cond_destroy (&self->wake);
+    pthread_mutex_destroy (&self->lock);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+agent_run (agent_t *self)
+{
+    zloop_start (self->loop);
+    // Stopping: finish what we hold, report it, wait a little for RECORDED.
+    if (self->running > 0)
+        log_notice ("stopping: finishing %d task(s)", self->running);
+    zpoller_t *poller = zpoller_new (self->results, self->broker, NULL);
+    if (poller)
+        zpoller_set_nonstop (poller, true);
+    int64_t deadline = s_ms () + DRAIN_S * 1000;
+    while (poller && (self->running > 0 || zlistx_size (self->unrecorded) > 0)
+           && s_ms () < deadline) {
+        if (self->running == 0 && deadline > s_ms () + GOODBYE_S * 1000)
+            deadline = s_ms () + GOODBYE_S * 1000;
+        zsock_t *which = zpoller_wait (poller, 100);
+        if (which == self->results)
+            s_on_result (NULL, which, self);
+        else if (which == self->broker)
+            s_on_broker (NULL, which, self);
+    }
+    zpoller_destroy (&poller);
+    proto_msg_t bye = {.command = PROTO_DISCONNECT};
+    s_send (self, &bye);
+    log_notice ("stopped: %lld result(s) recorded, %zu not confirmed", (long long) self->done,
+                zlistx_size (self->unrecorded));
+    return 0;
+}

@@ -1,0 +1,26 @@
+// agent.h — a pivfarm worker agent: connects to the broker's work socket,
+// announces itself and its credit, runs the tasks it receives on worker
+// threads, sends results until the broker says they are recorded, and
+// reconnects with backoff when the broker goes silent.
+
+#ifndef AGENTS_AGENT_H
+#define AGENTS_AGENT_H
+
+#include "common/config.h"
+
+#include <stddef.h>
+
+typedef struct _agent_t agent_t;
+
+// An agent for cfg (agent section; agent/broker is the endpoint) named 'id'
+// (NULL: host name and process id). Starts its worker threads. NULL with
+// err on failure.
+agent_t *agent_new (const config_t *cfg, const char *id, char *err, size_t errlen);
+void agent_destroy (agent_t **self_p);
+
+// Runs until SIGINT or SIGTERM; then finishes the tasks it holds, sends
+// their results (waiting up to a few seconds for the broker to record
+// them), says goodbye and returns 0.
+int agent_run (agent_t *self);
+
+#endif

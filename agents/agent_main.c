@@ -1,0 +1,125 @@
+// agent_main.c — pivfarm-agent: a worker agent of the job farm.
+// Exit status: 0 stopped by SIGINT/SIGTERM after finishing its tasks,
+// 2 bad usage or configuration, or cannot start.
+
+#include "agents/agent.h"
+#include "common/config.h"
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/version.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out, "usage: pivfarm-agent (-c FILE | --broker ENDPOINT) [options]\n"
+                  "  -c, --config FILE       pivfarm configuration (ZPL; see conf/pivfarm.conf)\n"
+                  "  -b, --broker ENDPOINT   the broker's work socket (default: agent/broker)\n"
+                  "  -t, --threads N         worker threads (default: agent/threads; 0 = cores)\n"
+                  "  -p, --processor P       piv | noop | exec:PROGRAM (default: agent/processor)\n"
+                  "  -r, --results DIR       where result files go (default: agent/results)\n"
+                  "  -i, --id NAME           this agent's name (default: host-pid)\n"
+                  "  -v, --verbose           log every task\n"
+                  "      --syslog            log to syslog instead of stderr\n"
+                  "  -h, --help, --version\n");
+}
+
+int
+main (int argc, char **argv)
+{
+    const char *path = NULL, *broker = NULL, *processor = NULL, *results = NULL, *id = NULL;
+    long threads = -1;
+    int verbose = 0, to_syslog = 0;
+    static const struct option options[] = {{"config", required_argument, NULL, 'c'},
+                                             {"broker", required_argument, NULL, 'b'},
+                                             {"threads", required_argument, NULL, 't'},
+                                             {"processor", required_argument, NULL, 'p'},
+                                             {"results", required_argument, NULL, 'r'},
+                                             {"id", required_argument, NULL, 'i'},
+                                             {"verbose", no_argument, NULL, 'v'},
+                                             {"syslog", no_argument, NULL, 'S'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"version", no_argument, NULL, 'V'},
+                                             {NULL, 0, NULL, 0}};
+    log_open ("pivfarm-agent", 0);
+    opterr = 0;
+    int opt;
+    char *end;
+    while ((opt = getopt_long (argc, argv, ":c:b:t:p:r:i:vh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'b':
+            broker = optarg;
+            break;
+        case 't':
+            errno = 0;
+            threads = strtol (optarg, &end, 10);
+            if (errno || *end || end == optarg || threads < 0 || threads > 1024) {
+                log_error ("bad --threads '%s': a number from 0 (one per core) to 1024", optarg);
+                return 2;
+            }
+            break;
+        case 'p':
+            processor = optarg;
+            break;
+        case 'r':
+            results = optarg;
+            break;
+        case 'i':
+            id = optarg;
+            break;
+        case 'v':
+            verbose = 1;
+            break;
+        case 'S':
+            to_syslog = 1;
+            break;
+        case 'h':
+            s_usage (stdout);
+            return 0;
+        case 'V':
+            printf ("pivfarm-agent %s\n", PIVFARM_VERSION);
+            return 0;
+        default:
+            return cli_bad_option (opt, argv);
+        }
+    }
+    if ((!path && !broker) || optind != argc) {
+        log_error ("expected -c FILE or --broker ENDPOINT (see --help)");
+        return 2;
+    }
+    log_open ("pivfarm-agent", to_syslog);
+    if (verbose)
+        log_set_level (LOG_LEVEL_INFO);
+    config_t cfg;
+    char err[1024];
+    config_init (&cfg);
+    if (path && config_load (&cfg, path, err, sizeof err) != 0) {
+        log_error ("%s", err);
+        return 2;
+    }
+    if (broker)
+        snprintf (cfg.agent.broker, sizeof cfg.agent.broker, "%s", broker);
+    if (threads >= 0)
+        cfg.agent.threads = (int) threads;
+    if (processor)
+        snprintf (cfg.agent.processor, sizeof cfg.agent.processor, "%s", processor);
+    if (results)
+        snprintf (cfg.agent.results, sizeof cfg.agent.results, "%s", results);
+    agent_t *agent = agent_new (&cfg, id, err, sizeof err);
+    if (!agent) {
+        log_error ("%s", err);
+        return 2;
+    }
+    int rc = agent_run (agent);
+    agent_destroy (&agent);
+    return rc == 0 ? 0 : 1;
+}

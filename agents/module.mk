@@ -1,0 +1,14 @@
+# agents/ — the worker agent: task processing and the agent's reactor, and
+# the pivfarm-agent program over them.
+AGENT_OBJS := build/agents/process.o build/agents/agent.o
+AGENT_LIB  := build/libagent.a
+LIBS += $(AGENT_LIB)
+
+$(AGENT_LIB): $(AGENT_OBJS)
+	$(AR) rcs $@ $^
+
+bin/pivfarm-agent: build/agents/agent_main.o $(AGENT_LIB) $(COMMON_LIB) $(PIV_LIB)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(ZMQ_LIBS) $(PIV_LIBS)
+
+PROGRAMS += bin/pivfarm-agent

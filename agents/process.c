@@ -1,0 +1,317 @@
+// process.c — one task on an agent: the PIV core on the pair, the noop
+// processor (for benchmarks of the farm itself) or an external program.
+
+#include "agents/process.h"
+#include "piv/image.h"
+#include "piv/piv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum { PROCESS_PIV, PROCESS_NOOP, PROCESS_EXEC } process_kind_t;
+
+struct _process_t {
+    process_kind_t kind;          // what it runs
+    char program[PATH_MAX];       // exec: the program
+    char results[PATH_MAX];       // where result files go
+    char from[PATH_MAX];          // broker path prefix ...
+    char to[PATH_MAX];            // ... and what it is here
+    char settings[512];           // settings of 'engine'
+    piv_t *engine;                // PIV engine for those settings
+};
+
+process_t *
+process_new (const config_t *cfg, char *err, size_t errlen)
+{
+    process_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "cannot make a processor: out of memory");
+        return NULL;
+    }
+    const char *p = cfg->agent.processor;
+    if (strcmp (p, "piv") == 0)
+        self->kind = PROCESS_PIV;
+    else if (strcmp (p, "noop") == 0)
+        self->kind = PROCESS_NOOP;
+    else if (strncmp (p, "exec:", 5) == 0 && p[5]) {
+        self->kind = PROCESS_EXEC;
+        snprintf (self->program, sizeof self->program, "%s", p + 5);
+    }
+    else {
+        snprintf (err, errlen, "bad agent/processor '%s': expected piv, noop or exec:PROGRAM", p);
+        free (self);
+        return NULL;
+    }
+    snprintf (self->results, sizeof self->results, "%s", cfg->agent.results);
+    snprintf (self->from, sizeof self->from, "%s", cfg->agent.path_from);
+    snprintf (self->to, sizeof self->to, "%s", cfg->agent.path_to);
+    return self;
+}
+
+void
+process_destroy (process_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    piv_destroy (&(*self_p)->engine);
+    free (*self_p);
+    *self_p = NULL;
+}
+
+int
+process_map_path (const char *path, const char *from, const char *to, char *buf, size_t len)
+{
+    size_t n = from ? strlen (from) : 0;
+    int used;
+    if (n > 0 && strncmp (path, from, n) == 0 && (path[n] == '/' || path[n] == '\0'))
+        used = snprintf (buf, len, "%s%s", to, path + n);
+    else
+        used = snprintf (buf, len, "%s", path);
+    return used >= 0 && (size_t) used < len ? 0 : -1;
+}
+
+// Parses "passes=64,32,16 overlap=50 iterations=3 deform=bspline5".
+static int
+s_settings (const char *text, piv_settings_t *s, char *err, size_t errlen)
+{
+    piv_settings_init (s);
+    char copy[512];
+    snprintf (copy, sizeof copy, "%s", text);
+    for (char *save, *tok = strtok_r (copy, " ", &save); tok; tok = strtok_r (NULL, " ", &save)) {
+        char *eq = strchr (tok, '=');
+        if (!eq) {
+            snprintf (err, errlen, "bad settings '%s': '%s' is not key=value", text, tok);
+            return -1;
+        }
+        *eq = '\0';
+        const char *key = tok, *value = eq + 1;
+        char *end;
+        if (strcmp (key, "passes") == 0) {
+            if (piv_settings_set_passes (s, value, err, errlen) != 0)
+                return -1;
+        }
+        else if (strcmp (key, "overlap") == 0 || strcmp (key, "iterations") == 0) {
+            long n = strtol (value, &end, 10);
+            if (*end || end == value) {
+                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
+                return -1;
+            }
+            if (key[0] == 'o')
+                s->overlap = (int) n;
+            else
+                s->final_iterations = (int) n;
+        }
+        else if (strcmp (key, "deform") == 0) {
+            if (piv_deform_parse (value, &s->deform, err, errlen) != 0)
+                return -1;
+        }
+        else {
+            snprintf (err, errlen, "bad settings '%s': unknown key '%s'", text, key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// mkdir -p of the directory part of path.
+static int
+s_make_parent (const char *path)
+{
+    char dir[PATH_MAX];
+    snprintf (dir, sizeof dir, "%s", path);
+    char *slash = strrchr (dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir (dir, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir (dir, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int64_t
+s_clock_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Mean vorticity dv/dx - du/dy over interior vectors whose neighbours are
+// all valid or replaced; 0 if there are none.
+static double
+s_vorticity (const piv_field_t *f)
+{
+    double sum = 0;
+    long count = 0;
+    for (int j = 1; j + 1 < f->ny; j++)
+        for (int i = 1; i + 1 < f->nx; i++) {
+            long k = (long) j * f->nx + i;
+            long l = k - 1, r = k + 1, u = k - f->nx, d = k + f->nx;
+            if (f->flags[l] > 1 || f->flags[r] > 1 || f->flags[u] > 1 || f->flags[d] > 1)
+                continue;
+            double dvdx = (f->v[r] - f->v[l]) / (2.0 * f->step);
+            double dudy = (f->u[d] - f->u[u]) / (2.0 * f->step);
+            sum += dvdx - dudy;
+            count++;
+        }
+    return count ? sum / count : 0;
+}
+
+static int
+s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+           const char *out, proto_msg_t *result, char *err, size_t errlen)
+{
+    char why[1024];
+    if (!self->engine || strcmp (self->settings, task->settings) != 0) {
+        piv_settings_t s;
+        if (s_settings (task->settings, &s, why, sizeof why) != 0) {
+            snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
+            return -1;
+        }
+        piv_destroy (&self->engine);
+        if (!(self->engine = piv_new (&s, why, sizeof why))) {
+            snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
+            return -1;
+        }
+        snprintf (self->settings, sizeof self->settings, "%s", task->settings);
+    }
+    piv_image_t *ia = NULL, *ib = NULL;
+    if (piv_image_load_pair (a, *b ? b : NULL, 0, &ia, &ib, err, errlen) != 0)
+        return -1;
+    piv_field_t *field = piv_process (self->engine, ia, ib, why, sizeof why);
+    piv_image_destroy (&ia);
+    piv_image_destroy (&ib);
+    if (!field) {
+        snprintf (err, errlen, "cannot process '%s' and '%s': %s", a, *b ? b : a, why);
+        return -1;
+    }
+    FILE *f = NULL;
+    if (s_make_parent (out) != 0 || !(f = fopen (out, "w"))) {
+        snprintf (err, errlen, "cannot write '%s': %s", out, strerror (errno));
+        piv_field_destroy (&field);
+        return -1;
+    }
+    char header[PATH_MAX * 2 + 1024];
+    snprintf (header, sizeof header, "pivfarm-agent pair %llu attempt %u\nframe_a %s\nframe_b %s\n"
+                                     "settings %s",
+              (unsigned long long) task->pair, task->attempt, a, *b ? b : a, task->settings);
+    int werr = piv_field_write (field, f, PIV_FORMAT_TXT, header);
+    if (fclose (f) != 0 || werr) {
+        snprintf (err, errlen, "cannot write '%s': %s", out, strerror (errno));
+        piv_field_destroy (&field);
+        return -1;
+    }
+    piv_field_stats_t st;
+    piv_field_stats (field, PIV_FLAG_VALID, &st);
+    result->figures[PROTO_FIG_MEAN_U] = st.mean_u;
+    result->figures[PROTO_FIG_MEAN_V] = st.mean_v;
+    result->figures[PROTO_FIG_MEAN_SPEED] = st.mean_speed;
+    result->figures[PROTO_FIG_VALID_FRACTION] = st.valid_fraction;
+    result->figures[PROTO_FIG_NX] = field->nx;
+    result->figures[PROTO_FIG_NY] = field->ny;
+    result->figures[PROTO_FIG_VORTICITY] = s_vorticity (field);
+    int rc = proto_field_encode (field, &result->blob, &result->blob_size);
+    piv_field_destroy (&field);
+    if (rc != 0) {
+        snprintf (err, errlen, "pair %llu: out of memory", (unsigned long long) task->pair);
+        return -1;
+    }
+    return 0;
+}
+
+// Runs PROGRAM A B OUT; its standard error becomes the reason of a failure.
+static int
+s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+            const char *out, char *err, size_t errlen)
+{
+    if (s_make_parent (out) != 0) {
+        snprintf (err, errlen, "cannot write '%s': %s", out, strerror (errno));
+        return -1;
+    }
+    int fds[2];
+    if (pipe (fds) != 0) {
+        snprintf (err, errlen, "pair %llu: cannot run '%s': %s", (unsigned long long) task->pair,
+                  self->program, strerror (errno));
+        return -1;
+    }
+    pid_t pid = fork ();
+    if (pid == 0) {
+        dup2 (fds[1], 2);
+        close (fds[0]);
+        close (fds[1]);
+        execl (self->program, self->program, a, *b ? b : a, out, (char *) NULL);
+        fprintf (stderr, "cannot run '%s': %s", self->program, strerror (errno));
+        _exit (127);
+    }
+    close (fds[1]);
+    char text[1024] = "";
+    size_t used = 0;
+    ssize_t n;
+    while (pid > 0 && (n = read (fds[0], text + used, sizeof text - 1 - used)) > 0)
+        used += (size_t) n;
+    text[used] = '\0';
+    close (fds[0]);
+    int status = 0;
+    if (pid < 0 || waitpid (pid, &status, 0) != pid) {
+        snprintf (err, errlen, "pair %llu: cannot run '%s': %s", (unsigned long long) task->pair,
+                  self->program, strerror (errno));
+        return -1;
+    }
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        char *nl;
+        while ((nl = strrchr (text, '\n')) && nl[1] == '\0')
+            *nl = '\0';
+        snprintf (err, errlen, "'%s' on pair %llu %s %d: %s", self->program,
+                  (unsigned long long) task->pair,
+                  WIFEXITED (status) ? "exited with status" : "was killed by signal",
+                  WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status),
+                  *text ? text : "(no message)");
+        return -1;
+    }
+    return 0;
+}
+
+int
+process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, char *err,
+              size_t errlen)
+{
+    memset (result, 0, sizeof *result);
+    result->command = PROTO_RESULT;
+    result->pair = task->pair;
+    result->attempt = task->attempt;
+    int64_t t0 = s_clock_ns ();
+    char a[PATH_MAX], b[PATH_MAX], out[PATH_MAX * 2];
+    if (process_map_path (task->path_a, self->from, self->to, a, sizeof a) != 0
+        || process_map_path (task->path_b ? task->path_b : "", self->from, self->to, b, sizeof b)
+               != 0
+        || (size_t) snprintf (out, sizeof out, "%s/%s", self->results, task->output)
+               >= sizeof out) {
+        snprintf (err, errlen, "pair %llu: a path is too long", (unsigned long long) task->pair);
+        return -1;
+    }
+    int rc = 0;
+    if (self->kind == PROCESS_PIV)
+        rc = s_run_piv (self, task, a, b, out, result, err, errlen);
+    else if (self->kind == PROCESS_EXEC)
+        rc = s_run_exec (self, task, a, b, out, err, errlen);
+    if (rc != 0) {
+        proto_msg_release (result);
+        return -1;
+    }
+    result->time_ns = s_clock_ns () - t0;
+    result->output = strdup (self->kind == PROCESS_NOOP ? "" : out);
+    return result->output ? 0 : -1;
+}

@@ -1,0 +1,879 @@
+// broker.c — the broker's reactor. Everything it tells a peer about state
+// (ACK of a file event, RECORDED for a result, a TASK for a new pair) goes
+// out only after the commit that holds that state: a crash can then lose
+// nothing that was acknowledged, and no pair id is ever handed out twice.
+
+#include "broker/broker.h"
+#include "broker/pairing.h"
+#include "common/log.h"
+#include "common/proto.h"
+#include "store/store.h"
+
+#include <czmq.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// A pair ready to go to an agent, or out with one.
+typedef struct {
+    int64_t pair;      // pair id
+    char *experiment;  // its experiment
+    char *stem;        // its name within it
+    char *name_a;      // frame A, relative to the experiment
+    char *name_b;      // frame B, or NULL (multipage)
+    int attempt;       // attempt number once dispatched
+} s_task_t;
+
+// An agent the broker knows on the work socket.
+typedef struct {
+    zframe_t *identity;  // its routing id
+    char *id;            // the id it gave in HELLO
+    char *host;          // its host name
+    int cores;           // its cores
+    uint32_t credit;     // tasks it can still take
+    zlistx_t *tasks;     // s_task_t it holds
+    int64_t expires_ns;  // dead if silent past this
+    int64_t done;        // results it delivered
+} s_agent_t;
+
+// A message to send once the open transaction is committed.
+typedef struct {
+    zframe_t *identity;  // to whom
+    proto_msg_t msg;     // what
+} s_after_t;
+
+struct _broker_t {
+    config_t cfg;             // configuration
+    store_t *store;           // the durable state
+    pairing_t *pairing;       // the pairing rules
+    zsock_t *ingest;          // ROUTER: watchers
+    zsock_t *work;            // ROUTER: agents
+    zsock_t *control;         // ROUTER: pivctl, the status page
+    zsock_t *publish;         // PUB: results, state
+    zloop_t *loop;            // the reactor
+    zhashx_t *experiments;    // name -> int64_t id (malloc'd)
+    zlistx_t *queue;          // s_task_t ready to dispatch, oldest first
+    zlistx_t *fresh;          // s_task_t of the open transaction: queued after commit
+    zhashx_t *agents;         // identity (hex) -> s_agent_t
+    zlistx_t *after;          // s_after_t, sent after the next commit
+    char settings[512];       // PIV settings sent with every task
+    int fields_every;         // store_fields: 1 all, 0 none, n every n-th
+    int store_failed;         // the last commit failed: acknowledge nothing
+    int64_t results;          // results recorded since start
+    int64_t started_ns;       // start time
+};
+
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static s_task_t *
+s_task_new (int64_t pair, const char *experiment, const char *stem, const char *name_a,
+            const char *name_b)
+{
+    s_task_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->pair = pair;
+    self->experiment = strdup (experiment);
+    self->stem = strdup (stem);
+    self->name_a = strdup (name_a);
+    self->name_b = name_b && *name_b ? strdup (name_b) : NULL;
+    if (!self->experiment || !self->stem || !self->name_a || (name_b && *name_b && !self->name_b)) {
+        free (self->experiment), free (self->stem), free (self->name_a), free (self->name_b);
+        free (self);
+        return NULL;
+    }
+    return self;
+}
+
+static void
+s_task_destroy (s_task_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    s_task_t *self = *self_p;
+    free (self->experiment);
+    free (self->stem);
+    free (self->name_a);
+    free (self->name_b);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_agent_destroy (s_agent_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    s_agent_t *self = *self_p;
+    zframe_destroy (&self->identity);
+    free (self->id);
+    free (self->host);
+    zlistx_destroy (&self->tasks);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_after_destroy (s_after_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zframe_destroy (&(*self_p)->identity);
+    proto_msg_release (&(*self_p)->msg);
+    free (*self_p);
+    *self_p = NULL;
+}
+
+// Queues msg (whose strings the queue takes over) for after the commit.
+static void
+s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+{
+    s_after_t *after = calloc (1, sizeof *after);
+    if (!after) {
+        proto_msg_release (msg);
+        return;
+    }
+    after->identity = zframe_dup (identity);
+    after->msg = *msg;
+    memset (msg, 0, sizeof *msg);
+    zlistx_add_end (self->after, after);
+}
+
+// ---------------------------------------------------------------------------
+// Commit, then tell
+
+static void s_dispatch (broker_t *self);
+static int s_reoffer (void *arg, const char *experiment, const char *name, int64_t file);
+static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
+                           const char *name_a, const char *name_b, int attempts);
+
+// After a failed commit the broker's memory runs ahead of the store: the
+// pairing rules consumed files, the caches hold ids, the queue holds pairs,
+// none of which were committed. Start again from what the store holds.
+static void
+s_resync (broker_t *self)
+{
+    char err[512];
+    zhashx_purge (self->experiments);
+    zlistx_purge (self->queue);
+    pairing_t *fresh_rules = pairing_new (&self->cfg, err, sizeof err);
+    if (fresh_rules) {
+        pairing_destroy (&self->pairing);
+        self->pairing = fresh_rules;
+        store_files (self->store, s_reoffer, self);
+    }
+    zlistx_purge (self->fresh);
+    store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self);
+}
+
+// Commits the open transaction; then sends what waited for it and makes the
+// pairs it created dispatchable. On failure nothing is sent: watchers resend
+// their events, agents their results, and the broker says why in its log.
+static int
+s_commit (broker_t *self)
+{
+    char err[512];
+    if (store_uncommitted (self->store) == 0 && zlistx_size (self->after) == 0
+        && zlistx_size (self->fresh) == 0)
+        return 0;
+    if (store_commit (self->store, err, sizeof err) != 0) {
+        if (!self->store_failed)
+            log_error ("cannot commit: %s; acknowledging nothing until it can", err);
+        self->store_failed = 1;
+        // What waited for this commit is dropped: its senders will resend.
+        zlistx_purge (self->after);
+        s_resync (self);
+        return -1;
+    }
+    if (self->store_failed)
+        log_notice ("commits work again");
+    self->store_failed = 0;
+    for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after)) {
+        zsock_t *sock = a->msg.command == PROTO_ACK ? self->ingest : self->work;
+        proto_send (&a->msg, a->identity, sock);
+    }
+    zlistx_purge (self->after);
+    s_task_t *task;
+    while ((task = zlistx_first (self->fresh)))
+        zlistx_add_end (self->queue, zlistx_detach (self->fresh, NULL));
+    s_dispatch (self);
+    return 0;
+}
+
+static int
+s_commit_timer (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    s_commit ((broker_t *) arg);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Ingest: FILE events from watchers
+
+static int64_t
+s_experiment (broker_t *self, const char *name, int64_t now)
+{
+    int64_t *id = zhashx_lookup (self->experiments, name);
+    if (id)
+        return *id;
+    int64_t found = store_experiment (self->store, name, now);
+    if (found < 0)
+        return -1;
+    id = malloc (sizeof *id);
+    if (!id)
+        return -1;
+    *id = found;
+    zhashx_insert (self->experiments, name, id);
+    return found;
+}
+
+// Context of pairing_offer's callback.
+typedef struct {
+    broker_t *self;   // the broker
+    int64_t now;      // event time
+    int64_t exp_id;   // experiment id
+    int restart;      // 1: rebuilding after a restart (pairs may exist)
+} s_offer_t;
+
+static int
+s_on_pair (void *arg, const char *experiment, const char *stem, const char *name_a,
+           const char *name_b)
+{
+    s_offer_t *ctx = arg;
+    broker_t *self = ctx->self;
+    // The files' ids are looked up by the store from their names: here the
+    // pair is recorded by names through the file ids the store returns.
+    int is_new = 0;
+    int64_t fa = store_file_add (self->store, ctx->exp_id, name_a, 0, 0, ctx->now, &is_new);
+    int64_t fb = 0;
+    if (name_b)
+        fb = store_file_add (self->store, ctx->exp_id, name_b, 0, 0, ctx->now, &is_new);
+    if (fa < 0 || fb < 0)
+        return -1;
+    int64_t pair = store_pair_add (self->store, ctx->exp_id, stem, fa, fb, ctx->now, &is_new);
+    if (pair < 0)
+        return -1;
+    if (is_new) {
+        s_task_t *task = s_task_new (pair, experiment, stem, name_a, name_b);
+        if (task)
+            zlistx_add_end (self->fresh, task);
+    }
+    return 0;
+}
+
+static void
+s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+{
+    int64_t now = s_now_ns ();
+    int64_t exp_id = s_experiment (self, msg->experiment, now);
+    int is_new = 0;
+    if (exp_id < 0
+        || store_file_add (self->store, exp_id, msg->name, msg->size, msg->time_ns, now, &is_new)
+               < 0) {
+        log_error ("cannot record file '%s/%s': %s", msg->experiment, msg->name,
+                   store_error (self->store));
+        return;  // not acknowledged: the watcher resends it
+    }
+    if (is_new) {
+        char err[512];
+        s_offer_t ctx = {self, now, exp_id, 0};
+        if (pairing_offer (self->pairing, msg->experiment, msg->name, s_on_pair, &ctx, err,
+                           sizeof err)
+            < 0) {
+            // A name that is no frame is recorded and acknowledged, not paired.
+            log_warning ("experiment '%s': %s", msg->experiment, err);
+            char payload[600];
+            snprintf (payload, sizeof payload, "unpaired reason=%s", err);
+            store_event (self->store, "unpaired", exp_id, 0, payload, now);
+        }
+    }
+    proto_msg_t ack = {.command = PROTO_ACK, .count = 1};
+    ack.seqs = malloc (sizeof (uint64_t));
+    if (!ack.seqs)
+        return;
+    ack.seqs[0] = msg->seq;
+    s_after (self, identity, &ack);
+}
+
+static int
+s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    broker_t *self = arg;
+    zmsg_t *zmsg = zmsg_recv (reader);
+    if (!zmsg)
+        return 0;
+    zframe_t *identity = zmsg_pop (zmsg);
+    proto_msg_t msg = {0};
+    char err[512];
+    char *peer = identity ? zframe_strhex (identity) : NULL;
+    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0)
+        log_warning ("ingest: from watcher %s: %s", peer ? peer : "?", err);
+    else if (msg.command != PROTO_FILE)
+        log_warning ("ingest: from watcher %s: unexpected %s", peer ? peer : "?",
+                     proto_command_name (msg.command));
+    else
+        s_on_file (self, identity, &msg);
+    free (peer);
+    proto_msg_release (&msg);
+    zframe_destroy (&identity);
+    if (store_uncommitted (self->store) > 5000)
+        s_commit (self);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Work: agents
+
+static s_agent_t *
+s_agent (broker_t *self, zframe_t *identity)
+{
+    char *key = zframe_strhex (identity);
+    s_agent_t *agent = key ? zhashx_lookup (self->agents, key) : NULL;
+    free (key);
+    return agent;
+}
+
+static int64_t
+s_expiry (broker_t *self, int64_t now)
+{
+    return now + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
+}
+
+// Puts an agent's tasks back at the head of the queue, oldest first.
+static void
+s_requeue_tasks (broker_t *self, s_agent_t *agent, const char *reason)
+{
+    s_task_t *task;
+    while ((task = zlistx_last (agent->tasks))) {
+        zlistx_detach (agent->tasks, zlistx_cursor (agent->tasks));
+        store_pair_requeue (self->store, task->pair, reason, s_now_ns ());
+        zlistx_add_start (self->queue, task);
+    }
+}
+
+static void
+s_agent_forget (broker_t *self, s_agent_t *agent, const char *reason)
+{
+    log_notice ("agent '%s' on %s %s; %zu task(s) back in the queue", agent->id,
+                agent->host, reason, zlistx_size (agent->tasks));
+    s_requeue_tasks (self, agent, reason);
+    char *key = zframe_strhex (agent->identity);
+    if (key)
+        zhashx_delete (self->agents, key);
+    free (key);
+}
+
+static void
+s_dispatch (broker_t *self)
+{
+    if (self->store_failed || zlistx_size (self->queue) == 0)
+        return;
+    int64_t now = s_now_ns ();
+    // Round the agents with credit, one task each per round, so that work
+    // spreads evenly.
+    int gave = 1;
+    while (gave && zlistx_size (self->queue) > 0) {
+        gave = 0;
+        for (s_agent_t *agent = zhashx_first (self->agents); agent && zlistx_size (self->queue);
+             agent = zhashx_next (self->agents)) {
+            if (agent->credit == 0)
+                continue;
+            s_task_t *task = zlistx_detach (self->queue, NULL);
+            int attempt = store_pair_dispatch (self->store, task->pair, agent->id, now);
+            if (attempt < 0) {
+                // Not pending any more (done by a late result): drop it.
+                s_task_destroy (&task);
+                continue;
+            }
+            task->attempt = attempt;
+            char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
+            snprintf (path_a, sizeof path_a, "%s/%s/%s", self->cfg.watcher.root,
+                      task->experiment, task->name_a);
+            if (task->name_b)
+                snprintf (path_b, sizeof path_b, "%s/%s/%s", self->cfg.watcher.root,
+                          task->experiment, task->name_b);
+            snprintf (output, sizeof output, "%s/%s.txt", task->experiment, task->stem);
+            proto_msg_t msg = {.command = PROTO_TASK,
+                               .pair = (uint64_t) task->pair,
+                               .attempt = (uint32_t) attempt,
+                               .experiment = task->experiment,
+                               .path_a = path_a,
+                               .path_b = path_b,
+                               .settings = self->settings,
+                               .output = output};
+            proto_send (&msg, agent->identity, self->work);
+            agent->credit--;
+            zlistx_add_end (agent->tasks, task);
+            gave = 1;
+        }
+    }
+}
+
+// Removes the task of 'pair' from the agent's list; NULL if it has none.
+static s_task_t *
+s_take_task (s_agent_t *agent, int64_t pair)
+{
+    for (s_task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+        if (task->pair == pair)
+            return zlistx_detach_cur (agent->tasks);
+    return NULL;
+}
+
+static void
+s_on_result (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *msg)
+{
+    int64_t now = s_now_ns ();
+    store_result_t r = {.mean_u = msg->figures[PROTO_FIG_MEAN_U],
+                        .mean_v = msg->figures[PROTO_FIG_MEAN_V],
+                        .mean_speed = msg->figures[PROTO_FIG_MEAN_SPEED],
+                        .valid_fraction = msg->figures[PROTO_FIG_VALID_FRACTION],
+                        .vorticity = msg->figures[PROTO_FIG_VORTICITY],
+                        .nx = (int) msg->figures[PROTO_FIG_NX],
+                        .ny = (int) msg->figures[PROTO_FIG_NY],
+                        .compute_ns = msg->time_ns,
+                        .path = msg->output,
+                        .field = msg->blob,
+                        .field_size = msg->blob_size};
+    int recorded = 0;
+    if (store_pair_result (self->store, (int64_t) msg->pair, (int) msg->attempt,
+                           agent ? agent->id : "?", &r, now, &recorded)
+        != 0) {
+        log_error ("cannot record the result of pair %llu: %s",
+                   (unsigned long long) msg->pair, store_error (self->store));
+        return;  // not RECORDED: the agent resends it
+    }
+    if (agent) {
+        s_task_t *task = s_take_task (agent, (int64_t) msg->pair);
+        if (task) {
+            agent->credit++;  // the slot the task held is free again
+            s_task_destroy (&task);
+        }
+        agent->done += recorded;
+    }
+    self->results += recorded;
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    s_after (self, identity, &ok);
+}
+
+static void
+s_on_failed (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *msg)
+{
+    int64_t now = s_now_ns ();
+    int failed = 0;
+    if (store_pair_failure (self->store, (int64_t) msg->pair, (int) msg->attempt,
+                            agent ? agent->id : "?", msg->text ? msg->text : "",
+                            self->cfg.broker.max_attempts, now, &failed)
+        != 0) {
+        log_error ("cannot record the failure of pair %llu: %s",
+                   (unsigned long long) msg->pair, store_error (self->store));
+        return;
+    }
+    s_task_t *task = agent ? s_take_task (agent, (int64_t) msg->pair) : NULL;
+    if (agent && task)
+        agent->credit++;
+    if (failed)
+        log_warning ("pair %llu failed for good: %s", (unsigned long long) msg->pair,
+                     msg->text ? msg->text : "");
+    if (task && !failed)
+        zlistx_add_end (self->fresh, task);  // another attempt, after the commit
+    else
+        s_task_destroy (&task);
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    s_after (self, identity, &ok);
+}
+
+static void
+s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+{
+    int64_t now = s_now_ns ();
+    s_agent_t *agent = s_agent (self, identity);
+    if (agent)  // a reconnect under the same identity: its tasks start again
+        s_agent_forget (self, agent, "said hello again");
+    agent = calloc (1, sizeof *agent);
+    if (!agent)
+        return;
+    agent->identity = zframe_dup (identity);
+    agent->id = strdup (msg->name ? msg->name : "?");
+    agent->host = strdup (msg->text ? msg->text : "?");
+    agent->cores = (int) msg->count;
+    agent->tasks = zlistx_new ();
+    agent->expires_ns = s_expiry (self, now);
+    if (!agent->identity || !agent->id || !agent->host || !agent->tasks) {
+        s_agent_destroy (&agent);
+        return;
+    }
+    zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) s_task_destroy);
+    char *key = zframe_strhex (identity);
+    zhashx_insert (self->agents, key, agent);
+    free (key);
+    store_agent_seen (self->store, agent->id, agent->host, agent->cores,
+                      msg->settings ? msg->settings : "", now);
+    log_notice ("agent '%s' on %s with %d cores", agent->id, agent->host, agent->cores);
+}
+
+static int
+s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    broker_t *self = arg;
+    zmsg_t *zmsg = zmsg_recv (reader);
+    if (!zmsg)
+        return 0;
+    zframe_t *identity = zmsg_pop (zmsg);
+    proto_msg_t msg = {0};
+    char err[512];
+    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0) {
+        s_agent_t *agent = identity ? s_agent (self, identity) : NULL;
+        log_warning ("work: from agent '%s': %s", agent ? agent->id : "unknown", err);
+        zframe_destroy (&identity);
+        return 0;
+    }
+    if (msg.command == PROTO_HELLO)
+        s_on_hello (self, identity, &msg);
+    s_agent_t *agent = s_agent (self, identity);
+    if (!agent && msg.command != PROTO_RESULT && msg.command != PROTO_FAILED) {
+        // An agent the broker does not know (it restarted): ask it to say
+        // hello again, its state is gone.
+        proto_msg_t bye = {.command = PROTO_DISCONNECT};
+        proto_send (&bye, identity, self->work);
+    }
+    if (agent)
+        agent->expires_ns = s_expiry (self, s_now_ns ());
+    switch (msg.command) {
+    case PROTO_READY:
+        if (agent)
+            agent->credit += msg.count;
+        break;
+    case PROTO_RESULT:
+        s_on_result (self, identity, agent, &msg);
+        break;
+    case PROTO_FAILED:
+        s_on_failed (self, identity, agent, &msg);
+        break;
+    case PROTO_DISCONNECT:
+        if (agent)
+            s_agent_forget (self, agent, "disconnected");
+        break;
+    case PROTO_HELLO:
+    case PROTO_HEARTBEAT:
+        break;
+    default:
+        log_warning ("work: from agent '%s': unexpected %s", agent ? agent->id : "unknown",
+                     proto_command_name (msg.command));
+    }
+    proto_msg_release (&msg);
+    zframe_destroy (&identity);
+    if (store_uncommitted (self->store) > 5000)
+        s_commit (self);
+    s_dispatch (self);
+    return 0;
+}
+
+static int
+s_heartbeat (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    int64_t now = s_now_ns ();
+    zlistx_t *dead = zlistx_new ();
+    for (s_agent_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents)) {
+        if (now > agent->expires_ns)
+            zlistx_add_end (dead, agent);
+        else {
+            proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = now};
+            proto_send (&beat, agent->identity, self->work);
+        }
+    }
+    for (s_agent_t *agent = zlistx_first (dead); agent; agent = zlistx_next (dead))
+        s_agent_forget (self, agent, "is silent: presumed dead");
+    zlistx_destroy (&dead);
+    s_dispatch (self);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Control: status
+
+static int
+s_count_one (void *arg, const store_counts_t *c)
+{
+    zlistx_t *lines = arg;
+    char *line = zsys_sprintf (
+        "{\"experiment\":\"%s\",\"files\":%lld,\"pending\":%lld,\"dispatched\":%lld,"
+        "\"done\":%lld,\"failed\":%lld,\"skipped\":%lld}",
+        c->name, (long long) c->files, (long long) c->pairs[STORE_PENDING],
+        (long long) c->pairs[STORE_DISPATCHED], (long long) c->pairs[STORE_DONE],
+        (long long) c->pairs[STORE_FAILED], (long long) c->pairs[STORE_SKIPPED]);
+    if (line)
+        zlistx_add_end (lines, line);
+    return 0;
+}
+
+// The status as JSON: experiments with pair counts, agents, queue.
+static char *
+s_status_json (broker_t *self)
+{
+    zlistx_t *lines = zlistx_new ();
+    zlistx_set_destructor (lines, (zlistx_destructor_fn *) zstr_free);
+    store_counts (self->store, s_count_one, lines);
+    size_t cap = 256 + 512 * (zlistx_size (lines) + zhashx_size (self->agents));
+    char *json = malloc (cap);
+    if (!json) {
+        zlistx_destroy (&lines);
+        return NULL;
+    }
+    int64_t now = s_now_ns ();
+    size_t used = (size_t) snprintf (json, cap, "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,"
+                                                "\"store_ok\":%s,\"experiments\":[",
+                                     (now - self->started_ns) / 1e9, zlistx_size (self->queue),
+                                     (long long) self->results,
+                                     self->store_failed ? "false" : "true");
+    int first = 1;
+    for (char *line = zlistx_first (lines); line; line = zlistx_next (lines)) {
+        used += (size_t) snprintf (json + used, cap - used, "%s%s", first ? "" : ",", line);
+        first = 0;
+    }
+    used += (size_t) snprintf (json + used, cap - used, "],\"agents\":[");
+    first = 1;
+    for (s_agent_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
+        int64_t beat_ms = (now - (a->expires_ns - s_expiry (self, 0))) / 1000000;
+        used += (size_t) snprintf (json + used, cap - used,
+                                   "%s{\"id\":\"%s\",\"host\":\"%s\",\"cores\":%d,\"credit\":%u,"
+                                   "\"tasks\":%zu,\"done\":%lld,\"last_heartbeat_ms\":%lld}",
+                                   first ? "" : ",", a->id, a->host, a->cores, a->credit,
+                                   zlistx_size (a->tasks), (long long) a->done,
+                                   (long long) beat_ms);
+        first = 0;
+    }
+    snprintf (json + used, cap - used, "]}");
+    zlistx_destroy (&lines);
+    return json;
+}
+
+static int
+s_on_control (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    broker_t *self = arg;
+    zmsg_t *zmsg = zmsg_recv (reader);
+    if (!zmsg)
+        return 0;
+    zframe_t *identity = zmsg_pop (zmsg);
+    proto_msg_t msg = {0}, reply = {.command = PROTO_REPLY};
+    char err[512];
+    char *body = NULL;
+    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0 || msg.command != PROTO_REQUEST) {
+        reply.status = 400;
+        body = strdup (msg.command ? "bad request: expected REQUEST" : err);
+    }
+    else if (strcmp (msg.text, "status") == 0) {
+        s_commit (self);  // what the status says is committed
+        reply.status = 200;
+        body = s_status_json (self);
+    }
+    else {
+        reply.status = 400;
+        body = zsys_sprintf ("unknown command '%.100s' (known: status)", msg.text);
+    }
+    reply.text = body;
+    proto_send (&reply, identity, self->control);
+    free (body);
+    proto_msg_release (&msg);
+    zframe_destroy (&identity);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Start-up
+
+static int
+s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
+                const char *name_a, const char *name_b, int attempts)
+{
+    (void) attempts;
+    broker_t *self = arg;
+    s_task_t *task = s_task_new (pair, experiment, stem, name_a, name_b);
+    if (!task)
+        return -1;
+    zlistx_add_end (self->queue, task);
+    return 0;
+}
+
+static int
+s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
+{
+    (void) file;
+    broker_t *self = arg;
+    char err[512];
+    int64_t now = s_now_ns ();
+    s_offer_t ctx = {self, now, s_experiment (self, experiment, now), 1};
+    if (ctx.exp_id < 0)
+        return -1;
+    pairing_offer (self->pairing, experiment, name, s_on_pair, &ctx, err, sizeof err);
+    return 0;
+}
+
+static zsock_t *
+s_bind (int type, const char *endpoint, char *err, size_t errlen)
+{
+    zsock_t *sock = zsock_new (type);
+    if (!sock) {
+        snprintf (err, errlen, "cannot make a socket for '%s'", endpoint);
+        return NULL;
+    }
+    zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
+    zsock_set_linger (sock, 0);
+    if (type == ZMQ_ROUTER)
+        zsock_set_router_mandatory (sock, 0);
+    if (zsock_bind (sock, "%s", endpoint) < 0) {
+        snprintf (err, errlen, "cannot bind '%s': %s", endpoint, zmq_strerror (zmq_errno ()));
+        zsock_destroy (&sock);
+    }
+    return sock;
+}
+
+broker_t *
+broker_new (const config_t *cfg, char *err, size_t errlen)
+{
+    broker_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        return NULL;
+    }
+    self->cfg = *cfg;
+    self->started_ns = s_now_ns ();
+    snprintf (self->settings, sizeof self->settings,
+              "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes, cfg->piv.overlap,
+              cfg->piv.iterations, cfg->piv.deform);
+    self->experiments = zhashx_new ();
+    self->queue = zlistx_new ();
+    self->fresh = zlistx_new ();
+    self->agents = zhashx_new ();
+    self->after = zlistx_new ();
+    if (!self->experiments || !self->queue || !self->fresh || !self->agents || !self->after) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        goto fail;
+    }
+    zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) zstr_free);
+    zlistx_set_destructor (self->queue, (zlistx_destructor_fn *) s_task_destroy);
+    zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) s_task_destroy);
+    zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) s_agent_destroy);
+    zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
+
+    if (strcmp (cfg->broker.store_fields, "all") == 0)
+        self->fields_every = 1;
+    else if (strcmp (cfg->broker.store_fields, "none") == 0)
+        self->fields_every = 0;
+    else
+        self->fields_every = atoi (cfg->broker.store_fields + strlen ("every "));
+    store_durability_t durability = strcmp (cfg->broker.durability, "normal") == 0
+                                        ? STORE_DURABILITY_NORMAL
+                                        : STORE_DURABILITY_FULL;
+    if (!(self->store = store_new (cfg->broker.store, durability, err, errlen)))
+        goto fail;
+    store_set_fields (self->store, self->fields_every);
+    if (!(self->pairing = pairing_new (cfg, err, errlen)))
+        goto fail;
+
+    int64_t now = s_now_ns ();
+    int requeued = store_requeue_all (self->store, now);
+    if (requeued > 0)
+        log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
+    if (requeued < 0 || store_files (self->store, s_reoffer, self) < 0
+        || store_commit (self->store, err, errlen) != 0) {
+        if (requeued < 0 || !*err)
+            snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
+                      store_error (self->store));
+        goto fail;
+    }
+    // Pairs re-made above were already in the store: they are not fresh.
+    zlistx_purge (self->fresh);
+    if (store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
+        snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
+                  store_error (self->store));
+        goto fail;
+    }
+    if (!(self->ingest = s_bind (ZMQ_ROUTER, cfg->broker.ingest, err, errlen))
+        || !(self->work = s_bind (ZMQ_ROUTER, cfg->broker.work, err, errlen))
+        || !(self->control = s_bind (ZMQ_ROUTER, cfg->broker.control, err, errlen))
+        || !(self->publish = s_bind (ZMQ_PUB, cfg->broker.publish, err, errlen)))
+        goto fail;
+    self->loop = zloop_new ();
+    if (!self->loop) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        goto fail;
+    }
+    zloop_reader (self->loop, self->ingest, s_on_ingest, self);
+    zloop_reader (self->loop, self->work, s_on_work, self);
+    zloop_reader (self->loop, self->control, s_on_control, self);
+    zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
+                 s_commit_timer, self);
+    zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
+    log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s",
+                zlistx_size (self->queue), broker_endpoint (self, "ingest"),
+                broker_endpoint (self, "work"), broker_endpoint (self, "control"),
+                broker_endpoint (self, "publish"));
+    return self;
+fail:
+    broker_destroy (&self);
+    return NULL;
+}
+
+void
+broker_destroy (broker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    broker_t *self = *self_p;
+    if (self->store) {
+        s_commit (self);
+        // Agents learn at once that their tasks are gone, not after a timeout.
+        if (self->work && self->agents)
+            for (s_agent_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
+                proto_msg_t bye = {.command = PROTO_DISCONNECT};
+                proto_send (&bye, a->identity, self->work);
+            }
+    }
+    zloop_destroy (&self->loop);
+    zsock_destroy (&self->ingest);
+    zsock_destroy (&self->work);
+    zsock_destroy (&self->control);
+    zsock_destroy (&self->publish);
+    zhashx_destroy (&self->agents);
+    zlistx_destroy (&self->queue);
+    zlistx_destroy (&self->fresh);
+    zlistx_destroy (&self->after);
+    zhashx_destroy (&self->experiments);
+    pairing_destroy (&self->pairing);
+    store_destroy (&self->store);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+broker_run (broker_t *self)
+{
+    zloop_start (self->loop);
+    return s_commit (self) == 0 ? 0 : -1;
+}
+
+const char *
+broker_endpoint (broker_t *self, const char *socket)
+{
+    zsock_t *sock = strcmp (socket, "ingest") == 0    ? self->ingest
+                    : strcmp (socket, "work") == 0    ? self->work
+                    : strcmp (socket, "control") == 0 ? self->control
+                    : strcmp (socket, "publish") == 0 ? self->publish
+                                                      : NULL;
+    return sock ? zsock_endpoint (sock) : NULL;
+}

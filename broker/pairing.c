@@ -1,0 +1,331 @@
+// pairing.c — pairing rules: which files of an experiment make a pair.
+// Files wait in one hash per pairing.c instance, keyed by experiment and
+// stem (ab) or experiment, prefix and frame number (sequence, sliding).
+
+#include "broker/pairing.h"
+
+#include <czmq.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_EXTENSIONS 16
+
+struct _pairing_t {
+    pairing_rule_t rule;                  // which rule
+    char a_suffix[32], b_suffix[32];      // ab: frame A and B suffixes
+    int ignore_case;                      // suffixes and extensions ignore case
+    char extensions[MAX_EXTENSIONS][16];  // accepted extensions, without the dot
+    int nextensions;                      // entries used in extensions
+    zhashx_t *waiting;                    // key -> file name (strdup'd), files waiting
+    zhashx_t *frames;                     // sliding: key -> s_frame_t
+};
+
+// A sliding frame waiting for its neighbours.
+typedef struct {
+    char *name;  // file name
+    int met;     // 1: met frame n - 1, 2: met n + 1
+} s_frame_t;
+
+static s_frame_t *
+s_frame_new (const char *name)
+{
+    s_frame_t *self = calloc (1, sizeof *self);
+    if (self && !(self->name = strdup (name))) {
+        free (self);
+        self = NULL;
+    }
+    return self;
+}
+
+static void
+s_frame_destroy (s_frame_t **self_p)
+{
+    if (self_p && *self_p) {
+        free ((*self_p)->name);
+        free (*self_p);
+        *self_p = NULL;
+    }
+}
+
+static const char *const s_rule_names[] = {"ab", "sequence", "sliding", "multipage"};
+
+pairing_t *
+pairing_new (const config_t *cfg, char *err, size_t errlen)
+{
+    int rule = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp (cfg->pairing.rule, s_rule_names[i]) == 0)
+            rule = i;
+    if (rule < 0) {
+        snprintf (err, errlen, "bad pairing/rule '%s': expected ab, sequence, sliding or multipage",
+                  cfg->pairing.rule);
+        return NULL;
+    }
+    if (rule == PAIRING_AB
+        && (!*cfg->pairing.a_suffix || !*cfg->pairing.b_suffix
+            || strcmp (cfg->pairing.a_suffix, cfg->pairing.b_suffix) == 0)) {
+        snprintf (err, errlen, "bad pairing suffixes '%s' and '%s': two different, non-empty",
+                  cfg->pairing.a_suffix, cfg->pairing.b_suffix);
+        return NULL;
+    }
+    pairing_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "cannot make pairing rules: out of memory");
+        return NULL;
+    }
+    self->rule = (pairing_rule_t) rule;
+    snprintf (self->a_suffix, sizeof self->a_suffix, "%s", cfg->pairing.a_suffix);
+    snprintf (self->b_suffix, sizeof self->b_suffix, "%s", cfg->pairing.b_suffix);
+    self->ignore_case = cfg->pairing.ignore_case;
+    char list[CONFIG_STRING];
+    snprintf (list, sizeof list, "%s", cfg->pairing.extensions);
+    for (char *save, *tok = strtok_r (list, ", ", &save); tok && self->nextensions < MAX_EXTENSIONS;
+         tok = strtok_r (NULL, ", ", &save))
+        snprintf (self->extensions[self->nextensions++], 16, "%s", tok[0] == '.' ? tok + 1 : tok);
+    self->waiting = zhashx_new ();
+    self->frames = zhashx_new ();
+    if (!self->waiting || !self->frames) {
+        pairing_destroy (&self);
+        snprintf (err, errlen, "cannot make pairing rules: out of memory");
+        return NULL;
+    }
+    zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_destructor (self->frames, (zhashx_destructor_fn *) s_frame_destroy);
+    return self;
+}
+
+void
+pairing_destroy (pairing_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zhashx_destroy (&(*self_p)->waiting);
+    zhashx_destroy (&(*self_p)->frames);
+    free (*self_p);
+    *self_p = NULL;
+}
+
+static int
+s_equal (const pairing_t *self, const char *a, const char *b, size_t n)
+{
+    return self->ignore_case ? strncasecmp (a, b, n) == 0 : strncmp (a, b, n) == 0;
+}
+
+// The length of 'name' without its extension, or 0 if the extension is not
+// one of the rule's.
+static size_t
+s_base_length (const pairing_t *self, const char *name)
+{
+    const char *dot = strrchr (name, '.'), *slash = strrchr (name, '/');
+    if (!dot || dot == name || (slash && dot < slash) || (slash && dot == slash + 1))
+        return 0;
+    for (int i = 0; i < self->nextensions; i++)
+        if (strlen (dot + 1) == strlen (self->extensions[i])
+            && s_equal (self, dot + 1, self->extensions[i], strlen (dot + 1)))
+            return (size_t) (dot - name);
+    return 0;
+}
+
+// Keys are "experiment" 0x1f "rest"; pairing_offer refuses names holding
+// 0x1e or 0x1f, so keys of different files cannot collide.
+static void
+s_key (char *key, size_t len, const char *experiment, const char *rest)
+{
+    snprintf (key, len, "%s\x1f%s", experiment, rest);
+}
+
+static int
+s_offer_ab (pairing_t *self, const char *experiment, const char *name, size_t base,
+            pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
+{
+    size_t la = strlen (self->a_suffix), lb = strlen (self->b_suffix);
+    int side = -1;
+    size_t stem = 0;
+    if (base > la && s_equal (self, name + base - la, self->a_suffix, la))
+        side = 0, stem = base - la;
+    else if (base > lb && s_equal (self, name + base - lb, self->b_suffix, lb))
+        side = 1, stem = base - lb;
+    if (side < 0) {
+        snprintf (err, errlen, "'%s' does not fit pairing rule ab: expected <stem>%s or <stem>%s",
+                  name, self->a_suffix, self->b_suffix);
+        return -1;
+    }
+    char stem_text[1024], key[2048];
+    if (stem >= sizeof stem_text) {
+        snprintf (err, errlen, "'%s' does not fit pairing rule ab: name too long", name);
+        return -1;
+    }
+    memcpy (stem_text, name, stem);
+    stem_text[stem] = '\0';
+    // The key folds case when the rule ignores it, so that run_A and run_b pair.
+    char folded[1024];
+    for (size_t i = 0; i <= stem; i++)
+        folded[i] = self->ignore_case ? (char) tolower ((unsigned char) stem_text[i]) : stem_text[i];
+    char side_key[1040];
+    snprintf (side_key, sizeof side_key, "%s\x1e%c", folded, side ? 'b' : 'a');
+    s_key (key, sizeof key, experiment, side_key);
+    char other[2048];
+    snprintf (side_key, sizeof side_key, "%s\x1e%c", folded, side ? 'a' : 'b');
+    s_key (other, sizeof other, experiment, side_key);
+    const char *partner = zhashx_lookup (self->waiting, other);
+    if (!partner) {
+        if (!zhashx_lookup (self->waiting, key))
+            zhashx_insert (self->waiting, key, strdup (name));
+        return 0;
+    }
+    char *partner_name = strdup (partner);
+    zhashx_delete (self->waiting, other);
+    zhashx_delete (self->waiting, key);
+    int rc = emit (arg, experiment, stem_text, side ? partner_name : name, side ? name : partner_name);
+    free (partner_name);
+    return rc < 0 ? -1 : 1;
+}
+
+// Splits a base name into prefix and frame number (its trailing digits).
+static int
+s_frame_number (const char *name, size_t base, size_t *prefix, long long *number)
+{
+    size_t i = base;
+    while (i > 0 && isdigit ((unsigned char) name[i - 1]))
+        i--;
+    if (i == base || base - i > 15)
+        return -1;
+    *prefix = i;
+    *number = strtoll (name + i, NULL, 10);
+    return 0;
+}
+
+// The key of frame 'number' with 'prefix' (prefix bytes of name).
+static void
+s_frame_key (char *key, size_t len, const char *experiment, const char *name, size_t prefix,
+             long long number)
+{
+    snprintf (key, len, "%s\x1f%.*s\x1e%lld", experiment, (int) prefix, name, number);
+}
+
+// The stem of the pair whose frame A is 'name': its base name.
+static int
+s_emit_frames (pairing_emit_fn *emit, void *arg, const char *experiment, const char *name_a,
+               const char *name_b, size_t base_a)
+{
+    char stem[1024];
+    snprintf (stem, sizeof stem, "%.*s", (int) base_a, name_a);
+    return emit (arg, experiment, stem, name_a, name_b);
+}
+
+static int
+s_offer_frames (pairing_t *self, const char *experiment, const char *name, size_t base,
+                pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
+{
+    size_t prefix;
+    long long n;
+    if (s_frame_number (name, base, &prefix, &n) != 0) {
+        snprintf (err, errlen, "'%s' does not fit pairing rule %s: expected a frame number "
+                  "before the extension (run_0001.tif)", name, s_rule_names[self->rule]);
+        return -1;
+    }
+    char key[2048];
+    s_frame_key (key, sizeof key, experiment, name, prefix, n);
+    if (zhashx_lookup (self->waiting, key) || zhashx_lookup (self->frames, key))
+        return 0;  // offered again while waiting
+    int emitted = 0;
+    if (self->rule == PAIRING_SEQUENCE) {
+        // Frames 1-2, 3-4, ...: an odd frame is A, the next one its B.
+        long long partner_n = n % 2 ? n + 1 : n - 1;
+        char pkey[2048];
+        s_frame_key (pkey, sizeof pkey, experiment, name, prefix, partner_n);
+        char *partner = zhashx_lookup (self->waiting, pkey);
+        if (!partner) {
+            zhashx_insert (self->waiting, key, strdup (name));
+            return 0;
+        }
+        char *partner_name = strdup (partner);
+        zhashx_delete (self->waiting, pkey);
+        int odd = n % 2 != 0;
+        const char *a = odd ? name : partner_name, *b = odd ? partner_name : name;
+        int rc = s_emit_frames (emit, arg, experiment, a, b, s_base_length (self, a));
+        free (partner_name);
+        return rc < 0 ? -1 : 1;
+    }
+    // Sliding: n pairs with n - 1 and n + 1. A frame waits, with a note of
+    // which neighbours it has met, until it has met both (the first and the
+    // last frame of a run wait for ever: one name per run, not per frame).
+    s_frame_t *self_frame = s_frame_new (name);
+    if (!self_frame) {
+        snprintf (err, errlen, "cannot pair '%s': out of memory", name);
+        return -1;
+    }
+    for (int side = -1; side <= 1; side += 2) {
+        char nkey[2048];
+        s_frame_key (nkey, sizeof nkey, experiment, name, prefix, n + side);
+        s_frame_t *neighbour = zhashx_lookup (self->frames, nkey);
+        if (!neighbour)
+            continue;
+        const char *a = side < 0 ? neighbour->name : name, *b = side < 0 ? name : neighbour->name;
+        if (s_emit_frames (emit, arg, experiment, a, b, s_base_length (self, a)) < 0) {
+            s_frame_destroy (&self_frame);
+            return -1;
+        }
+        emitted++;
+        self_frame->met |= side < 0 ? 1 : 2;
+        neighbour->met |= side < 0 ? 2 : 1;
+        if (neighbour->met == 3)
+            zhashx_delete (self->frames, nkey);
+    }
+    if (self_frame->met == 3)
+        s_frame_destroy (&self_frame);
+    else
+        zhashx_insert (self->frames, key, self_frame);
+    return emitted;
+}
+
+int
+pairing_offer (pairing_t *self, const char *experiment, const char *name,
+               pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
+{
+    if (strchr (experiment, '\x1f') || strchr (experiment, '\x1e') || strchr (name, '\x1f')
+        || strchr (name, '\x1e')) {
+        snprintf (err, errlen, "'%s' has a control character in its name", name);
+        return -1;
+    }
+    size_t base = s_base_length (self, name);
+    if (base == 0) {
+        snprintf (err, errlen, "'%s' is not a frame: its extension is not one of '%s'", name,
+                  self->nextensions ? self->extensions[0] : "");
+        return -1;
+    }
+    switch (self->rule) {
+    case PAIRING_AB:
+        return s_offer_ab (self, experiment, name, base, emit, arg, err, errlen);
+    case PAIRING_SEQUENCE:
+    case PAIRING_SLIDING:
+        return s_offer_frames (self, experiment, name, base, emit, arg, err, errlen);
+    default: {
+        char stem[1024];
+        snprintf (stem, sizeof stem, "%.*s", (int) base, name);
+        return emit (arg, experiment, stem, name, NULL) < 0 ? -1 : 1;
+    }
+    }
+}
+
+static size_t
+s_count (zhashx_t *hash, const char *experiment)
+{
+    size_t count = 0, len = strlen (experiment);
+    for (void *item = zhashx_first (hash); item; item = zhashx_next (hash)) {
+        const char *key = zhashx_cursor (hash);
+        if (strncmp (key, experiment, len) == 0 && key[len] == '\x1f')
+            count++;
+    }
+    return count;
+}
+
+size_t
+pairing_waiting (pairing_t *self, const char *experiment)
+{
+    return s_count (self->waiting, experiment) + s_count (self->frames, experiment);
+}

@@ -1,0 +1,715 @@
+// config.c — the one configuration file of every pivfarm program: ZPL read
+// with czmq's zconfig, each key checked against its kind, range or choices,
+// and relative paths anchored at the file's directory; see config.h.
+
+#include "common/config.h"
+
+#include <czmq.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+// zconfig cuts every line at 1024 characters without a word, so longer
+// lines are refused before it sees them.
+#define ZPL_LINE_MAX 1024
+// Anything larger is not a configuration file (a wrong -c argument).
+#define FILE_MAX (1024 * 1024)
+// Values quoted in messages are shortened to this.
+#define QUOTE_MAX 64
+
+typedef enum {
+    KIND_STRING,        // any text that fits its buffer
+    KIND_LIST,          // a non-empty comma-separated list
+    KIND_ENDPOINT,      // transport://address
+    KIND_PATH,          // a path, anchored at the file's directory when relative
+    KIND_INT,           // a decimal integer within [min, max]
+    KIND_BOOL,          // 0 1 true false yes no
+    KIND_CHOICE,        // one of choices
+    KIND_STORE_FIELDS,  // all | none | every N
+    KIND_PROCESSOR,     // piv | noop | exec:PROGRAM
+    KIND_PASSES         // window sizes like 64,32,16
+} s_kind_t;
+
+typedef struct {
+    const char *section;         // section name
+    const char *name;            // key name within the section
+    s_kind_t kind;               // how the value is checked
+    size_t offset;               // of the field in config_t
+    size_t size;                 // of the field (strings: buffer size)
+    long min, max;               // KIND_INT: the accepted range
+    const char *const *choices;  // KIND_CHOICE: NULL-terminated
+    const char *expected;        // KIND_CHOICE: the choices in words
+} s_key_t;
+
+static const char *const s_durabilities[] = {"normal", "full", NULL};
+static const char *const s_modes[] = {"inotify", "poll", NULL};
+static const char *const s_rules[] = {"ab", "sequence", "sliding", "multipage", NULL};
+// The interpolators of piv_deform_parse (piv/piv.h).
+static const char *const s_deforms[] = {"offset", "bilinear", "bicubic", "bspline",
+                                        "bspline5", "omoms", NULL};
+
+#define FIELD(sec, key) offsetof (config_t, sec.key), sizeof (((config_t *) 0)->sec.key)
+#define TEXT(sec, key, kind) {#sec, #key, kind, FIELD (sec, key), 0, 0, NULL, NULL}
+#define INT(sec, key, lo, hi) {#sec, #key, KIND_INT, FIELD (sec, key), lo, hi, NULL, NULL}
+#define CHOICE(sec, key, list, words)                                                          \
+    {#sec, #key, KIND_CHOICE, FIELD (sec, key), 0, 0, list, words}
+
+// Every key of config.h; a key not in this table is refused.
+static const s_key_t s_keys[] = {
+    TEXT (broker, ingest, KIND_ENDPOINT),
+    TEXT (broker, work, KIND_ENDPOINT),
+    TEXT (broker, control, KIND_ENDPOINT),
+    TEXT (broker, publish, KIND_ENDPOINT),
+    TEXT (broker, store, KIND_PATH),
+    CHOICE (broker, durability, s_durabilities, "normal or full"),
+    INT (broker, commit_ms, 0, 1000),
+    INT (broker, heartbeat_ms, 10, 60000),
+    INT (broker, liveness, 1, 100),
+    INT (broker, max_attempts, 1, 100),
+    TEXT (broker, store_fields, KIND_STORE_FIELDS),
+    TEXT (watcher, root, KIND_PATH),
+    CHOICE (watcher, mode, s_modes, "inotify or poll"),
+    INT (watcher, poll_ms, 10, 60000),
+    TEXT (watcher, ignore, KIND_STRING),
+    INT (watcher, resend_ms, 10, 60000),
+    INT (watcher, max_pending, 1, 10000000),
+    CHOICE (pairing, rule, s_rules, "ab, sequence, sliding or multipage"),
+    TEXT (pairing, a_suffix, KIND_STRING),
+    TEXT (pairing, b_suffix, KIND_STRING),
+    TEXT (pairing, ignore_case, KIND_BOOL),
+    TEXT (pairing, extensions, KIND_LIST),
+    TEXT (agent, broker, KIND_ENDPOINT),
+    INT (agent, threads, 0, 1024),
+    TEXT (agent, results, KIND_PATH),
+    TEXT (agent, processor, KIND_PROCESSOR),
+    TEXT (agent, path_from, KIND_STRING),
+    TEXT (agent, path_to, KIND_STRING),
+    TEXT (piv, passes, KIND_PASSES),
+    INT (piv, overlap, 0, 87),
+    INT (piv, iterations, 1, 10),
+    CHOICE (piv, deform, s_deforms, "offset, bilinear, bicubic, bspline, bspline5 or omoms"),
+};
+#define KEYS ((int) (sizeof s_keys / sizeof s_keys[0]))
+
+static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv"};
+#define SECTIONS ((int) (sizeof s_sections / sizeof s_sections[0]))
+
+// What one load knows about the file, for messages and anchoring.
+typedef struct {
+    const char *path;    // the file as the caller named it
+    char dir[PATH_MAX];  // its directory, absolute
+    char *err;           // caller's error buffer, may be NULL
+    size_t errlen;       // its size
+} s_load_t;
+
+static int
+s_fail (s_load_t *load, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static int
+s_fail (s_load_t *load, const char *fmt, ...)
+{
+    if (load->err && load->errlen) {
+        va_list ap;
+        va_start (ap, fmt);
+        vsnprintf (load->err, load->errlen, fmt, ap);
+        va_end (ap);
+    }
+    return -1;
+}
+
+// A value fit to quote in a message: shortened, the caller's buffer.
+static const char *
+s_quote (const char *value, char *buf, size_t size)
+{
+    if (strlen (value) < QUOTE_MAX)
+        return value;
+    snprintf (buf, size, "%.*s...", QUOTE_MAX - 4, value);
+    return buf;
+}
+
+static char *
+s_text (config_t *cfg, const s_key_t *key)
+{
+    return (char *) cfg + key->offset;
+}
+
+static int *
+s_int (config_t *cfg, const s_key_t *key)
+{
+    return (int *) ((char *) cfg + key->offset);
+}
+
+static int
+s_copy (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
+{
+    if (strlen (value) >= key->size)
+        return s_fail (load, "value of '%s/%s' in '%s' is too long (at most %zu characters)",
+                       key->section, key->name, load->path, key->size - 1);
+    memcpy (s_text (cfg, key), value, strlen (value) + 1);
+    return 0;
+}
+
+// A decimal integer, nothing before or after: 0, -1 if it is not one, -2
+// if it does not fit a long.
+static int
+s_parse_long (const char *text, long *out)
+{
+    const char *p = text[0] == '-' ? text + 1 : text;
+    if (!isdigit ((unsigned char) *p))
+        return -1;
+    while (isdigit ((unsigned char) *p))
+        p++;
+    if (*p)
+        return -1;
+    errno = 0;
+    *out = strtol (text, NULL, 10);
+    return errno == ERANGE ? -2 : 0;
+}
+
+static int
+s_endpoint_ok (const char *value)
+{
+    const char *sep = strstr (value, "://");
+    if (!sep || sep == value || !sep[3])
+        return 0;
+    for (const char *p = value; p < sep; p++)
+        if (!isalnum ((unsigned char) *p) && *p != '+')
+            return 0;
+    for (const char *p = value; *p; p++)
+        if (isspace ((unsigned char) *p))
+            return 0;
+    return 1;
+}
+
+// The rules of piv_settings_set_passes (piv/piv.h): one to eight window
+// sizes from large to small, each a power of two from 8 to 256. Writes the
+// list without spaces into out; 0 or -1.
+static int
+s_passes_parse (const char *value, char *out, size_t size)
+{
+    int count = 0, last = 0;
+    size_t used = 0;
+    const char *p = value;
+    out[0] = '\0';
+    while (1) {
+        while (*p == ' ')
+            p++;
+        if (!isdigit ((unsigned char) *p))
+            return -1;
+        long n = 0;
+        while (isdigit ((unsigned char) *p) && n <= 256)
+            n = n * 10 + (*p++ - '0');
+        if (isdigit ((unsigned char) *p) || n < 8 || n > 256 || (n & (n - 1)) != 0
+            || (count > 0 && n > last) || ++count > 8)
+            return -1;
+        last = (int) n;
+        int wrote = snprintf (out + used, size - used, "%s%d", count > 1 ? "," : "", last);
+        if (wrote < 0 || (size_t) wrote >= size - used)
+            return -1;
+        used += (size_t) wrote;
+        while (*p == ' ')
+            p++;
+        if (*p == '\0')
+            return 0;
+        if (*p++ != ',')
+            return -1;
+    }
+}
+
+// Checks value against its key and stores it.
+static int
+s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
+{
+    char quoted[QUOTE_MAX + 1];
+    const char *shown = s_quote (value, quoted, sizeof quoted);
+    const char *sec = key->section, *name = key->name, *file = load->path;
+
+    switch (key->kind) {
+    case KIND_STRING:
+        return s_copy (load, cfg, key, value);
+
+    case KIND_LIST:
+        if (strspn (value, ", ") == strlen (value))
+            return s_fail (load,
+                           "value of '%s/%s' in '%s' is empty: expected a comma-separated list "
+                           "such as tif,tiff",
+                           sec, name, file);
+        return s_copy (load, cfg, key, value);
+
+    case KIND_ENDPOINT:
+        if (!s_endpoint_ok (value))
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is not an endpoint: expected "
+                           "transport://address such as tcp://127.0.0.1:5551",
+                           shown, sec, name, file);
+        return s_copy (load, cfg, key, value);
+
+    case KIND_PATH:
+        if (!*value)
+            return s_fail (load, "value of '%s/%s' in '%s' is empty: expected a path", sec, name,
+                           file);
+        // The shell is not there to expand it; "<dir>/~/x" would surprise.
+        if (value[0] == '~')
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' starts with '~': write the path in "
+                           "full, or relative to the file's directory",
+                           shown, sec, name, file);
+        return s_copy (load, cfg, key, value);
+
+    case KIND_INT: {
+        long n;
+        int rc = s_parse_long (value, &n);
+        if (rc == -1)
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is not a number: expected an integer "
+                           "from %ld to %ld",
+                           shown, sec, name, file, key->min, key->max);
+        if (rc == -2 || n < key->min || n > key->max)
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is out of range: expected an integer "
+                           "from %ld to %ld",
+                           shown, sec, name, file, key->min, key->max);
+        *s_int (cfg, key) = (int) n;
+        return 0;
+    }
+
+    case KIND_BOOL: {
+        static const char *const truths[] = {"1", "true", "yes"};
+        static const char *const lies[] = {"0", "false", "no"};
+        for (int i = 0; i < 3; i++) {
+            if (strcmp (value, truths[i]) == 0 || strcmp (value, lies[i]) == 0) {
+                *s_int (cfg, key) = strcmp (value, truths[i]) == 0;
+                return 0;
+            }
+        }
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not a boolean: expected 0, 1, true, "
+                       "false, yes or no",
+                       shown, sec, name, file);
+    }
+
+    case KIND_CHOICE:
+        for (const char *const *choice = key->choices; *choice; choice++)
+            if (strcmp (value, *choice) == 0)
+                return s_copy (load, cfg, key, value);
+        return s_fail (load, "value '%s' of '%s/%s' in '%s' is not one of its choices: expected %s",
+                       shown, sec, name, file, key->expected);
+
+    case KIND_STORE_FIELDS: {
+        if (strcmp (value, "all") == 0 || strcmp (value, "none") == 0)
+            return s_copy (load, cfg, key, value);
+        long n;
+        if (strncmp (value, "every", 5) == 0 && value[5] == ' ') {
+            const char *digits = value + 5;
+            while (*digits == ' ')
+                digits++;
+            if (s_parse_long (digits, &n) == 0 && n >= 1 && n <= INT_MAX) {
+                snprintf (s_text (cfg, key), key->size, "every %ld", n);
+                return 0;
+            }
+        }
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not valid: expected all, none or "
+                       "every N with N >= 1",
+                       shown, sec, name, file);
+    }
+
+    case KIND_PROCESSOR:
+        if (strcmp (value, "piv") == 0 || strcmp (value, "noop") == 0
+            || (strncmp (value, "exec:", 5) == 0 && value[5]))
+            return s_copy (load, cfg, key, value);
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not one of its choices: expected piv, "
+                       "noop or exec:PROGRAM",
+                       shown, sec, name, file);
+
+    case KIND_PASSES:
+        if (s_passes_parse (value, s_text (cfg, key), key->size) == 0)
+            return 0;
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not valid: expected one to eight window "
+                       "sizes from large to small, each a power of two from 8 to 256, such as "
+                       "64,32,16",
+                       shown, sec, name, file);
+    }
+    return -1;
+}
+
+static const s_key_t *
+s_key_find (const char *section, const char *name)
+{
+    for (int i = 0; i < KEYS; i++)
+        if (strcmp (s_keys[i].section, section) == 0 && strcmp (s_keys[i].name, name) == 0)
+            return &s_keys[i];
+    return NULL;
+}
+
+// Appends the segments of path to out (of length *used), dropping empty
+// and "." segments so that "./x.db" under "/etc/pivfarm" is
+// "/etc/pivfarm/x.db". ".." stays: the directory may be a symbolic link.
+static int
+s_append_segments (char *out, size_t size, size_t *used, const char *path)
+{
+    while (*path) {
+        size_t len = strcspn (path, "/");
+        if (len > 0 && !(len == 1 && path[0] == '.')) {
+            if (*used + 1 + len >= size)
+                return -1;
+            out[(*used)++] = '/';
+            memcpy (out + *used, path, len);
+            *used += len;
+            out[*used] = '\0';
+        }
+        path += len;
+        while (*path == '/')
+            path++;
+    }
+    return 0;
+}
+
+// "<dir>/<path>" without "." or empty segments; -1 if it does not fit.
+static int
+s_join (char *out, size_t size, const char *dir, const char *path)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    if (s_append_segments (out, size, &used, dir) || s_append_segments (out, size, &used, path))
+        return -1;
+    if (used == 0)
+        snprintf (out, size, "/");
+    return 0;
+}
+
+// The absolute directory of the file; -1 with err.
+static int
+s_find_dir (s_load_t *load)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr (load->path, '/');
+    size_t len = slash ? (size_t) (slash - load->path) : 0;
+    if (len >= sizeof dir)
+        return s_fail (load, "cannot read '%s': %s", load->path, strerror (ENAMETOOLONG));
+    memcpy (dir, load->path, len);
+    dir[len] = '\0';
+
+    char cwd[PATH_MAX] = "";
+    if (load->path[0] != '/' && !getcwd (cwd, sizeof cwd))
+        return s_fail (load, "cannot find the directory of '%s': %s", load->path,
+                       strerror (errno));
+    if (s_join (load->dir, sizeof load->dir, cwd, dir))
+        return s_fail (load, "cannot read '%s': %s", load->path, strerror (ENAMETOOLONG));
+    return 0;
+}
+
+// Makes a relative path of the file absolute, under the file's directory.
+static int
+s_anchor (s_load_t *load, config_t *cfg, const s_key_t *key, const char *prefix)
+{
+    char *text = s_text (cfg, key);
+    size_t skip = strlen (prefix);
+    if (text[skip] == '/')
+        return 0;
+    char joined[PATH_MAX];
+    size_t fixed = strlen (prefix);
+    memcpy (joined, prefix, fixed + 1);
+    if (s_join (joined + fixed, sizeof joined - fixed, load->dir, text + skip)
+        || strlen (joined) >= key->size)
+        return s_fail (load,
+                       "value of '%s/%s' in '%s' is too long once made relative to '%s' (at "
+                       "most %zu characters)",
+                       key->section, key->name, load->path, load->dir, key->size - 1);
+    memcpy (text, joined, strlen (joined) + 1);
+    return 0;
+}
+
+// Reads the whole file into a malloc'd NUL-terminated buffer, its length
+// into *len_p; NULL with err.
+static char *
+s_read (s_load_t *load, size_t *len_p)
+{
+    FILE *file = fopen (load->path, "rb");
+    if (!file) {
+        s_fail (load, "cannot read '%s': %s", load->path, strerror (errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t used = 0, size = 0;
+    int error = 0, too_large = 0;
+    while (1) {
+        if (size - used < 2) {
+            if (size >= FILE_MAX) {
+                too_large = 1;
+                break;
+            }
+            size_t larger_size = size ? size * 2 : 4096;
+            char *larger = realloc (text, larger_size);
+            if (!larger) {
+                error = ENOMEM;
+                break;
+            }
+            text = larger;
+            size = larger_size;
+        }
+        errno = 0;
+        size_t n = fread (text + used, 1, size - 1 - used, file);
+        used += n;
+        if (n == 0) {
+            if (ferror (file))
+                error = errno ? errno : EIO;
+            break;
+        }
+    }
+    fclose (file);
+    if (error || too_large) {
+        if (too_large)
+            s_fail (load, "cannot read '%s': larger than %d bytes, not a configuration file",
+                    load->path, FILE_MAX);
+        else
+            s_fail (load, "cannot read '%s': %s", load->path, strerror (error));
+        free (text);
+        return NULL;
+    }
+    text[used] = '\0';
+    *len_p = used;
+    return text;
+}
+
+// What zconfig cannot be trusted with: a NUL (it stops reading there) and
+// a line longer than it reads (it cuts it). 0, or -1 with err naming the
+// line.
+static int
+s_check_lines (s_load_t *load, const char *text, size_t len)
+{
+    int lineno = 1;
+    const char *line = text, *end = text + len;
+    while (line < end) {
+        const char *eol = memchr (line, '\n', (size_t) (end - line));
+        size_t length = (size_t) ((eol ? eol : end) - line);
+        if (memchr (line, '\0', length))
+            return s_fail (load, "cannot parse '%s': line %d holds a NUL byte", load->path,
+                           lineno);
+        if (length > ZPL_LINE_MAX)
+            return s_fail (load, "cannot parse '%s': line %d is longer than %d characters",
+                           load->path, lineno, ZPL_LINE_MAX);
+        if (!eol)
+            break;
+        line = eol + 1;
+        lineno++;
+    }
+    return 0;
+}
+
+// zconfig reports a syntax error only by printing it to stdout (with
+// zclock_log), "YY-MM-DD HH:MM:SS E (zconfig): (LINE) REASON", and returns
+// NULL. Printing is not a library's to do and would corrupt the output of
+// a program writing JSON there, so stdout is pointed at an in-memory file
+// for the parse and the reason read back for the message. This touches fd 1
+// of the process: it is meant for start-up, before other threads write to
+// stdout.
+static zconfig_t *
+s_parse (const char *text, char *reason, size_t size)
+{
+    snprintf (reason, size, "%s", "");
+    fflush (stdout);
+    int saved = dup (STDOUT_FILENO);
+    int capture = saved >= 0 ? memfd_create ("pivfarm-config", MFD_CLOEXEC) : -1;
+    if (capture >= 0 && dup2 (capture, STDOUT_FILENO) < 0) {
+        close (capture);
+        capture = -1;
+    }
+    zconfig_t *root = zconfig_str_load (text);
+    if (capture >= 0) {
+        fflush (stdout);
+        dup2 (saved, STDOUT_FILENO);
+        char said[2 * ZPL_LINE_MAX];
+        ssize_t n = pread (capture, said, sizeof said - 1, 0);
+        said[n > 0 ? n : 0] = '\0';
+        const char *tag = strstr (said, "(zconfig): (");
+        if (tag) {
+            snprintf (reason, size, "%s", tag + strlen ("(zconfig): ("));
+            reason[strcspn (reason, "\n")] = '\0';
+        }
+        close (capture);
+    }
+    if (saved >= 0)
+        close (saved);
+    return root;
+}
+
+// The message of a syntax error: zconfig's reason, with a hint where its
+// words mislead (a tab reads as "invalid syntax").
+static int
+s_parse_error (s_load_t *load, const char *text, const char *reason)
+{
+    int lineno;
+    int skip = 0;
+    if (sscanf (reason, "%d) %n", &lineno, &skip) != 1 || skip == 0)
+        return s_fail (load, "cannot parse '%s': not valid ZPL", load->path);
+    const char *line = text;
+    for (int i = 1; i < lineno && strchr (line, '\n'); i++)
+        line = strchr (line, '\n') + 1;
+    size_t indent = strspn (line, " \t");
+    if (memchr (line, '\t', indent))
+        return s_fail (load,
+                       "cannot parse '%s': line %d is indented with a tab (ZPL indents by "
+                       "4 spaces)",
+                       load->path, lineno);
+    return s_fail (load, "cannot parse '%s': line %d is not valid ZPL (%s)", load->path, lineno,
+                   reason + skip);
+}
+
+// Walks sections and keys; given[] marks the keys the file sets.
+static int
+s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
+{
+    for (zconfig_t *section = zconfig_child (root); section; section = zconfig_next (section)) {
+        const char *sname = zconfig_name (section);
+        int known = 0;
+        for (int i = 0; i < SECTIONS; i++)
+            known |= strcmp (sname, s_sections[i]) == 0;
+        if (!known)
+            return s_fail (load,
+                           "unknown section '%s' in '%s': expected broker, watcher, pairing, "
+                           "agent or piv",
+                           sname, load->path);
+        const char *svalue = zconfig_value (section);
+        if (svalue && *svalue)
+            return s_fail (load,
+                           "section '%s' in '%s' has a value: its keys go on the lines below, "
+                           "indented by 4 spaces",
+                           sname, load->path);
+
+        for (zconfig_t *item = zconfig_child (section); item; item = zconfig_next (item)) {
+            const s_key_t *key = s_key_find (sname, zconfig_name (item));
+            if (!key)
+                return s_fail (load, "unknown key '%s/%s' in '%s'", sname, zconfig_name (item),
+                               load->path);
+            zconfig_t *below = zconfig_child (item);
+            if (below)
+                return s_fail (load, "unknown key '%s/%s/%s' in '%s'", sname,
+                               zconfig_name (item), zconfig_name (below), load->path);
+            if (given[key - s_keys]++)
+                return s_fail (load, "key '%s/%s' is given twice in '%s'", sname, key->name,
+                               load->path);
+            const char *value = zconfig_value (item);
+            if (s_set (load, cfg, key, value ? value : ""))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+// Rules between keys, and what follows from the keys not given.
+static int
+s_complete (s_load_t *load, config_t *cfg, const int *given)
+{
+    if (!given[s_key_find ("agent", "broker") - s_keys])
+        memcpy (cfg->agent.broker, cfg->broker.work, sizeof cfg->agent.broker);
+
+    // The same check as pairing_new, here to name the file.
+    if (strcmp (cfg->pairing.rule, "ab") == 0
+        && (!*cfg->pairing.a_suffix || !*cfg->pairing.b_suffix
+            || strcmp (cfg->pairing.a_suffix, cfg->pairing.b_suffix) == 0))
+        return s_fail (load,
+                       "values '%s' and '%s' of 'pairing/a_suffix' and 'pairing/b_suffix' in "
+                       "'%s' are not valid: rule ab needs two different, non-empty suffixes",
+                       cfg->pairing.a_suffix, cfg->pairing.b_suffix, load->path);
+
+    // Replacing a prefix by nothing, or nothing by a prefix, is a mapping
+    // half written.
+    if (!*cfg->agent.path_from != !*cfg->agent.path_to)
+        return s_fail (load,
+                       "'agent/path_from' and 'agent/path_to' in '%s' go together: give both "
+                       "or neither",
+                       load->path);
+
+    if (s_anchor (load, cfg, s_key_find ("broker", "store"), "")
+        || s_anchor (load, cfg, s_key_find ("watcher", "root"), "")
+        || s_anchor (load, cfg, s_key_find ("agent", "results"), ""))
+        return -1;
+    // A program named with a '/' is a path; a bare name is looked up in PATH.
+    if (strncmp (cfg->agent.processor, "exec:", 5) == 0 && strchr (cfg->agent.processor, '/')
+        && s_anchor (load, cfg, s_key_find ("agent", "processor"), "exec:"))
+        return -1;
+    return 0;
+}
+
+void
+config_init (config_t *cfg)
+{
+    memset (cfg, 0, sizeof *cfg);
+    snprintf (cfg->broker.ingest, sizeof cfg->broker.ingest, "tcp://127.0.0.1:5550");
+    snprintf (cfg->broker.work, sizeof cfg->broker.work, "tcp://127.0.0.1:5551");
+    snprintf (cfg->broker.control, sizeof cfg->broker.control, "tcp://127.0.0.1:5552");
+    snprintf (cfg->broker.publish, sizeof cfg->broker.publish, "tcp://127.0.0.1:5553");
+    snprintf (cfg->broker.store, sizeof cfg->broker.store, "./pivfarm.db");
+    snprintf (cfg->broker.durability, sizeof cfg->broker.durability, "full");
+    cfg->broker.commit_ms = 2;
+    cfg->broker.heartbeat_ms = 1000;
+    cfg->broker.liveness = 3;
+    cfg->broker.max_attempts = 3;
+    snprintf (cfg->broker.store_fields, sizeof cfg->broker.store_fields, "all");
+
+    snprintf (cfg->watcher.root, sizeof cfg->watcher.root, "./data");
+    snprintf (cfg->watcher.mode, sizeof cfg->watcher.mode, "inotify");
+    cfg->watcher.poll_ms = 1000;
+    snprintf (cfg->watcher.ignore, sizeof cfg->watcher.ignore, ".*,*.tmp,*.part,*~");
+    cfg->watcher.resend_ms = 500;
+    cfg->watcher.max_pending = 10000;
+
+    snprintf (cfg->pairing.rule, sizeof cfg->pairing.rule, "ab");
+    snprintf (cfg->pairing.a_suffix, sizeof cfg->pairing.a_suffix, "_a");
+    snprintf (cfg->pairing.b_suffix, sizeof cfg->pairing.b_suffix, "_b");
+    cfg->pairing.ignore_case = 1;
+    snprintf (cfg->pairing.extensions, sizeof cfg->pairing.extensions, "tif,tiff");
+
+    snprintf (cfg->agent.broker, sizeof cfg->agent.broker, "%s", cfg->broker.work);
+    cfg->agent.threads = 0;
+    snprintf (cfg->agent.results, sizeof cfg->agent.results, "./results");
+    snprintf (cfg->agent.processor, sizeof cfg->agent.processor, "piv");
+
+    snprintf (cfg->piv.passes, sizeof cfg->piv.passes, "64,32,16");
+    cfg->piv.overlap = 50;
+    cfg->piv.iterations = 3;
+    snprintf (cfg->piv.deform, sizeof cfg->piv.deform, "bspline5");
+}
+
+int
+config_load (config_t *cfg, const char *path, char *err, size_t errlen)
+{
+    config_init (cfg);
+    if (err && errlen)
+        err[0] = '\0';
+    s_load_t load = {.path = path, .err = err, .errlen = errlen};
+    int given[KEYS] = {0};
+    char reason[ZPL_LINE_MAX];
+    char *text = NULL;
+    size_t len = 0;
+    zconfig_t *root = NULL;
+    int rc = -1;
+
+    if (s_find_dir (&load) || !(text = s_read (&load, &len)) || s_check_lines (&load, text, len))
+        goto done;
+    root = s_parse (text, reason, sizeof reason);
+    if (!root) {
+        s_parse_error (&load, text, reason);
+        goto done;
+    }
+    if (s_walk (&load, cfg, root, given) || s_complete (&load, cfg, given))
+        goto done;
+    rc = 0;
+
+done:
+    // A refused file leaves nothing of itself behind.
+    if (rc)
+        config_init (cfg);
+    zconfig_destroy (&root);
+    free (text);
+    return rc;
+}

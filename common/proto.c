@@ -1,0 +1,749 @@
+// proto.c — the pivfarm wire codec: proto_msg_t to ZeroMQ multipart messages
+// and back, refusing malformed input with one line that says what and where,
+// and the binary vector-field encoding. See proto.h and doc/protocol.md.
+
+#include "common/proto.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ACK carries its count and that many seq frames after version and command,
+// so that the whole message stays within PROTO_MAX_FRAMES.
+
+// The kinds of field a frame can hold.
+typedef enum {
+    S_U64,   // decimal ASCII, 0 .. 2^64-1
+    S_U32,   // decimal ASCII, 0 .. 2^32-1
+    S_I64,   // decimal ASCII with optional '-'
+    S_F64,   // "%.17g", read back with strtod
+    S_TEXT,  // UTF-8, no NUL, at most PROTO_MAX_STRING bytes
+    S_BODY,  // the same, at most PROTO_MAX_BODY bytes (a REPLY's body)
+    S_BLOB,  // bytes, at most PROTO_MAX_FIELD
+} s_kind_t;
+
+typedef struct {
+    s_kind_t kind;     // how the frame is written
+    size_t offset;     // where the value lives in proto_msg_t
+    const char *name;  // its name in doc/protocol.md and in errors
+} s_field_t;
+
+#define S_AT(member) offsetof (proto_msg_t, member)
+#define S_FIG(index) (offsetof (proto_msg_t, figures) + (index) * sizeof (double))
+
+static const s_field_t s_file[] = {
+    {S_U64, S_AT (seq), "seq"},
+    {S_TEXT, S_AT (experiment), "experiment"},
+    {S_TEXT, S_AT (name), "name"},
+    {S_I64, S_AT (size), "size"},
+    {S_I64, S_AT (time_ns), "mtime_ns"}};
+static const s_field_t s_ack[] = {{S_U32, S_AT (count), "count"}};
+static const s_field_t s_hello[] = {
+    {S_TEXT, S_AT (name), "agent"},
+    {S_TEXT, S_AT (text), "host"},
+    {S_U32, S_AT (count), "cores"},
+    {S_TEXT, S_AT (settings), "capabilities"}};
+static const s_field_t s_ready[] = {{S_U32, S_AT (count), "credit"}};
+static const s_field_t s_heartbeat[] = {{S_I64, S_AT (time_ns), "clock_ns"}};
+static const s_field_t s_task[] = {
+    {S_U64, S_AT (pair), "pair"},
+    {S_U32, S_AT (attempt), "attempt"},
+    {S_TEXT, S_AT (experiment), "experiment"},
+    {S_TEXT, S_AT (path_a), "path_a"},
+    {S_TEXT, S_AT (path_b), "path_b"},
+    {S_TEXT, S_AT (settings), "settings"},
+    {S_TEXT, S_AT (output), "output"}};
+static const s_field_t s_result[] = {
+    {S_U64, S_AT (pair), "pair"},
+    {S_U32, S_AT (attempt), "attempt"},
+    {S_I64, S_AT (time_ns), "compute_ns"},
+    {S_TEXT, S_AT (output), "output"},
+    {S_F64, S_FIG (PROTO_FIG_MEAN_U), "mean_u"},
+    {S_F64, S_FIG (PROTO_FIG_MEAN_V), "mean_v"},
+    {S_F64, S_FIG (PROTO_FIG_MEAN_SPEED), "mean_speed"},
+    {S_F64, S_FIG (PROTO_FIG_VALID_FRACTION), "valid_fraction"},
+    {S_F64, S_FIG (PROTO_FIG_NX), "nx"},
+    {S_F64, S_FIG (PROTO_FIG_NY), "ny"},
+    {S_F64, S_FIG (PROTO_FIG_VORTICITY), "vorticity"},
+    {S_BLOB, S_AT (blob), "field"}};
+static const s_field_t s_failed[] = {
+    {S_U64, S_AT (pair), "pair"},
+    {S_U32, S_AT (attempt), "attempt"},
+    {S_TEXT, S_AT (text), "error"}};
+static const s_field_t s_recorded[] = {{S_U64, S_AT (pair), "pair"},
+                                       {S_U32, S_AT (attempt), "attempt"}};
+static const s_field_t s_request[] = {{S_TEXT, S_AT (text), "line"}};
+static const s_field_t s_reply[] = {{S_U32, S_AT (status), "status"},
+                                    {S_BODY, S_AT (text), "body"}};
+
+// RESULT sends figures[0 .. PROTO_FIG_RESERVED - 1], one frame each.
+_Static_assert (PROTO_FIG_RESERVED == 7, "RESULT's frame list names every figure");
+_Static_assert (PROTO_FIG_RESERVED <= sizeof ((proto_msg_t *) 0)->figures / sizeof (double),
+                "figures[] holds every figure");
+
+typedef struct {
+    char command;             // PROTO_* byte
+    const char *name;         // "FILE", ...
+    const s_field_t *fields;  // in frame order, from frame 2
+    int nfields;              // how many
+} s_command_t;
+
+#define S_CMD(byte, name, fields) {byte, name, fields, (int) (sizeof fields / sizeof fields[0])}
+
+static const s_command_t s_commands[] = {
+    S_CMD (PROTO_FILE, "FILE", s_file),
+    S_CMD (PROTO_ACK, "ACK", s_ack),
+    S_CMD (PROTO_HELLO, "HELLO", s_hello),
+    S_CMD (PROTO_READY, "READY", s_ready),
+    S_CMD (PROTO_HEARTBEAT, "HEARTBEAT", s_heartbeat),
+    S_CMD (PROTO_TASK, "TASK", s_task),
+    S_CMD (PROTO_RESULT, "RESULT", s_result),
+    S_CMD (PROTO_FAILED, "FAILED", s_failed),
+    S_CMD (PROTO_RECORDED, "RECORDED", s_recorded),
+    {PROTO_DISCONNECT, "DISCONNECT", NULL, 0},
+    S_CMD (PROTO_REQUEST, "REQUEST", s_request),
+    S_CMD (PROTO_REPLY, "REPLY", s_reply),
+};
+
+static const s_command_t *
+s_command (char command)
+{
+    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+        if (s_commands[i].command == command)
+            return &s_commands[i];
+    return NULL;
+}
+
+const char *
+proto_command_name (char command)
+{
+    const s_command_t *cmd = s_command (command);
+    return cmd ? cmd->name : "?";
+}
+
+void
+proto_msg_release (proto_msg_t *msg)
+{
+    if (!msg)
+        return;
+    free (msg->experiment);
+    free (msg->name);
+    free (msg->text);
+    free (msg->path_a);
+    free (msg->path_b);
+    free (msg->settings);
+    free (msg->output);
+    free (msg->seqs);
+    free (msg->blob);
+    memset (msg, 0, sizeof *msg);
+}
+
+// Where the first byte that is not part of valid UTF-8 sits (overlong forms,
+// surrogates and code points beyond U+10FFFF are invalid); false if none.
+static bool
+s_utf8_invalid (const unsigned char *s, size_t n, size_t *where)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp, min;
+        if (c >= 0xc2 && c <= 0xdf)
+            len = 2, cp = c & 0x1f, min = 0x80;
+        else if (c >= 0xe0 && c <= 0xef)
+            len = 3, cp = c & 0x0f, min = 0x800;
+        else if (c >= 0xf0 && c <= 0xf4)
+            len = 4, cp = c & 0x07, min = 0x10000;
+        else
+            break;
+        if (n - i < len)
+            break;
+        size_t k;
+        for (k = 1; k < len && (s[i + k] & 0xc0) == 0x80; k++)
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        if (k < len || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            break;
+        i += len;
+    }
+    *where = i;
+    return i < n;
+}
+
+// A text field is fit to send: within the limit and valid UTF-8 (a C string
+// holds no NUL). NULL counts as empty.
+static bool
+s_text_ok (const char *text, size_t limit)
+{
+    if (!text)
+        return true;
+    size_t len = strlen (text), where;
+    return len <= limit && !s_utf8_invalid ((const unsigned char *) text, len, &where);
+}
+
+static int
+s_add_number (zmsg_t *zmsg, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static int
+s_add_number (zmsg_t *zmsg, const char *fmt, ...)
+{
+    char buf[64];
+    va_list ap;
+    va_start (ap, fmt);
+    int len = vsnprintf (buf, sizeof buf, fmt, ap);
+    va_end (ap);
+    return zmsg_addmem (zmsg, buf, (size_t) len);
+}
+
+static int
+s_encode_field (zmsg_t *zmsg, const s_field_t *field, const proto_msg_t *msg)
+{
+    const char *base = (const char *) msg + field->offset;
+    switch (field->kind) {
+    case S_U64:
+        return s_add_number (zmsg, "%" PRIu64, *(const uint64_t *) base);
+    case S_U32:
+        return s_add_number (zmsg, "%" PRIu32, *(const uint32_t *) base);
+    case S_I64:
+        return s_add_number (zmsg, "%" PRId64, *(const int64_t *) base);
+    case S_F64:
+        return s_add_number (zmsg, "%.17g", *(const double *) base);
+    case S_TEXT:
+    case S_BODY: {
+        const char *text = *(char *const *) base;
+        if (!s_text_ok (text, field->kind == S_BODY ? PROTO_MAX_BODY : PROTO_MAX_STRING))
+            return -1;
+        return zmsg_addmem (zmsg, text ? text : "", text ? strlen (text) : 0);
+    }
+    case S_BLOB:
+        if (msg->blob_size > PROTO_MAX_FIELD || (msg->blob_size && !msg->blob))
+            return -1;
+        return zmsg_addmem (zmsg, msg->blob, msg->blob_size);
+    }
+    return -1;
+}
+
+zmsg_t *
+proto_encode (const proto_msg_t *msg)
+{
+    const s_command_t *cmd = msg ? s_command (msg->command) : NULL;
+    if (!cmd)
+        return NULL;
+    if (msg->command == PROTO_ACK
+        && (msg->count > PROTO_MAX_ACK || (msg->count > 0 && !msg->seqs)))
+        return NULL;
+
+    zmsg_t *zmsg = zmsg_new ();
+    if (!zmsg)
+        return NULL;
+    if (zmsg_addstr (zmsg, PROTO_VERSION) || zmsg_addmem (zmsg, &msg->command, 1))
+        goto fail;
+    for (int i = 0; i < cmd->nfields; i++)
+        if (s_encode_field (zmsg, &cmd->fields[i], msg))
+            goto fail;
+    if (msg->command == PROTO_ACK)
+        for (uint32_t i = 0; i < msg->count; i++)
+            if (s_add_number (zmsg, "%" PRIu64, msg->seqs[i]))
+                goto fail;
+    return zmsg;
+fail:
+    zmsg_destroy (&zmsg);
+    return NULL;
+}
+
+// Writes size bytes of data into out as a quoted-safe string: printable
+// ASCII as is, anything else as \xNN, cut after 40 bytes with "...".
+static const char *
+s_quote (const unsigned char *data, size_t size, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < size && i < 40 && o + 5 < outlen; i++) {
+        unsigned c = data[i];
+        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
+            out[o++] = (char) c;
+        else
+            o += (size_t) snprintf (out + o, outlen - o, "\\x%02x", c);
+    }
+    if (size > 40 && o + 4 < outlen)
+        o += (size_t) snprintf (out + o, outlen - o, "...");
+    out[o] = '\0';
+    return out;
+}
+
+static void
+s_error (char *err, size_t errlen, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_error (char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    int len = snprintf (err, errlen, "bad message: ");
+    if (len < 0 || (size_t) len >= errlen)
+        return;
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (err + len, errlen - (size_t) len, fmt, ap);
+    va_end (ap);
+}
+
+// Reads an unsigned decimal: digits only, at least one, no overflow beyond
+// max. 0, or -1 with 'why' set to "is empty", "is not a number" or "is out
+// of range".
+static int
+s_parse_unsigned (const unsigned char *data, size_t size, uint64_t max, uint64_t *value,
+                  const char **why)
+{
+    if (size == 0) {
+        *why = "is empty";
+        return -1;
+    }
+    uint64_t v = 0;
+    bool overflow = false;
+    for (size_t i = 0; i < size; i++) {
+        if (data[i] < '0' || data[i] > '9') {
+            *why = "is not a number";
+            return -1;
+        }
+        unsigned d = data[i] - '0';
+        if (v > (max - d) / 10)
+            overflow = true;  // keep looking: junk later is the better reason
+        else
+            v = v * 10 + d;
+    }
+    if (overflow) {
+        *why = "is out of range";
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
+static int
+s_parse_signed (const unsigned char *data, size_t size, int64_t *value, const char **why)
+{
+    bool negative = size > 0 && data[0] == '-';
+    uint64_t magnitude;
+    uint64_t max = negative ? (uint64_t) INT64_MAX + 1 : (uint64_t) INT64_MAX;
+    if (negative && size == 1) {
+        *why = "is not a number";
+        return -1;
+    }
+    if (s_parse_unsigned (data + negative, size - negative, max, &magnitude, why))
+        return -1;
+    if (negative)
+        *value = magnitude == (uint64_t) INT64_MAX + 1 ? INT64_MIN : -(int64_t) magnitude;
+    else
+        *value = (int64_t) magnitude;
+    return 0;
+}
+
+// strtod over a NUL-terminated copy; the whole frame must be the number, with
+// no leading space ("%.17g" never writes one). nan and inf are accepted: a
+// figure over no valid vector is nan.
+static int
+s_parse_double (const unsigned char *data, size_t size, double *value, const char **why)
+{
+    char buf[64];
+    if (size == 0) {
+        *why = "is empty";
+        return -1;
+    }
+    if (size >= sizeof buf || data[0] == ' ' || (data[0] >= '\t' && data[0] <= '\r')
+        || memchr (data, '\0', size)) {
+        *why = "is not a number";
+        return -1;
+    }
+    memcpy (buf, data, size);
+    buf[size] = '\0';
+    char *end;
+    errno = 0;
+    double v = strtod (buf, &end);
+    if (end != buf + size) {
+        *why = "is not a number";
+        return -1;
+    }
+    // ERANGE on underflow still returns the nearest value, which is what the
+    // sender had; only overflow to infinity from a finite text is refused.
+    if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL)) {
+        *why = "is out of range";
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
+// Copies a text frame into a new NUL-terminated string after checking it.
+static char *
+s_decode_text (const unsigned char *data, size_t size, size_t limit, int index, const char *name,
+               char *err, size_t errlen)
+{
+    size_t where;
+    if (size > limit) {
+        s_error (err, errlen, "frame %d '%s' is %zu bytes, at most %zu", index, name, size,
+                 limit);
+        return NULL;
+    }
+    const unsigned char *nul = memchr (data, '\0', size);
+    if (nul) {
+        s_error (err, errlen, "frame %d '%s' holds a NUL byte at offset %zu", index, name,
+                 (size_t) (nul - data));
+        return NULL;
+    }
+    if (s_utf8_invalid (data, size, &where)) {
+        s_error (err, errlen, "frame %d '%s' is not valid UTF-8 at offset %zu", index, name,
+                 where);
+        return NULL;
+    }
+    char *text = malloc (size + 1);
+    if (!text) {
+        s_error (err, errlen, "frame %d '%s': out of memory", index, name);
+        return NULL;
+    }
+    if (size)
+        memcpy (text, data, size);
+    text[size] = '\0';
+    return text;
+}
+
+static int
+s_decode_field (zframe_t *frame, int index, const s_field_t *field, proto_msg_t *msg, char *err,
+                size_t errlen)
+{
+    const unsigned char *data = zframe_data (frame);
+    size_t size = zframe_size (frame);
+    char *base = (char *) msg + field->offset;
+    const char *why = NULL;
+    uint64_t u;
+    int rc = 0;
+    switch (field->kind) {
+    case S_U64:
+        rc = s_parse_unsigned (data, size, UINT64_MAX, (uint64_t *) base, &why);
+        break;
+    case S_U32:
+        rc = s_parse_unsigned (data, size, UINT32_MAX, &u, &why);
+        if (rc == 0)
+            *(uint32_t *) base = (uint32_t) u;
+        break;
+    case S_I64:
+        rc = s_parse_signed (data, size, (int64_t *) base, &why);
+        break;
+    case S_F64:
+        rc = s_parse_double (data, size, (double *) base, &why);
+        break;
+    case S_TEXT:
+    case S_BODY:
+        *(char **) base = s_decode_text (data, size,
+                                         field->kind == S_BODY ? PROTO_MAX_BODY : PROTO_MAX_STRING,
+                                         index, field->name, err, errlen);
+        return *(char **) base ? 0 : -1;
+    case S_BLOB:
+        if (size > PROTO_MAX_FIELD) {
+            s_error (err, errlen, "frame %d '%s' is %zu bytes, at most %u", index, field->name,
+                     size, PROTO_MAX_FIELD);
+            return -1;
+        }
+        if (size) {
+            msg->blob = malloc (size);
+            if (!msg->blob) {
+                s_error (err, errlen, "frame %d '%s': out of memory", index, field->name);
+                return -1;
+            }
+            memcpy (msg->blob, data, size);
+        }
+        msg->blob_size = size;
+        return 0;
+    }
+    if (rc) {
+        char quoted[256];
+        if (size == 0)
+            s_error (err, errlen, "frame %d '%s' %s", index, field->name, why);
+        else
+            s_error (err, errlen, "frame %d '%s' %s: '%s'", index, field->name, why,
+                     s_quote (data, size, quoted, sizeof quoted));
+    }
+    return rc;
+}
+
+// The body of proto_decode; leaves partial state in msg on failure.
+static int
+s_decode (zmsg_t *zmsg, proto_msg_t *msg, char *err, size_t errlen)
+{
+    char quoted[256];
+    size_t frames = zmsg ? zmsg_size (zmsg) : 0;
+    if (frames == 0) {
+        s_error (err, errlen, "empty message");
+        return -1;
+    }
+    zframe_t *frame = zmsg_first (zmsg);
+    size_t vlen = strlen (PROTO_VERSION);
+    if (zframe_size (frame) != vlen || memcmp (zframe_data (frame), PROTO_VERSION, vlen) != 0) {
+        s_error (err, errlen, "protocol '%s', expected '%s'",
+                 s_quote (zframe_data (frame), zframe_size (frame), quoted, sizeof quoted),
+                 PROTO_VERSION);
+        return -1;
+    }
+    frame = zmsg_next (zmsg);
+    if (!frame) {
+        s_error (err, errlen, "no command frame after the version");
+        return -1;
+    }
+    if (zframe_size (frame) != 1) {
+        s_error (err, errlen, "frame 1 (command) is %zu bytes, expected 1: '%s'",
+                 zframe_size (frame),
+                 s_quote (zframe_data (frame), zframe_size (frame), quoted, sizeof quoted));
+        return -1;
+    }
+    char command = (char) zframe_data (frame)[0];
+    const s_command_t *cmd = s_command (command);
+    if (!cmd) {
+        s_error (err, errlen, "unknown command 0x%02x", (unsigned char) command);
+        return -1;
+    }
+    size_t expected = 2 + (size_t) cmd->nfields;
+    if (command == PROTO_ACK) {
+        if (frames < expected) {
+            s_error (err, errlen, "ACK needs at least %zu frames, got %zu", expected, frames);
+            return -1;
+        }
+        if (frames > PROTO_MAX_FRAMES) {
+            s_error (err, errlen, "ACK has %zu frames, at most %d", frames, PROTO_MAX_FRAMES);
+            return -1;
+        }
+    }
+    else if (frames != expected) {
+        s_error (err, errlen, "%s needs %zu frames, got %zu", cmd->name, expected, frames);
+        return -1;
+    }
+    msg->command = command;
+    int index = 2;
+    for (int i = 0; i < cmd->nfields; i++, index++)
+        if (s_decode_field (zmsg_next (zmsg), index, &cmd->fields[i], msg, err, errlen))
+            return -1;
+
+    if (command == PROTO_ACK) {
+        size_t seqs = frames - expected;
+        if (msg->count != seqs) {
+            s_error (err, errlen, "ACK count %" PRIu32 " but %zu seq frames follow", msg->count,
+                     seqs);
+            return -1;
+        }
+        if (seqs) {
+            msg->seqs = calloc (seqs, sizeof (uint64_t));
+            if (!msg->seqs) {
+                s_error (err, errlen, "ACK: out of memory");
+                return -1;
+            }
+        }
+        static const s_field_t seq = {S_U64, S_AT (seq), "seq"};
+        for (size_t i = 0; i < seqs; i++, index++) {
+            proto_msg_t one = {0};
+            if (s_decode_field (zmsg_next (zmsg), index, &seq, &one, err, errlen))
+                return -1;
+            msg->seqs[i] = one.seq;
+        }
+    }
+    return 0;
+}
+
+int
+proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen)
+{
+    zmsg_t *zmsg = zmsg_p ? *zmsg_p : NULL;
+    if (zmsg_p)
+        *zmsg_p = NULL;
+    memset (msg, 0, sizeof *msg);
+    int rc = s_decode (zmsg, msg, err, errlen);
+    if (rc)
+        proto_msg_release (msg);
+    zmsg_destroy (&zmsg);
+    return rc;
+}
+
+int
+proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock)
+{
+    zmsg_t *zmsg = proto_encode (msg);
+    if (!zmsg)
+        return -1;
+    // Only the first part can be refused for want of room (libzmq checks the
+    // high-water mark per message, not per part), so the first part goes
+    // without waiting and, once it is in, the rest follows: the peer never
+    // sees half a message.
+    int rc = 0;
+    bool first = true;
+    if (identity) {
+        rc = zframe_send (&identity, sock, ZFRAME_MORE | ZFRAME_REUSE | ZFRAME_DONTWAIT);
+        first = false;
+    }
+    zframe_t *frame;
+    while (rc == 0 && (frame = zmsg_pop (zmsg))) {
+        int flags = (zmsg_size (zmsg) ? ZFRAME_MORE : 0) | (first ? ZFRAME_DONTWAIT : 0);
+        while ((rc = zframe_send (&frame, sock, flags)) != 0 && !first && errno == EINTR)
+            ;
+        zframe_destroy (&frame);  // left to us when the send failed
+        first = false;
+    }
+    zmsg_destroy (&zmsg);
+    return rc == 0 ? 0 : -1;
+}
+
+// The field encoding: a 32-byte header, then the arrays one after another.
+#define FIELD_MAGIC "PVF1"
+#define FIELD_HEADER 32
+#define FIELD_VECTOR 13  // bytes per vector: u, v, peak_ratio, flags
+
+static void
+s_put_u32 (unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char) v;
+    p[1] = (unsigned char) (v >> 8);
+    p[2] = (unsigned char) (v >> 16);
+    p[3] = (unsigned char) (v >> 24);
+}
+
+static void
+s_put_f32 (unsigned char *p, float f)
+{
+    uint32_t v;
+    memcpy (&v, &f, sizeof v);
+    s_put_u32 (p, v);
+}
+
+static uint32_t
+s_get_u32 (const unsigned char *p)
+{
+    return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
+}
+
+static float
+s_get_f32 (const unsigned char *p)
+{
+    uint32_t v = s_get_u32 (p);
+    float f;
+    memcpy (&f, &v, sizeof f);
+    return f;
+}
+
+int
+proto_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_p)
+{
+    if (!field || field->nx <= 0 || field->ny <= 0)
+        return -1;
+    size_t n = (size_t) field->nx * (size_t) field->ny;
+    size_t size = FIELD_HEADER + n * FIELD_VECTOR;
+    unsigned char *buf = malloc (size);
+    if (!buf)
+        return -1;
+    memcpy (buf, FIELD_MAGIC, 4);
+    s_put_u32 (buf + 4, (uint32_t) field->nx);
+    s_put_u32 (buf + 8, (uint32_t) field->ny);
+    s_put_u32 (buf + 12, (uint32_t) field->window);
+    s_put_u32 (buf + 16, (uint32_t) field->step);
+    s_put_u32 (buf + 20, (uint32_t) field->runs);
+    s_put_f32 (buf + 24, field->x[0]);
+    s_put_f32 (buf + 28, field->y[0]);
+    unsigned char *u = buf + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n, *flags = peak + 4 * n;
+    for (size_t k = 0; k < n; k++) {
+        s_put_f32 (u + 4 * k, field->u[k]);
+        s_put_f32 (v + 4 * k, field->v[k]);
+        s_put_f32 (peak + 4 * k, field->peak_ratio[k]);
+        flags[k] = field->flags[k];
+    }
+    *buf_p = buf;
+    *size_p = size;
+    return 0;
+}
+
+static void
+s_field_error (char *err, size_t errlen, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void
+s_field_error (char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    int len = snprintf (err, errlen, "bad field: ");
+    if (len < 0 || (size_t) len >= errlen)
+        return;
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (err + len, errlen - (size_t) len, fmt, ap);
+    va_end (ap);
+}
+
+piv_field_t *
+proto_field_decode (const void *buf, size_t size, char *err, size_t errlen)
+{
+    const unsigned char *p = buf;
+    char quoted[64];
+    if (!p || size < FIELD_HEADER) {
+        s_field_error (err, errlen, "%zu bytes, shorter than its %d-byte header", p ? size : 0,
+                       FIELD_HEADER);
+        return NULL;
+    }
+    if (memcmp (p, FIELD_MAGIC, 4) != 0) {
+        s_field_error (err, errlen, "magic '%s', expected '%s'",
+                       s_quote (p, 4, quoted, sizeof quoted), FIELD_MAGIC);
+        return NULL;
+    }
+    uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
+    uint32_t window = s_get_u32 (p + 12), step = s_get_u32 (p + 16), runs = s_get_u32 (p + 20);
+    // Both below 2^32: the product and the size cannot overflow 64 bits.
+    uint64_t n = (uint64_t) nx * ny;
+    uint64_t expected = FIELD_HEADER + n * FIELD_VECTOR;
+    if (window > INT_MAX || step > INT_MAX || runs > INT_MAX) {
+        s_field_error (err, errlen, "window %" PRIu32 ", step %" PRIu32 " or runs %" PRIu32
+                       " out of range", window, step, runs);
+        return NULL;
+    }
+    if (nx == 0 || ny == 0 || nx > INT_MAX || ny > INT_MAX) {
+        s_field_error (err, errlen, "absurd dimensions %" PRIu32 " x %" PRIu32, nx, ny);
+        return NULL;
+    }
+    if (expected != size) {
+        s_field_error (err, errlen,
+                       "%zu bytes, but %" PRIu32 " x %" PRIu32 " vectors need %" PRIu64, size,
+                       nx, ny, expected);
+        return NULL;
+    }
+    piv_field_t *field = piv_field_new ((int) nx, (int) ny);
+    if (!field) {
+        s_field_error (err, errlen,
+                       "%" PRIu32 " x %" PRIu32 " vectors refused (too many, or no memory)", nx,
+                       ny);
+        return NULL;
+    }
+    field->window = (int) window;
+    field->step = (int) step;
+    field->runs = (int) runs;
+    double x0 = s_get_f32 (p + 24), y0 = s_get_f32 (p + 28);
+    const unsigned char *u = p + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n;
+    const unsigned char *flags = peak + 4 * n;
+    for (uint32_t j = 0, k = 0; j < ny; j++)
+        for (uint32_t i = 0; i < nx; i++, k++) {
+            if (flags[k] > PIV_FLAG_INVALID) {
+                s_field_error (err, errlen, "vector %" PRIu32 " has flags %u", k, flags[k]);
+                piv_field_destroy (&field);
+                return NULL;
+            }
+            // The grid is regular: each position is exact from x0, y0 and step.
+            field->x[k] = (float) (x0 + (double) i * step);
+            field->y[k] = (float) (y0 + (double) j * step);
+            field->u[k] = s_get_f32 (u + 4 * (size_t) k);
+            field->v[k] = s_get_f32 (v + 4 * (size_t) k);
+            field->peak_ratio[k] = s_get_f32 (peak + 4 * (size_t) k);
+            field->flags[k] = flags[k];
+        }
+    return field;
+}

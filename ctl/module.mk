@@ -1,0 +1,6 @@
+# ctl/ — pivctl, the operator's command line.
+bin/pivctl: build/ctl/pivctl.o $(COMMON_LIB) $(PIV_LIB)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(ZMQ_LIBS) $(PIV_LIBS)
+
+PROGRAMS += bin/pivctl

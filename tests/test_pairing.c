@@ -1,0 +1,234 @@
+// test_pairing.c — the pairing rules: which files of an experiment make a
+// pair, whatever order they arrive in.
+
+#include "broker/pairing.h"
+#include "common/config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The pairs emitted so far (the first 64 as "experiment|stem|a|b" lines).
+static char s_pairs[64][256];
+static int s_npairs;
+
+static int
+s_collect (void *arg, const char *experiment, const char *stem, const char *name_a,
+           const char *name_b)
+{
+    (void) arg;
+    if (s_npairs < 64)
+        snprintf (s_pairs[s_npairs], 256, "%s|%s|%s|%s", experiment, stem, name_a,
+                  name_b ? name_b : "-");
+    s_npairs++;
+    return 0;
+}
+
+static pairing_t *
+s_rules (const char *rule)
+{
+    config_t cfg;
+    config_init (&cfg);
+    snprintf (cfg.pairing.rule, sizeof cfg.pairing.rule, "%s", rule);
+    char err[256] = "";
+    pairing_t *p = pairing_new (&cfg, err, sizeof err);
+    ck_assert_msg (p != NULL, "%s", err);
+    s_npairs = 0;
+    return p;
+}
+
+// Offers 'name' and checks how many pairs it completed.
+static void
+s_offer (pairing_t *p, const char *experiment, const char *name, int expected)
+{
+    char err[256] = "";
+    int got = pairing_offer (p, experiment, name, s_collect, NULL, err, sizeof err);
+    ck_assert_msg (got == expected, "'%s': %d pairs, expected %d (%s)", name, got, expected, err);
+}
+
+static int
+s_has (const char *line)
+{
+    for (int i = 0; i < s_npairs && i < 64; i++)
+        if (strcmp (s_pairs[i], line) == 0)
+            return 1;
+    return 0;
+}
+
+START_TEST (ab_pairs_a_and_b_in_either_order)
+{
+    pairing_t *p = s_rules ("ab");
+    s_offer (p, "run7", "x_0001_a.tif", 0);
+    ck_assert_int_eq (pairing_waiting (p, "run7"), 1);
+    s_offer (p, "run7", "x_0002_b.tif", 0);
+    s_offer (p, "run7", "x_0001_b.tif", 1);
+    s_offer (p, "run7", "x_0002_a.tif", 1);
+    ck_assert (s_has ("run7|x_0001|x_0001_a.tif|x_0001_b.tif"));
+    ck_assert (s_has ("run7|x_0002|x_0002_a.tif|x_0002_b.tif"));
+    ck_assert_int_eq (pairing_waiting (p, "run7"), 0);
+    pairing_destroy (&p);
+    ck_assert (p == NULL);
+}
+END_TEST
+
+START_TEST (ab_ignores_case_of_suffix_and_extension_by_default)
+{
+    pairing_t *p = s_rules ("ab");
+    s_offer (p, "e", "Shot12_A.TIF", 0);
+    s_offer (p, "e", "Shot12_b.tiff", 1);
+    ck_assert (s_has ("e|Shot12|Shot12_A.TIF|Shot12_b.tiff"));
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (ab_follows_configured_suffixes_and_case)
+{
+    config_t cfg;
+    config_init (&cfg);
+    snprintf (cfg.pairing.a_suffix, sizeof cfg.pairing.a_suffix, "-frameA");
+    snprintf (cfg.pairing.b_suffix, sizeof cfg.pairing.b_suffix, "-frameB");
+    cfg.pairing.ignore_case = 0;
+    char err[256];
+    pairing_t *p = pairing_new (&cfg, err, sizeof err);
+    s_npairs = 0;
+    s_offer (p, "e", "p1-frameA.tif", 0);
+    s_offer (p, "e", "p1-frameb.tif", -1);  // case matters now
+    s_offer (p, "e", "p1-frameB.tif", 1);
+    ck_assert (s_has ("e|p1|p1-frameA.tif|p1-frameB.tif"));
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (files_pair_only_within_one_experiment_and_directory)
+{
+    pairing_t *p = s_rules ("ab");
+    s_offer (p, "one", "s_a.tif", 0);
+    s_offer (p, "two", "s_b.tif", 0);
+    s_offer (p, "one", "cam1/s_b.tif", 0);
+    s_offer (p, "one", "cam1/s_a.tif", 1);
+    ck_assert (s_has ("one|cam1/s|cam1/s_a.tif|cam1/s_b.tif"));
+    ck_assert_int_eq (pairing_waiting (p, "one"), 1);
+    ck_assert_int_eq (pairing_waiting (p, "two"), 1);
+    ck_assert_int_eq (pairing_waiting (p, "three"), 0);
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (a_file_offered_again_while_waiting_emits_nothing)
+{
+    pairing_t *p = s_rules ("ab");
+    s_offer (p, "e", "s_a.tif", 0);
+    s_offer (p, "e", "s_a.tif", 0);
+    ck_assert_int_eq (pairing_waiting (p, "e"), 1);
+    s_offer (p, "e", "s_b.tif", 1);
+    ck_assert_int_eq (s_npairs, 1);
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (names_that_do_not_fit_the_rule_are_refused_by_name)
+{
+    pairing_t *p = s_rules ("ab");
+    char err[256] = "";
+    ck_assert_int_eq (pairing_offer (p, "e", "notes.txt", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "'notes.txt'") && strstr (err, "extension"), "%s", err);
+    ck_assert_int_eq (pairing_offer (p, "e", "shot.tif", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "'shot.tif'") && strstr (err, "rule ab"), "%s", err);
+    ck_assert_int_eq (pairing_offer (p, "e", ".tif", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_int_eq (pairing_offer (p, "e", "a\x1f_a.tif", s_collect, NULL, err, sizeof err), -1);
+    pairing_destroy (&p);
+    p = s_rules ("sequence");
+    ck_assert_int_eq (pairing_offer (p, "e", "shot_a.tif", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "frame number"), "%s", err);
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (sequence_pairs_frames_one_two_then_three_four)
+{
+    pairing_t *p = s_rules ("sequence");
+    s_offer (p, "e", "img0002.tif", 0);  // B before A
+    s_offer (p, "e", "img0001.tif", 1);
+    s_offer (p, "e", "img0003.tif", 0);
+    s_offer (p, "e", "img0005.tif", 0);
+    s_offer (p, "e", "img0004.tif", 1);
+    ck_assert (s_has ("e|img0001|img0001.tif|img0002.tif"));
+    ck_assert (s_has ("e|img0003|img0003.tif|img0004.tif"));
+    ck_assert_int_eq (s_npairs, 2);
+    ck_assert_int_eq (pairing_waiting (p, "e"), 1);  // frame 5 waits for 6
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (sliding_pairs_every_frame_with_the_next_in_any_order)
+{
+    pairing_t *p = s_rules ("sliding");
+    static const char *const order[] = {"f3.tif", "f1.tif", "f5.tif", "f2.tif", "f4.tif"};
+    static const int made[] = {0, 0, 0, 2, 2};
+    for (int i = 0; i < 5; i++)
+        s_offer (p, "e", order[i], made[i]);
+    ck_assert_int_eq (s_npairs, 4);
+    ck_assert (s_has ("e|f1|f1.tif|f2.tif"));
+    ck_assert (s_has ("e|f2|f2.tif|f3.tif"));
+    ck_assert (s_has ("e|f3|f3.tif|f4.tif"));
+    ck_assert (s_has ("e|f4|f4.tif|f5.tif"));
+    // Only the ends of the run wait: memory does not grow with frames.
+    ck_assert_int_eq (pairing_waiting (p, "e"), 2);
+    for (int i = 6; i < 1000; i++) {
+        char name[32];
+        snprintf (name, sizeof name, "f%d.tif", i);
+        s_offer (p, "e", name, 1);
+    }
+    ck_assert_int_eq (pairing_waiting (p, "e"), 2);
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (multipage_makes_a_pair_of_every_file)
+{
+    pairing_t *p = s_rules ("multipage");
+    s_offer (p, "e", "pair_17.tif", 1);
+    ck_assert (s_has ("e|pair_17|pair_17.tif|-"));
+    ck_assert_int_eq (pairing_waiting (p, "e"), 0);
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (an_unknown_rule_is_refused)
+{
+    config_t cfg;
+    config_init (&cfg);
+    snprintf (cfg.pairing.rule, sizeof cfg.pairing.rule, "pairs");
+    char err[256] = "";
+    ck_assert (pairing_new (&cfg, err, sizeof err) == NULL);
+    ck_assert_msg (strstr (err, "'pairs'") != NULL, "%s", err);
+    config_init (&cfg);
+    snprintf (cfg.pairing.b_suffix, sizeof cfg.pairing.b_suffix, "%s", cfg.pairing.a_suffix);
+    ck_assert (pairing_new (&cfg, err, sizeof err) == NULL);
+    ck_assert_msg (strstr (err, "suffixes") != NULL, "%s", err);
+}
+END_TEST
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("pairing");
+    TCase *tc = tcase_create ("rules");
+    tcase_add_test (tc, ab_pairs_a_and_b_in_either_order);
+    tcase_add_test (tc, ab_ignores_case_of_suffix_and_extension_by_default);
+    tcase_add_test (tc, ab_follows_configured_suffixes_and_case);
+    tcase_add_test (tc, files_pair_only_within_one_experiment_and_directory);
+    tcase_add_test (tc, a_file_offered_again_while_waiting_emits_nothing);
+    tcase_add_test (tc, names_that_do_not_fit_the_rule_are_refused_by_name);
+    tcase_add_test (tc, sequence_pairs_frames_one_two_then_three_four);
+    tcase_add_test (tc, sliding_pairs_every_frame_with_the_next_in_any_order);
+    tcase_add_test (tc, multipage_makes_a_pair_of_every_file);
+    tcase_add_test (tc, an_unknown_rule_is_refused);
+    suite_add_tcase (suite, tc);
+    SRunner *runner = srunner_create (suite);
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,1200 @@
+// test_store.c — the SQLite store on real files: the pair state machine,
+// deduplication, group commit, crashes and full disks, readers beside the
+// writer, files that are not ours, and the event log a replay reads.
+
+#include "store/store.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+
+#define T_MS 1000000LL  // ns
+
+static char s_dir[4096];  // this test's temporary directory
+
+static void
+s_setup (void)
+{
+    snprintf (s_dir, sizeof s_dir, "%s", tu_tmpdir ());
+}
+
+static void
+s_teardown (void)
+{
+    tu_rmtree (s_dir);
+}
+
+static const char *
+s_db (void)
+{
+    return tu_path (s_dir, "pivfarm.db");
+}
+
+static store_t *
+s_open (void)
+{
+    char err[512] = "";
+    store_t *store = store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    return store;
+}
+
+static void
+s_commit (store_t *store)
+{
+    char err[512] = "";
+    ck_assert_msg (store_commit (store, err, sizeof err) == 0, "%s", err);
+}
+
+static int64_t
+s_experiment (store_t *store, const char *name)
+{
+    int64_t id = store_experiment (store, name, 1 * T_MS);
+    ck_assert_msg (id > 0, "%s", store_error (store));
+    return id;
+}
+
+static int64_t
+s_file (store_t *store, int64_t experiment, const char *name, int64_t now)
+{
+    int is_new;
+    int64_t id = store_file_add (store, experiment, name, 1000, now - T_MS, now, &is_new);
+    ck_assert_msg (id > 0, "%s", store_error (store));
+    return id;
+}
+
+// Adds '<stem>_a.tif', '<stem>_b.tif' and their pair; returns the pair.
+static int64_t
+s_pair (store_t *store, int64_t experiment, const char *stem, int64_t now)
+{
+    char a[256], b[256];
+    snprintf (a, sizeof a, "%s_a.tif", stem);
+    snprintf (b, sizeof b, "%s_b.tif", stem);
+    int64_t fa = s_file (store, experiment, a, now);
+    int64_t fb = s_file (store, experiment, b, now);
+    int is_new;
+    int64_t pair = store_pair_add (store, experiment, stem, fa, fb, now, &is_new);
+    ck_assert_msg (pair > 0, "%s", store_error (store));
+    ck_assert (is_new);
+    return pair;
+}
+
+static int
+s_dispatch (store_t *store, int64_t pair, const char *agent)
+{
+    int attempt = store_pair_dispatch (store, pair, agent, 10 * T_MS);
+    ck_assert_msg (attempt > 0, "%s", store_error (store));
+    return attempt;
+}
+
+static store_result_t
+s_result (const void *field, size_t size)
+{
+    store_result_t result = {0.5, -0.25, 0.56, 0.98, 0.001, 63, 63, 40 * T_MS, "/r/x.txt",
+                             field, size};
+    return result;
+}
+
+// ---------------------------------------------------------------------------
+// Collectors of the listing callbacks.
+
+#define T_MAX 1024
+
+typedef struct {
+    int n;
+    int stop_after;  // stop the listing after this many (0: never)
+    int64_t id[T_MAX];
+    int attempts[T_MAX];
+    char experiment[T_MAX][32], stem[T_MAX][32], a[T_MAX][32], b[T_MAX][32];
+} s_pairs_t;
+
+static int
+s_pairs_fn (void *arg, int64_t pair, const char *experiment, const char *stem,
+            const char *name_a, const char *name_b, int attempts)
+{
+    s_pairs_t *pairs = arg;
+    ck_assert_int_lt (pairs->n, T_MAX);
+    int k = pairs->n++;
+    pairs->id[k] = pair;
+    pairs->attempts[k] = attempts;
+    snprintf (pairs->experiment[k], 32, "%s", experiment);
+    snprintf (pairs->stem[k], 32, "%s", stem);
+    snprintf (pairs->a[k], 32, "%s", name_a);
+    snprintf (pairs->b[k], 32, "%s", name_b ? name_b : "(none)");
+    return pairs->stop_after && pairs->n >= pairs->stop_after;
+}
+
+static s_pairs_t *
+s_pairs (store_t *store, store_state_t state)
+{
+    static s_pairs_t pairs;
+    memset (&pairs, 0, sizeof pairs);
+    int calls = store_pairs_in_state (store, state, s_pairs_fn, &pairs);
+    ck_assert_msg (calls == pairs.n, "%d calls, %d listed: %s", calls, pairs.n,
+                   store_error (store));
+    return &pairs;
+}
+
+typedef struct {
+    int n;
+    int64_t id[T_MAX], ts[T_MAX], experiment[T_MAX], pair[T_MAX];
+    char kind[T_MAX][16], payload[T_MAX][160];
+} s_events_t;
+
+static int
+s_events_fn (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
+             int64_t pair, const char *payload)
+{
+    s_events_t *events = arg;
+    ck_assert_int_lt (events->n, T_MAX);
+    int k = events->n++;
+    events->id[k] = id;
+    events->ts[k] = ts_ns;
+    events->experiment[k] = experiment;
+    events->pair[k] = pair;
+    snprintf (events->kind[k], 16, "%s", kind);
+    snprintf (events->payload[k], 160, "%s", payload);
+    return 0;
+}
+
+static s_events_t *
+s_events (store_t *store, int64_t experiment, int64_t after)
+{
+    static s_events_t events;
+    memset (&events, 0, sizeof events);
+    int calls = store_events (store, experiment, after, s_events_fn, &events);
+    ck_assert_msg (calls == events.n, "%d calls, %d listed: %s", calls, events.n,
+                   store_error (store));
+    return &events;
+}
+
+// How many events of 'kind' the log holds.
+static int
+s_count_kind (store_t *store, const char *kind)
+{
+    s_events_t *events = s_events (store, 0, 0);
+    int n = 0;
+    for (int k = 0; k < events->n; k++)
+        n += strcmp (events->kind[k], kind) == 0;
+    return n;
+}
+
+// The last event of 'kind'.
+static const char *
+s_last_payload (store_t *store, const char *kind)
+{
+    s_events_t *events = s_events (store, 0, 0);
+    for (int k = events->n - 1; k >= 0; k--)
+        if (strcmp (events->kind[k], kind) == 0)
+            return events->payload[k];
+    ck_abort_msg ("no '%s' event", kind);
+    return NULL;
+}
+
+typedef struct {
+    int n;
+    char name[8][32];
+    int64_t files[8];
+    int64_t pairs[8][5];
+} s_counts_t;
+
+static int
+s_counts_fn (void *arg, const store_counts_t *counts)
+{
+    s_counts_t *all = arg;
+    ck_assert_int_lt (all->n, 8);
+    int k = all->n++;
+    snprintf (all->name[k], 32, "%s", counts->name);
+    all->files[k] = counts->files;
+    memcpy (all->pairs[k], counts->pairs, sizeof counts->pairs);
+    return 0;
+}
+
+// Pairs of the first experiment in 'state'.
+static int64_t
+s_count (store_t *store, store_state_t state)
+{
+    s_counts_t counts = {0};
+    ck_assert_msg (store_counts (store, s_counts_fn, &counts) >= 1, "%s", store_error (store));
+    return counts.pairs[0][state];
+}
+
+static int
+s_file_fn (void *arg, const char *experiment, const char *name, int64_t file)
+{
+    (void) experiment, (void) name, (void) file;
+    (*(int *) arg)++;
+    return 0;
+}
+
+static int
+s_file_count (store_t *store)
+{
+    int n = 0;
+    ck_assert_int_ge (store_files (store, s_file_fn, &n), 0);
+    return n;
+}
+
+// Reads the database file; the caller frees.
+static char *
+s_slurp_db (size_t *len)
+{
+    char *data = tu_slurp (s_db (), len);
+    ck_assert_msg (data != NULL, "cannot read '%s'", s_db ());
+    return data;
+}
+
+// Writes a database of 'n' pairs and closes it.
+static void
+s_make_db (int n)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    for (int i = 0; i < n; i++) {
+        char stem[64];
+        snprintf (stem, sizeof stem, "frame-with-a-rather-long-name-%05d", i);
+        s_pair (store, experiment, stem, (i + 2) * T_MS);
+    }
+    store_destroy (&store);
+    ck_assert_ptr_null (store);
+}
+
+// ---------------------------------------------------------------------------
+// Opening.
+
+START_TEST (store_destroy_commits_what_is_pending)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    s_pair (store, experiment, "f001", 2 * T_MS);
+    ck_assert_int_gt (store_uncommitted (store), 0);
+    store_destroy (&store);
+    store_destroy (&store);  // NULL is fine
+
+    store = s_open ();
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 1);
+    ck_assert_int_eq (s_file_count (store), 2);
+    ck_assert_int_eq (store_uncommitted (store), 0);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (an_empty_file_becomes_a_new_database)
+{
+    tu_spit (s_db (), "", 0);
+    store_t *store = s_open ();
+    s_experiment (store, "run1");
+    store_destroy (&store);
+    size_t len;
+    char *data = s_slurp_db (&len);
+    ck_assert_int_gt (len, 100);
+    ck_assert_mem_eq (data, "SQLite format 3", 16);
+    free (data);
+}
+END_TEST
+
+START_TEST (refuses_a_file_that_is_not_a_database)
+{
+    const char *text = "these are my notes on run 7, do not lose them\n";
+    char long_text[8192];
+    for (size_t i = 0; i < sizeof long_text; i++)
+        long_text[i] = text[i % strlen (text)];
+    tu_spit (s_db (), long_text, sizeof long_text);
+    char err[512] = "";
+    ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_FULL, err, sizeof err));
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "not a pivfarm database"), "%s", err);
+    err[0] = '\0';
+    ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "not a pivfarm database"), "%s", err);
+    size_t len;
+    char *data = s_slurp_db (&len);
+    ck_assert_uint_eq (len, sizeof long_text);
+    ck_assert_mem_eq (data, long_text, len);
+    free (data);
+
+    // A missing file is no database either for a reader, and not made.
+    const char *missing = tu_path (s_dir, "missing.db");
+    ck_assert_ptr_null (store_open_readonly (missing, err, sizeof err));
+    ck_assert_msg (strstr (err, missing) && strstr (err, "No such file"), "%s", err);
+    ck_assert_int_ne (access (missing, F_OK), 0);
+}
+END_TEST
+
+START_TEST (refuses_a_truncated_database)
+{
+    s_make_db (2000);
+    size_t len;
+    char *data = s_slurp_db (&len);
+    ck_assert_int_gt (len, 100000);
+    ck_assert_int_eq (truncate (s_db (), (off_t) (len / 2)), 0);
+    free (data);
+    data = s_slurp_db (&len);
+
+    char err[512] = "";
+    ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "corrupt or truncated"), "%s", err);
+
+    size_t after_len;
+    char *after = s_slurp_db (&after_len);
+    ck_assert_uint_eq (after_len, len);
+    ck_assert_mem_eq (after, data, len);
+    free (after);
+    free (data);
+}
+END_TEST
+
+START_TEST (refuses_a_corrupted_database)
+{
+    s_make_db (2000);
+    size_t len;
+    char *data = s_slurp_db (&len);
+    // Scribble over two pages in the middle of the file.
+    for (size_t i = len / 2; i < len / 2 + 8192; i++)
+        data[i] = (char) (i * 7919 >> 3);
+    tu_spit (s_db (), data, len);
+
+    char err[512] = "";
+    ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "corrupt"), "%s", err);
+    size_t after_len;
+    char *after = s_slurp_db (&after_len);
+    ck_assert_uint_eq (after_len, len);
+    ck_assert_mem_eq (after, data, len);
+    free (after);
+    free (data);
+}
+END_TEST
+
+START_TEST (refuses_a_database_from_a_newer_schema)
+{
+    s_make_db (3);
+    size_t len;
+    char *data = s_slurp_db (&len);
+    // meta is a WITHOUT ROWID table of text: its row is the key and the
+    // value side by side. A later pivfarm would have written 2.
+    char *row = memmem (data, len, "schema_version1", 15);
+    ck_assert_ptr_nonnull (row);
+    row[14] = '2';
+    tu_spit (s_db (), data, len);
+
+    char err[512] = "";
+    ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 2, newer"), "%s", err);
+    ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
+    ck_assert_msg (strstr (err, "newer"), "%s", err);
+    size_t after_len;
+    char *after = s_slurp_db (&after_len);
+    ck_assert_uint_eq (after_len, len);
+    ck_assert_mem_eq (after, data, len);
+    free (after);
+    free (data);
+}
+END_TEST
+
+START_TEST (refuses_an_sqlite_database_of_another_application)
+{
+    s_make_db (3);
+    size_t len;
+    char *data = s_slurp_db (&len);
+    memcpy (data + 68, "GPKG", 4);  // the header's application id: a GeoPackage
+    tu_spit (s_db (), data, len);
+
+    char err[512] = "";
+    ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "not a pivfarm database"), "%s", err);
+    free (data);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Files and pairs.
+
+START_TEST (a_resent_file_event_is_recorded_once)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int is_new;
+    int64_t id = store_file_add (store, experiment, "f_a.tif", 1000, 5, 6, &is_new);
+    ck_assert_int_gt (id, 0);
+    ck_assert_int_eq (is_new, 1);
+    ck_assert_int_eq (store_file_add (store, experiment, "f_a.tif", 1000, 5, 7, &is_new), id);
+    ck_assert_int_eq (is_new, 0);
+    s_commit (store);
+    store_destroy (&store);
+
+    // Also after a restart, and also while a group is open.
+    store = s_open ();
+    ck_assert_int_eq (store_experiment (store, "run1", 8), experiment);
+    s_file (store, experiment, "g_a.tif", 9);
+    ck_assert_int_eq (store_file_add (store, experiment, "f_a.tif", 1000, 5, 9, &is_new), id);
+    ck_assert_int_eq (is_new, 0);
+    ck_assert_int_eq (store_file_add (store, experiment, "g_a.tif", 1000, 5, 9, &is_new),
+                      id + 1);
+    ck_assert_int_eq (is_new, 0);
+    ck_assert_int_eq (s_file_count (store), 2);
+    ck_assert_int_eq (s_count_kind (store, "file"), 2);
+    ck_assert_int_eq (s_count_kind (store, "experiment"), 1);
+
+    // The same name in another experiment is another file.
+    int64_t other = s_experiment (store, "run2");
+    ck_assert_int_ne (store_file_add (store, other, "f_a.tif", 1000, 5, 9, &is_new), id);
+    ck_assert_int_eq (is_new, 1);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_pair_is_added_once_per_stem)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    int64_t fa = s_file (store, experiment, "f001_a.tif", 3 * T_MS);
+    int is_new;
+    ck_assert_int_eq (store_pair_add (store, experiment, "f001", fa, 0, 3 * T_MS, &is_new),
+                      pair);
+    ck_assert_int_eq (is_new, 0);
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 1);
+    ck_assert_int_eq (s_count_kind (store, "pair"), 1);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (pairs_in_state_lists_pending_oldest_first)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t p1 = s_pair (store, experiment, "f001", 2 * T_MS);
+    int64_t p2 = s_pair (store, experiment, "f002", 3 * T_MS);
+    int64_t p3 = s_pair (store, experiment, "f003", 4 * T_MS);
+    int64_t multi = s_file (store, experiment, "f004.tif", 5 * T_MS);
+    int is_new;
+    int64_t p4 = store_pair_add (store, experiment, "f004", multi, 0, 5 * T_MS, &is_new);
+    ck_assert_int_gt (p4, p3);
+    s_dispatch (store, p1, "agent-a");
+    s_dispatch (store, p2, "agent-a");
+    ck_assert_int_eq (store_pair_requeue (store, p1, "test", 11 * T_MS), 0);
+
+    s_pairs_t *pending = s_pairs (store, STORE_PENDING);
+    ck_assert_int_eq (pending->n, 3);
+    ck_assert_int_eq (pending->id[0], p1);
+    ck_assert_int_eq (pending->id[1], p3);
+    ck_assert_int_eq (pending->id[2], p4);
+    ck_assert_str_eq (pending->experiment[0], "run1");
+    ck_assert_str_eq (pending->stem[0], "f001");
+    ck_assert_str_eq (pending->a[0], "f001_a.tif");
+    ck_assert_str_eq (pending->b[0], "f001_b.tif");
+    ck_assert_int_eq (pending->attempts[0], 1);
+    ck_assert_int_eq (pending->attempts[1], 0);
+    ck_assert_str_eq (pending->a[2], "f004.tif");
+    ck_assert_str_eq (pending->b[2], "(none)");
+
+    s_pairs_t *dispatched = s_pairs (store, STORE_DISPATCHED);
+    ck_assert_int_eq (dispatched->n, 1);
+    ck_assert_int_eq (dispatched->id[0], p2);
+    ck_assert_int_eq (s_pairs (store, STORE_DONE)->n, 0);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (only_a_pending_pair_is_dispatched)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-a"), 1);
+    ck_assert_int_eq (store_pair_dispatch (store, pair, "agent-b", 3 * T_MS), -1);
+    ck_assert_msg (strstr (store_error (store), "not pending"), "%s", store_error (store));
+    ck_assert_int_eq (store_pair_dispatch (store, 999, "agent-b", 3 * T_MS), -1);
+    ck_assert_msg (strstr (store_error (store), "pair 999")
+                       && strstr (store_error (store), s_db ()),
+                   "%s", store_error (store));
+    // Neither refusal harmed the group.
+    s_commit (store);
+    ck_assert_int_eq (s_count (store, STORE_DISPATCHED), 1);
+    ck_assert_int_eq (store_pair_requeue (store, pair, "agent lost", 4 * T_MS), 0);
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-b"), 2);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (the_first_result_wins)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    s_dispatch (store, pair, "agent-a");
+    // agent-a is slow: the broker gives the pair to agent-b.
+    ck_assert_int_eq (store_pair_requeue (store, pair, "timeout", 20 * T_MS), 0);
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-b"), 2);
+
+    store_result_t first = s_result ("B", 1), second = s_result ("A", 1);
+    int recorded = -1;
+    ck_assert_int_eq (store_pair_result (store, pair, 2, "agent-b", &first, 30 * T_MS, &recorded),
+                      0);
+    ck_assert_int_eq (recorded, 1);
+    ck_assert_int_eq (store_pair_result (store, pair, 1, "agent-a", &second, 31 * T_MS, &recorded),
+                      0);
+    ck_assert_int_eq (recorded, 0);
+    // A resend of the first one changes nothing either.
+    ck_assert_int_eq (store_pair_result (store, pair, 2, "agent-b", &first, 32 * T_MS, &recorded),
+                      0);
+    ck_assert_int_eq (recorded, 0);
+    s_commit (store);
+
+    ck_assert_int_eq (s_count (store, STORE_DONE), 1);
+    ck_assert_int_eq (s_count_kind (store, "result"), 1);
+    ck_assert_int_eq (s_count_kind (store, "duplicate"), 2);
+    ck_assert_msg (strstr (s_last_payload (store, "result"), "agent=agent-b"), "%s",
+                   s_last_payload (store, "result"));
+    // A done pair is not dispatched again, and its failures are ignored.
+    ck_assert_int_eq (store_pair_dispatch (store, pair, "agent-c", 40 * T_MS), -1);
+    int failed = -1;
+    ck_assert_int_eq (
+        store_pair_failure (store, pair, 1, "agent-a", "late error", 3, 41 * T_MS, &failed), 0);
+    ck_assert_int_eq (failed, 0);
+    ck_assert_int_eq (s_count (store, STORE_DONE), 1);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_late_result_after_a_requeue_is_recorded)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    s_dispatch (store, pair, "agent-a");
+    ck_assert_int_eq (store_pair_requeue (store, pair, "agent-a dead", 20 * T_MS), 0);
+    store_result_t result = s_result (NULL, 0);
+    int recorded;
+    ck_assert_int_eq (store_pair_result (store, pair, 1, "agent-a", &result, 21 * T_MS, &recorded),
+                      0);
+    ck_assert_int_eq (recorded, 1);
+    ck_assert_int_eq (s_count (store, STORE_DONE), 1);
+    ck_assert_int_eq (s_pairs (store, STORE_PENDING)->n, 0);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_pair_fails_after_max_attempts_with_its_last_error)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    const char *errors[] = {"cannot read 'f001_a.tif': short read", "out of memory",
+                            "cannot read 'f001_b.tif': not a TIFF file"};
+    for (int i = 0; i < 3; i++) {
+        int attempt = s_dispatch (store, pair, i % 2 ? "agent-b" : "agent-a");
+        ck_assert_int_eq (attempt, i + 1);
+        int failed = -1;
+        ck_assert_int_eq (store_pair_failure (store, pair, attempt, "agent", errors[i], 3,
+                                              (20 + i) * T_MS, &failed),
+                          0);
+        ck_assert_int_eq (failed, i == 2);
+        ck_assert_int_eq (s_count (store, i == 2 ? STORE_FAILED : STORE_PENDING), 1);
+    }
+    s_pairs_t *failed_pairs = s_pairs (store, STORE_FAILED);
+    ck_assert_int_eq (failed_pairs->n, 1);
+    ck_assert_int_eq (failed_pairs->attempts[0], 3);
+    ck_assert_str_eq (s_last_payload (store, "failed"),
+                      "attempts=3 error=cannot read 'f001_b.tif': not a TIFF file");
+    ck_assert_int_eq (s_count_kind (store, "failure"), 3);
+    ck_assert_int_eq (store_pair_dispatch (store, pair, "agent-a", 30 * T_MS), -1);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_stale_failure_does_not_take_a_pair_from_its_new_agent)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    s_dispatch (store, pair, "agent-a");
+    ck_assert_int_eq (store_pair_requeue (store, pair, "agent-a dead", 20 * T_MS), 0);
+    s_dispatch (store, pair, "agent-b");
+    int failed = -1;
+    ck_assert_int_eq (
+        store_pair_failure (store, pair, 1, "agent-a", "killed", 2, 21 * T_MS, &failed), 0);
+    ck_assert_int_eq (failed, 0);
+    ck_assert_int_eq (s_count (store, STORE_DISPATCHED), 1);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (store_requeues_tasks_of_a_dead_agent)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t p1 = s_pair (store, experiment, "f001", 2 * T_MS);
+    int64_t p2 = s_pair (store, experiment, "f002", 3 * T_MS);
+    int64_t p3 = s_pair (store, experiment, "f003", 4 * T_MS);
+    ck_assert_int_eq (store_agent_seen (store, "agent-a", "node1", 8, "piv", 5 * T_MS), 0);
+    ck_assert_int_eq (store_agent_seen (store, "agent-b", "node2", 8, "piv", 5 * T_MS), 0);
+    s_dispatch (store, p1, "agent-a");
+    s_dispatch (store, p2, "agent-b");
+    s_dispatch (store, p3, "agent-a");
+    s_commit (store);
+
+    // agent-a misses its heartbeats: the broker requeues its tasks.
+    ck_assert_int_eq (store_pair_requeue (store, p1, "agent-a dead", 20 * T_MS), 0);
+    ck_assert_int_eq (store_pair_requeue (store, p3, "agent-a dead", 20 * T_MS), 0);
+    s_commit (store);
+    s_pairs_t *pending = s_pairs (store, STORE_PENDING);
+    ck_assert_int_eq (pending->n, 2);
+    ck_assert_int_eq (pending->id[0], p1);
+    ck_assert_int_eq (pending->id[1], p3);
+    s_pairs_t *dispatched = s_pairs (store, STORE_DISPATCHED);
+    ck_assert_int_eq (dispatched->n, 1);
+    ck_assert_int_eq (dispatched->id[0], p2);
+    ck_assert_str_eq (s_last_payload (store, "requeue"),
+                      "attempt=1 agent=agent-a reason=agent-a dead");
+    // A requeue of a pair that is not dispatched changes nothing.
+    ck_assert_int_eq (store_pair_requeue (store, p1, "agent-a dead", 21 * T_MS), 0);
+    ck_assert_int_eq (s_count_kind (store, "requeue"), 2);
+    ck_assert_int_eq (store_pair_requeue (store, 999, "agent-a dead", 21 * T_MS), -1);
+    // Its tasks go to agent-b as second attempts.
+    ck_assert_int_eq (s_dispatch (store, p1, "agent-b"), 2);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (agents_are_logged_when_new_or_changed)
+{
+    store_t *store = s_open ();
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq (store_agent_seen (store, "agent-a", "node1", 8, "piv", i * T_MS), 0);
+    ck_assert_int_eq (s_count_kind (store, "agent"), 1);
+    ck_assert_int_eq (store_agent_seen (store, "agent-a", "node1", 16, "piv", 9 * T_MS), 0);
+    ck_assert_int_eq (s_count_kind (store, "agent"), 2);
+    ck_assert_str_eq (s_last_payload (store, "agent"),
+                      "agent=agent-a host=node1 cores=16 capabilities=piv");
+    store_destroy (&store);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Crashes: a child process writes and is killed; the parent reopens.
+
+// Runs 'fn' in a child process, which then waits to be killed with
+// SIGKILL from here, as an operator's kill -9 would: no exit handler, no
+// close of the store.
+static void
+s_crash_child (int (*fn) (void))
+{
+    int fds[2];
+    ck_assert_int_eq (pipe (fds), 0);
+    pid_t pid = fork ();
+    ck_assert_int_ge (pid, 0);
+    if (pid == 0) {
+        char done = fn () == 0 ? 'y' : 'n';
+        if (write (fds[1], &done, 1) != 1)
+            _exit (1);
+        for (;;)
+            pause ();
+    }
+    close (fds[1]);
+    char done = 0;
+    ssize_t got = read (fds[0], &done, 1);
+    close (fds[0]);
+    kill (pid, SIGKILL);
+    int status;
+    ck_assert_int_eq (waitpid (pid, &status, 0), pid);
+    ck_assert_msg (got == 1 && done == 'y', "the child failed before its crash");
+    ck_assert (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+}
+
+// Two pairs dispatched and committed, a third pending.
+static int
+s_child_dispatches (void)
+{
+    char err[512];
+    store_t *store = store_new (s_db (), STORE_DURABILITY_FULL, err, sizeof err);
+    if (!store)
+        return -1;
+    int64_t experiment = store_experiment (store, "run1", 1);
+    int is_new, failed = 0;
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf (name, sizeof name, "f%03d.tif", i);
+        int64_t file = store_file_add (store, experiment, name, 1000, 1, 2, &is_new);
+        int64_t pair = store_pair_add (store, experiment, name, file, 0, 3, &is_new);
+        if (i < 2)
+            failed |= store_pair_dispatch (store, pair, "agent-a", 4) != 1;
+    }
+    return failed || store_commit (store, err, sizeof err) ? -1 : 0;
+}
+
+START_TEST (dispatched_pairs_are_requeued_after_reopen)
+{
+    s_crash_child (s_child_dispatches);
+    store_t *store = s_open ();
+    ck_assert_int_eq (s_count (store, STORE_DISPATCHED), 2);
+    ck_assert_int_eq (store_requeue_all (store, 100 * T_MS), 2);
+    ck_assert_int_eq (store_uncommitted (store), 2);
+    s_commit (store);
+    s_pairs_t *pending = s_pairs (store, STORE_PENDING);
+    ck_assert_int_eq (pending->n, 3);
+    ck_assert_int_eq (pending->attempts[0], 1);
+    ck_assert_int_eq (pending->attempts[1], 1);
+    ck_assert_int_eq (pending->attempts[2], 0);
+    ck_assert_int_eq (s_count_kind (store, "requeue"), 2);
+    ck_assert_str_eq (s_last_payload (store, "requeue"), "attempt=1 agent=agent-a reason=restart");
+    ck_assert_int_eq (store_requeue_all (store, 101 * T_MS), 0);
+    // The next attempt is the second one.
+    ck_assert_int_eq (s_dispatch (store, pending->id[0], "agent-b"), 2);
+    store_destroy (&store);
+    // The WAL the crash left behind is folded back into the file at close.
+    ck_assert_int_ne (access (tu_path (s_dir, "pivfarm.db-wal"), F_OK), 0);
+}
+END_TEST
+
+// Three files committed, two more written but not committed.
+static int
+s_child_commits_half (void)
+{
+    char err[512];
+    store_t *store = store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err);
+    if (!store)
+        return -1;
+    int64_t experiment = store_experiment (store, "run1", 1);
+    int is_new, failed = 0;
+    for (int i = 0; i < 5; i++) {
+        char name[32];
+        snprintf (name, sizeof name, "f%03d.tif", i);
+        failed |= store_file_add (store, experiment, name, 1000, 1, 2, &is_new) < 0;
+        if (i == 2)
+            failed |= store_commit (store, err, sizeof err);
+    }
+    return failed || store_uncommitted (store) != 2 ? -1 : 0;
+}
+
+START_TEST (uncommitted_writes_are_lost_and_committed_ones_kept)
+{
+    s_crash_child (s_child_commits_half);
+    store_t *store = s_open ();
+    ck_assert_int_eq (s_file_count (store), 3);
+    ck_assert_int_eq (s_count_kind (store, "file"), 3);
+    store_destroy (&store);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Failures: a full disk, a busy database, a rejected write.
+
+START_TEST (a_full_disk_during_commit_keeps_what_was_committed)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    for (int i = 0; i < 5; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        s_pair (store, experiment, stem, (i + 2) * T_MS);
+    }
+    s_commit (store);
+    int events = s_events (store, 0, 0)->n;
+    s_pair (store, experiment, "f005", 9 * T_MS);
+    s_pair (store, experiment, "f006", 9 * T_MS);
+    ck_assert_int_eq (store_uncommitted (store), 6);
+
+    store_test_fault (store, STORE_FAULT_FULL, 0);
+    char err[512] = "";
+    ck_assert_int_eq (store_commit (store, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "cannot commit") && strstr (err, s_db ())
+                       && strstr (err, "database or disk is full"),
+                   "%s", err);
+    ck_assert_str_eq (store_error (store), err);
+    ck_assert_int_eq (store_uncommitted (store), 0);
+    store_test_fault (store, 0, 0);
+
+    // What was committed is there, nothing of the failed group is.
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 5);
+    ck_assert_int_eq (s_file_count (store), 10);
+    ck_assert_int_eq (s_events (store, 0, 0)->n, events);
+
+    // The store goes on: the lost pair can be added again.
+    s_pair (store, experiment, "f005", 10 * T_MS);
+    s_commit (store);
+    store_destroy (&store);
+    store = s_open ();
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 6);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_full_disk_during_a_write_rolls_back_its_group_and_the_commit_says_so)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    s_pair (store, experiment, "f001", 2 * T_MS);
+    s_commit (store);
+    int64_t fa = s_file (store, experiment, "f002_a.tif", 3 * T_MS);
+    int64_t fb = s_file (store, experiment, "f002_b.tif", 3 * T_MS);
+
+    // The pair goes in, its event does not: neither may stay.
+    store_test_fault (store, STORE_FAULT_FULL, 1);
+    int is_new;
+    ck_assert_int_eq (store_pair_add (store, experiment, "f002", fa, fb, 4 * T_MS, &is_new), -1);
+    ck_assert_msg (strstr (store_error (store), "database or disk is full")
+                       && strstr (store_error (store), "rolled back")
+                       && strstr (store_error (store), s_db ()),
+                   "%s", store_error (store));
+    store_test_fault (store, 0, 0);
+
+    // Nothing more joins the lost group until the commit has said so.
+    ck_assert_int_lt (store_experiment (store, "run2", 5 * T_MS), 0);
+    char err[512] = "";
+    ck_assert_int_eq (store_commit (store, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "rolled back") && strstr (err, "database or disk is full"), "%s",
+                   err);
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    ck_assert_int_eq (s_file_count (store), 2);
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 1);
+
+    s_pair (store, experiment, "f002", 6 * T_MS);
+    s_commit (store);
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 2);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_rejected_write_costs_only_itself)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    s_pair (store, experiment, "f001", 2 * T_MS);
+    int is_new;
+    ck_assert_int_eq (store_pair_add (store, experiment, "f002", 999, 998, 3 * T_MS, &is_new), -1);
+    ck_assert_msg (strstr (store_error (store), "f002")
+                       && strstr (store_error (store), "FOREIGN KEY"),
+                   "%s", store_error (store));
+    s_pair (store, experiment, "f003", 4 * T_MS);
+    s_commit (store);
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 2);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_busy_database_fails_the_write_and_leaves_the_store_usable)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    s_commit (store);
+    store_test_fault (store, STORE_FAULT_BUSY, 0);
+    ck_assert_int_lt (store_file_add (store, experiment, "f_a.tif", 1, 2, 3, &(int) {0}), 0);
+    ck_assert_msg (strstr (store_error (store), "database is locked"), "%s", store_error (store));
+    ck_assert_int_lt (store_counts (store, s_counts_fn, &(s_counts_t) {0}), 0);
+    store_test_fault (store, 0, 0);
+    s_file (store, experiment, "f_a.tif", 3);
+    s_commit (store);
+    ck_assert_int_eq (s_file_count (store), 1);
+    store_destroy (&store);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Readers beside the writer.
+
+START_TEST (a_reader_sees_committed_state_while_the_writer_holds_the_database)
+{
+    store_t *writer = s_open ();
+    int64_t experiment = s_experiment (writer, "run1");
+    for (int i = 0; i < 3; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        s_pair (writer, experiment, stem, (i + 2) * T_MS);
+    }
+    s_commit (writer);
+    s_pair (writer, experiment, "f003", 9 * T_MS);
+    ck_assert_int_gt (store_uncommitted (writer), 0);
+
+    char err[512] = "";
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    ck_assert_int_eq (s_count (reader, STORE_PENDING), 3);
+    ck_assert_int_eq (s_pairs (reader, STORE_PENDING)->n, 3);
+    s_commit (writer);
+    ck_assert_int_eq (s_count (reader, STORE_PENDING), 4);
+    // The writer goes on while the reader lists.
+    s_dispatch (writer, 1, "agent-a");
+    ck_assert_int_eq (s_count (reader, STORE_DISPATCHED), 0);
+    s_commit (writer);
+    ck_assert_int_eq (s_count (reader, STORE_DISPATCHED), 1);
+
+    // A reader never writes.
+    ck_assert_int_eq (store_event (reader, "note", 0, 0, "hello", 1), -1);
+    ck_assert_msg (strstr (store_error (reader), "read-only"), "%s", store_error (reader));
+    ck_assert_int_eq (store_commit (reader, err, sizeof err), 0);
+    store_destroy (&reader);
+    store_destroy (&writer);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// The event log and the listings.
+
+START_TEST (events_replay_an_experiment_in_order)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    int is_new;
+    int64_t fa = store_file_add (store, run1, "take 1_a.tif", 4194304, 900, 1000, &is_new);
+    s_file (store, run2, "x_a.tif", 1100);
+    int64_t fb = store_file_add (store, run1, "take 1_b.tif", 4194305, 1150, 1200, &is_new);
+    int64_t pair = store_pair_add (store, run1, "take 1", fa, fb, 1300, &is_new);
+    ck_assert_int_eq (store_pair_dispatch (store, pair, "agent-a", 1400), 1);
+    store_result_t result = s_result (NULL, 0);
+    int recorded;
+    ck_assert_int_eq (store_pair_result (store, pair, 1, "agent-a", &result, 1500, &recorded), 0);
+    int64_t note = store_event (store, "setting", run1, 0, "rate=10", 1600);
+    ck_assert_int_gt (note, 0);
+    s_commit (store);
+
+    s_events_t *events = s_events (store, run1, 0);
+    const char *kinds[] = {"experiment", "file", "file", "pair", "dispatch", "result", "setting"};
+    const int64_t times[] = {1 * T_MS, 1000, 1200, 1300, 1400, 1500, 1600};
+    ck_assert_int_eq (events->n, 7);
+    for (int k = 0; k < 7; k++) {
+        ck_assert_str_eq (events->kind[k], kinds[k]);
+        ck_assert_int_eq (events->ts[k], times[k]);
+        ck_assert_int_eq (events->experiment[k], run1);
+        if (k > 0)
+            ck_assert_int_gt (events->id[k], events->id[k - 1]);
+    }
+    ck_assert_str_eq (events->payload[0], "name=run1");
+    char expected[160];
+    snprintf (expected, sizeof expected,
+              "file=%" PRId64 " size=4194304 mtime_ns=900 seen_ns=1000 name=take 1_a.tif", fa);
+    ck_assert_str_eq (events->payload[1], expected);
+    snprintf (expected, sizeof expected,
+              "file_a=%" PRId64 " file_b=%" PRId64 " stem=take 1", fa, fb);
+    ck_assert_str_eq (events->payload[3], expected);
+    ck_assert_int_eq (events->pair[3], pair);
+    ck_assert_str_eq (events->payload[4], "attempt=1 agent=agent-a");
+    ck_assert_str_eq (events->payload[6], "rate=10");
+    ck_assert_int_eq (events->id[6], note);
+
+    // From an id on: what came after it.
+    int64_t after = events->id[2];
+    events = s_events (store, run1, after);
+    ck_assert_int_eq (events->n, 4);
+    ck_assert_str_eq (events->kind[0], "pair");
+    // Every experiment: run2's events interleaved in order.
+    events = s_events (store, 0, 0);
+    ck_assert_int_eq (events->n, 9);
+    ck_assert_str_eq (events->kind[1], "experiment");
+    ck_assert_int_eq (events->experiment[1], run2);
+    ck_assert_int_eq (events->experiment[3], run2);
+    ck_assert_int_eq (s_events (store, run2, 0)->n, 2);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (counts_by_state)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    int64_t p[6];
+    for (int i = 0; i < 6; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        p[i] = s_pair (store, run1, stem, (i + 2) * T_MS);
+    }
+    s_pair (store, run2, "g000", 9 * T_MS);
+    s_file (store, run2, "lonely_a.tif", 9 * T_MS);
+    s_dispatch (store, p[0], "agent-a");
+    s_dispatch (store, p[1], "agent-a");
+    s_dispatch (store, p[2], "agent-a");
+    store_result_t result = s_result (NULL, 0);
+    int recorded, failed;
+    ck_assert_int_eq (store_pair_result (store, p[1], 1, "agent-a", &result, 20, &recorded), 0);
+    ck_assert_int_eq (store_pair_failure (store, p[2], 1, "agent-a", "bad", 1, 21, &failed), 0);
+    ck_assert_int_eq (failed, 1);
+
+    s_counts_t counts = {0};
+    ck_assert_int_eq (store_counts (store, s_counts_fn, &counts), 2);
+    ck_assert_str_eq (counts.name[0], "run1");
+    ck_assert_int_eq (counts.files[0], 12);
+    ck_assert_int_eq (counts.pairs[0][STORE_PENDING], 3);
+    ck_assert_int_eq (counts.pairs[0][STORE_DISPATCHED], 1);
+    ck_assert_int_eq (counts.pairs[0][STORE_DONE], 1);
+    ck_assert_int_eq (counts.pairs[0][STORE_FAILED], 1);
+    ck_assert_int_eq (counts.pairs[0][STORE_SKIPPED], 0);
+    ck_assert_str_eq (counts.name[1], "run2");
+    ck_assert_int_eq (counts.files[1], 3);
+    ck_assert_int_eq (counts.pairs[1][STORE_PENDING], 1);
+    store_destroy (&store);
+}
+END_TEST
+
+// Records 'n' results with 'size'-byte fields; returns the database size.
+static off_t
+s_size_with_fields (int every, int n, size_t size, char *kept, size_t keptlen)
+{
+    store_t *store = s_open ();
+    store_set_fields (store, every);
+    int64_t experiment = s_experiment (store, "run1");
+    unsigned char *field = malloc (size);
+    ck_assert_ptr_nonnull (field);
+    for (size_t i = 0; i < size; i++)
+        field[i] = (unsigned char) (i * 2654435761u >> 24);
+    kept[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        int64_t pair = s_pair (store, experiment, stem, (i + 2) * T_MS);
+        s_dispatch (store, pair, "agent-a");
+        store_result_t result = s_result (field, size);
+        int recorded;
+        ck_assert_int_eq (store_pair_result (store, pair, 1, "agent-a", &result, 20, &recorded),
+                          0);
+        const char *payload = s_last_payload (store, "result");
+        strncat (kept, strstr (payload, "field=1") ? "1" : "0", keptlen - strlen (kept) - 1);
+    }
+    free (field);
+    store_destroy (&store);
+    struct stat st;
+    ck_assert_int_eq (stat (s_db (), &st), 0);
+    unlink (s_db ());
+    return st.st_size;
+}
+
+START_TEST (store_fields_every_n_keeps_every_nth_blob)
+{
+    char kept[32];
+    off_t all = s_size_with_fields (1, 10, 100000, kept, sizeof kept);
+    ck_assert_str_eq (kept, "1111111111");
+    off_t none = s_size_with_fields (0, 10, 100000, kept, sizeof kept);
+    ck_assert_str_eq (kept, "0000000000");
+    off_t third = s_size_with_fields (3, 10, 100000, kept, sizeof kept);
+    ck_assert_str_eq (kept, "1001001001");
+    ck_assert_int_gt (all, 1000000);
+    ck_assert_int_lt (none, 100000);
+    ck_assert_int_gt (third, 400000);
+    ck_assert_int_lt (third, 600000);
+}
+END_TEST
+
+START_TEST (store_uncommitted_counts_writes_since_the_last_commit)
+{
+    store_t *store = s_open ();
+    ck_assert_int_eq (store_uncommitted (store), 0);
+    int64_t experiment = s_experiment (store, "run1");
+    ck_assert_int_eq (store_uncommitted (store), 1);
+    s_file (store, experiment, "f_a.tif", 2);
+    int is_new;
+    store_file_add (store, experiment, "f_a.tif", 1000, 1, 2, &is_new);  // a resend
+    ck_assert_int_eq (store_uncommitted (store), 2);
+    ck_assert_int_gt (store_event (store, "note", experiment, 0, "x=1", 3), 0);
+    ck_assert_int_eq (store_uncommitted (store), 3);
+    s_commit (store);
+    ck_assert_int_eq (store_uncommitted (store), 0);
+    s_commit (store);  // nothing to commit is fine
+    store_destroy (&store);
+}
+END_TEST
+
+// Dispatches each pair it is given and adds a new one each time.
+static int
+s_dispatch_and_add_fn (void *arg, int64_t pair, const char *experiment, const char *stem,
+                       const char *name_a, const char *name_b, int attempts)
+{
+    (void) experiment, (void) name_a, (void) name_b, (void) attempts;
+    store_t *store = arg;
+    ck_assert_int_eq (store_pair_dispatch (store, pair, "agent-a", 5), 1);
+    char more[64];
+    snprintf (more, sizeof more, "more-%s", stem);
+    s_pair (store, 1, more, 6);
+    return 0;
+}
+
+START_TEST (a_listing_callback_may_write_to_the_store)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    ck_assert_int_eq (experiment, 1);
+    for (int i = 0; i < 600; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        s_pair (store, experiment, stem, 2);
+    }
+    ck_assert_int_eq (store_pairs_in_state (store, STORE_PENDING, s_dispatch_and_add_fn, store),
+                      600);
+    ck_assert_int_eq (s_count (store, STORE_DISPATCHED), 600);
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 600);
+
+    // A callback can also stop the listing.
+    s_pairs_t pairs = {.stop_after = 5};
+    ck_assert_int_eq (store_pairs_in_state (store, STORE_PENDING, s_pairs_fn, &pairs), 5);
+    store_destroy (&store);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("store");
+    TCase *open = tcase_create ("open");
+    tcase_add_checked_fixture (open, s_setup, s_teardown);
+    tcase_add_test (open, store_destroy_commits_what_is_pending);
+    tcase_add_test (open, an_empty_file_becomes_a_new_database);
+    tcase_add_test (open, refuses_a_file_that_is_not_a_database);
+    tcase_add_test (open, refuses_a_truncated_database);
+    tcase_add_test (open, refuses_a_corrupted_database);
+    tcase_add_test (open, refuses_a_database_from_a_newer_schema);
+    tcase_add_test (open, refuses_an_sqlite_database_of_another_application);
+    suite_add_tcase (suite, open);
+
+    TCase *pairs = tcase_create ("pairs");
+    tcase_add_checked_fixture (pairs, s_setup, s_teardown);
+    tcase_add_test (pairs, a_resent_file_event_is_recorded_once);
+    tcase_add_test (pairs, a_pair_is_added_once_per_stem);
+    tcase_add_test (pairs, pairs_in_state_lists_pending_oldest_first);
+    tcase_add_test (pairs, only_a_pending_pair_is_dispatched);
+    tcase_add_test (pairs, the_first_result_wins);
+    tcase_add_test (pairs, a_late_result_after_a_requeue_is_recorded);
+    tcase_add_test (pairs, a_pair_fails_after_max_attempts_with_its_last_error);
+    tcase_add_test (pairs, a_stale_failure_does_not_take_a_pair_from_its_new_agent);
+    tcase_add_test (pairs, store_requeues_tasks_of_a_dead_agent);
+    tcase_add_test (pairs, agents_are_logged_when_new_or_changed);
+    suite_add_tcase (suite, pairs);
+
+    TCase *faults = tcase_create ("faults");
+    tcase_add_checked_fixture (faults, s_setup, s_teardown);
+    tcase_add_test (faults, dispatched_pairs_are_requeued_after_reopen);
+    tcase_add_test (faults, uncommitted_writes_are_lost_and_committed_ones_kept);
+    tcase_add_test (faults, a_full_disk_during_commit_keeps_what_was_committed);
+    tcase_add_test (faults, a_full_disk_during_a_write_rolls_back_its_group_and_the_commit_says_so);
+    tcase_add_test (faults, a_rejected_write_costs_only_itself);
+    tcase_add_test (faults, a_busy_database_fails_the_write_and_leaves_the_store_usable);
+    tcase_add_test (faults, a_reader_sees_committed_state_while_the_writer_holds_the_database);
+    suite_add_tcase (suite, faults);
+
+    TCase *log = tcase_create ("log");
+    tcase_add_checked_fixture (log, s_setup, s_teardown);
+    tcase_add_test (log, events_replay_an_experiment_in_order);
+    tcase_add_test (log, counts_by_state);
+    tcase_add_test (log, store_fields_every_n_keeps_every_nth_blob);
+    tcase_add_test (log, store_uncommitted_counts_writes_since_the_last_commit);
+    tcase_add_test (log, a_listing_callback_may_write_to_the_store);
+    suite_add_tcase (suite, log);
+    return suite;
+}
+
+int
+main (void)
+{
+    SRunner *runner = srunner_create (s_suite ());
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+// watcher.h — the watcher: finds complete frame files under the watch root
+// (inotify, or polling on network mounts where inotify sees nothing) and
+// reports each to the broker's ingest socket until the broker acknowledges
+// it. An experiment is a first-level directory of the root.
+
+#ifndef WATCHER_WATCHER_H
+#define WATCHER_WATCHER_H
+
+#include "common/config.h"
+
+#include <stddef.h>
+
+typedef struct _watcher_t watcher_t;
+
+// Watches cfg's watcher/root (which must exist) and connects to
+// broker/ingest; NULL with err naming the root or the cause (the inotify
+// watch limit, for one).
+watcher_t *watcher_new (const config_t *cfg, char *err, size_t errlen);
+void watcher_destroy (watcher_t **self_p);
+
+// Sends every file already under the root (the broker drops those it has),
+// then runs until SIGINT or SIGTERM. Returns 0.
+int watcher_run (watcher_t *self);
+
+#endif
