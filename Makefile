@@ -64,7 +64,7 @@ test: $(PROGRAMS) $(TESTS)
 	done; exit $$failed
 
 bench: $(PROGRAMS) $(BENCHES)
-	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+	@for b in $(BENCHES); do echo "== $$b"; PIVFARM_BIN=$(CURDIR)/bin $$b || exit 1; done
 
 demo: deps
 	@$(MAKE) --no-print-directory programs

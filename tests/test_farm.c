@@ -28,10 +28,12 @@ typedef struct {
 
 static s_farm_t s_farm;
 
+// Writes the farm's configuration; 'extra' (may be "") is appended: more
+// sections or keys of the agent section.
 static void
-s_write_conf (s_farm_t *farm, const char *processor, int threads)
+s_write_conf_extra (s_farm_t *farm, const char *processor, int threads, const char *extra)
 {
-    char text[4096];
+    char text[8192];
     snprintf (text, sizeof text,
               "broker\n"
               "    ingest = ipc://%s/ingest\n"
@@ -48,12 +50,19 @@ s_write_conf (s_farm_t *farm, const char *processor, int threads)
               "    threads = %d\n"
               "    results = ./results\n"
               "    processor = %s\n"
+              "%s"
               "piv\n"
               "    passes = 32,16\n"
               "    iterations = 1\n",
-              farm->dir, farm->dir, farm->dir, farm->dir, threads, processor);
+              farm->dir, farm->dir, farm->dir, farm->dir, threads, processor, extra);
     snprintf (farm->conf, sizeof farm->conf, "%s", tu_path (farm->dir, "pivfarm.conf"));
     tu_spit (farm->conf, text, strlen (text));
+}
+
+static void
+s_write_conf (s_farm_t *farm, const char *processor, int threads)
+{
+    s_write_conf_extra (farm, processor, threads, "");
 }
 
 static void
@@ -297,6 +306,137 @@ START_TEST (files_added_while_the_watcher_is_down_are_processed_after_its_restar
 }
 END_TEST
 
+
+// Runs pivctl with 'args' (after -c conf) and returns its exit status; its
+// output in out.
+static int
+s_pivctl (const char *a1, const char *a2, char *out, size_t len)
+{
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, (char *) a1, (char *) a2, NULL};
+    return tu_run (argv, out, len, 30);
+}
+
+START_TEST (pivctl_status_shows_pairs_by_state_and_the_agents)
+{
+    s_render (3, "s");
+    s_start_broker ();
+    s_farm.watcher = s_start ("pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = s_start ("pivfarm-agent", "agent1.log", "--id", "status-agent");
+    s_land ("s", 1, 3);
+    ck_assert_int_eq (s_wait_done (3, 60).done, 3);
+    char out[16384];
+    ck_assert_int_eq (s_pivctl ("status", NULL, out, sizeof out), 0);
+    ck_assert_msg (strstr (out, "exp1") && strstr (out, "status-agent"), "%s", out);
+    // The experiment's line: 6 files, 0 pending, 0 dispatched, 3 done.
+    const char *line = strstr (out, "exp1");
+    long files, pending, dispatched, done;
+    ck_assert (sscanf (line, "exp1 %ld %ld %ld %ld", &files, &pending, &dispatched, &done) == 4);
+    ck_assert (files == 6 && pending == 0 && dispatched == 0 && done == 3);
+    ck_assert_int_eq (s_pivctl ("--json", "status", out, sizeof out), 0);
+    ck_assert_msg (strstr (out, "\"experiment\":\"exp1\",\"files\":6,\"pending\":0,"
+                                "\"dispatched\":0,\"done\":3")
+                       && strstr (out, "\"id\":\"status-agent\""),
+                   "%s", out);
+    // A command the broker does not know is refused, naming it.
+    ck_assert_int_eq (s_pivctl ("reboot", NULL, out, sizeof out), 2);
+    ck_assert_msg (strstr (out, "'reboot'"), "%s", out);
+    // No broker: an error naming the endpoint, exit status 1.
+    tu_stop (s_farm.broker, SIGTERM, 10);
+    s_farm.broker = 0;
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "--timeout", "300", "status",
+                    NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
+    ck_assert_msg (strstr (out, "did not answer") && strstr (out, "/control"), "%s", out);
+}
+END_TEST
+
+START_TEST (a_polling_watcher_finds_files_a_network_mount_hides_from_inotify)
+{
+    s_render (3, "n");
+    s_write_conf_extra (&s_farm, "piv", 1, "");
+    // watcher/mode = poll, scanned every 100 ms.
+    char *conf = tu_slurp (s_farm.conf, NULL);
+    char text[8192];
+    char *w = strstr (conf, "    resend_ms = 100\n");
+    ck_assert (w != NULL);
+    snprintf (text, sizeof text, "%.*s    mode = poll\n    poll_ms = 100\n%s", (int) (w - conf),
+              conf, w);
+    tu_spit (s_farm.conf, text, strlen (text));
+    free (conf);
+    s_start_broker ();
+    s_farm.watcher = s_start ("pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = s_start ("pivfarm-agent", "agent1.log", "--id", "a1");
+    s_land ("n", 1, 3);
+    s_counts_t c = s_wait_done (3, 60);
+    ck_assert_msg (c.done == 3 && c.files == 6, "done %lld files %lld", (long long) c.done,
+                   (long long) c.files);
+    s_check_results ("n", 1, 3);
+}
+END_TEST
+
+START_TEST (hidden_and_temporary_files_are_never_reported)
+{
+    s_render (1, "h");
+    s_start_broker ();
+    s_farm.watcher = s_start ("pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = s_start ("pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_spit (tu_path (s_farm.dir, "data/exp1/.h_0009_a.tif"), "x", 1);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/h_0009_b.tif.tmp"), "x", 1);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/h_0009_b.tif~"), "x", 1);
+    s_land ("h", 1, 1);
+    s_counts_t c = s_wait_done (1, 60);
+    ck_assert_int_eq (c.done, 1);
+    usleep (300000);
+    ck_assert_int_eq (s_counts ().files, 2);
+}
+END_TEST
+
+START_TEST (a_bad_pair_fails_after_three_attempts_with_its_reason)
+{
+    s_start_broker ();
+    s_farm.watcher = s_start ("pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = s_start ("pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_spit (tu_path (s_farm.dir, "data/exp1/bad_0001_a.tif"), "not a tiff", 10);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/bad_0001_b.tif"), "not a tiff", 10);
+    s_counts_t c = s_counts ();
+    for (int i = 0; i < 300 && c.failed < 1; i++, c = s_counts ())
+        usleep (100000);
+    ck_assert_msg (c.failed == 1 && c.done == 0, "failed %lld done %lld", (long long) c.failed,
+                   (long long) c.done);
+    // The agent lives on, and the reason names the file.
+    ck_assert (tu_alive (s_farm.agents[0]));
+    size_t len;
+    char *log = tu_slurp (tu_path (s_farm.dir, "agent1.log"), &len);
+    ck_assert_msg (log && strstr (log, "bad_0001_a.tif") && strstr (log, "not a TIFF"), "%s",
+                   log ? log : "(no log)");
+    free (log);
+}
+END_TEST
+
+START_TEST (an_agent_maps_the_broker_paths_to_its_own_mount)
+{
+    s_render (2, "m");
+    // The agent sees the export under another name, as a compute node does.
+    char from[4200], to[4200], extra[9000];
+    snprintf (from, sizeof from, "%s/data", s_farm.dir);
+    snprintf (to, sizeof to, "%s/mnt", s_farm.dir);
+    ck_assert (symlink (from, to) == 0);
+    snprintf (extra, sizeof extra, "    path_from = %s\n    path_to = %s\n", from, to);
+    s_write_conf_extra (&s_farm, "piv", 1, extra);
+    s_start_broker ();
+    s_farm.watcher = s_start ("pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = s_start ("pivfarm-agent", "agent1.log", "--id", "mapped");
+    s_land ("m", 1, 2);
+    ck_assert_int_eq (s_wait_done (2, 60).done, 2);
+    s_check_results ("m", 1, 2);
+    size_t len;
+    char *result = tu_slurp (tu_path (s_farm.dir, "results/exp1/m_0001.txt"), &len);
+    ck_assert_msg (result && strstr (result, "/mnt/exp1/m_0001_a.tif"), "%s",
+                   result ? result : "(no result)");
+    free (result);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -308,6 +448,11 @@ main (void)
     tcase_add_test (tc, a_task_of_an_agent_killed_mid_task_completes_on_the_other);
     tcase_add_test (tc, the_broker_killed_under_load_loses_nothing_and_records_nothing_twice);
     tcase_add_test (tc, files_added_while_the_watcher_is_down_are_processed_after_its_restart);
+    tcase_add_test (tc, pivctl_status_shows_pairs_by_state_and_the_agents);
+    tcase_add_test (tc, a_polling_watcher_finds_files_a_network_mount_hides_from_inotify);
+    tcase_add_test (tc, hidden_and_temporary_files_are_never_reported);
+    tcase_add_test (tc, a_bad_pair_fails_after_three_attempts_with_its_reason);
+    tcase_add_test (tc, an_agent_maps_the_broker_paths_to_its_own_mount);
     suite_add_tcase (suite, tc);
     SRunner *runner = srunner_create (suite);
     srunner_run_all (runner, CK_NORMAL);
