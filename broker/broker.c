@@ -410,7 +410,13 @@ s_dispatch (broker_t *self)
                                .path_b = path_b,
                                .settings = self->settings,
                                .output = output};
-            proto_send (&msg, agent->identity, self->work);
+            if (proto_send (&msg, agent->identity, self->work) != 0) {
+                // Gone, or its queue is full: the pair waits for another
+                // agent (a gone one expires at the next heartbeat check).
+                store_pair_requeue (self->store, task->pair, "send failed", now);
+                zlistx_add_start (self->queue, task);
+                continue;
+            }
             agent->credit--;
             zlistx_add_end (agent->tasks, task);
             gave = 1;
@@ -733,8 +739,11 @@ s_bind (int type, const char *endpoint, char *err, size_t errlen)
     }
     zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
     zsock_set_linger (sock, 0);
+    // A ROUTER that cannot deliver says so (proto_send fails) instead of
+    // dropping the message: a TASK lost in silence would leave its pair
+    // dispatched to an agent that never got it.
     if (type == ZMQ_ROUTER)
-        zsock_set_router_mandatory (sock, 0);
+        zsock_set_router_mandatory (sock, 1);
     if (zsock_bind (sock, "%s", endpoint) < 0) {
         snprintf (err, errlen, "cannot bind '%s': %s", endpoint, zmq_strerror (zmq_errno ()));
         zsock_destroy (&sock);
