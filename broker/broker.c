@@ -62,6 +62,8 @@ struct _broker_t {
     int store_failed;         // the last commit failed: acknowledge nothing
     int64_t results;          // results recorded since start
     int64_t started_ns;       // start time
+    int64_t per_second[60];   // results recorded in each of the last 60 s ...
+    int64_t second;           // ... the slot of this second (s since the epoch)
 };
 
 static int64_t
@@ -434,6 +436,31 @@ s_take_task (s_agent_t *agent, int64_t pair)
     return NULL;
 }
 
+// Counts 'n' results in the second of 'now', clearing the seconds skipped.
+static void
+s_count_second (broker_t *self, int64_t now, int n)
+{
+    int64_t second = now / 1000000000;
+    if (second != self->second) {
+        int64_t gap = second - self->second;
+        for (int64_t s = 1; s <= gap && s <= 60; s++)
+            self->per_second[(self->second + s) % 60] = 0;
+        self->second = second;
+    }
+    self->per_second[second % 60] += n;
+}
+
+// Results per second over the last 'seconds' complete seconds.
+static double
+s_rate (broker_t *self, int64_t now, int seconds)
+{
+    s_count_second (self, now, 0);
+    int64_t sum = 0;
+    for (int s = 1; s <= seconds; s++)
+        sum += self->per_second[(self->second - s + 60) % 60];
+    return (double) sum / seconds;
+}
+
 static void
 s_on_result (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *msg)
 {
@@ -466,6 +493,7 @@ s_on_result (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *
         agent->done += recorded;
     }
     self->results += recorded;
+    s_count_second (self, now, recorded);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
     s_after (self, identity, &ok);
 }
@@ -639,11 +667,12 @@ s_status_json (broker_t *self)
         return NULL;
     }
     int64_t now = s_now_ns ();
-    size_t used = (size_t) snprintf (json, cap, "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,"
-                                                "\"store_ok\":%s,\"experiments\":[",
-                                     (now - self->started_ns) / 1e9, zlistx_size (self->queue),
-                                     (long long) self->results,
-                                     self->store_failed ? "false" : "true");
+    size_t used = (size_t) snprintf (
+        json, cap,
+        "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
+        "\"rate_1m\":%.2f,\"store_ok\":%s,\"experiments\":[",
+        (now - self->started_ns) / 1e9, zlistx_size (self->queue), (long long) self->results,
+        s_rate (self, now, 10), s_rate (self, now, 59), self->store_failed ? "false" : "true");
     int first = 1;
     for (char *line = zlistx_first (lines); line; line = zlistx_next (lines)) {
         used += (size_t) snprintf (json + used, cap - used, "%s%s", first ? "" : ",", line);

@@ -82,18 +82,23 @@ s_ask (const char *endpoint, const char *command, int timeout_ms, uint32_t *stat
 static void
 s_print_status (const char *json)
 {
-    double uptime = 0;
+    double uptime = 0, rate10 = 0, rate60 = 0;
     long queue = 0, results = 0;
     const char *p;
+    if ((p = strstr (json, "\"rate_10s\":")))
+        sscanf (p, "\"rate_10s\":%lf", &rate10);
+    if ((p = strstr (json, "\"rate_1m\":")))
+        sscanf (p, "\"rate_1m\":%lf", &rate60);
     if ((p = strstr (json, "\"uptime_s\":")))
         sscanf (p, "\"uptime_s\":%lf", &uptime);
     if ((p = strstr (json, "\"queue\":")))
         sscanf (p, "\"queue\":%ld", &queue);
     if ((p = strstr (json, "\"results\":")))
         sscanf (p, "\"results\":%ld", &results);
-    printf ("broker up %.0f s, %ld pair(s) queued, %ld result(s) recorded since start%s\n",
+    printf ("broker up %.0f s, %ld pair(s) queued, %ld result(s) recorded since start%s\n"
+            "rate: %.1f pairs/s over 10 s, %.1f pairs/s over 1 min\n",
             uptime, queue, results,
-            strstr (json, "\"store_ok\":false") ? "  — STORE CANNOT COMMIT" : "");
+            strstr (json, "\"store_ok\":false") ? "  — STORE CANNOT COMMIT" : "", rate10, rate60);
     printf ("\n%-24s %8s %8s %10s %8s %8s %8s\n", "experiment", "files", "pending", "dispatched",
             "done", "failed", "skipped");
     for (p = strstr (json, "{\"experiment\":\""); p; p = strstr (p + 1, "{\"experiment\":\"")) {

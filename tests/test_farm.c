@@ -332,7 +332,15 @@ START_TEST (pivctl_status_shows_pairs_by_state_and_the_agents)
     long files, pending, dispatched, done;
     ck_assert (sscanf (line, "exp1 %ld %ld %ld %ld", &files, &pending, &dispatched, &done) == 4);
     ck_assert (files == 6 && pending == 0 && dispatched == 0 && done == 3);
+    ck_assert_msg (strstr (out, "rate: ") && strstr (out, "pairs/s over 1 min"), "%s", out);
+    // Rates count complete seconds: once the second of the last result is
+    // over, the last minute holds all 3 results.
+    usleep (1100000);
     ck_assert_int_eq (s_pivctl ("--json", "status", out, sizeof out), 0);
+    double rate = -1;
+    const char *r = strstr (out, "\"rate_1m\":");
+    ck_assert (r && sscanf (r, "\"rate_1m\":%lf", &rate) == 1);
+    ck_assert_msg (fabs (rate - 3.0 / 59) < 0.001, "rate %.4f: %s", rate, out);
     ck_assert_msg (strstr (out, "\"experiment\":\"exp1\",\"files\":6,\"pending\":0,"
                                 "\"dispatched\":0,\"done\":3")
                        && strstr (out, "\"id\":\"status-agent\""),
