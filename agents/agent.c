@@ -7,6 +7,7 @@
 #include "agents/process.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "piv/piv.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -337,6 +338,8 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
     self->nworkers = cfg->agent.threads > 0 ? cfg->agent.threads : (int) (cores > 0 ? cores : 1);
     if (self->nworkers > MAX_WORKERS)
         self->nworkers = MAX_WORKERS;
+    // Plans measured once on this node serve every start after it.
+    piv_wisdom_load (piv_wisdom_default_path ());
     // The processor is checked here, so that a bad one stops the agent at
     // start rather than failing every task.
     process_t *probe = process_new (cfg, err, errlen);

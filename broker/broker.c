@@ -197,10 +197,27 @@ s_commit (broker_t *self)
     if (self->store_failed)
         log_notice ("commits work again");
     self->store_failed = 0;
+    // ACKs of one watcher go together, PROTO_MAX_ACK sequence numbers a
+    // message. A message a peer cannot take now is dropped: the watcher
+    // resends its events, the agent its results.
+    proto_msg_t ack = {.command = PROTO_ACK};
+    uint64_t seqs[PROTO_MAX_ACK];
+    zframe_t *to = NULL;
+    ack.seqs = seqs;
     for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after)) {
-        zsock_t *sock = a->msg.command == PROTO_ACK ? self->ingest : self->work;
-        proto_send (&a->msg, a->identity, sock);
+        if (a->msg.command != PROTO_ACK) {
+            proto_send (&a->msg, a->identity, self->work);
+            continue;
+        }
+        if (to && (!zframe_eq (to, a->identity) || ack.count == PROTO_MAX_ACK)) {
+            proto_send (&ack, to, self->ingest);
+            ack.count = 0;
+        }
+        to = a->identity;
+        seqs[ack.count++] = a->msg.seqs[0];
     }
+    if (to && ack.count)
+        proto_send (&ack, to, self->ingest);
     zlistx_purge (self->after);
     s_task_t *task;
     while ((task = zlistx_first (self->fresh)))
@@ -305,14 +322,31 @@ s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
     s_after (self, identity, &ack);
 }
 
+static void s_ingest_one (broker_t *self, zsock_t *reader);
+static void s_work_one (broker_t *self, zsock_t *reader);
+
+// Up to this many messages are read per wake-up of the reactor: under load
+// one poll per message would cost more than the message.
+#define BATCH 256
+
 static int
 s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     broker_t *self = arg;
+    for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
+        s_ingest_one (self, reader);
+    if (store_uncommitted (self->store) > 5000)
+        s_commit (self);
+    return 0;
+}
+
+static void
+s_ingest_one (broker_t *self, zsock_t *reader)
+{
     zmsg_t *zmsg = zmsg_recv (reader);
     if (!zmsg)
-        return 0;
+        return;
     zframe_t *identity = zmsg_pop (zmsg);
     proto_msg_t msg = {0};
     char err[512];
@@ -327,9 +361,6 @@ s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
     free (peer);
     proto_msg_release (&msg);
     zframe_destroy (&identity);
-    if (store_uncommitted (self->store) > 5000)
-        s_commit (self);
-    return 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -559,9 +590,20 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     broker_t *self = arg;
+    for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
+        s_work_one (self, reader);
+    if (store_uncommitted (self->store) > 5000)
+        s_commit (self);
+    s_dispatch (self);
+    return 0;
+}
+
+static void
+s_work_one (broker_t *self, zsock_t *reader)
+{
     zmsg_t *zmsg = zmsg_recv (reader);
     if (!zmsg)
-        return 0;
+        return;
     zframe_t *identity = zmsg_pop (zmsg);
     proto_msg_t msg = {0};
     char err[512];
@@ -569,7 +611,7 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
         s_agent_t *agent = identity ? s_agent (self, identity) : NULL;
         log_warning ("work: from agent '%s': %s", agent ? agent->id : "unknown", err);
         zframe_destroy (&identity);
-        return 0;
+        return;
     }
     if (msg.command == PROTO_HELLO)
         s_on_hello (self, identity, &msg);
@@ -606,10 +648,6 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
     }
     proto_msg_release (&msg);
     zframe_destroy (&identity);
-    if (store_uncommitted (self->store) > 5000)
-        s_commit (self);
-    s_dispatch (self);
-    return 0;
 }
 
 static int
