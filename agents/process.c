@@ -2,6 +2,7 @@
 // processor (for benchmarks of the farm itself) or an external program.
 
 #include "agents/process.h"
+#include "common/util.h"
 #include "piv/image.h"
 #include "piv/piv.h"
 
@@ -139,14 +140,6 @@ s_make_parent (const char *path)
             *p = '/';
         }
     return mkdir (dir, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-static int64_t
-s_clock_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 // Mean vorticity dv/dx - du/dy over interior vectors whose neighbours are
@@ -292,7 +285,7 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
     result->command = PROTO_RESULT;
     result->pair = task->pair;
     result->attempt = task->attempt;
-    int64_t t0 = s_clock_ns ();
+    int64_t t0 = (int64_t) (util_now () * 1e9);
     char a[PATH_MAX], b[PATH_MAX], out[PATH_MAX * 2];
     if (process_map_path (task->path_a, self->from, self->to, a, sizeof a) != 0
         || process_map_path (task->path_b ? task->path_b : "", self->from, self->to, b, sizeof b)
@@ -311,7 +304,7 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
         proto_msg_release (result);
         return -1;
     }
-    result->time_ns = s_clock_ns () - t0;
+    result->time_ns = (int64_t) (util_now () * 1e9) - t0;
     result->output = strdup (self->kind == PROCESS_NOOP ? "" : out);
     return result->output ? 0 : -1;
 }

@@ -211,14 +211,6 @@ s_stopped (void)
 // ---------------------------------------------------------------------------
 // Small helpers
 
-static int64_t
-s_real_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int
 s_cmp_double (const void *a, const void *b)
 {
@@ -783,7 +775,7 @@ s_cycle (s_farm_t *farm, const char *experiment, int npairs, int want_done, s_cy
     double cpu_broker = s_cpu (farm->broker), cpu_agents = s_agents_cpu (farm),
            cpu_self = s_cpu_self ();
     double t0 = util_now (), last_ack = t0, last_progress = t0, next_poll = t0 + POLL_S;
-    int64_t t0_ns = s_real_ns ();
+    int64_t t0_ns = util_time_ns ();
     s_tail_t tail = {.experiment = experiment, .base_ns = t0_ns, .windows = windows};
     for (;;) {
         if (s_stopped ())
@@ -962,7 +954,7 @@ s_write_pairs (const char *db, const char *exp_name, int npairs, int every, doub
     }
     double spent[S_CALLS] = {0};
     double t0 = util_now (), last_commit = t0;
-    int64_t now = s_real_ns ();
+    int64_t now = util_time_ns ();
     int64_t exp = store_experiment (store, exp_name, now);
     store_result_t result = {.mean_u = 3.3,
                              .mean_v = -1.7,
@@ -1196,7 +1188,7 @@ s_land (const s_farm_t *farm, const char *exp, int i, int64_t *closed_ns)
             return -1;
         }
     }
-    *closed_ns = s_real_ns ();
+    *closed_ns = util_time_ns ();
     return 0;
 }
 
@@ -1505,7 +1497,7 @@ s_bench_piv (const char *parent, int npairs, int reps, s_piv_t *out)
         for (int i = 1; i <= npairs; i++)
             if (s_stage (&farm, exp, i) != 0)
                 goto done;
-        int64_t first_ns = s_real_ns ();
+        int64_t first_ns = util_time_ns ();
         for (int i = 1; i <= npairs; i++)
             if (s_land (&farm, exp, i, &closed) != 0)
                 goto done;

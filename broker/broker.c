@@ -7,6 +7,7 @@
 #include "broker/pairing.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "common/util.h"
 #include "store/store.h"
 
 #include <czmq.h>
@@ -65,14 +66,6 @@ struct _broker_t {
     int64_t per_second[60];   // results recorded in each of the last 60 s ...
     int64_t second;           // ... the slot of this second (s since the epoch)
 };
-
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static s_task_t *
 s_task_new (int64_t pair, const char *experiment, const char *stem, const char *name_a,
@@ -291,7 +284,7 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
 static void
 s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     int64_t exp_id = s_experiment (self, msg->experiment, now);
     int is_new = 0;
     if (exp_id < 0
@@ -388,7 +381,7 @@ s_requeue_tasks (broker_t *self, s_agent_t *agent, const char *reason)
     s_task_t *task;
     while ((task = zlistx_last (agent->tasks))) {
         zlistx_detach (agent->tasks, zlistx_cursor (agent->tasks));
-        store_pair_requeue (self->store, task->pair, reason, s_now_ns ());
+        store_pair_requeue (self->store, task->pair, reason, util_time_ns ());
         zlistx_add_start (self->queue, task);
     }
 }
@@ -410,7 +403,7 @@ s_dispatch (broker_t *self)
 {
     if (self->store_failed || zlistx_size (self->queue) == 0)
         return;
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     // Round the agents with credit, one task each per round, so that work
     // spreads evenly.
     int gave = 1;
@@ -495,7 +488,7 @@ s_rate (broker_t *self, int64_t now, int seconds)
 static void
 s_on_result (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *msg)
 {
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     store_result_t r = {.mean_u = msg->figures[PROTO_FIG_MEAN_U],
                         .mean_v = msg->figures[PROTO_FIG_MEAN_V],
                         .mean_speed = msg->figures[PROTO_FIG_MEAN_SPEED],
@@ -532,7 +525,7 @@ s_on_result (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *
 static void
 s_on_failed (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *msg)
 {
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     int failed = 0;
     if (store_pair_failure (self->store, (int64_t) msg->pair, (int) msg->attempt,
                             agent ? agent->id : "?", msg->text ? msg->text : "",
@@ -559,7 +552,7 @@ s_on_failed (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *
 static void
 s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     s_agent_t *agent = s_agent (self, identity);
     if (agent)  // a reconnect under the same identity: its tasks start again
         s_agent_forget (self, agent, "said hello again");
@@ -623,7 +616,7 @@ s_work_one (broker_t *self, zsock_t *reader)
         proto_send (&bye, identity, self->work);
     }
     if (agent)
-        agent->expires_ns = s_expiry (self, s_now_ns ());
+        agent->expires_ns = s_expiry (self, util_time_ns ());
     switch (msg.command) {
     case PROTO_READY:
         if (agent)
@@ -655,7 +648,7 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     broker_t *self = arg;
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     zlistx_t *dead = zlistx_new ();
     for (s_agent_t *agent = zhashx_first (self->agents); agent;
          agent = zhashx_next (self->agents)) {
@@ -704,7 +697,7 @@ s_status_json (broker_t *self)
         zlistx_destroy (&lines);
         return NULL;
     }
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     size_t used = (size_t) snprintf (
         json, cap,
         "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
@@ -788,7 +781,7 @@ s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
     (void) file;
     broker_t *self = arg;
     char err[512];
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     s_offer_t ctx = {self, now, s_experiment (self, experiment, now), 1};
     if (ctx.exp_id < 0)
         return -1;
@@ -827,7 +820,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     self->cfg = *cfg;
-    self->started_ns = s_now_ns ();
+    self->started_ns = util_time_ns ();
     snprintf (self->settings, sizeof self->settings,
               "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes, cfg->piv.overlap,
               cfg->piv.iterations, cfg->piv.deform);
@@ -861,7 +854,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     if (!(self->pairing = pairing_new (cfg, err, errlen)))
         goto fail;
 
-    int64_t now = s_now_ns ();
+    int64_t now = util_time_ns ();
     int requeued = store_requeue_all (self->store, now);
     if (requeued > 0)
         log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
