@@ -279,20 +279,27 @@ s_quote (const unsigned char *data, size_t size, char *out, size_t outlen)
     return out;
 }
 
+// "<prefix><formatted>" into err, if there is room for the prefix.
+static void
+s_verror (char *err, size_t errlen, const char *prefix, const char *fmt, va_list ap)
+{
+    if (!err || errlen == 0)
+        return;
+    int len = snprintf (err, errlen, "%s", prefix);
+    if (len < 0 || (size_t) len >= errlen)
+        return;
+    vsnprintf (err + len, errlen - (size_t) len, fmt, ap);
+}
+
 static void
 s_error (char *err, size_t errlen, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
 
 static void
 s_error (char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || errlen == 0)
-        return;
-    int len = snprintf (err, errlen, "bad message: ");
-    if (len < 0 || (size_t) len >= errlen)
-        return;
     va_list ap;
     va_start (ap, fmt);
-    vsnprintf (err + len, errlen - (size_t) len, fmt, ap);
+    s_verror (err, errlen, "bad message: ", fmt, ap);
     va_end (ap);
 }
 
@@ -671,14 +678,9 @@ s_field_error (char *err, size_t errlen, const char *fmt, ...)
 static void
 s_field_error (char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || errlen == 0)
-        return;
-    int len = snprintf (err, errlen, "bad field: ");
-    if (len < 0 || (size_t) len >= errlen)
-        return;
     va_list ap;
     va_start (ap, fmt);
-    vsnprintf (err + len, errlen - (size_t) len, fmt, ap);
+    s_verror (err, errlen, "bad field: ", fmt, ap);
     va_end (ap);
 }
 
