@@ -145,6 +145,13 @@ s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 // Commit, then tell
 
 static void s_dispatch (broker_t *self);
+
+// How many pairs a file can be in under the pairing rule.
+static int
+s_pairs_per_file (broker_t *self)
+{
+    return strcmp (self->cfg.pairing.rule, "sliding") == 0 ? 2 : 1;
+}
 static int s_reoffer (void *arg, const char *experiment, const char *name, int64_t file);
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
@@ -162,7 +169,7 @@ s_resync (broker_t *self)
     if (fresh_rules) {
         pairing_destroy (&self->pairing);
         self->pairing = fresh_rules;
-        store_files (self->store, s_reoffer, self);
+        store_files_waiting (self->store, s_pairs_per_file (self), s_reoffer, self);
     }
     zlistx_purge (self->fresh);
     store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self);
@@ -858,7 +865,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     int requeued = store_requeue_all (self->store, now);
     if (requeued > 0)
         log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
-    if (requeued < 0 || store_files (self->store, s_reoffer, self) < 0
+    if (requeued < 0 || store_files_waiting (self->store, s_pairs_per_file (self), s_reoffer, self) < 0
         || store_commit (self->store, err, errlen) != 0) {
         if (requeued < 0 || !*err)
             snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,

@@ -66,8 +66,11 @@ static const char *s_migrations[] = {
     "    size INTEGER NOT NULL,"
     "    mtime_ns INTEGER NOT NULL,"
     "    seen_ns INTEGER NOT NULL,"
+    "    paired INTEGER NOT NULL DEFAULT 0,"
     "    UNIQUE (experiment, name)"
     ");"
+    "CREATE INDEX files_unpaired ON files (id) WHERE paired = 0;"
+    "CREATE INDEX files_paired_once ON files (id) WHERE paired = 1;"
     "CREATE TABLE pairs ("
     "    id INTEGER PRIMARY KEY,"
     "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
@@ -189,6 +192,9 @@ typedef enum {
     S_PAIRS_SKIPPED,
     S_FILES_MAX,
     S_FILES,
+    S_FILES_UNPAIRED,
+    S_FILES_PAIRED_ONCE,
+    S_FILE_PAIRED,
     S_EXPERIMENTS_MAX,
     S_EXPERIMENTS,
     S_COUNT_FILES,
@@ -250,6 +256,13 @@ static const char *s_sql[S_NSTMTS] = {
     [S_FILES_MAX] = "SELECT ifnull (max (id), 0) FROM files",
     [S_FILES] = "SELECT f.id, e.name, f.name FROM files f JOIN experiments e"
                 " ON e.id = f.experiment WHERE f.id > ?1 AND f.id <= ?2 ORDER BY f.id LIMIT ?3",
+    [S_FILES_UNPAIRED] = "SELECT f.id, e.name, f.name FROM files f INDEXED BY files_unpaired"
+                         " JOIN experiments e ON e.id = f.experiment WHERE f.paired = 0"
+                         " AND f.id > ?1 AND f.id <= ?2 ORDER BY f.id LIMIT ?3",
+    [S_FILES_PAIRED_ONCE] = "SELECT f.id, e.name, f.name FROM files f INDEXED BY files_paired_once"
+                            " JOIN experiments e ON e.id = f.experiment WHERE f.paired = 1"
+                            " AND f.id > ?1 AND f.id <= ?2 ORDER BY f.id LIMIT ?3",
+    [S_FILE_PAIRED] = "UPDATE files SET paired = paired + 1 WHERE id = ?1",
     [S_EXPERIMENTS_MAX] = "SELECT ifnull (max (id), 0) FROM experiments",
     [S_EXPERIMENTS] = "SELECT id, name FROM experiments WHERE id > ?1 AND id <= ?2"
                       " ORDER BY id LIMIT ?3",
@@ -1103,8 +1116,19 @@ store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t fil
         return s_known (self, S_PAIR_GET, experiment, stem, "pair");
     }
     int64_t id = sqlite3_last_insert_rowid (self->db);
-    s_event (self, &rc, "pair", experiment, id, now_ns,
-             "file_a=%" PRId64 " file_b=%" PRId64 " stem=%s", file_a, file_b, stem);
+    // Each file counts the pairs it is in, so that a restart offers the
+    // pairing rules only the files still short of theirs.
+    for (int i = 0; i < 2 && rc == SQLITE_DONE; i++) {
+        int64_t file = i ? file_b : file_a;
+        if (!file)
+            continue;
+        sqlite3_stmt *paired = self->stmts[S_FILE_PAIRED];
+        sqlite3_bind_int64 (paired, 1, file);
+        rc = s_exec (self, paired);
+    }
+    if (rc == SQLITE_DONE)
+        s_event (self, &rc, "pair", experiment, id, now_ns,
+                 "file_a=%" PRId64 " file_b=%" PRId64 " stem=%s", file_a, file_b, stem);
     if (rc != SQLITE_DONE)
         return s_fail (self, rc, "cannot add pair '%s' of experiment %" PRId64, stem, experiment);
     s_write_end (self);
@@ -1553,30 +1577,50 @@ store_pairs_in_state (store_t *self, store_state_t state, store_pair_fn *fn, voi
     return calls;
 }
 
-int
-store_files (store_t *self, store_file_fn *fn, void *arg)
+// Lists the files of statement 'which' (ids in (last, max], batched).
+static int
+s_list_files (store_t *self, int which, store_file_fn *fn, void *arg, int *stop)
 {
     s_batch_t batch = {0};
     int64_t last = 0, max;
-    int calls = 0, stop = 0, rows = S_BATCH_ROWS;
+    int calls = 0, rows = S_BATCH_ROWS;
     int rc = s_max_id (self, S_FILES_MAX, &max);
-    while (rc == SQLITE_OK && !stop && rows == S_BATCH_ROWS) {
-        sqlite3_stmt *stmt = self->stmts[S_FILES];
+    while (rc == SQLITE_OK && !*stop && rows == S_BATCH_ROWS) {
+        sqlite3_stmt *stmt = self->stmts[which];
         s_bind_window (stmt, last, max);
         rows = s_batch_fill (self, stmt, "itt", &batch, &rc);
         if (rows < 0)
             break;
         rc = SQLITE_OK;
-        for (int r = 0; r < rows && !stop; r++) {
+        for (int r = 0; r < rows && !*stop; r++) {
             last = batch.num[r][0];
             calls++;
-            stop = fn (arg, s_batch_text (&batch, r, 0), s_batch_text (&batch, r, 1),
-                       batch.num[r][0]);
+            *stop = fn (arg, s_batch_text (&batch, r, 0), s_batch_text (&batch, r, 1),
+                        batch.num[r][0]);
         }
     }
     free (batch.chars);
     if (rc != SQLITE_OK)
         return s_fail_read (self, rc, "cannot list files");
+    return calls;
+}
+
+int
+store_files (store_t *self, store_file_fn *fn, void *arg)
+{
+    int stop = 0;
+    return s_list_files (self, S_FILES, fn, arg, &stop);
+}
+
+int
+store_files_waiting (store_t *self, int pairs_per_file, store_file_fn *fn, void *arg)
+{
+    int stop = 0;
+    int calls = s_list_files (self, S_FILES_UNPAIRED, fn, arg, &stop);
+    if (calls >= 0 && pairs_per_file >= 2 && !stop) {
+        int more = s_list_files (self, S_FILES_PAIRED_ONCE, fn, arg, &stop);
+        calls = more < 0 ? -1 : calls + more;
+    }
     return calls;
 }
 

@@ -123,6 +123,10 @@ int store_pairs_in_state (store_t *self, store_state_t state, store_pair_fn *fn,
 // number of calls or -1.
 typedef int (store_file_fn) (void *arg, const char *experiment, const char *name, int64_t file);
 int store_files (store_t *self, store_file_fn *fn, void *arg);
+// The same for the files in fewer than 'pairs_per_file' pairs (1 for the
+// rules that use a file once, 2 for sliding pairs): what the pairing rules
+// still wait for. Its cost follows the files waiting, not the history.
+int store_files_waiting (store_t *self, int pairs_per_file, store_file_fn *fn, void *arg);
 
 // Per experiment: pair counts by state. Returns the number of experiments
 // or -1.

@@ -467,6 +467,43 @@ START_TEST (a_pair_is_added_once_per_stem)
 }
 END_TEST
 
+
+// Collects the names store_files_waiting lists, space-separated.
+static int
+s_waiting_cb (void *arg, const char *experiment, const char *name, int64_t file)
+{
+    (void) experiment, (void) file;
+    char *out = arg;
+    strcat (out, name);
+    strcat (out, " ");
+    return 0;
+}
+
+START_TEST (only_files_short_of_their_pairs_wait_after_a_restart)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t f1 = s_file (store, experiment, "f1.tif", 1 * T_MS);
+    int64_t f2 = s_file (store, experiment, "f2.tif", 2 * T_MS);
+    int64_t f3 = s_file (store, experiment, "f3.tif", 3 * T_MS);
+    s_file (store, experiment, "lone.tif", 4 * T_MS);
+    int is_new;
+    // Sliding pairs: f1-f2 and f2-f3; f2 is in two pairs, f1 and f3 in one.
+    store_pair_add (store, experiment, "f1", f1, f2, 5 * T_MS, &is_new);
+    store_pair_add (store, experiment, "f2", f2, f3, 5 * T_MS, &is_new);
+    // A pair added again counts nothing twice.
+    store_pair_add (store, experiment, "f1", f1, f2, 6 * T_MS, &is_new);
+    ck_assert_int_eq (is_new, 0);
+    char err[256], once[256] = "", twice[256] = "";
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    ck_assert_int_eq (store_files_waiting (store, 1, s_waiting_cb, once), 1);
+    ck_assert_str_eq (once, "lone.tif ");
+    ck_assert_int_eq (store_files_waiting (store, 2, s_waiting_cb, twice), 3);
+    ck_assert_str_eq (twice, "lone.tif f1.tif f3.tif ");
+    store_destroy (&store);
+}
+END_TEST
+
 START_TEST (pairs_in_state_lists_pending_oldest_first)
 {
     store_t *store = s_open ();
@@ -1158,6 +1195,7 @@ s_suite (void)
     tcase_add_test (pairs, a_resent_file_event_is_recorded_once);
     tcase_add_test (pairs, a_pair_is_added_once_per_stem);
     tcase_add_test (pairs, pairs_in_state_lists_pending_oldest_first);
+    tcase_add_test (pairs, only_files_short_of_their_pairs_wait_after_a_restart);
     tcase_add_test (pairs, only_a_pending_pair_is_dispatched);
     tcase_add_test (pairs, the_first_result_wins);
     tcase_add_test (pairs, a_late_result_after_a_requeue_is_recorded);
