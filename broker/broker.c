@@ -302,11 +302,18 @@ s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
         return;  // not acknowledged: the watcher resends it
     }
     if (is_new) {
-        char err[512];
+        char err[512] = "";
         s_offer_t ctx = {self, now, exp_id, 0};
-        if (pairing_offer (self->pairing, msg->experiment, msg->name, s_on_pair, &ctx, err,
-                           sizeof err)
-            < 0) {
+        int made = pairing_offer (self->pairing, msg->experiment, msg->name, s_on_pair, &ctx,
+                                  err, sizeof err);
+        if (made == -2) {
+            // The store refused the pair: the commit will fail and the broker
+            // start again from the store; the watcher resends the file.
+            log_error ("experiment '%s': %s: %s", msg->experiment, err,
+                       store_error (self->store));
+            return;
+        }
+        if (made < 0) {
             // A name that is no frame is recorded and acknowledged, not paired.
             log_warning ("experiment '%s': %s", msg->experiment, err);
             char payload[600];

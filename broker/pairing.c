@@ -51,6 +51,14 @@ s_frame_destroy (s_frame_t **self_p)
     }
 }
 
+// The caller's emit refused a pair (its store write failed): -2, and why.
+static int
+s_emit_failed (const char *name, char *err, size_t errlen)
+{
+    snprintf (err, errlen, "cannot record the pair of '%s'", name);
+    return -2;
+}
+
 static const char *const s_rule_names[] = {"ab", "sequence", "sliding", "multipage"};
 
 pairing_t *
@@ -182,7 +190,7 @@ s_offer_ab (pairing_t *self, const char *experiment, const char *name, size_t ba
     zhashx_delete (self->waiting, key);
     int rc = emit (arg, experiment, stem_text, side ? partner_name : name, side ? name : partner_name);
     free (partner_name);
-    return rc < 0 ? -1 : 1;
+    return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
 }
 
 // Splits a base name into prefix and frame number (its trailing digits).
@@ -249,7 +257,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, size_
         const char *a = odd ? name : partner_name, *b = odd ? partner_name : name;
         int rc = s_emit_frames (emit, arg, experiment, a, b, s_base_length (self, a));
         free (partner_name);
-        return rc < 0 ? -1 : 1;
+        return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
     }
     // Sliding: n pairs with n - 1 and n + 1. A frame waits, with a note of
     // which neighbours it has met, until it has met both (the first and the
@@ -268,7 +276,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, size_
         const char *a = side < 0 ? neighbour->name : name, *b = side < 0 ? name : neighbour->name;
         if (s_emit_frames (emit, arg, experiment, a, b, s_base_length (self, a)) < 0) {
             s_frame_destroy (&self_frame);
-            return -1;
+            return s_emit_failed (name, err, errlen);
         }
         emitted++;
         self_frame->met |= side < 0 ? 1 : 2;
@@ -307,7 +315,7 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name,
     default: {
         char stem[1024];
         snprintf (stem, sizeof stem, "%.*s", (int) base, name);
-        return emit (arg, experiment, stem, name, NULL) < 0 ? -1 : 1;
+        return emit (arg, experiment, stem, name, NULL) < 0 ? s_emit_failed (name, err, errlen) : 1;
     }
     }
 }

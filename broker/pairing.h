@@ -28,7 +28,8 @@ typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *st
 // directory; files pair only within one directory). Calls emit for each
 // pair it completes (none while a partner is missing; two for a sliding
 // frame between two present ones) and returns how many, or -1 with err when
-// the name does not fit the rule (naming the file and the rule). A file
+// the name does not fit the rule (naming the file and the rule), or -2 with
+// err when emit returned a negative value (the pair could not be recorded). A file
 // offered again while it waits emits nothing; filtering files already
 // paired is the caller's (the broker offers only files new to its store,
 // and after a restart relies on the store refusing a pair twice).

@@ -195,6 +195,28 @@ START_TEST (multipage_makes_a_pair_of_every_file)
 }
 END_TEST
 
+static int
+s_refuse (void *arg, const char *experiment, const char *stem, const char *name_a,
+          const char *name_b)
+{
+    (void) arg, (void) experiment, (void) stem, (void) name_a, (void) name_b;
+    return -1;
+}
+
+START_TEST (a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name)
+{
+    pairing_t *p = s_rules ("ab");
+    char err[256] = "";
+    ck_assert_int_eq (pairing_offer (p, "e", "s_a.tif", s_refuse, NULL, err, sizeof err), 0);
+    ck_assert_int_eq (pairing_offer (p, "e", "s_b.tif", s_refuse, NULL, err, sizeof err), -2);
+    ck_assert_msg (strstr (err, "cannot record") && strstr (err, "'s_b.tif'"), "%s", err);
+    pairing_destroy (&p);
+    p = s_rules ("multipage");
+    ck_assert_int_eq (pairing_offer (p, "e", "m.tif", s_refuse, NULL, err, sizeof err), -2);
+    pairing_destroy (&p);
+}
+END_TEST
+
 START_TEST (an_unknown_rule_is_refused)
 {
     config_t cfg;
@@ -224,6 +246,7 @@ main (void)
     tcase_add_test (tc, sequence_pairs_frames_one_two_then_three_four);
     tcase_add_test (tc, sliding_pairs_every_frame_with_the_next_in_any_order);
     tcase_add_test (tc, multipage_makes_a_pair_of_every_file);
+    tcase_add_test (tc, a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name);
     tcase_add_test (tc, an_unknown_rule_is_refused);
     suite_add_tcase (suite, tc);
     SRunner *runner = srunner_create (suite);
