@@ -336,15 +336,22 @@ static void s_work_one (broker_t *self, zsock_t *reader);
 // one poll per message would cost more than the message.
 #define BATCH 256
 
+// Handles up to BATCH waiting messages of 'reader' with 'one', then commits
+// early if the group has grown large.
+static void
+s_drain (broker_t *self, zsock_t *reader, void (*one) (broker_t *, zsock_t *))
+{
+    for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
+        one (self, reader);
+    if (store_uncommitted (self->store) > 5000)
+        s_commit (self);
+}
+
 static int
 s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
-    broker_t *self = arg;
-    for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
-        s_ingest_one (self, reader);
-    if (store_uncommitted (self->store) > 5000)
-        s_commit (self);
+    s_drain ((broker_t *) arg, reader, s_ingest_one);
     return 0;
 }
 
@@ -597,10 +604,7 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     broker_t *self = arg;
-    for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
-        s_work_one (self, reader);
-    if (store_uncommitted (self->store) > 5000)
-        s_commit (self);
+    s_drain (self, reader, s_work_one);
     s_dispatch (self);
     return 0;
 }
