@@ -3,40 +3,19 @@
 // out only after the commit that holds that state: a crash can then lose
 // nothing that was acknowledged, and no pair id is ever handed out twice.
 
-#include "broker/broker.h"
-#include "broker/pairing.h"
+#include "broker/internal.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/util.h"
 #include "store/store.h"
 
 #include <czmq.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-// A pair ready to go to an agent, or out with one.
-typedef struct {
-    int64_t pair;      // pair id
-    char *experiment;  // its experiment
-    char *stem;        // its name within it
-    char *name_a;      // frame A, relative to the experiment
-    char *name_b;      // frame B, or NULL (multipage)
-    int attempt;       // attempt number once dispatched
-} s_task_t;
-
-// An agent the broker knows on the work socket.
-typedef struct {
-    zframe_t *identity;  // its routing id
-    char *id;            // the id it gave in HELLO
-    char *host;          // its host name
-    int cores;           // its cores
-    uint32_t credit;     // tasks it can still take
-    zlistx_t *tasks;     // s_task_t it holds
-    int64_t expires_ns;  // dead if silent past this
-    int64_t done;        // results it delivered
-} s_agent_t;
 
 // A message to send once the open transaction is committed.
 typedef struct {
@@ -44,56 +23,29 @@ typedef struct {
     proto_msg_t msg;     // what
 } s_after_t;
 
-struct _broker_t {
-    config_t cfg;             // configuration
-    store_t *store;           // the durable state
-    pairing_t *pairing;       // the pairing rules
-    zsock_t *ingest;          // ROUTER: watchers
-    zsock_t *work;            // ROUTER: agents
-    zsock_t *control;         // ROUTER: pivctl, the status page
-    zsock_t *publish;         // PUB: results, state
-    zloop_t *loop;            // the reactor
-    zhashx_t *experiments;    // name -> int64_t id (malloc'd)
-    zlistx_t *queue;          // s_task_t ready to dispatch, oldest first
-    zlistx_t *fresh;          // s_task_t of the open transaction: queued after commit
-    zhashx_t *agents;         // identity (hex) -> s_agent_t
-    zlistx_t *after;          // s_after_t, sent after the next commit
-    char settings[512];       // PIV settings sent with every task
-    int fields_every;         // store_fields: 1 all, 0 none, n every n-th
-    int store_failed;         // the last commit failed: acknowledge nothing
-    int64_t results;          // results recorded since start
-    int64_t started_ns;       // start time
-    int64_t per_second[60];   // results recorded in each of the last 60 s ...
-    int64_t second;           // ... the slot of this second (s since the epoch)
-};
-
-static s_task_t *
-s_task_new (int64_t pair, const char *experiment, const char *stem, const char *name_a,
-            const char *name_b)
+task_t *
+broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char *name_a,
+                 const char *name_b)
 {
-    s_task_t *self = calloc (1, sizeof *self);
+    task_t *self = calloc (1, sizeof *self);
     if (!self)
         return NULL;
     self->pair = pair;
-    self->experiment = strdup (experiment);
+    self->exp = exp;
     self->stem = strdup (stem);
     self->name_a = strdup (name_a);
-    self->name_b = name_b && *name_b ? strdup (name_b) : NULL;
-    if (!self->experiment || !self->stem || !self->name_a || (name_b && *name_b && !self->name_b)) {
-        free (self->experiment), free (self->stem), free (self->name_a), free (self->name_b);
-        free (self);
-        return NULL;
-    }
+    self->name_b = name_b ? strdup (name_b) : NULL;
+    if (!self->stem || !self->name_a || (name_b && !self->name_b))
+        broker_task_destroy (&self);
     return self;
 }
 
-static void
-s_task_destroy (s_task_t **self_p)
+void
+broker_task_destroy (task_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    s_task_t *self = *self_p;
-    free (self->experiment);
+    task_t *self = *self_p;
     free (self->stem);
     free (self->name_a);
     free (self->name_b);
@@ -102,11 +54,25 @@ s_task_destroy (s_task_t **self_p)
 }
 
 static void
-s_agent_destroy (s_agent_t **self_p)
+s_exp_destroy (exp_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    s_agent_t *self = *self_p;
+    exp_t *self = *self_p;
+    broker_replay_destroy (&self->replay);
+    free (self->name);
+    free (self->source);
+    free (self->settings);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_agent_destroy (agent_rec_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    agent_rec_t *self = *self_p;
     zframe_destroy (&self->identity);
     free (self->id);
     free (self->host);
@@ -144,7 +110,6 @@ s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 // ---------------------------------------------------------------------------
 // Commit, then tell
 
-static void s_dispatch (broker_t *self);
 
 // How many pairs a file can be in under the pairing rule.
 static int
@@ -156,15 +121,27 @@ static int s_reoffer (void *arg, const char *experiment, const char *name, int64
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
 
+static void
+s_task_free (void *task, void *arg)
+{
+    (void) arg;
+    task_t *t = task;
+    broker_task_destroy (&t);
+}
+
 // After a failed commit the broker's memory runs ahead of the store: the
-// pairing rules consumed files, the caches hold ids, the queue holds pairs,
-// none of which were committed. Start again from what the store holds.
+// pairing rules consumed files, the experiments may hold ids, the queue
+// pairs, none of which were committed. Start again from what the store
+// holds (experiments stay, as tasks out with agents point to them; their
+// ids are looked up again).
 static void
 s_resync (broker_t *self)
 {
     char err[512];
-    zhashx_purge (self->experiments);
-    zlistx_purge (self->queue);
+    int64_t now = util_time_ns ();
+    for (exp_t *exp = zhashx_first (self->experiments); exp; exp = zhashx_next (self->experiments))
+        exp->id = store_experiment (self->store, exp->name, now);
+    sched_clear (self->sched, s_task_free, NULL);
     pairing_t *fresh_rules = pairing_new (&self->cfg, err, sizeof err);
     if (fresh_rules) {
         pairing_destroy (&self->pairing);
@@ -178,8 +155,8 @@ s_resync (broker_t *self)
 // Commits the open transaction; then sends what waited for it and makes the
 // pairs it created dispatchable. On failure nothing is sent: watchers resend
 // their events, agents their results, and the broker says why in its log.
-static int
-s_commit (broker_t *self)
+int
+broker_commit (broker_t *self)
 {
     char err[512];
     if (store_uncommitted (self->store) == 0 && zlistx_size (self->after) == 0
@@ -219,10 +196,10 @@ s_commit (broker_t *self)
     if (to && ack.count)
         proto_send (&ack, to, self->ingest);
     zlistx_purge (self->after);
-    s_task_t *task;
-    while ((task = zlistx_first (self->fresh)))
-        zlistx_add_end (self->queue, zlistx_detach (self->fresh, NULL));
-    s_dispatch (self);
+    task_t *task;
+    while ((task = zlistx_detach (self->fresh, NULL)))
+        broker_enqueue (self, task, task->attempt == 0);  // a retry is never sampled out
+    broker_dispatch (self);
     return 0;
 }
 
@@ -230,60 +207,117 @@ static int
 s_commit_timer (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
-    s_commit ((broker_t *) arg);
+    broker_commit ((broker_t *) arg);
     return 0;
+}
+
+void
+broker_enqueue (broker_t *self, task_t *task, int fresh)
+{
+    int rc = sched_add (self->sched, task->exp->id, task->pair, task, fresh);
+    if (rc == SCHED_QUEUED)
+        return;
+    if (rc == SCHED_SKIPPED)
+        store_pair_skip (self->store, task->pair, util_time_ns ());
+    else
+        log_error ("no memory to queue pair %lld", (long long) task->pair);
+    broker_task_destroy (&task);
 }
 
 // ---------------------------------------------------------------------------
 // Ingest: FILE events from watchers
 
-static int64_t
-s_experiment (broker_t *self, const char *name, int64_t now)
+exp_t *
+broker_experiment (broker_t *self, const char *name, int64_t now)
 {
-    int64_t *id = zhashx_lookup (self->experiments, name);
-    if (id)
-        return *id;
-    int64_t found = store_experiment (self->store, name, now);
-    if (found < 0)
-        return -1;
-    id = malloc (sizeof *id);
-    if (!id)
-        return -1;
-    *id = found;
-    zhashx_insert (self->experiments, name, id);
-    return found;
+    exp_t *exp = zhashx_lookup (self->experiments, name);
+    if (exp)
+        return exp;
+    int64_t id = store_experiment (self->store, name, now);
+    store_experiment_t found;
+    if (id < 0 || store_experiment_find (self->store, name, &found) != 1)
+        return NULL;
+    exp = calloc (1, sizeof *exp);
+    if (!exp)
+        return NULL;
+    exp->id = id;
+    exp->name = strdup (name);
+    exp->source = strdup (found.source);
+    exp->settings = strdup (*found.settings ? found.settings : self->settings);
+    if (!exp->name || !exp->source || !exp->settings) {
+        s_exp_destroy (&exp);
+        return NULL;
+    }
+    zhashx_insert (self->experiments, name, exp);
+    return exp;
 }
 
 // Context of pairing_offer's callback.
 typedef struct {
-    broker_t *self;   // the broker
-    int64_t now;      // event time
-    int64_t exp_id;   // experiment id
-    int restart;      // 1: rebuilding after a restart (pairs may exist)
+    broker_t *self;     // the broker
+    int64_t now;        // event time
+    exp_t *exp;         // experiment
+    int64_t closed_ns;  // when the file that completes the pairs was closed
 } s_offer_t;
 
 static int
 s_on_pair (void *arg, const char *experiment, const char *stem, const char *name_a,
            const char *name_b)
 {
+    (void) experiment;
     s_offer_t *ctx = arg;
     broker_t *self = ctx->self;
     // The files' ids are looked up by the store from their names: here the
     // pair is recorded by names through the file ids the store returns.
     int is_new = 0;
-    int64_t fa = store_file_add (self->store, ctx->exp_id, name_a, 0, 0, ctx->now, &is_new);
+    int64_t id = ctx->exp->id;
+    int64_t fa = store_file_add (self->store, id, name_a, 0, 0, ctx->now, &is_new);
     int64_t fb = 0;
     if (name_b)
-        fb = store_file_add (self->store, ctx->exp_id, name_b, 0, 0, ctx->now, &is_new);
+        fb = store_file_add (self->store, id, name_b, 0, 0, ctx->now, &is_new);
     if (fa < 0 || fb < 0)
         return -1;
-    int64_t pair = store_pair_add (self->store, ctx->exp_id, stem, fa, fb, ctx->now, &is_new);
+    int64_t pair = store_pair_add (self->store, id, stem, fa, fb, ctx->now, &is_new);
     if (pair < 0)
         return -1;
     if (is_new) {
-        s_task_t *task = s_task_new (pair, experiment, stem, name_a, name_b);
-        if (task)
+        task_t *task = broker_task_new (pair, ctx->exp, stem, name_a, name_b);
+        if (task) {
+            task->closed_ns = ctx->closed_ns;
             zlistx_add_end (self->fresh, task);
+        }
+        broker_count (ctx->exp->arrivals, &ctx->exp->second, ctx->now, 1);
+    }
+    return 0;
+}
+
+int
+broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
+             int64_t closed_ns)
+{
+    int64_t now = util_time_ns ();
+    int is_new = 0;
+    if (store_file_add (self->store, exp->id, name, size, mtime_ns, now, &is_new) < 0) {
+        log_error ("cannot record file '%s/%s': %s", exp->name, name, store_error (self->store));
+        return -1;  // not acknowledged: the watcher resends it
+    }
+    if (!is_new)
+        return 0;
+    char err[512] = "";
+    s_offer_t ctx = {self, now, exp, closed_ns};
+    int made = pairing_offer (self->pairing, exp->name, name, s_on_pair, &ctx, err, sizeof err);
+    if (made == -2) {
+        // The store refused the pair: the commit will fail and the broker
+        // start again from the store; the watcher resends the file.
+        log_error ("experiment '%s': %s: %s", exp->name, err, store_error (self->store));
+        return -1;
+    }
+    if (made < 0) {
+        // A name that is no frame is recorded and acknowledged, not paired.
+        log_warning ("experiment '%s': %s", exp->name, err);
+        char payload[600];
+        snprintf (payload, sizeof payload, "unpaired reason=%s", err);
+        store_event (self->store, "unpaired", exp->id, 0, payload, now);
     }
     return 0;
 }
@@ -291,36 +325,14 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
 static void
 s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
-    int64_t now = util_time_ns ();
-    int64_t exp_id = s_experiment (self, msg->experiment, now);
-    int is_new = 0;
-    if (exp_id < 0
-        || store_file_add (self->store, exp_id, msg->name, msg->size, msg->time_ns, now, &is_new)
-               < 0) {
-        log_error ("cannot record file '%s/%s': %s", msg->experiment, msg->name,
+    exp_t *exp = broker_experiment (self, msg->experiment, util_time_ns ());
+    if (!exp) {
+        log_error ("cannot record experiment '%s': %s", msg->experiment,
                    store_error (self->store));
-        return;  // not acknowledged: the watcher resends it
+        return;
     }
-    if (is_new) {
-        char err[512] = "";
-        s_offer_t ctx = {self, now, exp_id, 0};
-        int made = pairing_offer (self->pairing, msg->experiment, msg->name, s_on_pair, &ctx,
-                                  err, sizeof err);
-        if (made == -2) {
-            // The store refused the pair: the commit will fail and the broker
-            // start again from the store; the watcher resends the file.
-            log_error ("experiment '%s': %s: %s", msg->experiment, err,
-                       store_error (self->store));
-            return;
-        }
-        if (made < 0) {
-            // A name that is no frame is recorded and acknowledged, not paired.
-            log_warning ("experiment '%s': %s", msg->experiment, err);
-            char payload[600];
-            snprintf (payload, sizeof payload, "unpaired reason=%s", err);
-            store_event (self->store, "unpaired", exp_id, 0, payload, now);
-        }
-    }
+    if (broker_file (self, exp, msg->name, msg->size, msg->time_ns, msg->time_ns) != 0)
+        return;
     proto_msg_t ack = {.command = PROTO_ACK, .count = 1};
     ack.seqs = malloc (sizeof (uint64_t));
     if (!ack.seqs)
@@ -344,7 +356,7 @@ s_drain (broker_t *self, zsock_t *reader, void (*one) (broker_t *, zsock_t *))
     for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
         one (self, reader);
     if (store_uncommitted (self->store) > 5000)
-        s_commit (self);
+        broker_commit (self);
 }
 
 static int
@@ -380,11 +392,11 @@ s_ingest_one (broker_t *self, zsock_t *reader)
 // ---------------------------------------------------------------------------
 // Work: agents
 
-static s_agent_t *
+static agent_rec_t *
 s_agent (broker_t *self, zframe_t *identity)
 {
     char *key = zframe_strhex (identity);
-    s_agent_t *agent = key ? zhashx_lookup (self->agents, key) : NULL;
+    agent_rec_t *agent = key ? zhashx_lookup (self->agents, key) : NULL;
     free (key);
     return agent;
 }
@@ -397,18 +409,18 @@ s_expiry (broker_t *self, int64_t now)
 
 // Puts an agent's tasks back at the head of the queue, oldest first.
 static void
-s_requeue_tasks (broker_t *self, s_agent_t *agent, const char *reason)
+s_requeue_tasks (broker_t *self, agent_rec_t *agent, const char *reason)
 {
-    s_task_t *task;
+    task_t *task;
     while ((task = zlistx_last (agent->tasks))) {
         zlistx_detach (agent->tasks, zlistx_cursor (agent->tasks));
         store_pair_requeue (self->store, task->pair, reason, util_time_ns ());
-        zlistx_add_start (self->queue, task);
+        broker_enqueue (self, task, 0);
     }
 }
 
 static void
-s_agent_forget (broker_t *self, s_agent_t *agent, const char *reason)
+s_agent_forget (broker_t *self, agent_rec_t *agent, const char *reason)
 {
     log_notice ("agent '%s' on %s %s; %zu task(s) back in the queue", agent->id,
                 agent->host, reason, zlistx_size (agent->tasks));
@@ -419,95 +431,141 @@ s_agent_forget (broker_t *self, s_agent_t *agent, const char *reason)
     free (key);
 }
 
-static void
-s_dispatch (broker_t *self)
+static int
+s_wake (zloop_t *loop, int timer_id, void *arg)
 {
-    if (self->store_failed || zlistx_size (self->queue) == 0)
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    self->wake_timer = -1;
+    broker_dispatch (self);
+    return 0;
+}
+
+// Sends one task to an agent; 0, or -1 if it went back to the queue.
+static int
+s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
+{
+    int attempt = store_pair_dispatch (self->store, task->pair, agent->id, now);
+    if (attempt < 0) {
+        // Not pending any more (done by a late result): drop it.
+        broker_task_destroy (&task);
+        return 0;
+    }
+    task->attempt = attempt;
+    task->dispatched_ns = now;
+    exp_t *exp = task->exp;
+    char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
+    snprintf (path_a, sizeof path_a, "%s/%s/%s", self->cfg.watcher.root, exp->source,
+              task->name_a);
+    if (task->name_b)
+        snprintf (path_b, sizeof path_b, "%s/%s/%s", self->cfg.watcher.root, exp->source,
+                  task->name_b);
+    snprintf (output, sizeof output, "%s/%s.txt", exp->name, task->stem);
+    proto_msg_t msg = {.command = PROTO_TASK,
+                       .pair = (uint64_t) task->pair,
+                       .attempt = (uint32_t) attempt,
+                       .experiment = exp->name,
+                       .path_a = path_a,
+                       .path_b = path_b,
+                       .settings = exp->settings,
+                       .output = output};
+    if (proto_send (&msg, agent->identity, self->work) != 0) {
+        // Gone, or its queue is full: the pair waits for another agent (a
+        // gone one expires at the next heartbeat check).
+        store_pair_requeue (self->store, task->pair, "send failed", now);
+        sched_put_back (self->sched, exp->id, task->pair, task);
+        return -1;
+    }
+    agent->credit--;
+    zlistx_add_end (agent->tasks, task);
+    return 0;
+}
+
+void
+broker_dispatch (broker_t *self)
+{
+    if (self->store_failed || sched_size (self->sched) == 0)
         return;
     int64_t now = util_time_ns ();
     // Round the agents with credit, one task each per round, so that work
-    // spreads evenly.
-    int gave = 1;
-    while (gave && zlistx_size (self->queue) > 0) {
+    // spreads evenly; the scheduler says which pair goes next, if any may.
+    int gave = 1, more = 1;
+    while (gave && more) {
         gave = 0;
-        for (s_agent_t *agent = zhashx_first (self->agents); agent && zlistx_size (self->queue);
+        for (agent_rec_t *agent = zhashx_first (self->agents); agent && more;
              agent = zhashx_next (self->agents)) {
             if (agent->credit == 0)
                 continue;
-            s_task_t *task = zlistx_detach (self->queue, NULL);
-            int attempt = store_pair_dispatch (self->store, task->pair, agent->id, now);
-            if (attempt < 0) {
-                // Not pending any more (done by a late result): drop it.
-                s_task_destroy (&task);
-                continue;
-            }
-            task->attempt = attempt;
-            char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
-            snprintf (path_a, sizeof path_a, "%s/%s/%s", self->cfg.watcher.root,
-                      task->experiment, task->name_a);
-            if (task->name_b)
-                snprintf (path_b, sizeof path_b, "%s/%s/%s", self->cfg.watcher.root,
-                          task->experiment, task->name_b);
-            snprintf (output, sizeof output, "%s/%s.txt", task->experiment, task->stem);
-            proto_msg_t msg = {.command = PROTO_TASK,
-                               .pair = (uint64_t) task->pair,
-                               .attempt = (uint32_t) attempt,
-                               .experiment = task->experiment,
-                               .path_a = path_a,
-                               .path_b = path_b,
-                               .settings = self->settings,
-                               .output = output};
-            if (proto_send (&msg, agent->identity, self->work) != 0) {
-                // Gone, or its queue is full: the pair waits for another
-                // agent (a gone one expires at the next heartbeat check).
-                store_pair_requeue (self->store, task->pair, "send failed", now);
-                zlistx_add_start (self->queue, task);
-                continue;
-            }
-            agent->credit--;
-            zlistx_add_end (agent->tasks, task);
-            gave = 1;
+            int64_t exp, pair;
+            task_t *task = sched_next (self->sched, now, &exp, &pair);
+            if (!task)
+                more = 0;
+            else if (s_send_task (self, agent, task, now) == 0)
+                gave = 1;
         }
+    }
+    // Held back by a rate limit: come back when a token is there.
+    int64_t at = more ? -1 : sched_next_time (self->sched, now);
+    if (at >= 0 && self->wake_timer < 0 && self->loop) {
+        int64_t ms = (at - now + 999999) / 1000000;
+        self->wake_timer = zloop_timer (self->loop, (size_t) (ms > 0 ? ms : 1), 1, s_wake, self);
     }
 }
 
 // Removes the task of 'pair' from the agent's list; NULL if it has none.
-static s_task_t *
-s_take_task (s_agent_t *agent, int64_t pair)
+static task_t *
+s_take_task (agent_rec_t *agent, int64_t pair)
 {
-    for (s_task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+    for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
         if (task->pair == pair)
             return zlistx_detach_cur (agent->tasks);
     return NULL;
 }
 
-// Counts 'n' results in the second of 'now', clearing the seconds skipped.
-static void
-s_count_second (broker_t *self, int64_t now, int n)
+// Counts 'n' in the second of 'now' of a 60 s ring, clearing the seconds
+// skipped since the last count.
+void
+broker_count (int64_t *ring, int64_t *second, int64_t now, int n)
 {
-    int64_t second = now / 1000000000;
-    if (second != self->second) {
-        int64_t gap = second - self->second;
+    int64_t this_second = now / 1000000000;
+    if (this_second != *second) {
+        int64_t gap = this_second - *second;
         for (int64_t s = 1; s <= gap && s <= 60; s++)
-            self->per_second[(self->second + s) % 60] = 0;
-        self->second = second;
+            ring[(*second + s) % 60] = 0;
+        *second = this_second;
     }
-    self->per_second[second % 60] += n;
+    ring[this_second % 60] += n;
 }
 
-// Results per second over the last 'seconds' complete seconds.
-static double
-s_rate (broker_t *self, int64_t now, int seconds)
+// Counts per second over the last 'seconds' complete seconds of a ring.
+double
+broker_rate (int64_t *ring, int64_t *second, int64_t now, int seconds)
 {
-    s_count_second (self, now, 0);
+    broker_count (ring, second, now, 0);
     int64_t sum = 0;
     for (int s = 1; s <= seconds; s++)
-        sum += self->per_second[(self->second - s + 60) % 60];
+        sum += ring[(*second - s + 60) % 60];
     return (double) sum / seconds;
 }
 
+// A result recorded for a task the broker sent: its experiment's counts and
+// latency, and the feedback it makes.
 static void
-s_on_result (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *msg)
+s_recorded (broker_t *self, task_t *task, const proto_msg_t *msg, int64_t now)
+{
+    exp_t *exp = task->exp;
+    broker_count (exp->results, &exp->second, now, 1);
+    if (task->closed_ns > 0) {
+        exp->latency_ms[exp->latency_next] = (now - task->closed_ns) / 1e6;
+        exp->latency_next = (exp->latency_next + 1) % LATENCY_KEPT;
+        if (exp->latencies < LATENCY_KEPT)
+            exp->latencies++;
+    }
+    broker_feedback (self, task, msg, now);
+}
+
+static void
+s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
     store_result_t r = {.mean_u = msg->figures[PROTO_FIG_MEAN_U],
@@ -530,21 +588,22 @@ s_on_result (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *
         return;  // not RECORDED: the agent resends it
     }
     if (agent) {
-        s_task_t *task = s_take_task (agent, (int64_t) msg->pair);
-        if (task) {
+        task_t *task = s_take_task (agent, (int64_t) msg->pair);
+        if (task)
             agent->credit++;  // the slot the task held is free again
-            s_task_destroy (&task);
-        }
         agent->done += recorded;
+        if (task && recorded)
+            s_recorded (self, task, msg, now);
+        broker_task_destroy (&task);
     }
     self->results += recorded;
-    s_count_second (self, now, recorded);
+    broker_count (self->per_second, &self->second, now, recorded);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
     s_after (self, identity, &ok);
 }
 
 static void
-s_on_failed (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *msg)
+s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
     int failed = 0;
@@ -556,7 +615,7 @@ s_on_failed (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *
                    (unsigned long long) msg->pair, store_error (self->store));
         return;
     }
-    s_task_t *task = agent ? s_take_task (agent, (int64_t) msg->pair) : NULL;
+    task_t *task = agent ? s_take_task (agent, (int64_t) msg->pair) : NULL;
     if (agent && task)
         agent->credit++;
     if (failed)
@@ -565,7 +624,7 @@ s_on_failed (broker_t *self, zframe_t *identity, s_agent_t *agent, proto_msg_t *
     if (task && !failed)
         zlistx_add_end (self->fresh, task);  // another attempt, after the commit
     else
-        s_task_destroy (&task);
+        broker_task_destroy (&task);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
     s_after (self, identity, &ok);
 }
@@ -574,7 +633,7 @@ static void
 s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
-    s_agent_t *agent = s_agent (self, identity);
+    agent_rec_t *agent = s_agent (self, identity);
     if (agent)  // a reconnect under the same identity: its tasks start again
         s_agent_forget (self, agent, "said hello again");
     agent = calloc (1, sizeof *agent);
@@ -590,7 +649,7 @@ s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
         s_agent_destroy (&agent);
         return;
     }
-    zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) s_task_destroy);
+    zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) broker_task_destroy);
     char *key = zframe_strhex (identity);
     zhashx_insert (self->agents, key, agent);
     free (key);
@@ -605,7 +664,7 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
     (void) loop;
     broker_t *self = arg;
     s_drain (self, reader, s_work_one);
-    s_dispatch (self);
+    broker_dispatch (self);
     return 0;
 }
 
@@ -619,14 +678,14 @@ s_work_one (broker_t *self, zsock_t *reader)
     proto_msg_t msg = {0};
     char err[512];
     if (proto_decode (&zmsg, &msg, err, sizeof err) != 0) {
-        s_agent_t *agent = identity ? s_agent (self, identity) : NULL;
+        agent_rec_t *agent = identity ? s_agent (self, identity) : NULL;
         log_warning ("work: from agent '%s': %s", agent ? agent->id : "unknown", err);
         zframe_destroy (&identity);
         return;
     }
     if (msg.command == PROTO_HELLO)
         s_on_hello (self, identity, &msg);
-    s_agent_t *agent = s_agent (self, identity);
+    agent_rec_t *agent = s_agent (self, identity);
     if (!agent && msg.command != PROTO_RESULT && msg.command != PROTO_FAILED) {
         // An agent the broker does not know (it restarted): ask it to say
         // hello again, its state is gone.
@@ -668,7 +727,7 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
     broker_t *self = arg;
     int64_t now = util_time_ns ();
     zlistx_t *dead = zlistx_new ();
-    for (s_agent_t *agent = zhashx_first (self->agents); agent;
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
          agent = zhashx_next (self->agents)) {
         if (now > agent->expires_ns)
             zlistx_add_end (dead, agent);
@@ -677,103 +736,10 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
             proto_send (&beat, agent->identity, self->work);
         }
     }
-    for (s_agent_t *agent = zlistx_first (dead); agent; agent = zlistx_next (dead))
+    for (agent_rec_t *agent = zlistx_first (dead); agent; agent = zlistx_next (dead))
         s_agent_forget (self, agent, "is silent: presumed dead");
     zlistx_destroy (&dead);
-    s_dispatch (self);
-    return 0;
-}
-
-// ---------------------------------------------------------------------------
-// Control: status
-
-static int
-s_count_one (void *arg, const store_counts_t *c)
-{
-    zlistx_t *lines = arg;
-    char *line = zsys_sprintf (
-        "{\"experiment\":\"%s\",\"files\":%lld,\"pending\":%lld,\"dispatched\":%lld,"
-        "\"done\":%lld,\"failed\":%lld,\"skipped\":%lld}",
-        c->name, (long long) c->files, (long long) c->pairs[STORE_PENDING],
-        (long long) c->pairs[STORE_DISPATCHED], (long long) c->pairs[STORE_DONE],
-        (long long) c->pairs[STORE_FAILED], (long long) c->pairs[STORE_SKIPPED]);
-    if (line)
-        zlistx_add_end (lines, line);
-    return 0;
-}
-
-// The status as JSON: experiments with pair counts, agents, queue.
-static char *
-s_status_json (broker_t *self)
-{
-    zlistx_t *lines = zlistx_new ();
-    zlistx_set_destructor (lines, (zlistx_destructor_fn *) zstr_free);
-    store_counts (self->store, s_count_one, lines);
-    size_t cap = 256 + 512 * (zlistx_size (lines) + zhashx_size (self->agents));
-    char *json = malloc (cap);
-    if (!json) {
-        zlistx_destroy (&lines);
-        return NULL;
-    }
-    int64_t now = util_time_ns ();
-    size_t used = (size_t) snprintf (
-        json, cap,
-        "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
-        "\"rate_1m\":%.2f,\"store_ok\":%s,\"experiments\":[",
-        (now - self->started_ns) / 1e9, zlistx_size (self->queue), (long long) self->results,
-        s_rate (self, now, 10), s_rate (self, now, 59), self->store_failed ? "false" : "true");
-    int first = 1;
-    for (char *line = zlistx_first (lines); line; line = zlistx_next (lines)) {
-        used += (size_t) snprintf (json + used, cap - used, "%s%s", first ? "" : ",", line);
-        first = 0;
-    }
-    used += (size_t) snprintf (json + used, cap - used, "],\"agents\":[");
-    first = 1;
-    for (s_agent_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
-        int64_t beat_ms = (now - (a->expires_ns - s_expiry (self, 0))) / 1000000;
-        used += (size_t) snprintf (json + used, cap - used,
-                                   "%s{\"id\":\"%s\",\"host\":\"%s\",\"cores\":%d,\"credit\":%u,"
-                                   "\"tasks\":%zu,\"done\":%lld,\"last_heartbeat_ms\":%lld}",
-                                   first ? "" : ",", a->id, a->host, a->cores, a->credit,
-                                   zlistx_size (a->tasks), (long long) a->done,
-                                   (long long) beat_ms);
-        first = 0;
-    }
-    snprintf (json + used, cap - used, "]}");
-    zlistx_destroy (&lines);
-    return json;
-}
-
-static int
-s_on_control (zloop_t *loop, zsock_t *reader, void *arg)
-{
-    (void) loop;
-    broker_t *self = arg;
-    zmsg_t *zmsg = zmsg_recv (reader);
-    if (!zmsg)
-        return 0;
-    zframe_t *identity = zmsg_pop (zmsg);
-    proto_msg_t msg = {0}, reply = {.command = PROTO_REPLY};
-    char err[512];
-    char *body = NULL;
-    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0 || msg.command != PROTO_REQUEST) {
-        reply.status = 400;
-        body = strdup (msg.command ? "bad request: expected REQUEST" : err);
-    }
-    else if (strcmp (msg.text, "status") == 0) {
-        s_commit (self);  // what the status says is committed
-        reply.status = 200;
-        body = s_status_json (self);
-    }
-    else {
-        reply.status = 400;
-        body = zsys_sprintf ("unknown command '%.100s' (known: status)", msg.text);
-    }
-    reply.text = body;
-    proto_send (&reply, identity, self->control);
-    free (body);
-    proto_msg_release (&msg);
-    zframe_destroy (&identity);
+    broker_dispatch (self);
     return 0;
 }
 
@@ -786,10 +752,11 @@ s_load_pending (void *arg, int64_t pair, const char *experiment, const char *ste
 {
     (void) attempts;
     broker_t *self = arg;
-    s_task_t *task = s_task_new (pair, experiment, stem, name_a, name_b);
+    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
+    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
     if (!task)
         return -1;
-    zlistx_add_end (self->queue, task);
+    broker_enqueue (self, task, 0);
     return 0;
 }
 
@@ -800,8 +767,8 @@ s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
     broker_t *self = arg;
     char err[512];
     int64_t now = util_time_ns ();
-    s_offer_t ctx = {self, now, s_experiment (self, experiment, now), 1};
-    if (ctx.exp_id < 0)
+    s_offer_t ctx = {self, now, broker_experiment (self, experiment, now), 0};
+    if (!ctx.exp)
         return -1;
     pairing_offer (self->pairing, experiment, name, s_on_pair, &ctx, err, sizeof err);
     return 0;
@@ -842,18 +809,19 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     snprintf (self->settings, sizeof self->settings,
               "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes, cfg->piv.overlap,
               cfg->piv.iterations, cfg->piv.deform);
+    self->wake_timer = -1;
+    feedback_settings_init (&self->feedback);
     self->experiments = zhashx_new ();
-    self->queue = zlistx_new ();
+    self->sched = sched_new ();
     self->fresh = zlistx_new ();
     self->agents = zhashx_new ();
     self->after = zlistx_new ();
-    if (!self->experiments || !self->queue || !self->fresh || !self->agents || !self->after) {
+    if (!self->experiments || !self->sched || !self->fresh || !self->agents || !self->after) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
-    zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) zstr_free);
-    zlistx_set_destructor (self->queue, (zlistx_destructor_fn *) s_task_destroy);
-    zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) s_task_destroy);
+    zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) s_exp_destroy);
+    zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
     zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) s_agent_destroy);
     zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
 
@@ -885,7 +853,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     }
     // Pairs re-made above were already in the store: they are not fresh.
     zlistx_purge (self->fresh);
-    if (store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
+    if (broker_settings_load (self) != 0 || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
         snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
                   store_error (self->store));
         goto fail;
@@ -902,12 +870,12 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     }
     zloop_reader (self->loop, self->ingest, s_on_ingest, self);
     zloop_reader (self->loop, self->work, s_on_work, self);
-    zloop_reader (self->loop, self->control, s_on_control, self);
+    zloop_reader (self->loop, self->control, broker_on_control, self);
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
     log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s",
-                zlistx_size (self->queue), broker_endpoint (self, "ingest"),
+                sched_size (self->sched), broker_endpoint (self, "ingest"),
                 broker_endpoint (self, "work"), broker_endpoint (self, "control"),
                 broker_endpoint (self, "publish"));
     return self;
@@ -923,10 +891,10 @@ broker_destroy (broker_t **self_p)
         return;
     broker_t *self = *self_p;
     if (self->store) {
-        s_commit (self);
+        broker_commit (self);
         // Agents learn at once that their tasks are gone, not after a timeout.
         if (self->work && self->agents)
-            for (s_agent_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
+            for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
                 proto_msg_t bye = {.command = PROTO_DISCONNECT};
                 proto_send (&bye, a->identity, self->work);
             }
@@ -937,7 +905,9 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->control);
     zsock_destroy (&self->publish);
     zhashx_destroy (&self->agents);
-    zlistx_destroy (&self->queue);
+    if (self->sched)
+        sched_clear (self->sched, s_task_free, NULL);
+    sched_destroy (&self->sched);
     zlistx_destroy (&self->fresh);
     zlistx_destroy (&self->after);
     zhashx_destroy (&self->experiments);
@@ -951,7 +921,7 @@ int
 broker_run (broker_t *self)
 {
     zloop_start (self->loop);
-    return s_commit (self) == 0 ? 0 : -1;
+    return broker_commit (self) == 0 ? 0 : -1;
 }
 
 const char *

@@ -20,4 +20,15 @@ int cli_bad_option (int opt, char **argv);
 // options.
 int cli_daemon (int argc, char **argv, const char *program, const char *what, config_t *cfg);
 
+// A control line (doc/control.md): words separated by spaces; a word with a
+// space, a double quote or a backslash, or an empty one, is in double
+// quotes with \" and \\ escaped.
+// Joins argv[0 .. argc-1] into a new line (caller frees); NULL, no memory.
+char *cli_join (int argc, char *const *argv);
+// Splits 'line' into a NULL-terminated array of words (one allocation: the
+// caller frees *argv_p alone); returns the count, or -1 with err for an
+// unterminated quote, a stray character after a closing quote, or too many
+// words (more than 64).
+int cli_split (const char *line, char ***argv_p, char *err, size_t errlen);
+
 #endif

@@ -1,6 +1,6 @@
 # ctl/ — pivctl, the operator's command line.
-bin/pivctl: build/ctl/pivctl.o $(COMMON_LIB) $(PIV_LIB)
+bin/pivctl: build/ctl/pivctl.o $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
 	@mkdir -p bin
-	$(CC) $(LDFLAGS) -o $@ $^ $(ZMQ_LIBS) $(PIV_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
 
 PROGRAMS += bin/pivctl

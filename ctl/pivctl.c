@@ -1,198 +1,1846 @@
-// pivctl.c — the operator's command line: asks the broker over its control
-// socket and prints the answer. This first version knows 'status'.
-// Exit status: 0 answered, 1 the broker refused or did not answer, 2 bad
-// usage or configuration.
+// pivctl.c — the operator's command line (doc/pivctl.md): asks the broker
+// over its control socket (doc/control.md) and prints the answer as tables
+// or JSON, follows the feedback stream, exports fields from the store, and
+// replays an experiment and compares the replay with the original.
+// Exit status: 0 done, 1 the broker refused or did not answer, or the work
+// failed (store, files), 2 bad usage or configuration.
 
-#include "common/config.h"
 #include "common/cli.h"
-#include "common/log.h"
+#include "common/config.h"
 #include "common/proto.h"
+#include "common/util.h"
 #include "common/version.h"
+#include "piv/field.h"
+#include "store/json.h"
+#include "store/store.h"
 
 #include <czmq.h>
+#include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-#define TIMEOUT_MS 3000
+#define TIMEOUT_MS 3000             // default --timeout
+#define REPLAY_WAIT_S 3600          // default replay --wait
+#define REPLAY_POLL_MS 200          // status polls while a replay runs
+#define COMPARE_BUDGET (256u << 20) // bytes of original fields held at once by the comparison
+#define MAX_WORDS 64                // words of a command line (the broker's limit)
+
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+#define S_INTERRUPTED (-1) // a wait ended by SIGINT/SIGTERM
+
+static volatile sig_atomic_t s_stop; // SIGINT or SIGTERM received
+
+static void
+s_on_signal (int signal)
+{
+    (void)signal;
+    s_stop = 1;
+}
+
+// Every error of pivctl: one line on stderr, "pivctl: " first.
+static void s_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+static void
+s_error (const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    fputs ("pivctl: ", stderr);
+    vfprintf (stderr, fmt, args);
+    fputc ('\n', stderr);
+    va_end (args);
+}
 
 static void
 s_usage (FILE *out)
 {
-    fprintf (out, "usage: pivctl -c FILE [--json] [--timeout MS] status\n"
-                  "  -c, --config FILE   pivfarm configuration (broker/control is asked)\n"
-                  "  -j, --json          print the broker's answer as JSON\n"
-                  "      --timeout MS    give up after MS milliseconds (default %d)\n"
-                  "commands:\n"
-                  "  status              experiments with pairs by state, agents, queue\n",
-             TIMEOUT_MS);
+    fprintf (
+        out,
+        "usage: pivctl -c FILE [--json] [--timeout MS] COMMAND [ARGS]\n"
+        "  -c, --config FILE      pivfarm configuration (broker/control, publish and store)\n"
+        "  -j, --json             print JSON instead of tables (may follow the command)\n"
+        "      --timeout MS       wait at most MS ms for each answer of the broker (default %d)\n"
+        "  -h, --help             this text;  -V, --version  the version\n"
+        "\n"
+        "the run:\n"
+        "  status [--watch] [--count N]    experiments (pairs by state, rates, latency, policy)\n"
+        "                                  and agents; --watch redraws every second with progress\n"
+        "                                  and time to catch up, N times (default until Ctrl-C)\n"
+        "  agents                          agents with their tasks and last heartbeat\n"
+        "  experiments                     experiments with their source and settings\n"
+        "  pairs EXP [--state S] [--limit N] [--after ID]\n"
+        "                                  pairs of EXP as a timeline (S: pending, dispatched,\n"
+        "                                  done, failed, skipped; N up to 10000, default 1000)\n"
+        "  log EXP [--after ID] [--limit N]\n"
+        "                                  the event log of EXP\n"
+        "steering (-e EXP for one experiment, otherwise the default of all):\n"
+        "  rate N|max [-e EXP]             at most N pairs/s dispatched (0.01 to 1e6), or no "
+        "limit\n"
+        "  policy all|latest|sample N [-e EXP]\n"
+        "                                  every pair oldest first, the newest first, or 1 in N\n"
+        "  pause [-e EXP], resume [-e EXP] stop or resume dispatching (tasks out finish)\n"
+        "  retry EXP                       failed pairs of EXP back to the queue\n"
+        "  backfill EXP                    skipped pairs of EXP back to the queue\n"
+        "  feedback show|on|off [-e EXP]   the feedback controller\n"
+        "  feedback set KEY=VALUE... [-e EXP]\n"
+        "                                  roi=x0,y0,x1,y1|all quantity=mean_u|mean_v|mean_speed|\n"
+        "                                  vorticity|valid_fraction setpoint= kp= ki= out_min=\n"
+        "                                  out_max=\n"
+        "  tail EXP [--count N]            follow the feedback stream of EXP (Ctrl-C to stop)\n"
+        "the record:\n"
+        "  export EXP [--format txt|tecplot] -o DIR\n"
+        "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
+        "                                  (or .dat), read from the store\n"
+        "  replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I]\n"
+        "             [--deform D] [--feedback-only] [--wait S]\n"
+        "                                  replay EXP at X times its pace, wait for it (at most\n"
+        "                                  S s, default %d) and compare it with EXP\n"
+        "\n"
+        "exit status: 0 done; 1 the broker refused or did not answer, or the work failed;\n"
+        "2 bad usage or configuration (checked before asking the broker)\n",
+        TIMEOUT_MS, REPLAY_WAIT_S);
 }
 
-// Sends 'command' and waits for the reply; returns its body (caller frees)
-// and status, or NULL with err.
-static char *
-s_ask (const char *endpoint, const char *command, int timeout_ms, uint32_t *status, char *err,
-       size_t errlen)
+// ---------------------------------------------------------------------------
+// Command lines: each command's options, checked before anything is sent.
+
+typedef struct {
+    const char *name; // long name, without "--"
+    char letter;      // short name, or 0
+    int has_arg;      // takes a value
+    int local;        // pivctl's own: not sent to the broker
+} s_option_t;
+
+typedef struct _s_ctl_t s_ctl_t;
+typedef struct _s_args_t s_args_t;
+typedef int (s_run_fn) (s_ctl_t *ctl, s_args_t *args);
+
+typedef struct {
+    const char *name;          // the command
+    int min_words, max_words;  // positional arguments after it
+    const char *usage;         // for errors
+    const s_option_t *options; // accepted options, ending with {NULL}
+    s_run_fn *run;             // what runs it
+} s_command_t;
+
+struct _s_args_t {
+    const s_command_t *command; // the command
+    char *words[MAX_WORDS];     // its positional arguments
+    int nwords;                 // their count
+    char *send[MAX_WORDS + 1];  // the line sent to the broker, as words
+    int nsend;                  // their count
+    const char *values[16];     // per option of command->options: its value, "" for a
+                                // flag given, NULL not given
+};
+
+struct _s_ctl_t {
+    config_t cfg;      // the configuration
+    int json;          // --json
+    int timeout_ms;    // --timeout
+    zsock_t *sock;     // DEALER to broker/control, once connected
+    zpoller_t *poller; // on sock
+};
+
+// The value of option 'name' of args' command, or NULL.
+static const char *
+s_value (const s_args_t *args, const char *name)
 {
-    zsock_t *sock = zsock_new (ZMQ_DEALER);
-    if (!sock) {
-        snprintf (err, errlen, "cannot make a socket");
-        return NULL;
+    for (int i = 0; args->command->options[i].name; i++)
+        if (strcmp (args->command->options[i].name, name) == 0)
+            return args->values[i];
+    return NULL;
+}
+
+// Parses a positive integer option (1 .. max) given as 'text'. 0 or -1 (logged).
+static int
+s_parse_count (const char *option, const char *text, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long n = strtol (text, &end, 10);
+    if (errno || end == text || *end || n < 1 || n > max) {
+        if (max == LONG_MAX)
+            s_error ("bad %s '%s': a whole number, 1 or more", option, text);
+        else
+            s_error ("bad %s '%s': a whole number from 1 to %ld", option, text, max);
+        return -1;
     }
-    zsock_set_linger (sock, 0);
-    zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
-    if (zsock_connect (sock, "%s", endpoint) != 0) {
-        snprintf (err, errlen, "cannot connect to the broker at '%s'", endpoint);
-        zsock_destroy (&sock);
-        return NULL;
-    }
-    proto_msg_t req = {.command = PROTO_REQUEST, .text = (char *) command};
-    char *body = NULL;
-    if (proto_send (&req, NULL, sock) != 0) {
-        snprintf (err, errlen, "cannot send to the broker at '%s'", endpoint);
-        zsock_destroy (&sock);
-        return NULL;
-    }
-    zpoller_t *poller = zpoller_new (sock, NULL);
-    if (poller && zpoller_wait (poller, timeout_ms) == sock) {
-        zmsg_t *zmsg = zmsg_recv (sock);
-        proto_msg_t reply = {0};
-        char why[512];
-        if (proto_decode (&zmsg, &reply, why, sizeof why) != 0 || reply.command != PROTO_REPLY)
-            snprintf (err, errlen, "the broker at '%s' answered nonsense: %s", endpoint,
-                      reply.command ? "not a REPLY" : why);
-        else {
-            *status = reply.status;
-            body = reply.text;
-            reply.text = NULL;
+    *out = n;
+    return 0;
+}
+
+static int
+s_parse_timeout (s_ctl_t *ctl, const char *text)
+{
+    long ms;
+    if (s_parse_count ("--timeout", text, 600000, &ms) != 0)
+        return -1;
+    ctl->timeout_ms = (int)ms;
+    return 0;
+}
+
+// Finds the option a word names ("--name", "--name=value", "-x", "-xVALUE").
+// Returns its index in options, -1 unknown; *inline_value is the value
+// written in the word itself, or NULL.
+static int
+s_option_of (const s_option_t *options, const char *word, const char **inline_value)
+{
+    *inline_value = NULL;
+    for (int i = 0; options[i].name; i++) {
+        if (word[1] == '-') {
+            size_t len = strcspn (word + 2, "=");
+            if (strlen (options[i].name) == len && strncmp (options[i].name, word + 2, len) == 0) {
+                if (word[2 + len] == '=')
+                    *inline_value = word + 3 + len;
+                return i;
+            }
         }
+        else if (options[i].letter && word[1] == options[i].letter) {
+            if (word[2])
+                *inline_value = word + 2;
+            return i;
+        }
+    }
+    return -1;
+}
+
+// Splits the words after the command into options and positional words,
+// and the line for the broker (the command, its positional words and the
+// options that are not pivctl's own, as the user wrote them). --json and
+// --timeout are taken anywhere. 0, or EXIT_USAGE (logged).
+static int
+s_parse_args (s_ctl_t *ctl, const s_command_t *command, int argc, char **argv, s_args_t *args)
+{
+    memset (args, 0, sizeof *args);
+    args->command = command;
+    args->send[args->nsend++] = (char *)command->name;
+    int options_end = 0;
+    for (int i = 0; i < argc; i++) {
+        char *word = argv[i];
+        if (options_end || word[0] != '-' || word[1] == '\0') {
+            if (args->nwords == MAX_WORDS - 1 || args->nsend == MAX_WORDS) {
+                s_error ("too many words for '%s' (at most %d)", command->name, MAX_WORDS - 1);
+                return EXIT_USAGE;
+            }
+            args->words[args->nwords++] = word;
+            args->send[args->nsend++] = word;
+            continue;
+        }
+        if (strcmp (word, "--") == 0) {
+            options_end = 1;
+            args->send[args->nsend++] = word;
+            continue;
+        }
+        if (strcmp (word, "--json") == 0 || strcmp (word, "-j") == 0) {
+            ctl->json = 1;
+            continue;
+        }
+        if (strncmp (word, "--timeout", 9) == 0 && (word[9] == '=' || word[9] == '\0')) {
+            const char *value = word[9] == '=' ? word + 10 : i + 1 < argc ? argv[++i] : NULL;
+            if (!value) {
+                s_error ("option '--timeout' needs a value (see --help)");
+                return EXIT_USAGE;
+            }
+            if (s_parse_timeout (ctl, value) != 0)
+                return EXIT_USAGE;
+            continue;
+        }
+        const char *value;
+        int k = s_option_of (command->options, word, &value);
+        if (k < 0) {
+            s_error ("unknown option '%s' for '%s'; usage: pivctl %s", word, command->name,
+                     command->usage);
+            return EXIT_USAGE;
+        }
+        const s_option_t *option = &command->options[k];
+        if (!option->local)
+            args->send[args->nsend++] = word;
+        if (option->has_arg && !value) {
+            if (i + 1 == argc) {
+                s_error ("option '%s' needs a value; usage: pivctl %s", word, command->usage);
+                return EXIT_USAGE;
+            }
+            value = argv[++i];
+            if (!option->local)
+                args->send[args->nsend++] = (char *)value;
+        }
+        else if (!option->has_arg && value) {
+            s_error ("option '--%s' takes no value; usage: pivctl %s", option->name,
+                     command->usage);
+            return EXIT_USAGE;
+        }
+        args->values[k] = value ? value : "";
+        if (args->nsend >= MAX_WORDS - 1) {
+            s_error ("too many words for '%s' (at most %d)", command->name, MAX_WORDS - 1);
+            return EXIT_USAGE;
+        }
+    }
+    if (args->nwords < command->min_words || args->nwords > command->max_words) {
+        s_error ("usage: pivctl %s", command->usage);
+        return EXIT_USAGE;
+    }
+    args->send[args->nsend] = NULL;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Asking the broker
+
+// Sends 'line' and waits for the reply. 0 with the body (caller frees) for
+// 200; EXIT_FAILED when the broker refused (its one line printed) or did
+// not answer; S_INTERRUPTED on SIGINT/SIGTERM.
+static int
+s_ask (s_ctl_t *ctl, const char *line, char **body_p)
+{
+    const char *endpoint = ctl->cfg.broker.control;
+    *body_p = NULL;
+    if (!ctl->sock) {
+        ctl->sock = zsock_new (ZMQ_DEALER);
+        if (!ctl->sock) {
+            s_error ("cannot make a socket to the broker at '%s'", endpoint);
+            return EXIT_FAILED;
+        }
+        zsock_set_linger (ctl->sock, 0);
+        zsock_set_maxmsgsize (ctl->sock, PROTO_MAX_MESSAGE);
+        if (zsock_connect (ctl->sock, "%s", endpoint) != 0) {
+            s_error ("cannot connect to the broker at '%s'", endpoint);
+            return EXIT_FAILED;
+        }
+        ctl->poller = zpoller_new (ctl->sock, NULL);
+    }
+    proto_msg_t request = {.command = PROTO_REQUEST, .text = (char *)line};
+    if (proto_send (&request, NULL, ctl->sock) != 0) {
+        s_error ("cannot send '%s' to the broker at '%s'", line, endpoint);
+        return EXIT_FAILED;
+    }
+    // Waits in slices so that a signal is seen at once.
+    int64_t deadline = zclock_mono () + ctl->timeout_ms;
+    void *ready = NULL;
+    while (!ready && !s_stop && zclock_mono () < deadline) {
+        int64_t left = deadline - zclock_mono ();
+        ready = zpoller_wait (ctl->poller, (int)(left < 100 ? left : 100));
+    }
+    if (s_stop)
+        return S_INTERRUPTED;
+    if (!ready) {
+        s_error ("the broker at '%s' did not answer within %d ms", endpoint, ctl->timeout_ms);
+        return EXIT_FAILED;
+    }
+    zmsg_t *zmsg = zmsg_recv (ctl->sock);
+    proto_msg_t reply = {0};
+    char why[512];
+    if (proto_decode (&zmsg, &reply, why, sizeof why) != 0 || reply.command != PROTO_REPLY) {
+        s_error ("the broker at '%s' answered nonsense: %s", endpoint,
+                 reply.command ? "not a REPLY" : why);
         proto_msg_release (&reply);
+        return EXIT_FAILED;
+    }
+    int status = (int)reply.status;
+    if (status != 200) {
+        s_error ("%s", reply.text);
+        proto_msg_release (&reply);
+        return EXIT_FAILED;
+    }
+    *body_p = reply.text;
+    reply.text = NULL;
+    proto_msg_release (&reply);
+    return 0;
+}
+
+// s_ask, then the body read as JSON into *doc_p. Same returns.
+static int
+s_ask_json (s_ctl_t *ctl, const char *line, char **body_p, json_t **doc_p)
+{
+    int rc = s_ask (ctl, line, body_p);
+    *doc_p = NULL;
+    if (rc != 0)
+        return rc;
+    char err[256];
+    *doc_p = json_parse (*body_p, err, sizeof err);
+    if (!*doc_p) {
+        s_error ("the broker at '%s' answered '%s' with %s", ctl->cfg.broker.control, line, err);
+        free (*body_p);
+        *body_p = NULL;
+        return EXIT_FAILED;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Printing: numbers that do not exist (JSON null) print as "-". The
+// helpers return rotating static buffers, so that several fit in a printf.
+
+static char *
+s_buffer (void)
+{
+    static char buffers[32][64];
+    static int next;
+    next = (next + 1) % 32;
+    return buffers[next];
+}
+
+// x with printf 'fmt', or "-" for NAN.
+static const char *
+s_num (double x, const char *fmt)
+{
+    char *buf = s_buffer ();
+    if (isnan (x))
+        return "-";
+    snprintf (buf, 64, fmt, x);
+    return buf;
+}
+
+// A duration in ms, readable: "85 ms", "2.3 s", "-".
+static const char *
+s_ms (double ms)
+{
+    if (isnan (ms))
+        return "-";
+    char *buf = s_buffer ();
+    if (fabs (ms) < 10)
+        snprintf (buf, 64, "%.1f ms", ms);
+    else if (fabs (ms) < 10000)
+        snprintf (buf, 64, "%.0f ms", ms);
+    else
+        snprintf (buf, 64, "%.1f s", ms / 1000);
+    return buf;
+}
+
+// A longer duration in seconds: "45 s", "3 min 20 s", "2 h 05 min".
+static const char *
+s_duration (double s)
+{
+    char *buf = s_buffer ();
+    if (isnan (s))
+        return "-";
+    long t = lround (s);
+    if (t < 60)
+        snprintf (buf, 64, "%ld s", t);
+    else if (t < 3600)
+        snprintf (buf, 64, "%ld min %02ld s", t / 60, t % 60);
+    else
+        snprintf (buf, 64, "%ld h %02ld min", t / 3600, t % 3600 / 60);
+    return buf;
+}
+
+// Local time of day of a time in ns: "14:02:11.123"; "-" for 0 (not yet).
+static const char *
+s_clock (int64_t ns)
+{
+    if (ns <= 0)
+        return "-";
+    char *buf = s_buffer ();
+    time_t t = (time_t)(ns / 1000000000);
+    struct tm tm;
+    localtime_r (&t, &tm);
+    size_t len = strftime (buf, 64, "%H:%M:%S", &tm);
+    snprintf (buf + len, 64 - len, ".%03d", (int)(ns / 1000000 % 1000));
+    return buf;
+}
+
+// Local date of a time in ns: "2024-05-06".
+static const char *
+s_date (int64_t ns)
+{
+    char *buf = s_buffer ();
+    time_t t = (time_t)(ns / 1000000000);
+    struct tm tm;
+    localtime_r (&t, &tm);
+    strftime (buf, 64, "%Y-%m-%d", &tm);
+    return buf;
+}
+
+// "experiment 'run7'" or "all experiments (the default)" for a reply's scope.
+static const char *
+s_scope (json_t *doc)
+{
+    const char *scope = json_string (doc, "$.scope");
+    if (!scope || strcmp (scope, "*") == 0)
+        return "all experiments (the default)";
+    char *buf = s_buffer ();
+    snprintf (buf, 64, "experiment '%.48s'", scope);
+    return buf;
+}
+
+// A rate limit: "12.5 pairs/s" or "none" (null: max).
+static const char *
+s_limit (double rate)
+{
+    return isnan (rate) ? "max (none)" : s_num (rate, "%g pairs/s");
+}
+
+// Writes 'text' on stdout as a JSON string.
+static void
+s_put_json_string (const char *text)
+{
+    putchar ('"');
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            printf ("\\%c", *c);
+        else if (*c < 0x20)
+            printf ("\\u%04x", *c);
+        else
+            putchar (*c);
+    }
+    putchar ('"');
+}
+
+// Writes x on stdout as a JSON number, null for NAN.
+static void
+s_put_json_number (double x)
+{
+    if (isfinite (x))
+        printf ("%.9g", x);
+    else
+        printf ("null");
+}
+
+// The width a column of strings needs: the longest, within [min, max].
+static int
+s_width (json_t *doc, const char *array, const char *member, int min, int max)
+{
+    int width = min, n = json_length (doc, "%s", array);
+    for (int i = 0; i < n; i++) {
+        const char *s = json_string (doc, "%s[%d].%s", array, i, member);
+        int len = s ? (int)strlen (s) : 0;
+        if (len > width)
+            width = len;
+    }
+    return width < max ? width : max;
+}
+
+// ---------------------------------------------------------------------------
+// status, agents, experiments
+
+// The figures of experiment i of doc's "experiments".
+typedef struct {
+    const char *name;
+    double files, pending, dispatched, done, failed, skipped;
+    double queue, arrivals, rate10, rate60, p50, p99, limit;
+    const char *policy;
+    int paused;
+    int replay;            // 1 if a replay
+    const char *replay_of; // what it replays
+    double replay_speed, replay_sent, replay_total;
+    int replay_finished, replay_feedback_only;
+} s_exp_t;
+
+static void
+s_exp_read (json_t *doc, int i, s_exp_t *e)
+{
+    char p[64];
+    snprintf (p, sizeof p, "$.experiments[%d]", i);
+    e->name = json_string (doc, "%s.experiment", p);
+    e->files = json_number (doc, NAN, "%s.files", p);
+    e->pending = json_number (doc, NAN, "%s.pending", p);
+    e->dispatched = json_number (doc, NAN, "%s.dispatched", p);
+    e->done = json_number (doc, NAN, "%s.done", p);
+    e->failed = json_number (doc, NAN, "%s.failed", p);
+    e->skipped = json_number (doc, NAN, "%s.skipped", p);
+    e->queue = json_number (doc, NAN, "%s.queue", p);
+    e->arrivals = json_number (doc, NAN, "%s.arrivals_10s", p);
+    e->rate10 = json_number (doc, NAN, "%s.rate_10s", p);
+    e->rate60 = json_number (doc, NAN, "%s.rate_1m", p);
+    e->p50 = json_number (doc, NAN, "%s.latency_median_ms", p);
+    e->p99 = json_number (doc, NAN, "%s.latency_p99_ms", p);
+    e->limit = json_number (doc, NAN, "%s.rate_limit", p);
+    e->policy = json_string (doc, "%s.policy", p);
+    e->paused = json_bool (doc, 0, "%s.paused", p);
+    e->replay = json_type_at (doc, "%s.replay", p) == JSON_OBJECT;
+    e->replay_of = json_string (doc, "%s.replay.of", p);
+    e->replay_speed = json_number (doc, NAN, "%s.replay.speed", p);
+    e->replay_sent = json_number (doc, NAN, "%s.replay.sent", p);
+    e->replay_total = json_number (doc, NAN, "%s.replay.total", p);
+    e->replay_finished = json_bool (doc, 0, "%s.replay.finished", p);
+    e->replay_feedback_only = json_bool (doc, 0, "%s.replay.feedback_only", p);
+}
+
+// " (replay of 'run7' at 10x, 120/512 files sent)", or "" when not a replay.
+static const char *
+s_replay_note (const s_exp_t *e)
+{
+    static char buf[PROTO_MAX_STRING + 64]; // one per printf
+    char speed[32] = "max";
+    if (!e->replay)
+        return "";
+    if (!isnan (e->replay_speed))
+        snprintf (speed, sizeof speed, "%gx", e->replay_speed);
+    snprintf (buf, sizeof buf, " (replay of '%s' at %s, %.0f/%.0f %s sent)",
+              e->replay_of ? e->replay_of : "?", speed, isnan (e->replay_sent) ? 0 : e->replay_sent,
+              isnan (e->replay_total) ? 0 : e->replay_total,
+              e->replay_feedback_only ? "messages" : "files");
+    return buf;
+}
+
+// The experiments of doc: pairs by state, then the flow of each.
+static void
+s_print_experiments_of (json_t *doc)
+{
+    int n = json_length (doc, "$.experiments");
+    if (n <= 0) {
+        printf ("no experiments yet\n");
+        return;
+    }
+    int w = s_width (doc, "$.experiments", "experiment", 10, 40);
+    printf ("%-*s %8s %8s %10s %8s %8s %8s\n", w, "EXPERIMENT", "FILES", "PENDING", "DISPATCHED",
+            "DONE", "FAILED", "SKIPPED");
+    for (int i = 0; i < n; i++) {
+        s_exp_t e;
+        s_exp_read (doc, i, &e);
+        printf ("%-*s %8s %8s %10s %8s %8s %8s\n", w, e.name ? e.name : "?",
+                s_num (e.files, "%.0f"), s_num (e.pending, "%.0f"), s_num (e.dispatched, "%.0f"),
+                s_num (e.done, "%.0f"), s_num (e.failed, "%.0f"), s_num (e.skipped, "%.0f"));
+    }
+    printf ("\n%-*s %6s %9s %9s %9s %9s %9s  %-10s %-12s %s\n", w, "EXPERIMENT", "QUEUE", "PAIRS/s",
+            "1 min", "ARRIVE/s", "LAT p50", "p99", "POLICY", "RATE LIMIT", "STATE");
+    for (int i = 0; i < n; i++) {
+        s_exp_t e;
+        s_exp_read (doc, i, &e);
+        printf ("%-*s %6s %9s %9s %9s %9s %9s  %-10s %-12s %s%s\n", w, e.name ? e.name : "?",
+                s_num (e.queue, "%.0f"), s_num (e.rate10, "%.1f"), s_num (e.rate60, "%.1f"),
+                s_num (e.arrivals, "%.1f"), s_ms (e.p50), s_ms (e.p99), e.policy ? e.policy : "-",
+                isnan (e.limit) ? "max" : s_num (e.limit, "%g/s"), e.paused ? "paused" : "running",
+                s_replay_note (&e));
+    }
+}
+
+static void
+s_print_agents_of (json_t *doc)
+{
+    int n = json_length (doc, "$.agents");
+    if (n <= 0) {
+        printf ("no agents connected\n");
+        return;
+    }
+    int w = s_width (doc, "$.agents", "id", 5, 40);
+    int wh = s_width (doc, "$.agents", "host", 4, 32);
+    printf ("%-*s %-*s %5s %6s %6s %8s  %s\n", w, "AGENT", wh, "HOST", "CORES", "CREDIT", "TASKS",
+            "DONE", "LAST HEARTBEAT");
+    for (int i = 0; i < n; i++) {
+        const char *id = json_string (doc, "$.agents[%d].id", i);
+        const char *host = json_string (doc, "$.agents[%d].host", i);
+        double age = json_number (doc, NAN, "$.agents[%d].last_heartbeat_ms", i);
+        printf ("%-*s %-*s %5s %6s %6s %8s  %s ago\n", w, id ? id : "?", wh, host ? host : "?",
+                s_num (json_number (doc, NAN, "$.agents[%d].cores", i), "%.0f"),
+                s_num (json_number (doc, NAN, "$.agents[%d].credit", i), "%.0f"),
+                s_num (json_number (doc, NAN, "$.agents[%d].tasks", i), "%.0f"),
+                s_num (json_number (doc, NAN, "$.agents[%d].done", i), "%.0f"),
+                isnan (age) ? "-" : s_num (age / 1000, "%.1f s"));
+    }
+}
+
+static void
+s_print_status (json_t *doc)
+{
+    double uptime = json_number (doc, NAN, "$.uptime_s");
+    printf ("broker up %s, %s pair(s) queued, %s result(s) recorded since start%s\n",
+            s_duration (uptime), s_num (json_number (doc, NAN, "$.queue"), "%.0f"),
+            s_num (json_number (doc, NAN, "$.results"), "%.0f"),
+            json_bool (doc, 1, "$.store_ok") ? "" : "  -- STORE CANNOT COMMIT");
+    printf ("rate: %s pairs/s over 10 s, %s pairs/s over 1 min\n",
+            s_num (json_number (doc, NAN, "$.rate_10s"), "%.1f"),
+            s_num (json_number (doc, NAN, "$.rate_1m"), "%.1f"));
+    const char *policy = json_string (doc, "$.policy");
+    printf ("default: policy %s, rate limit %s, %s\n\n", policy ? policy : "-",
+            s_limit (json_number (doc, NAN, "$.rate_limit")),
+            json_bool (doc, 0, "$.paused") ? "paused" : "running");
+    s_print_experiments_of (doc);
+    printf ("\n");
+    s_print_agents_of (doc);
+}
+
+static void
+s_print_agents (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    s_print_agents_of (doc);
+}
+
+static void
+s_print_experiments (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    s_print_experiments_of (doc);
+    int n = json_length (doc, "$.experiments");
+    if (n <= 0)
+        return;
+    int w = s_width (doc, "$.experiments", "experiment", 10, 40);
+    printf ("\n%-*s %-19s  %-*s %s\n", w, "EXPERIMENT", "CREATED", w, "SOURCE", "PIV SETTINGS");
+    for (int i = 0; i < n; i++) {
+        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
+        const char *source = json_string (doc, "$.experiments[%d].source", i);
+        const char *settings = json_string (doc, "$.experiments[%d].settings", i);
+        int64_t created = json_int (doc, 0, "$.experiments[%d].created_ns", i);
+        char when[64] = "-";
+        if (created > 0)
+            snprintf (when, sizeof when, "%s %.8s", s_date (created), s_clock (created));
+        printf ("%-*s %-19s  %-*s %s\n", w, name ? name : "?", when, w, source ? source : "-",
+                settings && *settings ? settings : "(configured)");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// status --watch
+
+// "[##########----------]  50%"
+static const char *
+s_bar (double part, double whole, int width)
+{
+    static char buf[160];
+    double f = whole > 0 ? part / whole : 1;
+    if (f < 0)
+        f = 0;
+    if (f > 1)
+        f = 1;
+    int full = (int)floor (f * width);
+    int len = 0;
+    buf[len++] = '[';
+    for (int i = 0; i < width; i++)
+        buf[len++] = i < full ? '#' : '-';
+    snprintf (buf + len, sizeof buf - (size_t)len, "] %3.0f%%", floor (f * 100));
+    return buf;
+}
+
+// Time to catch up with the camera: backlog / (rate - arrivals).
+static const char *
+s_catch_up (const s_exp_t *e)
+{
+    double backlog = e->pending + e->dispatched;
+    double net = e->rate10 - e->arrivals;
+    if (isnan (backlog) || backlog <= 0)
+        return "caught up";
+    if (e->paused)
+        return "paused";
+    if (isnan (net))
+        return "-";
+    static char buf[64]; // one per printf
+    double scale = fmax (e->rate10, e->arrivals);
+    if (net > 0.02 * scale && net > 0) {
+        snprintf (buf, sizeof buf, "catches up in %s", s_duration (backlog / net));
+        return buf;
+    }
+    if (e->rate10 <= 0)
+        return "stalled (nothing computed in 10 s)";
+    if (net >= -0.02 * scale)
+        return "keeping up";
+    snprintf (buf, sizeof buf, "falling behind by %.1f pairs/s", -net);
+    return buf;
+}
+
+static void
+s_print_progress (json_t *doc)
+{
+    int n = json_length (doc, "$.experiments");
+    if (n <= 0)
+        return;
+    int w = s_width (doc, "$.experiments", "experiment", 10, 40);
+    printf ("\n%-*s %-37s %15s  %s\n", w, "EXPERIMENT", "PROGRESS (done, failed, skipped)", "PAIRS",
+            "BACKLOG");
+    for (int i = 0; i < n; i++) {
+        s_exp_t e;
+        s_exp_read (doc, i, &e);
+        double finished = e.done + e.failed + e.skipped;
+        double all = finished + e.pending + e.dispatched;
+        char count[48];
+        snprintf (count, sizeof count, "%s/%s", s_num (finished, "%.0f"), s_num (all, "%.0f"));
+        printf ("%-*s %-37s %15s  %s\n", w, e.name ? e.name : "?", s_bar (finished, all, 30), count,
+                s_catch_up (&e));
+    }
+}
+
+// Sleeps ms, or less when a signal comes.
+static void
+s_nap (int ms)
+{
+    for (int slept = 0; slept < ms && !s_stop; slept += 50) {
+        struct timespec t = {0, 50 * 1000000L};
+        nanosleep (&t, NULL);
+    }
+}
+
+static int
+s_run_status (s_ctl_t *ctl, s_args_t *args)
+{
+    const char *text = s_value (args, "count");
+    int watch = s_value (args, "watch") || text;
+    long count = watch ? LONG_MAX : 1;
+    if (text && (s_parse_count ("--count", text, LONG_MAX, &count) != 0))
+        return EXIT_USAGE;
+    int tty = isatty (STDOUT_FILENO);
+    for (long k = 0; k < count && !s_stop; k++) {
+        if (k > 0)
+            s_nap (1000);
+        if (s_stop)
+            break;
+        char *body;
+        json_t *doc;
+        int rc = s_ask_json (ctl, "status", &body, &doc);
+        if (rc == S_INTERRUPTED)
+            break;
+        if (rc != 0)
+            return rc;
+        if (ctl->json)
+            printf ("%s\n", body); // one snapshot per line
+        else {
+            if (watch && tty)
+                printf ("\033[H\033[2J");
+            else if (k > 0)
+                printf ("\n");
+            if (watch)
+                printf ("pivctl status at %.8s (every second; Ctrl-C to stop)\n\n",
+                        s_clock (util_time_ns ()));
+            s_print_status (doc);
+            if (watch)
+                s_print_progress (doc);
+        }
+        fflush (stdout);
+        json_destroy (&doc);
+        free (body);
+    }
+    return EXIT_OK;
+}
+
+// ---------------------------------------------------------------------------
+// pairs, log
+
+static void
+s_print_pairs (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    const char *name = json_string (doc, "$.experiment");
+    int n = json_length (doc, "$.pairs");
+    if (n <= 0) {
+        printf ("%s: no pairs%s\n", name ? name : "?",
+                s_value (args, "state") || s_value (args, "after") ? " of that kind" : " yet");
+        return;
+    }
+    int64_t first = json_int (doc, 0, "$.pairs[0].created_ns");
+    printf ("%s: %d pair(s), local times of %s\n", name ? name : "?", n,
+            first > 0 ? s_date (first) : "-");
+    int ws = s_width (doc, "$.pairs", "stem", 4, 40);
+    int wa = s_width (doc, "$.pairs", "agent", 5, 28);
+    printf ("%8s  %-*s %-10s %3s  %-*s  %-12s  %-12s  %-12s %9s\n", "PAIR", ws, "STEM", "STATE",
+            "TRY", wa, "AGENT", "CREATED", "DISPATCHED", "FINISHED", "LATENCY");
+    int64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        char p[32];
+        snprintf (p, sizeof p, "$.pairs[%d]", i);
+        const char *agent = json_string (doc, "%s.agent", p);
+        const char *error = json_string (doc, "%s.error", p);
+        const char *state = json_string (doc, "%s.state", p);
+        last = json_int (doc, 0, "%s.pair", p);
+        printf ("%8" PRId64 "  %-*s %-10s %3s  %-*s  %-12s  %-12s  %-12s %9s\n", last, ws,
+                json_string (doc, "%s.stem", p) ? json_string (doc, "%s.stem", p) : "?",
+                state ? state : "?", s_num (json_number (doc, NAN, "%s.attempts", p), "%.0f"), wa,
+                agent && *agent ? agent : "-", s_clock (json_int (doc, 0, "%s.created_ns", p)),
+                s_clock (json_int (doc, 0, "%s.dispatched_ns", p)),
+                s_clock (json_int (doc, 0, "%s.finished_ns", p)),
+                s_ms (json_number (doc, NAN, "%s.latency_ms", p)));
+        if (error && *error)
+            printf ("%8s  error: %s\n", "", error);
+    }
+    if (json_bool (doc, 0, "$.truncated"))
+        printf ("(more pairs follow: add --after %" PRId64 ")\n", last);
+}
+
+static void
+s_print_log (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    const char *name = json_string (doc, "$.experiment");
+    int n = json_length (doc, "$.events");
+    if (n <= 0) {
+        printf ("%s: no events%s\n", name ? name : "?",
+                s_value (args, "after") ? " after that" : "");
+        return;
+    }
+    printf ("%s: %d event(s), local times\n", name ? name : "?", n);
+    int wk = s_width (doc, "$.events", "kind", 4, 12);
+    char day[16] = "";
+    int64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t ts = json_int (doc, 0, "$.events[%d].ts_ns", i);
+        if (ts > 0 && strcmp (s_date (ts), day) != 0) {
+            snprintf (day, sizeof day, "%s", s_date (ts));
+            printf ("-- %s\n", day);
+        }
+        last = json_int (doc, 0, "$.events[%d].id", i);
+        int64_t pair = json_int (doc, 0, "$.events[%d].pair", i);
+        const char *kind = json_string (doc, "$.events[%d].kind", i);
+        const char *payload = json_string (doc, "$.events[%d].payload", i);
+        char pair_text[32] = "";
+        if (pair > 0)
+            snprintf (pair_text, sizeof pair_text, "pair %" PRId64, pair);
+        printf ("%-12s #%-7" PRId64 " %-*s %-12s %s\n", s_clock (ts), last, wk, kind ? kind : "?",
+                pair_text, payload ? payload : "");
+    }
+    if (json_bool (doc, 0, "$.truncated"))
+        printf ("(more events follow: add --after %" PRId64 ")\n", last);
+}
+
+// ---------------------------------------------------------------------------
+// Steering: rate, policy, pause, resume, retry, backfill, feedback
+
+static void
+s_print_rate (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    printf ("rate limit of %s: %s\n", s_scope (doc),
+            s_limit (json_number (doc, NAN, "$.rate_limit")));
+}
+
+static void
+s_print_policy (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    const char *policy = json_string (doc, "$.policy");
+    printf ("policy of %s: %s\n", s_scope (doc), policy ? policy : "-");
+}
+
+static void
+s_print_paused (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    printf ("%s: %s\n", s_scope (doc),
+            json_bool (doc, 0, "$.paused") ? "paused (no new dispatch; tasks out finish)"
+                                           : "running");
+}
+
+static void
+s_print_moved (json_t *doc, s_args_t *args)
+{
+    const char *name = json_string (doc, "$.experiment");
+    int retry = strcmp (args->command->name, "retry") == 0;
+    printf ("%s: %s %s pair(s) back to pending\n", name ? name : "?",
+            s_num (json_number (doc, NAN, "$.moved"), "%.0f"), retry ? "failed" : "skipped");
+}
+
+static void
+s_print_feedback (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    const char *f = "$.feedback";
+    printf ("feedback of %s: %s\n", s_scope (doc),
+            json_bool (doc, 0, "%s.enabled", f) ? "on" : "off");
+    if (json_length (doc, "%s.roi", f) == 4)
+        printf ("  roi        x %s .. %s, y %s .. %s px\n",
+                s_num (json_number (doc, NAN, "%s.roi[0]", f), "%g"),
+                s_num (json_number (doc, NAN, "%s.roi[2]", f), "%g"),
+                s_num (json_number (doc, NAN, "%s.roi[1]", f), "%g"),
+                s_num (json_number (doc, NAN, "%s.roi[3]", f), "%g"));
+    else
+        printf ("  roi        the whole field\n");
+    const char *quantity = json_string (doc, "%s.quantity", f);
+    printf ("  quantity   %s\n", quantity ? quantity : "-");
+    printf ("  setpoint   %s\n", s_num (json_number (doc, NAN, "%s.setpoint", f), "%g"));
+    printf ("  kp, ki     %s, %s\n", s_num (json_number (doc, NAN, "%s.kp", f), "%g"),
+            s_num (json_number (doc, NAN, "%s.ki", f), "%g"));
+    double lo = json_number (doc, NAN, "%s.out_min", f),
+           hi = json_number (doc, NAN, "%s.out_max", f);
+    printf ("  output     within [%s, %s]\n", isnan (lo) ? "-inf" : s_num (lo, "%g"),
+            isnan (hi) ? "inf" : s_num (hi, "%g"));
+    printf ("  last       output %s, integral %s\n",
+            s_num (json_number (doc, NAN, "%s.output", f), "%g"),
+            s_num (json_number (doc, NAN, "%s.integral", f), "%g"));
+}
+
+// ---------------------------------------------------------------------------
+// Commands answered by the broker alone
+
+typedef void (s_print_fn) (json_t *doc, s_args_t *args);
+
+// Sends the command line; prints the reply as it is (--json) or with 'print'.
+static int
+s_run_printed (s_ctl_t *ctl, s_args_t *args, s_print_fn *print)
+{
+    char *line = cli_join (args->nsend, args->send);
+    if (!line) {
+        s_error ("no memory");
+        return EXIT_FAILED;
+    }
+    char *body;
+    json_t *doc = NULL;
+    int rc = ctl->json ? s_ask (ctl, line, &body) : s_ask_json (ctl, line, &body, &doc);
+    free (line);
+    if (rc != 0)
+        return rc == S_INTERRUPTED ? EXIT_FAILED : rc;
+    if (ctl->json)
+        printf ("%s\n", body);
+    else
+        print (doc, args);
+    json_destroy (&doc);
+    free (body);
+    return EXIT_OK;
+}
+
+#define S_PRINTED(run, print)                                                                      \
+    static int run (s_ctl_t *ctl, s_args_t *args)                                                  \
+    {                                                                                              \
+        return s_run_printed (ctl, args, print);                                                   \
+    }
+S_PRINTED (s_run_agents, s_print_agents)
+S_PRINTED (s_run_experiments, s_print_experiments)
+S_PRINTED (s_run_pairs, s_print_pairs)
+S_PRINTED (s_run_log, s_print_log)
+S_PRINTED (s_run_rate, s_print_rate)
+S_PRINTED (s_run_policy, s_print_policy)
+S_PRINTED (s_run_pause, s_print_paused)
+S_PRINTED (s_run_moved, s_print_moved)
+S_PRINTED (s_run_feedback, s_print_feedback)
+
+// ---------------------------------------------------------------------------
+// tail: the feedback stream
+
+static void
+s_print_feedback_message (json_t *doc, int header)
+{
+    const char *quantity = json_string (doc, "$.quantity");
+    if (header)
+        printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n", "PUBLISHED", "PAIR",
+                "STEM", "LATENCY", "N", "MEAN_U", "MEAN_V", "SPEED", "VORTICITY", "VALID", "VALUE",
+                "OUTPUT");
+    const char *stem = json_string (doc, "$.stem");
+    double valid = json_number (doc, NAN, "$.valid_fraction");
+    char value[64];
+    snprintf (value, sizeof value, "%s=%s", quantity ? quantity : "?",
+              s_num (json_number (doc, NAN, "$.value"), "%.4g"));
+    printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n",
+            s_clock (json_int (doc, 0, "$.published_ns")),
+            s_num (json_number (doc, NAN, "$.pair"), "%.0f"), stem ? stem : "?",
+            s_ms (json_number (doc, NAN, "$.latency_ms")),
+            s_num (json_number (doc, NAN, "$.n"), "%.0f"),
+            s_num (json_number (doc, NAN, "$.mean_u"), "%.4f"),
+            s_num (json_number (doc, NAN, "$.mean_v"), "%.4f"),
+            s_num (json_number (doc, NAN, "$.mean_speed"), "%.4f"),
+            s_num (json_number (doc, NAN, "$.vorticity"), "%.3g"), s_num (valid * 100, "%.1f%%"),
+            value, s_num (json_number (doc, NAN, "$.output"), "%.6g"));
+}
+
+static int
+s_run_tail (s_ctl_t *ctl, s_args_t *args)
+{
+    long count = LONG_MAX;
+    const char *text = s_value (args, "count");
+    if (text && s_parse_count ("--count", text, LONG_MAX, &count) != 0)
+        return EXIT_USAGE;
+    const char *endpoint = ctl->cfg.broker.publish;
+    char topic[PROTO_MAX_STRING];
+    snprintf (topic, sizeof topic, "%s%s", PROTO_TOPIC_FEEDBACK, args->words[0]);
+    zsock_t *sub = zsock_new (ZMQ_SUB);
+    if (!sub) {
+        s_error ("cannot make a socket to the broker at '%s'", endpoint);
+        return EXIT_FAILED;
+    }
+    zsock_set_linger (sub, 0);
+    zsock_set_maxmsgsize (sub, PROTO_MAX_MESSAGE);
+    zsock_set_subscribe (sub, topic);
+    if (zsock_connect (sub, "%s", endpoint) != 0) {
+        s_error ("cannot connect to the broker's feedback stream at '%s'", endpoint);
+        zsock_destroy (&sub);
+        return EXIT_FAILED;
+    }
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    long seen = 0;
+    while (seen < count && !s_stop) {
+        if (!zpoller_wait (poller, 100))
+            continue;
+        zmsg_t *msg = zmsg_recv (sub);
+        char *got = msg ? zmsg_popstr (msg) : NULL;
+        char *json = msg ? zmsg_popstr (msg) : NULL;
+        // The subscription is a prefix: "feedback.run7" also gets
+        // "feedback.run7.replay1", which is another experiment.
+        if (got && json && strcmp (got, topic) == 0) {
+            if (ctl->json)
+                printf ("%s\n", json);
+            else {
+                char err[256];
+                json_t *doc = json_parse (json, err, sizeof err);
+                if (doc)
+                    s_print_feedback_message (doc, seen == 0);
+                else
+                    s_error ("a message on '%s' is not JSON: %s", topic, err);
+                json_destroy (&doc);
+            }
+            fflush (stdout);
+            seen++;
+        }
+        free (got);
+        free (json);
+        zmsg_destroy (&msg);
+    }
+    zpoller_destroy (&poller);
+    zsock_destroy (&sub);
+    return EXIT_OK;
+}
+
+// ---------------------------------------------------------------------------
+// export: stored fields to files
+
+// Makes 'path' and its missing parents. 0, or -1 with err naming the path.
+static int
+s_mkdirs (const char *path, char *err, size_t errlen)
+{
+    char buf[PATH_MAX];
+    if (snprintf (buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        snprintf (err, errlen, "path too long: '%s'", path);
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        struct stat st;
+        if (mkdir (buf, 0777) != 0 && errno != EEXIST) {
+            snprintf (err, errlen, "cannot create '%s': %s", buf, strerror (errno));
+            return -1;
+        }
+        if (stat (buf, &st) != 0) {
+            snprintf (err, errlen, "cannot create '%s': %s", buf, strerror (errno));
+            return -1;
+        }
+        if (!S_ISDIR (st.st_mode)) {
+            snprintf (err, errlen, "cannot create '%s': a file of that name is in the way", buf);
+            return -1;
+        }
+        *p = c;
+        if (c == '\0')
+            return 0;
+    }
+}
+
+// Opens the store read-only and finds experiment 'name'. The store, or
+// NULL (logged: the store cannot be opened, or no such experiment).
+static store_t *
+s_open_store (s_ctl_t *ctl, const char *name, int64_t *experiment)
+{
+    char err[1024];
+    store_t *store = store_open_readonly (ctl->cfg.broker.store, err, sizeof err);
+    if (!store) {
+        s_error ("%s", err);
+        return NULL;
+    }
+    store_experiment_t found;
+    int rc = store_experiment_find (store, name, &found);
+    if (rc != 1) {
+        if (rc == 0)
+            s_error ("no experiment '%s' in the store '%s'", name, ctl->cfg.broker.store);
+        else
+            s_error ("cannot read the store '%s': %s", ctl->cfg.broker.store, store_error (store));
+        store_destroy (&store);
+        return NULL;
+    }
+    *experiment = found.id;
+    return store;
+}
+
+typedef struct {
+    const char *name;    // the experiment
+    const char *dir;     // where to
+    piv_format_t format; // txt or tecplot
+    long total;          // results expected (for the progress bar)
+    long written;        // fields written
+    long missing;        // results without a stored field
+    long errors;         // fields that could not be written
+    int tty;             // stderr is a terminal: draw a progress bar
+} s_export_t;
+
+// The number of done pairs of experiment 'name' (the results to export).
+typedef struct {
+    const char *name; // looked for
+    long done;        // its done pairs
+} s_done_t;
+
+static int
+s_done_of (void *arg, const store_counts_t *counts)
+{
+    s_done_t *d = arg;
+    if (strcmp (counts->name, d->name) == 0)
+        d->done = (long)counts->pairs[STORE_DONE];
+    return 0;
+}
+
+// 1 if 'stem' would leave the export directory (absolute, or a ".." step).
+static int
+s_stem_escapes (const char *stem)
+{
+    if (stem[0] == '/' || stem[0] == '\0')
+        return 1;
+    for (const char *p = stem; p; p = strchr (p, '/')) {
+        p += *p == '/';
+        if (strncmp (p, "..", 2) == 0 && (p[2] == '/' || p[2] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+// Writes one field to 'path' with a header naming where it comes from. 0,
+// or -1 with err naming the file.
+static int
+s_write_field (const piv_field_t *field, const char *path, piv_format_t format,
+               const char *experiment, const store_result_info_t *r, char *err, size_t errlen)
+{
+    FILE *out = fopen (path, "w");
+    if (!out) {
+        snprintf (err, errlen, "cannot write '%s': %s", path, strerror (errno));
+        return -1;
+    }
+    char header[1024];
+    snprintf (header, sizeof header,
+              "pivfarm export of experiment '%s', pair %" PRId64 " ('%s')\n"
+              "computed by agent '%s', attempt %d, in %.1f ms; results file '%s'",
+              experiment, r->pair, r->stem, r->agent ? r->agent : "", r->attempt,
+              r->compute_ns / 1e6, r->path ? r->path : "");
+    errno = 0;
+    int bad = piv_field_write (field, out, format, header) != 0 || ferror (out);
+    if (fclose (out) != 0 || bad) {
+        snprintf (err, errlen, "cannot write '%s': %s", path,
+                  errno ? strerror (errno) : "write error");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_export_one (void *arg, const store_result_info_t *r)
+{
+    s_export_t *x = arg;
+    if (!r->field || !r->field_size) {
+        x->missing++;
+        return 0;
+    }
+    if (s_stem_escapes (r->stem)) {
+        s_error ("refusing to export pair %" PRId64 ": its stem '%s' leads out of '%s'", r->pair,
+                 r->stem, x->dir);
+        x->errors++;
+        return 0;
+    }
+    char err[PATH_MAX + 512], path[PATH_MAX];
+    piv_field_t *field = proto_field_decode (r->field, r->field_size, err, sizeof err);
+    if (!field) {
+        s_error ("the stored field of pair %" PRId64 " ('%s') is unreadable: %s", r->pair, r->stem,
+                 err);
+        x->errors++;
+        return 0;
+    }
+    snprintf (path, sizeof path, "%s/%s.%s", x->dir, r->stem,
+              x->format == PIV_FORMAT_TECPLOT ? "dat" : "txt");
+    char *slash = strrchr (path, '/');
+    *slash = '\0';
+    int ok = 0;
+    if (s_mkdirs (path, err, sizeof err) == 0) {
+        *slash = '/';
+        if (s_write_field (field, path, x->format, x->name, r, err, sizeof err) == 0)
+            ok = 1;
+    }
+    piv_field_destroy (&field);
+    if (!ok) {
+        s_error ("%s", err);
+        x->errors++;
+        return 1; // the directory is not writable: the rest would fail alike
+    }
+    x->written++;
+    if (x->tty) {
+        long done = x->written + x->missing + x->errors;
+        fprintf (stderr, "\rexporting %s %s %ld/%ld", x->name,
+                 s_bar ((double)done, (double)(x->total > done ? x->total : done), 30), done,
+                 x->total > done ? x->total : done);
+    }
+    return 0;
+}
+
+static int
+s_run_export (s_ctl_t *ctl, s_args_t *args)
+{
+    s_export_t x = {.name = args->words[0], .dir = s_value (args, "output")};
+    const char *format = s_value (args, "format");
+    if (!x.dir || !*x.dir) {
+        s_error ("export needs -o DIR; usage: pivctl %s", args->command->usage);
+        return EXIT_USAGE;
+    }
+    if (!format || strcmp (format, "txt") == 0)
+        x.format = PIV_FORMAT_TXT;
+    else if (strcmp (format, "tecplot") == 0)
+        x.format = PIV_FORMAT_TECPLOT;
+    else {
+        s_error ("bad --format '%s': txt or tecplot", format);
+        return EXIT_USAGE;
+    }
+    int64_t experiment;
+    store_t *store = s_open_store (ctl, x.name, &experiment);
+    if (!store)
+        return EXIT_FAILED;
+    char err[PATH_MAX + 512];
+    if (s_mkdirs (x.dir, err, sizeof err) != 0) {
+        s_error ("%s", err);
+        store_destroy (&store);
+        return EXIT_FAILED;
+    }
+    if (access (x.dir, W_OK | X_OK) != 0) {
+        s_error ("cannot write into '%s': %s", x.dir, strerror (errno));
+        store_destroy (&store);
+        return EXIT_FAILED;
+    }
+    s_done_t done = {x.name, 0};
+    store_counts (store, s_done_of, &done);
+    x.total = done.done;
+    x.tty = isatty (STDERR_FILENO);
+    int rc = store_results_of (store, experiment, s_export_one, &x);
+    if (x.tty)
+        fprintf (stderr, "\r\033[K");
+    if (rc < 0)
+        s_error ("cannot read the results of '%s' from '%s': %s", x.name, ctl->cfg.broker.store,
+                 store_error (store));
+    store_destroy (&store);
+    if (ctl->json) {
+        printf ("{\"experiment\":");
+        s_put_json_string (x.name);
+        printf (",\"dir\":");
+        s_put_json_string (x.dir);
+        printf (",\"written\":%ld,\"missing\":%ld,\"errors\":%ld}\n", x.written, x.missing,
+                x.errors);
     }
     else
-        snprintf (err, errlen, "the broker at '%s' did not answer within %d ms", endpoint,
-                  timeout_ms);
-    zpoller_destroy (&poller);
-    zsock_destroy (&sock);
-    return body;
+        printf ("exported %ld field(s) of %s to %s (%ld result(s) without a stored field%s)\n",
+                x.written, x.name, x.dir, x.missing, x.errors ? ", errors above" : "");
+    return rc < 0 || x.errors ? EXIT_FAILED : EXIT_OK;
 }
 
-// Prints the status JSON as tables. The JSON is the broker's own (flat
-// objects of numbers and plain strings), read with sscanf field by field.
-static void
-s_print_status (const char *json)
+// ---------------------------------------------------------------------------
+// replay: run it, wait for it, compare it with the original
+
+// Waits until experiment 'name' has sent its whole replay and (unless
+// feedback_only) has no pair pending or dispatched; *out gets its last
+// figures. EXIT_OK, or EXIT_FAILED (logged: the broker stopped answering,
+// the wait ran out, Ctrl-C).
+static int
+s_replay_wait (s_ctl_t *ctl, const char *name, int feedback_only, long wait_s, s_exp_t *out)
 {
-    double uptime = 0, rate10 = 0, rate60 = 0;
-    long queue = 0, results = 0;
-    const char *p;
-    if ((p = strstr (json, "\"rate_10s\":")))
-        sscanf (p, "\"rate_10s\":%lf", &rate10);
-    if ((p = strstr (json, "\"rate_1m\":")))
-        sscanf (p, "\"rate_1m\":%lf", &rate60);
-    if ((p = strstr (json, "\"uptime_s\":")))
-        sscanf (p, "\"uptime_s\":%lf", &uptime);
-    if ((p = strstr (json, "\"queue\":")))
-        sscanf (p, "\"queue\":%ld", &queue);
-    if ((p = strstr (json, "\"results\":")))
-        sscanf (p, "\"results\":%ld", &results);
-    printf ("broker up %.0f s, %ld pair(s) queued, %ld result(s) recorded since start%s\n"
-            "rate: %.1f pairs/s over 10 s, %.1f pairs/s over 1 min\n",
-            uptime, queue, results,
-            strstr (json, "\"store_ok\":false") ? "  — STORE CANNOT COMMIT" : "", rate10, rate60);
-    printf ("\n%-24s %8s %8s %10s %8s %8s %8s\n", "experiment", "files", "pending", "dispatched",
-            "done", "failed", "skipped");
-    for (p = strstr (json, "{\"experiment\":\""); p; p = strstr (p + 1, "{\"experiment\":\"")) {
-        char name[256] = "";
-        long f = 0, pe = 0, di = 0, dn = 0, fa = 0, sk = 0;
-        sscanf (p, "{\"experiment\":\"%255[^\"]\",\"files\":%ld,\"pending\":%ld,\"dispatched\":%ld,"
-                   "\"done\":%ld,\"failed\":%ld,\"skipped\":%ld",
-                name, &f, &pe, &di, &dn, &fa, &sk);
-        printf ("%-24s %8ld %8ld %10ld %8ld %8ld %8ld\n", name, f, pe, di, dn, fa, sk);
-    }
-    printf ("\n%-28s %-16s %5s %6s %6s %8s %14s\n", "agent", "host", "cores", "credit", "tasks",
-            "done", "last heartbeat");
-    for (p = strstr (json, "{\"id\":\""); p; p = strstr (p + 1, "{\"id\":\"")) {
-        char id[256] = "", host[256] = "";
-        long cores = 0, credit = 0, tasks = 0, done = 0, beat = 0;
-        sscanf (p, "{\"id\":\"%255[^\"]\",\"host\":\"%255[^\"]\",\"cores\":%ld,\"credit\":%ld,"
-                   "\"tasks\":%ld,\"done\":%ld,\"last_heartbeat_ms\":%ld",
-                id, host, &cores, &credit, &tasks, &done, &beat);
-        printf ("%-28s %-16s %5ld %6ld %6ld %8ld %11.1f s\n", id, host, cores, credit, tasks, done,
-                beat / 1000.0);
+    int tty = isatty (STDERR_FILENO);
+    double start = util_now (), said = start;
+    for (;;) {
+        char *body;
+        json_t *doc;
+        int rc = s_ask_json (ctl, "status", &body, &doc);
+        if (rc == S_INTERRUPTED)
+            s_error ("interrupted: the replay '%s' goes on in the broker", name);
+        if (rc != 0)
+            return EXIT_FAILED;
+        int n = json_length (doc, "$.experiments"), found = 0;
+        for (int i = 0; i < n && !found; i++) {
+            const char *e = json_string (doc, "$.experiments[%d].experiment", i);
+            if (e && strcmp (e, name) == 0) {
+                s_exp_read (doc, i, out);
+                found = 1;
+            }
+        }
+        int finished =
+            found && out->replay_finished && (feedback_only || out->pending + out->dispatched == 0);
+        double now = util_now ();
+        if (found && (tty || now - said >= 10 || finished)) {
+            fprintf (stderr, "%sreplaying as %s: %s/%s %s sent", tty ? "\r\033[K" : "", name,
+                     s_num (out->replay_sent, "%.0f"), s_num (out->replay_total, "%.0f"),
+                     feedback_only ? "feedback messages" : "files");
+            if (!feedback_only)
+                fprintf (stderr, ", %s done, %s failed, %s waiting", s_num (out->done, "%.0f"),
+                         s_num (out->failed, "%.0f"),
+                         s_num (out->pending + out->dispatched, "%.0f"));
+            fprintf (stderr, "%s", tty && !finished ? "" : "\n");
+            said = now;
+        }
+        json_destroy (&doc);
+        free (body);
+        if (finished)
+            return EXIT_OK;
+        if (now - start > wait_s) {
+            s_error ("the replay '%s' did not finish within %ld s (see pivctl status)", name,
+                     wait_s);
+            return EXIT_FAILED;
+        }
+        s_nap (REPLAY_POLL_MS);
+        if (s_stop) {
+            s_error ("interrupted: the replay '%s' goes on in the broker", name);
+            return EXIT_FAILED;
+        }
     }
 }
+
+// A stem seen in the original, the replay or both.
+typedef struct {
+    int in_original, in_replay; // where it was seen
+    unsigned char *field;       // the original's stored field, while its chunk is compared
+    size_t field_size;          // its bytes
+} s_stem_t;
+
+typedef struct {
+    zhashx_t *stems;       // stem -> s_stem_t
+    int replay;            // listing the replay's pairs (else the original's)
+    long index, skip;      // results of the original: seen so far, to skip (done before)
+    size_t held;           // bytes of fields held
+    long held_count;       // fields held
+    int full;              // the chunk is full: list again from 'index'
+    long compared;         // pairs whose fields were compared
+    long grid_differs;     // of them, fields on different grids
+    double max_difference; // max (|du|, |dv|) over them
+    const char *error;     // the first unreadable field
+} s_compare_t;
+
+static void
+s_stem_destroy (void **item)
+{
+    s_stem_t *stem = *item;
+    if (stem)
+        free (stem->field);
+    free (stem);
+    *item = NULL;
+}
+
+static int
+s_note_pair (void *arg, const store_pair_info_t *p)
+{
+    s_compare_t *c = arg;
+    s_stem_t *stem = zhashx_lookup (c->stems, p->stem);
+    if (!stem) {
+        stem = calloc (1, sizeof *stem);
+        if (!stem)
+            return 1;
+        zhashx_insert (c->stems, p->stem, stem);
+    }
+    if (c->replay)
+        stem->in_replay = 1;
+    else
+        stem->in_original = 1;
+    return 0;
+}
+
+// Holds the fields of the original's results from 'skip' on, up to the budget.
+static int
+s_hold_field (void *arg, const store_result_info_t *r)
+{
+    s_compare_t *c = arg;
+    if (c->index++ < c->skip)
+        return 0;
+    if (c->held_count > 0 && c->held + r->field_size > COMPARE_BUDGET) {
+        c->index--;
+        c->full = 1;
+        return 1;
+    }
+    s_stem_t *stem = zhashx_lookup (c->stems, r->stem);
+    if (!stem || !stem->in_replay || !r->field || !r->field_size)
+        return 0;
+    stem->field = malloc (r->field_size);
+    if (!stem->field)
+        return 1;
+    memcpy (stem->field, r->field, r->field_size);
+    stem->field_size = r->field_size;
+    c->held += r->field_size;
+    c->held_count++;
+    return 0;
+}
+
+// Compares a result of the replay with the original's field held for it.
+static int
+s_compare_field (void *arg, const store_result_info_t *r)
+{
+    s_compare_t *c = arg;
+    s_stem_t *stem = zhashx_lookup (c->stems, r->stem);
+    if (!stem || !stem->field || !r->field || !r->field_size)
+        return 0;
+    char err[256];
+    piv_field_t *a = proto_field_decode (stem->field, stem->field_size, err, sizeof err);
+    piv_field_t *b = proto_field_decode (r->field, r->field_size, err, sizeof err);
+    if (a && b && (a->nx != b->nx || a->ny != b->ny))
+        c->grid_differs++;
+    else if (a && b) {
+        for (int k = 0; k < a->nx * a->ny; k++) {
+            double d = fmax (fabs (a->u[k] - b->u[k]), fabs (a->v[k] - b->v[k]));
+            if (d > c->max_difference) // NaN (both vectors invalid) compares false
+                c->max_difference = d;
+        }
+    }
+    else if (!c->error)
+        c->error = "a stored field is unreadable";
+    if (a && b)
+        c->compared++;
+    piv_field_destroy (&a);
+    piv_field_destroy (&b);
+    free (stem->field);
+    stem->field = NULL;
+    stem->field_size = 0;
+    return 0;
+}
+
+// The arrival times of an experiment's files, in arrival order.
+typedef struct {
+    char **names;     // file names
+    int64_t *seen_ns; // when the broker saw them
+    size_t count, size;
+} s_files_t;
+
+static int
+s_note_file (void *arg, int64_t file, const char *name, int64_t size, int64_t mtime_ns,
+             int64_t seen_ns)
+{
+    (void)file, (void)size, (void)mtime_ns;
+    s_files_t *f = arg;
+    if (f->count == f->size) {
+        size_t grown = f->size ? 2 * f->size : 1024;
+        char **names = realloc (f->names, grown * sizeof (char *));
+        if (names)
+            f->names = names;
+        int64_t *seen = names ? realloc (f->seen_ns, grown * sizeof (int64_t)) : NULL;
+        if (!seen)
+            return 1;
+        f->seen_ns = seen;
+        f->size = grown;
+    }
+    if (!(f->names[f->count] = strdup (name)))
+        return 1;
+    f->seen_ns[f->count++] = seen_ns;
+    return 0;
+}
+
+static void
+s_files_release (s_files_t *f)
+{
+    for (size_t i = 0; i < f->count; i++)
+        free (f->names[i]);
+    free (f->names);
+    free (f->seen_ns);
+    memset (f, 0, sizeof *f);
+}
+
+// The pacing of the replay against the original: files matched by name,
+// intervals from the first matched file, expected (t_i - t_0) / speed.
+typedef struct {
+    long files;              // files matched
+    double expected_s;       // expected duration of the replay (last matched file)
+    double actual_s;         // its duration
+    double error_percent;    // (actual - expected) / expected, NAN without a duration
+    double max_deviation_ms; // largest |actual_i - expected_i|, NAN without files
+} s_pacing_t;
+
+static void
+s_pacing (const s_files_t *original, const s_files_t *replay, double speed, s_pacing_t *p)
+{
+    memset (p, 0, sizeof *p);
+    p->error_percent = p->max_deviation_ms = NAN;
+    zhashx_t *seen = zhashx_new (); // name -> index in replay + 1
+    for (size_t i = 0; seen && i < replay->count; i++)
+        zhashx_insert (seen, replay->names[i], (void *)(uintptr_t)(i + 1));
+    int64_t t0 = 0, r0 = 0;
+    for (size_t i = 0; seen && i < original->count; i++) {
+        uintptr_t k = (uintptr_t)zhashx_lookup (seen, original->names[i]);
+        if (!k)
+            continue;
+        int64_t t = original->seen_ns[i], r = replay->seen_ns[k - 1];
+        if (p->files++ == 0) {
+            t0 = t;
+            r0 = r;
+            p->max_deviation_ms = 0;
+        }
+        double expected = isnan (speed) ? 0 : (t - t0) / 1e9 / speed;
+        double actual = (r - r0) / 1e9;
+        p->max_deviation_ms = fmax (p->max_deviation_ms, fabs (actual - expected) * 1e3);
+        p->expected_s = expected;
+        p->actual_s = actual;
+    }
+    if (p->expected_s > 0)
+        p->error_percent = (p->actual_s - p->expected_s) / p->expected_s * 100;
+    zhashx_destroy (&seen);
+}
+
+// Compares experiment 'name' (the replay) with 'of' in the store and
+// prints the report. EXIT_OK, or EXIT_FAILED (logged).
+static int
+s_replay_compare (s_ctl_t *ctl, const char *of, const char *name, double speed)
+{
+    int64_t original, replay;
+    store_t *store = s_open_store (ctl, name, &replay);
+    if (!store)
+        return EXIT_FAILED;
+    store_experiment_t found;
+    if (store_experiment_find (store, of, &found) != 1) {
+        s_error ("no experiment '%s' in the store '%s'", of, ctl->cfg.broker.store);
+        store_destroy (&store);
+        return EXIT_FAILED;
+    }
+    original = found.id;
+    s_compare_t c = {.stems = zhashx_new ()};
+    zhashx_set_destructor (c.stems, s_stem_destroy);
+    s_files_t fo = {0}, fr = {0};
+    int rc = store_pairs_of (store, original, -1, 0, INT_MAX, s_note_pair, &c);
+    c.replay = 1;
+    if (rc >= 0)
+        rc = store_pairs_of (store, replay, -1, 0, INT_MAX, s_note_pair, &c);
+    // The fields: the original's held chunk by chunk, each compared with
+    // one listing of the replay's.
+    while (rc >= 0) {
+        c.index = 0;
+        c.held = 0;
+        c.held_count = 0;
+        c.full = 0;
+        rc = store_results_of (store, original, s_hold_field, &c);
+        if (rc >= 0 && c.held_count)
+            rc = store_results_of (store, replay, s_compare_field, &c);
+        if (!c.full)
+            break;
+        c.skip = c.index;
+    }
+    if (rc >= 0)
+        rc = store_files_of (store, original, s_note_file, &fo);
+    if (rc >= 0)
+        rc = store_files_of (store, replay, s_note_file, &fr);
+    if (rc < 0) {
+        s_error ("cannot compare '%s' with '%s' in the store '%s': %s", name, of,
+                 ctl->cfg.broker.store, store_error (store));
+        goto done;
+    }
+    s_pacing_t pacing;
+    s_pacing (&fo, &fr, speed, &pacing);
+    long matched = 0, only_original = 0, only_replay = 0;
+    for (s_stem_t *s = zhashx_first (c.stems); s; s = zhashx_next (c.stems)) {
+        matched += s->in_original && s->in_replay;
+        only_original += s->in_original && !s->in_replay;
+        only_replay += s->in_replay && !s->in_original;
+    }
+    double difference = c.compared ? c.max_difference : NAN;
+    if (ctl->json) {
+        printf ("{\"experiment\":");
+        s_put_json_string (of);
+        printf (",\"as\":");
+        s_put_json_string (name);
+        printf (",\"pairs_matched\":%ld,\"pairs_missing\":%ld", matched,
+                only_original + only_replay);
+        for (int side = 0; side < 2; side++) {
+            printf (",\"%s\":[", side ? "missing_in_original" : "missing_in_replay");
+            int first = 1;
+            for (s_stem_t *s = zhashx_first (c.stems); s; s = zhashx_next (c.stems))
+                if (side ? s->in_replay && !s->in_original : s->in_original && !s->in_replay) {
+                    printf ("%s", first ? "" : ",");
+                    s_put_json_string (zhashx_cursor (c.stems));
+                    first = 0;
+                }
+            printf ("]");
+        }
+        printf (",\"fields_compared\":%ld,\"fields_on_other_grids\":%ld", c.compared,
+                c.grid_differs);
+        printf (",\"max_vector_difference\":");
+        s_put_json_number (difference);
+        printf (",\"files_matched\":%ld,\"pacing_error_percent\":", pacing.files);
+        s_put_json_number (pacing.error_percent);
+        printf (",\"pacing_max_deviation_ms\":");
+        s_put_json_number (pacing.max_deviation_ms);
+        printf (",\"speed\":");
+        s_put_json_number (speed);
+        printf ("}\n");
+    }
+    else {
+        printf ("replay of %s as %s at %s\n", of, name,
+                isnan (speed) ? "full speed (max)" : s_num (speed, "%g x the original pace"));
+        printf ("pairs:   %ld matched by stem; %ld only in %s, %ld only in %s\n", matched,
+                only_original, of, only_replay, name);
+        int shown = 0;
+        for (s_stem_t *s = zhashx_first (c.stems); s && shown < 10; s = zhashx_next (c.stems))
+            if (s->in_original != s->in_replay) {
+                printf ("         missing in %s: %s\n", s->in_replay ? of : name,
+                        (const char *)zhashx_cursor (c.stems));
+                shown++;
+            }
+        printf ("vectors: largest difference max(|du|, |dv|) %s over %ld pair(s) with both "
+                "fields stored%s\n",
+                s_num (difference, "%.3g px"), c.compared,
+                c.grid_differs ? " (some on different grids: not compared)" : "");
+        printf ("pacing:  %ld file(s); the replay took %s against %s expected (%s); largest "
+                "deviation %s\n",
+                pacing.files, s_num (pacing.actual_s, "%.3f s"),
+                s_num (pacing.expected_s, "%.3f s"), s_num (pacing.error_percent, "%+.2f %%"),
+                s_ms (pacing.max_deviation_ms));
+    }
+    if (c.error)
+        s_error ("%s (pair fields that could not be decoded were left out)", c.error);
+done:
+    s_files_release (&fo);
+    s_files_release (&fr);
+    zhashx_destroy (&c.stems);
+    store_destroy (&store);
+    return rc < 0 ? EXIT_FAILED : EXIT_OK;
+}
+
+static int
+s_run_replay (s_ctl_t *ctl, s_args_t *args)
+{
+    long wait_s = REPLAY_WAIT_S;
+    const char *text = s_value (args, "wait");
+    if (text && s_parse_count ("--wait", text, 31 * 86400, &wait_s) != 0)
+        return EXIT_USAGE;
+    char *line = cli_join (args->nsend, args->send);
+    if (!line) {
+        s_error ("no memory");
+        return EXIT_FAILED;
+    }
+    char *body;
+    json_t *doc;
+    int rc = s_ask_json (ctl, line, &body, &doc);
+    free (line);
+    if (rc != 0)
+        return EXIT_FAILED;
+    const char *as = json_string (doc, "$.as");
+    char *name = strdup (as ? as : "");
+    double speed = json_number (doc, NAN, "$.speed");
+    int feedback_only = json_bool (doc, 0, "$.feedback_only");
+    json_destroy (&doc);
+    free (body);
+    if (!name || !*name) {
+        s_error ("the broker at '%s' did not name the replay", ctl->cfg.broker.control);
+        free (name);
+        return EXIT_FAILED;
+    }
+    s_exp_t last = {0};
+    rc = s_replay_wait (ctl, name, feedback_only, wait_s, &last);
+    if (rc == EXIT_OK && feedback_only) {
+        if (ctl->json) {
+            printf ("{\"experiment\":");
+            s_put_json_string (args->words[0]);
+            printf (",\"as\":");
+            s_put_json_string (name);
+            printf (",\"feedback_only\":true,\"republished\":%s,\"speed\":",
+                    s_num (last.replay_sent, "%.0f"));
+            s_put_json_number (speed);
+            printf ("}\n");
+        }
+        else
+            printf ("re-published %s feedback message(s) of %s on %s%s\n",
+                    s_num (last.replay_sent, "%.0f"), args->words[0], PROTO_TOPIC_FEEDBACK, name);
+    }
+    else if (rc == EXIT_OK)
+        rc = s_replay_compare (ctl, args->words[0], name, speed);
+    free (name);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// The commands
+
+static const s_option_t s_none[] = {{NULL, 0, 0, 0}};
+static const s_option_t s_scoped[] = {{"experiment", 'e', 1, 0}, {NULL, 0, 0, 0}};
+static const s_option_t s_status_options[] = {
+    {"watch", 'w', 0, 1}, {"count", 'n', 1, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_pairs_options[] = {
+    {"state", 0, 1, 0}, {"limit", 0, 1, 0}, {"after", 0, 1, 0}, {NULL, 0, 0, 0}};
+static const s_option_t s_log_options[] = {{"after", 0, 1, 0}, {"limit", 0, 1, 0}, {NULL, 0, 0, 0}};
+static const s_option_t s_tail_options[] = {{"count", 'n', 1, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_export_options[] = {
+    {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_replay_options[] = {
+    {"as", 0, 1, 0},         {"speed", 0, 1, 0},  {"passes", 0, 1, 0},        {"overlap", 0, 1, 0},
+    {"iterations", 0, 1, 0}, {"deform", 0, 1, 0}, {"feedback-only", 0, 0, 0}, {"wait", 0, 1, 1},
+    {NULL, 0, 0, 0}};
+
+static const s_command_t s_commands[] = {
+    {"status", 0, 0, "status [--watch] [--count N]", s_status_options, s_run_status},
+    {"agents", 0, 0, "agents", s_none, s_run_agents},
+    {"experiments", 0, 0, "experiments", s_none, s_run_experiments},
+    {"pairs", 1, 1, "pairs EXP [--state S] [--limit N] [--after ID]", s_pairs_options, s_run_pairs},
+    {"log", 1, 1, "log EXP [--after ID] [--limit N]", s_log_options, s_run_log},
+    {"rate", 1, 1, "rate N|max [-e EXP]", s_scoped, s_run_rate},
+    {"policy", 1, 2, "policy all|latest|sample N [-e EXP]", s_scoped, s_run_policy},
+    {"pause", 0, 0, "pause [-e EXP]", s_scoped, s_run_pause},
+    {"resume", 0, 0, "resume [-e EXP]", s_scoped, s_run_pause},
+    {"retry", 1, 1, "retry EXP", s_none, s_run_moved},
+    {"backfill", 1, 1, "backfill EXP", s_none, s_run_moved},
+    {"feedback", 1, MAX_WORDS - 1, "feedback show|on|off|set KEY=VALUE... [-e EXP]", s_scoped,
+     s_run_feedback},
+    {"tail", 1, 1, "tail EXP [--count N]", s_tail_options, s_run_tail},
+    {"export", 1, 1, "export EXP [--format txt|tecplot] -o DIR", s_export_options, s_run_export},
+    {"replay", 1, 1,
+     "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "
+     "[--deform D] [--feedback-only] [--wait S]",
+     s_replay_options, s_run_replay},
+};
 
 int
 main (int argc, char **argv)
 {
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},  {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
+    s_ctl_t ctl = {.timeout_ms = TIMEOUT_MS};
     const char *path = NULL;
-    int json = 0;
-    long timeout = TIMEOUT_MS;
-    static const struct option options[] = {{"config", required_argument, NULL, 'c'},
-                                             {"json", no_argument, NULL, 'j'},
-                                             {"timeout", required_argument, NULL, 'T'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {"version", no_argument, NULL, 'V'},
-                                             {NULL, 0, NULL, 0}};
-    log_open ("pivctl", 0);
     opterr = 0;
     int opt;
-    char *end;
-    while ((opt = getopt_long (argc, argv, ":c:jh", options, NULL)) != -1) {
+    // '+': the options of pivctl stop at the command; the command's own
+    // follow it.
+    while ((opt = getopt_long (argc, argv, "+:c:jhV", options, NULL)) != -1) {
         switch (opt) {
         case 'c':
             path = optarg;
             break;
         case 'j':
-            json = 1;
+            ctl.json = 1;
             break;
         case 'T':
-            timeout = strtol (optarg, &end, 10);
-            if (*end || end == optarg || timeout < 1 || timeout > 600000) {
-                log_error ("bad --timeout '%s': milliseconds from 1 to 600000", optarg);
-                return 2;
-            }
+            if (s_parse_timeout (&ctl, optarg) != 0)
+                return EXIT_USAGE;
             break;
         case 'h':
             s_usage (stdout);
-            return 0;
+            return EXIT_OK;
         case 'V':
             printf ("pivctl %s\n", PIVFARM_VERSION);
-            return 0;
+            return EXIT_OK;
+        case ':':
+            s_error ("option '%s' needs a value (see --help)", argv[optind - 1]);
+            return EXIT_USAGE;
         default:
-            return cli_bad_option (opt, argv);
+            s_error ("unknown option '%s' (see --help)", argv[optind - 1]);
+            return EXIT_USAGE;
         }
     }
-    if (!path || optind != argc - 1) {
-        log_error ("expected -c FILE and one command (see --help)");
-        return 2;
+    if (optind == argc) {
+        s_error ("no command (see --help)");
+        return EXIT_USAGE;
     }
-    const char *command = argv[optind];
-    if (strcmp (command, "status") != 0) {
-        log_error ("unknown command '%s' (known: status)", command);
-        return 2;
+    const s_command_t *command = NULL;
+    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+        if (strcmp (s_commands[i].name, argv[optind]) == 0)
+            command = &s_commands[i];
+    if (!command) {
+        s_error ("unknown command '%s' (see --help)", argv[optind]);
+        return EXIT_USAGE;
     }
-    config_t cfg;
+    s_args_t args;
+    int rc = s_parse_args (&ctl, command, argc - optind - 1, argv + optind + 1, &args);
+    if (rc != 0)
+        return rc;
+    if (!path) {
+        s_error ("no configuration: give -c FILE (see --help)");
+        return EXIT_USAGE;
+    }
     char err[1024];
-    if (config_load (&cfg, path, err, sizeof err) != 0) {
-        log_error ("%s", err);
-        return 2;
+    if (config_load (&ctl.cfg, path, err, sizeof err) != 0) {
+        s_error ("%s", err);
+        return EXIT_USAGE;
     }
-    uint32_t status = 0;
-    char *body = s_ask (cfg.broker.control, command, (int) timeout, &status, err, sizeof err);
-    if (!body) {
-        log_error ("%s", err);
-        return 1;
-    }
-    if (status != 200) {
-        log_error ("the broker refused '%s': %s", command, body);
-        free (body);
-        return 1;
-    }
-    if (json)
-        printf ("%s\n", body);
-    else
-        s_print_status (body);
-    free (body);
-    return 0;
+    // SIGINT and SIGTERM end waits cleanly (czmq's own handler is off).
+    zsys_handler_set (NULL);
+    struct sigaction sa = {.sa_handler = s_on_signal};
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    rc = command->run (&ctl, &args);
+    zpoller_destroy (&ctl.poller);
+    zsock_destroy (&ctl.sock);
+    return rc;
 }

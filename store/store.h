@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 typedef struct _store_t store_t;
 
@@ -153,6 +153,117 @@ int64_t store_event (store_t *self, const char *kind, int64_t experiment, int64_
 typedef int (store_event_fn) (void *arg, int64_t id, int64_t ts_ns, const char *kind,
                               int64_t experiment, int64_t pair, const char *payload);
 int store_events (store_t *self, int64_t experiment, int64_t after, store_event_fn *fn, void *arg);
+
+
+// ---------------------------------------------------------------------------
+// Operating a run (schema 2; doc/control.md)
+
+// An experiment: 'source' is the directory under the watch root that holds
+// its files (its own name, except for a replay, which reads the files of
+// the experiment it replays); 'settings' the PIV settings its tasks carry
+// instead of the configured ones ("" for the configured ones).
+typedef struct {
+    int64_t id;
+    const char *name;
+    const char *source;
+    const char *settings;
+    int64_t created_ns;
+} store_experiment_t;
+
+// Creates experiment 'name' (an "experiment" event); -1 when the name is
+// taken (store_error says so, naming it) or on error. 'source' NULL, "" or
+// 'name' itself: its own files; 'settings' NULL: "".
+int64_t store_experiment_create (store_t *self, const char *name, const char *source,
+                                 const char *settings, int64_t now_ns);
+// Looks 'name' up: 1 found (*out filled; its strings last until the next
+// call on this store), 0 unknown, -1 error.
+int store_experiment_find (store_t *self, const char *name, store_experiment_t *out);
+// Calls fn for each experiment, id order (a listing: fn may write). Returns
+// the count or -1.
+typedef int (store_experiment_fn) (void *arg, const store_experiment_t *experiment);
+int store_experiments (store_t *self, store_experiment_fn *fn, void *arg);
+
+// A pair as listed by pivctl. closed_ns: modification time of its last
+// frame (when the camera closed it); 0 for times not reached yet.
+typedef struct {
+    int64_t pair;
+    const char *stem;
+    int state;           // store_state_t
+    int attempts;        // since it was created or last retried
+    const char *agent;   // "" if never dispatched
+    const char *error;   // its last error ("" if none, or retried since)
+    int64_t created_ns, dispatched_ns, finished_ns, closed_ns;
+} store_pair_info_t;
+typedef int (store_pair_info_fn) (void *arg, const store_pair_info_t *pair);
+// Pairs of 'experiment' with id > after, id order, in 'state' (-1: any), at
+// most 'limit' (0: all); a listing (fn may write). It reads the pairs of
+// every experiment from 'after' on until it has 'limit' (no index by
+// experiment on the hot insert path: some 8 M pairs/s). Returns the count
+// or -1.
+int store_pairs_of (store_t *self, int64_t experiment, int state, int64_t after, int limit,
+                    store_pair_info_fn *fn, void *arg);
+
+// Every pair of 'experiment' in state 'from' (FAILED: retry, attempts
+// counted afresh and error cleared; SKIPPED: backfill) -> PENDING, with an
+// event each; fn is called for each pair moved (as store_pairs_in_state,
+// attempts 0 after a retry; fn may write) so the caller can queue it.
+// Attempt numbers go on after a retry (its next dispatch after 3 attempts
+// is attempt 4), so that an answer to an attempt from before the retry is
+// never taken for a later one. Returns how many (each counts as a write),
+// or -1: error, or 'from' neither FAILED nor SKIPPED.
+int store_pairs_reset (store_t *self, int64_t experiment, store_state_t from, int64_t now_ns,
+                       store_pair_fn *fn, void *arg);
+// PENDING -> SKIPPED (sampling), with an event. 0, or -1 (error, or not
+// PENDING).
+int store_pair_skip (store_t *self, int64_t pair, int64_t now_ns);
+
+// Settings of the control channel: (experiment, key) -> value; experiment 0
+// is the global default. value NULL removes the setting. Each change is a
+// "setting" event 'key=value' (or 'key' alone for a removal; removing
+// what is not set changes nothing and logs nothing). 0 or -1.
+int store_setting_set (store_t *self, int64_t experiment, const char *key, const char *value,
+                       int64_t now_ns);
+typedef int (store_setting_fn) (void *arg, int64_t experiment, const char *key,
+                                const char *value);
+// Calls fn for every setting in (experiment, key) order (a listing: fn may
+// write; a setting it adds after the one it is given is listed too).
+// Returns the count or -1.
+int store_settings (store_t *self, store_setting_fn *fn, void *arg);
+
+// The files of 'experiment' in arrival order (what a replay re-emits); a
+// listing (fn may write). Returns the count or -1.
+typedef int (store_file_info_fn) (void *arg, int64_t file, const char *name, int64_t size,
+                                  int64_t mtime_ns, int64_t seen_ns);
+int store_files_of (store_t *self, int64_t experiment, store_file_info_fn *fn, void *arg);
+
+// The results of 'experiment', pair id order, with their field when kept
+// (field NULL, field_size 0 otherwise); for export and replay comparison.
+// dispatched_ns is when the attempt that gave the result was sent. Fields
+// are too large to read ahead: fn is called as rows are read, its strings
+// and field last until it returns, and it must not write to this store
+// (writes fail until the listing ends). Returns the count or -1.
+typedef struct {
+    int64_t pair;
+    const char *stem;
+    int attempt;
+    const char *agent;
+    double mean_u, mean_v, mean_speed, valid_fraction, vorticity;
+    int nx, ny;
+    int64_t compute_ns;
+    const char *path;
+    const void *field;
+    size_t field_size;
+    int64_t closed_ns, dispatched_ns, recorded_ns;
+} store_result_info_t;
+typedef int (store_result_info_fn) (void *arg, const store_result_info_t *result);
+int store_results_of (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg);
+
+// Events of 'experiment' (0: all) of one 'kind' (e.g. "feedback"), id
+// order; a listing (fn may write). It reads the whole log (no index on the
+// hot insert path: some 10 M events/s), which a replay can afford. Returns
+// the count or -1.
+int store_events_of_kind (store_t *self, int64_t experiment, const char *kind,
+                          store_event_fn *fn, void *arg);
 
 // Which result fields are kept: every (1), none (0), or every n-th result
 // (n > 1). Summary figures are always kept.

@@ -7,6 +7,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <sqlite3.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,14 @@ s_result (const void *field, size_t size)
 
 #define T_MAX 1024
 
+// A listing returned as many calls as its callback counted.
+static void
+s_listed (store_t *store, int calls, int listed)
+{
+    ck_assert_msg (calls == listed, "%d calls, %d listed: %s", calls, listed,
+                   store_error (store));
+}
+
 typedef struct {
     int n;
     int stop_after;  // stop the listing after this many (0: never)
@@ -138,8 +147,7 @@ s_pairs (store_t *store, store_state_t state)
     static s_pairs_t pairs;
     memset (&pairs, 0, sizeof pairs);
     int calls = store_pairs_in_state (store, state, s_pairs_fn, &pairs);
-    ck_assert_msg (calls == pairs.n, "%d calls, %d listed: %s", calls, pairs.n,
-                   store_error (store));
+    s_listed (store, calls, pairs.n);
     return &pairs;
 }
 
@@ -171,8 +179,7 @@ s_events (store_t *store, int64_t experiment, int64_t after)
     static s_events_t events;
     memset (&events, 0, sizeof events);
     int calls = store_events (store, experiment, after, s_events_fn, &events);
-    ck_assert_msg (calls == events.n, "%d calls, %d listed: %s", calls, events.n,
-                   store_error (store));
+    s_listed (store, calls, events.n);
     return &events;
 }
 
@@ -379,15 +386,15 @@ START_TEST (refuses_a_database_from_a_newer_schema)
     size_t len;
     char *data = s_slurp_db (&len);
     // meta is a WITHOUT ROWID table of text: its row is the key and the
-    // value side by side. A later pivfarm would have written 2.
-    char *row = memmem (data, len, "schema_version1", 15);
+    // value side by side. A later pivfarm would have written 3.
+    char *row = memmem (data, len, "schema_version2", 15);
     ck_assert_ptr_nonnull (row);
-    row[14] = '2';
+    row[14] = '3';
     tu_spit (s_db (), data, len);
 
     char err[512] = "";
     ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
-    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 2, newer"), "%s", err);
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 3, newer"), "%s", err);
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "newer"), "%s", err);
     size_t after_len;
@@ -1175,6 +1182,897 @@ START_TEST (a_listing_callback_may_write_to_the_store)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Schema 2: operating a run (doc/control.md).
+
+// Schema 1 as pivfarm 1 created it, word for word: what an upgrade starts
+// from.
+static const char *t_schema_1 =
+    "CREATE TABLE meta ("
+    "    key TEXT PRIMARY KEY,"
+    "    value TEXT NOT NULL"
+    ") WITHOUT ROWID;"
+    "INSERT INTO meta (key, value) VALUES ('application', 'pivfarm');"
+    "CREATE TABLE experiments ("
+    "    id INTEGER PRIMARY KEY,"
+    "    name TEXT NOT NULL UNIQUE,"
+    "    created_ns INTEGER NOT NULL"
+    ");"
+    "CREATE TABLE files ("
+    "    id INTEGER PRIMARY KEY,"
+    "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
+    "    name TEXT NOT NULL,"
+    "    size INTEGER NOT NULL,"
+    "    mtime_ns INTEGER NOT NULL,"
+    "    seen_ns INTEGER NOT NULL,"
+    "    paired INTEGER NOT NULL DEFAULT 0,"
+    "    UNIQUE (experiment, name)"
+    ");"
+    "CREATE INDEX files_unpaired ON files (id) WHERE paired = 0;"
+    "CREATE INDEX files_paired_once ON files (id) WHERE paired = 1;"
+    "CREATE TABLE pairs ("
+    "    id INTEGER PRIMARY KEY,"
+    "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
+    "    stem TEXT NOT NULL,"
+    "    file_a INTEGER NOT NULL REFERENCES files (id),"
+    "    file_b INTEGER REFERENCES files (id),"
+    "    state INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 4),"
+    "    attempts INTEGER NOT NULL DEFAULT 0,"
+    "    agent TEXT,"
+    "    error TEXT,"
+    "    created_ns INTEGER NOT NULL,"
+    "    dispatched_ns INTEGER,"
+    "    finished_ns INTEGER,"
+    "    UNIQUE (experiment, stem)"
+    ");"
+    "CREATE INDEX pairs_pending ON pairs (id) WHERE state = 0;"
+    "CREATE INDEX pairs_dispatched ON pairs (id) WHERE state = 1;"
+    "CREATE INDEX pairs_failed_or_skipped ON pairs (experiment, state) WHERE state >= 3;"
+    "CREATE TABLE attempts ("
+    "    pair INTEGER NOT NULL REFERENCES pairs (id),"
+    "    attempt INTEGER NOT NULL,"
+    "    agent TEXT,"
+    "    dispatched_ns INTEGER NOT NULL,"
+    "    outcome TEXT CHECK (outcome = 'done' OR outcome = 'duplicate' OR outcome = 'failed'"
+    "        OR outcome = 'requeued'),"
+    "    error TEXT,"
+    "    finished_ns INTEGER,"
+    "    PRIMARY KEY (pair, attempt)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE results ("
+    "    pair INTEGER PRIMARY KEY REFERENCES pairs (id),"
+    "    attempt INTEGER NOT NULL,"
+    "    agent TEXT,"
+    "    mean_u REAL,"
+    "    mean_v REAL,"
+    "    mean_speed REAL,"
+    "    valid_fraction REAL,"
+    "    vorticity REAL,"
+    "    nx INTEGER NOT NULL,"
+    "    ny INTEGER NOT NULL,"
+    "    compute_ns INTEGER NOT NULL,"
+    "    path TEXT,"
+    "    field BLOB,"
+    "    recorded_ns INTEGER NOT NULL"
+    ");"
+    "CREATE TABLE agents ("
+    "    name TEXT PRIMARY KEY,"
+    "    host TEXT,"
+    "    cores INTEGER NOT NULL,"
+    "    capabilities TEXT,"
+    "    first_seen_ns INTEGER NOT NULL,"
+    "    last_seen_ns INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE settings ("
+    "    experiment INTEGER NOT NULL,"
+    "    key TEXT NOT NULL,"
+    "    value TEXT NOT NULL,"
+    "    changed_ns INTEGER NOT NULL,"
+    "    PRIMARY KEY (experiment, key)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE events ("
+    "    id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "    ts_ns INTEGER NOT NULL,"
+    "    kind TEXT NOT NULL,"
+    "    experiment INTEGER NOT NULL DEFAULT 0,"
+    "    pair INTEGER NOT NULL DEFAULT 0,"
+    "    payload TEXT NOT NULL DEFAULT ''"
+    ");"
+    "PRAGMA application_id = 1346983494;";
+
+// Runs SQL on the database file straight through SQLite.
+static void
+s_sql (const char *sql)
+{
+    sqlite3 *db = NULL;
+    ck_assert_int_eq (sqlite3_open (s_db (), &db), SQLITE_OK);
+    char *msg = NULL;
+    int rc = sqlite3_exec (db, sql, NULL, NULL, &msg);
+    ck_assert_msg (rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "");
+    sqlite3_close (db);
+}
+
+// The first column of the first row of a query on the database file, as
+// text ("" for no row or NULL).
+static const char *
+s_sql_text (const char *sql)
+{
+    static char text[4096];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    ck_assert_int_eq (sqlite3_open (s_db (), &db), SQLITE_OK);
+    ck_assert_msg (sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL) == SQLITE_OK, "%s: %s", sql,
+                   sqlite3_errmsg (db));
+    text[0] = '\0';
+    if (sqlite3_step (stmt) == SQLITE_ROW && sqlite3_column_text (stmt, 0))
+        snprintf (text, sizeof text, "%s", (const char *) sqlite3_column_text (stmt, 0));
+    sqlite3_finalize (stmt);
+    sqlite3_close (db);
+    return text;
+}
+
+static s_events_t *
+s_events_of_kind (store_t *store, int64_t experiment, const char *kind)
+{
+    static s_events_t events;
+    memset (&events, 0, sizeof events);
+    int calls = store_events_of_kind (store, experiment, kind, s_events_fn, &events);
+    s_listed (store, calls, events.n);
+    return &events;
+}
+
+typedef struct {
+    int n;
+    int stop_after;  // stop the listing after this many (0: never)
+    store_pair_info_t pair[T_MAX];
+    char stem[T_MAX][32], agent[T_MAX][32], error[T_MAX][64];
+} s_infos_t;
+
+static int
+s_info_fn (void *arg, const store_pair_info_t *pair)
+{
+    s_infos_t *infos = arg;
+    ck_assert_int_lt (infos->n, T_MAX);
+    int k = infos->n++;
+    infos->pair[k] = *pair;
+    snprintf (infos->stem[k], 32, "%s", pair->stem);
+    snprintf (infos->agent[k], 32, "%s", pair->agent);
+    snprintf (infos->error[k], 64, "%s", pair->error);
+    return infos->stop_after && infos->n >= infos->stop_after;
+}
+
+static s_infos_t *
+s_pairs_of (store_t *store, int64_t experiment, int state, int64_t after, int limit)
+{
+    static s_infos_t infos;
+    memset (&infos, 0, sizeof infos);
+    int calls = store_pairs_of (store, experiment, state, after, limit, s_info_fn, &infos);
+    s_listed (store, calls, infos.n);
+    return &infos;
+}
+
+typedef struct {
+    int n;
+    store_experiment_t experiment[8];
+    char name[8][32], source[8][32], settings[8][64];
+} s_experiments_t;
+
+static int
+s_experiment_fn (void *arg, const store_experiment_t *experiment)
+{
+    s_experiments_t *all = arg;
+    ck_assert_int_lt (all->n, 8);
+    int k = all->n++;
+    all->experiment[k] = *experiment;
+    snprintf (all->name[k], 32, "%s", experiment->name);
+    snprintf (all->source[k], 32, "%s", experiment->source);
+    snprintf (all->settings[k], 64, "%s", experiment->settings);
+    return 0;
+}
+
+typedef struct {
+    int n;
+    int64_t file[T_MAX], size[T_MAX], mtime[T_MAX], seen[T_MAX];
+    char name[T_MAX][32];
+} s_files_t;
+
+static int
+s_file_info_fn (void *arg, int64_t file, const char *name, int64_t size, int64_t mtime_ns,
+                int64_t seen_ns)
+{
+    s_files_t *files = arg;
+    ck_assert_int_lt (files->n, T_MAX);
+    int k = files->n++;
+    files->file[k] = file;
+    files->size[k] = size;
+    files->mtime[k] = mtime_ns;
+    files->seen[k] = seen_ns;
+    snprintf (files->name[k], 32, "%s", name);
+    return 0;
+}
+
+static s_files_t *
+s_files_of (store_t *store, int64_t experiment)
+{
+    static s_files_t files;
+    memset (&files, 0, sizeof files);
+    int calls = store_files_of (store, experiment, s_file_info_fn, &files);
+    s_listed (store, calls, files.n);
+    return &files;
+}
+
+typedef struct {
+    int n;
+    char line[16][96];
+} s_settings_t;
+
+static int
+s_setting_fn (void *arg, int64_t experiment, const char *key, const char *value)
+{
+    s_settings_t *settings = arg;
+    ck_assert_int_lt (settings->n, 16);
+    snprintf (settings->line[settings->n++], 96, "%" PRId64 " %s=%s", experiment, key, value);
+    return 0;
+}
+
+START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
+{
+    // pivfarm 1's database: an experiment, a multipage file and a pair of
+    // two, a failed pair, and the events of all of it.
+    s_sql (t_schema_1);
+    s_sql ("INSERT INTO meta (key, value) VALUES ('schema_version', '1');"
+           "INSERT INTO experiments (id, name, created_ns) VALUES (1, 'run1', 100);"
+           "INSERT INTO files (id, experiment, name, size, mtime_ns, seen_ns, paired) VALUES"
+           " (1, 1, 'm.tif', 10, 200, 210, 1), (2, 1, 'f_a.tif', 11, 300, 310, 1),"
+           " (3, 1, 'f_b.tif', 12, 400, 410, 1);"
+           "INSERT INTO pairs (id, experiment, stem, file_a, file_b, state, attempts, agent,"
+           " error, created_ns, dispatched_ns, finished_ns) VALUES"
+           " (1, 1, 'm', 1, NULL, 3, 2, 'agent-a', 'bad tiff', 220, 230, 240),"
+           " (2, 1, 'f', 2, 3, 0, 0, NULL, NULL, 420, NULL, NULL);"
+           "INSERT INTO attempts (pair, attempt, agent, dispatched_ns, outcome, error) VALUES"
+           " (1, 1, 'agent-a', 225, 'failed', 'bad tiff'),"
+           " (1, 2, 'agent-a', 230, 'failed', 'bad tiff');"
+           "INSERT INTO events (ts_ns, kind, experiment, pair, payload) VALUES"
+           " (100, 'experiment', 1, 0, 'name=run1'), (210, 'file', 1, 0, 'file=1'),"
+           " (220, 'pair', 1, 1, 'stem=m'), (240, 'failed', 1, 1, 'attempts=2'),"
+           " (310, 'file', 1, 0, 'file=2'), (410, 'file', 1, 0, 'file=3'),"
+           " (420, 'pair', 1, 2, 'stem=f');"
+           "PRAGMA application_id = 1346983494;");
+    char err[512] = "";
+    ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
+    ck_assert_msg (strstr (err, "schema version 1, older"), "%s", err);
+
+    store_t *store = s_open ();
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+    ck_assert_ptr_null (strstr (s_sql_text ("SELECT sql FROM sqlite_master WHERE name = 'events'"),
+                                "AUTOINCREMENT"));
+    store_experiment_t experiment;
+    ck_assert_int_eq (store_experiment_find (store, "run1", &experiment), 1);
+    ck_assert_int_eq (experiment.id, 1);
+    ck_assert_int_eq (experiment.created_ns, 100);
+    ck_assert_str_eq (experiment.source, "run1");
+    ck_assert_str_eq (experiment.settings, "");
+    s_files_t *files = s_files_of (store, 1);
+    ck_assert_int_eq (files->n, 3);
+    ck_assert_str_eq (files->name[2], "f_b.tif");
+    ck_assert_int_eq (files->mtime[2], 400);
+    s_infos_t *infos = s_pairs_of (store, 1, -1, 0, 0);
+    ck_assert_int_eq (infos->n, 2);
+    ck_assert_str_eq (infos->stem[0], "m");
+    ck_assert_int_eq (infos->pair[0].state, STORE_FAILED);
+    ck_assert_int_eq (infos->pair[0].closed_ns, 200);  // multipage: its one file
+    ck_assert_str_eq (infos->error[0], "bad tiff");
+    ck_assert_int_eq (infos->pair[1].closed_ns, 400);
+    s_events_t *events = s_events (store, 0, 0);
+    ck_assert_int_eq (events->n, 7);
+    for (int k = 0; k < 7; k++)
+        ck_assert_int_eq (events->id[k], k + 1);
+    ck_assert_str_eq (events->payload[6], "stem=f");
+
+    // Event ids go on from the old ones, and an upgraded pair is retried
+    // with attempt numbers that follow its old attempts.
+    s_pairs_t moved = {0};
+    ck_assert_int_eq (store_pairs_reset (store, 1, STORE_FAILED, 500, s_pairs_fn, &moved), 1);
+    ck_assert_int_eq (s_dispatch (store, 1, "agent-b"), 3);
+    s_commit (store);
+    events = s_events (store, 0, 7);
+    ck_assert_int_eq (events->n, 2);
+    ck_assert_int_eq (events->id[0], 8);
+    ck_assert_str_eq (events->payload[0], "retry");
+    ck_assert_int_eq (events->id[1], 9);
+    ck_assert_str_eq (events->kind[1], "dispatch");
+    store_destroy (&store);
+
+    // Upgraded once: a reader opens it, and reopening changes nothing.
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    ck_assert_int_eq (s_events (reader, 0, 0)->n, 9);
+    store_destroy (&reader);
+    store = s_open ();
+    ck_assert_int_eq (s_events (store, 0, 0)->n, 9);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (an_experiment_is_created_once_with_its_source_and_settings)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t replay = store_experiment_create (store, "run1.replay1", "run1",
+                                              "passes=64,32 overlap=50", 5 * T_MS);
+    ck_assert_msg (replay > run1, "%s", store_error (store));
+    ck_assert_int_eq (store_experiment_create (store, "run1", NULL, NULL, 6 * T_MS), -1);
+    ck_assert_msg (strstr (store_error (store), "'run1'") && strstr (store_error (store), "taken"),
+                   "%s", store_error (store));
+    int64_t own = store_experiment_create (store, "run2", "run2", NULL, 7 * T_MS);
+    ck_assert_int_gt (own, replay);
+    // store_experiment finds the one store_experiment_create made.
+    ck_assert_int_eq (store_experiment (store, "run1.replay1", 8 * T_MS), replay);
+    s_commit (store);
+
+    store_experiment_t found;
+    ck_assert_int_eq (store_experiment_find (store, "run1.replay1", &found), 1);
+    ck_assert_int_eq (found.id, replay);
+    ck_assert_str_eq (found.name, "run1.replay1");
+    ck_assert_str_eq (found.source, "run1");
+    ck_assert_str_eq (found.settings, "passes=64,32 overlap=50");
+    ck_assert_int_eq (found.created_ns, 5 * T_MS);
+    ck_assert_int_eq (store_experiment_find (store, "run9", &found), 0);
+
+    s_experiments_t all = {0};
+    ck_assert_int_eq (store_experiments (store, s_experiment_fn, &all), 3);
+    ck_assert_str_eq (all.name[0], "run1");
+    ck_assert_str_eq (all.source[0], "run1");
+    ck_assert_str_eq (all.settings[0], "");
+    ck_assert_str_eq (all.source[1], "run1");
+    ck_assert_str_eq (all.settings[1], "passes=64,32 overlap=50");
+    ck_assert_str_eq (all.name[2], "run2");
+    ck_assert_str_eq (all.source[2], "run2");
+    ck_assert_int_eq (all.experiment[2].created_ns, 7 * T_MS);
+
+    s_events_t *events = s_events (store, replay, 0);
+    ck_assert_int_eq (events->n, 1);
+    ck_assert_str_eq (events->kind[0], "experiment");
+    ck_assert_str_eq (events->payload[0],
+                      "source=run1 settings=passes=64,32 overlap=50 name=run1.replay1");
+    ck_assert_int_eq (s_count_kind (store, "experiment"), 3);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (pairs_of_lists_an_experiments_pairs_with_their_times)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    int64_t p[5];
+    for (int i = 0; i < 5; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        p[i] = s_pair (store, run1, stem, (i + 2) * T_MS);
+        s_pair (store, run2, stem, (i + 2) * T_MS);
+    }
+    int is_new;
+    int64_t page = store_file_add (store, run1, "m.tif", 1, 40 * T_MS, 41 * T_MS, &is_new);
+    int64_t multipage = store_pair_add (store, run1, "m", page, 0, 42 * T_MS, &is_new);
+    s_dispatch (store, p[1], "agent-a");
+    s_dispatch (store, p[2], "agent-b");
+    store_result_t result = s_result (NULL, 0);
+    int recorded, failed;
+    ck_assert_int_eq (store_pair_result (store, p[1], 1, "agent-a", &result, 20 * T_MS, &recorded),
+                      0);
+    ck_assert_int_eq (store_pair_failure (store, p[2], 1, "agent-b", "short read", 1, 21 * T_MS,
+                                          &failed),
+                      0);
+    s_commit (store);
+
+    s_infos_t *infos = s_pairs_of (store, run1, -1, 0, 0);
+    ck_assert_int_eq (infos->n, 6);
+    ck_assert_int_eq (infos->pair[0].pair, p[0]);
+    ck_assert_str_eq (infos->stem[0], "f000");
+    ck_assert_int_eq (infos->pair[0].state, STORE_PENDING);
+    ck_assert_str_eq (infos->agent[0], "");
+    ck_assert_int_eq (infos->pair[0].created_ns, 2 * T_MS);
+    ck_assert_int_eq (infos->pair[0].dispatched_ns, 0);
+    ck_assert_int_eq (infos->pair[0].finished_ns, 0);
+    ck_assert_int_eq (infos->pair[0].closed_ns, 1 * T_MS);  // f000_b.tif's mtime
+    ck_assert_int_eq (infos->pair[1].state, STORE_DONE);
+    ck_assert_str_eq (infos->agent[1], "agent-a");
+    ck_assert_int_eq (infos->pair[1].attempts, 1);
+    ck_assert_int_eq (infos->pair[1].dispatched_ns, 10 * T_MS);
+    ck_assert_int_eq (infos->pair[1].finished_ns, 20 * T_MS);
+    ck_assert_str_eq (infos->error[1], "");
+    ck_assert_int_eq (infos->pair[2].state, STORE_FAILED);
+    ck_assert_str_eq (infos->error[2], "short read");
+    ck_assert_int_eq (infos->pair[5].pair, multipage);
+    ck_assert_int_eq (infos->pair[5].closed_ns, 40 * T_MS);
+
+    // One state; after an id; at most a limit; another experiment.
+    infos = s_pairs_of (store, run1, STORE_PENDING, 0, 0);
+    ck_assert_int_eq (infos->n, 4);
+    ck_assert_int_eq (infos->pair[1].pair, p[3]);
+    infos = s_pairs_of (store, run1, -1, p[2], 2);
+    ck_assert_int_eq (infos->n, 2);
+    ck_assert_int_eq (infos->pair[0].pair, p[3]);
+    ck_assert_int_eq (infos->pair[1].pair, p[4]);
+    infos = s_pairs_of (store, run2, STORE_FAILED, 0, 0);
+    ck_assert_int_eq (infos->n, 0);
+    ck_assert_int_eq (s_pairs_of (store, run2, -1, 0, 0)->n, 5);
+    ck_assert_int_eq (s_pairs_of (store, 99, -1, 0, 0)->n, 0);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (pairs_of_reads_every_batch_up_to_its_limit)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    for (int i = 0; i < 700; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        s_pair (store, i % 3 ? run1 : run2, stem, 2);
+    }
+    s_infos_t *infos = s_pairs_of (store, run1, -1, 0, 0);
+    ck_assert_int_eq (infos->n, 466);
+    for (int k = 1; k < infos->n; k++)
+        ck_assert_int_gt (infos->pair[k].pair, infos->pair[k - 1].pair);
+    ck_assert_int_eq (s_pairs_of (store, run1, STORE_PENDING, 0, 300)->n, 300);
+    ck_assert_int_eq (s_pairs_of (store, run2, -1, 0, 0)->n, 234);
+    s_infos_t some = {.stop_after = 260};
+    ck_assert_int_eq (store_pairs_of (store, run1, -1, 0, 0, s_info_fn, &some), 260);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (retry_moves_failed_pairs_back_with_attempts_counted_afresh)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    int64_t pair = s_pair (store, run1, "f001", 2 * T_MS);
+    int64_t other = s_pair (store, run2, "g001", 2 * T_MS);
+    int failed;
+    for (int attempt = 1; attempt <= 2; attempt++) {
+        ck_assert_int_eq (s_dispatch (store, pair, "agent-a"), attempt);
+        ck_assert_int_eq (store_pair_failure (store, pair, attempt, "agent-a", "bad", 2,
+                                              (20 + attempt) * T_MS, &failed),
+                          0);
+    }
+    ck_assert_int_eq (failed, 1);
+    ck_assert_int_eq (s_dispatch (store, other, "agent-a"), 1);
+    ck_assert_int_eq (store_pair_failure (store, other, 1, "agent-a", "bad", 1, 22 * T_MS,
+                                          &failed),
+                      0);
+    s_commit (store);
+
+    s_pairs_t moved = {0};
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_FAILED, 30 * T_MS, s_pairs_fn, &moved),
+                      1);
+    ck_assert_int_eq (moved.n, 1);
+    ck_assert_int_eq (moved.id[0], pair);
+    ck_assert_str_eq (moved.experiment[0], "run1");
+    ck_assert_str_eq (moved.stem[0], "f001");
+    ck_assert_str_eq (moved.a[0], "f001_a.tif");
+    ck_assert_str_eq (moved.b[0], "f001_b.tif");
+    ck_assert_int_eq (moved.attempts[0], 0);
+    ck_assert_int_eq (store_uncommitted (store), 1);
+    s_infos_t *infos = s_pairs_of (store, run1, -1, 0, 0);
+    ck_assert_int_eq (infos->pair[0].state, STORE_PENDING);
+    ck_assert_int_eq (infos->pair[0].attempts, 0);
+    ck_assert_str_eq (infos->error[0], "");
+    ck_assert_int_eq (infos->pair[0].finished_ns, 0);
+    s_events_t *events = s_events (store, run1, 0);
+    ck_assert_str_eq (events->kind[events->n - 1], "pair");
+    ck_assert_str_eq (events->payload[events->n - 1], "retry");
+    ck_assert_int_eq (events->pair[events->n - 1], pair);
+    ck_assert_int_eq (events->ts[events->n - 1], 30 * T_MS);
+    // run2's failed pair stays failed; nothing more to retry in run1.
+    ck_assert_int_eq (s_pairs_of (store, run2, STORE_FAILED, 0, 0)->n, 1);
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_FAILED, 31 * T_MS, s_pairs_fn,
+                                         &(s_pairs_t) {0}),
+                      0);
+
+    // Attempt numbers go on (the old ones are in the attempts history); a
+    // late failure of an old attempt does not move the pair; two fresh
+    // failures fail it again.
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-b"), 3);
+    ck_assert_int_eq (store_pair_failure (store, pair, 2, "agent-a", "late", 2, 32 * T_MS,
+                                          &failed),
+                      0);
+    ck_assert_int_eq (s_pairs_of (store, run1, STORE_DISPATCHED, 0, 0)->n, 1);
+    ck_assert_int_eq (store_pair_failure (store, pair, 3, "agent-b", "bad", 2, 33 * T_MS,
+                                          &failed),
+                      0);
+    ck_assert_int_eq (failed, 0);
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-b"), 4);
+    ck_assert_int_eq (store_pair_failure (store, pair, 4, "agent-b", "worse", 2, 34 * T_MS,
+                                          &failed),
+                      0);
+    ck_assert_int_eq (failed, 1);
+    ck_assert_str_eq (s_last_payload (store, "failed"), "attempts=2 error=worse");
+    s_commit (store);
+    // A requeue after a retry names the attempt in flight.
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_FAILED, 35 * T_MS, s_pairs_fn,
+                                         &(s_pairs_t) {0}),
+                      1);
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-c"), 5);
+    ck_assert_int_eq (store_pair_requeue (store, pair, "agent lost", 36 * T_MS), 0);
+    ck_assert_str_eq (s_last_payload (store, "requeue"),
+                      "attempt=5 agent=agent-c reason=agent lost");
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-c"), 6);
+    ck_assert_int_eq (store_requeue_all (store, 37 * T_MS), 1);
+    ck_assert_str_eq (s_last_payload (store, "requeue"), "attempt=6 agent=agent-c reason=restart");
+    s_commit (store);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (only_a_pending_pair_is_skipped_and_backfill_queues_it_again)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t p[4];
+    for (int i = 0; i < 4; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        p[i] = s_pair (store, run1, stem, (i + 2) * T_MS);
+    }
+    s_commit (store);
+    ck_assert_int_eq (store_pair_skip (store, p[0], 10 * T_MS), 0);
+    ck_assert_int_eq (store_pair_skip (store, p[2], 11 * T_MS), 0);
+    ck_assert_int_eq (store_pair_skip (store, p[2], 12 * T_MS), -1);
+    ck_assert_msg (strstr (store_error (store), "not pending"), "%s", store_error (store));
+    s_dispatch (store, p[1], "agent-a");
+    ck_assert_int_eq (store_pair_skip (store, p[1], 13 * T_MS), -1);
+    ck_assert_int_eq (store_pair_skip (store, 999, 13 * T_MS), -1);
+    ck_assert_msg (strstr (store_error (store), "no such pair"), "%s", store_error (store));
+    ck_assert_int_eq (s_count (store, STORE_SKIPPED), 2);
+    ck_assert_int_eq (s_count_kind (store, "pair"), 4 + 2);
+    ck_assert_str_eq (s_last_payload (store, "pair"), "skip");
+    // Skipped pairs are not dispatched.
+    ck_assert_int_eq (store_pair_dispatch (store, p[0], "agent-a", 14 * T_MS), -1);
+    s_commit (store);
+
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_DONE, 15 * T_MS, s_pairs_fn,
+                                         &(s_pairs_t) {0}),
+                      -1);
+    s_pairs_t moved = {0};
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_SKIPPED, 15 * T_MS, s_pairs_fn,
+                                         &moved),
+                      2);
+    ck_assert_int_eq (moved.id[0], p[0]);
+    ck_assert_int_eq (moved.id[1], p[2]);
+    ck_assert_str_eq (s_last_payload (store, "pair"), "backfill");
+    ck_assert_int_eq (s_count (store, STORE_SKIPPED), 0);
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 3);
+    ck_assert_int_eq (s_dispatch (store, p[0], "agent-a"), 1);
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_SKIPPED, 16 * T_MS, s_pairs_fn,
+                                         &(s_pairs_t) {0}),
+                      0);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_retry_that_fails_midway_moves_nothing)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    for (int i = 0; i < 3; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        ck_assert_int_eq (store_pair_skip (store, s_pair (store, run1, stem, 2), 3), 0);
+    }
+    s_commit (store);
+    store_test_fault (store, STORE_FAULT_FULL, 4);
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_SKIPPED, 4, s_pairs_fn,
+                                         &(s_pairs_t) {0}),
+                      -1);
+    ck_assert_msg (strstr (store_error (store), "backfill"), "%s", store_error (store));
+    store_test_fault (store, 0, 0);
+    char err[512];
+    store_commit (store, err, sizeof err);
+    ck_assert_int_eq (s_count (store, STORE_SKIPPED), 3);
+    ck_assert_int_eq (s_count_kind (store, "pair"), 6);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (settings_are_set_replaced_and_removed_with_an_event_each)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    ck_assert_int_eq (store_setting_set (store, 0, "rate", "10", 2 * T_MS), 0);
+    ck_assert_int_eq (store_setting_set (store, run1, "policy", "latest", 3 * T_MS), 0);
+    ck_assert_int_eq (store_setting_set (store, run1, "paused", "1", 4 * T_MS), 0);
+    ck_assert_int_eq (store_setting_set (store, 0, "rate", "20", 5 * T_MS), 0);
+    ck_assert_int_eq (store_setting_set (store, run1, "paused", NULL, 6 * T_MS), 0);
+    ck_assert_int_eq (store_setting_set (store, run1, "nothing", NULL, 7 * T_MS), 0);
+    s_commit (store);
+
+    s_settings_t settings = {0};
+    ck_assert_int_eq (store_settings (store, s_setting_fn, &settings), 2);
+    ck_assert_str_eq (settings.line[0], "0 rate=20");
+    ck_assert_str_eq (settings.line[1], "1 policy=latest");
+    s_events_t *events = s_events (store, 0, 0);
+    const char *payloads[] = {"rate=10", "policy=latest", "paused=1", "rate=20", "paused"};
+    const int64_t scopes[] = {0, run1, run1, 0, run1};
+    int k = events->n - 5;
+    ck_assert_int_eq (s_count_kind (store, "setting"), 5);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_str_eq (events->kind[k + i], "setting");
+        ck_assert_str_eq (events->payload[k + i], payloads[i]);
+        ck_assert_int_eq (events->experiment[k + i], scopes[i]);
+        ck_assert_int_eq (events->ts[k + i], (2 + i) * T_MS);
+    }
+    store_destroy (&store);
+}
+END_TEST
+
+// Adds a setting of experiment 5 when it is given the first one.
+static int
+s_add_setting_fn (void *arg, int64_t experiment, const char *key, const char *value)
+{
+    (void) value;
+    store_t *store = arg;
+    if (experiment == 0 && strcmp (key, "k000") == 0)
+        ck_assert_int_eq (store_setting_set (store, 5, "added", "1", 9), 0);
+    return 0;
+}
+
+START_TEST (settings_are_listed_in_batches_that_fn_may_write_between)
+{
+    store_t *store = s_open ();
+    for (int i = 0; i < 300; i++) {
+        char key[16];
+        snprintf (key, sizeof key, "k%03d", i);
+        ck_assert_int_eq (store_setting_set (store, 0, key, "v", 2), 0);
+    }
+    // The one added sorts after those listed already, so it is listed too.
+    ck_assert_int_eq (store_settings (store, s_add_setting_fn, store), 301);
+    ck_assert_int_eq (s_count_kind (store, "setting"), 301);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (files_of_lists_an_experiments_files_in_arrival_order)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    int is_new;
+    for (int i = 0; i < 300; i++) {
+        char name[32];
+        snprintf (name, sizeof name, "f%03d.tif", i);
+        int64_t experiment = i % 2 ? run2 : run1;
+        ck_assert_int_gt (store_file_add (store, experiment, name, 1000 + i, 10 * i, 10 * i + 5,
+                                          &is_new),
+                          0);
+    }
+    s_files_t *files = s_files_of (store, run2);
+    ck_assert_int_eq (files->n, 150);
+    ck_assert_str_eq (files->name[0], "f001.tif");
+    ck_assert_int_eq (files->size[0], 1001);
+    ck_assert_int_eq (files->mtime[0], 10);
+    ck_assert_int_eq (files->seen[0], 15);
+    ck_assert_str_eq (files->name[149], "f299.tif");
+    for (int k = 1; k < files->n; k++)
+        ck_assert_int_gt (files->file[k], files->file[k - 1]);
+    ck_assert_int_eq (s_files_of (store, run1)->n, 150);
+    ck_assert_int_eq (s_files_of (store, 42)->n, 0);
+    store_destroy (&store);
+}
+END_TEST
+
+typedef struct {
+    int n;
+    store_t *store;  // if set, fn tries to write to it
+    int write_refused;
+    store_result_info_t result[8];
+    char stem[8][32], agent[8][32], path[8][64];
+    unsigned char field[8][16];
+} s_results_t;
+
+static int
+s_result_fn (void *arg, const store_result_info_t *result)
+{
+    s_results_t *results = arg;
+    ck_assert_int_lt (results->n, 8);
+    int k = results->n++;
+    results->result[k] = *result;
+    snprintf (results->stem[k], 32, "%s", result->stem);
+    snprintf (results->agent[k], 32, "%s", result->agent);
+    snprintf (results->path[k], 64, "%s", result->path);
+    if (result->field && result->field_size <= 16)
+        memcpy (results->field[k], result->field, result->field_size);
+    if (results->store)
+        results->write_refused += store_event (results->store, "note", 0, 0, "x", 1) < 0;
+    return 0;
+}
+
+START_TEST (results_of_gives_each_result_with_its_field_and_times)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    int64_t p[3];
+    for (int i = 0; i < 3; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        p[i] = s_pair (store, run1, stem, (i + 2) * T_MS);
+    }
+    int64_t q = s_pair (store, run2, "g000", 9 * T_MS);
+    const unsigned char field[12] = "vectors\0here";
+    int recorded;
+    // p[0]: requeued, then its first attempt answers: the result's
+    // dispatch time is that attempt's.
+    ck_assert_int_eq (store_pair_dispatch (store, p[0], "agent-a", 11 * T_MS), 1);
+    ck_assert_int_eq (store_pair_requeue (store, p[0], "agent lost", 12 * T_MS), 0);
+    ck_assert_int_eq (store_pair_dispatch (store, p[0], "agent-b", 13 * T_MS), 2);
+    store_result_t result = s_result (field, sizeof field);
+    ck_assert_int_eq (store_pair_result (store, p[0], 1, "agent-a", &result, 20 * T_MS, &recorded),
+                      0);
+    // p[2]: a result without its field.
+    store_set_fields (store, 0);
+    s_dispatch (store, p[2], "agent-b");
+    result.mean_u = 1.5;
+    ck_assert_int_eq (store_pair_result (store, p[2], 1, "agent-b", &result, 21 * T_MS, &recorded),
+                      0);
+    s_dispatch (store, q, "agent-b");
+    ck_assert_int_eq (store_pair_result (store, q, 1, "agent-b", &result, 22 * T_MS, &recorded),
+                      0);
+    s_commit (store);
+
+    s_results_t results = {.store = store};
+    ck_assert_int_eq (store_results_of (store, run1, s_result_fn, &results), 2);
+    ck_assert_int_eq (results.write_refused, 2);
+    ck_assert_msg (strstr (store_error (store), "store_results_of"), "%s", store_error (store));
+    store_result_info_t *r = &results.result[0];
+    ck_assert_int_eq (r->pair, p[0]);
+    ck_assert_str_eq (results.stem[0], "f000");
+    ck_assert_int_eq (r->attempt, 1);
+    ck_assert_str_eq (results.agent[0], "agent-a");
+    ck_assert_double_eq (r->mean_u, 0.5);
+    ck_assert_double_eq (r->mean_v, -0.25);
+    ck_assert_double_eq (r->valid_fraction, 0.98);
+    ck_assert_int_eq (r->nx, 63);
+    ck_assert_int_eq (r->compute_ns, 40 * T_MS);
+    ck_assert_str_eq (results.path[0], "/r/x.txt");
+    ck_assert_uint_eq (r->field_size, sizeof field);
+    ck_assert_mem_eq (results.field[0], field, sizeof field);
+    ck_assert_int_eq (r->closed_ns, 1 * T_MS);  // f000_b.tif's mtime
+    ck_assert_int_eq (r->dispatched_ns, 11 * T_MS);
+    ck_assert_int_eq (r->recorded_ns, 20 * T_MS);
+    r = &results.result[1];
+    ck_assert_int_eq (r->pair, p[2]);
+    ck_assert_double_eq (r->mean_u, 1.5);
+    ck_assert_ptr_null (r->field);
+    ck_assert_uint_eq (r->field_size, 0);
+    ck_assert_int_eq (r->closed_ns, 3 * T_MS);
+    ck_assert_int_eq (r->dispatched_ns, 10 * T_MS);
+    // Writes work again once the listing is over.
+    ck_assert_int_gt (store_event (store, "note", 0, 0, "after", 23 * T_MS), 0);
+
+    s_results_t other = {0};
+    ck_assert_int_eq (store_results_of (store, run2, s_result_fn, &other), 1);
+    ck_assert_str_eq (other.stem[0], "g000");
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (events_of_kind_lists_one_kind_of_one_experiment)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t run2 = s_experiment (store, "run2");
+    for (int i = 0; i < 600; i++) {
+        char payload[32];
+        snprintf (payload, sizeof payload, "{\"n\": %d}", i);
+        ck_assert_int_gt (store_event (store, i % 3 ? "feedback" : "note", i % 2 ? run2 : run1, 0,
+                                       payload, 100 + i),
+                          0);
+    }
+    s_events_t *events = s_events_of_kind (store, run1, "feedback");
+    ck_assert_int_eq (events->n, 200);
+    ck_assert_str_eq (events->payload[0], "{\"n\": 2}");
+    ck_assert_int_eq (events->ts[0], 102);
+    ck_assert_int_eq (events->experiment[0], run1);
+    ck_assert_str_eq (events->kind[0], "feedback");
+    for (int k = 1; k < events->n; k++) {
+        ck_assert_int_gt (events->id[k], events->id[k - 1]);
+        ck_assert_int_eq (events->experiment[k], run1);
+        ck_assert_str_eq (events->kind[k], "feedback");
+    }
+    ck_assert_int_eq (s_events_of_kind (store, run2, "note")->n, 100);
+    ck_assert_int_eq (s_events_of_kind (store, 0, "feedback")->n, 400);
+    ck_assert_int_eq (s_events_of_kind (store, run1, "result")->n, 0);
+    store_destroy (&store);
+}
+END_TEST
+
+// Adds and commits a pair through the writer in arg for each pair listed.
+static int
+s_writer_adds_fn (void *arg, const store_pair_info_t *pair)
+{
+    store_t *writer = arg;
+    char stem[32];
+    snprintf (stem, sizeof stem, "new-%s", pair->stem);
+    s_pair (writer, 1, stem, 50 * T_MS);
+    s_commit (writer);
+    return 0;
+}
+
+static int
+s_writer_records_fn (void *arg, const store_result_info_t *result)
+{
+    store_t *writer = arg;
+    (void) result;
+    int64_t pair = s_pair (writer, 1, "during-results", 51 * T_MS);
+    s_dispatch (writer, pair, "agent-a");
+    store_result_t more = s_result (NULL, 0);
+    int recorded;
+    ck_assert_int_eq (store_pair_result (writer, pair, 1, "agent-a", &more, 52 * T_MS, &recorded),
+                      0);
+    s_commit (writer);
+    return 0;
+}
+
+START_TEST (a_reader_lists_while_a_writer_adds_rows)
+{
+    store_t *writer = s_open ();
+    int64_t run1 = s_experiment (writer, "run1");
+    ck_assert_int_eq (run1, 1);
+    for (int i = 0; i < 300; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        int64_t pair = s_pair (writer, run1, stem, 2 * T_MS);
+        if (i == 0) {
+            s_dispatch (writer, pair, "agent-a");
+            store_result_t result = s_result (NULL, 0);
+            int recorded;
+            ck_assert_int_eq (store_pair_result (writer, pair, 1, "agent-a", &result, 3 * T_MS,
+                                                 &recorded),
+                              0);
+        }
+    }
+    ck_assert_int_eq (store_setting_set (writer, 0, "rate", "5", 4 * T_MS), 0);
+    s_commit (writer);
+    s_experiment (writer, "uncommitted");
+
+    char err[512] = "";
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    store_experiment_t found;
+    ck_assert_int_eq (store_experiment_find (reader, "run1", &found), 1);
+    ck_assert_int_eq (store_experiment_find (reader, "uncommitted", &found), 0);
+    ck_assert_int_eq (store_experiments (reader, s_experiment_fn, &(s_experiments_t) {0}), 1);
+    s_settings_t settings = {0};
+    ck_assert_int_eq (store_settings (reader, s_setting_fn, &settings), 1);
+    ck_assert_str_eq (settings.line[0], "0 rate=5");
+    ck_assert_int_eq (s_files_of (reader, run1)->n, 600);
+    ck_assert_int_eq (s_events_of_kind (reader, run1, "pair")->n, 300);
+
+    // The writer commits while the reader's listings run: a listing gives
+    // what was there when it began, the next one the rest.
+    s_commit (writer);
+    ck_assert_int_eq (store_pairs_of (reader, run1, -1, 0, 0, s_writer_adds_fn, writer), 300);
+    ck_assert_int_eq (s_pairs_of (reader, run1, -1, 0, 0)->n, 600);
+    ck_assert_int_eq (store_results_of (reader, run1, s_writer_records_fn, writer), 1);
+    s_results_t results = {0};
+    ck_assert_int_eq (store_results_of (reader, run1, s_result_fn, &results), 2);
+    ck_assert_str_eq (results.stem[1], "during-results");
+    ck_assert_int_eq (store_experiments (reader, s_experiment_fn, &(s_experiments_t) {0}), 2);
+
+    // Only reads: a write through the reader is refused.
+    ck_assert_int_eq (store_pair_skip (reader, 2, 5), -1);
+    ck_assert_int_eq (store_setting_set (reader, 0, "rate", "6", 5), -1);
+    ck_assert_int_eq (store_experiment_create (reader, "x", NULL, NULL, 5), -1);
+    ck_assert_msg (strstr (store_error (reader), "read-only"), "%s", store_error (reader));
+    store_destroy (&reader);
+    store_destroy (&writer);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1188,6 +2086,7 @@ s_suite (void)
     tcase_add_test (open, refuses_a_corrupted_database);
     tcase_add_test (open, refuses_a_database_from_a_newer_schema);
     tcase_add_test (open, refuses_an_sqlite_database_of_another_application);
+    tcase_add_test (open, a_version_1_database_is_upgraded_in_place_keeping_its_data);
     suite_add_tcase (suite, open);
 
     TCase *pairs = tcase_create ("pairs");
@@ -1224,6 +2123,22 @@ s_suite (void)
     tcase_add_test (log, store_uncommitted_counts_writes_since_the_last_commit);
     tcase_add_test (log, a_listing_callback_may_write_to_the_store);
     suite_add_tcase (suite, log);
+
+    TCase *run = tcase_create ("operating a run");
+    tcase_add_checked_fixture (run, s_setup, s_teardown);
+    tcase_add_test (run, an_experiment_is_created_once_with_its_source_and_settings);
+    tcase_add_test (run, pairs_of_lists_an_experiments_pairs_with_their_times);
+    tcase_add_test (run, pairs_of_reads_every_batch_up_to_its_limit);
+    tcase_add_test (run, retry_moves_failed_pairs_back_with_attempts_counted_afresh);
+    tcase_add_test (run, only_a_pending_pair_is_skipped_and_backfill_queues_it_again);
+    tcase_add_test (run, a_retry_that_fails_midway_moves_nothing);
+    tcase_add_test (run, settings_are_set_replaced_and_removed_with_an_event_each);
+    tcase_add_test (run, settings_are_listed_in_batches_that_fn_may_write_between);
+    tcase_add_test (run, files_of_lists_an_experiments_files_in_arrival_order);
+    tcase_add_test (run, results_of_gives_each_result_with_its_field_and_times);
+    tcase_add_test (run, events_of_kind_lists_one_kind_of_one_experiment);
+    tcase_add_test (run, a_reader_lists_while_a_writer_adds_rows);
+    suite_add_tcase (suite, run);
     return suite;
 }
 

@@ -1,6 +1,7 @@
 // testutil.c — shared helpers of the Check suites; see testutil.h.
 
 #include "tests/testutil.h"
+#include "store/store.h"
 
 #include <check.h>
 #include <errno.h>
@@ -202,4 +203,156 @@ tu_alive (int pid)
 {
     int status;
     return pid > 0 && waitpid (pid, &status, WNOHANG) == 0;
+}
+
+// ---------------------------------------------------------------------------
+// A farm
+
+void
+tu_farm_init (tu_farm_t *farm)
+{
+    memset (farm, 0, sizeof *farm);
+    farm->dir = strdup (tu_tmpdir ());
+    ck_assert (farm->dir != NULL);
+    mkdir (tu_path (farm->dir, "data"), 0755);
+    mkdir (tu_path (farm->dir, "data/exp1"), 0755);
+    mkdir (tu_path (farm->dir, "src"), 0755);
+    tu_farm_conf (farm, "piv", 1, "32,16", "");
+}
+
+void
+tu_farm_release (tu_farm_t *farm)
+{
+    for (int i = 0; i < 4; i++)
+        tu_stop (farm->others[i], SIGKILL, 5);
+    tu_stop (farm->watcher, SIGKILL, 5);
+    for (int i = 0; i < 4; i++)
+        tu_stop (farm->agents[i], SIGKILL, 5);
+    tu_stop (farm->broker, SIGKILL, 5);
+    tu_rmtree (farm->dir);
+    free ((char *) farm->dir);
+    memset (farm, 0, sizeof *farm);
+}
+
+void
+tu_farm_conf (tu_farm_t *farm, const char *processor, int threads, const char *passes,
+              const char *extra)
+{
+    const char *d = farm->dir;
+    char text[8192];
+    snprintf (text, sizeof text,
+              "broker\n"
+              "    ingest = ipc://%s/ingest\n"
+              "    work = ipc://%s/work\n"
+              "    control = ipc://%s/control\n"
+              "    publish = ipc://%s/publish\n"
+              "    store = ./farm.db\n"
+              "    heartbeat_ms = 200\n"
+              "    liveness = 3\n"
+              "watcher\n"
+              "    root = ./data\n"
+              "    resend_ms = 100\n"
+              "agent\n"
+              "    threads = %d\n"
+              "    results = ./results\n"
+              "    processor = %s\n"
+              "%s"
+              "piv\n"
+              "    passes = %s\n"
+              "    iterations = 1\n",
+              d, d, d, d, threads, processor, extra, passes);
+    snprintf (farm->conf, sizeof farm->conf, "%s", tu_path (d, "pivfarm.conf"));
+    tu_spit (farm->conf, text, strlen (text));
+}
+
+int
+tu_farm_start (tu_farm_t *farm, const char *program, const char *log, const char *extra1,
+               const char *extra2)
+{
+    char *argv[] = {(char *) tu_bin (program), "-c", farm->conf, (char *) extra1,
+                    (char *) extra2, NULL};
+    return tu_spawn (argv, tu_path (farm->dir, log));
+}
+
+void
+tu_farm_start_broker (tu_farm_t *farm)
+{
+    farm->broker = tu_farm_start (farm, "pivfarm-broker", "broker.log", NULL, NULL);
+    for (int i = 0; i < 100 && access (tu_path (farm->dir, "farm.db"), F_OK) != 0; i++)
+        usleep (50000);
+    ck_assert_msg (tu_alive (farm->broker), "the broker did not start (see broker.log)");
+}
+
+void
+tu_farm_render (tu_farm_t *farm, int n, const char *prefix)
+{
+    char count[16], out[4096];
+    snprintf (count, sizeof count, "%d", n);
+    snprintf (out, sizeof out, "%s/src/%s", farm->dir, prefix);
+    char *argv[] = {(char *) tu_bin ("pivfarm-synth"), "--size", "256x256", "--count", count,
+                    "-o", out, NULL};
+    char log[4096];
+    ck_assert_msg (tu_run (argv, log, sizeof log, 60) == 0, "%s", log);
+}
+
+void
+tu_farm_land (tu_farm_t *farm, const char *prefix, int first, int last, int gap_us)
+{
+    for (int i = first; i <= last; i++) {
+        for (int side = 0; side < 2; side++) {
+            char name[256], from[4096], tmp[4096], to[4096];
+            snprintf (name, sizeof name, "%s_%04d_%c.tif", prefix, i, side ? 'b' : 'a');
+            snprintf (from, sizeof from, "%s/src/%s", farm->dir, name);
+            snprintf (to, sizeof to, "%s/data/exp1/%s", farm->dir, name);
+            snprintf (tmp, sizeof tmp, "%s/data/exp1/.%s.part", farm->dir, name);
+            size_t len;
+            char *bytes = tu_slurp (from, &len);
+            ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
+            tu_spit (i % 2 ? to : tmp, bytes, len);
+            free (bytes);
+            if (i % 2 == 0)
+                ck_assert (rename (tmp, to) == 0);
+        }
+        if (gap_us > 0 && i < last)
+            usleep ((useconds_t) gap_us);
+    }
+}
+
+static int
+s_count_cb (void *arg, const store_counts_t *c)
+{
+    tu_counts_t *out = arg;
+    if (strcmp (c->name, "exp1") == 0)
+        *out = (tu_counts_t) {c->files,
+                              c->pairs[STORE_PENDING],
+                              c->pairs[STORE_DISPATCHED],
+                              c->pairs[STORE_DONE],
+                              c->pairs[STORE_FAILED],
+                              c->pairs[STORE_SKIPPED]};
+    return 0;
+}
+
+tu_counts_t
+tu_farm_counts (tu_farm_t *farm)
+{
+    tu_counts_t c = {-1, -1, -1, -1, -1, -1};
+    char err[512];
+    store_t *store = store_open_readonly (tu_path (farm->dir, "farm.db"), err, sizeof err);
+    if (store) {
+        c = (tu_counts_t) {0, 0, 0, 0, 0, 0};
+        store_counts (store, s_count_cb, &c);
+        store_destroy (&store);
+    }
+    return c;
+}
+
+tu_counts_t
+tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s)
+{
+    tu_counts_t c = tu_farm_counts (farm);
+    for (int i = 0; i < timeout_s * 10 && (c.done < done || c.pending || c.dispatched); i++) {
+        usleep (100000);
+        c = tu_farm_counts (farm);
+    }
+    return c;
 }

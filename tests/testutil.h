@@ -6,6 +6,7 @@
 #define TESTS_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 // Makes a new empty directory under $TMPDIR (or /tmp) and returns its path
 // (static storage, valid until the next call). Aborts the test on failure.
@@ -37,5 +38,48 @@ int tu_spawn (char *const argv[], const char *log);
 int tu_stop (int pid, int sig, int timeout_s);
 // 1 while pid runs (not exited, not a zombie: reaps it if it has exited).
 int tu_alive (int pid);
+
+// A farm for the integration suites: the real programs in a temporary
+// directory on ipc:// sockets, the camera files landing in data/exp1.
+typedef struct {
+    const char *dir;    // the directory (malloc'd)
+    char conf[4096];    // its configuration file
+    int broker;         // pids, 0 when not running: tu_farm_release kills them
+    int watcher;
+    int agents[4];
+    int others[4];      // anything else the test started
+} tu_farm_t;
+
+// Pair counts of 'exp1' as the store says (read-only); -1 where the store
+// cannot be read yet.
+typedef struct {
+    int64_t files, pending, dispatched, done, failed, skipped;
+} tu_counts_t;
+
+// A new farm directory (data/exp1/, src/) and its configuration: processor
+// piv, one thread, passes 32,16.
+void tu_farm_init (tu_farm_t *farm);
+// SIGKILLs every process of the farm, removes its directory.
+void tu_farm_release (tu_farm_t *farm);
+// Writes the configuration: the agent's processor and threads, the PIV
+// passes (one iteration), 'extra' (may be "") appended to the agent section.
+void tu_farm_conf (tu_farm_t *farm, const char *processor, int threads, const char *passes,
+                   const char *extra);
+// Starts bin/<program> -c conf [extra1 [extra2]], output into <dir>/<log>.
+int tu_farm_start (tu_farm_t *farm, const char *program, const char *log, const char *extra1,
+                   const char *extra2);
+// Starts the broker and waits until its store exists.
+void tu_farm_start_broker (tu_farm_t *farm);
+// Renders n synthetic pairs (the default uniform 3.3, -1.7 px, 256 x 256)
+// as src/<prefix>_<i>_{a,b}.tif.
+void tu_farm_render (tu_farm_t *farm, int n, const char *prefix);
+// Copies the pairs first .. last of src/ into data/exp1 as a camera PC does
+// (every other file under a temporary name, then renamed), gap_us between
+// pairs.
+void tu_farm_land (tu_farm_t *farm, const char *prefix, int first, int last, int gap_us);
+tu_counts_t tu_farm_counts (tu_farm_t *farm);
+// Waits until 'done' pairs of exp1 are done and none is pending or out (at
+// most timeout_s); returns the counts.
+tu_counts_t tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s);
 
 #endif

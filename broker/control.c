@@ -1,0 +1,1203 @@
+// control.c — the broker's control socket (doc/control.md): status and
+// listings, rate, policy, pause, retry, backfill, feedback, replay. Every
+// change is a setting or event in the store, committed before the reply.
+
+#include "broker/internal.h"
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// A replay feeding an experiment: the recorded file events (or feedback
+// messages) of another, re-emitted at their original pace over 'speed'.
+typedef struct {
+    char *name;         // file name, or NULL for a feedback message
+    int64_t size;       // file size
+    int64_t mtime_ns;   // file time
+    char *payload;      // the feedback message
+    int64_t at_ns;      // its time after the first one
+} s_item_t;
+
+struct _replay_t {
+    broker_t *broker;   // owner
+    exp_t *exp;         // the experiment it feeds
+    char *of;           // the experiment it replays
+    double speed;       // pace divisor; 0: all at once
+    int feedback_only;  // re-publishes feedback, computes nothing
+    s_item_t *items;    // what it re-emits, in order
+    size_t total, next; // how many, and the next to go
+    int64_t start_ns;   // when it started
+    int timer;          // its one-shot timer, or -1
+};
+
+#define LIST_DEFAULT 1000  // rows of 'pairs' and 'log' by default
+#define LIST_MAX 10000     // and at most
+
+// ---------------------------------------------------------------------------
+// A JSON text growing as it is written
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+    int failed;  // no memory: the text is incomplete
+} s_text_t;
+
+static void
+s_put (s_text_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_put (s_text_t *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start (ap, fmt);
+        size_t room = t->cap - t->len;
+        int n = t->data ? vsnprintf (t->data + t->len, room, fmt, ap) : -1;
+        va_end (ap);
+        if (n >= 0 && (size_t) n < room) {
+            t->len += (size_t) n;
+            return;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        while (n >= 0 && cap - t->len <= (size_t) n)
+            cap *= 2;
+        char *data = realloc (t->data, cap);
+        if (!data) {
+            t->failed = 1;
+            return;
+        }
+        t->data = data;
+        t->cap = cap;
+    }
+}
+
+// A JSON string: quotes, backslashes and control characters escaped.
+static void
+s_put_string (s_text_t *t, const char *text)
+{
+    s_put (t, "\"");
+    for (const unsigned char *c = (const unsigned char *) (text ? text : ""); *c; c++) {
+        if (*c == '"' || *c == '\\')
+            s_put (t, "\\%c", *c);
+        else if (*c < 0x20)
+            s_put (t, "\\u%04x", *c);
+        else
+            s_put (t, "%c", *c);
+    }
+    s_put (t, "\"");
+}
+
+// A number, or null when it is not finite.
+static void
+s_put_number (s_text_t *t, double x)
+{
+    if (isfinite (x))
+        s_put (t, "%.6g", x);
+    else
+        s_put (t, "null");
+}
+
+// ---------------------------------------------------------------------------
+// A command: its words, its options, its answer
+
+typedef struct {
+    broker_t *self;
+    int argc;            // words after the options are taken out
+    char **argv;
+    const char *experiment;  // -e EXP
+    const char *state;       // --state S
+    long limit;              // --limit N
+    long long after;         // --after ID
+    const char *as;          // --as NAME
+    const char *speed;       // --speed X|max
+    const char *passes, *overlap, *iterations, *deform;
+    int feedback_only;       // --feedback-only
+    unsigned given;          // options seen, a bit each (S_OPT_*)
+    uint32_t status;         // the reply
+    s_text_t body;
+} s_cmd_t;
+
+enum {
+    S_OPT_EXP = 1 << 0,
+    S_OPT_STATE = 1 << 1,
+    S_OPT_LIMIT = 1 << 2,
+    S_OPT_AFTER = 1 << 3,
+    S_OPT_AS = 1 << 4,
+    S_OPT_SPEED = 1 << 5,
+    S_OPT_PIV = 1 << 6,
+    S_OPT_FEEDBACK_ONLY = 1 << 7,
+};
+
+// Sets the reply to an error line.
+static int
+s_refuse (s_cmd_t *cmd, uint32_t status, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+
+static int
+s_refuse (s_cmd_t *cmd, uint32_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    char line[1024];
+    vsnprintf (line, sizeof line, fmt, ap);
+    va_end (ap);
+    cmd->status = status;
+    cmd->body.len = 0;
+    s_put (&cmd->body, "%s", line);
+    return -1;
+}
+
+static int
+s_parse_options (s_cmd_t *cmd, int argc, char **argv)
+{
+    static const struct option options[] = {{"experiment", required_argument, NULL, 'e'},
+                                             {"state", required_argument, NULL, 's'},
+                                             {"limit", required_argument, NULL, 'l'},
+                                             {"after", required_argument, NULL, 'a'},
+                                             {"as", required_argument, NULL, 'A'},
+                                             {"speed", required_argument, NULL, 'S'},
+                                             {"passes", required_argument, NULL, 'p'},
+                                             {"overlap", required_argument, NULL, 'o'},
+                                             {"iterations", required_argument, NULL, 'i'},
+                                             {"deform", required_argument, NULL, 'd'},
+                                             {"feedback-only", no_argument, NULL, 'F'},
+                                             {NULL, 0, NULL, 0}};
+    // The options whose value is kept as it is: where, and their bit.
+    static const struct {
+        int opt;
+        size_t offset;
+        unsigned bit;
+    } text_options[] = {{'e', offsetof (s_cmd_t, experiment), S_OPT_EXP},
+                        {'s', offsetof (s_cmd_t, state), S_OPT_STATE},
+                        {'A', offsetof (s_cmd_t, as), S_OPT_AS},
+                        {'S', offsetof (s_cmd_t, speed), S_OPT_SPEED},
+                        {'p', offsetof (s_cmd_t, passes), S_OPT_PIV},
+                        {'o', offsetof (s_cmd_t, overlap), S_OPT_PIV},
+                        {'i', offsetof (s_cmd_t, iterations), S_OPT_PIV},
+                        {'d', offsetof (s_cmd_t, deform), S_OPT_PIV}};
+    cmd->limit = LIST_DEFAULT;
+    optind = 0;  // GNU: start afresh
+    opterr = 0;
+    int opt;
+    char *end;
+    // '-' first: words that are no options stay in order (returned as 1);
+    // getopt starts after argv[0], the command, which stays first.
+    int words = 1;
+    char **kept = argv;
+    while ((opt = getopt_long (argc, argv, "-:e:", options, NULL)) != -1) {
+        switch (opt) {
+        case 1:
+            kept[words++] = optarg;
+            break;
+        case 'e':
+        case 's':
+        case 'A':
+        case 'S':
+        case 'p':
+        case 'o':
+        case 'i':
+        case 'd':
+            for (size_t i = 0; i < sizeof text_options / sizeof text_options[0]; i++)
+                if (text_options[i].opt == opt) {
+                    *(const char **) ((char *) cmd + text_options[i].offset) = optarg;
+                    cmd->given |= text_options[i].bit;
+                }
+            break;
+        case 'l':
+            cmd->limit = strtol (optarg, &end, 10);
+            if (*end || end == optarg || cmd->limit < 1 || cmd->limit > LIST_MAX)
+                return s_refuse (cmd, 400, "bad --limit '%s': 1 to %d", optarg, LIST_MAX);
+            cmd->given |= S_OPT_LIMIT;
+            break;
+        case 'a':
+            cmd->after = strtoll (optarg, &end, 10);
+            if (*end || end == optarg || cmd->after < 0)
+                return s_refuse (cmd, 400, "bad --after '%s': an id, 0 or more", optarg);
+            cmd->given |= S_OPT_AFTER;
+            break;
+        case 'F':
+            cmd->feedback_only = 1, cmd->given |= S_OPT_FEEDBACK_ONLY;
+            break;
+        case ':':
+            return s_refuse (cmd, 400, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return s_refuse (cmd, 400, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    cmd->argc = words;
+    cmd->argv = kept;
+    return 0;
+}
+
+// Refuses options the command does not take, and a word count out of range.
+static int
+s_expect (s_cmd_t *cmd, unsigned options, int min_words, int max_words, const char *usage)
+{
+    if (cmd->given & ~options)
+        return s_refuse (cmd, 400, "'%s' takes no such option; usage: %s", cmd->argv[0], usage);
+    if (cmd->argc < min_words || cmd->argc > max_words)
+        return s_refuse (cmd, 400, "usage: %s", usage);
+    return 0;
+}
+
+// The experiment named, or NULL with a 404.
+static exp_t *
+s_find_experiment (s_cmd_t *cmd, const char *name)
+{
+    store_experiment_t found;
+    int rc = store_experiment_find (cmd->self->store, name, &found);
+    if (rc < 0) {
+        s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+        return NULL;
+    }
+    if (rc == 0) {
+        s_refuse (cmd, 404, "no experiment '%s'", name);
+        return NULL;
+    }
+    exp_t *exp = broker_experiment (cmd->self, name, util_time_ns ());
+    if (!exp)
+        s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+    return exp;
+}
+
+// The scope of -e EXP: its id, or 0 for the global default; -1 (refused)
+// for an unknown experiment.
+static int64_t
+s_scope (s_cmd_t *cmd, exp_t **exp_p)
+{
+    *exp_p = NULL;
+    if (!cmd->experiment)
+        return 0;
+    *exp_p = s_find_experiment (cmd, cmd->experiment);
+    return *exp_p ? (*exp_p)->id : -1;
+}
+
+static void
+s_put_scope (s_cmd_t *cmd, exp_t *exp)
+{
+    s_put (&cmd->body, "{\"scope\":");
+    s_put_string (&cmd->body, exp ? exp->name : "*");
+}
+
+// Commits a change before it is answered; a 500 if the store fails.
+static int
+s_commit (s_cmd_t *cmd)
+{
+    if (broker_commit (cmd->self) != 0)
+        return s_refuse (cmd, 500, "cannot commit the change: %s", store_error (cmd->self->store));
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// status, agents, experiments
+
+static int
+s_compare_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+static void
+s_put_latency (s_text_t *t, exp_t *exp)
+{
+    if (!exp || exp->latencies == 0) {
+        s_put (t, ",\"latency_median_ms\":null,\"latency_p99_ms\":null");
+        return;
+    }
+    double sorted[LATENCY_KEPT];
+    memcpy (sorted, exp->latency_ms, sizeof (double) * (size_t) exp->latencies);
+    qsort (sorted, (size_t) exp->latencies, sizeof (double), s_compare_double);
+    int n = exp->latencies;
+    double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    int p99 = (int) ceil (0.99 * n) - 1;
+    s_put (t, ",\"latency_median_ms\":%.3f,\"latency_p99_ms\":%.3f", median,
+           sorted[p99 < 0 ? 0 : p99]);
+}
+
+static void
+s_put_policy (s_text_t *t, broker_t *self, int64_t id)
+{
+    char policy[32];
+    // Both limits apply: the one in force is the lower (0 is no limit).
+    double rate = sched_rate (self->sched, id), global = sched_rate (self->sched, 0);
+    if (global > 0 && (rate <= 0 || global < rate))
+        rate = global;
+    s_put (t, ",\"policy\":\"%s\",\"rate_limit\":",
+           sched_policy_format (sched_policy (self->sched, id), policy, sizeof policy));
+    s_put_number (t, rate > 0 ? rate : NAN);
+    s_put (t, ",\"paused\":%s", sched_paused (self->sched, id) ? "true" : "false");
+}
+
+static int
+s_put_experiment (void *arg, const store_counts_t *c)
+{
+    s_cmd_t *cmd = arg;
+    broker_t *self = cmd->self;
+    s_text_t *t = &cmd->body;
+    int64_t now = util_time_ns ();
+    exp_t *exp = broker_experiment (self, c->name, now);
+    if (t->data[t->len - 1] == '}')
+        s_put (t, ",");
+    s_put (t, "{\"experiment\":");
+    s_put_string (t, c->name);
+    s_put (t, ",\"source\":");
+    s_put_string (t, exp ? exp->source : c->name);
+    s_put (t,
+           ",\"files\":%lld,\"pending\":%lld,\"dispatched\":%lld,\"done\":%lld,\"failed\":%lld,"
+           "\"skipped\":%lld",
+           (long long) c->files, (long long) c->pairs[STORE_PENDING],
+           (long long) c->pairs[STORE_DISPATCHED], (long long) c->pairs[STORE_DONE],
+           (long long) c->pairs[STORE_FAILED], (long long) c->pairs[STORE_SKIPPED]);
+    if (!exp) {
+        s_put (t, "}");
+        return 0;
+    }
+    s_put (t, ",\"queue\":%zu,\"arrivals_10s\":%.2f,\"rate_10s\":%.2f,\"rate_1m\":%.2f",
+           sched_size_of (self->sched, exp->id),
+           broker_rate (exp->arrivals, &exp->second, now, 10),
+           broker_rate (exp->results, &exp->second, now, 10),
+           broker_rate (exp->results, &exp->second, now, 59));
+    s_put_latency (t, exp);
+    s_put_policy (t, self, exp->id);
+    s_put (t, ",\"settings\":");
+    s_put_string (t, exp->settings);
+    s_put (t, ",\"feedback\":%s,\"replay\":",
+           (exp->feedback_own ? exp->feedback.enabled : self->feedback.enabled) ? "true"
+                                                                               : "false");
+    replay_t *r = exp->replay;
+    if (!r)
+        s_put (t, "null");
+    else {
+        s_put (t, "{\"of\":");
+        s_put_string (t, r->of);
+        s_put (t, ",\"speed\":");
+        s_put_number (t, r->speed > 0 ? r->speed : NAN);
+        s_put (t, ",\"sent\":%zu,\"total\":%zu,\"finished\":%s,\"feedback_only\":%s}", r->next,
+               r->total, r->next == r->total ? "true" : "false",
+               r->feedback_only ? "true" : "false");
+    }
+    s_put (t, "}");
+    return 0;
+}
+
+static void
+s_put_agents (s_cmd_t *cmd)
+{
+    broker_t *self = cmd->self;
+    int64_t now = util_time_ns ();
+    int64_t window = (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
+    s_put (&cmd->body, "\"agents\":[");
+    int first = 1;
+    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
+        s_put (&cmd->body, "%s{\"id\":", first ? "" : ",");
+        s_put_string (&cmd->body, a->id);
+        s_put (&cmd->body, ",\"host\":");
+        s_put_string (&cmd->body, a->host);
+        s_put (&cmd->body,
+               ",\"cores\":%d,\"credit\":%u,\"tasks\":%zu,\"done\":%lld,\"last_heartbeat_ms\":%lld}",
+               a->cores, a->credit, zlistx_size (a->tasks), (long long) a->done,
+               (long long) ((now - (a->expires_ns - window)) / 1000000));
+        first = 0;
+    }
+    s_put (&cmd->body, "]");
+}
+
+static int
+s_put_experiments (s_cmd_t *cmd)
+{
+    s_put (&cmd->body, "\"experiments\":[");
+    if (store_counts (cmd->self->store, s_put_experiment, cmd) < 0)
+        return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+    s_put (&cmd->body, "]");
+    return 0;
+}
+
+static int
+s_status (s_cmd_t *cmd)
+{
+    broker_t *self = cmd->self;
+    if (s_expect (cmd, 0, 1, 1, "status"))
+        return -1;
+    broker_commit (self);  // what the status says is committed
+    int64_t now = util_time_ns ();
+    s_put (&cmd->body,
+           "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
+           "\"rate_1m\":%.2f,\"store_ok\":%s",
+           (now - self->started_ns) / 1e9, sched_size (self->sched), (long long) self->results,
+           broker_rate (self->per_second, &self->second, now, 10),
+           broker_rate (self->per_second, &self->second, now, 59),
+           self->store_failed ? "false" : "true");
+    s_put_policy (&cmd->body, self, 0);
+    s_put (&cmd->body, ",");
+    if (s_put_experiments (cmd))
+        return -1;
+    s_put (&cmd->body, ",");
+    s_put_agents (cmd);
+    s_put (&cmd->body, "}");
+    return 0;
+}
+
+static int
+s_agents (s_cmd_t *cmd)
+{
+    if (s_expect (cmd, 0, 1, 1, "agents"))
+        return -1;
+    s_put (&cmd->body, "{");
+    s_put_agents (cmd);
+    s_put (&cmd->body, "}");
+    return 0;
+}
+
+static int
+s_experiments (s_cmd_t *cmd)
+{
+    if (s_expect (cmd, 0, 1, 1, "experiments"))
+        return -1;
+    broker_commit (cmd->self);
+    s_put (&cmd->body, "{");
+    if (s_put_experiments (cmd))
+        return -1;
+    s_put (&cmd->body, "}");
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// pairs, log
+
+static const char *s_states[] = {"pending", "dispatched", "done", "failed", "skipped"};
+
+typedef struct {
+    s_cmd_t *cmd;
+    long rows;
+} s_list_t;
+
+static int
+s_put_pair (void *arg, const store_pair_info_t *p)
+{
+    s_list_t *list = arg;
+    s_text_t *t = &list->cmd->body;
+    if (list->rows++ == list->cmd->limit)
+        return 1;
+    s_put (t, "%s{\"pair\":%lld,\"stem\":", list->rows > 1 ? "," : "", (long long) p->pair);
+    s_put_string (t, p->stem);
+    s_put (t, ",\"state\":\"%s\",\"attempts\":%d,\"agent\":",
+           p->state >= 0 && p->state <= 4 ? s_states[p->state] : "?", p->attempts);
+    s_put_string (t, p->agent);
+    s_put (t, ",\"error\":");
+    s_put_string (t, p->error);
+    s_put (t, ",\"created_ns\":%lld,\"dispatched_ns\":%lld,\"finished_ns\":%lld,\"latency_ms\":",
+           (long long) p->created_ns, (long long) p->dispatched_ns, (long long) p->finished_ns);
+    s_put_number (t, p->state == STORE_DONE && p->closed_ns > 0 && p->finished_ns > 0
+                         ? (p->finished_ns - p->closed_ns) / 1e6
+                         : NAN);
+    s_put (t, "}");
+    return 0;
+}
+
+static int
+s_pairs (s_cmd_t *cmd)
+{
+    const char *usage = "pairs EXP [--state S] [--limit N] [--after ID]";
+    if (s_expect (cmd, S_OPT_STATE | S_OPT_LIMIT | S_OPT_AFTER, 2, 2, usage))
+        return -1;
+    int state = -1;
+    if (cmd->state) {
+        for (int i = 0; i < 5; i++)
+            if (strcmp (cmd->state, s_states[i]) == 0)
+                state = i;
+        if (state < 0)
+            return s_refuse (cmd, 400,
+                             "unknown state '%s' (known: pending, dispatched, done, failed, "
+                             "skipped)",
+                             cmd->state);
+    }
+    broker_commit (cmd->self);
+    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    if (!exp)
+        return -1;
+    s_put (&cmd->body, "{\"experiment\":");
+    s_put_string (&cmd->body, exp->name);
+    s_put (&cmd->body, ",\"pairs\":[");
+    s_list_t list = {cmd, 0};
+    if (store_pairs_of (cmd->self->store, exp->id, state, cmd->after, (int) cmd->limit + 1,
+                        s_put_pair, &list)
+        < 0)
+        return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+    s_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
+    return 0;
+}
+
+static int
+s_put_event (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
+             int64_t pair, const char *payload)
+{
+    (void) experiment;
+    s_list_t *list = arg;
+    s_text_t *t = &list->cmd->body;
+    if (list->rows++ == list->cmd->limit)
+        return 1;
+    s_put (t, "%s{\"id\":%lld,\"ts_ns\":%lld,\"kind\":", list->rows > 1 ? "," : "",
+           (long long) id, (long long) ts_ns);
+    s_put_string (t, kind);
+    s_put (t, ",\"pair\":%lld,\"payload\":", (long long) pair);
+    s_put_string (t, payload);
+    s_put (t, "}");
+    return 0;
+}
+
+static int
+s_log (s_cmd_t *cmd)
+{
+    if (s_expect (cmd, S_OPT_LIMIT | S_OPT_AFTER, 2, 2, "log EXP [--after ID] [--limit N]"))
+        return -1;
+    broker_commit (cmd->self);
+    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    if (!exp)
+        return -1;
+    s_put (&cmd->body, "{\"experiment\":");
+    s_put_string (&cmd->body, exp->name);
+    s_put (&cmd->body, ",\"events\":[");
+    s_list_t list = {cmd, 0};
+    if (store_events (cmd->self->store, exp->id, cmd->after, s_put_event, &list) < 0)
+        return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+    s_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// rate, policy, pause, resume
+
+static int
+s_rate (s_cmd_t *cmd)
+{
+    const char *usage = "rate N|max [-e EXP]";
+    if (s_expect (cmd, S_OPT_EXP, 2, 2, usage))
+        return -1;
+    double rate = 0;
+    char *end;
+    if (strcmp (cmd->argv[1], "max") != 0) {
+        rate = strtod (cmd->argv[1], &end);
+        if (*end || end == cmd->argv[1] || !(rate >= 0.01 && rate <= 1e6))
+            return s_refuse (cmd, 400, "bad rate '%s': pairs per second from 0.01 to 1e6, or max",
+                             cmd->argv[1]);
+    }
+    exp_t *exp;
+    int64_t id = s_scope (cmd, &exp);
+    if (id < 0)
+        return -1;
+    if (store_setting_set (cmd->self->store, id, "rate", cmd->argv[1], util_time_ns ()) != 0)
+        return s_refuse (cmd, 500, "cannot record the rate: %s", store_error (cmd->self->store));
+    if (s_commit (cmd))
+        return -1;
+    sched_set_rate (cmd->self->sched, id, rate);
+    broker_dispatch (cmd->self);
+    s_put_scope (cmd, exp);
+    s_put (&cmd->body, ",\"rate_limit\":");
+    s_put_number (&cmd->body, rate > 0 ? rate : NAN);
+    s_put (&cmd->body, "}");
+    return 0;
+}
+
+static int
+s_policy (s_cmd_t *cmd)
+{
+    const char *usage = "policy all|latest|sample N [-e EXP]";
+    if (s_expect (cmd, S_OPT_EXP, 2, 3, usage))
+        return -1;
+    sched_policy_t policy;
+    char err[256], text[32];
+    if (sched_policy_parse (cmd->argc - 1, cmd->argv + 1, &policy, err, sizeof err) != 0)
+        return s_refuse (cmd, 400, "%s; usage: %s", err, usage);
+    exp_t *exp;
+    int64_t id = s_scope (cmd, &exp);
+    if (id < 0)
+        return -1;
+    sched_policy_format (policy, text, sizeof text);
+    if (store_setting_set (cmd->self->store, id, "policy", text, util_time_ns ()) != 0)
+        return s_refuse (cmd, 500, "cannot record the policy: %s", store_error (cmd->self->store));
+    if (s_commit (cmd))
+        return -1;
+    sched_set_policy (cmd->self->sched, id, policy);
+    broker_dispatch (cmd->self);
+    s_put_scope (cmd, exp);
+    s_put (&cmd->body, ",\"policy\":\"%s\"}", text);
+    return 0;
+}
+
+static int
+s_pause (s_cmd_t *cmd, int paused)
+{
+    if (s_expect (cmd, S_OPT_EXP, 1, 1, paused ? "pause [-e EXP]" : "resume [-e EXP]"))
+        return -1;
+    exp_t *exp;
+    int64_t id = s_scope (cmd, &exp);
+    if (id < 0)
+        return -1;
+    if (store_setting_set (cmd->self->store, id, "paused", paused ? "1" : NULL, util_time_ns ())
+        != 0)
+        return s_refuse (cmd, 500, "cannot record the pause: %s", store_error (cmd->self->store));
+    if (s_commit (cmd))
+        return -1;
+    sched_set_paused (cmd->self->sched, id, paused);
+    broker_dispatch (cmd->self);
+    s_put_scope (cmd, exp);
+    s_put (&cmd->body, ",\"paused\":%s}", paused ? "true" : "false");
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// retry, backfill
+
+static int
+s_requeue_one (void *arg, int64_t pair, const char *experiment, const char *stem,
+               const char *name_a, const char *name_b, int attempts)
+{
+    (void) attempts;
+    broker_t *self = arg;
+    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
+    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
+    if (!task)
+        return -1;
+    zlistx_add_end (self->fresh, task);
+    task->attempt = -1;  // not fresh: never sampled out
+    return 0;
+}
+
+static int
+s_reset (s_cmd_t *cmd, store_state_t from)
+{
+    if (s_expect (cmd, 0, 2, 2, from == STORE_FAILED ? "retry EXP" : "backfill EXP"))
+        return -1;
+    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    if (!exp)
+        return -1;
+    int moved = store_pairs_reset (cmd->self->store, exp->id, from, util_time_ns (),
+                                   s_requeue_one, cmd->self);
+    if (moved < 0)
+        return s_refuse (cmd, 500, "cannot move the pairs of '%s': %s", exp->name,
+                         store_error (cmd->self->store));
+    if (s_commit (cmd))
+        return -1;
+    s_put (&cmd->body, "{\"experiment\":");
+    s_put_string (&cmd->body, exp->name);
+    s_put (&cmd->body, ",\"moved\":%d}", moved);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// feedback
+
+static int
+s_put_feedback (s_cmd_t *cmd, exp_t *exp)
+{
+    broker_t *self = cmd->self;
+    const feedback_settings_t *fs = exp && exp->feedback_own ? &exp->feedback : &self->feedback;
+    feedback_pi_t none;
+    feedback_pi_reset (&none);
+    char json[2048];
+    if (feedback_settings_json (fs, exp ? &exp->pi : &none, json, sizeof json) < 0)
+        return s_refuse (cmd, 500, "feedback settings too long to show");
+    s_put_scope (cmd, exp);
+    s_put (&cmd->body, ",\"feedback\":%s}", json);
+    return 0;
+}
+
+// Records feedback settings: "enabled=0|1 key=value ...".
+static int
+s_save_feedback (s_cmd_t *cmd, int64_t id, const feedback_settings_t *fs)
+{
+    char text[1024];
+    if (feedback_settings_format (fs, text, sizeof text) < 0)
+        return s_refuse (cmd, 500, "feedback settings too long to record");
+    if (store_setting_set (cmd->self->store, id, "feedback", text, util_time_ns ()) != 0)
+        return s_refuse (cmd, 500, "cannot record the feedback settings: %s",
+                         store_error (cmd->self->store));
+    return s_commit (cmd);
+}
+
+static int
+s_feedback (s_cmd_t *cmd)
+{
+    const char *usage = "feedback show|on|off|set KEY=VALUE... [-e EXP]";
+    if (s_expect (cmd, S_OPT_EXP, 2, 40, usage))
+        return -1;
+    exp_t *exp;
+    int64_t id = s_scope (cmd, &exp);
+    if (id < 0)
+        return -1;
+    const char *what = cmd->argv[1];
+    if (strcmp (what, "show") == 0 && cmd->argc == 2)
+        return s_put_feedback (cmd, exp);
+    feedback_settings_t fs = exp && exp->feedback_own ? exp->feedback : cmd->self->feedback;
+    if ((strcmp (what, "on") == 0 || strcmp (what, "off") == 0) && cmd->argc == 2)
+        fs.enabled = strcmp (what, "on") == 0;
+    else if (strcmp (what, "set") == 0 && cmd->argc > 2) {
+        char err[512];
+        if (feedback_settings_apply (&fs, cmd->argc - 2, cmd->argv + 2, err, sizeof err) != 0)
+            return s_refuse (cmd, 400, "%s", err);
+    }
+    else
+        return s_refuse (cmd, 400, "usage: %s", usage);
+    if (s_save_feedback (cmd, id, &fs))
+        return -1;
+    if (exp) {
+        exp->feedback = fs;
+        exp->feedback_own = 1;
+    }
+    else
+        cmd->self->feedback = fs;
+    // 'on' starts afresh the controllers it turns on: the time it was off
+    // is no interval to integrate over.
+    if (strcmp (what, "on") == 0 && exp)
+        feedback_pi_reset (&exp->pi);
+    else if (strcmp (what, "on") == 0)
+        for (exp_t *e = zhashx_first (cmd->self->experiments); e;
+             e = zhashx_next (cmd->self->experiments))
+            if (!e->feedback_own)
+                feedback_pi_reset (&e->pi);
+    return s_put_feedback (cmd, exp);
+}
+
+// ---------------------------------------------------------------------------
+// replay
+
+void
+broker_replay_destroy (replay_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    replay_t *self = *self_p;
+    if (self->timer >= 0 && self->broker->loop)
+        zloop_timer_end (self->broker->loop, self->timer);
+    for (size_t i = 0; i < self->total; i++) {
+        free (self->items[i].name);
+        free (self->items[i].payload);
+    }
+    free (self->items);
+    free (self->of);
+    free (self);
+    *self_p = NULL;
+}
+
+// Sends what is due, then sleeps until the next item is.
+static int
+s_replay_tick (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) timer_id;
+    replay_t *r = arg;
+    broker_t *self = r->broker;
+    r->timer = -1;
+    int64_t now = util_time_ns ();
+    while (r->next < r->total) {
+        s_item_t *item = &r->items[r->next];
+        int64_t due = r->start_ns + (r->speed > 0 ? (int64_t) (item->at_ns / r->speed) : 0);
+        if (due > now)
+            break;
+        if (item->name) {
+            if (broker_file (self, r->exp, item->name, item->size, item->mtime_ns, now) != 0)
+                break;  // the store failed: try again at the next tick
+        }
+        else {
+            char topic[PATH_MAX];
+            snprintf (topic, sizeof topic, "feedback.%s", r->exp->name);
+            zstr_sendm (self->publish, topic);
+            zstr_send (self->publish, item->payload);
+        }
+        r->next++;
+    }
+    if (r->next == r->total) {
+        log_notice ("replay of '%s' as '%s': all %zu %s sent", r->of, r->exp->name, r->total,
+                    r->feedback_only ? "feedback messages" : "file events");
+        store_event (self->store, "replay", r->exp->id, 0, "finished", now);
+        return 0;
+    }
+    int64_t due = r->start_ns + (r->speed > 0 ? (int64_t) (r->items[r->next].at_ns / r->speed) : 0);
+    int64_t ms = (due - util_time_ns () + 999999) / 1000000;
+    r->timer = zloop_timer (loop, (size_t) (ms > 0 ? ms : 1), 1, s_replay_tick, r);
+    return 0;
+}
+
+static int
+s_add_item (replay_t *r, const char *name, int64_t size, int64_t mtime_ns, const char *payload,
+            int64_t t_ns)
+{
+    if ((r->total & (r->total - 1)) == 0) {  // 0, 1, 2, 4 ...: grow
+        s_item_t *items = realloc (r->items, sizeof (s_item_t) * (r->total ? 2 * r->total : 1));
+        if (!items)
+            return -1;
+        r->items = items;
+    }
+    s_item_t *item = &r->items[r->total];
+    *item = (s_item_t) {name ? strdup (name) : NULL, size, mtime_ns,
+                        payload ? strdup (payload) : NULL, t_ns};
+    if ((name && !item->name) || (payload && !item->payload))
+        return -1;
+    r->total++;
+    return 0;
+}
+
+static int
+s_replay_file (void *arg, int64_t file, const char *name, int64_t size, int64_t mtime_ns,
+               int64_t seen_ns)
+{
+    (void) file;
+    return s_add_item (arg, name, size, mtime_ns, NULL, seen_ns);
+}
+
+static int
+s_replay_feedback (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
+                   int64_t pair, const char *payload)
+{
+    (void) id, (void) kind, (void) experiment, (void) pair;
+    return s_add_item (arg, NULL, 0, 0, payload, ts_ns);
+}
+
+// The PIV settings of a replay: the replayed experiment's, with the options
+// given in their place. -1 (refused) for a bad value.
+static int
+s_replay_settings (s_cmd_t *cmd, const char *base, char *out, size_t size)
+{
+    char passes[64] = "", deform[32] = "";
+    int overlap = -1, iterations = -1;
+    sscanf (strstr (base, "passes=") ? strstr (base, "passes=") : "", "passes=%63s", passes);
+    sscanf (strstr (base, "deform=") ? strstr (base, "deform=") : "", "deform=%31s", deform);
+    sscanf (strstr (base, "overlap=") ? strstr (base, "overlap=") : "", "overlap=%d", &overlap);
+    sscanf (strstr (base, "iterations=") ? strstr (base, "iterations=") : "", "iterations=%d",
+            &iterations);
+    char *end;
+    if (cmd->passes) {
+        if (strlen (cmd->passes) >= sizeof passes || strspn (cmd->passes, "0123456789,") != strlen (cmd->passes)
+            || !*cmd->passes)
+            return s_refuse (cmd, 400, "bad --passes '%s': window sizes such as 64,32,16",
+                             cmd->passes);
+        snprintf (passes, sizeof passes, "%s", cmd->passes);
+    }
+    if (cmd->overlap) {
+        overlap = (int) strtol (cmd->overlap, &end, 10);
+        if (*end || end == cmd->overlap || overlap < 0 || overlap > 87)
+            return s_refuse (cmd, 400, "bad --overlap '%s': 0 to 87 (%%)", cmd->overlap);
+    }
+    if (cmd->iterations) {
+        iterations = (int) strtol (cmd->iterations, &end, 10);
+        if (*end || end == cmd->iterations || iterations < 1 || iterations > 10)
+            return s_refuse (cmd, 400, "bad --iterations '%s': 1 to 10", cmd->iterations);
+    }
+    if (cmd->deform) {
+        const char *known = " bspline5 bspline omoms bicubic bilinear offset ";
+        char word[40];
+        snprintf (word, sizeof word, " %.30s ", cmd->deform);
+        if (!strstr (known, word) || strchr (cmd->deform, ' '))
+            return s_refuse (cmd, 400,
+                             "bad --deform '%s' (known: bspline5, bspline, omoms, bicubic, "
+                             "bilinear, offset)",
+                             cmd->deform);
+        snprintf (deform, sizeof deform, "%s", cmd->deform);
+    }
+    snprintf (out, size, "passes=%s overlap=%d iterations=%d deform=%s", passes, overlap,
+              iterations, deform);
+    return 0;
+}
+
+static int
+s_replay (s_cmd_t *cmd)
+{
+    broker_t *self = cmd->self;
+    const char *usage = "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] "
+                        "[--iterations I] [--deform D] [--feedback-only]";
+    if (s_expect (cmd, S_OPT_AS | S_OPT_SPEED | S_OPT_PIV | S_OPT_FEEDBACK_ONLY, 2, 2, usage))
+        return -1;
+    double speed = 1;
+    char *end;
+    if (cmd->speed && strcmp (cmd->speed, "max") == 0)
+        speed = 0;
+    else if (cmd->speed) {
+        speed = strtod (cmd->speed, &end);
+        if (*end || end == cmd->speed || !(speed >= 0.01 && speed <= 1e6))
+            return s_refuse (cmd, 400, "bad --speed '%s': 0.01 to 1e6, or max", cmd->speed);
+    }
+    if (cmd->feedback_only && (cmd->given & S_OPT_PIV))
+        return s_refuse (cmd, 400, "--feedback-only computes nothing: PIV options make no sense");
+    exp_t *of = s_find_experiment (cmd, cmd->argv[1]);
+    if (!of)
+        return -1;
+    char name[PATH_MAX];
+    store_experiment_t found;
+    if (cmd->as) {
+        if (!*cmd->as || strchr (cmd->as, '/') || strlen (cmd->as) > 200)
+            return s_refuse (cmd, 400, "bad --as '%s': a name without '/'", cmd->as);
+        snprintf (name, sizeof name, "%s", cmd->as);
+        if (store_experiment_find (self->store, name, &found) != 0)
+            return s_refuse (cmd, 400, "experiment '%s' exists already: choose another --as",
+                             name);
+    }
+    else
+        for (int k = 1;; k++) {
+            snprintf (name, sizeof name, "%s.replay%d", of->name, k);
+            if (store_experiment_find (self->store, name, &found) == 0)
+                break;
+        }
+    char settings[512];
+    if (s_replay_settings (cmd, of->settings, settings, sizeof settings))
+        return -1;
+    replay_t *r = calloc (1, sizeof *r);
+    if (!r)
+        return s_refuse (cmd, 500, "no memory for a replay");
+    r->broker = self;
+    r->timer = -1;
+    r->speed = speed;
+    r->feedback_only = cmd->feedback_only;
+    r->of = strdup (of->name);
+    int rc = cmd->feedback_only
+                 ? store_events_of_kind (self->store, of->id, "feedback", s_replay_feedback, r)
+                 : store_files_of (self->store, of->id, s_replay_file, r);
+    if (rc < 0 || !r->of) {
+        broker_replay_destroy (&r);
+        return s_refuse (cmd, 500, "cannot read what '%s' recorded: %s", of->name,
+                         store_error (self->store));
+    }
+    for (size_t i = r->total; i-- > 0;)
+        r->items[i].at_ns -= r->items[0].at_ns;
+    int64_t now = util_time_ns ();
+    if (store_experiment_create (self->store, name, of->source,
+                                 strcmp (settings, self->settings) == 0 ? "" : settings, now)
+            < 0
+        || s_commit (cmd)) {
+        broker_replay_destroy (&r);
+        return cmd->status ? -1
+                           : s_refuse (cmd, 500, "cannot create '%s': %s", name,
+                                       store_error (self->store));
+    }
+    exp_t *exp = broker_experiment (self, name, now);
+    if (!exp) {
+        broker_replay_destroy (&r);
+        return s_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
+    }
+    r->exp = exp;
+    exp->replay = r;
+    r->start_ns = now;
+    log_notice ("replaying '%s' as '%s': %zu %s at speed %s", of->name, name, r->total,
+                r->feedback_only ? "feedback messages" : "file events",
+                cmd->speed ? cmd->speed : "1");
+    s_replay_tick (self->loop, -1, r);
+    s_put (&cmd->body, "{\"experiment\":");
+    s_put_string (&cmd->body, of->name);
+    s_put (&cmd->body, ",\"as\":");
+    s_put_string (&cmd->body, name);
+    s_put (&cmd->body, ",\"speed\":");
+    s_put_number (&cmd->body, speed > 0 ? speed : NAN);
+    s_put (&cmd->body, ",\"files\":%zu,\"feedback_only\":%s}", r->feedback_only ? 0 : r->total,
+           r->feedback_only ? "true" : "false");
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// The socket
+
+static int
+s_pause_cmd (s_cmd_t *cmd)
+{
+    return s_pause (cmd, 1);
+}
+
+static int
+s_resume_cmd (s_cmd_t *cmd)
+{
+    return s_pause (cmd, 0);
+}
+
+static int
+s_retry_cmd (s_cmd_t *cmd)
+{
+    return s_reset (cmd, STORE_FAILED);
+}
+
+static int
+s_backfill_cmd (s_cmd_t *cmd)
+{
+    return s_reset (cmd, STORE_SKIPPED);
+}
+
+static const struct {
+    const char *name;
+    int (*run) (s_cmd_t *cmd);
+} s_commands[] = {
+    {"status", s_status},       {"agents", s_agents},     {"experiments", s_experiments},
+    {"pairs", s_pairs},         {"log", s_log},           {"rate", s_rate},
+    {"policy", s_policy},       {"pause", s_pause_cmd},   {"resume", s_resume_cmd},
+    {"retry", s_retry_cmd},     {"backfill", s_backfill_cmd}, {"feedback", s_feedback},
+    {"replay", s_replay},
+};
+
+static void
+s_run (s_cmd_t *cmd, const char *line)
+{
+    char **words = NULL, err[256];
+    int n = cli_split (line, &words, err, sizeof err);
+    if (n < 0) {
+        s_refuse (cmd, 400, "bad command line: %s", err);
+        return;
+    }
+    if (n == 0) {
+        s_refuse (cmd, 400, "empty command");
+        free (words);
+        return;
+    }
+    if (s_parse_options (cmd, n, words) == 0) {
+        int (*run) (s_cmd_t *) = NULL;
+        for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+            if (strcmp (cmd->argv[0], s_commands[i].name) == 0)
+                run = s_commands[i].run;
+        cmd->status = 200;
+        if (!run)
+            s_refuse (cmd, 400,
+                      "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
+                      "rate, policy, pause, resume, retry, backfill, feedback, replay)",
+                      cmd->argv[0]);
+        else if (run (cmd) == 0 && cmd->body.failed)
+            s_refuse (cmd, 500, "no memory for the answer");
+        else if (cmd->status == 200 && cmd->body.len > PROTO_MAX_BODY)
+            s_refuse (cmd, 500, "the answer is over %d bytes: ask for fewer rows (--limit)",
+                      PROTO_MAX_BODY);
+    }
+    free (words);
+}
+
+int
+broker_on_control (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    broker_t *self = arg;
+    zmsg_t *zmsg = zmsg_recv (reader);
+    if (!zmsg)
+        return 0;
+    zframe_t *identity = zmsg_pop (zmsg);
+    proto_msg_t msg = {0}, reply = {.command = PROTO_REPLY};
+    char err[512];
+    s_cmd_t cmd = {.self = self};
+    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0 || msg.command != PROTO_REQUEST)
+        s_refuse (&cmd, 400, "bad request: %s", msg.command ? "expected REQUEST" : err);
+    else {
+        s_run (&cmd, msg.text);
+        if (cmd.status == 200 && strcmp (msg.text, "status") != 0)
+            log_info ("control: %s", msg.text);
+    }
+    reply.status = cmd.status;
+    reply.text = cmd.body.data ? cmd.body.data : "";
+    proto_send (&reply, identity, self->control);
+    free (cmd.body.data);
+    proto_msg_release (&msg);
+    zframe_destroy (&identity);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Start-up: the settings in force when the broker stopped
+
+static int
+s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
+{
+    broker_t *self = arg;
+    exp_t *exp = NULL;
+    for (exp_t *e = zhashx_first (self->experiments); e; e = zhashx_next (self->experiments))
+        if (e->id == experiment)
+            exp = e;
+    if (experiment != 0 && !exp)
+        return 0;  // an experiment the store no longer knows
+    if (strcmp (key, "rate") == 0)
+        sched_set_rate (self->sched, experiment, strcmp (value, "max") == 0 ? 0 : atof (value));
+    else if (strcmp (key, "paused") == 0)
+        sched_set_paused (self->sched, experiment, strcmp (value, "1") == 0);
+    else if (strcmp (key, "policy") == 0) {
+        char **words = NULL, err[256];
+        sched_policy_t policy;
+        int n = cli_split (value, &words, err, sizeof err);
+        if (n > 0 && sched_policy_parse (n, words, &policy, err, sizeof err) == 0)
+            sched_set_policy (self->sched, experiment, policy);
+        free (words);
+    }
+    else if (strcmp (key, "feedback") == 0) {
+        char **words = NULL, err[256];
+        feedback_settings_t fs;
+        feedback_settings_init (&fs);
+        int n = cli_split (value, &words, err, sizeof err);
+        if (n >= 0 && feedback_settings_apply (&fs, n, words, err, sizeof err) == 0) {
+            if (exp) {
+                exp->feedback = fs;
+                exp->feedback_own = 1;
+            }
+            else
+                self->feedback = fs;
+        }
+        else
+            log_warning ("ignoring the recorded feedback settings '%s': %s", value, err);
+        free (words);
+    }
+    return 0;
+}
+
+static int
+s_load_experiment (void *arg, const store_experiment_t *e)
+{
+    broker_t *self = arg;
+    return broker_experiment (self, e->name, util_time_ns ()) ? 0 : -1;
+}
+
+int
+broker_settings_load (broker_t *self)
+{
+    if (store_experiments (self->store, s_load_experiment, self) < 0
+        || store_settings (self->store, s_load_one, self) < 0)
+        return -1;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Feedback of each result
+
+void
+broker_feedback (broker_t *self, task_t *task, const proto_msg_t *result, int64_t now)
+{
+    // Only a result with a field has figures to feed back (the noop and exec
+    // processors send none).
+    if (!result->blob || result->blob_size == 0)
+        return;
+    exp_t *exp = task->exp;
+    char err[256];
+    piv_field_t *field = proto_field_decode (result->blob, result->blob_size, err, sizeof err);
+    if (!field) {
+        log_warning ("pair %lld of '%s': no feedback: %s", (long long) task->pair, exp->name, err);
+        return;
+    }
+    const feedback_settings_t *fs = exp->feedback_own ? &exp->feedback : &self->feedback;
+    feedback_figures_t figures;
+    feedback_figures (field, fs, &figures);
+    piv_field_destroy (&field);
+    double value = feedback_value (&figures, fs->quantity);
+    double output = fs->enabled ? feedback_pi_step (&exp->pi, fs, value, task->closed_ns) : NAN;
+    char json[4096], topic[PATH_MAX];
+    int64_t published = util_time_ns ();
+    feedback_message_t m = {.experiment = exp->name,
+                            .pair = task->pair,
+                            .stem = task->stem,
+                            .closed_ns = task->closed_ns,
+                            .dispatched_ns = task->dispatched_ns,
+                            .computed_ns = now,
+                            .published_ns = published,
+                            .settings = fs,
+                            .figures = &figures,
+                            .output = output};
+    if (feedback_message_json (&m, json, sizeof json) < 0)
+        return;
+    snprintf (topic, sizeof topic, "feedback.%s", exp->name);
+    zstr_sendm (self->publish, topic);
+    zstr_send (self->publish, json);
+    store_event (self->store, "feedback", exp->id, task->pair, json, now);
+}

@@ -1,0 +1,498 @@
+// feedback.c — ROI figures of a vector field, the PI controller the
+// broker runs on one of them, and their settings as text and JSON.
+// No I/O: the broker stores, publishes and logs what these functions write.
+
+#include "broker/feedback.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_quantity_names[] = {"mean_u", "mean_v", "mean_speed", "vorticity",
+                                         "valid_fraction"};
+#define NQUANTITIES ((int) (sizeof s_quantity_names / sizeof s_quantity_names[0]))
+
+const char *
+feedback_quantity_name (feedback_quantity_t q)
+{
+    return (int) q >= 0 && (int) q < NQUANTITIES ? s_quantity_names[q] : "?";
+}
+
+void
+feedback_settings_init (feedback_settings_t *s)
+{
+    memset (s, 0, sizeof *s);
+    s->quantity = FEEDBACK_MEAN_U;
+    s->out_min = -INFINITY;
+    s->out_max = INFINITY;
+}
+
+// ---------------------------------------------------------------------------
+// Settings from text
+
+// A whole-string number (leading spaces aside); inf allowed, NaN never.
+static int
+s_parse_number (const char *text, double *x)
+{
+    char *end;
+    double v = strtod (text, &end);
+    if (end == text || *end != '\0' || isnan (v))
+        return -1;
+    *x = v;
+    return 0;
+}
+
+static int
+s_bad_value (const char *key, const char *value, const char *why, char *err, size_t errlen)
+{
+    snprintf (err, errlen, "bad value '%s' for '%s': %s", value, key, why);
+    return -1;
+}
+
+static int
+s_set_roi (feedback_settings_t *s, const char *value, char *err, size_t errlen)
+{
+    if (strcmp (value, "all") == 0) {
+        s->roi_set = 0;
+        return 0;
+    }
+    double roi[4];
+    char copy[256];
+    if (strlen (value) >= sizeof copy)
+        return s_bad_value ("roi", value, "too long", err, errlen);
+    strcpy (copy, value);
+    int count = 0;
+    char *field = copy;  // by hand: strtok would merge empty fields ("1,,2,3")
+    for (;;) {
+        char *comma = strchr (field, ',');
+        if (comma)
+            *comma = '\0';
+        if (count == 4 || s_parse_number (field, &roi[count]) != 0 || !isfinite (roi[count]))
+            return s_bad_value ("roi", value, "want x0,y0,x1,y1 (finite numbers) or all", err,
+                                errlen);
+        count++;
+        if (!comma)
+            break;
+        field = comma + 1;
+    }
+    if (count != 4)
+        return s_bad_value ("roi", value, "want x0,y0,x1,y1 (finite numbers) or all", err,
+                            errlen);
+    s->roi_set = 1;
+    memcpy (s->roi, roi, sizeof roi);
+    return 0;
+}
+
+// Sets one key without the consistency check (apply checks the whole).
+static int
+s_set_one (feedback_settings_t *s, const char *key_value, char *err, size_t errlen)
+{
+    const char *eq = strchr (key_value, '=');
+    if (!eq || eq == key_value) {
+        snprintf (err, errlen, "'%s' is not key=value", key_value);
+        return -1;
+    }
+    char key[32];
+    size_t klen = (size_t) (eq - key_value);
+    if (klen >= sizeof key) {
+        snprintf (err, errlen, "unknown feedback key '%.*s'", (int) klen, key_value);
+        return -1;
+    }
+    memcpy (key, key_value, klen);
+    key[klen] = '\0';
+    const char *value = eq + 1;
+
+    if (strcmp (key, "roi") == 0)
+        return s_set_roi (s, value, err, errlen);
+    if (strcmp (key, "quantity") == 0) {
+        for (int q = 0; q < NQUANTITIES; q++)
+            if (strcmp (value, s_quantity_names[q]) == 0) {
+                s->quantity = (feedback_quantity_t) q;
+                return 0;
+            }
+        return s_bad_value (key, value,
+                            "want mean_u, mean_v, mean_speed, vorticity or valid_fraction", err,
+                            errlen);
+    }
+    if (strcmp (key, "enabled") == 0) {
+        if (strcmp (value, "on") == 0 || strcmp (value, "off") == 0) {
+            s->enabled = strcmp (value, "on") == 0;
+            return 0;
+        }
+        return s_bad_value (key, value, "want on or off", err, errlen);
+    }
+    struct {
+        const char *key;  // its name
+        double *field;    // where it goes
+        int finite;       // 1: infinities refused
+    } numbers[] = {{"setpoint", &s->setpoint, 1}, {"kp", &s->kp, 1},
+                   {"ki", &s->ki, 1},             {"out_min", &s->out_min, 0},
+                   {"out_max", &s->out_max, 0}};
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        if (strcmp (key, numbers[i].key) != 0)
+            continue;
+        double x;
+        if (s_parse_number (value, &x) != 0 || (numbers[i].finite && !isfinite (x)))
+            return s_bad_value (key, value, "not a finite number", err, errlen);
+        *numbers[i].field = x;
+        return 0;
+    }
+    snprintf (err, errlen, "unknown feedback key '%s'", key);
+    return -1;
+}
+
+int
+feedback_settings_check (const feedback_settings_t *s, char *err, size_t errlen)
+{
+    if (s->roi_set) {
+        for (int i = 0; i < 4; i++)
+            if (!isfinite (s->roi[i])) {
+                snprintf (err, errlen, "roi: coordinates must be finite");
+                return -1;
+            }
+        if (s->roi[0] > s->roi[2] || s->roi[1] > s->roi[3]) {
+            snprintf (err, errlen, "roi %g,%g,%g,%g: want x0 <= x1 and y0 <= y1", s->roi[0],
+                      s->roi[1], s->roi[2], s->roi[3]);
+            return -1;
+        }
+    }
+    if ((int) s->quantity < 0 || (int) s->quantity >= NQUANTITIES) {
+        snprintf (err, errlen, "quantity %d: unknown", (int) s->quantity);
+        return -1;
+    }
+    if (!isfinite (s->setpoint) || !isfinite (s->kp) || !isfinite (s->ki)) {
+        snprintf (err, errlen, "setpoint, kp and ki must be finite");
+        return -1;
+    }
+    if (isnan (s->out_min) || isnan (s->out_max) || s->out_min == INFINITY
+        || s->out_max == -INFINITY) {
+        snprintf (err, errlen, "out_min %g, out_max %g: want out_min < inf and out_max > -inf",
+                  s->out_min, s->out_max);
+        return -1;
+    }
+    if (s->out_min > s->out_max) {
+        snprintf (err, errlen, "out_min %.9g is above out_max %.9g", s->out_min, s->out_max);
+        return -1;
+    }
+    return 0;
+}
+
+int
+feedback_settings_apply (feedback_settings_t *s, int argc, char *const *argv, char *err,
+                         size_t errlen)
+{
+    feedback_settings_t next = *s;
+    for (int i = 0; i < argc; i++)
+        if (s_set_one (&next, argv[i], err, errlen) != 0)
+            return -1;
+    if (feedback_settings_check (&next, err, errlen) != 0)
+        return -1;
+    *s = next;
+    return 0;
+}
+
+int
+feedback_settings_set (feedback_settings_t *s, const char *key_value, char *err, size_t errlen)
+{
+    char *argv[] = {(char *) key_value};
+    return feedback_settings_apply (s, 1, argv, err, errlen);
+}
+
+// ---------------------------------------------------------------------------
+// Writing text and JSON into a caller's buffer
+
+typedef struct {
+    char *buf;     // the caller's
+    size_t size;   // its size
+    size_t len;    // written so far (may pass size: then it overflowed)
+} s_out_t;
+
+static void
+s_put (s_out_t *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    size_t room = out->len < out->size ? out->size - out->len : 0;
+    int n = vsnprintf (room ? out->buf + out->len : NULL, room, fmt, ap);
+    va_end (ap);
+    if (n > 0)
+        out->len += (size_t) n;
+}
+
+// The length written, or -1 if it did not fit (then buf holds a truncated
+// NUL-terminated prefix, if size > 0).
+static int
+s_done (const s_out_t *out)
+{
+    return out->len < out->size && out->len <= INT32_MAX ? (int) out->len : -1;
+}
+
+// A JSON number, null when not finite.
+static void
+s_put_number (s_out_t *out, double x)
+{
+    if (isfinite (x))
+        s_put (out, "%.9g", x);
+    else
+        s_put (out, "null");
+}
+
+// A JSON string: quotes, backslashes and control characters escaped; other
+// bytes (UTF-8) as they are.
+static void
+s_put_string (s_out_t *out, const char *text)
+{
+    s_put (out, "\"");
+    for (const unsigned char *p = (const unsigned char *) (text ? text : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            s_put (out, "\\%c", *p);
+        else if (*p < 0x20)
+            s_put (out, "\\u%04x", *p);
+        else
+            s_put (out, "%c", *p);
+    }
+    s_put (out, "\"");
+}
+
+// "roi":..,"quantity":..: the members F and the stream share.
+static void
+s_put_roi_quantity (s_out_t *out, const feedback_settings_t *s)
+{
+    s_put (out, "\"roi\":");
+    if (s->roi_set)
+        s_put (out, "[%.9g,%.9g,%.9g,%.9g]", s->roi[0], s->roi[1], s->roi[2], s->roi[3]);
+    else
+        s_put (out, "null");
+    s_put (out, ",\"quantity\":\"%s\"", feedback_quantity_name (s->quantity));
+}
+
+int
+feedback_settings_format (const feedback_settings_t *s, char *buf, size_t size)
+{
+    s_out_t out = {buf, size, 0};
+    s_put (&out, "enabled=%s roi=", s->enabled ? "on" : "off");
+    if (s->roi_set)
+        s_put (&out, "%.17g,%.17g,%.17g,%.17g", s->roi[0], s->roi[1], s->roi[2], s->roi[3]);
+    else
+        s_put (&out, "all");
+    // %.17g writes the infinities as inf and -inf, which strtod reads.
+    s_put (&out, " quantity=%s setpoint=%.17g kp=%.17g ki=%.17g out_min=%.17g out_max=%.17g",
+           feedback_quantity_name (s->quantity), s->setpoint, s->kp, s->ki, s->out_min,
+           s->out_max);
+    return s_done (&out);
+}
+
+int
+feedback_settings_json (const feedback_settings_t *s, const feedback_pi_t *pi, char *buf,
+                        size_t size)
+{
+    s_out_t out = {buf, size, 0};
+    s_put (&out, "{\"enabled\":%s,", s->enabled ? "true" : "false");
+    s_put_roi_quantity (&out, s);
+    s_put (&out, ",\"setpoint\":");
+    s_put_number (&out, s->setpoint);
+    s_put (&out, ",\"kp\":");
+    s_put_number (&out, s->kp);
+    s_put (&out, ",\"ki\":");
+    s_put_number (&out, s->ki);
+    s_put (&out, ",\"out_min\":");
+    s_put_number (&out, s->out_min);
+    s_put (&out, ",\"out_max\":");
+    s_put_number (&out, s->out_max);
+    int started = pi && pi->started;
+    s_put (&out, ",\"output\":");
+    s_put_number (&out, started ? pi->output : NAN);
+    s_put (&out, ",\"integral\":");
+    s_put_number (&out, started ? pi->integral : NAN);
+    s_put (&out, "}");
+    return s_done (&out);
+}
+
+int
+feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
+{
+    const feedback_settings_t *s = m->settings;
+    const feedback_figures_t *f = m->figures;
+    s_out_t out = {buf, size, 0};
+    s_put (&out, "{\"experiment\":");
+    s_put_string (&out, m->experiment);
+    s_put (&out, ",\"pair\":%" PRId64 ",\"stem\":", m->pair);
+    s_put_string (&out, m->stem);
+    s_put (&out,
+           ",\"closed_ns\":%" PRId64 ",\"dispatched_ns\":%" PRId64 ",\"computed_ns\":%" PRId64
+           ",\"published_ns\":%" PRId64 ",\"latency_ms\":",
+           m->closed_ns, m->dispatched_ns, m->computed_ns, m->published_ns);
+    s_put_number (&out, (double) (m->published_ns - m->closed_ns) / 1e6);
+    s_put (&out, ",");
+    s_put_roi_quantity (&out, s);
+    s_put (&out, ",\"n\":%d", f->n);
+    const struct {
+        const char *name;  // member
+        double x;          // its figure
+    } figures[] = {{"mean_u", f->mean_u},
+                   {"mean_v", f->mean_v},
+                   {"mean_speed", f->mean_speed},
+                   {"vorticity", f->vorticity},
+                   {"valid_fraction", f->valid_fraction},
+                   {"value", feedback_value (f, s->quantity)}};
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        s_put (&out, ",\"%s\":", figures[i].name);
+        s_put_number (&out, figures[i].x);
+    }
+    s_put (&out, ",\"enabled\":%s,\"setpoint\":", s->enabled ? "true" : "false");
+    s_put_number (&out, s->setpoint);
+    s_put (&out, ",\"output\":");
+    s_put_number (&out, s->enabled ? m->output : NAN);
+    s_put (&out, "}");
+    return s_done (&out);
+}
+
+// ---------------------------------------------------------------------------
+// Figures
+
+static int
+s_in_roi (const piv_field_t *field, const feedback_settings_t *s, size_t k)
+{
+    if (!s->roi_set)
+        return 1;
+    double x = field->x[k], y = field->y[k];
+    return x >= s->roi[0] && x <= s->roi[2] && y >= s->roi[1] && y <= s->roi[3];
+}
+
+// d(a)/d(pos) at vector k along one grid axis (index i of n, neighbours
+// 'stride' apart): central difference inside, one-sided at the field's
+// edges. 0 with *d set, or -1 when a vector of the stencil is not valid (or
+// the axis has one point, or two stencil positions coincide).
+static int
+s_derivative (const piv_field_t *field, const float *a, const float *pos, size_t k, int i, int n,
+              size_t stride, double *d)
+{
+    if (n < 2)
+        return -1;
+    size_t lo = i > 0 ? k - stride : k;
+    size_t hi = i < n - 1 ? k + stride : k;
+    if (field->flags[lo] != PIV_FLAG_VALID || field->flags[hi] != PIV_FLAG_VALID)
+        return -1;
+    double dpos = (double) pos[hi] - (double) pos[lo];
+    if (dpos == 0)
+        return -1;
+    *d = ((double) a[hi] - (double) a[lo]) / dpos;
+    return 0;
+}
+
+// Vorticity is averaged over the valid vectors inside the ROI whose whole
+// stencil is valid (flag 0: a replaced vector is an interpolation, and
+// differencing it would report the validator's smoothing). A point with an
+// invalid neighbour is skipped rather than given a one-sided difference
+// there: every point keeps the same stencil, so a stray outlier removes
+// points instead of silently changing the accuracy of their estimates.
+// The stencil may reach outside the ROI: the ROI selects points, not the
+// data their derivatives see; one-sided differences are for the field's
+// edges only. Derivatives use the stored positions, not 'step'.
+void
+feedback_figures (const piv_field_t *field, const feedback_settings_t *s,
+                  feedback_figures_t *out)
+{
+    memset (out, 0, sizeof *out);
+    double su = 0, sv = 0, sspeed = 0, svort = 0;
+    int nvort = 0;
+    int nx = field ? field->nx : 0, ny = field ? field->ny : 0;
+    for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++) {
+            size_t k = (size_t) j * (size_t) nx + (size_t) i;
+            if (!s_in_roi (field, s, k))
+                continue;
+            out->total++;
+            if (field->flags[k] != PIV_FLAG_VALID)
+                continue;
+            out->n++;
+            double u = field->u[k], v = field->v[k];
+            su += u;
+            sv += v;
+            sspeed += sqrt (u * u + v * v);
+            double dvdx, dudy;
+            if (s_derivative (field, field->v, field->x, k, i, nx, 1, &dvdx) == 0
+                && s_derivative (field, field->u, field->y, k, j, ny, (size_t) nx, &dudy) == 0) {
+                svort += dvdx - dudy;
+                nvort++;
+            }
+        }
+    out->mean_u = out->n ? su / out->n : NAN;
+    out->mean_v = out->n ? sv / out->n : NAN;
+    out->mean_speed = out->n ? sspeed / out->n : NAN;
+    out->vorticity = nvort ? svort / nvort : NAN;
+    out->valid_fraction = out->total ? (double) out->n / out->total : NAN;
+}
+
+double
+feedback_value (const feedback_figures_t *f, feedback_quantity_t q)
+{
+    switch (q) {
+    case FEEDBACK_MEAN_U:
+        return f->mean_u;
+    case FEEDBACK_MEAN_V:
+        return f->mean_v;
+    case FEEDBACK_MEAN_SPEED:
+        return f->mean_speed;
+    case FEEDBACK_VORTICITY:
+        return f->vorticity;
+    case FEEDBACK_VALID_FRACTION:
+        return f->valid_fraction;
+    }
+    return NAN;
+}
+
+// ---------------------------------------------------------------------------
+// The PI controller
+
+void
+feedback_pi_reset (feedback_pi_t *pi)
+{
+    pi->started = 0;
+    pi->last_ns = 0;
+    pi->integral = 0;
+    pi->output = NAN;
+}
+
+// Anti-windup, by conditional integration with the step clamped: with
+// hi = out_max - kp*e and lo = out_min - kp*e (the integral that puts the
+// output exactly on a limit) and cand = integral + ki*e*dt,
+//   - lo <= cand <= hi: the integral becomes cand;
+//   - cand > hi: it moves no further up than hi; if it already stood at or
+//     above hi it stays (a step up is dropped, a step down is taken);
+//   - cand < lo: the mirror image.
+// So the integral never grows while the output is saturated in the
+// direction of its growth, and at the moment of saturation it stops on the
+// limit: when the error changes sign the output leaves the limit at that
+// very step. Unlike clamping the integral into [lo, hi] outright, a large
+// proportional kick (a setpoint step) never drags the integral down, so
+// what it had accumulated survives the kick.
+double
+feedback_pi_step (feedback_pi_t *pi, const feedback_settings_t *s, double value, int64_t now_ns)
+{
+    if (!isfinite (value))
+        return NAN;
+    double e = s->setpoint - value;
+    double dt = 0;
+    if (pi->started && now_ns > pi->last_ns)
+        dt = (double) (now_ns - pi->last_ns) / 1e9;
+    double cand = pi->integral + s->ki * e * dt;
+    double hi = s->out_max - s->kp * e, lo = s->out_min - s->kp * e;
+    double integral = cand;
+    if (cand > hi)
+        integral = fmax (hi, fmin (pi->integral, cand));
+    else if (cand < lo)
+        integral = fmin (lo, fmax (pi->integral, cand));
+    double output = fmin (fmax (s->kp * e + integral, s->out_min), s->out_max);
+    // A late result (now_ns <= last_ns) keeps the latest time, so that the
+    // next step's dt does not count the same interval twice.
+    if (!pi->started || now_ns > pi->last_ns)
+        pi->last_ns = now_ns;
+    pi->started = 1;
+    pi->integral = integral;
+    pi->output = output;
+    return output;
+}

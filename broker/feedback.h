@@ -1,0 +1,127 @@
+// feedback.h — what the broker feeds back on every result: figures over a
+// region of interest of the vector field, a PI controller on one of them,
+// and the JSON of doc/control.md ("The feedback stream", F). Pure
+// computation, no I/O.
+
+#ifndef BROKER_FEEDBACK_H
+#define BROKER_FEEDBACK_H
+
+#include "piv/field.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    FEEDBACK_MEAN_U,
+    FEEDBACK_MEAN_V,
+    FEEDBACK_MEAN_SPEED,
+    FEEDBACK_VORTICITY,
+    FEEDBACK_VALID_FRACTION
+} feedback_quantity_t;
+
+// Caller-allocated; feedback_settings_init gives the defaults.
+typedef struct {
+    int enabled;                   // controller on (default 0)
+    int roi_set;                   // 0: the whole field (default)
+    double roi[4];                 // x0, y0, x1, y1, px: inclusive box over vector positions
+    feedback_quantity_t quantity;  // default FEEDBACK_MEAN_U
+    double setpoint;               // default 0
+    double kp, ki;                 // gains, default 0; either sign (reverse acting)
+    double out_min, out_max;       // output limits, default -INFINITY, +INFINITY
+} feedback_settings_t;
+
+// The controller's state, per experiment (caller-allocated).
+typedef struct {
+    int started;      // 0 until the first step with a value
+    int64_t last_ns;  // latest frame time stepped, ns
+    double integral;  // the integral term, in output units
+    double output;    // the last output; NAN before the first step
+} feedback_pi_t;
+
+void feedback_settings_init (feedback_settings_t *s);
+
+// Applies one "key=value": roi=x0,y0,x1,y1 | roi=all,
+// quantity=mean_u|mean_v|mean_speed|vorticity|valid_fraction, setpoint,
+// kp, ki, out_min, out_max (finite numbers; out_min may be -inf, out_max
+// inf), and enabled=on|off (written by feedback_settings_format so that the
+// stored text keeps it). 0, or -1 with err naming the key and the bad
+// value; the result must pass feedback_settings_check, else *s is unchanged.
+int feedback_settings_set (feedback_settings_t *s, const char *key_value, char *err,
+                           size_t errlen);
+
+// Applies argv[0 .. argc - 1] as feedback_settings_set does, all or
+// nothing: the result is checked once all are applied (so "out_min=5
+// out_max=9" may raise both limits past the old ones); on error *s is
+// unchanged and err names the first bad argument.
+int feedback_settings_apply (feedback_settings_t *s, int argc, char *const *argv, char *err,
+                             size_t errlen);
+
+// Consistency: roi x0 <= x1 and y0 <= y1, all finite; setpoint and gains
+// finite; no NaN limit, out_min < +inf, out_max > -inf, out_min <= out_max.
+// 0, or -1 with err.
+int feedback_settings_check (const feedback_settings_t *s, char *err, size_t errlen);
+
+// The settings as "enabled=.. roi=.. quantity=.. setpoint=.. kp=.. ki=..
+// out_min=.. out_max=.." (numbers %.17g, so they read back exactly), text
+// that split on spaces feedback_settings_apply takes back. Writes buf
+// (NUL-terminated); the length, or -1 if size is too small.
+int feedback_settings_format (const feedback_settings_t *s, char *buf, size_t size);
+
+// F of doc/control.md as a whole JSON object {enabled, roi, quantity,
+// setpoint, kp, ki, out_min, out_max, output, integral}: roi null for the
+// whole field, infinite limits null, output and integral null while pi is
+// NULL or not started. The length, or -1 if size is too small.
+int feedback_settings_json (const feedback_settings_t *s, const feedback_pi_t *pi, char *buf,
+                            size_t size);
+
+// "mean_u", ..., "valid_fraction"; "?" for a value out of range.
+const char *feedback_quantity_name (feedback_quantity_t q);
+
+// Figures over the ROI of a field. NAN figures when n == 0 (valid_fraction
+// when total == 0; vorticity also when no point has a usable stencil).
+typedef struct {
+    int n;                  // valid vectors (flag 0) positioned inside the ROI
+    int total;              // all vectors positioned inside the ROI
+    double mean_u, mean_v;  // px per frame pair
+    double mean_speed;      // mean |(u, v)|, px per frame pair
+    double vorticity;       // mean dv/dx - du/dy, 1/frame (image axes, y down)
+    double valid_fraction;  // n / total
+} feedback_figures_t;
+
+void feedback_figures (const piv_field_t *field, const feedback_settings_t *s,
+                       feedback_figures_t *out);
+// The figure named by q (NAN for a q out of range).
+double feedback_value (const feedback_figures_t *f, feedback_quantity_t q);
+
+void feedback_pi_reset (feedback_pi_t *pi);
+
+// One controller step at frame time now_ns (the close time of the pair's
+// second frame, so that a replay computes the same outputs): e = setpoint
+// - value; integral += ki * e * dt (dt in s since the latest step, 0 at
+// the first step and when now_ns <= last_ns); output = clamp (kp * e +
+// integral, out_min, out_max), with the anti-windup rule of feedback.c.
+// Returns the output; a non-finite value leaves pi unchanged, returns NAN.
+double feedback_pi_step (feedback_pi_t *pi, const feedback_settings_t *s, double value,
+                         int64_t now_ns);
+
+// One message of the feedback stream.
+typedef struct {
+    const char *experiment;             // its name
+    int64_t pair;                       // the pair's id
+    const char *stem;                   // the pair's stem
+    int64_t closed_ns;                  // second frame closed (its mtime)
+    int64_t dispatched_ns;              // TASK sent
+    int64_t computed_ns;                // RESULT received
+    int64_t published_ns;               // this message
+    const feedback_settings_t *settings;  // roi, quantity, enabled, setpoint
+    const feedback_figures_t *figures;  // over the ROI
+    double output;                      // the controller's; null unless enabled
+} feedback_message_t;
+
+// The JSON object of doc/control.md "The feedback stream": value is the
+// figure of settings->quantity, latency_ms = (published - closed) / 1e6;
+// strings escaped, NAN and infinities as null, doubles %.9g. Writes buf
+// (NUL-terminated); the length, or -1 if size is too small.
+int feedback_message_json (const feedback_message_t *m, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,587 @@
+// test_feedback.c — the feedback module: its settings as the operator
+// types them, the figures over a region of interest, the PI controller and
+// the JSON the broker publishes.
+
+#include "broker/feedback.h"
+#include "piv/field.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Frame k at 15 Hz, in whole ns: a 1/15 s step is 66666666 or 66666667 ns,
+// so figures after a fraction of a second hold to 1e-9 (relative), and
+// exactly at whole seconds.
+#define FRAME_NS(k) ((int64_t) (k) * 1000000000 / 15)
+
+static feedback_settings_t
+s_settings (const char *line)
+{
+    feedback_settings_t s;
+    feedback_settings_init (&s);
+    char copy[512], *argv[16];
+    int argc = 0;
+    snprintf (copy, sizeof copy, "%s", line);
+    for (char *t = strtok (copy, " "); t && argc < 16; t = strtok (NULL, " "))
+        argv[argc++] = t;
+    char err[256] = "";
+    ck_assert_msg (feedback_settings_apply (&s, argc, argv, err, sizeof err) == 0, "'%s': %s",
+                   line, err);
+    return s;
+}
+
+// Setting 'kv' on defaults fails, and err holds each of the two words.
+static void
+s_refused (const char *kv, const char *word1, const char *word2)
+{
+    feedback_settings_t s, before;
+    feedback_settings_init (&s);
+    before = s;
+    char err[256] = "";
+    ck_assert_msg (feedback_settings_set (&s, kv, err, sizeof err) == -1, "'%s' accepted", kv);
+    ck_assert_msg (memcmp (&s, &before, sizeof s) == 0, "'%s' changed the settings", kv);
+    ck_assert_msg (strstr (err, word1) != NULL, "'%s': err '%s' lacks '%s'", kv, err, word1);
+    ck_assert_msg (strstr (err, word2) != NULL, "'%s': err '%s' lacks '%s'", kv, err, word2);
+}
+
+// An nx * ny grid at x = 16 + 16 i, y = 16 + 16 j, all vectors valid and (u, v) = (0, 0).
+static piv_field_t *
+s_grid (int nx, int ny)
+{
+    piv_field_t *f = piv_field_new (nx, ny);
+    ck_assert (f != NULL);
+    f->step = 16;
+    f->window = 32;
+    for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++) {
+            f->x[j * nx + i] = 16 + 16 * i;
+            f->y[j * nx + i] = 16 + 16 * j;
+        }
+    return f;
+}
+
+static void
+s_contains (const char *json, const char *member)
+{
+    ck_assert_msg (strstr (json, member) != NULL, "'%s' not in %s", member, json);
+}
+
+START_TEST (defaults_are_off_over_the_whole_field_on_mean_u_and_unbounded)
+{
+    feedback_settings_t s;
+    feedback_settings_init (&s);
+    ck_assert_int_eq (s.enabled, 0);
+    ck_assert_int_eq (s.roi_set, 0);
+    ck_assert_int_eq (s.quantity, FEEDBACK_MEAN_U);
+    ck_assert (s.setpoint == 0 && s.kp == 0 && s.ki == 0);
+    ck_assert (s.out_min == -INFINITY && s.out_max == INFINITY);
+    char err[64];
+    ck_assert_int_eq (feedback_settings_check (&s, err, sizeof err), 0);
+}
+END_TEST
+
+START_TEST (every_key_is_set_by_key_equals_value)
+{
+    feedback_settings_t s = s_settings ("roi=10,20.5,300,400 setpoint=1.25 kp=-0.5 ki=2e-3 "
+                                        "out_min=-10 out_max=10 quantity=vorticity enabled=on");
+    ck_assert_int_eq (s.roi_set, 1);
+    ck_assert (s.roi[0] == 10 && s.roi[1] == 20.5 && s.roi[2] == 300 && s.roi[3] == 400);
+    ck_assert (s.setpoint == 1.25 && s.kp == -0.5 && s.ki == 2e-3);
+    ck_assert (s.out_min == -10 && s.out_max == 10);
+    ck_assert_int_eq (s.quantity, FEEDBACK_VORTICITY);
+    ck_assert_int_eq (s.enabled, 1);
+    const char *names[] = {"mean_u", "mean_v", "mean_speed", "vorticity", "valid_fraction"};
+    for (int q = 0; q < 5; q++) {
+        char kv[64], err[128] = "";
+        snprintf (kv, sizeof kv, "quantity=%s", names[q]);
+        ck_assert_msg (feedback_settings_set (&s, kv, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq (s.quantity, q);
+        ck_assert_str_eq (feedback_quantity_name (s.quantity), names[q]);
+    }
+    char err[128] = "";
+    ck_assert_int_eq (feedback_settings_set (&s, "roi=all", err, sizeof err), 0);
+    ck_assert_int_eq (s.roi_set, 0);
+    ck_assert_int_eq (feedback_settings_set (&s, "out_max=inf", err, sizeof err), 0);
+    ck_assert (s.out_max == INFINITY);
+    ck_assert_int_eq (feedback_settings_set (&s, "out_min=-inf", err, sizeof err), 0);
+    ck_assert (s.out_min == -INFINITY);
+    ck_assert_int_eq (feedback_settings_set (&s, "enabled=off", err, sizeof err), 0);
+    ck_assert_int_eq (s.enabled, 0);
+}
+END_TEST
+
+START_TEST (bad_numbers_are_refused_naming_key_and_value)
+{
+    s_refused ("kp=abc", "'kp'", "'abc'");
+    s_refused ("ki=1.5x", "'ki'", "'1.5x'");
+    s_refused ("setpoint=", "'setpoint'", "''");
+    s_refused ("kp=nan", "'kp'", "'nan'");
+    s_refused ("ki=inf", "'ki'", "'inf'");
+    s_refused ("setpoint=1e999", "'setpoint'", "'1e999'");
+    s_refused ("out_max=nan", "'out_max'", "'nan'");
+    s_refused ("out_min=inf", "out_min", "inf");
+    s_refused ("out_max=-inf", "out_max", "inf");
+    s_refused ("quantity=speed", "'quantity'", "'speed'");
+    s_refused ("enabled=yes", "'enabled'", "'yes'");
+}
+END_TEST
+
+START_TEST (an_unknown_key_or_a_word_without_equals_is_refused_by_name)
+{
+    s_refused ("gain=3", "unknown", "'gain'");
+    s_refused ("kp", "'kp'", "key=value");
+    s_refused ("=3", "'=3'", "key=value");
+}
+END_TEST
+
+START_TEST (a_roi_needs_four_finite_numbers_in_order)
+{
+    s_refused ("roi=1,2,3", "'roi'", "'1,2,3'");
+    s_refused ("roi=1,2,3,4,5", "'roi'", "'1,2,3,4,5'");
+    s_refused ("roi=1,,3,4", "'roi'", "'1,,3,4'");
+    s_refused ("roi=1,2,inf,4", "'roi'", "'1,2,inf,4'");
+    s_refused ("roi=none", "'roi'", "'none'");
+    s_refused ("roi=30,0,10,50", "roi", "x0 <= x1");
+    s_refused ("roi=0,50,10,40", "roi", "y0 <= y1");
+    feedback_settings_t s = s_settings ("roi=5,5,5,5");  // a single point is a box
+    ck_assert_int_eq (s.roi_set, 1);
+}
+END_TEST
+
+START_TEST (apply_changes_all_or_nothing)
+{
+    feedback_settings_t s = s_settings ("kp=1 ki=2 out_min=0 out_max=1");
+    feedback_settings_t before = s;
+    char *bad[] = {"kp=5", "setpoint=3", "ki=oops", "quantity=mean_v"};
+    char err[256] = "";
+    ck_assert_int_eq (feedback_settings_apply (&s, 4, bad, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "'ki'") && strstr (err, "'oops'"), "%s", err);
+    ck_assert (memcmp (&s, &before, sizeof s) == 0);
+
+    // Each value is fine alone; together they contradict: refused whole.
+    char *crossed[] = {"kp=5", "out_min=3"};
+    ck_assert_int_eq (feedback_settings_apply (&s, 2, crossed, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "out_min") && strstr (err, "out_max"), "%s", err);
+    ck_assert (memcmp (&s, &before, sizeof s) == 0);
+
+    // Moving both limits past the old ones works in one apply, in any order.
+    char *moved[] = {"out_min=5", "out_max=9"};
+    ck_assert_msg (feedback_settings_apply (&s, 2, moved, err, sizeof err) == 0, "%s", err);
+    ck_assert (s.out_min == 5 && s.out_max == 9);
+    // ... but not one at a time through set.
+    ck_assert_int_eq (feedback_settings_set (&s, "out_min=10", err, sizeof err), -1);
+    ck_assert (s.out_min == 5);
+}
+END_TEST
+
+START_TEST (formatted_settings_apply_back_to_the_same_settings)
+{
+    feedback_settings_t cases[3];
+    cases[0] = s_settings ("roi=0.1,16,1023.75,2000 quantity=mean_speed setpoint=0.1 "
+                           "kp=-0.3333333333333333 ki=1e-7 out_min=-2.5 out_max=7 enabled=on");
+    cases[1] = s_settings ("quantity=valid_fraction setpoint=0.95");
+    feedback_settings_init (&cases[2]);
+    cases[2].setpoint = 1.0 / 3;
+    cases[2].kp = 2.0 / 7;
+    for (int c = 0; c < 3; c++) {
+        char text[512];
+        int len = feedback_settings_format (&cases[c], text, sizeof text);
+        ck_assert_int_eq (len, (int) strlen (text));
+        feedback_settings_t back = s_settings ("kp=99 out_min=-1 out_max=1 roi=1,1,2,2");
+        char *argv[16];
+        int argc = 0;
+        for (char *t = strtok (text, " "); t; t = strtok (NULL, " "))
+            argv[argc++] = t;
+        char err[256] = "";
+        ck_assert_msg (feedback_settings_apply (&back, argc, argv, err, sizeof err) == 0, "%s",
+                       err);
+        ck_assert_int_eq (back.enabled, cases[c].enabled);
+        ck_assert_int_eq (back.roi_set, cases[c].roi_set);
+        if (back.roi_set)
+            ck_assert (memcmp (back.roi, cases[c].roi, sizeof back.roi) == 0);
+        ck_assert_int_eq (back.quantity, cases[c].quantity);
+        ck_assert (back.setpoint == cases[c].setpoint && back.kp == cases[c].kp
+                   && back.ki == cases[c].ki);
+        ck_assert (back.out_min == cases[c].out_min && back.out_max == cases[c].out_max);
+    }
+    char small[16];
+    ck_assert_int_eq (feedback_settings_format (&cases[0], small, sizeof small), -1);
+}
+END_TEST
+
+START_TEST (settings_json_has_every_member_of_f_with_nulls_for_what_does_not_exist)
+{
+    feedback_settings_t s = s_settings ("setpoint=1.5 kp=0.25 ki=2 out_max=3");
+    char json[1024];
+    int len = feedback_settings_json (&s, NULL, json, sizeof json);
+    ck_assert_int_eq (len, (int) strlen (json));
+    ck_assert_str_eq (json, "{\"enabled\":false,\"roi\":null,\"quantity\":\"mean_u\","
+                            "\"setpoint\":1.5,\"kp\":0.25,\"ki\":2,\"out_min\":null,"
+                            "\"out_max\":3,\"output\":null,\"integral\":null}");
+    feedback_pi_t pi;
+    feedback_pi_reset (&pi);
+    feedback_settings_json (&s, &pi, json, sizeof json);
+    s_contains (json, "\"output\":null,\"integral\":null}");
+
+    ck_assert (feedback_settings_set (&s, "roi=0,8,64.5,128", json, sizeof json) == 0);
+    ck_assert (feedback_settings_set (&s, "enabled=on", json, sizeof json) == 0);
+    feedback_pi_step (&pi, &s, 0.5, 0);  // e = 1: output 0.25
+    feedback_settings_json (&s, &pi, json, sizeof json);
+    s_contains (json, "\"enabled\":true,");
+    s_contains (json, "\"roi\":[0,8,64.5,128],");
+    s_contains (json, "\"output\":0.25,\"integral\":0}");
+    ck_assert_int_eq (feedback_settings_json (&s, &pi, json, 40), -1);
+}
+END_TEST
+
+START_TEST (the_stream_message_has_every_member_escaped_and_nulls)
+{
+    feedback_settings_t s = s_settings ("quantity=mean_v setpoint=-0.5 roi=0,0,100,50");
+    feedback_figures_t f = {.n = 3,
+                            .total = 4,
+                            .mean_u = 1.0 / 3,
+                            .mean_v = -0.25,
+                            .mean_speed = 2,
+                            .vorticity = NAN,
+                            .valid_fraction = 0.75};
+    feedback_message_t m = {.experiment = "run \"7\"\\a\n",
+                            .pair = 1234567890123,
+                            .stem = "x_0001\x01",
+                            .closed_ns = 1700000000000000000,
+                            .dispatched_ns = 1700000000010000000,
+                            .computed_ns = 1700000000020000000,
+                            .published_ns = 1700000000021500000,
+                            .settings = &s,
+                            .figures = &f,
+                            .output = 4};
+    char json[2048];
+    int len = feedback_message_json (&m, json, sizeof json);
+    ck_assert_int_eq (len, (int) strlen (json));
+    ck_assert_msg (json[0] == '{' && json[len - 1] == '}', "%s", json);
+    s_contains (json, "{\"experiment\":\"run \\\"7\\\"\\\\a\\u000a\",");
+    s_contains (json, "\"pair\":1234567890123,\"stem\":\"x_0001\\u0001\",");
+    s_contains (json, "\"closed_ns\":1700000000000000000,");
+    s_contains (json, "\"dispatched_ns\":1700000000010000000,");
+    s_contains (json, "\"computed_ns\":1700000000020000000,");
+    s_contains (json, "\"published_ns\":1700000000021500000,");
+    s_contains (json, "\"latency_ms\":21.5,");
+    s_contains (json, "\"roi\":[0,0,100,50],");
+    s_contains (json, "\"n\":3,");
+    s_contains (json, "\"mean_u\":0.333333333,");
+    s_contains (json, "\"mean_v\":-0.25,");
+    s_contains (json, "\"mean_speed\":2,");
+    s_contains (json, "\"vorticity\":null,");
+    s_contains (json, "\"valid_fraction\":0.75,");
+    s_contains (json, "\"quantity\":\"mean_v\",");
+    s_contains (json, "\"value\":-0.25,");
+    s_contains (json, "\"enabled\":false,");
+    s_contains (json, "\"setpoint\":-0.5,");
+    s_contains (json, "\"output\":null}");  // disabled: no output, whatever was passed
+
+    s.enabled = 1;
+    s.roi_set = 0;
+    s.quantity = FEEDBACK_VORTICITY;
+    feedback_message_json (&m, json, sizeof json);
+    s_contains (json, "\"roi\":null,");
+    s_contains (json, "\"value\":null,");
+    s_contains (json, "\"enabled\":true,");
+    s_contains (json, "\"output\":4}");
+    m.output = NAN;
+    len = feedback_message_json (&m, json, sizeof json);
+    s_contains (json, "\"output\":null}");
+
+    ck_assert_int_eq (feedback_message_json (&m, json, (size_t) len), -1);
+    ck_assert_int_eq (feedback_message_json (&m, json, 0), -1);
+}
+END_TEST
+
+START_TEST (a_uniform_field_has_exact_means_and_no_vorticity)
+{
+    piv_field_t *field = s_grid (9, 7);
+    for (int k = 0; k < 9 * 7; k++) {
+        field->u[k] = 2;
+        field->v[k] = -1;
+    }
+    feedback_settings_t s;
+    feedback_settings_init (&s);
+    feedback_figures_t f;
+    feedback_figures (field, &s, &f);
+    ck_assert_int_eq (f.n, 63);
+    ck_assert_int_eq (f.total, 63);
+    ck_assert (f.mean_u == 2);
+    ck_assert (f.mean_v == -1);
+    ck_assert_double_eq_tol (f.mean_speed, sqrt (5), 1e-12);
+    ck_assert (f.vorticity == 0);
+    ck_assert (f.valid_fraction == 1);
+    ck_assert (feedback_value (&f, FEEDBACK_MEAN_V) == -1);
+    ck_assert (feedback_value (&f, FEEDBACK_VALID_FRACTION) == 1);
+    piv_field_destroy (&field);
+}
+END_TEST
+
+START_TEST (solid_body_rotation_has_vorticity_twice_its_rate)
+{
+    piv_field_t *field = s_grid (12, 10);
+    const double w = 1.0 / 64;  // rad per frame; exact in float
+    for (int k = 0; k < 12 * 10; k++) {
+        field->u[k] = (float) (-w * (field->y[k] - 80));
+        field->v[k] = (float) (w * (field->x[k] - 96));
+    }
+    feedback_settings_t s = s_settings ("roi=48,48,144,128 quantity=vorticity");
+    feedback_figures_t f;
+    feedback_figures (field, &s, &f);
+    ck_assert_int_eq (f.n, 7 * 6);
+    ck_assert_double_eq_tol (f.vorticity, 2 * w, 1e-9);
+    ck_assert_double_eq_tol (feedback_value (&f, s.quantity), 2 * w, 1e-9);
+    // Linear in x and y: the one-sided differences at the edges agree.
+    feedback_settings_init (&s);
+    feedback_figures (field, &s, &f);
+    ck_assert_double_eq_tol (f.vorticity, 2 * w, 1e-9);
+    // The sign follows the rotation.
+    for (int k = 0; k < 12 * 10; k++) {
+        field->u[k] = -field->u[k];
+        field->v[k] = -field->v[k];
+    }
+    feedback_figures (field, &s, &f);
+    ck_assert_double_eq_tol (f.vorticity, -2 * w, 1e-9);
+    piv_field_destroy (&field);
+}
+END_TEST
+
+START_TEST (the_roi_selects_the_vectors_inside_its_box_edges_included)
+{
+    piv_field_t *field = s_grid (8, 8);
+    for (int k = 0; k < 64; k++) {
+        field->u[k] = field->x[k];  // 16, 32, ...
+        field->v[k] = field->y[k];
+    }
+    // Columns x = 32, 48, 64 and rows y = 48, 64: the box edges sit on
+    // vector positions.
+    feedback_settings_t s = s_settings ("roi=32,48,64,64");
+    feedback_figures_t f;
+    feedback_figures (field, &s, &f);
+    ck_assert_int_eq (f.total, 6);
+    ck_assert_int_eq (f.n, 6);
+    ck_assert (f.mean_u == 48);
+    ck_assert (f.mean_v == 56);
+    ck_assert (f.valid_fraction == 1);
+    // Shear u = x, v = y has no vorticity, even on the box's edge points
+    // whose central stencils reach outside it.
+    ck_assert (f.vorticity == 0);
+    piv_field_destroy (&field);
+}
+END_TEST
+
+START_TEST (flagged_vectors_count_in_total_only_and_stay_out_of_the_stencils)
+{
+    piv_field_t *field = s_grid (6, 6);
+    const double a = 0.125;
+    for (int k = 0; k < 36; k++) {
+        field->u[k] = (float) (a * field->y[k]);  // shear: vorticity -a
+        field->v[k] = 0;
+    }
+    field->u[2 * 6 + 2] = 1000;  // an outlier flagged invalid
+    field->flags[2 * 6 + 2] = PIV_FLAG_INVALID;
+    field->u[4 * 6 + 4] = -1000;  // a replaced vector: not flag 0
+    field->flags[4 * 6 + 4] = PIV_FLAG_REPLACED;
+    feedback_settings_t s;
+    feedback_settings_init (&s);
+    feedback_figures_t f;
+    feedback_figures (field, &s, &f);
+    ck_assert_int_eq (f.total, 36);
+    ck_assert_int_eq (f.n, 34);
+    ck_assert_double_eq_tol (f.valid_fraction, 34.0 / 36, 1e-15);
+    double sum = 0;
+    for (int k = 0; k < 36; k++)
+        if (field->flags[k] == PIV_FLAG_VALID)
+            sum += field->u[k];
+    ck_assert_double_eq_tol (f.mean_u, sum / 34, 1e-12);
+    ck_assert (f.mean_v == 0);
+    // Had a stencil used either outlier, the mean would be far from -a.
+    ck_assert_double_eq_tol (f.vorticity, -a, 1e-12);
+    piv_field_destroy (&field);
+}
+END_TEST
+
+START_TEST (an_roi_without_valid_vectors_gives_no_figures)
+{
+    piv_field_t *field = s_grid (4, 4);
+    feedback_settings_t s = s_settings ("roi=17,17,31,31");  // between grid points
+    feedback_figures_t f;
+    feedback_figures (field, &s, &f);
+    ck_assert_int_eq (f.n, 0);
+    ck_assert_int_eq (f.total, 0);
+    ck_assert (isnan (f.mean_u) && isnan (f.mean_v) && isnan (f.mean_speed));
+    ck_assert (isnan (f.vorticity) && isnan (f.valid_fraction));
+    // One vector inside, flagged: counted in total, valid fraction 0.
+    field->flags[1 * 4 + 1] = PIV_FLAG_INVALID;
+    feedback_settings_set (&s, "roi=32,32,32,32", NULL, 0);
+    feedback_figures (field, &s, &f);
+    ck_assert_int_eq (f.n, 0);
+    ck_assert_int_eq (f.total, 1);
+    ck_assert (f.valid_fraction == 0);
+    ck_assert (isnan (f.mean_u) && isnan (f.vorticity));
+    ck_assert (isnan (feedback_value (&f, FEEDBACK_MEAN_U)));
+    piv_field_destroy (&field);
+}
+END_TEST
+
+START_TEST (proportional_only_outputs_kp_times_the_error_at_once)
+{
+    feedback_settings_t s = s_settings ("setpoint=3 kp=0.5");
+    feedback_pi_t pi;
+    feedback_pi_reset (&pi);
+    for (int k = 0; k < 10; k++) {
+        double out = feedback_pi_step (&pi, &s, 1, FRAME_NS (k));
+        ck_assert (out == 1);  // 0.5 * (3 - 1), from the very first step
+        ck_assert (pi.integral == 0);
+    }
+    ck_assert (pi.started && pi.output == 1 && pi.last_ns == FRAME_NS (9));
+}
+END_TEST
+
+START_TEST (integral_only_grows_linearly_with_frame_time)
+{
+    feedback_settings_t s = s_settings ("setpoint=3 ki=0.5");  // e = 2: 1 per second
+    feedback_pi_t pi;
+    feedback_pi_reset (&pi);
+    ck_assert (feedback_pi_step (&pi, &s, 1, FRAME_NS (0)) == 0);  // dt 0 at the first step
+    double out = 0;
+    for (int k = 1; k <= 3; k++)
+        out = feedback_pi_step (&pi, &s, 1, FRAME_NS (k));
+    ck_assert_double_eq_tol (out, 0.2, 1e-12);
+    ck_assert_double_eq_tol (pi.integral, 0.2, 1e-12);
+    for (int k = 4; k <= 15; k++)
+        out = feedback_pi_step (&pi, &s, 1, FRAME_NS (k));
+    ck_assert_double_eq_tol (out, 1.0, 1e-12);
+    // A gap of 2 s (frames dropped) counts as 2 s.
+    out = feedback_pi_step (&pi, &s, 1, FRAME_NS (45));
+    ck_assert_double_eq_tol (out, 3.0, 1e-12);
+}
+END_TEST
+
+START_TEST (a_step_in_setpoint_moves_the_output_without_losing_the_integral)
+{
+    feedback_settings_t s = s_settings ("setpoint=1 kp=2 ki=3");
+    feedback_pi_t pi;
+    feedback_pi_reset (&pi);
+    for (int k = 0; k <= 15; k++)
+        feedback_pi_step (&pi, &s, 0.5, FRAME_NS (k));  // e = 0.5 for 1 s
+    ck_assert_double_eq_tol (pi.integral, 1.5, 1e-12);
+    ck_assert_double_eq_tol (pi.output, 2.5, 1e-12);
+    char err[128];
+    ck_assert (feedback_settings_set (&s, "setpoint=2", err, sizeof err) == 0);
+    double out = feedback_pi_step (&pi, &s, 0.5, FRAME_NS (16));  // e = 1.5
+    ck_assert_double_eq_tol (out, 2 * 1.5 + 1.5 + 3 * 1.5 / 15, 1e-8);
+    ck_assert (feedback_settings_set (&s, "setpoint=0.5", err, sizeof err) == 0);
+    out = feedback_pi_step (&pi, &s, 0.5, FRAME_NS (17));  // e = 0: holds the integral
+    ck_assert_double_eq_tol (out, 1.5 + 0.3, 1e-8);
+}
+END_TEST
+
+START_TEST (saturation_stops_the_integral_so_a_sign_change_leaves_the_limit_at_once)
+{
+    feedback_settings_t s = s_settings ("setpoint=1 ki=1 out_min=-0.5 out_max=0.5");
+    feedback_pi_t pi;
+    feedback_pi_reset (&pi);
+    double out = 0;
+    for (int k = 0; k <= 7; k++)  // e = 1: 7/15 in 7 frames, under the limit
+        out = feedback_pi_step (&pi, &s, 0, FRAME_NS (k));
+    ck_assert_double_eq_tol (out, 7.0 / 15, 1e-9);
+    for (int k = 8; k <= 60; k++) {  // saturated for over 3 s
+        out = feedback_pi_step (&pi, &s, 0, FRAME_NS (k));
+        ck_assert (out == 0.5);
+        ck_assert (pi.integral == 0.5);  // stopped on the limit, not 4 s worth
+    }
+    // The error turns negative: the output leaves the limit with this step.
+    out = feedback_pi_step (&pi, &s, 1.1, FRAME_NS (61));
+    ck_assert_double_eq_tol (out, 0.5 - 0.1 / 15, 1e-9);
+
+    // With a proportional term the limit holds kp*e + integral; below too.
+    s = s_settings ("setpoint=0 kp=1 ki=1 out_min=-0.5 out_max=0.5");
+    feedback_pi_reset (&pi);
+    for (int k = 0; k <= 30; k++)
+        out = feedback_pi_step (&pi, &s, 0.25, FRAME_NS (k));  // e = -0.25
+    ck_assert (out == -0.5);
+    ck_assert_double_eq_tol (pi.integral, -0.25, 1e-12);
+    out = feedback_pi_step (&pi, &s, -0.125, FRAME_NS (31));  // e = +0.125
+    ck_assert_double_eq_tol (out, 0.125 - 0.25 + 0.125 / 15, 1e-9);
+    ck_assert (out > -0.5);
+}
+END_TEST
+
+START_TEST (a_proportional_kick_into_the_limit_keeps_the_integral)
+{
+    feedback_settings_t s = s_settings ("setpoint=1 kp=1 ki=1 out_max=2");
+    feedback_pi_t pi;
+    feedback_pi_reset (&pi);
+    for (int k = 0; k <= 15; k++)
+        feedback_pi_step (&pi, &s, 0.5, FRAME_NS (k));  // integral 0.5
+    ck_assert_double_eq_tol (pi.integral, 0.5, 1e-12);
+    char err[128];
+    ck_assert (feedback_settings_set (&s, "setpoint=10", err, sizeof err) == 0);
+    double out = feedback_pi_step (&pi, &s, 0.5, FRAME_NS (16));  // kp*e = 9.5 alone
+    ck_assert (out == 2);
+    ck_assert_double_eq_tol (pi.integral, 0.5, 1e-12);  // frozen, not pulled to 2 - 9.5
+}
+END_TEST
+
+START_TEST (a_missing_value_or_a_late_frame_time_changes_nothing_it_should_not)
+{
+    feedback_settings_t s = s_settings ("setpoint=1 kp=1 ki=1");
+    feedback_pi_t pi, before;
+    feedback_pi_reset (&pi);
+    ck_assert (isnan (feedback_pi_step (&pi, &s, NAN, FRAME_NS (0))));
+    ck_assert_int_eq (pi.started, 0);  // still no output for F
+    feedback_pi_step (&pi, &s, 0, FRAME_NS (15));  // the first step: dt 0
+    ck_assert (pi.output == 1 && pi.integral == 0);
+    before = pi;
+    ck_assert (isnan (feedback_pi_step (&pi, &s, NAN, FRAME_NS (30))));
+    ck_assert (isnan (feedback_pi_step (&pi, &s, INFINITY, FRAME_NS (30))));
+    ck_assert (memcmp (&pi, &before, sizeof pi) == 0);
+    // A result from an earlier frame arriving late: dt 0, the latest time kept.
+    double out = feedback_pi_step (&pi, &s, 0, FRAME_NS (7));
+    ck_assert (out == 1 && pi.integral == 0 && pi.last_ns == FRAME_NS (15));
+    out = feedback_pi_step (&pi, &s, 0, FRAME_NS (30));  // 1 s after frame 15
+    ck_assert_double_eq_tol (out, 2.0, 1e-12);
+}
+END_TEST
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("feedback");
+    TCase *tc = tcase_create ("settings");
+    tcase_add_test (tc, defaults_are_off_over_the_whole_field_on_mean_u_and_unbounded);
+    tcase_add_test (tc, every_key_is_set_by_key_equals_value);
+    tcase_add_test (tc, bad_numbers_are_refused_naming_key_and_value);
+    tcase_add_test (tc, an_unknown_key_or_a_word_without_equals_is_refused_by_name);
+    tcase_add_test (tc, a_roi_needs_four_finite_numbers_in_order);
+    tcase_add_test (tc, apply_changes_all_or_nothing);
+    tcase_add_test (tc, formatted_settings_apply_back_to_the_same_settings);
+    tcase_add_test (tc, settings_json_has_every_member_of_f_with_nulls_for_what_does_not_exist);
+    tcase_add_test (tc, the_stream_message_has_every_member_escaped_and_nulls);
+    suite_add_tcase (suite, tc);
+    tc = tcase_create ("figures");
+    tcase_add_test (tc, a_uniform_field_has_exact_means_and_no_vorticity);
+    tcase_add_test (tc, solid_body_rotation_has_vorticity_twice_its_rate);
+    tcase_add_test (tc, the_roi_selects_the_vectors_inside_its_box_edges_included);
+    tcase_add_test (tc, flagged_vectors_count_in_total_only_and_stay_out_of_the_stencils);
+    tcase_add_test (tc, an_roi_without_valid_vectors_gives_no_figures);
+    suite_add_tcase (suite, tc);
+    tc = tcase_create ("controller");
+    tcase_add_test (tc, proportional_only_outputs_kp_times_the_error_at_once);
+    tcase_add_test (tc, integral_only_grows_linearly_with_frame_time);
+    tcase_add_test (tc, a_step_in_setpoint_moves_the_output_without_losing_the_integral);
+    tcase_add_test (tc, saturation_stops_the_integral_so_a_sign_change_leaves_the_limit_at_once);
+    tcase_add_test (tc, a_proportional_kick_into_the_limit_keeps_the_integral);
+    tcase_add_test (tc, a_missing_value_or_a_late_frame_time_changes_nothing_it_should_not);
+    suite_add_tcase (suite, tc);
+    SRunner *runner = srunner_create (suite);
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,955 @@
+// test_ops.c — operating a run from the console, as an operator does: the
+// real broker, watcher and agents on ipc:// sockets in a temporary
+// directory, steered and watched with the real pivctl (doc/pivctl.md), its
+// answers read as JSON, and the store read (read-only) as the witness of
+// what was dispatched when.
+
+#include "piv/field.h"
+#include "store/json.h"
+#include "store/store.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHIFT_U 3.3 // the flow pivfarm-synth renders by default, px
+#define SHIFT_V -1.7
+
+static tu_farm_t s_farm; // the farm of the running test; others[0]: a 'pivctl tail'
+
+static void
+s_setup (void)
+{
+    tu_farm_init (&s_farm);
+}
+
+static void
+s_teardown (void)
+{
+    tu_farm_release (&s_farm);
+}
+
+// The broker, the watcher and one agent 'a1'.
+static void
+s_start_farm (void)
+{
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    // Files landing from now on arrive as they land, not all at once from
+    // the watcher's first scan.
+    char *log = NULL;
+    for (int i = 0; i < 100 && !(log && strstr (log, "watching")); i++) {
+        free (log);
+        usleep (20000);
+        log = tu_slurp (tu_path (s_farm.dir, "watcher.log"), NULL);
+    }
+    ck_assert_msg (log && strstr (log, "watching"), "the watcher did not start: %s",
+                   log ? log : "");
+    free (log);
+}
+
+// The farm of s_start_farm with n pairs <prefix>_0001 ... landed and done.
+static void
+s_start_farm_done (const char *prefix, int n)
+{
+    tu_farm_render (&s_farm, n, prefix);
+    s_start_farm ();
+    tu_farm_land (&s_farm, prefix, 1, n, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 60).done, n);
+}
+
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// ---------------------------------------------------------------------------
+// The store, read-only, as the witness
+
+// The pairs of exp1 as the store has them, id order.
+#define PAIRS_MAX 256
+typedef struct {
+    int64_t pair;
+    char stem[64];
+    int state;
+    int64_t dispatched_ns;
+} s_pair_t;
+
+typedef struct {
+    s_pair_t pairs[PAIRS_MAX];
+    int n;
+} s_pairs_t;
+
+static int
+s_pair_cb (void *arg, const store_pair_info_t *p)
+{
+    s_pairs_t *out = arg;
+    if (out->n == PAIRS_MAX)
+        return 1;
+    s_pair_t *q = &out->pairs[out->n++];
+    q->pair = p->pair;
+    snprintf (q->stem, sizeof q->stem, "%s", p->stem);
+    q->state = p->state;
+    q->dispatched_ns = p->dispatched_ns;
+    return 0;
+}
+
+static void
+s_read_pairs (s_pairs_t *out)
+{
+    char err[512];
+    out->n = 0;
+    store_t *store = store_open_readonly (tu_path (s_farm.dir, "farm.db"), err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    store_experiment_t exp;
+    ck_assert (store_experiment_find (store, "exp1", &exp) == 1);
+    ck_assert (store_pairs_of (store, exp.id, -1, 0, 0, s_pair_cb, out) >= 0);
+    store_destroy (&store);
+}
+
+static int
+s_by_dispatch (const void *a, const void *b)
+{
+    int64_t x = ((const s_pair_t *)a)->dispatched_ns, y = ((const s_pair_t *)b)->dispatched_ns;
+    return (x > y) - (x < y);
+}
+
+// ---------------------------------------------------------------------------
+// pivctl
+
+// Runs pivctl -c conf with the arguments (NULL-terminated); its exit status,
+// its output (stdout and stderr) in out.
+static int
+s_pivctl_v (char *out, size_t len, const char *first, va_list ap)
+{
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf};
+    int n = 3;
+    for (const char *a = first; a && n < 31; a = va_arg (ap, const char *))
+        argv[n++] = (char *)a;
+    argv[n] = NULL;
+    return tu_run (argv, out, len, 120);
+}
+
+static int
+s_pivctl (char *out, size_t len, const char *first, ...)
+{
+    va_list ap;
+    va_start (ap, first);
+    int rc = s_pivctl_v (out, len, first, ap);
+    va_end (ap);
+    return rc;
+}
+
+// Runs 'pivctl --json' with the arguments, which must succeed, and returns
+// its answer parsed (caller destroys).
+static json_t *
+s_ask (const char *first, ...)
+{
+    static char out[1 << 20];
+    // --json may follow the command (doc/pivctl.md): it goes last.
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf};
+    int n = 3;
+    va_list ap;
+    va_start (ap, first);
+    for (const char *a = first; a && n < 30; a = va_arg (ap, const char *))
+        argv[n++] = (char *)a;
+    va_end (ap);
+    argv[n++] = "--json";
+    argv[n] = NULL;
+    int rc = tu_run (argv, out, sizeof out, 120);
+    ck_assert_msg (rc == 0, "pivctl %s: exit %d: %s", first, rc, out);
+    // Progress lines (replay) come first, on stderr.
+    char *json = out[0] == '{' ? out : strstr (out, "\n{");
+    char err[256];
+    json_t *doc = json ? json_parse (json, err, sizeof err) : NULL;
+    ck_assert_msg (doc != NULL, "pivctl %s: not JSON: %s", first, out);
+    return doc;
+}
+
+// The index of exp1 in the "experiments" array of doc; fails if absent.
+static int
+s_exp1 (json_t *doc)
+{
+    int n = json_length (doc, "$.experiments");
+    for (int i = 0; i < n; i++) {
+        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
+        if (name && strcmp (name, "exp1") == 0)
+            return i;
+    }
+    ck_abort_msg ("no exp1 among %d experiment(s)", n);
+    return -1;
+}
+
+// Asserts that pivctl with the arguments exits 1 with one line starting
+// "pivctl: " that holds 'named'.
+static void
+s_refused (const char *named, const char *first, ...)
+{
+    char out[8192];
+    va_list ap;
+    va_start (ap, first);
+    int rc = s_pivctl_v (out, sizeof out, first, ap);
+    va_end (ap);
+    ck_assert_msg (rc == 1, "pivctl %s: exit %d, expected 1: %s", first, rc, out);
+    ck_assert_msg (strncmp (out, "pivctl: ", 8) == 0 && strstr (out, named) &&
+                       strchr (out, '\n') == out + strlen (out) - 1,
+                   "pivctl %s: expected one line naming %s: %s", first, named, out);
+}
+
+// Starts 'pivctl tail EXP --count N --json' in the background, and waits
+// until it has subscribed.
+static void
+s_tail_start (const char *experiment, int count)
+{
+    char n[16];
+    snprintf (n, sizeof n, "%d", count);
+    unlink (tu_path (s_farm.dir, "tail.log"));
+    char *argv[] = {(char *)tu_bin ("pivctl"), "-c",      s_farm.conf, "--json", "tail",
+                    (char *)experiment,        "--count", n,           NULL};
+    s_farm.others[0] = tu_spawn (argv, tu_path (s_farm.dir, "tail.log"));
+    usleep (500000); // a subscriber sees only what is published after it joined
+}
+
+// Waits until the tail has exited (its count seen), and parses its lines
+// into docs (at most max). Returns how many.
+static int
+s_tail_wait (json_t **docs, int max, int timeout_s)
+{
+    for (int i = 0; i < timeout_s * 20 && tu_alive (s_farm.others[0]); i++)
+        usleep (50000);
+    char *log = tu_slurp (tu_path (s_farm.dir, "tail.log"), NULL);
+    ck_assert_msg (!tu_alive (s_farm.others[0]), "tail did not see its count: %s", log ? log : "");
+    s_farm.others[0] = 0;
+    ck_assert (log != NULL);
+    int n = 0;
+    for (char *line = strtok (log, "\n"); line; line = strtok (NULL, "\n")) {
+        char err[256];
+        ck_assert_msg (n < max, "more messages than expected: %s", line);
+        docs[n] = json_parse (line, err, sizeof err);
+        ck_assert_msg (docs[n] != NULL, "not JSON: %s: %s", err, line);
+        n++;
+    }
+    free (log);
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// The commands against a running farm
+
+START_TEST (pivctl_queries_show_the_farm_as_the_store_records_it)
+{
+    s_start_farm_done ("q", 3);
+
+    json_t *doc = s_ask ("status", NULL);
+    int e = s_exp1 (doc);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].files", e), 6);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].done", e), 3);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].pending", e), 0);
+    ck_assert_int_eq (json_int (doc, -1, "$.results"), 3);
+    ck_assert_str_eq (json_string (doc, "$.policy"), "all");
+    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
+    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 0);
+    ck_assert_str_eq (json_string (doc, "$.agents[0].id"), "a1");
+    ck_assert (json_is_number (doc, "$.experiments[%d].latency_median_ms", e));
+    json_destroy (&doc);
+
+    doc = s_ask ("agents", NULL);
+    ck_assert_int_eq (json_length (doc, "$.agents"), 1);
+    ck_assert_str_eq (json_string (doc, "$.agents[0].id"), "a1");
+    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].done"), 3);
+    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].tasks"), 0);
+    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].credit"), 1);
+    ck_assert (json_number (doc, -1, "$.agents[0].last_heartbeat_ms") < 1000);
+    json_destroy (&doc);
+
+    doc = s_ask ("experiments", NULL);
+    e = s_exp1 (doc);
+    ck_assert_str_eq (json_string (doc, "$.experiments[%d].source", e), "exp1");
+    const char *settings = json_string (doc, "$.experiments[%d].settings", e);
+    ck_assert_msg (settings && strstr (settings, "passes=32,16"), "%s", settings);
+    json_destroy (&doc);
+
+    doc = s_ask ("pairs", "exp1", "--state", "done", NULL);
+    ck_assert_int_eq (json_length (doc, "$.pairs"), 3);
+    for (int i = 0; i < 3; i++) {
+        char stem[32];
+        snprintf (stem, sizeof stem, "q_%04d", i + 1);
+        ck_assert_str_eq (json_string (doc, "$.pairs[%d].stem", i), stem);
+        ck_assert_str_eq (json_string (doc, "$.pairs[%d].state", i), "done");
+        ck_assert_str_eq (json_string (doc, "$.pairs[%d].agent", i), "a1");
+        int64_t created = json_int (doc, 0, "$.pairs[%d].created_ns", i);
+        int64_t dispatched = json_int (doc, 0, "$.pairs[%d].dispatched_ns", i);
+        int64_t finished = json_int (doc, 0, "$.pairs[%d].finished_ns", i);
+        ck_assert (created > 0 && created <= dispatched && dispatched <= finished);
+        ck_assert (json_number (doc, -1, "$.pairs[%d].latency_ms", i) >= 0);
+    }
+    ck_assert_int_eq (json_bool (doc, -1, "$.truncated"), 0);
+    json_destroy (&doc);
+    doc = s_ask ("pairs", "exp1", "--state", "pending", NULL);
+    ck_assert_int_eq (json_length (doc, "$.pairs"), 0);
+    json_destroy (&doc);
+    doc = s_ask ("pairs", "exp1", "--limit", "2", NULL);
+    ck_assert_int_eq (json_length (doc, "$.pairs"), 2);
+    ck_assert_int_eq (json_bool (doc, -1, "$.truncated"), 1);
+    int64_t second = json_int (doc, 0, "$.pairs[1].pair");
+    json_destroy (&doc);
+    char after[32];
+    snprintf (after, sizeof after, "%lld", (long long)second);
+    doc = s_ask ("pairs", "exp1", "--after", after, NULL);
+    ck_assert_int_eq (json_length (doc, "$.pairs"), 1);
+    ck_assert_str_eq (json_string (doc, "$.pairs[0].stem"), "q_0003");
+    json_destroy (&doc);
+
+    // The log: each file, pair, dispatch and result of exp1.
+    doc = s_ask ("log", "exp1", NULL);
+    int n = json_length (doc, "$.events"), files = 0, dispatches = 0, results = 0;
+    for (int i = 0; i < n; i++) {
+        const char *kind = json_string (doc, "$.events[%d].kind", i);
+        files += strcmp (kind, "file") == 0;
+        dispatches += strcmp (kind, "dispatch") == 0;
+        results += strcmp (kind, "result") == 0;
+    }
+    ck_assert_msg (files == 6 && dispatches == 3 && results == 3,
+                   "%d files %d dispatches %d results", files, dispatches, results);
+    json_destroy (&doc);
+
+    // The same as tables: each shows what it names.
+    char out[16384];
+    const char *tables[][4] = {{"status", NULL, "exp1", "a1"},
+                               {"agents", NULL, "a1", NULL},
+                               {"experiments", NULL, "exp1", "passes=32,16"},
+                               {"pairs", "exp1", "q_0003", "done"},
+                               {"log", "exp1", "q_0002_b.tif", "result"},
+                               {"feedback", "show", "mean_u", NULL}};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        const char **t = tables[i];
+        ck_assert_int_eq (s_pivctl (out, sizeof out, t[0], t[1], NULL), 0);
+        ck_assert_msg (strstr (out, t[2]) && (!t[3] || strstr (out, t[3])), "pivctl %s: %s", t[0],
+                       out);
+    }
+
+    // export: the stored fields as pivfarm-piv txt files, the known flow.
+    const char *dir = tu_path (s_farm.dir, "out/fields");
+    char fields[4096];
+    snprintf (fields, sizeof fields, "%s", dir);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-o", fields, NULL), 0);
+    ck_assert_msg (strstr (out, "exported 3 field(s) of exp1"), "%s", out);
+    for (int i = 1; i <= 3; i++) {
+        char path[4200], err[512];
+        snprintf (path, sizeof path, "%s/q_%04d.txt", fields, i);
+        piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s", err);
+        piv_field_stats_t st;
+        piv_field_stats (f, PIV_FLAG_VALID, &st);
+        ck_assert_msg (fabs (st.mean_u - SHIFT_U) < 0.1 && fabs (st.mean_v - SHIFT_V) < 0.1,
+                       "%s: mean (%.3f, %.3f)", path, st.mean_u, st.mean_v);
+        piv_field_destroy (&f);
+    }
+}
+END_TEST
+
+START_TEST (pivctl_steering_commands_answer_with_the_setting_now_in_force)
+{
+    s_start_farm_done ("t", 1);
+
+    json_t *doc = s_ask ("rate", "5", "-e", "exp1", NULL);
+    ck_assert_str_eq (json_string (doc, "$.scope"), "exp1");
+    ck_assert (json_number (doc, -1, "$.rate_limit") == 5);
+    json_destroy (&doc);
+    doc = s_ask ("policy", "sample", "3", "--experiment=exp1", NULL);
+    ck_assert_str_eq (json_string (doc, "$.scope"), "exp1");
+    ck_assert_str_eq (json_string (doc, "$.policy"), "sample 3");
+    json_destroy (&doc);
+    doc = s_ask ("policy", "latest", NULL);
+    ck_assert_str_eq (json_string (doc, "$.scope"), "*");
+    ck_assert_str_eq (json_string (doc, "$.policy"), "latest");
+    json_destroy (&doc);
+    doc = s_ask ("pause", "-e", "exp1", NULL);
+    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 1);
+    json_destroy (&doc);
+
+    // status says what is in force: exp1's own, the global default.
+    doc = s_ask ("status", NULL);
+    int e = s_exp1 (doc);
+    ck_assert (json_number (doc, -1, "$.experiments[%d].rate_limit", e) == 5);
+    ck_assert_str_eq (json_string (doc, "$.experiments[%d].policy", e), "sample 3");
+    ck_assert_int_eq (json_bool (doc, -1, "$.experiments[%d].paused", e), 1);
+    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
+    ck_assert_str_eq (json_string (doc, "$.policy"), "latest");
+    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 0);
+    json_destroy (&doc);
+
+    doc = s_ask ("resume", "-e", "exp1", NULL);
+    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 0);
+    json_destroy (&doc);
+    doc = s_ask ("rate", "max", "-e", "exp1", NULL);
+    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
+    json_destroy (&doc);
+    doc = s_ask ("rate", "2.5", NULL);
+    ck_assert_str_eq (json_string (doc, "$.scope"), "*");
+    ck_assert (json_number (doc, -1, "$.rate_limit") == 2.5);
+    json_destroy (&doc);
+
+    // feedback: show, set, on, off.
+    doc = s_ask ("feedback", "show", "-e", "exp1", NULL);
+    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
+    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
+    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_u");
+    json_destroy (&doc);
+    doc = s_ask ("feedback", "set", "roi=10,20,100,200", "quantity=mean_v", "setpoint=-1.5",
+                 "kp=0.5", "ki=0.25", "out_min=-2", "out_max=2", "-e", "exp1", NULL);
+    ck_assert_str_eq (json_string (doc, "$.scope"), "exp1");
+    ck_assert (json_number (doc, -1, "$.feedback.roi[0]") == 10 &&
+               json_number (doc, -1, "$.feedback.roi[1]") == 20 &&
+               json_number (doc, -1, "$.feedback.roi[2]") == 100 &&
+               json_number (doc, -1, "$.feedback.roi[3]") == 200);
+    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_v");
+    ck_assert (json_number (doc, 0, "$.feedback.setpoint") == -1.5);
+    ck_assert (json_number (doc, 0, "$.feedback.kp") == 0.5);
+    ck_assert (json_number (doc, 0, "$.feedback.ki") == 0.25);
+    ck_assert (json_number (doc, 0, "$.feedback.out_min") == -2);
+    ck_assert (json_number (doc, 0, "$.feedback.out_max") == 2);
+    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
+    json_destroy (&doc);
+    doc = s_ask ("feedback", "on", "-e", "exp1", NULL);
+    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 1);
+    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_v"); // kept
+    json_destroy (&doc);
+    doc = s_ask ("feedback", "show", NULL); // the global default is untouched
+    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
+    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
+    json_destroy (&doc);
+    doc = s_ask ("feedback", "off", "-e", "exp1", NULL);
+    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
+    json_destroy (&doc);
+    doc = s_ask ("feedback", "set", "roi=all", "-e", "exp1", NULL);
+    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
+    json_destroy (&doc);
+
+    // Every change is in the event log of its experiment.
+    doc = s_ask ("log", "exp1", NULL);
+    int n = json_length (doc, "$.events"), rate5 = 0, paused = 0, feedback = 0;
+    for (int i = 0; i < n; i++) {
+        const char *kind = json_string (doc, "$.events[%d].kind", i);
+        const char *payload = json_string (doc, "$.events[%d].payload", i);
+        if (strcmp (kind, "setting") != 0)
+            continue;
+        ck_assert (json_int (doc, 0, "$.events[%d].ts_ns", i) > 0);
+        rate5 += strcmp (payload, "rate=5") == 0;
+        paused += strcmp (payload, "paused=1") == 0;
+        feedback += strncmp (payload, "feedback=", 9) == 0;
+    }
+    ck_assert_msg (rate5 == 1 && paused == 1 && feedback == 4, "rate %d paused %d feedback %d",
+                   rate5, paused, feedback);
+    json_destroy (&doc);
+
+    // The settings survive a restart of the broker.
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    tu_farm_start_broker (&s_farm);
+    doc = s_ask ("status", NULL);
+    e = s_exp1 (doc);
+    ck_assert_str_eq (json_string (doc, "$.experiments[%d].policy", e), "sample 3");
+    ck_assert (json_number (doc, -1, "$.experiments[%d].rate_limit", e) == 2.5);
+    ck_assert (json_number (doc, -1, "$.rate_limit") == 2.5);
+    ck_assert_str_eq (json_string (doc, "$.policy"), "latest");
+    ck_assert_int_eq (json_bool (doc, -1, "$.experiments[%d].paused", e), 0);
+    json_destroy (&doc);
+    doc = s_ask ("feedback", "show", "-e", "exp1", NULL);
+    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_v");
+    ck_assert (json_number (doc, 0, "$.feedback.ki") == 0.25);
+    json_destroy (&doc);
+}
+END_TEST
+
+START_TEST (pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_broker)
+{
+    s_start_farm_done ("r", 1);
+    char dir[4096];
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "out"));
+
+    s_refused ("no experiment 'nope'", "pairs", "nope", NULL);
+    s_refused ("'nope'", "log", "nope", NULL);
+    s_refused ("'nope'", "rate", "5", "-e", "nope", NULL);
+    s_refused ("'nope'", "policy", "latest", "-e", "nope", NULL);
+    s_refused ("'nope'", "pause", "-e", "nope", NULL);
+    s_refused ("'nope'", "feedback", "show", "-e", "nope", NULL);
+    s_refused ("'nope'", "retry", "nope", NULL);
+    s_refused ("'nope'", "backfill", "nope", NULL);
+    s_refused ("'nope'", "replay", "nope", NULL);
+    s_refused ("'nope'", "export", "nope", "-o", dir, NULL);
+
+    s_refused ("'fast'", "rate", "fast", NULL);
+    s_refused ("'0'", "rate", "0", NULL);
+    s_refused ("'x'", "policy", "sample", "x", NULL);
+    s_refused ("'sometimes'", "policy", "sometimes", NULL);
+    s_refused ("'lost'", "pairs", "exp1", "--state", "lost", NULL);
+    s_refused ("'0'", "replay", "exp1", "--speed", "0", NULL);
+    s_refused ("'exp1'", "replay", "exp1", "--as", "exp1", NULL);
+    s_refused ("kp", "feedback", "set", "setpoint=2", "kp=abc", NULL);
+    s_refused ("'colour'", "feedback", "set", "colour=red", NULL);
+    s_refused ("roi", "feedback", "set", "roi=5,5,1,1", NULL);
+    // A refused 'set' changed nothing, not even its good values.
+    json_t *doc = s_ask ("feedback", "show", NULL);
+    ck_assert (json_number (doc, -1, "$.feedback.setpoint") == 0);
+    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
+    json_destroy (&doc);
+    doc = s_ask ("status", NULL);
+    ck_assert_str_eq (json_string (doc, "$.policy"), "all");
+    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
+    json_destroy (&doc);
+
+    // No broker: each command names the endpoint it asked.
+    tu_stop (s_farm.broker, SIGKILL, 5);
+    s_farm.broker = 0;
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "'ipc://%s/control'", s_farm.dir);
+    s_refused ("did not answer", "--timeout", "300", "status", NULL);
+    s_refused (endpoint, "--timeout", "300", "status", NULL);
+    s_refused (endpoint, "--timeout", "300", "rate", "5", NULL);
+    s_refused (endpoint, "--timeout", "300", "pairs", "exp1", NULL);
+}
+END_TEST
+
+START_TEST (retry_sends_failed_pairs_again_and_they_complete)
+{
+    // A processor that fails until the file 'fixed' exists.
+    const char *script = tu_path (s_farm.dir, "flaky.sh");
+    char text[8192];
+    snprintf (text, sizeof text,
+              "#!/bin/sh\n"
+              "if [ ! -e '%s/fixed' ]; then echo 'the camera is fogged' >&2; exit 1; fi\n"
+              "echo \"x y u v flags\" > \"$3\"\n",
+              s_farm.dir);
+    tu_spit (script, text, strlen (text));
+    chmod (script, 0755);
+    char processor[4200];
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    tu_farm_conf (&s_farm, processor, 2, "32,16", "");
+    tu_farm_render (&s_farm, 2, "f");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "f", 1, 2, 0);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 300 && c.failed < 2; i++, c = tu_farm_counts (&s_farm))
+        usleep (100000);
+    ck_assert_msg (c.failed == 2 && c.done == 0, "failed %lld done %lld", (long long)c.failed,
+                   (long long)c.done);
+    json_t *doc = s_ask ("pairs", "exp1", "--state", "failed", NULL);
+    ck_assert_int_eq (json_length (doc, "$.pairs"), 2);
+    ck_assert_int_eq (json_int (doc, -1, "$.pairs[0].attempts"), 3);
+    const char *error = json_string (doc, "$.pairs[0].error");
+    ck_assert_msg (error && strstr (error, "fogged"), "%s", error ? error : "(none)");
+    json_destroy (&doc);
+
+    tu_spit (tu_path (s_farm.dir, "fixed"), "", 0);
+    doc = s_ask ("retry", "exp1", NULL);
+    ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1");
+    ck_assert_int_eq (json_int (doc, -1, "$.moved"), 2);
+    json_destroy (&doc);
+    c = tu_farm_wait_done (&s_farm, 2, 60);
+    ck_assert_msg (c.done == 2 && c.failed == 0, "done %lld failed %lld", (long long)c.done,
+                   (long long)c.failed);
+    doc = s_ask ("retry", "exp1", NULL); // nothing left to retry
+    ck_assert_int_eq (json_int (doc, -1, "$.moved"), 0);
+    json_destroy (&doc);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Steering the dispatch
+
+START_TEST (rate_5_dispatches_five_pairs_a_second)
+{
+    tu_farm_conf (&s_farm, "noop", 4, "32,16", "");
+    tu_farm_render (&s_farm, 25, "r");
+    s_start_farm ();
+    json_t *doc = s_ask ("rate", "5", NULL);
+    json_destroy (&doc);
+    tu_farm_land (&s_farm, "r", 1, 25, 0); // far faster than 5 pairs/s
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 25, 60);
+    ck_assert_int_eq (c.done, 25);
+    s_pairs_t p;
+    s_read_pairs (&p);
+    ck_assert_int_eq (p.n, 25);
+    qsort (p.pairs, (size_t)p.n, sizeof p.pairs[0], s_by_dispatch);
+    double mean_ms = (p.pairs[p.n - 1].dispatched_ns - p.pairs[0].dispatched_ns) / 1e6 / (p.n - 1);
+    double min_ms = 1e9;
+    for (int i = 1; i < p.n; i++)
+        min_ms = fmin (min_ms, (p.pairs[i].dispatched_ns - p.pairs[i - 1].dispatched_ns) / 1e6);
+    ck_assert_msg (fabs (mean_ms - 200) <= 20, "mean interval %.1f ms, expected 200", mean_ms);
+    ck_assert_msg (min_ms >= 180, "a burst: two dispatches %.1f ms apart", min_ms);
+}
+END_TEST
+
+START_TEST (latest_processes_the_newest_pair_first)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
+    tu_farm_render (&s_farm, 8, "l");
+    s_start_farm ();
+    json_t *doc = s_ask ("pause", NULL);
+    json_destroy (&doc);
+    tu_farm_land (&s_farm, "l", 1, 8, 0);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 200 && c.pending < 8; i++, c = tu_farm_counts (&s_farm))
+        usleep (50000);
+    ck_assert_int_eq (c.pending, 8);
+    doc = s_ask ("policy", "latest", NULL);
+    json_destroy (&doc);
+    doc = s_ask ("resume", NULL);
+    json_destroy (&doc);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 8, 60).done, 8);
+    s_pairs_t p;
+    s_read_pairs (&p);
+    qsort (p.pairs, (size_t)p.n, sizeof p.pairs[0], s_by_dispatch);
+    char order[256] = "";
+    for (int i = 0; i < p.n; i++)
+        snprintf (order + strlen (order), sizeof order - strlen (order), " %s", p.pairs[i].stem);
+    for (int i = 1; i < p.n; i++)
+        ck_assert_msg (p.pairs[i].pair < p.pairs[i - 1].pair, "dispatch order:%s", order);
+    ck_assert_msg (p.pairs[0].pair == p.pairs[p.n - 1].pair + 7, "dispatch order:%s", order);
+}
+END_TEST
+
+START_TEST (sample_3_skips_two_pairs_in_three_and_backfill_completes_them)
+{
+    tu_farm_conf (&s_farm, "noop", 2, "32,16", "");
+    tu_farm_render (&s_farm, 9, "s");
+    s_start_farm ();
+    json_t *doc = s_ask ("policy", "sample", "3", NULL);
+    json_destroy (&doc);
+    tu_farm_land (&s_farm, "s", 1, 9, 20000);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 300 && (c.done < 3 || c.skipped < 6); i++, c = tu_farm_counts (&s_farm))
+        usleep (100000);
+    usleep (300000); // nothing more comes
+    c = tu_farm_counts (&s_farm);
+    ck_assert_msg (c.done == 3 && c.skipped == 6 && c.pending == 0,
+                   "done %lld skipped %lld pending %lld", (long long)c.done, (long long)c.skipped,
+                   (long long)c.pending);
+    // The first of every three arrivals is the one computed.
+    s_pairs_t p;
+    s_read_pairs (&p);
+    ck_assert_int_eq (p.n, 9);
+    for (int i = 0; i < 9; i++)
+        ck_assert_msg (p.pairs[i].state == (i % 3 == 0 ? STORE_DONE : STORE_SKIPPED),
+                       "pair %d (%s) in state %d", i + 1, p.pairs[i].stem, p.pairs[i].state);
+    doc = s_ask ("pairs", "exp1", "--state", "skipped", NULL);
+    ck_assert_int_eq (json_length (doc, "$.pairs"), 6);
+    json_destroy (&doc);
+
+    doc = s_ask ("backfill", "exp1", NULL);
+    ck_assert_int_eq (json_int (doc, -1, "$.moved"), 6);
+    json_destroy (&doc);
+    c = tu_farm_wait_done (&s_farm, 9, 60);
+    ck_assert_msg (c.done == 9 && c.skipped == 0, "done %lld skipped %lld", (long long)c.done,
+                   (long long)c.skipped);
+}
+END_TEST
+
+START_TEST (pause_stops_dispatch_within_100_ms_and_resume_restarts_it)
+{
+    tu_farm_conf (&s_farm, "noop", 2, "32,16", "");
+    tu_farm_render (&s_farm, 30, "p");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "p", 1, 10, 30000);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 10, 60).done, 10);
+    char out[4096];
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "pause", NULL), 0);
+    int64_t replied = s_now_ns ();
+    tu_farm_land (&s_farm, "p", 11, 30, 30000); // files keep landing
+    usleep (500000);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    ck_assert_msg (c.files == 60 && c.pending == 20, "files %lld pending %lld", (long long)c.files,
+                   (long long)c.pending);
+    s_pairs_t p;
+    s_read_pairs (&p);
+    for (int i = 0; i < p.n; i++)
+        ck_assert_msg (p.pairs[i].dispatched_ns <= replied + 100000000,
+                       "%s dispatched %.0f ms after the pause", p.pairs[i].stem,
+                       (p.pairs[i].dispatched_ns - replied) / 1e6);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "resume", NULL), 0);
+    int64_t resumed = s_now_ns ();
+    c = tu_farm_wait_done (&s_farm, 30, 60);
+    ck_assert_int_eq (c.done, 30);
+    s_read_pairs (&p);
+    for (int i = 10; i < 30; i++)
+        ck_assert (p.pairs[i].dispatched_ns >= resumed - 100000000);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// The feedback stream
+
+// The valid vectors of results/exp1/<stem>.txt inside the box (all if NULL).
+static int
+s_vectors_inside (const char *stem, const double *roi)
+{
+    char path[4200], err[512];
+    snprintf (path, sizeof path, "%s/results/exp1/%s.txt", s_farm.dir, stem);
+    piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
+    int n = 0;
+    for (int k = 0; k < f->nx * f->ny; k++)
+        n += f->flags[k] == PIV_FLAG_VALID && (!roi || (f->x[k] >= roi[0] && f->x[k] <= roi[2] &&
+                                                        f->y[k] >= roi[1] && f->y[k] <= roi[3]));
+    piv_field_destroy (&f);
+    return n;
+}
+
+START_TEST (feedback_reports_every_result_with_the_figures_of_its_roi)
+{
+    tu_farm_render (&s_farm, 4, "b");
+    s_start_farm ();
+    s_tail_start ("exp1", 4);
+    tu_farm_land (&s_farm, "b", 1, 2, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
+    json_t *doc = s_ask ("feedback", "set", "roi=60,60,180,180", NULL);
+    json_destroy (&doc);
+    tu_farm_land (&s_farm, "b", 3, 4, 0);
+    json_t *m[4];
+    ck_assert_int_eq (s_tail_wait (m, 4, 60), 4);
+    const double roi[4] = {60, 60, 180, 180};
+    for (int i = 0; i < 4; i++) {
+        char stem[32];
+        snprintf (stem, sizeof stem, "b_%04d", i + 1);
+        ck_assert_str_eq (json_string (m[i], "$.experiment"), "exp1");
+        ck_assert_str_eq (json_string (m[i], "$.stem"), stem);
+        double u = json_number (m[i], NAN, "$.mean_u"), v = json_number (m[i], NAN, "$.mean_v");
+        ck_assert_msg (fabs (u - SHIFT_U) < 0.1 && fabs (v - SHIFT_V) < 0.1, "%s: (%g, %g)", stem,
+                       u, v);
+        ck_assert (json_number (m[i], NAN, "$.value") == u); // quantity mean_u
+        ck_assert_msg (fabs (json_number (m[i], NAN, "$.mean_speed") - hypot (SHIFT_U, SHIFT_V)) <
+                           0.1,
+                       "%s", stem);
+        ck_assert_int_eq (json_int (m[i], -1, "$.n"), s_vectors_inside (stem, i < 2 ? NULL : roi));
+        ck_assert_int_eq (json_type_at (m[i], "$.roi"), i < 2 ? JSON_NULL : JSON_ARRAY);
+        ck_assert_int_eq (json_type_at (m[i], "$.output"), JSON_NULL); // controller off
+        int64_t closed = json_int (m[i], 0, "$.closed_ns");
+        int64_t dispatched = json_int (m[i], 0, "$.dispatched_ns");
+        int64_t computed = json_int (m[i], 0, "$.computed_ns");
+        int64_t published = json_int (m[i], 0, "$.published_ns");
+        ck_assert (closed > 0 && closed <= dispatched && dispatched <= computed &&
+                   computed <= published);
+        ck_assert (fabs (json_number (m[i], NAN, "$.latency_ms") - (published - closed) / 1e6) <
+                   0.01);
+    }
+    ck_assert_int_lt (json_int (m[2], 0, "$.n"), json_int (m[0], 0, "$.n"));
+    for (int i = 0; i < 4; i++)
+        json_destroy (&m[i]);
+    // The same messages are in the event log.
+    doc = s_ask ("log", "exp1", NULL);
+    int n = json_length (doc, "$.events"), feedback = 0;
+    for (int i = 0; i < n; i++)
+        feedback += strcmp (json_string (doc, "$.events[%d].kind", i), "feedback") == 0;
+    ck_assert_int_eq (feedback, 4);
+    json_destroy (&doc);
+    // --feedback-only re-publishes them on the replay's topic, computing nothing.
+    s_tail_start ("exp1.replay1", 4);
+    doc = s_ask ("replay", "exp1", "--feedback-only", NULL);
+    ck_assert_str_eq (json_string (doc, "$.as"), "exp1.replay1");
+    ck_assert_int_eq (json_int (doc, -1, "$.republished"), 4);
+    json_destroy (&doc);
+    ck_assert_int_eq (s_tail_wait (m, 4, 60), 4);
+    for (int i = 0; i < 4; i++) {
+        char stem[32];
+        snprintf (stem, sizeof stem, "b_%04d", i + 1);
+        ck_assert_str_eq (json_string (m[i], "$.stem"), stem);
+        ck_assert (fabs (json_number (m[i], NAN, "$.mean_u") - SHIFT_U) < 0.1);
+        json_destroy (&m[i]);
+    }
+    ck_assert_int_eq (tu_farm_counts (&s_farm).done, 4); // nothing computed afresh
+}
+END_TEST
+
+START_TEST (the_pi_controller_follows_its_gains_and_a_step_in_setpoint)
+{
+    tu_farm_render (&s_farm, 11, "c");
+    s_start_farm ();
+    json_t *doc = s_ask ("feedback", "set", "kp=0.5", "setpoint=3", NULL);
+    json_destroy (&doc);
+    doc = s_ask ("feedback", "on", NULL);
+    json_destroy (&doc);
+    // kp alone: output = kp * (setpoint - value), then a step to 5.
+    s_tail_start ("exp1", 6);
+    tu_farm_land (&s_farm, "c", 1, 3, 100000);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 3, 60).done, 3);
+    doc = s_ask ("feedback", "set", "setpoint=5", NULL);
+    json_destroy (&doc);
+    tu_farm_land (&s_farm, "c", 4, 6, 100000);
+    json_t *m[6];
+    ck_assert_int_eq (s_tail_wait (m, 6, 60), 6);
+    for (int i = 0; i < 6; i++) {
+        double setpoint = i < 3 ? 3 : 5;
+        double value = json_number (m[i], NAN, "$.value");
+        double output = json_number (m[i], NAN, "$.output");
+        ck_assert_msg (fabs (value - SHIFT_U) < 0.1, "value %g", value);
+        ck_assert (json_number (m[i], NAN, "$.setpoint") == setpoint);
+        ck_assert_msg (fabs (output - 0.5 * (setpoint - value)) < 1e-6,
+                       "message %d: output %.9g, value %.9g, setpoint %g", i + 1, output, value,
+                       setpoint);
+        json_destroy (&m[i]);
+    }
+    // ki alone: each message adds ki * e * dt, dt between the frames' closing.
+    doc = s_ask ("feedback", "set", "kp=0", "ki=0.2", NULL);
+    json_destroy (&doc);
+    s_tail_start ("exp1", 4);
+    tu_farm_land (&s_farm, "c", 7, 10, 250000);
+    ck_assert_int_eq (s_tail_wait (m, 4, 60), 4);
+    for (int i = 1; i < 4; i++) {
+        double e = 5 - json_number (m[i], NAN, "$.value");
+        double dt =
+            (json_int (m[i], 0, "$.closed_ns") - json_int (m[i - 1], 0, "$.closed_ns")) / 1e9;
+        double step = json_number (m[i], NAN, "$.output") - json_number (m[i - 1], NAN, "$.output");
+        ck_assert_msg (dt > 0.2, "dt %g", dt);
+        ck_assert_msg (fabs (step - 0.2 * e * dt) < 1e-6, "message %d: step %.9g, ki*e*dt %.9g",
+                       i + 1, step, 0.2 * e * dt);
+    }
+    for (int i = 0; i < 4; i++)
+        json_destroy (&m[i]);
+    doc = s_ask ("feedback", "show", "-e", "exp1", NULL);
+    ck_assert (json_number (doc, NAN, "$.feedback.output") > 0);
+    json_destroy (&doc);
+    // Off, then on again: the controller starts afresh, the time it was
+    // off is not integrated.
+    doc = s_ask ("feedback", "off", NULL);
+    json_destroy (&doc);
+    usleep (500000);
+    doc = s_ask ("feedback", "on", NULL);
+    json_destroy (&doc);
+    s_tail_start ("exp1", 1);
+    tu_farm_land (&s_farm, "c", 11, 11, 0);
+    ck_assert_int_eq (s_tail_wait (m, 1, 60), 1);
+    ck_assert_msg (json_number (m[0], NAN, "$.output") == 0, "output %.9g after a restart",
+                   json_number (m[0], NAN, "$.output"));
+    json_destroy (&m[0]);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Replay
+
+static int
+s_last_seen (void *arg, int64_t file, const char *name, int64_t size, int64_t mtime_ns,
+             int64_t seen_ns)
+{
+    (void)file, (void)name, (void)size, (void)mtime_ns;
+    int64_t *span = arg; // first, last
+    if (span[0] == 0)
+        span[0] = seen_ns;
+    span[1] = seen_ns;
+    return 0;
+}
+
+// From the first file of 'name' to its last, as the broker saw them, s.
+static double
+s_files_span (const char *name)
+{
+    char err[512];
+    store_t *store = store_open_readonly (tu_path (s_farm.dir, "farm.db"), err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    store_experiment_t exp;
+    ck_assert (store_experiment_find (store, name, &exp) == 1);
+    int64_t span[2] = {0, 0};
+    ck_assert_int_eq (store_files_of (store, exp.id, s_last_seen, span), 60);
+    store_destroy (&store);
+    return (span[1] - span[0]) / 1e9;
+}
+
+static void
+s_check_replay (json_t *doc, const char *as, double speed)
+{
+    ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1");
+    ck_assert_str_eq (json_string (doc, "$.as"), as);
+    ck_assert_int_eq (json_int (doc, -1, "$.pairs_matched"), 30);
+    ck_assert_int_eq (json_int (doc, -1, "$.pairs_missing"), 0);
+    ck_assert_int_eq (json_int (doc, -1, "$.fields_compared"), 30);
+    ck_assert_int_eq (json_int (doc, -1, "$.files_matched"), 60);
+    double diff = json_number (doc, NAN, "$.max_vector_difference");
+    ck_assert_msg (diff <= 1e-6, "%s: vectors differ by %g px", as, diff);
+    double pacing = json_number (doc, NAN, "$.pacing_error_percent");
+    ck_assert_msg (fabs (pacing) <= 5, "%s at speed %g: pacing off by %g %%", as, speed, pacing);
+    // The store agrees: the replay lasted the original's time over speed.
+    double original = s_files_span ("exp1"), replay = s_files_span (as);
+    ck_assert_msg (original > 1.5 && fabs (replay * speed / original - 1) <= 0.05,
+                   "%s: %.3f s against %.3f s / %g", as, replay, original, speed);
+    ck_assert (json_number (doc, NAN, "$.speed") == speed);
+}
+
+START_TEST (a_replay_gives_the_same_fields_at_the_pace_asked)
+{
+    tu_farm_conf (&s_farm, "piv", 2, "32", "");
+    tu_farm_render (&s_farm, 30, "v");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "v", 1, 30, 66000); // some 15 pairs/s, as a camera
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 30, 60).done, 30);
+    json_t *doc = s_ask ("replay", "exp1", "--speed", "1", NULL);
+    s_check_replay (doc, "exp1.replay1", 1);
+    json_destroy (&doc);
+    doc = s_ask ("replay", "exp1", "--speed", "10", NULL);
+    s_check_replay (doc, "exp1.replay2", 10);
+    json_destroy (&doc);
+    // The replays are experiments of their own, reading exp1's files.
+    doc = s_ask ("experiments", NULL);
+    int n = json_length (doc, "$.experiments"), replays = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
+        if (strncmp (name, "exp1.replay", 11) != 0)
+            continue;
+        replays++;
+        ck_assert_str_eq (json_string (doc, "$.experiments[%d].source", i), "exp1");
+        ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].done", i), 30);
+        ck_assert_int_eq (json_bool (doc, -1, "$.experiments[%d].replay.finished", i), 1);
+    }
+    ck_assert_int_eq (replays, 2);
+    json_destroy (&doc);
+    ck_assert (access (tu_path (s_farm.dir, "results/exp1.replay2/v_0030.txt"), F_OK) == 0);
+}
+END_TEST
+
+// A test case of the suite: a fresh farm for each test.
+static TCase *
+s_tcase (Suite *suite, const char *name)
+{
+    TCase *tc = tcase_create (name);
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 120);
+    suite_add_tcase (suite, tc);
+    return tc;
+}
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("ops");
+    TCase *tc = s_tcase (suite, "commands");
+    tcase_add_test (tc, pivctl_queries_show_the_farm_as_the_store_records_it);
+    tcase_add_test (tc, pivctl_steering_commands_answer_with_the_setting_now_in_force);
+    tcase_add_test (tc, pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_broker);
+    tcase_add_test (tc, retry_sends_failed_pairs_again_and_they_complete);
+    tc = s_tcase (suite, "dispatch");
+    tcase_add_test (tc, rate_5_dispatches_five_pairs_a_second);
+    tcase_add_test (tc, latest_processes_the_newest_pair_first);
+    tcase_add_test (tc, sample_3_skips_two_pairs_in_three_and_backfill_completes_them);
+    tcase_add_test (tc, pause_stops_dispatch_within_100_ms_and_resume_restarts_it);
+    tc = s_tcase (suite, "feedback");
+    tcase_add_test (tc, feedback_reports_every_result_with_the_figures_of_its_roi);
+    tcase_add_test (tc, the_pi_controller_follows_its_gains_and_a_step_in_setpoint);
+    tc = s_tcase (suite, "replay");
+    tcase_add_test (tc, a_replay_gives_the_same_fields_at_the_pace_asked);
+    SRunner *runner = srunner_create (suite);
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}
