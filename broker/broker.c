@@ -370,21 +370,21 @@ s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
 static void
 s_ingest_one (broker_t *self, zsock_t *reader)
 {
-    zmsg_t *zmsg = zmsg_recv (reader);
-    if (!zmsg)
-        return;
-    zframe_t *identity = zmsg_pop (zmsg);
-    proto_msg_t msg = {0};
+    zframe_t *identity = NULL;
+    proto_msg_t msg;
     char err[512];
-    char *peer = identity ? zframe_strhex (identity) : NULL;
-    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0)
-        log_warning ("ingest: from watcher %s: %s", peer ? peer : "?", err);
-    else if (msg.command != PROTO_FILE)
-        log_warning ("ingest: from watcher %s: unexpected %s", peer ? peer : "?",
-                     proto_command_name (msg.command));
-    else
+    int rc = proto_recv (reader, &identity, &msg, err, sizeof err);
+    if (rc == 0 && msg.command == PROTO_FILE)
         s_on_file (self, identity, &msg);
-    free (peer);
+    else if (rc != -2) {
+        char *peer = identity ? zframe_strhex (identity) : NULL;
+        if (rc)
+            log_warning ("ingest: from watcher %s: %s", peer ? peer : "?", err);
+        else
+            log_warning ("ingest: from watcher %s: unexpected %s", peer ? peer : "?",
+                         proto_command_name (msg.command));
+        free (peer);
+    }
     proto_msg_release (&msg);
     zframe_destroy (&identity);
 }
@@ -671,15 +671,14 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 static void
 s_work_one (broker_t *self, zsock_t *reader)
 {
-    zmsg_t *zmsg = zmsg_recv (reader);
-    if (!zmsg)
-        return;
-    zframe_t *identity = zmsg_pop (zmsg);
-    proto_msg_t msg = {0};
+    zframe_t *identity = NULL;
+    proto_msg_t msg;
     char err[512];
-    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0) {
+    int rc = proto_recv (reader, &identity, &msg, err, sizeof err);
+    if (rc != 0) {
         agent_rec_t *agent = identity ? s_agent (self, identity) : NULL;
-        log_warning ("work: from agent '%s': %s", agent ? agent->id : "unknown", err);
+        if (rc == -1)
+            log_warning ("work: from agent '%s': %s", agent ? agent->id : "unknown", err);
         zframe_destroy (&identity);
         return;
     }

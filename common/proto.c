@@ -190,74 +190,103 @@ s_text_ok (const char *text, size_t limit)
     return len <= limit && !s_utf8_invalid ((const unsigned char *) text, len, &where);
 }
 
-static int
-s_add_number (zmsg_t *zmsg, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// A message as its parts, before it becomes frames: numbers are written
+// into the message's own buffers, text and blobs point into proto_msg_t.
+typedef struct {
+    const void *data[PROTO_MAX_FRAMES];
+    size_t size[PROTO_MAX_FRAMES];
+    int count;
+    char numbers[PROTO_MAX_FRAMES][32];
+} s_parts_t;
 
 static int
-s_add_number (zmsg_t *zmsg, const char *fmt, ...)
+s_add (s_parts_t *parts, const void *data, size_t size)
 {
-    char buf[64];
-    va_list ap;
-    va_start (ap, fmt);
-    int len = vsnprintf (buf, sizeof buf, fmt, ap);
-    va_end (ap);
-    return zmsg_addmem (zmsg, buf, (size_t) len);
+    if (parts->count == PROTO_MAX_FRAMES)
+        return -1;
+    parts->data[parts->count] = data;
+    parts->size[parts->count++] = size;
+    return 0;
 }
 
 static int
-s_encode_field (zmsg_t *zmsg, const s_field_t *field, const proto_msg_t *msg)
+s_add_number (s_parts_t *parts, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static int
+s_add_number (s_parts_t *parts, const char *fmt, ...)
+{
+    if (parts->count == PROTO_MAX_FRAMES)
+        return -1;
+    char *buf = parts->numbers[parts->count];
+    va_list ap;
+    va_start (ap, fmt);
+    int len = vsnprintf (buf, sizeof parts->numbers[0], fmt, ap);
+    va_end (ap);
+    return s_add (parts, buf, (size_t) len);
+}
+
+static int
+s_encode_field (s_parts_t *parts, const s_field_t *field, const proto_msg_t *msg)
 {
     const char *base = (const char *) msg + field->offset;
     switch (field->kind) {
     case S_U64:
-        return s_add_number (zmsg, "%" PRIu64, *(const uint64_t *) base);
+        return s_add_number (parts, "%" PRIu64, *(const uint64_t *) base);
     case S_U32:
-        return s_add_number (zmsg, "%" PRIu32, *(const uint32_t *) base);
+        return s_add_number (parts, "%" PRIu32, *(const uint32_t *) base);
     case S_I64:
-        return s_add_number (zmsg, "%" PRId64, *(const int64_t *) base);
+        return s_add_number (parts, "%" PRId64, *(const int64_t *) base);
     case S_F64:
-        return s_add_number (zmsg, "%.17g", *(const double *) base);
+        return s_add_number (parts, "%.17g", *(const double *) base);
     case S_TEXT:
     case S_BODY: {
         const char *text = *(char *const *) base;
         if (!s_text_ok (text, field->kind == S_BODY ? PROTO_MAX_BODY : PROTO_MAX_STRING))
             return -1;
-        return zmsg_addmem (zmsg, text ? text : "", text ? strlen (text) : 0);
+        return s_add (parts, text ? text : "", text ? strlen (text) : 0);
     }
     case S_BLOB:
         if (msg->blob_size > PROTO_MAX_FIELD || (msg->blob_size && !msg->blob))
             return -1;
-        return zmsg_addmem (zmsg, msg->blob, msg->blob_size);
+        return s_add (parts, msg->blob ? (const void *) msg->blob : "", msg->blob_size);
     }
     return -1;
+}
+
+// The parts of msg; -1 where the encoder refuses it (proto_encode).
+static int
+s_encode (const proto_msg_t *msg, s_parts_t *parts)
+{
+    const s_command_t *cmd = msg ? s_command (msg->command) : NULL;
+    if (!cmd)
+        return -1;
+    if (msg->command == PROTO_ACK
+        && (msg->count > PROTO_MAX_ACK || (msg->count > 0 && !msg->seqs)))
+        return -1;
+    parts->count = 0;
+    if (s_add (parts, PROTO_VERSION, strlen (PROTO_VERSION)) || s_add (parts, &msg->command, 1))
+        return -1;
+    for (int i = 0; i < cmd->nfields; i++)
+        if (s_encode_field (parts, &cmd->fields[i], msg))
+            return -1;
+    if (msg->command == PROTO_ACK)
+        for (uint32_t i = 0; i < msg->count; i++)
+            if (s_add_number (parts, "%" PRIu64, msg->seqs[i]))
+                return -1;
+    return 0;
 }
 
 zmsg_t *
 proto_encode (const proto_msg_t *msg)
 {
-    const s_command_t *cmd = msg ? s_command (msg->command) : NULL;
-    if (!cmd)
+    s_parts_t parts;
+    if (s_encode (msg, &parts))
         return NULL;
-    if (msg->command == PROTO_ACK
-        && (msg->count > PROTO_MAX_ACK || (msg->count > 0 && !msg->seqs)))
-        return NULL;
-
     zmsg_t *zmsg = zmsg_new ();
-    if (!zmsg)
-        return NULL;
-    if (zmsg_addstr (zmsg, PROTO_VERSION) || zmsg_addmem (zmsg, &msg->command, 1))
-        goto fail;
-    for (int i = 0; i < cmd->nfields; i++)
-        if (s_encode_field (zmsg, &cmd->fields[i], msg))
-            goto fail;
-    if (msg->command == PROTO_ACK)
-        for (uint32_t i = 0; i < msg->count; i++)
-            if (s_add_number (zmsg, "%" PRIu64, msg->seqs[i]))
-                goto fail;
+    for (int i = 0; zmsg && i < parts.count; i++)
+        if (zmsg_addmem (zmsg, parts.data[i], parts.size[i]))
+            zmsg_destroy (&zmsg);
     return zmsg;
-fail:
-    zmsg_destroy (&zmsg);
-    return NULL;
 }
 
 // Writes size bytes of data into out as a quoted-safe string: printable
@@ -423,11 +452,11 @@ s_decode_text (const unsigned char *data, size_t size, size_t limit, int index, 
 }
 
 static int
-s_decode_field (zframe_t *frame, int index, const s_field_t *field, proto_msg_t *msg, char *err,
-                size_t errlen)
+s_decode_field (const s_parts_t *parts, int index, const s_field_t *field, proto_msg_t *msg,
+                char *err, size_t errlen)
 {
-    const unsigned char *data = zframe_data (frame);
-    size_t size = zframe_size (frame);
+    const unsigned char *data = parts->data[index];
+    size_t size = parts->size[index];
     char *base = (char *) msg + field->offset;
     const char *why = NULL;
     uint64_t u;
@@ -483,34 +512,29 @@ s_decode_field (zframe_t *frame, int index, const s_field_t *field, proto_msg_t 
 
 // The body of proto_decode; leaves partial state in msg on failure.
 static int
-s_decode (zmsg_t *zmsg, proto_msg_t *msg, char *err, size_t errlen)
+s_decode (const s_parts_t *parts, size_t frames, proto_msg_t *msg, char *err, size_t errlen)
 {
     char quoted[256];
-    size_t frames = zmsg ? zmsg_size (zmsg) : 0;
     if (frames == 0) {
         s_error (err, errlen, "empty message");
         return -1;
     }
-    zframe_t *frame = zmsg_first (zmsg);
     size_t vlen = strlen (PROTO_VERSION);
-    if (zframe_size (frame) != vlen || memcmp (zframe_data (frame), PROTO_VERSION, vlen) != 0) {
+    if (parts->size[0] != vlen || memcmp (parts->data[0], PROTO_VERSION, vlen) != 0) {
         s_error (err, errlen, "protocol '%s', expected '%s'",
-                 s_quote (zframe_data (frame), zframe_size (frame), quoted, sizeof quoted),
-                 PROTO_VERSION);
+                 s_quote (parts->data[0], parts->size[0], quoted, sizeof quoted), PROTO_VERSION);
         return -1;
     }
-    frame = zmsg_next (zmsg);
-    if (!frame) {
+    if (frames == 1) {
         s_error (err, errlen, "no command frame after the version");
         return -1;
     }
-    if (zframe_size (frame) != 1) {
-        s_error (err, errlen, "frame 1 (command) is %zu bytes, expected 1: '%s'",
-                 zframe_size (frame),
-                 s_quote (zframe_data (frame), zframe_size (frame), quoted, sizeof quoted));
+    if (parts->size[1] != 1) {
+        s_error (err, errlen, "frame 1 (command) is %zu bytes, expected 1: '%s'", parts->size[1],
+                 s_quote (parts->data[1], parts->size[1], quoted, sizeof quoted));
         return -1;
     }
-    char command = (char) zframe_data (frame)[0];
+    char command = *(const char *) parts->data[1];
     const s_command_t *cmd = s_command (command);
     if (!cmd) {
         s_error (err, errlen, "unknown command 0x%02x", (unsigned char) command);
@@ -534,7 +558,7 @@ s_decode (zmsg_t *zmsg, proto_msg_t *msg, char *err, size_t errlen)
     msg->command = command;
     int index = 2;
     for (int i = 0; i < cmd->nfields; i++, index++)
-        if (s_decode_field (zmsg_next (zmsg), index, &cmd->fields[i], msg, err, errlen))
+        if (s_decode_field (parts, index, &cmd->fields[i], msg, err, errlen))
             return -1;
 
     if (command == PROTO_ACK) {
@@ -554,12 +578,27 @@ s_decode (zmsg_t *zmsg, proto_msg_t *msg, char *err, size_t errlen)
         static const s_field_t seq = {S_U64, S_AT (seq), "seq"};
         for (size_t i = 0; i < seqs; i++, index++) {
             proto_msg_t one = {0};
-            if (s_decode_field (zmsg_next (zmsg), index, &seq, &one, err, errlen))
+            if (s_decode_field (parts, index, &seq, &one, err, errlen))
                 return -1;
             msg->seqs[i] = one.seq;
         }
     }
     return 0;
+}
+
+// Decodes a message of 'frames' frames, the first PROTO_MAX_FRAMES of which
+// are in parts.
+static int
+s_decode_parts (const s_parts_t *parts, size_t frames, proto_msg_t *msg, char *err,
+                size_t errlen)
+{
+    // s_decode refuses a message of more frames than its command has before
+    // it reads past the first PROTO_MAX_FRAMES.
+    memset (msg, 0, sizeof *msg);
+    int rc = s_decode (parts, frames, msg, err, errlen);
+    if (rc)
+        proto_msg_release (msg);
+    return rc;
 }
 
 int
@@ -568,40 +607,84 @@ proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen)
     zmsg_t *zmsg = zmsg_p ? *zmsg_p : NULL;
     if (zmsg_p)
         *zmsg_p = NULL;
-    memset (msg, 0, sizeof *msg);
-    int rc = s_decode (zmsg, msg, err, errlen);
-    if (rc)
-        proto_msg_release (msg);
+    s_parts_t parts;
+    size_t frames = 0;
+    for (zframe_t *f = zmsg ? zmsg_first (zmsg) : NULL; f; f = zmsg_next (zmsg), frames++)
+        if (frames < PROTO_MAX_FRAMES) {
+            parts.data[frames] = zframe_data (f);
+            parts.size[frames] = zframe_size (f);
+        }
+    int rc = s_decode_parts (&parts, frames, msg, err, errlen);
     zmsg_destroy (&zmsg);
+    return rc;
+}
+
+int
+proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, size_t errlen)
+{
+    // The frames land in zmq_msg_t on the stack: no zframe or zmsg to
+    // allocate for each of them (this is the broker's hot path).
+    void *handle = zsock_resolve (sock);
+    zmq_msg_t frames[PROTO_MAX_FRAMES], extra;
+    s_parts_t parts;
+    size_t count = 0, kept = 0;
+    int more = 1, rc = 0;
+    if (identity_p)
+        *identity_p = NULL;
+    memset (msg, 0, sizeof *msg);
+    while (more) {
+        zmq_msg_t *frame = kept < PROTO_MAX_FRAMES ? &frames[kept] : &extra;
+        zmq_msg_init (frame);
+        if (zmq_msg_recv (frame, handle, 0) < 0) {
+            zmq_msg_close (frame);
+            s_error (err, errlen, "interrupted");
+            rc = -2;
+            break;
+        }
+        more = zmq_msg_more (frame);
+        if (count++ == 0 && identity_p) {
+            *identity_p = zframe_new (zmq_msg_data (frame), zmq_msg_size (frame));
+            zmq_msg_close (frame);
+        }
+        else if (frame == &extra)
+            zmq_msg_close (frame);  // past the limit: only counted
+        else
+            kept++;
+    }
+    for (size_t i = 0; i < kept; i++) {
+        parts.data[i] = zmq_msg_data (&frames[i]);
+        parts.size[i] = zmq_msg_size (&frames[i]);
+    }
+    if (rc == 0)
+        rc = s_decode_parts (&parts, count - (identity_p ? 1 : 0), msg, err, errlen);
+    for (size_t i = 0; i < kept; i++)
+        zmq_msg_close (&frames[i]);
     return rc;
 }
 
 int
 proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock)
 {
-    zmsg_t *zmsg = proto_encode (msg);
-    if (!zmsg)
+    s_parts_t parts;
+    if (s_encode (msg, &parts))
         return -1;
     // Only the first part can be refused for want of room (libzmq checks the
     // high-water mark per message, not per part), so the first part goes
     // without waiting and, once it is in, the rest follows: the peer never
-    // sees half a message.
+    // sees half a message. zmq_send copies each part (small ones into the
+    // message itself, no allocation).
+    void *handle = zsock_resolve (sock);
     int rc = 0;
-    bool first = true;
-    if (identity) {
-        rc = zframe_send (&identity, sock, ZFRAME_MORE | ZFRAME_REUSE | ZFRAME_DONTWAIT);
-        first = false;
-    }
-    zframe_t *frame;
-    while (rc == 0 && (frame = zmsg_pop (zmsg))) {
-        int flags = (zmsg_size (zmsg) ? ZFRAME_MORE : 0) | (first ? ZFRAME_DONTWAIT : 0);
-        while ((rc = zframe_send (&frame, sock, flags)) != 0 && !first && errno == EINTR)
+    if (identity)
+        rc = zmq_send (handle, zframe_data (identity), zframe_size (identity),
+                       ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    for (int i = 0; rc >= 0 && i < parts.count; i++) {
+        int flags = (i + 1 < parts.count ? ZMQ_SNDMORE : 0) | (!identity && i == 0 ? ZMQ_DONTWAIT : 0);
+        while ((rc = zmq_send (handle, parts.data[i], parts.size[i], flags)) < 0
+               && (identity || i > 0) && errno == EINTR)
             ;
-        zframe_destroy (&frame);  // left to us when the send failed
-        first = false;
     }
-    zmsg_destroy (&zmsg);
-    return rc == 0 ? 0 : -1;
+    return rc >= 0 ? 0 : -1;
 }
 
 // The field encoding: a 32-byte header, then the arrays one after another.

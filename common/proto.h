@@ -106,6 +106,14 @@ int proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen);
 // encoding is refused or the socket cannot take the message now.
 int proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock);
 
+// Receives one message from sock and decodes it, without a zmsg: for a
+// ROUTER pass identity_p, which gets a new frame with the sender's identity
+// (the caller destroys it; set even when the message is refused). Returns
+// 0; -1 with err for a message the decoder refuses (consumed whole, msg
+// zeroed); -2 when interrupted (nothing decoded). A message of more than
+// PROTO_MAX_FRAMES frames is refused without keeping the extra frames.
+int proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, size_t errlen);
+
 // The name of a command byte ("FILE", "ACK", ...), "?" if unknown.
 const char *proto_command_name (char command);
 

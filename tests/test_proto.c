@@ -1089,6 +1089,56 @@ s_assert_same_field (const piv_field_t *a, const piv_field_t *b)
     ck_assert (memcmp (a->flags, b->flags, n) == 0);
 }
 
+// proto_recv reads straight off a socket: the identity a ROUTER adds comes
+// back apart, a refused message is consumed whole (even past the frame
+// limit), and the message after it decodes as if nothing had happened.
+START_TEST (proto_recv_takes_one_message_off_a_router_refused_or_not)
+{
+    zsock_t *router = zsock_new_router ("inproc://proto-recv");
+    zsock_t *dealer = zsock_new (ZMQ_DEALER);
+    ck_assert (router && dealer);
+    zsock_set_identity (dealer, "peer-1");
+    ck_assert_int_eq (zsock_connect (dealer, "inproc://proto-recv"), 0);
+    proto_msg_t file = {.command = PROTO_FILE, .seq = 7, .experiment = "run7",
+                        .name = "shot 1_a.tif", .size = 123, .time_ns = -5};
+    ck_assert_int_eq (proto_send (&file, NULL, dealer), 0);
+    // 40 frames of junk, over the 32-frame limit.
+    for (int i = 0; i < 40; i++)
+        zstr_sendm (dealer, "junk");
+    zstr_send (dealer, "end");
+    ck_assert_int_eq (proto_send (&file, NULL, dealer), 0);
+
+    zframe_t *identity = NULL;
+    proto_msg_t msg;
+    char err[256];
+    ck_assert_int_eq (proto_recv (router, &identity, &msg, err, sizeof err), 0);
+    ck_assert (identity && zframe_streq (identity, "peer-1"));
+    ck_assert_int_eq (msg.command, PROTO_FILE);
+    ck_assert_int_eq (msg.seq, 7);
+    ck_assert_str_eq (msg.experiment, "run7");
+    ck_assert_str_eq (msg.name, "shot 1_a.tif");
+    ck_assert_int_eq (msg.size, 123);
+    ck_assert_int_eq (msg.time_ns, -5);
+    proto_msg_release (&msg);
+    zframe_destroy (&identity);
+
+    ck_assert_int_eq (proto_recv (router, &identity, &msg, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "protocol 'junk'"), "%s", err);
+    ck_assert (identity && zframe_streq (identity, "peer-1"));
+    ck_assert_int_eq (msg.command, 0);
+    zframe_destroy (&identity);
+
+    ck_assert_int_eq (proto_recv (router, &identity, &msg, err, sizeof err), 0);
+    ck_assert_int_eq (msg.seq, 7);
+    ck_assert_str_eq (msg.name, "shot 1_a.tif");
+    proto_msg_release (&msg);
+    zframe_destroy (&identity);
+    ck_assert (!(zsock_events (router) & ZMQ_POLLIN));
+    zsock_destroy (&dealer);
+    zsock_destroy (&router);
+}
+END_TEST
+
 START_TEST (a_field_round_trips_bit_exact)
 {
     piv_field_t *field = s_field (127, 63, 32, 16);
@@ -1291,6 +1341,7 @@ s_suite (void)
     tcase_add_test (tc, refuses_a_field_blob_over_its_limit_and_takes_one_at_it);
     tcase_add_test (tc, refuses_an_empty_message_a_lone_version_and_no_message_at_all);
     tcase_add_test (tc, survives_ten_thousand_random_messages_refusing_or_decoding_each);
+    tcase_add_test (tc, proto_recv_takes_one_message_off_a_router_refused_or_not);
     tcase_add_test (tc, a_field_round_trips_bit_exact);
     tcase_add_test (tc, a_field_is_encoded_little_endian_in_the_documented_layout);
     tcase_add_test (tc, a_truncated_or_lengthened_field_is_refused_at_every_length);

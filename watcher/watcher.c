@@ -265,13 +265,12 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     watcher_t *self = arg;
-    zmsg_t *zmsg = zmsg_recv (reader);
-    proto_msg_t msg = {0};
+    proto_msg_t msg;
     char err[512];
-    if (!zmsg)
-        return 0;
-    if (proto_decode (&zmsg, &msg, err, sizeof err) != 0) {
-        log_warning ("from the broker at '%s': %s", self->cfg.broker.ingest, err);
+    int rc = proto_recv (reader, NULL, &msg, err, sizeof err);
+    if (rc != 0) {
+        if (rc == -1)
+            log_warning ("from the broker at '%s': %s", self->cfg.broker.ingest, err);
         return 0;
     }
     if (msg.command == PROTO_ACK)
