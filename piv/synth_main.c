@@ -8,6 +8,9 @@
 #include "piv/flow.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +20,10 @@
 
 #define DEFAULT_FLOW "uniform:3.3,-1.7"
 #define MAX_SIDE 65536
+#define STR(x) #x
+#define XSTR(x) STR (x)
+#define DEFAULT_RATE 5     // camera pairs per second
+#define CAMERA_DISTINCT 4  // distinct pairs a camera renders, then writes in turn
 
 static void
 s_usage (FILE *out)
@@ -24,6 +31,7 @@ s_usage (FILE *out)
     fprintf (out,
              "usage: pivfarm-synth [options]          write PREFIX_a.tif, PREFIX_b.tif, "
              "PREFIX.flow\n"
+             "       pivfarm-synth --camera [--rate R] [--count N] -o DIR/PREFIX [options]\n"
              "       pivfarm-synth --score FIELD.txt --truth PREFIX.flow [--size WxH] "
              "[--margin M]\n"
              "  -f, --flow SPEC       uniform:U,V | rotation:OMEGA | lamb-oseen:VMAX,RCORE |\n"
@@ -39,6 +47,11 @@ s_usage (FILE *out)
              "  -m, --multipage       one two-page PREFIX.tif instead of _a and _b files\n"
              "  -o, --output PREFIX   file name prefix, may include a directory (default synth)\n"
              "  -c, --count N         N pairs PREFIX_0001_a.tif ... with seeds S .. S+N-1\n"
+             "      --camera          write the pairs as a camera PC does: one pair every 1/R s,\n"
+             "                        each file first under a hidden name, then renamed into\n"
+             "                        place; makes DIR if missing; the truth PREFIX.flow first;\n"
+             "                        " XSTR (CAMERA_DISTINCT) " distinct pairs (seeds S ...) written in turn\n"
+             "      --rate R          camera pairs per second (default " XSTR (DEFAULT_RATE) ")\n"
              "      --score FIELD     score a vector file (x y u v [flags ...]) against --truth\n"
              "      --truth FILE      the truth file written beside the images\n"
              "      --margin M        score only vectors at least M px inside the image\n"
@@ -111,6 +124,149 @@ s_name (char *buf, size_t len, const char *prefix, const char *suffix)
     return 0;
 }
 
+// The paths of pair 'number' of 'prefix' (PREFIX_0001_a.tif and
+// PREFIX_0001_b.tif; number 0: PREFIX_a.tif ...), or of its one file in
+// path_a when multipage. 0 or -1 (logged) if they do not fit.
+static int
+s_pair_paths (const char *prefix, long number, int multipage, char *path_a, char *path_b,
+              size_t len)
+{
+    char stem[24], name_a[64], name_b[64];
+    if (number)
+        snprintf (stem, sizeof stem, "_%04ld", number);
+    else
+        stem[0] = '\0';
+    snprintf (name_a, sizeof name_a, "%s%s", stem, multipage ? ".tif" : "_a.tif");
+    snprintf (name_b, sizeof name_b, "%s_b.tif", stem);
+    return s_name (path_a, len, prefix, name_a) || s_name (path_b, len, prefix, name_b) ? -1 : 0;
+}
+
+// Saves 'npages' frames as 'path'. 'hidden': first as '.<name>' beside it,
+// then renamed into place, as a camera PC does: the watcher ignores hidden
+// files, so it sees each frame file appear whole. 0 or -1 (logged).
+static int
+s_save (const char *path, const piv_image_t *const *pages, int npages, int bits, int hidden)
+{
+    char err[1024], tmp[4096 + 2];
+    const char *slash = strrchr (path, '/');
+    int dirlen = slash ? (int) (slash - path) + 1 : 0;
+    snprintf (tmp, sizeof tmp, "%.*s.%s", dirlen, path, path + dirlen);
+    if (piv_image_save (hidden ? tmp : path, pages, npages, bits, err, sizeof err)) {
+        log_error ("%s", err);
+        return -1;
+    }
+    if (hidden && rename (tmp, path) != 0) {
+        log_error ("cannot rename '%s' to '%s': %s", tmp, path, strerror (errno));
+        unlink (tmp);
+        return -1;
+    }
+    return 0;
+}
+
+// Saves a pair: both frames as pages of path_a when multipage, else frame A
+// as path_a and frame B as path_b. 0 or -1 (logged).
+static int
+s_save_pair (piv_image_t *const frames[2], int bits, int multipage, const char *path_a,
+             const char *path_b, int hidden)
+{
+    const piv_image_t *const *pages = (const piv_image_t *const *) frames;
+    if (multipage)
+        return s_save (path_a, pages, 2, bits, hidden);
+    return s_save (path_a, pages, 1, bits, hidden) || s_save (path_b, pages + 1, 1, bits, hidden)
+               ? -1
+               : 0;
+}
+
+// Makes the directory of 'prefix' unless it exists (not its parents): a
+// camera PC makes the experiment's directory under the watch root.
+// 0 or -1 (logged).
+static int
+s_make_dir_of (const char *prefix)
+{
+    const char *slash = strrchr (prefix, '/');
+    if (!slash || slash == prefix)
+        return 0;
+    char dir[4096];
+    snprintf (dir, sizeof dir, "%.*s", (int) (slash - prefix), prefix);
+    if (mkdir (dir, 0755) != 0 && errno != EEXIST) {
+        log_error ("cannot make the directory '%s': %s", dir, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+static volatile sig_atomic_t s_stopping;  // set by SIGINT or SIGTERM in camera mode
+
+static void
+s_on_signal (int sig)
+{
+    (void) sig;
+    s_stopping = 1;
+}
+
+// Camera mode: writes 'count' pairs of 'flow' as PREFIX_0001_a.tif ... at
+// 'rate' pairs/s, pair i due i / rate s after the first (a late pair does
+// not shift the ones after it). Rendering a pair takes longer than writing
+// it, so CAMERA_DISTINCT pairs (seeds S, S+1, ...) are rendered first and
+// written in turn. SIGINT or SIGTERM stops it after the pair being written.
+// The exit status: 0 done or stopped, 1 a pair could not be rendered or
+// written.
+static int
+s_camera (const piv_synth_t *synth, const piv_flow_t *flow, const char *prefix, long count,
+          double rate, int multipage)
+{
+    piv_image_t *frames[CAMERA_DISTINCT][2] = {{NULL}};
+    int distinct = count < CAMERA_DISTINCT ? (int) count : CAMERA_DISTINCT, rc = 0;
+    char err[1024], path_a[4096], path_b[4096];
+    for (int k = 0; k < distinct && rc == 0; k++) {
+        piv_synth_t one = *synth;
+        one.seed = synth->seed + (uint64_t) k;
+        if (piv_synth_pair (&one, flow, &frames[k][0], &frames[k][1], err, sizeof err)) {
+            log_error ("%s", err);
+            rc = 1;
+        }
+    }
+    struct sigaction sa = {.sa_handler = s_on_signal};
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    long written = 0, late = 0;
+    double start = util_now ();
+    for (long i = 0; rc == 0 && i < count && !s_stopping; i++) {
+        double due = start + (double) i / rate, wait;
+        while ((wait = due - util_now ()) > 0 && !s_stopping) {
+            struct timespec ts = {(time_t) wait, (long) ((wait - floor (wait)) * 1e9)};
+            nanosleep (&ts, NULL);
+        }
+        if (s_stopping)
+            break;
+        if (-wait > 1 / rate)
+            late++;
+        if (s_pair_paths (prefix, i + 1, multipage, path_a, path_b, sizeof path_a)
+            || s_save_pair (frames[i % distinct], synth->bits, multipage, path_a, path_b, 1))
+            rc = 1;
+        else {
+            written++;
+            log_info ("wrote '%s'%s%s%s at %.3f s", path_a, multipage ? "" : " and '",
+                      multipage ? "" : path_b, multipage ? "" : "'", util_now () - start);
+        }
+    }
+    double took = util_now () - start;
+    if (s_stopping)
+        log_notice ("stopped after %ld of %ld pair(s)", written, count);
+    if (late)
+        log_warning ("%ld of %ld pair(s) written more than 1/%g s late: the disk or the CPU "
+                     "cannot keep up with %g pairs/s",
+                     late, written, rate, rate);
+    log_info ("camera: %ld pair(s) of %dx%d in %.1f s (%.2f pairs/s)", written, synth->width,
+              synth->height, took, written > 1 && took > 0 ? (written - 1) / took : 0.0);
+    for (int k = 0; k < distinct; k++) {
+        piv_image_destroy (&frames[k][0]);
+        piv_image_destroy (&frames[k][1]);
+    }
+    return rc;
+}
+
 // Scores 'field_path' against 'truth_path'; the exit status.
 static int
 s_score (const char *field_path, const char *truth_path, int width, int height, double margin,
@@ -160,13 +316,13 @@ main (int argc, char **argv)
     piv_synth_init (&synth);
     const char *spec = DEFAULT_FLOW, *prefix = "synth";
     const char *score_path = NULL, *truth_path = NULL;
-    int multipage = 0, size_given = 0, max_flag = PIV_FLAG_REPLACED;
+    int multipage = 0, size_given = 0, max_flag = PIV_FLAG_REPLACED, camera = 0, rate_given = 0;
     long count = 0, n;
-    double margin = 0;
+    double margin = 0, rate = DEFAULT_RATE;
     char err[1024];
 
     enum { OPT_WIDTH = 256, OPT_HEIGHT, OPT_DIAMETER, OPT_SEED, OPT_SCORE, OPT_TRUTH,
-           OPT_MARGIN, OPT_MAX_FLAG, OPT_VERSION };
+           OPT_MARGIN, OPT_MAX_FLAG, OPT_CAMERA, OPT_RATE, OPT_VERSION };
     static const struct option options[] = {
         {"flow", required_argument, NULL, 'f'},
         {"size", required_argument, NULL, 's'},
@@ -180,6 +336,8 @@ main (int argc, char **argv)
         {"multipage", no_argument, NULL, 'm'},
         {"output", required_argument, NULL, 'o'},
         {"count", required_argument, NULL, 'c'},
+        {"camera", no_argument, NULL, OPT_CAMERA},
+        {"rate", required_argument, NULL, OPT_RATE},
         {"score", required_argument, NULL, OPT_SCORE},
         {"truth", required_argument, NULL, OPT_TRUTH},
         {"margin", required_argument, NULL, OPT_MARGIN},
@@ -254,6 +412,14 @@ main (int argc, char **argv)
             if (s_long_arg ("--count", optarg, 1, 9999, &count))
                 return 2;
             break;
+        case OPT_CAMERA:
+            camera = 1;
+            break;
+        case OPT_RATE:
+            if (s_double_arg ("--rate", optarg, 0.01, 10000, &rate))
+                return 2;
+            rate_given = 1;
+            break;
         case OPT_SCORE:
             score_path = optarg;
             break;
@@ -299,6 +465,14 @@ main (int argc, char **argv)
                    PIV_MAX_PIXELS_DEFAULT);
         return 2;
     }
+    if (rate_given && !camera) {
+        log_error ("--rate needs --camera");
+        return 2;
+    }
+    if (camera && (score_path || truth_path)) {
+        log_error ("--camera and %s exclude each other", score_path ? "--score" : "--truth");
+        return 2;
+    }
     if (score_path || truth_path) {
         if (!score_path || !truth_path) {
             log_error ("%s needs %s too", score_path ? "--score" : "--truth",
@@ -317,25 +491,19 @@ main (int argc, char **argv)
     char truth[4096], path_a[4096], path_b[4096];
     if (s_name (truth, sizeof truth, prefix, ".flow"))
         return 2;
+    if (camera && s_make_dir_of (prefix))
+        return 1;
     // The truth goes first: whoever picks up the images can score them.
     if (piv_flow_save (&flow, truth, err, sizeof err)) {
         log_error ("%s", err);
         return 1;
     }
+    if (camera)
+        return s_camera (&synth, &flow, prefix, count ? count : 1, rate, multipage);
     uint64_t seed = synth.seed;
     for (long i = 0; i < (count ? count : 1); i++) {
-        char stem[24];
-        if (count)
-            snprintf (stem, sizeof stem, "_%04ld", i + 1);
-        else
-            stem[0] = '\0';
-        char name_a[64], name_b[64];
-        snprintf (name_a, sizeof name_a, "%s%s", stem, multipage ? ".tif" : "_a.tif");
-        snprintf (name_b, sizeof name_b, "%s_b.tif", stem);
-        if (s_name (path_a, sizeof path_a, prefix, name_a)
-            || s_name (path_b, sizeof path_b, prefix, name_b))
+        if (s_pair_paths (prefix, count ? i + 1 : 0, multipage, path_a, path_b, sizeof path_a))
             return 2;
-
         double t0 = util_now ();
         synth.seed = seed + (uint64_t) i;
         piv_image_t *frames[2] = {NULL, NULL};
@@ -344,18 +512,11 @@ main (int argc, char **argv)
             return 1;
         }
         double t1 = util_now ();
-        const piv_image_t *const *pages = (const piv_image_t *const *) frames;
-        int rc;
-        if (multipage)
-            rc = piv_image_save (path_a, pages, 2, synth.bits, err, sizeof err);
-        else if ((rc = piv_image_save (path_a, pages, 1, synth.bits, err, sizeof err)) == 0)
-            rc = piv_image_save (path_b, pages + 1, 1, synth.bits, err, sizeof err);
+        int rc = s_save_pair (frames, synth.bits, multipage, path_a, path_b, 0);
         piv_image_destroy (&frames[0]);
         piv_image_destroy (&frames[1]);
-        if (rc) {
-            log_error ("%s", err);
+        if (rc)
             return 1;
-        }
         log_info ("wrote '%s'%s%s%s (%dx%d, %d bits, seed %llu): synthesis %.1f ms, "
                   "writing %.1f ms",
                   path_a, multipage ? "" : " and '", multipage ? "" : path_b,

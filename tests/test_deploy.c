@@ -1,0 +1,441 @@
+// test_deploy.c — the deployment kit as an administrator uses it:
+// pivfarm-deploy run for real with --dry-run (and against a stand-in ssh) on
+// a hosts file in a temporary directory, the systemd units, the Slurm batch
+// script (with a stand-in srun), and the synthetic camera of 'make demo'.
+// Nothing here needs root or a network; a missing tool skips its assertion
+// with a message.
+
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUN_TIMEOUT 60  // s, for any one run of a script or program
+#define SSH "ssh -o BatchMode=yes -o ConnectTimeout=10"
+#define SCP "scp -q -o BatchMode=yes -o ConnectTimeout=10"
+#define BIN "/opt/pivfarm/bin"  // PIVFARM_BIN: only named, never run, by --dry-run
+
+static char s_dir[4096];     // this test's temporary directory
+static char s_top[4096];     // the top of the source tree (real path)
+static char s_bin[4096];     // the built programs (real path)
+static char s_out[1 << 16];  // stdout and stderr of the last run
+
+static void
+s_setup (void)
+{
+    snprintf (s_dir, sizeof s_dir, "%s", tu_tmpdir ());
+    // Before PIVFARM_BIN changes below: tu_bin follows it.
+    char *bin = realpath (tu_bin ("."), NULL), *top = realpath (tu_bin (".."), NULL);
+    ck_assert_msg (bin && top, "cannot find the source tree from '%s'", tu_bin (".."));
+    snprintf (s_bin, sizeof s_bin, "%s", bin);
+    snprintf (s_top, sizeof s_top, "%s", top);
+    free (bin);
+    free (top);
+    // Every test starts from the defaults of the scripts.
+    unsetenv ("PIVFARM_SSH");
+    unsetenv ("PIVFARM_SCP");
+    unsetenv ("PIVFARM_SUDO");
+    unsetenv ("PIVFARM_BROKER");
+    unsetenv ("PIVFARM_CONF");
+    unsetenv ("PIVFARM_AGENT");
+    setenv ("PIVFARM_BIN", BIN, 1);
+}
+
+static void
+s_teardown (void)
+{
+    tu_rmtree (s_dir);
+}
+
+// "<dir>/<name>" in one of 16 rotating slots.
+static const char *
+s_p (const char *dir, const char *name)
+{
+    static char slots[16][4096];
+    static int next;
+    char *buf = slots[next++ % 16];
+    int n = snprintf (buf, 4096, "%s/%s", dir, name);
+    ck_assert (n > 0 && n < 4096);
+    return buf;
+}
+
+static void
+s_write (const char *path, const char *text)
+{
+    tu_spit (path, text, strlen (text));
+}
+
+// Runs argv (NULL-terminated, argv[0] a path); output in s_out; the status.
+static int
+s_run (const char *const *argv)
+{
+    return tu_run ((char *const *) argv, s_out, sizeof s_out, RUN_TIMEOUT);
+}
+
+// Runs deploy/pivfarm-deploy HOSTS ACTION [--dry-run] --config CONF.
+static int
+s_deploy (const char *hosts, const char *action, int dry)
+{
+    const char *script = s_p (s_top, "deploy/pivfarm-deploy");
+    const char *conf = s_p (s_dir, "farm.conf");
+    const char *argv[] = {script, hosts, action, "--config", conf, dry ? "--dry-run" : NULL, NULL};
+    return s_run (argv);
+}
+
+// The hosts file and configuration of most tests: a storage server with
+// the broker and the watcher, two compute nodes with agents.
+static const char *
+s_farm (void)
+{
+    s_write (s_p (s_dir, "farm.conf"), "broker\n"
+                                       "    work = tcp://*:5551\n"
+                                       "    store = /var/lib/pivfarm/pivfarm.db\n"
+                                       "agent\n"
+                                       "    broker = tcp://nas1:5551\n"
+                                       "    results = /data/results\n"
+                                       "watcher\n"
+                                       "    root = /data/piv\n");
+    const char *hosts = s_p (s_dir, "hosts");
+    s_write (hosts, "# the lab\n"
+                    "nas1 broker watcher   # beside the storage\n"
+                    "\n"
+                    "node1\n"
+                    "   root@node2 agent\n");
+    return hosts;
+}
+
+// Fails unless 'got' is 'expected', showing where they part (Check's
+// messages are short: whole outputs do not fit).
+static void
+s_assert_same (const char *got, const char *expected)
+{
+    size_t at = 0;
+    while (got[at] && got[at] == expected[at])
+        at++;
+    size_t from = at > 120 ? at - 120 : 0;
+    ck_assert_msg (got[at] == expected[at], "the output parts at byte %zu:\nexpected ...%.200s\ngot      ...%.200s",
+                   at, expected + from, got + from);
+}
+#define ASSERT_OUT(expected) s_assert_same (s_out, (expected))
+
+// ------------------------------------------------------------------ pivfarm-deploy
+
+START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
+{
+    const char *hosts = s_farm ();
+    ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
+    char units[4200], conf[4200], expected[1 << 16];
+    snprintf (units, sizeof units, "%s/deploy/systemd", s_top);
+    snprintf (conf, sizeof conf, "%s/farm.conf", s_dir);
+    const char *useradd = "'id -u pivfarm >/dev/null 2>&1 || useradd --system --user-group "
+                          "--no-create-home --home-dir /var/lib/pivfarm --shell "
+                          "/usr/sbin/nologin pivfarm'\n";
+    const char *etc = "install -d -m 0755 /etc/pivfarm && install -m 0644 pivfarm-deploy/farm.conf "
+                      "/etc/pivfarm/pivfarm.conf";
+    snprintf (
+        expected, sizeof expected,
+        "nas1: " SSH " nas1 'mkdir -p pivfarm-deploy'\n"
+        "nas1: " SCP " " BIN "/pivfarm-broker " BIN "/pivfarm-watcher " BIN "/pivctl "
+        "%s/pivfarm-broker.service %s/pivfarm-watcher.service %s nas1:pivfarm-deploy/\n"
+        "nas1: " SSH " nas1 %s"
+        "nas1: " SSH " nas1 'install -m 0755 pivfarm-deploy/pivfarm-broker "
+        "pivfarm-deploy/pivfarm-watcher pivfarm-deploy/pivctl /usr/local/bin/ && %s && "
+        "install -m 0644 pivfarm-deploy/pivfarm-broker.service pivfarm-deploy/pivfarm-watcher.service "
+        "/etc/systemd/system/ && systemctl daemon-reload'\n"
+        "nas1: " SSH " nas1 'systemctl enable pivfarm-broker.service pivfarm-watcher.service'\n"
+        "nas1: " SSH " nas1 'rm -rf pivfarm-deploy'\n"
+        "node1: " SSH " node1 'mkdir -p pivfarm-deploy'\n"
+        "node1: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl %s/pivfarm-agent@.service %s "
+        "node1:pivfarm-deploy/\n"
+        "node1: " SSH " node1 %s"
+        "node1: " SSH " node1 'install -m 0755 pivfarm-deploy/pivfarm-agent pivfarm-deploy/pivctl "
+        "/usr/local/bin/ && %s && install -m 0644 pivfarm-deploy/pivfarm-agent@.service "
+        "/etc/systemd/system/ && systemctl daemon-reload'\n"
+        "node1: " SSH " node1 'systemctl enable pivfarm-agent@pivfarm.service'\n"
+        "node1: " SSH " node1 'rm -rf pivfarm-deploy'\n",
+        units, units, conf, useradd, etc, units, conf, useradd, etc);
+    // node2 (logged in as root@node2) gets what node1 gets.
+    const char *node2 = strstr (s_out, "root@node2: ");
+    ck_assert_msg (node2 != NULL, "root@node2 is missing:\n%s", s_out);
+    char head[1 << 16];
+    snprintf (head, sizeof head, "%.*s", (int) (node2 - s_out), s_out);
+    s_assert_same (head, expected);
+    ck_assert_msg (strstr (node2, "root@node2: " SSH " root@node2 'systemctl enable "
+                                  "pivfarm-agent@pivfarm.service'\n")
+                       && strstr (node2, " root@node2:pivfarm-deploy/\n"),
+                   "%s", node2);
+}
+END_TEST
+
+START_TEST (a_dry_run_starts_brokers_first_and_stops_them_last)
+{
+    const char *hosts = s_farm ();
+    ck_assert_int_eq (s_deploy (hosts, "start", 1), 0);
+    ASSERT_OUT ("nas1: " SSH " nas1 'systemctl start pivfarm-broker.service'\n"
+                "nas1: " SSH " nas1 'systemctl start pivfarm-watcher.service'\n"
+                "node1: " SSH " node1 'systemctl start pivfarm-agent@pivfarm.service'\n"
+                "root@node2: " SSH " root@node2 'systemctl start pivfarm-agent@pivfarm.service'\n");
+    ck_assert_int_eq (s_deploy (hosts, "stop", 1), 0);
+    ASSERT_OUT ("node1: " SSH " node1 'systemctl stop pivfarm-agent@pivfarm.service'\n"
+                "root@node2: " SSH " root@node2 'systemctl stop pivfarm-agent@pivfarm.service'\n"
+                "nas1: " SSH " nas1 'systemctl stop pivfarm-watcher.service'\n"
+                "nas1: " SSH " nas1 'systemctl stop pivfarm-broker.service'\n");
+}
+END_TEST
+
+START_TEST (a_dry_run_status_asks_every_host_and_the_broker_for_its_agents)
+{
+    const char *hosts = s_farm ();
+    ck_assert_int_eq (s_deploy (hosts, "status", 1), 0);
+    ASSERT_OUT (
+        "nas1: " SSH " nas1 'systemctl is-active pivfarm-broker.service pivfarm-watcher.service'\n"
+        "nas1: " SSH " nas1 '/usr/local/bin/pivctl -c /etc/pivfarm/pivfarm.conf agents'\n"
+        "node1: " SSH " node1 'systemctl is-active pivfarm-agent@pivfarm.service'\n"
+        "root@node2: " SSH " root@node2 'systemctl is-active pivfarm-agent@pivfarm.service'\n");
+}
+END_TEST
+
+START_TEST (ssh_and_sudo_come_from_the_environment)
+{
+    const char *hosts = s_p (s_dir, "hosts");
+    s_farm ();
+    s_write (hosts, "node1\n");
+    setenv ("PIVFARM_SSH", "ssh -p 2222 -i /k", 1);
+    setenv ("PIVFARM_SUDO", "sudo", 1);
+    ck_assert_int_eq (s_deploy (hosts, "start", 1), 0);
+    ASSERT_OUT ("node1: ssh -p 2222 -i /k node1 'sudo systemctl start "
+                "pivfarm-agent@pivfarm.service'\n");
+}
+END_TEST
+
+START_TEST (each_host_is_reported_and_one_failed_host_fails_the_run)
+{
+    // A stand-in ssh: node1 is unreachable, every other host answers.
+    const char *ssh = s_p (s_dir, "ssh");
+    s_write (ssh, "#!/bin/sh\n"
+                  "case $1 in node1) echo \"ssh: connect to host node1: No route to host\" >&2; "
+                  "exit 255 ;; esac\n"
+                  "echo \"active\"\n");
+    chmod (ssh, 0755);
+    setenv ("PIVFARM_SSH", ssh, 1);
+    ck_assert_int_eq (s_deploy (s_farm (), "status", 0), 1);
+    const char *lines[] = {"nas1: status ok (broker watcher)\n",
+                           "node1: ssh: connect to host node1: No route to host\n",
+                           "node1: status FAILED (agent)\n", "root@node2: status ok (agent)\n",
+                           "pivfarm-deploy: status failed on: node1\n"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
+}
+END_TEST
+
+START_TEST (bad_hosts_files_and_actions_are_refused_with_status_2)
+{
+    const char *hosts = s_farm ();
+    ck_assert_int_eq (s_deploy (hosts, "restart", 1), 2);
+    ck_assert_msg (strstr (s_out, "unknown action 'restart'"), "%s", s_out);
+    s_write (hosts, "nas1 broker\nnode1 agnet\n");
+    ck_assert_int_eq (s_deploy (hosts, "start", 1), 2);
+    ck_assert_msg (strstr (s_out, ":2: unknown role 'agnet' of node1"), "%s", s_out);
+    s_write (hosts, "# nobody\n\n");
+    ck_assert_int_eq (s_deploy (hosts, "start", 1), 2);
+    ck_assert_msg (strstr (s_out, "no host in"), "%s", s_out);
+    ck_assert_int_eq (s_deploy (s_p (s_dir, "absent"), "start", 1), 2);
+    ck_assert_msg (strstr (s_out, "cannot read the hosts file"), "%s", s_out);
+}
+END_TEST
+
+START_TEST (install_warns_of_a_configuration_that_only_works_on_one_machine)
+{
+    const char *hosts = s_farm ();
+    s_write (s_p (s_dir, "farm.conf"), "broker\n    work = tcp://127.0.0.1:5551\n"
+                                       "    store = ./pivfarm.db\n");
+    ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
+    ck_assert_msg (strstr (s_out, "has relative paths") && strstr (s_out, "loopback work endpoint"),
+                   "%s", s_out);
+}
+END_TEST
+
+// ------------------------------------------------------------------ systemd units
+
+static const char *s_units[] = {"pivfarm-broker.service", "pivfarm-watcher.service",
+                                "pivfarm-agent@.service"};
+
+START_TEST (every_unit_is_hardened_restarts_on_failure_and_reads_etc_pivfarm)
+{
+    static const char *keys[] = {"\nUser=pivfarm\n",        "\nNoNewPrivileges=yes\n",
+                                 "\nProtectSystem=strict\n", "\nProtectHome=yes\n",
+                                 "\nPrivateTmp=yes\n",       "\nRestart=on-failure\n",
+                                 "\nKillSignal=SIGTERM\n",   " -c /etc/pivfarm/"};
+    for (size_t i = 0; i < sizeof s_units / sizeof s_units[0]; i++) {
+        char *text = tu_slurp (s_p (s_p (s_top, "deploy/systemd"), s_units[i]), NULL);
+        ck_assert_msg (text != NULL, "cannot read '%s'", s_units[i]);
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            ck_assert_msg (strstr (text, keys[k]), "%s lacks '%s'", s_units[i], keys[k]);
+        free (text);
+    }
+    // An agent may take up to a minute to finish its tasks after SIGTERM.
+    char *agent = tu_slurp (s_p (s_top, "deploy/systemd/pivfarm-agent@.service"), NULL);
+    ck_assert (agent != NULL);
+    ck_assert_msg (strstr (agent, "ExecStart=/usr/local/bin/pivfarm-agent -c /etc/pivfarm/%i.conf")
+                       && strstr (agent, "\nTimeoutStopSec=90\n"),
+                   "%s", agent);
+    free (agent);
+}
+END_TEST
+
+START_TEST (the_units_pass_systemd_analyze_verify)
+{
+    if (access ("/usr/bin/systemd-analyze", X_OK) != 0) {
+        fprintf (stderr, "test_deploy: skipped systemd-analyze verify: /usr/bin/systemd-analyze "
+                         "is absent (apt-get install systemd)\n");
+        return;
+    }
+    // verify wants the programs to exist and a template to have an instance:
+    // copies naming the built programs, the agent as instance 'pivfarm'.
+    char cmd[16384];
+    snprintf (cmd, sizeof cmd,
+              "cd '%s/deploy/systemd' && for f in *.service; do "
+              "sed 's|/usr/local/bin/|%s/|' \"$f\" > '%s'/$(echo \"$f\" | sed 's/@\\./@pivfarm./'); "
+              "done",
+              s_top, s_bin, s_dir);
+    ck_assert_int_eq (system (cmd), 0);
+    const char *argv[] = {"/usr/bin/systemd-analyze",
+                          "verify",
+                          s_p (s_dir, "pivfarm-broker.service"),
+                          s_p (s_dir, "pivfarm-watcher.service"),
+                          s_p (s_dir, "pivfarm-agent@pivfarm.service"),
+                          NULL};
+    int rc = s_run (argv);
+    // verify exits 0 even for unknown keys: what it says counts too.
+    ck_assert_msg (rc == 0 && s_out[0] == '\0', "systemd-analyze verify (exit %d):\n%s", rc, s_out);
+}
+END_TEST
+
+// ------------------------------------------------------------------ Slurm
+
+START_TEST (the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node)
+{
+    // A stand-in srun: prints its options, then runs the task as one node.
+    const char *srun = s_p (s_dir, "srun");
+    s_write (srun, "#!/bin/sh\n"
+                   "while [ \"${1#--}\" != \"$1\" ]; do echo \"srun $1\"; shift; done\n"
+                   "exec \"$@\"\n");
+    const char *agent = s_p (s_dir, "agent");
+    s_write (agent, "#!/bin/sh\nfor a; do echo \"agent [$a]\"; done\n");
+    chmod (srun, 0755);
+    chmod (agent, 0755);
+    char path[8192];
+    snprintf (path, sizeof path, "%s:%s", s_dir, getenv ("PATH") ? getenv ("PATH") : "/usr/bin:/bin");
+    setenv ("PATH", path, 1);
+    setenv ("SLURM_CPUS_ON_NODE", "8", 1);
+    setenv ("SLURM_JOB_ID", "4711", 1);
+    setenv ("PIVFARM_AGENT", agent, 1);
+    setenv ("PIVFARM_CONF", "/etc/pivfarm/lab farm.conf", 1);
+    const char *script = s_p (s_top, "deploy/slurm/pivfarm-agents.sbatch");
+    const char *argv[] = {script, "tcp://nas1:5551", NULL};
+    int rc = s_run (argv);
+    ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    const char *lines[] = {"srun --ntasks-per-node=1\n", "srun --cpus-per-task=8\n",
+                           "agent [--broker]\nagent [tcp://nas1:5551]\n",
+                           "agent [--threads]\nagent [8]\n", "-4711]\n",
+                           "agent [-c]\nagent [/etc/pivfarm/lab farm.conf]\n"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
+    // The endpoint may come from the environment; without one it refuses.
+    const char *bare[] = {script, NULL};
+    setenv ("PIVFARM_BROKER", "tcp://nas2:5551", 1);
+    ck_assert_int_eq (s_run (bare), 0);
+    ck_assert_msg (strstr (s_out, "agent [tcp://nas2:5551]"), "%s", s_out);
+    unsetenv ("PIVFARM_BROKER");
+    ck_assert_int_eq (s_run (bare), 2);
+    ck_assert_msg (strstr (s_out, "no broker endpoint"), "%s", s_out);
+    unsetenv ("SLURM_CPUS_ON_NODE");
+    unsetenv ("SLURM_JOB_ID");
+}
+END_TEST
+
+// ------------------------------------------------------------------ the demo's camera
+
+START_TEST (the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first)
+{
+    const char *prefix = s_p (s_dir, "exp1/shot");
+    char synth[4200];
+    snprintf (synth, sizeof synth, "%s/pivfarm-synth", s_bin);
+    const char *argv[] = {synth, "--camera", "--rate", "20", "--count", "6", "--size", "64x64",
+                          "-o", prefix, NULL};
+    struct timespec t0, t1;
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    int rc = s_run (argv);
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    // Pair i is due i/20 s after the first: the last one 0.25 s after it.
+    double took = (double) (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert_msg (took >= 0.25, "6 pairs at 20 pairs/s took only %.3f s", took);
+    // Exactly the pairs and the truth: no hidden or temporary file left.
+    DIR *dir = opendir (s_p (s_dir, "exp1"));
+    ck_assert (dir != NULL);
+    int files = 0;
+    for (struct dirent *e; (e = readdir (dir)) != NULL;)
+        if (strcmp (e->d_name, ".") != 0 && strcmp (e->d_name, "..") != 0) {
+            files++;
+            ck_assert_msg (e->d_name[0] != '.' && !strstr (e->d_name, "tmp"), "left '%s'",
+                           e->d_name);
+        }
+    closedir (dir);
+    ck_assert_int_eq (files, 6 * 2 + 1);
+    ck_assert (access (s_p (s_dir, "exp1/shot.flow"), R_OK) == 0);
+    ck_assert (access (s_p (s_dir, "exp1/shot_0006_b.tif"), R_OK) == 0);
+    // --rate belongs to the camera.
+    const char *bad[] = {synth, "--rate", "5", "-o", prefix, NULL};
+    ck_assert_int_eq (s_run (bad), 2);
+    ck_assert_msg (strstr (s_out, "--rate needs --camera"), "%s", s_out);
+}
+END_TEST
+
+// A test case of 'suite' whose tests each get a fresh temporary directory.
+static TCase *
+s_tcase (Suite *suite, const char *name)
+{
+    TCase *tc = tcase_create (name);
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    suite_add_tcase (suite, tc);
+    return tc;
+}
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("deploy");
+    TCase *deploy = s_tcase (suite, "pivfarm-deploy");
+    tcase_add_test (deploy, a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host);
+    tcase_add_test (deploy, a_dry_run_starts_brokers_first_and_stops_them_last);
+    tcase_add_test (deploy, a_dry_run_status_asks_every_host_and_the_broker_for_its_agents);
+    tcase_add_test (deploy, ssh_and_sudo_come_from_the_environment);
+    tcase_add_test (deploy, each_host_is_reported_and_one_failed_host_fails_the_run);
+    tcase_add_test (deploy, bad_hosts_files_and_actions_are_refused_with_status_2);
+    tcase_add_test (deploy, install_warns_of_a_configuration_that_only_works_on_one_machine);
+    TCase *units = s_tcase (suite, "systemd");
+    tcase_add_test (units, every_unit_is_hardened_restarts_on_failure_and_reads_etc_pivfarm);
+    tcase_add_test (units, the_units_pass_systemd_analyze_verify);
+    tcase_add_test (s_tcase (suite, "slurm"),
+                    the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node);
+    tcase_add_test (s_tcase (suite, "camera"),
+                    the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first);
+    return suite;
+}
+
+int
+main (void)
+{
+    SRunner *runner = srunner_create (s_suite ());
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
