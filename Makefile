@@ -41,6 +41,7 @@ include broker/module.mk
 include agents/module.mk
 include watcher/module.mk
 include ctl/module.mk
+include dashboard-cgi/module.mk
 include tests/module.mk
 include bench/module.mk
 
@@ -73,6 +74,10 @@ demo: deps
 deps:
 	@./deploy/deps.sh
 
+# The status page on http://127.0.0.1:8080/ (lighttpd, in the foreground).
+dashboard: programs
+	@./deploy/dashboard.sh -c conf/pivfarm.conf
+
 install: programs
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
@@ -80,7 +85,7 @@ install: programs
 clean:
 	rm -rf bin build
 
-.PHONY: all programs check test bench demo deps install clean
+.PHONY: all programs check test bench demo deps dashboard install clean
 .SECONDARY:
 
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="build-essential pkg-config libfftw3-dev libtiff-dev check libsubunit-dev
-libczmq-dev libzmq3-dev libsqlite3-dev"
+libczmq-dev libzmq3-dev libsqlite3-dev lighttpd chromium"
 
 missing=""
 for p in $PACKAGES; do

@@ -1,0 +1,143 @@
+// dash.h — what the status page shows, gathered once per request from the
+// broker's `status` reply (live figures) and the store (read-only), then
+// rendered as HTML (html.c) or JSON (json_out.c). Strings in the model are
+// raw as read: every renderer escapes them.
+
+#ifndef DASHBOARD_DASH_H
+#define DASHBOARD_DASH_H
+
+#include "common/config.h"
+#include "piv/field.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define DASH_FAILURES 10        // latest failures listed
+#define DASH_LOG_TAIL 20000     // events read from the end of the log, at most
+#define DASH_SERIES 240         // feedback points kept for the time series
+#define DASH_LATENCIES 1024     // feedback latencies kept per experiment (as the broker)
+#define DASH_BUCKET_S 10        // rate history: bucket width, s
+#define DASH_BUCKETS 30         // ... and count (5 minutes)
+#define DASH_FIELD_SCAN_MAX 1000  // results read to find the latest field in the store
+#define DASH_QUIVER_MAX 40      // arrows along the longer side of the quiver plot, at most
+
+// One experiment. Counts come from the store; NAN (or -1 for integers)
+// marks a figure that is unknown (the broker did not answer and the store
+// cannot say) or does not exist (no results yet).
+typedef struct {
+    int64_t id;             // store id
+    char *name;             // experiment
+    char *source;           // directory its files come from
+    int64_t created_ns;     // when it was first seen
+    int64_t files;          // files recorded
+    int64_t pairs[5];       // by store_state_t
+    int64_t total;          // every pair
+    int64_t queue;          // pairs queued in the broker (-1: unknown)
+    double rate_10s;        // results per second over 10 s
+    double rate_1m;         // ... over 1 min
+    double latency_median_ms;  // camera close -> result, median
+    double latency_p99_ms;  // ... 99th percentile
+    char policy[32];        // all | latest | sample N
+    double rate_limit;      // pairs/s; NAN: no limit
+    int paused;             // 1 paused
+    int live;               // 1: rates, latency, queue, policy from the broker
+    int64_t last_result_ns; // the latest result in the log tail (0: none seen)
+    int64_t tail_results;   // results in the log tail
+} dash_exp_t;
+
+// One agent: from the broker when it answers (alive), else from the log
+// tail (names seen dispatching or answering, alive unknown).
+typedef struct {
+    char *id;               // agent id
+    char *host;             // "" when unknown
+    int cores;              // worker threads (-1: unknown)
+    int tasks;              // tasks in hand (-1: unknown)
+    int64_t done;           // results recorded (broker), or in the log tail
+    double heartbeat_s;     // seconds since its last heartbeat (NAN: unknown)
+    int64_t last_seen_ns;   // its latest event in the log tail (0: none)
+    int alive;              // 1 alive, 0 dead (known to the log, not to the broker), -1 unknown
+} dash_agent_t;
+
+typedef struct {
+    int64_t pair;           // pair id
+    char *experiment;       // its experiment
+    char *stem;             // its name
+    char *agent;            // the agent of its last attempt
+    char *error;            // why it failed
+    int attempts;           // attempts made
+    int64_t finished_ns;    // when it failed
+} dash_failure_t;
+
+// A point of the feedback time series (a "feedback" event).
+typedef struct {
+    int64_t t_ns;           // computed_ns: when the result was recorded
+    double value;           // the chosen quantity
+    double setpoint;        // NAN unless the controller is on
+    double output;          // the controller's output (NAN when off)
+} dash_point_t;
+
+// The experiment page's extra content.
+typedef struct {
+    dash_exp_t *exp;        // the experiment (in dash_t.exps)
+    piv_field_t *field;     // its latest vector field (NULL: none)
+    int64_t field_pair;     // its pair
+    char *field_stem;       // ... and stem
+    char field_source[16];  // "store" or "file"
+    char field_note[256];   // why no field is shown, when none is
+    char *quantity;         // the feedback quantity plotted (NULL: no feedback yet)
+    dash_point_t series[DASH_SERIES];  // oldest first
+    int npoints;
+    int64_t buckets[DASH_BUCKETS];  // results per bucket, oldest first
+    int64_t buckets_end_ns; // end of the last bucket (now)
+    int64_t tail_start_ns;  // the log tail starts here: earlier buckets are unknown (0: whole log)
+} dash_page_t;
+
+typedef struct {
+    int64_t now_ns;         // when the page was made
+    const char *conf_path;  // the configuration file
+    config_t cfg;           // its contents
+    int broker_ok;          // 1: the broker answered 'status'
+    char broker_error[512]; // why not
+    double uptime_s;        // broker figures (broker_ok only)
+    int64_t queue;
+    int64_t results;
+    double rate_10s, rate_1m;
+    int store_ok;           // the broker says its store works
+    char policy[32];        // global default policy, rate limit, pause
+    double rate_limit;
+    int paused;
+    int64_t log_events;     // events in the log tail read
+    int log_whole;          // 1: the tail holds the whole log
+    dash_exp_t *exps;       // experiments, store id order
+    int nexps;
+    dash_agent_t *agents;   // agents, alive first, then by id
+    int nagents;
+    dash_failure_t failures[DASH_FAILURES];  // latest first
+    int nfailures;
+    dash_page_t *page;      // the experiment page (NULL: the overview)
+} dash_t;
+
+// Fills 'dash' (zeroed by the caller, cfg and conf_path set): asks the
+// broker for 'status' (waiting at most timeout_ms), reads the store. With
+// 'experiment' not NULL, also the experiment page. Returns 0; 1 when
+// 'experiment' is unknown; -1 with err when the store cannot be read.
+int dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, size_t errlen);
+void dash_release (dash_t *dash);
+
+// The quiver plot's thinning: every 'stride'-th vector in each direction.
+int dash_quiver_stride (const piv_field_t *field);
+
+// Renderers: the whole response body to 'out'.
+void dash_html (const dash_t *dash, FILE *out);
+void dash_json (const dash_t *dash, FILE *out);
+// An error page: status line text (e.g. "400 Bad Request") and a message.
+void dash_html_error (FILE *out, const char *status, const char *message);
+
+// Escaping (esc.c): text as HTML (& < > " ' escaped) or as a JSON string
+// (quoted, with < > & escaped too); invalid UTF-8 becomes U+FFFD.
+void dash_put_html (FILE *out, const char *text);
+void dash_put_json (FILE *out, const char *text);
+// A number as JSON: "null" for NAN or infinity.
+void dash_put_json_number (FILE *out, double x);
+
+#endif

@@ -1,0 +1,748 @@
+// gather.c — the status page's figures: the broker's `status` reply for what
+// only the running broker knows (queue, rates, latency, policy in force,
+// live agents), the store read-only for everything else, and the store alone
+// when the broker does not answer. Every read is bounded: the log is read
+// from its end (DASH_LOG_TAIL events), failures through their index.
+
+#include "dashboard-cgi/dash.h"
+
+#include "common/proto.h"
+#include "store/json.h"
+#include "store/store.h"
+
+#include <czmq.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_AGENTS_MAX 256   // agents listed, at most
+#define S_FEEDBACK_RING 512  // feedback payloads kept per experiment that needs them
+
+// Feedback payloads of one experiment, the latest S_FEEDBACK_RING, a ring.
+typedef struct {
+    char *payload[S_FEEDBACK_RING];
+    int64_t count;          // payloads seen
+    int wanted;             // 1: keep this experiment's payloads
+} s_ring_t;
+
+typedef struct {
+    dash_t *dash;
+    store_t *store;
+    int64_t page_id;        // the page's experiment (0: none)
+    s_ring_t *rings;        // per experiment (index as dash->exps), NULL where not kept
+    int64_t first_ts;       // the first event of the tail
+} s_gather_t;
+
+// ---------------------------------------------------------------------------
+// Asking the broker
+
+// 'status' from the broker: the parsed reply, or NULL with the reason.
+static json_t *
+s_ask_status (const char *endpoint, int timeout_ms, char *err, size_t errlen)
+{
+    json_t *doc = NULL;
+    zpoller_t *poller = NULL;
+    zsock_t *sock = zsock_new (ZMQ_DEALER);
+    if (!sock) {
+        snprintf (err, errlen, "cannot make a socket to the broker at '%s'", endpoint);
+        return NULL;
+    }
+    zsock_set_linger (sock, 0);
+    zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
+    proto_msg_t request = {.command = PROTO_REQUEST, .text = "status"};
+    if (zsock_connect (sock, "%s", endpoint) != 0)
+        snprintf (err, errlen, "cannot connect to the broker at '%s'", endpoint);
+    else if (proto_send (&request, NULL, sock) != 0)
+        snprintf (err, errlen, "cannot send to the broker at '%s'", endpoint);
+    else if (!(poller = zpoller_new (sock, NULL)) || !zpoller_wait (poller, timeout_ms))
+        snprintf (err, errlen, "the broker at '%s' did not answer within %d ms", endpoint,
+                  timeout_ms);
+    else {
+        zmsg_t *zmsg = zmsg_recv (sock);
+        proto_msg_t reply = {0};
+        char why[256];
+        if (proto_decode (&zmsg, &reply, why, sizeof why) != 0 || reply.command != PROTO_REPLY)
+            snprintf (err, errlen, "the broker at '%.200s' answered nonsense: %s", endpoint,
+                      reply.command ? "not a REPLY" : why);
+        else if (reply.status != 200)
+            snprintf (err, errlen, "the broker at '%.200s' refused 'status': %.200s", endpoint,
+                      reply.text);
+        else if (!(doc = json_parse (reply.text, why, sizeof why)))
+            snprintf (err, errlen, "the broker at '%.200s' answered with %s", endpoint, why);
+        proto_msg_release (&reply);
+    }
+    zpoller_destroy (&poller);
+    zsock_destroy (&sock);
+    return doc;
+}
+
+// ---------------------------------------------------------------------------
+// The store: experiments, counts, settings
+
+static dash_exp_t *
+s_exp_by_id (dash_t *dash, int64_t id)
+{
+    for (int i = 0; i < dash->nexps; i++)
+        if (dash->exps[i].id == id)
+            return &dash->exps[i];
+    return NULL;
+}
+
+static dash_exp_t *
+s_exp_by_name (dash_t *dash, const char *name)
+{
+    for (int i = 0; name && i < dash->nexps; i++)
+        if (strcmp (dash->exps[i].name, name) == 0)
+            return &dash->exps[i];
+    return NULL;
+}
+
+static int
+s_on_experiment (void *arg, const store_experiment_t *e)
+{
+    dash_t *dash = arg;
+    dash_exp_t *grown = realloc (dash->exps, sizeof *grown * (size_t) (dash->nexps + 1));
+    if (!grown)
+        return -1;
+    dash->exps = grown;
+    dash_exp_t *x = &dash->exps[dash->nexps++];
+    *x = (dash_exp_t) {.id = e->id,
+                       .name = strdup (e->name),
+                       .source = strdup (e->source),
+                       .created_ns = e->created_ns,
+                       .queue = -1,
+                       .rate_10s = NAN,
+                       .rate_1m = NAN,
+                       .latency_median_ms = NAN,
+                       .latency_p99_ms = NAN,
+                       .rate_limit = NAN,
+                       .policy = "all"};
+    return 0;
+}
+
+static int
+s_on_counts (void *arg, const store_counts_t *c)
+{
+    dash_exp_t *x = s_exp_by_name (arg, c->name);
+    if (x) {
+        x->files = c->files;
+        x->total = 0;
+        for (int s = 0; s < 5; s++) {
+            x->pairs[s] = c->pairs[s];
+            x->total += c->pairs[s];
+        }
+    }
+    return 0;
+}
+
+// Settings as the broker keeps them (doc/control.md): an experiment's own,
+// else the global one (experiment 0).
+static void
+s_apply_setting (char *policy, double *rate_limit, int *paused, const char *key,
+                 const char *value)
+{
+    if (strcmp (key, "rate") == 0)
+        *rate_limit = strcmp (value, "max") == 0 ? NAN : atof (value);
+    else if (strcmp (key, "policy") == 0)
+        snprintf (policy, 32, "%s", value);
+    else if (strcmp (key, "paused") == 0)
+        *paused = strcmp (value, "1") == 0;
+}
+
+static int
+s_on_setting (void *arg, int64_t experiment, const char *key, const char *value)
+{
+    dash_t *dash = arg;
+    if (experiment == 0) {
+        // The global ones come first (experiment order): every experiment
+        // starts from them.
+        s_apply_setting (dash->policy, &dash->rate_limit, &dash->paused, key, value);
+        for (int i = 0; i < dash->nexps; i++)
+            s_apply_setting (dash->exps[i].policy, &dash->exps[i].rate_limit,
+                             &dash->exps[i].paused, key, value);
+    }
+    else {
+        dash_exp_t *x = s_exp_by_id (dash, experiment);
+        if (x)
+            s_apply_setting (x->policy, &x->rate_limit, &x->paused, key, value);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// The log, from its end. The store lists events after an id; the last id is
+// found by bisection, a few dozen reads of one event each.
+
+static int
+s_first_event (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
+               int64_t pair, const char *payload)
+{
+    (void) ts_ns, (void) kind, (void) experiment, (void) pair, (void) payload;
+    *(int64_t *) arg = id;
+    return 1;
+}
+
+// 1 if an event with an id above 'after' exists, 0 if not, -1 on error.
+static int
+s_event_after (store_t *store, int64_t after)
+{
+    int64_t id = 0;
+    int rc = store_events (store, 0, after, s_first_event, &id);
+    return rc < 0 ? -1 : rc > 0;
+}
+
+// The highest event id (0: an empty log), or -1.
+static int64_t
+s_last_event (store_t *store)
+{
+    int rc = s_event_after (store, 0);
+    if (rc <= 0)
+        return rc;
+    int64_t lo = 1, hi = 1;  // an event above lo - 1 exists
+    while ((rc = s_event_after (store, hi)) == 1) {
+        lo = hi;
+        hi *= 2;
+    }
+    // Events above lo - 1 (at least lo), none above hi: the last is in [lo, hi].
+    while (rc >= 0 && hi > lo) {
+        int64_t mid = lo + (hi - lo) / 2;
+        rc = s_event_after (store, mid);
+        if (rc == 1)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return rc < 0 ? -1 : lo;
+}
+
+// The value of "key=" in a key=value payload, up to the next space, into
+// buf; NULL if absent.
+static const char *
+s_payload_value (const char *payload, const char *key, char *buf, size_t size)
+{
+    size_t klen = strlen (key);
+    for (const char *p = payload; p && *p; p = strchr (p, ' '), p = p ? p + 1 : NULL)
+        if (strncmp (p, key, klen) == 0 && p[klen] == '=') {
+            const char *v = p + klen + 1;
+            size_t n = strcspn (v, " ");
+            if (n >= size)
+                n = size - 1;
+            memcpy (buf, v, n);
+            buf[n] = '\0';
+            return buf;
+        }
+    return NULL;
+}
+
+static dash_agent_t *
+s_agent (dash_t *dash, const char *id)
+{
+    for (int i = 0; i < dash->nagents; i++)
+        if (strcmp (dash->agents[i].id, id) == 0)
+            return &dash->agents[i];
+    if (dash->nagents >= S_AGENTS_MAX)
+        return NULL;
+    dash_agent_t *grown = realloc (dash->agents, sizeof *grown * (size_t) (dash->nagents + 1));
+    if (!grown)
+        return NULL;
+    dash->agents = grown;
+    dash_agent_t *a = &dash->agents[dash->nagents++];
+    *a = (dash_agent_t) {.id = strdup (id), .host = strdup (""), .cores = -1, .tasks = -1,
+                         .heartbeat_s = NAN, .alive = -1};
+    return a;
+}
+
+static void
+s_ring_add (s_ring_t *ring, const char *payload)
+{
+    int slot = (int) (ring->count++ % S_FEEDBACK_RING);
+    free (ring->payload[slot]);
+    ring->payload[slot] = strdup (payload);
+}
+
+static int
+s_on_event (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
+            int64_t pair, const char *payload)
+{
+    (void) id, (void) pair;
+    s_gather_t *g = arg;
+    dash_t *dash = g->dash;
+    if (!g->first_ts)
+        g->first_ts = ts_ns;
+    dash->log_events++;
+    char agent_id[256];
+    int is_result = strcmp (kind, "result") == 0;
+    if (is_result || strcmp (kind, "dispatch") == 0 || strcmp (kind, "failure") == 0
+        || strcmp (kind, "agent") == 0) {
+        dash_agent_t *a = s_payload_value (payload, "agent", agent_id, sizeof agent_id)
+                              ? s_agent (dash, agent_id)
+                              : NULL;
+        if (a) {
+            a->last_seen_ns = ts_ns;
+            a->done += is_result;
+            char host[256], cores[32];
+            if (strcmp (kind, "agent") == 0 && s_payload_value (payload, "host", host, sizeof host)) {
+                free (a->host);
+                a->host = strdup (host);
+                if (s_payload_value (payload, "cores", cores, sizeof cores))
+                    a->cores = atoi (cores);
+            }
+        }
+    }
+    int index = -1;
+    for (int i = 0; i < dash->nexps && index < 0; i++)
+        if (dash->exps[i].id == experiment)
+            index = i;
+    if (index < 0)
+        return 0;
+    dash_exp_t *x = &dash->exps[index];
+    if (is_result) {
+        x->last_result_ns = ts_ns;
+        x->tail_results++;
+        if (!dash->broker_ok) {
+            if (ts_ns > dash->now_ns - 10 * (int64_t) 1000000000)
+                x->rate_10s = (isnan (x->rate_10s) ? 0 : x->rate_10s) + 1;
+            if (ts_ns > dash->now_ns - 60 * (int64_t) 1000000000)
+                x->rate_1m = (isnan (x->rate_1m) ? 0 : x->rate_1m) + 1;
+        }
+        if (dash->page && x->id == g->page_id) {
+            dash_page_t *p = dash->page;
+            int64_t width = (int64_t) DASH_BUCKET_S * 1000000000;
+            int64_t back = (p->buckets_end_ns - ts_ns) / width;
+            if (ts_ns <= p->buckets_end_ns && back < DASH_BUCKETS)
+                p->buckets[DASH_BUCKETS - 1 - back]++;
+        }
+    }
+    else if (strcmp (kind, "feedback") == 0 && g->rings[index].wanted)
+        s_ring_add (&g->rings[index], payload);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Feedback: latency figures (when the broker is away) and the time series
+
+static int
+s_compare_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+// The ring's payloads, oldest first, as one JSON array parsed at once
+// (NULL if none, or one of them is not JSON: then each alone).
+static json_t *
+s_ring_parse (const s_ring_t *ring, int *n_p)
+{
+    int n = ring->count < S_FEEDBACK_RING ? (int) ring->count : S_FEEDBACK_RING;
+    int first = ring->count < S_FEEDBACK_RING ? 0 : (int) (ring->count % S_FEEDBACK_RING);
+    *n_p = 0;
+    if (n == 0)
+        return NULL;
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream (&text, &size);
+    if (!f)
+        return NULL;
+    fputc ('[', f);
+    for (int i = 0; i < n; i++)
+        fprintf (f, "%s%s", i ? "," : "", ring->payload[(first + i) % S_FEEDBACK_RING]);
+    fputc (']', f);
+    fclose (f);
+    char err[256];
+    json_t *doc = json_parse (text, err, sizeof err);
+    free (text);
+    if (doc)
+        *n_p = n;
+    return doc;
+}
+
+static void
+s_latencies (dash_exp_t *x, json_t *doc, int n)
+{
+    double *ms = malloc (sizeof (double) * (size_t) (n ? n : 1));
+    int k = 0;
+    for (int i = n > DASH_LATENCIES ? n - DASH_LATENCIES : 0; ms && i < n; i++)
+        if (json_is_number (doc, "$[%d].latency_ms", i))
+            ms[k++] = json_number (doc, NAN, "$[%d].latency_ms", i);
+    if (k > 0) {
+        qsort (ms, (size_t) k, sizeof (double), s_compare_double);
+        x->latency_median_ms = k % 2 ? ms[k / 2] : (ms[k / 2 - 1] + ms[k / 2]) / 2;
+        int p99 = (int) ceil (0.99 * k) - 1;
+        x->latency_p99_ms = ms[p99 < 0 ? 0 : p99];
+    }
+    free (ms);
+}
+
+static void
+s_series (dash_page_t *page, json_t *doc, int n)
+{
+    page->npoints = 0;
+    for (int i = n > DASH_SERIES ? n - DASH_SERIES : 0; i < n; i++) {
+        if (!json_is_number (doc, "$[%d].value", i))
+            continue;
+        const char *quantity = json_string (doc, "$[%d].quantity", i);
+        if (quantity && (!page->quantity || strcmp (page->quantity, quantity) != 0)) {
+            // The quantity changed: the series starts again.
+            free (page->quantity);
+            page->quantity = strdup (quantity);
+            page->npoints = 0;
+        }
+        page->series[page->npoints++] = (dash_point_t) {
+            .t_ns = json_int (doc, 0, "$[%d].computed_ns", i),
+            .value = json_number (doc, NAN, "$[%d].value", i),
+            .setpoint = json_bool (doc, 0, "$[%d].enabled", i)
+                            ? json_number (doc, NAN, "$[%d].setpoint", i)
+                            : NAN,
+            .output = json_number (doc, NAN, "$[%d].output", i)};
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The broker's figures over the store's
+
+static void
+s_merge_broker (dash_t *dash, json_t *doc)
+{
+    dash->uptime_s = json_number (doc, NAN, "$.uptime_s");
+    dash->queue = json_int (doc, -1, "$.queue");
+    dash->results = json_int (doc, -1, "$.results");
+    dash->rate_10s = json_number (doc, NAN, "$.rate_10s");
+    dash->rate_1m = json_number (doc, NAN, "$.rate_1m");
+    dash->store_ok = json_bool (doc, 1, "$.store_ok");
+    const char *policy = json_string (doc, "$.policy");
+    if (policy)
+        snprintf (dash->policy, sizeof dash->policy, "%s", policy);
+    dash->rate_limit = json_number (doc, NAN, "$.rate_limit");
+    dash->paused = json_bool (doc, 0, "$.paused");
+    int n = json_length (doc, "$.experiments");
+    for (int i = 0; i < n; i++) {
+        dash_exp_t *x = s_exp_by_name (dash, json_string (doc, "$.experiments[%d].experiment", i));
+        if (!x || json_type_at (doc, "$.experiments[%d].queue", i) == JSON_MISSING)
+            continue;
+        x->live = 1;
+        x->queue = json_int (doc, -1, "$.experiments[%d].queue", i);
+        x->rate_10s = json_number (doc, NAN, "$.experiments[%d].rate_10s", i);
+        x->rate_1m = json_number (doc, NAN, "$.experiments[%d].rate_1m", i);
+        x->latency_median_ms = json_number (doc, NAN, "$.experiments[%d].latency_median_ms", i);
+        x->latency_p99_ms = json_number (doc, NAN, "$.experiments[%d].latency_p99_ms", i);
+        x->rate_limit = json_number (doc, NAN, "$.experiments[%d].rate_limit", i);
+        x->paused = json_bool (doc, 0, "$.experiments[%d].paused", i);
+        policy = json_string (doc, "$.experiments[%d].policy", i);
+        if (policy)
+            snprintf (x->policy, sizeof x->policy, "%s", policy);
+    }
+    n = json_length (doc, "$.agents");
+    for (int i = 0; i < n; i++) {
+        const char *id = json_string (doc, "$.agents[%d].id", i);
+        dash_agent_t *a = id ? s_agent (dash, id) : NULL;
+        if (!a)
+            continue;
+        const char *host = json_string (doc, "$.agents[%d].host", i);
+        free (a->host);
+        a->host = strdup (host ? host : "");
+        a->cores = (int) json_int (doc, -1, "$.agents[%d].cores", i);
+        a->tasks = (int) json_int (doc, -1, "$.agents[%d].tasks", i);
+        a->done = json_int (doc, 0, "$.agents[%d].done", i);
+        a->heartbeat_s = json_number (doc, NAN, "$.agents[%d].last_heartbeat_ms", i) / 1000;
+        a->alive = 1;
+    }
+}
+
+// Alive first, then dead, then unknown; by id within each.
+static int
+s_compare_agents (const void *a, const void *b)
+{
+    const dash_agent_t *x = a, *y = b;
+    int rx = x->alive == 1 ? 0 : x->alive == 0 ? 1 : 2;
+    int ry = y->alive == 1 ? 0 : y->alive == 0 ? 1 : 2;
+    return rx != ry ? rx - ry : strcmp (x->id, y->id);
+}
+
+// ---------------------------------------------------------------------------
+// Failures: the failed pairs through their index, then the details of the
+// latest few, each read from its own id on.
+
+typedef struct {
+    dash_t *dash;
+    const char *only;        // experiment name, or NULL
+    int64_t pair[DASH_FAILURES];
+    char *experiment[DASH_FAILURES];
+    int64_t count;
+} s_failed_t;
+
+static int
+s_on_failed (void *arg, int64_t pair, const char *experiment, const char *stem,
+             const char *name_a, const char *name_b, int attempts)
+{
+    (void) stem, (void) name_a, (void) name_b, (void) attempts;
+    s_failed_t *f = arg;
+    if (f->only && strcmp (f->only, experiment) != 0)
+        return 0;
+    int slot = (int) (f->count++ % DASH_FAILURES);
+    free (f->experiment[slot]);
+    f->pair[slot] = pair;
+    f->experiment[slot] = strdup (experiment);
+    return 0;
+}
+
+static int
+s_on_failure_detail (void *arg, const store_pair_info_t *p)
+{
+    dash_failure_t *out = arg;
+    out->stem = strdup (p->stem);
+    out->agent = strdup (p->agent);
+    out->error = strdup (p->error);
+    out->attempts = p->attempts;
+    out->finished_ns = p->finished_ns;
+    return 1;
+}
+
+static int
+s_compare_failures (const void *a, const void *b)
+{
+    const dash_failure_t *x = a, *y = b;
+    return x->finished_ns != y->finished_ns ? (x->finished_ns < y->finished_ns ? 1 : -1)
+                                            : (x->pair < y->pair ? 1 : -1);
+}
+
+static int
+s_failures (dash_t *dash, store_t *store, const char *only)
+{
+    s_failed_t f = {.dash = dash, .only = only};
+    int rc = store_pairs_in_state (store, STORE_FAILED, s_on_failed, &f);
+    int n = f.count < DASH_FAILURES ? (int) f.count : DASH_FAILURES;
+    for (int i = 0; rc >= 0 && i < n; i++) {
+        dash_exp_t *x = s_exp_by_name (dash, f.experiment[i]);
+        dash_failure_t *out = &dash->failures[dash->nfailures];
+        *out = (dash_failure_t) {.pair = f.pair[i], .experiment = f.experiment[i]};
+        f.experiment[i] = NULL;
+        if (x && store_pairs_of (store, x->id, STORE_FAILED, f.pair[i] - 1, 1,
+                                 s_on_failure_detail, out) == 1)
+            dash->nfailures++;
+        else {
+            free (out->experiment);
+            free (out->stem), free (out->agent), free (out->error);
+        }
+    }
+    for (int i = 0; i < DASH_FAILURES; i++)
+        free (f.experiment[i]);
+    qsort (dash->failures, (size_t) dash->nfailures, sizeof (dash_failure_t), s_compare_failures);
+    return rc < 0 ? -1 : 0;
+}
+
+// ---------------------------------------------------------------------------
+// The latest field: from the store when the experiment's results are few
+// enough to be listed every request (the store lists them all, oldest
+// first), else from the result file the broker named for it.
+
+typedef struct {
+    unsigned char *blob;    // the latest field seen
+    size_t size;
+    size_t capacity;
+    int64_t pair;
+    char *stem;
+} s_latest_t;
+
+static int
+s_on_result (void *arg, const store_result_info_t *r)
+{
+    s_latest_t *l = arg;
+    if (!r->field || r->field_size == 0)
+        return 0;
+    if (r->field_size > l->capacity) {
+        unsigned char *grown = realloc (l->blob, r->field_size);
+        if (!grown)
+            return -1;
+        l->blob = grown;
+        l->capacity = r->field_size;
+    }
+    memcpy (l->blob, r->field, r->field_size);
+    l->size = r->field_size;
+    l->pair = r->pair;
+    free (l->stem);
+    l->stem = strdup (r->stem);
+    return 0;
+}
+
+static void
+s_latest_field (dash_t *dash, store_t *store, const s_ring_t *ring)
+{
+    dash_page_t *page = dash->page;
+    dash_exp_t *x = page->exp;
+    char err[512] = "";
+    if (x->pairs[STORE_DONE] == 0) {
+        snprintf (page->field_note, sizeof page->field_note, "no result yet");
+        return;
+    }
+    if (x->pairs[STORE_DONE] <= DASH_FIELD_SCAN_MAX) {
+        s_latest_t l = {0};
+        if (store_results_of (store, x->id, s_on_result, &l) >= 0 && l.size > 0) {
+            page->field = proto_field_decode (l.blob, l.size, err, sizeof err);
+            page->field_pair = l.pair;
+            page->field_stem = l.stem;
+            snprintf (page->field_source, sizeof page->field_source, "store");
+            l.stem = NULL;
+        }
+        free (l.blob);
+        free (l.stem);
+        if (page->field)
+            return;
+        if (!err[0])
+            snprintf (err, sizeof err, "the store keeps no field of its results"
+                      " (broker/store_fields)");
+    }
+    // The latest feedback message names the latest result: its file.
+    int n;
+    json_t *doc = ring->count > 0 ? s_ring_parse (ring, &n) : NULL;
+    const char *stem = doc ? json_string (doc, "$[%d].stem", n - 1) : NULL;
+    if (stem) {
+        char path[PATH_MAX * 2];
+        snprintf (path, sizeof path, "%s/%s/%s.txt", dash->cfg.agent.results, x->name, stem);
+        page->field = piv_field_read_txt (path, err, sizeof err);
+        if (page->field) {
+            page->field_pair = json_int (doc, 0, "$[%d].pair", n - 1);
+            page->field_stem = strdup (stem);
+            snprintf (page->field_source, sizeof page->field_source, "file");
+        }
+    }
+    json_destroy (&doc);
+    if (!page->field)
+        snprintf (page->field_note, sizeof page->field_note, "no field to show: %s",
+                  err[0] ? err : "no recent result in the log");
+}
+
+// ---------------------------------------------------------------------------
+
+int
+dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, size_t errlen)
+{
+    dash->now_ns = zclock_time () * (int64_t) 1000000;
+    struct timespec ts;
+    if (clock_gettime (CLOCK_REALTIME, &ts) == 0)
+        dash->now_ns = ts.tv_sec * (int64_t) 1000000000 + ts.tv_nsec;
+    dash->queue = -1;
+    dash->results = -1;
+    dash->rate_10s = dash->rate_1m = dash->uptime_s = dash->rate_limit = NAN;
+    snprintf (dash->policy, sizeof dash->policy, "all");
+
+    json_t *status = s_ask_status (dash->cfg.broker.control, timeout_ms, dash->broker_error,
+                                   sizeof dash->broker_error);
+    dash->broker_ok = status != NULL;
+
+    store_t *store = store_open_readonly (dash->cfg.broker.store, err, errlen);
+    if (!store) {
+        json_destroy (&status);
+        return -1;
+    }
+    int rc = -1;
+    s_gather_t g = {.dash = dash, .store = store};
+    if (store_experiments (store, s_on_experiment, dash) < 0
+        || store_counts (store, s_on_counts, dash) < 0
+        || store_settings (store, s_on_setting, dash) < 0)
+        goto done;
+    if (experiment) {
+        dash_exp_t *x = s_exp_by_name (dash, experiment);
+        if (!x) {
+            rc = 1;
+            goto done;
+        }
+        dash->page = calloc (1, sizeof *dash->page);
+        if (!dash->page)
+            goto done;
+        dash->page->exp = x;
+        dash->page->buckets_end_ns = dash->now_ns;
+        g.page_id = x->id;
+    }
+    g.rings = calloc ((size_t) dash->nexps + 1, sizeof *g.rings);
+    if (!g.rings)
+        goto done;
+    // Feedback is read for the page's experiment, and for every experiment
+    // when the broker's latency figures are missing.
+    for (int i = 0; i < dash->nexps; i++)
+        g.rings[i].wanted = !dash->broker_ok || dash->exps[i].id == g.page_id;
+
+    // The end of the log.
+    int64_t last = s_last_event (store);
+    if (last < 0)
+        goto done;
+    int64_t after = last > DASH_LOG_TAIL ? last - DASH_LOG_TAIL : 0;
+    dash->log_whole = after == 0;
+    if (store_events (store, 0, after, s_on_event, &g) < 0)
+        goto done;
+    if (dash->page)
+        dash->page->tail_start_ns = dash->log_whole ? 0 : g.first_ts;
+
+    if (status)
+        s_merge_broker (dash, status);
+    for (int i = 0; i < dash->nagents; i++)
+        if (status && dash->agents[i].alive != 1)
+            dash->agents[i].alive = 0;
+    qsort (dash->agents, (size_t) dash->nagents, sizeof (dash_agent_t), s_compare_agents);
+    for (int i = 0; i < dash->nexps; i++) {
+        dash_exp_t *x = &dash->exps[i];
+        s_ring_t *ring = &g.rings[i];
+        if (!x->live) {
+            // From the log: results over the last 10 s and 1 min.
+            x->rate_10s = isnan (x->rate_10s) ? 0 : x->rate_10s / 10;
+            x->rate_1m = isnan (x->rate_1m) ? 0 : x->rate_1m / 60;
+        }
+        int n = 0;
+        json_t *doc = ring->count > 0 ? s_ring_parse (ring, &n) : NULL;
+        if (doc && !x->live)
+            s_latencies (x, doc, n);
+        if (doc && dash->page && x->id == g.page_id)
+            s_series (dash->page, doc, n);
+        json_destroy (&doc);
+    }
+    if (s_failures (dash, store, experiment) < 0)
+        goto done;
+    if (dash->page)
+        for (int i = 0; i < dash->nexps; i++)
+            if (dash->exps[i].id == g.page_id)
+                s_latest_field (dash, store, &g.rings[i]);
+    rc = 0;
+done:
+    if (rc < 0)
+        snprintf (err, errlen, "cannot read the store '%s': %s", dash->cfg.broker.store,
+                  store_error (store));
+    for (int i = 0; g.rings && i < dash->nexps; i++)
+        for (int k = 0; k < S_FEEDBACK_RING; k++)
+            free (g.rings[i].payload[k]);
+    free (g.rings);
+    json_destroy (&status);
+    store_destroy (&store);
+    return rc;
+}
+
+void
+dash_release (dash_t *dash)
+{
+    for (int i = 0; i < dash->nexps; i++) {
+        free (dash->exps[i].name);
+        free (dash->exps[i].source);
+    }
+    free (dash->exps);
+    for (int i = 0; i < dash->nagents; i++) {
+        free (dash->agents[i].id);
+        free (dash->agents[i].host);
+    }
+    free (dash->agents);
+    for (int i = 0; i < dash->nfailures; i++) {
+        dash_failure_t *f = &dash->failures[i];
+        free (f->experiment), free (f->stem), free (f->agent), free (f->error);
+    }
+    if (dash->page) {
+        piv_field_destroy (&dash->page->field);
+        free (dash->page->field_stem);
+        free (dash->page->quantity);
+        free (dash->page);
+    }
+    memset (dash, 0, sizeof *dash);
+}
+
+int
+dash_quiver_stride (const piv_field_t *field)
+{
+    int longest = field->nx > field->ny ? field->nx : field->ny;
+    return (longest + DASH_QUIVER_MAX - 1) / DASH_QUIVER_MAX;
+}

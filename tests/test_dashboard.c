@@ -1,0 +1,591 @@
+// test_dashboard.c — pivfarm.cgi, the status page: run as a web server runs
+// it (QUERY_STRING, REQUEST_METHOD) against a store of known contents, every
+// figure checked against that store; hostile queries and hostile strings in
+// the store; and the whole chain: a farm processing pairs, lighttpd serving
+// the page, headless Chromium loading it.
+
+#include "common/proto.h"
+#include "piv/field.h"
+#include "store/json.h"
+#include "store/store.h"
+#include "tests/testutil.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_OUT (4 << 20)  // bytes of a captured response or DOM
+
+static tu_farm_t s_farm;    // the test's directory, configuration and processes
+static const char *s_dir;   // s_farm.dir
+static char *s_out;         // the last response
+
+static void
+s_setup (void)
+{
+    tu_farm_init (&s_farm);
+    s_dir = s_farm.dir;
+    s_out = malloc (S_OUT);
+}
+
+static void
+s_teardown (void)
+{
+    tu_farm_release (&s_farm);
+    free (s_out);
+}
+
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return ts.tv_sec * (int64_t) 1000000000 + ts.tv_nsec;
+}
+
+// Runs the CGI with 'query' (and 'method'); returns the body, the status
+// code in *status. The headers must name a status and a content type.
+static const char *
+s_cgi_method (const char *method, const char *query, int *status)
+{
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    setenv ("REQUEST_METHOD", method, 1);
+    setenv ("QUERY_STRING", query, 1);
+    char *argv[] = {(char *) tu_bin ("pivfarm.cgi"), NULL};
+    int rc = tu_run (argv, s_out, S_OUT, 30);
+    ck_assert_msg (rc == 0, "pivfarm.cgi exited with %d: %.500s", rc, s_out);
+    ck_assert_msg (strncmp (s_out, "Status: ", 8) == 0, "no status: %.300s", s_out);
+    *status = atoi (s_out + 8);
+    char *body = strstr (s_out, "\r\n\r\n");
+    ck_assert_msg (body != NULL, "no end of headers: %.300s", s_out);
+    ck_assert (strstr (s_out, "Content-Type: ") != NULL);
+    return body + 4;
+}
+
+static const char *
+s_cgi (const char *query, int *status)
+{
+    return s_cgi_method ("GET", query, status);
+}
+
+static json_t *
+s_cgi_json (const char *query)
+{
+    int status;
+    const char *body = s_cgi (query, &status);
+    ck_assert_msg (status == 200, "status %d: %.300s", status, body);
+    char err[256];
+    json_t *doc = json_parse (body, err, sizeof err);
+    ck_assert_msg (doc != NULL, "%s: %.300s", err, body);
+    return doc;
+}
+
+static int
+s_count (const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr (text, what); p; p = strstr (p + 1, what))
+        n++;
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// A store of known contents
+
+// A field of nx x ny vectors, u = scale i / 2, v = -scale j / 4, the first
+// vector invalid.
+static piv_field_t *
+s_field (int nx, int ny, double scale)
+{
+    piv_field_t *f = piv_field_new (nx, ny);
+    ck_assert (f != NULL);
+    f->window = 32, f->step = 16, f->runs = 1;
+    for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++) {
+            int n = j * nx + i;
+            f->x[n] = 8 + 16 * i, f->y[n] = 8 + 16 * j;
+            f->u[n] = (float) (scale * i / 2), f->v[n] = (float) (-scale * j / 4);
+            f->peak_ratio[n] = 2;
+            f->flags[n] = n == 0 ? PIV_FLAG_INVALID : PIV_FLAG_VALID;
+        }
+    return f;
+}
+
+typedef struct {
+    store_t *store;
+    int64_t exp;
+    int n;  // pairs made
+} s_maker_t;
+
+static int64_t
+s_pair (s_maker_t *m, const char *stem, int64_t t)
+{
+    char a[256], b[256];
+    snprintf (a, sizeof a, "%s_a.tif", stem);
+    snprintf (b, sizeof b, "%s_b.tif", stem);
+    int is_new;
+    int64_t fa = store_file_add (m->store, m->exp, a, 10, t, t, &is_new);
+    int64_t fb = store_file_add (m->store, m->exp, b, 10, t, t, &is_new);
+    int64_t pair = store_pair_add (m->store, m->exp, stem, fa, fb, t, &is_new);
+    ck_assert (pair > 0);
+    m->n++;
+    return pair;
+}
+
+static void
+s_done (s_maker_t *m, const char *stem, const char *agent, int nx, int ny, double scale,
+        int64_t t, double latency_ms, double value)
+{
+    int64_t pair = s_pair (m, stem, t - 1000000);
+    int attempt = store_pair_dispatch (m->store, pair, agent, t - 500000);
+    ck_assert (attempt == 1);
+    piv_field_t *f = s_field (nx, ny, scale);
+    unsigned char *blob;
+    size_t size;
+    ck_assert (proto_field_encode (f, &blob, &size) == 0);
+    store_result_t r = {.mean_u = 1, .mean_v = -1, .mean_speed = 1.4, .valid_fraction = 1,
+                        .nx = nx, .ny = ny, .compute_ns = 1000, .path = "x.txt",
+                        .field = blob, .field_size = size};
+    int recorded;
+    ck_assert (store_pair_result (m->store, pair, attempt, agent, &r, t, &recorded) == 0);
+    ck_assert (recorded);
+    free (blob);
+    piv_field_destroy (&f);
+    char json[1024];
+    snprintf (json, sizeof json,
+              "{\"experiment\":\"exp1\",\"pair\":%lld,\"stem\":\"%s\",\"closed_ns\":%lld,"
+              "\"computed_ns\":%lld,\"latency_ms\":%g,\"quantity\":\"mean_speed\","
+              "\"value\":%g,\"enabled\":true,\"setpoint\":2.5,\"output\":0.75}",
+              (long long) pair, stem, (long long) (t - 1000000), (long long) t, latency_ms,
+              value);
+    ck_assert (store_event (m->store, "feedback", m->exp, pair, json, t) > 0);
+}
+
+// exp1: 3 pairs done (2 in the last 10 s, 1 at 30 s ago), 1 failed, 1
+// pending, 1 skipped; big: one result of a 100 x 80 field.
+static void
+s_make_store (int64_t now)
+{
+    char err[512];
+    store_t *store = store_new (tu_path (s_dir, "farm.db"), STORE_DURABILITY_NORMAL, err,
+                                sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    s_maker_t m = {.store = store};
+    m.exp = store_experiment (store, "exp1", now - 60 * (int64_t) 1000000000);
+    ck_assert (store_agent_seen (store, "agent-1", "node7", 8, "piv", now - 50000000000) == 0);
+    s_done (&m, "s_0001", "agent-1", 12, 9, 1, now - 30 * (int64_t) 1000000000, 10, 2.0);
+    s_done (&m, "s_0002", "agent-1", 12, 9, 2, now - 5 * (int64_t) 1000000000, 30, 2.25);
+    s_done (&m, "s_0003", "agent-1", 12, 9, 3, now - 3 * (int64_t) 1000000000, 20, 2.5);
+    int64_t bad = s_pair (&m, "s_0004", now - 2000000000);
+    int attempt = store_pair_dispatch (store, bad, "agent-1", now - 2000000000);
+    int failed;
+    ck_assert (store_pair_failure (store, bad, attempt, "agent-1",
+                                   "'s_0004_a.tif' is not a TIFF file", 1,
+                                   now - 1900000000, &failed) == 0);
+    ck_assert (failed);
+    s_pair (&m, "s_0005", now - 1000000000);
+    int64_t skip = s_pair (&m, "s_0006", now - 1000000000);
+    ck_assert (store_pair_skip (store, skip, now - 900000000) == 0);
+    m.exp = store_experiment (store, "big", now);
+    s_done (&m, "b_0001", "agent-1", 100, 80, 1, now - 1000000000, 5, 1);
+    ck_assert_msg (store_commit (store, err, sizeof err) == 0, "%s", err);
+    store_destroy (&store);
+}
+
+// ---------------------------------------------------------------------------
+
+START_TEST (every_figure_of_the_page_matches_a_store_of_known_contents)
+{
+    s_make_store (s_now_ns ());
+    json_t *doc = s_cgi_json ("format=json");
+    // The broker does not answer: said so, figures from the store.
+    ck_assert (json_bool (doc, -1, "$.broker.reachable") == 0);
+    ck_assert (json_string (doc, "$.broker.error") != NULL);
+    ck_assert_int_eq (json_length (doc, "$.experiments"), 2);
+    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "exp1");
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].done"), 3);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].total"), 6);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].failed"), 1);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].pending"), 1);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].skipped"), 1);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].files"), 12);
+    // Rates from the log: 2 results in 10 s, 3 in 1 min; latency of the
+    // feedback messages 10, 30, 20 ms.
+    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].rate_10s") - 0.2) < 1e-9);
+    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].rate_1m") - 0.05) < 1e-9);
+    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].latency_median_ms") - 20) < 1e-9);
+    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].latency_p99_ms") - 30) < 1e-9);
+    ck_assert (json_type_at (doc, "$.experiments[0].queue") == JSON_NULL);
+    ck_assert_str_eq (json_string (doc, "$.experiments[0].policy"), "all");
+    // The agent, from the log; the failure with its reason.
+    ck_assert_int_eq (json_length (doc, "$.agents"), 1);
+    ck_assert_str_eq (json_string (doc, "$.agents[0].id"), "agent-1");
+    ck_assert_str_eq (json_string (doc, "$.agents[0].host"), "node7");
+    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].cores"), 8);
+    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].done"), 4);
+    ck_assert_int_eq (json_length (doc, "$.failures"), 1);
+    ck_assert_str_eq (json_string (doc, "$.failures[0].stem"), "s_0004");
+    ck_assert_str_eq (json_string (doc, "$.failures[0].error"),
+                      "'s_0004_a.tif' is not a TIFF file");
+    json_destroy (&doc);
+
+    // The experiment page: the latest field (s_0003, scale 3), the series,
+    // the rate history.
+    doc = s_cgi_json ("exp=exp1&format=json");
+    ck_assert_str_eq (json_string (doc, "$.experiment.field.stem"), "s_0003");
+    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.nx"), 12);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.ny"), 9);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.stride"), 1);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.shown"), 12 * 9 - 1);
+    ck_assert_int_eq (json_length (doc, "$.experiment.field.vectors"), 12 * 9);
+    // Vector (i 5, j 2): x 88, y 40, u 3 * 5 / 2, v -3 * 2 / 4.
+    int k = 2 * 12 + 5;
+    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][0]", k) == 88);
+    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][1]", k) == 40);
+    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][2]", k) == 7.5);
+    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][3]", k) == -1.5);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.vectors[0][4]"), PIV_FLAG_INVALID);
+    ck_assert_str_eq (json_string (doc, "$.experiment.feedback.quantity"), "mean_speed");
+    ck_assert_int_eq (json_length (doc, "$.experiment.feedback.points"), 3);
+    ck_assert (json_number (doc, NAN, "$.experiment.feedback.points[0].value") == 2.0);
+    ck_assert (json_number (doc, NAN, "$.experiment.feedback.points[2].value") == 2.5);
+    ck_assert (json_number (doc, NAN, "$.experiment.feedback.points[2].setpoint") == 2.5);
+    int sum = 0, buckets = json_length (doc, "$.experiment.rate_history.results");
+    for (int i = 0; i < buckets; i++)
+        sum += (int) json_int (doc, 0, "$.experiment.rate_history.results[%d]", i);
+    ck_assert_int_eq (sum, 3);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiment.rate_history.results[%d]", buckets - 1), 2);
+    ck_assert_int_eq (json_length (doc, "$.failures"), 1);
+    json_destroy (&doc);
+
+    // The HTML says the same.
+    int status;
+    const char *html = s_cgi ("", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert (strstr (html, "<meta http-equiv=\"refresh\" content=\"2\">") != NULL);
+    ck_assert (strstr (html, "id=\"broker-unreachable\"") != NULL);
+    ck_assert (strstr (html, "<b>3</b> / 6 done") != NULL);
+    ck_assert (strstr (html, "0.20<span class=\"mute\"> /s") != NULL);
+    ck_assert (strstr (html, "20<small>ms</small>") != NULL);
+    ck_assert (strstr (html, "30<small>ms</small>") != NULL);
+    ck_assert (strstr (html, "node7") != NULL);
+    ck_assert (strstr (html, "&#39;s_0004_a.tif&#39; is not a TIFF file") != NULL);
+    html = s_cgi ("exp=exp1", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert_int_eq (s_count (html, "<svg class=\"quiver\""), 1);
+    ck_assert_int_eq (s_count (html, "class=\"arrow\""), 12 * 9 - 1);
+    ck_assert_int_eq (s_count (html, "class=\"invalid\""), 1);
+    ck_assert (strstr (html, "data-vectors=\"107\"") != NULL);
+    ck_assert_int_eq (s_count (html, "class=\"bucket\""), 30);
+    ck_assert (strstr (html, "id=\"feedback-series\"") != NULL);
+    // A large grid is thinned: every 3rd vector of 100 x 80.
+    html = s_cgi ("exp=big", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert (strstr (html, "data-stride=\"3\"") != NULL);
+    ck_assert_int_eq (s_count (html, "class=\"arrow\"") + s_count (html, "class=\"invalid\""),
+                      34 * 27);
+    // HEAD: headers only.
+    html = s_cgi_method ("HEAD", "", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert_str_eq (html, "");
+}
+END_TEST
+
+START_TEST (hostile_queries_are_refused_and_hostile_strings_escaped)
+{
+    int64_t now = s_now_ns ();
+    s_make_store (now);
+    char err[512];
+    store_t *store = store_new (tu_path (s_dir, "farm.db"), STORE_DURABILITY_NORMAL, err,
+                                sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    // An experiment, an agent and an error made of markup.
+    const char *evil = "<script>alert(1)</script>\"'&";
+    s_maker_t m = {.store = store, .exp = store_experiment (store, evil, now)};
+    ck_assert (store_agent_seen (store, "<img src=x onerror=alert(2)>", "h\"><b>", 1, "",
+                                 now) == 0);
+    int64_t pair = s_pair (&m, "<svg onload=alert(3)>", now);
+    int attempt = store_pair_dispatch (store, pair, "<img src=x onerror=alert(2)>", now);
+    int failed;
+    ck_assert (store_pair_failure (store, pair, attempt, "<img src=x onerror=alert(2)>",
+                                   "</td><script>alert(4)</script>\xff\xfe", 1, now, &failed)
+               == 0);
+    ck_assert (store_commit (store, err, sizeof err) == 0);
+    store_destroy (&store);
+
+    struct {
+        const char *query;
+        int status;
+    } cases[] = {
+        {"exp=<script>alert(1)</script>", 400},
+        {"exp=%3Cscript%3Ealert(1)%3C%2Fscript%3E", 400},
+        {"exp=exp1%27%20OR%20%271%27%3D%271", 400},    // exp1' OR '1'='1
+        {"exp=exp1;DROP%20TABLE%20pairs", 400},
+        {"exp=exp1%22%3E%3Cb%3E", 400},
+        {"exp=../etc", 400},
+        {"exp=..", 400},
+        {"exp=", 400},
+        {"exp", 400},
+        {"exp=a%00b", 400},
+        {"exp=a%zz", 400},
+        {"exp=a%C0%AF", 400},                        // overlong UTF-8
+        {"exp=exp1&exp=exp1", 400},
+        {"format=xml", 400},
+        {"format=json&format=json", 400},
+        {"<script>=1", 400},
+        {"debug=1", 400},
+        {"exp1%20OR%201%3D1", 400},
+        {"exp=exp1%20OR%201%3D1", 404},              // a fine name, no such experiment
+        {"exp=exp1", 200},
+        {"exp=exp1&format=json", 200},
+        {"&&exp=exp1&", 200},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status;
+        const char *body = s_cgi (cases[i].query, &status);
+        ck_assert_msg (status == cases[i].status, "'%s': %d, not %d", cases[i].query, status,
+                       cases[i].status);
+        ck_assert_msg (!strstr (body, "<script") && !strstr (body, "<b>"), "'%s' echoed: %.300s",
+                       cases[i].query, body);
+    }
+    // A value of 100 kB, and a name over 255 bytes.
+    char *huge = malloc (100001);
+    memset (huge, 'a', 100000);
+    memcpy (huge, "exp=", 4);
+    huge[100000] = '\0';
+    int status;
+    s_cgi (huge, &status);
+    ck_assert_int_eq (status, 400);
+    huge[4 + 256] = '\0';
+    s_cgi (huge, &status);
+    ck_assert_int_eq (status, 400);
+    free (huge);
+    s_cgi_method ("POST", "", &status);
+    ck_assert_int_eq (status, 405);
+
+    // The store's markup is shown as text, never as markup.
+    const char *html = s_cgi ("", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert_msg (!strstr (html, "<script") && !strstr (html, "<img") && !strstr (html, "<svg o")
+                       && !strstr (html, "<b>\"") && !strstr (html, "</td><script"),
+                   "markup from the store reached the page");
+    ck_assert (strstr (html, "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;") != NULL);
+    ck_assert (strstr (html, "&lt;/td&gt;&lt;script&gt;alert(4)&lt;/script&gt;\xEF\xBF\xBD") != NULL);
+    // Its link is percent-encoded.
+    ck_assert (strstr (html, "href=\"?exp=%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%27%26\"")
+               != NULL);
+    // The JSON gives the strings back exactly (invalid UTF-8 as U+FFFD).
+    json_t *doc = s_cgi_json ("format=json");
+    ck_assert_str_eq (json_string (doc, "$.experiments[2].experiment"), evil);
+    ck_assert_str_eq (json_string (doc, "$.failures[0].error"),
+                      "</td><script>alert(4)</script>\xEF\xBF\xBD\xEF\xBF\xBD");
+    json_destroy (&doc);
+    const char *body = s_cgi ("format=json", &status);
+    ck_assert (!strstr (body, "<script") && !strstr (body, "<img"));
+}
+END_TEST
+
+START_TEST (a_missing_store_or_configuration_is_a_clear_error_page)
+{
+    int status;
+    setenv ("PIVFARM_CONF", tu_path (s_dir, "none.conf"), 1);
+    setenv ("REQUEST_METHOD", "GET", 1);
+    setenv ("QUERY_STRING", "", 1);
+    char *argv[] = {(char *) tu_bin ("pivfarm.cgi"), NULL};
+    ck_assert_int_eq (tu_run (argv, s_out, S_OUT, 30), 0);
+    ck_assert_msg (strncmp (s_out, "Status: 500", 11) == 0, "%.300s", s_out);
+    const char *body = s_cgi ("", &status);
+    ck_assert_int_eq (status, 503);
+    ck_assert (strstr (body, "farm.db") != NULL);
+    body = s_cgi ("format=json", &status);
+    ck_assert_int_eq (status, 503);
+    ck_assert (strncmp (body, "{\"status\":", 10) == 0);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// End to end: farm, lighttpd, Chromium
+
+static const char *
+s_which (const char *program)
+{
+    static char found[4][4096];
+    static int next;
+    const char *dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char *path = found[next];
+        snprintf (path, sizeof found[0], "%s/%s", dirs[i], program);
+        if (access (path, X_OK) == 0) {
+            next = (next + 1) % 4;
+            return path;
+        }
+    }
+    return NULL;
+}
+
+// chromium and lighttpd, installed through deploy/deps.sh when missing;
+// 0 with the reason when they are not there and cannot be.
+static int
+s_have_browser_and_server (char *why, size_t size)
+{
+    if (s_which ("chromium") && s_which ("lighttpd"))
+        return 1;
+    char deps[4096];
+    snprintf (deps, sizeof deps, "%s/../deploy/deps.sh", tu_bin (""));
+    char *argv[] = {"/bin/sh", deps, NULL};
+    int rc = tu_run (argv, s_out, S_OUT, 900);
+    if (s_which ("chromium") && s_which ("lighttpd"))
+        return 1;
+    snprintf (why, size, "chromium or lighttpd missing and %.200s could not install them (%d): %.300s",
+              deps, rc, s_out);
+    return 0;
+}
+
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ck_assert (fd >= 0 && bind (fd, (struct sockaddr *) &a, sizeof a) == 0);
+    ck_assert (getsockname (fd, (struct sockaddr *) &a, &len) == 0);
+    close (fd);
+    return ntohs (a.sin_port);
+}
+
+static int
+s_port_open (int port)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons ((uint16_t) port)};
+    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    int ok = connect (fd, (struct sockaddr *) &a, sizeof a) == 0;
+    close (fd);
+    return ok;
+}
+
+// Runs headless Chromium on url with 'mode' (--dump-dom or --screenshot=...).
+static const char *
+s_chromium (const char *mode, const char *url)
+{
+    char profile[4200];
+    snprintf (profile, sizeof profile, "--user-data-dir=%s/chromium", s_dir);
+    char *argv[] = {(char *) s_which ("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+                    "--disable-quic", "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", profile,
+                    "--window-size=1400,1100", (char *) mode, (char *) url, NULL};
+    int rc = tu_run (argv, s_out, S_OUT, 120);
+    ck_assert_msg (rc == 0, "chromium %s %s: %d: %.500s", mode, url, rc, s_out);
+    return s_out;
+}
+
+START_TEST (a_browser_shows_the_live_farm_served_by_lighttpd)
+{
+    char why[1024];
+    if (!s_have_browser_and_server (why, sizeof why)) {
+        printf ("test_dashboard: skipped the browser test: %s\n", why);
+        return;
+    }
+    // The farm, as test_farm runs it, with a real PIV agent.
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "node-a");
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "node-b");
+    tu_farm_render (&s_farm, 4, "p");
+    tu_farm_land (&s_farm, "p", 1, 4, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 4, 120);
+    ck_assert_msg (c.done == 4, "%lld pairs done (see broker.log)", (long long) c.done);
+
+    // lighttpd through deploy/dashboard.sh, on a free port.
+    int port = s_free_port ();
+    char port_text[16], script[4200];
+    snprintf (port_text, sizeof port_text, "%d", port);
+    snprintf (script, sizeof script, "%s/../deploy/dashboard.sh", tu_bin (""));
+    char *server[] = {"/bin/sh", script, "-c", s_farm.conf, "-p", port_text, "-d",
+                      (char *) tu_path (s_dir, "web"), NULL};
+    // The script execs lighttpd: this pid is the server's.
+    s_farm.others[0] = tu_spawn (server, tu_path (s_dir, "lighttpd.log"));
+    for (int i = 0; i < 100 && !s_port_open (port); i++)
+        usleep (50000);
+    ck_assert_msg (s_port_open (port), "lighttpd did not start: %.500s",
+                   tu_slurp (tu_path (s_dir, "lighttpd.log"), NULL));
+
+    char url[256];
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/", port);
+    const char *dom = s_chromium ("--dump-dom", url);
+    ck_assert_msg (strstr (dom, "id=\"agents\"") && strstr (dom, "node-a")
+                       && strstr (dom, "node-b"),
+                   "no agents in the page: %.1000s", dom);
+    ck_assert_int_eq (s_count (dom, "<span class=\"pill ok\">alive</span>"), 2);
+    ck_assert (strstr (dom, "<b>4</b> / 4 done") != NULL);
+    ck_assert (strstr (dom, "broker-unreachable") == NULL);
+
+    // The experiment's page: one arrow per vector shown, as many as the
+    // latest field in the store has (thinned).
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", port);
+    dom = s_chromium ("--dump-dom", url);
+    ck_assert_msg (strstr (dom, "<svg class=\"quiver\"") != NULL, "no quiver: %.1000s", dom);
+    const char *shown = strstr (dom, "data-vectors=\"");
+    ck_assert (shown != NULL);
+    int vectors = atoi (shown + strlen ("data-vectors=\""));
+    ck_assert_int_gt (vectors, 100);
+    ck_assert_int_eq (s_count (dom, "class=\"arrow\""), vectors);
+    json_t *doc = s_cgi_json ("exp=exp1&format=json");
+    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.shown"), vectors);
+    ck_assert (json_bool (doc, 0, "$.broker.reachable") == 1);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].done"), 4);
+    json_destroy (&doc);
+
+    char shot[4200];
+    snprintf (shot, sizeof shot, "--screenshot=%s/page.png", s_dir);
+    s_chromium (shot, url);
+    size_t len = 0;
+    char *png = tu_slurp (tu_path (s_dir, "page.png"), &len);
+    ck_assert_msg (png && len > 1000 && memcmp (png, "\x89PNG", 4) == 0, "no PNG (%zu bytes)",
+                   len);
+    free (png);
+    // Kept for a look when PIVFARM_DASHBOARD_SHOT names a file.
+    const char *keep = getenv ("PIVFARM_DASHBOARD_SHOT");
+    if (keep && *keep) {
+        snprintf (shot, sizeof shot, "--screenshot=%s", keep);
+        s_chromium (shot, url);
+    }
+    // Everyone stops cleanly.
+    ck_assert_int_eq (tu_stop (s_farm.others[0], SIGTERM, 10), 0);
+    ck_assert_int_eq (tu_stop (s_farm.watcher, SIGTERM, 10), 0);
+    ck_assert_int_eq (tu_stop (s_farm.agents[0], SIGTERM, 10), 0);
+    ck_assert_int_eq (tu_stop (s_farm.agents[1], SIGTERM, 10), 0);
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    memset (s_farm.agents, 0, sizeof s_farm.agents);
+    s_farm.others[0] = s_farm.watcher = s_farm.broker = 0;
+}
+END_TEST
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("dashboard");
+    TCase *tc = tcase_create ("page");
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 600);
+    tcase_add_test (tc, every_figure_of_the_page_matches_a_store_of_known_contents);
+    tcase_add_test (tc, hostile_queries_are_refused_and_hostile_strings_escaped);
+    tcase_add_test (tc, a_missing_store_or_configuration_is_a_clear_error_page);
+    tcase_add_test (tc, a_browser_shows_the_live_farm_served_by_lighttpd);
+    suite_add_tcase (suite, tc);
+    SRunner *runner = srunner_create (suite);
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}
