@@ -18,7 +18,6 @@
 #define DASH_LATENCIES 1024     // feedback latencies kept per experiment (as the broker)
 #define DASH_BUCKET_S 10        // rate history: bucket width, s
 #define DASH_BUCKETS 30         // ... and count (5 minutes)
-#define DASH_FIELD_SCAN_MAX 1000  // results read to find the latest field in the store
 #define DASH_QUIVER_MAX 40      // arrows along the longer side of the quiver plot, at most
 
 // One experiment. Counts come from the store; NAN (or -1 for integers)

@@ -169,51 +169,6 @@ s_on_setting (void *arg, int64_t experiment, const char *key, const char *value)
     return 0;
 }
 
-// ---------------------------------------------------------------------------
-// The log, from its end. The store lists events after an id; the last id is
-// found by bisection, a few dozen reads of one event each.
-
-static int
-s_first_event (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
-               int64_t pair, const char *payload)
-{
-    (void) ts_ns, (void) kind, (void) experiment, (void) pair, (void) payload;
-    *(int64_t *) arg = id;
-    return 1;
-}
-
-// 1 if an event with an id above 'after' exists, 0 if not, -1 on error.
-static int
-s_event_after (store_t *store, int64_t after)
-{
-    int64_t id = 0;
-    int rc = store_events (store, 0, after, s_first_event, &id);
-    return rc < 0 ? -1 : rc > 0;
-}
-
-// The highest event id (0: an empty log), or -1.
-static int64_t
-s_last_event (store_t *store)
-{
-    int rc = s_event_after (store, 0);
-    if (rc <= 0)
-        return rc;
-    int64_t lo = 1, hi = 1;  // an event above lo - 1 exists
-    while ((rc = s_event_after (store, hi)) == 1) {
-        lo = hi;
-        hi *= 2;
-    }
-    // Events above lo - 1 (at least lo), none above hi: the last is in [lo, hi].
-    while (rc >= 0 && hi > lo) {
-        int64_t mid = lo + (hi - lo) / 2;
-        rc = s_event_after (store, mid);
-        if (rc == 1)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return rc < 0 ? -1 : lo;
-}
 
 // The value of "key=" in a key=value payload, up to the next space, into
 // buf; NULL if absent.
@@ -250,6 +205,20 @@ s_agent (dash_t *dash, const char *id)
     *a = (dash_agent_t) {.id = strdup (id), .host = strdup (""), .cores = -1, .tasks = -1,
                          .heartbeat_s = NAN, .alive = -1};
     return a;
+}
+
+static int
+s_on_agent (void *arg, const char *name, const char *host, int cores, const char *capabilities,
+            int64_t first_seen_ns, int64_t last_seen_ns)
+{
+    (void) capabilities, (void) first_seen_ns, (void) last_seen_ns;
+    dash_agent_t *a = s_agent (arg, name);
+    if (a) {
+        free (a->host);
+        a->host = strdup (host);
+        a->cores = cores;
+    }
+    return 0;
 }
 
 static void
@@ -574,23 +543,21 @@ s_latest_field (dash_t *dash, store_t *store, const s_ring_t *ring)
         snprintf (page->field_note, sizeof page->field_note, "no result yet");
         return;
     }
-    if (x->pairs[STORE_DONE] <= DASH_FIELD_SCAN_MAX) {
-        s_latest_t l = {0};
-        if (store_results_of (store, x->id, s_on_result, &l) >= 0 && l.size > 0) {
-            page->field = proto_field_decode (l.blob, l.size, err, sizeof err);
-            page->field_pair = l.pair;
-            page->field_stem = l.stem;
-            snprintf (page->field_source, sizeof page->field_source, "store");
-            l.stem = NULL;
-        }
-        free (l.blob);
-        free (l.stem);
-        if (page->field)
-            return;
-        if (!err[0])
-            snprintf (err, sizeof err, "the store keeps no field of its results"
-                      " (broker/store_fields)");
+    s_latest_t l = {0};
+    if (store_result_latest (store, x->id, s_on_result, &l) > 0 && l.size > 0) {
+        page->field = proto_field_decode (l.blob, l.size, err, sizeof err);
+        page->field_pair = l.pair;
+        page->field_stem = l.stem;
+        snprintf (page->field_source, sizeof page->field_source, "store");
+        l.stem = NULL;
     }
+    free (l.blob);
+    free (l.stem);
+    if (page->field)
+        return;
+    if (!err[0])
+        snprintf (err, sizeof err, "the store keeps no field of its results"
+                  " (broker/store_fields)");
     // The latest feedback message names the latest result: its file.
     int n;
     json_t *doc = ring->count > 0 ? s_ring_parse (ring, &n) : NULL;
@@ -661,8 +628,10 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
     for (int i = 0; i < dash->nexps; i++)
         g.rings[i].wanted = !dash->broker_ok || dash->exps[i].id == g.page_id;
 
-    // The end of the log.
-    int64_t last = s_last_event (store);
+    // Every agent the store knows, then the end of the log.
+    if (store_agents (store, s_on_agent, dash) < 0)
+        goto done;
+    int64_t last = store_event_last (store);
     if (last < 0)
         goto done;
     int64_t after = last > DASH_LOG_TAIL ? last - DASH_LOG_TAIL : 0;

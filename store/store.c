@@ -255,6 +255,9 @@ typedef enum {
     S_FILE_PAIRED,
     S_FILES_OF,
     S_RESULTS_OF,
+    S_RESULT_LATEST,
+    S_EVENT_LAST,
+    S_AGENTS,
     S_EXPERIMENTS_MAX,
     S_EXPERIMENTS,
     S_COUNT_FILES,
@@ -351,14 +354,21 @@ static const char *s_sql[S_NSTMTS] = {
     [S_FILES_OF] = "SELECT id, size, mtime_ns, seen_ns, name FROM files"
                    " WHERE +experiment = ?4 AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
     // dispatched_ns: when the attempt that gave the result was sent.
-    [S_RESULTS_OF] = "SELECT r.pair, r.attempt, r.nx, r.ny, r.compute_ns, ifnull (f.mtime_ns, 0),"
-                     " ifnull (a.dispatched_ns, ifnull (p.dispatched_ns, 0)), r.recorded_ns,"
-                     " r.mean_u, r.mean_v, r.mean_speed, r.valid_fraction, r.vorticity, p.stem,"
-                     " ifnull (r.agent, ''), ifnull (r.path, ''), r.field FROM pairs p"
-                     " JOIN results r ON r.pair = p.id"
-                     " LEFT JOIN attempts a ON a.pair = r.pair AND a.attempt = r.attempt"
-                     " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a)"
-                     " WHERE +p.experiment = ?1 ORDER BY p.id",
+#define S_RESULT_COLUMNS                                                                          \
+    "SELECT r.pair, r.attempt, r.nx, r.ny, r.compute_ns, ifnull (f.mtime_ns, 0),"                 \
+    " ifnull (a.dispatched_ns, ifnull (p.dispatched_ns, 0)), r.recorded_ns,"                      \
+    " r.mean_u, r.mean_v, r.mean_speed, r.valid_fraction, r.vorticity, p.stem,"                   \
+    " ifnull (r.agent, ''), ifnull (r.path, ''), r.field FROM pairs p"                            \
+    " JOIN results r ON r.pair = p.id"                                                            \
+    " LEFT JOIN attempts a ON a.pair = r.pair AND a.attempt = r.attempt"                          \
+    " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a)"
+    [S_RESULTS_OF] = S_RESULT_COLUMNS " WHERE +p.experiment = ?1 ORDER BY p.id",
+    // Newest first: the cost follows the results since the latest with a field.
+    [S_RESULT_LATEST] = S_RESULT_COLUMNS " WHERE +p.experiment = ?1 AND r.field IS NOT NULL"
+                                         " ORDER BY r.pair DESC LIMIT 1",
+    [S_EVENT_LAST] = "SELECT ifnull (max (id), 0) FROM events",
+    [S_AGENTS] = "SELECT name, ifnull (host, ''), cores, ifnull (capabilities, ''),"
+                 " first_seen_ns, last_seen_ns FROM agents ORDER BY name",
     [S_EXPERIMENTS_MAX] = "SELECT ifnull (max (id), 0) FROM experiments",
     [S_EXPERIMENTS] = "SELECT " S_EXPERIMENT_COLUMNS " FROM experiments"
                       " WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
@@ -2194,10 +2204,10 @@ store_settings (store_t *self, store_setting_fn *fn, void *arg)
 
 // Results carry their field, too large to read ahead in batches: they are
 // given to fn as they are stepped, and the store refuses writes meanwhile.
-int
-store_results_of (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg)
+static int
+s_results (store_t *self, sqlite3_stmt *stmt, int64_t experiment, store_result_info_fn *fn,
+           void *arg)
 {
-    sqlite3_stmt *stmt = self->stmts[S_RESULTS_OF];
     sqlite3_bind_int64 (stmt, 1, experiment);
     int calls = 0, stop = 0, rc;
     self->streaming = 1;
@@ -2230,5 +2240,45 @@ store_results_of (store_t *self, int64_t experiment, store_result_info_fn *fn, v
     if (!stop && rc != SQLITE_DONE)
         return s_fail_read (self, rc, "cannot list the results of experiment %" PRId64,
                             experiment);
+    return calls;
+}
+
+int
+store_results_of (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg)
+{
+    return s_results (self, self->stmts[S_RESULTS_OF], experiment, fn, arg);
+}
+
+int
+store_result_latest (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg)
+{
+    return s_results (self, self->stmts[S_RESULT_LATEST], experiment, fn, arg);
+}
+
+int64_t
+store_event_last (store_t *self)
+{
+    int64_t last = 0;
+    int found;
+    int rc = s_query_int (self, self->stmts[S_EVENT_LAST], &last, &found);
+    if (rc != SQLITE_OK)
+        return s_fail_read (self, rc, "cannot read the event log");
+    return last;
+}
+
+int
+store_agents (store_t *self, store_agent_fn *fn, void *arg)
+{
+    sqlite3_stmt *stmt = self->stmts[S_AGENTS];
+    int calls = 0, stop = 0, rc;
+    while (!stop && (rc = s_step (self, stmt)) == SQLITE_ROW) {
+        calls++;
+        stop = fn (arg, s_column_text (stmt, 0), s_column_text (stmt, 1),
+                   sqlite3_column_int (stmt, 2), s_column_text (stmt, 3),
+                   sqlite3_column_int64 (stmt, 4), sqlite3_column_int64 (stmt, 5));
+    }
+    sqlite3_reset (stmt);
+    if (!stop && rc != SQLITE_DONE)
+        return s_fail_read (self, rc, "cannot list the agents");
     return calls;
 }

@@ -258,6 +258,19 @@ typedef struct {
 typedef int (store_result_info_fn) (void *arg, const store_result_info_t *result);
 int store_results_of (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg);
 
+// The latest result of 'experiment' with a stored field (fn called once),
+// as store_results_of; returns 1, 0 if there is none, or -1.
+int store_result_latest (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg);
+
+// The id of the last event (0: an empty log), or -1.
+int64_t store_event_last (store_t *self);
+
+// The agents ever seen, by name. fn must not write to the store.
+typedef int (store_agent_fn) (void *arg, const char *name, const char *host, int cores,
+                              const char *capabilities, int64_t first_seen_ns,
+                              int64_t last_seen_ns);
+int store_agents (store_t *self, store_agent_fn *fn, void *arg);
+
 // Events of 'experiment' (0: all) of one 'kind' (e.g. "feedback"), id
 // order; a listing (fn may write). It reads the whole log (no index on the
 // hot insert path: some 10 M events/s), which a replay can afford. Returns

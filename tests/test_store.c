@@ -709,6 +709,17 @@ START_TEST (store_requeues_tasks_of_a_dead_agent)
 }
 END_TEST
 
+static int
+s_agent_line (void *arg, const char *name, const char *host, int cores, const char *capabilities,
+              int64_t first_seen_ns, int64_t last_seen_ns)
+{
+    char *seen = arg;
+    size_t used = strlen (seen);
+    snprintf (seen + used, 256 - used, "%s %s %d %s %lld %lld;", name, host, cores, capabilities,
+              (long long) (first_seen_ns / T_MS), (long long) (last_seen_ns / T_MS));
+    return 0;
+}
+
 START_TEST (agents_are_logged_when_new_or_changed)
 {
     store_t *store = s_open ();
@@ -719,6 +730,12 @@ START_TEST (agents_are_logged_when_new_or_changed)
     ck_assert_int_eq (s_count_kind (store, "agent"), 2);
     ck_assert_str_eq (s_last_payload (store, "agent"),
                       "agent=agent-a host=node1 cores=16 capabilities=piv");
+    ck_assert_int_eq (store_agent_seen (store, "agent-0", "node2", 2, "noop", 10 * T_MS), 0);
+    s_commit (store);
+    // The agents table, by name, with what each said last.
+    char seen[256] = "";
+    ck_assert_int_eq (store_agents (store, s_agent_line, seen), 2);
+    ck_assert_str_eq (seen, "agent-0 node2 2 noop 10 10;agent-a node1 16 piv 0 9;");
     store_destroy (&store);
 }
 END_TEST
@@ -1956,6 +1973,20 @@ START_TEST (results_of_gives_each_result_with_its_field_and_times)
     s_results_t other = {0};
     ck_assert_int_eq (store_results_of (store, run2, s_result_fn, &other), 1);
     ck_assert_str_eq (other.stem[0], "g000");
+
+    // The latest result with a field: p[0] (p[2], newer, kept none); run2
+    // kept no field at all.
+    s_results_t latest = {0};
+    ck_assert_int_eq (store_result_latest (store, run1, s_result_fn, &latest), 1);
+    ck_assert_int_eq (latest.result[0].pair, p[0]);
+    ck_assert_mem_eq (latest.field[0], field, sizeof field);
+    s_results_t none = {0};
+    ck_assert_int_eq (store_result_latest (store, run2, s_result_fn, &none), 0);
+    ck_assert_int_eq (none.n, 0);
+    // The last event is the one just written.
+    int64_t note = store_event (store, "note", 0, 0, "last", 24 * T_MS);
+    ck_assert_int_gt (note, 0);
+    ck_assert_int_eq (store_event_last (store), note);
     store_destroy (&store);
 }
 END_TEST
