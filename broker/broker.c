@@ -392,13 +392,27 @@ s_ingest_one (broker_t *self, zsock_t *reader)
 // ---------------------------------------------------------------------------
 // Work: agents
 
+// An agent's key in the table: its routing id in hex, in 'key' (a ROUTER's
+// ids are at most 255 bytes), without the allocation of zframe_strhex.
+static const char *
+s_agent_key (zframe_t *identity, char key[512])
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *data = zframe_data (identity);
+    size_t size = zframe_size (identity) < 255 ? zframe_size (identity) : 255;
+    for (size_t i = 0; i < size; i++) {
+        key[2 * i] = hex[data[i] >> 4];
+        key[2 * i + 1] = hex[data[i] & 15];
+    }
+    key[2 * size] = '\0';
+    return key;
+}
+
 static agent_rec_t *
 s_agent (broker_t *self, zframe_t *identity)
 {
-    char *key = zframe_strhex (identity);
-    agent_rec_t *agent = key ? zhashx_lookup (self->agents, key) : NULL;
-    free (key);
-    return agent;
+    char key[512];
+    return zhashx_lookup (self->agents, s_agent_key (identity, key));
 }
 
 static int64_t
@@ -425,10 +439,8 @@ s_agent_forget (broker_t *self, agent_rec_t *agent, const char *reason)
     log_notice ("agent '%s' on %s %s; %zu task(s) back in the queue", agent->id,
                 agent->host, reason, zlistx_size (agent->tasks));
     s_requeue_tasks (self, agent, reason);
-    char *key = zframe_strhex (agent->identity);
-    if (key)
-        zhashx_delete (self->agents, key);
-    free (key);
+    char key[512];
+    zhashx_delete (self->agents, s_agent_key (agent->identity, key));
 }
 
 static int
@@ -650,9 +662,8 @@ s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
         return;
     }
     zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) broker_task_destroy);
-    char *key = zframe_strhex (identity);
-    zhashx_insert (self->agents, key, agent);
-    free (key);
+    char key[512];
+    zhashx_insert (self->agents, s_agent_key (identity, key), agent);
     store_agent_seen (self->store, agent->id, agent->host, agent->cores,
                       msg->settings ? msg->settings : "", now);
     log_notice ("agent '%s' on %s with %d cores", agent->id, agent->host, agent->cores);
