@@ -7,6 +7,7 @@
 #include "agents/process.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "common/secure.h"
 #include "piv/piv.h"
 
 #include <czmq.h>
@@ -56,6 +57,7 @@ struct _agent_t {
     int64_t broker_expires;            // reconnect if silent past this (ms clock)
     int64_t backoff_ms;                // next reconnect delay
     int64_t done;                      // results recorded
+    int draining;                      // stopping: new tasks are left to the broker
 };
 
 static int64_t
@@ -173,17 +175,23 @@ s_forget_connection (agent_t *self)
     self->orphans = self->running;
 }
 
+// 0, or -1 with err.
 static int
-s_connect (agent_t *self)
+s_connect (agent_t *self, char *err, size_t errlen)
 {
     zsock_destroy (&self->broker);
     self->broker = zsock_new (ZMQ_DEALER);
-    if (!self->broker)
+    if (!self->broker) {
+        snprintf (err, errlen, "cannot connect to the broker at '%s': out of memory",
+                  self->endpoint);
         return -1;
+    }
     zsock_set_maxmsgsize (self->broker, PROTO_MAX_MESSAGE);
     zsock_set_linger (self->broker, 2000);
+    if (secure_client (self->broker, &self->cfg, err, errlen) != 0)
+        return -1;
     if (zsock_connect (self->broker, "%s", self->endpoint) != 0) {
-        log_error ("cannot connect to the broker at '%s'", self->endpoint);
+        snprintf (err, errlen, "cannot connect to the broker at '%s'", self->endpoint);
         return -1;
     }
     self->broker_expires =
@@ -200,7 +208,10 @@ s_reconnect (agent_t *self)
     if (self->loop && self->broker)
         zloop_reader_end (self->loop, self->broker);
     s_forget_connection (self);
-    if (s_connect (self) == 0 && self->loop)
+    char err[1024];
+    if (s_connect (self, err, sizeof err) != 0)
+        log_error ("%s", err);
+    else if (self->loop)
         zloop_reader (self->loop, self->broker, s_on_broker, self);
 }
 
@@ -271,6 +282,11 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
     self->backoff_ms = 1000;
     switch (msg.command) {
     case PROTO_TASK:
+        if (self->draining) {
+            // The broker requeues it when we say goodbye (or stop beating).
+            log_info ("pair %llu: not taken, stopping", (unsigned long long) msg.pair);
+            break;
+        }
         log_info ("pair %llu attempt %u: %s", (unsigned long long) msg.pair, msg.attempt,
                   msg.path_a);
         if (self->inline_proc)
@@ -331,6 +347,13 @@ s_on_result (zloop_t *loop, zsock_t *reader, void *arg)
     return 0;
 }
 
+static void
+s_beat (agent_t *self)
+{
+    proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = zclock_time () * 1000000};
+    s_send (self, &beat);
+}
+
 static int
 s_tick (zloop_t *loop, int timer_id, void *arg)
 {
@@ -338,14 +361,14 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
     agent_t *self = arg;
     int64_t now = s_ms ();
     if (now > self->broker_expires) {
-        log_warning ("the broker at '%s' is silent; reconnecting", self->endpoint);
+        log_warning ("the broker at '%s' is silent; reconnecting%s", self->endpoint,
+                     secure_hint (&self->cfg));
         s_reconnect (self);
         self->broker_expires = now + self->backoff_ms;
         self->backoff_ms = self->backoff_ms * 2 > 30000 ? 30000 : self->backoff_ms * 2;
         return 0;
     }
-    proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = zclock_time () * 1000000};
-    s_send (self, &beat);
+    s_beat (self);
     return 0;
 }
 
@@ -407,8 +430,7 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
         self->workers[i].started =
             pthread_create (&self->workers[i].thread, NULL, s_worker, &self->workers[i]) == 0;
     }
-    if (s_connect (self) != 0) {
-        snprintf (err, errlen, "cannot connect to the broker at '%s'", self->endpoint);
+    if (s_connect (self, err, errlen) != 0) {
         agent_destroy (&self);
         return NULL;
     }
@@ -449,18 +471,25 @@ int
 agent_run (agent_t *self)
 {
     zloop_start (self->loop);
-    // Stopping: finish what we hold, report it, wait a little for RECORDED.
+    // Stopping: finish what we hold, report it, wait a little for RECORDED;
+    // take no new task, and beat on, lest the broker give ours to another.
+    self->draining = 1;
     if (self->running > 0)
         log_notice ("stopping: finishing %d task(s)", self->running);
     zpoller_t *poller = zpoller_new (self->results, self->broker, NULL);
     if (poller)
         zpoller_set_nonstop (poller, true);
-    int64_t deadline = s_ms () + DRAIN_S * 1000;
+    int64_t deadline = s_ms () + DRAIN_S * 1000, beat = 0;
     while (poller && (self->running > 0 || zlistx_size (self->unrecorded) > 0)
            && s_ms () < deadline) {
+        if (s_ms () >= beat) {
+            s_beat (self);
+            beat = s_ms () + self->cfg.broker.heartbeat_ms;
+        }
         if (self->running == 0 && deadline > s_ms () + GOODBYE_S * 1000)
             deadline = s_ms () + GOODBYE_S * 1000;
-        zsock_t *which = zpoller_wait (poller, 100);
+        zsock_t *which = zpoller_wait (poller, self->cfg.broker.heartbeat_ms < 100
+                                                   ? self->cfg.broker.heartbeat_ms : 100);
         if (which == self->results)
             s_on_result (NULL, which, self);
         else if (which == self->broker)

@@ -26,6 +26,7 @@ struct _process_t {
     char from[PATH_MAX];          // broker path prefix ...
     char to[PATH_MAX];            // ... and what it is here
     char settings[512];           // settings of 'engine'
+    size_t max_pixels;            // largest image loaded (piv/max_pixels)
     piv_t *engine;                // PIV engine for those settings
 };
 
@@ -54,6 +55,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     snprintf (self->results, sizeof self->results, "%s", cfg->agent.results);
     snprintf (self->from, sizeof self->from, "%s", cfg->agent.path_from);
     snprintf (self->to, sizeof self->to, "%s", cfg->agent.path_to);
+    self->max_pixels = (size_t) cfg->piv.max_pixels;
     return self;
 }
 
@@ -182,7 +184,7 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
         snprintf (self->settings, sizeof self->settings, "%s", task->settings);
     }
     piv_image_t *ia = NULL, *ib = NULL;
-    if (piv_image_load_pair (a, *b ? b : NULL, 0, &ia, &ib, err, errlen) != 0)
+    if (piv_image_load_pair (a, *b ? b : NULL, self->max_pixels, &ia, &ib, err, errlen) != 0)
         return -1;
     piv_field_t *field = piv_process (self->engine, ia, ib, why, sizeof why);
     piv_image_destroy (&ia);

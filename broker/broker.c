@@ -6,16 +6,25 @@
 #include "broker/internal.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "common/secure.h"
 #include "common/util.h"
 #include "store/store.h"
 
 #include <czmq.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+
+// Messages queued per socket and peer, each way (ZeroMQ's default, made
+// explicit): with ZMQ_MAXMSGSIZE, what a peer can make the broker hold. A
+// peer beyond it is pushed back (TCP), and what is dropped on the way out
+// is resent by the protocol (ACK, RECORDED); agents stay below it by credit.
+#define HWM 1000
 
 // A message to send once the open transaction is committed.
 typedef struct {
@@ -166,6 +175,7 @@ broker_commit (broker_t *self)
         if (!self->store_failed)
             log_error ("cannot commit: %s; acknowledging nothing until it can", err);
         self->store_failed = 1;
+        snprintf (self->store_why, sizeof self->store_why, "%s", err);
         // What waited for this commit is dropped: its senders will resend.
         zlistx_purge (self->after);
         s_resync (self);
@@ -784,8 +794,9 @@ s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
     return 0;
 }
 
+// A socket bound to endpoint; a CURVE server with cert when cert is not NULL.
 static zsock_t *
-s_bind (int type, const char *endpoint, char *err, size_t errlen)
+s_bind (int type, const char *endpoint, zcert_t *cert, char *err, size_t errlen)
 {
     zsock_t *sock = zsock_new (type);
     if (!sock) {
@@ -793,17 +804,62 @@ s_bind (int type, const char *endpoint, char *err, size_t errlen)
         return NULL;
     }
     zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
+    zsock_set_sndhwm (sock, HWM);
+    zsock_set_rcvhwm (sock, HWM);
     zsock_set_linger (sock, 0);
     // A ROUTER that cannot deliver says so (proto_send fails) instead of
     // dropping the message: a TASK lost in silence would leave its pair
     // dispatched to an agent that never got it.
     if (type == ZMQ_ROUTER)
         zsock_set_router_mandatory (sock, 1);
+    if (cert)
+        secure_server (sock, cert);
     if (zsock_bind (sock, "%s", endpoint) < 0) {
         snprintf (err, errlen, "cannot bind '%s': %s", endpoint, zmq_strerror (zmq_errno ()));
         zsock_destroy (&sock);
     }
     return sock;
+}
+
+// A directory of certificates the configuration names with 'key'; 0, or -1
+// with err.
+static int
+s_cert_dir (const char *path, const char *key, char *err, size_t errlen)
+{
+    struct stat st;
+    int found = stat (path, &st) == 0;
+    if (found && S_ISDIR (st.st_mode))
+        return 0;
+    snprintf (err, errlen, "cannot read the directory of certificates '%s' (%s): %s", path, key,
+              found ? "not a directory" : strerror (errno));
+    return -1;
+}
+
+// For security/curve on: the broker's certificate (the caller destroys it),
+// and zauth admitting the clients of the clients directory on every socket
+// of this process (zauth serves ZAP for the whole ZeroMQ context). NULL
+// with err on failure.
+static zcert_t *
+s_secure (broker_t *self, char *err, size_t errlen)
+{
+    const config_t *cfg = &self->cfg;
+    zcert_t *cert =
+        secure_cert_load (cfg->security.broker_cert, "security/broker_cert", 1, err, errlen);
+    if (!cert || s_cert_dir (cfg->security.clients, "security/clients", err, errlen)
+        || s_cert_dir (cfg->security.operators, "security/operators", err, errlen))
+        goto fail;
+    self->auth = zactor_new (zauth, NULL);
+    self->operators = zcertstore_new (cfg->security.operators);
+    if (!self->auth || !self->operators) {
+        snprintf (err, errlen, "cannot start the authenticator: out of memory");
+        goto fail;
+    }
+    zstr_sendx (self->auth, "CURVE", cfg->security.clients, NULL);
+    zsock_wait (self->auth);
+    return cert;
+fail:
+    zcert_destroy (&cert);
+    return NULL;
 }
 
 broker_t *
@@ -868,10 +924,17 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
                   store_error (self->store));
         goto fail;
     }
-    if (!(self->ingest = s_bind (ZMQ_ROUTER, cfg->broker.ingest, err, errlen))
-        || !(self->work = s_bind (ZMQ_ROUTER, cfg->broker.work, err, errlen))
-        || !(self->control = s_bind (ZMQ_ROUTER, cfg->broker.control, err, errlen))
-        || !(self->publish = s_bind (ZMQ_PUB, cfg->broker.publish, err, errlen)))
+    zcert_t *cert = NULL;
+    if (secure_on (cfg) && !(cert = s_secure (self, err, errlen)))
+        goto fail;
+    self->ingest = s_bind (ZMQ_ROUTER, cfg->broker.ingest, cert, err, errlen);
+    self->work = self->ingest ? s_bind (ZMQ_ROUTER, cfg->broker.work, cert, err, errlen) : NULL;
+    self->control =
+        self->work ? s_bind (ZMQ_ROUTER, cfg->broker.control, cert, err, errlen) : NULL;
+    self->publish =
+        self->control ? s_bind (ZMQ_PUB, cfg->broker.publish, cert, err, errlen) : NULL;
+    zcert_destroy (&cert);
+    if (!self->publish)
         goto fail;
     self->loop = zloop_new ();
     if (!self->loop) {
@@ -884,10 +947,10 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
-    log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s",
+    log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s%s",
                 sched_size (self->sched), broker_endpoint (self, "ingest"),
                 broker_endpoint (self, "work"), broker_endpoint (self, "control"),
-                broker_endpoint (self, "publish"));
+                broker_endpoint (self, "publish"), self->auth ? "; CURVE on" : "");
     return self;
 fail:
     broker_destroy (&self);
@@ -914,6 +977,8 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->work);
     zsock_destroy (&self->control);
     zsock_destroy (&self->publish);
+    zactor_destroy (&self->auth);
+    zcertstore_destroy (&self->operators);
     zhashx_destroy (&self->agents);
     if (self->sched)
         sched_clear (self->sched, s_task_free, NULL);

@@ -5,6 +5,7 @@
 #include "broker/internal.h"
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/secure.h"
 #include "common/util.h"
 
 #include <getopt.h>
@@ -121,6 +122,7 @@ typedef struct {
     const char *passes, *overlap, *iterations, *deform;
     int feedback_only;       // --feedback-only
     unsigned given;          // options seen, a bit each (S_OPT_*)
+    const char *peer;        // the client's CURVE public key (Z85), or NULL
     uint32_t status;         // the reply
     s_text_t body;
 } s_cmd_t;
@@ -435,6 +437,10 @@ s_status (s_cmd_t *cmd)
            broker_rate (self->per_second, &self->second, now, 10),
            broker_rate (self->per_second, &self->second, now, 59),
            self->store_failed ? "false" : "true");
+    if (self->store_failed) {
+        s_put (&cmd->body, ",\"store_error\":");
+        s_put_string (&cmd->body, self->store_why);
+    }
     s_put_policy (&cmd->body, self, 0);
     s_put (&cmd->body, ",");
     if (s_put_experiments (cmd))
@@ -1025,16 +1031,43 @@ s_backfill_cmd (s_cmd_t *cmd)
     return s_reset (cmd, STORE_SKIPPED);
 }
 
+// Every command, and whether it changes the farm: with security/curve on,
+// only an operator's key may run those (doc/security.md). 'reads' is the
+// one first argument with which a changing command only reads.
 static const struct {
     const char *name;
     int (*run) (s_cmd_t *cmd);
+    int changes;
+    const char *reads;
 } s_commands[] = {
-    {"status", s_status},       {"agents", s_agents},     {"experiments", s_experiments},
-    {"pairs", s_pairs},         {"log", s_log},           {"rate", s_rate},
-    {"policy", s_policy},       {"pause", s_pause_cmd},   {"resume", s_resume_cmd},
-    {"retry", s_retry_cmd},     {"backfill", s_backfill_cmd}, {"feedback", s_feedback},
-    {"replay", s_replay},
+    {"status", s_status, 0, NULL},
+    {"agents", s_agents, 0, NULL},
+    {"experiments", s_experiments, 0, NULL},
+    {"pairs", s_pairs, 0, NULL},
+    {"log", s_log, 0, NULL},
+    {"rate", s_rate, 1, NULL},
+    {"policy", s_policy, 1, NULL},
+    {"pause", s_pause_cmd, 1, NULL},
+    {"resume", s_resume_cmd, 1, NULL},
+    {"retry", s_retry_cmd, 1, NULL},
+    {"backfill", s_backfill_cmd, 1, NULL},
+    {"feedback", s_feedback, 1, "show"},
+    {"replay", s_replay, 1, NULL},
 };
+
+// 1 if the command may run for this client: it only reads, CURVE is off,
+// or the client's key is an operator's.
+static int
+s_allowed (s_cmd_t *cmd, size_t command)
+{
+    broker_t *self = cmd->self;
+    if (!s_commands[command].changes || !self->operators)
+        return 1;
+    const char *reads = s_commands[command].reads;
+    if (reads && cmd->argc > 1 && strcmp (cmd->argv[1], reads) == 0)
+        return 1;
+    return cmd->peer && zcertstore_lookup (self->operators, cmd->peer) != NULL;
+}
 
 static void
 s_run (s_cmd_t *cmd, const char *line)
@@ -1052,15 +1085,25 @@ s_run (s_cmd_t *cmd, const char *line)
     }
     if (s_parse_options (cmd, n, words) == 0) {
         int (*run) (s_cmd_t *) = NULL;
+        size_t command = 0;
         for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
-            if (strcmp (cmd->argv[0], s_commands[i].name) == 0)
+            if (strcmp (cmd->argv[0], s_commands[i].name) == 0) {
                 run = s_commands[i].run;
+                command = i;
+            }
         cmd->status = 200;
         if (!run)
             s_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay)",
                       cmd->argv[0]);
+        else if (!s_allowed (cmd, command)) {
+            s_refuse (cmd, 403,
+                      "refused: '%s' changes the farm and your key is not an operator's",
+                      s_commands[command].name);
+            log_warning ("control: refused '%s' to key %s, not an operator's",
+                         s_commands[command].name, cmd->peer ? cmd->peer : "(none)");
+        }
         else if (run (cmd) == 0 && cmd->body.failed)
             s_refuse (cmd, 500, "no memory for the answer");
         else if (cmd->status == 200 && cmd->body.len > PROTO_MAX_BODY)
@@ -1081,7 +1124,14 @@ broker_on_control (zloop_t *loop, zsock_t *reader, void *arg)
     zframe_t *identity = zmsg_pop (zmsg);
     proto_msg_t msg = {0}, reply = {.command = PROTO_REPLY};
     char err[512];
-    s_cmd_t cmd = {.self = self};
+    // The frames the client sent carry the key ZAP authenticated (the
+    // identity the ROUTER adds does not, always); kept past the decoding,
+    // which frees them.
+    char peer[64] = "";
+    const char *key = secure_peer_key (zmsg_first (zmsg));
+    if (key)
+        snprintf (peer, sizeof peer, "%s", key);
+    s_cmd_t cmd = {.self = self, .peer = *peer ? peer : NULL};
     if (proto_decode (&zmsg, &msg, err, sizeof err) != 0 || msg.command != PROTO_REQUEST)
         s_refuse (&cmd, 400, "bad request: %s", msg.command ? "expected REQUEST" : err);
     else {

@@ -70,6 +70,8 @@ struct _broker_t {
     zsock_t *work;            // ROUTER: agents
     zsock_t *control;         // ROUTER: pivctl, the status page
     zsock_t *publish;         // PUB: results, state
+    zactor_t *auth;           // zauth: CURVE clients allowed to connect (curve on), or NULL
+    zcertstore_t *operators;  // keys allowed to change things (curve on), or NULL
     zloop_t *loop;            // the reactor
     int wake_timer;           // one-shot timer for a rate-limited queue, or -1
     zhashx_t *experiments;    // name -> exp_t
@@ -80,6 +82,7 @@ struct _broker_t {
     feedback_settings_t feedback;  // global feedback settings
     int fields_every;         // store_fields: 1 all, 0 none, n every n-th
     int store_failed;         // the last commit failed: acknowledge nothing
+    char store_why[512];      // why it failed, for the status
     int64_t results;          // results recorded since start
     int64_t started_ns;       // start time
     int64_t per_second[60];   // results recorded in each of the last 60 s ...

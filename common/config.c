@@ -49,6 +49,7 @@ typedef struct {
 
 static const char *const s_durabilities[] = {"normal", "full", NULL};
 static const char *const s_modes[] = {"inotify", "poll", NULL};
+static const char *const s_curves[] = {"off", "on", NULL};
 static const char *const s_rules[] = {"ab", "sequence", "sliding", "multipage", NULL};
 // The interpolators of piv_deform_parse (piv/piv.h).
 static const char *const s_deforms[] = {"offset", "bilinear", "bicubic", "bspline",
@@ -94,10 +95,17 @@ static const s_key_t s_keys[] = {
     INT (piv, overlap, 0, 87),
     INT (piv, iterations, 1, 10),
     CHOICE (piv, deform, s_deforms, "offset, bilinear, bicubic, bspline, bspline5 or omoms"),
+    INT (piv, max_pixels, 1, 1 << 30),
+    CHOICE (security, curve, s_curves, "off or on"),
+    TEXT (security, broker_cert, KIND_PATH),
+    TEXT (security, client_cert, KIND_PATH),
+    TEXT (security, clients, KIND_PATH),
+    TEXT (security, operators, KIND_PATH),
 };
 #define KEYS ((int) (sizeof s_keys / sizeof s_keys[0]))
 
-static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv"};
+static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv",
+                                         "security"};
 #define SECTIONS ((int) (sizeof s_sections / sizeof s_sections[0]))
 
 // What one load knows about the file, for messages and anchoring.
@@ -576,7 +584,7 @@ s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
         if (!known)
             return s_fail (load,
                            "unknown section '%s' in '%s': expected broker, watcher, pairing, "
-                           "agent or piv",
+                           "agent, piv or security",
                            sname, load->path);
         const char *svalue = zconfig_value (section);
         if (svalue && *svalue)
@@ -631,7 +639,11 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
 
     if (s_anchor (load, cfg, s_key_find ("broker", "store"), "")
         || s_anchor (load, cfg, s_key_find ("watcher", "root"), "")
-        || s_anchor (load, cfg, s_key_find ("agent", "results"), ""))
+        || s_anchor (load, cfg, s_key_find ("agent", "results"), "")
+        || s_anchor (load, cfg, s_key_find ("security", "broker_cert"), "")
+        || s_anchor (load, cfg, s_key_find ("security", "client_cert"), "")
+        || s_anchor (load, cfg, s_key_find ("security", "clients"), "")
+        || s_anchor (load, cfg, s_key_find ("security", "operators"), ""))
         return -1;
     // A program named with a '/' is a path; a bare name is looked up in PATH.
     if (strncmp (cfg->agent.processor, "exec:", 5) == 0 && strchr (cfg->agent.processor, '/')
@@ -678,6 +690,14 @@ config_init (config_t *cfg)
     cfg->piv.overlap = 50;
     cfg->piv.iterations = 3;
     snprintf (cfg->piv.deform, sizeof cfg->piv.deform, "bspline5");
+    cfg->piv.max_pixels = 64 * 1024 * 1024;
+
+    snprintf (cfg->security.curve, sizeof cfg->security.curve, "off");
+    snprintf (cfg->security.broker_cert, sizeof cfg->security.broker_cert, "./certs/broker.cert");
+    snprintf (cfg->security.client_cert, sizeof cfg->security.client_cert, "./certs/client.cert");
+    snprintf (cfg->security.clients, sizeof cfg->security.clients, "./certs/clients");
+    snprintf (cfg->security.operators, sizeof cfg->security.operators,
+              "./certs/clients/operators");
 }
 
 int

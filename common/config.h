@@ -55,7 +55,17 @@ typedef struct {
         int overlap;                  // 50 (0..87)
         int iterations;               // 3 (1..10): most runs of the final window size
         char deform[16];              // bspline5 | bspline | omoms | bicubic | bilinear | offset
+        int max_pixels;               // largest image an agent loads, in pixels (67108864)
     } piv;
+    struct {
+        char curve[8];                // off | on (off)
+        char broker_cert[PATH_MAX];   // ./certs/broker.cert: the broker's public certificate;
+                                      // its secret part is the same path + "_secret"
+        char client_cert[PATH_MAX];   // ./certs/client.cert: this program's certificate (its
+                                      // secret part beside it, + "_secret")
+        char clients[PATH_MAX];       // ./certs/clients: public certificates allowed to connect
+        char operators[PATH_MAX];     // ./certs/clients/operators: ... and to change things
+    } security;
 } config_t;
 
 // Fills every key with its default (the values in the comments above).

@@ -1,7 +1,8 @@
 # common/ — logging, small utilities, the wire protocol and the configuration
 # file shared by every program.
 COMMON_OBJS := build/common/log.o build/common/util.o build/common/proto.o \
-               build/common/config.o build/common/cli.o build/common/daemon.o
+               build/common/config.o build/common/cli.o build/common/daemon.o \
+               build/common/secure.o
 COMMON_LIB  := build/libcommon.a
 LIBS += $(COMMON_LIB)
 

@@ -8,6 +8,7 @@
 #include "common/cli.h"
 #include "common/config.h"
 #include "common/proto.h"
+#include "common/secure.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "piv/field.h"
@@ -105,6 +106,9 @@ s_usage (FILE *out)
         "             [--deform D] [--feedback-only] [--wait S]\n"
         "                                  replay EXP at X times its pace, wait for it (at most\n"
         "                                  S s, default %d) and compare it with EXP\n"
+        "security (doc/security.md):\n"
+        "  keygen NAME [-o DIR]            a CURVE key pair: DIR/NAME.cert (public) and\n"
+        "                                  DIR/NAME.cert_secret (default DIR: .); no -c needed\n"
         "\n"
         "exit status: 0 done; 1 the broker refused or did not answer, or the work failed;\n"
         "2 bad usage or configuration (checked before asking the broker)\n",
@@ -312,6 +316,12 @@ s_ask (s_ctl_t *ctl, const char *line, char **body_p)
         }
         zsock_set_linger (ctl->sock, 0);
         zsock_set_maxmsgsize (ctl->sock, PROTO_MAX_MESSAGE);
+        char err[1024];
+        if (secure_client (ctl->sock, &ctl->cfg, err, sizeof err) != 0) {
+            s_error ("%s", err);
+            zsock_destroy (&ctl->sock);
+            return EXIT_USAGE;
+        }
         if (zsock_connect (ctl->sock, "%s", endpoint) != 0) {
             s_error ("cannot connect to the broker at '%s'", endpoint);
             return EXIT_FAILED;
@@ -333,7 +343,8 @@ s_ask (s_ctl_t *ctl, const char *line, char **body_p)
     if (s_stop)
         return S_INTERRUPTED;
     if (!ready) {
-        s_error ("the broker at '%s' did not answer within %d ms", endpoint, ctl->timeout_ms);
+        s_error ("the broker at '%s' did not answer within %d ms%s", endpoint, ctl->timeout_ms,
+                 secure_hint (&ctl->cfg));
         return EXIT_FAILED;
     }
     zmsg_t *zmsg = zmsg_recv (ctl->sock);
@@ -643,10 +654,12 @@ static void
 s_print_status (json_t *doc)
 {
     double uptime = json_number (doc, NAN, "$.uptime_s");
-    printf ("broker up %s, %s pair(s) queued, %s result(s) recorded since start%s\n",
+    const char *why = json_string (doc, "$.store_error");
+    printf ("broker up %s, %s pair(s) queued, %s result(s) recorded since start%s%s\n",
             s_duration (uptime), s_num (json_number (doc, NAN, "$.queue"), "%.0f"),
             s_num (json_number (doc, NAN, "$.results"), "%.0f"),
-            json_bool (doc, 1, "$.store_ok") ? "" : "  -- STORE CANNOT COMMIT");
+            json_bool (doc, 1, "$.store_ok") ? "" : "  -- STORE CANNOT COMMIT: ",
+            json_bool (doc, 1, "$.store_ok") || !why ? "" : why);
     printf ("rate: %s pairs/s over 10 s, %s pairs/s over 1 min\n",
             s_num (json_number (doc, NAN, "$.rate_10s"), "%.1f"),
             s_num (json_number (doc, NAN, "$.rate_1m"), "%.1f"));
@@ -1044,6 +1057,12 @@ s_run_tail (s_ctl_t *ctl, s_args_t *args)
     zsock_set_linger (sub, 0);
     zsock_set_maxmsgsize (sub, PROTO_MAX_MESSAGE);
     zsock_set_subscribe (sub, topic);
+    char err[1024];
+    if (secure_client (sub, &ctl->cfg, err, sizeof err) != 0) {
+        s_error ("%s", err);
+        zsock_destroy (&sub);
+        return EXIT_USAGE;
+    }
     if (zsock_connect (sub, "%s", endpoint) != 0) {
         s_error ("cannot connect to the broker's feedback stream at '%s'", endpoint);
         zsock_destroy (&sub);
@@ -1730,6 +1749,72 @@ s_run_replay (s_ctl_t *ctl, s_args_t *args)
 }
 
 // ---------------------------------------------------------------------------
+// keygen: a CURVE key pair (doc/security.md)
+
+static int
+s_run_keygen (s_ctl_t *ctl, s_args_t *args)
+{
+    (void)ctl;
+    const char *name = args->words[0];
+    const char *dir = s_value (args, "output");
+    if (!dir)
+        dir = ".";
+    if (!*name || name[0] == '.' || strspn (name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                  "0123456789._-") != strlen (name)) {
+        s_error ("bad name '%s': letters, digits, '.', '_' and '-', not starting with '.'", name);
+        return EXIT_USAGE;
+    }
+    char public_path[PATH_MAX], secret_path[PATH_MAX + 8];
+    if ((size_t)snprintf (public_path, sizeof public_path, "%s/%s.cert", dir, name)
+        >= sizeof public_path) {
+        s_error ("the path '%s/%s.cert' is too long", dir, name);
+        return EXIT_USAGE;
+    }
+    snprintf (secret_path, sizeof secret_path, "%s_secret", public_path);
+    struct stat st;
+    int found = stat (dir, &st) == 0;
+    if (!found || !S_ISDIR (st.st_mode)) {
+        s_error ("cannot write in '%s': %s", dir, found ? "not a directory" : strerror (errno));
+        return EXIT_FAILED;
+    }
+    if (access (public_path, F_OK) == 0 || access (secret_path, F_OK) == 0) {
+        s_error ("'%s' or its secret part exists already: remove them first, or choose "
+                 "another name",
+                 public_path);
+        return EXIT_FAILED;
+    }
+    zcert_t *cert = zcert_new ();
+    if (!cert) {
+        s_error ("cannot make a key pair: no entropy or no memory");
+        return EXIT_FAILED;
+    }
+    zcert_set_meta (cert, "name", "%s", name);
+    zcert_set_meta (cert, "created-by", "pivctl keygen");
+    // The secret file is readable by its owner alone, from its first byte.
+    mode_t mask = umask (077);
+    int rc = zcert_save (cert, public_path);
+    umask (mask);
+    if (rc == 0)
+        chmod (public_path, 0644);
+    if (rc != 0) {
+        s_error ("cannot write '%s': %s", public_path, strerror (errno));
+        zcert_destroy (&cert);
+        return EXIT_FAILED;
+    }
+    printf ("wrote %s (public key %s)\n"
+            "  and %s (its secret key: it stays on the machine that uses it)\n"
+            "the broker's pair: security/broker_cert = %s on the broker's machine, and a copy\n"
+            "  of %s alone for every other program's security/broker_cert\n"
+            "any other program's pair: security/client_cert = %s on its machine; copy\n"
+            "  %s into the broker's security/clients directory to let it connect, and into\n"
+            "  security/operators as well to let it change things\n",
+            public_path, zcert_public_txt (cert), secret_path, public_path, public_path,
+            public_path, public_path);
+    zcert_destroy (&cert);
+    return EXIT_OK;
+}
+
+// ---------------------------------------------------------------------------
 // The commands
 
 static const s_option_t s_none[] = {{NULL, 0, 0, 0}};
@@ -1740,6 +1825,7 @@ static const s_option_t s_pairs_options[] = {
     {"state", 0, 1, 0}, {"limit", 0, 1, 0}, {"after", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const s_option_t s_log_options[] = {{"after", 0, 1, 0}, {"limit", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const s_option_t s_tail_options[] = {{"count", 'n', 1, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_keygen_options[] = {{"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_export_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_replay_options[] = {
@@ -1767,6 +1853,7 @@ static const s_command_t s_commands[] = {
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "
      "[--deform D] [--feedback-only] [--wait S]",
      s_replay_options, s_run_replay},
+    {"keygen", 1, 1, "keygen NAME [-o DIR]", s_keygen_options, s_run_keygen},
 };
 
 int
@@ -1824,6 +1911,9 @@ main (int argc, char **argv)
     int rc = s_parse_args (&ctl, command, argc - optind - 1, argv + optind + 1, &args);
     if (rc != 0)
         return rc;
+    // keygen needs no configuration: it makes what one will name.
+    if (command->run == s_run_keygen)
+        return s_run_keygen (&ctl, &args);
     if (!path) {
         s_error ("no configuration: give -c FILE (see --help)");
         return EXIT_USAGE;

@@ -7,6 +7,7 @@
 #include "dashboard-cgi/dash.h"
 
 #include "common/proto.h"
+#include "common/secure.h"
 #include "store/json.h"
 #include "store/store.h"
 
@@ -37,9 +38,12 @@ typedef struct {
 // Asking the broker
 
 // 'status' from the broker: the parsed reply, or NULL with the reason.
+// 'status' only reads: the page's key needs to be a client's, never an
+// operator's (doc/security.md).
 static json_t *
-s_ask_status (const char *endpoint, int timeout_ms, char *err, size_t errlen)
+s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen)
 {
+    const char *endpoint = cfg->broker.control;
     json_t *doc = NULL;
     zpoller_t *poller = NULL;
     zsock_t *sock = zsock_new (ZMQ_DEALER);
@@ -50,13 +54,17 @@ s_ask_status (const char *endpoint, int timeout_ms, char *err, size_t errlen)
     zsock_set_linger (sock, 0);
     zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
     proto_msg_t request = {.command = PROTO_REQUEST, .text = "status"};
+    if (secure_client (sock, cfg, err, errlen) != 0) {
+        zsock_destroy (&sock);
+        return NULL;
+    }
     if (zsock_connect (sock, "%s", endpoint) != 0)
         snprintf (err, errlen, "cannot connect to the broker at '%s'", endpoint);
     else if (proto_send (&request, NULL, sock) != 0)
         snprintf (err, errlen, "cannot send to the broker at '%s'", endpoint);
     else if (!(poller = zpoller_new (sock, NULL)) || !zpoller_wait (poller, timeout_ms))
-        snprintf (err, errlen, "the broker at '%s' did not answer within %d ms", endpoint,
-                  timeout_ms);
+        snprintf (err, errlen, "the broker at '%s' did not answer within %d ms%s", endpoint,
+                  timeout_ms, secure_hint (cfg));
     else {
         zmsg_t *zmsg = zmsg_recv (sock);
         proto_msg_t reply = {0};
@@ -592,7 +600,7 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
     dash->rate_10s = dash->rate_1m = dash->uptime_s = dash->rate_limit = NAN;
     snprintf (dash->policy, sizeof dash->policy, "all");
 
-    json_t *status = s_ask_status (dash->cfg.broker.control, timeout_ms, dash->broker_error,
+    json_t *status = s_ask_status (&dash->cfg, timeout_ms, dash->broker_error,
                                    sizeof dash->broker_error);
     dash->broker_ok = status != NULL;
 

@@ -3,6 +3,7 @@
 // kind of refusal naming the key and the file.
 
 #include "common/config.h"
+#include "common/secure.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -92,6 +93,17 @@ s_assert_in_dir (const char *path, const char *dir, const char *name)
     ck_assert_str_eq (real_parent, real_dir);
 }
 
+// Asserts that path is <dir>/<rel>, dir made absolute; neither need exist
+// but dir.
+static void
+s_assert_under (const char *path, const char *dir, const char *rel)
+{
+    char real_dir[PATH_MAX], expected[2 * PATH_MAX];
+    ck_assert_msg (realpath (dir, real_dir) != NULL, "'%s': %s", dir, strerror (errno));
+    snprintf (expected, sizeof expected, "%s/%s", real_dir, rel);
+    ck_assert_str_eq (path, expected);
+}
+
 // Every field but the three paths.
 static void
 s_assert_same_but_paths (const config_t *a, const config_t *b)
@@ -125,6 +137,8 @@ s_assert_same_but_paths (const config_t *a, const config_t *b)
     ck_assert_int_eq (a->piv.overlap, b->piv.overlap);
     ck_assert_int_eq (a->piv.iterations, b->piv.iterations);
     ck_assert_str_eq (a->piv.deform, b->piv.deform);
+    ck_assert_int_eq (a->piv.max_pixels, b->piv.max_pixels);
+    ck_assert_str_eq (a->security.curve, b->security.curve);
 }
 
 // The integer keys and their ranges, as the issue and config.h give them.
@@ -143,6 +157,7 @@ static const struct {
     {"agent", "threads", offsetof (config_t, agent.threads), 0, 1024},
     {"piv", "overlap", offsetof (config_t, piv.overlap), 0, 87},
     {"piv", "iterations", offsetof (config_t, piv.iterations), 1, 10},
+    {"piv", "max_pixels", offsetof (config_t, piv.max_pixels), 1, 1 << 30},
 };
 #define INTS ((int) (sizeof s_ints / sizeof s_ints[0]))
 
@@ -183,6 +198,12 @@ START_TEST (without_a_file_every_key_has_the_default_of_the_header)
     ck_assert_int_eq (cfg.piv.overlap, 50);
     ck_assert_int_eq (cfg.piv.iterations, 3);
     ck_assert_str_eq (cfg.piv.deform, "bspline5");
+    ck_assert_int_eq (cfg.piv.max_pixels, 64 * 1024 * 1024);
+    ck_assert_str_eq (cfg.security.curve, "off");
+    ck_assert_str_eq (cfg.security.broker_cert, "./certs/broker.cert");
+    ck_assert_str_eq (cfg.security.client_cert, "./certs/client.cert");
+    ck_assert_str_eq (cfg.security.clients, "./certs/clients");
+    ck_assert_str_eq (cfg.security.operators, "./certs/clients/operators");
 }
 END_TEST
 
@@ -197,6 +218,10 @@ START_TEST (the_example_file_loads_as_the_defaults_with_paths_under_its_director
     s_assert_in_dir (cfg.broker.store, s_conf_dir (), "pivfarm.db");
     s_assert_in_dir (cfg.watcher.root, s_conf_dir (), "data");
     s_assert_in_dir (cfg.agent.results, s_conf_dir (), "results");
+    s_assert_under (cfg.security.broker_cert, s_conf_dir (), "certs/broker.cert");
+    s_assert_under (cfg.security.client_cert, s_conf_dir (), "certs/client.cert");
+    s_assert_under (cfg.security.clients, s_conf_dir (), "certs/clients");
+    s_assert_under (cfg.security.operators, s_conf_dir (), "certs/clients/operators");
 }
 END_TEST
 
@@ -214,7 +239,9 @@ START_TEST (the_example_file_shows_every_key_with_a_comment_above_it)
         "watcher/max_pending", "pairing/rule",      "pairing/a_suffix",   "pairing/b_suffix",
         "pairing/ignore_case", "pairing/extensions", "agent/threads",     "agent/results",
         "agent/processor",   "agent/path_from",     "agent/path_to",      "piv/passes",
-        "piv/overlap",       "piv/iterations",      "piv/deform"};
+        "piv/overlap",       "piv/iterations",      "piv/deform",         "piv/max_pixels",
+        "security/curve",    "security/broker_cert", "security/client_cert", "security/clients",
+        "security/operators"};
     zconfig_t *root = zconfig_str_load (text);
     ck_assert (root != NULL);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
@@ -305,7 +332,14 @@ START_TEST (a_file_overrides_the_keys_of_every_section)
                    "    passes = 32, 16\n"
                    "    overlap = 75\n"
                    "    iterations = 5\n"
-                   "    deform = omoms\n");
+                   "    deform = omoms\n"
+                   "    max_pixels = 1048576\n"
+                   "security\n"
+                   "    curve = on\n"
+                   "    broker_cert = /etc/pivfarm/broker.cert\n"
+                   "    client_cert = keys/node07.cert\n"
+                   "    clients = /etc/pivfarm/clients\n"
+                   "    operators = /etc/pivfarm/operators\n");
     ck_assert_str_eq (cfg.broker.ingest, "tcp://10.0.0.1:6000");
     ck_assert_str_eq (cfg.broker.work, "tcp://*:6001");
     ck_assert_str_eq (cfg.broker.control, "ipc:///run/pivfarm/control");
@@ -338,6 +372,12 @@ START_TEST (a_file_overrides_the_keys_of_every_section)
     ck_assert_int_eq (cfg.piv.overlap, 75);
     ck_assert_int_eq (cfg.piv.iterations, 5);
     ck_assert_str_eq (cfg.piv.deform, "omoms");
+    ck_assert_int_eq (cfg.piv.max_pixels, 1048576);
+    ck_assert_str_eq (cfg.security.curve, "on");
+    ck_assert_str_eq (cfg.security.broker_cert, "/etc/pivfarm/broker.cert");
+    s_assert_under (cfg.security.client_cert, s_dir, "keys/node07.cert");
+    ck_assert_str_eq (cfg.security.clients, "/etc/pivfarm/clients");
+    ck_assert_str_eq (cfg.security.operators, "/etc/pivfarm/operators");
 }
 END_TEST
 
@@ -485,6 +525,9 @@ START_TEST (a_value_outside_its_choices_is_refused_naming_them)
     s_refused ("agent\n    processor = exec:\n",
                "value 'exec:' of 'agent/processor' in '%s' is not one of its choices: expected "
                "piv, noop or exec:PROGRAM");
+    s_refused ("security\n    curve = yes\n",
+               "value 'yes' of 'security/curve' in '%s' is not one of its choices: expected "
+               "off or on");
     s_refused ("agent\n    processor = openpiv\n",
                "value 'openpiv' of 'agent/processor' in '%s' is not one of its choices: "
                "expected piv, noop or exec:PROGRAM");
@@ -593,15 +636,67 @@ END_TEST
 START_TEST (an_unknown_section_is_refused_naming_it_and_the_file)
 {
     s_refused ("brokers\n    ingest = tcp://127.0.0.1:5550\n",
-               "unknown section 'brokers' in '%s': expected broker, watcher, pairing, agent or "
-               "piv");
+               "unknown section 'brokers' in '%s': expected broker, watcher, pairing, agent, "
+               "piv or security");
     // A key outside any section.
     s_refused ("liveness = 3\n",
-               "unknown section 'liveness' in '%s': expected broker, watcher, pairing, agent or "
-               "piv");
+               "unknown section 'liveness' in '%s': expected broker, watcher, pairing, agent, "
+               "piv or security");
     s_refused ("broker = tcp://127.0.0.1:5550\n",
                "section 'broker' in '%s' has a value: its keys go on the lines below, indented "
                "by 4 spaces");
+}
+END_TEST
+
+START_TEST (with_curve_on_a_missing_certificate_is_named_with_its_key)
+{
+    config_t cfg;
+    char err[8192], expected[8192];
+    zsock_t *sock = zsock_new (ZMQ_DEALER);
+    ck_assert (sock != NULL);
+    // Off, no certificate is needed.
+    s_loads (&cfg, "");
+    ck_assert_int_eq (secure_client (sock, &cfg, err, sizeof err), 0);
+
+    s_loads (&cfg, "security\n    curve = on\n    client_cert = ./keys/me.cert\n");
+    ck_assert_int_eq (secure_client (sock, &cfg, err, sizeof err), -1);
+    snprintf (expected, sizeof expected,
+              "cannot read the secret certificate '%s/keys/me.cert_secret' "
+              "(security/client_cert): No such file or directory; 'pivctl keygen NAME' makes one",
+              s_dir);
+    ck_assert_str_eq (err, expected);
+
+    // This program's pair is there, not the broker's certificate.
+    mkdir (tu_path (s_dir, "keys"), 0755);
+    zcert_t *mine = zcert_new ();
+    ck_assert_int_eq (zcert_save (mine, tu_path (s_dir, "keys/me.cert")), 0);
+    zcert_destroy (&mine);
+    ck_assert_int_eq (secure_client (sock, &cfg, err, sizeof err), -1);
+    snprintf (expected, sizeof expected,
+              "cannot read the public certificate '%s/certs/broker.cert' "
+              "(security/broker_cert): No such file or directory; 'pivctl keygen NAME' makes one",
+              s_dir);
+    ck_assert_str_eq (err, expected);
+
+    // A file that is no certificate.
+    mkdir (tu_path (s_dir, "certs"), 0755);
+    tu_spit (tu_path (s_dir, "certs/broker.cert"), "hello\n", 6);
+    ck_assert_int_eq (secure_client (sock, &cfg, err, sizeof err), -1);
+    snprintf (expected, sizeof expected,
+              "'%s/certs/broker.cert' (security/broker_cert) is not a CURVE certificate made by "
+              "'pivctl keygen'",
+              s_dir);
+    ck_assert_str_eq (err, expected);
+
+    // Both there: the socket is a CURVE client.
+    zcert_t *broker = zcert_new ();
+    ck_assert_int_eq (zcert_save_public (broker, tu_path (s_dir, "certs/broker.cert")), 0);
+    ck_assert_msg (secure_client (sock, &cfg, err, sizeof err) == 0, "%s", err);
+    char *key = zsock_curve_serverkey (sock);
+    ck_assert_str_eq (key, zcert_public_txt (broker));
+    zstr_free (&key);
+    zcert_destroy (&broker);
+    zsock_destroy (&sock);
 }
 END_TEST
 
@@ -806,6 +901,7 @@ s_suite (void)
     tcase_add_test (refusals, an_unknown_key_is_refused_naming_it_and_the_file);
     tcase_add_test (refusals, an_unknown_section_is_refused_naming_it_and_the_file);
     tcase_add_test (refusals, a_key_given_twice_is_refused);
+    tcase_add_test (refusals, with_curve_on_a_missing_certificate_is_named_with_its_key);
     tcase_add_test (refusals, a_value_that_is_not_a_number_is_refused);
     tcase_add_test (refusals, integers_are_accepted_at_both_ends_of_their_range_and_refused_beyond);
     tcase_add_test (refusals, a_value_outside_its_choices_is_refused_naming_them);

@@ -5,6 +5,7 @@
 #include "watcher/watcher.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "common/secure.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -45,6 +46,8 @@ struct _watcher_t {
     zsock_t *broker;       // DEALER to the ingest socket
     zloop_t *loop;         // reactor
     zhashx_t *pending;     // seq ("%llu") -> s_event_t
+    zlistx_t *backlog;     // paths of files found while max_pending were pending, in order
+    zhashx_t *waiting;     // the same paths, to keep each once
     uint64_t next_seq;     // next sequence number
     int64_t sent;          // events sent
     int64_t acked;         // events acknowledged
@@ -92,9 +95,18 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
         return;
     }
     if (zhashx_size (self->pending) >= (size_t) self->cfg.watcher.max_pending) {
-        // The broker is behind or gone: a rescan picks this file up later.
-        log_warning ("%zu events unacknowledged: '%s' waits for the next scan",
-                     zhashx_size (self->pending), path);
+        // The broker is behind or gone: the file waits for room (s_drain).
+        if (zhashx_lookup (self->waiting, path))
+            return;
+        if (zlistx_size (self->backlog) == 0)
+            log_warning ("%zu events unacknowledged (watcher/max_pending): new files wait "
+                         "until the broker catches up",
+                         zhashx_size (self->pending));
+        char *copy = strdup (path);
+        if (copy && zhashx_insert (self->waiting, path, "") == 0)
+            zlistx_add_end (self->backlog, copy);
+        else
+            free (copy);
         return;
     }
     s_event_t *ev = calloc (1, sizeof *ev);
@@ -112,6 +124,15 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
         s_event_destroy (&ev);
         return;
     }
+    // A name the protocol cannot carry would be resent for ever: say so once.
+    zmsg_t *probe = proto_encode (&ev->msg);
+    if (!probe) {
+        log_warning ("cannot report '%s': its name is not valid UTF-8 or is over %d bytes",
+                     path, PROTO_MAX_STRING);
+        s_event_destroy (&ev);
+        return;
+    }
+    zmsg_destroy (&probe);
     proto_send (&ev->msg, NULL, self->broker);
     self->sent++;
     char key[32];
@@ -286,11 +307,33 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
     return 0;
 }
 
+// Reports the files of the backlog while there is room under max_pending;
+// a file gone since is dropped (there is nothing left to process).
+static void
+s_drain (watcher_t *self)
+{
+    size_t had = zlistx_size (self->backlog);
+    const char *path;
+    while (zhashx_size (self->pending) < (size_t) self->cfg.watcher.max_pending
+           && (path = zlistx_first (self->backlog))) {
+        char copy[PATH_MAX];
+        snprintf (copy, sizeof copy, "%s", path);
+        zlistx_delete (self->backlog, NULL);
+        zhashx_delete (self->waiting, copy);
+        struct stat st;
+        if (lstat (copy, &st) == 0 && S_ISREG (st.st_mode))
+            s_report (self, copy, &st);
+    }
+    if (had && zlistx_size (self->backlog) == 0)
+        log_notice ("the backlog of files is sent");
+}
+
 static int
 s_tick (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     watcher_t *self = arg;
+    s_drain (self);
     int64_t now = zclock_mono ();
     for (s_event_t *ev = zhashx_first (self->pending); ev; ev = zhashx_next (self->pending))
         if (now >= ev->resend_ms) {
@@ -335,9 +378,12 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     self->dirs = zhashx_new ();
     self->seen = zhashx_new ();
     self->pending = zhashx_new ();
+    self->backlog = zlistx_new ();
+    self->waiting = zhashx_new ();
     self->loop = zloop_new ();
     self->broker = zsock_new (ZMQ_DEALER);
-    if (!self->dirs || !self->seen || !self->pending || !self->loop || !self->broker) {
+    if (!self->dirs || !self->seen || !self->pending || !self->backlog || !self->waiting
+        || !self->loop || !self->broker) {
         snprintf (err, errlen, "cannot start the watcher: out of memory");
         watcher_destroy (&self);
         return NULL;
@@ -345,8 +391,13 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     zhashx_set_destructor (self->dirs, (zhashx_destructor_fn *) zstr_free);
     zhashx_set_destructor (self->seen, (zhashx_destructor_fn *) s_free);
     zhashx_set_destructor (self->pending, (zhashx_destructor_fn *) s_event_destroy);
+    zlistx_set_destructor (self->backlog, (zlistx_destructor_fn *) zstr_free);
     zsock_set_maxmsgsize (self->broker, PROTO_MAX_MESSAGE);
     zsock_set_linger (self->broker, 1000);
+    if (secure_client (self->broker, cfg, err, errlen) != 0) {
+        watcher_destroy (&self);
+        return NULL;
+    }
     if (zsock_connect (self->broker, "%s", cfg->broker.ingest) != 0) {
         snprintf (err, errlen, "cannot connect to the broker at '%s'", cfg->broker.ingest);
         watcher_destroy (&self);
@@ -383,6 +434,8 @@ watcher_destroy (watcher_t **self_p)
     zhashx_destroy (&self->dirs);
     zhashx_destroy (&self->seen);
     zhashx_destroy (&self->pending);
+    zlistx_destroy (&self->backlog);
+    zhashx_destroy (&self->waiting);
     free (self);
     *self_p = NULL;
 }
@@ -395,7 +448,9 @@ watcher_run (watcher_t *self)
     // Files written while no watcher ran: the broker drops those it has.
     s_scan (self, self->root, 0);
     zloop_start (self->loop);
-    log_notice ("stopped: %lld event(s) sent, %lld acknowledged, %zu unacknowledged",
-                (long long) self->sent, (long long) self->acked, zhashx_size (self->pending));
+    log_notice ("stopped: %lld event(s) sent, %lld acknowledged, %zu unacknowledged, %zu "
+                "file(s) not sent yet",
+                (long long) self->sent, (long long) self->acked, zhashx_size (self->pending),
+                zlistx_size (self->backlog));
     return 0;
 }

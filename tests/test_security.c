@@ -1,0 +1,384 @@
+// test_security.c — CURVE on the farm (doc/security.md): the real broker,
+// watcher, agents and pivctl on ipc:// sockets in a temporary directory,
+// each with the key pair 'pivctl keygen' made for it; who may connect, who
+// may change things, and what a client with the wrong broker key hears;
+// then the limits a watcher and an agent keep (max_pending, max_pixels).
+
+#include "store/json.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static tu_farm_t s_farm; // the farm of the running test
+
+static void
+s_setup (void)
+{
+    tu_farm_init (&s_farm);
+}
+
+static void
+s_teardown (void)
+{
+    tu_farm_release (&s_farm);
+}
+
+// 'pivctl keygen name -o dir' (under the farm), which must succeed.
+static void
+s_keygen (const char *name, const char *dir)
+{
+    char out[4096], path[4096];
+    snprintf (path, sizeof path, "%s/%s", s_farm.dir, dir);
+    mkdir (path, 0755);
+    char *argv[] = {(char *)tu_bin ("pivctl"), "keygen", (char *)name, "-o", path, NULL};
+    ck_assert_msg (tu_run (argv, out, sizeof out, 30) == 0, "keygen %s: %s", name, out);
+}
+
+// Copies the public certificate keys/<name>.cert into 'dir' of the farm.
+static void
+s_authorise (const char *name, const char *dir)
+{
+    char from[4096], to[4096];
+    snprintf (from, sizeof from, "%s/keys/%s.cert", s_farm.dir, name);
+    snprintf (to, sizeof to, "%s/%s/%s.cert", s_farm.dir, dir, name);
+    size_t len;
+    char *bytes = tu_slurp (from, &len);
+    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
+    tu_spit (to, bytes, len);
+    free (bytes);
+}
+
+// The keys of a farm: the broker's pair in certs/, the clients' pairs in
+// keys/; agent, watcher and reader may connect, operator may change things,
+// intruder is known to nobody.
+static void
+s_make_keys (void)
+{
+    s_keygen ("broker", "certs");
+    mkdir (tu_path (s_farm.dir, "certs/clients"), 0755);
+    mkdir (tu_path (s_farm.dir, "certs/clients/operators"), 0755);
+    static const char *const names[] = {"agent",    "watcher",  "reader",
+                                        "operator", "intruder", "other"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        s_keygen (names[i], "keys");
+    s_authorise ("agent", "certs/clients");
+    s_authorise ("watcher", "certs/clients");
+    s_authorise ("reader", "certs/clients");
+    s_authorise ("operator", "certs/clients/operators");
+}
+
+// Writes <role>.conf: the farm's configuration with curve on, 'key' as
+// this program's certificate and 'broker' as the broker's (NULL: the
+// default, certs/broker.cert); s_farm.conf names it afterwards.
+static void
+s_conf (const char *role, const char *key, const char *broker)
+{
+    char extra[1024], conf[4096];
+    snprintf (extra, sizeof extra,
+              "security\n"
+              "    curve = on\n"
+              "    client_cert = ./keys/%s.cert\n"
+              "%s%s%s",
+              key, broker ? "    broker_cert = ./keys/" : "", broker ? broker : "",
+              broker ? ".cert\n" : "");
+    tu_farm_conf (&s_farm, "piv", 1, "32,16", extra);
+    snprintf (conf, sizeof conf, "%s/%s.conf", s_farm.dir, role);
+    ck_assert (rename (s_farm.conf, conf) == 0);
+    snprintf (s_farm.conf, sizeof s_farm.conf, "%s", conf);
+}
+
+// Uses <role>.conf for the programs started from now on.
+static void
+s_use (const char *role)
+{
+    snprintf (s_farm.conf, sizeof s_farm.conf, "%s/%s.conf", s_farm.dir, role);
+}
+
+// Runs 'pivctl -c <role>.conf --timeout 2000 args...' (NULL-terminated):
+// its exit status, its output in out.
+static int
+s_pivctl (char *out, size_t len, const char *role, ...)
+{
+    char conf[4096];
+    snprintf (conf, sizeof conf, "%s/%s.conf", s_farm.dir, role);
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", conf, "--timeout", "2000"};
+    int n = 5;
+    va_list ap;
+    va_start (ap, role);
+    for (const char *word; n < 31 && (word = va_arg (ap, const char *));)
+        argv[n++] = (char *)word;
+    va_end (ap);
+    argv[n] = NULL;
+    return tu_run (argv, out, len, 60);
+}
+
+// The number of agents 'pivctl agents --json' lists, asked with the reader's key.
+static int
+s_agents (void)
+{
+    char out[65536], err[256];
+    int rc = s_pivctl (out, sizeof out, "reader", "agents", "--json", NULL);
+    ck_assert_msg (rc == 0, "pivctl agents: exit %d: %s", rc, out);
+    json_t *doc = json_parse (out, err, sizeof err);
+    ck_assert_msg (doc != NULL, "pivctl agents: not JSON (%s): %s", err, out);
+    int n = json_length (doc, "$.agents");
+    json_destroy (&doc);
+    return n;
+}
+
+// The counts of exp1 once the count at 'member' (offsetof in tu_counts_t)
+// reaches n, or after timeout_s.
+static tu_counts_t
+s_wait_count (size_t member, int64_t n, int timeout_s)
+{
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < timeout_s * 10 && *(int64_t *)((char *)&c + member) < n; i++) {
+        usleep (100000);
+        c = tu_farm_counts (&s_farm);
+    }
+    return c;
+}
+
+// The broker, the watcher and agent 'a1' with s_farm.conf.
+static void
+s_start_farm (void)
+{
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+}
+
+// The broker and the watcher with their keys, the watcher ready.
+static void
+s_start_secure_farm (void)
+{
+    s_make_keys ();
+    s_conf ("broker", "reader", NULL); // the broker uses no client key
+    s_conf ("watcher", "watcher", NULL);
+    s_conf ("agent", "agent", NULL);
+    s_conf ("intruder", "intruder", NULL);
+    s_conf ("reader", "reader", NULL);
+    s_conf ("operator", "operator", NULL);
+    s_conf ("lost", "reader", "other");
+    s_use ("broker");
+    tu_farm_start_broker (&s_farm);
+    s_use ("watcher");
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+}
+
+START_TEST (with_curve_the_farm_processes_pairs_and_an_unknown_agent_gets_nothing)
+{
+    s_start_secure_farm ();
+    s_use ("intruder");
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "intruder.log", "--id", "intruder");
+    tu_farm_render (&s_farm, 3, "run");
+    tu_farm_land (&s_farm, "run", 1, 3, 0);
+    // The watcher's events are committed: the pairs wait, no agent has them.
+    tu_counts_t c = s_wait_count (offsetof (tu_counts_t, pending), 3, 10);
+    ck_assert_int_eq (c.pending, 3);
+    usleep (1000000); // a few heartbeats of the intruder, which the broker never hears
+    c = tu_farm_counts (&s_farm);
+    ck_assert_int_eq (c.dispatched, 0);
+    ck_assert_int_eq (c.done, 0);
+    ck_assert_int_eq (s_agents (), 0);
+    ck_assert (tu_alive (s_farm.agents[1]));
+
+    s_use ("agent");
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    c = tu_farm_wait_done (&s_farm, 3, 60);
+    ck_assert_int_eq (c.done, 3);
+    ck_assert_int_eq (s_agents (), 1);
+    ck_assert_msg (access (tu_path (s_farm.dir, "results/exp1/run_0003.txt"), F_OK) == 0,
+                   "no result file");
+    // The intruder says why it hears nothing.
+    char *log = NULL;
+    for (int i = 0; i < 50 && !(log && strstr (log, "CURVE is on")); i++) {
+        free (log);
+        usleep (100000);
+        log = tu_slurp (tu_path (s_farm.dir, "intruder.log"), NULL);
+    }
+    ck_assert_msg (log && strstr (log, "is silent") && strstr (log, "CURVE is on"),
+                   "the intruder's log: %s", log ? log : "");
+    free (log);
+}
+END_TEST
+
+START_TEST (a_reader_key_reads_but_only_an_operator_key_changes_things)
+{
+    s_start_secure_farm ();
+    char out[65536];
+    int rc = s_pivctl (out, sizeof out, "reader", "status", NULL);
+    ck_assert_msg (rc == 0, "status: exit %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "feedback", "show", NULL);
+    ck_assert_msg (rc == 0, "feedback show: exit %d: %s", rc, out);
+
+    rc = s_pivctl (out, sizeof out, "reader", "rate", "5", NULL);
+    ck_assert_msg (rc == 1, "rate 5 as a reader: exit %d: %s", rc, out);
+    ck_assert_str_eq (out, "pivctl: refused: 'rate' changes the farm and your key is not an "
+                           "operator's\n");
+    rc = s_pivctl (out, sizeof out, "reader", "feedback", "on", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'feedback'"), "feedback on: %d: %s", rc, out);
+
+    rc = s_pivctl (out, sizeof out, "operator", "--json", "rate", "5", NULL);
+    ck_assert_msg (rc == 0, "rate 5 as an operator: exit %d: %s", rc, out);
+    ck_assert_msg (strstr (out, "\"rate_limit\":5"), "rate 5: %s", out);
+    rc = s_pivctl (out, sizeof out, "reader", "--json", "status", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "\"rate_limit\":5"), "status after rate 5: %s", out);
+}
+END_TEST
+
+START_TEST (a_client_with_the_wrong_broker_key_times_out_saying_why)
+{
+    s_start_secure_farm ();
+    char out[4096];
+    int rc = s_pivctl (out, sizeof out, "lost", "status", NULL);
+    ck_assert_msg (rc == 1, "exit %d: %s", rc, out);
+    ck_assert_msg (strstr (out, "did not answer within 2000 ms") &&
+                       strstr (out, "CURVE is on: is security/broker_cert the broker's public "
+                                    "certificate"),
+                   "%s", out);
+    // The key nobody authorised is not let in either.
+    rc = s_pivctl (out, sizeof out, "intruder", "status", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "did not answer"), "exit %d: %s", rc, out);
+}
+END_TEST
+
+START_TEST (a_missing_certificate_is_named_at_start)
+{
+    s_make_keys ();
+    char out[4096];
+    // pivctl: its own key is missing.
+    s_conf ("nokey", "nobody", NULL);
+    int rc = s_pivctl (out, sizeof out, "nokey", "status", NULL);
+    ck_assert_msg (rc == 2, "exit %d: %s", rc, out);
+    ck_assert_msg (strstr (out, "keys/nobody.cert_secret' (security/client_cert)"), "%s", out);
+    // The broker: its secret certificate is missing.
+    ck_assert (remove (tu_path (s_farm.dir, "certs/broker.cert_secret")) == 0);
+    s_conf ("broker", "reader", NULL);
+    char *argv[] = {(char *)tu_bin ("pivfarm-broker"), "-c", s_farm.conf, NULL};
+    rc = tu_run (argv, out, sizeof out, 30);
+    ck_assert_msg (rc != 0, "the broker started: %s", out);
+    ck_assert_msg (strstr (out, "certs/broker.cert_secret' (security/broker_cert)"), "%s", out);
+}
+END_TEST
+
+START_TEST (keygen_writes_a_public_and_a_private_file_and_overwrites_nothing)
+{
+    s_keygen ("n1", "keys");
+    struct stat st;
+    ck_assert (stat (tu_path (s_farm.dir, "keys/n1.cert"), &st) == 0);
+    ck_assert_int_eq (st.st_mode & 0777, 0644);
+    ck_assert (stat (tu_path (s_farm.dir, "keys/n1.cert_secret"), &st) == 0);
+    ck_assert_int_eq (st.st_mode & 0777, 0600);
+    char *pub = tu_slurp (tu_path (s_farm.dir, "keys/n1.cert"), NULL);
+    ck_assert (pub && strstr (pub, "public-key") && !strstr (pub, "secret-key"));
+    free (pub);
+    char out[4096], dir[4096];
+    snprintf (dir, sizeof dir, "%s/keys", s_farm.dir);
+    char *argv[] = {(char *)tu_bin ("pivctl"), "keygen", "n1", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
+    ck_assert_msg (strstr (out, "exists already"), "%s", out);
+    char *bad[] = {(char *)tu_bin ("pivctl"), "keygen", "../x", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (bad, out, sizeof out, 30), 2);
+}
+END_TEST
+
+START_TEST (with_curve_off_no_key_is_needed_and_anyone_may_change_things)
+{
+    s_start_farm ();
+    tu_farm_render (&s_farm, 2, "run");
+    tu_farm_land (&s_farm, "run", 1, 2, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 2, 60);
+    ck_assert_int_eq (c.done, 2);
+    char out[4096];
+    char *argv[] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "rate", "5", NULL};
+    int rc = tu_run (argv, out, sizeof out, 30);
+    ck_assert_msg (rc == 0, "rate 5: exit %d: %s", rc, out);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Limits
+
+START_TEST (a_watcher_at_max_pending_keeps_the_files_beyond_and_sends_them_later)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32,16", "watcher\n    max_pending = 2\n");
+    // No broker yet: two events go out and wait for their ACK, the other
+    // files wait in the watcher.
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_render (&s_farm, 5, "run");
+    tu_farm_land (&s_farm, "run", 1, 5, 0);
+    char *log = NULL;
+    for (int i = 0; i < 100 && !(log && strstr (log, "wait until the broker catches up")); i++) {
+        free (log);
+        usleep (50000);
+        log = tu_slurp (tu_path (s_farm.dir, "watcher.log"), NULL);
+    }
+    ck_assert_msg (log && strstr (log, "2 events unacknowledged (watcher/max_pending)"),
+                   "the watcher's log: %s", log ? log : "");
+    free (log);
+    tu_farm_start_broker (&s_farm);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 5, 60);
+    ck_assert_int_eq (c.files, 10);
+    ck_assert_int_eq (c.done, 5);
+}
+END_TEST
+
+START_TEST (an_image_over_max_pixels_fails_its_pair_naming_the_file_and_its_size)
+{
+    tu_farm_conf (&s_farm, "piv", 1, "32,16", "piv\n    max_pixels = 65535\n");
+    s_start_farm ();
+    tu_farm_render (&s_farm, 1, "big"); // 256 x 256 = 65536 pixels
+    tu_farm_land (&s_farm, "big", 1, 1, 0);
+    tu_counts_t c = s_wait_count (offsetof (tu_counts_t, failed), 1, 30);
+    ck_assert_int_eq (c.failed, 1);
+    char out[65536];
+    char *argv[] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "pairs", "exp1", NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 0);
+    ck_assert_msg (strstr (out, "big_0001_a.tif") && strstr (out, "256x256") &&
+                       strstr (out, "65535"),
+                   "%s", out);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("security");
+    TCase *farm = tcase_create ("farm");
+    tcase_set_timeout (farm, 180);
+    tcase_add_checked_fixture (farm, s_setup, s_teardown);
+    tcase_add_test (farm, with_curve_the_farm_processes_pairs_and_an_unknown_agent_gets_nothing);
+    tcase_add_test (farm, a_reader_key_reads_but_only_an_operator_key_changes_things);
+    tcase_add_test (farm, a_client_with_the_wrong_broker_key_times_out_saying_why);
+    tcase_add_test (farm, a_missing_certificate_is_named_at_start);
+    tcase_add_test (farm, keygen_writes_a_public_and_a_private_file_and_overwrites_nothing);
+    tcase_add_test (farm, with_curve_off_no_key_is_needed_and_anyone_may_change_things);
+    suite_add_tcase (suite, farm);
+    TCase *limits = tcase_create ("limits");
+    tcase_set_timeout (limits, 180);
+    tcase_add_checked_fixture (limits, s_setup, s_teardown);
+    tcase_add_test (limits, a_watcher_at_max_pending_keeps_the_files_beyond_and_sends_them_later);
+    tcase_add_test (limits, an_image_over_max_pixels_fails_its_pair_naming_the_file_and_its_size);
+    suite_add_tcase (suite, limits);
+    return suite;
+}
+
+int
+main (void)
+{
+    SRunner *runner = srunner_create (s_suite ());
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
