@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +245,11 @@ s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char 
     }
     pid_t pid = fork ();
     if (pid == 0) {
+        // A stop (systemd, Slurm's scancel) signals every process of the
+        // agent: the task finishes all the same, as the agent drains, and
+        // its result is reported rather than a failure.
+        signal (SIGTERM, SIG_IGN);
+        signal (SIGINT, SIG_IGN);
         dup2 (fds[1], 2);
         close (fds[0]);
         close (fds[1]);

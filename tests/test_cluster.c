@@ -1,0 +1,869 @@
+// test_cluster.c — pivfarm across machines, for real: a one-node Slurm
+// (munged, slurmctld and slurmd started by the test, no systemd) launching
+// the agents with deploy/slurm/pivfarm-agents.sbatch, and hosts made of
+// network namespaces joined by veth pairs, one of whose links is cut while
+// pairs are in flight. Each test needs root and its tools (CI installs them,
+// see deploy/deps.sh); without them it says why on stdout and passes.
+//
+// Cleaning up: whatever a test starts dies with it (PDEATHSIG) or is
+// stopped by its teardown; what neither reaches (slurmstepd and the agents
+// under Slurm, munged once it changed user, namespaces) is swept after the
+// suite by the runner process: every process carrying this run's marker in
+// its environment or holding a file open under this run's directory, then
+// the namespaces named after this run.
+
+#include "store/json.h"
+#include "store/store.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MARKER "PIVFARM_CLUSTER_TEST" // environment variable naming this run's directory
+#define SCRIPT "deploy/slurm/pivfarm-agents.sbatch"
+
+static char s_base[4096];  // this run's directory (made by the runner, swept after)
+static int s_run_pid;      // the runner's pid: names the namespaces and links
+static tu_farm_t s_farm;   // the farm of the running test
+static char s_out[1 << 16]; // output of the last s_cmd
+
+// ---------------------------------------------------------------------------
+// Small helpers
+
+static int64_t
+s_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// The path of program 'name' in PATH or the sbin directories (static
+// rotating storage), NULL if there is none.
+static const char *
+s_which (const char *name)
+{
+    static char slots[4][4096];
+    static int next;
+    char *buf = slots[next++ % 4];
+    const char *path = getenv ("PATH");
+    char dirs[8192];
+    snprintf (dirs, sizeof dirs, "%s:/usr/sbin:/sbin:/usr/bin:/bin", path ? path : "");
+    for (char *save = NULL, *d = strtok_r (dirs, ":", &save); d; d = strtok_r (NULL, ":", &save)) {
+        snprintf (buf, 4096, "%s/%s", d, name);
+        if (access (buf, X_OK) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
+// Why this test cannot run here ("" when it can): not root, or one of the
+// programs (NULL-terminated) is missing.
+static const char *
+s_cannot_run (const char *first, ...)
+{
+    static char why[1024];
+    why[0] = '\0';
+    if (geteuid () != 0) {
+        snprintf (why, sizeof why, "needs root (it starts daemons and network namespaces)");
+        return why;
+    }
+    va_list ap;
+    va_start (ap, first);
+    for (const char *p = first; p; p = va_arg (ap, const char *))
+        if (!s_which (p)) {
+            size_t used = strlen (why);
+            snprintf (why + used, sizeof why - used, "%s%s", used ? ", " : "not installed: ", p);
+        }
+    va_end (ap);
+    return why;
+}
+
+static void
+s_skip (const char *test, const char *why)
+{
+    printf ("test_cluster: skipped %s: %s\n", test, why);
+    fflush (stdout);
+}
+
+// Runs the program 'prog' (looked up with s_which) with 'arg' (if not
+// NULL) and the arguments of 'ap' (NULL-terminated); output in s_out, its
+// exit status returned.
+static int
+s_cmd_v (const char *prog, const char *arg, va_list ap)
+{
+    char *argv[64];
+    const char *path = s_which (prog);
+    argv[0] = (char *) (path ? path : prog);
+    int n = 1;
+    for (const char *a = arg; a && n < 63; a = va_arg (ap, const char *))
+        argv[n++] = (char *) a;
+    argv[n] = NULL;
+    return tu_run (argv, s_out, sizeof s_out, 60);
+}
+
+static int
+s_cmd (const char *prog, ...)
+{
+    va_list ap;
+    va_start (ap, prog);
+    int rc = s_cmd_v (prog, va_arg (ap, const char *), ap);
+    va_end (ap);
+    return rc;
+}
+
+// 'ip' with the arguments (NULL-terminated), which must succeed.
+static void
+s_ip (const char *first, ...)
+{
+    va_list ap;
+    va_start (ap, first);
+    int rc = s_cmd_v ("ip", first, ap);
+    va_end (ap);
+    ck_assert_msg (rc == 0, "ip %s ...: exit %d: %s", first, rc, s_out);
+}
+
+// A TCP port of 127.0.0.1 nobody listens on right now.
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    ck_assert (fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    ck_assert (bind (fd, (struct sockaddr *) &sa, sizeof sa) == 0);
+    ck_assert (getsockname (fd, (struct sockaddr *) &sa, &len) == 0);
+    close (fd);
+    return ntohs (sa.sin_port);
+}
+
+static void
+s_write (const char *path, const char *text)
+{
+    tu_spit (path, text, strlen (text));
+}
+
+// The farm's configuration (tu_farm_conf) with the broker's work socket on
+// 'work' instead of ipc://, as agents on other hosts need.
+static void
+s_conf (const char *work, const char *processor, int threads, const char *passes)
+{
+    tu_farm_conf (&s_farm, processor, threads, passes, "");
+    char *text = tu_slurp (s_farm.conf, NULL), line[4200];
+    snprintf (line, sizeof line, "    work = ipc://%s/work\n", s_farm.dir);
+    char *at = text ? strstr (text, line) : NULL;
+    ck_assert_msg (at != NULL, "no '%s' in %s", line, s_farm.conf);
+    FILE *f = fopen (s_farm.conf, "w");
+    ck_assert (f != NULL);
+    fprintf (f, "%.*s    work = %s\n%s", (int) (at - text), text, work, at + strlen (line));
+    ck_assert (fclose (f) == 0);
+    free (text);
+}
+
+// 'pivctl --json agents' of the farm, parsed (caller destroys).
+static json_t *
+s_agents (void)
+{
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "agents", "--json", NULL};
+    int rc = tu_run (argv, s_out, sizeof s_out, 30);
+    ck_assert_msg (rc == 0, "pivctl agents: exit %d: %s", rc, s_out);
+    char err[256];
+    json_t *doc = json_parse (s_out, err, sizeof err);
+    ck_assert_msg (doc != NULL, "pivctl agents: not JSON (%s): %s", err, s_out);
+    return doc;
+}
+
+// The index of agent 'id' in 'pivctl agents' (its done count and the
+// tasks it holds in *done_p, *tasks_p if not NULL), -1 when the broker does
+// not list it.
+static int
+s_agent_index (const char *id, int64_t *done_p, int64_t *tasks_p)
+{
+    json_t *doc = s_agents ();
+    int found = -1, n = json_length (doc, "$.agents");
+    for (int i = 0; i < n && found < 0; i++) {
+        const char *name = json_string (doc, "$.agents[%d].id", i);
+        if (name && strcmp (name, id) == 0) {
+            found = i;
+            if (done_p)
+                *done_p = json_int (doc, -1, "$.agents[%d].done", i);
+            if (tasks_p)
+                *tasks_p = json_int (doc, -1, "$.agents[%d].tasks", i);
+        }
+    }
+    json_destroy (&doc);
+    return found;
+}
+
+// Waits (at most timeout_ms) until the broker lists agent 'id' (listed 1)
+// or no longer does (listed 0); returns how long it took, -1 on timeout.
+static int64_t
+s_wait_listed (const char *id, int listed, int timeout_ms)
+{
+    int64_t t0 = s_ms ();
+    while (s_ms () - t0 < timeout_ms) {
+        if ((s_agent_index (id, NULL, NULL) >= 0) == listed)
+            return s_ms () - t0;
+        usleep (50000);
+    }
+    return -1;
+}
+
+// ---------------------------------------------------------------------------
+// The store, read-only, as the witness
+
+#define PAIRS_MAX 64
+typedef struct {
+    int n;
+    int64_t pair[PAIRS_MAX];
+    char agent[PAIRS_MAX][64];
+    int64_t dispatched_ns[PAIRS_MAX];
+} s_pairs_t;
+
+static int
+s_add (s_pairs_t *out, int64_t pair, const char *agent, int64_t dispatched_ns)
+{
+    if (out->n < PAIRS_MAX) {
+        out->pair[out->n] = pair;
+        snprintf (out->agent[out->n], sizeof out->agent[0], "%s", agent);
+        out->dispatched_ns[out->n++] = dispatched_ns;
+    }
+    return 0;
+}
+
+static int
+s_pair_cb (void *arg, const store_pair_info_t *p)
+{
+    return s_add (arg, p->pair, p->agent, p->dispatched_ns);
+}
+
+static int
+s_result_cb (void *arg, const store_result_info_t *r)
+{
+    return s_add (arg, r->pair, r->agent, r->dispatched_ns);
+}
+
+static int
+s_requeue_cb (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
+              int64_t pair, const char *payload)
+{
+    (void) id, (void) kind, (void) experiment;
+    const char *agent = strstr (payload, " agent="), *end;
+    if (!agent)
+        return 0;
+    agent += strlen (" agent=");
+    end = strstr (agent, " reason=");
+    char name[64];
+    snprintf (name, sizeof name, "%.*s", end ? (int) (end - agent) : 63, agent);
+    return s_add (arg, pair, name, ts_ns);
+}
+
+// What the store says of exp1: what (S_PAIRS) the pairs in 'state', with
+// the agent each was given to; (S_RESULTS) its results, with the agent that
+// gave each; (S_REQUEUES) its requeues, with the agent that lost the pair.
+enum { S_PAIRS, S_RESULTS, S_REQUEUES };
+static s_pairs_t
+s_read (int what, int state)
+{
+    s_pairs_t out = {0};
+    char err[512];
+    store_t *store = store_open_readonly (tu_path (s_farm.dir, "farm.db"), err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    store_experiment_t exp;
+    if (store_experiment_find (store, "exp1", &exp) == 1) {
+        int rc = what == S_RESULTS ? store_results_of (store, exp.id, s_result_cb, &out)
+                 : what == S_REQUEUES
+                     ? store_events_of_kind (store, exp.id, "requeue", s_requeue_cb, &out)
+                     : store_pairs_of (store, exp.id, state, 0, 0, s_pair_cb, &out);
+        ck_assert_msg (rc >= 0, "%s", store_error (store));
+    }
+    store_destroy (&store);
+    return out;
+}
+
+// How many of 'set' were given to (or recorded from) 'agent' after since_ns.
+static int
+s_count_of (const s_pairs_t *set, const char *agent, int64_t since_ns)
+{
+    int n = 0;
+    for (int i = 0; i < set->n; i++)
+        n += strcmp (set->agent[i], agent) == 0 && set->dispatched_ns[i] > since_ns;
+    return n;
+}
+
+// The agent whose result 'pair' is in 'results', "" if none.
+static const char *
+s_result_agent (const s_pairs_t *results, int64_t pair)
+{
+    for (int i = 0; i < results->n; i++)
+        if (results->pair[i] == pair)
+            return results->agent[i];
+    return "";
+}
+
+// ---------------------------------------------------------------------------
+// Fixtures
+
+// The runner (before any test is forked): this run's directory, where every
+// test's farm goes (TMPDIR), readable by munge; the marker every process
+// started from here inherits.
+static void
+s_run_setup (void)
+{
+    s_run_pid = (int) getpid ();
+    snprintf (s_base, sizeof s_base, "%s", tu_tmpdir ());
+    chmod (s_base, 0755);
+    setenv ("TMPDIR", s_base, 1);
+    setenv (MARKER, s_base, 1);
+}
+
+// 1 if process 'pid' carries this run's marker or holds a file open under
+// this run's directory.
+static int
+s_ours (const char *pid)
+{
+    char path[64], marker[4200];
+    snprintf (marker, sizeof marker, "%s=%s", MARKER, s_base);
+    snprintf (path, sizeof path, "/proc/%s/environ", pid);
+    size_t len = 0;
+    char *env = tu_slurp (path, &len);
+    int ours = 0;
+    for (size_t i = 0; env && i < len && !ours; i += strlen (env + i) + 1)
+        ours = strcmp (env + i, marker) == 0;
+    free (env);
+    snprintf (path, sizeof path, "/proc/%s/fd", pid);
+    DIR *fds = ours ? NULL : opendir (path);
+    size_t base_len = strlen (s_base);
+    for (struct dirent *e; fds && !ours && (e = readdir (fds));) {
+        char link[600], target[4096];
+        snprintf (link, sizeof link, "%s/%s", path, e->d_name);
+        ssize_t n = readlink (link, target, sizeof target - 1);
+        if (n > (ssize_t) base_len) {
+            target[n] = '\0';
+            ours = strncmp (target, s_base, base_len) == 0 && target[base_len] == '/';
+        }
+    }
+    if (fds)
+        closedir (fds);
+    return ours;
+}
+
+// The runner, after every test: kills what the tests left running (by the
+// marker and the directory of this run only), removes the namespaces named
+// after this run and the directory.
+static void
+s_run_teardown (void)
+{
+    for (int round = 0; round < 3; round++) {
+        DIR *proc = opendir ("/proc");
+        int killed = 0;
+        for (struct dirent *e; proc && (e = readdir (proc));) {
+            int pid = atoi (e->d_name);
+            if (pid > 0 && pid != s_run_pid && s_ours (e->d_name))
+                killed += kill (pid, SIGKILL) == 0;
+        }
+        if (proc)
+            closedir (proc);
+        if (!killed)
+            break;
+        usleep (200000);
+    }
+    for (const char *h = "abc"; *h; h++) {
+        char ns[64], path[128];
+        snprintf (ns, sizeof ns, "pivfarm-%d-%c", s_run_pid, *h);
+        snprintf (path, sizeof path, "/run/netns/%s", ns);
+        if (access (path, F_OK) == 0 && s_cmd ("ip", "netns", "del", ns, NULL) != 0)
+            fprintf (stderr, "test_cluster: cannot remove network namespace '%s': %s\n", ns,
+                     s_out);
+    }
+    tu_rmtree (s_base);
+}
+
+static void
+s_setup (void)
+{
+    tu_farm_init (&s_farm);
+    chmod (s_farm.dir, 0755);  // munged (user munge) reaches its directory below
+}
+
+// ---------------------------------------------------------------------------
+// A one-node Slurm
+
+typedef struct {
+    char dir[1000];    // <farm>/slurm
+    char conf[1024];   // its slurm.conf
+    char host[256];    // the node: this host's short name
+    int cpus;          // the node's CPUs
+    int munged, slurmctld, slurmd;  // pids, 0 when not running
+    char job[32];      // the job of the agents ("" none)
+} s_slurm_t;
+
+static s_slurm_t s_slurm;
+
+// Starts munged as user munge with a new key, slurmctld and slurmd on
+// 127.0.0.1 in <farm>/slurm, and waits until the node is idle.
+static void
+s_slurm_start (void)
+{
+    s_slurm_t *s = &s_slurm;
+    ck_assert (strlen (s_farm.dir) < 900);
+    snprintf (s->dir, sizeof s->dir, "%.900s/slurm", s_farm.dir);
+    snprintf (s->conf, sizeof s->conf, "%.990s/slurm.conf", s->dir);
+    const char *munge_dir = tu_path (s->dir, "munge");
+    ck_assert (mkdir (s->dir, 0755) == 0 && mkdir (munge_dir, 0755) == 0);
+    ck_assert (mkdir (tu_path (s->dir, "state"), 0755) == 0);
+    ck_assert (mkdir (tu_path (s->dir, "spool"), 0755) == 0);
+    // munged insists on its own key (0600, its user's) and directory.
+    struct passwd *munge = getpwnam ("munge");
+    ck_assert_msg (munge != NULL, "no user 'munge' (the munge package makes it)");
+    unsigned char key[1024];
+    ck_assert (getrandom (key, sizeof key, 0) == (ssize_t) sizeof key);
+    const char *key_path = tu_path (munge_dir, "munge.key");
+    tu_spit (key_path, key, sizeof key);
+    ck_assert (chmod (key_path, 0600) == 0);
+    ck_assert (chown (key_path, munge->pw_uid, munge->pw_gid) == 0);
+    ck_assert (chown (munge_dir, munge->pw_uid, munge->pw_gid) == 0);
+    char socket_opt[4200], key_opt[4200], pid_opt[4200], seed_opt[4200], log_opt[4200];
+    snprintf (socket_opt, sizeof socket_opt, "--socket=%s/munge.sock", munge_dir);
+    snprintf (key_opt, sizeof key_opt, "--key-file=%s", key_path);
+    snprintf (pid_opt, sizeof pid_opt, "--pid-file=%s/munged.pid", munge_dir);
+    snprintf (seed_opt, sizeof seed_opt, "--seed-file=%s/munged.seed", munge_dir);
+    snprintf (log_opt, sizeof log_opt, "--log-file=%s/munged.log", munge_dir);
+    char *munged[] = {(char *) s_which ("setpriv"), "--reuid=munge", "--regid=munge",
+                      "--init-groups", (char *) s_which ("munged"), "--foreground", key_opt,
+                      socket_opt, pid_opt, seed_opt, log_opt, NULL};
+    s->munged = tu_spawn (munged, tu_path (s->dir, "munged.out"));
+    const char *sock = tu_path (munge_dir, "munge.sock");
+    for (int i = 0; i < 100 && access (sock, F_OK) != 0 && tu_alive (s->munged); i++)
+        usleep (50000);
+    char *log = tu_slurp (tu_path (s->dir, "munged.out"), NULL);
+    ck_assert_msg (access (sock, F_OK) == 0, "munged did not start: %s", log ? log : "");
+    free (log);
+
+    // The node: this host by its short name at 127.0.0.1, its real CPUs,
+    // 90% of its memory; nothing that needs cgroups.
+    gethostname (s->host, sizeof s->host);
+    s->host[sizeof s->host - 1] = '\0';
+    s->host[strcspn (s->host, ".")] = '\0';
+    s->cpus = (int) sysconf (_SC_NPROCESSORS_ONLN);
+    struct sysinfo si;
+    ck_assert (sysinfo (&si) == 0);
+    long mem_mb = (long) ((double) si.totalram * si.mem_unit / 1048576 * 0.9);
+    char text[16384];
+    snprintf (text, sizeof text,
+              "ClusterName=pivfarmtest\n"
+              "SlurmctldHost=%s(127.0.0.1)\n"
+              "SlurmctldPort=%d\n"
+              "SlurmdPort=%d\n"
+              "SlurmUser=root\n"
+              "SlurmdUser=root\n"
+              "AuthType=auth/munge\n"
+              "AuthInfo=socket=%s\n"
+              "CredType=cred/munge\n"
+              "StateSaveLocation=%s/state\n"
+              "SlurmdSpoolDir=%s/spool\n"
+              "SlurmctldPidFile=%s/slurmctld.pid\n"
+              "SlurmdPidFile=%s/slurmd.pid\n"
+              "SlurmctldLogFile=%s/slurmctld.log\n"
+              "SlurmdLogFile=%s/slurmd.log\n"
+              "ProctrackType=proctrack/linuxproc\n"
+              "TaskPlugin=task/none\n"
+              "SelectType=select/cons_tres\n"
+              "SelectTypeParameters=CR_Core_Memory\n"
+              "DefMemPerCPU=512\n"
+              "MailProg=/bin/true\n"
+              "MpiDefault=none\n"
+              "ReturnToService=2\n"
+              "KillWait=10\n"
+              "JobAcctGatherType=jobacct_gather/none\n"
+              "AccountingStorageType=accounting_storage/none\n"
+              "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%ld State=UNKNOWN\n"
+              "PartitionName=test Nodes=%s Default=YES MaxTime=INFINITE State=UP\n",
+              s->host, s_free_port (), s_free_port (), sock, s->dir, s->dir, s->dir, s->dir,
+              s->dir, s->dir, s->host, s->cpus, mem_mb, s->host);
+    s_write (s->conf, text);
+    setenv ("SLURM_CONF", s->conf, 1);  // for sbatch, squeue, scancel and the job's srun
+    char *ctld[] = {(char *) s_which ("slurmctld"), "-D", "-i", "-f", s->conf, NULL};
+    s->slurmctld = tu_spawn (ctld, tu_path (s->dir, "slurmctld.out"));
+    char *d[] = {(char *) s_which ("slurmd"), "-D", "-f", s->conf, NULL};
+    s->slurmd = tu_spawn (d, tu_path (s->dir, "slurmd.out"));
+    int idle = 0;
+    for (int i = 0; i < 150 && !idle; i++) {
+        idle = s_cmd ("sinfo", "-h", "-N", "-o", "%t", NULL) == 0 && strncmp (s_out, "idle", 4) == 0;
+        if (!idle)
+            usleep (200000);
+    }
+    ck_assert_msg (idle, "the Slurm node is not idle (%s); see %s/slurmctld.log, slurmd.log", s_out,
+                   s->dir);
+}
+
+// Cancels the job, waits until Slurm has ended it (1) or not (0).
+static int
+s_slurm_cancel (int timeout_s)
+{
+    s_slurm_t *s = &s_slurm;
+    if (!*s->job)
+        return 1;
+    s_cmd ("scancel", s->job, NULL);
+    for (int i = 0; i < timeout_s * 5; i++) {
+        if (s_cmd ("squeue", "-h", "-j", s->job, NULL) != 0 || !*s_out) {
+            s->job[0] = '\0';
+            return 1;
+        }
+        usleep (200000);
+    }
+    return 0;
+}
+
+// Stops what s_slurm_start started, by pid: the job first.
+static void
+s_slurm_stop (void)
+{
+    s_slurm_t *s = &s_slurm;
+    if (s->slurmctld && s->slurmd)
+        s_slurm_cancel (20);
+    tu_stop (s->slurmd, SIGTERM, 10);
+    tu_stop (s->slurmctld, SIGTERM, 10);
+    tu_stop (s->munged, SIGTERM, 10);
+    memset (s, 0, sizeof *s);
+    unsetenv ("SLURM_CONF");
+}
+
+// The batch script of the deployment kit (absolute path).
+static const char *
+s_script (void)
+{
+    static char path[4096];
+    char *top = realpath (tu_bin (".."), NULL);
+    ck_assert (top != NULL);
+    snprintf (path, sizeof path, "%s/%s", top, SCRIPT);
+    free (top);
+    return path;
+}
+
+// Renders n pairs <prefix>_0001 ... of 1024 x 1024 in the farm's src/.
+static void
+s_render (int n, const char *prefix)
+{
+    char count[16], out[4200];
+    snprintf (count, sizeof count, "%d", n);
+    snprintf (out, sizeof out, "%s/src/%s", s_farm.dir, prefix);
+    char *argv[] = {(char *) tu_bin ("pivfarm-synth"), "--size", "1024x1024", "--count", count,
+                    "-o", out, NULL};
+    ck_assert_msg (tu_run (argv, s_out, sizeof s_out, 60) == 0, "%s", s_out);
+}
+
+START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
+{
+    const char *why = s_cannot_run ("munged", "setpriv", "slurmctld", "slurmd", "sbatch", "srun",
+                                    "squeue", "sinfo", "scancel", NULL);
+    if (*why) {
+        s_skip ("the Slurm test", why);
+        return;
+    }
+    if (access (s_script (), R_OK) != 0) {
+        s_skip ("the Slurm test", "no " SCRIPT " in this tree");
+        return;
+    }
+    s_render (16, "s");
+    int64_t t0 = s_ms ();
+    s_slurm_start ();
+    int64_t t_slurm = s_ms ();
+    // Agents connect over TCP, as from another node; PIV slow enough (1024 x
+    // 1024, 8 px windows) that a cancel finds tasks in flight.
+    char work[64];
+    snprintf (work, sizeof work, "tcp://127.0.0.1:%d", s_free_port ());
+    s_conf (work, "piv", 1, "32,16,8");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+
+    char *agent = realpath (tu_bin ("pivfarm-agent"), NULL);
+    ck_assert (agent != NULL);
+    setenv ("PIVFARM_AGENT", agent, 1);
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    free (agent);
+    char output[4200];
+    snprintf (output, sizeof output, "--output=%s/agents-%%j.out", s_farm.dir);
+    int rc = s_cmd ("sbatch", "--parsable", "--nodes=1", output, "--chdir", s_farm.dir, s_script (),
+                    work, NULL);
+    ck_assert_msg (rc == 0, "sbatch: exit %d: %s", rc, s_out);
+    snprintf (s_slurm.job, sizeof s_slurm.job, "%.*s", (int) strcspn (s_out, ";\n"), s_out);
+    char id[512];
+    snprintf (id, sizeof id, "%s-%s", s_slurm.host, s_slurm.job);
+    int64_t waited = s_wait_listed (id, 1, 30000);
+    snprintf (output, sizeof output, "%s/agents-%s.out", s_farm.dir, s_slurm.job);
+    char *job_out = tu_slurp (output, NULL);
+    ck_assert_msg (waited >= 0, "agent '%s' never joined; job output: %s", id,
+                   job_out ? job_out : "(none)");
+    free (job_out);
+    // pivctl agents shows it, with a worker per CPU Slurm gave it.
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "agents", NULL};
+    ck_assert_int_eq (tu_run (argv, s_out, sizeof s_out, 30), 0);
+    ck_assert_msg (strstr (s_out, id) && strstr (s_out, s_slurm.host), "%s", s_out);
+    json_t *doc = s_agents ();
+    ck_assert_int_eq (json_length (doc, "$.agents"), 1);
+    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].cores"), s_slurm.cpus);
+    json_destroy (&doc);
+    int64_t t_joined = s_ms ();
+
+    // A first batch, all through the Slurm agent.
+    tu_farm_land (&s_farm, "s", 1, 6, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 6, 60);
+    ck_assert_msg (c.done == 6 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    s_pairs_t results = s_read (S_RESULTS, 0);
+    ck_assert_int_eq (results.n, 6);
+    ck_assert_int_eq (s_count_of (&results, id, 0), 6);
+    int64_t t_batch = s_ms ();
+
+    // A second batch, cancelled while the agent holds tasks: it finishes
+    // those, takes no more, and the broker is left with nothing dispatched.
+    tu_farm_land (&s_farm, "s", 7, 16, 0);
+    c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 600 && (c.done < 7 || c.dispatched < 1); i++, c = tu_farm_counts (&s_farm))
+        usleep (10000);
+    s_pairs_t held = s_read (S_PAIRS, STORE_DISPATCHED);
+    ck_assert_msg (held.n >= 1 && c.done < 16, "done %lld dispatched %d", (long long) c.done,
+                   held.n);
+    int64_t t_cancel = s_ms ();
+    ck_assert_msg (s_slurm_cancel (30), "job %s still in squeue 30 s after scancel", s_slurm.job);
+    int64_t t_gone = s_ms ();
+    ck_assert_msg (s_wait_listed (id, 0, 5000) >= 0, "agent '%s' still listed after its job ended",
+                   id);
+    // The pairs it did not take wait, pending, for the next agent.
+    c = tu_farm_counts (&s_farm);
+    ck_assert_msg (c.dispatched == 0 && c.failed == 0 && c.pending > 0 && c.done + c.pending == 16,
+                   "after scancel: done %lld pending %lld dispatched %lld failed %lld",
+                   (long long) c.done, (long long) c.pending, (long long) c.dispatched,
+                   (long long) c.failed);
+    results = s_read (S_RESULTS, 0);
+    for (int i = 0; i < held.n; i++)
+        ck_assert_msg (strcmp (s_result_agent (&results, held.pair[i]), id) == 0,
+                       "pair %lld, in flight at scancel, has no result from '%s'",
+                       (long long) held.pair[i], id);
+    job_out = tu_slurp (output, NULL);
+    ck_assert_msg (job_out && strstr (job_out, "stopped:")
+                       && !strstr (job_out, "pivfarm-agent warning"),
+                   "the agent did not stop cleanly: %s", job_out ? job_out : "(no output)");
+    free (job_out);
+    printf ("test_cluster: Slurm up in %lld ms, agent joined in %lld ms, 6 pairs in %lld ms; "
+            "scancel with %d task(s) in flight: job gone in %lld ms, %lld done, %lld pending\n",
+            (long long) (t_slurm - t0), (long long) (t_joined - t_slurm),
+            (long long) (t_batch - t_joined), held.n, (long long) (t_gone - t_cancel),
+            (long long) c.done, (long long) c.pending);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Hosts as network namespaces: the broker (and the watcher) on host a,
+// agents on hosts b and c, each linked to a by a veth pair of its own
+// subnet: a 10.210.1.1 - b 10.210.1.2, a 10.210.2.1 - c 10.210.2.2.
+
+static char s_ns[3][64];  // the namespaces of hosts a, b, c
+static char s_link[3][16]; // the agents' ends of the links (b, c; [0] unused)
+
+// Makes the three hosts; "" or why they cannot be made.
+static const char *
+s_hosts_make (void)
+{
+    static char why[1024];
+    for (int h = 0; h < 3; h++) {
+        snprintf (s_ns[h], sizeof s_ns[h], "pivfarm-%d-%c", s_run_pid, 'a' + h);
+        snprintf (s_link[h], sizeof s_link[h], "pf%d%c", s_run_pid, 'a' + h);
+    }
+    if (s_cmd ("ip", "netns", "add", s_ns[0], NULL) != 0) {
+        snprintf (why, sizeof why, "cannot make a network namespace: ip netns add: %.900s", s_out);
+        s_ns[0][0] = '\0';
+        return why;
+    }
+    for (int h = 1; h < 3; h++)
+        s_ip ("netns", "add", s_ns[h], NULL);
+    for (int h = 0; h < 3; h++)
+        s_ip ("-n", s_ns[h], "link", "set", "lo", "up", NULL);
+    for (int h = 1; h < 3; h++) {
+        // Made right inside the namespaces: nothing appears on this host.
+        char a_end[16], a_addr[32], addr[32];
+        snprintf (a_end, sizeof a_end, "pf%da%c", s_run_pid, 'a' + h);
+        snprintf (a_addr, sizeof a_addr, "10.210.%d.1/24", h);
+        snprintf (addr, sizeof addr, "10.210.%d.2/24", h);
+        int rc = s_cmd ("ip", "link", "add", a_end, "netns", s_ns[0], "type", "veth", "peer",
+                        "name", s_link[h], "netns", s_ns[h], NULL);
+        ck_assert_msg (rc == 0, "ip link add %s type veth: %s", a_end, s_out);
+        s_ip ("-n", s_ns[0], "addr", "add", a_addr, "dev", a_end, NULL);
+        s_ip ("-n", s_ns[h], "addr", "add", addr, "dev", s_link[h], NULL);
+        s_ip ("-n", s_ns[0], "link", "set", a_end, "up", NULL);
+        s_ip ("-n", s_ns[h], "link", "set", s_link[h], "up", NULL);
+    }
+    return "";
+}
+
+// Removes the namespaces (their links go with them).
+static void
+s_hosts_remove (void)
+{
+    for (int h = 0; h < 3; h++)
+        if (*s_ns[h])
+            s_cmd ("ip", "netns", "del", s_ns[h], NULL);
+    memset (s_ns, 0, sizeof s_ns);
+}
+
+// Whatever the test started, in order: the Slurm job and daemons, the
+// farm (its processes hold the namespaces), the namespaces.
+static void
+s_teardown (void)
+{
+    s_slurm_stop ();
+    tu_farm_release (&s_farm);
+    s_hosts_remove ();
+}
+
+// Starts bin/<program> -c conf and the arguments (NULL-terminated) on host
+// h, its output into <farm>/<log>; returns its pid.
+static int
+s_start_on (int h, const char *program, const char *log, ...)
+{
+    char *argv[32] = {(char *) s_which ("ip"), "netns", "exec", s_ns[h], (char *) tu_bin (program),
+                      "-c", s_farm.conf};
+    int n = 7;
+    va_list ap;
+    va_start (ap, log);
+    for (const char *a = va_arg (ap, const char *); a && n < 31; a = va_arg (ap, const char *))
+        argv[n++] = (char *) a;
+    va_end (ap);
+    argv[n] = NULL;
+    return tu_spawn (argv, tu_path (s_farm.dir, log));
+}
+
+// n stand-in pairs <prefix>_<first..last>_{a,b}.tif in src/ (the exec
+// processor does not read them).
+static void
+s_stand_ins (const char *prefix, int first, int last)
+{
+    for (int i = first; i <= last; i++)
+        for (int side = 0; side < 2; side++) {
+            char name[256];
+            snprintf (name, sizeof name, "src/%s_%04d_%c.tif", prefix, i, side ? 'b' : 'a');
+            s_write (tu_path (s_farm.dir, name), "frame\n");
+        }
+}
+
+START_TEST (an_agent_cut_off_the_network_loses_its_tasks_to_the_other_and_rejoins)
+{
+    const char *why = s_cannot_run ("ip", NULL);
+    if (!*why)
+        why = s_hosts_make ();
+    if (*why) {
+        s_skip ("the network namespace test", why);
+        return;
+    }
+    // Every task takes 0.4 s on the agent's host, so that tasks are in flight.
+    const char *script = tu_path (s_farm.dir, "slow.sh");
+    s_write (script, "#!/bin/sh\n/bin/sleep 0.4\necho \"x y u v flags\" > \"$3\"\n");
+    chmod (script, 0755);
+    char processor[4200];
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    s_conf ("tcp://*:5551", processor, 2, "32,16");
+    s_stand_ins ("n", 1, 28);
+
+    s_farm.broker = s_start_on (0, "pivfarm-broker", "broker.log", NULL);
+    for (int i = 0; i < 100 && access (tu_path (s_farm.dir, "farm.db"), F_OK) != 0; i++)
+        usleep (50000);
+    ck_assert_msg (tu_alive (s_farm.broker), "the broker did not start (see broker.log)");
+    s_farm.watcher = s_start_on (0, "pivfarm-watcher", "watcher.log", NULL);
+    s_farm.agents[0] = s_start_on (1, "pivfarm-agent", "agent-b.log", "--broker",
+                                   "tcp://10.210.1.1:5551", "--id", "host-b", NULL);
+    s_farm.agents[1] = s_start_on (2, "pivfarm-agent", "agent-c.log", "--broker",
+                                   "tcp://10.210.2.1:5551", "--id", "host-c", NULL);
+    ck_assert_msg (s_wait_listed ("host-b", 1, 10000) >= 0, "host-b never joined");
+    ck_assert_msg (s_wait_listed ("host-c", 1, 10000) >= 0, "host-c never joined");
+
+    // Pairs flow to both; host b's link goes down while it holds tasks (as
+    // the broker sees it: the store may lag behind).
+    tu_farm_land (&s_farm, "n", 1, 16, 0);
+    int64_t b_done = 0, b_tasks = 0;
+    for (int i = 0; i < 500 && !(b_done >= 1 && b_tasks >= 1); i++)
+        if (s_agent_index ("host-b", &b_done, &b_tasks) < 0 || !(b_done >= 1 && b_tasks >= 1))
+            usleep (10000);
+    ck_assert_msg (b_done >= 1 && b_tasks >= 1, "host-b never held a task after a result");
+    int64_t t_cut = s_ms ();
+    s_ip ("-n", s_ns[1], "link", "set", s_link[1], "down", NULL);
+    int64_t dead_ms = s_wait_listed ("host-b", 0, 10000);
+    ck_assert_msg (dead_ms >= 0, "the broker still lists host-b 10 s after its link went down");
+
+    // Host c finishes everything, the tasks taken from host b included;
+    // nothing is recorded twice.
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 16, 60);
+    ck_assert_msg (c.done == 16 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    int64_t t_done = s_ms ();
+    s_pairs_t results = s_read (S_RESULTS, 0), lost = s_read (S_REQUEUES, 0);
+    ck_assert_int_eq (results.n, 16);
+    int moved = s_count_of (&lost, "host-b", 0);
+    ck_assert_msg (moved >= 1, "no task of host-b was requeued (%d requeue(s))", lost.n);
+    for (int i = 0; i < lost.n; i++)
+        ck_assert_msg (strcmp (s_result_agent (&results, lost.pair[i]), "host-c") == 0,
+                       "pair %lld, taken from the cut host-b, was recorded from '%s'",
+                       (long long) lost.pair[i], s_result_agent (&results, lost.pair[i]));
+
+    // The link back: host b rejoins and takes work again.
+    int64_t up_ns = s_now_ns ();
+    s_ip ("-n", s_ns[1], "link", "set", s_link[1], "up", NULL);
+    int64_t rejoin_ms = s_wait_listed ("host-b", 1, 40000);
+    ck_assert_msg (rejoin_ms >= 0, "host-b did not rejoin within 40 s of its link coming back");
+    tu_farm_land (&s_farm, "n", 17, 28, 0);
+    c = tu_farm_wait_done (&s_farm, 28, 60);
+    ck_assert_msg (c.done == 28 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    results = s_read (S_RESULTS, 0);
+    ck_assert_int_eq (results.n, 28);
+    int b_after = s_count_of (&results, "host-b", up_ns);
+    b_done = -1;
+    ck_assert (s_agent_index ("host-b", &b_done, NULL) >= 0);
+    ck_assert_msg (b_after >= 1 && b_done >= 1,
+                   "host-b recorded %d result(s) after it rejoined (pivctl agents: done %lld)",
+                   b_after, (long long) b_done);
+    printf ("test_cluster: link cut with %d task(s) on host-b: presumed dead after %lld ms, "
+            "host-c done at %lld ms; link up: host-b back in %lld ms, %d of 12 new pairs\n",
+            moved, (long long) dead_ms, (long long) (t_done - t_cut), (long long) rejoin_ms,
+            b_after);
+}
+END_TEST
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("cluster");
+    TCase *tc = tcase_create ("cluster");
+    tcase_add_unchecked_fixture (tc, s_run_setup, s_run_teardown);
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 150);
+    tcase_add_test (tc, slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched);
+    tcase_add_test (tc, an_agent_cut_off_the_network_loses_its_tasks_to_the_other_and_rejoins);
+    suite_add_tcase (suite, tc);
+    SRunner *runner = srunner_create (suite);
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}
