@@ -43,6 +43,7 @@ include watcher/module.mk
 include ctl/module.mk
 include dashboard-cgi/module.mk
 include tests/module.mk
+include tests/faults.mk
 include bench/module.mk
 
 programs: $(PROGRAMS)

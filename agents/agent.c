@@ -56,6 +56,7 @@ struct _agent_t {
     process_t *inline_proc;            // noop: tasks done here, no worker hand-off
     int64_t broker_expires;            // reconnect if silent past this (ms clock)
     int64_t backoff_ms;                // next reconnect delay
+    int64_t resend_at;                 // unrecorded results go again at this time (ms clock)
     int64_t done;                      // results recorded
     int draining;                      // stopping: new tasks are left to the broker
 };
@@ -369,6 +370,17 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
         return 0;
     }
     s_beat (self);
+    // A result still unrecorded after a liveness interval was lost by a
+    // broker that could not commit it (a full disk): it goes again, since
+    // the connection, and so the resend at HELLO, may never break.
+    int64_t interval = (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness;
+    if (now >= self->resend_at) {
+        if (self->resend_at > 0)
+            for (proto_msg_t *r = zlistx_first (self->unrecorded); r;
+                 r = zlistx_next (self->unrecorded))
+                s_send (self, r);
+        self->resend_at = now + interval;
+    }
     return 0;
 }
 

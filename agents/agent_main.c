@@ -6,7 +6,9 @@
 #include "common/config.h"
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/version.h"
+#include "piv/image.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -114,6 +116,9 @@ main (int argc, char **argv)
         snprintf (cfg.agent.processor, sizeof cfg.agent.processor, "%s", processor);
     if (results)
         snprintf (cfg.agent.results, sizeof cfg.agent.results, "%s", results);
+    int64_t io_size;
+    if (util_parse_size (cfg.storage.io_size, &io_size) == 0)
+        piv_image_set_read_block ((size_t) io_size);  // what iobench found best
     agent_t *agent = agent_new (&cfg, id, err, sizeof err);
     if (!agent) {
         log_error ("%s", err);

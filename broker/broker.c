@@ -69,6 +69,7 @@ s_exp_destroy (exp_t **self_p)
         return;
     exp_t *self = *self_p;
     broker_replay_destroy (&self->replay);
+    storage_exp_release (self);
     free (self->name);
     free (self->source);
     free (self->settings);
@@ -313,6 +314,7 @@ broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t
     }
     if (!is_new)
         return 0;
+    exp->last_file_ns = now;
     char err[512] = "";
     s_offer_t ctx = {self, now, exp, closed_ns};
     int made = pairing_offer (self->pairing, exp->name, name, s_on_pair, &ctx, err, sizeof err);
@@ -477,11 +479,10 @@ s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     task->dispatched_ns = now;
     exp_t *exp = task->exp;
     char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
-    snprintf (path_a, sizeof path_a, "%s/%s/%s", self->cfg.watcher.root, exp->source,
-              task->name_a);
+    // Under the watch root, or where the archive put them (doc/storage.md).
+    storage_frame_path (self, exp, task->name_a, path_a, sizeof path_a);
     if (task->name_b)
-        snprintf (path_b, sizeof path_b, "%s/%s/%s", self->cfg.watcher.root, exp->source,
-                  task->name_b);
+        storage_frame_path (self, exp, task->name_b, path_b, sizeof path_b);
     snprintf (output, sizeof output, "%s/%s.txt", exp->name, task->stem);
     proto_msg_t msg = {.command = PROTO_TASK,
                        .pair = (uint64_t) task->pair,
@@ -506,7 +507,9 @@ s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
 void
 broker_dispatch (broker_t *self)
 {
-    if (self->store_failed || sched_size (self->sched) == 0)
+    // The free-space guard holds new work back while a volume it writes to
+    // is critically full (doc/storage.md); tasks out finish.
+    if (self->store_failed || self->guard_paused || sched_size (self->sched) == 0)
         return;
     int64_t now = util_time_ns ();
     // Round the agents with credit, one task each per round, so that work
@@ -947,6 +950,8 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
+    if (storage_start (self, err, errlen) != 0)
+        goto fail;
     log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s%s",
                 sched_size (self->sched), broker_endpoint (self, "ingest"),
                 broker_endpoint (self, "work"), broker_endpoint (self, "control"),
@@ -973,6 +978,7 @@ broker_destroy (broker_t **self_p)
             }
     }
     zloop_destroy (&self->loop);
+    storage_stop (self);
     zsock_destroy (&self->ingest);
     zsock_destroy (&self->work);
     zsock_destroy (&self->control);

@@ -121,6 +121,8 @@ typedef struct {
     const char *speed;       // --speed X|max
     const char *passes, *overlap, *iterations, *deform;
     int feedback_only;       // --feedback-only
+    const char *size, *hours, *dir, *to;  // provision --size --hours --dir, archive --to
+    int tmpfs;               // provision --tmpfs
     unsigned given;          // options seen, a bit each (S_OPT_*)
     const char *peer;        // the client's CURVE public key (Z85), or NULL
     uint32_t status;         // the reply
@@ -136,6 +138,11 @@ enum {
     S_OPT_SPEED = 1 << 5,
     S_OPT_PIV = 1 << 6,
     S_OPT_FEEDBACK_ONLY = 1 << 7,
+    S_OPT_SIZE = 1 << 8,
+    S_OPT_HOURS = 1 << 9,
+    S_OPT_TMPFS = 1 << 10,
+    S_OPT_DIR = 1 << 11,
+    S_OPT_TO = 1 << 12,
 };
 
 // Sets the reply to an error line.
@@ -170,6 +177,11 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
                                              {"iterations", required_argument, NULL, 'i'},
                                              {"deform", required_argument, NULL, 'd'},
                                              {"feedback-only", no_argument, NULL, 'F'},
+                                             {"size", required_argument, NULL, 'z'},
+                                             {"hours", required_argument, NULL, 'H'},
+                                             {"tmpfs", no_argument, NULL, 'T'},
+                                             {"dir", required_argument, NULL, 'D'},
+                                             {"to", required_argument, NULL, 't'},
                                              {NULL, 0, NULL, 0}};
     // The options whose value is kept as it is: where, and their bit.
     static const struct {
@@ -183,7 +195,11 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
                         {'p', offsetof (s_cmd_t, passes), S_OPT_PIV},
                         {'o', offsetof (s_cmd_t, overlap), S_OPT_PIV},
                         {'i', offsetof (s_cmd_t, iterations), S_OPT_PIV},
-                        {'d', offsetof (s_cmd_t, deform), S_OPT_PIV}};
+                        {'d', offsetof (s_cmd_t, deform), S_OPT_PIV},
+                        {'z', offsetof (s_cmd_t, size), S_OPT_SIZE},
+                        {'H', offsetof (s_cmd_t, hours), S_OPT_HOURS},
+                        {'D', offsetof (s_cmd_t, dir), S_OPT_DIR},
+                        {'t', offsetof (s_cmd_t, to), S_OPT_TO}};
     cmd->limit = LIST_DEFAULT;
     optind = 0;  // GNU: start afresh
     opterr = 0;
@@ -206,6 +222,10 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
         case 'o':
         case 'i':
         case 'd':
+        case 'z':
+        case 'H':
+        case 'D':
+        case 't':
             for (size_t i = 0; i < sizeof text_options / sizeof text_options[0]; i++)
                 if (text_options[i].opt == opt) {
                     *(const char **) ((char *) cmd + text_options[i].offset) = optarg;
@@ -226,6 +246,9 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
             break;
         case 'F':
             cmd->feedback_only = 1, cmd->given |= S_OPT_FEEDBACK_ONLY;
+            break;
+        case 'T':
+            cmd->tmpfs = 1, cmd->given |= S_OPT_TMPFS;
             break;
         case ':':
             return s_refuse (cmd, 400, "option '%s' needs a value", argv[optind - 1]);
@@ -338,6 +361,83 @@ s_put_policy (s_text_t *t, broker_t *self, int64_t id)
     s_put (t, ",\"paused\":%s", sched_paused (self->sched, id) ? "true" : "false");
 }
 
+// "warnings":[...],"guard_paused":B,"guard_why":S (doc/storage.md).
+static void
+s_put_storage (s_text_t *t, broker_t *self)
+{
+    s_put (t, "\"warnings\":[");
+    for (int i = 0; i < self->nwarnings; i++) {
+        const warning_t *w = &self->warnings[i];
+        s_put (t, "%s{\"kind\":\"%s\",\"level\":\"%s\",\"experiment\":", i ? "," : "",
+               w->kind, w->level);
+        if (*w->experiment)
+            s_put_string (t, w->experiment);
+        else
+            s_put (t, "null");
+        s_put (t, ",\"path\":");
+        s_put_string (t, w->path);
+        s_put (t, ",\"message\":");
+        s_put_string (t, w->message);
+        s_put (t, "}");
+    }
+    s_put (t, "],\"guard_paused\":%s,\"guard_why\":", self->guard_paused ? "true" : "false");
+    if (self->guard_paused)
+        s_put_string (t, self->guard_why);
+    else
+        s_put (t, "null");
+}
+
+char *
+broker_state_json (broker_t *self)
+{
+    s_text_t t = {0};
+    s_put (&t, "{");
+    s_put_storage (&t, self);
+    s_put (&t, "}");
+    if (t.failed) {
+        free (t.data);
+        return NULL;
+    }
+    return t.data;
+}
+
+// ,"allocation":A|null,"archive":R|null of an experiment.
+static void
+s_put_exp_storage (s_text_t *t, exp_t *exp)
+{
+    alloc_t *a = exp->alloc;
+    s_put (t, ",\"allocation\":");
+    if (!a)
+        s_put (t, "null");
+    else {
+        s_put (t, "{\"kind\":\"%s\",\"path\":", a->kind);
+        s_put_string (t, a->path);
+        s_put (t,
+               ",\"size_bytes\":%lld,\"used_bytes\":%lld,\"created_ns\":%lld,"
+               "\"expires_ns\":%lld,\"state\":\"%s\"}",
+               (long long) a->size_bytes, (long long) a->used_bytes, (long long) a->created_ns,
+               (long long) a->expires_ns, a->releasing ? "releasing" : "active");
+    }
+    archive_t *r = exp->archive;
+    s_put (t, ",\"archive\":");
+    if (!r) {
+        s_put (t, "null");
+        return;
+    }
+    s_put (t, "{\"to\":");
+    s_put_string (t, r->to);
+    s_put (t,
+           ",\"state\":\"%s\",\"files\":%lld,\"copied\":%lld,\"already\":%lld,"
+           "\"removed\":%lld,\"bytes\":%lld,\"release\":%s,\"error\":",
+           r->state, (long long) r->files, (long long) r->copied, (long long) r->already,
+           (long long) r->removed, (long long) r->bytes, r->release ? "true" : "false");
+    if (*r->error)
+        s_put_string (t, r->error);
+    else
+        s_put (t, "null");
+    s_put (t, "}");
+}
+
 static int
 s_put_experiment (void *arg, const store_counts_t *c)
 {
@@ -371,9 +471,11 @@ s_put_experiment (void *arg, const store_counts_t *c)
     s_put_policy (t, self, exp->id);
     s_put (t, ",\"settings\":");
     s_put_string (t, exp->settings);
-    s_put (t, ",\"feedback\":%s,\"replay\":",
+    s_put (t, ",\"feedback\":%s",
            (exp->feedback_own ? exp->feedback.enabled : self->feedback.enabled) ? "true"
                                                                                : "false");
+    s_put_exp_storage (t, exp);
+    s_put (t, ",\"replay\":");
     replay_t *r = exp->replay;
     if (!r)
         s_put (t, "null");
@@ -443,6 +545,17 @@ s_status (s_cmd_t *cmd)
     }
     s_put_policy (&cmd->body, self, 0);
     s_put (&cmd->body, ",");
+    s_put_storage (&cmd->body, self);
+    s_put (&cmd->body, ",\"volumes\":[");
+    for (int v = 0; v < 3; v++) {
+        s_put (&cmd->body, "%s{\"role\":", v ? "," : "");
+        s_put_string (&cmd->body, self->volumes[v].role);
+        s_put (&cmd->body, ",\"path\":");
+        s_put_string (&cmd->body, self->volumes[v].path);
+        s_put (&cmd->body, ",\"free_bytes\":%lld,\"total_bytes\":%lld}",
+               (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes);
+    }
+    s_put (&cmd->body, "],");
     if (s_put_experiments (cmd))
         return -1;
     s_put (&cmd->body, ",");
@@ -1005,6 +1118,89 @@ s_replay (s_cmd_t *cmd)
 }
 
 // ---------------------------------------------------------------------------
+// provision, release, archive (doc/storage.md)
+
+// A storage call's status: 200 goes on (the change committed), others are
+// refused with its message.
+static int
+s_storage_status (s_cmd_t *cmd, int status, const char *err)
+{
+    if (status != 200)
+        return s_refuse (cmd, (uint32_t) status, "%s", err);
+    return s_commit (cmd);
+}
+
+// The reply of provision, release and archive: the experiment's storage.
+static void
+s_put_exp_reply (s_cmd_t *cmd, exp_t *exp)
+{
+    s_put (&cmd->body, "{\"experiment\":");
+    s_put_string (&cmd->body, exp->name);
+    s_put_exp_storage (&cmd->body, exp);
+    s_put (&cmd->body, "}");
+}
+
+static int
+s_provision (s_cmd_t *cmd)
+{
+    const char *usage = "provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]";
+    if (s_expect (cmd, S_OPT_SIZE | S_OPT_HOURS | S_OPT_TMPFS | S_OPT_DIR, 2, 2, usage))
+        return -1;
+    int64_t size;
+    double hours;
+    char *end;
+    if (!cmd->size || !cmd->hours)
+        return s_refuse (cmd, 400, "provision needs --size and --hours; usage: %s", usage);
+    if (util_parse_size (cmd->size, &size) != 0 || size < (1 << 20))
+        return s_refuse (cmd, 400, "bad --size '%s': a size of 1M or more, such as 20G",
+                         cmd->size);
+    hours = strtod (cmd->hours, &end);
+    if (*end || end == cmd->hours || !(hours >= 0.001 && hours <= 24 * 366))
+        return s_refuse (cmd, 400, "bad --hours '%s': 0.001 to 8784", cmd->hours);
+    if (cmd->tmpfs && cmd->dir)
+        return s_refuse (cmd, 400, "--tmpfs and --dir exclude each other; usage: %s", usage);
+    char err[PATH_MAX * 2];
+    int status = storage_provision (cmd->self, cmd->argv[1], size, hours, cmd->dir, err,
+                                    sizeof err);
+    if (s_storage_status (cmd, status, err))
+        return -1;
+    s_put_exp_reply (cmd, zhashx_lookup (cmd->self->experiments, cmd->argv[1]));
+    return 0;
+}
+
+static int
+s_archive_or_release (s_cmd_t *cmd, int release)
+{
+    if (s_expect (cmd, S_OPT_TO, 2, 2, release ? "release EXP [--to DIR]" : "archive EXP --to DIR"))
+        return -1;
+    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    if (!exp)
+        return -1;
+    const char *to = cmd->to ? cmd->to : cmd->self->cfg.storage.archive_dir;
+    if (!release && !*to)
+        return s_refuse (cmd, 400, "archive needs --to DIR (or storage/archive_dir)");
+    char err[PATH_MAX * 2];
+    int status = release ? storage_release (cmd->self, exp, cmd->to, err, sizeof err)
+                         : storage_archive (cmd->self, exp, to, 0, err, sizeof err);
+    if (s_storage_status (cmd, status, err))
+        return -1;
+    s_put_exp_reply (cmd, exp);
+    return 0;
+}
+
+static int
+s_archive_cmd (s_cmd_t *cmd)
+{
+    return s_archive_or_release (cmd, 0);
+}
+
+static int
+s_release_cmd (s_cmd_t *cmd)
+{
+    return s_archive_or_release (cmd, 1);
+}
+
+// ---------------------------------------------------------------------------
 // The socket
 
 static int
@@ -1053,6 +1249,9 @@ static const struct {
     {"backfill", s_backfill_cmd, 1, NULL},
     {"feedback", s_feedback, 1, "show"},
     {"replay", s_replay, 1, NULL},
+    {"provision", s_provision, 1, NULL},
+    {"archive", s_archive_cmd, 1, NULL},
+    {"release", s_release_cmd, 1, NULL},
 };
 
 // 1 if the command may run for this client: it only reads, CURVE is off,
@@ -1095,7 +1294,8 @@ s_run (s_cmd_t *cmd, const char *line)
         if (!run)
             s_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
-                      "rate, policy, pause, resume, retry, backfill, feedback, replay)",
+                      "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
+                      "archive, release)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
             s_refuse (cmd, 403,

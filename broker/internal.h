@@ -13,11 +13,50 @@
 #include "store/store.h"
 
 #include <czmq.h>
+#include <limits.h>
 #include <stdint.h>
 
 #define LATENCY_KEPT 1024  // latencies kept per experiment for its median and p99
 
 typedef struct _replay_t replay_t;
+
+#define WARNINGS_MAX 32  // warnings kept at once (doc/storage.md)
+
+// Something the operator should know about storage, shown by status, the
+// status page and on the 'state' topic.
+typedef struct {
+    const char *kind;       // "space", "allocation", "expiry" or "archive"
+    const char *level;      // "warning" or "critical"
+    char experiment[256];   // the experiment concerned, or ""
+    char path[PATH_MAX];    // the volume or directory
+    char message[600];      // one line saying what and what to do
+} warning_t;
+
+// Fast space held for an experiment (store_allocation_t in memory).
+typedef struct {
+    int64_t id;             // its id in the store
+    char kind[8];           // "tmpfs" or "dir"
+    char *path;             // the experiment's directory under the watch root
+    int64_t size_bytes;     // its size
+    int64_t created_ns;     // when it was provisioned
+    int64_t expires_ns;     // when it expires
+    int releasing;          // archived, then unmounted and removed
+    int64_t used_bytes;     // as the guard last measured (-1: unknown)
+} alloc_t;
+
+// An archive of an experiment: queued, under way, or ended.
+typedef struct {
+    char *to;               // the archive directory: files go to <to>/<experiment>/
+    char state[16];         // queued, copying, removing, done or failed
+    int release;            // its allocation goes once it is done
+    int64_t files;          // files of the job
+    int64_t copied;         // copied and verified by this job
+    int64_t already;        // copied and verified before (an interrupted archive)
+    int64_t removed;        // originals removed
+    int64_t bytes;          // bytes copied
+    char error[1024];       // why it failed
+    int64_t started_ns, finished_ns;
+} archive_t;
 
 // An experiment the broker has seen since it started.
 typedef struct {
@@ -35,6 +74,10 @@ typedef struct {
     feedback_settings_t feedback; // its own
     feedback_pi_t pi;             // its controller's state
     replay_t *replay;             // the replay feeding it, or NULL
+    alloc_t *alloc;               // the fast space provisioned for it, or NULL
+    archive_t *archive;           // its archive, or NULL
+    int located;                  // some of its files were archived: look their path up
+    int64_t last_file_ns;         // when its last file arrived (0: not known yet)
 } exp_t;
 
 // A pair ready to go to an agent, or out with one.
@@ -87,6 +130,21 @@ struct _broker_t {
     int64_t started_ns;       // start time
     int64_t per_second[60];   // results recorded in each of the last 60 s ...
     int64_t second;           // ... the slot of this second (s since the epoch)
+    zactor_t *archiver;       // the archiver thread (archive.c)
+    exp_t *archiving;         // the experiment it works on, or NULL
+    zlistx_t *archive_queue;  // exp_t waiting for the archiver
+    int guard_paused;         // the free-space guard holds dispatch back
+    char guard_why[600];      // ... why
+    warning_t warnings[WARNINGS_MAX];  // the storage warnings in force
+    int nwarnings;
+    char *state_published;    // the last JSON published on the 'state' topic
+    int64_t io_size;          // storage/io_size in bytes
+    struct {
+        const char *role;     // "watch root", "results", "store"
+        char path[PATH_MAX];  // the directory
+        int64_t free_bytes;   // as last measured (-1: unknown)
+        int64_t total_bytes;
+    } volumes[3];
 };
 
 // broker.c
@@ -119,5 +177,30 @@ int broker_settings_load (broker_t *self);
 // on feedback.<exp> and logged.
 void broker_feedback (broker_t *self, task_t *task, const proto_msg_t *result, int64_t now);
 void broker_replay_destroy (replay_t **self_p);
+// The storage warnings and guard state as JSON (malloc'd, caller frees; NULL
+// without memory): what the 'state' topic carries.
+char *broker_state_json (broker_t *self);
+
+// storage.c (doc/storage.md): allocations, the archive, the free-space guard.
+// Starts the archiver and the guard, loads allocations and resumes the
+// archives a stop interrupted. 0, or -1 with err.
+int storage_start (broker_t *self, char *err, size_t errlen);
+void storage_stop (broker_t *self);
+void storage_exp_release (exp_t *exp);
+// The commands. Each returns a reply status (200, 400, 404, 500) with err
+// saying why when it is not 200; the caller commits.
+int storage_provision (broker_t *self, const char *name, int64_t size_bytes, double hours,
+                       const char *dir, char *err, size_t errlen);
+int storage_archive (broker_t *self, exp_t *exp, const char *to, int release, char *err,
+                     size_t errlen);
+int storage_release (broker_t *self, exp_t *exp, const char *to, char *err, size_t errlen);
+// The path of frame 'name' of exp as an agent reads it: its archived copy
+// when it has one, else under the watch root.
+void storage_frame_path (broker_t *self, exp_t *exp, const char *name, char *out, size_t size);
+// Makes the directories of 'path' up to its last '/' (archive.c). 0 or -1
+// (errno).
+int broker_mkparents (const char *path);
+// The thread of the archiver (archive.c).
+void broker_archiver (zsock_t *pipe, void *args);
 
 #endif

@@ -1,7 +1,8 @@
 # broker/ — the broker's logic as a library (pairing rules, the reactor) and
 # the pivfarm-broker program over it.
 BROKER_OBJS := build/broker/pairing.o build/broker/sched.o build/broker/feedback.o \
-               build/broker/control.o build/broker/broker.o
+               build/broker/control.o build/broker/broker.o build/broker/storage.o \
+               build/broker/archive.o
 BROKER_LIB  := build/libbroker.a
 LIBS += $(BROKER_LIB)
 

@@ -3,6 +3,7 @@
 // and relative paths anchored at the file's directory; see config.h.
 
 #include "common/config.h"
+#include "common/util.h"
 
 #include <czmq.h>
 #include <ctype.h>
@@ -33,7 +34,10 @@ typedef enum {
     KIND_CHOICE,        // one of choices
     KIND_STORE_FIELDS,  // all | none | every N
     KIND_PROCESSOR,     // piv | noop | exec:PROGRAM
-    KIND_PASSES         // window sizes like 64,32,16
+    KIND_PASSES,        // window sizes like 64,32,16
+    KIND_IO_SIZE,       // a size from 64 KiB to 64 MiB (4M)
+    KIND_SPACE,         // a size or a percentage (10%, 50G)
+    KIND_OPT_PATH       // a path or "" (nothing)
 } s_kind_t;
 
 typedef struct {
@@ -101,11 +105,19 @@ static const s_key_t s_keys[] = {
     TEXT (security, client_cert, KIND_PATH),
     TEXT (security, clients, KIND_PATH),
     TEXT (security, operators, KIND_PATH),
+    TEXT (storage, io_size, KIND_IO_SIZE),
+    INT (storage, guard_ms, 100, 60000),
+    TEXT (storage, warn_free, KIND_SPACE),
+    TEXT (storage, critical_free, KIND_SPACE),
+    TEXT (storage, archive_dir, KIND_OPT_PATH),
+    INT (storage, archive_idle_s, 1, 31 * 86400),
+    INT (storage, archive_mb_s, 0, 100000),
+    TEXT (storage, mount_helper, KIND_OPT_PATH),
 };
 #define KEYS ((int) (sizeof s_keys / sizeof s_keys[0]))
 
 static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv",
-                                         "security"};
+                                         "security", "storage"};
 #define SECTIONS ((int) (sizeof s_sections / sizeof s_sections[0]))
 
 // What one load knows about the file, for messages and anchoring.
@@ -336,6 +348,35 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
                        "value '%s' of '%s/%s' in '%s' is not one of its choices: expected piv, "
                        "noop or exec:PROGRAM",
                        shown, sec, name, file);
+
+    case KIND_IO_SIZE: {
+        int64_t bytes;
+        if (util_parse_size (value, &bytes) == 0 && bytes >= (64 << 10) && bytes <= (64 << 20))
+            return s_copy (load, cfg, key, value);
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not valid: expected a size from 64K "
+                       "to 64M, such as 4M",
+                       shown, sec, name, file);
+    }
+
+    case KIND_SPACE: {
+        int64_t bytes;
+        double percent;
+        if (util_parse_space (value, &bytes, &percent) == 0)
+            return s_copy (load, cfg, key, value);
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not valid: expected a size such as "
+                       "50G or a percentage of the volume such as 10%%",
+                       shown, sec, name, file);
+    }
+
+    case KIND_OPT_PATH:
+        if (value[0] == '~')
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' starts with '~': write the path in "
+                           "full, or relative to the file's directory",
+                           shown, sec, name, file);
+        return s_copy (load, cfg, key, value);
 
     case KIND_PASSES:
         if (s_passes_parse (value, s_text (cfg, key), key->size) == 0)
@@ -584,7 +625,7 @@ s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
         if (!known)
             return s_fail (load,
                            "unknown section '%s' in '%s': expected broker, watcher, pairing, "
-                           "agent, piv or security",
+                           "agent, piv, security or storage",
                            sname, load->path);
         const char *svalue = zconfig_value (section);
         if (svalue && *svalue)
@@ -645,6 +686,22 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
         || s_anchor (load, cfg, s_key_find ("security", "clients"), "")
         || s_anchor (load, cfg, s_key_find ("security", "operators"), ""))
         return -1;
+    // Free-space thresholds of one kind compare: the warning comes first.
+    int64_t warn_b, crit_b;
+    double warn_p, crit_p;
+    util_parse_space (cfg->storage.warn_free, &warn_b, &warn_p);
+    util_parse_space (cfg->storage.critical_free, &crit_b, &crit_p);
+    if ((warn_p >= 0 && crit_p >= 0 && crit_p > warn_p)
+        || (warn_b >= 0 && crit_b >= 0 && crit_b > warn_b))
+        return s_fail (load,
+                       "values '%s' and '%s' of 'storage/warn_free' and 'storage/critical_free' "
+                       "in '%s' are not valid: the critical threshold is below the warning one",
+                       cfg->storage.warn_free, cfg->storage.critical_free, load->path);
+    if ((*cfg->storage.archive_dir
+         && s_anchor (load, cfg, s_key_find ("storage", "archive_dir"), ""))
+        || (strchr (cfg->storage.mount_helper, '/')
+            && s_anchor (load, cfg, s_key_find ("storage", "mount_helper"), "")))
+        return -1;
     // A program named with a '/' is a path; a bare name is looked up in PATH.
     if (strncmp (cfg->agent.processor, "exec:", 5) == 0 && strchr (cfg->agent.processor, '/')
         && s_anchor (load, cfg, s_key_find ("agent", "processor"), "exec:"))
@@ -698,6 +755,12 @@ config_init (config_t *cfg)
     snprintf (cfg->security.clients, sizeof cfg->security.clients, "./certs/clients");
     snprintf (cfg->security.operators, sizeof cfg->security.operators,
               "./certs/clients/operators");
+
+    snprintf (cfg->storage.io_size, sizeof cfg->storage.io_size, "4M");
+    cfg->storage.guard_ms = 1000;
+    snprintf (cfg->storage.warn_free, sizeof cfg->storage.warn_free, "10%%");
+    snprintf (cfg->storage.critical_free, sizeof cfg->storage.critical_free, "2%%");
+    cfg->storage.archive_idle_s = 600;
 }
 
 int

@@ -66,6 +66,16 @@ typedef struct {
         char clients[PATH_MAX];       // ./certs/clients: public certificates allowed to connect
         char operators[PATH_MAX];     // ./certs/clients/operators: ... and to change things
     } security;
+    struct {
+        char io_size[32];             // 4M: IO size of the archiver and of agents' reads
+        int guard_ms;                 // free-space check interval (1000)
+        char warn_free[32];           // 10%: below, a warning (a size or a percentage)
+        char critical_free[32];       // 2%: below, no new work that writes there
+        char archive_dir[PATH_MAX];   // "": automatic archive off; else where it goes
+        int archive_idle_s;           // idle time before the automatic archive (600)
+        int archive_mb_s;             // archive bandwidth, MB/s (0: no limit)
+        char mount_helper[PATH_MAX];  // "": the broker mounts when root; else this program
+    } storage;
 } config_t;
 
 // Fills every key with its default (the values in the comments above).

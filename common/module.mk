@@ -2,7 +2,8 @@
 # file shared by every program.
 COMMON_OBJS := build/common/log.o build/common/util.o build/common/proto.o \
                build/common/config.o build/common/cli.o build/common/daemon.o \
-               build/common/secure.o
+               build/common/secure.o build/common/sha256.o \
+               build/common/iobench.o
 COMMON_LIB  := build/libcommon.a
 LIBS += $(COMMON_LIB)
 

@@ -2,6 +2,12 @@
 
 #include "common/util.h"
 
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <time.h>
 
 double
@@ -18,4 +24,99 @@ util_time_ns (void)
     struct timespec ts;
     clock_gettime (CLOCK_REALTIME, &ts);
     return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// A non-negative number followed by 'unit' (the rest of the text, spaces
+// before it skipped). 0 or -1.
+static int
+s_number_unit (const char *text, double *x, const char **unit)
+{
+    char *end;
+    if (!text || !isdigit ((unsigned char) *text))
+        return -1;
+    *x = strtod (text, &end);
+    if (end == text || !isfinite (*x) || *x < 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    *unit = end;
+    return 0;
+}
+
+int
+util_parse_size (const char *text, int64_t *bytes)
+{
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"", 1},          {"B", 1},          {"K", 1024.0},    {"KiB", 1024.0},
+                 {"M", 1048576.0}, {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0},
+                 {"T", 1099511627776.0}, {"TiB", 1099511627776.0}};
+    double x;
+    const char *unit;
+    if (s_number_unit (text, &x, &unit))
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcasecmp (unit, units[i].unit) == 0 && x * units[i].scale < 9.2e18) {
+            *bytes = (int64_t) llround (x * units[i].scale);
+            return 0;
+        }
+    return -1;
+}
+
+int
+util_parse_space (const char *text, int64_t *bytes, double *percent)
+{
+    double x;
+    const char *unit;
+    *bytes = -1, *percent = -1;
+    if (s_number_unit (text, &x, &unit) == 0 && strcmp (unit, "%") == 0) {
+        if (x > 100)
+            return -1;
+        *percent = x;
+        return 0;
+    }
+    return util_parse_size (text, bytes);
+}
+
+int
+util_parse_rate (const char *text, double *bytes_per_s)
+{
+    static const struct {
+        const char *unit;
+        double scale;  // bytes
+    } units[] = {{"bit", 1 / 8.0}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8},
+                 {"B", 1},         {"KB", 1e3},       {"MB", 1e6},       {"GB", 1e9},
+                 {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+    double x;
+    const char *unit;
+    if (s_number_unit (text, &x, &unit))
+        return -1;
+    char word[16];
+    size_t len = strcspn (unit, "/");
+    if (len >= sizeof word || (unit[len] && strcmp (unit + len, "/s") != 0))
+        return -1;
+    memcpy (word, unit, len);
+    word[len] = '\0';
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp (word, units[i].unit) == 0) {  // case matters: Mbit is not MB
+            *bytes_per_s = x * units[i].scale;
+            return 0;
+        }
+    return -1;
+}
+
+const char *
+util_format_size (int64_t bytes, char *buf, size_t size)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double x = (double) bytes;
+    int u = 0;
+    while (fabs (x) >= 1024 && u < 5)
+        x /= 1024, u++;
+    if (u == 0)
+        snprintf (buf, size, "%lld B", (long long) bytes);
+    else
+        snprintf (buf, size, x >= 100 ? "%.0f %s" : "%.1f %s", x, units[u]);
+    return buf;
 }

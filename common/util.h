@@ -3,6 +3,7 @@
 #ifndef COMMON_UTIL_H
 #define COMMON_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 // Seconds on the monotonic clock: for durations, never for dates.
@@ -11,5 +12,19 @@ double util_now (void);
 // Nanoseconds since the epoch (the wall clock): for times stored and
 // compared across processes, as the event log's.
 int64_t util_time_ns (void);
+
+// A size: a number with an optional binary suffix K, M, G or T (also KiB,
+// MiB ..., and B), "20G", "1.5T", "65536". 0 with *bytes, -1 if it is not
+// one or is negative.
+int util_parse_size (const char *text, int64_t *bytes);
+// A free-space threshold: a size, or a percentage of the volume ("10%").
+// 0 with *bytes (-1 for a percentage) and *percent (-1 for a size), or -1.
+int util_parse_space (const char *text, int64_t *bytes, double *percent);
+// A data rate: a number and a unit, bit, Kbit, Mbit, Gbit (decimal, per
+// second) or B, KB, MB, GB (decimal bytes) or KiB, MiB, GiB (binary bytes);
+// "/s" may follow. 0 with *bytes_per_s, or -1.
+int util_parse_rate (const char *text, double *bytes_per_s);
+// "20.0 GiB", "512 KiB", "100 B" into buf; returns buf.
+const char *util_format_size (int64_t bytes, char *buf, size_t size);
 
 #endif

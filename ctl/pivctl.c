@@ -7,6 +7,7 @@
 
 #include "common/cli.h"
 #include "common/config.h"
+#include "common/iobench.h"
 #include "common/proto.h"
 #include "common/secure.h"
 #include "common/util.h"
@@ -106,6 +107,18 @@ s_usage (FILE *out)
         "             [--deform D] [--feedback-only] [--wait S]\n"
         "                                  replay EXP at X times its pace, wait for it (at most\n"
         "                                  S s, default %d) and compare it with EXP\n"
+        "storage (doc/storage.md):\n"
+        "  provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]\n"
+        "                                  a RAM disk of SIZE (20G) as EXP's directory for H hours\n"
+        "                                  (--dir: a directory provided otherwise, not mounted)\n"
+        "  archive EXP [--to DIR] [--wait S] [--no-wait]\n"
+        "                                  copy EXP's frames to DIR/EXP, verify each by SHA-256,\n"
+        "                                  record where they are, then remove the originals\n"
+        "  release EXP [--to DIR] [--wait S] [--no-wait]\n"
+        "                                  archive, then unmount and remove EXP's allocation\n"
+        "  iobench DIR [--total SIZE] [--need RATE]\n"
+        "                                  sequential write/read MB/s of DIR for IO sizes 64K to\n"
+        "                                  16M (SIZE in all, default 256M); RATE: 240Mbit, 30MB\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR]            a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: .); no -c needed\n"
@@ -650,6 +663,65 @@ s_print_agents_of (json_t *doc)
     }
 }
 
+// Storage (doc/storage.md): warnings first, then allocations and archives.
+static void
+s_print_storage (json_t *doc)
+{
+    int n = json_length (doc, "$.warnings");
+    for (int i = 0; i < n; i++) {
+        const char *level = json_string (doc, "$.warnings[%d].level", i);
+        const char *message = json_string (doc, "$.warnings[%d].message", i);
+        printf ("%s: %s\n", level && strcmp (level, "critical") == 0 ? "CRITICAL" : "WARNING",
+                message ? message : "?");
+    }
+    if (json_bool (doc, 0, "$.guard_paused"))
+        printf ("DISPATCH PAUSED by the free-space guard: %s\n",
+                json_string (doc, "$.guard_why") ? json_string (doc, "$.guard_why") : "?");
+    int shown = 0, m = json_length (doc, "$.experiments");
+    for (int i = 0; i < m; i++) {
+        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
+        int alloc = json_type_at (doc, "$.experiments[%d].allocation", i) == JSON_OBJECT;
+        int archive = json_type_at (doc, "$.experiments[%d].archive", i) == JSON_OBJECT;
+        if (!alloc && !archive)
+            continue;
+        if (!shown++)
+            printf ("storage:\n");
+        printf ("  %s:", name ? name : "?");
+        if (alloc) {
+            char size[32], used[32];
+            double expires = json_number (doc, NAN, "$.experiments[%d].allocation.expires_ns", i);
+            double left = (expires - (double) util_time_ns ()) / 1e9;
+            int64_t u = json_int (doc, -1, "$.experiments[%d].allocation.used_bytes", i);
+            printf (" %s of %s at %s, %s used, %s %s%s",
+                    json_string (doc, "$.experiments[%d].allocation.kind", i),
+                    util_format_size (json_int (doc, 0, "$.experiments[%d].allocation.size_bytes", i),
+                                      size, sizeof size),
+                    json_string (doc, "$.experiments[%d].allocation.path", i),
+                    u >= 0 ? util_format_size (u, used, sizeof used) : "-",
+                    left >= 0 ? "expires in" : "expired", s_duration (fabs (left)),
+                    left >= 0 ? "" : " ago");
+            const char *state = json_string (doc, "$.experiments[%d].allocation.state", i);
+            if (state && strcmp (state, "releasing") == 0)
+                printf (", releasing");
+        }
+        if (archive) {
+            const char *error = json_string (doc, "$.experiments[%d].archive.error", i);
+            printf ("%s archive to %s %s, %s/%s file(s) verified, %s removed%s%s", alloc ? ";" : "",
+                    json_string (doc, "$.experiments[%d].archive.to", i),
+                    json_string (doc, "$.experiments[%d].archive.state", i),
+                    s_num (json_number (doc, NAN, "$.experiments[%d].archive.copied", i)
+                               + json_number (doc, NAN, "$.experiments[%d].archive.already", i),
+                           "%.0f"),
+                    s_num (json_number (doc, NAN, "$.experiments[%d].archive.files", i), "%.0f"),
+                    s_num (json_number (doc, NAN, "$.experiments[%d].archive.removed", i), "%.0f"),
+                    error ? ": " : "", error ? error : "");
+        }
+        printf ("\n");
+    }
+    if (n || shown || json_bool (doc, 0, "$.guard_paused"))
+        printf ("\n");
+}
+
 static void
 s_print_status (json_t *doc)
 {
@@ -667,6 +739,7 @@ s_print_status (json_t *doc)
     printf ("default: policy %s, rate limit %s, %s\n\n", policy ? policy : "-",
             s_limit (json_number (doc, NAN, "$.rate_limit")),
             json_bool (doc, 0, "$.paused") ? "paused" : "running");
+    s_print_storage (doc);
     s_print_experiments_of (doc);
     printf ("\n");
     s_print_agents_of (doc);
@@ -1696,24 +1769,35 @@ done:
     return rc < 0 ? EXIT_FAILED : EXIT_OK;
 }
 
+// For the commands that start something and wait for its end (replay,
+// archive, release): reads --wait into *wait_s, sends the command line and
+// gives the answer. EXIT_OK, EXIT_USAGE or EXIT_FAILED (logged).
 static int
-s_run_replay (s_ctl_t *ctl, s_args_t *args)
+s_start_waited (s_ctl_t *ctl, s_args_t *args, long *wait_s, char **body, json_t **doc)
 {
-    long wait_s = REPLAY_WAIT_S;
+    *wait_s = REPLAY_WAIT_S;
     const char *text = s_value (args, "wait");
-    if (text && s_parse_count ("--wait", text, 31 * 86400, &wait_s) != 0)
+    if (text && s_parse_count ("--wait", text, 31 * 86400, wait_s) != 0)
         return EXIT_USAGE;
     char *line = cli_join (args->nsend, args->send);
     if (!line) {
         s_error ("no memory");
         return EXIT_FAILED;
     }
+    int rc = s_ask_json (ctl, line, body, doc);
+    free (line);
+    return rc == 0 ? EXIT_OK : EXIT_FAILED;
+}
+
+static int
+s_run_replay (s_ctl_t *ctl, s_args_t *args)
+{
+    long wait_s;
     char *body;
     json_t *doc;
-    int rc = s_ask_json (ctl, line, &body, &doc);
-    free (line);
-    if (rc != 0)
-        return EXIT_FAILED;
+    int rc = s_start_waited (ctl, args, &wait_s, &body, &doc);
+    if (rc != EXIT_OK)
+        return rc;
     const char *as = json_string (doc, "$.as");
     char *name = strdup (as ? as : "");
     double speed = json_number (doc, NAN, "$.speed");
@@ -1746,6 +1830,149 @@ s_run_replay (s_ctl_t *ctl, s_args_t *args)
         rc = s_replay_compare (ctl, args->words[0], name, speed);
     free (name);
     return rc;
+}
+
+static int s_start_waited (s_ctl_t *ctl, s_args_t *args, long *wait_s, char **body,
+                           json_t **doc);
+
+// ---------------------------------------------------------------------------
+// provision, archive, release, iobench (doc/storage.md)
+
+static void
+s_print_provision (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    char size[32];
+    int64_t expires = json_int (doc, 0, "$.allocation.expires_ns");
+    printf ("provisioned %s: %s of %s at %s, expires %s %.8s\n",
+            json_string (doc, "$.experiment"), json_string (doc, "$.allocation.kind"),
+            util_format_size (json_int (doc, 0, "$.allocation.size_bytes"), size, sizeof size),
+            json_string (doc, "$.allocation.path"), s_date (expires), s_clock (expires));
+}
+S_PRINTED (s_run_provision, s_print_provision)
+
+// Waits until the archive of 'name' has ended (and, for a release, its
+// allocation is gone); prints how it ended. EXIT_OK or EXIT_FAILED.
+static int
+s_archive_wait (s_ctl_t *ctl, const char *name, int release, long wait_s)
+{
+    int64_t deadline = zclock_mono () + wait_s * 1000;
+    for (;;) {
+        char *body;
+        json_t *doc;
+        int rc = s_ask_json (ctl, "status", &body, &doc);
+        if (rc != 0)
+            return EXIT_FAILED;
+        int n = json_length (doc, "$.experiments"), k = -1;
+        for (int i = 0; i < n; i++) {
+            const char *e = json_string (doc, "$.experiments[%d].experiment", i);
+            if (e && strcmp (e, name) == 0)
+                k = i;
+        }
+        const char *state = k >= 0 ? json_string (doc, "$.experiments[%d].archive.state", k) : NULL;
+        int held = k >= 0 && json_type_at (doc, "$.experiments[%d].allocation", k) == JSON_OBJECT;
+        int ended = state && (strcmp (state, "failed") == 0
+                              || (strcmp (state, "done") == 0 && !(release && held)));
+        if (ended || zclock_mono () > deadline || s_stop) {
+            if (ctl->json && ended)
+                printf ("%s\n", body);
+            int ok = ended && strcmp (state, "done") == 0;
+            const char *error = json_string (doc, "$.experiments[%d].archive.error", k);
+            if (!ended)
+                s_error ("the archive of '%s' has not ended within %ld s (state %s)", name,
+                         wait_s, state ? state : "unknown");
+            else if (!ok)
+                s_error ("the archive of '%s' failed: %s", name, error ? error : "?");
+            else if (!ctl->json)
+                printf ("archived %s to %s: %s file(s) copied and verified, %s verified before, "
+                        "%s original(s) removed%s\n",
+                        name, json_string (doc, "$.experiments[%d].archive.to", k),
+                        s_num (json_number (doc, NAN, "$.experiments[%d].archive.copied", k), "%.0f"),
+                        s_num (json_number (doc, NAN, "$.experiments[%d].archive.already", k), "%.0f"),
+                        s_num (json_number (doc, NAN, "$.experiments[%d].archive.removed", k), "%.0f"),
+                        release ? "; its allocation is released" : "");
+            json_destroy (&doc);
+            free (body);
+            return ok ? EXIT_OK : EXIT_FAILED;
+        }
+        json_destroy (&doc);
+        free (body);
+        s_nap (REPLAY_POLL_MS);
+    }
+}
+
+static int
+s_run_archive (s_ctl_t *ctl, s_args_t *args)
+{
+    long wait_s;
+    char *body;
+    json_t *doc;
+    int rc = s_start_waited (ctl, args, &wait_s, &body, &doc);
+    if (rc != EXIT_OK)
+        return rc;
+    json_destroy (&doc);
+    free (body);
+    if (s_value (args, "no-wait"))
+        return EXIT_OK;
+    return s_archive_wait (ctl, args->words[0], strcmp (args->command->name, "release") == 0,
+                           wait_s);
+}
+
+static int
+s_run_iobench (s_ctl_t *ctl, s_args_t *args)
+{
+    const char *dir = args->words[0];
+    const char *total_text = s_value (args, "total"), *need_text = s_value (args, "need");
+    int64_t total = 256 << 20;
+    double need = 0;
+    if (total_text && (util_parse_size (total_text, &total) != 0 || total < (1 << 20))) {
+        s_error ("bad --total '%s': a size of 1M or more, such as 256M", total_text);
+        return EXIT_USAGE;
+    }
+    if (need_text && util_parse_rate (need_text, &need) != 0) {
+        s_error ("bad --need '%s': a rate such as 240Mbit, 30MB or 1Gbit (per second)",
+                 need_text);
+        return EXIT_USAGE;
+    }
+    iobench_row_t rows[IOBENCH_SIZES];
+    int best;
+    char err[4200];
+    if (iobench_run (dir, total, rows, &best, err, sizeof err) != 0) {
+        s_error ("%s", err);
+        return EXIT_FAILED;
+    }
+    int sustains = need <= 0 || rows[best].write_mb_s * 1e6 >= need;
+    char size[32];
+    if (ctl->json) {
+        printf ("{\"dir\":");
+        s_put_json_string (dir);
+        printf (",\"rows\":[");
+        for (int k = 0; k < IOBENCH_SIZES; k++)
+            printf ("%s{\"io_size\":%zu,\"bytes\":%lld,\"write_mb_s\":%.1f,\"read_mb_s\":%.1f}",
+                    k ? "," : "", rows[k].io_size, (long long) rows[k].bytes, rows[k].write_mb_s,
+                    rows[k].read_mb_s);
+        printf ("],\"best_io_size\":%zu,\"need_mb_s\":", rows[best].io_size);
+        s_put_json_number (need > 0 ? need / 1e6 : NAN);
+        printf (",\"sustains\":%s}\n", need > 0 ? (sustains ? "true" : "false") : "null");
+        return sustains ? EXIT_OK : EXIT_FAILED;
+    }
+    printf ("sequential IO in %s (%s per size, write + fsync, then read uncached)\n", dir,
+            util_format_size (rows[0].bytes, size, sizeof size));
+    printf ("%10s %12s %12s\n", "IO SIZE", "WRITE MB/s", "READ MB/s");
+    for (int k = 0; k < IOBENCH_SIZES; k++)
+        printf ("%10s %12.1f %12.1f%s\n", util_format_size ((int64_t)rows[k].io_size, size, sizeof size),
+                rows[k].write_mb_s, rows[k].read_mb_s, k == best ? "  <- best" : "");
+    char key[32];
+    if (rows[best].io_size >= (1 << 20))
+        snprintf (key, sizeof key, "%zuM", rows[best].io_size >> 20);
+    else
+        snprintf (key, sizeof key, "%zuK", rows[best].io_size >> 10);
+    printf ("best IO size: %s (storage/io_size = %s)\n",
+            util_format_size ((int64_t)rows[best].io_size, size, sizeof size), key);
+    if (need > 0)
+        printf ("%s sustains %s (%.1f MB/s): %s (writes %.1f MB/s at the best size)\n", dir,
+                need_text, need / 1e6, sustains ? "yes" : "NO", rows[best].write_mb_s);
+    return sustains ? EXIT_OK : EXIT_FAILED;
 }
 
 // ---------------------------------------------------------------------------
@@ -1828,6 +2055,12 @@ static const s_option_t s_tail_options[] = {{"count", 'n', 1, 1}, {NULL, 0, 0, 0
 static const s_option_t s_keygen_options[] = {{"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_export_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_provision_options[] = {
+    {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
+static const s_option_t s_archive_options[] = {
+    {"to", 0, 1, 0}, {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_iobench_options[] = {
+    {"total", 0, 1, 1}, {"need", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_replay_options[] = {
     {"as", 0, 1, 0},         {"speed", 0, 1, 0},  {"passes", 0, 1, 0},        {"overlap", 0, 1, 0},
     {"iterations", 0, 1, 0}, {"deform", 0, 1, 0}, {"feedback-only", 0, 0, 0}, {"wait", 0, 1, 1},
@@ -1854,6 +2087,14 @@ static const s_command_t s_commands[] = {
      "[--deform D] [--feedback-only] [--wait S]",
      s_replay_options, s_run_replay},
     {"keygen", 1, 1, "keygen NAME [-o DIR]", s_keygen_options, s_run_keygen},
+    {"provision", 1, 1, "provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]",
+     s_provision_options, s_run_provision},
+    {"archive", 1, 1, "archive EXP [--to DIR] [--wait S] [--no-wait]", s_archive_options,
+     s_run_archive},
+    {"release", 1, 1, "release EXP [--to DIR] [--wait S] [--no-wait]", s_archive_options,
+     s_run_archive},
+    {"iobench", 1, 1, "iobench DIR [--total SIZE] [--need RATE]", s_iobench_options,
+     s_run_iobench},
 };
 
 int
@@ -1914,6 +2155,9 @@ main (int argc, char **argv)
     // keygen needs no configuration: it makes what one will name.
     if (command->run == s_run_keygen)
         return s_run_keygen (&ctl, &args);
+    // iobench measures a directory here, with or without a farm.
+    if (command->run == s_run_iobench)
+        return s_run_iobench (&ctl, &args);
     if (!path) {
         s_error ("no configuration: give -c FILE (see --help)");
         return EXIT_USAGE;

@@ -105,6 +105,11 @@ typedef struct {
     char policy[32];        // global default policy, rate limit, pause
     double rate_limit;
     int paused;
+    struct {
+        char level[16];     // "warning" or "critical"
+        char message[600];  // the broker's line
+    } warnings[8];          // storage warnings (doc/storage.md), from the broker
+    int nwarnings;
     int64_t log_events;     // events in the log tail read
     int log_whole;          // 1: the tail holds the whole log
     dash_exp_t *exps;       // experiments, store id order

@@ -391,6 +391,15 @@ s_merge_broker (dash_t *dash, json_t *doc)
         snprintf (dash->policy, sizeof dash->policy, "%s", policy);
     dash->rate_limit = json_number (doc, NAN, "$.rate_limit");
     dash->paused = json_bool (doc, 0, "$.paused");
+    int nw = json_length (doc, "$.warnings");
+    for (int i = 0; i < nw && dash->nwarnings < 8; i++) {
+        const char *level = json_string (doc, "$.warnings[%d].level", i);
+        const char *message = json_string (doc, "$.warnings[%d].message", i);
+        snprintf (dash->warnings[dash->nwarnings].level, sizeof dash->warnings[0].level, "%s",
+                  level ? level : "warning");
+        snprintf (dash->warnings[dash->nwarnings++].message, sizeof dash->warnings[0].message,
+                  "%s", message ? message : "");
+    }
     int n = json_length (doc, "$.experiments");
     for (int i = 0; i < n; i++) {
         dash_exp_t *x = s_exp_by_name (dash, json_string (doc, "$.experiments[%d].experiment", i));

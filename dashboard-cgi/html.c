@@ -29,6 +29,7 @@ static const char s_css[] =
     "main{padding:20px 28px 40px;max-width:1400px;margin:0 auto}"
     ".banner{border-radius:8px;padding:12px 16px;margin-bottom:18px;font-weight:500}"
     ".banner.bad{background:var(--badbg);color:var(--bad);border:1px solid #f3b9b9}"
+    ".banner.warn{background:#fff6e0;color:#7a5200;border:1px solid #f0d48a}"
     ".banner small{display:block;font-weight:400;color:#7a2a2a;margin-top:2px}"
     ".tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:14px;"
     "margin-bottom:18px}"
@@ -277,6 +278,13 @@ s_head (FILE *out, const dash_t *dash, const char *title)
         fputs ("<div class=\"banner bad\">The broker cannot write its store: nothing new is "
                "recorded (see the broker's log).</div>",
                out);
+    // Storage: low space, RAM disks filling up or expiring, failed archives.
+    for (int i = 0; i < dash->nwarnings; i++) {
+        fprintf (out, "<div class=\"banner %s storage-warning\">",
+                 strcmp (dash->warnings[i].level, "critical") == 0 ? "bad" : "warn");
+        dash_put_html (out, dash->warnings[i].message);
+        fputs ("</div>", out);
+    }
 }
 
 static void

@@ -236,6 +236,16 @@ dash_json (const dash_t *dash, FILE *out)
     s_str (out, &b, "policy", dash->policy);
     s_num (out, &b, "rate_limit", dash->rate_limit);
     s_bool (out, &b, "paused", dash->paused);
+    s_key (out, &b, "warnings");
+    fputc ('[', out);
+    for (int i = 0; i < dash->nwarnings; i++) {
+        fputs (i ? ",{" : "{", out);
+        int w = 1;
+        s_str (out, &w, "level", dash->warnings[i].level);
+        s_str (out, &w, "message", dash->warnings[i].message);
+        fputc ('}', out);
+    }
+    fputc (']', out);
     fputc ('}', out);
     s_key (out, &first, "experiments");
     s_array (out, dash->exps, dash->nexps, sizeof *dash->exps, (s_item_fn *) s_experiment);

@@ -150,7 +150,15 @@ s_budget_take (size_t want)
     }
 }
 
-// Reads the whole of 'path' into file->data in PIV_READ_BLOCK reads.
+static size_t s_read_block = PIV_READ_BLOCK;  // bytes per read()
+
+void
+piv_image_set_read_block (size_t bytes)
+{
+    s_read_block = bytes ? bytes : PIV_READ_BLOCK;
+}
+
+// Reads the whole of 'path' into file->data in s_read_block reads.
 static int
 s_read_file (const char *path, s_memfile_t *file, char *err, size_t errlen)
 {
@@ -193,8 +201,8 @@ s_read_file (const char *path, s_memfile_t *file, char *err, size_t errlen)
     size_t got = 0;
     while (got < file->size) {
         size_t want = file->size - got;
-        if (want > PIV_READ_BLOCK)
-            want = PIV_READ_BLOCK;
+        if (want > s_read_block)
+            want = s_read_block;
         want = s_budget_take (want);
         ssize_t n = want ? read (fd, file->data + got, want) : 0;
         if (n < 0 && errno == EINTR)
@@ -521,7 +529,11 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
         uint32_t tw = 0, th = 0;
         TIFFGetField (tif, TIFFTAG_TILEWIDTH, &tw);
         TIFFGetField (tif, TIFFTAG_TILELENGTH, &th);
-        if (tw == 0 || th == 0 || (uint64_t) tw * th > PIV_MAX_PIXELS_DEFAULT) {
+        // The tile buffer follows from these two tags alone: a tile larger
+        // than the image (or 1 Mpx, for small images) is no writer's, and
+        // would cost up to 2 GiB for a file of a few bytes.
+        uint64_t tile_max = (uint64_t) w * h > (1u << 20) ? (uint64_t) w * h : (1u << 20);
+        if (tw == 0 || th == 0 || (uint64_t) tw * th > tile_max) {
             s_seterr (err, errlen, "cannot load '%s': unsupported tile size %ux%u", path,
                       (unsigned) tw, (unsigned) th);
             return -1;

@@ -15,6 +15,11 @@
 // Files are read with few large reads (storage serves those best).
 #define PIV_READ_BLOCK ((size_t) 4 * 1024 * 1024)
 
+// Sets the size of those reads for the whole process (the agent's
+// storage/io_size, doc/storage.md); 0 restores PIV_READ_BLOCK. Call it
+// before threads load images.
+void piv_image_set_read_block (size_t bytes);
+
 typedef struct _piv_image_t piv_image_t;
 
 // A new zero-filled image; NULL when width or height is not positive or

@@ -58,6 +58,11 @@
 //   Counts by state use them too (done = all - the others), rather than an
 //   index on every pair's state, which cost a tenth of a pair's full cycle
 //   to keep up to date.
+// - allocations: fast space provisioned for an experiment (a RAM disk or a
+//   directory) with its size and expiry; kept after release (state
+//   'released') as the record of what was held. files.sha256 and
+//   files.location: the checksum of a file and where it lives once
+//   archived (NULL: at its source under the watch root).
 // - CHECKs are written without IN (...): SQLite builds a temporary table
 //   for an IN list at every execution, which tripled the cost of a write to
 //   attempts.
@@ -182,6 +187,25 @@ static const char *s_migrations[] = {
     "DROP INDEX pairs_failed_or_skipped;"
     "CREATE INDEX pairs_failed ON pairs (experiment) WHERE state = 3;"
     "CREATE INDEX pairs_skipped ON pairs (experiment) WHERE state = 4;",
+
+    // 2 -> 3: the storage lifecycle (doc/storage.md): fast space provisioned
+    // per experiment, and where each file went when it was archived, with
+    // its checksum.
+    "CREATE TABLE allocations ("
+    "    id INTEGER PRIMARY KEY,"
+    "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
+    "    kind TEXT NOT NULL CHECK (kind = 'tmpfs' OR kind = 'dir'),"
+    "    path TEXT NOT NULL,"
+    "    size_bytes INTEGER NOT NULL,"
+    "    created_ns INTEGER NOT NULL,"
+    "    expires_ns INTEGER NOT NULL,"
+    "    state TEXT NOT NULL CHECK (state = 'active' OR state = 'releasing'"
+    "        OR state = 'released'),"
+    "    released_ns INTEGER"
+    ");"
+    "CREATE INDEX allocations_held ON allocations (id) WHERE state != 'released';"
+    "ALTER TABLE files ADD COLUMN sha256 TEXT;"
+    "ALTER TABLE files ADD COLUMN location TEXT;",
 };
 
 _Static_assert (sizeof s_migrations / sizeof s_migrations[0] == STORE_SCHEMA_VERSION,
@@ -274,6 +298,13 @@ typedef enum {
     S_EVENTS_ALL,
     S_EVENTS_OF,
     S_EVENTS_OF_KIND,
+    S_ALLOC_ADD,
+    S_ALLOC_STATE,
+    S_ALLOCS,
+    S_FILE_ARCHIVED,
+    S_FILE_LOCATION,
+    S_FILES_STORED,
+    S_FILE_LAST_SEEN,
     S_NSTMTS
 } s_stmt_id_t;
 
@@ -407,6 +438,19 @@ static const char *s_sql[S_NSTMTS] = {
     [S_EVENTS_OF_KIND] = "SELECT id, ts_ns, experiment, pair, kind, payload FROM events"
                          " WHERE (?4 = 0 OR experiment = ?4) AND kind = ?5"
                          " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
+    [S_ALLOC_ADD] = "INSERT INTO allocations (experiment, kind, path, size_bytes, created_ns,"
+                    " expires_ns, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'active')",
+    [S_ALLOC_STATE] = "UPDATE allocations SET state = ?2, released_ns = CASE WHEN ?2 = 'released'"
+                      " THEN ?3 END WHERE id = ?1",
+    [S_ALLOCS] = "SELECT a.id, a.experiment, a.size_bytes, a.created_ns, a.expires_ns, e.name,"
+                 " a.kind, a.path, a.state FROM allocations a INDEXED BY allocations_held"
+                 " JOIN experiments e ON e.id = a.experiment WHERE a.state != 'released'"
+                 " ORDER BY a.id",
+    [S_FILE_ARCHIVED] = "UPDATE files SET sha256 = ?2, location = ?3 WHERE id = ?1",
+    [S_FILE_LOCATION] = "SELECT location FROM files WHERE experiment = ?1 AND name = ?2",
+    [S_FILES_STORED] = "SELECT id, size, name, sha256, location FROM files"
+                       " WHERE +experiment = ?4 AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
+    [S_FILE_LAST_SEEN] = "SELECT ifnull (max (seen_ns), 0) FROM files WHERE experiment = ?1",
 };
 
 // ---------------------------------------------------------------------------
@@ -822,6 +866,8 @@ s_check_integrity (store_t *self, char *err, size_t errlen)
         return -1;
     }
     if (strcmp (verdict, "ok") != 0) {
+        for (char *nl = strchr (verdict, '\n'); nl; nl = strchr (nl, '\n'))
+            *nl = ' ';  // the operator gets one line
         s_errbuf (err, errlen, "corrupt or truncated database '%s': %s", self->path, verdict);
         return -1;
     }
@@ -1148,6 +1194,9 @@ store_error (store_t *self)
 //   agent       agent=AGENT host=HOST cores=N capabilities=TEXT
 //   pair        retry | backfill | skip (a pair moved by the control channel)
 //   setting     KEY=VALUE, or KEY alone when the setting is removed
+//   allocation  id=ID kind=KIND size=BYTES expires_ns=NS path=PATH, then
+//               id=ID state=STATE as it is released
+//   archived    file=ID sha256=HEX location=PATH
 
 int64_t
 store_experiment (store_t *self, const char *name, int64_t now_ns)
@@ -1343,6 +1392,36 @@ s_attempt_end (store_t *self, int64_t pair, int attempt, const char *outcome,
     return s_exec (self, stmt);
 }
 
+// A result for an attempt the store never saw: the broker sends a TASK
+// before the commit that records it, and crashed in between. The attempt
+// and its dispatch are recorded now, so that the log holds a 'dispatch'
+// before every 'result'. SQLITE_DONE or the error.
+static int
+s_attempt_recovered (store_t *self, int64_t experiment, int64_t pair, int attempt,
+                     const char *agent, int64_t now_ns)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2 (self->db,
+                                 "INSERT OR IGNORE INTO attempts (pair, attempt, agent, dispatched_ns)"
+                                 " VALUES (?1, ?2, ?3, ?4)",
+                                 -1, &stmt, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64 (stmt, 1, pair);
+    sqlite3_bind_int (stmt, 2, attempt);
+    s_bind_text (stmt, 3, agent);
+    sqlite3_bind_int64 (stmt, 4, now_ns);
+    rc = sqlite3_step (stmt);
+    sqlite3_finalize (stmt);
+    if (rc == SQLITE_DONE && sqlite3_changes (self->db) == 1) {
+        s_event (self, &rc, "dispatch", experiment, pair, now_ns,
+                 "attempt=%d agent=%s recovered=1", attempt, agent);
+        if (rc == SQLITE_DONE)
+            rc = s_attempt_end (self, pair, attempt, "done", NULL, now_ns);
+    }
+    return rc;
+}
+
 int
 store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now_ns)
 {
@@ -1440,6 +1519,8 @@ store_pair_result (store_t *self, int64_t pair, int attempt, const char *agent,
     }
     if (rc == SQLITE_DONE)
         rc = s_attempt_end (self, pair, attempt, "done", NULL, now_ns);
+    if (rc == SQLITE_DONE && sqlite3_changes (self->db) == 0)
+        rc = s_attempt_recovered (self, experiment, pair, attempt, who, now_ns);
     if (rc == SQLITE_DONE)
         s_event (self, &rc, "result", experiment, pair, now_ns,
                  "attempt=%d agent=%s compute_ns=%" PRId64 " field=%d", attempt, who,
@@ -2281,4 +2362,148 @@ store_agents (store_t *self, store_agent_fn *fn, void *arg)
     if (!stop && rc != SQLITE_DONE)
         return s_fail_read (self, rc, "cannot list the agents");
     return calls;
+}
+
+// ---------------------------------------------------------------------------
+// The storage lifecycle (schema 3; doc/storage.md)
+
+int64_t
+store_allocation_add (store_t *self, int64_t experiment, const char *kind, const char *path,
+                      int64_t size_bytes, int64_t expires_ns, int64_t now_ns)
+{
+    if (s_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_ALLOC_ADD];
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    sqlite3_bind_text (stmt, 2, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text (stmt, 3, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 4, size_bytes);
+    sqlite3_bind_int64 (stmt, 5, now_ns);
+    sqlite3_bind_int64 (stmt, 6, expires_ns);
+    int rc = s_exec (self, stmt);
+    int64_t id = -1;
+    if (rc == SQLITE_DONE) {
+        id = sqlite3_last_insert_rowid (self->db);
+        s_event (self, &rc, "allocation", experiment, 0, now_ns,
+                 "id=%" PRId64 " kind=%s size=%" PRId64 " expires_ns=%" PRId64 " path=%s", id,
+                 kind, size_bytes, expires_ns, path);
+    }
+    if (rc != SQLITE_DONE)
+        return s_fail (self, rc, "cannot record the allocation of experiment %" PRId64,
+                       experiment);
+    s_write_end (self);
+    return id;
+}
+
+int
+store_allocation_state (store_t *self, int64_t id, int64_t experiment, const char *state,
+                        int64_t now_ns)
+{
+    if (s_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_ALLOC_STATE];
+    sqlite3_bind_int64 (stmt, 1, id);
+    sqlite3_bind_text (stmt, 2, state, -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 3, now_ns);
+    int rc = s_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        s_event (self, &rc, "allocation", experiment, 0, now_ns, "id=%" PRId64 " state=%s", id,
+                 state);
+    if (rc != SQLITE_DONE)
+        return s_fail (self, rc, "cannot change allocation %" PRId64, id);
+    return s_write_end (self);
+}
+
+int
+store_allocations (store_t *self, store_allocation_fn *fn, void *arg)
+{
+    sqlite3_stmt *stmt = self->stmts[S_ALLOCS];
+    int rc, calls = 0, stop = 0;
+    while (!stop && (rc = s_step (self, stmt)) == SQLITE_ROW) {
+        store_allocation_t a = {.id = sqlite3_column_int64 (stmt, 0),
+                                .experiment = sqlite3_column_int64 (stmt, 1),
+                                .size_bytes = sqlite3_column_int64 (stmt, 2),
+                                .created_ns = sqlite3_column_int64 (stmt, 3),
+                                .expires_ns = sqlite3_column_int64 (stmt, 4),
+                                .name = s_column_text (stmt, 5),
+                                .kind = s_column_text (stmt, 6),
+                                .path = s_column_text (stmt, 7),
+                                .state = s_column_text (stmt, 8)};
+        calls++;
+        stop = fn (arg, &a);
+    }
+    sqlite3_reset (stmt);
+    if (!stop && rc != SQLITE_DONE)
+        return s_fail_read (self, rc, "cannot list the allocations");
+    return calls;
+}
+
+int
+store_file_archived (store_t *self, int64_t file, int64_t experiment, const char *sha256,
+                     const char *location, int64_t now_ns)
+{
+    if (s_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_FILE_ARCHIVED];
+    sqlite3_bind_int64 (stmt, 1, file);
+    sqlite3_bind_text (stmt, 2, sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text (stmt, 3, location, -1, SQLITE_STATIC);
+    int rc = s_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        s_event (self, &rc, "archived", experiment, 0, now_ns,
+                 "file=%" PRId64 " sha256=%s location=%s", file, sha256, location);
+    if (rc != SQLITE_DONE)
+        return s_fail (self, rc, "cannot record where file %" PRId64 " was archived", file);
+    return s_write_end (self);
+}
+
+int
+store_file_location (store_t *self, int64_t experiment, const char *name, char *out, size_t size)
+{
+    sqlite3_stmt *stmt = self->stmts[S_FILE_LOCATION];
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
+    int rc = s_step (self, stmt), found = 0;
+    if (rc == SQLITE_ROW && s_column_text (stmt, 0)) {
+        snprintf (out, size, "%s", s_column_text (stmt, 0));
+        found = 1;
+    }
+    sqlite3_reset (stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return s_fail_read (self, rc, "cannot look up where '%s' is", name);
+    return found;
+}
+
+static int
+s_file_stored_row (void *ctx, const s_batch_t *batch, int r, int *rc)
+{
+    (void) rc;
+    s_list_t *list = ctx;
+    store_file_stored_t f = {.file = batch->num[r][0],
+                             .size = batch->num[r][1],
+                             .name = s_batch_text (batch, r, 0),
+                             .sha256 = s_batch_text (batch, r, 1),
+                             .location = s_batch_text (batch, r, 2)};
+    return ((store_file_stored_fn *) list->fn) (list->arg, &f);
+}
+
+int
+store_files_stored (store_t *self, int64_t experiment, store_file_stored_fn *fn, void *arg)
+{
+    sqlite3_bind_int64 (self->stmts[S_FILES_STORED], 4, experiment);
+    s_list_t list = {.fn = fn, .arg = arg};
+    return s_list_read (self, S_FILES_MAX, S_FILES_STORED, "iittt", 0, 0, s_file_stored_row,
+                        &list, "cannot list the files of experiment %" PRId64, experiment);
+}
+
+int64_t
+store_file_last_seen (store_t *self, int64_t experiment)
+{
+    sqlite3_stmt *stmt = self->stmts[S_FILE_LAST_SEEN];
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    int64_t ns;
+    int rc = s_query_int (self, stmt, &ns, NULL);
+    if (rc != SQLITE_OK)
+        return s_fail_read (self, rc, "cannot read the files of experiment %" PRId64, experiment);
+    return ns;
 }

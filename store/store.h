@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 typedef struct _store_t store_t;
 
@@ -281,6 +281,57 @@ int store_events_of_kind (store_t *self, int64_t experiment, const char *kind,
 // Which result fields are kept: every (1), none (0), or every n-th result
 // (n > 1). Summary figures are always kept.
 void store_set_fields (store_t *self, int every);
+
+// ---------------------------------------------------------------------------
+// The storage lifecycle (schema 3; doc/storage.md)
+
+// Fast space held for an experiment: a RAM disk ("tmpfs") or a directory
+// ("dir") at 'path', 'size_bytes' large, until expires_ns; state "active",
+// or "releasing" while it is archived before it goes.
+typedef struct {
+    int64_t id;
+    int64_t experiment;
+    const char *name;   // the experiment's
+    const char *kind;
+    const char *path;
+    int64_t size_bytes, created_ns, expires_ns;
+    const char *state;
+} store_allocation_t;
+// Records a new active allocation (an "allocation" event). Its id or -1.
+int64_t store_allocation_add (store_t *self, int64_t experiment, const char *kind,
+                              const char *path, int64_t size_bytes, int64_t expires_ns,
+                              int64_t now_ns);
+// Moves allocation 'id' (of 'experiment', for its event) to 'state'
+// ("active", "releasing" or "released": no longer listed). 0 or -1.
+int store_allocation_state (store_t *self, int64_t id, int64_t experiment, const char *state,
+                            int64_t now_ns);
+// Calls fn for every allocation not released, id order; fn must not write
+// (the table is small and read in one statement). The count or -1.
+typedef int (store_allocation_fn) (void *arg, const store_allocation_t *allocation);
+int store_allocations (store_t *self, store_allocation_fn *fn, void *arg);
+
+// Records that file 'file' (of 'experiment') now lives at 'location' (an
+// absolute path), its content checksummed 'sha256' (64 hex digits); an
+// "archived" event. 0 or -1.
+int store_file_archived (store_t *self, int64_t file, int64_t experiment, const char *sha256,
+                         const char *location, int64_t now_ns);
+// Where file 'name' of 'experiment' lives once archived: 1 with its path in
+// out, 0 when it is at its source (or unknown), -1 on error.
+int store_file_location (store_t *self, int64_t experiment, const char *name, char *out,
+                         size_t size);
+// The files of 'experiment' with their checksum and location (NULL when
+// not archived), id order; a listing (fn may write). The count or -1.
+typedef struct {
+    int64_t file;
+    const char *name;
+    int64_t size;
+    const char *sha256;    // NULL: none recorded
+    const char *location;  // NULL: at its source
+} store_file_stored_t;
+typedef int (store_file_stored_fn) (void *arg, const store_file_stored_t *file);
+int store_files_stored (store_t *self, int64_t experiment, store_file_stored_fn *fn, void *arg);
+// When the last file of 'experiment' arrived (0: none), or -1.
+int64_t store_file_last_seen (store_t *self, int64_t experiment);
 
 // Failure seam for tests: after 'after' more statement executions, every
 // execution fails with SQLite error 'code' (STORE_FAULT_*) until called

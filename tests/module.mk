@@ -12,5 +12,6 @@ TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
          build/tests/test_programs build/tests/test_proto build/tests/test_config \
          build/tests/test_store build/tests/test_pairing build/tests/test_sched \
          build/tests/test_feedback build/tests/test_json build/tests/test_farm \
-         build/tests/test_ops build/tests/test_deploy build/tests/test_dashboard build/tests/test_security \
-         build/tests/test_cluster
+         build/tests/test_ops build/tests/test_dashboard \
+         build/tests/test_deploy build/tests/test_cluster build/tests/test_faults \
+         build/tests/test_badinput build/tests/test_security build/tests/test_storage

@@ -633,15 +633,36 @@ START_TEST (an_unknown_key_is_refused_naming_it_and_the_file)
 }
 END_TEST
 
+START_TEST (storage_sizes_and_thresholds_are_checked_and_relative_dirs_anchored)
+{
+    config_t cfg;
+    ck_assert_msg (s_load (&cfg, "storage\n    io_size = 1M\n    warn_free = 50G\n"
+                                 "    critical_free = 5G\n    archive_dir = arch\n") == 0,
+                   "%s", s_err);
+    ck_assert_str_eq (cfg.storage.io_size, "1M");
+    ck_assert_msg (cfg.storage.archive_dir[0] == '/' && strstr (cfg.storage.archive_dir, "/arch"),
+                   "%s", cfg.storage.archive_dir);
+    s_refused ("storage\n    io_size = 128M\n",
+               "value '128M' of 'storage/io_size' in '%s' is not valid: expected a size from 64K "
+               "to 64M, such as 4M");
+    s_refused ("storage\n    warn_free = lots\n",
+               "value 'lots' of 'storage/warn_free' in '%s' is not valid: expected a size such "
+               "as 50G or a percentage of the volume such as 10%%");
+    s_refused ("storage\n    warn_free = 5%\n    critical_free = 8%\n",
+               "values '5%%' and '8%%' of 'storage/warn_free' and 'storage/critical_free' in '%s' "
+               "are not valid: the critical threshold is below the warning one");
+}
+END_TEST
+
 START_TEST (an_unknown_section_is_refused_naming_it_and_the_file)
 {
     s_refused ("brokers\n    ingest = tcp://127.0.0.1:5550\n",
                "unknown section 'brokers' in '%s': expected broker, watcher, pairing, agent, "
-               "piv or security");
+               "piv, security or storage");
     // A key outside any section.
     s_refused ("liveness = 3\n",
                "unknown section 'liveness' in '%s': expected broker, watcher, pairing, agent, "
-               "piv or security");
+               "piv, security or storage");
     s_refused ("broker = tcp://127.0.0.1:5550\n",
                "section 'broker' in '%s' has a value: its keys go on the lines below, indented "
                "by 4 spaces");
@@ -900,6 +921,7 @@ s_suite (void)
     tcase_add_checked_fixture (refusals, s_setup, s_teardown);
     tcase_add_test (refusals, an_unknown_key_is_refused_naming_it_and_the_file);
     tcase_add_test (refusals, an_unknown_section_is_refused_naming_it_and_the_file);
+    tcase_add_test (refusals, storage_sizes_and_thresholds_are_checked_and_relative_dirs_anchored);
     tcase_add_test (refusals, a_key_given_twice_is_refused);
     tcase_add_test (refusals, with_curve_on_a_missing_certificate_is_named_with_its_key);
     tcase_add_test (refusals, a_value_that_is_not_a_number_is_refused);

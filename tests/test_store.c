@@ -387,14 +387,14 @@ START_TEST (refuses_a_database_from_a_newer_schema)
     char *data = s_slurp_db (&len);
     // meta is a WITHOUT ROWID table of text: its row is the key and the
     // value side by side. A later pivfarm would have written 3.
-    char *row = memmem (data, len, "schema_version2", 15);
+    char *row = memmem (data, len, "schema_version3", 15);
     ck_assert_ptr_nonnull (row);
-    row[14] = '3';
+    row[14] = '4';
     tu_spit (s_db (), data, len);
 
     char err[512] = "";
     ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
-    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 3, newer"), "%s", err);
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 4, newer"), "%s", err);
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "newer"), "%s", err);
     size_t after_len;
@@ -1460,7 +1460,7 @@ START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
     ck_assert_msg (strstr (err, "schema version 1, older"), "%s", err);
 
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
     ck_assert_ptr_null (strstr (s_sql_text ("SELECT sql FROM sqlite_master WHERE name = 'events'"),
                                 "AUTOINCREMENT"));
     store_experiment_t experiment;
@@ -1508,6 +1508,122 @@ START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
     store = s_open ();
     ck_assert_int_eq (s_events (store, 0, 0)->n, 9);
     store_destroy (&store);
+}
+END_TEST
+
+// Step 1 -> 2 as pivfarm 2 released it, word for word: with t_schema_1, a
+// version 2 database.
+static const char *t_schema_1_to_2 =
+    "ALTER TABLE experiments ADD COLUMN source TEXT;"
+    "ALTER TABLE experiments ADD COLUMN settings TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE pairs ADD COLUMN earlier_attempts INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE events_2 ("
+    "    id INTEGER PRIMARY KEY,"
+    "    ts_ns INTEGER NOT NULL,"
+    "    kind TEXT NOT NULL,"
+    "    experiment INTEGER NOT NULL DEFAULT 0,"
+    "    pair INTEGER NOT NULL DEFAULT 0,"
+    "    payload TEXT NOT NULL DEFAULT ''"
+    ");"
+    "INSERT INTO events_2 (id, ts_ns, kind, experiment, pair, payload)"
+    "    SELECT id, ts_ns, kind, experiment, pair, payload FROM events ORDER BY id;"
+    "DROP TABLE events;"
+    "ALTER TABLE events_2 RENAME TO events;"
+    "DROP INDEX pairs_failed_or_skipped;"
+    "CREATE INDEX pairs_failed ON pairs (experiment) WHERE state = 3;"
+    "CREATE INDEX pairs_skipped ON pairs (experiment) WHERE state = 4;";
+
+typedef struct {
+    int n;
+    char name[4][32], kind[4][8], path[4][64], state[4][16];
+    int64_t size[4], expires[4];
+} s_allocs_t;
+
+static int
+s_alloc_fn (void *arg, const store_allocation_t *a)
+{
+    s_allocs_t *all = arg;
+    ck_assert_int_lt (all->n, 4);
+    int k = all->n++;
+    snprintf (all->name[k], 32, "%s", a->name);
+    snprintf (all->kind[k], 8, "%s", a->kind);
+    snprintf (all->path[k], 64, "%s", a->path);
+    snprintf (all->state[k], 16, "%s", a->state);
+    all->size[k] = a->size_bytes;
+    all->expires[k] = a->expires_ns;
+    return 0;
+}
+
+typedef struct {
+    int n;
+    char sha[4][65], location[4][64];
+} s_stored_t;
+
+static int
+s_stored_fn (void *arg, const store_file_stored_t *f)
+{
+    s_stored_t *all = arg;
+    ck_assert_int_lt (all->n, 4);
+    snprintf (all->sha[all->n], 65, "%s", f->sha256 ? f->sha256 : "-");
+    snprintf (all->location[all->n++], 64, "%s", f->location ? f->location : "-");
+    return 0;
+}
+
+START_TEST (a_version_2_database_is_upgraded_to_3_and_records_allocations_and_archives)
+{
+    s_sql (t_schema_1);
+    s_sql (t_schema_1_to_2);
+    s_sql ("INSERT INTO meta (key, value) VALUES ('schema_version', '2');"
+           "INSERT INTO experiments (id, name, created_ns) VALUES (1, 'run1', 100);"
+           "INSERT INTO files (id, experiment, name, size, mtime_ns, seen_ns, paired) VALUES"
+           " (1, 1, 'f_a.tif', 11, 300, 310, 1), (2, 1, 'f_b.tif', 12, 400, 410, 1);"
+           "INSERT INTO pairs (id, experiment, stem, file_a, file_b, state, attempts,"
+           " created_ns) VALUES (1, 1, 'f', 1, 2, 2, 1, 420);"
+           "INSERT INTO events (ts_ns, kind, experiment, pair, payload) VALUES"
+           " (100, 'experiment', 1, 0, 'name=run1');"
+           "PRAGMA application_id = 1346983494;");
+    char err[512] = "";
+    ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
+    ck_assert_msg (strstr (err, "schema version 2, older"), "%s", err);
+    store_t *store = s_open ();
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+    // The old files are at their source, with no checksum yet.
+    s_stored_t stored = {0};
+    ck_assert_int_eq (store_files_stored (store, 1, s_stored_fn, &stored), 2);
+    ck_assert_str_eq (stored.location[1], "-");
+    char where[64];
+    ck_assert_int_eq (store_file_location (store, 1, "f_b.tif", where, sizeof where), 0);
+    ck_assert_int_eq (store_file_last_seen (store, 1), 410);
+    // An archived copy, an allocation provisioned then released.
+    const char *sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    ck_assert_int_eq (store_file_archived (store, 2, 1, sha, "/arch/run1/f_b.tif", 500), 0);
+    int64_t a1 = store_allocation_add (store, 1, "tmpfs", "/data/run1", 1 << 30, 9000, 600);
+    int64_t a2 = store_allocation_add (store, 1, "dir", "/data/run1", 1 << 20, 9500, 700);
+    ck_assert_msg (a1 > 0 && a2 > a1, "%s", store_error (store));
+    ck_assert_int_eq (store_allocation_add (store, 1, "nfs", "/x", 1, 1, 1), -1);
+    ck_assert_int_eq (store_allocation_state (store, a1, 1, "released", 800), 0);
+    ck_assert_int_eq (store_allocation_state (store, a2, 1, "releasing", 800), 0);
+    s_commit (store);
+    ck_assert_int_eq (store_file_location (store, 1, "f_b.tif", where, sizeof where), 1);
+    ck_assert_str_eq (where, "/arch/run1/f_b.tif");
+    memset (&stored, 0, sizeof stored);
+    store_files_stored (store, 1, s_stored_fn, &stored);
+    ck_assert_str_eq (stored.sha[1], sha);
+    s_allocs_t allocs = {0};
+    ck_assert_int_eq (store_allocations (store, s_alloc_fn, &allocs), 1);  // not the released
+    ck_assert_str_eq (allocs.name[0], "run1");
+    ck_assert_str_eq (allocs.kind[0], "dir");
+    ck_assert_str_eq (allocs.state[0], "releasing");
+    ck_assert_int_eq (allocs.size[0], 1 << 20);
+    ck_assert_int_eq (allocs.expires[0], 9500);
+    s_events_t *events = s_events (store, 1, 0);
+    ck_assert_int_eq (events->n, 6);  // two allocations made, two changes
+    ck_assert_str_eq (events->kind[1], "archived");
+    ck_assert_str_eq (events->kind[5], "allocation");
+    store_destroy (&store);
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    store_destroy (&reader);
 }
 END_TEST
 
@@ -2118,6 +2234,7 @@ s_suite (void)
     tcase_add_test (open, refuses_a_database_from_a_newer_schema);
     tcase_add_test (open, refuses_an_sqlite_database_of_another_application);
     tcase_add_test (open, a_version_1_database_is_upgraded_in_place_keeping_its_data);
+    tcase_add_test (open, a_version_2_database_is_upgraded_to_3_and_records_allocations_and_archives);
     suite_add_tcase (suite, open);
 
     TCase *pairs = tcase_create ("pairs");

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,8 +158,9 @@ tu_spit (const char *path, const void *data, size_t len)
     ck_assert (fclose (f) == 0);
 }
 
-int
-tu_spawn (char *const argv[], const char *log)
+// Forks a child that dies with the test process (PDEATHSIG); fork's answer.
+static pid_t
+s_fork_tied (void)
 {
     pid_t parent = getpid ();
     pid_t pid = fork ();
@@ -166,6 +169,15 @@ tu_spawn (char *const argv[], const char *log)
         prctl (PR_SET_PDEATHSIG, SIGKILL);
         if (getppid () != parent)
             _exit (127);
+    }
+    return pid;
+}
+
+int
+tu_spawn (char *const argv[], const char *log)
+{
+    pid_t pid = s_fork_tied ();
+    if (pid == 0) {
         int fd = open (log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2 (fd, 1);
@@ -355,4 +367,101 @@ tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s)
         c = tu_farm_counts (farm);
     }
     return c;
+}
+
+void
+tu_farm_conf_replace (tu_farm_t *farm, const char *old, const char *new)
+{
+    char *conf = tu_slurp (farm->conf, NULL);
+    ck_assert (conf != NULL);
+    char *at = strstr (conf, old);
+    ck_assert_msg (at != NULL, "no '%s' in the configuration", old);
+    size_t head = (size_t) (at - conf), len = strlen (conf) - strlen (old) + strlen (new);
+    char *text = malloc (len + 1);
+    ck_assert (text != NULL);
+    snprintf (text, len + 1, "%.*s%s%s", (int) head, conf, new, at + strlen (old));
+    tu_spit (farm->conf, text, len);
+    free (text);
+    free (conf);
+}
+
+void
+tu_farm_fake (tu_farm_t *farm, int n, const char *prefix)
+{
+    for (int i = 1; i <= n; i++)
+        for (int side = 0; side < 2; side++) {
+            char name[256];
+            snprintf (name, sizeof name, "src/%s_%04d_%c.tif", prefix, i, side ? 'b' : 'a');
+            tu_spit (tu_path (farm->dir, name), "fake", 4);
+        }
+}
+
+int
+tu_farm_land_async (tu_farm_t *farm, const char *prefix, int first, int last, int gap_us)
+{
+    pid_t pid = s_fork_tied ();
+    if (pid == 0) {
+        tu_farm_land (farm, prefix, first, last, gap_us);
+        _exit (0);
+    }
+    return (int) pid;
+}
+
+// Runs 'sql' over the farm's store, read-only: the first column of its
+// first row as an integer (-1 if none) and, if text is not NULL, as text.
+static int64_t
+s_farm_sql (tu_farm_t *farm, const char *fmt, va_list ap, char **text)
+{
+    char sql[4096];
+    vsnprintf (sql, sizeof sql, fmt, ap);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    int64_t value = -1;
+    if (sqlite3_open_v2 (tu_path (farm->dir, "farm.db"), &db, SQLITE_OPEN_READONLY, NULL)
+            == SQLITE_OK
+        && sqlite3_busy_timeout (db, 5000) == SQLITE_OK
+        && sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL) == SQLITE_OK
+        && sqlite3_step (stmt) == SQLITE_ROW) {
+        value = sqlite3_column_int64 (stmt, 0);
+        const unsigned char *t = sqlite3_column_text (stmt, 0);
+        if (text && t)
+            *text = strdup ((const char *) t);
+    }
+    sqlite3_finalize (stmt);
+    sqlite3_close (db);
+    return value;
+}
+
+int64_t
+tu_farm_sql (tu_farm_t *farm, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    int64_t value = s_farm_sql (farm, fmt, ap, NULL);
+    va_end (ap);
+    return value;
+}
+
+char *
+tu_farm_sql_text (tu_farm_t *farm, const char *fmt, ...)
+{
+    char *text = NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    s_farm_sql (farm, fmt, ap, &text);
+    va_end (ap);
+    return text;
+}
+
+int
+tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int timeout_ms)
+{
+    for (int waited = 0;; waited += 20) {
+        char *all = tu_slurp (tu_path (farm->dir, log), NULL);
+        int found = all && strstr (all, text);
+        free (all);
+        if (found || waited >= timeout_ms)
+            return found;
+        usleep (20000);
+    }
 }

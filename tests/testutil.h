@@ -78,6 +78,23 @@ void tu_farm_render (tu_farm_t *farm, int n, const char *prefix);
 // pairs.
 void tu_farm_land (tu_farm_t *farm, const char *prefix, int first, int last, int gap_us);
 tu_counts_t tu_farm_counts (tu_farm_t *farm);
+// Replaces the first 'old' in the farm's configuration file with 'new';
+// fails the test if 'old' is not there.
+void tu_farm_conf_replace (tu_farm_t *farm, const char *old, const char *new);
+// Writes n placeholder pairs src/<prefix>_<i>_{a,b}.tif of a few bytes, for
+// the noop processor, which reads nothing: thousands of pairs in no time.
+void tu_farm_fake (tu_farm_t *farm, int n, const char *prefix);
+// tu_farm_land in a child process that dies with the test; returns its pid
+// (it exits 0 once every pair has landed).
+int tu_farm_land_async (tu_farm_t *farm, const char *prefix, int first, int last, int gap_us);
+// The integer in the first column of the first row of 'sql' (printf-style)
+// over the farm's store, opened read-only; -1 if it cannot be read.
+int64_t tu_farm_sql (tu_farm_t *farm, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// The same for a text: malloc'd (caller frees), NULL if there is none.
+char *tu_farm_sql_text (tu_farm_t *farm, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+// 1 when <dir>/<log> holds 'text' (waiting up to timeout_ms for it).
+int tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int timeout_ms);
 // Waits until 'done' pairs of exp1 are done and none is pending or out (at
 // most timeout_s); returns the counts.
 tu_counts_t tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s);

@@ -42,6 +42,7 @@ struct _watcher_t {
     int poll;              // 1: poll mode
     int fd;                // inotify descriptor (-1 in poll mode)
     zhashx_t *dirs;        // inotify: watch descriptor ("%d") -> directory path
+    zhashx_t *tops;        // inotify: experiment directory -> "dev:inode" it was watched as
     zhashx_t *seen;        // poll mode: path -> s_seen_t
     zsock_t *broker;       // DEALER to the ingest socket
     zloop_t *loop;         // reactor
@@ -209,7 +210,16 @@ s_scan (watcher_t *self, const char *path, int depth)
 static int
 s_watch_dir (watcher_t *self, const char *path, int depth)
 {
-    (void) depth;
+    // An experiment's directory may later have a file system mounted on it
+    // (a RAM disk, doc/storage.md): the watch would stay on the directory
+    // below. s_remounts compares what the path is now with this.
+    struct stat st;
+    if (depth == 1 && stat (path, &st) == 0) {
+        char id[64];
+        snprintf (id, sizeof id, "%llu:%llu", (unsigned long long) st.st_dev,
+                  (unsigned long long) st.st_ino);
+        zhashx_update (self->tops, path, strdup (id));
+    }
     int wd = inotify_add_watch (self->fd, path,
                                 IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF
                                     | IN_ONLYDIR | IN_DONT_FOLLOW);
@@ -344,6 +354,40 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+// Experiment directories that are no longer what was watched (a RAM disk
+// mounted on one, or unmounted) are watched and scanned again.
+static int
+s_remounts (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    watcher_t *self = arg;
+    zlistx_t *changed = zlistx_new ();
+    if (!changed)
+        return 0;
+    zlistx_set_destructor (changed, (zlistx_destructor_fn *) zstr_free);
+    for (const char *id = zhashx_first (self->tops); id; id = zhashx_next (self->tops)) {
+        const char *path = zhashx_cursor (self->tops);
+        struct stat st;
+        char now[64] = "";
+        if (stat (path, &st) == 0)
+            snprintf (now, sizeof now, "%llu:%llu", (unsigned long long) st.st_dev,
+                      (unsigned long long) st.st_ino);
+        if (strcmp (now, id) != 0)
+            zlistx_add_end (changed, strdup (path));
+    }
+    for (char *path = zlistx_first (changed); path; path = zlistx_next (changed)) {
+        zhashx_delete (self->tops, path);
+        struct stat st;
+        if (lstat (path, &st) == 0 && S_ISDIR (st.st_mode)) {
+            log_notice ("'%s' is another file system now: watching it afresh", path);
+            s_watch_dir (self, path, 1);
+            s_scan (self, path, 1);
+        }
+    }
+    zlistx_destroy (&changed);
+    return 0;
+}
+
 static int
 s_poll_scan (zloop_t *loop, int timer_id, void *arg)
 {
@@ -376,19 +420,21 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     self->fd = -1;
     self->next_seq = (uint64_t) zclock_time () * 1000;  // distinct from a previous run's
     self->dirs = zhashx_new ();
+    self->tops = zhashx_new ();
     self->seen = zhashx_new ();
     self->pending = zhashx_new ();
     self->backlog = zlistx_new ();
     self->waiting = zhashx_new ();
     self->loop = zloop_new ();
     self->broker = zsock_new (ZMQ_DEALER);
-    if (!self->dirs || !self->seen || !self->pending || !self->backlog || !self->waiting
+    if (!self->dirs || !self->tops || !self->seen || !self->pending || !self->backlog || !self->waiting
         || !self->loop || !self->broker) {
         snprintf (err, errlen, "cannot start the watcher: out of memory");
         watcher_destroy (&self);
         return NULL;
     }
     zhashx_set_destructor (self->dirs, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_destructor (self->tops, (zhashx_destructor_fn *) zstr_free);
     zhashx_set_destructor (self->seen, (zhashx_destructor_fn *) s_free);
     zhashx_set_destructor (self->pending, (zhashx_destructor_fn *) s_event_destroy);
     zlistx_set_destructor (self->backlog, (zlistx_destructor_fn *) zstr_free);
@@ -413,6 +459,7 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
         }
         zmq_pollitem_t item = {NULL, self->fd, ZMQ_POLLIN, 0};
         zloop_poller (self->loop, &item, s_on_inotify, self);
+        zloop_timer (self->loop, 500, 0, s_remounts, self);
     }
     else
         zloop_timer (self->loop, (size_t) cfg->watcher.poll_ms, 0, s_poll_scan, self);
@@ -432,6 +479,7 @@ watcher_destroy (watcher_t **self_p)
     zloop_destroy (&self->loop);
     zsock_destroy (&self->broker);
     zhashx_destroy (&self->dirs);
+    zhashx_destroy (&self->tops);
     zhashx_destroy (&self->seen);
     zhashx_destroy (&self->pending);
     zlistx_destroy (&self->backlog);

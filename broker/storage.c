@@ -1,0 +1,814 @@
+// storage.c — the storage lifecycle in the broker (doc/storage.md): fast
+// space provisioned per experiment (a RAM disk it mounts, or a directory),
+// the free-space guard (a timer: statvfs of the watch root, the results
+// directory and the store's volume), warnings, and the archive jobs it
+// gives its archiver thread (archive.c), recording in the store each copy
+// the archiver verified before any original is removed.
+
+#include "broker/internal.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define S_FULL_WARN 0.8                                  // an allocation this full is reported
+#define S_EXPIRY_WARN_NS (3600 * (int64_t) 1000000000)   // expiry this close is reported
+
+static void s_archive_next (broker_t *self);
+
+void
+storage_exp_release (exp_t *exp)
+{
+    if (exp->alloc)
+        free (exp->alloc->path);
+    free (exp->alloc);
+    exp->alloc = NULL;
+    if (exp->archive)
+        free (exp->archive->to);
+    free (exp->archive);
+    exp->archive = NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Mounting
+
+// Runs storage/mount_helper WHAT ARG [ARG2]; 0, or -1 with err.
+static int
+s_helper (broker_t *self, const char *what, const char *arg, const char *arg2, char *err,
+          size_t errlen)
+{
+    char *argv[] = {self->cfg.storage.mount_helper, (char *) what, (char *) arg, (char *) arg2,
+                    NULL};
+    pid_t pid;
+    int rc = posix_spawn (&pid, argv[0], NULL, NULL, argv, environ);
+    if (rc != 0) {
+        snprintf (err, errlen, "cannot run the mount helper '%s': %s", argv[0], strerror (rc));
+        return -1;
+    }
+    int status = 0;
+    while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        snprintf (err, errlen, "the mount helper '%s %s' failed for '%s' (status %d)", argv[0],
+                  what, arg2 ? arg2 : arg, WIFEXITED (status) ? WEXITSTATUS (status) : -1);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_mount (broker_t *self, const char *path, int64_t size, char *err, size_t errlen)
+{
+    char bytes[32];
+    snprintf (bytes, sizeof bytes, "%lld", (long long) size);
+    if (*self->cfg.storage.mount_helper)
+        return s_helper (self, "mount", bytes, path, err, errlen);
+    if (geteuid () != 0) {
+        snprintf (err, errlen,
+                  "cannot mount a RAM disk at '%s': the broker is not root and "
+                  "storage/mount_helper is not set; run the broker as root, give it a "
+                  "privileged helper, or provision with --dir",
+                  path);
+        return -1;
+    }
+    char options[64];
+    snprintf (options, sizeof options, "size=%lld,mode=0775", (long long) size);
+    if (mount ("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) {
+        snprintf (err, errlen, "cannot mount a RAM disk at '%s': %s", path, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_umount (broker_t *self, const char *path, char *err, size_t errlen)
+{
+    if (*self->cfg.storage.mount_helper)
+        return s_helper (self, "umount", path, NULL, err, errlen);
+    if (umount (path) != 0) {
+        snprintf (err, errlen, "cannot unmount '%s': %s", path, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Provisioning
+
+static alloc_t *
+s_alloc_new (int64_t id, const char *kind, const char *path, int64_t size, int64_t created_ns,
+             int64_t expires_ns)
+{
+    alloc_t *a = calloc (1, sizeof *a);
+    if (!a || !(a->path = strdup (path))) {
+        free (a);
+        return NULL;
+    }
+    a->id = id;
+    snprintf (a->kind, sizeof a->kind, "%s", kind);
+    a->size_bytes = size;
+    a->created_ns = created_ns;
+    a->expires_ns = expires_ns;
+    a->used_bytes = -1;
+    return a;
+}
+
+// 1 if the directory holds anything.
+static int
+s_dir_busy (const char *path)
+{
+    DIR *dir = opendir (path);
+    if (!dir)
+        return 0;
+    struct dirent *de;
+    int busy = 0;
+    while (!busy && (de = readdir (dir)))
+        busy = strcmp (de->d_name, ".") != 0 && strcmp (de->d_name, "..") != 0;
+    closedir (dir);
+    return busy;
+}
+
+int
+storage_provision (broker_t *self, const char *name, int64_t size, double hours, const char *dir,
+                   char *err, size_t errlen)
+{
+    if (!*name || name[0] == '.' || strchr (name, '/') || strlen (name) > 200) {
+        snprintf (err, errlen, "bad experiment name '%s': a name without '/', not hidden", name);
+        return 400;
+    }
+    int64_t now = util_time_ns ();
+    exp_t *exp = zhashx_lookup (self->experiments, name);
+    if (exp && exp->alloc) {
+        snprintf (err, errlen, "experiment '%s' has an allocation already (%s at '%s')", name,
+                  exp->alloc->kind, exp->alloc->path);
+        return 400;
+    }
+    char path[PATH_MAX * 2];
+    snprintf (path, sizeof path, "%s/%s", self->cfg.watcher.root, name);
+    if (dir) {
+        // A directory someone else provides (an admin's mount point): it
+        // must be the experiment's directory, which the watcher sees.
+        char want[PATH_MAX], got[PATH_MAX];
+        mkdir (path, 0775);
+        if (!realpath (path, want) || !realpath (dir, got) || strcmp (want, got) != 0) {
+            snprintf (err, errlen,
+                      "--dir '%s' is not the directory of experiment '%s' under the watch root "
+                      "('%s'): the watcher sees only that one",
+                      dir, name, path);
+            return 400;
+        }
+    }
+    else {
+        if (s_dir_busy (path)) {
+            snprintf (err, errlen,
+                      "'%s' holds files already: a RAM disk mounted there would hide them", path);
+            return 400;
+        }
+        if (mkdir (path, 0775) != 0 && errno != EEXIST) {
+            snprintf (err, errlen, "cannot create '%s': %s", path, strerror (errno));
+            return 500;
+        }
+        if (s_mount (self, path, size, err, errlen) != 0) {
+            rmdir (path);
+            return geteuid () != 0 && !*self->cfg.storage.mount_helper ? 400 : 500;
+        }
+    }
+    int64_t expires = now + (int64_t) llround (hours * 3600e9);
+    exp = broker_experiment (self, name, now);
+    int64_t id = exp ? store_allocation_add (self->store, exp->id, dir ? "dir" : "tmpfs", path,
+                                             size, expires, now)
+                     : -1;
+    alloc_t *a = id > 0 ? s_alloc_new (id, dir ? "dir" : "tmpfs", path, size, now, expires) : NULL;
+    if (!a) {
+        snprintf (err, errlen, "cannot record the allocation of '%s': %s", name,
+                  store_error (self->store));
+        if (!dir)
+            s_umount (self, path, err + strlen (err), 0), rmdir (path);
+        return 500;
+    }
+    exp->alloc = a;
+    log_notice ("provisioned '%s': %s of %lld bytes at '%s' for %.2f h", name, a->kind,
+                (long long) size, path, hours);
+    return 200;
+}
+
+// The allocation is archived: it goes (unmounted, its directory removed).
+static void
+s_release_finish (broker_t *self, exp_t *exp)
+{
+    alloc_t *a = exp->alloc;
+    char err[1024] = "";
+    if (strcmp (a->kind, "tmpfs") == 0 && s_umount (self, a->path, err, sizeof err) != 0) {
+        log_error ("releasing '%s': %s", exp->name, err);
+        snprintf (exp->archive->error, sizeof exp->archive->error, "%s", err);
+        return;  // stays 'releasing': the warning says so
+    }
+    if (rmdir (a->path) != 0 && errno != ENOENT)
+        log_warning ("releasing '%s': cannot remove '%s': %s", exp->name, a->path,
+                     strerror (errno));
+    store_allocation_state (self->store, a->id, exp->id, "released", util_time_ns ());
+    log_notice ("released the %s of '%s' at '%s'", a->kind, exp->name, a->path);
+    free (a->path);
+    free (a);
+    exp->alloc = NULL;
+}
+
+int
+storage_release (broker_t *self, exp_t *exp, const char *to, char *err, size_t errlen)
+{
+    if (!exp->alloc) {
+        snprintf (err, errlen, "experiment '%s' has no allocation to release", exp->name);
+        return 400;
+    }
+    if (!to || !*to)
+        to = self->cfg.storage.archive_dir;
+    if (!*to) {
+        snprintf (err, errlen,
+                  "release archives the frames of '%s' first: give --to DIR or set "
+                  "storage/archive_dir",
+                  exp->name);
+        return 400;
+    }
+    int status = storage_archive (self, exp, to, 1, err, errlen);
+    if (status == 200 && !exp->alloc->releasing) {
+        exp->alloc->releasing = 1;
+        store_allocation_state (self->store, exp->alloc->id, exp->id, "releasing",
+                                util_time_ns ());
+    }
+    return status;
+}
+
+// ---------------------------------------------------------------------------
+// Archive jobs
+
+// 1 if 'path' lies under 'dir' (both resolved).
+static int
+s_inside (const char *path, const char *dir)
+{
+    char p[PATH_MAX], d[PATH_MAX];
+    if (!realpath (path, p) || !realpath (dir, d))
+        return 0;
+    size_t n = strlen (d);
+    return strncmp (p, d, n) == 0 && (p[n] == '/' || p[n] == '\0');
+}
+
+// Makes 'path' and its parents; 0 or -1 (errno).
+static int
+s_mkdirs (const char *path)
+{
+    char buf[PATH_MAX + 2];
+    snprintf (buf, sizeof buf, "%s/", path);
+    return broker_mkparents (buf);
+}
+
+int
+storage_archive (broker_t *self, exp_t *exp, const char *to, int release, char *err,
+                 size_t errlen)
+{
+    if (strcmp (exp->source, exp->name) != 0) {
+        snprintf (err, errlen, "'%s' reads the files of '%s': archive '%s'", exp->name,
+                  exp->source, exp->source);
+        return 400;
+    }
+    archive_t *ar = exp->archive;
+    if (ar && (strcmp (ar->state, "done") != 0 && strcmp (ar->state, "failed") != 0)) {
+        if (strcmp (ar->to, to) == 0) {
+            ar->release |= release;
+            return 200;  // under way already
+        }
+        snprintf (err, errlen, "an archive of '%s' to '%s' is under way", exp->name, ar->to);
+        return 400;
+    }
+    if (to[0] != '/') {
+        snprintf (err, errlen, "bad --to '%s': an absolute path", to);
+        return 400;
+    }
+    if (s_mkdirs (to) != 0) {
+        snprintf (err, errlen, "cannot create '%s': %s", to, strerror (errno));
+        return 500;
+    }
+    if (s_inside (to, self->cfg.watcher.root)) {
+        snprintf (err, errlen,
+                  "the archive '%s' lies under the watch root '%s': the watcher would take "
+                  "the copies for new frames",
+                  to, self->cfg.watcher.root);
+        return 400;
+    }
+    if (store_setting_set (self->store, exp->id, "archive", to, util_time_ns ()) != 0) {
+        snprintf (err, errlen, "cannot record the archive of '%s': %s", exp->name,
+                  store_error (self->store));
+        return 500;
+    }
+    if (!ar && !(ar = exp->archive = calloc (1, sizeof *ar))) {
+        snprintf (err, errlen, "no memory for an archive");
+        return 500;
+    }
+    free (ar->to);
+    *ar = (archive_t) {.to = strdup (to), .release = release, .started_ns = util_time_ns ()};
+    snprintf (ar->state, sizeof ar->state, "queued");
+    zlistx_add_end (self->archive_queue, exp);
+    s_archive_next (self);
+    return 200;
+}
+
+// Context of the listing that makes a JOB.
+typedef struct {
+    broker_t *self;
+    exp_t *exp;
+    zmsg_t *msg;
+} s_job_t;
+
+static int
+s_job_file (void *arg, const store_file_stored_t *f)
+{
+    s_job_t *job = arg;
+    char id[32], src[PATH_MAX * 2];
+    snprintf (id, sizeof id, "%lld", (long long) f->file);
+    snprintf (src, sizeof src, "%s/%s/%s", job->self->cfg.watcher.root, job->exp->name, f->name);
+    zmsg_addstr (job->msg, id);
+    zmsg_addstr (job->msg, f->name);
+    zmsg_addstr (job->msg, src);
+    zmsg_addstr (job->msg, f->sha256 ? f->sha256 : "");
+    zmsg_addstr (job->msg, f->location ? f->location : "");
+    job->exp->archive->files++;
+    return 0;
+}
+
+static void
+s_archive_failed (broker_t *self, exp_t *exp, const char *why)
+{
+    archive_t *ar = exp->archive;
+    snprintf (ar->state, sizeof ar->state, "failed");
+    snprintf (ar->error, sizeof ar->error, "%s", why);
+    ar->finished_ns = util_time_ns ();
+    log_error ("archive of '%s' to '%s' failed: %s", exp->name, ar->to, why);
+    char payload[1200];
+    snprintf (payload, sizeof payload, "failed to=%s error=%s", ar->to, why);
+    store_event (self->store, "archive", exp->id, 0, payload, ar->finished_ns);
+    if (exp->alloc && exp->alloc->releasing) {
+        exp->alloc->releasing = 0;
+        store_allocation_state (self->store, exp->alloc->id, exp->id, "active", ar->finished_ns);
+    }
+    if (self->archiving == exp)
+        self->archiving = NULL;
+    broker_commit (self);
+}
+
+// Gives the archiver the next job when it is free.
+static void
+s_archive_next (broker_t *self)
+{
+    exp_t *exp;
+    while (!self->archiving && (exp = zlistx_detach (self->archive_queue, NULL))) {
+        archive_t *ar = exp->archive;
+        char target[PATH_MAX * 2], io[32], rate[32];
+        snprintf (target, sizeof target, "%s/%s", ar->to, exp->name);
+        snprintf (io, sizeof io, "%lld", (long long) self->io_size);
+        snprintf (rate, sizeof rate, "%d", self->cfg.storage.archive_mb_s);
+        s_job_t job = {self, exp, zmsg_new ()};
+        zmsg_addstr (job.msg, "JOB");
+        zmsg_addstr (job.msg, exp->name);
+        zmsg_addstr (job.msg, target);
+        zmsg_addstr (job.msg, io);
+        zmsg_addstr (job.msg, rate);
+        ar->files = 0;
+        // What was recorded up to now is what the archiver builds on.
+        broker_commit (self);
+        if (store_files_stored (self->store, exp->id, s_job_file, &job) < 0) {
+            zmsg_destroy (&job.msg);
+            s_archive_failed (self, exp, store_error (self->store));
+            continue;
+        }
+        snprintf (ar->state, sizeof ar->state, "copying");
+        self->archiving = exp;
+        log_notice ("archiving '%s' to '%s': %lld file(s)", exp->name, target,
+                    (long long) ar->files);
+        zmsg_send (&job.msg, self->archiver);
+    }
+}
+
+static exp_t *
+s_job_exp (broker_t *self, const char *name)
+{
+    exp_t *exp = self->archiving;
+    return exp && name && strcmp (exp->name, name) == 0 ? exp : NULL;
+}
+
+static int
+s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    broker_t *self = arg;
+    zmsg_t *msg = zmsg_recv (reader);
+    if (!msg)
+        return 0;
+    char *what = zmsg_popstr (msg), *name = zmsg_popstr (msg);
+    exp_t *exp = s_job_exp (self, name);
+    int64_t now = util_time_ns ();
+    if (!exp || !what)
+        log_warning ("archiver: unexpected '%s' for '%s'", what ? what : "", name ? name : "");
+    else if (strcmp (what, "FILE") == 0) {
+        char *id = zmsg_popstr (msg), *sha = zmsg_popstr (msg), *loc = zmsg_popstr (msg),
+             *bytes = zmsg_popstr (msg);
+        if (id && sha && loc && bytes
+            && store_file_archived (self->store, atoll (id), exp->id, sha, loc, now) == 0) {
+            exp->archive->copied++;
+            exp->archive->bytes += atoll (bytes);
+            if (!exp->located) {
+                store_setting_set (self->store, exp->id, "located", "1", now);
+                exp->located = 1;
+            }
+        }
+        else
+            log_error ("cannot record the archived copy '%s': %s", loc ? loc : "?",
+                       store_error (self->store));
+        zstr_free (&id), zstr_free (&sha), zstr_free (&loc), zstr_free (&bytes);
+    }
+    else if (strcmp (what, "COPIED") == 0) {
+        char *copied = zmsg_popstr (msg), *already = zmsg_popstr (msg);
+        exp->archive->already = already ? atoll (already) : 0;
+        zstr_free (&copied), zstr_free (&already);
+        // Every location is committed before any original goes.
+        if (broker_commit (self) == 0) {
+            snprintf (exp->archive->state, sizeof exp->archive->state, "removing");
+            zstr_sendx (self->archiver, "REMOVE", exp->name, NULL);
+        }
+        else {
+            zstr_sendx (self->archiver, "KEEP", exp->name, NULL);
+            s_archive_failed (self, exp, "the store cannot commit where the copies are");
+        }
+    }
+    else if (strcmp (what, "REMOVED") == 0) {
+        char *removed = zmsg_popstr (msg);
+        archive_t *ar = exp->archive;
+        ar->removed = removed ? atoll (removed) : 0;
+        zstr_free (&removed);
+        snprintf (ar->state, sizeof ar->state, "done");
+        ar->finished_ns = now;
+        char payload[PATH_MAX + 200];
+        snprintf (payload, sizeof payload, "done to=%s files=%lld copied=%lld removed=%lld",
+                  ar->to, (long long) ar->files, (long long) (ar->copied + ar->already),
+                  (long long) ar->removed);
+        store_event (self->store, "archive", exp->id, 0, payload, now);
+        store_setting_set (self->store, exp->id, "archive", NULL, now);
+        log_notice ("archived '%s' to '%s': %lld file(s) copied, %lld before, %lld removed",
+                    exp->name, ar->to, (long long) ar->copied, (long long) ar->already,
+                    (long long) ar->removed);
+        if (ar->release && exp->alloc)
+            s_release_finish (self, exp);
+        self->archiving = NULL;
+        broker_commit (self);
+    }
+    else if (strcmp (what, "FAILED") == 0) {
+        char *why = zmsg_popstr (msg);
+        s_archive_failed (self, exp, why ? why : "?");
+        zstr_free (&why);
+    }
+    zstr_free (&what), zstr_free (&name);
+    zmsg_destroy (&msg);
+    s_archive_next (self);
+    return 0;
+}
+
+void
+storage_frame_path (broker_t *self, exp_t *exp, const char *name, char *out, size_t size)
+{
+    exp_t *src = strcmp (exp->source, exp->name) == 0
+                     ? exp
+                     : broker_experiment (self, exp->source, util_time_ns ());
+    if (src && src->located && store_file_location (self->store, src->id, name, out, size) == 1)
+        return;
+    snprintf (out, size, "%s/%s/%s", self->cfg.watcher.root, exp->source, name);
+}
+
+// ---------------------------------------------------------------------------
+// The guard
+
+static void
+s_warn (broker_t *self, const char *kind, const char *level, const char *experiment,
+        const char *path, const char *fmt, ...) __attribute__ ((format (printf, 6, 7)));
+
+static void
+s_warn (broker_t *self, const char *kind, const char *level, const char *experiment,
+        const char *path, const char *fmt, ...)
+{
+    if (self->nwarnings == WARNINGS_MAX)
+        return;
+    warning_t *w = &self->warnings[self->nwarnings++];
+    w->kind = kind;
+    w->level = level;
+    snprintf (w->experiment, sizeof w->experiment, "%s", experiment ? experiment : "");
+    snprintf (w->path, sizeof w->path, "%s", path ? path : "");
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (w->message, sizeof w->message, fmt, ap);
+    va_end (ap);
+}
+
+// Free space below a threshold ("10%" of total, or a size)?
+static int
+s_below (const char *threshold, int64_t free_bytes, int64_t total)
+{
+    int64_t bytes;
+    double percent;
+    if (util_parse_space (threshold, &bytes, &percent) != 0)
+        return 0;
+    return percent >= 0 ? free_bytes < percent / 100 * (double) total : free_bytes < bytes;
+}
+
+// statvfs of 'path', or of its nearest existing parent.
+static int
+s_statvfs (const char *path, struct statvfs *st)
+{
+    char buf[PATH_MAX];
+    snprintf (buf, sizeof buf, "%s", path);
+    while (statvfs (buf, st) != 0) {
+        char *slash = strrchr (buf, '/');
+        if (!slash || slash == buf)
+            return statvfs ("/", st);
+        *slash = '\0';
+    }
+    return 0;
+}
+
+static int64_t s_du_total;
+static int
+s_du_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) path, (void) flag, (void) ftw;
+    s_du_total += (int64_t) st->st_blocks * 512;
+    return 0;
+}
+
+// Bytes used by an allocation: its file system's (a RAM disk of its own)
+// or the files under it.
+static int64_t
+s_used (alloc_t *a)
+{
+    struct statvfs st;
+    if (strcmp (a->kind, "tmpfs") == 0)
+        return statvfs (a->path, &st) == 0
+                   ? (int64_t) (st.f_blocks - st.f_bfree) * (int64_t) st.f_frsize
+                   : -1;
+    s_du_total = 0;
+    return nftw (a->path, s_du_one, 16, FTW_PHYS) == 0 ? s_du_total : -1;
+}
+
+static const char *
+s_size (int64_t bytes)
+{
+    static char buf[4][32];
+    static int next;
+    next = (next + 1) % 4;
+    return util_format_size (bytes, buf[next], sizeof buf[next]);
+}
+
+// Volumes: free space against the thresholds; the results and store
+// volumes pause dispatch when critical.
+static void
+s_guard_volumes (broker_t *self, char *why, size_t whylen)
+{
+    for (int v = 0; v < 3; v++) {
+        struct statvfs st;
+        if (s_statvfs (self->volumes[v].path, &st) != 0) {
+            self->volumes[v].free_bytes = self->volumes[v].total_bytes = -1;
+            continue;
+        }
+        int64_t free_bytes = (int64_t) st.f_bavail * (int64_t) st.f_frsize;
+        int64_t total = (int64_t) st.f_blocks * (int64_t) st.f_frsize;
+        self->volumes[v].free_bytes = free_bytes;
+        self->volumes[v].total_bytes = total;
+        const char *role = self->volumes[v].role, *path = self->volumes[v].path;
+        if (s_below (self->cfg.storage.critical_free, free_bytes, total)) {
+            int pauses = v > 0;  // results, store: work writes there
+            s_warn (self, "space", "critical", NULL, path,
+                    "%s '%s': %s free of %s, below storage/critical_free (%s)%s", role, path,
+                    s_size (free_bytes), s_size (total), self->cfg.storage.critical_free,
+                    pauses ? ": no new work is dispatched until space returns"
+                           : ": archive or release experiments");
+            if (pauses && !*why)
+                snprintf (why, whylen, "%s '%s' has %s free, below %s", role, path,
+                          s_size (free_bytes), self->cfg.storage.critical_free);
+        }
+        else if (s_below (self->cfg.storage.warn_free, free_bytes, total))
+            s_warn (self, "space", "warning", NULL, path,
+                    "%s '%s': %s free of %s, below storage/warn_free (%s)", role, path,
+                    s_size (free_bytes), s_size (total), self->cfg.storage.warn_free);
+    }
+}
+
+// Experiments: allocations (fill, expiry) and failed archives.
+static void
+s_guard_experiments (broker_t *self, int64_t now)
+{
+    for (exp_t *exp = zhashx_first (self->experiments); exp;
+         exp = zhashx_next (self->experiments)) {
+        alloc_t *a = exp->alloc;
+        if (a) {
+            a->used_bytes = s_used (a);
+            if (a->used_bytes >= S_FULL_WARN * (double) a->size_bytes)
+                s_warn (self, "allocation", a->used_bytes >= 0.95 * a->size_bytes ? "critical"
+                                                                                  : "warning",
+                        exp->name, a->path, "the %s of '%s' is %.0f %% full (%s of %s)",
+                        strcmp (a->kind, "tmpfs") == 0 ? "RAM disk" : "directory", exp->name,
+                        100.0 * a->used_bytes / a->size_bytes, s_size (a->used_bytes),
+                        s_size (a->size_bytes));
+            if (now >= a->expires_ns)
+                s_warn (self, "expiry", "critical", exp->name, a->path,
+                        "the %s of '%s' expired %.0f min ago: nothing is deleted before it is "
+                        "archived; pivctl release %s --to DIR",
+                        a->kind, exp->name, (now - a->expires_ns) / 60e9, exp->name);
+            else if (a->expires_ns - now <= S_EXPIRY_WARN_NS)
+                s_warn (self, "expiry", "warning", exp->name, a->path,
+                        "the %s of '%s' expires in %.0f min", a->kind, exp->name,
+                        ceil ((a->expires_ns - now) / 60e9));
+            // Expired, with an archive tier configured: archived, then released.
+            char err[1024];
+            if (now >= a->expires_ns && !a->releasing && *self->cfg.storage.archive_dir
+                && (!exp->archive || strcmp (exp->archive->state, "failed") != 0)
+                && storage_release (self, exp, NULL, err, sizeof err) != 200)
+                log_error ("cannot release expired '%s': %s", exp->name, err);
+        }
+        if (exp->archive && strcmp (exp->archive->state, "failed") == 0)
+            s_warn (self, "archive", "critical", exp->name, exp->archive->to,
+                    "the archive of '%s' failed: %s", exp->name, exp->archive->error);
+    }
+}
+
+// The automatic archive: experiments whose pairs are all done or failed
+// and which have had no new file for storage/archive_idle_s.
+typedef struct {
+    broker_t *self;
+    int64_t now;
+} s_auto_t;
+
+static int
+s_auto_one (void *arg, const store_counts_t *c)
+{
+    s_auto_t *ctx = arg;
+    broker_t *self = ctx->self;
+    exp_t *exp = zhashx_lookup (self->experiments, c->name);
+    if (!exp || strcmp (exp->source, exp->name) != 0 || c->files == 0
+        || c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED] + c->pairs[STORE_SKIPPED] > 0
+        || c->pairs[STORE_DONE] + c->pairs[STORE_FAILED] == 0)
+        return 0;
+    if (exp->archive ? strcmp (exp->archive->state, "done") != 0
+                           || exp->last_file_ns <= exp->archive->finished_ns
+                     : exp->located)
+        return 0;
+    if (exp->last_file_ns == 0)
+        exp->last_file_ns = store_file_last_seen (self->store, exp->id);
+    if (exp->last_file_ns <= 0
+        || ctx->now - exp->last_file_ns < (int64_t) self->cfg.storage.archive_idle_s * 1000000000)
+        return 0;
+    char err[1024];
+    log_notice ("'%s' is processed and idle for %d s: archiving it to '%s'", exp->name,
+                self->cfg.storage.archive_idle_s, self->cfg.storage.archive_dir);
+    if (storage_archive (self, exp, self->cfg.storage.archive_dir, 0, err, sizeof err) != 200)
+        log_error ("cannot archive '%s': %s", exp->name, err);
+    return 0;
+}
+
+static void
+s_publish_state (broker_t *self)
+{
+    char *json = broker_state_json (self);
+    if (!json)
+        return;
+    if (self->state_published && strcmp (json, self->state_published) == 0) {
+        free (json);
+        return;
+    }
+    zstr_sendm (self->publish, PROTO_TOPIC_STATE);
+    zstr_send (self->publish, json);
+    free (self->state_published);
+    self->state_published = json;
+}
+
+static int
+s_guard (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    int64_t now = util_time_ns ();
+    char why[600] = "";
+    self->nwarnings = 0;
+    s_guard_volumes (self, why, sizeof why);
+    s_guard_experiments (self, now);
+    if (*self->cfg.storage.archive_dir) {
+        s_auto_t ctx = {self, now};
+        store_counts (self->store, s_auto_one, &ctx);
+    }
+    if (*why && !self->guard_paused) {
+        log_warning ("free-space guard: %s: dispatch paused until space returns", why);
+        store_event (self->store, "guard", 0, 0, why, now);
+    }
+    else if (!*why && self->guard_paused) {
+        log_notice ("free-space guard: space is back: dispatch resumes");
+        store_event (self->store, "guard", 0, 0, "resumed", now);
+    }
+    int resumed = self->guard_paused && !*why;
+    self->guard_paused = *why != '\0';
+    snprintf (self->guard_why, sizeof self->guard_why, "%s", why);
+    s_publish_state (self);
+    if (resumed)
+        broker_dispatch (self);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Start and stop
+
+static int
+s_load_alloc (void *arg, const store_allocation_t *a)
+{
+    broker_t *self = arg;
+    exp_t *exp = broker_experiment (self, a->name, util_time_ns ());
+    if (!exp || exp->alloc)
+        return 0;
+    exp->alloc = s_alloc_new (a->id, a->kind, a->path, a->size_bytes, a->created_ns, a->expires_ns);
+    if (exp->alloc)
+        exp->alloc->releasing = strcmp (a->state, "releasing") == 0;
+    return 0;
+}
+
+static int
+s_load_setting (void *arg, int64_t experiment, const char *key, const char *value)
+{
+    broker_t *self = arg;
+    exp_t *exp = NULL;
+    for (exp_t *e = zhashx_first (self->experiments); e && !exp; e = zhashx_next (self->experiments))
+        if (e->id == experiment)
+            exp = e;
+    if (!exp)
+        return 0;
+    if (strcmp (key, "located") == 0)
+        exp->located = 1;
+    else if (strcmp (key, "archive") == 0) {
+        // An archive a stop interrupted goes on where it was.
+        char err[1024];
+        log_notice ("resuming the archive of '%s' to '%s'", exp->name, value);
+        if (storage_archive (self, exp, value, exp->alloc && exp->alloc->releasing, err,
+                             sizeof err)
+            != 200)
+            log_error ("cannot resume the archive of '%s': %s", exp->name, err);
+    }
+    return 0;
+}
+
+int
+storage_start (broker_t *self, char *err, size_t errlen)
+{
+    const config_t *cfg = &self->cfg;
+    util_parse_size (cfg->storage.io_size, &self->io_size);
+    self->volumes[0].role = "watch root";
+    self->volumes[1].role = "results";
+    self->volumes[2].role = "store";
+    snprintf (self->volumes[0].path, PATH_MAX, "%s", cfg->watcher.root);
+    snprintf (self->volumes[1].path, PATH_MAX, "%s", cfg->agent.results);
+    snprintf (self->volumes[2].path, PATH_MAX, "%s", cfg->broker.store);
+    char *slash = strrchr (self->volumes[2].path, '/');
+    if (slash && slash != self->volumes[2].path)
+        *slash = '\0';
+    self->archive_queue = zlistx_new ();
+    self->archiver = zactor_new (broker_archiver, NULL);
+    if (!self->archive_queue || !self->archiver) {
+        snprintf (err, errlen, "cannot start the archiver: out of memory");
+        return -1;
+    }
+    if (store_allocations (self->store, s_load_alloc, self) < 0
+        || store_settings (self->store, s_load_setting, self) < 0
+        || broker_commit (self) != 0) {
+        snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
+                  store_error (self->store));
+        return -1;
+    }
+    zloop_reader (self->loop, zactor_sock (self->archiver), s_on_archiver, self);
+    zloop_timer (self->loop, (size_t) cfg->storage.guard_ms, 0, s_guard, self);
+    s_guard (self->loop, -1, self);
+    return 0;
+}
+
+void
+storage_stop (broker_t *self)
+{
+    zactor_destroy (&self->archiver);
+    zlistx_destroy (&self->archive_queue);
+    free (self->state_published);
+    self->state_published = NULL;
+}

@@ -1,0 +1,18 @@
+# tests/faults.mk — 'make faults': the full fault runs of tests/test_faults.c
+# (2,000 pairs, 10 kills of each kind; 'make check' runs the same code small)
+# and the bad-input suite, with their figures gathered in build/faults.txt
+# (RELIABILITY.md quotes them). Included from the top-level Makefile.
+
+FAULTS_PAIRS ?= 2000
+FAULTS_KILLS ?= 10
+
+faults: $(PROGRAMS) build/tests/test_faults build/tests/test_badinput
+	@set -e; export PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/../shared/data/piv; \
+	PIVFARM_FAULTS_PAIRS=$(FAULTS_PAIRS) PIVFARM_FAULTS_KILLS=$(FAULTS_KILLS) \
+	    build/tests/test_faults | tee build/faults.txt; \
+	build/tests/test_badinput | tee -a build/faults.txt; \
+	echo "== figures"; grep '^figures:' build/faults.txt; \
+	echo "bad inputs refused: $$(grep -cE '^(tiff|control|cgi) .*(failed: |4[0-9][0-9] )' build/faults.txt)" \
+	     "(plus the socket cases, asserted in tests/test_badinput.c)"
+
+.PHONY: faults
