@@ -45,6 +45,7 @@ include dashboard-cgi/module.mk
 include tests/module.mk
 include tests/faults.mk
 include bench/module.mk
+include fuzz/module.mk
 
 programs: $(PROGRAMS)
 

@@ -144,4 +144,15 @@ void dash_put_json (FILE *out, const char *text);
 // A number as JSON: "null" for NAN or infinity.
 void dash_put_json_number (FILE *out, double x);
 
+// The query string of a request (query.c).
+typedef struct {
+    char *exp;  // experiment page (NULL: the overview)
+    int json;   // ?format=json
+} dash_query_t;
+// Parses 'query' into q (its strings point into 'query', decoded in place;
+// q must be zeroed before). 0, or -1 with why: a query over 2048 bytes, a
+// malformed %-escape or a NUL, an unknown or repeated parameter, a bad
+// experiment name or format.
+int dash_query_parse (char *query, dash_query_t *q, char *why, size_t size);
+
 #endif
