@@ -865,6 +865,13 @@ fail:
     return NULL;
 }
 
+void
+broker_settings_format (const config_t *cfg, char *out, size_t size)
+{
+    snprintf (out, size, "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes,
+              cfg->piv.overlap, cfg->piv.iterations, cfg->piv.deform);
+}
+
 broker_t *
 broker_new (const config_t *cfg, char *err, size_t errlen)
 {
@@ -875,9 +882,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     }
     self->cfg = *cfg;
     self->started_ns = util_time_ns ();
-    snprintf (self->settings, sizeof self->settings,
-              "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes, cfg->piv.overlap,
-              cfg->piv.iterations, cfg->piv.deform);
+    broker_settings_format (cfg, self->settings, sizeof self->settings);
     self->wake_timer = -1;
     feedback_settings_init (&self->feedback);
     self->experiments = zhashx_new ();

@@ -980,48 +980,34 @@ s_replay_feedback (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64
 }
 
 // The PIV settings of a replay: the replayed experiment's, with the options
-// given in their place. -1 (refused) for a bad value.
+// given in their place, each checked as the configuration file's key is.
+// -1 (refused) for a bad value.
 static int
 s_replay_settings (s_cmd_t *cmd, const char *base, char *out, size_t size)
 {
-    char passes[64] = "", deform[32] = "";
-    int overlap = -1, iterations = -1;
-    sscanf (strstr (base, "passes=") ? strstr (base, "passes=") : "", "passes=%63s", passes);
-    sscanf (strstr (base, "deform=") ? strstr (base, "deform=") : "", "deform=%31s", deform);
-    sscanf (strstr (base, "overlap=") ? strstr (base, "overlap=") : "", "overlap=%d", &overlap);
-    sscanf (strstr (base, "iterations=") ? strstr (base, "iterations=") : "", "iterations=%d",
-            &iterations);
-    char *end;
-    if (cmd->passes) {
-        if (strlen (cmd->passes) >= sizeof passes || strspn (cmd->passes, "0123456789,") != strlen (cmd->passes)
-            || !*cmd->passes)
-            return s_refuse (cmd, 400, "bad --passes '%s': window sizes such as 64,32,16",
-                             cmd->passes);
-        snprintf (passes, sizeof passes, "%s", cmd->passes);
+    config_t cfg = cmd->self->cfg;
+    char **words = NULL, err[512];
+    int n = cli_split (base, &words, err, sizeof err);
+    for (int i = 0; i < n; i++) {
+        char *value = strchr (words[i], '=');
+        if (value) {
+            *value++ = '\0';
+            config_set (&cfg, "piv", words[i], value, "the replayed experiment", err, sizeof err);
+        }
     }
-    if (cmd->overlap) {
-        overlap = (int) strtol (cmd->overlap, &end, 10);
-        if (*end || end == cmd->overlap || overlap < 0 || overlap > 87)
-            return s_refuse (cmd, 400, "bad --overlap '%s': 0 to 87 (%%)", cmd->overlap);
-    }
-    if (cmd->iterations) {
-        iterations = (int) strtol (cmd->iterations, &end, 10);
-        if (*end || end == cmd->iterations || iterations < 1 || iterations > 10)
-            return s_refuse (cmd, 400, "bad --iterations '%s': 1 to 10", cmd->iterations);
-    }
-    if (cmd->deform) {
-        const char *known = " bspline5 bspline omoms bicubic bilinear offset ";
-        char word[40];
-        snprintf (word, sizeof word, " %.30s ", cmd->deform);
-        if (!strstr (known, word) || strchr (cmd->deform, ' '))
-            return s_refuse (cmd, 400,
-                             "bad --deform '%s' (known: bspline5, bspline, omoms, bicubic, "
-                             "bilinear, offset)",
-                             cmd->deform);
-        snprintf (deform, sizeof deform, "%s", cmd->deform);
-    }
-    snprintf (out, size, "passes=%s overlap=%d iterations=%d deform=%s", passes, overlap,
-              iterations, deform);
+    free (words);
+    const struct {
+        const char *key, *value;
+    } given[] = {{"passes", cmd->passes},
+                 {"overlap", cmd->overlap},
+                 {"iterations", cmd->iterations},
+                 {"deform", cmd->deform}};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        if (given[i].value
+            && config_set (&cfg, "piv", given[i].key, given[i].value, "the replay command", err,
+                           sizeof err))
+            return s_refuse (cmd, 400, "bad --%s: %s", given[i].key, err);
+    broker_settings_format (&cfg, out, size);
     return 0;
 }
 

@@ -148,6 +148,8 @@ struct _broker_t {
 };
 
 // broker.c
+// The PIV settings a TASK carries, from the [piv] keys of cfg.
+void broker_settings_format (const config_t *cfg, char *out, size_t size);
 int broker_commit (broker_t *self);
 void broker_dispatch (broker_t *self);
 // The experiment 'name', from memory or the store (created if new); NULL on

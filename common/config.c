@@ -764,6 +764,17 @@ config_init (config_t *cfg)
 }
 
 int
+config_set (config_t *cfg, const char *section, const char *name, const char *value,
+            const char *origin, char *err, size_t errlen)
+{
+    s_load_t load = {.path = origin, .err = err, .errlen = errlen};
+    const s_key_t *key = s_key_find (section, name);
+    if (!key)
+        return s_fail (&load, "unknown key '%s/%s' in '%s'", section, name, origin);
+    return s_set (&load, cfg, key, value);
+}
+
+int
 config_load (config_t *cfg, const char *path, char *err, size_t errlen)
 {
     config_init (cfg);

@@ -92,4 +92,10 @@ void config_init (config_t *cfg);
 // moment of parsing, so call it at start-up, before threads that print.
 int config_load (config_t *cfg, const char *path, char *err, size_t errlen);
 
+// Sets one key as the file would, with the same checks: 0, or -1 with err
+// naming the key, the value and 'origin' (what gave it, in place of a file
+// name). For keys whose value is not a path (paths are anchored at load).
+int config_set (config_t *cfg, const char *section, const char *name, const char *value,
+                const char *origin, char *err, size_t errlen);
+
 #endif

@@ -878,6 +878,30 @@ START_TEST (half_a_path_mapping_or_two_equal_suffixes_are_refused)
 }
 END_TEST
 
+// One key set as the file would set it (a replay's PIV options): the
+// same checks, and the message names the key, the value and its origin.
+START_TEST (one_key_is_set_with_the_checks_of_the_file)
+{
+    config_t cfg;
+    config_init (&cfg);
+    char err[512] = "";
+    ck_assert_int_eq (config_set (&cfg, "piv", "overlap", "25", "the test", err, sizeof err), 0);
+    ck_assert_int_eq (cfg.piv.overlap, 25);
+    ck_assert_int_eq (config_set (&cfg, "piv", "passes", "32, 16", "the test", err, sizeof err),
+                      0);
+    ck_assert_str_eq (cfg.piv.passes, "32,16");
+    ck_assert_int_eq (config_set (&cfg, "piv", "overlap", "90", "the test", err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "'90'") && strstr (err, "piv/overlap") && strstr (err, "the test"),
+                   "%s", err);
+    ck_assert_int_eq (cfg.piv.overlap, 25);
+    ck_assert_int_eq (config_set (&cfg, "piv", "deform", "cubic", "the test", err, sizeof err),
+                      -1);
+    ck_assert_msg (strstr (err, "'cubic'") && strstr (err, "bspline5"), "%s", err);
+    ck_assert_int_eq (config_set (&cfg, "piv", "colour", "red", "the test", err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "unknown key 'piv/colour'"), "%s", err);
+}
+END_TEST
+
 START_TEST (paths_must_not_be_empty_nor_start_with_a_tilde)
 {
     s_refused ("broker\n    store = \"\"\n",
@@ -936,6 +960,7 @@ s_suite (void)
     tcase_add_test (refusals, a_missing_file_is_refused_with_the_reason_of_the_system);
     tcase_add_test (refusals, unparseable_content_is_refused_with_its_line_and_nothing_on_stdout);
     tcase_add_test (refusals, content_zconfig_would_cut_is_refused_rather_than_misread);
+    tcase_add_test (refusals, one_key_is_set_with_the_checks_of_the_file);
     suite_add_tcase (suite, refusals);
     return suite;
 }

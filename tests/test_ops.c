@@ -496,6 +496,8 @@ START_TEST (pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_bro
     s_refused ("'sometimes'", "policy", "sometimes", NULL);
     s_refused ("'lost'", "pairs", "exp1", "--state", "lost", NULL);
     s_refused ("'0'", "replay", "exp1", "--speed", "0", NULL);
+    s_refused ("'cubic' of 'piv/deform'", "replay", "exp1", "--deform", "cubic", NULL);
+    s_refused ("'64,48' of 'piv/passes'", "replay", "exp1", "--passes", "64,48", NULL);
     s_refused ("'exp1'", "replay", "exp1", "--as", "exp1", NULL);
     s_refused ("kp", "feedback", "set", "setpoint=2", "kp=abc", NULL);
     s_refused ("'colour'", "feedback", "set", "colour=red", NULL);
@@ -912,6 +914,23 @@ START_TEST (a_replay_gives_the_same_fields_at_the_pace_asked)
         ck_assert_int_eq (json_bool (doc, -1, "$.experiments[%d].replay.finished", i), 1);
     }
     ck_assert_int_eq (replays, 2);
+    json_destroy (&doc);
+    // New PIV settings for a replay: its tasks carry them, the rest is the
+    // original's.
+    doc = s_ask ("replay", "exp1", "--as", "fine", "--speed", "max", "--passes", "16",
+                 "--overlap", "0", NULL);
+    json_destroy (&doc);
+    doc = s_ask ("experiments", NULL);
+    n = json_length (doc, "$.experiments");
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp (json_string (doc, "$.experiments[%d].experiment", i), "fine") == 0) {
+            found = 1;
+            const char *settings = json_string (doc, "$.experiments[%d].settings", i);
+            ck_assert_msg (strncmp (settings, "passes=16 overlap=0 iterations=", 31) == 0,
+                           "%s", settings);
+        }
+    ck_assert (found);
     json_destroy (&doc);
     ck_assert (access (tu_path (s_farm.dir, "results/exp1.replay2/v_0030.txt"), F_OK) == 0);
 }
