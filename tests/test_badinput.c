@@ -620,9 +620,5 @@ main (void)
     tcase_add_test (tc, bad_control_lines_are_refused_naming_what_is_wrong);
     tcase_add_test (tc, hostile_query_strings_get_a_clean_refusal_from_the_status_page);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

@@ -861,9 +861,5 @@ main (void)
     tcase_add_test (tc, slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched);
     tcase_add_test (tc, an_agent_cut_off_the_network_loses_its_tasks_to_the_other_and_rejoins);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

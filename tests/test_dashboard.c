@@ -583,9 +583,5 @@ main (void)
     tcase_add_test (tc, a_missing_store_or_configuration_is_a_clear_error_page);
     tcase_add_test (tc, a_browser_shows_the_live_farm_served_by_lighttpd);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

@@ -306,9 +306,5 @@ main (void)
     tcase_add_test (tc, a_bad_pair_fails_after_three_attempts_with_its_reason);
     tcase_add_test (tc, an_agent_maps_the_broker_paths_to_its_own_mount);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

@@ -480,9 +480,5 @@ main (void)
     tcase_add_test (tc, a_reader_holding_the_database_never_stalls_dispatch);
     tcase_add_test (tc, a_damaged_database_is_refused_and_never_overwritten);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

@@ -4,6 +4,7 @@
 
 #include "broker/feedback.h"
 #include "piv/field.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -581,9 +582,5 @@ main (void)
     tcase_add_test (tc, a_proportional_kick_into_the_limit_keeps_the_integral);
     tcase_add_test (tc, a_missing_value_or_a_late_frame_time_changes_nothing_it_should_not);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

@@ -4,6 +4,7 @@
 // JSON refused with a clear reason.
 
 #include "store/json.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <stdint.h>
@@ -236,9 +237,5 @@ s_suite (void)
 int
 main (void)
 {
-    SRunner *runner = srunner_create (s_suite ());
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (s_suite ());
 }

@@ -966,9 +966,5 @@ main (void)
     tcase_add_test (tc, the_pi_controller_follows_its_gains_and_a_step_in_setpoint);
     tc = s_tcase (suite, "replay");
     tcase_add_test (tc, a_replay_gives_the_same_fields_at_the_pace_asked);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

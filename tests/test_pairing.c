@@ -3,6 +3,7 @@
 
 #include "broker/pairing.h"
 #include "common/config.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -249,9 +250,5 @@ main (void)
     tcase_add_test (tc, a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name);
     tcase_add_test (tc, an_unknown_rule_is_refused);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

@@ -628,9 +628,5 @@ main (void)
     piv_settings_set_passes (&settings, "64,32,16", err, sizeof err);
     piv_t *planner = piv_new (&settings, err, sizeof err);
     piv_destroy (&planner);
-    SRunner *runner = srunner_create (s_suite ());
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (s_suite ());
 }

@@ -798,10 +798,7 @@ main (void)
     setenv ("TMPDIR", root, 1);
     setenv ("PIVFARM_WISDOM", tu_path (root, "fftw-wisdom"), 1);
 
-    SRunner *runner = srunner_create (s_suite ());
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
+    int rc = tu_run_suite (s_suite ());
     tu_rmtree (root);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc;
 }

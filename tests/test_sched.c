@@ -2,6 +2,7 @@
 // rate limits on a simulated clock, pause, turns between experiments.
 
 #include "broker/sched.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <stdint.h>
@@ -473,9 +474,5 @@ main (void)
     tcase_add_test (tc, a_queue_of_200000_pairs_keeps_its_order);
     tcase_add_test (tc, policies_parse_from_words_and_format_back);
     suite_add_tcase (suite, tc);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

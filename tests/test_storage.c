@@ -572,9 +572,5 @@ main (void)
     tcase_add_test (tc, an_interrupted_archive_resumes_where_it_was);
     tcase_add_test (tc, a_corrupted_copy_stops_the_archive_with_a_clear_error_and_removes_nothing);
     tcase_add_test (tc, the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_resumes);
-    SRunner *runner = srunner_create (suite);
-    srunner_run_all (runner, CK_NORMAL);
-    int failed = srunner_ntests_failed (runner);
-    srunner_free (runner);
-    return failed ? 1 : 0;
+    return tu_run_suite (suite);
 }

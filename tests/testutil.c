@@ -465,3 +465,13 @@ tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int timeout
         usleep (20000);
     }
 }
+
+int
+tu_run_suite (Suite *suite)
+{
+    SRunner *runner = srunner_create (suite);
+    srunner_run_all (runner, CK_NORMAL);
+    int failed = srunner_ntests_failed (runner);
+    srunner_free (runner);
+    return failed ? 1 : 0;
+}

@@ -5,6 +5,7 @@
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,5 +99,9 @@ int tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int tim
 // Waits until 'done' pairs of exp1 are done and none is pending or out (at
 // most timeout_s); returns the counts.
 tu_counts_t tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s);
+
+// Runs a suite (CK_NORMAL output) and frees it: the exit status of a
+// suite program, 0 when every test passed, 1 otherwise.
+int tu_run_suite (Suite *suite);
 
 #endif
