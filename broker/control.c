@@ -80,20 +80,21 @@ s_put (s_text_t *t, const char *fmt, ...)
     }
 }
 
-// A JSON string: quotes, backslashes and control characters escaped.
+// A JSON string (util_json_string).
 static void
 s_put_string (s_text_t *t, const char *text)
 {
-    s_put (t, "\"");
-    for (const unsigned char *c = (const unsigned char *) (text ? text : ""); *c; c++) {
-        if (*c == '"' || *c == '\\')
-            s_put (t, "\\%c", *c);
-        else if (*c < 0x20)
-            s_put (t, "\\u%04x", *c);
-        else
-            s_put (t, "%c", *c);
+    char small[512];
+    size_t n = util_json_string (text, NULL, 0);
+    char *json = n < sizeof small ? small : malloc (n + 1);
+    if (!json) {
+        t->failed = 1;
+        return;
     }
-    s_put (t, "\"");
+    util_json_string (text, json, n + 1);
+    s_put (t, "%s", json);
+    if (json != small)
+        free (json);
 }
 
 // A number, or null when it is not finite.

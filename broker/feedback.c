@@ -3,6 +3,7 @@
 // No I/O: the broker stores, publishes and logs what these functions write.
 
 #include "broker/feedback.h"
+#include "common/util.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -240,21 +241,12 @@ s_put_number (s_out_t *out, double x)
         s_put (out, "null");
 }
 
-// A JSON string: quotes, backslashes and control characters escaped; other
-// bytes (UTF-8) as they are.
+// A JSON string (util_json_string), truncated as s_put truncates.
 static void
 s_put_string (s_out_t *out, const char *text)
 {
-    s_put (out, "\"");
-    for (const unsigned char *p = (const unsigned char *) (text ? text : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            s_put (out, "\\%c", *p);
-        else if (*p < 0x20)
-            s_put (out, "\\u%04x", *p);
-        else
-            s_put (out, "%c", *p);
-    }
-    s_put (out, "\"");
+    size_t room = out->len < out->size ? out->size - out->len : 0;
+    out->len += util_json_string (text, room ? out->buf + out->len : NULL, room);
 }
 
 // "roi":..,"quantity":..: the members F and the stream share.

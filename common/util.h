@@ -27,4 +27,10 @@ int util_parse_rate (const char *text, double *bytes_per_s);
 // "20.0 GiB", "512 KiB", "100 B" into buf; returns buf.
 const char *util_format_size (int64_t bytes, char *buf, size_t size);
 
+// 'text' (NULL: "") as a JSON string, quotes included: '"' and '\\'
+// escaped, control characters as \u00XX, other bytes (UTF-8) as they are.
+// Like snprintf: writes at most size - 1 bytes and a NUL into out (out may
+// be NULL when size is 0) and returns the length of the whole string.
+size_t util_json_string (const char *text, char *out, size_t size);
+
 #endif

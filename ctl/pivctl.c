@@ -503,20 +503,21 @@ s_limit (double rate)
     return isnan (rate) ? "max (none)" : s_num (rate, "%g pairs/s");
 }
 
-// Writes 'text' on stdout as a JSON string.
+// Writes 'text' on stdout as a JSON string (util_json_string).
 static void
 s_put_json_string (const char *text)
 {
-    putchar ('"');
-    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            printf ("\\%c", *c);
-        else if (*c < 0x20)
-            printf ("\\u%04x", *c);
-        else
-            putchar (*c);
+    char small[512];
+    size_t n = util_json_string (text, NULL, 0);
+    char *json = n < sizeof small ? small : malloc (n + 1);
+    if (!json) {
+        fputs ("null", stdout);  // no memory: still valid JSON
+        return;
     }
-    putchar ('"');
+    util_json_string (text, json, n + 1);
+    fputs (json, stdout);
+    if (json != small)
+        free (json);
 }
 
 // Writes x on stdout as a JSON number, null for NAN.
