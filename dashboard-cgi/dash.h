@@ -144,6 +144,10 @@ void dash_put_json (FILE *out, const char *text);
 // A number as JSON: "null" for NAN or infinity.
 void dash_put_json_number (FILE *out, double x);
 
+// Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one
+// (overlong forms, surrogates and code points beyond U+10FFFF are not).
+int dash_utf8_length (const unsigned char *s);
+
 // The query string of a request (query.c).
 typedef struct {
     char *exp;  // experiment page (NULL: the overview)

@@ -7,9 +7,8 @@
 #include <math.h>
 #include <stddef.h>
 
-// Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one.
-static int
-s_utf8_length (const unsigned char *s)
+int
+dash_utf8_length (const unsigned char *s)
 {
     if (s[0] < 0x80)
         return 1;
@@ -33,7 +32,7 @@ s_escape (FILE *out, const char *text, void (*put) (FILE *, unsigned char))
 {
     const unsigned char *s = (const unsigned char *) (text ? text : "");
     while (*s) {
-        int n = s_utf8_length (s);
+        int n = dash_utf8_length (s);
         if (n == 1)
             put (out, *s);
         else if (n > 1)

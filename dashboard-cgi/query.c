@@ -46,17 +46,12 @@ s_name_ok (const char *name)
         if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')
               || *s >= 0x80 || strchr (" ._-+=@,:~", *s)))
             return 0;
-    // Bytes >= 0x80 must be valid UTF-8: the HTML escaper would replace
-    // them, the store would not find the name; refuse now.
+    // Bytes >= 0x80 must be valid UTF-8 as the escaper reads it (esc.c): it
+    // would replace them, and the store would not find the name; refuse now.
     for (const unsigned char *s = (const unsigned char *) name; *s;) {
-        int len = *s < 0x80 ? 1 : (*s & 0xE0) == 0xC0 ? 2 : (*s & 0xF0) == 0xE0 ? 3
-                              : (*s & 0xF8) == 0xF0   ? 4
-                                                      : 0;
-        if (len == 0 || (len == 2 && *s < 0xC2))
+        int len = dash_utf8_length (s);
+        if (len == 0)
             return 0;
-        for (int i = 1; i < len; i++)
-            if ((s[i] & 0xC0) != 0x80)
-                return 0;
         s += len;
     }
     return 1;

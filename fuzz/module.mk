@@ -19,7 +19,7 @@ FUZZ_CFLAGS     = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I. -O1 
 # common/, store/), compiled with coverage for libFuzzer into one archive,
 # so that each harness links only what it uses.
 FUZZ_SRCS      := $(patsubst build/%.o,%.c,$(PIV_OBJS) $(COMMON_OBJS) $(STORE_OBJS)) fuzz/fuzz.c \
-                  dashboard-cgi/query.c
+                  dashboard-cgi/query.c dashboard-cgi/esc.c
 FUZZ_LIB       := $(FUZZ_DIR)/libfuzzed.a
 FUZZ_BINS      := $(FUZZ_HARNESSES:%=$(FUZZ_DIR)/fuzz_%)
 # Leaks count as findings; the harnesses' limits keep allocations small.
