@@ -297,7 +297,7 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
             task->closed_ns = ctx->closed_ns;
             zlistx_add_end (self->fresh, task);
         }
-        broker_count (ctx->exp->arrivals, &ctx->exp->second, ctx->now, 1);
+        broker_count (&ctx->exp->arrivals, ctx->now, 1);
     }
     return 0;
 }
@@ -547,29 +547,29 @@ s_take_task (agent_rec_t *agent, int64_t pair)
     return NULL;
 }
 
-// Counts 'n' in the second of 'now' of a 60 s ring, clearing the seconds
-// skipped since the last count.
+// Counts 'n' in the second of 'now', clearing the seconds skipped since
+// the ring's last count.
 void
-broker_count (int64_t *ring, int64_t *second, int64_t now, int n)
+broker_count (rate_ring_t *ring, int64_t now, int n)
 {
     int64_t this_second = now / 1000000000;
-    if (this_second != *second) {
-        int64_t gap = this_second - *second;
+    if (this_second != ring->second) {
+        int64_t gap = this_second - ring->second;
         for (int64_t s = 1; s <= gap && s <= 60; s++)
-            ring[(*second + s) % 60] = 0;
-        *second = this_second;
+            ring->count[(ring->second + s) % 60] = 0;
+        ring->second = this_second;
     }
-    ring[this_second % 60] += n;
+    ring->count[this_second % 60] += n;
 }
 
-// Counts per second over the last 'seconds' complete seconds of a ring.
+// Counts per second over the last 'seconds' complete seconds.
 double
-broker_rate (int64_t *ring, int64_t *second, int64_t now, int seconds)
+broker_rate (rate_ring_t *ring, int64_t now, int seconds)
 {
-    broker_count (ring, second, now, 0);
+    broker_count (ring, now, 0);
     int64_t sum = 0;
     for (int s = 1; s <= seconds; s++)
-        sum += ring[(*second - s + 60) % 60];
+        sum += ring->count[(ring->second - s + 60) % 60];
     return (double) sum / seconds;
 }
 
@@ -579,7 +579,7 @@ static void
 s_recorded (broker_t *self, task_t *task, const proto_msg_t *msg, int64_t now)
 {
     exp_t *exp = task->exp;
-    broker_count (exp->results, &exp->second, now, 1);
+    broker_count (&exp->results, now, 1);
     if (task->closed_ns > 0) {
         exp->latency_ms[exp->latency_next] = (now - task->closed_ns) / 1e6;
         exp->latency_next = (exp->latency_next + 1) % LATENCY_KEPT;
@@ -622,7 +622,7 @@ s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
         broker_task_destroy (&task);
     }
     self->results += recorded;
-    broker_count (self->per_second, &self->second, now, recorded);
+    broker_count (&self->per_second, now, recorded);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
     s_after (self, identity, &ok);
 }

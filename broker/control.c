@@ -465,9 +465,9 @@ s_put_experiment (void *arg, const store_counts_t *c)
     }
     s_put (t, ",\"queue\":%zu,\"arrivals_10s\":%.2f,\"rate_10s\":%.2f,\"rate_1m\":%.2f",
            sched_size_of (self->sched, exp->id),
-           broker_rate (exp->arrivals, &exp->second, now, 10),
-           broker_rate (exp->results, &exp->second, now, 10),
-           broker_rate (exp->results, &exp->second, now, 59));
+           broker_rate (&exp->arrivals, now, 10),
+           broker_rate (&exp->results, now, 10),
+           broker_rate (&exp->results, now, 59));
     s_put_latency (t, exp);
     s_put_policy (t, self, exp->id);
     s_put (t, ",\"settings\":");
@@ -537,8 +537,8 @@ s_status (s_cmd_t *cmd)
            "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
            "\"rate_1m\":%.2f,\"store_ok\":%s",
            (now - self->started_ns) / 1e9, sched_size (self->sched), (long long) self->results,
-           broker_rate (self->per_second, &self->second, now, 10),
-           broker_rate (self->per_second, &self->second, now, 59),
+           broker_rate (&self->per_second, now, 10),
+           broker_rate (&self->per_second, now, 59),
            self->store_failed ? "false" : "true");
     if (self->store_failed) {
         s_put (&cmd->body, ",\"store_error\":");

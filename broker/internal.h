@@ -20,6 +20,14 @@
 
 typedef struct _replay_t replay_t;
 
+// Counts in each of the last 60 seconds, and the second (since the epoch)
+// counted last: each ring has its own, so that counting in one never skips
+// the clearing of another.
+typedef struct {
+    int64_t count[60];
+    int64_t second;
+} rate_ring_t;
+
 #define WARNINGS_MAX 32  // warnings kept at once (doc/storage.md)
 
 // Something the operator should know about storage, shown by status, the
@@ -67,9 +75,8 @@ typedef struct {
     double latency_ms[LATENCY_KEPT];  // close of the last frame -> result recorded, a ring
     int latencies;                // how many of them are set
     int latency_next;             // next slot
-    int64_t arrivals[60];         // pairs made in each of the last 60 s ...
-    int64_t results[60];          // ... and results recorded ...
-    int64_t second;               // ... counted up to this second (since the epoch)
+    rate_ring_t arrivals;         // pairs made per second
+    rate_ring_t results;          // results recorded per second
     int feedback_own;             // it has its own feedback settings (else the global ones)
     feedback_settings_t feedback; // its own
     feedback_pi_t pi;             // its controller's state
@@ -128,8 +135,7 @@ struct _broker_t {
     char store_why[512];      // why it failed, for the status
     int64_t results;          // results recorded since start
     int64_t started_ns;       // start time
-    int64_t per_second[60];   // results recorded in each of the last 60 s ...
-    int64_t second;           // ... the slot of this second (s since the epoch)
+    rate_ring_t per_second;   // results recorded per second, all experiments
     zactor_t *archiver;       // the archiver thread (archive.c)
     exp_t *archiving;         // the experiment it works on, or NULL
     zlistx_t *archive_queue;  // exp_t waiting for the archiver
@@ -167,8 +173,8 @@ task_t *broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char 
                          const char *name_b);
 void broker_task_destroy (task_t **self_p);
 // Results per second over the last 'seconds' complete seconds of a ring.
-double broker_rate (int64_t *ring, int64_t *second, int64_t now, int seconds);
-void broker_count (int64_t *ring, int64_t *second, int64_t now, int n);
+double broker_rate (rate_ring_t *ring, int64_t now, int seconds);
+void broker_count (rate_ring_t *ring, int64_t now, int n);
 
 // control.c
 int broker_on_control (zloop_t *loop, zsock_t *reader, void *arg);
