@@ -81,6 +81,7 @@ static const s_field_t s_recorded[] = {{S_U64, S_AT (pair), "pair"},
 static const s_field_t s_request[] = {{S_TEXT, S_AT (text), "line"}};
 static const s_field_t s_reply[] = {{S_U32, S_AT (status), "status"},
                                     {S_BODY, S_AT (text), "body"}};
+static const s_field_t s_batch[] = {{S_U32, S_AT (count), "count"}};
 
 // RESULT sends figures[0 .. PROTO_FIG_RESERVED - 1], one frame each.
 _Static_assert (PROTO_FIG_RESERVED == 7, "RESULT's frame list names every figure");
@@ -109,6 +110,7 @@ static const s_command_t s_commands[] = {
     {PROTO_DISCONNECT, "DISCONNECT", NULL, 0},
     S_CMD (PROTO_REQUEST, "REQUEST", s_request),
     S_CMD (PROTO_REPLY, "REPLY", s_reply),
+    S_CMD (PROTO_BATCH, "BATCH", s_batch),
 };
 
 static const s_command_t *
@@ -141,6 +143,11 @@ proto_msg_release (proto_msg_t *msg)
     free (msg->output);
     free (msg->seqs);
     free (msg->blob);
+    if (msg->batch) {
+        for (uint32_t i = 0; i < msg->count; i++)
+            proto_msg_release (&msg->batch[i]);
+        free (msg->batch);
+    }
     memset (msg, 0, sizeof *msg);
 }
 
@@ -258,7 +265,7 @@ static int
 s_encode (const proto_msg_t *msg, s_parts_t *parts)
 {
     const s_command_t *cmd = msg ? s_command (msg->command) : NULL;
-    if (!cmd)
+    if (!cmd || msg->command == PROTO_BATCH)
         return -1;
     if (msg->command == PROTO_ACK
         && (msg->count > PROTO_MAX_ACK || (msg->count > 0 && !msg->seqs)))
@@ -276,9 +283,173 @@ s_encode (const proto_msg_t *msg, s_parts_t *parts)
     return 0;
 }
 
+// ---------------------------------------------------------------------------
+// BATCH: several messages in one. Each travels as one frame, a record: its
+// command byte, then each field's bytes followed by a NUL (no text or
+// number holds one), except a last field that is a blob, which runs to the
+// end of the record. One frame per message instead of one per field is
+// what makes a batch cheap.
+
+static void s_error (char *err, size_t errlen, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+struct proto_batch_t {
+    unsigned char *buf;  // the records, one after another
+    size_t len, cap;     // bytes used, allocated
+    size_t *ends;        // where each record ends in buf
+    size_t count, ends_cap;
+};
+
+// Commands that may travel in a BATCH.
+static bool
+s_batchable (char command)
+{
+    return command != PROTO_BATCH && command != PROTO_REQUEST && command != PROTO_REPLY;
+}
+
+static bool
+s_blob_last (const s_command_t *cmd)
+{
+    return cmd->nfields > 0 && cmd->fields[cmd->nfields - 1].kind == S_BLOB;
+}
+
+proto_batch_t *
+proto_batch_new (void)
+{
+    return calloc (1, sizeof (proto_batch_t));
+}
+
+void
+proto_batch_destroy (proto_batch_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    free ((*self_p)->buf);
+    free ((*self_p)->ends);
+    free (*self_p);
+    *self_p = NULL;
+}
+
+size_t
+proto_batch_size (const proto_batch_t *self)
+{
+    return self ? self->count : 0;
+}
+
+int
+proto_batch_add (proto_batch_t *self, const proto_msg_t *msg)
+{
+    s_parts_t parts;
+    if (!self || !msg || !s_batchable (msg->command) || self->count == PROTO_MAX_BATCH
+        || s_encode (msg, &parts))
+        return -1;
+    const s_command_t *cmd = s_command (msg->command);
+    size_t need = 1;
+    for (int i = 2; i < parts.count; i++)
+        need += parts.size[i] + 1;
+    if (s_blob_last (cmd))
+        need--;  // the blob has no NUL after it
+    if (self->len + need > self->cap) {
+        size_t cap = self->cap ? self->cap : 4096;
+        while (cap < self->len + need)
+            cap *= 2;
+        unsigned char *buf = realloc (self->buf, cap);
+        if (!buf)
+            return -1;
+        self->buf = buf, self->cap = cap;
+    }
+    if (self->count == self->ends_cap) {
+        size_t cap = self->ends_cap ? self->ends_cap * 2 : 64;
+        size_t *ends = realloc (self->ends, cap * sizeof *ends);
+        if (!ends)
+            return -1;
+        self->ends = ends, self->ends_cap = cap;
+    }
+    unsigned char *out = self->buf + self->len;
+    *out++ = (unsigned char) msg->command;
+    for (int i = 2; i < parts.count; i++) {
+        if (parts.size[i])
+            memcpy (out, parts.data[i], parts.size[i]);
+        out += parts.size[i];
+        if (!(i == parts.count - 1 && s_blob_last (cmd)))
+            *out++ = '\0';
+    }
+    self->len += need;
+    self->ends[self->count++] = self->len;
+    return 0;
+}
+
+// The frames a record stands for (version, command, fields) into parts;
+// 0, or -1 with err.
+static int
+s_record_parts (const unsigned char *rec, size_t size, s_parts_t *parts, char *err,
+                size_t errlen)
+{
+    parts->count = 0;
+    s_add (parts, PROTO_VERSION, strlen (PROTO_VERSION));
+    if (size == 0) {
+        s_error (err, errlen, "an empty record");
+        return -1;
+    }
+    s_add (parts, rec, 1);
+    const s_command_t *cmd = s_command ((char) rec[0]);
+    if (!cmd)
+        return 0;  // s_decode names the unknown command
+    if (!s_batchable (cmd->command)) {
+        s_error (err, errlen, "a %s cannot travel in a BATCH", cmd->name);
+        return -1;
+    }
+    int blob_at = s_blob_last (cmd) ? 2 + cmd->nfields - 1 : -1;
+    size_t pos = 1;
+    while (pos < size && parts->count != blob_at) {
+        const unsigned char *nul = memchr (rec + pos, '\0', size - pos);
+        if (!nul) {
+            s_error (err, errlen, "frame %d is not ended by a NUL byte", parts->count);
+            return -1;
+        }
+        if (s_add (parts, rec + pos, (size_t) (nul - (rec + pos)))) {
+            s_error (err, errlen, "%s has over %d frames", cmd->name, PROTO_MAX_FRAMES);
+            return -1;
+        }
+        pos = (size_t) (nul - rec) + 1;
+    }
+    if (parts->count == blob_at)
+        s_add (parts, rec + pos, size - pos);
+    return 0;
+}
+
+// Encodes a BATCH message's messages; NULL if any is refused.
+static proto_batch_t *
+s_batch_of (const proto_msg_t *msg)
+{
+    if (msg->count > PROTO_MAX_BATCH || (msg->count && !msg->batch))
+        return NULL;
+    proto_batch_t *batch = proto_batch_new ();
+    for (uint32_t i = 0; batch && i < msg->count; i++)
+        if (proto_batch_add (batch, &msg->batch[i]))
+            proto_batch_destroy (&batch);
+    return batch;
+}
+
 zmsg_t *
 proto_encode (const proto_msg_t *msg)
 {
+    if (msg && msg->command == PROTO_BATCH) {
+        proto_batch_t *batch = s_batch_of (msg);
+        if (!batch)
+            return NULL;
+        zmsg_t *zmsg = zmsg_new ();
+        char count[16];
+        snprintf (count, sizeof count, "%zu", batch->count);
+        if (zmsg_addstr (zmsg, PROTO_VERSION) || zmsg_addmem (zmsg, "M", 1)
+            || zmsg_addstr (zmsg, count))
+            zmsg_destroy (&zmsg);
+        for (size_t i = 0, start = 0; zmsg && i < batch->count; start = batch->ends[i++])
+            if (zmsg_addmem (zmsg, batch->buf + start, batch->ends[i] - start))
+                zmsg_destroy (&zmsg);
+        proto_batch_destroy (&batch);
+        return zmsg;
+    }
     s_parts_t parts;
     if (s_encode (msg, &parts))
         return NULL;
@@ -601,20 +772,100 @@ s_decode_parts (const s_parts_t *parts, size_t frames, proto_msg_t *msg, char *e
     return rc;
 }
 
+// Decodes a BATCH of 'frames' frames (version, command, count, records),
+// the first 'kept' of which are in data and size. Leaves partial state in
+// msg on failure.
+static int
+s_decode_batch (const void *const *data, const size_t *size, size_t frames, size_t kept,
+                proto_msg_t *msg, char *err, size_t errlen)
+{
+    s_parts_t head;
+    head.count = 0;
+    for (size_t i = 0; i < kept && i < 3; i++)
+        s_add (&head, data[i], size[i]);
+    if (s_decode (&head, frames < 3 ? frames : 3, msg, err, errlen))
+        return -1;
+    if (msg->count > PROTO_MAX_BATCH) {
+        s_error (err, errlen, "BATCH count %" PRIu32 ", at most %d", msg->count,
+                 PROTO_MAX_BATCH);
+        return -1;
+    }
+    if (frames - 3 != msg->count || kept < frames) {
+        s_error (err, errlen, "BATCH count %" PRIu32 " but %zu messages follow", msg->count,
+                 frames - 3);
+        return -1;
+    }
+    if (msg->count && !(msg->batch = calloc (msg->count, sizeof *msg->batch))) {
+        s_error (err, errlen, "BATCH: out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < msg->count; i++) {
+        char why[512] = "";
+        s_parts_t parts;
+        if (s_record_parts (data[3 + i], size[3 + i], &parts, why, sizeof why)
+            || s_decode_parts (&parts, (size_t) parts.count, &msg->batch[i], why, sizeof why)) {
+            // "bad message: BATCH message 3: FILE needs 7 frames, got 5"
+            const char *prefix = "bad message: ";
+            size_t skip = strncmp (why, prefix, strlen (prefix)) == 0 ? strlen (prefix) : 0;
+            s_error (err, errlen, "BATCH message %" PRIu32 ": %s", i, why + skip);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// True if the frame (a message's second) says BATCH.
+static bool
+s_says_batch (const void *data, size_t size)
+{
+    return size == 1 && *(const char *) data == PROTO_BATCH;
+}
+
+// Decodes a whole message of 'frames' frames, the first 'kept' of which are
+// in data and size: 0, or -1 with err and msg zeroed.
+static int
+s_decode_frames (const void *const *data, const size_t *size, size_t frames, size_t kept,
+                 proto_msg_t *msg, char *err, size_t errlen)
+{
+    memset (msg, 0, sizeof *msg);
+    if (kept >= 2 && s_says_batch (data[1], size[1])) {
+        int rc = s_decode_batch (data, size, frames, kept, msg, err, errlen);
+        if (rc)
+            proto_msg_release (msg);
+        return rc;
+    }
+    s_parts_t parts;
+    parts.count = 0;
+    for (size_t i = 0; i < kept && i < PROTO_MAX_FRAMES; i++)
+        s_add (&parts, data[i], size[i]);
+    return s_decode_parts (&parts, frames, msg, err, errlen);
+}
+
 int
 proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen)
 {
     zmsg_t *zmsg = zmsg_p ? *zmsg_p : NULL;
     if (zmsg_p)
         *zmsg_p = NULL;
-    s_parts_t parts;
-    size_t frames = 0;
-    for (zframe_t *f = zmsg ? zmsg_first (zmsg) : NULL; f; f = zmsg_next (zmsg), frames++)
-        if (frames < PROTO_MAX_FRAMES) {
-            parts.data[frames] = zframe_data (f);
-            parts.size[frames] = zframe_size (f);
+    size_t frames = zmsg ? zmsg_size (zmsg) : 0, kept = 0;
+    size_t room = frames < 3 + PROTO_MAX_BATCH ? frames : 3 + PROTO_MAX_BATCH;
+    const void **data = malloc ((room + 1) * sizeof *data);
+    size_t *size = malloc ((room + 1) * sizeof *size);
+    int rc = -1;
+    if (!data || !size) {
+        memset (msg, 0, sizeof *msg);
+        s_error (err, errlen, "out of memory");
+    }
+    else {
+        for (zframe_t *f = zmsg ? zmsg_first (zmsg) : NULL; f && kept < room;
+             f = zmsg_next (zmsg), kept++) {
+            data[kept] = zframe_data (f);
+            size[kept] = zframe_size (f);
         }
-    int rc = s_decode_parts (&parts, frames, msg, err, errlen);
+        rc = s_decode_frames (data, size, frames, kept, msg, err, errlen);
+    }
+    free (data);
+    free (size);
     zmsg_destroy (&zmsg);
     return rc;
 }
@@ -623,17 +874,30 @@ int
 proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, size_t errlen)
 {
     // The frames land in zmq_msg_t on the stack: no zframe or zmsg to
-    // allocate for each of them (this is the broker's hot path).
+    // allocate for each of them (this is the broker's hot path). A BATCH
+    // gets room for all of its frames.
     void *handle = zsock_resolve (sock);
-    zmq_msg_t frames[PROTO_MAX_FRAMES], extra;
-    s_parts_t parts;
-    size_t count = 0, kept = 0;
+    zmq_msg_t stack[PROTO_MAX_FRAMES], extra, *frames = stack;
+    size_t count = 0, kept = 0, room = PROTO_MAX_FRAMES;
     int more = 1, rc = 0;
     if (identity_p)
         *identity_p = NULL;
     memset (msg, 0, sizeof *msg);
     while (more) {
-        zmq_msg_t *frame = kept < PROTO_MAX_FRAMES ? &frames[kept] : &extra;
+        if (kept == PROTO_MAX_FRAMES && frames == stack
+            && s_says_batch (zmq_msg_data (&stack[1]), zmq_msg_size (&stack[1]))) {
+            zmq_msg_t *heap = malloc ((3 + PROTO_MAX_BATCH) * sizeof *heap);
+            if (heap) {
+                for (size_t i = 0; i < kept; i++) {
+                    zmq_msg_init (&heap[i]);
+                    zmq_msg_move (&heap[i], &stack[i]);
+                    zmq_msg_close (&stack[i]);
+                }
+                frames = heap;
+                room = 3 + PROTO_MAX_BATCH;
+            }
+        }
+        zmq_msg_t *frame = kept < room ? &frames[kept] : &extra;
         zmq_msg_init (frame);
         if (zmq_msg_recv (frame, handle, 0) < 0) {
             zmq_msg_close (frame);
@@ -651,40 +915,96 @@ proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, s
         else
             kept++;
     }
-    for (size_t i = 0; i < kept; i++) {
-        parts.data[i] = zmq_msg_data (&frames[i]);
-        parts.size[i] = zmq_msg_size (&frames[i]);
+    if (rc == 0) {
+        // Where the frames' bytes are: 16 KiB of stack at most.
+        const void *data[3 + PROTO_MAX_BATCH];
+        size_t size[3 + PROTO_MAX_BATCH];
+        for (size_t i = 0; i < kept; i++) {
+            data[i] = zmq_msg_data (&frames[i]);
+            size[i] = zmq_msg_size (&frames[i]);
+        }
+        rc = s_decode_frames (data, size, count - (identity_p ? 1 : 0), kept, msg, err, errlen);
     }
-    if (rc == 0)
-        rc = s_decode_parts (&parts, count - (identity_p ? 1 : 0), msg, err, errlen);
     for (size_t i = 0; i < kept; i++)
         zmq_msg_close (&frames[i]);
+    if (frames != stack)
+        free (frames);
+    return rc;
+}
+
+// Sends n frames (a ROUTER's identity first, if given). Only the first
+// frame can be refused for want of room (libzmq checks the high-water mark
+// per message, not per frame), so the first goes without waiting and, once
+// it is in, the rest follows: the peer never sees half a message. zmq_send
+// copies each frame (small ones into the message itself, no allocation).
+static int
+s_send_frames (const void *const *data, const size_t *size, size_t n, zframe_t *identity,
+               zsock_t *sock)
+{
+    void *handle = zsock_resolve (sock);
+    int rc = 0;
+    if (identity)
+        rc = zmq_send (handle, zframe_data (identity), zframe_size (identity),
+                       ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    for (size_t i = 0; rc >= 0 && i < n; i++) {
+        int flags = (i + 1 < n ? ZMQ_SNDMORE : 0) | (!identity && i == 0 ? ZMQ_DONTWAIT : 0);
+        while ((rc = zmq_send (handle, data[i], size[i], flags)) < 0 && (identity || i > 0)
+               && errno == EINTR)
+            ;
+    }
+    return rc >= 0 ? 0 : -1;
+}
+
+int
+proto_batch_send (proto_batch_t *self, zframe_t *identity, zsock_t *sock)
+{
+    if (!self || self->count == 0)
+        return 0;
+    int rc;
+    if (self->count == 1) {
+        // One message goes as itself.
+        s_parts_t parts;
+        char err[8];
+        rc = s_record_parts (self->buf, self->len, &parts, err, sizeof err);
+        if (rc == 0)
+            rc = s_send_frames (parts.data, parts.size, (size_t) parts.count, identity, sock);
+    }
+    else {
+        const void **data = malloc ((self->count + 3) * sizeof *data);
+        size_t *size = malloc ((self->count + 3) * sizeof *size);
+        char count[16];
+        rc = -1;
+        if (data && size) {
+            data[0] = PROTO_VERSION, size[0] = strlen (PROTO_VERSION);
+            data[1] = "M", size[1] = 1;
+            data[2] = count, size[2] = (size_t) snprintf (count, sizeof count, "%zu", self->count);
+            for (size_t i = 0, start = 0; i < self->count; start = self->ends[i++]) {
+                data[3 + i] = self->buf + start;
+                size[3 + i] = self->ends[i] - start;
+            }
+            rc = s_send_frames (data, size, self->count + 3, identity, sock);
+        }
+        free (data);
+        free (size);
+    }
+    self->count = 0;
+    self->len = 0;
     return rc;
 }
 
 int
 proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock)
 {
+    if (msg && msg->command == PROTO_BATCH) {
+        proto_batch_t *batch = s_batch_of (msg);
+        int rc = batch && batch->count > 1 ? proto_batch_send (batch, identity, sock) : -1;
+        proto_batch_destroy (&batch);
+        return rc;
+    }
     s_parts_t parts;
     if (s_encode (msg, &parts))
         return -1;
-    // Only the first part can be refused for want of room (libzmq checks the
-    // high-water mark per message, not per part), so the first part goes
-    // without waiting and, once it is in, the rest follows: the peer never
-    // sees half a message. zmq_send copies each part (small ones into the
-    // message itself, no allocation).
-    void *handle = zsock_resolve (sock);
-    int rc = 0;
-    if (identity)
-        rc = zmq_send (handle, zframe_data (identity), zframe_size (identity),
-                       ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    for (int i = 0; rc >= 0 && i < parts.count; i++) {
-        int flags = (i + 1 < parts.count ? ZMQ_SNDMORE : 0) | (!identity && i == 0 ? ZMQ_DONTWAIT : 0);
-        while ((rc = zmq_send (handle, parts.data[i], parts.size[i], flags)) < 0
-               && (identity || i > 0) && errno == EINTR)
-            ;
-    }
-    return rc >= 0 ? 0 : -1;
+    return s_send_frames (parts.data, parts.size, (size_t) parts.count, identity, sock);
 }
 
 // The field encoding: a 32-byte header, then the arrays one after another.

@@ -14,7 +14,7 @@
 
 // First frame of every message: the protocol name and version. A peer
 // speaking another version is refused with a clear error.
-#define PROTO_VERSION "PIVF01"
+#define PROTO_VERSION "PIVF02"
 
 // Second frame: one byte, the command.
 // ingest socket (watcher DEALER -> broker ROUTER, and back)
@@ -32,6 +32,9 @@
 // control socket (pivctl, status page DEALER/REQ -> broker ROUTER)
 #define PROTO_REQUEST 'C'    // client: a command and its arguments
 #define PROTO_REPLY 'P'      // broker: status code and body
+// any socket: several of the messages above in one (not REQUEST, REPLY or
+// BATCH itself), each handled as if it had come alone
+#define PROTO_BATCH 'M'
 
 // Limits: the decoder refuses anything larger (and the sockets are set to
 // refuse messages beyond PROTO_MAX_MESSAGE bytes).
@@ -41,6 +44,7 @@
 #define PROTO_MAX_ACK (PROTO_MAX_FRAMES - 3)  // sequence numbers in one ACK
 #define PROTO_MAX_FIELD (64u << 20)     // bytes of a binary field (vector field)
 #define PROTO_MAX_MESSAGE (80 << 20)    // ZMQ_MAXMSGSIZE on every socket
+#define PROTO_MAX_BATCH 1024            // messages in one BATCH
 
 // Publish topics (PUB :5553): "feedback.<exp>", "field.<exp>", "state".
 #define PROTO_TOPIC_FEEDBACK "feedback."
@@ -50,12 +54,12 @@
 // A decoded message. Which fields are meaningful depends on the command
 // (doc/protocol.md lists them); the others are zero or NULL. Strings are
 // NUL-terminated and owned by the message; so is 'blob'.
-typedef struct {
+typedef struct proto_msg_s {
     char command;         // PROTO_* command byte
     uint64_t seq;         // FILE, ACK: the watcher's event sequence number
     uint64_t pair;        // TASK, RESULT, FAILED, RECORDED: pair id
     uint32_t attempt;     // TASK, RESULT, FAILED, RECORDED: attempt number
-    uint32_t count;       // READY: credit; HELLO: cores; ACK: number of seqs
+    uint32_t count;       // READY: credit; HELLO: cores; ACK: number of seqs; BATCH: messages
     int64_t size;         // FILE: bytes
     int64_t time_ns;      // FILE: mtime; RESULT: compute ns; HEARTBEAT: sender's clock
     char *experiment;     // FILE, TASK
@@ -70,6 +74,7 @@ typedef struct {
     uint32_t status;      // REPLY: 200 ok, 400 bad request, 403 refused, 500 error
     unsigned char *blob;  // RESULT: the vector field, proto_field_* encoding
     size_t blob_size;     // its size in bytes
+    struct proto_msg_s *batch;  // BATCH: its 'count' messages, decoded as if each came alone
 } proto_msg_t;
 
 // RESULT summary figures, in figures[].
@@ -113,6 +118,36 @@ int proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock);
 // zeroed); -2 when interrupted (nothing decoded). A message of more than
 // PROTO_MAX_FRAMES frames is refused without keeping the extra frames.
 int proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, size_t errlen);
+
+// The messages 'msg' stands for: a BATCH's, or msg itself. A receiver
+// handles proto_at (msg, 0 .. proto_count (msg) - 1) in turn.
+static inline size_t
+proto_count (const proto_msg_t *msg)
+{
+    return msg->command == PROTO_BATCH ? msg->count : 1;
+}
+
+static inline proto_msg_t *
+proto_at (proto_msg_t *msg, size_t i)
+{
+    return msg->command == PROTO_BATCH ? &msg->batch[i] : msg;
+}
+
+// Messages to one peer, gathered to go as one BATCH (doc/protocol.md §4.13):
+// each is encoded when added, so what it points to may change at once.
+typedef struct proto_batch_t proto_batch_t;
+
+proto_batch_t *proto_batch_new (void);
+void proto_batch_destroy (proto_batch_t **self_p);
+// Adds msg; 0, or -1 when the encoder refuses it (as proto_encode would;
+// BATCH, REQUEST and REPLY never go in a batch) or there is no memory.
+int proto_batch_add (proto_batch_t *self, const proto_msg_t *msg);
+// The messages gathered.
+size_t proto_batch_size (const proto_batch_t *self);
+// Sends what was gathered as proto_send would (one message alone goes as
+// itself, more as a BATCH) and empties the batch either way. 0 (also when
+// empty), or -1 when the socket could not take it: none of it went.
+int proto_batch_send (proto_batch_t *self, zframe_t *identity, zsock_t *sock);
 
 // The name of a command byte ("FILE", "ACK", ...), "?" if unknown.
 const char *proto_command_name (char command);

@@ -1,5 +1,5 @@
 // fuzz_proto.c — proto_decode (common/proto.c) on arbitrary multipart
-// messages, every command. The input is the frames one after another,
+// messages, every command, BATCH and its records included. The input is the frames one after another,
 // separated by the two bytes 0x1e 0x1e (fuzz/proto.dict names them). A
 // message that decodes must encode again (the encoder refuses only what
 // the decoder would) and decode to the same message; a RESULT's field
@@ -37,6 +37,20 @@ s_same_text (const char *a, const char *b)
     return (!a && !b) || (a && b && strcmp (a, b) == 0);
 }
 
+static int s_same (const proto_msg_t *a, const proto_msg_t *b);
+
+// A BATCH's messages, one by one.
+static int
+s_same_batch (const proto_msg_t *a, const proto_msg_t *b)
+{
+    if (a->command != PROTO_BATCH)
+        return 1;
+    for (uint32_t i = 0; i < a->count; i++)
+        if (!s_same (&a->batch[i], &b->batch[i]))
+            return 0;
+    return 1;
+}
+
 static int
 s_same (const proto_msg_t *a, const proto_msg_t *b)
 {
@@ -52,7 +66,8 @@ s_same (const proto_msg_t *a, const proto_msg_t *b)
            && s_same_text (a->output, b->output) && a->blob_size == b->blob_size
            && (!a->blob_size || memcmp (a->blob, b->blob, a->blob_size) == 0)
            && (!a->count || a->command != PROTO_ACK
-               || memcmp (a->seqs, b->seqs, a->count * sizeof (uint64_t)) == 0);
+               || memcmp (a->seqs, b->seqs, a->count * sizeof (uint64_t)) == 0)
+           && s_same_batch (a, b);
 }
 
 int

@@ -349,14 +349,14 @@ typedef struct {
 } s_bad_msg_t;
 
 static const s_bad_msg_t s_bad_msgs[] = {
-    {"wrong version", 3, {"PIVF99", "B", "1"}, "protocol 'PIVF99', expected 'PIVF01'"},
-    {"no command", 1, {"PIVF01"}, "no command frame"},
-    {"long command", 3, {"PIVF01", "BB", "1"}, "is 2 bytes, expected 1"},
-    {"unknown command", 2, {"PIVF01", "Z"}, "unknown command 0x5a"},
-    {"missing frames", 5, {"PIVF01", "F", "1", "exp1", "x.tif"}, "FILE needs 7 frames, got 5"},
-    {"extra frames", 8, {"PIVF01", "F", "1", "exp1", "x.tif", "1", "1", "more"},
+    {"wrong version", 3, {"PIVF99", "B", "1"}, "protocol 'PIVF99', expected 'PIVF02'"},
+    {"no command", 1, {"PIVF02"}, "no command frame"},
+    {"long command", 3, {"PIVF02", "BB", "1"}, "is 2 bytes, expected 1"},
+    {"unknown command", 2, {"PIVF02", "Z"}, "unknown command 0x5a"},
+    {"missing frames", 5, {"PIVF02", "F", "1", "exp1", "x.tif"}, "FILE needs 7 frames, got 5"},
+    {"extra frames", 8, {"PIVF02", "F", "1", "exp1", "x.tif", "1", "1", "more"},
      "FILE needs 7 frames, got 8"},
-    {"bad number", 3, {"PIVF01", "R", "-1"}, "'credit' is not a number"},
+    {"bad number", 3, {"PIVF02", "R", "-1"}, "'credit' is not a number"},
     {"random bytes", 2, {"\x93\x07\xff\x00garbage", "\x01\x02"}, "bad message: protocol"},
 };
 
@@ -367,7 +367,7 @@ s_send_oversized (const char *endpoint, char command, const char *said_log, cons
 {
     static char big[PROTO_MAX_STRING + 100];
     memset (big, 'x', sizeof big - 1);
-    const char *frames[] = {"PIVF01", command == 'C' ? "C" : "H", big, "host", "1", "noop"};
+    const char *frames[] = {"PIVF02", command == 'C' ? "C" : "H", big, "host", "1", "noop"};
     s_send_raw (endpoint, command == 'C' ? 3 : 6, frames, NULL);
     if (said_log)
         ck_assert_msg (tu_farm_log_has (&s_farm, log, said_log, 5000), "no '%s' in %s", said_log,
@@ -378,7 +378,7 @@ s_send_oversized (const char *endpoint, char command, const char *said_log, cons
     char *blob = malloc (huge);
     ck_assert (blob != NULL);
     memset (blob, 'y', huge);
-    const char *hframes[] = {"PIVF01", "D", blob};
+    const char *hframes[] = {"PIVF02", "D", blob};
     long lens[] = {-1, -1, (long) huge};
     s_send_raw (endpoint, 3, hframes, lens);
     free (blob);
@@ -423,7 +423,7 @@ START_TEST (malformed_messages_on_every_broker_socket_are_dropped_and_the_farm_r
     }
     // A message for the wrong socket: an ACK to the broker's work socket.
     snprintf (endpoint, sizeof endpoint, "ipc://%s/work", s_farm.dir);
-    const char *ack[] = {"PIVF01", "A", "0"};
+    const char *ack[] = {"PIVF02", "A", "0"};
     s_send_raw (endpoint, 3, ack, NULL);
     ck_assert (tu_farm_log_has (&s_farm, "broker.log", "unexpected ACK", 5000));
     // Nothing else lost: the farm works as before.

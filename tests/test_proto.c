@@ -341,14 +341,14 @@ START_TEST (lays_out_each_command_as_the_protocol_document_says)
         zmsg_destroy (&zmsg);
     }
     zmsg_t *zmsg = s_encoded (PROTO_FILE);
-    const char *file[] = {"PIVF01", "F", "42", "run7", "cam1/img_0001_a.tif", "8388608",
+    const char *file[] = {"PIVF02", "F", "42", "run7", "cam1/img_0001_a.tif", "8388608",
                           "1700000000123456789"};
     for (int f = 0; f < 7; f++)
         ck_assert_msg (zframe_streq (s_frame_at (zmsg, f), file[f]), "FILE frame %d", f);
     zmsg_destroy (&zmsg);
 
     zmsg = s_encoded (PROTO_ACK);
-    const char *ack[] = {"PIVF01", "A", "3", "1", "42", "18446744073709551615"};
+    const char *ack[] = {"PIVF02", "A", "3", "1", "42", "18446744073709551615"};
     for (int f = 0; f < 6; f++)
         ck_assert_msg (zframe_streq (s_frame_at (zmsg, f), ack[f]), "ACK frame %d", f);
     zmsg_destroy (&zmsg);
@@ -611,23 +611,23 @@ START_TEST (refuses_another_protocol_version)
 {
     zmsg_t *zmsg = s_encoded (PROTO_HEARTBEAT);
     s_set_frame_str (zmsg, 0, "PIVF99");
-    s_assert_refused (&zmsg, "bad message: protocol 'PIVF99', expected 'PIVF01'");
+    s_assert_refused (&zmsg, "bad message: protocol 'PIVF99', expected 'PIVF02'");
 
     zmsg = s_encoded (PROTO_HEARTBEAT);
-    s_set_frame_str (zmsg, 0, "PIVF01 ");
-    s_assert_refused (&zmsg, "bad message: protocol 'PIVF01 ', expected 'PIVF01'");
+    s_set_frame_str (zmsg, 0, "PIVF02 ");
+    s_assert_refused (&zmsg, "bad message: protocol 'PIVF02 ', expected 'PIVF02'");
 
     // Bytes that are not text are shown escaped, and long ones cut short.
     zmsg = s_encoded (PROTO_HEARTBEAT);
     s_set_frame (zmsg, 0, "\x01\xff'\n", 4);
-    s_assert_refused (&zmsg, "bad message: protocol '\\x01\\xff\\x27\\x0a', expected 'PIVF01'");
+    s_assert_refused (&zmsg, "bad message: protocol '\\x01\\xff\\x27\\x0a', expected 'PIVF02'");
     zmsg = s_encoded (PROTO_HEARTBEAT);
     s_set_frame_str (zmsg, 0, "GET / HTTP/1.1\r\nHost: broker.lab:5551\r\nUser-Agent: curl\r\n");
     s_assert_refused (&zmsg, "bad message: protocol 'GET / HTTP/1.1\\x0d\\x0aHost: "
-                             "broker.lab:5551\\x0d\\x0aU...', expected 'PIVF01'");
+                             "broker.lab:5551\\x0d\\x0aU...', expected 'PIVF02'");
     zmsg = s_encoded (PROTO_HEARTBEAT);
     s_set_frame (zmsg, 0, "", 0);
-    s_assert_refused (&zmsg, "bad message: protocol '', expected 'PIVF01'");
+    s_assert_refused (&zmsg, "bad message: protocol '', expected 'PIVF02'");
 }
 END_TEST
 
@@ -912,7 +912,7 @@ START_TEST (refuses_an_empty_message_a_lone_version_and_no_message_at_all)
     s_assert_refused (&zmsg, "bad message: no command frame after the version");
     const char *other[] = {"hello"};
     zmsg = s_zmsg (1, other);
-    s_assert_refused (&zmsg, "bad message: protocol 'hello', expected 'PIVF01'");
+    s_assert_refused (&zmsg, "bad message: protocol 'hello', expected 'PIVF02'");
 
     // The error buffer may be short or absent: the line is cut, nothing overflows.
     proto_msg_t msg;
@@ -1139,6 +1139,261 @@ START_TEST (proto_recv_takes_one_message_off_a_router_refused_or_not)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// BATCH (doc/protocol.md §4.13)
+
+// Commands that may travel in a BATCH: all but REQUEST and REPLY.
+static const char s_batchable[] = {PROTO_FILE,      PROTO_ACK,    PROTO_HELLO,
+                                   PROTO_READY,     PROTO_HEARTBEAT, PROTO_TASK,
+                                   PROTO_RESULT,    PROTO_FAILED, PROTO_RECORDED,
+                                   PROTO_DISCONNECT};
+#define S_NBATCHABLE ((int) sizeof s_batchable)
+
+// A BATCH message holding one filled message of each batchable command.
+static void
+s_fill_batch (proto_msg_t *batch)
+{
+    memset (batch, 0, sizeof *batch);
+    batch->command = PROTO_BATCH;
+    batch->count = S_NBATCHABLE;
+    batch->batch = calloc (S_NBATCHABLE, sizeof *batch->batch);
+    ck_assert_ptr_nonnull (batch->batch);
+    for (int i = 0; i < S_NBATCHABLE; i++)
+        s_fill (&batch->batch[i], s_batchable[i]);
+}
+
+// A message of frames with explicit sizes (records hold NULs).
+static zmsg_t *
+s_zmsg_sized (int n, const char *const frames[], const size_t sizes[])
+{
+    zmsg_t *zmsg = zmsg_new ();
+    for (int i = 0; i < n; i++)
+        zmsg_addmem (zmsg, frames[i], sizes[i]);
+    return zmsg;
+}
+
+START_TEST (a_batch_of_every_batchable_command_round_trips_one_frame_each)
+{
+    proto_msg_t batch;
+    s_fill_batch (&batch);
+    zmsg_t *zmsg = proto_encode (&batch);
+    ck_assert_ptr_nonnull (zmsg);
+    ck_assert_int_eq ((int) zmsg_size (zmsg), 3 + S_NBATCHABLE);
+    ck_assert (zframe_streq (s_frame_at (zmsg, 0), PROTO_VERSION));
+    ck_assert (zframe_streq (s_frame_at (zmsg, 1), "M"));
+    char count[8];
+    snprintf (count, sizeof count, "%d", S_NBATCHABLE);
+    ck_assert (zframe_streq (s_frame_at (zmsg, 2), count));
+    proto_msg_t copy;
+    s_decode_ok (&zmsg, &copy);
+    ck_assert_int_eq (copy.command, PROTO_BATCH);
+    ck_assert_uint_eq (proto_count (&copy), S_NBATCHABLE);
+    for (int i = 0; i < S_NBATCHABLE; i++)
+        s_assert_same (proto_at (&batch, (size_t) i), proto_at (&copy, (size_t) i));
+    proto_msg_release (&copy);
+    ck_assert (s_is_zeroed (&copy));
+    proto_msg_release (&batch);
+
+    // A message alone counts as one: itself.
+    proto_msg_t ready = {.command = PROTO_READY, .count = 3};
+    ck_assert_uint_eq (proto_count (&ready), 1);
+    ck_assert_ptr_eq (proto_at (&ready, 0), &ready);
+}
+END_TEST
+
+START_TEST (lays_out_batch_records_as_the_protocol_document_says)
+{
+    proto_msg_t batch;
+    s_fill_batch (&batch);
+    zmsg_t *zmsg = proto_encode (&batch);
+    ck_assert_ptr_nonnull (zmsg);
+    // FILE: each field followed by a NUL.
+    static const char file[] = "F42\0run7\0cam1/img_0001_a.tif\0008388608\0001700000000123456789";
+    zframe_t *f = s_frame_at (zmsg, 3);
+    ck_assert_uint_eq (zframe_size (f), sizeof file);  // the last NUL is the array's own
+    ck_assert (memcmp (zframe_data (f), file, sizeof file) == 0);
+    // RESULT: the blob is the rest of the record, no NUL after it.
+    for (int i = 0; i < S_NBATCHABLE; i++) {
+        if (s_batchable[i] != PROTO_RESULT)
+            continue;
+        f = s_frame_at (zmsg, 3 + i);
+        const proto_msg_t *r = &batch.batch[i];
+        ck_assert_int_eq (zframe_data (f)[0], 'D');
+        ck_assert (memcmp (zframe_data (f) + zframe_size (f) - r->blob_size, r->blob,
+                           r->blob_size) == 0);
+    }
+    // DISCONNECT has no fields: its command byte alone.
+    f = s_frame_at (zmsg, 3 + S_NBATCHABLE - 1);
+    ck_assert_uint_eq (zframe_size (f), 1);
+    ck_assert_int_eq (zframe_data (f)[0], 'Q');
+    zmsg_destroy (&zmsg);
+    proto_msg_release (&batch);
+}
+END_TEST
+
+START_TEST (refuses_a_malformed_batch_naming_the_message_at_fault)
+{
+    static const struct {
+        const char *why;
+        int n;
+        const char *frames[4];
+        size_t sizes[4];
+        const char *expected;
+    } cases[] = {
+        {"count and messages disagree", 4, {"PIVF02", "M", "3", "R8"}, {6, 1, 1, 3},
+         "bad message: BATCH count 3 but 1 messages follow"},
+        {"count over the limit", 4, {"PIVF02", "M", "1025", "R8"}, {6, 1, 4, 3},
+         "bad message: BATCH count 1025, at most 1024"},
+        {"no count", 2, {"PIVF02", "M"}, {6, 1}, "bad message: BATCH needs 3 frames, got 2"},
+        {"a batch in a batch", 4, {"PIVF02", "M", "1", "M1"}, {6, 1, 1, 3},
+         "bad message: BATCH message 0: a BATCH cannot travel in a BATCH"},
+        {"a request in a batch", 4, {"PIVF02", "M", "1", "Cstatus"}, {6, 1, 1, 8},
+         "bad message: BATCH message 0: a REQUEST cannot travel in a BATCH"},
+        {"a field not ended", 4, {"PIVF02", "M", "1", "R8"}, {6, 1, 1, 2},
+         "bad message: BATCH message 0: frame 2 is not ended by a NUL byte"},
+        {"a missing field", 4, {"PIVF02", "M", "1", "K77"}, {6, 1, 1, 4},
+         "bad message: BATCH message 0: RECORDED needs 4 frames, got 3"},
+        {"a bad number", 4, {"PIVF02", "M", "1", "R-1"}, {6, 1, 1, 4},
+         "bad message: BATCH message 0: frame 2 'credit' is not a number: '-1'"},
+        {"an unknown command", 4, {"PIVF02", "M", "1", "Z"}, {6, 1, 1, 1},
+         "bad message: BATCH message 0: unknown command 0x5a"},
+        {"an empty record", 4, {"PIVF02", "M", "1", ""}, {6, 1, 1, 0},
+         "bad message: BATCH message 0: an empty record"},
+        {"bad text", 4, {"PIVF02", "M", "1", "X1\0001\0\xff\0"}, {6, 1, 1, 7},
+         "bad message: BATCH message 0: frame 4 'error' is not valid UTF-8 at offset 0"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        zmsg_t *zmsg = s_zmsg_sized (cases[c].n, cases[c].frames, cases[c].sizes);
+        proto_msg_t msg;
+        memset (&msg, 0xa5, sizeof msg);
+        char err[512] = "";
+        ck_assert_msg (proto_decode (&zmsg, &msg, err, sizeof err) == -1, "%s", cases[c].why);
+        ck_assert_msg (strcmp (err, cases[c].expected) == 0, "%s: '%s'", cases[c].why, err);
+        ck_assert_msg (s_is_zeroed (&msg), "%s: message left", cases[c].why);
+    }
+    // The second message is at fault, the first was fine: all refused.
+    proto_msg_t batch;
+    s_fill_batch (&batch);
+    zmsg_t *zmsg = proto_encode (&batch);
+    s_set_frame (zmsg, 4, "A2\0" "1\0", 5);
+    s_assert_refused (&zmsg, "bad message: BATCH message 1: ACK count 2 but 1 seq frames follow");
+    proto_msg_release (&batch);
+}
+END_TEST
+
+START_TEST (a_batch_gathers_messages_for_one_send_and_one_alone_goes_as_itself)
+{
+    zsock_t *router = zsock_new_router ("inproc://proto-batch");
+    zsock_t *dealer = zsock_new (ZMQ_DEALER);
+    ck_assert (router && dealer);
+    zsock_set_identity (dealer, "watcher-1");
+    ck_assert_int_eq (zsock_connect (dealer, "inproc://proto-batch"), 0);
+    proto_batch_t *batch = proto_batch_new ();
+    ck_assert_ptr_nonnull (batch);
+
+    // Refused: what never travels in a BATCH, and what the encoder refuses.
+    proto_msg_t request = {.command = PROTO_REQUEST, .text = "status"};
+    proto_msg_t reply = {.command = PROTO_REPLY, .status = 200, .text = "{}"};
+    proto_msg_t nested = {.command = PROTO_BATCH};
+    proto_msg_t bad = {.command = PROTO_FILE, .experiment = "run7", .name = "\xff.tif"};
+    ck_assert_int_eq (proto_batch_add (batch, &request), -1);
+    ck_assert_int_eq (proto_batch_add (batch, &reply), -1);
+    ck_assert_int_eq (proto_batch_add (batch, &nested), -1);
+    ck_assert_int_eq (proto_batch_add (batch, &bad), -1);
+    ck_assert_uint_eq (proto_batch_size (batch), 0);
+    ck_assert_int_eq (proto_batch_send (batch, NULL, dealer), 0);  // nothing to send
+
+    // One message goes as itself; the buffer it was encoded from may change.
+    char name[32] = "shot_0001_a.tif";
+    proto_msg_t file = {.command = PROTO_FILE, .seq = 1, .experiment = "run7", .name = name,
+                        .size = 10, .time_ns = 5};
+    ck_assert_int_eq (proto_batch_add (batch, &file), 0);
+    strcpy (name, "changed");
+    ck_assert_int_eq (proto_batch_send (batch, NULL, dealer), 0);
+    ck_assert_uint_eq (proto_batch_size (batch), 0);
+    zmsg_t *zmsg = s_recv (router);
+    zframe_destroy (&(zframe_t *) {zmsg_pop (zmsg)});
+    ck_assert_int_eq ((int) zmsg_size (zmsg), 7);
+    proto_msg_t got;
+    s_decode_ok (&zmsg, &got);
+    ck_assert_int_eq (got.command, PROTO_FILE);
+    ck_assert_str_eq (got.name, "shot_0001_a.tif");
+    proto_msg_release (&got);
+
+    // 100 go as one BATCH of 103 frames, taken off the socket by proto_recv.
+    for (int i = 0; i < 100; i++) {
+        snprintf (name, sizeof name, "shot_%04d_%c.tif", i / 2, i % 2 ? 'b' : 'a');
+        file.seq = (uint64_t) i + 1;
+        ck_assert_int_eq (proto_batch_add (batch, &file), 0);
+    }
+    ck_assert_uint_eq (proto_batch_size (batch), 100);
+    ck_assert_int_eq (proto_batch_send (batch, NULL, dealer), 0);
+    zframe_t *identity = NULL;
+    char err[256] = "";
+    ck_assert_msg (proto_recv (router, &identity, &got, err, sizeof err) == 0, "%s", err);
+    ck_assert (identity && zframe_streq (identity, "watcher-1"));
+    zframe_destroy (&identity);
+    ck_assert_int_eq (got.command, PROTO_BATCH);
+    ck_assert_uint_eq (proto_count (&got), 100);
+    for (size_t i = 0; i < 100; i++) {
+        proto_msg_t *one = proto_at (&got, i);
+        char want[32];
+        snprintf (want, sizeof want, "shot_%04zu_%c.tif", i / 2, i % 2 ? 'b' : 'a');
+        ck_assert_int_eq (one->command, PROTO_FILE);
+        ck_assert_uint_eq (one->seq, i + 1);
+        ck_assert_str_eq (one->name, want);
+    }
+    proto_msg_release (&got);
+
+    // A full batch takes no more; sent, it takes again.
+    for (int i = 0; i < PROTO_MAX_BATCH; i++)
+        ck_assert_int_eq (proto_batch_add (batch, &file), 0);
+    ck_assert_int_eq (proto_batch_add (batch, &file), -1);
+    ck_assert_int_eq (proto_batch_send (batch, NULL, dealer), 0);
+    ck_assert_int_eq (proto_batch_add (batch, &file), 0);
+    ck_assert_msg (proto_recv (router, &identity, &got, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq (proto_count (&got), PROTO_MAX_BATCH);
+    proto_msg_release (&got);
+    zframe_destroy (&identity);
+
+    // A BATCH message sent with proto_send arrives the same.
+    proto_msg_t all;
+    s_fill_batch (&all);
+    ck_assert_int_eq (proto_send (&all, NULL, dealer), 0);
+    ck_assert_msg (proto_recv (router, &identity, &got, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq (proto_count (&got), S_NBATCHABLE);
+    for (int i = 0; i < S_NBATCHABLE; i++)
+        s_assert_same (proto_at (&all, (size_t) i), proto_at (&got, (size_t) i));
+    proto_msg_release (&got);
+    proto_msg_release (&all);
+    zframe_destroy (&identity);
+
+    proto_batch_destroy (&batch);
+    ck_assert_ptr_null (batch);
+    zsock_destroy (&dealer);
+    zsock_destroy (&router);
+}
+END_TEST
+
+START_TEST (a_batch_no_peer_can_take_is_refused_whole_and_leaves_the_batch_empty)
+{
+    // A ROUTER told to refuse unknown peers: nothing of the batch goes.
+    zsock_t *router = zsock_new (ZMQ_ROUTER);
+    ck_assert_ptr_nonnull (router);
+    zsock_set_router_mandatory (router, 1);
+    proto_batch_t *batch = proto_batch_new ();
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = 1, .attempt = 1};
+    ck_assert_int_eq (proto_batch_add (batch, &ok), 0);
+    ck_assert_int_eq (proto_batch_add (batch, &ok), 0);
+    zframe_t *nobody = zframe_new ("nobody", 6);
+    ck_assert_int_eq (proto_batch_send (batch, nobody, router), -1);
+    ck_assert_uint_eq (proto_batch_size (batch), 0);
+    zframe_destroy (&nobody);
+    proto_batch_destroy (&batch);
+    zsock_destroy (&router);
+}
+END_TEST
+
 START_TEST (a_field_round_trips_bit_exact)
 {
     piv_field_t *field = s_field (127, 63, 32, 16);
@@ -1342,6 +1597,11 @@ s_suite (void)
     tcase_add_test (tc, refuses_an_empty_message_a_lone_version_and_no_message_at_all);
     tcase_add_test (tc, survives_ten_thousand_random_messages_refusing_or_decoding_each);
     tcase_add_test (tc, proto_recv_takes_one_message_off_a_router_refused_or_not);
+    tcase_add_test (tc, a_batch_of_every_batchable_command_round_trips_one_frame_each);
+    tcase_add_test (tc, lays_out_batch_records_as_the_protocol_document_says);
+    tcase_add_test (tc, refuses_a_malformed_batch_naming_the_message_at_fault);
+    tcase_add_test (tc, a_batch_gathers_messages_for_one_send_and_one_alone_goes_as_itself);
+    tcase_add_test (tc, a_batch_no_peer_can_take_is_refused_whole_and_leaves_the_batch_empty);
     tcase_add_test (tc, a_field_round_trips_bit_exact);
     tcase_add_test (tc, a_field_is_encoded_little_endian_in_the_documented_layout);
     tcase_add_test (tc, a_truncated_or_lengthened_field_is_refused_at_every_length);
