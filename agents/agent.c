@@ -54,6 +54,7 @@ struct _agent_t {
     zloop_t *loop;                     // reactor
     zlistx_t *unrecorded;              // proto_msg_t* RESULT/FAILED not yet RECORDED
     process_t *inline_proc;            // noop: tasks done here, no worker hand-off
+    proto_batch_t *out;                // its results, sent together after a batch of tasks
     int64_t broker_expires;            // reconnect if silent past this (ms clock)
     int64_t backoff_ms;                // next reconnect delay
     int64_t resend_at;                 // unrecorded results go again at this time (ms clock)
@@ -261,8 +262,50 @@ s_inline_task (agent_t *self, proto_msg_t *task)
                                 .attempt = task->attempt,
                                 .text = strdup (err)};
     }
-    s_send (self, &result);
+    if (proto_batch_add (self->out, &result) != 0)
+        s_send (self, &result);
     s_keep_unrecorded (self, &result);
+}
+
+// One message from the broker (alone, or one of a BATCH).
+static void
+s_on_broker_msg (agent_t *self, proto_msg_t *msg)
+{
+    switch (msg->command) {
+    case PROTO_TASK:
+        if (self->draining) {
+            // The broker requeues it when we say goodbye (or stop beating).
+            log_info ("pair %llu: not taken, stopping", (unsigned long long) msg->pair);
+            break;
+        }
+        log_info ("pair %llu attempt %u: %s", (unsigned long long) msg->pair, msg->attempt,
+                  msg->path_a);
+        if (self->inline_proc)
+            s_inline_task (self, msg);
+        else
+            s_queue_job (self, msg);
+        break;
+    case PROTO_RECORDED:
+        for (proto_msg_t *r = zlistx_first (self->unrecorded); r;
+             r = zlistx_next (self->unrecorded))
+            if (r->pair == msg->pair && r->attempt == msg->attempt) {
+                zlistx_delete (self->unrecorded, zlistx_cursor (self->unrecorded));
+                self->done++;
+                break;
+            }
+        break;
+    case PROTO_HEARTBEAT:
+        break;
+    case PROTO_DISCONNECT:
+        // The broker restarted or forgot us: introduce ourselves again.
+        log_notice ("the broker at '%s' asked us to introduce ourselves again", self->endpoint);
+        s_forget_connection (self);
+        s_hello (self);
+        break;
+    default:
+        log_warning ("from the broker at '%s': unexpected %s", self->endpoint,
+                     proto_command_name (msg->command));
+    }
 }
 
 static int
@@ -281,41 +324,11 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
     self->broker_expires =
         s_ms () + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness;
     self->backoff_ms = 1000;
-    switch (msg.command) {
-    case PROTO_TASK:
-        if (self->draining) {
-            // The broker requeues it when we say goodbye (or stop beating).
-            log_info ("pair %llu: not taken, stopping", (unsigned long long) msg.pair);
-            break;
-        }
-        log_info ("pair %llu attempt %u: %s", (unsigned long long) msg.pair, msg.attempt,
-                  msg.path_a);
-        if (self->inline_proc)
-            s_inline_task (self, &msg);
-        else
-            s_queue_job (self, &msg);
-        break;
-    case PROTO_RECORDED:
-        for (proto_msg_t *r = zlistx_first (self->unrecorded); r;
-             r = zlistx_next (self->unrecorded))
-            if (r->pair == msg.pair && r->attempt == msg.attempt) {
-                zlistx_delete (self->unrecorded, zlistx_cursor (self->unrecorded));
-                self->done++;
-                break;
-            }
-        break;
-    case PROTO_HEARTBEAT:
-        break;
-    case PROTO_DISCONNECT:
-        // The broker restarted or forgot us: introduce ourselves again.
-        log_notice ("the broker at '%s' asked us to introduce ourselves again", self->endpoint);
-        s_forget_connection (self);
-        s_hello (self);
-        break;
-    default:
-        log_warning ("from the broker at '%s': unexpected %s", self->endpoint,
-                     proto_command_name (msg.command));
-    }
+    for (size_t i = 0; i < proto_count (&msg); i++)
+        s_on_broker_msg (self, proto_at (&msg, i));
+    // The results of a batch of noop tasks go back together. One the broker
+    // cannot take now is kept (unrecorded) and sent again.
+    proto_batch_send (self->out, NULL, self->broker);
     proto_msg_release (&msg);
     return 0;
 }
@@ -425,12 +438,13 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
     pthread_cond_init (&self->wake, NULL);
     self->jobs = zlistx_new ();
     self->unrecorded = zlistx_new ();
+    self->out = proto_batch_new ();
     snprintf (self->results_endpoint, sizeof self->results_endpoint, "inproc://pivfarm-agent-%p",
               (void *) self);
     self->results = zsock_new_pull (self->results_endpoint);
     self->loop = zloop_new ();
     self->backoff_ms = 1000;
-    if (!self->jobs || !self->unrecorded || !self->results || !self->loop) {
+    if (!self->jobs || !self->unrecorded || !self->out || !self->results || !self->loop) {
         snprintf (err, errlen, "cannot start the agent: out of memory");
         agent_destroy (&self);
         return NULL;
@@ -472,6 +486,7 @@ agent_destroy (agent_t **self_p)
     zsock_destroy (&self->results);
     zlistx_destroy (&self->jobs);
     zlistx_destroy (&self->unrecorded);
+    proto_batch_destroy (&self->out);
     process_destroy (&self->inline_proc);
     pthread_cond_destroy (&self->wake);
     pthread_mutex_destroy (&self->lock);

@@ -87,6 +87,7 @@ s_agent_destroy (agent_rec_t **self_p)
     free (self->id);
     free (self->host);
     zlistx_destroy (&self->tasks);
+    proto_batch_destroy (&self->out);
     free (self);
     *self_p = NULL;
 }
@@ -128,6 +129,7 @@ s_pairs_per_file (broker_t *self)
     return strcmp (self->cfg.pairing.rule, "sliding") == 0 ? 2 : 1;
 }
 static int s_reoffer (void *arg, const char *experiment, const char *name, int64_t file);
+static agent_rec_t *s_agent (broker_t *self, zframe_t *identity);
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
 
@@ -194,7 +196,10 @@ broker_commit (broker_t *self)
     ack.seqs = seqs;
     for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after)) {
         if (a->msg.command != PROTO_ACK) {
-            proto_send (&a->msg, a->identity, self->work);
+            // RECORDED goes with the agent's next TASKs (broker_dispatch).
+            agent_rec_t *agent = s_agent (self, a->identity);
+            if (!agent || proto_batch_add (agent->out, &a->msg) != 0)
+                proto_send (&a->msg, a->identity, self->work);
             continue;
         }
         if (to && (!zframe_eq (to, a->identity) || ack.count == PROTO_MAX_ACK)) {
@@ -386,15 +391,18 @@ s_ingest_one (broker_t *self, zsock_t *reader)
     proto_msg_t msg;
     char err[512];
     int rc = proto_recv (reader, &identity, &msg, err, sizeof err);
-    if (rc == 0 && msg.command == PROTO_FILE)
-        s_on_file (self, identity, &msg);
-    else if (rc != -2) {
+    for (size_t i = 0; rc != -2 && i < (rc ? 1 : proto_count (&msg)); i++) {
+        proto_msg_t *one = proto_at (&msg, i);
+        if (rc == 0 && one->command == PROTO_FILE) {
+            s_on_file (self, identity, one);
+            continue;
+        }
         char *peer = identity ? zframe_strhex (identity) : NULL;
         if (rc)
             log_warning ("ingest: from watcher %s: %s", peer ? peer : "?", err);
         else
             log_warning ("ingest: from watcher %s: unexpected %s", peer ? peer : "?",
-                         proto_command_name (msg.command));
+                         proto_command_name (one->command));
         free (peer);
     }
     proto_msg_release (&msg);
@@ -465,7 +473,41 @@ s_wake (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
-// Sends one task to an agent; 0, or -1 if it went back to the queue.
+// Sends what an agent's batch holds. A batch the agent cannot take now
+// (gone, or its queue full) puts its tasks back: the pairs wait for
+// another agent (a gone one expires at the next heartbeat check); the
+// RECORDED in it are lost, and the agent sends those results again.
+static void
+s_flush_agent (broker_t *self, agent_rec_t *agent)
+{
+    if (proto_batch_size (agent->out) == 0)
+        return;
+    size_t tasks = agent->out_tasks;
+    agent->out_tasks = 0;
+    if (proto_batch_send (agent->out, agent->identity, self->work) == 0)
+        return;
+    int64_t now = util_time_ns ();
+    for (size_t i = 0; i < tasks; i++) {
+        task_t *task = zlistx_last (agent->tasks);
+        if (!task)
+            break;
+        zlistx_detach (agent->tasks, zlistx_cursor (agent->tasks));
+        agent->credit++;
+        store_pair_requeue (self->store, task->pair, "send failed", now);
+        sched_put_back (self->sched, task->exp->id, task->pair, task);
+    }
+}
+
+static void
+s_flush_agents (broker_t *self)
+{
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents))
+        s_flush_agent (self, agent);
+}
+
+// Gives one task to an agent: recorded as dispatched, and into the batch
+// that s_flush_agents sends. 0, or -1 if it went back to the queue.
 static int
 s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
 {
@@ -492,13 +534,14 @@ s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
                        .path_b = path_b,
                        .settings = exp->settings,
                        .output = output};
-    if (proto_send (&msg, agent->identity, self->work) != 0) {
-        // Gone, or its queue is full: the pair waits for another agent (a
-        // gone one expires at the next heartbeat check).
-        store_pair_requeue (self->store, task->pair, "send failed", now);
+    if (proto_batch_size (agent->out) == PROTO_MAX_BATCH)
+        s_flush_agent (self, agent);
+    if (proto_batch_add (agent->out, &msg) != 0) {
+        store_pair_requeue (self->store, task->pair, "cannot encode the task", now);
         sched_put_back (self->sched, exp->id, task->pair, task);
         return -1;
     }
+    agent->out_tasks++;
     agent->credit--;
     zlistx_add_end (agent->tasks, task);
     return 0;
@@ -509,8 +552,10 @@ broker_dispatch (broker_t *self)
 {
     // The free-space guard holds new work back while a volume it writes to
     // is critically full (doc/storage.md); tasks out finish.
-    if (self->store_failed || self->guard_paused || sched_size (self->sched) == 0)
+    if (self->store_failed || self->guard_paused || sched_size (self->sched) == 0) {
+        s_flush_agents (self);
         return;
+    }
     int64_t now = util_time_ns ();
     // Round the agents with credit, one task each per round, so that work
     // spreads evenly; the scheduler says which pair goes next, if any may.
@@ -529,6 +574,7 @@ broker_dispatch (broker_t *self)
                 gave = 1;
         }
     }
+    s_flush_agents (self);
     // Held back by a rate limit: come back when a token is there.
     int64_t at = more ? -1 : sched_next_time (self->sched, now);
     if (at >= 0 && self->wake_timer < 0 && self->loop) {
@@ -669,8 +715,9 @@ s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
     agent->host = strdup (msg->text ? msg->text : "?");
     agent->cores = (int) msg->count;
     agent->tasks = zlistx_new ();
+    agent->out = proto_batch_new ();
     agent->expires_ns = s_expiry (self, now);
-    if (!agent->identity || !agent->id || !agent->host || !agent->tasks) {
+    if (!agent->identity || !agent->id || !agent->host || !agent->tasks || !agent->out) {
         s_agent_destroy (&agent);
         return;
     }
@@ -692,6 +739,45 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
     return 0;
 }
 
+// One message from an agent (alone, or one of a BATCH).
+static void
+s_work_msg (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+{
+    if (msg->command == PROTO_HELLO)
+        s_on_hello (self, identity, msg);
+    agent_rec_t *agent = s_agent (self, identity);
+    if (!agent && msg->command != PROTO_RESULT && msg->command != PROTO_FAILED) {
+        // An agent the broker does not know (it restarted): ask it to say
+        // hello again, its state is gone.
+        proto_msg_t bye = {.command = PROTO_DISCONNECT};
+        proto_send (&bye, identity, self->work);
+    }
+    if (agent)
+        agent->expires_ns = s_expiry (self, util_time_ns ());
+    switch (msg->command) {
+    case PROTO_READY:
+        if (agent)
+            agent->credit += msg->count;
+        break;
+    case PROTO_RESULT:
+        s_on_result (self, identity, agent, msg);
+        break;
+    case PROTO_FAILED:
+        s_on_failed (self, identity, agent, msg);
+        break;
+    case PROTO_DISCONNECT:
+        if (agent)
+            s_agent_forget (self, agent, "disconnected");
+        break;
+    case PROTO_HELLO:
+    case PROTO_HEARTBEAT:
+        break;
+    default:
+        log_warning ("work: from agent '%s': unexpected %s", agent ? agent->id : "unknown",
+                     proto_command_name (msg->command));
+    }
+}
+
 static void
 s_work_one (broker_t *self, zsock_t *reader)
 {
@@ -706,39 +792,8 @@ s_work_one (broker_t *self, zsock_t *reader)
         zframe_destroy (&identity);
         return;
     }
-    if (msg.command == PROTO_HELLO)
-        s_on_hello (self, identity, &msg);
-    agent_rec_t *agent = s_agent (self, identity);
-    if (!agent && msg.command != PROTO_RESULT && msg.command != PROTO_FAILED) {
-        // An agent the broker does not know (it restarted): ask it to say
-        // hello again, its state is gone.
-        proto_msg_t bye = {.command = PROTO_DISCONNECT};
-        proto_send (&bye, identity, self->work);
-    }
-    if (agent)
-        agent->expires_ns = s_expiry (self, util_time_ns ());
-    switch (msg.command) {
-    case PROTO_READY:
-        if (agent)
-            agent->credit += msg.count;
-        break;
-    case PROTO_RESULT:
-        s_on_result (self, identity, agent, &msg);
-        break;
-    case PROTO_FAILED:
-        s_on_failed (self, identity, agent, &msg);
-        break;
-    case PROTO_DISCONNECT:
-        if (agent)
-            s_agent_forget (self, agent, "disconnected");
-        break;
-    case PROTO_HELLO:
-    case PROTO_HEARTBEAT:
-        break;
-    default:
-        log_warning ("work: from agent '%s': unexpected %s", agent ? agent->id : "unknown",
-                     proto_command_name (msg.command));
-    }
+    for (size_t i = 0; i < proto_count (&msg); i++)
+        s_work_msg (self, identity, proto_at (&msg, i));
     proto_msg_release (&msg);
     zframe_destroy (&identity);
 }

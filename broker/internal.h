@@ -109,6 +109,8 @@ typedef struct {
     zlistx_t *tasks;     // task_t it holds
     int64_t expires_ns;  // dead if silent past this
     int64_t done;        // results it delivered
+    proto_batch_t *out;  // RECORDED and TASK for it, sent together (s_flush_agents)
+    size_t out_tasks;    // how many of them are TASKs: the last ones in 'tasks'
 } agent_rec_t;
 
 struct _broker_t {

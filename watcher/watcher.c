@@ -45,6 +45,7 @@ struct _watcher_t {
     zhashx_t *tops;        // inotify: experiment directory -> "dev:inode" it was watched as
     zhashx_t *seen;        // poll mode: path -> s_seen_t
     zsock_t *broker;       // DEALER to the ingest socket
+    proto_batch_t *out;    // FILE events of one wake-up, sent together (s_flush)
     zloop_t *loop;         // reactor
     zhashx_t *pending;     // seq ("%llu") -> s_event_t
     zlistx_t *backlog;     // paths of files found while max_pending were pending, in order
@@ -81,6 +82,24 @@ s_ignored (watcher_t *self, const char *name)
         if (fnmatch (pat, name, 0) == 0)
             return 1;
     return 0;
+}
+
+// Sends what the batch holds. Events the broker cannot take now stay
+// pending and go again after their backoff.
+static void
+s_flush (watcher_t *self)
+{
+    proto_batch_send (self->out, NULL, self->broker);
+}
+
+// An event into the batch of this wake-up.
+static void
+s_out (watcher_t *self, const proto_msg_t *msg)
+{
+    if (proto_batch_size (self->out) == PROTO_MAX_BATCH)
+        s_flush (self);
+    if (proto_batch_add (self->out, msg) != 0)
+        proto_send (msg, NULL, self->broker);
 }
 
 // Reports 'path' (under the root) to the broker, if it is in an experiment.
@@ -134,7 +153,7 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
         return;
     }
     zmsg_destroy (&probe);
-    proto_send (&ev->msg, NULL, self->broker);
+    s_out (self, &ev->msg);
     self->sent++;
     char key[32];
     snprintf (key, sizeof key, "%llu", (unsigned long long) ev->msg.seq);
@@ -288,6 +307,7 @@ s_on_inotify (zloop_t *loop, zmq_pollitem_t *item, void *arg)
         else if (S_ISREG (st.st_mode) && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
             s_report (self, path, &st);
     }
+    s_flush (self);
     return 0;
 }
 
@@ -304,15 +324,19 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
             log_warning ("from the broker at '%s': %s", self->cfg.broker.ingest, err);
         return 0;
     }
-    if (msg.command == PROTO_ACK)
-        for (uint32_t i = 0; i < msg.count; i++) {
+    for (size_t m = 0; m < proto_count (&msg); m++) {
+        const proto_msg_t *ack = proto_at (&msg, m);
+        if (ack->command != PROTO_ACK)
+            continue;
+        for (uint32_t i = 0; i < ack->count; i++) {
             char key[32];
-            snprintf (key, sizeof key, "%llu", (unsigned long long) msg.seqs[i]);
+            snprintf (key, sizeof key, "%llu", (unsigned long long) ack->seqs[i]);
             if (zhashx_lookup (self->pending, key)) {
                 zhashx_delete (self->pending, key);
                 self->acked++;
             }
         }
+    }
     proto_msg_release (&msg);
     return 0;
 }
@@ -347,10 +371,11 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
     int64_t now = zclock_mono ();
     for (s_event_t *ev = zhashx_first (self->pending); ev; ev = zhashx_next (self->pending))
         if (now >= ev->resend_ms) {
-            proto_send (&ev->msg, NULL, self->broker);
+            s_out (self, &ev->msg);
             ev->backoff_ms = ev->backoff_ms * 2 > MAX_RESEND_MS ? MAX_RESEND_MS : ev->backoff_ms * 2;
             ev->resend_ms = now + ev->backoff_ms;
         }
+    s_flush (self);
     return 0;
 }
 
@@ -385,6 +410,7 @@ s_remounts (zloop_t *loop, int timer_id, void *arg)
         }
     }
     zlistx_destroy (&changed);
+    s_flush (self);
     return 0;
 }
 
@@ -394,6 +420,7 @@ s_poll_scan (zloop_t *loop, int timer_id, void *arg)
     (void) loop, (void) timer_id;
     watcher_t *self = arg;
     s_scan (self, self->root, 0);
+    s_flush (self);
     return 0;
 }
 
@@ -427,8 +454,9 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     self->waiting = zhashx_new ();
     self->loop = zloop_new ();
     self->broker = zsock_new (ZMQ_DEALER);
+    self->out = proto_batch_new ();
     if (!self->dirs || !self->tops || !self->seen || !self->pending || !self->backlog || !self->waiting
-        || !self->loop || !self->broker) {
+        || !self->loop || !self->broker || !self->out) {
         snprintf (err, errlen, "cannot start the watcher: out of memory");
         watcher_destroy (&self);
         return NULL;
@@ -478,6 +506,7 @@ watcher_destroy (watcher_t **self_p)
         close (self->fd);
     zloop_destroy (&self->loop);
     zsock_destroy (&self->broker);
+    proto_batch_destroy (&self->out);
     zhashx_destroy (&self->dirs);
     zhashx_destroy (&self->tops);
     zhashx_destroy (&self->seen);
@@ -495,6 +524,7 @@ watcher_run (watcher_t *self)
                 self->poll ? "polling" : "inotify", self->cfg.broker.ingest);
     // Files written while no watcher ran: the broker drops those it has.
     s_scan (self, self->root, 0);
+    s_flush (self);
     zloop_start (self->loop);
     log_notice ("stopped: %lld event(s) sent, %lld acknowledged, %zu unacknowledged, %zu "
                 "file(s) not sent yet",
