@@ -1,5 +1,5 @@
 # store/ — the SQLite store: schema, migrations, group commit, queries.
-STORE_OBJS := build/store/store.o build/store/json.o
+STORE_OBJS := build/store/store.o build/store/json.o build/store/floor.o
 STORE_LIB  := build/libstore.a
 LIBS += $(STORE_LIB)
 
