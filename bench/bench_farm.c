@@ -936,7 +936,6 @@ done:
 // Where the store's time goes for one pair, by call (s per pair).
 enum {
     S_CALL_FILE_NEW,    // store_file_add x 2, as the files arrive
-    S_CALL_FILE_AGAIN,  // store_file_add x 2 again, by name, when they pair
     S_CALL_PAIR,        // store_pair_add
     S_CALL_DISPATCH,    // store_pair_dispatch
     S_CALL_RESULT,      // store_pair_result
@@ -945,13 +944,11 @@ enum {
 };
 
 static const char *const s_call_names[S_CALLS] = {
-    "store_file_add x2, files arriving", "store_file_add x2, again when paired",
-    "store_pair_add", "store_pair_dispatch", "store_pair_result", "store_commit (share)"};
+    "store_file_add x2, files arriving", "store_pair_add", "store_pair_dispatch", "store_pair_result", "store_commit (share)"};
 
 // Writes npairs DONE pairs of experiment 'exp_name' into the store at 'db'
 // (created if absent) with the calls the broker makes for one pair: both
-// files recorded as they arrive, looked up again when they pair (only when
-// 'calls' is wanted), the pair, its dispatch and its result. Commits every
+// files recorded as they arrive, the pair, its dispatch and its result. Commits every
 // 'every' pairs, or, with every 0, whenever commit_s has passed since the
 // last commit (as the broker's timer does). *last_event: the id of a marker
 // event appended at the end, where later readers can start; calls (if not
@@ -996,29 +993,22 @@ s_write_pairs (const char *db, const char *exp_name, int npairs, int every, doub
         int64_t fa = store_file_add (store, exp, name_a, 4194974, now, now, &is_new);
         int64_t fb = fa < 0 ? -1 : store_file_add (store, exp, name_b, 4194974, now, now, &is_new);
         t[1] = util_now ();
-        // The broker's s_on_pair: the files' ids again, by name (left out
-        // of the history, which only has to exist).
-        if (calls && fb >= 0)
-            fa = store_file_add (store, exp, name_a, 0, 0, now, &is_new);
-        if (calls && fa >= 0 && fb >= 0)
-            fb = store_file_add (store, exp, name_b, 0, 0, now, &is_new);
-        t[2] = util_now ();
         int64_t pair =
             fa < 0 || fb < 0 ? -1 : store_pair_add (store, exp, stem, fa, fb, now, &is_new);
-        t[3] = util_now ();
+        t[2] = util_now ();
         int attempt = pair < 0 ? -1 : store_pair_dispatch (store, pair, "history", now);
-        t[4] = util_now ();
+        t[3] = util_now ();
         if (attempt < 0
             || store_pair_result (store, pair, attempt, "history", &result, now, &recorded) != 0)
             goto fail;
-        t[5] = t[6] = util_now ();
-        int due = every ? (i + 1) % every == 0 : t[5] - last_commit >= commit_s;
+        t[4] = t[5] = util_now ();
+        int due = every ? (i + 1) % every == 0 : t[4] - last_commit >= commit_s;
         if (due) {
             if (store_commit (store, err, sizeof err) != 0) {
                 log_error ("%s", err);
                 goto fail_quiet;
             }
-            last_commit = t[6] = util_now ();
+            last_commit = t[5] = util_now ();
         }
         for (int c = 0; c < S_CALLS; c++)
             spent[c] += t[c + 1] - t[c];

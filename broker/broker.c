@@ -278,22 +278,15 @@ typedef struct {
 
 static int
 s_on_pair (void *arg, const char *experiment, const char *stem, const char *name_a,
-           const char *name_b)
+           int64_t file_a, const char *name_b, int64_t file_b)
 {
     (void) experiment;
     s_offer_t *ctx = arg;
     broker_t *self = ctx->self;
-    // The files' ids are looked up by the store from their names: here the
-    // pair is recorded by names through the file ids the store returns.
+    // The files were offered with their rows' ids (broker_file, s_reoffer).
     int is_new = 0;
-    int64_t id = ctx->exp->id;
-    int64_t fa = store_file_add (self->store, id, name_a, 0, 0, ctx->now, &is_new);
-    int64_t fb = 0;
-    if (name_b)
-        fb = store_file_add (self->store, id, name_b, 0, 0, ctx->now, &is_new);
-    if (fa < 0 || fb < 0)
-        return -1;
-    int64_t pair = store_pair_add (self->store, id, stem, fa, fb, ctx->now, &is_new);
+    int64_t pair =
+        store_pair_add (self->store, ctx->exp->id, stem, file_a, file_b, ctx->now, &is_new);
     if (pair < 0)
         return -1;
     if (is_new) {
@@ -313,7 +306,8 @@ broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t
 {
     int64_t now = util_time_ns ();
     int is_new = 0;
-    if (store_file_add (self->store, exp->id, name, size, mtime_ns, now, &is_new) < 0) {
+    int64_t file = store_file_add (self->store, exp->id, name, size, mtime_ns, now, &is_new);
+    if (file < 0) {
         log_error ("cannot record file '%s/%s': %s", exp->name, name, store_error (self->store));
         return -1;  // not acknowledged: the watcher resends it
     }
@@ -322,7 +316,8 @@ broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t
     exp->last_file_ns = now;
     char err[512] = "";
     s_offer_t ctx = {self, now, exp, closed_ns};
-    int made = pairing_offer (self->pairing, exp->name, name, s_on_pair, &ctx, err, sizeof err);
+    int made =
+        pairing_offer (self->pairing, exp->name, name, file, s_on_pair, &ctx, err, sizeof err);
     if (made == -2) {
         // The store refused the pair: the commit will fail and the broker
         // start again from the store; the watcher resends the file.
@@ -841,14 +836,13 @@ s_load_pending (void *arg, int64_t pair, const char *experiment, const char *ste
 static int
 s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
 {
-    (void) file;
     broker_t *self = arg;
     char err[512];
     int64_t now = util_time_ns ();
     s_offer_t ctx = {self, now, broker_experiment (self, experiment, now), 0};
     if (!ctx.exp)
         return -1;
-    pairing_offer (self->pairing, experiment, name, s_on_pair, &ctx, err, sizeof err);
+    pairing_offer (self->pairing, experiment, name, file, s_on_pair, &ctx, err, sizeof err);
     return 0;
 }
 

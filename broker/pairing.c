@@ -20,24 +20,27 @@ struct _pairing_t {
     int ignore_case;                      // suffixes and extensions ignore case
     char extensions[MAX_EXTENSIONS][16];  // accepted extensions, without the dot
     int nextensions;                      // entries used in extensions
-    zhashx_t *waiting;                    // key -> file name (strdup'd), files waiting
+    zhashx_t *waiting;                    // key -> s_frame_t, files waiting for a partner
     zhashx_t *frames;                     // sliding: key -> s_frame_t
 };
 
-// A sliding frame waiting for its neighbours.
+// A file waiting for its partner, or (sliding) for its neighbours.
 typedef struct {
     char *name;  // file name
-    int met;     // 1: met frame n - 1, 2: met n + 1
+    int64_t id;  // the caller's id of it
+    int met;     // sliding: 1 met frame n - 1, 2 met n + 1
 } s_frame_t;
 
 static s_frame_t *
-s_frame_new (const char *name)
+s_frame_new (const char *name, int64_t id)
 {
     s_frame_t *self = calloc (1, sizeof *self);
     if (self && !(self->name = strdup (name))) {
         free (self);
         self = NULL;
     }
+    if (self)
+        self->id = id;
     return self;
 }
 
@@ -101,7 +104,7 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
     }
-    zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) s_frame_destroy);
     zhashx_set_destructor (self->frames, (zhashx_destructor_fn *) s_frame_destroy);
     return self;
 }
@@ -147,7 +150,7 @@ s_key (char *key, size_t len, const char *experiment, const char *rest)
 }
 
 static int
-s_offer_ab (pairing_t *self, const char *experiment, const char *name, size_t base,
+s_offer_ab (pairing_t *self, const char *experiment, const char *name, int64_t id, size_t base,
             pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
 {
     size_t la = strlen (self->a_suffix), lb = strlen (self->b_suffix);
@@ -179,17 +182,22 @@ s_offer_ab (pairing_t *self, const char *experiment, const char *name, size_t ba
     char other[2048];
     snprintf (side_key, sizeof side_key, "%s\x1e%c", folded, side ? 'a' : 'b');
     s_key (other, sizeof other, experiment, side_key);
-    const char *partner = zhashx_lookup (self->waiting, other);
+    s_frame_t *partner = zhashx_lookup (self->waiting, other);
     if (!partner) {
         if (!zhashx_lookup (self->waiting, key))
-            zhashx_insert (self->waiting, key, strdup (name));
+            zhashx_insert (self->waiting, key, s_frame_new (name, id));
         return 0;
     }
-    char *partner_name = strdup (partner);
+    s_frame_t mate = {strdup (partner->name), partner->id, 0};
     zhashx_delete (self->waiting, other);
     zhashx_delete (self->waiting, key);
-    int rc = emit (arg, experiment, stem_text, side ? partner_name : name, side ? name : partner_name);
-    free (partner_name);
+    if (!mate.name) {
+        snprintf (err, errlen, "cannot pair '%s': out of memory", name);
+        return -1;
+    }
+    int rc = side ? emit (arg, experiment, stem_text, mate.name, mate.id, name, id)
+                  : emit (arg, experiment, stem_text, name, id, mate.name, mate.id);
+    free (mate.name);
     return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
 }
 
@@ -218,16 +226,16 @@ s_frame_key (char *key, size_t len, const char *experiment, const char *name, si
 // The stem of the pair whose frame A is 'name': its base name.
 static int
 s_emit_frames (pairing_emit_fn *emit, void *arg, const char *experiment, const char *name_a,
-               const char *name_b, size_t base_a)
+               int64_t id_a, const char *name_b, int64_t id_b, size_t base_a)
 {
     char stem[1024];
     snprintf (stem, sizeof stem, "%.*s", (int) base_a, name_a);
-    return emit (arg, experiment, stem, name_a, name_b);
+    return emit (arg, experiment, stem, name_a, id_a, name_b, id_b);
 }
 
 static int
-s_offer_frames (pairing_t *self, const char *experiment, const char *name, size_t base,
-                pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
+s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64_t id,
+                size_t base, pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
 {
     size_t prefix;
     long long n;
@@ -246,23 +254,28 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, size_
         long long partner_n = n % 2 ? n + 1 : n - 1;
         char pkey[2048];
         s_frame_key (pkey, sizeof pkey, experiment, name, prefix, partner_n);
-        char *partner = zhashx_lookup (self->waiting, pkey);
+        s_frame_t *partner = zhashx_lookup (self->waiting, pkey);
         if (!partner) {
-            zhashx_insert (self->waiting, key, strdup (name));
+            zhashx_insert (self->waiting, key, s_frame_new (name, id));
             return 0;
         }
-        char *partner_name = strdup (partner);
+        s_frame_t mate = {strdup (partner->name), partner->id, 0};
         zhashx_delete (self->waiting, pkey);
-        int odd = n % 2 != 0;
-        const char *a = odd ? name : partner_name, *b = odd ? partner_name : name;
-        int rc = s_emit_frames (emit, arg, experiment, a, b, s_base_length (self, a));
-        free (partner_name);
+        if (!mate.name) {
+            snprintf (err, errlen, "cannot pair '%s': out of memory", name);
+            return -1;
+        }
+        int rc = n % 2 ? s_emit_frames (emit, arg, experiment, name, id, mate.name, mate.id,
+                                        s_base_length (self, name))
+                       : s_emit_frames (emit, arg, experiment, mate.name, mate.id, name, id,
+                                        s_base_length (self, mate.name));
+        free (mate.name);
         return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
     }
     // Sliding: n pairs with n - 1 and n + 1. A frame waits, with a note of
     // which neighbours it has met, until it has met both (the first and the
     // last frame of a run wait for ever: one name per run, not per frame).
-    s_frame_t *self_frame = s_frame_new (name);
+    s_frame_t *self_frame = s_frame_new (name, id);
     if (!self_frame) {
         snprintf (err, errlen, "cannot pair '%s': out of memory", name);
         return -1;
@@ -273,8 +286,11 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, size_
         s_frame_t *neighbour = zhashx_lookup (self->frames, nkey);
         if (!neighbour)
             continue;
-        const char *a = side < 0 ? neighbour->name : name, *b = side < 0 ? name : neighbour->name;
-        if (s_emit_frames (emit, arg, experiment, a, b, s_base_length (self, a)) < 0) {
+        int rc = side < 0 ? s_emit_frames (emit, arg, experiment, neighbour->name, neighbour->id,
+                                           name, id, s_base_length (self, neighbour->name))
+                          : s_emit_frames (emit, arg, experiment, name, id, neighbour->name,
+                                           neighbour->id, s_base_length (self, name));
+        if (rc < 0) {
             s_frame_destroy (&self_frame);
             return s_emit_failed (name, err, errlen);
         }
@@ -292,7 +308,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, size_
 }
 
 int
-pairing_offer (pairing_t *self, const char *experiment, const char *name,
+pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_t id,
                pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
 {
     if (strchr (experiment, '\x1f') || strchr (experiment, '\x1e') || strchr (name, '\x1f')
@@ -308,14 +324,15 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name,
     }
     switch (self->rule) {
     case PAIRING_AB:
-        return s_offer_ab (self, experiment, name, base, emit, arg, err, errlen);
+        return s_offer_ab (self, experiment, name, id, base, emit, arg, err, errlen);
     case PAIRING_SEQUENCE:
     case PAIRING_SLIDING:
-        return s_offer_frames (self, experiment, name, base, emit, arg, err, errlen);
+        return s_offer_frames (self, experiment, name, id, base, emit, arg, err, errlen);
     default: {
         char stem[1024];
         snprintf (stem, sizeof stem, "%.*s", (int) base, name);
-        return emit (arg, experiment, stem, name, NULL) < 0 ? s_emit_failed (name, err, errlen) : 1;
+        return emit (arg, experiment, stem, name, id, NULL, 0) < 0 ? s_emit_failed (name, err, errlen)
+                                                                   : 1;
     }
     }
 }

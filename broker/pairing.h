@@ -10,6 +10,7 @@
 #include "common/config.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { PAIRING_AB, PAIRING_SEQUENCE, PAIRING_SLIDING, PAIRING_MULTIPAGE } pairing_rule_t;
 
@@ -20,9 +21,11 @@ pairing_t *pairing_new (const config_t *cfg, char *err, size_t errlen);
 void pairing_destroy (pairing_t **self_p);
 
 // A pair the rule completed: stem names it within its experiment; name_b
-// is NULL for a multipage file.
+// is NULL for a multipage file (id_b 0). id_a and id_b are the ids the
+// files were offered with (the broker's: their rows in the store).
 typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *stem,
-                               const char *name_a, const char *name_b);
+                               const char *name_a, int64_t id_a, const char *name_b,
+                               int64_t id_b);
 
 // Offers a new file of 'experiment' (its name relative to the experiment
 // directory; files pair only within one directory). Calls emit for each
@@ -33,7 +36,7 @@ typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *st
 // offered again while it waits emits nothing; filtering files already
 // paired is the caller's (the broker offers only files new to its store,
 // and after a restart relies on the store refusing a pair twice).
-int pairing_offer (pairing_t *self, const char *experiment, const char *name,
+int pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_t id,
                    pairing_emit_fn *emit, void *arg, char *err, size_t errlen);
 
 // Files of 'experiment' still waiting for a partner.

@@ -14,11 +14,24 @@
 static char s_pairs[64][256];
 static int s_npairs;
 
+// The id a test offers a file with: one that tells the files apart.
+static int64_t
+s_id (const char *name)
+{
+    uint64_t h = 14695981039346656037u;  // FNV-1a
+    for (const char *c = name; *c; c++)
+        h = (h ^ (unsigned char) *c) * 1099511628211u;
+    return (int64_t) (h & INT64_MAX);
+}
+
 static int
 s_collect (void *arg, const char *experiment, const char *stem, const char *name_a,
-           const char *name_b)
+           int64_t id_a, const char *name_b, int64_t id_b)
 {
     (void) arg;
+    // Each pair carries back the ids its files were offered with.
+    ck_assert_int_eq (id_a, s_id (name_a));
+    ck_assert_int_eq (id_b, name_b ? s_id (name_b) : 0);
     if (s_npairs < 64)
         snprintf (s_pairs[s_npairs], 256, "%s|%s|%s|%s", experiment, stem, name_a,
                   name_b ? name_b : "-");
@@ -44,7 +57,7 @@ static void
 s_offer (pairing_t *p, const char *experiment, const char *name, int expected)
 {
     char err[256] = "";
-    int got = pairing_offer (p, experiment, name, s_collect, NULL, err, sizeof err);
+    int got = pairing_offer (p, experiment, name, s_id (name), s_collect, NULL, err, sizeof err);
     ck_assert_msg (got == expected, "'%s': %d pairs, expected %d (%s)", name, got, expected, err);
 }
 
@@ -132,15 +145,15 @@ START_TEST (names_that_do_not_fit_the_rule_are_refused_by_name)
 {
     pairing_t *p = s_rules ("ab");
     char err[256] = "";
-    ck_assert_int_eq (pairing_offer (p, "e", "notes.txt", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_int_eq (pairing_offer (p, "e", "notes.txt", 1, s_collect, NULL, err, sizeof err), -1);
     ck_assert_msg (strstr (err, "'notes.txt'") && strstr (err, "extension"), "%s", err);
-    ck_assert_int_eq (pairing_offer (p, "e", "shot.tif", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_int_eq (pairing_offer (p, "e", "shot.tif", 1, s_collect, NULL, err, sizeof err), -1);
     ck_assert_msg (strstr (err, "'shot.tif'") && strstr (err, "rule ab"), "%s", err);
-    ck_assert_int_eq (pairing_offer (p, "e", ".tif", s_collect, NULL, err, sizeof err), -1);
-    ck_assert_int_eq (pairing_offer (p, "e", "a\x1f_a.tif", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_int_eq (pairing_offer (p, "e", ".tif", 1, s_collect, NULL, err, sizeof err), -1);
+    ck_assert_int_eq (pairing_offer (p, "e", "a\x1f_a.tif", 1, s_collect, NULL, err, sizeof err), -1);
     pairing_destroy (&p);
     p = s_rules ("sequence");
-    ck_assert_int_eq (pairing_offer (p, "e", "shot_a.tif", s_collect, NULL, err, sizeof err), -1);
+    ck_assert_int_eq (pairing_offer (p, "e", "shot_a.tif", 1, s_collect, NULL, err, sizeof err), -1);
     ck_assert_msg (strstr (err, "frame number"), "%s", err);
     pairing_destroy (&p);
 }
@@ -198,9 +211,10 @@ END_TEST
 
 static int
 s_refuse (void *arg, const char *experiment, const char *stem, const char *name_a,
-          const char *name_b)
+          int64_t id_a, const char *name_b, int64_t id_b)
 {
     (void) arg, (void) experiment, (void) stem, (void) name_a, (void) name_b;
+    (void) id_a, (void) id_b;
     return -1;
 }
 
@@ -208,12 +222,12 @@ START_TEST (a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name)
 {
     pairing_t *p = s_rules ("ab");
     char err[256] = "";
-    ck_assert_int_eq (pairing_offer (p, "e", "s_a.tif", s_refuse, NULL, err, sizeof err), 0);
-    ck_assert_int_eq (pairing_offer (p, "e", "s_b.tif", s_refuse, NULL, err, sizeof err), -2);
+    ck_assert_int_eq (pairing_offer (p, "e", "s_a.tif", 1, s_refuse, NULL, err, sizeof err), 0);
+    ck_assert_int_eq (pairing_offer (p, "e", "s_b.tif", 1, s_refuse, NULL, err, sizeof err), -2);
     ck_assert_msg (strstr (err, "cannot record") && strstr (err, "'s_b.tif'"), "%s", err);
     pairing_destroy (&p);
     p = s_rules ("multipage");
-    ck_assert_int_eq (pairing_offer (p, "e", "m.tif", s_refuse, NULL, err, sizeof err), -2);
+    ck_assert_int_eq (pairing_offer (p, "e", "m.tif", 1, s_refuse, NULL, err, sizeof err), -2);
     pairing_destroy (&p);
 }
 END_TEST
