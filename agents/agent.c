@@ -135,10 +135,13 @@ s_worker (void *arg)
 // ---------------------------------------------------------------------------
 // Talking to the broker
 
+// Not connected (a reconnect failed; the next tick tries again): nothing
+// goes, results stay unrecorded and go after the next HELLO.
 static void
 s_send (agent_t *self, const proto_msg_t *msg)
 {
-    proto_send (msg, NULL, self->broker);
+    if (self->broker)
+        proto_send (msg, NULL, self->broker);
 }
 
 static void
@@ -182,20 +185,10 @@ static int
 s_connect (agent_t *self, char *err, size_t errlen)
 {
     zsock_destroy (&self->broker);
-    self->broker = zsock_new (ZMQ_DEALER);
-    if (!self->broker) {
-        snprintf (err, errlen, "cannot connect to the broker at '%s': out of memory",
-                  self->endpoint);
+    self->broker = secure_connect (ZMQ_DEALER, &self->cfg, self->endpoint, "the broker", 2000,
+                                   err, errlen, NULL);
+    if (!self->broker)
         return -1;
-    }
-    zsock_set_maxmsgsize (self->broker, PROTO_MAX_MESSAGE);
-    zsock_set_linger (self->broker, 2000);
-    if (secure_client (self->broker, &self->cfg, err, errlen) != 0)
-        return -1;
-    if (zsock_connect (self->broker, "%s", self->endpoint) != 0) {
-        snprintf (err, errlen, "cannot connect to the broker at '%s'", self->endpoint);
-        return -1;
-    }
     self->broker_expires =
         s_ms () + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness;
     s_hello (self);

@@ -3,6 +3,8 @@
 
 #include "common/secure.h"
 
+#include "common/proto.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,6 +67,32 @@ secure_client (zsock_t *sock, const config_t *cfg, char *err, size_t errlen)
     int rc = broker ? 0 : -1;
     zcert_destroy (&broker);
     return rc;
+}
+
+zsock_t *
+secure_connect (int type, const config_t *cfg, const char *endpoint, const char *what,
+                int linger_ms, char *err, size_t errlen, int *bad_cert)
+{
+    if (bad_cert)
+        *bad_cert = 0;
+    zsock_t *sock = zsock_new (type);
+    if (!sock) {
+        snprintf (err, errlen, "cannot make a socket to %s at '%s'", what, endpoint);
+        return NULL;
+    }
+    zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
+    zsock_set_linger (sock, linger_ms);
+    if (secure_client (sock, cfg, err, errlen) != 0) {
+        if (bad_cert)
+            *bad_cert = 1;
+        zsock_destroy (&sock);
+        return NULL;
+    }
+    if (zsock_connect (sock, "%s", endpoint) != 0) {
+        snprintf (err, errlen, "cannot connect to %s at '%s'", what, endpoint);
+        zsock_destroy (&sock);
+    }
+    return sock;
 }
 
 void

@@ -25,6 +25,15 @@ zcert_t *secure_cert_load (const char *path, const char *key, int secret, char *
 // -1 with err when a certificate cannot be loaded.
 int secure_client (zsock_t *sock, const config_t *cfg, char *err, size_t errlen);
 
+// A client socket of 'type' (ZMQ_DEALER, ZMQ_SUB) connected to the
+// broker's 'endpoint', which err calls 'what' ("the broker"): messages over
+// PROTO_MAX_MESSAGE refused, 'linger_ms' to deliver what is queued at
+// close, a CURVE client when security/curve is on. NULL with err; then
+// *bad_cert (if not NULL) says whether a certificate was at fault (the
+// configuration's) rather than the socket or the endpoint.
+zsock_t *secure_connect (int type, const config_t *cfg, const char *endpoint, const char *what,
+                         int linger_ms, char *err, size_t errlen, int *bad_cert);
+
 // Makes sock a CURVE server with the broker's certificate. Call before
 // binding.
 void secure_server (zsock_t *sock, zcert_t *cert);

@@ -322,22 +322,13 @@ s_ask (s_ctl_t *ctl, const char *line, char **body_p)
     const char *endpoint = ctl->cfg.broker.control;
     *body_p = NULL;
     if (!ctl->sock) {
-        ctl->sock = zsock_new (ZMQ_DEALER);
-        if (!ctl->sock) {
-            s_error ("cannot make a socket to the broker at '%s'", endpoint);
-            return EXIT_FAILED;
-        }
-        zsock_set_linger (ctl->sock, 0);
-        zsock_set_maxmsgsize (ctl->sock, PROTO_MAX_MESSAGE);
         char err[1024];
-        if (secure_client (ctl->sock, &ctl->cfg, err, sizeof err) != 0) {
+        int bad_cert;
+        ctl->sock = secure_connect (ZMQ_DEALER, &ctl->cfg, endpoint, "the broker", 0, err,
+                                    sizeof err, &bad_cert);
+        if (!ctl->sock) {
             s_error ("%s", err);
-            zsock_destroy (&ctl->sock);
-            return EXIT_USAGE;
-        }
-        if (zsock_connect (ctl->sock, "%s", endpoint) != 0) {
-            s_error ("cannot connect to the broker at '%s'", endpoint);
-            return EXIT_FAILED;
+            return bad_cert ? EXIT_USAGE : EXIT_FAILED;
         }
         ctl->poller = zpoller_new (ctl->sock, NULL);
     }
@@ -1123,25 +1114,15 @@ s_run_tail (s_ctl_t *ctl, s_args_t *args)
     const char *endpoint = ctl->cfg.broker.publish;
     char topic[PROTO_MAX_STRING];
     snprintf (topic, sizeof topic, "%s%s", PROTO_TOPIC_FEEDBACK, args->words[0]);
-    zsock_t *sub = zsock_new (ZMQ_SUB);
-    if (!sub) {
-        s_error ("cannot make a socket to the broker at '%s'", endpoint);
-        return EXIT_FAILED;
-    }
-    zsock_set_linger (sub, 0);
-    zsock_set_maxmsgsize (sub, PROTO_MAX_MESSAGE);
-    zsock_set_subscribe (sub, topic);
     char err[1024];
-    if (secure_client (sub, &ctl->cfg, err, sizeof err) != 0) {
+    int bad_cert;
+    zsock_t *sub = secure_connect (ZMQ_SUB, &ctl->cfg, endpoint, "the broker's feedback stream",
+                                   0, err, sizeof err, &bad_cert);
+    if (!sub) {
         s_error ("%s", err);
-        zsock_destroy (&sub);
-        return EXIT_USAGE;
+        return bad_cert ? EXIT_USAGE : EXIT_FAILED;
     }
-    if (zsock_connect (sub, "%s", endpoint) != 0) {
-        s_error ("cannot connect to the broker's feedback stream at '%s'", endpoint);
-        zsock_destroy (&sub);
-        return EXIT_FAILED;
-    }
+    zsock_set_subscribe (sub, topic);
     zpoller_t *poller = zpoller_new (sub, NULL);
     long seen = 0;
     while (seen < count && !s_stop) {

@@ -46,21 +46,11 @@ s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen)
     const char *endpoint = cfg->broker.control;
     json_t *doc = NULL;
     zpoller_t *poller = NULL;
-    zsock_t *sock = zsock_new (ZMQ_DEALER);
-    if (!sock) {
-        snprintf (err, errlen, "cannot make a socket to the broker at '%s'", endpoint);
+    zsock_t *sock = secure_connect (ZMQ_DEALER, cfg, endpoint, "the broker", 0, err, errlen, NULL);
+    if (!sock)
         return NULL;
-    }
-    zsock_set_linger (sock, 0);
-    zsock_set_maxmsgsize (sock, PROTO_MAX_MESSAGE);
     proto_msg_t request = {.command = PROTO_REQUEST, .text = "status"};
-    if (secure_client (sock, cfg, err, errlen) != 0) {
-        zsock_destroy (&sock);
-        return NULL;
-    }
-    if (zsock_connect (sock, "%s", endpoint) != 0)
-        snprintf (err, errlen, "cannot connect to the broker at '%s'", endpoint);
-    else if (proto_send (&request, NULL, sock) != 0)
+    if (proto_send (&request, NULL, sock) != 0)
         snprintf (err, errlen, "cannot send to the broker at '%s'", endpoint);
     else if (!(poller = zpoller_new (sock, NULL)) || !zpoller_wait (poller, timeout_ms))
         snprintf (err, errlen, "the broker at '%s' did not answer within %d ms%s", endpoint,

@@ -453,10 +453,9 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     self->backlog = zlistx_new ();
     self->waiting = zhashx_new ();
     self->loop = zloop_new ();
-    self->broker = zsock_new (ZMQ_DEALER);
     self->out = proto_batch_new ();
     if (!self->dirs || !self->tops || !self->seen || !self->pending || !self->backlog || !self->waiting
-        || !self->loop || !self->broker || !self->out) {
+        || !self->loop || !self->out) {
         snprintf (err, errlen, "cannot start the watcher: out of memory");
         watcher_destroy (&self);
         return NULL;
@@ -466,14 +465,9 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     zhashx_set_destructor (self->seen, (zhashx_destructor_fn *) s_free);
     zhashx_set_destructor (self->pending, (zhashx_destructor_fn *) s_event_destroy);
     zlistx_set_destructor (self->backlog, (zlistx_destructor_fn *) zstr_free);
-    zsock_set_maxmsgsize (self->broker, PROTO_MAX_MESSAGE);
-    zsock_set_linger (self->broker, 1000);
-    if (secure_client (self->broker, cfg, err, errlen) != 0) {
-        watcher_destroy (&self);
-        return NULL;
-    }
-    if (zsock_connect (self->broker, "%s", cfg->broker.ingest) != 0) {
-        snprintf (err, errlen, "cannot connect to the broker at '%s'", cfg->broker.ingest);
+    self->broker = secure_connect (ZMQ_DEALER, cfg, cfg->broker.ingest, "the broker", 1000, err,
+                                   errlen, NULL);
+    if (!self->broker) {
         watcher_destroy (&self);
         return NULL;
     }
