@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -745,8 +746,23 @@ s_query_int (store_t *self, sqlite3_stmt *stmt, int64_t *value, int *found)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-// Appends an event as part of the current write call; the payload is
-// formatted. Returns the event id, or -1 with the SQLite code in *rc.
+// Appends an event as part of the current write call, its payload the one
+// in self->payload. Returns the event id, or -1 with the SQLite code in *rc.
+static int64_t
+s_event_insert (store_t *self, int *rc, const char *kind, int64_t experiment, int64_t pair,
+             int64_t now_ns)
+{
+    sqlite3_stmt *stmt = self->stmts[S_EVENT_ADD];
+    sqlite3_bind_int64 (stmt, 1, now_ns);
+    sqlite3_bind_text (stmt, 2, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 3, experiment);
+    sqlite3_bind_int64 (stmt, 4, pair);
+    sqlite3_bind_text (stmt, 5, self->payload, -1, SQLITE_STATIC);
+    *rc = s_exec (self, stmt);
+    return *rc == SQLITE_DONE ? sqlite3_last_insert_rowid (self->db) : -1;
+}
+
+// The same with the payload formatted.
 static int64_t
 s_event (store_t *self, int *rc, const char *kind, int64_t experiment, int64_t pair,
          int64_t now_ns, const char *fmt, ...) __attribute__ ((format (printf, 7, 8)));
@@ -759,14 +775,46 @@ s_event (store_t *self, int *rc, const char *kind, int64_t experiment, int64_t p
     va_start (args, fmt);
     vsnprintf (self->payload, sizeof self->payload, fmt, args);
     va_end (args);
-    sqlite3_stmt *stmt = self->stmts[S_EVENT_ADD];
-    sqlite3_bind_int64 (stmt, 1, now_ns);
-    sqlite3_bind_text (stmt, 2, kind, -1, SQLITE_STATIC);
-    sqlite3_bind_int64 (stmt, 3, experiment);
-    sqlite3_bind_int64 (stmt, 4, pair);
-    sqlite3_bind_text (stmt, 5, self->payload, -1, SQLITE_STATIC);
-    *rc = s_exec (self, stmt);
-    return *rc == SQLITE_DONE ? sqlite3_last_insert_rowid (self->db) : -1;
+    return s_event_insert (self, rc, kind, experiment, pair, now_ns);
+}
+
+// The payloads of the events every pair makes (file, pair, dispatch,
+// result) are written word by word without printf, which took a twentieth
+// of the store's time: the same text, cut where vsnprintf would cut it.
+typedef struct {
+    char *at, *end;  // where the next byte goes; the last byte's place
+} s_words_t;
+
+static s_words_t
+s_words (store_t *self)
+{
+    self->payload[0] = '\0';
+    return (s_words_t) {self->payload, self->payload + sizeof self->payload - 1};
+}
+
+// Appends key (with its '=' and the space before it) and value.
+static void
+s_word (s_words_t *words, const char *key, const char *value)
+{
+    for (const char *c = key; *c && words->at < words->end; c++)
+        *words->at++ = *c;
+    for (const char *c = value; c && *c && words->at < words->end; c++)
+        *words->at++ = *c;
+    *words->at = '\0';
+}
+
+static void
+s_word_int (s_words_t *words, const char *key, int64_t value)
+{
+    char digits[24], *d = digits + sizeof digits;
+    uint64_t magnitude = value < 0 ? 0 - (uint64_t) value : (uint64_t) value;
+    *--d = '\0';
+    do
+        *--d = (char) ('0' + magnitude % 10);
+    while ((magnitude /= 10) > 0);
+    if (value < 0)
+        *--d = '-';
+    s_word (words, key, d);
 }
 
 // ---------------------------------------------------------------------------
@@ -999,9 +1047,20 @@ s_pragma (store_t *self, const char *sql, char *err, size_t errlen)
     return 0;
 }
 
+// Before SQLite's first use: no memory statistics (nothing here reads them,
+// and keeping them takes a global lock on every allocation). If SQLite was
+// set up already, this changes nothing.
+static void
+s_configure_sqlite (void)
+{
+    sqlite3_config (SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static store_t *
 s_new (const char *path, int flags, char *err, size_t errlen)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once (&once, s_configure_sqlite);
     store_t *self = calloc (1, sizeof *self);
     if (!self || !(self->path = strdup (path))) {
         s_errbuf (err, errlen, "cannot open '%s': out of memory", path);
@@ -1270,9 +1329,13 @@ store_file_add (store_t *self, int64_t experiment, const char *name, int64_t siz
     }
     int64_t id = sqlite3_last_insert_rowid (self->db);
     // The arrival time is the event's time: a replay paces files by it.
-    s_event (self, &rc, "file", experiment, 0, seen_ns,
-             "file=%" PRId64 " size=%" PRId64 " mtime_ns=%" PRId64 " seen_ns=%" PRId64 " name=%s",
-             id, size, mtime_ns, seen_ns, name);
+    s_words_t words = s_words (self);
+    s_word_int (&words, "file=", id);
+    s_word_int (&words, " size=", size);
+    s_word_int (&words, " mtime_ns=", mtime_ns);
+    s_word_int (&words, " seen_ns=", seen_ns);
+    s_word (&words, " name=", name);
+    s_event_insert (self, &rc, "file", experiment, 0, seen_ns);
     if (rc != SQLITE_DONE)
         return s_fail (self, rc, "cannot add file '%s' of experiment %" PRId64, name, experiment);
     s_write_end (self);
@@ -1314,9 +1377,13 @@ store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t fil
         sqlite3_bind_int64 (paired, 1, file);
         rc = s_exec (self, paired);
     }
-    if (rc == SQLITE_DONE)
-        s_event (self, &rc, "pair", experiment, id, now_ns,
-                 "file_a=%" PRId64 " file_b=%" PRId64 " stem=%s", file_a, file_b, stem);
+    if (rc == SQLITE_DONE) {
+        s_words_t words = s_words (self);
+        s_word_int (&words, "file_a=", file_a);
+        s_word_int (&words, " file_b=", file_b);
+        s_word (&words, " stem=", stem);
+        s_event_insert (self, &rc, "pair", experiment, id, now_ns);
+    }
     if (rc != SQLITE_DONE)
         return s_fail (self, rc, "cannot add pair '%s' of experiment %" PRId64, stem, experiment);
     s_write_end (self);
@@ -1437,9 +1504,12 @@ store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now
         sqlite3_bind_int64 (stmt, 4, now_ns);
         rc = s_exec (self, stmt);
     }
-    if (rc == SQLITE_DONE)
-        s_event (self, &rc, "dispatch", experiment, pair, now_ns, "attempt=%d agent=%s", attempt,
-                 agent ? agent : "");
+    if (rc == SQLITE_DONE) {
+        s_words_t words = s_words (self);
+        s_word_int (&words, "attempt=", attempt);
+        s_word (&words, " agent=", agent);
+        s_event_insert (self, &rc, "dispatch", experiment, pair, now_ns);
+    }
     if (rc != SQLITE_DONE)
         return s_fail (self, rc, "cannot dispatch pair %" PRId64, pair);
     s_write_end (self);
@@ -1511,10 +1581,14 @@ store_pair_result (store_t *self, int64_t pair, int attempt, const char *agent,
         rc = s_attempt_end (self, pair, attempt, "done", NULL, now_ns);
     if (rc == SQLITE_DONE && sqlite3_changes (self->db) == 0)
         rc = s_attempt_recovered (self, experiment, pair, attempt, who, now_ns);
-    if (rc == SQLITE_DONE)
-        s_event (self, &rc, "result", experiment, pair, now_ns,
-                 "attempt=%d agent=%s compute_ns=%" PRId64 " field=%d", attempt, who,
-                 result->compute_ns, keep);
+    if (rc == SQLITE_DONE) {
+        s_words_t words = s_words (self);
+        s_word_int (&words, "attempt=", attempt);
+        s_word (&words, " agent=", who);
+        s_word_int (&words, " compute_ns=", result->compute_ns);
+        s_word_int (&words, " field=", keep);
+        s_event_insert (self, &rc, "result", experiment, pair, now_ns);
+    }
     if (rc != SQLITE_DONE)
         return s_fail (self, rc, "cannot record a result of pair %" PRId64, pair);
     self->results_seen++;

@@ -335,11 +335,15 @@ int64_t store_file_last_seen (store_t *self, int64_t experiment);
 
 // The floor under this store (store/floor.c): SQLite alone writing the rows
 // of 'npairs' pairs in the leanest schema that keeps them (two files, the
-// pair, an attempt opened and closed, a result, and with_events the five
-// event rows), commit every 2 ms, synchronous FULL, in a scratch database
-// at 'path' (removed after). CPU of this thread and wall time, us per pair.
-// 0, or -1 if SQLite failed.
-int store_floor (const char *path, int npairs, int with_events, double *cpu_us, double *wall_us);
+// pair, an attempt opened and closed, a result), commit every 2 ms,
+// synchronous FULL, in a scratch database at 'path' (removed after), with
+// what 'flags' adds of the store's guarantees. CPU of this thread and wall
+// time, us per pair. 0, or -1 if SQLite failed.
+#define STORE_FLOOR_EVENTS 1   // the five event rows of a pair's transitions
+#define STORE_FLOOR_FK 2       // foreign keys declared and enforced
+#define STORE_FLOOR_STARTUP 4  // files' pair counts, partial indexes of waiting work
+#define STORE_FLOOR_READS 8    // the pair's state read before dispatch and result
+int store_floor (const char *path, int npairs, int flags, double *cpu_us, double *wall_us);
 
 // Failure seam for tests: after 'after' more statement executions, every
 // execution fails with SQLite error 'code' (STORE_FAULT_*) until called

@@ -1000,6 +1000,52 @@ END_TEST
 // ---------------------------------------------------------------------------
 // The event log and the listings.
 
+// Keeps the whole payload of the last event listed.
+static int
+s_keep_payload (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
+                int64_t pair, const char *payload)
+{
+    (void) id, (void) ts_ns, (void) kind, (void) experiment, (void) pair;
+    char **kept = arg;
+    free (*kept);
+    *kept = strdup (payload);
+    return 0;
+}
+
+START_TEST (event_payloads_write_numbers_and_long_names_as_printf_would)
+{
+    store_t *store = s_open ();
+    int64_t run = s_experiment (store, "run");
+    int is_new;
+    // The extremes of int64, and a name longer than a payload holds.
+    int64_t f = store_file_add (store, run, "edge_a.tif", INT64_MAX, INT64_MIN, -5, &is_new);
+    ck_assert_int_gt (f, 0);
+    char expected[256];
+    snprintf (expected, sizeof expected,
+              "file=%" PRId64 " size=%" PRId64 " mtime_ns=%" PRId64 " seen_ns=-5 name=edge_a.tif",
+              f, INT64_MAX, INT64_MIN);
+    ck_assert_str_eq (s_last_payload (store, "file"), expected);
+    static char longname[10000];
+    memset (longname, 'x', sizeof longname - 7);
+    strcpy (longname + sizeof longname - 7, "_b.tif");
+    int64_t g = store_file_add (store, run, longname, 0, 0, 0, &is_new);
+    ck_assert_int_gt (g, 0);
+    char *full = NULL;
+    ck_assert_int_gt (asprintf (&full, "file=%" PRId64 " size=0 mtime_ns=0 seen_ns=0 name=%s", g,
+                                longname),
+                      0);
+    // Cut at the payload's limit, as vsnprintf cuts: a prefix of the whole.
+    char *payload = NULL;
+    ck_assert_int_ge (store_events_of_kind (store, run, "file", s_keep_payload, &payload), 0);
+    ck_assert_ptr_nonnull (payload);
+    ck_assert_uint_eq (strlen (payload), 8191);
+    ck_assert (strncmp (payload, full, 8191) == 0);
+    free (payload);
+    free (full);
+    store_destroy (&store);
+}
+END_TEST
+
 START_TEST (events_replay_an_experiment_in_order)
 {
     store_t *store = s_open ();
@@ -1035,10 +1081,14 @@ START_TEST (events_replay_an_experiment_in_order)
               "file=%" PRId64 " size=4194304 mtime_ns=900 seen_ns=1000 name=take 1_a.tif", fa);
     ck_assert_str_eq (events->payload[1], expected);
     snprintf (expected, sizeof expected,
+              "file=%" PRId64 " size=4194305 mtime_ns=1150 seen_ns=1200 name=take 1_b.tif", fb);
+    ck_assert_str_eq (events->payload[2], expected);
+    snprintf (expected, sizeof expected,
               "file_a=%" PRId64 " file_b=%" PRId64 " stem=take 1", fa, fb);
     ck_assert_str_eq (events->payload[3], expected);
     ck_assert_int_eq (events->pair[3], pair);
     ck_assert_str_eq (events->payload[4], "attempt=1 agent=agent-a");
+    ck_assert_str_eq (events->payload[5], "attempt=1 agent=agent-a compute_ns=40000000 field=0");
     ck_assert_str_eq (events->payload[6], "rate=10");
     ck_assert_int_eq (events->id[6], note);
 
@@ -2266,6 +2316,7 @@ s_suite (void)
     TCase *log = tcase_create ("log");
     tcase_add_checked_fixture (log, s_setup, s_teardown);
     tcase_add_test (log, events_replay_an_experiment_in_order);
+    tcase_add_test (log, event_payloads_write_numbers_and_long_names_as_printf_would);
     tcase_add_test (log, counts_by_state);
     tcase_add_test (log, store_fields_every_n_keeps_every_nth_blob);
     tcase_add_test (log, store_uncommitted_counts_writes_since_the_last_commit);
