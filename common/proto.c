@@ -232,17 +232,37 @@ s_add_number (s_parts_t *parts, const char *fmt, ...)
     return s_add (parts, buf, (size_t) len);
 }
 
+// An integer in decimal, without printf (the broker writes several a pair).
+static int
+s_add_integer (s_parts_t *parts, uint64_t magnitude, bool negative)
+{
+    if (parts->count == PROTO_MAX_FRAMES)
+        return -1;
+    char digits[24], *d = digits + sizeof digits;
+    do
+        *--d = (char) ('0' + magnitude % 10);
+    while ((magnitude /= 10) > 0);
+    if (negative)
+        *--d = '-';
+    size_t len = (size_t) (digits + sizeof digits - d);
+    char *buf = parts->numbers[parts->count];
+    memcpy (buf, d, len);
+    return s_add (parts, buf, len);
+}
+
 static int
 s_encode_field (s_parts_t *parts, const s_field_t *field, const proto_msg_t *msg)
 {
     const char *base = (const char *) msg + field->offset;
     switch (field->kind) {
     case S_U64:
-        return s_add_number (parts, "%" PRIu64, *(const uint64_t *) base);
+        return s_add_integer (parts, *(const uint64_t *) base, false);
     case S_U32:
-        return s_add_number (parts, "%" PRIu32, *(const uint32_t *) base);
-    case S_I64:
-        return s_add_number (parts, "%" PRId64, *(const int64_t *) base);
+        return s_add_integer (parts, *(const uint32_t *) base, false);
+    case S_I64: {
+        int64_t v = *(const int64_t *) base;
+        return s_add_integer (parts, v < 0 ? 0 - (uint64_t) v : (uint64_t) v, v < 0);
+    }
     case S_F64:
         return s_add_number (parts, "%.17g", *(const double *) base);
     case S_TEXT:
@@ -278,7 +298,7 @@ s_encode (const proto_msg_t *msg, s_parts_t *parts)
             return -1;
     if (msg->command == PROTO_ACK)
         for (uint32_t i = 0; i < msg->count; i++)
-            if (s_add_number (parts, "%" PRIu64, msg->seqs[i]))
+            if (s_add_integer (parts, msg->seqs[i], false))
                 return -1;
     return 0;
 }
