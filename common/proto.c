@@ -4,6 +4,8 @@
 
 #include "common/proto.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -216,38 +218,28 @@ s_add (s_parts_t *parts, const void *data, size_t size)
     return 0;
 }
 
-static int
-s_add_number (s_parts_t *parts, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static int
-s_add_number (s_parts_t *parts, const char *fmt, ...)
-{
-    if (parts->count == PROTO_MAX_FRAMES)
-        return -1;
-    char *buf = parts->numbers[parts->count];
-    va_list ap;
-    va_start (ap, fmt);
-    int len = vsnprintf (buf, sizeof parts->numbers[0], fmt, ap);
-    va_end (ap);
-    return s_add (parts, buf, (size_t) len);
-}
-
-// An integer in decimal, without printf (the broker writes several a pair).
+// An integer in decimal, written without printf (the broker writes several
+// a pair) into the message's own buffer for it.
 static int
 s_add_integer (s_parts_t *parts, uint64_t magnitude, bool negative)
 {
+    _Static_assert (sizeof parts->numbers[0] >= UTIL_DECIMAL_SIZE, "room for any integer");
     if (parts->count == PROTO_MAX_FRAMES)
         return -1;
-    char digits[24], *d = digits + sizeof digits;
-    do
-        *--d = (char) ('0' + magnitude % 10);
-    while ((magnitude /= 10) > 0);
-    if (negative)
-        *--d = '-';
-    size_t len = (size_t) (digits + sizeof digits - d);
+    char *slot = parts->numbers[parts->count];
+    const char *text = util_decimal (magnitude, negative, slot);
+    return s_add (parts, text, (size_t) (slot + UTIL_DECIMAL_SIZE - 1 - text));
+}
+
+// A double as "%.17g", so that it comes back bit for bit.
+static int
+s_add_double (s_parts_t *parts, double value)
+{
+    if (parts->count == PROTO_MAX_FRAMES)
+        return -1;
     char *buf = parts->numbers[parts->count];
-    memcpy (buf, d, len);
-    return s_add (parts, buf, len);
+    int len = snprintf (buf, sizeof parts->numbers[0], "%.17g", value);
+    return s_add (parts, buf, (size_t) len);
 }
 
 static int
@@ -264,7 +256,7 @@ s_encode_field (s_parts_t *parts, const s_field_t *field, const proto_msg_t *msg
         return s_add_integer (parts, v < 0 ? 0 - (uint64_t) v : (uint64_t) v, v < 0);
     }
     case S_F64:
-        return s_add_number (parts, "%.17g", *(const double *) base);
+        return s_add_double (parts, *(const double *) base);
     case S_TEXT:
     case S_BODY: {
         const char *text = *(char *const *) base;
@@ -451,6 +443,24 @@ s_batch_of (const proto_msg_t *msg)
     return batch;
 }
 
+// The frames of a BATCH of what self holds (version, command, count, one
+// record each) into data and size, which hold 3 + PROTO_MAX_BATCH; the
+// count's text goes into 'count'. Returns how many frames.
+static size_t
+s_batch_frames (const proto_batch_t *self, const void **data, size_t *size,
+                char count[UTIL_DECIMAL_SIZE])
+{
+    data[0] = PROTO_VERSION, size[0] = strlen (PROTO_VERSION);
+    data[1] = "M", size[1] = 1;
+    data[2] = util_decimal (self->count, 0, count);
+    size[2] = strlen (data[2]);
+    for (size_t i = 0, start = 0; i < self->count; start = self->ends[i++]) {
+        data[3 + i] = self->buf + start;
+        size[3 + i] = self->ends[i] - start;
+    }
+    return 3 + self->count;
+}
+
 zmsg_t *
 proto_encode (const proto_msg_t *msg)
 {
@@ -458,14 +468,13 @@ proto_encode (const proto_msg_t *msg)
         proto_batch_t *batch = s_batch_of (msg);
         if (!batch)
             return NULL;
+        const void *data[3 + PROTO_MAX_BATCH];
+        size_t size[3 + PROTO_MAX_BATCH];
+        char count[UTIL_DECIMAL_SIZE];
+        size_t frames = s_batch_frames (batch, data, size, count);
         zmsg_t *zmsg = zmsg_new ();
-        char count[16];
-        snprintf (count, sizeof count, "%zu", batch->count);
-        if (zmsg_addstr (zmsg, PROTO_VERSION) || zmsg_addmem (zmsg, "M", 1)
-            || zmsg_addstr (zmsg, count))
-            zmsg_destroy (&zmsg);
-        for (size_t i = 0, start = 0; zmsg && i < batch->count; start = batch->ends[i++])
-            if (zmsg_addmem (zmsg, batch->buf + start, batch->ends[i] - start))
+        for (size_t i = 0; zmsg && i < frames; i++)
+            if (zmsg_addmem (zmsg, data[i], size[i]))
                 zmsg_destroy (&zmsg);
         proto_batch_destroy (&batch);
         return zmsg;
@@ -867,25 +876,16 @@ proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen)
     zmsg_t *zmsg = zmsg_p ? *zmsg_p : NULL;
     if (zmsg_p)
         *zmsg_p = NULL;
+    // Where the frames' bytes are: 16 KiB of stack at most, as proto_recv.
+    const void *data[3 + PROTO_MAX_BATCH];
+    size_t size[3 + PROTO_MAX_BATCH];
     size_t frames = zmsg ? zmsg_size (zmsg) : 0, kept = 0;
-    size_t room = frames < 3 + PROTO_MAX_BATCH ? frames : 3 + PROTO_MAX_BATCH;
-    const void **data = malloc ((room + 1) * sizeof *data);
-    size_t *size = malloc ((room + 1) * sizeof *size);
-    int rc = -1;
-    if (!data || !size) {
-        memset (msg, 0, sizeof *msg);
-        s_error (err, errlen, "out of memory");
+    for (zframe_t *f = zmsg ? zmsg_first (zmsg) : NULL; f && kept < 3 + PROTO_MAX_BATCH;
+         f = zmsg_next (zmsg), kept++) {
+        data[kept] = zframe_data (f);
+        size[kept] = zframe_size (f);
     }
-    else {
-        for (zframe_t *f = zmsg ? zmsg_first (zmsg) : NULL; f && kept < room;
-             f = zmsg_next (zmsg), kept++) {
-            data[kept] = zframe_data (f);
-            size[kept] = zframe_size (f);
-        }
-        rc = s_decode_frames (data, size, frames, kept, msg, err, errlen);
-    }
-    free (data);
-    free (size);
+    int rc = s_decode_frames (data, size, frames, kept, msg, err, errlen);
     zmsg_destroy (&zmsg);
     return rc;
 }
@@ -990,22 +990,10 @@ proto_batch_send (proto_batch_t *self, zframe_t *identity, zsock_t *sock)
             rc = s_send_frames (parts.data, parts.size, (size_t) parts.count, identity, sock);
     }
     else {
-        const void **data = malloc ((self->count + 3) * sizeof *data);
-        size_t *size = malloc ((self->count + 3) * sizeof *size);
-        char count[16];
-        rc = -1;
-        if (data && size) {
-            data[0] = PROTO_VERSION, size[0] = strlen (PROTO_VERSION);
-            data[1] = "M", size[1] = 1;
-            data[2] = count, size[2] = (size_t) snprintf (count, sizeof count, "%zu", self->count);
-            for (size_t i = 0, start = 0; i < self->count; start = self->ends[i++]) {
-                data[3 + i] = self->buf + start;
-                size[3 + i] = self->ends[i] - start;
-            }
-            rc = s_send_frames (data, size, self->count + 3, identity, sock);
-        }
-        free (data);
-        free (size);
+        const void *data[3 + PROTO_MAX_BATCH];
+        size_t size[3 + PROTO_MAX_BATCH];
+        char count[UTIL_DECIMAL_SIZE];
+        rc = s_send_frames (data, size, s_batch_frames (self, data, size, count), identity, sock);
     }
     self->count = 0;
     self->len = 0;
@@ -1016,8 +1004,15 @@ int
 proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock)
 {
     if (msg && msg->command == PROTO_BATCH) {
+        // A BATCH as proto_encode makes it, whatever its count.
         proto_batch_t *batch = s_batch_of (msg);
-        int rc = batch && batch->count > 1 ? proto_batch_send (batch, identity, sock) : -1;
+        if (!batch)
+            return -1;
+        const void *data[3 + PROTO_MAX_BATCH];
+        size_t size[3 + PROTO_MAX_BATCH];
+        char count[UTIL_DECIMAL_SIZE];
+        int rc =
+            s_send_frames (data, size, s_batch_frames (batch, data, size, count), identity, sock);
         proto_batch_destroy (&batch);
         return rc;
     }

@@ -107,6 +107,25 @@ util_parse_rate (const char *text, double *bytes_per_s)
 }
 
 const char *
+util_decimal (uint64_t magnitude, int negative, char buf[UTIL_DECIMAL_SIZE])
+{
+    char *d = buf + UTIL_DECIMAL_SIZE;
+    *--d = '\0';
+    do
+        *--d = (char) ('0' + magnitude % 10);
+    while ((magnitude /= 10) > 0);
+    if (negative)
+        *--d = '-';
+    return d;
+}
+
+const char *
+util_decimal_int64 (int64_t value, char buf[UTIL_DECIMAL_SIZE])
+{
+    return util_decimal (value < 0 ? 0 - (uint64_t) value : (uint64_t) value, value < 0, buf);
+}
+
+const char *
 util_format_size (int64_t bytes, char *buf, size_t size)
 {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -27,6 +27,14 @@ int util_parse_rate (const char *text, double *bytes_per_s);
 // "20.0 GiB", "512 KiB", "100 B" into buf; returns buf.
 const char *util_format_size (int64_t bytes, char *buf, size_t size);
 
+// An integer in decimal without printf (the broker's hot path writes
+// several a pair): magnitude, with a '-' before it when negative, at the
+// end of buf, NUL-terminated. Returns where the text starts in buf.
+#define UTIL_DECIMAL_SIZE 22  // "-" + 20 digits + NUL
+const char *util_decimal (uint64_t magnitude, int negative, char buf[UTIL_DECIMAL_SIZE]);
+// The same for a signed value.
+const char *util_decimal_int64 (int64_t value, char buf[UTIL_DECIMAL_SIZE]);
+
 // 'text' (NULL: "") as a JSON string, quotes included: '"' and '\\'
 // escaped, control characters as \u00XX, other bytes (UTF-8) as they are.
 // Like snprintf: writes at most size - 1 bytes and a NUL into out (out may

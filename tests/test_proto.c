@@ -225,14 +225,21 @@ s_drop_frame (zmsg_t *zmsg, int index)
     zframe_destroy (&frame);
 }
 
-// A message of the given text frames.
+// A message of the given frames, of the given sizes (records hold NULs),
+// or with sizes NULL of the given texts.
 static zmsg_t *
-s_zmsg (int n, const char *const frames[])
+s_zmsg_sized (int n, const char *const frames[], const size_t sizes[])
 {
     zmsg_t *zmsg = zmsg_new ();
     for (int i = 0; i < n; i++)
-        zmsg_addmem (zmsg, frames[i], strlen (frames[i]));
+        zmsg_addmem (zmsg, frames[i], sizes ? sizes[i] : strlen (frames[i]));
     return zmsg;
+}
+
+static zmsg_t *
+s_zmsg (int n, const char *const frames[])
+{
+    return s_zmsg_sized (n, frames, NULL);
 }
 
 // Decoding refuses *zmsg_p with exactly 'expected', consumes it and leaves
@@ -1160,16 +1167,6 @@ s_fill_batch (proto_msg_t *batch)
     ck_assert_ptr_nonnull (batch->batch);
     for (int i = 0; i < S_NBATCHABLE; i++)
         s_fill (&batch->batch[i], s_batchable[i]);
-}
-
-// A message of frames with explicit sizes (records hold NULs).
-static zmsg_t *
-s_zmsg_sized (int n, const char *const frames[], const size_t sizes[])
-{
-    zmsg_t *zmsg = zmsg_new ();
-    for (int i = 0; i < n; i++)
-        zmsg_addmem (zmsg, frames[i], sizes[i]);
-    return zmsg;
 }
 
 START_TEST (a_batch_of_every_batchable_command_round_trips_one_frame_each)
