@@ -4,6 +4,8 @@
 
 #include "store/store.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -806,15 +808,8 @@ s_word (s_words_t *words, const char *key, const char *value)
 static void
 s_word_int (s_words_t *words, const char *key, int64_t value)
 {
-    char digits[24], *d = digits + sizeof digits;
-    uint64_t magnitude = value < 0 ? 0 - (uint64_t) value : (uint64_t) value;
-    *--d = '\0';
-    do
-        *--d = (char) ('0' + magnitude % 10);
-    while ((magnitude /= 10) > 0);
-    if (value < 0)
-        *--d = '-';
-    s_word (words, key, d);
+    char digits[UTIL_DECIMAL_SIZE];
+    s_word (words, key, util_decimal_int64 (value, digits));
 }
 
 // ---------------------------------------------------------------------------
@@ -1305,29 +1300,45 @@ s_known (store_t *self, s_stmt_id_t id, int64_t experiment, const char *name, co
 // A file or a pair is inserted first and looked up only if it was there:
 // files arrive once but for a watcher's resend or rescan, pairs are new but
 // after a restart. (Measured: either order costs a third of an insert on
-// the path it does not favour.)
+// the path it does not favour.) Runs 'insert' (bound by the caller; it does
+// nothing on a conflict) and returns the new row's id with *inserted set,
+// or the id of the row there ('get' looks it up by experiment and name),
+// or -1.
+static int64_t
+s_insert_or_known (store_t *self, s_stmt_id_t insert, s_stmt_id_t get, int64_t experiment,
+                   const char *name, const char *what, int *inserted)
+{
+    *inserted = 0;
+    if (s_write_begin (self))
+        return -1;
+    int rc = s_exec (self, self->stmts[insert]);
+    if (rc != SQLITE_DONE)
+        return s_fail (self, rc, "cannot add %s '%s' of experiment %" PRId64, what, name,
+                       experiment);
+    if (!self->call_dirty) {
+        s_write_nothing (self);
+        return s_known (self, get, experiment, name, what);
+    }
+    *inserted = 1;
+    return sqlite3_last_insert_rowid (self->db);
+}
 
 int64_t
 store_file_add (store_t *self, int64_t experiment, const char *name, int64_t size,
                 int64_t mtime_ns, int64_t seen_ns, int *is_new)
 {
     *is_new = 0;
-    if (s_write_begin (self))
-        return -1;
     sqlite3_stmt *stmt = self->stmts[S_FILE_ADD];
     sqlite3_bind_int64 (stmt, 1, experiment);
     sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
     sqlite3_bind_int64 (stmt, 3, size);
     sqlite3_bind_int64 (stmt, 4, mtime_ns);
     sqlite3_bind_int64 (stmt, 5, seen_ns);
-    int rc = s_exec (self, stmt);
-    if (rc != SQLITE_DONE)
-        return s_fail (self, rc, "cannot add file '%s' of experiment %" PRId64, name, experiment);
-    if (!self->call_dirty) {
-        s_write_nothing (self);
-        return s_known (self, S_FILE_GET, experiment, name, "file");
-    }
-    int64_t id = sqlite3_last_insert_rowid (self->db);
+    int inserted, rc;
+    int64_t id = s_insert_or_known (self, S_FILE_ADD, S_FILE_GET, experiment, name, "file",
+                                    &inserted);
+    if (!inserted)
+        return id;
     // The arrival time is the event's time: a replay paces files by it.
     s_words_t words = s_words (self);
     s_word_int (&words, "file=", id);
@@ -1348,8 +1359,6 @@ store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t fil
                 int64_t file_b, int64_t now_ns, int *is_new)
 {
     *is_new = 0;
-    if (s_write_begin (self))
-        return -1;
     sqlite3_stmt *stmt = self->stmts[S_PAIR_ADD];
     sqlite3_bind_int64 (stmt, 1, experiment);
     sqlite3_bind_text (stmt, 2, stem, -1, SQLITE_STATIC);
@@ -1359,14 +1368,11 @@ store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t fil
     else
         sqlite3_bind_null (stmt, 4);
     sqlite3_bind_int64 (stmt, 5, now_ns);
-    int rc = s_exec (self, stmt);
-    if (rc != SQLITE_DONE)
-        return s_fail (self, rc, "cannot add pair '%s' of experiment %" PRId64, stem, experiment);
-    if (!self->call_dirty) {
-        s_write_nothing (self);
-        return s_known (self, S_PAIR_GET, experiment, stem, "pair");
-    }
-    int64_t id = sqlite3_last_insert_rowid (self->db);
+    int inserted, rc = SQLITE_DONE;
+    int64_t id = s_insert_or_known (self, S_PAIR_ADD, S_PAIR_GET, experiment, stem, "pair",
+                                    &inserted);
+    if (!inserted)
+        return id;
     // Each file counts the pairs it is in, so that a restart offers the
     // pairing rules only the files still short of theirs.
     for (int i = 0; i < 2 && rc == SQLITE_DONE; i++) {
