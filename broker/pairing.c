@@ -188,16 +188,11 @@ s_offer_ab (pairing_t *self, const char *experiment, const char *name, int64_t i
             zhashx_insert (self->waiting, key, s_frame_new (name, id));
         return 0;
     }
-    s_frame_t mate = {strdup (partner->name), partner->id, 0};
+    // The partner leaves the table once emit has had its name.
+    int rc = side ? emit (arg, experiment, stem_text, partner->name, partner->id, name, id)
+                  : emit (arg, experiment, stem_text, name, id, partner->name, partner->id);
     zhashx_delete (self->waiting, other);
     zhashx_delete (self->waiting, key);
-    if (!mate.name) {
-        snprintf (err, errlen, "cannot pair '%s': out of memory", name);
-        return -1;
-    }
-    int rc = side ? emit (arg, experiment, stem_text, mate.name, mate.id, name, id)
-                  : emit (arg, experiment, stem_text, name, id, mate.name, mate.id);
-    free (mate.name);
     return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
 }
 
@@ -259,17 +254,11 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
             zhashx_insert (self->waiting, key, s_frame_new (name, id));
             return 0;
         }
-        s_frame_t mate = {strdup (partner->name), partner->id, 0};
+        int rc = n % 2 ? s_emit_frames (emit, arg, experiment, name, id, partner->name,
+                                        partner->id, s_base_length (self, name))
+                       : s_emit_frames (emit, arg, experiment, partner->name, partner->id, name,
+                                        id, s_base_length (self, partner->name));
         zhashx_delete (self->waiting, pkey);
-        if (!mate.name) {
-            snprintf (err, errlen, "cannot pair '%s': out of memory", name);
-            return -1;
-        }
-        int rc = n % 2 ? s_emit_frames (emit, arg, experiment, name, id, mate.name, mate.id,
-                                        s_base_length (self, name))
-                       : s_emit_frames (emit, arg, experiment, mate.name, mate.id, name, id,
-                                        s_base_length (self, mate.name));
-        free (mate.name);
         return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
     }
     // Sliding: n pairs with n - 1 and n + 1. A frame waits, with a note of

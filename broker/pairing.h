@@ -22,7 +22,8 @@ void pairing_destroy (pairing_t **self_p);
 
 // A pair the rule completed: stem names it within its experiment; name_b
 // is NULL for a multipage file (id_b 0). id_a and id_b are the ids the
-// files were offered with (the broker's: their rows in the store).
+// files were offered with (the broker's: their rows in the store). The
+// names are valid during the call only.
 typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *stem,
                                const char *name_a, int64_t id_a, const char *name_b,
                                int64_t id_b);
