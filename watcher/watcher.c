@@ -92,14 +92,14 @@ s_flush (watcher_t *self)
     proto_batch_send (self->out, NULL, self->broker);
 }
 
-// An event into the batch of this wake-up.
-static void
+// An event into the batch of this wake-up: 0, or -1 if the protocol
+// cannot carry it (the encoder refuses it) or there is no memory.
+static int
 s_out (watcher_t *self, const proto_msg_t *msg)
 {
     if (proto_batch_size (self->out) == PROTO_MAX_BATCH)
         s_flush (self);
-    if (proto_batch_add (self->out, msg) != 0)
-        proto_send (msg, NULL, self->broker);
+    return proto_batch_add (self->out, msg);
 }
 
 // Reports 'path' (under the root) to the broker, if it is in an experiment.
@@ -145,15 +145,12 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
         return;
     }
     // A name the protocol cannot carry would be resent for ever: say so once.
-    zmsg_t *probe = proto_encode (&ev->msg);
-    if (!probe) {
+    if (s_out (self, &ev->msg) != 0) {
         log_warning ("cannot report '%s': its name is not valid UTF-8 or is over %d bytes",
                      path, PROTO_MAX_STRING);
         s_event_destroy (&ev);
         return;
     }
-    zmsg_destroy (&probe);
-    s_out (self, &ev->msg);
     self->sent++;
     char key[32];
     snprintf (key, sizeof key, "%llu", (unsigned long long) ev->msg.seq);
