@@ -379,6 +379,15 @@ s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
     return 0;
 }
 
+// What a watcher sent that is not taken, with the watcher's identity.
+static void
+s_ingest_warn (zframe_t *identity, const char *why)
+{
+    char *peer = identity ? zframe_strhex (identity) : NULL;
+    log_warning ("ingest: from watcher %s: %s", peer ? peer : "?", why);
+    free (peer);
+}
+
 static void
 s_ingest_one (broker_t *self, zsock_t *reader)
 {
@@ -386,19 +395,16 @@ s_ingest_one (broker_t *self, zsock_t *reader)
     proto_msg_t msg;
     char err[512];
     int rc = proto_recv (reader, &identity, &msg, err, sizeof err);
-    for (size_t i = 0; rc != -2 && i < (rc ? 1 : proto_count (&msg)); i++) {
+    if (rc == -1)
+        s_ingest_warn (identity, err);
+    for (size_t i = 0; rc == 0 && i < proto_count (&msg); i++) {
         proto_msg_t *one = proto_at (&msg, i);
-        if (rc == 0 && one->command == PROTO_FILE) {
+        if (one->command == PROTO_FILE)
             s_on_file (self, identity, one);
-            continue;
+        else {
+            snprintf (err, sizeof err, "unexpected %s", proto_command_name (one->command));
+            s_ingest_warn (identity, err);
         }
-        char *peer = identity ? zframe_strhex (identity) : NULL;
-        if (rc)
-            log_warning ("ingest: from watcher %s: %s", peer ? peer : "?", err);
-        else
-            log_warning ("ingest: from watcher %s: unexpected %s", peer ? peer : "?",
-                         proto_command_name (one->command));
-        free (peer);
     }
     proto_msg_release (&msg);
     zframe_destroy (&identity);
