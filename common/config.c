@@ -78,28 +78,34 @@ static const s_key_t s_keys[] = {
     INT (broker, liveness, 1, 100),
     INT (broker, max_attempts, 1, 100),
     TEXT (broker, store_fields, KIND_STORE_FIELDS),
+    INT (broker, task_deadline_ms, 0, 86400000),
+    INT (broker, max_agents, 1, 1000000),
     TEXT (watcher, root, KIND_PATH),
     CHOICE (watcher, mode, s_modes, "inotify or poll"),
     INT (watcher, poll_ms, 10, 60000),
     TEXT (watcher, ignore, KIND_STRING),
     INT (watcher, resend_ms, 10, 60000),
     INT (watcher, max_pending, 1, 10000000),
+    INT (watcher, settle_ms, 0, 600000),
     CHOICE (pairing, rule, s_rules, "ab, sequence, sliding or multipage"),
     TEXT (pairing, a_suffix, KIND_STRING),
     TEXT (pairing, b_suffix, KIND_STRING),
     TEXT (pairing, ignore_case, KIND_BOOL),
     TEXT (pairing, extensions, KIND_LIST),
+    INT (pairing, max_waiting, 1, 100000000),
     TEXT (agent, broker, KIND_ENDPOINT),
     INT (agent, threads, 0, 1024),
     TEXT (agent, results, KIND_PATH),
     TEXT (agent, processor, KIND_PROCESSOR),
     TEXT (agent, path_from, KIND_STRING),
     TEXT (agent, path_to, KIND_STRING),
+    INT (agent, min_free_mb, 0, 1048576),
     TEXT (piv, passes, KIND_PASSES),
     INT (piv, overlap, 0, 87),
     INT (piv, iterations, 1, 10),
     CHOICE (piv, deform, s_deforms, "offset, bilinear, bicubic, bspline, bspline5 or omoms"),
     INT (piv, max_pixels, 1, 1 << 30),
+    INT (piv, max_file_mb, 1, 1048576),
     CHOICE (security, curve, s_curves, "off or on"),
     TEXT (security, broker_cert, KIND_PATH),
     TEXT (security, client_cert, KIND_PATH),
@@ -724,6 +730,8 @@ config_init (config_t *cfg)
     cfg->broker.liveness = 3;
     cfg->broker.max_attempts = 3;
     snprintf (cfg->broker.store_fields, sizeof cfg->broker.store_fields, "all");
+    cfg->broker.task_deadline_ms = 0;
+    cfg->broker.max_agents = 1000;
 
     snprintf (cfg->watcher.root, sizeof cfg->watcher.root, "./data");
     snprintf (cfg->watcher.mode, sizeof cfg->watcher.mode, "inotify");
@@ -731,23 +739,27 @@ config_init (config_t *cfg)
     snprintf (cfg->watcher.ignore, sizeof cfg->watcher.ignore, ".*,*.tmp,*.part,*~");
     cfg->watcher.resend_ms = 500;
     cfg->watcher.max_pending = 10000;
+    cfg->watcher.settle_ms = 500;
 
     snprintf (cfg->pairing.rule, sizeof cfg->pairing.rule, "ab");
     snprintf (cfg->pairing.a_suffix, sizeof cfg->pairing.a_suffix, "_a");
     snprintf (cfg->pairing.b_suffix, sizeof cfg->pairing.b_suffix, "_b");
     cfg->pairing.ignore_case = 1;
     snprintf (cfg->pairing.extensions, sizeof cfg->pairing.extensions, "tif,tiff");
+    cfg->pairing.max_waiting = 100000;
 
     snprintf (cfg->agent.broker, sizeof cfg->agent.broker, "%s", cfg->broker.work);
     cfg->agent.threads = 0;
     snprintf (cfg->agent.results, sizeof cfg->agent.results, "./results");
     snprintf (cfg->agent.processor, sizeof cfg->agent.processor, "piv");
+    cfg->agent.min_free_mb = 64;
 
     snprintf (cfg->piv.passes, sizeof cfg->piv.passes, "64,32,16");
     cfg->piv.overlap = 50;
     cfg->piv.iterations = 3;
     snprintf (cfg->piv.deform, sizeof cfg->piv.deform, "bspline5");
     cfg->piv.max_pixels = 64 * 1024 * 1024;
+    cfg->piv.max_file_mb = 1024;
 
     snprintf (cfg->security.curve, sizeof cfg->security.curve, "off");
     snprintf (cfg->security.broker_cert, sizeof cfg->security.broker_cert, "./certs/broker.cert");

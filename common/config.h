@@ -24,6 +24,9 @@ typedef struct {
         int liveness;                 // missed heartbeats before an agent is dead (3)
         int max_attempts;             // attempts before a pair is failed (3)
         char store_fields[32];        // all | none | every N (all)
+        int task_deadline_ms;         // a task out longer is requeued elsewhere (0: automatic,
+                                      // 10x the agent's median compute, at least 30 s)
+        int max_agents;               // agent records kept at once (1000)
     } broker;
     struct {
         char root[PATH_MAX];          // ./data
@@ -32,6 +35,7 @@ typedef struct {
         char ignore[CONFIG_STRING];   // comma-separated fnmatch patterns (.*,*.tmp,*.part,*~)
         int resend_ms;                // first resend of an unacknowledged event (500)
         int max_pending;              // events sent but unacknowledged, at most (10000)
+        int settle_ms;                // a file unchanged this long is complete (500)
     } watcher;
     struct {
         char rule[16];                // ab | sequence | sliding | multipage (ab)
@@ -39,6 +43,7 @@ typedef struct {
         char b_suffix[32];            // _b
         int ignore_case;              // 1
         char extensions[CONFIG_STRING];  // tif,tiff
+        int max_waiting;              // files waiting for their partner, per experiment (100000)
     } pairing;
     struct {
         char broker[CONFIG_STRING];   // work endpoint to connect to; when not given, broker/work's
@@ -49,6 +54,7 @@ typedef struct {
         char processor[PATH_MAX];     // piv | noop | exec:PROGRAM (piv)
         char path_from[PATH_MAX];     // broker's path prefix to replace ("")
         char path_to[PATH_MAX];       // ... by this one on the agent ("")
+        int min_free_mb;              // free MiB needed on the results volume to write (64)
     } agent;
     struct {
         char passes[64];              // 64,32,16 (stored without spaces)
@@ -56,6 +62,7 @@ typedef struct {
         int iterations;               // 3 (1..10): most runs of the final window size
         char deform[16];              // bspline5 | bspline | omoms | bicubic | bilinear | offset
         int max_pixels;               // largest image an agent loads, in pixels (67108864)
+        int max_file_mb;              // largest frame file an agent reads, in MiB (1024)
     } piv;
     struct {
         char curve[8];                // off | on (off)

@@ -108,6 +108,7 @@ static const s_command_t s_commands[] = {
     S_CMD (PROTO_TASK, "TASK", s_task),
     S_CMD (PROTO_RESULT, "RESULT", s_result),
     S_CMD (PROTO_FAILED, "FAILED", s_failed),
+    S_CMD (PROTO_DEFER, "DEFER", s_failed),
     S_CMD (PROTO_RECORDED, "RECORDED", s_recorded),
     {PROTO_DISCONNECT, "DISCONNECT", NULL, 0},
     S_CMD (PROTO_REQUEST, "REQUEST", s_request),
@@ -153,41 +154,6 @@ proto_msg_release (proto_msg_t *msg)
     memset (msg, 0, sizeof *msg);
 }
 
-// Where the first byte that is not part of valid UTF-8 sits (overlong forms,
-// surrogates and code points beyond U+10FFFF are invalid); false if none.
-static bool
-s_utf8_invalid (const unsigned char *s, size_t n, size_t *where)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        uint32_t cp, min;
-        if (c >= 0xc2 && c <= 0xdf)
-            len = 2, cp = c & 0x1f, min = 0x80;
-        else if (c >= 0xe0 && c <= 0xef)
-            len = 3, cp = c & 0x0f, min = 0x800;
-        else if (c >= 0xf0 && c <= 0xf4)
-            len = 4, cp = c & 0x07, min = 0x10000;
-        else
-            break;
-        if (n - i < len)
-            break;
-        size_t k;
-        for (k = 1; k < len && (s[i + k] & 0xc0) == 0x80; k++)
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        if (k < len || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            break;
-        i += len;
-    }
-    *where = i;
-    return i < n;
-}
-
 // A text field is fit to send: within the limit and valid UTF-8 (a C string
 // holds no NUL). NULL counts as empty.
 static bool
@@ -196,7 +162,7 @@ s_text_ok (const char *text, size_t limit)
     if (!text)
         return true;
     size_t len = strlen (text), where;
-    return len <= limit && !s_utf8_invalid ((const unsigned char *) text, len, &where);
+    return len <= limit && !util_utf8_invalid ((const unsigned char *) text, len, &where);
 }
 
 // A message as its parts, before it becomes frames: numbers are written
@@ -635,7 +601,7 @@ s_decode_text (const unsigned char *data, size_t size, size_t limit, int index, 
                  (size_t) (nul - data));
         return NULL;
     }
-    if (s_utf8_invalid (data, size, &where)) {
+    if (util_utf8_invalid (data, size, &where)) {
         s_error (err, errlen, "frame %d '%s' is not valid UTF-8 at offset %zu", index, name,
                  where);
         return NULL;

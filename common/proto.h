@@ -28,6 +28,8 @@
 #define PROTO_RESULT 'D'     // agent: the pair is done, here is its field
 #define PROTO_FAILED 'X'     // agent: the pair could not be processed
 #define PROTO_RECORDED 'K'   // broker: that result or failure is committed
+#define PROTO_DEFER 'Y'      // agent: cannot do this pair now for a reason of its own (its
+                             // results disk is full): requeue it, not counted as an attempt
 #define PROTO_DISCONNECT 'Q' // both: I am going away
 // control socket (pivctl, status page DEALER/REQ -> broker ROUTER)
 #define PROTO_REQUEST 'C'    // client: a command and its arguments
@@ -57,14 +59,14 @@
 typedef struct proto_msg_s {
     char command;         // PROTO_* command byte
     uint64_t seq;         // FILE, ACK: the watcher's event sequence number
-    uint64_t pair;        // TASK, RESULT, FAILED, RECORDED: pair id
-    uint32_t attempt;     // TASK, RESULT, FAILED, RECORDED: attempt number
+    uint64_t pair;        // TASK, RESULT, FAILED, DEFER, RECORDED: pair id
+    uint32_t attempt;     // TASK, RESULT, FAILED, DEFER, RECORDED: attempt number
     uint32_t count;       // READY: credit; HELLO: cores; ACK: number of seqs; BATCH: messages
     int64_t size;         // FILE: bytes
     int64_t time_ns;      // FILE: mtime; RESULT: compute ns; HEARTBEAT: sender's clock
     char *experiment;     // FILE, TASK
     char *name;           // FILE: path relative to the experiment; HELLO: agent id
-    char *text;           // HELLO: host; FAILED: error; REQUEST: command line; REPLY: body
+    char *text;           // HELLO: host; FAILED, DEFER: error; REQUEST: command line; REPLY: body
     char *path_a;         // TASK: frame A (broker's path)
     char *path_b;         // TASK: frame B, or empty for a multipage file
     char *settings;       // TASK: PIV settings ("passes=64,32,16 overlap=50 ..."); HELLO: capabilities

@@ -174,3 +174,38 @@ util_json_string (const char *text, char *out, size_t size)
         out[len < size ? len : size - 1] = '\0';
     return len;
 }
+
+// Where the first byte that is not part of valid UTF-8 sits (overlong forms,
+// surrogates and code points beyond U+10FFFF are invalid); false if none.
+bool
+util_utf8_invalid (const unsigned char *s, size_t n, size_t *where)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp, min;
+        if (c >= 0xc2 && c <= 0xdf)
+            len = 2, cp = c & 0x1f, min = 0x80;
+        else if (c >= 0xe0 && c <= 0xef)
+            len = 3, cp = c & 0x0f, min = 0x800;
+        else if (c >= 0xf0 && c <= 0xf4)
+            len = 4, cp = c & 0x07, min = 0x10000;
+        else
+            break;
+        if (n - i < len)
+            break;
+        size_t k;
+        for (k = 1; k < len && (s[i + k] & 0xc0) == 0x80; k++)
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        if (k < len || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            break;
+        i += len;
+    }
+    *where = i;
+    return i < n;
+}

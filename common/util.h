@@ -3,6 +3,7 @@
 #ifndef COMMON_UTIL_H
 #define COMMON_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,5 +41,10 @@ const char *util_decimal_int64 (int64_t value, char buf[UTIL_DECIMAL_SIZE]);
 // Like snprintf: writes at most size - 1 bytes and a NUL into out (out may
 // be NULL when size is 0) and returns the length of the whole string.
 size_t util_json_string (const char *text, char *out, size_t size);
+
+// Where the first byte of s[0 .. n) that is not part of valid UTF-8 sits
+// (overlong forms, surrogates and code points beyond U+10FFFF are invalid),
+// in *where; false if none (then *where is n).
+bool util_utf8_invalid (const unsigned char *s, size_t n, size_t *where);
 
 #endif

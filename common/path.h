@@ -1,0 +1,43 @@
+// path.h — names from the wire or the disk, checked before they touch the
+// file system, and files opened so that nothing outside a root is reached.
+// Every name a peer or an operator gives (a FILE's experiment and name, a
+// TASK's output, provision/archive/replay names) goes through these.
+
+#ifndef COMMON_PATH_H
+#define COMMON_PATH_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+// 0 if 'name' is a plain relative path: not empty, not absolute, no empty,
+// "." or ".." component, no byte below 0x20 nor 0x7f, valid UTF-8, at most
+// PATH_MAX - 1 bytes. -1 otherwise, with why saying what is wrong in a few
+// words ("an empty component", "a '..' component", "an absolute path",
+// "a control character (0x0a)", ...): the caller names the file.
+int path_check_relative (const char *name, char *why, size_t whylen);
+
+// The same for one component (an experiment's name): a plain relative
+// path with no '/' at all.
+int path_check_component (const char *name, char *why, size_t whylen);
+
+// Opens 'rel' (path_check_relative must accept it) beneath the directory
+// 'root' so that neither a '..' nor a symbolic link (at any depth) can lead
+// outside 'root': openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, or,
+// where the kernel has no openat2, each directory component opened with
+// O_NOFOLLOW. 'flags' are open(2)'s (O_CLOEXEC and O_NOFOLLOW are always
+// added; O_CREAT takes 'mode'). Returns the descriptor, or -1 with errno
+// (EXDEV or ELOOP for an escape, EINVAL for a name path_check_relative
+// refuses).
+int path_open_beneath (const char *root, const char *rel, int flags, mode_t mode);
+
+// mkdir -p of the directories of 'rel' up to its last '/', beneath 'root'
+// as path_open_beneath resolves them (mode 0775). 0, or -1 with errno.
+int path_mkdirs_beneath (const char *root, const char *rel);
+
+// If 'path' lies under 'dir' (both absolute, compared component by
+// component, no resolution), *rel_p points into 'path' at what follows
+// dir's last component (never starting with '/') and 1 is returned; 0
+// otherwise.
+int path_under (const char *path, const char *dir, const char **rel_p);
+
+#endif
