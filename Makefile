@@ -63,7 +63,7 @@ check: deps
 test: $(PROGRAMS) $(TESTS)
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; \
-	    PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/../shared/data/piv $$t || failed=1; \
+	    PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/tests/data $$t || failed=1; \
 	done; exit $$failed
 
 bench: $(PROGRAMS) $(BENCHES)

@@ -70,7 +70,7 @@ fuzz-regress: deps
 
 # The whole tree, minus what is built, is copied into build-asan/tree and
 # built there with the sanitizers (the Makefile writes to build/ and bin/ of
-# its own directory); build-asan/shared stands for ../shared.
+# its own directory).
 ASAN_DIR   := build-asan
 # -O2 as the normal build (gcc's warnings differ at -O1); -Wno-error: the
 # normal build already fails on warnings, this one is for what runs.
@@ -80,7 +80,6 @@ check-asan: deps
 	@mkdir -p $(ASAN_DIR)/tree
 	@tar -c --exclude=./build --exclude=./bin --exclude='./build-*' --exclude=./run \
 	    --exclude=./.git . | tar -x -C $(ASAN_DIR)/tree
-	@ln -sfn $(CURDIR)/../shared $(ASAN_DIR)/shared
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	    $(MAKE) --no-print-directory -C $(ASAN_DIR)/tree CFLAGS='$(ASAN_FLAGS)' \
 	    LDFLAGS='-fsanitize=address,undefined' test
@@ -94,7 +93,7 @@ check-valgrind: deps
 	    || $(MAKE) --no-print-directory $(PROGRAMS) $(VALGRIND_TESTS)
 	@failed=0; for t in $(VALGRIND_TESTS); do \
 	    echo "== valgrind $$t"; \
-	    CK_FORK=no PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/../shared/data/piv \
+	    CK_FORK=no PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/tests/data \
 	        valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
 	        --suppressions=fuzz/valgrind.supp $$t || failed=1; \
 	done; exit $$failed

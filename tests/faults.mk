@@ -7,7 +7,7 @@ FAULTS_PAIRS ?= 2000
 FAULTS_KILLS ?= 10
 
 faults: $(PROGRAMS) build/tests/test_faults build/tests/test_badinput
-	@set -e; export PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/../shared/data/piv; \
+	@set -e; export PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/tests/data; \
 	PIVFARM_FAULTS_PAIRS=$(FAULTS_PAIRS) PIVFARM_FAULTS_KILLS=$(FAULTS_KILLS) \
 	    build/tests/test_faults | tee build/faults.txt; \
 	build/tests/test_badinput | tee -a build/faults.txt; \

@@ -415,7 +415,7 @@ START_TEST (a_mask_marks_the_windows_outside_the_flow)
 }
 END_TEST
 
-// The real camera pairs of ../shared/data/piv against OpenPIV's windef
+// The real camera pairs of tests/data against OpenPIV's windef
 // (64, 32, 16 px, 50 %): mean over vectors it flagged valid.
 static void
 s_check_real (const char *name_a, const char *name_b, double ref_u, double ref_v, int width,

@@ -65,7 +65,7 @@ const char *
 tu_data (const char *name)
 {
     const char *dir = getenv ("PIVFARM_DATA");
-    return tu_path (dir && *dir ? dir : "../shared/data/piv", name);
+    return tu_path (dir && *dir ? dir : "tests/data", name);
 }
 
 int

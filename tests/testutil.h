@@ -18,7 +18,7 @@ void tu_rmtree (const char *path);
 const char *tu_path (const char *dir, const char *name);
 // $PIVFARM_BIN/<program> (default ./bin/<program>).
 const char *tu_bin (const char *program);
-// $PIVFARM_DATA/<name> (default ../shared/data/piv/<name>).
+// $PIVFARM_DATA/<name> (default tests/data/<name>).
 const char *tu_data (const char *name);
 // Runs argv (argv[0] a path) with stdout and stderr captured into 'out'
 // (NUL-terminated, truncated to outlen - 1). Returns the exit status, or
