@@ -111,7 +111,7 @@ typedef struct {
     int64_t done;        // results it delivered
     proto_batch_t *out;  // RECORDED and TASK for it, sent together (s_flush_agents)
     size_t out_tasks;    // how many of them are TASKs: the last ones in 'tasks'
-    char key[48];        // its CURVE public key (Z85), or "" (curve off)
+    char key[64];        // its CURVE public key (Z85), or "" (curve off)
     int clamped;         // a READY beyond its cores was clamped (warned once)
 } agent_rec_t;
 
