@@ -738,6 +738,11 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
         return -1;
     }
     uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
+    if (nx == 0 || ny == 0 || nx > S_FIGURE_MAX_GRID || ny > S_FIGURE_MAX_GRID) {
+        s_error (err, errlen, "frame %d 'field' has absurd dimensions %" PRIu32 " x %" PRIu32,
+                 frame, nx, ny);
+        return -1;
+    }
     uint64_t expected = 32 + (uint64_t) nx * ny * 13;
     if (expected != msg->blob_size) {
         s_error (err, errlen,
