@@ -455,7 +455,7 @@ s_expiry (broker_t *self, int64_t now)
 
 #define KEY_RECHECK_NS 1000000000LL  // a key's rights are looked up again after a second
 #define KEY_CACHE_MAX 4096           // answers kept at once
-#define REFUSED_PER_SECOND 10        // refusal lines logged a second, at most
+#define REFUSED_PER_SECOND 20        // refusal lines logged a second, at most
 #define AGENT_CORES_MAX 4096         // cores an agent may declare: its credit's cap
 #define AGENT_IDS_PER_PEER 64        // agent ids one peer may add to the store an hour
 #define AGENT_IDS_PER_HOUR_MIN 64    // ... and all peers, at least (else broker/max_agents)

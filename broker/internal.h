@@ -205,7 +205,7 @@ void broker_count (rate_ring_t *ring, int64_t now, int n);
 // security/clients at this moment (a removed file revokes the key within
 // a second, on open connections too). NULL key: 0 with curve on.
 int broker_key_allowed (broker_t *self, const char *key, broker_role_t role);
-// Logs a refused message of a peer, at most 10 lines a second (the rest
+// Logs a refused message of a peer, at most 20 lines a second (the rest
 // counted and summed up in the next line logged): a flood of forged
 // messages must not flood the log.
 void broker_refused (broker_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
