@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,10 +382,10 @@ s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
 
 // What a watcher sent that is not taken, with the watcher's identity.
 static void
-s_ingest_warn (zframe_t *identity, const char *why)
+s_ingest_warn (broker_t *self, zframe_t *identity, const char *why)
 {
     char *peer = identity ? zframe_strhex (identity) : NULL;
-    log_warning ("ingest: from watcher %s: %s", peer ? peer : "?", why);
+    broker_refused (self, "ingest: from watcher %s: %s", peer ? peer : "?", why);
     free (peer);
 }
 
@@ -393,17 +394,24 @@ s_ingest_one (broker_t *self, zsock_t *reader)
 {
     zframe_t *identity = NULL;
     proto_msg_t msg;
-    char err[512];
-    int rc = proto_recv (reader, &identity, &msg, err, sizeof err);
+    char err[512], key[64];
+    int rc = proto_recv_from (reader, &identity, key, sizeof key, &msg, err, sizeof err);
     if (rc == -1)
-        s_ingest_warn (identity, err);
+        s_ingest_warn (self, identity, err);
+    // With CURVE, only keys of clients/watchers/ feed the farm.
+    if (rc == 0 && !broker_key_allowed (self, key, BROKER_ROLE_WATCHER)) {
+        snprintf (err, sizeof err, "%s refused: key %s is not a watcher's (clients/watchers/)",
+                  proto_command_name (msg.command), *key ? key : "(none)");
+        s_ingest_warn (self, identity, err);
+        rc = -1;
+    }
     for (size_t i = 0; rc == 0 && i < proto_count (&msg); i++) {
         proto_msg_t *one = proto_at (&msg, i);
         if (one->command == PROTO_FILE)
             s_on_file (self, identity, one);
         else {
             snprintf (err, sizeof err, "unexpected %s", proto_command_name (one->command));
-            s_ingest_warn (identity, err);
+            s_ingest_warn (self, identity, err);
         }
     }
     proto_msg_release (&msg);
@@ -440,6 +448,149 @@ static int64_t
 s_expiry (broker_t *self, int64_t now)
 {
     return now + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
+}
+
+// ---------------------------------------------------------------------------
+// Peers: who may do what (doc/security.md, "Threat model")
+
+#define KEY_RECHECK_NS 1000000000LL  // a key's rights are looked up again after a second
+#define KEY_CACHE_MAX 4096           // answers kept at once
+#define REFUSED_PER_SECOND 20        // refusal lines logged a second, at most
+#define AGENT_CORES_MAX 4096         // cores an agent may declare: its credit's cap
+#define AGENT_IDS_PER_PEER 64        // agent ids one peer may add to the store an hour
+#define AGENT_IDS_PER_HOUR_MIN 64    // ... and all peers, at least (else broker/max_agents)
+
+typedef struct {
+    int64_t until;  // the answer holds until then
+    int ok;         // the answer
+} s_key_seen_t;
+
+static void
+s_free_item (void **item_p)
+{
+    free (*item_p);
+    *item_p = NULL;
+}
+
+void
+broker_refused (broker_t *self, const char *fmt, ...)
+{
+    int64_t second = util_time_ns () / 1000000000;
+    if (second != self->quiet_second) {
+        self->quiet_second = second;
+        self->quiet_logged = 0;
+    }
+    if (self->quiet_logged >= REFUSED_PER_SECOND) {
+        self->quiet_dropped++;
+        return;
+    }
+    self->quiet_logged++;
+    char line[1024];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (line, sizeof line, fmt, ap);
+    va_end (ap);
+    if (self->quiet_dropped)
+        log_warning ("%s (and %lld refusal(s) not logged before it)", line,
+                     (long long) self->quiet_dropped);
+    else
+        log_warning ("%s", line);
+    self->quiet_dropped = 0;
+}
+
+int
+broker_key_allowed (broker_t *self, const char *key, broker_role_t role)
+{
+    if (!self->auth)
+        return 1;
+    if (!key || !*key)
+        return 0;
+    char slot[64];
+    snprintf (slot, sizeof slot, "%d:%s", (int) role, key);
+    int64_t now = util_time_ns ();
+    s_key_seen_t *seen = zhashx_lookup (self->key_cache, slot);
+    if (seen && now < seen->until)
+        return seen->ok;
+    // zcertstore_lookup re-reads its directory when it changed: a file
+    // removed takes the key's rights away, a file added gives them.
+    zcertstore_t *store = role == BROKER_ROLE_WATCHER  ? self->keys_watchers
+                          : role == BROKER_ROLE_AGENT  ? self->keys_agents
+                          : role == BROKER_ROLE_OPERATOR ? self->operators
+                                                         : NULL;
+    int ok = zcertstore_lookup (self->keys_clients, key) != NULL
+             && (!store || zcertstore_lookup (store, key) != NULL);
+    if (!seen) {
+        if (zhashx_size (self->key_cache) >= KEY_CACHE_MAX)
+            zhashx_purge (self->key_cache);
+        if (!(seen = calloc (1, sizeof *seen)))
+            return ok;
+        zhashx_insert (self->key_cache, slot, seen);
+    }
+    seen->until = now + KEY_RECHECK_NS;
+    seen->ok = ok;
+    return ok;
+}
+
+// The task of (pair, attempt) that 'agent' holds, left in its list with
+// the list's cursor on it (zlistx_detach_cur takes it); NULL if it holds
+// no such task. For RESULT, FAILED and DEFER: only the holder's answer
+// counts.
+static task_t *
+s_held (agent_rec_t *agent, uint64_t pair, uint32_t attempt)
+{
+    if (!agent)
+        return NULL;
+    for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+        if (task->pair == (int64_t) pair)
+            return task->attempt == (int) attempt ? task : NULL;
+    return NULL;
+}
+
+// The agent that holds 'pair' in memory (any attempt), or NULL.
+static agent_rec_t *
+s_holder (broker_t *self, uint64_t pair)
+{
+    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
+        for (task_t *task = zlistx_first (a->tasks); task; task = zlistx_next (a->tasks))
+            if (task->pair == (int64_t) pair)
+                return a;
+    return NULL;
+}
+
+// Whether the RESULT or FAILED 'msg' of 'agent' (NULL: its connection said
+// no HELLO) may be acted on: the agent holds that attempt, or nobody holds
+// the pair (the broker restarted, or presumed the holder dead) and the
+// store says that attempt went to an agent of the sender's id. 1, or 0
+// with why (the caller logs it and drops the message).
+static int
+s_may_answer (broker_t *self, agent_rec_t *agent, const proto_msg_t *msg, char *why,
+              size_t whylen)
+{
+    if (!agent) {
+        snprintf (why, whylen, "no HELLO on this connection");
+        return 0;
+    }
+    if (s_held (agent, msg->pair, msg->attempt))
+        return 1;
+    agent_rec_t *holder = s_holder (self, msg->pair);
+    if (holder) {
+        snprintf (why, whylen, "the pair is out with agent '%s'%s", holder->id,
+                  holder == agent ? " under another attempt" : "");
+        return 0;
+    }
+    char sent_to[256] = "";
+    int found = msg->attempt <= INT_MAX && msg->pair <= INT64_MAX
+                    ? store_attempt_agent (self->store, (int64_t) msg->pair, (int) msg->attempt,
+                                           sent_to, sizeof sent_to)
+                    : 0;
+    if (found == 1 && strcmp (sent_to, agent->id) == 0)
+        return 1;
+    if (found == 1)
+        snprintf (why, whylen, "that attempt went to agent '%s'", sent_to);
+    else
+        snprintf (why, whylen, "%s",
+                  found == 0 ? "no such attempt was dispatched" : store_error (self->store));
+    return 0;
 }
 
 // Puts an agent's tasks back at the head of the queue, oldest first.
@@ -565,7 +716,7 @@ broker_dispatch (broker_t *self)
         gave = 0;
         for (agent_rec_t *agent = zhashx_first (self->agents); agent && more;
              agent = zhashx_next (self->agents)) {
-            if (agent->credit == 0)
+            if (agent->credit == 0 || !broker_key_allowed (self, agent->key, BROKER_ROLE_AGENT))
                 continue;
             int64_t exp, pair;
             task_t *task = sched_next (self->sched, now, &exp, &pair);
@@ -636,10 +787,39 @@ s_recorded (broker_t *self, task_t *task, const proto_msg_t *msg, int64_t now)
     broker_feedback (self, task, msg, now);
 }
 
+// A RESULT or FAILED not acted on: logged (rate-limited), not stored, and
+// answered so that the sender stops resending it: an agent that said no
+// HELLO is asked for one (DISCONNECT: it introduces itself and resends,
+// as after a broker restart); any other gets RECORDED (an honest agent
+// whose task was taken back drops it; the pair's holder answers for it).
+static void
+s_refuse_answer (broker_t *self, zframe_t *identity, agent_rec_t *agent, const proto_msg_t *msg,
+                 const char *why)
+{
+    char *peer = agent ? NULL : zframe_strhex (identity);
+    broker_refused (self, "work: %s of pair %llu attempt %u from %s%s%s ignored: %s",
+                    proto_command_name (msg->command), (unsigned long long) msg->pair,
+                    msg->attempt, agent ? "agent '" : "connection ",
+                    agent ? agent->id : (peer ? peer : "?"), agent ? "'" : "", why);
+    free (peer);
+    if (!agent) {
+        proto_msg_t bye = {.command = PROTO_DISCONNECT};
+        proto_send (&bye, identity, self->work);
+        return;
+    }
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    s_after (self, identity, &ok);
+}
+
 static void
 s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
+    char why[512];
+    if (!s_may_answer (self, agent, msg, why, sizeof why)) {
+        s_refuse_answer (self, identity, agent, msg, why);
+        return;
+    }
     store_result_t r = {.mean_u = msg->figures[PROTO_FIG_MEAN_U],
                         .mean_v = msg->figures[PROTO_FIG_MEAN_V],
                         .mean_speed = msg->figures[PROTO_FIG_MEAN_SPEED],
@@ -652,22 +832,20 @@ s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
                         .field = msg->blob,
                         .field_size = msg->blob_size};
     int recorded = 0;
-    if (store_pair_result (self->store, (int64_t) msg->pair, (int) msg->attempt,
-                           agent ? agent->id : "?", &r, now, &recorded)
+    if (store_pair_result (self->store, (int64_t) msg->pair, (int) msg->attempt, agent->id, &r,
+                           now, &recorded)
         != 0) {
         log_error ("cannot record the result of pair %llu: %s",
                    (unsigned long long) msg->pair, store_error (self->store));
         return;  // not RECORDED: the agent resends it
     }
-    if (agent) {
-        task_t *task = s_take_task (agent, (int64_t) msg->pair);
-        if (task)
-            agent->credit++;  // the slot the task held is free again
-        agent->done += recorded;
-        if (task && recorded)
-            s_recorded (self, task, msg, now);
-        broker_task_destroy (&task);
-    }
+    task_t *task = s_take_task (agent, (int64_t) msg->pair);
+    if (task)
+        agent->credit++;  // the slot the task held is free again
+    agent->done += recorded;
+    if (task && recorded)
+        s_recorded (self, task, msg, now);
+    broker_task_destroy (&task);
     self->results += recorded;
     broker_count (&self->per_second, now, recorded);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
@@ -678,17 +856,22 @@ static void
 s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
+    char why[512];
+    if (!s_may_answer (self, agent, msg, why, sizeof why)) {
+        s_refuse_answer (self, identity, agent, msg, why);
+        return;
+    }
     int failed = 0;
     if (store_pair_failure (self->store, (int64_t) msg->pair, (int) msg->attempt,
-                            agent ? agent->id : "?", msg->text ? msg->text : "",
+                            agent->id, msg->text ? msg->text : "",
                             self->cfg.broker.max_attempts, now, &failed)
         != 0) {
         log_error ("cannot record the failure of pair %llu: %s",
                    (unsigned long long) msg->pair, store_error (self->store));
         return;
     }
-    task_t *task = agent ? s_take_task (agent, (int64_t) msg->pair) : NULL;
-    if (agent && task)
+    task_t *task = s_take_task (agent, (int64_t) msg->pair);
+    if (task)
         agent->credit++;
     if (failed)
         log_warning ("pair %llu failed for good: %s", (unsigned long long) msg->pair,
@@ -701,20 +884,73 @@ s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
     s_after (self, identity, &ok);
 }
 
+// Whether agent 'id' from 'peer' may get a row in the store's agents table
+// now: an id already recorded since start may; a new one only while its
+// peer (its CURVE key, else the host it names) has added fewer than
+// AGENT_IDS_PER_PEER this hour, and all peers together fewer than
+// broker/max_agents (at least AGENT_IDS_PER_HOUR_MIN). So HELLOs with ever
+// new ids add a bounded number of rows an hour; the agent works either way.
+static int
+s_may_record_agent (broker_t *self, const char *peer, const char *id, int64_t now)
+{
+    if (zhashx_lookup (self->recorded_ids, id))
+        return 1;
+    int64_t hour = now / 3600000000000LL;
+    if (hour != self->new_ids_hour) {
+        self->new_ids_hour = hour;
+        self->new_ids_total = 0;
+        zhashx_purge (self->new_ids);
+    }
+    int64_t total_max = self->cfg.broker.max_agents > AGENT_IDS_PER_HOUR_MIN
+                            ? self->cfg.broker.max_agents
+                            : AGENT_IDS_PER_HOUR_MIN;
+    intptr_t from_peer = (intptr_t) zhashx_lookup (self->new_ids, peer);
+    if (from_peer >= AGENT_IDS_PER_PEER || self->new_ids_total >= total_max) {
+        broker_refused (self,
+                        "work: agent '%s' from %s not recorded in the store: %s new agent ids "
+                        "this hour already (at most %d a peer, %lld in all)",
+                        id, peer, from_peer >= AGENT_IDS_PER_PEER ? "its peer gave" : "peers gave",
+                        AGENT_IDS_PER_PEER, (long long) total_max);
+        return 0;
+    }
+    zhashx_update (self->new_ids, peer, (void *) (from_peer + 1));
+    self->new_ids_total++;
+    // Remembered since start, within the same bound (then forgotten: only
+    // a few more rows an hour).
+    if (zhashx_size (self->recorded_ids) >= (size_t) total_max * 4)
+        zhashx_purge (self->recorded_ids);
+    zhashx_insert (self->recorded_ids, id, (void *) 1);
+    return 1;
+}
+
 static void
-s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+s_on_hello (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
     agent_rec_t *agent = s_agent (self, identity);
     if (agent)  // a reconnect under the same identity: its tasks start again
         s_agent_forget (self, agent, "said hello again");
+    else if (zhashx_size (self->agents) >= (size_t) self->cfg.broker.max_agents) {
+        // Not answered: the agent's heartbeats get DISCONNECT (an unknown
+        // agent), so it tries again once a heartbeat, not in a tight loop.
+        broker_refused (self, "work: HELLO of agent '%s' on %s refused: %zu agents known "
+                              "already (broker/max_agents)",
+                        msg->name ? msg->name : "?", msg->text ? msg->text : "?",
+                        zhashx_size (self->agents));
+        return;
+    }
     agent = calloc (1, sizeof *agent);
     if (!agent)
         return;
     agent->identity = zframe_dup (identity);
-    agent->id = strdup (msg->name ? msg->name : "?");
+    agent->id = strdup (msg->name && *msg->name ? msg->name : "?");
     agent->host = strdup (msg->text ? msg->text : "?");
-    agent->cores = (int) msg->count;
+    // Its credit is capped by its cores: a sane number of them.
+    agent->cores = msg->count > AGENT_CORES_MAX ? AGENT_CORES_MAX : (int) msg->count;
+    if (msg->count > AGENT_CORES_MAX)
+        log_warning ("agent '%s' on %s declares %u cores: taken as %d", agent->id ? agent->id : "?",
+                     agent->host ? agent->host : "?", msg->count, AGENT_CORES_MAX);
+    snprintf (agent->key, sizeof agent->key, "%s", key ? key : "");
     agent->tasks = zlistx_new ();
     agent->out = proto_batch_new ();
     agent->expires_ns = s_expiry (self, now);
@@ -723,10 +959,11 @@ s_on_hello (broker_t *self, zframe_t *identity, proto_msg_t *msg)
         return;
     }
     zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) broker_task_destroy);
-    char key[512];
-    zhashx_insert (self->agents, s_agent_key (identity, key), agent);
-    store_agent_seen (self->store, agent->id, agent->host, agent->cores,
-                      msg->settings ? msg->settings : "", now);
+    char slot[512];
+    zhashx_insert (self->agents, s_agent_key (identity, slot), agent);
+    if (s_may_record_agent (self, *agent->key ? agent->key : agent->host, agent->id, now))
+        store_agent_seen (self->store, agent->id, agent->host, agent->cores,
+                          msg->settings ? msg->settings : "", now);
     log_notice ("agent '%s' on %s with %d cores", agent->id, agent->host, agent->cores);
 }
 
@@ -742,12 +979,13 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 
 // One message from an agent (alone, or one of a BATCH).
 static void
-s_work_msg (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
     if (msg->command == PROTO_HELLO)
-        s_on_hello (self, identity, msg);
+        s_on_hello (self, identity, key, msg);
     agent_rec_t *agent = s_agent (self, identity);
-    if (!agent && msg->command != PROTO_RESULT && msg->command != PROTO_FAILED) {
+    if (!agent && msg->command != PROTO_RESULT && msg->command != PROTO_FAILED
+        && msg->command != PROTO_HELLO) {
         // An agent the broker does not know (it restarted): ask it to say
         // hello again, its state is gone.
         proto_msg_t bye = {.command = PROTO_DISCONNECT};
@@ -757,8 +995,23 @@ s_work_msg (broker_t *self, zframe_t *identity, proto_msg_t *msg)
         agent->expires_ns = s_expiry (self, util_time_ns ());
     switch (msg->command) {
     case PROTO_READY:
-        if (agent)
-            agent->credit += msg->count;
+        if (agent) {
+            // Never more than its cores, less the tasks it holds: a READY
+            // of 4294967295 must not take every task from the others.
+            size_t held = zlistx_size (agent->tasks);
+            uint64_t room = (size_t) agent->cores > held ? (size_t) agent->cores - held : 0;
+            uint64_t credit = (uint64_t) agent->credit + msg->count;
+            if (credit > room) {
+                if (!agent->clamped)
+                    log_warning ("work: agent '%s' on %s asks for %llu task(s) with %d core(s) "
+                                 "and %zu task(s) held: given %llu",
+                                 agent->id, agent->host, (unsigned long long) credit,
+                                 agent->cores, held, (unsigned long long) room);
+                agent->clamped = 1;
+                credit = room;
+            }
+            agent->credit = (uint32_t) credit;
+        }
         break;
     case PROTO_RESULT:
         s_on_result (self, identity, agent, msg);
@@ -784,17 +1037,32 @@ s_work_one (broker_t *self, zsock_t *reader)
 {
     zframe_t *identity = NULL;
     proto_msg_t msg;
-    char err[512];
-    int rc = proto_recv (reader, &identity, &msg, err, sizeof err);
+    char err[512], key[64];
+    int rc = proto_recv_from (reader, &identity, key, sizeof key, &msg, err, sizeof err);
+    agent_rec_t *agent = identity ? s_agent (self, identity) : NULL;
     if (rc != 0) {
-        agent_rec_t *agent = identity ? s_agent (self, identity) : NULL;
         if (rc == -1)
-            log_warning ("work: from agent '%s': %s", agent ? agent->id : "unknown", err);
+            broker_refused (self, "work: from agent '%s': %s", agent ? agent->id : "unknown",
+                            err);
+        zframe_destroy (&identity);
+        proto_msg_release (&msg);
+        return;
+    }
+    // With CURVE, only keys of clients/agents/ use work, and only while
+    // their certificate is there: a revoked agent is forgotten (its tasks
+    // go back to the queue) and nothing it sends is taken.
+    if (!broker_key_allowed (self, key, BROKER_ROLE_AGENT)) {
+        broker_refused (self, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
+                        proto_command_name (msg.command), *key ? key : "(none)",
+                        agent ? "; its agent is forgotten" : "");
+        if (agent)
+            s_agent_forget (self, agent, "has a key no longer admitted");
+        proto_msg_release (&msg);
         zframe_destroy (&identity);
         return;
     }
     for (size_t i = 0; i < proto_count (&msg); i++)
-        s_work_msg (self, identity, proto_at (&msg, i));
+        s_work_msg (self, identity, key, proto_at (&msg, i));
     proto_msg_release (&msg);
     zframe_destroy (&identity);
 }
@@ -908,7 +1176,20 @@ s_secure (broker_t *self, char *err, size_t errlen)
         goto fail;
     self->auth = zactor_new (zauth, NULL);
     self->operators = zcertstore_new (cfg->security.operators);
-    if (!self->auth || !self->operators) {
+    // The roles, beside zauth's own store: each message's key is looked up
+    // in them (broker_key_allowed). The directories may be absent: no key
+    // has that role until one is made.
+    char dir[PATH_MAX + 16];
+    self->keys_clients = zcertstore_new ((char *) cfg->security.clients);
+    snprintf (dir, sizeof dir, "%s/watchers", cfg->security.clients);
+    self->keys_watchers = zcertstore_new (dir);
+    snprintf (dir, sizeof dir, "%s/agents", cfg->security.clients);
+    self->keys_agents = zcertstore_new (dir);
+    self->key_cache = zhashx_new ();
+    if (self->key_cache)
+        zhashx_set_destructor (self->key_cache, s_free_item);
+    if (!self->auth || !self->operators || !self->keys_clients || !self->keys_watchers
+        || !self->keys_agents || !self->key_cache) {
         snprintf (err, errlen, "cannot start the authenticator: out of memory");
         goto fail;
     }
@@ -945,7 +1226,10 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->fresh = zlistx_new ();
     self->agents = zhashx_new ();
     self->after = zlistx_new ();
-    if (!self->experiments || !self->sched || !self->fresh || !self->agents || !self->after) {
+    self->new_ids = zhashx_new ();
+    self->recorded_ids = zhashx_new ();
+    if (!self->experiments || !self->sched || !self->fresh || !self->agents || !self->after
+        || !self->new_ids || !self->recorded_ids) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
@@ -953,6 +1237,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
     zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) s_agent_destroy);
     zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
+    // Counts and flags, not pointers: nothing to free (zhashx's default).
 
     if (strcmp (cfg->broker.store_fields, "all") == 0)
         self->fields_every = 1;
@@ -1045,6 +1330,12 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->publish);
     zactor_destroy (&self->auth);
     zcertstore_destroy (&self->operators);
+    zcertstore_destroy (&self->keys_clients);
+    zcertstore_destroy (&self->keys_watchers);
+    zcertstore_destroy (&self->keys_agents);
+    zhashx_destroy (&self->key_cache);
+    zhashx_destroy (&self->new_ids);
+    zhashx_destroy (&self->recorded_ids);
     zhashx_destroy (&self->agents);
     if (self->sched)
         sched_clear (self->sched, s_task_free, NULL);

@@ -111,7 +111,18 @@ typedef struct {
     int64_t done;        // results it delivered
     proto_batch_t *out;  // RECORDED and TASK for it, sent together (s_flush_agents)
     size_t out_tasks;    // how many of them are TASKs: the last ones in 'tasks'
+    char key[64];        // its CURVE public key (Z85), or "" (curve off)
+    int clamped;         // a READY beyond its cores was clamped (warned once)
 } agent_rec_t;
+
+// What a CURVE key may do (doc/security.md, "Threat model"): each role is
+// a directory of public certificates under security/clients.
+typedef enum {
+    BROKER_ROLE_READER,    // anywhere under clients/: control's reads, publish
+    BROKER_ROLE_WATCHER,   // clients/watchers/: ingest
+    BROKER_ROLE_AGENT,     // clients/agents/: work
+    BROKER_ROLE_OPERATOR,  // security/operators (clients/operators/): control's changes
+} broker_role_t;
 
 struct _broker_t {
     config_t cfg;             // configuration
@@ -124,6 +135,17 @@ struct _broker_t {
     zsock_t *publish;         // PUB: results, state
     zactor_t *auth;           // zauth: CURVE clients allowed to connect (curve on), or NULL
     zcertstore_t *operators;  // keys allowed to change things (curve on), or NULL
+    zcertstore_t *keys_clients;   // every admitted key (curve on), or NULL
+    zcertstore_t *keys_watchers;  // keys that may use ingest (curve on), or NULL
+    zcertstore_t *keys_agents;    // keys that may use work (curve on), or NULL
+    zhashx_t *key_cache;      // "<role>:<key>" -> s_key_seen_t, each answer kept a second
+    int64_t quiet_second;     // refusals logged in this second ...
+    int quiet_logged;         // ... this many ...
+    int64_t quiet_dropped;    // ... and not logged since the last line that was
+    zhashx_t *new_ids;        // peer -> agent ids first recorded in this hour (int64 in a ptr)
+    zhashx_t *recorded_ids;   // agent ids recorded in the store since start (bounded)
+    int64_t new_ids_hour;     // the hour new_ids counts
+    int64_t new_ids_total;    // agent ids first recorded in this hour, all peers
     zloop_t *loop;            // the reactor
     int wake_timer;           // one-shot timer for a rate-limited queue, or -1
     zhashx_t *experiments;    // name -> exp_t
@@ -177,6 +199,16 @@ void broker_task_destroy (task_t **self_p);
 // Results per second over the last 'seconds' complete seconds of a ring.
 double broker_rate (rate_ring_t *ring, int64_t now, int seconds);
 void broker_count (rate_ring_t *ring, int64_t now, int n);
+
+// 1 if 'key' (Z85) may act in 'role' now: always with curve off; with it
+// on, the key's certificate must be in the role's directory and under
+// security/clients at this moment (a removed file revokes the key within
+// a second, on open connections too). NULL key: 0 with curve on.
+int broker_key_allowed (broker_t *self, const char *key, broker_role_t role);
+// Logs a refused message of a peer, at most 20 lines a second (the rest
+// counted and summed up in the next line logged): a flood of forged
+// messages must not flood the log.
+void broker_refused (broker_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 // control.c
 int broker_on_control (zloop_t *loop, zsock_t *reader, void *arg);

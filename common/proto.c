@@ -4,6 +4,7 @@
 
 #include "common/proto.h"
 
+#include "common/path.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -90,7 +91,7 @@ _Static_assert (PROTO_FIG_RESERVED == 7, "RESULT's frame list names every figure
 _Static_assert (PROTO_FIG_RESERVED <= sizeof ((proto_msg_t *) 0)->figures / sizeof (double),
                 "figures[] holds every figure");
 
-typedef struct {
+typedef struct s_command_s {
     char command;             // PROTO_* byte
     const char *name;         // "FILE", ...
     const s_field_t *fields;  // in frame order, from frame 2
@@ -238,6 +239,9 @@ s_encode_field (s_parts_t *parts, const s_field_t *field, const proto_msg_t *msg
     return -1;
 }
 
+typedef struct s_command_s s_command_t;
+static int s_check (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errlen);
+
 // The parts of msg; -1 where the encoder refuses it (proto_encode).
 static int
 s_encode (const proto_msg_t *msg, s_parts_t *parts)
@@ -250,6 +254,8 @@ s_encode (const proto_msg_t *msg, s_parts_t *parts)
         return -1;
     parts->count = 0;
     if (s_add (parts, PROTO_VERSION, strlen (PROTO_VERSION)) || s_add (parts, &msg->command, 1))
+        return -1;
+    if (s_check (cmd, msg, NULL, 0))
         return -1;
     for (int i = 0; i < cmd->nfields; i++)
         if (s_encode_field (parts, &cmd->fields[i], msg))
@@ -676,6 +682,118 @@ s_decode_field (const s_parts_t *parts, int index, const s_field_t *field, proto
     return rc;
 }
 
+// ---------------------------------------------------------------------------
+// What each field means, checked after it is read (and before it is sent):
+// a name that will touch a file system is a plain relative path, a
+// RESULT's figures are what a vector field can give and its field blob
+// agrees with them. Only the blob's header is read, never its vectors.
+
+#define S_FIGURE_MAX_GRID 65535  // nx, ny: whole numbers in 0 .. this
+
+// The frame of the field called 'name' in cmd (2 for its first field).
+static int
+s_frame_of (const s_command_t *cmd, const char *name)
+{
+    for (int i = 0; i < cmd->nfields; i++)
+        if (strcmp (cmd->fields[i].name, name) == 0)
+            return 2 + i;
+    return -1;
+}
+
+static int
+s_check_name (const s_command_t *cmd, const char *field, const char *value, int component,
+              char *err, size_t errlen)
+{
+    char why[64], quoted[256];
+    const char *v = value ? value : "";
+    if ((component ? path_check_component (v, why, sizeof why)
+                   : path_check_relative (v, why, sizeof why))
+        == 0)
+        return 0;
+    s_error (err, errlen, "frame %d '%s' is not a plain %s (%s): '%s'", s_frame_of (cmd, field),
+             field, component ? "name" : "relative path", why,
+             s_quote ((const unsigned char *) v, strlen (v), quoted, sizeof quoted));
+    return -1;
+}
+
+static uint32_t s_get_u32 (const unsigned char *p);
+
+// The field blob's header against its size and the figures nx, ny.
+static int
+s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errlen)
+{
+    const unsigned char *p = msg->blob;
+    int frame = s_frame_of (cmd, "field");
+    char quoted[64];
+    if (msg->blob_size == 0)
+        return 0;
+    if (!p || msg->blob_size < 32) {
+        s_error (err, errlen, "frame %d 'field' is %zu bytes, shorter than its 32-byte header",
+                 frame, msg->blob_size);
+        return -1;
+    }
+    if (memcmp (p, "PVF1", 4) != 0) {
+        s_error (err, errlen, "frame %d 'field' has magic '%s', expected 'PVF1'", frame,
+                 s_quote (p, 4, quoted, sizeof quoted));
+        return -1;
+    }
+    uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
+    if (nx == 0 || ny == 0 || nx > S_FIGURE_MAX_GRID || ny > S_FIGURE_MAX_GRID) {
+        s_error (err, errlen, "frame %d 'field' has absurd dimensions %" PRIu32 " x %" PRIu32,
+                 frame, nx, ny);
+        return -1;
+    }
+    uint64_t expected = 32 + (uint64_t) nx * ny * 13;
+    if (expected != msg->blob_size) {
+        s_error (err, errlen,
+                 "frame %d 'field' is %zu bytes, but %" PRIu32 " x %" PRIu32 " vectors need %" PRIu64,
+                 frame, msg->blob_size, nx, ny, expected);
+        return -1;
+    }
+    if ((double) nx != msg->figures[PROTO_FIG_NX] || (double) ny != msg->figures[PROTO_FIG_NY]) {
+        s_error (err, errlen, "frame %d 'field' is %" PRIu32 " x %" PRIu32 " vectors, but nx x ny say %.17g x %.17g",
+                 frame, nx, ny, msg->figures[PROTO_FIG_NX], msg->figures[PROTO_FIG_NY]);
+        return -1;
+    }
+    return 0;
+}
+
+// 0 if what msg's fields hold makes sense for its command; -1 with err
+// ("bad message: frame N 'field' ...") otherwise. err may be NULL (encoder).
+static int
+s_check (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errlen)
+{
+    switch (msg->command) {
+    case PROTO_FILE:
+        return s_check_name (cmd, "experiment", msg->experiment, 1, err, errlen)
+               || s_check_name (cmd, "name", msg->name, 0, err, errlen) ? -1 : 0;
+    case PROTO_TASK:
+        return s_check_name (cmd, "output", msg->output, 0, err, errlen);
+    case PROTO_RESULT:
+        break;
+    default:
+        return 0;
+    }
+    for (int f = 0; f < PROTO_FIG_RESERVED; f++) {
+        double v = msg->figures[f];
+        const char *name = cmd->fields[s_frame_of (cmd, "mean_u") - 2 + f].name;
+        const char *why = NULL;
+        if (!isfinite (v))
+            why = "is not a finite number";
+        else if ((f == PROTO_FIG_NX || f == PROTO_FIG_NY)
+                 && (v < 0 || v > S_FIGURE_MAX_GRID || v != floor (v)))
+            why = "is not a whole number in 0..65535";
+        else if (f == PROTO_FIG_VALID_FRACTION && (v < 0 || v > 1))
+            why = "is not in 0..1";
+        if (why) {
+            s_error (err, errlen, "frame %d '%s' %s: '%.17g'", s_frame_of (cmd, name), name, why,
+                     v);
+            return -1;
+        }
+    }
+    return s_check_blob (cmd, msg, err, errlen);
+}
+
 // The body of proto_decode; leaves partial state in msg on failure.
 static int
 s_decode (const s_parts_t *parts, size_t frames, proto_msg_t *msg, char *err, size_t errlen)
@@ -726,6 +844,8 @@ s_decode (const s_parts_t *parts, size_t frames, proto_msg_t *msg, char *err, si
     for (int i = 0; i < cmd->nfields; i++, index++)
         if (s_decode_field (parts, index, &cmd->fields[i], msg, err, errlen))
             return -1;
+    if (s_check (cmd, msg, err, errlen))
+        return -1;
 
     if (command == PROTO_ACK) {
         size_t seqs = frames - expected;
@@ -859,6 +979,15 @@ proto_decode (zmsg_t **zmsg_p, proto_msg_t *msg, char *err, size_t errlen)
 int
 proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, size_t errlen)
 {
+    return proto_recv_from (sock, identity_p, NULL, 0, msg, err, errlen);
+}
+
+int
+proto_recv_from (zsock_t *sock, zframe_t **identity_p, char *key, size_t keylen, proto_msg_t *msg,
+                 char *err, size_t errlen)
+{
+    if (key && keylen)
+        *key = '\0';
     // The frames land in zmq_msg_t on the stack: no zframe or zmsg to
     // allocate for each of them (this is the broker's hot path). A BATCH
     // gets room for all of its frames.
@@ -898,8 +1027,14 @@ proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, s
         }
         else if (frame == &extra)
             zmq_msg_close (frame);  // past the limit: only counted
-        else
+        else {
+            // The frames the peer sent carry the key ZAP gave its
+            // connection (the identity the ROUTER adds may not).
+            const char *user = kept == 0 && key && keylen ? zmq_msg_gets (frame, "User-Id") : NULL;
+            if (user)
+                snprintf (key, keylen, "%s", user);
             kept++;
+        }
     }
     if (rc == 0) {
         // Where the frames' bytes are: 16 KiB of stack at most.

@@ -121,6 +121,12 @@ int proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock);
 // PROTO_MAX_FRAMES frames is refused without keeping the extra frames.
 int proto_recv (zsock_t *sock, zframe_t **identity_p, proto_msg_t *msg, char *err, size_t errlen);
 
+// proto_recv, and the CURVE public key (Z85, 40 characters) that ZAP
+// authenticated for the sender's connection into key ("" when the socket
+// is no CURVE server, or for a message refused before its first frame).
+int proto_recv_from (zsock_t *sock, zframe_t **identity_p, char *key, size_t keylen,
+                     proto_msg_t *msg, char *err, size_t errlen);
+
 // The messages 'msg' stands for: a BATCH's, or msg itself. A receiver
 // handles proto_at (msg, 0 .. proto_count (msg) - 1) in turn.
 static inline size_t

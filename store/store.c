@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -464,6 +465,7 @@ static const char *s_sql[S_NSTMTS] = {
 
 struct _store_t {
     char *path;                        // the database file, as given
+    int lock_fd;                       // <path>.lock, flock'd by store_new; -1 for readers
     sqlite3 *db;                       // the connection
     sqlite3_stmt *stmts[S_NSTMTS];     // prepared statements, by s_stmt_id_t
     int readonly;                      // opened by store_open_readonly
@@ -1062,6 +1064,7 @@ s_new (const char *path, int flags, char *err, size_t errlen)
         free (self);
         return NULL;
     }
+    self->lock_fd = -1;
     self->fields_every = 1;
     self->readonly = (flags & SQLITE_OPEN_READONLY) != 0;
     int rc = sqlite3_open_v2 (path, &self->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
@@ -1083,6 +1086,48 @@ s_new (const char *path, int flags, char *err, size_t errlen)
     return self;
 }
 
+// The writer's lock: an exclusive flock on '<path>.lock' (created beside
+// the database, holding the pid of its holder), taken before the database
+// is opened, so that a second writer touches nothing. Readers never look
+// at it: they are never blocked. Returns the descriptor (closing it, or
+// the holder's death, releases the lock), or -1 with err.
+static int
+s_lock (const char *path, char *err, size_t errlen)
+{
+    char lock[PATH_MAX + 8];
+    snprintf (lock, sizeof lock, "%s.lock", path);
+    int fd = open (lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        s_errbuf (err, errlen, "cannot open '%s': cannot make its lock '%s': %s", path, lock,
+                  strerror (errno));
+        return -1;
+    }
+    if (flock (fd, LOCK_EX | LOCK_NB) != 0) {
+        int busy = errno == EWOULDBLOCK;
+        char pid[32] = "";
+        ssize_t n = busy ? pread (fd, pid, sizeof pid - 1, 0) : -1;
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn (pid, "\n")] = '\0';
+        if (busy)
+            s_errbuf (err, errlen,
+                      "cannot open '%s': another broker%s%s%s is using it (it holds '%s'); "
+                      "stop it first, or give this one another store",
+                      path, *pid ? " (pid " : "", pid, *pid ? ")" : "", lock);
+        else
+            s_errbuf (err, errlen, "cannot open '%s': cannot lock '%s': %s", path, lock,
+                      strerror (errno));
+        close (fd);
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf (pid, sizeof pid, "%ld\n", (long) getpid ());
+    if (ftruncate (fd, 0) != 0 || pwrite (fd, pid, (size_t) len, 0) != len) {
+        // The lock holds without the pid; only the message of a second
+        // broker is poorer.
+    }
+    return fd;
+}
+
 store_t *
 store_new (const char *path, store_durability_t durability, char *err, size_t errlen)
 {
@@ -1092,12 +1137,23 @@ store_new (const char *path, store_durability_t durability, char *err, size_t er
         s_errbuf (err, errlen, "cannot open '%s': %s", path, strerror (errno));
         return NULL;
     }
-    if (exists && s_check_header (path, &empty, err, errlen))
+    // Before anything reads or writes the database (even its header).
+    int lock_fd = strcmp (path, ":memory:") == 0 ? -2 : s_lock (path, err, errlen);
+    if (lock_fd == -1)
         return NULL;
+    if (exists && s_check_header (path, &empty, err, errlen)) {
+        if (lock_fd >= 0)
+            close (lock_fd);
+        return NULL;
+    }
     store_t *self = s_new (path, SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE), err,
                            errlen);
-    if (!self)
+    if (!self) {
+        if (lock_fd >= 0)
+            close (lock_fd);
         return NULL;
+    }
+    self->lock_fd = lock_fd >= 0 ? lock_fd : -1;
     if (!empty && s_check_integrity (self, err, errlen))
         goto fail;
     if (s_check_identity (self, &version, err, errlen))
@@ -1174,6 +1230,8 @@ store_destroy (store_t **self_p)
     for (int i = 0; i < S_NSTMTS; i++)
         sqlite3_finalize (self->stmts[i]);
     sqlite3_close (self->db);
+    if (self->lock_fd >= 0)
+        close (self->lock_fd);  // after the close: its last checkpoint is still ours
     free (self->found);
     free (self->path);
     free (self);
@@ -1520,6 +1578,32 @@ store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now
         return s_fail (self, rc, "cannot dispatch pair %" PRId64, pair);
     s_write_end (self);
     return attempt;
+}
+
+int
+store_attempt_agent (store_t *self, int64_t pair, int attempt, char *out, size_t size)
+{
+    // Asked only for a result nobody holds (after a restart, or from an
+    // agent presumed dead): rare enough for a statement of its own.
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2 (self->db,
+                                 "SELECT coalesce (agent, '') FROM attempts"
+                                 " WHERE pair = ?1 AND attempt = ?2",
+                                 -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64 (stmt, 1, pair);
+        sqlite3_bind_int (stmt, 2, attempt);
+        rc = s_step (self, stmt);
+    }
+    int found = rc == SQLITE_ROW;
+    if (found && out && size)
+        snprintf (out, size, "%s", s_column_text (stmt, 0));
+    sqlite3_finalize (stmt);
+    if (found || rc == SQLITE_DONE)
+        return found;
+    s_error (self, "cannot read attempt %d of pair %" PRId64 " in '%s': %s", attempt, pair,
+             self->path, sqlite3_errmsg (self->db));
+    return -1;
 }
 
 int

@@ -35,7 +35,11 @@ typedef enum {
 // Opens (creating if absent) the database at 'path' and brings its schema
 // to STORE_SCHEMA_VERSION. Refuses, with err naming the file, a file that
 // is not a pivfarm database, is corrupt or truncated, or has a newer schema:
-// it never recreates or overwrites one. NULL on failure.
+// it never recreates or overwrites one. Only one store_new at a time per
+// database, across processes: it first takes an exclusive lock on
+// '<path>.lock' (which records its pid) and, when another holds it,
+// fails naming the file and that pid, having read and written nothing.
+// Readers (store_open_readonly) ignore the lock. NULL on failure.
 store_t *store_new (const char *path, store_durability_t durability, char *err, size_t errlen);
 // Read-only access for readers (the status page, pivctl): never blocks the
 // writer (WAL), never writes. NULL with err on failure.
@@ -72,6 +76,9 @@ int64_t store_pair_add (store_t *self, int64_t experiment, const char *stem, int
 // PENDING -> DISPATCHED to 'agent', attempts + 1; returns the attempt number
 // or -1 (error, or the pair is not PENDING any more).
 int store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now_ns);
+// The agent attempt 'attempt' of 'pair' was dispatched to, into out: 1;
+// 0 when the store has no such attempt; -1 on a read error (store_error).
+int store_attempt_agent (store_t *self, int64_t pair, int attempt, char *out, size_t size);
 
 // Summary figures of a result.
 typedef struct {

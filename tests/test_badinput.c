@@ -288,16 +288,19 @@ START_TEST (hostile_names_and_a_changing_watch_root_never_stop_the_watcher)
     ck_assert (symlink (".", tu_path (s_farm.dir, "data/exp1/loop")) == 0);
     ck_assert (symlink ("self_0001_a.tif", tu_path (s_farm.dir, "data/exp1/self_0001_a.tif")) == 0);
     // Names that break naive code are names all the same.
-    const char *names[] = {"with space", "quote\"d", "apo'strophe", "new\nline", "-dash",
-                           "back\\slash", "$(touch pwned)", "tab\tbed", "\xc3\xa9t\xc3\xa9"};
+    const char *names[] = {"with space", "quote\"d", "apo'strophe", "-dash",
+                           "back\\slash", "$(touch pwned)", "\xc3\xa9t\xc3\xa9"};
     int n = (int) (sizeof names / sizeof names[0]);
     for (int i = 0; i < n; i++) {
         char stem[256];
         snprintf (stem, sizeof stem, "%s_0001", names[i]);
         s_copy_good ("exp1", stem);
     }
-    // A name that is not UTF-8 cannot travel: refused by name.
+    // A name that is not UTF-8 cannot travel: refused by name. Nor can a
+    // name with a control character (issue 13: the codec refuses it).
     s_copy_good ("exp1", "bad\xff");
+    s_copy_good ("exp1", "new\nline_0001");
+    s_copy_good ("exp1", "tab\tbed_0001");
     ck_assert_int_eq (s_wait_done ("exp1", n), n);
     ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", "UTF-8", 5000),
                    "the watcher did not say why it left a name out");
@@ -605,6 +608,238 @@ START_TEST (hostile_query_strings_get_a_clean_refusal_from_the_status_page)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Peers that lie (issue 13): names that leave the root, results nobody
+// asked for, credit nobody has.
+
+// A fake agent's DEALER on the broker's work socket, HELLO said with
+// 'cores'.
+static zsock_t *
+s_fake_agent (const char *id, uint32_t cores)
+{
+    zsock_t *s = zsock_new (ZMQ_DEALER);
+    ck_assert (s != NULL);
+    zsock_set_linger (s, 0);
+    zsock_set_rcvtimeo (s, 10000);
+    ck_assert (zsock_connect (s, "ipc://%s/work", s_farm.dir) == 0);
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = (char *) id, .text = "fakehost",
+                         .count = cores, .settings = "noop"};
+    ck_assert (proto_send (&hello, NULL, s) == 0);
+    return s;
+}
+
+// The next message of 'command' on s (others skipped), within 10 s.
+static void
+s_expect (zsock_t *s, char command, proto_msg_t *msg)
+{
+    char err[512];
+    for (int i = 0; i < 100; i++) {
+        ck_assert_msg (proto_recv (s, NULL, msg, err, sizeof err) == 0, "no %s: %s",
+                       proto_command_name (command), err);
+        if (msg->command == command)
+            return;
+        proto_msg_release (msg);
+    }
+    ck_abort_msg ("no %s", proto_command_name (command));
+}
+
+START_TEST (file_names_that_leave_the_watch_root_are_refused_and_never_recorded)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/ingest", s_farm.dir);
+    static const struct {
+        const char *experiment, *name, *said;
+    } bad[] = {
+        {"exp1", "../../etc/passwd", "'name' is not a plain relative path (a '..' component)"},
+        {"exp1", "./g_0001_a.tif", "'name' is not a plain relative path (a '.' component)"},
+        {"exp1", "/etc/shadow", "'name' is not a plain relative path (an absolute path)"},
+        {"exp1", "cam1//g_0001_a.tif", "'name' is not a plain relative path (an empty component)"},
+        {"exp1", "g_0001\n_a.tif", "(a control character (0x0a))"},
+        {"exp1", "g_0001\x1b[2J_a.tif", "(a control character (0x1b))"},
+        {"..", "g_0001_a.tif", "'experiment' is not a plain name (a '..' component)"},
+        {".", "g_0001_a.tif", "'experiment' is not a plain name (a '.' component)"},
+        {"/tmp", "g_0001_a.tif", "'experiment' is not a plain name (an absolute path)"},
+        {"a/b", "g_0001_a.tif", "'experiment' is not a plain name (a '/' in a single name)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *frames[] = {"PIVF02", "F", "7", bad[i].experiment, bad[i].name, "10", "1"};
+        s_send_raw (endpoint, 7, frames, NULL);
+        ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", bad[i].said, 5000), "no '%s'",
+                       bad[i].said);
+    }
+    // A NUL inside a name cannot even be read as text.
+    const char *nul[] = {"PIVF02", "F", "8", "exp1", "a\0/../../x", "10", "1"};
+    const long lens[] = {-1, -1, -1, -1, 10, -1, -1};
+    usleep (1100000);  // refusals are logged 20 a second: this one in a second of its own
+    s_send_raw (endpoint, 7, nul, lens);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "'name' holds a NUL byte", 5000));
+    // Nothing recorded, no experiment made of a hostile name.
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files"), 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments"), 0);
+    // The farm runs on: a good pair completes.
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "g", 1, 1, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
+    ck_assert (tu_alive (s_farm.broker) && tu_alive (s_farm.watcher));
+}
+END_TEST
+
+START_TEST (forged_results_are_refused_and_never_stored)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    zsock_t *holder = s_fake_agent ("holder", 1);
+    zsock_t *other = s_fake_agent ("other", 1);
+    proto_msg_t ready = {.command = PROTO_READY, .count = 1};
+    ck_assert (proto_send (&ready, NULL, holder) == 0);
+    tu_farm_land (&s_farm, "g", 1, 1, 0);
+    proto_msg_t task;
+    s_expect (holder, PROTO_TASK, &task);
+    uint64_t pair = task.pair;
+    uint32_t attempt = task.attempt;
+    proto_msg_release (&task);
+
+    // Another agent's attempt: not stored, answered RECORDED.
+    proto_msg_t forged = {.command = PROTO_RESULT, .pair = pair, .attempt = attempt,
+                          .output = "forged.txt"};
+    ck_assert (proto_send (&forged, NULL, other) == 0);
+    proto_msg_t got;
+    s_expect (other, PROTO_RECORDED, &got);
+    proto_msg_release (&got);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "from agent 'other' ignored: the pair is "
+                                                       "out with agent 'holder'", 5000));
+    // A pair never dispatched.
+    forged.pair = pair + 1000;
+    ck_assert (proto_send (&forged, NULL, other) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "no such attempt was dispatched", 5000));
+    // A FAILED for the holder's pair from another agent.
+    proto_msg_t failed = {.command = PROTO_FAILED, .pair = pair, .attempt = attempt,
+                          .text = "forged failure"};
+    ck_assert (proto_send (&failed, NULL, other) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "FAILED of pair", 5000));
+    // A connection that said no HELLO.
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/work", s_farm.dir);
+    char p[32], a[32];
+    snprintf (p, sizeof p, "%llu", (unsigned long long) pair);
+    snprintf (a, sizeof a, "%u", attempt);
+    const char *nohello[] = {"PIVF02", "D", p, a, "1", "x.txt", "0", "0", "0", "1", "0", "0", "0",
+                             ""};
+    s_send_raw (endpoint, 14, nohello, NULL);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "no HELLO on this connection", 5000));
+    // The holder itself, with a garbage field or absurd figures: the codec refuses them.
+    zmsg_t *m = zmsg_new ();
+    const char *garbage[] = {"PIVF02", "D", p, a, "1", "x.txt", "0", "0", "0", "1", "4", "4", "0",
+                             "garbage garbage garbage garbage garbage"};
+    for (int f = 0; f < 14; f++)
+        zmsg_addstr (m, garbage[f]);
+    ck_assert (zmsg_send (&m, holder) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "'field' has magic 'garb'", 5000));
+    m = zmsg_new ();
+    const char *huge[] = {"PIVF02", "D", p, a, "1", "x.txt", "0", "0", "0", "1", "1e300", "4",
+                          "0", ""};
+    for (int f = 0; f < 14; f++)
+        zmsg_addstr (m, huge[f]);
+    ck_assert (zmsg_send (&m, holder) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "'nx' is not a whole number", 5000));
+    // None of it stored; the pair still out with its holder ...
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM pairs WHERE state = 1"), 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM attempts WHERE outcome IS NOT "
+                                            "NULL"),
+                      0);
+    // ... whose own honest answer is taken.
+    forged.pair = pair;
+    forged.output = "g_0001.txt";
+    ck_assert (proto_send (&forged, NULL, holder) == 0);
+    s_expect (holder, PROTO_RECORDED, &got);
+    proto_msg_release (&got);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results WHERE agent = 'holder'"),
+                      1);
+    zsock_destroy (&holder);
+    zsock_destroy (&other);
+    ck_assert (tu_alive (s_farm.broker));
+}
+END_TEST
+
+START_TEST (a_fake_agent_claiming_endless_credit_leaves_the_tasks_to_the_real_one)
+{
+    tu_farm_render (&s_farm, 4, "g");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    zsock_t *fake = s_fake_agent ("greedy", 1);
+    proto_msg_t ready = {.command = PROTO_READY, .count = UINT32_MAX};
+    ck_assert (proto_send (&ready, NULL, fake) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'greedy' on fakehost asks for", 5000));
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "real");
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'real'", 5000));
+    tu_farm_land (&s_farm, "g", 1, 4, 0);
+    // The fake holds one task (its one core) and answers nothing; the real
+    // agent does the rest (and the fake's, once it is presumed dead).
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 60).done, 4);
+    ck_assert_int_le (tu_farm_sql (&s_farm, "SELECT count(*) FROM attempts WHERE agent = 'greedy'"),
+                      1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results WHERE agent = 'real'"), 4);
+    zsock_destroy (&fake);
+    ck_assert (tu_alive (s_farm.broker));
+}
+END_TEST
+
+START_TEST (a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothing)
+{
+    char script[4096];
+    snprintf (script, sizeof script, "%s/slow.sh", s_farm.dir);
+    tu_spit (script, "#!/bin/sh\nsleep 2\n", 18);
+    chmod (script, 0755);
+    tu_farm_fake (&s_farm, 2, "f");
+    char processor[4200];
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    tu_farm_conf (&s_farm, processor, 2, "32,16", "");
+    tu_farm_start_broker (&s_farm);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (&s_farm, "f", 1, 2, 0);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 100 && c.dispatched < 2; i++, c = tu_farm_counts (&s_farm))
+        usleep (50000);
+    ck_assert_int_eq (c.dispatched, 2);
+    // The same configuration (same store), other sockets.
+    char db[4200], wal[4300];
+    snprintf (db, sizeof db, "%s/farm.db", s_farm.dir);
+    snprintf (wal, sizeof wal, "%s/farm.db-wal", s_farm.dir);
+    size_t db_len, wal_len, len;
+    char *db_before = tu_slurp (db, &db_len), *wal_before = tu_slurp (wal, &wal_len);
+    ck_assert (db_before != NULL);
+    char conf2[4200];
+    snprintf (conf2, sizeof conf2, "%s/second.conf", s_farm.dir);
+    size_t clen;
+    char *text = tu_slurp (s_farm.conf, &clen);
+    ck_assert (text != NULL);
+    tu_spit (conf2, text, clen);
+    free (text);
+    char *argv[] = {(char *) tu_bin ("pivfarm-broker"), "-c", conf2, NULL};
+    char out[8192];
+    int rc = tu_run (argv, out, sizeof out, 30);
+    ck_assert_msg (rc != 0, "a second broker started: %s", out);
+    ck_assert_msg (strstr (out, "another broker (pid ") && strstr (out, "farm.db.lock"),
+                   "the second broker said: %s", out);
+    char *db_after = tu_slurp (db, &len);
+    ck_assert (db_after && len == db_len && memcmp (db_before, db_after, len) == 0);
+    char *wal_after = tu_slurp (wal, &len);
+    ck_assert ((wal_before == NULL) == (wal_after == NULL));
+    ck_assert (!wal_before || (len == wal_len && memcmp (wal_before, wal_after, len) == 0));
+    free (db_before), free (db_after), free (wal_before), free (wal_after);
+    // The running broker's pairs are still out and complete.
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind = 'requeue'"), 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
+    ck_assert (tu_alive (s_farm.broker));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -619,6 +854,10 @@ main (void)
     tcase_add_test (tc, an_agent_and_a_watcher_fed_malformed_messages_drop_them_and_run_on);
     tcase_add_test (tc, bad_control_lines_are_refused_naming_what_is_wrong);
     tcase_add_test (tc, hostile_query_strings_get_a_clean_refusal_from_the_status_page);
+    tcase_add_test (tc, file_names_that_leave_the_watch_root_are_refused_and_never_recorded);
+    tcase_add_test (tc, forged_results_are_refused_and_never_stored);
+    tcase_add_test (tc, a_fake_agent_claiming_endless_credit_leaves_the_tasks_to_the_real_one);
+    tcase_add_test (tc, a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothing);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -49,6 +49,26 @@ s_strdup (const char *s)
     return copy;
 }
 
+// A RESULT's field blob of nx x ny vectors: the PVF1 header, then bytes
+// of every value (NULs and high bytes included); its figures say nx, ny.
+static void
+s_field_blob (proto_msg_t *msg, uint32_t nx, uint32_t ny)
+{
+    free (msg->blob);
+    msg->blob_size = 32 + (size_t) nx * ny * 13;
+    msg->blob = malloc (msg->blob_size);
+    ck_assert_ptr_nonnull (msg->blob);
+    for (size_t i = 0; i < msg->blob_size; i++)
+        msg->blob[i] = (unsigned char) (i * 31 + (i >> 12));
+    memcpy (msg->blob, "PVF1", 4);
+    for (int b = 0; b < 4; b++) {
+        msg->blob[4 + b] = (unsigned char) (nx >> (8 * b));
+        msg->blob[8 + b] = (unsigned char) (ny >> (8 * b));
+    }
+    msg->figures[PROTO_FIG_NX] = nx;
+    msg->figures[PROTO_FIG_NY] = ny;
+}
+
 // A message with every field of its command set to something recognisable.
 static void
 s_fill (proto_msg_t *msg, char command)
@@ -88,7 +108,7 @@ s_fill (proto_msg_t *msg, char command)
         msg->path_a = s_strdup ("/data/run7/img_0001_a.tif");
         msg->path_b = s_strdup ("/data/run7/img_0001_b.tif");
         msg->settings = s_strdup ("passes=64,32,16 overlap=50");
-        msg->output = s_strdup ("/results/run7/img_0001.txt");
+        msg->output = s_strdup ("run7/img_0001.txt");  // relative to the results root
         break;
     case PROTO_RESULT: {
         msg->pair = 123456789012;
@@ -97,11 +117,7 @@ s_fill (proto_msg_t *msg, char command)
         msg->output = s_strdup ("/results/run7/img_0001.txt");
         const double figures[] = {0.25, -1.5, 1.52, 0.987, 127, 63, 1e-4};
         memcpy (msg->figures, figures, sizeof figures);
-        msg->blob_size = 300;
-        msg->blob = malloc (msg->blob_size);
-        ck_assert_ptr_nonnull (msg->blob);
-        for (size_t i = 0; i < msg->blob_size; i++)
-            msg->blob[i] = (unsigned char) i;  // NULs and high bytes included
+        s_field_blob (msg, 127, 63);
         break;
     }
     case PROTO_FAILED:
@@ -303,14 +319,18 @@ START_TEST (round_trips_the_extremes_of_every_number_type)
     s_assert_round_trip (&msg);
     proto_msg_release (&msg);
 
-    // Doubles through "%.17g" come back bit for bit, signs of zero and nan included.
-    const double values[] = {0.0,      -0.0,     0.1,       M_PI,     -1.0 / 3, DBL_MAX, -DBL_MAX,
-                             DBL_MIN,  4.9e-324, -4.9e-324, INFINITY, -INFINITY, NAN,    -NAN};
+    // Doubles through "%.17g" come back bit for bit, signs of zero included,
+    // in every figure that may hold any finite value.
+    const double values[] = {0.0,     -0.0,     0.1,      M_PI,     -1.0 / 3,
+                             DBL_MAX, -DBL_MAX, DBL_MIN,  4.9e-324, -4.9e-324};
+    const int any[] = {PROTO_FIG_MEAN_U, PROTO_FIG_MEAN_V, PROTO_FIG_MEAN_SPEED,
+                       PROTO_FIG_VORTICITY};
     int nvalues = (int) (sizeof values / sizeof values[0]);
-    for (int start = 0; start < nvalues; start += PROTO_FIG_RESERVED) {
+    for (int start = 0; start < nvalues; start += 4) {
         s_fill (&msg, PROTO_RESULT);
-        for (int f = 0; f < PROTO_FIG_RESERVED; f++)
-            msg.figures[f] = values[(start + f) % nvalues];
+        for (int f = 0; f < 4; f++)
+            msg.figures[any[f]] = values[(start + f) % nvalues];
+        msg.figures[PROTO_FIG_VALID_FRACTION] = start % 2 ? 1.0 : 0.0;
         s_assert_round_trip (&msg);
         proto_msg_release (&msg);
     }
@@ -322,16 +342,15 @@ START_TEST (round_trips_multibyte_text_and_text_of_exactly_the_limit)
     proto_msg_t msg;
     s_fill (&msg, PROTO_FILE);
     free (msg.name);
-    // 2-, 3- and 4-byte characters, a newline, quotes, spaces: all legal in a file name.
-    msg.name = s_strdup ("Str\xc3\xb6mung/\xe6\xb5\x81\xe5\x8a\xa8 \xf0\x9f\x8c\x8a\n'a\"b'.tif");
+    // 2-, 3- and 4-byte characters, quotes, spaces: all legal in a file name.
+    msg.name = s_strdup ("Str\xc3\xb6mung/\xe6\xb5\x81\xe5\x8a\xa8 \xf0\x9f\x8c\x8a'a\"b'.tif");
     s_assert_round_trip (&msg);
-    free (msg.name);
-    msg.name = malloc (PROTO_MAX_STRING + 1);
-    memset (msg.name, 'n', PROTO_MAX_STRING);
-    msg.name[PROTO_MAX_STRING] = '\0';
-    s_assert_round_trip (&msg);
-    free (msg.experiment);
-    msg.experiment = s_strdup ("");
+    proto_msg_release (&msg);
+    s_fill (&msg, PROTO_FAILED);
+    free (msg.text);
+    msg.text = malloc (PROTO_MAX_STRING + 1);
+    memset (msg.text, 'n', PROTO_MAX_STRING);
+    msg.text[PROTO_MAX_STRING] = '\0';
     s_assert_round_trip (&msg);
     proto_msg_release (&msg);
 }
@@ -364,14 +383,14 @@ START_TEST (lays_out_each_command_as_the_protocol_document_says)
     ck_assert (zframe_streq (s_frame_at (zmsg, 4), "45000000"));
     ck_assert (zframe_streq (s_frame_at (zmsg, 6), "0.25"));
     ck_assert (zframe_streq (s_frame_at (zmsg, 10), "127"));
-    ck_assert_uint_eq (zframe_size (s_frame_at (zmsg, 13)), 300);
+    ck_assert_uint_eq (zframe_size (s_frame_at (zmsg, 13)), 32 + 127 * 63 * 13);
     zmsg_destroy (&zmsg);
 }
 END_TEST
 
 START_TEST (sends_absent_text_as_an_empty_frame_and_an_absent_blob_as_an_empty_one)
 {
-    proto_msg_t msg = {.command = PROTO_TASK, .pair = 5, .attempt = 1};
+    proto_msg_t msg = {.command = PROTO_TASK, .pair = 5, .attempt = 1, .output = "e/a.txt"};
     zmsg_t *zmsg = proto_encode (&msg);
     ck_assert_ptr_nonnull (zmsg);
     proto_msg_t copy;
@@ -379,7 +398,7 @@ START_TEST (sends_absent_text_as_an_empty_frame_and_an_absent_blob_as_an_empty_o
     ck_assert_int_eq (proto_decode (&zmsg, &copy, err, sizeof err), 0);
     ck_assert_str_eq (copy.experiment, "");
     ck_assert_str_eq (copy.path_b, "");
-    ck_assert_str_eq (copy.output, "");
+    ck_assert_str_eq (copy.output, "e/a.txt");
     proto_msg_release (&copy);
 
     proto_msg_t result = {.command = PROTO_RESULT, .pair = 5};
@@ -554,11 +573,7 @@ START_TEST (a_dealer_reaches_the_router_and_each_reply_reaches_the_right_dealer)
     // A RESULT with a large blob arrives whole.
     proto_msg_t result;
     s_fill (&result, PROTO_RESULT);
-    free (result.blob);
-    result.blob_size = 4u << 20;
-    result.blob = malloc (result.blob_size);
-    for (size_t i = 0; i < result.blob_size; i++)
-        result.blob[i] = (unsigned char) (i * 31 + (i >> 12));
+    s_field_blob (&result, 512, 630);  // 4 MB
     ck_assert_int_eq (proto_send (&result, NULL, agent_b), 0);
     zmsg = s_recv (router);
     zframe_t *identity = zmsg_pop (zmsg);
@@ -804,9 +819,6 @@ START_TEST (refuses_numbers_beyond_their_type_and_takes_those_at_the_edge)
     s_assert_frame_accepted (PROTO_HEARTBEAT, 2, "9223372036854775807", &msg);
     ck_assert (msg.time_ns == INT64_MAX);
     proto_msg_release (&msg);
-    s_assert_frame_accepted (PROTO_RESULT, 6, "nan", &msg);
-    ck_assert (isnan (msg.figures[PROTO_FIG_MEAN_U]));
-    proto_msg_release (&msg);
     s_assert_frame_accepted (PROTO_RESULT, 6, "1e-320", &msg);  // subnormal, not an error
     ck_assert (msg.figures[PROTO_FIG_MEAN_U] > 0);
     proto_msg_release (&msg);
@@ -880,6 +892,122 @@ START_TEST (refuses_text_longer_than_the_limit)
 }
 END_TEST
 
+// Names a peer gives that will touch a file system: the experiment is one
+// plain name, the file and a TASK's output plain relative paths. Refused
+// by the decoder (and the encoder), naming the frame and why.
+START_TEST (refuses_a_file_or_task_whose_names_leave_their_root)
+{
+    static const struct {
+        char command;
+        int frame;
+        const char *value;
+        const char *expected;
+    } bad[] = {
+        {PROTO_FILE, 4, "../etc/passwd",
+         "bad message: frame 4 'name' is not a plain relative path (a '..' component): "
+         "'../etc/passwd'"},
+        {PROTO_FILE, 4, "cam1/./a.tif",
+         "bad message: frame 4 'name' is not a plain relative path (a '.' component): "
+         "'cam1/./a.tif'"},
+        {PROTO_FILE, 4, "/etc/passwd",
+         "bad message: frame 4 'name' is not a plain relative path (an absolute path): "
+         "'/etc/passwd'"},
+        {PROTO_FILE, 4, "cam1//a.tif",
+         "bad message: frame 4 'name' is not a plain relative path (an empty component): "
+         "'cam1//a.tif'"},
+        {PROTO_FILE, 4, "a\nb.tif",
+         "bad message: frame 4 'name' is not a plain relative path (a control character "
+         "(0x0a)): 'a\\x0ab.tif'"},
+        {PROTO_FILE, 4, "", "bad message: frame 4 'name' is not a plain relative path (an empty "
+                            "name): ''"},
+        {PROTO_FILE, 3, "..", "bad message: frame 3 'experiment' is not a plain name (a '..' "
+                              "component): '..'"},
+        {PROTO_FILE, 3, "run7/cam1", "bad message: frame 3 'experiment' is not a plain name (a "
+                                     "'/' in a single name): 'run7/cam1'"},
+        {PROTO_FILE, 3, ".", "bad message: frame 3 'experiment' is not a plain name (a '.' "
+                             "component): '.'"},
+        {PROTO_TASK, 8, "../../home/x/.bashrc",
+         "bad message: frame 8 'output' is not a plain relative path (a '..' component): "
+         "'../../home/x/.bashrc'"},
+        {PROTO_TASK, 8, "/tmp/x.txt", "bad message: frame 8 'output' is not a plain relative "
+                                      "path (an absolute path): '/tmp/x.txt'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s_assert_frame_refused (bad[i].command, bad[i].frame, bad[i].value, strlen (bad[i].value),
+                                bad[i].expected);
+        // The encoder refuses what the decoder would.
+        proto_msg_t msg;
+        s_fill (&msg, bad[i].command);
+        char **field = bad[i].frame == 3 ? &msg.experiment
+                       : bad[i].frame == 4 ? &msg.name
+                                           : &msg.output;
+        free (*field);
+        *field = s_strdup (bad[i].value);
+        ck_assert_msg (proto_encode (&msg) == NULL, "encoded '%s'", bad[i].value);
+        proto_msg_release (&msg);
+    }
+    // A NUL inside a name is refused as in any text.
+    s_assert_frame_refused (PROTO_FILE, 4, "a\0/../b", 7,
+                            "bad message: frame 4 'name' holds a NUL byte at offset 1");
+}
+END_TEST
+
+// A RESULT's figures are what a vector field can give, and its field's
+// header agrees with its size and with nx, ny: nothing absurd is stored.
+START_TEST (refuses_a_result_with_absurd_figures_or_a_field_that_does_not_add_up)
+{
+    s_assert_frame_refused (PROTO_RESULT, 10, "1e300", 5,
+                            "bad message: frame 10 'nx' is not a whole number in 0..65535: "
+                            "'1.0000000000000001e+300'");
+    s_assert_frame_refused (PROTO_RESULT, 11, "63.5", 4,
+                            "bad message: frame 11 'ny' is not a whole number in 0..65535: "
+                            "'63.5'");
+    s_assert_frame_refused (PROTO_RESULT, 11, "-1", 2,
+                            "bad message: frame 11 'ny' is not a whole number in 0..65535: '-1'");
+    s_assert_frame_refused (PROTO_RESULT, 6, "nan", 3,
+                            "bad message: frame 6 'mean_u' is not a finite number: 'nan'");
+    s_assert_frame_refused (PROTO_RESULT, 12, "-inf", 4,
+                            "bad message: frame 12 'vorticity' is not a finite number: '-inf'");
+    s_assert_frame_refused (PROTO_RESULT, 9, "1.5", 3,
+                            "bad message: frame 9 'valid_fraction' is not in 0..1: '1.5'");
+    s_assert_frame_refused (PROTO_RESULT, 13, "garbage!", 8,
+                            "bad message: frame 13 'field' is 8 bytes, shorter than its 32-byte "
+                            "header");
+    unsigned char blob[64] = "XXXX";
+    s_assert_frame_refused (PROTO_RESULT, 13, blob, sizeof blob,
+                            "bad message: frame 13 'field' has magic 'XXXX', expected 'PVF1'");
+    // A header claiming more vectors than the bytes hold (and an
+    // overflowing product): refused from the header alone.
+    memcpy (blob, "PVF1\xff\xff\xff\xff\xff\xff\xff\xff", 12);
+    s_assert_frame_refused (PROTO_RESULT, 13, blob, sizeof blob,
+                            "bad message: frame 13 'field' has absurd dimensions 4294967295 x "
+                            "4294967295");
+    memcpy (blob, "PVF1\x10\0\0\0\x10\0\0\0", 12);
+    s_assert_frame_refused (PROTO_RESULT, 13, blob, sizeof blob,
+                            "bad message: frame 13 'field' is 64 bytes, but 16 x 16 vectors "
+                            "need 3360");
+    // A consistent field, but of another size than the figures say.
+    proto_msg_t msg;
+    s_fill (&msg, PROTO_RESULT);
+    s_field_blob (&msg, 4, 2);
+    msg.figures[PROTO_FIG_NX] = 127;
+    zmsg_t *zmsg = proto_encode (&msg);
+    ck_assert_ptr_null (zmsg);
+    msg.figures[PROTO_FIG_NX] = 4;
+    zmsg = proto_encode (&msg);
+    ck_assert_ptr_nonnull (zmsg);
+    s_set_frame_str (zmsg, 10, "5");
+    s_assert_refused (&zmsg, "bad message: frame 13 'field' is 4 x 2 vectors, but nx x ny say "
+                             "5 x 2");
+    // No field at all (store_fields none, an exec processor): figures alone.
+    free (msg.blob);
+    msg.blob = NULL, msg.blob_size = 0;
+    msg.figures[PROTO_FIG_NX] = msg.figures[PROTO_FIG_NY] = 0;
+    s_assert_round_trip (&msg);
+    proto_msg_release (&msg);
+}
+END_TEST
+
 START_TEST (refuses_a_field_blob_over_its_limit_and_takes_one_at_it)
 {
     // zframe_new (NULL, size) allocates without copying: quick even at 64 MiB.
@@ -896,14 +1024,12 @@ START_TEST (refuses_a_field_blob_over_its_limit_and_takes_one_at_it)
     blob = s_frame_at (zmsg, 13);
     zmsg_remove (zmsg, blob);
     zframe_destroy (&blob);
-    blob = zframe_new (NULL, PROTO_MAX_FIELD);
-    memset (zframe_data (blob), 0x5c, PROTO_MAX_FIELD);
-    zmsg_append (zmsg, &blob);
+    // The largest field within the limit: 2271 x 2273 vectors, 67105811 bytes.
     proto_msg_t msg;
-    s_decode_ok (&zmsg, &msg);
-    ck_assert_uint_eq (msg.blob_size, PROTO_MAX_FIELD);
-    ck_assert_int_eq (msg.blob[0], 0x5c);
-    ck_assert_int_eq (msg.blob[PROTO_MAX_FIELD - 1], 0x5c);
+    s_fill (&msg, PROTO_RESULT);
+    s_field_blob (&msg, 2271, 2273);
+    ck_assert_uint_le (msg.blob_size, PROTO_MAX_FIELD);
+    s_assert_round_trip (&msg);
     proto_msg_release (&msg);
 }
 END_TEST
@@ -1591,6 +1717,8 @@ s_suite (void)
     tcase_add_test (tc, refuses_text_with_an_embedded_nul);
     tcase_add_test (tc, refuses_text_longer_than_the_limit);
     tcase_add_test (tc, refuses_a_field_blob_over_its_limit_and_takes_one_at_it);
+    tcase_add_test (tc, refuses_a_file_or_task_whose_names_leave_their_root);
+    tcase_add_test (tc, refuses_a_result_with_absurd_figures_or_a_field_that_does_not_add_up);
     tcase_add_test (tc, refuses_an_empty_message_a_lone_version_and_no_message_at_all);
     tcase_add_test (tc, survives_ten_thousand_random_messages_refusing_or_decoding_each);
     tcase_add_test (tc, proto_recv_takes_one_message_off_a_router_refused_or_not);

@@ -4,6 +4,7 @@
 // may change things, and what a client with the wrong broker key hears;
 // then the limits a watcher and an agent keep (max_pending, max_pixels).
 
+#include "common/proto.h"
 #include "store/json.h"
 #include "tests/testutil.h"
 
@@ -57,20 +58,23 @@ s_authorise (const char *name, const char *dir)
 }
 
 // The keys of a farm: the broker's pair in certs/, the clients' pairs in
-// keys/; agent, watcher and reader may connect, operator may change things,
-// intruder is known to nobody.
+// keys/; agent (clients/agents/) may work, watcher (clients/watchers/) may
+// feed files, reader (clients/) may only read, operator (clients/operators/)
+// may change things, intruder is known to nobody.
 static void
 s_make_keys (void)
 {
     s_keygen ("broker", "certs");
     mkdir (tu_path (s_farm.dir, "certs/clients"), 0755);
     mkdir (tu_path (s_farm.dir, "certs/clients/operators"), 0755);
+    mkdir (tu_path (s_farm.dir, "certs/clients/agents"), 0755);
+    mkdir (tu_path (s_farm.dir, "certs/clients/watchers"), 0755);
     static const char *const names[] = {"agent",    "watcher",  "reader",
                                         "operator", "intruder", "other"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         s_keygen (names[i], "keys");
-    s_authorise ("agent", "certs/clients");
-    s_authorise ("watcher", "certs/clients");
+    s_authorise ("agent", "certs/clients/agents");
+    s_authorise ("watcher", "certs/clients/watchers");
     s_authorise ("reader", "certs/clients");
     s_authorise ("operator", "certs/clients/operators");
 }
@@ -235,6 +239,97 @@ START_TEST (a_reader_key_reads_but_only_an_operator_key_changes_things)
 }
 END_TEST
 
+// Sends 'msg' on a new DEALER to the broker's 'socket' with the key pair
+// keys/<key>.cert (CURVE), then waits a little for an answer: 1 if one came.
+static int
+s_send_as (const char *key, const char *socket, const proto_msg_t *msg, int wait_ms)
+{
+    char cert[4096], err[512];
+    snprintf (cert, sizeof cert, "%s/keys/%s.cert", s_farm.dir, key);
+    zcert_t *mine = zcert_load (cert);
+    snprintf (cert, sizeof cert, "%s/certs/broker.cert", s_farm.dir);
+    zcert_t *broker = zcert_load (cert);
+    ck_assert (mine && broker);
+    zsock_t *s = zsock_new (ZMQ_DEALER);
+    zcert_apply (mine, s);
+    zsock_set_curve_serverkey (s, zcert_public_txt (broker));
+    zsock_set_linger (s, 2000);
+    zsock_set_rcvtimeo (s, wait_ms);
+    ck_assert (zsock_connect (s, "ipc://%s/%s", s_farm.dir, socket) == 0);
+    ck_assert (proto_send (msg, NULL, s) == 0);
+    proto_msg_t reply;
+    int got = proto_recv (s, NULL, &reply, err, sizeof err) == 0;
+    proto_msg_release (&reply);
+    zsock_destroy (&s);
+    zcert_destroy (&mine);
+    zcert_destroy (&broker);
+    return got;
+}
+
+START_TEST (each_key_may_use_only_the_socket_of_its_role)
+{
+    s_start_secure_farm ();
+    // The reader's key (directly in clients/) delivers no FILE ...
+    proto_msg_t file = {.command = PROTO_FILE, .seq = 1, .experiment = "exp1",
+                        .name = "forged_0001_a.tif", .size = 10, .time_ns = 1};
+    ck_assert_int_eq (s_send_as ("reader", "ingest", &file, 1000), 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "is not a watcher's (clients/watchers/)",
+                                5000));
+    // ... and no RESULT, nor does it say HELLO as an agent.
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = "forger", .text = "h", .count = 1};
+    s_send_as ("reader", "work", &hello, 500);
+    proto_msg_t result = {.command = PROTO_RESULT, .pair = 1, .attempt = 1, .output = "x"};
+    ck_assert_int_eq (s_send_as ("reader", "work", &result, 1000), 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "not an agent's key (clients/agents/)",
+                                5000));
+    // The watcher's key takes no work; the agent's feeds no files.
+    ck_assert_int_eq (s_send_as ("watcher", "work", &hello, 1000), 0);
+    file.name = "forged_0002_a.tif";
+    ck_assert_int_eq (s_send_as ("agent", "ingest", &file, 1000), 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files"), 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM agents"), 0);
+    // The agent's key changes no settings.
+    s_conf ("agentctl", "agent", NULL);
+    char out[65536];
+    int rc = s_pivctl (out, sizeof out, "agentctl", "rate", "5", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'rate'"), "rate as an agent: %d: %s", rc,
+                   out);
+    // The right keys still work.
+    s_use ("agent");
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    tu_farm_render (&s_farm, 1, "run");
+    tu_farm_land (&s_farm, "run", 1, 1, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
+}
+END_TEST
+
+START_TEST (a_revoked_key_is_refused_on_its_open_connection)
+{
+    s_start_secure_farm ();
+    s_use ("agent");
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    tu_farm_render (&s_farm, 2, "run");
+    tu_farm_land (&s_farm, "run", 1, 1, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
+    // Its certificate removed: the agent's connection stays open (ZeroMQ
+    // cannot close one peer of a ROUTER), but nothing it sends is taken
+    // and it gets no more work.
+    ck_assert (unlink (tu_path (s_farm.dir, "certs/clients/agents/agent.cert")) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "has a key no longer admitted", 10000));
+    tu_farm_land (&s_farm, "run", 2, 2, 0);
+    tu_counts_t c = s_wait_count (offsetof (tu_counts_t, pending), 1, 10);
+    ck_assert_int_eq (c.pending, 1);
+    usleep (1500000);  // heartbeats of the revoked agent, refused
+    c = tu_farm_counts (&s_farm);
+    ck_assert_int_eq (c.done, 1);
+    ck_assert_int_eq (c.dispatched, 0);
+    ck_assert (tu_alive (s_farm.agents[0]));
+    // Back in its directory, the key works again (the agent reconnects).
+    s_authorise ("agent", "certs/clients/agents");
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
+}
+END_TEST
+
 START_TEST (a_client_with_the_wrong_broker_key_times_out_saying_why)
 {
     s_start_secure_farm ();
@@ -363,6 +458,8 @@ s_suite (void)
     tcase_add_test (farm, a_missing_certificate_is_named_at_start);
     tcase_add_test (farm, keygen_writes_a_public_and_a_private_file_and_overwrites_nothing);
     tcase_add_test (farm, with_curve_off_no_key_is_needed_and_anyone_may_change_things);
+    tcase_add_test (farm, each_key_may_use_only_the_socket_of_its_role);
+    tcase_add_test (farm, a_revoked_key_is_refused_on_its_open_connection);
     suite_add_tcase (suite, farm);
     TCase *limits = tcase_create ("limits");
     tcase_set_timeout (limits, 180);

@@ -294,6 +294,30 @@ START_TEST (store_destroy_commits_what_is_pending)
 }
 END_TEST
 
+START_TEST (a_second_writer_is_refused_naming_the_first_and_readers_are_not)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    s_pair (store, experiment, "f001", 2 * T_MS);
+    s_commit (store);
+    // A second store_new on the same file (another broker) is refused
+    // before it reads anything, naming the holder's pid and the lock.
+    char err[512] = "", expected[512];
+    ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
+    snprintf (expected, sizeof expected, "another broker (pid %ld) is using it", (long) getpid ());
+    ck_assert_msg (strstr (err, expected) && strstr (err, "pivfarm.db.lock'"), "%s", err);
+    // Readers are never blocked by it.
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    store_destroy (&reader);
+    // Once the first is closed, the next writer opens it.
+    store_destroy (&store);
+    store = s_open ();
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 1);
+    store_destroy (&store);
+}
+END_TEST
+
 START_TEST (an_empty_file_becomes_a_new_database)
 {
     tu_spit (s_db (), "", 0);
@@ -2337,6 +2361,7 @@ s_suite (void)
     tcase_add_test (run, results_of_gives_each_result_with_its_field_and_times);
     tcase_add_test (run, events_of_kind_lists_one_kind_of_one_experiment);
     tcase_add_test (run, a_reader_lists_while_a_writer_adds_rows);
+    tcase_add_test (run, a_second_writer_is_refused_naming_the_first_and_readers_are_not);
     suite_add_tcase (suite, run);
     return suite;
 }
