@@ -231,6 +231,12 @@ s_commit_timer (zloop_t *loop, int timer_id, void *arg)
 void
 broker_enqueue (broker_t *self, task_t *task, int fresh)
 {
+    if (task->expired) {
+        // A late FAILED of an attempt whose deadline passed: its copy is
+        // queued or out already.
+        broker_task_destroy (&task);
+        return;
+    }
     int rc = sched_add (self->sched, task->exp->id, task->pair, task, fresh);
     if (rc == SCHED_QUEUED)
         return;
@@ -301,18 +307,60 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
     return 0;
 }
 
+// Queues a pair a changed file brought back from FAILED (store_file_retry).
+static int
+s_queue_retried (void *arg, int64_t pair, const char *experiment, const char *stem,
+                 const char *name_a, const char *name_b, int attempts)
+{
+    (void) attempts;
+    broker_t *self = arg;
+    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
+    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
+    if (!task)
+        return -1;
+    task->attempt = -1;  // not fresh: never sampled out
+    zlistx_add_end (self->fresh, task);
+    return 0;
+}
+
+// A new version of a recorded file (another size or mtime): a pair of it
+// that failed is retried, one that is done is kept and said to be so (the
+// camera rewrote a frame whose result is out: the operator decides), one
+// pending or out reads the file as it is now. 0, or -1 (not acknowledged).
+static int
+s_file_changed (broker_t *self, exp_t *exp, const char *name, int64_t file, int64_t now)
+{
+    int done = 0;
+    int retried = store_file_retry (self->store, exp->id, file, now, s_queue_retried, self, &done);
+    if (retried < 0) {
+        log_error ("cannot retry the pairs of file '%s/%s': %s", exp->name, name,
+                   store_error (self->store));
+        return -1;
+    }
+    exp->last_file_ns = now;
+    if (retried > 0)
+        log_notice ("'%s/%s' changed after its pair failed: retried", exp->name, name);
+    if (done > 0)
+        log_warning ("'%s/%s' rewritten after its pair was done: result kept", exp->name, name);
+    if (retried == 0 && done == 0)
+        log_info ("'%s/%s' changed: its pairs read it as it is now", exp->name, name);
+    return 0;
+}
+
 int
 broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
              int64_t closed_ns)
 {
     int64_t now = util_time_ns ();
-    int is_new = 0;
-    int64_t file = store_file_add (self->store, exp->id, name, size, mtime_ns, now, &is_new);
+    int version = STORE_FILE_SAME;
+    int64_t file = store_file_add (self->store, exp->id, name, size, mtime_ns, now, &version);
     if (file < 0) {
         log_error ("cannot record file '%s/%s': %s", exp->name, name, store_error (self->store));
         return -1;  // not acknowledged: the watcher resends it
     }
-    if (!is_new)
+    if (version == STORE_FILE_CHANGED)
+        return s_file_changed (self, exp, name, file, now);
+    if (version != STORE_FILE_NEW)
         return 0;
     exp->last_file_ns = now;
     char err[512] = "";
@@ -593,26 +641,135 @@ s_may_answer (broker_t *self, agent_rec_t *agent, const proto_msg_t *msg, char *
     return 0;
 }
 
-// Puts an agent's tasks back at the head of the queue, oldest first.
+// A task whose agent was lost ('reason': presumed dead, or its deadline
+// passed) goes back to the queue with the loss counted; a pair that has
+// lost max_attempts agents fails instead (store_pair_lost). Takes task.
 static void
-s_requeue_tasks (broker_t *self, agent_rec_t *agent, const char *reason)
+s_task_lost (broker_t *self, task_t *task, const char *reason, int64_t now)
+{
+    int failed = 0;
+    if (store_pair_lost (self->store, task->pair, task->attempt, reason,
+                         self->cfg.broker.max_attempts, now, &failed)
+        != 0)
+        log_error ("cannot requeue pair %lld of '%s': %s", (long long) task->pair,
+                   task->exp->name, store_error (self->store));
+    if (failed) {
+        log_warning ("pair %lld ('%s/%s') failed for good: agent lost %d times on this pair "
+                     "(last: %s)",
+                     (long long) task->pair, task->exp->name, task->stem,
+                     self->cfg.broker.max_attempts, reason);
+        broker_task_destroy (&task);
+        return;
+    }
+    broker_enqueue (self, task, 0);
+}
+
+// Puts an agent's tasks back at the head of the queue, oldest first; 'lost'
+// counts it against each pair (the agent is presumed dead). A task whose
+// deadline passed already went back: its place holder is dropped.
+static void
+s_requeue_tasks (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
 {
     task_t *task;
     while ((task = zlistx_last (agent->tasks))) {
         zlistx_detach (agent->tasks, zlistx_cursor (agent->tasks));
-        store_pair_requeue (self->store, task->pair, reason, util_time_ns ());
-        broker_enqueue (self, task, 0);
+        int64_t now = util_time_ns ();
+        if (task->expired)
+            broker_task_destroy (&task);
+        else if (lost)
+            s_task_lost (self, task, reason, now);
+        else {
+            store_pair_requeue (self->store, task->pair, reason, now);
+            broker_enqueue (self, task, 0);
+        }
     }
 }
 
+// Forgets an agent; 'lost': it vanished (presumed dead), which counts
+// against the pairs it held, rather than going politely.
 static void
-s_agent_forget (broker_t *self, agent_rec_t *agent, const char *reason)
+s_agent_drop (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
 {
     log_notice ("agent '%s' on %s %s; %zu task(s) back in the queue", agent->id,
                 agent->host, reason, zlistx_size (agent->tasks));
-    s_requeue_tasks (self, agent, reason);
+    s_requeue_tasks (self, agent, reason, lost);
     char key[512];
     zhashx_delete (self->agents, s_agent_key (agent->identity, key));
+}
+
+// An agent gone for a benign reason (it said so, or hello again): its tasks
+// go back without a loss counted.
+static void
+s_agent_forget (broker_t *self, agent_rec_t *agent, const char *reason)
+{
+    s_agent_drop (self, agent, reason, 0);
+}
+
+// How long a task may stay out with 'agent': broker/task_deadline_ms, or
+// else 10 times the median compute time of its last results, at least
+// 30 s; 10 minutes before it has any (a slow agent's first large fields
+// must not be taken from it).
+static int64_t
+s_deadline_ns (broker_t *self, const agent_rec_t *agent)
+{
+    if (self->cfg.broker.task_deadline_ms > 0)
+        return (int64_t) self->cfg.broker.task_deadline_ms * 1000000;
+    if (agent->computes == 0)
+        return (int64_t) 600 * 1000000000;
+    int64_t sorted[COMPUTE_KEPT];
+    int n = agent->computes;
+    memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
+    for (int i = 1; i < n; i++)  // a few values: insertion sort
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int64_t t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    int64_t deadline = 10 * sorted[n / 2];
+    int64_t floor = (int64_t) 30 * 1000000000;
+    return deadline > floor ? deadline : floor;
+}
+
+// Counts the compute time a RESULT of 'agent' reports, for its deadline.
+static void
+s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
+{
+    if (!agent || msg->time_ns <= 0)
+        return;
+    agent->compute_ns[agent->compute_next] = msg->time_ns;
+    agent->compute_next = (agent->compute_next + 1) % COMPUTE_KEPT;
+    if (agent->computes < COMPUTE_KEPT)
+        agent->computes++;
+}
+
+// The tasks out past their deadline, on agents that still answer
+// heartbeats (a hung processor, a livelock): each goes back to the queue
+// for another agent, counted as a lost agent. The holder keeps the slot
+// (its credit) until it answers; its late answer is then a duplicate, or
+// the result if none came first.
+static void
+s_check_deadlines (broker_t *self, int64_t now)
+{
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents))
+        for (task_t *task = zlistx_first (agent->tasks); task;
+             task = zlistx_next (agent->tasks)) {
+            if (task->expired || task->deadline_ns == 0 || now <= task->deadline_ns)
+                continue;
+            task_t *copy =
+                broker_task_new (task->pair, task->exp, task->stem, task->name_a, task->name_b);
+            if (!copy)
+                continue;  // tried again at the next heartbeat
+            copy->closed_ns = task->closed_ns;
+            copy->attempt = task->attempt;
+            task->expired = 1;
+            char reason[512];
+            snprintf (reason, sizeof reason, "deadline of %.0f s passed on agent '%s'",
+                      (task->deadline_ns - task->dispatched_ns) / 1e9, agent->id);
+            log_warning ("pair %lld ('%s/%s'): %s: requeued for another agent",
+                         (long long) task->pair, task->exp->name, task->stem, reason);
+            s_task_lost (self, copy, reason, now);
+        }
 }
 
 static int
@@ -663,6 +820,13 @@ s_flush_agents (broker_t *self)
 static int
 s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
 {
+    for (task_t *held = zlistx_first (agent->tasks); held; held = zlistx_next (agent->tasks))
+        if (held->pair == task->pair) {
+            // Its deadline passed on this agent, which still holds it: the
+            // pair waits for another.
+            sched_put_back (self->sched, task->exp->id, task->pair, task);
+            return -1;
+        }
     int attempt = store_pair_dispatch (self->store, task->pair, agent->id, now);
     if (attempt < 0) {
         // Not pending any more (done by a late result): drop it.
@@ -671,6 +835,7 @@ s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     }
     task->attempt = attempt;
     task->dispatched_ns = now;
+    task->deadline_ns = now + s_deadline_ns (self, agent);
     exp_t *exp = task->exp;
     char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
     // Under the watch root, or where the archive put them (doc/storage.md).
@@ -820,6 +985,7 @@ s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
         s_refuse_answer (self, identity, agent, msg, why);
         return;
     }
+    s_agent_compute (agent, msg);  // only the holder's figures set its deadlines
     store_result_t r = {.mean_u = msg->figures[PROTO_FIG_MEAN_U],
                         .mean_v = msg->figures[PROTO_FIG_MEAN_V],
                         .mean_speed = msg->figures[PROTO_FIG_MEAN_SPEED],
@@ -923,6 +1089,46 @@ s_may_record_agent (broker_t *self, const char *peer, const char *id, int64_t no
     return 1;
 }
 
+// DEFER: the agent holding (pair, attempt) cannot do it now for a reason
+// of its own (its results disk is full): the pair goes back to the queue
+// without an attempt counted; the task's slot is freed but not its credit
+// (the agent sends READY when it has room again). From anyone else it is
+// stale and changes nothing. RECORDED either way, so that it stops
+// resending.
+static void
+s_on_defer (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
+{
+    task_t *task = NULL;
+    for (task_t *t = agent ? zlistx_first (agent->tasks) : NULL; t;
+         t = zlistx_next (agent->tasks))
+        if (t->pair == (int64_t) msg->pair && t->attempt == (int) msg->attempt && !t->expired) {
+            task = t;
+            break;
+        }
+    if (task) {
+        int deferred = 0;
+        if (store_pair_defer (self->store, task->pair, task->attempt, agent->id,
+                              msg->text ? msg->text : "", util_time_ns (), &deferred)
+            != 0) {
+            log_error ("cannot defer pair %lld: %s", (long long) task->pair,
+                       store_error (self->store));
+            return;  // not RECORDED: the agent sends it again
+        }
+        zlistx_detach_cur (agent->tasks);
+        log_warning ("agent '%s' defers pair %lld ('%s/%s'): %s", agent->id,
+                     (long long) task->pair, task->exp->name, task->stem,
+                     msg->text ? msg->text : "");
+        if (deferred) {
+            task->attempt = -1;  // not fresh: never sampled out
+            zlistx_add_end (self->fresh, task);  // queued again after the commit
+        }
+        else
+            broker_task_destroy (&task);
+    }
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    s_after (self, identity, &ok);
+}
+
 static void
 s_on_hello (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
@@ -985,7 +1191,7 @@ s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
         s_on_hello (self, identity, key, msg);
     agent_rec_t *agent = s_agent (self, identity);
     if (!agent && msg->command != PROTO_RESULT && msg->command != PROTO_FAILED
-        && msg->command != PROTO_HELLO) {
+        && msg->command != PROTO_HELLO && msg->command != PROTO_DEFER) {
         // An agent the broker does not know (it restarted): ask it to say
         // hello again, its state is gone.
         proto_msg_t bye = {.command = PROTO_DISCONNECT};
@@ -1015,6 +1221,9 @@ s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
         break;
     case PROTO_RESULT:
         s_on_result (self, identity, agent, msg);
+        break;
+    case PROTO_DEFER:
+        s_on_defer (self, identity, agent, msg);
         break;
     case PROTO_FAILED:
         s_on_failed (self, identity, agent, msg);
@@ -1084,8 +1293,9 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
         }
     }
     for (agent_rec_t *agent = zlistx_first (dead); agent; agent = zlistx_next (dead))
-        s_agent_forget (self, agent, "is silent: presumed dead");
+        s_agent_drop (self, agent, "is silent: presumed dead", 1);
     zlistx_destroy (&dead);
+    s_check_deadlines (self, now);
     broker_dispatch (self);
     return 0;
 }

@@ -97,7 +97,12 @@ typedef struct {
     int attempt;         // attempt number once dispatched
     int64_t closed_ns;   // when its last frame was closed (0: unknown)
     int64_t dispatched_ns;  // when it was sent
+    int64_t deadline_ns;    // requeued for another agent past this (broker/task_deadline_ms)
+    int expired;         // its deadline passed and a copy went back to the queue: this one
+                         // only holds the agent's slot until it answers
 } task_t;
+
+#define COMPUTE_KEPT 16  // compute times kept per agent for its median (the deadline)
 
 // An agent the broker knows on the work socket.
 typedef struct {
@@ -109,6 +114,9 @@ typedef struct {
     zlistx_t *tasks;     // task_t it holds
     int64_t expires_ns;  // dead if silent past this
     int64_t done;        // results it delivered
+    int64_t compute_ns[COMPUTE_KEPT];  // compute times of its last results, a ring
+    int computes;        // how many of them are set
+    int compute_next;    // next slot
     proto_batch_t *out;  // RECORDED and TASK for it, sent together (s_flush_agents)
     size_t out_tasks;    // how many of them are TASKs: the last ones in 'tasks'
     char key[64];        // its CURVE public key (Z85), or "" (curve off)

@@ -35,7 +35,10 @@
 //   agent is the last agent the pair went to, error its last error.
 //   attempts counts the attempts since the pair was created or last
 //   retried (what max_attempts limits); earlier_attempts those before the
-//   last retry. Attempt numbers go on across a retry (the one in flight is
+//   last retry, and those the agent deferred (DEFER: not counted). lost
+//   (schema 4) counts the times the pair went back to the queue because
+//   its agent was lost (silent: presumed dead) or its deadline passed,
+//   since it was created or last retried; at max_attempts the pair fails. Attempt numbers go on across a retry (the one in flight is
 //   earlier_attempts + attempts), so that a late answer of an attempt from
 //   before the retry is never taken for one of the attempts after it.
 // - attempts: one row per dispatch; outcome NULL while in flight, then
@@ -210,6 +213,11 @@ static const char *s_migrations[] = {
     "CREATE INDEX allocations_held ON allocations (id) WHERE state != 'released';"
     "ALTER TABLE files ADD COLUMN sha256 TEXT;"
     "ALTER TABLE files ADD COLUMN location TEXT;",
+
+    // 3 -> 4: the task lifecycle (issue 13): the agents a pair lost (a
+    // crash, an OOM kill, a deadline passed), so that a pair that kills its
+    // agents fails instead of killing them forever.
+    "ALTER TABLE pairs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;",
 };
 
 _Static_assert (sizeof s_migrations / sizeof s_migrations[0] == STORE_SCHEMA_VERSION,
@@ -249,6 +257,9 @@ typedef enum {
     S_EXPERIMENT_FIND,
     S_FILE_GET,
     S_FILE_ADD,
+    S_FILE_VERSION,
+    S_FILE_UPDATE,
+    S_FILE_PAIRS,
     S_PAIR_GET,
     S_PAIR_ADD,
     S_PAIR_STATE,
@@ -257,6 +268,9 @@ typedef enum {
     S_PAIR_RETRY,
     S_PAIR_FAIL,
     S_PAIR_REQUEUE,
+    S_PAIR_LOST,
+    S_PAIR_LOST_COUNT,
+    S_PAIR_DEFER,
     S_PAIR_AGENT,
     S_PAIR_SKIP,
     S_PAIR_RESET_FAILED,
@@ -324,6 +338,15 @@ static const char *s_sql[S_NSTMTS] = {
     [S_FILE_GET] = "SELECT id FROM files WHERE experiment = ?1 AND name = ?2",
     [S_FILE_ADD] = "INSERT INTO files (experiment, name, size, mtime_ns, seen_ns)"
                    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (experiment, name) DO NOTHING",
+    [S_FILE_VERSION] = "SELECT size, mtime_ns, paired FROM files WHERE id = ?1",
+    [S_FILE_UPDATE] = "UPDATE files SET size = ?2, mtime_ns = ?3, seen_ns = ?4 WHERE id = ?1",
+    // A file's pairs (at most two): found through the (experiment, stem)
+    // index, so a changed file costs a scan of its experiment's pairs; no
+    // index by file on the hot insert path for an event this rare.
+    [S_FILE_PAIRS] = "SELECT p.id, p.state, e.name, p.stem, fa.name, fb.name FROM pairs p"
+                     " JOIN experiments e ON e.id = p.experiment JOIN files fa ON fa.id = p.file_a"
+                     " LEFT JOIN files fb ON fb.id = p.file_b"
+                     " WHERE p.experiment = ?1 AND (p.file_a = ?2 OR p.file_b = ?2) ORDER BY p.id",
     [S_PAIR_GET] = "SELECT id FROM pairs WHERE experiment = ?1 AND stem = ?2",
     [S_PAIR_ADD] = "INSERT INTO pairs (experiment, stem, file_a, file_b, created_ns)"
                    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (experiment, stem) DO NOTHING",
@@ -335,11 +358,17 @@ static const char *s_sql[S_NSTMTS] = {
     [S_PAIR_RETRY] = "UPDATE pairs SET state = 0, error = ?2 WHERE id = ?1",
     [S_PAIR_FAIL] = "UPDATE pairs SET state = 3, error = ?2, finished_ns = ?3 WHERE id = ?1",
     [S_PAIR_REQUEUE] = "UPDATE pairs SET state = 0 WHERE id = ?1 AND state = 1",
+    [S_PAIR_LOST] = "UPDATE pairs SET state = 0, lost = lost + 1 WHERE id = ?1 AND state = 1",
+    [S_PAIR_LOST_COUNT] = "SELECT lost FROM pairs WHERE id = ?1",
+    // The deferred attempt moves to earlier_attempts: not counted, and its
+    // number is never given again.
+    [S_PAIR_DEFER] = "UPDATE pairs SET state = 0, attempts = attempts - 1,"
+                     " earlier_attempts = earlier_attempts + 1 WHERE id = ?1 AND state = 1",
     [S_PAIR_AGENT] = "SELECT agent FROM pairs WHERE id = ?1",
     [S_PAIR_SKIP] = "UPDATE pairs SET state = 4 WHERE id = ?1 AND state = 0",
     [S_PAIR_RESET_FAILED] = "UPDATE pairs SET state = 0, earlier_attempts = earlier_attempts"
-                            " + attempts, attempts = 0, error = NULL, finished_ns = NULL"
-                            " WHERE id = ?1 AND state = 3",
+                            " + attempts, attempts = 0, lost = 0, error = NULL,"
+                            " finished_ns = NULL WHERE id = ?1 AND state = 3",
     [S_PAIR_RESET_SKIPPED] = "UPDATE pairs SET state = 0 WHERE id = ?1 AND state = 4",
     [S_ATTEMPT_ADD] = "INSERT INTO attempts (pair, attempt, agent, dispatched_ns)"
                       " VALUES (?1, ?2, ?3, ?4)",
@@ -1302,9 +1331,14 @@ store_error (store_t *self)
 //   duplicate   attempt=N agent=AGENT
 //   failure     attempt=N agent=AGENT error=TEXT
 //   failed      attempts=N error=TEXT
-//   requeue     attempt=N agent=AGENT reason=TEXT
+//   requeue     attempt=N agent=AGENT reason=TEXT, and lost=N when its
+//               agent was lost or its deadline passed (counted)
+//   defer       attempt=N agent=AGENT text=TEXT (not counted)
+//   file-changed file=ID size=OLD->NEW mtime_ns=OLD->NEW name=NAME
+//   file-rewritten file=ID stem=STEM (a done pair's file changed: kept)
 //   agent       agent=AGENT host=HOST cores=N capabilities=TEXT
-//   pair        retry | backfill | skip (a pair moved by the control channel)
+//   pair        retry | backfill | skip (a pair moved by the control channel);
+//               'retry file=ID' when its file changed after it failed
 //   setting     KEY=VALUE, or KEY alone when the setting is removed
 //   allocation  id=ID kind=KIND size=BYTES expires_ns=NS path=PATH, then
 //               id=ID state=STATE as it is released
@@ -1381,11 +1415,54 @@ s_insert_or_known (store_t *self, s_stmt_id_t insert, s_stmt_id_t get, int64_t e
     return sqlite3_last_insert_rowid (self->db);
 }
 
+// A file event for a name already recorded: the same size and mtime is a
+// resend (nothing written); another size or mtime is a new version of the
+// file, which replaces the row's figures with a "file-changed" event.
+// Returns id, or -1.
+static int64_t
+s_file_version (store_t *self, int64_t experiment, int64_t id, const char *name, int64_t size,
+                int64_t mtime_ns, int64_t seen_ns, int *version)
+{
+    sqlite3_stmt *stmt = self->stmts[S_FILE_VERSION];
+    sqlite3_bind_int64 (stmt, 1, id);
+    int rc = s_step (self, stmt);
+    int64_t old_size = rc == SQLITE_ROW ? sqlite3_column_int64 (stmt, 0) : 0;
+    int64_t old_mtime = rc == SQLITE_ROW ? sqlite3_column_int64 (stmt, 1) : 0;
+    sqlite3_reset (stmt);
+    if (rc == SQLITE_DONE) {
+        s_error (self, "cannot look up file '%s' in '%s': gone", name, self->path);
+        return -1;
+    }
+    if (rc != SQLITE_ROW)
+        return s_fail_read (self, rc, "cannot look up file '%s'", name);
+    if (old_size == size && old_mtime == mtime_ns)
+        return id;
+    if (s_write_begin (self))
+        return -1;
+    stmt = self->stmts[S_FILE_UPDATE];
+    sqlite3_bind_int64 (stmt, 1, id);
+    sqlite3_bind_int64 (stmt, 2, size);
+    sqlite3_bind_int64 (stmt, 3, mtime_ns);
+    sqlite3_bind_int64 (stmt, 4, seen_ns);
+    rc = s_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        s_event (self, &rc, "file-changed", experiment, 0, seen_ns,
+                 "file=%" PRId64 " size=%" PRId64 "->%" PRId64 " mtime_ns=%" PRId64 "->%" PRId64
+                 " name=%s",
+                 id, old_size, size, old_mtime, mtime_ns, name);
+    if (rc != SQLITE_DONE)
+        return s_fail (self, rc, "cannot record the new version of file '%s' of experiment %" PRId64,
+                       name, experiment);
+    s_write_end (self);
+    *version = STORE_FILE_CHANGED;
+    return id;
+}
+
 int64_t
 store_file_add (store_t *self, int64_t experiment, const char *name, int64_t size,
-                int64_t mtime_ns, int64_t seen_ns, int *is_new)
+                int64_t mtime_ns, int64_t seen_ns, int *version)
 {
-    *is_new = 0;
+    *version = STORE_FILE_SAME;
     sqlite3_stmt *stmt = self->stmts[S_FILE_ADD];
     sqlite3_bind_int64 (stmt, 1, experiment);
     sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
@@ -1395,8 +1472,10 @@ store_file_add (store_t *self, int64_t experiment, const char *name, int64_t siz
     int inserted, rc;
     int64_t id = s_insert_or_known (self, S_FILE_ADD, S_FILE_GET, experiment, name, "file",
                                     &inserted);
+    if (id < 0)
+        return -1;
     if (!inserted)
-        return id;
+        return s_file_version (self, experiment, id, name, size, mtime_ns, seen_ns, version);
     // The arrival time is the event's time: a replay paces files by it.
     s_words_t words = s_words (self);
     s_word_int (&words, "file=", id);
@@ -1408,7 +1487,7 @@ store_file_add (store_t *self, int64_t experiment, const char *name, int64_t siz
     if (rc != SQLITE_DONE)
         return s_fail (self, rc, "cannot add file '%s' of experiment %" PRId64, name, experiment);
     s_write_end (self);
-    *is_new = 1;
+    *version = STORE_FILE_NEW;
     return id;
 }
 
@@ -1764,6 +1843,105 @@ store_pair_requeue (store_t *self, int64_t pair, const char *reason, int64_t now
                  last, agent, reason ? reason : "");
     if (rc != SQLITE_DONE)
         return s_fail (self, rc, "cannot requeue pair %" PRId64, pair);
+    return s_write_end (self);
+}
+
+// Reads the agent a pair went to last into agent (size bytes; "" if none).
+static int
+s_pair_agent (store_t *self, int64_t pair, char *agent, size_t size)
+{
+    *agent = '\0';
+    sqlite3_stmt *stmt = self->stmts[S_PAIR_AGENT];
+    sqlite3_bind_int64 (stmt, 1, pair);
+    int rc = s_step (self, stmt);
+    if (rc == SQLITE_ROW && sqlite3_column_text (stmt, 0))
+        snprintf (agent, size, "%s", s_column_text (stmt, 0));
+    sqlite3_reset (stmt);
+    return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+int
+store_pair_lost (store_t *self, int64_t pair, int attempt, const char *reason, int max_attempts,
+                 int64_t now_ns, int *failed)
+{
+    *failed = 0;
+    if (s_write_begin (self))
+        return -1;
+    int state, attempts, last;
+    int64_t experiment;
+    if (s_pair_state (self, pair, "cannot requeue", &state, &experiment, &attempts, &last) != 1)
+        return -1;
+    if (state != STORE_DISPATCHED || attempt != last) {
+        s_write_nothing (self);  // answered, requeued already, or out again
+        return 0;
+    }
+    char agent[256];
+    const char *why = reason ? reason : "";
+    int rc = s_pair_agent (self, pair, agent, sizeof agent);
+    int64_t lost = 0;
+    sqlite3_stmt *stmt = self->stmts[S_PAIR_LOST];
+    sqlite3_bind_int64 (stmt, 1, pair);
+    if (rc == SQLITE_DONE)
+        rc = s_exec (self, stmt);
+    if (rc == SQLITE_DONE) {
+        stmt = self->stmts[S_PAIR_LOST_COUNT];
+        sqlite3_bind_int64 (stmt, 1, pair);
+        rc = s_query_int (self, stmt, &lost, NULL);
+        rc = rc == SQLITE_OK ? SQLITE_DONE : rc;
+    }
+    if (rc == SQLITE_DONE)
+        rc = s_attempt_end (self, pair, attempt, "requeued", why, now_ns);
+    if (rc == SQLITE_DONE)
+        s_event (self, &rc, "requeue", experiment, pair, now_ns,
+                 "attempt=%d agent=%s lost=%" PRId64 " reason=%s", attempt, agent, lost, why);
+    if (rc == SQLITE_DONE && lost >= max_attempts) {
+        char error[1024];
+        snprintf (error, sizeof error, "agent lost %" PRId64 " times on this pair (last: %s)",
+                  lost, why);
+        stmt = self->stmts[S_PAIR_FAIL];
+        sqlite3_bind_int64 (stmt, 1, pair);
+        sqlite3_bind_text (stmt, 2, error, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64 (stmt, 3, now_ns);
+        rc = s_exec (self, stmt);
+        if (rc == SQLITE_DONE)
+            s_event (self, &rc, "failed", experiment, pair, now_ns, "attempts=%d error=%s",
+                     attempts, error);
+        *failed = rc == SQLITE_DONE;
+    }
+    if (rc != SQLITE_DONE) {
+        *failed = 0;
+        return s_fail (self, rc, "cannot requeue pair %" PRId64, pair);
+    }
+    return s_write_end (self);
+}
+
+int
+store_pair_defer (store_t *self, int64_t pair, int attempt, const char *agent, const char *text,
+                  int64_t now_ns, int *deferred)
+{
+    *deferred = 0;
+    if (s_write_begin (self))
+        return -1;
+    int state, attempts, last;
+    int64_t experiment;
+    if (s_pair_state (self, pair, "cannot defer", &state, &experiment, &attempts, &last) != 1)
+        return -1;
+    if (state != STORE_DISPATCHED || attempt != last) {
+        s_write_nothing (self);
+        return 0;
+    }
+    const char *why = text ? text : "";
+    sqlite3_stmt *stmt = self->stmts[S_PAIR_DEFER];
+    sqlite3_bind_int64 (stmt, 1, pair);
+    int rc = s_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        rc = s_attempt_end (self, pair, attempt, "requeued", why, now_ns);
+    if (rc == SQLITE_DONE)
+        s_event (self, &rc, "defer", experiment, pair, now_ns, "attempt=%d agent=%s text=%s",
+                 attempt, agent ? agent : "", why);
+    if (rc != SQLITE_DONE)
+        return s_fail (self, rc, "cannot defer pair %" PRId64, pair);
+    *deferred = 1;
     return s_write_end (self);
 }
 
@@ -2393,6 +2571,68 @@ store_pairs_reset (store_t *self, int64_t experiment, store_state_t from, int64_
         return s_fail (self, rc, "cannot %s the pairs of experiment %" PRId64,
                        from == STORE_FAILED ? "retry" : "backfill", experiment);
     return s_write_end_many (self, moved);
+}
+
+int
+store_file_retry (store_t *self, int64_t experiment, int64_t file, int64_t now_ns,
+                  store_pair_fn *fn, void *arg, int *done)
+{
+    *done = 0;
+    sqlite3_stmt *stmt = self->stmts[S_FILE_VERSION];
+    sqlite3_bind_int64 (stmt, 1, file);
+    int rc = s_step (self, stmt);
+    int64_t paired = rc == SQLITE_ROW ? sqlite3_column_int64 (stmt, 2) : 0;
+    sqlite3_reset (stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return s_fail_read (self, rc, "cannot list the pairs of file %" PRId64, file);
+    if (paired == 0)
+        return 0;  // in no pair yet: nothing to scan for
+    if (s_write_begin (self))
+        return -1;
+    // A file is in two pairs at most: the listing is read whole before fn
+    // runs, so that fn may write.
+    s_batch_t *batch = calloc (1, sizeof *batch);
+    if (!batch)
+        return s_fail (self, SQLITE_NOMEM, "cannot list the pairs of file %" PRId64, file);
+    stmt = self->stmts[S_FILE_PAIRS];
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    sqlite3_bind_int64 (stmt, 2, file);
+    int rows = s_batch_fill (self, stmt, "iitttt", batch, &rc);
+    int moved = 0, writes = 0, stop = 0;
+    rc = rows < 0 ? rc : SQLITE_DONE;
+    for (int r = 0; r < rows && rc == SQLITE_DONE; r++) {
+        int64_t pair = batch->num[r][0];
+        int state = (int) batch->num[r][1];
+        if (state == STORE_DONE) {
+            s_event (self, &rc, "file-rewritten", experiment, pair, now_ns,
+                     "file=%" PRId64 " stem=%s", file, s_batch_text (batch, r, 1));
+            writes++;
+            (*done)++;
+            continue;
+        }
+        if (state != STORE_FAILED)
+            continue;  // pending or out: its agent reads the file as it is now
+        stmt = self->stmts[S_PAIR_RESET_FAILED];
+        sqlite3_bind_int64 (stmt, 1, pair);
+        rc = s_exec (self, stmt);
+        if (rc == SQLITE_DONE)
+            s_event (self, &rc, "pair", experiment, pair, now_ns, "retry file=%" PRId64, file);
+        if (rc != SQLITE_DONE)
+            break;
+        moved++;
+        writes++;
+        if (fn && !stop)
+            stop = fn (arg, pair, s_batch_text (batch, r, 0), s_batch_text (batch, r, 1),
+                       s_batch_text (batch, r, 2), s_batch_text (batch, r, 3), 0);
+    }
+    free (batch->chars);
+    free (batch);
+    if (rc != SQLITE_DONE) {
+        *done = 0;
+        return s_fail (self, rc, "cannot retry the pairs of file %" PRId64, file);
+    }
+    s_write_end_many (self, writes);
+    return moved;
 }
 
 // Settings have no id; their listing goes on from the last (experiment,

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 typedef struct _store_t store_t;
 
@@ -61,11 +61,17 @@ const char *store_error (store_t *self);
 // Experiment id for 'name', created (with an event) if new; -1 on error.
 int64_t store_experiment (store_t *self, const char *name, int64_t now_ns);
 
-// Records a complete file of an experiment. *is_new is 1 for a new file, 0
-// for one already recorded (same experiment and name: a resent event).
-// Returns the file id, or -1 on error.
+// What store_file_add made of a file event.
+#define STORE_FILE_SAME 0     // a resend: same experiment, name, size and mtime
+#define STORE_FILE_NEW 1      // a new file
+#define STORE_FILE_CHANGED 2  // a new version of a recorded name: another size or mtime
+
+// Records a complete file of an experiment; *version says which of
+// STORE_FILE_* it was. A new version replaces the row's size, mtime and
+// time seen (the id stays), with a "file-changed" event giving the old and
+// new figures. Returns the file id, or -1 on error.
 int64_t store_file_add (store_t *self, int64_t experiment, const char *name, int64_t size,
-                        int64_t mtime_ns, int64_t seen_ns, int *is_new);
+                        int64_t mtime_ns, int64_t seen_ns, int *version);
 
 // Records a pair (state PENDING) of files file_b may be 0 for a multipage
 // file). 'stem' names the pair within its experiment; a pair with the same
@@ -108,9 +114,25 @@ int store_pair_result (store_t *self, int64_t pair, int attempt, const char *age
 int store_pair_failure (store_t *self, int64_t pair, int attempt, const char *agent,
                         const char *error, int max_attempts, int64_t now_ns, int *failed);
 
-// DISPATCHED -> PENDING (its agent died, or 'reason'); a pair in another
+// DISPATCHED -> PENDING for a benign 'reason' (a restart, a polite
+// disconnect, a task not delivered): no loss counted. A pair in another
 // state is left as it is. 0, or -1 for an unknown pair or an error.
 int store_pair_requeue (store_t *self, int64_t pair, const char *reason, int64_t now_ns);
+// Attempt 'attempt' of 'pair' lost: its agent is presumed dead, or its
+// deadline passed ('reason' says which, on which agent). DISPATCHED ->
+// PENDING with the pair's losses counted (a "requeue" event with lost=N);
+// at max_attempts losses -> FAILED with the error "agent lost N times on
+// this pair (last: <reason>)" (*failed 1). Anything but the attempt in
+// flight is left as it is. 0 or -1.
+int store_pair_lost (store_t *self, int64_t pair, int attempt, const char *reason,
+                     int max_attempts, int64_t now_ns, int *failed);
+// The agent holding attempt 'attempt' cannot do it now ('text': its
+// results disk is full): DISPATCHED -> PENDING, the attempt not counted
+// against max_attempts (its number is not given again), a "defer" event
+// (*deferred 1). Anything but the attempt in flight is left as it is
+// (*deferred 0). 0 or -1.
+int store_pair_defer (store_t *self, int64_t pair, int attempt, const char *agent,
+                      const char *text, int64_t now_ns, int *deferred);
 // Every DISPATCHED pair -> PENDING (start-up after a crash); returns how many
 // or -1.
 int store_requeue_all (store_t *self, int64_t now_ns);
@@ -124,6 +146,17 @@ int store_requeue_all (store_t *self, int64_t now_ns);
 typedef int (store_pair_fn) (void *arg, int64_t pair, const char *experiment, const char *stem,
                              const char *name_a, const char *name_b, int attempts);
 int store_pairs_in_state (store_t *self, store_state_t state, store_pair_fn *fn, void *arg);
+
+// After a new version of 'file' (of 'experiment'): each of its FAILED pairs
+// -> PENDING, attempts and losses counted afresh as a retry does (a "pair"
+// event 'retry file=ID'), fn called for it (as store_pairs_reset: attempts
+// 0, fn may write) for the caller to queue it; each DONE pair is kept, with
+// a "file-rewritten" event, and counted in *done. Pending and dispatched
+// pairs are left alone (their agent reads the file as it is now). Costs a
+// scan of the experiment's pairs when the file is in one. Returns the pairs
+// moved (*done not counted), or -1.
+int store_file_retry (store_t *self, int64_t experiment, int64_t file, int64_t now_ns,
+                      store_pair_fn *fn, void *arg, int *done);
 
 // Calls fn for every file of every experiment, in arrival order (the broker
 // offers them to its pairing rules again after a restart). Returns the

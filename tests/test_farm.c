@@ -3,6 +3,7 @@
 // directory, camera files landing in an experiment directory, and the
 // faults the farm must survive: an agent, the broker, the watcher killed.
 
+#include "common/proto.h"
 #include "piv/field.h"
 #include "tests/testutil.h"
 
@@ -12,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <czmq.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -289,6 +292,179 @@ START_TEST (an_agent_maps_the_broker_paths_to_its_own_mount)
 }
 END_TEST
 
+
+// Waits up to timeout_ms for a message 'command' on a DEALER (alone or in a
+// BATCH; of 'pair' unless 0); fills out (the caller releases it). As an
+// 'agent' (on the work socket) it heartbeats meanwhile. 1 if it came.
+static int
+s_expect (zsock_t *sock, int agent, char command, uint64_t pair, proto_msg_t *out,
+          int timeout_ms)
+{
+    zpoller_t *poller = zpoller_new (sock, NULL);
+    int found = 0;
+    for (int waited = 0; !found && waited < timeout_ms; waited += 100) {
+        if (agent) {
+            proto_msg_t beat = {.command = PROTO_HEARTBEAT};
+            proto_send (&beat, NULL, sock);
+        }
+        if (!zpoller_wait (poller, 100))
+            continue;
+        proto_msg_t msg;
+        char err[256];
+        if (proto_recv (sock, NULL, &msg, err, sizeof err) != 0)
+            continue;
+        for (size_t i = 0; i < proto_count (&msg) && !found; i++) {
+            proto_msg_t *one = proto_at (&msg, i);
+            if (one->command == command && (!pair || one->pair == pair)) {
+                *out = *one;
+                memset (one, 0, sizeof *one);
+                found = 1;
+            }
+        }
+        proto_msg_release (&msg);
+    }
+    zpoller_destroy (&poller);
+    return found;
+}
+
+START_TEST (a_deferred_pair_waits_for_another_agent_without_an_attempt_counted)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
+    tu_farm_fake (&s_farm, 1, "d");
+    tu_farm_start_broker (&s_farm);
+    // An agent whose results disk is full, as the protocol sees it.
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/work", s_farm.dir);
+    zsock_t *fake = zsock_new_dealer (endpoint);
+    ck_assert_ptr_nonnull (fake);
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = "full", .text = "node1", .count = 1,
+                         .settings = "noop"};
+    ck_assert_int_eq (proto_send (&hello, NULL, fake), 0);
+    proto_msg_t ready = {.command = PROTO_READY, .count = 1};
+    ck_assert_int_eq (proto_send (&ready, NULL, fake), 0);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (&s_farm, "d", 1, 1, 0);
+    proto_msg_t task;
+    ck_assert_msg (s_expect (fake, 1, PROTO_TASK, 0, &task, 10000), "no TASK for 'full'");
+    proto_msg_t defer = {.command = PROTO_DEFER, .pair = task.pair, .attempt = task.attempt,
+                         .text = "results disk full: 12 MB free"};
+    ck_assert_int_eq (proto_send (&defer, NULL, fake), 0);
+    proto_msg_t recorded;
+    ck_assert_msg (s_expect (fake, 1, PROTO_RECORDED, task.pair, &recorded, 10000),
+                   "DEFER not answered");
+    ck_assert_uint_eq (recorded.attempt, task.attempt);
+    proto_msg_release (&recorded);
+    // Pending again, the attempt not counted; the broker says who and why.
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    ck_assert_int_eq (c.pending, 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT attempts FROM pairs"), 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind = 'defer'"
+                                            " AND payload LIKE '%%agent=full%%disk full%%'"),
+                      1);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "agent 'full' defers pair", 5000));
+    // Its credit is not given back: the pair waits for a real agent.
+    ck_assert (!s_expect (fake, 1, PROTO_TASK, 0, &task, 1000));
+    ck_assert_int_eq (tu_farm_counts (&s_farm).pending, 1);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    c = tu_farm_wait_done (&s_farm, 1, 30);
+    ck_assert_int_eq (c.done, 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results WHERE agent = 'a1'"), 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT attempts FROM pairs"), 1);
+    proto_msg_release (&task);
+    zsock_destroy (&fake);
+}
+END_TEST
+
+// Sends a FILE for data/exp1/<name> as the watcher does (its size and
+// mtime as they are now) and waits for its ACK.
+static void
+s_send_file (zsock_t *ingest, const char *name, uint64_t seq)
+{
+    struct stat st;
+    char path[4200];
+    snprintf (path, sizeof path, "%s/data/exp1/%s", s_farm.dir, name);
+    ck_assert_msg (stat (path, &st) == 0, "%s", path);
+    proto_msg_t file = {.command = PROTO_FILE, .seq = seq, .experiment = "exp1",
+                        .name = (char *) name, .size = st.st_size,
+                        .time_ns = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
+    ck_assert_int_eq (proto_send (&file, NULL, ingest), 0);
+    proto_msg_t ack;
+    ck_assert_msg (s_expect (ingest, 0, PROTO_ACK, 0, &ack, 10000), "'%s' not acknowledged", name);
+    proto_msg_release (&ack);
+}
+
+// Copies src/<name> to data/exp1/<name> with the mtime 'mtime_s'.
+static void
+s_place (const char *name, const char *as, time_t mtime_s)
+{
+    size_t len;
+    char *data = tu_slurp (tu_path (s_farm.dir, name), &len);
+    ck_assert_ptr_nonnull (data);
+    char path[4200];
+    snprintf (path, sizeof path, "%s/data/exp1/%s", s_farm.dir, as);
+    tu_spit (path, data, len);
+    free (data);
+    struct timeval times[2] = {{mtime_s, 0}, {mtime_s, 0}};
+    ck_assert (utimes (path, times) == 0);
+}
+
+START_TEST (a_frame_rewritten_after_its_pair_failed_is_retried_and_after_done_is_kept)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 2\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/ingest", s_farm.dir);
+    zsock_t *ingest = zsock_new_dealer (endpoint);
+    ck_assert_ptr_nonnull (ingest);
+    // Frame B lands as garbage: the pair fails max_attempts times.
+    s_place ("src/g_0001_a.tif", "g_0001_a.tif", 1000000);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/g_0001_b.tif"), "not a tiff", 10);
+    s_send_file (ingest, "g_0001_a.tif", 1);
+    s_send_file (ingest, "g_0001_b.tif", 2);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 300 && c.failed < 1; i++, c = tu_farm_counts (&s_farm))
+        usleep (100000);
+    ck_assert_int_eq (c.failed, 1);
+    char *error = tu_farm_sql_text (&s_farm, "SELECT error FROM pairs");
+    ck_assert_msg (error && strstr (error, "not a TIFF"), "%s", error ? error : "(none)");
+    free (error);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT attempts FROM pairs"), 2);
+    // The same event again (a resend) changes nothing.
+    s_send_file (ingest, "g_0001_b.tif", 3);
+    ck_assert_int_eq (tu_farm_counts (&s_farm).failed, 1);
+    // Rewritten correctly under the same name: retried, and done.
+    s_place ("src/g_0001_b.tif", "g_0001_b.tif", 1000010);
+    s_send_file (ingest, "g_0001_b.tif", 4);
+    c = tu_farm_wait_done (&s_farm, 1, 60);
+    ck_assert_msg (c.done == 1 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "'exp1/g_0001_b.tif' changed after its pair failed: retried", 5000));
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind = 'file-changed'"),
+                      1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files"), 2);
+    s_check_results ("g", 1, 1);
+    // Rewritten once more after done: said so, the result kept, not redone.
+    s_place ("src/g_0001_b.tif", "g_0001_b.tif", 1000020);
+    s_send_file (ingest, "g_0001_b.tif", 5);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "'exp1/g_0001_b.tif' rewritten after its pair was done: result kept",
+                                5000));
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events"
+                                            " WHERE kind = 'file-rewritten'"), 1);
+    usleep (500000);
+    c = tu_farm_counts (&s_farm);
+    ck_assert_int_eq (c.done, 1);
+    ck_assert_int_eq (c.pending + c.dispatched, 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM attempts"), 3);
+    zsock_destroy (&ingest);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -305,6 +481,8 @@ main (void)
     tcase_add_test (tc, hidden_and_temporary_files_are_never_reported);
     tcase_add_test (tc, a_bad_pair_fails_after_three_attempts_with_its_reason);
     tcase_add_test (tc, an_agent_maps_the_broker_paths_to_its_own_mount);
+    tcase_add_test (tc, a_deferred_pair_waits_for_another_agent_without_an_attempt_counted);
+    tcase_add_test (tc, a_frame_rewritten_after_its_pair_failed_is_retried_and_after_done_is_kept);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -462,6 +462,107 @@ START_TEST (a_damaged_database_is_refused_and_never_overwritten)
 }
 END_TEST
 
+
+// An exec processor (agent/processor = exec:) from 'text', in the farm's
+// directory; returns the processor's value.
+static const char *
+s_processor (const char *name, const char *text)
+{
+    static char processor[4200];
+    char script[4096];
+    snprintf (script, sizeof script, "%s/%s", s_farm.dir, name);
+    tu_spit (script, text, strlen (text));
+    chmod (script, 0755);
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    return processor;
+}
+
+START_TEST (a_task_past_its_deadline_is_done_by_another_agent_and_its_holder_kept)
+{
+    // Hangs on pair 2 the first time (its agent heartbeats on) until
+    // released; every other task is quick.
+    char text[2048];
+    snprintf (text, sizeof text,
+              "#!/bin/sh\ncase \"$1\" in *f_0002_a*)\n"
+              "  if mkdir %s/hung 2>/dev/null; then\n"
+              "    while [ ! -e %s/release ]; do sleep 0.1; done\n  fi;;\nesac\n",
+              s_farm.dir, s_farm.dir);
+    tu_farm_conf (&s_farm, s_processor ("hang.sh", text), 1, "32,16", "");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n",
+                          "    liveness = 3\n    task_deadline_ms = 2000\n");
+    tu_farm_fake (&s_farm, 4, "f");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "a2");
+    tu_farm_land (&s_farm, "f", 1, 4, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 4, 60);
+    ck_assert_msg (c.done == 4 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    // Requeued once for its deadline, done by the other agent; the hung
+    // agent was never taken for dead.
+    char *hung = tu_farm_sql_text (&s_farm, "SELECT agent FROM attempts WHERE outcome = 'requeued'"
+                                            " AND error LIKE 'deadline of 2 s passed on agent%%'");
+    ck_assert_ptr_nonnull (hung);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind = 'requeue'"),
+                      1);
+    char *doer = tu_farm_sql_text (&s_farm, "SELECT r.agent FROM results r JOIN pairs p"
+                                            " ON p.id = r.pair WHERE p.stem = 'f_0002'");
+    ck_assert_msg (doer && strcmp (doer, hung) != 0, "pair 2 done by '%s', hung on '%s'",
+                   doer ? doer : "?", hung);
+    ck_assert (!tu_farm_log_has (&s_farm, "broker.log", "presumed dead", 0));
+    ck_assert (tu_alive (s_farm.agents[0]) && tu_alive (s_farm.agents[1]));
+    // Released, its late result is a duplicate: one result per pair.
+    tu_spit (tu_path (s_farm.dir, "release"), "", 0);
+    int64_t dup = 0;
+    for (int i = 0; i < 100 && dup < 1; i++) {
+        usleep (100000);
+        dup = tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind = 'duplicate'");
+    }
+    ck_assert_int_eq (dup, 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 4);
+    free (hung);
+    free (doer);
+}
+END_TEST
+
+START_TEST (a_pair_that_kills_its_agents_fails_after_max_attempts_losses)
+{
+    tu_farm_conf (&s_farm,
+                  s_processor ("kill.sh", "#!/bin/sh\ncase \"$1\" in *f_0002_a*) kill -9 $PPID;;"
+                                          "\nesac\n"),
+                  1, "32,16", "");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 2\n");
+    tu_farm_fake (&s_farm, 4, "f");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    for (int i = 0; i < 2; i++)
+        s_restart_agent (i);
+    tu_farm_land (&s_farm, "f", 1, 4, 0);
+    // Agents restarted as they die, as systemd would.
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    int restarts = 0;
+    for (int i = 0; i < 600 && (c.done + c.failed < 4 || c.pending + c.dispatched > 0); i++) {
+        usleep (100000);
+        for (int k = 0; k < 2; k++)
+            if (!tu_alive (s_farm.agents[k])) {
+                s_restart_agent (k);
+                restarts++;
+            }
+        c = tu_farm_counts (&s_farm);
+    }
+    ck_assert_msg (c.done == 3 && c.failed == 1, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    char *error = tu_farm_sql_text (&s_farm, "SELECT error FROM pairs WHERE stem = 'f_0002'");
+    ck_assert_msg (error && strstr (error, "agent lost 2 times on this pair"), "%s",
+                   error ? error : "(none)");
+    free (error);
+    ck_assert_int_eq (restarts, 2);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "failed for good: agent lost 2 times", 0));
+    ck_assert (tu_alive (s_farm.broker));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -479,6 +580,8 @@ main (void)
     tcase_add_test (tc, a_full_disk_stops_acknowledging_loses_nothing_and_resumes_by_itself);
     tcase_add_test (tc, a_reader_holding_the_database_never_stalls_dispatch);
     tcase_add_test (tc, a_damaged_database_is_refused_and_never_overwritten);
+    tcase_add_test (tc, a_task_past_its_deadline_is_done_by_another_agent_and_its_holder_kept);
+    tcase_add_test (tc, a_pair_that_kills_its_agents_fails_after_max_attempts_losses);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -410,15 +410,15 @@ START_TEST (refuses_a_database_from_a_newer_schema)
     size_t len;
     char *data = s_slurp_db (&len);
     // meta is a WITHOUT ROWID table of text: its row is the key and the
-    // value side by side. A later pivfarm would have written 3.
-    char *row = memmem (data, len, "schema_version3", 15);
+    // value side by side. A later pivfarm would have written 5.
+    char *row = memmem (data, len, "schema_version4", 15);
     ck_assert_ptr_nonnull (row);
-    row[14] = '4';
+    row[14] = '5';
     tu_spit (s_db (), data, len);
 
     char err[512] = "";
     ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
-    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 4, newer"), "%s", err);
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 5, newer"), "%s", err);
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "newer"), "%s", err);
     size_t after_len;
@@ -467,7 +467,7 @@ START_TEST (a_resent_file_event_is_recorded_once)
     s_file (store, experiment, "g_a.tif", 9);
     ck_assert_int_eq (store_file_add (store, experiment, "f_a.tif", 1000, 5, 9, &is_new), id);
     ck_assert_int_eq (is_new, 0);
-    ck_assert_int_eq (store_file_add (store, experiment, "g_a.tif", 1000, 5, 9, &is_new),
+    ck_assert_int_eq (store_file_add (store, experiment, "g_a.tif", 1000, 9 - T_MS, 9, &is_new),
                       id + 1);
     ck_assert_int_eq (is_new, 0);
     ck_assert_int_eq (s_file_count (store), 2);
@@ -1226,7 +1226,7 @@ START_TEST (store_uncommitted_counts_writes_since_the_last_commit)
     ck_assert_int_eq (store_uncommitted (store), 1);
     s_file (store, experiment, "f_a.tif", 2);
     int is_new;
-    store_file_add (store, experiment, "f_a.tif", 1000, 1, 2, &is_new);  // a resend
+    store_file_add (store, experiment, "f_a.tif", 1000, 2 - T_MS, 2, &is_new);  // a resend
     ck_assert_int_eq (store_uncommitted (store), 2);
     ck_assert_int_gt (store_event (store, "note", experiment, 0, "x=1", 3), 0);
     ck_assert_int_eq (store_uncommitted (store), 3);
@@ -1534,7 +1534,7 @@ START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
     ck_assert_msg (strstr (err, "schema version 1, older"), "%s", err);
 
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
     ck_assert_ptr_null (strstr (s_sql_text ("SELECT sql FROM sqlite_master WHERE name = 'events'"),
                                 "AUTOINCREMENT"));
     store_experiment_t experiment;
@@ -1660,7 +1660,7 @@ START_TEST (a_version_2_database_is_upgraded_to_3_and_records_allocations_and_ar
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 2, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
     // The old files are at their source, with no checksum yet.
     s_stored_t stored = {0};
     ck_assert_int_eq (store_files_stored (store, 1, s_stored_fn, &stored), 2);
@@ -2294,6 +2294,206 @@ START_TEST (a_reader_lists_while_a_writer_adds_rows)
 }
 END_TEST
 
+
+// ---------------------------------------------------------------------------
+// The task lifecycle (issue 13): lost agents, DEFER, file versions, schema 4.
+
+START_TEST (a_pair_that_loses_its_agent_max_attempts_times_fails_with_the_reason)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, run1, "f", 2 * T_MS);
+    int failed = 1;
+    // Lost once, then a benign requeue (a restart, a polite disconnect),
+    // which is not counted.
+    int attempt = s_dispatch (store, pair, "agent-a");
+    ck_assert_int_eq (store_pair_lost (store, pair, attempt, "agent 'agent-a' is silent", 3,
+                                       11 * T_MS, &failed), 0);
+    ck_assert_int_eq (failed, 0);
+    ck_assert_str_eq (s_last_payload (store, "requeue"),
+                      "attempt=1 agent=agent-a lost=1 reason=agent 'agent-a' is silent");
+    attempt = s_dispatch (store, pair, "agent-b");
+    ck_assert_int_eq (store_pair_requeue (store, pair, "disconnected", 12 * T_MS), 0);
+    // A stale loss (an attempt no longer out) changes nothing.
+    attempt = s_dispatch (store, pair, "agent-c");
+    ck_assert_int_eq (store_pair_lost (store, pair, attempt - 1, "late", 3, 13 * T_MS, &failed), 0);
+    ck_assert_int_eq (s_pairs_of (store, run1, STORE_DISPATCHED, 0, 0)->n, 1);
+    ck_assert_int_eq (store_pair_lost (store, pair, attempt, "agent 'agent-c' is silent", 3,
+                                       14 * T_MS, &failed), 0);
+    ck_assert_int_eq (failed, 0);
+    attempt = s_dispatch (store, pair, "agent-d");
+    ck_assert_int_eq (store_pair_lost (store, pair, attempt,
+                                       "deadline of 30 s passed on agent 'agent-d'", 3,
+                                       15 * T_MS, &failed), 0);
+    ck_assert_int_eq (failed, 1);
+    s_commit (store);
+    s_infos_t *infos = s_pairs_of (store, run1, -1, 0, 0);
+    ck_assert_int_eq (infos->pair[0].state, STORE_FAILED);
+    ck_assert_str_eq (s_sql_text ("SELECT error FROM pairs WHERE id = 1"),
+                      "agent lost 3 times on this pair (last: deadline of 30 s passed on agent "
+                      "'agent-d')");
+    ck_assert_str_eq (s_last_payload (store, "failed"),
+                      "attempts=4 error=agent lost 3 times on this pair (last: deadline of 30 s "
+                      "passed on agent 'agent-d')");
+    // A retry counts losses afresh: one more loss does not fail it.
+    s_pairs_t moved = {0};
+    ck_assert_int_eq (store_pairs_reset (store, run1, STORE_FAILED, 16 * T_MS, s_pairs_fn, &moved),
+                      1);
+    attempt = s_dispatch (store, pair, "agent-e");
+    ck_assert_int_eq (attempt, 5);
+    ck_assert_int_eq (store_pair_lost (store, pair, attempt, "silent", 3, 17 * T_MS, &failed), 0);
+    ck_assert_int_eq (failed, 0);
+    ck_assert_int_eq (s_pairs (store, STORE_PENDING)->n, 1);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_deferred_attempt_is_not_counted_and_only_its_holder_defers_it)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, run1, "f", 2 * T_MS);
+    int deferred = 0, failed = 1;
+    int attempt = s_dispatch (store, pair, "agent-a");
+    ck_assert_int_eq (store_pair_defer (store, pair, attempt, "agent-a",
+                                        "results disk full: 12 MB free", 11 * T_MS, &deferred),
+                      0);
+    ck_assert_int_eq (deferred, 1);
+    ck_assert_str_eq (s_last_payload (store, "defer"),
+                      "attempt=1 agent=agent-a text=results disk full: 12 MB free");
+    s_infos_t *infos = s_pairs_of (store, run1, -1, 0, 0);
+    ck_assert_int_eq (infos->pair[0].state, STORE_PENDING);
+    ck_assert_int_eq (infos->pair[0].attempts, 0);
+    // Its number is not given again; the same DEFER resent changes nothing.
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-b"), 2);
+    ck_assert_int_eq (store_pair_defer (store, pair, attempt, "agent-a", "again", 12 * T_MS,
+                                        &deferred), 0);
+    ck_assert_int_eq (deferred, 0);
+    ck_assert_int_eq (s_count_kind (store, "defer"), 1);
+    // With max_attempts 2 one failure leaves it pending: the deferral did
+    // not count (it would have failed the pair before).
+    ck_assert_int_eq (store_pair_failure (store, pair, 2, "agent-b", "bad frame", 2, 13 * T_MS,
+                                          &failed), 0);
+    ck_assert_int_eq (failed, 0);
+    ck_assert_int_eq (s_pairs (store, STORE_PENDING)->n, 1);
+    s_commit (store);
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_changed_file_retries_its_failed_pair_and_keeps_a_done_one)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1");
+    int64_t bad = s_pair (store, run1, "bad", 2 * T_MS);    // files 1000 bytes, mtime 1 ms
+    int64_t good = s_pair (store, run1, "good", 2 * T_MS);
+    int failed = 0, recorded = 0, version = -1, done = -1;
+    int attempt = s_dispatch (store, bad, "agent-a");
+    ck_assert_int_eq (store_pair_failure (store, bad, attempt, "agent-a", "not a TIFF", 1,
+                                          3 * T_MS, &failed), 0);
+    ck_assert_int_eq (failed, 1);
+    store_result_t r = s_result (NULL, 0);
+    ck_assert_int_eq (store_pair_result (store, good, s_dispatch (store, good, "agent-a"),
+                                         "agent-a", &r, 4 * T_MS, &recorded), 0);
+    // Resent with the same size and mtime: the same file.
+    int64_t file = store_file_add (store, run1, "bad_b.tif", 1000, T_MS, 5 * T_MS, &version);
+    ck_assert_int_gt (file, 0);
+    ck_assert_int_eq (version, STORE_FILE_SAME);
+    ck_assert_int_eq (s_count_kind (store, "file-changed"), 0);
+    // Rewritten: a new version of the same row.
+    ck_assert_int_eq (store_file_add (store, run1, "bad_b.tif", 4096, 6 * T_MS, 7 * T_MS,
+                                      &version), file);
+    ck_assert_int_eq (version, STORE_FILE_CHANGED);
+    char want[256];
+    snprintf (want, sizeof want, "file=%lld size=1000->4096 mtime_ns=1000000->6000000 "
+              "name=bad_b.tif", (long long) file);
+    ck_assert_str_eq (s_last_payload (store, "file-changed"), want);
+    ck_assert_int_eq (s_file_count (store), 4);
+    s_pairs_t moved = {0};
+    ck_assert_int_eq (store_file_retry (store, run1, file, 8 * T_MS, s_pairs_fn, &moved, &done),
+                      1);
+    ck_assert_int_eq (done, 0);
+    ck_assert_int_eq (moved.n, 1);
+    ck_assert_str_eq (moved.stem[0], "bad");
+    ck_assert_str_eq (moved.b[0], "bad_b.tif");
+    s_infos_t *infos = s_pairs_of (store, run1, -1, 0, 0);
+    ck_assert_int_eq (infos->pair[0].state, STORE_PENDING);
+    ck_assert_int_eq (infos->pair[0].attempts, 0);
+    ck_assert_str_eq (infos->error[0], "");
+    // The done pair's frame rewritten: kept, with an event.
+    int64_t good_a = store_file_add (store, run1, "good_a.tif", 1000, 9 * T_MS, 9 * T_MS, &version);
+    ck_assert_int_eq (version, STORE_FILE_CHANGED);
+    memset (&moved, 0, sizeof moved);
+    ck_assert_int_eq (store_file_retry (store, run1, good_a, 10 * T_MS, s_pairs_fn, &moved, &done),
+                      0);
+    ck_assert_int_eq (done, 1);
+    ck_assert_int_eq (moved.n, 0);
+    snprintf (want, sizeof want, "file=%lld stem=good", (long long) good_a);
+    ck_assert_str_eq (s_last_payload (store, "file-rewritten"), want);
+    s_commit (store);
+    ck_assert_int_eq (s_pairs (store, STORE_DONE)->n, 1);
+    store_destroy (&store);
+}
+END_TEST
+
+// Step 2 -> 3 as pivfarm 3 released it, word for word.
+static const char *t_schema_2_to_3 =
+    "CREATE TABLE allocations ("
+    "    id INTEGER PRIMARY KEY,"
+    "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
+    "    kind TEXT NOT NULL CHECK (kind = 'tmpfs' OR kind = 'dir'),"
+    "    path TEXT NOT NULL,"
+    "    size_bytes INTEGER NOT NULL,"
+    "    created_ns INTEGER NOT NULL,"
+    "    expires_ns INTEGER NOT NULL,"
+    "    state TEXT NOT NULL CHECK (state = 'active' OR state = 'releasing'"
+    "        OR state = 'released'),"
+    "    released_ns INTEGER"
+    ");"
+    "CREATE INDEX allocations_held ON allocations (id) WHERE state != 'released';"
+    "ALTER TABLE files ADD COLUMN sha256 TEXT;"
+    "ALTER TABLE files ADD COLUMN location TEXT;";
+
+START_TEST (a_version_3_database_is_upgraded_to_4_and_counts_lost_agents)
+{
+    s_sql (t_schema_1);
+    s_sql (t_schema_1_to_2);
+    s_sql (t_schema_2_to_3);
+    s_sql ("INSERT INTO meta (key, value) VALUES ('schema_version', '3');"
+           "INSERT INTO experiments (id, name, created_ns) VALUES (1, 'run1', 100);"
+           "INSERT INTO files (id, experiment, name, size, mtime_ns, seen_ns, paired) VALUES"
+           " (1, 1, 'f_a.tif', 11, 300, 310, 1), (2, 1, 'f_b.tif', 12, 400, 410, 1);"
+           "INSERT INTO pairs (id, experiment, stem, file_a, file_b, state, attempts,"
+           " earlier_attempts, agent, created_ns, dispatched_ns) VALUES"
+           " (1, 1, 'f', 1, 2, 1, 2, 0, 'agent-a', 420, 430);"
+           "INSERT INTO attempts (pair, attempt, agent, dispatched_ns) VALUES"
+           " (1, 1, 'agent-a', 425), (1, 2, 'agent-a', 430);"
+           "INSERT INTO events (ts_ns, kind, experiment, pair, payload) VALUES"
+           " (100, 'experiment', 1, 0, 'name=run1');"
+           "PRAGMA application_id = 1346983494;");
+    char err[512] = "";
+    ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
+    ck_assert_msg (strstr (err, "schema version 3, older"), "%s", err);
+    store_t *store = s_open ();
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+    ck_assert_str_eq (s_sql_text ("SELECT lost FROM pairs WHERE id = 1"), "0");
+    // The pair out before the upgrade is lost once: counted, still pending.
+    int failed = 1;
+    ck_assert_int_eq (store_pair_lost (store, 1, 2, "silent", 2, 500, &failed), 0);
+    ck_assert_int_eq (failed, 0);
+    ck_assert_int_eq (s_dispatch (store, 1, "agent-b"), 3);
+    ck_assert_int_eq (store_pair_lost (store, 1, 3, "silent", 2, 600, &failed), 0);
+    ck_assert_int_eq (failed, 1);
+    s_commit (store);
+    ck_assert_str_eq (s_sql_text ("SELECT error FROM pairs WHERE id = 1"),
+                      "agent lost 2 times on this pair (last: silent)");
+    store_destroy (&store);
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    store_destroy (&reader);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -2309,6 +2509,7 @@ s_suite (void)
     tcase_add_test (open, refuses_an_sqlite_database_of_another_application);
     tcase_add_test (open, a_version_1_database_is_upgraded_in_place_keeping_its_data);
     tcase_add_test (open, a_version_2_database_is_upgraded_to_3_and_records_allocations_and_archives);
+    tcase_add_test (open, a_version_3_database_is_upgraded_to_4_and_counts_lost_agents);
     suite_add_tcase (suite, open);
 
     TCase *pairs = tcase_create ("pairs");
@@ -2322,6 +2523,9 @@ s_suite (void)
     tcase_add_test (pairs, a_late_result_after_a_requeue_is_recorded);
     tcase_add_test (pairs, a_pair_fails_after_max_attempts_with_its_last_error);
     tcase_add_test (pairs, a_stale_failure_does_not_take_a_pair_from_its_new_agent);
+    tcase_add_test (pairs, a_pair_that_loses_its_agent_max_attempts_times_fails_with_the_reason);
+    tcase_add_test (pairs, a_deferred_attempt_is_not_counted_and_only_its_holder_defers_it);
+    tcase_add_test (pairs, a_changed_file_retries_its_failed_pair_and_keeps_a_done_one);
     tcase_add_test (pairs, store_requeues_tasks_of_a_dead_agent);
     tcase_add_test (pairs, agents_are_logged_when_new_or_changed);
     suite_add_tcase (suite, pairs);
