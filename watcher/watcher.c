@@ -49,7 +49,7 @@ typedef struct {
     int64_t since_ms;  // first seen with this size and mtime (mono clock)
     uint64_t scan;     // poll mode: the last scan that found it
     int waits;         // 1: empty, or a TIFF shorter than its header says: looked at
-                       // again only when it changes
+                       // again when it changes or after s_wait_ms
     int logged;        // the shortness is logged
 } s_cand_t;
 
@@ -429,6 +429,17 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
               (long long) ev->msg.size);
 }
 
+// How long a candidate that waits (empty, or a TIFF shorter than its
+// header says) stays unchanged before it is reported as it is: a writer
+// pausing this long is taken for one that stopped (a truncated frame),
+// and its pair fails with the reason; if the file changes later it is
+// reported again.
+static int64_t
+s_wait_ms (watcher_t *self)
+{
+    return 10 * (int64_t) self->cfg.watcher.settle_ms;
+}
+
 static int s_on_settle (zloop_t *loop, int timer_id, void *arg);
 
 // Arms the one settle timer for the earliest candidate due (inotify mode;
@@ -439,41 +450,47 @@ s_arm (watcher_t *self)
     if (self->poll || self->timer >= 0)
         return;
     int64_t first = INT64_MAX;
-    for (s_cand_t *c = zhashx_first (self->cands); c; c = zhashx_next (self->cands))
-        if (!c->waits && c->since_ms < first)
-            first = c->since_ms;
+    for (s_cand_t *c = zhashx_first (self->cands); c; c = zhashx_next (self->cands)) {
+        int64_t due = c->since_ms + (c->waits ? s_wait_ms (self) : self->cfg.watcher.settle_ms);
+        if (due < first)
+            first = due;
+    }
     if (first == INT64_MAX)
         return;
-    int64_t delay = first + self->cfg.watcher.settle_ms - zclock_mono ();
+    int64_t delay = first - zclock_mono ();
     delay = (delay > 0 ? delay : 0) + SETTLE_SLACK_MS;
     self->timer = zloop_timer (self->loop, (size_t) delay, 1, s_on_settle, self);
 }
 
 // Candidate 'path' (st as it is now) has settled, or was just closed
 // ('closed'): reports it if it is complete, else leaves it waiting.
-// Empty files are never complete; a closed file is complete at once only
-// if it is a TIFF as long as its header says; a settled one if it is not
-// a TIFF (or its header cannot tell) or is that long.
+// Empty files are not complete; a closed file is complete at once only if
+// it is a TIFF as long as its header says; a settled one if it is not a
+// TIFF (or its header cannot tell) or is that long. A waiting file still
+// unchanged after s_wait_ms is reported as it is.
 static void
 s_settled (watcher_t *self, const char *path, s_cand_t *cand, const struct stat *st, int closed)
 {
-    if (st->st_size == 0) {
-        cand->waits = !closed;
-        return;
-    }
+    int late = !closed && cand->waits && zclock_mono () - cand->since_ms >= s_wait_ms (self);
     int64_t need = 0;
-    int state = s_tiff_file (path, &need);
-    if (state == TIFF_COMPLETE || (state == TIFF_UNKNOWN && !closed)) {
+    int state = st->st_size == 0 ? TIFF_SHORT : s_tiff_file (path, &need);
+    if (state == TIFF_COMPLETE || (state == TIFF_UNKNOWN && !closed) || late) {
+        if (late)
+            log_notice ("'%s' is still %lld bytes after %lld ms, its TIFF header says %lld: "
+                        "reporting it as it is",
+                        path, (long long) st->st_size, (long long) s_wait_ms (self),
+                        (long long) need);
         zhashx_delete (self->cands, path);
         s_report (self, path, st);
         return;
     }
     if (closed)
         return;  // settle decides
-    if (!cand->logged)
+    if (!cand->logged && st->st_size > 0)
         log_notice ("'%s' is %lld bytes, its TIFF header says %lld: waiting for the rest", path,
                     (long long) st->st_size, (long long) need);
-    cand->waits = cand->logged = 1;
+    cand->waits = 1;
+    cand->logged = st->st_size > 0;
 }
 
 // A regular file, found as 'how' says: reported if complete, else kept as
@@ -509,13 +526,17 @@ s_consider (watcher_t *self, const char *path, const struct stat *st, int how)
     int settle = self->cfg.watcher.settle_ms;
     if (how == SEEN_CLOSED)
         s_settled (self, path, cand, st, 1);
-    else if (how == SEEN_POLL && !fresh && now - cand->since_ms >= settle)
+    else if (how == SEEN_POLL && !fresh && now - cand->since_ms >= settle
+             && (!cand->waits || now - cand->since_ms >= s_wait_ms (self)))
         s_settled (self, path, cand, st, 0);
-    else if (how == SEEN_SCAN && mtime <= (int64_t) zclock_time () * 1000000 - settle * 1000000LL
-             && !cand->waits) {
-        // Unchanged for settle_ms already (its mtime says so): an old file
-        // found by a scan goes at once.
-        s_settled (self, path, cand, st, 0);
+    else if (how == SEEN_SCAN && !cand->waits) {
+        // An old file found by a scan: its mtime says how long it has been
+        // unchanged already.
+        int64_t age_ms = (int64_t) zclock_time () - mtime / 1000000;
+        if (age_ms >= s_wait_ms (self))
+            cand->waits = 1, cand->since_ms = now - s_wait_ms (self);
+        if (age_ms >= settle)
+            s_settled (self, path, cand, st, 0);
     }
     s_arm (self);
 }
@@ -533,7 +554,7 @@ s_on_settle (zloop_t *loop, int timer_id, void *arg)
         return 0;
     zlistx_set_destructor (due, (zlistx_destructor_fn *) zstr_free);
     for (s_cand_t *c = zhashx_first (self->cands); c; c = zhashx_next (self->cands))
-        if (!c->waits && now - c->since_ms >= self->cfg.watcher.settle_ms)
+        if (now - c->since_ms >= (c->waits ? s_wait_ms (self) : self->cfg.watcher.settle_ms))
             zlistx_add_end (due, strdup (zhashx_cursor (self->cands)));
     for (char *path = zlistx_first (due); path; path = zlistx_next (due)) {
         s_cand_t *cand = zhashx_lookup (self->cands, path);
@@ -543,7 +564,8 @@ s_on_settle (zloop_t *loop, int timer_id, void *arg)
         if (lstat (path, &st) != 0 || !S_ISREG (st.st_mode))
             zhashx_delete (self->cands, path);  // gone: nothing to report
         else if (cand->size != (int64_t) st.st_size || cand->mtime != s_mtime (&st))
-            cand->size = (int64_t) st.st_size, cand->mtime = s_mtime (&st), cand->since_ms = now;
+            cand->size = (int64_t) st.st_size, cand->mtime = s_mtime (&st), cand->since_ms = now,
+            cand->waits = 0;
         else
             s_settled (self, path, cand, &st, 0);
     }
