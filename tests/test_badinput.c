@@ -840,6 +840,50 @@ START_TEST (a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothi
 }
 END_TEST
 
+START_TEST (tiff_headers_that_lie_about_their_length_never_stop_the_watcher)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    // Classic TIFF, IFD at 8 with 2 entries (StripOffsets, StripByteCounts)
+    // and its next-IFD offset; each case lies in one field.
+    static const unsigned char classic[38] = {
+        'I', 'I', 42, 0, 8, 0, 0, 0, 2, 0,
+        0x11, 1, 4, 0, 1, 0, 0, 0, 8, 0, 0, 0,  // 273 LONG 1: offset 8
+        0x17, 1, 4, 0, 1, 0, 0, 0, 4, 0, 0, 0,  // 279 LONG 1: 4 bytes
+        0, 0, 0, 0};
+    unsigned char loop[38], many[38], entries[38];
+    memcpy (loop, classic, 38), memcpy (many, classic, 38), memcpy (entries, classic, 38);
+    loop[34] = 8;                                       // the next IFD is itself
+    memset (many + 14, 0xff, 4), memset (many + 26, 0xff, 4);  // 4 billion strips
+    entries[8] = entries[9] = 0xff;                     // 65535 entries
+    // BigTIFF whose strip offset + byte count overflows 64 bits.
+    unsigned char big[16 + 8 + 40 + 8] = {'I', 'I', 43, 0, 8, 0, 0, 0, 16};
+    big[16] = 2;
+    unsigned char *e = big + 24;
+    e[0] = 0x11, e[1] = 1, e[2] = 16, e[4] = 1;
+    memset (e + 12, 0xff, 8);
+    e += 20;
+    e[0] = 0x17, e[1] = 1, e[2] = 16, e[4] = 1, e[12] = 0xff, e[13] = 0xff;
+    s_put ("exp1/lieloop_0001_a.tif", loop, sizeof loop);
+    s_put ("exp1/liemany_0001_a.tif", many, sizeof many);
+    s_put ("exp1/lieentries_0001_a.tif", entries, sizeof entries);
+    s_put ("exp1/liebig_0001_a.tif", big, sizeof big);
+    s_copy_good ("exp1", "good_0001");
+    ck_assert_int_eq (s_wait_done ("exp1", 1), 1);
+    // The header cannot tell: each goes after settle_ms like any other file.
+    const char *names[] = {"lieloop", "liemany", "lieentries", "liebig"};
+    for (int i = 0; i < 4; i++) {
+        char line[128];
+        snprintf (line, sizeof line, "file exp1/%s_0001_a.tif (", names[i]);
+        ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", line, 10000), "no '%s'", line);
+    }
+    ck_assert (tu_alive (s_farm.watcher) && tu_alive (s_farm.broker));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -858,6 +902,7 @@ main (void)
     tcase_add_test (tc, forged_results_are_refused_and_never_stored);
     tcase_add_test (tc, a_fake_agent_claiming_endless_credit_leaves_the_tasks_to_the_real_one);
     tcase_add_test (tc, a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothing);
+    tcase_add_test (tc, tiff_headers_that_lie_about_their_length_never_stop_the_watcher);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -8,6 +8,7 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -465,6 +466,244 @@ START_TEST (a_frame_rewritten_after_its_pair_failed_is_retried_and_after_done_is
 }
 END_TEST
 
+// The times 'needle' occurs in <farm>/<log>.
+static int
+s_log_count (const char *log, const char *needle)
+{
+    char *text = tu_slurp (tu_path (s_farm.dir, log), NULL);
+    int n = 0;
+    for (const char *p = text; p && (p = strstr (p, needle)); p++)
+        n++;
+    free (text);
+    return n;
+}
+
+// src/<name>'s bytes (the test fails if it cannot be read); *len_p its size.
+static char *
+s_src (const char *name, size_t *len_p)
+{
+    char *bytes = tu_slurp (tu_path (tu_path (s_farm.dir, "src"), name), len_p);
+    ck_assert_msg (bytes != NULL, "cannot read src/%s", name);
+    return bytes;
+}
+
+// Appends bytes to path as a writer that opens, appends and closes.
+static void
+s_append (const char *path, const char *bytes, size_t len)
+{
+    int fd = open (path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ck_assert_msg (fd >= 0, "cannot open '%s'", path);
+    ck_assert (write (fd, bytes, len) == (ssize_t) len);
+    close (fd);
+}
+
+// Lands pair 'stem' (src/<stem>_{a,b}.tif) into data/exp1 as a camera PC
+// over CIFS does: both files opened, appended and closed in 'chunks'
+// pieces, with pauses longer than watcher/settle_ms between them.
+static void
+s_land_in_chunks (const char *stem, int chunks)
+{
+    char *bytes[2];
+    size_t len[2];
+    char names[2][256], paths[2][4200];
+    for (int s = 0; s < 2; s++) {
+        snprintf (names[s], sizeof names[s], "%s_%c.tif", stem, s ? 'b' : 'a');
+        bytes[s] = s_src (names[s], &len[s]);
+        snprintf (paths[s], sizeof paths[s], "%s/data/exp1/%s", s_farm.dir, names[s]);
+    }
+    for (int c = 0; c < chunks; c++) {
+        for (int s = 0; s < 2; s++) {
+            size_t from = len[s] * (size_t) c / (size_t) chunks;
+            size_t to = len[s] * (size_t) (c + 1) / (size_t) chunks;
+            s_append (paths[s], bytes[s] + from, to - from);
+        }
+        if (c + 1 < chunks)
+            usleep (800000);  // settle_ms is 500
+    }
+    free (bytes[0]);
+    free (bytes[1]);
+}
+
+// Asserts that pair 1 of 'stem' is done, none failed, and that the watcher
+// reported each of its files once (-v logs each report).
+static void
+s_assert_done_once (const char *stem)
+{
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 1, 60);
+    ck_assert_msg (c.done == 1 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    for (int s = 0; s < 2; s++) {
+        char line[300];
+        snprintf (line, sizeof line, "file exp1/%s_%c.tif (", stem, s ? 'b' : 'a');
+        ck_assert_msg (s_log_count ("watcher.log", line) == 1, "'%s' reported %d times", line,
+                       s_log_count ("watcher.log", line));
+    }
+}
+
+START_TEST (a_frame_written_in_chunks_with_pauses_is_reported_only_once_complete)
+{
+    tu_farm_render (&s_farm, 1, "c");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    s_land_in_chunks ("c_0001", 3);
+    s_assert_done_once ("c_0001");
+    // The wait was logged, naming the file.
+    ck_assert (s_log_count ("watcher.log", "c_0001_a.tif' is ") >= 1);
+}
+END_TEST
+
+START_TEST (a_polling_watcher_waits_for_a_tiff_written_in_chunks)
+{
+    tu_farm_render (&s_farm, 1, "q");
+    tu_farm_conf_replace (&s_farm, "    resend_ms = 100\n",
+                          "    resend_ms = 100\n    mode = poll\n    poll_ms = 100\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    s_land_in_chunks ("q_0001", 3);
+    s_assert_done_once ("q_0001");
+}
+END_TEST
+
+START_TEST (a_frame_touched_then_filled_later_is_reported_once_filled)
+{
+    tu_farm_render (&s_farm, 1, "t");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    const char *a = tu_path (s_farm.dir, "data/exp1/t_0001_a.tif");
+    const char *b = tu_path (s_farm.dir, "data/exp1/t_0001_b.tif");
+    s_append (a, "", 0);  // touch
+    s_append (b, "", 0);
+    usleep (800000);
+    size_t len;
+    char *bytes = s_src ("t_0001_a.tif", &len);
+    s_append (a, bytes, len);
+    free (bytes);
+    bytes = s_src ("t_0001_b.tif", &len);
+    s_append (b, bytes, len);
+    free (bytes);
+    s_assert_done_once ("t_0001");
+}
+END_TEST
+
+START_TEST (a_directory_moved_in_while_its_files_are_written_is_processed)
+{
+    tu_farm_render (&s_farm, 1, "d");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    const char *out = tu_path (s_farm.dir, "run7");
+    ck_assert (mkdir (out, 0755) == 0);
+    int fd[2];
+    char *bytes[2];
+    size_t len[2];
+    for (int s = 0; s < 2; s++) {
+        char name[64];
+        snprintf (name, sizeof name, "d_0001_%c.tif", s ? 'b' : 'a');
+        bytes[s] = s_src (name, &len[s]);
+        fd[s] = open (tu_path (out, name), O_WRONLY | O_CREAT, 0644);
+        ck_assert (fd[s] >= 0);
+        ck_assert (write (fd[s], bytes[s], len[s] / 2) == (ssize_t) (len[s] / 2));
+    }
+    ck_assert (rename (out, tu_path (s_farm.dir, "data/exp1/run7")) == 0);
+    usleep (800000);
+    for (int s = 0; s < 2; s++) {
+        size_t rest = len[s] - len[s] / 2;
+        ck_assert (write (fd[s], bytes[s] + len[s] / 2, rest) == (ssize_t) rest);
+        close (fd[s]);
+        free (bytes[s]);
+    }
+    s_assert_done_once ("run7/d_0001");
+}
+END_TEST
+
+START_TEST (a_frame_published_with_ln_is_reported_live)
+{
+    tu_farm_render (&s_farm, 1, "l");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    // Hard links from outside the watched tree: no close of the new name.
+    for (int s = 0; s < 2; s++) {
+        char name[64], from[4200], to[4200];
+        snprintf (name, sizeof name, "l_0001_%c.tif", s ? 'b' : 'a');
+        snprintf (from, sizeof from, "%s/src/%s", s_farm.dir, name);
+        snprintf (to, sizeof to, "%s/data/exp1/%s", s_farm.dir, name);
+        ck_assert (link (from, to) == 0);
+    }
+    s_assert_done_once ("l_0001");
+}
+END_TEST
+
+START_TEST (a_frame_replaced_after_its_report_is_reported_again_and_an_unchanged_one_not)
+{
+    tu_farm_render (&s_farm, 1, "r");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "r", 1, 1, 0);
+    s_assert_done_once ("r_0001");
+    // chmod changes neither size nor mtime: not reported again.
+    ck_assert (chmod (tu_path (s_farm.dir, "data/exp1/r_0001_a.tif"), 0600) == 0);
+    // b replaced by a rename over it, with other content (one byte more).
+    size_t len;
+    char *bytes = s_src ("r_0001_b.tif", &len);
+    bytes = realloc (bytes, len + 1);
+    bytes[len] = '\0';
+    const char *tmp = tu_path (s_farm.dir, "data/exp1/.r_0001_b.tif.part");
+    tu_spit (tmp, bytes, len + 1);
+    free (bytes);
+    ck_assert (rename (tmp, tu_path (s_farm.dir, "data/exp1/r_0001_b.tif")) == 0);
+    char line[300];
+    snprintf (line, sizeof line, "file exp1/r_0001_b.tif (%zu bytes)", len + 1);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", line, 10000), "no '%s'", line);
+    ck_assert (s_log_count ("watcher.log", "r_0001_b.tif' changed since it was reported") == 1);
+    usleep (800000);
+    ck_assert_int_eq (s_log_count ("watcher.log", "file exp1/r_0001_a.tif ("), 1);
+}
+END_TEST
+
+START_TEST (files_two_directories_deep_landing_while_the_watcher_is_down_are_found_at_restart)
+{
+    tu_farm_render (&s_farm, 1, "z");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    tu_stop (s_farm.watcher, SIGKILL, 5);
+    s_farm.watcher = 0;
+    // While it is down: a pair two directories deep, and a directory deeper
+    // than the watcher goes (17 levels below the root).
+    ck_assert (mkdir (tu_path (s_farm.dir, "data/exp1/day1"), 0755) == 0);
+    ck_assert (mkdir (tu_path (s_farm.dir, "data/exp1/day1/cam2"), 0755) == 0);
+    for (int s = 0; s < 2; s++) {
+        char name[64], to[4200];
+        snprintf (name, sizeof name, "z_0001_%c.tif", s ? 'b' : 'a');
+        size_t len;
+        char *bytes = s_src (name, &len);
+        snprintf (to, sizeof to, "%s/data/exp1/day1/cam2/%s", s_farm.dir, name);
+        tu_spit (to, bytes, len);
+        free (bytes);
+    }
+    char deep[4200];
+    int at = snprintf (deep, sizeof deep, "%s/data/exp1", s_farm.dir);
+    for (int i = 2; i <= 17; i++) {
+        at += snprintf (deep + at, sizeof deep - (size_t) at, "/l%d", i);
+        ck_assert (mkdir (deep, 0755) == 0);
+    }
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    s_assert_done_once ("day1/cam2/z_0001");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "/l17' is more than 16 directories below the root", 5000));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -484,5 +723,18 @@ main (void)
     tcase_add_test (tc, a_deferred_pair_waits_for_another_agent_without_an_attempt_counted);
     tcase_add_test (tc, a_frame_rewritten_after_its_pair_failed_is_retried_and_after_done_is_kept);
     suite_add_tcase (suite, tc);
+    // How files arrive: in chunks, touched then filled, in a directory
+    // moved in, hard-linked, replaced, deep while the watcher is down.
+    TCase *arrival = tcase_create ("arrival");
+    tcase_add_checked_fixture (arrival, s_setup, s_teardown);
+    tcase_set_timeout (arrival, 240);
+    tcase_add_test (arrival, a_frame_written_in_chunks_with_pauses_is_reported_only_once_complete);
+    tcase_add_test (arrival, a_polling_watcher_waits_for_a_tiff_written_in_chunks);
+    tcase_add_test (arrival, a_frame_touched_then_filled_later_is_reported_once_filled);
+    tcase_add_test (arrival, a_directory_moved_in_while_its_files_are_written_is_processed);
+    tcase_add_test (arrival, a_frame_published_with_ln_is_reported_live);
+    tcase_add_test (arrival, a_frame_replaced_after_its_report_is_reported_again_and_an_unchanged_one_not);
+    tcase_add_test (arrival, files_two_directories_deep_landing_while_the_watcher_is_down_are_found_at_restart);
+    suite_add_tcase (suite, arrival);
     return tu_run_suite (suite);
 }

@@ -377,6 +377,9 @@ START_TEST (provision_mounts_a_ram_disk_warns_and_release_archives_then_unmounts
     ck_assert_int_eq (s_pairs_done ("run2"), 3);
     // 80 % full: said.
     s_write_frames ("run2", "big", 1, 1700 * 1024);
+    // Placeholders, not TIFFs: reported once settled (watcher/settle_ms).
+    for (int i = 0; i < 100 && s_pairs_done ("run2") < 4; i++)
+        usleep (100000);
     w = s_warning ("allocation", "run2", 3000);
     ck_assert_msg (w && strstr (w, "full"), "%s", w ? w : "no fill warning");
     free (w);

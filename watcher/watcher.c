@@ -1,6 +1,9 @@
 // watcher.c — inotify (recursive) or polling over the watch root; every
 // complete file becomes a FILE event, kept and resent with backoff until
-// the broker's ACK says it is committed.
+// the broker's ACK says it is committed. A file is complete once it is
+// stable for watcher/settle_ms and, if it is a TIFF, as long as its header
+// says (a TIFF that long and just closed is complete at once); a file that
+// changes after it was reported is reported again.
 
 #include "watcher/watcher.h"
 #include "common/log.h"
@@ -10,6 +13,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
@@ -20,6 +24,9 @@
 #include <unistd.h>
 
 #define MAX_RESEND_MS 30000
+#define MAX_DEPTH 16          // directories below the root watched and scanned
+#define MAX_FILES 1000000     // files remembered (reported or candidates), at most
+#define SETTLE_SLACK_MS 10    // settle checks of candidates due this close are batched
 
 // An event sent and not yet acknowledged.
 typedef struct {
@@ -28,13 +35,31 @@ typedef struct {
     int64_t backoff_ms;   // current backoff
 } s_event_t;
 
-// Poll mode: what a file looked like at the last scan.
+// What was last reported of a file (or queued in the backlog).
 typedef struct {
     int64_t size;     // bytes
     int64_t mtime;    // ns
-    int stable;       // scans it has stayed the same
-    int sent;         // reported
-} s_seen_t;
+    uint64_t scan;    // poll mode: the last scan that found it
+} s_known_t;
+
+// A file seen changed and not reported yet in its present state.
+typedef struct {
+    int64_t size;      // bytes at the last look
+    int64_t mtime;     // ns at the last look
+    int64_t since_ms;  // first seen with this size and mtime (mono clock)
+    uint64_t scan;     // poll mode: the last scan that found it
+    int waits;         // 1: empty, or a TIFF shorter than its header says: looked at
+                       // again when it changes or after s_wait_ms
+    int logged;        // the shortness is logged
+} s_cand_t;
+
+// How a file came to be looked at (s_consider).
+enum {
+    SEEN_CHANGED,  // an inotify event other than a close
+    SEEN_CLOSED,   // closed after writing, renamed in, or hard-linked in
+    SEEN_SCAN,     // an inotify-mode scan (start, new directory, overflow)
+    SEEN_POLL      // a poll-mode scan
+};
 
 struct _watcher_t {
     config_t cfg;          // configuration
@@ -43,13 +68,17 @@ struct _watcher_t {
     int fd;                // inotify descriptor (-1 in poll mode)
     zhashx_t *dirs;        // inotify: watch descriptor ("%d") -> directory path
     zhashx_t *tops;        // inotify: experiment directory -> "dev:inode" it was watched as
-    zhashx_t *seen;        // poll mode: path -> s_seen_t
+    zhashx_t *known;       // path -> s_known_t: what was reported, MAX_FILES with cands
+    zhashx_t *cands;       // path -> s_cand_t: files not complete yet
+    int timer;             // the settle timer of the candidates, -1 when none is armed
+    uint64_t scan;         // poll mode: scans of the whole root started
+    int full_logged;       // MAX_FILES reached is logged
     zsock_t *broker;       // DEALER to the ingest socket
     proto_batch_t *out;    // FILE events of one wake-up, sent together (s_flush)
     zloop_t *loop;         // reactor
     zhashx_t *pending;     // seq ("%llu") -> s_event_t
     zlistx_t *backlog;     // paths of files found while max_pending were pending, in order
-    zhashx_t *waiting;     // the same paths, to keep each once
+    zhashx_t *waiting;     // the same paths -> s_known_t found complete, to keep each once
     uint64_t next_seq;     // next sequence number
     int64_t sent;          // events sent
     int64_t acked;         // events acknowledged
@@ -102,6 +131,238 @@ s_out (watcher_t *self, const proto_msg_t *msg)
     return proto_batch_add (self->out, msg);
 }
 
+// ---- TIFF length: how long a TIFF file must be to hold everything its
+// header and IFDs point to (classic and BigTIFF, both byte orders).
+
+#define TIFF_MAX_IFDS 64          // IFDs followed in one file (a loop ends here)
+#define TIFF_MAX_ENTRIES 4096     // entries of one IFD
+#define TIFF_MAX_OFFSETS 65536    // strips or tiles of one IFD
+
+enum { TIFF_UNKNOWN, TIFF_SHORT, TIFF_COMPLETE };
+
+// The unsigned integer of n bytes at p in the file's byte order.
+static uint64_t
+s_tiff_get (const unsigned char *p, int n, int le)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t) p[le ? i : n - 1 - i] << (8 * i);
+    return v;
+}
+
+// The size in bytes of one value of TIFF field type 'type'; 0 if unknown.
+static int
+s_tiff_type_size (uint64_t type)
+{
+    static const int sizes[] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8, 8, 8};
+    return type < sizeof sizes / sizeof sizes[0] ? sizes[type] : 0;
+}
+
+// Reads len bytes at off: 0, or -1 if the file holds fewer.
+static int
+s_pread_all (int fd, void *buf, size_t len, uint64_t off)
+{
+    if (off > (uint64_t) INT64_MAX)
+        return -1;
+    ssize_t n = pread (fd, buf, len, (off_t) off);
+    return n == (ssize_t) len ? 0 : -1;
+}
+
+// One IFD entry's values as integers (types SHORT, LONG, LONG8) into a
+// malloc'd array (caller frees); NULL if the type is not one of those, the
+// count is over TIFF_MAX_OFFSETS or the values cannot be read.
+static uint64_t *
+s_tiff_values (int fd, const unsigned char *entry, int big, int le)
+{
+    int offlen = big ? 8 : 4;
+    uint64_t type = s_tiff_get (entry + 2, 2, le);
+    uint64_t count = s_tiff_get (entry + 4, big ? 8 : 4, le);
+    int size = s_tiff_type_size (type);
+    if ((type != 3 && type != 4 && type != 16) || count == 0 || count > TIFF_MAX_OFFSETS)
+        return NULL;
+    size_t bytes = (size_t) count * (size_t) size;
+    unsigned char *raw = malloc (bytes);
+    uint64_t *values = calloc ((size_t) count, sizeof *values);
+    const unsigned char *field = entry + (big ? 12 : 8);
+    int ok = raw && values;
+    if (ok && bytes <= (size_t) offlen)
+        memcpy (raw, field, bytes);
+    else if (ok)
+        ok = s_pread_all (fd, raw, bytes, s_tiff_get (field, offlen, le)) == 0;
+    for (uint64_t i = 0; ok && i < count; i++)
+        values[i] = s_tiff_get (raw + i * (size_t) size, size, le);
+    free (raw);
+    if (!ok) {
+        free (values);
+        return NULL;
+    }
+    return values;
+}
+
+// Whether the TIFF open at fd, 'size' bytes long, holds every byte its
+// header, IFDs, their out-of-line values and its strips or tiles need:
+// TIFF_COMPLETE, TIFF_SHORT (*need_p: the length known to be needed), or
+// TIFF_UNKNOWN when it is not a TIFF or its header cannot tell (no IFD
+// yet, no strip or tile offsets, more IFDs or strips than the bounds
+// above, offsets past 2^63). Reads with a few small pread()s.
+static int
+s_tiff_state (int fd, int64_t size, int64_t *need_p)
+{
+    unsigned char h[16];
+    ssize_t got = pread (fd, h, sizeof h, 0);
+    if (got < 8)
+        return TIFF_UNKNOWN;
+    int le = h[0] == 'I' && h[1] == 'I';
+    if (!le && !(h[0] == 'M' && h[1] == 'M'))
+        return TIFF_UNKNOWN;
+    uint64_t magic = s_tiff_get (h + 2, 2, le), ifd, need;
+    int big = magic == 43;
+    if (magic == 42)
+        ifd = s_tiff_get (h + 4, 4, le), need = 8;
+    else if (big && got < 16) {
+        *need_p = 16;
+        return TIFF_SHORT;
+    }
+    else if (big && s_tiff_get (h + 4, 2, le) == 8 && s_tiff_get (h + 6, 2, le) == 0)
+        ifd = s_tiff_get (h + 8, 8, le), need = 16;
+    else
+        return TIFF_UNKNOWN;
+    if (ifd == 0)  // a writer that puts its IFD last has not written it yet
+        return TIFF_UNKNOWN;
+    int cntlen = big ? 8 : 2, entlen = big ? 20 : 12, offlen = big ? 8 : 4;
+    int state = TIFF_COMPLETE;
+    for (int k = 0; ifd && k < TIFF_MAX_IFDS; k++) {
+        unsigned char cnt[8];
+        if (ifd > (uint64_t) INT64_MAX - 64 || s_pread_all (fd, cnt, (size_t) cntlen, ifd) != 0) {
+            *need_p = (int64_t) (ifd > (uint64_t) INT64_MAX - 64 ? INT64_MAX : ifd + cntlen);
+            return ifd > (uint64_t) INT64_MAX - 64 ? TIFF_UNKNOWN : TIFF_SHORT;
+        }
+        uint64_t n = s_tiff_get (cnt, cntlen, le);
+        if (n == 0 || n > TIFF_MAX_ENTRIES)
+            return TIFF_UNKNOWN;
+        size_t len = (size_t) n * (size_t) entlen + (size_t) offlen;
+        uint64_t end = ifd + (uint64_t) cntlen + len;
+        need = end > need ? end : need;
+        if (end > (uint64_t) size) {
+            *need_p = (int64_t) need;
+            return TIFF_SHORT;
+        }
+        unsigned char *entries = malloc (len);
+        if (!entries || s_pread_all (fd, entries, len, ifd + (uint64_t) cntlen) != 0) {
+            free (entries);
+            return TIFF_UNKNOWN;  // shrunk meanwhile: the next look decides
+        }
+        const unsigned char *offsets = NULL, *counts = NULL;
+        for (uint64_t i = 0; i < n && state != TIFF_UNKNOWN; i++) {
+            const unsigned char *e = entries + i * (size_t) entlen;
+            uint64_t tag = s_tiff_get (e, 2, le);
+            uint64_t count = s_tiff_get (e + 4, big ? 8 : 4, le);
+            int tsize = s_tiff_type_size (s_tiff_get (e + 2, 2, le));
+            if (tsize == 0)
+                continue;  // a type of a later TIFF: readers skip it too
+            if (count > (uint64_t) INT64_MAX / 8)
+                state = TIFF_UNKNOWN;
+            else if (count * (uint64_t) tsize > (uint64_t) offlen) {
+                uint64_t at = s_tiff_get (e + (big ? 12 : 8), offlen, le);
+                uint64_t bytes = count * (uint64_t) tsize;
+                if (at > (uint64_t) INT64_MAX - bytes)
+                    state = TIFF_UNKNOWN;
+                else if (at + bytes > need)
+                    need = at + bytes;
+            }
+            if (tag == 273 || tag == 324)
+                offsets = e;
+            else if (tag == 279 || tag == 325)
+                counts = e;
+        }
+        uint64_t next = s_tiff_get (entries + len - (size_t) offlen, offlen, le);
+        if (state == TIFF_UNKNOWN || !offsets || !counts) {
+            free (entries);
+            return TIFF_UNKNOWN;
+        }
+        if (need > (uint64_t) size) {  // the offset arrays themselves are not there yet
+            free (entries);
+            *need_p = (int64_t) need;
+            return TIFF_SHORT;
+        }
+        uint64_t *off = s_tiff_values (fd, offsets, big, le);
+        uint64_t *bc = s_tiff_values (fd, counts, big, le);
+        uint64_t noff = s_tiff_get (offsets + 4, big ? 8 : 4, le);
+        uint64_t nbc = s_tiff_get (counts + 4, big ? 8 : 4, le);
+        free (entries);
+        if (!off || !bc || noff != nbc)
+            state = TIFF_UNKNOWN;
+        for (uint64_t i = 0; state != TIFF_UNKNOWN && i < noff; i++) {
+            if (off[i] > (uint64_t) INT64_MAX - bc[i])
+                state = TIFF_UNKNOWN;
+            else if (off[i] + bc[i] > need)
+                need = off[i] + bc[i];
+        }
+        free (off);
+        free (bc);
+        if (state == TIFF_UNKNOWN)
+            return TIFF_UNKNOWN;
+        ifd = next;
+    }
+    if (ifd)  // more IFDs than the bound, or a loop
+        return TIFF_UNKNOWN;
+    *need_p = (int64_t) need;
+    return need <= (uint64_t) size ? TIFF_COMPLETE : TIFF_SHORT;
+}
+
+// s_tiff_state of the file at path (opened without following a link).
+static int
+s_tiff_file (const char *path, int64_t *need_p)
+{
+    int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return TIFF_UNKNOWN;
+    struct stat st;
+    int state = fstat (fd, &st) == 0 && S_ISREG (st.st_mode)
+                    ? s_tiff_state (fd, (int64_t) st.st_size, need_p)
+                    : TIFF_UNKNOWN;
+    close (fd);
+    return state;
+}
+
+// The modification time of st in nanoseconds.
+static int64_t
+s_mtime (const struct stat *st)
+{
+    return (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+// 1 if another entry fits under MAX_FILES; logs once when it does not.
+static int
+s_room (watcher_t *self)
+{
+    if (zhashx_size (self->known) + zhashx_size (self->cands) < MAX_FILES)
+        return 1;
+    if (!self->full_logged)
+        log_warning ("more than %d files under '%s' to remember: files beyond are reported "
+                     "without waiting to settle and again on each change (the broker drops "
+                     "the copies)",
+                     MAX_FILES, self->root);
+    self->full_logged = 1;
+    return 0;
+}
+
+// Remembers that 'path' was reported as st (in 'map': known or waiting).
+static void
+s_remember (watcher_t *self, zhashx_t *map, const char *path, const struct stat *st)
+{
+    s_known_t *known = zhashx_lookup (map, path);
+    if (!known && (map != self->known || s_room (self))) {
+        known = calloc (1, sizeof *known);
+        if (known && zhashx_insert (map, path, known) != 0) {
+            free (known);
+            known = NULL;
+        }
+    }
+    if (known)
+        known->size = (int64_t) st->st_size, known->mtime = s_mtime (st), known->scan = self->scan;
+}
+
 // Reports 'path' (under the root) to the broker, if it is in an experiment.
 static void
 s_report (watcher_t *self, const char *path, const struct stat *st)
@@ -112,23 +373,31 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
     const char *slash = strchr (rel, '/');
     if (!slash) {
         log_warning ("'%s' is not in an experiment directory: ignored", path);
+        s_remember (self, self->known, path, st);
         return;
     }
     if (zhashx_size (self->pending) >= (size_t) self->cfg.watcher.max_pending) {
         // The broker is behind or gone: the file waits for room (s_drain).
-        if (zhashx_lookup (self->waiting, path))
+        if (zhashx_lookup (self->waiting, path)) {
+            s_remember (self, self->waiting, path, st);
             return;
+        }
         if (zlistx_size (self->backlog) == 0)
             log_warning ("%zu events unacknowledged (watcher/max_pending): new files wait "
                          "until the broker catches up",
                          zhashx_size (self->pending));
         char *copy = strdup (path);
-        if (copy && zhashx_insert (self->waiting, path, "") == 0)
-            zlistx_add_end (self->backlog, copy);
+        if (copy && zlistx_add_end (self->backlog, copy))
+            s_remember (self, self->waiting, path, st);
         else
             free (copy);
         return;
     }
+    s_known_t *before = zhashx_lookup (self->known, path);
+    if (before)
+        log_notice ("'%s' changed since it was reported (%lld bytes then, %lld now): reporting "
+                    "it again",
+                    path, (long long) before->size, (long long) st->st_size);
     s_event_t *ev = calloc (1, sizeof *ev);
     if (!ev)
         return;
@@ -137,13 +406,14 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
     ev->msg.experiment = strndup (rel, (size_t) (slash - rel));
     ev->msg.name = strdup (slash + 1);
     ev->msg.size = (int64_t) st->st_size;
-    ev->msg.time_ns = (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    ev->msg.time_ns = s_mtime (st);
     ev->backoff_ms = self->cfg.watcher.resend_ms;
     ev->resend_ms = zclock_mono () + ev->backoff_ms;
     if (!ev->msg.experiment || !ev->msg.name) {
         s_event_destroy (&ev);
         return;
     }
+    s_remember (self, self->known, path, st);
     // A name the protocol cannot carry would be resent for ever: say so once.
     if (s_out (self, &ev->msg) != 0) {
         log_warning ("cannot report '%s': its name is not valid UTF-8 or is over %d bytes",
@@ -159,11 +429,204 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
               (long long) ev->msg.size);
 }
 
+// How long a candidate that waits (empty, or a TIFF shorter than its
+// header says) stays unchanged before it is reported as it is: a writer
+// pausing this long is taken for one that stopped (a truncated frame),
+// and its pair fails with the reason; if the file changes later it is
+// reported again.
+static int64_t
+s_wait_ms (watcher_t *self)
+{
+    return 10 * (int64_t) self->cfg.watcher.settle_ms;
+}
+
+static int s_on_settle (zloop_t *loop, int timer_id, void *arg);
+
+// Arms the one settle timer for the earliest candidate due (inotify mode;
+// poll mode looks at candidates on its scans), unless it is armed.
+static void
+s_arm (watcher_t *self)
+{
+    if (self->poll || self->timer >= 0)
+        return;
+    int64_t first = INT64_MAX;
+    for (s_cand_t *c = zhashx_first (self->cands); c; c = zhashx_next (self->cands)) {
+        int64_t due = c->since_ms + (c->waits ? s_wait_ms (self) : self->cfg.watcher.settle_ms);
+        if (due < first)
+            first = due;
+    }
+    if (first == INT64_MAX)
+        return;
+    int64_t delay = first - zclock_mono ();
+    delay = (delay > 0 ? delay : 0) + SETTLE_SLACK_MS;
+    self->timer = zloop_timer (self->loop, (size_t) delay, 1, s_on_settle, self);
+}
+
+// Candidate 'path' (st as it is now) has settled, or was just closed
+// ('closed'): reports it if it is complete, else leaves it waiting.
+// Empty files are not complete; a closed file is complete at once only if
+// it is a TIFF as long as its header says; a settled one if it is not a
+// TIFF (or its header cannot tell) or is that long. A waiting file still
+// unchanged after s_wait_ms is reported as it is.
+static void
+s_settled (watcher_t *self, const char *path, s_cand_t *cand, const struct stat *st, int closed)
+{
+    int late = !closed && cand->waits && zclock_mono () - cand->since_ms >= s_wait_ms (self);
+    int64_t need = 0;
+    int state = st->st_size == 0 ? TIFF_SHORT : s_tiff_file (path, &need);
+    if (state == TIFF_COMPLETE || (state == TIFF_UNKNOWN && !closed) || late) {
+        if (late)
+            log_notice ("'%s' is still %lld bytes after %lld ms, its TIFF header says %lld: "
+                        "reporting it as it is",
+                        path, (long long) st->st_size, (long long) s_wait_ms (self),
+                        (long long) need);
+        zhashx_delete (self->cands, path);
+        s_report (self, path, st);
+        return;
+    }
+    if (closed)
+        return;  // settle decides
+    if (!cand->logged && st->st_size > 0)
+        log_notice ("'%s' is %lld bytes, its TIFF header says %lld: waiting for the rest", path,
+                    (long long) st->st_size, (long long) need);
+    cand->waits = 1;
+    cand->logged = st->st_size > 0;
+}
+
+// A regular file, found as 'how' says: reported if complete, else kept as
+// a candidate. A file reported with the same size and mtime is not
+// reported again.
+static void
+s_consider (watcher_t *self, const char *path, const struct stat *st, int how)
+{
+    int64_t size = (int64_t) st->st_size, mtime = s_mtime (st), now = zclock_mono ();
+    s_known_t *known = zhashx_lookup (self->known, path);
+    if (known)
+        known->scan = self->scan;
+    if (known && known->size == size && known->mtime == mtime) {
+        zhashx_delete (self->cands, path);
+        return;
+    }
+    s_cand_t *cand = zhashx_lookup (self->cands, path);
+    int fresh = !cand;
+    if (fresh) {
+        if (!s_room (self)) {
+            s_report (self, path, st);
+            return;
+        }
+        cand = calloc (1, sizeof *cand);
+        if (!cand || zhashx_insert (self->cands, path, cand) != 0) {
+            free (cand);
+            return;
+        }
+    }
+    if (fresh || cand->size != size || cand->mtime != mtime)
+        cand->size = size, cand->mtime = mtime, cand->since_ms = now, cand->waits = 0;
+    cand->scan = self->scan;
+    int settle = self->cfg.watcher.settle_ms;
+    if (how == SEEN_CLOSED)
+        s_settled (self, path, cand, st, 1);
+    else if (how == SEEN_POLL && !fresh && now - cand->since_ms >= settle
+             && (!cand->waits || now - cand->since_ms >= s_wait_ms (self)))
+        s_settled (self, path, cand, st, 0);
+    else if (how == SEEN_SCAN && !cand->waits) {
+        // An old file found by a scan: its mtime says how long it has been
+        // unchanged already.
+        int64_t age_ms = (int64_t) zclock_time () - mtime / 1000000;
+        if (age_ms >= s_wait_ms (self))
+            cand->waits = 1, cand->since_ms = now - s_wait_ms (self);
+        if (age_ms >= settle)
+            s_settled (self, path, cand, st, 0);
+    }
+    s_arm (self);
+}
+
+// The settle timer: candidates unchanged for settle_ms are settled.
+static int
+s_on_settle (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    watcher_t *self = arg;
+    self->timer = -1;
+    int64_t now = zclock_mono ();
+    zlistx_t *due = zlistx_new ();
+    if (!due)
+        return 0;
+    zlistx_set_destructor (due, (zlistx_destructor_fn *) zstr_free);
+    for (s_cand_t *c = zhashx_first (self->cands); c; c = zhashx_next (self->cands))
+        if (now - c->since_ms >= (c->waits ? s_wait_ms (self) : self->cfg.watcher.settle_ms))
+            zlistx_add_end (due, strdup (zhashx_cursor (self->cands)));
+    for (char *path = zlistx_first (due); path; path = zlistx_next (due)) {
+        s_cand_t *cand = zhashx_lookup (self->cands, path);
+        struct stat st;
+        if (!cand)
+            continue;
+        if (lstat (path, &st) != 0 || !S_ISREG (st.st_mode))
+            zhashx_delete (self->cands, path);  // gone: nothing to report
+        else if (cand->size != (int64_t) st.st_size || cand->mtime != s_mtime (&st))
+            cand->size = (int64_t) st.st_size, cand->mtime = s_mtime (&st), cand->since_ms = now,
+            cand->waits = 0;
+        else
+            s_settled (self, path, cand, &st, 0);
+    }
+    zlistx_destroy (&due);
+    s_flush (self);
+    s_arm (self);
+    return 0;
+}
+
+// Forgets 'path' and, if it was a directory, everything under it.
+static void
+s_forget (watcher_t *self, const char *path, int is_dir)
+{
+    zhashx_delete (self->known, path);
+    zhashx_delete (self->cands, path);
+    if (!is_dir)
+        return;
+    size_t len = strlen (path);
+    zhashx_t *maps[] = {self->known, self->cands};
+    for (int m = 0; m < 2; m++) {
+        zlistx_t *gone = zlistx_new ();
+        if (!gone)
+            return;
+        zlistx_set_destructor (gone, (zlistx_destructor_fn *) zstr_free);
+        for (void *v = zhashx_first (maps[m]); v; v = zhashx_next (maps[m])) {
+            const char *key = zhashx_cursor (maps[m]);
+            if (strncmp (key, path, len) == 0 && key[len] == '/')
+                zlistx_add_end (gone, strdup (key));
+        }
+        for (char *key = zlistx_first (gone); key; key = zlistx_next (gone))
+            zhashx_delete (maps[m], key);
+        zlistx_destroy (&gone);
+    }
+}
+
+// Poll mode, after a scan of the whole root: forgets the files it did not
+// find (deleted or moved away), so memory follows the files present.
+static void
+s_sweep (watcher_t *self)
+{
+    zhashx_t *maps[] = {self->known, self->cands};
+    for (int m = 0; m < 2; m++) {
+        zlistx_t *gone = zlistx_new ();
+        if (!gone)
+            return;
+        zlistx_set_destructor (gone, (zlistx_destructor_fn *) zstr_free);
+        for (void *v = zhashx_first (maps[m]); v; v = zhashx_next (maps[m]))
+            if ((m == 0 ? ((s_known_t *) v)->scan : ((s_cand_t *) v)->scan) != self->scan)
+                zlistx_add_end (gone, strdup (zhashx_cursor (maps[m])));
+        for (char *key = zlistx_first (gone); key; key = zlistx_next (gone))
+            zhashx_delete (maps[m], key);
+        zlistx_destroy (&gone);
+    }
+}
+
 static int s_watch_dir (watcher_t *self, const char *path, int depth);
 
-// Walks 'path': reports complete files (inotify mode: every regular file;
-// poll mode: the ones unchanged since the previous scan) and, in inotify
-// mode, watches every directory. depth 0 is the root.
+// Walks 'path': every regular file below the root's own level goes to
+// s_consider and, in inotify mode, every directory is watched. depth 0 is
+// the root; directories more than MAX_DEPTH below it are logged and
+// skipped, as the live watcher skips them.
 static void
 s_scan (watcher_t *self, const char *path, int depth)
 {
@@ -187,38 +650,18 @@ s_scan (watcher_t *self, const char *path, int depth)
         if (lstat (child, &st) != 0)
             continue;
         if (S_ISDIR (st.st_mode)) {
-            if (depth < 16) {  // symlinks are not followed; depth bounds the rest
-                if (!self->poll)
-                    s_watch_dir (self, child, depth + 1);
-                s_scan (self, child, depth + 1);
-            }
-        }
-        else if (S_ISREG (st.st_mode)) {
-            if (!self->poll) {
-                if (depth > 0)
-                    s_report (self, child, &st);
+            if (depth >= MAX_DEPTH) {  // symlinks are not followed; depth bounds the rest
+                log_warning ("'%s' is more than %d directories below the root: not watched, "
+                             "its files not reported",
+                             child, MAX_DEPTH);
                 continue;
             }
-            s_seen_t *seen = zhashx_lookup (self->seen, child);
-            int64_t mtime = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-            if (!seen) {
-                seen = calloc (1, sizeof *seen);
-                if (!seen)
-                    continue;
-                seen->size = st.st_size, seen->mtime = mtime;
-                zhashx_insert (self->seen, child, seen);
-                continue;
-            }
-            if (seen->size == st.st_size && seen->mtime == mtime)
-                seen->stable++;
-            else
-                *seen = (s_seen_t) {st.st_size, mtime, 0, 0};
-            // Unchanged over two scans: the camera has finished writing it.
-            if (seen->stable >= 1 && !seen->sent && depth > 0) {
-                s_report (self, child, &st);
-                seen->sent = 1;
-            }
+            if (!self->poll)
+                s_watch_dir (self, child, depth + 1);
+            s_scan (self, child, depth + 1);
         }
+        else if (S_ISREG (st.st_mode) && depth > 0)
+            s_consider (self, child, &st, self->poll ? SEEN_POLL : SEEN_SCAN);
     }
     closedir (dir);
 }
@@ -237,8 +680,9 @@ s_watch_dir (watcher_t *self, const char *path, int depth)
         zhashx_update (self->tops, path, strdup (id));
     }
     int wd = inotify_add_watch (self->fd, path,
-                                IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF
-                                    | IN_ONLYDIR | IN_DONT_FOLLOW);
+                                IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ATTRIB | IN_DELETE
+                                    | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR
+                                    | IN_DONT_FOLLOW);
     if (wd < 0) {
         if (errno == ENOSPC) {
             FILE *f = fopen ("/proc/sys/fs/inotify/max_user_watches", "r");
@@ -290,6 +734,10 @@ s_on_inotify (zloop_t *loop, zmq_pollitem_t *item, void *arg)
         char path[PATH_MAX];
         if ((size_t) snprintf (path, sizeof path, "%s/%s", dir, ev->name) >= sizeof path)
             continue;
+        if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
+            s_forget (self, path, (ev->mask & IN_ISDIR) != 0);
+            continue;
+        }
         struct stat st;
         if (lstat (path, &st) != 0)
             continue;
@@ -297,12 +745,25 @@ s_on_inotify (zloop_t *loop, zmq_pollitem_t *item, void *arg)
         for (const char *c = path + strlen (self->root); *c; c++)
             depth += *c == '/';
         if (S_ISDIR (st.st_mode) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
+            if (depth > MAX_DEPTH) {
+                log_warning ("'%s' is more than %d directories below the root: not watched, "
+                             "its files not reported",
+                             path, MAX_DEPTH);
+                continue;
+            }
             // Files may land before the watch is in place: scan it too.
             s_watch_dir (self, path, depth);
             s_scan (self, path, depth);
         }
-        else if (S_ISREG (st.st_mode) && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
-            s_report (self, path, &st);
+        else if (S_ISREG (st.st_mode)) {
+            // A close after writing, a rename and a hard link (a new name
+            // for a file written elsewhere: no close comes) may make a file
+            // complete at once; a creation (touch) or an attribute change
+            // (touch, utime) only starts its settle time.
+            int closed = (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
+                         || ((ev->mask & IN_CREATE) && st.st_nlink > 1);
+            s_consider (self, path, &st, closed ? SEEN_CLOSED : SEEN_CHANGED);
+        }
     }
     s_flush (self);
     return 0;
@@ -339,7 +800,8 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
 }
 
 // Reports the files of the backlog while there is room under max_pending;
-// a file gone since is dropped (there is nothing left to process).
+// a file gone since is dropped (there is nothing left to process), one
+// changed since it was found complete is looked at afresh.
 static void
 s_drain (watcher_t *self)
 {
@@ -350,10 +812,18 @@ s_drain (watcher_t *self)
         char copy[PATH_MAX];
         snprintf (copy, sizeof copy, "%s", path);
         zlistx_delete (self->backlog, NULL);
+        s_known_t found = {-1, -1, 0};
+        s_known_t *w = zhashx_lookup (self->waiting, copy);
+        if (w)
+            found = *w;
         zhashx_delete (self->waiting, copy);
         struct stat st;
-        if (lstat (copy, &st) == 0 && S_ISREG (st.st_mode))
+        if (lstat (copy, &st) != 0 || !S_ISREG (st.st_mode))
+            continue;
+        if (found.size == (int64_t) st.st_size && found.mtime == s_mtime (&st))
             s_report (self, copy, &st);
+        else
+            s_consider (self, copy, &st, SEEN_CHANGED);
     }
     if (had && zlistx_size (self->backlog) == 0)
         log_notice ("the backlog of files is sent");
@@ -416,7 +886,9 @@ s_poll_scan (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     watcher_t *self = arg;
+    self->scan++;
     s_scan (self, self->root, 0);
+    s_sweep (self);
     s_flush (self);
     return 0;
 }
@@ -445,13 +917,15 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     self->next_seq = (uint64_t) zclock_time () * 1000;  // distinct from a previous run's
     self->dirs = zhashx_new ();
     self->tops = zhashx_new ();
-    self->seen = zhashx_new ();
+    self->known = zhashx_new ();
+    self->cands = zhashx_new ();
+    self->timer = -1;
     self->pending = zhashx_new ();
     self->backlog = zlistx_new ();
     self->waiting = zhashx_new ();
     self->loop = zloop_new ();
     self->out = proto_batch_new ();
-    if (!self->dirs || !self->tops || !self->seen || !self->pending || !self->backlog || !self->waiting
+    if (!self->dirs || !self->tops || !self->known || !self->cands || !self->pending || !self->backlog || !self->waiting
         || !self->loop || !self->out) {
         snprintf (err, errlen, "cannot start the watcher: out of memory");
         watcher_destroy (&self);
@@ -459,7 +933,9 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     }
     zhashx_set_destructor (self->dirs, (zhashx_destructor_fn *) zstr_free);
     zhashx_set_destructor (self->tops, (zhashx_destructor_fn *) zstr_free);
-    zhashx_set_destructor (self->seen, (zhashx_destructor_fn *) s_free);
+    zhashx_set_destructor (self->known, (zhashx_destructor_fn *) s_free);
+    zhashx_set_destructor (self->cands, (zhashx_destructor_fn *) s_free);
+    zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) s_free);
     zhashx_set_destructor (self->pending, (zhashx_destructor_fn *) s_event_destroy);
     zlistx_set_destructor (self->backlog, (zlistx_destructor_fn *) zstr_free);
     self->broker = secure_connect (ZMQ_DEALER, cfg, cfg->broker.ingest, "the broker", 1000, err,
@@ -500,7 +976,8 @@ watcher_destroy (watcher_t **self_p)
     proto_batch_destroy (&self->out);
     zhashx_destroy (&self->dirs);
     zhashx_destroy (&self->tops);
-    zhashx_destroy (&self->seen);
+    zhashx_destroy (&self->known);
+    zhashx_destroy (&self->cands);
     zhashx_destroy (&self->pending);
     zlistx_destroy (&self->backlog);
     zhashx_destroy (&self->waiting);
@@ -514,6 +991,7 @@ watcher_run (watcher_t *self)
     log_notice ("watching '%s' (%s), reporting to %s", self->root,
                 self->poll ? "polling" : "inotify", self->cfg.broker.ingest);
     // Files written while no watcher ran: the broker drops those it has.
+    self->scan++;
     s_scan (self, self->root, 0);
     s_flush (self);
     zloop_start (self->loop);

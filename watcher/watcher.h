@@ -1,7 +1,10 @@
 // watcher.h — the watcher: finds complete frame files under the watch root
 // (inotify, or polling on network mounts where inotify sees nothing) and
 // reports each to the broker's ingest socket until the broker acknowledges
-// it. An experiment is a first-level directory of the root.
+// it. An experiment is a first-level directory of the root. Complete:
+// unchanged for watcher/settle_ms and, for a TIFF, as long as its header
+// says (then at once if just closed); a file that changes after it was
+// reported is reported again.
 
 #ifndef WATCHER_WATCHER_H
 #define WATCHER_WATCHER_H
