@@ -102,7 +102,8 @@ s_usage (FILE *out)
         "                                  roi=x0,y0,x1,y1|all quantity=mean_u|mean_v|mean_speed|\n"
         "                                  vorticity|valid_fraction setpoint= kp= ki= out_min=\n"
         "                                  out_max=\n"
-        "  tail EXP [--count N]            follow the feedback stream of EXP (Ctrl-C to stop)\n"
+        "  tail EXP [--count N] [--new]    follow the feedback stream of EXP (Ctrl-C to stop);\n"
+        "                                  an unknown EXP is refused unless --new (about to start)\n"
         "the record:\n"
         "  export EXP [--format txt|tecplot] -o DIR\n"
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
@@ -1159,14 +1160,17 @@ s_run_tail (s_ctl_t *ctl, s_args_t *args)
     if (s_check_name ("tail", args->words[0]) != 0)
         return EXIT_USAGE;
     // An experiment the broker does not know would be waited for in
-    // silence: ask first ("no experiment 'x'", exit 1).
-    char *words[] = {"experiments", "-e", args->words[0]};
-    char *line = cli_join (3, words), *body = NULL;
-    int rc = line ? s_ask (ctl, line, &body) : EXIT_FAILED;
-    free (line);
-    free (body);
-    if (rc != 0)
-        return EXIT_FAILED;
+    // silence: ask first ("no experiment 'x'", exit 1), unless --new says
+    // it is one about to start.
+    if (!s_value (args, "new")) {
+        char *words[] = {"experiments", "-e", args->words[0]};
+        char *line = cli_join (3, words), *body = NULL;
+        int rc = line ? s_ask (ctl, line, &body) : EXIT_FAILED;
+        free (line);
+        free (body);
+        if (rc != 0)
+            return EXIT_FAILED;
+    }
     const char *endpoint = ctl->cfg.broker.publish;
     char topic[PROTO_MAX_STRING];
     snprintf (topic, sizeof topic, "%s%s", PROTO_TOPIC_FEEDBACK, args->words[0]);
@@ -2118,7 +2122,8 @@ static const s_option_t s_agents_options[] = {{"page", 0, 1, 0}, {"limit", 0, 1,
 static const s_option_t s_pairs_options[] = {
     {"state", 0, 1, 0}, {"limit", 0, 1, 0}, {"after", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const s_option_t s_log_options[] = {{"after", 0, 1, 0}, {"limit", 0, 1, 0}, {NULL, 0, 0, 0}};
-static const s_option_t s_tail_options[] = {{"count", 'n', 1, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_tail_options[] = {
+    {"count", 'n', 1, 1}, {"new", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_keygen_options[] = {{"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_export_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
@@ -2149,7 +2154,7 @@ static const s_command_t s_commands[] = {
     {"backfill", 1, 1, "backfill EXP", s_none, s_run_moved},
     {"feedback", 1, MAX_WORDS - 1, "feedback show|on|off|set KEY=VALUE... [-e EXP]", s_scoped,
      s_run_feedback},
-    {"tail", 1, 1, "tail EXP [--count N]", s_tail_options, s_run_tail},
+    {"tail", 1, 1, "tail EXP [--count N] [--new]", s_tail_options, s_run_tail},
     {"export", 1, 1, "export EXP [--format txt|tecplot] -o DIR", s_export_options, s_run_export},
     {"replay", 1, 1,
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "

@@ -218,8 +218,9 @@ s_tail_start (const char *experiment, int count)
     char n[16];
     snprintf (n, sizeof n, "%d", count);
     unlink (tu_path (s_farm.dir, "tail.log"));
+    // --new: exp1 may not exist yet (its files land after the tail starts).
     char *argv[] = {(char *)tu_bin ("pivctl"), "-c",      s_farm.conf, "--json", "tail",
-                    (char *)experiment,        "--count", n,           NULL};
+                    (char *)experiment,        "--count", n,           "--new", NULL};
     s_farm.others[0] = tu_spawn (argv, tu_path (s_farm.dir, "tail.log"));
     usleep (500000); // a subscriber sees only what is published after it joined
 }
