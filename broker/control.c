@@ -5,6 +5,7 @@
 #include "broker/internal.h"
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/path.h"
 #include "common/secure.h"
 #include "common/util.h"
 
@@ -117,6 +118,7 @@ typedef struct {
     const char *experiment;  // -e EXP
     const char *state;       // --state S
     long limit;              // --limit N
+    long page;               // --page K (status, experiments, agents), 0: none
     long long after;         // --after ID
     const char *as;          // --as NAME
     const char *speed;       // --speed X|max
@@ -144,6 +146,7 @@ enum {
     S_OPT_TMPFS = 1 << 10,
     S_OPT_DIR = 1 << 11,
     S_OPT_TO = 1 << 12,
+    S_OPT_PAGE = 1 << 13,
 };
 
 // Sets the reply to an error line.
@@ -183,6 +186,7 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
                                              {"tmpfs", no_argument, NULL, 'T'},
                                              {"dir", required_argument, NULL, 'D'},
                                              {"to", required_argument, NULL, 't'},
+                                             {"page", required_argument, NULL, 'P'},
                                              {NULL, 0, NULL, 0}};
     // The options whose value is kept as it is: where, and their bit.
     static const struct {
@@ -244,6 +248,12 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
             if (*end || end == optarg || cmd->after < 0)
                 return s_refuse (cmd, 400, "bad --after '%s': an id, 0 or more", optarg);
             cmd->given |= S_OPT_AFTER;
+            break;
+        case 'P':
+            cmd->page = strtol (optarg, &end, 10);
+            if (*end || end == optarg || cmd->page < 1 || cmd->page > 1000000)
+                return s_refuse (cmd, 400, "bad --page '%s': 1 or more", optarg);
+            cmd->given |= S_OPT_PAGE;
             break;
         case 'F':
             cmd->feedback_only = 1, cmd->given |= S_OPT_FEEDBACK_ONLY;
@@ -439,16 +449,146 @@ s_put_exp_storage (s_text_t *t, exp_t *exp)
     s_put (t, "}");
 }
 
+// ---------------------------------------------------------------------------
+// Lists that may be long: status's and experiments' experiments, the agents.
+// Each row is rendered aside; a list is written whole while it fits its
+// budget, else the busiest rows that fit (or a page of them, --page K, by
+// name) with its total and how many are shown (doc/control.md).
+
+#define STATUS_EXP_BUDGET (512 * 1024)    // bytes of experiments, at most
+#define STATUS_AGENT_BUDGET (256 * 1024)  // bytes of agents, at most
+#define STATUS_ROWS 200                   // rows summarised or paged (--limit N)
+
+typedef struct {
+    char *name;      // sort key of a page
+    int64_t busy;    // pairs pending and out (an agent: tasks out)
+    double recent;   // recent activity (an agent: 0)
+    int64_t total;   // files (an agent: results done)
+    s_text_t text;   // the row's JSON
+} s_row_t;
+
+typedef struct {
+    s_cmd_t *cmd;
+    s_row_t *rows;
+    size_t count, cap;
+} s_rows_t;
+
+static s_row_t *
+s_row_add (s_rows_t *rows, const char *name)
+{
+    if (rows->count == rows->cap) {
+        size_t cap = rows->cap ? rows->cap * 2 : 64;
+        s_row_t *grown = realloc (rows->rows, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        rows->rows = grown;
+        rows->cap = cap;
+    }
+    s_row_t *row = &rows->rows[rows->count];
+    *row = (s_row_t) {.name = strdup (name)};
+    if (!row->name)
+        return NULL;
+    rows->count++;
+    return row;
+}
+
+static void
+s_rows_free (s_rows_t *rows)
+{
+    for (size_t i = 0; i < rows->count; i++) {
+        free (rows->rows[i].name);
+        free (rows->rows[i].text.data);
+    }
+    free (rows->rows);
+    *rows = (s_rows_t) {0};
+}
+
+// The busiest first: most pairs pending and out, then the most recent
+// activity, then the most files; by name among equals.
+static int
+s_compare_busy (const void *a, const void *b)
+{
+    const s_row_t *x = a, *y = b;
+    if (x->busy != y->busy)
+        return x->busy > y->busy ? -1 : 1;
+    if (x->recent != y->recent)
+        return x->recent > y->recent ? -1 : 1;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return strcmp (x->name, y->name);
+}
+
+static int
+s_compare_name (const void *a, const void *b)
+{
+    return strcmp (((const s_row_t *) a)->name, ((const s_row_t *) b)->name);
+}
+
+// "KEY":[rows],"KEY_total":N,"KEY_shown":M: all rows in their order while
+// they fit 'budget' and no page is asked for; else the busiest (or page
+// --page K by name) up to --limit N (STATUS_ROWS) rows that fit. Sets
+// *cut when rows are left out; -1 (refused) for a row without memory.
+static int
+s_put_rows (s_cmd_t *cmd, const char *key, s_rows_t *rows, size_t budget, int *cut)
+{
+    size_t all = 0, first = 0, most = cmd->given & S_OPT_LIMIT ? (size_t) cmd->limit : STATUS_ROWS;
+    for (size_t i = 0; i < rows->count; i++) {
+        if (rows->rows[i].text.failed || !rows->rows[i].text.data)
+            return s_refuse (cmd, 500, "no memory for the answer");
+        all += rows->rows[i].text.len + 1;
+    }
+    if (cmd->page > 0) {
+        qsort (rows->rows, rows->count, sizeof (s_row_t), s_compare_name);
+        first = (size_t) (cmd->page - 1) * most;
+    }
+    else if (all <= budget)
+        most = rows->count;
+    else
+        qsort (rows->rows, rows->count, sizeof (s_row_t), s_compare_busy);
+    s_put (&cmd->body, "\"%s\":[", key);
+    size_t shown = 0, used = 0;
+    for (size_t i = first; i < rows->count && shown < most; i++) {
+        if (used + rows->rows[i].text.len + 1 > budget)
+            break;
+        s_put (&cmd->body, "%s%s", shown ? "," : "", rows->rows[i].text.data);
+        used += rows->rows[i].text.len + 1;
+        shown++;
+    }
+    s_put (&cmd->body, "],\"%s_total\":%zu,\"%s_shown\":%zu", key, rows->count, key, shown);
+    if (shown < rows->count)
+        *cut = 1;
+    return 0;
+}
+
+// ,"page":K|null,"truncated":B: whether a list was cut.
+static void
+s_put_cut (s_cmd_t *cmd, int cut)
+{
+    if (cmd->page > 0)
+        s_put (&cmd->body, ",\"page\":%ld", cmd->page);
+    else
+        s_put (&cmd->body, ",\"page\":null");
+    s_put (&cmd->body, ",\"truncated\":%s", cut ? "true" : "false");
+}
+
+// One experiment's row of status and experiments, kept aside (s_rows_t).
 static int
 s_put_experiment (void *arg, const store_counts_t *c)
 {
-    s_cmd_t *cmd = arg;
-    broker_t *self = cmd->self;
-    s_text_t *t = &cmd->body;
+    s_rows_t *rows = arg;
+    broker_t *self = rows->cmd->self;
+    if (rows->cmd->experiment && strcmp (c->name, rows->cmd->experiment) != 0)
+        return 0;  // -e EXP: that one alone
+    s_row_t *row = s_row_add (rows, c->name);
+    if (!row)
+        return -1;
+    s_text_t *t = &row->text;
     int64_t now = util_time_ns ();
     exp_t *exp = broker_experiment (self, c->name, now);
-    if (t->data[t->len - 1] == '}')
-        s_put (t, ",");
+    row->busy = c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED];
+    row->recent = exp ? broker_rate (&exp->results, now, 59) + broker_rate (&exp->arrivals, now, 10)
+                      : 0;
+    row->total = c->files;
     s_put (t, "{\"experiment\":");
     s_put_string (t, c->name);
     s_put (t, ",\"source\":");
@@ -493,45 +633,67 @@ s_put_experiment (void *arg, const store_counts_t *c)
     return 0;
 }
 
-static void
-s_put_agents (s_cmd_t *cmd)
+static int
+s_put_agents (s_cmd_t *cmd, int *cut)
 {
     broker_t *self = cmd->self;
     int64_t now = util_time_ns ();
     int64_t window = (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
-    s_put (&cmd->body, "\"agents\":[");
-    int first = 1;
+    s_rows_t rows = {.cmd = cmd};
     for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
-        s_put (&cmd->body, "%s{\"id\":", first ? "" : ",");
-        s_put_string (&cmd->body, a->id);
-        s_put (&cmd->body, ",\"host\":");
-        s_put_string (&cmd->body, a->host);
-        s_put (&cmd->body,
+        s_row_t *row = s_row_add (&rows, a->id);
+        if (!row) {
+            s_rows_free (&rows);
+            return s_refuse (cmd, 500, "no memory for the answer");
+        }
+        row->busy = (int64_t) zlistx_size (a->tasks);
+        row->total = a->done;
+        s_put (&row->text, "{\"id\":");
+        s_put_string (&row->text, a->id);
+        s_put (&row->text, ",\"host\":");
+        s_put_string (&row->text, a->host);
+        s_put (&row->text,
                ",\"cores\":%d,\"credit\":%u,\"tasks\":%zu,\"done\":%lld,\"last_heartbeat_ms\":%lld}",
                a->cores, a->credit, zlistx_size (a->tasks), (long long) a->done,
                (long long) ((now - (a->expires_ns - window)) / 1000000));
-        first = 0;
     }
-    s_put (&cmd->body, "]");
+    int rc = s_put_rows (cmd, "agents", &rows, STATUS_AGENT_BUDGET, cut);
+    s_rows_free (&rows);
+    return rc;
 }
 
 static int
-s_put_experiments (s_cmd_t *cmd)
+s_put_experiments (s_cmd_t *cmd, int *cut)
 {
-    s_put (&cmd->body, "\"experiments\":[");
-    if (store_counts (cmd->self->store, s_put_experiment, cmd) < 0)
-        return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
-    s_put (&cmd->body, "]");
-    return 0;
+    s_rows_t rows = {.cmd = cmd};
+    int rc = store_counts (cmd->self->store, s_put_experiment, &rows);
+    if (rc < 0)
+        rc = s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+    else
+        rc = s_put_rows (cmd, "experiments", &rows, STATUS_EXP_BUDGET, cut);
+    s_rows_free (&rows);
+    return rc;
+}
+
+// -e EXP of status and experiments: 0 if it is known (or not given),
+// -1 (404) if not.
+static int
+s_only (s_cmd_t *cmd)
+{
+    exp_t *exp;
+    return s_scope (cmd, &exp) < 0 ? -1 : 0;
 }
 
 static int
 s_status (s_cmd_t *cmd)
 {
     broker_t *self = cmd->self;
-    if (s_expect (cmd, 0, 1, 1, "status"))
+    if (s_expect (cmd, S_OPT_EXP | S_OPT_PAGE | S_OPT_LIMIT, 1, 1,
+                  "status [-e EXP] [--page K] [--limit N]"))
         return -1;
     broker_commit (self);  // what the status says is committed
+    if (s_only (cmd))
+        return -1;
     int64_t now = util_time_ns ();
     s_put (&cmd->body,
            "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
@@ -557,10 +719,13 @@ s_status (s_cmd_t *cmd)
                (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes);
     }
     s_put (&cmd->body, "],");
-    if (s_put_experiments (cmd))
+    int cut = 0;
+    if (s_put_experiments (cmd, &cut))
         return -1;
     s_put (&cmd->body, ",");
-    s_put_agents (cmd);
+    if (s_put_agents (cmd, &cut))
+        return -1;
+    s_put_cut (cmd, cut);
     s_put (&cmd->body, "}");
     return 0;
 }
@@ -568,10 +733,13 @@ s_status (s_cmd_t *cmd)
 static int
 s_agents (s_cmd_t *cmd)
 {
-    if (s_expect (cmd, 0, 1, 1, "agents"))
+    if (s_expect (cmd, S_OPT_PAGE | S_OPT_LIMIT, 1, 1, "agents [--page K] [--limit N]"))
         return -1;
+    int cut = 0;
     s_put (&cmd->body, "{");
-    s_put_agents (cmd);
+    if (s_put_agents (cmd, &cut))
+        return -1;
+    s_put_cut (cmd, cut);
     s_put (&cmd->body, "}");
     return 0;
 }
@@ -579,12 +747,17 @@ s_agents (s_cmd_t *cmd)
 static int
 s_experiments (s_cmd_t *cmd)
 {
-    if (s_expect (cmd, 0, 1, 1, "experiments"))
+    if (s_expect (cmd, S_OPT_EXP | S_OPT_PAGE | S_OPT_LIMIT, 1, 1,
+                  "experiments [-e EXP] [--page K] [--limit N]"))
         return -1;
     broker_commit (cmd->self);
-    s_put (&cmd->body, "{");
-    if (s_put_experiments (cmd))
+    if (s_only (cmd))
         return -1;
+    int cut = 0;
+    s_put (&cmd->body, "{");
+    if (s_put_experiments (cmd, &cut))
+        return -1;
+    s_put_cut (cmd, cut);
     s_put (&cmd->body, "}");
     return 0;
 }
@@ -1216,30 +1389,107 @@ s_backfill_cmd (s_cmd_t *cmd)
 
 // Every command, and whether it changes the farm: with security/curve on,
 // only an operator's key may run those (doc/security.md). 'reads' is the
-// one first argument with which a changing command only reads.
+// one first argument with which a changing command only reads; 'names' is
+// 1 when its first argument is an experiment's name.
 static const struct {
     const char *name;
     int (*run) (s_cmd_t *cmd);
     int changes;
     const char *reads;
+    int names;
 } s_commands[] = {
-    {"status", s_status, 0, NULL},
-    {"agents", s_agents, 0, NULL},
-    {"experiments", s_experiments, 0, NULL},
-    {"pairs", s_pairs, 0, NULL},
-    {"log", s_log, 0, NULL},
-    {"rate", s_rate, 1, NULL},
-    {"policy", s_policy, 1, NULL},
-    {"pause", s_pause_cmd, 1, NULL},
-    {"resume", s_resume_cmd, 1, NULL},
-    {"retry", s_retry_cmd, 1, NULL},
-    {"backfill", s_backfill_cmd, 1, NULL},
-    {"feedback", s_feedback, 1, "show"},
-    {"replay", s_replay, 1, NULL},
-    {"provision", s_provision, 1, NULL},
-    {"archive", s_archive_cmd, 1, NULL},
-    {"release", s_release_cmd, 1, NULL},
+    {"status", s_status, 0, NULL, 0},
+    {"agents", s_agents, 0, NULL, 0},
+    {"experiments", s_experiments, 0, NULL, 0},
+    {"pairs", s_pairs, 0, NULL, 1},
+    {"log", s_log, 0, NULL, 1},
+    {"rate", s_rate, 1, NULL, 0},
+    {"policy", s_policy, 1, NULL, 0},
+    {"pause", s_pause_cmd, 1, NULL, 0},
+    {"resume", s_resume_cmd, 1, NULL, 0},
+    {"retry", s_retry_cmd, 1, NULL, 1},
+    {"backfill", s_backfill_cmd, 1, NULL, 1},
+    {"feedback", s_feedback, 1, "show", 0},
+    {"replay", s_replay, 1, NULL, 1},
+    {"provision", s_provision, 1, NULL, 1},
+    {"archive", s_archive_cmd, 1, NULL, 1},
+    {"release", s_release_cmd, 1, NULL, 1},
 };
+
+// 'text' as it may be shown in a reply line and the log (at most 'size' -
+// 1 bytes): control characters, and every byte above 0x7e when the text is
+// not valid UTF-8, as \xNN; cut with "..." past 120 bytes.
+static const char *
+s_printable (const char *text, char *out, size_t size)
+{
+    size_t n = strlen (text), where, len = 0;
+    int invalid = util_utf8_invalid ((const unsigned char *) text, n, &where);
+    for (size_t i = 0; i < n && len + 8 < size; i++) {
+        unsigned char c = (unsigned char) text[i];
+        if (i == 120) {
+            len += (size_t) snprintf (out + len, size - len, "...");
+            break;
+        }
+        if (c < 0x20 || c == 0x7f || (invalid && c > 0x7e))
+            len += (size_t) snprintf (out + len, size - len, "\\x%02x", c);
+        else
+            out[len++] = (char) c;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+// Refuses a name the operator gave that is no plain experiment name
+// (path_check_component), logging why; 'what' is how the command line
+// names it ("--as", "-e", "experiment").
+static int
+s_refuse_name (s_cmd_t *cmd, const char *what, const char *name)
+{
+    char why[128], shown[512];
+    if (path_check_component (name, why, sizeof why) == 0)
+        return 0;
+    s_printable (name, shown, sizeof shown);
+    log_warning ("control: refused '%s': bad %s '%s': %s", cmd->argv[0], what, shown, why);
+    return s_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
+}
+
+// The same for a directory given with --to or --dir: an absolute path
+// without control characters (storage.c checks where it leads).
+static int
+s_refuse_dir (s_cmd_t *cmd, const char *what, const char *dir)
+{
+    char shown[512];
+    const char *why = NULL;
+    for (const char *p = dir; *p && !why; p++)
+        if ((unsigned char) *p < 0x20 || *p == 0x7f)
+            why = "a control character";
+    if (*dir != '/')
+        why = "not an absolute path";
+    if (!why)
+        return 0;
+    s_printable (dir, shown, sizeof shown);
+    log_warning ("control: refused '%s': bad %s '%s': %s", cmd->argv[0], what, shown, why);
+    return s_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
+}
+
+// Every name and directory of the command, checked before it runs (before
+// the store is read or written): -1 (refused, logged) for the first bad one.
+static int
+s_check_names (s_cmd_t *cmd, size_t command)
+{
+    if (cmd->experiment && s_refuse_name (cmd, "-e", cmd->experiment))
+        return -1;
+    if (cmd->as && s_refuse_name (cmd, "--as", cmd->as))
+        return -1;
+    if (s_commands[command].names && cmd->argc > 1
+        && s_refuse_name (cmd, "experiment", cmd->argv[1]))
+        return -1;
+    if (cmd->to && s_refuse_dir (cmd, "--to", cmd->to))
+        return -1;
+    if (cmd->dir && s_refuse_dir (cmd, "--dir", cmd->dir))
+        return -1;
+    return 0;
+}
 
 // 1 if the command may run for this client: it only reads, CURVE is off,
 // or the client's key is an operator's.
@@ -1294,6 +1544,8 @@ s_run (s_cmd_t *cmd, const char *line)
             log_warning ("control: refused '%s' to key %s, not an operator's",
                          s_commands[command].name, cmd->peer ? cmd->peer : "(none)");
         }
+        else if (s_check_names (cmd, command))
+            ;  // refused, logged
         else if (run (cmd) == 0 && cmd->body.failed)
             s_refuse (cmd, 500, "no memory for the answer");
         else if (cmd->status == 200 && cmd->body.len > PROTO_MAX_BODY)

@@ -1,8 +1,13 @@
 // pairing.c — pairing rules: which files of an experiment make a pair.
 // Files wait in one hash per pairing.c instance, keyed by experiment and
 // stem (ab) or experiment, prefix and frame number (sequence, sliding).
+// At most pairing/max_waiting files of one experiment wait: past that the
+// oldest is forgotten, with a warning (at most one per experiment in
+// S_WARN_EVERY_S, counting those it stands for).
 
 #include "broker/pairing.h"
+#include "common/log.h"
+#include "common/util.h"
 
 #include <czmq.h>
 #include <ctype.h>
@@ -13,6 +18,7 @@
 #include <strings.h>
 
 #define MAX_EXTENSIONS 16
+#define S_WARN_EVERY_S 10.0  // warnings of forgotten files, per experiment
 
 struct _pairing_t {
     pairing_rule_t rule;                  // which rule
@@ -22,13 +28,25 @@ struct _pairing_t {
     int nextensions;                      // entries used in extensions
     zhashx_t *waiting;                    // key -> s_frame_t, files waiting for a partner
     zhashx_t *frames;                     // sliding: key -> s_frame_t
+    zhashx_t *queues;                     // experiment -> s_queue_t: its waiting files by age
+    size_t max_waiting;                   // files of one experiment that may wait
 };
+
+// The files of one experiment that wait (in 'waiting' or 'frames'), oldest
+// first, and the warnings about those forgotten.
+typedef struct {
+    zlistx_t *keys;      // their keys (strings), oldest first
+    size_t dropped;      // forgotten since the last warning
+    double warned;       // when it was (util_now), 0: never
+} s_queue_t;
 
 // A file waiting for its partner, or (sliding) for its neighbours.
 typedef struct {
-    char *name;  // file name
-    int64_t id;  // the caller's id of it
-    int met;     // sliding: 1 met frame n - 1, 2 met n + 1
+    char *name;          // file name
+    int64_t id;          // the caller's id of it
+    int met;             // sliding: 1 met frame n - 1, 2 met n + 1
+    s_queue_t *queue;    // its experiment's queue (NULL: none)
+    void *handle;        // its key's place in the queue
 } s_frame_t;
 
 static s_frame_t *
@@ -44,14 +62,35 @@ s_frame_new (const char *name, int64_t id)
     return self;
 }
 
+// Also takes its key out of its experiment's queue: a frame leaves the
+// queue whenever it leaves its hash.
 static void
 s_frame_destroy (s_frame_t **self_p)
 {
     if (self_p && *self_p) {
+        if ((*self_p)->queue && (*self_p)->handle)
+            zlistx_delete ((*self_p)->queue->keys, (*self_p)->handle);
         free ((*self_p)->name);
         free (*self_p);
         *self_p = NULL;
     }
+}
+
+static void
+s_queue_destroy (s_queue_t **self_p)
+{
+    if (self_p && *self_p) {
+        zlistx_destroy (&(*self_p)->keys);
+        free (*self_p);
+        *self_p = NULL;
+    }
+}
+
+static void
+s_key_free (void **item)
+{
+    free (*item);
+    *item = NULL;
 }
 
 // The caller's emit refused a pair (its store write failed): -2, and why.
@@ -97,15 +136,18 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
     for (char *save, *tok = strtok_r (list, ", ", &save); tok && self->nextensions < MAX_EXTENSIONS;
          tok = strtok_r (NULL, ", ", &save))
         snprintf (self->extensions[self->nextensions++], 16, "%s", tok[0] == '.' ? tok + 1 : tok);
+    self->max_waiting = cfg->pairing.max_waiting > 0 ? (size_t) cfg->pairing.max_waiting : 100000;
     self->waiting = zhashx_new ();
     self->frames = zhashx_new ();
-    if (!self->waiting || !self->frames) {
+    self->queues = zhashx_new ();
+    if (!self->waiting || !self->frames || !self->queues) {
         pairing_destroy (&self);
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
     }
     zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) s_frame_destroy);
     zhashx_set_destructor (self->frames, (zhashx_destructor_fn *) s_frame_destroy);
+    zhashx_set_destructor (self->queues, (zhashx_destructor_fn *) s_queue_destroy);
     return self;
 }
 
@@ -114,8 +156,10 @@ pairing_destroy (pairing_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
+    // The frames first: they leave their queues as they go.
     zhashx_destroy (&(*self_p)->waiting);
     zhashx_destroy (&(*self_p)->frames);
+    zhashx_destroy (&(*self_p)->queues);
     free (*self_p);
     *self_p = NULL;
 }
@@ -147,6 +191,56 @@ static void
 s_key (char *key, size_t len, const char *experiment, const char *rest)
 {
     snprintf (key, len, "%s\x1f%s", experiment, rest);
+}
+
+// Puts 'frame' (a file of 'experiment' that waits) into 'hash' under 'key'
+// and at the end of its experiment's queue; when that holds max_waiting
+// files already, the oldest is forgotten first (a rate-limited warning
+// names it and the bound). Takes 'frame' (NULL: no memory, nothing waits).
+static void
+s_wait (pairing_t *self, zhashx_t *hash, const char *experiment, const char *key,
+        s_frame_t *frame)
+{
+    if (!frame)
+        return;
+    s_queue_t *queue = zhashx_lookup (self->queues, experiment);
+    if (!queue) {
+        queue = calloc (1, sizeof *queue);
+        if (queue && !(queue->keys = zlistx_new ()))
+            s_queue_destroy (&queue);
+        if (queue) {
+            zlistx_set_destructor (queue->keys, s_key_free);
+            zhashx_insert (self->queues, experiment, queue);
+        }
+    }
+    while (queue && zlistx_size (queue->keys) >= self->max_waiting) {
+        const char *oldest = zlistx_first (queue->keys);
+        zhashx_t *in = zhashx_lookup (self->waiting, oldest) ? self->waiting : self->frames;
+        s_frame_t *gone = zhashx_lookup (in, oldest);
+        if (!gone) {  // cannot be: a key leaves with its frame
+            zlistx_delete (queue->keys, zlistx_cursor (queue->keys));
+            continue;
+        }
+        queue->dropped++;
+        double now = util_now ();
+        if (!queue->warned || now - queue->warned >= S_WARN_EVERY_S) {
+            log_warning ("experiment '%s': %zu file(s) wait for a partner, the bound "
+                         "pairing/max_waiting: forgetting the oldest, '%s' (%zu forgotten "
+                         "since the last warning)",
+                         experiment, self->max_waiting, gone->name, queue->dropped);
+            queue->warned = now;
+            queue->dropped = 0;
+        }
+        zhashx_delete (in, oldest);
+    }
+    if (queue) {
+        char *copy = strdup (key);
+        frame->queue = queue;
+        frame->handle = copy ? zlistx_add_end (queue->keys, copy) : NULL;
+        if (!frame->handle)
+            free (copy), frame->queue = NULL;
+    }
+    zhashx_insert (hash, key, frame);
 }
 
 static int
@@ -185,7 +279,7 @@ s_offer_ab (pairing_t *self, const char *experiment, const char *name, int64_t i
     s_frame_t *partner = zhashx_lookup (self->waiting, other);
     if (!partner) {
         if (!zhashx_lookup (self->waiting, key))
-            zhashx_insert (self->waiting, key, s_frame_new (name, id));
+            s_wait (self, self->waiting, experiment, key, s_frame_new (name, id));
         return 0;
     }
     // The partner leaves the table once emit has had its name.
@@ -251,7 +345,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
         s_frame_key (pkey, sizeof pkey, experiment, name, prefix, partner_n);
         s_frame_t *partner = zhashx_lookup (self->waiting, pkey);
         if (!partner) {
-            zhashx_insert (self->waiting, key, s_frame_new (name, id));
+            s_wait (self, self->waiting, experiment, key, s_frame_new (name, id));
             return 0;
         }
         int rc = n % 2 ? s_emit_frames (emit, arg, experiment, name, id, partner->name,
@@ -292,7 +386,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
     if (self_frame->met == 3)
         s_frame_destroy (&self_frame);
     else
-        zhashx_insert (self->frames, key, self_frame);
+        s_wait (self, self->frames, experiment, key, self_frame);
     return emitted;
 }
 

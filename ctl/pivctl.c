@@ -8,6 +8,7 @@
 #include "common/cli.h"
 #include "common/config.h"
 #include "common/iobench.h"
+#include "common/path.h"
 #include "common/proto.h"
 #include "common/secure.h"
 #include "common/util.h"
@@ -78,8 +79,11 @@ s_usage (FILE *out)
         "  status [--watch] [--count N]    experiments (pairs by state, rates, latency, policy)\n"
         "                                  and agents; --watch redraws every second with progress\n"
         "                                  and time to catch up, N times (default until Ctrl-C)\n"
-        "  agents                          agents with their tasks and last heartbeat\n"
-        "  experiments                     experiments with their source and settings\n"
+        "    [-e EXP] [--page K] [--limit N]  one experiment; page K of all by name (200 a page);\n"
+        "                                  past ~1000 experiments plain status shows the busiest\n"
+        "  agents [--page K] [--limit N]   agents with their tasks and last heartbeat\n"
+        "  experiments [-e EXP] [--page K] [--limit N]\n"
+        "                                  experiments with their source and settings\n"
         "  pairs EXP [--state S] [--limit N] [--after ID]\n"
         "                                  pairs of EXP as a timeline (S: pending, dispatched,\n"
         "                                  done, failed, skipped; N up to 10000, default 1000)\n"
@@ -98,7 +102,8 @@ s_usage (FILE *out)
         "                                  roi=x0,y0,x1,y1|all quantity=mean_u|mean_v|mean_speed|\n"
         "                                  vorticity|valid_fraction setpoint= kp= ki= out_min=\n"
         "                                  out_max=\n"
-        "  tail EXP [--count N]            follow the feedback stream of EXP (Ctrl-C to stop)\n"
+        "  tail EXP [--count N] [--new]    follow the feedback stream of EXP (Ctrl-C to stop);\n"
+        "                                  an unknown EXP is refused unless --new (about to start)\n"
         "the record:\n"
         "  export EXP [--format txt|tecplot] -o DIR\n"
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
@@ -714,6 +719,23 @@ s_print_storage (json_t *doc)
         printf ("\n");
 }
 
+// "showing 200 of 5000 experiments (...)" when the broker summarised a list.
+static void
+s_print_shown (json_t *doc, const char *list)
+{
+    int64_t total = json_int (doc, -1, "$.%s_total", list);
+    int64_t shown = json_int (doc, -1, "$.%s_shown", list);
+    if (total < 0 || shown < 0 || shown >= total)
+        return;
+    int64_t page = json_int (doc, 0, "$.page");
+    if (page > 0)
+        printf ("showing %lld of %lld %s: page %lld, by name (--page K for another)\n",
+                (long long) shown, (long long) total, list, (long long) page);
+    else
+        printf ("showing %lld of %lld %s: the busiest (--page K for all, by name)\n",
+                (long long) shown, (long long) total, list);
+}
+
 static void
 s_print_status (json_t *doc)
 {
@@ -733,8 +755,10 @@ s_print_status (json_t *doc)
             json_bool (doc, 0, "$.paused") ? "paused" : "running");
     s_print_storage (doc);
     s_print_experiments_of (doc);
+    s_print_shown (doc, "experiments");
     printf ("\n");
     s_print_agents_of (doc);
+    s_print_shown (doc, "agents");
 }
 
 static void
@@ -742,6 +766,7 @@ s_print_agents (json_t *doc, s_args_t *args)
 {
     (void)args;
     s_print_agents_of (doc);
+    s_print_shown (doc, "agents");
 }
 
 static void
@@ -749,6 +774,7 @@ s_print_experiments (json_t *doc, s_args_t *args)
 {
     (void)args;
     s_print_experiments_of (doc);
+    s_print_shown (doc, "experiments");
     int n = json_length (doc, "$.experiments");
     if (n <= 0)
         return;
@@ -855,6 +881,11 @@ s_run_status (s_ctl_t *ctl, s_args_t *args)
     if (text && (s_parse_count ("--count", text, LONG_MAX, &count) != 0))
         return EXIT_USAGE;
     int tty = isatty (STDOUT_FILENO);
+    char *line = cli_join (args->nsend, args->send);  // status [-e EXP] [--page K] [--limit N]
+    if (!line) {
+        s_error ("no memory");
+        return EXIT_FAILED;
+    }
     for (long k = 0; k < count && !s_stop; k++) {
         if (k > 0)
             s_nap (1000);
@@ -862,11 +893,13 @@ s_run_status (s_ctl_t *ctl, s_args_t *args)
             break;
         char *body;
         json_t *doc;
-        int rc = s_ask_json (ctl, "status", &body, &doc);
+        int rc = s_ask_json (ctl, line, &body, &doc);
         if (rc == S_INTERRUPTED)
             break;
-        if (rc != 0)
+        if (rc != 0) {
+            free (line);
             return rc;
+        }
         if (ctl->json)
             printf ("%s\n", body); // one snapshot per line
         else {
@@ -885,6 +918,7 @@ s_run_status (s_ctl_t *ctl, s_args_t *args)
         json_destroy (&doc);
         free (body);
     }
+    free (line);
     return EXIT_OK;
 }
 
@@ -1104,6 +1138,18 @@ s_print_feedback_message (json_t *doc, int header)
             value, s_num (json_number (doc, NAN, "$.output"), "%.6g"));
 }
 
+// 0 if 'name' is a plain experiment name (path_check_component); else says
+// why, naming the command, and returns -1.
+static int
+s_check_name (const char *command, const char *name)
+{
+    char why[128];
+    if (path_check_component (name, why, sizeof why) == 0)
+        return 0;
+    s_error ("%s: bad experiment '%.100s': %s", command, name, why);
+    return -1;
+}
+
 static int
 s_run_tail (s_ctl_t *ctl, s_args_t *args)
 {
@@ -1111,6 +1157,20 @@ s_run_tail (s_ctl_t *ctl, s_args_t *args)
     const char *text = s_value (args, "count");
     if (text && s_parse_count ("--count", text, LONG_MAX, &count) != 0)
         return EXIT_USAGE;
+    if (s_check_name ("tail", args->words[0]) != 0)
+        return EXIT_USAGE;
+    // An experiment the broker does not know would be waited for in
+    // silence: ask first ("no experiment 'x'", exit 1), unless --new says
+    // it is one about to start.
+    if (!s_value (args, "new")) {
+        char *words[] = {"experiments", "-e", args->words[0]};
+        char *line = cli_join (3, words), *body = NULL;
+        int rc = line ? s_ask (ctl, line, &body) : EXIT_FAILED;
+        free (line);
+        free (body);
+        if (rc != 0)
+            return EXIT_FAILED;
+    }
     const char *endpoint = ctl->cfg.broker.publish;
     char topic[PROTO_MAX_STRING];
     snprintf (topic, sizeof topic, "%s%s", PROTO_TOPIC_FEEDBACK, args->words[0]);
@@ -1338,6 +1398,8 @@ s_run_export (s_ctl_t *ctl, s_args_t *args)
 {
     s_export_t x = {.name = args->words[0], .dir = s_value (args, "output")};
     const char *format = s_value (args, "format");
+    if (s_check_name ("export", x.name) != 0)
+        return EXIT_USAGE;
     if (!x.dir || !*x.dir) {
         s_error ("export needs -o DIR; usage: pivctl %s", args->command->usage);
         return EXIT_USAGE;
@@ -1393,6 +1455,23 @@ s_run_export (s_ctl_t *ctl, s_args_t *args)
 // ---------------------------------------------------------------------------
 // replay: run it, wait for it, compare it with the original
 
+// "status -e NAME" into line (the name quoted as cli_split reads it): the
+// status of that experiment alone, however many the broker has. 0, or -1
+// (said) when it does not fit.
+static int
+s_status_of (const char *name, char *line, size_t size)
+{
+    char *words[] = {"status", "-e", (char *)name};
+    char *joined = cli_join (3, words);
+    int rc = joined && strlen (joined) < size ? 0 : -1;
+    if (rc == 0)
+        snprintf (line, size, "%s", joined);
+    else
+        s_error ("the name '%.100s' is too long to ask for", name);
+    free (joined);
+    return rc;
+}
+
 // Waits until experiment 'name' has sent its whole replay and (unless
 // feedback_only) has no pair pending or dispatched; *out gets its last
 // figures. EXIT_OK, or EXIT_FAILED (logged: the broker stopped answering,
@@ -1402,10 +1481,13 @@ s_replay_wait (s_ctl_t *ctl, const char *name, int feedback_only, long wait_s, s
 {
     int tty = isatty (STDERR_FILENO);
     double start = util_now (), said = start;
+    char line[PATH_MAX + 64];
+    if (s_status_of (name, line, sizeof line) != 0)
+        return EXIT_FAILED;
     for (;;) {
         char *body;
         json_t *doc;
-        int rc = s_ask_json (ctl, "status", &body, &doc);
+        int rc = s_ask_json (ctl, line, &body, &doc);
         if (rc == S_INTERRUPTED)
             s_error ("interrupted: the replay '%s' goes on in the broker", name);
         if (rc != 0)
@@ -1839,10 +1921,13 @@ static int
 s_archive_wait (s_ctl_t *ctl, const char *name, int release, long wait_s)
 {
     int64_t deadline = zclock_mono () + wait_s * 1000;
+    char line[PATH_MAX + 64];
+    if (s_status_of (name, line, sizeof line) != 0)
+        return EXIT_FAILED;
     for (;;) {
         char *body;
         json_t *doc;
-        int rc = s_ask_json (ctl, "status", &body, &doc);
+        int rc = s_ask_json (ctl, line, &body, &doc);
         if (rc != 0)
             return EXIT_FAILED;
         int n = json_length (doc, "$.experiments"), k = -1;
@@ -2029,11 +2114,16 @@ s_run_keygen (s_ctl_t *ctl, s_args_t *args)
 static const s_option_t s_none[] = {{NULL, 0, 0, 0}};
 static const s_option_t s_scoped[] = {{"experiment", 'e', 1, 0}, {NULL, 0, 0, 0}};
 static const s_option_t s_status_options[] = {
-    {"watch", 'w', 0, 1}, {"count", 'n', 1, 1}, {NULL, 0, 0, 0}};
+    {"watch", 'w', 0, 1}, {"count", 'n', 1, 1}, {"experiment", 'e', 1, 0},
+    {"page", 0, 1, 0},    {"limit", 0, 1, 0},   {NULL, 0, 0, 0}};
+static const s_option_t s_experiments_options[] = {
+    {"experiment", 'e', 1, 0}, {"page", 0, 1, 0}, {"limit", 0, 1, 0}, {NULL, 0, 0, 0}};
+static const s_option_t s_agents_options[] = {{"page", 0, 1, 0}, {"limit", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const s_option_t s_pairs_options[] = {
     {"state", 0, 1, 0}, {"limit", 0, 1, 0}, {"after", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const s_option_t s_log_options[] = {{"after", 0, 1, 0}, {"limit", 0, 1, 0}, {NULL, 0, 0, 0}};
-static const s_option_t s_tail_options[] = {{"count", 'n', 1, 1}, {NULL, 0, 0, 0}};
+static const s_option_t s_tail_options[] = {
+    {"count", 'n', 1, 1}, {"new", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_keygen_options[] = {{"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
 static const s_option_t s_export_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
@@ -2049,9 +2139,11 @@ static const s_option_t s_replay_options[] = {
     {NULL, 0, 0, 0}};
 
 static const s_command_t s_commands[] = {
-    {"status", 0, 0, "status [--watch] [--count N]", s_status_options, s_run_status},
-    {"agents", 0, 0, "agents", s_none, s_run_agents},
-    {"experiments", 0, 0, "experiments", s_none, s_run_experiments},
+    {"status", 0, 0, "status [--watch] [--count N] [-e EXP] [--page K] [--limit N]",
+     s_status_options, s_run_status},
+    {"agents", 0, 0, "agents [--page K] [--limit N]", s_agents_options, s_run_agents},
+    {"experiments", 0, 0, "experiments [-e EXP] [--page K] [--limit N]", s_experiments_options,
+     s_run_experiments},
     {"pairs", 1, 1, "pairs EXP [--state S] [--limit N] [--after ID]", s_pairs_options, s_run_pairs},
     {"log", 1, 1, "log EXP [--after ID] [--limit N]", s_log_options, s_run_log},
     {"rate", 1, 1, "rate N|max [-e EXP]", s_scoped, s_run_rate},
@@ -2062,7 +2154,7 @@ static const s_command_t s_commands[] = {
     {"backfill", 1, 1, "backfill EXP", s_none, s_run_moved},
     {"feedback", 1, MAX_WORDS - 1, "feedback show|on|off|set KEY=VALUE... [-e EXP]", s_scoped,
      s_run_feedback},
-    {"tail", 1, 1, "tail EXP [--count N]", s_tail_options, s_run_tail},
+    {"tail", 1, 1, "tail EXP [--count N] [--new]", s_tail_options, s_run_tail},
     {"export", 1, 1, "export EXP [--format txt|tecplot] -o DIR", s_export_options, s_run_export},
     {"replay", 1, 1,
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "

@@ -97,6 +97,9 @@ typedef struct {
     config_t cfg;           // its contents
     int broker_ok;          // 1: the broker answered 'status'
     char broker_error[512]; // why not
+    int broker_status;      // the status the broker answered 'status' with when not 200
+                            // (its message in broker_error); 0: no answer at all
+    int agents_partial;     // the broker listed only some agents (a summary)
     double uptime_s;        // broker figures (broker_ok only)
     int64_t queue;
     int64_t results;

@@ -40,9 +40,11 @@ typedef struct {
 // 'status' from the broker: the parsed reply, or NULL with the reason.
 // 'status' only reads: the page's key needs to be a client's, never an
 // operator's (doc/security.md).
+// *answered gets the status of a REPLY that refused (0 when none came).
 static json_t *
-s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen)
+s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen, int *answered)
 {
+    *answered = 0;
     const char *endpoint = cfg->broker.control;
     json_t *doc = NULL;
     zpoller_t *poller = NULL;
@@ -62,9 +64,10 @@ s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen)
         if (proto_decode (&zmsg, &reply, why, sizeof why) != 0 || reply.command != PROTO_REPLY)
             snprintf (err, errlen, "the broker at '%.200s' answered nonsense: %s", endpoint,
                       reply.command ? "not a REPLY" : why);
-        else if (reply.status != 200)
-            snprintf (err, errlen, "the broker at '%.200s' refused 'status': %.200s", endpoint,
-                      reply.text);
+        else if (reply.status != 200) {
+            snprintf (err, errlen, "%.300s", reply.text ? reply.text : "");
+            *answered = (int) reply.status;
+        }
         else if (!(doc = json_parse (reply.text, why, sizeof why)))
             snprintf (err, errlen, "the broker at '%.200s' answered with %s", endpoint, why);
         proto_msg_release (&reply);
@@ -408,6 +411,9 @@ s_merge_broker (dash_t *dash, json_t *doc)
             snprintf (x->policy, sizeof x->policy, "%s", policy);
     }
     n = json_length (doc, "$.agents");
+    // A summary (thousands of agents) lists only some: the others are not
+    // known dead.
+    dash->agents_partial = json_int (doc, n, "$.agents_total") > n;
     for (int i = 0; i < n; i++) {
         const char *id = json_string (doc, "$.agents[%d].id", i);
         dash_agent_t *a = id ? s_agent (dash, id) : NULL;
@@ -600,7 +606,7 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
     snprintf (dash->policy, sizeof dash->policy, "all");
 
     json_t *status = s_ask_status (&dash->cfg, timeout_ms, dash->broker_error,
-                                   sizeof dash->broker_error);
+                                   sizeof dash->broker_error, &dash->broker_status);
     dash->broker_ok = status != NULL;
 
     store_t *store = store_open_readonly (dash->cfg.broker.store, err, errlen);
@@ -651,7 +657,7 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
     if (status)
         s_merge_broker (dash, status);
     for (int i = 0; i < dash->nagents; i++)
-        if (status && dash->agents[i].alive != 1)
+        if (status && !dash->agents_partial && dash->agents[i].alive != 1)
             dash->agents[i].alive = 0;
     qsort (dash->agents, (size_t) dash->nagents, sizeof (dash_agent_t), s_compare_agents);
     for (int i = 0; i < dash->nexps; i++) {

@@ -254,6 +254,8 @@ s_head (FILE *out, const dash_t *dash, const char *title)
         s_duration (out, dash->uptime_s);
         fputs ("</span>", out);
     }
+    else if (dash->broker_status)
+        fprintf (out, "<span class=\"pill bad\">broker error %d</span>", dash->broker_status);
     else
         fputs ("<span class=\"pill bad\">broker unreachable</span>", out);
     fputs ("<span>updated ", out);
@@ -266,7 +268,16 @@ s_head (FILE *out, const dash_t *dash, const char *title)
         fputs ("&amp;", out);
     }
     fputs ("format=json\">JSON</a></div></header><main>", out);
-    if (!dash->broker_ok) {
+    if (!dash->broker_ok && dash->broker_status) {
+        // It answered, with an error: it runs, but cannot say how things go.
+        fprintf (out, "<div class=\"banner bad\" id=\"broker-error\">The broker answered %d: ",
+                 dash->broker_status);
+        dash_put_html (out, dash->broker_error);
+        fputs ("<small>The figures below come from the store alone (rates and latency from its "
+               "log; no queue, no live agents).</small></div>",
+               out);
+    }
+    else if (!dash->broker_ok) {
         fputs ("<div class=\"banner bad\" id=\"broker-unreachable\">Broker unreachable: the "
                "figures below come from the store alone (rates and latency from its log; "
                "no queue, no live agents).<small>",
@@ -753,7 +764,9 @@ s_overview (FILE *out, const dash_t *dash)
     s_tile (out, "Agents alive");
     fprintf (out, "<span style=\"color:%s\">%d</span><small>of %d</small>",
              alive ? "var(--ok)" : "var(--bad)", alive, dash->nagents);
-    s_tile_end (out, dash->broker_ok ? "as the broker sees them" : "broker unreachable");
+    s_tile_end (out, dash->broker_ok        ? "as the broker sees them"
+                     : dash->broker_status ? "the broker answered with an error"
+                                           : "broker unreachable");
     s_tile (out, "Failed pairs");
     fprintf (out, "<span style=\"color:%s\">%lld</span>", failed ? "var(--bad)" : "var(--ok)",
              (long long) failed);

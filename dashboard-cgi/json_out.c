@@ -227,6 +227,7 @@ dash_json (const dash_t *dash, FILE *out)
     int b = 1;
     s_bool (out, &b, "reachable", dash->broker_ok);
     s_str (out, &b, "error", dash->broker_ok ? NULL : dash->broker_error);
+    s_num (out, &b, "answered", dash->broker_status ? (double) dash->broker_status : NAN);
     s_num (out, &b, "uptime_s", dash->uptime_s);
     s_num (out, &b, "queue", dash->queue >= 0 ? (double) dash->queue : NAN);
     s_num (out, &b, "results", dash->results >= 0 ? (double) dash->results : NAN);

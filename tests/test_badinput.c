@@ -840,6 +840,80 @@ START_TEST (a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothi
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Names an operator gives (issue 13)
+
+// Every experiment name of every command (-e EXP, --as NAME, the EXP of
+// pairs, log, retry, backfill, replay, provision, archive, release) and
+// every directory (--to, --dir) is checked before the command runs:
+// refused with a 400 naming the argument and why, logged, nothing recorded.
+static const struct {
+    const char *line;
+    const char *named;
+} s_bad_names[] = {
+    {"replay exp1 --as ..", "replay: bad --as '..': a '..' component"},
+    {"replay exp1 --as .", "replay: bad --as '.': a '.' component"},
+    {"replay exp1 --as \"\"", "replay: bad --as '': an empty name"},
+    {"replay exp1 --as /tmp/x", "replay: bad --as '/tmp/x': an absolute path"},
+    {"replay exp1 --as \"a\x01" "b\"", "replay: bad --as 'a\\x01b': a control character (0x01)"},
+    {"replay .. --as fine", "replay: bad experiment '..'"},
+    {"provision .. --size 1G --hours 1", "provision: bad experiment '..': a '..' component"},
+    {"provision /etc --size 1G --hours 1", "provision: bad experiment '/etc': an absolute path"},
+    {"provision new --size 1G --hours 1 --dir rel/dir", "provision: bad --dir 'rel/dir': not an absolute path"},
+    {"archive ../x --to /tmp/a", "archive: bad experiment '../x'"},
+    {"archive exp1 --to rel/dir", "archive: bad --to 'rel/dir': not an absolute path"},
+    {"release exp1 --to .", "release: bad --to '.': not an absolute path"},
+    {"release a/b", "release: bad experiment 'a/b': a '/' in a single name"},
+    {"pairs ..", "pairs: bad experiment '..'"},
+    {"log .", "log: bad experiment '.'"},
+    {"retry ..", "retry: bad experiment '..'"},
+    {"backfill exp1/..", "backfill: bad experiment 'exp1/..'"},
+    {"rate 5 -e ..", "rate: bad -e '..'"},
+    {"policy latest -e ../exp1", "policy: bad -e '../exp1'"},
+    {"pause -e .", "pause: bad -e '.'"},
+    {"resume -e \"\"", "resume: bad -e '': an empty name"},
+    {"feedback on -e ..", "feedback: bad -e '..'"},
+    {"status -e ..", "status: bad -e '..'"},
+    {"experiments -e a/b", "experiments: bad -e 'a/b'"},
+};
+
+START_TEST (bad_names_in_every_command_are_refused_and_nothing_is_recorded)
+{
+    tu_farm_fake (&s_farm, 1, "g");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (&s_farm, "g", 1, 1, 0);
+    for (int i = 0; i < 200 && tu_farm_counts (&s_farm).files < 2; i++)
+        usleep (50000);
+    ck_assert_int_eq (tu_farm_counts (&s_farm).files, 2);
+    int64_t events = tu_farm_sql (&s_farm, "SELECT count(*) FROM events");
+    zsock_t *c = zsock_new (ZMQ_DEALER);
+    zsock_set_rcvtimeo (c, 5000);
+    ck_assert (zsock_connect (c, "ipc://%s/control", s_farm.dir) == 0);
+    for (size_t i = 0; i < sizeof s_bad_names / sizeof s_bad_names[0]; i++) {
+        proto_msg_t req = {.command = PROTO_REQUEST, .text = (char *) s_bad_names[i].line}, reply;
+        ck_assert (proto_send (&req, NULL, c) == 0);
+        char err[512];
+        ck_assert_msg (proto_recv (c, NULL, &reply, err, sizeof err) == 0, "'%s': %s",
+                       s_bad_names[i].line, err);
+        printf ("control %-40s %u %s\n", s_bad_names[i].line, reply.status, reply.text);
+        ck_assert_msg (reply.status == 400 && strstr (reply.text, s_bad_names[i].named),
+                       "'%s': %u %s", s_bad_names[i].line, reply.status, reply.text);
+        proto_msg_release (&reply);
+    }
+    zsock_destroy (&c);
+    // Nothing recorded: exp1 alone, no setting, no event; each refusal logged.
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments"), 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM settings"), 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events"), events);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "control: refused 'replay': bad --as '..': a '..' component", 5000));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "control: refused 'archive': bad --to 'rel/dir'", 5000));
+    ck_assert (tu_alive (s_farm.broker));
+}
+END_TEST
+
 START_TEST (tiff_headers_that_lie_about_their_length_never_stop_the_watcher)
 {
     tu_farm_render (&s_farm, 1, "g");
@@ -903,6 +977,7 @@ main (void)
     tcase_add_test (tc, a_fake_agent_claiming_endless_credit_leaves_the_tasks_to_the_real_one);
     tcase_add_test (tc, a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothing);
     tcase_add_test (tc, tiff_headers_that_lie_about_their_length_never_stop_the_watcher);
+    tcase_add_test (tc, bad_names_in_every_command_are_refused_and_nothing_is_recorded);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <czmq.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -300,6 +301,61 @@ START_TEST (every_figure_of_the_page_matches_a_store_of_known_contents)
 }
 END_TEST
 
+// A broker that answers every request with an error (as the real one does
+// when it cannot read its store): a ROUTER on the farm's control endpoint.
+static void
+s_erring_broker (zsock_t *pipe, void *arg)
+{
+    zsock_t *router = zsock_new_router ((const char *) arg);
+    zsock_signal (pipe, 0);
+    zpoller_t *poller = zpoller_new (pipe, router, NULL);
+    while (router) {
+        void *which = zpoller_wait (poller, -1);
+        if (which != router)
+            break;  // $TERM, or interrupted
+        zframe_t *identity = NULL;
+        proto_msg_t req, reply = {.command = PROTO_REPLY, .status = 500,
+                                  .text = "cannot read the store: disk I/O error"};
+        char err[256];
+        if (proto_recv (router, &identity, &req, err, sizeof err) == 0) {
+            proto_send (&reply, identity, router);
+            proto_msg_release (&req);
+        }
+        zframe_destroy (&identity);
+    }
+    zpoller_destroy (&poller);
+    zsock_destroy (&router);
+}
+
+// "Broker unreachable" only when nothing answered; an answer with an error
+// is shown as what it is, with its status and message.
+START_TEST (a_broker_that_answers_an_error_is_not_called_unreachable)
+{
+    s_make_store (s_now_ns ());
+    int status;
+    const char *html = s_cgi ("", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert (strstr (html, "id=\"broker-unreachable\"") != NULL);
+    ck_assert (strstr (html, "broker answered") == NULL);
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/control", s_dir);
+    zactor_t *broker = zactor_new (s_erring_broker, endpoint);
+    ck_assert (broker != NULL);
+    html = s_cgi ("", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert_msg (strstr (html, "id=\"broker-error\"") && strstr (html, "The broker answered 500: ")
+                       && strstr (html, "cannot read the store: disk I/O error")
+                       && strstr (html, "broker error 500"),
+                   "%.3000s", html);
+    ck_assert_msg (strstr (html, "nreachable") == NULL, "%.3000s", html);
+    json_t *doc = s_cgi_json ("format=json");
+    ck_assert_int_eq (json_int (doc, -1, "$.broker.answered"), 500);
+    ck_assert_str_eq (json_string (doc, "$.broker.error"), "cannot read the store: disk I/O error");
+    json_destroy (&doc);
+    zactor_destroy (&broker);
+}
+END_TEST
+
 START_TEST (hostile_queries_are_refused_and_hostile_strings_escaped)
 {
     int64_t now = s_now_ns ();
@@ -581,6 +637,7 @@ main (void)
     tcase_add_test (tc, every_figure_of_the_page_matches_a_store_of_known_contents);
     tcase_add_test (tc, hostile_queries_are_refused_and_hostile_strings_escaped);
     tcase_add_test (tc, a_missing_store_or_configuration_is_a_clear_error_page);
+    tcase_add_test (tc, a_broker_that_answers_an_error_is_not_called_unreachable);
     tcase_add_test (tc, a_browser_shows_the_live_farm_served_by_lighttpd);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);

@@ -4,12 +4,14 @@
 // answers read as JSON, and the store read (read-only) as the witness of
 // what was dispatched when.
 
+#include "common/proto.h"
 #include "piv/field.h"
 #include "store/json.h"
 #include "store/store.h"
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <czmq.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -216,8 +218,9 @@ s_tail_start (const char *experiment, int count)
     char n[16];
     snprintf (n, sizeof n, "%d", count);
     unlink (tu_path (s_farm.dir, "tail.log"));
+    // --new: exp1 may not exist yet (its files land after the tail starts).
     char *argv[] = {(char *)tu_bin ("pivctl"), "-c",      s_farm.conf, "--json", "tail",
-                    (char *)experiment,        "--count", n,           NULL};
+                    (char *)experiment,        "--count", n,           "--new", NULL};
     s_farm.others[0] = tu_spawn (argv, tu_path (s_farm.dir, "tail.log"));
     usleep (500000); // a subscriber sees only what is published after it joined
 }
@@ -489,6 +492,8 @@ START_TEST (pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_bro
     s_refused ("'nope'", "backfill", "nope", NULL);
     s_refused ("'nope'", "replay", "nope", NULL);
     s_refused ("'nope'", "export", "nope", "-o", dir, NULL);
+    // tail asks first: no silent wait for an experiment that does not exist.
+    s_refused ("pivctl: no experiment 'nosuch'", "tail", "nosuch", "--count", "1", NULL);
 
     s_refused ("'fast'", "rate", "fast", NULL);
     s_refused ("'0'", "rate", "0", NULL);
@@ -936,6 +941,101 @@ START_TEST (a_replay_gives_the_same_fields_at_the_pace_asked)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Thousands of experiments
+
+// 'n' experiments e0000 ... made the cheapest real way: one FILE event each
+// on the ingest socket, as a watcher sends them (the frame A is on disk).
+static void
+s_many_experiments (int n)
+{
+    zsock_t *w = zsock_new (ZMQ_DEALER);
+    ck_assert (w && zsock_connect (w, "ipc://%s/ingest", s_farm.dir) == 0);
+    char exp[32], path[4200];
+    for (int i = 0; i < n; i++) {
+        snprintf (exp, sizeof exp, "e%04d", i);
+        snprintf (path, sizeof path, "%s/data/%s", s_farm.dir, exp);
+        mkdir (path, 0755);
+        snprintf (path, sizeof path, "%s/data/%s/f_a.tif", s_farm.dir, exp);
+        tu_spit (path, "x", 1);
+        proto_msg_t file = {.command = PROTO_FILE, .seq = (uint64_t)i + 1, .size = 1,
+                            .time_ns = s_now_ns (), .experiment = exp, .name = "f_a.tif"};
+        ck_assert (proto_send (&file, NULL, w) == 0);
+    }
+    int64_t made = 0;
+    for (int i = 0; i < 1200 && made < n; i++) {
+        usleep (50000);
+        made = tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments");
+    }
+    zsock_destroy (&w);
+    ck_assert_int_eq (made, n);
+}
+
+START_TEST (status_summarises_thousands_of_experiments_and_pages_through_them)
+{
+    tu_farm_start_broker (&s_farm);
+    s_many_experiments (3000);
+    // One of them busy: its pair waits (no agent).
+    zsock_t *w = zsock_new (ZMQ_DEALER);
+    ck_assert (w && zsock_connect (w, "ipc://%s/ingest", s_farm.dir) == 0);
+    tu_spit (tu_path (s_farm.dir, "data/e2999/f_b.tif"), "x", 1);
+    proto_msg_t file = {.command = PROTO_FILE, .seq = 9999, .size = 1, .time_ns = s_now_ns (),
+                        .experiment = "e2999", .name = "f_b.tif"};
+    ck_assert (proto_send (&file, NULL, w) == 0);
+    for (int i = 0; i < 200 && tu_farm_sql (&s_farm, "SELECT count(*) FROM pairs") < 1; i++)
+        usleep (50000);
+    zsock_destroy (&w);
+
+    // status: the totals and the busiest, under the reply's limit.
+    static char out[1 << 20];
+    char *argv[] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "--json", "status", NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 120), 0);
+    printf ("status of 3000 experiments: %zu bytes\n", strlen (out));
+    ck_assert (strlen (out) < 1024 * 1024);
+    json_t *doc = s_ask ("status", NULL);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments_total"), 3000);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments_shown"), 200);
+    ck_assert_int_eq (json_length (doc, "$.experiments"), 200);
+    ck_assert (json_bool (doc, 0, "$.truncated"));
+    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e2999");
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].pending"), 1);
+    json_destroy (&doc);
+    // The table says so.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "status", NULL), 0);
+    ck_assert_msg (strstr (out, "showing 200 of 3000 experiments"), "%.2000s", out);
+    // Pages by name: all of them, 200 at a time; past the end, none.
+    doc = s_ask ("status", "--page", "2", NULL);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments_shown"), 200);
+    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e0200");
+    ck_assert_str_eq (json_string (doc, "$.experiments[199].experiment"), "e0399");
+    json_destroy (&doc);
+    doc = s_ask ("experiments", "--page", "15", NULL);
+    ck_assert_str_eq (json_string (doc, "$.experiments[199].experiment"), "e2999");
+    json_destroy (&doc);
+    doc = s_ask ("experiments", "--page", "16", NULL);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments_shown"), 0);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments_total"), 3000);
+    json_destroy (&doc);
+    doc = s_ask ("experiments", "--page", "3", "--limit", "1000", NULL);
+    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e2000");
+    json_destroy (&doc);
+    // One experiment alone, however many there are.
+    doc = s_ask ("status", "-e", "e1234", NULL);
+    ck_assert_int_eq (json_int (doc, -1, "$.experiments_total"), 1);
+    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e1234");
+    ck_assert (!json_bool (doc, 1, "$.truncated"));
+    json_destroy (&doc);
+    s_refused ("no experiment 'e9999'", "status", "-e", "e9999", NULL);
+    // --watch goes on with the summary.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "status", "--watch", "--count", "2", NULL), 0);
+    ck_assert_msg (strstr (out, "showing 200 of 3000 experiments"), "%.2000s", out);
+    ck_assert (tu_alive (s_farm.broker));
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Running the suite
+
 // A test case of the suite: a fresh farm for each test.
 static TCase *
 s_tcase (Suite *suite, const char *name)
@@ -956,6 +1056,7 @@ main (void)
     tcase_add_test (tc, pivctl_steering_commands_answer_with_the_setting_now_in_force);
     tcase_add_test (tc, pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_broker);
     tcase_add_test (tc, retry_sends_failed_pairs_again_and_they_complete);
+    tcase_add_test (tc, status_summarises_thousands_of_experiments_and_pages_through_them);
     tc = s_tcase (suite, "dispatch");
     tcase_add_test (tc, rate_5_dispatches_five_pairs_a_second);
     tcase_add_test (tc, latest_processes_the_newest_pair_first);

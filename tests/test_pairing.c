@@ -6,9 +6,11 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // The pairs emitted so far (the first 64 as "experiment|stem|a|b" lines).
 static char s_pairs[64][256];
@@ -232,6 +234,74 @@ START_TEST (a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name)
 }
 END_TEST
 
+// Files that never meet their partner wait within a bound per experiment:
+// past pairing/max_waiting the oldest is forgotten, with one warning that
+// names it and the bound (not one a file), the others still pair.
+START_TEST (waiting_files_are_bounded_per_experiment_oldest_forgotten_with_a_warning)
+{
+    config_t cfg;
+    config_init (&cfg);
+    cfg.pairing.max_waiting = 3;
+    char err[256] = "", name[64];
+    pairing_t *p = pairing_new (&cfg, err, sizeof err);
+    ck_assert_msg (p != NULL, "%s", err);
+    s_npairs = 0;
+    // The warnings go to stderr: into a file for the test.
+    char log[4096];
+    snprintf (log, sizeof log, "%s/stderr.log", tu_tmpdir ());
+    fflush (stderr);
+    int saved = dup (2), fd = open (log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert (saved >= 0 && fd >= 0);
+    dup2 (fd, 2);
+    for (int i = 1; i <= 5; i++) {
+        snprintf (name, sizeof name, "x_%04d_a.tif", i);
+        s_offer (p, "run7", name, 0);
+    }
+    s_offer (p, "run8", "y_0001_a.tif", 0);
+    // Many more: the count stays at the bound.
+    for (int i = 6; i <= 20000; i++) {
+        snprintf (name, sizeof name, "x_%04d_a.tif", i);
+        s_offer (p, "run7", name, 0);
+    }
+    fflush (stderr);
+    dup2 (saved, 2);
+    close (saved), close (fd);
+    ck_assert_int_eq (pairing_waiting (p, "run7"), 3);
+    ck_assert_int_eq (pairing_waiting (p, "run8"), 1);
+    // The oldest is gone: its B waits in its turn; the newest still pair.
+    s_offer (p, "run7", "x_0001_b.tif", 0);
+    ck_assert_int_eq (pairing_waiting (p, "run7"), 3);
+    s_offer (p, "run7", "x_20000_b.tif", 1);
+    ck_assert (s_has ("run7|x_20000|x_20000_a.tif|x_20000_b.tif"));
+    s_offer (p, "run8", "y_0001_b.tif", 1);
+    char *text = tu_slurp (log, NULL);
+    ck_assert (text != NULL);
+    printf ("%s", text);
+    ck_assert_msg (strstr (text, "experiment 'run7'") && strstr (text, "pairing/max_waiting")
+                       && strstr (text, "'x_0001_a.tif'"),
+                   "%s", text);
+    // Rate-limited: one line for thousands of forgotten files.
+    int lines = 0;
+    for (char *c = text; *c; c++)
+        lines += *c == '\n';
+    ck_assert_int_eq (lines, 1);
+    free (text);
+    pairing_destroy (&p);
+    // Sequence and sliding frames are bounded the same way.
+    cfg.pairing.max_waiting = 2;
+    snprintf (cfg.pairing.rule, sizeof cfg.pairing.rule, "%s", "sliding");
+    p = pairing_new (&cfg, err, sizeof err);
+    ck_assert (p != NULL);
+    s_npairs = 0;
+    for (int i = 1; i <= 99; i += 2) {  // every other frame: none meets a neighbour
+        snprintf (name, sizeof name, "f_%04d.tif", i);
+        s_offer (p, "run9", name, 0);
+    }
+    ck_assert_int_eq (pairing_waiting (p, "run9"), 2);
+    pairing_destroy (&p);
+}
+END_TEST
+
 START_TEST (an_unknown_rule_is_refused)
 {
     config_t cfg;
@@ -263,6 +333,7 @@ main (void)
     tcase_add_test (tc, multipage_makes_a_pair_of_every_file);
     tcase_add_test (tc, a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name);
     tcase_add_test (tc, an_unknown_rule_is_refused);
+    tcase_add_test (tc, waiting_files_are_bounded_per_experiment_oldest_forgotten_with_a_warning);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
