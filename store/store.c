@@ -1331,8 +1331,8 @@ store_error (store_t *self)
 //   duplicate   attempt=N agent=AGENT
 //   failure     attempt=N agent=AGENT error=TEXT
 //   failed      attempts=N error=TEXT
-//   requeue     attempt=N agent=AGENT reason=TEXT, and lost=N when its
-//               agent was lost or its deadline passed (counted)
+//   requeue     attempt=N agent=AGENT reason=TEXT; attempt=N lost=N agent=AGENT
+//               reason=TEXT when its agent was lost or its deadline passed (counted)
 //   defer       attempt=N agent=AGENT text=TEXT (not counted)
 //   file-changed file=ID size=OLD->NEW mtime_ns=OLD->NEW name=NAME
 //   file-rewritten file=ID stem=STEM (a done pair's file changed: kept)
@@ -1893,7 +1893,7 @@ store_pair_lost (store_t *self, int64_t pair, int attempt, const char *reason, i
         rc = s_attempt_end (self, pair, attempt, "requeued", why, now_ns);
     if (rc == SQLITE_DONE)
         s_event (self, &rc, "requeue", experiment, pair, now_ns,
-                 "attempt=%d agent=%s lost=%" PRId64 " reason=%s", attempt, agent, lost, why);
+                 "attempt=%d lost=%" PRId64 " agent=%s reason=%s", attempt, lost, agent, why);
     if (rc == SQLITE_DONE && lost >= max_attempts) {
         char error[1024];
         snprintf (error, sizeof error, "agent lost %" PRId64 " times on this pair (last: %s)",

@@ -2311,7 +2311,7 @@ START_TEST (a_pair_that_loses_its_agent_max_attempts_times_fails_with_the_reason
                                        11 * T_MS, &failed), 0);
     ck_assert_int_eq (failed, 0);
     ck_assert_str_eq (s_last_payload (store, "requeue"),
-                      "attempt=1 agent=agent-a lost=1 reason=agent 'agent-a' is silent");
+                      "attempt=1 lost=1 agent=agent-a reason=agent 'agent-a' is silent");
     attempt = s_dispatch (store, pair, "agent-b");
     ck_assert_int_eq (store_pair_requeue (store, pair, "disconnected", 12 * T_MS), 0);
     // A stale loss (an attempt no longer out) changes nothing.
