@@ -219,6 +219,17 @@ s_open_frame (process_t *self, const proto_msg_t *task, const char *path, char *
     return fd;
 }
 
+// Why a path beneath the results directory could not be made or opened.
+static const char *
+s_why_beneath (int error)
+{
+    if (error == EXDEV || error == ELOOP)
+        return "a symbolic link, or it leads outside the results directory";
+    if (error == ENOTDIR)
+        return "a symbolic link or a file where a directory should be";
+    return strerror (error);
+}
+
 // Checks the TASK's output name and makes its directories beneath the
 // results directory; 0, or -1 with err (1 when the volume is full).
 static int
@@ -234,8 +245,7 @@ s_prepare_output (process_t *self, const proto_msg_t *task, char *err, size_t er
     if (s_make_dir (self->results) != 0 || path_mkdirs_beneath (self->results, output) != 0) {
         int error = errno;
         snprintf (err, errlen, "cannot write '%s/%s': %s", self->results, output,
-                  error == EXDEV || error == ELOOP ? "it leads outside the results directory"
-                                                  : strerror (error));
+                  s_why_beneath (error));
         return s_full (error) ? 1 : -1;
     }
     if (!process_room (self->results, self->min_free_mb, err, errlen))
@@ -250,8 +260,7 @@ s_open_output (process_t *self, const proto_msg_t *task, char *err, size_t errle
     int fd = path_open_beneath (self->results, task->output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         snprintf (err, errlen, "cannot write '%s/%s': %s", self->results, task->output,
-                  errno == EXDEV || errno == ELOOP ? "it leads outside the results directory"
-                                                  : strerror (errno));
+                  s_why_beneath (errno));
     return fd;
 }
 

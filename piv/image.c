@@ -200,6 +200,15 @@ s_check_file (int fd, const char *path, size_t max_bytes, struct stat *st, char 
         s_seterr (err, errlen, "'%s' is not a TIFF file: it is empty", path);
         return -1;
     }
+    uint64_t stored = (uint64_t) st->st_blocks * 512;
+    if ((uint64_t) st->st_size > S_SPARSE_MIN
+        && stored < (uint64_t) st->st_size / S_SPARSE_RATIO) {
+        s_seterr (err, errlen,
+                  "cannot read '%s': sparse file: %lld bytes long, only %llu bytes stored "
+                  "(less than 1/%d of it)",
+                  path, (long long) st->st_size, (unsigned long long) stored, S_SPARSE_RATIO);
+        return -1;
+    }
     if (max_bytes == 0)
         max_bytes = PIV_MAX_FILE_DEFAULT;
     if ((uint64_t) st->st_size > (uint64_t) SSIZE_MAX
@@ -208,15 +217,6 @@ s_check_file (int fd, const char *path, size_t max_bytes, struct stat *st, char 
                   "cannot read '%s': file of %lld bytes exceeds the limit of %zu bytes "
                   "(%zu MiB)",
                   path, (long long) st->st_size, max_bytes, max_bytes >> 20);
-        return -1;
-    }
-    uint64_t stored = (uint64_t) st->st_blocks * 512;
-    if ((uint64_t) st->st_size > S_SPARSE_MIN
-        && stored < (uint64_t) st->st_size / S_SPARSE_RATIO) {
-        s_seterr (err, errlen,
-                  "cannot read '%s': sparse file: %lld bytes long, only %llu bytes stored "
-                  "(less than 1/%d of it)",
-                  path, (long long) st->st_size, (unsigned long long) stored, S_SPARSE_RATIO);
         return -1;
     }
     return 0;
