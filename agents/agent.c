@@ -445,8 +445,8 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
     char why[PATH_MAX + 128];
     if (self->paused
         && process_room (self->cfg.agent.results, self->cfg.agent.min_free_mb, why, sizeof why)) {
-        log_notice ("results volume '%s' has room again: taking work (%d slot(s))",
-                    self->cfg.agent.results, self->withheld);
+        log_notice ("results volume '%s' has room again (%s): taking work (%d slot(s))",
+                    self->cfg.agent.results, why, self->withheld);
         self->paused = 0;
         int slots = self->withheld;
         self->withheld = 0;

@@ -168,8 +168,10 @@ process_room (const char *dir, int min_free_mb, char *why, size_t whylen)
         *slash = '\0';
     }
     uint64_t free_mb = ((uint64_t) st.f_bavail * st.f_frsize) >> 20;
-    if (free_mb >= (uint64_t) min_free_mb)
+    if (free_mb >= (uint64_t) min_free_mb) {
+        snprintf (why, whylen, "%llu MiB free", (unsigned long long) free_mb);
         return 1;
+    }
     snprintf (why, whylen, "results volume '%s' is full: %llu MiB free, %d MiB needed", dir,
               (unsigned long long) free_mb, min_free_mb);
     return 0;

@@ -35,8 +35,9 @@ int process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result,
                   size_t errlen);
 
 // 1 if the volume of 'dir' (or of its nearest existing parent) has at
-// least min_free_mb MiB free for an unprivileged writer; 0 otherwise with
-// why: "results volume '<dir>' is full: N MiB free, M MiB needed".
+// least min_free_mb MiB free for an unprivileged writer (why: "N MiB
+// free"); 0 otherwise with why: "results volume '<dir>' is full: N MiB
+// free, M MiB needed".
 int process_room (const char *dir, int min_free_mb, char *why, size_t whylen);
 
 // Maps a broker path to this node: 'from' prefix replaced by 'to' (both
