@@ -189,10 +189,16 @@ s_full (int error)
 // elsewhere (an archived copy) the path must be plain and not a link.
 // Never blocks (a FIFO in a frame's place). The descriptor, or -1 with err.
 static int
-s_open_frame (process_t *self, const proto_msg_t *task, const char *path, char *err,
+s_open_frame (process_t *self, const proto_msg_t *task, const char *given, char *err,
               size_t errlen)
 {
-    char why[128];
+    // Repeated slashes (a prefix mapped with a trailing one) are one.
+    char path[PATH_MAX], why[128];
+    size_t n = 0;
+    for (const char *p = given; *p && n + 1 < sizeof path; p++)
+        if (!(*p == '/' && n > 0 && path[n - 1] == '/'))
+            path[n++] = *p;
+    path[n] = '\0';
     unsigned long long pair = (unsigned long long) task->pair;
     const char *rel;
     int fd, beneath = *self->root && path_under (path, self->root, &rel);
