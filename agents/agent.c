@@ -60,6 +60,8 @@ struct _agent_t {
     int64_t resend_at;                 // unrecorded results go again at this time (ms clock)
     int64_t done;                      // results recorded
     int draining;                      // stopping: new tasks are left to the broker
+    int paused;                        // the results volume is full: no work taken
+    int withheld;                      // credit owed to the broker once room returns
 };
 
 static int64_t
@@ -108,13 +110,18 @@ s_worker (void *arg)
         if (!job)
             break;
         proto_msg_t result = {0};
-        if (!proc || process_task (proc, &job->msg, &result, err, sizeof err) != 0) {
+        int rc = proc ? process_task (proc, &job->msg, &result, err, sizeof err) : -1;
+        if (rc != 0) {
+            // A full results volume defers the pair: it has not failed.
             proto_msg_release (&result);
-            result = (proto_msg_t) {.command = PROTO_FAILED,
+            result = (proto_msg_t) {.command = rc == PROCESS_DEFER ? PROTO_DEFER : PROTO_FAILED,
                                     .pair = job->msg.pair,
                                     .attempt = job->msg.attempt,
                                     .text = strdup (err)};
-            log_warning ("%s", err);
+            if (rc == PROCESS_DEFER)
+                log_warning ("pair %llu deferred: %s", (unsigned long long) job->msg.pair, err);
+            else
+                log_warning ("%s", err);
         }
         // The result goes to the main thread, which sends it and keeps it
         // until the broker has recorded it; a first frame says whether the
@@ -158,9 +165,9 @@ s_hello (agent_t *self)
     free (hello.text);
     // Credit: the workers that hold nothing this broker knows of. Orphans'
     // slots come back with READY when they finish.
-    uint32_t free_slots = (uint32_t) (self->nworkers - self->running);
+    int free_slots = self->nworkers - self->running - self->withheld;
     if (free_slots > 0) {
-        proto_msg_t ready = {.command = PROTO_READY, .count = free_slots};
+        proto_msg_t ready = {.command = PROTO_READY, .count = (uint32_t) free_slots};
         s_send (self, &ready);
     }
     // Results the broker has not recorded go again: first result wins.
@@ -260,6 +267,45 @@ s_inline_task (agent_t *self, proto_msg_t *task)
     s_keep_unrecorded (self, &result);
 }
 
+// Credit for 'slots' workers goes back to the broker, or, while the results
+// volume is full, is owed until room returns (s_tick).
+static void
+s_give_slots (agent_t *self, int slots)
+{
+    if (slots <= 0)
+        return;
+    if (self->paused) {
+        self->withheld += slots;
+        return;
+    }
+    proto_msg_t ready = {.command = PROTO_READY, .count = (uint32_t) slots};
+    s_send (self, &ready);
+}
+
+// The results volume is full (a worker deferred a pair): no task is taken
+// until s_tick finds room again.
+static void
+s_pause (agent_t *self, const char *why)
+{
+    if (!self->paused)
+        log_warning ("%s: taking no work until there is room", why);
+    self->paused = 1;
+}
+
+// A task taken while the results volume is full goes back at once as a
+// DEFER, sent until recorded like a result; its credit is owed.
+static void
+s_defer_task (agent_t *self, proto_msg_t *task, const char *why)
+{
+    proto_msg_t defer = {.command = PROTO_DEFER,
+                         .pair = task->pair,
+                         .attempt = task->attempt,
+                         .text = strdup (why)};
+    s_send (self, &defer);
+    s_keep_unrecorded (self, &defer);
+    self->withheld++;
+}
+
 // One message from the broker (alone, or one of a BATCH).
 static void
 s_on_broker_msg (agent_t *self, proto_msg_t *msg)
@@ -273,7 +319,18 @@ s_on_broker_msg (agent_t *self, proto_msg_t *msg)
         }
         log_info ("pair %llu attempt %u: %s", (unsigned long long) msg->pair, msg->attempt,
                   msg->path_a);
-        if (self->inline_proc)
+        char why[PATH_MAX + 128];
+        int full = !self->inline_proc
+                   && !process_room (self->cfg.agent.results, self->cfg.agent.min_free_mb, why,
+                                     sizeof why);
+        if (!self->inline_proc && (full || self->paused)) {
+            if (!full)
+                snprintf (why, sizeof why, "results volume '%s' was full: waiting for room",
+                          self->cfg.agent.results);
+            s_pause (self, why);
+            s_defer_task (self, msg, why);
+        }
+        else if (self->inline_proc)
             s_inline_task (self, msg);
         else
             s_queue_job (self, msg);
@@ -282,8 +339,8 @@ s_on_broker_msg (agent_t *self, proto_msg_t *msg)
         for (proto_msg_t *r = zlistx_first (self->unrecorded); r;
              r = zlistx_next (self->unrecorded))
             if (r->pair == msg->pair && r->attempt == msg->attempt) {
+                self->done += r->command != PROTO_DEFER;
                 zlistx_delete (self->unrecorded, zlistx_cursor (self->unrecorded));
-                self->done++;
                 break;
             }
         break;
@@ -345,12 +402,19 @@ s_on_result (zloop_t *loop, zsock_t *reader, void *arg)
     self->running--;
     s_send (self, msg);
     zlistx_add_end (self->unrecorded, msg);
+    // The broker that counts our credit never knew an orphan's task; it
+    // keeps the credit of a deferred one (the contract of DEFER): both
+    // slots go back with READY, now or once the volume has room.
+    int slots = 0;
     if (orphan && self->orphans > 0) {
-        // The broker that counts our credit never knew this task.
         self->orphans--;
-        proto_msg_t ready = {.command = PROTO_READY, .count = 1};
-        s_send (self, &ready);
+        slots = 1;
     }
+    if (msg->command == PROTO_DEFER) {
+        s_pause (self, msg->text ? msg->text : "results volume full");
+        slots = 1;
+    }
+    s_give_slots (self, slots);
     return 0;
 }
 
@@ -376,6 +440,18 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
         return 0;
     }
     s_beat (self);
+    // Paused for a full results volume: once there is room, the owed
+    // credit goes back and work resumes.
+    char why[PATH_MAX + 128];
+    if (self->paused
+        && process_room (self->cfg.agent.results, self->cfg.agent.min_free_mb, why, sizeof why)) {
+        log_notice ("results volume '%s' has room again (%s): taking work (%d slot(s))",
+                    self->cfg.agent.results, why, self->withheld);
+        self->paused = 0;
+        int slots = self->withheld;
+        self->withheld = 0;
+        s_give_slots (self, slots);
+    }
     // A result still unrecorded after a liveness interval was lost by a
     // broker that could not commit it (a full disk): it goes again, since
     // the connection, and so the resend at HELLO, may never break.

@@ -1,7 +1,10 @@
 // agent.h — a pivfarm worker agent: connects to the broker's work socket,
 // announces itself and its credit, runs the tasks it receives on worker
 // threads, sends results until the broker says they are recorded, and
-// reconnects with backoff when the broker goes silent.
+// reconnects with backoff when the broker goes silent. When its results
+// volume is full (agent/min_free_mb, ENOSPC) it answers DEFER instead of
+// FAILED, sent until recorded, takes no work and keeps the credit of the
+// deferred tasks until a heartbeat tick finds room, then sends READY.
 
 #ifndef AGENTS_AGENT_H
 #define AGENTS_AGENT_H

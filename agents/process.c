@@ -2,6 +2,7 @@
 // processor (for benchmarks of the farm itself) or an external program.
 
 #include "agents/process.h"
+#include "common/path.h"
 #include "common/util.h"
 #include "piv/image.h"
 #include "piv/piv.h"
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,8 +28,11 @@ struct _process_t {
     char results[PATH_MAX];       // where result files go
     char from[PATH_MAX];          // broker path prefix ...
     char to[PATH_MAX];            // ... and what it is here
+    char root[PATH_MAX];          // the watch root as mapped here ("": none)
     char settings[512];           // settings of 'engine'
     size_t max_pixels;            // largest image loaded (piv/max_pixels)
+    size_t max_bytes;             // largest frame file read (piv/max_file_mb)
+    int min_free_mb;              // free space needed to write a result
     piv_t *engine;                // PIV engine for those settings
 };
 
@@ -57,6 +62,13 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     snprintf (self->from, sizeof self->from, "%s", cfg->agent.path_from);
     snprintf (self->to, sizeof self->to, "%s", cfg->agent.path_to);
     self->max_pixels = (size_t) cfg->piv.max_pixels;
+    self->max_bytes = (size_t) cfg->piv.max_file_mb << 20;
+    self->min_free_mb = cfg->agent.min_free_mb;
+    if (*cfg->watcher.root
+        && process_map_path (cfg->watcher.root, self->from, self->to, self->root,
+                             sizeof self->root)
+               != 0)
+        self->root[0] = '\0';
     return self;
 }
 
@@ -125,24 +137,156 @@ s_settings (const char *text, piv_settings_t *s, char *err, size_t errlen)
     return 0;
 }
 
-// mkdir -p of the directory part of path.
+// mkdir -p of the results directory itself (the configuration's, trusted);
+// what lies beneath it is made by path_mkdirs_beneath.
 static int
-s_make_parent (const char *path)
+s_make_dir (const char *dir)
 {
-    char dir[PATH_MAX];
-    snprintf (dir, sizeof dir, "%s", path);
-    char *slash = strrchr (dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = '\0';
-    for (char *p = dir + 1; *p; p++)
+    char buf[PATH_MAX];
+    snprintf (buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir (dir, 0755) != 0 && errno != EEXIST)
+            if (mkdir (buf, 0755) != 0 && errno != EEXIST)
                 return -1;
             *p = '/';
         }
-    return mkdir (dir, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    return mkdir (buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int
+process_room (const char *dir, int min_free_mb, char *why, size_t whylen)
+{
+    char buf[PATH_MAX];
+    snprintf (buf, sizeof buf, "%s", dir);
+    struct statvfs st;
+    // The results directory may not exist yet: its nearest existing parent.
+    while (statvfs (buf, &st) != 0) {
+        char *slash = strrchr (buf, '/');
+        if (!slash || slash == buf)
+            return 1;
+        *slash = '\0';
+    }
+    uint64_t free_mb = ((uint64_t) st.f_bavail * st.f_frsize) >> 20;
+    if (free_mb >= (uint64_t) min_free_mb) {
+        snprintf (why, whylen, "%llu MiB free", (unsigned long long) free_mb);
+        return 1;
+    }
+    snprintf (why, whylen, "results volume '%s' is full: %llu MiB free, %d MiB needed", dir,
+              (unsigned long long) free_mb, min_free_mb);
+    return 0;
+}
+
+// 1 for the errors of a full volume: the pair waits, it has not failed.
+static int
+s_full (int error)
+{
+    return error == ENOSPC || error == EDQUOT;
+}
+
+// Opens a frame to read. Under the watch root (as mapped here) it is
+// opened beneath it, so that neither '..' nor a symbolic link leads out;
+// elsewhere (an archived copy) the path must be plain and not a link.
+// Never blocks (a FIFO in a frame's place). The descriptor, or -1 with err.
+static int
+s_open_frame (process_t *self, const proto_msg_t *task, const char *given, char *err,
+              size_t errlen)
+{
+    // Repeated slashes (a prefix mapped with a trailing one) are one.
+    char path[PATH_MAX], why[128];
+    size_t n = 0;
+    for (const char *p = given; *p && n + 1 < sizeof path; p++)
+        if (!(*p == '/' && n > 0 && path[n - 1] == '/'))
+            path[n++] = *p;
+    path[n] = '\0';
+    unsigned long long pair = (unsigned long long) task->pair;
+    const char *rel;
+    int fd, beneath = *self->root && path_under (path, self->root, &rel);
+    if (beneath) {
+        if (!*rel || path_check_relative (rel, why, sizeof why) != 0) {
+            snprintf (err, errlen, "pair %llu: refused frame '%s': %s", pair, path,
+                      *rel ? why : "the watch root itself");
+            return -1;
+        }
+        fd = path_open_beneath (self->root, rel, O_RDONLY | O_NONBLOCK, 0);
+    }
+    else {
+        if (path[0] != '/' || path_check_relative (path + 1, why, sizeof why) != 0) {
+            snprintf (err, errlen, "pair %llu: refused frame '%s': %s", pair, path,
+                      path[0] != '/' ? "not an absolute path" : why);
+            return -1;
+        }
+        fd = open (path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd < 0 && (errno == EXDEV || errno == ELOOP))
+        snprintf (err, errlen, "pair %llu: refused frame '%s': %s", pair, path,
+                  beneath ? "a symbolic link, or it leads outside the watch root"
+                          : "a symbolic link");
+    else if (fd < 0)
+        snprintf (err, errlen, "cannot open '%s': %s", path, strerror (errno));
+    return fd;
+}
+
+// Why a path beneath the results directory could not be made or opened.
+static const char *
+s_why_beneath (int error)
+{
+    if (error == EXDEV || error == ELOOP)
+        return "a symbolic link, or it leads outside the results directory";
+    if (error == ENOTDIR)
+        return "a symbolic link or a file where a directory should be";
+    return strerror (error);
+}
+
+// Checks the TASK's output name and makes its directories beneath the
+// results directory; 0, or -1 with err (1 when the volume is full).
+static int
+s_prepare_output (process_t *self, const proto_msg_t *task, char *err, size_t errlen)
+{
+    char why[128];
+    const char *output = task->output ? task->output : "";
+    if (path_check_relative (output, why, sizeof why) != 0) {
+        snprintf (err, errlen, "pair %llu: refused output '%s': %s",
+                  (unsigned long long) task->pair, output, why);
+        return -1;
+    }
+    if (s_make_dir (self->results) != 0 || path_mkdirs_beneath (self->results, output) != 0) {
+        int error = errno;
+        snprintf (err, errlen, "cannot write '%s/%s': %s", self->results, output,
+                  s_why_beneath (error));
+        return s_full (error) ? 1 : -1;
+    }
+    if (!process_room (self->results, self->min_free_mb, err, errlen))
+        return 1;
+    return 0;
+}
+
+// Opens the output beneath the results directory, truncated. fd or -1.
+static int
+s_open_output (process_t *self, const proto_msg_t *task, char *err, size_t errlen)
+{
+    int fd = path_open_beneath (self->results, task->output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        snprintf (err, errlen, "cannot write '%s/%s': %s", self->results, task->output,
+                  s_why_beneath (errno));
+    return fd;
+}
+
+// Removes a partial output (beneath the results directory, never through
+// a link).
+static void
+s_remove_output (process_t *self, const proto_msg_t *task)
+{
+    char dir[PATH_MAX];
+    snprintf (dir, sizeof dir, "%s", task->output);
+    char *slash = strrchr (dir, '/');
+    int dirfd = slash ? (*slash = '\0',
+                         path_open_beneath (self->results, dir, O_RDONLY | O_DIRECTORY, 0))
+                      : open (self->results, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return;
+    unlinkat (dirfd, slash ? slash + 1 : task->output, 0);
+    close (dirfd);
 }
 
 // Mean vorticity dv/dx - du/dy over interior vectors whose neighbours are
@@ -185,7 +329,18 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
         snprintf (self->settings, sizeof self->settings, "%s", task->settings);
     }
     piv_image_t *ia = NULL, *ib = NULL;
-    if (piv_image_load_pair (a, *b ? b : NULL, self->max_pixels, &ia, &ib, err, errlen) != 0)
+    int fa = s_open_frame (self, task, a, err, errlen), fb = -1;
+    if (fa < 0 || (*b && (fb = s_open_frame (self, task, b, err, errlen)) < 0)) {
+        if (fa >= 0)
+            close (fa);
+        return -1;
+    }
+    int lrc = piv_image_load_pair_fd (fa, a, fb, *b ? b : NULL, self->max_pixels,
+                                      self->max_bytes, &ia, &ib, err, errlen);
+    close (fa);
+    if (fb >= 0)
+        close (fb);
+    if (lrc != 0)
         return -1;
     piv_field_t *field = piv_process (self->engine, ia, ib, why, sizeof why);
     piv_image_destroy (&ia);
@@ -194,21 +349,37 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
         snprintf (err, errlen, "cannot process '%s' and '%s': %s", a, *b ? b : a, why);
         return -1;
     }
-    FILE *f = NULL;
-    if (s_make_parent (out) != 0 || !(f = fopen (out, "w"))) {
-        snprintf (err, errlen, "cannot write '%s': %s", out, strerror (errno));
+    int prc = s_prepare_output (self, task, err, errlen);
+    int fd = prc == 0 ? s_open_output (self, task, err, errlen) : -1;
+    FILE *f = fd >= 0 ? fdopen (fd, "w") : NULL;
+    if (!f) {
+        int error = errno;
+        if (fd >= 0) {
+            close (fd);
+            snprintf (err, errlen, "cannot write '%s': %s", out, strerror (error));
+        }
         piv_field_destroy (&field);
-        return -1;
+        return prc == 1 || (prc == 0 && s_full (error)) ? 1 : -1;
     }
     char header[PATH_MAX * 2 + 1024];
     snprintf (header, sizeof header, "pivfarm-agent pair %llu attempt %u\nframe_a %s\nframe_b %s\n"
                                      "settings %s",
               (unsigned long long) task->pair, task->attempt, a, *b ? b : a, task->settings);
+    errno = 0;
     int werr = piv_field_write (field, f, PIV_FORMAT_TXT, header);
-    if (fclose (f) != 0 || werr) {
-        snprintf (err, errlen, "cannot write '%s': %s", out, strerror (errno));
+    if (!werr && fflush (f) != 0)
+        werr = 1;
+    int error = errno;
+    if (fclose (f) != 0 && !werr) {
+        werr = 1;
+        error = errno;
+    }
+    if (werr) {
+        snprintf (err, errlen, "cannot write '%s': %s", out,
+                  error ? strerror (error) : "write error");
         piv_field_destroy (&field);
-        return -1;
+        s_remove_output (self, task);
+        return s_full (error) ? 1 : -1;
     }
     piv_field_stats_t st;
     piv_field_stats (field, PIV_FLAG_VALID, &st);
@@ -233,10 +404,12 @@ static int
 s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char *b,
             const char *out, char *err, size_t errlen)
 {
-    if (s_make_parent (out) != 0) {
-        snprintf (err, errlen, "cannot write '%s': %s", out, strerror (errno));
-        return -1;
-    }
+    // The output is made here, beneath the results directory, so that the
+    // program writes into a file that is there, not through a planted link.
+    int prc = s_prepare_output (self, task, err, errlen), fd = -1;
+    if (prc != 0 || (fd = s_open_output (self, task, err, errlen)) < 0)
+        return prc == 1 ? 1 : -1;
+    close (fd);
     int fds[2];
     if (pipe (fds) != 0) {
         snprintf (err, errlen, "pair %llu: cannot run '%s': %s", (unsigned long long) task->pair,
@@ -272,6 +445,11 @@ s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char 
         return -1;
     }
     if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        // A program that failed for want of space: the pair waits.
+        if (!process_room (self->results, self->min_free_mb, err, errlen)) {
+            s_remove_output (self, task);
+            return 1;
+        }
         char *nl;
         while ((nl = strrchr (text, '\n')) && nl[1] == '\0')
             *nl = '\0';
@@ -303,6 +481,9 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
         snprintf (err, errlen, "pair %llu: a path is too long", (unsigned long long) task->pair);
         return -1;
     }
+    // A full results volume: the pair waits, before any frame is read.
+    if (self->kind != PROCESS_NOOP && !process_room (self->results, self->min_free_mb, err, errlen))
+        return PROCESS_DEFER;
     int rc = 0;
     if (self->kind == PROCESS_PIV)
         rc = s_run_piv (self, task, a, b, out, result, err, errlen);
@@ -310,7 +491,7 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
         rc = s_run_exec (self, task, a, b, out, err, errlen);
     if (rc != 0) {
         proto_msg_release (result);
-        return -1;
+        return rc > 0 ? PROCESS_DEFER : -1;
     }
     result->time_ns = (int64_t) (util_now () * 1e9) - t0;
     result->output = strdup (self->kind == PROCESS_NOOP ? "" : out);

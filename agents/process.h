@@ -20,9 +20,25 @@ void process_destroy (process_t **self_p);
 
 // Processes a TASK message. On success fills 'result' as a RESULT (figures,
 // blob, written path, compute time) and returns 0; on failure fills err
-// with one line naming the pair and files, and returns -1.
+// with one line naming the pair and files, and returns -1. Returns
+// PROCESS_DEFER, err saying why, when the results volume is full (less
+// than agent/min_free_mb free, or a write failed with ENOSPC or EDQUOT):
+// the pair has not failed, the partial output is removed.
+// Frames under the watch root (agent/path_from -> path_to applied to
+// watcher/root) are opened beneath it: a '..' or a symbolic link leading
+// out is refused; others must be plain absolute paths, not links. Neither
+// may be anything but a regular file (a FIFO never blocks: it is refused).
+// The TASK's output must be a plain relative path; it is created beneath
+// agent/results, never through a link leading out of it.
+#define PROCESS_DEFER 1
 int process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, char *err,
                   size_t errlen);
+
+// 1 if the volume of 'dir' (or of its nearest existing parent) has at
+// least min_free_mb MiB free for an unprivileged writer (why: "N MiB
+// free"); 0 otherwise with why: "results volume '<dir>' is full: N MiB
+// free, M MiB needed".
+int process_room (const char *dir, int min_free_mb, char *why, size_t whylen);
 
 // Maps a broker path to this node: 'from' prefix replaced by 'to' (both
 // from the configuration; unchanged if 'from' is empty or absent). The

@@ -7,6 +7,7 @@
 
 #include "broker/internal.h"
 #include "common/log.h"
+#include "common/path.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -174,6 +175,21 @@ storage_provision (broker_t *self, const char *name, int64_t size, double hours,
         }
     }
     else {
+        // A RAM disk is memory: past half of it, the broker, the agents and
+        // the page cache that serves the frames would be pushed into swap
+        // or the OOM killer as it fills.
+        long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGE_SIZE);
+        int64_t ram = pages > 0 && page > 0 ? (int64_t) pages * page : 0;
+        if (ram > 0 && size > ram / 2) {
+            char want[32], have[32], half[32];
+            snprintf (err, errlen,
+                      "--size %s for the RAM disk of '%s' is more than half of this host's "
+                      "memory (%s): give at most %s, or provision with --dir",
+                      util_format_size (size, want, sizeof want), name,
+                      util_format_size (ram, have, sizeof have),
+                      util_format_size (ram / 2, half, sizeof half));
+            return 400;
+        }
         if (s_dir_busy (path)) {
             snprintf (err, errlen,
                       "'%s' holds files already: a RAM disk mounted there would hide them", path);
@@ -256,15 +272,105 @@ storage_release (broker_t *self, exp_t *exp, const char *to, char *err, size_t e
 // ---------------------------------------------------------------------------
 // Archive jobs
 
-// 1 if 'path' lies under 'dir' (both resolved).
+// Resolves 'path' (absolute) as far as it exists: the real path of its
+// nearest existing ancestor (symbolic links followed), then the components
+// that do not exist yet. 0, or -1 with why (a '..' among those, a link to
+// nowhere, an unreadable directory).
+static int
+s_resolve (const char *path, char *out, size_t outlen, char *why, size_t whylen)
+{
+    char head[PATH_MAX], tail[PATH_MAX] = "", real[PATH_MAX], tmp[PATH_MAX];
+    snprintf (head, sizeof head, "%s", path);
+    while (!realpath (head, real)) {
+        struct stat st;
+        if (errno != ENOENT || lstat (head, &st) == 0) {
+            snprintf (why, whylen, "cannot resolve '%s': %s", head,
+                      errno == ENOENT ? "a symbolic link to nowhere" : strerror (errno));
+            return -1;
+        }
+        char *slash = strrchr (head, '/');
+        if (!slash) {
+            snprintf (why, whylen, "'%s' is not an absolute path", path);
+            return -1;
+        }
+        const char *name = slash + 1;
+        if (strcmp (name, "..") == 0) {
+            snprintf (why, whylen, "'%s' has a '..' where nothing exists yet", path);
+            return -1;
+        }
+        if (*name && strcmp (name, ".") != 0) {
+            snprintf (tmp, sizeof tmp, "%s%s%s", name, *tail ? "/" : "", tail);
+            snprintf (tail, sizeof tail, "%s", tmp);
+        }
+        if (slash == head)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+    }
+    int n = snprintf (out, outlen, "%s%s%s", real, *tail && strcmp (real, "/") != 0 ? "/" : "",
+                      tail);
+    if (n < 0 || (size_t) n >= outlen) {
+        snprintf (why, whylen, "'%s' is too long", path);
+        return -1;
+    }
+    return 0;
+}
+
+// 1 if 'path' lies under or is 'dir' (both resolved).
 static int
 s_inside (const char *path, const char *dir)
 {
-    char p[PATH_MAX], d[PATH_MAX];
-    if (!realpath (path, p) || !realpath (dir, d))
-        return 0;
-    size_t n = strlen (d);
-    return strncmp (p, d, n) == 0 && (p[n] == '/' || p[n] == '\0');
+    return path_under (path, dir, NULL);
+}
+
+// 1 if both exist and are the same directory (a bind mount, a hard link).
+static int
+s_same_file (const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat (a, &sa) == 0 && stat (b, &sb) == 0 && sa.st_dev == sb.st_dev
+           && sa.st_ino == sb.st_ino;
+}
+
+// Where the frames of exp go for an archive to 'to': <to>/<exp> resolved
+// into 'target', its source directory (<root>/<exp>) resolved into 'source'
+// (both PATH_MAX). Refused (400 with err, nothing created) when the target
+// lies in the watch root or the source, holds the root, is the source or
+// the root by another name (a symbolic link at <to> or <to>/<exp>, a bind
+// mount), or cannot be resolved; 200 otherwise.
+static int
+s_archive_target (broker_t *self, exp_t *exp, const char *to, char *target, char *source,
+                  char *err, size_t errlen)
+{
+    char root[PATH_MAX], path[PATH_MAX * 2], why[PATH_MAX + 128];
+    if (!realpath (self->cfg.watcher.root, root)) {
+        snprintf (err, errlen, "cannot resolve the watch root '%s': %s", self->cfg.watcher.root,
+                  strerror (errno));
+        return 500;
+    }
+    snprintf (path, sizeof path, "%s/%s", root, exp->name);
+    if (s_resolve (path, source, PATH_MAX, why, sizeof why) != 0) {
+        snprintf (err, errlen, "cannot archive '%s': %s", exp->name, why);
+        return 400;
+    }
+    snprintf (path, sizeof path, "%s/%s", to, exp->name);
+    if (s_resolve (path, target, PATH_MAX, why, sizeof why) != 0) {
+        snprintf (err, errlen, "bad --to '%s': %s", to, why);
+        return 400;
+    }
+    if (s_inside (target, root) || s_inside (root, target) || s_inside (target, source)
+        || s_same_file (target, source) || s_same_file (target, root)) {
+        char resolved[PATH_MAX + 32] = "";
+        if (strcmp (target, path) != 0)
+            snprintf (resolved, sizeof resolved, " (it resolves to '%s')", target);
+        snprintf (err, errlen,
+                  "the archive '%s'%s lies under the watch root '%s' or is the experiment's "
+                  "own directory: the watcher would take the copies for new frames, or the "
+                  "copies would replace their originals; nothing was created or removed",
+                  path, resolved, self->cfg.watcher.root);
+        return 400;
+    }
+    return 200;
 }
 
 // Makes 'path' and its parents; 0 or -1 (errno).
@@ -298,17 +404,11 @@ storage_archive (broker_t *self, exp_t *exp, const char *to, int release, char *
         snprintf (err, errlen, "bad --to '%s': an absolute path", to);
         return 400;
     }
-    if (s_mkdirs (to) != 0) {
-        snprintf (err, errlen, "cannot create '%s': %s", to, strerror (errno));
-        return 500;
-    }
-    if (s_inside (to, self->cfg.watcher.root)) {
-        snprintf (err, errlen,
-                  "the archive '%s' lies under the watch root '%s': the watcher would take "
-                  "the copies for new frames",
-                  to, self->cfg.watcher.root);
-        return 400;
-    }
+    // Every check before anything is made: a refusal creates nothing.
+    char target[PATH_MAX], source[PATH_MAX];
+    int status = s_archive_target (self, exp, to, target, source, err, errlen);
+    if (status != 200)
+        return status;
     if (store_setting_set (self->store, exp->id, "archive", to, util_time_ns ()) != 0) {
         snprintf (err, errlen, "cannot record the archive of '%s': %s", exp->name,
                   store_error (self->store));
@@ -376,14 +476,24 @@ s_archive_next (broker_t *self)
     exp_t *exp;
     while (!self->archiving && (exp = zlistx_detach (self->archive_queue, NULL))) {
         archive_t *ar = exp->archive;
-        char target[PATH_MAX * 2], io[32], rate[32];
-        snprintf (target, sizeof target, "%s/%s", ar->to, exp->name);
+        char target[PATH_MAX], source[PATH_MAX], io[32], rate[32], err[PATH_MAX + 1024];
+        // Checked again: a link may have been planted since it was queued.
+        if (s_archive_target (self, exp, ar->to, target, source, err, sizeof err) != 200) {
+            s_archive_failed (self, exp, err);
+            continue;
+        }
+        if (s_mkdirs (target) != 0) {
+            snprintf (err, sizeof err, "cannot create '%s': %s", target, strerror (errno));
+            s_archive_failed (self, exp, err);
+            continue;
+        }
         snprintf (io, sizeof io, "%lld", (long long) self->io_size);
         snprintf (rate, sizeof rate, "%d", self->cfg.storage.archive_mb_s);
         s_job_t job = {self, exp, zmsg_new ()};
         zmsg_addstr (job.msg, "JOB");
         zmsg_addstr (job.msg, exp->name);
         zmsg_addstr (job.msg, target);
+        zmsg_addstr (job.msg, source);
         zmsg_addstr (job.msg, io);
         zmsg_addstr (job.msg, rate);
         ar->files = 0;

@@ -158,40 +158,108 @@ piv_image_set_read_block (size_t bytes)
     s_read_block = bytes ? bytes : PIV_READ_BLOCK;
 }
 
-// Reads the whole of 'path' into file->data in s_read_block reads.
+// A file smaller than this is never called sparse: small files are often
+// stored inline or in one block, whatever their size.
+#define S_SPARSE_MIN ((uint64_t) 1 << 20)
+// ... a larger one with less than 1/S_SPARSE_RATIO of it on disk is: a file
+// of holes (truncate -s), which costs nothing to make and its full size in
+// memory to read. Compressing file systems (ZFS, btrfs) report what is
+// stored compressed; camera frames compress far less than 8 to 1.
+#define S_SPARSE_RATIO 8
+
+static int s_peek_size (const s_memfile_t *file, int page, uint64_t *w, uint64_t *h);
+
+// Checks what fstat says of the open file 'fd' before anything is read:
+// a regular file, not empty, within max_bytes, not sparse. 0, or -1 with err.
 static int
-s_read_file (const char *path, s_memfile_t *file, char *err, size_t errlen)
+s_check_file (int fd, const char *path, size_t max_bytes, struct stat *st, char *err,
+              size_t errlen)
+{
+    char ebuf[128];
+    if (fstat (fd, st) != 0) {
+        s_seterr (err, errlen, "cannot read '%s': %s", path,
+                  s_strerror (errno, ebuf, sizeof ebuf));
+        return -1;
+    }
+    if (S_ISDIR (st->st_mode)) {
+        s_seterr (err, errlen, "cannot read '%s': %s", path,
+                  s_strerror (EISDIR, ebuf, sizeof ebuf));
+        return -1;
+    }
+    if (!S_ISREG (st->st_mode)) {
+        const char *kind = S_ISFIFO (st->st_mode)   ? "a FIFO"
+                           : S_ISCHR (st->st_mode)  ? "a character device"
+                           : S_ISBLK (st->st_mode)  ? "a block device"
+                           : S_ISSOCK (st->st_mode) ? "a socket"
+                           : S_ISLNK (st->st_mode)  ? "a symbolic link"
+                                                    : "not a file";
+        s_seterr (err, errlen, "cannot read '%s': not a regular file (%s)", path, kind);
+        return -1;
+    }
+    if (st->st_size == 0) {
+        s_seterr (err, errlen, "'%s' is not a TIFF file: it is empty", path);
+        return -1;
+    }
+    uint64_t stored = (uint64_t) st->st_blocks * 512;
+    if ((uint64_t) st->st_size > S_SPARSE_MIN
+        && stored < (uint64_t) st->st_size / S_SPARSE_RATIO) {
+        s_seterr (err, errlen,
+                  "cannot read '%s': sparse file: %lld bytes long, only %llu bytes stored "
+                  "(less than 1/%d of it)",
+                  path, (long long) st->st_size, (unsigned long long) stored, S_SPARSE_RATIO);
+        return -1;
+    }
+    if (max_bytes == 0)
+        max_bytes = PIV_MAX_FILE_DEFAULT;
+    if ((uint64_t) st->st_size > (uint64_t) SSIZE_MAX
+        || (uint64_t) st->st_size > (uint64_t) max_bytes) {
+        s_seterr (err, errlen,
+                  "cannot read '%s': file of %lld bytes exceeds the limit of %zu bytes "
+                  "(%zu MiB)",
+                  path, (long long) st->st_size, max_bytes, max_bytes >> 20);
+        return -1;
+    }
+    return 0;
+}
+
+// The pixel count of page 'page' from its directory, read with a few small
+// preads (the directory of a file libtiff wrote lies at its end): an image
+// above max_pixels is refused before the file is read whole. A directory
+// that cannot be peeked is left to libtiff, which checks it again.
+static int
+s_check_header (int fd, const char *path, off_t size, int page, size_t max_pixels, char *err,
+                size_t errlen)
+{
+    if (max_pixels == 0)
+        max_pixels = PIV_MAX_PIXELS_DEFAULT;
+    s_memfile_t peek = {.data = NULL, .size = (size_t) size, .pos = (uint64_t) fd};
+    uint64_t w = 0, h = 0;
+    if (!s_peek_size (&peek, page, &w, &h) || w == 0 || h == 0)
+        return 0;
+    if (w * h / h != w || w * h > (uint64_t) max_pixels || w > INT_MAX || h > INT_MAX) {
+        s_seterr (err, errlen,
+                  "cannot load '%s': image of %llux%llu pixels exceeds the limit of %zu pixels",
+                  path, (unsigned long long) w, (unsigned long long) h, max_pixels);
+        return -1;
+    }
+    return 0;
+}
+
+// Reads the whole of the open file 'fd' ('path' names it in messages) into
+// file->data in s_read_block reads from offset 0, after s_check_file and
+// s_check_header on the pages a caller wants (pages[0..npages-1]).
+static int
+s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pixels,
+           size_t max_bytes, s_memfile_t *file, char *err, size_t errlen)
 {
     char ebuf[128];
     memset (file, 0, sizeof *file);
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        s_seterr (err, errlen, "cannot open '%s': %s", path, s_strerror (errno, ebuf, sizeof ebuf));
-        return -1;
-    }
     struct stat st;
-    if (fstat (fd, &st) != 0) {
-        s_seterr (err, errlen, "cannot read '%s': %s", path,
-                  s_strerror (errno, ebuf, sizeof ebuf));
-        goto fail;
-    }
-    if (S_ISDIR (st.st_mode)) {
-        s_seterr (err, errlen, "cannot read '%s': %s", path,
-                  s_strerror (EISDIR, ebuf, sizeof ebuf));
-        goto fail;
-    }
-    if (!S_ISREG (st.st_mode)) {
-        s_seterr (err, errlen, "cannot read '%s': not a regular file", path);
-        goto fail;
-    }
-    if (st.st_size == 0) {
-        s_seterr (err, errlen, "'%s' is not a TIFF file: it is empty", path);
-        goto fail;
-    }
-    if ((uint64_t) st.st_size > (uint64_t) SSIZE_MAX) {
-        s_seterr (err, errlen, "cannot read '%s': file too large", path);
-        goto fail;
-    }
+    if (s_check_file (fd, path, max_bytes, &st, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < npages; i++)
+        if (s_check_header (fd, path, st.st_size, pages[i], max_pixels, err, errlen) != 0)
+            return -1;
     file->size = (size_t) st.st_size;
     file->data = malloc (file->size);
     if (!file->data) {
@@ -204,7 +272,7 @@ s_read_file (const char *path, s_memfile_t *file, char *err, size_t errlen)
         if (want > s_read_block)
             want = s_read_block;
         want = s_budget_take (want);
-        ssize_t n = want ? read (fd, file->data + got, want) : 0;
+        ssize_t n = want ? pread (fd, file->data + got, want, (off_t) got) : 0;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -221,14 +289,31 @@ s_read_file (const char *path, s_memfile_t *file, char *err, size_t errlen)
                   file->size);
         goto fail;
     }
-    close (fd);
     return 0;
 
 fail:
     free (file->data);
     memset (file, 0, sizeof *file);
-    close (fd);
     return -1;
+}
+
+// s_read_fd of 'path', opened without blocking (a FIFO in its place must
+// not stall the caller) and checked to be a regular file before any read.
+static int
+s_read_file (const char *path, const int *pages, int npages, size_t max_pixels,
+             s_memfile_t *file, char *err, size_t errlen)
+{
+    char ebuf[128];
+    memset (file, 0, sizeof *file);
+    int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        s_seterr (err, errlen, "cannot open '%s': %s", path, s_strerror (errno, ebuf, sizeof ebuf));
+        return -1;
+    }
+    int rc = s_read_fd (fd, path, pages, npages, max_pixels, PIV_MAX_FILE_DEFAULT, file, err,
+                        errlen);
+    close (fd);
+    return rc;
 }
 
 static tmsize_t
@@ -343,14 +428,27 @@ s_is_tiff (const s_memfile_t *file)
 }
 
 // Reads an unsigned integer of 'bytes' bytes at 'off', in the file's byte
-// order; 0 if outside the file.
+// order; 0 if outside the file. A file not in memory (data NULL) is read
+// with pread from the descriptor kept in 'pos'.
 static int
 s_peek_uint (const s_memfile_t *file, uint64_t off, int bytes, uint64_t *value)
 {
     if (off > file->size || (uint64_t) bytes > file->size - off)
         return 0;
-    const unsigned char *p = file->data + off;
-    int big_endian = file->data[0] == 'M';
+    unsigned char head[1], buf[8];
+    const unsigned char *p;
+    int big_endian;
+    if (file->data) {
+        p = file->data + off;
+        big_endian = file->data[0] == 'M';
+    }
+    else {
+        int fd = (int) file->pos;
+        if (pread (fd, head, 1, 0) != 1 || pread (fd, buf, (size_t) bytes, (off_t) off) != bytes)
+            return 0;
+        p = buf;
+        big_endian = head[0] == 'M';
+    }
     *value = 0;
     for (int i = 0; i < bytes; i++)
         *value |= (uint64_t) p[big_endian ? bytes - 1 - i : i] << (8 * i);
@@ -643,6 +741,47 @@ s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, s_tiffmsg_t *ms
     return 0;
 }
 
+// Turns an image decoded in the order its rows are stored into the one its
+// Orientation tag (TIFF 6.0, 1 to 8) says is meant: 2 to 4 mirror it, 5 to
+// 8 also swap rows and columns (its width and height). 0, or -1 when out of
+// memory.
+static int
+s_orient (piv_image_t *self, uint16_t orientation)
+{
+    if (orientation <= ORIENTATION_TOPLEFT || orientation > ORIENTATION_LEFTBOT)
+        return 0;
+    size_t sw = (size_t) self->width, sh = (size_t) self->height;
+    int swap = orientation >= ORIENTATION_LEFTTOP;
+    piv_image_t *out = piv_image_new (swap ? self->height : self->width,
+                                      swap ? self->width : self->height);
+    if (!out)
+        return -1;
+    size_t ow = (size_t) out->width;
+    // Where stored row r, column c is seen: (x, y) of the meant image.
+    for (size_t r = 0; r < sh; r++) {
+        const float *src = self->data + r * sw;
+        for (size_t c = 0; c < sw; c++) {
+            size_t x, y;
+            switch (orientation) {
+            case ORIENTATION_TOPRIGHT: x = sw - 1 - c, y = r; break;
+            case ORIENTATION_BOTRIGHT: x = sw - 1 - c, y = sh - 1 - r; break;
+            case ORIENTATION_BOTLEFT: x = c, y = sh - 1 - r; break;
+            case ORIENTATION_LEFTTOP: x = r, y = c; break;
+            case ORIENTATION_RIGHTTOP: x = sh - 1 - r, y = c; break;
+            case ORIENTATION_RIGHTBOT: x = sh - 1 - r, y = sw - 1 - c; break;
+            default: x = r, y = sw - 1 - c; break;  // ORIENTATION_LEFTBOT
+            }
+            out->data[y * ow + x] = src[c];
+        }
+    }
+    free (self->data);
+    self->data = out->data;
+    self->width = out->width;
+    self->height = out->height;
+    free (out);
+    return 0;
+}
+
 // Decodes the current directory of tif into a new image.
 static piv_image_t *
 s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char *err,
@@ -702,6 +841,11 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char
                   (unsigned) w, (unsigned) h);
         return NULL;
     }
+    // Every kind is decoded in stored order, then turned as the Orientation
+    // tag says (libtiff's RGBA reader would mirror colour images, but not
+    // transpose them, and leaves grey ones to us).
+    uint16_t orientation = ORIENTATION_TOPLEFT;
+    TIFFGetFieldDefaulted (tif, TIFFTAG_ORIENTATION, &orientation);
     int rc;
     if (grey) {
         self->bits = bps;
@@ -710,10 +854,31 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char
     }
     else {
         self->bits = 8;
+        TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) ORIENTATION_TOPLEFT);
         rc = s_decode_colour (tif, path, self, msg, err, errlen);
+    }
+    if (rc == 0 && s_orient (self, orientation) != 0) {
+        s_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
+                  (unsigned) w, (unsigned) h);
+        rc = -1;
     }
     if (rc != 0)
         piv_image_destroy (&self);
+    return self;
+}
+
+// Page 'page' of a file already in memory.
+static piv_image_t *
+s_load_mem (const char *path, s_memfile_t *file, int page, size_t max_pixels, char *err,
+            size_t errlen)
+{
+    s_tiffmsg_t msg = {""};
+    piv_image_t *self = NULL;
+    TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
+    if (tif && s_set_page (tif, path, file, page, &msg, err, errlen) == 0)
+        self = s_decode (tif, path, max_pixels, &msg, err, errlen);
+    if (tif)
+        TIFFClose (tif);
     return self;
 }
 
@@ -721,30 +886,33 @@ piv_image_t *
 piv_image_load (const char *path, int page, size_t max_pixels, char *err, size_t errlen)
 {
     s_memfile_t file;
-    s_tiffmsg_t msg = {""};
-    if (s_read_file (path, &file, err, errlen) != 0)
+    if (s_read_file (path, &page, 1, max_pixels, &file, err, errlen) != 0)
         return NULL;
-    piv_image_t *self = NULL;
-    TIFF *tif = s_open_mem (path, &file, &msg, err, errlen);
-    if (tif && s_set_page (tif, path, &file, page, &msg, err, errlen) == 0)
-        self = s_decode (tif, path, max_pixels, &msg, err, errlen);
-    if (tif)
-        TIFFClose (tif);
+    piv_image_t *self = s_load_mem (path, &file, page, max_pixels, err, errlen);
     free (file.data);
     return self;
 }
 
-// Both frames from pages 0 and 1 of one file, read once.
-static int
-s_load_two_pages (const char *path, size_t max_pixels, piv_image_t **a_p, piv_image_t **b_p,
-                  char *err, size_t errlen)
+piv_image_t *
+piv_image_load_fd (int fd, const char *name, int page, size_t max_pixels, size_t max_bytes,
+                   char *err, size_t errlen)
 {
     s_memfile_t file;
+    if (s_read_fd (fd, name, &page, 1, max_pixels, max_bytes, &file, err, errlen) != 0)
+        return NULL;
+    piv_image_t *self = s_load_mem (name, &file, page, max_pixels, err, errlen);
+    free (file.data);
+    return self;
+}
+
+// Both frames from pages 0 and 1 of one file in memory.
+static int
+s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_image_t **a_p,
+                 piv_image_t **b_p, char *err, size_t errlen)
+{
     s_tiffmsg_t msg = {""};
-    if (s_read_file (path, &file, err, errlen) != 0)
-        return -1;
     int rc = -1;
-    TIFF *tif = s_open_mem (path, &file, &msg, err, errlen);
+    TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
     if (!tif)
         goto done;
     *a_p = s_decode (tif, path, max_pixels, &msg, err, errlen);
@@ -753,7 +921,7 @@ s_load_two_pages (const char *path, size_t max_pixels, piv_image_t **a_p, piv_im
     msg.error[0] = '\0';
     if (!TIFFReadDirectory (tif)) {
         if (msg.error[0])
-            s_unreadable (path, &file, 1, msg.error, err, errlen);
+            s_unreadable (path, file, 1, msg.error, err, errlen);
         else
             s_seterr (err, errlen, "'%s' has 1 page, a pair needs 2 (frame B not found)", path);
         goto done;
@@ -764,7 +932,62 @@ s_load_two_pages (const char *path, size_t max_pixels, piv_image_t **a_p, piv_im
 done:
     if (tif)
         TIFFClose (tif);
+    return rc;
+}
+
+// Frames A and B (fd_b < 0: pages 0 and 1 of fd_a), each file read once;
+// path_* are NULL for descriptors the caller opened, names for messages.
+static int
+s_load_pair (const char *path_a, int fd_a, const char *name_a, const char *path_b, int fd_b,
+             const char *name_b, size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
+             piv_image_t **b_p, char *err, size_t errlen)
+{
+    static const int both[] = {0, 1}, first[] = {0};
+    int two_pages = path_a ? !path_b : fd_b < 0;
+    s_memfile_t file;
+    int rc = path_a ? s_read_file (path_a, two_pages ? both : first, two_pages ? 2 : 1, max_pixels,
+                                   &file, err, errlen)
+                    : s_read_fd (fd_a, name_a, two_pages ? both : first, two_pages ? 2 : 1,
+                                 max_pixels, max_bytes, &file, err, errlen);
+    if (rc != 0)
+        return -1;
+    if (two_pages) {
+        rc = s_two_pages_mem (name_a, &file, max_pixels, a_p, b_p, err, errlen);
+        free (file.data);
+        return rc;
+    }
+    *a_p = s_load_mem (name_a, &file, 0, max_pixels, err, errlen);
     free (file.data);
+    if (!*a_p)
+        return -1;
+    rc = path_a ? s_read_file (path_b, first, 1, max_pixels, &file, err, errlen)
+                : s_read_fd (fd_b, name_b, first, 1, max_pixels, max_bytes, &file, err, errlen);
+    if (rc != 0)
+        return -1;
+    *b_p = s_load_mem (name_b, &file, 0, max_pixels, err, errlen);
+    free (file.data);
+    return *b_p ? 0 : -1;
+}
+
+// Refuses frames of different sizes, frees both on any failure.
+static int
+s_pair_done (int rc, const char *name_a, const char *name_b, piv_image_t **a_p,
+             piv_image_t **b_p, char *err, size_t errlen)
+{
+    if (rc == 0
+        && ((*a_p)->width != (*b_p)->width || (*a_p)->height != (*b_p)->height)) {
+        if (name_b)
+            s_seterr (err, errlen, "frames differ in size: '%s' is %dx%d, '%s' is %dx%d", name_a,
+                      (*a_p)->width, (*a_p)->height, name_b, (*b_p)->width, (*b_p)->height);
+        else
+            s_seterr (err, errlen, "frames differ in size: '%s' page 0 is %dx%d, page 1 is %dx%d",
+                      name_a, (*a_p)->width, (*a_p)->height, (*b_p)->width, (*b_p)->height);
+        rc = -1;
+    }
+    if (rc != 0) {
+        piv_image_destroy (a_p);
+        piv_image_destroy (b_p);
+    }
     return rc;
 }
 
@@ -777,30 +1000,24 @@ piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
         return -1;
     }
     *a_p = *b_p = NULL;
-    int rc;
-    if (!path_b)
-        rc = s_load_two_pages (path_a, max_pixels, a_p, b_p, err, errlen);
-    else {
-        *a_p = piv_image_load (path_a, 0, max_pixels, err, errlen);
-        if (*a_p)
-            *b_p = piv_image_load (path_b, 0, max_pixels, err, errlen);
-        rc = *a_p && *b_p ? 0 : -1;
+    int rc = s_load_pair (path_a, -1, path_a, path_b, -1, path_b, max_pixels, 0, a_p, b_p, err,
+                          errlen);
+    return s_pair_done (rc, path_a, path_b, a_p, b_p, err, errlen);
+}
+
+int
+piv_image_load_pair_fd (int fd_a, const char *name_a, int fd_b, const char *name_b,
+                        size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
+                        piv_image_t **b_p, char *err, size_t errlen)
+{
+    if (!a_p || !b_p || fd_a < 0 || !name_a || (fd_b >= 0 && !name_b)) {
+        s_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
+        return -1;
     }
-    if (rc == 0
-        && ((*a_p)->width != (*b_p)->width || (*a_p)->height != (*b_p)->height)) {
-        if (path_b)
-            s_seterr (err, errlen, "frames differ in size: '%s' is %dx%d, '%s' is %dx%d", path_a,
-                      (*a_p)->width, (*a_p)->height, path_b, (*b_p)->width, (*b_p)->height);
-        else
-            s_seterr (err, errlen, "frames differ in size: '%s' page 0 is %dx%d, page 1 is %dx%d",
-                      path_a, (*a_p)->width, (*a_p)->height, (*b_p)->width, (*b_p)->height);
-        rc = -1;
-    }
-    if (rc != 0) {
-        piv_image_destroy (a_p);
-        piv_image_destroy (b_p);
-    }
-    return rc;
+    *a_p = *b_p = NULL;
+    int rc = s_load_pair (NULL, fd_a, name_a, NULL, fd_b, name_b, max_pixels, max_bytes, a_p,
+                          b_p, err, errlen);
+    return s_pair_done (rc, name_a, fd_b >= 0 ? name_b : NULL, a_p, b_p, err, errlen);
 }
 
 // Writes one frame as the current directory of tif, in ~64 KiB strips.

@@ -12,6 +12,10 @@
 // exhaust memory.
 #define PIV_MAX_PIXELS_DEFAULT ((size_t) 64 * 1024 * 1024)
 
+// Files larger than this are refused before they are read unless the
+// caller sets another limit (the agent's piv/max_file_mb).
+#define PIV_MAX_FILE_DEFAULT ((size_t) 1024 * 1024 * 1024)
+
 // Files are read with few large reads (storage serves those best).
 #define PIV_READ_BLOCK ((size_t) 4 * 1024 * 1024)
 
@@ -39,12 +43,25 @@ const float *piv_image_cdata (const piv_image_t *self);
 // unsigned greyscale (MinIsBlack; MinIsWhite is inverted), strips and tiles,
 // palette images (colour map applied, then luminance) and RGB (luminance,
 // Rec. 601 weights). Files without a SamplesPerPixel tag load (defaults).
-// On failure returns NULL and writes one line naming the file and the cause
-// into err: not a TIFF, truncated, zero or absurd dimensions (more than
-// max_pixels; 0 means PIV_MAX_PIXELS_DEFAULT), unsupported sample format,
-// no such page.
+// The Orientation tag (1 to 8) is honoured for every kind: row 0 of the
+// image is its top, column 0 its left; 5 to 8 swap width and height.
+// The file is opened without blocking and, before anything is read whole,
+// refused unless it is a regular file (not a FIFO, device, directory or
+// socket), at most PIV_MAX_FILE_DEFAULT bytes, not sparse (over 1 MiB with
+// less than 1/8 of it stored), and its page's header says at most
+// max_pixels pixels. On failure returns NULL and writes one line naming the
+// file and the cause into err: not a TIFF, truncated, zero or absurd
+// dimensions (more than max_pixels; 0 means PIV_MAX_PIXELS_DEFAULT),
+// unsupported sample format, no such page, not a regular file, too large,
+// sparse.
 piv_image_t *piv_image_load (const char *path, int page, size_t max_pixels, char *err,
                              size_t errlen);
+
+// The same from a descriptor the caller opened (and still owns: it is not
+// closed, and read with pread from offset 0), 'name' naming it in
+// messages; max_bytes (0: PIV_MAX_FILE_DEFAULT) limits the file's size.
+piv_image_t *piv_image_load_fd (int fd, const char *name, int page, size_t max_pixels,
+                                size_t max_bytes, char *err, size_t errlen);
 
 // Loads a pair: frames A and B from two files, or, with path_b NULL, pages 0
 // and 1 of the multipage file path_a. Refuses A and B of different sizes,
@@ -52,6 +69,13 @@ piv_image_t *piv_image_load (const char *path, int page, size_t max_pixels, char
 // *a_p, *b_p left NULL).
 int piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
                          piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen);
+
+// The same from descriptors the caller opened and owns (fd_b < 0: pages 0
+// and 1 of fd_a), named name_a and name_b in messages, each file at most
+// max_bytes (0: PIV_MAX_FILE_DEFAULT).
+int piv_image_load_pair_fd (int fd_a, const char *name_a, int fd_b, const char *name_b,
+                            size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
+                            piv_image_t **b_p, char *err, size_t errlen);
 
 // Writes frames[0..nframes-1] as pages of one TIFF file at 'path', 8 or 16
 // bits (values rounded and clipped to the range), one strip per ~64 KiB,

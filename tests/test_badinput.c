@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static tu_farm_t s_farm;  // the farm of the running test
@@ -304,6 +306,10 @@ START_TEST (hostile_names_and_a_changing_watch_root_never_stop_the_watcher)
     ck_assert_int_eq (s_wait_done ("exp1", n), n);
     ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", "UTF-8", 5000),
                    "the watcher did not say why it left a name out");
+    ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", "a control character (0x0a)", 5000),
+                   "the watcher did not say why it left the newline's name out");
+    ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", "a control character (0x09)", 5000),
+                   "the watcher did not say why it left the tab's name out");
     ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files"), 2 * n);
     ck_assert (access (tu_path (s_farm.dir, "data/pwned"), F_OK) != 0);
     ck_assert (access ("pwned", F_OK) != 0);
@@ -958,6 +964,138 @@ START_TEST (tiff_headers_that_lie_about_their_length_never_stop_the_watcher)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Frames and results that are not what they seem (issue 13, helper "paths")
+
+// Replaces data/exp1/<name> (already paired) by what 'how' makes of it.
+static const char *
+s_frame (const char *name)
+{
+    static char path[4096];
+    snprintf (path, sizeof path, "%s/data/exp1/%s", s_farm.dir, name);
+    return path;
+}
+
+// Waits until 'n' pairs are pending, then stops the watcher, so that what
+// is done to the frames afterwards reaches only the agent.
+static void
+s_pending_then_no_watcher (int n)
+{
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 200 && c.pending < n; i++, c = tu_farm_counts (&s_farm))
+        usleep (50000);
+    ck_assert_int_eq (c.pending, n);
+    tu_stop (s_farm.watcher, SIGTERM, 10);
+    s_farm.watcher = 0;
+}
+
+static const s_case_t s_frame_cases[] = {
+    {"fifo_0001", "fifo_0001_a.tif': not a regular file (a FIFO)"},
+    {"device_0001", "device_0001_a.tif': not a regular file (a character device)"},
+    {"link_0001", "link_0001_a.tif': a symbolic link, or it leads outside the watch root"},
+    {"sparse_0001", "sparse_0001_a.tif': sparse file"},
+    {"big_0001", "big_0001_a.tif': file of"},
+};
+
+START_TEST (frames_that_are_not_plain_files_in_the_root_fail_and_the_agent_lives_on)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 1\n");
+    tu_farm_conf_replace (&s_farm, "    iterations = 1\n", "    iterations = 1\n    max_file_mb = 1\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    int n = (int) (sizeof s_frame_cases / sizeof s_frame_cases[0]);
+    for (int i = 0; i < n; i++)
+        s_copy_good ("exp1", s_frame_cases[i].stem);
+    s_pending_then_no_watcher (n);
+    // Each A frame becomes something else once paired. Every one of them
+    // reads as a good frame to a loader that follows links, reads FIFOs
+    // (blocking for ever) and reads whatever size.
+    size_t len;
+    char *real = tu_slurp (tu_path (s_farm.dir, "src/g_0001_a.tif"), &len);
+    ck_assert (real != NULL);
+    ck_assert (unlink (s_frame ("fifo_0001_a.tif")) == 0);
+    ck_assert (mkfifo (s_frame ("fifo_0001_a.tif"), 0644) == 0);
+    ck_assert (unlink (s_frame ("device_0001_a.tif")) == 0);
+    int device = geteuid () == 0 && mknod (s_frame ("device_0001_a.tif"), S_IFCHR | 0644,
+                                           makedev (1, 3)) == 0;  // /dev/null's
+    if (!device)
+        ck_assert (symlink ("/dev/null", s_frame ("device_0001_a.tif")) == 0);
+    // A link out of the root, to a good frame.
+    ck_assert (unlink (s_frame ("link_0001_a.tif")) == 0);
+    ck_assert (symlink (tu_path (s_farm.dir, "src/g_0001_a.tif"), s_frame ("link_0001_a.tif")) == 0);
+    // A good frame with 32 MiB of holes after it (libtiff reads it fine).
+    ck_assert (truncate (s_frame ("sparse_0001_a.tif"), 32 << 20) == 0);
+    // A good frame and 2 MiB of real bytes: over piv/max_file_mb = 1.
+    char *padded = calloc (1, (2 << 20) + len);
+    ck_assert (padded != NULL);
+    memcpy (padded, real, len);
+    memset (padded + len, 0x5a, 2 << 20);
+    tu_spit (s_frame ("big_0001_a.tif"), padded, (2 << 20) + len);
+    free (padded);
+    free (real);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 300 && c.failed < n; i++, c = tu_farm_counts (&s_farm))
+        usleep (100000);
+    ck_assert_msg (c.failed == n && c.done == 0, "done %lld failed %lld pending %lld out %lld",
+                   (long long) c.done, (long long) c.failed, (long long) c.pending,
+                   (long long) c.dispatched);
+    for (int i = 0; i < n; i++) {
+        const s_case_t *k = &s_frame_cases[i];
+        char *error = tu_farm_sql_text (&s_farm, "SELECT error FROM pairs WHERE stem = '%s'"
+                                                 " AND state = 3", k->stem);
+        printf ("frame %-12s failed: %s\n", k->stem, error ? error : "(not failed)");
+        const char *want = k->reason;
+        if (!device && strncmp (k->stem, "device", 6) == 0)
+            want = "a symbolic link";
+        ck_assert_msg (error && strstr (error, want), "%s: %s", k->stem, error ? error : "not failed");
+        free (error);
+    }
+    // The agent lives on and its worker is free: a good pair after them is done.
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_copy_good ("exp1", "after_0001");
+    ck_assert_int_eq (s_wait_done ("exp1", 1), 1);
+    ck_assert (tu_alive (s_farm.broker) && tu_alive (s_farm.agents[0]));
+}
+END_TEST
+
+START_TEST (a_results_directory_link_out_of_the_results_fails_the_pair_and_writes_nothing_there)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 1\n");
+    // results/exp1 is a link to a directory outside the results.
+    char outside[4096];
+    snprintf (outside, sizeof outside, "%s", tu_path (s_farm.dir, "outside"));
+    ck_assert (mkdir (outside, 0755) == 0);
+    ck_assert (mkdir (tu_path (s_farm.dir, "results"), 0755) == 0 || errno == EEXIST);
+    ck_assert (symlink (outside, tu_path (s_farm.dir, "results/exp1")) == 0);
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    s_copy_good ("exp1", "out_0001");
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 300 && c.failed < 1; i++, c = tu_farm_counts (&s_farm))
+        usleep (100000);
+    char *error = tu_farm_sql_text (&s_farm, "SELECT error FROM pairs WHERE stem = 'out_0001'"
+                                             " AND state = 3");
+    printf ("results link: %s\n", error ? error : "(not failed)");
+    ck_assert_msg (error && strstr (error, "out_0001.txt': a symbolic link"), "%s",
+                   error ? error : "not failed");
+    free (error);
+    ck_assert (access (tu_path (s_farm.dir, "outside/out_0001.txt"), F_OK) != 0);
+    // Another experiment's results are written as ever.
+    ck_assert (mkdir (tu_path (s_farm.dir, "data/exp2"), 0755) == 0);
+    usleep (200000);
+    s_copy_good ("exp2", "in_0001");
+    ck_assert_int_eq (s_wait_done ("exp2", 1), 1);
+    ck_assert (access (tu_path (s_farm.dir, "results/exp2/in_0001.txt"), F_OK) == 0);
+    ck_assert (tu_alive (s_farm.broker) && tu_alive (s_farm.agents[0]));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -978,6 +1116,8 @@ main (void)
     tcase_add_test (tc, a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothing);
     tcase_add_test (tc, tiff_headers_that_lie_about_their_length_never_stop_the_watcher);
     tcase_add_test (tc, bad_names_in_every_command_are_refused_and_nothing_is_recorded);
+    tcase_add_test (tc, frames_that_are_not_plain_files_in_the_root_fail_and_the_agent_lives_on);
+    tcase_add_test (tc, a_results_directory_link_out_of_the_results_fails_the_pair_and_writes_nothing_there);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -3,6 +3,7 @@
 // for pixel; broken and unsupported files are refused with a clear reason.
 
 #include "piv/image.h"
+#include "piv/piv.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -49,6 +50,7 @@ typedef struct {
     int format;           // SAMPLEFORMAT_*; 0 leaves the tag out
     int omit_spp;         // leave the SamplesPerPixel tag out
     const uint16_t *cmap; // 3 x (1 << bps) colour map entries for palettes
+    int orientation;      // ORIENTATION_*; 0 leaves the tag out
 } s_layout_t;
 
 // Writes pages with libtiff; samples[p] holds page p's samples, pixel after
@@ -74,6 +76,8 @@ s_write_pages (const char *path, int npages, const s_layout_t *lay, const void *
         TIFFSetField (tif, TIFFTAG_COMPRESSION, (uint16_t) COMPRESSION_NONE);
         if (l->format)
             TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, (uint16_t) l->format);
+        if (l->orientation)
+            TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) l->orientation);
         if (l->spp == 2) {
             uint16_t extra = EXTRASAMPLE_UNASSALPHA;
             TIFFSetField (tif, TIFFTAG_EXTRASAMPLES, (uint16_t) 1, &extra);
@@ -1264,6 +1268,212 @@ START_TEST (loads_from_several_threads_with_errors_kept_apart)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Orientation, and files refused before they are read (issue 13)
+
+// Where stored row r, column c of a sw x sh raster is seen under
+// Orientation o (TIFF 6.0), in the meant image.
+static void
+s_seen (int o, int sw, int sh, int r, int c, int *x, int *y)
+{
+    switch (o) {
+    case 2: *x = sw - 1 - c, *y = r; break;
+    case 3: *x = sw - 1 - c, *y = sh - 1 - r; break;
+    case 4: *x = c, *y = sh - 1 - r; break;
+    case 5: *x = r, *y = c; break;
+    case 6: *x = sh - 1 - r, *y = c; break;
+    case 7: *x = sh - 1 - r, *y = sw - 1 - c; break;
+    case 8: *x = r, *y = sw - 1 - c; break;
+    default: *x = c, *y = r; break;
+    }
+}
+
+// The meant image: W x H, pixel (x, y) = 1 + x + 10 y (all distinct, < 256).
+#define OW 7
+#define OH 5
+
+START_TEST (honours_the_orientation_tag_for_every_sample_kind)
+{
+    static uint16_t cmap[3 * 256];
+    for (int i = 0; i < 256; i++)
+        cmap[i] = cmap[256 + i] = cmap[512 + i] = (uint16_t) (i * 257);  // grey palette
+    const struct {
+        const char *kind;
+        int bps, spp, photometric, tiled;
+        int scale;  // stored value = meant * scale
+    } kinds[] = {
+        {"grey8 strips", 8, 1, PHOTOMETRIC_MINISBLACK, 0, 1},
+        {"grey16 tiles", 16, 1, PHOTOMETRIC_MINISBLACK, 1, 100},
+        {"palette", 8, 1, PHOTOMETRIC_PALETTE, 0, 1},
+        {"rgb", 8, 3, PHOTOMETRIC_RGB, 0, 1},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int o = 1; o <= 8; o++) {
+            int sw = o >= 5 ? OH : OW, sh = o >= 5 ? OW : OH;
+            size_t bytes = (size_t) kinds[k].bps / 8;
+            unsigned char *s = calloc ((size_t) sw * sh * kinds[k].spp, bytes);
+            for (int r = 0; r < sh; r++)
+                for (int c = 0; c < sw; c++) {
+                    int x, y;
+                    s_seen (o, sw, sh, r, c, &x, &y);
+                    unsigned v = (unsigned) ((1 + x + 10 * y) * kinds[k].scale);
+                    for (int i = 0; i < kinds[k].spp; i++) {
+                        size_t at = ((size_t) r * sw + c) * kinds[k].spp + i;
+                        if (bytes == 1)
+                            s[at] = (unsigned char) v;
+                        else
+                            ((uint16_t *) s)[at] = (uint16_t) v;
+                    }
+                }
+            s_layout_t lay = {.w = sw, .h = sh, .bps = kinds[k].bps, .spp = kinds[k].spp,
+                              .photometric = kinds[k].photometric, .rps = 2,
+                              .tile_w = kinds[k].tiled ? 16 : 0, .tile_h = kinds[k].tiled ? 16 : 0,
+                              .cmap = kinds[k].photometric == PHOTOMETRIC_PALETTE ? cmap : NULL,
+                              .orientation = o};
+            const char *path = tu_path (s_dir, "oriented.tif");
+            // Two pages, both oriented: the pair loader honours it too.
+            const void *pages[2] = {s, s};
+            s_layout_t lays[2] = {lay, lay};
+            s_write_pages (path, 2, lays, pages);
+            char err[256] = "";
+            piv_image_t *a = NULL, *b = NULL;
+            ck_assert_msg (piv_image_load_pair (path, NULL, 0, &a, &b, err, sizeof err) == 0,
+                           "%s orientation %d: %s", kinds[k].kind, o, err);
+            for (int f = 0; f < 2; f++) {
+                const piv_image_t *img = f ? b : a;
+                ck_assert_msg (piv_image_width (img) == OW && piv_image_height (img) == OH,
+                               "%s orientation %d: %dx%d", kinds[k].kind, o,
+                               piv_image_width (img), piv_image_height (img));
+                const float *d = piv_image_cdata (img);
+                for (int y = 0; y < OH; y++)
+                    for (int x = 0; x < OW; x++)
+                        ck_assert_msg (d[y * OW + x] == (float) ((1 + x + 10 * y) * kinds[k].scale),
+                                       "%s orientation %d: pixel (%d, %d) is %g", kinds[k].kind,
+                                       o, x, y, d[y * OW + x]);
+            }
+            piv_image_destroy (&a);
+            piv_image_destroy (&b);
+            free (s);
+        }
+}
+END_TEST
+
+// Writes 'img' as an 8-bit greyscale TIFF stored rotated by 180 degrees
+// (its last pixel first), Orientation 3 saying so.
+static void
+s_write_rotated (const char *path, const piv_image_t *img)
+{
+    int w = piv_image_width (img), h = piv_image_height (img);
+    unsigned char *s = malloc ((size_t) w * h);
+    const float *d = piv_image_cdata (img);
+    for (size_t i = 0; i < (size_t) w * h; i++)
+        s[i] = (unsigned char) d[(size_t) w * h - 1 - i];
+    s_layout_t lay = {.w = w, .h = h, .bps = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .orientation = ORIENTATION_BOTRIGHT};
+    s_write_tiff (path, &lay, s);
+    free (s);
+}
+
+START_TEST (a_greyscale_pair_stored_rotated_180_degrees_gives_the_right_displacement)
+{
+    char prefix[4096], out[4096];
+    snprintf (prefix, sizeof prefix, "%s", tu_path (s_dir, "s"));
+    char *argv[] = {(char *) tu_bin ("pivfarm-synth"), "-s", "256x256", "-o", prefix, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 60), 0);
+    char err[256] = "";
+    piv_image_t *a = NULL, *b = NULL;
+    char pa[4200], pb[4200], ra[4200], rb[4200];
+    snprintf (pa, sizeof pa, "%s_a.tif", prefix);
+    snprintf (pb, sizeof pb, "%s_b.tif", prefix);
+    snprintf (ra, sizeof ra, "%s_ra.tif", prefix);
+    snprintf (rb, sizeof rb, "%s_rb.tif", prefix);
+    ck_assert_msg (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err) == 0, "%s", err);
+    s_write_rotated (ra, a);
+    s_write_rotated (rb, b);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    ck_assert_msg (piv_image_load_pair (ra, rb, 0, &a, &b, err, sizeof err) == 0, "%s", err);
+    piv_settings_t s;
+    piv_settings_init (&s);
+    ck_assert (piv_settings_set_passes (&s, "32,16", err, sizeof err) == 0);
+    piv_t *engine = piv_new (&s, err, sizeof err);
+    ck_assert_msg (engine != NULL, "%s", err);
+    piv_field_t *field = piv_process (engine, a, b, err, sizeof err);
+    ck_assert_msg (field != NULL, "%s", err);
+    piv_field_stats_t st;
+    piv_field_stats (field, PIV_FLAG_VALID, &st);
+    printf ("rotated 180: mean u %.3f v %.3f (truth 3.3, -1.7)\n", st.mean_u, st.mean_v);
+    ck_assert_msg (fabs (st.mean_u - 3.3) < 0.1 && fabs (st.mean_v + 1.7) < 0.1,
+                   "mean (%.3f, %.3f), not (3.3, -1.7)", st.mean_u, st.mean_v);
+    piv_field_destroy (&field);
+    piv_destroy (&engine);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (refuses_a_fifo_a_sparse_and_an_oversized_file_before_reading_them)
+{
+    char err[512] = "";
+    // A FIFO with no writer: refused at once (a blocking open would wait
+    // for ever; the test's timeout says so).
+    const char *fifo = tu_path (s_dir, "fifo.tif");
+    ck_assert (mkfifo (fifo, 0644) == 0);
+    ck_assert_ptr_null (piv_image_load (fifo, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, fifo, "not a regular file (a FIFO)");
+    // A real frame followed by 16 MiB of holes.
+    const char *sparse = tu_path (s_dir, "sparse.tif");
+    s_write_grey8 (sparse, 64, 64);
+    ck_assert (truncate (sparse, 16 << 20) == 0);
+    ck_assert_ptr_null (piv_image_load (sparse, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, sparse, "sparse file");
+    // Over the caller's size limit, through a descriptor it opened.
+    const char *big = tu_path (s_dir, "big.tif");
+    s_write_grey8 (big, 64, 64);
+    int fd = open (big, O_RDONLY);
+    ck_assert (fd >= 0);
+    ck_assert_ptr_null (piv_image_load_fd (fd, big, 0, 0, 1024, err, sizeof err));
+    ASSERT_ERR (err, big, "exceeds the limit of 1024 bytes");
+    piv_image_t *img = piv_image_load_fd (fd, big, 0, 0, 1 << 20, err, sizeof err);
+    ck_assert_msg (img != NULL, "%s", err);
+    s_assert_ramp8 (img, 64, 64);
+    piv_image_destroy (&img);
+    ck_assert (fcntl (fd, F_GETFD) != -1);  // still the caller's
+    close (fd);
+    // Too many pixels by its header: refused with not a byte read whole
+    // (the test seam allows none).
+    const char *huge = tu_path (s_dir, "huge.tif");
+    s_write_grey8 (huge, 16, 16);
+    s_patch_file (huge, TIFFTAG_IMAGEWIDTH, 100000);
+    s_patch_file (huge, TIFFTAG_IMAGELENGTH, 100000);
+    piv_image_test_read_limit (0);
+    ck_assert_ptr_null (piv_image_load (huge, 0, 0, err, sizeof err));
+    piv_image_test_read_limit (SIZE_MAX);
+    ASSERT_ERR (err, huge, "exceeds the limit of 67108864 pixels");
+}
+END_TEST
+
+START_TEST (loads_a_pair_from_descriptors_the_caller_opened)
+{
+    const char *pa = tu_path (s_dir, "a.tif"), *pb = tu_path (s_dir, "b.tif");
+    s_write_grey8 (pa, 30, 20);
+    s_write_grey8 (pb, 30, 20);
+    int fa = open (pa, O_RDONLY), fb = open (pb, O_RDONLY);
+    ck_assert (fa >= 0 && fb >= 0);
+    lseek (fa, 7, SEEK_SET);  // read from the start whatever the position
+    char err[256] = "";
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_msg (piv_image_load_pair_fd (fa, pa, fb, pb, 0, 0, &a, &b, err, sizeof err) == 0,
+                   "%s", err);
+    s_assert_ramp8 (a, 30, 20);
+    s_assert_ramp8 (b, 30, 20);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    close (fa);
+    close (fb);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1311,6 +1521,10 @@ s_suite (void)
     tcase_add_test (tc, refuses_a_nonexistent_file_with_the_system_reason);
     tcase_add_test (tc, reports_a_short_read);
     tcase_add_test (tc, prints_nothing_while_refusing_broken_files);
+    tcase_add_test (tc, honours_the_orientation_tag_for_every_sample_kind);
+    tcase_add_test (tc, a_greyscale_pair_stored_rotated_180_degrees_gives_the_right_displacement);
+    tcase_add_test (tc, refuses_a_fifo_a_sparse_and_an_oversized_file_before_reading_them);
+    tcase_add_test (tc, loads_a_pair_from_descriptors_the_caller_opened);
     tcase_add_test (tc, loads_from_several_threads_with_errors_kept_apart);
     suite_add_tcase (suite, tc);
     return suite;

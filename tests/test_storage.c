@@ -551,6 +551,142 @@ START_TEST (the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_re
 }
 END_TEST
 
+// Every entry of data/exp1 with its bytes, as one string, to compare
+// before and after (byte for byte).
+static char *
+s_snapshot (const char *rel)
+{
+    char cmd[8192];
+    snprintf (cmd, sizeof cmd, "cd '%s' && find . | sort && find . -type f | sort | xargs -r cat | sha256sum",
+              tu_path (s_farm.dir, rel));
+    FILE *p = popen (cmd, "r");
+    ck_assert (p != NULL);
+    static char buf[1 << 16];
+    size_t n = fread (buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    pclose (p);
+    return strdup (buf);
+}
+
+START_TEST (archive_refuses_a_destination_that_leads_back_into_the_root_creating_and_removing_nothing)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32", "");
+    s_start_farm ();
+    s_write_frames ("exp1", "g", 3, 4096);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 3, 30).done, 3);
+    char *before = s_snapshot ("data"), out[1 << 16], link[4096];
+    // <to>/exp1 is a link to the experiment's own directory: the copies
+    // would replace their originals, which would then be removed.
+    ck_assert (mkdir (tu_path (s_farm.dir, "archA"), 0755) == 0);
+    snprintf (link, sizeof link, "%s", tu_path (s_farm.dir, "data/exp1"));
+    ck_assert (symlink (link, tu_path (s_farm.dir, "archA/exp1")) == 0);
+    // <to> is a link to the watch root.
+    snprintf (link, sizeof link, "%s", tu_path (s_farm.dir, "data"));
+    ck_assert (symlink (link, tu_path (s_farm.dir, "archB")) == 0);
+    const char *cases[] = {"archA", "archB", "data/newarch", "data/exp1"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char to[4096];
+        snprintf (to, sizeof to, "%s", tu_path (s_farm.dir, cases[i]));
+        int rc = s_pivctl (out, sizeof out, "archive", "exp1", "--to", to, NULL);
+        printf ("archive --to %s: %d: %s", cases[i], rc, out);
+        ck_assert_msg (rc == 1 && strstr (out, "lies under the watch root")
+                           && strstr (out, "nothing was created or removed"),
+                       "%s: %d: %s", cases[i], rc, out);
+        char *after = s_snapshot ("data");
+        ck_assert_msg (strcmp (before, after) == 0, "%s: the watch root changed:\n%s\n---\n%s",
+                       cases[i], before, after);
+        free (after);
+    }
+    ck_assert (!s_exists ("data/newarch"));
+    char *arch = s_snapshot ("archA");
+    ck_assert_msg (strstr (arch, "./exp1\n") && !strstr (arch, "g_0001"), "%s", arch);
+    free (arch);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files WHERE location IS NOT NULL"), 0);
+    // A plain archive still works.
+    char arch_ok[4096];
+    snprintf (arch_ok, sizeof arch_ok, "%s", tu_path (s_farm.dir, "arch"));
+    int rc = s_pivctl (out, sizeof out, "archive", "exp1", "--to", arch_ok, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "6 original(s) removed"), "%d: %s", rc, out);
+    ck_assert_int_eq (s_check_archived ("exp1", arch_ok), 6);
+    free (before);
+}
+END_TEST
+
+START_TEST (provision_refuses_a_ram_disk_larger_than_half_the_memory_naming_both)
+{
+    tu_farm_start_broker (&s_farm);
+    long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGE_SIZE);
+    char size[64], out[1 << 16];
+    snprintf (size, sizeof size, "%lld", (long long) pages * page / 100 * 60);  // 60 %
+    int rc = s_pivctl (out, sizeof out, "provision", "run3", "--size", size, "--hours", "1", NULL);
+    printf ("provision --size %s: %d: %s", size, rc, out);
+    ck_assert_msg (rc == 1 && strstr (out, "more than half of this host's memory")
+                       && strstr (out, "give at most"),
+                   "%d: %s", rc, out);
+    ck_assert (!s_exists ("data/run3"));
+}
+END_TEST
+
+START_TEST (a_full_results_volume_defers_pairs_and_they_complete_once_there_is_room)
+{
+    // agent/min_free_mb far beyond any volume: the agent is short of
+    // space for every pair. max_attempts = 1: a pair counted as failed
+    // would be failed for good.
+    tu_farm_conf (&s_farm, "piv", 1, "32", "    min_free_mb = 1048576\n");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 1\n");
+    tu_farm_render (&s_farm, 2, "d");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "d", 1, 2, 0);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "agent1.log", "is full", 10000),
+                   "the agent did not say its results volume is full");
+    ck_assert (tu_farm_log_has (&s_farm, "agent1.log", "taking no work", 0));
+    usleep (1500000);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    ck_assert_msg (c.failed == 0 && c.done == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    ck_assert (!s_exists ("results/exp1/d_0001.txt"));
+    // Room returns (the agent restarted with a threshold it meets).
+    tu_stop (s_farm.agents[0], SIGTERM, 20);
+    tu_farm_conf_replace (&s_farm, "    min_free_mb = 1048576\n", "    min_free_mb = 1\n");
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "a1");
+    c = tu_farm_wait_done (&s_farm, 2, 60);
+    ck_assert_msg (c.done == 2 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    ck_assert (s_exists ("results/exp1/d_0001.txt"));
+}
+END_TEST
+
+START_TEST (an_agent_short_of_space_resumes_by_itself_when_room_returns)
+{
+    if (!s_root ("a full results RAM disk"))
+        return;
+    // A 4 MiB results volume, 3 MiB of it taken; min_free_mb = 2.
+    s_mount_tmpfs (tu_path (s_farm.dir, "results"), "4m");
+    tu_farm_conf (&s_farm, "piv", 1, "32", "    min_free_mb = 2\n");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 1\n");
+    char filler[4096];
+    snprintf (filler, sizeof filler, "%s", tu_path (s_farm.dir, "results/filler"));
+    char *block = calloc (1, 3 << 20);
+    tu_spit (filler, block, 3 << 20);
+    free (block);
+    tu_farm_render (&s_farm, 2, "r");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "r", 1, 2, 0);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "agent1.log", "is full", 10000),
+                   "the agent did not say its results volume is full");
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    ck_assert_msg (c.failed == 0 && c.done == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    // Room returns: the same agent takes work again (READY) and the
+    // deferred pairs, requeued by the broker, are done.
+    unlink (filler);
+    c = tu_farm_wait_done (&s_farm, 2, 60);
+    ck_assert_msg (c.done == 2 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    ck_assert (tu_farm_log_has (&s_farm, "agent1.log", "has room again", 0));
+}
+END_TEST
+
 static TCase *
 s_tcase (Suite *suite, const char *name, int timeout)
 {
@@ -575,5 +711,10 @@ main (void)
     tcase_add_test (tc, an_interrupted_archive_resumes_where_it_was);
     tcase_add_test (tc, a_corrupted_copy_stops_the_archive_with_a_clear_error_and_removes_nothing);
     tcase_add_test (tc, the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_resumes);
+    tc = s_tcase (suite, "confined", 120);
+    tcase_add_test (tc, archive_refuses_a_destination_that_leads_back_into_the_root_creating_and_removing_nothing);
+    tcase_add_test (tc, provision_refuses_a_ram_disk_larger_than_half_the_memory_naming_both);
+    tcase_add_test (tc, a_full_results_volume_defers_pairs_and_they_complete_once_there_is_room);
+    tcase_add_test (tc, an_agent_short_of_space_resumes_by_itself_when_room_returns);
     return tu_run_suite (suite);
 }

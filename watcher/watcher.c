@@ -7,6 +7,7 @@
 
 #include "watcher/watcher.h"
 #include "common/log.h"
+#include "common/path.h"
 #include "common/proto.h"
 #include "common/secure.h"
 
@@ -414,10 +415,14 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
         return;
     }
     s_remember (self, self->known, path, st);
-    // A name the protocol cannot carry would be resent for ever: say so once.
-    if (s_out (self, &ev->msg) != 0) {
-        log_warning ("cannot report '%s': its name is not valid UTF-8 or is over %d bytes",
-                     path, PROTO_MAX_STRING);
+    // A name the protocol cannot carry would be resent for ever: say so once,
+    // and why (the broker would refuse it: common/path.h).
+    char why[64] = "";
+    if (path_check_component (ev->msg.experiment, why, sizeof why) != 0
+        || path_check_relative (ev->msg.name, why, sizeof why) != 0
+        || s_out (self, &ev->msg) != 0) {
+        log_warning ("cannot report '%s': %s", path,
+                     *why ? why : "its name is over the protocol's limit");
         s_event_destroy (&ev);
         return;
     }
