@@ -307,10 +307,9 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
     return 0;
 }
 
-// Queues a pair a changed file brought back from FAILED (store_file_retry).
-static int
-s_queue_retried (void *arg, int64_t pair, const char *experiment, const char *stem,
-                 const char *name_a, const char *name_b, int attempts)
+int
+broker_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
+                    const char *name_a, const char *name_b, int attempts)
 {
     (void) attempts;
     broker_t *self = arg;
@@ -331,7 +330,7 @@ static int
 s_file_changed (broker_t *self, exp_t *exp, const char *name, int64_t file, int64_t now)
 {
     int done = 0;
-    int retried = store_file_retry (self->store, exp->id, file, now, s_queue_retried, self, &done);
+    int retried = store_file_retry (self->store, exp->id, file, now, broker_queue_again, self, &done);
     if (retried < 0) {
         log_error ("cannot retry the pairs of file '%s/%s': %s", exp->name, name,
                    store_error (self->store));

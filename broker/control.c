@@ -950,21 +950,6 @@ s_pause (s_cmd_t *cmd, int paused)
 // retry, backfill
 
 static int
-s_requeue_one (void *arg, int64_t pair, const char *experiment, const char *stem,
-               const char *name_a, const char *name_b, int attempts)
-{
-    (void) attempts;
-    broker_t *self = arg;
-    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
-    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
-    if (!task)
-        return -1;
-    zlistx_add_end (self->fresh, task);
-    task->attempt = -1;  // not fresh: never sampled out
-    return 0;
-}
-
-static int
 s_reset (s_cmd_t *cmd, store_state_t from)
 {
     if (s_expect (cmd, 0, 2, 2, from == STORE_FAILED ? "retry EXP" : "backfill EXP"))
@@ -973,7 +958,7 @@ s_reset (s_cmd_t *cmd, store_state_t from)
     if (!exp)
         return -1;
     int moved = store_pairs_reset (cmd->self->store, exp->id, from, util_time_ns (),
-                                   s_requeue_one, cmd->self);
+                                   broker_queue_again, cmd->self);
     if (moved < 0)
         return s_refuse (cmd, 500, "cannot move the pairs of '%s': %s", exp->name,
                          store_error (cmd->self->store));

@@ -204,6 +204,11 @@ void broker_enqueue (broker_t *self, task_t *task, int fresh);
 task_t *broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char *name_a,
                          const char *name_b);
 void broker_task_destroy (task_t **self_p);
+// A store_pair_fn (arg: the broker) for pairs the store brought back to
+// PENDING (a retry, a backfill, a changed file): each is queued after the
+// commit, never sampled out. 0, or -1 (no memory, or no experiment).
+int broker_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
+                        const char *name_a, const char *name_b, int attempts);
 // Results per second over the last 'seconds' complete seconds of a ring.
 double broker_rate (rate_ring_t *ring, int64_t now, int seconds);
 void broker_count (rate_ring_t *ring, int64_t now, int n);

@@ -580,30 +580,54 @@ s_on_settle (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+// Whether the entry 'key' (item: an s_known_t in map 0, an s_cand_t in map
+// 1) is to go.
+typedef int (s_gone_fn) (watcher_t *self, int map, const char *key, void *item, const void *arg);
+
+// Removes from 'known' and 'cands' every entry 'gone' says is to go.
+static void
+s_drop (watcher_t *self, s_gone_fn *gone, const void *arg)
+{
+    zhashx_t *maps[] = {self->known, self->cands};
+    for (int m = 0; m < 2; m++) {
+        zlistx_t *keys = zlistx_new ();
+        if (!keys)
+            return;
+        zlistx_set_destructor (keys, (zlistx_destructor_fn *) zstr_free);
+        for (void *v = zhashx_first (maps[m]); v; v = zhashx_next (maps[m]))
+            if (gone (self, m, zhashx_cursor (maps[m]), v, arg))
+                zlistx_add_end (keys, strdup (zhashx_cursor (maps[m])));
+        for (char *key = zlistx_first (keys); key; key = zlistx_next (keys))
+            zhashx_delete (maps[m], key);
+        zlistx_destroy (&keys);
+    }
+}
+
+// Under the directory 'arg'.
+static int
+s_under (watcher_t *self, int map, const char *key, void *item, const void *arg)
+{
+    (void) self, (void) map, (void) item;
+    size_t len = strlen (arg);
+    return strncmp (key, arg, len) == 0 && key[len] == '/';
+}
+
+// Not seen by the last scan.
+static int
+s_unseen (watcher_t *self, int map, const char *key, void *item, const void *arg)
+{
+    (void) key, (void) arg;
+    return (map == 0 ? ((s_known_t *) item)->scan : ((s_cand_t *) item)->scan) != self->scan;
+}
+
 // Forgets 'path' and, if it was a directory, everything under it.
 static void
 s_forget (watcher_t *self, const char *path, int is_dir)
 {
     zhashx_delete (self->known, path);
     zhashx_delete (self->cands, path);
-    if (!is_dir)
-        return;
-    size_t len = strlen (path);
-    zhashx_t *maps[] = {self->known, self->cands};
-    for (int m = 0; m < 2; m++) {
-        zlistx_t *gone = zlistx_new ();
-        if (!gone)
-            return;
-        zlistx_set_destructor (gone, (zlistx_destructor_fn *) zstr_free);
-        for (void *v = zhashx_first (maps[m]); v; v = zhashx_next (maps[m])) {
-            const char *key = zhashx_cursor (maps[m]);
-            if (strncmp (key, path, len) == 0 && key[len] == '/')
-                zlistx_add_end (gone, strdup (key));
-        }
-        for (char *key = zlistx_first (gone); key; key = zlistx_next (gone))
-            zhashx_delete (maps[m], key);
-        zlistx_destroy (&gone);
-    }
+    if (is_dir)
+        s_drop (self, s_under, path);
 }
 
 // Poll mode, after a scan of the whole root: forgets the files it did not
@@ -611,19 +635,7 @@ s_forget (watcher_t *self, const char *path, int is_dir)
 static void
 s_sweep (watcher_t *self)
 {
-    zhashx_t *maps[] = {self->known, self->cands};
-    for (int m = 0; m < 2; m++) {
-        zlistx_t *gone = zlistx_new ();
-        if (!gone)
-            return;
-        zlistx_set_destructor (gone, (zlistx_destructor_fn *) zstr_free);
-        for (void *v = zhashx_first (maps[m]); v; v = zhashx_next (maps[m]))
-            if ((m == 0 ? ((s_known_t *) v)->scan : ((s_cand_t *) v)->scan) != self->scan)
-                zlistx_add_end (gone, strdup (zhashx_cursor (maps[m])));
-        for (char *key = zlistx_first (gone); key; key = zlistx_next (gone))
-            zhashx_delete (maps[m], key);
-        zlistx_destroy (&gone);
-    }
+    s_drop (self, s_unseen, NULL);
 }
 
 static int s_watch_dir (watcher_t *self, const char *path, int depth);
