@@ -12,10 +12,10 @@
 
 #include <arpa/inet.h>
 #include <check.h>
-#include <czmq.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,34 +301,12 @@ START_TEST (every_figure_of_the_page_matches_a_store_of_known_contents)
 }
 END_TEST
 
-// A broker that answers every request with an error (as the real one does
-// when it cannot read its store): a ROUTER on the farm's control endpoint.
-static void
-s_erring_broker (zsock_t *pipe, void *arg)
-{
-    zsock_t *router = zsock_new_router ((const char *) arg);
-    zsock_signal (pipe, 0);
-    zpoller_t *poller = zpoller_new (pipe, router, NULL);
-    while (router) {
-        void *which = zpoller_wait (poller, -1);
-        if (which != router)
-            break;  // $TERM, or interrupted
-        zframe_t *identity = NULL;
-        proto_msg_t req, reply = {.command = PROTO_REPLY, .status = 500,
-                                  .text = "cannot read the store: disk I/O error"};
-        char err[256];
-        if (proto_recv (router, &identity, &req, err, sizeof err) == 0) {
-            proto_send (&reply, identity, router);
-            proto_msg_release (&req);
-        }
-        zframe_destroy (&identity);
-    }
-    zpoller_destroy (&poller);
-    zsock_destroy (&router);
-}
-
 // "Broker unreachable" only when nothing answered; an answer with an error
-// is shown as what it is, with its status and message.
+// is shown as what it is, with its status and message. The error is the
+// real broker's: it runs on a store of its own (the page's, farm.db, must
+// stay readable for the page to be drawn at all), and that store loses its
+// experiments table while the broker runs, so that its status cannot read
+// the store.
 START_TEST (a_broker_that_answers_an_error_is_not_called_unreachable)
 {
     s_make_store (s_now_ns ());
@@ -337,22 +315,41 @@ START_TEST (a_broker_that_answers_an_error_is_not_called_unreachable)
     ck_assert_int_eq (status, 200);
     ck_assert (strstr (html, "id=\"broker-unreachable\"") != NULL);
     ck_assert (strstr (html, "broker answered") == NULL);
-    char endpoint[4200];
-    snprintf (endpoint, sizeof endpoint, "ipc://%s/control", s_dir);
-    zactor_t *broker = zactor_new (s_erring_broker, endpoint);
-    ck_assert (broker != NULL);
+    // The broker reads its configuration at its start only: the page's
+    // store is put back in it once the broker runs.
+    tu_farm_conf_replace (&s_farm, "store = ./farm.db", "store = ./broker.db");
+    s_farm.broker = tu_farm_start (&s_farm, "pivfarm-broker", "broker.log", NULL, NULL);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "pair(s) pending", 20000),
+                   "the broker did not start (see broker.log)");
+    tu_farm_conf_replace (&s_farm, "store = ./broker.db", "store = ./farm.db");
+    const char *broker_db = tu_path (s_dir, "broker.db");
+    sqlite3 *db = NULL;
+    ck_assert (sqlite3_open_v2 (broker_db, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+    sqlite3_busy_timeout (db, 10000);  // the broker may be writing
+    char *why = NULL;
+    int rc = sqlite3_exec (db, "ALTER TABLE experiments RENAME TO experiments_gone", NULL, NULL,
+                           &why);
+    ck_assert_msg (rc == SQLITE_OK, "cannot damage '%s': %s", broker_db, why);
+    sqlite3_close (db);
+    char expected[4200], escaped[4200];
+    snprintf (expected, sizeof expected,
+              "cannot read the store: cannot count pairs in '%s': no such table: experiments",
+              broker_db);
+    snprintf (escaped, sizeof escaped,
+              "The broker answered 500: cannot read the store: cannot count pairs in "
+              "&#39;%s&#39;: no such table: experiments",
+              broker_db);
     html = s_cgi ("", &status);
     ck_assert_int_eq (status, 200);
-    ck_assert_msg (strstr (html, "id=\"broker-error\"") && strstr (html, "The broker answered 500: ")
-                       && strstr (html, "cannot read the store: disk I/O error")
+    ck_assert_msg (strstr (html, "id=\"broker-error\"") && strstr (html, escaped)
                        && strstr (html, "broker error 500"),
                    "%.3000s", html);
     ck_assert_msg (strstr (html, "nreachable") == NULL, "%.3000s", html);
     json_t *doc = s_cgi_json ("format=json");
     ck_assert_int_eq (json_int (doc, -1, "$.broker.answered"), 500);
-    ck_assert_str_eq (json_string (doc, "$.broker.error"), "cannot read the store: disk I/O error");
+    ck_assert_str_eq (json_string (doc, "$.broker.error"), expected);
     json_destroy (&doc);
-    zactor_destroy (&broker);
+    ck_assert_msg (tu_alive (s_farm.broker), "the broker died of its store (see broker.log)");
 }
 END_TEST
 
