@@ -194,6 +194,8 @@ struct _broker_t {
                               // hidden while they last (storage.c)
     int ncleared;             // how many of those arose in the last guard
     zhashx_t *clocks;         // peer -> clock_rec_t (broker.c), bounded
+    double clock_limit_ms;    // broker_clock_limit_ms as computed ...
+    int64_t clock_limit_ns;   // ... at this time (kept a second)
     char *state_published;    // the last JSON published on the 'state' topic
     int64_t io_size;          // storage/io_size in bytes
     struct {
@@ -247,7 +249,8 @@ void broker_refused (broker_t *self, const char *fmt, ...) __attribute__ ((forma
 void broker_clock_sample (broker_t *self, const char *key, const char *peer, double skew_ms,
                           int64_t now);
 // The skew past which clocks are reported: 100 ms, or the lowest median
-// latency of an experiment if lower (at least 10 ms: heartbeat resolution).
+// latency of an experiment if lower (at least 10 ms: heartbeat resolution);
+// computed at most once a second.
 double broker_clock_limit_ms (broker_t *self);
 
 // control.c
