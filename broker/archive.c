@@ -14,6 +14,8 @@
 //                       KEEP EXP         (the records failed: keep them)
 //                       $TERM
 //   archiver -> broker  FILE EXP ID SHA256 LOCATION BYTES
+//                       SKIPPED EXP NAME WHY (not copied, never removed: the
+//                                         job goes on; doc/storage.md)
 //                       COPIED EXP COPIED_NOW ALREADY
 //                       REMOVED EXP COUNT
 //                       FAILED EXP MESSAGE   (nothing was removed)
@@ -253,9 +255,21 @@ s_copy (s_job_t *job, s_file_t *f, int in, char hex[SHA256_HEX], char *err, size
     return rc;
 }
 
+// Skips 'f': not copied, never removed; logged and told to the broker,
+// which keeps it in the job's notes.
+static void
+s_skip (s_job_t *job, s_file_t *f, const char *why, int *skipped)
+{
+    log_warning ("archive of '%s': skipped '%s': %s", job->exp, f->src, why);
+    zstr_sendx (job->pipe, "SKIPPED", job->exp, f->name, why, NULL);
+    f->skipped = 1;
+    (*skipped)++;
+}
+
 // One file: copied and verified (reported to the broker), or found copied
 // before and checked, or skipped (not a regular file: never followed nor
-// removed). 0, or -1 after a FAILED report (or a stop).
+// removed; or gone since it was recorded: a camera's temporary file
+// renamed, a frame deleted). 0, or -1 after a FAILED report (or a stop).
 static int
 s_one (s_job_t *job, s_file_t *f, int *already, int *skipped)
 {
@@ -269,11 +283,15 @@ s_one (s_job_t *job, s_file_t *f, int *already, int *skipped)
         opened = S_NOT_REGULAR;
     }
     if (in < 0 && (opened == S_NOT_REGULAR || opened == ELOOP || opened == EXDEV)) {
-        log_warning ("archive of '%s': skipped '%s': %s, not a regular file; left in place",
-                     job->exp, f->src,
-                     opened == S_NOT_REGULAR ? "a special file" : "a symbolic link");
-        f->skipped = 1;
-        (*skipped)++;
+        s_skip (job, f,
+                opened == S_NOT_REGULAR ? "a special file, not a regular file; left in place"
+                                        : "a symbolic link, not a regular file; left in place",
+                skipped);
+        return 0;
+    }
+    if (in < 0 && opened == ENOENT && !*f->location) {
+        // Nothing is lost that the archive could keep: the file is gone.
+        s_skip (job, f, "vanished since it was recorded (renamed or deleted)", skipped);
         return 0;
     }
     if (in >= 0) {
@@ -331,9 +349,12 @@ s_remove (s_job_t *job, s_file_t *f)
         return -1;
     struct stat st;
     int rc = -1;
-    if (fstatat (dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG (st.st_mode)
+    int found = fstatat (dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : errno;
+    if (found == 0 && S_ISREG (st.st_mode)
         && (f->ino == 0 || (st.st_dev == f->dev && st.st_ino == f->ino)))
         rc = unlinkat (dirfd, base, 0);
+    else if (found == ENOENT)
+        log_notice ("archive of '%s': '%s' vanished since it was copied", job->exp, f->src);
     else
         log_warning ("archive of '%s': '%s' changed since it was copied; left in place",
                      job->exp, f->src);

@@ -382,9 +382,110 @@ broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t
     return 0;
 }
 
+// ---------------------------------------------------------------------------
+// Clocks (doc/storage.md): latency compares the writer's file times and
+// the agents' with the broker's clock; a skew larger than the latency
+// makes it meaningless, so it is measured and reported.
+
+#define CLOCKS_MAX 4096                              // peers measured at once, at most
+#define CLOCK_LOG_EVERY_NS (600 * (int64_t) 1000000000)  // a lasting skew is logged this often
+
+static int
+s_compare_ms (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+double
+broker_clock_limit_ms (broker_t *self)
+{
+    int64_t now = util_time_ns ();
+    if (self->clock_limit_ns && now - self->clock_limit_ns < 1000000000)
+        return self->clock_limit_ms;
+    double limit = 100;
+    double sorted[LATENCY_KEPT];
+    for (exp_t *exp = zhashx_first (self->experiments); exp;
+         exp = zhashx_next (self->experiments)) {
+        int n = exp->latencies;
+        if (n == 0)
+            continue;
+        memcpy (sorted, exp->latency_ms, sizeof (double) * (size_t) n);
+        qsort (sorted, (size_t) n, sizeof (double), s_compare_ms);
+        double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+        if (median < limit)
+            limit = median;
+    }
+    self->clock_limit_ms = limit < 10 ? 10 : limit;
+    self->clock_limit_ns = now;
+    return self->clock_limit_ms;
+}
+
+void
+broker_clock_sample (broker_t *self, const char *key, const char *peer, double skew_ms,
+                     int64_t now)
+{
+    if (!self->clocks && !(self->clocks = zhashx_new ()))
+        return;
+    clock_rec_t *c = zhashx_lookup (self->clocks, key);
+    if (!c) {
+        if (zhashx_size (self->clocks) >= CLOCKS_MAX || !(c = calloc (1, sizeof *c)))
+            return;
+        if (zhashx_insert (self->clocks, key, c) != 0) {
+            free (c);
+            return;
+        }
+    }
+    snprintf (c->peer, sizeof c->peer, "%s", peer);
+    c->sample_ms[c->next] = skew_ms;
+    c->next = (c->next + 1) % CLOCK_SAMPLES;
+    if (c->samples < CLOCK_SAMPLES)
+        c->samples++;
+    // Transit and a busy reactor only make a sample lower than the skew:
+    // the largest of the last few is the estimate.
+    double best = c->sample_ms[0];
+    for (int i = 1; i < c->samples; i++)
+        best = c->sample_ms[i] > best ? c->sample_ms[i] : best;
+    c->skew_ms = best;
+    c->seen_ns = now;
+    double limit = broker_clock_limit_ms (self);
+    if (fabs (c->skew_ms) > limit && (c->logged_ns == 0 || now - c->logged_ns >= CLOCK_LOG_EVERY_NS)) {
+        log_warning ("clock skew: the clock of %s is %.0f ms %s the broker's (more than %.0f ms): "
+                     "latencies and file times are off by as much; synchronise the clocks "
+                     "(chrony, NTP)",
+                     c->peer, fabs (c->skew_ms), c->skew_ms > 0 ? "ahead of" : "behind", limit);
+        c->logged_ns = now;
+    }
+    else if (fabs (c->skew_ms) <= limit && c->logged_ns) {
+        log_notice ("clock skew: the clock of %s is within %.0f ms of the broker's again",
+                    c->peer, limit);
+        c->logged_ns = 0;
+    }
+}
+
+// A FILE's mtime against the broker's clock: a file closed in the future
+// (by more than the sample can blur) says the clock of whoever wrote it
+// (the camera's host, the NFS or CIFS server) is ahead. Files closed in
+// the past say nothing (they waited to settle): such a sample counts as 0.
+static void
+s_clock_file (broker_t *self, zframe_t *identity, const char *experiment, int64_t mtime_ns,
+              int64_t now)
+{
+    if (mtime_ns <= 0)
+        return;
+    char *hex = identity ? zframe_strhex (identity) : NULL;
+    char key[160], peer[300];
+    snprintf (key, sizeof key, "watcher %s", hex ? hex : "?");
+    snprintf (peer, sizeof peer, "watcher %s (files of '%s')", hex ? hex : "?", experiment);
+    free (hex);
+    double ahead = (mtime_ns - now) / 1e6;
+    broker_clock_sample (self, key, peer, ahead > 0 ? ahead : 0, now);
+}
+
 static void
 s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
+    s_clock_file (self, identity, msg->experiment, msg->time_ns, util_time_ns ());
     exp_t *exp = broker_experiment (self, msg->experiment, util_time_ns ());
     if (!exp) {
         log_error ("cannot record experiment '%s': %s", msg->experiment,
@@ -1231,8 +1332,16 @@ s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
         if (agent)
             s_agent_forget (self, agent, "disconnected");
         break;
-    case PROTO_HELLO:
     case PROTO_HEARTBEAT:
+        if (agent && msg->time_ns > 0) {
+            char key[300], peer[300];
+            snprintf (key, sizeof key, "agent %s", agent->id);
+            snprintf (peer, sizeof peer, "agent '%s' on %s", agent->id, agent->host);
+            broker_clock_sample (self, key, peer, (msg->time_ns - util_time_ns ()) / 1e6,
+                                 util_time_ns ());
+        }
+        break;
+    case PROTO_HELLO:
         break;
     default:
         log_warning ("work: from agent '%s': unexpected %s", agent ? agent->id : "unknown",

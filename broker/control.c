@@ -372,6 +372,37 @@ s_put_policy (s_text_t *t, broker_t *self, int64_t id)
     s_put (t, ",\"paused\":%s", sched_paused (self->sched, id) ? "true" : "false");
 }
 
+// "warnings_cleared":N,"clocks":[{"peer":S,"clock_skew_ms":X}...]: the
+// peers whose clock was measured (doc/storage.md), the largest skew first,
+// at most 32.
+static void
+s_put_clocks (s_text_t *t, broker_t *self)
+{
+    const clock_rec_t *list[32];
+    size_t n = 0;
+    for (clock_rec_t *c = self->clocks ? zhashx_first (self->clocks) : NULL; c;
+         c = zhashx_next (self->clocks)) {
+        if (n < 32)
+            list[n++] = c;
+        else if (fabs (list[31]->skew_ms) < fabs (c->skew_ms))
+            list[31] = c;  // the smallest gives way
+        else
+            continue;
+        for (size_t at = n - 1; at > 0 && fabs (list[at - 1]->skew_ms) < fabs (list[at]->skew_ms);
+             at--) {
+            const clock_rec_t *swap = list[at - 1];
+            list[at - 1] = list[at], list[at] = swap;
+        }
+    }
+    s_put (t, "\"warnings_cleared\":%d,\"clocks\":[", self->ncleared);
+    for (size_t i = 0; i < n; i++) {
+        s_put (t, "%s{\"peer\":", i ? "," : "");
+        s_put_string (t, list[i]->peer);
+        s_put (t, ",\"clock_skew_ms\":%.0f}", list[i]->skew_ms);
+    }
+    s_put (t, "]");
+}
+
 // "warnings":[...],"guard_paused":B,"guard_why":S (doc/storage.md).
 static void
 s_put_storage (s_text_t *t, broker_t *self)
@@ -391,7 +422,9 @@ s_put_storage (s_text_t *t, broker_t *self)
         s_put_string (t, w->message);
         s_put (t, "}");
     }
-    s_put (t, "],\"guard_paused\":%s,\"guard_why\":", self->guard_paused ? "true" : "false");
+    s_put (t, "],");
+    s_put_clocks (t, self);
+    s_put (t, ",\"guard_paused\":%s,\"guard_why\":", self->guard_paused ? "true" : "false");
     if (self->guard_paused)
         s_put_string (t, self->guard_why);
     else
@@ -446,6 +479,8 @@ s_put_exp_storage (s_text_t *t, exp_t *exp)
         s_put_string (t, r->error);
     else
         s_put (t, "null");
+    s_put (t, ",\"skipped\":%lld,\"notes\":", (long long) r->skipped);
+    s_put_string (t, r->notes);
     s_put (t, "}");
 }
 
@@ -1346,6 +1381,45 @@ s_release_cmd (s_cmd_t *cmd)
 }
 
 // ---------------------------------------------------------------------------
+// warnings (doc/storage.md)
+
+// warnings [list]: the warnings in force, numbered as 'clear' takes them;
+// warnings clear N|all: hides them while they last (an operator's change).
+static int
+s_warnings (s_cmd_t *cmd)
+{
+    const char *usage = "warnings [list] | warnings clear N|all";
+    if (s_expect (cmd, 0, 1, 3, usage))
+        return -1;
+    broker_t *self = cmd->self;
+    int cleared = 0;
+    if (cmd->argc > 1 && strcmp (cmd->argv[1], "clear") == 0) {
+        if (cmd->argc != 3)
+            return s_refuse (cmd, 400, "warnings clear needs N (as listed) or all; usage: %s",
+                             usage);
+        long which = 0;
+        char *end, err[512];
+        if (strcmp (cmd->argv[2], "all") != 0) {
+            which = strtol (cmd->argv[2], &end, 10);
+            if (*end || end == cmd->argv[2] || which < 1 || which > WARNINGS_MAX)
+                return s_refuse (cmd, 400, "bad warning '%s': a number as listed (1 to %d), or all",
+                                 cmd->argv[2], self->nwarnings);
+        }
+        cleared = storage_warnings_clear (self, (int) which, err, sizeof err);
+        if (cleared < 0)
+            return s_refuse (cmd, strstr (err, "no warning") ? 404 : 500, "%s", err);
+        if (s_commit (cmd))
+            return -1;
+    }
+    else if (cmd->argc > 2 || (cmd->argc == 2 && strcmp (cmd->argv[1], "list") != 0))
+        return s_refuse (cmd, 400, "usage: %s", usage);
+    s_put (&cmd->body, "{\"cleared\":%d,", cleared);
+    s_put_storage (&cmd->body, self);
+    s_put (&cmd->body, "}");
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
 // The socket
 
 static int
@@ -1399,6 +1473,7 @@ static const struct {
     {"provision", s_provision, 1, NULL, 1},
     {"archive", s_archive_cmd, 1, NULL, 1},
     {"release", s_release_cmd, 1, NULL, 1},
+    {"warnings", s_warnings, 1, "list", 0},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -
@@ -1520,7 +1595,7 @@ s_run (s_cmd_t *cmd, const char *line)
             s_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
-                      "archive, release)",
+                      "archive, release, warnings)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
             s_refuse (cmd, 403,

@@ -33,12 +33,25 @@ typedef struct {
 // Something the operator should know about storage, shown by status, the
 // status page and on the 'state' topic.
 typedef struct {
-    const char *kind;       // "space", "allocation", "expiry" or "archive"
+    const char *kind;       // "space", "allocation", "expiry", "archive" or "clock"
     const char *level;      // "warning" or "critical"
     char experiment[256];   // the experiment concerned, or ""
     char path[PATH_MAX];    // the volume or directory
     char message[600];      // one line saying what and what to do
 } warning_t;
+
+// A peer's clock as the broker measured it (broker.c, doc/storage.md): an
+// agent's from its HEARTBEATs, a watcher's from FILE mtimes in the future.
+#define CLOCK_SAMPLES 8
+typedef struct {
+    char peer[300];         // "agent ID on HOST" or "watcher HEX (EXP)"
+    double sample_ms[CLOCK_SAMPLES];  // its clock minus the broker's at receipt, a ring
+    int samples, next;
+    double skew_ms;         // the estimate: the largest sample (transit only lowers one);
+                            // a watcher's is 0 unless a file came from the future
+    int64_t seen_ns;        // last measured (broker's clock)
+    int64_t logged_ns;      // last logged (at most every 10 min while it lasts)
+} clock_rec_t;
 
 // Fast space held for an experiment (store_allocation_t in memory).
 typedef struct {
@@ -63,6 +76,8 @@ typedef struct {
     int64_t removed;        // originals removed
     int64_t bytes;          // bytes copied
     char error[1024];       // why it failed
+    int64_t skipped;        // files skipped: vanished, ignored, not regular (never removed)
+    char notes[1024];       // which, and why ("" when none)
     int64_t started_ns, finished_ns;
 } archive_t;
 
@@ -175,6 +190,12 @@ struct _broker_t {
     char guard_why[600];      // ... why
     warning_t warnings[WARNINGS_MAX];  // the storage warnings in force
     int nwarnings;
+    zhashx_t *cleared;        // warnings the operator cleared ("kind level exp path" -> "1"),
+                              // hidden while they last (storage.c)
+    int ncleared;             // how many of those arose in the last guard
+    zhashx_t *clocks;         // peer -> clock_rec_t (broker.c), bounded
+    double clock_limit_ms;    // broker_clock_limit_ms as computed ...
+    int64_t clock_limit_ns;   // ... at this time (kept a second)
     char *state_published;    // the last JSON published on the 'state' topic
     int64_t io_size;          // storage/io_size in bytes
     struct {
@@ -223,6 +244,15 @@ int broker_key_allowed (broker_t *self, const char *key, broker_role_t role);
 // messages must not flood the log.
 void broker_refused (broker_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
+// Clock skew (doc/storage.md). A peer's clock measured: 'skew_ms' is its
+// clock minus the broker's on receipt; logged (rate-limited) past the limit.
+void broker_clock_sample (broker_t *self, const char *key, const char *peer, double skew_ms,
+                          int64_t now);
+// The skew past which clocks are reported: 100 ms, or the lowest median
+// latency of an experiment if lower (at least 10 ms: heartbeat resolution);
+// computed at most once a second.
+double broker_clock_limit_ms (broker_t *self);
+
 // control.c
 int broker_on_control (zloop_t *loop, zsock_t *reader, void *arg);
 // Applies the settings recorded in the store (rate, policy, pause,
@@ -252,6 +282,11 @@ int storage_release (broker_t *self, exp_t *exp, const char *to, char *err, size
 // The path of frame 'name' of exp as an agent reads it: its archived copy
 // when it has one, else under the watch root.
 void storage_frame_path (broker_t *self, exp_t *exp, const char *name, char *out, size_t size);
+// Clears warning 'which' (1-based, as status lists them) or all ('which'
+// 0): each is hidden while its condition lasts (shown again if it ends and
+// comes back), recorded as the setting 'warnings_cleared' and a "warning"
+// event. The count cleared, or -1 with err (no such warning, store error).
+int storage_warnings_clear (broker_t *self, int which, char *err, size_t errlen);
 // Makes the directories of 'path' up to its last '/' (archive.c). 0 or -1
 // (errno).
 int broker_mkparents (const char *path);

@@ -11,6 +11,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
@@ -426,6 +427,45 @@ storage_archive (broker_t *self, exp_t *exp, const char *to, int release, char *
     return 200;
 }
 
+// Adds to the notes of an archive that 'name' was skipped and why; past
+// the room of the notes, only counts it ("... and N more").
+static void
+s_archive_note (archive_t *ar, const char *name, const char *why)
+{
+    ar->skipped++;
+    size_t len = strlen (ar->notes), room = sizeof ar->notes - 40;  // kept for "and N more"
+    char one[PATH_MAX + 300];
+    int n = snprintf (one, sizeof one, "%s'%s' %s", len ? "; " : "skipped ", name, why);
+    char *more = strstr (ar->notes, "; ... and ");
+    if (!more && n > 0 && len + (size_t) n < room)
+        memcpy (ar->notes + len, one, (size_t) n + 1);
+    else {
+        long long others = more ? atoll (more + 10) + 1 : 1;
+        if (more)
+            *more = '\0';
+        len = strlen (ar->notes);
+        snprintf (ar->notes + len, sizeof ar->notes - len, "; ... and %lld more", others);
+    }
+}
+
+// 1 if a component of 'name' (relative to the experiment) matches a
+// pattern of watcher/ignore: a temporary file the watcher would not report
+// now (a camera's, a copy's), recorded before the patterns covered it.
+static int
+s_ignored (broker_t *self, const char *name)
+{
+    char list[CONFIG_STRING], part[PATH_MAX];
+    snprintf (part, sizeof part, "%s", name);
+    for (char *psave, *c = strtok_r (part, "/", &psave); c; c = strtok_r (NULL, "/", &psave)) {
+        snprintf (list, sizeof list, "%s", self->cfg.watcher.ignore);
+        for (char *save, *pat = strtok_r (list, ",", &save); pat;
+             pat = strtok_r (NULL, ",", &save))
+            if (fnmatch (pat, c, 0) == 0)
+                return 1;
+    }
+    return 0;
+}
+
 // Context of the listing that makes a JOB.
 typedef struct {
     broker_t *self;
@@ -438,6 +478,15 @@ s_job_file (void *arg, const store_file_stored_t *f)
 {
     s_job_t *job = arg;
     char id[32], src[PATH_MAX * 2];
+    if (!f->location && s_ignored (job->self, f->name)) {
+        // Not archived, and not removed by the archive: a release unmounts
+        // it with the RAM disk (doc/storage.md).
+        log_warning ("archive of '%s': skipped '%s': its name matches watcher/ignore (%s), a "
+                     "temporary file",
+                     job->exp->name, f->name, job->self->cfg.watcher.ignore);
+        s_archive_note (job->exp->archive, f->name, "ignored (watcher/ignore)");
+        return 0;
+    }
     snprintf (id, sizeof id, "%lld", (long long) f->file);
     snprintf (src, sizeof src, "%s/%s/%s", job->self->cfg.watcher.root, job->exp->name, f->name);
     zmsg_addstr (job->msg, id);
@@ -496,7 +545,7 @@ s_archive_next (broker_t *self)
         zmsg_addstr (job.msg, source);
         zmsg_addstr (job.msg, io);
         zmsg_addstr (job.msg, rate);
-        ar->files = 0;
+        ar->files = 0, ar->skipped = 0, ar->notes[0] = '\0';
         // What was recorded up to now is what the archiver builds on.
         broker_commit (self);
         if (store_files_stored (self->store, exp->id, s_job_file, &job) < 0) {
@@ -549,6 +598,11 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
                        store_error (self->store));
         zstr_free (&id), zstr_free (&sha), zstr_free (&loc), zstr_free (&bytes);
     }
+    else if (strcmp (what, "SKIPPED") == 0) {
+        char *file = zmsg_popstr (msg), *why = zmsg_popstr (msg);
+        s_archive_note (exp->archive, file ? file : "?", why ? why : "?");
+        zstr_free (&file), zstr_free (&why);
+    }
     else if (strcmp (what, "COPIED") == 0) {
         char *copied = zmsg_popstr (msg), *already = zmsg_popstr (msg);
         exp->archive->already = already ? atoll (already) : 0;
@@ -570,15 +624,19 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
         zstr_free (&removed);
         snprintf (ar->state, sizeof ar->state, "done");
         ar->finished_ns = now;
-        char payload[PATH_MAX + 200];
-        snprintf (payload, sizeof payload, "done to=%s files=%lld copied=%lld removed=%lld",
-                  ar->to, (long long) ar->files, (long long) (ar->copied + ar->already),
-                  (long long) ar->removed);
+        char payload[PATH_MAX + 1400];
+        snprintf (payload, sizeof payload,
+                  "done to=%s files=%lld copied=%lld removed=%lld skipped=%lld%s%s", ar->to,
+                  (long long) ar->files, (long long) (ar->copied + ar->already),
+                  (long long) ar->removed, (long long) ar->skipped, *ar->notes ? " notes=" : "",
+                  ar->notes);
         store_event (self->store, "archive", exp->id, 0, payload, now);
         store_setting_set (self->store, exp->id, "archive", NULL, now);
-        log_notice ("archived '%s' to '%s': %lld file(s) copied, %lld before, %lld removed",
+        log_notice ("archived '%s' to '%s': %lld file(s) copied, %lld before, %lld removed, "
+                    "%lld skipped%s%s",
                     exp->name, ar->to, (long long) ar->copied, (long long) ar->already,
-                    (long long) ar->removed);
+                    (long long) ar->removed, (long long) ar->skipped, *ar->notes ? ": " : "",
+                    ar->notes);
         if (ar->release && exp->alloc)
             s_release_finish (self, exp);
         self->archiving = NULL;
@@ -609,6 +667,36 @@ storage_frame_path (broker_t *self, exp_t *exp, const char *name, char *out, siz
 // ---------------------------------------------------------------------------
 // The guard
 
+// What names a warning for the operator's 'warnings clear': its kind,
+// level, experiment and path, not its message (a figure in it changes).
+static void
+s_warning_key (char *key, size_t size, const char *kind, const char *level,
+               const char *experiment, const char *path)
+{
+    snprintf (key, size, "%s %s %s %s", kind, level, experiment ? experiment : "",
+              path ? path : "");
+}
+
+// Records the cleared warnings as the setting 'warnings_cleared' (one key
+// a line) so that a restart keeps them cleared. 0 or -1.
+static int
+s_cleared_save (broker_t *self, int64_t now)
+{
+    size_t len = 1;
+    for (void *v = zhashx_first (self->cleared); v; v = zhashx_next (self->cleared))
+        len += strlen (zhashx_cursor (self->cleared)) + 1;
+    char *text = calloc (1, len);
+    if (!text)
+        return -1;
+    for (void *v = zhashx_first (self->cleared); v; v = zhashx_next (self->cleared)) {
+        strcat (text, zhashx_cursor (self->cleared));
+        strcat (text, "\n");
+    }
+    int rc = store_setting_set (self->store, 0, "warnings_cleared", *text ? text : NULL, now);
+    free (text);
+    return rc;
+}
+
 static void
 s_warn (broker_t *self, const char *kind, const char *level, const char *experiment,
         const char *path, const char *fmt, ...) __attribute__ ((format (printf, 6, 7)));
@@ -619,6 +707,13 @@ s_warn (broker_t *self, const char *kind, const char *level, const char *experim
 {
     if (self->nwarnings == WARNINGS_MAX)
         return;
+    char key[sizeof ((warning_t *) 0)->experiment + PATH_MAX + 64];
+    s_warning_key (key, sizeof key, kind, level, experiment, path);
+    if (self->cleared && zhashx_lookup (self->cleared, key)) {
+        zhashx_update (self->cleared, key, strdup ("1"));  // still there: stays cleared
+        self->ncleared++;
+        return;
+    }
     warning_t *w = &self->warnings[self->nwarnings++];
     w->kind = kind;
     w->level = level;
@@ -760,6 +855,91 @@ s_guard_experiments (broker_t *self, int64_t now)
     }
 }
 
+// Clocks: peers whose clock is off by more than broker_clock_limit_ms; the
+// records of peers silent for 5 minutes go.
+static void
+s_guard_clocks (broker_t *self, int64_t now)
+{
+    double limit = broker_clock_limit_ms (self);
+    zlistx_t *gone = zlistx_new ();
+    if (!gone)
+        return;
+    zlistx_set_destructor (gone, (zlistx_destructor_fn *) zstr_free);
+    for (clock_rec_t *c = zhashx_first (self->clocks); c; c = zhashx_next (self->clocks)) {
+        if (now - c->seen_ns > 300 * (int64_t) 1000000000) {
+            zlistx_add_end (gone, strdup (zhashx_cursor (self->clocks)));
+            continue;
+        }
+        if (fabs (c->skew_ms) > limit)
+            s_warn (self, "clock", "warning", NULL, c->peer,
+                    "the clock of %s is %.0f ms %s the broker's (clock_skew_ms %.0f, more than "
+                    "%.0f ms): latencies and file times are off by as much; synchronise the "
+                    "clocks (chrony, NTP)",
+                    c->peer, fabs (c->skew_ms), c->skew_ms > 0 ? "ahead of" : "behind",
+                    c->skew_ms, limit);
+    }
+    for (char *key = zlistx_first (gone); key; key = zlistx_next (gone))
+        zhashx_delete (self->clocks, key);
+    zlistx_destroy (&gone);
+}
+
+// Forgets the cleared warnings that did not arise in this guard: the
+// condition is over, and if it comes back it is shown again.
+static void
+s_cleared_prune (broker_t *self, int64_t now)
+{
+    zlistx_t *over = zlistx_new ();
+    if (!over)
+        return;
+    zlistx_set_destructor (over, (zlistx_destructor_fn *) zstr_free);
+    for (char *v = zhashx_first (self->cleared); v; v = zhashx_next (self->cleared))
+        if (strcmp (v, "0") == 0)
+            zlistx_add_end (over, strdup (zhashx_cursor (self->cleared)));
+    for (char *key = zlistx_first (over); key; key = zlistx_next (over))
+        zhashx_delete (self->cleared, key);
+    if (zlistx_size (over) > 0 && s_cleared_save (self, now) == 0)
+        broker_commit (self);
+    zlistx_destroy (&over);
+}
+
+int
+storage_warnings_clear (broker_t *self, int which, char *err, size_t errlen)
+{
+    if (which < 0 || which > self->nwarnings || self->nwarnings == 0) {
+        snprintf (err, errlen, "no warning %d to clear: %d in force (pivctl warnings lists them)",
+                  which, self->nwarnings);
+        return -1;
+    }
+    int64_t now = util_time_ns ();
+    int first = which ? which - 1 : 0, last = which ? which : self->nwarnings;
+    for (int i = first; i < last; i++) {
+        const warning_t *w = &self->warnings[i];
+        char key[sizeof w->experiment + PATH_MAX + 64], payload[sizeof key + 700];
+        s_warning_key (key, sizeof key, w->kind, w->level, w->experiment, w->path);
+        zhashx_update (self->cleared, key, strdup ("1"));
+        snprintf (payload, sizeof payload, "cleared kind=%s level=%s path=%s message=%s", w->kind,
+                  w->level, w->path, w->message);
+        int64_t id = 0;
+        exp_t *exp = *w->experiment ? zhashx_lookup (self->experiments, w->experiment) : NULL;
+        if (exp)
+            id = exp->id;
+        store_event (self->store, "warning", id, 0, payload, now);
+        log_notice ("warning cleared by the operator: %s: %s", w->kind, w->message);
+    }
+    if (s_cleared_save (self, now) != 0) {
+        snprintf (err, errlen, "cannot record the cleared warnings: %s",
+                  store_error (self->store));
+        return -1;
+    }
+    // Shown no more from now on, not at the next guard only.
+    int n = last - first;
+    memmove (&self->warnings[first], &self->warnings[last],
+             (size_t) (self->nwarnings - last) * sizeof self->warnings[0]);
+    self->nwarnings -= n;
+    self->ncleared += n;
+    return n;
+}
+
 // The automatic archive: experiments whose pairs are all done or failed
 // and which have had no new file for storage/archive_idle_s.
 typedef struct {
@@ -818,8 +998,13 @@ s_guard (zloop_t *loop, int timer_id, void *arg)
     int64_t now = util_time_ns ();
     char why[600] = "";
     self->nwarnings = 0;
+    self->ncleared = 0;
+    for (void *v = zhashx_first (self->cleared); v; v = zhashx_next (self->cleared))
+        zhashx_update (self->cleared, zhashx_cursor (self->cleared), strdup ("0"));
     s_guard_volumes (self, why, sizeof why);
     s_guard_experiments (self, now);
+    s_guard_clocks (self, now);
+    s_cleared_prune (self, now);
     if (*self->cfg.storage.archive_dir) {
         s_auto_t ctx = {self, now};
         store_counts (self->store, s_auto_one, &ctx);
@@ -861,6 +1046,14 @@ static int
 s_load_setting (void *arg, int64_t experiment, const char *key, const char *value)
 {
     broker_t *self = arg;
+    if (experiment == 0 && strcmp (key, "warnings_cleared") == 0) {
+        char *copy = strdup (value), *save;
+        for (char *line = copy ? strtok_r (copy, "\n", &save) : NULL; line;
+             line = strtok_r (NULL, "\n", &save))
+            zhashx_update (self->cleared, line, strdup ("1"));
+        free (copy);
+        return 0;
+    }
     exp_t *exp = NULL;
     for (exp_t *e = zhashx_first (self->experiments); e && !exp; e = zhashx_next (self->experiments))
         if (e->id == experiment)
@@ -881,6 +1074,13 @@ s_load_setting (void *arg, int64_t experiment, const char *key, const char *valu
     return 0;
 }
 
+static void
+s_free_clock (void **item_p)
+{
+    free (*item_p);
+    *item_p = NULL;
+}
+
 int
 storage_start (broker_t *self, char *err, size_t errlen)
 {
@@ -897,10 +1097,15 @@ storage_start (broker_t *self, char *err, size_t errlen)
         *slash = '\0';
     self->archive_queue = zlistx_new ();
     self->archiver = zactor_new (broker_archiver, NULL);
-    if (!self->archive_queue || !self->archiver) {
+    self->cleared = zhashx_new ();
+    if (!self->clocks)
+        self->clocks = zhashx_new ();
+    if (!self->archive_queue || !self->archiver || !self->cleared || !self->clocks) {
         snprintf (err, errlen, "cannot start the archiver: out of memory");
         return -1;
     }
+    zhashx_set_destructor (self->cleared, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_destructor (self->clocks, (zhashx_destructor_fn *) s_free_clock);
     if (store_allocations (self->store, s_load_alloc, self) < 0
         || store_settings (self->store, s_load_setting, self) < 0
         || broker_commit (self) != 0) {
@@ -919,6 +1124,8 @@ storage_stop (broker_t *self)
 {
     zactor_destroy (&self->archiver);
     zlistx_destroy (&self->archive_queue);
+    zhashx_destroy (&self->cleared);
+    zhashx_destroy (&self->clocks);
     free (self->state_published);
     self->state_published = NULL;
 }

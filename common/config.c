@@ -736,7 +736,14 @@ config_init (config_t *cfg)
     snprintf (cfg->watcher.root, sizeof cfg->watcher.root, "./data");
     snprintf (cfg->watcher.mode, sizeof cfg->watcher.mode, "inotify");
     cfg->watcher.poll_ms = 1000;
-    snprintf (cfg->watcher.ignore, sizeof cfg->watcher.ignore, ".*,*.tmp,*.part,*~");
+    // Temporary names of cameras (x.tif.tmp-AB12CD), Windows and CIFS (~$x,
+    // Thumbs.db, desktop.ini, *.TMP), rsync (.x.tif.AbC123, hidden), browsers
+    // and copiers (*.part, *.partial, *.crdownload, *.filepart): each is
+    // renamed or deleted once written, and would be reported, paired with
+    // nothing and archived after it vanished (doc/storage.md).
+    snprintf (cfg->watcher.ignore, sizeof cfg->watcher.ignore,
+              ".*,*~,~$*,*.tmp,*.TMP,*.tmp-*,*.part,*.partial,*.crdownload,*.filepart,"
+              "Thumbs.db,desktop.ini");
     cfg->watcher.resend_ms = 500;
     cfg->watcher.max_pending = 10000;
     cfg->watcher.settle_ms = 500;

@@ -124,6 +124,8 @@ s_usage (FILE *out)
         "  iobench DIR [--total SIZE] [--need RATE]\n"
         "                                  sequential write/read MB/s of DIR for IO sizes 64K to\n"
         "                                  16M (SIZE in all, default 256M); RATE: 240Mbit, 30MB\n"
+        "  warnings [list]                 the storage and clock warnings in force, numbered\n"
+        "  warnings clear N|all            hide warning N (or all) while it lasts (operator)\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR]            a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: .); no -c needed\n"
@@ -2109,6 +2111,60 @@ s_run_keygen (s_ctl_t *ctl, s_args_t *args)
 }
 
 // ---------------------------------------------------------------------------
+// warnings (doc/storage.md)
+
+// The warnings numbered as 'warnings clear N' takes them, the clocks
+// measured, and what a clear did.
+static void
+s_print_warnings (json_t *doc, s_args_t *args)
+{
+    (void)args;
+    int cleared = (int) json_int (doc, 0, "$.cleared");
+    if (cleared > 0)
+        printf ("cleared %d warning(s): hidden while they last\n", cleared);
+    int n = json_length (doc, "$.warnings");
+    for (int i = 0; i < n; i++) {
+        const char *level = json_string (doc, "$.warnings[%d].level", i);
+        const char *message = json_string (doc, "$.warnings[%d].message", i);
+        printf ("%3d  %-8s  %s\n", i + 1,
+                level && strcmp (level, "critical") == 0 ? "CRITICAL" : "WARNING",
+                message ? message : "?");
+    }
+    if (n == 0)
+        printf ("no warning in force\n");
+    int hidden = (int) json_int (doc, 0, "$.warnings_cleared");
+    if (hidden > 0)
+        printf ("(%d cleared warning(s) still hold, not shown)\n", hidden);
+    int m = json_length (doc, "$.clocks");
+    for (int i = 0; i < m; i++) {
+        const char *peer = json_string (doc, "$.clocks[%d].peer", i);
+        printf ("%s %s: %s ms\n", i == 0 ? "clock skew:" : "           ", peer ? peer : "?",
+                s_num (json_number (doc, NAN, "$.clocks[%d].clock_skew_ms", i), "%+.0f"));
+    }
+}
+
+// warnings [list], warnings clear N|all.
+static int
+s_run_warnings (s_ctl_t *ctl, s_args_t *args)
+{
+    if (args->nwords >= 1 && strcmp (args->words[0], "clear") != 0
+        && strcmp (args->words[0], "list") != 0) {
+        s_error ("bad warnings command '%s'; usage: %s", args->words[0], args->command->usage);
+        return EXIT_USAGE;
+    }
+    if (args->nwords >= 1 && strcmp (args->words[0], "clear") == 0 && args->nwords != 2) {
+        s_error ("warnings clear needs N (as 'pivctl warnings' numbers them) or all; usage: %s",
+                 args->command->usage);
+        return EXIT_USAGE;
+    }
+    if (args->nwords == 0) {  // a read: any key may list, only operators clear
+        args->send[args->nsend++] = (char *)"list";
+        args->send[args->nsend] = NULL;
+    }
+    return s_run_printed (ctl, args, s_print_warnings);
+}
+
+// ---------------------------------------------------------------------------
 // The commands
 
 static const s_option_t s_none[] = {{NULL, 0, 0, 0}};
@@ -2169,6 +2225,7 @@ static const s_command_t s_commands[] = {
      s_run_archive},
     {"iobench", 1, 1, "iobench DIR [--total SIZE] [--need RATE]", s_iobench_options,
      s_run_iobench},
+    {"warnings", 0, 2, "warnings [list] | warnings clear N|all", s_none, s_run_warnings},
 };
 
 int

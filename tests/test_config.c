@@ -180,7 +180,8 @@ START_TEST (without_a_file_every_key_has_the_default_of_the_header)
     ck_assert_str_eq (cfg.watcher.root, "./data");
     ck_assert_str_eq (cfg.watcher.mode, "inotify");
     ck_assert_int_eq (cfg.watcher.poll_ms, 1000);
-    ck_assert_str_eq (cfg.watcher.ignore, ".*,*.tmp,*.part,*~");
+    ck_assert_str_eq (cfg.watcher.ignore, ".*,*~,~$*,*.tmp,*.TMP,*.tmp-*,*.part,*.partial,*.crdownload,"
+                                          "*.filepart,Thumbs.db,desktop.ini");
     ck_assert_int_eq (cfg.watcher.resend_ms, 500);
     ck_assert_int_eq (cfg.watcher.max_pending, 10000);
     ck_assert_str_eq (cfg.pairing.rule, "ab");

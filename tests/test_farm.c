@@ -8,13 +8,16 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <czmq.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -704,6 +707,70 @@ START_TEST (files_two_directories_deep_landing_while_the_watcher_is_down_are_fou
 }
 END_TEST
 
+// Issue 14: a RAM disk (as an NFS or CIFS share would be) mounted two
+// levels below an experiment while the watcher runs: the frames landing in
+// it are reported; with the default watcher/ignore, the temporary names of
+// cameras, Windows and rsync landing there are not (before: nothing in the
+// mount was seen, and x.tif.tmp-AB12CD was reported).
+START_TEST (a_file_system_mounted_two_levels_deep_is_watched_and_temporary_names_are_left_out)
+{
+    if (geteuid () != 0) {
+        printf ("skipped: mounting a tmpfs needs root\n");
+        return;
+    }
+    if (unshare (CLONE_NEWNS) != 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+        printf ("skipped: cannot make a mount namespace: %s\n", strerror (errno));
+        return;
+    }
+    tu_farm_conf (&s_farm, "noop", 1, "32", "");
+    char day[4096];
+    snprintf (day, sizeof day, "%s", tu_path (s_farm.dir, "data/exp1/cam1/day2"));
+    mkdir (tu_path (s_farm.dir, "data/exp1"), 0755);
+    ck_assert (mkdir (tu_path (s_farm.dir, "data/exp1/cam1"), 0755) == 0
+               && mkdir (day, 0755) == 0);
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    ck_assert_msg (mount ("tmpfs", day, "tmpfs", 0, "size=4m") == 0, "mount: %s",
+                   strerror (errno));
+    ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log",
+                                    "day2' is another file system now: watching it afresh", 5000),
+                   "the watcher did not notice the mount");
+    static const char *temporary[] = {"x_0001_a.tif.tmp-AB12CD", ".x_0001_b.tif.Xy12Ab",
+                                      "~$notes.docx", "Thumbs.db", "desktop.ini",
+                                      "x_0002_a.tif.part", "x_0002_b.tif.partial",
+                                      "scan.crdownload", "x.TMP", "x_0003_a.tif~"};
+    char path[4200];
+    for (size_t i = 0; i < sizeof temporary / sizeof temporary[0]; i++) {
+        snprintf (path, sizeof path, "%s/%s", day, temporary[i]);
+        tu_spit (path, "temporary", 9);
+    }
+    snprintf (path, sizeof path, "%s/x_0001_a.tif", day);
+    tu_spit (path, "frame a", 7);
+    snprintf (path, sizeof path, "%s/x_0001_b.tif", day);
+    tu_spit (path, "frame b", 7);
+    for (int i = 0; i < 100 && tu_farm_sql (&s_farm, "SELECT count(*) FROM files") < 2; i++)
+        usleep (100000);
+    // A last frame, written once the temporary files had time to settle
+    // (watcher/settle_ms, 500): when it is recorded, they would have been.
+    usleep (600000);
+    snprintf (path, sizeof path, "%s/x_0002_a.tif", day);
+    tu_spit (path, "frame c", 7);
+    for (int i = 0; i < 100 && tu_farm_sql (&s_farm, "SELECT count(*) FROM files") < 3; i++)
+        usleep (100000);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files WHERE name IN"
+                                            " ('cam1/day2/x_0001_a.tif', 'cam1/day2/x_0001_b.tif',"
+                                            " 'cam1/day2/x_0002_a.tif')"),
+                      3);
+    char *names = tu_farm_sql_text (&s_farm, "SELECT group_concat(name, ' ') FROM files");
+    ck_assert_msg (tu_farm_sql (&s_farm, "SELECT count(*) FROM files") == 3, "recorded: %s",
+                   names);
+    free (names);
+    tu_stop (s_farm.watcher, SIGTERM, 5), s_farm.watcher = 0;
+    umount2 (day, MNT_DETACH);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -735,6 +802,7 @@ main (void)
     tcase_add_test (arrival, a_frame_published_with_ln_is_reported_live);
     tcase_add_test (arrival, a_frame_replaced_after_its_report_is_reported_again_and_an_unchanged_one_not);
     tcase_add_test (arrival, files_two_directories_deep_landing_while_the_watcher_is_down_are_found_at_restart);
+    tcase_add_test (arrival, a_file_system_mounted_two_levels_deep_is_watched_and_temporary_names_are_left_out);
     suite_add_tcase (suite, arrival);
     return tu_run_suite (suite);
 }

@@ -1034,6 +1034,112 @@ START_TEST (status_summarises_thousands_of_experiments_and_pages_through_them)
 END_TEST
 
 // ---------------------------------------------------------------------------
+// Clocks and warnings (issue 14)
+
+// The clock warnings of status: how many, and the first one's message.
+static int
+s_clock_warnings (json_t *doc, const char **first)
+{
+    int n = json_length (doc, "$.warnings"), found = 0;
+    *first = NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp (json_string (doc, "$.warnings[%d].kind", i), "clock") == 0 && !found++)
+            *first = json_string (doc, "$.warnings[%d].message", i);
+    return found;
+}
+
+// An agent whose clock runs 5 s ahead (a test DEALER saying HELLO, then
+// HEARTBEATs with its clock), and a file whose mtime is 5 s in the future
+// (a test DEALER on ingest): both are logged and warned of in status with
+// their clock_skew_ms. The operator clears the warnings: status shows them
+// no more while the skew lasts, and the clear is recorded.
+START_TEST (a_clock_5_s_ahead_is_warned_of_and_an_operator_clears_the_warning)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32", "storage\n    guard_ms = 200\n");
+    tu_farm_start_broker (&s_farm);
+    zsock_t *agent = zsock_new (ZMQ_DEALER), *watcher = zsock_new (ZMQ_DEALER);
+    ck_assert (agent && zsock_connect (agent, "ipc://%s/work", s_farm.dir) == 0);
+    ck_assert (watcher && zsock_connect (watcher, "ipc://%s/ingest", s_farm.dir) == 0);
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = "skewed", .text = "node9", .count = 1,
+                         .settings = "noop"};
+    ck_assert_int_eq (proto_send (&hello, NULL, agent), 0);
+    mkdir (tu_path (s_farm.dir, "data/exp1"), 0755);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/f_0001_a.tif"), "x", 1);
+    proto_msg_t file = {.command = PROTO_FILE, .seq = 1, .size = 1,
+                        .time_ns = s_now_ns () + 5000000000LL, .experiment = "exp1",
+                        .name = "f_0001_a.tif"};
+    ck_assert_int_eq (proto_send (&file, NULL, watcher), 0);
+    const char *message = NULL;
+    json_t *doc = NULL;
+    for (int i = 0; i < 100; i++) {
+        proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = s_now_ns () + 5000000000LL};
+        ck_assert_int_eq (proto_send (&beat, NULL, agent), 0);
+        json_destroy (&doc);
+        doc = s_ask ("status", NULL);
+        if (s_clock_warnings (doc, &message) >= 2)
+            break;
+        usleep (100000);
+    }
+    ck_assert_msg (s_clock_warnings (doc, &message) == 2, "clock warnings: %d",
+                   s_clock_warnings (doc, &message));
+    ck_assert_msg (strstr (message, "ms ahead of the broker's") && strstr (message, "NTP"), "%s",
+                   message);
+    // Each peer with its skew: about 5000 ms.
+    int agents = 0, watchers = 0;
+    for (int i = 0; i < json_length (doc, "$.clocks"); i++) {
+        const char *peer = json_string (doc, "$.clocks[%d].peer", i);
+        double skew = json_number (doc, NAN, "$.clocks[%d].clock_skew_ms", i);
+        if (strstr (peer, "agent 'skewed' on node9"))
+            agents++, ck_assert_msg (skew > 4000 && skew < 5100, "agent skew %g", skew);
+        if (strstr (peer, "watcher ") && strstr (peer, "'exp1'"))
+            watchers++, ck_assert_msg (skew > 4000 && skew < 5100, "file skew %g", skew);
+    }
+    ck_assert_int_eq (agents, 1);
+    ck_assert_int_eq (watchers, 1);
+    json_destroy (&doc);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "clock skew: the clock of agent 'skewed' on node9 is", 0));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "(files of 'exp1') is", 0));
+
+    // The operator lists them, and clears them.
+    char out[1 << 16];
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "warnings", NULL), 0);
+    ck_assert_msg (strstr (out, "  1  WARNING   the clock of") && strstr (out, "  2  WARNING")
+                       && strstr (out, "clock skew:"),
+                   "%s", out);
+    s_refused ("no warning 3 to clear", "warnings", "clear", "3", NULL);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "warnings", "clear", "1", NULL), 0);
+    ck_assert_msg (strstr (out, "cleared 1 warning(s)"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "warnings", "clear", "all", NULL), 0);
+    ck_assert_msg (strstr (out, "cleared 1 warning(s)") && strstr (out, "no warning in force"),
+                   "%s", out);
+    // Still skewed, still hidden: the guard runs several times meanwhile.
+    for (int i = 0; i < 5; i++) {
+        proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = s_now_ns () + 5000000000LL};
+        ck_assert_int_eq (proto_send (&beat, NULL, agent), 0);
+        usleep (200000);
+    }
+    doc = s_ask ("status", NULL);
+    ck_assert_int_eq (s_clock_warnings (doc, &message), 0);
+    ck_assert_int_eq (json_int (doc, -1, "$.warnings_cleared"), 2);
+    ck_assert_int_eq (json_length (doc, "$.clocks"), 2);
+    json_destroy (&doc);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "status", NULL), 0);
+    ck_assert_msg (!strstr (out, "the clock of"), "%s", out);
+    // Recorded: an event each, and the setting a restart reads.
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind = 'warning'"
+                                            " AND payload LIKE 'cleared kind=clock%%'"),
+                      2);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM settings WHERE"
+                                            " key = 'warnings_cleared' AND value LIKE"
+                                            " '%%agent ''skewed''%%'"),
+                      1);
+    zsock_destroy (&agent);
+    zsock_destroy (&watcher);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
 // Running the suite
 
 // A test case of the suite: a fresh farm for each test.
@@ -1067,5 +1173,6 @@ main (void)
     tcase_add_test (tc, the_pi_controller_follows_its_gains_and_a_step_in_setpoint);
     tc = s_tcase (suite, "replay");
     tcase_add_test (tc, a_replay_gives_the_same_fields_at_the_pace_asked);
+    tcase_add_test (tc, a_clock_5_s_ahead_is_warned_of_and_an_operator_clears_the_warning);
     return tu_run_suite (suite);
 }

@@ -687,6 +687,91 @@ START_TEST (an_agent_short_of_space_resumes_by_itself_when_room_returns)
 }
 END_TEST
 
+// Issue 14: a camera's temporary file recorded by a watcher whose patterns
+// did not cover it, then renamed; another still there; the renamed frame
+// deleted while the archive runs. The release skips them with notes, completes,
+// and unmounts the RAM disk (before: the archive failed for ever on the
+// vanished file and the RAM disk stayed, CRITICAL).
+START_TEST (release_skips_vanished_and_temporary_files_with_notes_and_unmounts)
+{
+    if (!s_root ("releasing a RAM disk"))
+        return;
+    // 1 MB/s: the archive of the frames below takes about 2 s.
+    tu_farm_conf (&s_farm, "noop", 1, "32",
+                  "storage\n    guard_ms = 200\n    archive_mb_s = 1\n");
+    tu_farm_start_broker (&s_farm);  // the default watcher/ignore
+    // The watcher runs with the old default patterns: it reports the
+    // camera's x_0001_a.tif.tmp-AB12CD.
+    tu_farm_conf_replace (&s_farm, "    resend_ms = 100\n",
+                          "    resend_ms = 100\n    ignore = .*,*.tmp,*.part,*~\n");
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    char out[1 << 16];
+    int rc = s_pivctl (out, sizeof out, "provision", "run2", "--size", "8M", "--hours", "1",
+                       NULL);
+    ck_assert_msg (rc == 0, "%d: %s", rc, out);
+    s_write_frames ("run2", "r", 3, 300 * 1024);
+    tu_spit (tu_path (s_farm.dir, "data/run2/x_0001_a.tif.tmp-AB12CD"), "half a frame", 12);
+    tu_spit (tu_path (s_farm.dir, "data/run2/x_0002_a.tif.tmp-EF34GH"), "half a frame", 12);
+    for (int i = 0; i < 100 && tu_farm_sql (&s_farm, "SELECT count(*) FROM files") < 8; i++)
+        usleep (100000);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files WHERE name LIKE "
+                                            "'x_%%.tif.tmp-%%'"),
+                      2);
+    // The camera renames its first temporary file once written.
+    ck_assert (rename (tu_path (s_farm.dir, "data/run2/x_0001_a.tif.tmp-AB12CD"),
+                       tu_path (s_farm.dir, "data/run2/x_0001_a.tif"))
+               == 0);
+    for (int i = 0; i < 100 && tu_farm_sql (&s_farm, "SELECT count(*) FROM files") < 9; i++)
+        usleep (100000);
+
+    char arch[4096];
+    snprintf (arch, sizeof arch, "%s", tu_path (s_farm.dir, "archive"));
+    rc = s_pivctl (out, sizeof out, "release", "run2", "--to", arch, "--no-wait", NULL);
+    ck_assert_msg (rc == 0, "%d: %s", rc, out);
+    // The last file of the job (recorded last: the renamed frame) goes
+    // while the first ones are copied.
+    ck_assert (unlink (tu_path (s_farm.dir, "data/run2/x_0001_a.tif")) == 0);
+    rc = s_pivctl (out, sizeof out, "release", "run2", "--to", arch, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "its allocation is released"), "%d: %s", rc, out);
+    ck_assert (!s_is_tmpfs (tu_path (s_farm.dir, "data/run2")));
+    ck_assert (!s_exists ("data/run2"));
+    char *state = tu_farm_sql_text (&s_farm, "SELECT state FROM allocations");
+    ck_assert_str_eq (state, "released");
+    free (state);
+    // The real frames are archived and verified.
+    ck_assert (s_exists ("archive/run2/r_0001_a.tif") && s_exists ("archive/run2/r_0003_b.tif"));
+    ck_assert (!s_exists ("archive/run2/x_0001_a.tif"));
+    ck_assert (!s_exists ("archive/run2/x_0002_a.tif.tmp-EF34GH"));
+    // The notes say what was skipped, in status, the event log and the log.
+    json_t *doc = s_status ();
+    const char *notes = NULL;
+    int n = json_length (doc, "$.experiments");
+    for (int i = 0; i < n; i++)
+        if (strcmp (json_string (doc, "$.experiments[%d].experiment", i), "run2") == 0) {
+            notes = json_string (doc, "$.experiments[%d].archive.notes", i);
+            ck_assert_msg (json_int (doc, -1, "$.experiments[%d].archive.skipped", i) == 3, "%s",
+                           json_string (doc, "$.experiments[%d].archive.notes", i));
+            ck_assert_str_eq (json_string (doc, "$.experiments[%d].archive.state", i), "done");
+        }
+    ck_assert_msg (notes && strstr (notes, "'x_0001_a.tif.tmp-AB12CD' ignored (watcher/ignore)")
+                       && strstr (notes, "'x_0002_a.tif.tmp-EF34GH' ignored")
+                       && strstr (notes, "'x_0001_a.tif' vanished since it was recorded"),
+                   "notes: %s", notes ? notes : "(none)");
+    n = json_length (doc, "$.warnings");
+    for (int i = 0; i < n; i++)
+        ck_assert_msg (strcmp (json_string (doc, "$.warnings[%d].kind", i), "archive") != 0,
+                       "%s", json_string (doc, "$.warnings[%d].message", i));
+    json_destroy (&doc);
+    rc = s_pivctl (out, sizeof out, "log", "run2", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "skipped=3") && strstr (out, "x_0001_a.tif' vanished"), "%s",
+                   out);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "skipped 'x_0002_a.tif.tmp-EF34GH': its name matches", 0));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "x_0001_a.tif': vanished", 0));
+}
+END_TEST
+
 static TCase *
 s_tcase (Suite *suite, const char *name, int timeout)
 {
@@ -716,5 +801,6 @@ main (void)
     tcase_add_test (tc, provision_refuses_a_ram_disk_larger_than_half_the_memory_naming_both);
     tcase_add_test (tc, a_full_results_volume_defers_pairs_and_they_complete_once_there_is_room);
     tcase_add_test (tc, an_agent_short_of_space_resumes_by_itself_when_room_returns);
+    tcase_add_test (tc, release_skips_vanished_and_temporary_files_with_notes_and_unmounts);
     return tu_run_suite (suite);
 }
