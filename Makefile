@@ -24,6 +24,9 @@ PIV_LIBS    = $(shell $(PKG_CONFIG) --libs $(PIV_PKGS)) -lm -pthread
 ZMQ_LIBS    = $(shell $(PKG_CONFIG) --libs $(ZMQ_PKGS))
 STORE_LIBS  = $(shell $(PKG_CONFIG) --libs $(STORE_PKGS))
 ALL_LIBS    = $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
+# libsystemd (sd_notify, common/daemon.c) for the three daemons only.
+SYSTEMD_PKGS := libsystemd
+SYSTEMD_LIBS = $(shell $(PKG_CONFIG) --libs $(SYSTEMD_PKGS))
 TEST_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS))
 TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
@@ -48,6 +51,12 @@ include bench/module.mk
 include fuzz/module.mk
 
 programs: $(PROGRAMS)
+
+# The daemons tell systemd when they are ready (common/daemon.c): they
+# alone link libsystemd. Target-specific: the link lines of their module.mk
+# take it through ALL_LIBS, ZMQ_LIBS.
+bin/pivfarm-broker: ALL_LIBS += $(SYSTEMD_LIBS)
+bin/pivfarm-watcher bin/pivfarm-agent: ZMQ_LIBS += $(SYSTEMD_LIBS)
 
 build/%.o: %.c
 	@mkdir -p $(dir $@)
