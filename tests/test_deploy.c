@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -398,6 +402,126 @@ START_TEST (the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// sd_notify and SIGHUP (issue 14): a real NOTIFY_SOCKET, the real broker.
+
+// A unix datagram socket bound at <dir>/notify, exported as NOTIFY_SOCKET
+// for the programs the test starts. Its descriptor.
+static int
+s_notify_socket (const char *dir)
+{
+    int fd = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge (fd, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf (addr.sun_path, sizeof addr.sun_path, "%s/notify", dir);
+    ck_assert_msg (bind (fd, (struct sockaddr *) &addr, sizeof addr) == 0, "cannot bind %s",
+                   addr.sun_path);
+    setenv ("NOTIFY_SOCKET", addr.sun_path, 1);
+    return fd;
+}
+
+// Waits up to timeout_ms for a datagram holding 'want' (each datagram seen
+// is appended to 'seen', separated by '|'); 1 if it came.
+static int
+s_notified (int fd, const char *want, char *seen, size_t size, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 100) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll (&p, 1, 100) != 1)
+            continue;
+        char msg[1024];
+        ssize_t n = recv (fd, msg, sizeof msg - 1, 0);
+        if (n <= 0)
+            continue;
+        msg[n] = 0;
+        snprintf (seen + strlen (seen), size - strlen (seen), "%s|", msg);
+        if (strstr (msg, want))
+            return 1;
+    }
+    return 0;
+}
+
+START_TEST (the_broker_says_ready_once_its_store_is_open_and_its_sockets_bound)
+{
+    setenv ("PIVFARM_BIN", s_bin, 1);
+    tu_farm_t farm;
+    tu_farm_init (&farm);
+    tu_farm_conf (&farm, "noop", 1, "32", "");
+    int fd = s_notify_socket (farm.dir);
+    farm.broker = tu_farm_start (&farm, "pivfarm-broker", "broker.log", NULL, NULL);
+    char seen[4096] = "";
+    int ready = s_notified (fd, "READY=1", seen, sizeof seen, 20000);
+    unsetenv ("NOTIFY_SOCKET");
+    // At READY=1 the store exists and the control socket answers at once.
+    int store = access (tu_path (farm.dir, "farm.db"), F_OK) == 0;
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", farm.conf, "status", NULL};
+    char out[8192];
+    int rc = tu_run (argv, out, sizeof out, RUN_TIMEOUT);
+    int stopped = tu_stop (farm.broker, SIGTERM, 10);
+    farm.broker = 0;
+    int stopping = s_notified (fd, "STOPPING=1", seen, sizeof seen, 5000);
+    close (fd);
+    tu_farm_release (&farm);
+    ck_assert_msg (ready, "no READY=1 from the broker; got '%s'", seen);
+    ck_assert_msg (store, "READY=1 before the store was created");
+    ck_assert_msg (rc == 0, "pivctl status right after READY=1 failed (%d): %s", rc, out);
+    ck_assert_int_eq (stopped, 0);
+    ck_assert_msg (stopping, "no STOPPING=1 on SIGTERM; got '%s'", seen);
+}
+END_TEST
+
+START_TEST (sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_restart)
+{
+    setenv ("PIVFARM_BIN", s_bin, 1);
+    tu_farm_t farm;
+    tu_farm_init (&farm);
+    tu_farm_conf (&farm, "noop", 1, "32", "");
+    int fd = s_notify_socket (farm.dir);
+    tu_farm_start_broker (&farm);
+    char seen[4096] = "";
+    int ready = s_notified (fd, "READY=1", seen, sizeof seen, 20000);
+    // A more talkative level, a policy default, and a key read at start only.
+    tu_farm_conf_replace (&farm, "    liveness = 3\n",
+                          "    liveness = 3\n    max_attempts = 7\n");
+    tu_farm_conf_replace (&farm, "    heartbeat_ms = 200\n", "    heartbeat_ms = 300\n");
+    FILE *f = fopen (farm.conf, "a");
+    ck_assert_ptr_nonnull (f);
+    fputs ("log\n    level = info\n", f);
+    fclose (f);
+    seen[0] = 0;
+    kill (farm.broker, SIGHUP);
+    int reloading = s_notified (fd, "RELOADING=1", seen, sizeof seen, 10000);
+    int again = s_notified (fd, "READY=1", seen, sizeof seen, 10000);
+    int applied = tu_farm_log_has (&farm, "broker.log",
+                                   "reload: applied log/level, broker/max_attempts", 5000);
+    int level = tu_farm_log_has (&farm, "broker.log", "reload: log level info (was notice)", 100);
+    int restart = tu_farm_log_has (&farm, "broker.log",
+                                   "reload: broker/heartbeat_ms changed: read at start only, takes "
+                                   "effect after a restart",
+                                   100);
+    // Info lines now appear: each change by an operator is logged at info.
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", farm.conf, "rate", "max", NULL};
+    char out[8192];
+    tu_run (argv, out, sizeof out, RUN_TIMEOUT);
+    int info = tu_farm_log_has (&farm, "broker.log", " info: control: ", 10000);
+    int alive = tu_alive (farm.broker);
+    unsetenv ("NOTIFY_SOCKET");
+    close (fd);
+    char *log = tu_slurp (tu_path (farm.dir, "broker.log"), NULL);
+    char shown[4096];
+    snprintf (shown, sizeof shown, "%s", log ? log : "(no log)");
+    free (log);
+    tu_farm_release (&farm);
+    ck_assert_msg (ready, "no READY=1 at start; got '%s'", seen);
+    ck_assert_msg (alive, "SIGHUP stopped the broker:\n%s", shown);
+    ck_assert_msg (reloading && again, "expected RELOADING=1 then READY=1, got '%s'", seen);
+    ck_assert_msg (applied && level, "the reload did not apply the level and policy:\n%s", shown);
+    ck_assert_msg (restart, "the reload did not name heartbeat_ms as needing a restart:\n%s",
+                   shown);
+    ck_assert_msg (info, "no info line after the level became info:\n%s", shown);
+}
+END_TEST
+
 // A test case of 'suite' whose tests each get a fresh temporary directory.
 static TCase *
 s_tcase (Suite *suite, const char *name)
@@ -427,6 +551,10 @@ s_suite (void)
                     the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node);
     tcase_add_test (s_tcase (suite, "camera"),
                     the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first);
+    TCase *notify = s_tcase (suite, "notify");
+    tcase_set_timeout (notify, 60);
+    tcase_add_test (notify, the_broker_says_ready_once_its_store_is_open_and_its_sockets_bound);
+    tcase_add_test (notify, sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_restart);
     return suite;
 }
 
