@@ -89,9 +89,42 @@ deps:
 dashboard: programs
 	@./deploy/dashboard.sh -c conf/pivfarm.conf
 
-install: programs
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+# make install [PREFIX=/usr/local] [DESTDIR=]: the programs (bin/), the
+# status page and the mount helper (libexec/pivfarm/), the systemd units
+# with their paths set to PREFIX, the generator and the polkit rule, the
+# example configuration (share/doc/pivfarm/), man pages made from each
+# program's --help (help2man, share/man/man1/).
+BINDIR     = $(PREFIX)/bin
+LIBEXECDIR = $(PREFIX)/libexec/pivfarm
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+GENDIR    ?= $(PREFIX)/lib/systemd/system-generators
+POLKITDIR ?= $(PREFIX)/share/polkit-1/rules.d
+DOCDIR     = $(PREFIX)/share/doc/pivfarm
+MANDIR     = $(PREFIX)/share/man/man1
+MANPAGES   = $(patsubst bin/%,build/man/%.1,$(filter-out bin/pivfarm.cgi,$(PROGRAMS)))
+UNITS      = pivfarm-broker.service pivfarm-watcher.service pivfarm-agent@.service \
+             pivfarm-tmpfs@.service
+
+build/man/%.1: bin/%
+	@mkdir -p $(dir $@)
+	help2man --no-info --version-string="$$($< --version 2>/dev/null | awk '{print $$NF}')" \
+	    --name="$$(sed -n 's/^.*$(notdir $<) \{0,1\}[—-] //p' deploy/man-names | head -n 1)" \
+	    -o $@ ./$<
+
+install: programs $(MANPAGES)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(UNITDIR) \
+	    $(DESTDIR)$(GENDIR) $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(MANDIR)
+	install -m 0755 $(filter-out bin/pivfarm.cgi,$(PROGRAMS)) $(DESTDIR)$(BINDIR)/
+	install -m 0755 bin/pivfarm.cgi deploy/systemd/pivfarm-mount $(DESTDIR)$(LIBEXECDIR)/
+	for u in $(UNITS); do \
+	    sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/libexec/pivfarm/|$(LIBEXECDIR)/|g' \
+	        deploy/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u; \
+	done
+	install -m 0755 deploy/systemd/pivfarm-generator $(DESTDIR)$(GENDIR)/
+	install -m 0644 deploy/systemd/pivfarm.rules $(DESTDIR)$(POLKITDIR)/
+	install -m 0644 conf/pivfarm.conf $(DESTDIR)$(DOCDIR)/pivfarm.conf.example
+	install -m 0644 README.md doc/deploy.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 $(MANPAGES) $(DESTDIR)$(MANDIR)/
 
 clean:
 	rm -rf bin build

@@ -302,18 +302,20 @@ START_TEST (the_units_pass_systemd_analyze_verify)
     }
     // verify wants the programs to exist and a template to have an instance:
     // copies naming the built programs, the agent as instance 'pivfarm'.
-    char cmd[16384];
+    char cmd[20000];
     snprintf (cmd, sizeof cmd,
               "cd '%s/deploy/systemd' && for f in *.service; do "
-              "sed 's|/usr/local/bin/|%s/|' \"$f\" > '%s'/$(echo \"$f\" | sed 's/@\\./@pivfarm./'); "
+              "sed -e 's|/usr/local/bin/|%s/|' -e 's|/usr/local/libexec/pivfarm/|%s/deploy/systemd/|' "
+              "\"$f\" > '%s'/$(echo \"$f\" | sed 's/@\\./@pivfarm./'); "
               "done",
-              s_top, s_bin, s_dir);
+              s_top, s_bin, s_top, s_dir);
     ck_assert_int_eq (system (cmd), 0);
     const char *argv[] = {"/usr/bin/systemd-analyze",
                           "verify",
                           s_p (s_dir, "pivfarm-broker.service"),
                           s_p (s_dir, "pivfarm-watcher.service"),
                           s_p (s_dir, "pivfarm-agent@pivfarm.service"),
+                          s_p (s_dir, "pivfarm-tmpfs@pivfarm.service"),
                           NULL};
     int rc = s_run (argv);
     // verify exits 0 even for unknown keys: what it says counts too.
@@ -399,6 +401,83 @@ START_TEST (the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first)
     const char *bad[] = {synth, "--rate", "5", "-o", prefix, NULL};
     ck_assert_int_eq (s_run (bad), 2);
     ck_assert_msg (strstr (s_out, "--rate needs --camera"), "%s", s_out);
+}
+END_TEST
+
+START_TEST (make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir)
+{
+    if (access ("/usr/bin/help2man", X_OK) != 0) {
+        fprintf (stderr, "test_deploy: skipped make install: help2man is absent (make deps)\n");
+        return;
+    }
+    char cmd[16384];
+    snprintf (cmd, sizeof cmd,
+              "make --no-print-directory -s -C '%s' install PREFIX=/usr DESTDIR='%s/root' "
+              ">'%s/install.log' 2>&1",
+              s_top, s_dir, s_dir);
+    int rc = system (cmd);
+    char *log = tu_slurp (s_p (s_dir, "install.log"), NULL);
+    ck_assert_msg (rc == 0, "make install failed:\n%s", log ? log : "");
+    free (log);
+    const char *files[] = {"usr/bin/pivfarm-broker", "usr/bin/pivfarm-watcher",
+                           "usr/bin/pivfarm-agent", "usr/bin/pivctl",
+                           "usr/libexec/pivfarm/pivfarm.cgi", "usr/libexec/pivfarm/pivfarm-mount",
+                           "usr/lib/systemd/system/pivfarm-broker.service",
+                           "usr/lib/systemd/system/pivfarm-watcher.service",
+                           "usr/lib/systemd/system/pivfarm-agent@.service",
+                           "usr/lib/systemd/system/pivfarm-tmpfs@.service",
+                           "usr/lib/systemd/system-generators/pivfarm-generator",
+                           "usr/share/polkit-1/rules.d/pivfarm.rules",
+                           "usr/share/doc/pivfarm/pivfarm.conf.example",
+                           "usr/share/man/man1/pivfarm-broker.1", "usr/share/man/man1/pivctl.1",
+                           NULL};
+    char root[4200];
+    snprintf (root, sizeof root, "%s/root", s_dir);
+    for (int i = 0; files[i]; i++)
+        ck_assert_msg (access (s_p (root, files[i]), F_OK) == 0, "make install left out /%s",
+                       files[i]);
+    // The units run the programs where PREFIX put them, not /usr/local.
+    char *unit = tu_slurp (s_p (root, "usr/lib/systemd/system/pivfarm-broker.service"), NULL);
+    ck_assert_ptr_nonnull (unit);
+    ck_assert_msg (strstr (unit, "ExecStart=/usr/bin/pivfarm-broker -c /etc/pivfarm/pivfarm.conf")
+                       && strstr (unit, "Type=notify") && !strstr (unit, "/usr/local/"),
+                   "%s", unit);
+    free (unit);
+    // The man page renders, with the options of --help.
+    const char *man = s_p (root, "usr/share/man/man1/pivfarm-broker.1");
+    const char *groff[] = {"/usr/bin/groff", "-man", "-Tutf8", "-P-cbou", man, NULL};
+    ck_assert_int_eq (s_run (groff), 0);
+    ck_assert_msg (strstr (s_out, "--config") && strstr (s_out, "NAME") && strstr (s_out, "dispatches"), "%s", s_out);
+}
+END_TEST
+
+START_TEST (the_generator_makes_units_wait_for_their_mounts_and_write_their_paths)
+{
+    const char *conf =
+             "broker\n    store = /var/lib/pivfarm/pivfarm.db\nwatcher\n    root = /nas/piv\n"
+             "agent\n    results = /nas/results\nstorage\n    archive_dir = \"/archive/piv\"\n";
+    tu_spit (s_p (s_dir, "farm.conf"), conf, strlen (conf));
+    const char *gen = s_p (s_top, "deploy/systemd/pivfarm-generator");
+    const char *argv[] = {gen, s_p (s_dir, "out"), s_p (s_dir, "farm.conf"), NULL};
+    ck_assert_msg (s_run (argv) == 0, "%s", s_out);
+    char *broker = tu_slurp (s_p (s_dir, "out/pivfarm-broker.service.d/pivfarm-paths.conf"), NULL);
+    char *watcher = tu_slurp (s_p (s_dir, "out/pivfarm-watcher.service.d/pivfarm-paths.conf"), NULL);
+    char *agent = tu_slurp (s_p (s_dir, "out/pivfarm-agent@.service.d/pivfarm-paths.conf"), NULL);
+    ck_assert_ptr_nonnull (broker);
+    ck_assert_ptr_nonnull (watcher);
+    ck_assert_ptr_nonnull (agent);
+    ck_assert_msg (strstr (broker, "RequiresMountsFor=/var/lib/pivfarm /nas/piv /archive/piv\n")
+                       && strstr (broker, "ReadWritePaths=/var/lib/pivfarm /nas/piv /archive/piv\n"),
+                   "%s", broker);
+    ck_assert_msg (strstr (watcher, "RequiresMountsFor=/nas/piv\n")
+                       && !strstr (watcher, "ReadWritePaths"),
+                   "%s", watcher);
+    ck_assert_msg (strstr (agent, "RequiresMountsFor=/nas/results\n")
+                       && strstr (agent, "ReadWritePaths=/nas/results\n"),
+                   "%s", agent);
+    free (broker);
+    free (watcher);
+    free (agent);
 }
 END_TEST
 
@@ -555,6 +634,10 @@ s_suite (void)
     tcase_set_timeout (notify, 60);
     tcase_add_test (notify, the_broker_says_ready_once_its_store_is_open_and_its_sockets_bound);
     tcase_add_test (notify, sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_restart);
+    TCase *install = s_tcase (suite, "install");
+    tcase_set_timeout (install, 300);
+    tcase_add_test (install, make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir);
+    tcase_add_test (install, the_generator_makes_units_wait_for_their_mounts_and_write_their_paths);
     return suite;
 }
 
