@@ -142,8 +142,17 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
                           "/usr/sbin/nologin pivfarm'\n";
     const char *etc = "install -d -m 0755 /etc/pivfarm && install -m 0644 pivfarm-deploy/farm.conf "
                       "/etc/pivfarm/pivfarm.conf";
+    // Before anything is copied: the runtime packages, the user's UID:GID.
+#define CHECKS(h)                                                                               \
+    h ": " SSH " " h " 'missing=; for p in libczmq4 libzmq5 libsqlite3-0 libfftw3-single3 "     \
+      "libtiff6 libsystemd0; do dpkg-query -W -f=\\${Status} $p 2>/dev/null | grep -q \"ok "     \
+      "installed\" || missing=\"$missing $p\"; done; [ -z \"$missing\" ] || { echo \"missing "   \
+      "packages:$missing; run: apt-get install$missing (or PIVFARM_APT=1)\"; exit 1; }'\n" h   \
+      ": " SSH " " h " 'if id -u pivfarm >/dev/null 2>&1; then echo \"pivfarm uid=$(id -u "     \
+      "pivfarm) gid=$(id -g pivfarm)\"; else echo \"pivfarm absent\"; fi'\n"
     snprintf (
         expected, sizeof expected,
+        CHECKS ("nas1")
         "nas1: " SSH " nas1 'mkdir -p pivfarm-deploy'\n"
         "nas1: " SCP " " BIN "/pivfarm-broker " BIN "/pivfarm-watcher " BIN "/pivctl "
         "%s/pivfarm-broker.service %s/pivfarm-watcher.service %s nas1:pivfarm-deploy/\n"
@@ -154,6 +163,7 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
         "/etc/systemd/system/ && systemctl daemon-reload'\n"
         "nas1: " SSH " nas1 'systemctl enable pivfarm-broker.service pivfarm-watcher.service'\n"
         "nas1: " SSH " nas1 'rm -rf pivfarm-deploy'\n"
+        CHECKS ("node1")
         "node1: " SSH " node1 'mkdir -p pivfarm-deploy'\n"
         "node1: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl %s/pivfarm-agent@.service %s "
         "node1:pivfarm-deploy/\n"
