@@ -24,6 +24,9 @@ PIV_LIBS    = $(shell $(PKG_CONFIG) --libs $(PIV_PKGS)) -lm -pthread
 ZMQ_LIBS    = $(shell $(PKG_CONFIG) --libs $(ZMQ_PKGS))
 STORE_LIBS  = $(shell $(PKG_CONFIG) --libs $(STORE_PKGS))
 ALL_LIBS    = $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
+# libsystemd (sd_notify, common/daemon.c) for the three daemons only.
+SYSTEMD_PKGS := libsystemd
+SYSTEMD_LIBS = $(shell $(PKG_CONFIG) --libs $(SYSTEMD_PKGS))
 TEST_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS))
 TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
@@ -48,6 +51,12 @@ include bench/module.mk
 include fuzz/module.mk
 
 programs: $(PROGRAMS)
+
+# The daemons tell systemd when they are ready (common/daemon.c): they
+# alone link libsystemd. Target-specific: the link lines of their module.mk
+# take it through ALL_LIBS, ZMQ_LIBS.
+bin/pivfarm-broker: ALL_LIBS += $(SYSTEMD_LIBS)
+bin/pivfarm-watcher bin/pivfarm-agent: ZMQ_LIBS += $(SYSTEMD_LIBS)
 
 build/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -80,9 +89,42 @@ deps:
 dashboard: programs
 	@./deploy/dashboard.sh -c conf/pivfarm.conf
 
-install: programs
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+# make install [PREFIX=/usr/local] [DESTDIR=]: the programs (bin/), the
+# status page and the mount helper (libexec/pivfarm/), the systemd units
+# with their paths set to PREFIX, the generator and the polkit rule, the
+# example configuration (share/doc/pivfarm/), man pages made from each
+# program's --help (help2man, share/man/man1/).
+BINDIR     = $(PREFIX)/bin
+LIBEXECDIR = $(PREFIX)/libexec/pivfarm
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+GENDIR    ?= $(PREFIX)/lib/systemd/system-generators
+POLKITDIR ?= $(PREFIX)/share/polkit-1/rules.d
+DOCDIR     = $(PREFIX)/share/doc/pivfarm
+MANDIR     = $(PREFIX)/share/man/man1
+MANPAGES   = $(patsubst bin/%,build/man/%.1,$(filter-out bin/pivfarm.cgi,$(PROGRAMS)))
+UNITS      = pivfarm-broker.service pivfarm-watcher.service pivfarm-agent@.service \
+             pivfarm-tmpfs@.service
+
+build/man/%.1: bin/%
+	@mkdir -p $(dir $@)
+	help2man --no-info --version-string="$$($< --version 2>/dev/null | awk '{print $$NF}')" \
+	    --name="$$(sed -n 's/^.*$(notdir $<) \{0,1\}[—-] //p' deploy/man-names | head -n 1)" \
+	    -o $@ ./$<
+
+install: programs $(MANPAGES)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(UNITDIR) \
+	    $(DESTDIR)$(GENDIR) $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(MANDIR)
+	install -m 0755 $(filter-out bin/pivfarm.cgi,$(PROGRAMS)) $(DESTDIR)$(BINDIR)/
+	install -m 0755 bin/pivfarm.cgi deploy/systemd/pivfarm-mount $(DESTDIR)$(LIBEXECDIR)/
+	for u in $(UNITS); do \
+	    sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/libexec/pivfarm/|$(LIBEXECDIR)/|g' \
+	        deploy/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u; \
+	done
+	install -m 0755 deploy/systemd/pivfarm-generator $(DESTDIR)$(GENDIR)/
+	install -m 0644 deploy/systemd/pivfarm.rules $(DESTDIR)$(POLKITDIR)/
+	install -m 0644 conf/pivfarm.conf $(DESTDIR)$(DOCDIR)/pivfarm.conf.example
+	install -m 0644 README.md doc/deploy.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 $(MANPAGES) $(DESTDIR)$(MANDIR)/
 
 clean:
 	rm -rf bin build

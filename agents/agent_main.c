@@ -5,6 +5,7 @@
 #include "agents/agent.h"
 #include "common/config.h"
 #include "common/cli.h"
+#include "common/daemon.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -13,6 +14,9 @@
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
+#include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +36,46 @@ s_usage (FILE *out)
                   "  -h, --help, --version\n");
 }
 
+// SIGHUP, on a thread of its own (the agent's reactor is agent.c's): the
+// configuration is read again; the log level applies at once, the rest is
+// read at start only and needs a restart, which the log says.
+static void *
+s_hangup_thread (void *arg)
+{
+    int fd = (int) (intptr_t) arg;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    while (poll (&pfd, 1, -1) >= 0 || errno == EINTR) {
+        if (!daemon_hangup_take (fd))
+            continue;
+        daemon_reloading ();
+        config_t cfg;
+        char err[1024];
+        if (daemon_reload_config (&cfg, err, sizeof err) != 0)
+            log_error ("reload: %s; nothing changed", err);
+        else {
+            daemon_apply_log_level (&cfg);
+            log_notice ("reload: applied log/level; every other key is read at start only "
+                        "(systemctl restart pivfarm-agent@NAME to apply it)");
+        }
+        daemon_ready ("running");
+    }
+    return NULL;
+}
+
+// Watches SIGHUP (blocked in every thread: call before any starts).
+static void
+s_hangup_start (void)
+{
+    int fd = daemon_hangup_fd ();
+    pthread_t thread;
+    if (fd >= 0 && pthread_create (&thread, NULL, s_hangup_thread, (void *) (intptr_t) fd) == 0)
+        pthread_detach (thread);
+}
+
 int
 main (int argc, char **argv)
 {
+    s_hangup_start ();
     const char *path = NULL, *broker = NULL, *processor = NULL, *results = NULL, *id = NULL;
     long threads = -1;
     int verbose = 0, to_syslog = 0;
@@ -108,6 +149,7 @@ main (int argc, char **argv)
         log_error ("%s", err);
         return 2;
     }
+    daemon_remember (path, verbose, &cfg);
     if (broker)
         snprintf (cfg.agent.broker, sizeof cfg.agent.broker, "%s", broker);
     if (threads >= 0)
@@ -124,7 +166,10 @@ main (int argc, char **argv)
         log_error ("%s", err);
         return 2;
     }
+    // Connected to the broker, its results directory checked.
+    daemon_ready ("running");
     int rc = agent_run (agent);
+    daemon_stopping ();
     agent_destroy (&agent);
     return rc == 0 ? 0 : 1;
 }

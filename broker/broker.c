@@ -1641,6 +1641,7 @@ broker_destroy (broker_t **self_p)
             }
     }
     zloop_destroy (&self->loop);
+    free (self->fd_watch);
     storage_stop (self);
     zsock_destroy (&self->ingest);
     zsock_destroy (&self->work);
@@ -1672,6 +1673,122 @@ broker_run (broker_t *self)
 {
     zloop_start (self->loop);
     return broker_commit (self) == 0 ? 0 : -1;
+}
+
+// ---------------------------------------------------------------------------
+// Reload (SIGHUP, 'systemctl reload')
+
+// Appends ", name" to list (size bytes) when the two values differ.
+static void
+s_differs (char *list, size_t size, int differs, const char *name)
+{
+    if (differs)
+        snprintf (list + strlen (list), size - strlen (list), "%s%s", *list ? ", " : "", name);
+}
+
+#define S_INT(sec, key) s_differs (list, size, old->sec.key != new->sec.key, #sec "/" #key)
+#define S_STR(sec, key) s_differs (list, size, strcmp (old->sec.key, new->sec.key) != 0, #sec "/" #key)
+
+// The keys that differ and that this broker reads only at start, as
+// "a/b, c/d" in list; "" when none.
+static void
+s_restart_keys (const config_t *old, const config_t *new, char *list, size_t size)
+{
+    *list = 0;
+    S_STR (broker, ingest), S_STR (broker, work), S_STR (broker, control);
+    S_STR (broker, publish), S_STR (broker, store), S_STR (broker, durability);
+    S_INT (broker, commit_ms), S_INT (broker, heartbeat_ms), S_STR (broker, store_fields);
+    S_STR (watcher, root);
+    S_STR (pairing, rule), S_STR (pairing, a_suffix), S_STR (pairing, b_suffix);
+    S_INT (pairing, ignore_case), S_STR (pairing, extensions), S_INT (pairing, max_waiting);
+    S_STR (piv, passes), S_INT (piv, overlap), S_INT (piv, iterations), S_STR (piv, deform);
+    S_STR (security, curve), S_STR (security, broker_cert), S_STR (security, clients);
+    S_STR (security, operators);
+    S_STR (storage, io_size), S_INT (storage, guard_ms);
+}
+
+// The keys that differ and that a reload applies, as in s_restart_keys.
+static void
+s_applied_keys (const config_t *old, const config_t *new, char *list, size_t size)
+{
+    *list = 0;
+    S_STR (log, level);
+    S_INT (broker, liveness), S_INT (broker, max_attempts), S_INT (broker, task_deadline_ms);
+    S_INT (broker, max_agents);
+    S_STR (storage, warn_free), S_STR (storage, critical_free), S_STR (storage, archive_dir);
+    S_INT (storage, archive_idle_s), S_INT (storage, archive_mb_s), S_STR (storage, mount_helper);
+}
+
+#undef S_INT
+#undef S_STR
+
+int
+broker_reload (broker_t *self, const config_t *cfg)
+{
+    char applied[1024], restart[1024];
+    s_applied_keys (&self->cfg, cfg, applied, sizeof applied);
+    s_restart_keys (&self->cfg, cfg, restart, sizeof restart);
+    // Policy defaults, the storage rates and thresholds: read where they
+    // are used, so taking them is enough.
+    self->cfg.broker.liveness = cfg->broker.liveness;
+    self->cfg.broker.max_attempts = cfg->broker.max_attempts;
+    self->cfg.broker.task_deadline_ms = cfg->broker.task_deadline_ms;
+    self->cfg.broker.max_agents = cfg->broker.max_agents;
+    memcpy (self->cfg.storage.warn_free, cfg->storage.warn_free, sizeof cfg->storage.warn_free);
+    memcpy (self->cfg.storage.critical_free, cfg->storage.critical_free,
+            sizeof cfg->storage.critical_free);
+    memcpy (self->cfg.storage.archive_dir, cfg->storage.archive_dir,
+            sizeof cfg->storage.archive_dir);
+    self->cfg.storage.archive_idle_s = cfg->storage.archive_idle_s;
+    self->cfg.storage.archive_mb_s = cfg->storage.archive_mb_s;
+    memcpy (self->cfg.storage.mount_helper, cfg->storage.mount_helper,
+            sizeof cfg->storage.mount_helper);
+    memcpy (self->cfg.log.level, cfg->log.level, sizeof cfg->log.level);
+    // Certificates: the clients' and operators' directories are read again
+    // at the next message of each key (a key removed loses its rights now,
+    // not after the cache's recheck interval).
+    if (self->key_cache)
+        zhashx_purge (self->key_cache);
+    log_notice ("reload: applied %s%s", *applied ? applied : "no change",
+                self->auth ? "; certificates of clients and operators read again" : "");
+    if (*restart)
+        log_warning ("reload: %s changed: read at start only, takes effect after a restart "
+                     "(systemctl restart pivfarm-broker)",
+                     restart);
+    return 0;
+}
+
+// A file descriptor the reactor watches for its owner (SIGHUP's signalfd).
+typedef struct {
+    broker_t *broker;
+    void (*fn) (broker_t *, void *);
+    void *arg;
+} s_fd_watch_t;
+
+static int
+s_on_fd (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    (void) loop, (void) item;
+    s_fd_watch_t *w = arg;
+    w->fn (w->broker, w->arg);
+    return 0;
+}
+
+int
+broker_poll_fd (broker_t *self, int fd, void (*fn) (broker_t *, void *), void *arg)
+{
+    s_fd_watch_t *w = calloc (1, sizeof *w);
+    if (!w)
+        return -1;
+    *w = (s_fd_watch_t) {self, fn, arg};
+    zmq_pollitem_t item = {.fd = fd, .events = ZMQ_POLLIN};
+    if (zloop_poller (self->loop, &item, s_on_fd, w) != 0) {
+        free (w);
+        return -1;
+    }
+    free (self->fd_watch);
+    self->fd_watch = w;
+    return 0;
 }
 
 const char *

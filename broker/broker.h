@@ -25,6 +25,22 @@ void broker_destroy (broker_t **self_p);
 // or -1 if the store cannot commit and the broker cannot go on.
 int broker_run (broker_t *self);
 
+// Applies what may change while the broker runs from cfg, a configuration
+// loaded again (SIGHUP): log/level (the caller applies it), the policy
+// defaults (broker/liveness, max_attempts, task_deadline_ms, max_agents),
+// the storage thresholds and rates (storage/warn_free, critical_free,
+// archive_dir, archive_idle_s, archive_mb_s, mount_helper), and reads the
+// clients' and operators' certificates again. Logs a notice naming what it
+// applied and a warning naming each changed key read at start only
+// (endpoints, store, pairing, piv, the broker's certificate...), which
+// needs a restart. Returns 0.
+int broker_reload (broker_t *self, const config_t *cfg);
+
+// Calls fn (self, arg) from the reactor whenever fd is readable (the
+// daemon's SIGHUP signalfd); fn must make fd unreadable again. One such fd
+// at a time. 0, or -1 out of memory.
+int broker_poll_fd (broker_t *self, int fd, void (*fn) (broker_t *, void *), void *arg);
+
 // The endpoint a socket is bound to ("ingest", "work", "control",
 // "publish"), with ephemeral ports resolved; NULL for another name.
 const char *broker_endpoint (broker_t *self, const char *socket);

@@ -162,6 +162,7 @@ struct _broker_t {
     zcertstore_t *keys_watchers;  // keys that may use ingest (curve on), or NULL
     zcertstore_t *keys_agents;    // keys that may use work (curve on), or NULL
     zhashx_t *key_cache;      // "<role>:<key>" -> s_key_seen_t, each answer kept a second
+    void *fd_watch;           // broker_poll_fd's watch (SIGHUP), freed with the broker
     int64_t quiet_second;     // refusals logged in this second ...
     int quiet_logged;         // ... this many ...
     int64_t quiet_dropped;    // ... and not logged since the last line that was

@@ -56,6 +56,7 @@ static const char *const s_modes[] = {"inotify", "poll", NULL};
 static const char *const s_curves[] = {"off", "on", NULL};
 static const char *const s_rules[] = {"ab", "sequence", "sliding", "multipage", NULL};
 // The interpolators of piv_deform_parse (piv/piv.h).
+static const char *const s_levels[] = {"error", "warning", "notice", "info", "debug", NULL};
 static const char *const s_deforms[] = {"offset", "bilinear", "bicubic", "bspline",
                                         "bspline5", "omoms", NULL};
 
@@ -119,11 +120,12 @@ static const s_key_t s_keys[] = {
     INT (storage, archive_idle_s, 1, 31 * 86400),
     INT (storage, archive_mb_s, 0, 100000),
     TEXT (storage, mount_helper, KIND_OPT_PATH),
+    CHOICE (log, level, s_levels, "error, warning, notice, info or debug"),
 };
 #define KEYS ((int) (sizeof s_keys / sizeof s_keys[0]))
 
 static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv",
-                                         "security", "storage"};
+                                         "security", "storage", "log"};
 #define SECTIONS ((int) (sizeof s_sections / sizeof s_sections[0]))
 
 // What one load knows about the file, for messages and anchoring.
@@ -725,6 +727,7 @@ config_init (config_t *cfg)
     snprintf (cfg->broker.publish, sizeof cfg->broker.publish, "tcp://127.0.0.1:5553");
     snprintf (cfg->broker.store, sizeof cfg->broker.store, "./pivfarm.db");
     snprintf (cfg->broker.durability, sizeof cfg->broker.durability, "full");
+    snprintf (cfg->log.level, sizeof cfg->log.level, "notice");
     cfg->broker.commit_ms = 2;
     cfg->broker.heartbeat_ms = 1000;
     cfg->broker.liveness = 3;

@@ -83,6 +83,10 @@ typedef struct {
         int archive_mb_s;             // archive bandwidth, MB/s (0: no limit)
         char mount_helper[PATH_MAX];  // "": the broker mounts when root; else this program
     } storage;
+    struct {
+        char level[16];               // error | warning | notice | info | debug (notice);
+                                      // the daemons re-read it on SIGHUP (systemctl reload)
+    } log;
 } config_t;
 
 // Fills every key with its default (the values in the comments above).

@@ -1,13 +1,30 @@
-// daemon.c — the command line every pivfarm daemon shares; see cli.h. Apart
-// from cli.c so that programs without a configuration file (pivfarm-piv)
-// do not link the configuration loader and czmq with it.
+// daemon.c — the command line every pivfarm daemon shares (see cli.h), and
+// what the daemons tell the service manager (see daemon.h). Apart from
+// cli.c so that programs without a configuration file (pivfarm-piv) do not
+// link the configuration loader and czmq with it, nor libsystemd.
 
+#include "common/daemon.h"
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/version.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+// What cli_daemon loaded, for daemon_reload_config.
+static char s_config_path[PATH_MAX];
+static int s_verbose;
+
+static void s_log_level (const config_t *cfg, int quiet);
 
 int
 cli_daemon (int argc, char **argv, const char *program, const char *what, config_t *cfg)
@@ -61,5 +78,106 @@ cli_daemon (int argc, char **argv, const char *program, const char *what, config
         log_error ("%s", err);
         return 2;
     }
+    daemon_remember (path, verbose, cfg);
     return -1;
+}
+
+void
+daemon_remember (const char *path, int verbose, const config_t *cfg)
+{
+    snprintf (s_config_path, sizeof s_config_path, "%s", path ? path : "");
+    s_verbose = verbose;
+    s_log_level (cfg, 1);
+}
+
+int
+daemon_hangup_fd (void)
+{
+    sigset_t set;
+    sigemptyset (&set);
+    sigaddset (&set, SIGHUP);
+    if (pthread_sigmask (SIG_BLOCK, &set, NULL) != 0)
+        return -1;
+    int fd = signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0) {
+        int saved = errno;
+        pthread_sigmask (SIG_UNBLOCK, &set, NULL);
+        errno = saved;
+    }
+    return fd;
+}
+
+int
+daemon_hangup_take (int fd)
+{
+    struct signalfd_siginfo info;
+    int got = 0;
+    while (read (fd, &info, sizeof info) == (ssize_t) sizeof info)
+        got |= info.ssi_signo == SIGHUP;
+    return got;
+}
+
+void
+daemon_ready (const char *status)
+{
+    if (status && *status)
+        sd_notifyf (0, "READY=1\nSTATUS=%s", status);
+    else
+        sd_notify (0, "READY=1");
+}
+
+void
+daemon_reloading (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    sd_notifyf (0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+                (unsigned long long) ts.tv_sec * 1000000ULL + (unsigned long long) ts.tv_nsec / 1000);
+}
+
+void
+daemon_stopping (void)
+{
+    sd_notify (0, "STOPPING=1");
+}
+
+int
+daemon_reload_config (config_t *cfg, char *err, size_t errlen)
+{
+    if (!*s_config_path) {
+        snprintf (err, errlen, "no configuration file to reload (started without -c)");
+        return -1;
+    }
+    config_t fresh;
+    if (config_load (&fresh, s_config_path, err, errlen) != 0)
+        return -1;
+    *cfg = fresh;
+    return 0;
+}
+
+// The level of log/level, at least info with -v; said when it changes
+// unless quiet.
+static void
+s_log_level (const config_t *cfg, int quiet)
+{
+    log_level_t level = LOG_LEVEL_NOTICE;
+    if (log_level_parse (cfg->log.level, &level) != 0)
+        level = LOG_LEVEL_NOTICE;  // config_load accepts no other value
+    if (s_verbose && level < LOG_LEVEL_INFO)
+        level = LOG_LEVEL_INFO;
+    if (level == log_threshold)
+        return;
+    log_level_t before = log_threshold;
+    log_set_level (level);
+    if (!quiet) {
+        static const char *const names[] = {"error", "warning", "notice", "info", "debug"};
+        // Said at notice whatever the levels, so that a reload is on record.
+        log_write (LOG_LEVEL_NOTICE, "reload: log level %s (was %s)", names[level], names[before]);
+    }
+}
+
+void
+daemon_apply_log_level (const config_t *cfg)
+{
+    s_log_level (cfg, 0);
 }

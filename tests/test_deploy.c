@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,8 +142,17 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
                           "/usr/sbin/nologin pivfarm'\n";
     const char *etc = "install -d -m 0755 /etc/pivfarm && install -m 0644 pivfarm-deploy/farm.conf "
                       "/etc/pivfarm/pivfarm.conf";
+    // Before anything is copied: the runtime packages, the user's UID:GID.
+#define CHECKS(h)                                                                               \
+    h ": " SSH " " h " 'missing=; for p in libczmq4 libzmq5 libsqlite3-0 libfftw3-single3 "     \
+      "libtiff6 libsystemd0; do dpkg-query -W -f=\\${Status} $p 2>/dev/null | grep -q \"ok "     \
+      "installed\" || missing=\"$missing $p\"; done; [ -z \"$missing\" ] || { echo \"missing "   \
+      "packages:$missing; run: apt-get install$missing (or PIVFARM_APT=1)\"; exit 1; }'\n" h   \
+      ": " SSH " " h " 'if id -u pivfarm >/dev/null 2>&1; then echo \"pivfarm uid=$(id -u "     \
+      "pivfarm) gid=$(id -g pivfarm)\"; else echo \"pivfarm absent\"; fi'\n"
     snprintf (
         expected, sizeof expected,
+        CHECKS ("nas1")
         "nas1: " SSH " nas1 'mkdir -p pivfarm-deploy'\n"
         "nas1: " SCP " " BIN "/pivfarm-broker " BIN "/pivfarm-watcher " BIN "/pivctl "
         "%s/pivfarm-broker.service %s/pivfarm-watcher.service %s nas1:pivfarm-deploy/\n"
@@ -150,6 +163,7 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
         "/etc/systemd/system/ && systemctl daemon-reload'\n"
         "nas1: " SSH " nas1 'systemctl enable pivfarm-broker.service pivfarm-watcher.service'\n"
         "nas1: " SSH " nas1 'rm -rf pivfarm-deploy'\n"
+        CHECKS ("node1")
         "node1: " SSH " node1 'mkdir -p pivfarm-deploy'\n"
         "node1: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl %s/pivfarm-agent@.service %s "
         "node1:pivfarm-deploy/\n"
@@ -298,18 +312,20 @@ START_TEST (the_units_pass_systemd_analyze_verify)
     }
     // verify wants the programs to exist and a template to have an instance:
     // copies naming the built programs, the agent as instance 'pivfarm'.
-    char cmd[16384];
+    char cmd[20000];
     snprintf (cmd, sizeof cmd,
               "cd '%s/deploy/systemd' && for f in *.service; do "
-              "sed 's|/usr/local/bin/|%s/|' \"$f\" > '%s'/$(echo \"$f\" | sed 's/@\\./@pivfarm./'); "
+              "sed -e 's|/usr/local/bin/|%s/|' -e 's|/usr/local/libexec/pivfarm/|%s/deploy/systemd/|' "
+              "\"$f\" > '%s'/$(echo \"$f\" | sed 's/@\\./@pivfarm./'); "
               "done",
-              s_top, s_bin, s_dir);
+              s_top, s_bin, s_top, s_dir);
     ck_assert_int_eq (system (cmd), 0);
     const char *argv[] = {"/usr/bin/systemd-analyze",
                           "verify",
                           s_p (s_dir, "pivfarm-broker.service"),
                           s_p (s_dir, "pivfarm-watcher.service"),
                           s_p (s_dir, "pivfarm-agent@pivfarm.service"),
+                          s_p (s_dir, "pivfarm-tmpfs@pivfarm.service"),
                           NULL};
     int rc = s_run (argv);
     // verify exits 0 even for unknown keys: what it says counts too.
@@ -398,6 +414,203 @@ START_TEST (the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first)
 }
 END_TEST
 
+START_TEST (make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir)
+{
+    if (access ("/usr/bin/help2man", X_OK) != 0) {
+        fprintf (stderr, "test_deploy: skipped make install: help2man is absent (make deps)\n");
+        return;
+    }
+    char cmd[16384];
+    snprintf (cmd, sizeof cmd,
+              "make --no-print-directory -s -C '%s' install PREFIX=/usr DESTDIR='%s/root' "
+              ">'%s/install.log' 2>&1",
+              s_top, s_dir, s_dir);
+    int rc = system (cmd);
+    char *log = tu_slurp (s_p (s_dir, "install.log"), NULL);
+    ck_assert_msg (rc == 0, "make install failed:\n%s", log ? log : "");
+    free (log);
+    const char *files[] = {"usr/bin/pivfarm-broker", "usr/bin/pivfarm-watcher",
+                           "usr/bin/pivfarm-agent", "usr/bin/pivctl",
+                           "usr/libexec/pivfarm/pivfarm.cgi", "usr/libexec/pivfarm/pivfarm-mount",
+                           "usr/lib/systemd/system/pivfarm-broker.service",
+                           "usr/lib/systemd/system/pivfarm-watcher.service",
+                           "usr/lib/systemd/system/pivfarm-agent@.service",
+                           "usr/lib/systemd/system/pivfarm-tmpfs@.service",
+                           "usr/lib/systemd/system-generators/pivfarm-generator",
+                           "usr/share/polkit-1/rules.d/pivfarm.rules",
+                           "usr/share/doc/pivfarm/pivfarm.conf.example",
+                           "usr/share/man/man1/pivfarm-broker.1", "usr/share/man/man1/pivctl.1",
+                           NULL};
+    char root[4200];
+    snprintf (root, sizeof root, "%s/root", s_dir);
+    for (int i = 0; files[i]; i++)
+        ck_assert_msg (access (s_p (root, files[i]), F_OK) == 0, "make install left out /%s",
+                       files[i]);
+    // The units run the programs where PREFIX put them, not /usr/local.
+    char *unit = tu_slurp (s_p (root, "usr/lib/systemd/system/pivfarm-broker.service"), NULL);
+    ck_assert_ptr_nonnull (unit);
+    ck_assert_msg (strstr (unit, "ExecStart=/usr/bin/pivfarm-broker -c /etc/pivfarm/pivfarm.conf")
+                       && strstr (unit, "Type=notify") && !strstr (unit, "/usr/local/"),
+                   "%s", unit);
+    free (unit);
+    // The man page renders, with the options of --help.
+    const char *man = s_p (root, "usr/share/man/man1/pivfarm-broker.1");
+    const char *groff[] = {"/usr/bin/groff", "-man", "-Tutf8", "-P-cbou", man, NULL};
+    ck_assert_int_eq (s_run (groff), 0);
+    ck_assert_msg (strstr (s_out, "--config") && strstr (s_out, "NAME") && strstr (s_out, "dispatches"), "%s", s_out);
+}
+END_TEST
+
+START_TEST (the_generator_makes_units_wait_for_their_mounts_and_write_their_paths)
+{
+    const char *conf =
+             "broker\n    store = /var/lib/pivfarm/pivfarm.db\nwatcher\n    root = /nas/piv\n"
+             "agent\n    results = /nas/results\nstorage\n    archive_dir = \"/archive/piv\"\n";
+    tu_spit (s_p (s_dir, "farm.conf"), conf, strlen (conf));
+    const char *gen = s_p (s_top, "deploy/systemd/pivfarm-generator");
+    const char *argv[] = {gen, s_p (s_dir, "out"), s_p (s_dir, "farm.conf"), NULL};
+    ck_assert_msg (s_run (argv) == 0, "%s", s_out);
+    char *broker = tu_slurp (s_p (s_dir, "out/pivfarm-broker.service.d/pivfarm-paths.conf"), NULL);
+    char *watcher = tu_slurp (s_p (s_dir, "out/pivfarm-watcher.service.d/pivfarm-paths.conf"), NULL);
+    char *agent = tu_slurp (s_p (s_dir, "out/pivfarm-agent@.service.d/pivfarm-paths.conf"), NULL);
+    ck_assert_ptr_nonnull (broker);
+    ck_assert_ptr_nonnull (watcher);
+    ck_assert_ptr_nonnull (agent);
+    ck_assert_msg (strstr (broker, "RequiresMountsFor=/var/lib/pivfarm /nas/piv /archive/piv\n")
+                       && strstr (broker, "ReadWritePaths=/var/lib/pivfarm /nas/piv /archive/piv\n"),
+                   "%s", broker);
+    ck_assert_msg (strstr (watcher, "RequiresMountsFor=/nas/piv\n")
+                       && !strstr (watcher, "ReadWritePaths"),
+                   "%s", watcher);
+    ck_assert_msg (strstr (agent, "RequiresMountsFor=/nas/results\n")
+                       && strstr (agent, "ReadWritePaths=/nas/results\n"),
+                   "%s", agent);
+    free (broker);
+    free (watcher);
+    free (agent);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// sd_notify and SIGHUP (issue 14): a real NOTIFY_SOCKET, the real broker.
+
+// A unix datagram socket bound at <dir>/notify, exported as NOTIFY_SOCKET
+// for the programs the test starts. Its descriptor.
+static int
+s_notify_socket (const char *dir)
+{
+    int fd = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge (fd, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf (addr.sun_path, sizeof addr.sun_path, "%s/notify", dir);
+    ck_assert_msg (bind (fd, (struct sockaddr *) &addr, sizeof addr) == 0, "cannot bind %s",
+                   addr.sun_path);
+    setenv ("NOTIFY_SOCKET", addr.sun_path, 1);
+    return fd;
+}
+
+// Waits up to timeout_ms for a datagram holding 'want' (each datagram seen
+// is appended to 'seen', separated by '|'); 1 if it came.
+static int
+s_notified (int fd, const char *want, char *seen, size_t size, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 100) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll (&p, 1, 100) != 1)
+            continue;
+        char msg[1024];
+        ssize_t n = recv (fd, msg, sizeof msg - 1, 0);
+        if (n <= 0)
+            continue;
+        msg[n] = 0;
+        snprintf (seen + strlen (seen), size - strlen (seen), "%s|", msg);
+        if (strstr (msg, want))
+            return 1;
+    }
+    return 0;
+}
+
+START_TEST (the_broker_says_ready_once_its_store_is_open_and_its_sockets_bound)
+{
+    setenv ("PIVFARM_BIN", s_bin, 1);
+    tu_farm_t farm;
+    tu_farm_init (&farm);
+    tu_farm_conf (&farm, "noop", 1, "32", "");
+    int fd = s_notify_socket (farm.dir);
+    farm.broker = tu_farm_start (&farm, "pivfarm-broker", "broker.log", NULL, NULL);
+    char seen[4096] = "";
+    int ready = s_notified (fd, "READY=1", seen, sizeof seen, 20000);
+    unsetenv ("NOTIFY_SOCKET");
+    // At READY=1 the store exists and the control socket answers at once.
+    int store = access (tu_path (farm.dir, "farm.db"), F_OK) == 0;
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", farm.conf, "status", NULL};
+    char out[8192];
+    int rc = tu_run (argv, out, sizeof out, RUN_TIMEOUT);
+    int stopped = tu_stop (farm.broker, SIGTERM, 10);
+    farm.broker = 0;
+    int stopping = s_notified (fd, "STOPPING=1", seen, sizeof seen, 5000);
+    close (fd);
+    tu_farm_release (&farm);
+    ck_assert_msg (ready, "no READY=1 from the broker; got '%s'", seen);
+    ck_assert_msg (store, "READY=1 before the store was created");
+    ck_assert_msg (rc == 0, "pivctl status right after READY=1 failed (%d): %s", rc, out);
+    ck_assert_int_eq (stopped, 0);
+    ck_assert_msg (stopping, "no STOPPING=1 on SIGTERM; got '%s'", seen);
+}
+END_TEST
+
+START_TEST (sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_restart)
+{
+    setenv ("PIVFARM_BIN", s_bin, 1);
+    tu_farm_t farm;
+    tu_farm_init (&farm);
+    tu_farm_conf (&farm, "noop", 1, "32", "");
+    int fd = s_notify_socket (farm.dir);
+    tu_farm_start_broker (&farm);
+    char seen[4096] = "";
+    int ready = s_notified (fd, "READY=1", seen, sizeof seen, 20000);
+    // A more talkative level, a policy default, and a key read at start only.
+    tu_farm_conf_replace (&farm, "    liveness = 3\n",
+                          "    liveness = 3\n    max_attempts = 7\n");
+    tu_farm_conf_replace (&farm, "    heartbeat_ms = 200\n", "    heartbeat_ms = 300\n");
+    FILE *f = fopen (farm.conf, "a");
+    ck_assert_ptr_nonnull (f);
+    fputs ("log\n    level = info\n", f);
+    fclose (f);
+    seen[0] = 0;
+    kill (farm.broker, SIGHUP);
+    int reloading = s_notified (fd, "RELOADING=1", seen, sizeof seen, 10000);
+    int again = s_notified (fd, "READY=1", seen, sizeof seen, 10000);
+    int applied = tu_farm_log_has (&farm, "broker.log",
+                                   "reload: applied log/level, broker/max_attempts", 5000);
+    int level = tu_farm_log_has (&farm, "broker.log", "reload: log level info (was notice)", 100);
+    int restart = tu_farm_log_has (&farm, "broker.log",
+                                   "reload: broker/heartbeat_ms changed: read at start only, takes "
+                                   "effect after a restart",
+                                   100);
+    // Info lines now appear: each change by an operator is logged at info.
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", farm.conf, "rate", "max", NULL};
+    char out[8192];
+    tu_run (argv, out, sizeof out, RUN_TIMEOUT);
+    int info = tu_farm_log_has (&farm, "broker.log", " info: control: ", 10000);
+    int alive = tu_alive (farm.broker);
+    unsetenv ("NOTIFY_SOCKET");
+    close (fd);
+    char *log = tu_slurp (tu_path (farm.dir, "broker.log"), NULL);
+    char shown[4096];
+    snprintf (shown, sizeof shown, "%s", log ? log : "(no log)");
+    free (log);
+    tu_farm_release (&farm);
+    ck_assert_msg (ready, "no READY=1 at start; got '%s'", seen);
+    ck_assert_msg (alive, "SIGHUP stopped the broker:\n%s", shown);
+    ck_assert_msg (reloading && again, "expected RELOADING=1 then READY=1, got '%s'", seen);
+    ck_assert_msg (applied && level, "the reload did not apply the level and policy:\n%s", shown);
+    ck_assert_msg (restart, "the reload did not name heartbeat_ms as needing a restart:\n%s",
+                   shown);
+    ck_assert_msg (info, "no info line after the level became info:\n%s", shown);
+}
+END_TEST
+
 // A test case of 'suite' whose tests each get a fresh temporary directory.
 static TCase *
 s_tcase (Suite *suite, const char *name)
@@ -427,6 +640,14 @@ s_suite (void)
                     the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node);
     tcase_add_test (s_tcase (suite, "camera"),
                     the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first);
+    TCase *notify = s_tcase (suite, "notify");
+    tcase_set_timeout (notify, 60);
+    tcase_add_test (notify, the_broker_says_ready_once_its_store_is_open_and_its_sockets_bound);
+    tcase_add_test (notify, sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_restart);
+    TCase *install = s_tcase (suite, "install");
+    tcase_set_timeout (install, 300);
+    tcase_add_test (install, make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir);
+    tcase_add_test (install, the_generator_makes_units_wait_for_their_mounts_and_write_their_paths);
     return suite;
 }
 

@@ -84,6 +84,7 @@ struct _watcher_t {
     uint64_t next_seq;     // next sequence number
     int64_t sent;          // events sent
     int64_t acked;         // events acknowledged
+    void *fd_watch;        // watcher_poll_fd's watch (SIGHUP)
 };
 
 static void
@@ -1027,6 +1028,7 @@ watcher_destroy (watcher_t **self_p)
     if (self->fd >= 0)
         close (self->fd);
     zloop_destroy (&self->loop);
+    free (self->fd_watch);
     zsock_destroy (&self->broker);
     proto_batch_destroy (&self->out);
     zhashx_destroy (&self->dirs);
@@ -1054,5 +1056,87 @@ watcher_run (watcher_t *self)
                 "file(s) not sent yet",
                 (long long) self->sent, (long long) self->acked, zhashx_size (self->pending),
                 zlistx_size (self->backlog));
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Reload (SIGHUP, 'systemctl reload')
+
+// Appends ", name" to list (size bytes) when differs.
+static void
+s_differs (char *list, size_t size, int differs, const char *name)
+{
+    if (differs)
+        snprintf (list + strlen (list), size - strlen (list), "%s%s", *list ? ", " : "", name);
+}
+
+int
+watcher_reload (watcher_t *self, const config_t *cfg)
+{
+    const config_t *old = &self->cfg;
+    char applied[512] = "", restart[512] = "";
+    s_differs (applied, sizeof applied, strcmp (old->log.level, cfg->log.level) != 0, "log/level");
+    s_differs (applied, sizeof applied, strcmp (old->watcher.ignore, cfg->watcher.ignore) != 0,
+               "watcher/ignore");
+    s_differs (applied, sizeof applied, old->watcher.settle_ms != cfg->watcher.settle_ms,
+               "watcher/settle_ms");
+    s_differs (applied, sizeof applied, old->watcher.resend_ms != cfg->watcher.resend_ms,
+               "watcher/resend_ms");
+    s_differs (applied, sizeof applied, old->watcher.max_pending != cfg->watcher.max_pending,
+               "watcher/max_pending");
+    s_differs (restart, sizeof restart, strcmp (old->watcher.root, cfg->watcher.root) != 0,
+               "watcher/root");
+    s_differs (restart, sizeof restart, strcmp (old->watcher.mode, cfg->watcher.mode) != 0,
+               "watcher/mode");
+    s_differs (restart, sizeof restart, old->watcher.poll_ms != cfg->watcher.poll_ms,
+               "watcher/poll_ms");
+    s_differs (restart, sizeof restart, strcmp (old->broker.ingest, cfg->broker.ingest) != 0,
+               "broker/ingest");
+    s_differs (restart, sizeof restart,
+               memcmp (&old->security, &cfg->security, sizeof cfg->security) != 0, "security");
+    // Read where they are used: the next name, settle and resend see them.
+    memcpy (self->cfg.watcher.ignore, cfg->watcher.ignore, sizeof cfg->watcher.ignore);
+    self->cfg.watcher.settle_ms = cfg->watcher.settle_ms;
+    self->cfg.watcher.resend_ms = cfg->watcher.resend_ms;
+    self->cfg.watcher.max_pending = cfg->watcher.max_pending;
+    memcpy (self->cfg.log.level, cfg->log.level, sizeof cfg->log.level);
+    log_notice ("reload: applied %s", *applied ? applied : "no change");
+    if (*restart)
+        log_warning ("reload: %s changed: read at start only, takes effect after a restart "
+                     "(systemctl restart pivfarm-watcher)",
+                     restart);
+    return 0;
+}
+
+// A file descriptor the reactor watches for its owner (SIGHUP's signalfd).
+typedef struct {
+    watcher_t *watcher;
+    void (*fn) (watcher_t *, void *);
+    void *arg;
+} s_fd_watch_t;
+
+static int
+s_on_fd (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    (void) loop, (void) item;
+    s_fd_watch_t *w = arg;
+    w->fn (w->watcher, w->arg);
+    return 0;
+}
+
+int
+watcher_poll_fd (watcher_t *self, int fd, void (*fn) (watcher_t *, void *), void *arg)
+{
+    s_fd_watch_t *w = calloc (1, sizeof *w);
+    if (!w)
+        return -1;
+    *w = (s_fd_watch_t) {self, fn, arg};
+    zmq_pollitem_t item = {.fd = fd, .events = ZMQ_POLLIN};
+    if (zloop_poller (self->loop, &item, s_on_fd, w) != 0) {
+        free (w);
+        return -1;
+    }
+    free (self->fd_watch);
+    self->fd_watch = w;
     return 0;
 }

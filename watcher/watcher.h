@@ -25,4 +25,15 @@ void watcher_destroy (watcher_t **self_p);
 // then runs until SIGINT or SIGTERM. Returns 0.
 int watcher_run (watcher_t *self);
 
+// Applies what may change while the watcher runs from cfg, a configuration
+// loaded again (SIGHUP): watcher/ignore (names seen from now on),
+// settle_ms, resend_ms, max_pending; log/level is the caller's. Logs a
+// notice naming what it applied and a warning naming each changed key read
+// at start only (root, mode, poll_ms, broker/ingest, security). Returns 0.
+int watcher_reload (watcher_t *self, const config_t *cfg);
+
+// Calls fn (self, arg) from the reactor whenever fd is readable (the
+// daemon's SIGHUP signalfd); fn must make fd unreadable again. 0, or -1.
+int watcher_poll_fd (watcher_t *self, int fd, void (*fn) (watcher_t *, void *), void *arg);
+
 #endif

@@ -3,12 +3,34 @@
 // or cannot start (the root, inotify).
 
 #include "common/cli.h"
+#include "common/daemon.h"
 #include "common/log.h"
 #include "watcher/watcher.h"
+
+// SIGHUP: the configuration is read again and what may change is applied
+// (watcher_reload); a file that no longer loads changes nothing.
+static void
+s_hangup (watcher_t *watcher, void *arg)
+{
+    int fd = *(int *) arg;
+    if (!daemon_hangup_take (fd))
+        return;
+    daemon_reloading ();
+    config_t cfg;
+    char err[1024];
+    if (daemon_reload_config (&cfg, err, sizeof err) != 0)
+        log_error ("reload: %s; nothing changed", err);
+    else {
+        daemon_apply_log_level (&cfg);
+        watcher_reload (watcher, &cfg);
+    }
+    daemon_ready ("running");
+}
 
 int
 main (int argc, char **argv)
 {
+    int hangup = daemon_hangup_fd ();
     config_t cfg;
     int rc = cli_daemon (argc, argv, "pivfarm-watcher",
                          "Reports every complete file under watcher/root to the broker until it "
@@ -22,7 +44,13 @@ main (int argc, char **argv)
         log_error ("%s", err);
         return 2;
     }
+    if (hangup >= 0 && watcher_poll_fd (watcher, hangup, s_hangup, &hangup) != 0)
+        log_warning ("SIGHUP: cannot watch it (out of memory): reload needs a restart");
+    // The root is watched and the ingest socket connected; the first scan
+    // runs in watcher_run.
+    daemon_ready ("running");
     rc = watcher_run (watcher);
+    daemon_stopping ();
     watcher_destroy (&watcher);
     return rc;
 }
