@@ -2,8 +2,10 @@
 // over its control socket (doc/control.md) and prints the answer as tables
 // or JSON, follows the feedback stream, exports fields from the store, and
 // replays an experiment and compares the replay with the original.
-// Exit status: 0 done, 1 the broker refused or did not answer, or the work
-// failed (store, files), 2 bad usage or configuration.
+// Exit status (doc/conventions.md): 0 done, 1 the broker did not answer or
+// refused what it could do another time (403, 404, 500), or the work failed
+// (store, files), 2 bad usage or configuration: found here, or by the broker
+// (a 400 answer).
 
 #include "common/cli.h"
 #include "common/config.h"
@@ -37,6 +39,9 @@
 #define REPLAY_POLL_MS 200          // status polls while a replay runs
 #define COMPARE_BUDGET (256u << 20) // bytes of original fields held at once by the comparison
 #define MAX_WORDS 64                // words of a command line (the broker's limit)
+#ifndef PIVCTL_CONF
+#define PIVCTL_CONF "/etc/pivfarm/pivfarm.conf" // without -c and $PIVFARM_CONF
+#endif
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 #define S_INTERRUPTED (-1) // a wait ended by SIGINT/SIGTERM
@@ -69,8 +74,9 @@ s_usage (FILE *out)
 {
     fprintf (
         out,
-        "usage: pivctl -c FILE [--json] [--timeout MS] COMMAND [ARGS]\n"
-        "  -c, --config FILE      pivfarm configuration (broker/control, publish and store)\n"
+        "usage: pivctl [-c FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
+        "  -c, --config FILE      pivfarm configuration (broker/control, publish and store;\n"
+        "                         default $PIVFARM_CONF, else %s)\n"
         "  -j, --json             print JSON instead of tables (may follow the command)\n"
         "      --timeout MS       wait at most MS ms for each answer of the broker (default %d)\n"
         "  -h, --help             this text;  -V, --version  the version\n"
@@ -126,11 +132,13 @@ s_usage (FILE *out)
         "                                  16M (SIZE in all, default 256M); RATE: 240Mbit, 30MB\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR]            a CURVE key pair: DIR/NAME.cert (public) and\n"
-        "                                  DIR/NAME.cert_secret (default DIR: .); no -c needed\n"
+        "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
+        "                                  missing); no -c needed\n"
         "\n"
-        "exit status: 0 done; 1 the broker refused or did not answer, or the work failed;\n"
-        "2 bad usage or configuration (checked before asking the broker)\n",
-        TIMEOUT_MS, REPLAY_WAIT_S);
+        "exit status: 0 done; 1 the broker did not answer or refused (no such experiment,\n"
+        "not an operator, its store failed), or the work failed; 2 bad usage or\n"
+        "configuration, found by pivctl or by the broker (doc/conventions.md)\n",
+        PIVCTL_CONF, TIMEOUT_MS, REPLAY_WAIT_S);
 }
 
 // ---------------------------------------------------------------------------
@@ -319,8 +327,9 @@ s_parse_args (s_ctl_t *ctl, const s_command_t *command, int argc, char **argv, s
 // Asking the broker
 
 // Sends 'line' and waits for the reply. 0 with the body (caller frees) for
-// 200; EXIT_FAILED when the broker refused (its one line printed) or did
-// not answer; S_INTERRUPTED on SIGINT/SIGTERM.
+// 200; EXIT_USAGE when the broker found the line wrong (400), EXIT_FAILED
+// when it refused otherwise (its one line printed) or did not answer;
+// S_INTERRUPTED on SIGINT/SIGTERM.
 static int
 s_ask (s_ctl_t *ctl, const char *line, char **body_p)
 {
@@ -367,9 +376,10 @@ s_ask (s_ctl_t *ctl, const char *line, char **body_p)
     }
     int status = (int)reply.status;
     if (status != 200) {
+        // 400: bad usage, as if found here ('rate fast' as 'rate --bogus').
         s_error ("%s", reply.text);
         proto_msg_release (&reply);
-        return EXIT_FAILED;
+        return status == 400 ? EXIT_USAGE : EXIT_FAILED;
     }
     *body_p = reply.text;
     reply.text = NULL;
@@ -1850,7 +1860,7 @@ s_start_waited (s_ctl_t *ctl, s_args_t *args, long *wait_s, char **body, json_t 
     }
     int rc = s_ask_json (ctl, line, body, doc);
     free (line);
-    return rc == 0 ? EXIT_OK : EXIT_FAILED;
+    return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
 }
 
 static int
@@ -2065,6 +2075,12 @@ s_run_keygen (s_ctl_t *ctl, s_args_t *args)
         return EXIT_USAGE;
     }
     snprintf (secret_path, sizeof secret_path, "%s_secret", public_path);
+    // DIR is made if missing, as export makes its own.
+    char err[PATH_MAX + 512];
+    if (s_mkdirs (dir, err, sizeof err) != 0) {
+        s_error ("%s", err);
+        return EXIT_FAILED;
+    }
     struct stat st;
     int found = stat (dir, &st) == 0;
     if (!found || !S_ISDIR (st.st_mode)) {
@@ -2232,13 +2248,26 @@ main (int argc, char **argv)
     // iobench measures a directory here, with or without a farm.
     if (command->run == s_run_iobench)
         return s_run_iobench (&ctl, &args);
+    // Without -c: $PIVFARM_CONF, else the system's file; an error names
+    // where the path came from.
+    const char *from = "-c";
     if (!path) {
-        s_error ("no configuration: give -c FILE (see --help)");
-        return EXIT_USAGE;
+        const char *env = getenv ("PIVFARM_CONF");
+        if (env && *env) {
+            path = env;
+            from = "$PIVFARM_CONF";
+        }
+        else {
+            path = PIVCTL_CONF;
+            from = "the default (no -c FILE, no $PIVFARM_CONF)";
+        }
     }
     char err[1024];
     if (config_load (&ctl.cfg, path, err, sizeof err) != 0) {
-        s_error ("%s", err);
+        if (strcmp (from, "-c") == 0)
+            s_error ("%s", err);
+        else
+            s_error ("%s; configuration from %s", err, from);
         return EXIT_USAGE;
     }
     // SIGINT and SIGTERM end waits cleanly (czmq's own handler is off).
