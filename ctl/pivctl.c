@@ -200,9 +200,10 @@ s_parse_count (const char *option, const char *text, long max, long *out)
     long n = strtol (text, &end, 10);
     if (errno || end == text || *end || n < 1 || n > max) {
         if (max == LONG_MAX)
-            s_error ("bad %s '%s': a whole number, 1 or more", option, text);
+            s_error ("bad %s '%s': a whole number, 1 or more (see pivctl --help)", option, text);
         else
-            s_error ("bad %s '%s': a whole number from 1 to %ld", option, text, max);
+            s_error ("bad %s '%s': a whole number from 1 to %ld (see pivctl --help)", option,
+                     text, max);
         return -1;
     }
     *out = n;
@@ -278,7 +279,7 @@ s_parse_args (s_ctl_t *ctl, const s_command_t *command, int argc, char **argv, s
         if (strncmp (word, "--timeout", 9) == 0 && (word[9] == '=' || word[9] == '\0')) {
             const char *value = word[9] == '=' ? word + 10 : i + 1 < argc ? argv[++i] : NULL;
             if (!value) {
-                s_error ("option '--timeout' needs a value (see --help)");
+                s_error ("option '--timeout' needs a value (see pivctl --help)");
                 return EXIT_USAGE;
             }
             if (s_parse_timeout (ctl, value) != 0)
@@ -316,7 +317,9 @@ s_parse_args (s_ctl_t *ctl, const s_command_t *command, int argc, char **argv, s
         }
     }
     if (args->nwords < command->min_words || args->nwords > command->max_words) {
-        s_error ("usage: pivctl %s", command->usage);
+        s_error ("%s arguments for '%s'; usage: pivctl %s",
+                 args->nwords < command->min_words ? "missing" : "too many", command->name,
+                 command->usage);
         return EXIT_USAGE;
     }
     args->send[args->nsend] = NULL;
@@ -2219,15 +2222,15 @@ main (int argc, char **argv)
             printf ("pivctl %s\n", PIVFARM_VERSION);
             return EXIT_OK;
         case ':':
-            s_error ("option '%s' needs a value (see --help)", argv[optind - 1]);
+            s_error ("option '%s' needs a value (see pivctl --help)", argv[optind - 1]);
             return EXIT_USAGE;
         default:
-            s_error ("unknown option '%s' (see --help)", argv[optind - 1]);
+            s_error ("unknown option '%s' (see pivctl --help)", argv[optind - 1]);
             return EXIT_USAGE;
         }
     }
     if (optind == argc) {
-        s_error ("no command (see --help)");
+        s_error ("no command (see pivctl --help)");
         return EXIT_USAGE;
     }
     const s_command_t *command = NULL;
@@ -2235,7 +2238,7 @@ main (int argc, char **argv)
         if (strcmp (s_commands[i].name, argv[optind]) == 0)
             command = &s_commands[i];
     if (!command) {
-        s_error ("unknown command '%s' (see --help)", argv[optind]);
+        s_error ("unknown command '%s' (see pivctl --help)", argv[optind]);
         return EXIT_USAGE;
     }
     s_args_t args;
