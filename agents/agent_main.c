@@ -1,6 +1,7 @@
 // agent_main.c — pivfarm-agent: a worker agent of the job farm.
 // Exit status: 0 stopped by SIGINT/SIGTERM after finishing its tasks,
-// 2 bad usage or configuration, or cannot start.
+// 1 failed while running, 2 bad usage (one line, cli_usage_error) or
+// configuration, or cannot start (doc/conventions.md).
 
 #include "agents/agent.h"
 #include "common/config.h"
@@ -33,7 +34,10 @@ s_usage (FILE *out)
                   "  -i, --id NAME           this agent's name (default: host-pid)\n"
                   "  -v, --verbose           log every task\n"
                   "      --syslog            log to syslog instead of stderr\n"
-                  "  -h, --help, --version\n");
+                  "  -h, --help              this text\n"
+                  "  -V, --version           the version\n"
+                  "exit status: 0 stopped by SIGINT or SIGTERM; 1 failed while running;\n"
+                  "2 bad usage, a bad configuration, or cannot start (doc/conventions.md)\n");
 }
 
 // SIGHUP, on a thread of its own (the agent's reactor is agent.c's): the
@@ -91,10 +95,11 @@ main (int argc, char **argv)
                                              {"version", no_argument, NULL, 'V'},
                                              {NULL, 0, NULL, 0}};
     log_open ("pivfarm-agent", 0);
+    cli_set_program ("pivfarm-agent");
     opterr = 0;
     int opt;
     char *end;
-    while ((opt = getopt_long (argc, argv, ":c:b:t:p:r:i:vh", options, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, ":c:b:t:p:r:i:vhV", options, NULL)) != -1) {
         switch (opt) {
         case 'c':
             path = optarg;
@@ -105,10 +110,10 @@ main (int argc, char **argv)
         case 't':
             errno = 0;
             threads = strtol (optarg, &end, 10);
-            if (errno || *end || end == optarg || threads < 0 || threads > 1024) {
-                log_error ("bad --threads '%s': a number from 0 (one per core) to 1024", optarg);
-                return 2;
-            }
+            if (errno || *end || end == optarg || threads < 0 || threads > 1024)
+                return cli_usage_error ("bad --threads '%s': a number from 0 (one per core) "
+                                        "to 1024",
+                                        optarg);
             break;
         case 'p':
             processor = optarg;
@@ -135,10 +140,10 @@ main (int argc, char **argv)
             return cli_bad_option (opt, argv);
         }
     }
-    if ((!path && !broker) || optind != argc) {
-        log_error ("expected -c FILE or --broker ENDPOINT (see --help)");
-        return 2;
-    }
+    if (optind != argc)
+        return cli_usage_error ("unexpected argument '%s'", argv[optind]);
+    if (!path && !broker)
+        return cli_usage_error ("expected -c FILE or --broker ENDPOINT");
     log_open ("pivfarm-agent", to_syslog);
     if (verbose)
         log_set_level (LOG_LEVEL_INFO);

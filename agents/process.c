@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,6 +424,9 @@ s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char 
         // its result is reported rather than a failure.
         signal (SIGTERM, SIG_IGN);
         signal (SIGINT, SIG_IGN);
+        sigset_t none;  // the agent blocks SIGHUP for its reload thread
+        sigemptyset (&none);
+        pthread_sigmask (SIG_SETMASK, &none, NULL);
         dup2 (fds[1], 2);
         close (fds[0]);
         close (fds[1]);

@@ -15,6 +15,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +57,16 @@ s_helper (broker_t *self, const char *what, const char *arg, const char *arg2, c
 {
     char *argv[] = {self->cfg.storage.mount_helper, (char *) what, (char *) arg, (char *) arg2,
                     NULL};
+    // The broker blocks SIGHUP (read through a signalfd): not the helper.
+    posix_spawnattr_t attr;
+    sigset_t none;
+    sigemptyset (&none);
+    posix_spawnattr_init (&attr);
+    posix_spawnattr_setsigmask (&attr, &none);
+    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
-    int rc = posix_spawn (&pid, argv[0], NULL, NULL, argv, environ);
+    int rc = posix_spawn (&pid, argv[0], NULL, &attr, argv, environ);
+    posix_spawnattr_destroy (&attr);
     if (rc != 0) {
         snprintf (err, errlen, "cannot run the mount helper '%s': %s", argv[0], strerror (rc));
         return -1;

@@ -1,23 +1,47 @@
 // cli.c — the shared parts of pivfarm's command lines; see cli.h.
 
 #include "common/cli.h"
-#include "common/log.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CLI_MAX_WORDS 64
 
+static const char *s_program = "pivfarm";  // names the program in usage errors
+
+void
+cli_set_program (const char *program)
+{
+    s_program = program;
+}
+
+int
+cli_usage_error (const char *fmt, ...)
+{
+    char line[1024];
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (line, sizeof line, fmt, args);
+    va_end (args);
+    // One fprintf: the line is not split among other output.
+    fprintf (stderr, "%s: %s (see %s --help)\n", s_program, line, s_program);
+    return CLI_EXIT_USAGE;
+}
+
 int
 cli_bad_option (int opt, char **argv)
 {
+    // A bad short option is in optopt (its word may hold several); a bad
+    // long one is the word itself.
+    const char *word = argv[optind - 1];
     if (opt == ':')
-        log_error ("option '%s' needs a value (see --help)", argv[optind - 1]);
-    else
-        log_error ("unknown option '%s' (see --help)", argv[optind - 1]);
-    return 2;
+        return cli_usage_error ("option '%s' needs a value", word);
+    if (optopt && word[0] == '-' && word[1] != '-')
+        return cli_usage_error ("unknown option '-%c'", optopt);
+    return cli_usage_error ("unknown option '%s'", word);
 }
 
 static int

@@ -38,8 +38,9 @@ cli_daemon (int argc, char **argv, const char *program, const char *what, config
                                              {"version", no_argument, NULL, 'V'},
                                              {NULL, 0, NULL, 0}};
     log_open (program, 0);
+    cli_set_program (program);
     opterr = 0;
-    while ((opt = getopt_long (argc, argv, ":c:vh", options, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, ":c:vhV", options, NULL)) != -1) {
         switch (opt) {
         case 'c':
             path = optarg;
@@ -56,7 +57,10 @@ cli_daemon (int argc, char **argv, const char *program, const char *what, config
                     "  -c, --config FILE   pivfarm configuration (ZPL; see conf/pivfarm.conf)\n"
                     "  -v, --verbose       log more (every file, pair, agent)\n"
                     "      --syslog        log to syslog instead of stderr\n"
-                    "  -h, --help, --version\n",
+                    "  -h, --help          this text\n"
+                    "  -V, --version       the version\n"
+                    "exit status: 0 stopped by SIGINT or SIGTERM; 1 failed while running;\n"
+                    "2 bad usage, a bad configuration, or cannot start (doc/conventions.md)\n",
                     program, what);
             return 0;
         case 'V':
@@ -66,10 +70,10 @@ cli_daemon (int argc, char **argv, const char *program, const char *what, config
             return cli_bad_option (opt, argv);
         }
     }
-    if (!path || optind != argc) {
-        log_error ("expected -c FILE and nothing else (see --help)");
-        return 2;
-    }
+    if (optind != argc)
+        return cli_usage_error ("unexpected argument '%s'", argv[optind]);
+    if (!path)
+        return cli_usage_error ("no configuration: give -c FILE");
     log_open (program, to_syslog);
     if (verbose)
         log_set_level (LOG_LEVEL_INFO);

@@ -2,8 +2,10 @@
 // over its control socket (doc/control.md) and prints the answer as tables
 // or JSON, follows the feedback stream, exports fields from the store, and
 // replays an experiment and compares the replay with the original.
-// Exit status: 0 done, 1 the broker refused or did not answer, or the work
-// failed (store, files), 2 bad usage or configuration.
+// Exit status (doc/conventions.md): 0 done, 1 the broker did not answer or
+// refused what it could do another time (403, 404, 500), or the work failed
+// (store, files), 2 bad usage or configuration: found here, or by the broker
+// (a 400 answer).
 
 #include "common/cli.h"
 #include "common/config.h"
@@ -37,6 +39,9 @@
 #define REPLAY_POLL_MS 200          // status polls while a replay runs
 #define COMPARE_BUDGET (256u << 20) // bytes of original fields held at once by the comparison
 #define MAX_WORDS 64                // words of a command line (the broker's limit)
+#ifndef PIVCTL_CONF
+#define PIVCTL_CONF "/etc/pivfarm/pivfarm.conf" // without -c and $PIVFARM_CONF
+#endif
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 #define S_INTERRUPTED (-1) // a wait ended by SIGINT/SIGTERM
@@ -69,8 +74,9 @@ s_usage (FILE *out)
 {
     fprintf (
         out,
-        "usage: pivctl -c FILE [--json] [--timeout MS] COMMAND [ARGS]\n"
-        "  -c, --config FILE      pivfarm configuration (broker/control, publish and store)\n"
+        "usage: pivctl [-c FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
+        "  -c, --config FILE      pivfarm configuration (broker/control, publish and store;\n"
+        "                         default $PIVFARM_CONF, else %s)\n"
         "  -j, --json             print JSON instead of tables (may follow the command)\n"
         "      --timeout MS       wait at most MS ms for each answer of the broker (default %d)\n"
         "  -h, --help             this text;  -V, --version  the version\n"
@@ -128,11 +134,13 @@ s_usage (FILE *out)
         "  warnings clear N|all            hide warning N (or all) while it lasts (operator)\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR]            a CURVE key pair: DIR/NAME.cert (public) and\n"
-        "                                  DIR/NAME.cert_secret (default DIR: .); no -c needed\n"
+        "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
+        "                                  missing); no -c needed\n"
         "\n"
-        "exit status: 0 done; 1 the broker refused or did not answer, or the work failed;\n"
-        "2 bad usage or configuration (checked before asking the broker)\n",
-        TIMEOUT_MS, REPLAY_WAIT_S);
+        "exit status: 0 done; 1 the broker did not answer or refused (no such experiment,\n"
+        "not an operator, its store failed), or the work failed; 2 bad usage or\n"
+        "configuration, found by pivctl or by the broker (doc/conventions.md)\n",
+        PIVCTL_CONF, TIMEOUT_MS, REPLAY_WAIT_S);
 }
 
 // ---------------------------------------------------------------------------
@@ -194,9 +202,10 @@ s_parse_count (const char *option, const char *text, long max, long *out)
     long n = strtol (text, &end, 10);
     if (errno || end == text || *end || n < 1 || n > max) {
         if (max == LONG_MAX)
-            s_error ("bad %s '%s': a whole number, 1 or more", option, text);
+            s_error ("bad %s '%s': a whole number, 1 or more (see pivctl --help)", option, text);
         else
-            s_error ("bad %s '%s': a whole number from 1 to %ld", option, text, max);
+            s_error ("bad %s '%s': a whole number from 1 to %ld (see pivctl --help)", option,
+                     text, max);
         return -1;
     }
     *out = n;
@@ -272,7 +281,7 @@ s_parse_args (s_ctl_t *ctl, const s_command_t *command, int argc, char **argv, s
         if (strncmp (word, "--timeout", 9) == 0 && (word[9] == '=' || word[9] == '\0')) {
             const char *value = word[9] == '=' ? word + 10 : i + 1 < argc ? argv[++i] : NULL;
             if (!value) {
-                s_error ("option '--timeout' needs a value (see --help)");
+                s_error ("option '--timeout' needs a value (see pivctl --help)");
                 return EXIT_USAGE;
             }
             if (s_parse_timeout (ctl, value) != 0)
@@ -310,7 +319,9 @@ s_parse_args (s_ctl_t *ctl, const s_command_t *command, int argc, char **argv, s
         }
     }
     if (args->nwords < command->min_words || args->nwords > command->max_words) {
-        s_error ("usage: pivctl %s", command->usage);
+        s_error ("%s arguments for '%s'; usage: pivctl %s",
+                 args->nwords < command->min_words ? "missing" : "too many", command->name,
+                 command->usage);
         return EXIT_USAGE;
     }
     args->send[args->nsend] = NULL;
@@ -321,8 +332,9 @@ s_parse_args (s_ctl_t *ctl, const s_command_t *command, int argc, char **argv, s
 // Asking the broker
 
 // Sends 'line' and waits for the reply. 0 with the body (caller frees) for
-// 200; EXIT_FAILED when the broker refused (its one line printed) or did
-// not answer; S_INTERRUPTED on SIGINT/SIGTERM.
+// 200; EXIT_USAGE when the broker found the line wrong (400), EXIT_FAILED
+// when it refused otherwise (its one line printed) or did not answer;
+// S_INTERRUPTED on SIGINT/SIGTERM.
 static int
 s_ask (s_ctl_t *ctl, const char *line, char **body_p)
 {
@@ -369,9 +381,10 @@ s_ask (s_ctl_t *ctl, const char *line, char **body_p)
     }
     int status = (int)reply.status;
     if (status != 200) {
+        // 400: bad usage, as if found here ('rate fast' as 'rate --bogus').
         s_error ("%s", reply.text);
         proto_msg_release (&reply);
-        return EXIT_FAILED;
+        return status == 400 ? EXIT_USAGE : EXIT_FAILED;
     }
     *body_p = reply.text;
     reply.text = NULL;
@@ -1852,7 +1865,7 @@ s_start_waited (s_ctl_t *ctl, s_args_t *args, long *wait_s, char **body, json_t 
     }
     int rc = s_ask_json (ctl, line, body, doc);
     free (line);
-    return rc == 0 ? EXIT_OK : EXIT_FAILED;
+    return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
 }
 
 static int
@@ -2067,6 +2080,12 @@ s_run_keygen (s_ctl_t *ctl, s_args_t *args)
         return EXIT_USAGE;
     }
     snprintf (secret_path, sizeof secret_path, "%s_secret", public_path);
+    // DIR is made if missing, as export makes its own.
+    char err[PATH_MAX + 512];
+    if (s_mkdirs (dir, err, sizeof err) != 0) {
+        s_error ("%s", err);
+        return EXIT_FAILED;
+    }
     struct stat st;
     int found = stat (dir, &st) == 0;
     if (!found || !S_ISDIR (st.st_mode)) {
@@ -2260,15 +2279,15 @@ main (int argc, char **argv)
             printf ("pivctl %s\n", PIVFARM_VERSION);
             return EXIT_OK;
         case ':':
-            s_error ("option '%s' needs a value (see --help)", argv[optind - 1]);
+            s_error ("option '%s' needs a value (see pivctl --help)", argv[optind - 1]);
             return EXIT_USAGE;
         default:
-            s_error ("unknown option '%s' (see --help)", argv[optind - 1]);
+            s_error ("unknown option '%s' (see pivctl --help)", argv[optind - 1]);
             return EXIT_USAGE;
         }
     }
     if (optind == argc) {
-        s_error ("no command (see --help)");
+        s_error ("no command (see pivctl --help)");
         return EXIT_USAGE;
     }
     const s_command_t *command = NULL;
@@ -2276,7 +2295,7 @@ main (int argc, char **argv)
         if (strcmp (s_commands[i].name, argv[optind]) == 0)
             command = &s_commands[i];
     if (!command) {
-        s_error ("unknown command '%s' (see --help)", argv[optind]);
+        s_error ("unknown command '%s' (see pivctl --help)", argv[optind]);
         return EXIT_USAGE;
     }
     s_args_t args;
@@ -2289,13 +2308,26 @@ main (int argc, char **argv)
     // iobench measures a directory here, with or without a farm.
     if (command->run == s_run_iobench)
         return s_run_iobench (&ctl, &args);
+    // Without -c: $PIVFARM_CONF, else the system's file; an error names
+    // where the path came from.
+    const char *from = "-c";
     if (!path) {
-        s_error ("no configuration: give -c FILE (see --help)");
-        return EXIT_USAGE;
+        const char *env = getenv ("PIVFARM_CONF");
+        if (env && *env) {
+            path = env;
+            from = "$PIVFARM_CONF";
+        }
+        else {
+            path = PIVCTL_CONF;
+            from = "the default (no -c FILE, no $PIVFARM_CONF)";
+        }
     }
     char err[1024];
     if (config_load (&ctl.cfg, path, err, sizeof err) != 0) {
-        s_error ("%s", err);
+        if (strcmp (from, "-c") == 0)
+            s_error ("%s", err);
+        else
+            s_error ("%s; configuration from %s", err, from);
         return EXIT_USAGE;
     }
     // SIGINT and SIGTERM end waits cleanly (czmq's own handler is off).

@@ -4,11 +4,18 @@
 // Read-only: it asks the broker for 'status' and opens the store read-only.
 //
 // Exit status: 0 whenever a response was written (error pages included).
+// Run from a shell (no GATEWAY_INTERFACE) with arguments, it follows the
+// convention of every program (doc/conventions.md): --help, --version, and
+// exit 2 for anything else.
 
+#include "common/cli.h"
+#include "common/version.h"
 #include "dashboard-cgi/dash.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef DASHBOARD_CONF
 #define DASHBOARD_CONF "/etc/pivfarm/pivfarm.conf"
@@ -57,9 +64,59 @@ s_error (const char *status, int json, int head, const char *message)
     free (body);
 }
 
-int
-main (void)
+// From a shell: --help, --version or a usage error; the exit status.
+static int
+s_command_line (int argc, char **argv)
 {
+    cli_set_program ("pivfarm.cgi");
+    const char *arg = argv[1];
+    if (argc == 2 && (strcmp (arg, "-h") == 0 || strcmp (arg, "--help") == 0)) {
+        printf ("usage: pivfarm.cgi             (run by a web server, as CGI)\n"
+                "The status page of pivfarm: GET or HEAD, query 'exp=NAME' for one experiment,\n"
+                "'format=json' for its data. Reads the configuration named by $PIVFARM_CONF\n"
+                "(default %s), asks the broker for 'status' and reads\n"
+                "the store read-only. doc/dashboard.md says how to serve it.\n"
+                "  -h, --help      this text\n"
+                "  -V, --version   the version\n"
+                "exit status: 0 a response was written (error pages included); 2 bad usage\n",
+                DASHBOARD_CONF);
+        return CLI_EXIT_OK;
+    }
+    if (argc == 2 && (strcmp (arg, "-V") == 0 || strcmp (arg, "--version") == 0)) {
+        printf ("pivfarm.cgi %s\n", PIVFARM_VERSION);
+        return CLI_EXIT_OK;
+    }
+    if (arg[0] == '-')
+        return cli_usage_error ("unknown option '%s'", arg);
+    return cli_usage_error ("unexpected argument '%s': a web server runs it with none", arg);
+}
+
+// Before the first broker has run, there is no store: the page says so
+// with its banner, and shows the broker as it answers (unreachable, most
+// likely), rather than failing with a 503. 1 if that is the case.
+static int
+s_no_store_yet (dash_t *dash)
+{
+    struct stat st;
+    if (stat (dash->cfg.broker.store, &st) == 0 || errno != ENOENT)
+        return 0;
+    snprintf (dash->warnings[0].level, sizeof dash->warnings[0].level, "warning");
+    snprintf (dash->warnings[0].message, sizeof dash->warnings[0].message,
+              "No store yet: '%.400s' does not exist. The broker makes it when it first "
+              "starts (pivfarm-broker -c %.100s).",
+              dash->cfg.broker.store, dash->conf_path);
+    dash->nwarnings = 1;
+    return 1;
+}
+
+int
+main (int argc, char **argv)
+{
+    // A server may pass a query without '=' as arguments (CGI's ISINDEX
+    // form): arguments are read as options only outside a server.
+    const char *gateway = getenv ("GATEWAY_INTERFACE");
+    if (argc > 1 && !(gateway && *gateway))
+        return s_command_line (argc, argv);
     const char *method = getenv ("REQUEST_METHOD");
     int head = method && strcmp (method, "HEAD") == 0;
     if (method && strcmp (method, "GET") != 0 && !head) {
@@ -86,6 +143,8 @@ main (void)
         return 0;
     }
     int rc = dash_gather (&dash, q.exp, S_BROKER_TIMEOUT_MS, err, sizeof err);
+    if (rc < 0 && s_no_store_yet (&dash))
+        rc = q.exp ? 1 : 0;  // no experiment exists yet
     if (rc < 0)
         s_error ("503 Service Unavailable", q.json, head, err);
     else if (rc > 0) {

@@ -2,13 +2,14 @@
 # dashboard.sh — serves the status page (bin/pivfarm.cgi of this tree) with
 # lighttpd on 127.0.0.1, in the foreground until Ctrl-C or SIGTERM.
 #   deploy/dashboard.sh [-c CONF] [-p PORT] [-d DIR]
-# CONF: the pivfarm configuration (conf/pivfarm.conf); PORT: 8080; DIR: where
-# lighttpd keeps its logs (run/dashboard). Then open http://127.0.0.1:PORT/
+# CONF: the pivfarm configuration (conf/pivfarm.conf); PORT: $PIVFARM_DASHBOARD_PORT,
+# else 8080; DIR: where lighttpd keeps its logs (run/dashboard). Then open
+# http://127.0.0.1:PORT/ (before any broker has run, the page says so).
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 conf="$here/conf/pivfarm.conf"
-port=8080
+port=${PIVFARM_DASHBOARD_PORT:-8080}
 dir="$here/run/dashboard"
 while getopts c:p:d: opt; do
     case $opt in

@@ -1,5 +1,6 @@
 // piv_main.c — pivfarm-piv: one TIFF pair in, one vector field out.
-// Exit status: 0 done, 1 the pair could not be processed, 2 bad usage.
+// Exit status: 0 done, 1 the pair could not be processed, 2 bad usage (one
+// line, cli_usage_error; doc/conventions.md).
 
 #include "common/util.h"
 #include "common/cli.h"
@@ -41,7 +42,9 @@ s_usage (FILE *out)
              "  -f, --format FMT      txt|tecplot (default txt)\n"
              "  -o, --output FILE     write here instead of standard output\n"
              "  -v, --verbose         say what is done and how long it took\n"
-             "  -h, --help, --version\n",
+             "  -h, --help            this text\n"
+             "  -V, --version         the version\n"
+             "exit status: 0 done; 1 the pair could not be processed; 2 bad usage\n",
              piv_wisdom_default_path ());
 }
 
@@ -52,7 +55,7 @@ s_int_arg (const char *opt, const char *arg, long lo, long hi, long *out)
     errno = 0;
     long n = strtol (arg, &end, 10);
     if (errno || end == arg || *end || n < lo || n > hi) {
-        log_error ("bad %s '%s': expected a whole number from %ld to %ld", opt, arg, lo, hi);
+        cli_usage_error ("bad %s '%s': expected a whole number from %ld to %ld", opt, arg, lo, hi);
         return -1;
     }
     *out = n;
@@ -66,7 +69,7 @@ s_double_arg (const char *opt, const char *arg, double *out)
     errno = 0;
     double x = strtod (arg, &end);
     if (errno || end == arg || *end || !(x >= 0)) {
-        log_error ("bad %s '%s': expected a non-negative number", opt, arg);
+        cli_usage_error ("bad %s '%s': expected a non-negative number", opt, arg);
         return -1;
     }
     *out = x;
@@ -114,6 +117,7 @@ int
 main (int argc, char **argv)
 {
     log_open ("pivfarm-piv", 0);
+    cli_set_program ("pivfarm-piv");
     piv_settings_t settings;
     piv_settings_init (&settings);
     const char *output = NULL, *mask_path = NULL, *background = NULL, *passes = NULL;
@@ -147,8 +151,8 @@ main (int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int opt;
-    opterr = 0;  // our own messages, in the log's format
-    while ((opt = getopt_long (argc, argv, ":w:p:O:i:c:d:t:m:b:f:o:vh", options, NULL)) != -1) {
+    opterr = 0;  // our own messages (cli_usage_error)
+    while ((opt = getopt_long (argc, argv, ":w:p:O:i:c:d:t:m:b:f:o:vhV", options, NULL)) != -1) {
         switch (opt) {
         case 'w':
             if (s_int_arg ("--window", optarg, 8, 256, &window))
@@ -172,10 +176,8 @@ main (int argc, char **argv)
                 return 2;
             break;
         case 'd':
-            if (piv_deform_parse (optarg, &settings.deform, err, sizeof err)) {
-                log_error ("%s", err);
-                return 2;
-            }
+            if (piv_deform_parse (optarg, &settings.deform, err, sizeof err))
+                return cli_usage_error ("%s", err);
             break;
         case 'A':
             settings.symmetric = 0;
@@ -212,10 +214,8 @@ main (int argc, char **argv)
                 format = PIV_FORMAT_TXT;
             else if (strcmp (optarg, "tecplot") == 0)
                 format = PIV_FORMAT_TECPLOT;
-            else {
-                log_error ("bad --format '%s': expected txt or tecplot", optarg);
-                return 2;
-            }
+            else
+                return cli_usage_error ("bad --format '%s': expected txt or tecplot", optarg);
             break;
         case 'o':
             output = optarg;
@@ -240,25 +240,19 @@ main (int argc, char **argv)
         }
     }
     int nfiles = argc - optind;
-    if (nfiles < 1 || nfiles > 2) {
-        log_error ("expected two frames A.tif B.tif, or one two-page PAIR.tif (got %d files)",
-                   nfiles);
-        s_usage (stderr);
-        return 2;
-    }
+    if (nfiles < 1 || nfiles > 2)
+        return cli_usage_error ("expected two frames A.tif B.tif, or one two-page PAIR.tif "
+                                "(got %d files)",
+                                nfiles);
     if (passes) {
-        if (piv_settings_set_passes (&settings, passes, err, sizeof err)) {
-            log_error ("%s", err);
-            return 2;
-        }
+        if (piv_settings_set_passes (&settings, passes, err, sizeof err))
+            return cli_usage_error ("%s", err);
     }
     else {
         char one[16];
         snprintf (one, sizeof one, "%ld", window);
-        if (piv_settings_set_passes (&settings, one, err, sizeof err)) {
-            log_error ("bad --window '%ld': a power of two from 8 to 256", window);
-            return 2;
-        }
+        if (piv_settings_set_passes (&settings, one, err, sizeof err))
+            return cli_usage_error ("bad --window '%ld': a power of two from 8 to 256", window);
     }
     const char *path_a = argv[optind], *path_b = nfiles == 2 ? argv[optind + 1] : NULL;
 

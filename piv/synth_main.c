@@ -1,7 +1,9 @@
 // synth_main.c — pivfarm-synth: synthetic PIV image pairs of a known flow
 // with the truth file beside them, and the scoring of a vector field
-// against such a truth. Exit status: 0 done, 1 runtime failure, 2 bad usage.
+// against such a truth. Exit status: 0 done, 1 runtime failure, 2 bad usage
+// (one line, cli_usage_error; doc/conventions.md).
 
+#include "common/cli.h"
 #include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -45,11 +47,12 @@ s_usage (FILE *out)
              "  -b, --bits 8|16       sample depth (default 8)\n"
              "      --seed S          random seed; same seed, same images (default 1)\n"
              "  -m, --multipage       one two-page PREFIX.tif instead of _a and _b files\n"
-             "  -o, --output PREFIX   file name prefix, may include a directory (default synth)\n"
+             "  -o, --output PREFIX   file name prefix, may include a directory, made if\n"
+             "                        missing (not its parents; default synth)\n"
              "  -c, --count N         N pairs PREFIX_0001_a.tif ... with seeds S .. S+N-1\n"
              "      --camera          write the pairs as a camera PC does: one pair every 1/R s,\n"
              "                        each file first under a hidden name, then renamed into\n"
-             "                        place; makes DIR if missing; the truth PREFIX.flow first;\n"
+             "                        place; the truth PREFIX.flow first;\n"
              "                        " XSTR (CAMERA_DISTINCT) " distinct pairs (seeds S ...) written in turn\n"
              "      --rate R          camera pairs per second (default " XSTR (DEFAULT_RATE) ")\n"
              "      --score FIELD     score a vector file (x y u v [flags ...]) against --truth\n"
@@ -60,7 +63,9 @@ s_usage (FILE *out)
              "      --max-flag F      score vectors flagged at most F: 0 valid only,\n"
              "                        1 also replaced (default), 2 all\n"
              "  -v, --verbose         say what was written and how long it took\n"
-             "  -h, --help, --version\n");
+             "  -h, --help            this text\n"
+             "  -V, --version         the version\n"
+             "exit status: 0 done; 1 failed (a file cannot be read or written); 2 bad usage\n");
 }
 
 static int
@@ -70,7 +75,7 @@ s_long_arg (const char *opt, const char *arg, long lo, long hi, long *out)
     errno = 0;
     long n = strtol (arg, &end, 10);
     if (errno || end == arg || *end || n < lo || n > hi) {
-        log_error ("bad %s '%s': expected a whole number from %ld to %ld", opt, arg, lo, hi);
+        cli_usage_error ("bad %s '%s': expected a whole number from %ld to %ld", opt, arg, lo, hi);
         return -1;
     }
     *out = n;
@@ -84,7 +89,7 @@ s_double_arg (const char *opt, const char *arg, double lo, double hi, double *ou
     errno = 0;
     double x = strtod (arg, &end);
     if (errno || end == arg || *end || !(x >= lo && x <= hi)) {
-        log_error ("bad %s '%s': expected a number from %g to %g", opt, arg, lo, hi);
+        cli_usage_error ("bad %s '%s': expected a number from %g to %g", opt, arg, lo, hi);
         return -1;
     }
     *out = x;
@@ -105,7 +110,8 @@ s_size_arg (const char *arg, int *width, int *height)
             h = 0;
     }
     if (w < 1 || w > MAX_SIDE || h < 1 || h > MAX_SIDE) {
-        log_error ("bad --size '%s': expected WIDTHxHEIGHT, each from 1 to %d", arg, MAX_SIDE);
+        cli_usage_error ("bad --size '%s': expected WIDTHxHEIGHT, each from 1 to %d", arg,
+                         MAX_SIDE);
         return -1;
     }
     *width = (int) w;
@@ -118,7 +124,7 @@ static int
 s_name (char *buf, size_t len, const char *prefix, const char *suffix)
 {
     if ((size_t) snprintf (buf, len, "%s%s", prefix, suffix) >= len) {
-        log_error ("bad --output '%s': too long", prefix);
+        cli_usage_error ("bad --output '%s': too long", prefix);
         return -1;
     }
     return 0;
@@ -178,7 +184,8 @@ s_save_pair (piv_image_t *const frames[2], int bits, int multipage, const char *
 }
 
 // Makes the directory of 'prefix' unless it exists (not its parents): a
-// camera PC makes the experiment's directory under the watch root.
+// camera PC makes the experiment's directory under the watch root, and
+// '-o run/p' works in a fresh tree.
 // 0 or -1 (logged).
 static int
 s_make_dir_of (const char *prefix)
@@ -312,6 +319,7 @@ int
 main (int argc, char **argv)
 {
     log_open ("pivfarm-synth", 0);
+    cli_set_program ("pivfarm-synth");
     piv_synth_t synth;
     piv_synth_init (&synth);
     const char *spec = DEFAULT_FLOW, *prefix = "synth";
@@ -349,7 +357,7 @@ main (int argc, char **argv)
     // Leading ':' and opterr 0: bad options are reported here, in our words.
     opterr = 0;
     int opt;
-    while ((opt = getopt_long (argc, argv, ":f:s:d:n:b:mo:c:vh", options, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, ":f:s:d:n:b:mo:c:vhV", options, NULL)) != -1) {
         switch (opt) {
         case 'f':
             spec = optarg;
@@ -381,20 +389,16 @@ main (int argc, char **argv)
         case 'b':
             if (strcmp (optarg, "8") == 0 || strcmp (optarg, "16") == 0)
                 synth.bits = atoi (optarg);
-            else {
-                log_error ("bad --bits '%s': expected 8 or 16", optarg);
-                return 2;
-            }
+            else
+                return cli_usage_error ("bad --bits '%s': expected 8 or 16", optarg);
             break;
         case OPT_SEED: {
             char *end;
             errno = 0;
             unsigned long long seed = strtoull (optarg, &end, 0);
-            if (errno || end == optarg || *end || strchr (optarg, '-')) {
-                log_error ("bad --seed '%s': expected a whole number from 0 to %llu", optarg,
-                           (unsigned long long) UINT64_MAX);
-                return 2;
-            }
+            if (errno || end == optarg || *end || strchr (optarg, '-'))
+                return cli_usage_error ("bad --seed '%s': expected a whole number from 0 to %llu",
+                                        optarg, (unsigned long long) UINT64_MAX);
             synth.seed = (uint64_t) seed;
             break;
         }
@@ -402,10 +406,8 @@ main (int argc, char **argv)
             multipage = 1;
             break;
         case 'o':
-            if (!*optarg) {
-                log_error ("bad --output '': expected a file name prefix");
-                return 2;
-            }
+            if (!*optarg)
+                return cli_usage_error ("bad --output '': expected a file name prefix");
             prefix = optarg;
             break;
         case 'c':
@@ -441,57 +443,39 @@ main (int argc, char **argv)
         case 'h':
             s_usage (stdout);
             return 0;
+        case 'V':
         case OPT_VERSION:
             printf ("pivfarm-synth %s\n", PIVFARM_VERSION);
             return 0;
-        case ':':
-            log_error ("option '%s' needs a value", argv[optind - 1]);
-            return 2;
         default:
-            // optopt holds a bad short option; a bad long one is in argv.
-            if (optopt)
-                log_error ("unknown option '-%c' (see --help)", optopt);
-            else
-                log_error ("unknown option '%s' (see --help)", argv[optind - 1]);
-            return 2;
+            return cli_bad_option (opt, argv);
         }
     }
-    if (optind < argc) {
-        log_error ("unexpected argument '%s' (see --help)", argv[optind]);
-        return 2;
-    }
-    if ((double) synth.width * synth.height > (double) PIV_MAX_PIXELS_DEFAULT) {
-        log_error ("bad --size '%dx%d': more than %zu pixels", synth.width, synth.height,
-                   PIV_MAX_PIXELS_DEFAULT);
-        return 2;
-    }
-    if (rate_given && !camera) {
-        log_error ("--rate needs --camera");
-        return 2;
-    }
-    if (camera && (score_path || truth_path)) {
-        log_error ("--camera and %s exclude each other", score_path ? "--score" : "--truth");
-        return 2;
-    }
+    if (optind < argc)
+        return cli_usage_error ("unexpected argument '%s'", argv[optind]);
+    if ((double) synth.width * synth.height > (double) PIV_MAX_PIXELS_DEFAULT)
+        return cli_usage_error ("bad --size '%dx%d': more than %zu pixels", synth.width,
+                                synth.height, PIV_MAX_PIXELS_DEFAULT);
+    if (rate_given && !camera)
+        return cli_usage_error ("--rate needs --camera");
+    if (camera && (score_path || truth_path))
+        return cli_usage_error ("--camera and %s exclude each other",
+                                score_path ? "--score" : "--truth");
     if (score_path || truth_path) {
-        if (!score_path || !truth_path) {
-            log_error ("%s needs %s too", score_path ? "--score" : "--truth",
-                       score_path ? "--truth" : "--score");
-            return 2;
-        }
+        if (!score_path || !truth_path)
+            return cli_usage_error ("%s needs %s too", score_path ? "--score" : "--truth",
+                                    score_path ? "--truth" : "--score");
         return s_score (score_path, truth_path, size_given ? synth.width : 0,
                         size_given ? synth.height : 0, margin, max_flag);
     }
 
     piv_flow_t flow;
-    if (piv_flow_parse (&flow, spec, synth.width, synth.height, err, sizeof err)) {
-        log_error ("%s", err);
-        return 2;
-    }
+    if (piv_flow_parse (&flow, spec, synth.width, synth.height, err, sizeof err))
+        return cli_usage_error ("%s", err);
     char truth[4096], path_a[4096], path_b[4096];
     if (s_name (truth, sizeof truth, prefix, ".flow"))
         return 2;
-    if (camera && s_make_dir_of (prefix))
+    if (s_make_dir_of (prefix))
         return 1;
     // The truth goes first: whoever picks up the images can score them.
     if (piv_flow_save (&flow, truth, err, sizeof err)) {

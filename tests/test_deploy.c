@@ -7,16 +7,20 @@
 
 #include "tests/testutil.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
-#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -611,6 +615,396 @@ START_TEST (sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_resta
 }
 END_TEST
 
+// ------------------------------------------------------------------ the docs, run as written
+
+// Process groups started by the docs tests: killed at exit, even after a
+// failed assertion (Check's child exits through exit()).
+static int s_groups[16];
+static int s_ngroups;
+
+static void
+s_kill_groups (void)
+{
+    for (int i = 0; i < s_ngroups; i++)
+        if (s_groups[i] > 0) {
+            kill (-s_groups[i], SIGKILL);
+            waitpid (s_groups[i], NULL, 0);
+            s_groups[i] = 0;
+        }
+}
+
+// Runs 'command' with sh in 'tree' in a process group of its own, output
+// appended to 'log'; returns its pid (= its group).
+static int
+s_start_group (const char *tree, const char *command, const char *log)
+{
+    if (s_ngroups == 0)
+        atexit (s_kill_groups);
+    ck_assert (s_ngroups < 16);
+    pid_t pid = fork ();
+    ck_assert (pid >= 0);
+    if (pid == 0) {
+        setpgid (0, 0);
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
+        FILE *out = fopen (log, "a");
+        if (!out || chdir (tree) != 0)
+            _exit (127);
+        dup2 (fileno (out), 1);
+        dup2 (fileno (out), 2);
+        execl ("/bin/sh", "sh", "-c", command, (char *) NULL);
+        _exit (127);
+    }
+    setpgid (pid, pid);
+    s_groups[s_ngroups++] = pid;
+    return pid;
+}
+
+// Sends 'sig' to the group of pid and reaps pid (SIGKILL after 20 s).
+// Returns pid's exit status, 128 + signal if killed.
+static int
+s_stop_group (int pid, int sig)
+{
+    kill (-pid, sig);
+    int status = 0;
+    for (int i = 0; i < 2000; i++) {
+        if (waitpid (pid, &status, WNOHANG) == pid)
+            goto reaped;
+        usleep (10000);
+    }
+    kill (-pid, SIGKILL);
+    waitpid (pid, &status, 0);
+reaped:
+    kill (-pid, SIGKILL);  // whatever it left in its group
+    for (int i = 0; i < s_ngroups; i++)
+        if (s_groups[i] == pid)
+            s_groups[i] = 0;
+    return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
+}
+
+// Runs 'command' with sh in 'tree' (bin/ on the PATH); output in s_out.
+static int
+s_sh (const char *tree, const char *command)
+{
+    char script[8192];
+    snprintf (script, sizeof script, "cd '%s' && PATH=\"$PWD/bin:$PATH\" && %s", tree, command);
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    return s_run (argv);
+}
+
+// A fresh tree in <s_dir>/tree: the files git tracks, as they are in the
+// working tree (nothing a run left: no store, no results), the built bin/,
+// and the configuration's four endpoints on ipc:// (no port of another run
+// taken). Returns its path.
+static const char *
+s_fresh_tree (void)
+{
+    const char *tree = s_p (s_dir, "tree");
+    char cmd[16384];
+    snprintf (cmd, sizeof cmd,
+              "set -e; mkdir -p '%s'; cd '%s'; git ls-files -z | "
+              "tar --null --ignore-failed-read -T - -cf - | tar -C '%s' -xf -; "
+              "cp -a '%s' '%s/bin'; cd '%s/conf'; "
+              "sed -i -e 's|tcp://127.0.0.1:5550|ipc://%s/run/ingest|' "
+              "-e 's|tcp://127.0.0.1:5551|ipc://%s/run/work|' "
+              "-e 's|tcp://127.0.0.1:5552|ipc://%s/run/control|' "
+              "-e 's|tcp://127.0.0.1:5553|ipc://%s/run/publish|' pivfarm.conf; "
+              "mkdir -p '%s/run'; grep -q 'ipc://' pivfarm.conf",
+              tree, s_top, tree, s_bin, tree, tree, tree, tree, tree, tree, tree);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int rc = s_run (argv);
+    ck_assert_msg (rc == 0, "cannot make a fresh tree (git ls-files in '%s'): %s", s_top, s_out);
+    ck_assert_msg (access (s_p (tree, "conf/pivfarm.db"), F_OK) != 0, "the tree has a store");
+    return tree;
+}
+
+// The lines of the first ``` block after the line 'heading' of 'doc'
+// (malloc'd array of malloc'd lines, NULL-terminated).
+static char **
+s_block (const char *doc, const char *heading)
+{
+    char *text = tu_slurp (doc, NULL);
+    ck_assert_msg (text != NULL, "cannot read '%s'", doc);
+    char *at = strstr (text, heading);
+    ck_assert_msg (at != NULL, "'%s' has no '%s'", doc, heading);
+    char *start = strstr (at, "```\n");
+    ck_assert (start != NULL);
+    start += 4;
+    char *end = strstr (start, "```");
+    ck_assert (end != NULL);
+    *end = '\0';
+    char **lines = calloc (256, sizeof *lines);
+    int n = 0;
+    for (char *save, *l = strtok_r (start, "\n", &save); l && n < 255;
+         l = strtok_r (NULL, "\n", &save))
+        lines[n++] = strdup (l);
+    free (text);
+    return lines;
+}
+
+static void
+s_free_lines (char **lines)
+{
+    for (int i = 0; lines[i]; i++)
+        free (lines[i]);
+    free (lines);
+}
+
+// The command of a README line: without its trailing '# comment' and
+// blanks; *background set when it ends with '&' (removed).
+static void
+s_command_of (const char *line, char *cmd, size_t len, int *background)
+{
+    snprintf (cmd, len, "%s", line);
+    char *hash = strstr (cmd, " #");
+    if (hash)
+        *hash = '\0';
+    size_t n = strlen (cmd);
+    while (n && cmd[n - 1] == ' ')
+        cmd[--n] = '\0';
+    *background = n && cmd[n - 1] == '&';
+    if (*background) {
+        cmd[--n] = '\0';
+        while (n && cmd[n - 1] == ' ')
+            cmd[--n] = '\0';
+    }
+}
+
+// A line's form: every number is '#' ("3 min 20 s" is "# s"), blanks
+// collapse. Into out.
+static void
+s_form (const char *line, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = line; *p && o + 2 < len;) {
+        if ((*p >= '0' && *p <= '9') || (*p == '.' && p[1] >= '0' && p[1] <= '9' && o && out[o - 1] == '#')) {
+            if (!o || out[o - 1] != '#')
+                out[o++] = '#';
+            p++;
+        }
+        else if (*p == ' ' || *p == '\t') {
+            if (o && out[o - 1] != ' ')
+                out[o++] = ' ';
+            p++;
+        }
+        else
+            out[o++] = *p++;
+    }
+    while (o && out[o - 1] == ' ')
+        o--;
+    out[o] = '\0';
+    char *m;
+    while ((m = strstr (out, "# min # s")) || (m = strstr (out, "# h # min")))
+        memmove (m + 3, m + 9, strlen (m + 9) + 1), m[2] = 's';
+}
+
+// 1 if some line of 'output' has the form of 'expected'.
+static int
+s_has_form (const char *output, const char *expected)
+{
+    char want[1024], got[1024];
+    s_form (expected, want, sizeof want);
+    char *copy = strdup (output);
+    int found = 0;
+    for (char *save, *l = strtok_r (copy, "\n\r", &save); l && !found;
+         l = strtok_r (NULL, "\n\r", &save)) {
+        s_form (l, got, sizeof got);
+        found = strcmp (got, want) == 0;
+    }
+    free (copy);
+    return found;
+}
+
+// A free TCP port on 127.0.0.1 (free when asked).
+static int
+s_free_port (void)
+{
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert (fd >= 0 && bind (fd, (struct sockaddr *) &a, sizeof a) == 0
+               && getsockname (fd, (struct sockaddr *) &a, &len) == 0);
+    close (fd);
+    return ntohs (a.sin_port);
+}
+
+// GETs the page of the dashboard on 'port' (waiting up to 20 s for it to
+// listen) into s_out as "STATUS\nBODY"; the HTTP status, 0 if none.
+static int
+s_get_page (int port)
+{
+    char cmd[512];
+    snprintf (cmd, sizeof cmd,
+              "for i in $(seq 100); do s=$(curl -s -o /tmp/.pivfarm-page.$$ -w '%%{http_code}' "
+              "http://127.0.0.1:%d/) && [ \"$s\" != 000 ] && break; sleep 0.2; done; "
+              "echo \"$s\"; cat /tmp/.pivfarm-page.$$; rm -f /tmp/.pivfarm-page.$$",
+              port);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    s_run (argv);
+    return atoi (s_out);
+}
+
+// 'make dashboard' as the README writes it, in 'tree', on 'port': -o
+// programs, because the fresh tree's programs are the built ones (copied),
+// not to be rebuilt from its sources.
+static int
+s_start_dashboard (const char *tree, int port)
+{
+    char cmd[256];
+    snprintf (cmd, sizeof cmd, "PIVFARM_DASHBOARD_PORT=%d exec make -o programs dashboard", port);
+    return s_start_group (tree, cmd, s_p (s_dir, "dashboard.log"));
+}
+
+START_TEST (the_dashboard_of_a_fresh_tree_shows_no_store_yet_rather_than_503)
+{
+    if (access ("/usr/bin/curl", X_OK) != 0 || system ("command -v lighttpd >/dev/null 2>&1 || test -x /usr/sbin/lighttpd") != 0) {
+        printf ("skipped: no curl or no lighttpd\n");
+        return;
+    }
+    const char *tree = s_fresh_tree ();
+    int port = s_free_port ();
+    int dash = s_start_dashboard (tree, port);
+    int status = s_get_page (port);
+    ck_assert_msg (status == 200, "the page answered %d: %.2000s", status, s_out);
+    ck_assert_msg (strstr (s_out, "No store yet") && strstr (s_out, "broker-unreachable"),
+                   "no banner: %.3000s", s_out);
+    s_stop_group (dash, SIGTERM);
+}
+END_TEST
+
+START_TEST (the_readme_and_pivctl_md_commands_run_as_written_on_a_fresh_tree)
+{
+    const char *tree = s_fresh_tree ();
+    char cmd[4096];
+    int background;
+
+    // The quick tour, line by line.
+    char **tour = s_block (s_p (tree, "README.md"), "## A quick tour");
+    for (int i = 0; tour[i]; i++) {
+        s_command_of (tour[i], cmd, sizeof cmd, &background);
+        ck_assert_msg (!background, "%s", cmd);
+        int rc = s_sh (tree, cmd);
+        ck_assert_msg (rc == 0, "README: '%s' exited %d: %s", cmd, rc, s_out);
+    }
+    s_free_lines (tour);
+    ck_assert (access (s_p (tree, "run/p.txt"), R_OK) == 0);
+
+    // Running the farm: '&' lines in the background, 'make dashboard' too
+    // (it serves until stopped), the rest in the foreground.
+    int pids[8], npids = 0, port = s_free_port (), dash = 0;
+    char **farm = s_block (s_p (tree, "README.md"), "## Running the farm");
+    for (int i = 0; farm[i]; i++) {
+        s_command_of (farm[i], cmd, sizeof cmd, &background);
+        if (strcmp (cmd, "make dashboard") == 0) {
+            dash = s_start_dashboard (tree, port);
+            int status = s_get_page (port);
+            ck_assert_msg (status == 200 && strstr (s_out, "broker up"),
+                           "README: the page answered %d: %.2000s", status, s_out);
+            continue;
+        }
+        if (background) {
+            char exec_cmd[4200];
+            snprintf (exec_cmd, sizeof exec_cmd, "exec %s", cmd);
+            ck_assert (npids < 8);
+            pids[npids++] = s_start_group (tree, exec_cmd, s_p (s_dir, "farm.log"));
+            usleep (300000);
+            continue;
+        }
+        int rc = s_sh (tree, cmd);
+        char *log = tu_slurp (s_p (s_dir, "farm.log"), NULL);
+        ck_assert_msg (rc == 0, "README: '%s' exited %d: %s\nthe farm's log:\n%s", cmd, rc, s_out,
+                       log ? log : "");
+        free (log);
+    }
+    s_free_lines (farm);
+    ck_assert_msg (dash > 0, "the README no longer runs 'make dashboard'");
+    // Every program started is still running (a watcher without its root
+    // would have stopped).
+    for (int i = 0; i < npids; i++) {
+        char *log = tu_slurp (s_p (s_dir, "farm.log"), NULL);
+        ck_assert_msg (waitpid (pids[i], NULL, WNOHANG) == 0,
+                       "README: a program of the farm stopped:\n%s", log ? log : "");
+        free (log);
+    }
+
+    // A camera writes exp1, as doc/pivctl.md's session assumes.
+    int rc = s_sh (tree, "bin/pivfarm-synth --camera --rate 20 --count 9 --size 256x256 "
+                         "-o conf/data/exp1/shot");
+    ck_assert_msg (rc == 0, "%s", s_out);
+    int done = 0;
+    for (int i = 0; i < 600 && done < 9; i++) {
+        s_sh (tree, "pivctl -c conf/pivfarm.conf --json pairs exp1 --state done");
+        done = 0;
+        for (char *p = s_out; (p = strstr (p, "\"state\":\"done\"")); p++)
+            done++;
+        if (done < 9)
+            usleep (100000);
+    }
+    ck_assert_msg (done == 9, "exp1: %d pair(s) done: %s", done, s_out);
+
+    // doc/pivctl.md's example session: every '$' line, its exit status
+    // (what 'echo $?' says, else 0) and the form of its first output line.
+    char **session = s_block (s_p (tree, "doc/pivctl.md"), "## An example session");
+    int last_rc = 0, commands = 0;
+    for (int i = 0; session[i]; i++) {
+        if (strncmp (session[i], "$ ", 2) != 0)
+            continue;
+        commands++;
+        const char *command = session[i] + 2;
+        int j = i + 1, interrupted = 0;
+        const char *first = NULL;
+        for (; session[j] && strncmp (session[j], "$ ", 2) != 0; j++) {
+            if (strcmp (session[j], "^C") == 0)
+                interrupted = 1;
+            else if (!first && strcmp (session[j], "...") != 0 && session[j][0])
+                first = session[j];
+        }
+        if (strcmp (command, "echo $?") == 0) {
+            ck_assert_msg (first && atoi (first) == last_rc, "pivctl.md: the exit status was %d, "
+                           "the page says %s", last_rc, first ? first : "nothing");
+            continue;
+        }
+        int expect_failure = session[j] && strcmp (session[j], "$ echo $?") == 0;
+        if (interrupted) {
+            // Ctrl-C ends it; a camera writes more meanwhile (tail shows them).
+            const char *log = s_p (s_dir, "session.log");
+            unlink (log);
+            char exec_cmd[4200];
+            snprintf (exec_cmd, sizeof exec_cmd, "PATH=\"$PWD/bin:$PATH\" exec %s", command);
+            int pid = s_start_group (tree, exec_cmd, log);
+            usleep (700000);
+            s_sh (tree, "pivfarm-synth --camera --rate 10 --count 3 --size 256x256 "
+                        "--seed 7 -o conf/data/exp1/late$(date +%s%N)");
+            char *out = NULL;
+            for (int k = 0; k < 300; k++) {
+                free (out);
+                out = tu_slurp (log, NULL);
+                if (out && first && s_has_form (out, first))
+                    break;
+                usleep (100000);
+            }
+            last_rc = s_stop_group (pid, SIGINT);
+            ck_assert_msg (last_rc == 0, "pivctl.md: '%s' exited %d at Ctrl-C: %s", command,
+                           last_rc, out ? out : "");
+            ck_assert_msg (!first || (out && s_has_form (out, first)),
+                           "pivctl.md: '%s' printed no line like '%s':\n%s", command, first,
+                           out ? out : "");
+            free (out);
+            continue;
+        }
+        last_rc = s_sh (tree, command);
+        ck_assert_msg (expect_failure || last_rc == 0, "pivctl.md: '%s' exited %d: %s", command,
+                       last_rc, s_out);
+        ck_assert_msg (!first || s_has_form (s_out, first),
+                       "pivctl.md: '%s' printed no line like '%s':\n%s", command, first, s_out);
+    }
+    s_free_lines (session);
+    ck_assert_msg (commands >= 10, "pivctl.md's session has %d commands", commands);
+    s_stop_group (dash, SIGTERM);
+    for (int i = npids - 1; i >= 0; i--)
+        s_stop_group (pids[i], SIGTERM);
+}
+END_TEST
+
 // A test case of 'suite' whose tests each get a fresh temporary directory.
 static TCase *
 s_tcase (Suite *suite, const char *name)
@@ -648,6 +1042,10 @@ s_suite (void)
     tcase_set_timeout (install, 300);
     tcase_add_test (install, make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir);
     tcase_add_test (install, the_generator_makes_units_wait_for_their_mounts_and_write_their_paths);
+    TCase *docs = s_tcase (suite, "docs");
+    tcase_set_timeout (docs, 300);
+    tcase_add_test (docs, the_dashboard_of_a_fresh_tree_shows_no_store_yet_rather_than_503);
+    tcase_add_test (docs, the_readme_and_pivctl_md_commands_run_as_written_on_a_fresh_tree);
     return suite;
 }
 

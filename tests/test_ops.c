@@ -194,20 +194,38 @@ s_exp1 (json_t *doc)
     return -1;
 }
 
-// Asserts that pivctl with the arguments exits 1 with one line starting
-// "pivctl: " that holds 'named'.
+// Asserts that pivctl with the arguments exits 'expected' with one line
+// starting "pivctl: " that holds 'named'.
 static void
-s_refused (const char *named, const char *first, ...)
+s_refused_ap (int expected, const char *named, const char *first, va_list ap)
 {
     char out[8192];
-    va_list ap;
-    va_start (ap, first);
     int rc = s_pivctl_v (out, sizeof out, first, ap);
-    va_end (ap);
-    ck_assert_msg (rc == 1, "pivctl %s: exit %d, expected 1: %s", first, rc, out);
+    ck_assert_msg (rc == expected, "pivctl %s: exit %d, expected %d: %s", first, rc, expected,
+                   out);
     ck_assert_msg (strncmp (out, "pivctl: ", 8) == 0 && strstr (out, named) &&
                        strchr (out, '\n') == out + strlen (out) - 1,
                    "pivctl %s: expected one line naming %s: %s", first, named, out);
+}
+
+// Refused at work (exit 1): no such experiment, no answer.
+static void
+s_refused (const char *named, const char *first, ...)
+{
+    va_list ap;
+    va_start (ap, first);
+    s_refused_ap (1, named, first, ap);
+    va_end (ap);
+}
+
+// Refused as bad usage (exit 2), here or by the broker (400).
+static void
+s_bad_usage (const char *named, const char *first, ...)
+{
+    va_list ap;
+    va_start (ap, first);
+    s_refused_ap (2, named, first, ap);
+    va_end (ap);
 }
 
 // Starts 'pivctl tail EXP --count N --json' in the background, and waits
@@ -495,18 +513,18 @@ START_TEST (pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_bro
     // tail asks first: no silent wait for an experiment that does not exist.
     s_refused ("pivctl: no experiment 'nosuch'", "tail", "nosuch", "--count", "1", NULL);
 
-    s_refused ("'fast'", "rate", "fast", NULL);
-    s_refused ("'0'", "rate", "0", NULL);
-    s_refused ("'x'", "policy", "sample", "x", NULL);
-    s_refused ("'sometimes'", "policy", "sometimes", NULL);
-    s_refused ("'lost'", "pairs", "exp1", "--state", "lost", NULL);
-    s_refused ("'0'", "replay", "exp1", "--speed", "0", NULL);
-    s_refused ("'cubic' of 'piv/deform'", "replay", "exp1", "--deform", "cubic", NULL);
-    s_refused ("'64,48' of 'piv/passes'", "replay", "exp1", "--passes", "64,48", NULL);
-    s_refused ("'exp1'", "replay", "exp1", "--as", "exp1", NULL);
-    s_refused ("kp", "feedback", "set", "setpoint=2", "kp=abc", NULL);
-    s_refused ("'colour'", "feedback", "set", "colour=red", NULL);
-    s_refused ("roi", "feedback", "set", "roi=5,5,1,1", NULL);
+    s_bad_usage ("'fast'", "rate", "fast", NULL);
+    s_bad_usage ("'0'", "rate", "0", NULL);
+    s_bad_usage ("'x'", "policy", "sample", "x", NULL);
+    s_bad_usage ("'sometimes'", "policy", "sometimes", NULL);
+    s_bad_usage ("'lost'", "pairs", "exp1", "--state", "lost", NULL);
+    s_bad_usage ("'0'", "replay", "exp1", "--speed", "0", NULL);
+    s_bad_usage ("'cubic' of 'piv/deform'", "replay", "exp1", "--deform", "cubic", NULL);
+    s_bad_usage ("'64,48' of 'piv/passes'", "replay", "exp1", "--passes", "64,48", NULL);
+    s_bad_usage ("'exp1'", "replay", "exp1", "--as", "exp1", NULL);
+    s_bad_usage ("kp", "feedback", "set", "setpoint=2", "kp=abc", NULL);
+    s_bad_usage ("'colour'", "feedback", "set", "colour=red", NULL);
+    s_bad_usage ("roi", "feedback", "set", "roi=5,5,1,1", NULL);
     // A refused 'set' changed nothing, not even its good values.
     json_t *doc = s_ask ("feedback", "show", NULL);
     ck_assert (json_number (doc, -1, "$.feedback.setpoint") == 0);

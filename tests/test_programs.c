@@ -748,6 +748,99 @@ START_TEST (piv_reports_an_output_it_cannot_write)
 }
 END_TEST
 
+// ------------------------------------------------------------------ every program's convention
+
+// Runs bin/<program> args... through sh with one stream kept: 'which' 1
+// for stdout alone, 2 for stderr alone (into s_out). The exit status.
+static int
+s_run_stream (int which, const char *program, const char *const *args)
+{
+    char bin[4096];
+    snprintf (bin, sizeof bin, "%s", tu_bin (program));
+    char *argv[MAX_ARGS + 5];
+    int n = 0;
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = which == 1 ? "\"$0\" \"$@\" 2>/dev/null" : "\"$0\" \"$@\" 2>&1 >/dev/null";
+    argv[n++] = bin;
+    for (int i = 0; args[i]; i++) {
+        ck_assert (n < MAX_ARGS);
+        argv[n++] = (char *) args[i];
+    }
+    argv[n] = NULL;
+    return tu_run (argv, s_out, sizeof s_out, RUN_TIMEOUT);
+}
+
+// Asserts the usage error of doc/conventions.md: exit 2, nothing on stdout,
+// one line "PROGRAM: ... (see PROGRAM --help)" on stderr naming 'named',
+// not a log line.
+static void
+s_assert_usage_error (const char *program, const char *const *args, const char *named)
+{
+    int rc = s_run_stream (1, program, args);
+    ck_assert_msg (rc == 2, "%s %s: exit %d, expected 2", program, args[0], rc);
+    ck_assert_msg (s_out[0] == '\0', "%s %s printed on stdout: %s", program, args[0], s_out);
+    s_run_stream (2, program, args);
+    char start[128], hint[128];
+    snprintf (start, sizeof start, "%s: ", program);
+    snprintf (hint, sizeof hint, "(see %s --help)\n", program);
+    size_t len = strlen (s_out);
+    // pivctl's hint may be the command's own usage instead.
+    int hinted = (len > strlen (hint) && strcmp (s_out + len - strlen (hint), hint) == 0)
+                 || (strcmp (program, "pivctl") == 0 && strstr (s_out, "; usage: pivctl "));
+    ck_assert_msg (strncmp (s_out, start, strlen (start)) == 0 && strstr (s_out, named)
+                       && strchr (s_out, '\n') == s_out + len - 1 && hinted,
+                   "%s %s: expected one line '%s... %s... %s', got: %s", program, args[0], start,
+                   named, hint, s_out);
+}
+
+START_TEST (every_program_follows_one_command_line_convention)
+{
+    // The CGI reads options only outside a web server.
+    unsetenv ("GATEWAY_INTERFACE");
+    static const struct {
+        const char *program;
+        const char *bad_value[4];  // a bad value of an option or argument
+        const char *named;         // ... named in its message
+        const char *missing[4];    // a missing argument or value
+        const char *missing_named;
+    } programs[] = {
+        {"pivfarm-broker", {"-c", "x", "stray"}, "'stray'", {NULL}, "-c FILE"},
+        {"pivfarm-watcher", {"-c", "x", "stray"}, "'stray'", {"-c"}, "'-c' needs a value"},
+        {"pivfarm-agent", {"--threads", "abc"}, "--threads 'abc'", {"--id"}, "'--id' needs a value"},
+        {"pivfarm-piv", {"--window", "7", "a.tif", "b.tif"}, "--window '7'", {"-w", "8"}, "got 0 files"},
+        {"pivfarm-synth", {"--bits", "12"}, "--bits '12'", {"--score", "f.txt"}, "--score needs --truth"},
+        {"pivctl", {"--timeout", "abc", "status"}, "--timeout 'abc'", {"rate"}, "usage: pivctl rate"},
+        {"pivfarm.cgi", {"stray"}, "'stray'", {"--help", "more"}, "'--help'"},
+    };
+    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+        const char *p = programs[i].program;
+        for (int k = 0; k < 2; k++) {
+            const char *help[] = {k ? "-h" : "--help", NULL};
+            int rc = s_run_stream (1, p, help);
+            char usage[128];
+            snprintf (usage, sizeof usage, "usage: %s", p);
+            ck_assert_msg (rc == 0 && strncmp (s_out, usage, strlen (usage)) == 0
+                               && strstr (s_out, "exit status"),
+                           "%s %s: exit %d, stdout: %s", p, help[0], rc, s_out);
+            const char *version[] = {k ? "-V" : "--version", NULL};
+            rc = s_run_stream (1, p, version);
+            char expected[128];
+            snprintf (expected, sizeof expected, "%s %s\n", p, PIVFARM_VERSION);
+            ck_assert_msg (rc == 0 && strcmp (s_out, expected) == 0, "%s %s: exit %d, stdout: %s",
+                           p, version[0], rc, s_out);
+        }
+        const char *bogus[] = {"--bogus", NULL};
+        s_assert_usage_error (p, bogus, "unknown option '--bogus'");
+        const char *bogus_short[] = {"-Z", NULL};
+        s_assert_usage_error (p, bogus_short, "'-Z'");
+        s_assert_usage_error (p, programs[i].bad_value, programs[i].named);
+        if (programs[i].missing[0] || strcmp (p, "pivfarm-broker") == 0)
+            s_assert_usage_error (p, programs[i].missing, programs[i].missing_named);
+    }
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -777,6 +870,7 @@ s_suite (void)
     tcase_add_test (tc, piv_subtracts_a_background);
     tcase_add_test (tc, piv_refuses_a_background_of_another_size_naming_it);
     tcase_add_test (tc, piv_reports_an_output_it_cannot_write);
+    tcase_add_test (tc, every_program_follows_one_command_line_convention);
     suite_add_tcase (suite, tc);
     return suite;
 }

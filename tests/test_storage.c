@@ -353,7 +353,7 @@ START_TEST (provision_mounts_a_ram_disk_warns_and_release_archives_then_unmounts
     ck_assert (s_is_tmpfs (tu_path (s_farm.dir, "data/run2")));
     // Twice is refused, naming what is there.
     rc = s_pivctl (out, sizeof out, "provision", "run2", "--size", "4M", "--hours", "1", NULL);
-    ck_assert_msg (rc == 1 && strstr (out, "has an allocation already"), "%s", out);
+    ck_assert_msg (rc == 2 && strstr (out, "has an allocation already"), "%s", out);
 
     // Half an hour left: within the hour of expiry.
     char *w = s_warning ("expiry", "run2", 3000);
@@ -414,7 +414,7 @@ START_TEST (archive_verifies_every_copy_removes_the_originals_and_replay_reads_t
     // Not under the watch root: the watcher would take copies for frames.
     int rc = s_pivctl (out, sizeof out, "archive", "exp1", "--to",
                        tu_path (s_farm.dir, "data/arch"), NULL);
-    ck_assert_msg (rc == 1 && strstr (out, "lies under the watch root"), "%s", out);
+    ck_assert_msg (rc == 2 && strstr (out, "lies under the watch root"), "%s", out);
     rc = s_pivctl (out, sizeof out, "archive", "exp1", "--to", arch, NULL);
     ck_assert_msg (rc == 0 && strstr (out, "archived exp1 to") && strstr (out, "12 file(s) copied")
                        && strstr (out, "12 original(s) removed"),
@@ -589,7 +589,7 @@ START_TEST (archive_refuses_a_destination_that_leads_back_into_the_root_creating
         snprintf (to, sizeof to, "%s", tu_path (s_farm.dir, cases[i]));
         int rc = s_pivctl (out, sizeof out, "archive", "exp1", "--to", to, NULL);
         printf ("archive --to %s: %d: %s", cases[i], rc, out);
-        ck_assert_msg (rc == 1 && strstr (out, "lies under the watch root")
+        ck_assert_msg (rc == 2 && strstr (out, "lies under the watch root")
                            && strstr (out, "nothing was created or removed"),
                        "%s: %d: %s", cases[i], rc, out);
         char *after = s_snapshot ("data");
@@ -620,7 +620,7 @@ START_TEST (provision_refuses_a_ram_disk_larger_than_half_the_memory_naming_both
     snprintf (size, sizeof size, "%lld", (long long) pages * page / 100 * 60);  // 60 %
     int rc = s_pivctl (out, sizeof out, "provision", "run3", "--size", size, "--hours", "1", NULL);
     printf ("provision --size %s: %d: %s", size, rc, out);
-    ck_assert_msg (rc == 1 && strstr (out, "more than half of this host's memory")
+    ck_assert_msg (rc == 2 && strstr (out, "more than half of this host's memory")
                        && strstr (out, "give at most"),
                    "%d: %s", rc, out);
     ck_assert (!s_exists ("data/run3"));

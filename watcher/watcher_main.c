@@ -7,6 +7,9 @@
 #include "common/log.h"
 #include "watcher/watcher.h"
 
+#include <errno.h>
+#include <sys/stat.h>
+
 // SIGHUP: the configuration is read again and what may change is applied
 // (watcher_reload); a file that no longer loads changes nothing.
 static void
@@ -41,7 +44,16 @@ main (int argc, char **argv)
     char err[1024];
     watcher_t *watcher = watcher_new (&cfg, err, sizeof err);
     if (!watcher) {
-        log_error ("%s", err);
+        // A missing root is never made here: an NFS mount not there yet
+        // must not become an empty local directory that hides the camera's
+        // files. Say what to do instead.
+        struct stat st;
+        if (stat (cfg.watcher.root, &st) != 0 && errno == ENOENT)
+            log_error ("%s: create it (mkdir -p '%s') or mount the storage there, then start "
+                       "the watcher again",
+                       err, cfg.watcher.root);
+        else
+            log_error ("%s", err);
         return 2;
     }
     if (hangup >= 0 && watcher_poll_fd (watcher, hangup, s_hangup, &hangup) != 0)
