@@ -1048,6 +1048,15 @@ s_recorded (broker_t *self, task_t *task, const proto_msg_t *msg, int64_t now)
         exp->latency_next = (exp->latency_next + 1) % LATENCY_KEPT;
         if (exp->latencies < LATENCY_KEPT)
             exp->latencies++;
+        // The histogram counts every result since start; a clock stepped
+        // back (negative latency) counts as 0.
+        static const double bounds[LATENCY_BUCKETS] = LATENCY_BOUNDS_S;
+        double s = now > task->closed_ns ? (now - task->closed_ns) / 1e9 : 0;
+        int b = 0;
+        while (b < LATENCY_BUCKETS && s > bounds[b])
+            b++;
+        exp->latency_in[b]++;
+        exp->latency_sum_s += s;
     }
     broker_feedback (self, task, msg, now);
 }

@@ -341,9 +341,27 @@ s_compare_double (const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+// ,"latency_median_ms":M,"latency_p99_ms":P (of the latest LATENCY_KEPT
+// results, null without any), "latency_histogram":{"le_s":[bounds],
+// "cumulative":[results at or under each bound],"count":N,"sum_s":S}: every
+// result since start, as a Prometheus histogram counts them.
 static void
 s_put_latency (s_text_t *t, exp_t *exp)
 {
+    if (exp) {
+        static const double bounds[LATENCY_BUCKETS] = LATENCY_BOUNDS_S;
+        int64_t below = 0;
+        s_put (t, ",\"latency_histogram\":{\"le_s\":[");
+        for (int b = 0; b < LATENCY_BUCKETS; b++)
+            s_put (t, "%s%g", b ? "," : "", bounds[b]);
+        s_put (t, "],\"cumulative\":[");
+        for (int b = 0; b < LATENCY_BUCKETS; b++) {
+            below += exp->latency_in[b];
+            s_put (t, "%s%lld", b ? "," : "", (long long) below);
+        }
+        s_put (t, "],\"count\":%lld,\"sum_s\":%.6f}",
+               (long long) (below + exp->latency_in[LATENCY_BUCKETS]), exp->latency_sum_s);
+    }
     if (!exp || exp->latencies == 0) {
         s_put (t, ",\"latency_median_ms\":null,\"latency_p99_ms\":null");
         return;

@@ -17,6 +17,11 @@
 #include <stdint.h>
 
 #define LATENCY_KEPT 1024  // latencies kept per experiment for its median and p99
+// Upper bounds (s) of the latency histogram's buckets (status, the status
+// page's metrics), a +Inf bucket beyond: camera close to result recorded
+// takes from tens of ms (a quiet farm) to minutes (a backlog).
+#define LATENCY_BOUNDS_S {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+#define LATENCY_BUCKETS 12  // finite bounds in LATENCY_BOUNDS_S
 
 typedef struct _replay_t replay_t;
 
@@ -90,6 +95,9 @@ typedef struct {
     double latency_ms[LATENCY_KEPT];  // close of the last frame -> result recorded, a ring
     int latencies;                // how many of them are set
     int latency_next;             // next slot
+    int64_t latency_in[LATENCY_BUCKETS + 1];  // results since start by latency bucket
+                                  // (not cumulative; the last one: beyond every bound)
+    double latency_sum_s;         // their latencies added up, s
     rate_ring_t arrivals;         // pairs made per second
     rate_ring_t results;          // results recorded per second
     int feedback_own;             // it has its own feedback settings (else the global ones)

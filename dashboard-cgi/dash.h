@@ -1,6 +1,7 @@
 // dash.h — what the status page shows, gathered once per request from the
 // broker's `status` reply (live figures) and the store (read-only), then
-// rendered as HTML (html.c) or JSON (json_out.c). Strings in the model are
+// rendered as HTML (html.c), JSON (json_out.c) or Prometheus metrics
+// (prometheus.c). Strings in the model are
 // raw as read: every renderer escapes them.
 
 #ifndef DASHBOARD_DASH_H
@@ -19,6 +20,7 @@
 #define DASH_BUCKET_S 10        // rate history: bucket width, s
 #define DASH_BUCKETS 30         // ... and count (5 minutes)
 #define DASH_QUIVER_MAX 40      // arrows along the longer side of the quiver plot, at most
+#define DASH_HIST_MAX 32        // latency histogram buckets kept from the broker, at most
 
 // One experiment. Counts come from the store; NAN (or -1 for integers)
 // marks a figure that is unknown (the broker did not answer and the store
@@ -42,6 +44,13 @@ typedef struct {
     int live;               // 1: rates, latency, queue, policy from the broker
     int64_t last_result_ns; // the latest result in the log tail (0: none seen)
     int64_t tail_results;   // results in the log tail
+    // The broker's latency histogram (live only): every result since it
+    // started, cumulative counts at or under each bound; hist_n 0: none.
+    int hist_n;
+    double hist_le_s[DASH_HIST_MAX];
+    int64_t hist_cumulative[DASH_HIST_MAX];
+    int64_t hist_count;     // every result counted (the +Inf bucket)
+    double hist_sum_s;      // their latencies added up
 } dash_exp_t;
 
 // One agent: from the broker when it answers (alive), else from the log
@@ -113,6 +122,21 @@ typedef struct {
         char message[600];  // the broker's line
     } warnings[8];          // storage warnings (doc/storage.md), from the broker
     int nwarnings;
+    struct {
+        char kind[16];      // "space", "allocation", "expiry", "archive"
+        char level[16];
+        int count;          // warnings of this kind and level in force
+    } warning_counts[16];   // every warning the broker listed, counted
+    int nwarning_counts;
+    int64_t agents_total;   // agents the broker knows, all alive (-1: unknown)
+    struct {
+        const char *role;   // "watch root", "results", "store"
+        char path[4096];    // the directory
+        int64_t free_bytes; // free to unprivileged users (-1: unknown)
+        int64_t total_bytes;
+    } volumes[3];           // from the broker, else measured here (statvfs)
+    int nvolumes;
+    int64_t store_bytes;    // the store's file and its -wal (-1: unknown)
     int64_t log_events;     // events in the log tail read
     int log_whole;          // 1: the tail holds the whole log
     dash_exp_t *exps;       // experiments, store id order
@@ -137,6 +161,8 @@ int dash_quiver_stride (const piv_field_t *field);
 // Renderers: the whole response body to 'out'.
 void dash_html (const dash_t *dash, FILE *out);
 void dash_json (const dash_t *dash, FILE *out);
+// Prometheus text exposition format 0.0.4 (doc/dashboard.md, "Metrics").
+void dash_prometheus (const dash_t *dash, FILE *out);
 // An error page: status line text (e.g. "400 Bad Request") and a message.
 void dash_html_error (FILE *out, const char *status, const char *message);
 
@@ -144,6 +170,9 @@ void dash_html_error (FILE *out, const char *status, const char *message);
 // (quoted, with < > & escaped too); invalid UTF-8 becomes U+FFFD.
 void dash_put_html (FILE *out, const char *text);
 void dash_put_json (FILE *out, const char *text);
+// Text as a Prometheus label value, without its quotes: backslash, " and
+// newline escaped, other control characters and invalid UTF-8 as U+FFFD.
+void dash_put_prom_label (FILE *out, const char *text);
 // A number as JSON: "null" for NAN or infinity.
 void dash_put_json_number (FILE *out, double x);
 
@@ -155,11 +184,12 @@ int dash_utf8_length (const unsigned char *s);
 typedef struct {
     char *exp;  // experiment page (NULL: the overview)
     int json;   // ?format=json
+    int prometheus;  // ?format=prometheus (never with 'exp')
 } dash_query_t;
 // Parses 'query' into q (its strings point into 'query', decoded in place;
 // q must be zeroed before). 0, or -1 with why: a query over 2048 bytes, a
 // malformed %-escape or a NUL, an unknown or repeated parameter, a bad
-// experiment name or format.
+// experiment name or format, 'exp' with format=prometheus.
 int dash_query_parse (char *query, dash_query_t *q, char *why, size_t size);
 
 #endif

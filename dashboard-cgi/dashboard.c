@@ -1,6 +1,7 @@
 // dashboard.c — pivfarm.cgi, the status page as a CGI program: validates
 // the query (GET or HEAD; 'exp' and 'format' only), gathers the figures
-// (gather.c) and writes the page (html.c) or its JSON (json_out.c).
+// (gather.c) and writes the page (html.c), its JSON (json_out.c) or its
+// Prometheus metrics (prometheus.c).
 // Read-only: it asks the broker for 'status' and opens the store read-only.
 //
 // Exit status: 0 whenever a response was written (error pages included).
@@ -23,10 +24,18 @@
 
 #define S_BROKER_TIMEOUT_MS 500
 
+// The response's body formats.
+enum { S_HTML, S_JSON, S_PROMETHEUS };
+
 // Writes the response: headers, then the body unless HEAD.
 static void
-s_respond (const char *status, int json, const char *body, size_t size, int head)
+s_respond (const char *status, int format, const char *body, size_t size, int head)
 {
+    static const char *const types[] = {
+        [S_HTML] = "text/html; charset=utf-8",
+        [S_JSON] = "application/json; charset=utf-8",
+        // The text exposition format, as a scraper asks for it.
+        [S_PROMETHEUS] = "text/plain; version=0.0.4; charset=utf-8"};
     printf ("Status: %s\r\n"
             "Content-Type: %s\r\n"
             "Content-Length: %zu\r\n"
@@ -36,21 +45,23 @@ s_respond (const char *status, int json, const char *body, size_t size, int head
             "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; "
             "img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'\r\n"
             "\r\n",
-            status, json ? "application/json; charset=utf-8" : "text/html; charset=utf-8", size);
+            status, types[format], size);
     if (!head)
         fwrite (body, 1, size, stdout);
     fflush (stdout);
 }
 
 static void
-s_error (const char *status, int json, int head, const char *message)
+s_error (const char *status, int format, int head, const char *message)
 {
     char *body = NULL;
     size_t size = 0;
     FILE *out = open_memstream (&body, &size);
     if (!out)
         return;
-    if (json) {
+    if (format == S_PROMETHEUS)
+        fprintf (out, "%s: %s\n", status, message);  // a scraper records it as the failure
+    else if (format == S_JSON) {
         fputs ("{\"status\":", out);
         dash_put_json (out, status);
         fputs (",\"error\":", out);
@@ -60,7 +71,7 @@ s_error (const char *status, int json, int head, const char *message)
     else
         dash_html_error (out, status, message);
     fclose (out);
-    s_respond (status, json, body, size, head);
+    s_respond (status, format, body, size, head);
     free (body);
 }
 
@@ -120,7 +131,7 @@ main (int argc, char **argv)
     const char *method = getenv ("REQUEST_METHOD");
     int head = method && strcmp (method, "HEAD") == 0;
     if (method && strcmp (method, "GET") != 0 && !head) {
-        s_error ("405 Method Not Allowed", 0, 0, "the status page is read-only: GET or HEAD");
+        s_error ("405 Method Not Allowed", S_HTML, 0, "the status page is read-only: GET or HEAD");
         return 0;
     }
     const char *raw = getenv ("QUERY_STRING");
@@ -128,17 +139,18 @@ main (int argc, char **argv)
     dash_query_t q = {0};
     char why[512];
     if (!query || dash_query_parse (query, &q, why, sizeof why) != 0) {
-        s_error ("400 Bad Request", 0, head, query ? why : "no memory");
+        s_error ("400 Bad Request", S_HTML, head, query ? why : "no memory");
         free (query);
         return 0;
     }
 
+    int format = q.prometheus ? S_PROMETHEUS : q.json ? S_JSON : S_HTML;
     static dash_t dash;
     const char *conf = getenv ("PIVFARM_CONF");
     dash.conf_path = conf && *conf ? conf : DASHBOARD_CONF;
     char err[1024];
     if (config_load (&dash.cfg, dash.conf_path, err, sizeof err) != 0) {
-        s_error ("500 Internal Server Error", q.json, head, err);
+        s_error ("500 Internal Server Error", format, head, err);
         free (query);
         return 0;
     }
@@ -146,22 +158,24 @@ main (int argc, char **argv)
     if (rc < 0 && s_no_store_yet (&dash))
         rc = q.exp ? 1 : 0;  // no experiment exists yet
     if (rc < 0)
-        s_error ("503 Service Unavailable", q.json, head, err);
+        s_error ("503 Service Unavailable", format, head, err);
     else if (rc > 0) {
         snprintf (why, sizeof why, "no experiment '%s'", q.exp);
-        s_error ("404 Not Found", q.json, head, why);
+        s_error ("404 Not Found", format, head, why);
     }
     else {
         char *body = NULL;
         size_t size = 0;
         FILE *out = open_memstream (&body, &size);
         if (out) {
-            if (q.json)
+            if (format == S_PROMETHEUS)
+                dash_prometheus (&dash, out);
+            else if (format == S_JSON)
                 dash_json (&dash, out);
             else
                 dash_html (&dash, out);
             fclose (out);
-            s_respond ("200 OK", q.json, body, size, head);
+            s_respond ("200 OK", format, body, size, head);
             free (body);
         }
     }

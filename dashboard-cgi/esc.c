@@ -1,6 +1,7 @@
 // esc.c — escaping every string that reaches the page: HTML text and
-// attributes, JSON strings. Bytes that are not valid UTF-8 become U+FFFD so
-// that neither a browser nor a JSON reader sees a broken sequence.
+// attributes, JSON strings, Prometheus label values. Bytes that are not
+// valid UTF-8 become U+FFFD so that neither a browser nor a JSON reader
+// sees a broken sequence.
 
 #include "dashboard-cgi/dash.h"
 
@@ -101,4 +102,25 @@ dash_put_json_number (FILE *out, double x)
         fprintf (out, "%lld", (long long) x);
     else
         fprintf (out, "%.9g", x);
+}
+
+static void
+s_put_prom_byte (FILE *out, unsigned char c)
+{
+    switch (c) {
+    case '\\': fputs ("\\\\", out); break;
+    case '"': fputs ("\\\"", out); break;
+    case '\n': fputs ("\\n", out); break;
+    default:
+        if ((c < 0x20 && c != '\t') || c == 0x7F)
+            fputs ("\xEF\xBF\xBD", out);  // a scraper's line must stay one line
+        else
+            fputc (c, out);
+    }
+}
+
+void
+dash_put_prom_label (FILE *out, const char *text)
+{
+    s_escape (out, text, s_put_prom_byte);
 }

@@ -15,6 +15,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #define S_AGENTS_MAX 256   // agents listed, at most
 #define S_FEEDBACK_RING 512  // feedback payloads kept per experiment that needs them
@@ -370,6 +372,52 @@ s_series (dash_page_t *page, json_t *doc, int n)
 // ---------------------------------------------------------------------------
 // The broker's figures over the store's
 
+// The latency histogram of experiment i of the status reply into x; none
+// unless it is whole: bounds increasing, counts cumulative, at most count.
+static void
+s_histogram (dash_exp_t *x, json_t *doc, int i)
+{
+    int n = json_length (doc, "$.experiments[%d].latency_histogram.le_s", i);
+    if (n <= 0 || n > DASH_HIST_MAX
+        || json_length (doc, "$.experiments[%d].latency_histogram.cumulative", i) != n)
+        return;
+    x->hist_count = json_int (doc, -1, "$.experiments[%d].latency_histogram.count", i);
+    x->hist_sum_s = json_number (doc, NAN, "$.experiments[%d].latency_histogram.sum_s", i);
+    for (int b = 0; b < n; b++) {
+        x->hist_le_s[b] = json_number (doc, NAN, "$.experiments[%d].latency_histogram.le_s[%d]",
+                                       i, b);
+        x->hist_cumulative[b] =
+            json_int (doc, -1, "$.experiments[%d].latency_histogram.cumulative[%d]", i, b);
+        if (!isfinite (x->hist_le_s[b]) || x->hist_cumulative[b] < 0
+            || (b > 0 && (x->hist_le_s[b] <= x->hist_le_s[b - 1]
+                          || x->hist_cumulative[b] < x->hist_cumulative[b - 1])))
+            return;
+    }
+    if (x->hist_count < x->hist_cumulative[n - 1] || !isfinite (x->hist_sum_s))
+        return;
+    x->hist_n = n;
+}
+
+// One more warning of 'kind' and 'level' in force.
+static void
+s_count_warning (dash_t *dash, const char *kind, const char *level)
+{
+    kind = kind ? kind : "other";
+    level = level ? level : "warning";
+    for (int k = 0; k < dash->nwarning_counts; k++)
+        if (strcmp (dash->warning_counts[k].kind, kind) == 0
+            && strcmp (dash->warning_counts[k].level, level) == 0) {
+            dash->warning_counts[k].count++;
+            return;
+        }
+    if (dash->nwarning_counts == 16)
+        return;
+    int k = dash->nwarning_counts++;
+    snprintf (dash->warning_counts[k].kind, sizeof dash->warning_counts[k].kind, "%s", kind);
+    snprintf (dash->warning_counts[k].level, sizeof dash->warning_counts[k].level, "%s", level);
+    dash->warning_counts[k].count = 1;
+}
+
 static void
 s_merge_broker (dash_t *dash, json_t *doc)
 {
@@ -393,6 +441,23 @@ s_merge_broker (dash_t *dash, json_t *doc)
         snprintf (dash->warnings[dash->nwarnings++].message, sizeof dash->warnings[0].message,
                   "%s", message ? message : "");
     }
+    for (int i = 0; i < nw; i++)
+        s_count_warning (dash, json_string (doc, "$.warnings[%d].kind", i),
+                         json_string (doc, "$.warnings[%d].level", i));
+    int nv = json_length (doc, "$.volumes");
+    for (int i = 0; i < nv && dash->nvolumes < 3; i++) {
+        const char *role = json_string (doc, "$.volumes[%d].role", i);
+        const char *path = json_string (doc, "$.volumes[%d].path", i);
+        if (!role || !path)
+            continue;
+        int v = dash->nvolumes++;
+        dash->volumes[v].role = strcmp (role, "watch root") == 0 ? "watch root"
+                                : strcmp (role, "results") == 0  ? "results"
+                                                                 : "store";
+        snprintf (dash->volumes[v].path, sizeof dash->volumes[v].path, "%s", path);
+        dash->volumes[v].free_bytes = json_int (doc, -1, "$.volumes[%d].free_bytes", i);
+        dash->volumes[v].total_bytes = json_int (doc, -1, "$.volumes[%d].total_bytes", i);
+    }
     int n = json_length (doc, "$.experiments");
     for (int i = 0; i < n; i++) {
         dash_exp_t *x = s_exp_by_name (dash, json_string (doc, "$.experiments[%d].experiment", i));
@@ -409,11 +474,13 @@ s_merge_broker (dash_t *dash, json_t *doc)
         policy = json_string (doc, "$.experiments[%d].policy", i);
         if (policy)
             snprintf (x->policy, sizeof x->policy, "%s", policy);
+        s_histogram (x, doc, i);
     }
     n = json_length (doc, "$.agents");
     // A summary (thousands of agents) lists only some: the others are not
     // known dead.
-    dash->agents_partial = json_int (doc, n, "$.agents_total") > n;
+    dash->agents_total = json_int (doc, n, "$.agents_total");
+    dash->agents_partial = dash->agents_total > n;
     for (int i = 0; i < n; i++) {
         const char *id = json_string (doc, "$.agents[%d].id", i);
         dash_agent_t *a = id ? s_agent (dash, id) : NULL;
@@ -592,6 +659,38 @@ s_latest_field (dash_t *dash, store_t *store, const s_ring_t *ring)
 }
 
 // ---------------------------------------------------------------------------
+// Sizes: the store's files; the volumes measured here when the broker did
+// not say (the same three it watches, doc/storage.md).
+
+static void
+s_sizes (dash_t *dash)
+{
+    const config_t *cfg = &dash->cfg;
+    struct stat st;
+    char wal[PATH_MAX + 8];
+    dash->store_bytes = stat (cfg->broker.store, &st) == 0 ? (int64_t) st.st_size : -1;
+    snprintf (wal, sizeof wal, "%s-wal", cfg->broker.store);
+    if (dash->store_bytes >= 0 && stat (wal, &st) == 0)
+        dash->store_bytes += (int64_t) st.st_size;
+    if (dash->nvolumes > 0)
+        return;
+    const char *roles[3] = {"watch root", "results", "store"};
+    const char *paths[3] = {cfg->watcher.root, cfg->agent.results, cfg->broker.store};
+    for (int v = 0; v < 3; v++) {
+        dash->volumes[v].role = roles[v];
+        snprintf (dash->volumes[v].path, sizeof dash->volumes[v].path, "%s", paths[v]);
+        char *slash = strrchr (dash->volumes[v].path, '/');
+        if (v == 2 && slash && slash != dash->volumes[v].path)
+            *slash = '\0';  // the store's directory
+        struct statvfs vfs;
+        int ok = statvfs (dash->volumes[v].path, &vfs) == 0;
+        dash->volumes[v].free_bytes = ok ? (int64_t) vfs.f_bavail * (int64_t) vfs.f_frsize : -1;
+        dash->volumes[v].total_bytes = ok ? (int64_t) vfs.f_blocks * (int64_t) vfs.f_frsize : -1;
+    }
+    dash->nvolumes = 3;
+}
+
+// ---------------------------------------------------------------------------
 
 int
 dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, size_t errlen)
@@ -603,6 +702,7 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
     dash->queue = -1;
     dash->results = -1;
     dash->rate_10s = dash->rate_1m = dash->uptime_s = dash->rate_limit = NAN;
+    dash->agents_total = -1;
     snprintf (dash->policy, sizeof dash->policy, "all");
 
     json_t *status = s_ask_status (&dash->cfg, timeout_ms, dash->broker_error,
@@ -682,6 +782,7 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
         for (int i = 0; i < dash->nexps; i++)
             if (dash->exps[i].id == g.page_id)
                 s_latest_field (dash, store, &g.rings[i]);
+    s_sizes (dash);
     rc = 0;
 done:
     if (rc < 0)

@@ -84,11 +84,14 @@ dash_query_parse (char *query, dash_query_t *q, char *why, size_t size)
             q->exp = value;
         }
         else if (strcmp (item, "format") == 0 && !seen_format++) {
-            if (!value || (strcmp (value, "json") != 0 && strcmp (value, "html") != 0)) {
-                snprintf (why, size, "'format' must be json or html");
+            if (!value
+                || (strcmp (value, "json") != 0 && strcmp (value, "html") != 0
+                    && strcmp (value, "prometheus") != 0)) {
+                snprintf (why, size, "'format' must be json, html or prometheus");
                 return -1;
             }
             q->json = strcmp (value, "json") == 0;
+            q->prometheus = strcmp (value, "prometheus") == 0;
         }
         else if (strcmp (item, "exp") == 0 || strcmp (item, "format") == 0) {
             snprintf (why, size, "'%s' is given twice", item);
@@ -99,6 +102,11 @@ dash_query_parse (char *query, dash_query_t *q, char *why, size_t size)
                       strlen (item) > 64 ? "..." : "");
             return -1;
         }
+    }
+    if (q->prometheus && q->exp) {
+        // The metrics are the whole farm's, each experiment a label.
+        snprintf (why, size, "format=prometheus takes no 'exp': every experiment is labelled");
+        return -1;
     }
     return 0;
 }

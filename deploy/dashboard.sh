@@ -4,7 +4,8 @@
 #   deploy/dashboard.sh [-c CONF] [-p PORT] [-d DIR]
 # CONF: the pivfarm configuration (conf/pivfarm.conf); PORT: $PIVFARM_DASHBOARD_PORT,
 # else 8080; DIR: where lighttpd keeps its logs (run/dashboard). Then open
-# http://127.0.0.1:PORT/ (before any broker has run, the page says so).
+# http://127.0.0.1:PORT/ (before any broker has run, the page says so);
+# Prometheus scrapes http://127.0.0.1:PORT/metrics.
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,5 +40,5 @@ export PIVFARM_DASHBOARD_PORT="$port"
 export PIVFARM_DASHBOARD_DIR="$dir"
 export PIVFARM_CGI="$here/bin/pivfarm.cgi"
 export PIVFARM_CONF="$conf"
-echo "dashboard: http://127.0.0.1:$port/ (configuration $conf; logs in $dir)" >&2
+echo "dashboard: http://127.0.0.1:$port/, metrics at /metrics (configuration $conf; logs in $dir)" >&2
 exec "$lighttpd" -D -f "$here/deploy/lighttpd.conf"

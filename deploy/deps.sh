@@ -5,7 +5,7 @@ set -eu
 
 PACKAGES="build-essential pkg-config libfftw3-dev libtiff-dev check libsubunit-dev
 libczmq-dev libzmq3-dev libsqlite3-dev lighttpd chromium
-slurmctld slurmd slurm-client munge iproute2 libsystemd-dev help2man"
+slurmctld slurmd slurm-client munge iproute2 libsystemd-dev help2man prometheus"
 
 missing=""
 for p in $PACKAGES; do
@@ -33,3 +33,20 @@ if [ -z "$(find "$lists" -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | 
 fi
 echo "deps: installing$missing"
 $SUDO apt-get install -y -q --no-install-recommends $missing
+# prometheus is here for promtool (the tests check the status page's metrics
+# with it; Debian ships promtool in no other package). Its server, which the
+# package enables and starts, is disabled and stopped: nothing is left
+# running, nor started at the next boot.
+case " $missing " in
+*" prometheus "*)
+    if command -v systemctl >/dev/null 2>&1; then
+        $SUDO systemctl disable prometheus.service >/dev/null 2>&1 || true  # also without systemd
+    fi
+    if [ -d /run/systemd/system ]; then
+        $SUDO systemctl stop prometheus.service >/dev/null 2>&1 || true
+    elif [ -x /etc/init.d/prometheus ]; then
+        $SUDO /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+        $SUDO update-rc.d prometheus disable >/dev/null 2>&1 || true
+    fi
+    ;;
+esac
