@@ -885,16 +885,24 @@ START_TEST (metric_labels_are_escaped_and_the_store_alone_suffices)
     ck_assert (strstr (text, "_bucket") == NULL);
     free (text);
 
-    // One experiment's metrics are refused; an unreadable store is a 503
+    // One experiment's metrics are refused; a store not made yet (no broker
+    // has run) is a broker down, not an error; an unreadable store is a 503
     // in plain text.
     int status;
     s_cgi ("exp=exp1&format=prometheus", &status);
     ck_assert_int_eq (status, 400);
     tu_farm_conf_replace (&s_farm, "./farm.db", "./none/farm.db");
     const char *body = s_cgi ("format=prometheus", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert_msg (strstr (body, "pivfarm_broker_up 0") != NULL, "%s", body);
+    ck_assert (strstr (body, "pivfarm_pairs{") == NULL);
+    tu_farm_conf_replace (&s_farm, "./none/farm.db", "./garbage.db");
+    tu_spit (tu_path (s_farm.dir, "garbage.db"), "not a database, not at all, no.\n", 32);
+    body = s_cgi ("format=prometheus", &status);
     ck_assert_int_eq (status, 503);
     ck_assert (strstr (s_out, "Content-Type: text/plain; version=0.0.4") != NULL);
-    ck_assert_msg (strncmp (body, "503 Service Unavailable: ", 25) == 0 && strstr (body, "farm.db"),
+    ck_assert_msg (strncmp (body, "503 Service Unavailable: ", 25) == 0
+                       && strstr (body, "garbage.db"),
                    "%s", body);
 }
 END_TEST
