@@ -593,13 +593,13 @@ s_put_experiment (void *arg, const store_counts_t *c)
     s_put_string (t, c->name);
     s_put (t, ",\"source\":");
     s_put_string (t, exp ? exp->source : c->name);
-    s_put (t, ",\"created_ns\":%lld", (long long) c->created_ns);
     s_put (t,
            ",\"files\":%lld,\"pending\":%lld,\"dispatched\":%lld,\"done\":%lld,\"failed\":%lld,"
            "\"skipped\":%lld",
            (long long) c->files, (long long) c->pairs[STORE_PENDING],
            (long long) c->pairs[STORE_DISPATCHED], (long long) c->pairs[STORE_DONE],
            (long long) c->pairs[STORE_FAILED], (long long) c->pairs[STORE_SKIPPED]);
+    s_put (t, ",\"created_ns\":%lld", (long long) c->created_ns);
     if (!exp) {
         s_put (t, "}");
         return 0;
