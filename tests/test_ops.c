@@ -1219,7 +1219,10 @@ START_TEST (a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera
     tu_farm_land (&s_farm, "k", 1, 1, 0);
     char topic[512];
     json_t *doc = s_next (sub, 60000, topic, sizeof topic, NULL);
-    ck_assert_msg (doc != NULL, "no 'failed' message");
+    if (!doc) {
+        char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
+        ck_abort_msg ("no 'failed' message; broker.log: %s", log ? log : "(none)");
+    }
     ck_assert_str_eq (topic, "failed.exp1/");
     ck_assert_str_eq (json_string (doc, "$.stem"), "k_0001");
     ck_assert_int_eq (json_int (doc, -1, "$.attempts"), 3);
