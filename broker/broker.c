@@ -26,6 +26,12 @@
 // peer beyond it is pushed back (TCP), and what is dropped on the way out
 // is resent by the protocol (ACK, RECORDED); agents stay below it by credit.
 #define HWM 1000
+// A pair that FAILED is dispatched again no sooner than BACKOFF_BASE_MS
+// after its first failure, twice that after its second, and so on, at
+// most BACKOFF_MAX_MS (counted from its last failure; a retry by hand
+// starts again from the base).
+#define BACKOFF_BASE_MS 1000
+#define BACKOFF_MAX_MS 60000
 
 // A message to send once the open transaction is committed.
 typedef struct {
@@ -120,6 +126,234 @@ s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 }
 
 // ---------------------------------------------------------------------------
+// The publish socket (doc/protocol.md §6)
+
+// Sends 'json' on "<prefix><experiment>/" (experiment NULL: on 'prefix'
+// alone), with 'blob' as a third frame when it is not NULL. ZeroMQ drops
+// a message no subscriber asked for before it leaves the broker.
+static void
+s_publish (broker_t *self, const char *prefix, const char *experiment, const char *json,
+           const void *blob, size_t blob_size)
+{
+    if (!self->publish)
+        return;
+    char topic[PATH_MAX];
+    snprintf (topic, sizeof topic, "%s%s%s", prefix, experiment ? experiment : "",
+              experiment ? PROTO_TOPIC_END : "");
+    zmsg_t *msg = zmsg_new ();
+    if (!msg)
+        return;
+    zmsg_addstr (msg, topic);
+    zmsg_addstr (msg, json);
+    if (blob)
+        zmsg_addmem (msg, blob, blob_size);
+    zmsg_send (&msg, self->publish);
+    zmsg_destroy (&msg);
+}
+
+// Appends 'text' as a JSON string to buf at *len (util_json_string).
+static void
+s_json_put_string (char *buf, size_t size, size_t *len, const char *text)
+{
+    size_t room = *len < size ? size - *len : 0;
+    *len += util_json_string (text, room ? buf + *len : NULL, room);
+}
+
+// Appends printf text to buf at *len.
+static void
+s_json_put (char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__ ((format (printf, 4, 5)));
+
+static void
+s_json_put (char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    size_t room = *len < size ? size - *len : 0;
+    int n = vsnprintf (room ? buf + *len : NULL, room, fmt, ap);
+    va_end (ap);
+    if (n > 0)
+        *len += (size_t) n;
+}
+
+// A number, null when not finite.
+static void
+s_json_put_number (char *buf, size_t size, size_t *len, double x)
+{
+    if (isfinite (x))
+        s_json_put (buf, size, len, "%.9g", x);
+    else
+        s_json_put (buf, size, len, "null");
+}
+
+// "agents": an agent joined, left, or is presumed dead ('event').
+static void
+s_publish_agent (broker_t *self, const agent_rec_t *agent, const char *event, const char *reason)
+{
+    char json[2048];
+    size_t len = 0, size = sizeof json;
+    s_json_put (json, size, &len, "{\"event\":\"%s\",\"agent\":", event);
+    s_json_put_string (json, size, &len, agent->id);
+    s_json_put (json, size, &len, ",\"host\":");
+    s_json_put_string (json, size, &len, agent->host);
+    s_json_put (json, size, &len, ",\"cores\":%d,\"tasks\":%zu,\"reason\":", agent->cores,
+                zlistx_size (agent->tasks));
+    if (reason)
+        s_json_put_string (json, size, &len, reason);
+    else
+        s_json_put (json, size, &len, "null");
+    // Agents known once this event is through (a leaving one is still in
+    // the table).
+    size_t known = zhashx_size (self->agents) - (strcmp (event, "joined") == 0 ? 0 : 1);
+    s_json_put (json, size, &len, ",\"agents\":%zu,\"published_ns\":%lld}", known,
+                (long long) util_time_ns ());
+    if (len < size)
+        s_publish (self, PROTO_TOPIC_AGENTS, NULL, json, NULL, 0);
+}
+
+// "failed.<exp>/": a pair failed for good.
+static void
+s_publish_failed (broker_t *self, const task_t *task, int attempts, const char *error,
+                  int64_t now)
+{
+    char json[4096];
+    size_t len = 0, size = sizeof json;
+    s_json_put (json, size, &len, "{\"experiment\":");
+    s_json_put_string (json, size, &len, task->exp->name);
+    s_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
+    s_json_put_string (json, size, &len, task->stem);
+    s_json_put (json, size, &len, ",\"attempt\":%d,\"attempts\":%d,\"error\":", task->attempt,
+                attempts);
+    s_json_put_string (json, size, &len, error);
+    s_json_put (json, size, &len, ",\"failed_ns\":%lld}", (long long) now);
+    if (len < size)
+        s_publish (self, PROTO_TOPIC_FAILED, task->exp->name, json, NULL, 0);
+}
+
+// "result.<exp>/": the summary figures of a result just recorded (as the
+// store keeps them), its times and latency; then "field.<exp>/" with the
+// field itself when the store keeps fields (broker/store_fields not none).
+static void
+s_publish_result (broker_t *self, const task_t *task, const agent_rec_t *agent,
+                  const proto_msg_t *msg, int64_t now)
+{
+    exp_t *exp = task->exp;
+    char json[8192];
+    size_t len = 0, size = sizeof json;
+    s_json_put (json, size, &len, "{\"experiment\":");
+    s_json_put_string (json, size, &len, exp->name);
+    s_json_put (json, size, &len, ",\"replay\":%s,\"source\":", exp->replay ? "true" : "false");
+    if (exp->replay)
+        s_json_put_string (json, size, &len, exp->source);
+    else
+        s_json_put (json, size, &len, "null");
+    s_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
+    s_json_put_string (json, size, &len, task->stem);
+    s_json_put (json, size, &len, ",\"attempt\":%d,\"agent\":", task->attempt);
+    s_json_put_string (json, size, &len, agent ? agent->id : "");
+    s_json_put (json, size, &len, ",\"path\":");
+    s_json_put_string (json, size, &len, msg->output);
+    const struct {
+        const char *name;  // member
+        int index;         // PROTO_FIG_*
+    } figures[] = {{"mean_u", PROTO_FIG_MEAN_U},
+                   {"mean_v", PROTO_FIG_MEAN_V},
+                   {"mean_speed", PROTO_FIG_MEAN_SPEED},
+                   {"valid_fraction", PROTO_FIG_VALID_FRACTION},
+                   {"vorticity", PROTO_FIG_VORTICITY}};
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        s_json_put (json, size, &len, ",\"%s\":", figures[i].name);
+        s_json_put_number (json, size, &len, msg->figures[figures[i].index]);
+    }
+    s_json_put (json, size, &len, ",\"nx\":%d,\"ny\":%d,\"compute_ns\":%lld,\"closed_ns\":",
+                (int) msg->figures[PROTO_FIG_NX], (int) msg->figures[PROTO_FIG_NY],
+                (long long) msg->time_ns);
+    if (task->closed_ns > 0)
+        s_json_put (json, size, &len, "%lld", (long long) task->closed_ns);
+    else
+        s_json_put (json, size, &len, "null");
+    s_json_put (json, size, &len, ",\"dispatched_ns\":%lld,\"recorded_ns\":%lld,\"latency_ms\":",
+                (long long) task->dispatched_ns, (long long) now);
+    s_json_put_number (json, size, &len,
+                       task->closed_ns > 0 ? (now - task->closed_ns) / 1e6 : NAN);
+    s_json_put (json, size, &len, ",\"field\":%s}",
+                self->fields_every != 0 && msg->blob && msg->blob_size ? "true" : "false");
+    if (len >= size)
+        return;
+    s_publish (self, PROTO_TOPIC_RESULT, exp->name, json, NULL, 0);
+    if (self->fields_every == 0 || !msg->blob || msg->blob_size == 0)
+        return;
+    // The field's own header: which pair it is; then the field encoded as
+    // on the work socket (proto_field_decode reads it).
+    len = 0;
+    s_json_put (json, size, &len, "{\"experiment\":");
+    s_json_put_string (json, size, &len, exp->name);
+    s_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
+    s_json_put_string (json, size, &len, task->stem);
+    s_json_put (json, size, &len, ",\"bytes\":%zu}", msg->blob_size);
+    if (len < size)
+        s_publish (self, PROTO_TOPIC_FIELD, exp->name, json, msg->blob, msg->blob_size);
+}
+
+// ---------------------------------------------------------------------------
+// Retry delay
+
+static int s_backoff_due (zloop_t *loop, int timer_id, void *arg);
+
+// One timer, for the earliest task of the backoff list (none when it is
+// empty). A timer that fires early (zloop counts whole milliseconds on
+// another clock) finds the task not due and is armed again for it: no
+// task waits for a timer that is gone.
+static void
+s_backoff_arm (broker_t *self, int64_t now)
+{
+    if (self->backoff_timer >= 0 && self->loop)
+        zloop_timer_end (self->loop, self->backoff_timer);
+    self->backoff_timer = -1;
+    int64_t first = INT64_MAX;
+    for (task_t *task = zlistx_first (self->backoff); task; task = zlistx_next (self->backoff))
+        if (task->not_before_ns < first)
+            first = task->not_before_ns;
+    if (first == INT64_MAX || !self->loop)
+        return;
+    int64_t ms = first > now ? (first - now + 999999) / 1000000 + 1 : 1;
+    self->backoff_timer = zloop_timer (self->loop, (size_t) ms, 1, s_backoff_due, self);
+}
+
+// Queues the tasks whose retry delay has passed.
+static int
+s_backoff_due (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    self->backoff_timer = -1;  // a one-shot timer: gone once it fired
+    int64_t now = util_time_ns ();
+    for (task_t *task = zlistx_first (self->backoff); task; task = zlistx_next (self->backoff))
+        if (task->not_before_ns <= now) {
+            zlistx_detach_cur (self->backoff);  // the cursor goes back one
+            broker_enqueue (self, task, 0);
+        }
+    s_backoff_arm (self, now);
+    broker_dispatch (self);
+    return 0;
+}
+
+// Holds a task that FAILED until its retry delay has passed (other pairs
+// go on meanwhile); a task without a delay is queued at once.
+static void
+s_backoff_add (broker_t *self, task_t *task, int64_t now)
+{
+    if (task->not_before_ns <= now || !self->loop || !zlistx_add_end (self->backoff, task)) {
+        broker_enqueue (self, task, 0);  // no delay rather than no retry
+        return;
+    }
+    s_backoff_arm (self, now);
+    task_t *held;
+    while (self->backoff_timer < 0 && (held = zlistx_detach (self->backoff, NULL)))
+        broker_enqueue (self, held, 0);  // no timer: no delay rather than no retry
+}
+
+// ---------------------------------------------------------------------------
 // Commit, then tell
 
 
@@ -162,6 +396,7 @@ s_resync (broker_t *self)
         store_files_waiting (self->store, s_pairs_per_file (self), s_reoffer, self);
     }
     zlistx_purge (self->fresh);
+    zlistx_purge (self->backoff);  // pending in the store: loaded again
     store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self);
 }
 
@@ -214,8 +449,12 @@ broker_commit (broker_t *self)
         proto_send (&ack, to, self->ingest);
     zlistx_purge (self->after);
     task_t *task;
+    int64_t now = util_time_ns ();
     while ((task = zlistx_detach (self->fresh, NULL)))
-        broker_enqueue (self, task, task->attempt == 0);  // a retry is never sampled out
+        if (task->not_before_ns > now)
+            s_backoff_add (self, task, now);  // it FAILED: retried after its delay
+        else
+            broker_enqueue (self, task, task->attempt == 0);  // a retry is never sampled out
     broker_dispatch (self);
     return 0;
 }
@@ -299,7 +538,9 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
     if (is_new) {
         task_t *task = broker_task_new (pair, ctx->exp, stem, name_a, name_b);
         if (task) {
-            task->closed_ns = ctx->closed_ns;
+            // A file offered again after a restart has no close time of its
+            // own: its recorded mtime stands for it.
+            task->closed_ns = ctx->closed_ns > 0 ? ctx->closed_ns : store_pair_closed (self->store, pair);
             zlistx_add_end (self->fresh, task);
         }
         broker_count (&ctx->exp->arrivals, ctx->now, 1);
@@ -318,6 +559,10 @@ broker_queue_again (void *arg, int64_t pair, const char *experiment, const char 
     if (!task)
         return -1;
     task->attempt = -1;  // not fresh: never sampled out
+    // The camera's time, not 0 (which would give a latency from the epoch);
+    // published, but not counted in the live latency figures.
+    task->closed_ns = store_pair_closed (self->store, pair);
+    task->by_hand = 1;
     zlistx_add_end (self->fresh, task);
     return 0;
 }
@@ -758,6 +1003,10 @@ s_task_lost (broker_t *self, task_t *task, const char *reason, int64_t now)
                      "(last: %s)",
                      (long long) task->pair, task->exp->name, task->stem,
                      self->cfg.broker.max_attempts, reason);
+        char error[600];
+        snprintf (error, sizeof error, "agent lost %d times on this pair (last: %s)",
+                  self->cfg.broker.max_attempts, reason);
+        s_publish_failed (self, task, self->cfg.broker.max_attempts, error, now);
         broker_task_destroy (&task);
         return;
     }
@@ -794,6 +1043,7 @@ s_agent_drop (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
                 agent->host, reason, zlistx_size (agent->tasks));
     s_requeue_tasks (self, agent, reason, lost);
     char key[512];
+    s_publish_agent (self, agent, lost ? "dead" : "left", reason);
     zhashx_delete (self->agents, s_agent_key (agent->identity, key));
 }
 
@@ -1039,11 +1289,14 @@ broker_rate (rate_ring_t *ring, int64_t now, int seconds)
 // A result recorded for a task the broker sent: its experiment's counts and
 // latency, and the feedback it makes.
 static void
-s_recorded (broker_t *self, task_t *task, const proto_msg_t *msg, int64_t now)
+s_recorded (broker_t *self, task_t *task, const agent_rec_t *agent, const proto_msg_t *msg,
+            int64_t now)
 {
     exp_t *exp = task->exp;
     broker_count (&exp->results, now, 1);
-    if (task->closed_ns > 0) {
+    // Live pairs only: a pair retried or backfilled by hand hours later
+    // says nothing of how fast the farm keeps up.
+    if (task->closed_ns > 0 && !task->by_hand) {
         exp->latency_ms[exp->latency_next] = (now - task->closed_ns) / 1e6;
         exp->latency_next = (exp->latency_next + 1) % LATENCY_KEPT;
         if (exp->latencies < LATENCY_KEPT)
@@ -1059,6 +1312,7 @@ s_recorded (broker_t *self, task_t *task, const proto_msg_t *msg, int64_t now)
         exp->latency_sum_s += s;
     }
     broker_feedback (self, task, msg, now);
+    s_publish_result (self, task, agent, msg, now);
 }
 
 // A RESULT or FAILED not acted on: logged (rate-limited), not stored, and
@@ -1119,7 +1373,7 @@ s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
         agent->credit++;  // the slot the task held is free again
     agent->done += recorded;
     if (task && recorded)
-        s_recorded (self, task, msg, now);
+        s_recorded (self, task, agent, msg, now);
     broker_task_destroy (&task);
     self->results += recorded;
     broker_count (&self->per_second, now, recorded);
@@ -1151,8 +1405,20 @@ s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
     if (failed)
         log_warning ("pair %llu failed for good: %s", (unsigned long long) msg->pair,
                      msg->text ? msg->text : "");
-    if (task && !failed)
-        zlistx_add_end (self->fresh, task);  // another attempt, after the commit
+    if (task && failed)
+        s_publish_failed (self, task, self->cfg.broker.max_attempts, msg->text ? msg->text : "",
+                          now);
+    if (task && !failed) {
+        // Another attempt, after the commit and a delay that doubles with
+        // each failure: a pair that fails at once does not use up its
+        // attempts in a few milliseconds.
+        int64_t delay = BACKOFF_BASE_MS;
+        for (int i = 1; i < task->failures + 1 && delay < BACKOFF_MAX_MS; i++)
+            delay *= 2;
+        task->failures++;
+        task->not_before_ns = now + (delay < BACKOFF_MAX_MS ? delay : BACKOFF_MAX_MS) * 1000000;
+        zlistx_add_end (self->fresh, task);
+    }
     else
         broker_task_destroy (&task);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
@@ -1280,6 +1546,7 @@ s_on_hello (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
         store_agent_seen (self->store, agent->id, agent->host, agent->cores,
                           msg->settings ? msg->settings : "", now);
     log_notice ("agent '%s' on %s with %d cores", agent->id, agent->host, agent->cores);
+    s_publish_agent (self, agent, "joined", NULL);
 }
 
 static int
@@ -1430,6 +1697,7 @@ s_load_pending (void *arg, int64_t pair, const char *experiment, const char *ste
     task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
     if (!task)
         return -1;
+    task->closed_ns = store_pair_closed (self->store, pair);  // its frame's mtime
     broker_enqueue (self, task, 0);
     return 0;
 }
@@ -1551,17 +1819,21 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->experiments = zhashx_new ();
     self->sched = sched_new ();
     self->fresh = zlistx_new ();
+    self->backoff = zlistx_new ();
+    self->backoff_timer = -1;
     self->agents = zhashx_new ();
     self->after = zlistx_new ();
     self->new_ids = zhashx_new ();
     self->recorded_ids = zhashx_new ();
-    if (!self->experiments || !self->sched || !self->fresh || !self->agents || !self->after
+    if (!self->experiments || !self->sched || !self->fresh || !self->backoff || !self->agents
+        || !self->after
         || !self->new_ids || !self->recorded_ids) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
     zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) s_exp_destroy);
     zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
+    zlistx_set_destructor (self->backoff, (zlistx_destructor_fn *) broker_task_destroy);
     zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) s_agent_destroy);
     zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
     // Counts and flags, not pointers: nothing to free (zhashx's default).
@@ -1669,6 +1941,7 @@ broker_destroy (broker_t **self_p)
         sched_clear (self->sched, s_task_free, NULL);
     sched_destroy (&self->sched);
     zlistx_destroy (&self->fresh);
+    zlistx_destroy (&self->backoff);
     zlistx_destroy (&self->after);
     zhashx_destroy (&self->experiments);
     pairing_destroy (&self->pairing);

@@ -652,6 +652,7 @@ s_put_experiment (void *arg, const store_counts_t *c)
            (long long) c->files, (long long) c->pairs[STORE_PENDING],
            (long long) c->pairs[STORE_DISPATCHED], (long long) c->pairs[STORE_DONE],
            (long long) c->pairs[STORE_FAILED], (long long) c->pairs[STORE_SKIPPED]);
+    s_put (t, ",\"created_ns\":%lld", (long long) c->created_ns);
     if (!exp) {
         s_put (t, "}");
         return 0;
@@ -1137,10 +1138,19 @@ s_replay_tick (zloop_t *loop, int timer_id, void *arg)
                 break;  // the store failed: try again at the next tick
         }
         else {
-            char topic[PATH_MAX];
-            snprintf (topic, sizeof topic, "feedback.%s", r->exp->name);
-            zstr_sendm (self->publish, topic);
-            zstr_send (self->publish, item->payload);
+            // Marked as a replay, under the replay's own name: a controller
+            // subscribed to the original never takes it for live feedback.
+            char topic[PATH_MAX], json[8192];
+            snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, r->exp->name,
+                      PROTO_TOPIC_END);
+            if (feedback_message_replayed (item->payload, r->exp->name, json, sizeof json) < 0)
+                log_warning ("replay of '%s' as '%s': a recorded feedback message is not "
+                             "one the broker wrote: skipped",
+                             r->of, r->exp->name);
+            else {
+                zstr_sendm (self->publish, topic);
+                zstr_send (self->publish, json);
+            }
         }
         r->next++;
     }
@@ -1755,6 +1765,7 @@ broker_feedback (broker_t *self, task_t *task, const proto_msg_t *result, int64_
     char json[4096], topic[PATH_MAX];
     int64_t published = util_time_ns ();
     feedback_message_t m = {.experiment = exp->name,
+                            .source = exp->replay ? exp->replay->of : NULL,
                             .pair = task->pair,
                             .stem = task->stem,
                             .closed_ns = task->closed_ns,
@@ -1766,7 +1777,7 @@ broker_feedback (broker_t *self, task_t *task, const proto_msg_t *result, int64_
                             .output = output};
     if (feedback_message_json (&m, json, sizeof json) < 0)
         return;
-    snprintf (topic, sizeof topic, "feedback.%s", exp->name);
+    snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, exp->name, PROTO_TOPIC_END);
     zstr_sendm (self->publish, topic);
     zstr_send (self->publish, json);
     store_event (self->store, "feedback", exp->id, task->pair, json, now);

@@ -311,13 +311,25 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
     s_out_t out = {buf, size, 0};
     s_put (&out, "{\"experiment\":");
     s_put_string (&out, m->experiment);
+    // Right after the name: feedback_message_replayed rewrites the two.
+    s_put (&out, ",\"replay\":%s,\"source\":", m->source ? "true" : "false");
+    if (m->source)
+        s_put_string (&out, m->source);
+    else
+        s_put (&out, "null");
     s_put (&out, ",\"pair\":%" PRId64 ",\"stem\":", m->pair);
     s_put_string (&out, m->stem);
+    // A pair whose camera time is unknown has no latency: 0 would give the
+    // time since the epoch.
+    if (m->closed_ns > 0)
+        s_put (&out, ",\"closed_ns\":%" PRId64, m->closed_ns);
+    else
+        s_put (&out, ",\"closed_ns\":null");
     s_put (&out,
-           ",\"closed_ns\":%" PRId64 ",\"dispatched_ns\":%" PRId64 ",\"computed_ns\":%" PRId64
-           ",\"published_ns\":%" PRId64 ",\"latency_ms\":",
-           m->closed_ns, m->dispatched_ns, m->computed_ns, m->published_ns);
-    s_put_number (&out, (double) (m->published_ns - m->closed_ns) / 1e6);
+           ",\"dispatched_ns\":%" PRId64 ",\"computed_ns\":%" PRId64 ",\"published_ns\":%" PRId64
+           ",\"latency_ms\":",
+           m->dispatched_ns, m->computed_ns, m->published_ns);
+    s_put_number (&out, m->closed_ns > 0 ? (double) (m->published_ns - m->closed_ns) / 1e6 : NAN);
     s_put (&out, ",");
     s_put_roi_quantity (&out, s);
     s_put (&out, ",\"n\":%d", f->n);
@@ -339,6 +351,49 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
     s_put (&out, ",\"output\":");
     s_put_number (&out, s->enabled ? m->output : NAN);
     s_put (&out, "}");
+    return s_done (&out);
+}
+
+// The end of the JSON string starting at text (a '"'): the character
+// after its closing quote, or NULL if it has none.
+static const char *
+s_string_end (const char *text)
+{
+    if (*text != '"')
+        return NULL;
+    for (const char *p = text + 1; *p; p++) {
+        if (*p == '\\' && p[1])
+            p++;
+        else if (*p == '"')
+            return p + 1;
+    }
+    return NULL;
+}
+
+int
+feedback_message_replayed (const char *payload, const char *as, char *buf, size_t size)
+{
+    static const char head[] = "{\"experiment\":";
+    if (strncmp (payload, head, sizeof head - 1) != 0)
+        return -1;
+    const char *name = payload + sizeof head - 1;
+    const char *name_end = s_string_end (name);
+    if (!name_end)
+        return -1;
+    const char *rest = name_end;
+    s_out_t out = {buf, size, 0};
+    s_put (&out, "%s", head);
+    s_put_string (&out, as);
+    static const char marked[] = ",\"replay\":true,\"source\":";
+    static const char live[] = ",\"replay\":false,\"source\":null";
+    if (strncmp (rest, marked, sizeof marked - 1) == 0) {
+        // A replay of a replay: its first source stays.
+        s_put (&out, "%s", rest);
+        return s_done (&out);
+    }
+    if (strncmp (rest, live, sizeof live - 1) == 0)
+        rest += sizeof live - 1;
+    s_put (&out, "%s%.*s%s", marked, (int) (name_end - name), name, rest);
     return s_done (&out);
 }
 

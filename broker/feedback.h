@@ -109,7 +109,8 @@ typedef struct {
     const char *experiment;             // its name
     int64_t pair;                       // the pair's id
     const char *stem;                   // the pair's stem
-    int64_t closed_ns;                  // second frame closed (its mtime)
+    const char *source;                 // the experiment it replays, or NULL (live)
+    int64_t closed_ns;                  // second frame closed (its mtime); 0: unknown
     int64_t dispatched_ns;              // TASK sent
     int64_t computed_ns;                // RESULT received
     int64_t published_ns;               // this message
@@ -120,8 +121,20 @@ typedef struct {
 
 // The JSON object of doc/control.md "The feedback stream": value is the
 // figure of settings->quantity, latency_ms = (published - closed) / 1e6;
-// strings escaped, NAN and infinities as null, doubles %.9g. Writes buf
-// (NUL-terminated); the length, or -1 if size is too small.
+// closed_ns and latency_ms null when closed_ns is 0 (unknown: never a
+// latency from the epoch); replay true and source the replayed experiment
+// when source is set, else false and null. Strings escaped, NAN and
+// infinities as null, doubles %.9g. Writes buf (NUL-terminated); the
+// length, or -1 if size is too small.
 int feedback_message_json (const feedback_message_t *m, char *buf, size_t size);
+
+// A recorded feedback message (feedback_message_json's, as the event log
+// holds it) as a feedback-only replay re-publishes it: its "experiment"
+// becomes 'as', followed by "replay":true and "source" (the experiment
+// it was recorded for); the other members, times included, as recorded
+// (a message already marked keeps its first source). Writes buf; the
+// length, or -1 if 'payload' does not start with {"experiment":"..."
+// or size is too small.
+int feedback_message_replayed (const char *payload, const char *as, char *buf, size_t size);
 
 #endif

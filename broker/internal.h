@@ -119,6 +119,10 @@ typedef struct {
     char *name_b;        // frame B, or NULL (multipage)
     int attempt;         // attempt number once dispatched
     int64_t closed_ns;   // when its last frame was closed (0: unknown)
+    int by_hand;         // queued again by a retry, backfill or changed file: its latency
+                         // is published but left out of the experiment's median and p99
+    int failures;        // FAILED answers since it was queued: the retry delay doubles
+    int64_t not_before_ns;  // retried no earlier than this (broker.c, BACKOFF_BASE_MS)
     int64_t dispatched_ns;  // when it was sent
     int64_t deadline_ns;    // requeued for another agent past this (broker/task_deadline_ms)
     int expired;         // its deadline passed and a copy went back to the queue: this one
@@ -182,6 +186,8 @@ struct _broker_t {
     int wake_timer;           // one-shot timer for a rate-limited queue, or -1
     zhashx_t *experiments;    // name -> exp_t
     zlistx_t *fresh;          // task_t of the open transaction: queued after commit
+    zlistx_t *backoff;        // task_t that FAILED, waiting out their retry delay
+    int backoff_timer;        // one-shot timer for the earliest of them, or -1
     zhashx_t *agents;         // identity (hex) -> agent_rec_t
     zlistx_t *after;          // messages sent after the next commit
     char settings[512];       // PIV settings of the configuration

@@ -48,9 +48,16 @@
 #define PROTO_MAX_MESSAGE (80 << 20)    // ZMQ_MAXMSGSIZE on every socket
 #define PROTO_MAX_BATCH 1024            // messages in one BATCH
 
-// Publish topics (PUB :5553): "feedback.<exp>", "field.<exp>", "state".
+// Publish topics (PUB :5553, doc/protocol.md §6): "feedback.<exp>/",
+// "result.<exp>/", "failed.<exp>/", "field.<exp>/" (the prefix, the
+// experiment, PROTO_TOPIC_END: as names hold no '/', "feedback.run8/" is
+// never a prefix of another experiment's topic), "agents" and "state".
 #define PROTO_TOPIC_FEEDBACK "feedback."
+#define PROTO_TOPIC_RESULT "result."
+#define PROTO_TOPIC_FAILED "failed."
 #define PROTO_TOPIC_FIELD "field."
+#define PROTO_TOPIC_END "/"
+#define PROTO_TOPIC_AGENTS "agents"
 #define PROTO_TOPIC_STATE "state"
 
 // A decoded message. Which fields are meaningful depends on the command

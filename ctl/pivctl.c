@@ -1188,7 +1188,10 @@ s_run_tail (s_ctl_t *ctl, s_args_t *args)
     }
     const char *endpoint = ctl->cfg.broker.publish;
     char topic[PROTO_MAX_STRING];
-    snprintf (topic, sizeof topic, "%s%s", PROTO_TOPIC_FEEDBACK, args->words[0]);
+    // "feedback.run7/": no other experiment's topic starts with it (names
+    // hold no '/'), so ZeroMQ's prefix match delivers run7's alone.
+    snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, args->words[0],
+              PROTO_TOPIC_END);
     char err[1024];
     int bad_cert;
     zsock_t *sub = secure_connect (ZMQ_SUB, &ctl->cfg, endpoint, "the broker's feedback stream",
@@ -1206,8 +1209,6 @@ s_run_tail (s_ctl_t *ctl, s_args_t *args)
         zmsg_t *msg = zmsg_recv (sub);
         char *got = msg ? zmsg_popstr (msg) : NULL;
         char *json = msg ? zmsg_popstr (msg) : NULL;
-        // The subscription is a prefix: "feedback.run7" also gets
-        // "feedback.run7.replay1", which is another experiment.
         if (got && json && strcmp (got, topic) == 0) {
             if (ctl->json)
                 printf ("%s\n", json);
@@ -1902,8 +1903,9 @@ s_run_replay (s_ctl_t *ctl, s_args_t *args)
             printf ("}\n");
         }
         else
-            printf ("re-published %s feedback message(s) of %s on %s%s\n",
-                    s_num (last.replay_sent, "%.0f"), args->words[0], PROTO_TOPIC_FEEDBACK, name);
+            printf ("re-published %s feedback message(s) of %s on %s%s%s (marked replay)\n",
+                    s_num (last.replay_sent, "%.0f"), args->words[0], PROTO_TOPIC_FEEDBACK, name,
+                    PROTO_TOPIC_END);
     }
     else if (rc == EXIT_OK)
         rc = s_replay_compare (ctl, args->words[0], name, speed);

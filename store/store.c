@@ -290,6 +290,7 @@ typedef enum {
     S_PAIRS_OF_FAILED,
     S_PAIRS_OF_SKIPPED,
     S_PAIRS_OF,
+    S_PAIR_CLOSED,
     S_FILES_MAX,
     S_FILES,
     S_FILES_UNPAIRED,
@@ -405,6 +406,8 @@ static const char *s_sql[S_NSTMTS] = {
                    " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a)"
                    " WHERE +p.experiment = ?4 AND (?5 < 0 OR p.state = ?5)"
                    " AND p.id > ?1 AND p.id <= ?2 ORDER BY p.id LIMIT ?3",
+    [S_PAIR_CLOSED] = "SELECT ifnull (f.mtime_ns, 0) FROM pairs p"
+                      " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a) WHERE p.id = ?1",
     [S_FILES_MAX] = "SELECT ifnull (max (id), 0) FROM files",
     [S_FILES] = "SELECT f.id, e.name, f.name FROM files f JOIN experiments e"
                 " ON e.id = f.experiment WHERE f.id > ?1 AND f.id <= ?2 ORDER BY f.id LIMIT ?3",
@@ -1659,6 +1662,19 @@ store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now
     return attempt;
 }
 
+int64_t
+store_pair_closed (store_t *self, int64_t pair)
+{
+    sqlite3_stmt *stmt = self->stmts[S_PAIR_CLOSED];
+    sqlite3_bind_int64 (stmt, 1, pair);
+    int64_t closed = 0;
+    if (s_query_int (self, stmt, &closed, NULL) == SQLITE_OK)
+        return closed > 0 ? closed : 0;
+    s_error (self, "cannot read the frames of pair %" PRId64 " in '%s': %s", pair, self->path,
+             sqlite3_errmsg (self->db));
+    return -1;
+}
+
 int
 store_attempt_agent (store_t *self, int64_t pair, int attempt, char *out, size_t size)
 {
@@ -2408,7 +2424,7 @@ static int
 s_counts_row (void *ctx, const s_batch_t *batch, int r, int *rc)
 {
     s_list_t *list = ctx;
-    store_counts_t counts = {.name = s_batch_text (batch, r, 0)};
+    store_counts_t counts = {.name = s_batch_text (batch, r, 0), .created_ns = batch->num[r][1]};
     *rc = s_count (list->store, batch->num[r][0], &counts);
     return *rc == SQLITE_OK ? ((store_counts_fn *) list->fn) (list->arg, &counts) : 0;
 }

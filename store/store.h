@@ -82,6 +82,11 @@ int64_t store_pair_add (store_t *self, int64_t experiment, const char *stem, int
 // PENDING -> DISPATCHED to 'agent', attempts + 1; returns the attempt number
 // or -1 (error, or the pair is not PENDING any more).
 int store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now_ns);
+// When the last frame of 'pair' was closed: the modification time the
+// store recorded for it (file_b, or file_a for a multipage file); 0 when
+// unknown (no such pair, or no time recorded); -1 on a read error
+// (store_error).
+int64_t store_pair_closed (store_t *self, int64_t pair);
 // The agent attempt 'attempt' of 'pair' was dispatched to, into out: 1;
 // 0 when the store has no such attempt; -1 on a read error (store_error).
 int store_attempt_agent (store_t *self, int64_t pair, int attempt, char *out, size_t size);
@@ -172,6 +177,7 @@ int store_files_waiting (store_t *self, int pairs_per_file, store_file_fn *fn, v
 // or -1.
 typedef struct {
     const char *name;  // experiment
+    int64_t created_ns;  // when it was created
     int64_t files;     // files recorded
     int64_t pairs[5];  // indexed by store_state_t
 } store_counts_t;

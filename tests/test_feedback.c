@@ -552,6 +552,49 @@ START_TEST (a_missing_value_or_a_late_frame_time_changes_nothing_it_should_not)
 }
 END_TEST
 
+START_TEST (an_unknown_camera_time_gives_no_latency_and_a_replay_is_marked)
+{
+    feedback_settings_t s = s_settings ("quantity=mean_u");
+    feedback_figures_t f = {.n = 1, .total = 1, .mean_u = 2, .valid_fraction = 1};
+    feedback_message_t m = {.experiment = "run8",
+                            .pair = 7,
+                            .stem = "x_0007",
+                            .closed_ns = 0,  // a pair whose frame time is not known
+                            .dispatched_ns = 1796116330000000000,
+                            .computed_ns = 1796116330100000000,
+                            .published_ns = 1796116330200000000,
+                            .settings = &s,
+                            .figures = &f,
+                            .output = NAN};
+    char json[2048], replayed[2048];
+    ck_assert (feedback_message_json (&m, json, sizeof json) > 0);
+    s_contains (json, "{\"experiment\":\"run8\",\"replay\":false,\"source\":null,\"pair\":7,");
+    s_contains (json, "\"closed_ns\":null,");
+    s_contains (json, "\"latency_ms\":null,");  // not 1796116330200 ms since the epoch
+
+    // A feedback-only replay re-publishes it under its own name, marked.
+    m.closed_ns = 1796116330000000000;
+    ck_assert (feedback_message_json (&m, json, sizeof json) > 0);
+    int len = feedback_message_replayed (json, "run8.replay1", replayed, sizeof replayed);
+    ck_assert_int_eq (len, (int) strlen (replayed));
+    s_contains (replayed, "{\"experiment\":\"run8.replay1\",\"replay\":true,\"source\":\"run8\","
+                          "\"pair\":7,\"stem\":\"x_0007\",\"closed_ns\":1796116330000000000,");
+    s_contains (replayed, "\"latency_ms\":200,");  // its recorded times kept
+    ck_assert_ptr_null (strstr (replayed, "\"replay\":false"));
+    // A replay of the replay keeps the first source.
+    char twice[2048];
+    ck_assert (feedback_message_replayed (replayed, "r2", twice, sizeof twice) > 0);
+    s_contains (twice, "{\"experiment\":\"r2\",\"replay\":true,\"source\":\"run8\",\"pair\":7,");
+    // A message recorded before replays were marked gets the mark too.
+    ck_assert (feedback_message_replayed ("{\"experiment\":\"a\\\"b\",\"pair\":1}", "c", twice,
+                                          sizeof twice)
+               > 0);
+    ck_assert_str_eq (twice, "{\"experiment\":\"c\",\"replay\":true,\"source\":\"a\\\"b\",\"pair\":1}");
+    ck_assert_int_eq (feedback_message_replayed ("{\"pair\":1}", "c", twice, sizeof twice), -1);
+    ck_assert_int_eq (feedback_message_replayed (json, "c", twice, 10), -1);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -570,6 +613,7 @@ main (void)
     tc = tcase_create ("figures");
     tcase_add_test (tc, a_uniform_field_has_exact_means_and_no_vorticity);
     tcase_add_test (tc, solid_body_rotation_has_vorticity_twice_its_rate);
+    tcase_add_test (tc, an_unknown_camera_time_gives_no_latency_and_a_replay_is_marked);
     tcase_add_test (tc, the_roi_selects_the_vectors_inside_its_box_edges_included);
     tcase_add_test (tc, flagged_vectors_count_in_total_only_and_stay_out_of_the_stencils);
     tcase_add_test (tc, an_roi_without_valid_vectors_gives_no_figures);

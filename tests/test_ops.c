@@ -1161,6 +1161,254 @@ END_TEST
 // Running the suite
 
 // A test case of the suite: a fresh farm for each test.
+// ---------------------------------------------------------------------------
+// The publish socket (doc/protocol.md §6)
+
+// A SUB socket on the farm's publish endpoint, subscribed to each topic
+// given (NULL-terminated); waits until the subscriptions have reached the
+// broker (ZeroMQ drops what no one has subscribed to yet).
+static zsock_t *
+s_subscribe (const char *first, ...)
+{
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/publish", s_farm.dir);
+    zsock_t *sub = zsock_new_sub (endpoint, NULL);
+    ck_assert (sub != NULL);
+    va_list ap;
+    va_start (ap, first);
+    for (const char *t = first; t; t = va_arg (ap, const char *))
+        zsock_set_subscribe (sub, t);
+    va_end (ap);
+    usleep (500000);
+    return sub;
+}
+
+// The next message on sub within timeout_ms: its topic into topic, its
+// JSON parsed (NULL if none came); *blob_size gets a third frame's size.
+static json_t *
+s_next (zsock_t *sub, int timeout_ms, char *topic, size_t size, size_t *blob_size)
+{
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    zmsg_t *msg = zpoller_wait (poller, timeout_ms) ? zmsg_recv (sub) : NULL;
+    zpoller_destroy (&poller);
+    if (!msg)
+        return NULL;
+    char *t = zmsg_popstr (msg), *json = zmsg_popstr (msg);
+    zframe_t *blob = zmsg_pop (msg);
+    snprintf (topic, size, "%s", t ? t : "");
+    if (blob_size)
+        *blob_size = blob ? zframe_size (blob) : 0;
+    if (blob) { // the field, as the work socket encodes it
+        char err[256];
+        piv_field_t *field =
+            proto_field_decode (zframe_data (blob), zframe_size (blob), err, sizeof err);
+        ck_assert_msg (field != NULL, "field on '%s': %s", t, err);
+        piv_field_destroy (&field);
+    }
+    char err[256];
+    json_t *doc = json ? json_parse (json, err, sizeof err) : NULL;
+    ck_assert_msg (doc != NULL, "message on '%s' is not JSON: %s", t, json ? json : "(none)");
+    free (t);
+    free (json);
+    zframe_destroy (&blob);
+    zmsg_destroy (&msg);
+    return doc;
+}
+
+START_TEST (a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_are_marked)
+{
+    tu_farm_conf (&s_farm, "piv", 2, "32", "");
+    tu_farm_render (&s_farm, 6, "t");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "t", 1, 4, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 60).done, 4);
+    // One subscriber to exp1 as a controller makes it, one to its replay.
+    zsock_t *own = s_subscribe ("feedback.exp1/", "result.exp1/", "field.exp1/", NULL);
+    zsock_t *replay = s_subscribe ("feedback.exp1.replay1/", NULL);
+    json_t *doc = s_ask ("replay", "exp1", "--feedback-only", "--speed", "max", NULL);
+    json_destroy (&doc);
+    tu_farm_land (&s_farm, "t", 5, 6, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 6, 60).done, 6);
+
+    // exp1's subscriber: the two live pairs' feedback, result and field,
+    // nothing of exp1.replay1 (whose topic its old prefix matched).
+    int feedback = 0, results = 0, fields = 0;
+    char topic[512];
+    size_t blob = 0;
+    while ((doc = s_next (own, 1500, topic, sizeof topic, &blob))) {
+        ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1");
+        if (strcmp (topic, "feedback.exp1/") == 0) {
+            feedback++;
+            ck_assert_int_eq (json_bool (doc, -1, "$.replay"), 0);
+            ck_assert_int_eq (json_type_at (doc, "$.source"), JSON_NULL);
+        }
+        else if (strcmp (topic, "result.exp1/") == 0) {
+            results++;
+            ck_assert_msg (fabs (json_number (doc, NAN, "$.mean_u") - SHIFT_U) < 0.5, "mean_u %g",
+                           json_number (doc, NAN, "$.mean_u"));
+            ck_assert_int_eq (json_bool (doc, -1, "$.field"), 1);
+            ck_assert (json_int (doc, 0, "$.closed_ns") > 0);
+            double latency = json_number (doc, NAN, "$.latency_ms");
+            ck_assert_msg (latency >= 0 && latency < 60000, "latency %g ms", latency);
+        }
+        else {
+            ck_assert_str_eq (topic, "field.exp1/");
+            ck_assert (blob > 32);
+            fields++;
+        }
+        json_destroy (&doc);
+    }
+    ck_assert_int_eq (feedback, 2);
+    ck_assert_int_eq (results, 2);
+    ck_assert_int_eq (fields, 2);
+
+    // The replay's subscriber: the 4 recorded messages, under the replay's
+    // name, marked as a replay of exp1, their recorded times kept.
+    int replayed = 0;
+    while ((doc = s_next (replay, 500, topic, sizeof topic, NULL))) {
+        ck_assert_str_eq (topic, "feedback.exp1.replay1/");
+        ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1.replay1");
+        ck_assert_int_eq (json_bool (doc, -1, "$.replay"), 1);
+        ck_assert_str_eq (json_string (doc, "$.source"), "exp1");
+        ck_assert (json_int (doc, 0, "$.closed_ns") > 0);
+        replayed++;
+        json_destroy (&doc);
+    }
+    ck_assert_int_eq (replayed, 4);
+    zsock_destroy (&own);
+    zsock_destroy (&replay);
+}
+END_TEST
+
+START_TEST (agents_joining_and_leaving_are_published)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    s_start_farm ();
+    zsock_t *sub = s_subscribe ("agents", NULL);
+    int a2 = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "a2");
+    char topic[512];
+    json_t *doc = s_next (sub, 10000, topic, sizeof topic, NULL);
+    ck_assert_msg (doc != NULL, "no 'agents' message after a2 started");
+    ck_assert_str_eq (topic, "agents");
+    ck_assert_str_eq (json_string (doc, "$.event"), "joined");
+    ck_assert_str_eq (json_string (doc, "$.agent"), "a2");
+    ck_assert_int_eq (json_int (doc, -1, "$.agents"), 2);
+    json_destroy (&doc);
+    tu_stop (a2, SIGTERM, 10);
+    doc = s_next (sub, 10000, topic, sizeof topic, NULL);
+    ck_assert_msg (doc != NULL, "no 'agents' message after a2 stopped");
+    ck_assert_str_eq (json_string (doc, "$.event"), "left");
+    ck_assert_str_eq (json_string (doc, "$.agent"), "a2");
+    ck_assert_int_eq (json_int (doc, -1, "$.agents"), 1);
+    json_destroy (&doc);
+    zsock_destroy (&sub);
+}
+END_TEST
+
+// The dispatch times of the attempts of the pair of stem, in order.
+static int
+s_attempt_times (const char *stem, int64_t *times, int max)
+{
+    int n = 0;
+    for (int a = 1; a <= max; a++) {
+        times[n] = tu_farm_sql (&s_farm,
+                                "SELECT t.dispatched_ns FROM attempts t JOIN pairs p"
+                                " ON p.id = t.pair WHERE p.stem = '%s' AND t.attempt = %d",
+                                stem, a);
+        if (times[n] <= 0)
+            break;
+        n++;
+    }
+    return n;
+}
+
+START_TEST (a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera_time)
+{
+    // A processor that fails until the file 'fixed' exists.
+    const char *script = tu_path (s_farm.dir, "flaky.sh");
+    char text[8192];
+    snprintf (text, sizeof text,
+              "#!/bin/sh\n"
+              "if [ ! -e '%s/fixed' ]; then echo 'the camera is fogged' >&2; exit 1; fi\n"
+              "echo \"x y u v flags\" > \"$3\"\n",
+              s_farm.dir);
+    tu_spit (script, text, strlen (text));
+    chmod (script, 0755);
+    char processor[4200];
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    tu_farm_conf (&s_farm, processor, 2, "32,16", "");
+    tu_farm_render (&s_farm, 1, "k");
+    s_start_farm ();
+    zsock_t *sub = s_subscribe ("failed.exp1/", "result.exp1/", NULL);
+    tu_farm_land (&s_farm, "k", 1, 1, 0);
+    char topic[512];
+    json_t *doc = s_next (sub, 60000, topic, sizeof topic, NULL);
+    if (!doc) {
+        char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
+        ck_abort_msg ("no 'failed' message; broker.log: %s", log ? log : "(none)");
+    }
+    ck_assert_str_eq (topic, "failed.exp1/");
+    ck_assert_str_eq (json_string (doc, "$.stem"), "k_0001");
+    ck_assert_int_eq (json_int (doc, -1, "$.attempts"), 3);
+    ck_assert_msg (strstr (json_string (doc, "$.error"), "fogged"), "%s",
+                   json_string (doc, "$.error"));
+    json_destroy (&doc);
+    // Three attempts, the second at least the base delay (1 s) after the
+    // first, the third later still after the second.
+    int64_t t[4];
+    ck_assert_int_eq (s_attempt_times ("k_0001", t, 4), 3);
+    ck_assert_msg (t[1] - t[0] >= 1000000000LL, "attempts %.3f s apart", (t[1] - t[0]) / 1e9);
+    ck_assert_msg (t[2] - t[1] > t[1] - t[0], "gaps %.3f s then %.3f s", (t[1] - t[0]) / 1e9,
+                   (t[2] - t[1]) / 1e9);
+
+    // Retried by hand: its result carries the frame's time (its mtime),
+    // and its latency from it, not from 0.
+    tu_spit (tu_path (s_farm.dir, "fixed"), "", 0);
+    json_destroy (&(json_t *){s_ask ("retry", "exp1", NULL)});
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
+    doc = s_next (sub, 10000, topic, sizeof topic, NULL);
+    ck_assert_msg (doc != NULL, "no 'result' message");
+    ck_assert_str_eq (topic, "result.exp1/");
+    struct stat st;
+    ck_assert (stat (tu_path (s_farm.dir, "data/exp1/k_0001_b.tif"), &st) == 0);
+    int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    ck_assert_int_eq (json_int (doc, 0, "$.closed_ns"), mtime);
+    double latency = json_number (doc, NAN, "$.latency_ms");
+    double expected = (json_int (doc, 0, "$.recorded_ns") - mtime) / 1e6;
+    ck_assert_msg (fabs (latency - expected) < 1e-3 && latency > 0 && latency < 600000,
+                   "latency %g ms, expected %g", latency, expected);
+    json_destroy (&doc);
+    // A pair retried by hand is no live pair: the p99 is not its wait (nor
+    // 56 years).
+    doc = s_ask ("status", NULL);
+    int e = s_exp1 (doc);
+    ck_assert_int_eq (json_type_at (doc, "$.experiments[%d].latency_p99_ms", e), JSON_NULL);
+    json_destroy (&doc);
+    zsock_destroy (&sub);
+}
+END_TEST
+
+START_TEST (experiments_shows_when_each_was_created)
+{
+    int64_t before = s_now_ns ();
+    s_start_farm_done ("c", 1);
+    json_t *doc = s_ask ("experiments", NULL);
+    int e = s_exp1 (doc);
+    int64_t created = json_int (doc, 0, "$.experiments[%d].created_ns", e);
+    ck_assert_msg (created >= before - 1000000000LL && created <= s_now_ns (), "created_ns %lld",
+                   (long long)created);
+    json_destroy (&doc);
+    char out[8192];
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "experiments", NULL), 0);
+    char *table = strstr (out, "CREATED"); // the listing's own table, after the counts
+    char *line = table ? strstr (table, "\nexp1 ") : NULL;
+    ck_assert_msg (line, "%s", out);
+    char name[64], date[64];
+    ck_assert_int_eq (sscanf (line, "%63s %63s", name, date), 2);
+    ck_assert_msg (strcmp (date, "-") != 0 && strchr (date, '-'), "CREATED '%s': %s", date, out);
+}
+END_TEST
+
 static TCase *
 s_tcase (Suite *suite, const char *name)
 {
@@ -1192,5 +1440,10 @@ main (void)
     tc = s_tcase (suite, "replay");
     tcase_add_test (tc, a_replay_gives_the_same_fields_at_the_pace_asked);
     tcase_add_test (tc, a_clock_5_s_ahead_is_warned_of_and_an_operator_clears_the_warning);
+    tc = s_tcase (suite, "publish");
+    tcase_add_test (tc, a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_are_marked);
+    tcase_add_test (tc, agents_joining_and_leaving_are_published);
+    tcase_add_test (tc, a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera_time);
+    tcase_add_test (tc, experiments_shows_when_each_was_created);
     return tu_run_suite (suite);
 }
