@@ -356,15 +356,18 @@ START_TEST (the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node)
     setenv ("SLURM_CPUS_ON_NODE", "8", 1);
     setenv ("SLURM_JOB_ID", "4711", 1);
     setenv ("PIVFARM_AGENT", agent, 1);
-    setenv ("PIVFARM_CONF", "/etc/pivfarm/lab farm.conf", 1);
+    const char *conf = s_p (s_dir, "lab farm.conf");  // the script reads it: it must exist
+    s_write (conf, "agent\n    threads = 1\n");
+    setenv ("PIVFARM_CONF", conf, 1);
     const char *script = s_p (s_top, "deploy/slurm/pivfarm-agents.sbatch");
     const char *argv[] = {script, "tcp://nas1:5551", NULL};
     int rc = s_run (argv);
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    char conf_line[4200];
+    snprintf (conf_line, sizeof conf_line, "agent [-c]\nagent [%s]\n", conf);
     const char *lines[] = {"srun --ntasks-per-node=1\n", "srun --cpus-per-task=8\n",
                            "agent [--broker]\nagent [tcp://nas1:5551]\n",
-                           "agent [--threads]\nagent [8]\n", "-4711]\n",
-                           "agent [-c]\nagent [/etc/pivfarm/lab farm.conf]\n"};
+                           "agent [--threads]\nagent [8]\n", "-4711]\n", conf_line};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
     // The endpoint may come from the environment; without one it refuses.
