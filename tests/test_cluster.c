@@ -18,6 +18,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -34,6 +35,7 @@
 
 #define MARKER "PIVFARM_CLUSTER_TEST" // environment variable naming this run's directory
 #define SCRIPT "deploy/slurm/pivfarm-agents.sbatch"
+#define USER "pivtest" // the unprivileged user who submits the agents' jobs
 
 static char s_base[4096];  // this run's directory (made by the runner, swept after)
 static int s_run_pid;      // the runner's pid: names the namespaces and links
@@ -162,6 +164,36 @@ static void
 s_write (const char *path, const char *text)
 {
     tu_spit (path, text, strlen (text));
+}
+
+// The contents of a /proc file (NUL-terminated, its length in *len_p if
+// not NULL; caller frees), NULL if it cannot be read. tu_slurp does not
+// serve: these files have no size to seek to.
+static char *
+s_proc_read (const char *path, size_t *len_p)
+{
+    FILE *f = fopen (path, "rb");
+    if (!f)
+        return NULL;
+    size_t used = 0, size = 4096;
+    char *buf = malloc (size + 1);
+    for (size_t n; buf && (n = fread (buf + used, 1, size - used, f)) > 0;) {
+        used += n;
+        if (used == size) {
+            char *more = realloc (buf, 2 * size + 1);
+            if (!more)
+                free (buf);
+            buf = more;
+            size *= 2;
+        }
+    }
+    fclose (f);
+    if (buf) {
+        buf[used] = '\0';
+        if (len_p)
+            *len_p = used;
+    }
+    return buf;
 }
 
 // The farm's configuration (tu_farm_conf) with the broker's work socket on
@@ -347,7 +379,7 @@ s_ours (const char *pid)
     snprintf (marker, sizeof marker, "%s=%s", MARKER, s_base);
     snprintf (path, sizeof path, "/proc/%s/environ", pid);
     size_t len = 0;
-    char *env = tu_slurp (path, &len);
+    char *env = s_proc_read (path, &len);
     int ours = 0;
     for (size_t i = 0; env && i < len && !ours; i += strlen (env + i) + 1)
         ours = strcmp (env + i, marker) == 0;
@@ -389,6 +421,9 @@ s_run_teardown (void)
             break;
         usleep (200000);
     }
+    // The user a test made (and nothing of it runs any more).
+    if (access (tu_path (s_base, "made-user"), F_OK) == 0 && s_cmd ("userdel", "-f", USER, NULL) != 0)
+        fprintf (stderr, "test_cluster: cannot remove the user '%s': %s\n", USER, s_out);
     for (const char *h = "abc"; *h; h++) {
         char ns[64], path[128];
         snprintf (ns, sizeof ns, "pivfarm-%d-%c", s_run_pid, *h);
@@ -518,14 +553,13 @@ s_slurm_start (void)
                    s->dir);
 }
 
-// Cancels the job, waits until Slurm has ended it (1) or not (0).
+// Waits until the job is no longer in squeue (1) or timeout_s passed (0).
 static int
-s_slurm_cancel (int timeout_s)
+s_slurm_wait_gone (int timeout_s)
 {
     s_slurm_t *s = &s_slurm;
     if (!*s->job)
         return 1;
-    s_cmd ("scancel", s->job, NULL);
     for (int i = 0; i < timeout_s * 5; i++) {
         if (s_cmd ("squeue", "-h", "-j", s->job, NULL) != 0 || !*s_out) {
             s->job[0] = '\0';
@@ -534,6 +568,16 @@ s_slurm_cancel (int timeout_s)
         usleep (200000);
     }
     return 0;
+}
+
+// Cancels the job, waits until Slurm has ended it (1) or not (0).
+static int
+s_slurm_cancel (int timeout_s)
+{
+    if (!*s_slurm.job)
+        return 1;
+    s_cmd ("scancel", s_slurm.job, NULL);
+    return s_slurm_wait_gone (timeout_s);
 }
 
 // Stops what s_slurm_start started, by pid: the job first.
@@ -574,10 +618,193 @@ s_render (int n, const char *prefix)
     ck_assert_msg (tu_run (argv, s_out, sizeof s_out, 60) == 0, "%s", s_out);
 }
 
+// ---------------------------------------------------------------------------
+// The submitting user: unprivileged, with a directory of its own
+
+static uid_t s_uid;          // USER's uid and gid
+static gid_t s_gid;
+static char s_user_dir[4200]; // <farm>/user, USER's
+static char s_user_conf[4300]; // its configuration there
+static char s_stray[4200];    // a file of USER's found outside s_user_dir
+
+// USER (made with useradd, no home, if absent: the runner removes it after
+// the suite); its uid and gid in s_uid, s_gid.
+static void
+s_user (void)
+{
+    struct passwd *pw = getpwnam (USER);
+    if (!pw) {
+        int rc = s_cmd ("useradd", "-M", "-r", "-s", "/usr/sbin/nologin", USER, NULL);
+        ck_assert_msg (rc == 0, "useradd %s: exit %d: %s", USER, rc, s_out);
+        s_write (tu_path (s_base, "made-user"), USER "\n");
+        pw = getpwnam (USER);
+        ck_assert_msg (pw != NULL, "useradd made no user '%s'", USER);
+    }
+    s_uid = pw->pw_uid;
+    s_gid = pw->pw_gid;
+}
+
+// <farm>/user, owned by USER, and in it USER's own copy of the farm's
+// configuration (mode 0600, USER's; the watch root made absolute) with
+// agent/results 'results' (relative to the file: ./results is
+// <farm>/user/results).
+static void
+s_user_setup (const char *results)
+{
+    snprintf (s_user_dir, sizeof s_user_dir, "%s/user", s_farm.dir);
+    snprintf (s_user_conf, sizeof s_user_conf, "%s/pivfarm.conf", s_user_dir);
+    ck_assert (mkdir (s_user_dir, 0755) == 0 || access (s_user_dir, F_OK) == 0);
+    ck_assert (chown (s_user_dir, s_uid, s_gid) == 0);
+    char *text = tu_slurp (s_farm.conf, NULL);
+    ck_assert (text != NULL);
+    const char *root = "    root = ./data\n", *res = "    results = ./results\n";
+    char *at_root = strstr (text, root), *at_res = strstr (text, res);
+    ck_assert_msg (at_root && at_res && at_root < at_res, "unexpected %s", s_farm.conf);
+    FILE *f = fopen (s_user_conf, "w");
+    ck_assert (f != NULL);
+    fprintf (f, "%.*s    root = %s/data\n%.*s    results = %s\n%s", (int) (at_root - text), text,
+             s_farm.dir, (int) (at_res - at_root - strlen (root)), at_root + strlen (root),
+             results, at_res + strlen (res));
+    ck_assert (fclose (f) == 0);
+    free (text);
+    ck_assert (chown (s_user_conf, s_uid, s_gid) == 0 && chmod (s_user_conf, 0600) == 0);
+}
+
+// Submits the batch script as USER (runuser: 'sbatch --uid' is root's
+// only) with PIVFARM_CONF 'conf', from and into s_user_dir (TMPDIR too; the
+// job's output
+// is <user dir>/agents-<job>.out: its path in 'output'); the job in
+// s_slurm.job.
+static void
+s_submit (const char *conf, const char *work, char *output, size_t size)
+{
+    setenv ("PIVFARM_CONF", conf, 1);
+    char opt[4300];
+    snprintf (opt, sizeof opt, "--output=%s/agents-%%j.out", s_user_dir);
+    char tmp[4300];  // the run's TMPDIR is root's: slurmstepd would say so in the output
+    snprintf (tmp, sizeof tmp, "TMPDIR=%s", s_user_dir);
+    int rc = s_cmd ("runuser", "-u", USER, "--", s_which ("env"), tmp, s_which ("sbatch"),
+                    "--parsable", "--nodes=1", opt, "--chdir", s_user_dir, s_script (), work, NULL);
+    ck_assert_msg (rc == 0, "sbatch as %s: exit %d: %s", USER, rc, s_out);
+    snprintf (s_slurm.job, sizeof s_slurm.job, "%.*s", (int) strcspn (s_out, ";\n"), s_out);
+    snprintf (output, size, "%s/agents-%s.out", s_user_dir, s_slurm.job);
+}
+
+// Up to 'max' pids of this run's processes named 'comm' that job 'job'
+// started (SLURM_JOB_ID in their environment); their count.
+static int
+s_job_procs (const char *job, const char *comm, int *pids, int max)
+{
+    char want_job[64], want_marker[4200];
+    snprintf (want_job, sizeof want_job, "SLURM_JOB_ID=%s", job);
+    snprintf (want_marker, sizeof want_marker, "%s=%s", MARKER, s_base);
+    int n = 0;
+    DIR *proc = opendir ("/proc");
+    for (struct dirent *e; proc && n < max && (e = readdir (proc));) {
+        int pid = atoi (e->d_name);
+        char path[64];
+        snprintf (path, sizeof path, "/proc/%d/comm", pid);
+        char *name = pid > 0 ? s_proc_read (path, NULL) : NULL;
+        int match = name && strncmp (name, comm, strlen (comm)) == 0 && name[strlen (comm)] == '\n';
+        free (name);
+        size_t len = 0;
+        snprintf (path, sizeof path, "/proc/%d/environ", pid);
+        char *env = match ? s_proc_read (path, &len) : NULL;
+        int job_seen = 0, marker_seen = 0;
+        for (size_t i = 0; env && i < len; i += strlen (env + i) + 1) {
+            job_seen |= strcmp (env + i, want_job) == 0;
+            marker_seen |= strcmp (env + i, want_marker) == 0;
+        }
+        free (env);
+        if (job_seen && marker_seen)
+            pids[n++] = pid;
+    }
+    if (proc)
+        closedir (proc);
+    return n;
+}
+
+// The "Uid:" and "Gid:" lines of /proc/<pid>/status (real, effective, saved
+// and file-system ids) into 'ids'.
+static void
+s_ids_of (int pid, char *ids, size_t size)
+{
+    char path[64];
+    snprintf (path, sizeof path, "/proc/%d/status", pid);
+    char *status = s_proc_read (path, NULL);
+    ck_assert_msg (status != NULL, "process %d is gone", pid);
+    const char *uid = strstr (status, "\nUid:"), *gid = strstr (status, "\nGid:");
+    ck_assert (uid && gid);
+    snprintf (ids, size, "%.*s %.*s", (int) strcspn (uid + 1, "\n"), uid + 1,
+              (int) strcspn (gid + 1, "\n"), gid + 1);
+    free (status);
+}
+
+// 1 if 'path' is 'dir' or beneath it.
+static int
+s_beneath (const char *path, const char *dir)
+{
+    size_t len = strlen (dir);
+    return strncmp (path, dir, len) == 0 && (path[len] == '/' || !path[len]);
+}
+
+// nftw: the first entry of USER's outside s_user_dir into s_stray. Slurm's
+// own directory is not USER's doing: slurmd (root) gives the job's copy of
+// the batch script in its spool to the job's user.
+static int
+s_stray_cb (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) flag, (void) ftw;
+    int inside = s_beneath (path, s_user_dir) || s_beneath (path, s_slurm.dir);
+    if (!inside && st->st_uid == s_uid && !*s_stray)
+        snprintf (s_stray, sizeof s_stray, "%s", path);
+    return 0;
+}
+
+// A file or directory of USER's in the farm outside its own directory
+// ("" when there is none).
+static const char *
+s_user_stray (void)
+{
+    s_stray[0] = '\0';
+    nftw (s_farm.dir, s_stray_cb, 16, FTW_PHYS);
+    return s_stray;
+}
+
+// The result files of exp1 the store records (their paths).
+typedef struct {
+    int n;
+    char path[PAIRS_MAX][1024];
+} s_paths_t;
+
+static int
+s_path_cb (void *arg, const store_result_info_t *r)
+{
+    s_paths_t *out = arg;
+    if (out->n < PAIRS_MAX)
+        snprintf (out->path[out->n++], sizeof out->path[0], "%s", r->path ? r->path : "");
+    return 0;
+}
+
+static s_paths_t
+s_result_paths (void)
+{
+    s_paths_t out = {0};
+    char err[512];
+    store_t *store = store_open_readonly (tu_path (s_farm.dir, "farm.db"), err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    store_experiment_t exp;
+    ck_assert (store_experiment_find (store, "exp1", &exp) == 1);
+    ck_assert_msg (store_results_of (store, exp.id, s_path_cb, &out) >= 0, "%s",
+                   store_error (store));
+    store_destroy (&store);
+    return out;
+}
+
 START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
 {
     const char *why = s_cannot_run ("munged", "setpriv", "slurmctld", "slurmd", "sbatch", "srun",
-                                    "squeue", "sinfo", "scancel", NULL);
+                                    "squeue", "sinfo", "scancel", "runuser", "useradd", NULL);
     if (*why) {
         s_skip ("the Slurm test", why);
         return;
@@ -586,6 +813,7 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
         s_skip ("the Slurm test", "no " SCRIPT " in this tree");
         return;
     }
+    s_user ();
     s_render (16, "s");
     int64_t t0 = s_ms ();
     s_slurm_start ();
@@ -598,21 +826,18 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
     tu_farm_start_broker (&s_farm);
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
 
+    // Submitted by USER, unprivileged, with its own configuration and
+    // results directory (the broker's store and configuration stay root's).
+    s_user_setup ("./results");
     char *agent = realpath (tu_bin ("pivfarm-agent"), NULL);
     ck_assert (agent != NULL);
     setenv ("PIVFARM_AGENT", agent, 1);
-    setenv ("PIVFARM_CONF", s_farm.conf, 1);
     free (agent);
-    char output[4200];
-    snprintf (output, sizeof output, "--output=%s/agents-%%j.out", s_farm.dir);
-    int rc = s_cmd ("sbatch", "--parsable", "--nodes=1", output, "--chdir", s_farm.dir, s_script (),
-                    work, NULL);
-    ck_assert_msg (rc == 0, "sbatch: exit %d: %s", rc, s_out);
-    snprintf (s_slurm.job, sizeof s_slurm.job, "%.*s", (int) strcspn (s_out, ";\n"), s_out);
+    char output[4400];
+    s_submit (s_user_conf, work, output, sizeof output);
     char id[512];
     snprintf (id, sizeof id, "%s-%s", s_slurm.host, s_slurm.job);
     int64_t waited = s_wait_listed (id, 1, 30000);
-    snprintf (output, sizeof output, "%s/agents-%s.out", s_farm.dir, s_slurm.job);
     char *job_out = tu_slurp (output, NULL);
     ck_assert_msg (waited >= 0, "agent '%s' never joined; job output: %s", id,
                    job_out ? job_out : "(none)");
@@ -626,6 +851,18 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
     ck_assert_int_eq (json_int (doc, -1, "$.agents[0].cores"), s_slurm.cpus);
     json_destroy (&doc);
     int64_t t_joined = s_ms ();
+    // The agent the job started runs as USER: real, effective, saved and
+    // file-system ids.
+    int pids[8];
+    int nagents = s_job_procs (s_slurm.job, "pivfarm-agent", pids, 8);
+    ck_assert_msg (nagents == 1, "%d pivfarm-agent process(es) of job %s", nagents, s_slurm.job);
+    char ids[256], want[256];
+    s_ids_of (pids[0], ids, sizeof ids);
+    snprintf (want, sizeof want, "Uid:\t%d\t%d\t%d\t%d Gid:\t%d\t%d\t%d\t%d", (int) s_uid,
+              (int) s_uid, (int) s_uid, (int) s_uid, (int) s_gid, (int) s_gid, (int) s_gid,
+              (int) s_gid);
+    ck_assert_msg (strcmp (ids, want) == 0, "agent %d of job %s: '%s', expected %s's '%s'",
+                   pids[0], s_slurm.job, ids, USER, want);
 
     // A first batch, all through the Slurm agent.
     tu_farm_land (&s_farm, "s", 1, 6, 0);
@@ -636,6 +873,25 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
     ck_assert_int_eq (results.n, 6);
     ck_assert_int_eq (s_count_of (&results, id, 0), 6);
     int64_t t_batch = s_ms ();
+    // Its result files are USER's, in USER's results directory; nothing of
+    // USER's is anywhere else in the farm, and the farm's own agent/results
+    // (root's configuration) was never made.
+    s_paths_t paths = s_result_paths ();
+    ck_assert_int_eq (paths.n, 6);
+    char results_dir[4400];
+    snprintf (results_dir, sizeof results_dir, "%s/results/", s_user_dir);
+    for (int i = 0; i < paths.n; i++) {
+        struct stat st;
+        ck_assert_msg (strncmp (paths.path[i], results_dir, strlen (results_dir)) == 0,
+                       "result '%s' is not under %s", paths.path[i], results_dir);
+        ck_assert_msg (lstat (paths.path[i], &st) == 0 && S_ISREG (st.st_mode), "no result '%s'",
+                       paths.path[i]);
+        ck_assert_msg (st.st_uid == s_uid, "result '%s' is owned by uid %d, not %s's %d",
+                       paths.path[i], (int) st.st_uid, USER, (int) s_uid);
+    }
+    ck_assert_msg (!*s_user_stray (), "'%s' is %s's, outside %s", s_stray, USER, s_user_dir);
+    ck_assert_msg (access (tu_path (s_farm.dir, "results"), F_OK) != 0,
+                   "the farm's own results directory was made");
 
     // A second batch, cancelled while the agent holds tasks: it finishes
     // those, takes no more, and the broker is left with nothing dispatched.
@@ -672,6 +928,66 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
             (long long) (t_slurm - t0), (long long) (t_joined - t_slurm),
             (long long) (t_batch - t_joined), held.n, (long long) (t_gone - t_cancel),
             (long long) c.done, (long long) c.pending);
+}
+END_TEST
+
+// Submits the batch script as USER with configuration 'conf' and expects
+// it refused: the job ends with exit status 2 and its output is one line,
+// which contains 'expected'.
+static void
+s_expect_refused (const char *conf, const char *expected)
+{
+    char output[4400], job[32];
+    s_submit (conf, "tcp://127.0.0.1:9", output, sizeof output);
+    snprintf (job, sizeof job, "%s", s_slurm.job);
+    ck_assert_msg (s_slurm_wait_gone (30), "job %s still in squeue after 30 s", job);
+    int rc = s_cmd ("scontrol", "show", "job", "-o", job, NULL);
+    ck_assert_msg (rc == 0 && strstr (s_out, " ExitCode=2:0"), "job %s: %s", job, s_out);
+    char *said = tu_slurp (output, NULL);
+    ck_assert_msg (said && strstr (said, expected) && strchr (said, '\n') == said + strlen (said) - 1,
+                   "job %s said '%s', expected one line with '%s'", job, said ? said : "(nothing)",
+                   expected);
+    free (said);
+}
+
+START_TEST (slurm_refuses_a_configuration_or_results_directory_its_user_cannot_use)
+{
+    const char *why = s_cannot_run ("munged", "setpriv", "slurmctld", "slurmd", "sbatch", "squeue",
+                                    "sinfo", "scontrol", "runuser", "useradd", NULL);
+    if (*why) {
+        s_skip ("the Slurm refusal test", why);
+        return;
+    }
+    if (access (s_script (), R_OK) != 0) {
+        s_skip ("the Slurm refusal test", "no " SCRIPT " in this tree");
+        return;
+    }
+    s_user ();
+    s_slurm_start ();
+    setenv ("PIVFARM_AGENT", "/bin/false", 1);  // never reached
+    char expected[16384], user[64];
+    snprintf (user, sizeof user, "%s (uid %d)", USER, (int) s_uid);
+    // The broker's configuration, root's and 0600: USER cannot read it.
+    s_user_setup ("./results");
+    ck_assert (chmod (s_farm.conf, 0600) == 0);
+    snprintf (expected, sizeof expected,
+              "pivfarm-agents: cannot read the configuration '%s' as %s: give PIVFARM_CONF a copy "
+              "this user can read (doc/deploy.md)\n",
+              s_farm.conf, user);
+    s_expect_refused (s_farm.conf, expected);
+    // USER's own configuration, its results in the farm's directory, root's.
+    char results[4200];
+    snprintf (results, sizeof results, "%s/results", s_farm.dir);
+    s_user_setup (results);
+    snprintf (expected, sizeof expected,
+              "pivfarm-agents: the results directory '%s' (agent/results of '%s') is not "
+              "writable by %s: give PIVFARM_CONF a configuration whose agent/results this user "
+              "can write (doc/deploy.md)\n",
+              results, s_user_conf, user);
+    s_expect_refused (s_user_conf, expected);
+    // Neither job wrote anything but its output.
+    ck_assert_msg (access (results, F_OK) != 0, "'%s' was made", results);
+    ck_assert_msg (!*s_user_stray (), "'%s' is %s's, outside %s", s_stray, USER, s_user_dir);
 }
 END_TEST
 
@@ -860,6 +1176,7 @@ main (void)
     tcase_set_timeout (tc, 150);
     tcase_add_test (tc, slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched);
     tcase_add_test (tc, an_agent_cut_off_the_network_loses_its_tasks_to_the_other_and_rejoins);
+    tcase_add_test (tc, slurm_refuses_a_configuration_or_results_directory_its_user_cannot_use);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

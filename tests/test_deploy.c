@@ -146,7 +146,8 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
                           "/usr/sbin/nologin pivfarm'\n";
     const char *etc = "install -d -m 0755 /etc/pivfarm && install -m 0644 pivfarm-deploy/farm.conf "
                       "/etc/pivfarm/pivfarm.conf";
-    // Before anything is copied: the runtime packages, the user's UID:GID.
+    // Before anything is copied to any host: every host's runtime packages
+    // and the user's UID:GID.
 #define CHECKS(h)                                                                               \
     h ": " SSH " " h " 'missing=; for p in libczmq4 libzmq5 libsqlite3-0 libfftw3-single3 "     \
       "libtiff6 libsystemd0; do dpkg-query -W -f=\\${Status} $p 2>/dev/null | grep -q \"ok "     \
@@ -156,7 +157,7 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
       "pivfarm) gid=$(id -g pivfarm)\"; else echo \"pivfarm absent\"; fi'\n"
     snprintf (
         expected, sizeof expected,
-        CHECKS ("nas1")
+        CHECKS ("nas1") CHECKS ("node1") CHECKS ("root@node2")
         "nas1: " SSH " nas1 'mkdir -p pivfarm-deploy'\n"
         "nas1: " SCP " " BIN "/pivfarm-broker " BIN "/pivfarm-watcher " BIN "/pivctl "
         "%s/pivfarm-broker.service %s/pivfarm-watcher.service %s nas1:pivfarm-deploy/\n"
@@ -167,7 +168,6 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
         "/etc/systemd/system/ && systemctl daemon-reload'\n"
         "nas1: " SSH " nas1 'systemctl enable pivfarm-broker.service pivfarm-watcher.service'\n"
         "nas1: " SSH " nas1 'rm -rf pivfarm-deploy'\n"
-        CHECKS ("node1")
         "node1: " SSH " node1 'mkdir -p pivfarm-deploy'\n"
         "node1: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl %s/pivfarm-agent@.service %s "
         "node1:pivfarm-deploy/\n"
@@ -179,7 +179,7 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
         "node1: " SSH " node1 'rm -rf pivfarm-deploy'\n",
         units, units, conf, useradd, etc, units, conf, useradd, etc);
     // node2 (logged in as root@node2) gets what node1 gets.
-    const char *node2 = strstr (s_out, "root@node2: ");
+    const char *node2 = strstr (s_out, "root@node2: " SSH " root@node2 'mkdir");
     ck_assert_msg (node2 != NULL, "root@node2 is missing:\n%s", s_out);
     char head[1 << 16];
     snprintf (head, sizeof head, "%.*s", (int) (node2 - s_out), s_out);
@@ -356,15 +356,18 @@ START_TEST (the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node)
     setenv ("SLURM_CPUS_ON_NODE", "8", 1);
     setenv ("SLURM_JOB_ID", "4711", 1);
     setenv ("PIVFARM_AGENT", agent, 1);
-    setenv ("PIVFARM_CONF", "/etc/pivfarm/lab farm.conf", 1);
+    const char *conf = s_p (s_dir, "lab farm.conf");  // the script reads it: it must exist
+    s_write (conf, "agent\n    threads = 1\n");
+    setenv ("PIVFARM_CONF", conf, 1);
     const char *script = s_p (s_top, "deploy/slurm/pivfarm-agents.sbatch");
     const char *argv[] = {script, "tcp://nas1:5551", NULL};
     int rc = s_run (argv);
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    char conf_line[4200];
+    snprintf (conf_line, sizeof conf_line, "agent [-c]\nagent [%s]\n", conf);
     const char *lines[] = {"srun --ntasks-per-node=1\n", "srun --cpus-per-task=8\n",
                            "agent [--broker]\nagent [tcp://nas1:5551]\n",
-                           "agent [--threads]\nagent [8]\n", "-4711]\n",
-                           "agent [-c]\nagent [/etc/pivfarm/lab farm.conf]\n"};
+                           "agent [--threads]\nagent [8]\n", "-4711]\n", conf_line};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
     // The endpoint may come from the environment; without one it refuses.
@@ -1005,6 +1008,157 @@ START_TEST (the_readme_and_pivctl_md_commands_run_as_written_on_a_fresh_tree)
 }
 END_TEST
 
+// ------------------------------------------------------------------ pivfarm-deploy's checks
+
+#define RUNTIME_PKGS "libczmq4 libzmq5 libsqlite3-0 libfftw3-single3 libtiff6 libsystemd0"
+
+// Hosts with databases of their own: <s_dir>/host-<name>/passwd and group
+// (the user pivfarm with 'uid' and 'gid', none when uid is 0, beside this
+// machine's users) and dpkg/status (the runtime packages but those named in
+// 'missing'), which the real 'id' and 'dpkg-query' read on that host.
+static void
+s_host (const char *name, int uid, int gid, const char *missing)
+{
+    char dir[4200], text[1 << 16];
+    snprintf (dir, sizeof dir, "%s/host-%s", s_dir, name);
+    ck_assert (mkdir (dir, 0755) == 0 && mkdir (s_p (dir, "dpkg"), 0755) == 0);
+    const char *files[] = {"/etc/passwd", "/etc/group"};
+    for (int i = 0; i < 2; i++) {
+        char *all = tu_slurp (files[i], NULL);
+        ck_assert (all != NULL);
+        size_t used = 0;
+        for (char *save = NULL, *line = strtok_r (all, "\n", &save); line;
+             line = strtok_r (NULL, "\n", &save))
+            if (strncmp (line, "pivfarm:", 8) != 0)
+                used += (size_t) snprintf (text + used, sizeof text - used, "%s\n", line);
+        ck_assert (used < sizeof text - 128);
+        if (uid && i == 0)
+            snprintf (text + used, sizeof text - used,
+                      "pivfarm:x:%d:%d::/var/lib/pivfarm:/usr/sbin/nologin\n", uid, gid);
+        else if (uid)
+            snprintf (text + used, sizeof text - used, "pivfarm:x:%d:\n", gid);
+        s_write (s_p (dir, i ? "group" : "passwd"), text);
+        free (all);
+    }
+    char pkgs[] = RUNTIME_PKGS;
+    size_t used = 0;
+    for (char *save = NULL, *p = strtok_r (pkgs, " ", &save); p; p = strtok_r (NULL, " ", &save)) {
+        char word[64];
+        snprintf (word, sizeof word, " %s ", p);
+        char list[256];
+        snprintf (list, sizeof list, " %s ", missing);
+        if (!strstr (list, word))
+            used += (size_t) snprintf (text + used, sizeof text - used,
+                                       "Package: %s\nStatus: install ok installed\n"
+                                       "Priority: optional\nSection: libs\nMaintainer: pivfarm\n"
+                                       "Architecture: amd64\nVersion: 1.0\nDescription: %s\n\n",
+                                       p, p);
+    }
+    text[used] = '\0';
+    s_write (s_p (dir, "dpkg/status"), text);
+}
+
+// A stand-in ssh and scp, real programs: ssh runs the queries of
+// pivfarm-deploy's checks (the packages, the user pivfarm) here for real,
+// as the named host would, in a private mount namespace where that host's
+// passwd and group are /etc's and its package database is dpkg's; every
+// other command, and every scp, would change a host: it is logged to
+// <s_dir>/changes, not run. "" or why this cannot run here.
+static const char *
+s_standin_hosts (void)
+{
+    const char *probe[] = {"/usr/bin/unshare", "--map-root-user", "--mount", "/bin/true", NULL};
+    if (access (probe[0], X_OK) != 0 || s_run (probe) != 0)
+        return "no unshare, or no user and mount namespaces here";
+    char text[16384];
+    snprintf (text, sizeof text,
+              "#!/bin/sh\n"
+              "host=${1#*@} cmd=$2 dir='%s'\n"
+              "case $cmd in\n"
+              "'missing=; for p in '* | 'if id -u pivfarm >/dev/null 2>&1; then '*)\n"
+              "    exec /usr/bin/unshare --map-root-user --mount /bin/sh -c 'mount --bind \"$0/passwd\" "
+              "/etc/passwd && mount --bind \"$0/group\" /etc/group && DPKG_ADMINDIR=\"$0/dpkg\" "
+              "exec /bin/sh -c \"$1\"' \"$dir/host-$host\" \"$cmd\" ;;\n"
+              "esac\n"
+              "echo \"$host: $cmd\" >>\"$dir/changes\"\n",
+              s_dir);
+    s_write (s_p (s_dir, "ssh"), text);
+    snprintf (text, sizeof text, "#!/bin/sh\necho \"scp $*\" >>'%s/changes'\n", s_dir);
+    s_write (s_p (s_dir, "scp"), text);
+    chmod (s_p (s_dir, "ssh"), 0755);
+    chmod (s_p (s_dir, "scp"), 0755);
+    setenv ("PIVFARM_SSH", s_p (s_dir, "ssh"), 1);
+    setenv ("PIVFARM_SCP", s_p (s_dir, "scp"), 1);
+    return "";
+}
+
+START_TEST (install_refuses_hosts_whose_user_pivfarm_has_other_ids_and_copies_nothing)
+{
+    const char *why = s_standin_hosts ();
+    if (*why) {
+        printf ("test_deploy: skipped the UID check: %s\n", why);
+        return;
+    }
+    char hosts[4200];  // s_p's slots are reused below
+    snprintf (hosts, sizeof hosts, "%s", s_farm ());
+    s_host ("nas1", 990, 990, "");
+    s_host ("node1", 990, 990, "");
+    s_host ("node2", 991, 992, "");
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 1);
+    const char *lines[] = {"nas1: pivfarm uid=990 gid=990\n", "root@node2: pivfarm uid=991 gid=992\n",
+                           "pivfarm-deploy: the user pivfarm has different UIDs or GIDs on these "
+                           "hosts",
+                           "\n  uid=990 gid=990 nas1\n  uid=990 gid=990 node1\n"
+                           "  uid=991 gid=992 root@node2\n",
+                           "pivfarm-deploy: install refused, nothing copied to any host: "
+                           "(pivfarm-uid)\n"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
+    ck_assert_msg (access (s_p (s_dir, "changes"), F_OK) != 0, "a host was changed:\n%s",
+                   tu_slurp (s_p (s_dir, "changes"), NULL));
+
+    // One number where the user exists, none on node2: it is made there with
+    // that number.
+    tu_rmtree (s_p (s_dir, "host-node2"));
+    s_host ("node2", 0, 0, "");
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 0);
+    ck_assert_msg (strstr (s_out, "root@node2: pivfarm absent\n"), "%s", s_out);
+    char *changes = tu_slurp (s_p (s_dir, "changes"), NULL);
+    const char *made = "node2: id -u pivfarm >/dev/null 2>&1 || { getent group pivfarm >/dev/null "
+                       "|| groupadd --system --gid 990 pivfarm; useradd --system --uid 990 --gid "
+                       "pivfarm --no-create-home";
+    ck_assert_msg (changes && strstr (changes, made), "no '%s' in:\n%s", made,
+                   changes ? changes : "(nothing)");
+    free (changes);
+}
+END_TEST
+
+START_TEST (install_refuses_a_host_missing_runtime_packages_with_the_list_and_apt_get_line)
+{
+    const char *why = s_standin_hosts ();
+    if (*why) {
+        printf ("test_deploy: skipped the package check: %s\n", why);
+        return;
+    }
+    char hosts[4200];
+    snprintf (hosts, sizeof hosts, "%s", s_farm ());
+    s_host ("nas1", 990, 990, "");
+    s_host ("node1", 990, 990, "libtiff6 libczmq4");
+    s_host ("node2", 990, 990, "");
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 1);
+    const char *lines[] = {"node1: missing packages: libczmq4 libtiff6; run: apt-get install "
+                           "libczmq4 libtiff6 (or PIVFARM_APT=1)\n",
+                           "node1: check FAILED\n",
+                           "pivfarm-deploy: install refused, nothing copied to any host: node1\n"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
+    ck_assert_msg (!strstr (s_out, "nas1: missing") && !strstr (s_out, "node2: missing"), "%s",
+                   s_out);
+    ck_assert_msg (access (s_p (s_dir, "changes"), F_OK) != 0, "a host was changed:\n%s",
+                   tu_slurp (s_p (s_dir, "changes"), NULL));
+}
+END_TEST
+
 // A test case of 'suite' whose tests each get a fresh temporary directory.
 static TCase *
 s_tcase (Suite *suite, const char *name)
@@ -1046,6 +1200,9 @@ s_suite (void)
     tcase_set_timeout (docs, 300);
     tcase_add_test (docs, the_dashboard_of_a_fresh_tree_shows_no_store_yet_rather_than_503);
     tcase_add_test (docs, the_readme_and_pivctl_md_commands_run_as_written_on_a_fresh_tree);
+    TCase *checks = s_tcase (suite, "deploy-checks");
+    tcase_add_test (checks, install_refuses_hosts_whose_user_pivfarm_has_other_ids_and_copies_nothing);
+    tcase_add_test (checks, install_refuses_a_host_missing_runtime_packages_with_the_list_and_apt_get_line);
     return suite;
 }
 
