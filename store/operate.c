@@ -1,0 +1,270 @@
+// operate.c — what operators change through the control channel:
+// experiments they create, settings, pairs skipped, retried or backfilled,
+// fast space allocated and released, where archived files went.
+
+#include "store/internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t
+store_experiment_create (store_t *self, const char *name, const char *source,
+                         const char *settings, int64_t now_ns)
+{
+    sqlite3_stmt *stmt = self->stmts[S_EXPERIMENT_GET];
+    sqlite3_bind_text (stmt, 1, name, -1, SQLITE_STATIC);
+    int64_t id;
+    int found, rc = st_query_int (self, stmt, &id, &found);
+    if (rc != SQLITE_OK)
+        return st_fail_read (self, rc, "cannot look up experiment '%s'", name);
+    if (found) {
+        st_error (self, "cannot create experiment '%s' in '%s': the name is taken", name,
+                 self->path);
+        return -1;
+    }
+    if (st_write_begin (self))
+        return -1;
+    // An experiment of its own files keeps source NULL, as store_experiment
+    // makes them.
+    if (source && (!*source || strcmp (source, name) == 0))
+        source = NULL;
+    stmt = self->stmts[S_EXPERIMENT_CREATE];
+    sqlite3_bind_text (stmt, 1, name, -1, SQLITE_STATIC);
+    st_bind_text (stmt, 2, source);
+    sqlite3_bind_text (stmt, 3, settings ? settings : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 4, now_ns);
+    rc = st_exec (self, stmt);
+    if (rc == SQLITE_DONE) {
+        id = sqlite3_last_insert_rowid (self->db);
+        st_event (self, &rc, "experiment", id, 0, now_ns, "source=%s settings=%s name=%s",
+                 source ? source : name, settings ? settings : "", name);
+    }
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot create experiment '%s'", name);
+    st_write_end (self);
+    return id;
+}
+
+int
+store_pair_skip (store_t *self, int64_t pair, int64_t now_ns)
+{
+    if (st_write_begin (self))
+        return -1;
+    int last;
+    int64_t experiment;
+    if (st_pair_pending (self, pair, "cannot skip", &experiment, &last))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_PAIR_SKIP];
+    sqlite3_bind_int64 (stmt, 1, pair);
+    int rc = st_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        st_event (self, &rc, "pair", experiment, pair, now_ns, "skip");
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot skip pair %" PRId64, pair);
+    return st_write_end (self);
+}
+
+int
+store_setting_set (store_t *self, int64_t experiment, const char *key, const char *value,
+                   int64_t now_ns)
+{
+    if (st_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[value ? S_SETTING_PUT : S_SETTING_DELETE];
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    sqlite3_bind_text (stmt, 2, key, -1, SQLITE_STATIC);
+    if (value) {
+        sqlite3_bind_text (stmt, 3, value, -1, SQLITE_STATIC);
+        sqlite3_bind_int64 (stmt, 4, now_ns);
+    }
+    int rc = st_exec (self, stmt);
+    if (rc == SQLITE_DONE && !self->call_dirty) {
+        st_write_nothing (self);  // removing what was not set changes nothing
+        return 0;
+    }
+    if (rc == SQLITE_DONE && value)
+        st_event (self, &rc, "setting", experiment, 0, now_ns, "%s=%s", key, value);
+    else if (rc == SQLITE_DONE)
+        st_event (self, &rc, "setting", experiment, 0, now_ns, "%s", key);
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot set '%s' of experiment %" PRId64, key, experiment);
+    return st_write_end (self);
+}
+
+// Moves one listed pair back to PENDING (store_pairs_reset), then tells fn.
+static int
+s_reset_row (void *ctx, const st_batch_t *batch, int r, int *rc)
+{
+    st_list_t *list = ctx;
+    store_t *self = list->store;
+    int64_t pair = batch->num[r][0];
+    int retry = list->value == STORE_FAILED;
+    sqlite3_stmt *stmt = self->stmts[retry ? S_PAIR_RESET_FAILED : S_PAIR_RESET_SKIPPED];
+    sqlite3_bind_int64 (stmt, 1, pair);
+    *rc = st_exec (self, stmt);
+    if (*rc == SQLITE_DONE)
+        st_event (self, rc, "pair", list->experiment, pair, list->now_ns, "%s",
+                 retry ? "retry" : "backfill");
+    if (*rc != SQLITE_DONE)
+        return 1;
+    *rc = SQLITE_OK;
+    return ((store_pair_fn *) list->fn) (list->arg, pair, st_batch_text (batch, r, 0),
+                                         st_batch_text (batch, r, 1), st_batch_text (batch, r, 2),
+                                         st_batch_text (batch, r, 3),
+                                         retry ? 0 : (int) batch->num[r][1]);
+}
+
+int
+store_pairs_reset (store_t *self, int64_t experiment, store_state_t from, int64_t now_ns,
+                   store_pair_fn *fn, void *arg)
+{
+    if (from != STORE_FAILED && from != STORE_SKIPPED) {
+        st_error (self, "cannot reset the pairs of experiment %" PRId64 " in '%s': state %d is "
+                 "neither failed nor skipped", experiment, self->path, (int) from);
+        return -1;
+    }
+    if (st_write_begin (self))
+        return -1;
+    st_stmt_id_t which = from == STORE_FAILED ? S_PAIRS_OF_FAILED : S_PAIRS_OF_SKIPPED;
+    sqlite3_bind_int64 (self->stmts[which], 4, experiment);
+    st_list_t list = {.store = self, .fn = fn, .arg = arg, .value = from,
+                     .experiment = experiment, .now_ns = now_ns};
+    int rc, moved = st_list (self, S_PAIRS_MAX, which, "iitttt", 0, 0, s_reset_row, &list, &rc);
+    if (moved < 0)
+        return st_fail (self, rc, "cannot %s the pairs of experiment %" PRId64,
+                       from == STORE_FAILED ? "retry" : "backfill", experiment);
+    return st_write_end_many (self, moved);
+}
+
+int
+store_file_retry (store_t *self, int64_t experiment, int64_t file, int64_t now_ns,
+                  store_pair_fn *fn, void *arg, int *done)
+{
+    *done = 0;
+    sqlite3_stmt *stmt = self->stmts[S_FILE_VERSION];
+    sqlite3_bind_int64 (stmt, 1, file);
+    int rc = st_step (self, stmt);
+    int64_t paired = rc == SQLITE_ROW ? sqlite3_column_int64 (stmt, 2) : 0;
+    sqlite3_reset (stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return st_fail_read (self, rc, "cannot list the pairs of file %" PRId64, file);
+    if (paired == 0)
+        return 0;  // in no pair yet: nothing to scan for
+    if (st_write_begin (self))
+        return -1;
+    // A file is in two pairs at most: the listing is read whole before fn
+    // runs, so that fn may write.
+    st_batch_t *batch = calloc (1, sizeof *batch);
+    if (!batch)
+        return st_fail (self, SQLITE_NOMEM, "cannot list the pairs of file %" PRId64, file);
+    stmt = self->stmts[S_FILE_PAIRS];
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    sqlite3_bind_int64 (stmt, 2, file);
+    int rows = st_batch_fill (self, stmt, "iitttt", batch, &rc);
+    int moved = 0, writes = 0, stop = 0;
+    rc = rows < 0 ? rc : SQLITE_DONE;
+    for (int r = 0; r < rows && rc == SQLITE_DONE; r++) {
+        int64_t pair = batch->num[r][0];
+        int state = (int) batch->num[r][1];
+        if (state == STORE_DONE) {
+            st_event (self, &rc, "file-rewritten", experiment, pair, now_ns,
+                     "file=%" PRId64 " stem=%s", file, st_batch_text (batch, r, 1));
+            writes++;
+            (*done)++;
+            continue;
+        }
+        if (state != STORE_FAILED)
+            continue;  // pending or out: its agent reads the file as it is now
+        stmt = self->stmts[S_PAIR_RESET_FAILED];
+        sqlite3_bind_int64 (stmt, 1, pair);
+        rc = st_exec (self, stmt);
+        if (rc == SQLITE_DONE)
+            st_event (self, &rc, "pair", experiment, pair, now_ns, "retry file=%" PRId64, file);
+        if (rc != SQLITE_DONE)
+            break;
+        moved++;
+        writes++;
+        if (fn && !stop)
+            stop = fn (arg, pair, st_batch_text (batch, r, 0), st_batch_text (batch, r, 1),
+                       st_batch_text (batch, r, 2), st_batch_text (batch, r, 3), 0);
+    }
+    free (batch->chars);
+    free (batch);
+    if (rc != SQLITE_DONE) {
+        *done = 0;
+        return st_fail (self, rc, "cannot retry the pairs of file %" PRId64, file);
+    }
+    st_write_end_many (self, writes);
+    return moved;
+}
+
+// ---------------------------------------------------------------------------
+// The storage lifecycle (schema 3; doc/storage.md)
+
+int64_t
+store_allocation_add (store_t *self, int64_t experiment, const char *kind, const char *path,
+                      int64_t size_bytes, int64_t expires_ns, int64_t now_ns)
+{
+    if (st_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_ALLOC_ADD];
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    sqlite3_bind_text (stmt, 2, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text (stmt, 3, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 4, size_bytes);
+    sqlite3_bind_int64 (stmt, 5, now_ns);
+    sqlite3_bind_int64 (stmt, 6, expires_ns);
+    int rc = st_exec (self, stmt);
+    int64_t id = -1;
+    if (rc == SQLITE_DONE) {
+        id = sqlite3_last_insert_rowid (self->db);
+        st_event (self, &rc, "allocation", experiment, 0, now_ns,
+                 "id=%" PRId64 " kind=%s size=%" PRId64 " expires_ns=%" PRId64 " path=%s", id,
+                 kind, size_bytes, expires_ns, path);
+    }
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot record the allocation of experiment %" PRId64,
+                       experiment);
+    st_write_end (self);
+    return id;
+}
+
+int
+store_allocation_state (store_t *self, int64_t id, int64_t experiment, const char *state,
+                        int64_t now_ns)
+{
+    if (st_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_ALLOC_STATE];
+    sqlite3_bind_int64 (stmt, 1, id);
+    sqlite3_bind_text (stmt, 2, state, -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 3, now_ns);
+    int rc = st_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        st_event (self, &rc, "allocation", experiment, 0, now_ns, "id=%" PRId64 " state=%s", id,
+                 state);
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot change allocation %" PRId64, id);
+    return st_write_end (self);
+}
+
+int
+store_file_archived (store_t *self, int64_t file, int64_t experiment, const char *sha256,
+                     const char *location, int64_t now_ns)
+{
+    if (st_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_FILE_ARCHIVED];
+    sqlite3_bind_int64 (stmt, 1, file);
+    sqlite3_bind_text (stmt, 2, sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text (stmt, 3, location, -1, SQLITE_STATIC);
+    int rc = st_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        st_event (self, &rc, "archived", experiment, 0, now_ns,
+                 "file=%" PRId64 " sha256=%s location=%s", file, sha256, location);
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot record where file %" PRId64 " was archived", file);
+    return st_write_end (self);
+}
