@@ -13,22 +13,47 @@ LDFLAGS ?=
 ALL_CFLAGS = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I. $(CFLAGS)
 
 # Libraries by layer: piv/ needs FFTW and libtiff; common/ (wire protocol,
-# configuration) czmq; store/ SQLite. Programs link what their layers need.
-PIV_PKGS   := fftw3f libtiff-4
-ZMQ_PKGS   := libczmq libzmq
-STORE_PKGS := sqlite3
-TEST_PKGS  := check
-
-PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PIV_PKGS) $(ZMQ_PKGS) $(STORE_PKGS))
-PIV_LIBS    = $(shell $(PKG_CONFIG) --libs $(PIV_PKGS)) -lm -pthread
-ZMQ_LIBS    = $(shell $(PKG_CONFIG) --libs $(ZMQ_PKGS))
-STORE_LIBS  = $(shell $(PKG_CONFIG) --libs $(STORE_PKGS))
-ALL_LIBS    = $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
+# configuration, CURVE, SHA-256) czmq and libsodium; store/ SQLite. Programs
+# link what their layers need.
+PIV_PKGS    := fftw3f libtiff-4
+ZMQ_PKGS    := libczmq libzmq
+SODIUM_PKGS := libsodium
+STORE_PKGS  := sqlite3
+TEST_PKGS   := check
 # libsystemd (sd_notify, common/daemon.c) for the three daemons only.
 SYSTEMD_PKGS := libsystemd
+
+# Every package, for what compiles the layers together (fuzz/module.mk).
+PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PIV_PKGS) $(ZMQ_PKGS) $(SODIUM_PKGS) $(STORE_PKGS))
+PIV_LIBS    = $(shell $(PKG_CONFIG) --libs $(PIV_PKGS)) -lm -pthread
+ZMQ_LIBS    = $(shell $(PKG_CONFIG) --libs $(ZMQ_PKGS) $(SODIUM_PKGS))
+STORE_LIBS  = $(shell $(PKG_CONFIG) --libs $(STORE_PKGS))
+ALL_LIBS    = $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
 SYSTEMD_LIBS = $(shell $(PKG_CONFIG) --libs $(SYSTEMD_PKGS))
 TEST_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS))
 TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
+
+# Per-layer compiler flags: the objects of a directory compile with the
+# flags of the packages in its LAYER_PKGS alone, which its module.mk sets
+# ('build/DIR/%.o: LAYER_PKGS := ...'; a directory that sets none may
+# include no library). The headers of every other package are hidden: their
+# distribution installs them in /usr/include, which no -I can take away,
+# so build/deny/PKG/ holds stand-ins of the same names that stop the
+# compiler with #error, and -Ibuild/deny/PKG comes first for each package
+# the layer may not use. '#include <zmq.h>' in piv/ fails the build.
+KNOWN_PKGS := $(PIV_PKGS) $(ZMQ_PKGS) $(SODIUM_PKGS) $(STORE_PKGS) $(TEST_PKGS) $(SYSTEMD_PKGS)
+DENY_fftw3f     := fftw3.h
+DENY_libtiff-4  := tiffio.h tiff.h
+DENY_libczmq    := czmq.h czmq_library.h czmq_prelude.h
+DENY_libzmq     := zmq.h zmq_utils.h
+DENY_libsodium  := sodium.h
+DENY_sqlite3    := sqlite3.h sqlite3ext.h
+DENY_check      := check.h
+DENY_libsystemd := systemd/sd-daemon.h systemd/sd-journal.h systemd/sd-bus.h
+DENY_STUBS  := $(foreach p,$(KNOWN_PKGS),$(addprefix build/deny/$(p)/,$(DENY_$(p))))
+LAYER_PKGS  :=
+LAYER_CFLAGS = $(foreach p,$(filter-out $(LAYER_PKGS),$(KNOWN_PKGS)),-Ibuild/deny/$(p)) \
+               $(if $(strip $(LAYER_PKGS)),$(shell $(PKG_CONFIG) --cflags $(LAYER_PKGS)))
 
 PROGRAMS :=
 TESTS    :=
@@ -58,9 +83,14 @@ programs: $(PROGRAMS)
 bin/pivfarm-broker: ALL_LIBS += $(SYSTEMD_LIBS)
 bin/pivfarm-watcher bin/pivfarm-agent: ZMQ_LIBS += $(SYSTEMD_LIBS)
 
-build/%.o: %.c
+build/%.o: %.c | $(DENY_STUBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(LAYER_CFLAGS) -c -o $@ $<
+
+# The stand-ins of the headers a layer may not include (see LAYER_PKGS).
+build/deny/%.h:
+	@mkdir -p $(dir $@)
+	@echo '#error "<$(patsubst $(firstword $(subst /, ,$*))/%,%,$*).h> ($(firstword $(subst /, ,$*))) is not among the packages of this directory (LAYER_PKGS in its module.mk)"' >$@
 
 # 'make check' first installs what is missing (quick when nothing is), then
 # builds in a second make, so that pkg-config sees the installed libraries.

@@ -3,6 +3,7 @@
 AGENT_OBJS := build/agents/process.o build/agents/agent.o
 AGENT_LIB  := build/libagent.a
 LIBS += $(AGENT_LIB)
+build/agents/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 
 $(AGENT_LIB): $(AGENT_OBJS)
 	$(AR) rcs $@ $^

@@ -7,6 +7,7 @@
 // 0 done, 1 something broke (a program, the store, a file), 2 bad usage,
 // 128 + N when signal N stopped it.
 
+#include "bench/floor.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/util.h"
@@ -1789,7 +1790,7 @@ main (int argc, char *argv[])
         printf ("  %-44s %9.1f  us per row, %.0f %% of the above at 5 per pair\n",
                 "an event row alone (store_event)", event_s * 1e6, 500 * event_s / total);
         // The floor: SQLite alone, the rows a pair must leave and nothing
-        // else (store/floor.c), then with each of the store's guarantees.
+        // else (bench/floor.c), then with each of the store's guarantees.
         // Best of three, the variants taken in turn: this machine's speed
         // drifts within minutes.
         static const struct {
@@ -1797,11 +1798,11 @@ main (int argc, char *argv[])
             const char *label;
         } floors[] = {
             {0, "the rows alone, no event rows"},
-            {STORE_FLOOR_EVENTS, "+ 5 event rows: the floor"},
-            {STORE_FLOOR_EVENTS | STORE_FLOOR_FK, "floor + foreign keys"},
-            {STORE_FLOOR_EVENTS | STORE_FLOOR_STARTUP, "floor + start-up indexes"},
-            {STORE_FLOOR_EVENTS | STORE_FLOOR_READS, "floor + state reads"},
-            {STORE_FLOOR_EVENTS | STORE_FLOOR_FK | STORE_FLOOR_STARTUP | STORE_FLOOR_READS,
+            {FLOOR_EVENTS, "+ 5 event rows: the floor"},
+            {FLOOR_EVENTS | FLOOR_FK, "floor + foreign keys"},
+            {FLOOR_EVENTS | FLOOR_STARTUP, "floor + start-up indexes"},
+            {FLOOR_EVENTS | FLOOR_READS, "floor + state reads"},
+            {FLOOR_EVENTS | FLOOR_FK | FLOOR_STARTUP | FLOOR_READS,
              "floor + all three (the store's shape)"},
         };
         enum { NFLOORS = sizeof floors / sizeof floors[0] };
@@ -1811,7 +1812,7 @@ main (int argc, char *argv[])
         for (int rep = 0; rep < 3; rep++)
             for (int f = 0; f < NFLOORS; f++) {
                 double c, w;
-                if (store_floor (alone_db, history_run, floors[f].flags, &c, &w) != 0) {
+                if (floor_measure (alone_db, history_run, floors[f].flags, &c, &w) != 0) {
                     log_error ("cannot measure the floor in '%s'", alone_db);
                     goto done;
                 }
@@ -1820,7 +1821,7 @@ main (int argc, char *argv[])
             }
         printf ("  SQLite alone writing the rows a pair must leave (2 files, the pair, an attempt\n"
                 "  opened and closed, a result) in the leanest schema, commit every 2 ms, FULL,\n"
-                "  then with what the store guarantees beyond them (store/floor.c):\n");
+                "  then with what the store guarantees beyond them (bench/floor.c):\n");
         for (int f = 0; f < NFLOORS; f++)
             printf ("  %-44s %9.1f  us CPU per pair = %.0f pairs/s on a whole CPU\n",
                     floors[f].label, floor_cpu[f], 1e6 / floor_wall[f]);

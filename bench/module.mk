@@ -1,4 +1,8 @@
 # bench/ — benchmarks that print figures; they never pass or fail on time.
+# bench_piv includes FFTW, bench_farm czmq, floor.c (SQLite alone, under the
+# store) sqlite3: with store/, the only code that includes sqlite3.h.
+build/bench/%.o: LAYER_PKGS := $(PIV_PKGS) $(ZMQ_PKGS) $(STORE_PKGS)
+build/bench/bench_farm: build/bench/floor.o
 build/bench/bench_%: build/bench/bench_%.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
 

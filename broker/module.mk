@@ -5,6 +5,7 @@ BROKER_OBJS := build/broker/pairing.o build/broker/sched.o build/broker/feedback
                build/broker/archive.o
 BROKER_LIB  := build/libbroker.a
 LIBS += $(BROKER_LIB)
+build/broker/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 
 $(BROKER_LIB): $(BROKER_OBJS)
 	$(AR) rcs $@ $^

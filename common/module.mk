@@ -6,6 +6,7 @@ COMMON_OBJS := build/common/log.o build/common/util.o build/common/proto.o \
                build/common/iobench.o build/common/path.o
 COMMON_LIB  := build/libcommon.a
 LIBS += $(COMMON_LIB)
+build/common/%.o: LAYER_PKGS := $(ZMQ_PKGS) $(SODIUM_PKGS) $(SYSTEMD_PKGS)
 
 $(COMMON_LIB): $(COMMON_OBJS)
 	$(AR) rcs $@ $^

@@ -3,6 +3,8 @@ PIV_OBJS := build/piv/image.o build/piv/field.o build/piv/validate.o \
             build/piv/piv.o build/piv/deform.o build/piv/flow.o build/piv/synth.o
 PIV_LIB  := build/libpiv.a
 LIBS += $(PIV_LIB)
+# FFTW and libtiff only: no ZeroMQ, no SQLite (see LAYER_PKGS in the Makefile).
+build/piv/%.o: LAYER_PKGS := $(PIV_PKGS)
 
 $(PIV_LIB): $(PIV_OBJS)
 	$(AR) rcs $@ $^

@@ -1,10 +1,12 @@
 // store.h — the durable state of the farm in SQLite: experiments, files,
 // pairs and their attempts, results (vector fields as BLOBs plus summary
 // figures), agents, settings, and an append-only event log from which any
-// experiment can be replayed. The only code in pivfarm that includes
-// sqlite3.h. WAL mode; writes are grouped: the first write after a commit
-// opens a transaction, store_commit closes it (the broker commits every few
-// milliseconds and only then acknowledges what it committed).
+// experiment can be replayed. store/ is the only code in pivfarm that
+// includes sqlite3.h (bench/floor.c, which measures SQLite alone, and the
+// tests aside; the Makefile enforces it). WAL mode; writes are grouped: the
+// first write after a commit opens a transaction, store_commit closes it
+// (the broker commits every few milliseconds and only then acknowledges
+// what it committed).
 
 #ifndef STORE_STORE_H
 #define STORE_STORE_H
@@ -378,18 +380,6 @@ typedef int (store_file_stored_fn) (void *arg, const store_file_stored_t *file);
 int store_files_stored (store_t *self, int64_t experiment, store_file_stored_fn *fn, void *arg);
 // When the last file of 'experiment' arrived (0: none), or -1.
 int64_t store_file_last_seen (store_t *self, int64_t experiment);
-
-// The floor under this store (store/floor.c): SQLite alone writing the rows
-// of 'npairs' pairs in the leanest schema that keeps them (two files, the
-// pair, an attempt opened and closed, a result), commit every 2 ms,
-// synchronous FULL, in a scratch database at 'path' (removed after), with
-// what 'flags' adds of the store's guarantees. CPU of this thread and wall
-// time, us per pair. 0, or -1 if SQLite failed.
-#define STORE_FLOOR_EVENTS 1   // the five event rows of a pair's transitions
-#define STORE_FLOOR_FK 2       // foreign keys declared and enforced
-#define STORE_FLOOR_STARTUP 4  // files' pair counts, partial indexes of waiting work
-#define STORE_FLOOR_READS 8    // the pair's state read before dispatch and result
-int store_floor (const char *path, int npairs, int flags, double *cpu_us, double *wall_us);
 
 // Failure seam for tests: after 'after' more statement executions, every
 // execution fails with SQLite error 'code' (STORE_FAULT_*) until called

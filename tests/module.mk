@@ -4,9 +4,10 @@ build/tests/test_%: build/tests/test_%.o build/tests/testutil.o $(BROKER_LIB) $(
                     $(WATCHER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(ALL_LIBS)
 
-build/tests/%.o: tests/%.c
+build/tests/%.o: LAYER_PKGS := $(KNOWN_PKGS)
+build/tests/%.o: tests/%.c | $(DENY_STUBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(LAYER_CFLAGS) -c -o $@ $<
 
 TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
          build/tests/test_programs build/tests/test_proto build/tests/test_config \

@@ -2,6 +2,7 @@
 WATCHER_OBJS := build/watcher/watcher.o
 WATCHER_LIB  := build/libwatcher.a
 LIBS += $(WATCHER_LIB)
+build/watcher/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 
 $(WATCHER_LIB): $(WATCHER_OBJS)
 	$(AR) rcs $@ $^

@@ -1,14 +1,18 @@
 // floor.c — what SQLite itself costs for the rows one pair needs, without
-// pivfarm's store around it: the floor under store.c on this machine, and
+// pivfarm's store around it: the floor under store/ on this machine, and
 // what each of the store's guarantees adds to it. The lean schema keeps
 // what a pair must leave behind (two files unique by name, the pair unique
 // by stem with its state, one attempt opened and closed, one result) and
-// nothing else; STORE_FLOOR_* add the event rows, foreign keys, the indexes
+// nothing else; FLOOR_* add the event rows, foreign keys, the indexes
 // that keep start-up independent of history, and the state reads. WAL,
 // synchronous FULL, one commit every 2 ms, as the broker. bench_farm
 // prints the figures beside the broker's.
+//
+// A benchmark, so it lives in bench/; it is, with store/, the only code that
+// includes sqlite3.h (the Makefile gives SQLite's flags to store/ and bench/
+// alone).
 
-#include "store/store.h"
+#include "bench/floor.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -34,7 +38,7 @@ s_cpu (void)
            + (double) (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
 }
 
-// The tables; the foreign keys are declared only with STORE_FLOOR_FK.
+// The tables; the foreign keys are declared only with FLOOR_FK.
 static const char s_schema[] =
     "CREATE TABLE experiments (id INTEGER PRIMARY KEY, name TEXT);"
     "INSERT INTO experiments (id, name) VALUES (1, 'floor');"
@@ -115,7 +119,7 @@ s_pair (sqlite3 *db, sqlite3_stmt **stmts, int flags, int i, sqlite3_int64 ts)
     snprintf (name[0], sizeof name[0], "p%07d_a.tif", i);
     snprintf (name[1], sizeof name[1], "p%07d_b.tif", i);
     snprintf (stem, sizeof stem, "p%07d", i);
-    int events = flags & STORE_FLOOR_EVENTS;
+    int events = flags & FLOOR_EVENTS;
     sqlite3_int64 file[2];
     for (int f = 0; f < 2; f++) {
         sqlite3_bind_text (stmts[S_FILE], 1, name[f], -1, SQLITE_STATIC);
@@ -133,18 +137,18 @@ s_pair (sqlite3 *db, sqlite3_stmt **stmts, int flags, int i, sqlite3_int64 ts)
     if (s_run (stmts[S_PAIR]))
         return -1;
     sqlite3_int64 pair = sqlite3_last_insert_rowid (db);
-    for (int f = 0; (flags & STORE_FLOOR_STARTUP) && f < 2; f++) {
+    for (int f = 0; (flags & FLOOR_STARTUP) && f < 2; f++) {
         sqlite3_bind_int64 (stmts[S_PAIRED], 1, file[f]);
         if (s_run (stmts[S_PAIRED]))
             return -1;
     }
     if (events && s_event (stmts[S_EVENT], "pair", ts, pair, file[0], stem))
         return -1;
-    // Dispatch, then the result: each read first with STORE_FLOOR_READS.
+    // Dispatch, then the result: each read first with FLOOR_READS.
     static const int steps[2][3] = {{S_DISPATCH, S_ATTEMPT, -1}, {S_RESULT, S_DONE, S_CLOSE}};
     static const char *const kinds[2] = {"dispatch", "result"};
     for (int k = 0; k < 2; k++) {
-        if (flags & STORE_FLOOR_READS) {
+        if (flags & FLOOR_READS) {
             sqlite3_bind_int64 (stmts[S_STATE], 1, pair);
             if (s_run (stmts[S_STATE]))
                 return -1;
@@ -162,22 +166,22 @@ s_pair (sqlite3 *db, sqlite3_stmt **stmts, int flags, int i, sqlite3_int64 ts)
 }
 
 int
-store_floor (const char *path, int npairs, int flags, double *cpu_us, double *wall_us)
+floor_measure (const char *path, int npairs, int flags, double *cpu_us, double *wall_us)
 {
     char wal[4096], shm[4096], schema[4096];
     snprintf (wal, sizeof wal, "%s-wal", path);
     snprintf (shm, sizeof shm, "%s-shm", path);
     unlink (path), unlink (wal), unlink (shm);
-    const char *fk = flags & STORE_FLOOR_FK ? "REFERENCES experiments (id)" : "";
-    const char *fk_file = flags & STORE_FLOOR_FK ? "REFERENCES files (id)" : "";
-    const char *fk_pair = flags & STORE_FLOOR_FK ? "REFERENCES pairs (id)" : "";
+    const char *fk = flags & FLOOR_FK ? "REFERENCES experiments (id)" : "";
+    const char *fk_file = flags & FLOOR_FK ? "REFERENCES files (id)" : "";
+    const char *fk_pair = flags & FLOOR_FK ? "REFERENCES pairs (id)" : "";
     snprintf (schema, sizeof schema, s_schema, fk, fk, fk_file, fk_file, fk_pair, fk_pair);
     sqlite3 *db = NULL;
     sqlite3_stmt *stmts[S_STMTS] = {0};
     int rc = -1;
     if (sqlite3_open (path, &db) != SQLITE_OK
         || sqlite3_exec (db,
-                         flags & STORE_FLOOR_FK
+                         flags & FLOOR_FK
                              ? "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
                                " PRAGMA cache_size = -16384; PRAGMA foreign_keys = ON;"
                              : "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
@@ -185,7 +189,7 @@ store_floor (const char *path, int npairs, int flags, double *cpu_us, double *wa
                          NULL, NULL, NULL)
                != SQLITE_OK
         || sqlite3_exec (db, schema, NULL, NULL, NULL) != SQLITE_OK
-        || ((flags & STORE_FLOOR_STARTUP)
+        || ((flags & FLOOR_STARTUP)
             && sqlite3_exec (db, s_startup, NULL, NULL, NULL) != SQLITE_OK))
         goto done;
     for (int i = 0; i < S_STMTS; i++)
