@@ -1,89 +1,49 @@
-// sha256.c — SHA-256 as FIPS 180-4 §6.2 writes it; see sha256.h.
+// sha256.c — SHA-256 by libsodium (crypto_hash_sha256); see sha256.h.
 
 #include "common/sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const uint32_t s_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+_Static_assert (sizeof (crypto_hash_sha256_state) <= sizeof ((sha256_t *) 0)->state,
+                "sha256_t holds libsodium's state");
+_Static_assert (_Alignof (crypto_hash_sha256_state) <= 16, "and is aligned for it");
 
-#define ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-static void
-s_block (uint32_t h[8], const unsigned char *p)
+static crypto_hash_sha256_state *
+s_state (sha256_t *self)
 {
-    uint32_t w[64];
-    for (int t = 0; t < 16; t++)
-        w[t] = (uint32_t) p[4 * t] << 24 | (uint32_t) p[4 * t + 1] << 16
-               | (uint32_t) p[4 * t + 2] << 8 | p[4 * t + 3];
-    for (int t = 16; t < 64; t++) {
-        uint32_t s0 = ROTR (w[t - 15], 7) ^ ROTR (w[t - 15], 18) ^ (w[t - 15] >> 3);
-        uint32_t s1 = ROTR (w[t - 2], 17) ^ ROTR (w[t - 2], 19) ^ (w[t - 2] >> 10);
-        w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-    }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-    for (int t = 0; t < 64; t++) {
-        uint32_t t1 = k + (ROTR (e, 6) ^ ROTR (e, 11) ^ ROTR (e, 25)) + ((e & f) ^ (~e & g))
-                      + s_k[t] + w[t];
-        uint32_t t2 = (ROTR (a, 2) ^ ROTR (a, 13) ^ ROTR (a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-    }
-    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+    return (crypto_hash_sha256_state *) (void *) self->state;
 }
 
 void
 sha256_init (sha256_t *self)
 {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy (self->state, h0, sizeof h0);
-    self->bytes = 0;
-    self->used = 0;
+    // libsodium asks for sodium_init before its first use; SHA-256 itself
+    // needs nothing of it (no CPU dispatch, no randomness), so a failure
+    // there (it has none but a missing /dev/urandom) changes no digest.
+    if (sodium_init () < 0) {
+        // nothing to do: the digest does not depend on it
+    }
+    crypto_hash_sha256_init (s_state (self));
 }
 
 void
 sha256_update (sha256_t *self, const void *data, size_t len)
 {
-    const unsigned char *p = data;
-    self->bytes += len;
-    if (self->used) {
-        size_t take = 64 - self->used < len ? 64 - self->used : len;
-        memcpy (self->block + self->used, p, take);
-        self->used += take, p += take, len -= take;
-        if (self->used < 64)
-            return;
-        s_block (self->state, self->block);
-        self->used = 0;
-    }
-    for (; len >= 64; p += 64, len -= 64)
-        s_block (self->state, p);
-    memcpy (self->block, p, len);
-    self->used = len;
+    crypto_hash_sha256_update (s_state (self), data, len);
 }
 
 void
 sha256_final (sha256_t *self, char hex[SHA256_HEX])
 {
-    uint64_t bits = self->bytes * 8;
-    unsigned char pad[72] = {0x80};
-    size_t padlen = (self->used < 56 ? 56 : 120) - self->used;
-    for (int i = 0; i < 8; i++)
-        pad[padlen + i] = (unsigned char) (bits >> (56 - 8 * i));
-    sha256_update (self, pad, padlen + 8);
-    for (int i = 0; i < 8; i++)
-        snprintf (hex + 8 * i, 9, "%08x", self->state[i]);
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final (s_state (self), digest);
+    sodium_bin2hex (hex, SHA256_HEX, digest, sizeof digest);
 }
 
 int

@@ -1,6 +1,7 @@
-// sha256.h — SHA-256 (FIPS 180-4), for the checksums of archived frames
-// (doc/storage.md). No crypto library is among pivfarm's dependencies and
-// czmq's zdigest is SHA-1; this one is checked against the FIPS test
+// sha256.h — SHA-256, for the checksums of archived frames
+// (doc/storage.md): libsodium's crypto_hash_sha256 (libzmq links libsodium
+// for CURVE already) behind pivfarm's own small API, so that only
+// common/sha256.c includes sodium.h. Checked against the FIPS 180-4 test
 // vectors in tests/test_storage.c.
 
 #ifndef COMMON_SHA256_H
@@ -11,11 +12,10 @@
 
 #define SHA256_HEX 65  // bytes of a digest in hex, with its NUL
 
+// A digest under way: room for libsodium's crypto_hash_sha256_state (104
+// bytes; sha256.c checks that it fits), only ever touched by libsodium.
 typedef struct {
-    uint32_t state[8];       // the hash so far
-    uint64_t bytes;          // bytes hashed
-    unsigned char block[64]; // the block being filled
-    size_t used;             // its bytes
+    _Alignas (16) unsigned char state[128];
 } sha256_t;
 
 void sha256_init (sha256_t *self);
