@@ -1593,20 +1593,34 @@ s_mib (long kb)
     return kb / 1024.0;
 }
 
-int
-main (int argc, char *argv[])
+// What one bench run does, from its arguments.
+typedef struct {
+    int quick;              // --quick: smaller runs
+    int reps;               // runs of each farm run
+    int only;               // --section: the one section run (0: all)
+    int compute_reps;       // runs of each compute figure
+    int commit_ms;          // the broker's commit interval
+    char commit_text[32];   // and how to print it
+    int cycle_pairs;        // pairs of a section 1 run
+    int history_pairs;      // DONE pairs of section 2's history
+    int history_run;        // pairs of a run over it (and of the store alone)
+    int piv_pairs;          // pairs of section 3's throughput runs
+    char root[PATH_MAX];    // the temporary directory of the farms
+} s_run_t;
+
+// Reads the arguments into run. -1 to go on, or the exit code.
+static int
+s_parse_args (int argc, char *argv[], s_run_t *run)
 {
-    log_open ("bench_farm", 0);
-    int quick = 0, reps = 0, only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv[i], "--quick") == 0)
-            quick = 1;
+            run->quick = 1;
         else if (strcmp (argv[i], "--reps") == 0 && i + 1 < argc) {
-            if ((reps = s_number ("--reps", argv[++i], 1, MAX_REPS)) < 0)
+            if ((run->reps = s_number ("--reps", argv[++i], 1, MAX_REPS)) < 0)
                 return 2;
         }
         else if (strcmp (argv[i], "--section") == 0 && i + 1 < argc) {
-            if ((only = s_number ("--section", argv[++i], 1, 3)) < 0)
+            if ((run->only = s_number ("--section", argv[++i], 1, 3)) < 0)
                 return 2;
         }
         else if (strcmp (argv[i], "--commit-ms") == 0 && i + 1 < argc) {
@@ -1623,17 +1637,25 @@ main (int argc, char *argv[])
             return 2;
         }
     }
-    if (reps == 0)
-        reps = REPS_DEFAULT;
-    const int compute_reps = reps > 1 ? reps : quick ? COMPUTE_REPS_QUICK : COMPUTE_REPS;
-    const int commit_ms = s_commit_ms > 0 ? s_commit_ms : 2;
-    char commit_text[32];
-    snprintf (commit_text, sizeof commit_text, s_commit_ms > 0 ? "%d" : "%d (default)", commit_ms);
-    const int cycle_pairs = quick ? CYCLE_PAIRS_QUICK : CYCLE_PAIRS;
-    const int history_pairs = quick ? HISTORY_PAIRS_QUICK : HISTORY_PAIRS;
-    const int history_run = quick ? HISTORY_RUN_PAIRS_QUICK : HISTORY_RUN_PAIRS;
-    const int piv_pairs = quick ? PIV_PAIRS_QUICK : PIV_PAIRS;
+    int quick = run->quick;
+    if (run->reps == 0)
+        run->reps = REPS_DEFAULT;
+    run->compute_reps = run->reps > 1 ? run->reps : quick ? COMPUTE_REPS_QUICK : COMPUTE_REPS;
+    run->commit_ms = s_commit_ms > 0 ? s_commit_ms : 2;
+    snprintf (run->commit_text, sizeof run->commit_text, s_commit_ms > 0 ? "%d" : "%d (default)",
+              run->commit_ms);
+    run->cycle_pairs = quick ? CYCLE_PAIRS_QUICK : CYCLE_PAIRS;
+    run->history_pairs = quick ? HISTORY_PAIRS_QUICK : HISTORY_PAIRS;
+    run->history_run = quick ? HISTORY_RUN_PAIRS_QUICK : HISTORY_RUN_PAIRS;
+    run->piv_pairs = quick ? PIV_PAIRS_QUICK : PIV_PAIRS;
+    return -1;
+}
 
+// Our signal handler, and the programs the bench runs found. 0, or -1
+// with the program that is missing logged.
+static int
+s_setup (void)
+{
     const char *bin = getenv ("PIVFARM_BIN");
     if (bin && *bin)
         s_bin_dir = bin;
@@ -1654,111 +1676,190 @@ main (int argc, char *argv[])
             log_error ("cannot run '%s': %s (build with 'make programs'; PIVFARM_BIN names "
                        "the directory)",
                        path, strerror (errno));
-            return 1;
+            return -1;
         }
     }
+    return 0;
+}
 
-    const char *tmp = getenv ("TMPDIR");
-    char root[PATH_MAX];
-    snprintf (root, sizeof root, "%s/pivfarm-bench-farm-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp (root)) {
-        log_error ("cannot make a temporary directory '%s': %s", root, strerror (errno));
-        return 1;
-    }
-
-    double t_start = util_now ();
-    int rc = 1;
-    printf ("pivfarm %s bench_farm: %d run(s) of each farm run, %d of each compute figure%s\n",
-            PIVFARM_VERSION, reps, compute_reps, quick ? ", --quick" : "");
-    printf ("programs from '%s'; farms on ipc:// under '%s'\n", s_bin_dir, root);
-
+// 0. The machine under the figures.
+static void
+s_section_machine (const s_run_t *run)
+{
     printf ("\n0. Machine\n");
-    double fsync_s = s_fsync_floor (root, 32);
+    double fsync_s = s_fsync_floor (run->root, 32);
     printf ("  %-44s %9ld\n", "CPUs online", sysconf (_SC_NPROCESSORS_ONLN));
-    printf ("  %-44s %9s\n", "file system of the stores", s_fs_name (root));
+    printf ("  %-44s %9s\n", "file system of the stores", s_fs_name (run->root));
     printf ("  %-44s %9.2f  ms   (median of 32: the floor under one commit)\n",
             "4 KiB write + fdatasync", fsync_s * 1e3);
+}
 
-    // A noop agent takes as many tasks at once as it has threads. 8 is a
-    // compute node; 64 stands for the hundreds of workers a cluster that
-    // needs this rate has (25,000 pairs/s of 100 ms fields is 2,500 cores),
-    // so that the broker, not the round trip to a few agents, is measured.
-    static const s_config_t configs[] = {
-        {1, 8, "1 agent x 8 threads"},
-        {2, 8, "2 agents x 8 threads"},
-        {2, 64, "2 agents x 64 threads"},
-        {4, 64, "4 agents x 64 threads"},
-        {0, 8, "ingest alone, no agents"},
+// A noop agent takes as many tasks at once as it has threads. 8 is a
+// compute node; 64 stands for the hundreds of workers a cluster that
+// needs this rate has (25,000 pairs/s of 100 ms fields is 2,500 cores),
+// so that the broker, not the round trip to a few agents, is measured.
+static const s_config_t s_configs[] = {
+    {1, 8, "1 agent x 8 threads"},
+    {2, 8, "2 agents x 8 threads"},
+    {2, 64, "2 agents x 64 threads"},
+    {4, 64, "4 agents x 64 threads"},
+    {0, 8, "ingest alone, no agents"},
+};
+#define S_NCONFIGS ((int) (sizeof s_configs / sizeof s_configs[0]))
+
+// What section 1 keeps of its best configuration, for its summary.
+typedef struct {
+    double rate;          // pairs/s (median of runs)
+    int config;           // which
+    double cpu, broker;   // CPU us per pair: all three programs, the broker's
+    double seqs_per_ack;  // FILE events per ACK (of the last configuration)
+} s_best_t;
+
+// Section 1, one configuration: its runs and its line. 0, or -1.
+static int
+s_cycle_config (const s_run_t *run, int c, s_best_t *best)
+{
+    double rate[MAX_REPS], ingest[MAX_REPS], cpu[3] = {0, 0, 0};
+    static double windows[MAX_REPS * MAX_WINDOWS];
+    int nwindows = 0, reps = run->reps;
+    long hwm = 0, rss = 0, lost = 0;
+    int64_t acked = 0, ack_msgs = 0;
+    for (int r = 0; r < reps; r++) {
+        s_cycle_t cy;
+        char name[32];
+        snprintf (name, sizeof name, "cycle%d-%d", c, r);
+        if (s_farm_cycle (run->root, name, &s_configs[c], "bench", run->cycle_pairs, NULL, NULL,
+                          &cy, NULL)
+            != 0)
+            return -1;
+        rate[r] = s_configs[c].agents ? run->cycle_pairs / cy.cycle_s : 0;
+        ingest[r] = cy.acked / cy.ingest_s;
+        for (int w = 0; w < cy.nwindows; w++)
+            windows[nwindows++] = cy.window_rates[w];
+        cpu[0] += cy.broker_cpu_s, cpu[1] += cy.agents_cpu_s, cpu[2] += cy.self_cpu_s;
+        hwm = cy.hwm_kb > hwm ? cy.hwm_kb : hwm;
+        rss = cy.rss_kb > rss ? cy.rss_kb : rss;
+        lost += cy.lost;
+        acked += cy.acked, ack_msgs += cy.ack_msgs;
+    }
+    double per = 1e6 / ((double) run->cycle_pairs * reps);
+    s_stat_t sr = s_stat (rate, reps, 1), si = s_stat (ingest, reps, 1);
+    printf ("  %-26s", s_configs[c].label);
+    if (!s_configs[c].agents)
+        printf (" %9s %11s %7s", "", "", "");
+    else if (nwindows >= 3 * reps) {
+        // Seconds of a shorter run are mostly its ingest or its tail.
+        s_stat_t sw = s_stat (windows, nwindows, 1);
+        printf (" %9.0f %11.0f %7.0f", sr.median, sw.median, sw.best);
+    }
+    else
+        printf (" %9.0f %11s %7s", sr.median, "-", "-");
+    printf (" %9.0f %7.0f %7.0f %6.0f %6.1f %6.1f\n", si.median, cpu[0] * per, cpu[1] * per,
+            cpu[2] * per, s_mib (hwm), s_mib (rss));
+    if (lost)
+        printf ("  %-26s %ld FILE events never acknowledged (ACKs lost)\n", "", lost);
+    fflush (stdout);
+    if (s_configs[c].agents && sr.median > best->rate) {
+        best->rate = sr.median, best->config = c;
+        best->cpu = (cpu[0] + cpu[1] + cpu[2]) * per, best->broker = cpu[0] * per;
+    }
+    best->seqs_per_ack = ack_msgs ? (double) acked / ack_msgs : 0;
+    return 0;
+}
+
+// The store's share: the broker's store calls for the same pairs, in this
+// process, committing every commit_ms like the broker. 0, or -1.
+static int
+s_store_alone (const s_run_t *run, const char *alone_db)
+{
+    double calls[S_CALLS], total = 0, event_s = 0;
+    double alone = s_write_pairs (alone_db, "alone", run->history_run, 0, run->commit_ms / 1000.0,
+                                  NULL, calls, &event_s);
+    s_remove_db (alone_db);
+    if (alone < 0)
+        return -1;
+    printf ("  the store alone: the broker's store calls for %d pairs, made in this process,\n"
+            "  commit every %d ms, no messages:\n",
+            run->history_run, run->commit_ms);
+    for (int c = 0; c < S_CALLS; c++) {
+        printf ("  %-44s %9.1f  us per pair\n", s_call_names[c], calls[c] * 1e6);
+        total += calls[c];
+    }
+    printf ("  %-44s %9.1f  us per pair = %.0f pairs/s: the store's ceiling\n", "all", total * 1e6,
+            alone);
+    printf ("  %-44s %9.1f  us per row, %.0f %% of the above at 5 per pair\n",
+            "an event row alone (store_event)", event_s * 1e6, 500 * event_s / total);
+    return 0;
+}
+
+// The floor: SQLite alone, the rows a pair must leave and nothing else
+// (bench/floor.c), then with each of the store's guarantees. Best of
+// three, the variants taken in turn: this machine's speed drifts within
+// minutes. 0, or -1.
+static int
+s_store_floor (const s_run_t *run, const char *alone_db)
+{
+    static const struct {
+        int flags;
+        const char *label;
+    } floors[] = {
+        {0, "the rows alone, no event rows"},
+        {FLOOR_EVENTS, "+ 5 event rows: the floor"},
+        {FLOOR_EVENTS | FLOOR_FK, "floor + foreign keys"},
+        {FLOOR_EVENTS | FLOOR_STARTUP, "floor + start-up indexes"},
+        {FLOOR_EVENTS | FLOOR_READS, "floor + state reads"},
+        {FLOOR_EVENTS | FLOOR_FK | FLOOR_STARTUP | FLOOR_READS,
+         "floor + all three (the store's shape)"},
     };
-    const int nconfigs = (int) (sizeof configs / sizeof configs[0]);
+    enum { NFLOORS = sizeof floors / sizeof floors[0] };
+    double floor_cpu[NFLOORS], floor_wall[NFLOORS];
+    for (int f = 0; f < NFLOORS; f++)
+        floor_cpu[f] = floor_wall[f] = 1e9;
+    for (int rep = 0; rep < 3; rep++)
+        for (int f = 0; f < NFLOORS; f++) {
+            double c, w;
+            if (floor_measure (alone_db, run->history_run, floors[f].flags, &c, &w) != 0) {
+                log_error ("cannot measure the floor in '%s'", alone_db);
+                return -1;
+            }
+            if (c < floor_cpu[f])
+                floor_cpu[f] = c, floor_wall[f] = w;
+        }
+    printf ("  SQLite alone writing the rows a pair must leave (2 files, the pair, an attempt\n"
+            "  opened and closed, a result) in the leanest schema, commit every 2 ms, FULL,\n"
+            "  then with what the store guarantees beyond them (bench/floor.c):\n");
+    for (int f = 0; f < NFLOORS; f++)
+        printf ("  %-44s %9.1f  us CPU per pair = %.0f pairs/s on a whole CPU\n", floors[f].label,
+                floor_cpu[f], 1e6 / floor_wall[f]);
+    printf ("  at 25000 pairs/s the broker's one thread has 40 us a pair for its store\n"
+            "  calls and its messages together (SQLite admits one writer)\n");
+    return 0;
+}
 
-    // ----- 1
-    if (!s_want (only, 1))
-        goto section2;
+// 1. The broker's durable full cycle, then the store alone and its floor.
+// 0, or -1.
+static int
+s_section_cycle (const s_run_t *run)
+{
     printf ("\n1. Broker durable full cycle: FILE x2 -> pair -> TASK -> noop -> RESULT recorded\n"
             "   durability = full, commit_ms = %s, fresh store, %d pairs, at most %d FILE\n"
             "   events unacknowledged, nothing resent; this process is the watcher. Time: first\n"
             "   FILE sent to last result recorded (the broker's clock in the event log)\n",
-            commit_text, cycle_pairs, WINDOW);
+            run->commit_text, run->cycle_pairs, WINDOW);
     printf ("  %-26s %-29s %9s %-22s %-13s\n", "", "---------- pairs/s ----------", "files/s",
             "---- CPU us/pair -----", "- broker MiB-");
     printf ("  %-26s %9s %11s %7s %9s %7s %7s %6s %6s %6s\n", "", "whole run", "1 s: median",
             "best", "acked", "broker", "agents", "bench", "HWM", "RSS");
-    double best_rate = 0, seqs_per_ack = 0, best_cpu = 0, best_broker = 0;
-    int best_config = 0;
-    for (int c = 0; c < nconfigs; c++) {
-        double rate[MAX_REPS], ingest[MAX_REPS], cpu[3] = {0, 0, 0};
-        static double windows[MAX_REPS * MAX_WINDOWS];
-        int nwindows = 0;
-        long hwm = 0, rss = 0, lost = 0;
-        int64_t acked = 0, ack_msgs = 0;
-        for (int r = 0; r < reps; r++) {
-            s_cycle_t cy;
-            char name[32];
-            snprintf (name, sizeof name, "cycle%d-%d", c, r);
-            if (s_farm_cycle (root, name, &configs[c], "bench", cycle_pairs, NULL, NULL, &cy,
-                              NULL)
-                != 0)
-                goto done;
-            rate[r] = configs[c].agents ? cycle_pairs / cy.cycle_s : 0;
-            ingest[r] = cy.acked / cy.ingest_s;
-            for (int w = 0; w < cy.nwindows; w++)
-                windows[nwindows++] = cy.window_rates[w];
-            cpu[0] += cy.broker_cpu_s, cpu[1] += cy.agents_cpu_s, cpu[2] += cy.self_cpu_s;
-            hwm = cy.hwm_kb > hwm ? cy.hwm_kb : hwm;
-            rss = cy.rss_kb > rss ? cy.rss_kb : rss;
-            lost += cy.lost;
-            acked += cy.acked, ack_msgs += cy.ack_msgs;
-        }
-        double per = 1e6 / ((double) cycle_pairs * reps);
-        s_stat_t sr = s_stat (rate, reps, 1), si = s_stat (ingest, reps, 1);
-        printf ("  %-26s", configs[c].label);
-        if (!configs[c].agents)
-            printf (" %9s %11s %7s", "", "", "");
-        else if (nwindows >= 3 * reps) {
-            // Seconds of a shorter run are mostly its ingest or its tail.
-            s_stat_t sw = s_stat (windows, nwindows, 1);
-            printf (" %9.0f %11.0f %7.0f", sr.median, sw.median, sw.best);
-        }
-        else
-            printf (" %9.0f %11s %7s", sr.median, "-", "-");
-        printf (" %9.0f %7.0f %7.0f %6.0f %6.1f %6.1f\n", si.median, cpu[0] * per, cpu[1] * per,
-                cpu[2] * per, s_mib (hwm), s_mib (rss));
-        if (lost)
-            printf ("  %-26s %ld FILE events never acknowledged (ACKs lost)\n", "", lost);
-        fflush (stdout);
-        if (configs[c].agents && sr.median > best_rate) {
-            best_rate = sr.median, best_config = c;
-            best_cpu = (cpu[0] + cpu[1] + cpu[2]) * per, best_broker = cpu[0] * per;
-        }
-        seqs_per_ack = ack_msgs ? (double) acked / ack_msgs : 0;
-    }
-    printf ("  %-26s %9.0f  pairs/s (%s)   target >= 25000\n", "best configuration", best_rate,
-            configs[best_config].label);
+    s_best_t best = {0, 0, 0, 0, 0};
+    for (int c = 0; c < S_NCONFIGS; c++)
+        if (s_cycle_config (run, c, &best) != 0)
+            return -1;
+    printf ("  %-26s %9.0f  pairs/s (%s)   target >= 25000\n", "best configuration", best.rate,
+            s_configs[best.config].label);
     long ncpu = sysconf (_SC_NPROCESSORS_ONLN);
     printf ("  at that rate the broker keeps %.0f %% of one CPU busy, the three programs %.0f %%\n"
             "  of the %ld CPUs (%.0f us of CPU per pair in all)\n",
-            best_broker * best_rate / 1e4, best_cpu * best_rate / 1e4 / ncpu, ncpu, best_cpu);
+            best.broker * best.rate / 1e4, best.cpu * best.rate / 1e4 / ncpu, ncpu, best.cpu);
     printf ("  for comparison: beanstalkd with binlog 6-16 k jobs/s, gearmand + SQLite 0.6 k"
             " jobs/s\n"
             "  whole run: pairs / run time (median of runs); 1 s: pairs recorded in each whole\n"
@@ -1766,234 +1867,227 @@ main (int argc, char *argv[])
             "  second, first sent to last ACK; CPU: user + system over the run (bench: this\n"
             "  process, the watcher's part, FILEs in BATCHes of %d);\n"
             "  each ACK acknowledged %.2f FILE events on average (the protocol allows %d)\n",
-            FILE_BATCH, seqs_per_ack, PROTO_MAX_ACK);
-    {
-        // The store's share: the broker's store calls for the same pairs,
-        // in this process, committing every commit_ms like the broker.
-        char alone_db[PATH_MAX + 32];
-        double calls[S_CALLS], total = 0, event_s = 0;
-        snprintf (alone_db, sizeof alone_db, "%s/alone.db", root);
-        double alone = s_write_pairs (alone_db, "alone", history_run, 0, commit_ms / 1000.0, NULL,
-                                      calls, &event_s);
-        s_remove_db (alone_db);
-        if (alone < 0)
-            goto done;
-        printf ("  the store alone: the broker's store calls for %d pairs, made in this process,\n"
-                "  commit every %d ms, no messages:\n",
-                history_run, commit_ms);
-        for (int c = 0; c < S_CALLS; c++) {
-            printf ("  %-44s %9.1f  us per pair\n", s_call_names[c], calls[c] * 1e6);
-            total += calls[c];
-        }
-        printf ("  %-44s %9.1f  us per pair = %.0f pairs/s: the store's ceiling\n", "all",
-                total * 1e6, alone);
-        printf ("  %-44s %9.1f  us per row, %.0f %% of the above at 5 per pair\n",
-                "an event row alone (store_event)", event_s * 1e6, 500 * event_s / total);
-        // The floor: SQLite alone, the rows a pair must leave and nothing
-        // else (bench/floor.c), then with each of the store's guarantees.
-        // Best of three, the variants taken in turn: this machine's speed
-        // drifts within minutes.
-        static const struct {
-            int flags;
-            const char *label;
-        } floors[] = {
-            {0, "the rows alone, no event rows"},
-            {FLOOR_EVENTS, "+ 5 event rows: the floor"},
-            {FLOOR_EVENTS | FLOOR_FK, "floor + foreign keys"},
-            {FLOOR_EVENTS | FLOOR_STARTUP, "floor + start-up indexes"},
-            {FLOOR_EVENTS | FLOOR_READS, "floor + state reads"},
-            {FLOOR_EVENTS | FLOOR_FK | FLOOR_STARTUP | FLOOR_READS,
-             "floor + all three (the store's shape)"},
-        };
-        enum { NFLOORS = sizeof floors / sizeof floors[0] };
-        double floor_cpu[NFLOORS], floor_wall[NFLOORS];
-        for (int f = 0; f < NFLOORS; f++)
-            floor_cpu[f] = floor_wall[f] = 1e9;
-        for (int rep = 0; rep < 3; rep++)
-            for (int f = 0; f < NFLOORS; f++) {
-                double c, w;
-                if (floor_measure (alone_db, history_run, floors[f].flags, &c, &w) != 0) {
-                    log_error ("cannot measure the floor in '%s'", alone_db);
-                    goto done;
-                }
-                if (c < floor_cpu[f])
-                    floor_cpu[f] = c, floor_wall[f] = w;
-            }
-        printf ("  SQLite alone writing the rows a pair must leave (2 files, the pair, an attempt\n"
-                "  opened and closed, a result) in the leanest schema, commit every 2 ms, FULL,\n"
-                "  then with what the store guarantees beyond them (bench/floor.c):\n");
-        for (int f = 0; f < NFLOORS; f++)
-            printf ("  %-44s %9.1f  us CPU per pair = %.0f pairs/s on a whole CPU\n",
-                    floors[f].label, floor_cpu[f], 1e6 / floor_wall[f]);
-        printf ("  at 25000 pairs/s the broker's one thread has 40 us a pair for its store\n"
-                "  calls and its messages together (SQLite admits one writer)\n");
-    }
+            FILE_BATCH, best.seqs_per_ack, PROTO_MAX_ACK);
+    char alone_db[PATH_MAX + 32];
+    snprintf (alone_db, sizeof alone_db, "%s/alone.db", run->root);
+    if (s_store_alone (run, alone_db) != 0 || s_store_floor (run, alone_db) != 0)
+        return -1;
     fflush (stdout);
+    return 0;
+}
 
-section2:
-    // ----- 2
-    if (!s_want (only, 2))
-        goto section3;
+// Section 2's runs, on the empty store (h 0) and over the history (h 1).
+typedef struct {
+    double rate[2][MAX_REPS], start[2][MAX_REPS], cpu[2];
+    double windows[2][MAX_REPS * MAX_WINDOWS];
+    int nwindows[2];
+    long hwm[2], rss[2];
+} s_history_t;
+
+// Section 2's table from its runs.
+static void
+s_history_print (const s_run_t *run, s_history_t *hi)
+{
+    int reps = run->reps;
+    printf ("  %-26s %-29s %9s %8s %-13s\n", "", "---------- pairs/s ----------", "broker",
+            "broker", "- broker MiB-");
+    printf ("  %-26s %9s %11s %7s %9s %8s %6s %6s\n", "", "whole run", "1 s: median", "best",
+            "start s", "CPU us/p", "HWM", "RSS");
+    s_stat_t sr[2], sw[2] = {{0, 0}, {0, 0}}, ss[2];
+    for (int h = 0; h < 2; h++) {
+        char label[64];
+        if (h)
+            snprintf (label, sizeof label, "%d pairs of history", run->history_pairs);
+        else
+            snprintf (label, sizeof label, "empty store");
+        sr[h] = s_stat (hi->rate[h], reps, 1);
+        ss[h] = s_stat (hi->start[h], reps, 0);
+        printf ("  %-26s %9.0f", label, sr[h].median);
+        if (hi->nwindows[h] > 0) {
+            sw[h] = s_stat (hi->windows[h], hi->nwindows[h], 1);
+            printf (" %11.0f %7.0f", sw[h].median, sw[h].best);
+        }
+        else
+            printf (" %11s %7s", "-", "-");
+        printf (" %9.2f %8.0f %6.1f %6.1f\n", ss[h].median,
+                hi->cpu[h] * 1e6 / run->history_run / reps, s_mib (hi->hwm[h]),
+                s_mib (hi->rss[h]));
+    }
+    printf ("  %-26s %9.2f", "history / empty", sr[1].median / sr[0].median);
+    if (hi->nwindows[0] > 0 && hi->nwindows[1] > 0)
+        printf (" %11.2f %7.2f", sw[1].median / sw[0].median, sw[1].best / sw[0].best);
+    else
+        printf (" %11s %7s", "-", "-");
+    printf (" %9s %8.2f %6.2f %6.2f\n", "", hi->cpu[1] / hi->cpu[0],
+            (double) hi->hwm[1] / hi->hwm[0], (double) hi->rss[1] / hi->rss[0]);
+    printf ("  target: pairs/s within 10 %% of the empty store (ratio >= 0.90); broker memory\n"
+            "  independent of history. start s: spawn to sockets bound (the store opened and\n"
+            "  checked, every file of every experiment offered again to the pairing rules)\n");
+}
+
+// 2. Dispatch with history against an empty store. 0, or -1.
+static int
+s_section_history (const s_run_t *run)
+{
     printf ("\n2. Dispatch with history: %d DONE pairs already in the store, then %d new pairs\n"
             "   in a new experiment (1 agent x 8 threads), against the same on an empty store\n",
-            history_pairs, history_run);
+            run->history_pairs, run->history_run);
     char history_db[PATH_MAX + 32];
-    snprintf (history_db, sizeof history_db, "%s/history.db", root);
+    snprintf (history_db, sizeof history_db, "%s/history.db", run->root);
     double t0 = util_now ();
     int64_t history_events = 0;
-    if (s_write_pairs (history_db, "history", history_pairs, HISTORY_COMMIT, 0, &history_events,
-                       NULL, NULL)
+    if (s_write_pairs (history_db, "history", run->history_pairs, HISTORY_COMMIT, 0,
+                       &history_events, NULL, NULL)
         < 0)
-        goto done;
+        return -1;
     double build_s = util_now () - t0;
     struct stat st;
     double db_mib = stat (history_db, &st) == 0 ? st.st_size / 1048576.0 : 0;
     printf ("  %-44s %9.1f  s    (%.0f pairs/s, %.0f MiB, commit every %d)\n",
-            "history written with the store API", build_s, history_pairs / build_s, db_mib,
+            "history written with the store API", build_s, run->history_pairs / build_s, db_mib,
             HISTORY_COMMIT);
     fflush (stdout);
-    {
-        const s_config_t *cfg = &configs[0];
-        double rate[2][MAX_REPS], start[2][MAX_REPS], cpu[2] = {0, 0};
-        static double windows[2][MAX_REPS * MAX_WINDOWS];
-        int nwindows[2] = {0, 0};
-        long hwm[2] = {0, 0}, rss[2] = {0, 0};
-        for (int r = 0; r < reps; r++)
-            for (int h = 0; h < 2; h++) {
-                s_cycle_t cy;
-                char name[32], experiment[32];
-                snprintf (name, sizeof name, "%s-%d", h ? "history" : "empty", r);
-                // Each run adds its pairs to the history in an experiment
-                // of its own: run r sees history + r x history_run pairs.
-                snprintf (experiment, sizeof experiment, "run%d", r);
-                if (s_farm_cycle (root, name, cfg, experiment, history_run,
-                                  h ? history_db : NULL, h ? &history_events : NULL, &cy,
-                                  &start[h][r])
-                    != 0)
-                    goto done;
-                rate[h][r] = history_run / cy.cycle_s;
-                for (int w = 0; w < cy.nwindows; w++)
-                    windows[h][nwindows[h]++] = cy.window_rates[w];
-                cpu[h] += cy.broker_cpu_s;
-                hwm[h] = cy.hwm_kb > hwm[h] ? cy.hwm_kb : hwm[h];
-                rss[h] = cy.rss_kb > rss[h] ? cy.rss_kb : rss[h];
-            }
-        printf ("  %-26s %-29s %9s %8s %-13s\n", "", "---------- pairs/s ----------", "broker",
-                "broker", "- broker MiB-");
-        printf ("  %-26s %9s %11s %7s %9s %8s %6s %6s\n", "", "whole run", "1 s: median", "best",
-                "start s", "CPU us/p", "HWM", "RSS");
-        s_stat_t sr[2], sw[2] = {{0, 0}, {0, 0}}, ss[2];
+    static s_history_t hi;
+    memset (&hi, 0, sizeof hi);
+    for (int r = 0; r < run->reps; r++)
         for (int h = 0; h < 2; h++) {
-            char label[64];
-            if (h)
-                snprintf (label, sizeof label, "%d pairs of history", history_pairs);
-            else
-                snprintf (label, sizeof label, "empty store");
-            sr[h] = s_stat (rate[h], reps, 1);
-            ss[h] = s_stat (start[h], reps, 0);
-            printf ("  %-26s %9.0f", label, sr[h].median);
-            if (nwindows[h] > 0) {
-                sw[h] = s_stat (windows[h], nwindows[h], 1);
-                printf (" %11.0f %7.0f", sw[h].median, sw[h].best);
-            }
-            else
-                printf (" %11s %7s", "-", "-");
-            printf (" %9.2f %8.0f %6.1f %6.1f\n", ss[h].median, cpu[h] * 1e6 / history_run / reps,
-                    s_mib (hwm[h]), s_mib (rss[h]));
+            s_cycle_t cy;
+            char name[32], experiment[32];
+            snprintf (name, sizeof name, "%s-%d", h ? "history" : "empty", r);
+            // Each run adds its pairs to the history in an experiment of
+            // its own: run r sees history + r x history_run pairs.
+            snprintf (experiment, sizeof experiment, "run%d", r);
+            if (s_farm_cycle (run->root, name, &s_configs[0], experiment, run->history_run,
+                              h ? history_db : NULL, h ? &history_events : NULL, &cy,
+                              &hi.start[h][r])
+                != 0)
+                return -1;
+            hi.rate[h][r] = run->history_run / cy.cycle_s;
+            for (int w = 0; w < cy.nwindows; w++)
+                hi.windows[h][hi.nwindows[h]++] = cy.window_rates[w];
+            hi.cpu[h] += cy.broker_cpu_s;
+            hi.hwm[h] = cy.hwm_kb > hi.hwm[h] ? cy.hwm_kb : hi.hwm[h];
+            hi.rss[h] = cy.rss_kb > hi.rss[h] ? cy.rss_kb : hi.rss[h];
         }
-        printf ("  %-26s %9.2f", "history / empty", sr[1].median / sr[0].median);
-        if (nwindows[0] > 0 && nwindows[1] > 0)
-            printf (" %11.2f %7.2f", sw[1].median / sw[0].median, sw[1].best / sw[0].best);
-        else
-            printf (" %11s %7s", "-", "-");
-        printf (" %9s %8.2f %6.2f %6.2f\n", "", cpu[1] / cpu[0], (double) hwm[1] / hwm[0],
-                (double) rss[1] / rss[0]);
-        printf ("  target: pairs/s within 10 %% of the empty store (ratio >= 0.90); broker memory\n"
-                "  independent of history. start s: spawn to sockets bound (the store opened and\n"
-                "  checked, every file of every experiment offered again to the pairing rules)\n");
-    }
+    s_history_print (run, &hi);
     s_remove_db (history_db);
     fflush (stdout);
+    return 0;
+}
 
-section3:
-    // ----- 3
-    if (!s_want (only, 3)) {
-        rc = 0;
-        goto done;
-    }
-    printf ("\n3. End to end on real PIV: %s, single pass %s px, 50 %%, 1 run; watcher (inotify),\n"
-            "   broker, 1 agent x 2 threads (processor piv). Frames are hard-linked outside the\n"
-            "   watch root, then renamed in (the bench copies no data while the agent works)\n",
-            PIV_SIZE, PIV_PASSES);
-    s_piv_t pv;
-    if (s_bench_piv (root, piv_pairs, compute_reps, &pv) != 0)
-        goto done;
-    qsort (pv.latency, (size_t) pv.n, sizeof (double), s_cmp_double);
-    qsort (pv.to_broker, (size_t) pv.n, sizeof (double), s_cmp_double);
-    qsort (pv.compute, (size_t) pv.n, sizeof (double), s_cmp_double);
-    double lat_med = s_quantile (pv.latency, pv.n, 0.5);
-    double lat_99 = s_quantile (pv.latency, pv.n, 0.99);
-    double agent_med = s_quantile (pv.compute, pv.n, 0.5);
-    double pure_pair = pv.pair_idle.median;
+// Section 3's figures from its runs (pv's lists are sorted here).
+static void
+s_piv_print (const s_run_t *run, s_piv_t *pv)
+{
+    qsort (pv->latency, (size_t) pv->n, sizeof (double), s_cmp_double);
+    qsort (pv->to_broker, (size_t) pv->n, sizeof (double), s_cmp_double);
+    qsort (pv->compute, (size_t) pv->n, sizeof (double), s_cmp_double);
+    double lat_med = s_quantile (pv->latency, pv->n, 0.5);
+    double lat_99 = s_quantile (pv->latency, pv->n, 0.99);
+    double agent_med = s_quantile (pv->compute, pv->n, 0.5);
+    double pure_pair = pv->pair_idle.median;
     printf ("  in process: FFTW wisdom %s '%s'\n",
-            pv.wisdom ? "loaded from" : "not found (plans measured now) at",
+            pv->wisdom ? "loaded from" : "not found (plans measured now) at",
             piv_wisdom_default_path ());
     printf ("  %-44s %9s %9s\n", "", "best", "median");
     printf ("  %-44s %9.1f %9.1f  ms\n", "load + PIV of one pair, in process, 1 thread",
-            pv.pair_1t.best * 1e3, pv.pair_1t.median * 1e3);
+            pv->pair_1t.best * 1e3, pv->pair_1t.median * 1e3);
     printf ("  %-44s %9.1f %9.1f  ms\n", "its field written as txt (as the agent does)",
-            pv.write_1t.best * 1e3, pv.write_1t.median * 1e3);
+            pv->write_1t.best * 1e3, pv->write_1t.median * 1e3);
     printf ("  %-44s %9.1f %9.1f  ms   (the latency run's compute)\n",
-            "load + PIV, each pair after 0.4 s idle", pv.pair_idle.best * 1e3,
-            pv.pair_idle.median * 1e3);
+            "load + PIV, each pair after 0.4 s idle", pv->pair_idle.best * 1e3,
+            pv->pair_idle.median * 1e3);
     printf ("  %-44s %9.1f %9.1f  ms   (exec, wisdom, load, PIV, write)\n",
-            "pivfarm-piv, one pair alone", pv.exec_alone.best * 1e3, pv.exec_alone.median * 1e3);
+            "pivfarm-piv, one pair alone", pv->exec_alone.best * 1e3,
+            pv->exec_alone.median * 1e3);
     printf ("  %-44s %9.1f %9.1f  ms   (%.2f pairs/s at best)\n", "pivfarm-piv, two pairs at once",
-            pv.exec_two.best * 1e3, pv.exec_two.median * 1e3, 2 / pv.exec_two.best);
+            pv->exec_two.best * 1e3, pv->exec_two.median * 1e3, 2 / pv->exec_two.best);
     printf ("  throughput, %d pairs, %d run(s), each farm run right after an in-process one:\n",
-            piv_pairs, compute_reps);
+            run->piv_pairs, run->compute_reps);
     printf ("  %-44s %9.2f %9.2f  pairs/s (load + PIV: the pure compute throughput)\n",
-            "every pair on 2 threads, in process", pv.rate_2t.best, pv.rate_2t.median);
+            "every pair on 2 threads, in process", pv->rate_2t.best, pv->rate_2t.median);
     printf ("  %-44s %9.2f %9.2f  pairs/s (first rename to last result recorded)\n",
-            "farm, every pair landed at once", pv.farm_rate.best, pv.farm_rate.median);
+            "farm, every pair landed at once", pv->farm_rate.best, pv->farm_rate.median);
     printf ("  %-44s %9.0f %9.0f  %%    target >= 80 %%\n", "farm / pure compute, run by run",
-            100 * pv.ratio.best, 100 * pv.ratio.median);
-    printf ("  latency: %d pairs one at a time, each landed %.0f ms after the last result\n", pv.n,
-            pv.pause_s * 1e3);
+            100 * pv->ratio.best, 100 * pv->ratio.median);
+    printf ("  latency: %d pairs one at a time, each landed %.0f ms after the last result\n",
+            pv->n, pv->pause_s * 1e3);
     printf ("  %-44s %9s %9s\n", "", "median", "p99");
     printf ("  %-44s %9.1f %9.1f  ms   target: median <= compute + 20 ms = %.1f ms\n",
             "close of frame B -> result recorded", lat_med * 1e3, lat_99 * 1e3,
             (pure_pair + 0.020) * 1e3);
     printf ("  %-44s %9.1f %9.1f  ms   (load, PIV, write, encode)\n",
             "compute time per pair, as the agent says", agent_med * 1e3,
-            s_quantile (pv.compute, pv.n, 0.99) * 1e3);
+            s_quantile (pv->compute, pv->n, 0.99) * 1e3);
     printf ("  %-44s %9.1f %9s  ms   (the farm's own share of the latency)\n",
             "latency - agent compute (medians)", (lat_med - agent_med) * 1e3, "");
     printf ("  %-44s %9.1f %9.1f  ms\n", "close of frame B -> its FILE at the broker",
-            s_quantile (pv.to_broker, pv.n, 0.5) * 1e3,
-            s_quantile (pv.to_broker, pv.n, 0.99) * 1e3);
+            s_quantile (pv->to_broker, pv->n, 0.5) * 1e3,
+            s_quantile (pv->to_broker, pv->n, 0.99) * 1e3);
     printf ("  %-44s %9.2f %9s  s    (two pairs, the agent's engines made)\n",
-            "first pairs through a fresh agent", pv.warm_s, "");
+            "first pairs through a fresh agent", pv->warm_s, "");
     printf ("  %-44s %9.1f %9.1f  MiB  (broker HWM, RSS; agent HWM %.1f MiB)\n", "memory",
-            s_mib (pv.hwm_kb), s_mib (pv.rss_kb), s_mib (pv.agent_hwm_kb));
+            s_mib (pv->hwm_kb), s_mib (pv->rss_kb), s_mib (pv->agent_hwm_kb));
     printf ("  compute: load + PIV in process, 1 thread, each pair after the same idle pause\n"
             "  (median). p99: nearest rank; of %d values, the largest%s\n",
-            pv.n, pv.n < 100 ? "" : " but a few");
-    rc = 0;
+            pv->n, pv->n < 100 ? "" : " but a few");
+}
 
-done:
+// 3. End to end on real PIV. 0, or -1.
+static int
+s_section_piv (const s_run_t *run)
+{
+    printf ("\n3. End to end on real PIV: %s, single pass %s px, 50 %%, 1 run; watcher (inotify),\n"
+            "   broker, 1 agent x 2 threads (processor piv). Frames are hard-linked outside the\n"
+            "   watch root, then renamed in (the bench copies no data while the agent works)\n",
+            PIV_SIZE, PIV_PASSES);
+    s_piv_t pv;
+    if (s_bench_piv (run->root, run->piv_pairs, run->compute_reps, &pv) != 0)
+        return -1;
+    s_piv_print (run, &pv);
+    return 0;
+}
+
+int
+main (int argc, char *argv[])
+{
+    log_open ("bench_farm", 0);
+    static s_run_t run;
+    int code = s_parse_args (argc, argv, &run);
+    if (code >= 0)
+        return code;
+    if (s_setup () != 0)
+        return 1;
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (run.root, sizeof run.root, "%s/pivfarm-bench-farm-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp (run.root)) {
+        log_error ("cannot make a temporary directory '%s': %s", run.root, strerror (errno));
+        return 1;
+    }
+
+    double t_start = util_now ();
+    printf ("pivfarm %s bench_farm: %d run(s) of each farm run, %d of each compute figure%s\n",
+            PIVFARM_VERSION, run.reps, run.compute_reps, run.quick ? ", --quick" : "");
+    printf ("programs from '%s'; farms on ipc:// under '%s'\n", s_bin_dir, run.root);
+    s_section_machine (&run);
+    int rc = (s_want (run.only, 1) && s_section_cycle (&run) != 0)
+                     || (s_want (run.only, 2) && s_section_history (&run) != 0)
+                     || (s_want (run.only, 3) && s_section_piv (&run) != 0)
+                 ? 1
+                 : 0;
+
     s_kill_children ();
     if (rc == 0) {
-        s_rmtree (root);
+        s_rmtree (run.root);
         printf ("\nwhole run %.1f s\n", util_now () - t_start);
     }
     else if (s_interrupted) {
-        s_rmtree (root);
+        s_rmtree (run.root);
         return 128 + s_interrupted;
     }
     else {
-        s_rm_stores (root);
-        log_error ("stopped; the programs' logs are kept in '%s'", root);
+        s_rm_stores (run.root);
+        log_error ("stopped; the programs' logs are kept in '%s'", run.root);
     }
     return rc;
 }
