@@ -20,7 +20,7 @@
 //                       REMOVED EXP COUNT
 //                       FAILED EXP MESSAGE   (nothing was removed)
 
-#include "broker/internal.h"
+#include "broker/storage.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/sha256.h"

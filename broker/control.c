@@ -3,6 +3,10 @@
 // change is a setting or event in the store, committed before the reply.
 
 #include "broker/internal.h"
+#include "broker/replay.h"
+#include "broker/results.h"
+#include "broker/status.h"
+#include "broker/text.h"
 #include "common/cli.h"
 #include "common/log.h"
 #include "common/path.h"
@@ -18,95 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-// A replay feeding an experiment: the recorded file events (or feedback
-// messages) of another, re-emitted at their original pace over 'speed'.
-typedef struct {
-    char *name;         // file name, or NULL for a feedback message
-    int64_t size;       // file size
-    int64_t mtime_ns;   // file time
-    char *payload;      // the feedback message
-    int64_t at_ns;      // its time after the first one
-} s_item_t;
-
-struct _replay_t {
-    broker_t *broker;   // owner
-    exp_t *exp;         // the experiment it feeds
-    char *of;           // the experiment it replays
-    double speed;       // pace divisor; 0: all at once
-    int feedback_only;  // re-publishes feedback, computes nothing
-    s_item_t *items;    // what it re-emits, in order
-    size_t total, next; // how many, and the next to go
-    int64_t start_ns;   // when it started
-    int timer;          // its one-shot timer, or -1
-};
-
 #define LIST_DEFAULT 1000  // rows of 'pairs' and 'log' by default
 #define LIST_MAX 10000     // and at most
-
-// ---------------------------------------------------------------------------
-// A JSON text growing as it is written
-
-typedef struct {
-    char *data;
-    size_t len, cap;
-    int failed;  // no memory: the text is incomplete
-} s_text_t;
-
-static void
-s_put (s_text_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static void
-s_put (s_text_t *t, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start (ap, fmt);
-        size_t room = t->cap - t->len;
-        int n = t->data ? vsnprintf (t->data + t->len, room, fmt, ap) : -1;
-        va_end (ap);
-        if (n >= 0 && (size_t) n < room) {
-            t->len += (size_t) n;
-            return;
-        }
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        while (n >= 0 && cap - t->len <= (size_t) n)
-            cap *= 2;
-        char *data = realloc (t->data, cap);
-        if (!data) {
-            t->failed = 1;
-            return;
-        }
-        t->data = data;
-        t->cap = cap;
-    }
-}
-
-// A JSON string (util_json_string).
-static void
-s_put_string (s_text_t *t, const char *text)
-{
-    char small[512];
-    size_t n = util_json_string (text, NULL, 0);
-    char *json = n < sizeof small ? small : malloc (n + 1);
-    if (!json) {
-        t->failed = 1;
-        return;
-    }
-    util_json_string (text, json, n + 1);
-    s_put (t, "%s", json);
-    if (json != small)
-        free (json);
-}
-
-// A number, or null when it is not finite.
-static void
-s_put_number (s_text_t *t, double x)
-{
-    if (isfinite (x))
-        s_put (t, "%.6g", x);
-    else
-        s_put (t, "null");
-}
 
 // ---------------------------------------------------------------------------
 // A command: its words, its options, its answer
@@ -129,7 +46,7 @@ typedef struct {
     unsigned given;          // options seen, a bit each (S_OPT_*)
     const char *peer;        // the client's CURVE public key (Z85), or NULL
     uint32_t status;         // the reply
-    s_text_t body;
+    text_t body;
 } s_cmd_t;
 
 enum {
@@ -163,7 +80,7 @@ s_refuse (s_cmd_t *cmd, uint32_t status, const char *fmt, ...)
     va_end (ap);
     cmd->status = status;
     cmd->body.len = 0;
-    s_put (&cmd->body, "%s", line);
+    text_put (&cmd->body, "%s", line);
     return -1;
 }
 
@@ -318,8 +235,8 @@ s_scope (s_cmd_t *cmd, exp_t **exp_p)
 static void
 s_put_scope (s_cmd_t *cmd, exp_t *exp)
 {
-    s_put (&cmd->body, "{\"scope\":");
-    s_put_string (&cmd->body, exp ? exp->name : "*");
+    text_put (&cmd->body, "{\"scope\":");
+    text_put_string (&cmd->body, exp ? exp->name : "*");
 }
 
 // Commits a change before it is answered; a 500 if the store fails.
@@ -332,284 +249,21 @@ s_commit (s_cmd_t *cmd)
 }
 
 // ---------------------------------------------------------------------------
-// status, agents, experiments
+// status, agents, experiments (status.c renders them)
 
+// "KEY":[rows],... of status, experiments and agents (status_experiments,
+// status_agents) within the command's -e, --page and --limit.
 static int
-s_compare_double (const void *a, const void *b)
+s_put_list (s_cmd_t *cmd, int (*put) (text_t *, broker_t *, const status_query_t *, int *,
+                                      char *, size_t),
+            int *cut)
 {
-    double x = *(const double *) a, y = *(const double *) b;
-    return (x > y) - (x < y);
-}
-
-// ,"latency_median_ms":M,"latency_p99_ms":P (of the latest LATENCY_KEPT
-// results, null without any), "latency_histogram":{"le_s":[bounds],
-// "cumulative":[results at or under each bound],"count":N,"sum_s":S}: every
-// result since start, as a Prometheus histogram counts them.
-static void
-s_put_latency (s_text_t *t, exp_t *exp)
-{
-    if (exp) {
-        static const double bounds[LATENCY_BUCKETS] = LATENCY_BOUNDS_S;
-        int64_t below = 0;
-        s_put (t, ",\"latency_histogram\":{\"le_s\":[");
-        for (int b = 0; b < LATENCY_BUCKETS; b++)
-            s_put (t, "%s%g", b ? "," : "", bounds[b]);
-        s_put (t, "],\"cumulative\":[");
-        for (int b = 0; b < LATENCY_BUCKETS; b++) {
-            below += exp->latency_in[b];
-            s_put (t, "%s%lld", b ? "," : "", (long long) below);
-        }
-        s_put (t, "],\"count\":%lld,\"sum_s\":%.6f}",
-               (long long) (below + exp->latency_in[LATENCY_BUCKETS]), exp->latency_sum_s);
-    }
-    if (!exp || exp->latencies == 0) {
-        s_put (t, ",\"latency_median_ms\":null,\"latency_p99_ms\":null");
-        return;
-    }
-    double sorted[LATENCY_KEPT];
-    memcpy (sorted, exp->latency_ms, sizeof (double) * (size_t) exp->latencies);
-    qsort (sorted, (size_t) exp->latencies, sizeof (double), s_compare_double);
-    int n = exp->latencies;
-    double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-    int p99 = (int) ceil (0.99 * n) - 1;
-    s_put (t, ",\"latency_median_ms\":%.3f,\"latency_p99_ms\":%.3f", median,
-           sorted[p99 < 0 ? 0 : p99]);
-}
-
-static void
-s_put_policy (s_text_t *t, broker_t *self, int64_t id)
-{
-    char policy[32];
-    // Both limits apply: the one in force is the lower (0 is no limit).
-    double rate = sched_rate (self->sched, id), global = sched_rate (self->sched, 0);
-    if (global > 0 && (rate <= 0 || global < rate))
-        rate = global;
-    s_put (t, ",\"policy\":\"%s\",\"rate_limit\":",
-           sched_policy_format (sched_policy (self->sched, id), policy, sizeof policy));
-    s_put_number (t, rate > 0 ? rate : NAN);
-    s_put (t, ",\"paused\":%s", sched_paused (self->sched, id) ? "true" : "false");
-}
-
-// "warnings_cleared":N,"clocks":[{"peer":S,"clock_skew_ms":X}...]: the
-// peers whose clock was measured (doc/storage.md), the largest skew first,
-// at most 32.
-static void
-s_put_clocks (s_text_t *t, broker_t *self)
-{
-    const clock_rec_t *list[32];
-    size_t n = 0;
-    for (clock_rec_t *c = self->clocks ? zhashx_first (self->clocks) : NULL; c;
-         c = zhashx_next (self->clocks)) {
-        if (n < 32)
-            list[n++] = c;
-        else if (fabs (list[31]->skew_ms) < fabs (c->skew_ms))
-            list[31] = c;  // the smallest gives way
-        else
-            continue;
-        for (size_t at = n - 1; at > 0 && fabs (list[at - 1]->skew_ms) < fabs (list[at]->skew_ms);
-             at--) {
-            const clock_rec_t *swap = list[at - 1];
-            list[at - 1] = list[at], list[at] = swap;
-        }
-    }
-    s_put (t, "\"warnings_cleared\":%d,\"clocks\":[", self->ncleared);
-    for (size_t i = 0; i < n; i++) {
-        s_put (t, "%s{\"peer\":", i ? "," : "");
-        s_put_string (t, list[i]->peer);
-        s_put (t, ",\"clock_skew_ms\":%.0f}", list[i]->skew_ms);
-    }
-    s_put (t, "]");
-}
-
-// "warnings":[...],"guard_paused":B,"guard_why":S (doc/storage.md).
-static void
-s_put_storage (s_text_t *t, broker_t *self)
-{
-    s_put (t, "\"warnings\":[");
-    for (int i = 0; i < self->nwarnings; i++) {
-        const warning_t *w = &self->warnings[i];
-        s_put (t, "%s{\"kind\":\"%s\",\"level\":\"%s\",\"experiment\":", i ? "," : "",
-               w->kind, w->level);
-        if (*w->experiment)
-            s_put_string (t, w->experiment);
-        else
-            s_put (t, "null");
-        s_put (t, ",\"path\":");
-        s_put_string (t, w->path);
-        s_put (t, ",\"message\":");
-        s_put_string (t, w->message);
-        s_put (t, "}");
-    }
-    s_put (t, "],");
-    s_put_clocks (t, self);
-    s_put (t, ",\"guard_paused\":%s,\"guard_why\":", self->guard_paused ? "true" : "false");
-    if (self->guard_paused)
-        s_put_string (t, self->guard_why);
-    else
-        s_put (t, "null");
-}
-
-char *
-broker_state_json (broker_t *self)
-{
-    s_text_t t = {0};
-    s_put (&t, "{");
-    s_put_storage (&t, self);
-    s_put (&t, "}");
-    if (t.failed) {
-        free (t.data);
-        return NULL;
-    }
-    return t.data;
-}
-
-// ,"allocation":A|null,"archive":R|null of an experiment.
-static void
-s_put_exp_storage (s_text_t *t, exp_t *exp)
-{
-    alloc_t *a = exp->alloc;
-    s_put (t, ",\"allocation\":");
-    if (!a)
-        s_put (t, "null");
-    else {
-        s_put (t, "{\"kind\":\"%s\",\"path\":", a->kind);
-        s_put_string (t, a->path);
-        s_put (t,
-               ",\"size_bytes\":%lld,\"used_bytes\":%lld,\"created_ns\":%lld,"
-               "\"expires_ns\":%lld,\"state\":\"%s\"}",
-               (long long) a->size_bytes, (long long) a->used_bytes, (long long) a->created_ns,
-               (long long) a->expires_ns, a->releasing ? "releasing" : "active");
-    }
-    archive_t *r = exp->archive;
-    s_put (t, ",\"archive\":");
-    if (!r) {
-        s_put (t, "null");
-        return;
-    }
-    s_put (t, "{\"to\":");
-    s_put_string (t, r->to);
-    s_put (t,
-           ",\"state\":\"%s\",\"files\":%lld,\"copied\":%lld,\"already\":%lld,"
-           "\"removed\":%lld,\"bytes\":%lld,\"release\":%s,\"error\":",
-           r->state, (long long) r->files, (long long) r->copied, (long long) r->already,
-           (long long) r->removed, (long long) r->bytes, r->release ? "true" : "false");
-    if (*r->error)
-        s_put_string (t, r->error);
-    else
-        s_put (t, "null");
-    s_put (t, ",\"skipped\":%lld,\"notes\":", (long long) r->skipped);
-    s_put_string (t, r->notes);
-    s_put (t, "}");
-}
-
-// ---------------------------------------------------------------------------
-// Lists that may be long: status's and experiments' experiments, the agents.
-// Each row is rendered aside; a list is written whole while it fits its
-// budget, else the busiest rows that fit (or a page of them, --page K, by
-// name) with its total and how many are shown (doc/control.md).
-
-#define STATUS_EXP_BUDGET (512 * 1024)    // bytes of experiments, at most
-#define STATUS_AGENT_BUDGET (256 * 1024)  // bytes of agents, at most
-#define STATUS_ROWS 200                   // rows summarised or paged (--limit N)
-
-typedef struct {
-    char *name;      // sort key of a page
-    int64_t busy;    // pairs pending and out (an agent: tasks out)
-    double recent;   // recent activity (an agent: 0)
-    int64_t total;   // files (an agent: results done)
-    s_text_t text;   // the row's JSON
-} s_row_t;
-
-typedef struct {
-    s_cmd_t *cmd;
-    s_row_t *rows;
-    size_t count, cap;
-} s_rows_t;
-
-static s_row_t *
-s_row_add (s_rows_t *rows, const char *name)
-{
-    if (rows->count == rows->cap) {
-        size_t cap = rows->cap ? rows->cap * 2 : 64;
-        s_row_t *grown = realloc (rows->rows, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        rows->rows = grown;
-        rows->cap = cap;
-    }
-    s_row_t *row = &rows->rows[rows->count];
-    *row = (s_row_t) {.name = strdup (name)};
-    if (!row->name)
-        return NULL;
-    rows->count++;
-    return row;
-}
-
-static void
-s_rows_free (s_rows_t *rows)
-{
-    for (size_t i = 0; i < rows->count; i++) {
-        free (rows->rows[i].name);
-        free (rows->rows[i].text.data);
-    }
-    free (rows->rows);
-    *rows = (s_rows_t) {0};
-}
-
-// The busiest first: most pairs pending and out, then the most recent
-// activity, then the most files; by name among equals.
-static int
-s_compare_busy (const void *a, const void *b)
-{
-    const s_row_t *x = a, *y = b;
-    if (x->busy != y->busy)
-        return x->busy > y->busy ? -1 : 1;
-    if (x->recent != y->recent)
-        return x->recent > y->recent ? -1 : 1;
-    if (x->total != y->total)
-        return x->total > y->total ? -1 : 1;
-    return strcmp (x->name, y->name);
-}
-
-static int
-s_compare_name (const void *a, const void *b)
-{
-    return strcmp (((const s_row_t *) a)->name, ((const s_row_t *) b)->name);
-}
-
-// "KEY":[rows],"KEY_total":N,"KEY_shown":M: all rows in their order while
-// they fit 'budget' and no page is asked for; else the busiest (or page
-// --page K by name) up to --limit N (STATUS_ROWS) rows that fit. Sets
-// *cut when rows are left out; -1 (refused) for a row without memory.
-static int
-s_put_rows (s_cmd_t *cmd, const char *key, s_rows_t *rows, size_t budget, int *cut)
-{
-    size_t all = 0, first = 0, most = cmd->given & S_OPT_LIMIT ? (size_t) cmd->limit : STATUS_ROWS;
-    for (size_t i = 0; i < rows->count; i++) {
-        if (rows->rows[i].text.failed || !rows->rows[i].text.data)
-            return s_refuse (cmd, 500, "no memory for the answer");
-        all += rows->rows[i].text.len + 1;
-    }
-    if (cmd->page > 0) {
-        qsort (rows->rows, rows->count, sizeof (s_row_t), s_compare_name);
-        first = (size_t) (cmd->page - 1) * most;
-    }
-    else if (all <= budget)
-        most = rows->count;
-    else
-        qsort (rows->rows, rows->count, sizeof (s_row_t), s_compare_busy);
-    s_put (&cmd->body, "\"%s\":[", key);
-    size_t shown = 0, used = 0;
-    for (size_t i = first; i < rows->count && shown < most; i++) {
-        if (used + rows->rows[i].text.len + 1 > budget)
-            break;
-        s_put (&cmd->body, "%s%s", shown ? "," : "", rows->rows[i].text.data);
-        used += rows->rows[i].text.len + 1;
-        shown++;
-    }
-    s_put (&cmd->body, "],\"%s_total\":%zu,\"%s_shown\":%zu", key, rows->count, key, shown);
-    if (shown < rows->count)
-        *cut = 1;
+    status_query_t q = {.experiment = cmd->experiment,
+                        .page = cmd->page,
+                        .most = cmd->given & S_OPT_LIMIT ? (size_t) cmd->limit : STATUS_ROWS};
+    char err[600];
+    if (put (&cmd->body, cmd->self, &q, cut, err, sizeof err) != 0)
+        return s_refuse (cmd, 500, "%s", err);
     return 0;
 }
 
@@ -618,115 +272,10 @@ static void
 s_put_cut (s_cmd_t *cmd, int cut)
 {
     if (cmd->page > 0)
-        s_put (&cmd->body, ",\"page\":%ld", cmd->page);
+        text_put (&cmd->body, ",\"page\":%ld", cmd->page);
     else
-        s_put (&cmd->body, ",\"page\":null");
-    s_put (&cmd->body, ",\"truncated\":%s", cut ? "true" : "false");
-}
-
-// One experiment's row of status and experiments, kept aside (s_rows_t).
-static int
-s_put_experiment (void *arg, const store_counts_t *c)
-{
-    s_rows_t *rows = arg;
-    broker_t *self = rows->cmd->self;
-    if (rows->cmd->experiment && strcmp (c->name, rows->cmd->experiment) != 0)
-        return 0;  // -e EXP: that one alone
-    s_row_t *row = s_row_add (rows, c->name);
-    if (!row)
-        return -1;
-    s_text_t *t = &row->text;
-    int64_t now = util_time_ns ();
-    exp_t *exp = broker_experiment (self, c->name, now);
-    row->busy = c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED];
-    row->recent = exp ? broker_rate (&exp->results, now, 59) + broker_rate (&exp->arrivals, now, 10)
-                      : 0;
-    row->total = c->files;
-    s_put (t, "{\"experiment\":");
-    s_put_string (t, c->name);
-    s_put (t, ",\"source\":");
-    s_put_string (t, exp ? exp->source : c->name);
-    s_put (t,
-           ",\"files\":%lld,\"pending\":%lld,\"dispatched\":%lld,\"done\":%lld,\"failed\":%lld,"
-           "\"skipped\":%lld",
-           (long long) c->files, (long long) c->pairs[STORE_PENDING],
-           (long long) c->pairs[STORE_DISPATCHED], (long long) c->pairs[STORE_DONE],
-           (long long) c->pairs[STORE_FAILED], (long long) c->pairs[STORE_SKIPPED]);
-    s_put (t, ",\"created_ns\":%lld", (long long) c->created_ns);
-    if (!exp) {
-        s_put (t, "}");
-        return 0;
-    }
-    s_put (t, ",\"queue\":%zu,\"arrivals_10s\":%.2f,\"rate_10s\":%.2f,\"rate_1m\":%.2f",
-           sched_size_of (self->sched, exp->id),
-           broker_rate (&exp->arrivals, now, 10),
-           broker_rate (&exp->results, now, 10),
-           broker_rate (&exp->results, now, 59));
-    s_put_latency (t, exp);
-    s_put_policy (t, self, exp->id);
-    s_put (t, ",\"settings\":");
-    s_put_string (t, exp->settings);
-    s_put (t, ",\"feedback\":%s",
-           (exp->feedback_own ? exp->feedback.enabled : self->feedback.enabled) ? "true"
-                                                                               : "false");
-    s_put_exp_storage (t, exp);
-    s_put (t, ",\"replay\":");
-    replay_t *r = exp->replay;
-    if (!r)
-        s_put (t, "null");
-    else {
-        s_put (t, "{\"of\":");
-        s_put_string (t, r->of);
-        s_put (t, ",\"speed\":");
-        s_put_number (t, r->speed > 0 ? r->speed : NAN);
-        s_put (t, ",\"sent\":%zu,\"total\":%zu,\"finished\":%s,\"feedback_only\":%s}", r->next,
-               r->total, r->next == r->total ? "true" : "false",
-               r->feedback_only ? "true" : "false");
-    }
-    s_put (t, "}");
-    return 0;
-}
-
-static int
-s_put_agents (s_cmd_t *cmd, int *cut)
-{
-    broker_t *self = cmd->self;
-    int64_t now = util_time_ns ();
-    int64_t window = (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
-    s_rows_t rows = {.cmd = cmd};
-    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
-        s_row_t *row = s_row_add (&rows, a->id);
-        if (!row) {
-            s_rows_free (&rows);
-            return s_refuse (cmd, 500, "no memory for the answer");
-        }
-        row->busy = (int64_t) zlistx_size (a->tasks);
-        row->total = a->done;
-        s_put (&row->text, "{\"id\":");
-        s_put_string (&row->text, a->id);
-        s_put (&row->text, ",\"host\":");
-        s_put_string (&row->text, a->host);
-        s_put (&row->text,
-               ",\"cores\":%d,\"credit\":%u,\"tasks\":%zu,\"done\":%lld,\"last_heartbeat_ms\":%lld}",
-               a->cores, a->credit, zlistx_size (a->tasks), (long long) a->done,
-               (long long) ((now - (a->expires_ns - window)) / 1000000));
-    }
-    int rc = s_put_rows (cmd, "agents", &rows, STATUS_AGENT_BUDGET, cut);
-    s_rows_free (&rows);
-    return rc;
-}
-
-static int
-s_put_experiments (s_cmd_t *cmd, int *cut)
-{
-    s_rows_t rows = {.cmd = cmd};
-    int rc = store_counts (cmd->self->store, s_put_experiment, &rows);
-    if (rc < 0)
-        rc = s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
-    else
-        rc = s_put_rows (cmd, "experiments", &rows, STATUS_EXP_BUDGET, cut);
-    s_rows_free (&rows);
-    return rc;
+        text_put (&cmd->body, ",\"page\":null");
+    text_put (&cmd->body, ",\"truncated\":%s", cut ? "true" : "false");
 }
 
 // -e EXP of status and experiments: 0 if it is known (or not given),
@@ -748,39 +297,15 @@ s_status (s_cmd_t *cmd)
     broker_commit (self);  // what the status says is committed
     if (s_only (cmd))
         return -1;
-    int64_t now = util_time_ns ();
-    s_put (&cmd->body,
-           "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
-           "\"rate_1m\":%.2f,\"store_ok\":%s",
-           (now - self->started_ns) / 1e9, sched_size (self->sched), (long long) self->results,
-           broker_rate (&self->per_second, now, 10),
-           broker_rate (&self->per_second, now, 59),
-           self->store_failed ? "false" : "true");
-    if (self->store_failed) {
-        s_put (&cmd->body, ",\"store_error\":");
-        s_put_string (&cmd->body, self->store_why);
-    }
-    s_put_policy (&cmd->body, self, 0);
-    s_put (&cmd->body, ",");
-    s_put_storage (&cmd->body, self);
-    s_put (&cmd->body, ",\"volumes\":[");
-    for (int v = 0; v < 3; v++) {
-        s_put (&cmd->body, "%s{\"role\":", v ? "," : "");
-        s_put_string (&cmd->body, self->volumes[v].role);
-        s_put (&cmd->body, ",\"path\":");
-        s_put_string (&cmd->body, self->volumes[v].path);
-        s_put (&cmd->body, ",\"free_bytes\":%lld,\"total_bytes\":%lld}",
-               (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes);
-    }
-    s_put (&cmd->body, "],");
+    status_head (&cmd->body, self);
     int cut = 0;
-    if (s_put_experiments (cmd, &cut))
+    if (s_put_list (cmd, status_experiments, &cut))
         return -1;
-    s_put (&cmd->body, ",");
-    if (s_put_agents (cmd, &cut))
+    text_put (&cmd->body, ",");
+    if (s_put_list (cmd, status_agents, &cut))
         return -1;
     s_put_cut (cmd, cut);
-    s_put (&cmd->body, "}");
+    text_put (&cmd->body, "}");
     return 0;
 }
 
@@ -790,11 +315,11 @@ s_agents (s_cmd_t *cmd)
     if (s_expect (cmd, S_OPT_PAGE | S_OPT_LIMIT, 1, 1, "agents [--page K] [--limit N]"))
         return -1;
     int cut = 0;
-    s_put (&cmd->body, "{");
-    if (s_put_agents (cmd, &cut))
+    text_put (&cmd->body, "{");
+    if (s_put_list (cmd, status_agents, &cut))
         return -1;
     s_put_cut (cmd, cut);
-    s_put (&cmd->body, "}");
+    text_put (&cmd->body, "}");
     return 0;
 }
 
@@ -808,11 +333,11 @@ s_experiments (s_cmd_t *cmd)
     if (s_only (cmd))
         return -1;
     int cut = 0;
-    s_put (&cmd->body, "{");
-    if (s_put_experiments (cmd, &cut))
+    text_put (&cmd->body, "{");
+    if (s_put_list (cmd, status_experiments, &cut))
         return -1;
     s_put_cut (cmd, cut);
-    s_put (&cmd->body, "}");
+    text_put (&cmd->body, "}");
     return 0;
 }
 
@@ -830,22 +355,22 @@ static int
 s_put_pair (void *arg, const store_pair_info_t *p)
 {
     s_list_t *list = arg;
-    s_text_t *t = &list->cmd->body;
+    text_t *t = &list->cmd->body;
     if (list->rows++ == list->cmd->limit)
         return 1;
-    s_put (t, "%s{\"pair\":%lld,\"stem\":", list->rows > 1 ? "," : "", (long long) p->pair);
-    s_put_string (t, p->stem);
-    s_put (t, ",\"state\":\"%s\",\"attempts\":%d,\"agent\":",
+    text_put (t, "%s{\"pair\":%lld,\"stem\":", list->rows > 1 ? "," : "", (long long) p->pair);
+    text_put_string (t, p->stem);
+    text_put (t, ",\"state\":\"%s\",\"attempts\":%d,\"agent\":",
            p->state >= 0 && p->state <= 4 ? s_states[p->state] : "?", p->attempts);
-    s_put_string (t, p->agent);
-    s_put (t, ",\"error\":");
-    s_put_string (t, p->error);
-    s_put (t, ",\"created_ns\":%lld,\"dispatched_ns\":%lld,\"finished_ns\":%lld,\"latency_ms\":",
+    text_put_string (t, p->agent);
+    text_put (t, ",\"error\":");
+    text_put_string (t, p->error);
+    text_put (t, ",\"created_ns\":%lld,\"dispatched_ns\":%lld,\"finished_ns\":%lld,\"latency_ms\":",
            (long long) p->created_ns, (long long) p->dispatched_ns, (long long) p->finished_ns);
-    s_put_number (t, p->state == STORE_DONE && p->closed_ns > 0 && p->finished_ns > 0
+    text_put_number (t, p->state == STORE_DONE && p->closed_ns > 0 && p->finished_ns > 0
                          ? (p->finished_ns - p->closed_ns) / 1e6
                          : NAN);
-    s_put (t, "}");
+    text_put (t, "}");
     return 0;
 }
 
@@ -870,15 +395,15 @@ s_pairs (s_cmd_t *cmd)
     exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
-    s_put (&cmd->body, "{\"experiment\":");
-    s_put_string (&cmd->body, exp->name);
-    s_put (&cmd->body, ",\"pairs\":[");
+    text_put (&cmd->body, "{\"experiment\":");
+    text_put_string (&cmd->body, exp->name);
+    text_put (&cmd->body, ",\"pairs\":[");
     s_list_t list = {cmd, 0};
     if (store_pairs_of (cmd->self->store, exp->id, state, cmd->after, (int) cmd->limit + 1,
                         s_put_pair, &list)
         < 0)
         return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
-    s_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
+    text_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
     return 0;
 }
 
@@ -888,15 +413,15 @@ s_put_event (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t exp
 {
     (void) experiment;
     s_list_t *list = arg;
-    s_text_t *t = &list->cmd->body;
+    text_t *t = &list->cmd->body;
     if (list->rows++ == list->cmd->limit)
         return 1;
-    s_put (t, "%s{\"id\":%lld,\"ts_ns\":%lld,\"kind\":", list->rows > 1 ? "," : "",
+    text_put (t, "%s{\"id\":%lld,\"ts_ns\":%lld,\"kind\":", list->rows > 1 ? "," : "",
            (long long) id, (long long) ts_ns);
-    s_put_string (t, kind);
-    s_put (t, ",\"pair\":%lld,\"payload\":", (long long) pair);
-    s_put_string (t, payload);
-    s_put (t, "}");
+    text_put_string (t, kind);
+    text_put (t, ",\"pair\":%lld,\"payload\":", (long long) pair);
+    text_put_string (t, payload);
+    text_put (t, "}");
     return 0;
 }
 
@@ -909,13 +434,13 @@ s_log (s_cmd_t *cmd)
     exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
-    s_put (&cmd->body, "{\"experiment\":");
-    s_put_string (&cmd->body, exp->name);
-    s_put (&cmd->body, ",\"events\":[");
+    text_put (&cmd->body, "{\"experiment\":");
+    text_put_string (&cmd->body, exp->name);
+    text_put (&cmd->body, ",\"events\":[");
     s_list_t list = {cmd, 0};
     if (store_events (cmd->self->store, exp->id, cmd->after, s_put_event, &list) < 0)
         return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
-    s_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
+    text_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
     return 0;
 }
 
@@ -947,9 +472,9 @@ s_rate (s_cmd_t *cmd)
     sched_set_rate (cmd->self->sched, id, rate);
     broker_dispatch (cmd->self);
     s_put_scope (cmd, exp);
-    s_put (&cmd->body, ",\"rate_limit\":");
-    s_put_number (&cmd->body, rate > 0 ? rate : NAN);
-    s_put (&cmd->body, "}");
+    text_put (&cmd->body, ",\"rate_limit\":");
+    text_put_number (&cmd->body, rate > 0 ? rate : NAN);
+    text_put (&cmd->body, "}");
     return 0;
 }
 
@@ -975,7 +500,7 @@ s_policy (s_cmd_t *cmd)
     sched_set_policy (cmd->self->sched, id, policy);
     broker_dispatch (cmd->self);
     s_put_scope (cmd, exp);
-    s_put (&cmd->body, ",\"policy\":\"%s\"}", text);
+    text_put (&cmd->body, ",\"policy\":\"%s\"}", text);
     return 0;
 }
 
@@ -996,7 +521,7 @@ s_pause (s_cmd_t *cmd, int paused)
     sched_set_paused (cmd->self->sched, id, paused);
     broker_dispatch (cmd->self);
     s_put_scope (cmd, exp);
-    s_put (&cmd->body, ",\"paused\":%s}", paused ? "true" : "false");
+    text_put (&cmd->body, ",\"paused\":%s}", paused ? "true" : "false");
     return 0;
 }
 
@@ -1018,9 +543,9 @@ s_reset (s_cmd_t *cmd, store_state_t from)
                          store_error (cmd->self->store));
     if (s_commit (cmd))
         return -1;
-    s_put (&cmd->body, "{\"experiment\":");
-    s_put_string (&cmd->body, exp->name);
-    s_put (&cmd->body, ",\"moved\":%d}", moved);
+    text_put (&cmd->body, "{\"experiment\":");
+    text_put_string (&cmd->body, exp->name);
+    text_put (&cmd->body, ",\"moved\":%d}", moved);
     return 0;
 }
 
@@ -1031,14 +556,14 @@ static int
 s_put_feedback (s_cmd_t *cmd, exp_t *exp)
 {
     broker_t *self = cmd->self;
-    const feedback_settings_t *fs = exp && exp->feedback_own ? &exp->feedback : &self->feedback;
+    const feedback_settings_t *fs = exp && exp->feedback_own ? &exp->feedback : results_feedback (self->results);
     feedback_pi_t none;
     feedback_pi_reset (&none);
     char json[2048];
     if (feedback_settings_json (fs, exp ? &exp->pi : &none, json, sizeof json) < 0)
         return s_refuse (cmd, 500, "feedback settings too long to show");
     s_put_scope (cmd, exp);
-    s_put (&cmd->body, ",\"feedback\":%s}", json);
+    text_put (&cmd->body, ",\"feedback\":%s}", json);
     return 0;
 }
 
@@ -1068,7 +593,7 @@ s_feedback (s_cmd_t *cmd)
     const char *what = cmd->argv[1];
     if (strcmp (what, "show") == 0 && cmd->argc == 2)
         return s_put_feedback (cmd, exp);
-    feedback_settings_t fs = exp && exp->feedback_own ? exp->feedback : cmd->self->feedback;
+    feedback_settings_t fs = exp && exp->feedback_own ? exp->feedback : *results_feedback (cmd->self->results);
     if ((strcmp (what, "on") == 0 || strcmp (what, "off") == 0) && cmd->argc == 2)
         fs.enabled = strcmp (what, "on") == 0;
     else if (strcmp (what, "set") == 0 && cmd->argc > 2) {
@@ -1085,7 +610,7 @@ s_feedback (s_cmd_t *cmd)
         exp->feedback_own = 1;
     }
     else
-        cmd->self->feedback = fs;
+        *results_feedback (cmd->self->results) = fs;
     // 'on' starts afresh the controllers it turns on: the time it was off
     // is no interval to integrate over.
     if (strcmp (what, "on") == 0 && exp)
@@ -1099,106 +624,14 @@ s_feedback (s_cmd_t *cmd)
 }
 
 // ---------------------------------------------------------------------------
-// replay
+// replay (the engine: replay.c)
 
-void
-broker_replay_destroy (replay_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    replay_t *self = *self_p;
-    if (self->timer >= 0 && self->broker->loop)
-        zloop_timer_end (self->broker->loop, self->timer);
-    for (size_t i = 0; i < self->total; i++) {
-        free (self->items[i].name);
-        free (self->items[i].payload);
-    }
-    free (self->items);
-    free (self->of);
-    free (self);
-    *self_p = NULL;
-}
-
-// Sends what is due, then sleeps until the next item is.
+// A replayed file event: into ingest as a watcher's would go.
 static int
-s_replay_tick (zloop_t *loop, int timer_id, void *arg)
+s_replay_file_event (void *arg, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
+                     int64_t closed_ns)
 {
-    (void) timer_id;
-    replay_t *r = arg;
-    broker_t *self = r->broker;
-    r->timer = -1;
-    int64_t now = util_time_ns ();
-    while (r->next < r->total) {
-        s_item_t *item = &r->items[r->next];
-        int64_t due = r->start_ns + (r->speed > 0 ? (int64_t) (item->at_ns / r->speed) : 0);
-        if (due > now)
-            break;
-        if (item->name) {
-            if (broker_file (self, r->exp, item->name, item->size, item->mtime_ns, now) != 0)
-                break;  // the store failed: try again at the next tick
-        }
-        else {
-            // Marked as a replay, under the replay's own name: a controller
-            // subscribed to the original never takes it for live feedback.
-            char topic[PATH_MAX], json[8192];
-            snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, r->exp->name,
-                      PROTO_TOPIC_END);
-            if (feedback_message_replayed (item->payload, r->exp->name, json, sizeof json) < 0)
-                log_warning ("replay of '%s' as '%s': a recorded feedback message is not "
-                             "one the broker wrote: skipped",
-                             r->of, r->exp->name);
-            else {
-                zstr_sendm (self->publish, topic);
-                zstr_send (self->publish, json);
-            }
-        }
-        r->next++;
-    }
-    if (r->next == r->total) {
-        log_notice ("replay of '%s' as '%s': all %zu %s sent", r->of, r->exp->name, r->total,
-                    r->feedback_only ? "feedback messages" : "file events");
-        store_event (self->store, "replay", r->exp->id, 0, "finished", now);
-        return 0;
-    }
-    int64_t due = r->start_ns + (r->speed > 0 ? (int64_t) (r->items[r->next].at_ns / r->speed) : 0);
-    int64_t ms = (due - util_time_ns () + 999999) / 1000000;
-    r->timer = zloop_timer (loop, (size_t) (ms > 0 ? ms : 1), 1, s_replay_tick, r);
-    return 0;
-}
-
-static int
-s_add_item (replay_t *r, const char *name, int64_t size, int64_t mtime_ns, const char *payload,
-            int64_t t_ns)
-{
-    if ((r->total & (r->total - 1)) == 0) {  // 0, 1, 2, 4 ...: grow
-        s_item_t *items = realloc (r->items, sizeof (s_item_t) * (r->total ? 2 * r->total : 1));
-        if (!items)
-            return -1;
-        r->items = items;
-    }
-    s_item_t *item = &r->items[r->total];
-    *item = (s_item_t) {name ? strdup (name) : NULL, size, mtime_ns,
-                        payload ? strdup (payload) : NULL, t_ns};
-    if ((name && !item->name) || (payload && !item->payload))
-        return -1;
-    r->total++;
-    return 0;
-}
-
-static int
-s_replay_file (void *arg, int64_t file, const char *name, int64_t size, int64_t mtime_ns,
-               int64_t seen_ns)
-{
-    (void) file;
-    return s_add_item (arg, name, size, mtime_ns, NULL, seen_ns);
-}
-
-static int
-s_replay_feedback (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
-                   int64_t pair, const char *payload)
-{
-    (void) id, (void) kind, (void) experiment, (void) pair;
-    return s_add_item (arg, NULL, 0, 0, payload, ts_ns);
+    return broker_file (arg, exp, name, size, mtime_ns, closed_ns);
 }
 
 // The PIV settings of a replay: the replayed experiment's, with the options
@@ -1274,54 +707,39 @@ s_replay (s_cmd_t *cmd)
     char settings[512];
     if (s_replay_settings (cmd, of->settings, settings, sizeof settings))
         return -1;
-    replay_t *r = calloc (1, sizeof *r);
+    char err[PATH_MAX + 600];
+    replay_host_t host = {self->store, self->loop, self->publish, s_replay_file_event, self};
+    replay_t *r = replay_new (&host, of, speed, cmd->feedback_only, err, sizeof err);
     if (!r)
-        return s_refuse (cmd, 500, "no memory for a replay");
-    r->broker = self;
-    r->timer = -1;
-    r->speed = speed;
-    r->feedback_only = cmd->feedback_only;
-    r->of = strdup (of->name);
-    int rc = cmd->feedback_only
-                 ? store_events_of_kind (self->store, of->id, "feedback", s_replay_feedback, r)
-                 : store_files_of (self->store, of->id, s_replay_file, r);
-    if (rc < 0 || !r->of) {
-        broker_replay_destroy (&r);
-        return s_refuse (cmd, 500, "cannot read what '%s' recorded: %s", of->name,
-                         store_error (self->store));
-    }
-    for (size_t i = r->total; i-- > 0;)
-        r->items[i].at_ns -= r->items[0].at_ns;
+        return s_refuse (cmd, 500, "%s", err);
     int64_t now = util_time_ns ();
     if (store_experiment_create (self->store, name, of->source,
                                  strcmp (settings, self->settings) == 0 ? "" : settings, now)
             < 0
         || s_commit (cmd)) {
-        broker_replay_destroy (&r);
+        replay_destroy (&r);
         return cmd->status ? -1
                            : s_refuse (cmd, 500, "cannot create '%s': %s", name,
                                        store_error (self->store));
     }
     exp_t *exp = broker_experiment (self, name, now);
     if (!exp) {
-        broker_replay_destroy (&r);
+        replay_destroy (&r);
         return s_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
     }
-    r->exp = exp;
-    exp->replay = r;
-    r->start_ns = now;
-    log_notice ("replaying '%s' as '%s': %zu %s at speed %s", of->name, name, r->total,
-                r->feedback_only ? "feedback messages" : "file events",
+    size_t total = replay_total (r);
+    log_notice ("replaying '%s' as '%s': %zu %s at speed %s", of->name, name, total,
+                cmd->feedback_only ? "feedback messages" : "file events",
                 cmd->speed ? cmd->speed : "1");
-    s_replay_tick (self->loop, -1, r);
-    s_put (&cmd->body, "{\"experiment\":");
-    s_put_string (&cmd->body, of->name);
-    s_put (&cmd->body, ",\"as\":");
-    s_put_string (&cmd->body, name);
-    s_put (&cmd->body, ",\"speed\":");
-    s_put_number (&cmd->body, speed > 0 ? speed : NAN);
-    s_put (&cmd->body, ",\"files\":%zu,\"feedback_only\":%s}", r->feedback_only ? 0 : r->total,
-           r->feedback_only ? "true" : "false");
+    replay_start (r, exp, now);
+    text_put (&cmd->body, "{\"experiment\":");
+    text_put_string (&cmd->body, of->name);
+    text_put (&cmd->body, ",\"as\":");
+    text_put_string (&cmd->body, name);
+    text_put (&cmd->body, ",\"speed\":");
+    text_put_number (&cmd->body, speed > 0 ? speed : NAN);
+    text_put (&cmd->body, ",\"files\":%zu,\"feedback_only\":%s}", cmd->feedback_only ? 0 : total,
+              cmd->feedback_only ? "true" : "false");
     return 0;
 }
 
@@ -1342,10 +760,10 @@ s_storage_status (s_cmd_t *cmd, int status, const char *err)
 static void
 s_put_exp_reply (s_cmd_t *cmd, exp_t *exp)
 {
-    s_put (&cmd->body, "{\"experiment\":");
-    s_put_string (&cmd->body, exp->name);
-    s_put_exp_storage (&cmd->body, exp);
-    s_put (&cmd->body, "}");
+    text_put (&cmd->body, "{\"experiment\":");
+    text_put_string (&cmd->body, exp->name);
+    status_exp_storage (&cmd->body, exp);
+    text_put (&cmd->body, "}");
 }
 
 static int
@@ -1368,7 +786,7 @@ s_provision (s_cmd_t *cmd)
     if (cmd->tmpfs && cmd->dir)
         return s_refuse (cmd, 400, "--tmpfs and --dir exclude each other; usage: %s", usage);
     char err[PATH_MAX * 2];
-    int status = storage_provision (cmd->self, cmd->argv[1], size, hours, cmd->dir, err,
+    int status = storage_provision (cmd->self->storage, cmd->argv[1], size, hours, cmd->dir, err,
                                     sizeof err);
     if (s_storage_status (cmd, status, err))
         return -1;
@@ -1388,8 +806,8 @@ s_archive_or_release (s_cmd_t *cmd, int release)
     if (!release && !*to)
         return s_refuse (cmd, 400, "archive needs --to DIR (or storage/archive_dir)");
     char err[PATH_MAX * 2];
-    int status = release ? storage_release (cmd->self, exp, cmd->to, err, sizeof err)
-                         : storage_archive (cmd->self, exp, to, 0, err, sizeof err);
+    int status = release ? storage_release (cmd->self->storage, exp, cmd->to, err, sizeof err)
+                         : storage_archive (cmd->self->storage, exp, to, 0, err, sizeof err);
     if (s_storage_status (cmd, status, err))
         return -1;
     s_put_exp_reply (cmd, exp);
@@ -1431,9 +849,9 @@ s_warnings (s_cmd_t *cmd)
             which = strtol (cmd->argv[2], &end, 10);
             if (*end || end == cmd->argv[2] || which < 1 || which > WARNINGS_MAX)
                 return s_refuse (cmd, 400, "bad warning '%s': a number as listed (1 to %d), or all",
-                                 cmd->argv[2], self->nwarnings);
+                                 cmd->argv[2], storage_warnings (self->storage));
         }
-        cleared = storage_warnings_clear (self, (int) which, err, sizeof err);
+        cleared = storage_warnings_clear (self->storage, (int) which, err, sizeof err);
         if (cleared < 0)
             return s_refuse (cmd, strstr (err, "no warning") ? 404 : 500, "%s", err);
         if (s_commit (cmd))
@@ -1441,9 +859,9 @@ s_warnings (s_cmd_t *cmd)
     }
     else if (cmd->argc > 2 || (cmd->argc == 2 && strcmp (cmd->argv[1], "list") != 0))
         return s_refuse (cmd, 400, "usage: %s", usage);
-    s_put (&cmd->body, "{\"cleared\":%d,", cleared);
-    s_put_storage (&cmd->body, self);
-    s_put (&cmd->body, "}");
+    text_put (&cmd->body, "{\"cleared\":%d,", cleared);
+    storage_put_state (self->storage, &cmd->body);
+    text_put (&cmd->body, "}");
     return 0;
 }
 
@@ -1714,7 +1132,7 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
                 exp->feedback_own = 1;
             }
             else
-                self->feedback = fs;
+                *results_feedback (self->results) = fs;
         }
         else
             log_warning ("ignoring the recorded feedback settings '%s': %s", value, err);
@@ -1739,46 +1157,3 @@ broker_settings_load (broker_t *self)
     return 0;
 }
 
-// ---------------------------------------------------------------------------
-// Feedback of each result
-
-void
-broker_feedback (broker_t *self, task_t *task, const proto_msg_t *result, int64_t now)
-{
-    // Only a result with a field has figures to feed back (the noop and exec
-    // processors send none).
-    if (!result->blob || result->blob_size == 0)
-        return;
-    exp_t *exp = task->exp;
-    char err[256];
-    piv_field_t *field = proto_field_decode (result->blob, result->blob_size, err, sizeof err);
-    if (!field) {
-        log_warning ("pair %lld of '%s': no feedback: %s", (long long) task->pair, exp->name, err);
-        return;
-    }
-    const feedback_settings_t *fs = exp->feedback_own ? &exp->feedback : &self->feedback;
-    feedback_figures_t figures;
-    feedback_figures (field, fs, &figures);
-    piv_field_destroy (&field);
-    double value = feedback_value (&figures, fs->quantity);
-    double output = fs->enabled ? feedback_pi_step (&exp->pi, fs, value, task->closed_ns) : NAN;
-    char json[4096], topic[PATH_MAX];
-    int64_t published = util_time_ns ();
-    feedback_message_t m = {.experiment = exp->name,
-                            .source = exp->replay ? exp->replay->of : NULL,
-                            .pair = task->pair,
-                            .stem = task->stem,
-                            .closed_ns = task->closed_ns,
-                            .dispatched_ns = task->dispatched_ns,
-                            .computed_ns = now,
-                            .published_ns = published,
-                            .settings = fs,
-                            .figures = &figures,
-                            .output = output};
-    if (feedback_message_json (&m, json, sizeof json) < 0)
-        return;
-    snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, exp->name, PROTO_TOPIC_END);
-    zstr_sendm (self->publish, topic);
-    zstr_send (self->publish, json);
-    store_event (self->store, "feedback", exp->id, task->pair, json, now);
-}

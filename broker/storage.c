@@ -5,7 +5,8 @@
 // gives its archiver thread (archive.c), recording in the store each copy
 // the archiver verified before any original is removed.
 
-#include "broker/internal.h"
+#include "broker/storage.h"
+#include "broker/text.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/util.h"
@@ -15,24 +16,54 @@
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define S_FULL_WARN 0.8                                  // an allocation this full is reported
 #define S_EXPIRY_WARN_NS (3600 * (int64_t) 1000000000)   // expiry this close is reported
 
-static void s_archive_next (broker_t *self);
+struct _storage_t {
+    storage_host_t host;      // the reactor: commit, dispatch, experiments by name
+    const config_t *cfg;      // the broker's configuration (a reload changes it in place)
+    store_t *store;           // the durable state
+    zloop_t *loop;            // the reactor's loop: the guard's timer, the archiver's pipe
+    zsock_t *publish;         // PUB: the 'state' topic
+    zhashx_t *experiments;    // name -> exp_t (not owned): allocations, archives
+    clocks_t *clocks;         // peers' clocks (not owned): the guard reports them
+    zactor_t *archiver;       // the archiver thread (archive.c)
+    exp_t *archiving;         // the experiment it works on, or NULL
+    zlistx_t *archive_queue;  // exp_t waiting for the archiver
+    int guard_paused;         // the free-space guard holds dispatch back
+    char guard_why[600];      // ... why
+    warning_t warnings[WARNINGS_MAX];  // the storage warnings in force
+    int nwarnings;
+    zhashx_t *cleared;        // warnings the operator cleared ("kind level exp path" -> "1"),
+                              // hidden while they last
+    int ncleared;             // how many of those arose in the last guard
+    char *state_published;    // the last JSON published on the 'state' topic
+    int64_t io_size;          // storage/io_size in bytes
+    struct {
+        const char *role;     // "watch root", "results", "store"
+        char path[PATH_MAX];  // the directory
+        int64_t free_bytes;   // as last measured (-1: unknown)
+        int64_t total_bytes;
+    } volumes[3];
+};
+
+// Commits through the reactor (what the archiver builds on, what an
+// original's removal waits for). 0 or -1.
+static int
+s_commit (storage_t *self)
+{
+    return self->host.commit (self->host.arg);
+}
+
+static void s_archive_next (storage_t *self);
 
 void
 storage_exp_release (exp_t *exp)
@@ -45,77 +76,6 @@ storage_exp_release (exp_t *exp)
         free (exp->archive->to);
     free (exp->archive);
     exp->archive = NULL;
-}
-
-// ---------------------------------------------------------------------------
-// Mounting
-
-// Runs storage/mount_helper WHAT ARG [ARG2]; 0, or -1 with err.
-static int
-s_helper (broker_t *self, const char *what, const char *arg, const char *arg2, char *err,
-          size_t errlen)
-{
-    char *argv[] = {self->cfg.storage.mount_helper, (char *) what, (char *) arg, (char *) arg2,
-                    NULL};
-    // The broker blocks SIGHUP (read through a signalfd): not the helper.
-    posix_spawnattr_t attr;
-    sigset_t none;
-    sigemptyset (&none);
-    posix_spawnattr_init (&attr);
-    posix_spawnattr_setsigmask (&attr, &none);
-    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK);
-    pid_t pid;
-    int rc = posix_spawn (&pid, argv[0], NULL, &attr, argv, environ);
-    posix_spawnattr_destroy (&attr);
-    if (rc != 0) {
-        snprintf (err, errlen, "cannot run the mount helper '%s': %s", argv[0], strerror (rc));
-        return -1;
-    }
-    int status = 0;
-    while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        snprintf (err, errlen, "the mount helper '%s %s' failed for '%s' (status %d)", argv[0],
-                  what, arg2 ? arg2 : arg, WIFEXITED (status) ? WEXITSTATUS (status) : -1);
-        return -1;
-    }
-    return 0;
-}
-
-static int
-s_mount (broker_t *self, const char *path, int64_t size, char *err, size_t errlen)
-{
-    char bytes[32];
-    snprintf (bytes, sizeof bytes, "%lld", (long long) size);
-    if (*self->cfg.storage.mount_helper)
-        return s_helper (self, "mount", bytes, path, err, errlen);
-    if (geteuid () != 0) {
-        snprintf (err, errlen,
-                  "cannot mount a RAM disk at '%s': the broker is not root and "
-                  "storage/mount_helper is not set; run the broker as root, give it a "
-                  "privileged helper, or provision with --dir",
-                  path);
-        return -1;
-    }
-    char options[64];
-    snprintf (options, sizeof options, "size=%lld,mode=0775", (long long) size);
-    if (mount ("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) {
-        snprintf (err, errlen, "cannot mount a RAM disk at '%s': %s", path, strerror (errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int
-s_umount (broker_t *self, const char *path, char *err, size_t errlen)
-{
-    if (*self->cfg.storage.mount_helper)
-        return s_helper (self, "umount", path, NULL, err, errlen);
-    if (umount (path) != 0) {
-        snprintf (err, errlen, "cannot unmount '%s': %s", path, strerror (errno));
-        return -1;
-    }
-    return 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -155,7 +115,7 @@ s_dir_busy (const char *path)
 }
 
 int
-storage_provision (broker_t *self, const char *name, int64_t size, double hours, const char *dir,
+storage_provision (storage_t *self, const char *name, int64_t size, double hours, const char *dir,
                    char *err, size_t errlen)
 {
     if (!*name || name[0] == '.' || strchr (name, '/') || strlen (name) > 200) {
@@ -170,7 +130,7 @@ storage_provision (broker_t *self, const char *name, int64_t size, double hours,
         return 400;
     }
     char path[PATH_MAX * 2];
-    snprintf (path, sizeof path, "%s/%s", self->cfg.watcher.root, name);
+    snprintf (path, sizeof path, "%s/%s", self->cfg->watcher.root, name);
     if (dir) {
         // A directory someone else provides (an admin's mount point): it
         // must be the experiment's directory, which the watcher sees.
@@ -209,13 +169,13 @@ storage_provision (broker_t *self, const char *name, int64_t size, double hours,
             snprintf (err, errlen, "cannot create '%s': %s", path, strerror (errno));
             return 500;
         }
-        if (s_mount (self, path, size, err, errlen) != 0) {
+        if (storage_mount (self->cfg->storage.mount_helper, path, size, err, errlen) != 0) {
             rmdir (path);
-            return geteuid () != 0 && !*self->cfg.storage.mount_helper ? 400 : 500;
+            return geteuid () != 0 && !*self->cfg->storage.mount_helper ? 400 : 500;
         }
     }
     int64_t expires = now + (int64_t) llround (hours * 3600e9);
-    exp = broker_experiment (self, name, now);
+    exp = self->host.experiment (self->host.arg, name, now);
     int64_t id = exp ? store_allocation_add (self->store, exp->id, dir ? "dir" : "tmpfs", path,
                                              size, expires, now)
                      : -1;
@@ -224,7 +184,7 @@ storage_provision (broker_t *self, const char *name, int64_t size, double hours,
         snprintf (err, errlen, "cannot record the allocation of '%s': %s", name,
                   store_error (self->store));
         if (!dir)
-            s_umount (self, path, err + strlen (err), 0), rmdir (path);
+            storage_umount (self->cfg->storage.mount_helper, path, err + strlen (err), 0), rmdir (path);
         return 500;
     }
     exp->alloc = a;
@@ -235,11 +195,11 @@ storage_provision (broker_t *self, const char *name, int64_t size, double hours,
 
 // The allocation is archived: it goes (unmounted, its directory removed).
 static void
-s_release_finish (broker_t *self, exp_t *exp)
+s_release_finish (storage_t *self, exp_t *exp)
 {
     alloc_t *a = exp->alloc;
     char err[1024] = "";
-    if (strcmp (a->kind, "tmpfs") == 0 && s_umount (self, a->path, err, sizeof err) != 0) {
+    if (strcmp (a->kind, "tmpfs") == 0 && storage_umount (self->cfg->storage.mount_helper, a->path, err, sizeof err) != 0) {
         log_error ("releasing '%s': %s", exp->name, err);
         snprintf (exp->archive->error, sizeof exp->archive->error, "%s", err);
         return;  // stays 'releasing': the warning says so
@@ -255,14 +215,14 @@ s_release_finish (broker_t *self, exp_t *exp)
 }
 
 int
-storage_release (broker_t *self, exp_t *exp, const char *to, char *err, size_t errlen)
+storage_release (storage_t *self, exp_t *exp, const char *to, char *err, size_t errlen)
 {
     if (!exp->alloc) {
         snprintf (err, errlen, "experiment '%s' has no allocation to release", exp->name);
         return 400;
     }
     if (!to || !*to)
-        to = self->cfg.storage.archive_dir;
+        to = self->cfg->storage.archive_dir;
     if (!*to) {
         snprintf (err, errlen,
                   "release archives the frames of '%s' first: give --to DIR or set "
@@ -281,50 +241,6 @@ storage_release (broker_t *self, exp_t *exp, const char *to, char *err, size_t e
 
 // ---------------------------------------------------------------------------
 // Archive jobs
-
-// Resolves 'path' (absolute) as far as it exists: the real path of its
-// nearest existing ancestor (symbolic links followed), then the components
-// that do not exist yet. 0, or -1 with why (a '..' among those, a link to
-// nowhere, an unreadable directory).
-static int
-s_resolve (const char *path, char *out, size_t outlen, char *why, size_t whylen)
-{
-    char head[PATH_MAX], tail[PATH_MAX] = "", real[PATH_MAX], tmp[PATH_MAX];
-    snprintf (head, sizeof head, "%s", path);
-    while (!realpath (head, real)) {
-        struct stat st;
-        if (errno != ENOENT || lstat (head, &st) == 0) {
-            snprintf (why, whylen, "cannot resolve '%s': %s", head,
-                      errno == ENOENT ? "a symbolic link to nowhere" : strerror (errno));
-            return -1;
-        }
-        char *slash = strrchr (head, '/');
-        if (!slash) {
-            snprintf (why, whylen, "'%s' is not an absolute path", path);
-            return -1;
-        }
-        const char *name = slash + 1;
-        if (strcmp (name, "..") == 0) {
-            snprintf (why, whylen, "'%s' has a '..' where nothing exists yet", path);
-            return -1;
-        }
-        if (*name && strcmp (name, ".") != 0) {
-            snprintf (tmp, sizeof tmp, "%s%s%s", name, *tail ? "/" : "", tail);
-            snprintf (tail, sizeof tail, "%s", tmp);
-        }
-        if (slash == head)
-            slash[1] = '\0';
-        else
-            *slash = '\0';
-    }
-    int n = snprintf (out, outlen, "%s%s%s", real, *tail && strcmp (real, "/") != 0 ? "/" : "",
-                      tail);
-    if (n < 0 || (size_t) n >= outlen) {
-        snprintf (why, whylen, "'%s' is too long", path);
-        return -1;
-    }
-    return 0;
-}
 
 // 1 if 'path' lies under or is 'dir' (both resolved).
 static int
@@ -349,22 +265,22 @@ s_same_file (const char *a, const char *b)
 // the root by another name (a symbolic link at <to> or <to>/<exp>, a bind
 // mount), or cannot be resolved; 200 otherwise.
 static int
-s_archive_target (broker_t *self, exp_t *exp, const char *to, char *target, char *source,
+s_archive_target (storage_t *self, exp_t *exp, const char *to, char *target, char *source,
                   char *err, size_t errlen)
 {
     char root[PATH_MAX], path[PATH_MAX * 2], why[PATH_MAX + 128];
-    if (!realpath (self->cfg.watcher.root, root)) {
-        snprintf (err, errlen, "cannot resolve the watch root '%s': %s", self->cfg.watcher.root,
+    if (!realpath (self->cfg->watcher.root, root)) {
+        snprintf (err, errlen, "cannot resolve the watch root '%s': %s", self->cfg->watcher.root,
                   strerror (errno));
         return 500;
     }
     snprintf (path, sizeof path, "%s/%s", root, exp->name);
-    if (s_resolve (path, source, PATH_MAX, why, sizeof why) != 0) {
+    if (storage_resolve (path, source, PATH_MAX, why, sizeof why) != 0) {
         snprintf (err, errlen, "cannot archive '%s': %s", exp->name, why);
         return 400;
     }
     snprintf (path, sizeof path, "%s/%s", to, exp->name);
-    if (s_resolve (path, target, PATH_MAX, why, sizeof why) != 0) {
+    if (storage_resolve (path, target, PATH_MAX, why, sizeof why) != 0) {
         snprintf (err, errlen, "bad --to '%s': %s", to, why);
         return 400;
     }
@@ -377,7 +293,7 @@ s_archive_target (broker_t *self, exp_t *exp, const char *to, char *target, char
                   "the archive '%s'%s lies under the watch root '%s' or is the experiment's "
                   "own directory: the watcher would take the copies for new frames, or the "
                   "copies would replace their originals; nothing was created or removed",
-                  path, resolved, self->cfg.watcher.root);
+                  path, resolved, self->cfg->watcher.root);
         return 400;
     }
     return 200;
@@ -393,7 +309,7 @@ s_mkdirs (const char *path)
 }
 
 int
-storage_archive (broker_t *self, exp_t *exp, const char *to, int release, char *err,
+storage_archive (storage_t *self, exp_t *exp, const char *to, int release, char *err,
                  size_t errlen)
 {
     if (strcmp (exp->source, exp->name) != 0) {
@@ -461,12 +377,12 @@ s_archive_note (archive_t *ar, const char *name, const char *why)
 // pattern of watcher/ignore: a temporary file the watcher would not report
 // now (a camera's, a copy's), recorded before the patterns covered it.
 static int
-s_ignored (broker_t *self, const char *name)
+s_ignored (storage_t *self, const char *name)
 {
     char list[CONFIG_STRING], part[PATH_MAX];
     snprintf (part, sizeof part, "%s", name);
     for (char *psave, *c = strtok_r (part, "/", &psave); c; c = strtok_r (NULL, "/", &psave)) {
-        snprintf (list, sizeof list, "%s", self->cfg.watcher.ignore);
+        snprintf (list, sizeof list, "%s", self->cfg->watcher.ignore);
         for (char *save, *pat = strtok_r (list, ",", &save); pat;
              pat = strtok_r (NULL, ",", &save))
             if (fnmatch (pat, c, 0) == 0)
@@ -477,7 +393,7 @@ s_ignored (broker_t *self, const char *name)
 
 // Context of the listing that makes a JOB.
 typedef struct {
-    broker_t *self;
+    storage_t *self;
     exp_t *exp;
     zmsg_t *msg;
 } s_job_t;
@@ -492,12 +408,12 @@ s_job_file (void *arg, const store_file_stored_t *f)
         // it with the RAM disk (doc/storage.md).
         log_warning ("archive of '%s': skipped '%s': its name matches watcher/ignore (%s), a "
                      "temporary file",
-                     job->exp->name, f->name, job->self->cfg.watcher.ignore);
+                     job->exp->name, f->name, job->self->cfg->watcher.ignore);
         s_archive_note (job->exp->archive, f->name, "ignored (watcher/ignore)");
         return 0;
     }
     snprintf (id, sizeof id, "%lld", (long long) f->file);
-    snprintf (src, sizeof src, "%s/%s/%s", job->self->cfg.watcher.root, job->exp->name, f->name);
+    snprintf (src, sizeof src, "%s/%s/%s", job->self->cfg->watcher.root, job->exp->name, f->name);
     zmsg_addstr (job->msg, id);
     zmsg_addstr (job->msg, f->name);
     zmsg_addstr (job->msg, src);
@@ -508,7 +424,7 @@ s_job_file (void *arg, const store_file_stored_t *f)
 }
 
 static void
-s_archive_failed (broker_t *self, exp_t *exp, const char *why)
+s_archive_failed (storage_t *self, exp_t *exp, const char *why)
 {
     archive_t *ar = exp->archive;
     snprintf (ar->state, sizeof ar->state, "failed");
@@ -524,12 +440,12 @@ s_archive_failed (broker_t *self, exp_t *exp, const char *why)
     }
     if (self->archiving == exp)
         self->archiving = NULL;
-    broker_commit (self);
+    s_commit (self);
 }
 
 // Gives the archiver the next job when it is free.
 static void
-s_archive_next (broker_t *self)
+s_archive_next (storage_t *self)
 {
     exp_t *exp;
     while (!self->archiving && (exp = zlistx_detach (self->archive_queue, NULL))) {
@@ -546,7 +462,7 @@ s_archive_next (broker_t *self)
             continue;
         }
         snprintf (io, sizeof io, "%lld", (long long) self->io_size);
-        snprintf (rate, sizeof rate, "%d", self->cfg.storage.archive_mb_s);
+        snprintf (rate, sizeof rate, "%d", self->cfg->storage.archive_mb_s);
         s_job_t job = {self, exp, zmsg_new ()};
         zmsg_addstr (job.msg, "JOB");
         zmsg_addstr (job.msg, exp->name);
@@ -556,7 +472,7 @@ s_archive_next (broker_t *self)
         zmsg_addstr (job.msg, rate);
         ar->files = 0, ar->skipped = 0, ar->notes[0] = '\0';
         // What was recorded up to now is what the archiver builds on.
-        broker_commit (self);
+        s_commit (self);
         if (store_files_stored (self->store, exp->id, s_job_file, &job) < 0) {
             zmsg_destroy (&job.msg);
             s_archive_failed (self, exp, store_error (self->store));
@@ -571,7 +487,7 @@ s_archive_next (broker_t *self)
 }
 
 static exp_t *
-s_job_exp (broker_t *self, const char *name)
+s_job_exp (storage_t *self, const char *name)
 {
     exp_t *exp = self->archiving;
     return exp && name && strcmp (exp->name, name) == 0 ? exp : NULL;
@@ -581,7 +497,7 @@ static int
 s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
-    broker_t *self = arg;
+    storage_t *self = arg;
     zmsg_t *msg = zmsg_recv (reader);
     if (!msg)
         return 0;
@@ -617,7 +533,7 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
         exp->archive->already = already ? atoll (already) : 0;
         zstr_free (&copied), zstr_free (&already);
         // Every location is committed before any original goes.
-        if (broker_commit (self) == 0) {
+        if (s_commit (self) == 0) {
             snprintf (exp->archive->state, sizeof exp->archive->state, "removing");
             zstr_sendx (self->archiver, "REMOVE", exp->name, NULL);
         }
@@ -649,7 +565,7 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
         if (ar->release && exp->alloc)
             s_release_finish (self, exp);
         self->archiving = NULL;
-        broker_commit (self);
+        s_commit (self);
     }
     else if (strcmp (what, "FAILED") == 0) {
         char *why = zmsg_popstr (msg);
@@ -663,14 +579,14 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
 }
 
 void
-storage_frame_path (broker_t *self, exp_t *exp, const char *name, char *out, size_t size)
+storage_frame_path (storage_t *self, exp_t *exp, const char *name, char *out, size_t size)
 {
     exp_t *src = strcmp (exp->source, exp->name) == 0
                      ? exp
-                     : broker_experiment (self, exp->source, util_time_ns ());
+                     : self->host.experiment (self->host.arg, exp->source, util_time_ns ());
     if (src && src->located && store_file_location (self->store, src->id, name, out, size) == 1)
         return;
-    snprintf (out, size, "%s/%s/%s", self->cfg.watcher.root, exp->source, name);
+    snprintf (out, size, "%s/%s/%s", self->cfg->watcher.root, exp->source, name);
 }
 
 // ---------------------------------------------------------------------------
@@ -689,7 +605,7 @@ s_warning_key (char *key, size_t size, const char *kind, const char *level,
 // Records the cleared warnings as the setting 'warnings_cleared' (one key
 // a line) so that a restart keeps them cleared. 0 or -1.
 static int
-s_cleared_save (broker_t *self, int64_t now)
+s_cleared_save (storage_t *self, int64_t now)
 {
     size_t len = 1;
     for (void *v = zhashx_first (self->cleared); v; v = zhashx_next (self->cleared))
@@ -707,11 +623,11 @@ s_cleared_save (broker_t *self, int64_t now)
 }
 
 static void
-s_warn (broker_t *self, const char *kind, const char *level, const char *experiment,
+s_warn (storage_t *self, const char *kind, const char *level, const char *experiment,
         const char *path, const char *fmt, ...) __attribute__ ((format (printf, 6, 7)));
 
 static void
-s_warn (broker_t *self, const char *kind, const char *level, const char *experiment,
+s_warn (storage_t *self, const char *kind, const char *level, const char *experiment,
         const char *path, const char *fmt, ...)
 {
     if (self->nwarnings == WARNINGS_MAX)
@@ -795,7 +711,7 @@ s_size (int64_t bytes)
 // Volumes: free space against the thresholds; the results and store
 // volumes pause dispatch when critical.
 static void
-s_guard_volumes (broker_t *self, char *why, size_t whylen)
+s_guard_volumes (storage_t *self, char *why, size_t whylen)
 {
     for (int v = 0; v < 3; v++) {
         struct statvfs st;
@@ -808,27 +724,27 @@ s_guard_volumes (broker_t *self, char *why, size_t whylen)
         self->volumes[v].free_bytes = free_bytes;
         self->volumes[v].total_bytes = total;
         const char *role = self->volumes[v].role, *path = self->volumes[v].path;
-        if (s_below (self->cfg.storage.critical_free, free_bytes, total)) {
+        if (s_below (self->cfg->storage.critical_free, free_bytes, total)) {
             int pauses = v > 0;  // results, store: work writes there
             s_warn (self, "space", "critical", NULL, path,
                     "%s '%s': %s free of %s, below storage/critical_free (%s)%s", role, path,
-                    s_size (free_bytes), s_size (total), self->cfg.storage.critical_free,
+                    s_size (free_bytes), s_size (total), self->cfg->storage.critical_free,
                     pauses ? ": no new work is dispatched until space returns"
                            : ": archive or release experiments");
             if (pauses && !*why)
                 snprintf (why, whylen, "%s '%s' has %s free, below %s", role, path,
-                          s_size (free_bytes), self->cfg.storage.critical_free);
+                          s_size (free_bytes), self->cfg->storage.critical_free);
         }
-        else if (s_below (self->cfg.storage.warn_free, free_bytes, total))
+        else if (s_below (self->cfg->storage.warn_free, free_bytes, total))
             s_warn (self, "space", "warning", NULL, path,
                     "%s '%s': %s free of %s, below storage/warn_free (%s)", role, path,
-                    s_size (free_bytes), s_size (total), self->cfg.storage.warn_free);
+                    s_size (free_bytes), s_size (total), self->cfg->storage.warn_free);
     }
 }
 
 // Experiments: allocations (fill, expiry) and failed archives.
 static void
-s_guard_experiments (broker_t *self, int64_t now)
+s_guard_experiments (storage_t *self, int64_t now)
 {
     for (exp_t *exp = zhashx_first (self->experiments); exp;
          exp = zhashx_next (self->experiments)) {
@@ -853,7 +769,7 @@ s_guard_experiments (broker_t *self, int64_t now)
                         ceil ((a->expires_ns - now) / 60e9));
             // Expired, with an archive tier configured: archived, then released.
             char err[1024];
-            if (now >= a->expires_ns && !a->releasing && *self->cfg.storage.archive_dir
+            if (now >= a->expires_ns && !a->releasing && *self->cfg->storage.archive_dir
                 && (!exp->archive || strcmp (exp->archive->state, "failed") != 0)
                 && storage_release (self, exp, NULL, err, sizeof err) != 200)
                 log_error ("cannot release expired '%s': %s", exp->name, err);
@@ -864,21 +780,14 @@ s_guard_experiments (broker_t *self, int64_t now)
     }
 }
 
-// Clocks: peers whose clock is off by more than broker_clock_limit_ms; the
+// Clocks: peers whose clock is off by more than clocks_limit_ms; the
 // records of peers silent for 5 minutes go.
 static void
-s_guard_clocks (broker_t *self, int64_t now)
+s_guard_clocks (storage_t *self, int64_t now)
 {
-    double limit = broker_clock_limit_ms (self);
-    zlistx_t *gone = zlistx_new ();
-    if (!gone)
-        return;
-    zlistx_set_destructor (gone, (zlistx_destructor_fn *) zstr_free);
-    for (clock_rec_t *c = zhashx_first (self->clocks); c; c = zhashx_next (self->clocks)) {
-        if (now - c->seen_ns > 300 * (int64_t) 1000000000) {
-            zlistx_add_end (gone, strdup (zhashx_cursor (self->clocks)));
-            continue;
-        }
+    double limit = clocks_limit_ms (self->clocks);
+    clocks_forget (self->clocks, now, 300 * (int64_t) 1000000000);
+    for (const clock_rec_t *c = clocks_first (self->clocks); c; c = clocks_next (self->clocks))
         if (fabs (c->skew_ms) > limit)
             s_warn (self, "clock", "warning", NULL, c->peer,
                     "the clock of %s is %.0f ms %s the broker's (clock_skew_ms %.0f, more than "
@@ -886,16 +795,12 @@ s_guard_clocks (broker_t *self, int64_t now)
                     "clocks (chrony, NTP)",
                     c->peer, fabs (c->skew_ms), c->skew_ms > 0 ? "ahead of" : "behind",
                     c->skew_ms, limit);
-    }
-    for (char *key = zlistx_first (gone); key; key = zlistx_next (gone))
-        zhashx_delete (self->clocks, key);
-    zlistx_destroy (&gone);
 }
 
 // Forgets the cleared warnings that did not arise in this guard: the
 // condition is over, and if it comes back it is shown again.
 static void
-s_cleared_prune (broker_t *self, int64_t now)
+s_cleared_prune (storage_t *self, int64_t now)
 {
     zlistx_t *over = zlistx_new ();
     if (!over)
@@ -907,12 +812,12 @@ s_cleared_prune (broker_t *self, int64_t now)
     for (char *key = zlistx_first (over); key; key = zlistx_next (over))
         zhashx_delete (self->cleared, key);
     if (zlistx_size (over) > 0 && s_cleared_save (self, now) == 0)
-        broker_commit (self);
+        s_commit (self);
     zlistx_destroy (&over);
 }
 
 int
-storage_warnings_clear (broker_t *self, int which, char *err, size_t errlen)
+storage_warnings_clear (storage_t *self, int which, char *err, size_t errlen)
 {
     if (which < 0 || which > self->nwarnings || self->nwarnings == 0) {
         snprintf (err, errlen, "no warning %d to clear: %d in force (pivctl warnings lists them)",
@@ -952,7 +857,7 @@ storage_warnings_clear (broker_t *self, int which, char *err, size_t errlen)
 // The automatic archive: experiments whose pairs are all done or failed
 // and which have had no new file for storage/archive_idle_s.
 typedef struct {
-    broker_t *self;
+    storage_t *self;
     int64_t now;
 } s_auto_t;
 
@@ -960,7 +865,7 @@ static int
 s_auto_one (void *arg, const store_counts_t *c)
 {
     s_auto_t *ctx = arg;
-    broker_t *self = ctx->self;
+    storage_t *self = ctx->self;
     exp_t *exp = zhashx_lookup (self->experiments, c->name);
     if (!exp || strcmp (exp->source, exp->name) != 0 || c->files == 0
         || c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED] + c->pairs[STORE_SKIPPED] > 0
@@ -973,20 +878,95 @@ s_auto_one (void *arg, const store_counts_t *c)
     if (exp->last_file_ns == 0)
         exp->last_file_ns = store_file_last_seen (self->store, exp->id);
     if (exp->last_file_ns <= 0
-        || ctx->now - exp->last_file_ns < (int64_t) self->cfg.storage.archive_idle_s * 1000000000)
+        || ctx->now - exp->last_file_ns < (int64_t) self->cfg->storage.archive_idle_s * 1000000000)
         return 0;
     char err[1024];
     log_notice ("'%s' is processed and idle for %d s: archiving it to '%s'", exp->name,
-                self->cfg.storage.archive_idle_s, self->cfg.storage.archive_dir);
-    if (storage_archive (self, exp, self->cfg.storage.archive_dir, 0, err, sizeof err) != 200)
+                self->cfg->storage.archive_idle_s, self->cfg->storage.archive_dir);
+    if (storage_archive (self, exp, self->cfg->storage.archive_dir, 0, err, sizeof err) != 200)
         log_error ("cannot archive '%s': %s", exp->name, err);
     return 0;
 }
 
+// ---------------------------------------------------------------------------
+// What status and the 'state' topic say
+
+// "warnings_cleared":N,"clocks":[{"peer":S,"clock_skew_ms":X}...]: the
+// peers whose clock was measured (doc/storage.md), the largest skew first,
+// at most 32.
 static void
-s_publish_state (broker_t *self)
+s_put_clocks (text_t *t, storage_t *self)
 {
-    char *json = broker_state_json (self);
+    const clock_rec_t *list[32];
+    size_t n = 0;
+    for (const clock_rec_t *c = clocks_first (self->clocks); c; c = clocks_next (self->clocks)) {
+        if (n < 32)
+            list[n++] = c;
+        else if (fabs (list[31]->skew_ms) < fabs (c->skew_ms))
+            list[31] = c;  // the smallest gives way
+        else
+            continue;
+        for (size_t at = n - 1; at > 0 && fabs (list[at - 1]->skew_ms) < fabs (list[at]->skew_ms);
+             at--) {
+            const clock_rec_t *swap = list[at - 1];
+            list[at - 1] = list[at], list[at] = swap;
+        }
+    }
+    text_put (t, "\"warnings_cleared\":%d,\"clocks\":[", self->ncleared);
+    for (size_t i = 0; i < n; i++) {
+        text_put (t, "%s{\"peer\":", i ? "," : "");
+        text_put_string (t, list[i]->peer);
+        text_put (t, ",\"clock_skew_ms\":%.0f}", list[i]->skew_ms);
+    }
+    text_put (t, "]");
+}
+
+// "warnings":[...],"guard_paused":B,"guard_why":S (doc/storage.md).
+void
+storage_put_state (storage_t *self, text_t *t)
+{
+    text_put (t, "\"warnings\":[");
+    for (int i = 0; i < self->nwarnings; i++) {
+        const warning_t *w = &self->warnings[i];
+        text_put (t, "%s{\"kind\":\"%s\",\"level\":\"%s\",\"experiment\":", i ? "," : "",
+               w->kind, w->level);
+        if (*w->experiment)
+            text_put_string (t, w->experiment);
+        else
+            text_put (t, "null");
+        text_put (t, ",\"path\":");
+        text_put_string (t, w->path);
+        text_put (t, ",\"message\":");
+        text_put_string (t, w->message);
+        text_put (t, "}");
+    }
+    text_put (t, "],");
+    s_put_clocks (t, self);
+    text_put (t, ",\"guard_paused\":%s,\"guard_why\":", self->guard_paused ? "true" : "false");
+    if (self->guard_paused)
+        text_put_string (t, self->guard_why);
+    else
+        text_put (t, "null");
+}
+
+char *
+storage_state_json (storage_t *self)
+{
+    text_t t = {0};
+    text_put (&t, "{");
+    storage_put_state (self, &t);
+    text_put (&t, "}");
+    if (t.failed) {
+        free (t.data);
+        return NULL;
+    }
+    return t.data;
+}
+
+static void
+s_publish_state (storage_t *self)
+{
+    char *json = storage_state_json (self);
     if (!json)
         return;
     if (self->state_published && strcmp (json, self->state_published) == 0) {
@@ -1003,7 +983,7 @@ static int
 s_guard (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
-    broker_t *self = arg;
+    storage_t *self = arg;
     int64_t now = util_time_ns ();
     char why[600] = "";
     self->nwarnings = 0;
@@ -1014,7 +994,7 @@ s_guard (zloop_t *loop, int timer_id, void *arg)
     s_guard_experiments (self, now);
     s_guard_clocks (self, now);
     s_cleared_prune (self, now);
-    if (*self->cfg.storage.archive_dir) {
+    if (*self->cfg->storage.archive_dir) {
         s_auto_t ctx = {self, now};
         store_counts (self->store, s_auto_one, &ctx);
     }
@@ -1031,7 +1011,7 @@ s_guard (zloop_t *loop, int timer_id, void *arg)
     snprintf (self->guard_why, sizeof self->guard_why, "%s", why);
     s_publish_state (self);
     if (resumed)
-        broker_dispatch (self);
+        self->host.dispatch (self->host.arg);
     return 0;
 }
 
@@ -1041,8 +1021,8 @@ s_guard (zloop_t *loop, int timer_id, void *arg)
 static int
 s_load_alloc (void *arg, const store_allocation_t *a)
 {
-    broker_t *self = arg;
-    exp_t *exp = broker_experiment (self, a->name, util_time_ns ());
+    storage_t *self = arg;
+    exp_t *exp = self->host.experiment (self->host.arg, a->name, util_time_ns ());
     if (!exp || exp->alloc)
         return 0;
     exp->alloc = s_alloc_new (a->id, a->kind, a->path, a->size_bytes, a->created_ns, a->expires_ns);
@@ -1054,7 +1034,7 @@ s_load_alloc (void *arg, const store_allocation_t *a)
 static int
 s_load_setting (void *arg, int64_t experiment, const char *key, const char *value)
 {
-    broker_t *self = arg;
+    storage_t *self = arg;
     if (experiment == 0 && strcmp (key, "warnings_cleared") == 0) {
         char *copy = strdup (value), *save;
         for (char *line = copy ? strtok_r (copy, "\n", &save) : NULL; line;
@@ -1083,17 +1063,22 @@ s_load_setting (void *arg, int64_t experiment, const char *key, const char *valu
     return 0;
 }
 
-static void
-s_free_clock (void **item_p)
+storage_t *
+storage_new (const storage_host_t *host, char *err, size_t errlen)
 {
-    free (*item_p);
-    *item_p = NULL;
-}
-
-int
-storage_start (broker_t *self, char *err, size_t errlen)
-{
-    const config_t *cfg = &self->cfg;
+    storage_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "cannot start the archiver: out of memory");
+        return NULL;
+    }
+    self->host = *host;
+    self->cfg = host->cfg;
+    self->store = host->store;
+    self->loop = host->loop;
+    self->publish = host->publish;
+    self->experiments = host->experiments;
+    self->clocks = host->clocks;
+    const config_t *cfg = self->cfg;
     util_parse_size (cfg->storage.io_size, &self->io_size);
     self->volumes[0].role = "watch root";
     self->volumes[1].role = "results";
@@ -1107,34 +1092,64 @@ storage_start (broker_t *self, char *err, size_t errlen)
     self->archive_queue = zlistx_new ();
     self->archiver = zactor_new (broker_archiver, NULL);
     self->cleared = zhashx_new ();
-    if (!self->clocks)
-        self->clocks = zhashx_new ();
-    if (!self->archive_queue || !self->archiver || !self->cleared || !self->clocks) {
+    if (!self->archive_queue || !self->archiver || !self->cleared) {
         snprintf (err, errlen, "cannot start the archiver: out of memory");
-        return -1;
+        goto fail;
     }
     zhashx_set_destructor (self->cleared, (zhashx_destructor_fn *) zstr_free);
-    zhashx_set_destructor (self->clocks, (zhashx_destructor_fn *) s_free_clock);
     if (store_allocations (self->store, s_load_alloc, self) < 0
         || store_settings (self->store, s_load_setting, self) < 0
-        || broker_commit (self) != 0) {
+        || s_commit (self) != 0) {
         snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
                   store_error (self->store));
-        return -1;
+        goto fail;
     }
     zloop_reader (self->loop, zactor_sock (self->archiver), s_on_archiver, self);
     zloop_timer (self->loop, (size_t) cfg->storage.guard_ms, 0, s_guard, self);
     s_guard (self->loop, -1, self);
-    return 0;
+    return self;
+fail:
+    storage_destroy (&self);
+    return NULL;
 }
 
 void
-storage_stop (broker_t *self)
+storage_destroy (storage_t **self_p)
 {
+    if (!self_p || !*self_p)
+        return;
+    storage_t *self = *self_p;
     zactor_destroy (&self->archiver);
     zlistx_destroy (&self->archive_queue);
     zhashx_destroy (&self->cleared);
-    zhashx_destroy (&self->clocks);
     free (self->state_published);
-    self->state_published = NULL;
+    free (self);
+    *self_p = NULL;
+}
+
+int
+storage_warnings (const storage_t *self)
+{
+    return self->nwarnings;
+}
+
+int
+storage_paused (const storage_t *self)
+{
+    return self->guard_paused;
+}
+
+void
+storage_put_volumes (const storage_t *self, text_t *t)
+{
+    text_put (t, "\"volumes\":[");
+    for (int v = 0; v < 3; v++) {
+        text_put (t, "%s{\"role\":", v ? "," : "");
+        text_put_string (t, self->volumes[v].role);
+        text_put (t, ",\"path\":");
+        text_put_string (t, self->volumes[v].path);
+        text_put (t, ",\"free_bytes\":%lld,\"total_bytes\":%lld}",
+                  (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes);
+    }
+    text_put (t, "]");
 }

@@ -1,0 +1,865 @@
+// dispatch.c — the dispatch stage: agents on the work socket (HELLO,
+// READY within a credit capped by cores, liveness, deadlines, lost agents,
+// DEFER, the holder check of every answer), the scheduler's queue, the
+// retry delay of failed pairs, and TASKs sent in batches. What is recorded
+// goes to the results stage (results.c); what must wait for the commit
+// (RECORDED) goes to the reactor's 'after' list.
+
+#include "broker/internal.h"
+#include "broker/dispatch.h"
+#include "broker/publish.h"
+#include "broker/results.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// A pair that FAILED is dispatched again no sooner than BACKOFF_BASE_MS
+// after its first failure, twice that after its second, and so on, at
+// most BACKOFF_MAX_MS (counted from its last failure; a retry by hand
+// starts again from the base).
+#define BACKOFF_BASE_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define AGENT_CORES_MAX 4096         // cores an agent may declare: its credit's cap
+#define AGENT_IDS_PER_PEER 64        // agent ids one peer may add to the store an hour
+#define AGENT_IDS_PER_HOUR_MIN 64    // ... and all peers, at least (else broker/max_agents)
+
+static int s_backoff_due (zloop_t *loop, int timer_id, void *arg);
+static void s_check_deadlines (broker_t *self, int64_t now);
+static void s_agent_drop (broker_t *self, agent_rec_t *agent, const char *reason, int lost);
+
+void
+dispatch_agent_destroy (agent_rec_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    agent_rec_t *self = *self_p;
+    zframe_destroy (&self->identity);
+    free (self->id);
+    free (self->host);
+    zlistx_destroy (&self->tasks);
+    proto_batch_destroy (&self->out);
+    free (self);
+    *self_p = NULL;
+}
+
+// "agents": an agent joined, left, or is presumed dead ('event').
+static void
+s_publish_agent (broker_t *self, const agent_rec_t *agent, const char *event, const char *reason)
+{
+    char json[2048];
+    size_t len = 0, size = sizeof json;
+    publish_json_put (json, size, &len, "{\"event\":\"%s\",\"agent\":", event);
+    publish_json_put_string (json, size, &len, agent->id);
+    publish_json_put (json, size, &len, ",\"host\":");
+    publish_json_put_string (json, size, &len, agent->host);
+    publish_json_put (json, size, &len, ",\"cores\":%d,\"tasks\":%zu,\"reason\":", agent->cores,
+                zlistx_size (agent->tasks));
+    if (reason)
+        publish_json_put_string (json, size, &len, reason);
+    else
+        publish_json_put (json, size, &len, "null");
+    // Agents known once this event is through (a leaving one is still in
+    // the table).
+    size_t known = zhashx_size (self->agents) - (strcmp (event, "joined") == 0 ? 0 : 1);
+    publish_json_put (json, size, &len, ",\"agents\":%zu,\"published_ns\":%lld}", known,
+                (long long) util_time_ns ());
+    if (len < size)
+        publish_send (self->publish, PROTO_TOPIC_AGENTS, NULL, json, NULL, 0);
+}
+
+// One timer, for the earliest task of the backoff list (none when it is
+// empty). A timer that fires early (zloop counts whole milliseconds on
+// another clock) finds the task not due and is armed again for it: no
+// task waits for a timer that is gone.
+static void
+s_backoff_arm (broker_t *self, int64_t now)
+{
+    if (self->backoff_timer >= 0 && self->loop)
+        zloop_timer_end (self->loop, self->backoff_timer);
+    self->backoff_timer = -1;
+    int64_t first = INT64_MAX;
+    for (task_t *task = zlistx_first (self->backoff); task; task = zlistx_next (self->backoff))
+        if (task->not_before_ns < first)
+            first = task->not_before_ns;
+    if (first == INT64_MAX || !self->loop)
+        return;
+    int64_t ms = first > now ? (first - now + 999999) / 1000000 + 1 : 1;
+    self->backoff_timer = zloop_timer (self->loop, (size_t) ms, 1, s_backoff_due, self);
+}
+
+// Queues the tasks whose retry delay has passed.
+static int
+s_backoff_due (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    self->backoff_timer = -1;  // a one-shot timer: gone once it fired
+    int64_t now = util_time_ns ();
+    for (task_t *task = zlistx_first (self->backoff); task; task = zlistx_next (self->backoff))
+        if (task->not_before_ns <= now) {
+            zlistx_detach_cur (self->backoff);  // the cursor goes back one
+            broker_enqueue (self, task, 0);
+        }
+    s_backoff_arm (self, now);
+    broker_dispatch (self);
+    return 0;
+}
+
+// Holds a task that FAILED until its retry delay has passed (other pairs
+// go on meanwhile); a task without a delay is queued at once.
+void
+dispatch_backoff_add (broker_t *self, task_t *task, int64_t now)
+{
+    if (task->not_before_ns <= now || !self->loop || !zlistx_add_end (self->backoff, task)) {
+        broker_enqueue (self, task, 0);  // no delay rather than no retry
+        return;
+    }
+    s_backoff_arm (self, now);
+    task_t *held;
+    while (self->backoff_timer < 0 && (held = zlistx_detach (self->backoff, NULL)))
+        broker_enqueue (self, held, 0);  // no timer: no delay rather than no retry
+}
+
+void
+broker_enqueue (broker_t *self, task_t *task, int fresh)
+{
+    if (task->expired) {
+        // A late FAILED of an attempt whose deadline passed: its copy is
+        // queued or out already.
+        broker_task_destroy (&task);
+        return;
+    }
+    int rc = sched_add (self->sched, task->exp->id, task->pair, task, fresh);
+    if (rc == SCHED_QUEUED)
+        return;
+    if (rc == SCHED_SKIPPED)
+        store_pair_skip (self->store, task->pair, util_time_ns ());
+    else
+        log_error ("no memory to queue pair %lld", (long long) task->pair);
+    broker_task_destroy (&task);
+}
+
+// An agent's key in the table: its routing id in hex, in 'key' (a ROUTER's
+// ids are at most 255 bytes), without the allocation of zframe_strhex.
+static const char *
+s_agent_key (zframe_t *identity, char key[512])
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *data = zframe_data (identity);
+    size_t size = zframe_size (identity) < 255 ? zframe_size (identity) : 255;
+    for (size_t i = 0; i < size; i++) {
+        key[2 * i] = hex[data[i] >> 4];
+        key[2 * i + 1] = hex[data[i] & 15];
+    }
+    key[2 * size] = '\0';
+    return key;
+}
+
+agent_rec_t *
+dispatch_agent (broker_t *self, zframe_t *identity)
+{
+    char key[512];
+    return zhashx_lookup (self->agents, s_agent_key (identity, key));
+}
+
+static int64_t
+s_expiry (broker_t *self, int64_t now)
+{
+    return now + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
+}
+
+// The task of (pair, attempt) that 'agent' holds, left in its list with
+// the list's cursor on it (zlistx_detach_cur takes it); NULL if it holds
+// no such task. For RESULT, FAILED and DEFER: only the holder's answer
+// counts.
+static task_t *
+s_held (agent_rec_t *agent, uint64_t pair, uint32_t attempt)
+{
+    if (!agent)
+        return NULL;
+    for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+        if (task->pair == (int64_t) pair)
+            return task->attempt == (int) attempt ? task : NULL;
+    return NULL;
+}
+
+// The agent that holds 'pair' in memory (any attempt), or NULL.
+static agent_rec_t *
+s_holder (broker_t *self, uint64_t pair)
+{
+    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
+        for (task_t *task = zlistx_first (a->tasks); task; task = zlistx_next (a->tasks))
+            if (task->pair == (int64_t) pair)
+                return a;
+    return NULL;
+}
+
+// Whether the RESULT or FAILED 'msg' of 'agent' (NULL: its connection said
+// no HELLO) may be acted on: the agent holds that attempt, or nobody holds
+// the pair (the broker restarted, or presumed the holder dead) and the
+// store says that attempt went to an agent of the sender's id. 1, or 0
+// with why (the caller logs it and drops the message).
+static int
+s_may_answer (broker_t *self, agent_rec_t *agent, const proto_msg_t *msg, char *why,
+              size_t whylen)
+{
+    if (!agent) {
+        snprintf (why, whylen, "no HELLO on this connection");
+        return 0;
+    }
+    if (s_held (agent, msg->pair, msg->attempt))
+        return 1;
+    agent_rec_t *holder = s_holder (self, msg->pair);
+    if (holder) {
+        snprintf (why, whylen, "the pair is out with agent '%s'%s", holder->id,
+                  holder == agent ? " under another attempt" : "");
+        return 0;
+    }
+    char sent_to[256] = "";
+    int found = msg->attempt <= INT_MAX && msg->pair <= INT64_MAX
+                    ? store_attempt_agent (self->store, (int64_t) msg->pair, (int) msg->attempt,
+                                           sent_to, sizeof sent_to)
+                    : 0;
+    if (found == 1 && strcmp (sent_to, agent->id) == 0)
+        return 1;
+    if (found == 1)
+        snprintf (why, whylen, "that attempt went to agent '%s'", sent_to);
+    else
+        snprintf (why, whylen, "%s",
+                  found == 0 ? "no such attempt was dispatched" : store_error (self->store));
+    return 0;
+}
+
+// A task whose agent was lost ('reason': presumed dead, or its deadline
+// passed) goes back to the queue with the loss counted; a pair that has
+// lost max_attempts agents fails instead (store_pair_lost). Takes task.
+static void
+s_task_lost (broker_t *self, task_t *task, const char *reason, int64_t now)
+{
+    int failed = 0;
+    if (store_pair_lost (self->store, task->pair, task->attempt, reason,
+                         self->cfg.broker.max_attempts, now, &failed)
+        != 0)
+        log_error ("cannot requeue pair %lld of '%s': %s", (long long) task->pair,
+                   task->exp->name, store_error (self->store));
+    if (failed) {
+        log_warning ("pair %lld ('%s/%s') failed for good: agent lost %d times on this pair "
+                     "(last: %s)",
+                     (long long) task->pair, task->exp->name, task->stem,
+                     self->cfg.broker.max_attempts, reason);
+        char error[600];
+        snprintf (error, sizeof error, "agent lost %d times on this pair (last: %s)",
+                  self->cfg.broker.max_attempts, reason);
+        results_publish_failed (self->results, task, self->cfg.broker.max_attempts, error, now);
+        broker_task_destroy (&task);
+        return;
+    }
+    broker_enqueue (self, task, 0);
+}
+
+// Puts an agent's tasks back at the head of the queue, oldest first; 'lost'
+// counts it against each pair (the agent is presumed dead). A task whose
+// deadline passed already went back: its place holder is dropped.
+static void
+s_requeue_tasks (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
+{
+    task_t *task;
+    while ((task = zlistx_last (agent->tasks))) {
+        zlistx_detach (agent->tasks, zlistx_cursor (agent->tasks));
+        int64_t now = util_time_ns ();
+        if (task->expired)
+            broker_task_destroy (&task);
+        else if (lost)
+            s_task_lost (self, task, reason, now);
+        else {
+            store_pair_requeue (self->store, task->pair, reason, now);
+            broker_enqueue (self, task, 0);
+        }
+    }
+}
+
+// Forgets an agent; 'lost': it vanished (presumed dead), which counts
+// against the pairs it held, rather than going politely.
+static void
+s_agent_drop (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
+{
+    log_notice ("agent '%s' on %s %s; %zu task(s) back in the queue", agent->id,
+                agent->host, reason, zlistx_size (agent->tasks));
+    s_requeue_tasks (self, agent, reason, lost);
+    char key[512];
+    s_publish_agent (self, agent, lost ? "dead" : "left", reason);
+    zhashx_delete (self->agents, s_agent_key (agent->identity, key));
+}
+
+// An agent gone for a benign reason (it said so, or hello again): its tasks
+// go back without a loss counted.
+static void
+s_agent_forget (broker_t *self, agent_rec_t *agent, const char *reason)
+{
+    s_agent_drop (self, agent, reason, 0);
+}
+
+// How long a task may stay out with 'agent': broker/task_deadline_ms, or
+// else 10 times the median compute time of its last results, at least
+// 30 s; 10 minutes before it has any (a slow agent's first large fields
+// must not be taken from it).
+static int64_t
+s_deadline_ns (broker_t *self, const agent_rec_t *agent)
+{
+    if (self->cfg.broker.task_deadline_ms > 0)
+        return (int64_t) self->cfg.broker.task_deadline_ms * 1000000;
+    if (agent->computes == 0)
+        return (int64_t) 600 * 1000000000;
+    int64_t sorted[COMPUTE_KEPT];
+    int n = agent->computes;
+    memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
+    for (int i = 1; i < n; i++)  // a few values: insertion sort
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int64_t t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    int64_t deadline = 10 * sorted[n / 2];
+    int64_t floor = (int64_t) 30 * 1000000000;
+    return deadline > floor ? deadline : floor;
+}
+
+// Counts the compute time a RESULT of 'agent' reports, for its deadline.
+static void
+s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
+{
+    if (!agent || msg->time_ns <= 0)
+        return;
+    agent->compute_ns[agent->compute_next] = msg->time_ns;
+    agent->compute_next = (agent->compute_next + 1) % COMPUTE_KEPT;
+    if (agent->computes < COMPUTE_KEPT)
+        agent->computes++;
+}
+
+// The tasks out past their deadline, on agents that still answer
+// heartbeats (a hung processor, a livelock): each goes back to the queue
+// for another agent, counted as a lost agent. The holder keeps the slot
+// (its credit) until it answers; its late answer is then a duplicate, or
+// the result if none came first.
+static void
+s_check_deadlines (broker_t *self, int64_t now)
+{
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents))
+        for (task_t *task = zlistx_first (agent->tasks); task;
+             task = zlistx_next (agent->tasks)) {
+            if (task->expired || task->deadline_ns == 0 || now <= task->deadline_ns)
+                continue;
+            task_t *copy =
+                broker_task_new (task->pair, task->exp, task->stem, task->name_a, task->name_b);
+            if (!copy)
+                continue;  // tried again at the next heartbeat
+            copy->closed_ns = task->closed_ns;
+            copy->attempt = task->attempt;
+            task->expired = 1;
+            char reason[512];
+            snprintf (reason, sizeof reason, "deadline of %.0f s passed on agent '%s'",
+                      (task->deadline_ns - task->dispatched_ns) / 1e9, agent->id);
+            log_warning ("pair %lld ('%s/%s'): %s: requeued for another agent",
+                         (long long) task->pair, task->exp->name, task->stem, reason);
+            s_task_lost (self, copy, reason, now);
+        }
+}
+
+static int
+s_wake (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    self->wake_timer = -1;
+    broker_dispatch (self);
+    return 0;
+}
+
+// Sends what an agent's batch holds. A batch the agent cannot take now
+// (gone, or its queue full) puts its tasks back: the pairs wait for
+// another agent (a gone one expires at the next heartbeat check); the
+// RECORDED in it are lost, and the agent sends those results again.
+static void
+s_flush_agent (broker_t *self, agent_rec_t *agent)
+{
+    if (proto_batch_size (agent->out) == 0)
+        return;
+    size_t tasks = agent->out_tasks;
+    agent->out_tasks = 0;
+    if (proto_batch_send (agent->out, agent->identity, self->work) == 0)
+        return;
+    int64_t now = util_time_ns ();
+    for (size_t i = 0; i < tasks; i++) {
+        task_t *task = zlistx_last (agent->tasks);
+        if (!task)
+            break;
+        zlistx_detach (agent->tasks, zlistx_cursor (agent->tasks));
+        agent->credit++;
+        store_pair_requeue (self->store, task->pair, "send failed", now);
+        sched_put_back (self->sched, task->exp->id, task->pair, task);
+    }
+}
+
+static void
+s_flush_agents (broker_t *self)
+{
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents))
+        s_flush_agent (self, agent);
+}
+
+// Gives one task to an agent: recorded as dispatched, and into the batch
+// that s_flush_agents sends. 0, or -1 if it went back to the queue.
+static int
+s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
+{
+    for (task_t *held = zlistx_first (agent->tasks); held; held = zlistx_next (agent->tasks))
+        if (held->pair == task->pair) {
+            // Its deadline passed on this agent, which still holds it: the
+            // pair waits for another.
+            sched_put_back (self->sched, task->exp->id, task->pair, task);
+            return -1;
+        }
+    int attempt = store_pair_dispatch (self->store, task->pair, agent->id, now);
+    if (attempt < 0) {
+        // Not pending any more (done by a late result): drop it.
+        broker_task_destroy (&task);
+        return 0;
+    }
+    task->attempt = attempt;
+    task->dispatched_ns = now;
+    task->deadline_ns = now + s_deadline_ns (self, agent);
+    exp_t *exp = task->exp;
+    char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
+    // Under the watch root, or where the archive put them (doc/storage.md).
+    storage_frame_path (self->storage, exp, task->name_a, path_a, sizeof path_a);
+    if (task->name_b)
+        storage_frame_path (self->storage, exp, task->name_b, path_b, sizeof path_b);
+    snprintf (output, sizeof output, "%s/%s.txt", exp->name, task->stem);
+    proto_msg_t msg = {.command = PROTO_TASK,
+                       .pair = (uint64_t) task->pair,
+                       .attempt = (uint32_t) attempt,
+                       .experiment = exp->name,
+                       .path_a = path_a,
+                       .path_b = path_b,
+                       .settings = exp->settings,
+                       .output = output};
+    if (proto_batch_size (agent->out) == PROTO_MAX_BATCH)
+        s_flush_agent (self, agent);
+    if (proto_batch_add (agent->out, &msg) != 0) {
+        store_pair_requeue (self->store, task->pair, "cannot encode the task", now);
+        sched_put_back (self->sched, exp->id, task->pair, task);
+        return -1;
+    }
+    agent->out_tasks++;
+    agent->credit--;
+    zlistx_add_end (agent->tasks, task);
+    return 0;
+}
+
+void
+broker_dispatch (broker_t *self)
+{
+    // The free-space guard holds new work back while a volume it writes to
+    // is critically full (doc/storage.md); tasks out finish.
+    if (self->store_failed || (self->storage && storage_paused (self->storage)) || sched_size (self->sched) == 0) {
+        s_flush_agents (self);
+        return;
+    }
+    int64_t now = util_time_ns ();
+    // Round the agents with credit, one task each per round, so that work
+    // spreads evenly; the scheduler says which pair goes next, if any may.
+    int gave = 1, more = 1;
+    while (gave && more) {
+        gave = 0;
+        for (agent_rec_t *agent = zhashx_first (self->agents); agent && more;
+             agent = zhashx_next (self->agents)) {
+            if (agent->credit == 0 || !broker_key_allowed (self, agent->key, BROKER_ROLE_AGENT))
+                continue;
+            int64_t exp, pair;
+            task_t *task = sched_next (self->sched, now, &exp, &pair);
+            if (!task)
+                more = 0;
+            else if (s_send_task (self, agent, task, now) == 0)
+                gave = 1;
+        }
+    }
+    s_flush_agents (self);
+    // Held back by a rate limit: come back when a token is there.
+    int64_t at = more ? -1 : sched_next_time (self->sched, now);
+    if (at >= 0 && self->wake_timer < 0 && self->loop) {
+        int64_t ms = (at - now + 999999) / 1000000;
+        self->wake_timer = zloop_timer (self->loop, (size_t) (ms > 0 ? ms : 1), 1, s_wake, self);
+    }
+}
+
+// Removes the task of 'pair' from the agent's list; NULL if it has none.
+static task_t *
+s_take_task (agent_rec_t *agent, int64_t pair)
+{
+    for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+        if (task->pair == pair)
+            return zlistx_detach_cur (agent->tasks);
+    return NULL;
+}
+
+// A RESULT or FAILED not acted on: logged (rate-limited), not stored, and
+// answered so that the sender stops resending it: an agent that said no
+// HELLO is asked for one (DISCONNECT: it introduces itself and resends,
+// as after a broker restart); any other gets RECORDED (an honest agent
+// whose task was taken back drops it; the pair's holder answers for it).
+static void
+s_refuse_answer (broker_t *self, zframe_t *identity, agent_rec_t *agent, const proto_msg_t *msg,
+                 const char *why)
+{
+    char *peer = agent ? NULL : zframe_strhex (identity);
+    broker_refused (self, "work: %s of pair %llu attempt %u from %s%s%s ignored: %s",
+                    proto_command_name (msg->command), (unsigned long long) msg->pair,
+                    msg->attempt, agent ? "agent '" : "connection ",
+                    agent ? agent->id : (peer ? peer : "?"), agent ? "'" : "", why);
+    free (peer);
+    if (!agent) {
+        proto_msg_t bye = {.command = PROTO_DISCONNECT};
+        proto_send (&bye, identity, self->work);
+        return;
+    }
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    broker_after (self, identity, &ok);
+}
+
+static void
+s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
+{
+    int64_t now = util_time_ns ();
+    char why[512];
+    if (!s_may_answer (self, agent, msg, why, sizeof why)) {
+        s_refuse_answer (self, identity, agent, msg, why);
+        return;
+    }
+    s_agent_compute (agent, msg);  // only the holder's figures set its deadlines
+    store_result_t r = {.mean_u = msg->figures[PROTO_FIG_MEAN_U],
+                        .mean_v = msg->figures[PROTO_FIG_MEAN_V],
+                        .mean_speed = msg->figures[PROTO_FIG_MEAN_SPEED],
+                        .valid_fraction = msg->figures[PROTO_FIG_VALID_FRACTION],
+                        .vorticity = msg->figures[PROTO_FIG_VORTICITY],
+                        .nx = (int) msg->figures[PROTO_FIG_NX],
+                        .ny = (int) msg->figures[PROTO_FIG_NY],
+                        .compute_ns = msg->time_ns,
+                        .path = msg->output,
+                        .field = msg->blob,
+                        .field_size = msg->blob_size};
+    int recorded = 0;
+    if (store_pair_result (self->store, (int64_t) msg->pair, (int) msg->attempt, agent->id, &r,
+                           now, &recorded)
+        != 0) {
+        log_error ("cannot record the result of pair %llu: %s",
+                   (unsigned long long) msg->pair, store_error (self->store));
+        return;  // not RECORDED: the agent resends it
+    }
+    task_t *task = s_take_task (agent, (int64_t) msg->pair);
+    if (task)
+        agent->credit++;  // the slot the task held is free again
+    agent->done += recorded;
+    if (task && recorded)
+        results_recorded (self->results, task, agent, msg, now);
+    broker_task_destroy (&task);
+    results_counted (self->results, recorded, now);
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    broker_after (self, identity, &ok);
+}
+
+static void
+s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
+{
+    int64_t now = util_time_ns ();
+    char why[512];
+    if (!s_may_answer (self, agent, msg, why, sizeof why)) {
+        s_refuse_answer (self, identity, agent, msg, why);
+        return;
+    }
+    int failed = 0;
+    if (store_pair_failure (self->store, (int64_t) msg->pair, (int) msg->attempt,
+                            agent->id, msg->text ? msg->text : "",
+                            self->cfg.broker.max_attempts, now, &failed)
+        != 0) {
+        log_error ("cannot record the failure of pair %llu: %s",
+                   (unsigned long long) msg->pair, store_error (self->store));
+        return;
+    }
+    task_t *task = s_take_task (agent, (int64_t) msg->pair);
+    if (task)
+        agent->credit++;
+    if (failed)
+        log_warning ("pair %llu failed for good: %s", (unsigned long long) msg->pair,
+                     msg->text ? msg->text : "");
+    if (task && failed)
+        results_publish_failed (self->results, task, self->cfg.broker.max_attempts, msg->text ? msg->text : "",
+                          now);
+    if (task && !failed) {
+        // Another attempt, after the commit and a delay that doubles with
+        // each failure: a pair that fails at once does not use up its
+        // attempts in a few milliseconds.
+        int64_t delay = BACKOFF_BASE_MS;
+        for (int i = 1; i < task->failures + 1 && delay < BACKOFF_MAX_MS; i++)
+            delay *= 2;
+        task->failures++;
+        task->not_before_ns = now + (delay < BACKOFF_MAX_MS ? delay : BACKOFF_MAX_MS) * 1000000;
+        zlistx_add_end (self->fresh, task);
+    }
+    else
+        broker_task_destroy (&task);
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    broker_after (self, identity, &ok);
+}
+
+// Whether agent 'id' from 'peer' may get a row in the store's agents table
+// now: an id already recorded since start may; a new one only while its
+// peer (its CURVE key, else the host it names) has added fewer than
+// AGENT_IDS_PER_PEER this hour, and all peers together fewer than
+// broker/max_agents (at least AGENT_IDS_PER_HOUR_MIN). So HELLOs with ever
+// new ids add a bounded number of rows an hour; the agent works either way.
+static int
+s_may_record_agent (broker_t *self, const char *peer, const char *id, int64_t now)
+{
+    if (zhashx_lookup (self->recorded_ids, id))
+        return 1;
+    int64_t hour = now / 3600000000000LL;
+    if (hour != self->new_ids_hour) {
+        self->new_ids_hour = hour;
+        self->new_ids_total = 0;
+        zhashx_purge (self->new_ids);
+    }
+    int64_t total_max = self->cfg.broker.max_agents > AGENT_IDS_PER_HOUR_MIN
+                            ? self->cfg.broker.max_agents
+                            : AGENT_IDS_PER_HOUR_MIN;
+    intptr_t from_peer = (intptr_t) zhashx_lookup (self->new_ids, peer);
+    if (from_peer >= AGENT_IDS_PER_PEER || self->new_ids_total >= total_max) {
+        broker_refused (self,
+                        "work: agent '%s' from %s not recorded in the store: %s new agent ids "
+                        "this hour already (at most %d a peer, %lld in all)",
+                        id, peer, from_peer >= AGENT_IDS_PER_PEER ? "its peer gave" : "peers gave",
+                        AGENT_IDS_PER_PEER, (long long) total_max);
+        return 0;
+    }
+    zhashx_update (self->new_ids, peer, (void *) (from_peer + 1));
+    self->new_ids_total++;
+    // Remembered since start, within the same bound (then forgotten: only
+    // a few more rows an hour).
+    if (zhashx_size (self->recorded_ids) >= (size_t) total_max * 4)
+        zhashx_purge (self->recorded_ids);
+    zhashx_insert (self->recorded_ids, id, (void *) 1);
+    return 1;
+}
+
+// DEFER: the agent holding (pair, attempt) cannot do it now for a reason
+// of its own (its results disk is full): the pair goes back to the queue
+// without an attempt counted; the task's slot is freed but not its credit
+// (the agent sends READY when it has room again). From anyone else it is
+// stale and changes nothing. RECORDED either way, so that it stops
+// resending.
+static void
+s_on_defer (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
+{
+    task_t *task = NULL;
+    for (task_t *t = agent ? zlistx_first (agent->tasks) : NULL; t;
+         t = zlistx_next (agent->tasks))
+        if (t->pair == (int64_t) msg->pair && t->attempt == (int) msg->attempt && !t->expired) {
+            task = t;
+            break;
+        }
+    if (task) {
+        int deferred = 0;
+        if (store_pair_defer (self->store, task->pair, task->attempt, agent->id,
+                              msg->text ? msg->text : "", util_time_ns (), &deferred)
+            != 0) {
+            log_error ("cannot defer pair %lld: %s", (long long) task->pair,
+                       store_error (self->store));
+            return;  // not RECORDED: the agent sends it again
+        }
+        zlistx_detach_cur (agent->tasks);
+        log_warning ("agent '%s' defers pair %lld ('%s/%s'): %s", agent->id,
+                     (long long) task->pair, task->exp->name, task->stem,
+                     msg->text ? msg->text : "");
+        if (deferred) {
+            task->attempt = -1;  // not fresh: never sampled out
+            zlistx_add_end (self->fresh, task);  // queued again after the commit
+        }
+        else
+            broker_task_destroy (&task);
+    }
+    proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
+    broker_after (self, identity, &ok);
+}
+
+static void
+s_on_hello (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
+{
+    int64_t now = util_time_ns ();
+    agent_rec_t *agent = dispatch_agent (self, identity);
+    if (agent)  // a reconnect under the same identity: its tasks start again
+        s_agent_forget (self, agent, "said hello again");
+    else if (zhashx_size (self->agents) >= (size_t) self->cfg.broker.max_agents) {
+        // Not answered: the agent's heartbeats get DISCONNECT (an unknown
+        // agent), so it tries again once a heartbeat, not in a tight loop.
+        broker_refused (self, "work: HELLO of agent '%s' on %s refused: %zu agents known "
+                              "already (broker/max_agents)",
+                        msg->name ? msg->name : "?", msg->text ? msg->text : "?",
+                        zhashx_size (self->agents));
+        return;
+    }
+    agent = calloc (1, sizeof *agent);
+    if (!agent)
+        return;
+    agent->identity = zframe_dup (identity);
+    agent->id = strdup (msg->name && *msg->name ? msg->name : "?");
+    agent->host = strdup (msg->text ? msg->text : "?");
+    // Its credit is capped by its cores: a sane number of them.
+    agent->cores = msg->count > AGENT_CORES_MAX ? AGENT_CORES_MAX : (int) msg->count;
+    if (msg->count > AGENT_CORES_MAX)
+        log_warning ("agent '%s' on %s declares %u cores: taken as %d", agent->id ? agent->id : "?",
+                     agent->host ? agent->host : "?", msg->count, AGENT_CORES_MAX);
+    snprintf (agent->key, sizeof agent->key, "%s", key ? key : "");
+    agent->tasks = zlistx_new ();
+    agent->out = proto_batch_new ();
+    agent->expires_ns = s_expiry (self, now);
+    if (!agent->identity || !agent->id || !agent->host || !agent->tasks || !agent->out) {
+        dispatch_agent_destroy (&agent);
+        return;
+    }
+    zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) broker_task_destroy);
+    char slot[512];
+    zhashx_insert (self->agents, s_agent_key (identity, slot), agent);
+    if (s_may_record_agent (self, *agent->key ? agent->key : agent->host, agent->id, now))
+        store_agent_seen (self->store, agent->id, agent->host, agent->cores,
+                          msg->settings ? msg->settings : "", now);
+    log_notice ("agent '%s' on %s with %d cores", agent->id, agent->host, agent->cores);
+    s_publish_agent (self, agent, "joined", NULL);
+}
+
+// One message from an agent (alone, or one of a BATCH).
+static void
+s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
+{
+    if (msg->command == PROTO_HELLO)
+        s_on_hello (self, identity, key, msg);
+    agent_rec_t *agent = dispatch_agent (self, identity);
+    if (!agent && msg->command != PROTO_RESULT && msg->command != PROTO_FAILED
+        && msg->command != PROTO_HELLO && msg->command != PROTO_DEFER) {
+        // An agent the broker does not know (it restarted): ask it to say
+        // hello again, its state is gone.
+        proto_msg_t bye = {.command = PROTO_DISCONNECT};
+        proto_send (&bye, identity, self->work);
+    }
+    if (agent)
+        agent->expires_ns = s_expiry (self, util_time_ns ());
+    switch (msg->command) {
+    case PROTO_READY:
+        if (agent) {
+            // Never more than its cores, less the tasks it holds: a READY
+            // of 4294967295 must not take every task from the others.
+            size_t held = zlistx_size (agent->tasks);
+            uint64_t room = (size_t) agent->cores > held ? (size_t) agent->cores - held : 0;
+            uint64_t credit = (uint64_t) agent->credit + msg->count;
+            if (credit > room) {
+                if (!agent->clamped)
+                    log_warning ("work: agent '%s' on %s asks for %llu task(s) with %d core(s) "
+                                 "and %zu task(s) held: given %llu",
+                                 agent->id, agent->host, (unsigned long long) credit,
+                                 agent->cores, held, (unsigned long long) room);
+                agent->clamped = 1;
+                credit = room;
+            }
+            agent->credit = (uint32_t) credit;
+        }
+        break;
+    case PROTO_RESULT:
+        s_on_result (self, identity, agent, msg);
+        break;
+    case PROTO_DEFER:
+        s_on_defer (self, identity, agent, msg);
+        break;
+    case PROTO_FAILED:
+        s_on_failed (self, identity, agent, msg);
+        break;
+    case PROTO_DISCONNECT:
+        if (agent)
+            s_agent_forget (self, agent, "disconnected");
+        break;
+    case PROTO_HEARTBEAT:
+        if (agent && msg->time_ns > 0) {
+            char key[300], peer[300];
+            snprintf (key, sizeof key, "agent %s", agent->id);
+            snprintf (peer, sizeof peer, "agent '%s' on %s", agent->id, agent->host);
+            clocks_sample (self->clocks, key, peer, (msg->time_ns - util_time_ns ()) / 1e6,
+                                 util_time_ns ());
+        }
+        break;
+    case PROTO_HELLO:
+        break;
+    default:
+        log_warning ("work: from agent '%s': unexpected %s", agent ? agent->id : "unknown",
+                     proto_command_name (msg->command));
+    }
+}
+
+void
+dispatch_work_one (broker_t *self, zsock_t *reader)
+{
+    zframe_t *identity = NULL;
+    proto_msg_t msg;
+    char err[512], key[64];
+    int rc = proto_recv_from (reader, &identity, key, sizeof key, &msg, err, sizeof err);
+    agent_rec_t *agent = identity ? dispatch_agent (self, identity) : NULL;
+    if (rc != 0) {
+        if (rc == -1)
+            broker_refused (self, "work: from agent '%s': %s", agent ? agent->id : "unknown",
+                            err);
+        zframe_destroy (&identity);
+        proto_msg_release (&msg);
+        return;
+    }
+    // With CURVE, only keys of clients/agents/ use work, and only while
+    // their certificate is there: a revoked agent is forgotten (its tasks
+    // go back to the queue) and nothing it sends is taken.
+    if (!broker_key_allowed (self, key, BROKER_ROLE_AGENT)) {
+        broker_refused (self, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
+                        proto_command_name (msg.command), *key ? key : "(none)",
+                        agent ? "; its agent is forgotten" : "");
+        if (agent)
+            s_agent_forget (self, agent, "has a key no longer admitted");
+        proto_msg_release (&msg);
+        zframe_destroy (&identity);
+        return;
+    }
+    for (size_t i = 0; i < proto_count (&msg); i++)
+        s_work_msg (self, identity, key, proto_at (&msg, i));
+    proto_msg_release (&msg);
+    zframe_destroy (&identity);
+}
+
+
+// The heartbeat: HEARTBEAT to each live agent, the silent ones dropped
+// (presumed dead), then the deadlines checked.
+void
+dispatch_heartbeat (broker_t *self, int64_t now)
+{
+    zlistx_t *dead = zlistx_new ();
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents)) {
+        if (now > agent->expires_ns)
+            zlistx_add_end (dead, agent);
+        else {
+            proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = now};
+            proto_send (&beat, agent->identity, self->work);
+        }
+    }
+    for (agent_rec_t *agent = zlistx_first (dead); agent; agent = zlistx_next (dead))
+        s_agent_drop (self, agent, "is silent: presumed dead", 1);
+    zlistx_destroy (&dead);
+    s_check_deadlines (self, now);
+}

@@ -1,0 +1,64 @@
+// model.c — the shared records' small helpers (model.h): tasks, and the
+// per-second rings.
+
+#include "broker/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+task_t *
+broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char *name_a,
+                 const char *name_b)
+{
+    task_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->pair = pair;
+    self->exp = exp;
+    self->stem = strdup (stem);
+    self->name_a = strdup (name_a);
+    self->name_b = name_b ? strdup (name_b) : NULL;
+    if (!self->stem || !self->name_a || (name_b && !self->name_b))
+        broker_task_destroy (&self);
+    return self;
+}
+
+void
+broker_task_destroy (task_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    task_t *self = *self_p;
+    free (self->stem);
+    free (self->name_a);
+    free (self->name_b);
+    free (self);
+    *self_p = NULL;
+}
+
+// Counts 'n' in the second of 'now', clearing the seconds skipped since
+// the ring's last count.
+void
+broker_count (rate_ring_t *ring, int64_t now, int n)
+{
+    int64_t this_second = now / 1000000000;
+    if (this_second != ring->second) {
+        int64_t gap = this_second - ring->second;
+        for (int64_t s = 1; s <= gap && s <= 60; s++)
+            ring->count[(ring->second + s) % 60] = 0;
+        ring->second = this_second;
+    }
+    ring->count[this_second % 60] += n;
+}
+
+// Counts per second over the last 'seconds' complete seconds.
+double
+broker_rate (rate_ring_t *ring, int64_t now, int seconds)
+{
+    broker_count (ring, now, 0);
+    int64_t sum = 0;
+    for (int s = 1; s <= seconds; s++)
+        sum += ring->count[(ring->second - s + 60) % 60];
+    return (double) sum / seconds;
+}
+

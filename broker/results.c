@@ -1,0 +1,236 @@
+// results.c — what happens to each answer of an agent once recorded: a
+// result's counts, latency ring and histogram, its feedback (figures, PI
+// controller, the feedback topic and event) and its result and field
+// topics; a pair failed for good on the failed topic. The place where
+// per-result processing goes.
+
+#include "broker/publish.h"
+#include "broker/replay.h"
+#include "broker/results.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _results_t {
+    store_t *store;           // the durable state: feedback events
+    zsock_t *publish;         // PUB: result, field, failed, feedback topics (NULL: not yet)
+    int fields_every;         // store_fields: 1 all, 0 none, n every n-th
+    int64_t results;          // results recorded since start
+    rate_ring_t per_second;   // results recorded per second, all experiments
+    feedback_settings_t feedback;  // global feedback settings
+};
+
+// "failed.<exp>/": a pair failed for good.
+void
+results_publish_failed (results_t *self, const task_t *task, int attempts, const char *error,
+                  int64_t now)
+{
+    char json[4096];
+    size_t len = 0, size = sizeof json;
+    publish_json_put (json, size, &len, "{\"experiment\":");
+    publish_json_put_string (json, size, &len, task->exp->name);
+    publish_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
+    publish_json_put_string (json, size, &len, task->stem);
+    publish_json_put (json, size, &len, ",\"attempt\":%d,\"attempts\":%d,\"error\":", task->attempt,
+                attempts);
+    publish_json_put_string (json, size, &len, error);
+    publish_json_put (json, size, &len, ",\"failed_ns\":%lld}", (long long) now);
+    if (len < size)
+        publish_send (self->publish, PROTO_TOPIC_FAILED, task->exp->name, json, NULL, 0);
+}
+
+// "result.<exp>/": the summary figures of a result just recorded (as the
+// store keeps them), its times and latency; then "field.<exp>/" with the
+// field itself when the store keeps fields (broker/store_fields not none).
+static void
+s_publish_result (results_t *self, const task_t *task, const agent_rec_t *agent,
+                  const proto_msg_t *msg, int64_t now)
+{
+    exp_t *exp = task->exp;
+    char json[8192];
+    size_t len = 0, size = sizeof json;
+    publish_json_put (json, size, &len, "{\"experiment\":");
+    publish_json_put_string (json, size, &len, exp->name);
+    publish_json_put (json, size, &len, ",\"replay\":%s,\"source\":", exp->replay ? "true" : "false");
+    if (exp->replay)
+        publish_json_put_string (json, size, &len, exp->source);
+    else
+        publish_json_put (json, size, &len, "null");
+    publish_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
+    publish_json_put_string (json, size, &len, task->stem);
+    publish_json_put (json, size, &len, ",\"attempt\":%d,\"agent\":", task->attempt);
+    publish_json_put_string (json, size, &len, agent ? agent->id : "");
+    publish_json_put (json, size, &len, ",\"path\":");
+    publish_json_put_string (json, size, &len, msg->output);
+    const struct {
+        const char *name;  // member
+        int index;         // PROTO_FIG_*
+    } figures[] = {{"mean_u", PROTO_FIG_MEAN_U},
+                   {"mean_v", PROTO_FIG_MEAN_V},
+                   {"mean_speed", PROTO_FIG_MEAN_SPEED},
+                   {"valid_fraction", PROTO_FIG_VALID_FRACTION},
+                   {"vorticity", PROTO_FIG_VORTICITY}};
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        publish_json_put (json, size, &len, ",\"%s\":", figures[i].name);
+        publish_json_put_number (json, size, &len, msg->figures[figures[i].index]);
+    }
+    publish_json_put (json, size, &len, ",\"nx\":%d,\"ny\":%d,\"compute_ns\":%lld,\"closed_ns\":",
+                (int) msg->figures[PROTO_FIG_NX], (int) msg->figures[PROTO_FIG_NY],
+                (long long) msg->time_ns);
+    if (task->closed_ns > 0)
+        publish_json_put (json, size, &len, "%lld", (long long) task->closed_ns);
+    else
+        publish_json_put (json, size, &len, "null");
+    publish_json_put (json, size, &len, ",\"dispatched_ns\":%lld,\"recorded_ns\":%lld,\"latency_ms\":",
+                (long long) task->dispatched_ns, (long long) now);
+    publish_json_put_number (json, size, &len,
+                       task->closed_ns > 0 ? (now - task->closed_ns) / 1e6 : NAN);
+    publish_json_put (json, size, &len, ",\"field\":%s}",
+                self->fields_every != 0 && msg->blob && msg->blob_size ? "true" : "false");
+    if (len >= size)
+        return;
+    publish_send (self->publish, PROTO_TOPIC_RESULT, exp->name, json, NULL, 0);
+    if (self->fields_every == 0 || !msg->blob || msg->blob_size == 0)
+        return;
+    // The field's own header: which pair it is; then the field encoded as
+    // on the work socket (proto_field_decode reads it).
+    len = 0;
+    publish_json_put (json, size, &len, "{\"experiment\":");
+    publish_json_put_string (json, size, &len, exp->name);
+    publish_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
+    publish_json_put_string (json, size, &len, task->stem);
+    publish_json_put (json, size, &len, ",\"bytes\":%zu}", msg->blob_size);
+    if (len < size)
+        publish_send (self->publish, PROTO_TOPIC_FIELD, exp->name, json, msg->blob, msg->blob_size);
+}
+
+
+results_t *
+results_new (store_t *store, int fields_every)
+{
+    results_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->store = store;
+    self->fields_every = fields_every;
+    feedback_settings_init (&self->feedback);
+    return self;
+}
+
+void
+results_destroy (results_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    free (*self_p);
+    *self_p = NULL;
+}
+
+void
+results_set_publish (results_t *self, zsock_t *publish)
+{
+    self->publish = publish;
+}
+
+feedback_settings_t *
+results_feedback (results_t *self)
+{
+    return &self->feedback;
+}
+
+void
+results_counted (results_t *self, int recorded, int64_t now)
+{
+    self->results += recorded;
+    broker_count (&self->per_second, now, recorded);
+}
+
+int64_t
+results_total (const results_t *self)
+{
+    return self->results;
+}
+
+double
+results_rate (results_t *self, int64_t now, int seconds)
+{
+    return broker_rate (&self->per_second, now, seconds);
+}
+
+// The feedback of a result just recorded: figures, controller, published
+// on feedback.<exp> and logged.
+static void
+s_feedback (results_t *self, task_t *task, const proto_msg_t *result, int64_t now)
+{
+    // Only a result with a field has figures to feed back (the noop and exec
+    // processors send none).
+    if (!result->blob || result->blob_size == 0)
+        return;
+    exp_t *exp = task->exp;
+    char err[256];
+    piv_field_t *field = proto_field_decode (result->blob, result->blob_size, err, sizeof err);
+    if (!field) {
+        log_warning ("pair %lld of '%s': no feedback: %s", (long long) task->pair, exp->name, err);
+        return;
+    }
+    const feedback_settings_t *fs = exp->feedback_own ? &exp->feedback : &self->feedback;
+    feedback_figures_t figures;
+    feedback_figures (field, fs, &figures);
+    piv_field_destroy (&field);
+    double value = feedback_value (&figures, fs->quantity);
+    double output = fs->enabled ? feedback_pi_step (&exp->pi, fs, value, task->closed_ns) : NAN;
+    char json[4096], topic[PATH_MAX];
+    int64_t published = util_time_ns ();
+    feedback_message_t m = {.experiment = exp->name,
+                            .source = exp->replay ? replay_of (exp->replay) : NULL,
+                            .pair = task->pair,
+                            .stem = task->stem,
+                            .closed_ns = task->closed_ns,
+                            .dispatched_ns = task->dispatched_ns,
+                            .computed_ns = now,
+                            .published_ns = published,
+                            .settings = fs,
+                            .figures = &figures,
+                            .output = output};
+    if (feedback_message_json (&m, json, sizeof json) < 0)
+        return;
+    snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, exp->name, PROTO_TOPIC_END);
+    zstr_sendm (self->publish, topic);
+    zstr_send (self->publish, json);
+    store_event (self->store, "feedback", exp->id, task->pair, json, now);
+}
+
+// A result recorded for a task the broker sent: its experiment's counts and
+// latency, and the feedback it makes.
+void
+results_recorded (results_t *self, task_t *task, const agent_rec_t *agent, const proto_msg_t *msg,
+                  int64_t now)
+{
+    exp_t *exp = task->exp;
+    broker_count (&exp->results, now, 1);
+    // Live pairs only: a pair retried or backfilled by hand hours later
+    // says nothing of how fast the farm keeps up.
+    if (task->closed_ns > 0 && !task->by_hand) {
+        exp->latency_ms[exp->latency_next] = (now - task->closed_ns) / 1e6;
+        exp->latency_next = (exp->latency_next + 1) % LATENCY_KEPT;
+        if (exp->latencies < LATENCY_KEPT)
+            exp->latencies++;
+        // The histogram counts every result since start; a clock stepped
+        // back (negative latency) counts as 0.
+        static const double bounds[LATENCY_BUCKETS] = LATENCY_BOUNDS_S;
+        double s = now > task->closed_ns ? (now - task->closed_ns) / 1e9 : 0;
+        int b = 0;
+        while (b < LATENCY_BUCKETS && s > bounds[b])
+            b++;
+        exp->latency_in[b]++;
+        exp->latency_sum_s += s;
+    }
+    s_feedback (self, task, msg, now);
+    s_publish_result (self, task, agent, msg, now);
+}
+
