@@ -114,15 +114,16 @@ int ctl_run_printed (ctl_t *ctl, ctl_args_t *args, ctl_print_fn *print);
         return ctl_run_printed (ctl, args, print);                                                 \
     }
 
-// "status -e NAME" into line (the name quoted as cli_split reads it): the
-// status of that experiment alone, however many the broker has. 0, or -1
-// (said) when it does not fit.
-int ctl_status_line (const char *name, char *line, size_t size);
+// Asks "status -e NAME" (the name quoted as cli_split reads it): the status
+// of that experiment alone, however many the broker has. As ctl_ask_json;
+// EXIT_FAILED (said) for a name too long to ask for.
+int ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, json_t **doc_p);
 
 // For the commands that start something and wait for its end (replay,
 // archive, release): reads --wait into *wait_s, sends the command line and
-// gives the answer. EXIT_OK, EXIT_USAGE or EXIT_FAILED (logged).
-int ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, char **body, json_t **doc);
+// gives the answer in *doc_p (caller destroys; NULL: not wanted). EXIT_OK,
+// EXIT_USAGE or EXIT_FAILED (logged).
+int ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, json_t **doc_p);
 
 // Sleeps ms, or less when a signal comes.
 void ctl_nap (int ms);
@@ -171,6 +172,12 @@ typedef struct {
 
 // Experiment i of doc's "experiments" into *e (strings belong to doc).
 void ctl_exp_read (json_t *doc, int i, ctl_exp_t *e);
+
+// The index of experiment 'name' in doc's "experiments", or -1.
+int ctl_exp_index (json_t *doc, const char *name);
+
+// "CRITICAL" or "WARNING" for warning i of doc's "warnings".
+const char *ctl_warning_level (json_t *doc, int i);
 
 // ---------------------------------------------------------------------------
 // The record (record.c reads the store; replay.c reports)
@@ -234,23 +241,29 @@ void ctl_json_iobench (const char *dir, const iobench_row_t *rows, int best, dou
 // The commands: a run function each, given the parsed command line.
 // EXIT_OK, EXIT_FAILED or EXIT_USAGE (logged).
 
-int ctl_run_status (ctl_t *ctl, ctl_args_t *args);      // status.c
-int ctl_run_agents (ctl_t *ctl, ctl_args_t *args);      // status.c
-int ctl_run_experiments (ctl_t *ctl, ctl_args_t *args); // status.c
-int ctl_run_pairs (ctl_t *ctl, ctl_args_t *args);       // status.c
-int ctl_run_log (ctl_t *ctl, ctl_args_t *args);         // status.c
-int ctl_run_rate (ctl_t *ctl, ctl_args_t *args);        // steer.c
-int ctl_run_policy (ctl_t *ctl, ctl_args_t *args);      // steer.c
-int ctl_run_pause (ctl_t *ctl, ctl_args_t *args);       // steer.c: pause, resume
-int ctl_run_moved (ctl_t *ctl, ctl_args_t *args);       // steer.c: retry, backfill
-int ctl_run_feedback (ctl_t *ctl, ctl_args_t *args);    // steer.c
-int ctl_run_tail (ctl_t *ctl, ctl_args_t *args);        // tail.c
-int ctl_run_export (ctl_t *ctl, ctl_args_t *args);      // record.c
-int ctl_run_replay (ctl_t *ctl, ctl_args_t *args);      // replay.c
-int ctl_run_provision (ctl_t *ctl, ctl_args_t *args);   // storage.c
-int ctl_run_archive (ctl_t *ctl, ctl_args_t *args);     // storage.c: archive, release
-int ctl_run_iobench (ctl_t *ctl, ctl_args_t *args);     // storage.c
-int ctl_run_warnings (ctl_t *ctl, ctl_args_t *args);    // storage.c
-int ctl_run_keygen (ctl_t *ctl, ctl_args_t *args);      // keys.c
+// status.c: the run
+int ctl_run_status (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_agents (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_experiments (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_pairs (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_log (ctl_t *ctl, ctl_args_t *args);
+// steer.c: steering (ctl_run_pause for pause and resume, ctl_run_moved for
+// retry and backfill)
+int ctl_run_rate (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_policy (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_pause (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_moved (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_feedback (ctl_t *ctl, ctl_args_t *args);
+// tail.c, record.c, replay.c: the stream and the record
+int ctl_run_tail (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_export (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_replay (ctl_t *ctl, ctl_args_t *args);
+// storage.c: storage (ctl_run_archive for archive and release)
+int ctl_run_provision (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_archive (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_iobench (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_warnings (ctl_t *ctl, ctl_args_t *args);
+// keys.c: security
+int ctl_run_keygen (ctl_t *ctl, ctl_args_t *args);
 
 #endif

@@ -22,25 +22,17 @@ s_replay_wait (ctl_t *ctl, const char *name, int feedback_only, long wait_s, ctl
 {
     int tty = isatty (STDERR_FILENO);
     double start = util_now (), said = start;
-    char line[PATH_MAX + 64];
-    if (ctl_status_line (name, line, sizeof line) != 0)
-        return EXIT_FAILED;
     for (;;) {
         char *body;
         json_t *doc;
-        int rc = ctl_ask_json (ctl, line, &body, &doc);
+        int rc = ctl_ask_status_of (ctl, name, &body, &doc);
         if (rc == CTL_INTERRUPTED)
             ctl_error ("interrupted: the replay '%s' goes on in the broker", name);
         if (rc != 0)
             return EXIT_FAILED;
-        int n = json_length (doc, "$.experiments"), found = 0;
-        for (int i = 0; i < n && !found; i++) {
-            const char *e = json_string (doc, "$.experiments[%d].experiment", i);
-            if (e && strcmp (e, name) == 0) {
-                ctl_exp_read (doc, i, out);
-                found = 1;
-            }
-        }
+        int k = ctl_exp_index (doc, name), found = k >= 0;
+        if (found)
+            ctl_exp_read (doc, k, out);
         int finished =
             found && out->replay_finished && (feedback_only || out->pending + out->dispatched == 0);
         double now = util_now ();
@@ -76,9 +68,8 @@ int
 ctl_run_replay (ctl_t *ctl, ctl_args_t *args)
 {
     long wait_s;
-    char *body;
     json_t *doc;
-    int rc = ctl_start_waited (ctl, args, &wait_s, &body, &doc);
+    int rc = ctl_start_waited (ctl, args, &wait_s, &doc);
     if (rc != EXIT_OK)
         return rc;
     const char *as = json_string (doc, "$.as");
@@ -86,7 +77,6 @@ ctl_run_replay (ctl_t *ctl, ctl_args_t *args)
     double speed = json_number (doc, NAN, "$.speed");
     int feedback_only = json_bool (doc, 0, "$.feedback_only");
     json_destroy (&doc);
-    free (body);
     if (!name || !*name) {
         ctl_error ("the broker at '%s' did not name the replay", ctl->cfg.broker.control);
         free (name);

@@ -89,22 +89,26 @@ ctl_run_printed (ctl_t *ctl, ctl_args_t *args, ctl_print_fn *print)
 }
 
 int
-ctl_status_line (const char *name, char *line, size_t size)
+ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, json_t **doc_p)
 {
     char *words[] = {"status", "-e", (char *)name};
-    char *joined = cli_join (3, words);
-    int rc = joined && strlen (joined) < size ? 0 : -1;
-    if (rc == 0)
-        snprintf (line, size, "%s", joined);
+    char *line = cli_join (3, words);
+    int rc = EXIT_FAILED;
+    *body_p = NULL;
+    *doc_p = NULL;
+    if (line && strlen (line) < PATH_MAX + 64)
+        rc = ctl_ask_json (ctl, line, body_p, doc_p);
     else
         ctl_error ("the name '%.100s' is too long to ask for", name);
-    free (joined);
+    free (line);
     return rc;
 }
 
 int
-ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, char **body, json_t **doc)
+ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, json_t **doc_p)
 {
+    json_t *doc = NULL;
+    char *body = NULL;
     *wait_s = REPLAY_WAIT_S;
     const char *text = ctl_value (args, "wait");
     if (text && ctl_parse_count ("--wait", text, 31 * 86400, wait_s) != 0)
@@ -114,7 +118,12 @@ ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, char **body, json_
         ctl_error ("no memory");
         return EXIT_FAILED;
     }
-    int rc = ctl_ask_json (ctl, line, body, doc);
+    int rc = ctl_ask_json (ctl, line, &body, &doc);
     free (line);
+    free (body);
+    if (doc_p)
+        *doc_p = doc;
+    else
+        json_destroy (&doc);
     return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
 }

@@ -9,40 +9,68 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+// The numbers of an experiment in a status reply: member, field of ctl_exp_t.
+static const struct {
+    const char *member;
+    size_t offset;
+} s_numbers[] = {{"files", offsetof (ctl_exp_t, files)},
+                 {"pending", offsetof (ctl_exp_t, pending)},
+                 {"dispatched", offsetof (ctl_exp_t, dispatched)},
+                 {"done", offsetof (ctl_exp_t, done)},
+                 {"failed", offsetof (ctl_exp_t, failed)},
+                 {"skipped", offsetof (ctl_exp_t, skipped)},
+                 {"queue", offsetof (ctl_exp_t, queue)},
+                 {"arrivals_10s", offsetof (ctl_exp_t, arrivals)},
+                 {"rate_10s", offsetof (ctl_exp_t, rate10)},
+                 {"rate_1m", offsetof (ctl_exp_t, rate60)},
+                 {"latency_median_ms", offsetof (ctl_exp_t, p50)},
+                 {"latency_p99_ms", offsetof (ctl_exp_t, p99)},
+                 {"rate_limit", offsetof (ctl_exp_t, limit)},
+                 {"replay.speed", offsetof (ctl_exp_t, replay_speed)},
+                 {"replay.sent", offsetof (ctl_exp_t, replay_sent)},
+                 {"replay.total", offsetof (ctl_exp_t, replay_total)}};
+
 void
 ctl_exp_read (json_t *doc, int i, ctl_exp_t *e)
 {
     char p[64];
     snprintf (p, sizeof p, "$.experiments[%d]", i);
+    for (size_t k = 0; k < sizeof s_numbers / sizeof s_numbers[0]; k++)
+        *(double *)((char *)e + s_numbers[k].offset) =
+            json_number (doc, NAN, "%s.%s", p, s_numbers[k].member);
     e->name = json_string (doc, "%s.experiment", p);
-    e->files = json_number (doc, NAN, "%s.files", p);
-    e->pending = json_number (doc, NAN, "%s.pending", p);
-    e->dispatched = json_number (doc, NAN, "%s.dispatched", p);
-    e->done = json_number (doc, NAN, "%s.done", p);
-    e->failed = json_number (doc, NAN, "%s.failed", p);
-    e->skipped = json_number (doc, NAN, "%s.skipped", p);
-    e->queue = json_number (doc, NAN, "%s.queue", p);
-    e->arrivals = json_number (doc, NAN, "%s.arrivals_10s", p);
-    e->rate10 = json_number (doc, NAN, "%s.rate_10s", p);
-    e->rate60 = json_number (doc, NAN, "%s.rate_1m", p);
-    e->p50 = json_number (doc, NAN, "%s.latency_median_ms", p);
-    e->p99 = json_number (doc, NAN, "%s.latency_p99_ms", p);
-    e->limit = json_number (doc, NAN, "%s.rate_limit", p);
     e->policy = json_string (doc, "%s.policy", p);
     e->paused = json_bool (doc, 0, "%s.paused", p);
     e->replay = json_type_at (doc, "%s.replay", p) == JSON_OBJECT;
     e->replay_of = json_string (doc, "%s.replay.of", p);
-    e->replay_speed = json_number (doc, NAN, "%s.replay.speed", p);
-    e->replay_sent = json_number (doc, NAN, "%s.replay.sent", p);
-    e->replay_total = json_number (doc, NAN, "%s.replay.total", p);
     e->replay_finished = json_bool (doc, 0, "%s.replay.finished", p);
     e->replay_feedback_only = json_bool (doc, 0, "%s.replay.feedback_only", p);
+}
+
+int
+ctl_exp_index (json_t *doc, const char *name)
+{
+    int n = json_length (doc, "$.experiments");
+    for (int i = 0; i < n; i++) {
+        const char *e = json_string (doc, "$.experiments[%d].experiment", i);
+        if (e && strcmp (e, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+const char *
+ctl_warning_level (json_t *doc, int i)
+{
+    const char *level = json_string (doc, "$.warnings[%d].level", i);
+    return level && strcmp (level, "critical") == 0 ? "CRITICAL" : "WARNING";
 }
 
 // " (replay of 'run7' at 10x, 120/512 files sent)", or "" when not a replay.
@@ -62,15 +90,25 @@ s_replay_note (const ctl_exp_t *e)
     return buf;
 }
 
+// The rows of doc's 'array' (a list of the reply); with none, prints
+// 'none' as a line and gives 0.
+static int
+s_rows (json_t *doc, const char *array, const char *none)
+{
+    int n = json_length (doc, "%s", array);
+    if (n > 0)
+        return n;
+    printf ("%s\n", none);
+    return 0;
+}
+
 // The experiments of doc: pairs by state, then the flow of each.
 static void
 s_print_experiments_of (json_t *doc)
 {
-    int n = json_length (doc, "$.experiments");
-    if (n <= 0) {
-        printf ("no experiments yet\n");
+    int n = s_rows (doc, "$.experiments", "no experiments yet");
+    if (!n)
         return;
-    }
     int w = ctl_width (doc, "$.experiments", "experiment", 10, 40);
     printf ("%-*s %8s %8s %10s %8s %8s %8s\n", w, "EXPERIMENT", "FILES", "PENDING", "DISPATCHED",
             "DONE", "FAILED", "SKIPPED");
@@ -98,11 +136,9 @@ s_print_experiments_of (json_t *doc)
 static void
 s_print_agents_of (json_t *doc)
 {
-    int n = json_length (doc, "$.agents");
-    if (n <= 0) {
-        printf ("no agents connected\n");
+    int n = s_rows (doc, "$.agents", "no agents connected");
+    if (!n)
         return;
-    }
     int w = ctl_width (doc, "$.agents", "id", 5, 40);
     int wh = ctl_width (doc, "$.agents", "host", 4, 32);
     printf ("%-*s %-*s %5s %6s %6s %8s  %s\n", w, "AGENT", wh, "HOST", "CORES", "CREDIT", "TASKS",
@@ -126,10 +162,8 @@ s_print_storage (json_t *doc)
 {
     int n = json_length (doc, "$.warnings");
     for (int i = 0; i < n; i++) {
-        const char *level = json_string (doc, "$.warnings[%d].level", i);
         const char *message = json_string (doc, "$.warnings[%d].message", i);
-        printf ("%s: %s\n", level && strcmp (level, "critical") == 0 ? "CRITICAL" : "WARNING",
-                message ? message : "?");
+        printf ("%s: %s\n", ctl_warning_level (doc, i), message ? message : "?");
     }
     if (json_bool (doc, 0, "$.guard_paused"))
         printf ("DISPATCH PAUSED by the free-space guard: %s\n",
@@ -357,12 +391,12 @@ s_print_pairs (json_t *doc, ctl_args_t *args)
 {
     (void)args;
     const char *name = json_string (doc, "$.experiment");
-    int n = json_length (doc, "$.pairs");
-    if (n <= 0) {
-        printf ("%s: no pairs%s\n", name ? name : "?",
-                ctl_value (args, "state") || ctl_value (args, "after") ? " of that kind" : " yet");
+    char none[PROTO_MAX_STRING + 64];
+    snprintf (none, sizeof none, "%s: no pairs%s", name ? name : "?",
+              ctl_value (args, "state") || ctl_value (args, "after") ? " of that kind" : " yet");
+    int n = s_rows (doc, "$.pairs", none);
+    if (!n)
         return;
-    }
     int64_t first = json_int (doc, 0, "$.pairs[0].created_ns");
     printf ("%s: %d pair(s), local times of %s\n", name ? name : "?", n,
             first > 0 ? ctl_date (first) : "-");
@@ -397,12 +431,12 @@ s_print_log (json_t *doc, ctl_args_t *args)
 {
     (void)args;
     const char *name = json_string (doc, "$.experiment");
-    int n = json_length (doc, "$.events");
-    if (n <= 0) {
-        printf ("%s: no events%s\n", name ? name : "?",
-                ctl_value (args, "after") ? " after that" : "");
+    char none[PROTO_MAX_STRING + 64];
+    snprintf (none, sizeof none, "%s: no events%s", name ? name : "?",
+              ctl_value (args, "after") ? " after that" : "");
+    int n = s_rows (doc, "$.events", none);
+    if (!n)
         return;
-    }
     printf ("%s: %d event(s), local times\n", name ? name : "?", n);
     int wk = ctl_width (doc, "$.events", "kind", 4, 12);
     char day[16] = "";

@@ -30,21 +30,13 @@ static int
 s_archive_wait (ctl_t *ctl, const char *name, int release, long wait_s)
 {
     int64_t deadline = zclock_mono () + wait_s * 1000;
-    char line[PATH_MAX + 64];
-    if (ctl_status_line (name, line, sizeof line) != 0)
-        return EXIT_FAILED;
     for (;;) {
         char *body;
         json_t *doc;
-        int rc = ctl_ask_json (ctl, line, &body, &doc);
+        int rc = ctl_ask_status_of (ctl, name, &body, &doc);
         if (rc != 0)
             return EXIT_FAILED;
-        int n = json_length (doc, "$.experiments"), k = -1;
-        for (int i = 0; i < n; i++) {
-            const char *e = json_string (doc, "$.experiments[%d].experiment", i);
-            if (e && strcmp (e, name) == 0)
-                k = i;
-        }
+        int k = ctl_exp_index (doc, name);
         const char *state = k >= 0 ? json_string (doc, "$.experiments[%d].archive.state", k) : NULL;
         int held = k >= 0 && json_type_at (doc, "$.experiments[%d].allocation", k) == JSON_OBJECT;
         int ended = state && (strcmp (state, "failed") == 0 ||
@@ -84,13 +76,9 @@ int
 ctl_run_archive (ctl_t *ctl, ctl_args_t *args)
 {
     long wait_s;
-    char *body;
-    json_t *doc;
-    int rc = ctl_start_waited (ctl, args, &wait_s, &body, &doc);
+    int rc = ctl_start_waited (ctl, args, &wait_s, NULL);
     if (rc != EXIT_OK)
         return rc;
-    json_destroy (&doc);
-    free (body);
     if (ctl_value (args, "no-wait"))
         return EXIT_OK;
     return s_archive_wait (ctl, args->words[0], strcmp (args->command->name, "release") == 0,
@@ -157,11 +145,8 @@ s_print_warnings (json_t *doc, ctl_args_t *args)
         printf ("cleared %d warning(s): hidden while they last\n", cleared);
     int n = json_length (doc, "$.warnings");
     for (int i = 0; i < n; i++) {
-        const char *level = json_string (doc, "$.warnings[%d].level", i);
         const char *message = json_string (doc, "$.warnings[%d].message", i);
-        printf ("%3d  %-8s  %s\n", i + 1,
-                level && strcmp (level, "critical") == 0 ? "CRITICAL" : "WARNING",
-                message ? message : "?");
+        printf ("%3d  %-8s  %s\n", i + 1, ctl_warning_level (doc, i), message ? message : "?");
     }
     if (n == 0)
         printf ("no warning in force\n");
