@@ -1,6 +1,11 @@
-# ctl/ — pivctl, the operator's command line.
+# ctl/ — pivctl, the operator's command line: a thin main (pivctl.c, the
+# commands' table) over one file per group of commands (ctl/ctl.h).
+CTL_OBJS := build/ctl/pivctl.o build/ctl/args.o build/ctl/request.o build/ctl/print.o \
+            build/ctl/json.o build/ctl/status.o build/ctl/steer.o build/ctl/tail.o \
+            build/ctl/record.o build/ctl/replay.o build/ctl/storage.o build/ctl/keys.o
 build/ctl/%.o: LAYER_PKGS := $(ZMQ_PKGS)
-bin/pivctl: build/ctl/pivctl.o $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
+
+bin/pivctl: $(CTL_OBJS) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
 

@@ -6,8 +6,8 @@
 
 #include "dashboard-cgi/dash.h"
 
+#include "common/ask.h"
 #include "common/proto.h"
-#include "common/secure.h"
 #include "store/json.h"
 #include "store/store.h"
 
@@ -46,36 +46,19 @@ typedef struct {
 static json_t *
 s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen, int *answered)
 {
-    *answered = 0;
-    const char *endpoint = cfg->broker.control;
+    char *body;
     json_t *doc = NULL;
-    zpoller_t *poller = NULL;
-    zsock_t *sock = secure_connect (ZMQ_DEALER, cfg, endpoint, "the broker", 0, err, errlen, NULL);
-    if (!sock)
+    int status;
+    ask_result_t rc = ask_once (cfg, "status", timeout_ms, &status, &body, err, errlen);
+    *answered = rc == ASK_REFUSED ? status : 0;
+    if (rc == ASK_UNSENT)
+        snprintf (err, errlen, "cannot send to the broker at '%s'", cfg->broker.control);
+    if (rc != ASK_OK)
         return NULL;
-    proto_msg_t request = {.command = PROTO_REQUEST, .text = "status"};
-    if (proto_send (&request, NULL, sock) != 0)
-        snprintf (err, errlen, "cannot send to the broker at '%s'", endpoint);
-    else if (!(poller = zpoller_new (sock, NULL)) || !zpoller_wait (poller, timeout_ms))
-        snprintf (err, errlen, "the broker at '%s' did not answer within %d ms%s", endpoint,
-                  timeout_ms, secure_hint (cfg));
-    else {
-        zmsg_t *zmsg = zmsg_recv (sock);
-        proto_msg_t reply = {0};
-        char why[256];
-        if (proto_decode (&zmsg, &reply, why, sizeof why) != 0 || reply.command != PROTO_REPLY)
-            snprintf (err, errlen, "the broker at '%.200s' answered nonsense: %s", endpoint,
-                      reply.command ? "not a REPLY" : why);
-        else if (reply.status != 200) {
-            snprintf (err, errlen, "%.300s", reply.text ? reply.text : "");
-            *answered = (int) reply.status;
-        }
-        else if (!(doc = json_parse (reply.text, why, sizeof why)))
-            snprintf (err, errlen, "the broker at '%.200s' answered with %s", endpoint, why);
-        proto_msg_release (&reply);
-    }
-    zpoller_destroy (&poller);
-    zsock_destroy (&sock);
+    char why[256];
+    if (!(doc = json_parse (body, why, sizeof why)))
+        snprintf (err, errlen, "the broker at '%.200s' answered with %s", cfg->broker.control, why);
+    free (body);
     return doc;
 }
 

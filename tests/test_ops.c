@@ -4,6 +4,8 @@
 // answers read as JSON, and the store read (read-only) as the witness of
 // what was dispatched when.
 
+#include "common/ask.h"
+#include "common/config.h"
 #include "common/proto.h"
 #include "piv/field.h"
 #include "store/json.h"
@@ -1409,6 +1411,51 @@ START_TEST (experiments_shows_when_each_was_created)
 }
 END_TEST
 
+// common/ask.h, the round trip of pivctl and the status page, against the
+// real broker: an answer, a refusal with its status and line, two questions
+// on one connection, a wait cut short by the stop flag, and, once the broker
+// is gone, silence named as silence.
+START_TEST (ask_tells_an_answer_a_refusal_and_a_silent_broker_apart)
+{
+    tu_farm_start_broker (&s_farm);
+    config_t cfg;
+    char err[1024], *body;
+    int status;
+    ck_assert_int_eq (config_load (&cfg, s_farm.conf, err, sizeof err), 0);
+    ck_assert_int_eq (ask_once (&cfg, "status", 5000, &status, &body, err, sizeof err), ASK_OK);
+    ck_assert_int_eq (status, 200);
+    json_t *doc = json_parse (body, err, sizeof err);
+    ck_assert_msg (doc && json_number (doc, NAN, "$.uptime_s") >= 0, "%s", body);
+    json_destroy (&doc);
+    free (body);
+    ck_assert_int_eq (ask_once (&cfg, "pairs nope", 5000, &status, &body, err, sizeof err),
+                      ASK_REFUSED);
+    ck_assert_int_eq (status, 404);
+    ck_assert_ptr_null (body);
+    ck_assert_str_eq (err, "no experiment 'nope'");
+    // pivctl's waits ask again and again on one connection.
+    ask_t *ask = ask_new (&cfg, err, sizeof err, NULL);
+    ck_assert_msg (ask, "%s", err);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq (ask_request (ask, "agents", 5000, NULL, &status, &body, err, sizeof err),
+                          ASK_OK);
+        ck_assert_msg (strstr (body, "\"agents\""), "%s", body);
+        free (body);
+    }
+    volatile sig_atomic_t stop = 1;
+    ck_assert_int_eq (ask_request (ask, "status", 5000, &stop, &status, &body, err, sizeof err),
+                      ASK_INTERRUPTED);
+    ask_destroy (&ask);
+    ck_assert_ptr_null (ask);
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    ck_assert_int_eq (ask_once (&cfg, "status", 300, &status, &body, err, sizeof err), ASK_SILENT);
+    ck_assert_int_eq (status, 0);
+    ck_assert_msg (strstr (err, "did not answer within 300 ms") && strstr (err, "/control'"), "%s",
+                   err);
+}
+END_TEST
+
 static TCase *
 s_tcase (Suite *suite, const char *name)
 {
@@ -1445,5 +1492,6 @@ main (void)
     tcase_add_test (tc, agents_joining_and_leaving_are_published);
     tcase_add_test (tc, a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera_time);
     tcase_add_test (tc, experiments_shows_when_each_was_created);
+    tcase_add_test (tc, ask_tells_an_answer_a_refusal_and_a_silent_broker_apart);
     return tu_run_suite (suite);
 }

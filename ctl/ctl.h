@@ -1,0 +1,269 @@
+// ctl.h — what the files of pivctl share: the command line as parsed
+// (args.c), the round trip to the broker (request.c), the helpers that
+// print tables (print.c) and JSON (json.c), and one run function per
+// command, grouped by file as the usage groups them: status.c (the run),
+// steer.c, tail.c, replay.c and record.c (the record: record.c alone reads
+// the store, directly, not through the broker), storage.c, keys.c.
+// pivctl.c holds the command table and main. Not for use outside ctl/.
+
+#ifndef CTL_CTL_H
+#define CTL_CTL_H
+
+#include "common/ask.h"
+#include "common/config.h"
+#include "common/iobench.h"
+#include "store/json.h"
+
+#include <signal.h>
+#include <stdint.h>
+
+#define TIMEOUT_MS 3000    // default --timeout
+#define REPLAY_WAIT_S 3600 // default replay --wait
+#define REPLAY_POLL_MS 200 // status polls while a replay runs
+#define MAX_WORDS 64       // words of a command line (the broker's limit)
+
+// Exit statuses (doc/conventions.md), and what a run function returns.
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+#define CTL_INTERRUPTED (-1) // a wait ended by SIGINT/SIGTERM
+
+extern volatile sig_atomic_t ctl_stop; // SIGINT or SIGTERM received
+
+// ---------------------------------------------------------------------------
+// Command lines (args.c): each command's options, checked before anything
+// is sent.
+
+typedef struct {
+    const char *name; // long name, without "--"
+    char letter;      // short name, or 0
+    int has_arg;      // takes a value
+    int local;        // pivctl's own: not sent to the broker
+} ctl_option_t;
+
+typedef struct _ctl_t ctl_t;
+typedef struct _ctl_args_t ctl_args_t;
+typedef int (ctl_run_fn) (ctl_t *ctl, ctl_args_t *args);
+
+typedef struct {
+    const char *name;            // the command
+    int min_words, max_words;    // positional arguments after it
+    const char *usage;           // for errors
+    const ctl_option_t *options; // accepted options, ending with {NULL}
+    ctl_run_fn *run;             // what runs it
+} ctl_command_t;
+
+struct _ctl_args_t {
+    const ctl_command_t *command; // the command
+    char *words[MAX_WORDS];       // its positional arguments
+    int nwords;                   // their count
+    char *send[MAX_WORDS + 1];    // the line sent to the broker, as words
+    int nsend;                    // their count
+    const char *values[16];       // per option of command->options: its value, "" for a
+                                  // flag given, NULL not given
+};
+
+struct _ctl_t {
+    config_t cfg;   // the configuration
+    int json;       // --json
+    int timeout_ms; // --timeout
+    ask_t *ask;     // the connection to broker/control, once made
+};
+
+// The value of option 'name' of args' command, or NULL.
+const char *ctl_value (const ctl_args_t *args, const char *name);
+
+// Parses a positive integer option (1 .. max) given as 'text'. 0 or -1 (logged).
+int ctl_parse_count (const char *option, const char *text, long max, long *out);
+
+// --timeout MS into ctl->timeout_ms. 0 or -1 (logged).
+int ctl_parse_timeout (ctl_t *ctl, const char *text);
+
+// Splits the words after the command into options and positional words,
+// and the line for the broker (the command, its positional words and the
+// options that are not pivctl's own, as the user wrote them). --json and
+// --timeout are taken anywhere. 0, or EXIT_USAGE (logged).
+int ctl_parse_args (ctl_t *ctl, const ctl_command_t *command, int argc, char **argv,
+                    ctl_args_t *args);
+
+// 0 if 'name' is a plain experiment name (path_check_component); else says
+// why, naming the command, and returns -1.
+int ctl_check_name (const char *command, const char *name);
+
+// ---------------------------------------------------------------------------
+// Asking the broker (request.c)
+
+// Sends 'line' and waits for the reply. 0 with the body (caller frees) for
+// 200; EXIT_USAGE when the broker found the line wrong (400), EXIT_FAILED
+// when it refused otherwise (its one line printed) or did not answer;
+// CTL_INTERRUPTED on SIGINT/SIGTERM.
+int ctl_ask (ctl_t *ctl, const char *line, char **body_p);
+
+// ctl_ask, then the body read as JSON into *doc_p. Same returns.
+int ctl_ask_json (ctl_t *ctl, const char *line, char **body_p, json_t **doc_p);
+
+// Prints a reply's JSON for a table.
+typedef void (ctl_print_fn) (json_t *doc, ctl_args_t *args);
+
+// Sends the command line; prints the reply as it is (--json) or with 'print'.
+// EXIT_OK, or as ctl_ask (an interruption is EXIT_FAILED).
+int ctl_run_printed (ctl_t *ctl, ctl_args_t *args, ctl_print_fn *print);
+
+// A run function that is ctl_run_printed with 'print'.
+#define CTL_PRINTED(run, print)                                                                    \
+    int run (ctl_t *ctl, ctl_args_t *args)                                                         \
+    {                                                                                              \
+        return ctl_run_printed (ctl, args, print);                                                 \
+    }
+
+// Asks "status -e NAME" (the name quoted as cli_split reads it): the status
+// of that experiment alone, however many the broker has. As ctl_ask_json;
+// EXIT_FAILED (said) for a name too long to ask for.
+int ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, json_t **doc_p);
+
+// For the commands that start something and wait for its end (replay,
+// archive, release): reads --wait into *wait_s, sends the command line and
+// gives the answer in *doc_p (caller destroys; NULL: not wanted). EXIT_OK,
+// EXIT_USAGE or EXIT_FAILED (logged).
+int ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, json_t **doc_p);
+
+// Sleeps ms, or less when a signal comes.
+void ctl_nap (int ms);
+
+// ---------------------------------------------------------------------------
+// Printing tables (print.c): numbers that do not exist (JSON null) print
+// as "-". The helpers return rotating static buffers, so that several fit
+// in a printf.
+
+// Every error of pivctl: one line on stderr, "pivctl: " first.
+void ctl_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+// x with printf 'fmt', or "-" for NAN.
+const char *ctl_num (double x, const char *fmt);
+// A duration in ms, readable: "85 ms", "2.3 s", "-".
+const char *ctl_ms (double ms);
+// A longer duration in seconds: "45 s", "3 min 20 s", "2 h 05 min".
+const char *ctl_duration (double s);
+// Local time of day of a time in ns: "14:02:11.123"; "-" for 0 (not yet).
+const char *ctl_clock (int64_t ns);
+// Local date of a time in ns: "2024-05-06".
+const char *ctl_date (int64_t ns);
+// "experiment 'run7'" or "all experiments (the default)" for a reply's scope.
+const char *ctl_scope (json_t *doc);
+// A rate limit: "12.5 pairs/s" or "none" (null: max).
+const char *ctl_limit (double rate);
+// The width a column of strings needs: the longest, within [min, max].
+int ctl_width (json_t *doc, const char *array, const char *member, int min, int max);
+// "[##########----------]  50%" (one static buffer: one per printf).
+const char *ctl_bar (double part, double whole, int width);
+
+// ---------------------------------------------------------------------------
+// The figures of an experiment in a status reply (status.c)
+
+typedef struct {
+    const char *name;
+    double files, pending, dispatched, done, failed, skipped;
+    double queue, arrivals, rate10, rate60, p50, p99, limit;
+    const char *policy;
+    int paused;
+    int replay;            // 1 if a replay
+    const char *replay_of; // what it replays
+    double replay_speed, replay_sent, replay_total;
+    int replay_finished, replay_feedback_only;
+} ctl_exp_t;
+
+// Experiment i of doc's "experiments" into *e (strings belong to doc).
+void ctl_exp_read (json_t *doc, int i, ctl_exp_t *e);
+
+// The index of experiment 'name' in doc's "experiments", or -1.
+int ctl_exp_index (json_t *doc, const char *name);
+
+// "CRITICAL" or "WARNING" for warning i of doc's "warnings".
+const char *ctl_warning_level (json_t *doc, int i);
+
+// ---------------------------------------------------------------------------
+// The record (record.c reads the store; replay.c reports)
+
+// Makes 'path' and its missing parents. 0, or -1 with err naming the path.
+int ctl_mkdirs (const char *path, char *err, size_t errlen);
+
+// A stem seen in the original or the replay alone.
+typedef struct {
+    const char *stem; // the stem
+    int in_replay;    // 1: seen in the replay alone, 0: in the original alone
+} ctl_missing_t;
+
+// What the comparison of a replay with its original found.
+typedef struct {
+    const char *of, *as;     // the original, the replay
+    double speed;            // the replay's speed, NAN for max
+    long matched;            // stems in both
+    long only_original;      // stems in the original alone
+    long only_replay;        // stems in the replay alone
+    ctl_missing_t *missing;  // those, in one order (NULL: no memory to list them)
+    long nmissing;           // how many are listed in missing
+    long compared;           // pairs whose fields were compared
+    long grid_differs;       // of them, fields on different grids
+    double max_difference;   // max (|du|, |dv|) over them, NAN without any
+    long files;              // files matched by name, for the pacing
+    double expected_s;       // expected duration of the replay (last matched file)
+    double actual_s;         // its duration
+    double error_percent;    // (actual - expected) / expected, NAN without a duration
+    double max_deviation_ms; // largest |actual_i - expected_i|, NAN without files
+} ctl_compare_t;
+
+// Compares experiment 'name' (the replay) with 'of' in the store and
+// prints the report (ctl_print_compare or ctl_json_compare). EXIT_OK, or
+// EXIT_FAILED (logged).
+int ctl_compare (ctl_t *ctl, const char *of, const char *name, double speed);
+
+// The comparison's report as text (replay.c).
+void ctl_print_compare (const ctl_compare_t *c);
+
+// ---------------------------------------------------------------------------
+// JSON that pivctl writes itself (json.c); replies of the broker are printed
+// as they came.
+
+// Writes 'text' on stdout as a JSON string (util_json_string).
+void ctl_json_string (const char *text);
+// Writes x on stdout as a JSON number, null for NAN.
+void ctl_json_number (double x);
+// export's summary.
+void ctl_json_export (const char *experiment, const char *dir, long written, long missing,
+                      long errors);
+// replay --feedback-only's summary.
+void ctl_json_republished (const char *experiment, const char *as, double sent, double speed);
+// The comparison of a replay with its original.
+void ctl_json_compare (const ctl_compare_t *c);
+// iobench's rows; need in bytes/s (0: not asked).
+void ctl_json_iobench (const char *dir, const iobench_row_t *rows, int best, double need,
+                       int sustains);
+
+// ---------------------------------------------------------------------------
+// The commands: a run function each, given the parsed command line.
+// EXIT_OK, EXIT_FAILED or EXIT_USAGE (logged).
+
+// status.c: the run
+int ctl_run_status (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_agents (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_experiments (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_pairs (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_log (ctl_t *ctl, ctl_args_t *args);
+// steer.c: steering (ctl_run_pause for pause and resume, ctl_run_moved for
+// retry and backfill)
+int ctl_run_rate (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_policy (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_pause (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_moved (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_feedback (ctl_t *ctl, ctl_args_t *args);
+// tail.c, record.c, replay.c: the stream and the record
+int ctl_run_tail (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_export (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_replay (ctl_t *ctl, ctl_args_t *args);
+// storage.c: storage (ctl_run_archive for archive and release)
+int ctl_run_provision (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_archive (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_iobench (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_warnings (ctl_t *ctl, ctl_args_t *args);
+// keys.c: security
+int ctl_run_keygen (ctl_t *ctl, ctl_args_t *args);
+
+#endif

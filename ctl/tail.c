@@ -1,0 +1,107 @@
+// tail.c — tail: the feedback stream of one experiment, followed on the
+// broker's publish socket.
+
+#include "ctl/ctl.h"
+
+#include "common/cli.h"
+#include "common/proto.h"
+#include "common/secure.h"
+
+#include <czmq.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+s_print_feedback_message (json_t *doc, int header)
+{
+    const char *quantity = json_string (doc, "$.quantity");
+    if (header)
+        printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n", "PUBLISHED", "PAIR",
+                "STEM", "LATENCY", "N", "MEAN_U", "MEAN_V", "SPEED", "VORTICITY", "VALID", "VALUE",
+                "OUTPUT");
+    const char *stem = json_string (doc, "$.stem");
+    double valid = json_number (doc, NAN, "$.valid_fraction");
+    char value[64];
+    snprintf (value, sizeof value, "%s=%s", quantity ? quantity : "?",
+              ctl_num (json_number (doc, NAN, "$.value"), "%.4g"));
+    printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n",
+            ctl_clock (json_int (doc, 0, "$.published_ns")),
+            ctl_num (json_number (doc, NAN, "$.pair"), "%.0f"), stem ? stem : "?",
+            ctl_ms (json_number (doc, NAN, "$.latency_ms")),
+            ctl_num (json_number (doc, NAN, "$.n"), "%.0f"),
+            ctl_num (json_number (doc, NAN, "$.mean_u"), "%.4f"),
+            ctl_num (json_number (doc, NAN, "$.mean_v"), "%.4f"),
+            ctl_num (json_number (doc, NAN, "$.mean_speed"), "%.4f"),
+            ctl_num (json_number (doc, NAN, "$.vorticity"), "%.3g"),
+            ctl_num (valid * 100, "%.1f%%"), value,
+            ctl_num (json_number (doc, NAN, "$.output"), "%.6g"));
+}
+
+int
+ctl_run_tail (ctl_t *ctl, ctl_args_t *args)
+{
+    long count = LONG_MAX;
+    const char *text = ctl_value (args, "count");
+    if (text && ctl_parse_count ("--count", text, LONG_MAX, &count) != 0)
+        return EXIT_USAGE;
+    if (ctl_check_name ("tail", args->words[0]) != 0)
+        return EXIT_USAGE;
+    // An experiment the broker does not know would be waited for in
+    // silence: ask first ("no experiment 'x'", exit 1), unless --new says
+    // it is one about to start.
+    if (!ctl_value (args, "new")) {
+        char *words[] = {"experiments", "-e", args->words[0]};
+        char *line = cli_join (3, words), *body = NULL;
+        int rc = line ? ctl_ask (ctl, line, &body) : EXIT_FAILED;
+        free (line);
+        free (body);
+        if (rc != 0)
+            return EXIT_FAILED;
+    }
+    const char *endpoint = ctl->cfg.broker.publish;
+    char topic[PROTO_MAX_STRING];
+    // "feedback.run7/": no other experiment's topic starts with it (names
+    // hold no '/'), so ZeroMQ's prefix match delivers run7's alone.
+    snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, args->words[0], PROTO_TOPIC_END);
+    char err[1024];
+    int bad_cert;
+    zsock_t *sub = secure_connect (ZMQ_SUB, &ctl->cfg, endpoint, "the broker's feedback stream", 0,
+                                   err, sizeof err, &bad_cert);
+    if (!sub) {
+        ctl_error ("%s", err);
+        return bad_cert ? EXIT_USAGE : EXIT_FAILED;
+    }
+    zsock_set_subscribe (sub, topic);
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    long seen = 0;
+    while (seen < count && !ctl_stop) {
+        if (!zpoller_wait (poller, 100))
+            continue;
+        zmsg_t *msg = zmsg_recv (sub);
+        char *got = msg ? zmsg_popstr (msg) : NULL;
+        char *json = msg ? zmsg_popstr (msg) : NULL;
+        if (got && json && strcmp (got, topic) == 0) {
+            if (ctl->json)
+                printf ("%s\n", json);
+            else {
+                char err[256];
+                json_t *doc = json_parse (json, err, sizeof err);
+                if (doc)
+                    s_print_feedback_message (doc, seen == 0);
+                else
+                    ctl_error ("a message on '%s' is not JSON: %s", topic, err);
+                json_destroy (&doc);
+            }
+            fflush (stdout);
+            seen++;
+        }
+        free (got);
+        free (json);
+        zmsg_destroy (&msg);
+    }
+    zpoller_destroy (&poller);
+    zsock_destroy (&sub);
+    return EXIT_OK;
+}
