@@ -391,7 +391,7 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     result->figures[PROTO_FIG_NX] = field->nx;
     result->figures[PROTO_FIG_NY] = field->ny;
     result->figures[PROTO_FIG_VORTICITY] = s_vorticity (field);
-    int rc = proto_field_encode (field, &result->blob, &result->blob_size);
+    int rc = piv_field_encode (field, &result->blob, &result->blob_size);
     piv_field_destroy (&field);
     if (rc != 0) {
         snprintf (err, errlen, "pair %llu: out of memory", (unsigned long long) task->pair);

@@ -284,7 +284,7 @@ s_publish_result (broker_t *self, const task_t *task, const agent_rec_t *agent,
     if (self->fields_every == 0 || !msg->blob || msg->blob_size == 0)
         return;
     // The field's own header: which pair it is; then the field encoded as
-    // on the work socket (proto_field_decode reads it).
+    // on the work socket (piv_field_decode reads it).
     len = 0;
     s_json_put (json, size, &len, "{\"experiment\":");
     s_json_put_string (json, size, &len, exp->name);

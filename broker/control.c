@@ -1751,7 +1751,7 @@ broker_feedback (broker_t *self, task_t *task, const proto_msg_t *result, int64_
         return;
     exp_t *exp = task->exp;
     char err[256];
-    piv_field_t *field = proto_field_decode (result->blob, result->blob_size, err, sizeof err);
+    piv_field_t *field = piv_field_decode (result->blob, result->blob_size, err, sizeof err);
     if (!field) {
         log_warning ("pair %lld of '%s': no feedback: %s", (long long) task->pair, exp->name, err);
         return;
