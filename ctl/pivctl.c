@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "common/version.h"
 #include "piv/field.h"
+#include "piv/settings.h"
 #include "store/json.h"
 #include "store/store.h"
 
@@ -2252,6 +2253,7 @@ static const s_command_t s_commands[] = {
 int
 main (int argc, char **argv)
 {
+    config_rules ("piv", piv_settings_check_key);
     static const struct option options[] = {
         {"config", required_argument, NULL, 'c'},  {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},

@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "common/secure.h"
+#include "piv/settings.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -969,5 +970,7 @@ s_suite (void)
 int
 main (void)
 {
+    // The [piv] keys are checked by the PIV core's rules, as in every program.
+    config_rules ("piv", piv_settings_check_key);
     return tu_run_suite (s_suite ());
 }
