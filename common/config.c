@@ -253,6 +253,70 @@ s_set_ruled (s_load_t *load, config_t *cfg, const s_key_t *key, const char *valu
     return 0;
 }
 
+// The kinds of value that are numbers: checks value and stores it.
+static int
+s_set_number (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value,
+              const char *shown)
+{
+    const char *sec = key->section, *name = key->name, *file = load->path;
+
+    switch (key->kind) {
+    case KIND_INT: {
+        long n;
+        int rc = s_parse_long (value, &n);
+        if (rc == -1)
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is not a number: expected an integer "
+                           "from %ld to %ld",
+                           shown, sec, name, file, key->min, key->max);
+        if (rc == -2 || n < key->min || n > key->max)
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is out of range: expected an integer "
+                           "from %ld to %ld",
+                           shown, sec, name, file, key->min, key->max);
+        *s_int (cfg, key) = (int) n;
+        return 0;
+    }
+
+    case KIND_BOOL: {
+        static const char *const truths[] = {"1", "true", "yes"};
+        static const char *const lies[] = {"0", "false", "no"};
+        for (int i = 0; i < 3; i++) {
+            if (strcmp (value, truths[i]) == 0 || strcmp (value, lies[i]) == 0) {
+                *s_int (cfg, key) = strcmp (value, truths[i]) == 0;
+                return 0;
+            }
+        }
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not a boolean: expected 0, 1, true, "
+                       "false, yes or no",
+                       shown, sec, name, file);
+    }
+
+    case KIND_STORE_FIELDS: {
+        if (strcmp (value, "all") == 0 || strcmp (value, "none") == 0)
+            return s_copy (load, cfg, key, value);
+        long n;
+        if (strncmp (value, "every", 5) == 0 && value[5] == ' ') {
+            const char *digits = value + 5;
+            while (*digits == ' ')
+                digits++;
+            if (s_parse_long (digits, &n) == 0 && n >= 1 && n <= INT_MAX) {
+                snprintf (s_text (cfg, key), key->size, "every %ld", n);
+                return 0;
+            }
+        }
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not valid: expected all, none or "
+                       "every N with N >= 1",
+                       shown, sec, name, file);
+    }
+
+    default:
+        return -1;
+    }
+}
+
 // Checks value against its key and stores it.
 static int
 s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
@@ -293,37 +357,10 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
                            shown, sec, name, file);
         return s_copy (load, cfg, key, value);
 
-    case KIND_INT: {
-        long n;
-        int rc = s_parse_long (value, &n);
-        if (rc == -1)
-            return s_fail (load,
-                           "value '%s' of '%s/%s' in '%s' is not a number: expected an integer "
-                           "from %ld to %ld",
-                           shown, sec, name, file, key->min, key->max);
-        if (rc == -2 || n < key->min || n > key->max)
-            return s_fail (load,
-                           "value '%s' of '%s/%s' in '%s' is out of range: expected an integer "
-                           "from %ld to %ld",
-                           shown, sec, name, file, key->min, key->max);
-        *s_int (cfg, key) = (int) n;
-        return 0;
-    }
-
-    case KIND_BOOL: {
-        static const char *const truths[] = {"1", "true", "yes"};
-        static const char *const lies[] = {"0", "false", "no"};
-        for (int i = 0; i < 3; i++) {
-            if (strcmp (value, truths[i]) == 0 || strcmp (value, lies[i]) == 0) {
-                *s_int (cfg, key) = strcmp (value, truths[i]) == 0;
-                return 0;
-            }
-        }
-        return s_fail (load,
-                       "value '%s' of '%s/%s' in '%s' is not a boolean: expected 0, 1, true, "
-                       "false, yes or no",
-                       shown, sec, name, file);
-    }
+    case KIND_INT:
+    case KIND_BOOL:
+    case KIND_STORE_FIELDS:
+        return s_set_number (load, cfg, key, value, shown);
 
     case KIND_CHOICE:
         for (const char *const *choice = key->choices; *choice; choice++)
@@ -331,25 +368,6 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
                 return s_copy (load, cfg, key, value);
         return s_fail (load, "value '%s' of '%s/%s' in '%s' is not one of its choices: expected %s",
                        shown, sec, name, file, key->expected);
-
-    case KIND_STORE_FIELDS: {
-        if (strcmp (value, "all") == 0 || strcmp (value, "none") == 0)
-            return s_copy (load, cfg, key, value);
-        long n;
-        if (strncmp (value, "every", 5) == 0 && value[5] == ' ') {
-            const char *digits = value + 5;
-            while (*digits == ' ')
-                digits++;
-            if (s_parse_long (digits, &n) == 0 && n >= 1 && n <= INT_MAX) {
-                snprintf (s_text (cfg, key), key->size, "every %ld", n);
-                return 0;
-            }
-        }
-        return s_fail (load,
-                       "value '%s' of '%s/%s' in '%s' is not valid: expected all, none or "
-                       "every N with N >= 1",
-                       shown, sec, name, file);
-    }
 
     case KIND_PROCESSOR:
         if (strcmp (value, "piv") == 0 || strcmp (value, "noop") == 0
