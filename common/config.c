@@ -349,6 +349,9 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
         if (!*value)
             return s_fail (load, "value of '%s/%s' in '%s' is empty: expected a path", sec, name,
                            file);
+        // The rule of every path, below.
+        // fall through
+    case KIND_OPT_PATH:
         // The shell is not there to expand it; "<dir>/~/x" would surprise.
         if (value[0] == '~')
             return s_fail (load,
@@ -398,14 +401,6 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
                        "50G or a percentage of the volume such as 10%%",
                        shown, sec, name, file);
     }
-
-    case KIND_OPT_PATH:
-        if (value[0] == '~')
-            return s_fail (load,
-                           "value '%s' of '%s/%s' in '%s' starts with '~': write the path in "
-                           "full, or relative to the file's directory",
-                           shown, sec, name, file);
-        return s_copy (load, cfg, key, value);
 
     case KIND_RULED:
     case KIND_RULED_INT:
