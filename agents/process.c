@@ -95,49 +95,6 @@ process_map_path (const char *path, const char *from, const char *to, char *buf,
     return used >= 0 && (size_t) used < len ? 0 : -1;
 }
 
-// Parses "passes=64,32,16 overlap=50 iterations=3 deform=bspline5".
-static int
-s_settings (const char *text, piv_settings_t *s, char *err, size_t errlen)
-{
-    piv_settings_init (s);
-    char copy[512];
-    snprintf (copy, sizeof copy, "%s", text);
-    for (char *save, *tok = strtok_r (copy, " ", &save); tok; tok = strtok_r (NULL, " ", &save)) {
-        char *eq = strchr (tok, '=');
-        if (!eq) {
-            snprintf (err, errlen, "bad settings '%s': '%s' is not key=value", text, tok);
-            return -1;
-        }
-        *eq = '\0';
-        const char *key = tok, *value = eq + 1;
-        char *end;
-        if (strcmp (key, "passes") == 0) {
-            if (piv_settings_set_passes (s, value, err, errlen) != 0)
-                return -1;
-        }
-        else if (strcmp (key, "overlap") == 0 || strcmp (key, "iterations") == 0) {
-            long n = strtol (value, &end, 10);
-            if (*end || end == value) {
-                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
-                return -1;
-            }
-            if (key[0] == 'o')
-                s->overlap = (int) n;
-            else
-                s->final_iterations = (int) n;
-        }
-        else if (strcmp (key, "deform") == 0) {
-            if (piv_deform_parse (value, &s->deform, err, errlen) != 0)
-                return -1;
-        }
-        else {
-            snprintf (err, errlen, "bad settings '%s': unknown key '%s'", text, key);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 // mkdir -p of the results directory itself (the configuration's, trusted);
 // what lies beneath it is made by path_mkdirs_beneath.
 static int
@@ -318,7 +275,7 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     char why[1024];
     if (!self->engine || strcmp (self->settings, task->settings) != 0) {
         piv_settings_t s;
-        if (s_settings (task->settings, &s, why, sizeof why) != 0) {
+        if (piv_settings_parse (task->settings, &s, why, sizeof why) != 0) {
             snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
             return -1;
         }
@@ -391,7 +348,7 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     result->figures[PROTO_FIG_NX] = field->nx;
     result->figures[PROTO_FIG_NY] = field->ny;
     result->figures[PROTO_FIG_VORTICITY] = s_vorticity (field);
-    int rc = proto_field_encode (field, &result->blob, &result->blob_size);
+    int rc = piv_field_encode (field, &result->blob, &result->blob_size);
     piv_field_destroy (&field);
     if (rc != 0) {
         snprintf (err, errlen, "pair %llu: out of memory", (unsigned long long) task->pair);

@@ -14,6 +14,7 @@
 #include "common/proto.h"
 #include "common/secure.h"
 #include "common/util.h"
+#include "piv/settings.h"
 #include "store/store.h"
 
 #include <czmq.h>
@@ -674,8 +675,16 @@ s_storage_experiment (void *arg, const char *name, int64_t now)
 void
 broker_settings_format (const config_t *cfg, char *out, size_t size)
 {
-    snprintf (out, size, "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes,
-              cfg->piv.overlap, cfg->piv.iterations, cfg->piv.deform);
+    // The text agents read with piv_settings_parse; config_load checked
+    // each value by piv_settings_check_key.
+    piv_settings_t s;
+    char err[256];
+    piv_settings_init (&s);
+    piv_settings_set_passes (&s, cfg->piv.passes, err, sizeof err);
+    piv_deform_parse (cfg->piv.deform, &s.deform, err, sizeof err);
+    s.overlap = cfg->piv.overlap;
+    s.final_iterations = cfg->piv.iterations;
+    piv_settings_format (&s, out, size);
 }
 
 broker_t *

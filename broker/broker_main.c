@@ -6,6 +6,7 @@
 #include "common/cli.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "piv/settings.h"
 
 // SIGHUP: the configuration is read again and what may change is applied
 // (daemon.h, broker_reload); a file that no longer loads changes nothing.
@@ -30,6 +31,7 @@ s_hangup (broker_t *broker, void *arg)
 int
 main (int argc, char **argv)
 {
+    config_rules ("piv", piv_settings_check_key);
     int hangup = daemon_hangup_fd ();
     config_t cfg;
     int rc = cli_daemon (argc, argv, "pivfarm-broker",

@@ -98,7 +98,7 @@ s_publish_result (results_t *self, const task_t *task, const agent_rec_t *agent,
     if (self->fields_every == 0 || !msg->blob || msg->blob_size == 0)
         return;
     // The field's own header: which pair it is; then the field encoded as
-    // on the work socket (proto_field_decode reads it).
+    // on the work socket (piv_field_decode reads it).
     len = 0;
     publish_json_put (json, size, &len, "{\"experiment\":");
     publish_json_put_string (json, size, &len, exp->name);
@@ -173,7 +173,7 @@ s_feedback (results_t *self, task_t *task, const proto_msg_t *result, int64_t no
         return;
     exp_t *exp = task->exp;
     char err[256];
-    piv_field_t *field = proto_field_decode (result->blob, result->blob_size, err, sizeof err);
+    piv_field_t *field = piv_field_decode (result->blob, result->blob_size, err, sizeof err);
     if (!field) {
         log_warning ("pair %lld of '%s': no feedback: %s", (long long) task->pair, exp->name, err);
         return;

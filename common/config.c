@@ -34,7 +34,8 @@ typedef enum {
     KIND_CHOICE,        // one of choices
     KIND_STORE_FIELDS,  // all | none | every N
     KIND_PROCESSOR,     // piv | noop | exec:PROGRAM
-    KIND_PASSES,        // window sizes like 64,32,16
+    KIND_RULED,         // text checked by the rules of its section (config_rules)
+    KIND_RULED_INT,     // an integer checked by the rules of its section
     KIND_IO_SIZE,       // a size from 64 KiB to 64 MiB (4M)
     KIND_SPACE,         // a size or a percentage (10%, 50G)
     KIND_OPT_PATH       // a path or "" (nothing)
@@ -55,10 +56,7 @@ static const char *const s_durabilities[] = {"normal", "full", NULL};
 static const char *const s_modes[] = {"inotify", "poll", NULL};
 static const char *const s_curves[] = {"off", "on", NULL};
 static const char *const s_rules[] = {"ab", "sequence", "sliding", "multipage", NULL};
-// The interpolators of piv_deform_parse (piv/piv.h).
 static const char *const s_levels[] = {"error", "warning", "notice", "info", "debug", NULL};
-static const char *const s_deforms[] = {"offset", "bilinear", "bicubic", "bspline",
-                                        "bspline5", "omoms", NULL};
 
 #define FIELD(sec, key) offsetof (config_t, sec.key), sizeof (((config_t *) 0)->sec.key)
 #define TEXT(sec, key, kind) {#sec, #key, kind, FIELD (sec, key), 0, 0, NULL, NULL}
@@ -101,10 +99,11 @@ static const s_key_t s_keys[] = {
     TEXT (agent, path_from, KIND_STRING),
     TEXT (agent, path_to, KIND_STRING),
     INT (agent, min_free_mb, 0, 1048576),
-    TEXT (piv, passes, KIND_PASSES),
-    INT (piv, overlap, 0, 87),
-    INT (piv, iterations, 1, 10),
-    CHOICE (piv, deform, s_deforms, "offset, bilinear, bicubic, bspline, bspline5 or omoms"),
+    // The PIV core's settings: its rules (piv_settings_check_key), not these.
+    TEXT (piv, passes, KIND_RULED),
+    TEXT (piv, overlap, KIND_RULED_INT),
+    TEXT (piv, iterations, KIND_RULED_INT),
+    TEXT (piv, deform, KIND_RULED),
     INT (piv, max_pixels, 1, 1 << 30),
     INT (piv, max_file_mb, 1, 1048576),
     CHOICE (security, curve, s_curves, "off or on"),
@@ -127,6 +126,9 @@ static const s_key_t s_keys[] = {
 static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv",
                                          "security", "storage", "log"};
 #define SECTIONS ((int) (sizeof s_sections / sizeof s_sections[0]))
+
+// The rules registered by config_rules, by section (in s_sections order).
+static config_rules_fn *s_section_rules[SECTIONS];
 
 // What one load knows about the file, for messages and anchoring.
 typedef struct {
@@ -215,38 +217,103 @@ s_endpoint_ok (const char *value)
     return 1;
 }
 
-// The rules of piv_settings_set_passes (piv/piv.h): one to eight window
-// sizes from large to small, each a power of two from 8 to 256. Writes the
-// list without spaces into out; 0 or -1.
-static int
-s_passes_parse (const char *value, char *out, size_t size)
+// The rules registered for a section, NULL if none.
+static config_rules_fn *
+s_rules_of (const char *section)
 {
-    int count = 0, last = 0;
-    size_t used = 0;
-    const char *p = value;
-    out[0] = '\0';
-    while (1) {
-        while (*p == ' ')
-            p++;
-        if (!isdigit ((unsigned char) *p))
-            return -1;
-        long n = 0;
-        while (isdigit ((unsigned char) *p) && n <= 256)
-            n = n * 10 + (*p++ - '0');
-        if (isdigit ((unsigned char) *p) || n < 8 || n > 256 || (n & (n - 1)) != 0
-            || (count > 0 && n > last) || ++count > 8)
-            return -1;
-        last = (int) n;
-        int wrote = snprintf (out + used, size - used, "%s%d", count > 1 ? "," : "", last);
-        if (wrote < 0 || (size_t) wrote >= size - used)
-            return -1;
-        used += (size_t) wrote;
-        while (*p == ' ')
-            p++;
-        if (*p == '\0')
-            return 0;
-        if (*p++ != ',')
-            return -1;
+    for (int i = 0; i < SECTIONS; i++)
+        if (strcmp (section, s_sections[i]) == 0)
+            return s_section_rules[i];
+    return NULL;
+}
+
+// A value of a key whose rules belong to another library: checked by the
+// rules registered for its section, stored as they give it back.
+static int
+s_set_ruled (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value,
+             const char *shown)
+{
+    config_rules_fn *rules = s_rules_of (key->section);
+    char norm[PATH_MAX], why[256];
+    if (!rules)
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' cannot be checked: this program has no "
+                       "rules for section '%s'",
+                       shown, key->section, key->name, load->path, key->section);
+    if (rules (key->name, value, norm, sizeof norm, why, sizeof why) != 0)
+        return s_fail (load, "value '%s' of '%s/%s' in '%s' %s", shown, key->section, key->name,
+                       load->path, why);
+    long n;
+    if (key->kind == KIND_RULED)
+        return s_copy (load, cfg, key, norm);
+    if (s_parse_long (norm, &n) != 0 || n < INT_MIN || n > INT_MAX)
+        return s_fail (load, "value '%s' of '%s/%s' in '%s' is out of range", shown,
+                       key->section, key->name, load->path);
+    *s_int (cfg, key) = (int) n;
+    return 0;
+}
+
+// The kinds of value that are numbers: checks value and stores it.
+static int
+s_set_number (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value,
+              const char *shown)
+{
+    const char *sec = key->section, *name = key->name, *file = load->path;
+
+    switch (key->kind) {
+    case KIND_INT: {
+        long n;
+        int rc = s_parse_long (value, &n);
+        if (rc == -1)
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is not a number: expected an integer "
+                           "from %ld to %ld",
+                           shown, sec, name, file, key->min, key->max);
+        if (rc == -2 || n < key->min || n > key->max)
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is out of range: expected an integer "
+                           "from %ld to %ld",
+                           shown, sec, name, file, key->min, key->max);
+        *s_int (cfg, key) = (int) n;
+        return 0;
+    }
+
+    case KIND_BOOL: {
+        static const char *const truths[] = {"1", "true", "yes"};
+        static const char *const lies[] = {"0", "false", "no"};
+        for (int i = 0; i < 3; i++) {
+            if (strcmp (value, truths[i]) == 0 || strcmp (value, lies[i]) == 0) {
+                *s_int (cfg, key) = strcmp (value, truths[i]) == 0;
+                return 0;
+            }
+        }
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not a boolean: expected 0, 1, true, "
+                       "false, yes or no",
+                       shown, sec, name, file);
+    }
+
+    case KIND_STORE_FIELDS: {
+        if (strcmp (value, "all") == 0 || strcmp (value, "none") == 0)
+            return s_copy (load, cfg, key, value);
+        long n;
+        if (strncmp (value, "every", 5) == 0 && value[5] == ' ') {
+            const char *digits = value + 5;
+            while (*digits == ' ')
+                digits++;
+            if (s_parse_long (digits, &n) == 0 && n >= 1 && n <= INT_MAX) {
+                snprintf (s_text (cfg, key), key->size, "every %ld", n);
+                return 0;
+            }
+        }
+        return s_fail (load,
+                       "value '%s' of '%s/%s' in '%s' is not valid: expected all, none or "
+                       "every N with N >= 1",
+                       shown, sec, name, file);
+    }
+
+    default:
+        return -1;
     }
 }
 
@@ -282,6 +349,9 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
         if (!*value)
             return s_fail (load, "value of '%s/%s' in '%s' is empty: expected a path", sec, name,
                            file);
+        // The rule of every path, below.
+        // fall through
+    case KIND_OPT_PATH:
         // The shell is not there to expand it; "<dir>/~/x" would surprise.
         if (value[0] == '~')
             return s_fail (load,
@@ -290,37 +360,10 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
                            shown, sec, name, file);
         return s_copy (load, cfg, key, value);
 
-    case KIND_INT: {
-        long n;
-        int rc = s_parse_long (value, &n);
-        if (rc == -1)
-            return s_fail (load,
-                           "value '%s' of '%s/%s' in '%s' is not a number: expected an integer "
-                           "from %ld to %ld",
-                           shown, sec, name, file, key->min, key->max);
-        if (rc == -2 || n < key->min || n > key->max)
-            return s_fail (load,
-                           "value '%s' of '%s/%s' in '%s' is out of range: expected an integer "
-                           "from %ld to %ld",
-                           shown, sec, name, file, key->min, key->max);
-        *s_int (cfg, key) = (int) n;
-        return 0;
-    }
-
-    case KIND_BOOL: {
-        static const char *const truths[] = {"1", "true", "yes"};
-        static const char *const lies[] = {"0", "false", "no"};
-        for (int i = 0; i < 3; i++) {
-            if (strcmp (value, truths[i]) == 0 || strcmp (value, lies[i]) == 0) {
-                *s_int (cfg, key) = strcmp (value, truths[i]) == 0;
-                return 0;
-            }
-        }
-        return s_fail (load,
-                       "value '%s' of '%s/%s' in '%s' is not a boolean: expected 0, 1, true, "
-                       "false, yes or no",
-                       shown, sec, name, file);
-    }
+    case KIND_INT:
+    case KIND_BOOL:
+    case KIND_STORE_FIELDS:
+        return s_set_number (load, cfg, key, value, shown);
 
     case KIND_CHOICE:
         for (const char *const *choice = key->choices; *choice; choice++)
@@ -328,25 +371,6 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
                 return s_copy (load, cfg, key, value);
         return s_fail (load, "value '%s' of '%s/%s' in '%s' is not one of its choices: expected %s",
                        shown, sec, name, file, key->expected);
-
-    case KIND_STORE_FIELDS: {
-        if (strcmp (value, "all") == 0 || strcmp (value, "none") == 0)
-            return s_copy (load, cfg, key, value);
-        long n;
-        if (strncmp (value, "every", 5) == 0 && value[5] == ' ') {
-            const char *digits = value + 5;
-            while (*digits == ' ')
-                digits++;
-            if (s_parse_long (digits, &n) == 0 && n >= 1 && n <= INT_MAX) {
-                snprintf (s_text (cfg, key), key->size, "every %ld", n);
-                return 0;
-            }
-        }
-        return s_fail (load,
-                       "value '%s' of '%s/%s' in '%s' is not valid: expected all, none or "
-                       "every N with N >= 1",
-                       shown, sec, name, file);
-    }
 
     case KIND_PROCESSOR:
         if (strcmp (value, "piv") == 0 || strcmp (value, "noop") == 0
@@ -378,22 +402,9 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
                        shown, sec, name, file);
     }
 
-    case KIND_OPT_PATH:
-        if (value[0] == '~')
-            return s_fail (load,
-                           "value '%s' of '%s/%s' in '%s' starts with '~': write the path in "
-                           "full, or relative to the file's directory",
-                           shown, sec, name, file);
-        return s_copy (load, cfg, key, value);
-
-    case KIND_PASSES:
-        if (s_passes_parse (value, s_text (cfg, key), key->size) == 0)
-            return 0;
-        return s_fail (load,
-                       "value '%s' of '%s/%s' in '%s' is not valid: expected one to eight window "
-                       "sizes from large to small, each a power of two from 8 to 256, such as "
-                       "64,32,16",
-                       shown, sec, name, file);
+    case KIND_RULED:
+    case KIND_RULED_INT:
+        return s_set_ruled (load, cfg, key, value, shown);
     }
     return -1;
 }
@@ -715,6 +726,14 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
         && s_anchor (load, cfg, s_key_find ("agent", "processor"), "exec:"))
         return -1;
     return 0;
+}
+
+void
+config_rules (const char *section, config_rules_fn *rules)
+{
+    for (int i = 0; i < SECTIONS; i++)
+        if (strcmp (section, s_sections[i]) == 0)
+            s_section_rules[i] = rules;
 }
 
 void

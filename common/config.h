@@ -103,6 +103,20 @@ void config_init (config_t *cfg);
 // moment of parsing, so call it at start-up, before threads that print.
 int config_load (config_t *cfg, const char *path, char *err, size_t errlen);
 
+// The rules of a section's keys that another library owns: the [piv]
+// keys passes, overlap, iterations and deform are the PIV core's settings,
+// checked by piv_settings_check_key (piv/settings.h), which common/ does not
+// link. A program registers them once, before config_load or config_set:
+//     config_rules ("piv", piv_settings_check_key);
+// rules (name, value, norm, normlen, why, whylen) returns 0 with the value
+// to keep in norm, or -1 with why ("is out of range: expected ..."), which
+// the message completes as "value 'V' of 'piv/NAME' in 'FILE' <why>".
+// Without rules for its section, such a key is refused (a program that
+// forgot to register them refuses every file that sets one, at once).
+typedef int (config_rules_fn) (const char *name, const char *value, char *norm, size_t normlen,
+                               char *why, size_t whylen);
+void config_rules (const char *section, config_rules_fn *rules);
+
 // Sets one key as the file would, with the same checks: 0, or -1 with err
 // naming the key, the value and 'origin' (what gave it, in place of a file
 // name). For keys whose value is not a path (paths are anchored at load).

@@ -1,6 +1,6 @@
 // proto.c — the pivfarm wire codec: proto_msg_t to ZeroMQ multipart messages
-// and back, refusing malformed input with one line that says what and where,
-// and the binary vector-field encoding. See proto.h and doc/protocol.md.
+// and back, refusing malformed input with one line that says what and where.
+// See proto.h and doc/protocol.md.
 
 #include "common/proto.h"
 
@@ -716,9 +716,16 @@ s_check_name (const s_command_t *cmd, const char *field, const char *value, int 
     return -1;
 }
 
-static uint32_t s_get_u32 (const unsigned char *p);
+// A little-endian uint32.
+static uint32_t
+s_get_u32 (const unsigned char *p)
+{
+    return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
+}
 
-// The field blob's header against its size and the figures nx, ny.
+// The field blob's header against its size and the figures nx, ny, byte
+// by byte: the layout is piv_field_encode's (piv/field.h), which decodes
+// the rest where a field is used (common/ does not link libpiv).
 static int
 s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errlen)
 {
@@ -1121,150 +1128,4 @@ proto_send (const proto_msg_t *msg, zframe_t *identity, zsock_t *sock)
     if (s_encode (msg, &parts))
         return -1;
     return s_send_frames (parts.data, parts.size, (size_t) parts.count, identity, sock);
-}
-
-// The field encoding: a 32-byte header, then the arrays one after another.
-#define FIELD_MAGIC "PVF1"
-#define FIELD_HEADER 32
-#define FIELD_VECTOR 13  // bytes per vector: u, v, peak_ratio, flags
-
-static void
-s_put_u32 (unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char) v;
-    p[1] = (unsigned char) (v >> 8);
-    p[2] = (unsigned char) (v >> 16);
-    p[3] = (unsigned char) (v >> 24);
-}
-
-static void
-s_put_f32 (unsigned char *p, float f)
-{
-    uint32_t v;
-    memcpy (&v, &f, sizeof v);
-    s_put_u32 (p, v);
-}
-
-static uint32_t
-s_get_u32 (const unsigned char *p)
-{
-    return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
-}
-
-static float
-s_get_f32 (const unsigned char *p)
-{
-    uint32_t v = s_get_u32 (p);
-    float f;
-    memcpy (&f, &v, sizeof f);
-    return f;
-}
-
-int
-proto_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_p)
-{
-    if (!field || field->nx <= 0 || field->ny <= 0)
-        return -1;
-    size_t n = (size_t) field->nx * (size_t) field->ny;
-    size_t size = FIELD_HEADER + n * FIELD_VECTOR;
-    unsigned char *buf = malloc (size);
-    if (!buf)
-        return -1;
-    memcpy (buf, FIELD_MAGIC, 4);
-    s_put_u32 (buf + 4, (uint32_t) field->nx);
-    s_put_u32 (buf + 8, (uint32_t) field->ny);
-    s_put_u32 (buf + 12, (uint32_t) field->window);
-    s_put_u32 (buf + 16, (uint32_t) field->step);
-    s_put_u32 (buf + 20, (uint32_t) field->runs);
-    s_put_f32 (buf + 24, field->x[0]);
-    s_put_f32 (buf + 28, field->y[0]);
-    unsigned char *u = buf + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n, *flags = peak + 4 * n;
-    for (size_t k = 0; k < n; k++) {
-        s_put_f32 (u + 4 * k, field->u[k]);
-        s_put_f32 (v + 4 * k, field->v[k]);
-        s_put_f32 (peak + 4 * k, field->peak_ratio[k]);
-        flags[k] = field->flags[k];
-    }
-    *buf_p = buf;
-    *size_p = size;
-    return 0;
-}
-
-static void
-s_field_error (char *err, size_t errlen, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static void
-s_field_error (char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start (ap, fmt);
-    s_verror (err, errlen, "bad field: ", fmt, ap);
-    va_end (ap);
-}
-
-piv_field_t *
-proto_field_decode (const void *buf, size_t size, char *err, size_t errlen)
-{
-    const unsigned char *p = buf;
-    char quoted[64];
-    if (!p || size < FIELD_HEADER) {
-        s_field_error (err, errlen, "%zu bytes, shorter than its %d-byte header", p ? size : 0,
-                       FIELD_HEADER);
-        return NULL;
-    }
-    if (memcmp (p, FIELD_MAGIC, 4) != 0) {
-        s_field_error (err, errlen, "magic '%s', expected '%s'",
-                       s_quote (p, 4, quoted, sizeof quoted), FIELD_MAGIC);
-        return NULL;
-    }
-    uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
-    uint32_t window = s_get_u32 (p + 12), step = s_get_u32 (p + 16), runs = s_get_u32 (p + 20);
-    // Both below 2^32: the product and the size cannot overflow 64 bits.
-    uint64_t n = (uint64_t) nx * ny;
-    uint64_t expected = FIELD_HEADER + n * FIELD_VECTOR;
-    if (window > INT_MAX || step > INT_MAX || runs > INT_MAX) {
-        s_field_error (err, errlen, "window %" PRIu32 ", step %" PRIu32 " or runs %" PRIu32
-                       " out of range", window, step, runs);
-        return NULL;
-    }
-    if (nx == 0 || ny == 0 || nx > INT_MAX || ny > INT_MAX) {
-        s_field_error (err, errlen, "absurd dimensions %" PRIu32 " x %" PRIu32, nx, ny);
-        return NULL;
-    }
-    if (expected != size) {
-        s_field_error (err, errlen,
-                       "%zu bytes, but %" PRIu32 " x %" PRIu32 " vectors need %" PRIu64, size,
-                       nx, ny, expected);
-        return NULL;
-    }
-    piv_field_t *field = piv_field_new ((int) nx, (int) ny);
-    if (!field) {
-        s_field_error (err, errlen,
-                       "%" PRIu32 " x %" PRIu32 " vectors refused (too many, or no memory)", nx,
-                       ny);
-        return NULL;
-    }
-    field->window = (int) window;
-    field->step = (int) step;
-    field->runs = (int) runs;
-    double x0 = s_get_f32 (p + 24), y0 = s_get_f32 (p + 28);
-    const unsigned char *u = p + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n;
-    const unsigned char *flags = peak + 4 * n;
-    for (uint32_t j = 0, k = 0; j < ny; j++)
-        for (uint32_t i = 0; i < nx; i++, k++) {
-            if (flags[k] > PIV_FLAG_INVALID) {
-                s_field_error (err, errlen, "vector %" PRIu32 " has flags %u", k, flags[k]);
-                piv_field_destroy (&field);
-                return NULL;
-            }
-            // The grid is regular: each position is exact from x0, y0 and step.
-            field->x[k] = (float) (x0 + (double) i * step);
-            field->y[k] = (float) (y0 + (double) j * step);
-            field->u[k] = s_get_f32 (u + 4 * (size_t) k);
-            field->v[k] = s_get_f32 (v + 4 * (size_t) k);
-            field->peak_ratio[k] = s_get_f32 (peak + 4 * (size_t) k);
-            field->flags[k] = flags[k];
-        }
-    return field;
 }

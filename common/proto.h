@@ -6,8 +6,6 @@
 #ifndef COMMON_PROTO_H
 #define COMMON_PROTO_H
 
-#include "piv/field.h"
-
 #include <czmq.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,7 +79,7 @@ typedef struct proto_msg_s {
     uint64_t *seqs;       // ACK: 'count' sequence numbers
     double figures[8];    // RESULT: PROTO_FIG_* summary figures
     uint32_t status;      // REPLY: 200 ok, 400 bad request, 403 refused, 500 error
-    unsigned char *blob;  // RESULT: the vector field, proto_field_* encoding
+    unsigned char *blob;  // RESULT: the vector field, as piv_field_encode writes it (piv/field.h)
     size_t blob_size;     // its size in bytes
     struct proto_msg_s *batch;  // BATCH: its 'count' messages, decoded as if each came alone
 } proto_msg_t;
@@ -166,17 +164,5 @@ int proto_batch_send (proto_batch_t *self, zframe_t *identity, zsock_t *sock);
 
 // The name of a command byte ("FILE", "ACK", ...), "?" if unknown.
 const char *proto_command_name (char command);
-
-// A vector field as bytes, the same on the wire (RESULT's blob) and in the
-// store: a 32-byte header (magic "PVF1", little-endian uint32 nx, ny,
-// window, step, runs, float32 x0, y0: the first vector's position), then
-// the arrays u[n], v[n], peak_ratio[n] (float32) and flags[n] (uint8), one
-// after the other: 32 + 13 n bytes. The grid must be regular: positions
-// are rebuilt as x0 + i step, y0 + j step.
-// Encode: a malloc'd buffer (caller frees) in *buf_p, 0 or -1 (no memory).
-// Decode: a new field, or NULL with err (bad magic, sizes that do not add
-// up, absurd dimensions).
-int proto_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_p);
-piv_field_t *proto_field_decode (const void *buf, size_t size, char *err, size_t errlen);
 
 #endif

@@ -11,6 +11,7 @@
 #include "ctl/ctl.h"
 
 #include "common/version.h"
+#include "piv/settings.h"
 
 #include <czmq.h>
 #include <getopt.h>
@@ -204,6 +205,7 @@ s_load_config (config_t *cfg, const char *path)
 int
 main (int argc, char **argv)
 {
+    config_rules ("piv", piv_settings_check_key);
     static const struct option options[] = {
         {"config", required_argument, NULL, 'c'},  {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},

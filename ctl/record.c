@@ -162,7 +162,7 @@ s_export_one (void *arg, const store_result_info_t *r)
         return 0;
     }
     char err[PATH_MAX + 512], path[PATH_MAX];
-    piv_field_t *field = proto_field_decode (r->field, r->field_size, err, sizeof err);
+    piv_field_t *field = piv_field_decode (r->field, r->field_size, err, sizeof err);
     if (!field) {
         ctl_error ("the stored field of pair %" PRId64 " ('%s') is unreadable: %s", r->pair,
                    r->stem, err);
@@ -330,8 +330,8 @@ s_compare_field (void *arg, const store_result_info_t *r)
     if (!stem || !stem->field || !r->field || !r->field_size)
         return 0;
     char err[256];
-    piv_field_t *a = proto_field_decode (stem->field, stem->field_size, err, sizeof err);
-    piv_field_t *b = proto_field_decode (r->field, r->field_size, err, sizeof err);
+    piv_field_t *a = piv_field_decode (stem->field, stem->field_size, err, sizeof err);
+    piv_field_t *b = piv_field_decode (r->field, r->field_size, err, sizeof err);
     if (a && b && (a->nx != b->nx || a->ny != b->ny))
         c->grid_differs++;
     else if (a && b) {

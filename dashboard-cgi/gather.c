@@ -608,7 +608,7 @@ s_latest_field (dash_t *dash, store_t *store, const s_ring_t *ring)
     }
     s_latest_t l = {0};
     if (store_result_latest (store, x->id, s_on_result, &l) > 0 && l.size > 0) {
-        page->field = proto_field_decode (l.blob, l.size, err, sizeof err);
+        page->field = piv_field_decode (l.blob, l.size, err, sizeof err);
         page->field_pair = l.pair;
         page->field_stem = l.stem;
         snprintf (page->field_source, sizeof page->field_source, "store");

@@ -4,12 +4,14 @@
 
 #include "common/config.h"
 #include "fuzz/fuzz.h"
+#include "piv/settings.h"
 
 #include <string.h>
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
+    config_rules ("piv", piv_settings_check_key);
     const char *path = fuzz_file (data, size);
     config_t cfg, defaults;
     char err[1024] = "";

@@ -3,9 +3,10 @@
 // separated by the two bytes 0x1e 0x1e (fuzz/proto.dict names them). A
 // message that decodes must encode again (the encoder refuses only what
 // the decoder would) and decode to the same message; a RESULT's field
-// goes through proto_field_decode too.
+// goes through piv_field_decode too.
 
 #include "common/proto.h"
+#include "piv/field.h"
 #include "fuzz/fuzz.h"
 
 #include <math.h>
@@ -86,7 +87,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     FUZZ_ASSERT (proto_decode (&encoded, &again, err, sizeof err) == 0);
     FUZZ_ASSERT (s_same (&msg, &again));
     if (msg.blob_size) {
-        piv_field_t *field = proto_field_decode (msg.blob, msg.blob_size, err, sizeof err);
+        piv_field_t *field = piv_field_decode (msg.blob, msg.blob_size, err, sizeof err);
         piv_field_destroy (&field);
     }
     proto_msg_release (&msg);

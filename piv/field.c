@@ -1,10 +1,14 @@
 // field.c — vector fields on a grid: allocation, the txt and Tecplot ASCII
-// formats PIV users read, and summary figures.
+// formats PIV users read, summary figures, and the binary encoding that the
+// wire (RESULT) and the store carry.
 
 #include "piv/field.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,4 +210,175 @@ piv_field_stats (const piv_field_t *self, int max_flag, piv_field_stats_t *stats
     stats->mean_speed = count ? ss / count : 0;
     stats->valid_fraction = n ? (double) valid / (double) n : 0;
     return count;
+}
+
+// ---------------------------------------------------------------------------
+// The binary encoding: a 32-byte header, then the arrays one after another.
+
+#define FIELD_MAGIC "PVF1"
+#define FIELD_HEADER 32
+#define FIELD_VECTOR 13  // bytes per vector: u, v, peak_ratio, flags
+
+static void
+s_put_u32 (unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char) v;
+    p[1] = (unsigned char) (v >> 8);
+    p[2] = (unsigned char) (v >> 16);
+    p[3] = (unsigned char) (v >> 24);
+}
+
+static void
+s_put_f32 (unsigned char *p, float f)
+{
+    uint32_t v;
+    memcpy (&v, &f, sizeof v);
+    s_put_u32 (p, v);
+}
+
+static uint32_t
+s_get_u32 (const unsigned char *p)
+{
+    return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
+}
+
+static float
+s_get_f32 (const unsigned char *p)
+{
+    uint32_t v = s_get_u32 (p);
+    float f;
+    memcpy (&f, &v, sizeof f);
+    return f;
+}
+
+int
+piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_p)
+{
+    if (!field || field->nx <= 0 || field->ny <= 0)
+        return -1;
+    size_t n = (size_t) field->nx * (size_t) field->ny;
+    size_t size = FIELD_HEADER + n * FIELD_VECTOR;
+    unsigned char *buf = malloc (size);
+    if (!buf)
+        return -1;
+    memcpy (buf, FIELD_MAGIC, 4);
+    s_put_u32 (buf + 4, (uint32_t) field->nx);
+    s_put_u32 (buf + 8, (uint32_t) field->ny);
+    s_put_u32 (buf + 12, (uint32_t) field->window);
+    s_put_u32 (buf + 16, (uint32_t) field->step);
+    s_put_u32 (buf + 20, (uint32_t) field->runs);
+    s_put_f32 (buf + 24, field->x[0]);
+    s_put_f32 (buf + 28, field->y[0]);
+    unsigned char *u = buf + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n, *flags = peak + 4 * n;
+    for (size_t k = 0; k < n; k++) {
+        s_put_f32 (u + 4 * k, field->u[k]);
+        s_put_f32 (v + 4 * k, field->v[k]);
+        s_put_f32 (peak + 4 * k, field->peak_ratio[k]);
+        flags[k] = field->flags[k];
+    }
+    *buf_p = buf;
+    *size_p = size;
+    return 0;
+}
+
+static void
+s_field_error (char *err, size_t errlen, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+// "bad field: <formatted>" into err (may be NULL).
+static void
+s_field_error (char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    int len = snprintf (err, errlen, "bad field: ");
+    if (len < 0 || (size_t) len >= errlen)
+        return;
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (err + len, errlen - (size_t) len, fmt, ap);
+    va_end (ap);
+}
+
+// The 4 bytes of a magic as text fit to quote: printable ASCII as it is,
+// other bytes, quote and backslash as \xNN. out holds at least 17 bytes.
+static const char *
+s_magic_text (const unsigned char *magic, char *out)
+{
+    char *o = out;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = magic[i];
+        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
+            *o++ = (char) c;
+        else
+            o += sprintf (o, "\\x%02x", c);
+    }
+    *o = '\0';
+    return out;
+}
+
+piv_field_t *
+piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
+{
+    const unsigned char *p = buf;
+    char quoted[17];
+    if (!p || size < FIELD_HEADER) {
+        s_field_error (err, errlen, "%zu bytes, shorter than its %d-byte header", p ? size : 0,
+                       FIELD_HEADER);
+        return NULL;
+    }
+    if (memcmp (p, FIELD_MAGIC, 4) != 0) {
+        s_field_error (err, errlen, "magic '%s', expected '%s'", s_magic_text (p, quoted),
+                       FIELD_MAGIC);
+        return NULL;
+    }
+    uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
+    uint32_t window = s_get_u32 (p + 12), step = s_get_u32 (p + 16), runs = s_get_u32 (p + 20);
+    // Both below 2^32: the product and the size cannot overflow 64 bits.
+    uint64_t n = (uint64_t) nx * ny;
+    uint64_t expected = FIELD_HEADER + n * FIELD_VECTOR;
+    if (window > INT_MAX || step > INT_MAX || runs > INT_MAX) {
+        s_field_error (err, errlen, "window %" PRIu32 ", step %" PRIu32 " or runs %" PRIu32
+                       " out of range", window, step, runs);
+        return NULL;
+    }
+    if (nx == 0 || ny == 0 || nx > INT_MAX || ny > INT_MAX) {
+        s_field_error (err, errlen, "absurd dimensions %" PRIu32 " x %" PRIu32, nx, ny);
+        return NULL;
+    }
+    if (expected != size) {
+        s_field_error (err, errlen,
+                       "%zu bytes, but %" PRIu32 " x %" PRIu32 " vectors need %" PRIu64, size,
+                       nx, ny, expected);
+        return NULL;
+    }
+    piv_field_t *field = piv_field_new ((int) nx, (int) ny);
+    if (!field) {
+        s_field_error (err, errlen,
+                       "%" PRIu32 " x %" PRIu32 " vectors refused (too many, or no memory)", nx,
+                       ny);
+        return NULL;
+    }
+    field->window = (int) window;
+    field->step = (int) step;
+    field->runs = (int) runs;
+    double x0 = s_get_f32 (p + 24), y0 = s_get_f32 (p + 28);
+    const unsigned char *u = p + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n;
+    const unsigned char *flags = peak + 4 * n;
+    for (uint32_t j = 0, k = 0; j < ny; j++)
+        for (uint32_t i = 0; i < nx; i++, k++) {
+            if (flags[k] > PIV_FLAG_INVALID) {
+                s_field_error (err, errlen, "vector %" PRIu32 " has flags %u", k, flags[k]);
+                piv_field_destroy (&field);
+                return NULL;
+            }
+            // The grid is regular: each position is exact from x0, y0 and step.
+            field->x[k] = (float) (x0 + (double) i * step);
+            field->y[k] = (float) (y0 + (double) j * step);
+            field->u[k] = s_get_f32 (u + 4 * (size_t) k);
+            field->v[k] = s_get_f32 (v + 4 * (size_t) k);
+            field->peak_ratio[k] = s_get_f32 (peak + 4 * (size_t) k);
+            field->flags[k] = flags[k];
+        }
+    return field;
 }

@@ -1,9 +1,11 @@
-// field.h — a PIV vector field on a regular grid, and its text formats
-// (OpenPIV/PIVlab-style 'x y u v flags peak_ratio', Tecplot ASCII).
+// field.h — a PIV vector field on a regular grid, its text formats
+// (OpenPIV/PIVlab-style 'x y u v flags peak_ratio', Tecplot ASCII) and its
+// binary encoding (RESULT's blob on the wire, the store's field column).
 
 #ifndef PIV_FIELD_H
 #define PIV_FIELD_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -52,5 +54,18 @@ typedef struct {
     double valid_fraction;  // flag 0 / all
 } piv_field_stats_t;
 int piv_field_stats (const piv_field_t *self, int max_flag, piv_field_stats_t *stats);
+
+// A vector field as bytes, the same on the wire (RESULT's blob) and in the
+// store: a 32-byte header (magic "PVF1", little-endian uint32 nx, ny,
+// window, step, runs, float32 x0, y0: the first vector's position), then
+// the arrays u[n], v[n], peak_ratio[n] (float32) and flags[n] (uint8), one
+// after the other: 32 + 13 n bytes. The grid must be regular: positions
+// are rebuilt as x0 + i step, y0 + j step. (common/proto.c checks a
+// RESULT's header against this layout byte by byte, without libpiv.)
+// Encode: a malloc'd buffer (caller frees) in *buf_p, 0 or -1 (no memory).
+// Decode: a new field, or NULL with err ("bad field: ...": bad magic, sizes
+// that do not add up, absurd dimensions, flags out of range).
+int piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_p);
+piv_field_t *piv_field_decode (const void *buf, size_t size, char *err, size_t errlen);
 
 #endif

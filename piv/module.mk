@@ -1,5 +1,5 @@
 # piv/ — libpiv, the PIV science core (TIFF in, vectors out), and its programs.
-PIV_OBJS := build/piv/image.o build/piv/field.o build/piv/validate.o \
+PIV_OBJS := build/piv/image.o build/piv/field.o build/piv/validate.o build/piv/settings.o \
             build/piv/piv.o build/piv/deform.o build/piv/flow.o build/piv/synth.o
 PIV_LIB  := build/libpiv.a
 LIBS += $(PIV_LIB)

@@ -147,93 +147,6 @@ piv_wisdom_save (const char *path)
 }
 
 // ---------------------------------------------------------------------------
-// Settings
-
-void
-piv_settings_init (piv_settings_t *settings)
-{
-    memset (settings, 0, sizeof *settings);
-    settings->passes[0] = 32;
-    settings->npasses = 1;
-    settings->overlap = 50;
-    settings->final_iterations = 3;
-    settings->converge = 0.1;
-    settings->deform = PIV_DEFORM_BSPLINE5;
-    settings->symmetric = 1;
-    settings->median_eps = 0.1;
-    settings->median_threshold = 2.0;
-    settings->threads = 1;
-    settings->smooth_predictor = 1;
-    settings->deform_every_pass = 0;
-}
-
-static int
-s_window_ok (long n)
-{
-    return n >= 8 && n <= 256 && (n & (n - 1)) == 0;
-}
-
-int
-piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err, size_t errlen)
-{
-    int sizes[PIV_MAX_PASSES], count = 0;
-    const char *p = list;
-    while (p && *p) {
-        char *end;
-        errno = 0;
-        long n = strtol (p, &end, 10);
-        if (end == p || errno || (*end && *end != ',')) {
-            snprintf (err, errlen, "bad passes '%s': expected window sizes like 64,32,16", list);
-            return -1;
-        }
-        if (!s_window_ok (n)) {
-            snprintf (err, errlen, "bad passes '%s': %ld is not a power of two from 8 to 256",
-                      list, n);
-            return -1;
-        }
-        if (count == PIV_MAX_PASSES) {
-            snprintf (err, errlen, "bad passes '%s': at most %d passes", list, PIV_MAX_PASSES);
-            return -1;
-        }
-        if (count > 0 && n > sizes[count - 1]) {
-            snprintf (err, errlen, "bad passes '%s': window sizes must not grow", list);
-            return -1;
-        }
-        sizes[count++] = (int) n;
-        p = *end ? end + 1 : end;
-    }
-    if (count == 0) {
-        snprintf (err, errlen, "bad passes '%s': no window size", list ? list : "");
-        return -1;
-    }
-    memcpy (settings->passes, sizes, sizeof sizes);
-    settings->npasses = count;
-    return 0;
-}
-
-static const char *const s_deform_names[] = {"offset", "bilinear", "bicubic", "bspline",
-                                             "bspline5", "omoms"};
-
-int
-piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen)
-{
-    for (int i = 0; i < PIV_DEFORM_KINDS; i++)
-        if (strcmp (name, s_deform_names[i]) == 0) {
-            *deform = (piv_deform_t) i;
-            return 0;
-        }
-    snprintf (err, errlen, "bad deformation '%s': expected offset, bilinear, bicubic, bspline, bspline5 or omoms",
-              name);
-    return -1;
-}
-
-const char *
-piv_deform_name (piv_deform_t deform)
-{
-    return (unsigned) deform < PIV_DEFORM_KINDS ? s_deform_names[deform] : "?";
-}
-
-// ---------------------------------------------------------------------------
 // The engine
 
 typedef struct {
@@ -258,40 +171,8 @@ piv_t *
 piv_new (const piv_settings_t *settings, char *err, size_t errlen)
 {
     const piv_settings_t *s = settings;
-    if (s->npasses < 1 || s->npasses > PIV_MAX_PASSES) {
-        snprintf (err, errlen, "bad settings: %d passes (1 to %d)", s->npasses, PIV_MAX_PASSES);
+    if (piv_settings_check (s, err, errlen) != 0)
         return NULL;
-    }
-    for (int i = 0; i < s->npasses; i++)
-        if (!s_window_ok (s->passes[i]) || (i > 0 && s->passes[i] > s->passes[i - 1])) {
-            snprintf (err, errlen,
-                      "bad settings: window %d of pass %d (powers of two 8..256, not growing)",
-                      s->passes[i], i + 1);
-            return NULL;
-        }
-    if (s->overlap < 0 || s->overlap > 87) {
-        snprintf (err, errlen, "bad settings: overlap %d %% (0 to 87)", s->overlap);
-        return NULL;
-    }
-    if (s->final_iterations < 1 || s->final_iterations > 10) {
-        snprintf (err, errlen, "bad settings: %d final iterations (1 to 10)",
-                  s->final_iterations);
-        return NULL;
-    }
-    if (!(s->converge >= 0)) {
-        snprintf (err, errlen, "bad settings: convergence %g px (0 or more)", s->converge);
-        return NULL;
-    }
-    if (s->threads < 1 || s->threads > PIV_MAX_THREADS) {
-        snprintf (err, errlen, "bad settings: %d threads (1 to %d)", s->threads,
-                  PIV_MAX_THREADS);
-        return NULL;
-    }
-    if ((unsigned) s->deform >= PIV_DEFORM_KINDS || !(s->median_threshold > 0)
-        || !(s->median_eps >= 0)) {
-        snprintf (err, errlen, "bad settings: deformation or validation parameters");
-        return NULL;
-    }
     piv_t *self = calloc (1, sizeof *self);
     if (!self)
         goto nomem;

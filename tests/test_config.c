@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "common/secure.h"
+#include "piv/settings.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -916,6 +917,47 @@ START_TEST (paths_must_not_be_empty_nor_start_with_a_tilde)
 }
 END_TEST
 
+// The [piv] keys are checked by the PIV core's rules, which every program
+// registers before it reads its file: each refuses a bad one at start with
+// config_load's message and exit status 2, the status page with a 500.
+START_TEST (every_program_refuses_a_bad_piv_key_at_start_with_the_same_message)
+{
+    static const char *const bad[][2] = {
+        {"overlap = 90", "value '90' of 'piv/overlap' in '%s' is out of range: expected an "
+                         "integer from 0 to 87"},
+        {"passes = \"64, 48\"",
+         "value '64, 48' of 'piv/passes' in '%s' is not valid: expected one to eight window "
+         "sizes from large to small, each a power of two from 8 to 256, such as 64,32,16"},
+        {"deform = cubic", "value 'cubic' of 'piv/deform' in '%s' is not one of its choices: "
+                           "expected offset, bilinear, bicubic, bspline, bspline5 or omoms"}};
+    static const char *const programs[] = {"pivfarm-broker", "pivfarm-watcher", "pivfarm-agent",
+                                           "pivctl"};
+    static char out[16384];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[128], expected[1024];
+        snprintf (text, sizeof text, "piv\n    %s\n", bad[i][0]);
+        snprintf (expected, sizeof expected, bad[i][1], s_file);
+        s_refused (text, bad[i][1]);
+        for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
+            char *argv[] = {(char *) tu_bin (programs[p]), "-c", s_file, "status", NULL};
+            if (p < 3)
+                argv[3] = NULL;
+            int rc = tu_run (argv, out, sizeof out, 30);
+            ck_assert_msg (rc == 2 && strstr (out, expected), "%s: exit %d: %.2000s",
+                           programs[p], rc, out);
+        }
+        setenv ("GATEWAY_INTERFACE", "CGI/1.1", 1);
+        setenv ("REQUEST_METHOD", "GET", 1);
+        setenv ("QUERY_STRING", "format=json", 1);
+        setenv ("PIVFARM_CONF", s_file, 1);
+        char *argv[] = {(char *) tu_bin ("pivfarm.cgi"), NULL};
+        int rc = tu_run (argv, out, sizeof out, 30);
+        ck_assert_msg (rc == 0 && strncmp (out, "Status: 500", 11) == 0 && strstr (out, expected),
+                       "pivfarm.cgi: exit %d: %.2000s", rc, out);
+    }
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -962,6 +1004,7 @@ s_suite (void)
     tcase_add_test (refusals, unparseable_content_is_refused_with_its_line_and_nothing_on_stdout);
     tcase_add_test (refusals, content_zconfig_would_cut_is_refused_rather_than_misread);
     tcase_add_test (refusals, one_key_is_set_with_the_checks_of_the_file);
+    tcase_add_test (refusals, every_program_refuses_a_bad_piv_key_at_start_with_the_same_message);
     suite_add_tcase (suite, refusals);
     return suite;
 }
@@ -969,5 +1012,7 @@ s_suite (void)
 int
 main (void)
 {
+    // The [piv] keys are checked by the PIV core's rules, as in every program.
+    config_rules ("piv", piv_settings_check_key);
     return tu_run_suite (s_suite ());
 }

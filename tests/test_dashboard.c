@@ -152,7 +152,7 @@ s_done (s_maker_t *m, const char *stem, const char *agent, int nx, int ny, doubl
     piv_field_t *f = s_field (nx, ny, scale);
     unsigned char *blob;
     size_t size;
-    ck_assert (proto_field_encode (f, &blob, &size) == 0);
+    ck_assert (piv_field_encode (f, &blob, &size) == 0);
     store_result_t r = {.mean_u = 1, .mean_v = -1, .mean_speed = 1.4, .valid_fraction = 1,
                         .nx = nx, .ny = ny, .compute_ns = 1000, .path = "x.txt",
                         .field = blob, .field_size = size};

@@ -1203,7 +1203,7 @@ s_next (zsock_t *sub, int timeout_ms, char *topic, size_t size, size_t *blob_siz
     if (blob) { // the field, as the work socket encodes it
         char err[256];
         piv_field_t *field =
-            proto_field_decode (zframe_data (blob), zframe_size (blob), err, sizeof err);
+            piv_field_decode (zframe_data (blob), zframe_size (blob), err, sizeof err);
         ck_assert_msg (field != NULL, "field on '%s': %s", t, err);
         piv_field_destroy (&field);
     }

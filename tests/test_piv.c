@@ -575,6 +575,97 @@ START_TEST (a_field_survives_the_text_format)
 }
 END_TEST
 
+// The settings a TASK carries: what the broker writes (piv_settings_format)
+// the agent reads back (piv_settings_parse) to the same settings, and a bad
+// text is refused with the agent's words.
+START_TEST (the_task_settings_text_reads_back_and_bad_text_is_refused)
+{
+    piv_settings_t s, back;
+    char text[256], err[512];
+    piv_settings_init (&s);
+    ck_assert_int_eq (piv_settings_format (&s, text, sizeof text), (int) strlen (text));
+    ck_assert_str_eq (text, "passes=32 overlap=50 iterations=3 deform=bspline5");
+    ck_assert (piv_settings_set_passes (&s, "64,32,16", err, sizeof err) == 0);
+    s.overlap = 75, s.final_iterations = 2, s.deform = PIV_DEFORM_OMOMS;
+    piv_settings_format (&s, text, sizeof text);
+    ck_assert_str_eq (text, "passes=64,32,16 overlap=75 iterations=2 deform=omoms");
+    ck_assert_msg (piv_settings_parse (text, &back, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (back.npasses, 3);
+    ck_assert_int_eq (back.passes[0], 64);
+    ck_assert_int_eq (back.passes[2], 16);
+    ck_assert_int_eq (back.overlap, 75);
+    ck_assert_int_eq (back.final_iterations, 2);
+    ck_assert_int_eq (back.deform, PIV_DEFORM_OMOMS);
+    // A key left out keeps its default; the ranges are piv_new's.
+    ck_assert (piv_settings_parse ("overlap=95", &back, err, sizeof err) == 0);
+    ck_assert_int_eq (back.npasses, 1);
+    ck_assert_int_eq (back.deform, PIV_DEFORM_BSPLINE5);
+    ck_assert (piv_settings_check (&back, err, sizeof err) == -1);
+    ck_assert_str_eq (err, "bad settings: overlap 95 % (0 to 87)");
+    ck_assert (piv_new (&back, err, sizeof err) == NULL);
+    ck_assert_str_eq (err, "bad settings: overlap 95 % (0 to 87)");
+    static const char *const bad[][2] = {
+        {"passes=64,32 overlap", "bad settings 'passes=64,32 overlap': 'overlap' is not key=value"},
+        {"colour=red", "bad settings 'colour=red': unknown key 'colour'"},
+        {"iterations=two", "bad settings: iterations 'two' is not a number"},
+        {"deform=cubic",
+         "bad deformation 'cubic': expected offset, bilinear, bicubic, bspline, bspline5 or omoms"},
+        {"passes=64,48", "bad passes '64,48': 48 is not a power of two from 8 to 256"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg (piv_settings_parse (bad[i][0], &back, err, sizeof err) == -1, "%s",
+                       bad[i][0]);
+        ck_assert_str_eq (err, bad[i][1]);
+    }
+    char small[16];
+    ck_assert_int_eq (piv_settings_format (&s, small, sizeof small), -1);
+}
+END_TEST
+
+// The [piv] keys of the configuration file, by the engine's rules: a value
+// accepted comes back as it is kept, and the engine takes it; one refused
+// gets the reason the configuration file's message ends with.
+START_TEST (the_configuration_keys_follow_the_engines_rules)
+{
+    char norm[64], why[256], err[256];
+    static const char *const good[][3] = {
+        {"passes", " 64 , 32,16 ", "64,32,16"}, {"passes", "0008", "8"},
+        {"passes", "128,64,32,32,16", "128,64,32,32,16"}, {"overlap", "0", "0"},
+        {"overlap", "87", "87"}, {"iterations", "10", "10"}, {"deform", "offset", "offset"}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        ck_assert_msg (piv_settings_check_key (good[i][0], good[i][1], norm, sizeof norm, why,
+                                               sizeof why)
+                           == 0,
+                       "%s = '%s': %s", good[i][0], good[i][1], why);
+        ck_assert_str_eq (norm, good[i][2]);
+    }
+    piv_settings_t s;
+    piv_settings_init (&s);
+    ck_assert (piv_settings_set_passes (&s, "128,64,32,32,16", err, sizeof err) == 0);
+    s.overlap = 87, s.final_iterations = 10;
+    ck_assert_msg (piv_settings_check (&s, err, sizeof err) == 0, "%s", err);
+    static const char *const passes_why =
+        "is not valid: expected one to eight window sizes from large to small, each a power of "
+        "two from 8 to 256, such as 64,32,16";
+    static const char *const bad[][3] = {
+        {"passes", "64,32,", passes_why}, {"passes", "+64", passes_why},
+        {"passes", "64 32", passes_why}, {"passes", "16,32", passes_why},
+        {"overlap", "88", "is out of range: expected an integer from 0 to 87"},
+        {"overlap", " 5", "is not a number: expected an integer from 0 to 87"},
+        {"iterations", "0", "is out of range: expected an integer from 1 to 10"},
+        {"deform", "cubic",
+         "is not one of its choices: expected offset, bilinear, bicubic, bspline, bspline5 or "
+         "omoms"},
+        {"max_pixels", "100", "is not a setting of the PIV core"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg (piv_settings_check_key (bad[i][0], bad[i][1], norm, sizeof norm, why,
+                                               sizeof why)
+                           == -1,
+                       "%s = '%s' accepted", bad[i][0], bad[i][1]);
+        ck_assert_str_eq (why, bad[i][2]);
+    }
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -612,6 +703,8 @@ s_suite (void)
     tcase_add_test (api, frames_of_different_or_too_small_sizes_are_refused);
     tcase_add_test (api, fftw_wisdom_is_saved_and_loaded);
     tcase_add_test (api, a_field_survives_the_text_format);
+    tcase_add_test (api, the_task_settings_text_reads_back_and_bad_text_is_refused);
+    tcase_add_test (api, the_configuration_keys_follow_the_engines_rules);
     suite_add_tcase (suite, api);
     return suite;
 }

@@ -4,6 +4,7 @@
 // bit-exact.
 
 #include "common/proto.h"
+#include "piv/field.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -1529,10 +1530,10 @@ START_TEST (a_field_round_trips_bit_exact)
     field->peak_ratio[3] = FLT_MAX;
     unsigned char *buf = NULL;
     size_t size = 0;
-    ck_assert_int_eq (proto_field_encode (field, &buf, &size), 0);
+    ck_assert_int_eq (piv_field_encode (field, &buf, &size), 0);
     ck_assert_uint_eq (size, 32 + 127 * 63 * 13);
     char err[256] = "";
-    piv_field_t *copy = proto_field_decode (buf, size, err, sizeof err);
+    piv_field_t *copy = piv_field_decode (buf, size, err, sizeof err);
     ck_assert_msg (copy != NULL, "%s", err);
     s_assert_same_field (field, copy);
     piv_field_destroy (&copy);
@@ -1546,7 +1547,7 @@ START_TEST (a_field_round_trips_bit_exact)
     zmsg_t *zmsg = proto_encode (&result);
     proto_msg_t got;
     s_decode_ok (&zmsg, &got);
-    copy = proto_field_decode (got.blob, got.blob_size, err, sizeof err);
+    copy = piv_field_decode (got.blob, got.blob_size, err, sizeof err);
     ck_assert_msg (copy != NULL, "%s", err);
     s_assert_same_field (field, copy);
     piv_field_destroy (&copy);
@@ -1557,8 +1558,8 @@ START_TEST (a_field_round_trips_bit_exact)
     // A single vector, and a single row.
     for (int shape = 0; shape < 2; shape++) {
         field = shape ? s_field (40, 1, 16, 8) : s_field (1, 1, 64, 32);
-        ck_assert_int_eq (proto_field_encode (field, &buf, &size), 0);
-        copy = proto_field_decode (buf, size, err, sizeof err);
+        ck_assert_int_eq (piv_field_encode (field, &buf, &size), 0);
+        copy = piv_field_decode (buf, size, err, sizeof err);
         ck_assert_msg (copy != NULL, "%s", err);
         s_assert_same_field (field, copy);
         piv_field_destroy (&copy);
@@ -1582,7 +1583,7 @@ START_TEST (a_field_is_encoded_little_endian_in_the_documented_layout)
     field->flags[0] = PIV_FLAG_VALID, field->flags[1] = PIV_FLAG_INVALID;
     unsigned char *buf;
     size_t size;
-    ck_assert_int_eq (proto_field_encode (field, &buf, &size), 0);
+    ck_assert_int_eq (piv_field_encode (field, &buf, &size), 0);
     static const unsigned char expected[] = {
         'P',  'V',  'F',  '1',                       // magic
         2,    0,    0,    0,    1, 0, 0, 0,          // nx, ny
@@ -1606,13 +1607,13 @@ START_TEST (a_truncated_or_lengthened_field_is_refused_at_every_length)
     piv_field_t *field = s_field (5, 4, 16, 8);
     unsigned char *buf;
     size_t size;
-    ck_assert_int_eq (proto_field_encode (field, &buf, &size), 0);
+    ck_assert_int_eq (piv_field_encode (field, &buf, &size), 0);
     char err[256], expected[256];
     for (size_t cut = 0; cut < size; cut++) {
         // A copy of exactly 'cut' bytes, so that valgrind sees any overread.
         unsigned char *part = malloc (cut ? cut : 1);
         memcpy (part, buf, cut);
-        ck_assert_ptr_null (proto_field_decode (part, cut, err, sizeof err));
+        ck_assert_ptr_null (piv_field_decode (part, cut, err, sizeof err));
         if (cut < 32)
             snprintf (expected, sizeof expected,
                       "bad field: %zu bytes, shorter than its 32-byte header", cut);
@@ -1625,10 +1626,10 @@ START_TEST (a_truncated_or_lengthened_field_is_refused_at_every_length)
     unsigned char *longer = malloc (size + 1);
     memcpy (longer, buf, size);
     longer[size] = 0;
-    ck_assert_ptr_null (proto_field_decode (longer, size + 1, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (longer, size + 1, err, sizeof err));
     ck_assert_str_eq (err, "bad field: 293 bytes, but 5 x 4 vectors need 292");
     free (longer);
-    ck_assert_ptr_null (proto_field_decode (NULL, 0, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (NULL, 0, err, sizeof err));
     free (buf);
     piv_field_destroy (&field);
 }
@@ -1646,35 +1647,35 @@ START_TEST (a_corrupted_field_is_refused_with_the_reason)
     piv_field_t *field = s_field (5, 4, 16, 8);
     unsigned char *buf;
     size_t size;
-    ck_assert_int_eq (proto_field_encode (field, &buf, &size), 0);
+    ck_assert_int_eq (piv_field_encode (field, &buf, &size), 0);
     char err[256];
 
     buf[3] = '2';
-    ck_assert_ptr_null (proto_field_decode (buf, size, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
     ck_assert_str_eq (err, "bad field: magic 'PVF2', expected 'PVF1'");
     buf[3] = '1';
 
     buf[32 + 20 * 12 + 7] = 3;  // flags of vector 7
-    ck_assert_ptr_null (proto_field_decode (buf, size, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
     ck_assert_str_eq (err, "bad field: vector 7 has flags 3");
     buf[32 + 20 * 12 + 7] = 1;
 
     s_put32 (buf + 4, 0);
-    ck_assert_ptr_null (proto_field_decode (buf, size, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
     ck_assert_str_eq (err, "bad field: absurd dimensions 0 x 4");
     s_put32 (buf + 4, UINT32_MAX);
     s_put32 (buf + 8, UINT32_MAX);
-    ck_assert_ptr_null (proto_field_decode (buf, size, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
     ck_assert_str_eq (err, "bad field: absurd dimensions 4294967295 x 4294967295");
     // Dimensions that do not match the size.
     s_put32 (buf + 4, 6);
     s_put32 (buf + 8, 5);
-    ck_assert_ptr_null (proto_field_decode (buf, size, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
     ck_assert_str_eq (err, "bad field: 292 bytes, but 6 x 5 vectors need 422");
     s_put32 (buf + 4, 5);
     s_put32 (buf + 8, 4);
     s_put32 (buf + 16, 0x80000000u);
-    ck_assert_ptr_null (proto_field_decode (buf, size, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
     ck_assert_str_eq (err, "bad field: window 16, step 2147483648 or runs 2 out of range");
     free (buf);
     piv_field_destroy (&field);
@@ -1685,7 +1686,7 @@ START_TEST (a_corrupted_field_is_refused_with_the_reason)
     memcpy (buf, "PVF1", 4);
     s_put32 (buf + 4, (1u << 20) + 1);
     s_put32 (buf + 8, 1);
-    ck_assert_ptr_null (proto_field_decode (buf, size, err, sizeof err));
+    ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
     ck_assert_str_eq (err, "bad field: 1048577 x 1 vectors refused (too many, or no memory)");
     free (buf);
 }

@@ -5,6 +5,7 @@
 #include "common/cli.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "piv/settings.h"
 #include "watcher/watcher.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ s_hangup (watcher_t *watcher, void *arg)
 int
 main (int argc, char **argv)
 {
+    config_rules ("piv", piv_settings_check_key);
     int hangup = daemon_hangup_fd ();
     config_t cfg;
     int rc = cli_daemon (argc, argv, "pivfarm-watcher",

@@ -1,0 +1,308 @@
+// settings.c — the PIV core's settings: defaults, the engine's ranges, the
+// TASK text the broker writes and agents read, and the configuration file's
+// rules for the [piv] keys. See settings.h.
+
+#include "piv/settings.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The interpolators by name, in piv_deform_t order, and in words.
+static const char *const s_deform_names[] = {"offset", "bilinear", "bicubic", "bspline",
+                                             "bspline5", "omoms"};
+#define S_DEFORM_WORDS "offset, bilinear, bicubic, bspline, bspline5 or omoms"
+
+void
+piv_settings_init (piv_settings_t *settings)
+{
+    memset (settings, 0, sizeof *settings);
+    settings->passes[0] = 32;
+    settings->npasses = 1;
+    settings->overlap = 50;
+    settings->final_iterations = 3;
+    settings->converge = 0.1;
+    settings->deform = PIV_DEFORM_BSPLINE5;
+    settings->symmetric = 1;
+    settings->median_eps = 0.1;
+    settings->median_threshold = 2.0;
+    settings->threads = 1;
+    settings->smooth_predictor = 1;
+    settings->deform_every_pass = 0;
+}
+
+// A window size the engine plans for: a power of two from 8 to 256.
+static int
+s_window_ok (long n)
+{
+    return n >= 8 && n <= 256 && (n & (n - 1)) == 0;
+}
+
+int
+piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err, size_t errlen)
+{
+    int sizes[PIV_MAX_PASSES], count = 0;
+    const char *p = list;
+    while (p && *p) {
+        char *end;
+        errno = 0;
+        long n = strtol (p, &end, 10);
+        if (end == p || errno || (*end && *end != ',')) {
+            snprintf (err, errlen, "bad passes '%s': expected window sizes like 64,32,16", list);
+            return -1;
+        }
+        if (!s_window_ok (n)) {
+            snprintf (err, errlen, "bad passes '%s': %ld is not a power of two from 8 to 256",
+                      list, n);
+            return -1;
+        }
+        if (count == PIV_MAX_PASSES) {
+            snprintf (err, errlen, "bad passes '%s': at most %d passes", list, PIV_MAX_PASSES);
+            return -1;
+        }
+        if (count > 0 && n > sizes[count - 1]) {
+            snprintf (err, errlen, "bad passes '%s': window sizes must not grow", list);
+            return -1;
+        }
+        sizes[count++] = (int) n;
+        p = *end ? end + 1 : end;
+    }
+    if (count == 0) {
+        snprintf (err, errlen, "bad passes '%s': no window size", list ? list : "");
+        return -1;
+    }
+    memcpy (settings->passes, sizes, sizeof sizes);
+    settings->npasses = count;
+    return 0;
+}
+
+int
+piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen)
+{
+    for (int i = 0; i < PIV_DEFORM_KINDS; i++)
+        if (strcmp (name, s_deform_names[i]) == 0) {
+            *deform = (piv_deform_t) i;
+            return 0;
+        }
+    snprintf (err, errlen, "bad deformation '%s': expected " S_DEFORM_WORDS, name);
+    return -1;
+}
+
+const char *
+piv_deform_name (piv_deform_t deform)
+{
+    return (unsigned) deform < PIV_DEFORM_KINDS ? s_deform_names[deform] : "?";
+}
+
+int
+piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
+{
+    const piv_settings_t *s = settings;
+    if (s->npasses < 1 || s->npasses > PIV_MAX_PASSES) {
+        snprintf (err, errlen, "bad settings: %d passes (1 to %d)", s->npasses, PIV_MAX_PASSES);
+        return -1;
+    }
+    for (int i = 0; i < s->npasses; i++)
+        if (!s_window_ok (s->passes[i]) || (i > 0 && s->passes[i] > s->passes[i - 1])) {
+            snprintf (err, errlen,
+                      "bad settings: window %d of pass %d (powers of two 8..256, not growing)",
+                      s->passes[i], i + 1);
+            return -1;
+        }
+    if (s->overlap < 0 || s->overlap > PIV_MAX_OVERLAP) {
+        snprintf (err, errlen, "bad settings: overlap %d %% (0 to %d)", s->overlap,
+                  PIV_MAX_OVERLAP);
+        return -1;
+    }
+    if (s->final_iterations < 1 || s->final_iterations > PIV_MAX_ITERATIONS) {
+        snprintf (err, errlen, "bad settings: %d final iterations (1 to %d)",
+                  s->final_iterations, PIV_MAX_ITERATIONS);
+        return -1;
+    }
+    if (!(s->converge >= 0)) {
+        snprintf (err, errlen, "bad settings: convergence %g px (0 or more)", s->converge);
+        return -1;
+    }
+    if (s->threads < 1 || s->threads > PIV_MAX_THREADS) {
+        snprintf (err, errlen, "bad settings: %d threads (1 to %d)", s->threads,
+                  PIV_MAX_THREADS);
+        return -1;
+    }
+    if ((unsigned) s->deform >= PIV_DEFORM_KINDS || !(s->median_threshold > 0)
+        || !(s->median_eps >= 0)) {
+        snprintf (err, errlen, "bad settings: deformation or validation parameters");
+        return -1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// The TASK text
+
+int
+piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errlen)
+{
+    piv_settings_init (s);
+    char copy[512];
+    snprintf (copy, sizeof copy, "%s", text);
+    for (char *save, *tok = strtok_r (copy, " ", &save); tok; tok = strtok_r (NULL, " ", &save)) {
+        char *eq = strchr (tok, '=');
+        if (!eq) {
+            snprintf (err, errlen, "bad settings '%s': '%s' is not key=value", text, tok);
+            return -1;
+        }
+        *eq = '\0';
+        const char *key = tok, *value = eq + 1;
+        char *end;
+        if (strcmp (key, "passes") == 0) {
+            if (piv_settings_set_passes (s, value, err, errlen) != 0)
+                return -1;
+        }
+        else if (strcmp (key, "overlap") == 0 || strcmp (key, "iterations") == 0) {
+            long n = strtol (value, &end, 10);
+            if (*end || end == value) {
+                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
+                return -1;
+            }
+            if (key[0] == 'o')
+                s->overlap = (int) n;
+            else
+                s->final_iterations = (int) n;
+        }
+        else if (strcmp (key, "deform") == 0) {
+            if (piv_deform_parse (value, &s->deform, err, errlen) != 0)
+                return -1;
+        }
+        else {
+            snprintf (err, errlen, "bad settings '%s': unknown key '%s'", text, key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// The passes as a list, "64,32,16", into buf; its length or -1.
+static int
+s_passes_text (const piv_settings_t *s, char *buf, size_t size)
+{
+    size_t used = 0;
+    if (size)
+        buf[0] = '\0';
+    for (int i = 0; i < s->npasses; i++) {
+        int n = snprintf (buf + used, size - used, "%s%d", i ? "," : "", s->passes[i]);
+        if (n < 0 || (size_t) n >= size - used)
+            return -1;
+        used += (size_t) n;
+    }
+    return (int) used;
+}
+
+int
+piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
+{
+    char passes[PIV_MAX_PASSES * 12];
+    if (s_passes_text (s, passes, sizeof passes) < 0)
+        return -1;
+    int n = snprintf (buf, size, "passes=%s overlap=%d iterations=%d deform=%s", passes,
+                      s->overlap, s->final_iterations, piv_deform_name (s->deform));
+    return n >= 0 && (size_t) n < size ? n : -1;
+}
+
+// ---------------------------------------------------------------------------
+// The [piv] keys of the configuration file
+
+// A decimal integer, nothing before or after, from min to max (the file's
+// integers: no sign but '-', no spaces) into *n. 0, or -1 with why.
+static int
+s_key_int (const char *value, long min, long max, long *n, char *why, size_t whylen)
+{
+    const char *digits = value[0] == '-' ? value + 1 : value;
+    char *end = (char *) digits;
+    errno = 0;
+    *n = 0;
+    if (isdigit ((unsigned char) *digits))
+        *n = strtol (value, &end, 10);
+    const char *what = NULL;
+    if (end == digits || *end)
+        what = "is not a number";
+    else if (errno == ERANGE || *n < min || *n > max)
+        what = "is out of range";
+    if (what) {
+        snprintf (why, whylen, "%s: expected an integer from %ld to %ld", what, min, max);
+        return -1;
+    }
+    return 0;
+}
+
+// A list of window sizes as the file may write it, with spaces around each
+// ("64, 32, 16"), checked by piv_settings_set_passes and written back
+// without spaces into norm. 0 or -1.
+static int
+s_key_passes (const char *value, char *norm, size_t normlen)
+{
+    char *list = malloc (strlen (value) + 1);
+    if (!list)
+        return -1;
+    size_t used = 0;
+    const char *p = value;
+    int ok = 1;
+    while (ok) {
+        while (*p == ' ')
+            p++;
+        size_t digits = strspn (p, "0123456789");
+        ok = digits > 0;
+        memcpy (list + used, p, digits);
+        used += digits;
+        for (p += digits; *p == ' ';)
+            p++;
+        if (*p != ',')
+            break;
+        list[used++] = *p++;
+    }
+    list[used] = '\0';
+    piv_settings_t s;
+    char err[256];
+    piv_settings_init (&s);
+    ok = ok && *p == '\0' && piv_settings_set_passes (&s, list, err, sizeof err) == 0
+         && s_passes_text (&s, norm, normlen) >= 0;
+    free (list);
+    return ok ? 0 : -1;
+}
+
+int
+piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
+                        char *why, size_t whylen)
+{
+    long n;
+    if (strcmp (name, "passes") == 0) {
+        if (s_key_passes (value, norm, normlen) == 0)
+            return 0;
+        snprintf (why, whylen,
+                  "is not valid: expected one to eight window sizes from large to small, each a "
+                  "power of two from 8 to 256, such as 64,32,16");
+        return -1;
+    }
+    if (strcmp (name, "overlap") == 0 || strcmp (name, "iterations") == 0) {
+        int overlap = name[0] == 'o';
+        if (s_key_int (value, overlap ? 0 : 1, overlap ? PIV_MAX_OVERLAP : PIV_MAX_ITERATIONS,
+                       &n, why, whylen)
+            != 0)
+            return -1;
+        snprintf (norm, normlen, "%ld", n);
+        return 0;
+    }
+    if (strcmp (name, "deform") == 0) {
+        piv_deform_t deform;
+        char err[256];
+        if (piv_deform_parse (value, &deform, err, sizeof err) != 0) {
+            snprintf (why, whylen, "is not one of its choices: expected " S_DEFORM_WORDS);
+            return -1;
+        }
+        snprintf (norm, normlen, "%s", piv_deform_name (deform));
+        return 0;
+    }
+    snprintf (why, whylen, "is not a setting of the PIV core");
+    return -1;
+}

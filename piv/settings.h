@@ -1,0 +1,91 @@
+// settings.h — the settings of the PIV core and every rule about them, in
+// one place: the engine's checks (piv_new), the text a TASK carries
+// ("passes=64,32,16 overlap=50 iterations=3 deform=bspline5": the broker
+// writes it, agents read it) and the [piv] keys of the configuration file.
+// Plain C: no FFTW, no libtiff, nothing of common/.
+
+#ifndef PIV_SETTINGS_H
+#define PIV_SETTINGS_H
+
+#include <stddef.h>
+#include "piv/image.h"
+
+#define PIV_MAX_PASSES 8
+#define PIV_MAX_THREADS 64
+#define PIV_MAX_OVERLAP 87      // percent
+#define PIV_MAX_ITERATIONS 10   // runs of the final window size
+
+// How each pass after the first uses the previous one's field.
+typedef enum {
+    PIV_DEFORM_OFFSET,    // integer window offset only, no deformation
+    PIV_DEFORM_BILINEAR,  // image deformation, bilinear interpolation
+    PIV_DEFORM_BICUBIC,   // image deformation, Keys cubic convolution (a = -0.5)
+    PIV_DEFORM_BSPLINE,   // image deformation, cubic B-spline (prefiltered)
+    PIV_DEFORM_BSPLINE5,  // image deformation, quintic B-spline (prefiltered)
+    PIV_DEFORM_OMOMS      // image deformation, cubic O-MOMS (prefiltered; Blu et al. 2001)
+} piv_deform_t;
+#define PIV_DEFORM_KINDS 6
+
+// Caller-allocated settings; piv_settings_init fills the defaults.
+typedef struct {
+    int passes[PIV_MAX_PASSES];  // window sizes, large to small, each a power of two 8..256
+    int npasses;                 // number of entries in passes
+    int overlap;                 // percent, 0..87
+    int final_iterations;        // most runs of the final window size (>= 1)
+    double converge;             // ... fewer once a run corrects less than this, px RMS
+    piv_deform_t deform;         // predictor use between passes
+    int symmetric;               // deform A and B by -d/2, +d/2 (1) or B only (0)
+    double median_eps;           // normalized median test epsilon, px
+    double median_threshold;     // normalized median test threshold
+    int threads;                 // threads on one pair (1 = the calling thread)
+    int smooth_predictor;        // 3 x 3 smoothing of the predictor between passes (1)
+    int deform_every_pass;       // 0: integer offset before the final window size (0)
+    const piv_image_t *mask;     // borrowed, may be NULL: zero pixels are outside the flow
+} piv_settings_t;
+
+// Defaults: one pass of 32 px, 50 % overlap, the final window size run up
+// to 3 times, until a run corrects its predictor by less than 0.1 px RMS
+// (a uniform flow stops after one run, strong gradients take three); passes
+// before the final window size predict by integer window offset, the final
+// size by image deformation with the quintic B-spline, symmetric about
+// mid-time; eps 0.1, threshold 2, 1 thread, predictor smoothing, no mask.
+// The choice of interpolator rests on 'make bench' (section 5): bilinear and
+// Keys bicubic leave a bias of 0.06 px on a uniform shift, the cubic
+// B-spline 0.014 px, the quintic B-spline 0.004 px.
+void piv_settings_init (piv_settings_t *settings);
+
+// Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
+int piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err,
+                             size_t errlen);
+// Parses "offset", "bilinear", "bicubic", "bspline", "bspline5", "omoms". 0 or -1.
+int piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen);
+const char *piv_deform_name (piv_deform_t deform);
+
+// What piv_new accepts: 0, or -1 with err ("bad settings: ...") naming the
+// first setting out of its range.
+int piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen);
+
+// The settings of a TASK as text: "passes=64,32,16 overlap=50 iterations=3
+// deform=bspline5" (the four keys the farm sets; the rest are defaults).
+// Parse: piv_settings_init, then each key=value, in any order, any of them
+// left out; 0, or -1 with err ("bad settings ...": not key=value, an
+// unknown key, a list or an interpolator refused, a number that is not
+// one). Ranges are piv_settings_check's, at piv_new. Text beyond 511
+// characters is not read.
+int piv_settings_parse (const char *text, piv_settings_t *settings, char *err, size_t errlen);
+// Format: that text of settings into buf; its length, or -1 if it does not
+// fit (buf then holds a cut copy). piv_settings_parse reads it back.
+int piv_settings_format (const piv_settings_t *settings, char *buf, size_t size);
+
+// The rules of the configuration file's keys of the PIV settings (section
+// [piv]: passes, overlap, iterations, deform), for config_rules
+// (common/config.h), which composes "value 'V' of 'piv/NAME' in 'FILE'
+// <why>". Returns 0 with the value as it is to be kept in norm ("32, 16"
+// becomes "32,16"), or -1 with why: "is not a number: expected an integer
+// from 0 to 87", "is out of range: ...", "is not one of its choices:
+// expected offset, ...", "is not valid: expected one to eight window
+// sizes ...", or for another name "is not a setting of the PIV core".
+int piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
+                            char *why, size_t whylen);
+
+#endif
