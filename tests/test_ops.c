@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/proto.h"
 #include "piv/field.h"
+#include "piv/settings.h"
 #include "store/json.h"
 #include "store/store.h"
 #include "tests/testutil.h"
@@ -1469,6 +1470,7 @@ s_tcase (Suite *suite, const char *name)
 int
 main (void)
 {
+    config_rules ("piv", piv_settings_check_key);  // as every program does
     Suite *suite = suite_create ("ops");
     TCase *tc = s_tcase (suite, "commands");
     tcase_add_test (tc, pivctl_queries_show_the_farm_as_the_store_records_it);
