@@ -13,8 +13,7 @@ LDFLAGS ?=
 ALL_CFLAGS = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I. $(CFLAGS)
 
 # Libraries by layer: piv/ needs FFTW and libtiff; common/ (wire protocol,
-# configuration, JSON) czmq and jansson; store/ SQLite. Programs link what
-# their layers need.
+# configuration, JSON) czmq, jansson; store/ SQLite. Programs link what their layers need.
 PIV_PKGS   := fftw3f libtiff-4
 ZMQ_PKGS   := libczmq libzmq jansson
 STORE_PKGS := sqlite3
