@@ -13,10 +13,10 @@ LDFLAGS ?=
 ALL_CFLAGS = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I. $(CFLAGS)
 
 # Libraries by layer: piv/ needs FFTW and libtiff; common/ (wire protocol,
-# configuration, CURVE, SHA-256) czmq and libsodium; store/ SQLite. Programs
+# configuration, CURVE, SHA-256, JSON) czmq, libsodium and jansson; store/ SQLite. Programs
 # link what their layers need.
 PIV_PKGS    := fftw3f libtiff-4
-ZMQ_PKGS    := libczmq libzmq
+ZMQ_PKGS    := libczmq libzmq jansson
 SODIUM_PKGS := libsodium
 STORE_PKGS  := sqlite3
 TEST_PKGS   := check
@@ -47,6 +47,7 @@ DENY_libtiff-4  := tiffio.h tiff.h
 DENY_libczmq    := czmq.h czmq_library.h czmq_prelude.h
 DENY_libzmq     := zmq.h zmq_utils.h
 DENY_libsodium  := sodium.h
+DENY_jansson    := jansson.h jansson_config.h
 DENY_sqlite3    := sqlite3.h sqlite3ext.h
 DENY_check      := check.h
 DENY_libsystemd := systemd/sd-daemon.h systemd/sd-journal.h systemd/sd-bus.h

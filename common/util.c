@@ -175,37 +175,64 @@ util_json_string (const char *text, char *out, size_t size)
     return len;
 }
 
+int
+util_utf8_length (const unsigned char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    uint32_t cp, min;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, cp = c & 0x1f, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, cp = c & 0x0f, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, cp = c & 0x07, min = 0x10000;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    size_t k;
+    for (k = 1; k < len && (s[k] & 0xc0) == 0x80; k++)
+        cp = (cp << 6) | (s[k] & 0x3f);
+    if (k < len || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return (int) len;
+}
+
 // Where the first byte that is not part of valid UTF-8 sits (overlong forms,
 // surrogates and code points beyond U+10FFFF are invalid); false if none.
 bool
 util_utf8_invalid (const unsigned char *s, size_t n, size_t *where)
 {
     size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        uint32_t cp, min;
-        if (c >= 0xc2 && c <= 0xdf)
-            len = 2, cp = c & 0x1f, min = 0x80;
-        else if (c >= 0xe0 && c <= 0xef)
-            len = 3, cp = c & 0x0f, min = 0x800;
-        else if (c >= 0xf0 && c <= 0xf4)
-            len = 4, cp = c & 0x07, min = 0x10000;
-        else
-            break;
-        if (n - i < len)
-            break;
-        size_t k;
-        for (k = 1; k < len && (s[i + k] & 0xc0) == 0x80; k++)
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        if (k < len || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            break;
-        i += len;
-    }
+    int len;
+    while (i < n && (len = util_utf8_length (s + i, n - i)) > 0)
+        i += (size_t) len;
     *where = i;
     return i < n;
+}
+
+char *
+util_utf8_sanitize (const char *text)
+{
+    const unsigned char *s = (const unsigned char *) (text ? text : "");
+    size_t n = strlen ((const char *) s), len = 0;
+    // Each invalid byte grows into three: the worst case is all of them.
+    char *out = malloc (3 * n + 1);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        int k = util_utf8_length (s + i, n - i);
+        const void *from = k > 0 ? (const void *) (s + i) : "\xEF\xBF\xBD";
+        size_t size = k > 0 ? (size_t) k : 3;
+        memcpy (out + len, from, size);
+        len += size;
+        i += k > 0 ? (size_t) k : 1;
+    }
+    out[len] = '\0';
+    return out;
 }

@@ -42,9 +42,20 @@ const char *util_decimal_int64 (int64_t value, char buf[UTIL_DECIMAL_SIZE]);
 // be NULL when size is 0) and returns the length of the whole string.
 size_t util_json_string (const char *text, char *out, size_t size);
 
+// The length of the valid UTF-8 sequence at s (1 to 4; s holds n bytes),
+// or 0 if the bytes there are not one: overlong forms, surrogates, code
+// points beyond U+10FFFF and a sequence cut short by n are not; n 0 gives 0.
+// The one UTF-8 rule of pivfarm: every check and sanitizer below uses it.
+int util_utf8_length (const unsigned char *s, size_t n);
+
 // Where the first byte of s[0 .. n) that is not part of valid UTF-8 sits
 // (overlong forms, surrogates and code points beyond U+10FFFF are invalid),
 // in *where; false if none (then *where is n).
 bool util_utf8_invalid (const unsigned char *s, size_t n, size_t *where);
+
+// 'text' (NULL: "") with each byte that is not part of valid UTF-8 replaced
+// by U+FFFD (EF BF BD), so that what pivfarm writes is always valid UTF-8:
+// a new string the caller frees, NULL on no memory.
+char *util_utf8_sanitize (const char *text);
 
 #endif

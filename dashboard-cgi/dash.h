@@ -166,19 +166,15 @@ void dash_prometheus (const dash_t *dash, FILE *out);
 // An error page: status line text (e.g. "400 Bad Request") and a message.
 void dash_html_error (FILE *out, const char *status, const char *message);
 
-// Escaping (esc.c): text as HTML (& < > " ' escaped) or as a JSON string
-// (quoted, with < > & escaped too); invalid UTF-8 becomes U+FFFD.
+// An error response as JSON (json_out.c): {"status":..., "error":...}.
+void dash_json_error (FILE *out, const char *status, const char *message);
+
+// Escaping (esc.c): text as HTML (& < > " ' escaped); invalid UTF-8
+// becomes U+FFFD. (JSON: common/jout.h, which escapes < > & as well.)
 void dash_put_html (FILE *out, const char *text);
-void dash_put_json (FILE *out, const char *text);
 // Text as a Prometheus label value, without its quotes: backslash, " and
 // newline escaped, other control characters and invalid UTF-8 as U+FFFD.
 void dash_put_prom_label (FILE *out, const char *text);
-// A number as JSON: "null" for NAN or infinity.
-void dash_put_json_number (FILE *out, double x);
-
-// Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one
-// (overlong forms, surrogates and code points beyond U+10FFFF are not).
-int dash_utf8_length (const unsigned char *s);
 
 // The query string of a request (query.c).
 typedef struct {

@@ -62,13 +62,8 @@ s_error (const char *status, int format, int head, const char *message)
         return;
     if (format == S_PROMETHEUS)
         fprintf (out, "%s: %s\n", status, message);  // a scraper records it as the failure
-    else if (format == S_JSON) {
-        fputs ("{\"status\":", out);
-        dash_put_json (out, status);
-        fputs (",\"error\":", out);
-        dash_put_json (out, message);
-        fputs ("}\n", out);
-    }
+    else if (format == S_JSON)
+        dash_json_error (out, status, message);
     else
         dash_html_error (out, status, message);
     fclose (out);

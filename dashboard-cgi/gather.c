@@ -8,7 +8,7 @@
 
 #include "common/ask.h"
 #include "common/proto.h"
-#include "store/json.h"
+#include "common/jdoc.h"
 #include "store/store.h"
 
 #include <czmq.h>
@@ -43,11 +43,11 @@ typedef struct {
 // 'status' only reads: the page's key needs to be a client's, never an
 // operator's (doc/security.md).
 // *answered gets the status of a REPLY that refused (0 when none came).
-static json_t *
+static jdoc_t *
 s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen, int *answered)
 {
     char *body;
-    json_t *doc = NULL;
+    jdoc_t *doc = NULL;
     int status;
     ask_result_t rc = ask_once (cfg, "status", timeout_ms, &status, &body, err, errlen);
     *answered = rc == ASK_REFUSED ? status : 0;
@@ -56,7 +56,7 @@ s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen, int
     if (rc != ASK_OK)
         return NULL;
     char why[256];
-    if (!(doc = json_parse (body, why, sizeof why)))
+    if (!(doc = jdoc_parse (body, why, sizeof why)))
         snprintf (err, errlen, "the broker at '%.200s' answered with %s", cfg->broker.control, why);
     free (body);
     return doc;
@@ -285,7 +285,7 @@ s_compare_double (const void *a, const void *b)
 
 // The ring's payloads, oldest first, as one JSON array parsed at once
 // (NULL if none, or one of them is not JSON: then each alone).
-static json_t *
+static jdoc_t *
 s_ring_parse (const s_ring_t *ring, int *n_p)
 {
     int n = ring->count < S_FEEDBACK_RING ? (int) ring->count : S_FEEDBACK_RING;
@@ -304,7 +304,7 @@ s_ring_parse (const s_ring_t *ring, int *n_p)
     fputc (']', f);
     fclose (f);
     char err[256];
-    json_t *doc = json_parse (text, err, sizeof err);
+    jdoc_t *doc = jdoc_parse (text, err, sizeof err);
     free (text);
     if (doc)
         *n_p = n;
@@ -312,13 +312,13 @@ s_ring_parse (const s_ring_t *ring, int *n_p)
 }
 
 static void
-s_latencies (dash_exp_t *x, json_t *doc, int n)
+s_latencies (dash_exp_t *x, jdoc_t *doc, int n)
 {
     double *ms = malloc (sizeof (double) * (size_t) (n ? n : 1));
     int k = 0;
     for (int i = n > DASH_LATENCIES ? n - DASH_LATENCIES : 0; ms && i < n; i++)
-        if (json_is_number (doc, "$[%d].latency_ms", i))
-            ms[k++] = json_number (doc, NAN, "$[%d].latency_ms", i);
+        if (jdoc_is_number (doc, "$[%d].latency_ms", i))
+            ms[k++] = jdoc_number (doc, NAN, "$[%d].latency_ms", i);
     if (k > 0) {
         qsort (ms, (size_t) k, sizeof (double), s_compare_double);
         x->latency_median_ms = k % 2 ? ms[k / 2] : (ms[k / 2 - 1] + ms[k / 2]) / 2;
@@ -329,13 +329,13 @@ s_latencies (dash_exp_t *x, json_t *doc, int n)
 }
 
 static void
-s_series (dash_page_t *page, json_t *doc, int n)
+s_series (dash_page_t *page, jdoc_t *doc, int n)
 {
     page->npoints = 0;
     for (int i = n > DASH_SERIES ? n - DASH_SERIES : 0; i < n; i++) {
-        if (!json_is_number (doc, "$[%d].value", i))
+        if (!jdoc_is_number (doc, "$[%d].value", i))
             continue;
-        const char *quantity = json_string (doc, "$[%d].quantity", i);
+        const char *quantity = jdoc_string (doc, "$[%d].quantity", i);
         if (quantity && (!page->quantity || strcmp (page->quantity, quantity) != 0)) {
             // The quantity changed: the series starts again.
             free (page->quantity);
@@ -343,12 +343,12 @@ s_series (dash_page_t *page, json_t *doc, int n)
             page->npoints = 0;
         }
         page->series[page->npoints++] = (dash_point_t) {
-            .t_ns = json_int (doc, 0, "$[%d].computed_ns", i),
-            .value = json_number (doc, NAN, "$[%d].value", i),
-            .setpoint = json_bool (doc, 0, "$[%d].enabled", i)
-                            ? json_number (doc, NAN, "$[%d].setpoint", i)
+            .t_ns = jdoc_int (doc, 0, "$[%d].computed_ns", i),
+            .value = jdoc_number (doc, NAN, "$[%d].value", i),
+            .setpoint = jdoc_bool (doc, 0, "$[%d].enabled", i)
+                            ? jdoc_number (doc, NAN, "$[%d].setpoint", i)
                             : NAN,
-            .output = json_number (doc, NAN, "$[%d].output", i)};
+            .output = jdoc_number (doc, NAN, "$[%d].output", i)};
     }
 }
 
@@ -358,19 +358,19 @@ s_series (dash_page_t *page, json_t *doc, int n)
 // The latency histogram of experiment i of the status reply into x; none
 // unless it is whole: bounds increasing, counts cumulative, at most count.
 static void
-s_histogram (dash_exp_t *x, json_t *doc, int i)
+s_histogram (dash_exp_t *x, jdoc_t *doc, int i)
 {
-    int n = json_length (doc, "$.experiments[%d].latency_histogram.le_s", i);
+    int n = jdoc_length (doc, "$.experiments[%d].latency_histogram.le_s", i);
     if (n <= 0 || n > DASH_HIST_MAX
-        || json_length (doc, "$.experiments[%d].latency_histogram.cumulative", i) != n)
+        || jdoc_length (doc, "$.experiments[%d].latency_histogram.cumulative", i) != n)
         return;
-    x->hist_count = json_int (doc, -1, "$.experiments[%d].latency_histogram.count", i);
-    x->hist_sum_s = json_number (doc, NAN, "$.experiments[%d].latency_histogram.sum_s", i);
+    x->hist_count = jdoc_int (doc, -1, "$.experiments[%d].latency_histogram.count", i);
+    x->hist_sum_s = jdoc_number (doc, NAN, "$.experiments[%d].latency_histogram.sum_s", i);
     for (int b = 0; b < n; b++) {
-        x->hist_le_s[b] = json_number (doc, NAN, "$.experiments[%d].latency_histogram.le_s[%d]",
+        x->hist_le_s[b] = jdoc_number (doc, NAN, "$.experiments[%d].latency_histogram.le_s[%d]",
                                        i, b);
         x->hist_cumulative[b] =
-            json_int (doc, -1, "$.experiments[%d].latency_histogram.cumulative[%d]", i, b);
+            jdoc_int (doc, -1, "$.experiments[%d].latency_histogram.cumulative[%d]", i, b);
         if (!isfinite (x->hist_le_s[b]) || x->hist_cumulative[b] < 0
             || (b > 0 && (x->hist_le_s[b] <= x->hist_le_s[b - 1]
                           || x->hist_cumulative[b] < x->hist_cumulative[b - 1])))
@@ -402,35 +402,35 @@ s_count_warning (dash_t *dash, const char *kind, const char *level)
 }
 
 static void
-s_merge_broker (dash_t *dash, json_t *doc)
+s_merge_broker (dash_t *dash, jdoc_t *doc)
 {
-    dash->uptime_s = json_number (doc, NAN, "$.uptime_s");
-    dash->queue = json_int (doc, -1, "$.queue");
-    dash->results = json_int (doc, -1, "$.results");
-    dash->rate_10s = json_number (doc, NAN, "$.rate_10s");
-    dash->rate_1m = json_number (doc, NAN, "$.rate_1m");
-    dash->store_ok = json_bool (doc, 1, "$.store_ok");
-    const char *policy = json_string (doc, "$.policy");
+    dash->uptime_s = jdoc_number (doc, NAN, "$.uptime_s");
+    dash->queue = jdoc_int (doc, -1, "$.queue");
+    dash->results = jdoc_int (doc, -1, "$.results");
+    dash->rate_10s = jdoc_number (doc, NAN, "$.rate_10s");
+    dash->rate_1m = jdoc_number (doc, NAN, "$.rate_1m");
+    dash->store_ok = jdoc_bool (doc, 1, "$.store_ok");
+    const char *policy = jdoc_string (doc, "$.policy");
     if (policy)
         snprintf (dash->policy, sizeof dash->policy, "%s", policy);
-    dash->rate_limit = json_number (doc, NAN, "$.rate_limit");
-    dash->paused = json_bool (doc, 0, "$.paused");
-    int nw = json_length (doc, "$.warnings");
+    dash->rate_limit = jdoc_number (doc, NAN, "$.rate_limit");
+    dash->paused = jdoc_bool (doc, 0, "$.paused");
+    int nw = jdoc_length (doc, "$.warnings");
     for (int i = 0; i < nw && dash->nwarnings < 8; i++) {
-        const char *level = json_string (doc, "$.warnings[%d].level", i);
-        const char *message = json_string (doc, "$.warnings[%d].message", i);
+        const char *level = jdoc_string (doc, "$.warnings[%d].level", i);
+        const char *message = jdoc_string (doc, "$.warnings[%d].message", i);
         snprintf (dash->warnings[dash->nwarnings].level, sizeof dash->warnings[0].level, "%s",
                   level ? level : "warning");
         snprintf (dash->warnings[dash->nwarnings++].message, sizeof dash->warnings[0].message,
                   "%s", message ? message : "");
     }
     for (int i = 0; i < nw; i++)
-        s_count_warning (dash, json_string (doc, "$.warnings[%d].kind", i),
-                         json_string (doc, "$.warnings[%d].level", i));
-    int nv = json_length (doc, "$.volumes");
+        s_count_warning (dash, jdoc_string (doc, "$.warnings[%d].kind", i),
+                         jdoc_string (doc, "$.warnings[%d].level", i));
+    int nv = jdoc_length (doc, "$.volumes");
     for (int i = 0; i < nv && dash->nvolumes < 3; i++) {
-        const char *role = json_string (doc, "$.volumes[%d].role", i);
-        const char *path = json_string (doc, "$.volumes[%d].path", i);
+        const char *role = jdoc_string (doc, "$.volumes[%d].role", i);
+        const char *path = jdoc_string (doc, "$.volumes[%d].path", i);
         if (!role || !path)
             continue;
         int v = dash->nvolumes++;
@@ -438,44 +438,44 @@ s_merge_broker (dash_t *dash, json_t *doc)
                                 : strcmp (role, "results") == 0  ? "results"
                                                                  : "store";
         snprintf (dash->volumes[v].path, sizeof dash->volumes[v].path, "%s", path);
-        dash->volumes[v].free_bytes = json_int (doc, -1, "$.volumes[%d].free_bytes", i);
-        dash->volumes[v].total_bytes = json_int (doc, -1, "$.volumes[%d].total_bytes", i);
+        dash->volumes[v].free_bytes = jdoc_int (doc, -1, "$.volumes[%d].free_bytes", i);
+        dash->volumes[v].total_bytes = jdoc_int (doc, -1, "$.volumes[%d].total_bytes", i);
     }
-    int n = json_length (doc, "$.experiments");
+    int n = jdoc_length (doc, "$.experiments");
     for (int i = 0; i < n; i++) {
-        dash_exp_t *x = s_exp_by_name (dash, json_string (doc, "$.experiments[%d].experiment", i));
-        if (!x || json_type_at (doc, "$.experiments[%d].queue", i) == JSON_MISSING)
+        dash_exp_t *x = s_exp_by_name (dash, jdoc_string (doc, "$.experiments[%d].experiment", i));
+        if (!x || jdoc_type_at (doc, "$.experiments[%d].queue", i) == JDOC_MISSING)
             continue;
         x->live = 1;
-        x->queue = json_int (doc, -1, "$.experiments[%d].queue", i);
-        x->rate_10s = json_number (doc, NAN, "$.experiments[%d].rate_10s", i);
-        x->rate_1m = json_number (doc, NAN, "$.experiments[%d].rate_1m", i);
-        x->latency_median_ms = json_number (doc, NAN, "$.experiments[%d].latency_median_ms", i);
-        x->latency_p99_ms = json_number (doc, NAN, "$.experiments[%d].latency_p99_ms", i);
-        x->rate_limit = json_number (doc, NAN, "$.experiments[%d].rate_limit", i);
-        x->paused = json_bool (doc, 0, "$.experiments[%d].paused", i);
-        policy = json_string (doc, "$.experiments[%d].policy", i);
+        x->queue = jdoc_int (doc, -1, "$.experiments[%d].queue", i);
+        x->rate_10s = jdoc_number (doc, NAN, "$.experiments[%d].rate_10s", i);
+        x->rate_1m = jdoc_number (doc, NAN, "$.experiments[%d].rate_1m", i);
+        x->latency_median_ms = jdoc_number (doc, NAN, "$.experiments[%d].latency_median_ms", i);
+        x->latency_p99_ms = jdoc_number (doc, NAN, "$.experiments[%d].latency_p99_ms", i);
+        x->rate_limit = jdoc_number (doc, NAN, "$.experiments[%d].rate_limit", i);
+        x->paused = jdoc_bool (doc, 0, "$.experiments[%d].paused", i);
+        policy = jdoc_string (doc, "$.experiments[%d].policy", i);
         if (policy)
             snprintf (x->policy, sizeof x->policy, "%s", policy);
         s_histogram (x, doc, i);
     }
-    n = json_length (doc, "$.agents");
+    n = jdoc_length (doc, "$.agents");
     // A summary (thousands of agents) lists only some: the others are not
     // known dead.
-    dash->agents_total = json_int (doc, n, "$.agents_total");
+    dash->agents_total = jdoc_int (doc, n, "$.agents_total");
     dash->agents_partial = dash->agents_total > n;
     for (int i = 0; i < n; i++) {
-        const char *id = json_string (doc, "$.agents[%d].id", i);
+        const char *id = jdoc_string (doc, "$.agents[%d].id", i);
         dash_agent_t *a = id ? s_agent (dash, id) : NULL;
         if (!a)
             continue;
-        const char *host = json_string (doc, "$.agents[%d].host", i);
+        const char *host = jdoc_string (doc, "$.agents[%d].host", i);
         free (a->host);
         a->host = strdup (host ? host : "");
-        a->cores = (int) json_int (doc, -1, "$.agents[%d].cores", i);
-        a->tasks = (int) json_int (doc, -1, "$.agents[%d].tasks", i);
-        a->done = json_int (doc, 0, "$.agents[%d].done", i);
-        a->heartbeat_s = json_number (doc, NAN, "$.agents[%d].last_heartbeat_ms", i) / 1000;
+        a->cores = (int) jdoc_int (doc, -1, "$.agents[%d].cores", i);
+        a->tasks = (int) jdoc_int (doc, -1, "$.agents[%d].tasks", i);
+        a->done = jdoc_int (doc, 0, "$.agents[%d].done", i);
+        a->heartbeat_s = jdoc_number (doc, NAN, "$.agents[%d].last_heartbeat_ms", i) / 1000;
         a->alive = 1;
     }
 }
@@ -623,19 +623,19 @@ s_latest_field (dash_t *dash, store_t *store, const s_ring_t *ring)
                   " (broker/store_fields)");
     // The latest feedback message names the latest result: its file.
     int n;
-    json_t *doc = ring->count > 0 ? s_ring_parse (ring, &n) : NULL;
-    const char *stem = doc ? json_string (doc, "$[%d].stem", n - 1) : NULL;
+    jdoc_t *doc = ring->count > 0 ? s_ring_parse (ring, &n) : NULL;
+    const char *stem = doc ? jdoc_string (doc, "$[%d].stem", n - 1) : NULL;
     if (stem) {
         char path[PATH_MAX * 2];
         snprintf (path, sizeof path, "%s/%s/%s.txt", dash->cfg.agent.results, x->name, stem);
         page->field = piv_field_read_txt (path, err, sizeof err);
         if (page->field) {
-            page->field_pair = json_int (doc, 0, "$[%d].pair", n - 1);
+            page->field_pair = jdoc_int (doc, 0, "$[%d].pair", n - 1);
             page->field_stem = strdup (stem);
             snprintf (page->field_source, sizeof page->field_source, "file");
         }
     }
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     if (!page->field)
         snprintf (page->field_note, sizeof page->field_note, "no field to show: %s",
                   err[0] ? err : "no recent result in the log");
@@ -688,13 +688,13 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
     dash->agents_total = -1;
     snprintf (dash->policy, sizeof dash->policy, "all");
 
-    json_t *status = s_ask_status (&dash->cfg, timeout_ms, dash->broker_error,
+    jdoc_t *status = s_ask_status (&dash->cfg, timeout_ms, dash->broker_error,
                                    sizeof dash->broker_error, &dash->broker_status);
     dash->broker_ok = status != NULL;
 
     store_t *store = store_open_readonly (dash->cfg.broker.store, err, errlen);
     if (!store) {
-        json_destroy (&status);
+        jdoc_destroy (&status);
         return -1;
     }
     int rc = -1;
@@ -752,12 +752,12 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
             x->rate_1m = isnan (x->rate_1m) ? 0 : x->rate_1m / 60;
         }
         int n = 0;
-        json_t *doc = ring->count > 0 ? s_ring_parse (ring, &n) : NULL;
+        jdoc_t *doc = ring->count > 0 ? s_ring_parse (ring, &n) : NULL;
         if (doc && !x->live)
             s_latencies (x, doc, n);
         if (doc && dash->page && x->id == g.page_id)
             s_series (dash->page, doc, n);
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
     }
     if (s_failures (dash, store, experiment) < 0)
         goto done;
@@ -775,7 +775,7 @@ done:
         for (int k = 0; k < S_FEEDBACK_RING; k++)
             free (g.rings[i].payload[k]);
     free (g.rings);
-    json_destroy (&status);
+    jdoc_destroy (&status);
     store_destroy (&store);
     return rc;
 }

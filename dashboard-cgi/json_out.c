@@ -1,125 +1,109 @@
 // json_out.c — the status page as JSON (?format=json): the same figures as
-// the HTML, numbers as numbers, null where a figure is unknown.
+// the HTML, numbers as numbers, null where a figure is unknown. Built with
+// jansson and written by common/jout.h: its number and string rules are the
+// page's (jout_number: NAN is null; jout_string: NULL is null).
 
 #include "dashboard-cgi/dash.h"
 
+#include "common/jout.h"
 #include "store/store.h"
 
 #include <math.h>
 
-static void
-s_key (FILE *out, int *first, const char *key)
+// A yes/no figure that may be unknown (-1: null).
+static json_t *
+s_bool (int x)
 {
-    fprintf (out, "%s\"%s\":", *first ? "" : ",", key);
-    *first = 0;
-}
-
-static void
-s_num (FILE *out, int *first, const char *key, double x)
-{
-    s_key (out, first, key);
-    dash_put_json_number (out, x);
-}
-
-static void
-s_int (FILE *out, int *first, const char *key, int64_t x)
-{
-    s_key (out, first, key);
-    fprintf (out, "%lld", (long long) x);
+    return x < 0 ? json_null () : json_boolean (x);
 }
 
 // A time in ns since the epoch; 0 (never) is null.
-static void
-s_time (FILE *out, int *first, const char *key, int64_t ns)
+static json_t *
+s_time (int64_t ns)
 {
-    s_key (out, first, key);
-    if (ns)
-        fprintf (out, "%lld", (long long) ns);
-    else
-        fputs ("null", out);
+    return ns ? json_integer (ns) : json_null ();
 }
 
-static void
-s_str (FILE *out, int *first, const char *key, const char *text)
+static json_t *
+s_experiment (const dash_exp_t *x)
 {
-    s_key (out, first, key);
-    if (text)
-        dash_put_json (out, text);
-    else
-        fputs ("null", out);
+    json_t *o = json_object ();
+    jout_set (&o, "experiment", jout_string (x->name));
+    jout_set (&o, "source", jout_string (x->source));
+    jout_set (&o, "created_ns", json_integer (x->created_ns));
+    jout_set (&o, "files", json_integer (x->files));
+    jout_set (&o, "pending", json_integer (x->pairs[STORE_PENDING]));
+    jout_set (&o, "dispatched", json_integer (x->pairs[STORE_DISPATCHED]));
+    jout_set (&o, "done", json_integer (x->pairs[STORE_DONE]));
+    jout_set (&o, "failed", json_integer (x->pairs[STORE_FAILED]));
+    jout_set (&o, "skipped", json_integer (x->pairs[STORE_SKIPPED]));
+    jout_set (&o, "total", json_integer (x->total));
+    jout_set (&o, "live", s_bool (x->live));
+    jout_set (&o, "queue", jout_number (x->queue >= 0 ? (double) x->queue : NAN));
+    jout_set (&o, "rate_10s", jout_number (x->rate_10s));
+    jout_set (&o, "rate_1m", jout_number (x->rate_1m));
+    jout_set (&o, "latency_median_ms", jout_number (x->latency_median_ms));
+    jout_set (&o, "latency_p99_ms", jout_number (x->latency_p99_ms));
+    jout_set (&o, "policy", jout_string (x->policy));
+    jout_set (&o, "rate_limit", jout_number (x->rate_limit));
+    jout_set (&o, "paused", s_bool (x->paused));
+    jout_set (&o, "last_result_ns", s_time (x->last_result_ns));
+    return o;
 }
 
-static void
-s_bool (FILE *out, int *first, const char *key, int x)
+static json_t *
+s_agent (const dash_agent_t *a)
 {
-    s_key (out, first, key);
-    fputs (x < 0 ? "null" : x ? "true" : "false", out);
+    json_t *o = json_object ();
+    jout_set (&o, "id", jout_string (a->id));
+    jout_set (&o, "host", jout_string (a->host[0] ? a->host : NULL));
+    jout_set (&o, "alive", s_bool (a->alive));
+    jout_set (&o, "cores", jout_number (a->cores >= 0 ? a->cores : NAN));
+    jout_set (&o, "tasks", jout_number (a->tasks >= 0 ? a->tasks : NAN));
+    jout_set (&o, "done", json_integer (a->done));
+    jout_set (&o, "last_heartbeat_s", jout_number (a->heartbeat_s));
+    jout_set (&o, "last_seen_ns", s_time (a->last_seen_ns));
+    return o;
 }
 
-static void
-s_experiment (FILE *out, const dash_exp_t *x)
+static json_t *
+s_failure (const dash_failure_t *f)
 {
-    int first = 1;
-    fputc ('{', out);
-    s_str (out, &first, "experiment", x->name);
-    s_str (out, &first, "source", x->source);
-    s_int (out, &first, "created_ns", x->created_ns);
-    s_int (out, &first, "files", x->files);
-    s_int (out, &first, "pending", x->pairs[STORE_PENDING]);
-    s_int (out, &first, "dispatched", x->pairs[STORE_DISPATCHED]);
-    s_int (out, &first, "done", x->pairs[STORE_DONE]);
-    s_int (out, &first, "failed", x->pairs[STORE_FAILED]);
-    s_int (out, &first, "skipped", x->pairs[STORE_SKIPPED]);
-    s_int (out, &first, "total", x->total);
-    s_bool (out, &first, "live", x->live);
-    s_num (out, &first, "queue", x->queue >= 0 ? (double) x->queue : NAN);
-    s_num (out, &first, "rate_10s", x->rate_10s);
-    s_num (out, &first, "rate_1m", x->rate_1m);
-    s_num (out, &first, "latency_median_ms", x->latency_median_ms);
-    s_num (out, &first, "latency_p99_ms", x->latency_p99_ms);
-    s_str (out, &first, "policy", x->policy);
-    s_num (out, &first, "rate_limit", x->rate_limit);
-    s_bool (out, &first, "paused", x->paused);
-    s_time (out, &first, "last_result_ns", x->last_result_ns);
-    fputc ('}', out);
+    json_t *o = json_object ();
+    jout_set (&o, "experiment", jout_string (f->experiment));
+    jout_set (&o, "pair", json_integer (f->pair));
+    jout_set (&o, "stem", jout_string (f->stem));
+    jout_set (&o, "agent", jout_string (f->agent));
+    jout_set (&o, "attempts", json_integer (f->attempts));
+    jout_set (&o, "error", jout_string (f->error));
+    jout_set (&o, "finished_ns", json_integer (f->finished_ns));
+    return o;
 }
 
-static void
-s_agent (FILE *out, const dash_agent_t *a)
+// The field's vectors, every stride-th in each direction: [x, y, u, v, flag].
+static json_t *
+s_vectors (const piv_field_t *f, int stride)
 {
-    int first = 1;
-    fputc ('{', out);
-    s_str (out, &first, "id", a->id);
-    s_str (out, &first, "host", a->host[0] ? a->host : NULL);
-    s_bool (out, &first, "alive", a->alive);
-    s_num (out, &first, "cores", a->cores >= 0 ? a->cores : NAN);
-    s_num (out, &first, "tasks", a->tasks >= 0 ? a->tasks : NAN);
-    s_int (out, &first, "done", a->done);
-    s_num (out, &first, "last_heartbeat_s", a->heartbeat_s);
-    s_time (out, &first, "last_seen_ns", a->last_seen_ns);
-    fputc ('}', out);
+    json_t *vectors = json_array ();
+    for (int j = 0; j < f->ny; j += stride)
+        for (int i = 0; i < f->nx; i += stride) {
+            int n = j * f->nx + i;
+            json_t *v = json_array ();
+            jout_append (&v, jout_number (f->x[n]));
+            jout_append (&v, jout_number (f->y[n]));
+            jout_append (&v, jout_number (f->u[n]));
+            jout_append (&v, jout_number (f->v[n]));
+            jout_append (&v, json_integer (f->flags[n]));
+            jout_append (&vectors, v);
+        }
+    return vectors;
 }
 
-static void
-s_failure (FILE *out, const dash_failure_t *f)
-{
-    int first = 1;
-    fputc ('{', out);
-    s_str (out, &first, "experiment", f->experiment);
-    s_int (out, &first, "pair", f->pair);
-    s_str (out, &first, "stem", f->stem);
-    s_str (out, &first, "agent", f->agent);
-    s_int (out, &first, "attempts", f->attempts);
-    s_str (out, &first, "error", f->error);
-    s_int (out, &first, "finished_ns", f->finished_ns);
-    fputc ('}', out);
-}
-
-static void
-s_field (FILE *out, const dash_page_t *page)
+static json_t *
+s_field (const dash_page_t *page)
 {
     const piv_field_t *f = page->field;
-    int stride = dash_quiver_stride (f), shown = 0, first = 1;
+    int stride = dash_quiver_stride (f), shown = 0;
     double max_speed = 0;
     for (int j = 0; j < f->ny; j += stride)
         for (int i = 0; i < f->nx; i += stride) {
@@ -129,138 +113,147 @@ s_field (FILE *out, const dash_page_t *page)
                 max_speed = fmax (max_speed, hypot (f->u[n], f->v[n]));
             }
         }
-    fputc ('{', out);
-    s_int (out, &first, "pair", page->field_pair);
-    s_str (out, &first, "stem", page->field_stem);
-    s_str (out, &first, "from", page->field_source);
-    s_int (out, &first, "nx", f->nx);
-    s_int (out, &first, "ny", f->ny);
-    s_int (out, &first, "window", f->window);
-    s_int (out, &first, "step", f->step);
-    s_int (out, &first, "stride", stride);
-    s_int (out, &first, "shown", shown);
-    s_num (out, &first, "max_speed", max_speed);
-    s_key (out, &first, "vectors");
-    fputc ('[', out);
-    int any = 0;
-    for (int j = 0; j < f->ny; j += stride)
-        for (int i = 0; i < f->nx; i += stride) {
-            int n = j * f->nx + i;
-            fprintf (out, "%s[", any++ ? "," : "");
-            dash_put_json_number (out, f->x[n]);
-            fputc (',', out);
-            dash_put_json_number (out, f->y[n]);
-            fputc (',', out);
-            dash_put_json_number (out, f->u[n]);
-            fputc (',', out);
-            dash_put_json_number (out, f->v[n]);
-            fprintf (out, ",%d]", f->flags[n]);
-        }
-    fputs ("]}", out);
+    json_t *o = json_object ();
+    jout_set (&o, "pair", json_integer (page->field_pair));
+    jout_set (&o, "stem", jout_string (page->field_stem));
+    jout_set (&o, "from", jout_string (page->field_source));
+    jout_set (&o, "nx", json_integer (f->nx));
+    jout_set (&o, "ny", json_integer (f->ny));
+    jout_set (&o, "window", json_integer (f->window));
+    jout_set (&o, "step", json_integer (f->step));
+    jout_set (&o, "stride", json_integer (stride));
+    jout_set (&o, "shown", json_integer (shown));
+    jout_set (&o, "max_speed", jout_number (max_speed));
+    jout_set (&o, "vectors", s_vectors (f, stride));
+    return o;
 }
 
-static void
-s_page (FILE *out, const dash_t *dash)
+// The feedback time series.
+static json_t *
+s_feedback (const dash_page_t *page)
 {
-    const dash_page_t *page = dash->page;
-    int first = 1;
-    fputc ('{', out);
-    s_str (out, &first, "name", page->exp->name);
-    s_key (out, &first, "field");
-    if (page->field)
-        s_field (out, page);
-    else
-        fputs ("null", out);
-    s_str (out, &first, "field_note", page->field ? NULL : page->field_note);
-    s_key (out, &first, "feedback");
-    fputc ('{', out);
-    int inner = 1;
-    s_str (out, &inner, "quantity", page->quantity);
-    s_key (out, &inner, "points");
-    fputc ('[', out);
+    json_t *points = json_array ();
     for (int i = 0; i < page->npoints; i++) {
         const dash_point_t *p = &page->series[i];
-        int f = 1;
-        fprintf (out, "%s{", i ? "," : "");
-        s_int (out, &f, "t_ns", p->t_ns);
-        s_num (out, &f, "value", p->value);
-        s_num (out, &f, "setpoint", p->setpoint);
-        s_num (out, &f, "output", p->output);
-        fputc ('}', out);
+        json_t *o = json_object ();
+        jout_set (&o, "t_ns", json_integer (p->t_ns));
+        jout_set (&o, "value", jout_number (p->value));
+        jout_set (&o, "setpoint", jout_number (p->setpoint));
+        jout_set (&o, "output", jout_number (p->output));
+        jout_append (&points, o);
     }
-    fputs ("]}", out);
-    s_key (out, &first, "rate_history");
-    fputc ('{', out);
-    inner = 1;
-    s_int (out, &inner, "bucket_s", DASH_BUCKET_S);
-    s_int (out, &inner, "end_ns", page->buckets_end_ns);
-    s_time (out, &inner, "log_from_ns", page->tail_start_ns);
-    s_key (out, &inner, "results");
-    fputc ('[', out);
-    for (int i = 0; i < DASH_BUCKETS; i++)
-        fprintf (out, "%s%lld", i ? "," : "", (long long) page->buckets[i]);
-    fputs ("]}}", out);
+    json_t *o = json_object ();
+    jout_set (&o, "quantity", jout_string (page->quantity));
+    jout_set (&o, "points", points);
+    return o;
 }
 
-// A JSON array of n items of 'size' bytes, each written by fn.
-typedef void (s_item_fn) (FILE *out, const void *item);
-static void
-s_array (FILE *out, const void *items, int n, size_t size, s_item_fn *fn)
+static json_t *
+s_rate_history (const dash_page_t *page)
 {
-    fputc ('[', out);
-    for (int i = 0; i < n; i++) {
-        if (i)
-            fputc (',', out);
-        fn (out, (const char *) items + (size_t) i * size);
+    json_t *results = json_array ();
+    for (int i = 0; i < DASH_BUCKETS; i++)
+        jout_append (&results, json_integer (page->buckets[i]));
+    json_t *o = json_object ();
+    jout_set (&o, "bucket_s", json_integer (DASH_BUCKET_S));
+    jout_set (&o, "end_ns", json_integer (page->buckets_end_ns));
+    jout_set (&o, "log_from_ns", s_time (page->tail_start_ns));
+    jout_set (&o, "results", results);
+    return o;
+}
+
+static json_t *
+s_page (const dash_t *dash)
+{
+    const dash_page_t *page = dash->page;
+    json_t *o = json_object ();
+    jout_set (&o, "name", jout_string (page->exp->name));
+    jout_set (&o, "field", page->field ? s_field (page) : json_null ());
+    jout_set (&o, "field_note", jout_string (page->field ? NULL : page->field_note));
+    jout_set (&o, "feedback", s_feedback (page));
+    jout_set (&o, "rate_history", s_rate_history (page));
+    return o;
+}
+
+static json_t *
+s_broker (const dash_t *dash)
+{
+    json_t *warnings = json_array ();
+    for (int i = 0; i < dash->nwarnings; i++) {
+        json_t *w = json_object ();
+        jout_set (&w, "level", jout_string (dash->warnings[i].level));
+        jout_set (&w, "message", jout_string (dash->warnings[i].message));
+        jout_append (&warnings, w);
     }
-    fputc (']', out);
+    json_t *o = json_object ();
+    jout_set (&o, "reachable", s_bool (dash->broker_ok));
+    jout_set (&o, "error", jout_string (dash->broker_ok ? NULL : dash->broker_error));
+    jout_set (&o, "answered",
+              jout_number (dash->broker_status ? (double) dash->broker_status : NAN));
+    jout_set (&o, "uptime_s", jout_number (dash->uptime_s));
+    jout_set (&o, "queue", jout_number (dash->queue >= 0 ? (double) dash->queue : NAN));
+    jout_set (&o, "results", jout_number (dash->results >= 0 ? (double) dash->results : NAN));
+    jout_set (&o, "rate_10s", jout_number (dash->rate_10s));
+    jout_set (&o, "rate_1m", jout_number (dash->rate_1m));
+    jout_set (&o, "store_ok", s_bool (dash->broker_ok ? dash->store_ok : -1));
+    jout_set (&o, "policy", jout_string (dash->policy));
+    jout_set (&o, "rate_limit", jout_number (dash->rate_limit));
+    jout_set (&o, "paused", s_bool (dash->paused));
+    jout_set (&o, "warnings", warnings);
+    return o;
+}
+
+// A JSON array of n items of 'size' bytes, each made by fn.
+typedef json_t *(s_item_fn) (const void *item);
+static json_t *
+s_array (const void *items, int n, size_t size, s_item_fn *fn)
+{
+    json_t *array = json_array ();
+    for (int i = 0; i < n; i++)
+        jout_append (&array, fn ((const char *) items + (size_t) i * size));
+    return array;
+}
+
+// The page's document; NULL on no memory.
+static json_t *
+s_document (const dash_t *dash)
+{
+    json_t *log = json_object ();
+    jout_set (&log, "events_read", json_integer (dash->log_events));
+    jout_set (&log, "whole", json_boolean (dash->log_whole));
+    json_t *o = json_object ();
+    jout_set (&o, "generated_ns", json_integer (dash->now_ns));
+    jout_set (&o, "broker", s_broker (dash));
+    jout_set (&o, "experiments",
+              s_array (dash->exps, dash->nexps, sizeof *dash->exps, (s_item_fn *) s_experiment));
+    jout_set (&o, "agents",
+              s_array (dash->agents, dash->nagents, sizeof *dash->agents, (s_item_fn *) s_agent));
+    jout_set (&o, "failures", s_array (dash->failures, dash->nfailures, sizeof *dash->failures,
+                                       (s_item_fn *) s_failure));
+    jout_set (&o, "log", log);
+    if (dash->page)
+        jout_set (&o, "experiment", s_page (dash));
+    return o;
 }
 
 void
 dash_json (const dash_t *dash, FILE *out)
 {
-    int first = 1;
-    fputc ('{', out);
-    s_int (out, &first, "generated_ns", dash->now_ns);
-    s_key (out, &first, "broker");
-    fputc ('{', out);
-    int b = 1;
-    s_bool (out, &b, "reachable", dash->broker_ok);
-    s_str (out, &b, "error", dash->broker_ok ? NULL : dash->broker_error);
-    s_num (out, &b, "answered", dash->broker_status ? (double) dash->broker_status : NAN);
-    s_num (out, &b, "uptime_s", dash->uptime_s);
-    s_num (out, &b, "queue", dash->queue >= 0 ? (double) dash->queue : NAN);
-    s_num (out, &b, "results", dash->results >= 0 ? (double) dash->results : NAN);
-    s_num (out, &b, "rate_10s", dash->rate_10s);
-    s_num (out, &b, "rate_1m", dash->rate_1m);
-    s_bool (out, &b, "store_ok", dash->broker_ok ? dash->store_ok : -1);
-    s_str (out, &b, "policy", dash->policy);
-    s_num (out, &b, "rate_limit", dash->rate_limit);
-    s_bool (out, &b, "paused", dash->paused);
-    s_key (out, &b, "warnings");
-    fputc ('[', out);
-    for (int i = 0; i < dash->nwarnings; i++) {
-        fputs (i ? ",{" : "{", out);
-        int w = 1;
-        s_str (out, &w, "level", dash->warnings[i].level);
-        s_str (out, &w, "message", dash->warnings[i].message);
-        fputc ('}', out);
-    }
-    fputc (']', out);
-    fputc ('}', out);
-    s_key (out, &first, "experiments");
-    s_array (out, dash->exps, dash->nexps, sizeof *dash->exps, (s_item_fn *) s_experiment);
-    s_key (out, &first, "agents");
-    s_array (out, dash->agents, dash->nagents, sizeof *dash->agents, (s_item_fn *) s_agent);
-    s_key (out, &first, "failures");
-    s_array (out, dash->failures, dash->nfailures, sizeof *dash->failures,
-             (s_item_fn *) s_failure);
-    s_key (out, &first, "log");
-    fprintf (out, "{\"events_read\":%lld,\"whole\":%s}", (long long) dash->log_events,
-             dash->log_whole ? "true" : "false");
-    if (dash->page) {
-        s_key (out, &first, "experiment");
-        s_page (out, dash);
-    }
-    fputs ("}\n", out);
+    json_t *doc = s_document (dash);
+    if (jout_write (doc, out) == 0)
+        fputc ('\n', out);
+    else
+        dash_json_error (out, "500 Internal Server Error", "no memory for the page's JSON");
+    json_decref (doc);
+}
+
+void
+dash_json_error (FILE *out, const char *status, const char *message)
+{
+    json_t *o = json_object ();
+    jout_set (&o, "status", jout_string (status));
+    jout_set (&o, "error", jout_string (message));
+    if (jout_write (o, out) == 0)
+        fputc ('\n', out);
+    json_decref (o);
 }

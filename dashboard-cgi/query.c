@@ -4,6 +4,8 @@
 
 #include "dashboard-cgi/dash.h"
 
+#include "common/util.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -46,15 +48,10 @@ s_name_ok (const char *name)
         if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')
               || *s >= 0x80 || strchr (" ._-+=@,:~", *s)))
             return 0;
-    // Bytes >= 0x80 must be valid UTF-8 as the escaper reads it (esc.c): it
+    // Bytes >= 0x80 must be valid UTF-8 as the escapers read it (util.h): they
     // would replace them, and the store would not find the name; refuse now.
-    for (const unsigned char *s = (const unsigned char *) name; *s;) {
-        int len = dash_utf8_length (s);
-        if (len == 0)
-            return 0;
-        s += len;
-    }
-    return 1;
+    size_t where;
+    return !util_utf8_invalid ((const unsigned char *) name, n, &where);
 }
 
 int

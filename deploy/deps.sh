@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="build-essential pkg-config libfftw3-dev libtiff-dev check libsubunit-dev
-libczmq-dev libzmq3-dev libsodium-dev libsqlite3-dev lighttpd chromium
+libczmq-dev libzmq3-dev libsodium-dev libjansson-dev libsqlite3-dev lighttpd chromium
 slurmctld slurmd slurm-client munge iproute2 libsystemd-dev help2man prometheus dbus polkitd"
 
 missing=""
