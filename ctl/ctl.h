@@ -12,7 +12,7 @@
 #include "common/ask.h"
 #include "common/config.h"
 #include "common/iobench.h"
-#include "store/json.h"
+#include "common/jdoc.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -98,10 +98,10 @@ int ctl_check_name (const char *command, const char *name);
 int ctl_ask (ctl_t *ctl, const char *line, char **body_p);
 
 // ctl_ask, then the body read as JSON into *doc_p. Same returns.
-int ctl_ask_json (ctl_t *ctl, const char *line, char **body_p, json_t **doc_p);
+int ctl_ask_json (ctl_t *ctl, const char *line, char **body_p, jdoc_t **doc_p);
 
 // Prints a reply's JSON for a table.
-typedef void (ctl_print_fn) (json_t *doc, ctl_args_t *args);
+typedef void (ctl_print_fn) (jdoc_t *doc, ctl_args_t *args);
 
 // Sends the command line; prints the reply as it is (--json) or with 'print'.
 // EXIT_OK, or as ctl_ask (an interruption is EXIT_FAILED).
@@ -117,13 +117,13 @@ int ctl_run_printed (ctl_t *ctl, ctl_args_t *args, ctl_print_fn *print);
 // Asks "status -e NAME" (the name quoted as cli_split reads it): the status
 // of that experiment alone, however many the broker has. As ctl_ask_json;
 // EXIT_FAILED (said) for a name too long to ask for.
-int ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, json_t **doc_p);
+int ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, jdoc_t **doc_p);
 
 // For the commands that start something and wait for its end (replay,
 // archive, release): reads --wait into *wait_s, sends the command line and
 // gives the answer in *doc_p (caller destroys; NULL: not wanted). EXIT_OK,
 // EXIT_USAGE or EXIT_FAILED (logged).
-int ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, json_t **doc_p);
+int ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, jdoc_t **doc_p);
 
 // Sleeps ms, or less when a signal comes.
 void ctl_nap (int ms);
@@ -147,11 +147,11 @@ const char *ctl_clock (int64_t ns);
 // Local date of a time in ns: "2024-05-06".
 const char *ctl_date (int64_t ns);
 // "experiment 'run7'" or "all experiments (the default)" for a reply's scope.
-const char *ctl_scope (json_t *doc);
+const char *ctl_scope (jdoc_t *doc);
 // A rate limit: "12.5 pairs/s" or "none" (null: max).
 const char *ctl_limit (double rate);
 // The width a column of strings needs: the longest, within [min, max].
-int ctl_width (json_t *doc, const char *array, const char *member, int min, int max);
+int ctl_width (jdoc_t *doc, const char *array, const char *member, int min, int max);
 // "[##########----------]  50%" (one static buffer: one per printf).
 const char *ctl_bar (double part, double whole, int width);
 
@@ -171,13 +171,13 @@ typedef struct {
 } ctl_exp_t;
 
 // Experiment i of doc's "experiments" into *e (strings belong to doc).
-void ctl_exp_read (json_t *doc, int i, ctl_exp_t *e);
+void ctl_exp_read (jdoc_t *doc, int i, ctl_exp_t *e);
 
 // The index of experiment 'name' in doc's "experiments", or -1.
-int ctl_exp_index (json_t *doc, const char *name);
+int ctl_exp_index (jdoc_t *doc, const char *name);
 
 // "CRITICAL" or "WARNING" for warning i of doc's "warnings".
-const char *ctl_warning_level (json_t *doc, int i);
+const char *ctl_warning_level (jdoc_t *doc, int i);
 
 // ---------------------------------------------------------------------------
 // The record (record.c reads the store; replay.c reports)

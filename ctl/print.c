@@ -96,9 +96,9 @@ ctl_date (int64_t ns)
 }
 
 const char *
-ctl_scope (json_t *doc)
+ctl_scope (jdoc_t *doc)
 {
-    const char *scope = json_string (doc, "$.scope");
+    const char *scope = jdoc_string (doc, "$.scope");
     if (!scope || strcmp (scope, "*") == 0)
         return "all experiments (the default)";
     char *buf = s_buffer ();
@@ -113,11 +113,11 @@ ctl_limit (double rate)
 }
 
 int
-ctl_width (json_t *doc, const char *array, const char *member, int min, int max)
+ctl_width (jdoc_t *doc, const char *array, const char *member, int min, int max)
 {
-    int width = min, n = json_length (doc, "%s", array);
+    int width = min, n = jdoc_length (doc, "%s", array);
     for (int i = 0; i < n; i++) {
-        const char *s = json_string (doc, "%s[%d].%s", array, i, member);
+        const char *s = jdoc_string (doc, "%s[%d].%s", array, i, member);
         int len = s ? (int)strlen (s) : 0;
         if (len > width)
             width = len;

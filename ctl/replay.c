@@ -24,7 +24,7 @@ s_replay_wait (ctl_t *ctl, const char *name, int feedback_only, long wait_s, ctl
     double start = util_now (), said = start;
     for (;;) {
         char *body;
-        json_t *doc;
+        jdoc_t *doc;
         int rc = ctl_ask_status_of (ctl, name, &body, &doc);
         if (rc == CTL_INTERRUPTED)
             ctl_error ("interrupted: the replay '%s' goes on in the broker", name);
@@ -47,7 +47,7 @@ s_replay_wait (ctl_t *ctl, const char *name, int feedback_only, long wait_s, ctl
             fprintf (stderr, "%s", tty && !finished ? "" : "\n");
             said = now;
         }
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
         free (body);
         if (finished)
             return EXIT_OK;
@@ -68,15 +68,15 @@ int
 ctl_run_replay (ctl_t *ctl, ctl_args_t *args)
 {
     long wait_s;
-    json_t *doc;
+    jdoc_t *doc;
     int rc = ctl_start_waited (ctl, args, &wait_s, &doc);
     if (rc != EXIT_OK)
         return rc;
-    const char *as = json_string (doc, "$.as");
+    const char *as = jdoc_string (doc, "$.as");
     char *name = strdup (as ? as : "");
-    double speed = json_number (doc, NAN, "$.speed");
-    int feedback_only = json_bool (doc, 0, "$.feedback_only");
-    json_destroy (&doc);
+    double speed = jdoc_number (doc, NAN, "$.speed");
+    int feedback_only = jdoc_bool (doc, 0, "$.feedback_only");
+    jdoc_destroy (&doc);
     if (!name || !*name) {
         ctl_error ("the broker at '%s' did not name the replay", ctl->cfg.broker.control);
         free (name);

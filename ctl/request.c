@@ -39,14 +39,14 @@ ctl_ask (ctl_t *ctl, const char *line, char **body_p)
 }
 
 int
-ctl_ask_json (ctl_t *ctl, const char *line, char **body_p, json_t **doc_p)
+ctl_ask_json (ctl_t *ctl, const char *line, char **body_p, jdoc_t **doc_p)
 {
     int rc = ctl_ask (ctl, line, body_p);
     *doc_p = NULL;
     if (rc != 0)
         return rc;
     char err[256];
-    *doc_p = json_parse (*body_p, err, sizeof err);
+    *doc_p = jdoc_parse (*body_p, err, sizeof err);
     if (!*doc_p) {
         ctl_error ("the broker at '%s' answered '%s' with %s", ctl->cfg.broker.control, line, err);
         free (*body_p);
@@ -74,7 +74,7 @@ ctl_run_printed (ctl_t *ctl, ctl_args_t *args, ctl_print_fn *print)
         return EXIT_FAILED;
     }
     char *body;
-    json_t *doc = NULL;
+    jdoc_t *doc = NULL;
     int rc = ctl->json ? ctl_ask (ctl, line, &body) : ctl_ask_json (ctl, line, &body, &doc);
     free (line);
     if (rc != 0)
@@ -83,13 +83,13 @@ ctl_run_printed (ctl_t *ctl, ctl_args_t *args, ctl_print_fn *print)
         printf ("%s\n", body);
     else
         print (doc, args);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     free (body);
     return EXIT_OK;
 }
 
 int
-ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, json_t **doc_p)
+ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, jdoc_t **doc_p)
 {
     char *words[] = {"status", "-e", (char *)name};
     char *line = cli_join (3, words);
@@ -105,9 +105,9 @@ ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, json_t **doc_p)
 }
 
 int
-ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, json_t **doc_p)
+ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, jdoc_t **doc_p)
 {
-    json_t *doc = NULL;
+    jdoc_t *doc = NULL;
     char *body = NULL;
     *wait_s = REPLAY_WAIT_S;
     const char *text = ctl_value (args, "wait");
@@ -124,6 +124,6 @@ ctl_start_waited (ctl_t *ctl, ctl_args_t *args, long *wait_s, json_t **doc_p)
     if (doc_p)
         *doc_p = doc;
     else
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
     return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
 }

@@ -38,28 +38,28 @@ static const struct {
                  {"replay.total", offsetof (ctl_exp_t, replay_total)}};
 
 void
-ctl_exp_read (json_t *doc, int i, ctl_exp_t *e)
+ctl_exp_read (jdoc_t *doc, int i, ctl_exp_t *e)
 {
     char p[64];
     snprintf (p, sizeof p, "$.experiments[%d]", i);
     for (size_t k = 0; k < sizeof s_numbers / sizeof s_numbers[0]; k++)
         *(double *)((char *)e + s_numbers[k].offset) =
-            json_number (doc, NAN, "%s.%s", p, s_numbers[k].member);
-    e->name = json_string (doc, "%s.experiment", p);
-    e->policy = json_string (doc, "%s.policy", p);
-    e->paused = json_bool (doc, 0, "%s.paused", p);
-    e->replay = json_type_at (doc, "%s.replay", p) == JSON_OBJECT;
-    e->replay_of = json_string (doc, "%s.replay.of", p);
-    e->replay_finished = json_bool (doc, 0, "%s.replay.finished", p);
-    e->replay_feedback_only = json_bool (doc, 0, "%s.replay.feedback_only", p);
+            jdoc_number (doc, NAN, "%s.%s", p, s_numbers[k].member);
+    e->name = jdoc_string (doc, "%s.experiment", p);
+    e->policy = jdoc_string (doc, "%s.policy", p);
+    e->paused = jdoc_bool (doc, 0, "%s.paused", p);
+    e->replay = jdoc_type_at (doc, "%s.replay", p) == JDOC_OBJECT;
+    e->replay_of = jdoc_string (doc, "%s.replay.of", p);
+    e->replay_finished = jdoc_bool (doc, 0, "%s.replay.finished", p);
+    e->replay_feedback_only = jdoc_bool (doc, 0, "%s.replay.feedback_only", p);
 }
 
 int
-ctl_exp_index (json_t *doc, const char *name)
+ctl_exp_index (jdoc_t *doc, const char *name)
 {
-    int n = json_length (doc, "$.experiments");
+    int n = jdoc_length (doc, "$.experiments");
     for (int i = 0; i < n; i++) {
-        const char *e = json_string (doc, "$.experiments[%d].experiment", i);
+        const char *e = jdoc_string (doc, "$.experiments[%d].experiment", i);
         if (e && strcmp (e, name) == 0)
             return i;
     }
@@ -67,9 +67,9 @@ ctl_exp_index (json_t *doc, const char *name)
 }
 
 const char *
-ctl_warning_level (json_t *doc, int i)
+ctl_warning_level (jdoc_t *doc, int i)
 {
-    const char *level = json_string (doc, "$.warnings[%d].level", i);
+    const char *level = jdoc_string (doc, "$.warnings[%d].level", i);
     return level && strcmp (level, "critical") == 0 ? "CRITICAL" : "WARNING";
 }
 
@@ -93,9 +93,9 @@ s_replay_note (const ctl_exp_t *e)
 // The rows of doc's 'array' (a list of the reply); with none, prints
 // 'none' as a line and gives 0.
 static int
-s_rows (json_t *doc, const char *array, const char *none)
+s_rows (jdoc_t *doc, const char *array, const char *none)
 {
-    int n = json_length (doc, "%s", array);
+    int n = jdoc_length (doc, "%s", array);
     if (n > 0)
         return n;
     printf ("%s\n", none);
@@ -104,7 +104,7 @@ s_rows (json_t *doc, const char *array, const char *none)
 
 // The experiments of doc: pairs by state, then the flow of each.
 static void
-s_print_experiments_of (json_t *doc)
+s_print_experiments_of (jdoc_t *doc)
 {
     int n = s_rows (doc, "$.experiments", "no experiments yet");
     if (!n)
@@ -134,7 +134,7 @@ s_print_experiments_of (json_t *doc)
 }
 
 static void
-s_print_agents_of (json_t *doc)
+s_print_agents_of (jdoc_t *doc)
 {
     int n = s_rows (doc, "$.agents", "no agents connected");
     if (!n)
@@ -144,35 +144,35 @@ s_print_agents_of (json_t *doc)
     printf ("%-*s %-*s %5s %6s %6s %8s  %s\n", w, "AGENT", wh, "HOST", "CORES", "CREDIT", "TASKS",
             "DONE", "LAST HEARTBEAT");
     for (int i = 0; i < n; i++) {
-        const char *id = json_string (doc, "$.agents[%d].id", i);
-        const char *host = json_string (doc, "$.agents[%d].host", i);
-        double age = json_number (doc, NAN, "$.agents[%d].last_heartbeat_ms", i);
+        const char *id = jdoc_string (doc, "$.agents[%d].id", i);
+        const char *host = jdoc_string (doc, "$.agents[%d].host", i);
+        double age = jdoc_number (doc, NAN, "$.agents[%d].last_heartbeat_ms", i);
         printf ("%-*s %-*s %5s %6s %6s %8s  %s ago\n", w, id ? id : "?", wh, host ? host : "?",
-                ctl_num (json_number (doc, NAN, "$.agents[%d].cores", i), "%.0f"),
-                ctl_num (json_number (doc, NAN, "$.agents[%d].credit", i), "%.0f"),
-                ctl_num (json_number (doc, NAN, "$.agents[%d].tasks", i), "%.0f"),
-                ctl_num (json_number (doc, NAN, "$.agents[%d].done", i), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.agents[%d].cores", i), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.agents[%d].credit", i), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.agents[%d].tasks", i), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.agents[%d].done", i), "%.0f"),
                 isnan (age) ? "-" : ctl_num (age / 1000, "%.1f s"));
     }
 }
 
 // Storage (doc/storage.md): warnings first, then allocations and archives.
 static void
-s_print_storage (json_t *doc)
+s_print_storage (jdoc_t *doc)
 {
-    int n = json_length (doc, "$.warnings");
+    int n = jdoc_length (doc, "$.warnings");
     for (int i = 0; i < n; i++) {
-        const char *message = json_string (doc, "$.warnings[%d].message", i);
+        const char *message = jdoc_string (doc, "$.warnings[%d].message", i);
         printf ("%s: %s\n", ctl_warning_level (doc, i), message ? message : "?");
     }
-    if (json_bool (doc, 0, "$.guard_paused"))
+    if (jdoc_bool (doc, 0, "$.guard_paused"))
         printf ("DISPATCH PAUSED by the free-space guard: %s\n",
-                json_string (doc, "$.guard_why") ? json_string (doc, "$.guard_why") : "?");
-    int shown = 0, m = json_length (doc, "$.experiments");
+                jdoc_string (doc, "$.guard_why") ? jdoc_string (doc, "$.guard_why") : "?");
+    int shown = 0, m = jdoc_length (doc, "$.experiments");
     for (int i = 0; i < m; i++) {
-        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
-        int alloc = json_type_at (doc, "$.experiments[%d].allocation", i) == JSON_OBJECT;
-        int archive = json_type_at (doc, "$.experiments[%d].archive", i) == JSON_OBJECT;
+        const char *name = jdoc_string (doc, "$.experiments[%d].experiment", i);
+        int alloc = jdoc_type_at (doc, "$.experiments[%d].allocation", i) == JDOC_OBJECT;
+        int archive = jdoc_type_at (doc, "$.experiments[%d].archive", i) == JDOC_OBJECT;
         if (!alloc && !archive)
             continue;
         if (!shown++)
@@ -180,50 +180,50 @@ s_print_storage (json_t *doc)
         printf ("  %s:", name ? name : "?");
         if (alloc) {
             char size[32], used[32];
-            double expires = json_number (doc, NAN, "$.experiments[%d].allocation.expires_ns", i);
+            double expires = jdoc_number (doc, NAN, "$.experiments[%d].allocation.expires_ns", i);
             double left = (expires - (double)util_time_ns ()) / 1e9;
-            int64_t u = json_int (doc, -1, "$.experiments[%d].allocation.used_bytes", i);
+            int64_t u = jdoc_int (doc, -1, "$.experiments[%d].allocation.used_bytes", i);
             printf (
                 " %s of %s at %s, %s used, %s %s%s",
-                json_string (doc, "$.experiments[%d].allocation.kind", i),
-                util_format_size (json_int (doc, 0, "$.experiments[%d].allocation.size_bytes", i),
+                jdoc_string (doc, "$.experiments[%d].allocation.kind", i),
+                util_format_size (jdoc_int (doc, 0, "$.experiments[%d].allocation.size_bytes", i),
                                   size, sizeof size),
-                json_string (doc, "$.experiments[%d].allocation.path", i),
+                jdoc_string (doc, "$.experiments[%d].allocation.path", i),
                 u >= 0 ? util_format_size (u, used, sizeof used) : "-",
                 left >= 0 ? "expires in" : "expired", ctl_duration (fabs (left)),
                 left >= 0 ? "" : " ago");
-            const char *state = json_string (doc, "$.experiments[%d].allocation.state", i);
+            const char *state = jdoc_string (doc, "$.experiments[%d].allocation.state", i);
             if (state && strcmp (state, "releasing") == 0)
                 printf (", releasing");
         }
         if (archive) {
-            const char *error = json_string (doc, "$.experiments[%d].archive.error", i);
+            const char *error = jdoc_string (doc, "$.experiments[%d].archive.error", i);
             printf (
                 "%s archive to %s %s, %s/%s file(s) verified, %s removed%s%s", alloc ? ";" : "",
-                json_string (doc, "$.experiments[%d].archive.to", i),
-                json_string (doc, "$.experiments[%d].archive.state", i),
-                ctl_num (json_number (doc, NAN, "$.experiments[%d].archive.copied", i) +
-                             json_number (doc, NAN, "$.experiments[%d].archive.already", i),
+                jdoc_string (doc, "$.experiments[%d].archive.to", i),
+                jdoc_string (doc, "$.experiments[%d].archive.state", i),
+                ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].archive.copied", i) +
+                             jdoc_number (doc, NAN, "$.experiments[%d].archive.already", i),
                          "%.0f"),
-                ctl_num (json_number (doc, NAN, "$.experiments[%d].archive.files", i), "%.0f"),
-                ctl_num (json_number (doc, NAN, "$.experiments[%d].archive.removed", i), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].archive.files", i), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].archive.removed", i), "%.0f"),
                 error ? ": " : "", error ? error : "");
         }
         printf ("\n");
     }
-    if (n || shown || json_bool (doc, 0, "$.guard_paused"))
+    if (n || shown || jdoc_bool (doc, 0, "$.guard_paused"))
         printf ("\n");
 }
 
 // "showing 200 of 5000 experiments (...)" when the broker summarised a list.
 static void
-s_print_shown (json_t *doc, const char *list)
+s_print_shown (jdoc_t *doc, const char *list)
 {
-    int64_t total = json_int (doc, -1, "$.%s_total", list);
-    int64_t shown = json_int (doc, -1, "$.%s_shown", list);
+    int64_t total = jdoc_int (doc, -1, "$.%s_total", list);
+    int64_t shown = jdoc_int (doc, -1, "$.%s_shown", list);
     if (total < 0 || shown < 0 || shown >= total)
         return;
-    int64_t page = json_int (doc, 0, "$.page");
+    int64_t page = jdoc_int (doc, 0, "$.page");
     if (page > 0)
         printf ("showing %lld of %lld %s: page %lld, by name (--page K for another)\n",
                 (long long)shown, (long long)total, list, (long long)page);
@@ -233,22 +233,22 @@ s_print_shown (json_t *doc, const char *list)
 }
 
 static void
-s_print_status (json_t *doc)
+s_print_status (jdoc_t *doc)
 {
-    double uptime = json_number (doc, NAN, "$.uptime_s");
-    const char *why = json_string (doc, "$.store_error");
+    double uptime = jdoc_number (doc, NAN, "$.uptime_s");
+    const char *why = jdoc_string (doc, "$.store_error");
     printf ("broker up %s, %s pair(s) queued, %s result(s) recorded since start%s%s\n",
-            ctl_duration (uptime), ctl_num (json_number (doc, NAN, "$.queue"), "%.0f"),
-            ctl_num (json_number (doc, NAN, "$.results"), "%.0f"),
-            json_bool (doc, 1, "$.store_ok") ? "" : "  -- STORE CANNOT COMMIT: ",
-            json_bool (doc, 1, "$.store_ok") || !why ? "" : why);
+            ctl_duration (uptime), ctl_num (jdoc_number (doc, NAN, "$.queue"), "%.0f"),
+            ctl_num (jdoc_number (doc, NAN, "$.results"), "%.0f"),
+            jdoc_bool (doc, 1, "$.store_ok") ? "" : "  -- STORE CANNOT COMMIT: ",
+            jdoc_bool (doc, 1, "$.store_ok") || !why ? "" : why);
     printf ("rate: %s pairs/s over 10 s, %s pairs/s over 1 min\n",
-            ctl_num (json_number (doc, NAN, "$.rate_10s"), "%.1f"),
-            ctl_num (json_number (doc, NAN, "$.rate_1m"), "%.1f"));
-    const char *policy = json_string (doc, "$.policy");
+            ctl_num (jdoc_number (doc, NAN, "$.rate_10s"), "%.1f"),
+            ctl_num (jdoc_number (doc, NAN, "$.rate_1m"), "%.1f"));
+    const char *policy = jdoc_string (doc, "$.policy");
     printf ("default: policy %s, rate limit %s, %s\n\n", policy ? policy : "-",
-            ctl_limit (json_number (doc, NAN, "$.rate_limit")),
-            json_bool (doc, 0, "$.paused") ? "paused" : "running");
+            ctl_limit (jdoc_number (doc, NAN, "$.rate_limit")),
+            jdoc_bool (doc, 0, "$.paused") ? "paused" : "running");
     s_print_storage (doc);
     s_print_experiments_of (doc);
     s_print_shown (doc, "experiments");
@@ -258,7 +258,7 @@ s_print_status (json_t *doc)
 }
 
 static void
-s_print_agents (json_t *doc, ctl_args_t *args)
+s_print_agents (jdoc_t *doc, ctl_args_t *args)
 {
     (void)args;
     s_print_agents_of (doc);
@@ -266,21 +266,21 @@ s_print_agents (json_t *doc, ctl_args_t *args)
 }
 
 static void
-s_print_experiments (json_t *doc, ctl_args_t *args)
+s_print_experiments (jdoc_t *doc, ctl_args_t *args)
 {
     (void)args;
     s_print_experiments_of (doc);
     s_print_shown (doc, "experiments");
-    int n = json_length (doc, "$.experiments");
+    int n = jdoc_length (doc, "$.experiments");
     if (n <= 0)
         return;
     int w = ctl_width (doc, "$.experiments", "experiment", 10, 40);
     printf ("\n%-*s %-19s  %-*s %s\n", w, "EXPERIMENT", "CREATED", w, "SOURCE", "PIV SETTINGS");
     for (int i = 0; i < n; i++) {
-        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
-        const char *source = json_string (doc, "$.experiments[%d].source", i);
-        const char *settings = json_string (doc, "$.experiments[%d].settings", i);
-        int64_t created = json_int (doc, 0, "$.experiments[%d].created_ns", i);
+        const char *name = jdoc_string (doc, "$.experiments[%d].experiment", i);
+        const char *source = jdoc_string (doc, "$.experiments[%d].source", i);
+        const char *settings = jdoc_string (doc, "$.experiments[%d].settings", i);
+        int64_t created = jdoc_int (doc, 0, "$.experiments[%d].created_ns", i);
         char when[64] = "-";
         if (created > 0)
             snprintf (when, sizeof when, "%s %.8s", ctl_date (created), ctl_clock (created));
@@ -316,9 +316,9 @@ s_catch_up (const ctl_exp_t *e)
 }
 
 static void
-s_print_progress (json_t *doc)
+s_print_progress (jdoc_t *doc)
 {
-    int n = json_length (doc, "$.experiments");
+    int n = jdoc_length (doc, "$.experiments");
     if (n <= 0)
         return;
     int w = ctl_width (doc, "$.experiments", "experiment", 10, 40);
@@ -356,7 +356,7 @@ ctl_run_status (ctl_t *ctl, ctl_args_t *args)
         if (ctl_stop)
             break;
         char *body;
-        json_t *doc;
+        jdoc_t *doc;
         int rc = ctl_ask_json (ctl, line, &body, &doc);
         if (rc == CTL_INTERRUPTED)
             break;
@@ -379,7 +379,7 @@ ctl_run_status (ctl_t *ctl, ctl_args_t *args)
                 s_print_progress (doc);
         }
         fflush (stdout);
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
         free (body);
     }
     free (line);
@@ -387,17 +387,17 @@ ctl_run_status (ctl_t *ctl, ctl_args_t *args)
 }
 
 static void
-s_print_pairs (json_t *doc, ctl_args_t *args)
+s_print_pairs (jdoc_t *doc, ctl_args_t *args)
 {
     (void)args;
-    const char *name = json_string (doc, "$.experiment");
+    const char *name = jdoc_string (doc, "$.experiment");
     char none[PROTO_MAX_STRING + 64];
     snprintf (none, sizeof none, "%s: no pairs%s", name ? name : "?",
               ctl_value (args, "state") || ctl_value (args, "after") ? " of that kind" : " yet");
     int n = s_rows (doc, "$.pairs", none);
     if (!n)
         return;
-    int64_t first = json_int (doc, 0, "$.pairs[0].created_ns");
+    int64_t first = jdoc_int (doc, 0, "$.pairs[0].created_ns");
     printf ("%s: %d pair(s), local times of %s\n", name ? name : "?", n,
             first > 0 ? ctl_date (first) : "-");
     int ws = ctl_width (doc, "$.pairs", "stem", 4, 40);
@@ -408,29 +408,29 @@ s_print_pairs (json_t *doc, ctl_args_t *args)
     for (int i = 0; i < n; i++) {
         char p[32];
         snprintf (p, sizeof p, "$.pairs[%d]", i);
-        const char *agent = json_string (doc, "%s.agent", p);
-        const char *error = json_string (doc, "%s.error", p);
-        const char *state = json_string (doc, "%s.state", p);
-        last = json_int (doc, 0, "%s.pair", p);
+        const char *agent = jdoc_string (doc, "%s.agent", p);
+        const char *error = jdoc_string (doc, "%s.error", p);
+        const char *state = jdoc_string (doc, "%s.state", p);
+        last = jdoc_int (doc, 0, "%s.pair", p);
         printf ("%8" PRId64 "  %-*s %-10s %3s  %-*s  %-12s  %-12s  %-12s %9s\n", last, ws,
-                json_string (doc, "%s.stem", p) ? json_string (doc, "%s.stem", p) : "?",
-                state ? state : "?", ctl_num (json_number (doc, NAN, "%s.attempts", p), "%.0f"), wa,
-                agent && *agent ? agent : "-", ctl_clock (json_int (doc, 0, "%s.created_ns", p)),
-                ctl_clock (json_int (doc, 0, "%s.dispatched_ns", p)),
-                ctl_clock (json_int (doc, 0, "%s.finished_ns", p)),
-                ctl_ms (json_number (doc, NAN, "%s.latency_ms", p)));
+                jdoc_string (doc, "%s.stem", p) ? jdoc_string (doc, "%s.stem", p) : "?",
+                state ? state : "?", ctl_num (jdoc_number (doc, NAN, "%s.attempts", p), "%.0f"), wa,
+                agent && *agent ? agent : "-", ctl_clock (jdoc_int (doc, 0, "%s.created_ns", p)),
+                ctl_clock (jdoc_int (doc, 0, "%s.dispatched_ns", p)),
+                ctl_clock (jdoc_int (doc, 0, "%s.finished_ns", p)),
+                ctl_ms (jdoc_number (doc, NAN, "%s.latency_ms", p)));
         if (error && *error)
             printf ("%8s  error: %s\n", "", error);
     }
-    if (json_bool (doc, 0, "$.truncated"))
+    if (jdoc_bool (doc, 0, "$.truncated"))
         printf ("(more pairs follow: add --after %" PRId64 ")\n", last);
 }
 
 static void
-s_print_log (json_t *doc, ctl_args_t *args)
+s_print_log (jdoc_t *doc, ctl_args_t *args)
 {
     (void)args;
-    const char *name = json_string (doc, "$.experiment");
+    const char *name = jdoc_string (doc, "$.experiment");
     char none[PROTO_MAX_STRING + 64];
     snprintf (none, sizeof none, "%s: no events%s", name ? name : "?",
               ctl_value (args, "after") ? " after that" : "");
@@ -442,22 +442,22 @@ s_print_log (json_t *doc, ctl_args_t *args)
     char day[16] = "";
     int64_t last = 0;
     for (int i = 0; i < n; i++) {
-        int64_t ts = json_int (doc, 0, "$.events[%d].ts_ns", i);
+        int64_t ts = jdoc_int (doc, 0, "$.events[%d].ts_ns", i);
         if (ts > 0 && strcmp (ctl_date (ts), day) != 0) {
             snprintf (day, sizeof day, "%s", ctl_date (ts));
             printf ("-- %s\n", day);
         }
-        last = json_int (doc, 0, "$.events[%d].id", i);
-        int64_t pair = json_int (doc, 0, "$.events[%d].pair", i);
-        const char *kind = json_string (doc, "$.events[%d].kind", i);
-        const char *payload = json_string (doc, "$.events[%d].payload", i);
+        last = jdoc_int (doc, 0, "$.events[%d].id", i);
+        int64_t pair = jdoc_int (doc, 0, "$.events[%d].pair", i);
+        const char *kind = jdoc_string (doc, "$.events[%d].kind", i);
+        const char *payload = jdoc_string (doc, "$.events[%d].payload", i);
         char pair_text[32] = "";
         if (pair > 0)
             snprintf (pair_text, sizeof pair_text, "pair %" PRId64, pair);
         printf ("%-12s #%-7" PRId64 " %-*s %-12s %s\n", ctl_clock (ts), last, wk, kind ? kind : "?",
                 pair_text, payload ? payload : "");
     }
-    if (json_bool (doc, 0, "$.truncated"))
+    if (jdoc_bool (doc, 0, "$.truncated"))
         printf ("(more events follow: add --after %" PRId64 ")\n", last);
 }
 

@@ -12,15 +12,15 @@
 #include <string.h>
 
 static void
-s_print_provision (json_t *doc, ctl_args_t *args)
+s_print_provision (jdoc_t *doc, ctl_args_t *args)
 {
     (void)args;
     char size[32];
-    int64_t expires = json_int (doc, 0, "$.allocation.expires_ns");
-    printf ("provisioned %s: %s of %s at %s, expires %s %.8s\n", json_string (doc, "$.experiment"),
-            json_string (doc, "$.allocation.kind"),
-            util_format_size (json_int (doc, 0, "$.allocation.size_bytes"), size, sizeof size),
-            json_string (doc, "$.allocation.path"), ctl_date (expires), ctl_clock (expires));
+    int64_t expires = jdoc_int (doc, 0, "$.allocation.expires_ns");
+    printf ("provisioned %s: %s of %s at %s, expires %s %.8s\n", jdoc_string (doc, "$.experiment"),
+            jdoc_string (doc, "$.allocation.kind"),
+            util_format_size (jdoc_int (doc, 0, "$.allocation.size_bytes"), size, sizeof size),
+            jdoc_string (doc, "$.allocation.path"), ctl_date (expires), ctl_clock (expires));
 }
 CTL_PRINTED (ctl_run_provision, s_print_provision)
 
@@ -32,20 +32,20 @@ s_archive_wait (ctl_t *ctl, const char *name, int release, long wait_s)
     int64_t deadline = zclock_mono () + wait_s * 1000;
     for (;;) {
         char *body;
-        json_t *doc;
+        jdoc_t *doc;
         int rc = ctl_ask_status_of (ctl, name, &body, &doc);
         if (rc != 0)
             return EXIT_FAILED;
         int k = ctl_exp_index (doc, name);
-        const char *state = k >= 0 ? json_string (doc, "$.experiments[%d].archive.state", k) : NULL;
-        int held = k >= 0 && json_type_at (doc, "$.experiments[%d].allocation", k) == JSON_OBJECT;
+        const char *state = k >= 0 ? jdoc_string (doc, "$.experiments[%d].archive.state", k) : NULL;
+        int held = k >= 0 && jdoc_type_at (doc, "$.experiments[%d].allocation", k) == JDOC_OBJECT;
         int ended = state && (strcmp (state, "failed") == 0 ||
                               (strcmp (state, "done") == 0 && !(release && held)));
         if (ended || zclock_mono () > deadline || ctl_stop) {
             if (ctl->json && ended)
                 printf ("%s\n", body);
             int ok = ended && strcmp (state, "done") == 0;
-            const char *error = json_string (doc, "$.experiments[%d].archive.error", k);
+            const char *error = jdoc_string (doc, "$.experiments[%d].archive.error", k);
             if (!ended)
                 ctl_error ("the archive of '%s' has not ended within %ld s (state %s)", name,
                            wait_s, state ? state : "unknown");
@@ -55,18 +55,18 @@ s_archive_wait (ctl_t *ctl, const char *name, int release, long wait_s)
                 printf (
                     "archived %s to %s: %s file(s) copied and verified, %s verified before, "
                     "%s original(s) removed%s\n",
-                    name, json_string (doc, "$.experiments[%d].archive.to", k),
-                    ctl_num (json_number (doc, NAN, "$.experiments[%d].archive.copied", k), "%.0f"),
-                    ctl_num (json_number (doc, NAN, "$.experiments[%d].archive.already", k),
+                    name, jdoc_string (doc, "$.experiments[%d].archive.to", k),
+                    ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].archive.copied", k), "%.0f"),
+                    ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].archive.already", k),
                              "%.0f"),
-                    ctl_num (json_number (doc, NAN, "$.experiments[%d].archive.removed", k),
+                    ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].archive.removed", k),
                              "%.0f"),
                     release ? "; its allocation is released" : "");
-            json_destroy (&doc);
+            jdoc_destroy (&doc);
             free (body);
             return ok ? EXIT_OK : EXIT_FAILED;
         }
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
         free (body);
         ctl_nap (REPLAY_POLL_MS);
     }
@@ -137,27 +137,27 @@ ctl_run_iobench (ctl_t *ctl, ctl_args_t *args)
 // The warnings numbered as 'warnings clear N' takes them, the clocks
 // measured, and what a clear did.
 static void
-s_print_warnings (json_t *doc, ctl_args_t *args)
+s_print_warnings (jdoc_t *doc, ctl_args_t *args)
 {
     (void)args;
-    int cleared = (int)json_int (doc, 0, "$.cleared");
+    int cleared = (int)jdoc_int (doc, 0, "$.cleared");
     if (cleared > 0)
         printf ("cleared %d warning(s): hidden while they last\n", cleared);
-    int n = json_length (doc, "$.warnings");
+    int n = jdoc_length (doc, "$.warnings");
     for (int i = 0; i < n; i++) {
-        const char *message = json_string (doc, "$.warnings[%d].message", i);
+        const char *message = jdoc_string (doc, "$.warnings[%d].message", i);
         printf ("%3d  %-8s  %s\n", i + 1, ctl_warning_level (doc, i), message ? message : "?");
     }
     if (n == 0)
         printf ("no warning in force\n");
-    int hidden = (int)json_int (doc, 0, "$.warnings_cleared");
+    int hidden = (int)jdoc_int (doc, 0, "$.warnings_cleared");
     if (hidden > 0)
         printf ("(%d cleared warning(s) still hold, not shown)\n", hidden);
-    int m = json_length (doc, "$.clocks");
+    int m = jdoc_length (doc, "$.clocks");
     for (int i = 0; i < m; i++) {
-        const char *peer = json_string (doc, "$.clocks[%d].peer", i);
+        const char *peer = jdoc_string (doc, "$.clocks[%d].peer", i);
         printf ("%s %s: %s ms\n", i == 0 ? "clock skew:" : "           ", peer ? peer : "?",
-                ctl_num (json_number (doc, NAN, "$.clocks[%d].clock_skew_ms", i), "%+.0f"));
+                ctl_num (jdoc_number (doc, NAN, "$.clocks[%d].clock_skew_ms", i), "%+.0f"));
     }
 }
 

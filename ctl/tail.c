@@ -14,29 +14,29 @@
 #include <string.h>
 
 static void
-s_print_feedback_message (json_t *doc, int header)
+s_print_feedback_message (jdoc_t *doc, int header)
 {
-    const char *quantity = json_string (doc, "$.quantity");
+    const char *quantity = jdoc_string (doc, "$.quantity");
     if (header)
         printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n", "PUBLISHED", "PAIR",
                 "STEM", "LATENCY", "N", "MEAN_U", "MEAN_V", "SPEED", "VORTICITY", "VALID", "VALUE",
                 "OUTPUT");
-    const char *stem = json_string (doc, "$.stem");
-    double valid = json_number (doc, NAN, "$.valid_fraction");
+    const char *stem = jdoc_string (doc, "$.stem");
+    double valid = jdoc_number (doc, NAN, "$.valid_fraction");
     char value[64];
     snprintf (value, sizeof value, "%s=%s", quantity ? quantity : "?",
-              ctl_num (json_number (doc, NAN, "$.value"), "%.4g"));
+              ctl_num (jdoc_number (doc, NAN, "$.value"), "%.4g"));
     printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n",
-            ctl_clock (json_int (doc, 0, "$.published_ns")),
-            ctl_num (json_number (doc, NAN, "$.pair"), "%.0f"), stem ? stem : "?",
-            ctl_ms (json_number (doc, NAN, "$.latency_ms")),
-            ctl_num (json_number (doc, NAN, "$.n"), "%.0f"),
-            ctl_num (json_number (doc, NAN, "$.mean_u"), "%.4f"),
-            ctl_num (json_number (doc, NAN, "$.mean_v"), "%.4f"),
-            ctl_num (json_number (doc, NAN, "$.mean_speed"), "%.4f"),
-            ctl_num (json_number (doc, NAN, "$.vorticity"), "%.3g"),
+            ctl_clock (jdoc_int (doc, 0, "$.published_ns")),
+            ctl_num (jdoc_number (doc, NAN, "$.pair"), "%.0f"), stem ? stem : "?",
+            ctl_ms (jdoc_number (doc, NAN, "$.latency_ms")),
+            ctl_num (jdoc_number (doc, NAN, "$.n"), "%.0f"),
+            ctl_num (jdoc_number (doc, NAN, "$.mean_u"), "%.4f"),
+            ctl_num (jdoc_number (doc, NAN, "$.mean_v"), "%.4f"),
+            ctl_num (jdoc_number (doc, NAN, "$.mean_speed"), "%.4f"),
+            ctl_num (jdoc_number (doc, NAN, "$.vorticity"), "%.3g"),
             ctl_num (valid * 100, "%.1f%%"), value,
-            ctl_num (json_number (doc, NAN, "$.output"), "%.6g"));
+            ctl_num (jdoc_number (doc, NAN, "$.output"), "%.6g"));
 }
 
 int
@@ -87,12 +87,12 @@ ctl_run_tail (ctl_t *ctl, ctl_args_t *args)
                 printf ("%s\n", json);
             else {
                 char err[256];
-                json_t *doc = json_parse (json, err, sizeof err);
+                jdoc_t *doc = jdoc_parse (json, err, sizeof err);
                 if (doc)
                     s_print_feedback_message (doc, seen == 0);
                 else
                     ctl_error ("a message on '%s' is not JSON: %s", topic, err);
-                json_destroy (&doc);
+                jdoc_destroy (&doc);
             }
             fflush (stdout);
             seen++;

@@ -3,7 +3,7 @@
 # operator's (operate.c), the readers' queries (read.c); store/internal.h
 # is what they share.
 STORE_OBJS := build/store/schema.o build/store/tx.o build/store/write.o \
-              build/store/operate.o build/store/read.o build/store/json.o
+              build/store/operate.o build/store/read.o
 STORE_LIB  := build/libstore.a
 LIBS += $(STORE_LIB)
 build/store/%.o: LAYER_PKGS := $(STORE_PKGS)

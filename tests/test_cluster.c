@@ -12,7 +12,7 @@
 // its environment or holding a file open under this run's directory, then
 // the namespaces named after this run.
 
-#include "store/json.h"
+#include "common/jdoc.h"
 #include "store/store.h"
 #include "tests/testutil.h"
 
@@ -214,14 +214,14 @@ s_conf (const char *work, const char *processor, int threads, const char *passes
 }
 
 // 'pivctl --json agents' of the farm, parsed (caller destroys).
-static json_t *
+static jdoc_t *
 s_agents (void)
 {
     char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "agents", "--json", NULL};
     int rc = tu_run (argv, s_out, sizeof s_out, 30);
     ck_assert_msg (rc == 0, "pivctl agents: exit %d: %s", rc, s_out);
     char err[256];
-    json_t *doc = json_parse (s_out, err, sizeof err);
+    jdoc_t *doc = jdoc_parse (s_out, err, sizeof err);
     ck_assert_msg (doc != NULL, "pivctl agents: not JSON (%s): %s", err, s_out);
     return doc;
 }
@@ -232,19 +232,19 @@ s_agents (void)
 static int
 s_agent_index (const char *id, int64_t *done_p, int64_t *tasks_p)
 {
-    json_t *doc = s_agents ();
-    int found = -1, n = json_length (doc, "$.agents");
+    jdoc_t *doc = s_agents ();
+    int found = -1, n = jdoc_length (doc, "$.agents");
     for (int i = 0; i < n && found < 0; i++) {
-        const char *name = json_string (doc, "$.agents[%d].id", i);
+        const char *name = jdoc_string (doc, "$.agents[%d].id", i);
         if (name && strcmp (name, id) == 0) {
             found = i;
             if (done_p)
-                *done_p = json_int (doc, -1, "$.agents[%d].done", i);
+                *done_p = jdoc_int (doc, -1, "$.agents[%d].done", i);
             if (tasks_p)
-                *tasks_p = json_int (doc, -1, "$.agents[%d].tasks", i);
+                *tasks_p = jdoc_int (doc, -1, "$.agents[%d].tasks", i);
         }
     }
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     return found;
 }
 
@@ -846,10 +846,10 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
     char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "agents", NULL};
     ck_assert_int_eq (tu_run (argv, s_out, sizeof s_out, 30), 0);
     ck_assert_msg (strstr (s_out, id) && strstr (s_out, s_slurm.host), "%s", s_out);
-    json_t *doc = s_agents ();
-    ck_assert_int_eq (json_length (doc, "$.agents"), 1);
-    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].cores"), s_slurm.cpus);
-    json_destroy (&doc);
+    jdoc_t *doc = s_agents ();
+    ck_assert_int_eq (jdoc_length (doc, "$.agents"), 1);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents[0].cores"), s_slurm.cpus);
+    jdoc_destroy (&doc);
     int64_t t_joined = s_ms ();
     // The agent the job started runs as USER: real, effective, saved and
     // file-system ids.

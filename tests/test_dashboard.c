@@ -6,7 +6,7 @@
 
 #include "common/proto.h"
 #include "piv/field.h"
-#include "store/json.h"
+#include "common/jdoc.h"
 #include "store/store.h"
 #include "tests/testutil.h"
 
@@ -78,14 +78,14 @@ s_cgi (const char *query, int *status)
     return s_cgi_method ("GET", query, status);
 }
 
-static json_t *
+static jdoc_t *
 s_cgi_json (const char *query)
 {
     int status;
     const char *body = s_cgi (query, &status);
     ck_assert_msg (status == 200, "status %d: %.300s", status, body);
     char err[256];
-    json_t *doc = json_parse (body, err, sizeof err);
+    jdoc_t *doc = jdoc_parse (body, err, sizeof err);
     ck_assert_msg (doc != NULL, "%s: %.300s", err, body);
     return doc;
 }
@@ -207,66 +207,66 @@ s_make_store (int64_t now)
 START_TEST (every_figure_of_the_page_matches_a_store_of_known_contents)
 {
     s_make_store (s_now_ns ());
-    json_t *doc = s_cgi_json ("format=json");
+    jdoc_t *doc = s_cgi_json ("format=json");
     // The broker does not answer: said so, figures from the store.
-    ck_assert (json_bool (doc, -1, "$.broker.reachable") == 0);
-    ck_assert (json_string (doc, "$.broker.error") != NULL);
-    ck_assert_int_eq (json_length (doc, "$.experiments"), 2);
-    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "exp1");
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].done"), 3);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].total"), 6);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].failed"), 1);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].pending"), 1);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].skipped"), 1);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].files"), 12);
+    ck_assert (jdoc_bool (doc, -1, "$.broker.reachable") == 0);
+    ck_assert (jdoc_string (doc, "$.broker.error") != NULL);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiments"), 2);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].experiment"), "exp1");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].done"), 3);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].total"), 6);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].failed"), 1);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].pending"), 1);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].skipped"), 1);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].files"), 12);
     // Rates from the log: 2 results in 10 s, 3 in 1 min; latency of the
     // feedback messages 10, 30, 20 ms.
-    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].rate_10s") - 0.2) < 1e-9);
-    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].rate_1m") - 0.05) < 1e-9);
-    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].latency_median_ms") - 20) < 1e-9);
-    ck_assert (fabs (json_number (doc, NAN, "$.experiments[0].latency_p99_ms") - 30) < 1e-9);
-    ck_assert (json_type_at (doc, "$.experiments[0].queue") == JSON_NULL);
-    ck_assert_str_eq (json_string (doc, "$.experiments[0].policy"), "all");
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiments[0].rate_10s") - 0.2) < 1e-9);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiments[0].rate_1m") - 0.05) < 1e-9);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiments[0].latency_median_ms") - 20) < 1e-9);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiments[0].latency_p99_ms") - 30) < 1e-9);
+    ck_assert (jdoc_type_at (doc, "$.experiments[0].queue") == JDOC_NULL);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].policy"), "all");
     // The agent, from the log; the failure with its reason.
-    ck_assert_int_eq (json_length (doc, "$.agents"), 1);
-    ck_assert_str_eq (json_string (doc, "$.agents[0].id"), "agent-1");
-    ck_assert_str_eq (json_string (doc, "$.agents[0].host"), "node7");
-    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].cores"), 8);
-    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].done"), 4);
-    ck_assert_int_eq (json_length (doc, "$.failures"), 1);
-    ck_assert_str_eq (json_string (doc, "$.failures[0].stem"), "s_0004");
-    ck_assert_str_eq (json_string (doc, "$.failures[0].error"),
+    ck_assert_int_eq (jdoc_length (doc, "$.agents"), 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.agents[0].id"), "agent-1");
+    ck_assert_str_eq (jdoc_string (doc, "$.agents[0].host"), "node7");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents[0].cores"), 8);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents[0].done"), 4);
+    ck_assert_int_eq (jdoc_length (doc, "$.failures"), 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.failures[0].stem"), "s_0004");
+    ck_assert_str_eq (jdoc_string (doc, "$.failures[0].error"),
                       "'s_0004_a.tif' is not a TIFF file");
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
 
     // The experiment page: the latest field (s_0003, scale 3), the series,
     // the rate history.
     doc = s_cgi_json ("exp=exp1&format=json");
-    ck_assert_str_eq (json_string (doc, "$.experiment.field.stem"), "s_0003");
-    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.nx"), 12);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.ny"), 9);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.stride"), 1);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.shown"), 12 * 9 - 1);
-    ck_assert_int_eq (json_length (doc, "$.experiment.field.vectors"), 12 * 9);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.field.stem"), "s_0003");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.field.nx"), 12);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.field.ny"), 9);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.field.stride"), 1);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.field.shown"), 12 * 9 - 1);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.field.vectors"), 12 * 9);
     // Vector (i 5, j 2): x 88, y 40, u 3 * 5 / 2, v -3 * 2 / 4.
     int k = 2 * 12 + 5;
-    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][0]", k) == 88);
-    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][1]", k) == 40);
-    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][2]", k) == 7.5);
-    ck_assert (json_number (doc, NAN, "$.experiment.field.vectors[%d][3]", k) == -1.5);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.vectors[0][4]"), PIV_FLAG_INVALID);
-    ck_assert_str_eq (json_string (doc, "$.experiment.feedback.quantity"), "mean_speed");
-    ck_assert_int_eq (json_length (doc, "$.experiment.feedback.points"), 3);
-    ck_assert (json_number (doc, NAN, "$.experiment.feedback.points[0].value") == 2.0);
-    ck_assert (json_number (doc, NAN, "$.experiment.feedback.points[2].value") == 2.5);
-    ck_assert (json_number (doc, NAN, "$.experiment.feedback.points[2].setpoint") == 2.5);
-    int sum = 0, buckets = json_length (doc, "$.experiment.rate_history.results");
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.field.vectors[%d][0]", k) == 88);
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.field.vectors[%d][1]", k) == 40);
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.field.vectors[%d][2]", k) == 7.5);
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.field.vectors[%d][3]", k) == -1.5);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.field.vectors[0][4]"), PIV_FLAG_INVALID);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.feedback.quantity"), "mean_speed");
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.feedback.points"), 3);
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.feedback.points[0].value") == 2.0);
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.feedback.points[2].value") == 2.5);
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.feedback.points[2].setpoint") == 2.5);
+    int sum = 0, buckets = jdoc_length (doc, "$.experiment.rate_history.results");
     for (int i = 0; i < buckets; i++)
-        sum += (int) json_int (doc, 0, "$.experiment.rate_history.results[%d]", i);
+        sum += (int) jdoc_int (doc, 0, "$.experiment.rate_history.results[%d]", i);
     ck_assert_int_eq (sum, 3);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiment.rate_history.results[%d]", buckets - 1), 2);
-    ck_assert_int_eq (json_length (doc, "$.failures"), 1);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.rate_history.results[%d]", buckets - 1), 2);
+    ck_assert_int_eq (jdoc_length (doc, "$.failures"), 1);
+    jdoc_destroy (&doc);
 
     // The HTML says the same.
     int status;
@@ -345,10 +345,10 @@ START_TEST (a_broker_that_answers_an_error_is_not_called_unreachable)
                        && strstr (html, "broker error 500"),
                    "%.3000s", html);
     ck_assert_msg (strstr (html, "nreachable") == NULL, "%.3000s", html);
-    json_t *doc = s_cgi_json ("format=json");
-    ck_assert_int_eq (json_int (doc, -1, "$.broker.answered"), 500);
-    ck_assert_str_eq (json_string (doc, "$.broker.error"), expected);
-    json_destroy (&doc);
+    jdoc_t *doc = s_cgi_json ("format=json");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.broker.answered"), 500);
+    ck_assert_str_eq (jdoc_string (doc, "$.broker.error"), expected);
+    jdoc_destroy (&doc);
     ck_assert_msg (tu_alive (s_farm.broker), "the broker died of its store (see broker.log)");
 }
 END_TEST
@@ -437,11 +437,11 @@ START_TEST (hostile_queries_are_refused_and_hostile_strings_escaped)
     ck_assert (strstr (html, "href=\"?exp=%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%27%26\"")
                != NULL);
     // The JSON gives the strings back exactly (invalid UTF-8 as U+FFFD).
-    json_t *doc = s_cgi_json ("format=json");
-    ck_assert_str_eq (json_string (doc, "$.experiments[2].experiment"), evil);
-    ck_assert_str_eq (json_string (doc, "$.failures[0].error"),
+    jdoc_t *doc = s_cgi_json ("format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[2].experiment"), evil);
+    ck_assert_str_eq (jdoc_string (doc, "$.failures[0].error"),
                       "</td><script>alert(4)</script>\xEF\xBF\xBD\xEF\xBF\xBD");
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     const char *body = s_cgi ("format=json", &status);
     ck_assert (!strstr (body, "<script") && !strstr (body, "<img"));
 }
@@ -594,11 +594,11 @@ START_TEST (a_browser_shows_the_live_farm_served_by_lighttpd)
     int vectors = atoi (shown + strlen ("data-vectors=\""));
     ck_assert_int_gt (vectors, 100);
     ck_assert_int_eq (s_count (dom, "class=\"arrow\""), vectors);
-    json_t *doc = s_cgi_json ("exp=exp1&format=json");
-    ck_assert_int_eq (json_int (doc, -1, "$.experiment.field.shown"), vectors);
-    ck_assert (json_bool (doc, 0, "$.broker.reachable") == 1);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].done"), 4);
-    json_destroy (&doc);
+    jdoc_t *doc = s_cgi_json ("exp=exp1&format=json");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.field.shown"), vectors);
+    ck_assert (jdoc_bool (doc, 0, "$.broker.reachable") == 1);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].done"), 4);
+    jdoc_destroy (&doc);
 
     char shot[4200];
     snprintf (shot, sizeof shot, "--screenshot=%s/page.png", s_dir);
@@ -742,15 +742,15 @@ START_TEST (metrics_of_a_live_farm_pass_promtool_and_match_the_store)
     tu_counts_t c = tu_farm_wait_done (&s_farm, 4, 120);
     ck_assert_msg (c.done == 4, "%lld pairs done (see broker.log)", (long long) c.done);
     // Both agents have introduced themselves (the broker lists them).
-    json_t *doc = NULL;
+    jdoc_t *doc = NULL;
     for (int i = 0; i < 100; i++) {
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
         doc = s_cgi_json ("format=json");
-        if (json_length (doc, "$.agents") == 2 && json_bool (doc, 0, "$.agents[1].alive") == 1)
+        if (jdoc_length (doc, "$.agents") == 2 && jdoc_bool (doc, 0, "$.agents[1].alive") == 1)
             break;
         usleep (100000);
     }
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
 
     char *text = strdup (s_metrics ());
     s_promtool_clean (text);

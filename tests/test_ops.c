@@ -9,7 +9,7 @@
 #include "common/proto.h"
 #include "piv/field.h"
 #include "piv/settings.h"
-#include "store/json.h"
+#include "common/jdoc.h"
 #include "store/store.h"
 #include "tests/testutil.h"
 
@@ -159,7 +159,7 @@ s_pivctl (char *out, size_t len, const char *first, ...)
 
 // Runs 'pivctl --json' with the arguments, which must succeed, and returns
 // its answer parsed (caller destroys).
-static json_t *
+static jdoc_t *
 s_ask (const char *first, ...)
 {
     static char out[1 << 20];
@@ -178,18 +178,18 @@ s_ask (const char *first, ...)
     // Progress lines (replay) come first, on stderr.
     char *json = out[0] == '{' ? out : strstr (out, "\n{");
     char err[256];
-    json_t *doc = json ? json_parse (json, err, sizeof err) : NULL;
+    jdoc_t *doc = json ? jdoc_parse (json, err, sizeof err) : NULL;
     ck_assert_msg (doc != NULL, "pivctl %s: not JSON: %s", first, out);
     return doc;
 }
 
 // The index of exp1 in the "experiments" array of doc; fails if absent.
 static int
-s_exp1 (json_t *doc)
+s_exp1 (jdoc_t *doc)
 {
-    int n = json_length (doc, "$.experiments");
+    int n = jdoc_length (doc, "$.experiments");
     for (int i = 0; i < n; i++) {
-        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
+        const char *name = jdoc_string (doc, "$.experiments[%d].experiment", i);
         if (name && strcmp (name, "exp1") == 0)
             return i;
     }
@@ -249,7 +249,7 @@ s_tail_start (const char *experiment, int count)
 // Waits until the tail has exited (its count seen), and parses its lines
 // into docs (at most max). Returns how many.
 static int
-s_tail_wait (json_t **docs, int max, int timeout_s)
+s_tail_wait (jdoc_t **docs, int max, int timeout_s)
 {
     for (int i = 0; i < timeout_s * 20 && tu_alive (s_farm.others[0]); i++)
         usleep (50000);
@@ -261,7 +261,7 @@ s_tail_wait (json_t **docs, int max, int timeout_s)
     for (char *line = strtok (log, "\n"); line; line = strtok (NULL, "\n")) {
         char err[256];
         ck_assert_msg (n < max, "more messages than expected: %s", line);
-        docs[n] = json_parse (line, err, sizeof err);
+        docs[n] = jdoc_parse (line, err, sizeof err);
         ck_assert_msg (docs[n] != NULL, "not JSON: %s: %s", err, line);
         n++;
     }
@@ -276,78 +276,78 @@ START_TEST (pivctl_queries_show_the_farm_as_the_store_records_it)
 {
     s_start_farm_done ("q", 3);
 
-    json_t *doc = s_ask ("status", NULL);
+    jdoc_t *doc = s_ask ("status", NULL);
     int e = s_exp1 (doc);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].files", e), 6);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].done", e), 3);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].pending", e), 0);
-    ck_assert_int_eq (json_int (doc, -1, "$.results"), 3);
-    ck_assert_str_eq (json_string (doc, "$.policy"), "all");
-    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
-    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 0);
-    ck_assert_str_eq (json_string (doc, "$.agents[0].id"), "a1");
-    ck_assert (json_is_number (doc, "$.experiments[%d].latency_median_ms", e));
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[%d].files", e), 6);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[%d].done", e), 3);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[%d].pending", e), 0);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.results"), 3);
+    ck_assert_str_eq (jdoc_string (doc, "$.policy"), "all");
+    ck_assert_int_eq (jdoc_type_at (doc, "$.rate_limit"), JDOC_NULL);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.paused"), 0);
+    ck_assert_str_eq (jdoc_string (doc, "$.agents[0].id"), "a1");
+    ck_assert (jdoc_is_number (doc, "$.experiments[%d].latency_median_ms", e));
+    jdoc_destroy (&doc);
 
     doc = s_ask ("agents", NULL);
-    ck_assert_int_eq (json_length (doc, "$.agents"), 1);
-    ck_assert_str_eq (json_string (doc, "$.agents[0].id"), "a1");
-    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].done"), 3);
-    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].tasks"), 0);
-    ck_assert_int_eq (json_int (doc, -1, "$.agents[0].credit"), 1);
-    ck_assert (json_number (doc, -1, "$.agents[0].last_heartbeat_ms") < 1000);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_length (doc, "$.agents"), 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.agents[0].id"), "a1");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents[0].done"), 3);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents[0].tasks"), 0);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents[0].credit"), 1);
+    ck_assert (jdoc_number (doc, -1, "$.agents[0].last_heartbeat_ms") < 1000);
+    jdoc_destroy (&doc);
 
     doc = s_ask ("experiments", NULL);
     e = s_exp1 (doc);
-    ck_assert_str_eq (json_string (doc, "$.experiments[%d].source", e), "exp1");
-    const char *settings = json_string (doc, "$.experiments[%d].settings", e);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[%d].source", e), "exp1");
+    const char *settings = jdoc_string (doc, "$.experiments[%d].settings", e);
     ck_assert_msg (settings && strstr (settings, "passes=32,16"), "%s", settings);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
 
     doc = s_ask ("pairs", "exp1", "--state", "done", NULL);
-    ck_assert_int_eq (json_length (doc, "$.pairs"), 3);
+    ck_assert_int_eq (jdoc_length (doc, "$.pairs"), 3);
     for (int i = 0; i < 3; i++) {
         char stem[32];
         snprintf (stem, sizeof stem, "q_%04d", i + 1);
-        ck_assert_str_eq (json_string (doc, "$.pairs[%d].stem", i), stem);
-        ck_assert_str_eq (json_string (doc, "$.pairs[%d].state", i), "done");
-        ck_assert_str_eq (json_string (doc, "$.pairs[%d].agent", i), "a1");
-        int64_t created = json_int (doc, 0, "$.pairs[%d].created_ns", i);
-        int64_t dispatched = json_int (doc, 0, "$.pairs[%d].dispatched_ns", i);
-        int64_t finished = json_int (doc, 0, "$.pairs[%d].finished_ns", i);
+        ck_assert_str_eq (jdoc_string (doc, "$.pairs[%d].stem", i), stem);
+        ck_assert_str_eq (jdoc_string (doc, "$.pairs[%d].state", i), "done");
+        ck_assert_str_eq (jdoc_string (doc, "$.pairs[%d].agent", i), "a1");
+        int64_t created = jdoc_int (doc, 0, "$.pairs[%d].created_ns", i);
+        int64_t dispatched = jdoc_int (doc, 0, "$.pairs[%d].dispatched_ns", i);
+        int64_t finished = jdoc_int (doc, 0, "$.pairs[%d].finished_ns", i);
         ck_assert (created > 0 && created <= dispatched && dispatched <= finished);
-        ck_assert (json_number (doc, -1, "$.pairs[%d].latency_ms", i) >= 0);
+        ck_assert (jdoc_number (doc, -1, "$.pairs[%d].latency_ms", i) >= 0);
     }
-    ck_assert_int_eq (json_bool (doc, -1, "$.truncated"), 0);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.truncated"), 0);
+    jdoc_destroy (&doc);
     doc = s_ask ("pairs", "exp1", "--state", "pending", NULL);
-    ck_assert_int_eq (json_length (doc, "$.pairs"), 0);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_length (doc, "$.pairs"), 0);
+    jdoc_destroy (&doc);
     doc = s_ask ("pairs", "exp1", "--limit", "2", NULL);
-    ck_assert_int_eq (json_length (doc, "$.pairs"), 2);
-    ck_assert_int_eq (json_bool (doc, -1, "$.truncated"), 1);
-    int64_t second = json_int (doc, 0, "$.pairs[1].pair");
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_length (doc, "$.pairs"), 2);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.truncated"), 1);
+    int64_t second = jdoc_int (doc, 0, "$.pairs[1].pair");
+    jdoc_destroy (&doc);
     char after[32];
     snprintf (after, sizeof after, "%lld", (long long)second);
     doc = s_ask ("pairs", "exp1", "--after", after, NULL);
-    ck_assert_int_eq (json_length (doc, "$.pairs"), 1);
-    ck_assert_str_eq (json_string (doc, "$.pairs[0].stem"), "q_0003");
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_length (doc, "$.pairs"), 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.pairs[0].stem"), "q_0003");
+    jdoc_destroy (&doc);
 
     // The log: each file, pair, dispatch and result of exp1.
     doc = s_ask ("log", "exp1", NULL);
-    int n = json_length (doc, "$.events"), files = 0, dispatches = 0, results = 0;
+    int n = jdoc_length (doc, "$.events"), files = 0, dispatches = 0, results = 0;
     for (int i = 0; i < n; i++) {
-        const char *kind = json_string (doc, "$.events[%d].kind", i);
+        const char *kind = jdoc_string (doc, "$.events[%d].kind", i);
         files += strcmp (kind, "file") == 0;
         dispatches += strcmp (kind, "dispatch") == 0;
         results += strcmp (kind, "result") == 0;
     }
     ck_assert_msg (files == 6 && dispatches == 3 && results == 3,
                    "%d files %d dispatches %d results", files, dispatches, results);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
 
     // The same as tables: each shows what it names.
     char out[16384];
@@ -388,112 +388,112 @@ START_TEST (pivctl_steering_commands_answer_with_the_setting_now_in_force)
 {
     s_start_farm_done ("t", 1);
 
-    json_t *doc = s_ask ("rate", "5", "-e", "exp1", NULL);
-    ck_assert_str_eq (json_string (doc, "$.scope"), "exp1");
-    ck_assert (json_number (doc, -1, "$.rate_limit") == 5);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("rate", "5", "-e", "exp1", NULL);
+    ck_assert_str_eq (jdoc_string (doc, "$.scope"), "exp1");
+    ck_assert (jdoc_number (doc, -1, "$.rate_limit") == 5);
+    jdoc_destroy (&doc);
     doc = s_ask ("policy", "sample", "3", "--experiment=exp1", NULL);
-    ck_assert_str_eq (json_string (doc, "$.scope"), "exp1");
-    ck_assert_str_eq (json_string (doc, "$.policy"), "sample 3");
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.scope"), "exp1");
+    ck_assert_str_eq (jdoc_string (doc, "$.policy"), "sample 3");
+    jdoc_destroy (&doc);
     doc = s_ask ("policy", "latest", NULL);
-    ck_assert_str_eq (json_string (doc, "$.scope"), "*");
-    ck_assert_str_eq (json_string (doc, "$.policy"), "latest");
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.scope"), "*");
+    ck_assert_str_eq (jdoc_string (doc, "$.policy"), "latest");
+    jdoc_destroy (&doc);
     doc = s_ask ("pause", "-e", "exp1", NULL);
-    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 1);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.paused"), 1);
+    jdoc_destroy (&doc);
 
     // status says what is in force: exp1's own, the global default.
     doc = s_ask ("status", NULL);
     int e = s_exp1 (doc);
-    ck_assert (json_number (doc, -1, "$.experiments[%d].rate_limit", e) == 5);
-    ck_assert_str_eq (json_string (doc, "$.experiments[%d].policy", e), "sample 3");
-    ck_assert_int_eq (json_bool (doc, -1, "$.experiments[%d].paused", e), 1);
-    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
-    ck_assert_str_eq (json_string (doc, "$.policy"), "latest");
-    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 0);
-    json_destroy (&doc);
+    ck_assert (jdoc_number (doc, -1, "$.experiments[%d].rate_limit", e) == 5);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[%d].policy", e), "sample 3");
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.experiments[%d].paused", e), 1);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.rate_limit"), JDOC_NULL);
+    ck_assert_str_eq (jdoc_string (doc, "$.policy"), "latest");
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.paused"), 0);
+    jdoc_destroy (&doc);
 
     doc = s_ask ("resume", "-e", "exp1", NULL);
-    ck_assert_int_eq (json_bool (doc, -1, "$.paused"), 0);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.paused"), 0);
+    jdoc_destroy (&doc);
     doc = s_ask ("rate", "max", "-e", "exp1", NULL);
-    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.rate_limit"), JDOC_NULL);
+    jdoc_destroy (&doc);
     doc = s_ask ("rate", "2.5", NULL);
-    ck_assert_str_eq (json_string (doc, "$.scope"), "*");
-    ck_assert (json_number (doc, -1, "$.rate_limit") == 2.5);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.scope"), "*");
+    ck_assert (jdoc_number (doc, -1, "$.rate_limit") == 2.5);
+    jdoc_destroy (&doc);
 
     // feedback: show, set, on, off.
     doc = s_ask ("feedback", "show", "-e", "exp1", NULL);
-    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
-    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
-    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_u");
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.feedback.enabled"), 0);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.feedback.roi"), JDOC_NULL);
+    ck_assert_str_eq (jdoc_string (doc, "$.feedback.quantity"), "mean_u");
+    jdoc_destroy (&doc);
     doc = s_ask ("feedback", "set", "roi=10,20,100,200", "quantity=mean_v", "setpoint=-1.5",
                  "kp=0.5", "ki=0.25", "out_min=-2", "out_max=2", "-e", "exp1", NULL);
-    ck_assert_str_eq (json_string (doc, "$.scope"), "exp1");
-    ck_assert (json_number (doc, -1, "$.feedback.roi[0]") == 10 &&
-               json_number (doc, -1, "$.feedback.roi[1]") == 20 &&
-               json_number (doc, -1, "$.feedback.roi[2]") == 100 &&
-               json_number (doc, -1, "$.feedback.roi[3]") == 200);
-    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_v");
-    ck_assert (json_number (doc, 0, "$.feedback.setpoint") == -1.5);
-    ck_assert (json_number (doc, 0, "$.feedback.kp") == 0.5);
-    ck_assert (json_number (doc, 0, "$.feedback.ki") == 0.25);
-    ck_assert (json_number (doc, 0, "$.feedback.out_min") == -2);
-    ck_assert (json_number (doc, 0, "$.feedback.out_max") == 2);
-    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.scope"), "exp1");
+    ck_assert (jdoc_number (doc, -1, "$.feedback.roi[0]") == 10 &&
+               jdoc_number (doc, -1, "$.feedback.roi[1]") == 20 &&
+               jdoc_number (doc, -1, "$.feedback.roi[2]") == 100 &&
+               jdoc_number (doc, -1, "$.feedback.roi[3]") == 200);
+    ck_assert_str_eq (jdoc_string (doc, "$.feedback.quantity"), "mean_v");
+    ck_assert (jdoc_number (doc, 0, "$.feedback.setpoint") == -1.5);
+    ck_assert (jdoc_number (doc, 0, "$.feedback.kp") == 0.5);
+    ck_assert (jdoc_number (doc, 0, "$.feedback.ki") == 0.25);
+    ck_assert (jdoc_number (doc, 0, "$.feedback.out_min") == -2);
+    ck_assert (jdoc_number (doc, 0, "$.feedback.out_max") == 2);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.feedback.enabled"), 0);
+    jdoc_destroy (&doc);
     doc = s_ask ("feedback", "on", "-e", "exp1", NULL);
-    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 1);
-    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_v"); // kept
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.feedback.enabled"), 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.feedback.quantity"), "mean_v"); // kept
+    jdoc_destroy (&doc);
     doc = s_ask ("feedback", "show", NULL); // the global default is untouched
-    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
-    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.feedback.enabled"), 0);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.feedback.roi"), JDOC_NULL);
+    jdoc_destroy (&doc);
     doc = s_ask ("feedback", "off", "-e", "exp1", NULL);
-    ck_assert_int_eq (json_bool (doc, -1, "$.feedback.enabled"), 0);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.feedback.enabled"), 0);
+    jdoc_destroy (&doc);
     doc = s_ask ("feedback", "set", "roi=all", "-e", "exp1", NULL);
-    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.feedback.roi"), JDOC_NULL);
+    jdoc_destroy (&doc);
 
     // Every change is in the event log of its experiment.
     doc = s_ask ("log", "exp1", NULL);
-    int n = json_length (doc, "$.events"), rate5 = 0, paused = 0, feedback = 0;
+    int n = jdoc_length (doc, "$.events"), rate5 = 0, paused = 0, feedback = 0;
     for (int i = 0; i < n; i++) {
-        const char *kind = json_string (doc, "$.events[%d].kind", i);
-        const char *payload = json_string (doc, "$.events[%d].payload", i);
+        const char *kind = jdoc_string (doc, "$.events[%d].kind", i);
+        const char *payload = jdoc_string (doc, "$.events[%d].payload", i);
         if (strcmp (kind, "setting") != 0)
             continue;
-        ck_assert (json_int (doc, 0, "$.events[%d].ts_ns", i) > 0);
+        ck_assert (jdoc_int (doc, 0, "$.events[%d].ts_ns", i) > 0);
         rate5 += strcmp (payload, "rate=5") == 0;
         paused += strcmp (payload, "paused=1") == 0;
         feedback += strncmp (payload, "feedback=", 9) == 0;
     }
     ck_assert_msg (rate5 == 1 && paused == 1 && feedback == 4, "rate %d paused %d feedback %d",
                    rate5, paused, feedback);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
 
     // The settings survive a restart of the broker.
     ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
     tu_farm_start_broker (&s_farm);
     doc = s_ask ("status", NULL);
     e = s_exp1 (doc);
-    ck_assert_str_eq (json_string (doc, "$.experiments[%d].policy", e), "sample 3");
-    ck_assert (json_number (doc, -1, "$.experiments[%d].rate_limit", e) == 2.5);
-    ck_assert (json_number (doc, -1, "$.rate_limit") == 2.5);
-    ck_assert_str_eq (json_string (doc, "$.policy"), "latest");
-    ck_assert_int_eq (json_bool (doc, -1, "$.experiments[%d].paused", e), 0);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[%d].policy", e), "sample 3");
+    ck_assert (jdoc_number (doc, -1, "$.experiments[%d].rate_limit", e) == 2.5);
+    ck_assert (jdoc_number (doc, -1, "$.rate_limit") == 2.5);
+    ck_assert_str_eq (jdoc_string (doc, "$.policy"), "latest");
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.experiments[%d].paused", e), 0);
+    jdoc_destroy (&doc);
     doc = s_ask ("feedback", "show", "-e", "exp1", NULL);
-    ck_assert_str_eq (json_string (doc, "$.feedback.quantity"), "mean_v");
-    ck_assert (json_number (doc, 0, "$.feedback.ki") == 0.25);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.feedback.quantity"), "mean_v");
+    ck_assert (jdoc_number (doc, 0, "$.feedback.ki") == 0.25);
+    jdoc_destroy (&doc);
 }
 END_TEST
 
@@ -529,14 +529,14 @@ START_TEST (pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_bro
     s_bad_usage ("'colour'", "feedback", "set", "colour=red", NULL);
     s_bad_usage ("roi", "feedback", "set", "roi=5,5,1,1", NULL);
     // A refused 'set' changed nothing, not even its good values.
-    json_t *doc = s_ask ("feedback", "show", NULL);
-    ck_assert (json_number (doc, -1, "$.feedback.setpoint") == 0);
-    ck_assert_int_eq (json_type_at (doc, "$.feedback.roi"), JSON_NULL);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("feedback", "show", NULL);
+    ck_assert (jdoc_number (doc, -1, "$.feedback.setpoint") == 0);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.feedback.roi"), JDOC_NULL);
+    jdoc_destroy (&doc);
     doc = s_ask ("status", NULL);
-    ck_assert_str_eq (json_string (doc, "$.policy"), "all");
-    ck_assert_int_eq (json_type_at (doc, "$.rate_limit"), JSON_NULL);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.policy"), "all");
+    ck_assert_int_eq (jdoc_type_at (doc, "$.rate_limit"), JDOC_NULL);
+    jdoc_destroy (&doc);
 
     // No broker: each command names the endpoint it asked.
     tu_stop (s_farm.broker, SIGKILL, 5);
@@ -573,24 +573,24 @@ START_TEST (retry_sends_failed_pairs_again_and_they_complete)
         usleep (100000);
     ck_assert_msg (c.failed == 2 && c.done == 0, "failed %lld done %lld", (long long)c.failed,
                    (long long)c.done);
-    json_t *doc = s_ask ("pairs", "exp1", "--state", "failed", NULL);
-    ck_assert_int_eq (json_length (doc, "$.pairs"), 2);
-    ck_assert_int_eq (json_int (doc, -1, "$.pairs[0].attempts"), 3);
-    const char *error = json_string (doc, "$.pairs[0].error");
+    jdoc_t *doc = s_ask ("pairs", "exp1", "--state", "failed", NULL);
+    ck_assert_int_eq (jdoc_length (doc, "$.pairs"), 2);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.pairs[0].attempts"), 3);
+    const char *error = jdoc_string (doc, "$.pairs[0].error");
     ck_assert_msg (error && strstr (error, "fogged"), "%s", error ? error : "(none)");
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
 
     tu_spit (tu_path (s_farm.dir, "fixed"), "", 0);
     doc = s_ask ("retry", "exp1", NULL);
-    ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1");
-    ck_assert_int_eq (json_int (doc, -1, "$.moved"), 2);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment"), "exp1");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.moved"), 2);
+    jdoc_destroy (&doc);
     c = tu_farm_wait_done (&s_farm, 2, 60);
     ck_assert_msg (c.done == 2 && c.failed == 0, "done %lld failed %lld", (long long)c.done,
                    (long long)c.failed);
     doc = s_ask ("retry", "exp1", NULL); // nothing left to retry
-    ck_assert_int_eq (json_int (doc, -1, "$.moved"), 0);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.moved"), 0);
+    jdoc_destroy (&doc);
 }
 END_TEST
 
@@ -602,8 +602,8 @@ START_TEST (rate_5_dispatches_five_pairs_a_second)
     tu_farm_conf (&s_farm, "noop", 4, "32,16", "");
     tu_farm_render (&s_farm, 25, "r");
     s_start_farm ();
-    json_t *doc = s_ask ("rate", "5", NULL);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("rate", "5", NULL);
+    jdoc_destroy (&doc);
     tu_farm_land (&s_farm, "r", 1, 25, 0); // far faster than 5 pairs/s
     tu_counts_t c = tu_farm_wait_done (&s_farm, 25, 60);
     ck_assert_int_eq (c.done, 25);
@@ -625,17 +625,17 @@ START_TEST (latest_processes_the_newest_pair_first)
     tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
     tu_farm_render (&s_farm, 8, "l");
     s_start_farm ();
-    json_t *doc = s_ask ("pause", NULL);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("pause", NULL);
+    jdoc_destroy (&doc);
     tu_farm_land (&s_farm, "l", 1, 8, 0);
     tu_counts_t c = tu_farm_counts (&s_farm);
     for (int i = 0; i < 200 && c.pending < 8; i++, c = tu_farm_counts (&s_farm))
         usleep (50000);
     ck_assert_int_eq (c.pending, 8);
     doc = s_ask ("policy", "latest", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     doc = s_ask ("resume", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 8, 60).done, 8);
     s_pairs_t p;
     s_read_pairs (&p);
@@ -654,8 +654,8 @@ START_TEST (sample_3_skips_two_pairs_in_three_and_backfill_completes_them)
     tu_farm_conf (&s_farm, "noop", 2, "32,16", "");
     tu_farm_render (&s_farm, 9, "s");
     s_start_farm ();
-    json_t *doc = s_ask ("policy", "sample", "3", NULL);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("policy", "sample", "3", NULL);
+    jdoc_destroy (&doc);
     tu_farm_land (&s_farm, "s", 1, 9, 20000);
     tu_counts_t c = tu_farm_counts (&s_farm);
     for (int i = 0; i < 300 && (c.done < 3 || c.skipped < 6); i++, c = tu_farm_counts (&s_farm))
@@ -673,12 +673,12 @@ START_TEST (sample_3_skips_two_pairs_in_three_and_backfill_completes_them)
         ck_assert_msg (p.pairs[i].state == (i % 3 == 0 ? STORE_DONE : STORE_SKIPPED),
                        "pair %d (%s) in state %d", i + 1, p.pairs[i].stem, p.pairs[i].state);
     doc = s_ask ("pairs", "exp1", "--state", "skipped", NULL);
-    ck_assert_int_eq (json_length (doc, "$.pairs"), 6);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_length (doc, "$.pairs"), 6);
+    jdoc_destroy (&doc);
 
     doc = s_ask ("backfill", "exp1", NULL);
-    ck_assert_int_eq (json_int (doc, -1, "$.moved"), 6);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.moved"), 6);
+    jdoc_destroy (&doc);
     c = tu_farm_wait_done (&s_farm, 9, 60);
     ck_assert_msg (c.done == 9 && c.skipped == 0, "done %lld skipped %lld", (long long)c.done,
                    (long long)c.skipped);
@@ -742,59 +742,59 @@ START_TEST (feedback_reports_every_result_with_the_figures_of_its_roi)
     s_tail_start ("exp1", 4);
     tu_farm_land (&s_farm, "b", 1, 2, 0);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
-    json_t *doc = s_ask ("feedback", "set", "roi=60,60,180,180", NULL);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("feedback", "set", "roi=60,60,180,180", NULL);
+    jdoc_destroy (&doc);
     tu_farm_land (&s_farm, "b", 3, 4, 0);
-    json_t *m[4];
+    jdoc_t *m[4];
     ck_assert_int_eq (s_tail_wait (m, 4, 60), 4);
     const double roi[4] = {60, 60, 180, 180};
     for (int i = 0; i < 4; i++) {
         char stem[32];
         snprintf (stem, sizeof stem, "b_%04d", i + 1);
-        ck_assert_str_eq (json_string (m[i], "$.experiment"), "exp1");
-        ck_assert_str_eq (json_string (m[i], "$.stem"), stem);
-        double u = json_number (m[i], NAN, "$.mean_u"), v = json_number (m[i], NAN, "$.mean_v");
+        ck_assert_str_eq (jdoc_string (m[i], "$.experiment"), "exp1");
+        ck_assert_str_eq (jdoc_string (m[i], "$.stem"), stem);
+        double u = jdoc_number (m[i], NAN, "$.mean_u"), v = jdoc_number (m[i], NAN, "$.mean_v");
         ck_assert_msg (fabs (u - SHIFT_U) < 0.1 && fabs (v - SHIFT_V) < 0.1, "%s: (%g, %g)", stem,
                        u, v);
-        ck_assert (json_number (m[i], NAN, "$.value") == u); // quantity mean_u
-        ck_assert_msg (fabs (json_number (m[i], NAN, "$.mean_speed") - hypot (SHIFT_U, SHIFT_V)) <
+        ck_assert (jdoc_number (m[i], NAN, "$.value") == u); // quantity mean_u
+        ck_assert_msg (fabs (jdoc_number (m[i], NAN, "$.mean_speed") - hypot (SHIFT_U, SHIFT_V)) <
                            0.1,
                        "%s", stem);
-        ck_assert_int_eq (json_int (m[i], -1, "$.n"), s_vectors_inside (stem, i < 2 ? NULL : roi));
-        ck_assert_int_eq (json_type_at (m[i], "$.roi"), i < 2 ? JSON_NULL : JSON_ARRAY);
-        ck_assert_int_eq (json_type_at (m[i], "$.output"), JSON_NULL); // controller off
-        int64_t closed = json_int (m[i], 0, "$.closed_ns");
-        int64_t dispatched = json_int (m[i], 0, "$.dispatched_ns");
-        int64_t computed = json_int (m[i], 0, "$.computed_ns");
-        int64_t published = json_int (m[i], 0, "$.published_ns");
+        ck_assert_int_eq (jdoc_int (m[i], -1, "$.n"), s_vectors_inside (stem, i < 2 ? NULL : roi));
+        ck_assert_int_eq (jdoc_type_at (m[i], "$.roi"), i < 2 ? JDOC_NULL : JDOC_ARRAY);
+        ck_assert_int_eq (jdoc_type_at (m[i], "$.output"), JDOC_NULL); // controller off
+        int64_t closed = jdoc_int (m[i], 0, "$.closed_ns");
+        int64_t dispatched = jdoc_int (m[i], 0, "$.dispatched_ns");
+        int64_t computed = jdoc_int (m[i], 0, "$.computed_ns");
+        int64_t published = jdoc_int (m[i], 0, "$.published_ns");
         ck_assert (closed > 0 && closed <= dispatched && dispatched <= computed &&
                    computed <= published);
-        ck_assert (fabs (json_number (m[i], NAN, "$.latency_ms") - (published - closed) / 1e6) <
+        ck_assert (fabs (jdoc_number (m[i], NAN, "$.latency_ms") - (published - closed) / 1e6) <
                    0.01);
     }
-    ck_assert_int_lt (json_int (m[2], 0, "$.n"), json_int (m[0], 0, "$.n"));
+    ck_assert_int_lt (jdoc_int (m[2], 0, "$.n"), jdoc_int (m[0], 0, "$.n"));
     for (int i = 0; i < 4; i++)
-        json_destroy (&m[i]);
+        jdoc_destroy (&m[i]);
     // The same messages are in the event log.
     doc = s_ask ("log", "exp1", NULL);
-    int n = json_length (doc, "$.events"), feedback = 0;
+    int n = jdoc_length (doc, "$.events"), feedback = 0;
     for (int i = 0; i < n; i++)
-        feedback += strcmp (json_string (doc, "$.events[%d].kind", i), "feedback") == 0;
+        feedback += strcmp (jdoc_string (doc, "$.events[%d].kind", i), "feedback") == 0;
     ck_assert_int_eq (feedback, 4);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     // --feedback-only re-publishes them on the replay's topic, computing nothing.
     s_tail_start ("exp1.replay1", 4);
     doc = s_ask ("replay", "exp1", "--feedback-only", NULL);
-    ck_assert_str_eq (json_string (doc, "$.as"), "exp1.replay1");
-    ck_assert_int_eq (json_int (doc, -1, "$.republished"), 4);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.as"), "exp1.replay1");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.republished"), 4);
+    jdoc_destroy (&doc);
     ck_assert_int_eq (s_tail_wait (m, 4, 60), 4);
     for (int i = 0; i < 4; i++) {
         char stem[32];
         snprintf (stem, sizeof stem, "b_%04d", i + 1);
-        ck_assert_str_eq (json_string (m[i], "$.stem"), stem);
-        ck_assert (fabs (json_number (m[i], NAN, "$.mean_u") - SHIFT_U) < 0.1);
-        json_destroy (&m[i]);
+        ck_assert_str_eq (jdoc_string (m[i], "$.stem"), stem);
+        ck_assert (fabs (jdoc_number (m[i], NAN, "$.mean_u") - SHIFT_U) < 0.1);
+        jdoc_destroy (&m[i]);
     }
     ck_assert_int_eq (tu_farm_counts (&s_farm).done, 4); // nothing computed afresh
 }
@@ -804,63 +804,63 @@ START_TEST (the_pi_controller_follows_its_gains_and_a_step_in_setpoint)
 {
     tu_farm_render (&s_farm, 11, "c");
     s_start_farm ();
-    json_t *doc = s_ask ("feedback", "set", "kp=0.5", "setpoint=3", NULL);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("feedback", "set", "kp=0.5", "setpoint=3", NULL);
+    jdoc_destroy (&doc);
     doc = s_ask ("feedback", "on", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     // kp alone: output = kp * (setpoint - value), then a step to 5.
     s_tail_start ("exp1", 6);
     tu_farm_land (&s_farm, "c", 1, 3, 100000);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 3, 60).done, 3);
     doc = s_ask ("feedback", "set", "setpoint=5", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     tu_farm_land (&s_farm, "c", 4, 6, 100000);
-    json_t *m[6];
+    jdoc_t *m[6];
     ck_assert_int_eq (s_tail_wait (m, 6, 60), 6);
     for (int i = 0; i < 6; i++) {
         double setpoint = i < 3 ? 3 : 5;
-        double value = json_number (m[i], NAN, "$.value");
-        double output = json_number (m[i], NAN, "$.output");
+        double value = jdoc_number (m[i], NAN, "$.value");
+        double output = jdoc_number (m[i], NAN, "$.output");
         ck_assert_msg (fabs (value - SHIFT_U) < 0.1, "value %g", value);
-        ck_assert (json_number (m[i], NAN, "$.setpoint") == setpoint);
+        ck_assert (jdoc_number (m[i], NAN, "$.setpoint") == setpoint);
         ck_assert_msg (fabs (output - 0.5 * (setpoint - value)) < 1e-6,
                        "message %d: output %.9g, value %.9g, setpoint %g", i + 1, output, value,
                        setpoint);
-        json_destroy (&m[i]);
+        jdoc_destroy (&m[i]);
     }
     // ki alone: each message adds ki * e * dt, dt between the frames' closing.
     doc = s_ask ("feedback", "set", "kp=0", "ki=0.2", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     s_tail_start ("exp1", 4);
     tu_farm_land (&s_farm, "c", 7, 10, 250000);
     ck_assert_int_eq (s_tail_wait (m, 4, 60), 4);
     for (int i = 1; i < 4; i++) {
-        double e = 5 - json_number (m[i], NAN, "$.value");
+        double e = 5 - jdoc_number (m[i], NAN, "$.value");
         double dt =
-            (json_int (m[i], 0, "$.closed_ns") - json_int (m[i - 1], 0, "$.closed_ns")) / 1e9;
-        double step = json_number (m[i], NAN, "$.output") - json_number (m[i - 1], NAN, "$.output");
+            (jdoc_int (m[i], 0, "$.closed_ns") - jdoc_int (m[i - 1], 0, "$.closed_ns")) / 1e9;
+        double step = jdoc_number (m[i], NAN, "$.output") - jdoc_number (m[i - 1], NAN, "$.output");
         ck_assert_msg (dt > 0.2, "dt %g", dt);
         ck_assert_msg (fabs (step - 0.2 * e * dt) < 1e-6, "message %d: step %.9g, ki*e*dt %.9g",
                        i + 1, step, 0.2 * e * dt);
     }
     for (int i = 0; i < 4; i++)
-        json_destroy (&m[i]);
+        jdoc_destroy (&m[i]);
     doc = s_ask ("feedback", "show", "-e", "exp1", NULL);
-    ck_assert (json_number (doc, NAN, "$.feedback.output") > 0);
-    json_destroy (&doc);
+    ck_assert (jdoc_number (doc, NAN, "$.feedback.output") > 0);
+    jdoc_destroy (&doc);
     // Off, then on again: the controller starts afresh, the time it was
     // off is not integrated.
     doc = s_ask ("feedback", "off", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     usleep (500000);
     doc = s_ask ("feedback", "on", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     s_tail_start ("exp1", 1);
     tu_farm_land (&s_farm, "c", 11, 11, 0);
     ck_assert_int_eq (s_tail_wait (m, 1, 60), 1);
-    ck_assert_msg (json_number (m[0], NAN, "$.output") == 0, "output %.9g after a restart",
-                   json_number (m[0], NAN, "$.output"));
-    json_destroy (&m[0]);
+    ck_assert_msg (jdoc_number (m[0], NAN, "$.output") == 0, "output %.9g after a restart",
+                   jdoc_number (m[0], NAN, "$.output"));
+    jdoc_destroy (&m[0]);
 }
 END_TEST
 
@@ -895,23 +895,23 @@ s_files_span (const char *name)
 }
 
 static void
-s_check_replay (json_t *doc, const char *as, double speed)
+s_check_replay (jdoc_t *doc, const char *as, double speed)
 {
-    ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1");
-    ck_assert_str_eq (json_string (doc, "$.as"), as);
-    ck_assert_int_eq (json_int (doc, -1, "$.pairs_matched"), 30);
-    ck_assert_int_eq (json_int (doc, -1, "$.pairs_missing"), 0);
-    ck_assert_int_eq (json_int (doc, -1, "$.fields_compared"), 30);
-    ck_assert_int_eq (json_int (doc, -1, "$.files_matched"), 60);
-    double diff = json_number (doc, NAN, "$.max_vector_difference");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment"), "exp1");
+    ck_assert_str_eq (jdoc_string (doc, "$.as"), as);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.pairs_matched"), 30);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.pairs_missing"), 0);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.fields_compared"), 30);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.files_matched"), 60);
+    double diff = jdoc_number (doc, NAN, "$.max_vector_difference");
     ck_assert_msg (diff <= 1e-6, "%s: vectors differ by %g px", as, diff);
-    double pacing = json_number (doc, NAN, "$.pacing_error_percent");
+    double pacing = jdoc_number (doc, NAN, "$.pacing_error_percent");
     ck_assert_msg (fabs (pacing) <= 5, "%s at speed %g: pacing off by %g %%", as, speed, pacing);
     // The store agrees: the replay lasted the original's time over speed.
     double original = s_files_span ("exp1"), replay = s_files_span (as);
     ck_assert_msg (original > 1.5 && fabs (replay * speed / original - 1) <= 0.05,
                    "%s: %.3f s against %.3f s / %g", as, replay, original, speed);
-    ck_assert (json_number (doc, NAN, "$.speed") == speed);
+    ck_assert (jdoc_number (doc, NAN, "$.speed") == speed);
 }
 
 START_TEST (a_replay_gives_the_same_fields_at_the_pace_asked)
@@ -921,43 +921,43 @@ START_TEST (a_replay_gives_the_same_fields_at_the_pace_asked)
     s_start_farm ();
     tu_farm_land (&s_farm, "v", 1, 30, 66000); // some 15 pairs/s, as a camera
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 30, 60).done, 30);
-    json_t *doc = s_ask ("replay", "exp1", "--speed", "1", NULL);
+    jdoc_t *doc = s_ask ("replay", "exp1", "--speed", "1", NULL);
     s_check_replay (doc, "exp1.replay1", 1);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     doc = s_ask ("replay", "exp1", "--speed", "10", NULL);
     s_check_replay (doc, "exp1.replay2", 10);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     // The replays are experiments of their own, reading exp1's files.
     doc = s_ask ("experiments", NULL);
-    int n = json_length (doc, "$.experiments"), replays = 0;
+    int n = jdoc_length (doc, "$.experiments"), replays = 0;
     for (int i = 0; i < n; i++) {
-        const char *name = json_string (doc, "$.experiments[%d].experiment", i);
+        const char *name = jdoc_string (doc, "$.experiments[%d].experiment", i);
         if (strncmp (name, "exp1.replay", 11) != 0)
             continue;
         replays++;
-        ck_assert_str_eq (json_string (doc, "$.experiments[%d].source", i), "exp1");
-        ck_assert_int_eq (json_int (doc, -1, "$.experiments[%d].done", i), 30);
-        ck_assert_int_eq (json_bool (doc, -1, "$.experiments[%d].replay.finished", i), 1);
+        ck_assert_str_eq (jdoc_string (doc, "$.experiments[%d].source", i), "exp1");
+        ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[%d].done", i), 30);
+        ck_assert_int_eq (jdoc_bool (doc, -1, "$.experiments[%d].replay.finished", i), 1);
     }
     ck_assert_int_eq (replays, 2);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     // New PIV settings for a replay: its tasks carry them, the rest is the
     // original's.
     doc = s_ask ("replay", "exp1", "--as", "fine", "--speed", "max", "--passes", "16",
                  "--overlap", "0", NULL);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     doc = s_ask ("experiments", NULL);
-    n = json_length (doc, "$.experiments");
+    n = jdoc_length (doc, "$.experiments");
     int found = 0;
     for (int i = 0; i < n; i++)
-        if (strcmp (json_string (doc, "$.experiments[%d].experiment", i), "fine") == 0) {
+        if (strcmp (jdoc_string (doc, "$.experiments[%d].experiment", i), "fine") == 0) {
             found = 1;
-            const char *settings = json_string (doc, "$.experiments[%d].settings", i);
+            const char *settings = jdoc_string (doc, "$.experiments[%d].settings", i);
             ck_assert_msg (strncmp (settings, "passes=16 overlap=0 iterations=", 31) == 0,
                            "%s", settings);
         }
     ck_assert (found);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     ck_assert (access (tu_path (s_farm.dir, "results/exp1.replay2/v_0030.txt"), F_OK) == 0);
 }
 END_TEST
@@ -1013,39 +1013,39 @@ START_TEST (status_summarises_thousands_of_experiments_and_pages_through_them)
     ck_assert_int_eq (tu_run (argv, out, sizeof out, 120), 0);
     printf ("status of 3000 experiments: %zu bytes\n", strlen (out));
     ck_assert (strlen (out) < 1024 * 1024);
-    json_t *doc = s_ask ("status", NULL);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments_total"), 3000);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments_shown"), 200);
-    ck_assert_int_eq (json_length (doc, "$.experiments"), 200);
-    ck_assert (json_bool (doc, 0, "$.truncated"));
-    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e2999");
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments[0].pending"), 1);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("status", NULL);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments_total"), 3000);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments_shown"), 200);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiments"), 200);
+    ck_assert (jdoc_bool (doc, 0, "$.truncated"));
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].experiment"), "e2999");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].pending"), 1);
+    jdoc_destroy (&doc);
     // The table says so.
     ck_assert_int_eq (s_pivctl (out, sizeof out, "status", NULL), 0);
     ck_assert_msg (strstr (out, "showing 200 of 3000 experiments"), "%.2000s", out);
     // Pages by name: all of them, 200 at a time; past the end, none.
     doc = s_ask ("status", "--page", "2", NULL);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments_shown"), 200);
-    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e0200");
-    ck_assert_str_eq (json_string (doc, "$.experiments[199].experiment"), "e0399");
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments_shown"), 200);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].experiment"), "e0200");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[199].experiment"), "e0399");
+    jdoc_destroy (&doc);
     doc = s_ask ("experiments", "--page", "15", NULL);
-    ck_assert_str_eq (json_string (doc, "$.experiments[199].experiment"), "e2999");
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[199].experiment"), "e2999");
+    jdoc_destroy (&doc);
     doc = s_ask ("experiments", "--page", "16", NULL);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments_shown"), 0);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments_total"), 3000);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments_shown"), 0);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments_total"), 3000);
+    jdoc_destroy (&doc);
     doc = s_ask ("experiments", "--page", "3", "--limit", "1000", NULL);
-    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e2000");
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].experiment"), "e2000");
+    jdoc_destroy (&doc);
     // One experiment alone, however many there are.
     doc = s_ask ("status", "-e", "e1234", NULL);
-    ck_assert_int_eq (json_int (doc, -1, "$.experiments_total"), 1);
-    ck_assert_str_eq (json_string (doc, "$.experiments[0].experiment"), "e1234");
-    ck_assert (!json_bool (doc, 1, "$.truncated"));
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments_total"), 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].experiment"), "e1234");
+    ck_assert (!jdoc_bool (doc, 1, "$.truncated"));
+    jdoc_destroy (&doc);
     s_refused ("no experiment 'e9999'", "status", "-e", "e9999", NULL);
     // --watch goes on with the summary.
     ck_assert_int_eq (s_pivctl (out, sizeof out, "status", "--watch", "--count", "2", NULL), 0);
@@ -1059,13 +1059,13 @@ END_TEST
 
 // The clock warnings of status: how many, and the first one's message.
 static int
-s_clock_warnings (json_t *doc, const char **first)
+s_clock_warnings (jdoc_t *doc, const char **first)
 {
-    int n = json_length (doc, "$.warnings"), found = 0;
+    int n = jdoc_length (doc, "$.warnings"), found = 0;
     *first = NULL;
     for (int i = 0; i < n; i++)
-        if (strcmp (json_string (doc, "$.warnings[%d].kind", i), "clock") == 0 && !found++)
-            *first = json_string (doc, "$.warnings[%d].message", i);
+        if (strcmp (jdoc_string (doc, "$.warnings[%d].kind", i), "clock") == 0 && !found++)
+            *first = jdoc_string (doc, "$.warnings[%d].message", i);
     return found;
 }
 
@@ -1091,11 +1091,11 @@ START_TEST (a_clock_5_s_ahead_is_warned_of_and_an_operator_clears_the_warning)
                         .name = "f_0001_a.tif"};
     ck_assert_int_eq (proto_send (&file, NULL, watcher), 0);
     const char *message = NULL;
-    json_t *doc = NULL;
+    jdoc_t *doc = NULL;
     for (int i = 0; i < 100; i++) {
         proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = s_now_ns () + 5000000000LL};
         ck_assert_int_eq (proto_send (&beat, NULL, agent), 0);
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
         doc = s_ask ("status", NULL);
         if (s_clock_warnings (doc, &message) >= 2)
             break;
@@ -1107,9 +1107,9 @@ START_TEST (a_clock_5_s_ahead_is_warned_of_and_an_operator_clears_the_warning)
                    message);
     // Each peer with its skew: about 5000 ms.
     int agents = 0, watchers = 0;
-    for (int i = 0; i < json_length (doc, "$.clocks"); i++) {
-        const char *peer = json_string (doc, "$.clocks[%d].peer", i);
-        double skew = json_number (doc, NAN, "$.clocks[%d].clock_skew_ms", i);
+    for (int i = 0; i < jdoc_length (doc, "$.clocks"); i++) {
+        const char *peer = jdoc_string (doc, "$.clocks[%d].peer", i);
+        double skew = jdoc_number (doc, NAN, "$.clocks[%d].clock_skew_ms", i);
         if (strstr (peer, "agent 'skewed' on node9"))
             agents++, ck_assert_msg (skew > 4000 && skew < 5100, "agent skew %g", skew);
         if (strstr (peer, "watcher ") && strstr (peer, "'exp1'"))
@@ -1117,7 +1117,7 @@ START_TEST (a_clock_5_s_ahead_is_warned_of_and_an_operator_clears_the_warning)
     }
     ck_assert_int_eq (agents, 1);
     ck_assert_int_eq (watchers, 1);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     ck_assert (tu_farm_log_has (&s_farm, "broker.log",
                                 "clock skew: the clock of agent 'skewed' on node9 is", 0));
     ck_assert (tu_farm_log_has (&s_farm, "broker.log", "(files of 'exp1') is", 0));
@@ -1142,9 +1142,9 @@ START_TEST (a_clock_5_s_ahead_is_warned_of_and_an_operator_clears_the_warning)
     }
     doc = s_ask ("status", NULL);
     ck_assert_int_eq (s_clock_warnings (doc, &message), 0);
-    ck_assert_int_eq (json_int (doc, -1, "$.warnings_cleared"), 2);
-    ck_assert_int_eq (json_length (doc, "$.clocks"), 2);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.warnings_cleared"), 2);
+    ck_assert_int_eq (jdoc_length (doc, "$.clocks"), 2);
+    jdoc_destroy (&doc);
     ck_assert_int_eq (s_pivctl (out, sizeof out, "status", NULL), 0);
     ck_assert_msg (!strstr (out, "the clock of"), "%s", out);
     // Recorded: an event each, and the setting a restart reads.
@@ -1188,7 +1188,7 @@ s_subscribe (const char *first, ...)
 
 // The next message on sub within timeout_ms: its topic into topic, its
 // JSON parsed (NULL if none came); *blob_size gets a third frame's size.
-static json_t *
+static jdoc_t *
 s_next (zsock_t *sub, int timeout_ms, char *topic, size_t size, size_t *blob_size)
 {
     zpoller_t *poller = zpoller_new (sub, NULL);
@@ -1209,7 +1209,7 @@ s_next (zsock_t *sub, int timeout_ms, char *topic, size_t size, size_t *blob_siz
         piv_field_destroy (&field);
     }
     char err[256];
-    json_t *doc = json ? json_parse (json, err, sizeof err) : NULL;
+    jdoc_t *doc = json ? jdoc_parse (json, err, sizeof err) : NULL;
     ck_assert_msg (doc != NULL, "message on '%s' is not JSON: %s", t, json ? json : "(none)");
     free (t);
     free (json);
@@ -1228,8 +1228,8 @@ START_TEST (a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_a
     // One subscriber to exp1 as a controller makes it, one to its replay.
     zsock_t *own = s_subscribe ("feedback.exp1/", "result.exp1/", "field.exp1/", NULL);
     zsock_t *replay = s_subscribe ("feedback.exp1.replay1/", NULL);
-    json_t *doc = s_ask ("replay", "exp1", "--feedback-only", "--speed", "max", NULL);
-    json_destroy (&doc);
+    jdoc_t *doc = s_ask ("replay", "exp1", "--feedback-only", "--speed", "max", NULL);
+    jdoc_destroy (&doc);
     tu_farm_land (&s_farm, "t", 5, 6, 0);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 6, 60).done, 6);
 
@@ -1239,19 +1239,19 @@ START_TEST (a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_a
     char topic[512];
     size_t blob = 0;
     while ((doc = s_next (own, 1500, topic, sizeof topic, &blob))) {
-        ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1");
+        ck_assert_str_eq (jdoc_string (doc, "$.experiment"), "exp1");
         if (strcmp (topic, "feedback.exp1/") == 0) {
             feedback++;
-            ck_assert_int_eq (json_bool (doc, -1, "$.replay"), 0);
-            ck_assert_int_eq (json_type_at (doc, "$.source"), JSON_NULL);
+            ck_assert_int_eq (jdoc_bool (doc, -1, "$.replay"), 0);
+            ck_assert_int_eq (jdoc_type_at (doc, "$.source"), JDOC_NULL);
         }
         else if (strcmp (topic, "result.exp1/") == 0) {
             results++;
-            ck_assert_msg (fabs (json_number (doc, NAN, "$.mean_u") - SHIFT_U) < 0.5, "mean_u %g",
-                           json_number (doc, NAN, "$.mean_u"));
-            ck_assert_int_eq (json_bool (doc, -1, "$.field"), 1);
-            ck_assert (json_int (doc, 0, "$.closed_ns") > 0);
-            double latency = json_number (doc, NAN, "$.latency_ms");
+            ck_assert_msg (fabs (jdoc_number (doc, NAN, "$.mean_u") - SHIFT_U) < 0.5, "mean_u %g",
+                           jdoc_number (doc, NAN, "$.mean_u"));
+            ck_assert_int_eq (jdoc_bool (doc, -1, "$.field"), 1);
+            ck_assert (jdoc_int (doc, 0, "$.closed_ns") > 0);
+            double latency = jdoc_number (doc, NAN, "$.latency_ms");
             ck_assert_msg (latency >= 0 && latency < 60000, "latency %g ms", latency);
         }
         else {
@@ -1259,7 +1259,7 @@ START_TEST (a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_a
             ck_assert (blob > 32);
             fields++;
         }
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
     }
     ck_assert_int_eq (feedback, 2);
     ck_assert_int_eq (results, 2);
@@ -1270,12 +1270,12 @@ START_TEST (a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_a
     int replayed = 0;
     while ((doc = s_next (replay, 500, topic, sizeof topic, NULL))) {
         ck_assert_str_eq (topic, "feedback.exp1.replay1/");
-        ck_assert_str_eq (json_string (doc, "$.experiment"), "exp1.replay1");
-        ck_assert_int_eq (json_bool (doc, -1, "$.replay"), 1);
-        ck_assert_str_eq (json_string (doc, "$.source"), "exp1");
-        ck_assert (json_int (doc, 0, "$.closed_ns") > 0);
+        ck_assert_str_eq (jdoc_string (doc, "$.experiment"), "exp1.replay1");
+        ck_assert_int_eq (jdoc_bool (doc, -1, "$.replay"), 1);
+        ck_assert_str_eq (jdoc_string (doc, "$.source"), "exp1");
+        ck_assert (jdoc_int (doc, 0, "$.closed_ns") > 0);
         replayed++;
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
     }
     ck_assert_int_eq (replayed, 4);
     zsock_destroy (&own);
@@ -1290,20 +1290,20 @@ START_TEST (agents_joining_and_leaving_are_published)
     zsock_t *sub = s_subscribe ("agents", NULL);
     int a2 = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "a2");
     char topic[512];
-    json_t *doc = s_next (sub, 10000, topic, sizeof topic, NULL);
+    jdoc_t *doc = s_next (sub, 10000, topic, sizeof topic, NULL);
     ck_assert_msg (doc != NULL, "no 'agents' message after a2 started");
     ck_assert_str_eq (topic, "agents");
-    ck_assert_str_eq (json_string (doc, "$.event"), "joined");
-    ck_assert_str_eq (json_string (doc, "$.agent"), "a2");
-    ck_assert_int_eq (json_int (doc, -1, "$.agents"), 2);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.event"), "joined");
+    ck_assert_str_eq (jdoc_string (doc, "$.agent"), "a2");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents"), 2);
+    jdoc_destroy (&doc);
     tu_stop (a2, SIGTERM, 10);
     doc = s_next (sub, 10000, topic, sizeof topic, NULL);
     ck_assert_msg (doc != NULL, "no 'agents' message after a2 stopped");
-    ck_assert_str_eq (json_string (doc, "$.event"), "left");
-    ck_assert_str_eq (json_string (doc, "$.agent"), "a2");
-    ck_assert_int_eq (json_int (doc, -1, "$.agents"), 1);
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.event"), "left");
+    ck_assert_str_eq (jdoc_string (doc, "$.agent"), "a2");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.agents"), 1);
+    jdoc_destroy (&doc);
     zsock_destroy (&sub);
 }
 END_TEST
@@ -1345,17 +1345,17 @@ START_TEST (a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera
     zsock_t *sub = s_subscribe ("failed.exp1/", "result.exp1/", NULL);
     tu_farm_land (&s_farm, "k", 1, 1, 0);
     char topic[512];
-    json_t *doc = s_next (sub, 60000, topic, sizeof topic, NULL);
+    jdoc_t *doc = s_next (sub, 60000, topic, sizeof topic, NULL);
     if (!doc) {
         char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
         ck_abort_msg ("no 'failed' message; broker.log: %s", log ? log : "(none)");
     }
     ck_assert_str_eq (topic, "failed.exp1/");
-    ck_assert_str_eq (json_string (doc, "$.stem"), "k_0001");
-    ck_assert_int_eq (json_int (doc, -1, "$.attempts"), 3);
-    ck_assert_msg (strstr (json_string (doc, "$.error"), "fogged"), "%s",
-                   json_string (doc, "$.error"));
-    json_destroy (&doc);
+    ck_assert_str_eq (jdoc_string (doc, "$.stem"), "k_0001");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.attempts"), 3);
+    ck_assert_msg (strstr (jdoc_string (doc, "$.error"), "fogged"), "%s",
+                   jdoc_string (doc, "$.error"));
+    jdoc_destroy (&doc);
     // Three attempts, the second at least the base delay (1 s) after the
     // first, the third later still after the second.
     int64_t t[4];
@@ -1367,7 +1367,7 @@ START_TEST (a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera
     // Retried by hand: its result carries the frame's time (its mtime),
     // and its latency from it, not from 0.
     tu_spit (tu_path (s_farm.dir, "fixed"), "", 0);
-    json_destroy (&(json_t *){s_ask ("retry", "exp1", NULL)});
+    jdoc_destroy (&(jdoc_t *){s_ask ("retry", "exp1", NULL)});
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
     doc = s_next (sub, 10000, topic, sizeof topic, NULL);
     ck_assert_msg (doc != NULL, "no 'result' message");
@@ -1375,18 +1375,18 @@ START_TEST (a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera
     struct stat st;
     ck_assert (stat (tu_path (s_farm.dir, "data/exp1/k_0001_b.tif"), &st) == 0);
     int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    ck_assert_int_eq (json_int (doc, 0, "$.closed_ns"), mtime);
-    double latency = json_number (doc, NAN, "$.latency_ms");
-    double expected = (json_int (doc, 0, "$.recorded_ns") - mtime) / 1e6;
+    ck_assert_int_eq (jdoc_int (doc, 0, "$.closed_ns"), mtime);
+    double latency = jdoc_number (doc, NAN, "$.latency_ms");
+    double expected = (jdoc_int (doc, 0, "$.recorded_ns") - mtime) / 1e6;
     ck_assert_msg (fabs (latency - expected) < 1e-3 && latency > 0 && latency < 600000,
                    "latency %g ms, expected %g", latency, expected);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     // A pair retried by hand is no live pair: the p99 is not its wait (nor
     // 56 years).
     doc = s_ask ("status", NULL);
     int e = s_exp1 (doc);
-    ck_assert_int_eq (json_type_at (doc, "$.experiments[%d].latency_p99_ms", e), JSON_NULL);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.experiments[%d].latency_p99_ms", e), JDOC_NULL);
+    jdoc_destroy (&doc);
     zsock_destroy (&sub);
 }
 END_TEST
@@ -1395,12 +1395,12 @@ START_TEST (experiments_shows_when_each_was_created)
 {
     int64_t before = s_now_ns ();
     s_start_farm_done ("c", 1);
-    json_t *doc = s_ask ("experiments", NULL);
+    jdoc_t *doc = s_ask ("experiments", NULL);
     int e = s_exp1 (doc);
-    int64_t created = json_int (doc, 0, "$.experiments[%d].created_ns", e);
+    int64_t created = jdoc_int (doc, 0, "$.experiments[%d].created_ns", e);
     ck_assert_msg (created >= before - 1000000000LL && created <= s_now_ns (), "created_ns %lld",
                    (long long)created);
-    json_destroy (&doc);
+    jdoc_destroy (&doc);
     char out[8192];
     ck_assert_int_eq (s_pivctl (out, sizeof out, "experiments", NULL), 0);
     char *table = strstr (out, "CREATED"); // the listing's own table, after the counts
@@ -1425,9 +1425,9 @@ START_TEST (ask_tells_an_answer_a_refusal_and_a_silent_broker_apart)
     ck_assert_int_eq (config_load (&cfg, s_farm.conf, err, sizeof err), 0);
     ck_assert_int_eq (ask_once (&cfg, "status", 5000, &status, &body, err, sizeof err), ASK_OK);
     ck_assert_int_eq (status, 200);
-    json_t *doc = json_parse (body, err, sizeof err);
-    ck_assert_msg (doc && json_number (doc, NAN, "$.uptime_s") >= 0, "%s", body);
-    json_destroy (&doc);
+    jdoc_t *doc = jdoc_parse (body, err, sizeof err);
+    ck_assert_msg (doc && jdoc_number (doc, NAN, "$.uptime_s") >= 0, "%s", body);
+    jdoc_destroy (&doc);
     free (body);
     ck_assert_int_eq (ask_once (&cfg, "pairs nope", 5000, &status, &body, err, sizeof err),
                       ASK_REFUSED);

@@ -5,7 +5,7 @@
 // then the limits a watcher and an agent keep (max_pending, max_pixels).
 
 #include "common/proto.h"
-#include "store/json.h"
+#include "common/jdoc.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -131,10 +131,10 @@ s_agents (void)
     char out[65536], err[256];
     int rc = s_pivctl (out, sizeof out, "reader", "agents", "--json", NULL);
     ck_assert_msg (rc == 0, "pivctl agents: exit %d: %s", rc, out);
-    json_t *doc = json_parse (out, err, sizeof err);
+    jdoc_t *doc = jdoc_parse (out, err, sizeof err);
     ck_assert_msg (doc != NULL, "pivctl agents: not JSON (%s): %s", err, out);
-    int n = json_length (doc, "$.agents");
-    json_destroy (&doc);
+    int n = jdoc_length (doc, "$.agents");
+    jdoc_destroy (&doc);
     return n;
 }
 

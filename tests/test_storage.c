@@ -9,7 +9,7 @@
 
 #include "common/sha256.h"
 #include "common/util.h"
-#include "store/json.h"
+#include "common/jdoc.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -108,14 +108,14 @@ s_pivctl (char *out, size_t len, const char *first, ...)
 }
 
 // 'pivctl status --json', parsed (caller destroys).
-static json_t *
+static jdoc_t *
 s_status (void)
 {
     static char out[1 << 20];
     int rc = s_pivctl (out, sizeof out, "status", "--json", NULL);
     ck_assert_msg (rc == 0, "pivctl status: exit %d: %s", rc, out);
     char err[256];
-    json_t *doc = json_parse (out, err, sizeof err);
+    jdoc_t *doc = jdoc_parse (out, err, sizeof err);
     ck_assert_msg (doc != NULL, "status is not JSON: %s: %s", err, out);
     return doc;
 }
@@ -126,16 +126,16 @@ static char *
 s_warning (const char *kind, const char *text, int timeout_ms)
 {
     for (int waited = 0;; waited += 100) {
-        json_t *doc = s_status ();
+        jdoc_t *doc = s_status ();
         char *found = NULL;
-        int n = json_length (doc, "$.warnings");
+        int n = jdoc_length (doc, "$.warnings");
         for (int i = 0; i < n && !found; i++) {
-            const char *k = json_string (doc, "$.warnings[%d].kind", i);
-            const char *m = json_string (doc, "$.warnings[%d].message", i);
+            const char *k = jdoc_string (doc, "$.warnings[%d].kind", i);
+            const char *m = jdoc_string (doc, "$.warnings[%d].message", i);
             if (k && m && strcmp (k, kind) == 0 && (!text || strstr (m, text)))
                 found = strdup (m);
         }
-        json_destroy (&doc);
+        jdoc_destroy (&doc);
         if (found || waited >= timeout_ms)
             return found;
         usleep (100000);
@@ -290,20 +290,20 @@ s_iobench (const char *dir)
     int rc = tu_run (argv, out, sizeof out, 120);
     ck_assert_msg (rc == 0, "iobench %s: exit %d: %s", dir, rc, out);
     char err[256];
-    json_t *doc = json_parse (out, err, sizeof err);
+    jdoc_t *doc = jdoc_parse (out, err, sizeof err);
     ck_assert_msg (doc != NULL, "not JSON: %s", out);
-    ck_assert_int_eq (json_length (doc, "$.rows"), 9);
+    ck_assert_int_eq (jdoc_length (doc, "$.rows"), 9);
     for (int k = 0; k < 9; k++) {
-        ck_assert_int_eq (json_int (doc, -1, "$.rows[%d].io_size", k), (64 << 10) << k);
-        double w = json_number (doc, NAN, "$.rows[%d].write_mb_s", k);
-        double r = json_number (doc, NAN, "$.rows[%d].read_mb_s", k);
+        ck_assert_int_eq (jdoc_int (doc, -1, "$.rows[%d].io_size", k), (64 << 10) << k);
+        double w = jdoc_number (doc, NAN, "$.rows[%d].write_mb_s", k);
+        double r = jdoc_number (doc, NAN, "$.rows[%d].read_mb_s", k);
         ck_assert_msg (w > 1 && w < 1e6 && r > 1 && r < 1e6, "%s: %g / %g MB/s", dir, w, r);
     }
-    int64_t best = json_int (doc, -1, "$.best_io_size");
+    int64_t best = jdoc_int (doc, -1, "$.best_io_size");
     ck_assert_msg (best >= 64 << 10 && best <= 16 << 20 && (best & (best - 1)) == 0, "%lld",
                    (long long) best);
-    ck_assert_int_eq (json_bool (doc, -1, "$.sustains"), 1);
-    json_destroy (&doc);
+    ck_assert_int_eq (jdoc_bool (doc, -1, "$.sustains"), 1);
+    jdoc_destroy (&doc);
     // The table for people, and a stream no disk sustains.
     char *big[] = {(char *) tu_bin ("pivctl"), "iobench", (char *) dir, "--total", "16M",
                    "--need", "100000Gbit", NULL};
@@ -524,11 +524,11 @@ START_TEST (the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_re
     tu_counts_t c = tu_farm_counts (&s_farm);
     ck_assert_msg (c.done == 0 && c.pending == 5, "done %lld, pending %lld", (long long) c.done,
                    (long long) c.pending);
-    json_t *doc = s_status ();
-    ck_assert_int_eq (json_bool (doc, 0, "$.guard_paused"), 1);
-    ck_assert_msg (strstr (json_string (doc, "$.guard_why"), "results"), "%s",
-                   json_string (doc, "$.guard_why"));
-    json_destroy (&doc);
+    jdoc_t *doc = s_status ();
+    ck_assert_int_eq (jdoc_bool (doc, 0, "$.guard_paused"), 1);
+    ck_assert_msg (strstr (jdoc_string (doc, "$.guard_why"), "results"), "%s",
+                   jdoc_string (doc, "$.guard_why"));
+    jdoc_destroy (&doc);
     char *w = s_warning ("space", "no new work is dispatched", 0);
     ck_assert_msg (w != NULL, "no critical space warning");
     free (w);
@@ -744,25 +744,25 @@ START_TEST (release_skips_vanished_and_temporary_files_with_notes_and_unmounts)
     ck_assert (!s_exists ("archive/run2/x_0001_a.tif"));
     ck_assert (!s_exists ("archive/run2/x_0002_a.tif.tmp-EF34GH"));
     // The notes say what was skipped, in status, the event log and the log.
-    json_t *doc = s_status ();
+    jdoc_t *doc = s_status ();
     const char *notes = NULL;
-    int n = json_length (doc, "$.experiments");
+    int n = jdoc_length (doc, "$.experiments");
     for (int i = 0; i < n; i++)
-        if (strcmp (json_string (doc, "$.experiments[%d].experiment", i), "run2") == 0) {
-            notes = json_string (doc, "$.experiments[%d].archive.notes", i);
-            ck_assert_msg (json_int (doc, -1, "$.experiments[%d].archive.skipped", i) == 3, "%s",
-                           json_string (doc, "$.experiments[%d].archive.notes", i));
-            ck_assert_str_eq (json_string (doc, "$.experiments[%d].archive.state", i), "done");
+        if (strcmp (jdoc_string (doc, "$.experiments[%d].experiment", i), "run2") == 0) {
+            notes = jdoc_string (doc, "$.experiments[%d].archive.notes", i);
+            ck_assert_msg (jdoc_int (doc, -1, "$.experiments[%d].archive.skipped", i) == 3, "%s",
+                           jdoc_string (doc, "$.experiments[%d].archive.notes", i));
+            ck_assert_str_eq (jdoc_string (doc, "$.experiments[%d].archive.state", i), "done");
         }
     ck_assert_msg (notes && strstr (notes, "'x_0001_a.tif.tmp-AB12CD' ignored (watcher/ignore)")
                        && strstr (notes, "'x_0002_a.tif.tmp-EF34GH' ignored")
                        && strstr (notes, "'x_0001_a.tif' vanished since it was recorded"),
                    "notes: %s", notes ? notes : "(none)");
-    n = json_length (doc, "$.warnings");
+    n = jdoc_length (doc, "$.warnings");
     for (int i = 0; i < n; i++)
-        ck_assert_msg (strcmp (json_string (doc, "$.warnings[%d].kind", i), "archive") != 0,
-                       "%s", json_string (doc, "$.warnings[%d].message", i));
-    json_destroy (&doc);
+        ck_assert_msg (strcmp (jdoc_string (doc, "$.warnings[%d].kind", i), "archive") != 0,
+                       "%s", jdoc_string (doc, "$.warnings[%d].message", i));
+    jdoc_destroy (&doc);
     rc = s_pivctl (out, sizeof out, "log", "run2", NULL);
     ck_assert_msg (rc == 0 && strstr (out, "skipped=3") && strstr (out, "x_0001_a.tif' vanished"), "%s",
                    out);
