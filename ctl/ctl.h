@@ -219,13 +219,9 @@ int ctl_compare (ctl_t *ctl, const char *of, const char *name, double speed);
 void ctl_print_compare (const ctl_compare_t *c);
 
 // ---------------------------------------------------------------------------
-// JSON that pivctl writes itself (json.c); replies of the broker are printed
-// as they came.
+// JSON that pivctl writes itself (json.c, with common/jout: one line on
+// stdout each); replies of the broker are printed as they came.
 
-// Writes 'text' on stdout as a JSON string (util_json_string).
-void ctl_json_string (const char *text);
-// Writes x on stdout as a JSON number, null for NAN.
-void ctl_json_number (double x);
 // export's summary.
 void ctl_json_export (const char *experiment, const char *dir, long written, long missing,
                       long errors);

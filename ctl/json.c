@@ -1,104 +1,91 @@
 // json.c — the JSON that pivctl writes itself (export, replay, iobench):
-// every such writer is here. Replies of the broker are printed as they came.
+// every such writer is here, each built with jansson and written with
+// common/jout's conventions (one number format, one rule for strings).
+// Replies of the broker are printed as they came.
 
 #include "ctl/ctl.h"
 
-#include "common/util.h"
+#include "common/jout.h"
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
-void
-ctl_json_string (const char *text)
+// Writes 'doc' as one line on stdout and releases it.
+static void
+s_print (json_t *doc)
 {
-    char small[512];
-    size_t n = util_json_string (text, NULL, 0);
-    char *json = n < sizeof small ? small : malloc (n + 1);
-    if (!json) {
-        fputs ("null", stdout); // no memory: still valid JSON
-        return;
-    }
-    util_json_string (text, json, n + 1);
-    fputs (json, stdout);
-    if (json != small)
-        free (json);
-}
-
-void
-ctl_json_number (double x)
-{
-    if (isfinite (x))
-        printf ("%.9g", x);
+    if (jout_write (doc, stdout) == 0)
+        fputc ('\n', stdout);
     else
-        printf ("null");
+        fputs ("null\n", stdout);  // no memory: still valid JSON
+    json_decref (doc);
 }
 
 void
 ctl_json_export (const char *experiment, const char *dir, long written, long missing, long errors)
 {
-    printf ("{\"experiment\":");
-    ctl_json_string (experiment);
-    printf (",\"dir\":");
-    ctl_json_string (dir);
-    printf (",\"written\":%ld,\"missing\":%ld,\"errors\":%ld}\n", written, missing, errors);
+    json_t *doc = json_object ();
+    jout_set (&doc, "experiment", jout_string (experiment));
+    jout_set (&doc, "dir", jout_string (dir));
+    jout_set (&doc, "written", json_integer (written));
+    jout_set (&doc, "missing", json_integer (missing));
+    jout_set (&doc, "errors", json_integer (errors));
+    s_print (doc);
 }
 
 void
 ctl_json_republished (const char *experiment, const char *as, double sent, double speed)
 {
-    printf ("{\"experiment\":");
-    ctl_json_string (experiment);
-    printf (",\"as\":");
-    ctl_json_string (as);
-    printf (",\"feedback_only\":true,\"republished\":%s,\"speed\":", ctl_num (sent, "%.0f"));
-    ctl_json_number (speed);
-    printf ("}\n");
+    json_t *doc = json_object ();
+    jout_set (&doc, "experiment", jout_string (experiment));
+    jout_set (&doc, "as", jout_string (as));
+    jout_set (&doc, "feedback_only", json_true ());
+    jout_set (&doc, "republished", jout_number (round (sent)));
+    jout_set (&doc, "speed", jout_number (speed));
+    s_print (doc);
 }
 
 void
 ctl_json_compare (const ctl_compare_t *c)
 {
-    printf ("{\"experiment\":");
-    ctl_json_string (c->of);
-    printf (",\"as\":");
-    ctl_json_string (c->as);
-    printf (",\"pairs_matched\":%ld,\"pairs_missing\":%ld", c->matched,
-            c->only_original + c->only_replay);
+    json_t *doc = json_object ();
+    jout_set (&doc, "experiment", jout_string (c->of));
+    jout_set (&doc, "as", jout_string (c->as));
+    jout_set (&doc, "pairs_matched", json_integer (c->matched));
+    jout_set (&doc, "pairs_missing", json_integer (c->only_original + c->only_replay));
     for (int side = 0; side < 2; side++) {
-        printf (",\"%s\":[", side ? "missing_in_original" : "missing_in_replay");
-        int first = 1;
+        json_t *stems = json_array ();
         for (long i = 0; i < c->nmissing; i++)
-            if (c->missing[i].in_replay == side) {
-                printf ("%s", first ? "" : ",");
-                ctl_json_string (c->missing[i].stem);
-                first = 0;
-            }
-        printf ("]");
+            if (c->missing[i].in_replay == side)
+                jout_append (&stems, jout_string (c->missing[i].stem));
+        jout_set (&doc, side ? "missing_in_original" : "missing_in_replay", stems);
     }
-    printf (",\"fields_compared\":%ld,\"fields_on_other_grids\":%ld", c->compared, c->grid_differs);
-    printf (",\"max_vector_difference\":");
-    ctl_json_number (c->max_difference);
-    printf (",\"files_matched\":%ld,\"pacing_error_percent\":", c->files);
-    ctl_json_number (c->error_percent);
-    printf (",\"pacing_max_deviation_ms\":");
-    ctl_json_number (c->max_deviation_ms);
-    printf (",\"speed\":");
-    ctl_json_number (c->speed);
-    printf ("}\n");
+    jout_set (&doc, "fields_compared", json_integer (c->compared));
+    jout_set (&doc, "fields_on_other_grids", json_integer (c->grid_differs));
+    jout_set (&doc, "max_vector_difference", jout_number (c->max_difference));
+    jout_set (&doc, "files_matched", json_integer (c->files));
+    jout_set (&doc, "pacing_error_percent", jout_number (c->error_percent));
+    jout_set (&doc, "pacing_max_deviation_ms", jout_number (c->max_deviation_ms));
+    jout_set (&doc, "speed", jout_number (c->speed));
+    s_print (doc);
 }
 
 void
 ctl_json_iobench (const char *dir, const iobench_row_t *rows, int best, double need, int sustains)
 {
-    printf ("{\"dir\":");
-    ctl_json_string (dir);
-    printf (",\"rows\":[");
-    for (int k = 0; k < IOBENCH_SIZES; k++)
-        printf ("%s{\"io_size\":%zu,\"bytes\":%lld,\"write_mb_s\":%.1f,\"read_mb_s\":%.1f}",
-                k ? "," : "", rows[k].io_size, (long long)rows[k].bytes, rows[k].write_mb_s,
-                rows[k].read_mb_s);
-    printf ("],\"best_io_size\":%zu,\"need_mb_s\":", rows[best].io_size);
-    ctl_json_number (need > 0 ? need / 1e6 : NAN);
-    printf (",\"sustains\":%s}\n", need > 0 ? (sustains ? "true" : "false") : "null");
+    json_t *doc = json_object (), *list = json_array ();
+    jout_set (&doc, "dir", jout_string (dir));
+    for (int k = 0; k < IOBENCH_SIZES; k++) {
+        json_t *row = json_object ();
+        jout_set (&row, "io_size", json_integer ((json_int_t) rows[k].io_size));
+        jout_set (&row, "bytes", json_integer (rows[k].bytes));
+        jout_set (&row, "write_mb_s", jout_number (round (rows[k].write_mb_s * 10) / 10));
+        jout_set (&row, "read_mb_s", jout_number (round (rows[k].read_mb_s * 10) / 10));
+        jout_append (&list, row);
+    }
+    jout_set (&doc, "rows", list);
+    jout_set (&doc, "best_io_size", json_integer ((json_int_t) rows[best].io_size));
+    jout_set (&doc, "need_mb_s", jout_number (need > 0 ? need / 1e6 : NAN));
+    jout_set (&doc, "sustains", need > 0 ? json_boolean (sustains) : json_null ());
+    s_print (doc);
 }
