@@ -527,14 +527,13 @@ s_section (const char *title)
     printf ("\n%s\n", title);
 }
 
-int
-main (int argc, char *argv[])
+// Reads the arguments into *quick and *reps. -1 to go on, or the exit code.
+static int
+s_parse_args (int argc, char *argv[], int *quick, int *reps)
 {
-    log_open ("bench_piv", 0);
-    int quick = 0, reps = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv[i], "--quick") == 0)
-            quick = 1;
+            *quick = 1;
         else if (strcmp (argv[i], "--reps") == 0 && i + 1 < argc) {
             char *end;
             errno = 0;
@@ -544,7 +543,7 @@ main (int argc, char *argv[])
                            MAX_REPS);
                 return 2;
             }
-            reps = (int) n;
+            *reps = (int) n;
         } else if (strcmp (argv[i], "--help") == 0 || strcmp (argv[i], "-h") == 0) {
             s_usage (stdout);
             return 0;
@@ -554,32 +553,38 @@ main (int argc, char *argv[])
             return 2;
         }
     }
-    if (reps == 0)
-        reps = quick ? REPS_QUICK : REPS_DEFAULT;
+    if (*reps == 0)
+        *reps = *quick ? REPS_QUICK : REPS_DEFAULT;
+    return -1;
+}
 
-    double t_start = util_now ();
-    int rc = 1;
-    const char *wisdom = piv_wisdom_default_path ();
-    int wisdom_loaded = piv_wisdom_load (wisdom) == 0;
+// One bench run: its options, the pairs, and the figures that later
+// sections set against earlier ones.
+typedef struct {
+    int quick;                       // --quick: the default deformation only
+    int reps;                        // runs of each timed figure
+    piv_settings_t defaults;         // the engine's default settings
+    s_case_t cases[3];               // the accuracy cases; [0]: the target layout's pair
+    s_floor_t fl;                    // the FFT floor's plans and windows
+    s_times_t floor_r2c, floor_c2c;  // section 2: the two floors
+    s_times_t single;                // section 3: time per pair
+    long nsingle;                    // ... and its vectors
+    s_times_t multi[2];              // section 4: 1 and 2 threads
+    long nmulti;                     // ... and their vectors
+} s_bench_t;
+
+// The run's first lines and section 1 (the machine, the FFTW planner).
+static void
+s_section_machine (const s_bench_t *bench, const char *wisdom, int wisdom_loaded)
+{
     const char *planner_env = getenv ("PIVFARM_FFTW_PLANNER");
     const char *planner = planner_env && *planner_env ? planner_env : "patient";
     unsigned flags = piv_fftw_planner_flags ();
     const char *planner_used = flags == FFTW_ESTIMATE  ? "FFTW_ESTIMATE"
                                : flags == FFTW_MEASURE ? "FFTW_MEASURE"
                                                        : "FFTW_PATIENT";
-
-    s_floor_t fl = {0};
-    piv_t *engine = NULL;
-    piv_field_t *field = NULL;
-    piv_image_t *a = NULL, *b = NULL;
-    s_case_t cases[3] = {
-        {UNIFORM_SPEC, FRAME, 0.025, 0.038, {0}, NULL, NULL},
-        {VORTEX_SPEC, 1024, 0.05, 0.061, {0}, NULL, NULL},
-        {SINE_SPEC, 1024, 0.10, 0.125, {0}, NULL, NULL},
-    };
-
     printf ("pivfarm %s bench_piv: %d run(s) per timed figure, best (minimum) and median%s\n",
-            PIVFARM_VERSION, reps, quick ? ", --quick" : "");
+            PIVFARM_VERSION, bench->reps, bench->quick ? ", --quick" : "");
     printf ("synthetic images: 0.02 particles/px, 2.6 px diameter, 2 %% noise, 8 bit, seed 1\n");
     if (wisdom_loaded)
         printf ("FFTW wisdom: loaded from '%s'\n", wisdom);
@@ -590,31 +595,29 @@ main (int argc, char *argv[])
     s_section ("1. Machine");
     printf ("  %-40s %9ld\n", "CPUs online", sysconf (_SC_NPROCESSORS_ONLN));
     printf ("  %-40s %9s  (%s)\n", "FFTW planner (PIVFARM_FFTW_PLANNER)", planner, planner_used);
+}
 
-    piv_flow_t uniform;
-    double synth_s = 0, t0 = util_now ();
-    if (s_synth (FRAME, UNIFORM_SPEC, &uniform, &a, &b) != 0)
-        goto done;
-    synth_s = util_now () - t0;
-    cases[0].flow = uniform;
-    cases[0].a = a;
-    cases[0].b = b;
-
-    // ----- 2
+// 2. The FFT floor of the target layout. 0, or -1 (logged).
+static int
+s_section_floor (s_bench_t *bench)
+{
     printf ("\n2. FFT floor: %dx%d, %d px windows, 50 %% overlap = %dx%d = %d windows\n", FRAME,
             FRAME, WIN, GRID, GRID, NWIN);
     double plan_s;
     int plan_wisdom;
-    if (s_floor_init (&fl, a, b, &plan_s, &plan_wisdom) != 0)
-        goto done;
+    if (s_floor_init (&bench->fl, bench->cases[0].a, bench->cases[0].b, &plan_s, &plan_wisdom)
+        != 0)
+        return -1;
     double tf[MAX_REPS], tc[MAX_REPS];
-    s_floor_r2c (&fl);  // warm-up
-    s_floor_c2c (&fl);
-    for (int r = 0; r < reps; r++) {
-        tf[r] = s_floor_r2c (&fl);
-        tc[r] = s_floor_c2c (&fl);
+    s_floor_r2c (&bench->fl);  // warm-up
+    s_floor_c2c (&bench->fl);
+    for (int r = 0; r < bench->reps; r++) {
+        tf[r] = s_floor_r2c (&bench->fl);
+        tc[r] = s_floor_c2c (&bench->fl);
     }
-    s_times_t floor_r2c = s_times (tf, reps), floor_c2c = s_times (tc, reps);
+    s_times_t floor_r2c = s_times (tf, bench->reps), floor_c2c = s_times (tc, bench->reps);
+    bench->floor_r2c = floor_r2c;
+    bench->floor_c2c = floor_c2c;
     printf ("  %-40s %9s %9s\n", "", "best", "median");
     printf ("  %-40s %9.2f %9.2f  ms   (%.0f ns per window)\n", "2 r2c + 1 c2r 32x32 per window",
             floor_r2c.best * 1e3, floor_r2c.median * 1e3, floor_r2c.best / NWIN * 1e9);
@@ -623,32 +626,42 @@ main (int argc, char *argv[])
             floor_c2c.median * 1e3, floor_c2c.best / NWIN * 1e9);
     printf ("  %-40s %9.2f %9s  ms   (%s)\n", "planning r2c, c2c, c2r 32x32", plan_s * 1e3, "",
             plan_wisdom ? "all from wisdom" : "not all in the wisdom: planned now");
+    return 0;
+}
 
-    // ----- 3
+// 3. Single pass on the target layout: time, throughput, accuracy. 0, or
+// -1 (logged).
+static int
+s_section_single (s_bench_t *bench)
+{
+    const s_case_t *target = &bench->cases[0];
     printf ("\n3. Single pass, 32 px, 50 %%, 1 thread, %dx%d %s (%dx%d vectors)\n", FRAME, FRAME,
             UNIFORM_SPEC, GRID, GRID);
-    piv_settings_t defaults;
-    piv_settings_init (&defaults);
+    piv_t *engine = NULL;
+    piv_field_t *field = NULL;
     s_times_t single;
-    if (!(engine = s_engine ("32", defaults.deform, 1, 1))
-        || s_time_engine (engine, a, b, reps, &single, &field) != 0)
+    piv_score_t sc;
+    int rc = -1;
+    if (!(engine = s_engine ("32", bench->defaults.deform, 1, 1))
+        || s_time_engine (engine, target->a, target->b, bench->reps, &single, &field) != 0)
         goto done;
     piv_destroy (&engine);
     long nsingle = (long) field->nx * field->ny;
-    piv_score_t sc;
     int flags3[3];
-    if (s_score (field, &uniform, FRAME, &sc) != 0)
+    if (s_score (field, &target->flow, FRAME, &sc) != 0)
         goto done;
     s_count_flags (field, flags3);
+    bench->single = single;
+    bench->nsingle = nsingle;
     printf ("  %-40s %9s %9s\n", "", "best", "median");
     printf ("  %-40s %9.2f %9.2f  ms   target <= 100 ms\n", "time per pair", single.best * 1e3,
             single.median * 1e3);
     // Ratios of bests only: a median taken under another engineer's load
     // would divide one disturbance by another.
     printf ("  %-40s %9.2f %9s  x    goal <= 1.3\n", "best / FFT floor (2 r2c + c2r)",
-            single.best / floor_r2c.best, "");
+            single.best / bench->floor_r2c.best, "");
     printf ("  %-40s %9.2f %9s  x\n", "best / engine's FFTs (c2c + c2r)",
-            single.best / floor_c2c.best, "");
+            single.best / bench->floor_c2c.best, "");
     printf ("  %-40s %9.0f %9.0f  vectors/s\n", "throughput", nsingle / single.best,
             nsingle / single.median);
     printf ("  %-40s %9.4f %9s  px   target <= 0.06 px (OpenPIV 0.08)\n",
@@ -658,24 +671,40 @@ main (int argc, char *argv[])
     printf ("  %-40s %9.4f %9s  px\n", "largest |dV|", sc.max_error, "");
     printf ("  %-40s %9d %9s  (valid %d, replaced %d, invalid %d)\n", "vectors scored", sc.count,
             "", flags3[0], flags3[1], flags3[2]);
+    rc = 0;
+done:
+    piv_destroy (&engine);
     piv_field_destroy (&field);
+    return rc;
+}
 
-    // ----- 4
+// 4. Multipass with the default settings, 1 and 2 threads. 0, or -1
+// (logged).
+static int
+s_section_multi (s_bench_t *bench)
+{
+    const s_case_t *target = &bench->cases[0];
+    const piv_settings_t *defaults = &bench->defaults;
     printf ("\n4. Multipass 64,32,16, 50 %%, %s deformation, %dx%d %s\n",
-            piv_deform_name (defaults.deform), FRAME, FRAME, UNIFORM_SPEC);
-    s_times_t multi[2];
-    long nmulti = 0;
+            piv_deform_name (defaults->deform), FRAME, FRAME, UNIFORM_SPEC);
+    s_times_t *multi = bench->multi;
     for (int t = 0; t < 2; t++) {
-        if (!(engine = s_engine ("64,32,16", defaults.deform, 0, t + 1))
-            || s_time_engine (engine, a, b, reps, &multi[t], &field) != 0)
-            goto done;
+        piv_t *engine = NULL;
+        piv_field_t *field = NULL;
+        if (!(engine = s_engine ("64,32,16", defaults->deform, 0, t + 1))
+            || s_time_engine (engine, target->a, target->b, bench->reps, &multi[t], &field)
+                   != 0) {
+            piv_destroy (&engine);
+            piv_field_destroy (&field);
+            return -1;
+        }
         piv_destroy (&engine);
-        nmulti = (long) field->nx * field->ny;
+        bench->nmulti = (long) field->nx * field->ny;
         if (t == 1) {
             printf ("  final grid 16 px, step 8: %dx%d = %ld vectors; default settings: the\n"
                     "  16 px size ran %d time(s) (up to %d, until a run corrects < %g px RMS)\n",
-                    field->nx, field->ny, nmulti, field->runs, defaults.final_iterations,
-                    defaults.converge);
+                    field->nx, field->ny, bench->nmulti, field->runs,
+                    defaults->final_iterations, defaults->converge);
             printf ("  %-40s %9s %9s\n", "", "best", "median");
         }
         piv_field_destroy (&field);
@@ -690,32 +719,70 @@ main (int argc, char *argv[])
     // over one afternoon); the ratio to the floor measured in this run
     // carries from run to run better than milliseconds do.
     printf ("  %-40s %9.2f %9s  x    (500 ms at the issue's 78 ms floor: 6.4x)\n",
-            "1 thread / FFT floor (2 r2c + c2r)", multi[0].best / floor_r2c.best, "");
+            "1 thread / FFT floor (2 r2c + c2r)", multi[0].best / bench->floor_r2c.best, "");
+    return 0;
+}
 
-    // ----- 5
+// 5. to 7.: accuracy by deformation, loading, vectors per second. 0, or -1
+// (logged).
+static int
+s_section_rest (s_bench_t *bench)
+{
+    s_case_t *cases = bench->cases;
     printf ("\n5. Accuracy, multipass 64,32,16, 50 %%, 1 thread, by deformation and final "
             "iterations (it)%s\n",
-            quick ? " (--quick: default deformation only)" : "");
+            bench->quick ? " (--quick: default deformation only)" : "");
     for (int c = 1; c < 3; c++)
         if (s_synth (cases[c].size, cases[c].spec, &cases[c].flow, &cases[c].a, &cases[c].b)
             != 0)
-            goto done;
-    if (s_bench_accuracy (cases, 3, quick) != 0)
-        goto done;
+            return -1;
+    if (s_bench_accuracy (cases, 3, bench->quick) != 0)
+        return -1;
 
-    // ----- 6
     printf ("\n6. Load: piv_image_load_pair against read()\n");
-    if (s_bench_load (a, b, reps) != 0)
-        goto done;
+    if (s_bench_load (cases[0].a, cases[0].b, bench->reps) != 0)
+        return -1;
 
-    // ----- 7
+    long nsingle = bench->nsingle, nmulti = bench->nmulti;
     printf ("\n7. Vectors per second (best; median)\n");
-    printf ("  %-40s %9.0f %9.0f  vectors/s\n", "single pass 32 px, 1 thread", nsingle / single.best,
-            nsingle / single.median);
+    printf ("  %-40s %9.0f %9.0f  vectors/s\n", "single pass 32 px, 1 thread",
+            nsingle / bench->single.best, nsingle / bench->single.median);
     printf ("  %-40s %9.0f %9.0f  vectors/s\n", "multipass 64,32,16, 1 thread",
-            nmulti / multi[0].best, nmulti / multi[0].median);
+            nmulti / bench->multi[0].best, nmulti / bench->multi[0].median);
     printf ("  %-40s %9.0f %9.0f  vectors/s\n", "multipass 64,32,16, 2 threads",
-            nmulti / multi[1].best, nmulti / multi[1].median);
+            nmulti / bench->multi[1].best, nmulti / bench->multi[1].median);
+    return 0;
+}
+
+int
+main (int argc, char *argv[])
+{
+    log_open ("bench_piv", 0);
+    static s_bench_t bench = {
+        .cases = {
+            {UNIFORM_SPEC, FRAME, 0.025, 0.038, {0}, NULL, NULL},
+            {VORTEX_SPEC, 1024, 0.05, 0.061, {0}, NULL, NULL},
+            {SINE_SPEC, 1024, 0.10, 0.125, {0}, NULL, NULL},
+        }};
+    int code = s_parse_args (argc, argv, &bench.quick, &bench.reps);
+    if (code >= 0)
+        return code;
+
+    double t_start = util_now ();
+    int rc = 1;
+    const char *wisdom = piv_wisdom_default_path ();
+    int wisdom_loaded = piv_wisdom_load (wisdom) == 0;
+    piv_settings_init (&bench.defaults);
+    s_section_machine (&bench, wisdom, wisdom_loaded);
+
+    s_case_t *target = &bench.cases[0];
+    double synth_s = 0, t0 = util_now ();
+    if (s_synth (FRAME, UNIFORM_SPEC, &target->flow, &target->a, &target->b) != 0)
+        goto done;
+    synth_s = util_now () - t0;
+    if (s_section_floor (&bench) != 0 || s_section_single (&bench) != 0
+        || s_section_multi (&bench) != 0 || s_section_rest (&bench) != 0)
+        goto done;
     rc = 0;
 
 done:
@@ -727,12 +794,10 @@ done:
     if (rc == 0)
         printf ("synthesis of the %dx%d pair took %.0f ms; whole run %.1f s\n", FRAME, FRAME,
                 synth_s * 1e3, util_now () - t_start);
-    s_floor_release (&fl);
-    piv_destroy (&engine);
-    piv_field_destroy (&field);
+    s_floor_release (&bench.fl);
     for (int c = 0; c < 3; c++) {
-        piv_image_destroy (&cases[c].a);
-        piv_image_destroy (&cases[c].b);
+        piv_image_destroy (&bench.cases[c].a);
+        piv_image_destroy (&bench.cases[c].b);
     }
     return rc;
 }

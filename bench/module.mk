@@ -2,8 +2,11 @@
 # bench_piv includes FFTW, bench_farm czmq, floor.c (SQLite alone, under the
 # store) sqlite3: with store/, the only code that includes sqlite3.h.
 build/bench/%.o: LAYER_PKGS := $(PIV_PKGS) $(ZMQ_PKGS) $(STORE_PKGS)
-build/bench/bench_farm: build/bench/floor.o
+# bench_farm's sections and what they share (bench/farm.h).
+BENCH_FARM_OBJS := build/bench/farm_util.o build/bench/farm_programs.o build/bench/farm_cycle.o \
+                   build/bench/farm_history.o build/bench/farm_piv.o build/bench/floor.o
+build/bench/bench_farm: $(BENCH_FARM_OBJS)
 build/bench/bench_%: build/bench/bench_%.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALL_LIBS)
 
 BENCHES += build/bench/bench_piv build/bench/bench_farm

@@ -1,8 +1,10 @@
 // image.c — greyscale float images read from and written to TIFF files.
 // A file is read whole with a few large reads, then decoded by libtiff from
 // memory; errors are captured per handle, so loads can run on many threads.
+// Writing TIFF files is image_save.c's; both share image_internal.h.
 
 #include "piv/image.h"
+#include "piv/image_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,13 +20,6 @@
 #include <tiffio.h>
 #include <unistd.h>
 
-struct _piv_image_t {
-    int width;    // columns
-    int height;   // rows
-    int bits;     // bits per sample of the source file; 0 if made in memory
-    float *data;  // width * height pixels, row-major, 64-byte aligned
-};
-
 // What is left of the test seam's byte budget; SIZE_MAX: no limit.
 static _Atomic size_t s_read_budget = SIZE_MAX;
 
@@ -35,16 +30,8 @@ typedef struct {
     uint64_t pos;         // libtiff's read position, may pass the end
 } s_memfile_t;
 
-// Per-handle libtiff messages: the first error is usually the root cause.
-typedef struct {
-    char error[256];  // first error libtiff reported, "" if none
-} s_tiffmsg_t;
-
-static void s_seterr (char *err, size_t errlen, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static void
-s_seterr (char *err, size_t errlen, const char *fmt, ...)
+void
+img_seterr (char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0)
         return;
@@ -55,8 +42,8 @@ s_seterr (char *err, size_t errlen, const char *fmt, ...)
 }
 
 // strerror is not thread-safe; this is, with either strerror_r flavour.
-static const char *
-s_strerror (int errnum, char *buf, size_t len)
+const char *
+img_strerror (int errnum, char *buf, size_t len)
 {
 #if defined(__GLIBC__) && defined(_GNU_SOURCE)
     return strerror_r (errnum, buf, len);
@@ -177,13 +164,13 @@ s_check_file (int fd, const char *path, size_t max_bytes, struct stat *st, char 
 {
     char ebuf[128];
     if (fstat (fd, st) != 0) {
-        s_seterr (err, errlen, "cannot read '%s': %s", path,
-                  s_strerror (errno, ebuf, sizeof ebuf));
+        img_seterr (err, errlen, "cannot read '%s': %s", path,
+                    img_strerror (errno, ebuf, sizeof ebuf));
         return -1;
     }
     if (S_ISDIR (st->st_mode)) {
-        s_seterr (err, errlen, "cannot read '%s': %s", path,
-                  s_strerror (EISDIR, ebuf, sizeof ebuf));
+        img_seterr (err, errlen, "cannot read '%s': %s", path,
+                    img_strerror (EISDIR, ebuf, sizeof ebuf));
         return -1;
     }
     if (!S_ISREG (st->st_mode)) {
@@ -193,30 +180,30 @@ s_check_file (int fd, const char *path, size_t max_bytes, struct stat *st, char 
                            : S_ISSOCK (st->st_mode) ? "a socket"
                            : S_ISLNK (st->st_mode)  ? "a symbolic link"
                                                     : "not a file";
-        s_seterr (err, errlen, "cannot read '%s': not a regular file (%s)", path, kind);
+        img_seterr (err, errlen, "cannot read '%s': not a regular file (%s)", path, kind);
         return -1;
     }
     if (st->st_size == 0) {
-        s_seterr (err, errlen, "'%s' is not a TIFF file: it is empty", path);
+        img_seterr (err, errlen, "'%s' is not a TIFF file: it is empty", path);
         return -1;
     }
     uint64_t stored = (uint64_t) st->st_blocks * 512;
     if ((uint64_t) st->st_size > S_SPARSE_MIN
         && stored < (uint64_t) st->st_size / S_SPARSE_RATIO) {
-        s_seterr (err, errlen,
-                  "cannot read '%s': sparse file: %lld bytes long, only %llu bytes stored "
-                  "(less than 1/%d of it)",
-                  path, (long long) st->st_size, (unsigned long long) stored, S_SPARSE_RATIO);
+        img_seterr (err, errlen,
+                    "cannot read '%s': sparse file: %lld bytes long, only %llu bytes stored "
+                    "(less than 1/%d of it)",
+                    path, (long long) st->st_size, (unsigned long long) stored, S_SPARSE_RATIO);
         return -1;
     }
     if (max_bytes == 0)
         max_bytes = PIV_MAX_FILE_DEFAULT;
     if ((uint64_t) st->st_size > (uint64_t) SSIZE_MAX
         || (uint64_t) st->st_size > (uint64_t) max_bytes) {
-        s_seterr (err, errlen,
-                  "cannot read '%s': file of %lld bytes exceeds the limit of %zu bytes "
-                  "(%zu MiB)",
-                  path, (long long) st->st_size, max_bytes, max_bytes >> 20);
+        img_seterr (err, errlen,
+                    "cannot read '%s': file of %lld bytes exceeds the limit of %zu bytes "
+                    "(%zu MiB)",
+                    path, (long long) st->st_size, max_bytes, max_bytes >> 20);
         return -1;
     }
     return 0;
@@ -237,9 +224,9 @@ s_check_header (int fd, const char *path, off_t size, int page, size_t max_pixel
     if (!s_peek_size (&peek, page, &w, &h) || w == 0 || h == 0)
         return 0;
     if (w * h / h != w || w * h > (uint64_t) max_pixels || w > INT_MAX || h > INT_MAX) {
-        s_seterr (err, errlen,
-                  "cannot load '%s': image of %llux%llu pixels exceeds the limit of %zu pixels",
-                  path, (unsigned long long) w, (unsigned long long) h, max_pixels);
+        img_seterr (err, errlen,
+                    "cannot load '%s': image of %llux%llu pixels exceeds the limit of %zu pixels",
+                    path, (unsigned long long) w, (unsigned long long) h, max_pixels);
         return -1;
     }
     return 0;
@@ -263,7 +250,7 @@ s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pi
     file->size = (size_t) st.st_size;
     file->data = malloc (file->size);
     if (!file->data) {
-        s_seterr (err, errlen, "cannot read '%s': out of memory for %zu bytes", path, file->size);
+        img_seterr (err, errlen, "cannot read '%s': out of memory for %zu bytes", path, file->size);
         goto fail;
     }
     size_t got = 0;
@@ -276,8 +263,8 @@ s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pi
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            s_seterr (err, errlen, "cannot read '%s': %s", path,
-                      s_strerror (errno, ebuf, sizeof ebuf));
+            img_seterr (err, errlen, "cannot read '%s': %s", path,
+                        img_strerror (errno, ebuf, sizeof ebuf));
             goto fail;
         }
         if (n == 0)
@@ -285,8 +272,8 @@ s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pi
         got += (size_t) n;
     }
     if (got < file->size) {
-        s_seterr (err, errlen, "cannot read '%s': short read (got %zu of %zu bytes)", path, got,
-                  file->size);
+        img_seterr (err, errlen, "cannot read '%s': short read (got %zu of %zu bytes)", path, got,
+                    file->size);
         goto fail;
     }
     return 0;
@@ -307,7 +294,8 @@ s_read_file (const char *path, const int *pages, int npages, size_t max_pixels,
     memset (file, 0, sizeof *file);
     int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        s_seterr (err, errlen, "cannot open '%s': %s", path, s_strerror (errno, ebuf, sizeof ebuf));
+        img_seterr (err, errlen, "cannot open '%s': %s", path,
+                    img_strerror (errno, ebuf, sizeof ebuf));
         return -1;
     }
     int rc = s_read_fd (fd, path, pages, npages, max_pixels, PIV_MAX_FILE_DEFAULT, file, err,
@@ -388,7 +376,7 @@ static int
 s_on_error (TIFF *tif, void *user_data, const char *module, const char *fmt, va_list ap)
 {
     (void) tif, (void) module;
-    s_tiffmsg_t *msg = user_data;
+    img_tiffmsg_t *msg = user_data;
     if (msg && msg->error[0] == '\0') {
         vsnprintf (msg->error, sizeof msg->error, fmt, ap);
         size_t len = strlen (msg->error);
@@ -406,8 +394,8 @@ s_on_warning (TIFF *tif, void *user_data, const char *module, const char *fmt, v
     return 1;
 }
 
-static TIFFOpenOptions *
-s_open_options (s_tiffmsg_t *msg)
+TIFFOpenOptions *
+img_open_options (img_tiffmsg_t *msg)
 {
     TIFFOpenOptions *opts = TIFFOpenOptionsAlloc ();
     if (!opts)
@@ -501,27 +489,27 @@ s_unreadable (const char *path, const s_memfile_t *file, int page, const char *c
 {
     uint64_t w = 1, h = 1;
     if (s_peek_size (file, page, &w, &h) && (w == 0 || h == 0))
-        s_seterr (err, errlen, "cannot load '%s': image has zero size (%llux%llu)", path,
-                  (unsigned long long) w, (unsigned long long) h);
+        img_seterr (err, errlen, "cannot load '%s': image has zero size (%llux%llu)", path,
+                    (unsigned long long) w, (unsigned long long) h);
     else if (page > 0)
-        s_seterr (err, errlen, "cannot read '%s': truncated or corrupt TIFF: page %d: %s", path,
-                  page, cause[0] ? cause : "unreadable directory");
+        img_seterr (err, errlen, "cannot read '%s': truncated or corrupt TIFF: page %d: %s", path,
+                    page, cause[0] ? cause : "unreadable directory");
     else
-        s_seterr (err, errlen, "cannot read '%s': truncated or corrupt TIFF: %s", path,
-                  cause[0] ? cause : "no readable directory");
+        img_seterr (err, errlen, "cannot read '%s': truncated or corrupt TIFF: %s", path,
+                    cause[0] ? cause : "no readable directory");
 }
 
 // Opens the in-memory file with libtiff, reading its first directory.
 static TIFF *
-s_open_mem (const char *path, s_memfile_t *file, s_tiffmsg_t *msg, char *err, size_t errlen)
+s_open_mem (const char *path, s_memfile_t *file, img_tiffmsg_t *msg, char *err, size_t errlen)
 {
     if (!s_is_tiff (file)) {
-        s_seterr (err, errlen, "'%s' is not a TIFF file", path);
+        img_seterr (err, errlen, "'%s' is not a TIFF file", path);
         return NULL;
     }
-    TIFFOpenOptions *opts = s_open_options (msg);
+    TIFFOpenOptions *opts = img_open_options (msg);
     if (!opts) {
-        s_seterr (err, errlen, "cannot read '%s': out of memory", path);
+        img_seterr (err, errlen, "cannot read '%s': out of memory", path);
         return NULL;
     }
     file->pos = 0;
@@ -536,11 +524,11 @@ s_open_mem (const char *path, s_memfile_t *file, s_tiffmsg_t *msg, char *err, si
 // Makes 'page' the current directory, telling a missing page from a
 // corrupt one.
 static int
-s_set_page (TIFF *tif, const char *path, const s_memfile_t *file, int page, s_tiffmsg_t *msg,
+s_set_page (TIFF *tif, const char *path, const s_memfile_t *file, int page, img_tiffmsg_t *msg,
             char *err, size_t errlen)
 {
     if (page < 0) {
-        s_seterr (err, errlen, "cannot load '%s': page %d does not exist", path, page);
+        img_seterr (err, errlen, "cannot load '%s': page %d does not exist", path, page);
         return -1;
     }
     if (TIFFCurrentDirectory (tif) == (tdir_t) page)
@@ -552,8 +540,8 @@ s_set_page (TIFF *tif, const char *path, const s_memfile_t *file, int page, s_ti
     snprintf (cause, sizeof cause, "%s", msg->error);
     tdir_t pages = TIFFNumberOfDirectories (tif);
     if ((tdir_t) page >= pages)
-        s_seterr (err, errlen, "'%s' has %u page%s, page %d not found (pages count from 0)",
-                  path, (unsigned) pages, pages == 1 ? "" : "s", page);
+        img_seterr (err, errlen, "'%s' has %u page%s, page %d not found (pages count from 0)",
+                    path, (unsigned) pages, pages == 1 ? "" : "s", page);
     else
         s_unreadable (path, file, page, cause, err, errlen);
     return -1;
@@ -614,7 +602,7 @@ s_convert (const unsigned char *src, size_t step, int bytes, int invert, float *
 // pixel) or separate planes (plane 0).
 static int
 s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uint16_t planar,
-               int invert, s_tiffmsg_t *msg, char *err, size_t errlen)
+               int invert, img_tiffmsg_t *msg, char *err, size_t errlen)
 {
     int bytes = self->bits / 8;
     size_t step = planar == PLANARCONFIG_SEPARATE ? 1 : spp;  // samples from pixel to pixel
@@ -632,8 +620,8 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
         // would cost up to 2 GiB for a file of a few bytes.
         uint64_t tile_max = (uint64_t) w * h > (1u << 20) ? (uint64_t) w * h : (1u << 20);
         if (tw == 0 || th == 0 || (uint64_t) tw * th > tile_max) {
-            s_seterr (err, errlen, "cannot load '%s': unsupported tile size %ux%u", path,
-                      (unsigned) tw, (unsigned) th);
+            img_seterr (err, errlen, "cannot load '%s': unsupported tile size %ux%u", path,
+                        (unsigned) tw, (unsigned) th);
             return -1;
         }
         size_t tile_bytes = (size_t) tw * th * pixel_bytes;
@@ -646,14 +634,14 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
                 tmsize_t n = TIFFReadEncodedTile (tif, tile, buf, (tmsize_t) tile_bytes);
                 if (n != (tmsize_t) tile_bytes) {
                     if (msg->error[0])
-                        s_seterr (err, errlen,
-                                  "cannot read '%s': truncated or corrupt pixel data: %s", path,
-                                  msg->error);
+                        img_seterr (err, errlen,
+                                    "cannot read '%s': truncated or corrupt pixel data: %s", path,
+                                    msg->error);
                     else
-                        s_seterr (err, errlen,
-                                  "cannot read '%s': truncated or corrupt pixel data: "
-                                  "tile %u is short",
-                                  path, (unsigned) tile);
+                        img_seterr (err, errlen,
+                                    "cannot read '%s': truncated or corrupt pixel data: "
+                                    "tile %u is short",
+                                    path, (unsigned) tile);
                     goto fail;
                 }
                 size_t rows = h - y0 < th ? h - y0 : th;
@@ -680,13 +668,14 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
             tmsize_t n = TIFFReadEncodedStrip (tif, strip, buf, want);
             if (n != want) {
                 if (msg->error[0])
-                    s_seterr (err, errlen, "cannot read '%s': truncated or corrupt pixel data: %s",
-                              path, msg->error);
+                    img_seterr (err, errlen,
+                                "cannot read '%s': truncated or corrupt pixel data: %s", path,
+                                msg->error);
                 else
-                    s_seterr (err, errlen,
-                              "cannot read '%s': truncated or corrupt pixel data: "
-                              "strip %u is short",
-                              path, (unsigned) strip);
+                    img_seterr (err, errlen,
+                                "cannot read '%s': truncated or corrupt pixel data: "
+                                "strip %u is short",
+                                path, (unsigned) strip);
                 goto fail;
             }
             for (size_t r = 0; r < rows; r++)
@@ -698,7 +687,7 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
     return 0;
 
 nomem:
-    s_seterr (err, errlen, "cannot load '%s': out of memory", path);
+    img_seterr (err, errlen, "cannot load '%s': out of memory", path);
 fail:
     free (buf);
     return -1;
@@ -707,18 +696,18 @@ fail:
 // Palette, RGB, YCbCr and other colour models through libtiff's RGBA
 // reader, then Rec. 601 luminance in 0..255.
 static int
-s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, s_tiffmsg_t *msg, char *err,
+s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, img_tiffmsg_t *msg, char *err,
                  size_t errlen)
 {
     char emsg[1024] = "";
     if (!TIFFRGBAImageOK (tif, emsg)) {
-        s_seterr (err, errlen, "cannot load '%s': unsupported image: %s", path, emsg);
+        img_seterr (err, errlen, "cannot load '%s': unsupported image: %s", path, emsg);
         return -1;
     }
     size_t n = (size_t) self->width * (size_t) self->height;
     uint32_t *raster = malloc (n * sizeof *raster);
     if (!raster) {
-        s_seterr (err, errlen, "cannot load '%s': out of memory", path);
+        img_seterr (err, errlen, "cannot load '%s': out of memory", path);
         return -1;
     }
     msg->error[0] = '\0';
@@ -726,8 +715,8 @@ s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, s_tiffmsg_t *ms
     if (!TIFFReadRGBAImageOriented (tif, (uint32_t) self->width, (uint32_t) self->height, raster,
                                     ORIENTATION_TOPLEFT, 1)
         || msg->error[0]) {
-        s_seterr (err, errlen, "cannot read '%s': truncated or corrupt pixel data: %s", path,
-                  msg->error[0] ? msg->error : "cannot decode colour image");
+        img_seterr (err, errlen, "cannot read '%s': truncated or corrupt pixel data: %s", path,
+                    msg->error[0] ? msg->error : "cannot decode colour image");
         free (raster);
         return -1;
     }
@@ -784,7 +773,7 @@ s_orient (piv_image_t *self, uint16_t orientation)
 
 // Decodes the current directory of tif into a new image.
 static piv_image_t *
-s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char *err,
+s_decode (TIFF *tif, const char *path, size_t max_pixels, img_tiffmsg_t *msg, char *err,
           size_t errlen)
 {
     if (max_pixels == 0)
@@ -793,14 +782,14 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char
     TIFFGetField (tif, TIFFTAG_IMAGEWIDTH, &w);
     TIFFGetField (tif, TIFFTAG_IMAGELENGTH, &h);
     if (w == 0 || h == 0) {
-        s_seterr (err, errlen, "cannot load '%s': image has zero size (%ux%u)", path,
-                  (unsigned) w, (unsigned) h);
+        img_seterr (err, errlen, "cannot load '%s': image has zero size (%ux%u)", path,
+                    (unsigned) w, (unsigned) h);
         return NULL;
     }
     if ((uint64_t) w * h > (uint64_t) max_pixels || w > INT_MAX || h > INT_MAX) {
-        s_seterr (err, errlen,
-                  "cannot load '%s': image of %ux%u pixels exceeds the limit of %zu pixels",
-                  path, (unsigned) w, (unsigned) h, max_pixels);
+        img_seterr (err, errlen,
+                    "cannot load '%s': image of %ux%u pixels exceeds the limit of %zu pixels",
+                    path, (unsigned) w, (unsigned) h, max_pixels);
         return NULL;
     }
     uint16_t spp = 1, bps = 1, format = SAMPLEFORMAT_UINT, planar = PLANARCONFIG_CONTIG;
@@ -813,32 +802,32 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char
         photometric = PHOTOMETRIC_MINISBLACK;
     int grey = photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE;
     if (spp == 0) {
-        s_seterr (err, errlen, "cannot load '%s': unsupported image: 0 samples per pixel", path);
+        img_seterr (err, errlen, "cannot load '%s': unsupported image: 0 samples per pixel", path);
         return NULL;
     }
     if (format != SAMPLEFORMAT_UINT && format != SAMPLEFORMAT_VOID) {
-        s_seterr (err, errlen,
-                  "cannot load '%s': unsupported sample format: %u-bit %s "
-                  "(8 or 16 bit unsigned integer expected)",
-                  path, (unsigned) bps, s_format_name (format));
+        img_seterr (err, errlen,
+                    "cannot load '%s': unsupported sample format: %u-bit %s "
+                    "(8 or 16 bit unsigned integer expected)",
+                    path, (unsigned) bps, s_format_name (format));
         return NULL;
     }
     if (grey && bps != 8 && bps != 16) {
-        s_seterr (err, errlen,
-                  "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
-                  "(8 or 16 bit expected)",
-                  path, (unsigned) bps, s_format_name (format));
+        img_seterr (err, errlen,
+                    "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
+                    "(8 or 16 bit expected)",
+                    path, (unsigned) bps, s_format_name (format));
         return NULL;
     }
     if (grey && spp > 16) {
-        s_seterr (err, errlen, "cannot load '%s': unsupported image: %u samples per pixel", path,
-                  (unsigned) spp);
+        img_seterr (err, errlen, "cannot load '%s': unsupported image: %u samples per pixel", path,
+                    (unsigned) spp);
         return NULL;
     }
     piv_image_t *self = piv_image_new ((int) w, (int) h);
     if (!self) {
-        s_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
-                  (unsigned) w, (unsigned) h);
+        img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
+                    (unsigned) w, (unsigned) h);
         return NULL;
     }
     // Every kind is decoded in stored order, then turned as the Orientation
@@ -858,8 +847,8 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, s_tiffmsg_t *msg, char
         rc = s_decode_colour (tif, path, self, msg, err, errlen);
     }
     if (rc == 0 && s_orient (self, orientation) != 0) {
-        s_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
-                  (unsigned) w, (unsigned) h);
+        img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
+                    (unsigned) w, (unsigned) h);
         rc = -1;
     }
     if (rc != 0)
@@ -872,7 +861,7 @@ static piv_image_t *
 s_load_mem (const char *path, s_memfile_t *file, int page, size_t max_pixels, char *err,
             size_t errlen)
 {
-    s_tiffmsg_t msg = {""};
+    img_tiffmsg_t msg = {""};
     piv_image_t *self = NULL;
     TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
     if (tif && s_set_page (tif, path, file, page, &msg, err, errlen) == 0)
@@ -910,7 +899,7 @@ static int
 s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_image_t **a_p,
                  piv_image_t **b_p, char *err, size_t errlen)
 {
-    s_tiffmsg_t msg = {""};
+    img_tiffmsg_t msg = {""};
     int rc = -1;
     TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
     if (!tif)
@@ -923,7 +912,7 @@ s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_ima
         if (msg.error[0])
             s_unreadable (path, file, 1, msg.error, err, errlen);
         else
-            s_seterr (err, errlen, "'%s' has 1 page, a pair needs 2 (frame B not found)", path);
+            img_seterr (err, errlen, "'%s' has 1 page, a pair needs 2 (frame B not found)", path);
         goto done;
     }
     *b_p = s_decode (tif, path, max_pixels, &msg, err, errlen);
@@ -977,11 +966,11 @@ s_pair_done (int rc, const char *name_a, const char *name_b, piv_image_t **a_p,
     if (rc == 0
         && ((*a_p)->width != (*b_p)->width || (*a_p)->height != (*b_p)->height)) {
         if (name_b)
-            s_seterr (err, errlen, "frames differ in size: '%s' is %dx%d, '%s' is %dx%d", name_a,
-                      (*a_p)->width, (*a_p)->height, name_b, (*b_p)->width, (*b_p)->height);
+            img_seterr (err, errlen, "frames differ in size: '%s' is %dx%d, '%s' is %dx%d", name_a,
+                        (*a_p)->width, (*a_p)->height, name_b, (*b_p)->width, (*b_p)->height);
         else
-            s_seterr (err, errlen, "frames differ in size: '%s' page 0 is %dx%d, page 1 is %dx%d",
-                      name_a, (*a_p)->width, (*a_p)->height, (*b_p)->width, (*b_p)->height);
+            img_seterr (err, errlen, "frames differ in size: '%s' page 0 is %dx%d, page 1 is %dx%d",
+                        name_a, (*a_p)->width, (*a_p)->height, (*b_p)->width, (*b_p)->height);
         rc = -1;
     }
     if (rc != 0) {
@@ -996,7 +985,7 @@ piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
                      piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen)
 {
     if (!a_p || !b_p || !path_a) {
-        s_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
+        img_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
         return -1;
     }
     *a_p = *b_p = NULL;
@@ -1011,7 +1000,7 @@ piv_image_load_pair_fd (int fd_a, const char *name_a, int fd_b, const char *name
                         piv_image_t **b_p, char *err, size_t errlen)
 {
     if (!a_p || !b_p || fd_a < 0 || !name_a || (fd_b >= 0 && !name_b)) {
-        s_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
+        img_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
         return -1;
     }
     *a_p = *b_p = NULL;
@@ -1020,161 +1009,28 @@ piv_image_load_pair_fd (int fd_a, const char *name_a, int fd_b, const char *name
     return s_pair_done (rc, name_a, fd_b >= 0 ? name_b : NULL, a_p, b_p, err, errlen);
 }
 
-// Writes one frame as the current directory of tif, in ~64 KiB strips.
-static int
-s_write_frame (TIFF *tif, const piv_image_t *frame, int page, int nframes, int bits)
-{
-    size_t w = (size_t) frame->width, h = (size_t) frame->height;
-    size_t bytes = (size_t) bits / 8;
-    size_t row_bytes = w * bytes;
-    size_t rps = row_bytes >= 65536 ? 1 : 65536 / row_bytes;
-    if (rps > h)
-        rps = h;
-    TIFFSetField (tif, TIFFTAG_IMAGEWIDTH, (uint32_t) w);
-    TIFFSetField (tif, TIFFTAG_IMAGELENGTH, (uint32_t) h);
-    TIFFSetField (tif, TIFFTAG_BITSPERSAMPLE, (uint16_t) bits);
-    TIFFSetField (tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t) 1);
-    TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, (uint16_t) SAMPLEFORMAT_UINT);
-    TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, (uint16_t) PHOTOMETRIC_MINISBLACK);
-    TIFFSetField (tif, TIFFTAG_PLANARCONFIG, (uint16_t) PLANARCONFIG_CONTIG);
-    TIFFSetField (tif, TIFFTAG_COMPRESSION, (uint16_t) COMPRESSION_NONE);
-    TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) ORIENTATION_TOPLEFT);
-    TIFFSetField (tif, TIFFTAG_ROWSPERSTRIP, (uint32_t) rps);
-    if (nframes > 1) {
-        TIFFSetField (tif, TIFFTAG_SUBFILETYPE, (uint32_t) FILETYPE_PAGE);
-        TIFFSetField (tif, TIFFTAG_PAGENUMBER, (uint16_t) page, (uint16_t) nframes);
-    }
-    unsigned char *buf = malloc (rps * row_bytes);
-    if (!buf)
-        return -1;
-    float top = bits == 8 ? 255.0f : 65535.0f;
-    for (size_t row0 = 0; row0 < h; row0 += rps) {
-        size_t rows = h - row0 < rps ? h - row0 : rps;
-        const float *src = frame->data + row0 * w;
-        size_t n = rows * w;
-        for (size_t i = 0; i < n; i++) {
-            float v = src[i];
-            // Round half up after clipping; NaN becomes 0.
-            v = v > 0.0f ? (v < top ? floorf (v + 0.5f) : top) : 0.0f;
-            if (bits == 8)
-                buf[i] = (unsigned char) v;
-            else
-                ((uint16_t *) buf)[i] = (uint16_t) v;
-        }
-        uint32_t strip = (uint32_t) (row0 / rps);
-        if (TIFFWriteEncodedStrip (tif, strip, buf, (tmsize_t) (n * bytes)) < 0) {
-            free (buf);
-            return -1;
-        }
-    }
-    free (buf);
-    return TIFFWriteDirectory (tif) ? 0 : -1;
-}
-
-int
-piv_image_save (const char *path, const piv_image_t *const *frames, int nframes, int bits,
-                char *err, size_t errlen)
-{
-    char ebuf[128];
-    if (bits != 8 && bits != 16) {
-        s_seterr (err, errlen, "cannot save '%s': %d bits per sample (8 or 16 expected)", path,
-                  bits);
-        return -1;
-    }
-    if (!frames || nframes < 1) {
-        s_seterr (err, errlen, "cannot save '%s': no frames", path);
-        return -1;
-    }
-    uint64_t total = 0;
-    for (int i = 0; i < nframes; i++) {
-        if (!frames[i]) {
-            s_seterr (err, errlen, "cannot save '%s': frame %d is missing", path, i);
-            return -1;
-        }
-        total += (uint64_t) frames[i]->width * (uint64_t) frames[i]->height * (uint64_t) bits / 8;
-    }
-    // Classic TIFF offsets are 32-bit: past ~4 GB the file must be BigTIFF.
-    const char *mode = total > (uint64_t) 0xF0000000u ? "w8" : "w";
-
-    size_t tmplen = strlen (path) + sizeof ".tmp-XXXXXX";
-    char *tmp = malloc (tmplen);
-    if (!tmp) {
-        s_seterr (err, errlen, "cannot save '%s': out of memory", path);
-        return -1;
-    }
-    snprintf (tmp, tmplen, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp (tmp);
-    if (fd < 0) {
-        s_seterr (err, errlen, "cannot save '%s': %s", path,
-                  s_strerror (errno, ebuf, sizeof ebuf));
-        free (tmp);
-        return -1;
-    }
-    // mkstemp makes the file private; a saved image is an ordinary file.
-    fchmod (fd, 0644);
-    // A second descriptor outlives TIFFClose, so the data can be synced.
-    int keep = dup (fd);
-    s_tiffmsg_t msg = {""};
-    TIFFOpenOptions *opts = s_open_options (&msg);
-    TIFF *tif = opts && keep >= 0 ? TIFFFdOpenExt (fd, tmp, mode, opts) : NULL;
-    TIFFOpenOptionsFree (opts);
-    int rc = tif ? 0 : -1;
-    if (!tif)
-        close (fd);
-    for (int i = 0; rc == 0 && i < nframes; i++)
-        rc = s_write_frame (tif, frames[i], i, nframes, bits);
-    if (tif)
-        TIFFClose (tif);
-    if (rc != 0) {
-        const char *cause = msg.error[0] ? msg.error : "out of memory";
-        if (keep < 0)
-            cause = "out of file descriptors";
-        s_seterr (err, errlen, "cannot save '%s': %s", path, cause);
-    }
-    else {
-        // Late write errors (a full disk over NFS) surface here.
-        int error = fsync (keep) == 0 ? 0 : errno;
-        if (close (keep) != 0 && !error)
-            error = errno;
-        keep = -1;
-        if (!error && rename (tmp, path) != 0)
-            error = errno;
-        if (error) {
-            s_seterr (err, errlen, "cannot save '%s': %s", path,
-                      s_strerror (error, ebuf, sizeof ebuf));
-            rc = -1;
-        }
-    }
-    if (keep >= 0)
-        close (keep);
-    if (rc != 0)
-        unlink (tmp);
-    free (tmp);
-    return rc;
-}
-
 piv_image_t *
 piv_image_min (const piv_image_t *const *frames, int n, char *err, size_t errlen)
 {
     if (!frames || n < 1) {
-        s_seterr (err, errlen, "cannot take the minimum of %d frames", n);
+        img_seterr (err, errlen, "cannot take the minimum of %d frames", n);
         return NULL;
     }
     for (int i = 0; i < n; i++) {
         if (!frames[i]) {
-            s_seterr (err, errlen, "cannot take the minimum: frame %d is missing", i);
+            img_seterr (err, errlen, "cannot take the minimum: frame %d is missing", i);
             return NULL;
         }
         if (frames[i]->width != frames[0]->width || frames[i]->height != frames[0]->height) {
-            s_seterr (err, errlen, "frames differ in size: frame 0 is %dx%d, frame %d is %dx%d",
-                      frames[0]->width, frames[0]->height, i, frames[i]->width,
-                      frames[i]->height);
+            img_seterr (err, errlen, "frames differ in size: frame 0 is %dx%d, frame %d is %dx%d",
+                        frames[0]->width, frames[0]->height, i, frames[i]->width,
+                        frames[i]->height);
             return NULL;
         }
     }
     piv_image_t *self = piv_image_new (frames[0]->width, frames[0]->height);
     if (!self) {
-        s_seterr (err, errlen, "cannot take the minimum: out of memory");
+        img_seterr (err, errlen, "cannot take the minimum: out of memory");
         return NULL;
     }
     self->bits = frames[0]->bits;
@@ -1193,13 +1049,13 @@ int
 piv_image_subtract (piv_image_t *self, const piv_image_t *background, char *err, size_t errlen)
 {
     if (!self || !background) {
-        s_seterr (err, errlen, "cannot subtract background: no image");
+        img_seterr (err, errlen, "cannot subtract background: no image");
         return -1;
     }
     if (self->width != background->width || self->height != background->height) {
-        s_seterr (err, errlen,
-                  "cannot subtract background: image is %dx%d, background is %dx%d",
-                  self->width, self->height, background->width, background->height);
+        img_seterr (err, errlen,
+                    "cannot subtract background: image is %dx%d, background is %dx%d",
+                    self->width, self->height, background->width, background->height);
         return -1;
     }
     size_t count = (size_t) self->width * (size_t) self->height;

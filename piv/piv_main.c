@@ -113,201 +113,230 @@ done:
     return bg;
 }
 
-int
-main (int argc, char **argv)
-{
-    log_open ("pivfarm-piv", 0);
-    cli_set_program ("pivfarm-piv");
-    piv_settings_t settings;
-    piv_settings_init (&settings);
-    const char *output = NULL, *mask_path = NULL, *background = NULL, *passes = NULL;
-    const char *wisdom = piv_wisdom_default_path ();
-    piv_format_t format = PIV_FORMAT_TXT;
-    size_t max_pixels = PIV_MAX_PIXELS_DEFAULT;
-    long window = 32, n;
-    char err[1024];
+// What the command line asks for.
+typedef struct {
+    piv_settings_t settings;   // the engine's, from the options
+    const char *output;        // -o: the file written (NULL: standard output)
+    const char *mask_path;     // -m: the mask (NULL: none)
+    const char *background;    // -b: the background frames' list (NULL: none)
+    const char *passes;        // -p: the window sizes (NULL: --window alone)
+    const char *wisdom;        // the FFTW wisdom file
+    piv_format_t format;       // -f: the field's format
+    size_t max_pixels;         // --max-pixels
+    long window;               // -w: the final window size without --passes
+    const char *path_a;        // frame A, or the two-page file
+    const char *path_b;        // frame B (NULL: pages 1 and 2 of path_a)
+} s_opts_t;
 
-    static const struct option options[] = {
-        {"window", required_argument, NULL, 'w'},
-        {"passes", required_argument, NULL, 'p'},
-        {"overlap", required_argument, NULL, 'O'},
-        {"iterations", required_argument, NULL, 'i'},
-        {"converge", required_argument, NULL, 'c'},
-        {"deform", required_argument, NULL, 'd'},
-        {"asymmetric", no_argument, NULL, 'A'},
-        {"full-deform", no_argument, NULL, 'F'},
-        {"no-smooth", no_argument, NULL, 'S'},
-        {"eps", required_argument, NULL, 'E'},
-        {"threshold", required_argument, NULL, 'T'},
-        {"threads", required_argument, NULL, 't'},
-        {"mask", required_argument, NULL, 'm'},
-        {"background", required_argument, NULL, 'b'},
-        {"max-pixels", required_argument, NULL, 'M'},
-        {"wisdom", required_argument, NULL, 'W'},
-        {"format", required_argument, NULL, 'f'},
-        {"output", required_argument, NULL, 'o'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0}};
-    int opt;
-    opterr = 0;  // our own messages (cli_usage_error)
-    while ((opt = getopt_long (argc, argv, ":w:p:O:i:c:d:t:m:b:f:o:vhV", options, NULL)) != -1) {
-        switch (opt) {
-        case 'w':
-            if (s_int_arg ("--window", optarg, 8, 256, &window))
-                return 2;
-            break;
-        case 'p':
-            passes = optarg;
-            break;
-        case 'O':
-            if (s_int_arg ("--overlap", optarg, 0, 87, &n))
-                return 2;
-            settings.overlap = (int) n;
-            break;
-        case 'i':
-            if (s_int_arg ("--iterations", optarg, 1, 10, &n))
-                return 2;
-            settings.final_iterations = (int) n;
-            break;
-        case 'c':
-            if (s_double_arg ("--converge", optarg, &settings.converge))
-                return 2;
-            break;
-        case 'd':
-            if (piv_deform_parse (optarg, &settings.deform, err, sizeof err))
-                return cli_usage_error ("%s", err);
-            break;
-        case 'A':
-            settings.symmetric = 0;
-            break;
-        case 'E':
-            if (s_double_arg ("--eps", optarg, &settings.median_eps))
-                return 2;
-            break;
-        case 'T':
-            if (s_double_arg ("--threshold", optarg, &settings.median_threshold))
-                return 2;
-            break;
-        case 't':
-            if (s_int_arg ("--threads", optarg, 1, PIV_MAX_THREADS, &n))
-                return 2;
-            settings.threads = (int) n;
-            break;
-        case 'm':
-            mask_path = optarg;
-            break;
-        case 'b':
-            background = optarg;
-            break;
-        case 'M':
-            if (s_int_arg ("--max-pixels", optarg, 1, 1L << 40, &n))
-                return 2;
-            max_pixels = (size_t) n;
-            break;
-        case 'W':
-            wisdom = optarg;
-            break;
-        case 'f':
-            if (strcmp (optarg, "txt") == 0)
-                format = PIV_FORMAT_TXT;
-            else if (strcmp (optarg, "tecplot") == 0)
-                format = PIV_FORMAT_TECPLOT;
-            else
-                return cli_usage_error ("bad --format '%s': expected txt or tecplot", optarg);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'v':
-            log_set_level (LOG_LEVEL_INFO);
-            break;
-        case 'h':
-            s_usage (stdout);
-            return 0;
-        case 'V':
-            printf ("pivfarm-piv %s\n", PIVFARM_VERSION);
-            return 0;
-        case 'F':
-            settings.deform_every_pass = 1;
-            break;
-        case 'S':
-            settings.smooth_predictor = 0;
-            break;
-        default:
-            return cli_bad_option (opt, argv);
-        }
+static const struct option s_options[] = {
+    {"window", required_argument, NULL, 'w'},
+    {"passes", required_argument, NULL, 'p'},
+    {"overlap", required_argument, NULL, 'O'},
+    {"iterations", required_argument, NULL, 'i'},
+    {"converge", required_argument, NULL, 'c'},
+    {"deform", required_argument, NULL, 'd'},
+    {"asymmetric", no_argument, NULL, 'A'},
+    {"full-deform", no_argument, NULL, 'F'},
+    {"no-smooth", no_argument, NULL, 'S'},
+    {"eps", required_argument, NULL, 'E'},
+    {"threshold", required_argument, NULL, 'T'},
+    {"threads", required_argument, NULL, 't'},
+    {"mask", required_argument, NULL, 'm'},
+    {"background", required_argument, NULL, 'b'},
+    {"max-pixels", required_argument, NULL, 'M'},
+    {"wisdom", required_argument, NULL, 'W'},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0}};
+
+// Takes option 'opt' (its argument in optarg) into o. -1 to go on, or the
+// exit code (after --help, --version or a bad option, said on stderr).
+static int
+s_option (int opt, char **argv, s_opts_t *o)
+{
+    piv_settings_t *settings = &o->settings;
+    char err[1024];
+    long n;
+    switch (opt) {
+    case 'w':
+        if (s_int_arg ("--window", optarg, 8, 256, &o->window))
+            return 2;
+        break;
+    case 'p':
+        o->passes = optarg;
+        break;
+    case 'O':
+        if (s_int_arg ("--overlap", optarg, 0, 87, &n))
+            return 2;
+        settings->overlap = (int) n;
+        break;
+    case 'i':
+        if (s_int_arg ("--iterations", optarg, 1, 10, &n))
+            return 2;
+        settings->final_iterations = (int) n;
+        break;
+    case 'c':
+        if (s_double_arg ("--converge", optarg, &settings->converge))
+            return 2;
+        break;
+    case 'd':
+        if (piv_deform_parse (optarg, &settings->deform, err, sizeof err))
+            return cli_usage_error ("%s", err);
+        break;
+    case 'A':
+        settings->symmetric = 0;
+        break;
+    case 'E':
+        if (s_double_arg ("--eps", optarg, &settings->median_eps))
+            return 2;
+        break;
+    case 'T':
+        if (s_double_arg ("--threshold", optarg, &settings->median_threshold))
+            return 2;
+        break;
+    case 't':
+        if (s_int_arg ("--threads", optarg, 1, PIV_MAX_THREADS, &n))
+            return 2;
+        settings->threads = (int) n;
+        break;
+    case 'm':
+        o->mask_path = optarg;
+        break;
+    case 'b':
+        o->background = optarg;
+        break;
+    case 'M':
+        if (s_int_arg ("--max-pixels", optarg, 1, 1L << 40, &n))
+            return 2;
+        o->max_pixels = (size_t) n;
+        break;
+    case 'W':
+        o->wisdom = optarg;
+        break;
+    case 'f':
+        if (strcmp (optarg, "txt") == 0)
+            o->format = PIV_FORMAT_TXT;
+        else if (strcmp (optarg, "tecplot") == 0)
+            o->format = PIV_FORMAT_TECPLOT;
+        else
+            return cli_usage_error ("bad --format '%s': expected txt or tecplot", optarg);
+        break;
+    case 'o':
+        o->output = optarg;
+        break;
+    case 'v':
+        log_set_level (LOG_LEVEL_INFO);
+        break;
+    case 'h':
+        s_usage (stdout);
+        return 0;
+    case 'V':
+        printf ("pivfarm-piv %s\n", PIVFARM_VERSION);
+        return 0;
+    case 'F':
+        settings->deform_every_pass = 1;
+        break;
+    case 'S':
+        settings->smooth_predictor = 0;
+        break;
+    default:
+        return cli_bad_option (opt, argv);
     }
+    return -1;
+}
+
+// Reads the command line into o: the options, the window sizes, the
+// frames. -1 to go on, or the exit code.
+static int
+s_parse_args (int argc, char **argv, s_opts_t *o)
+{
+    char err[1024];
+    int opt, code;
+    opterr = 0;  // our own messages (cli_usage_error)
+    while ((opt = getopt_long (argc, argv, ":w:p:O:i:c:d:t:m:b:f:o:vhV", s_options, NULL)) != -1)
+        if ((code = s_option (opt, argv, o)) >= 0)
+            return code;
     int nfiles = argc - optind;
     if (nfiles < 1 || nfiles > 2)
         return cli_usage_error ("expected two frames A.tif B.tif, or one two-page PAIR.tif "
                                 "(got %d files)",
                                 nfiles);
-    if (passes) {
-        if (piv_settings_set_passes (&settings, passes, err, sizeof err))
+    if (o->passes) {
+        if (piv_settings_set_passes (&o->settings, o->passes, err, sizeof err))
             return cli_usage_error ("%s", err);
     }
     else {
         char one[16];
-        snprintf (one, sizeof one, "%ld", window);
-        if (piv_settings_set_passes (&settings, one, err, sizeof err))
-            return cli_usage_error ("bad --window '%ld': a power of two from 8 to 256", window);
+        snprintf (one, sizeof one, "%ld", o->window);
+        if (piv_settings_set_passes (&o->settings, one, err, sizeof err))
+            return cli_usage_error ("bad --window '%ld': a power of two from 8 to 256",
+                                    o->window);
     }
-    const char *path_a = argv[optind], *path_b = nfiles == 2 ? argv[optind + 1] : NULL;
+    o->path_a = argv[optind];
+    o->path_b = nfiles == 2 ? argv[optind + 1] : NULL;
+    return -1;
+}
 
-    double t0 = util_now ();
-    int wisdom_loaded = piv_wisdom_load (wisdom) == 0;
-    piv_image_t *a = NULL, *b = NULL, *mask = NULL, *bg = NULL;
-    piv_t *piv = NULL;
-    piv_field_t *field = NULL;
-    int rc = 1;
-    if (piv_image_load_pair (path_a, path_b, max_pixels, &a, &b, err, sizeof err))
-        goto fail;
-    double t_load = util_now ();
-    int width = piv_image_width (a), height = piv_image_height (a);
-    if (mask_path) {
-        if (!(mask = piv_image_load (mask_path, 0, max_pixels, err, sizeof err)))
-            goto fail;
-        if (piv_image_width (mask) != width || piv_image_height (mask) != height) {
-            snprintf (err, sizeof err, "mask '%s' is %dx%d, the frames are %dx%d", mask_path,
-                      piv_image_width (mask), piv_image_height (mask), width, height);
-            goto fail;
+// The images of one run, all NULL until loaded.
+typedef struct {
+    piv_image_t *a, *b;  // the pair
+    piv_image_t *mask;   // -m
+    piv_image_t *bg;     // -b: the minimum of the background frames
+} s_images_t;
+
+// Loads the pair (*t_load: when it was in), then the mask (set in
+// o->settings) and the background, subtracted from both frames. 0, or -1
+// with the reason in err.
+static int
+s_load (s_opts_t *o, s_images_t *im, double *t_load, char *err, size_t errlen)
+{
+    if (piv_image_load_pair (o->path_a, o->path_b, o->max_pixels, &im->a, &im->b, err, errlen))
+        return -1;
+    *t_load = util_now ();
+    int width = piv_image_width (im->a), height = piv_image_height (im->a);
+    if (o->mask_path) {
+        if (!(im->mask = piv_image_load (o->mask_path, 0, o->max_pixels, err, errlen)))
+            return -1;
+        if (piv_image_width (im->mask) != width || piv_image_height (im->mask) != height) {
+            snprintf (err, errlen, "mask '%s' is %dx%d, the frames are %dx%d", o->mask_path,
+                      piv_image_width (im->mask), piv_image_height (im->mask), width, height);
+            return -1;
         }
-        settings.mask = mask;
+        o->settings.mask = im->mask;
     }
-    if (background) {
-        if (!(bg = s_background (background, max_pixels, width, height, err, sizeof err))
-            || piv_image_subtract (a, bg, err, sizeof err)
-            || piv_image_subtract (b, bg, err, sizeof err))
-            goto fail;
+    if (o->background) {
+        if (!(im->bg = s_background (o->background, o->max_pixels, width, height, err, errlen))
+            || piv_image_subtract (im->a, im->bg, err, errlen)
+            || piv_image_subtract (im->b, im->bg, err, errlen))
+            return -1;
     }
-    if (!(piv = piv_new (&settings, err, sizeof err)))
-        goto fail;
-    double t_plan = util_now ();
-    if (!(field = piv_process (piv, a, b, err, sizeof err))) {
-        // Name the pair: the engine's message says what, not which files.
-        log_error ("cannot process '%s'%s%s%s: %s", path_a, path_b ? " and '" : "",
-                   path_b ? path_b : "", path_b ? "'" : "", err);
-        err[0] = '\0';
-        goto fail;
-    }
-    double t_done = util_now ();
-    if (!wisdom_loaded && piv_wisdom_save (wisdom) != 0)
-        log_info ("cannot save FFTW wisdom to '%s'", wisdom);
+    return 0;
+}
 
+// Writes the field with its header (what was run on what, and what came
+// out) where -o says; *total, *replaced, *invalid: its vectors by flag.
+// 0, or -1 with the reason in err.
+static int
+s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long *total,
+         long *replaced, long *invalid, char *err, size_t errlen)
+{
+    const piv_settings_t *settings = &o->settings;
+    const char *path_a = o->path_a, *path_b = o->path_b, *output = o->output;
     piv_field_stats_t st;
     piv_field_stats (field, PIV_FLAG_VALID, &st);
-    long total = (long) field->nx * field->ny;
-    long replaced = 0, invalid = 0;
-    for (long k = 0; k < total; k++) {
-        replaced += field->flags[k] == PIV_FLAG_REPLACED;
-        invalid += field->flags[k] == PIV_FLAG_INVALID;
+    *total = (long) field->nx * field->ny;
+    *replaced = *invalid = 0;
+    for (long k = 0; k < *total; k++) {
+        *replaced += field->flags[k] == PIV_FLAG_REPLACED;
+        *invalid += field->flags[k] == PIV_FLAG_INVALID;
     }
     char list[128] = "";
-    for (int i = 0; i < settings.npasses; i++)
+    for (int i = 0; i < settings->npasses; i++)
         snprintf (list + strlen (list), sizeof list - strlen (list), "%s%d", i ? "," : "",
-                  settings.passes[i]);
+                  settings->passes[i]);
     char header[4096];
     snprintf (header, sizeof header,
               "pivfarm-piv %s\n"
@@ -323,24 +352,69 @@ main (int argc, char **argv)
               "y downward); u, v = displacement A to B (px); flags 0 valid, 1 replaced, "
               "2 invalid",
               PIVFARM_VERSION, path_a, path_b ? path_b : path_a, piv_image_width (a),
-              piv_image_height (a), list, settings.overlap, settings.final_iterations,
-              field->runs, settings.converge, piv_deform_name (settings.deform), settings.symmetric ? " symmetric" : "",
-              settings.deform_every_pass ? " deform-every-pass" : "",
-              settings.smooth_predictor ? " smoothed-predictor" : "",
-              settings.median_eps, settings.median_threshold, field->nx, field->ny,
-              field->window, field->step, total, total - replaced - invalid, replaced, invalid,
-              st.mean_u, st.mean_v);
+              piv_image_height (a), list, settings->overlap, settings->final_iterations,
+              field->runs, settings->converge, piv_deform_name (settings->deform),
+              settings->symmetric ? " symmetric" : "",
+              settings->deform_every_pass ? " deform-every-pass" : "",
+              settings->smooth_predictor ? " smoothed-predictor" : "",
+              settings->median_eps, settings->median_threshold, field->nx, field->ny,
+              field->window, field->step, *total, *total - *replaced - *invalid, *replaced,
+              *invalid, st.mean_u, st.mean_v);
     FILE *out = output ? fopen (output, "w") : stdout;
     if (!out) {
-        snprintf (err, sizeof err, "cannot write '%s': %s", output, strerror (errno));
-        goto fail;
+        snprintf (err, errlen, "cannot write '%s': %s", output, strerror (errno));
+        return -1;
     }
-    int werr = piv_field_write (field, out, format, header);
+    int werr = piv_field_write (field, out, o->format, header);
     if ((output ? fclose (out) : fflush (out)) != 0 || werr) {
-        snprintf (err, sizeof err, "cannot write '%s': %s", output ? output : "standard output",
+        snprintf (err, errlen, "cannot write '%s': %s", output ? output : "standard output",
                   strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+    log_open ("pivfarm-piv", 0);
+    cli_set_program ("pivfarm-piv");
+    static s_opts_t o = {.format = PIV_FORMAT_TXT,
+                         .max_pixels = PIV_MAX_PIXELS_DEFAULT,
+                         .window = 32};
+    piv_settings_init (&o.settings);
+    o.wisdom = piv_wisdom_default_path ();
+    int code = s_parse_args (argc, argv, &o);
+    if (code >= 0)
+        return code;
+    const char *path_a = o.path_a, *path_b = o.path_b;
+    char err[1024];
+
+    double t0 = util_now (), t_load = 0;
+    int wisdom_loaded = piv_wisdom_load (o.wisdom) == 0;
+    s_images_t im = {NULL, NULL, NULL, NULL};
+    piv_t *piv = NULL;
+    piv_field_t *field = NULL;
+    int rc = 1;
+    if (s_load (&o, &im, &t_load, err, sizeof err) != 0)
+        goto fail;
+    if (!(piv = piv_new (&o.settings, err, sizeof err)))
+        goto fail;
+    double t_plan = util_now ();
+    if (!(field = piv_process (piv, im.a, im.b, err, sizeof err))) {
+        // Name the pair: the engine's message says what, not which files.
+        log_error ("cannot process '%s'%s%s%s: %s", path_a, path_b ? " and '" : "",
+                   path_b ? path_b : "", path_b ? "'" : "", err);
+        err[0] = '\0';
         goto fail;
     }
+    double t_done = util_now ();
+    if (!wisdom_loaded && piv_wisdom_save (o.wisdom) != 0)
+        log_info ("cannot save FFTW wisdom to '%s'", o.wisdom);
+
+    long total, replaced, invalid;
+    if (s_write (&o, im.a, field, &total, &replaced, &invalid, err, sizeof err) != 0)
+        goto fail;
     log_info ("%s: %ld vectors (%ld replaced, %ld invalid); load %.1f ms, plans %.1f ms, "
               "PIV %.1f ms",
               path_a, total, replaced, invalid, (t_load - t0) * 1e3, (t_plan - t_load) * 1e3,
@@ -351,9 +425,9 @@ fail:
         log_error ("%s", err);
     piv_field_destroy (&field);
     piv_destroy (&piv);
-    piv_image_destroy (&a);
-    piv_image_destroy (&b);
-    piv_image_destroy (&mask);
-    piv_image_destroy (&bg);
+    piv_image_destroy (&im.a);
+    piv_image_destroy (&im.b);
+    piv_image_destroy (&im.mask);
+    piv_image_destroy (&im.bg);
     return rc;
 }

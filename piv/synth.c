@@ -278,11 +278,10 @@ s_run_jobs (frame_job_t *jobs)
         pthread_join (thread, NULL);
 }
 
-int
-piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **a_p,
-                piv_image_t **b_p, char *err, size_t errlen)
+// Refuses what piv_synth_pair cannot render: 0, or -1 with the reason in err.
+static int
+s_check (const piv_synth_t *synth, const piv_flow_t *flow, char *err, size_t errlen)
 {
-    *a_p = *b_p = NULL;
     if (synth->width <= 0 || synth->height <= 0
         || (double) synth->width * synth->height > (double) PIV_MAX_PIXELS_DEFAULT) {
         snprintf (err, errlen, "bad synthetic image size '%dx%d': must be 1 to %zu pixels",
@@ -313,16 +312,17 @@ piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **
         snprintf (err, errlen, "bad flow: parameters must be finite");
         return -1;
     }
-    pthread_once (&s_zig_once, s_zig_init);
-    int width = synth->width, height = synth->height;
-    double full = synth->bits == 8 ? 255.0 : 65535.0;
-    int radius = (int) ceil (1.5 * synth->diameter) + 1;
+    return 0;
+}
 
-    // The margin around the image where particles are seeded too: half the
-    // largest displacement there (a particle moves d/2 either way from its
-    // mid-time position) plus its radius. For flows growing with distance it
-    // is found by iteration; it converges where the flow moves particles by
-    // less than the distance they cover, and is capped otherwise.
+// The margin around the image where particles are seeded too: half the
+// largest displacement there (a particle moves d/2 either way from its
+// mid-time position) plus its radius. For flows growing with distance it
+// is found by iteration; it converges where the flow moves particles by
+// less than the distance they cover, and is capped otherwise.
+static double
+s_margin (const piv_flow_t *flow, int width, int height, int radius)
+{
     double cap = 4.0 * (width > height ? width : height) + radius + 1;
     double margin = radius + 1;
     for (int i = 0; i < 64; i++) {
@@ -335,9 +335,64 @@ piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **
             break;
         margin = next;
     }
-    double x0 = -0.5 - margin, y0 = -0.5 - margin;
-    double span_x = width + 2 * margin, span_y = height + 2 * margin;
-    double want = synth->density * span_x * span_y;
+    return margin;
+}
+
+// Where particles are seeded: the image and its margin, px.
+typedef struct {
+    double x0, y0;          // the corner of the seeded area
+    double span_x, span_y;  // its size
+    int nbands;             // bands of BAND rows over span_y
+} s_area_t;
+
+// Draws n particles from 'particles' (mid-time positions uniform over the
+// area, moved by the flow either way for frames A and B; peaks of 0.4 to
+// 0.8 of 'full') into sorted, in the order of their bands of rows (a
+// counting sort through drawn and starts, nbands + 1 entries).
+static void
+s_draw (rng_t *particles, const piv_flow_t *flow, const s_area_t *area, double full, long n,
+        particle_t *drawn, particle_t *sorted, long *starts)
+{
+    memset (starts, 0, (size_t) (area->nbands + 1) * sizeof *starts);
+    for (long k = 0; k < n; k++) {
+        particle_t *p = drawn + k;
+        double qx = floor (s_rng_uniform (particles) * area->span_x / POSITION_QUANTUM);
+        double qy = floor (s_rng_uniform (particles) * area->span_y / POSITION_QUANTUM);
+        double mx = area->x0 + qx * POSITION_QUANTUM, my = area->y0 + qy * POSITION_QUANTUM;
+        p->i0 = (0.5 + 0.5 * s_rng_uniform (particles)) * 0.8 * full;
+        double u, v;
+        piv_flow_eval (flow, mx, my, &u, &v);
+        p->xa = mx - u / 2;
+        p->ya = my - v / 2;
+        p->xb = mx + u / 2;
+        p->yb = my + v / 2;
+        p->band = (int) ((my - area->y0) / BAND);
+        starts[p->band + 1]++;
+    }
+    for (int i = 0; i < area->nbands; i++)
+        starts[i + 1] += starts[i];
+    for (long k = 0; k < n; k++)
+        sorted[starts[drawn[k].band]++] = drawn[k];
+}
+
+int
+piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **a_p,
+                piv_image_t **b_p, char *err, size_t errlen)
+{
+    *a_p = *b_p = NULL;
+    if (s_check (synth, flow, err, errlen) != 0)
+        return -1;
+    pthread_once (&s_zig_once, s_zig_init);
+    int width = synth->width, height = synth->height;
+    double full = synth->bits == 8 ? 255.0 : 65535.0;
+    int radius = (int) ceil (1.5 * synth->diameter) + 1;
+
+    double margin = s_margin (flow, width, height, radius);
+    s_area_t area = {.x0 = -0.5 - margin,
+                     .y0 = -0.5 - margin,
+                     .span_x = width + 2 * margin,
+                     .span_y = height + 2 * margin};
+    double want = synth->density * area.span_x * area.span_y;
     if (want > MAX_PARTICLES) {
         snprintf (err, errlen, "bad particle density '%g': %.0f particles are too many",
                   synth->density, want);
@@ -373,10 +428,10 @@ piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **
     // (a counting sort by band of rows), so that rendering walks the images
     // instead of jumping about them: several times faster on large images.
     long chunk = count < CHUNK ? count : CHUNK;
-    int nbands = (int) (span_y / BAND) + 1;
+    area.nbands = (int) (area.span_y / BAND) + 1;
     particle_t *drawn = malloc ((size_t) (chunk > 0 ? chunk : 1) * sizeof *drawn);
     particle_t *sorted = malloc ((size_t) (chunk > 0 ? chunk : 1) * sizeof *sorted);
-    long *starts = malloc ((size_t) (nbands + 1) * sizeof *starts);
+    long *starts = malloc ((size_t) (area.nbands + 1) * sizeof *starts);
     if (!drawn || !sorted || !starts) {
         snprintf (err, errlen, "cannot draw %ld particles: out of memory", count);
         goto fail;
@@ -395,26 +450,7 @@ piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **
                                  .noise = f ? &noise_b : &noise_a};
     for (long done = 0; done < count; done += chunk) {
         long n = count - done < chunk ? count - done : chunk;
-        memset (starts, 0, (size_t) (nbands + 1) * sizeof *starts);
-        for (long k = 0; k < n; k++) {
-            particle_t *p = drawn + k;
-            double qx = floor (s_rng_uniform (&particles) * span_x / POSITION_QUANTUM);
-            double qy = floor (s_rng_uniform (&particles) * span_y / POSITION_QUANTUM);
-            double mx = x0 + qx * POSITION_QUANTUM, my = y0 + qy * POSITION_QUANTUM;
-            p->i0 = (0.5 + 0.5 * s_rng_uniform (&particles)) * 0.8 * full;
-            double u, v;
-            piv_flow_eval (flow, mx, my, &u, &v);
-            p->xa = mx - u / 2;
-            p->ya = my - v / 2;
-            p->xb = mx + u / 2;
-            p->yb = my + v / 2;
-            p->band = (int) ((my - y0) / BAND);
-            starts[p->band + 1]++;
-        }
-        for (int i = 0; i < nbands; i++)
-            starts[i + 1] += starts[i];
-        for (long k = 0; k < n; k++)
-            sorted[starts[drawn[k].band]++] = drawn[k];
+        s_draw (&particles, flow, &area, full, n, drawn, sorted, starts);
         for (int f = 0; f < 2; f++) {
             jobs[f].particles = sorted;
             jobs[f].count = n;

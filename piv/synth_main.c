@@ -315,198 +315,268 @@ s_score (const char *field_path, const char *truth_path, int width, int height, 
     return 0;
 }
 
-int
-main (int argc, char **argv)
-{
-    log_open ("pivfarm-synth", 0);
-    cli_set_program ("pivfarm-synth");
-    piv_synth_t synth;
-    piv_synth_init (&synth);
-    const char *spec = DEFAULT_FLOW, *prefix = "synth";
-    const char *score_path = NULL, *truth_path = NULL;
-    int multipage = 0, size_given = 0, max_flag = PIV_FLAG_REPLACED, camera = 0, rate_given = 0;
-    long count = 0, n;
-    double margin = 0, rate = DEFAULT_RATE;
-    char err[1024];
+// What the command line asks for.
+typedef struct {
+    piv_synth_t synth;       // the images: size, particles, noise, bits, seed
+    const char *spec;        // -f: the flow
+    const char *prefix;      // -o: where the files go
+    const char *score_path;  // --score: the field scored (NULL: none)
+    const char *truth_path;  // --truth: its truth
+    int multipage;           // -m: one two-page file a pair
+    int size_given;          // --size, --width or --height given
+    int max_flag;            // --max-flag: the worst flag scored
+    int camera;              // --camera
+    int rate_given;          // --rate given
+    long count;              // -c: pairs (0: one, unnumbered)
+    double margin;           // --margin
+    double rate;             // --rate: camera pairs per second
+} s_opts_t;
 
-    enum { OPT_WIDTH = 256, OPT_HEIGHT, OPT_DIAMETER, OPT_SEED, OPT_SCORE, OPT_TRUTH,
-           OPT_MARGIN, OPT_MAX_FLAG, OPT_CAMERA, OPT_RATE, OPT_VERSION };
-    static const struct option options[] = {
-        {"flow", required_argument, NULL, 'f'},
-        {"size", required_argument, NULL, 's'},
-        {"width", required_argument, NULL, OPT_WIDTH},
-        {"height", required_argument, NULL, OPT_HEIGHT},
-        {"density", required_argument, NULL, 'd'},
-        {"diameter", required_argument, NULL, OPT_DIAMETER},
-        {"noise", required_argument, NULL, 'n'},
-        {"bits", required_argument, NULL, 'b'},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"multipage", no_argument, NULL, 'm'},
-        {"output", required_argument, NULL, 'o'},
-        {"count", required_argument, NULL, 'c'},
-        {"camera", no_argument, NULL, OPT_CAMERA},
-        {"rate", required_argument, NULL, OPT_RATE},
-        {"score", required_argument, NULL, OPT_SCORE},
-        {"truth", required_argument, NULL, OPT_TRUTH},
-        {"margin", required_argument, NULL, OPT_MARGIN},
-        {"max-flag", required_argument, NULL, OPT_MAX_FLAG},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {NULL, 0, NULL, 0}};
+enum {
+    OPT_WIDTH = 256,
+    OPT_HEIGHT,
+    OPT_DIAMETER,
+    OPT_SEED,
+    OPT_SCORE,
+    OPT_TRUTH,
+    OPT_MARGIN,
+    OPT_MAX_FLAG,
+    OPT_CAMERA,
+    OPT_RATE,
+    OPT_VERSION
+};
+
+static const struct option s_options[] = {
+    {"flow", required_argument, NULL, 'f'},
+    {"size", required_argument, NULL, 's'},
+    {"width", required_argument, NULL, OPT_WIDTH},
+    {"height", required_argument, NULL, OPT_HEIGHT},
+    {"density", required_argument, NULL, 'd'},
+    {"diameter", required_argument, NULL, OPT_DIAMETER},
+    {"noise", required_argument, NULL, 'n'},
+    {"bits", required_argument, NULL, 'b'},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"multipage", no_argument, NULL, 'm'},
+    {"output", required_argument, NULL, 'o'},
+    {"count", required_argument, NULL, 'c'},
+    {"camera", no_argument, NULL, OPT_CAMERA},
+    {"rate", required_argument, NULL, OPT_RATE},
+    {"score", required_argument, NULL, OPT_SCORE},
+    {"truth", required_argument, NULL, OPT_TRUTH},
+    {"margin", required_argument, NULL, OPT_MARGIN},
+    {"max-flag", required_argument, NULL, OPT_MAX_FLAG},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0}};
+
+// Takes --seed's argument into *seed. 0, or the exit code.
+static int
+s_seed_arg (const char *arg, uint64_t *seed)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull (arg, &end, 0);
+    if (errno || end == arg || *end || strchr (arg, '-'))
+        return cli_usage_error ("bad --seed '%s': expected a whole number from 0 to %llu", arg,
+                                (unsigned long long) UINT64_MAX);
+    *seed = (uint64_t) n;
+    return 0;
+}
+
+// Takes option 'opt' (its argument in optarg) into o. -1 to go on, or the
+// exit code (after --help, --version or a bad option, said on stderr).
+static int
+s_option (int opt, char **argv, s_opts_t *o)
+{
+    piv_synth_t *synth = &o->synth;
+    long n;
+    switch (opt) {
+    case 'f':
+        o->spec = optarg;
+        break;
+    case 's':
+        if (s_size_arg (optarg, &synth->width, &synth->height))
+            return 2;
+        o->size_given = 1;
+        break;
+    case OPT_WIDTH:
+    case OPT_HEIGHT:
+        if (s_long_arg (opt == OPT_WIDTH ? "--width" : "--height", optarg, 1, MAX_SIDE, &n))
+            return 2;
+        *(opt == OPT_WIDTH ? &synth->width : &synth->height) = (int) n;
+        o->size_given = 1;
+        break;
+    case 'd':
+        if (s_double_arg ("--density", optarg, 0, 1, &synth->density))
+            return 2;
+        break;
+    case OPT_DIAMETER:
+        if (s_double_arg ("--diameter", optarg, 0.1, 20, &synth->diameter))
+            return 2;
+        break;
+    case 'n':
+        if (s_double_arg ("--noise", optarg, 0, 1, &synth->noise))
+            return 2;
+        break;
+    case 'b':
+        if (strcmp (optarg, "8") == 0 || strcmp (optarg, "16") == 0)
+            synth->bits = atoi (optarg);
+        else
+            return cli_usage_error ("bad --bits '%s': expected 8 or 16", optarg);
+        break;
+    case OPT_SEED:
+        if (s_seed_arg (optarg, &synth->seed))
+            return 2;
+        break;
+    case 'm':
+        o->multipage = 1;
+        break;
+    case 'o':
+        if (!*optarg)
+            return cli_usage_error ("bad --output '': expected a file name prefix");
+        o->prefix = optarg;
+        break;
+    case 'c':
+        if (s_long_arg ("--count", optarg, 1, 9999, &o->count))
+            return 2;
+        break;
+    case OPT_CAMERA:
+        o->camera = 1;
+        break;
+    case OPT_RATE:
+        if (s_double_arg ("--rate", optarg, 0.01, 10000, &o->rate))
+            return 2;
+        o->rate_given = 1;
+        break;
+    case OPT_SCORE:
+        o->score_path = optarg;
+        break;
+    case OPT_TRUTH:
+        o->truth_path = optarg;
+        break;
+    case OPT_MARGIN:
+        if (s_double_arg ("--margin", optarg, 0, MAX_SIDE, &o->margin))
+            return 2;
+        break;
+    case OPT_MAX_FLAG:
+        if (s_long_arg ("--max-flag", optarg, 0, 2, &n))
+            return 2;
+        o->max_flag = (int) n;
+        break;
+    case 'v':
+        log_set_level (LOG_LEVEL_INFO);
+        break;
+    case 'h':
+        s_usage (stdout);
+        return 0;
+    case 'V':
+    case OPT_VERSION:
+        printf ("pivfarm-synth %s\n", PIVFARM_VERSION);
+        return 0;
+    default:
+        return cli_bad_option (opt, argv);
+    }
+    return -1;
+}
+
+// Reads the command line into o and checks the options together. -1 to
+// go on, or the exit code.
+static int
+s_parse_args (int argc, char **argv, s_opts_t *o)
+{
     // Leading ':' and opterr 0: bad options are reported here, in our words.
     opterr = 0;
-    int opt;
-    while ((opt = getopt_long (argc, argv, ":f:s:d:n:b:mo:c:vhV", options, NULL)) != -1) {
-        switch (opt) {
-        case 'f':
-            spec = optarg;
-            break;
-        case 's':
-            if (s_size_arg (optarg, &synth.width, &synth.height))
-                return 2;
-            size_given = 1;
-            break;
-        case OPT_WIDTH:
-        case OPT_HEIGHT:
-            if (s_long_arg (opt == OPT_WIDTH ? "--width" : "--height", optarg, 1, MAX_SIDE, &n))
-                return 2;
-            *(opt == OPT_WIDTH ? &synth.width : &synth.height) = (int) n;
-            size_given = 1;
-            break;
-        case 'd':
-            if (s_double_arg ("--density", optarg, 0, 1, &synth.density))
-                return 2;
-            break;
-        case OPT_DIAMETER:
-            if (s_double_arg ("--diameter", optarg, 0.1, 20, &synth.diameter))
-                return 2;
-            break;
-        case 'n':
-            if (s_double_arg ("--noise", optarg, 0, 1, &synth.noise))
-                return 2;
-            break;
-        case 'b':
-            if (strcmp (optarg, "8") == 0 || strcmp (optarg, "16") == 0)
-                synth.bits = atoi (optarg);
-            else
-                return cli_usage_error ("bad --bits '%s': expected 8 or 16", optarg);
-            break;
-        case OPT_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long seed = strtoull (optarg, &end, 0);
-            if (errno || end == optarg || *end || strchr (optarg, '-'))
-                return cli_usage_error ("bad --seed '%s': expected a whole number from 0 to %llu",
-                                        optarg, (unsigned long long) UINT64_MAX);
-            synth.seed = (uint64_t) seed;
-            break;
-        }
-        case 'm':
-            multipage = 1;
-            break;
-        case 'o':
-            if (!*optarg)
-                return cli_usage_error ("bad --output '': expected a file name prefix");
-            prefix = optarg;
-            break;
-        case 'c':
-            if (s_long_arg ("--count", optarg, 1, 9999, &count))
-                return 2;
-            break;
-        case OPT_CAMERA:
-            camera = 1;
-            break;
-        case OPT_RATE:
-            if (s_double_arg ("--rate", optarg, 0.01, 10000, &rate))
-                return 2;
-            rate_given = 1;
-            break;
-        case OPT_SCORE:
-            score_path = optarg;
-            break;
-        case OPT_TRUTH:
-            truth_path = optarg;
-            break;
-        case OPT_MARGIN:
-            if (s_double_arg ("--margin", optarg, 0, MAX_SIDE, &margin))
-                return 2;
-            break;
-        case OPT_MAX_FLAG:
-            if (s_long_arg ("--max-flag", optarg, 0, 2, &n))
-                return 2;
-            max_flag = (int) n;
-            break;
-        case 'v':
-            log_set_level (LOG_LEVEL_INFO);
-            break;
-        case 'h':
-            s_usage (stdout);
-            return 0;
-        case 'V':
-        case OPT_VERSION:
-            printf ("pivfarm-synth %s\n", PIVFARM_VERSION);
-            return 0;
-        default:
-            return cli_bad_option (opt, argv);
-        }
-    }
+    int opt, code;
+    while ((opt = getopt_long (argc, argv, ":f:s:d:n:b:mo:c:vhV", s_options, NULL)) != -1)
+        if ((code = s_option (opt, argv, o)) >= 0)
+            return code;
     if (optind < argc)
         return cli_usage_error ("unexpected argument '%s'", argv[optind]);
-    if ((double) synth.width * synth.height > (double) PIV_MAX_PIXELS_DEFAULT)
-        return cli_usage_error ("bad --size '%dx%d': more than %zu pixels", synth.width,
-                                synth.height, PIV_MAX_PIXELS_DEFAULT);
-    if (rate_given && !camera)
+    if ((double) o->synth.width * o->synth.height > (double) PIV_MAX_PIXELS_DEFAULT)
+        return cli_usage_error ("bad --size '%dx%d': more than %zu pixels", o->synth.width,
+                                o->synth.height, PIV_MAX_PIXELS_DEFAULT);
+    if (o->rate_given && !o->camera)
         return cli_usage_error ("--rate needs --camera");
-    if (camera && (score_path || truth_path))
+    if (o->camera && (o->score_path || o->truth_path))
         return cli_usage_error ("--camera and %s exclude each other",
-                                score_path ? "--score" : "--truth");
-    if (score_path || truth_path) {
-        if (!score_path || !truth_path)
-            return cli_usage_error ("%s needs %s too", score_path ? "--score" : "--truth",
-                                    score_path ? "--truth" : "--score");
-        return s_score (score_path, truth_path, size_given ? synth.width : 0,
-                        size_given ? synth.height : 0, margin, max_flag);
-    }
+                                o->score_path ? "--score" : "--truth");
+    if ((o->score_path || o->truth_path) && (!o->score_path || !o->truth_path))
+        return cli_usage_error ("%s needs %s too", o->score_path ? "--score" : "--truth",
+                                o->score_path ? "--truth" : "--score");
+    return -1;
+}
 
-    piv_flow_t flow;
-    if (piv_flow_parse (&flow, spec, synth.width, synth.height, err, sizeof err))
-        return cli_usage_error ("%s", err);
-    char truth[4096], path_a[4096], path_b[4096];
-    if (s_name (truth, sizeof truth, prefix, ".flow"))
-        return 2;
-    if (s_make_dir_of (prefix))
-        return 1;
-    // The truth goes first: whoever picks up the images can score them.
-    if (piv_flow_save (&flow, truth, err, sizeof err)) {
-        log_error ("%s", err);
-        return 1;
-    }
-    if (camera)
-        return s_camera (&synth, &flow, prefix, count ? count : 1, rate, multipage);
+// Renders and writes the pairs (count of them, numbered from 1; one,
+// unnumbered, with count 0), seeds seed, seed + 1, ... The exit code.
+static int
+s_write_pairs (const s_opts_t *o, const piv_flow_t *flow)
+{
+    piv_synth_t synth = o->synth;
+    long count = o->count;
+    char err[1024], path_a[4096], path_b[4096];
     uint64_t seed = synth.seed;
     for (long i = 0; i < (count ? count : 1); i++) {
-        if (s_pair_paths (prefix, count ? i + 1 : 0, multipage, path_a, path_b, sizeof path_a))
+        if (s_pair_paths (o->prefix, count ? i + 1 : 0, o->multipage, path_a, path_b,
+                          sizeof path_a))
             return 2;
         double t0 = util_now ();
         synth.seed = seed + (uint64_t) i;
         piv_image_t *frames[2] = {NULL, NULL};
-        if (piv_synth_pair (&synth, &flow, &frames[0], &frames[1], err, sizeof err)) {
+        if (piv_synth_pair (&synth, flow, &frames[0], &frames[1], err, sizeof err)) {
             log_error ("%s", err);
             return 1;
         }
         double t1 = util_now ();
-        int rc = s_save_pair (frames, synth.bits, multipage, path_a, path_b, 0);
+        int rc = s_save_pair (frames, synth.bits, o->multipage, path_a, path_b, 0);
         piv_image_destroy (&frames[0]);
         piv_image_destroy (&frames[1]);
         if (rc)
             return 1;
         log_info ("wrote '%s'%s%s%s (%dx%d, %d bits, seed %llu): synthesis %.1f ms, "
                   "writing %.1f ms",
-                  path_a, multipage ? "" : " and '", multipage ? "" : path_b,
-                  multipage ? "" : "'", synth.width, synth.height, synth.bits,
+                  path_a, o->multipage ? "" : " and '", o->multipage ? "" : path_b,
+                  o->multipage ? "" : "'", synth.width, synth.height, synth.bits,
                   (unsigned long long) synth.seed, (t1 - t0) * 1e3, (util_now () - t1) * 1e3);
     }
-    log_info ("wrote the truth '%s'", truth);
     return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+    log_open ("pivfarm-synth", 0);
+    cli_set_program ("pivfarm-synth");
+    static s_opts_t o = {.spec = DEFAULT_FLOW,
+                         .prefix = "synth",
+                         .max_flag = PIV_FLAG_REPLACED,
+                         .rate = DEFAULT_RATE};
+    piv_synth_init (&o.synth);
+    char err[1024];
+    int code = s_parse_args (argc, argv, &o);
+    if (code >= 0)
+        return code;
+    if (o.score_path)
+        return s_score (o.score_path, o.truth_path, o.size_given ? o.synth.width : 0,
+                        o.size_given ? o.synth.height : 0, o.margin, o.max_flag);
+
+    piv_flow_t flow;
+    if (piv_flow_parse (&flow, o.spec, o.synth.width, o.synth.height, err, sizeof err))
+        return cli_usage_error ("%s", err);
+    char truth[4096];
+    if (s_name (truth, sizeof truth, o.prefix, ".flow"))
+        return 2;
+    if (s_make_dir_of (o.prefix))
+        return 1;
+    // The truth goes first: whoever picks up the images can score them.
+    if (piv_flow_save (&flow, truth, err, sizeof err)) {
+        log_error ("%s", err);
+        return 1;
+    }
+    if (o.camera)
+        return s_camera (&o.synth, &flow, o.prefix, o.count ? o.count : 1, o.rate, o.multipage);
+    code = s_write_pairs (&o, &flow);
+    if (code == 0)
+        log_info ("wrote the truth '%s'", truth);
+    return code;
 }
