@@ -40,21 +40,6 @@ typedef struct {
 } s_after_t;
 
 static void
-s_exp_destroy (exp_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    exp_t *self = *self_p;
-    replay_destroy (&self->replay);
-    storage_exp_release (self);
-    free (self->name);
-    free (self->source);
-    free (self->settings);
-    free (self);
-    *self_p = NULL;
-}
-
-static void
 s_after_destroy (s_after_t **self_p)
 {
     if (!self_p || !*self_p)
@@ -87,13 +72,6 @@ broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 // Commit, then tell
 
 
-// How many pairs a file can be in under the pairing rule.
-static int
-s_pairs_per_file (broker_t *self)
-{
-    return strcmp (self->cfg.pairing.rule, "sliding") == 0 ? 2 : 1;
-}
-static int s_reoffer (void *arg, const char *experiment, const char *name, int64_t file);
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
 
@@ -113,17 +91,8 @@ s_task_free (void *task, void *arg)
 static void
 s_resync (broker_t *self)
 {
-    char err[512];
-    int64_t now = util_time_ns ();
-    for (exp_t *exp = zhashx_first (self->experiments); exp; exp = zhashx_next (self->experiments))
-        exp->id = store_experiment (self->store, exp->name, now);
+    ingest_resync (self->ingest);
     sched_clear (self->sched, s_task_free, NULL);
-    pairing_t *fresh_rules = pairing_new (&self->cfg, err, sizeof err);
-    if (fresh_rules) {
-        pairing_destroy (&self->pairing);
-        self->pairing = fresh_rules;
-        store_files_waiting (self->store, s_pairs_per_file (self), s_reoffer, self);
-    }
     zlistx_purge (self->fresh);
     zlistx_purge (self->backoff);  // pending in the store: loaded again
     store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self);
@@ -164,18 +133,18 @@ broker_commit (broker_t *self)
             // RECORDED goes with the agent's next TASKs (broker_dispatch).
             agent_rec_t *agent = dispatch_agent (self, a->identity);
             if (!agent || proto_batch_add (agent->out, &a->msg) != 0)
-                proto_send (&a->msg, a->identity, self->work);
+                proto_send (&a->msg, a->identity, self->work_sock);
             continue;
         }
         if (to && (!zframe_eq (to, a->identity) || ack.count == PROTO_MAX_ACK)) {
-            proto_send (&ack, to, self->ingest);
+            proto_send (&ack, to, self->ingest_sock);
             ack.count = 0;
         }
         to = a->identity;
         seqs[ack.count++] = a->msg.seqs[0];
     }
     if (to && ack.count)
-        proto_send (&ack, to, self->ingest);
+        proto_send (&ack, to, self->ingest_sock);
     zlistx_purge (self->after);
     task_t *task;
     int64_t now = util_time_ns ();
@@ -199,174 +168,10 @@ s_commit_timer (zloop_t *loop, int timer_id, void *arg)
 // ---------------------------------------------------------------------------
 // Ingest: FILE events from watchers
 
-exp_t *
-broker_experiment (broker_t *self, const char *name, int64_t now)
-{
-    exp_t *exp = zhashx_lookup (self->experiments, name);
-    if (exp)
-        return exp;
-    int64_t id = store_experiment (self->store, name, now);
-    store_experiment_t found;
-    if (id < 0 || store_experiment_find (self->store, name, &found) != 1)
-        return NULL;
-    exp = calloc (1, sizeof *exp);
-    if (!exp)
-        return NULL;
-    exp->id = id;
-    exp->name = strdup (name);
-    exp->source = strdup (found.source);
-    exp->settings = strdup (*found.settings ? found.settings : self->settings);
-    if (!exp->name || !exp->source || !exp->settings) {
-        s_exp_destroy (&exp);
-        return NULL;
-    }
-    zhashx_insert (self->experiments, name, exp);
-    return exp;
-}
-
-// Context of pairing_offer's callback.
-typedef struct {
-    broker_t *self;     // the broker
-    int64_t now;        // event time
-    exp_t *exp;         // experiment
-    int64_t closed_ns;  // when the file that completes the pairs was closed
-} s_offer_t;
-
-static int
-s_on_pair (void *arg, const char *experiment, const char *stem, const char *name_a,
-           int64_t file_a, const char *name_b, int64_t file_b)
-{
-    (void) experiment;
-    s_offer_t *ctx = arg;
-    broker_t *self = ctx->self;
-    // The files were offered with their rows' ids (broker_file, s_reoffer).
-    int is_new = 0;
-    int64_t pair =
-        store_pair_add (self->store, ctx->exp->id, stem, file_a, file_b, ctx->now, &is_new);
-    if (pair < 0)
-        return -1;
-    if (is_new) {
-        task_t *task = broker_task_new (pair, ctx->exp, stem, name_a, name_b);
-        if (task) {
-            // A file offered again after a restart has no close time of its
-            // own: its recorded mtime stands for it.
-            task->closed_ns = ctx->closed_ns > 0 ? ctx->closed_ns : store_pair_closed (self->store, pair);
-            zlistx_add_end (self->fresh, task);
-        }
-        broker_count (&ctx->exp->arrivals, ctx->now, 1);
-    }
-    return 0;
-}
-
-int
-broker_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
-                    const char *name_a, const char *name_b, int attempts)
-{
-    (void) attempts;
-    broker_t *self = arg;
-    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
-    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
-    if (!task)
-        return -1;
-    task->attempt = -1;  // not fresh: never sampled out
-    // The camera's time, not 0 (which would give a latency from the epoch);
-    // published, but not counted in the live latency figures.
-    task->closed_ns = store_pair_closed (self->store, pair);
-    task->by_hand = 1;
-    zlistx_add_end (self->fresh, task);
-    return 0;
-}
-
-// A new version of a recorded file (another size or mtime): a pair of it
-// that failed is retried, one that is done is kept and said to be so (the
-// camera rewrote a frame whose result is out: the operator decides), one
-// pending or out reads the file as it is now. 0, or -1 (not acknowledged).
-static int
-s_file_changed (broker_t *self, exp_t *exp, const char *name, int64_t file, int64_t now)
-{
-    int done = 0;
-    int retried = store_file_retry (self->store, exp->id, file, now, broker_queue_again, self, &done);
-    if (retried < 0) {
-        log_error ("cannot retry the pairs of file '%s/%s': %s", exp->name, name,
-                   store_error (self->store));
-        return -1;
-    }
-    exp->last_file_ns = now;
-    if (retried > 0)
-        log_notice ("'%s/%s' changed after its pair failed: retried", exp->name, name);
-    if (done > 0)
-        log_warning ("'%s/%s' rewritten after its pair was done: result kept", exp->name, name);
-    if (retried == 0 && done == 0)
-        log_info ("'%s/%s' changed: its pairs read it as it is now", exp->name, name);
-    return 0;
-}
-
-int
-broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
-             int64_t closed_ns)
-{
-    int64_t now = util_time_ns ();
-    int version = STORE_FILE_SAME;
-    int64_t file = store_file_add (self->store, exp->id, name, size, mtime_ns, now, &version);
-    if (file < 0) {
-        log_error ("cannot record file '%s/%s': %s", exp->name, name, store_error (self->store));
-        return -1;  // not acknowledged: the watcher resends it
-    }
-    if (version == STORE_FILE_CHANGED)
-        return s_file_changed (self, exp, name, file, now);
-    if (version != STORE_FILE_NEW)
-        return 0;
-    exp->last_file_ns = now;
-    char err[512] = "";
-    s_offer_t ctx = {self, now, exp, closed_ns};
-    int made =
-        pairing_offer (self->pairing, exp->name, name, file, s_on_pair, &ctx, err, sizeof err);
-    if (made == -2) {
-        // The store refused the pair: the commit will fail and the broker
-        // start again from the store; the watcher resends the file.
-        log_error ("experiment '%s': %s: %s", exp->name, err, store_error (self->store));
-        return -1;
-    }
-    if (made < 0) {
-        // A name that is no frame is recorded and acknowledged, not paired.
-        log_warning ("experiment '%s': %s", exp->name, err);
-        char payload[600];
-        snprintf (payload, sizeof payload, "unpaired reason=%s", err);
-        store_event (self->store, "unpaired", exp->id, 0, payload, now);
-    }
-    return 0;
-}
-
-// A FILE's mtime against the broker's clock: a file closed in the future
-// (by more than the sample can blur) says the clock of whoever wrote it
-// (the camera's host, the NFS or CIFS server) is ahead. Files closed in
-// the past say nothing (they waited to settle): such a sample counts as 0.
-static void
-s_clock_file (broker_t *self, zframe_t *identity, const char *experiment, int64_t mtime_ns,
-              int64_t now)
-{
-    if (mtime_ns <= 0)
-        return;
-    char *hex = identity ? zframe_strhex (identity) : NULL;
-    char key[160], peer[300];
-    snprintf (key, sizeof key, "watcher %s", hex ? hex : "?");
-    snprintf (peer, sizeof peer, "watcher %s (files of '%s')", hex ? hex : "?", experiment);
-    free (hex);
-    double ahead = (mtime_ns - now) / 1e6;
-    clocks_sample (self->clocks, key, peer, ahead > 0 ? ahead : 0, now);
-}
-
 static void
 s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
-    s_clock_file (self, identity, msg->experiment, msg->time_ns, util_time_ns ());
-    exp_t *exp = broker_experiment (self, msg->experiment, util_time_ns ());
-    if (!exp) {
-        log_error ("cannot record experiment '%s': %s", msg->experiment,
-                   store_error (self->store));
-        return;
-    }
-    if (broker_file (self, exp, msg->name, msg->size, msg->time_ns, msg->time_ns) != 0)
+    if (ingest_file_event (self->ingest, self->clocks, identity, msg) != 0)
         return;
     proto_msg_t ack = {.command = PROTO_ACK, .count = 1};
     ack.seqs = malloc (sizeof (uint64_t));
@@ -549,25 +354,12 @@ s_load_pending (void *arg, int64_t pair, const char *experiment, const char *ste
 {
     (void) attempts;
     broker_t *self = arg;
-    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
+    exp_t *exp = ingest_experiment (self->ingest, experiment, util_time_ns ());
     task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
     if (!task)
         return -1;
     task->closed_ns = store_pair_closed (self->store, pair);  // its frame's mtime
     broker_enqueue (self, task, 0);
-    return 0;
-}
-
-static int
-s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
-{
-    broker_t *self = arg;
-    char err[512];
-    int64_t now = util_time_ns ();
-    s_offer_t ctx = {self, now, broker_experiment (self, experiment, now), 0};
-    if (!ctx.exp)
-        return -1;
-    pairing_offer (self->pairing, experiment, name, file, s_on_pair, &ctx, err, sizeof err);
     return 0;
 }
 
@@ -668,7 +460,8 @@ s_storage_dispatch (void *arg)
 static exp_t *
 s_storage_experiment (void *arg, const char *name, int64_t now)
 {
-    return broker_experiment (arg, name, now);
+    broker_t *self = arg;
+    return ingest_experiment (self->ingest, name, now);
 }
 
 void
@@ -690,7 +483,6 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->started_ns = util_time_ns ();
     broker_settings_format (cfg, self->settings, sizeof self->settings);
     self->wake_timer = -1;
-    self->experiments = zhashx_new ();
     self->sched = sched_new ();
     self->fresh = zlistx_new ();
     self->backoff = zlistx_new ();
@@ -699,14 +491,12 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->after = zlistx_new ();
     self->new_ids = zhashx_new ();
     self->recorded_ids = zhashx_new ();
-    self->clocks = self->experiments ? clocks_new (self->experiments) : NULL;
-    if (!self->clocks || !self->experiments || !self->sched || !self->fresh || !self->backoff || !self->agents
+    if (!self->sched || !self->fresh || !self->backoff || !self->agents
         || !self->after
         || !self->new_ids || !self->recorded_ids) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
-    zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) s_exp_destroy);
     zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
     zlistx_set_destructor (self->backoff, (zlistx_destructor_fn *) broker_task_destroy);
     zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) dispatch_agent_destroy);
@@ -730,14 +520,22 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
-    if (!(self->pairing = pairing_new (cfg, err, errlen)))
+    ingest_host_t ingest = {.cfg = &self->cfg,
+                            .store = self->store,
+                            .fresh = self->fresh,
+                            .settings = self->settings};
+    if (!(self->ingest = ingest_new (&ingest, err, errlen)))
         goto fail;
+    if (!(self->clocks = clocks_new (ingest_experiments (self->ingest)))) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        goto fail;
+    }
 
     int64_t now = util_time_ns ();
     int requeued = store_requeue_all (self->store, now);
     if (requeued > 0)
         log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
-    if (requeued < 0 || store_files_waiting (self->store, s_pairs_per_file (self), s_reoffer, self) < 0
+    if (requeued < 0 || ingest_reoffer (self->ingest) < 0
         || store_commit (self->store, err, errlen) != 0) {
         if (requeued < 0 || !*err)
             snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
@@ -754,32 +552,33 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     zcert_t *cert = NULL;
     if (secure_on (cfg) && !(cert = s_secure (self, err, errlen)))
         goto fail;
-    self->ingest = s_bind (ZMQ_ROUTER, cfg->broker.ingest, cert, err, errlen);
-    self->work = self->ingest ? s_bind (ZMQ_ROUTER, cfg->broker.work, cert, err, errlen) : NULL;
-    self->control =
-        self->work ? s_bind (ZMQ_ROUTER, cfg->broker.control, cert, err, errlen) : NULL;
-    self->publish =
-        self->control ? s_bind (ZMQ_PUB, cfg->broker.publish, cert, err, errlen) : NULL;
+    self->ingest_sock = s_bind (ZMQ_ROUTER, cfg->broker.ingest, cert, err, errlen);
+    self->work_sock =
+        self->ingest_sock ? s_bind (ZMQ_ROUTER, cfg->broker.work, cert, err, errlen) : NULL;
+    self->control_sock =
+        self->work_sock ? s_bind (ZMQ_ROUTER, cfg->broker.control, cert, err, errlen) : NULL;
+    self->publish_sock =
+        self->control_sock ? s_bind (ZMQ_PUB, cfg->broker.publish, cert, err, errlen) : NULL;
     zcert_destroy (&cert);
-    if (!self->publish)
+    if (!self->publish_sock)
         goto fail;
-    results_set_publish (self->results, self->publish);
+    results_set_publish (self->results, self->publish_sock);
     self->loop = zloop_new ();
     if (!self->loop) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
-    zloop_reader (self->loop, self->ingest, s_on_ingest, self);
-    zloop_reader (self->loop, self->work, s_on_work, self);
-    zloop_reader (self->loop, self->control, broker_on_control, self);
+    zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);
+    zloop_reader (self->loop, self->work_sock, s_on_work, self);
+    zloop_reader (self->loop, self->control_sock, broker_on_control, self);
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
     storage_host_t storage = {.cfg = &self->cfg,
                               .store = self->store,
                               .loop = self->loop,
-                              .publish = self->publish,
-                              .experiments = self->experiments,
+                              .publish = self->publish_sock,
+                              .experiments = ingest_experiments (self->ingest),
                               .clocks = self->clocks,
                               .arg = self,
                               .commit = s_storage_commit,
@@ -806,20 +605,20 @@ broker_destroy (broker_t **self_p)
     if (self->store) {
         broker_commit (self);
         // Agents learn at once that their tasks are gone, not after a timeout.
-        if (self->work && self->agents)
+        if (self->work_sock && self->agents)
             for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
                 proto_msg_t bye = {.command = PROTO_DISCONNECT};
-                proto_send (&bye, a->identity, self->work);
+                proto_send (&bye, a->identity, self->work_sock);
             }
     }
     zloop_destroy (&self->loop);
     free (self->fd_watch);
     storage_destroy (&self->storage);
     clocks_destroy (&self->clocks);
-    zsock_destroy (&self->ingest);
-    zsock_destroy (&self->work);
-    zsock_destroy (&self->control);
-    zsock_destroy (&self->publish);
+    zsock_destroy (&self->ingest_sock);
+    zsock_destroy (&self->work_sock);
+    zsock_destroy (&self->control_sock);
+    zsock_destroy (&self->publish_sock);
     zactor_destroy (&self->auth);
     zcertstore_destroy (&self->operators);
     zcertstore_destroy (&self->keys_clients);
@@ -835,8 +634,7 @@ broker_destroy (broker_t **self_p)
     zlistx_destroy (&self->fresh);
     zlistx_destroy (&self->backoff);
     zlistx_destroy (&self->after);
-    zhashx_destroy (&self->experiments);
-    pairing_destroy (&self->pairing);
+    ingest_destroy (&self->ingest);
     results_destroy (&self->results);
     store_destroy (&self->store);
     free (self);
@@ -969,10 +767,10 @@ broker_poll_fd (broker_t *self, int fd, void (*fn) (broker_t *, void *), void *a
 const char *
 broker_endpoint (broker_t *self, const char *socket)
 {
-    zsock_t *sock = strcmp (socket, "ingest") == 0    ? self->ingest
-                    : strcmp (socket, "work") == 0    ? self->work
-                    : strcmp (socket, "control") == 0 ? self->control
-                    : strcmp (socket, "publish") == 0 ? self->publish
+    zsock_t *sock = strcmp (socket, "ingest") == 0    ? self->ingest_sock
+                    : strcmp (socket, "work") == 0    ? self->work_sock
+                    : strcmp (socket, "control") == 0 ? self->control_sock
+                    : strcmp (socket, "publish") == 0 ? self->publish_sock
                                                       : NULL;
     return sock ? zsock_endpoint (sock) : NULL;
 }

@@ -214,7 +214,7 @@ s_find_experiment (s_cmd_t *cmd, const char *name)
         s_refuse (cmd, 404, "no experiment '%s'", name);
         return NULL;
     }
-    exp_t *exp = broker_experiment (cmd->self, name, util_time_ns ());
+    exp_t *exp = ingest_experiment (cmd->self->ingest, name, util_time_ns ());
     if (!exp)
         s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
     return exp;
@@ -537,7 +537,7 @@ s_reset (s_cmd_t *cmd, store_state_t from)
     if (!exp)
         return -1;
     int moved = store_pairs_reset (cmd->self->store, exp->id, from, util_time_ns (),
-                                   broker_queue_again, cmd->self);
+                                   ingest_queue_again, cmd->self->ingest);
     if (moved < 0)
         return s_refuse (cmd, 500, "cannot move the pairs of '%s': %s", exp->name,
                          store_error (cmd->self->store));
@@ -615,11 +615,12 @@ s_feedback (s_cmd_t *cmd)
     // is no interval to integrate over.
     if (strcmp (what, "on") == 0 && exp)
         feedback_pi_reset (&exp->pi);
-    else if (strcmp (what, "on") == 0)
-        for (exp_t *e = zhashx_first (cmd->self->experiments); e;
-             e = zhashx_next (cmd->self->experiments))
+    else if (strcmp (what, "on") == 0) {
+        zhashx_t *experiments = ingest_experiments (cmd->self->ingest);
+        for (exp_t *e = zhashx_first (experiments); e; e = zhashx_next (experiments))
             if (!e->feedback_own)
                 feedback_pi_reset (&e->pi);
+    }
     return s_put_feedback (cmd, exp);
 }
 
@@ -631,7 +632,7 @@ static int
 s_replay_file_event (void *arg, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
                      int64_t closed_ns)
 {
-    return broker_file (arg, exp, name, size, mtime_ns, closed_ns);
+    return ingest_file (arg, exp, name, size, mtime_ns, closed_ns);
 }
 
 // The PIV settings of a replay: the replayed experiment's, with the options
@@ -708,7 +709,8 @@ s_replay (s_cmd_t *cmd)
     if (s_replay_settings (cmd, of->settings, settings, sizeof settings))
         return -1;
     char err[PATH_MAX + 600];
-    replay_host_t host = {self->store, self->loop, self->publish, s_replay_file_event, self};
+    replay_host_t host = {self->store, self->loop, self->publish_sock, s_replay_file_event,
+                          self->ingest};
     replay_t *r = replay_new (&host, of, speed, cmd->feedback_only, err, sizeof err);
     if (!r)
         return s_refuse (cmd, 500, "%s", err);
@@ -722,7 +724,7 @@ s_replay (s_cmd_t *cmd)
                            : s_refuse (cmd, 500, "cannot create '%s': %s", name,
                                        store_error (self->store));
     }
-    exp_t *exp = broker_experiment (self, name, now);
+    exp_t *exp = ingest_experiment (self->ingest, name, now);
     if (!exp) {
         replay_destroy (&r);
         return s_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
@@ -790,7 +792,7 @@ s_provision (s_cmd_t *cmd)
                                     sizeof err);
     if (s_storage_status (cmd, status, err))
         return -1;
-    s_put_exp_reply (cmd, zhashx_lookup (cmd->self->experiments, cmd->argv[1]));
+    s_put_exp_reply (cmd, zhashx_lookup (ingest_experiments (cmd->self->ingest), cmd->argv[1]));
     return 0;
 }
 
@@ -1089,7 +1091,7 @@ broker_on_control (zloop_t *loop, zsock_t *reader, void *arg)
     }
     reply.status = cmd.status;
     reply.text = cmd.body.data ? cmd.body.data : "";
-    proto_send (&reply, identity, self->control);
+    proto_send (&reply, identity, self->control_sock);
     free (cmd.body.data);
     proto_msg_release (&msg);
     zframe_destroy (&identity);
@@ -1104,7 +1106,8 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
 {
     broker_t *self = arg;
     exp_t *exp = NULL;
-    for (exp_t *e = zhashx_first (self->experiments); e; e = zhashx_next (self->experiments))
+    zhashx_t *experiments = ingest_experiments (self->ingest);
+    for (exp_t *e = zhashx_first (experiments); e; e = zhashx_next (experiments))
         if (e->id == experiment)
             exp = e;
     if (experiment != 0 && !exp)
@@ -1145,7 +1148,7 @@ static int
 s_load_experiment (void *arg, const store_experiment_t *e)
 {
     broker_t *self = arg;
-    return broker_experiment (self, e->name, util_time_ns ()) ? 0 : -1;
+    return ingest_experiment (self->ingest, e->name, util_time_ns ()) ? 0 : -1;
 }
 
 int

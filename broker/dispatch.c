@@ -68,7 +68,7 @@ s_publish_agent (broker_t *self, const agent_rec_t *agent, const char *event, co
     publish_json_put (json, size, &len, ",\"agents\":%zu,\"published_ns\":%lld}", known,
                 (long long) util_time_ns ());
     if (len < size)
-        publish_send (self->publish, PROTO_TOPIC_AGENTS, NULL, json, NULL, 0);
+        publish_send (self->publish_sock, PROTO_TOPIC_AGENTS, NULL, json, NULL, 0);
 }
 
 // One timer, for the earliest task of the backoff list (none when it is
@@ -391,7 +391,7 @@ s_flush_agent (broker_t *self, agent_rec_t *agent)
         return;
     size_t tasks = agent->out_tasks;
     agent->out_tasks = 0;
-    if (proto_batch_send (agent->out, agent->identity, self->work) == 0)
+    if (proto_batch_send (agent->out, agent->identity, self->work_sock) == 0)
         return;
     int64_t now = util_time_ns ();
     for (size_t i = 0; i < tasks; i++) {
@@ -525,7 +525,7 @@ s_refuse_answer (broker_t *self, zframe_t *identity, agent_rec_t *agent, const p
     free (peer);
     if (!agent) {
         proto_msg_t bye = {.command = PROTO_DISCONNECT};
-        proto_send (&bye, identity, self->work);
+        proto_send (&bye, identity, self->work_sock);
         return;
     }
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
@@ -753,7 +753,7 @@ s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
         // An agent the broker does not know (it restarted): ask it to say
         // hello again, its state is gone.
         proto_msg_t bye = {.command = PROTO_DISCONNECT};
-        proto_send (&bye, identity, self->work);
+        proto_send (&bye, identity, self->work_sock);
     }
     if (agent)
         agent->expires_ns = s_expiry (self, util_time_ns ());
@@ -855,7 +855,7 @@ dispatch_heartbeat (broker_t *self, int64_t now)
             zlistx_add_end (dead, agent);
         else {
             proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = now};
-            proto_send (&beat, agent->identity, self->work);
+            proto_send (&beat, agent->identity, self->work_sock);
         }
     }
     for (agent_rec_t *agent = zlistx_first (dead); agent; agent = zlistx_next (dead))

@@ -12,6 +12,7 @@
 #include "broker/results.h"
 #include "broker/storage.h"
 #include "broker/feedback.h"
+#include "broker/ingest.h"
 #include "broker/pairing.h"
 #include "broker/sched.h"
 #include "common/proto.h"
@@ -24,12 +25,11 @@
 struct _broker_t {
     config_t cfg;             // configuration
     store_t *store;           // the durable state
-    pairing_t *pairing;       // the pairing rules
     sched_t *sched;           // pairs ready to dispatch: policy, rate, pause
-    zsock_t *ingest;          // ROUTER: watchers
-    zsock_t *work;            // ROUTER: agents
-    zsock_t *control;         // ROUTER: pivctl, the status page
-    zsock_t *publish;         // PUB: results, state
+    zsock_t *ingest_sock;     // ROUTER: watchers
+    zsock_t *work_sock;       // ROUTER: agents
+    zsock_t *control_sock;    // ROUTER: pivctl, the status page
+    zsock_t *publish_sock;    // PUB: results, state
     zactor_t *auth;           // zauth: CURVE clients allowed to connect (curve on), or NULL
     zcertstore_t *operators;  // keys allowed to change things (curve on), or NULL
     zcertstore_t *keys_clients;   // every admitted key (curve on), or NULL
@@ -46,7 +46,6 @@ struct _broker_t {
     int64_t new_ids_total;    // agent ids first recorded in this hour, all peers
     zloop_t *loop;            // the reactor
     int wake_timer;           // one-shot timer for a rate-limited queue, or -1
-    zhashx_t *experiments;    // name -> exp_t
     zlistx_t *fresh;          // task_t of the open transaction: queued after commit
     zlistx_t *backoff;        // task_t that FAILED, waiting out their retry delay
     int backoff_timer;        // one-shot timer for the earliest of them, or -1
@@ -56,6 +55,7 @@ struct _broker_t {
     int store_failed;         // the last commit failed: acknowledge nothing
     char store_why[512];      // why it failed, for the status
     int64_t started_ns;       // start time
+    ingest_t *ingest;         // the ingest stage: files, pairs, experiments in memory
     storage_t *storage;       // the storage stage: allocations, archive, guard
     results_t *results;       // the results stage: counts, feedback, result topics
     clocks_t *clocks;         // peers' clocks
@@ -69,22 +69,9 @@ int broker_commit (broker_t *self);
 // next commit: ACK on ingest, RECORDED on work.
 void broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg);
 void broker_dispatch (broker_t *self);
-// The experiment 'name', from memory or the store (created if new); NULL on
-// a store error.
-exp_t *broker_experiment (broker_t *self, const char *name, int64_t now);
-// A file event, from a watcher or a replay: records the file, offers it to
-// the pairing rules. closed_ns is when its writer closed it (for latency).
-// 0, or -1 if it could not be recorded (not to be acknowledged).
-int broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
-                 int64_t closed_ns);
 // Queues a task for dispatch ('fresh': subject to sampling); a task sampling
 // leaves out is marked skipped and freed.
 void broker_enqueue (broker_t *self, task_t *task, int fresh);
-// A store_pair_fn (arg: the broker) for pairs the store brought back to
-// PENDING (a retry, a backfill, a changed file): each is queued after the
-// commit, never sampled out. 0, or -1 (no memory, or no experiment).
-int broker_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
-                        const char *name_a, const char *name_b, int attempts);
 
 // 1 if 'key' (Z85) may act in 'role' now: always with curve off; with it
 // on, the key's certificate must be in the role's directory and under

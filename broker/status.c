@@ -258,7 +258,7 @@ s_put_experiment (void *arg, const store_counts_t *c)
         return -1;
     text_t *t = &row->text;
     int64_t now = util_time_ns ();
-    exp_t *exp = broker_experiment (self, c->name, now);
+    exp_t *exp = ingest_experiment (self->ingest, c->name, now);
     row->busy = c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED];
     row->recent = exp ? broker_rate (&exp->results, now, 59) + broker_rate (&exp->arrivals, now, 10)
                       : 0;
