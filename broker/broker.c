@@ -75,14 +75,6 @@ broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
 
-static void
-s_task_free (void *task, void *arg)
-{
-    (void) arg;
-    task_t *t = task;
-    broker_task_destroy (&t);
-}
-
 // After a failed commit the broker's memory runs ahead of the store: the
 // pairing rules consumed files, the experiments may hold ids, the queue
 // pairs, none of which were committed. Start again from what the store
@@ -92,9 +84,8 @@ static void
 s_resync (broker_t *self)
 {
     ingest_resync (self->ingest);
-    sched_clear (self->sched, s_task_free, NULL);
+    dispatch_clear (self->dispatch);
     zlistx_purge (self->fresh);
-    zlistx_purge (self->backoff);  // pending in the store: loaded again
     store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self);
 }
 
@@ -130,10 +121,8 @@ broker_commit (broker_t *self)
     ack.seqs = seqs;
     for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after)) {
         if (a->msg.command != PROTO_ACK) {
-            // RECORDED goes with the agent's next TASKs (broker_dispatch).
-            agent_rec_t *agent = dispatch_agent (self, a->identity);
-            if (!agent || proto_batch_add (agent->out, &a->msg) != 0)
-                proto_send (&a->msg, a->identity, self->work_sock);
+            // RECORDED goes with the agent's next TASKs (dispatch_now).
+            dispatch_recorded (self->dispatch, a->identity, &a->msg);
             continue;
         }
         if (to && (!zframe_eq (to, a->identity) || ack.count == PROTO_MAX_ACK)) {
@@ -150,10 +139,10 @@ broker_commit (broker_t *self)
     int64_t now = util_time_ns ();
     while ((task = zlistx_detach (self->fresh, NULL)))
         if (task->not_before_ns > now)
-            dispatch_backoff_add (self, task, now);  // it FAILED: retried after its delay
-        else
-            broker_enqueue (self, task, task->attempt == 0);  // a retry is never sampled out
-    broker_dispatch (self);
+            dispatch_backoff_add (self->dispatch, task, now);  // it FAILED: retried after its delay
+        else  // a retry is never sampled out
+            dispatch_enqueue (self->dispatch, task, task->attempt == 0);
+    dispatch_now (self->dispatch);
     return 0;
 }
 
@@ -325,13 +314,19 @@ broker_key_allowed (broker_t *self, const char *key, broker_role_t role)
     return ok;
 }
 
+static void
+s_work_one (broker_t *self, zsock_t *reader)
+{
+    dispatch_work_one (self->dispatch, reader);
+}
+
 static int
 s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     broker_t *self = arg;
-    s_drain (self, reader, dispatch_work_one);
-    broker_dispatch (self);
+    s_drain (self, reader, s_work_one);
+    dispatch_now (self->dispatch);
     return 0;
 }
 
@@ -340,8 +335,8 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     broker_t *self = arg;
-    dispatch_heartbeat (self, util_time_ns ());
-    broker_dispatch (self);
+    dispatch_heartbeat (self->dispatch, util_time_ns ());
+    dispatch_now (self->dispatch);
     return 0;
 }
 
@@ -359,7 +354,7 @@ s_load_pending (void *arg, int64_t pair, const char *experiment, const char *ste
     if (!task)
         return -1;
     task->closed_ns = store_pair_closed (self->store, pair);  // its frame's mtime
-    broker_enqueue (self, task, 0);
+    dispatch_enqueue (self->dispatch, task, 0);
     return 0;
 }
 
@@ -454,7 +449,31 @@ s_storage_commit (void *arg)
 static void
 s_storage_dispatch (void *arg)
 {
-    broker_dispatch (arg);
+    broker_t *self = arg;
+    dispatch_now (self->dispatch);
+}
+
+// What the dispatch stage asks of the reactor (dispatch_host_t).
+static void
+s_dispatch_after (void *arg, zframe_t *identity, proto_msg_t *msg)
+{
+    broker_after (arg, identity, msg);
+}
+
+static int
+s_dispatch_held (void *arg)
+{
+    broker_t *self = arg;
+    // The free-space guard holds new work back while a volume it writes to
+    // is critically full (doc/storage.md); tasks out finish.
+    return self->store_failed || (self->storage && storage_paused (self->storage));
+}
+
+static void
+s_frame_path (void *arg, exp_t *exp, const char *name, char *out, size_t size)
+{
+    broker_t *self = arg;
+    storage_frame_path (self->storage, exp, name, out, size);
 }
 
 static exp_t *
@@ -471,38 +490,12 @@ broker_settings_format (const config_t *cfg, char *out, size_t size)
               cfg->piv.overlap, cfg->piv.iterations, cfg->piv.deform);
 }
 
-broker_t *
-broker_new (const config_t *cfg, char *err, size_t errlen)
+// The store and the stages over it (ingest, clocks, results, dispatch).
+// 0, or -1 with err.
+static int
+s_stages_new (broker_t *self, char *err, size_t errlen)
 {
-    broker_t *self = calloc (1, sizeof *self);
-    if (!self) {
-        snprintf (err, errlen, "cannot start the broker: out of memory");
-        return NULL;
-    }
-    self->cfg = *cfg;
-    self->started_ns = util_time_ns ();
-    broker_settings_format (cfg, self->settings, sizeof self->settings);
-    self->wake_timer = -1;
-    self->sched = sched_new ();
-    self->fresh = zlistx_new ();
-    self->backoff = zlistx_new ();
-    self->backoff_timer = -1;
-    self->agents = zhashx_new ();
-    self->after = zlistx_new ();
-    self->new_ids = zhashx_new ();
-    self->recorded_ids = zhashx_new ();
-    if (!self->sched || !self->fresh || !self->backoff || !self->agents
-        || !self->after
-        || !self->new_ids || !self->recorded_ids) {
-        snprintf (err, errlen, "cannot start the broker: out of memory");
-        goto fail;
-    }
-    zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
-    zlistx_set_destructor (self->backoff, (zlistx_destructor_fn *) broker_task_destroy);
-    zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) dispatch_agent_destroy);
-    zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
-    // Counts and flags, not pointers: nothing to free (zhashx's default).
-
+    const config_t *cfg = &self->cfg;
     int fields_every;
     if (strcmp (cfg->broker.store_fields, "all") == 0)
         fields_every = 1;
@@ -514,23 +507,43 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
                                         ? STORE_DURABILITY_NORMAL
                                         : STORE_DURABILITY_FULL;
     if (!(self->store = store_new (cfg->broker.store, durability, err, errlen)))
-        goto fail;
+        return -1;
     store_set_fields (self->store, fields_every);
     if (!(self->results = results_new (self->store, fields_every))) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
-        goto fail;
+        return -1;
     }
-    ingest_host_t ingest = {.cfg = &self->cfg,
+    ingest_host_t ingest = {.cfg = cfg,
                             .store = self->store,
                             .fresh = self->fresh,
                             .settings = self->settings};
     if (!(self->ingest = ingest_new (&ingest, err, errlen)))
-        goto fail;
-    if (!(self->clocks = clocks_new (ingest_experiments (self->ingest)))) {
+        return -1;
+    self->clocks = clocks_new (ingest_experiments (self->ingest));
+    dispatch_host_t dispatch = {.cfg = cfg,
+                                .store = self->store,
+                                .loop = self->loop,
+                                .results = self->results,
+                                .clocks = self->clocks,
+                                .fresh = self->fresh,
+                                .broker = self,
+                                .arg = self,
+                                .after = s_dispatch_after,
+                                .held = s_dispatch_held,
+                                .frame_path = s_frame_path};
+    if (!self->clocks || !(self->dispatch = dispatch_new (&dispatch))) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
-        goto fail;
+        return -1;
     }
+    return 0;
+}
 
+// What the store holds at start: pairs dispatched before a stop pending
+// again, the files waiting for a partner offered again, the settings, the
+// pending pairs queued. 0, or -1 with err.
+static int
+s_load (broker_t *self, char *err, size_t errlen)
+{
     int64_t now = util_time_ns ();
     int requeued = store_requeue_all (self->store, now);
     if (requeued > 0)
@@ -538,20 +551,30 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     if (requeued < 0 || ingest_reoffer (self->ingest) < 0
         || store_commit (self->store, err, errlen) != 0) {
         if (requeued < 0 || !*err)
-            snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
+            snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
                       store_error (self->store));
-        goto fail;
+        return -1;
     }
     // Pairs re-made above were already in the store: they are not fresh.
     zlistx_purge (self->fresh);
-    if (broker_settings_load (self) != 0 || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
-        snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
+    if (broker_settings_load (self) != 0
+        || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
+        snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
                   store_error (self->store));
-        goto fail;
+        return -1;
     }
+    return 0;
+}
+
+// The four sockets bound (CURVE servers with security/curve on), read by
+// the reactor, with its timers. 0, or -1 with err.
+static int
+s_sockets_new (broker_t *self, char *err, size_t errlen)
+{
+    const config_t *cfg = &self->cfg;
     zcert_t *cert = NULL;
     if (secure_on (cfg) && !(cert = s_secure (self, err, errlen)))
-        goto fail;
+        return -1;
     self->ingest_sock = s_bind (ZMQ_ROUTER, cfg->broker.ingest, cert, err, errlen);
     self->work_sock =
         self->ingest_sock ? s_bind (ZMQ_ROUTER, cfg->broker.work, cert, err, errlen) : NULL;
@@ -561,19 +584,41 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
         self->control_sock ? s_bind (ZMQ_PUB, cfg->broker.publish, cert, err, errlen) : NULL;
     zcert_destroy (&cert);
     if (!self->publish_sock)
-        goto fail;
+        return -1;
     results_set_publish (self->results, self->publish_sock);
-    self->loop = zloop_new ();
-    if (!self->loop) {
-        snprintf (err, errlen, "cannot start the broker: out of memory");
-        goto fail;
-    }
+    dispatch_set_sockets (self->dispatch, self->work_sock, self->publish_sock);
     zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);
     zloop_reader (self->loop, self->work_sock, s_on_work, self);
     zloop_reader (self->loop, self->control_sock, broker_on_control, self);
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
+    return 0;
+}
+
+broker_t *
+broker_new (const config_t *cfg, char *err, size_t errlen)
+{
+    broker_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        return NULL;
+    }
+    self->cfg = *cfg;
+    self->started_ns = util_time_ns ();
+    broker_settings_format (cfg, self->settings, sizeof self->settings);
+    self->fresh = zlistx_new ();
+    self->after = zlistx_new ();
+    self->loop = zloop_new ();
+    if (!self->fresh || !self->after || !self->loop) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        goto fail;
+    }
+    zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
+    zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
+    if (s_stages_new (self, err, errlen) || s_load (self, err, errlen)
+        || s_sockets_new (self, err, errlen))
+        goto fail;
     storage_host_t storage = {.cfg = &self->cfg,
                               .store = self->store,
                               .loop = self->loop,
@@ -587,7 +632,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     if (!(self->storage = storage_new (&storage, err, errlen)))
         goto fail;
     log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s%s",
-                sched_size (self->sched), broker_endpoint (self, "ingest"),
+                sched_size (dispatch_sched (self->dispatch)), broker_endpoint (self, "ingest"),
                 broker_endpoint (self, "work"), broker_endpoint (self, "control"),
                 broker_endpoint (self, "publish"), self->auth ? "; CURVE on" : "");
     return self;
@@ -604,12 +649,8 @@ broker_destroy (broker_t **self_p)
     broker_t *self = *self_p;
     if (self->store) {
         broker_commit (self);
-        // Agents learn at once that their tasks are gone, not after a timeout.
-        if (self->work_sock && self->agents)
-            for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
-                proto_msg_t bye = {.command = PROTO_DISCONNECT};
-                proto_send (&bye, a->identity, self->work_sock);
-            }
+        if (self->dispatch)
+            dispatch_goodbye (self->dispatch);
     }
     zloop_destroy (&self->loop);
     free (self->fd_watch);
@@ -625,14 +666,8 @@ broker_destroy (broker_t **self_p)
     zcertstore_destroy (&self->keys_watchers);
     zcertstore_destroy (&self->keys_agents);
     zhashx_destroy (&self->key_cache);
-    zhashx_destroy (&self->new_ids);
-    zhashx_destroy (&self->recorded_ids);
-    zhashx_destroy (&self->agents);
-    if (self->sched)
-        sched_clear (self->sched, s_task_free, NULL);
-    sched_destroy (&self->sched);
+    dispatch_destroy (&self->dispatch);
     zlistx_destroy (&self->fresh);
-    zlistx_destroy (&self->backoff);
     zlistx_destroy (&self->after);
     ingest_destroy (&self->ingest);
     results_destroy (&self->results);

@@ -469,8 +469,8 @@ s_rate (s_cmd_t *cmd)
         return s_refuse (cmd, 500, "cannot record the rate: %s", store_error (cmd->self->store));
     if (s_commit (cmd))
         return -1;
-    sched_set_rate (cmd->self->sched, id, rate);
-    broker_dispatch (cmd->self);
+    sched_set_rate (dispatch_sched (cmd->self->dispatch), id, rate);
+    dispatch_now (cmd->self->dispatch);
     s_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"rate_limit\":");
     text_put_number (&cmd->body, rate > 0 ? rate : NAN);
@@ -497,8 +497,8 @@ s_policy (s_cmd_t *cmd)
         return s_refuse (cmd, 500, "cannot record the policy: %s", store_error (cmd->self->store));
     if (s_commit (cmd))
         return -1;
-    sched_set_policy (cmd->self->sched, id, policy);
-    broker_dispatch (cmd->self);
+    sched_set_policy (dispatch_sched (cmd->self->dispatch), id, policy);
+    dispatch_now (cmd->self->dispatch);
     s_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"policy\":\"%s\"}", text);
     return 0;
@@ -518,8 +518,8 @@ s_pause (s_cmd_t *cmd, int paused)
         return s_refuse (cmd, 500, "cannot record the pause: %s", store_error (cmd->self->store));
     if (s_commit (cmd))
         return -1;
-    sched_set_paused (cmd->self->sched, id, paused);
-    broker_dispatch (cmd->self);
+    sched_set_paused (dispatch_sched (cmd->self->dispatch), id, paused);
+    dispatch_now (cmd->self->dispatch);
     s_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"paused\":%s}", paused ? "true" : "false");
     return 0;
@@ -1112,16 +1112,17 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
             exp = e;
     if (experiment != 0 && !exp)
         return 0;  // an experiment the store no longer knows
+    sched_t *sched = dispatch_sched (self->dispatch);
     if (strcmp (key, "rate") == 0)
-        sched_set_rate (self->sched, experiment, strcmp (value, "max") == 0 ? 0 : atof (value));
+        sched_set_rate (sched, experiment, strcmp (value, "max") == 0 ? 0 : atof (value));
     else if (strcmp (key, "paused") == 0)
-        sched_set_paused (self->sched, experiment, strcmp (value, "1") == 0);
+        sched_set_paused (sched, experiment, strcmp (value, "1") == 0);
     else if (strcmp (key, "policy") == 0) {
         char **words = NULL, err[256];
         sched_policy_t policy;
         int n = cli_split (value, &words, err, sizeof err);
         if (n > 0 && sched_policy_parse (n, words, &policy, err, sizeof err) == 0)
-            sched_set_policy (self->sched, experiment, policy);
+            sched_set_policy (sched, experiment, policy);
         free (words);
     }
     else if (strcmp (key, "feedback") == 0) {

@@ -11,6 +11,7 @@
 #include "broker/model.h"
 #include "broker/results.h"
 #include "broker/storage.h"
+#include "broker/dispatch.h"
 #include "broker/feedback.h"
 #include "broker/ingest.h"
 #include "broker/pairing.h"
@@ -25,7 +26,6 @@
 struct _broker_t {
     config_t cfg;             // configuration
     store_t *store;           // the durable state
-    sched_t *sched;           // pairs ready to dispatch: policy, rate, pause
     zsock_t *ingest_sock;     // ROUTER: watchers
     zsock_t *work_sock;       // ROUTER: agents
     zsock_t *control_sock;    // ROUTER: pivctl, the status page
@@ -40,21 +40,14 @@ struct _broker_t {
     int64_t quiet_second;     // refusals logged in this second ...
     int quiet_logged;         // ... this many ...
     int64_t quiet_dropped;    // ... and not logged since the last line that was
-    zhashx_t *new_ids;        // peer -> agent ids first recorded in this hour (int64 in a ptr)
-    zhashx_t *recorded_ids;   // agent ids recorded in the store since start (bounded)
-    int64_t new_ids_hour;     // the hour new_ids counts
-    int64_t new_ids_total;    // agent ids first recorded in this hour, all peers
     zloop_t *loop;            // the reactor
-    int wake_timer;           // one-shot timer for a rate-limited queue, or -1
     zlistx_t *fresh;          // task_t of the open transaction: queued after commit
-    zlistx_t *backoff;        // task_t that FAILED, waiting out their retry delay
-    int backoff_timer;        // one-shot timer for the earliest of them, or -1
-    zhashx_t *agents;         // identity (hex) -> agent_rec_t
     zlistx_t *after;          // messages sent after the next commit
     char settings[512];       // PIV settings of the configuration
     int store_failed;         // the last commit failed: acknowledge nothing
     char store_why[512];      // why it failed, for the status
     int64_t started_ns;       // start time
+    dispatch_t *dispatch;     // the dispatch stage: agents, queue, retry delays, deadlines
     ingest_t *ingest;         // the ingest stage: files, pairs, experiments in memory
     storage_t *storage;       // the storage stage: allocations, archive, guard
     results_t *results;       // the results stage: counts, feedback, result topics
@@ -68,10 +61,6 @@ int broker_commit (broker_t *self);
 // Queues msg (whose strings the queue takes over) for 'identity' after the
 // next commit: ACK on ingest, RECORDED on work.
 void broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg);
-void broker_dispatch (broker_t *self);
-// Queues a task for dispatch ('fresh': subject to sampling); a task sampling
-// leaves out is marked skipped and freed.
-void broker_enqueue (broker_t *self, task_t *task, int fresh);
 
 // 1 if 'key' (Z85) may act in 'role' now: always with curve off; with it
 // on, the key's certificate must be in the role's directory and under

@@ -59,14 +59,15 @@ void
 status_policy (text_t *t, broker_t *self, int64_t id)
 {
     char policy[32];
+    sched_t *sched = dispatch_sched (self->dispatch);
     // Both limits apply: the one in force is the lower (0 is no limit).
-    double rate = sched_rate (self->sched, id), global = sched_rate (self->sched, 0);
+    double rate = sched_rate (sched, id), global = sched_rate (sched, 0);
     if (global > 0 && (rate <= 0 || global < rate))
         rate = global;
     text_put (t, ",\"policy\":\"%s\",\"rate_limit\":",
-           sched_policy_format (sched_policy (self->sched, id), policy, sizeof policy));
+           sched_policy_format (sched_policy (sched, id), policy, sizeof policy));
     text_put_number (t, rate > 0 ? rate : NAN);
-    text_put (t, ",\"paused\":%s", sched_paused (self->sched, id) ? "true" : "false");
+    text_put (t, ",\"paused\":%s", sched_paused (sched, id) ? "true" : "false");
 }
 
 void
@@ -76,7 +77,7 @@ status_head (text_t *t, broker_t *self)
     text_put (t,
            "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
            "\"rate_1m\":%.2f,\"store_ok\":%s",
-           (now - self->started_ns) / 1e9, sched_size (self->sched), (long long) results_total (self->results),
+           (now - self->started_ns) / 1e9, sched_size (dispatch_sched (self->dispatch)), (long long) results_total (self->results),
            results_rate (self->results, now, 10),
            results_rate (self->results, now, 59),
            self->store_failed ? "false" : "true");
@@ -279,7 +280,7 @@ s_put_experiment (void *arg, const store_counts_t *c)
         return 0;
     }
     text_put (t, ",\"queue\":%zu,\"arrivals_10s\":%.2f,\"rate_10s\":%.2f,\"rate_1m\":%.2f",
-           sched_size_of (self->sched, exp->id),
+           sched_size_of (dispatch_sched (self->dispatch), exp->id),
            broker_rate (&exp->arrivals, now, 10),
            broker_rate (&exp->results, now, 10),
            broker_rate (&exp->results, now, 59));
@@ -307,7 +308,8 @@ status_agents (text_t *body, broker_t *self, const status_query_t *q, int *cut, 
     int64_t now = util_time_ns ();
     int64_t window = (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
     s_rows_t rows = {.self = self, .q = q};
-    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
+    zhashx_t *agents = dispatch_agents (self->dispatch);
+    for (agent_rec_t *a = zhashx_first (agents); a; a = zhashx_next (agents)) {
         s_row_t *row = s_row_add (&rows, a->id);
         if (!row) {
             s_rows_free (&rows);
