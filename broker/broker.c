@@ -200,7 +200,7 @@ static void
 s_ingest_warn (broker_t *self, zframe_t *identity, const char *why)
 {
     char *peer = identity ? zframe_strhex (identity) : NULL;
-    broker_refused (self, "ingest: from watcher %s: %s", peer ? peer : "?", why);
+    peers_refused (self->peers, "ingest: from watcher %s: %s", peer ? peer : "?", why);
     free (peer);
 }
 
@@ -214,7 +214,7 @@ s_ingest_one (broker_t *self, zsock_t *reader)
     if (rc == -1)
         s_ingest_warn (self, identity, err);
     // With CURVE, only keys of clients/watchers/ feed the farm.
-    if (rc == 0 && !broker_key_allowed (self, key, BROKER_ROLE_WATCHER)) {
+    if (rc == 0 && !peers_allowed (self->peers, key, BROKER_ROLE_WATCHER)) {
         snprintf (err, sizeof err, "%s refused: key %s is not a watcher's (clients/watchers/)",
                   proto_command_name (msg.command), *key ? key : "(none)");
         s_ingest_warn (self, identity, err);
@@ -238,81 +238,6 @@ s_ingest_one (broker_t *self, zsock_t *reader)
 
 // ---------------------------------------------------------------------------
 // Peers: who may do what (doc/security.md, "Threat model")
-
-#define KEY_RECHECK_NS 1000000000LL  // a key's rights are looked up again after a second
-#define KEY_CACHE_MAX 4096           // answers kept at once
-#define REFUSED_PER_SECOND 20        // refusal lines logged a second, at most
-
-typedef struct {
-    int64_t until;  // the answer holds until then
-    int ok;         // the answer
-} s_key_seen_t;
-
-static void
-s_free_item (void **item_p)
-{
-    free (*item_p);
-    *item_p = NULL;
-}
-
-void
-broker_refused (broker_t *self, const char *fmt, ...)
-{
-    int64_t second = util_time_ns () / 1000000000;
-    if (second != self->quiet_second) {
-        self->quiet_second = second;
-        self->quiet_logged = 0;
-    }
-    if (self->quiet_logged >= REFUSED_PER_SECOND) {
-        self->quiet_dropped++;
-        return;
-    }
-    self->quiet_logged++;
-    char line[1024];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (line, sizeof line, fmt, ap);
-    va_end (ap);
-    if (self->quiet_dropped)
-        log_warning ("%s (and %lld refusal(s) not logged before it)", line,
-                     (long long) self->quiet_dropped);
-    else
-        log_warning ("%s", line);
-    self->quiet_dropped = 0;
-}
-
-int
-broker_key_allowed (broker_t *self, const char *key, broker_role_t role)
-{
-    if (!self->auth)
-        return 1;
-    if (!key || !*key)
-        return 0;
-    char slot[64];
-    snprintf (slot, sizeof slot, "%d:%s", (int) role, key);
-    int64_t now = util_time_ns ();
-    s_key_seen_t *seen = zhashx_lookup (self->key_cache, slot);
-    if (seen && now < seen->until)
-        return seen->ok;
-    // zcertstore_lookup re-reads its directory when it changed: a file
-    // removed takes the key's rights away, a file added gives them.
-    zcertstore_t *store = role == BROKER_ROLE_WATCHER  ? self->keys_watchers
-                          : role == BROKER_ROLE_AGENT  ? self->keys_agents
-                          : role == BROKER_ROLE_OPERATOR ? self->operators
-                                                         : NULL;
-    int ok = zcertstore_lookup (self->keys_clients, key) != NULL
-             && (!store || zcertstore_lookup (store, key) != NULL);
-    if (!seen) {
-        if (zhashx_size (self->key_cache) >= KEY_CACHE_MAX)
-            zhashx_purge (self->key_cache);
-        if (!(seen = calloc (1, sizeof *seen)))
-            return ok;
-        zhashx_insert (self->key_cache, slot, seen);
-    }
-    seen->until = now + KEY_RECHECK_NS;
-    seen->ok = ok;
-    return ok;
-}
 
 static void
 s_work_one (broker_t *self, zsock_t *reader)
@@ -383,60 +308,6 @@ s_bind (int type, const char *endpoint, zcert_t *cert, char *err, size_t errlen)
         zsock_destroy (&sock);
     }
     return sock;
-}
-
-// A directory of certificates the configuration names with 'key'; 0, or -1
-// with err.
-static int
-s_cert_dir (const char *path, const char *key, char *err, size_t errlen)
-{
-    struct stat st;
-    int found = stat (path, &st) == 0;
-    if (found && S_ISDIR (st.st_mode))
-        return 0;
-    snprintf (err, errlen, "cannot read the directory of certificates '%s' (%s): %s", path, key,
-              found ? "not a directory" : strerror (errno));
-    return -1;
-}
-
-// For security/curve on: the broker's certificate (the caller destroys it),
-// and zauth admitting the clients of the clients directory on every socket
-// of this process (zauth serves ZAP for the whole ZeroMQ context). NULL
-// with err on failure.
-static zcert_t *
-s_secure (broker_t *self, char *err, size_t errlen)
-{
-    const config_t *cfg = &self->cfg;
-    zcert_t *cert =
-        secure_cert_load (cfg->security.broker_cert, "security/broker_cert", 1, err, errlen);
-    if (!cert || s_cert_dir (cfg->security.clients, "security/clients", err, errlen)
-        || s_cert_dir (cfg->security.operators, "security/operators", err, errlen))
-        goto fail;
-    self->auth = zactor_new (zauth, NULL);
-    self->operators = zcertstore_new (cfg->security.operators);
-    // The roles, beside zauth's own store: each message's key is looked up
-    // in them (broker_key_allowed). The directories may be absent: no key
-    // has that role until one is made.
-    char dir[PATH_MAX + 16];
-    self->keys_clients = zcertstore_new ((char *) cfg->security.clients);
-    snprintf (dir, sizeof dir, "%s/watchers", cfg->security.clients);
-    self->keys_watchers = zcertstore_new (dir);
-    snprintf (dir, sizeof dir, "%s/agents", cfg->security.clients);
-    self->keys_agents = zcertstore_new (dir);
-    self->key_cache = zhashx_new ();
-    if (self->key_cache)
-        zhashx_set_destructor (self->key_cache, s_free_item);
-    if (!self->auth || !self->operators || !self->keys_clients || !self->keys_watchers
-        || !self->keys_agents || !self->key_cache) {
-        snprintf (err, errlen, "cannot start the authenticator: out of memory");
-        goto fail;
-    }
-    zstr_sendx (self->auth, "CURVE", cfg->security.clients, NULL);
-    zsock_wait (self->auth);
-    return cert;
-fail:
-    zcert_destroy (&cert);
-    return NULL;
 }
 
 // What the storage stage asks of the reactor (storage_host_t).
@@ -526,7 +397,7 @@ s_stages_new (broker_t *self, char *err, size_t errlen)
                                 .results = self->results,
                                 .clocks = self->clocks,
                                 .fresh = self->fresh,
-                                .broker = self,
+                                .peers = self->peers,
                                 .arg = self,
                                 .after = s_dispatch_after,
                                 .held = s_dispatch_held,
@@ -573,7 +444,7 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
 {
     const config_t *cfg = &self->cfg;
     zcert_t *cert = NULL;
-    if (secure_on (cfg) && !(cert = s_secure (self, err, errlen)))
+    if (secure_on (cfg) && !(cert = peers_secure (self->peers, cfg, err, errlen)))
         return -1;
     self->ingest_sock = s_bind (ZMQ_ROUTER, cfg->broker.ingest, cert, err, errlen);
     self->work_sock =
@@ -610,7 +481,8 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->fresh = zlistx_new ();
     self->after = zlistx_new ();
     self->loop = zloop_new ();
-    if (!self->fresh || !self->after || !self->loop) {
+    self->peers = peers_new ();
+    if (!self->fresh || !self->after || !self->loop || !self->peers) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
@@ -634,7 +506,7 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s%s",
                 sched_size (dispatch_sched (self->dispatch)), broker_endpoint (self, "ingest"),
                 broker_endpoint (self, "work"), broker_endpoint (self, "control"),
-                broker_endpoint (self, "publish"), self->auth ? "; CURVE on" : "");
+                broker_endpoint (self, "publish"), peers_curve (self->peers) ? "; CURVE on" : "");
     return self;
 fail:
     broker_destroy (&self);
@@ -660,12 +532,7 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->work_sock);
     zsock_destroy (&self->control_sock);
     zsock_destroy (&self->publish_sock);
-    zactor_destroy (&self->auth);
-    zcertstore_destroy (&self->operators);
-    zcertstore_destroy (&self->keys_clients);
-    zcertstore_destroy (&self->keys_watchers);
-    zcertstore_destroy (&self->keys_agents);
-    zhashx_destroy (&self->key_cache);
+    peers_destroy (&self->peers);
     dispatch_destroy (&self->dispatch);
     zlistx_destroy (&self->fresh);
     zlistx_destroy (&self->after);
@@ -755,10 +622,9 @@ broker_reload (broker_t *self, const config_t *cfg)
     // Certificates: the clients' and operators' directories are read again
     // at the next message of each key (a key removed loses its rights now,
     // not after the cache's recheck interval).
-    if (self->key_cache)
-        zhashx_purge (self->key_cache);
+    peers_recheck (self->peers);
     log_notice ("reload: applied %s%s", *applied ? applied : "no change",
-                self->auth ? "; certificates of clients and operators read again" : "");
+                peers_curve (self->peers) ? "; certificates of clients and operators read again" : "");
     if (*restart)
         log_warning ("reload: %s changed: read at start only, takes effect after a restart "
                      "(systemctl restart pivfarm-broker)",

@@ -1006,14 +1006,14 @@ s_allowed (s_cmd_t *cmd, size_t command)
 {
     broker_t *self = cmd->self;
     // A key whose certificate was removed reads nothing more either.
-    if (!broker_key_allowed (self, cmd->peer, BROKER_ROLE_READER))
+    if (!peers_allowed (self->peers, cmd->peer, BROKER_ROLE_READER))
         return 0;
-    if (!s_commands[command].changes || !self->operators)
+    if (!s_commands[command].changes || !peers_curve (self->peers))
         return 1;
     const char *reads = s_commands[command].reads;
     if (reads && cmd->argc > 1 && strcmp (cmd->argv[1], reads) == 0)
         return 1;
-    return broker_key_allowed (self, cmd->peer, BROKER_ROLE_OPERATOR);
+    return peers_allowed (self->peers, cmd->peer, BROKER_ROLE_OPERATOR);
 }
 
 static void

@@ -6,7 +6,6 @@
 // (RECORDED) goes to the reactor's 'after' list.
 
 #include "broker/dispatch.h"
-#include "broker/internal.h"
 #include "broker/publish.h"
 #include "broker/results.h"
 #include "common/log.h"
@@ -36,7 +35,7 @@ struct _dispatch_t {
     results_t *results;       // the results stage
     clocks_t *clocks;         // peers' clocks
     zlistx_t *fresh;          // the reactor's: queued after the commit
-    broker_t *broker;         // its peers' keys
+    peers_t *peers;           // agents' keys, refusals logged
     void *arg;                // the host's callbacks, with their argument
     void (*after) (void *arg, zframe_t *identity, proto_msg_t *msg);
     int (*held) (void *arg);
@@ -91,7 +90,7 @@ dispatch_new (const dispatch_host_t *host)
     self->results = host->results;
     self->clocks = host->clocks;
     self->fresh = host->fresh;
-    self->broker = host->broker;
+    self->peers = host->peers;
     self->arg = host->arg;
     self->after = host->after;
     self->held = host->held;
@@ -609,7 +608,7 @@ dispatch_now (dispatch_t *self)
         gave = 0;
         for (agent_rec_t *agent = zhashx_first (self->agents); agent && more;
              agent = zhashx_next (self->agents)) {
-            if (agent->credit == 0 || !broker_key_allowed (self->broker, agent->key, BROKER_ROLE_AGENT))
+            if (agent->credit == 0 || !peers_allowed (self->peers, agent->key, BROKER_ROLE_AGENT))
                 continue;
             int64_t exp, pair;
             task_t *task = sched_next (self->sched, now, &exp, &pair);
@@ -648,7 +647,7 @@ s_refuse_answer (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, const
                  const char *why)
 {
     char *peer = agent ? NULL : zframe_strhex (identity);
-    broker_refused (self->broker, "work: %s of pair %llu attempt %u from %s%s%s ignored: %s",
+    peers_refused (self->peers, "work: %s of pair %llu attempt %u from %s%s%s ignored: %s",
                     proto_command_name (msg->command), (unsigned long long) msg->pair,
                     msg->attempt, agent ? "agent '" : "connection ",
                     agent ? agent->id : (peer ? peer : "?"), agent ? "'" : "", why);
@@ -769,7 +768,7 @@ s_may_record_agent (dispatch_t *self, const char *peer, const char *id, int64_t 
                             : AGENT_IDS_PER_HOUR_MIN;
     intptr_t from_peer = (intptr_t) zhashx_lookup (self->new_ids, peer);
     if (from_peer >= AGENT_IDS_PER_PEER || self->new_ids_total >= total_max) {
-        broker_refused (self->broker,
+        peers_refused (self->peers,
                         "work: agent '%s' from %s not recorded in the store: %s new agent ids "
                         "this hour already (at most %d a peer, %lld in all)",
                         id, peer, from_peer >= AGENT_IDS_PER_PEER ? "its peer gave" : "peers gave",
@@ -836,7 +835,7 @@ s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     else if (zhashx_size (self->agents) >= (size_t) self->cfg->broker.max_agents) {
         // Not answered: the agent's heartbeats get DISCONNECT (an unknown
         // agent), so it tries again once a heartbeat, not in a tight loop.
-        broker_refused (self->broker, "work: HELLO of agent '%s' on %s refused: %zu agents known "
+        peers_refused (self->peers, "work: HELLO of agent '%s' on %s refused: %zu agents known "
                               "already (broker/max_agents)",
                         msg->name ? msg->name : "?", msg->text ? msg->text : "?",
                         zhashx_size (self->agents));
@@ -947,7 +946,7 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
     agent_rec_t *agent = identity ? s_agent (self, identity) : NULL;
     if (rc != 0) {
         if (rc == -1)
-            broker_refused (self->broker, "work: from agent '%s': %s", agent ? agent->id : "unknown",
+            peers_refused (self->peers, "work: from agent '%s': %s", agent ? agent->id : "unknown",
                             err);
         zframe_destroy (&identity);
         proto_msg_release (&msg);
@@ -956,8 +955,8 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
     // With CURVE, only keys of clients/agents/ use work, and only while
     // their certificate is there: a revoked agent is forgotten (its tasks
     // go back to the queue) and nothing it sends is taken.
-    if (!broker_key_allowed (self->broker, key, BROKER_ROLE_AGENT)) {
-        broker_refused (self->broker, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
+    if (!peers_allowed (self->peers, key, BROKER_ROLE_AGENT)) {
+        peers_refused (self->peers, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
                         proto_command_name (msg.command), *key ? key : "(none)",
                         agent ? "; its agent is forgotten" : "");
         if (agent)

@@ -7,9 +7,9 @@
 #ifndef BROKER_DISPATCH_H
 #define BROKER_DISPATCH_H
 
-#include "broker/broker.h"
 #include "broker/clocks.h"
 #include "broker/model.h"
+#include "broker/peers.h"
 #include "broker/results.h"
 #include "broker/sched.h"
 #include "common/config.h"
@@ -28,7 +28,7 @@ typedef struct {
     results_t *results;    // recorded results and pairs failed for good go here
     clocks_t *clocks;      // agents' clocks, from their HEARTBEATs
     zlistx_t *fresh;       // the reactor's: task_t queued once the open transaction commits
-    broker_t *broker;      // broker_key_allowed, broker_refused
+    peers_t *peers;        // agents' keys checked, refusals logged
     void *arg;             // for the callbacks:
     // Sends msg (whose strings it takes over) to 'identity' after the next
     // commit (RECORDED).

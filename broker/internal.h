@@ -15,6 +15,7 @@
 #include "broker/feedback.h"
 #include "broker/ingest.h"
 #include "broker/pairing.h"
+#include "broker/peers.h"
 #include "broker/sched.h"
 #include "common/proto.h"
 #include "store/store.h"
@@ -30,16 +31,7 @@ struct _broker_t {
     zsock_t *work_sock;       // ROUTER: agents
     zsock_t *control_sock;    // ROUTER: pivctl, the status page
     zsock_t *publish_sock;    // PUB: results, state
-    zactor_t *auth;           // zauth: CURVE clients allowed to connect (curve on), or NULL
-    zcertstore_t *operators;  // keys allowed to change things (curve on), or NULL
-    zcertstore_t *keys_clients;   // every admitted key (curve on), or NULL
-    zcertstore_t *keys_watchers;  // keys that may use ingest (curve on), or NULL
-    zcertstore_t *keys_agents;    // keys that may use work (curve on), or NULL
-    zhashx_t *key_cache;      // "<role>:<key>" -> s_key_seen_t, each answer kept a second
     void *fd_watch;           // broker_poll_fd's watch (SIGHUP), freed with the broker
-    int64_t quiet_second;     // refusals logged in this second ...
-    int quiet_logged;         // ... this many ...
-    int64_t quiet_dropped;    // ... and not logged since the last line that was
     zloop_t *loop;            // the reactor
     zlistx_t *fresh;          // task_t of the open transaction: queued after commit
     zlistx_t *after;          // messages sent after the next commit
@@ -48,6 +40,7 @@ struct _broker_t {
     char store_why[512];      // why it failed, for the status
     int64_t started_ns;       // start time
     dispatch_t *dispatch;     // the dispatch stage: agents, queue, retry delays, deadlines
+    peers_t *peers;           // who may do what: keys, roles, refusals logged
     ingest_t *ingest;         // the ingest stage: files, pairs, experiments in memory
     storage_t *storage;       // the storage stage: allocations, archive, guard
     results_t *results;       // the results stage: counts, feedback, result topics
@@ -61,16 +54,6 @@ int broker_commit (broker_t *self);
 // Queues msg (whose strings the queue takes over) for 'identity' after the
 // next commit: ACK on ingest, RECORDED on work.
 void broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg);
-
-// 1 if 'key' (Z85) may act in 'role' now: always with curve off; with it
-// on, the key's certificate must be in the role's directory and under
-// security/clients at this moment (a removed file revokes the key within
-// a second, on open connections too). NULL key: 0 with curve on.
-int broker_key_allowed (broker_t *self, const char *key, broker_role_t role);
-// Logs a refused message of a peer, at most 20 lines a second (the rest
-// counted and summed up in the next line logged): a flood of forged
-// messages must not flood the log.
-void broker_refused (broker_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 // control.c
 int broker_on_control (zloop_t *loop, zsock_t *reader, void *arg);

@@ -146,15 +146,6 @@ typedef struct {
     int clamped;         // a READY beyond its cores was clamped (warned once)
 } agent_rec_t;
 
-// What a CURVE key may do (doc/security.md, "Threat model"): each role is
-// a directory of public certificates under security/clients.
-typedef enum {
-    BROKER_ROLE_READER,    // anywhere under clients/: control's reads, publish
-    BROKER_ROLE_WATCHER,   // clients/watchers/: ingest
-    BROKER_ROLE_AGENT,     // clients/agents/: work
-    BROKER_ROLE_OPERATOR,  // security/operators (clients/operators/): control's changes
-} broker_role_t;
-
 // A task of 'pair' (its names copied); NULL without memory.
 task_t *broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char *name_a,
                          const char *name_b);

@@ -1,6 +1,6 @@
 # broker/ — the broker's logic as a library (pairing rules, the reactor) and
 # the pivfarm-broker program over it.
-BROKER_OBJS := build/broker/pairing.o build/broker/ingest.o build/broker/sched.o build/broker/feedback.o \
+BROKER_OBJS := build/broker/pairing.o build/broker/ingest.o build/broker/peers.o build/broker/sched.o build/broker/feedback.o \
                build/broker/model.o build/broker/text.o build/broker/publish.o \
                build/broker/results.o build/broker/replay.o build/broker/status.o \
                build/broker/clocks.o build/broker/dispatch.o build/broker/mount.o \
