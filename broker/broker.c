@@ -310,6 +310,38 @@ s_bind (int type, const char *endpoint, zcert_t *cert, char *err, size_t errlen)
     return sock;
 }
 
+// What status reads of the reactor (stages_t): why commits fail, if they do.
+static const char *
+s_store_error (void *arg)
+{
+    broker_t *self = arg;
+    return self->store_failed ? self->store_why : NULL;
+}
+
+// The stages, as status and control reach them.
+static void
+s_stages (broker_t *self, stages_t *stages)
+{
+    *stages = (stages_t) {.cfg = &self->cfg,
+                          .store = self->store,
+                          .ingest = self->ingest,
+                          .dispatch = self->dispatch,
+                          .results = self->results,
+                          .storage = self->storage,
+                          .started_ns = self->started_ns,
+                          .arg = self,
+                          .store_error = s_store_error};
+}
+
+static int
+s_on_control (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    broker_t *self = arg;
+    control_on_request (self->control, reader);
+    return 0;
+}
+
 // What the storage stage asks of the reactor (storage_host_t).
 static int
 s_storage_commit (void *arg)
@@ -352,13 +384,6 @@ s_storage_experiment (void *arg, const char *name, int64_t now)
 {
     broker_t *self = arg;
     return ingest_experiment (self->ingest, name, now);
-}
-
-void
-broker_settings_format (const config_t *cfg, char *out, size_t size)
-{
-    snprintf (out, size, "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes,
-              cfg->piv.overlap, cfg->piv.iterations, cfg->piv.deform);
 }
 
 // The store and the stages over it (ingest, clocks, results, dispatch).
@@ -428,7 +453,9 @@ s_load (broker_t *self, char *err, size_t errlen)
     }
     // Pairs re-made above were already in the store: they are not fresh.
     zlistx_purge (self->fresh);
-    if (broker_settings_load (self) != 0
+    stages_t stages;
+    s_stages (self, &stages);
+    if (settings_load (&stages) != 0
         || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
         snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
                   store_error (self->store));
@@ -460,7 +487,7 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
     dispatch_set_sockets (self->dispatch, self->work_sock, self->publish_sock);
     zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);
     zloop_reader (self->loop, self->work_sock, s_on_work, self);
-    zloop_reader (self->loop, self->control_sock, broker_on_control, self);
+    zloop_reader (self->loop, self->control_sock, s_on_control, self);
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
@@ -503,6 +530,17 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
                               .experiment = s_storage_experiment};
     if (!(self->storage = storage_new (&storage, err, errlen)))
         goto fail;
+    control_host_t control = {.loop = self->loop,
+                              .publish = self->publish_sock,
+                              .settings = self->settings,
+                              .peers = self->peers,
+                              .arg = self,
+                              .commit = s_storage_commit};
+    s_stages (self, &control.stages);
+    if (!(self->control = control_new (&control))) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        goto fail;
+    }
     log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s%s",
                 sched_size (dispatch_sched (self->dispatch)), broker_endpoint (self, "ingest"),
                 broker_endpoint (self, "work"), broker_endpoint (self, "control"),
@@ -526,6 +564,7 @@ broker_destroy (broker_t **self_p)
     }
     zloop_destroy (&self->loop);
     free (self->fd_watch);
+    control_destroy (&self->control);
     storage_destroy (&self->storage);
     clocks_destroy (&self->clocks);
     zsock_destroy (&self->ingest_sock);

@@ -648,9 +648,9 @@ s_refuse_answer (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, const
 {
     char *peer = agent ? NULL : zframe_strhex (identity);
     peers_refused (self->peers, "work: %s of pair %llu attempt %u from %s%s%s ignored: %s",
-                    proto_command_name (msg->command), (unsigned long long) msg->pair,
-                    msg->attempt, agent ? "agent '" : "connection ",
-                    agent ? agent->id : (peer ? peer : "?"), agent ? "'" : "", why);
+                   proto_command_name (msg->command), (unsigned long long) msg->pair,
+                   msg->attempt, agent ? "agent '" : "connection ",
+                   agent ? agent->id : (peer ? peer : "?"), agent ? "'" : "", why);
     free (peer);
     if (!agent) {
         proto_msg_t bye = {.command = PROTO_DISCONNECT};
@@ -769,10 +769,10 @@ s_may_record_agent (dispatch_t *self, const char *peer, const char *id, int64_t 
     intptr_t from_peer = (intptr_t) zhashx_lookup (self->new_ids, peer);
     if (from_peer >= AGENT_IDS_PER_PEER || self->new_ids_total >= total_max) {
         peers_refused (self->peers,
-                        "work: agent '%s' from %s not recorded in the store: %s new agent ids "
-                        "this hour already (at most %d a peer, %lld in all)",
-                        id, peer, from_peer >= AGENT_IDS_PER_PEER ? "its peer gave" : "peers gave",
-                        AGENT_IDS_PER_PEER, (long long) total_max);
+                       "work: agent '%s' from %s not recorded in the store: %s new agent ids "
+                       "this hour already (at most %d a peer, %lld in all)",
+                       id, peer, from_peer >= AGENT_IDS_PER_PEER ? "its peer gave" : "peers gave",
+                       AGENT_IDS_PER_PEER, (long long) total_max);
         return 0;
     }
     zhashx_update (self->new_ids, peer, (void *) (from_peer + 1));
@@ -836,9 +836,9 @@ s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
         // Not answered: the agent's heartbeats get DISCONNECT (an unknown
         // agent), so it tries again once a heartbeat, not in a tight loop.
         peers_refused (self->peers, "work: HELLO of agent '%s' on %s refused: %zu agents known "
-                              "already (broker/max_agents)",
-                        msg->name ? msg->name : "?", msg->text ? msg->text : "?",
-                        zhashx_size (self->agents));
+                                    "already (broker/max_agents)",
+                       msg->name ? msg->name : "?", msg->text ? msg->text : "?",
+                       zhashx_size (self->agents));
         return;
     }
     agent = calloc (1, sizeof *agent);
@@ -947,7 +947,7 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
     if (rc != 0) {
         if (rc == -1)
             peers_refused (self->peers, "work: from agent '%s': %s", agent ? agent->id : "unknown",
-                            err);
+                           err);
         zframe_destroy (&identity);
         proto_msg_release (&msg);
         return;
@@ -957,8 +957,8 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
     // go back to the queue) and nothing it sends is taken.
     if (!peers_allowed (self->peers, key, BROKER_ROLE_AGENT)) {
         peers_refused (self->peers, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
-                        proto_command_name (msg.command), *key ? key : "(none)",
-                        agent ? "; its agent is forgotten" : "");
+                       proto_command_name (msg.command), *key ? key : "(none)",
+                       agent ? "; its agent is forgotten" : "");
         if (agent)
             s_agent_forget (self, agent, "has a key no longer admitted");
         proto_msg_release (&msg);

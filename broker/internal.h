@@ -8,6 +8,7 @@
 
 #include "broker/broker.h"
 #include "broker/clocks.h"
+#include "broker/control.h"
 #include "broker/model.h"
 #include "broker/results.h"
 #include "broker/storage.h"
@@ -17,6 +18,7 @@
 #include "broker/pairing.h"
 #include "broker/peers.h"
 #include "broker/sched.h"
+#include "broker/settings.h"
 #include "common/proto.h"
 #include "store/store.h"
 
@@ -42,23 +44,18 @@ struct _broker_t {
     dispatch_t *dispatch;     // the dispatch stage: agents, queue, retry delays, deadlines
     peers_t *peers;           // who may do what: keys, roles, refusals logged
     ingest_t *ingest;         // the ingest stage: files, pairs, experiments in memory
+    control_t *control;       // the control stage: the command table
     storage_t *storage;       // the storage stage: allocations, archive, guard
     results_t *results;       // the results stage: counts, feedback, result topics
     clocks_t *clocks;         // peers' clocks
 };
 
 // broker.c
-// The PIV settings a TASK carries, from the [piv] keys of cfg.
-void broker_settings_format (const config_t *cfg, char *out, size_t size);
+// Commits the open transaction, then sends what waited for it and queues
+// the tasks it made. 0, or -1 (the store failed: nothing sent).
 int broker_commit (broker_t *self);
 // Queues msg (whose strings the queue takes over) for 'identity' after the
 // next commit: ACK on ingest, RECORDED on work.
 void broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg);
-
-// control.c
-int broker_on_control (zloop_t *loop, zsock_t *reader, void *arg);
-// Applies the settings recorded in the store (rate, policy, pause,
-// feedback) at start-up.
-int broker_settings_load (broker_t *self);
 
 #endif

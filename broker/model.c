@@ -1,8 +1,9 @@
-// model.c — the shared records' small helpers (model.h): tasks, and the
-// per-second rings.
+// model.c — the shared records' small helpers (model.h): tasks, the
+// per-second rings, the PIV settings a task carries.
 
 #include "broker/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,3 +63,9 @@ broker_rate (rate_ring_t *ring, int64_t now, int seconds)
     return (double) sum / seconds;
 }
 
+void
+broker_settings_format (const config_t *cfg, char *out, size_t size)
+{
+    snprintf (out, size, "passes=%s overlap=%d iterations=%d deform=%s", cfg->piv.passes,
+              cfg->piv.overlap, cfg->piv.iterations, cfg->piv.deform);
+}

@@ -6,6 +6,7 @@
 #define BROKER_MODEL_H
 
 #include "broker/feedback.h"
+#include "common/config.h"
 #include "common/proto.h"
 
 #include <czmq.h>
@@ -155,5 +156,7 @@ void broker_task_destroy (task_t **self_p);
 void broker_count (rate_ring_t *ring, int64_t now, int n);
 // Counts per second over the last 'seconds' complete seconds of a ring.
 double broker_rate (rate_ring_t *ring, int64_t now, int seconds);
+// The PIV settings a TASK carries, from the [piv] keys of cfg.
+void broker_settings_format (const config_t *cfg, char *out, size_t size);
 
 #endif
