@@ -2,14 +2,21 @@
 // (ACK of a file event, RECORDED for a result, a TASK for a new pair) goes
 // out only after the commit that holds that state: a crash can then lose
 // nothing that was acknowledged, and no pair id is ever handed out twice.
-// The stages (dispatch.c, results.c, storage.c, replay.c, control.c)
-// hold the rest; doc/design.md, "broker/", says which holds what.
+// The stages (ingest.c, dispatch.c, results.c, storage.c, peers.c,
+// clocks.c, control.c) hold the rest, each with its own state, and talk
+// back through their host structs; doc/design.md, "broker/", says which
+// holds what.
 
-#include "broker/internal.h"
+#include "broker/broker.h"
+#include "broker/clocks.h"
+#include "broker/control.h"
 #include "broker/dispatch.h"
-#include "broker/publish.h"
-#include "broker/replay.h"
+#include "broker/ingest.h"
+#include "broker/peers.h"
 #include "broker/results.h"
+#include "broker/settings.h"
+#include "broker/stages.h"
+#include "broker/storage.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/secure.h"
@@ -17,21 +24,42 @@
 #include "store/store.h"
 
 #include <czmq.h>
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 // Messages queued per socket and peer, each way (ZeroMQ's default, made
 // explicit): with ZMQ_MAXMSGSIZE, what a peer can make the broker hold. A
 // peer beyond it is pushed back (TCP), and what is dropped on the way out
 // is resent by the protocol (ACK, RECORDED); agents stay below it by credit.
 #define HWM 1000
+
+// What the reactor itself owns: the sockets and the loop, the store and
+// the commit's state (what waits for it, whether the last one failed), and
+// the stages, each with its own state (doc/design.md, "broker/").
+struct _broker_t {
+    config_t cfg;             // configuration (a reload changes some keys in place)
+    char settings[512];       // PIV settings of the configuration
+    int64_t started_ns;       // start time
+    store_t *store;           // the durable state
+    zloop_t *loop;            // the reactor
+    void *fd_watch;           // broker_poll_fd's watch (SIGHUP), freed with the broker
+    zsock_t *ingest_sock;     // ROUTER: watchers
+    zsock_t *work_sock;       // ROUTER: agents
+    zsock_t *control_sock;    // ROUTER: pivctl, the status page
+    zsock_t *publish_sock;    // PUB: results, state
+    zlistx_t *fresh;          // task_t of the open transaction: queued after commit
+    zlistx_t *after;          // messages sent after the next commit
+    int store_failed;         // the last commit failed: acknowledge nothing
+    char store_why[512];      // why it failed, for the status
+    peers_t *peers;           // who may do what: keys, roles, refusals logged
+    ingest_t *ingest;         // files, pairs, experiments in memory
+    clocks_t *clocks;         // peers' clocks
+    results_t *results;       // counts, feedback, result topics
+    dispatch_t *dispatch;     // agents, queue, retry delays, deadlines
+    storage_t *storage;       // allocations, archive, guard
+    control_t *control;       // the command table
+};
 
 // A message to send once the open transaction is committed.
 typedef struct {
@@ -50,9 +78,10 @@ s_after_destroy (s_after_t **self_p)
     *self_p = NULL;
 }
 
-// Queues msg (whose strings the queue takes over) for after the commit.
-void
-broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+// Queues msg (whose strings the queue takes over) for 'identity' after the
+// next commit: ACK on ingest, RECORDED on work.
+static void
+s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
     s_after_t *after = calloc (1, sizeof *after);
     if (!after) {
@@ -66,11 +95,7 @@ broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 }
 
 // ---------------------------------------------------------------------------
-// The publish socket (doc/protocol.md §6)
-
-// ---------------------------------------------------------------------------
 // Commit, then tell
-
 
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
@@ -92,8 +117,8 @@ s_resync (broker_t *self)
 // Commits the open transaction; then sends what waited for it and makes the
 // pairs it created dispatchable. On failure nothing is sent: watchers resend
 // their events, agents their results, and the broker says why in its log.
-int
-broker_commit (broker_t *self)
+static int
+s_commit (broker_t *self)
 {
     char err[512];
     if (store_uncommitted (self->store) == 0 && zlistx_size (self->after) == 0
@@ -150,7 +175,7 @@ static int
 s_commit_timer (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
-    broker_commit ((broker_t *) arg);
+    s_commit ((broker_t *) arg);
     return 0;
 }
 
@@ -167,7 +192,7 @@ s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
     if (!ack.seqs)
         return;
     ack.seqs[0] = msg->seq;
-    broker_after (self, identity, &ack);
+    s_after (self, identity, &ack);
 }
 
 static void s_ingest_one (broker_t *self, zsock_t *reader);
@@ -184,7 +209,7 @@ s_drain (broker_t *self, zsock_t *reader, void (*one) (broker_t *, zsock_t *))
     for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
         one (self, reader);
     if (store_uncommitted (self->store) > 5000)
-        broker_commit (self);
+        s_commit (self);
 }
 
 static int
@@ -232,9 +257,6 @@ s_ingest_one (broker_t *self, zsock_t *reader)
     proto_msg_release (&msg);
     zframe_destroy (&identity);
 }
-
-// ---------------------------------------------------------------------------
-// Work: agents
 
 // ---------------------------------------------------------------------------
 // Peers: who may do what (doc/security.md, "Threat model")
@@ -346,7 +368,7 @@ s_on_control (zloop_t *loop, zsock_t *reader, void *arg)
 static int
 s_storage_commit (void *arg)
 {
-    return broker_commit (arg);
+    return s_commit (arg);
 }
 
 static void
@@ -360,7 +382,7 @@ s_storage_dispatch (void *arg)
 static void
 s_dispatch_after (void *arg, zframe_t *identity, proto_msg_t *msg)
 {
-    broker_after (arg, identity, msg);
+    s_after (arg, identity, msg);
 }
 
 static int
@@ -558,7 +580,7 @@ broker_destroy (broker_t **self_p)
         return;
     broker_t *self = *self_p;
     if (self->store) {
-        broker_commit (self);
+        s_commit (self);
         if (self->dispatch)
             dispatch_goodbye (self->dispatch);
     }
@@ -586,7 +608,7 @@ int
 broker_run (broker_t *self)
 {
     zloop_start (self->loop);
-    return broker_commit (self) == 0 ? 0 : -1;
+    return s_commit (self) == 0 ? 0 : -1;
 }
 
 // ---------------------------------------------------------------------------
@@ -663,7 +685,8 @@ broker_reload (broker_t *self, const config_t *cfg)
     // not after the cache's recheck interval).
     peers_recheck (self->peers);
     log_notice ("reload: applied %s%s", *applied ? applied : "no change",
-                peers_curve (self->peers) ? "; certificates of clients and operators read again" : "");
+                peers_curve (self->peers) ? "; certificates of clients and operators read again"
+                                          : "");
     if (*restart)
         log_warning ("reload: %s changed: read at start only, takes effect after a restart "
                      "(systemctl restart pivfarm-broker)",
