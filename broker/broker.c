@@ -2,31 +2,31 @@
 // (ACK of a file event, RECORDED for a result, a TASK for a new pair) goes
 // out only after the commit that holds that state: a crash can then lose
 // nothing that was acknowledged, and no pair id is ever handed out twice.
-// The stages (dispatch.c, results.c, storage.c, replay.c, control.c)
-// hold the rest; doc/design.md, "broker/", says which holds what.
+// The stages (ingest.c, dispatch.c, results.c, storage.c, peers.c,
+// clocks.c, control.c) hold the rest, each with its own state, and talk
+// back through their host structs; doc/design.md, "broker/", says which
+// holds what.
 
-#include "broker/internal.h"
+#include "broker/broker.h"
+#include "broker/clocks.h"
+#include "broker/control.h"
 #include "broker/dispatch.h"
-#include "broker/publish.h"
-#include "broker/replay.h"
+#include "broker/ingest.h"
+#include "broker/peers.h"
 #include "broker/results.h"
+#include "broker/settings.h"
+#include "broker/stages.h"
+#include "broker/storage.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/secure.h"
 #include "common/util.h"
-#include "piv/settings.h"
 #include "store/store.h"
 
 #include <czmq.h>
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 // Messages queued per socket and peer, each way (ZeroMQ's default, made
 // explicit): with ZMQ_MAXMSGSIZE, what a peer can make the broker hold. A
@@ -34,26 +34,38 @@
 // is resent by the protocol (ACK, RECORDED); agents stay below it by credit.
 #define HWM 1000
 
+// What the reactor itself owns: the sockets and the loop, the store and
+// the commit's state (what waits for it, whether the last one failed), and
+// the stages, each with its own state (doc/design.md, "broker/").
+struct _broker_t {
+    config_t cfg;             // configuration (a reload changes some keys in place)
+    char settings[512];       // PIV settings of the configuration
+    int64_t started_ns;       // start time
+    store_t *store;           // the durable state
+    zloop_t *loop;            // the reactor
+    void *fd_watch;           // broker_poll_fd's watch (SIGHUP), freed with the broker
+    zsock_t *ingest_sock;     // ROUTER: watchers
+    zsock_t *work_sock;       // ROUTER: agents
+    zsock_t *control_sock;    // ROUTER: pivctl, the status page
+    zsock_t *publish_sock;    // PUB: results, state
+    zlistx_t *fresh;          // task_t of the open transaction: queued after commit
+    zlistx_t *after;          // messages sent after the next commit
+    int store_failed;         // the last commit failed: acknowledge nothing
+    char store_why[512];      // why it failed, for the status
+    peers_t *peers;           // who may do what: keys, roles, refusals logged
+    ingest_t *ingest;         // files, pairs, experiments in memory
+    clocks_t *clocks;         // peers' clocks
+    results_t *results;       // counts, feedback, result topics
+    dispatch_t *dispatch;     // agents, queue, retry delays, deadlines
+    storage_t *storage;       // allocations, archive, guard
+    control_t *control;       // the command table
+};
+
 // A message to send once the open transaction is committed.
 typedef struct {
     zframe_t *identity;  // to whom
     proto_msg_t msg;     // what
 } s_after_t;
-
-static void
-s_exp_destroy (exp_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    exp_t *self = *self_p;
-    replay_destroy (&self->replay);
-    storage_exp_release (self);
-    free (self->name);
-    free (self->source);
-    free (self->settings);
-    free (self);
-    *self_p = NULL;
-}
 
 static void
 s_after_destroy (s_after_t **self_p)
@@ -66,9 +78,10 @@ s_after_destroy (s_after_t **self_p)
     *self_p = NULL;
 }
 
-// Queues msg (whose strings the queue takes over) for after the commit.
-void
-broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+// Queues msg (whose strings the queue takes over) for 'identity' after the
+// next commit: ACK on ingest, RECORDED on work.
+static void
+s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
     s_after_t *after = calloc (1, sizeof *after);
     if (!after) {
@@ -82,29 +95,10 @@ broker_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 }
 
 // ---------------------------------------------------------------------------
-// The publish socket (doc/protocol.md §6)
-
-// ---------------------------------------------------------------------------
 // Commit, then tell
 
-
-// How many pairs a file can be in under the pairing rule.
-static int
-s_pairs_per_file (broker_t *self)
-{
-    return strcmp (self->cfg.pairing.rule, "sliding") == 0 ? 2 : 1;
-}
-static int s_reoffer (void *arg, const char *experiment, const char *name, int64_t file);
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
-
-static void
-s_task_free (void *task, void *arg)
-{
-    (void) arg;
-    task_t *t = task;
-    broker_task_destroy (&t);
-}
 
 // After a failed commit the broker's memory runs ahead of the store: the
 // pairing rules consumed files, the experiments may hold ids, the queue
@@ -114,27 +108,17 @@ s_task_free (void *task, void *arg)
 static void
 s_resync (broker_t *self)
 {
-    char err[512];
-    int64_t now = util_time_ns ();
-    for (exp_t *exp = zhashx_first (self->experiments); exp; exp = zhashx_next (self->experiments))
-        exp->id = store_experiment (self->store, exp->name, now);
-    sched_clear (self->sched, s_task_free, NULL);
-    pairing_t *fresh_rules = pairing_new (&self->cfg, err, sizeof err);
-    if (fresh_rules) {
-        pairing_destroy (&self->pairing);
-        self->pairing = fresh_rules;
-        store_files_waiting (self->store, s_pairs_per_file (self), s_reoffer, self);
-    }
+    ingest_resync (self->ingest);
+    dispatch_clear (self->dispatch);
     zlistx_purge (self->fresh);
-    zlistx_purge (self->backoff);  // pending in the store: loaded again
     store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self);
 }
 
 // Commits the open transaction; then sends what waited for it and makes the
 // pairs it created dispatchable. On failure nothing is sent: watchers resend
 // their events, agents their results, and the broker says why in its log.
-int
-broker_commit (broker_t *self)
+static int
+s_commit (broker_t *self)
 {
     char err[512];
     if (store_uncommitted (self->store) == 0 && zlistx_size (self->after) == 0
@@ -162,30 +146,28 @@ broker_commit (broker_t *self)
     ack.seqs = seqs;
     for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after)) {
         if (a->msg.command != PROTO_ACK) {
-            // RECORDED goes with the agent's next TASKs (broker_dispatch).
-            agent_rec_t *agent = dispatch_agent (self, a->identity);
-            if (!agent || proto_batch_add (agent->out, &a->msg) != 0)
-                proto_send (&a->msg, a->identity, self->work);
+            // RECORDED goes with the agent's next TASKs (dispatch_now).
+            dispatch_recorded (self->dispatch, a->identity, &a->msg);
             continue;
         }
         if (to && (!zframe_eq (to, a->identity) || ack.count == PROTO_MAX_ACK)) {
-            proto_send (&ack, to, self->ingest);
+            proto_send (&ack, to, self->ingest_sock);
             ack.count = 0;
         }
         to = a->identity;
         seqs[ack.count++] = a->msg.seqs[0];
     }
     if (to && ack.count)
-        proto_send (&ack, to, self->ingest);
+        proto_send (&ack, to, self->ingest_sock);
     zlistx_purge (self->after);
     task_t *task;
     int64_t now = util_time_ns ();
     while ((task = zlistx_detach (self->fresh, NULL)))
         if (task->not_before_ns > now)
-            dispatch_backoff_add (self, task, now);  // it FAILED: retried after its delay
-        else
-            broker_enqueue (self, task, task->attempt == 0);  // a retry is never sampled out
-    broker_dispatch (self);
+            dispatch_backoff_add (self->dispatch, task, now);  // it FAILED: retried after its delay
+        else  // a retry is never sampled out
+            dispatch_enqueue (self->dispatch, task, task->attempt == 0);
+    dispatch_now (self->dispatch);
     return 0;
 }
 
@@ -193,188 +175,24 @@ static int
 s_commit_timer (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
-    broker_commit ((broker_t *) arg);
+    s_commit ((broker_t *) arg);
     return 0;
 }
 
 // ---------------------------------------------------------------------------
 // Ingest: FILE events from watchers
 
-exp_t *
-broker_experiment (broker_t *self, const char *name, int64_t now)
-{
-    exp_t *exp = zhashx_lookup (self->experiments, name);
-    if (exp)
-        return exp;
-    int64_t id = store_experiment (self->store, name, now);
-    store_experiment_t found;
-    if (id < 0 || store_experiment_find (self->store, name, &found) != 1)
-        return NULL;
-    exp = calloc (1, sizeof *exp);
-    if (!exp)
-        return NULL;
-    exp->id = id;
-    exp->name = strdup (name);
-    exp->source = strdup (found.source);
-    exp->settings = strdup (*found.settings ? found.settings : self->settings);
-    if (!exp->name || !exp->source || !exp->settings) {
-        s_exp_destroy (&exp);
-        return NULL;
-    }
-    zhashx_insert (self->experiments, name, exp);
-    return exp;
-}
-
-// Context of pairing_offer's callback.
-typedef struct {
-    broker_t *self;     // the broker
-    int64_t now;        // event time
-    exp_t *exp;         // experiment
-    int64_t closed_ns;  // when the file that completes the pairs was closed
-} s_offer_t;
-
-static int
-s_on_pair (void *arg, const char *experiment, const char *stem, const char *name_a,
-           int64_t file_a, const char *name_b, int64_t file_b)
-{
-    (void) experiment;
-    s_offer_t *ctx = arg;
-    broker_t *self = ctx->self;
-    // The files were offered with their rows' ids (broker_file, s_reoffer).
-    int is_new = 0;
-    int64_t pair =
-        store_pair_add (self->store, ctx->exp->id, stem, file_a, file_b, ctx->now, &is_new);
-    if (pair < 0)
-        return -1;
-    if (is_new) {
-        task_t *task = broker_task_new (pair, ctx->exp, stem, name_a, name_b);
-        if (task) {
-            // A file offered again after a restart has no close time of its
-            // own: its recorded mtime stands for it.
-            task->closed_ns = ctx->closed_ns > 0 ? ctx->closed_ns : store_pair_closed (self->store, pair);
-            zlistx_add_end (self->fresh, task);
-        }
-        broker_count (&ctx->exp->arrivals, ctx->now, 1);
-    }
-    return 0;
-}
-
-int
-broker_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
-                    const char *name_a, const char *name_b, int attempts)
-{
-    (void) attempts;
-    broker_t *self = arg;
-    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
-    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
-    if (!task)
-        return -1;
-    task->attempt = -1;  // not fresh: never sampled out
-    // The camera's time, not 0 (which would give a latency from the epoch);
-    // published, but not counted in the live latency figures.
-    task->closed_ns = store_pair_closed (self->store, pair);
-    task->by_hand = 1;
-    zlistx_add_end (self->fresh, task);
-    return 0;
-}
-
-// A new version of a recorded file (another size or mtime): a pair of it
-// that failed is retried, one that is done is kept and said to be so (the
-// camera rewrote a frame whose result is out: the operator decides), one
-// pending or out reads the file as it is now. 0, or -1 (not acknowledged).
-static int
-s_file_changed (broker_t *self, exp_t *exp, const char *name, int64_t file, int64_t now)
-{
-    int done = 0;
-    int retried = store_file_retry (self->store, exp->id, file, now, broker_queue_again, self, &done);
-    if (retried < 0) {
-        log_error ("cannot retry the pairs of file '%s/%s': %s", exp->name, name,
-                   store_error (self->store));
-        return -1;
-    }
-    exp->last_file_ns = now;
-    if (retried > 0)
-        log_notice ("'%s/%s' changed after its pair failed: retried", exp->name, name);
-    if (done > 0)
-        log_warning ("'%s/%s' rewritten after its pair was done: result kept", exp->name, name);
-    if (retried == 0 && done == 0)
-        log_info ("'%s/%s' changed: its pairs read it as it is now", exp->name, name);
-    return 0;
-}
-
-int
-broker_file (broker_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
-             int64_t closed_ns)
-{
-    int64_t now = util_time_ns ();
-    int version = STORE_FILE_SAME;
-    int64_t file = store_file_add (self->store, exp->id, name, size, mtime_ns, now, &version);
-    if (file < 0) {
-        log_error ("cannot record file '%s/%s': %s", exp->name, name, store_error (self->store));
-        return -1;  // not acknowledged: the watcher resends it
-    }
-    if (version == STORE_FILE_CHANGED)
-        return s_file_changed (self, exp, name, file, now);
-    if (version != STORE_FILE_NEW)
-        return 0;
-    exp->last_file_ns = now;
-    char err[512] = "";
-    s_offer_t ctx = {self, now, exp, closed_ns};
-    int made =
-        pairing_offer (self->pairing, exp->name, name, file, s_on_pair, &ctx, err, sizeof err);
-    if (made == -2) {
-        // The store refused the pair: the commit will fail and the broker
-        // start again from the store; the watcher resends the file.
-        log_error ("experiment '%s': %s: %s", exp->name, err, store_error (self->store));
-        return -1;
-    }
-    if (made < 0) {
-        // A name that is no frame is recorded and acknowledged, not paired.
-        log_warning ("experiment '%s': %s", exp->name, err);
-        char payload[600];
-        snprintf (payload, sizeof payload, "unpaired reason=%s", err);
-        store_event (self->store, "unpaired", exp->id, 0, payload, now);
-    }
-    return 0;
-}
-
-// A FILE's mtime against the broker's clock: a file closed in the future
-// (by more than the sample can blur) says the clock of whoever wrote it
-// (the camera's host, the NFS or CIFS server) is ahead. Files closed in
-// the past say nothing (they waited to settle): such a sample counts as 0.
-static void
-s_clock_file (broker_t *self, zframe_t *identity, const char *experiment, int64_t mtime_ns,
-              int64_t now)
-{
-    if (mtime_ns <= 0)
-        return;
-    char *hex = identity ? zframe_strhex (identity) : NULL;
-    char key[160], peer[300];
-    snprintf (key, sizeof key, "watcher %s", hex ? hex : "?");
-    snprintf (peer, sizeof peer, "watcher %s (files of '%s')", hex ? hex : "?", experiment);
-    free (hex);
-    double ahead = (mtime_ns - now) / 1e6;
-    clocks_sample (self->clocks, key, peer, ahead > 0 ? ahead : 0, now);
-}
-
 static void
 s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
-    s_clock_file (self, identity, msg->experiment, msg->time_ns, util_time_ns ());
-    exp_t *exp = broker_experiment (self, msg->experiment, util_time_ns ());
-    if (!exp) {
-        log_error ("cannot record experiment '%s': %s", msg->experiment,
-                   store_error (self->store));
-        return;
-    }
-    if (broker_file (self, exp, msg->name, msg->size, msg->time_ns, msg->time_ns) != 0)
+    if (ingest_file_event (self->ingest, self->clocks, identity, msg) != 0)
         return;
     proto_msg_t ack = {.command = PROTO_ACK, .count = 1};
     ack.seqs = malloc (sizeof (uint64_t));
     if (!ack.seqs)
         return;
     ack.seqs[0] = msg->seq;
-    broker_after (self, identity, &ack);
+    s_after (self, identity, &ack);
 }
 
 static void s_ingest_one (broker_t *self, zsock_t *reader);
@@ -391,7 +209,7 @@ s_drain (broker_t *self, zsock_t *reader, void (*one) (broker_t *, zsock_t *))
     for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
         one (self, reader);
     if (store_uncommitted (self->store) > 5000)
-        broker_commit (self);
+        s_commit (self);
 }
 
 static int
@@ -407,7 +225,7 @@ static void
 s_ingest_warn (broker_t *self, zframe_t *identity, const char *why)
 {
     char *peer = identity ? zframe_strhex (identity) : NULL;
-    broker_refused (self, "ingest: from watcher %s: %s", peer ? peer : "?", why);
+    peers_refused (self->peers, "ingest: from watcher %s: %s", peer ? peer : "?", why);
     free (peer);
 }
 
@@ -421,7 +239,7 @@ s_ingest_one (broker_t *self, zsock_t *reader)
     if (rc == -1)
         s_ingest_warn (self, identity, err);
     // With CURVE, only keys of clients/watchers/ feed the farm.
-    if (rc == 0 && !broker_key_allowed (self, key, BROKER_ROLE_WATCHER)) {
+    if (rc == 0 && !peers_allowed (self->peers, key, BROKER_ROLE_WATCHER)) {
         snprintf (err, sizeof err, "%s refused: key %s is not a watcher's (clients/watchers/)",
                   proto_command_name (msg.command), *key ? key : "(none)");
         s_ingest_warn (self, identity, err);
@@ -441,84 +259,12 @@ s_ingest_one (broker_t *self, zsock_t *reader)
 }
 
 // ---------------------------------------------------------------------------
-// Work: agents
-
-// ---------------------------------------------------------------------------
 // Peers: who may do what (doc/security.md, "Threat model")
 
-#define KEY_RECHECK_NS 1000000000LL  // a key's rights are looked up again after a second
-#define KEY_CACHE_MAX 4096           // answers kept at once
-#define REFUSED_PER_SECOND 20        // refusal lines logged a second, at most
-
-typedef struct {
-    int64_t until;  // the answer holds until then
-    int ok;         // the answer
-} s_key_seen_t;
-
 static void
-s_free_item (void **item_p)
+s_work_one (broker_t *self, zsock_t *reader)
 {
-    free (*item_p);
-    *item_p = NULL;
-}
-
-void
-broker_refused (broker_t *self, const char *fmt, ...)
-{
-    int64_t second = util_time_ns () / 1000000000;
-    if (second != self->quiet_second) {
-        self->quiet_second = second;
-        self->quiet_logged = 0;
-    }
-    if (self->quiet_logged >= REFUSED_PER_SECOND) {
-        self->quiet_dropped++;
-        return;
-    }
-    self->quiet_logged++;
-    char line[1024];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (line, sizeof line, fmt, ap);
-    va_end (ap);
-    if (self->quiet_dropped)
-        log_warning ("%s (and %lld refusal(s) not logged before it)", line,
-                     (long long) self->quiet_dropped);
-    else
-        log_warning ("%s", line);
-    self->quiet_dropped = 0;
-}
-
-int
-broker_key_allowed (broker_t *self, const char *key, broker_role_t role)
-{
-    if (!self->auth)
-        return 1;
-    if (!key || !*key)
-        return 0;
-    char slot[64];
-    snprintf (slot, sizeof slot, "%d:%s", (int) role, key);
-    int64_t now = util_time_ns ();
-    s_key_seen_t *seen = zhashx_lookup (self->key_cache, slot);
-    if (seen && now < seen->until)
-        return seen->ok;
-    // zcertstore_lookup re-reads its directory when it changed: a file
-    // removed takes the key's rights away, a file added gives them.
-    zcertstore_t *store = role == BROKER_ROLE_WATCHER  ? self->keys_watchers
-                          : role == BROKER_ROLE_AGENT  ? self->keys_agents
-                          : role == BROKER_ROLE_OPERATOR ? self->operators
-                                                         : NULL;
-    int ok = zcertstore_lookup (self->keys_clients, key) != NULL
-             && (!store || zcertstore_lookup (store, key) != NULL);
-    if (!seen) {
-        if (zhashx_size (self->key_cache) >= KEY_CACHE_MAX)
-            zhashx_purge (self->key_cache);
-        if (!(seen = calloc (1, sizeof *seen)))
-            return ok;
-        zhashx_insert (self->key_cache, slot, seen);
-    }
-    seen->until = now + KEY_RECHECK_NS;
-    seen->ok = ok;
-    return ok;
+    dispatch_work_one (self->dispatch, reader);
 }
 
 static int
@@ -526,8 +272,8 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     broker_t *self = arg;
-    s_drain (self, reader, dispatch_work_one);
-    broker_dispatch (self);
+    s_drain (self, reader, s_work_one);
+    dispatch_now (self->dispatch);
     return 0;
 }
 
@@ -536,8 +282,8 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     broker_t *self = arg;
-    dispatch_heartbeat (self, util_time_ns ());
-    broker_dispatch (self);
+    dispatch_heartbeat (self->dispatch, util_time_ns ());
+    dispatch_now (self->dispatch);
     return 0;
 }
 
@@ -550,25 +296,12 @@ s_load_pending (void *arg, int64_t pair, const char *experiment, const char *ste
 {
     (void) attempts;
     broker_t *self = arg;
-    exp_t *exp = broker_experiment (self, experiment, util_time_ns ());
+    exp_t *exp = ingest_experiment (self->ingest, experiment, util_time_ns ());
     task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
     if (!task)
         return -1;
     task->closed_ns = store_pair_closed (self->store, pair);  // its frame's mtime
-    broker_enqueue (self, task, 0);
-    return 0;
-}
-
-static int
-s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
-{
-    broker_t *self = arg;
-    char err[512];
-    int64_t now = util_time_ns ();
-    s_offer_t ctx = {self, now, broker_experiment (self, experiment, now), 0};
-    if (!ctx.exp)
-        return -1;
-    pairing_offer (self->pairing, experiment, name, file, s_on_pair, &ctx, err, sizeof err);
+    dispatch_enqueue (self->dispatch, task, 0);
     return 0;
 }
 
@@ -599,92 +332,188 @@ s_bind (int type, const char *endpoint, zcert_t *cert, char *err, size_t errlen)
     return sock;
 }
 
-// A directory of certificates the configuration names with 'key'; 0, or -1
-// with err.
-static int
-s_cert_dir (const char *path, const char *key, char *err, size_t errlen)
+// What status reads of the reactor (stages_t): why commits fail, if they do.
+static const char *
+s_store_error (void *arg)
 {
-    struct stat st;
-    int found = stat (path, &st) == 0;
-    if (found && S_ISDIR (st.st_mode))
-        return 0;
-    snprintf (err, errlen, "cannot read the directory of certificates '%s' (%s): %s", path, key,
-              found ? "not a directory" : strerror (errno));
-    return -1;
+    broker_t *self = arg;
+    return self->store_failed ? self->store_why : NULL;
 }
 
-// For security/curve on: the broker's certificate (the caller destroys it),
-// and zauth admitting the clients of the clients directory on every socket
-// of this process (zauth serves ZAP for the whole ZeroMQ context). NULL
-// with err on failure.
-static zcert_t *
-s_secure (broker_t *self, char *err, size_t errlen)
+// The stages, as status and control reach them.
+static void
+s_stages (broker_t *self, stages_t *stages)
 {
-    const config_t *cfg = &self->cfg;
-    zcert_t *cert =
-        secure_cert_load (cfg->security.broker_cert, "security/broker_cert", 1, err, errlen);
-    if (!cert || s_cert_dir (cfg->security.clients, "security/clients", err, errlen)
-        || s_cert_dir (cfg->security.operators, "security/operators", err, errlen))
-        goto fail;
-    self->auth = zactor_new (zauth, NULL);
-    self->operators = zcertstore_new (cfg->security.operators);
-    // The roles, beside zauth's own store: each message's key is looked up
-    // in them (broker_key_allowed). The directories may be absent: no key
-    // has that role until one is made.
-    char dir[PATH_MAX + 16];
-    self->keys_clients = zcertstore_new ((char *) cfg->security.clients);
-    snprintf (dir, sizeof dir, "%s/watchers", cfg->security.clients);
-    self->keys_watchers = zcertstore_new (dir);
-    snprintf (dir, sizeof dir, "%s/agents", cfg->security.clients);
-    self->keys_agents = zcertstore_new (dir);
-    self->key_cache = zhashx_new ();
-    if (self->key_cache)
-        zhashx_set_destructor (self->key_cache, s_free_item);
-    if (!self->auth || !self->operators || !self->keys_clients || !self->keys_watchers
-        || !self->keys_agents || !self->key_cache) {
-        snprintf (err, errlen, "cannot start the authenticator: out of memory");
-        goto fail;
-    }
-    zstr_sendx (self->auth, "CURVE", cfg->security.clients, NULL);
-    zsock_wait (self->auth);
-    return cert;
-fail:
-    zcert_destroy (&cert);
-    return NULL;
+    *stages = (stages_t) {.cfg = &self->cfg,
+                          .store = self->store,
+                          .ingest = self->ingest,
+                          .dispatch = self->dispatch,
+                          .results = self->results,
+                          .storage = self->storage,
+                          .started_ns = self->started_ns,
+                          .arg = self,
+                          .store_error = s_store_error};
+}
+
+static int
+s_on_control (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop;
+    broker_t *self = arg;
+    control_on_request (self->control, reader);
+    return 0;
 }
 
 // What the storage stage asks of the reactor (storage_host_t).
 static int
 s_storage_commit (void *arg)
 {
-    return broker_commit (arg);
+    return s_commit (arg);
 }
 
 static void
 s_storage_dispatch (void *arg)
 {
-    broker_dispatch (arg);
+    broker_t *self = arg;
+    dispatch_now (self->dispatch);
+}
+
+// What the dispatch stage asks of the reactor (dispatch_host_t).
+static void
+s_dispatch_after (void *arg, zframe_t *identity, proto_msg_t *msg)
+{
+    s_after (arg, identity, msg);
+}
+
+static int
+s_dispatch_held (void *arg)
+{
+    broker_t *self = arg;
+    // The free-space guard holds new work back while a volume it writes to
+    // is critically full (doc/storage.md); tasks out finish.
+    return self->store_failed || (self->storage && storage_paused (self->storage));
+}
+
+static void
+s_frame_path (void *arg, exp_t *exp, const char *name, char *out, size_t size)
+{
+    broker_t *self = arg;
+    storage_frame_path (self->storage, exp, name, out, size);
 }
 
 static exp_t *
 s_storage_experiment (void *arg, const char *name, int64_t now)
 {
-    return broker_experiment (arg, name, now);
+    broker_t *self = arg;
+    return ingest_experiment (self->ingest, name, now);
 }
 
-void
-broker_settings_format (const config_t *cfg, char *out, size_t size)
+// The store and the stages over it (ingest, clocks, results, dispatch).
+// 0, or -1 with err.
+static int
+s_stages_new (broker_t *self, char *err, size_t errlen)
 {
-    // The text agents read with piv_settings_parse; config_load checked
-    // each value by piv_settings_check_key.
-    piv_settings_t s;
-    char err[256];
-    piv_settings_init (&s);
-    piv_settings_set_passes (&s, cfg->piv.passes, err, sizeof err);
-    piv_deform_parse (cfg->piv.deform, &s.deform, err, sizeof err);
-    s.overlap = cfg->piv.overlap;
-    s.final_iterations = cfg->piv.iterations;
-    piv_settings_format (&s, out, size);
+    const config_t *cfg = &self->cfg;
+    int fields_every;
+    if (strcmp (cfg->broker.store_fields, "all") == 0)
+        fields_every = 1;
+    else if (strcmp (cfg->broker.store_fields, "none") == 0)
+        fields_every = 0;
+    else
+        fields_every = atoi (cfg->broker.store_fields + strlen ("every "));
+    store_durability_t durability = strcmp (cfg->broker.durability, "normal") == 0
+                                        ? STORE_DURABILITY_NORMAL
+                                        : STORE_DURABILITY_FULL;
+    if (!(self->store = store_new (cfg->broker.store, durability, err, errlen)))
+        return -1;
+    store_set_fields (self->store, fields_every);
+    if (!(self->results = results_new (self->store, fields_every))) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        return -1;
+    }
+    ingest_host_t ingest = {.cfg = cfg,
+                            .store = self->store,
+                            .fresh = self->fresh,
+                            .settings = self->settings};
+    if (!(self->ingest = ingest_new (&ingest, err, errlen)))
+        return -1;
+    self->clocks = clocks_new (ingest_experiments (self->ingest));
+    dispatch_host_t dispatch = {.cfg = cfg,
+                                .store = self->store,
+                                .loop = self->loop,
+                                .results = self->results,
+                                .clocks = self->clocks,
+                                .fresh = self->fresh,
+                                .peers = self->peers,
+                                .arg = self,
+                                .after = s_dispatch_after,
+                                .held = s_dispatch_held,
+                                .frame_path = s_frame_path};
+    if (!self->clocks || !(self->dispatch = dispatch_new (&dispatch))) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+// What the store holds at start: pairs dispatched before a stop pending
+// again, the files waiting for a partner offered again, the settings, the
+// pending pairs queued. 0, or -1 with err.
+static int
+s_load (broker_t *self, char *err, size_t errlen)
+{
+    int64_t now = util_time_ns ();
+    int requeued = store_requeue_all (self->store, now);
+    if (requeued > 0)
+        log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
+    if (requeued < 0 || ingest_reoffer (self->ingest) < 0
+        || store_commit (self->store, err, errlen) != 0) {
+        if (requeued < 0 || !*err)
+            snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
+                      store_error (self->store));
+        return -1;
+    }
+    // Pairs re-made above were already in the store: they are not fresh.
+    zlistx_purge (self->fresh);
+    stages_t stages;
+    s_stages (self, &stages);
+    if (settings_load (&stages) != 0
+        || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
+        snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
+                  store_error (self->store));
+        return -1;
+    }
+    return 0;
+}
+
+// The four sockets bound (CURVE servers with security/curve on), read by
+// the reactor, with its timers. 0, or -1 with err.
+static int
+s_sockets_new (broker_t *self, char *err, size_t errlen)
+{
+    const config_t *cfg = &self->cfg;
+    zcert_t *cert = NULL;
+    if (secure_on (cfg) && !(cert = peers_secure (self->peers, cfg, err, errlen)))
+        return -1;
+    self->ingest_sock = s_bind (ZMQ_ROUTER, cfg->broker.ingest, cert, err, errlen);
+    self->work_sock =
+        self->ingest_sock ? s_bind (ZMQ_ROUTER, cfg->broker.work, cert, err, errlen) : NULL;
+    self->control_sock =
+        self->work_sock ? s_bind (ZMQ_ROUTER, cfg->broker.control, cert, err, errlen) : NULL;
+    self->publish_sock =
+        self->control_sock ? s_bind (ZMQ_PUB, cfg->broker.publish, cert, err, errlen) : NULL;
+    zcert_destroy (&cert);
+    if (!self->publish_sock)
+        return -1;
+    results_set_publish (self->results, self->publish_sock);
+    dispatch_set_sockets (self->dispatch, self->work_sock, self->publish_sock);
+    zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);
+    zloop_reader (self->loop, self->work_sock, s_on_work, self);
+    zloop_reader (self->loop, self->control_sock, s_on_control, self);
+    zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
+                 s_commit_timer, self);
+    zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
+    return 0;
 }
 
 broker_t *
@@ -698,97 +527,24 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->cfg = *cfg;
     self->started_ns = util_time_ns ();
     broker_settings_format (cfg, self->settings, sizeof self->settings);
-    self->wake_timer = -1;
-    self->experiments = zhashx_new ();
-    self->sched = sched_new ();
     self->fresh = zlistx_new ();
-    self->backoff = zlistx_new ();
-    self->backoff_timer = -1;
-    self->agents = zhashx_new ();
     self->after = zlistx_new ();
-    self->new_ids = zhashx_new ();
-    self->recorded_ids = zhashx_new ();
-    self->clocks = self->experiments ? clocks_new (self->experiments) : NULL;
-    if (!self->clocks || !self->experiments || !self->sched || !self->fresh || !self->backoff || !self->agents
-        || !self->after
-        || !self->new_ids || !self->recorded_ids) {
-        snprintf (err, errlen, "cannot start the broker: out of memory");
-        goto fail;
-    }
-    zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) s_exp_destroy);
-    zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
-    zlistx_set_destructor (self->backoff, (zlistx_destructor_fn *) broker_task_destroy);
-    zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) dispatch_agent_destroy);
-    zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
-    // Counts and flags, not pointers: nothing to free (zhashx's default).
-
-    int fields_every;
-    if (strcmp (cfg->broker.store_fields, "all") == 0)
-        fields_every = 1;
-    else if (strcmp (cfg->broker.store_fields, "none") == 0)
-        fields_every = 0;
-    else
-        fields_every = atoi (cfg->broker.store_fields + strlen ("every "));
-    store_durability_t durability = strcmp (cfg->broker.durability, "normal") == 0
-                                        ? STORE_DURABILITY_NORMAL
-                                        : STORE_DURABILITY_FULL;
-    if (!(self->store = store_new (cfg->broker.store, durability, err, errlen)))
-        goto fail;
-    store_set_fields (self->store, fields_every);
-    if (!(self->results = results_new (self->store, fields_every))) {
-        snprintf (err, errlen, "cannot start the broker: out of memory");
-        goto fail;
-    }
-    if (!(self->pairing = pairing_new (cfg, err, errlen)))
-        goto fail;
-
-    int64_t now = util_time_ns ();
-    int requeued = store_requeue_all (self->store, now);
-    if (requeued > 0)
-        log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
-    if (requeued < 0 || store_files_waiting (self->store, s_pairs_per_file (self), s_reoffer, self) < 0
-        || store_commit (self->store, err, errlen) != 0) {
-        if (requeued < 0 || !*err)
-            snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
-                      store_error (self->store));
-        goto fail;
-    }
-    // Pairs re-made above were already in the store: they are not fresh.
-    zlistx_purge (self->fresh);
-    if (broker_settings_load (self) != 0 || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
-        snprintf (err, errlen, "cannot read the store '%s': %s", cfg->broker.store,
-                  store_error (self->store));
-        goto fail;
-    }
-    zcert_t *cert = NULL;
-    if (secure_on (cfg) && !(cert = s_secure (self, err, errlen)))
-        goto fail;
-    self->ingest = s_bind (ZMQ_ROUTER, cfg->broker.ingest, cert, err, errlen);
-    self->work = self->ingest ? s_bind (ZMQ_ROUTER, cfg->broker.work, cert, err, errlen) : NULL;
-    self->control =
-        self->work ? s_bind (ZMQ_ROUTER, cfg->broker.control, cert, err, errlen) : NULL;
-    self->publish =
-        self->control ? s_bind (ZMQ_PUB, cfg->broker.publish, cert, err, errlen) : NULL;
-    zcert_destroy (&cert);
-    if (!self->publish)
-        goto fail;
-    results_set_publish (self->results, self->publish);
     self->loop = zloop_new ();
-    if (!self->loop) {
+    self->peers = peers_new ();
+    if (!self->fresh || !self->after || !self->loop || !self->peers) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
-    zloop_reader (self->loop, self->ingest, s_on_ingest, self);
-    zloop_reader (self->loop, self->work, s_on_work, self);
-    zloop_reader (self->loop, self->control, broker_on_control, self);
-    zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
-                 s_commit_timer, self);
-    zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
+    zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
+    zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
+    if (s_stages_new (self, err, errlen) || s_load (self, err, errlen)
+        || s_sockets_new (self, err, errlen))
+        goto fail;
     storage_host_t storage = {.cfg = &self->cfg,
                               .store = self->store,
                               .loop = self->loop,
-                              .publish = self->publish,
-                              .experiments = self->experiments,
+                              .publish = self->publish_sock,
+                              .experiments = ingest_experiments (self->ingest),
                               .clocks = self->clocks,
                               .arg = self,
                               .commit = s_storage_commit,
@@ -796,10 +552,21 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
                               .experiment = s_storage_experiment};
     if (!(self->storage = storage_new (&storage, err, errlen)))
         goto fail;
+    control_host_t control = {.loop = self->loop,
+                              .publish = self->publish_sock,
+                              .settings = self->settings,
+                              .peers = self->peers,
+                              .arg = self,
+                              .commit = s_storage_commit};
+    s_stages (self, &control.stages);
+    if (!(self->control = control_new (&control))) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        goto fail;
+    }
     log_notice ("broker: %zu pair(s) pending; ingest %s, work %s, control %s, publish %s%s",
-                sched_size (self->sched), broker_endpoint (self, "ingest"),
+                sched_size (dispatch_sched (self->dispatch)), broker_endpoint (self, "ingest"),
                 broker_endpoint (self, "work"), broker_endpoint (self, "control"),
-                broker_endpoint (self, "publish"), self->auth ? "; CURVE on" : "");
+                broker_endpoint (self, "publish"), peers_curve (self->peers) ? "; CURVE on" : "");
     return self;
 fail:
     broker_destroy (&self);
@@ -813,39 +580,24 @@ broker_destroy (broker_t **self_p)
         return;
     broker_t *self = *self_p;
     if (self->store) {
-        broker_commit (self);
-        // Agents learn at once that their tasks are gone, not after a timeout.
-        if (self->work && self->agents)
-            for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
-                proto_msg_t bye = {.command = PROTO_DISCONNECT};
-                proto_send (&bye, a->identity, self->work);
-            }
+        s_commit (self);
+        if (self->dispatch)
+            dispatch_goodbye (self->dispatch);
     }
     zloop_destroy (&self->loop);
     free (self->fd_watch);
+    control_destroy (&self->control);
     storage_destroy (&self->storage);
     clocks_destroy (&self->clocks);
-    zsock_destroy (&self->ingest);
-    zsock_destroy (&self->work);
-    zsock_destroy (&self->control);
-    zsock_destroy (&self->publish);
-    zactor_destroy (&self->auth);
-    zcertstore_destroy (&self->operators);
-    zcertstore_destroy (&self->keys_clients);
-    zcertstore_destroy (&self->keys_watchers);
-    zcertstore_destroy (&self->keys_agents);
-    zhashx_destroy (&self->key_cache);
-    zhashx_destroy (&self->new_ids);
-    zhashx_destroy (&self->recorded_ids);
-    zhashx_destroy (&self->agents);
-    if (self->sched)
-        sched_clear (self->sched, s_task_free, NULL);
-    sched_destroy (&self->sched);
+    zsock_destroy (&self->ingest_sock);
+    zsock_destroy (&self->work_sock);
+    zsock_destroy (&self->control_sock);
+    zsock_destroy (&self->publish_sock);
+    peers_destroy (&self->peers);
+    dispatch_destroy (&self->dispatch);
     zlistx_destroy (&self->fresh);
-    zlistx_destroy (&self->backoff);
     zlistx_destroy (&self->after);
-    zhashx_destroy (&self->experiments);
-    pairing_destroy (&self->pairing);
+    ingest_destroy (&self->ingest);
     results_destroy (&self->results);
     store_destroy (&self->store);
     free (self);
@@ -856,7 +608,7 @@ int
 broker_run (broker_t *self)
 {
     zloop_start (self->loop);
-    return broker_commit (self) == 0 ? 0 : -1;
+    return s_commit (self) == 0 ? 0 : -1;
 }
 
 // ---------------------------------------------------------------------------
@@ -931,10 +683,10 @@ broker_reload (broker_t *self, const config_t *cfg)
     // Certificates: the clients' and operators' directories are read again
     // at the next message of each key (a key removed loses its rights now,
     // not after the cache's recheck interval).
-    if (self->key_cache)
-        zhashx_purge (self->key_cache);
+    peers_recheck (self->peers);
     log_notice ("reload: applied %s%s", *applied ? applied : "no change",
-                self->auth ? "; certificates of clients and operators read again" : "");
+                peers_curve (self->peers) ? "; certificates of clients and operators read again"
+                                          : "");
     if (*restart)
         log_warning ("reload: %s changed: read at start only, takes effect after a restart "
                      "(systemctl restart pivfarm-broker)",
@@ -978,10 +730,10 @@ broker_poll_fd (broker_t *self, int fd, void (*fn) (broker_t *, void *), void *a
 const char *
 broker_endpoint (broker_t *self, const char *socket)
 {
-    zsock_t *sock = strcmp (socket, "ingest") == 0    ? self->ingest
-                    : strcmp (socket, "work") == 0    ? self->work
-                    : strcmp (socket, "control") == 0 ? self->control
-                    : strcmp (socket, "publish") == 0 ? self->publish
+    zsock_t *sock = strcmp (socket, "ingest") == 0    ? self->ingest_sock
+                    : strcmp (socket, "work") == 0    ? self->work_sock
+                    : strcmp (socket, "control") == 0 ? self->control_sock
+                    : strcmp (socket, "publish") == 0 ? self->publish_sock
                                                       : NULL;
     return sock ? zsock_endpoint (sock) : NULL;
 }

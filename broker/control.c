@@ -2,9 +2,8 @@
 // listings, rate, policy, pause, retry, backfill, feedback, replay. Every
 // change is a setting or event in the store, committed before the reply.
 
-#include "broker/internal.h"
+#include "broker/control.h"
 #include "broker/replay.h"
-#include "broker/results.h"
 #include "broker/status.h"
 #include "broker/text.h"
 #include "common/cli.h"
@@ -25,11 +24,27 @@
 #define LIST_DEFAULT 1000  // rows of 'pairs' and 'log' by default
 #define LIST_MAX 10000     // and at most
 
+struct _control_t {
+    stages_t stages;          // what status reads
+    const config_t *cfg;      // the stages, by their short names:
+    store_t *store;
+    ingest_t *ingest;
+    dispatch_t *dispatch;
+    results_t *results;
+    storage_t *storage;
+    zloop_t *loop;            // replays' timers
+    zsock_t *publish;         // replayed feedback messages
+    const char *settings;     // default PIV settings
+    peers_t *peers;           // who may read, who may change
+    void *arg;                // the reactor's commit, with its argument
+    int (*commit) (void *arg);
+};
+
 // ---------------------------------------------------------------------------
 // A command: its words, its options, its answer
 
 typedef struct {
-    broker_t *self;
+    control_t *self;
     int argc;            // words after the options are taken out
     char **argv;
     const char *experiment;  // -e EXP
@@ -214,7 +229,7 @@ s_find_experiment (s_cmd_t *cmd, const char *name)
         s_refuse (cmd, 404, "no experiment '%s'", name);
         return NULL;
     }
-    exp_t *exp = broker_experiment (cmd->self, name, util_time_ns ());
+    exp_t *exp = ingest_experiment (cmd->self->ingest, name, util_time_ns ());
     if (!exp)
         s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
     return exp;
@@ -243,7 +258,7 @@ s_put_scope (s_cmd_t *cmd, exp_t *exp)
 static int
 s_commit (s_cmd_t *cmd)
 {
-    if (broker_commit (cmd->self) != 0)
+    if (cmd->self->commit (cmd->self->arg) != 0)
         return s_refuse (cmd, 500, "cannot commit the change: %s", store_error (cmd->self->store));
     return 0;
 }
@@ -254,7 +269,7 @@ s_commit (s_cmd_t *cmd)
 // "KEY":[rows],... of status, experiments and agents (status_experiments,
 // status_agents) within the command's -e, --page and --limit.
 static int
-s_put_list (s_cmd_t *cmd, int (*put) (text_t *, broker_t *, const status_query_t *, int *,
+s_put_list (s_cmd_t *cmd, int (*put) (text_t *, const stages_t *, const status_query_t *, int *,
                                       char *, size_t),
             int *cut)
 {
@@ -262,7 +277,7 @@ s_put_list (s_cmd_t *cmd, int (*put) (text_t *, broker_t *, const status_query_t
                         .page = cmd->page,
                         .most = cmd->given & S_OPT_LIMIT ? (size_t) cmd->limit : STATUS_ROWS};
     char err[600];
-    if (put (&cmd->body, cmd->self, &q, cut, err, sizeof err) != 0)
+    if (put (&cmd->body, &cmd->self->stages, &q, cut, err, sizeof err) != 0)
         return s_refuse (cmd, 500, "%s", err);
     return 0;
 }
@@ -290,14 +305,14 @@ s_only (s_cmd_t *cmd)
 static int
 s_status (s_cmd_t *cmd)
 {
-    broker_t *self = cmd->self;
+    control_t *self = cmd->self;
     if (s_expect (cmd, S_OPT_EXP | S_OPT_PAGE | S_OPT_LIMIT, 1, 1,
                   "status [-e EXP] [--page K] [--limit N]"))
         return -1;
-    broker_commit (self);  // what the status says is committed
+    self->commit (self->arg);  // what the status says is committed
     if (s_only (cmd))
         return -1;
-    status_head (&cmd->body, self);
+    status_head (&cmd->body, &self->stages);
     int cut = 0;
     if (s_put_list (cmd, status_experiments, &cut))
         return -1;
@@ -329,7 +344,7 @@ s_experiments (s_cmd_t *cmd)
     if (s_expect (cmd, S_OPT_EXP | S_OPT_PAGE | S_OPT_LIMIT, 1, 1,
                   "experiments [-e EXP] [--page K] [--limit N]"))
         return -1;
-    broker_commit (cmd->self);
+    cmd->self->commit (cmd->self->arg);
     if (s_only (cmd))
         return -1;
     int cut = 0;
@@ -391,7 +406,7 @@ s_pairs (s_cmd_t *cmd)
                              "skipped)",
                              cmd->state);
     }
-    broker_commit (cmd->self);
+    cmd->self->commit (cmd->self->arg);
     exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
@@ -430,7 +445,7 @@ s_log (s_cmd_t *cmd)
 {
     if (s_expect (cmd, S_OPT_LIMIT | S_OPT_AFTER, 2, 2, "log EXP [--after ID] [--limit N]"))
         return -1;
-    broker_commit (cmd->self);
+    cmd->self->commit (cmd->self->arg);
     exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
@@ -469,8 +484,8 @@ s_rate (s_cmd_t *cmd)
         return s_refuse (cmd, 500, "cannot record the rate: %s", store_error (cmd->self->store));
     if (s_commit (cmd))
         return -1;
-    sched_set_rate (cmd->self->sched, id, rate);
-    broker_dispatch (cmd->self);
+    sched_set_rate (dispatch_sched (cmd->self->dispatch), id, rate);
+    dispatch_now (cmd->self->dispatch);
     s_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"rate_limit\":");
     text_put_number (&cmd->body, rate > 0 ? rate : NAN);
@@ -497,8 +512,8 @@ s_policy (s_cmd_t *cmd)
         return s_refuse (cmd, 500, "cannot record the policy: %s", store_error (cmd->self->store));
     if (s_commit (cmd))
         return -1;
-    sched_set_policy (cmd->self->sched, id, policy);
-    broker_dispatch (cmd->self);
+    sched_set_policy (dispatch_sched (cmd->self->dispatch), id, policy);
+    dispatch_now (cmd->self->dispatch);
     s_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"policy\":\"%s\"}", text);
     return 0;
@@ -518,8 +533,8 @@ s_pause (s_cmd_t *cmd, int paused)
         return s_refuse (cmd, 500, "cannot record the pause: %s", store_error (cmd->self->store));
     if (s_commit (cmd))
         return -1;
-    sched_set_paused (cmd->self->sched, id, paused);
-    broker_dispatch (cmd->self);
+    sched_set_paused (dispatch_sched (cmd->self->dispatch), id, paused);
+    dispatch_now (cmd->self->dispatch);
     s_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"paused\":%s}", paused ? "true" : "false");
     return 0;
@@ -537,7 +552,7 @@ s_reset (s_cmd_t *cmd, store_state_t from)
     if (!exp)
         return -1;
     int moved = store_pairs_reset (cmd->self->store, exp->id, from, util_time_ns (),
-                                   broker_queue_again, cmd->self);
+                                   ingest_queue_again, cmd->self->ingest);
     if (moved < 0)
         return s_refuse (cmd, 500, "cannot move the pairs of '%s': %s", exp->name,
                          store_error (cmd->self->store));
@@ -555,7 +570,7 @@ s_reset (s_cmd_t *cmd, store_state_t from)
 static int
 s_put_feedback (s_cmd_t *cmd, exp_t *exp)
 {
-    broker_t *self = cmd->self;
+    control_t *self = cmd->self;
     const feedback_settings_t *fs = exp && exp->feedback_own ? &exp->feedback : results_feedback (self->results);
     feedback_pi_t none;
     feedback_pi_reset (&none);
@@ -615,11 +630,12 @@ s_feedback (s_cmd_t *cmd)
     // is no interval to integrate over.
     if (strcmp (what, "on") == 0 && exp)
         feedback_pi_reset (&exp->pi);
-    else if (strcmp (what, "on") == 0)
-        for (exp_t *e = zhashx_first (cmd->self->experiments); e;
-             e = zhashx_next (cmd->self->experiments))
+    else if (strcmp (what, "on") == 0) {
+        zhashx_t *experiments = ingest_experiments (cmd->self->ingest);
+        for (exp_t *e = zhashx_first (experiments); e; e = zhashx_next (experiments))
             if (!e->feedback_own)
                 feedback_pi_reset (&e->pi);
+    }
     return s_put_feedback (cmd, exp);
 }
 
@@ -631,7 +647,7 @@ static int
 s_replay_file_event (void *arg, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
                      int64_t closed_ns)
 {
-    return broker_file (arg, exp, name, size, mtime_ns, closed_ns);
+    return ingest_file (arg, exp, name, size, mtime_ns, closed_ns);
 }
 
 // The PIV settings of a replay: the replayed experiment's, with the options
@@ -640,7 +656,7 @@ s_replay_file_event (void *arg, exp_t *exp, const char *name, int64_t size, int6
 static int
 s_replay_settings (s_cmd_t *cmd, const char *base, char *out, size_t size)
 {
-    config_t cfg = cmd->self->cfg;
+    config_t cfg = *cmd->self->cfg;
     char **words = NULL, err[512];
     int n = cli_split (base, &words, err, sizeof err);
     for (int i = 0; i < n; i++) {
@@ -669,7 +685,7 @@ s_replay_settings (s_cmd_t *cmd, const char *base, char *out, size_t size)
 static int
 s_replay (s_cmd_t *cmd)
 {
-    broker_t *self = cmd->self;
+    control_t *self = cmd->self;
     const char *usage = "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] "
                         "[--iterations I] [--deform D] [--feedback-only]";
     if (s_expect (cmd, S_OPT_AS | S_OPT_SPEED | S_OPT_PIV | S_OPT_FEEDBACK_ONLY, 2, 2, usage))
@@ -708,7 +724,8 @@ s_replay (s_cmd_t *cmd)
     if (s_replay_settings (cmd, of->settings, settings, sizeof settings))
         return -1;
     char err[PATH_MAX + 600];
-    replay_host_t host = {self->store, self->loop, self->publish, s_replay_file_event, self};
+    replay_host_t host = {self->store, self->loop, self->publish, s_replay_file_event,
+                          self->ingest};
     replay_t *r = replay_new (&host, of, speed, cmd->feedback_only, err, sizeof err);
     if (!r)
         return s_refuse (cmd, 500, "%s", err);
@@ -722,7 +739,7 @@ s_replay (s_cmd_t *cmd)
                            : s_refuse (cmd, 500, "cannot create '%s': %s", name,
                                        store_error (self->store));
     }
-    exp_t *exp = broker_experiment (self, name, now);
+    exp_t *exp = ingest_experiment (self->ingest, name, now);
     if (!exp) {
         replay_destroy (&r);
         return s_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
@@ -790,7 +807,7 @@ s_provision (s_cmd_t *cmd)
                                     sizeof err);
     if (s_storage_status (cmd, status, err))
         return -1;
-    s_put_exp_reply (cmd, zhashx_lookup (cmd->self->experiments, cmd->argv[1]));
+    s_put_exp_reply (cmd, zhashx_lookup (ingest_experiments (cmd->self->ingest), cmd->argv[1]));
     return 0;
 }
 
@@ -802,7 +819,7 @@ s_archive_or_release (s_cmd_t *cmd, int release)
     exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
-    const char *to = cmd->to ? cmd->to : cmd->self->cfg.storage.archive_dir;
+    const char *to = cmd->to ? cmd->to : cmd->self->cfg->storage.archive_dir;
     if (!release && !*to)
         return s_refuse (cmd, 400, "archive needs --to DIR (or storage/archive_dir)");
     char err[PATH_MAX * 2];
@@ -837,7 +854,7 @@ s_warnings (s_cmd_t *cmd)
     const char *usage = "warnings [list] | warnings clear N|all";
     if (s_expect (cmd, 0, 1, 3, usage))
         return -1;
-    broker_t *self = cmd->self;
+    control_t *self = cmd->self;
     int cleared = 0;
     if (cmd->argc > 1 && strcmp (cmd->argv[1], "clear") == 0) {
         if (cmd->argc != 3)
@@ -1002,16 +1019,16 @@ s_check_names (s_cmd_t *cmd, size_t command)
 static int
 s_allowed (s_cmd_t *cmd, size_t command)
 {
-    broker_t *self = cmd->self;
+    control_t *self = cmd->self;
     // A key whose certificate was removed reads nothing more either.
-    if (!broker_key_allowed (self, cmd->peer, BROKER_ROLE_READER))
+    if (!peers_allowed (self->peers, cmd->peer, BROKER_ROLE_READER))
         return 0;
-    if (!s_commands[command].changes || !self->operators)
+    if (!s_commands[command].changes || !peers_curve (self->peers))
         return 1;
     const char *reads = s_commands[command].reads;
     if (reads && cmd->argc > 1 && strcmp (cmd->argv[1], reads) == 0)
         return 1;
-    return broker_key_allowed (self, cmd->peer, BROKER_ROLE_OPERATOR);
+    return peers_allowed (self->peers, cmd->peer, BROKER_ROLE_OPERATOR);
 }
 
 static void
@@ -1061,14 +1078,43 @@ s_run (s_cmd_t *cmd, const char *line)
     free (words);
 }
 
-int
-broker_on_control (zloop_t *loop, zsock_t *reader, void *arg)
+control_t *
+control_new (const control_host_t *host)
 {
-    (void) loop;
-    broker_t *self = arg;
+    control_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->stages = host->stages;
+    self->cfg = host->stages.cfg;
+    self->store = host->stages.store;
+    self->ingest = host->stages.ingest;
+    self->dispatch = host->stages.dispatch;
+    self->results = host->stages.results;
+    self->storage = host->stages.storage;
+    self->loop = host->loop;
+    self->publish = host->publish;
+    self->settings = host->settings;
+    self->peers = host->peers;
+    self->arg = host->arg;
+    self->commit = host->commit;
+    return self;
+}
+
+void
+control_destroy (control_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    free (*self_p);
+    *self_p = NULL;
+}
+
+void
+control_on_request (control_t *self, zsock_t *reader)
+{
     zmsg_t *zmsg = zmsg_recv (reader);
     if (!zmsg)
-        return 0;
+        return;
     zframe_t *identity = zmsg_pop (zmsg);
     proto_msg_t msg = {0}, reply = {.command = PROTO_REPLY};
     char err[512];
@@ -1089,71 +1135,8 @@ broker_on_control (zloop_t *loop, zsock_t *reader, void *arg)
     }
     reply.status = cmd.status;
     reply.text = cmd.body.data ? cmd.body.data : "";
-    proto_send (&reply, identity, self->control);
+    proto_send (&reply, identity, reader);
     free (cmd.body.data);
     proto_msg_release (&msg);
     zframe_destroy (&identity);
-    return 0;
 }
-
-// ---------------------------------------------------------------------------
-// Start-up: the settings in force when the broker stopped
-
-static int
-s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
-{
-    broker_t *self = arg;
-    exp_t *exp = NULL;
-    for (exp_t *e = zhashx_first (self->experiments); e; e = zhashx_next (self->experiments))
-        if (e->id == experiment)
-            exp = e;
-    if (experiment != 0 && !exp)
-        return 0;  // an experiment the store no longer knows
-    if (strcmp (key, "rate") == 0)
-        sched_set_rate (self->sched, experiment, strcmp (value, "max") == 0 ? 0 : atof (value));
-    else if (strcmp (key, "paused") == 0)
-        sched_set_paused (self->sched, experiment, strcmp (value, "1") == 0);
-    else if (strcmp (key, "policy") == 0) {
-        char **words = NULL, err[256];
-        sched_policy_t policy;
-        int n = cli_split (value, &words, err, sizeof err);
-        if (n > 0 && sched_policy_parse (n, words, &policy, err, sizeof err) == 0)
-            sched_set_policy (self->sched, experiment, policy);
-        free (words);
-    }
-    else if (strcmp (key, "feedback") == 0) {
-        char **words = NULL, err[256];
-        feedback_settings_t fs;
-        feedback_settings_init (&fs);
-        int n = cli_split (value, &words, err, sizeof err);
-        if (n >= 0 && feedback_settings_apply (&fs, n, words, err, sizeof err) == 0) {
-            if (exp) {
-                exp->feedback = fs;
-                exp->feedback_own = 1;
-            }
-            else
-                *results_feedback (self->results) = fs;
-        }
-        else
-            log_warning ("ignoring the recorded feedback settings '%s': %s", value, err);
-        free (words);
-    }
-    return 0;
-}
-
-static int
-s_load_experiment (void *arg, const store_experiment_t *e)
-{
-    broker_t *self = arg;
-    return broker_experiment (self, e->name, util_time_ns ()) ? 0 : -1;
-}
-
-int
-broker_settings_load (broker_t *self)
-{
-    if (store_experiments (self->store, s_load_experiment, self) < 0
-        || store_settings (self->store, s_load_one, self) < 0)
-        return -1;
-    return 0;
-}
-

@@ -5,7 +5,6 @@
 // goes to the results stage (results.c); what must wait for the commit
 // (RECORDED) goes to the reactor's 'after' list.
 
-#include "broker/internal.h"
 #include "broker/dispatch.h"
 #include "broker/publish.h"
 #include "broker/results.h"
@@ -27,12 +26,37 @@
 #define AGENT_IDS_PER_PEER 64        // agent ids one peer may add to the store an hour
 #define AGENT_IDS_PER_HOUR_MIN 64    // ... and all peers, at least (else broker/max_agents)
 
-static int s_backoff_due (zloop_t *loop, int timer_id, void *arg);
-static void s_check_deadlines (broker_t *self, int64_t now);
-static void s_agent_drop (broker_t *self, agent_rec_t *agent, const char *reason, int lost);
+struct _dispatch_t {
+    const config_t *cfg;      // configuration
+    store_t *store;           // the durable state
+    zloop_t *loop;            // the reactor
+    zsock_t *work;            // ROUTER: agents (NULL until bound)
+    zsock_t *publish;         // PUB: the 'agents' topic (NULL until bound)
+    results_t *results;       // the results stage
+    clocks_t *clocks;         // peers' clocks
+    zlistx_t *fresh;          // the reactor's: queued after the commit
+    peers_t *peers;           // agents' keys, refusals logged
+    void *arg;                // the host's callbacks, with their argument
+    void (*after) (void *arg, zframe_t *identity, proto_msg_t *msg);
+    int (*held) (void *arg);
+    void (*frame_path) (void *arg, exp_t *exp, const char *name, char *out, size_t size);
+    sched_t *sched;           // pairs ready to dispatch: policy, rate, pause
+    zhashx_t *agents;         // identity (hex) -> agent_rec_t
+    int wake_timer;           // one-shot timer for a rate-limited queue, or -1
+    zlistx_t *backoff;        // task_t that FAILED, waiting out their retry delay
+    int backoff_timer;        // one-shot timer for the earliest of them, or -1
+    zhashx_t *new_ids;        // peer -> agent ids first recorded in this hour (int64 in a ptr)
+    zhashx_t *recorded_ids;   // agent ids recorded in the store since start (bounded)
+    int64_t new_ids_hour;     // the hour new_ids counts
+    int64_t new_ids_total;    // agent ids first recorded in this hour, all peers
+};
 
-void
-dispatch_agent_destroy (agent_rec_t **self_p)
+static int s_backoff_due (zloop_t *loop, int timer_id, void *arg);
+static void s_check_deadlines (dispatch_t *self, int64_t now);
+static void s_agent_drop (dispatch_t *self, agent_rec_t *agent, const char *reason, int lost);
+
+static void
+s_agent_destroy (agent_rec_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
@@ -46,9 +70,106 @@ dispatch_agent_destroy (agent_rec_t **self_p)
     *self_p = NULL;
 }
 
+static void
+s_task_free (void *task, void *arg)
+{
+    (void) arg;
+    task_t *t = task;
+    broker_task_destroy (&t);
+}
+
+dispatch_t *
+dispatch_new (const dispatch_host_t *host)
+{
+    dispatch_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->cfg = host->cfg;
+    self->store = host->store;
+    self->loop = host->loop;
+    self->results = host->results;
+    self->clocks = host->clocks;
+    self->fresh = host->fresh;
+    self->peers = host->peers;
+    self->arg = host->arg;
+    self->after = host->after;
+    self->held = host->held;
+    self->frame_path = host->frame_path;
+    self->wake_timer = -1;
+    self->backoff_timer = -1;
+    self->sched = sched_new ();
+    self->agents = zhashx_new ();
+    self->backoff = zlistx_new ();
+    self->new_ids = zhashx_new ();
+    self->recorded_ids = zhashx_new ();
+    if (!self->sched || !self->agents || !self->backoff || !self->new_ids || !self->recorded_ids) {
+        dispatch_destroy (&self);
+        return NULL;
+    }
+    zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) s_agent_destroy);
+    zlistx_set_destructor (self->backoff, (zlistx_destructor_fn *) broker_task_destroy);
+    // new_ids, recorded_ids: counts and flags, not pointers: nothing to
+    // free (zhashx's default).
+    return self;
+}
+
+void
+dispatch_goodbye (dispatch_t *self)
+{
+    // Agents learn at once that their tasks are gone, not after a timeout.
+    if (self->work)
+        for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
+            proto_msg_t bye = {.command = PROTO_DISCONNECT};
+            proto_send (&bye, a->identity, self->work);
+        }
+}
+
+void
+dispatch_destroy (dispatch_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    dispatch_t *self = *self_p;
+    zhashx_destroy (&self->new_ids);
+    zhashx_destroy (&self->recorded_ids);
+    zhashx_destroy (&self->agents);
+    if (self->sched)
+        sched_clear (self->sched, s_task_free, NULL);
+    sched_destroy (&self->sched);
+    zlistx_destroy (&self->backoff);
+    free (self);
+    *self_p = NULL;
+}
+
+void
+dispatch_set_sockets (dispatch_t *self, zsock_t *work, zsock_t *publish)
+{
+    self->work = work;
+    self->publish = publish;
+}
+
+sched_t *
+dispatch_sched (dispatch_t *self)
+{
+    return self->sched;
+}
+
+zhashx_t *
+dispatch_agents (dispatch_t *self)
+{
+    return self->agents;
+}
+
+void
+dispatch_clear (dispatch_t *self)
+{
+    sched_clear (self->sched, s_task_free, NULL);
+    zlistx_purge (self->backoff);  // pending in the store: loaded again
+}
+
 // "agents": an agent joined, left, or is presumed dead ('event').
 static void
-s_publish_agent (broker_t *self, const agent_rec_t *agent, const char *event, const char *reason)
+s_publish_agent (dispatch_t *self, const agent_rec_t *agent, const char *event, const char *reason)
 {
     char json[2048];
     size_t len = 0, size = sizeof json;
@@ -76,7 +197,7 @@ s_publish_agent (broker_t *self, const agent_rec_t *agent, const char *event, co
 // another clock) finds the task not due and is armed again for it: no
 // task waits for a timer that is gone.
 static void
-s_backoff_arm (broker_t *self, int64_t now)
+s_backoff_arm (dispatch_t *self, int64_t now)
 {
     if (self->backoff_timer >= 0 && self->loop)
         zloop_timer_end (self->loop, self->backoff_timer);
@@ -96,36 +217,36 @@ static int
 s_backoff_due (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
-    broker_t *self = arg;
+    dispatch_t *self = arg;
     self->backoff_timer = -1;  // a one-shot timer: gone once it fired
     int64_t now = util_time_ns ();
     for (task_t *task = zlistx_first (self->backoff); task; task = zlistx_next (self->backoff))
         if (task->not_before_ns <= now) {
             zlistx_detach_cur (self->backoff);  // the cursor goes back one
-            broker_enqueue (self, task, 0);
+            dispatch_enqueue (self, task, 0);
         }
     s_backoff_arm (self, now);
-    broker_dispatch (self);
+    dispatch_now (self);
     return 0;
 }
 
 // Holds a task that FAILED until its retry delay has passed (other pairs
 // go on meanwhile); a task without a delay is queued at once.
 void
-dispatch_backoff_add (broker_t *self, task_t *task, int64_t now)
+dispatch_backoff_add (dispatch_t *self, task_t *task, int64_t now)
 {
     if (task->not_before_ns <= now || !self->loop || !zlistx_add_end (self->backoff, task)) {
-        broker_enqueue (self, task, 0);  // no delay rather than no retry
+        dispatch_enqueue (self, task, 0);  // no delay rather than no retry
         return;
     }
     s_backoff_arm (self, now);
     task_t *held;
     while (self->backoff_timer < 0 && (held = zlistx_detach (self->backoff, NULL)))
-        broker_enqueue (self, held, 0);  // no timer: no delay rather than no retry
+        dispatch_enqueue (self, held, 0);  // no timer: no delay rather than no retry
 }
 
 void
-broker_enqueue (broker_t *self, task_t *task, int fresh)
+dispatch_enqueue (dispatch_t *self, task_t *task, int fresh)
 {
     if (task->expired) {
         // A late FAILED of an attempt whose deadline passed: its copy is
@@ -159,17 +280,25 @@ s_agent_key (zframe_t *identity, char key[512])
     return key;
 }
 
-agent_rec_t *
-dispatch_agent (broker_t *self, zframe_t *identity)
+static agent_rec_t *
+s_agent (dispatch_t *self, zframe_t *identity)
 {
     char key[512];
     return zhashx_lookup (self->agents, s_agent_key (identity, key));
 }
 
-static int64_t
-s_expiry (broker_t *self, int64_t now)
+void
+dispatch_recorded (dispatch_t *self, zframe_t *identity, proto_msg_t *msg)
 {
-    return now + (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
+    agent_rec_t *agent = s_agent (self, identity);
+    if (!agent || proto_batch_add (agent->out, msg) != 0)
+        proto_send (msg, identity, self->work);
+}
+
+static int64_t
+s_expiry (dispatch_t *self, int64_t now)
+{
+    return now + (int64_t) self->cfg->broker.heartbeat_ms * self->cfg->broker.liveness * 1000000;
 }
 
 // The task of (pair, attempt) that 'agent' holds, left in its list with
@@ -189,7 +318,7 @@ s_held (agent_rec_t *agent, uint64_t pair, uint32_t attempt)
 
 // The agent that holds 'pair' in memory (any attempt), or NULL.
 static agent_rec_t *
-s_holder (broker_t *self, uint64_t pair)
+s_holder (dispatch_t *self, uint64_t pair)
 {
     for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
         for (task_t *task = zlistx_first (a->tasks); task; task = zlistx_next (a->tasks))
@@ -204,7 +333,7 @@ s_holder (broker_t *self, uint64_t pair)
 // store says that attempt went to an agent of the sender's id. 1, or 0
 // with why (the caller logs it and drops the message).
 static int
-s_may_answer (broker_t *self, agent_rec_t *agent, const proto_msg_t *msg, char *why,
+s_may_answer (dispatch_t *self, agent_rec_t *agent, const proto_msg_t *msg, char *why,
               size_t whylen)
 {
     if (!agent) {
@@ -238,11 +367,11 @@ s_may_answer (broker_t *self, agent_rec_t *agent, const proto_msg_t *msg, char *
 // passed) goes back to the queue with the loss counted; a pair that has
 // lost max_attempts agents fails instead (store_pair_lost). Takes task.
 static void
-s_task_lost (broker_t *self, task_t *task, const char *reason, int64_t now)
+s_task_lost (dispatch_t *self, task_t *task, const char *reason, int64_t now)
 {
     int failed = 0;
     if (store_pair_lost (self->store, task->pair, task->attempt, reason,
-                         self->cfg.broker.max_attempts, now, &failed)
+                         self->cfg->broker.max_attempts, now, &failed)
         != 0)
         log_error ("cannot requeue pair %lld of '%s': %s", (long long) task->pair,
                    task->exp->name, store_error (self->store));
@@ -250,22 +379,22 @@ s_task_lost (broker_t *self, task_t *task, const char *reason, int64_t now)
         log_warning ("pair %lld ('%s/%s') failed for good: agent lost %d times on this pair "
                      "(last: %s)",
                      (long long) task->pair, task->exp->name, task->stem,
-                     self->cfg.broker.max_attempts, reason);
+                     self->cfg->broker.max_attempts, reason);
         char error[600];
         snprintf (error, sizeof error, "agent lost %d times on this pair (last: %s)",
-                  self->cfg.broker.max_attempts, reason);
-        results_publish_failed (self->results, task, self->cfg.broker.max_attempts, error, now);
+                  self->cfg->broker.max_attempts, reason);
+        results_publish_failed (self->results, task, self->cfg->broker.max_attempts, error, now);
         broker_task_destroy (&task);
         return;
     }
-    broker_enqueue (self, task, 0);
+    dispatch_enqueue (self, task, 0);
 }
 
 // Puts an agent's tasks back at the head of the queue, oldest first; 'lost'
 // counts it against each pair (the agent is presumed dead). A task whose
 // deadline passed already went back: its place holder is dropped.
 static void
-s_requeue_tasks (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
+s_requeue_tasks (dispatch_t *self, agent_rec_t *agent, const char *reason, int lost)
 {
     task_t *task;
     while ((task = zlistx_last (agent->tasks))) {
@@ -277,7 +406,7 @@ s_requeue_tasks (broker_t *self, agent_rec_t *agent, const char *reason, int los
             s_task_lost (self, task, reason, now);
         else {
             store_pair_requeue (self->store, task->pair, reason, now);
-            broker_enqueue (self, task, 0);
+            dispatch_enqueue (self, task, 0);
         }
     }
 }
@@ -285,7 +414,7 @@ s_requeue_tasks (broker_t *self, agent_rec_t *agent, const char *reason, int los
 // Forgets an agent; 'lost': it vanished (presumed dead), which counts
 // against the pairs it held, rather than going politely.
 static void
-s_agent_drop (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
+s_agent_drop (dispatch_t *self, agent_rec_t *agent, const char *reason, int lost)
 {
     log_notice ("agent '%s' on %s %s; %zu task(s) back in the queue", agent->id,
                 agent->host, reason, zlistx_size (agent->tasks));
@@ -298,7 +427,7 @@ s_agent_drop (broker_t *self, agent_rec_t *agent, const char *reason, int lost)
 // An agent gone for a benign reason (it said so, or hello again): its tasks
 // go back without a loss counted.
 static void
-s_agent_forget (broker_t *self, agent_rec_t *agent, const char *reason)
+s_agent_forget (dispatch_t *self, agent_rec_t *agent, const char *reason)
 {
     s_agent_drop (self, agent, reason, 0);
 }
@@ -308,10 +437,10 @@ s_agent_forget (broker_t *self, agent_rec_t *agent, const char *reason)
 // 30 s; 10 minutes before it has any (a slow agent's first large fields
 // must not be taken from it).
 static int64_t
-s_deadline_ns (broker_t *self, const agent_rec_t *agent)
+s_deadline_ns (dispatch_t *self, const agent_rec_t *agent)
 {
-    if (self->cfg.broker.task_deadline_ms > 0)
-        return (int64_t) self->cfg.broker.task_deadline_ms * 1000000;
+    if (self->cfg->broker.task_deadline_ms > 0)
+        return (int64_t) self->cfg->broker.task_deadline_ms * 1000000;
     if (agent->computes == 0)
         return (int64_t) 600 * 1000000000;
     int64_t sorted[COMPUTE_KEPT];
@@ -346,7 +475,7 @@ s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
 // (its credit) until it answers; its late answer is then a duplicate, or
 // the result if none came first.
 static void
-s_check_deadlines (broker_t *self, int64_t now)
+s_check_deadlines (dispatch_t *self, int64_t now)
 {
     for (agent_rec_t *agent = zhashx_first (self->agents); agent;
          agent = zhashx_next (self->agents))
@@ -374,9 +503,9 @@ static int
 s_wake (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
-    broker_t *self = arg;
+    dispatch_t *self = arg;
     self->wake_timer = -1;
-    broker_dispatch (self);
+    dispatch_now (self);
     return 0;
 }
 
@@ -385,7 +514,7 @@ s_wake (zloop_t *loop, int timer_id, void *arg)
 // another agent (a gone one expires at the next heartbeat check); the
 // RECORDED in it are lost, and the agent sends those results again.
 static void
-s_flush_agent (broker_t *self, agent_rec_t *agent)
+s_flush_agent (dispatch_t *self, agent_rec_t *agent)
 {
     if (proto_batch_size (agent->out) == 0)
         return;
@@ -406,7 +535,7 @@ s_flush_agent (broker_t *self, agent_rec_t *agent)
 }
 
 static void
-s_flush_agents (broker_t *self)
+s_flush_agents (dispatch_t *self)
 {
     for (agent_rec_t *agent = zhashx_first (self->agents); agent;
          agent = zhashx_next (self->agents))
@@ -416,7 +545,7 @@ s_flush_agents (broker_t *self)
 // Gives one task to an agent: recorded as dispatched, and into the batch
 // that s_flush_agents sends. 0, or -1 if it went back to the queue.
 static int
-s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
+s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
 {
     for (task_t *held = zlistx_first (agent->tasks); held; held = zlistx_next (agent->tasks))
         if (held->pair == task->pair) {
@@ -437,9 +566,9 @@ s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     exp_t *exp = task->exp;
     char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
     // Under the watch root, or where the archive put them (doc/storage.md).
-    storage_frame_path (self->storage, exp, task->name_a, path_a, sizeof path_a);
+    self->frame_path (self->arg, exp, task->name_a, path_a, sizeof path_a);
     if (task->name_b)
-        storage_frame_path (self->storage, exp, task->name_b, path_b, sizeof path_b);
+        self->frame_path (self->arg, exp, task->name_b, path_b, sizeof path_b);
     snprintf (output, sizeof output, "%s/%s.txt", exp->name, task->stem);
     proto_msg_t msg = {.command = PROTO_TASK,
                        .pair = (uint64_t) task->pair,
@@ -463,11 +592,11 @@ s_send_task (broker_t *self, agent_rec_t *agent, task_t *task, int64_t now)
 }
 
 void
-broker_dispatch (broker_t *self)
+dispatch_now (dispatch_t *self)
 {
     // The free-space guard holds new work back while a volume it writes to
     // is critically full (doc/storage.md); tasks out finish.
-    if (self->store_failed || (self->storage && storage_paused (self->storage)) || sched_size (self->sched) == 0) {
+    if (self->held (self->arg) || sched_size (self->sched) == 0) {
         s_flush_agents (self);
         return;
     }
@@ -479,7 +608,7 @@ broker_dispatch (broker_t *self)
         gave = 0;
         for (agent_rec_t *agent = zhashx_first (self->agents); agent && more;
              agent = zhashx_next (self->agents)) {
-            if (agent->credit == 0 || !broker_key_allowed (self, agent->key, BROKER_ROLE_AGENT))
+            if (agent->credit == 0 || !peers_allowed (self->peers, agent->key, BROKER_ROLE_AGENT))
                 continue;
             int64_t exp, pair;
             task_t *task = sched_next (self->sched, now, &exp, &pair);
@@ -514,14 +643,14 @@ s_take_task (agent_rec_t *agent, int64_t pair)
 // as after a broker restart); any other gets RECORDED (an honest agent
 // whose task was taken back drops it; the pair's holder answers for it).
 static void
-s_refuse_answer (broker_t *self, zframe_t *identity, agent_rec_t *agent, const proto_msg_t *msg,
+s_refuse_answer (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, const proto_msg_t *msg,
                  const char *why)
 {
     char *peer = agent ? NULL : zframe_strhex (identity);
-    broker_refused (self, "work: %s of pair %llu attempt %u from %s%s%s ignored: %s",
-                    proto_command_name (msg->command), (unsigned long long) msg->pair,
-                    msg->attempt, agent ? "agent '" : "connection ",
-                    agent ? agent->id : (peer ? peer : "?"), agent ? "'" : "", why);
+    peers_refused (self->peers, "work: %s of pair %llu attempt %u from %s%s%s ignored: %s",
+                   proto_command_name (msg->command), (unsigned long long) msg->pair,
+                   msg->attempt, agent ? "agent '" : "connection ",
+                   agent ? agent->id : (peer ? peer : "?"), agent ? "'" : "", why);
     free (peer);
     if (!agent) {
         proto_msg_t bye = {.command = PROTO_DISCONNECT};
@@ -529,11 +658,11 @@ s_refuse_answer (broker_t *self, zframe_t *identity, agent_rec_t *agent, const p
         return;
     }
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
-    broker_after (self, identity, &ok);
+    self->after (self->arg, identity, &ok);
 }
 
 static void
-s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
+s_on_result (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
     char why[512];
@@ -570,11 +699,11 @@ s_on_result (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
     broker_task_destroy (&task);
     results_counted (self->results, recorded, now);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
-    broker_after (self, identity, &ok);
+    self->after (self->arg, identity, &ok);
 }
 
 static void
-s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
+s_on_failed (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
     char why[512];
@@ -585,7 +714,7 @@ s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
     int failed = 0;
     if (store_pair_failure (self->store, (int64_t) msg->pair, (int) msg->attempt,
                             agent->id, msg->text ? msg->text : "",
-                            self->cfg.broker.max_attempts, now, &failed)
+                            self->cfg->broker.max_attempts, now, &failed)
         != 0) {
         log_error ("cannot record the failure of pair %llu: %s",
                    (unsigned long long) msg->pair, store_error (self->store));
@@ -598,7 +727,7 @@ s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
         log_warning ("pair %llu failed for good: %s", (unsigned long long) msg->pair,
                      msg->text ? msg->text : "");
     if (task && failed)
-        results_publish_failed (self->results, task, self->cfg.broker.max_attempts, msg->text ? msg->text : "",
+        results_publish_failed (self->results, task, self->cfg->broker.max_attempts, msg->text ? msg->text : "",
                           now);
     if (task && !failed) {
         // Another attempt, after the commit and a delay that doubles with
@@ -614,7 +743,7 @@ s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
     else
         broker_task_destroy (&task);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
-    broker_after (self, identity, &ok);
+    self->after (self->arg, identity, &ok);
 }
 
 // Whether agent 'id' from 'peer' may get a row in the store's agents table
@@ -624,7 +753,7 @@ s_on_failed (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t
 // broker/max_agents (at least AGENT_IDS_PER_HOUR_MIN). So HELLOs with ever
 // new ids add a bounded number of rows an hour; the agent works either way.
 static int
-s_may_record_agent (broker_t *self, const char *peer, const char *id, int64_t now)
+s_may_record_agent (dispatch_t *self, const char *peer, const char *id, int64_t now)
 {
     if (zhashx_lookup (self->recorded_ids, id))
         return 1;
@@ -634,16 +763,16 @@ s_may_record_agent (broker_t *self, const char *peer, const char *id, int64_t no
         self->new_ids_total = 0;
         zhashx_purge (self->new_ids);
     }
-    int64_t total_max = self->cfg.broker.max_agents > AGENT_IDS_PER_HOUR_MIN
-                            ? self->cfg.broker.max_agents
+    int64_t total_max = self->cfg->broker.max_agents > AGENT_IDS_PER_HOUR_MIN
+                            ? self->cfg->broker.max_agents
                             : AGENT_IDS_PER_HOUR_MIN;
     intptr_t from_peer = (intptr_t) zhashx_lookup (self->new_ids, peer);
     if (from_peer >= AGENT_IDS_PER_PEER || self->new_ids_total >= total_max) {
-        broker_refused (self,
-                        "work: agent '%s' from %s not recorded in the store: %s new agent ids "
-                        "this hour already (at most %d a peer, %lld in all)",
-                        id, peer, from_peer >= AGENT_IDS_PER_PEER ? "its peer gave" : "peers gave",
-                        AGENT_IDS_PER_PEER, (long long) total_max);
+        peers_refused (self->peers,
+                       "work: agent '%s' from %s not recorded in the store: %s new agent ids "
+                       "this hour already (at most %d a peer, %lld in all)",
+                       id, peer, from_peer >= AGENT_IDS_PER_PEER ? "its peer gave" : "peers gave",
+                       AGENT_IDS_PER_PEER, (long long) total_max);
         return 0;
     }
     zhashx_update (self->new_ids, peer, (void *) (from_peer + 1));
@@ -663,7 +792,7 @@ s_may_record_agent (broker_t *self, const char *peer, const char *id, int64_t no
 // stale and changes nothing. RECORDED either way, so that it stops
 // resending.
 static void
-s_on_defer (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
+s_on_defer (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t *msg)
 {
     task_t *task = NULL;
     for (task_t *t = agent ? zlistx_first (agent->tasks) : NULL; t;
@@ -693,23 +822,23 @@ s_on_defer (broker_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_t 
             broker_task_destroy (&task);
     }
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};
-    broker_after (self, identity, &ok);
+    self->after (self->arg, identity, &ok);
 }
 
 static void
-s_on_hello (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
+s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
     int64_t now = util_time_ns ();
-    agent_rec_t *agent = dispatch_agent (self, identity);
+    agent_rec_t *agent = s_agent (self, identity);
     if (agent)  // a reconnect under the same identity: its tasks start again
         s_agent_forget (self, agent, "said hello again");
-    else if (zhashx_size (self->agents) >= (size_t) self->cfg.broker.max_agents) {
+    else if (zhashx_size (self->agents) >= (size_t) self->cfg->broker.max_agents) {
         // Not answered: the agent's heartbeats get DISCONNECT (an unknown
         // agent), so it tries again once a heartbeat, not in a tight loop.
-        broker_refused (self, "work: HELLO of agent '%s' on %s refused: %zu agents known "
-                              "already (broker/max_agents)",
-                        msg->name ? msg->name : "?", msg->text ? msg->text : "?",
-                        zhashx_size (self->agents));
+        peers_refused (self->peers, "work: HELLO of agent '%s' on %s refused: %zu agents known "
+                                    "already (broker/max_agents)",
+                       msg->name ? msg->name : "?", msg->text ? msg->text : "?",
+                       zhashx_size (self->agents));
         return;
     }
     agent = calloc (1, sizeof *agent);
@@ -728,7 +857,7 @@ s_on_hello (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
     agent->out = proto_batch_new ();
     agent->expires_ns = s_expiry (self, now);
     if (!agent->identity || !agent->id || !agent->host || !agent->tasks || !agent->out) {
-        dispatch_agent_destroy (&agent);
+        s_agent_destroy (&agent);
         return;
     }
     zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) broker_task_destroy);
@@ -743,11 +872,11 @@ s_on_hello (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
 
 // One message from an agent (alone, or one of a BATCH).
 static void
-s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
+s_work_msg (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
     if (msg->command == PROTO_HELLO)
         s_on_hello (self, identity, key, msg);
-    agent_rec_t *agent = dispatch_agent (self, identity);
+    agent_rec_t *agent = s_agent (self, identity);
     if (!agent && msg->command != PROTO_RESULT && msg->command != PROTO_FAILED
         && msg->command != PROTO_HELLO && msg->command != PROTO_DEFER) {
         // An agent the broker does not know (it restarted): ask it to say
@@ -808,17 +937,17 @@ s_work_msg (broker_t *self, zframe_t *identity, const char *key, proto_msg_t *ms
 }
 
 void
-dispatch_work_one (broker_t *self, zsock_t *reader)
+dispatch_work_one (dispatch_t *self, zsock_t *reader)
 {
     zframe_t *identity = NULL;
     proto_msg_t msg;
     char err[512], key[64];
     int rc = proto_recv_from (reader, &identity, key, sizeof key, &msg, err, sizeof err);
-    agent_rec_t *agent = identity ? dispatch_agent (self, identity) : NULL;
+    agent_rec_t *agent = identity ? s_agent (self, identity) : NULL;
     if (rc != 0) {
         if (rc == -1)
-            broker_refused (self, "work: from agent '%s': %s", agent ? agent->id : "unknown",
-                            err);
+            peers_refused (self->peers, "work: from agent '%s': %s", agent ? agent->id : "unknown",
+                           err);
         zframe_destroy (&identity);
         proto_msg_release (&msg);
         return;
@@ -826,10 +955,10 @@ dispatch_work_one (broker_t *self, zsock_t *reader)
     // With CURVE, only keys of clients/agents/ use work, and only while
     // their certificate is there: a revoked agent is forgotten (its tasks
     // go back to the queue) and nothing it sends is taken.
-    if (!broker_key_allowed (self, key, BROKER_ROLE_AGENT)) {
-        broker_refused (self, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
-                        proto_command_name (msg.command), *key ? key : "(none)",
-                        agent ? "; its agent is forgotten" : "");
+    if (!peers_allowed (self->peers, key, BROKER_ROLE_AGENT)) {
+        peers_refused (self->peers, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
+                       proto_command_name (msg.command), *key ? key : "(none)",
+                       agent ? "; its agent is forgotten" : "");
         if (agent)
             s_agent_forget (self, agent, "has a key no longer admitted");
         proto_msg_release (&msg);
@@ -846,7 +975,7 @@ dispatch_work_one (broker_t *self, zsock_t *reader)
 // The heartbeat: HEARTBEAT to each live agent, the silent ones dropped
 // (presumed dead), then the deadlines checked.
 void
-dispatch_heartbeat (broker_t *self, int64_t now)
+dispatch_heartbeat (dispatch_t *self, int64_t now)
 {
     zlistx_t *dead = zlistx_new ();
     for (agent_rec_t *agent = zhashx_first (self->agents); agent;

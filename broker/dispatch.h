@@ -1,21 +1,78 @@
-// dispatch.h — the dispatch stage (dispatch.c): agents, the scheduler's
-// queue, retry delays, deadlines, and the TASKs sent.
+// dispatch.h — the dispatch stage (dispatch.c): agents on the work socket,
+// the scheduler's queue, retry delays, deadlines, and the TASKs sent. It
+// reports back to the reactor through dispatch_host_t: RECORDED to send
+// after the commit, tasks to queue after it ('fresh'), whether dispatch is
+// held, where an agent reads a frame.
 
 #ifndef BROKER_DISPATCH_H
 #define BROKER_DISPATCH_H
 
-#include "broker/internal.h"
+#include "broker/clocks.h"
+#include "broker/model.h"
+#include "broker/peers.h"
+#include "broker/results.h"
+#include "broker/sched.h"
+#include "common/config.h"
+#include "common/proto.h"
+#include "store/store.h"
 
-// One message of the work socket (alone or a BATCH), read from 'reader'.
-void dispatch_work_one (broker_t *self, zsock_t *reader);
-// The heartbeat: HEARTBEAT to each live agent, the silent ones dropped
-// (presumed dead, their tasks back in the queue), the deadlines checked.
-void dispatch_heartbeat (broker_t *self, int64_t now);
+#include <czmq.h>
+
+typedef struct _dispatch_t dispatch_t;
+
+// What the dispatch stage is given (not owned).
+typedef struct {
+    const config_t *cfg;   // the broker's configuration (a reload changes it in place)
+    store_t *store;        // pairs dispatched, answers recorded
+    zloop_t *loop;         // its timers: the rate limit's wake-up, retry delays
+    results_t *results;    // recorded results and pairs failed for good go here
+    clocks_t *clocks;      // agents' clocks, from their HEARTBEATs
+    zlistx_t *fresh;       // the reactor's: task_t queued once the open transaction commits
+    peers_t *peers;        // agents' keys checked, refusals logged
+    void *arg;             // for the callbacks:
+    // Sends msg (whose strings it takes over) to 'identity' after the next
+    // commit (RECORDED).
+    void (*after) (void *arg, zframe_t *identity, proto_msg_t *msg);
+    // 1 while new work is held back (the store failed, the guard pauses).
+    int (*held) (void *arg);
+    // The path of frame 'name' of exp as an agent reads it.
+    void (*frame_path) (void *arg, exp_t *exp, const char *name, char *out, size_t size);
+} dispatch_host_t;
+
+// The stage, without sockets yet. NULL without memory.
+dispatch_t *dispatch_new (const dispatch_host_t *host);
+// Tells agents it is going (DISCONNECT: their tasks are gone), once the
+// sockets are set.
+void dispatch_goodbye (dispatch_t *self);
+void dispatch_destroy (dispatch_t **self_p);
+// The work socket (TASK, HEARTBEAT, DISCONNECT) and the publish socket (the
+// 'agents' topic), once bound.
+void dispatch_set_sockets (dispatch_t *self, zsock_t *work, zsock_t *publish);
+
+// The scheduler (policy, rate, pause: control, status, settings).
+sched_t *dispatch_sched (dispatch_t *self);
+// The agents: identity (hex) -> agent_rec_t (status reads them).
+zhashx_t *dispatch_agents (dispatch_t *self);
+
+// Queues a task for dispatch ('fresh': subject to sampling); a task sampling
+// leaves out is marked skipped and freed.
+void dispatch_enqueue (dispatch_t *self, task_t *task, int fresh);
 // Holds a task that FAILED until its retry delay has passed (other pairs
 // go on meanwhile); a task without a delay is queued at once.
-void dispatch_backoff_add (broker_t *self, task_t *task, int64_t now);
-// The agent of routing id 'identity', or NULL.
-agent_rec_t *dispatch_agent (broker_t *self, zframe_t *identity);
-void dispatch_agent_destroy (agent_rec_t **self_p);
+void dispatch_backoff_add (dispatch_t *self, task_t *task, int64_t now);
+// Forgets the queue and the tasks waiting out a retry delay (after a failed
+// commit: the store's pending pairs are loaded again).
+void dispatch_clear (dispatch_t *self);
+// Gives queued tasks to agents with credit (unless held), then sends each
+// agent's batch.
+void dispatch_now (dispatch_t *self);
+// A RECORDED the commit let go: into its agent's next batch, or sent now.
+void dispatch_recorded (dispatch_t *self, zframe_t *identity, proto_msg_t *msg);
+
+// One message of the work socket (alone or a BATCH), read from 'reader'.
+void dispatch_work_one (dispatch_t *self, zsock_t *reader);
+// The heartbeat: HEARTBEAT to each live agent, the silent ones dropped
+// (presumed dead, their tasks back in the queue), the deadlines checked.
+void dispatch_heartbeat (dispatch_t *self, int64_t now);
 
 #endif

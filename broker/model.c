@@ -1,8 +1,10 @@
-// model.c — the shared records' small helpers (model.h): tasks, and the
-// per-second rings.
+// model.c — the shared records' small helpers (model.h): tasks, the
+// per-second rings, the PIV settings a task carries.
 
 #include "broker/model.h"
+#include "piv/settings.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,3 +64,17 @@ broker_rate (rate_ring_t *ring, int64_t now, int seconds)
     return (double) sum / seconds;
 }
 
+void
+broker_settings_format (const config_t *cfg, char *out, size_t size)
+{
+    // The text agents read with piv_settings_parse; config_load checked
+    // each value by piv_settings_check_key.
+    piv_settings_t s;
+    char err[256];
+    piv_settings_init (&s);
+    piv_settings_set_passes (&s, cfg->piv.passes, err, sizeof err);
+    piv_deform_parse (cfg->piv.deform, &s.deform, err, sizeof err);
+    s.overlap = cfg->piv.overlap;
+    s.final_iterations = cfg->piv.iterations;
+    piv_settings_format (&s, out, size);
+}

@@ -6,6 +6,7 @@
 #define BROKER_MODEL_H
 
 #include "broker/feedback.h"
+#include "common/config.h"
 #include "common/proto.h"
 
 #include <czmq.h>
@@ -146,15 +147,6 @@ typedef struct {
     int clamped;         // a READY beyond its cores was clamped (warned once)
 } agent_rec_t;
 
-// What a CURVE key may do (doc/security.md, "Threat model"): each role is
-// a directory of public certificates under security/clients.
-typedef enum {
-    BROKER_ROLE_READER,    // anywhere under clients/: control's reads, publish
-    BROKER_ROLE_WATCHER,   // clients/watchers/: ingest
-    BROKER_ROLE_AGENT,     // clients/agents/: work
-    BROKER_ROLE_OPERATOR,  // security/operators (clients/operators/): control's changes
-} broker_role_t;
-
 // A task of 'pair' (its names copied); NULL without memory.
 task_t *broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char *name_a,
                          const char *name_b);
@@ -164,5 +156,7 @@ void broker_task_destroy (task_t **self_p);
 void broker_count (rate_ring_t *ring, int64_t now, int n);
 // Counts per second over the last 'seconds' complete seconds of a ring.
 double broker_rate (rate_ring_t *ring, int64_t now, int seconds);
+// The PIV settings a TASK carries, from the [piv] keys of cfg.
+void broker_settings_format (const config_t *cfg, char *out, size_t size);
 
 #endif

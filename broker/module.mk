@@ -1,10 +1,11 @@
 # broker/ — the broker's logic as a library (pairing rules, the reactor) and
 # the pivfarm-broker program over it.
-BROKER_OBJS := build/broker/pairing.o build/broker/sched.o build/broker/feedback.o \
-               build/broker/model.o build/broker/text.o build/broker/publish.o \
+BROKER_OBJS := build/broker/pairing.o build/broker/ingest.o build/broker/peers.o \
+               build/broker/control.o build/broker/settings.o build/broker/sched.o \
+               build/broker/feedback.o build/broker/model.o build/broker/text.o build/broker/publish.o \
                build/broker/results.o build/broker/replay.o build/broker/status.o \
                build/broker/clocks.o build/broker/dispatch.o build/broker/mount.o \
-               build/broker/control.o build/broker/broker.o build/broker/storage.o \
+               build/broker/broker.o build/broker/storage.o \
                build/broker/archive.o
 BROKER_LIB  := build/libbroker.a
 LIBS += $(BROKER_LIB)

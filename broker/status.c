@@ -2,10 +2,8 @@
 // (doc/control.md): the figures of the stages, read and rendered as JSON.
 // It changes nothing but the rows' order.
 
-#include "broker/internal.h"
-#include "broker/replay.h"
-#include "broker/results.h"
 #include "broker/status.h"
+#include "broker/replay.h"
 #include "common/util.h"
 
 #include <math.h>
@@ -56,33 +54,34 @@ s_put_latency (text_t *t, exp_t *exp)
 }
 
 void
-status_policy (text_t *t, broker_t *self, int64_t id)
+status_policy (text_t *t, const stages_t *self, int64_t id)
 {
     char policy[32];
+    sched_t *sched = dispatch_sched (self->dispatch);
     // Both limits apply: the one in force is the lower (0 is no limit).
-    double rate = sched_rate (self->sched, id), global = sched_rate (self->sched, 0);
+    double rate = sched_rate (sched, id), global = sched_rate (sched, 0);
     if (global > 0 && (rate <= 0 || global < rate))
         rate = global;
     text_put (t, ",\"policy\":\"%s\",\"rate_limit\":",
-           sched_policy_format (sched_policy (self->sched, id), policy, sizeof policy));
+           sched_policy_format (sched_policy (sched, id), policy, sizeof policy));
     text_put_number (t, rate > 0 ? rate : NAN);
-    text_put (t, ",\"paused\":%s", sched_paused (self->sched, id) ? "true" : "false");
+    text_put (t, ",\"paused\":%s", sched_paused (sched, id) ? "true" : "false");
 }
 
 void
-status_head (text_t *t, broker_t *self)
+status_head (text_t *t, const stages_t *self)
 {
     int64_t now = util_time_ns ();
+    const char *store_why = self->store_error (self->arg);
     text_put (t,
            "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
            "\"rate_1m\":%.2f,\"store_ok\":%s",
-           (now - self->started_ns) / 1e9, sched_size (self->sched), (long long) results_total (self->results),
-           results_rate (self->results, now, 10),
-           results_rate (self->results, now, 59),
-           self->store_failed ? "false" : "true");
-    if (self->store_failed) {
+           (now - self->started_ns) / 1e9, sched_size (dispatch_sched (self->dispatch)),
+           (long long) results_total (self->results), results_rate (self->results, now, 10),
+           results_rate (self->results, now, 59), store_why ? "false" : "true");
+    if (store_why) {
         text_put (t, ",\"store_error\":");
-        text_put_string (t, self->store_why);
+        text_put_string (t, store_why);
     }
     status_policy (t, self, 0);
     text_put (t, ",");
@@ -149,7 +148,7 @@ typedef struct {
 } s_row_t;
 
 typedef struct {
-    broker_t *self;
+    const stages_t *self;
     const status_query_t *q;
     s_row_t *rows;
     size_t count, cap;
@@ -250,7 +249,7 @@ static int
 s_put_experiment (void *arg, const store_counts_t *c)
 {
     s_rows_t *rows = arg;
-    broker_t *self = rows->self;
+    const stages_t *self = rows->self;
     if (rows->q->experiment && strcmp (c->name, rows->q->experiment) != 0)
         return 0;  // -e EXP: that one alone
     s_row_t *row = s_row_add (rows, c->name);
@@ -258,7 +257,7 @@ s_put_experiment (void *arg, const store_counts_t *c)
         return -1;
     text_t *t = &row->text;
     int64_t now = util_time_ns ();
-    exp_t *exp = broker_experiment (self, c->name, now);
+    exp_t *exp = ingest_experiment (self->ingest, c->name, now);
     row->busy = c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED];
     row->recent = exp ? broker_rate (&exp->results, now, 59) + broker_rate (&exp->arrivals, now, 10)
                       : 0;
@@ -279,7 +278,7 @@ s_put_experiment (void *arg, const store_counts_t *c)
         return 0;
     }
     text_put (t, ",\"queue\":%zu,\"arrivals_10s\":%.2f,\"rate_10s\":%.2f,\"rate_1m\":%.2f",
-           sched_size_of (self->sched, exp->id),
+           sched_size_of (dispatch_sched (self->dispatch), exp->id),
            broker_rate (&exp->arrivals, now, 10),
            broker_rate (&exp->results, now, 10),
            broker_rate (&exp->results, now, 59));
@@ -301,13 +300,14 @@ s_put_experiment (void *arg, const store_counts_t *c)
 }
 
 int
-status_agents (text_t *body, broker_t *self, const status_query_t *q, int *cut, char *err,
+status_agents (text_t *body, const stages_t *self, const status_query_t *q, int *cut, char *err,
                size_t errlen)
 {
     int64_t now = util_time_ns ();
-    int64_t window = (int64_t) self->cfg.broker.heartbeat_ms * self->cfg.broker.liveness * 1000000;
+    int64_t window = (int64_t) self->cfg->broker.heartbeat_ms * self->cfg->broker.liveness * 1000000;
     s_rows_t rows = {.self = self, .q = q};
-    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents)) {
+    zhashx_t *agents = dispatch_agents (self->dispatch);
+    for (agent_rec_t *a = zhashx_first (agents); a; a = zhashx_next (agents)) {
         s_row_t *row = s_row_add (&rows, a->id);
         if (!row) {
             s_rows_free (&rows);
@@ -331,7 +331,7 @@ status_agents (text_t *body, broker_t *self, const status_query_t *q, int *cut, 
 }
 
 int
-status_experiments (text_t *body, broker_t *self, const status_query_t *q, int *cut, char *err,
+status_experiments (text_t *body, const stages_t *self, const status_query_t *q, int *cut, char *err,
                     size_t errlen)
 {
     s_rows_t rows = {.self = self, .q = q};

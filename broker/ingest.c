@@ -1,0 +1,284 @@
+// ingest.c — the ingest stage: file events to pairs (ingest.h). What it
+// records is acknowledged by the reactor after the commit; the tasks of the
+// pairs it makes wait in the reactor's 'fresh' list until then.
+
+#include "broker/ingest.h"
+#include "broker/pairing.h"
+#include "broker/replay.h"
+#include "broker/storage.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _ingest_t {
+    ingest_host_t host;       // the store, the reactor's 'fresh' list
+    pairing_t *pairing;       // the pairing rules
+    zhashx_t *experiments;    // name -> exp_t
+};
+
+static void
+s_exp_destroy (exp_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    exp_t *self = *self_p;
+    replay_destroy (&self->replay);
+    storage_exp_release (self);
+    free (self->name);
+    free (self->source);
+    free (self->settings);
+    free (self);
+    *self_p = NULL;
+}
+
+ingest_t *
+ingest_new (const ingest_host_t *host, char *err, size_t errlen)
+{
+    ingest_t *self = calloc (1, sizeof *self);
+    if (!self || !(self->experiments = zhashx_new ())) {
+        free (self);
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        return NULL;
+    }
+    self->host = *host;
+    zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) s_exp_destroy);
+    if (!(self->pairing = pairing_new (host->cfg, err, errlen)))
+        ingest_destroy (&self);
+    return self;
+}
+
+void
+ingest_destroy (ingest_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    ingest_t *self = *self_p;
+    zhashx_destroy (&self->experiments);
+    pairing_destroy (&self->pairing);
+    free (self);
+    *self_p = NULL;
+}
+
+zhashx_t *
+ingest_experiments (ingest_t *self)
+{
+    return self->experiments;
+}
+
+exp_t *
+ingest_experiment (ingest_t *self, const char *name, int64_t now)
+{
+    exp_t *exp = zhashx_lookup (self->experiments, name);
+    if (exp)
+        return exp;
+    store_t *store = self->host.store;
+    int64_t id = store_experiment (store, name, now);
+    store_experiment_t found;
+    if (id < 0 || store_experiment_find (store, name, &found) != 1)
+        return NULL;
+    exp = calloc (1, sizeof *exp);
+    if (!exp)
+        return NULL;
+    exp->id = id;
+    exp->name = strdup (name);
+    exp->source = strdup (found.source);
+    exp->settings = strdup (*found.settings ? found.settings : self->host.settings);
+    if (!exp->name || !exp->source || !exp->settings) {
+        s_exp_destroy (&exp);
+        return NULL;
+    }
+    zhashx_insert (self->experiments, name, exp);
+    return exp;
+}
+
+// Context of pairing_offer's callback.
+typedef struct {
+    ingest_t *self;     // the stage
+    int64_t now;        // event time
+    exp_t *exp;         // experiment
+    int64_t closed_ns;  // when the file that completes the pairs was closed
+} s_offer_t;
+
+static int
+s_on_pair (void *arg, const char *experiment, const char *stem, const char *name_a,
+           int64_t file_a, const char *name_b, int64_t file_b)
+{
+    (void) experiment;
+    s_offer_t *ctx = arg;
+    store_t *store = ctx->self->host.store;
+    // The files were offered with their rows' ids (ingest_file, s_reoffer).
+    int is_new = 0;
+    int64_t pair = store_pair_add (store, ctx->exp->id, stem, file_a, file_b, ctx->now, &is_new);
+    if (pair < 0)
+        return -1;
+    if (is_new) {
+        task_t *task = broker_task_new (pair, ctx->exp, stem, name_a, name_b);
+        if (task) {
+            // A file offered again after a restart has no close time of its
+            // own: its recorded mtime stands for it.
+            task->closed_ns = ctx->closed_ns > 0 ? ctx->closed_ns : store_pair_closed (store, pair);
+            zlistx_add_end (ctx->self->host.fresh, task);
+        }
+        broker_count (&ctx->exp->arrivals, ctx->now, 1);
+    }
+    return 0;
+}
+
+int
+ingest_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
+                    const char *name_a, const char *name_b, int attempts)
+{
+    (void) attempts;
+    ingest_t *self = arg;
+    exp_t *exp = ingest_experiment (self, experiment, util_time_ns ());
+    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
+    if (!task)
+        return -1;
+    task->attempt = -1;  // not fresh: never sampled out
+    // The camera's time, not 0 (which would give a latency from the epoch);
+    // published, but not counted in the live latency figures.
+    task->closed_ns = store_pair_closed (self->host.store, pair);
+    task->by_hand = 1;
+    zlistx_add_end (self->host.fresh, task);
+    return 0;
+}
+
+// A new version of a recorded file (another size or mtime): a pair of it
+// that failed is retried, one that is done is kept and said to be so (the
+// camera rewrote a frame whose result is out: the operator decides), one
+// pending or out reads the file as it is now. 0, or -1 (not acknowledged).
+static int
+s_file_changed (ingest_t *self, exp_t *exp, const char *name, int64_t file, int64_t now)
+{
+    int done = 0;
+    int retried = store_file_retry (self->host.store, exp->id, file, now, ingest_queue_again,
+                                    self, &done);
+    if (retried < 0) {
+        log_error ("cannot retry the pairs of file '%s/%s': %s", exp->name, name,
+                   store_error (self->host.store));
+        return -1;
+    }
+    exp->last_file_ns = now;
+    if (retried > 0)
+        log_notice ("'%s/%s' changed after its pair failed: retried", exp->name, name);
+    if (done > 0)
+        log_warning ("'%s/%s' rewritten after its pair was done: result kept", exp->name, name);
+    if (retried == 0 && done == 0)
+        log_info ("'%s/%s' changed: its pairs read it as it is now", exp->name, name);
+    return 0;
+}
+
+int
+ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
+             int64_t closed_ns)
+{
+    store_t *store = self->host.store;
+    int64_t now = util_time_ns ();
+    int version = STORE_FILE_SAME;
+    int64_t file = store_file_add (store, exp->id, name, size, mtime_ns, now, &version);
+    if (file < 0) {
+        log_error ("cannot record file '%s/%s': %s", exp->name, name, store_error (store));
+        return -1;  // not acknowledged: the watcher resends it
+    }
+    if (version == STORE_FILE_CHANGED)
+        return s_file_changed (self, exp, name, file, now);
+    if (version != STORE_FILE_NEW)
+        return 0;
+    exp->last_file_ns = now;
+    char err[512] = "";
+    s_offer_t ctx = {self, now, exp, closed_ns};
+    int made =
+        pairing_offer (self->pairing, exp->name, name, file, s_on_pair, &ctx, err, sizeof err);
+    if (made == -2) {
+        // The store refused the pair: the commit will fail and the broker
+        // start again from the store; the watcher resends the file.
+        log_error ("experiment '%s': %s: %s", exp->name, err, store_error (store));
+        return -1;
+    }
+    if (made < 0) {
+        // A name that is no frame is recorded and acknowledged, not paired.
+        log_warning ("experiment '%s': %s", exp->name, err);
+        char payload[600];
+        snprintf (payload, sizeof payload, "unpaired reason=%s", err);
+        store_event (store, "unpaired", exp->id, 0, payload, now);
+    }
+    return 0;
+}
+
+// A FILE's mtime against the broker's clock: a file closed in the future
+// (by more than the sample can blur) says the clock of whoever wrote it
+// (the camera's host, the NFS or CIFS server) is ahead. Files closed in
+// the past say nothing (they waited to settle): such a sample counts as 0.
+static void
+s_clock_file (clocks_t *clocks, zframe_t *identity, const char *experiment, int64_t mtime_ns,
+              int64_t now)
+{
+    if (mtime_ns <= 0)
+        return;
+    char *hex = identity ? zframe_strhex (identity) : NULL;
+    char key[160], peer[300];
+    snprintf (key, sizeof key, "watcher %s", hex ? hex : "?");
+    snprintf (peer, sizeof peer, "watcher %s (files of '%s')", hex ? hex : "?", experiment);
+    free (hex);
+    double ahead = (mtime_ns - now) / 1e6;
+    clocks_sample (clocks, key, peer, ahead > 0 ? ahead : 0, now);
+}
+
+int
+ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity, const proto_msg_t *msg)
+{
+    s_clock_file (clocks, identity, msg->experiment, msg->time_ns, util_time_ns ());
+    exp_t *exp = ingest_experiment (self, msg->experiment, util_time_ns ());
+    if (!exp) {
+        log_error ("cannot record experiment '%s': %s", msg->experiment,
+                   store_error (self->host.store));
+        return -1;
+    }
+    return ingest_file (self, exp, msg->name, msg->size, msg->time_ns, msg->time_ns);
+}
+
+// How many pairs a file can be in under the pairing rule.
+static int
+s_pairs_per_file (ingest_t *self)
+{
+    return strcmp (self->host.cfg->pairing.rule, "sliding") == 0 ? 2 : 1;
+}
+
+static int
+s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
+{
+    ingest_t *self = arg;
+    char err[512];
+    int64_t now = util_time_ns ();
+    s_offer_t ctx = {self, now, ingest_experiment (self, experiment, now), 0};
+    if (!ctx.exp)
+        return -1;
+    pairing_offer (self->pairing, experiment, name, file, s_on_pair, &ctx, err, sizeof err);
+    return 0;
+}
+
+int
+ingest_reoffer (ingest_t *self)
+{
+    return store_files_waiting (self->host.store, s_pairs_per_file (self), s_reoffer, self) < 0
+               ? -1
+               : 0;
+}
+
+void
+ingest_resync (ingest_t *self)
+{
+    char err[512];
+    int64_t now = util_time_ns ();
+    for (exp_t *exp = zhashx_first (self->experiments); exp; exp = zhashx_next (self->experiments))
+        exp->id = store_experiment (self->host.store, exp->name, now);
+    pairing_t *fresh_rules = pairing_new (self->host.cfg, err, sizeof err);
+    if (fresh_rules) {
+        pairing_destroy (&self->pairing);
+        self->pairing = fresh_rules;
+        ingest_reoffer (self);
+    }
+}

@@ -1,0 +1,64 @@
+// ingest.h — the ingest stage (ingest.c): files to pairs. It records each
+// file event (a watcher's FILE, a replayed one), tells new files from new
+// versions of recorded ones, offers new ones to the pairing rules, records
+// the pairs they make, and keeps the experiments in memory. The tasks of
+// new pairs go to the reactor's 'fresh' list, queued once committed.
+
+#ifndef BROKER_INGEST_H
+#define BROKER_INGEST_H
+
+#include "broker/clocks.h"
+#include "broker/model.h"
+#include "common/config.h"
+#include "common/proto.h"
+#include "store/store.h"
+
+#include <czmq.h>
+
+typedef struct _ingest_t ingest_t;
+
+// What the ingest stage is given (not owned).
+typedef struct {
+    const config_t *cfg;   // the pairing rules; the broker's configuration
+    store_t *store;        // files, pairs and experiments are recorded here
+    zlistx_t *fresh;       // the reactor's: task_t of the open transaction
+    const char *settings;  // the PIV settings of an experiment without its own
+} ingest_host_t;
+
+// The stage, with no experiment in memory yet. NULL with err (no memory,
+// a pairing rule the configuration cannot have).
+ingest_t *ingest_new (const ingest_host_t *host, char *err, size_t errlen);
+void ingest_destroy (ingest_t **self_p);
+
+// The experiments in memory: name -> exp_t, owned by the stage.
+zhashx_t *ingest_experiments (ingest_t *self);
+// The experiment 'name', from memory or the store (created if new); NULL on
+// a store error.
+exp_t *ingest_experiment (ingest_t *self, const char *name, int64_t now);
+
+// A file event, from a watcher or a replay: records the file, offers it to
+// the pairing rules. closed_ns is when its writer closed it (for latency).
+// 0, or -1 if it could not be recorded (not to be acknowledged).
+int ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
+                 int64_t closed_ns);
+// A watcher's FILE (from 'identity'): its mtime sampled as the writer's
+// clock into 'clocks', then recorded as ingest_file does. 0 when it is to
+// be acknowledged (after the commit), -1 if not (the watcher resends it).
+int ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity,
+                       const proto_msg_t *msg);
+
+// A store_pair_fn (arg: the ingest stage) for pairs the store brought back
+// to PENDING (a retry, a backfill, a changed file): each goes to 'fresh',
+// never sampled out. 0, or -1 (no memory, or no experiment).
+int ingest_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
+                        const char *name_a, const char *name_b, int attempts);
+// Offers the recorded files still waiting for a partner to the pairing
+// rules again (start-up; the pairs they make are in the store already:
+// the caller purges 'fresh'). 0, or -1 on a store error.
+int ingest_reoffer (ingest_t *self);
+// After a failed commit: the experiments' ids looked up again, the pairing
+// rules started again from the files the store holds. The caller purges
+// 'fresh'.
+void ingest_resync (ingest_t *self);
+
+#endif

@@ -1,0 +1,187 @@
+// peers.c — who may do what (peers.h; doc/security.md, "Threat model"):
+// the certificates' directories, zauth, each key's roles (a cached answer
+// a second old at most), and refused messages logged within a bound.
+
+#include "broker/peers.h"
+#include "common/log.h"
+#include "common/secure.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define KEY_RECHECK_NS 1000000000LL  // a key's rights are looked up again after a second
+#define KEY_CACHE_MAX 4096           // answers kept at once
+#define REFUSED_PER_SECOND 20        // refusal lines logged a second, at most
+
+struct _peers_t {
+    zactor_t *auth;               // zauth: CURVE clients allowed to connect (curve on), or NULL
+    zcertstore_t *operators;      // keys allowed to change things (curve on), or NULL
+    zcertstore_t *keys_clients;   // every admitted key (curve on), or NULL
+    zcertstore_t *keys_watchers;  // keys that may use ingest (curve on), or NULL
+    zcertstore_t *keys_agents;    // keys that may use work (curve on), or NULL
+    zhashx_t *key_cache;          // "<role>:<key>" -> s_key_seen_t, each answer kept a second
+    int64_t quiet_second;         // refusals logged in this second ...
+    int quiet_logged;             // ... this many ...
+    int64_t quiet_dropped;        // ... and not logged since the last line that was
+};
+
+typedef struct {
+    int64_t until;  // the answer holds until then
+    int ok;         // the answer
+} s_key_seen_t;
+
+static void
+s_free_item (void **item_p)
+{
+    free (*item_p);
+    *item_p = NULL;
+}
+
+peers_t *
+peers_new (void)
+{
+    return calloc (1, sizeof (peers_t));
+}
+
+void
+peers_destroy (peers_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    peers_t *self = *self_p;
+    zactor_destroy (&self->auth);
+    zcertstore_destroy (&self->operators);
+    zcertstore_destroy (&self->keys_clients);
+    zcertstore_destroy (&self->keys_watchers);
+    zcertstore_destroy (&self->keys_agents);
+    zhashx_destroy (&self->key_cache);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+peers_curve (const peers_t *self)
+{
+    return self->auth != NULL;
+}
+
+void
+peers_recheck (peers_t *self)
+{
+    if (self->key_cache)
+        zhashx_purge (self->key_cache);
+}
+
+void
+peers_refused (peers_t *self, const char *fmt, ...)
+{
+    int64_t second = util_time_ns () / 1000000000;
+    if (second != self->quiet_second) {
+        self->quiet_second = second;
+        self->quiet_logged = 0;
+    }
+    if (self->quiet_logged >= REFUSED_PER_SECOND) {
+        self->quiet_dropped++;
+        return;
+    }
+    self->quiet_logged++;
+    char line[1024];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (line, sizeof line, fmt, ap);
+    va_end (ap);
+    if (self->quiet_dropped)
+        log_warning ("%s (and %lld refusal(s) not logged before it)", line,
+                     (long long) self->quiet_dropped);
+    else
+        log_warning ("%s", line);
+    self->quiet_dropped = 0;
+}
+
+int
+peers_allowed (peers_t *self, const char *key, broker_role_t role)
+{
+    if (!self->auth)
+        return 1;
+    if (!key || !*key)
+        return 0;
+    char slot[64];
+    snprintf (slot, sizeof slot, "%d:%s", (int) role, key);
+    int64_t now = util_time_ns ();
+    s_key_seen_t *seen = zhashx_lookup (self->key_cache, slot);
+    if (seen && now < seen->until)
+        return seen->ok;
+    // zcertstore_lookup re-reads its directory when it changed: a file
+    // removed takes the key's rights away, a file added gives them.
+    zcertstore_t *store = role == BROKER_ROLE_WATCHER  ? self->keys_watchers
+                          : role == BROKER_ROLE_AGENT  ? self->keys_agents
+                          : role == BROKER_ROLE_OPERATOR ? self->operators
+                                                         : NULL;
+    int ok = zcertstore_lookup (self->keys_clients, key) != NULL
+             && (!store || zcertstore_lookup (store, key) != NULL);
+    if (!seen) {
+        if (zhashx_size (self->key_cache) >= KEY_CACHE_MAX)
+            zhashx_purge (self->key_cache);
+        if (!(seen = calloc (1, sizeof *seen)))
+            return ok;
+        zhashx_insert (self->key_cache, slot, seen);
+    }
+    seen->until = now + KEY_RECHECK_NS;
+    seen->ok = ok;
+    return ok;
+}
+
+// A directory of certificates the configuration names with 'key'; 0, or -1
+// with err.
+static int
+s_cert_dir (const char *path, const char *key, char *err, size_t errlen)
+{
+    struct stat st;
+    int found = stat (path, &st) == 0;
+    if (found && S_ISDIR (st.st_mode))
+        return 0;
+    snprintf (err, errlen, "cannot read the directory of certificates '%s' (%s): %s", path, key,
+              found ? "not a directory" : strerror (errno));
+    return -1;
+}
+
+zcert_t *
+peers_secure (peers_t *self, const config_t *cfg, char *err, size_t errlen)
+{
+    zcert_t *cert =
+        secure_cert_load (cfg->security.broker_cert, "security/broker_cert", 1, err, errlen);
+    if (!cert || s_cert_dir (cfg->security.clients, "security/clients", err, errlen)
+        || s_cert_dir (cfg->security.operators, "security/operators", err, errlen))
+        goto fail;
+    self->auth = zactor_new (zauth, NULL);
+    self->operators = zcertstore_new (cfg->security.operators);
+    // The roles, beside zauth's own store: each message's key is looked up
+    // in them (peers_allowed). The directories may be absent: no key
+    // has that role until one is made.
+    char dir[PATH_MAX + 16];
+    self->keys_clients = zcertstore_new ((char *) cfg->security.clients);
+    snprintf (dir, sizeof dir, "%s/watchers", cfg->security.clients);
+    self->keys_watchers = zcertstore_new (dir);
+    snprintf (dir, sizeof dir, "%s/agents", cfg->security.clients);
+    self->keys_agents = zcertstore_new (dir);
+    self->key_cache = zhashx_new ();
+    if (self->key_cache)
+        zhashx_set_destructor (self->key_cache, s_free_item);
+    if (!self->auth || !self->operators || !self->keys_clients || !self->keys_watchers
+        || !self->keys_agents || !self->key_cache) {
+        snprintf (err, errlen, "cannot start the authenticator: out of memory");
+        goto fail;
+    }
+    zstr_sendx (self->auth, "CURVE", cfg->security.clients, NULL);
+    zsock_wait (self->auth);
+    return cert;
+fail:
+    zcert_destroy (&cert);
+    return NULL;
+}

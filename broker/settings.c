@@ -1,0 +1,72 @@
+// settings.c — the settings the control commands record in the store
+// (rate, policy, pause, feedback: doc/control.md) applied again at
+// start-up, to the experiments the store knows.
+
+#include "broker/settings.h"
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int
+s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
+{
+    const stages_t *self = arg;
+    exp_t *exp = NULL;
+    zhashx_t *experiments = ingest_experiments (self->ingest);
+    for (exp_t *e = zhashx_first (experiments); e; e = zhashx_next (experiments))
+        if (e->id == experiment)
+            exp = e;
+    if (experiment != 0 && !exp)
+        return 0;  // an experiment the store no longer knows
+    sched_t *sched = dispatch_sched (self->dispatch);
+    if (strcmp (key, "rate") == 0)
+        sched_set_rate (sched, experiment, strcmp (value, "max") == 0 ? 0 : atof (value));
+    else if (strcmp (key, "paused") == 0)
+        sched_set_paused (sched, experiment, strcmp (value, "1") == 0);
+    else if (strcmp (key, "policy") == 0) {
+        char **words = NULL, err[256];
+        sched_policy_t policy;
+        int n = cli_split (value, &words, err, sizeof err);
+        if (n > 0 && sched_policy_parse (n, words, &policy, err, sizeof err) == 0)
+            sched_set_policy (sched, experiment, policy);
+        free (words);
+    }
+    else if (strcmp (key, "feedback") == 0) {
+        char **words = NULL, err[256];
+        feedback_settings_t fs;
+        feedback_settings_init (&fs);
+        int n = cli_split (value, &words, err, sizeof err);
+        if (n >= 0 && feedback_settings_apply (&fs, n, words, err, sizeof err) == 0) {
+            if (exp) {
+                exp->feedback = fs;
+                exp->feedback_own = 1;
+            }
+            else
+                *results_feedback (self->results) = fs;
+        }
+        else
+            log_warning ("ignoring the recorded feedback settings '%s': %s", value, err);
+        free (words);
+    }
+    return 0;
+}
+
+static int
+s_load_experiment (void *arg, const store_experiment_t *e)
+{
+    const stages_t *self = arg;
+    return ingest_experiment (self->ingest, e->name, util_time_ns ()) ? 0 : -1;
+}
+
+int
+settings_load (const stages_t *stages)
+{
+    if (store_experiments (stages->store, s_load_experiment, (void *) stages) < 0
+        || store_settings (stages->store, s_load_one, (void *) stages) < 0)
+        return -1;
+    return 0;
+}
+
