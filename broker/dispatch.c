@@ -8,6 +8,7 @@
 #include "broker/dispatch.h"
 #include "broker/publish.h"
 #include "broker/results.h"
+#include "common/jout.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -171,25 +172,19 @@ dispatch_clear (dispatch_t *self)
 static void
 s_publish_agent (dispatch_t *self, const agent_rec_t *agent, const char *event, const char *reason)
 {
-    char json[2048];
-    size_t len = 0, size = sizeof json;
-    publish_json_put (json, size, &len, "{\"event\":\"%s\",\"agent\":", event);
-    publish_json_put_string (json, size, &len, agent->id);
-    publish_json_put (json, size, &len, ",\"host\":");
-    publish_json_put_string (json, size, &len, agent->host);
-    publish_json_put (json, size, &len, ",\"cores\":%d,\"tasks\":%zu,\"reason\":", agent->cores,
-                zlistx_size (agent->tasks));
-    if (reason)
-        publish_json_put_string (json, size, &len, reason);
-    else
-        publish_json_put (json, size, &len, "null");
+    json_t *o = json_object ();
+    jout_set (&o, "event", jout_string (event));
+    jout_set (&o, "agent", jout_string (agent->id ? agent->id : ""));
+    jout_set (&o, "host", jout_string (agent->host ? agent->host : ""));
+    jout_set (&o, "cores", json_integer (agent->cores));
+    jout_set (&o, "tasks", json_integer ((json_int_t) zlistx_size (agent->tasks)));
+    jout_set (&o, "reason", jout_string (reason));
     // Agents known once this event is through (a leaving one is still in
     // the table).
     size_t known = zhashx_size (self->agents) - (strcmp (event, "joined") == 0 ? 0 : 1);
-    publish_json_put (json, size, &len, ",\"agents\":%zu,\"published_ns\":%lld}", known,
-                (long long) util_time_ns ());
-    if (len < size)
-        publish_send (self->publish, PROTO_TOPIC_AGENTS, NULL, json, NULL, 0);
+    jout_set (&o, "agents", json_integer ((json_int_t) known));
+    jout_set (&o, "published_ns", json_integer (util_time_ns ()));
+    publish_json (self->publish, PROTO_TOPIC_AGENTS, NULL, o, 2048, NULL, 0);
 }
 
 // One timer, for the earliest task of the backoff list (none when it is

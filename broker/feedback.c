@@ -3,6 +3,7 @@
 // No I/O: the broker stores, publishes and logs what these functions write.
 
 #include "broker/feedback.h"
+#include "common/jout.h"
 #include "common/util.h"
 
 #include <inttypes.h>
@@ -231,34 +232,28 @@ s_done (const s_out_t *out)
     return out->len < out->size && out->len <= INT32_MAX ? (int) out->len : -1;
 }
 
-// A JSON number, null when not finite.
-static void
-s_put_number (s_out_t *out, double x)
+// value's text (jout_dumpb) into buf, releasing value: its length, or -1
+// if it did not fit or value is NULL (then buf holds a truncated
+// NUL-terminated prefix, if size > 0).
+static int
+s_dump (json_t *value, char *buf, size_t size)
 {
-    if (isfinite (x))
-        s_put (out, "%.9g", x);
-    else
-        s_put (out, "null");
-}
-
-// A JSON string (util_json_string), truncated as s_put truncates.
-static void
-s_put_string (s_out_t *out, const char *text)
-{
-    size_t room = out->len < out->size ? out->size - out->len : 0;
-    out->len += util_json_string (text, room ? out->buf + out->len : NULL, room);
+    size_t len = value ? jout_dumpb (value, buf, size) : 0;
+    json_decref (value);
+    if (!value && size)
+        buf[0] = '\0';
+    return len > 0 && len < size && len <= INT32_MAX ? (int) len : -1;
 }
 
 // "roi":..,"quantity":..: the members F and the stream share.
 static void
-s_put_roi_quantity (s_out_t *out, const feedback_settings_t *s)
+s_set_roi_quantity (json_t **o, const feedback_settings_t *s)
 {
-    s_put (out, "\"roi\":");
-    if (s->roi_set)
-        s_put (out, "[%.9g,%.9g,%.9g,%.9g]", s->roi[0], s->roi[1], s->roi[2], s->roi[3]);
-    else
-        s_put (out, "null");
-    s_put (out, ",\"quantity\":\"%s\"", feedback_quantity_name (s->quantity));
+    json_t *roi = s->roi_set ? json_array () : json_null ();
+    for (int i = 0; s->roi_set && i < 4; i++)
+        jout_append (&roi, jout_number (s->roi[i]));
+    jout_set (o, "roi", roi);
+    jout_set (o, "quantity", jout_string (feedback_quantity_name (s->quantity)));
 }
 
 int
@@ -281,26 +276,18 @@ int
 feedback_settings_json (const feedback_settings_t *s, const feedback_pi_t *pi, char *buf,
                         size_t size)
 {
-    s_out_t out = {buf, size, 0};
-    s_put (&out, "{\"enabled\":%s,", s->enabled ? "true" : "false");
-    s_put_roi_quantity (&out, s);
-    s_put (&out, ",\"setpoint\":");
-    s_put_number (&out, s->setpoint);
-    s_put (&out, ",\"kp\":");
-    s_put_number (&out, s->kp);
-    s_put (&out, ",\"ki\":");
-    s_put_number (&out, s->ki);
-    s_put (&out, ",\"out_min\":");
-    s_put_number (&out, s->out_min);
-    s_put (&out, ",\"out_max\":");
-    s_put_number (&out, s->out_max);
+    json_t *o = json_object ();
+    jout_set (&o, "enabled", json_boolean (s->enabled));
+    s_set_roi_quantity (&o, s);
+    jout_set (&o, "setpoint", jout_number (s->setpoint));
+    jout_set (&o, "kp", jout_number (s->kp));
+    jout_set (&o, "ki", jout_number (s->ki));
+    jout_set (&o, "out_min", jout_number (s->out_min));
+    jout_set (&o, "out_max", jout_number (s->out_max));
     int started = pi && pi->started;
-    s_put (&out, ",\"output\":");
-    s_put_number (&out, started ? pi->output : NAN);
-    s_put (&out, ",\"integral\":");
-    s_put_number (&out, started ? pi->integral : NAN);
-    s_put (&out, "}");
-    return s_done (&out);
+    jout_set (&o, "output", jout_number (started ? pi->output : NAN));
+    jout_set (&o, "integral", jout_number (started ? pi->integral : NAN));
+    return s_dump (o, buf, size);
 }
 
 int
@@ -308,31 +295,24 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
 {
     const feedback_settings_t *s = m->settings;
     const feedback_figures_t *f = m->figures;
-    s_out_t out = {buf, size, 0};
-    s_put (&out, "{\"experiment\":");
-    s_put_string (&out, m->experiment);
+    json_t *o = json_object ();
+    jout_set (&o, "experiment", jout_string (m->experiment ? m->experiment : ""));
     // Right after the name: feedback_message_replayed rewrites the two.
-    s_put (&out, ",\"replay\":%s,\"source\":", m->source ? "true" : "false");
-    if (m->source)
-        s_put_string (&out, m->source);
-    else
-        s_put (&out, "null");
-    s_put (&out, ",\"pair\":%" PRId64 ",\"stem\":", m->pair);
-    s_put_string (&out, m->stem);
+    jout_set (&o, "replay", json_boolean (m->source));
+    jout_set (&o, "source", jout_string (m->source));
+    jout_set (&o, "pair", json_integer (m->pair));
+    jout_set (&o, "stem", jout_string (m->stem ? m->stem : ""));
     // A pair whose camera time is unknown has no latency: 0 would give the
     // time since the epoch.
-    if (m->closed_ns > 0)
-        s_put (&out, ",\"closed_ns\":%" PRId64, m->closed_ns);
-    else
-        s_put (&out, ",\"closed_ns\":null");
-    s_put (&out,
-           ",\"dispatched_ns\":%" PRId64 ",\"computed_ns\":%" PRId64 ",\"published_ns\":%" PRId64
-           ",\"latency_ms\":",
-           m->dispatched_ns, m->computed_ns, m->published_ns);
-    s_put_number (&out, m->closed_ns > 0 ? (double) (m->published_ns - m->closed_ns) / 1e6 : NAN);
-    s_put (&out, ",");
-    s_put_roi_quantity (&out, s);
-    s_put (&out, ",\"n\":%d", f->n);
+    jout_set (&o, "closed_ns", m->closed_ns > 0 ? json_integer (m->closed_ns) : json_null ());
+    jout_set (&o, "dispatched_ns", json_integer (m->dispatched_ns));
+    jout_set (&o, "computed_ns", json_integer (m->computed_ns));
+    jout_set (&o, "published_ns", json_integer (m->published_ns));
+    jout_set (&o, "latency_ms", jout_number (m->closed_ns > 0
+                                                 ? (double) (m->published_ns - m->closed_ns) / 1e6
+                                                 : NAN));
+    s_set_roi_quantity (&o, s);
+    jout_set (&o, "n", json_integer (f->n));
     const struct {
         const char *name;  // member
         double x;          // its figure
@@ -342,16 +322,12 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
                    {"vorticity", f->vorticity},
                    {"valid_fraction", f->valid_fraction},
                    {"value", feedback_value (f, s->quantity)}};
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
-        s_put (&out, ",\"%s\":", figures[i].name);
-        s_put_number (&out, figures[i].x);
-    }
-    s_put (&out, ",\"enabled\":%s,\"setpoint\":", s->enabled ? "true" : "false");
-    s_put_number (&out, s->setpoint);
-    s_put (&out, ",\"output\":");
-    s_put_number (&out, s->enabled ? m->output : NAN);
-    s_put (&out, "}");
-    return s_done (&out);
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+        jout_set (&o, figures[i].name, jout_number (figures[i].x));
+    jout_set (&o, "enabled", json_boolean (s->enabled));
+    jout_set (&o, "setpoint", jout_number (s->setpoint));
+    jout_set (&o, "output", jout_number (s->enabled ? m->output : NAN));
+    return s_dump (o, buf, size);
 }
 
 // The end of the JSON string starting at text (a '"'): the character
@@ -381,19 +357,21 @@ feedback_message_replayed (const char *payload, const char *as, char *buf, size_
     if (!name_end)
         return -1;
     const char *rest = name_end;
-    s_out_t out = {buf, size, 0};
-    s_put (&out, "%s", head);
-    s_put_string (&out, as);
+    char *as_json = jout_dump (jout_string (as ? as : ""));
     static const char marked[] = ",\"replay\":true,\"source\":";
     static const char live[] = ",\"replay\":false,\"source\":null";
-    if (strncmp (rest, marked, sizeof marked - 1) == 0) {
+    s_out_t out = {buf, size, 0};
+    if (!as_json)
+        out.len = size;  // no memory: as if it did not fit
+    else if (strncmp (rest, marked, sizeof marked - 1) == 0)
         // A replay of a replay: its first source stays.
-        s_put (&out, "%s", rest);
-        return s_done (&out);
+        s_put (&out, "%s%s%s", head, as_json, rest);
+    else {
+        if (strncmp (rest, live, sizeof live - 1) == 0)
+            rest += sizeof live - 1;
+        s_put (&out, "%s%s%s%.*s%s", head, as_json, marked, (int) (name_end - name), name, rest);
     }
-    if (strncmp (rest, live, sizeof live - 1) == 0)
-        rest += sizeof live - 1;
-    s_put (&out, "%s%.*s%s", marked, (int) (name_end - name), name, rest);
+    free (as_json);
     return s_done (&out);
 }
 

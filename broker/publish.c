@@ -1,14 +1,14 @@
 // publish.c — the publish socket's messages (doc/protocol.md §6) and the
-// fixed-size JSON they carry (publish.h).
+// JSON they carry (publish.h).
 
 #include "broker/publish.h"
 #include "common/proto.h"
-#include "common/util.h"
+#include "common/jout.h"
 
 #include <limits.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 void
 publish_send (zsock_t *publish, const char *prefix, const char *experiment, const char *json,
@@ -30,31 +30,15 @@ publish_send (zsock_t *publish, const char *prefix, const char *experiment, cons
     zmsg_destroy (&msg);
 }
 
-void
-publish_json_put_string (char *buf, size_t size, size_t *len, const char *text)
+int
+publish_json (zsock_t *publish, const char *prefix, const char *experiment, json_t *value,
+              size_t budget, const void *blob, size_t blob_size)
 {
-    size_t room = *len < size ? size - *len : 0;
-    *len += util_json_string (text, room ? buf + *len : NULL, room);
+    char *json = jout_dump (value);
+    json_decref (value);
+    int fits = json && strlen (json) < budget;
+    if (fits)
+        publish_send (publish, prefix, experiment, json, blob, blob_size);
+    free (json);
+    return fits ? 0 : -1;
 }
-
-void
-publish_json_put (char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start (ap, fmt);
-    size_t room = *len < size ? size - *len : 0;
-    int n = vsnprintf (room ? buf + *len : NULL, room, fmt, ap);
-    va_end (ap);
-    if (n > 0)
-        *len += (size_t) n;
-}
-
-void
-publish_json_put_number (char *buf, size_t size, size_t *len, double x)
-{
-    if (isfinite (x))
-        publish_json_put (buf, size, len, "%.9g", x);
-    else
-        publish_json_put (buf, size, len, "null");
-}
-

@@ -1,11 +1,12 @@
 // publish.h — what the broker's stages send on the publish socket
-// (doc/protocol.md §6): a topic, a JSON text written into a fixed buffer
-// (a message too long for it is not sent), and an optional blob.
+// (doc/protocol.md §6): a topic, a JSON text (common/jout.h) within a
+// budget (a message too long for it is not sent), and an optional blob.
 
 #ifndef BROKER_PUBLISH_H
 #define BROKER_PUBLISH_H
 
 #include <czmq.h>
+#include <jansson.h>
 #include <stddef.h>
 
 // Sends 'json' on "<prefix><experiment>/" (experiment NULL: on 'prefix'
@@ -15,13 +16,11 @@
 void publish_send (zsock_t *publish, const char *prefix, const char *experiment,
                    const char *json, const void *blob, size_t blob_size);
 
-// Appends printf text to buf (size bytes) at *len; *len counts on past
-// size, so that len >= size says the text did not fit.
-void publish_json_put (char *buf, size_t size, size_t *len, const char *fmt, ...)
-    __attribute__ ((format (printf, 4, 5)));
-// Appends 'text' as a JSON string (util_json_string).
-void publish_json_put_string (char *buf, size_t size, size_t *len, const char *text);
-// Appends a number, null when not finite.
-void publish_json_put_number (char *buf, size_t size, size_t *len, double x);
+// Sends 'value' (taking the reference) as publish_send does, its text
+// written by jout_dump, when that text is shorter than 'budget' bytes;
+// nothing when it is longer or value is NULL (no memory). 0 if sent (or
+// publish is NULL), -1 if not.
+int publish_json (zsock_t *publish, const char *prefix, const char *experiment, json_t *value,
+                  size_t budget, const void *blob, size_t blob_size);
 
 #endif

@@ -7,6 +7,7 @@
 #include "broker/publish.h"
 #include "broker/replay.h"
 #include "broker/results.h"
+#include "common/jout.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -30,18 +31,15 @@ void
 results_publish_failed (results_t *self, const task_t *task, int attempts, const char *error,
                   int64_t now)
 {
-    char json[4096];
-    size_t len = 0, size = sizeof json;
-    publish_json_put (json, size, &len, "{\"experiment\":");
-    publish_json_put_string (json, size, &len, task->exp->name);
-    publish_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
-    publish_json_put_string (json, size, &len, task->stem);
-    publish_json_put (json, size, &len, ",\"attempt\":%d,\"attempts\":%d,\"error\":", task->attempt,
-                attempts);
-    publish_json_put_string (json, size, &len, error);
-    publish_json_put (json, size, &len, ",\"failed_ns\":%lld}", (long long) now);
-    if (len < size)
-        publish_send (self->publish, PROTO_TOPIC_FAILED, task->exp->name, json, NULL, 0);
+    json_t *o = json_object ();
+    jout_set (&o, "experiment", jout_string (task->exp->name));
+    jout_set (&o, "pair", json_integer (task->pair));
+    jout_set (&o, "stem", jout_string (task->stem ? task->stem : ""));
+    jout_set (&o, "attempt", json_integer (task->attempt));
+    jout_set (&o, "attempts", json_integer (attempts));
+    jout_set (&o, "error", jout_string (error ? error : ""));
+    jout_set (&o, "failed_ns", json_integer (now));
+    publish_json (self->publish, PROTO_TOPIC_FAILED, task->exp->name, o, 4096, NULL, 0);
 }
 
 // "result.<exp>/": the summary figures of a result just recorded (as the
@@ -52,21 +50,16 @@ s_publish_result (results_t *self, const task_t *task, const agent_rec_t *agent,
                   const proto_msg_t *msg, int64_t now)
 {
     exp_t *exp = task->exp;
-    char json[8192];
-    size_t len = 0, size = sizeof json;
-    publish_json_put (json, size, &len, "{\"experiment\":");
-    publish_json_put_string (json, size, &len, exp->name);
-    publish_json_put (json, size, &len, ",\"replay\":%s,\"source\":", exp->replay ? "true" : "false");
-    if (exp->replay)
-        publish_json_put_string (json, size, &len, exp->source);
-    else
-        publish_json_put (json, size, &len, "null");
-    publish_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
-    publish_json_put_string (json, size, &len, task->stem);
-    publish_json_put (json, size, &len, ",\"attempt\":%d,\"agent\":", task->attempt);
-    publish_json_put_string (json, size, &len, agent ? agent->id : "");
-    publish_json_put (json, size, &len, ",\"path\":");
-    publish_json_put_string (json, size, &len, msg->output);
+    json_t *o = json_object ();
+    jout_set (&o, "experiment", jout_string (exp->name));
+    jout_set (&o, "replay", json_boolean (exp->replay));
+    jout_set (&o, "source", exp->replay ? jout_string (exp->source ? exp->source : "")
+                                        : json_null ());
+    jout_set (&o, "pair", json_integer (task->pair));
+    jout_set (&o, "stem", jout_string (task->stem ? task->stem : ""));
+    jout_set (&o, "attempt", json_integer (task->attempt));
+    jout_set (&o, "agent", jout_string (agent && agent->id ? agent->id : ""));
+    jout_set (&o, "path", jout_string (msg->output ? msg->output : ""));
     const struct {
         const char *name;  // member
         int index;         // PROTO_FIG_*
@@ -75,40 +68,30 @@ s_publish_result (results_t *self, const task_t *task, const agent_rec_t *agent,
                    {"mean_speed", PROTO_FIG_MEAN_SPEED},
                    {"valid_fraction", PROTO_FIG_VALID_FRACTION},
                    {"vorticity", PROTO_FIG_VORTICITY}};
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
-        publish_json_put (json, size, &len, ",\"%s\":", figures[i].name);
-        publish_json_put_number (json, size, &len, msg->figures[figures[i].index]);
-    }
-    publish_json_put (json, size, &len, ",\"nx\":%d,\"ny\":%d,\"compute_ns\":%lld,\"closed_ns\":",
-                (int) msg->figures[PROTO_FIG_NX], (int) msg->figures[PROTO_FIG_NY],
-                (long long) msg->time_ns);
-    if (task->closed_ns > 0)
-        publish_json_put (json, size, &len, "%lld", (long long) task->closed_ns);
-    else
-        publish_json_put (json, size, &len, "null");
-    publish_json_put (json, size, &len, ",\"dispatched_ns\":%lld,\"recorded_ns\":%lld,\"latency_ms\":",
-                (long long) task->dispatched_ns, (long long) now);
-    publish_json_put_number (json, size, &len,
-                       task->closed_ns > 0 ? (now - task->closed_ns) / 1e6 : NAN);
-    publish_json_put (json, size, &len, ",\"field\":%s}",
-                self->fields_every != 0 && msg->blob && msg->blob_size ? "true" : "false");
-    if (len >= size)
-        return;
-    publish_send (self->publish, PROTO_TOPIC_RESULT, exp->name, json, NULL, 0);
-    if (self->fields_every == 0 || !msg->blob || msg->blob_size == 0)
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+        jout_set (&o, figures[i].name, jout_number (msg->figures[figures[i].index]));
+    jout_set (&o, "nx", json_integer ((int) msg->figures[PROTO_FIG_NX]));
+    jout_set (&o, "ny", json_integer ((int) msg->figures[PROTO_FIG_NY]));
+    jout_set (&o, "compute_ns", json_integer (msg->time_ns));
+    jout_set (&o, "closed_ns", task->closed_ns > 0 ? json_integer (task->closed_ns) : json_null ());
+    jout_set (&o, "dispatched_ns", json_integer (task->dispatched_ns));
+    jout_set (&o, "recorded_ns", json_integer (now));
+    jout_set (&o, "latency_ms",
+              jout_number (task->closed_ns > 0 ? (now - task->closed_ns) / 1e6 : NAN));
+    int field = self->fields_every != 0 && msg->blob && msg->blob_size;
+    jout_set (&o, "field", json_boolean (field));
+    if (publish_json (self->publish, PROTO_TOPIC_RESULT, exp->name, o, 8192, NULL, 0) != 0
+        || !field)
         return;
     // The field's own header: which pair it is; then the field encoded as
     // on the work socket (piv_field_decode reads it).
-    len = 0;
-    publish_json_put (json, size, &len, "{\"experiment\":");
-    publish_json_put_string (json, size, &len, exp->name);
-    publish_json_put (json, size, &len, ",\"pair\":%lld,\"stem\":", (long long) task->pair);
-    publish_json_put_string (json, size, &len, task->stem);
-    publish_json_put (json, size, &len, ",\"bytes\":%zu}", msg->blob_size);
-    if (len < size)
-        publish_send (self->publish, PROTO_TOPIC_FIELD, exp->name, json, msg->blob, msg->blob_size);
+    o = json_object ();
+    jout_set (&o, "experiment", jout_string (exp->name));
+    jout_set (&o, "pair", json_integer (task->pair));
+    jout_set (&o, "stem", jout_string (task->stem ? task->stem : ""));
+    jout_set (&o, "bytes", json_integer ((json_int_t) msg->blob_size));
+    publish_json (self->publish, PROTO_TOPIC_FIELD, exp->name, o, 8192, msg->blob, msg->blob_size);
 }
-
 
 results_t *
 results_new (store_t *store, int fields_every)

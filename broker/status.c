@@ -29,15 +29,18 @@ s_put_latency (text_t *t, exp_t *exp)
         static const double bounds[LATENCY_BUCKETS] = LATENCY_BOUNDS_S;
         int64_t below = 0;
         text_put (t, ",\"latency_histogram\":{\"le_s\":[");
-        for (int b = 0; b < LATENCY_BUCKETS; b++)
-            text_put (t, "%s%g", b ? "," : "", bounds[b]);
+        for (int b = 0; b < LATENCY_BUCKETS; b++) {
+            text_put (t, "%s", b ? "," : "");
+            text_put_number (t, bounds[b]);
+        }
         text_put (t, "],\"cumulative\":[");
         for (int b = 0; b < LATENCY_BUCKETS; b++) {
             below += exp->latency_in[b];
             text_put (t, "%s%lld", b ? "," : "", (long long) below);
         }
-        text_put (t, "],\"count\":%lld,\"sum_s\":%.6f}",
-               (long long) (below + exp->latency_in[LATENCY_BUCKETS]), exp->latency_sum_s);
+        text_put (t, "],\"count\":%lld", (long long) (below + exp->latency_in[LATENCY_BUCKETS]));
+        text_put_rounded (t, 0, "sum_s", exp->latency_sum_s, 6);
+        text_put (t, "}");
     }
     if (!exp || exp->latencies == 0) {
         text_put (t, ",\"latency_median_ms\":null,\"latency_p99_ms\":null");
@@ -49,8 +52,8 @@ s_put_latency (text_t *t, exp_t *exp)
     int n = exp->latencies;
     double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     int p99 = (int) ceil (0.99 * n) - 1;
-    text_put (t, ",\"latency_median_ms\":%.3f,\"latency_p99_ms\":%.3f", median,
-           sorted[p99 < 0 ? 0 : p99]);
+    text_put_rounded (t, 0, "latency_median_ms", median, 3);
+    text_put_rounded (t, 0, "latency_p99_ms", sorted[p99 < 0 ? 0 : p99], 3);
 }
 
 void
@@ -73,12 +76,13 @@ status_head (text_t *t, const stages_t *self)
 {
     int64_t now = util_time_ns ();
     const char *store_why = self->store_error (self->arg);
-    text_put (t,
-           "{\"uptime_s\":%.1f,\"queue\":%zu,\"results\":%lld,\"rate_10s\":%.2f,"
-           "\"rate_1m\":%.2f,\"store_ok\":%s",
-           (now - self->started_ns) / 1e9, sched_size (dispatch_sched (self->dispatch)),
-           (long long) results_total (self->results), results_rate (self->results, now, 10),
-           results_rate (self->results, now, 59), store_why ? "false" : "true");
+    text_put (t, "{");
+    text_put_rounded (t, 1, "uptime_s", (now - self->started_ns) / 1e9, 1);
+    text_put (t, ",\"queue\":%zu,\"results\":%lld", sched_size (dispatch_sched (self->dispatch)),
+              (long long) results_total (self->results));
+    text_put_rounded (t, 0, "rate_10s", results_rate (self->results, now, 10), 2);
+    text_put_rounded (t, 0, "rate_1m", results_rate (self->results, now, 59), 2);
+    text_put (t, ",\"store_ok\":%s", store_why ? "false" : "true");
     if (store_why) {
         text_put (t, ",\"store_error\":");
         text_put_string (t, store_why);
@@ -277,11 +281,10 @@ s_put_experiment (void *arg, const store_counts_t *c)
         text_put (t, "}");
         return 0;
     }
-    text_put (t, ",\"queue\":%zu,\"arrivals_10s\":%.2f,\"rate_10s\":%.2f,\"rate_1m\":%.2f",
-           sched_size_of (dispatch_sched (self->dispatch), exp->id),
-           broker_rate (&exp->arrivals, now, 10),
-           broker_rate (&exp->results, now, 10),
-           broker_rate (&exp->results, now, 59));
+    text_put (t, ",\"queue\":%zu", sched_size_of (dispatch_sched (self->dispatch), exp->id));
+    text_put_rounded (t, 0, "arrivals_10s", broker_rate (&exp->arrivals, now, 10), 2);
+    text_put_rounded (t, 0, "rate_10s", broker_rate (&exp->results, now, 10), 2);
+    text_put_rounded (t, 0, "rate_1m", broker_rate (&exp->results, now, 59), 2);
     s_put_latency (t, exp);
     status_policy (t, self, exp->id);
     text_put (t, ",\"settings\":");

@@ -916,7 +916,8 @@ s_put_clocks (text_t *t, storage_t *self)
     for (size_t i = 0; i < n; i++) {
         text_put (t, "%s{\"peer\":", i ? "," : "");
         text_put_string (t, list[i]->peer);
-        text_put (t, ",\"clock_skew_ms\":%.0f}", list[i]->skew_ms);
+        text_put_rounded (t, 0, "clock_skew_ms", list[i]->skew_ms, 0);
+        text_put (t, "}");
     }
     text_put (t, "]");
 }

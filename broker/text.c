@@ -1,7 +1,7 @@
 // text.c — a JSON text growing as it is written (text.h).
 
 #include "broker/text.h"
-#include "common/util.h"
+#include "common/jout.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -34,29 +34,42 @@ text_put (text_t *t, const char *fmt, ...)
     }
 }
 
-// A JSON string (util_json_string).
-void
-text_put_string (text_t *t, const char *text)
+// value's text (jout_dumpb), releasing it: small ones on the stack.
+static void
+s_put_json (text_t *t, json_t *value)
 {
     char small[512];
-    size_t n = util_json_string (text, NULL, 0);
+    size_t n = value ? jout_dumpb (value, small, sizeof small) : 0;
     char *json = n < sizeof small ? small : malloc (n + 1);
-    if (!json) {
+    if (n == 0 || !json) {
         t->failed = 1;
+        json_decref (value);
         return;
     }
-    util_json_string (text, json, n + 1);
+    if (json != small)
+        jout_dumpb (value, json, n + 1);
+    json_decref (value);
     text_put (t, "%s", json);
     if (json != small)
         free (json);
 }
 
-// A number, or null when it is not finite.
+void
+text_put_string (text_t *t, const char *text)
+{
+    s_put_json (t, jout_string (text ? text : ""));
+}
+
 void
 text_put_number (text_t *t, double x)
 {
-    if (isfinite (x))
-        text_put (t, "%.6g", x);
-    else
-        text_put (t, "null");
+    s_put_json (t, jout_number (x));
+}
+
+void
+text_put_rounded (text_t *t, int first, const char *key, double x, int decimals)
+{
+    double scale = pow (10, decimals);
+    text_put (t, "%s\"%s\":", first ? "" : ",", key);
+    text_put_number (t, round (x * scale) / scale);
 }

@@ -16,10 +16,14 @@ typedef struct {
 // Appends printf text; on no memory sets t->failed and appends nothing.
 void text_put (text_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
-// Appends 'text' as a JSON string (util_json_string).
+// Appends 'text' as a JSON string (jout_string; NULL: "").
 void text_put_string (text_t *t, const char *text);
 
-// Appends a number, or null when it is not finite.
+// Appends a number as jout_number writes it (not finite: null).
 void text_put_number (text_t *t, double x);
+
+// Appends ",\"KEY\":" (no comma when 'key' starts the text: first) and x
+// rounded to 'decimals' places, as text_put_number writes it.
+void text_put_rounded (text_t *t, int first, const char *key, double x, int decimals);
 
 #endif

@@ -140,41 +140,6 @@ util_format_size (int64_t bytes, char *buf, size_t size)
     return buf;
 }
 
-size_t
-util_json_string (const char *text, char *out, size_t size)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t len = 0;
-#define S_EMIT(c)                                                                                 \
-    do {                                                                                          \
-        if (len + 1 < size)                                                                       \
-            out[len] = (c);                                                                       \
-        len++;                                                                                    \
-    } while (0)
-    S_EMIT ('"');
-    for (const unsigned char *c = (const unsigned char *) (text ? text : ""); *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            S_EMIT ('\\');
-            S_EMIT ((char) *c);
-        }
-        else if (*c < 0x20) {
-            S_EMIT ('\\');
-            S_EMIT ('u');
-            S_EMIT ('0');
-            S_EMIT ('0');
-            S_EMIT (hex[*c >> 4]);
-            S_EMIT (hex[*c & 15]);
-        }
-        else
-            S_EMIT ((char) *c);
-    }
-    S_EMIT ('"');
-#undef S_EMIT
-    if (size > 0)
-        out[len < size ? len : size - 1] = '\0';
-    return len;
-}
-
 int
 util_utf8_length (const unsigned char *s, size_t n)
 {

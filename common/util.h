@@ -36,12 +36,6 @@ const char *util_decimal (uint64_t magnitude, int negative, char buf[UTIL_DECIMA
 // The same for a signed value.
 const char *util_decimal_int64 (int64_t value, char buf[UTIL_DECIMAL_SIZE]);
 
-// 'text' (NULL: "") as a JSON string, quotes included: '"' and '\\'
-// escaped, control characters as \u00XX, other bytes (UTF-8) as they are.
-// Like snprintf: writes at most size - 1 bytes and a NUL into out (out may
-// be NULL when size is 0) and returns the length of the whole string.
-size_t util_json_string (const char *text, char *out, size_t size);
-
 // The length of the valid UTF-8 sequence at s (1 to 4; s holds n bytes),
 // or 0 if the bytes there are not one: overlong forms, surrogates, code
 // points beyond U+10FFFF and a sequence cut short by n are not; n 0 gives 0.

@@ -261,7 +261,7 @@ START_TEST (the_stream_message_has_every_member_escaped_and_nulls)
     int len = feedback_message_json (&m, json, sizeof json);
     ck_assert_int_eq (len, (int) strlen (json));
     ck_assert_msg (json[0] == '{' && json[len - 1] == '}', "%s", json);
-    s_contains (json, "{\"experiment\":\"run \\\"7\\\"\\\\a\\u000a\",");
+    s_contains (json, "{\"experiment\":\"run \\\"7\\\"\\\\a\\n\",");
     s_contains (json, "\"pair\":1234567890123,\"stem\":\"x_0001\\u0001\",");
     s_contains (json, "\"closed_ns\":1700000000000000000,");
     s_contains (json, "\"dispatched_ns\":1700000000010000000,");

@@ -24,32 +24,6 @@ s_parse (const char *text)
     return doc;
 }
 
-// What the broker, the feedback stream and pivctl write (util_json_string)
-// reads back as it was, and is cut like snprintf when the room is short.
-START_TEST (a_string_written_as_json_reads_back_as_it_was)
-{
-    const char *text = "run \"7\" \\ tab\there\nnew line \x01 \xc3\xa9t\xc3\xa9 <b>";
-    char json[256], doc_text[300];
-    size_t n = util_json_string (text, json, sizeof json);
-    ck_assert_uint_eq (n, strlen (json));
-    ck_assert_str_eq (json, "\"run \\\"7\\\" \\\\ tab\\u0009here\\u000anew line \\u0001 "
-                            "\xc3\xa9t\xc3\xa9 <b>\"");
-    snprintf (doc_text, sizeof doc_text, "{\"s\":%s}", json);
-    char err[256];
-    jdoc_t *doc = jdoc_parse (doc_text, err, sizeof err);
-    ck_assert_msg (doc != NULL, "%s", err);
-    ck_assert_str_eq (jdoc_string (doc, "$.s"), text);
-    jdoc_destroy (&doc);
-    // Short room: the length of the whole, a NUL-terminated prefix.
-    char small[5];
-    ck_assert_uint_eq (util_json_string (text, small, sizeof small), n);
-    ck_assert_str_eq (small, "\"run");
-    ck_assert_uint_eq (util_json_string (text, NULL, 0), n);
-    ck_assert_uint_eq (util_json_string (NULL, json, sizeof json), 2);
-    ck_assert_str_eq (json, "\"\"");
-}
-END_TEST
-
 START_TEST (reads_nested_objects_and_arrays)
 {
     jdoc_t *doc = s_parse ("{\"uptime_s\": 12.5, \"experiments\": ["
@@ -380,7 +354,6 @@ s_suite (void)
     Suite *suite = suite_create ("json");
     TCase *read = tcase_create ("read");
     tcase_add_test (read, reads_nested_objects_and_arrays);
-    tcase_add_test (read, a_string_written_as_json_reads_back_as_it_was);
     tcase_add_test (read, tells_null_from_missing);
     tcase_add_test (read, keeps_nanosecond_times_and_large_integers_exact);
     tcase_add_test (read, unescapes_strings_and_keeps_utf8);
