@@ -13,6 +13,7 @@
 #include "broker/dispatch.h"
 #include "broker/ingest.h"
 #include "broker/peers.h"
+#include "broker/publish.h"
 #include "broker/results.h"
 #include "broker/settings.h"
 #include "broker/stages.h"
@@ -355,6 +356,15 @@ s_stages (broker_t *self, stages_t *stages)
                           .store_error = s_store_error};
 }
 
+// Subscriptions arriving on the publish socket (an XPUB).
+static int
+s_on_publish (zloop_t *loop, zsock_t *reader, void *arg)
+{
+    (void) loop, (void) arg;
+    publish_subscriptions (reader);
+    return 0;
+}
+
 static int
 s_on_control (zloop_t *loop, zsock_t *reader, void *arg)
 {
@@ -501,7 +511,7 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
     self->control_sock =
         self->work_sock ? s_bind (ZMQ_ROUTER, cfg->broker.control, cert, err, errlen) : NULL;
     self->publish_sock =
-        self->control_sock ? s_bind (ZMQ_PUB, cfg->broker.publish, cert, err, errlen) : NULL;
+        self->control_sock ? s_bind (ZMQ_XPUB, cfg->broker.publish, cert, err, errlen) : NULL;
     zcert_destroy (&cert);
     if (!self->publish_sock)
         return -1;
@@ -510,6 +520,7 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
     zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);
     zloop_reader (self->loop, self->work_sock, s_on_work, self);
     zloop_reader (self->loop, self->control_sock, s_on_control, self);
+    zloop_reader (self->loop, self->publish_sock, s_on_publish, self);
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
@@ -592,6 +603,7 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->ingest_sock);
     zsock_destroy (&self->work_sock);
     zsock_destroy (&self->control_sock);
+    publish_forget (self->publish_sock);
     zsock_destroy (&self->publish_sock);
     peers_destroy (&self->peers);
     dispatch_destroy (&self->dispatch);

@@ -23,4 +23,17 @@ void publish_send (zsock_t *publish, const char *prefix, const char *experiment,
 int publish_json (zsock_t *publish, const char *prefix, const char *experiment, json_t *value,
                   size_t budget, const void *blob, size_t blob_size);
 
+// The publish socket is an XPUB: subscribers' subscriptions reach the
+// broker, which then builds a message only when somebody asked for its
+// topic (a result's JSON costs the broker's one thread more than the rest
+// of the result). Reads the subscription messages waiting on 'publish'
+// (the reactor calls it when the socket is readable; publish_wanted too).
+void publish_subscriptions (zsock_t *publish);
+// 1 when a subscriber of 'publish' subscribed to a prefix of the topic
+// "<prefix><experiment>/" (experiment NULL: 'prefix' alone); always 1 on a
+// socket that is not an XPUB; 0 when publish is NULL.
+int publish_wanted (zsock_t *publish, const char *prefix, const char *experiment);
+// Forgets the subscriptions of 'publish' (before it is destroyed).
+void publish_forget (zsock_t *publish);
+
 #endif

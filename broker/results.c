@@ -31,6 +31,8 @@ void
 results_publish_failed (results_t *self, const task_t *task, int attempts, const char *error,
                   int64_t now)
 {
+    if (!publish_wanted (self->publish, PROTO_TOPIC_FAILED, task->exp->name))
+        return;
     json_t *o = json_object ();
     jout_set (&o, "experiment", jout_string (task->exp->name));
     jout_set (&o, "pair", json_integer (task->pair));
@@ -50,6 +52,10 @@ s_publish_result (results_t *self, const task_t *task, const agent_rec_t *agent,
                   const proto_msg_t *msg, int64_t now)
 {
     exp_t *exp = task->exp;
+    // Nothing is built for topics nobody subscribed to.
+    if (!publish_wanted (self->publish, PROTO_TOPIC_RESULT, exp->name)
+        && !publish_wanted (self->publish, PROTO_TOPIC_FIELD, exp->name))
+        return;
     json_t *o = json_object ();
     jout_set (&o, "experiment", jout_string (exp->name));
     jout_set (&o, "replay", json_boolean (exp->replay));
