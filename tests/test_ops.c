@@ -1283,6 +1283,42 @@ START_TEST (a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_a
 }
 END_TEST
 
+// The broker builds results only for topics somebody subscribed to (an
+// XPUB): a subscriber of a shorter prefix, or of everything, still gets
+// them, and so does one that subscribes after others left.
+START_TEST (results_reach_subscribers_of_any_prefix_and_later_subscribers)
+{
+    tu_farm_render (&s_farm, 3, "g");
+    s_start_farm ();
+    zsock_t *some = s_subscribe ("result.", NULL), *all = s_subscribe ("", NULL);
+    tu_farm_land (&s_farm, "g", 1, 1, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
+    char topic[512];
+    jdoc_t *doc = s_next (some, 5000, topic, sizeof topic, NULL);
+    ck_assert_msg (doc != NULL, "no result on 'result.'");
+    ck_assert_str_eq (topic, "result.exp1/");
+    ck_assert_str_eq (jdoc_string (doc, "$.stem"), "g_0001");
+    jdoc_destroy (&doc);
+    int results = 0;
+    while ((doc = s_next (all, 2000, topic, sizeof topic, NULL))) {
+        results += strcmp (topic, "result.exp1/") == 0;
+        jdoc_destroy (&doc);
+    }
+    ck_assert_int_eq (results, 1);
+    // Both leave; a new subscriber of the exact topic gets the next one.
+    zsock_destroy (&some);
+    zsock_destroy (&all);
+    zsock_t *exact = s_subscribe ("result.exp1/", NULL);
+    tu_farm_land (&s_farm, "g", 2, 2, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
+    doc = s_next (exact, 5000, topic, sizeof topic, NULL);
+    ck_assert_msg (doc != NULL, "no result on 'result.exp1/'");
+    ck_assert_str_eq (jdoc_string (doc, "$.stem"), "g_0002");
+    jdoc_destroy (&doc);
+    zsock_destroy (&exact);
+}
+END_TEST
+
 START_TEST (agents_joining_and_leaving_are_published)
 {
     tu_farm_render (&s_farm, 1, "g");
@@ -1497,6 +1533,7 @@ main (void)
     tc = s_tcase (suite, "publish");
     tcase_add_test (tc, a_subscriber_of_one_experiment_gets_its_messages_alone_and_replays_are_marked);
     tcase_add_test (tc, agents_joining_and_leaving_are_published);
+    tcase_add_test (tc, results_reach_subscribers_of_any_prefix_and_later_subscribers);
     tcase_add_test (tc, a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera_time);
     tcase_add_test (tc, experiments_shows_when_each_was_created);
     tcase_add_test (tc, ask_tells_an_answer_a_refusal_and_a_silent_broker_apart);
