@@ -506,8 +506,10 @@ s_wake (zloop_t *loop, int timer_id, void *arg)
 
 // Sends what an agent's batch holds. A batch the agent cannot take now
 // (gone, or its queue full) puts its tasks back: the pairs wait for
-// another agent (a gone one expires at the next heartbeat check); the
-// RECORDED in it are lost, and the agent sends those results again.
+// another agent, and this one gets no task until it is heard from again
+// (a live agent heartbeats; a gone one expires at the next heartbeat
+// check) rather than task after task sent into the void; the RECORDED in
+// it are lost, and the agent sends those results again.
 static void
 s_flush_agent (dispatch_t *self, agent_rec_t *agent)
 {
@@ -517,6 +519,7 @@ s_flush_agent (dispatch_t *self, agent_rec_t *agent)
     agent->out_tasks = 0;
     if (proto_batch_send (agent->out, agent->identity, self->work) == 0)
         return;
+    agent->unreachable = 1;
     int64_t now = util_time_ns ();
     for (size_t i = 0; i < tasks; i++) {
         task_t *task = zlistx_last (agent->tasks);
@@ -603,7 +606,8 @@ dispatch_now (dispatch_t *self)
         gave = 0;
         for (agent_rec_t *agent = zhashx_first (self->agents); agent && more;
              agent = zhashx_next (self->agents)) {
-            if (agent->credit == 0 || !peers_allowed (self->peers, agent->key, BROKER_ROLE_AGENT))
+            if (agent->credit == 0 || agent->unreachable
+                || !peers_allowed (self->peers, agent->key, BROKER_ROLE_AGENT))
                 continue;
             int64_t exp, pair;
             task_t *task = sched_next (self->sched, now, &exp, &pair);
@@ -879,8 +883,10 @@ s_work_msg (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
         proto_msg_t bye = {.command = PROTO_DISCONNECT};
         proto_send (&bye, identity, self->work);
     }
-    if (agent)
+    if (agent) {
         agent->expires_ns = s_expiry (self, util_time_ns ());
+        agent->unreachable = 0;  // heard from: it takes tasks again
+    }
     switch (msg->command) {
     case PROTO_READY:
         if (agent) {

@@ -145,6 +145,7 @@ typedef struct {
     size_t out_tasks;    // how many of them are TASKs: the last ones in 'tasks'
     char key[64];        // its CURVE public key (Z85), or "" (curve off)
     int clamped;         // a READY beyond its cores was clamped (warned once)
+    int unreachable;     // a send to it failed: no task until it is heard from again
 } agent_rec_t;
 
 // A task of 'pair' (its names copied); NULL without memory.
