@@ -18,6 +18,7 @@
 #include "broker/settings.h"
 #include "broker/stages.h"
 #include "broker/storage.h"
+#include "common/daemon.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/secure.h"
@@ -44,7 +45,7 @@ struct _broker_t {
     int64_t started_ns;       // start time
     store_t *store;           // the durable state
     zloop_t *loop;            // the reactor
-    void *fd_watch;           // broker_poll_fd's watch (SIGHUP), freed with the broker
+    void *fd_watch;           // broker_watch_hangup's watch (SIGHUP), freed with the broker
     zsock_t *ingest_sock;     // ROUTER: watchers
     zsock_t *work_sock;       // ROUTER: agents
     zsock_t *control_sock;    // ROUTER: pivctl, the status page
@@ -706,36 +707,20 @@ broker_reload (broker_t *self, const config_t *cfg)
     return 0;
 }
 
-// A file descriptor the reactor watches for its owner (SIGHUP's signalfd).
-typedef struct {
-    broker_t *broker;
-    void (*fn) (broker_t *, void *);
-    void *arg;
-} s_fd_watch_t;
-
 static int
-s_on_fd (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+s_reload (void *owner, const config_t *cfg)
 {
-    (void) loop, (void) item;
-    s_fd_watch_t *w = arg;
-    w->fn (w->broker, w->arg);
-    return 0;
+    return broker_reload (owner, cfg);
 }
 
 int
-broker_poll_fd (broker_t *self, int fd, void (*fn) (broker_t *, void *), void *arg)
+broker_watch_hangup (broker_t *self, int fd)
 {
-    s_fd_watch_t *w = calloc (1, sizeof *w);
-    if (!w)
+    void *watch = daemon_watch_hangup (self->loop, fd, s_reload, self);
+    if (!watch)
         return -1;
-    *w = (s_fd_watch_t) {self, fn, arg};
-    zmq_pollitem_t item = {.fd = fd, .events = ZMQ_POLLIN};
-    if (zloop_poller (self->loop, &item, s_on_fd, w) != 0) {
-        free (w);
-        return -1;
-    }
     free (self->fd_watch);
-    self->fd_watch = w;
+    self->fd_watch = watch;
     return 0;
 }
 

@@ -36,10 +36,10 @@ int broker_run (broker_t *self);
 // needs a restart. Returns 0.
 int broker_reload (broker_t *self, const config_t *cfg);
 
-// Calls fn (self, arg) from the reactor whenever fd is readable (the
-// daemon's SIGHUP signalfd); fn must make fd unreadable again. One such fd
-// at a time. 0, or -1 out of memory.
-int broker_poll_fd (broker_t *self, int fd, void (*fn) (broker_t *, void *), void *arg);
+// Watches the daemon's SIGHUP signalfd 'fd' in the reactor: on each SIGHUP
+// the configuration is read again and broker_reload applies what may change
+// (daemon_watch_hangup). 0, or -1 out of memory.
+int broker_watch_hangup (broker_t *self, int fd);
 
 // The endpoint a socket is bound to ("ingest", "work", "control",
 // "publish"), with ephemeral ports resolved; NULL for another name.

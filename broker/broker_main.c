@@ -8,26 +8,6 @@
 #include "common/log.h"
 #include "piv/settings.h"
 
-// SIGHUP: the configuration is read again and what may change is applied
-// (daemon.h, broker_reload); a file that no longer loads changes nothing.
-static void
-s_hangup (broker_t *broker, void *arg)
-{
-    int fd = *(int *) arg;
-    if (!daemon_hangup_take (fd))
-        return;
-    daemon_reloading ();
-    config_t cfg;
-    char err[1024];
-    if (daemon_reload_config (&cfg, err, sizeof err) != 0)
-        log_error ("reload: %s; nothing changed", err);
-    else {
-        daemon_apply_log_level (&cfg);
-        broker_reload (broker, &cfg);
-    }
-    daemon_ready ("running");
-}
-
 int
 main (int argc, char **argv)
 {
@@ -46,7 +26,7 @@ main (int argc, char **argv)
         log_error ("%s", err);
         return 2;
     }
-    if (hangup >= 0 && broker_poll_fd (broker, hangup, s_hangup, &hangup) != 0)
+    if (hangup >= 0 && broker_watch_hangup (broker, hangup) != 0)
         log_warning ("SIGHUP: cannot watch it (out of memory): reload needs a restart");
     // The store is open and every socket bound: 'systemctl start' returns.
     daemon_ready ("running");

@@ -9,6 +9,7 @@
 #include "common/util.h"
 #include "common/version.h"
 
+#include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -184,4 +185,46 @@ void
 daemon_apply_log_level (const config_t *cfg)
 {
     s_log_level (cfg, 0);
+}
+
+// The SIGHUP watch of one reactor.
+typedef struct {
+    int fd;                    // the signalfd
+    daemon_reload_fn *reload;  // what the reactor applies
+    void *owner;               // the reactor
+} s_hangup_watch_t;
+
+static int
+s_on_hangup (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    (void) loop, (void) item;
+    s_hangup_watch_t *w = arg;
+    if (!daemon_hangup_take (w->fd))
+        return 0;
+    daemon_reloading ();
+    config_t cfg;
+    char err[1024];
+    if (daemon_reload_config (&cfg, err, sizeof err) != 0)
+        log_error ("reload: %s; nothing changed", err);
+    else {
+        daemon_apply_log_level (&cfg);
+        w->reload (w->owner, &cfg);
+    }
+    daemon_ready ("running");
+    return 0;
+}
+
+void *
+daemon_watch_hangup (void *loop, int fd, daemon_reload_fn *reload, void *owner)
+{
+    s_hangup_watch_t *w = calloc (1, sizeof *w);
+    if (!w)
+        return NULL;
+    *w = (s_hangup_watch_t) {fd, reload, owner};
+    zmq_pollitem_t item = {.fd = fd, .events = ZMQ_POLLIN};
+    if (zloop_poller ((zloop_t *) loop, &item, s_on_hangup, w) != 0) {
+        free (w);
+        return NULL;
+    }
+    return w;
 }

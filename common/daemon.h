@@ -43,4 +43,16 @@ void daemon_remember (const char *path, int verbose, const config_t *cfg);
 // daemon was started with -v), and says so when it changes.
 void daemon_apply_log_level (const config_t *cfg);
 
+// What a reactor applies of a configuration read again (broker_reload,
+// watcher_reload): 0, or -1 (it says why in the log).
+typedef int (daemon_reload_fn) (void *owner, const config_t *cfg);
+
+// Watches the SIGHUP signalfd 'fd' (daemon_hangup_fd) in 'loop' (a zloop_t):
+// on each SIGHUP the configuration is read again (daemon_reload_config),
+// its log level applied and reload (owner, cfg) called, between RELOADING=1
+// and READY=1; a file that no longer loads changes nothing (logged). Returns
+// the watch, which the caller frees (free) once the loop is destroyed; NULL
+// with nothing watched on no memory.
+void *daemon_watch_hangup (void *loop, int fd, daemon_reload_fn *reload, void *owner);
+
 #endif

@@ -6,6 +6,7 @@
 // changes after it was reported is reported again.
 
 #include "watcher/watcher.h"
+#include "common/daemon.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -84,7 +85,7 @@ struct _watcher_t {
     uint64_t next_seq;     // next sequence number
     int64_t sent;          // events sent
     int64_t acked;         // events acknowledged
-    void *fd_watch;        // watcher_poll_fd's watch (SIGHUP)
+    void *fd_watch;        // watcher_watch_hangup's watch (SIGHUP)
 };
 
 static void
@@ -1108,35 +1109,19 @@ watcher_reload (watcher_t *self, const config_t *cfg)
     return 0;
 }
 
-// A file descriptor the reactor watches for its owner (SIGHUP's signalfd).
-typedef struct {
-    watcher_t *watcher;
-    void (*fn) (watcher_t *, void *);
-    void *arg;
-} s_fd_watch_t;
-
 static int
-s_on_fd (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+s_reload (void *owner, const config_t *cfg)
 {
-    (void) loop, (void) item;
-    s_fd_watch_t *w = arg;
-    w->fn (w->watcher, w->arg);
-    return 0;
+    return watcher_reload (owner, cfg);
 }
 
 int
-watcher_poll_fd (watcher_t *self, int fd, void (*fn) (watcher_t *, void *), void *arg)
+watcher_watch_hangup (watcher_t *self, int fd)
 {
-    s_fd_watch_t *w = calloc (1, sizeof *w);
-    if (!w)
+    void *watch = daemon_watch_hangup (self->loop, fd, s_reload, self);
+    if (!watch)
         return -1;
-    *w = (s_fd_watch_t) {self, fn, arg};
-    zmq_pollitem_t item = {.fd = fd, .events = ZMQ_POLLIN};
-    if (zloop_poller (self->loop, &item, s_on_fd, w) != 0) {
-        free (w);
-        return -1;
-    }
     free (self->fd_watch);
-    self->fd_watch = w;
+    self->fd_watch = watch;
     return 0;
 }

@@ -32,8 +32,9 @@ int watcher_run (watcher_t *self);
 // at start only (root, mode, poll_ms, broker/ingest, security). Returns 0.
 int watcher_reload (watcher_t *self, const config_t *cfg);
 
-// Calls fn (self, arg) from the reactor whenever fd is readable (the
-// daemon's SIGHUP signalfd); fn must make fd unreadable again. 0, or -1.
-int watcher_poll_fd (watcher_t *self, int fd, void (*fn) (watcher_t *, void *), void *arg);
+// Watches the daemon's SIGHUP signalfd 'fd' in the reactor: on each SIGHUP
+// the configuration is read again and watcher_reload applies what may change
+// (daemon_watch_hangup). 0, or -1 out of memory.
+int watcher_watch_hangup (watcher_t *self, int fd);
 
 #endif

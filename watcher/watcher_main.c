@@ -11,26 +11,6 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-// SIGHUP: the configuration is read again and what may change is applied
-// (watcher_reload); a file that no longer loads changes nothing.
-static void
-s_hangup (watcher_t *watcher, void *arg)
-{
-    int fd = *(int *) arg;
-    if (!daemon_hangup_take (fd))
-        return;
-    daemon_reloading ();
-    config_t cfg;
-    char err[1024];
-    if (daemon_reload_config (&cfg, err, sizeof err) != 0)
-        log_error ("reload: %s; nothing changed", err);
-    else {
-        daemon_apply_log_level (&cfg);
-        watcher_reload (watcher, &cfg);
-    }
-    daemon_ready ("running");
-}
-
 int
 main (int argc, char **argv)
 {
@@ -58,7 +38,7 @@ main (int argc, char **argv)
             log_error ("%s", err);
         return 2;
     }
-    if (hangup >= 0 && watcher_poll_fd (watcher, hangup, s_hangup, &hangup) != 0)
+    if (hangup >= 0 && watcher_watch_hangup (watcher, hangup) != 0)
         log_warning ("SIGHUP: cannot watch it (out of memory): reload needs a restart");
     // The root is watched and the ingest socket connected; the first scan
     // runs in watcher_run.
