@@ -41,29 +41,26 @@ s_usage (FILE *out)
                   "2 bad usage, a bad configuration, or cannot start (doc/conventions.md)\n");
 }
 
-// SIGHUP, on a thread of its own (the agent's reactor is agent.c's): the
-// configuration is read again; the log level applies at once, the rest is
-// read at start only and needs a restart, which the log says.
+// What the agent applies of a reload: the log level (daemon_reload applies
+// it); the rest is read at start only and needs a restart, which the log says.
+static int
+s_reload (void *owner, const config_t *cfg)
+{
+    (void) owner, (void) cfg;
+    log_notice ("reload: applied log/level; every other key is read at start only "
+                "(systemctl restart pivfarm-agent@NAME to apply it)");
+    return 0;
+}
+
+// SIGHUP, on a thread of its own (the agent's reactor is agent.c's).
 static void *
 s_hangup_thread (void *arg)
 {
     int fd = (int) (intptr_t) arg;
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    while (poll (&pfd, 1, -1) >= 0 || errno == EINTR) {
-        if (!daemon_hangup_take (fd))
-            continue;
-        daemon_reloading ();
-        config_t cfg;
-        char err[1024];
-        if (daemon_reload_config (&cfg, err, sizeof err) != 0)
-            log_error ("reload: %s; nothing changed", err);
-        else {
-            daemon_apply_log_level (&cfg);
-            log_notice ("reload: applied log/level; every other key is read at start only "
-                        "(systemctl restart pivfarm-agent@NAME to apply it)");
-        }
-        daemon_ready ("running");
-    }
+    while (poll (&pfd, 1, -1) >= 0 || errno == EINTR)
+        if (daemon_hangup_take (fd))
+            daemon_reload (s_reload, NULL);
     return NULL;
 }
 

@@ -187,6 +187,21 @@ daemon_apply_log_level (const config_t *cfg)
     s_log_level (cfg, 0);
 }
 
+void
+daemon_reload (daemon_reload_fn *reload, void *owner)
+{
+    daemon_reloading ();
+    config_t cfg;
+    char err[1024];
+    if (daemon_reload_config (&cfg, err, sizeof err) != 0)
+        log_error ("reload: %s; nothing changed", err);
+    else {
+        daemon_apply_log_level (&cfg);
+        reload (owner, &cfg);
+    }
+    daemon_ready ("running");
+}
+
 // The SIGHUP watch of one reactor.
 typedef struct {
     int fd;                    // the signalfd
@@ -199,18 +214,8 @@ s_on_hangup (zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     (void) loop, (void) item;
     s_hangup_watch_t *w = arg;
-    if (!daemon_hangup_take (w->fd))
-        return 0;
-    daemon_reloading ();
-    config_t cfg;
-    char err[1024];
-    if (daemon_reload_config (&cfg, err, sizeof err) != 0)
-        log_error ("reload: %s; nothing changed", err);
-    else {
-        daemon_apply_log_level (&cfg);
-        w->reload (w->owner, &cfg);
-    }
-    daemon_ready ("running");
+    if (daemon_hangup_take (w->fd))
+        daemon_reload (w->reload, w->owner);
     return 0;
 }
 

@@ -47,6 +47,11 @@ void daemon_apply_log_level (const config_t *cfg);
 // watcher_reload): 0, or -1 (it says why in the log).
 typedef int (daemon_reload_fn) (void *owner, const config_t *cfg);
 
+// One reload: RELOADING=1, the configuration read again
+// (daemon_reload_config), its log level applied and reload (owner, cfg)
+// called, READY=1; a file that no longer loads changes nothing (logged).
+void daemon_reload (daemon_reload_fn *reload, void *owner);
+
 // Watches the SIGHUP signalfd 'fd' (daemon_hangup_fd) in 'loop' (a zloop_t):
 // on each SIGHUP the configuration is read again (daemon_reload_config),
 // its log level applied and reload (owner, cfg) called, between RELOADING=1
