@@ -357,7 +357,9 @@ feedback_message_replayed (const char *payload, const char *as, char *buf, size_
     if (!name_end)
         return -1;
     const char *rest = name_end;
-    char *as_json = jout_dump (jout_string (as ? as : ""));
+    json_t *as_value = jout_string (as ? as : "");
+    char *as_json = jout_dump (as_value);
+    json_decref (as_value);
     static const char marked[] = ",\"replay\":true,\"source\":";
     static const char live[] = ",\"replay\":false,\"source\":null";
     s_out_t out = {buf, size, 0};

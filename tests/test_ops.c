@@ -139,8 +139,10 @@ s_by_dispatch (const void *a, const void *b)
 static int
 s_pivctl_v (char *out, size_t len, const char *first, va_list ap)
 {
-    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf};
-    int n = 3;
+    // A generous wait: a status of thousands of experiments under the
+    // sanitizers (make check-asan) takes more than the default 3 s.
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "--timeout", "30000"};
+    int n = 5;
     for (const char *a = first; a && n < 31; a = va_arg (ap, const char *))
         argv[n++] = (char *)a;
     argv[n] = NULL;
@@ -164,8 +166,10 @@ s_ask (const char *first, ...)
 {
     static char out[1 << 20];
     // --json may follow the command (doc/pivctl.md): it goes last.
-    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf};
-    int n = 3;
+    // A generous wait: a status of thousands of experiments under the
+    // sanitizers (make check-asan) takes more than the default 3 s.
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "--timeout", "30000"};
+    int n = 5;
     va_list ap;
     va_start (ap, first);
     for (const char *a = first; a && n < 30; a = va_arg (ap, const char *))

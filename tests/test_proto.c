@@ -1025,6 +1025,7 @@ START_TEST (refuses_a_field_blob_over_its_limit_and_takes_one_at_it)
     blob = s_frame_at (zmsg, 13);
     zmsg_remove (zmsg, blob);
     zframe_destroy (&blob);
+    zmsg_destroy (&zmsg);
     // The largest field within the limit: 2271 x 2273 vectors, 67105811 bytes.
     proto_msg_t msg;
     s_fill (&msg, PROTO_RESULT);
