@@ -226,12 +226,13 @@ s_put_rows (text_t *body, const status_query_t *q, const char *key, s_rows_t *ro
         all += rows->rows[i].text.len + 1;
     }
     if (q->page > 0) {
-        qsort (rows->rows, rows->count, sizeof (s_row_t), s_compare_name);
+        if (rows->count > 1)  // no rows: no array at all (qsort wants one)
+            qsort (rows->rows, rows->count, sizeof (s_row_t), s_compare_name);
         first = (size_t) (q->page - 1) * most;
     }
     else if (all <= budget)
         most = rows->count;
-    else
+    else if (rows->count > 1)
         qsort (rows->rows, rows->count, sizeof (s_row_t), s_compare_busy);
     text_put (body, "\"%s\":[", key);
     size_t shown = 0, used = 0;
