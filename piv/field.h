@@ -12,7 +12,8 @@
 // Vector flags, as written in the flags column.
 enum { PIV_FLAG_VALID = 0, PIV_FLAG_REPLACED = 1, PIV_FLAG_INVALID = 2 };
 
-typedef enum { PIV_FORMAT_TXT, PIV_FORMAT_TECPLOT } piv_format_t;
+// PIV_FORMAT_VTK: a legacy VTK structured grid (piv/stats.h, piv_field_write_vtk).
+typedef enum { PIV_FORMAT_TXT, PIV_FORMAT_TECPLOT, PIV_FORMAT_VTK } piv_format_t;
 
 // A plain struct: consumers walk the arrays. Vector k = j * nx + i sits at
 // column x[k], row y[k] of the image (pixels, origin top-left, y downward);

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 4  // 5 once the statistics land (issue 16)
 
 typedef struct _store_t store_t;
 
@@ -380,6 +380,48 @@ typedef int (store_file_stored_fn) (void *arg, const store_file_stored_t *file);
 int store_files_stored (store_t *self, int64_t experiment, store_file_stored_fn *fn, void *arg);
 // When the last file of 'experiment' arrived (0: none), or -1.
 int64_t store_file_last_seen (store_t *self, int64_t experiment);
+
+// ---------------------------------------------------------------------------
+// Run statistics (schema 5; doc/units.md)
+
+// The statistics of a run are kept by the broker in memory and saved here
+// as checkpoints: one row per (experiment, set), a set being the results
+// on one grid under one PIV settings and one calibration. 'state' is
+// piv_stats_encode's bytes (the store does not read them). Exactly once:
+// each result row says whether it is counted in its experiment's saved
+// statistics; a checkpoint marks the results it counts in the same
+// transaction, so after a crash the results not marked are the ones to add
+// again (store_results_uncounted).
+typedef struct {
+    int64_t experiment;
+    const char *set;          // its key: grid, settings and calibration, one line
+    const char *settings;     // the PIV settings text of its results
+    const char *calibration;  // piv_calib_format's text in force ("none")
+    int64_t fields;           // fields counted
+    int64_t first_pair, last_pair;  // pair ids of its first and latest counted result
+    const void *state;        // piv_stats_encode's bytes
+    size_t state_size;
+    int64_t updated_ns;       // saved when
+} store_stats_t;
+
+// Saves (inserts or replaces) the row of stats->set for stats->experiment,
+// then marks pairs[0 .. npairs - 1] (results of that experiment) counted;
+// one group of writes. 0 or -1.
+int store_stats_save (store_t *self, const store_stats_t *stats, const int64_t *pairs,
+                      size_t npairs, int64_t now_ns);
+// Calls fn for each saved set of 'experiment' (0: every experiment), in
+// (experiment, first_pair) order; strings and state last until fn returns;
+// fn must not write. Returns the count or -1.
+typedef int (store_stats_fn) (void *arg, const store_stats_t *stats);
+int store_stats_of (store_t *self, int64_t experiment, store_stats_fn *fn, void *arg);
+// Results of 'experiment' (0: all) not counted in saved statistics, pair
+// order, as store_results_of (fn must not write; field NULL when the store
+// did not keep it). Returns the count or -1.
+int store_results_uncounted (store_t *self, int64_t experiment, store_result_info_fn *fn,
+                             void *arg);
+// Removes the saved statistics of 'experiment' and marks its results not
+// counted (a rebuild from scratch). 0 or -1.
+int store_stats_clear (store_t *self, int64_t experiment, int64_t now_ns);
 
 // Failure seam for tests: after 'after' more statement executions, every
 // execution fails with SQLite error 'code' (STORE_FAULT_*) until called

@@ -1,0 +1,83 @@
+// stats.h — running statistics of a series of vector fields on one grid:
+// per grid point the count of valid samples, mean u and v, RMS of the
+// fluctuations u' and v', the Reynolds shear stress mean(u'v') and the
+// mean vorticity; per series the fields counted, the valid fraction and
+// the convergence of the mean. Kept in image units (px, frame pairs) and
+// converted on output (piv/calib.h). Accumulation is numerically stable
+// (Welford) and its state encodes to bytes (the store's checkpoints),
+// restored exactly. Plain C: no library.
+
+#ifndef PIV_STATS_H
+#define PIV_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "piv/calib.h"
+#include "piv/field.h"
+
+typedef struct _piv_stats_t piv_stats_t;
+
+// Statistics on the grid of 'field' (nx, ny, x0, y0, step, window), none
+// counted yet. NULL on no memory or a field without a regular grid.
+piv_stats_t *piv_stats_new (const piv_field_t *field);
+void piv_stats_destroy (piv_stats_t **self_p);
+
+// 1 if 'field' lies on the same grid (nx, ny, step, window and first
+// position), else 0: a field that does not fits another series.
+int piv_stats_fits (const piv_stats_t *self, const piv_field_t *field);
+
+// Counts one field: each VALID vector (flag 0) is a sample of u, v at its
+// point; 'vorticity' (piv_field_derive's, may be NULL) adds its finite
+// values to the mean vorticity. 0, or -1 if the field does not fit.
+int piv_stats_add (piv_stats_t *self, const piv_field_t *field, const float *vorticity);
+
+// One grid point, in image units.
+typedef struct {
+    double x, y;            // its position, px
+    int64_t count;          // valid samples
+    double u_mean, v_mean;  // px/frame; NaN when count is 0
+    double u_rms, v_rms;    // RMS of u', v' (population: divided by count); NaN when count is 0
+    double uv_mean;         // mean(u'v'), px^2/frame^2; NaN when count is 0
+    double vorticity_mean;  // 1/frame; NaN without a finite sample
+    int64_t vorticity_count;  // finite vorticity samples
+} piv_stats_point_t;
+// Grid size and point k (k = j * nx + i). 0 or -1 (k out of range).
+void piv_stats_grid (const piv_stats_t *self, int *nx, int *ny, int *step, int *window);
+int piv_stats_point (const piv_stats_t *self, long k, piv_stats_point_t *out);
+
+// The series as a whole.
+typedef struct {
+    int64_t fields;           // fields counted
+    double valid_fraction;    // valid samples / (fields * points); NaN before a field
+    double convergence;       // RMS change of the mean velocity over the last ~10 % of the
+                              // fields, relative to the RMS of the mean speed; NaN until known
+    int64_t convergence_from; // the field count the current mean is compared with
+} piv_stats_summary_t;
+void piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out);
+
+// The whole state as bytes (a versioned little-endian layout, doc/units.md):
+// a malloc'd buffer in *buf_p. 0 or -1 (no memory). Decode gives back the
+// same statistics, or NULL with err ("bad statistics: ...") for bytes that
+// are not such a state (wrong magic, sizes that do not add up).
+int piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p);
+piv_stats_t *piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen);
+
+// Writes the statistics field converted by 'c' (may be NULL: image units):
+//   PIV_FORMAT_TXT      one line per point "x y u_mean v_mean u_rms v_rms uv_mean count"
+//   PIV_FORMAT_TECPLOT  the same columns plus vorticity_mean as a Tecplot ASCII zone
+//   PIV_FORMAT_VTK      a legacy VTK STRUCTURED_GRID (ParaView) with those as point data
+// after '#' header lines (txt, tecplot: each line of 'header' prefixed "# ";
+// vtk: the title line) stating the units of every column and the
+// calibration. Points without samples write NaN ("nan"; VTK: nan). 0 or -1.
+int piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format,
+                     const piv_calib_t *c, const char *header);
+
+// A field as a legacy VTK STRUCTURED_GRID file ParaView opens: points
+// (x, y, 0), vectors "velocity" (u, v, 0), scalars vorticity, divergence,
+// speed, flags, peak_ratio; converted by 'c' (NULL: image units); 'title'
+// one line (units and calibration). 0 or -1.
+int piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c,
+                         const char *title);
+
+#endif
