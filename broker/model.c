@@ -76,5 +76,6 @@ broker_settings_format (const config_t *cfg, char *out, size_t size)
     piv_deform_parse (cfg->piv.deform, &s.deform, err, sizeof err);
     s.overlap = cfg->piv.overlap;
     s.final_iterations = cfg->piv.iterations;
+    snprintf (s.mask_path, sizeof s.mask_path, "%s", cfg->piv.mask);
     piv_settings_format (&s, out, size);
 }

@@ -104,6 +104,7 @@ static const s_key_t s_keys[] = {
     TEXT (piv, overlap, KIND_RULED_INT),
     TEXT (piv, iterations, KIND_RULED_INT),
     TEXT (piv, deform, KIND_RULED),
+    TEXT (piv, mask, KIND_RULED),
     INT (piv, max_pixels, 1, 1 << 30),
     INT (piv, max_file_mb, 1, 1048576),
     CHOICE (security, curve, s_curves, "off or on"),
@@ -703,8 +704,14 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
         || s_anchor (load, cfg, s_key_find ("security", "broker_cert"), "")
         || s_anchor (load, cfg, s_key_find ("security", "client_cert"), "")
         || s_anchor (load, cfg, s_key_find ("security", "clients"), "")
-        || s_anchor (load, cfg, s_key_find ("security", "operators"), ""))
+        || s_anchor (load, cfg, s_key_find ("security", "operators"), "")
+        || (*cfg->piv.mask && s_anchor (load, cfg, s_key_find ("piv", "mask"), "")))
         return -1;
+    // A TASK's settings are split at spaces: the directory must have none.
+    if (strchr (cfg->piv.mask, ' '))
+        return s_fail (load, "value of 'piv/mask' in '%s' holds a space once made relative to "
+                             "'%s': write the path in full, without spaces",
+                       load->path, load->dir);
     // Free-space thresholds of one kind compare: the warning comes first.
     int64_t warn_b, crit_b;
     double warn_p, crit_p;

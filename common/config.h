@@ -63,6 +63,8 @@ typedef struct {
         char deform[16];              // bspline5 | bspline | omoms | bicubic | bilinear | offset
         int max_pixels;               // largest image an agent loads, in pixels (67108864)
         int max_file_mb;              // largest frame file an agent reads, in MiB (1024)
+        char mask[256];               // mask image of every experiment ("": none), absolute
+                                      // once loaded; PIV_MASK_PATH_MAX of piv/settings.h
     } piv;
     struct {
         char curve[8];                // off | on (off)

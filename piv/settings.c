@@ -78,6 +78,40 @@ piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err, 
     return 0;
 }
 
+// What a mask's path may not be, in a few words, or NULL if it is fine:
+// the TASK text is split at spaces, and a control character in a path is
+// never meant. 'absolute' asks for a leading '/'.
+static const char *
+s_mask_path_why (const char *path, int absolute)
+{
+    if (strlen (path) >= PIV_MASK_PATH_MAX)
+        return "is too long";
+    if (absolute && path[0] != '/')
+        return "is not an absolute path";
+    for (const unsigned char *p = (const unsigned char *) path; *p; p++)
+        if (*p == ' ')
+            return "holds a space";
+        else if (*p < 0x20 || *p == 0x7f)
+            return "holds a control character";
+    return NULL;
+}
+
+int
+piv_settings_set_mask (piv_settings_t *settings, const char *path, char *err, size_t errlen)
+{
+    if (!*path || strcmp (path, "none") == 0) {
+        settings->mask_path[0] = '\0';
+        return 0;
+    }
+    const char *why = s_mask_path_why (path, 1);
+    if (why) {
+        snprintf (err, errlen, "bad settings: mask '%.300s' %s", path, why);
+        return -1;
+    }
+    snprintf (settings->mask_path, sizeof settings->mask_path, "%s", path);
+    return 0;
+}
+
 int
 piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen)
 {
@@ -147,8 +181,14 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
     piv_settings_init (s);
     char copy[512];
     snprintf (copy, sizeof copy, "%s", text);
+    const char *mask = NULL;  // the value of the last key if it was mask
     for (char *save, *tok = strtok_r (copy, " ", &save); tok; tok = strtok_r (NULL, " ", &save)) {
         char *eq = strchr (tok, '=');
+        if (!eq && mask) {
+            // "mask=/rig/my wall.tif": the path went on past a space.
+            snprintf (err, errlen, "bad settings: mask '%s %s' holds a space", mask, tok);
+            return -1;
+        }
         if (!eq) {
             snprintf (err, errlen, "bad settings '%s': '%s' is not key=value", text, tok);
             return -1;
@@ -156,7 +196,16 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
         *eq = '\0';
         const char *key = tok, *value = eq + 1;
         char *end;
-        if (strcmp (key, "passes") == 0) {
+        mask = NULL;
+        if (strcmp (key, "mask") == 0) {
+            if (!*value || piv_settings_set_mask (s, value, err, errlen) != 0) {
+                if (!*value)
+                    snprintf (err, errlen, "bad settings: mask '' is not an absolute path");
+                return -1;
+            }
+            mask = value;
+        }
+        else if (strcmp (key, "passes") == 0) {
             if (piv_settings_set_passes (s, value, err, errlen) != 0)
                 return -1;
         }
@@ -207,7 +256,14 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         return -1;
     int n = snprintf (buf, size, "passes=%s overlap=%d iterations=%d deform=%s", passes,
                       s->overlap, s->final_iterations, piv_deform_name (s->deform));
-    return n >= 0 && (size_t) n < size ? n : -1;
+    if (n < 0 || (size_t) n >= size)
+        return -1;
+    if (!s->mask_path[0])
+        return n;
+    if (s_mask_path_why (s->mask_path, 1))
+        return -1;
+    int m = snprintf (buf + n, size - (size_t) n, " mask=%s", s->mask_path);
+    return m >= 0 && (size_t) m < size - (size_t) n ? n + m : -1;
 }
 
 // ---------------------------------------------------------------------------
@@ -301,6 +357,18 @@ piv_settings_check_key (const char *name, const char *value, char *norm, size_t 
             return -1;
         }
         snprintf (norm, normlen, "%s", piv_deform_name (deform));
+        return 0;
+    }
+    if (strcmp (name, "mask") == 0) {
+        const char *bad = strcmp (value, "none") == 0 ? NULL : s_mask_path_why (value, 0);
+        if (bad) {
+            snprintf (why, whylen,
+                      "%s: expected the path of a mask image, without spaces or control "
+                      "characters, or none",
+                      bad);
+            return -1;
+        }
+        snprintf (norm, normlen, "%s", strcmp (value, "none") == 0 ? "" : value);
         return 0;
     }
     snprintf (why, whylen, "is not a setting of the PIV core");

@@ -14,6 +14,7 @@
 #define PIV_MAX_THREADS 64
 #define PIV_MAX_OVERLAP 87      // percent
 #define PIV_MAX_ITERATIONS 10   // runs of the final window size
+#define PIV_MASK_PATH_MAX 256   // bytes of a mask's path, its NUL included
 
 // How each pass after the first uses the previous one's field.
 typedef enum {
@@ -41,6 +42,8 @@ typedef struct {
     int smooth_predictor;        // 3 x 3 smoothing of the predictor between passes (1)
     int deform_every_pass;       // 0: integer offset before the final window size (0)
     const piv_image_t *mask;     // borrowed, may be NULL: zero pixels are outside the flow
+    char mask_path[PIV_MASK_PATH_MAX];  // the mask's file, as a TASK names it ("": none);
+                                        // its reader (the agent) sets 'mask' from it
 } piv_settings_t;
 
 // Defaults: one pass of 32 px, 50 % overlap, the final window size run up
@@ -57,6 +60,12 @@ void piv_settings_init (piv_settings_t *settings);
 // Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
 int piv_settings_set_passes (piv_settings_t *settings, const char *list, char *err,
                              size_t errlen);
+// Sets settings->mask_path to 'path': an absolute path without spaces or
+// control characters, shorter than PIV_MASK_PATH_MAX; "" or "none" is no
+// mask. 0, or -1 with err ("bad settings: mask 'x.tif' is not an absolute
+// path") and mask_path unchanged. 'mask' (the image) is not touched.
+int piv_settings_set_mask (piv_settings_t *settings, const char *path, char *err, size_t errlen);
+
 // Parses "offset", "bilinear", "bicubic", "bspline", "bspline5", "omoms". 0 or -1.
 int piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen);
 const char *piv_deform_name (piv_deform_t deform);
@@ -66,25 +75,31 @@ const char *piv_deform_name (piv_deform_t deform);
 int piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen);
 
 // The settings of a TASK as text: "passes=64,32,16 overlap=50 iterations=3
-// deform=bspline5" (the four keys the farm sets; the rest are defaults).
-// Parse: piv_settings_init, then each key=value, in any order, any of them
-// left out; 0, or -1 with err ("bad settings ...": not key=value, an
-// unknown key, a list or an interpolator refused, a number that is not
-// one). Ranges are piv_settings_check's, at piv_new. Text beyond 511
-// characters is not read.
+// deform=bspline5 mask=/rig/wall.tif" (the keys the farm sets, mask only
+// when there is one; the rest are defaults). Parse: piv_settings_init,
+// then each key=value, in any order, any of them left out; 0, or -1 with
+// err ("bad settings ...": not key=value, an unknown key, a list or an
+// interpolator refused, a number that is not one, a mask path that is not
+// absolute or holds a space). Ranges are piv_settings_check's, at piv_new.
+// Text beyond 511 characters is not read. The mask is named, not loaded:
+// settings->mask stays NULL.
 int piv_settings_parse (const char *text, piv_settings_t *settings, char *err, size_t errlen);
 // Format: that text of settings into buf; its length, or -1 if it does not
-// fit (buf then holds a cut copy). piv_settings_parse reads it back.
+// fit (buf then holds a cut copy) or mask_path is one parse would refuse.
+// piv_settings_parse reads it back.
 int piv_settings_format (const piv_settings_t *settings, char *buf, size_t size);
 
 // The rules of the configuration file's keys of the PIV settings (section
-// [piv]: passes, overlap, iterations, deform), for config_rules
+// [piv]: passes, overlap, iterations, deform, mask), for config_rules
 // (common/config.h), which composes "value 'V' of 'piv/NAME' in 'FILE'
 // <why>". Returns 0 with the value as it is to be kept in norm ("32, 16"
 // becomes "32,16"), or -1 with why: "is not a number: expected an integer
 // from 0 to 87", "is out of range: ...", "is not one of its choices:
 // expected offset, ...", "is not valid: expected one to eight window
 // sizes ...", or for another name "is not a setting of the PIV core".
+// mask is a path, absolute or relative (config_load anchors it at the
+// file's directory), without spaces or control characters; "" and "none"
+// are no mask (norm "").
 int piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
                             char *why, size_t whylen);
 

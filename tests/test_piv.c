@@ -666,6 +666,62 @@ START_TEST (the_configuration_keys_follow_the_engines_rules)
 }
 END_TEST
 
+// A mask in the TASK's settings: named by an absolute path (the agent
+// loads it), written only when there is one, read back as written, and a
+// path the text cannot carry refused naming the key.
+START_TEST (a_mask_in_the_task_settings_reads_back_and_a_bad_path_is_refused)
+{
+    piv_settings_t s, back;
+    char text[512], err[512], norm[300], why[300];
+    piv_settings_init (&s);
+    ck_assert (piv_settings_set_mask (&s, "/rig/masks/wall.tif", err, sizeof err) == 0);
+    ck_assert_int_eq (piv_settings_format (&s, text, sizeof text), (int) strlen (text));
+    ck_assert_str_eq (text, "passes=32 overlap=50 iterations=3 deform=bspline5 "
+                            "mask=/rig/masks/wall.tif");
+    ck_assert_msg (piv_settings_parse (text, &back, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq (back.mask_path, "/rig/masks/wall.tif");
+    ck_assert (back.mask == NULL);
+    ck_assert_msg (piv_settings_parse ("mask=/m/w.tif passes=64,32", &back, err, sizeof err) == 0,
+                   "%s", err);
+    ck_assert_str_eq (back.mask_path, "/m/w.tif");
+    ck_assert_int_eq (back.npasses, 2);
+    // "none" and no key at all are no mask; no mask, no key in the text.
+    ck_assert (piv_settings_parse ("mask=none", &back, err, sizeof err) == 0);
+    ck_assert_str_eq (back.mask_path, "");
+    ck_assert (piv_settings_set_mask (&s, "none", err, sizeof err) == 0);
+    piv_settings_format (&s, text, sizeof text);
+    ck_assert_str_eq (text, "passes=32 overlap=50 iterations=3 deform=bspline5");
+    static const char *const bad[][2] = {
+        {"mask=rig/wall.tif", "bad settings: mask 'rig/wall.tif' is not an absolute path"},
+        {"mask=", "bad settings: mask '' is not an absolute path"},
+        {"passes=32 mask=/rig/my wall.tif", "bad settings: mask '/rig/my wall.tif' holds a space"},
+        {"mask=/rig/a\tb.tif", "bad settings: mask '/rig/a\tb.tif' holds a control character"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg (piv_settings_parse (bad[i][0], &back, err, sizeof err) == -1, "%s",
+                       bad[i][0]);
+        ck_assert_str_eq (err, bad[i][1]);
+    }
+    // Nor is such a path set, or written.
+    ck_assert (piv_settings_set_mask (&s, "/rig/my wall.tif", err, sizeof err) == -1);
+    ck_assert_str_eq (err, "bad settings: mask '/rig/my wall.tif' holds a space");
+    ck_assert_str_eq (s.mask_path, "");
+    snprintf (s.mask_path, sizeof s.mask_path, "/rig/my wall.tif");
+    ck_assert_int_eq (piv_settings_format (&s, text, sizeof text), -1);
+    // The configuration file's piv/mask: relative paths too (config_load
+    // anchors them), none, never a space.
+    ck_assert (piv_settings_check_key ("mask", "masks/wall.tif", norm, sizeof norm, why,
+                                       sizeof why)
+               == 0);
+    ck_assert_str_eq (norm, "masks/wall.tif");
+    ck_assert (piv_settings_check_key ("mask", "none", norm, sizeof norm, why, sizeof why) == 0);
+    ck_assert_str_eq (norm, "");
+    ck_assert (piv_settings_check_key ("mask", "my wall.tif", norm, sizeof norm, why, sizeof why)
+               == -1);
+    ck_assert_str_eq (why, "holds a space: expected the path of a mask image, without spaces or "
+                           "control characters, or none");
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -705,6 +761,7 @@ s_suite (void)
     tcase_add_test (api, a_field_survives_the_text_format);
     tcase_add_test (api, the_task_settings_text_reads_back_and_bad_text_is_refused);
     tcase_add_test (api, the_configuration_keys_follow_the_engines_rules);
+    tcase_add_test (api, a_mask_in_the_task_settings_reads_back_and_a_bad_path_is_refused);
     suite_add_tcase (suite, api);
     return suite;
 }
