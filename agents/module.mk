@@ -1,6 +1,6 @@
 # agents/ — the worker agent: task processing and the agent's reactor, and
 # the pivfarm-agent program over them.
-AGENT_OBJS := build/agents/process.o build/agents/agent.o
+AGENT_OBJS := build/agents/process.o build/agents/mask.o build/agents/agent.o
 AGENT_LIB  := build/libagent.a
 LIBS += $(AGENT_LIB)
 build/agents/%.o: LAYER_PKGS := $(ZMQ_PKGS)

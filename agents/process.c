@@ -2,6 +2,8 @@
 // processor (for benchmarks of the farm itself) or an external program.
 
 #include "agents/process.h"
+#include "agents/mask.h"
+#include "common/log.h"
 #include "common/path.h"
 #include "common/util.h"
 #include "piv/image.h"
@@ -30,7 +32,10 @@ struct _process_t {
     char from[PATH_MAX];          // broker path prefix ...
     char to[PATH_MAX];            // ... and what it is here
     char root[PATH_MAX];          // the watch root as mapped here ("": none)
-    char settings[512];           // settings of 'engine'
+    char settings[512];           // settings of 'parsed' ("": none yet)
+    piv_settings_t parsed;        // ... read (its mask named, not loaded)
+    mask_cache_t *masks;          // the mask they name, as last read
+    unsigned engine_mask;         // generation of the mask 'engine' borrows (0: none)
     size_t max_pixels;            // largest image loaded (piv/max_pixels)
     size_t max_bytes;             // largest frame file read (piv/max_file_mb)
     int min_free_mb;              // free space needed to write a result
@@ -46,6 +51,11 @@ process_new (const config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     const char *p = cfg->agent.processor;
+    if (!(self->masks = mask_cache_new ())) {
+        snprintf (err, errlen, "cannot make a processor: out of memory");
+        free (self);
+        return NULL;
+    }
     if (strcmp (p, "piv") == 0)
         self->kind = PROCESS_PIV;
     else if (strcmp (p, "noop") == 0)
@@ -56,6 +66,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     }
     else {
         snprintf (err, errlen, "bad agent/processor '%s': expected piv, noop or exec:PROGRAM", p);
+        mask_cache_destroy (&self->masks);
         free (self);
         return NULL;
     }
@@ -79,6 +90,7 @@ process_destroy (process_t **self_p)
     if (!self_p || !*self_p)
         return;
     piv_destroy (&(*self_p)->engine);
+    mask_cache_destroy (&(*self_p)->masks);
     free (*self_p);
     *self_p = NULL;
 }
@@ -142,13 +154,14 @@ s_full (int error)
     return error == ENOSPC || error == EDQUOT;
 }
 
-// Opens a frame to read. Under the watch root (as mapped here) it is
-// opened beneath it, so that neither '..' nor a symbolic link leads out;
-// elsewhere (an archived copy) the path must be plain and not a link.
-// Never blocks (a FIFO in a frame's place). The descriptor, or -1 with err.
+// Opens a frame (or the mask: 'what') to read. Under the watch root (as
+// mapped here) it is opened beneath it, so that neither '..' nor a symbolic
+// link leads out; elsewhere (an archived copy, a mask) the path must be
+// plain and not a link. Never blocks (a FIFO in a frame's place). The
+// descriptor, or -1 with err.
 static int
-s_open_frame (process_t *self, const proto_msg_t *task, const char *given, char *err,
-              size_t errlen)
+s_open_input (process_t *self, const proto_msg_t *task, const char *what, const char *given,
+              char *err, size_t errlen)
 {
     // Repeated slashes (a prefix mapped with a trailing one) are one.
     char path[PATH_MAX], why[128];
@@ -162,7 +175,7 @@ s_open_frame (process_t *self, const proto_msg_t *task, const char *given, char 
     int fd, beneath = *self->root && path_under (path, self->root, &rel);
     if (beneath) {
         if (!*rel || path_check_relative (rel, why, sizeof why) != 0) {
-            snprintf (err, errlen, "pair %llu: refused frame '%s': %s", pair, path,
+            snprintf (err, errlen, "pair %llu: refused %s '%s': %s", pair, what, path,
                       *rel ? why : "the watch root itself");
             return -1;
         }
@@ -170,18 +183,19 @@ s_open_frame (process_t *self, const proto_msg_t *task, const char *given, char 
     }
     else {
         if (path[0] != '/' || path_check_relative (path + 1, why, sizeof why) != 0) {
-            snprintf (err, errlen, "pair %llu: refused frame '%s': %s", pair, path,
+            snprintf (err, errlen, "pair %llu: refused %s '%s': %s", pair, what, path,
                       path[0] != '/' ? "not an absolute path" : why);
             return -1;
         }
         fd = open (path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     }
     if (fd < 0 && (errno == EXDEV || errno == ELOOP))
-        snprintf (err, errlen, "pair %llu: refused frame '%s': %s", pair, path,
+        snprintf (err, errlen, "pair %llu: refused %s '%s': %s", pair, what, path,
                   beneath ? "a symbolic link, or it leads outside the watch root"
                           : "a symbolic link");
     else if (fd < 0)
-        snprintf (err, errlen, "cannot open '%s': %s", path, strerror (errno));
+        snprintf (err, errlen, "cannot open %s'%s': %s", strcmp (what, "mask") ? "" : "mask ",
+                  path, strerror (errno));
     return fd;
 }
 
@@ -268,37 +282,123 @@ s_vorticity (const piv_field_t *f)
     return count ? sum / count : 0;
 }
 
-static int
-s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *b,
-           const char *out, proto_msg_t *result, char *err, size_t errlen)
+// The pair as the broker names it, its output without ".txt": "run9/0001".
+static void
+s_pair_name (const proto_msg_t *task, char *buf, size_t size)
 {
+    snprintf (buf, size, "%s", task->output ? task->output : "");
+    char *dot = strrchr (buf, '.');
+    if (dot && !strchr (dot, '/'))
+        *dot = '\0';
+}
+
+// The task's settings read, kept while their text is the same. 0 or -1.
+static int
+s_settings (process_t *self, const proto_msg_t *task, char *err, size_t errlen)
+{
+    if (*self->settings && strcmp (self->settings, task->settings) == 0)
+        return 0;
+    piv_destroy (&self->engine);
+    self->settings[0] = '\0';
     char why[1024];
-    if (!self->engine || strcmp (self->settings, task->settings) != 0) {
-        piv_settings_t s;
-        if (piv_settings_parse (task->settings, &s, why, sizeof why) != 0) {
-            snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
-            return -1;
-        }
-        piv_destroy (&self->engine);
-        if (!(self->engine = piv_new (&s, why, sizeof why))) {
-            snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
-            return -1;
-        }
-        snprintf (self->settings, sizeof self->settings, "%s", task->settings);
+    if (piv_settings_parse (task->settings, &self->parsed, why, sizeof why) != 0) {
+        snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
+        return -1;
     }
-    piv_image_t *ia = NULL, *ib = NULL;
-    int fa = s_open_frame (self, task, a, err, errlen), fb = -1;
-    if (fa < 0 || (*b && (fb = s_open_frame (self, task, b, err, errlen)) < 0)) {
+    snprintf (self->settings, sizeof self->settings, "%s", task->settings);
+    return 0;
+}
+
+// The mask the settings name (*mask_p NULL for none), at its path mapped
+// as the frames' are, opened as warily as they are, read once per file
+// (the cache) and checked against the frames' size by the caller; then the
+// engine for the settings and that mask, made anew when either changed
+// (it borrows the cache's image). 0, or -1 with err naming the mask.
+static int
+s_engine (process_t *self, const proto_msg_t *task, const piv_image_t **mask_p, char *err,
+          size_t errlen)
+{
+    const char *given = self->parsed.mask_path;
+    char path[PATH_MAX], name[PATH_MAX], why[1024];
+    unsigned generation = 0;
+    *mask_p = NULL;
+    if (*given) {
+        if (process_map_path (given, self->from, self->to, path, sizeof path) != 0) {
+            snprintf (err, errlen, "pair %llu: the path of mask '%s' is too long",
+                      (unsigned long long) task->pair, given);
+            return -1;
+        }
+        int fd = s_open_input (self, task, "mask", path, err, errlen);
+        if (fd < 0)
+            return -1;
+        *mask_p = mask_cache_get (self->masks, fd, path, self->max_pixels, self->max_bytes,
+                                  &generation, why, sizeof why);
+        close (fd);
+        s_pair_name (task, name, sizeof name);
+        if (!*mask_p) {
+            snprintf (err, errlen, "mask of pair '%s': %s", name, why);
+            return -1;
+        }
+    }
+    if (self->engine && self->engine_mask == generation)
+        return 0;
+    if (*mask_p)
+        log_info ("mask '%s' read: %dx%d", path, piv_image_width (*mask_p),
+                  piv_image_height (*mask_p));
+    piv_destroy (&self->engine);
+    piv_settings_t s = self->parsed;
+    s.mask = *mask_p;
+    if (!(self->engine = piv_new (&s, why, sizeof why))) {
+        snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
+        return -1;
+    }
+    self->engine_mask = generation;
+    return 0;
+}
+
+// Frames A and B of the task, and the mask (NULL: none) of their size.
+// 0, or -1 with err.
+static int
+s_load_pair (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+             const piv_image_t *mask, piv_image_t **ia, piv_image_t **ib, char *err,
+             size_t errlen)
+{
+    int fa = s_open_input (self, task, "frame", a, err, errlen), fb = -1;
+    if (fa < 0 || (*b && (fb = s_open_input (self, task, "frame", b, err, errlen)) < 0)) {
         if (fa >= 0)
             close (fa);
         return -1;
     }
     int lrc = piv_image_load_pair_fd (fa, a, fb, *b ? b : NULL, self->max_pixels,
-                                      self->max_bytes, &ia, &ib, err, errlen);
+                                      self->max_bytes, ia, ib, err, errlen);
     close (fa);
     if (fb >= 0)
         close (fb);
     if (lrc != 0)
+        return -1;
+    int w = piv_image_width (*ia), h = piv_image_height (*ia);
+    if (mask && (piv_image_width (mask) != w || piv_image_height (mask) != h)) {
+        char name[PATH_MAX];
+        s_pair_name (task, name, sizeof name);
+        snprintf (err, errlen, "mask '%s' is %dx%d, the frames of pair '%s' are %dx%d",
+                  self->parsed.mask_path, piv_image_width (mask), piv_image_height (mask), name,
+                  w, h);
+        piv_image_destroy (ia);
+        piv_image_destroy (ib);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+           const char *out, proto_msg_t *result, char *err, size_t errlen)
+{
+    char why[1024];
+    const piv_image_t *mask;
+    piv_image_t *ia = NULL, *ib = NULL;
+    if (s_settings (self, task, err, errlen) != 0 || s_engine (self, task, &mask, err, errlen) != 0
+        || s_load_pair (self, task, a, b, mask, &ia, &ib, err, errlen) != 0)
         return -1;
     piv_field_t *field = piv_process (self->engine, ia, ib, why, sizeof why);
     piv_image_destroy (&ia);

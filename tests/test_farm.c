@@ -5,6 +5,7 @@
 
 #include "common/proto.h"
 #include "piv/field.h"
+#include "piv/image.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -771,6 +772,172 @@ START_TEST (a_file_system_mounted_two_levels_deep_is_watched_and_temporary_names
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Masks (issue 16, section 5): piv/mask of the configuration names a mask
+// image every agent applies.
+
+// Writes a mask of w x h into the farm's directory as 'name' (8-bit TIFF):
+// 255 (the flow) but for rows [y0, y1), zero (a wall). In place: the file
+// keeps its inode, as a mask rewritten by an editor would.
+static void
+s_write_mask (const char *name, int w, int h, int y0, int y1)
+{
+    piv_image_t *mask = piv_image_new (w, h);
+    ck_assert (mask != NULL);
+    for (int r = 0; r < h; r++)
+        for (int c = 0; c < w; c++)
+            piv_image_data (mask)[r * w + c] = r >= y0 && r < y1 ? 0 : 255;
+    char err[512];
+    const char *tmp = tu_path (s_farm.dir, "mask-new.tif");
+    const piv_image_t *frames[] = {mask};
+    ck_assert_msg (piv_image_save (tmp, frames, 1, 8, err, sizeof err) == 0, "%s", err);
+    piv_image_destroy (&mask);
+    size_t len;
+    char *bytes = tu_slurp (tmp, &len);
+    ck_assert (bytes != NULL);
+    tu_spit (tu_path (s_farm.dir, name), bytes, len);
+    free (bytes);
+    unlink (tmp);
+}
+
+// Sets piv/mask = ./mask.tif (relative: the configuration's directory) and
+// starts the farm with one agent.
+static void
+s_start_masked_farm (void)
+{
+    tu_farm_conf_replace (&s_farm, "    iterations = 1\n",
+                          "    iterations = 1\n    mask = ./mask.tif\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+}
+
+// Checks the field written for pair <prefix>_<i>: every vector whose window
+// centre lies in rows [y0, y1) is flag 2 (outside the flow), every other
+// one measured, nearly all valid at the known uniform shift; the store's
+// valid fraction is the file's; the file's header names the mask.
+static void
+s_check_masked (const char *prefix, int i, int y0, int y1)
+{
+    char path[4096], err[512], stem[64];
+    snprintf (stem, sizeof stem, "%s_%04d", prefix, i);
+    snprintf (path, sizeof path, "%s/results/exp1/%s.txt", s_farm.dir, stem);
+    piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
+    int in = 0, in_masked = 0, out = 0, out_valid = 0, out_masked = 0;
+    for (int k = 0; k < f->nx * f->ny; k++) {
+        long row = lrintf (f->y[k] - 0.5f);
+        if (row >= y0 && row < y1) {
+            in++;
+            in_masked += f->flags[k] == PIV_FLAG_INVALID;
+            continue;
+        }
+        out++;
+        out_masked += f->flags[k] == PIV_FLAG_INVALID;
+        out_valid += f->flags[k] == PIV_FLAG_VALID && fabsf (f->u[k] - 3.3f) < 0.2f
+                     && fabsf (f->v[k] + 1.7f) < 0.2f;
+    }
+    ck_assert_msg (in > 0 && in_masked == in, "%s: %d of the %d vectors in the band masked",
+                   stem, in_masked, in);
+    ck_assert_msg (out_masked == 0 && out_valid >= out * 95 / 100,
+                   "%s: outside the band %d masked, %d of %d valid", stem, out_masked, out_valid,
+                   out);
+    int64_t stored = tu_farm_sql (&s_farm,
+                                  "SELECT CAST (round (r.valid_fraction * 10000) AS INTEGER) "
+                                  "FROM results r JOIN pairs p ON p.id = r.pair WHERE p.stem = '%s'",
+                                  stem);
+    int valid = 0;
+    for (int k = 0; k < f->nx * f->ny; k++)
+        valid += f->flags[k] == PIV_FLAG_VALID;
+    ck_assert_int_eq (stored, lrint (10000.0 * valid / (f->nx * f->ny)));
+    piv_field_destroy (&f);
+    char *text = tu_slurp (path, NULL), expect[4200];
+    snprintf (expect, sizeof expect, " mask=%s/mask.tif\n", s_farm.dir);
+    ck_assert_msg (text && strstr (text, expect), "%s", text ? text : "(no result)");
+    free (text);
+}
+
+START_TEST (a_mask_marks_the_vectors_of_a_wall_outside_the_flow_and_leaves_the_rest)
+{
+    tu_farm_render (&s_farm, 2, "p");
+    s_write_mask ("mask.tif", 256, 256, 100, 156);
+    s_start_masked_farm ();
+    tu_farm_land (&s_farm, "p", 1, 2, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 2, 120);
+    ck_assert_msg (c.done == 2 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+    s_check_masked ("p", 1, 100, 156);
+    s_check_masked ("p", 2, 100, 156);
+}
+END_TEST
+
+// Waits (up to a minute) until exp1 has at least 'failed' failed and 'done'
+// done pairs; asserts it has exactly those, and that the agent still runs.
+static void
+s_wait_failed_done (int64_t failed, int64_t done)
+{
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 600 && (c.failed < failed || c.done < done); i++)
+        usleep (100000), c = tu_farm_counts (&s_farm);
+    ck_assert_msg (c.failed == failed && c.done == done, "failed %lld done %lld",
+                   (long long) c.failed, (long long) c.done);
+    ck_assert (tu_alive (s_farm.agents[0]));
+}
+
+// Asserts that the reason recorded for pair 'stem' holds 'expect' (in which
+// %s is the farm's directory).
+static void
+s_check_reason (const char *stem, const char *expect)
+{
+    char *error = tu_farm_sql_text (&s_farm, "SELECT error FROM pairs WHERE stem = '%s'", stem);
+    char text[4200];
+    snprintf (text, sizeof text, expect, s_farm.dir);
+    ck_assert_msg (error && strstr (error, text), "%s: %s", stem, error ? error : "(no error)");
+    free (error);
+}
+
+START_TEST (a_mask_of_the_wrong_size_fails_the_pair_with_its_sizes_and_the_agent_goes_on)
+{
+    tu_farm_render (&s_farm, 3, "w");
+    s_write_mask ("mask.tif", 128, 64, 10, 20);
+    s_start_masked_farm ();
+    tu_farm_land (&s_farm, "w", 1, 1, 0);
+    s_wait_failed_done (1, 0);
+    s_check_reason ("w_0001",
+                    "mask '%s/mask.tif' is 128x64, the frames of pair 'exp1/w_0001' are 256x256");
+    // The mask put right, the next pair is done.
+    s_write_mask ("mask.tif", 256, 256, 100, 156);
+    tu_farm_land (&s_farm, "w", 2, 2, 0);
+    s_wait_failed_done (1, 1);
+    s_check_masked ("w", 2, 100, 156);
+    // A mask that is not there fails the pair naming it.
+    unlink (tu_path (s_farm.dir, "mask.tif"));
+    tu_farm_land (&s_farm, "w", 3, 3, 0);
+    s_wait_failed_done (2, 1);
+    s_check_reason ("w_0003", "cannot open mask '%s/mask.tif': No such file or directory");
+}
+END_TEST
+
+START_TEST (a_mask_rewritten_between_pairs_is_read_again)
+{
+    tu_farm_render (&s_farm, 2, "r");
+    s_write_mask ("mask.tif", 256, 256, 36, 60);
+    s_start_masked_farm ();
+    tu_farm_land (&s_farm, "r", 1, 1, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 120).done, 1);
+    // Same size, same inode, the wall moved: only its times tell.
+    struct stat before, after;
+    ck_assert (stat (tu_path (s_farm.dir, "mask.tif"), &before) == 0);
+    s_write_mask ("mask.tif", 256, 256, 164, 188);
+    ck_assert (stat (tu_path (s_farm.dir, "mask.tif"), &after) == 0);
+    ck_assert (before.st_ino == after.st_ino && before.st_size == after.st_size);
+    tu_farm_land (&s_farm, "r", 2, 2, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 120).done, 2);
+    s_check_masked ("r", 1, 36, 60);
+    s_check_masked ("r", 2, 164, 188);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -804,5 +971,12 @@ main (void)
     tcase_add_test (arrival, files_two_directories_deep_landing_while_the_watcher_is_down_are_found_at_restart);
     tcase_add_test (arrival, a_file_system_mounted_two_levels_deep_is_watched_and_temporary_names_are_left_out);
     suite_add_tcase (suite, arrival);
+    TCase *masks = tcase_create ("masks");
+    tcase_add_checked_fixture (masks, s_setup, s_teardown);
+    tcase_set_timeout (masks, 240);
+    tcase_add_test (masks, a_mask_marks_the_vectors_of_a_wall_outside_the_flow_and_leaves_the_rest);
+    tcase_add_test (masks, a_mask_of_the_wrong_size_fails_the_pair_with_its_sizes_and_the_agent_goes_on);
+    tcase_add_test (masks, a_mask_rewritten_between_pairs_is_read_again);
+    suite_add_tcase (suite, masks);
     return tu_run_suite (suite);
 }
