@@ -176,7 +176,12 @@ img_not_tiff (const char *path, const unsigned char *data, size_t size, char *er
     // The suggested output: the same name ending in .tif.
     const char *slash = strrchr (path, '/'), *dot = strrchr (path, '.');
     int stem = dot && (!slash || dot > slash + 1) ? (int) (dot - path) : (int) strlen (path);
-    if (kind && strcmp (kind, "a NumPy array") == 0)
+    if (!kind)
+        img_seterr (err, errlen,
+                    "'%s' is not a TIFF file (unknown format): convert it to TIFF, e.g. with "
+                    "ImageMagick 'convert' or, for raw camera data, Python tifffile",
+                    path);
+    else if (strcmp (kind, "a NumPy array") == 0)
         img_seterr (err, errlen,
                     "'%s' is not a TIFF file (%s): convert it, e.g. with Python tifffile: "
                     "tifffile.imwrite('%.*s.tif', numpy.load('%s'))",
@@ -185,5 +190,5 @@ img_not_tiff (const char *path, const unsigned char *data, size_t size, char *er
         img_seterr (err, errlen,
                     "'%s' is not a TIFF file (%s): convert it, e.g. with ImageMagick "
                     "'convert %s %.*s.tif'",
-                    path, kind ? kind : "unknown format", path, stem, path);
+                    path, kind, path, stem, path);
 }
