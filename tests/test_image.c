@@ -1621,11 +1621,11 @@ START_TEST (honours_the_orientation_tag_for_float_packed_and_signed_samples)
 {
     const struct {
         const char *kind;
-        int bps, format;
+        int bps, format, tiled;
     } kinds[] = {
-        {"float32", 32, SAMPLEFORMAT_IEEEFP}, {"float64", 64, SAMPLEFORMAT_IEEEFP},
-        {"packed 12", 12, SAMPLEFORMAT_UINT}, {"int16", 16, SAMPLEFORMAT_INT},
-        {"12 in 16", 16, SAMPLEFORMAT_UINT},
+        {"float32", 32, SAMPLEFORMAT_IEEEFP, 0},      {"float32 tiles", 32, SAMPLEFORMAT_IEEEFP, 1},
+        {"float64", 64, SAMPLEFORMAT_IEEEFP, 0},      {"packed 12", 12, SAMPLEFORMAT_UINT, 0},
+        {"int16 tiles", 16, SAMPLEFORMAT_INT, 1},     {"12 in 16", 16, SAMPLEFORMAT_UINT, 0},
     };
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int o = 1; o <= 8; o++) {
@@ -1654,6 +1654,7 @@ START_TEST (honours_the_orientation_tag_for_float_packed_and_signed_samples)
             }
             s_layout_t lay = {.w = sw, .h = sh, .bps = kinds[k].bps, .spp = 1,
                               .photometric = PHOTOMETRIC_MINISBLACK, .rps = 2,
+                              .tile_w = kinds[k].tiled ? 16 : 0, .tile_h = kinds[k].tiled ? 16 : 0,
                               .format = kinds[k].format, .orientation = o};
             const char *path = tu_path (s_dir, "oriented.tif");
             s_write_tiff (path, &lay, s);
