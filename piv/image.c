@@ -504,7 +504,7 @@ static TIFF *
 s_open_mem (const char *path, s_memfile_t *file, img_tiffmsg_t *msg, char *err, size_t errlen)
 {
     if (!s_is_tiff (file)) {
-        img_seterr (err, errlen, "'%s' is not a TIFF file", path);
+        img_not_tiff (path, file->data, file->size, err, errlen);
         return NULL;
     }
     TIFFOpenOptions *opts = img_open_options (msg);
@@ -568,45 +568,13 @@ s_format_name (uint16_t format)
     }
 }
 
-// Converts n samples, 'step' samples apart, to floats in the file's scale.
-// The common case (one sample per pixel, not inverted) has plain loops of
-// its own, without the stride and the inversion test.
-static void
-s_convert (const unsigned char *src, size_t step, int bytes, int invert, float *dst, size_t n)
-{
-    if (bytes == 1 && step == 1 && !invert) {
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float) src[i];
-    }
-    else if (bytes == 2 && step == 1 && !invert) {
-        const uint16_t *s16 = (const uint16_t *) src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float) s16[i];
-    }
-    else if (bytes == 1) {
-        for (size_t i = 0; i < n; i++) {
-            unsigned v = src[i * step];
-            dst[i] = (float) (invert ? 255u - v : v);
-        }
-    }
-    else {
-        const uint16_t *s16 = (const uint16_t *) src;
-        for (size_t i = 0; i < n; i++) {
-            unsigned v = s16[i * step];
-            dst[i] = (float) (invert ? 65535u - v : v);
-        }
-    }
-}
-
-// 8 or 16 bit greyscale in strips or tiles, contiguous (sample 0 of each
-// pixel) or separate planes (plane 0).
+// Greyscale of any kind img_samples_t describes, in strips or tiles,
+// contiguous (sample 0 of each pixel) or separate planes (plane 0). Row
+// sizes are libtiff's, so packed samples and padded rows count right.
 static int
-s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uint16_t planar,
-               int invert, img_tiffmsg_t *msg, char *err, size_t errlen)
+s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples_t *kind,
+               img_tiffmsg_t *msg, char *err, size_t errlen)
 {
-    int bytes = self->bits / 8;
-    size_t step = planar == PLANARCONFIG_SEPARATE ? 1 : spp;  // samples from pixel to pixel
-    size_t pixel_bytes = step * (size_t) bytes;
     size_t w = (size_t) self->width, h = (size_t) self->height;
     unsigned char *buf = NULL;
     msg->error[0] = '\0';
@@ -624,8 +592,9 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
                         (unsigned) tw, (unsigned) th);
             return -1;
         }
-        size_t tile_bytes = (size_t) tw * th * pixel_bytes;
-        buf = malloc (tile_bytes);
+        size_t tile_row = (size_t) TIFFTileRowSize64 (tif);
+        size_t tile_bytes = (size_t) th * tile_row;
+        buf = tile_row ? malloc (tile_bytes) : NULL;
         if (!buf)
             goto nomem;
         for (size_t y0 = 0; y0 < h; y0 += th) {
@@ -647,8 +616,7 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
                 size_t rows = h - y0 < th ? h - y0 : th;
                 size_t cols = w - x0 < tw ? w - x0 : tw;
                 for (size_t r = 0; r < rows; r++)
-                    s_convert (buf + r * tw * pixel_bytes, step, bytes, invert,
-                               self->data + (y0 + r) * w + x0, cols);
+                    img_convert (kind, buf + r * tile_row, self->data + (y0 + r) * w + x0, cols);
             }
         }
     }
@@ -657,8 +625,8 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
         TIFFGetFieldDefaulted (tif, TIFFTAG_ROWSPERSTRIP, &rps);
         if (rps == 0 || rps > h)
             rps = (uint32_t) h;
-        size_t row_bytes = w * pixel_bytes;
-        buf = malloc ((size_t) rps * row_bytes);
+        size_t row_bytes = (size_t) TIFFScanlineSize64 (tif);
+        buf = row_bytes ? malloc ((size_t) rps * row_bytes) : NULL;
         if (!buf)
             goto nomem;
         for (size_t row0 = 0; row0 < h; row0 += rps) {
@@ -679,8 +647,7 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, uint16_t spp, uin
                 goto fail;
             }
             for (size_t r = 0; r < rows; r++)
-                s_convert (buf + r * row_bytes, step, bytes, invert,
-                           self->data + (row0 + r) * w, w);
+                img_convert (kind, buf + r * row_bytes, self->data + (row0 + r) * w, w);
         }
     }
     free (buf);
@@ -771,6 +738,34 @@ s_orient (piv_image_t *self, uint16_t orientation)
     return 0;
 }
 
+// Refuses sample kinds the decoders cannot read: greyscale takes 2 to 16
+// bit unsigned, 8 or 16 bit signed, 32 or 64 bit float; colour (libtiff's
+// RGBA reader) unsigned samples only. 0, or -1 with err.
+static int
+s_check_kind (const char *path, int grey, uint16_t bps, uint16_t format, char *err,
+              size_t errlen)
+{
+    int uint = format == SAMPLEFORMAT_UINT || format == SAMPLEFORMAT_VOID;
+    if (!grey && !uint) {
+        img_seterr (err, errlen,
+                    "cannot load '%s': unsupported sample format: %u-bit %s colour "
+                    "(unsigned integer expected)",
+                    path, (unsigned) bps, s_format_name (format));
+        return -1;
+    }
+    if (!grey)
+        return 0;
+    if ((uint && bps >= 2 && bps <= 16)
+        || (format == SAMPLEFORMAT_INT && (bps == 8 || bps == 16))
+        || (format == SAMPLEFORMAT_IEEEFP && (bps == 32 || bps == 64)))
+        return 0;
+    img_seterr (err, errlen,
+                "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
+                "(2 to 16 bit unsigned, 8 or 16 bit signed, 32 or 64 bit float expected)",
+                path, (unsigned) bps, s_format_name (format));
+    return -1;
+}
+
 // Decodes the current directory of tif into a new image.
 static piv_image_t *
 s_decode (TIFF *tif, const char *path, size_t max_pixels, img_tiffmsg_t *msg, char *err,
@@ -805,20 +800,8 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, img_tiffmsg_t *msg, ch
         img_seterr (err, errlen, "cannot load '%s': unsupported image: 0 samples per pixel", path);
         return NULL;
     }
-    if (format != SAMPLEFORMAT_UINT && format != SAMPLEFORMAT_VOID) {
-        img_seterr (err, errlen,
-                    "cannot load '%s': unsupported sample format: %u-bit %s "
-                    "(8 or 16 bit unsigned integer expected)",
-                    path, (unsigned) bps, s_format_name (format));
+    if (s_check_kind (path, grey, bps, format, err, errlen) != 0)
         return NULL;
-    }
-    if (grey && bps != 8 && bps != 16) {
-        img_seterr (err, errlen,
-                    "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
-                    "(8 or 16 bit expected)",
-                    path, (unsigned) bps, s_format_name (format));
-        return NULL;
-    }
     if (grey && spp > 16) {
         img_seterr (err, errlen, "cannot load '%s': unsupported image: %u samples per pixel", path,
                     (unsigned) spp);
@@ -838,8 +821,18 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, img_tiffmsg_t *msg, ch
     int rc;
     if (grey) {
         self->bits = bps;
-        rc = s_decode_grey (tif, path, self, spp, planar, photometric == PHOTOMETRIC_MINISWHITE,
-                            msg, err, errlen);
+        img_samples_t kind = {.bits = bps, .format = format,
+                              .step = planar == PLANARCONFIG_SEPARATE ? 1 : spp,
+                              .invert = photometric == PHOTOMETRIC_MINISWHITE};
+        rc = s_decode_grey (tif, path, self, &kind, msg, err, errlen);
+        if (rc == 0 && format == SAMPLEFORMAT_IEEEFP) {
+            double lo = 0, hi = 0, range[2];
+            int declared = TIFFGetField (tif, TIFFTAG_SMINSAMPLEVALUE, &lo)
+                           && TIFFGetField (tif, TIFFTAG_SMAXSAMPLEVALUE, &hi) && isfinite (lo)
+                           && isfinite (hi);
+            range[0] = lo, range[1] = hi;
+            rc = img_float_scale (self, path, declared ? range : NULL, kind.invert, err, errlen);
+        }
     }
     else {
         self->bits = 8;

@@ -33,16 +33,24 @@ void piv_image_destroy (piv_image_t **self_p);
 
 int piv_image_width (const piv_image_t *self);
 int piv_image_height (const piv_image_t *self);
-// Bits per sample of the file the image came from (8 or 16; 0 if made in
-// memory). Informative only: pixels are always floats in the file's scale.
+// Bits per sample of the file the image came from (2 to 16, 32 or 64; 0
+// if made in memory). Informative only: pixels are always floats in the
+// file's scale (float files: see piv_image_load).
 int piv_image_bits (const piv_image_t *self);
 float *piv_image_data (piv_image_t *self);
 const float *piv_image_cdata (const piv_image_t *self);
 
-// Loads page 'page' (0-based TIFF directory) of 'path'. Supports 8 and 16 bit
-// unsigned greyscale (MinIsBlack; MinIsWhite is inverted), strips and tiles,
-// palette images (colour map applied, then luminance) and RGB (luminance,
-// Rec. 601 weights). Files without a SamplesPerPixel tag load (defaults).
+// Loads page 'page' (0-based TIFF directory) of 'path'. Supports greyscale
+// (MinIsBlack; MinIsWhite is inverted) of 2 to 16 bit unsigned samples
+// (packed or in 16-bit containers: 12-bit data stay 0..4095, which the
+// engine, blind to a linear scale, treats as the same data x16), 8 and 16
+// bit signed (moved up by half the range: int16 -32768 is 0) and 32 and 64
+// bit float (mapped into 0..65535: a declared SMin/SMaxSampleValue range,
+// else [0, 1] x 65535, else 0..65535 as is, else the frame's own min-max;
+// NaN or infinite pixels refuse the frame, with their count), in strips
+// or tiles, contiguous or planar; palette images (colour map applied, then
+// luminance) and RGB (luminance, Rec. 601 weights). Files without a
+// SamplesPerPixel tag load (defaults).
 // The Orientation tag (1 to 8) is honoured for every kind: row 0 of the
 // image is its top, column 0 its left; 5 to 8 swap width and height.
 // The file is opened without blocking and, before anything is read whole,
@@ -50,7 +58,8 @@ const float *piv_image_cdata (const piv_image_t *self);
 // socket), at most PIV_MAX_FILE_DEFAULT bytes, not sparse (over 1 MiB with
 // less than 1/8 of it stored), and its page's header says at most
 // max_pixels pixels. On failure returns NULL and writes one line naming the
-// file and the cause into err: not a TIFF, truncated, zero or absurd
+// file and the cause into err: not a TIFF (naming the format its first
+// bytes show, and how to convert it), truncated, zero or absurd
 // dimensions (more than max_pixels; 0 means PIV_MAX_PIXELS_DEFAULT),
 // unsupported sample format, no such page, not a regular file, too large,
 // sparse.

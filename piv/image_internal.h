@@ -35,4 +35,31 @@ const char *img_strerror (int errnum, char *buf, size_t len);
 // TIFFOpenOptionsFree.
 TIFFOpenOptions *img_open_options (img_tiffmsg_t *msg);
 
+// How the greyscale samples of a page are stored (image_samples.c).
+typedef struct {
+    int bits;     // 2 to 16 unsigned (8 and 16 also signed), 32 or 64 float
+    int format;   // SAMPLEFORMAT_UINT (or VOID), _INT or _IEEEFP
+    size_t step;  // samples from one pixel to the next: spp, or 1 for planes
+    int invert;   // MinIsWhite: black is the largest value
+} img_samples_t;
+
+// Converts the first sample of n pixels of one decoded row (host order, as
+// libtiff gives it) to floats: unsigned as they are, signed moved up by
+// half their range (int16 -32768 is 0), inverted for MinIsWhite; floats
+// as they are, for img_float_scale to finish.
+void img_convert (const img_samples_t *k, const unsigned char *src, float *dst, size_t n);
+
+// Finishes a frame of float samples: refuses NaN and infinite pixels (-1,
+// their count in err, naming 'path'), then maps it into 0..65535 like a
+// 16-bit frame: range[0..1] (SMin/SMaxSampleValue, NULL if undeclared)
+// onto it, else [0, 1] times 65535, else values already in 0..65535 as
+// they are, else the frame's own min..max. Inverts for MinIsWhite.
+int img_float_scale (piv_image_t *self, const char *path, const double *range, int invert,
+                     char *err, size_t errlen);
+
+// Writes "'path' is not a TIFF file (a PNG image): convert it, e.g. ..."
+// into err, naming the format that the first bytes (data[0..size-1]) show.
+void img_not_tiff (const char *path, const unsigned char *data, size_t size, char *err,
+                   size_t errlen);
+
 #endif

@@ -2,6 +2,8 @@
 PIV_OBJS := build/piv/image.o build/piv/image_save.o build/piv/field.o build/piv/validate.o \
             build/piv/settings.o build/piv/piv.o build/piv/deform.o build/piv/flow.o \
             build/piv/synth.o
+# Sample kinds and non-TIFF names of the image reader (issue 17).
+PIV_OBJS += build/piv/image_samples.o
 PIV_LIB  := build/libpiv.a
 LIBS += $(PIV_LIB)
 # FFTW and libtiff only: no ZeroMQ, no SQLite (see LAYER_PKGS in the Makefile).

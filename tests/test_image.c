@@ -51,6 +51,7 @@ typedef struct {
     int omit_spp;         // leave the SamplesPerPixel tag out
     const uint16_t *cmap; // 3 x (1 << bps) colour map entries for palettes
     int orientation;      // ORIENTATION_*; 0 leaves the tag out
+    double smin, smax;    // SMin/SMaxSampleValue, written when smin < smax
 } s_layout_t;
 
 // Writes pages with libtiff; samples[p] holds page p's samples, pixel after
@@ -78,6 +79,10 @@ s_write_pages (const char *path, int npages, const s_layout_t *lay, const void *
             TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, (uint16_t) l->format);
         if (l->orientation)
             TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) l->orientation);
+        if (l->smin < l->smax) {
+            TIFFSetField (tif, TIFFTAG_SMINSAMPLEVALUE, l->smin);
+            TIFFSetField (tif, TIFFTAG_SMAXSAMPLEVALUE, l->smax);
+        }
         if (l->spp == 2) {
             uint16_t extra = EXTRASAMPLE_UNASSALPHA;
             TIFFSetField (tif, TIFFTAG_EXTRASAMPLES, (uint16_t) 1, &extra);
@@ -1032,27 +1037,28 @@ END_TEST
 
 START_TEST (refuses_float_samples)
 {
+    // Half floats: libtiff hands them over undecoded.
     const char *path = tu_path (s_dir, "float.tif");
-    float p[8 * 8] = {0};
-    s_layout_t lay = {.w = 8, .h = 8, .bps = 32, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+    uint16_t p[8 * 8] = {0};
+    s_layout_t lay = {.w = 8, .h = 8, .bps = 16, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
                       .rps = 8, .format = SAMPLEFORMAT_IEEEFP};
     s_write_tiff (path, &lay, p);
     char err[256] = "";
     ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
-    ASSERT_ERR (err, path, "32-bit IEEE float");
+    ASSERT_ERR (err, path, "16-bit IEEE float");
 }
 END_TEST
 
 START_TEST (refuses_signed_and_odd_sized_samples)
 {
     const char *path = tu_path (s_dir, "signed.tif");
-    int16_t p[8 * 8] = {0};
-    s_layout_t lay = {.w = 8, .h = 8, .bps = 16, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+    int32_t p[8 * 8] = {0};
+    s_layout_t lay = {.w = 8, .h = 8, .bps = 32, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
                       .rps = 8, .format = SAMPLEFORMAT_INT};
     s_write_tiff (path, &lay, p);
     char err[256] = "";
     ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
-    ASSERT_ERR (err, path, "16-bit signed integer");
+    ASSERT_ERR (err, path, "32-bit signed integer");
 
     const char *path32 = tu_path (s_dir, "u32.tif");
     uint32_t q[8 * 8] = {0};
@@ -1474,6 +1480,342 @@ START_TEST (loads_a_pair_from_descriptors_the_caller_opened)
 }
 END_TEST
 
+// Frames of every sample kind (issue 17): float, packed and 12-in-16 bit,
+// signed; other formats named when refused
+
+// Packs n values per row, 'bits' each, MSB first, rows padded to a byte,
+// as TIFF stores them: the test's own packer, independent of the reader's.
+static unsigned char *
+s_pack (const unsigned *v, int w, int h, int bits)
+{
+    size_t row_bytes = ((size_t) w * bits + 7) / 8;
+    unsigned char *out = calloc ((size_t) h, row_bytes);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int b = 0; b < bits; b++)
+                if (v[y * w + x] >> (bits - 1 - b) & 1) {
+                    size_t bit = (size_t) x * bits + b;
+                    out[y * row_bytes + bit / 8] |= (unsigned char) (0x80 >> (bit % 8));
+                }
+    return out;
+}
+
+// Loads 'path' page 0, failing the test with the reason if it cannot.
+static piv_image_t *
+s_load_ok (const char *path)
+{
+    char err[256] = "";
+    piv_image_t *img = piv_image_load (path, 0, 0, err, sizeof err);
+    ck_assert_msg (img != NULL, "'%s': %s", path, err);
+    return img;
+}
+
+START_TEST (loads_float_frames_into_the_16bit_range)
+{
+    enum { W = 8, H = 8, N = W * H };
+    float f[N];
+    double d[N];
+    const char *path = tu_path (s_dir, "f.tif");
+    s_layout_t lay = {.w = W, .h = H, .bps = 32, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .rps = 3, .format = SAMPLEFORMAT_IEEEFP};
+    // Each case: samples from i (0..63), and what pixel i must become.
+    const struct {
+        const char *what;
+        double a, b;         // sample = a + b * i
+        double smin, smax;   // declared range (none when equal)
+        int photometric, bps;
+        double ga, gb;       // pixel = ga + gb * i
+    } cases[] = {
+        {"[0, 1] float32", 0, 1.0 / 63, 0, 0, PHOTOMETRIC_MINISBLACK, 32, 0, 65535.0 / 63},
+        {"[0, 1] float64", 0, 1.0 / 63, 0, 0, PHOTOMETRIC_MINISBLACK, 64, 0, 65535.0 / 63},
+        {"camera counts", 10, 60, 0, 0, PHOTOMETRIC_MINISBLACK, 32, 10, 60},
+        {"own min-max", -1, 4.0 / 63, 0, 0, PHOTOMETRIC_MINISBLACK, 32, 0, 65535.0 / 63},
+        {"declared range", -1, 4.0 / 63, -5, 5, PHOTOMETRIC_MINISBLACK, 32, 4 * 6553.5,
+         4.0 / 63 * 6553.5},
+        {"min-is-white [0, 1]", 0, 1.0 / 63, 0, 0, PHOTOMETRIC_MINISWHITE, 32, 65535,
+         -65535.0 / 63},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int i = 0; i < N; i++) {
+            f[i] = (float) (cases[c].a + cases[c].b * i);
+            d[i] = cases[c].a + cases[c].b * i;
+        }
+        lay.bps = cases[c].bps;
+        lay.photometric = cases[c].photometric;
+        lay.smin = cases[c].smin, lay.smax = cases[c].smax;
+        s_write_tiff (path, &lay, lay.bps == 32 ? (const void *) f : (const void *) d);
+        piv_image_t *img = s_load_ok (path);
+        ck_assert_int_eq (piv_image_bits (img), cases[c].bps);
+        const float *p = piv_image_cdata (img);
+        for (int i = 0; i < N; i++) {
+            double want = cases[c].ga + cases[c].gb * i;
+            ck_assert_msg (fabs (p[i] - want) <= 0.02, "%s: pixel %d is %.3f, not %.3f",
+                           cases[c].what, i, p[i], want);
+        }
+        piv_image_destroy (&img);
+    }
+}
+END_TEST
+
+START_TEST (refuses_nan_and_infinite_float_pixels_naming_the_count)
+{
+    float f[8 * 8];
+    for (int i = 0; i < 64; i++)
+        f[i] = (float) i;
+    f[3] = NAN, f[17] = NAN, f[40] = INFINITY, f[63] = -INFINITY;
+    const char *path = tu_path (s_dir, "nan.tif");
+    s_layout_t lay = {.w = 8, .h = 8, .bps = 32, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .rps = 8, .format = SAMPLEFORMAT_IEEEFP};
+    s_write_tiff (path, &lay, f);
+    char err[256] = "";
+    ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+    ASSERT_ERR (err, path, "4 of 64 pixels are NaN or infinite");
+}
+END_TEST
+
+START_TEST (loads_packed_12_and_10_bit_and_signed_samples)
+{
+    enum { W = 5, H = 4, N = W * H };  // odd width: packed rows end mid-byte
+    unsigned v[N];
+    const char *path = tu_path (s_dir, "k.tif");
+    for (int bits = 10; bits <= 12; bits += 2) {
+        for (int i = 0; i < N; i++)
+            v[i] = (unsigned) (i * 811 + 7) % (1u << bits);
+        unsigned char *packed = s_pack (v, W, H, bits);
+        s_layout_t lay = {.w = W, .h = H, .bps = bits, .spp = 1,
+                          .photometric = PHOTOMETRIC_MINISBLACK, .rps = 3};
+        s_write_tiff (path, &lay, packed);
+        free (packed);
+        piv_image_t *img = s_load_ok (path);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg (piv_image_cdata (img)[i] == (float) v[i], "%d-bit pixel %d is %g, not %u",
+                           bits, i, piv_image_cdata (img)[i], v[i]);
+        piv_image_destroy (&img);
+    }
+    int16_t s16[N];
+    int8_t s8[N];
+    for (int i = 0; i < N; i++) {
+        s16[i] = (int16_t) (-32768 + i * 3449);
+        s8[i] = (int8_t) (-128 + i * 13);
+    }
+    s_layout_t lay = {.w = W, .h = H, .bps = 16, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .rps = 2, .format = SAMPLEFORMAT_INT};
+    s_write_tiff (path, &lay, s16);
+    piv_image_t *img = s_load_ok (path);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg (piv_image_cdata (img)[i] == (float) (s16[i] + 32768),
+                       "int16 pixel %d is %g, not %d", i, piv_image_cdata (img)[i], s16[i] + 32768);
+    piv_image_destroy (&img);
+    lay.bps = 8;
+    lay.tile_w = lay.tile_h = 16;
+    s_write_tiff (path, &lay, s8);
+    img = s_load_ok (path);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg (piv_image_cdata (img)[i] == (float) (s8[i] + 128),
+                       "int8 pixel %d is %g, not %d", i, piv_image_cdata (img)[i], s8[i] + 128);
+    piv_image_destroy (&img);
+}
+END_TEST
+
+START_TEST (honours_the_orientation_tag_for_float_packed_and_signed_samples)
+{
+    const struct {
+        const char *kind;
+        int bps, format, tiled;
+    } kinds[] = {
+        {"float32", 32, SAMPLEFORMAT_IEEEFP, 0},      {"float32 tiles", 32, SAMPLEFORMAT_IEEEFP, 1},
+        {"float64", 64, SAMPLEFORMAT_IEEEFP, 0},      {"packed 12", 12, SAMPLEFORMAT_UINT, 0},
+        {"int16 tiles", 16, SAMPLEFORMAT_INT, 1},     {"12 in 16", 16, SAMPLEFORMAT_UINT, 0},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int o = 1; o <= 8; o++) {
+            int sw = o >= 5 ? OH : OW, sh = o >= 5 ? OW : OH;
+            // Meant pixel (x, y) is 1 + x + 10 y: in the camera range, so a
+            // float frame keeps it; int16 stores it minus 32768.
+            unsigned v[OW * OH];
+            unsigned char *s = calloc ((size_t) sw * sh, 8);
+            for (int r = 0; r < sh; r++)
+                for (int c = 0; c < sw; c++) {
+                    int x, y, at = r * sw + c;
+                    s_seen (o, sw, sh, r, c, &x, &y);
+                    v[at] = (unsigned) (1 + x + 10 * y);
+                    if (kinds[k].bps == 32)
+                        ((float *) s)[at] = (float) v[at];
+                    else if (kinds[k].bps == 64)
+                        ((double *) s)[at] = v[at];
+                    else if (kinds[k].format == SAMPLEFORMAT_INT)
+                        ((int16_t *) s)[at] = (int16_t) ((int) v[at] - 32768);
+                    else
+                        ((uint16_t *) s)[at] = (uint16_t) v[at];
+                }
+            if (kinds[k].bps == 12) {
+                free (s);
+                s = s_pack (v, sw, sh, 12);
+            }
+            s_layout_t lay = {.w = sw, .h = sh, .bps = kinds[k].bps, .spp = 1,
+                              .photometric = PHOTOMETRIC_MINISBLACK, .rps = 2,
+                              .tile_w = kinds[k].tiled ? 16 : 0, .tile_h = kinds[k].tiled ? 16 : 0,
+                              .format = kinds[k].format, .orientation = o};
+            const char *path = tu_path (s_dir, "oriented.tif");
+            s_write_tiff (path, &lay, s);
+            free (s);
+            piv_image_t *img = s_load_ok (path);
+            ck_assert_msg (piv_image_width (img) == OW && piv_image_height (img) == OH,
+                           "%s orientation %d: %dx%d", kinds[k].kind, o, piv_image_width (img),
+                           piv_image_height (img));
+            const float *d = piv_image_cdata (img);
+            for (int y = 0; y < OH; y++)
+                for (int x = 0; x < OW; x++)
+                    ck_assert_msg (d[y * OW + x] == (float) (1 + x + 10 * y),
+                                   "%s orientation %d: pixel (%d, %d) is %g", kinds[k].kind, o,
+                                   x, y, d[y * OW + x]);
+            piv_image_destroy (&img);
+        }
+}
+END_TEST
+
+// Writes 8-bit frame 'img' (values 0..255) as sample kind 'kind' of the
+// test below, Orientation 3 (stored rotated 180 degrees) when 'rotate'.
+static void
+s_write_kind (const char *path, const piv_image_t *img, int kind, int rotate)
+{
+    int w = piv_image_width (img), h = piv_image_height (img);
+    size_t n = (size_t) w * h;
+    const float *d = piv_image_cdata (img);
+    unsigned *u = malloc (n * sizeof *u);
+    unsigned char *s = malloc (n * 8);
+    s_layout_t lay = {.w = w, .h = h, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+                      .orientation = rotate ? ORIENTATION_BOTRIGHT : 0};
+    for (size_t i = 0; i < n; i++) {
+        float v = d[rotate ? n - 1 - i : i];
+        u[i] = (unsigned) v;
+        switch (kind) {
+        case 0: s[i] = (unsigned char) v, lay.bps = 8; break;
+        case 1: ((uint16_t *) s)[i] = (uint16_t) (v * 16), lay.bps = 16; break;  // 12 in 16
+        case 2: u[i] *= 16, lay.bps = 12; break;                                // 12 packed
+        case 3: ((uint16_t *) s)[i] = (uint16_t) (v * 257), lay.bps = 16; break;
+        case 4:
+            ((int16_t *) s)[i] = (int16_t) (v * 257 - 32768);
+            lay.bps = 16, lay.format = SAMPLEFORMAT_INT;
+            break;
+        case 5:
+            ((float *) s)[i] = v / 255.0f;  // normalised to [0, 1]
+            lay.bps = 32, lay.format = SAMPLEFORMAT_IEEEFP;
+            break;
+        default:
+            ((double *) s)[i] = v * 3.0 - 100;  // an arbitrary range: min-max
+            lay.bps = 64, lay.format = SAMPLEFORMAT_IEEEFP;
+            break;
+        }
+    }
+    if (kind == 2) {
+        free (s);
+        s = s_pack (u, w, h, 12);
+    }
+    s_write_tiff (path, &lay, s);
+    free (s);
+    free (u);
+}
+
+START_TEST (the_same_pair_in_every_sample_kind_gives_the_same_field)
+{
+    static const char *const kinds[] = {"8-bit",       "12 in 16-bit", "12-bit packed",
+                                        "16-bit",      "int16",        "float32 [0, 1]",
+                                        "float64 min-max"};
+    char prefix[4096], out[4096];
+    snprintf (prefix, sizeof prefix, "%s", tu_path (s_dir, "s"));
+    char *argv[] = {(char *) tu_bin ("pivfarm-synth"), "-s", "256x256", "-o", prefix, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 60), 0);
+    char err[256] = "", pa[4200], pb[4200], ka[4200], kb[4200];
+    snprintf (pa, sizeof pa, "%s_a.tif", prefix);
+    snprintf (pb, sizeof pb, "%s_b.tif", prefix);
+    piv_image_t *a8 = NULL, *b8 = NULL;
+    ck_assert_msg (piv_image_load_pair (pa, pb, 0, &a8, &b8, err, sizeof err) == 0, "%s", err);
+    piv_settings_t s;
+    piv_settings_init (&s);
+    ck_assert (piv_settings_set_passes (&s, "32,16", err, sizeof err) == 0);
+    piv_t *engine = piv_new (&s, err, sizeof err);
+    ck_assert_msg (engine != NULL, "%s", err);
+    piv_field_t *ref = NULL;
+    int nk = (int) (sizeof kinds / sizeof kinds[0]);
+    for (int k = 0; k < 2 * nk; k++) {
+        int kind = k % nk, rotate = k >= nk;
+        snprintf (ka, sizeof ka, "%s_k%d_a.tif", prefix, k);
+        snprintf (kb, sizeof kb, "%s_k%d_b.tif", prefix, k);
+        s_write_kind (ka, a8, kind, rotate);
+        s_write_kind (kb, b8, kind, rotate);
+        piv_image_t *a = NULL, *b = NULL;
+        ck_assert_msg (piv_image_load_pair (ka, kb, 0, &a, &b, err, sizeof err) == 0, "%s: %s",
+                       kinds[kind], err);
+        piv_field_t *field = piv_process (engine, a, b, err, sizeof err);
+        ck_assert_msg (field != NULL, "%s: %s", kinds[kind], err);
+        piv_field_stats_t st;
+        piv_field_stats (field, PIV_FLAG_VALID, &st);
+        printf ("%s%s: mean u %.4f v %.4f (truth 3.3, -1.7)\n", kinds[kind],
+                rotate ? " rotated 180" : "", st.mean_u, st.mean_v);
+        ck_assert_msg (fabs (st.mean_u - 3.3) < 0.1 && fabs (st.mean_v + 1.7) < 0.1,
+                       "%s%s: mean (%.3f, %.3f), not (3.3, -1.7)", kinds[kind],
+                       rotate ? " rotated 180" : "", st.mean_u, st.mean_v);
+        if (!ref)
+            ref = field;
+        else {
+            float worst = 0;
+            ck_assert_int_eq (field->nx * field->ny, ref->nx * ref->ny);
+            for (int i = 0; i < ref->nx * ref->ny; i++) {
+                ck_assert_msg (field->flags[i] == ref->flags[i], "%s: vector %d flags %u, not %u",
+                               kinds[kind], i, field->flags[i], ref->flags[i]);
+                float e = fmaxf (fabsf (field->u[i] - ref->u[i]), fabsf (field->v[i] - ref->v[i]));
+                worst = e > worst ? e : worst;
+            }
+            printf ("%s%s: largest difference from 8-bit %.5f px\n", kinds[kind],
+                    rotate ? " rotated 180" : "", worst);
+            ck_assert_msg (worst <= 0.01f, "%s%s: a vector differs by %.4f px from 8-bit's",
+                           kinds[kind], rotate ? " rotated 180" : "", worst);
+            piv_field_destroy (&field);
+        }
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+    piv_field_destroy (&ref);
+    piv_destroy (&engine);
+    piv_image_destroy (&a8);
+    piv_image_destroy (&b8);
+}
+END_TEST
+
+START_TEST (names_the_format_of_a_file_that_is_not_a_tiff_and_how_to_convert_it)
+{
+    static const struct {
+        const char *name;
+        const char *bytes;
+        size_t len;
+        const char *says;
+    } files[] = {
+        {"f.png", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16, "(a PNG image): convert it, e.g. with "
+                                                       "ImageMagick 'convert %s %s/f.tif'"},
+        {"f.jpg", "\xff\xd8\xff\xe0\0\x10JFIF\0\1", 12, "(a JPEG image): convert it"},
+        {"f.bmp", "BM\x36\x10\0\0\0\0\0\0\x36\0\0\0", 14, "(a BMP image): convert it"},
+        {"f.tif", "GIF89a\x10\0\x10\0", 10, "(a GIF image): convert it, e.g. with ImageMagick "
+                                            "'convert %s %s/f.tif'"},
+        {"f.npy", "\x93NUMPY\1\0v\0", 10, "(a NumPy array): convert it, e.g. with Python "
+                                          "tifffile"},
+        {"notes.txt", "x y u v\n1 2 3 4\n", 16, "(it is text)"},
+        {"f.raw", "\x01\x02\x03\x04\x05\x06\x07\x08\x09", 9, "(unknown format): convert it"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[4200], says[9000], err[512] = "";
+        snprintf (path, sizeof path, "%s", tu_path (s_dir, files[i].name));
+        FILE *f = fopen (path, "wb");
+        ck_assert (f && fwrite (files[i].bytes, 1, files[i].len, f) == files[i].len);
+        fclose (f);
+        snprintf (says, sizeof says, files[i].says, path, s_dir);
+        ck_assert_ptr_null (piv_image_load (path, 0, 0, err, sizeof err));
+        ASSERT_ERR (err, path, "is not a TIFF file");
+        ASSERT_ERR (err, path, says);
+    }
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1526,6 +1868,12 @@ s_suite (void)
     tcase_add_test (tc, refuses_a_fifo_a_sparse_and_an_oversized_file_before_reading_them);
     tcase_add_test (tc, loads_a_pair_from_descriptors_the_caller_opened);
     tcase_add_test (tc, loads_from_several_threads_with_errors_kept_apart);
+    tcase_add_test (tc, loads_float_frames_into_the_16bit_range);
+    tcase_add_test (tc, refuses_nan_and_infinite_float_pixels_naming_the_count);
+    tcase_add_test (tc, loads_packed_12_and_10_bit_and_signed_samples);
+    tcase_add_test (tc, honours_the_orientation_tag_for_float_packed_and_signed_samples);
+    tcase_add_test (tc, the_same_pair_in_every_sample_kind_gives_the_same_field);
+    tcase_add_test (tc, names_the_format_of_a_file_that_is_not_a_tiff_and_how_to_convert_it);
     suite_add_tcase (suite, tc);
     return suite;
 }

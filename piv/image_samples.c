@@ -1,0 +1,194 @@
+// image_samples.c — greyscale samples of every kind image.c accepts (8 and
+// 16 bit, packed 2 to 16 bit, signed, 32 and 64 bit float) turned into the
+// engine's floats, and the plain name of a file that is not a TIFF at all.
+
+#include "piv/image.h"
+#include "piv/image_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <tiffio.h>
+
+// Float frames end in the range of 16-bit ones: 0 to this.
+#define S_FLOAT_TOP 65535.0
+
+// Sample i of a row of samples packed MSB first, 'bits' (2 to 16) each,
+// rows starting on a byte (libtiff has undone FillOrder).
+static inline unsigned
+s_packed (const unsigned char *src, size_t i, int bits)
+{
+    uint64_t bit = (uint64_t) i * (uint64_t) bits;
+    const unsigned char *p = src + (bit >> 3);
+    int shift = (int) (bit & 7), need = (shift + bits + 7) / 8;
+    uint32_t acc = 0;
+    for (int j = 0; j < need; j++)
+        acc = acc << 8 | p[j];
+    return (unsigned) (acc >> (need * 8 - shift - bits)) & ((1u << bits) - 1);
+}
+
+void
+img_convert (const img_samples_t *k, const unsigned char *src, float *dst, size_t n)
+{
+    size_t step = k->step;
+    int invert = k->invert;
+    if (k->format == SAMPLEFORMAT_IEEEFP) {
+        // libtiff has swapped them to host order; rows may be unaligned.
+        for (size_t i = 0; i < n; i++) {
+            if (k->bits == 32) {
+                float v;
+                memcpy (&v, src + i * step * 4, sizeof v);
+                dst[i] = v;
+            }
+            else {
+                double v;
+                memcpy (&v, src + i * step * 8, sizeof v);
+                dst[i] = (float) v;
+            }
+        }
+        return;  // inverted, if at all, by img_float_scale
+    }
+    int is_signed = k->format == SAMPLEFORMAT_INT;
+    if (k->bits == 8 && step == 1 && !invert && !is_signed) {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (float) src[i];
+    }
+    else if (k->bits == 16 && step == 1 && !invert && !is_signed) {
+        const uint16_t *s16 = (const uint16_t *) src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (float) s16[i];
+    }
+    else if (k->bits == 8 || k->bits == 16) {
+        // Signed samples move up by half the range: -128..127 is 0..255.
+        unsigned top = k->bits == 8 ? 255u : 65535u, half = top / 2 + 1;
+        const uint16_t *s16 = (const uint16_t *) src;
+        for (size_t i = 0; i < n; i++) {
+            unsigned v = k->bits == 8 ? src[i * step] : s16[i * step];
+            if (is_signed)
+                v = (v + half) & top;  // two's complement plus half
+            dst[i] = (float) (invert ? top - v : v);
+        }
+    }
+    else {
+        unsigned top = (1u << k->bits) - 1;
+        for (size_t i = 0; i < n; i++) {
+            unsigned v = s_packed (src, i * step, k->bits);
+            dst[i] = (float) (invert ? top - v : v);
+        }
+    }
+}
+
+int
+img_float_scale (piv_image_t *self, const char *path, const double *range, int invert,
+                 char *err, size_t errlen)
+{
+    size_t n = (size_t) self->width * (size_t) self->height, bad = 0;
+    float *d = self->data;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite (d[i]))
+            bad++;
+        else {
+            lo = d[i] < lo ? d[i] : lo;
+            hi = d[i] > hi ? d[i] : hi;
+        }
+    }
+    if (bad) {
+        img_seterr (err, errlen,
+                    "cannot load '%s': %zu of %zu pixels are NaN or infinite (or beyond single "
+                    "precision): replace them in the frame before PIV",
+                    path, bad, n);
+        return -1;
+    }
+    // The same rule for every frame of a run where the file allows it (a
+    // declared range, [0, 1], camera counts), so that a background taken
+    // over frames compares like with like; only frames outside all of
+    // these get their own min-max.
+    double off = 0, gain = 1;
+    if (range && range[0] < range[1])
+        off = range[0], gain = S_FLOAT_TOP / (range[1] - range[0]);
+    else if (lo >= 0 && hi <= 1)
+        gain = S_FLOAT_TOP;
+    else if (lo >= 0 && hi <= S_FLOAT_TOP)
+        gain = 1;
+    else
+        off = lo, gain = hi > lo ? S_FLOAT_TOP / (hi - lo) : 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = ((double) d[i] - off) * gain;
+        d[i] = (float) (invert ? S_FLOAT_TOP - v : v);
+    }
+    return 0;
+}
+
+// What the first bytes of a file say it is, as "a PNG image"; NULL if
+// they say nothing known. 'text' is set for a file of printable ASCII.
+static const char *
+s_format_of (const unsigned char *h, size_t size, int *text)
+{
+    static const struct {
+        const char *magic;
+        size_t len;
+        const char *name;
+    } known[] = {
+        {"\x89PNG\r\n\x1a\n", 8, "a PNG image"},
+        {"\xff\xd8\xff", 3, "a JPEG image"},
+        {"GIF87a", 6, "a GIF image"},
+        {"GIF89a", 6, "a GIF image"},
+        {"\0\0\0\x0cjP  \r\n\x87\n", 12, "a JPEG 2000 image"},
+        {"\xff\x4f\xff\x51", 4, "a JPEG 2000 codestream"},
+        {"\x89HDF\r\n\x1a\n", 8, "an HDF5 file"},
+        {"\x93NUMPY", 6, "a NumPy array"},
+        {"SIMPLE  =", 9, "a FITS image"},
+        {"PCO-", 4, "a PCO B16 image"},
+        {"%PDF", 4, "a PDF document"},
+        {"PK\x03\x04", 4, "a ZIP archive"},
+        {"\x1f\x8b", 2, "a gzip file"},
+    };
+    *text = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (size >= known[i].len && memcmp (h, known[i].magic, known[i].len) == 0)
+            return known[i].name;
+    if (size >= 12 && memcmp (h, "RIFF", 4) == 0 && memcmp (h + 8, "WEBP", 4) == 0)
+        return "a WebP image";
+    if (size >= 14 && h[0] == 'B' && h[1] == 'M')
+        return "a BMP image";
+    if (size >= 3 && h[0] == 'P' && h[1] >= '1' && h[1] <= '7'
+        && (h[2] == ' ' || h[2] == '\n' || h[2] == '\r' || h[2] == '\t'))
+        return "a Netpbm image";
+    size_t look = size < 512 ? size : 512, printable = 0;
+    for (size_t i = 0; i < look; i++)
+        printable += (h[i] >= 32 && h[i] < 127) || h[i] == '\n' || h[i] == '\r' || h[i] == '\t';
+    *text = printable == look;
+    return *text ? "text" : NULL;
+}
+
+void
+img_not_tiff (const char *path, const unsigned char *data, size_t size, char *err, size_t errlen)
+{
+    int text;
+    const char *kind = s_format_of (data, size, &text);
+    if (text) {
+        img_seterr (err, errlen, "'%s' is not a TIFF file (it is text): PIV frames are TIFF images",
+                    path);
+        return;
+    }
+    // The suggested output: the same name ending in .tif.
+    const char *slash = strrchr (path, '/'), *dot = strrchr (path, '.');
+    int stem = dot && (!slash || dot > slash + 1) ? (int) (dot - path) : (int) strlen (path);
+    if (!kind)
+        img_seterr (err, errlen,
+                    "'%s' is not a TIFF file (unknown format): convert it to TIFF, e.g. with "
+                    "ImageMagick 'convert' or, for raw camera data, Python tifffile",
+                    path);
+    else if (strcmp (kind, "a NumPy array") == 0)
+        img_seterr (err, errlen,
+                    "'%s' is not a TIFF file (%s): convert it, e.g. with Python tifffile: "
+                    "tifffile.imwrite('%.*s.tif', numpy.load('%s'))",
+                    path, kind, stem, path, path);
+    else
+        img_seterr (err, errlen,
+                    "'%s' is not a TIFF file (%s): convert it, e.g. with ImageMagick "
+                    "'convert %s %.*s.tif'",
+                    path, kind, path, stem, path);
+}
