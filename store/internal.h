@@ -98,6 +98,7 @@ typedef enum {
     S_FILE_LOCATION,
     S_FILES_STORED,
     S_FILE_LAST_SEEN,
+    S_UNCOUNTED_ADD,
     S_STATS_PUT,
     S_STATS_COUNT,
     S_STATS_OF,

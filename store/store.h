@@ -388,10 +388,10 @@ int64_t store_file_last_seen (store_t *self, int64_t experiment);
 // as checkpoints: one row per (experiment, set), a set being the results
 // on one grid under one PIV settings and one calibration. 'state' is
 // piv_stats_encode's bytes (the store does not read them). Exactly once:
-// each result row says whether it is counted in its experiment's saved
-// statistics; a checkpoint marks the results it counts in the same
-// transaction, so after a crash the results not marked are the ones to add
-// again (store_results_uncounted).
+// a result is "uncounted" from its recording until a checkpoint counts it;
+// a checkpoint marks the results it counts in the same transaction, so
+// after a crash the results not marked are the ones to add again
+// (store_results_uncounted).
 typedef struct {
     int64_t experiment;
     const char *set;          // its key: grid, settings and calibration, one line
