@@ -288,6 +288,8 @@ START_TEST (a_calibration_set_before_the_first_frame_gives_metres_per_second)
     double u = json_number_value (json_object_get (fb, "mean_u"));
     double v = json_number_value (json_object_get (fb, "mean_v"));
     double out = json_number_value (json_object_get (fb, "output"));
+    printf ("calibrated feedback: mean_u %.6f m/s (exact %.6f), mean_v %.6f m/s (exact %.6f), "
+            "output %.3g\n", u, T_U * 2e-5 / 2e-3, v, -T_V * 2e-5 / 2e-3, out);
     ck_assert_msg (fabs (u - T_U * 2e-5 / 2e-3) < 0.05 * 2e-5 / 2e-3, "mean_u %g m/s", u);
     ck_assert_msg (fabs (v + T_V * 2e-5 / 2e-3) < 0.05 * 2e-5 / 2e-3, "mean_v %g m/s", v);
     // On the setpoint: the output (kp * error) is within the PIV error.
