@@ -41,6 +41,12 @@
 //   'done', 'duplicate' (a result after the first), 'failed' or 'requeued'.
 // - results: one row per pair (first result wins); field is NULL when
 //   store_set_fields left it out.
+// - uncounted (schema 5): the results no statistics checkpoint (the stats
+//   table) counts yet: a result's pair goes in with it and out with the
+//   checkpoint that counts it, a second's worth. A narrow table of its own
+//   rather than a flag on results: marking a result counted would rewrite
+//   its row, field and all (19-35 us a result with a 13 KB field, measured;
+//   deleting the small row costs a few).
 // - settings: per experiment key/value (experiment 0: every experiment).
 // - events: the append-only log. Its ids only grow because no event is
 //   ever deleted: a plain INTEGER PRIMARY KEY takes max + 1. (Schema 1 had
@@ -214,6 +220,27 @@ static const char *s_migrations[] = {
     // crash, an OOM kill, a deadline passed), so that a pair that kills its
     // agents fails instead of killing them forever.
     "ALTER TABLE pairs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;",
+
+    // 4 -> 5: run statistics (issue 16, doc/units.md): the broker's
+    // checkpoints, one row per (experiment, set), and the results no
+    // checkpoint counts yet (every result until one does: those of before
+    // the upgrade too).
+    "CREATE TABLE uncounted ("
+    "    pair INTEGER PRIMARY KEY"
+    ");"
+    "INSERT INTO uncounted (pair) SELECT pair FROM results ORDER BY pair;"
+    "CREATE TABLE stats ("
+    "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
+    "    set_key TEXT NOT NULL,"
+    "    settings TEXT NOT NULL,"
+    "    calibration TEXT NOT NULL,"
+    "    fields INTEGER NOT NULL,"
+    "    first_pair INTEGER NOT NULL,"
+    "    last_pair INTEGER NOT NULL,"
+    "    state BLOB NOT NULL,"
+    "    updated_ns INTEGER NOT NULL,"
+    "    PRIMARY KEY (experiment, set_key)"
+    ");",
 };
 
 _Static_assert (sizeof s_migrations / sizeof s_migrations[0] == STORE_SCHEMA_VERSION,
@@ -400,6 +427,34 @@ static const char *s_sql[S_NSTMTS] = {
     [S_FILES_STORED] = "SELECT id, size, name, sha256, location FROM files"
                        " WHERE +experiment = ?4 AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
     [S_FILE_LAST_SEEN] = "SELECT ifnull (max (seen_ns), 0) FROM files WHERE experiment = ?1",
+    [S_STATS_PUT] = "INSERT INTO stats (experiment, set_key, settings, calibration, fields,"
+                    " first_pair, last_pair, state, updated_ns)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                    " ON CONFLICT (experiment, set_key) DO UPDATE SET settings = ?3,"
+                    " calibration = ?4, fields = ?5, first_pair = ?6, last_pair = ?7, state = ?8,"
+                    " updated_ns = ?9",
+    [S_UNCOUNTED_ADD] = "INSERT INTO uncounted (pair) VALUES (?1)",
+    // Only a result of the experiment saved, and only once.
+    [S_STATS_COUNT] = "DELETE FROM uncounted WHERE pair = ?1"
+                      " AND (SELECT experiment FROM pairs WHERE id = ?1) = ?2",
+    [S_STATS_OF] = "SELECT experiment, fields, first_pair, last_pair, updated_ns, set_key,"
+                   " settings, calibration, state FROM stats"
+                   " WHERE ?1 = 0 OR experiment = ?1 ORDER BY experiment, first_pair",
+    [S_STATS_DELETE] = "DELETE FROM stats WHERE experiment = ?1",
+    [S_STATS_UNCOUNT] = "INSERT OR IGNORE INTO uncounted (pair) SELECT r.pair FROM results r"
+                        " JOIN pairs p ON p.id = r.pair WHERE +p.experiment = ?1",
+    // The results not counted (few): the same columns as S_RESULT_COLUMNS,
+    // the uncounted table first.
+    [S_RESULTS_UNCOUNTED] =
+        "SELECT r.pair, r.attempt, r.nx, r.ny, r.compute_ns, ifnull (f.mtime_ns, 0),"
+        " ifnull (a.dispatched_ns, ifnull (p.dispatched_ns, 0)), r.recorded_ns,"
+        " r.mean_u, r.mean_v, r.mean_speed, r.valid_fraction, r.vorticity, p.stem,"
+        " ifnull (r.agent, ''), ifnull (r.path, ''), r.field"
+        " FROM uncounted u CROSS JOIN results r ON r.pair = u.pair"
+        " CROSS JOIN pairs p ON p.id = r.pair"
+        " LEFT JOIN attempts a ON a.pair = r.pair AND a.attempt = r.attempt"
+        " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a)"
+        " WHERE ?1 = 0 OR p.experiment = ?1 ORDER BY u.pair",
 };
 
 // ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 4  // 5 once the statistics land (issue 16)
+#define STORE_SCHEMA_VERSION 5
 
 typedef struct _store_t store_t;
 
@@ -388,10 +388,10 @@ int64_t store_file_last_seen (store_t *self, int64_t experiment);
 // as checkpoints: one row per (experiment, set), a set being the results
 // on one grid under one PIV settings and one calibration. 'state' is
 // piv_stats_encode's bytes (the store does not read them). Exactly once:
-// each result row says whether it is counted in its experiment's saved
-// statistics; a checkpoint marks the results it counts in the same
-// transaction, so after a crash the results not marked are the ones to add
-// again (store_results_uncounted).
+// a result is "uncounted" from its recording until a checkpoint counts it;
+// a checkpoint marks the results it counts in the same transaction, so
+// after a crash the results not marked are the ones to add again
+// (store_results_uncounted).
 typedef struct {
     int64_t experiment;
     const char *set;          // its key: grid, settings and calibration, one line
@@ -406,7 +406,9 @@ typedef struct {
 
 // Saves (inserts or replaces) the row of stats->set for stats->experiment,
 // then marks pairs[0 .. npairs - 1] (results of that experiment) counted;
-// one group of writes. 0 or -1.
+// one group of writes. stats->set NULL saves no row and only marks (the
+// results whose field the store did not keep, which no set can count).
+// 0 or -1.
 int store_stats_save (store_t *self, const store_stats_t *stats, const int64_t *pairs,
                       size_t npairs, int64_t now_ns);
 // Calls fn for each saved set of 'experiment' (0: every experiment), in

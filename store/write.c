@@ -509,6 +509,12 @@ store_pair_result (store_t *self, int64_t pair, int attempt, const char *agent,
     sqlite3_bind_int64 (stmt, 14, now_ns);
     rc = st_exec (self, stmt);
     if (rc == SQLITE_DONE) {
+        // Counted by no statistics checkpoint yet (store_results_uncounted).
+        stmt = self->stmts[S_UNCOUNTED_ADD];
+        sqlite3_bind_int64 (stmt, 1, pair);
+        rc = st_exec (self, stmt);
+    }
+    if (rc == SQLITE_DONE) {
         stmt = self->stmts[S_PAIR_DONE];
         sqlite3_bind_int64 (stmt, 1, pair);
         st_bind_text (stmt, 2, agent);
