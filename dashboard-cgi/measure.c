@@ -90,7 +90,7 @@ s_on_stats (void *arg, const store_stats_t *st)
     piv_stats_t *stats = piv_stats_decode (st->state, st->state_size, err, sizeof err);
     if (!stats) {
         snprintf (page->stats_note, sizeof page->stats_note,
-                  "the saved statistics '%.80s' cannot be read: %.150s", st->set, err);
+                  "the saved statistics '%.60s' cannot be read: %.120s", st->set, err);
         return 0;
     }
     piv_stats_destroy (&page->stats);
