@@ -326,9 +326,9 @@ s_calibration_line (FILE *out, const dash_page_t *page)
 {
     char text[256];
     piv_calib_describe (&page->calib, text, sizeof text);
-    fputs ("<div class=\"note\" id=\"calibration\">Calibration: <b>", out);
+    fputs ("<div class=\"note\" id=\"calibration\">Calibration: <span class=\"calib\" style=\"font-weight:600\">", out);
     dash_put_html (out, text);
-    fputs ("</b>", out);
+    fputs ("</span>", out);
     if (page->calib.set)
         fprintf (out, " (%s)",
                  strcmp (page->calib_from, "experiment") == 0 ? "set for this experiment"

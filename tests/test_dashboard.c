@@ -5,7 +5,9 @@
 // the page, headless Chromium loading it.
 
 #include "common/proto.h"
+#include "piv/derived.h"
 #include "piv/field.h"
+#include "piv/stats.h"
 #include "common/jdoc.h"
 #include "store/store.h"
 #include "tests/testutil.h"
@@ -907,6 +909,155 @@ START_TEST (metric_labels_are_escaped_and_the_store_alone_suffices)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Measurements: the calibration in force, the run's statistics, vorticity
+
+#define S_CALIB "scale=2.0000000000000002e-05m/px dt=0.002s origin=0,0 y_axis=up"
+
+// A solid rotation on a 12 x 9 grid (step 16 px): u = -omega (y - yc),
+// v = omega (x - xc) px/frame about the grid's centre; vorticity 2 omega
+// 1/frame (image axes); the first vector invalid.
+static piv_field_t *
+s_rotation (double omega)
+{
+    piv_field_t *f = s_field (12, 9, 0);
+    for (int n = 0; n < 12 * 9; n++) {
+        f->u[n] = (float) (-omega * (f->y[n] - 72));
+        f->v[n] = (float) (omega * (f->x[n] - 96));
+    }
+    return f;
+}
+
+// One done pair of experiment m->exp whose result is 'field'; its pair id.
+static int64_t
+s_done_field (s_maker_t *m, const char *stem, const piv_field_t *field, int64_t t)
+{
+    int64_t pair = s_pair (m, stem, t - 1000000);
+    int attempt = store_pair_dispatch (m->store, pair, "agent-1", t - 500000);
+    unsigned char *blob;
+    size_t size;
+    ck_assert (piv_field_encode (field, &blob, &size) == 0);
+    store_result_t r = {.valid_fraction = 1, .nx = field->nx, .ny = field->ny,
+                        .compute_ns = 1000, .path = "x.txt", .field = blob, .field_size = size};
+    int recorded;
+    ck_assert (store_pair_result (m->store, pair, attempt, "agent-1", &r, t, &recorded) == 0);
+    free (blob);
+    return pair;
+}
+
+// Experiment 'name': three rotations (omega 0.01, 0.02, 0.03) done and
+// counted in one saved statistics set under 'calibration' (NULL: none),
+// which is also the experiment's own setting.
+static void
+s_rotation_run (store_t *store, const char *name, const char *calibration, int64_t now)
+{
+    s_maker_t m = {.store = store};
+    m.exp = store_experiment (store, name, now - 60 * (int64_t) 1000000000);
+    piv_stats_t *stats = NULL;
+    int64_t pairs[3];
+    for (int i = 0; i < 3; i++) {
+        piv_field_t *f = s_rotation (0.01 * (i + 1));
+        float vorticity[12 * 9];
+        ck_assert_int_gt (piv_field_derive (f, vorticity, NULL, NULL), 0);
+        if (!stats)
+            stats = piv_stats_new (f);
+        ck_assert (piv_stats_add (stats, f, vorticity) == 0);
+        char stem[32];
+        snprintf (stem, sizeof stem, "r_%04d", i + 1);
+        pairs[i] = s_done_field (&m, stem, f, now - (3 - i) * (int64_t) 1000000000);
+        piv_field_destroy (&f);
+    }
+    unsigned char *state;
+    size_t size;
+    ck_assert (piv_stats_encode (stats, &state, &size) == 0);
+    store_stats_t st = {.experiment = m.exp, .set = "12x9 step 16 window 32",
+                        .settings = "passes=32", .calibration = calibration ? calibration : "none",
+                        .fields = 3, .first_pair = pairs[0], .last_pair = pairs[2],
+                        .state = state, .state_size = size, .updated_ns = now};
+    ck_assert (store_stats_save (store, &st, pairs, 3, now) == 0);
+    if (calibration)
+        ck_assert (store_setting_set (store, m.exp, "calibration", calibration, now) == 0);
+    free (state);
+    piv_stats_destroy (&stats);
+}
+
+START_TEST (the_experiment_page_states_the_units_of_its_calibration)
+{
+    int64_t now = s_now_ns ();
+    char err[512];
+    store_t *store = store_new (tu_path (s_dir, "farm.db"), STORE_DURABILITY_NORMAL, err,
+                                sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    s_rotation_run (store, "cal", S_CALIB, now);
+    s_rotation_run (store, "raw", NULL, now);
+    ck_assert_msg (store_commit (store, err, sizeof err) == 0, "%s", err);
+    store_destroy (&store);
+
+    // Calibrated, 0.02 mm/px and 2 ms: 1 px/frame is 0.01 m/s, 1/frame is
+    // 500 1/s; y up: y and v change sign, and so does the vorticity.
+    jdoc_t *doc = s_cgi_json ("exp=cal&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.from"), "experiment");
+    ck_assert (jdoc_bool (doc, 0, "$.experiment.calibration.calibrated") == 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.velocity"), "m/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.vorticity"), "1/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.position"), "m");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.stats.fields"), 3);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.stats.stride"), 1);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.valid_fraction")
+                     - (12 * 9 - 1) / (12.0 * 9)) < 1e-9);
+    // Point (i 5, j 2): x 88 px, y 40 px; mean omega 0.02: u = -0.02 (40 -
+    // 72) = 0.64 px/frame, v = 0.02 (88 - 96) = -0.16 px/frame.
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.x[5]") - 88 * 2e-5) < 1e-12);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.y[2]") + 40 * 2e-5) < 1e-12);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.u_mean[2][5]") - 0.0064) < 1e-7);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.v_mean[2][5]") - 0.0016) < 1e-7);
+    ck_assert (jdoc_type_at (doc, "$.experiment.stats.u_mean[0][0]") == JDOC_NULL);
+    // The latest field (omega 0.03): vorticity -2 * 0.03 * 500 = -30 1/s
+    // wherever the stencil sees no hole.
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.vorticity.unit"), "1/s");
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.min") + 30) < 1e-3);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.max") + 30) < 1e-3);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.values[4][6]") + 30) < 1e-3);
+    jdoc_destroy (&doc);
+    int status;
+    const char *html = s_cgi ("exp=cal", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert (strstr (html, "<svg class=\"map\" id=\"mean-field\" data-unit=\"m/s\"") != NULL);
+    ck_assert (strstr (html, "<svg class=\"map\" id=\"vorticity\" data-unit=\"1/s\"") != NULL);
+    ck_assert_int_eq (s_count (html, "class=\"legend\""), 2);
+    ck_assert_int_eq (s_count (html, "class=\"tick-max\""), 2);
+    ck_assert (strstr (html, "|V| (m/s)") != NULL);
+    ck_assert (strstr (html, "\xCF\x89z (1/s)") != NULL);
+    ck_assert_int_eq (s_count (html, "x (mm)"), 2);
+    ck_assert (strstr (html, "<td class=\"fields\">3</td>") != NULL);
+    ck_assert (strstr (html, "<td class=\"valid\">99.1 %</td>") != NULL);
+    ck_assert (strstr (html, "0.02 mm/px") != NULL);
+    // One arrow per sampled point of the mean field (all but the first).
+    ck_assert_int_eq (s_count (html, "class=\"mean-arrow\""), 12 * 9 - 1);
+
+    // Not calibrated: px/frame, 1/frame, axes in px.
+    doc = s_cgi_json ("exp=raw&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.from"), "none");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.velocity"), "px/frame");
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.u_mean[2][5]") - 0.64) < 1e-5);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.max") - 0.06) < 1e-6);
+    jdoc_destroy (&doc);
+    html = s_cgi ("exp=raw", &status);
+    ck_assert (strstr (html, "id=\"mean-field\" data-unit=\"px/frame\"") != NULL);
+    ck_assert (strstr (html, "id=\"vorticity\" data-unit=\"1/frame\"") != NULL);
+    ck_assert_int_eq (s_count (html, "x (px)"), 2);
+    ck_assert (strstr (html, "m/s") == NULL);
+    // The configuration's [calibration] is every experiment's default.
+    tu_farm_conf_replace (&s_farm, "piv\n    passes", "calibration\n    scale = 0.02 mm/px\n"
+                                                      "    dt = 2 ms\npiv\n    passes");
+    doc = s_cgi_json ("exp=raw&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.from"), "configuration");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.vorticity"), "1/s");
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.max") + 30) < 1e-3);
+    jdoc_destroy (&doc);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -921,6 +1072,7 @@ main (void)
     tcase_add_test (tc, a_browser_shows_the_live_farm_served_by_lighttpd);
     tcase_add_test (tc, metrics_of_a_live_farm_pass_promtool_and_match_the_store);
     tcase_add_test (tc, metric_labels_are_escaped_and_the_store_alone_suffices);
+    tcase_add_test (tc, the_experiment_page_states_the_units_of_its_calibration);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
