@@ -178,34 +178,26 @@ piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out)
 #define S_HEADER 56 // magic, version, nx, ny, step, window, x0, y0, 3 int64
 #define S_PER_POINT (8 * (2 + S_SUMS))
 
+// 'bytes' bytes of x, little-endian, at p; and back.
 static void
-s_put64 (unsigned char *p, uint64_t x)
+s_put (unsigned char *p, uint64_t x, int bytes)
 {
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < bytes; i++)
         p[i] = (unsigned char) (x >> (8 * i));
 }
 
 static uint64_t
-s_get64 (const unsigned char *p)
+s_get (const unsigned char *p, int bytes)
 {
     uint64_t x = 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < bytes; i++)
         x |= (uint64_t) p[i] << (8 * i);
     return x;
 }
-
-static void
-s_put32 (unsigned char *p, uint32_t x)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char) (x >> (8 * i));
-}
-
-static uint32_t
-s_get32 (const unsigned char *p)
-{
-    return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
-}
+#define s_put64(p, x) s_put ((p), (x), 8)
+#define s_put32(p, x) s_put ((p), (x), 4)
+#define s_get64(p) s_get ((p), 8)
+#define s_get32(p) ((uint32_t) s_get ((p), 4))
 
 int
 piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p)
