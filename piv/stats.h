@@ -69,14 +69,17 @@ piv_stats_t *piv_stats_decode (const void *buf, size_t size, char *err, size_t e
 //   PIV_FORMAT_VTK      a legacy VTK STRUCTURED_GRID (ParaView) with those as point data
 // after '#' header lines (txt, tecplot: each line of 'header' prefixed "# ";
 // vtk: the title line) stating the units of every column and the
-// calibration. Points without samples write NaN ("nan"; VTK: nan). 0 or -1.
+// calibration. Points without samples write NaN ("nan"; VTK: a NaN in its
+// BINARY data, since VTK's ASCII reader refuses "nan"). 0 or -1.
 int piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format,
                      const piv_calib_t *c, const char *header);
 
-// A field as a legacy VTK STRUCTURED_GRID file ParaView opens: points
-// (x, y, 0), vectors "velocity" (u, v, 0), scalars vorticity, divergence,
-// speed, flags, peak_ratio; converted by 'c' (NULL: image units); 'title'
-// one line (units and calibration). 0 or -1.
+// A field as a legacy VTK STRUCTURED_GRID file ParaView opens (BINARY
+// data: big-endian float32, int32): points (x, y, 0), vectors "velocity"
+// (u, v, 0; NaN at INVALID vectors), scalars vorticity, divergence, speed,
+// peak_ratio (float), flags (int); converted by 'c' (NULL: image units);
+// the title line holds 'title' (lines joined by "; "), the units and the
+// calibration, cut at 255 bytes. 0 or -1.
 int piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c,
                          const char *title);
 

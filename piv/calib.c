@@ -1,0 +1,366 @@
+// calib.c — the calibration of an experiment: its text forms (one key at a
+// time, the whole canonical text, the configuration's rules), the words a
+// person reads, and the conversions from image units. See calib.h.
+
+#include "piv/calib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// What each key accepts, in the words of every refusal.
+#define S_SCALE_FORMS "a positive length per pixel such as 0.05 mm/px or 20 px/mm (units um, mm, m)"
+#define S_DT_FORMS                                                                                 \
+    "a positive time between frames such as 1 ms, 500 us or 0.002 s (units s, ms, us, ns)"
+#define S_ORIGIN_FORMS "X,Y in image pixels (column, row), each >= 0, such as 0,0"
+#define S_YAXIS_FORMS "up or down"
+#define S_KEYS "scale, dt, origin or y_axis"
+
+// Units by name and their size in metres or seconds. "µ" is accepted as the
+// micro sign (U+00B5) and as the Greek letter mu (U+03BC).
+typedef struct {
+    const char *name; // as written after the number
+    double size;      // metres or seconds
+} s_unit_t;
+static const s_unit_t s_lengths[] = {{"um", 1e-6}, {"\xc2\xb5m", 1e-6}, {"\xce\xbcm", 1e-6},
+                                     {"mm", 1e-3}, {"m", 1.0},          {NULL, 0}};
+static const s_unit_t s_times[] = {
+    {"s", 1.0},          {"ms", 1e-3}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6},
+    {"\xce\xbcs", 1e-6}, {"ns", 1e-9}, {NULL, 0}};
+
+void
+piv_calib_init (piv_calib_t *c)
+{
+    memset (c, 0, sizeof *c);
+    c->y_up = 1;
+}
+
+// The size of the unit named by the len chars at 'name' in 'units', or 0.
+static double
+s_unit (const s_unit_t *units, const char *name, size_t len)
+{
+    for (int i = 0; units[i].name; i++)
+        if (strlen (units[i].name) == len && memcmp (units[i].name, name, len) == 0)
+            return units[i].size;
+    return 0;
+}
+
+// A finite decimal number at the start of 'text' (no hex, inf or nan) into
+// *x; the rest, after spaces, in *rest. 0 or -1.
+static int
+s_number (const char *text, double *x, const char **rest)
+{
+    const char *p = text;
+    if (*p == '+' || *p == '-')
+        p++;
+    if (!((*p >= '0' && *p <= '9') || *p == '.') || (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')))
+        return -1;
+    char *end;
+    *x = strtod (text, &end);
+    if (end == text || !isfinite (*x))
+        return -1;
+    while (*end == ' ' || *end == '\t')
+        end++;
+    *rest = end;
+    return 0;
+}
+
+// Length of 'text' without trailing blanks.
+static size_t
+s_trimmed (const char *text)
+{
+    size_t len = strlen (text);
+    while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\t'))
+        len--;
+    return len;
+}
+
+// "0.05 mm/px" or "20 px/mm" into metres per pixel. 0 or -1.
+static int
+s_parse_scale (const char *text, double *scale)
+{
+    double x;
+    const char *unit;
+    if (s_number (text, &x, &unit) != 0 || !(x > 0))
+        return -1;
+    size_t len = s_trimmed (unit);
+    double size = 0;
+    if (len > 3 && memcmp (unit + len - 3, "/px", 3) == 0)
+        size = s_unit (s_lengths, unit, len - 3) * x;
+    else if (len > 3 && memcmp (unit, "px/", 3) == 0) {
+        double per = s_unit (s_lengths, unit + 3, len - 3);
+        size = per > 0 ? per / x : 0;
+    }
+    if (!(size > 0) || !isfinite (size))
+        return -1;
+    *scale = size;
+    return 0;
+}
+
+// "1 ms" into seconds. 0 or -1.
+static int
+s_parse_dt (const char *text, double *dt)
+{
+    double x;
+    const char *unit;
+    if (s_number (text, &x, &unit) != 0 || !(x > 0))
+        return -1;
+    double size = s_unit (s_times, unit, s_trimmed (unit)) * x;
+    if (!(size > 0) || !isfinite (size))
+        return -1;
+    *dt = size;
+    return 0;
+}
+
+// "X,Y" (blanks around each allowed), each finite and >= 0. 0 or -1.
+static int
+s_parse_origin (const char *text, double *ox, double *oy)
+{
+    while (*text == ' ' || *text == '\t')
+        text++;
+    const char *rest;
+    double x, y;
+    if (s_number (text, &x, &rest) != 0 || *rest != ',' || x < 0)
+        return -1;
+    rest++;
+    while (*rest == ' ' || *rest == '\t')
+        rest++;
+    if (s_number (rest, &y, &rest) != 0 || *rest != '\0' || y < 0)
+        return -1;
+    *ox = x;
+    *oy = y;
+    return 0;
+}
+
+// Applies one key to *c. NULL, or what the key accepts ('*known' 0 when the
+// key itself is unknown); *c unchanged on failure.
+static const char *
+s_apply (piv_calib_t *c, const char *key, const char *value, int *known)
+{
+    *known = 1;
+    if (strcmp (key, "scale") == 0)
+        return s_parse_scale (value, &c->scale) == 0 ? NULL : S_SCALE_FORMS;
+    if (strcmp (key, "dt") == 0)
+        return s_parse_dt (value, &c->dt) == 0 ? NULL : S_DT_FORMS;
+    if (strcmp (key, "origin") == 0)
+        return s_parse_origin (value, &c->origin_x, &c->origin_y) == 0 ? NULL : S_ORIGIN_FORMS;
+    if (strcmp (key, "y_axis") == 0) {
+        size_t len = s_trimmed (value);
+        while (*value == ' ')
+            value++, len--;
+        if (len == 2 && memcmp (value, "up", 2) == 0)
+            c->y_up = 1;
+        else if (len == 4 && memcmp (value, "down", 4) == 0)
+            c->y_up = 0;
+        else
+            return S_YAXIS_FORMS;
+        return NULL;
+    }
+    *known = 0;
+    return S_KEYS;
+}
+
+int
+piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err, size_t errlen)
+{
+    piv_calib_t next = *c;
+    int known;
+    const char *forms = s_apply (&next, key, value, &known);
+    if (forms) {
+        if (known)
+            snprintf (err, errlen, "bad calibration %s '%s': expected %s", key, value, forms);
+        else
+            snprintf (err, errlen, "unknown calibration key '%s': expected %s", key, forms);
+        return -1;
+    }
+    next.set = next.scale > 0 && next.dt > 0;
+    *c = next;
+    return 0;
+}
+
+int
+piv_calib_parse (const char *text, piv_calib_t *c, char *err, size_t errlen)
+{
+    piv_calib_t next;
+    piv_calib_init (&next);
+    size_t len = strlen (text);
+    char *copy = malloc (len + 1);
+    if (!copy) {
+        snprintf (err, errlen, "bad calibration '%s': no memory", text);
+        return -1;
+    }
+    memcpy (copy, text, len + 1);
+    int rc = 0, words = 0, none = 0;
+    char *save = NULL;
+    for (char *word = strtok_r (copy, " \t\n", &save); word && rc == 0;
+         word = strtok_r (NULL, " \t\n", &save), words++) {
+        char *eq = strchr (word, '=');
+        if (strcmp (word, "none") == 0)
+            none = 1;
+        else if (!eq) {
+            snprintf (err, errlen, "bad calibration '%s': '%s' is not key=value", text, word);
+            rc = -1;
+        }
+        else {
+            *eq = '\0';
+            rc = piv_calib_set (&next, word, eq + 1, err, errlen);
+        }
+    }
+    free (copy);
+    if (rc == 0 && none && words > 1) {
+        snprintf (err, errlen, "bad calibration '%s': 'none' stands alone", text);
+        rc = -1;
+    }
+    if (rc == 0 && words > 0 && !none && !next.set) {
+        snprintf (err, errlen, "bad calibration '%s': scale and dt are both needed", text);
+        rc = -1;
+    }
+    if (rc == 0)
+        *c = next;
+    return rc;
+}
+
+int
+piv_calib_format (const piv_calib_t *c, char *buf, size_t size)
+{
+    int n = c->set ? snprintf (buf, size, "scale=%.17gm/px dt=%.17gs origin=%.17g,%.17g y_axis=%s",
+                               c->scale, c->dt, c->origin_x, c->origin_y, c->y_up ? "up" : "down")
+                   : snprintf (buf, size, "none");
+    return n >= 0 && (size_t)n < size ? n : -1;
+}
+
+int
+piv_calib_describe (const piv_calib_t *c, char *buf, size_t size)
+{
+    int n;
+    if (!c || !c->set)
+        n = snprintf (buf, size, "not calibrated (px, frames)");
+    else {
+        // Lengths per pixel in mm down to 0.01 mm/px, then in um; times in
+        // the largest unit that keeps the number at 1 or more.
+        int mm = c->scale >= 1e-5;
+        double t = c->dt;
+        const char *tu = t >= 1 ? "s" : t >= 1e-3 ? "ms" : t >= 1e-6 ? "us" : "ns";
+        t /= t >= 1 ? 1 : t >= 1e-3 ? 1e-3 : t >= 1e-6 ? 1e-6 : 1e-9;
+        n = snprintf (buf, size, "%.6g %s/px, dt %.6g %s, origin (%g, %g) px, y %s",
+                      c->scale / (mm ? 1e-3 : 1e-6), mm ? "mm" : "um", t, tu, c->origin_x,
+                      c->origin_y, c->y_up ? "up" : "down");
+    }
+    return n >= 0 && (size_t)n < size ? n : -1;
+}
+
+int
+piv_calib_check_image (const piv_calib_t *c, int width, int height, char *err, size_t errlen)
+{
+    if (c->origin_x < width && c->origin_y < height)
+        return 0;
+    snprintf (err, errlen, "calibration origin %g,%g lies outside the %dx%d image", c->origin_x,
+              c->origin_y, width, height);
+    return -1;
+}
+
+int
+piv_calib_check_key (const char *name, const char *value, char *norm, size_t normlen, char *why,
+                     size_t whylen)
+{
+    piv_calib_t c;
+    piv_calib_init (&c);
+    int known;
+    const char *forms = s_apply (&c, name, value, &known);
+    if (forms && !known) {
+        snprintf (why, whylen, "is not a calibration key: expected " S_KEYS);
+        return -1;
+    }
+    if (forms) {
+        const char *what = name[0] == 's'   ? "is not a length per pixel"
+                           : name[0] == 'd' ? "is not a time between frames"
+                           : name[0] == 'o' ? "is not an image position"
+                                            : "is not a direction";
+        snprintf (why, whylen, "%s: expected %s", what, forms);
+        return -1;
+    }
+    // The value kept is the canonical one, which piv_calib_set reads back.
+    int n = name[0] == 's'   ? snprintf (norm, normlen, "%.17g m/px", c.scale)
+            : name[0] == 'd' ? snprintf (norm, normlen, "%.17g s", c.dt)
+            : name[0] == 'o' ? snprintf (norm, normlen, "%.17g,%.17g", c.origin_x, c.origin_y)
+                             : snprintf (norm, normlen, "%s", c.y_up ? "up" : "down");
+    if (n < 0 || (size_t)n >= normlen) {
+        snprintf (why, whylen, "is too long");
+        return -1;
+    }
+    return 0;
+}
+
+const char *
+piv_calib_unit (const piv_calib_t *c, piv_unit_t unit)
+{
+    int si = c && c->set;
+    switch (unit) {
+    case PIV_UNIT_LENGTH:
+        return si ? "m" : "px";
+    case PIV_UNIT_VELOCITY:
+        return si ? "m/s" : "px/frame";
+    case PIV_UNIT_RATE:
+        return si ? "1/s" : "1/frame";
+    }
+    return "";
+}
+
+void
+piv_calib_position (const piv_calib_t *c, double x_px, double y_px, double *x, double *y)
+{
+    if (!c || !c->set) {
+        *x = x_px;
+        *y = y_px;
+        return;
+    }
+    *x = (x_px - c->origin_x) * c->scale;
+    *y = (y_px - c->origin_y) * c->scale * (c->y_up ? -1 : 1);
+}
+
+void
+piv_calib_velocity (const piv_calib_t *c, double u_px, double v_px, double *u, double *v)
+{
+    if (!c || !c->set) {
+        *u = u_px;
+        *v = v_px;
+        return;
+    }
+    double k = c->scale / c->dt;
+    *u = u_px * k;
+    *v = v_px * k * (c->y_up ? -1 : 1);
+}
+
+double
+piv_calib_vorticity (const piv_calib_t *c, double w_per_frame)
+{
+    if (!c || !c->set)
+        return w_per_frame;
+    return w_per_frame / c->dt * (c->y_up ? -1 : 1);
+}
+
+double
+piv_calib_divergence (const piv_calib_t *c, double d_per_frame)
+{
+    return c && c->set ? d_per_frame / c->dt : d_per_frame;
+}
+
+piv_field_t *
+piv_calib_field (const piv_calib_t *c, const piv_field_t *field)
+{
+    piv_field_t *copy = piv_field_dup (field);
+    if (!copy)
+        return NULL;
+    size_t n = (size_t)field->nx * (size_t)field->ny;
+    for (size_t k = 0; k < n; k++) {
+        double x, y, u, v;
+        piv_calib_position (c, field->x[k], field->y[k], &x, &y);
+        piv_calib_velocity (c, field->u[k], field->v[k], &u, &v);
+        copy->x[k] = (float)x;
+        copy->y[k] = (float)y;
+        copy->u[k] = (float)u;
+        copy->v[k] = (float)v;
+    }
+    return copy;
+}
