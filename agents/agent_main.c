@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/version.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 #include "piv/image.h"
 
@@ -78,6 +79,7 @@ int
 main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
     s_hangup_start ();
     const char *path = NULL, *broker = NULL, *processor = NULL, *results = NULL, *id = NULL;
     long threads = -1;

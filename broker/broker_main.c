@@ -6,12 +6,14 @@
 #include "common/cli.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 
 int
 main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
     int hangup = daemon_hangup_fd ();
     config_t cfg;
     int rc = cli_daemon (argc, argv, "pivfarm-broker",

@@ -79,6 +79,7 @@ static const s_key_t s_keys[] = {
     TEXT (broker, store_fields, KIND_STORE_FIELDS),
     INT (broker, task_deadline_ms, 0, 86400000),
     INT (broker, max_agents, 1, 1000000),
+    INT (broker, stats_ms, 0, 600000),
     TEXT (watcher, root, KIND_PATH),
     CHOICE (watcher, mode, s_modes, "inotify or poll"),
     INT (watcher, poll_ms, 10, 60000),
@@ -106,6 +107,11 @@ static const s_key_t s_keys[] = {
     TEXT (piv, deform, KIND_RULED),
     INT (piv, max_pixels, 1, 1 << 30),
     INT (piv, max_file_mb, 1, 1048576),
+    // The calibration's: its rules (piv_calib_check_key).
+    TEXT (calibration, scale, KIND_RULED),
+    TEXT (calibration, dt, KIND_RULED),
+    TEXT (calibration, origin, KIND_RULED),
+    TEXT (calibration, y_axis, KIND_RULED),
     CHOICE (security, curve, s_curves, "off or on"),
     TEXT (security, broker_cert, KIND_PATH),
     TEXT (security, client_cert, KIND_PATH),
@@ -124,7 +130,7 @@ static const s_key_t s_keys[] = {
 #define KEYS ((int) (sizeof s_keys / sizeof s_keys[0]))
 
 static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv",
-                                         "security", "storage", "log"};
+                                         "calibration", "security", "storage", "log"};
 #define SECTIONS ((int) (sizeof s_sections / sizeof s_sections[0]))
 
 // The rules registered by config_rules, by section (in s_sections order).
@@ -644,7 +650,7 @@ s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
         if (!known)
             return s_fail (load,
                            "unknown section '%s' in '%s': expected broker, watcher, pairing, "
-                           "agent, piv, security or storage",
+                           "agent, piv, calibration, security or storage",
                            sname, load->path);
         const char *svalue = zconfig_value (section);
         if (svalue && *svalue)
@@ -688,6 +694,14 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
                        "values '%s' and '%s' of 'pairing/a_suffix' and 'pairing/b_suffix' in "
                        "'%s' are not valid: rule ab needs two different, non-empty suffixes",
                        cfg->pairing.a_suffix, cfg->pairing.b_suffix, load->path);
+
+    // A scale without the time between frames gives no velocity, and the
+    // other way round.
+    if (!*cfg->calibration.scale != !*cfg->calibration.dt)
+        return s_fail (load,
+                       "'calibration/scale' and 'calibration/dt' in '%s' go together: give both "
+                       "or neither",
+                       load->path);
 
     // Replacing a prefix by nothing, or nothing by a prefix, is a mapping
     // half written.
@@ -754,6 +768,8 @@ config_init (config_t *cfg)
     snprintf (cfg->broker.store_fields, sizeof cfg->broker.store_fields, "all");
     cfg->broker.task_deadline_ms = 0;
     cfg->broker.max_agents = 1000;
+    cfg->broker.stats_ms = 1000;
+    snprintf (cfg->calibration.y_axis, sizeof cfg->calibration.y_axis, "up");
 
     snprintf (cfg->watcher.root, sizeof cfg->watcher.root, "./data");
     snprintf (cfg->watcher.mode, sizeof cfg->watcher.mode, "inotify");

@@ -27,6 +27,8 @@ typedef struct {
         int task_deadline_ms;         // a task out longer is requeued elsewhere (0: automatic,
                                       // 10x the agent's median compute, at least 30 s)
         int max_agents;               // agent records kept at once (1000)
+        int stats_ms;                 // run statistics checkpoint interval (1000; 0: only at
+                                      // a clean stop and on 'stats')
     } broker;
     struct {
         char root[PATH_MAX];          // ./data
@@ -64,6 +66,15 @@ typedef struct {
         int max_pixels;               // largest image an agent loads, in pixels (67108864)
         int max_file_mb;              // largest frame file an agent reads, in MiB (1024)
     } piv;
+    struct {
+        // The default calibration of every experiment (piv/calib.h), each
+        // kept in the canonical form piv_calib_check_key gives; "" when not
+        // given. scale and dt go together or not at all.
+        char scale[64];               // "" (not calibrated) | 0.05 mm/px | 20 px/mm ...
+        char dt[64];                  // "" | 1 ms | 500 us | 0.002 s ...
+        char origin[80];              // "" (0,0) | X,Y in image pixels
+        char y_axis[8];               // up | down (up)
+    } calibration;
     struct {
         char curve[8];                // off | on (off)
         char broker_cert[PATH_MAX];   // ./certs/broker.cert: the broker's public certificate;
@@ -108,6 +119,7 @@ int config_load (config_t *cfg, const char *path, char *err, size_t errlen);
 // checked by piv_settings_check_key (piv/settings.h), which common/ does not
 // link. A program registers them once, before config_load or config_set:
 //     config_rules ("piv", piv_settings_check_key);
+//     config_rules ("calibration", piv_calib_check_key);
 // rules (name, value, norm, normlen, why, whylen) returns 0 with the value
 // to keep in norm, or -1 with why ("is out of range: expected ..."), which
 // the message completes as "value 'V' of 'piv/NAME' in 'FILE' <why>".

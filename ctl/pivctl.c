@@ -11,6 +11,7 @@
 #include "ctl/ctl.h"
 
 #include "common/version.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 
 #include <czmq.h>
@@ -227,6 +228,7 @@ int
 main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
     static const struct option options[] = {
         {"config", required_argument, NULL, 'c'},  {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},

@@ -12,6 +12,7 @@
 #include "common/cli.h"
 #include "common/version.h"
 #include "dashboard-cgi/dash.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 
 #include <errno.h>
@@ -120,6 +121,7 @@ int
 main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
     // A server may pass a query without '=' as arguments (CGI's ISINDEX
     // form): arguments are read as options only outside a server.
     const char *gateway = getenv ("GATEWAY_INTERFACE");

@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "fuzz/fuzz.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 
 #include <string.h>
@@ -12,6 +13,7 @@ int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
     config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
     const char *path = fuzz_file (data, size);
     config_t cfg, defaults;
     char err[1024] = "";

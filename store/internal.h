@@ -98,6 +98,12 @@ typedef enum {
     S_FILE_LOCATION,
     S_FILES_STORED,
     S_FILE_LAST_SEEN,
+    S_STATS_PUT,
+    S_STATS_COUNT,
+    S_STATS_OF,
+    S_STATS_DELETE,
+    S_STATS_UNCOUNT,
+    S_RESULTS_UNCOUNTED,
     S_NSTMTS
 } st_stmt_id_t;
 
@@ -207,6 +213,10 @@ const char *st_batch_text (const st_batch_t *batch, int row, int column);
 // Steps a bound statement into a batch: its rows, or -1 with *rc.
 int st_batch_fill (store_t *self, sqlite3_stmt *stmt, const char *columns, st_batch_t *batch,
                    int *rc);
+// Streams the results of a bound statement (S_RESULT_COLUMNS' columns;
+// ?1 the experiment) to fn, writes refused meanwhile: the count or -1.
+int st_results (store_t *self, sqlite3_stmt *stmt, int64_t experiment, store_result_info_fn *fn,
+                void *arg);
 // A listing by id in batches: the rows counted, or -1 with *rc.
 int st_list (store_t *self, st_stmt_id_t max_id, st_stmt_id_t which, const char *columns,
              int64_t after, int limit, st_row_fn *row_fn, void *ctx, int *rc);

@@ -443,8 +443,8 @@ store_settings (store_t *self, store_setting_fn *fn, void *arg)
 
 // Results carry their field, too large to read ahead in batches: they are
 // given to fn as they are stepped, and the store refuses writes meanwhile.
-static int
-s_results (store_t *self, sqlite3_stmt *stmt, int64_t experiment, store_result_info_fn *fn,
+int
+st_results (store_t *self, sqlite3_stmt *stmt, int64_t experiment, store_result_info_fn *fn,
            void *arg)
 {
     sqlite3_bind_int64 (stmt, 1, experiment);
@@ -485,13 +485,13 @@ s_results (store_t *self, sqlite3_stmt *stmt, int64_t experiment, store_result_i
 int
 store_results_of (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg)
 {
-    return s_results (self, self->stmts[S_RESULTS_OF], experiment, fn, arg);
+    return st_results (self, self->stmts[S_RESULTS_OF], experiment, fn, arg);
 }
 
 int
 store_result_latest (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg)
 {
-    return s_results (self, self->stmts[S_RESULT_LATEST], experiment, fn, arg);
+    return st_results (self, self->stmts[S_RESULT_LATEST], experiment, fn, arg);
 }
 
 int64_t

@@ -41,6 +41,8 @@
 //   'done', 'duplicate' (a result after the first), 'failed' or 'requeued'.
 // - results: one row per pair (first result wins); field is NULL when
 //   store_set_fields left it out.
+// - results.counted (schema 5): 1 once a statistics checkpoint (the stats
+//   table) counts the result; the index results_uncounted holds the others.
 // - settings: per experiment key/value (experiment 0: every experiment).
 // - events: the append-only log. Its ids only grow because no event is
 //   ever deleted: a plain INTEGER PRIMARY KEY takes max + 1. (Schema 1 had
@@ -214,6 +216,27 @@ static const char *s_migrations[] = {
     // crash, an OOM kill, a deadline passed), so that a pair that kills its
     // agents fails instead of killing them forever.
     "ALTER TABLE pairs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;",
+
+    // 4 -> 5: run statistics (issue 16, doc/units.md): the broker's
+    // checkpoints, one row per (experiment, set), and on each result whether
+    // a checkpoint counts it. The partial index holds only the results not
+    // counted yet (those since the last checkpoint, a second's worth), so
+    // the hot insert path pays one small index entry, and a restart finds
+    // them without reading the fields of the whole history.
+    "ALTER TABLE results ADD COLUMN counted INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX results_uncounted ON results (pair) WHERE counted = 0;"
+    "CREATE TABLE stats ("
+    "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
+    "    set_key TEXT NOT NULL,"
+    "    settings TEXT NOT NULL,"
+    "    calibration TEXT NOT NULL,"
+    "    fields INTEGER NOT NULL,"
+    "    first_pair INTEGER NOT NULL,"
+    "    last_pair INTEGER NOT NULL,"
+    "    state BLOB NOT NULL,"
+    "    updated_ns INTEGER NOT NULL,"
+    "    PRIMARY KEY (experiment, set_key)"
+    ");",
 };
 
 _Static_assert (sizeof s_migrations / sizeof s_migrations[0] == STORE_SCHEMA_VERSION,
@@ -400,6 +423,32 @@ static const char *s_sql[S_NSTMTS] = {
     [S_FILES_STORED] = "SELECT id, size, name, sha256, location FROM files"
                        " WHERE +experiment = ?4 AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
     [S_FILE_LAST_SEEN] = "SELECT ifnull (max (seen_ns), 0) FROM files WHERE experiment = ?1",
+    [S_STATS_PUT] = "INSERT INTO stats (experiment, set_key, settings, calibration, fields,"
+                    " first_pair, last_pair, state, updated_ns)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                    " ON CONFLICT (experiment, set_key) DO UPDATE SET settings = ?3,"
+                    " calibration = ?4, fields = ?5, first_pair = ?6, last_pair = ?7, state = ?8,"
+                    " updated_ns = ?9",
+    // Only a result of the experiment saved, and only once.
+    [S_STATS_COUNT] = "UPDATE results SET counted = 1 WHERE pair = ?1 AND counted = 0"
+                      " AND (SELECT experiment FROM pairs WHERE id = ?1) = ?2",
+    [S_STATS_OF] = "SELECT experiment, fields, first_pair, last_pair, updated_ns, set_key,"
+                   " settings, calibration, state FROM stats"
+                   " WHERE ?1 = 0 OR experiment = ?1 ORDER BY experiment, first_pair",
+    [S_STATS_DELETE] = "DELETE FROM stats WHERE experiment = ?1",
+    [S_STATS_UNCOUNT] = "UPDATE results SET counted = 0 WHERE counted = 1"
+                        " AND pair IN (SELECT id FROM pairs WHERE experiment = ?1)",
+    // The results not counted, through the partial index (few): the same
+    // columns as S_RESULT_COLUMNS, the results first.
+    [S_RESULTS_UNCOUNTED] =
+        "SELECT r.pair, r.attempt, r.nx, r.ny, r.compute_ns, ifnull (f.mtime_ns, 0),"
+        " ifnull (a.dispatched_ns, ifnull (p.dispatched_ns, 0)), r.recorded_ns,"
+        " r.mean_u, r.mean_v, r.mean_speed, r.valid_fraction, r.vorticity, p.stem,"
+        " ifnull (r.agent, ''), ifnull (r.path, ''), r.field"
+        " FROM results r INDEXED BY results_uncounted CROSS JOIN pairs p ON p.id = r.pair"
+        " LEFT JOIN attempts a ON a.pair = r.pair AND a.attempt = r.attempt"
+        " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a)"
+        " WHERE r.counted = 0 AND (?1 = 0 OR p.experiment = ?1) ORDER BY r.pair",
 };
 
 // ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 4  // 5 once the statistics land (issue 16)
+#define STORE_SCHEMA_VERSION 5
 
 typedef struct _store_t store_t;
 
@@ -406,7 +406,9 @@ typedef struct {
 
 // Saves (inserts or replaces) the row of stats->set for stats->experiment,
 // then marks pairs[0 .. npairs - 1] (results of that experiment) counted;
-// one group of writes. 0 or -1.
+// one group of writes. stats->set NULL saves no row and only marks (the
+// results whose field the store did not keep, which no set can count).
+// 0 or -1.
 int store_stats_save (store_t *self, const store_stats_t *stats, const int64_t *pairs,
                       size_t npairs, int64_t now_ns);
 // Calls fn for each saved set of 'experiment' (0: every experiment), in

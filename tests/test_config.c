@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "common/secure.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 #include "tests/testutil.h"
 
@@ -660,11 +661,11 @@ START_TEST (an_unknown_section_is_refused_naming_it_and_the_file)
 {
     s_refused ("brokers\n    ingest = tcp://127.0.0.1:5550\n",
                "unknown section 'brokers' in '%s': expected broker, watcher, pairing, agent, "
-               "piv, security or storage");
+               "piv, calibration, security or storage");
     // A key outside any section.
     s_refused ("liveness = 3\n",
                "unknown section 'liveness' in '%s': expected broker, watcher, pairing, agent, "
-               "piv, security or storage");
+               "piv, calibration, security or storage");
     s_refused ("broker = tcp://127.0.0.1:5550\n",
                "section 'broker' in '%s' has a value: its keys go on the lines below, indented "
                "by 4 spaces");
@@ -1014,5 +1015,6 @@ main (void)
 {
     // The [piv] keys are checked by the PIV core's rules, as in every program.
     config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
     return tu_run_suite (s_suite ());
 }

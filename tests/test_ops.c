@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/proto.h"
 #include "piv/field.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 #include "common/jdoc.h"
 #include "store/store.h"
@@ -1516,6 +1517,7 @@ int
 main (void)
 {
     config_rules ("piv", piv_settings_check_key);  // as every program does
+    config_rules ("calibration", piv_calib_check_key);
     Suite *suite = suite_create ("ops");
     TCase *tc = s_tcase (suite, "commands");
     tcase_add_test (tc, pivctl_queries_show_the_farm_as_the_store_records_it);

@@ -410,15 +410,15 @@ START_TEST (refuses_a_database_from_a_newer_schema)
     size_t len;
     char *data = s_slurp_db (&len);
     // meta is a WITHOUT ROWID table of text: its row is the key and the
-    // value side by side. A later pivfarm would have written 5.
-    char *row = memmem (data, len, "schema_version4", 15);
+    // value side by side. A later pivfarm would have written 6.
+    char *row = memmem (data, len, "schema_version5", 15);
     ck_assert_ptr_nonnull (row);
-    row[14] = '5';
+    row[14] = '6';
     tu_spit (s_db (), data, len);
 
     char err[512] = "";
     ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
-    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 5, newer"), "%s", err);
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 6, newer"), "%s", err);
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "newer"), "%s", err);
     size_t after_len;
@@ -1212,7 +1212,7 @@ START_TEST (store_fields_every_n_keeps_every_nth_blob)
     off_t third = s_size_with_fields (3, 10, 100000, kept, sizeof kept);
     ck_assert_str_eq (kept, "1001001001");
     ck_assert_int_gt (all, 1000000);
-    ck_assert_int_lt (none, 100000);
+    ck_assert_int_lt (none, 200000);  // the schema's pages (27 in schema 5), and no field
     ck_assert_int_gt (third, 400000);
     ck_assert_int_lt (third, 600000);
 }
@@ -1534,7 +1534,7 @@ START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
     ck_assert_msg (strstr (err, "schema version 1, older"), "%s", err);
 
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
     ck_assert_ptr_null (strstr (s_sql_text ("SELECT sql FROM sqlite_master WHERE name = 'events'"),
                                 "AUTOINCREMENT"));
     store_experiment_t experiment;
@@ -1660,7 +1660,7 @@ START_TEST (a_version_2_database_is_upgraded_to_3_and_records_allocations_and_ar
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 2, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
     // The old files are at their source, with no checksum yet.
     s_stored_t stored = {0};
     ck_assert_int_eq (store_files_stored (store, 1, s_stored_fn, &stored), 2);
@@ -2475,7 +2475,7 @@ START_TEST (a_version_3_database_is_upgraded_to_4_and_counts_lost_agents)
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 3, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
     ck_assert_str_eq (s_sql_text ("SELECT lost FROM pairs WHERE id = 1"), "0");
     // The pair out before the upgrade is lost once: counted, still pending.
     int failed = 1;
@@ -2491,6 +2491,203 @@ START_TEST (a_version_3_database_is_upgraded_to_4_and_counts_lost_agents)
     store_t *reader = store_open_readonly (s_db (), err, sizeof err);
     ck_assert_msg (reader != NULL, "%s", err);
     store_destroy (&reader);
+}
+END_TEST
+
+
+// ---------------------------------------------------------------------------
+// Schema 5: run statistics' checkpoints (doc/units.md).
+
+// Step 3 -> 4 as pivfarm 4 released it, word for word.
+static const char *t_schema_3_to_4 = "ALTER TABLE pairs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;";
+
+typedef struct {
+    int n;
+    int64_t pair[T_MAX];
+    int with_field;
+} s_uncounted_t;
+
+static int
+s_uncounted_fn (void *arg, const store_result_info_t *r)
+{
+    s_uncounted_t *u = arg;
+    ck_assert_int_lt (u->n, T_MAX);
+    u->pair[u->n++] = r->pair;
+    u->with_field += r->field != NULL;
+    return 0;
+}
+
+static s_uncounted_t *
+s_uncounted (store_t *store, int64_t experiment)
+{
+    static s_uncounted_t u;
+    memset (&u, 0, sizeof u);
+    int calls = store_results_uncounted (store, experiment, s_uncounted_fn, &u);
+    s_listed (store, calls, u.n);
+    return &u;
+}
+
+typedef struct {
+    int n;
+    char set[8][64], settings[8][64], calibration[8][96], state[8][32];
+    int64_t experiment[8], fields[8], first[8], last[8];
+} s_stats_rows_t;
+
+static int
+s_stats_fn (void *arg, const store_stats_t *st)
+{
+    s_stats_rows_t *rows = arg;
+    ck_assert_int_lt (rows->n, 8);
+    int i = rows->n++;
+    snprintf (rows->set[i], 64, "%s", st->set);
+    snprintf (rows->settings[i], 64, "%s", st->settings);
+    snprintf (rows->calibration[i], 96, "%s", st->calibration);
+    snprintf (rows->state[i], 32, "%.*s", (int) st->state_size, (const char *) st->state);
+    rows->experiment[i] = st->experiment;
+    rows->fields[i] = st->fields;
+    rows->first[i] = st->first_pair;
+    rows->last[i] = st->last_pair;
+    return 0;
+}
+
+static s_stats_rows_t *
+s_stats_of (store_t *store, int64_t experiment)
+{
+    static s_stats_rows_t rows;
+    memset (&rows, 0, sizeof rows);
+    int calls = store_stats_of (store, experiment, s_stats_fn, &rows);
+    s_listed (store, calls, rows.n);
+    return &rows;
+}
+
+// A result of a new pair 'stem' of 'experiment'; its pair id.
+static int64_t
+s_done (store_t *store, int64_t experiment, const char *stem, const void *field, size_t size)
+{
+    int64_t pair = s_pair (store, experiment, stem, 20 * T_MS);
+    int attempt = s_dispatch (store, pair, "agent-a"), recorded = 0;
+    store_result_t r = s_result (field, size);
+    ck_assert_int_eq (store_pair_result (store, pair, attempt, "agent-a", &r, 30 * T_MS,
+                                         &recorded), 0);
+    ck_assert_int_eq (recorded, 1);
+    return pair;
+}
+
+START_TEST (a_version_4_database_is_upgraded_to_5_with_its_results_not_counted)
+{
+    s_sql (t_schema_1);
+    s_sql (t_schema_1_to_2);
+    s_sql (t_schema_2_to_3);
+    s_sql (t_schema_3_to_4);
+    s_sql ("INSERT INTO meta (key, value) VALUES ('schema_version', '4');"
+           "INSERT INTO experiments (id, name, created_ns) VALUES (1, 'run1', 100);"
+           "INSERT INTO files (id, experiment, name, size, mtime_ns, seen_ns, paired) VALUES"
+           " (1, 1, 'f_a.tif', 11, 300, 310, 1), (2, 1, 'f_b.tif', 12, 400, 410, 1);"
+           "INSERT INTO pairs (id, experiment, stem, file_a, file_b, state, attempts,"
+           " agent, created_ns, dispatched_ns, finished_ns) VALUES"
+           " (1, 1, 'f', 1, 2, 2, 1, 'agent-a', 420, 430, 440);"
+           "INSERT INTO attempts (pair, attempt, agent, dispatched_ns, outcome, finished_ns)"
+           " VALUES (1, 1, 'agent-a', 430, 'done', 440);"
+           "INSERT INTO results (pair, attempt, agent, mean_u, mean_v, mean_speed,"
+           " valid_fraction, vorticity, nx, ny, compute_ns, path, field, recorded_ns) VALUES"
+           " (1, 1, 'agent-a', 1, 2, 3, 1, 0, 4, 4, 5, '/r/f.txt', x'0102', 440);"
+           "PRAGMA application_id = 1346983494;");
+    char err[512] = "";
+    ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
+    ck_assert_msg (strstr (err, "schema version 4, older"), "%s", err);
+    store_t *store = s_open ();
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+    // The result of before the upgrade is one to count, with its field.
+    s_uncounted_t *u = s_uncounted (store, 1);
+    ck_assert_int_eq (u->n, 1);
+    ck_assert_int_eq (u->pair[0], 1);
+    ck_assert_int_eq (u->with_field, 1);
+    ck_assert_int_eq (s_stats_of (store, 0)->n, 0);
+    int64_t pairs[] = {1};
+    store_stats_t st = {.experiment = 1, .set = "64x64 step 16", .settings = "passes=1",
+                        .calibration = "none", .fields = 1, .first_pair = 1, .last_pair = 1,
+                        .state = "S1", .state_size = 2};
+    ck_assert_int_eq (store_stats_save (store, &st, pairs, 1, 500), 0);
+    s_commit (store);
+    ck_assert_int_eq (s_uncounted (store, 0)->n, 0);
+    store_destroy (&store);
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    s_stats_rows_t *rows = s_stats_of (reader, 1);
+    ck_assert_int_eq (rows->n, 1);
+    ck_assert_str_eq (rows->state[0], "S1");
+    store_destroy (&reader);
+}
+END_TEST
+
+START_TEST (a_checkpoint_marks_what_it_counts_and_a_crash_loses_both_or_neither)
+{
+    store_t *store = s_open ();
+    int64_t run1 = s_experiment (store, "run1"), run2 = s_experiment (store, "run2");
+    int64_t p1 = s_done (store, run1, "a", "F1", 2), p2 = s_done (store, run1, "b", NULL, 0);
+    int64_t p3 = s_done (store, run2, "c", "F3", 2);
+    s_commit (store);
+    // Every result waits to be counted, its field with it (or not kept).
+    s_uncounted_t *u = s_uncounted (store, 0);
+    ck_assert_int_eq (u->n, 3);
+    ck_assert_int_eq (u->pair[0], p1);
+    ck_assert_int_eq (u->pair[2], p3);
+    ck_assert_int_eq (u->with_field, 2);
+    ck_assert_int_eq (s_uncounted (store, run1)->n, 2);
+    // A duplicate result of p1 records nothing, and is nothing to count.
+    int recorded = 1;
+    store_result_t again = s_result ("F1", 2);
+    ck_assert_int_eq (store_pair_result (store, p1, 1, "agent-b", &again, 41 * T_MS, &recorded),
+                      0);
+    ck_assert_int_eq (recorded, 0);
+    ck_assert_int_eq (s_uncounted (store, run1)->n, 2);
+    // A checkpoint of run1: its row and its results in one group; a pair
+    // of another experiment given by mistake is not marked.
+    int64_t pairs[] = {p1, p3};
+    store_stats_t st = {.experiment = run1, .set = "grid A", .settings = "passes=2",
+                        .calibration = "scale=2e-05m/px dt=0.002s origin=0,0 y_axis=up",
+                        .fields = 1, .first_pair = p1, .last_pair = p1, .state = "v1",
+                        .state_size = 2};
+    ck_assert_int_eq (store_stats_save (store, &st, pairs, 2, 50 * T_MS), 0);
+    // Not committed yet: a reader (what a crash would leave) sees neither.
+    ck_assert_int_gt (store_uncommitted (store), 0);
+    char err[512];
+    store_t *reader = store_open_readonly (s_db (), err, sizeof err);
+    ck_assert_msg (reader != NULL, "%s", err);
+    ck_assert_int_eq (s_stats_of (reader, run1)->n, 0);
+    ck_assert_int_eq (s_uncounted (reader, run1)->n, 2);
+    s_commit (store);
+    ck_assert_int_eq (s_stats_of (reader, run1)->n, 1);
+    u = s_uncounted (reader, 0);
+    ck_assert_int_eq (u->n, 2);  // p2 of run1 and p3 of run2
+    ck_assert_int_eq (u->pair[0], p2);
+    ck_assert_int_eq (u->pair[1], p3);
+    // The result without a field is marked without a row.
+    store_stats_t marks = {.experiment = run1};
+    ck_assert_int_eq (store_stats_save (store, &marks, &p2, 1, 51 * T_MS), 0);
+    // A second save of the same set replaces its row.
+    st.fields = 2, st.last_pair = p2, st.state = "v2";
+    ck_assert_int_eq (store_stats_save (store, &st, NULL, 0, 52 * T_MS), 0);
+    s_commit (store);
+    s_stats_rows_t *rows = s_stats_of (reader, 0);
+    ck_assert_int_eq (rows->n, 1);
+    ck_assert_str_eq (rows->set[0], "grid A");
+    ck_assert_str_eq (rows->settings[0], "passes=2");
+    ck_assert_str_eq (rows->calibration[0], "scale=2e-05m/px dt=0.002s origin=0,0 y_axis=up");
+    ck_assert_str_eq (rows->state[0], "v2");
+    ck_assert_int_eq (rows->fields[0], 2);
+    ck_assert_int_eq (rows->first[0], p1);
+    ck_assert_int_eq (rows->last[0], p2);
+    ck_assert_int_eq (s_uncounted (reader, run1)->n, 0);
+    // Cleared: no row, every result of run1 to count again; run2 untouched.
+    ck_assert_int_eq (store_stats_clear (store, run1, 60 * T_MS), 0);
+    s_commit (store);
+    ck_assert_int_eq (s_stats_of (reader, run1)->n, 0);
+    ck_assert_int_eq (s_uncounted (reader, run1)->n, 2);
+    ck_assert_int_eq (s_uncounted (reader, run2)->n, 1);
+    ck_assert_str_eq (s_last_payload (store, "stats"), "cleared");
+    store_destroy (&reader);
+    store_destroy (&store);
 }
 END_TEST
 
@@ -2566,6 +2763,8 @@ s_suite (void)
     tcase_add_test (run, events_of_kind_lists_one_kind_of_one_experiment);
     tcase_add_test (run, a_reader_lists_while_a_writer_adds_rows);
     tcase_add_test (run, a_second_writer_is_refused_naming_the_first_and_readers_are_not);
+    tcase_add_test (run, a_version_4_database_is_upgraded_to_5_with_its_results_not_counted);
+    tcase_add_test (run, a_checkpoint_marks_what_it_counts_and_a_crash_loses_both_or_neither);
     suite_add_tcase (suite, run);
     return suite;
 }

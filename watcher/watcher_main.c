@@ -5,6 +5,7 @@
 #include "common/cli.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "piv/calib.h"
 #include "piv/settings.h"
 #include "watcher/watcher.h"
 
@@ -15,6 +16,7 @@ int
 main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
     int hangup = daemon_hangup_fd ();
     config_t cfg;
     int rc = cli_daemon (argc, argv, "pivfarm-watcher",
