@@ -72,18 +72,24 @@ s_on_setting (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t ex
     return s_push (experiment ? &self->own : &self->global, &change) == 0 ? 0 : 1;
 }
 
-// The configuration's [calibration] section, when the configuration has
-// one; not calibrated otherwise.
+// The configuration's [calibration] section (scale and dt together, or
+// not calibrated).
 static void
 s_config_calib (const config_t *cfg, piv_calib_t *c)
 {
-    (void)cfg;
     piv_calib_init (c);
-#ifdef CONFIG_HAS_CALIBRATION
+    const struct {
+        const char *key, *value;
+    } keys[] = {{"scale", cfg->calibration.scale},
+                {"dt", cfg->calibration.dt},
+                {"origin", cfg->calibration.origin},
+                {"y_axis", cfg->calibration.y_axis}};
     char err[256];
-    if (piv_calib_parse (cfg->calibration.text, c, err, sizeof err) != 0)
-        piv_calib_init (c);
-#endif
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (keys[i].value[0] && piv_calib_set (c, keys[i].key, keys[i].value, err, sizeof err) != 0) {
+            piv_calib_init (c); // config_load checked them: not reached
+            return;
+        }
 }
 
 ctl_calibs_t *
