@@ -3,6 +3,7 @@
 // wire (RESULT) and the store carry.
 
 #include "piv/field.h"
+#include "piv/stats_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -70,9 +71,8 @@ piv_field_dup (const piv_field_t *self)
     return copy;
 }
 
-// Writes each line of 'header' with 'prefix' before it.
-static void
-s_write_header (FILE *out, const char *header, const char *prefix)
+void
+piv_write_header_lines (FILE *out, const char *header, const char *prefix)
 {
     while (header && *header) {
         const char *eol = strchr (header, '\n');
@@ -85,15 +85,17 @@ s_write_header (FILE *out, const char *header, const char *prefix)
 int
 piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format, const char *header)
 {
+    if (format == PIV_FORMAT_VTK)
+        return piv_field_write_vtk (self, out, NULL, header);
     size_t n = (size_t) self->nx * (size_t) self->ny;
     if (format == PIV_FORMAT_TECPLOT) {
-        s_write_header (out, header, "# ");
+        piv_write_header_lines (out, header, "# ");
         fprintf (out, "TITLE = \"pivfarm vector field\"\n");
         fprintf (out, "VARIABLES = \"x\", \"y\", \"u\", \"v\", \"flags\", \"peak_ratio\"\n");
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
     else {
-        s_write_header (out, header, "# ");
+        piv_write_header_lines (out, header, "# ");
         fprintf (out, "# x y u v flags peak_ratio\n");
     }
     // %.4f: a thousandth of a pixel is below any PIV uncertainty, and fixed

@@ -7,6 +7,7 @@
 #include "piv/derived.h"
 #include "piv/flow.h"
 #include "piv/piv.h"
+#include "piv/stats.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -27,7 +28,7 @@ START_TEST (every_accepted_calibration_form_means_its_value)
         const char *key, *value;
         double expect;
     } good[] = {
-        {"scale", "0.05 mm/px", 5e-5},
+        {"scale", " 0.05 mm/px ", 5e-5},
         {"scale", "0.05mm/px", 5e-5},
         {"scale", "20 px/mm", 5e-5},
         {"scale", "20px/mm", 5e-5},
@@ -125,7 +126,7 @@ START_TEST (the_calibration_text_reads_back_exactly)
     ck_assert_str_eq (text, again);
     piv_calib_init (&c);
     ck_assert_int_eq (piv_calib_parse ("scale=0.05mm/px dt=1ms", &c, err, sizeof err), 0);
-    ck_assert_int_eq (piv_calib_format (&c, text, sizeof text), (int)strlen (text));
+    ck_assert_int_eq (piv_calib_format (&c, text, sizeof text), (int) strlen (text));
     ck_assert_str_eq (text, "scale=5.0000000000000002e-05m/px dt=0.001s origin=0,0 y_axis=up");
     ck_assert_int_eq (piv_calib_format (&c, text, 10), -1);
     ck_assert (piv_calib_describe (&c, text, sizeof text) > 0);
@@ -281,11 +282,11 @@ s_sampled (const char *spec, int size, int step, double noise, uint64_t seed, pi
     field->window = 2 * step;
     for (int k = 0; k < n * n; k++) {
         double u, v;
-        field->x[k] = (float)(step + (k % n) * step - 0.5);
-        field->y[k] = (float)(step + (k / n) * step - 0.5);
+        field->x[k] = (float) (step + (k % n) * step - 0.5);
+        field->y[k] = (float) (step + (k / n) * step - 0.5);
         piv_flow_eval (flow, field->x[k], field->y[k], &u, &v);
-        field->u[k] = (float)(u + noise * s_gauss (&seed));
-        field->v[k] = (float)(v + noise * s_gauss (&seed));
+        field->u[k] = (float) (u + noise * s_gauss (&seed));
+        field->v[k] = (float) (v + noise * s_gauss (&seed));
     }
     return field;
 }
@@ -298,7 +299,7 @@ typedef struct {
 static s_error_t
 s_vorticity_error (const piv_field_t *field, const piv_flow_t *flow, piv_stencil_t stencil)
 {
-    size_t n = (size_t)field->nx * (size_t)field->ny;
+    size_t n = (size_t) field->nx * (size_t) field->ny;
     float *w = malloc (n * sizeof (float));
     ck_assert_int_ge (piv_field_derive_with (field, stencil, w, NULL, NULL), 0);
     double sum = 0;
@@ -306,7 +307,7 @@ s_vorticity_error (const piv_field_t *field, const piv_flow_t *flow, piv_stencil
     s_error_t e = {0, 0};
     for (int j = 2; j < field->ny - 2; j++)
         for (int i = 2; i < field->nx - 2; i++) {
-            size_t k = (size_t)j * (size_t)field->nx + (size_t)i;
+            size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
             ck_assert (isfinite (w[k]));
             double d = w[k] - s_exact_vorticity (flow, field->x[k], field->y[k]);
             sum += d * d;
@@ -343,7 +344,7 @@ START_TEST (the_default_stencil_has_the_best_error_under_measurement_noise)
                 piv_field_t *f =
                     s_sampled (cases[c].spec, 512, cases[c].step, cases[c].noise, 1000 + r, &flow);
                 w0 = s_exact_vorticity (&flow, flow.xc, flow.yc);
-                s_error_t e = s_vorticity_error (f, &flow, (piv_stencil_t)s);
+                s_error_t e = s_vorticity_error (f, &flow, (piv_stencil_t) s);
                 sum += e.rms * e.rms;
                 peak = fmax (peak, e.max);
                 piv_field_destroy (&f);
@@ -352,7 +353,7 @@ START_TEST (the_default_stencil_has_the_best_error_under_measurement_noise)
             max[c][s] = 100 * peak / w0;
             fprintf (stderr, "%-16s step %2d noise %.2f px  %-13s  rms %6.2f %%  max %6.2f %%\n",
                      cases[c].spec, cases[c].step, cases[c].noise,
-                     piv_stencil_name ((piv_stencil_t)s), rms[c][s], max[c][s]);
+                     piv_stencil_name ((piv_stencil_t) s), rms[c][s], max[c][s]);
         }
     // Exact on a linear flow; noise alone: sigma / step times 1, 0.61, 0.45.
     for (int s = 0; s < 3; s++)
@@ -369,7 +370,7 @@ START_TEST (the_default_stencil_has_the_best_error_under_measurement_noise)
     for (int c = 3; c < 7; c += 2)
         for (int s = 0; s < 3; s++)
             ck_assert_msg (rms[c][d] <= rms[c][s], "%s: %s beats the default", cases[c].spec,
-                           piv_stencil_name ((piv_stencil_t)s));
+                           piv_stencil_name ((piv_stencil_t) s));
     ck_assert_double_lt (rms[6][d], rms[6][PIV_STENCIL_CENTRAL]);
     ck_assert_double_lt (max[4][d], max[4][PIV_STENCIL_LEAST_SQUARES] / 2);
 }
@@ -385,7 +386,7 @@ START_TEST (derived_quantities_are_nan_at_and_around_holes)
     f->flags[hole] = PIV_FLAG_INVALID;
     f->u[hole] = f->v[hole] = 0; // an agent writes 0: never used
     f->flags[3 * nx + 3] = PIV_FLAG_REPLACED;
-    size_t n = (size_t)nx * (size_t)ny;
+    size_t n = (size_t) nx * (size_t) ny;
     float *w = malloc (n * sizeof (float)), *div = malloc (n * sizeof (float)),
           *speed = malloc (n * sizeof (float));
     int finite = piv_field_derive (f, w, div, speed);
@@ -418,7 +419,7 @@ END_TEST
 static double
 s_mean_vorticity (const piv_field_t *field, const piv_calib_t *c)
 {
-    size_t n = (size_t)field->nx * (size_t)field->ny;
+    size_t n = (size_t) field->nx * (size_t) field->ny;
     float *w = malloc (n * sizeof (float));
     ck_assert_int_gt (piv_field_derive (field, w, NULL, NULL), 0);
     double sum = 0;
@@ -471,6 +472,504 @@ START_TEST (a_solid_rotation_has_twice_its_angular_velocity_in_1_per_s)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Statistics
+
+// A random field on an nx x ny grid (step 16, window 32, first point at
+// 16, 16): u around 100 + i, v correlated with u; about 10 % INVALID, 5 %
+// REPLACED; point 0 always INVALID (a point that never has a sample).
+static piv_field_t *
+s_random_field (int nx, int ny, uint64_t *seed)
+{
+    piv_field_t *f = piv_field_new (nx, ny);
+    f->step = 16;
+    f->window = 32;
+    for (int k = 0; k < nx * ny; k++) {
+        f->x[k] = (float) (16 + 16 * (k % nx));
+        f->y[k] = (float) (16 + 16 * (k / nx));
+        double a = s_gauss (seed), b = s_gauss (seed), r = s_uniform (seed);
+        f->u[k] = (float) (100 + k % nx + 0.5 * a);
+        f->v[k] = (float) (-1 + 0.3 * a + 0.2 * b);
+        f->peak_ratio[k] = (float) (1.5 + r);
+        f->flags[k] = k == 0 || r < 0.1 ? PIV_FLAG_INVALID : r < 0.15 ? PIV_FLAG_REPLACED : 0;
+        if (f->flags[k] == PIV_FLAG_INVALID)
+            f->u[k] = f->v[k] = 0;
+    }
+    return f;
+}
+
+// |got - want| within 1e-9 of 'scale'.
+#define S_CLOSE(got, want, scale)                                                                  \
+    ck_assert_msg (fabs ((got) - (want)) <= 1e-9 * (scale), "%s = %.17g, direct %.17g", #got,      \
+                   (double) (got), (double) (want))
+
+// Welford against a direct two-pass computation over the same samples:
+// counts exact, mean, RMS, mean(u'v') and mean vorticity within 1e-9.
+START_TEST (statistics_match_a_direct_two_pass_computation)
+{
+    enum { NX = 6, NY = 5, N = NX * NY, FIELDS = 300 };
+    uint64_t seed = 7;
+    piv_field_t *fields[FIELDS];
+    float *w = malloc (sizeof (float) * N * FIELDS);
+    piv_stats_t *st = NULL;
+    for (int f = 0; f < FIELDS; f++) {
+        fields[f] = s_random_field (NX, NY, &seed);
+        piv_field_derive (fields[f], w + f * N, NULL, NULL);
+        if (!st)
+            st = piv_stats_new (fields[0]);
+        ck_assert_int_eq (piv_stats_add (st, fields[f], w + f * N), 0);
+    }
+    double samples = 0;
+    for (int k = 0; k < N; k++) {
+        double su = 0, sv = 0, sw = 0, n = 0, nw = 0;
+        for (int f = 0; f < FIELDS; f++) {
+            if (fields[f]->flags[k] == 0)
+                su += fields[f]->u[k], sv += fields[f]->v[k], n++;
+            if (isfinite (w[f * N + k]))
+                sw += w[f * N + k], nw++;
+        }
+        double mu = su / n, mv = sv / n, quu = 0, qvv = 0, quv = 0;
+        for (int f = 0; f < FIELDS; f++)
+            if (fields[f]->flags[k] == 0) {
+                double du = fields[f]->u[k] - mu, dv = fields[f]->v[k] - mv;
+                quu += du * du, qvv += dv * dv, quv += du * dv;
+            }
+        piv_stats_point_t pt;
+        ck_assert_int_eq (piv_stats_point (st, k, &pt), 0);
+        ck_assert_int_eq (pt.count, (int64_t) n);
+        ck_assert_int_eq (pt.vorticity_count, (int64_t) nw);
+        ck_assert (pt.x == 16 + 16 * (k % NX) && pt.y == 16 + 16 * (k / NX));
+        samples += n;
+        if (n == 0) { // point 0: never a sample
+            ck_assert (isnan (pt.u_mean) && isnan (pt.v_mean) && isnan (pt.u_rms) &&
+                       isnan (pt.v_rms) && isnan (pt.uv_mean) && isnan (pt.vorticity_mean));
+            continue;
+        }
+        S_CLOSE (pt.u_mean, mu, fabs (mu));
+        S_CLOSE (pt.v_mean, mv, fabs (mv));
+        S_CLOSE (pt.u_rms, sqrt (quu / n), sqrt (quu / n));
+        S_CLOSE (pt.v_rms, sqrt (qvv / n), sqrt (qvv / n));
+        S_CLOSE (pt.uv_mean, quv / n, sqrt (quu / n) * sqrt (qvv / n));
+        if (nw > 0)
+            S_CLOSE (pt.vorticity_mean, sw / nw, fmax (fabs (sw / nw), 1e-3));
+        else
+            ck_assert (isnan (pt.vorticity_mean));
+    }
+    piv_stats_summary_t sum;
+    piv_stats_summary (st, &sum);
+    ck_assert_int_eq (sum.fields, FIELDS);
+    S_CLOSE (sum.valid_fraction, samples / ((double) FIELDS * N), 1);
+    ck_assert_int_eq (piv_stats_point (st, N, &(piv_stats_point_t){0}), -1);
+    int nx, ny, step, window;
+    piv_stats_grid (st, &nx, &ny, &step, &window);
+    ck_assert (nx == NX && ny == NY && step == 16 && window == 32);
+    for (int f = 0; f < FIELDS; f++)
+        piv_field_destroy (&fields[f]);
+    free (w);
+    piv_stats_destroy (&st);
+}
+END_TEST
+
+// The convergence compares the mean now with the mean at 81 to 90 % of the
+// fields counted: RMS of the change over RMS of the mean, as a direct
+// computation over the first 'convergence_from' fields gives it.
+START_TEST (the_convergence_compares_the_mean_with_the_mean_of_ninety_percent)
+{
+    enum { NX = 4, NY = 3, N = NX * NY, FIELDS = 237 };
+    uint64_t seed = 11;
+    piv_field_t *fields[FIELDS];
+    piv_stats_t *st = NULL;
+    piv_stats_summary_t sum;
+    for (int f = 0; f < FIELDS; f++) {
+        fields[f] = s_random_field (NX, NY, &seed);
+        for (int k = 0; k < N; k++)
+            fields[f]->u[k] += (float) (10.0 / (f + 1)); // a mean still drifting
+        if (!st) {
+            st = piv_stats_new (fields[0]);
+            piv_stats_summary (st, &sum);
+            ck_assert (sum.fields == 0 && isnan (sum.valid_fraction) && isnan (sum.convergence));
+        }
+        piv_stats_add (st, fields[f], NULL);
+        piv_stats_summary (st, &sum);
+        if (f == 0)
+            ck_assert (isnan (sum.convergence) && sum.convergence_from == 0);
+        if (f >= 20)
+            ck_assert_msg (sum.convergence_from >= 0.8 * (f + 1) &&
+                               sum.convergence_from <= 0.9 * (f + 1),
+                           "%d fields compared with %lld", f + 1, (long long) sum.convergence_from);
+    }
+    double change = 0, mean = 0;
+    for (int k = 0; k < N; k++) {
+        double u[2] = {0, 0}, v[2] = {0, 0}, n[2] = {0, 0};
+        for (int f = 0; f < FIELDS; f++)
+            for (int t = 0; t < 2; t++)
+                if (fields[f]->flags[k] == 0 && (t == 0 || f < sum.convergence_from))
+                    u[t] += fields[f]->u[k], v[t] += fields[f]->v[k], n[t]++;
+        if (n[1] == 0)
+            continue;
+        double du = u[0] / n[0] - u[1] / n[1], dv = v[0] / n[0] - v[1] / n[1];
+        change += du * du + dv * dv;
+        mean += u[0] / n[0] * u[0] / n[0] + v[0] / n[0] * v[0] / n[0];
+    }
+    fprintf (stderr, "convergence after %d fields: %.3g from %lld\n", FIELDS, sum.convergence,
+             (long long) sum.convergence_from);
+    S_CLOSE (sum.convergence, sqrt (change / mean), sqrt (change / mean));
+    ck_assert_double_gt (sum.convergence, 0);
+    for (int f = 0; f < FIELDS; f++)
+        piv_field_destroy (&fields[f]);
+    piv_stats_destroy (&st);
+    // The same field again and again: no change at all.
+    seed = 3;
+    piv_field_t *same = s_random_field (NX, NY, &seed);
+    st = piv_stats_new (same);
+    for (int f = 0; f < 30; f++)
+        piv_stats_add (st, same, NULL);
+    piv_stats_summary (st, &sum);
+    ck_assert (sum.convergence == 0 && sum.convergence_from >= 24 && sum.convergence_from <= 27);
+    piv_stats_destroy (&st);
+    piv_field_destroy (&same);
+}
+END_TEST
+
+// Fields of another grid are not counted: a different grid is another
+// series.
+START_TEST (a_field_of_another_grid_does_not_fit)
+{
+    uint64_t seed = 5;
+    piv_field_t *f = s_random_field (5, 4, &seed);
+    piv_stats_t *st = piv_stats_new (f);
+    ck_assert_int_eq (piv_stats_fits (st, f), 1);
+    for (int change = 0; change < 4; change++) {
+        piv_field_t *g = change == 0 ? s_random_field (4, 4, &seed) : piv_field_dup (f);
+        if (change == 1)
+            g->step = 8;
+        if (change == 2)
+            g->window = 64;
+        if (change == 3)
+            g->x[0] = 8;
+        ck_assert_int_eq (piv_stats_fits (st, g), 0);
+        ck_assert_int_eq (piv_stats_add (st, g, NULL), -1);
+        piv_field_destroy (&g);
+    }
+    piv_stats_summary_t sum;
+    piv_stats_summary (st, &sum);
+    ck_assert_int_eq (sum.fields, 0);
+    f->step = 0;
+    ck_assert_ptr_null (piv_stats_new (f));
+    piv_stats_destroy (&st);
+    piv_field_destroy (&f);
+}
+END_TEST
+
+// The state as bytes: encode, decode, encode gives the same bytes; adding
+// after a decode gives what adding without it gives; bytes that are not a
+// state are refused.
+START_TEST (the_statistics_state_is_restored_exactly)
+{
+    enum { NX = 7, NY = 4, N = NX * NY };
+    uint64_t seed = 9;
+    piv_field_t *f = s_random_field (NX, NY, &seed);
+    piv_stats_t *st = piv_stats_new (f);
+    float w[N];
+    for (int i = 0; i < 57; i++) {
+        piv_field_destroy (&f);
+        f = s_random_field (NX, NY, &seed);
+        piv_field_derive (f, w, NULL, NULL);
+        piv_stats_add (st, f, w);
+    }
+    unsigned char *b1, *b2;
+    size_t n1, n2;
+    char err[256] = "";
+    ck_assert_int_eq (piv_stats_encode (st, &b1, &n1), 0);
+    ck_assert_uint_eq (n1, 56 + 96 * N);
+    ck_assert (memcmp (b1, "PVS1", 4) == 0 && b1[4] == 1 && b1[8] == NX && b1[12] == NY);
+    piv_stats_t *back = piv_stats_decode (b1, n1, err, sizeof err);
+    ck_assert_msg (back != NULL, "%s", err);
+    ck_assert_int_eq (piv_stats_encode (back, &b2, &n2), 0);
+    ck_assert (n1 == n2 && memcmp (b1, b2, n1) == 0);
+    free (b2);
+    for (int i = 0; i < 40; i++) {
+        piv_field_destroy (&f);
+        f = s_random_field (NX, NY, &seed);
+        piv_field_derive (f, w, NULL, NULL);
+        piv_stats_add (st, f, w);
+        piv_stats_add (back, f, w);
+    }
+    ck_assert_int_eq (piv_stats_encode (st, &b2, &n2), 0);
+    unsigned char *b3;
+    size_t n3;
+    ck_assert_int_eq (piv_stats_encode (back, &b3, &n3), 0);
+    ck_assert (n2 == n3 && memcmp (b2, b3, n2) == 0);
+    free (b2);
+    free (b3);
+    // Not a state.
+    unsigned char *bad = malloc (n1 + 1);
+    memcpy (bad, b1, n1);
+    bad[n1] = 0;
+    const struct {
+        size_t size;
+        int at;
+        unsigned char byte;
+    } cases[] = {{n1 - 1, -1, 0}, {n1 + 1, -1, 0}, {n1, 0, 'X'}, {n1, 4, 2},
+                 {n1, 8, 0},      {n1, 16, 0},     {n1, 32, 3},  {10, -1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char keep = cases[i].at >= 0 ? bad[cases[i].at] : 0;
+        if (cases[i].at >= 0)
+            bad[cases[i].at] = cases[i].byte;
+        err[0] = '\0';
+        ck_assert_msg (piv_stats_decode (bad, cases[i].size, err, sizeof err) == NULL,
+                       "case %zu decoded", i);
+        ck_assert_msg (strncmp (err, "bad statistics: ", 16) == 0, "%s", err);
+        if (cases[i].at >= 0)
+            bad[cases[i].at] = keep;
+    }
+    free (bad);
+    free (b1);
+    piv_stats_destroy (&back);
+    piv_stats_destroy (&st);
+    piv_field_destroy (&f);
+}
+END_TEST
+
+// The next line of 'text' after *pos (without its newline) into line.
+static int
+s_line (const char *text, size_t *pos, char *line, size_t size)
+{
+    if (!text[*pos])
+        return 0;
+    size_t len = strcspn (text + *pos, "\n");
+    snprintf (line, size, "%.*s", (int) len, text + *pos);
+    *pos += len + (text[*pos + len] ? 1 : 0);
+    return 1;
+}
+
+// Writes the statistics in 'format' to a file and reads it back whole.
+static char *
+s_written (const piv_stats_t *st, piv_format_t format, const piv_calib_t *c, const char *header)
+{
+    const char *path = tu_path (tu_tmpdir (), "stats.out");
+    FILE *out = fopen (path, "w");
+    ck_assert_ptr_nonnull (out);
+    ck_assert_int_eq (piv_stats_write (st, out, format, c, header), 0);
+    fclose (out);
+    char *text = tu_slurp (path, NULL);
+    ck_assert_ptr_nonnull (text);
+    return text;
+}
+
+// The txt layout: '# ' header lines (the caller's, the calibration, the
+// fields, the units of every column), the column line, then one line per
+// point "x y u_mean v_mean u_rms v_rms uv_mean count" converted to SI.
+START_TEST (the_statistics_text_states_its_units_and_columns)
+{
+    uint64_t seed = 21;
+    piv_field_t *f = s_random_field (3, 2, &seed);
+    piv_stats_t *st = piv_stats_new (f);
+    for (int i = 0; i < 25; i++) {
+        piv_field_destroy (&f);
+        f = s_random_field (3, 2, &seed);
+        piv_stats_add (st, f, NULL);
+    }
+    piv_calib_t c;
+    char err[256];
+    ck_assert_int_eq (piv_calib_parse ("scale=0.02mm/px dt=2ms origin=16,0", &c, err, sizeof err),
+                      0);
+    char *text = s_written (st, PIV_FORMAT_TXT, &c, "experiment run9\nsettings passes=64,32");
+    size_t pos = 0;
+    char line[512];
+    const char *head[] = {
+        "# experiment run9",
+        "# settings passes=64,32",
+        "# calibration: 0.02 mm/px, dt 2 ms, origin (16, 0) px, y up",
+        "# fields: 25, valid fraction ",
+        "# units: x y m, u_mean v_mean u_rms v_rms m/s, uv_mean m^2/s^2, count samples",
+        "# x y u_mean v_mean u_rms v_rms uv_mean count",
+    };
+    for (int i = 0; i < 6; i++) {
+        ck_assert (s_line (text, &pos, line, sizeof line));
+        ck_assert_msg (strncmp (line, head[i], strlen (head[i])) == 0, "line %d: '%s'", i, line);
+    }
+    for (long k = 0; k < 6; k++) {
+        ck_assert (s_line (text, &pos, line, sizeof line));
+        double col[7];
+        long long count;
+        char nan_word[8] = "";
+        piv_stats_point_t pt;
+        piv_stats_point (st, k, &pt);
+        if (pt.count == 0) { // point 0
+            ck_assert_int_eq (sscanf (line, "%lf %lf %7s", &col[0], &col[1], nan_word), 3);
+            ck_assert_str_eq (nan_word, "nan");
+            ck_assert (strstr (line, " nan nan nan nan nan 0") != NULL);
+            continue;
+        }
+        ck_assert_int_eq (sscanf (line, "%lf %lf %lf %lf %lf %lf %lf %lld", &col[0], &col[1],
+                                  &col[2], &col[3], &col[4], &col[5], &col[6], &count),
+                          8);
+        ck_assert_int_eq (count, pt.count);
+        S_CLOSE (col[0], (pt.x - 16) * 2e-5, 1e-1);
+        S_CLOSE (col[1], -pt.y * 2e-5, 1e-1);
+        S_CLOSE (col[2], pt.u_mean * 0.01, 1e2 * fabs (col[2]));
+        S_CLOSE (col[3], -pt.v_mean * 0.01, 1e2 * fabs (col[3]));
+        S_CLOSE (col[4], pt.u_rms * 0.01, 1e2 * col[4]);
+        S_CLOSE (col[5], pt.v_rms * 0.01, 1e2 * col[5]);
+        S_CLOSE (col[6], -pt.uv_mean * 1e-4, 1e2 * fabs (col[6]));
+    }
+    ck_assert (!s_line (text, &pos, line, sizeof line));
+    free (text);
+    // Not calibrated: pixels and frames; Tecplot adds the mean vorticity.
+    text = s_written (st, PIV_FORMAT_TECPLOT, NULL, NULL);
+    ck_assert (strstr (text, "# calibration: not calibrated (px, frames)\n") == text);
+    ck_assert (strstr (text, "# units: x y px, u_mean v_mean u_rms v_rms px/frame, uv_mean "
+                             "px^2/frame^2, count samples, vorticity_mean 1/frame\n"));
+    ck_assert (strstr (text, "\"count\", \"vorticity_mean\"\nZONE I=3, J=2, F=POINT\n"));
+    free (text);
+    piv_stats_destroy (&st);
+    piv_field_destroy (&f);
+}
+END_TEST
+
+// Reads a legacy VTK file with VTK's own reader (python3-vtk9) and prints
+// what it found: "DIMS", "TITLE", "P k x y z", "V name k c...".
+static char *
+s_vtk_read (const char *path)
+{
+    static const char script[] =
+        "import sys\n"
+        "from vtkmodules.vtkIOLegacy import vtkStructuredGridReader\n"
+        "r = vtkStructuredGridReader(); r.SetFileName(sys.argv[1])\n"
+        "r.ReadAllScalarsOn(); r.ReadAllVectorsOn(); r.Update()\n"
+        "g = r.GetOutput(); pd = g.GetPointData()\n"
+        "print('DIMS', *g.GetDimensions()); print('TITLE', r.GetHeader())\n"
+        "for k in range(g.GetNumberOfPoints()): print('P', k, *map(repr, g.GetPoint(k)))\n"
+        "for i in range(pd.GetNumberOfArrays()):\n"
+        "    a = pd.GetArray(i)\n"
+        "    print('A', a.GetName(), a.GetNumberOfTuples(), a.GetNumberOfComponents())\n"
+        "    for k in range(a.GetNumberOfTuples()): print('V', a.GetName(), k, *map(repr, "
+        "a.GetTuple(k)))\n";
+    char *out = malloc (1 << 20);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *) script, (char *) path, NULL};
+    int rc = tu_run (argv, out, 1 << 20, 60);
+    ck_assert_msg (rc == 0, "python3 vtk: %s", out);
+    ck_assert_msg (!strstr (out, "ERR|") && !strstr (out, "WARN|"), "vtk complains: %s", out);
+    return out;
+}
+
+// Component c of tuple k of array 'name' as VTK read it ("points": the
+// points); aborts the test if absent.
+static double
+s_vtk_value (const char *text, const char *name, long k, int c)
+{
+    char key[64];
+    if (strcmp (name, "points") == 0)
+        snprintf (key, sizeof key, "\nP %ld ", k);
+    else
+        snprintf (key, sizeof key, "\nV %s %ld ", name, k);
+    const char *p = strstr (text, key);
+    ck_assert_msg (p != NULL, "no %s", key + 1);
+    p += strlen (key);
+    for (int i = 0; i < c; i++)
+        p = strchr (p, ' ') + 1;
+    return strtod (p, NULL); // "nan" reads as NaN
+}
+
+// The VTK files, read back by VTK itself: grid, converted points and
+// vectors, derived scalars, flags, holes as NaN; the statistics likewise.
+START_TEST (vtk_files_are_read_back_by_vtk)
+{
+    uint64_t seed = 31;
+    piv_flow_t flow;
+    piv_field_t *f = s_sampled ("rotation:0.01", 128, 16, 0, 1, &flow); // 7 x 7
+    f->flags[12] = PIV_FLAG_INVALID;
+    f->flags[3] = PIV_FLAG_REPLACED;
+    for (int k = 0; k < 49; k++)
+        f->peak_ratio[k] = (float) (2 + k);
+    piv_calib_t c;
+    char err[256];
+    ck_assert_int_eq (piv_calib_parse ("scale=0.02mm/px dt=2ms", &c, err, sizeof err), 0);
+    const char *path = tu_path (tu_tmpdir (), "field.vtk");
+    FILE *out = fopen (path, "w");
+    ck_assert_int_eq (piv_field_write_vtk (f, out, &c, "pair run9/a0001\nsecond line"), 0);
+    fclose (out);
+    char *got = s_vtk_read (path);
+    ck_assert_msg (strstr (got, "DIMS 7 7 1\n"), "%s", got);
+    ck_assert (strstr (got, "TITLE pair run9/a0001; second line; pivfarm vector field in m, m/s, "
+                            "1/s; calibration 0.02 mm/px, dt 2 ms, origin (0, 0) px, y up\n"));
+    float w[49];
+    int finite = 0;
+    piv_field_derive (f, w, NULL, NULL);
+    for (int k = 0; k < 49; k++) {
+        ck_assert (fabs (s_vtk_value (got, "points", k, 0) - f->x[k] * 2e-5) < 1e-9);
+        ck_assert (fabs (s_vtk_value (got, "points", k, 1) + f->y[k] * 2e-5) < 1e-9);
+        double u = s_vtk_value (got, "velocity", k, 0), v = s_vtk_value (got, "velocity", k, 1);
+        double wv = s_vtk_value (got, "vorticity", k, 0);
+        ck_assert_int_eq ((int) s_vtk_value (got, "flags", k, 0), f->flags[k]);
+        ck_assert (s_vtk_value (got, "peak_ratio", k, 0) == 2 + k);
+        ck_assert (isnan (wv) == isnan (w[k]));
+        if (k == 12) {
+            ck_assert (isnan (u) && isnan (v) && isnan (s_vtk_value (got, "speed", k, 0)));
+            continue;
+        }
+        ck_assert (fabs (u - f->u[k] * 0.01) < 1e-7 && fabs (v + f->v[k] * 0.01) < 1e-7);
+        ck_assert (fabs (s_vtk_value (got, "speed", k, 0) - hypot (u, v)) < 1e-7);
+        finite += !isnan (wv);
+        if (!isnan (wv))
+            ck_assert_msg (fabs (wv + 10) < 1e-3, "vorticity %g 1/s", wv); // 2 Omega, y up
+    }
+    ck_assert_int_eq (finite, 5 * 5 - 4); // interior minus the hole's neighbours
+    free (got);
+    // piv_field_write's VTK: the same file, in image units.
+    char *bytes[2];
+    for (int i = 0; i < 2; i++) {
+        out = fopen (path, "w");
+        ck_assert_int_eq (i ? piv_field_write (f, out, PIV_FORMAT_VTK, "t")
+                            : piv_field_write_vtk (f, out, NULL, "t"),
+                          0);
+        fclose (out);
+        bytes[i] = tu_slurp (path, NULL);
+    }
+    ck_assert_str_eq (bytes[0], bytes[1]);
+    free (bytes[0]);
+    free (bytes[1]);
+    got = s_vtk_read (path);
+    ck_assert (strstr (got, "TITLE t; pivfarm vector field in px, px/frame, 1/frame; "
+                            "calibration not calibrated (px, frames)\n"));
+    ck_assert (fabs (s_vtk_value (got, "vorticity", 29, 0) - 0.02) < 1e-6);
+    free (got);
+    // The statistics.
+    piv_field_t *r = s_random_field (4, 3, &seed);
+    piv_stats_t *st = piv_stats_new (r);
+    for (int i = 0; i < 10; i++) {
+        piv_field_destroy (&r);
+        r = s_random_field (4, 3, &seed);
+        piv_stats_add (st, r, NULL);
+    }
+    out = fopen (path, "w");
+    ck_assert_int_eq (piv_stats_write (st, out, PIV_FORMAT_VTK, &c, "run9"), 0);
+    fclose (out);
+    got = s_vtk_read (path);
+    ck_assert (strstr (got, "DIMS 4 3 1\n"));
+    ck_assert (
+        strstr (got, "TITLE run9; pivfarm statistics of 10 fields (uv_mean m^2/s^2) in m, m/s"));
+    for (int k = 0; k < 12; k++) {
+        piv_stats_point_t pt;
+        piv_stats_point (st, k, &pt);
+        ck_assert_int_eq ((int) s_vtk_value (got, "count", k, 0), (int) pt.count);
+        double u = s_vtk_value (got, "velocity_mean", k, 0);
+        ck_assert (isnan (u) == (pt.count == 0));
+        ck_assert (isnan (s_vtk_value (got, "vorticity_mean", k, 0))); // none given
+        if (pt.count) {
+            ck_assert (fabs (u - pt.u_mean * 0.01) < 1e-6);
+            ck_assert (fabs (s_vtk_value (got, "u_rms", k, 0) - pt.u_rms * 0.01) < 1e-7);
+            ck_assert (fabs (s_vtk_value (got, "uv_mean", k, 0) + pt.uv_mean * 1e-4) < 1e-9);
+        }
+    }
+    free (got);
+    piv_stats_destroy (&st);
+    piv_field_destroy (&r);
+    piv_field_destroy (&f);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -488,6 +987,15 @@ s_suite (void)
     tcase_add_test (derived, derived_quantities_are_nan_at_and_around_holes);
     tcase_add_test (derived, a_solid_rotation_has_twice_its_angular_velocity_in_1_per_s);
     suite_add_tcase (suite, derived);
+    TCase *stats = tcase_create ("statistics");
+    tcase_set_timeout (stats, 120);
+    tcase_add_test (stats, statistics_match_a_direct_two_pass_computation);
+    tcase_add_test (stats, the_convergence_compares_the_mean_with_the_mean_of_ninety_percent);
+    tcase_add_test (stats, a_field_of_another_grid_does_not_fit);
+    tcase_add_test (stats, the_statistics_state_is_restored_exactly);
+    tcase_add_test (stats, the_statistics_text_states_its_units_and_columns);
+    tcase_add_test (stats, vtk_files_are_read_back_by_vtk);
+    suite_add_tcase (suite, stats);
     return suite;
 }
 
