@@ -1,10 +1,17 @@
-// steer.c — steering: rate, policy, pause, resume, retry, backfill and
-// feedback, each a line sent to the broker and its answer printed.
+// steer.c — steering: rate, policy, pause, resume, retry, backfill,
+// feedback, calibrate and mask, each a line sent to the broker and its
+// answer printed.
 
 #include "ctl/ctl.h"
 
+#include "common/cli.h"
+#include "piv/calib.h"
+
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void
@@ -75,3 +82,120 @@ CTL_PRINTED (ctl_run_policy, s_print_policy)
 CTL_PRINTED (ctl_run_pause, s_print_paused)
 CTL_PRINTED (ctl_run_moved, s_print_moved)
 CTL_PRINTED (ctl_run_feedback, s_print_feedback)
+
+// ---------------------------------------------------------------------------
+// calibrate and mask: the line is built here (values without spaces, the
+// mask's path absolute), checked first, then sent.
+
+// Appends "key=value" (value's spaces removed: "0.05 mm/px" -> "0.05mm/px")
+// to words after checking it as piv_calib_set would. 0 or -1 (logged).
+static int
+s_calib_word (const char *option, const char *key, const char *value, char *word, size_t size)
+{
+    char compact[256];
+    size_t n = 0;
+    for (const char *p = value; *p && n + 1 < sizeof compact; p++)
+        if (*p != ' ' && *p != '\t')
+            compact[n++] = *p;
+    compact[n] = '\0';
+    piv_calib_t c;
+    piv_calib_init (&c);
+    char err[512];
+    if (piv_calib_set (&c, key, compact, err, sizeof err) != 0) {
+        ctl_error ("calibrate: %s (--%s)", err, option);
+        return -1;
+    }
+    snprintf (word, size, "%s=%s", key, compact);
+    return 0;
+}
+
+static void
+s_print_calibration (jdoc_t *doc, const char *name)
+{
+    const char *text = jdoc_string (doc, "$.calibration");
+    piv_calib_t c;
+    piv_calib_init (&c);
+    char err[256], description[256] = "-";
+    if (text && piv_calib_parse (text, &c, err, sizeof err) == 0)
+        piv_calib_describe (&c, description, sizeof description);
+    printf ("calibration of %s: %s\n", name, description);
+    if (text)
+        printf ("  as recorded  %s\n", text);
+}
+
+int
+ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
+{
+    static const char *options[][2] = {
+        {"scale", "scale"}, {"dt", "dt"}, {"origin", "origin"}, {"y-axis", "y_axis"}};
+    const char *name = args->words[0];
+    if (ctl_check_name ("calibrate", name) != 0)
+        return EXIT_USAGE;
+    char words[4][300];
+    char *line[8] = {"calibrate", (char *)name};
+    int n = 2;
+    for (int i = 0; i < 4; i++) {
+        const char *value = ctl_value (args, options[i][0]);
+        if (!value)
+            continue;
+        if (s_calib_word (options[i][0], options[i][1], value, words[i], sizeof words[i]) != 0)
+            return EXIT_USAGE;
+        line[n++] = words[i];
+    }
+    if (ctl_value (args, "clear")) {
+        if (n > 2) {
+            ctl_error ("calibrate: --clear takes no other option; usage: pivctl %s",
+                       args->command->usage);
+            return EXIT_USAGE;
+        }
+        line[n++] = "none";
+    }
+    char *text = cli_join (n, line), *body = NULL;
+    jdoc_t *doc = NULL;
+    int rc = !text            ? EXIT_FAILED
+             : ctl->json      ? ctl_ask (ctl, text, &body)
+                              : ctl_ask_json (ctl, text, &body, &doc);
+    free (text);
+    if (rc == 0 && ctl->json)
+        printf ("%s\n", body);
+    else if (rc == 0)
+        s_print_calibration (doc, name);
+    jdoc_destroy (&doc);
+    free (body);
+    return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
+}
+
+int
+ctl_run_mask (ctl_t *ctl, ctl_args_t *args)
+{
+    const char *name = args->words[0];
+    if (ctl_check_name ("mask", name) != 0)
+        return EXIT_USAGE;
+    int clear = ctl_value (args, "clear") != NULL;
+    if (clear == (args->nwords == 2)) {
+        ctl_error ("mask needs FILE or --clear (one of them); usage: pivctl %s",
+                   args->command->usage);
+        return EXIT_USAGE;
+    }
+    char path[PATH_MAX];
+    if (!clear && !realpath (args->words[1], path)) {
+        ctl_error ("mask: cannot use '%s': %s", args->words[1], strerror (errno));
+        return EXIT_USAGE;
+    }
+    char *words[] = {"mask", (char *)name, clear ? "none" : path};
+    char *text = cli_join (3, words), *body = NULL;
+    jdoc_t *doc = NULL;
+    int rc = !text            ? EXIT_FAILED
+             : ctl->json      ? ctl_ask (ctl, text, &body)
+                              : ctl_ask_json (ctl, text, &body, &doc);
+    free (text);
+    if (rc == 0 && ctl->json)
+        printf ("%s\n", body);
+    else if (rc == 0) {
+        const char *mask = jdoc_string (doc, "$.mask");
+        printf ("mask of %s: %s\n", name, mask && *mask ? mask : clear ? "none" : path);
+    }
+    jdoc_destroy (&doc);
+    free (body);
+    return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
+}

@@ -46,11 +46,13 @@ s_unit (const s_unit_t *units, const char *name, size_t len)
     return 0;
 }
 
-// A finite decimal number at the start of 'text' (no hex, inf or nan) into
-// *x; the rest, after spaces, in *rest. 0 or -1.
+// A finite decimal number at the start of 'text' after blanks (no hex, inf
+// or nan) into *x; the rest, after blanks, in *rest. 0 or -1.
 static int
 s_number (const char *text, double *x, const char **rest)
 {
+    while (*text == ' ' || *text == '\t')
+        text++;
     const char *p = text;
     if (*p == '+' || *p == '-')
         p++;
@@ -117,8 +119,6 @@ s_parse_dt (const char *text, double *dt)
 static int
 s_parse_origin (const char *text, double *ox, double *oy)
 {
-    while (*text == ' ' || *text == '\t')
-        text++;
     const char *rest;
     double x, y;
     if (s_number (text, &x, &rest) != 0 || *rest != ',' || x < 0)
@@ -227,7 +227,7 @@ piv_calib_format (const piv_calib_t *c, char *buf, size_t size)
     int n = c->set ? snprintf (buf, size, "scale=%.17gm/px dt=%.17gs origin=%.17g,%.17g y_axis=%s",
                                c->scale, c->dt, c->origin_x, c->origin_y, c->y_up ? "up" : "down")
                    : snprintf (buf, size, "none");
-    return n >= 0 && (size_t)n < size ? n : -1;
+    return n >= 0 && (size_t) n < size ? n : -1;
 }
 
 int
@@ -247,7 +247,7 @@ piv_calib_describe (const piv_calib_t *c, char *buf, size_t size)
                       c->scale / (mm ? 1e-3 : 1e-6), mm ? "mm" : "um", t, tu, c->origin_x,
                       c->origin_y, c->y_up ? "up" : "down");
     }
-    return n >= 0 && (size_t)n < size ? n : -1;
+    return n >= 0 && (size_t) n < size ? n : -1;
 }
 
 int
@@ -285,7 +285,7 @@ piv_calib_check_key (const char *name, const char *value, char *norm, size_t nor
             : name[0] == 'd' ? snprintf (norm, normlen, "%.17g s", c.dt)
             : name[0] == 'o' ? snprintf (norm, normlen, "%.17g,%.17g", c.origin_x, c.origin_y)
                              : snprintf (norm, normlen, "%s", c.y_up ? "up" : "down");
-    if (n < 0 || (size_t)n >= normlen) {
+    if (n < 0 || (size_t) n >= normlen) {
         snprintf (why, whylen, "is too long");
         return -1;
     }
@@ -352,15 +352,15 @@ piv_calib_field (const piv_calib_t *c, const piv_field_t *field)
     piv_field_t *copy = piv_field_dup (field);
     if (!copy)
         return NULL;
-    size_t n = (size_t)field->nx * (size_t)field->ny;
+    size_t n = (size_t) field->nx * (size_t) field->ny;
     for (size_t k = 0; k < n; k++) {
         double x, y, u, v;
         piv_calib_position (c, field->x[k], field->y[k], &x, &y);
         piv_calib_velocity (c, field->u[k], field->v[k], &u, &v);
-        copy->x[k] = (float)x;
-        copy->y[k] = (float)y;
-        copy->u[k] = (float)u;
-        copy->v[k] = (float)v;
+        copy->x[k] = (float) x;
+        copy->y[k] = (float) y;
+        copy->u[k] = (float) u;
+        copy->v[k] = (float) v;
     }
     return copy;
 }

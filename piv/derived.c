@@ -48,7 +48,7 @@ s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, i
             int ii = i + (along_x ? a : b), jj = j + (along_x ? b : a);
             if (ii < 0 || jj < 0 || ii >= field->nx || jj >= field->ny)
                 return NAN;
-            size_t k = (size_t)jj * (size_t)field->nx + (size_t)ii;
+            size_t k = (size_t) jj * (size_t) field->nx + (size_t) ii;
             if (field->flags[k] >= PIV_FLAG_INVALID)
                 return NAN;
             sum += w * f[k];
@@ -67,22 +67,22 @@ piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil, float *v
     int finite = 0;
     for (int j = 0; j < field->ny; j++)
         for (int i = 0; i < field->nx; i++) {
-            size_t k = (size_t)j * (size_t)field->nx + (size_t)i;
+            size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
             int hole = field->flags[k] >= PIV_FLAG_INVALID;
             if (speed)
                 speed[k] = hole ? NAN : hypotf (field->u[k], field->v[k]);
             float w = hole ? NAN
-                           : (float)((s_derivative (field, field->v, st, i, j, 1) -
-                                      s_derivative (field, field->u, st, i, j, 0)) /
-                                     h);
+                           : (float) ((s_derivative (field, field->v, st, i, j, 1) -
+                                       s_derivative (field, field->u, st, i, j, 0)) /
+                                      h);
             finite += isfinite (w) != 0;
             if (vorticity)
                 vorticity[k] = w;
             if (divergence)
                 divergence[k] = hole ? NAN
-                                     : (float)((s_derivative (field, field->u, st, i, j, 1) +
-                                                s_derivative (field, field->v, st, i, j, 0)) /
-                                               h);
+                                     : (float) ((s_derivative (field, field->u, st, i, j, 1) +
+                                                 s_derivative (field, field->v, st, i, j, 0)) /
+                                                h);
         }
     return finite;
 }

@@ -28,7 +28,7 @@ START_TEST (every_accepted_calibration_form_means_its_value)
         const char *key, *value;
         double expect;
     } good[] = {
-        {"scale", "0.05 mm/px", 5e-5},
+        {"scale", " 0.05 mm/px ", 5e-5},
         {"scale", "0.05mm/px", 5e-5},
         {"scale", "20 px/mm", 5e-5},
         {"scale", "20px/mm", 5e-5},
