@@ -97,6 +97,7 @@ typedef struct {
     char field_source[16];  // "store" or "file"
     char field_note[256];   // why no field is shown, when none is
     char *quantity;         // the feedback quantity plotted (NULL: no feedback yet)
+    char feedback_unit[16]; // its unit as the latest message names it (px, m/s, 1/s ...; "": none)
     dash_point_t series[DASH_SERIES];  // oldest first
     int npoints;
     int64_t buckets[DASH_BUCKETS];  // results per bucket, oldest first

@@ -350,6 +350,15 @@ s_series (dash_page_t *page, jdoc_t *doc, int n)
                             : NAN,
             .output = jdoc_number (doc, NAN, "$[%d].output", i)};
     }
+    // The unit of the latest message's quantity (messages from before
+    // calibrations existed name none: image units).
+    const char *q = page->quantity ? page->quantity : "";
+    int rate = strcmp (q, "vorticity") == 0, velocity = strncmp (q, "mean_", 5) == 0;
+    const char *unit = n > 0 ? jdoc_string (doc, rate ? "$[%d].units.rate" : "$[%d].units.velocity",
+                                            n - 1)
+                             : NULL;
+    snprintf (page->feedback_unit, sizeof page->feedback_unit, "%s",
+              !rate && !velocity ? "" : unit ? unit : rate ? "1/frame" : "px");
 }
 
 // ---------------------------------------------------------------------------

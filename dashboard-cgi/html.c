@@ -815,14 +815,19 @@ s_experiment_page (FILE *out, const dash_t *dash)
         const char *q = page->quantity ? page->quantity : "value";
         fputs ("<span class=\"n\">", out);
         dash_put_html (out, q);
-        fprintf (out, "%s, last %d results</span></h2>",
-                 strncmp (q, "mean_", 5) == 0      ? " (px)"
-                 : strcmp (q, "vorticity") == 0 ? " (1/frame)"
-                                                : "",
-                 page->npoints);
+        if (page->feedback_unit[0]) {
+            fputs (" (", out);
+            dash_put_html (out, page->feedback_unit);
+            fputs (")", out);
+        }
+        fprintf (out, ", last %d results</span></h2>", page->npoints);
         s_feedback_chart (out, page, dash->now_ns);
         const dash_point_t *last = &page->series[page->npoints - 1];
         fprintf (out, "<div class=\"note\">latest %.4g", last->value);
+        if (page->feedback_unit[0]) {
+            fputc (' ', out);
+            dash_put_html (out, page->feedback_unit);
+        }
         if (isfinite (last->setpoint))
             fprintf (out, " \xC2\xB7 setpoint %.4g", last->setpoint);
         if (isfinite (last->output))

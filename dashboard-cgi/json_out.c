@@ -144,6 +144,7 @@ s_feedback (const dash_page_t *page)
     }
     json_t *o = json_object ();
     jout_set (&o, "quantity", jout_string (page->quantity));
+    jout_set (&o, "unit", jout_string (page->feedback_unit[0] ? page->feedback_unit : NULL));
     jout_set (&o, "points", points);
     return o;
 }
