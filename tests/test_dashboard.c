@@ -808,17 +808,7 @@ START_TEST (metrics_of_a_live_farm_pass_promtool_and_match_the_store)
 
     // Through lighttpd: /metrics is the same.
     if (s_which ("lighttpd")) {
-        int port = s_free_port ();
-        char port_text[16], script[4200];
-        snprintf (port_text, sizeof port_text, "%d", port);
-        snprintf (script, sizeof script, "%s/../deploy/dashboard.sh", tu_bin (""));
-        char *server[] = {"/bin/sh", script, "-c", s_farm.conf, "-p", port_text, "-d",
-                          (char *) tu_path (s_dir, "web"), NULL};
-        s_farm.others[0] = tu_spawn (server, tu_path (s_dir, "lighttpd.log"));
-        for (int i = 0; i < 100 && !s_port_open (port); i++)
-            usleep (50000);
-        ck_assert_msg (s_port_open (port), "lighttpd did not start: %.500s",
-                       tu_slurp (tu_path (s_dir, "lighttpd.log"), NULL));
+        int port = s_serve ();
         const char *response = s_http_get (port, "/metrics");
         ck_assert_msg (strncmp (response, "HTTP/1.0 200", 12) == 0, "%.500s", response);
         ck_assert (strstr (response, "\r\nContent-Type: text/plain; version=0.0.4") != NULL);
