@@ -12,27 +12,27 @@
 #include <math.h>
 #include <string.h>
 
-#define S_PLOT_MAX 460.0   // plot area's longer side, SVG units
-#define S_LEVELS 48        // colour levels of a map (equal neighbours merge)
+#define S_PLOT_MAX 460.0 // plot area's longer side, SVG units
+#define S_LEVELS 48      // colour levels of a map (equal neighbours merge)
 
 // One colour map to draw.
 typedef struct {
-    const char *id;         // the SVG's id
+    const char *id;           // the SVG's id
     const piv_field_t *grid;  // positions (px); with 'arrows', its u, v (px/frame)
-    const float *value;     // nx * ny values in 'unit' (NaN: a hole)
-    double lo, hi;          // the colour scale's ends
-    int diverging;          // 1: blue-white-red around 0; 0: viridis
-    int arrows;             // 1: the grid's vectors drawn over
-    const char *quantity;   // "|V|", "\xCF\x89z"
-    const char *unit;       // "m/s", "1/frame" ...
-    const piv_calib_t *calib;  // positions' conversion
+    const float *value;       // nx * ny values in 'unit' (NaN: a hole)
+    double lo, hi;            // the colour scale's ends
+    int diverging;            // 1: blue-white-red around 0; 0: viridis
+    int arrows;               // 1: the grid's vectors drawn over
+    const char *quantity;     // "|V|", "\xCF\x89z"
+    const char *unit;         // "m/s", "1/frame" ...
+    const piv_calib_t *calib; // positions' conversion
 } s_map_t;
 
 // The plot's frame: image pixels to SVG units.
 typedef struct {
-    double x0, y0, x1, y1;  // the grid's extent, px (half a step beyond the outer points)
-    double pad, top, k;     // left margin, top margin, SVG units per px
-    double pw, ph;          // plot area
+    double x0, y0, x1, y1; // the grid's extent, px (half a step beyond the outer points)
+    double pad, top, k;    // left margin, top margin, SVG units per px
+    double pw, ph;         // plot area
 } s_frame_t;
 
 // ---------------------------------------------------------------------------
@@ -41,19 +41,19 @@ typedef struct {
 void
 dash_viridis (double t, char *hex)
 {
-    static const unsigned char stops[9][3] = {
-        {68, 1, 84},    {71, 44, 122},  {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
-        {39, 173, 129}, {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
+    static const unsigned char stops[9][3] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},
+                                              {44, 113, 142}, {33, 144, 141}, {39, 173, 129},
+                                              {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
     if (!isfinite (t) || t < 0)
         t = 0;
     if (t > 1)
         t = 1;
     double pos = t * 8;
-    int k = (int) pos < 8 ? (int) pos : 7;
+    int k = (int)pos < 8 ? (int)pos : 7;
     double f = pos - k;
     int rgb[3];
     for (int c = 0; c < 3; c++)
-        rgb[c] = (int) lround (stops[k][c] + f * (stops[k + 1][c] - stops[k][c]));
+        rgb[c] = (int)lround (stops[k][c] + f * (stops[k + 1][c] - stops[k][c]));
     sprintf (hex, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
 }
 
@@ -69,7 +69,7 @@ dash_diverging (double t, char *hex)
     double f = fabs (t);
     int rgb[3];
     for (int c = 0; c < 3; c++)
-        rgb[c] = (int) lround (255 + f * (end[c] - 255));
+        rgb[c] = (int)lround (255 + f * (end[c] - 255));
     sprintf (hex, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
 }
 
@@ -123,7 +123,7 @@ static void
 s_frame (const piv_field_t *g, s_frame_t *fr)
 {
     double step = g->step > 0 ? g->step : 1;
-    long last = (long) g->nx * g->ny - 1;
+    long last = (long)g->nx * g->ny - 1;
     fr->x0 = g->x[0] - step / 2, fr->y0 = g->y[0] - step / 2;
     fr->x1 = g->x[last] + step / 2, fr->y1 = g->y[last] + step / 2;
     double w = fmax (fr->x1 - fr->x0, 1), h = fmax (fr->y1 - fr->y0, 1);
@@ -145,7 +145,7 @@ s_block_level (const s_map_t *m, int i, int j, int cs)
         for (int a = i; a < i + cs && a < g->nx; a++)
             if (isfinite (m->value[b * g->nx + a]))
                 sum += m->value[b * g->nx + a], n++;
-    return n ? (int) lround (s_scale (m, sum / n) * S_LEVELS) : S_HOLE;
+    return n ? (int)lround (s_scale (m, sum / n) * S_LEVELS) : S_HOLE;
 }
 
 // The cells: blocks of the grid (at most DASH_MAP_MAX along a side),
@@ -154,7 +154,7 @@ static void
 s_cells (FILE *out, const s_map_t *m, const s_frame_t *fr)
 {
     const piv_field_t *g = m->grid;
-    int cs = (int) ceil ((double) (g->nx > g->ny ? g->nx : g->ny) / DASH_MAP_MAX);
+    int cs = (int)ceil ((double)(g->nx > g->ny ? g->nx : g->ny) / DASH_MAP_MAX);
     double half = (g->step > 0 ? g->step : 1) / 2.0;
     fputs ("<g class=\"cells\" shape-rendering=\"crispEdges\">", out);
     for (int j = 0; j < g->ny; j += cs) {
@@ -166,7 +166,7 @@ s_cells (FILE *out, const s_map_t *m, const s_frame_t *fr)
             int now = i < g->nx ? s_block_level (m, i, j, cs) : S_HOLE;
             if (start >= 0 && now != level) {
                 char hex[8];
-                s_map_colour (m, (double) level / S_LEVELS, hex);
+                s_map_colour (m, (double)level / S_LEVELS, hex);
                 double x = g->x[start] - half, xe = i < g->nx ? g->x[i] - half : fr->x1;
                 fprintf (out,
                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
@@ -190,7 +190,7 @@ s_arrows (FILE *out, const s_map_t *m, const s_frame_t *fr)
     const piv_field_t *g = m->grid;
     int stride = dash_quiver_stride (g), drawn = 0;
     double longest = 0, step = g->step > 0 ? g->step : 1;
-    for (long n = 0; n < (long) g->nx * g->ny; n++)
+    for (long n = 0; n < (long)g->nx * g->ny; n++)
         if (g->flags[n] != PIV_FLAG_INVALID && isfinite (g->u[n]) && isfinite (g->v[n]))
             longest = fmax (longest, hypot (g->u[n], g->v[n]));
     double a = longest > 0 ? 0.9 * stride * step * fr->k / longest : 0;
@@ -201,9 +201,11 @@ s_arrows (FILE *out, const s_map_t *m, const s_frame_t *fr)
             int n = j * g->nx + i;
             if (g->flags[n] == PIV_FLAG_INVALID || !isfinite (g->u[n]) || !isfinite (g->v[n]))
                 continue;
-            double px = fr->pad + (g->x[n] - fr->x0) * fr->k, py = fr->top + (g->y[n] - fr->y0) * fr->k;
+            double px = fr->pad + (g->x[n] - fr->x0) * fr->k,
+                   py = fr->top + (g->y[n] - fr->y0) * fr->k;
             double dx = g->u[n] * a, dy = g->v[n] * a, len = hypot (dx, dy);
-            double hl = fmin (len * 0.33, 5), ux = len > 0 ? dx / len : 0, uy = len > 0 ? dy / len : 0;
+            double hl = fmin (len * 0.33, 5), ux = len > 0 ? dx / len : 0,
+                   uy = len > 0 ? dy / len : 0;
             double hx = px + dx, hy = py + dy;
             fprintf (out,
                      "<path class=\"mean-arrow\" d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f "
@@ -221,24 +223,25 @@ s_arrows (FILE *out, const s_map_t *m, const s_frame_t *fr)
 // 'from', 'to': the plot's ends in px; 'a', 'b': coordinate = a + b * px
 // (in axis units); 'horizontal': x axis (below) or y axis (left).
 static void
-s_ticks (FILE *out, const s_frame_t *fr, double from, double to, double a, double b,
-         int horizontal)
+s_ticks (FILE *out, const s_frame_t *fr, double from, double to, double a, double b, int horizontal)
 {
     double c0 = a + b * from, c1 = a + b * to;
     double lo = fmin (c0, c1), hi = fmax (c0, c1);
     double step = dash_nice ((hi - lo) / 4);
-    int decimals = step < 1 ? (int) ceil (-log10 (step)) : 0;
+    int decimals = step < 1 ? (int)ceil (-log10 (step)) : 0;
     for (double t = ceil (lo / step) * step; t <= hi + step * 1e-9; t += step) {
         double px = (t - a) / b;
         double s = (horizontal ? fr->pad + (px - fr->x0) * fr->k : fr->top + (px - fr->y0) * fr->k);
         double v = fabs (t) < step * 1e-9 ? 0 : t;
         if (horizontal)
-            fprintf (out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#6b7385\"/>"
+            fprintf (out,
+                     "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#6b7385\"/>"
                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.*f</text>",
                      s, s, fr->top + fr->ph, fr->top + fr->ph + 4, s, fr->top + fr->ph + 16,
                      decimals, v);
         else
-            fprintf (out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#6b7385\"/>"
+            fprintf (out,
+                     "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#6b7385\"/>"
                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>",
                      fr->pad - 4, fr->pad, s, s, fr->pad - 6, s + 3.5, decimals, v);
     }
@@ -268,8 +271,9 @@ static void
 s_legend (FILE *out, const s_map_t *m, double y)
 {
     double x = 64, w = 240;
-    fprintf (out, "<g class=\"legend\" font-size=\"11\" fill=\"#1d2433\"><defs><linearGradient "
-                  "id=\"%s-scale\">",
+    fprintf (out,
+             "<g class=\"legend\" font-size=\"11\" fill=\"#1d2433\"><defs><linearGradient "
+             "id=\"%s-scale\">",
              m->id);
     for (int s = 0; s <= 8; s++) {
         char hex[8];
@@ -287,8 +291,9 @@ s_legend (FILE *out, const s_map_t *m, double y)
              x, y + 9, m->quantity, m->unit, x + 80, y, w, m->id, x + 80, y + 23, lo, m->unit,
              x + 80 + w, y + 23, hi, m->unit);
     if (m->diverging)
-        fprintf (out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" text-anchor=\"middle\">0"
-                      "</text>",
+        fprintf (out,
+                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" text-anchor=\"middle\">0"
+                 "</text>",
                  x + 80 + w / 2, y + 23);
     fputs ("</g>", out);
 }
@@ -305,13 +310,14 @@ s_map (FILE *out, const s_map_t *m)
              "viewBox=\"0 0 %.0f %.0f\" width=\"100%%\" style=\"max-width:%.0fpx\" role=\"img\" "
              "xmlns=\"http://www.w3.org/2000/svg\"><title>%s (%s)</title>"
              "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e9ecf1\"/>",
-             m->id, m->unit, m->lo, m->hi, vw, vh, vw, m->quantity, m->unit, fr.pad, fr.top,
-             fr.pw, fr.ph);
+             m->id, m->unit, m->lo, m->hi, vw, vh, vw, m->quantity, m->unit, fr.pad, fr.top, fr.pw,
+             fr.ph);
     s_cells (out, m, &fr);
     if (m->arrows)
         s_arrows (out, m, &fr);
-    fprintf (out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-                  "stroke=\"#c9d0dc\"/>",
+    fprintf (out,
+             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+             "stroke=\"#c9d0dc\"/>",
              fr.pad, fr.top, fr.pw, fr.ph);
     s_axes (out, m, &fr);
     s_legend (out, m, fr.top + fr.ph + 44);
@@ -326,14 +332,16 @@ s_calibration_line (FILE *out, const dash_page_t *page)
 {
     char text[256];
     piv_calib_describe (&page->calib, text, sizeof text);
-    fputs ("<div class=\"note\" id=\"calibration\">Calibration: <span class=\"calib\" style=\"font-weight:600\">", out);
+    fputs ("<div class=\"note\" id=\"calibration\">Calibration: <span class=\"calib\" "
+           "style=\"font-weight:600\">",
+           out);
     dash_put_html (out, text);
     fputs ("</span>", out);
     if (page->calib.set)
         fprintf (out, " (%s)",
                  strcmp (page->calib_from, "experiment") == 0 ? "set for this experiment"
-                 : strcmp (page->calib_from, "global") == 0   ? "the farm's default, pivctl calibrate"
-                                                              : "the configuration's [calibration]");
+                 : strcmp (page->calib_from, "global") == 0 ? "the farm's default, pivctl calibrate"
+                                                            : "the configuration's [calibration]");
     else
         fputs (" \xC2\xB7 set one with <span class=\"mono\">pivctl calibrate EXP --scale S --dt "
                "T</span>",
@@ -351,18 +359,19 @@ s_stats_figures (FILE *out, const dash_page_t *page)
 {
     piv_stats_summary_t sum;
     piv_stats_summary (page->stats, &sum);
-    fprintf (out, "<table class=\"stats\"><tr><th>Fields counted</th><th>Valid fraction</th>"
-                  "<th>Convergence</th><th>Sets</th></tr><tr><td class=\"fields\">%lld</td>"
-                  "<td class=\"valid\">",
-             (long long) sum.fields);
+    fprintf (out,
+             "<table class=\"stats\"><tr><th>Fields counted</th><th>Valid fraction</th>"
+             "<th>Convergence</th><th>Sets</th></tr><tr><td class=\"fields\">%lld</td>"
+             "<td class=\"valid\">",
+             (long long)sum.fields);
     if (isfinite (sum.valid_fraction))
         fprintf (out, "%.1f %%", 100 * sum.valid_fraction);
     else
         fputs ("\xE2\x80\x94", out);
     fputs ("</td><td class=\"convergence\">", out);
     if (isfinite (sum.convergence))
-        fprintf (out, "%.2f %% <span class=\"mute\">since field %lld</span>",
-                 100 * sum.convergence, (long long) sum.convergence_from);
+        fprintf (out, "%.2f %% <span class=\"mute\">since field %lld</span>", 100 * sum.convergence,
+                 (long long)sum.convergence_from);
     else
         fputs ("\xE2\x80\x94 <span class=\"mute\">too few fields</span>", out);
     fprintf (out, "</td><td>%d</td></tr></table>", page->nsets);
@@ -390,12 +399,18 @@ dash_maps_html (const dash_t *dash, FILE *out)
     if (page->mean && isfinite (page->speed_max)) {
         piv_stats_summary_t sum;
         piv_stats_summary (page->stats, &sum);
-        fprintf (out, "<span class=\"n\">arrows: mean velocity over %lld fields; colour: its "
-                      "speed</span></h2>",
-                 (long long) sum.fields);
-        s_map_t m = {.id = "mean-field", .grid = page->mean, .value = page->speed,
-                     .lo = page->speed_min, .hi = page->speed_max, .arrows = 1,
-                     .quantity = "|V|", .unit = piv_calib_unit (&page->stats_calib, PIV_UNIT_VELOCITY),
+        fprintf (out,
+                 "<span class=\"n\">arrows: mean velocity over %lld fields; colour: its "
+                 "speed</span></h2>",
+                 (long long)sum.fields);
+        s_map_t m = {.id = "mean-field",
+                     .grid = page->mean,
+                     .value = page->speed,
+                     .lo = page->speed_min,
+                     .hi = page->speed_max,
+                     .arrows = 1,
+                     .quantity = "|V|",
+                     .unit = piv_calib_unit (&page->stats_calib, PIV_UNIT_VELOCITY),
                      .calib = &page->stats_calib};
         s_map (out, &m);
         s_stats_figures (out, page);
@@ -412,13 +427,19 @@ dash_maps_html (const dash_t *dash, FILE *out)
                out);
         dash_put_html (out, page->field_stem);
         fputs ("</span></span></h2>", out);
-        s_map_t m = {.id = "vorticity", .grid = page->field, .value = page->vorticity,
-                     .lo = page->vorticity_min, .hi = page->vorticity_max, .diverging = 1,
-                     .quantity = "\xCF\x89z", .unit = piv_calib_unit (&page->calib, PIV_UNIT_RATE),
+        s_map_t m = {.id = "vorticity",
+                     .grid = page->field,
+                     .value = page->vorticity,
+                     .lo = page->vorticity_min,
+                     .hi = page->vorticity_max,
+                     .diverging = 1,
+                     .quantity = "\xCF\x89z",
+                     .unit = piv_calib_unit (&page->calib, PIV_UNIT_RATE),
                      .calib = &page->calib};
         s_map (out, &m);
-        fprintf (out, "<div class=\"note\">Range %.4g to %.4g %s; grey: no value (an invalid "
-                      "vector within the stencil, or the edge).</div>",
+        fprintf (out,
+                 "<div class=\"note\">Range %.4g to %.4g %s; grey: no value (an invalid "
+                 "vector within the stencil, or the edge).</div>",
                  page->vorticity_min, page->vorticity_max, m.unit);
     }
     else

@@ -19,8 +19,8 @@
 
 typedef struct {
     int64_t experiment;
-    char *own;              // the experiment's setting (NULL: none)
-    char *global;           // scope 0's
+    char *own;    // the experiment's setting (NULL: none)
+    char *global; // scope 0's
 } s_calib_settings_t;
 
 static int
@@ -43,8 +43,8 @@ s_config_calib (const config_t *cfg, piv_calib_t *c, char *err, size_t errlen)
 {
     piv_calib_init (c);
     const char *keys[4] = {"scale", "dt", "origin", "y_axis"};
-    const char *values[4] = {cfg->calibration.scale, cfg->calibration.dt,
-                             cfg->calibration.origin, cfg->calibration.y_axis};
+    const char *values[4] = {cfg->calibration.scale, cfg->calibration.dt, cfg->calibration.origin,
+                             cfg->calibration.y_axis};
     for (int k = 0; k < 4; k++)
         if (values[k][0] && piv_calib_set (c, keys[k], values[k], err, errlen) != 0)
             return -1;
@@ -120,13 +120,13 @@ s_mean_field (const piv_stats_t *stats)
         return NULL;
     f->step = step;
     f->window = window;
-    for (long k = 0; k < (long) nx * ny; k++) {
+    for (long k = 0; k < (long)nx * ny; k++) {
         piv_stats_point_t p;
         piv_stats_point (stats, k, &p);
-        f->x[k] = (float) p.x;
-        f->y[k] = (float) p.y;
-        f->u[k] = p.count > 0 ? (float) p.u_mean : NAN;
-        f->v[k] = p.count > 0 ? (float) p.v_mean : NAN;
+        f->x[k] = (float)p.x;
+        f->y[k] = (float)p.y;
+        f->u[k] = p.count > 0 ? (float)p.u_mean : NAN;
+        f->v[k] = p.count > 0 ? (float)p.v_mean : NAN;
         f->flags[k] = p.count > 0 ? PIV_FLAG_VALID : PIV_FLAG_INVALID;
         f->peak_ratio[k] = NAN;
     }
@@ -150,12 +150,12 @@ static void
 s_mean_speed (dash_page_t *page)
 {
     const piv_field_t *m = page->mean;
-    long n = (long) m->nx * m->ny;
-    page->speed = malloc (sizeof (float) * (size_t) n);
+    long n = (long)m->nx * m->ny;
+    page->speed = malloc (sizeof (float) * (size_t)n);
     for (long k = 0; page->speed && k < n; k++) {
         double u, v;
         piv_calib_velocity (&page->stats_calib, m->u[k], m->v[k], &u, &v);
-        page->speed[k] = m->flags[k] == PIV_FLAG_INVALID ? NAN : (float) hypot (u, v);
+        page->speed[k] = m->flags[k] == PIV_FLAG_INVALID ? NAN : (float)hypot (u, v);
     }
     page->speed_min = page->speed_max = NAN;
     if (page->speed)
@@ -167,9 +167,9 @@ static void
 s_vorticity (dash_page_t *page)
 {
     const piv_field_t *f = page->field;
-    long n = (long) f->nx * f->ny;
+    long n = (long)f->nx * f->ny;
     page->vorticity_min = page->vorticity_max = NAN;
-    page->vorticity = malloc (sizeof (float) * (size_t) n);
+    page->vorticity = malloc (sizeof (float) * (size_t)n);
     if (page->vorticity && piv_field_derive (f, page->vorticity, NULL, NULL) < 0) {
         free (page->vorticity);
         page->vorticity = NULL;
@@ -178,7 +178,7 @@ s_vorticity (dash_page_t *page)
         return;
     for (long k = 0; k < n; k++)
         if (isfinite (page->vorticity[k]))
-            page->vorticity[k] = (float) piv_calib_vorticity (&page->calib, page->vorticity[k]);
+            page->vorticity[k] = (float)piv_calib_vorticity (&page->calib, page->vorticity[k]);
     s_range (page->vorticity, n, &page->vorticity_min, &page->vorticity_max);
 }
 
@@ -188,7 +188,8 @@ int
 dash_measure (dash_t *dash, store_t *store)
 {
     dash_page_t *page = dash->page;
-    if (s_calibration (dash, store) < 0 || store_stats_of (store, page->exp->id, s_on_stats, page) < 0)
+    if (s_calibration (dash, store) < 0 ||
+        store_stats_of (store, page->exp->id, s_on_stats, page) < 0)
         return -1;
     if (page->stats) {
         page->mean = s_mean_field (page->stats);
