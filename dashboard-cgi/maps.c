@@ -162,7 +162,8 @@ s_cells (FILE *out, const s_map_t *m, const s_frame_t *fr)
         double y = g->y[j * g->nx] - half;
         double ye = last < g->ny ? g->y[last * g->nx] - half : fr->y1;
         int start = -1, level = S_HOLE;
-        for (int i = 0; i <= g->nx; i += cs) {
+        // One step past the last block (i >= nx) ends the row's last run.
+        for (int i = 0; i < g->nx + cs; i += cs) {
             int now = i < g->nx ? s_block_level (m, i, j, cs) : S_HOLE;
             if (start >= 0 && now != level) {
                 char hex[8];

@@ -912,16 +912,17 @@ END_TEST
 
 #define S_CALIB "scale=2.0000000000000002e-05m/px dt=0.002s origin=0,0 y_axis=up"
 
-// A solid rotation on a 12 x 9 grid (step 16 px): u = -omega (y - yc),
-// v = omega (x - xc) px/frame about the grid's centre; vorticity 2 omega
-// 1/frame (image axes); the first vector invalid.
+// A solid rotation on an nx x ny grid (step 16 px): u = -omega (y - yc),
+// v = omega (x - xc) px/frame about the grid's centre (12 x 9: 96, 72);
+// vorticity 2 omega 1/frame (image axes); the first vector invalid.
 static piv_field_t *
-s_rotation (double omega)
+s_rotation (int nx, int ny, double omega)
 {
-    piv_field_t *f = s_field (12, 9, 0);
-    for (int n = 0; n < 12 * 9; n++) {
-        f->u[n] = (float) (-omega * (f->y[n] - 72));
-        f->v[n] = (float) (omega * (f->x[n] - 96));
+    piv_field_t *f = s_field (nx, ny, 0);
+    double xc = 8 + 8 * (nx - 1), yc = 8 + 8 * (ny - 1);
+    for (int n = 0; n < nx * ny; n++) {
+        f->u[n] = (float) (-omega * (f->y[n] - yc));
+        f->v[n] = (float) (omega * (f->x[n] - xc));
     }
     return f;
 }
@@ -947,15 +948,16 @@ s_done_field (s_maker_t *m, const char *stem, const piv_field_t *field, int64_t 
 // counted in one saved statistics set under 'calibration' (NULL: none),
 // which is also the experiment's own setting.
 static void
-s_rotation_run (store_t *store, const char *name, const char *calibration, int64_t now)
+s_rotation_run (store_t *store, const char *name, int nx, int ny, const char *calibration,
+                int64_t now)
 {
     s_maker_t m = {.store = store};
     m.exp = store_experiment (store, name, now - 60 * (int64_t) 1000000000);
     piv_stats_t *stats = NULL;
     int64_t pairs[3];
     for (int i = 0; i < 3; i++) {
-        piv_field_t *f = s_rotation (0.01 * (i + 1));
-        float vorticity[12 * 9];
+        piv_field_t *f = s_rotation (nx, ny, 0.01 * (i + 1));
+        float vorticity[nx * ny];
         ck_assert_int_gt (piv_field_derive (f, vorticity, NULL, NULL), 0);
         if (!stats)
             stats = piv_stats_new (f);
@@ -979,6 +981,32 @@ s_rotation_run (store_t *store, const char *name, const char *calibration, int64
     piv_stats_destroy (&stats);
 }
 
+// Rows of the colour map of SVG 'id' in 'html' whose cells stop short of
+// 'right' (the plot's right edge, SVG units); -1 without cells.
+static int
+s_rows_short_of_the_edge (const char *html, const char *id, double right)
+{
+    char key[128];
+    snprintf (key, sizeof key, "id=\"%s\"", id);
+    const char *p = strstr (html, key), *end;
+    p = p ? strstr (p, "<g class=\"cells\"") : NULL;
+    end = p ? strstr (p, "</g>") : NULL;
+    if (!end)
+        return -1;
+    double row_y = NAN, reach = 0;
+    int rows = 0, short_rows = 0;
+    for (p = strstr (p, "<rect "); p && p < end; p = strstr (p + 1, "<rect ")) {
+        double x, y, w;
+        ck_assert (sscanf (p, "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\"", &x, &y, &w) == 3);
+        if (y != row_y) {
+            short_rows += rows && reach < right - 0.5;
+            rows++, row_y = y, reach = 0;
+        }
+        reach = fmax (reach, x + w);
+    }
+    return rows ? short_rows + (reach < right - 0.5) : -1;
+}
+
 START_TEST (the_experiment_page_states_the_units_of_its_calibration)
 {
     int64_t now = s_now_ns ();
@@ -986,8 +1014,9 @@ START_TEST (the_experiment_page_states_the_units_of_its_calibration)
     store_t *store = store_new (tu_path (s_dir, "farm.db"), STORE_DURABILITY_NORMAL, err,
                                 sizeof err);
     ck_assert_msg (store != NULL, "%s", err);
-    s_rotation_run (store, "cal", S_CALIB, now);
-    s_rotation_run (store, "raw", NULL, now);
+    s_rotation_run (store, "cal", 12, 9, S_CALIB, now);
+    s_rotation_run (store, "raw", 12, 9, NULL, now);
+    s_rotation_run (store, "wide", 130, 9, NULL, now);
     ck_assert_msg (store_commit (store, err, sizeof err) == 0, "%s", err);
     store_destroy (&store);
 
@@ -1045,6 +1074,18 @@ START_TEST (the_experiment_page_states_the_units_of_its_calibration)
     ck_assert (strstr (html, "id=\"vorticity\" data-unit=\"1/frame\"") != NULL);
     ck_assert_int_eq (s_count (html, "x (px)"), 2);
     ck_assert (strstr (html, "m/s") == NULL);
+    // A grid over 128 points a side: every 2nd point in the JSON; the colour
+    // maps average blocks of 3 x 3 points, the last column of blocks one
+    // point wide, and still cover every row to the right edge.
+    doc = s_cgi_json ("exp=wide&format=json");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.stats.stride"), 2);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.stats.x"), 65);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.stats.u_mean[0]"), 65);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.vorticity.values[0]"), 65);
+    jdoc_destroy (&doc);
+    html = s_cgi ("exp=wide", &status);
+    ck_assert_int_eq (s_rows_short_of_the_edge (html, "mean-field", 64 + 460), 0);
+
     // The configuration's [calibration] is every experiment's default.
     tu_farm_conf_replace (&s_farm, "piv\n    passes", "calibration\n    scale = 0.02 mm/px\n"
                                                       "    dt = 2 ms\npiv\n    passes");
