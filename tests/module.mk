@@ -16,4 +16,5 @@ TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
          build/tests/test_ops build/tests/test_dashboard \
          build/tests/test_deploy build/tests/test_cluster build/tests/test_faults \
          build/tests/test_badinput build/tests/test_security build/tests/test_storage \
-         build/tests/test_path build/tests/test_systemd build/tests/test_units
+         build/tests/test_path build/tests/test_systemd build/tests/test_units \
+         build/tests/test_stats
