@@ -214,7 +214,10 @@ static int
 s_commit_timer (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
-    s_commit ((broker_t *) arg);
+    broker_t *self = arg;
+    s_commit (self);
+    if (stats_rebuild_wanted (self->stats))
+        s_rebuild_start (self);
     return 0;
 }
 

@@ -695,6 +695,8 @@ s_on_result (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg
     agent->done += recorded;
     if (task && recorded)
         results_recorded (self->results, task, agent, msg, now);
+    else if (recorded)
+        results_recorded_untracked (self->results);  // its statistics count it from the store
     broker_task_destroy (&task);
     results_counted (self->results, recorded, now);
     proto_msg_t ok = {.command = PROTO_RECORDED, .pair = msg->pair, .attempt = msg->attempt};

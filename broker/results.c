@@ -142,6 +142,13 @@ results_feedback (results_t *self)
 }
 
 void
+results_recorded_untracked (results_t *self)
+{
+    if (self->stats)
+        stats_recount (self->stats);
+}
+
+void
 results_counted (results_t *self, int recorded, int64_t now)
 {
     self->results += recorded;

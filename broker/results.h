@@ -32,6 +32,10 @@ feedback_settings_t *results_feedback (results_t *self);
 // feedback it makes, and the result (and field) topics.
 void results_recorded (results_t *self, task_t *task, const agent_rec_t *agent,
                        const proto_msg_t *msg, int64_t now);
+// A result recorded without a task in memory (an agent's answer resent
+// after a broker restart, or late after a requeue): the statistics count
+// it from the store (stats_recount).
+void results_recorded_untracked (results_t *self);
 // Counts 'recorded' results (a duplicate: 0) in the totals of status.
 void results_counted (results_t *self, int recorded, int64_t now);
 // "failed.<exp>/": a pair failed for good after 'attempts', with 'error'.

@@ -49,6 +49,7 @@ struct _stats_t {
     piv_calib_t global;      // 'calibrate *': the global default
     int global_set;          // it is set
     zhashx_t *exps;          // "ID" -> s_exp_t
+    int wanted;              // some experiment waits for its rebuild
 };
 
 static void
@@ -398,13 +399,26 @@ stats_load (stats_t *self)
         log_error ("cannot read the run statistics: %s", store_error (self->host.store));
         return -1;
     }
+    stats_recount (self);
+    return 0;
+}
+
+void
+stats_recount (stats_t *self)
+{
     zhashx_t *experiments = self->host.experiments;
     for (exp_t *exp = zhashx_first (experiments); exp; exp = zhashx_next (experiments)) {
         s_exp_t *e = s_exp_of (self, exp);
         if (e)
             e->rebuild = 1;
     }
-    return 0;
+    self->wanted = 1;
+}
+
+int
+stats_rebuild_wanted (const stats_t *self)
+{
+    return self->wanted;
 }
 
 void
@@ -456,7 +470,7 @@ stats_rebuild_step (stats_t *self)
         if (x->rebuild)
             e = x;
     if (!e)
-        return 0;
+        return self->wanted = 0;
     int64_t now = util_time_ns ();
     // Results counted live since the last checkpoint are marked first, so
     // that the listing does not give them again.
@@ -478,7 +492,7 @@ stats_rebuild_step (stats_t *self)
     for (s_exp_t *x = zhashx_first (self->exps); x; x = zhashx_next (self->exps))
         if (x->rebuild)
             return 1;
-    return 0;
+    return self->wanted = 0;
 }
 
 // ---------------------------------------------------------------------------

@@ -41,6 +41,12 @@ int stats_load (stats_t *self);
 // experiment, then a checkpoint of it in the open group): 1 while more
 // remains, 0 once every experiment is rebuilt, -1 on a store error.
 int stats_rebuild_step (stats_t *self);
+// A result was recorded that stats_add did not see: every experiment is
+// rebuilt (its results not counted: few, through the store's index).
+void stats_recount (stats_t *self);
+// 1 while some experiment waits for its rebuild (the reactor then runs
+// stats_rebuild_step).
+int stats_rebuild_wanted (const stats_t *self);
 // 1 while 'exp' waits for (or is in) its rebuild.
 int stats_rebuilding (const stats_t *self, const exp_t *exp);
 

@@ -523,7 +523,12 @@ static const struct {
     {"pairs exp1 --state molten", 400, "molten"},
     {"pairs nosuch", 404, "no experiment 'nosuch'"},
     {"log exp1 --after -1", 400, "bad --after"},
-    {"rate 5 -e nosuch", 404, "no experiment 'nosuch'"},
+    // A setting makes an unknown experiment (issue 16); a read does not.
+    {"feedback show -e nosuch", 404, "no experiment 'nosuch'"},
+    {"calibrate nosuch", 404, "no experiment 'nosuch'"},
+    {"calibrate nosuch scale=-1mm/px dt=1ms", 400, "scale"},
+    {"mask nosuch relative.tif", 400, "absolute"},
+    {"stats nosuch", 404, "no experiment 'nosuch'"},
     {"feedback set kp=abc", 400, "kp"},
     {"feedback set roi=1,2,3", 400, "roi"},
     {"feedback set color=red", 400, "color"},

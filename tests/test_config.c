@@ -959,6 +959,32 @@ START_TEST (every_program_refuses_a_bad_piv_key_at_start_with_the_same_message)
 }
 END_TEST
 
+START_TEST (the_calibration_section_is_checked_and_kept_canonical)
+{
+    config_t cfg;
+    s_loads (&cfg, "calibration\n    scale = 0.02 mm/px\n    dt = 2 ms\n    y_axis = down\n"
+                   "broker\n    stats_ms = 250\n");
+    ck_assert_str_eq (cfg.calibration.scale, "2.0000000000000002e-05 m/px");
+    ck_assert_str_eq (cfg.calibration.dt, "0.002 s");
+    ck_assert_str_eq (cfg.calibration.y_axis, "down");
+    ck_assert_str_eq (cfg.calibration.origin, "");
+    ck_assert_int_eq (cfg.broker.stats_ms, 250);
+    config_init (&cfg);
+    ck_assert_int_eq (cfg.broker.stats_ms, 1000);
+    ck_assert_str_eq (cfg.calibration.y_axis, "up");
+    s_refused ("calibration\n    scale = 0.02 mm/px\n",
+               "'calibration/scale' and 'calibration/dt' in '%s' go together: give both or "
+               "neither");
+    ck_assert_int_eq (s_load (&cfg, "calibration\n    scale = -1 mm/px\n    dt = 1 ms\n"), -1);
+    ck_assert_msg (strstr (s_err, "'calibration/scale'") && strstr (s_err, "length per pixel"),
+                   "%s", s_err);
+    ck_assert_int_eq (s_load (&cfg, "calibration\n    scale = 1 mm/px\n    dt = abc\n"), -1);
+    ck_assert_msg (strstr (s_err, "'calibration/dt'"), "%s", s_err);
+    ck_assert_int_eq (s_load (&cfg, "broker\n    stats_ms = 600001\n"), -1);
+    ck_assert_msg (strstr (s_err, "'broker/stats_ms'"), "%s", s_err);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1006,6 +1032,7 @@ s_suite (void)
     tcase_add_test (refusals, content_zconfig_would_cut_is_refused_rather_than_misread);
     tcase_add_test (refusals, one_key_is_set_with_the_checks_of_the_file);
     tcase_add_test (refusals, every_program_refuses_a_bad_piv_key_at_start_with_the_same_message);
+    tcase_add_test (refusals, the_calibration_section_is_checked_and_kept_canonical);
     suite_add_tcase (suite, refusals);
     return suite;
 }

@@ -510,9 +510,8 @@ START_TEST (pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_bro
 
     s_refused ("no experiment 'nope'", "pairs", "nope", NULL);
     s_refused ("'nope'", "log", "nope", NULL);
-    s_refused ("'nope'", "rate", "5", "-e", "nope", NULL);
-    s_refused ("'nope'", "policy", "latest", "-e", "nope", NULL);
-    s_refused ("'nope'", "pause", "-e", "nope", NULL);
+    // rate, policy and pause -e EXP make an unknown experiment (issue 16:
+    // a run is prepared before its first frame); reading it is refused.
     s_refused ("'nope'", "feedback", "show", "-e", "nope", NULL);
     s_refused ("'nope'", "retry", "nope", NULL);
     s_refused ("'nope'", "backfill", "nope", NULL);

@@ -1,0 +1,412 @@
+// test_stats.c — run statistics and calibrations on a real farm (the
+// broker, watcher and agent as processes, synthetic pairs of a known flow):
+// every done pair counted once, across a broker killed mid-run; the
+// 'calibrate', 'stats' and 'mask' commands on the control socket; the
+// feedback in m/s once calibrated.
+
+#include "common/ask.h"
+#include "common/config.h"
+#include "piv/calib.h"
+#include "piv/field.h"
+#include "piv/settings.h"
+#include "piv/stats.h"
+#include "store/store.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static tu_farm_t s_farm;  // the farm of the running test
+
+// The flow tu_farm_render draws: uniform, px per frame pair (y down).
+#define T_U 3.3
+#define T_V -1.7
+
+static void
+s_setup (void)
+{
+    tu_farm_init (&s_farm);
+}
+
+static void
+s_teardown (void)
+{
+    tu_farm_release (&s_farm);
+}
+
+// One request on the control socket: its status; the body (caller frees)
+// in *body_p, or the refusal's line.
+static int
+s_ask (const char *line, char **body_p)
+{
+    config_t cfg;
+    char err[1024];
+    ck_assert_msg (config_load (&cfg, s_farm.conf, err, sizeof err) == 0, "%s", err);
+    int status = 0;
+    char *body = NULL;
+    ask_result_t rc = ask_once (&cfg, line, 30000, &status, &body, err, sizeof err);
+    ck_assert_msg (rc == ASK_OK || rc == ASK_REFUSED, "'%s': %s", line, err);
+    *body_p = body ? body : strdup (err);
+    return status;
+}
+
+// A request that must succeed: its JSON (caller decrefs).
+static json_t *
+s_json (const char *line)
+{
+    char *body;
+    int status = s_ask (line, &body);
+    ck_assert_msg (status == 200, "'%s': %d %s", line, status, body);
+    json_error_t jerr;
+    json_t *doc = json_loads (body, 0, &jerr);
+    ck_assert_msg (doc != NULL, "'%s': not JSON: %s", line, body);
+    free (body);
+    return doc;
+}
+
+// A request that must be refused with 'status' and a line holding 'named'.
+static void
+s_refused (const char *line, int status, const char *named)
+{
+    char *body;
+    int got = s_ask (line, &body);
+    ck_assert_msg (got == status && strstr (body, named), "'%s': %d '%s', expected %d naming %s",
+                   line, got, body, status, named);
+    free (body);
+}
+
+// The broker, the watcher and one agent; 'extra' goes into the broker's
+// section of the configuration.
+static void
+s_start (const char *broker_extra)
+{
+    if (broker_extra && *broker_extra) {
+        char with[512];
+        snprintf (with, sizeof with, "    store = ./farm.db\n%s", broker_extra);
+        tu_farm_conf_replace (&s_farm, "    store = ./farm.db\n", with);
+    }
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+}
+
+// 'stats exp1' once the rebuild is over: its JSON.
+static json_t *
+s_stats_settled (void)
+{
+    for (int i = 0; i < 300; i++) {
+        json_t *doc = s_json ("stats exp1");
+        if (!json_is_true (json_object_get (doc, "rebuilding")))
+            return doc;
+        json_decref (doc);
+        usleep (20000);
+    }
+    ck_abort_msg ("the statistics of exp1 are still rebuilding");
+    return NULL;
+}
+
+// Fields counted over every set of a 'stats' reply.
+static json_int_t
+s_fields (json_t *doc)
+{
+    json_int_t n = 0;
+    json_t *sets = json_object_get (doc, "sets");
+    for (size_t i = 0; i < json_array_size (sets); i++)
+        n += json_integer_value (json_object_get (json_array_get (sets, i), "fields"));
+    return n;
+}
+
+START_TEST (a_run_counts_every_done_pair_once)
+{
+    const int n = 6;
+    tu_farm_render (&s_farm, n, "r");
+    s_start ("");
+    tu_farm_land (&s_farm, "r", 1, n, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 120).done, n);
+    json_t *doc = s_stats_settled ();
+    ck_assert_int_eq (s_fields (doc), n);
+    json_t *set = json_array_get (json_object_get (doc, "sets"), 0);
+    ck_assert_int_eq (json_array_size (json_object_get (doc, "sets")), 1);
+    ck_assert_str_eq (json_string_value (json_object_get (set, "calibration")), "none");
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (set, "units"),
+                                                          "velocity")),
+                      "px/frame");
+    ck_assert (json_real_value (json_object_get (set, "valid_fraction")) > 0.9);
+    json_decref (doc);
+    // Saved by 'stats' itself: every result is marked counted.
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT sum (fields) FROM stats"), n);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results WHERE counted = 0"), 0);
+    // An unknown experiment is read as such.
+    s_refused ("stats nope", 404, "no experiment 'nope'");
+}
+END_TEST
+
+// The statistics of every stored field of exp1, recomputed from scratch.
+static int
+s_recount (void *arg, const store_result_info_t *r)
+{
+    piv_stats_t **stats = arg;
+    char err[256];
+    piv_field_t *field = piv_field_decode (r->field, r->field_size, err, sizeof err);
+    ck_assert_msg (field != NULL, "%s", err);
+    if (!*stats)
+        *stats = piv_stats_new (field);
+    ck_assert_int_eq (piv_stats_add (*stats, field, NULL), 0);
+    piv_field_destroy (&field);
+    return 0;
+}
+
+static int
+s_saved (void *arg, const store_stats_t *row)
+{
+    piv_stats_t **stats = arg;
+    char err[256];
+    ck_assert_ptr_null (*stats);  // one set
+    *stats = piv_stats_decode (row->state, row->state_size, err, sizeof err);
+    ck_assert_msg (*stats != NULL, "%s", err);
+    return 0;
+}
+
+START_TEST (a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample)
+{
+    const int n = 16;
+    tu_farm_render (&s_farm, n, "k");
+    s_start ("    stats_ms = 150\n");
+    int lander = tu_farm_land_async (&s_farm, "k", 1, n, 150000);
+    tu_counts_t c = {0};
+    for (int i = 0; i < 600 && c.done < 5; i++) {
+        usleep (20000);
+        c = tu_farm_counts (&s_farm);
+    }
+    ck_assert_msg (c.done >= 5 && c.done < n, "done %lld before the kill", (long long) c.done);
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGKILL, 5), 128 + SIGKILL);
+    s_farm.broker = 0;
+    tu_farm_start_broker (&s_farm);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 180).done, n);
+    ck_assert_int_eq (tu_stop (lander, SIGTERM, 5), 0);
+    json_t *doc = s_stats_settled ();
+    ck_assert_int_eq (s_fields (doc), n);
+    json_decref (doc);
+    // The saved state against the stored fields counted again.
+    char err[512];
+    store_t *store = store_open_readonly (tu_path (s_farm.dir, "farm.db"), err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    piv_stats_t *saved = NULL, *again = NULL;
+    ck_assert_int_eq (store_stats_of (store, 0, s_saved, &saved), 1);
+    ck_assert_int_eq (store_results_of (store, 1, s_recount, &again), n);
+    store_destroy (&store);
+    piv_stats_summary_t a, b;
+    piv_stats_summary (saved, &a);
+    piv_stats_summary (again, &b);
+    ck_assert_int_eq (a.fields, n);
+    ck_assert_int_eq (b.fields, n);
+    int nx, ny, step, window;
+    piv_stats_grid (saved, &nx, &ny, &step, &window);
+    for (long k = 0; k < (long) nx * ny; k++) {
+        piv_stats_point_t p, q;
+        ck_assert_int_eq (piv_stats_point (saved, k, &p), 0);
+        ck_assert_int_eq (piv_stats_point (again, k, &q), 0);
+        ck_assert_int_eq (p.count, q.count);
+        if (p.count > 0) {
+            ck_assert_double_eq_tol (p.u_mean, q.u_mean, 1e-9);
+            ck_assert_double_eq_tol (p.v_mean, q.v_mean, 1e-9);
+        }
+    }
+    piv_stats_destroy (&saved);
+    piv_stats_destroy (&again);
+}
+END_TEST
+
+// The latest "feedback" event's payload of exp1 (caller decrefs).
+static json_t *
+s_last_feedback (void)
+{
+    char *payload = tu_farm_sql_text (&s_farm, "SELECT payload FROM events WHERE kind = 'feedback'"
+                                               " ORDER BY id DESC LIMIT 1");
+    ck_assert_ptr_nonnull (payload);
+    json_error_t jerr;
+    json_t *doc = json_loads (payload, 0, &jerr);
+    ck_assert_msg (doc != NULL, "%s", payload);
+    free (payload);
+    return doc;
+}
+
+START_TEST (a_calibration_set_before_the_first_frame_gives_metres_per_second)
+{
+    const int n = 3;
+    tu_farm_render (&s_farm, n, "c");
+    s_start ("");
+    // exp1 has no file yet: the settings make it.
+    json_t *doc = s_json ("calibrate exp1 scale=0.02mm/px dt=2ms");
+    ck_assert (json_is_true (json_object_get (doc, "created")));
+    json_t *cal = json_object_get (doc, "calibration");
+    ck_assert_str_eq (json_string_value (json_object_get (cal, "source")), "experiment");
+    ck_assert (json_is_true (json_object_get (cal, "calibrated")));
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (doc, "units"),
+                                                          "velocity")),
+                      "m/s");
+    json_decref (doc);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind ="
+                                            " 'experiment' AND payload LIKE '%%operator%%'"),
+                      1);
+    // A setpoint in m/s: u = 3.3 px * 2e-5 m/px / 2e-3 s = 0.033 m/s.
+    doc = s_json ("feedback set -e exp1 quantity=mean_u setpoint=0.033 kp=1");
+    json_decref (doc);
+    doc = s_json ("feedback on -e exp1");
+    json_decref (doc);
+    doc = s_json ("calibrate exp1");
+    ck_assert (json_object_get (doc, "created") == NULL);
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (doc, "calibration"),
+                                                          "text")),
+                      "scale=2.0000000000000002e-05m/px dt=0.002s origin=0,0 y_axis=up");
+    json_decref (doc);
+    tu_farm_land (&s_farm, "c", 1, n, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 120).done, n);
+    doc = s_stats_settled ();
+    ck_assert_int_eq (s_fields (doc), n);
+    json_t *set = json_array_get (json_object_get (doc, "sets"), 0);
+    ck_assert_ptr_nonnull (strstr (json_string_value (json_object_get (set, "calibration")),
+                                   "dt=0.002s"));
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (set, "units"),
+                                                          "velocity")),
+                      "m/s");
+    json_decref (doc);
+    // The feedback in m/s: y up turns the image's -1.7 px into +0.017 m/s.
+    json_t *fb = s_last_feedback ();
+    ck_assert (json_is_true (json_object_get (fb, "calibrated")));
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (fb, "units"),
+                                                          "velocity")),
+                      "m/s");
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (fb, "units"), "rate")),
+                      "1/s");
+    double u = json_number_value (json_object_get (fb, "mean_u"));
+    double v = json_number_value (json_object_get (fb, "mean_v"));
+    double out = json_number_value (json_object_get (fb, "output"));
+    ck_assert_msg (fabs (u - T_U * 2e-5 / 2e-3) < 0.05 * 2e-5 / 2e-3, "mean_u %g m/s", u);
+    ck_assert_msg (fabs (v + T_V * 2e-5 / 2e-3) < 0.05 * 2e-5 / 2e-3, "mean_v %g m/s", v);
+    // On the setpoint: the output (kp * error) is within the PIV error.
+    ck_assert_msg (fabs (out) < 0.05 * 2e-5 / 2e-3, "output %g", out);
+    json_decref (fb);
+    // The status carries the calibration and the statistics.
+    doc = s_json ("status -e exp1");
+    json_t *row = json_array_get (json_object_get (doc, "experiments"), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (row, "calibration"),
+                                                          "source")),
+                      "experiment");
+    ck_assert_int_eq (json_integer_value (json_object_get (json_object_get (row, "stats"),
+                                                           "fields")),
+                      n);
+    json_decref (doc);
+}
+END_TEST
+
+START_TEST (bad_calibrations_are_refused_naming_the_key)
+{
+    const int n = 1;
+    tu_farm_render (&s_farm, n, "b");
+    s_start ("");
+    s_refused ("calibrate exp1 scale=-1mm/px dt=1ms", 400, "scale");
+    s_refused ("calibrate exp1 scale=0mm/px dt=1ms", 400, "scale");
+    s_refused ("calibrate exp1 scale=0.05furlong/px dt=1ms", 400, "scale");
+    s_refused ("calibrate exp1 scale=0.05mm/px dt=abc", 400, "dt");
+    s_refused ("calibrate exp1 scale=0.05mm/px", 400, "scale and dt are both needed");
+    s_refused ("calibrate exp1 scale=0.05mm/px dt=1ms y_axis=sideways", 400, "y_axis");
+    s_refused ("calibrate exp1 speed=3", 400, "speed");
+    s_refused ("calibrate exp1 0.05", 400, "KEY=VALUE");
+    // Nothing refused made the experiment; a read of it is a 404.
+    s_refused ("calibrate exp1", 404, "no experiment 'exp1'");
+    // Once a result shows the image (256 x 256), an origin outside it is
+    // refused; inside, taken.
+    tu_farm_land (&s_farm, "b", 1, n, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 120).done, n);
+    json_decref (s_stats_settled ());
+    s_refused ("calibrate exp1 scale=0.05mm/px dt=1ms origin=900,10", 400, "origin");
+    json_t *doc = s_json ("calibrate exp1 scale=0.05mm/px dt=1ms origin=128,128 y_axis=down");
+    json_decref (doc);
+    // 'none' goes back to the default (here: not calibrated).
+    doc = s_json ("calibrate exp1 none");
+    json_t *cal = json_object_get (doc, "calibration");
+    ck_assert_str_eq (json_string_value (json_object_get (cal, "source")), "none");
+    json_decref (doc);
+    // The global default: '*'.
+    doc = s_json ("calibrate * scale=20px/mm dt=500us");
+    json_decref (doc);
+    doc = s_json ("calibrate exp1");
+    cal = json_object_get (doc, "calibration");
+    ck_assert_str_eq (json_string_value (json_object_get (cal, "source")), "global");
+    json_decref (doc);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM settings"
+                                            " WHERE key = 'calibration'"),
+                      1);
+}
+END_TEST
+
+START_TEST (settings_of_an_experiment_not_seen_yet_make_it)
+{
+    s_start ("");
+    json_t *doc = s_json ("rate 5 -e run9");
+    ck_assert (json_is_true (json_object_get (doc, "created")));
+    json_decref (doc);
+    doc = s_json ("policy latest -e run9");
+    ck_assert (json_object_get (doc, "created") == NULL);  // made by 'rate'
+    json_decref (doc);
+    doc = s_json ("feedback set -e run10 setpoint=1");
+    ck_assert (json_is_true (json_object_get (doc, "created")));
+    json_decref (doc);
+    // A refused setting makes nothing; reads of an unknown one are 404s.
+    s_refused ("feedback set -e run11 kp=abc", 400, "kp");
+    s_refused ("feedback show -e run11", 404, "no experiment 'run11'");
+    // A mask: checked, then carried by the settings of the experiment's tasks.
+    s_refused ("mask run12 /no/such/mask.tif", 400, "no such file");
+    s_refused ("mask run12 relative.tif", 400, "absolute");
+    tu_farm_render (&s_farm, 1, "m");
+    char line[4200];
+    snprintf (line, sizeof line, "mask run12 %s", tu_path (s_farm.dir, "src/m_0001_a.tif"));
+    doc = s_json (line);
+    ck_assert (json_is_true (json_object_get (doc, "created")));
+    ck_assert_int_eq (json_integer_value (json_object_get (doc, "width")), 256);
+    const char *settings = json_string_value (json_object_get (doc, "settings"));
+    ck_assert_ptr_nonnull (strstr (settings, " mask="));
+    ck_assert_ptr_nonnull (strstr (settings, "m_0001_a.tif"));
+    json_decref (doc);
+    doc = s_json ("mask run12 none");
+    ck_assert_ptr_null (strstr (json_string_value (json_object_get (doc, "settings")), "mask="));
+    json_decref (doc);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments"
+                                            " WHERE name IN ('run9', 'run10', 'run12')"),
+                      3);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments"
+                                            " WHERE name = 'run11'"),
+                      0);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    config_rules ("piv", piv_settings_check_key);
+    config_rules ("calibration", piv_calib_check_key);
+    Suite *suite = suite_create ("stats");
+    TCase *farm = tcase_create ("farm");
+    tcase_add_checked_fixture (farm, s_setup, s_teardown);
+    tcase_set_timeout (farm, 300);
+    tcase_add_test (farm, a_run_counts_every_done_pair_once);
+    tcase_add_test (farm, a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample);
+    tcase_add_test (farm, a_calibration_set_before_the_first_frame_gives_metres_per_second);
+    tcase_add_test (farm, bad_calibrations_are_refused_naming_the_key);
+    tcase_add_test (farm, settings_of_an_experiment_not_seen_yet_make_it);
+    suite_add_tcase (suite, farm);
+    return suite;
+}
+
+int
+main (void)
+{
+    return tu_run_suite (s_suite ());
+}
