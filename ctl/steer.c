@@ -109,18 +109,25 @@ s_calib_word (const char *option, const char *key, const char *value, char *word
     return 0;
 }
 
+// {"scope":..,"calibration":{text, describe, source, calibrated},"units":{..}}
 static void
 s_print_calibration (jdoc_t *doc, const char *name)
 {
-    const char *text = jdoc_string (doc, "$.calibration");
-    piv_calib_t c;
-    piv_calib_init (&c);
-    char err[256], description[256] = "-";
-    if (text && piv_calib_parse (text, &c, err, sizeof err) == 0)
-        piv_calib_describe (&c, description, sizeof description);
-    printf ("calibration of %s: %s\n", name, description);
+    const char *describe = jdoc_string (doc, "$.calibration.describe");
+    const char *text = jdoc_string (doc, "$.calibration.text");
+    const char *source = jdoc_string (doc, "$.calibration.source");
+    printf ("calibration of %s: %s\n", strcmp (name, "*") == 0 ? "all experiments (the default)"
+                                                                : name,
+            describe ? describe : "-");
+    if (source)
+        printf ("  from         %s\n", source);
     if (text)
         printf ("  as recorded  %s\n", text);
+    const char *length = jdoc_string (doc, "$.units.length");
+    const char *velocity = jdoc_string (doc, "$.units.velocity");
+    const char *rate = jdoc_string (doc, "$.units.rate");
+    if (length && velocity && rate)
+        printf ("  units        x, y %s; u, v %s; vorticity %s\n", length, velocity, rate);
 }
 
 int
@@ -128,8 +135,8 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
 {
     static const char *options[][2] = {
         {"scale", "scale"}, {"dt", "dt"}, {"origin", "origin"}, {"y-axis", "y_axis"}};
-    const char *name = args->words[0];
-    if (ctl_check_name ("calibrate", name) != 0)
+    const char *name = args->words[0]; // "*": the default of every experiment
+    if (strcmp (name, "*") != 0 && ctl_check_name ("calibrate", name) != 0)
         return EXIT_USAGE;
     char words[4][300];
     char *line[8] = {"calibrate", (char *)name};
@@ -193,7 +200,12 @@ ctl_run_mask (ctl_t *ctl, ctl_args_t *args)
         printf ("%s\n", body);
     else if (rc == 0) {
         const char *mask = jdoc_string (doc, "$.mask");
-        printf ("mask of %s: %s\n", name, mask && *mask ? mask : clear ? "none" : path);
+        if (mask)
+            printf ("mask of %s: %s (%s x %s px)\n", name, mask,
+                    ctl_num (jdoc_number (doc, NAN, "$.width"), "%.0f"),
+                    ctl_num (jdoc_number (doc, NAN, "$.height"), "%.0f"));
+        else
+            printf ("mask of %s: none\n", name);
     }
     jdoc_destroy (&doc);
     free (body);
