@@ -17,6 +17,7 @@
 #include "broker/results.h"
 #include "broker/settings.h"
 #include "broker/stages.h"
+#include "broker/stats.h"
 #include "broker/storage.h"
 #include "common/daemon.h"
 #include "common/log.h"
@@ -61,6 +62,8 @@ struct _broker_t {
     dispatch_t *dispatch;     // agents, queue, retry delays, deadlines
     storage_t *storage;       // allocations, archive, guard
     control_t *control;       // the command table
+    stats_t *stats;           // run statistics, calibrations
+    int rebuild_timer;        // the statistics' rebuild runs (its timer id), or 0
 };
 
 // A message to send once the open transaction is committed.
@@ -102,6 +105,36 @@ s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
 
+// One slice of the statistics' rebuild per millisecond, until it is done:
+// the reactor serves between slices (stats.c bounds them).
+static int
+s_rebuild_timer (zloop_t *loop, int timer_id, void *arg)
+{
+    broker_t *self = arg;
+    if (stats_rebuild_step (self->stats) <= 0) {
+        zloop_timer_end (loop, timer_id);
+        self->rebuild_timer = 0;
+    }
+    return 0;
+}
+
+static void
+s_rebuild_start (broker_t *self)
+{
+    if (!self->rebuild_timer && self->loop)
+        self->rebuild_timer = zloop_timer (self->loop, 1, 0, s_rebuild_timer, self);
+}
+
+// The statistics' checkpoint (broker/stats_ms), in the open group.
+static int
+s_stats_timer (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    stats_checkpoint (self->stats, NULL, util_time_ns ());
+    return 0;
+}
+
 // After a failed commit the broker's memory runs ahead of the store: the
 // pairing rules consumed files, the experiments may hold ids, the queue
 // pairs, none of which were committed. Start again from what the store
@@ -114,6 +147,10 @@ s_resync (broker_t *self)
     dispatch_clear (self->dispatch);
     zlistx_purge (self->fresh);
     store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self);
+    // The statistics counted results that are gone: counted again from
+    // what the store holds.
+    stats_resync (self->stats);
+    s_rebuild_start (self);
 }
 
 // Commits the open transaction; then sends what waited for it and makes the
@@ -352,6 +389,7 @@ s_stages (broker_t *self, stages_t *stages)
                           .dispatch = self->dispatch,
                           .results = self->results,
                           .storage = self->storage,
+                          .stats = self->stats,
                           .started_ns = self->started_ns,
                           .arg = self,
                           .store_error = s_store_error};
@@ -464,6 +502,12 @@ s_stages_new (broker_t *self, char *err, size_t errlen)
         snprintf (err, errlen, "cannot start the broker: out of memory");
         return -1;
     }
+    stats_host_t stats = {.store = self->store,
+                          .experiments = ingest_experiments (self->ingest),
+                          .cfg = cfg};
+    if (!(self->stats = stats_new (&stats, err, errlen)))
+        return -1;
+    results_set_stats (self->results, self->stats);
     return 0;
 }
 
@@ -488,7 +532,7 @@ s_load (broker_t *self, char *err, size_t errlen)
     zlistx_purge (self->fresh);
     stages_t stages;
     s_stages (self, &stages);
-    if (settings_load (&stages) != 0
+    if (settings_load (&stages) != 0 || stats_load (self->stats) != 0
         || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
         snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
                   store_error (self->store));
@@ -525,6 +569,9 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
     zloop_timer (self->loop, cfg->broker.commit_ms > 0 ? (size_t) cfg->broker.commit_ms : 1, 0,
                  s_commit_timer, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
+    if (cfg->broker.stats_ms > 0)
+        zloop_timer (self->loop, (size_t) cfg->broker.stats_ms, 0, s_stats_timer, self);
+    s_rebuild_start (self);
     return 0;
 }
 
@@ -592,6 +639,9 @@ broker_destroy (broker_t **self_p)
         return;
     broker_t *self = *self_p;
     if (self->store) {
+        // A clean stop saves the statistics with the last commit.
+        if (self->stats)
+            stats_checkpoint (self->stats, NULL, util_time_ns ());
         s_commit (self);
         if (self->dispatch)
             dispatch_goodbye (self->dispatch);
@@ -612,6 +662,7 @@ broker_destroy (broker_t **self_p)
     zlistx_destroy (&self->after);
     ingest_destroy (&self->ingest);
     results_destroy (&self->results);
+    stats_destroy (&self->stats);
     store_destroy (&self->store);
     free (self);
     *self_p = NULL;

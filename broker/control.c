@@ -3,6 +3,7 @@
 // change is a setting or event in the store, committed before the reply.
 
 #include "broker/control.h"
+#include "broker/control_cmd.h"
 #include "broker/replay.h"
 #include "broker/status.h"
 #include "broker/text.h"
@@ -24,69 +25,8 @@
 #define LIST_DEFAULT 1000  // rows of 'pairs' and 'log' by default
 #define LIST_MAX 10000     // and at most
 
-struct _control_t {
-    stages_t stages;          // what status reads
-    const config_t *cfg;      // the stages, by their short names:
-    store_t *store;
-    ingest_t *ingest;
-    dispatch_t *dispatch;
-    results_t *results;
-    storage_t *storage;
-    zloop_t *loop;            // replays' timers
-    zsock_t *publish;         // replayed feedback messages
-    const char *settings;     // default PIV settings
-    peers_t *peers;           // who may read, who may change
-    void *arg;                // the reactor's commit, with its argument
-    int (*commit) (void *arg);
-};
-
-// ---------------------------------------------------------------------------
-// A command: its words, its options, its answer
-
-typedef struct {
-    control_t *self;
-    int argc;            // words after the options are taken out
-    char **argv;
-    const char *experiment;  // -e EXP
-    const char *state;       // --state S
-    long limit;              // --limit N
-    long page;               // --page K (status, experiments, agents), 0: none
-    long long after;         // --after ID
-    const char *as;          // --as NAME
-    const char *speed;       // --speed X|max
-    const char *passes, *overlap, *iterations, *deform;
-    int feedback_only;       // --feedback-only
-    const char *size, *hours, *dir, *to;  // provision --size --hours --dir, archive --to
-    int tmpfs;               // provision --tmpfs
-    unsigned given;          // options seen, a bit each (S_OPT_*)
-    const char *peer;        // the client's CURVE public key (Z85), or NULL
-    uint32_t status;         // the reply
-    text_t body;
-} s_cmd_t;
-
-enum {
-    S_OPT_EXP = 1 << 0,
-    S_OPT_STATE = 1 << 1,
-    S_OPT_LIMIT = 1 << 2,
-    S_OPT_AFTER = 1 << 3,
-    S_OPT_AS = 1 << 4,
-    S_OPT_SPEED = 1 << 5,
-    S_OPT_PIV = 1 << 6,
-    S_OPT_FEEDBACK_ONLY = 1 << 7,
-    S_OPT_SIZE = 1 << 8,
-    S_OPT_HOURS = 1 << 9,
-    S_OPT_TMPFS = 1 << 10,
-    S_OPT_DIR = 1 << 11,
-    S_OPT_TO = 1 << 12,
-    S_OPT_PAGE = 1 << 13,
-};
-
-// Sets the reply to an error line.
-static int
-s_refuse (s_cmd_t *cmd, uint32_t status, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
-
-static int
-s_refuse (s_cmd_t *cmd, uint32_t status, const char *fmt, ...)
+int
+cmd_refuse (control_cmd_t *cmd, uint32_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start (ap, fmt);
@@ -100,7 +40,7 @@ s_refuse (s_cmd_t *cmd, uint32_t status, const char *fmt, ...)
 }
 
 static int
-s_parse_options (s_cmd_t *cmd, int argc, char **argv)
+s_parse_options (control_cmd_t *cmd, int argc, char **argv)
 {
     static const struct option options[] = {{"experiment", required_argument, NULL, 'e'},
                                              {"state", required_argument, NULL, 's'},
@@ -125,18 +65,18 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
         int opt;
         size_t offset;
         unsigned bit;
-    } text_options[] = {{'e', offsetof (s_cmd_t, experiment), S_OPT_EXP},
-                        {'s', offsetof (s_cmd_t, state), S_OPT_STATE},
-                        {'A', offsetof (s_cmd_t, as), S_OPT_AS},
-                        {'S', offsetof (s_cmd_t, speed), S_OPT_SPEED},
-                        {'p', offsetof (s_cmd_t, passes), S_OPT_PIV},
-                        {'o', offsetof (s_cmd_t, overlap), S_OPT_PIV},
-                        {'i', offsetof (s_cmd_t, iterations), S_OPT_PIV},
-                        {'d', offsetof (s_cmd_t, deform), S_OPT_PIV},
-                        {'z', offsetof (s_cmd_t, size), S_OPT_SIZE},
-                        {'H', offsetof (s_cmd_t, hours), S_OPT_HOURS},
-                        {'D', offsetof (s_cmd_t, dir), S_OPT_DIR},
-                        {'t', offsetof (s_cmd_t, to), S_OPT_TO}};
+    } text_options[] = {{'e', offsetof (control_cmd_t, experiment), CMD_OPT_EXP},
+                        {'s', offsetof (control_cmd_t, state), CMD_OPT_STATE},
+                        {'A', offsetof (control_cmd_t, as), CMD_OPT_AS},
+                        {'S', offsetof (control_cmd_t, speed), CMD_OPT_SPEED},
+                        {'p', offsetof (control_cmd_t, passes), CMD_OPT_PIV},
+                        {'o', offsetof (control_cmd_t, overlap), CMD_OPT_PIV},
+                        {'i', offsetof (control_cmd_t, iterations), CMD_OPT_PIV},
+                        {'d', offsetof (control_cmd_t, deform), CMD_OPT_PIV},
+                        {'z', offsetof (control_cmd_t, size), CMD_OPT_SIZE},
+                        {'H', offsetof (control_cmd_t, hours), CMD_OPT_HOURS},
+                        {'D', offsetof (control_cmd_t, dir), CMD_OPT_DIR},
+                        {'t', offsetof (control_cmd_t, to), CMD_OPT_TO}};
     cmd->limit = LIST_DEFAULT;
     optind = 0;  // GNU: start afresh
     opterr = 0;
@@ -172,31 +112,31 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
         case 'l':
             cmd->limit = strtol (optarg, &end, 10);
             if (*end || end == optarg || cmd->limit < 1 || cmd->limit > LIST_MAX)
-                return s_refuse (cmd, 400, "bad --limit '%s': 1 to %d", optarg, LIST_MAX);
-            cmd->given |= S_OPT_LIMIT;
+                return cmd_refuse (cmd, 400, "bad --limit '%s': 1 to %d", optarg, LIST_MAX);
+            cmd->given |= CMD_OPT_LIMIT;
             break;
         case 'a':
             cmd->after = strtoll (optarg, &end, 10);
             if (*end || end == optarg || cmd->after < 0)
-                return s_refuse (cmd, 400, "bad --after '%s': an id, 0 or more", optarg);
-            cmd->given |= S_OPT_AFTER;
+                return cmd_refuse (cmd, 400, "bad --after '%s': an id, 0 or more", optarg);
+            cmd->given |= CMD_OPT_AFTER;
             break;
         case 'P':
             cmd->page = strtol (optarg, &end, 10);
             if (*end || end == optarg || cmd->page < 1 || cmd->page > 1000000)
-                return s_refuse (cmd, 400, "bad --page '%s': 1 or more", optarg);
-            cmd->given |= S_OPT_PAGE;
+                return cmd_refuse (cmd, 400, "bad --page '%s': 1 or more", optarg);
+            cmd->given |= CMD_OPT_PAGE;
             break;
         case 'F':
-            cmd->feedback_only = 1, cmd->given |= S_OPT_FEEDBACK_ONLY;
+            cmd->feedback_only = 1, cmd->given |= CMD_OPT_FEEDBACK_ONLY;
             break;
         case 'T':
-            cmd->tmpfs = 1, cmd->given |= S_OPT_TMPFS;
+            cmd->tmpfs = 1, cmd->given |= CMD_OPT_TMPFS;
             break;
         case ':':
-            return s_refuse (cmd, 400, "option '%s' needs a value", argv[optind - 1]);
+            return cmd_refuse (cmd, 400, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return s_refuse (cmd, 400, "unknown option '%s'", argv[optind - 1]);
+            return cmd_refuse (cmd, 400, "unknown option '%s'", argv[optind - 1]);
         }
     }
     cmd->argc = words;
@@ -205,61 +145,95 @@ s_parse_options (s_cmd_t *cmd, int argc, char **argv)
 }
 
 // Refuses options the command does not take, and a word count out of range.
-static int
-s_expect (s_cmd_t *cmd, unsigned options, int min_words, int max_words, const char *usage)
+int
+cmd_expect (control_cmd_t *cmd, unsigned options, int min_words, int max_words, const char *usage)
 {
     if (cmd->given & ~options)
-        return s_refuse (cmd, 400, "'%s' takes no such option; usage: %s", cmd->argv[0], usage);
+        return cmd_refuse (cmd, 400, "'%s' takes no such option; usage: %s", cmd->argv[0], usage);
     if (cmd->argc < min_words || cmd->argc > max_words)
-        return s_refuse (cmd, 400, "usage: %s", usage);
+        return cmd_refuse (cmd, 400, "usage: %s", usage);
     return 0;
 }
 
 // The experiment named, or NULL with a 404.
-static exp_t *
-s_find_experiment (s_cmd_t *cmd, const char *name)
+exp_t *
+cmd_find_experiment (control_cmd_t *cmd, const char *name)
 {
     store_experiment_t found;
     int rc = store_experiment_find (cmd->self->store, name, &found);
     if (rc < 0) {
-        s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+        cmd_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
         return NULL;
     }
     if (rc == 0) {
-        s_refuse (cmd, 404, "no experiment '%s'", name);
+        cmd_refuse (cmd, 404, "no experiment '%s'", name);
         return NULL;
     }
     exp_t *exp = ingest_experiment (cmd->self->ingest, name, util_time_ns ());
     if (!exp)
-        s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+        cmd_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+    return exp;
+}
+
+exp_t *
+cmd_setting_experiment (control_cmd_t *cmd, const char *name)
+{
+    store_t *store = cmd->self->store;
+    store_experiment_t found;
+    int rc = store_experiment_find (store, name, &found);
+    if (rc == 0) {
+        int64_t now = util_time_ns ();
+        char what[256];
+        snprintf (what, sizeof what, "created by the operator's '%s' before its first file",
+                  cmd->argv[0]);
+        if (store_experiment_create (store, name, NULL, NULL, now) < 0
+            || store_event (store, "experiment", 0, 0, "", now) < 0)
+            rc = -1;
+        else {
+            store_experiment_find (store, name, &found);
+            store_event (store, "experiment", found.id, 0, what, now);
+            cmd->created = 1;
+        }
+    }
+    if (rc < 0) {
+        cmd_refuse (cmd, 500, "cannot create experiment '%s': %s", name, store_error (store));
+        return NULL;
+    }
+    exp_t *exp = ingest_experiment (cmd->self->ingest, name, util_time_ns ());
+    if (!exp)
+        cmd_refuse (cmd, 500, "cannot read the store: %s", store_error (store));
     return exp;
 }
 
 // The scope of -e EXP: its id, or 0 for the global default; -1 (refused)
-// for an unknown experiment.
+// for an unknown experiment. A command that sets something ('sets') makes
+// an unknown experiment instead (cmd_setting_experiment).
 static int64_t
-s_scope (s_cmd_t *cmd, exp_t **exp_p)
+s_scope (control_cmd_t *cmd, exp_t **exp_p, int sets)
 {
     *exp_p = NULL;
     if (!cmd->experiment)
         return 0;
-    *exp_p = s_find_experiment (cmd, cmd->experiment);
+    *exp_p = sets ? cmd_setting_experiment (cmd, cmd->experiment)
+                  : cmd_find_experiment (cmd, cmd->experiment);
     return *exp_p ? (*exp_p)->id : -1;
 }
 
-static void
-s_put_scope (s_cmd_t *cmd, exp_t *exp)
+void
+cmd_put_scope (control_cmd_t *cmd, exp_t *exp)
 {
     text_put (&cmd->body, "{\"scope\":");
     text_put_string (&cmd->body, exp ? exp->name : "*");
+    if (cmd->created)
+        text_put (&cmd->body, ",\"created\":true");
 }
 
 // Commits a change before it is answered; a 500 if the store fails.
-static int
-s_commit (s_cmd_t *cmd)
+int
+cmd_commit (control_cmd_t *cmd)
 {
     if (cmd->self->commit (cmd->self->arg) != 0)
-        return s_refuse (cmd, 500, "cannot commit the change: %s", store_error (cmd->self->store));
+        return cmd_refuse (cmd, 500, "cannot commit the change: %s", store_error (cmd->self->store));
     return 0;
 }
 
@@ -269,22 +243,22 @@ s_commit (s_cmd_t *cmd)
 // "KEY":[rows],... of status, experiments and agents (status_experiments,
 // status_agents) within the command's -e, --page and --limit.
 static int
-s_put_list (s_cmd_t *cmd, int (*put) (text_t *, const stages_t *, const status_query_t *, int *,
+s_put_list (control_cmd_t *cmd, int (*put) (text_t *, const stages_t *, const status_query_t *, int *,
                                       char *, size_t),
             int *cut)
 {
     status_query_t q = {.experiment = cmd->experiment,
                         .page = cmd->page,
-                        .most = cmd->given & S_OPT_LIMIT ? (size_t) cmd->limit : STATUS_ROWS};
+                        .most = cmd->given & CMD_OPT_LIMIT ? (size_t) cmd->limit : STATUS_ROWS};
     char err[600];
     if (put (&cmd->body, &cmd->self->stages, &q, cut, err, sizeof err) != 0)
-        return s_refuse (cmd, 500, "%s", err);
+        return cmd_refuse (cmd, 500, "%s", err);
     return 0;
 }
 
 // ,"page":K|null,"truncated":B: whether a list was cut.
 static void
-s_put_cut (s_cmd_t *cmd, int cut)
+s_put_cut (control_cmd_t *cmd, int cut)
 {
     if (cmd->page > 0)
         text_put (&cmd->body, ",\"page\":%ld", cmd->page);
@@ -296,17 +270,17 @@ s_put_cut (s_cmd_t *cmd, int cut)
 // -e EXP of status and experiments: 0 if it is known (or not given),
 // -1 (404) if not.
 static int
-s_only (s_cmd_t *cmd)
+s_only (control_cmd_t *cmd)
 {
     exp_t *exp;
-    return s_scope (cmd, &exp) < 0 ? -1 : 0;
+    return s_scope (cmd, &exp, 0) < 0 ? -1 : 0;
 }
 
 static int
-s_status (s_cmd_t *cmd)
+s_status (control_cmd_t *cmd)
 {
     control_t *self = cmd->self;
-    if (s_expect (cmd, S_OPT_EXP | S_OPT_PAGE | S_OPT_LIMIT, 1, 1,
+    if (cmd_expect (cmd, CMD_OPT_EXP | CMD_OPT_PAGE | CMD_OPT_LIMIT, 1, 1,
                   "status [-e EXP] [--page K] [--limit N]"))
         return -1;
     self->commit (self->arg);  // what the status says is committed
@@ -325,9 +299,9 @@ s_status (s_cmd_t *cmd)
 }
 
 static int
-s_agents (s_cmd_t *cmd)
+s_agents (control_cmd_t *cmd)
 {
-    if (s_expect (cmd, S_OPT_PAGE | S_OPT_LIMIT, 1, 1, "agents [--page K] [--limit N]"))
+    if (cmd_expect (cmd, CMD_OPT_PAGE | CMD_OPT_LIMIT, 1, 1, "agents [--page K] [--limit N]"))
         return -1;
     int cut = 0;
     text_put (&cmd->body, "{");
@@ -339,9 +313,9 @@ s_agents (s_cmd_t *cmd)
 }
 
 static int
-s_experiments (s_cmd_t *cmd)
+s_experiments (control_cmd_t *cmd)
 {
-    if (s_expect (cmd, S_OPT_EXP | S_OPT_PAGE | S_OPT_LIMIT, 1, 1,
+    if (cmd_expect (cmd, CMD_OPT_EXP | CMD_OPT_PAGE | CMD_OPT_LIMIT, 1, 1,
                   "experiments [-e EXP] [--page K] [--limit N]"))
         return -1;
     cmd->self->commit (cmd->self->arg);
@@ -362,7 +336,7 @@ s_experiments (s_cmd_t *cmd)
 static const char *s_states[] = {"pending", "dispatched", "done", "failed", "skipped"};
 
 typedef struct {
-    s_cmd_t *cmd;
+    control_cmd_t *cmd;
     long rows;
 } s_list_t;
 
@@ -390,10 +364,10 @@ s_put_pair (void *arg, const store_pair_info_t *p)
 }
 
 static int
-s_pairs (s_cmd_t *cmd)
+s_pairs (control_cmd_t *cmd)
 {
     const char *usage = "pairs EXP [--state S] [--limit N] [--after ID]";
-    if (s_expect (cmd, S_OPT_STATE | S_OPT_LIMIT | S_OPT_AFTER, 2, 2, usage))
+    if (cmd_expect (cmd, CMD_OPT_STATE | CMD_OPT_LIMIT | CMD_OPT_AFTER, 2, 2, usage))
         return -1;
     int state = -1;
     if (cmd->state) {
@@ -401,13 +375,13 @@ s_pairs (s_cmd_t *cmd)
             if (strcmp (cmd->state, s_states[i]) == 0)
                 state = i;
         if (state < 0)
-            return s_refuse (cmd, 400,
+            return cmd_refuse (cmd, 400,
                              "unknown state '%s' (known: pending, dispatched, done, failed, "
                              "skipped)",
                              cmd->state);
     }
     cmd->self->commit (cmd->self->arg);
-    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    exp_t *exp = cmd_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
     text_put (&cmd->body, "{\"experiment\":");
@@ -417,7 +391,7 @@ s_pairs (s_cmd_t *cmd)
     if (store_pairs_of (cmd->self->store, exp->id, state, cmd->after, (int) cmd->limit + 1,
                         s_put_pair, &list)
         < 0)
-        return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+        return cmd_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
     text_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
     return 0;
 }
@@ -441,12 +415,12 @@ s_put_event (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t exp
 }
 
 static int
-s_log (s_cmd_t *cmd)
+s_log (control_cmd_t *cmd)
 {
-    if (s_expect (cmd, S_OPT_LIMIT | S_OPT_AFTER, 2, 2, "log EXP [--after ID] [--limit N]"))
+    if (cmd_expect (cmd, CMD_OPT_LIMIT | CMD_OPT_AFTER, 2, 2, "log EXP [--after ID] [--limit N]"))
         return -1;
     cmd->self->commit (cmd->self->arg);
-    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    exp_t *exp = cmd_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
     text_put (&cmd->body, "{\"experiment\":");
@@ -454,7 +428,7 @@ s_log (s_cmd_t *cmd)
     text_put (&cmd->body, ",\"events\":[");
     s_list_t list = {cmd, 0};
     if (store_events (cmd->self->store, exp->id, cmd->after, s_put_event, &list) < 0)
-        return s_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
+        return cmd_refuse (cmd, 500, "cannot read the store: %s", store_error (cmd->self->store));
     text_put (&cmd->body, "],\"truncated\":%s}", list.rows > cmd->limit ? "true" : "false");
     return 0;
 }
@@ -463,30 +437,30 @@ s_log (s_cmd_t *cmd)
 // rate, policy, pause, resume
 
 static int
-s_rate (s_cmd_t *cmd)
+s_rate (control_cmd_t *cmd)
 {
     const char *usage = "rate N|max [-e EXP]";
-    if (s_expect (cmd, S_OPT_EXP, 2, 2, usage))
+    if (cmd_expect (cmd, CMD_OPT_EXP, 2, 2, usage))
         return -1;
     double rate = 0;
     char *end;
     if (strcmp (cmd->argv[1], "max") != 0) {
         rate = strtod (cmd->argv[1], &end);
         if (*end || end == cmd->argv[1] || !(rate >= 0.01 && rate <= 1e6))
-            return s_refuse (cmd, 400, "bad rate '%s': pairs per second from 0.01 to 1e6, or max",
+            return cmd_refuse (cmd, 400, "bad rate '%s': pairs per second from 0.01 to 1e6, or max",
                              cmd->argv[1]);
     }
     exp_t *exp;
-    int64_t id = s_scope (cmd, &exp);
+    int64_t id = s_scope (cmd, &exp, 1);
     if (id < 0)
         return -1;
     if (store_setting_set (cmd->self->store, id, "rate", cmd->argv[1], util_time_ns ()) != 0)
-        return s_refuse (cmd, 500, "cannot record the rate: %s", store_error (cmd->self->store));
-    if (s_commit (cmd))
+        return cmd_refuse (cmd, 500, "cannot record the rate: %s", store_error (cmd->self->store));
+    if (cmd_commit (cmd))
         return -1;
     sched_set_rate (dispatch_sched (cmd->self->dispatch), id, rate);
     dispatch_now (cmd->self->dispatch);
-    s_put_scope (cmd, exp);
+    cmd_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"rate_limit\":");
     text_put_number (&cmd->body, rate > 0 ? rate : NAN);
     text_put (&cmd->body, "}");
@@ -494,48 +468,48 @@ s_rate (s_cmd_t *cmd)
 }
 
 static int
-s_policy (s_cmd_t *cmd)
+s_policy (control_cmd_t *cmd)
 {
     const char *usage = "policy all|latest|sample N [-e EXP]";
-    if (s_expect (cmd, S_OPT_EXP, 2, 3, usage))
+    if (cmd_expect (cmd, CMD_OPT_EXP, 2, 3, usage))
         return -1;
     sched_policy_t policy;
     char err[256], text[32];
     if (sched_policy_parse (cmd->argc - 1, cmd->argv + 1, &policy, err, sizeof err) != 0)
-        return s_refuse (cmd, 400, "%s; usage: %s", err, usage);
+        return cmd_refuse (cmd, 400, "%s; usage: %s", err, usage);
     exp_t *exp;
-    int64_t id = s_scope (cmd, &exp);
+    int64_t id = s_scope (cmd, &exp, 1);
     if (id < 0)
         return -1;
     sched_policy_format (policy, text, sizeof text);
     if (store_setting_set (cmd->self->store, id, "policy", text, util_time_ns ()) != 0)
-        return s_refuse (cmd, 500, "cannot record the policy: %s", store_error (cmd->self->store));
-    if (s_commit (cmd))
+        return cmd_refuse (cmd, 500, "cannot record the policy: %s", store_error (cmd->self->store));
+    if (cmd_commit (cmd))
         return -1;
     sched_set_policy (dispatch_sched (cmd->self->dispatch), id, policy);
     dispatch_now (cmd->self->dispatch);
-    s_put_scope (cmd, exp);
+    cmd_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"policy\":\"%s\"}", text);
     return 0;
 }
 
 static int
-s_pause (s_cmd_t *cmd, int paused)
+s_pause (control_cmd_t *cmd, int paused)
 {
-    if (s_expect (cmd, S_OPT_EXP, 1, 1, paused ? "pause [-e EXP]" : "resume [-e EXP]"))
+    if (cmd_expect (cmd, CMD_OPT_EXP, 1, 1, paused ? "pause [-e EXP]" : "resume [-e EXP]"))
         return -1;
     exp_t *exp;
-    int64_t id = s_scope (cmd, &exp);
+    int64_t id = s_scope (cmd, &exp, 1);
     if (id < 0)
         return -1;
     if (store_setting_set (cmd->self->store, id, "paused", paused ? "1" : NULL, util_time_ns ())
         != 0)
-        return s_refuse (cmd, 500, "cannot record the pause: %s", store_error (cmd->self->store));
-    if (s_commit (cmd))
+        return cmd_refuse (cmd, 500, "cannot record the pause: %s", store_error (cmd->self->store));
+    if (cmd_commit (cmd))
         return -1;
     sched_set_paused (dispatch_sched (cmd->self->dispatch), id, paused);
     dispatch_now (cmd->self->dispatch);
-    s_put_scope (cmd, exp);
+    cmd_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"paused\":%s}", paused ? "true" : "false");
     return 0;
 }
@@ -544,19 +518,19 @@ s_pause (s_cmd_t *cmd, int paused)
 // retry, backfill
 
 static int
-s_reset (s_cmd_t *cmd, store_state_t from)
+s_reset (control_cmd_t *cmd, store_state_t from)
 {
-    if (s_expect (cmd, 0, 2, 2, from == STORE_FAILED ? "retry EXP" : "backfill EXP"))
+    if (cmd_expect (cmd, 0, 2, 2, from == STORE_FAILED ? "retry EXP" : "backfill EXP"))
         return -1;
-    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    exp_t *exp = cmd_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
     int moved = store_pairs_reset (cmd->self->store, exp->id, from, util_time_ns (),
                                    ingest_queue_again, cmd->self->ingest);
     if (moved < 0)
-        return s_refuse (cmd, 500, "cannot move the pairs of '%s': %s", exp->name,
+        return cmd_refuse (cmd, 500, "cannot move the pairs of '%s': %s", exp->name,
                          store_error (cmd->self->store));
-    if (s_commit (cmd))
+    if (cmd_commit (cmd))
         return -1;
     text_put (&cmd->body, "{\"experiment\":");
     text_put_string (&cmd->body, exp->name);
@@ -568,7 +542,7 @@ s_reset (s_cmd_t *cmd, store_state_t from)
 // feedback
 
 static int
-s_put_feedback (s_cmd_t *cmd, exp_t *exp)
+s_put_feedback (control_cmd_t *cmd, exp_t *exp)
 {
     control_t *self = cmd->self;
     const feedback_settings_t *fs = exp && exp->feedback_own ? &exp->feedback : results_feedback (self->results);
@@ -576,48 +550,52 @@ s_put_feedback (s_cmd_t *cmd, exp_t *exp)
     feedback_pi_reset (&none);
     char json[2048];
     if (feedback_settings_json (fs, exp ? &exp->pi : &none, json, sizeof json) < 0)
-        return s_refuse (cmd, 500, "feedback settings too long to show");
-    s_put_scope (cmd, exp);
+        return cmd_refuse (cmd, 500, "feedback settings too long to show");
+    cmd_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"feedback\":%s}", json);
     return 0;
 }
 
 // Records feedback settings: "enabled=0|1 key=value ...".
 static int
-s_save_feedback (s_cmd_t *cmd, int64_t id, const feedback_settings_t *fs)
+s_save_feedback (control_cmd_t *cmd, int64_t id, const feedback_settings_t *fs)
 {
     char text[1024];
     if (feedback_settings_format (fs, text, sizeof text) < 0)
-        return s_refuse (cmd, 500, "feedback settings too long to record");
+        return cmd_refuse (cmd, 500, "feedback settings too long to record");
     if (store_setting_set (cmd->self->store, id, "feedback", text, util_time_ns ()) != 0)
-        return s_refuse (cmd, 500, "cannot record the feedback settings: %s",
+        return cmd_refuse (cmd, 500, "cannot record the feedback settings: %s",
                          store_error (cmd->self->store));
-    return s_commit (cmd);
+    return cmd_commit (cmd);
 }
 
 static int
-s_feedback (s_cmd_t *cmd)
+s_feedback (control_cmd_t *cmd)
 {
     const char *usage = "feedback show|on|off|set KEY=VALUE... [-e EXP]";
-    if (s_expect (cmd, S_OPT_EXP, 2, 40, usage))
+    if (cmd_expect (cmd, CMD_OPT_EXP, 2, 40, usage))
         return -1;
     exp_t *exp;
-    int64_t id = s_scope (cmd, &exp);
-    if (id < 0)
-        return -1;
     const char *what = cmd->argv[1];
     if (strcmp (what, "show") == 0 && cmd->argc == 2)
-        return s_put_feedback (cmd, exp);
+        return s_scope (cmd, &exp, 0) < 0 ? -1 : s_put_feedback (cmd, exp);
+    // Checked before an unknown experiment is made for them: its settings
+    // would be the global ones.
+    exp = cmd->experiment ? zhashx_lookup (ingest_experiments (cmd->self->ingest), cmd->experiment)
+                          : NULL;
     feedback_settings_t fs = exp && exp->feedback_own ? exp->feedback : *results_feedback (cmd->self->results);
     if ((strcmp (what, "on") == 0 || strcmp (what, "off") == 0) && cmd->argc == 2)
         fs.enabled = strcmp (what, "on") == 0;
     else if (strcmp (what, "set") == 0 && cmd->argc > 2) {
         char err[512];
         if (feedback_settings_apply (&fs, cmd->argc - 2, cmd->argv + 2, err, sizeof err) != 0)
-            return s_refuse (cmd, 400, "%s", err);
+            return cmd_refuse (cmd, 400, "%s", err);
     }
     else
-        return s_refuse (cmd, 400, "usage: %s", usage);
+        return cmd_refuse (cmd, 400, "usage: %s", usage);
+    int64_t id = s_scope (cmd, &exp, 1);
+    if (id < 0)
+        return -1;
     if (s_save_feedback (cmd, id, &fs))
         return -1;
     if (exp) {
@@ -654,7 +632,7 @@ s_replay_file_event (void *arg, exp_t *exp, const char *name, int64_t size, int6
 // given in their place, each checked as the configuration file's key is.
 // -1 (refused) for a bad value.
 static int
-s_replay_settings (s_cmd_t *cmd, const char *base, char *out, size_t size)
+s_replay_settings (control_cmd_t *cmd, const char *base, char *out, size_t size)
 {
     config_t cfg = *cmd->self->cfg;
     char **words = NULL, err[512];
@@ -677,18 +655,18 @@ s_replay_settings (s_cmd_t *cmd, const char *base, char *out, size_t size)
         if (given[i].value
             && config_set (&cfg, "piv", given[i].key, given[i].value, "the replay command", err,
                            sizeof err))
-            return s_refuse (cmd, 400, "bad --%s: %s", given[i].key, err);
+            return cmd_refuse (cmd, 400, "bad --%s: %s", given[i].key, err);
     broker_settings_format (&cfg, out, size);
     return 0;
 }
 
 static int
-s_replay (s_cmd_t *cmd)
+s_replay (control_cmd_t *cmd)
 {
     control_t *self = cmd->self;
     const char *usage = "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] "
                         "[--iterations I] [--deform D] [--feedback-only]";
-    if (s_expect (cmd, S_OPT_AS | S_OPT_SPEED | S_OPT_PIV | S_OPT_FEEDBACK_ONLY, 2, 2, usage))
+    if (cmd_expect (cmd, CMD_OPT_AS | CMD_OPT_SPEED | CMD_OPT_PIV | CMD_OPT_FEEDBACK_ONLY, 2, 2, usage))
         return -1;
     double speed = 1;
     char *end;
@@ -697,21 +675,21 @@ s_replay (s_cmd_t *cmd)
     else if (cmd->speed) {
         speed = strtod (cmd->speed, &end);
         if (*end || end == cmd->speed || !(speed >= 0.01 && speed <= 1e6))
-            return s_refuse (cmd, 400, "bad --speed '%s': 0.01 to 1e6, or max", cmd->speed);
+            return cmd_refuse (cmd, 400, "bad --speed '%s': 0.01 to 1e6, or max", cmd->speed);
     }
-    if (cmd->feedback_only && (cmd->given & S_OPT_PIV))
-        return s_refuse (cmd, 400, "--feedback-only computes nothing: PIV options make no sense");
-    exp_t *of = s_find_experiment (cmd, cmd->argv[1]);
+    if (cmd->feedback_only && (cmd->given & CMD_OPT_PIV))
+        return cmd_refuse (cmd, 400, "--feedback-only computes nothing: PIV options make no sense");
+    exp_t *of = cmd_find_experiment (cmd, cmd->argv[1]);
     if (!of)
         return -1;
     char name[PATH_MAX];
     store_experiment_t found;
     if (cmd->as) {
         if (!*cmd->as || strchr (cmd->as, '/') || strlen (cmd->as) > 200)
-            return s_refuse (cmd, 400, "bad --as '%s': a name without '/'", cmd->as);
+            return cmd_refuse (cmd, 400, "bad --as '%s': a name without '/'", cmd->as);
         snprintf (name, sizeof name, "%s", cmd->as);
         if (store_experiment_find (self->store, name, &found) != 0)
-            return s_refuse (cmd, 400, "experiment '%s' exists already: choose another --as",
+            return cmd_refuse (cmd, 400, "experiment '%s' exists already: choose another --as",
                              name);
     }
     else
@@ -728,21 +706,21 @@ s_replay (s_cmd_t *cmd)
                           self->ingest};
     replay_t *r = replay_new (&host, of, speed, cmd->feedback_only, err, sizeof err);
     if (!r)
-        return s_refuse (cmd, 500, "%s", err);
+        return cmd_refuse (cmd, 500, "%s", err);
     int64_t now = util_time_ns ();
     if (store_experiment_create (self->store, name, of->source,
                                  strcmp (settings, self->settings) == 0 ? "" : settings, now)
             < 0
-        || s_commit (cmd)) {
+        || cmd_commit (cmd)) {
         replay_destroy (&r);
         return cmd->status ? -1
-                           : s_refuse (cmd, 500, "cannot create '%s': %s", name,
+                           : cmd_refuse (cmd, 500, "cannot create '%s': %s", name,
                                        store_error (self->store));
     }
     exp_t *exp = ingest_experiment (self->ingest, name, now);
     if (!exp) {
         replay_destroy (&r);
-        return s_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
+        return cmd_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
     }
     size_t total = replay_total (r);
     log_notice ("replaying '%s' as '%s': %zu %s at speed %s", of->name, name, total,
@@ -766,16 +744,16 @@ s_replay (s_cmd_t *cmd)
 // A storage call's status: 200 goes on (the change committed), others are
 // refused with its message.
 static int
-s_storage_status (s_cmd_t *cmd, int status, const char *err)
+s_storage_status (control_cmd_t *cmd, int status, const char *err)
 {
     if (status != 200)
-        return s_refuse (cmd, (uint32_t) status, "%s", err);
-    return s_commit (cmd);
+        return cmd_refuse (cmd, (uint32_t) status, "%s", err);
+    return cmd_commit (cmd);
 }
 
 // The reply of provision, release and archive: the experiment's storage.
 static void
-s_put_exp_reply (s_cmd_t *cmd, exp_t *exp)
+s_put_exp_reply (control_cmd_t *cmd, exp_t *exp)
 {
     text_put (&cmd->body, "{\"experiment\":");
     text_put_string (&cmd->body, exp->name);
@@ -784,24 +762,24 @@ s_put_exp_reply (s_cmd_t *cmd, exp_t *exp)
 }
 
 static int
-s_provision (s_cmd_t *cmd)
+s_provision (control_cmd_t *cmd)
 {
     const char *usage = "provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]";
-    if (s_expect (cmd, S_OPT_SIZE | S_OPT_HOURS | S_OPT_TMPFS | S_OPT_DIR, 2, 2, usage))
+    if (cmd_expect (cmd, CMD_OPT_SIZE | CMD_OPT_HOURS | CMD_OPT_TMPFS | CMD_OPT_DIR, 2, 2, usage))
         return -1;
     int64_t size;
     double hours;
     char *end;
     if (!cmd->size || !cmd->hours)
-        return s_refuse (cmd, 400, "provision needs --size and --hours; usage: %s", usage);
+        return cmd_refuse (cmd, 400, "provision needs --size and --hours; usage: %s", usage);
     if (util_parse_size (cmd->size, &size) != 0 || size < (1 << 20))
-        return s_refuse (cmd, 400, "bad --size '%s': a size of 1M or more, such as 20G",
+        return cmd_refuse (cmd, 400, "bad --size '%s': a size of 1M or more, such as 20G",
                          cmd->size);
     hours = strtod (cmd->hours, &end);
     if (*end || end == cmd->hours || !(hours >= 0.001 && hours <= 24 * 366))
-        return s_refuse (cmd, 400, "bad --hours '%s': 0.001 to 8784", cmd->hours);
+        return cmd_refuse (cmd, 400, "bad --hours '%s': 0.001 to 8784", cmd->hours);
     if (cmd->tmpfs && cmd->dir)
-        return s_refuse (cmd, 400, "--tmpfs and --dir exclude each other; usage: %s", usage);
+        return cmd_refuse (cmd, 400, "--tmpfs and --dir exclude each other; usage: %s", usage);
     char err[PATH_MAX * 2];
     int status = storage_provision (cmd->self->storage, cmd->argv[1], size, hours, cmd->dir, err,
                                     sizeof err);
@@ -812,16 +790,16 @@ s_provision (s_cmd_t *cmd)
 }
 
 static int
-s_archive_or_release (s_cmd_t *cmd, int release)
+s_archive_or_release (control_cmd_t *cmd, int release)
 {
-    if (s_expect (cmd, S_OPT_TO, 2, 2, release ? "release EXP [--to DIR]" : "archive EXP --to DIR"))
+    if (cmd_expect (cmd, CMD_OPT_TO, 2, 2, release ? "release EXP [--to DIR]" : "archive EXP --to DIR"))
         return -1;
-    exp_t *exp = s_find_experiment (cmd, cmd->argv[1]);
+    exp_t *exp = cmd_find_experiment (cmd, cmd->argv[1]);
     if (!exp)
         return -1;
     const char *to = cmd->to ? cmd->to : cmd->self->cfg->storage.archive_dir;
     if (!release && !*to)
-        return s_refuse (cmd, 400, "archive needs --to DIR (or storage/archive_dir)");
+        return cmd_refuse (cmd, 400, "archive needs --to DIR (or storage/archive_dir)");
     char err[PATH_MAX * 2];
     int status = release ? storage_release (cmd->self->storage, exp, cmd->to, err, sizeof err)
                          : storage_archive (cmd->self->storage, exp, to, 0, err, sizeof err);
@@ -832,13 +810,13 @@ s_archive_or_release (s_cmd_t *cmd, int release)
 }
 
 static int
-s_archive_cmd (s_cmd_t *cmd)
+s_archive_cmd (control_cmd_t *cmd)
 {
     return s_archive_or_release (cmd, 0);
 }
 
 static int
-s_release_cmd (s_cmd_t *cmd)
+s_release_cmd (control_cmd_t *cmd)
 {
     return s_archive_or_release (cmd, 1);
 }
@@ -849,33 +827,33 @@ s_release_cmd (s_cmd_t *cmd)
 // warnings [list]: the warnings in force, numbered as 'clear' takes them;
 // warnings clear N|all: hides them while they last (an operator's change).
 static int
-s_warnings (s_cmd_t *cmd)
+s_warnings (control_cmd_t *cmd)
 {
     const char *usage = "warnings [list] | warnings clear N|all";
-    if (s_expect (cmd, 0, 1, 3, usage))
+    if (cmd_expect (cmd, 0, 1, 3, usage))
         return -1;
     control_t *self = cmd->self;
     int cleared = 0;
     if (cmd->argc > 1 && strcmp (cmd->argv[1], "clear") == 0) {
         if (cmd->argc != 3)
-            return s_refuse (cmd, 400, "warnings clear needs N (as listed) or all; usage: %s",
+            return cmd_refuse (cmd, 400, "warnings clear needs N (as listed) or all; usage: %s",
                              usage);
         long which = 0;
         char *end, err[512];
         if (strcmp (cmd->argv[2], "all") != 0) {
             which = strtol (cmd->argv[2], &end, 10);
             if (*end || end == cmd->argv[2] || which < 1 || which > WARNINGS_MAX)
-                return s_refuse (cmd, 400, "bad warning '%s': a number as listed (1 to %d), or all",
+                return cmd_refuse (cmd, 400, "bad warning '%s': a number as listed (1 to %d), or all",
                                  cmd->argv[2], storage_warnings (self->storage));
         }
         cleared = storage_warnings_clear (self->storage, (int) which, err, sizeof err);
         if (cleared < 0)
-            return s_refuse (cmd, strstr (err, "no warning") ? 404 : 500, "%s", err);
-        if (s_commit (cmd))
+            return cmd_refuse (cmd, strstr (err, "no warning") ? 404 : 500, "%s", err);
+        if (cmd_commit (cmd))
             return -1;
     }
     else if (cmd->argc > 2 || (cmd->argc == 2 && strcmp (cmd->argv[1], "list") != 0))
-        return s_refuse (cmd, 400, "usage: %s", usage);
+        return cmd_refuse (cmd, 400, "usage: %s", usage);
     text_put (&cmd->body, "{\"cleared\":%d,", cleared);
     storage_put_state (self->storage, &cmd->body);
     text_put (&cmd->body, "}");
@@ -886,36 +864,38 @@ s_warnings (s_cmd_t *cmd)
 // The socket
 
 static int
-s_pause_cmd (s_cmd_t *cmd)
+s_pause_cmd (control_cmd_t *cmd)
 {
     return s_pause (cmd, 1);
 }
 
 static int
-s_resume_cmd (s_cmd_t *cmd)
+s_resume_cmd (control_cmd_t *cmd)
 {
     return s_pause (cmd, 0);
 }
 
 static int
-s_retry_cmd (s_cmd_t *cmd)
+s_retry_cmd (control_cmd_t *cmd)
 {
     return s_reset (cmd, STORE_FAILED);
 }
 
 static int
-s_backfill_cmd (s_cmd_t *cmd)
+s_backfill_cmd (control_cmd_t *cmd)
 {
     return s_reset (cmd, STORE_SKIPPED);
 }
 
 // Every command, and whether it changes the farm: with security/curve on,
 // only an operator's key may run those (doc/security.md). 'reads' is the
-// one first argument with which a changing command only reads; 'names' is
-// 1 when its first argument is an experiment's name.
+// one first argument with which a changing command only reads ("" : with
+// its first argument alone, as 'calibrate EXP'); 'names' is 1 when its
+// first argument is an experiment's name ('calibrate' checks its own: '*'
+// is the global default).
 static const struct {
     const char *name;
-    int (*run) (s_cmd_t *cmd);
+    int (*run) (control_cmd_t *cmd);
     int changes;
     const char *reads;
     int names;
@@ -937,6 +917,9 @@ static const struct {
     {"archive", s_archive_cmd, 1, NULL, 1},
     {"release", s_release_cmd, 1, NULL, 1},
     {"warnings", s_warnings, 1, "list", 0},
+    {"calibrate", control_calibrate, 1, "", 0},
+    {"stats", control_stats, 0, NULL, 1},
+    {"mask", control_mask, 1, NULL, 1},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -
@@ -965,21 +948,21 @@ s_printable (const char *text, char *out, size_t size)
 // Refuses a name the operator gave that is no plain experiment name
 // (path_check_component), logging why; 'what' is how the command line
 // names it ("--as", "-e", "experiment").
-static int
-s_refuse_name (s_cmd_t *cmd, const char *what, const char *name)
+int
+cmd_refuse_name (control_cmd_t *cmd, const char *what, const char *name)
 {
     char why[128], shown[512];
     if (path_check_component (name, why, sizeof why) == 0)
         return 0;
     s_printable (name, shown, sizeof shown);
     log_warning ("control: refused '%s': bad %s '%s': %s", cmd->argv[0], what, shown, why);
-    return s_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
+    return cmd_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
 }
 
 // The same for a directory given with --to or --dir: an absolute path
 // without control characters (storage.c checks where it leads).
 static int
-s_refuse_dir (s_cmd_t *cmd, const char *what, const char *dir)
+s_refuse_dir (control_cmd_t *cmd, const char *what, const char *dir)
 {
     char shown[512];
     const char *why = NULL;
@@ -992,20 +975,20 @@ s_refuse_dir (s_cmd_t *cmd, const char *what, const char *dir)
         return 0;
     s_printable (dir, shown, sizeof shown);
     log_warning ("control: refused '%s': bad %s '%s': %s", cmd->argv[0], what, shown, why);
-    return s_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
+    return cmd_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
 }
 
 // Every name and directory of the command, checked before it runs (before
 // the store is read or written): -1 (refused, logged) for the first bad one.
 static int
-s_check_names (s_cmd_t *cmd, size_t command)
+s_check_names (control_cmd_t *cmd, size_t command)
 {
-    if (cmd->experiment && s_refuse_name (cmd, "-e", cmd->experiment))
+    if (cmd->experiment && cmd_refuse_name (cmd, "-e", cmd->experiment))
         return -1;
-    if (cmd->as && s_refuse_name (cmd, "--as", cmd->as))
+    if (cmd->as && cmd_refuse_name (cmd, "--as", cmd->as))
         return -1;
     if (s_commands[command].names && cmd->argc > 1
-        && s_refuse_name (cmd, "experiment", cmd->argv[1]))
+        && cmd_refuse_name (cmd, "experiment", cmd->argv[1]))
         return -1;
     if (cmd->to && s_refuse_dir (cmd, "--to", cmd->to))
         return -1;
@@ -1017,7 +1000,7 @@ s_check_names (s_cmd_t *cmd, size_t command)
 // 1 if the command may run for this client: it only reads, CURVE is off,
 // or the client's key is an operator's.
 static int
-s_allowed (s_cmd_t *cmd, size_t command)
+s_allowed (control_cmd_t *cmd, size_t command)
 {
     control_t *self = cmd->self;
     // A key whose certificate was removed reads nothing more either.
@@ -1028,25 +1011,27 @@ s_allowed (s_cmd_t *cmd, size_t command)
     const char *reads = s_commands[command].reads;
     if (reads && cmd->argc > 1 && strcmp (cmd->argv[1], reads) == 0)
         return 1;
+    if (reads && !*reads && cmd->argc == 2)
+        return 1;
     return peers_allowed (self->peers, cmd->peer, BROKER_ROLE_OPERATOR);
 }
 
 static void
-s_run (s_cmd_t *cmd, const char *line)
+s_run (control_cmd_t *cmd, const char *line)
 {
     char **words = NULL, err[256];
     int n = cli_split (line, &words, err, sizeof err);
     if (n < 0) {
-        s_refuse (cmd, 400, "bad command line: %s", err);
+        cmd_refuse (cmd, 400, "bad command line: %s", err);
         return;
     }
     if (n == 0) {
-        s_refuse (cmd, 400, "empty command");
+        cmd_refuse (cmd, 400, "empty command");
         free (words);
         return;
     }
     if (s_parse_options (cmd, n, words) == 0) {
-        int (*run) (s_cmd_t *) = NULL;
+        int (*run) (control_cmd_t *) = NULL;
         size_t command = 0;
         for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
             if (strcmp (cmd->argv[0], s_commands[i].name) == 0) {
@@ -1055,13 +1040,13 @@ s_run (s_cmd_t *cmd, const char *line)
             }
         cmd->status = 200;
         if (!run)
-            s_refuse (cmd, 400,
+            cmd_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
-                      "archive, release, warnings)",
+                      "archive, release, warnings, calibrate, stats, mask)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
-            s_refuse (cmd, 403,
+            cmd_refuse (cmd, 403,
                       "refused: '%s' changes the farm and your key is not an operator's",
                       s_commands[command].name);
             log_warning ("control: refused '%s' to key %s, not an operator's",
@@ -1070,9 +1055,9 @@ s_run (s_cmd_t *cmd, const char *line)
         else if (s_check_names (cmd, command))
             ;  // refused, logged
         else if (run (cmd) == 0 && cmd->body.failed)
-            s_refuse (cmd, 500, "no memory for the answer");
+            cmd_refuse (cmd, 500, "no memory for the answer");
         else if (cmd->status == 200 && cmd->body.len > PROTO_MAX_BODY)
-            s_refuse (cmd, 500, "the answer is over %d bytes: ask for fewer rows (--limit)",
+            cmd_refuse (cmd, 500, "the answer is over %d bytes: ask for fewer rows (--limit)",
                       PROTO_MAX_BODY);
     }
     free (words);
@@ -1125,9 +1110,9 @@ control_on_request (control_t *self, zsock_t *reader)
     const char *key = secure_peer_key (zmsg_first (zmsg));
     if (key)
         snprintf (peer, sizeof peer, "%s", key);
-    s_cmd_t cmd = {.self = self, .peer = *peer ? peer : NULL};
+    control_cmd_t cmd = {.self = self, .peer = *peer ? peer : NULL};
     if (proto_decode (&zmsg, &msg, err, sizeof err) != 0 || msg.command != PROTO_REQUEST)
-        s_refuse (&cmd, 400, "bad request: %s", msg.command ? "expected REQUEST" : err);
+        cmd_refuse (&cmd, 400, "bad request: %s", msg.command ? "expected REQUEST" : err);
     else {
         s_run (&cmd, msg.text);
         if (cmd.status == 200 && strcmp (msg.text, "status") != 0)

@@ -324,6 +324,11 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
                    {"value", feedback_value (f, s->quantity)}};
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
         jout_set (&o, figures[i].name, jout_number (figures[i].x));
+    json_t *units = json_object ();
+    jout_set (&units, "velocity", jout_string (piv_calib_unit (m->calib, PIV_UNIT_VELOCITY)));
+    jout_set (&units, "rate", jout_string (piv_calib_unit (m->calib, PIV_UNIT_RATE)));
+    jout_set (&o, "units", units);
+    jout_set (&o, "calibrated", json_boolean (m->calib && m->calib->set));
     jout_set (&o, "enabled", json_boolean (s->enabled));
     jout_set (&o, "setpoint", jout_number (s->setpoint));
     jout_set (&o, "output", jout_number (s->enabled ? m->output : NAN));
@@ -389,38 +394,13 @@ s_in_roi (const piv_field_t *field, const feedback_settings_t *s, size_t k)
     return x >= s->roi[0] && x <= s->roi[2] && y >= s->roi[1] && y <= s->roi[3];
 }
 
-// d(a)/d(pos) at vector k along one grid axis (index i of n, neighbours
-// 'stride' apart): central difference inside, one-sided at the field's
-// edges. 0 with *d set, or -1 when a vector of the stencil is not valid (or
-// the axis has one point, or two stencil positions coincide).
-static int
-s_derivative (const piv_field_t *field, const float *a, const float *pos, size_t k, int i, int n,
-              size_t stride, double *d)
-{
-    if (n < 2)
-        return -1;
-    size_t lo = i > 0 ? k - stride : k;
-    size_t hi = i < n - 1 ? k + stride : k;
-    if (field->flags[lo] != PIV_FLAG_VALID || field->flags[hi] != PIV_FLAG_VALID)
-        return -1;
-    double dpos = (double) pos[hi] - (double) pos[lo];
-    if (dpos == 0)
-        return -1;
-    *d = ((double) a[hi] - (double) a[lo]) / dpos;
-    return 0;
-}
-
-// Vorticity is averaged over the valid vectors inside the ROI whose whole
-// stencil is valid (flag 0: a replaced vector is an interpolation, and
-// differencing it would report the validator's smoothing). A point with an
-// invalid neighbour is skipped rather than given a one-sided difference
-// there: every point keeps the same stencil, so a stray outlier removes
-// points instead of silently changing the accuracy of their estimates.
-// The stencil may reach outside the ROI: the ROI selects points, not the
-// data their derivatives see; one-sided differences are for the field's
-// edges only. Derivatives use the stored positions, not 'step'.
+// Vorticity is the mean of piv_field_derive's values (piv/derived.h: the
+// one stencil of the farm, NaN at and around holes and on the border)
+// over the valid vectors inside the ROI where it is finite. The stencil
+// may reach outside the ROI: the ROI selects points, not the data their
+// derivatives see.
 void
-feedback_figures (const piv_field_t *field, const feedback_settings_t *s,
+feedback_figures (const piv_field_t *field, const float *vorticity, const feedback_settings_t *s,
                   feedback_figures_t *out)
 {
     memset (out, 0, sizeof *out);
@@ -440,10 +420,8 @@ feedback_figures (const piv_field_t *field, const feedback_settings_t *s,
             su += u;
             sv += v;
             sspeed += sqrt (u * u + v * v);
-            double dvdx, dudy;
-            if (s_derivative (field, field->v, field->x, k, i, nx, 1, &dvdx) == 0
-                && s_derivative (field, field->u, field->y, k, j, ny, (size_t) nx, &dudy) == 0) {
-                svort += dvdx - dudy;
+            if (vorticity && isfinite (vorticity[k])) {
+                svort += vorticity[k];
                 nvort++;
             }
         }
@@ -452,6 +430,20 @@ feedback_figures (const piv_field_t *field, const feedback_settings_t *s,
     out->mean_speed = out->n ? sspeed / out->n : NAN;
     out->vorticity = nvort ? svort / nvort : NAN;
     out->valid_fraction = out->total ? (double) out->n / out->total : NAN;
+}
+
+void
+feedback_figures_calibrate (feedback_figures_t *f, const piv_calib_t *c)
+{
+    if (!c || !c->set)
+        return;
+    double u, v, speed, zero;
+    piv_calib_velocity (c, f->mean_u, f->mean_v, &u, &v);
+    piv_calib_velocity (c, f->mean_speed, 0, &speed, &zero);
+    f->mean_u = u;
+    f->mean_v = v;
+    f->mean_speed = speed;
+    f->vorticity = piv_calib_vorticity (c, f->vorticity);
 }
 
 double

@@ -6,6 +6,7 @@
 #ifndef BROKER_FEEDBACK_H
 #define BROKER_FEEDBACK_H
 
+#include "piv/calib.h"
 #include "piv/field.h"
 
 #include <stddef.h>
@@ -82,14 +83,21 @@ const char *feedback_quantity_name (feedback_quantity_t q);
 typedef struct {
     int n;                  // valid vectors (flag 0) positioned inside the ROI
     int total;              // all vectors positioned inside the ROI
-    double mean_u, mean_v;  // px per frame pair
-    double mean_speed;      // mean |(u, v)|, px per frame pair
-    double vorticity;       // mean dv/dx - du/dy, 1/frame (image axes, y down)
+    double mean_u, mean_v;  // px per frame pair (m/s once calibrated)
+    double mean_speed;      // mean |(u, v)|, px per frame pair (m/s once calibrated)
+    double vorticity;       // mean dv/dx - du/dy, 1/frame (image axes, y down), or 1/s
+                            // once calibrated (feedback_figures_calibrate: y up flips it)
     double valid_fraction;  // n / total
 } feedback_figures_t;
 
-void feedback_figures (const piv_field_t *field, const feedback_settings_t *s,
-                       feedback_figures_t *out);
+// 'vorticity' is piv_field_derive's array for the field (NULL: none, the
+// vorticity NaN): one stencil for the farm.
+void feedback_figures (const piv_field_t *field, const float *vorticity,
+                       const feedback_settings_t *s, feedback_figures_t *out);
+// The figures in the units of calibration 'c' (piv_calib_velocity for
+// mean_u, mean_v and mean_speed, piv_calib_vorticity): m/s and 1/s once
+// calibrated; unchanged when c is NULL or not calibrated.
+void feedback_figures_calibrate (feedback_figures_t *f, const piv_calib_t *c);
 // The figure named by q (NAN for a q out of range).
 double feedback_value (const feedback_figures_t *f, feedback_quantity_t q);
 
@@ -117,9 +125,11 @@ typedef struct {
     const feedback_settings_t *settings;  // roi, quantity, enabled, setpoint
     const feedback_figures_t *figures;  // over the ROI
     double output;                      // the controller's; null unless enabled
+    const piv_calib_t *calib;           // the figures' calibration (NULL: px, frames)
 } feedback_message_t;
 
-// The JSON object of doc/control.md "The feedback stream": value is the
+// The JSON object of doc/control.md "The feedback stream" (with "units":
+// {"velocity","rate"} and "calibrated" from m->calib): value is the
 // figure of settings->quantity, latency_ms = (published - closed) / 1e6;
 // closed_ns and latency_ms null when closed_ns is 0 (unknown: never a
 // latency from the epoch); replay true and source the replayed experiment

@@ -30,6 +30,7 @@ s_exp_destroy (exp_t **self_p)
     free (self->name);
     free (self->source);
     free (self->settings);
+    free (self->mask);
     free (self);
     *self_p = NULL;
 }

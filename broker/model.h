@@ -8,6 +8,7 @@
 #include "broker/feedback.h"
 #include "common/config.h"
 #include "common/proto.h"
+#include "piv/calib.h"
 
 #include <czmq.h>
 #include <limits.h>
@@ -105,6 +106,9 @@ typedef struct {
     archive_t *archive;           // its archive, or NULL
     int located;                  // some of its files were archived: look their path up
     int64_t last_file_ns;         // when its last file arrived (0: not known yet)
+    int calib_own;                // it has its own calibration (else the global default)
+    piv_calib_t calib;            // its own (stats.c)
+    char *mask;                   // its mask image (settings carry " mask=PATH"), or NULL
 } exp_t;
 
 // A pair ready to go to an agent, or out with one.

@@ -7,9 +7,11 @@
 #include "broker/publish.h"
 #include "broker/replay.h"
 #include "broker/results.h"
+#include "broker/stats.h"
 #include "common/jout.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "piv/derived.h"
 
 #include <limits.h>
 #include <math.h>
@@ -24,6 +26,7 @@ struct _results_t {
     int64_t results;          // results recorded since start
     rate_ring_t per_second;   // results recorded per second, all experiments
     feedback_settings_t feedback;  // global feedback settings
+    stats_t *stats;           // run statistics and calibrations (NULL: none)
 };
 
 // "failed.<exp>/": a pair failed for good.
@@ -126,6 +129,12 @@ results_set_publish (results_t *self, zsock_t *publish)
     self->publish = publish;
 }
 
+void
+results_set_stats (results_t *self, stats_t *stats)
+{
+    self->stats = stats;
+}
+
 feedback_settings_t *
 results_feedback (results_t *self)
 {
@@ -151,26 +160,18 @@ results_rate (results_t *self, int64_t now, int seconds)
     return broker_rate (&self->per_second, now, seconds);
 }
 
-// The feedback of a result just recorded: figures, controller, published
-// on feedback.<exp> and logged.
+// The feedback of a result just recorded: figures (in the experiment's
+// calibrated units), controller, published on feedback.<exp> and logged.
 static void
-s_feedback (results_t *self, task_t *task, const proto_msg_t *result, int64_t now)
+s_feedback (results_t *self, task_t *task, const piv_field_t *field, const float *vorticity,
+            int64_t now)
 {
-    // Only a result with a field has figures to feed back (the noop and exec
-    // processors send none).
-    if (!result->blob || result->blob_size == 0)
-        return;
     exp_t *exp = task->exp;
-    char err[256];
-    piv_field_t *field = piv_field_decode (result->blob, result->blob_size, err, sizeof err);
-    if (!field) {
-        log_warning ("pair %lld of '%s': no feedback: %s", (long long) task->pair, exp->name, err);
-        return;
-    }
     const feedback_settings_t *fs = exp->feedback_own ? &exp->feedback : &self->feedback;
+    const piv_calib_t *calib = self->stats ? stats_calib (self->stats, exp, NULL) : NULL;
     feedback_figures_t figures;
-    feedback_figures (field, fs, &figures);
-    piv_field_destroy (&field);
+    feedback_figures (field, vorticity, fs, &figures);
+    feedback_figures_calibrate (&figures, calib);
     double value = feedback_value (&figures, fs->quantity);
     double output = fs->enabled ? feedback_pi_step (&exp->pi, fs, value, task->closed_ns) : NAN;
     char json[4096], topic[PATH_MAX];
@@ -185,7 +186,8 @@ s_feedback (results_t *self, task_t *task, const proto_msg_t *result, int64_t no
                             .published_ns = published,
                             .settings = fs,
                             .figures = &figures,
-                            .output = output};
+                            .output = output,
+                            .calib = calib};
     if (feedback_message_json (&m, json, sizeof json) < 0)
         return;
     snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, exp->name, PROTO_TOPIC_END);
@@ -194,8 +196,30 @@ s_feedback (results_t *self, task_t *task, const proto_msg_t *result, int64_t no
     store_event (self->store, "feedback", exp->id, task->pair, json, now);
 }
 
+// The field of a result, decoded once for the feedback and the statistics,
+// with its vorticity (piv_field_derive); NULL when it carried none (the
+// noop and exec processors send none) or it cannot be decoded (logged).
+static piv_field_t *
+s_decode (const task_t *task, const proto_msg_t *msg, float **vorticity)
+{
+    *vorticity = NULL;
+    if (!msg->blob || msg->blob_size == 0)
+        return NULL;
+    char err[256];
+    piv_field_t *field = piv_field_decode (msg->blob, msg->blob_size, err, sizeof err);
+    if (!field) {
+        log_warning ("pair %lld of '%s': no feedback nor statistics: %s", (long long) task->pair,
+                     task->exp->name, err);
+        return NULL;
+    }
+    *vorticity = malloc ((size_t) field->nx * (size_t) field->ny * sizeof **vorticity);
+    if (*vorticity)
+        piv_field_derive (field, *vorticity, NULL, NULL);
+    return field;
+}
+
 // A result recorded for a task the broker sent: its experiment's counts and
-// latency, and the feedback it makes.
+// latency, its statistics, and the feedback it makes.
 void
 results_recorded (results_t *self, task_t *task, const agent_rec_t *agent, const proto_msg_t *msg,
                   int64_t now)
@@ -219,7 +243,14 @@ results_recorded (results_t *self, task_t *task, const agent_rec_t *agent, const
         exp->latency_in[b]++;
         exp->latency_sum_s += s;
     }
-    s_feedback (self, task, msg, now);
+    float *vorticity;
+    piv_field_t *field = s_decode (task, msg, &vorticity);
+    // Counted once: the store recorded this result (never a duplicate).
+    if (self->stats)
+        stats_add (self->stats, exp, task->pair, field, vorticity);
+    if (field)
+        s_feedback (self, task, field, vorticity, now);
+    free (vorticity);
+    piv_field_destroy (&field);
     s_publish_result (self, task, agent, msg, now);
 }
-

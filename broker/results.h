@@ -12,6 +12,7 @@
 #include <czmq.h>
 
 typedef struct _results_t results_t;
+typedef struct _stats_t stats_t;  // stats.h
 
 // The stage over 'store', publishing fields as broker/store_fields says
 // (fields_every: 1 all, 0 none, n every n-th). NULL without memory.
@@ -19,12 +20,16 @@ results_t *results_new (store_t *store, int fields_every);
 void results_destroy (results_t **self_p);
 // The publish socket, once bound (nothing is published before).
 void results_set_publish (results_t *self, zsock_t *publish);
+// The run statistics stage: every result recorded is counted there, and
+// its calibrations give the feedback's units.
+void results_set_stats (results_t *self, stats_t *stats);
 // The global feedback settings (an experiment without its own uses them).
 feedback_settings_t *results_feedback (results_t *self);
 
 // A result recorded for 'task' (sent to 'agent', NULL if unknown): its
-// experiment's counts and latency, the feedback it makes, and the result
-// (and field) topics.
+// experiment's counts and latency, its statistics (stats_add: the caller
+// calls it only for a result the store recorded, so each counts once), the
+// feedback it makes, and the result (and field) topics.
 void results_recorded (results_t *self, task_t *task, const agent_rec_t *agent,
                        const proto_msg_t *msg, int64_t now);
 // Counts 'recorded' results (a duplicate: 0) in the totals of status.

@@ -1,5 +1,5 @@
 // settings.c — the settings the control commands record in the store
-// (rate, policy, pause, feedback: doc/control.md) applied again at
+// (rate, policy, pause, feedback, calibration, mask: doc/control.md) applied again at
 // start-up, to the experiments the store knows.
 
 #include "broker/settings.h"
@@ -51,6 +51,16 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
             log_warning ("ignoring the recorded feedback settings '%s': %s", value, err);
         free (words);
     }
+    else if (strcmp (key, "calibration") == 0) {
+        char err[512];
+        piv_calib_t c;
+        if (piv_calib_parse (value, &c, err, sizeof err) == 0)
+            stats_set_calib (self->stats, exp, &c);
+        else
+            log_warning ("ignoring the recorded calibration '%s': %s", value, err);
+    }
+    else if (strcmp (key, "mask") == 0 && exp && stats_set_mask (exp, value) != 0)
+        return -1;
     return 0;
 }
 

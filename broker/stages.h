@@ -8,6 +8,7 @@
 #include "broker/dispatch.h"
 #include "broker/ingest.h"
 #include "broker/results.h"
+#include "broker/stats.h"
 #include "broker/storage.h"
 #include "common/config.h"
 #include "store/store.h"
@@ -22,6 +23,7 @@ typedef struct {
     dispatch_t *dispatch;     // agents, the queue and its policies
     results_t *results;       // results' counts and rates, global feedback settings
     storage_t *storage;       // warnings, guard, volumes (NULL before it starts)
+    stats_t *stats;           // run statistics, calibrations
     int64_t started_ns;       // when the broker started
     void *arg;                // for store_error:
     // Why the last commit failed, or NULL while commits work.

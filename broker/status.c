@@ -290,6 +290,8 @@ s_put_experiment (void *arg, const store_counts_t *c)
     status_policy (t, self, exp->id);
     text_put (t, ",\"settings\":");
     text_put_string (t, exp->settings);
+    if (self->stats)
+        stats_put_status (self->stats, exp, t);
     text_put (t, ",\"feedback\":%s",
            (exp->feedback_own ? exp->feedback.enabled : results_feedback (self->results)->enabled) ? "true"
                                                                                : "false");

@@ -3,6 +3,7 @@
 // the JSON the broker publishes.
 
 #include "broker/feedback.h"
+#include "piv/derived.h"
 #include "piv/field.h"
 #include "tests/testutil.h"
 
@@ -61,6 +62,18 @@ s_grid (int nx, int ny)
             f->y[j * nx + i] = 16 + 16 * j;
         }
     return f;
+}
+
+// feedback_figures with the farm's vorticity (piv_field_derive), as the
+// broker computes them.
+static void
+s_figures (const piv_field_t *field, const feedback_settings_t *s, feedback_figures_t *f)
+{
+    float *w = malloc ((size_t) field->nx * field->ny * sizeof *w);
+    ck_assert_ptr_nonnull (w);
+    piv_field_derive (field, w, NULL, NULL);
+    feedback_figures (field, w, s, f);
+    free (w);
 }
 
 static void
@@ -308,7 +321,7 @@ START_TEST (a_uniform_field_has_exact_means_and_no_vorticity)
     feedback_settings_t s;
     feedback_settings_init (&s);
     feedback_figures_t f;
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_int_eq (f.n, 63);
     ck_assert_int_eq (f.total, 63);
     ck_assert (f.mean_u == 2);
@@ -332,20 +345,20 @@ START_TEST (solid_body_rotation_has_vorticity_twice_its_rate)
     }
     feedback_settings_t s = s_settings ("roi=48,48,144,128 quantity=vorticity");
     feedback_figures_t f;
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_int_eq (f.n, 7 * 6);
     ck_assert_double_eq_tol (f.vorticity, 2 * w, 1e-9);
     ck_assert_double_eq_tol (feedback_value (&f, s.quantity), 2 * w, 1e-9);
     // Linear in x and y: the one-sided differences at the edges agree.
     feedback_settings_init (&s);
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_double_eq_tol (f.vorticity, 2 * w, 1e-9);
     // The sign follows the rotation.
     for (int k = 0; k < 12 * 10; k++) {
         field->u[k] = -field->u[k];
         field->v[k] = -field->v[k];
     }
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_double_eq_tol (f.vorticity, -2 * w, 1e-9);
     piv_field_destroy (&field);
 }
@@ -362,7 +375,7 @@ START_TEST (the_roi_selects_the_vectors_inside_its_box_edges_included)
     // vector positions.
     feedback_settings_t s = s_settings ("roi=32,48,64,64");
     feedback_figures_t f;
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_int_eq (f.total, 6);
     ck_assert_int_eq (f.n, 6);
     ck_assert (f.mean_u == 48);
@@ -390,7 +403,7 @@ START_TEST (flagged_vectors_count_in_total_only_and_stay_out_of_the_stencils)
     feedback_settings_t s;
     feedback_settings_init (&s);
     feedback_figures_t f;
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_int_eq (f.total, 36);
     ck_assert_int_eq (f.n, 34);
     ck_assert_double_eq_tol (f.valid_fraction, 34.0 / 36, 1e-15);
@@ -411,7 +424,7 @@ START_TEST (an_roi_without_valid_vectors_gives_no_figures)
     piv_field_t *field = s_grid (4, 4);
     feedback_settings_t s = s_settings ("roi=17,17,31,31");  // between grid points
     feedback_figures_t f;
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_int_eq (f.n, 0);
     ck_assert_int_eq (f.total, 0);
     ck_assert (isnan (f.mean_u) && isnan (f.mean_v) && isnan (f.mean_speed));
@@ -419,7 +432,7 @@ START_TEST (an_roi_without_valid_vectors_gives_no_figures)
     // One vector inside, flagged: counted in total, valid fraction 0.
     field->flags[1 * 4 + 1] = PIV_FLAG_INVALID;
     feedback_settings_set (&s, "roi=32,32,32,32", NULL, 0);
-    feedback_figures (field, &s, &f);
+    s_figures (field, &s, &f);
     ck_assert_int_eq (f.n, 0);
     ck_assert_int_eq (f.total, 1);
     ck_assert (f.valid_fraction == 0);

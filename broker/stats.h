@@ -1,0 +1,87 @@
+// stats.h — the run statistics stage (stats.c; doc/units.md): per
+// experiment, running statistics (piv/stats.h) of every result the store
+// recorded, in sets keyed by grid, PIV settings and calibration; saved to
+// the store as checkpoints that mark the results they count, so that a
+// result is counted exactly once across crashes; the calibration in force
+// per experiment (its own, the global default of 'calibrate *', or the
+// configuration's [calibration]) and its mask.
+
+#ifndef BROKER_STATS_H
+#define BROKER_STATS_H
+
+#include "broker/model.h"
+#include "broker/text.h"
+#include "common/config.h"
+#include "piv/calib.h"
+#include "piv/field.h"
+#include "store/store.h"
+
+#include <czmq.h>
+
+typedef struct _stats_t stats_t;
+
+// What the stage is given (not owned).
+typedef struct {
+    store_t *store;          // checkpoints and the results to count again
+    zhashx_t *experiments;   // ingest's: name -> exp_t
+    const config_t *cfg;     // [calibration], the configured default
+} stats_host_t;
+
+// The stage, with the configured calibration; NULL with err (no memory, a
+// [calibration] section piv_calib_parse refuses).
+stats_t *stats_new (const stats_host_t *host, char *err, size_t errlen);
+void stats_destroy (stats_t **self_p);
+
+// Start-up, once the experiments are in memory: every saved set loaded
+// (store_stats_of), every experiment queued for the rebuild of the results
+// no checkpoint counts (stats_rebuild_step). 0, or -1 (store, bad state:
+// logged).
+int stats_load (stats_t *self);
+// One bounded slice of the rebuild (at most a few hundred results of one
+// experiment, then a checkpoint of it in the open group): 1 while more
+// remains, 0 once every experiment is rebuilt, -1 on a store error.
+int stats_rebuild_step (stats_t *self);
+// 1 while 'exp' waits for (or is in) its rebuild.
+int stats_rebuilding (const stats_t *self, const exp_t *exp);
+
+// A result the store recorded for 'pair' of 'exp' (once: never for a
+// duplicate): 'field' decoded (NULL: it carried none, counted missing),
+// 'vorticity' its piv_field_derive (may be NULL).
+void stats_add (stats_t *self, exp_t *exp, int64_t pair, const piv_field_t *field,
+                const float *vorticity);
+// Saves the sets of 'exp' (NULL: every experiment) changed since their
+// last checkpoint, and marks the results they count, in the store's open
+// write group (the caller's commit makes it durable). 0 or -1.
+int stats_checkpoint (stats_t *self, exp_t *exp, int64_t now);
+// After a failed commit: what memory counted may be gone from the store;
+// every set is forgotten and loaded again (stats_load).
+void stats_resync (stats_t *self);
+
+// The calibration in force for 'exp' (NULL: the global one) and where it
+// comes from: "experiment", "global" (calibrate *), "config" or "none".
+const piv_calib_t *stats_calib (const stats_t *self, const exp_t *exp, const char **source);
+// Sets (c) or clears (NULL) the calibration of 'exp', or the global
+// default when exp is NULL. Results recorded after it use it.
+void stats_set_calib (stats_t *self, exp_t *exp, const piv_calib_t *c);
+// Sets (path) or clears (NULL) the mask of 'exp': the PIV settings its
+// TASKs carry become its base settings plus " mask=PATH". 0 or -1 (no
+// memory).
+int stats_set_mask (exp_t *exp, const char *path);
+
+// [{set, settings, calibration, units, fields, valid_fraction, convergence,
+// convergence_from, first_pair, last_pair}, ...]: the sets of 'exp'.
+void stats_put_sets (const stats_t *self, const exp_t *exp, text_t *t);
+// ,"calibration":{"text","describe","source","calibrated"} of 'exp' (NULL:
+// the global default).
+void stats_put_calibration (const stats_t *self, const exp_t *exp, text_t *t);
+// Results of 'exp' counted missing (no field) since start.
+int64_t stats_missing (const stats_t *self, const exp_t *exp);
+// The image size the grid of the latest set of 'exp' implies (its last
+// window's far edge; at least the image's): 1 with it, 0 when no result
+// is counted yet.
+int stats_image_extent (const stats_t *self, const exp_t *exp, int *width, int *height);
+// ,"calibration":{...},"stats":{...}: what status shows of 'exp' (the
+// calibration's text, description and source; the latest set's summary).
+void stats_put_status (const stats_t *self, const exp_t *exp, text_t *t);
+
+#endif
