@@ -498,6 +498,70 @@ START_TEST (calibrate_and_mask_check_their_arguments_before_asking)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// End to end: a farm run of calibrated synthetic pairs
+
+static const char *s_farm_check =
+    "import sys, h5py, numpy as np\n"
+    "W, OM, K = 256, 0.01, 2e-5 / 2e-3  # image, rad/frame, (m/s) per (px/frame)\n"
+    "c = (W - 1) / 2.0\n"
+    "f = h5py.File(sys.argv[1], 'r')\n"
+    "s = h5py.File(sys.argv[2], 'r')['stats/1']\n"
+    "x, y = f['x'][...] / 2e-5, -f['y'][...] / 2e-5  # back to image px\n"
+    "X, Y = np.meshgrid(x, y)\n"
+    "u, v = -OM * (Y - c) * K, -(OM * (X - c)) * K  # exact, m/s, y up\n"
+    "inner = (abs(X - c) < 80) & (abs(Y - c) < 80)\n"
+    "n = f['u'].shape[0]; assert n == 4 and int(s.attrs['fields']) == 4, (n, dict(s.attrs))\n"
+    "for i in range(n):\n"
+    "    ok = f['flags'][i] == 0\n"
+    "    e = np.hypot(f['u'][i] - u, f['v'][i] - v)[inner & ok]\n"
+    "    assert np.sqrt((e ** 2).mean()) < 0.1 * K, ('field', i, np.sqrt((e ** 2).mean()) / K)\n"
+    "e = np.hypot(s['u_mean'][...] - u, s['v_mean'][...] - v)[inner]\n"
+    "assert np.sqrt(np.nanmean(e ** 2)) < 0.1 * K, np.sqrt(np.nanmean(e ** 2)) / K\n"
+    "exact = -2 * OM / 2e-3\n"
+    "w = s['vorticity_mean'][...][inner]; w = w[np.isfinite(w)]\n"
+    "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
+    "w = f['vorticity'][...][:, inner]; w = w[np.isfinite(w)]\n"
+    "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
+    "print('ok', s.attrs['convergence'])\n";
+
+START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
+{
+    tu_farm_conf (&s_farm, "piv", 1, "64,32", "");
+    char out[1 << 16], src[4096];
+    snprintf (src, sizeof src, "%s/src/r", s_farm.dir);
+    char *synth[] = {(char *)tu_bin ("pivfarm-synth"), "--flow", "rotation:0.01", "--size",
+                     "256x256", "--count", "4", "-o", src, NULL};
+    ck_assert_msg (tu_run (synth, out, sizeof out, 120) == 0, "%s", out);
+    tu_farm_start_broker (&s_farm);
+    // Calibrated before its first frame lands.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02 mm/px",
+                                "--dt", "2 ms", NULL),
+                      0);
+    ck_assert_msg (strstr (out, "0.02 mm/px") && strstr (out, "m/s"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", NULL), 0);
+    ck_assert_msg (strstr (out, "calibration of exp1: 0.02 mm/px, dt 2 ms"), "%s", out);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "r", 1, 4, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 120).done, 4);
+
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "--json", NULL), 0);
+    ck_assert_msg (strstr (out, "\"fields\":4") && strstr (out, "\"source\":\"broker\"")
+                       && strstr (out, "\"units\":\"si\""),
+                   "%s", out);
+    char stats[4096], file[4096];
+    snprintf (stats, sizeof stats, "%s", tu_path (s_farm.dir, "stats.h5"));
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "exp1.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "-f", "hdf5", "-o", stats, NULL),
+                      0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-f", "hdf5", "-o", file, NULL),
+                      0);
+    int rc = s_python (s_farm_check, out, sizeof out, file, stats);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -513,6 +577,7 @@ s_suite (void)
     tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);
     tcase_add_test (tc, stats_reads_the_last_checkpoint_when_the_broker_is_away);
     tcase_add_test (tc, calibrate_and_mask_check_their_arguments_before_asking);
+    tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
     suite_add_tcase (s, tc);
     return s;
 }
