@@ -193,6 +193,11 @@ typedef struct _store_t store_t;
 // no such experiment).
 store_t *ctl_open_store (ctl_t *ctl, const char *name, int64_t *experiment);
 
+// Makes room for one more item in a malloc'd array (*array_p, *size items
+// allocated, count used): doubles it when full. 0, or -1 (no memory; the
+// array unchanged).
+int ctl_grow (void *array_p, size_t *size, size_t count, size_t item);
+
 // 1 if 'stem' would leave an export directory (absolute, or a ".." step).
 int ctl_stem_escapes (const char *stem);
 

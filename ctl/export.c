@@ -86,14 +86,8 @@ s_note_segment (s_export_t *x, const store_result_info_t *r, const piv_field_t *
         snprintf (last->last_stem, sizeof last->last_stem, "%s", r->stem);
         return 0;
     }
-    if (x->nsegments == x->segments_size) {
-        size_t grown = x->segments_size ? 2 * x->segments_size : 8;
-        s_segment_t *more = realloc (x->segments, grown * sizeof *more);
-        if (!more)
-            return -1;
-        x->segments = more;
-        x->segments_size = grown;
-    }
+    if (ctl_grow (&x->segments, &x->segments_size, x->nsegments, sizeof *x->segments) != 0)
+        return -1;
     s_segment_t *s = &x->segments[x->nsegments++];
     *s = (s_segment_t){r->pair, r->pair, "", "", f->nx, f->ny, f->step, f->window, f->x[0],
                        f->y[0], *c};

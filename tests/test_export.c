@@ -179,6 +179,12 @@ static const char *s_h5_check =
     "assert abs(np.nanmean(st['vorticity_mean'][...]) / exact - 1) < 0.02\n"
     "assert st['u_mean'].attrs['units'] == 'm/s'\n"
     "assert st['vorticity_mean'].attrs['units'] == '1/s'\n"
+    "# doc/units-files.md's example\n"
+    "with h5py.File(sys.argv[1]) as f:\n"
+    "    u, v, w = f['u'], f['v'], f['vorticity']\n"
+    "    print(f.attrs['calibration_description'], u.attrs['units'], u.shape)\n"
+    "    print(np.nanmean(w[-1]), f['time'][-1], f['pair'][-1].decode(), "
+    "f['stats/u_mean'][...].max())\n"
     "print('ok')\n";
 
 START_TEST (hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump)
