@@ -2,9 +2,11 @@
 // (args.c), the round trip to the broker (request.c), the helpers that
 // print tables (print.c) and JSON (json.c), and one run function per
 // command, grouped by file as the usage groups them: status.c (the run),
-// steer.c, tail.c, replay.c and record.c (the record: record.c alone reads
-// the store, directly, not through the broker), storage.c, keys.c.
-// pivctl.c holds the command table and main. Not for use outside ctl/.
+// steer.c, tail.c, replay.c, record.c, export.c and stats.c (the record:
+// they read the store directly, not through the broker, opened by
+// record.c; units.c gives the calibration of each result; h5.c, with its
+// own header h5.h, writes HDF5), storage.c, keys.c. pivctl.c holds the
+// command table and main. Not for use outside ctl/.
 
 #ifndef CTL_CTL_H
 #define CTL_CTL_H
@@ -268,9 +270,9 @@ void ctl_print_compare (const ctl_compare_t *c);
 // JSON that pivctl writes itself (json.c, with common/jout: one line on
 // stdout each); replies of the broker are printed as they came.
 
-// export's summary.
-void ctl_json_export (const char *experiment, const char *dir, long written, long missing,
-                      long errors);
+// export's summary ('dir': the directory, or the HDF5 file).
+void ctl_json_export (const char *experiment, const char *dir, const char *format,
+                      const char *units, long written, long missing, long errors);
 // replay --feedback-only's summary.
 void ctl_json_republished (const char *experiment, const char *as, double sent, double speed);
 // The comparison of a replay with its original.

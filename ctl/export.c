@@ -25,6 +25,7 @@
 #define MAX_SEGMENTS_SHOWN 6 // ranges a refusal names
 
 typedef enum { F_TXT, F_TECPLOT, F_VTK, F_HDF5 } s_format_t;
+static const char *s_formats[] = {"txt", "tecplot", "vtk", "hdf5"}; // by s_format_t
 
 // A run of consecutive results on one grid (and, in si, one calibration).
 typedef struct {
@@ -456,7 +457,6 @@ s_done_of (void *arg, const store_counts_t *counts)
 static int
 s_parse (s_export_t *x, ctl_args_t *args, int *units)
 {
-    static const char *formats[] = {"txt", "tecplot", "vtk", "hdf5"};
     const char *format = ctl_value (args, "format"), *u = ctl_value (args, "units");
     if (ctl_check_name ("export", x->name) != 0)
         return EXIT_USAGE;
@@ -467,9 +467,9 @@ s_parse (s_export_t *x, ctl_args_t *args, int *units)
     }
     x->format = F_TXT;
     for (int i = 0; format && i < 4; i++)
-        if (strcmp (format, formats[i]) == 0)
+        if (strcmp (format, s_formats[i]) == 0)
             x->format = (s_format_t)i;
-    if (format && strcmp (format, formats[x->format]) != 0) {
+    if (format && strcmp (format, s_formats[x->format]) != 0) {
         ctl_error ("bad --format '%s': txt, tecplot, vtk or hdf5", format);
         return EXIT_USAGE;
     }
@@ -537,7 +537,8 @@ ctl_run_export (ctl_t *ctl, ctl_args_t *args)
     int finished = s_finish (&x);
     store_destroy (&store);
     if (ctl->json)
-        ctl_json_export (x.name, x.out, x.written, x.missing, x.errors);
+        ctl_json_export (x.name, x.out, s_formats[x.format], x.si ? "si" : "px", x.written,
+                         x.missing, x.errors);
     else if (finished == 0)
         printf ("exported %ld field(s) of %s to %s in %s units (%ld result(s) without a stored "
                 "field%s)\n",

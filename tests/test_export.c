@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -565,6 +566,18 @@ START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
                       0);
     int rc = s_python (s_farm_check, out, sizeof out, file, stats);
     ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // A mask given by a roundabout path goes to the broker made absolute.
+    char mask[4096], real[4096];
+    snprintf (mask, sizeof mask, "%s/src/../src/r_0001_a.tif", s_farm.dir);
+    ck_assert_ptr_nonnull (realpath (mask, real));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "exp1", mask, NULL), 0);
+    ck_assert_msg (strstr (out, real) && strstr (out, "256 x 256 px"), "%s", out);
+    char *setting = tu_farm_sql_text (&s_farm, "SELECT value FROM settings WHERE key = 'mask'");
+    ck_assert_msg (setting && strcmp (setting, real) == 0, "%s", setting ? setting : "(none)");
+    free (setting);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "exp1", "--clear", NULL), 0);
+    ck_assert_msg (strstr (out, "mask of exp1: none"), "%s", out);
 }
 END_TEST
 
