@@ -224,26 +224,25 @@ s_write_h5 (s_export_t *x, const store_result_info_t *r, const piv_field_t *fiel
     return ctl_h5_field_add (x->h5, field, x->vorticity, t, r->stem, err, errlen);
 }
 
-// The field's vorticity into x->vorticity and its sample into the
-// statistics (the first grid and calibration; others left out).
-static void
+// VTK and HDF5: the field's vorticity into x->vorticity and its sample
+// into the statistics (the first grid and calibration; others left out).
+// 0, or -1 on no memory.
+static int
 s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *c)
 {
+    if (x->format != F_VTK && x->format != F_HDF5)
+        return 0;
     size_t n = (size_t)field->nx * field->ny;
     if (n > x->vorticity_size) {
         float *more = realloc (x->vorticity, n * sizeof *more);
-        if (!more) {
-            x->stats_left_out++;
-            return;
-        }
+        if (!more)
+            return -1;
         x->vorticity = more;
         x->vorticity_size = n;
     }
     if (piv_field_derive (field, x->vorticity, NULL, NULL) < 0)
         for (size_t k = 0; k < n; k++)
             x->vorticity[k] = NAN;
-    if (x->format != F_VTK && x->format != F_HDF5)
-        return;
     if (!x->stats) {
         x->stats = piv_stats_new (field);
         x->stats_c = *c;
@@ -251,6 +250,7 @@ s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *
     if (!x->stats || !ctl_calib_same (&x->stats_c, c)
         || piv_stats_add (x->stats, field, x->vorticity) != 0)
         x->stats_left_out++;
+    return 0;
 }
 
 static void
@@ -304,12 +304,15 @@ s_export_one (void *arg, const store_result_info_t *r)
     if (x->mixed || x->failed)
         ok = -1; // not written, not an error of its own
     else if (x->si && !in_force.set) {
-        if (!x->uncalibrated++)
+        if (!x->uncalibrated++) // said once at the end
             snprintf (x->uncalibrated_stem, sizeof x->uncalibrated_stem, "%s", r->stem);
+        ok = -1;
     }
     else {
-        s_derive_and_count (x, field, &applied);
-        if (x->format == F_HDF5)
+        rc = s_derive_and_count (x, field, &applied);
+        if (rc != 0)
+            snprintf (err, sizeof err, "no memory for the field of pair '%s'", r->stem);
+        else if (x->format == F_HDF5)
             rc = s_write_h5 (x, r, field, &applied, err, sizeof err);
         else
             rc = s_write_file (x, r, field, &in_force, err, sizeof err);

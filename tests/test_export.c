@@ -328,6 +328,54 @@ START_TEST (txt_export_converts_with_the_calibration_and_says_so)
 }
 END_TEST
 
+// Records a calibration setting of 'exp' (NULL: the global default) at
+// 'ts'; value NULL removes it.
+static void
+s_setting (const char *exp, const char *value, int64_t ts)
+{
+    char err[512];
+    store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    int64_t e = exp ? store_experiment (store, exp, ts) : 0;
+    ck_assert_int_eq (store_setting_set (store, e, "calibration", value, ts), 0);
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    store_destroy (&store);
+}
+
+START_TEST (each_result_is_converted_with_the_calibration_recorded_before_it)
+{
+    const char *wide = "scale=5e-05m/px dt=0.002s origin=0,0 y_axis=up"; // 0.05 mm/px
+    s_setting (NULL, wide, T0 - GAP);               // the default of every experiment
+    s_fill ("hist", 0, 2, 8, OMEGA, NULL);          // p0000, p0001: the default
+    s_fill ("hist", 2, 2, 8, OMEGA, CALIB);         // p0002, p0003: its own
+    s_setting ("hist", NULL, T0 + 4 * GAP - 1);     // removed: the default again
+    s_fill ("hist", 4, 2, 8, OMEGA, NULL);          // p0004, p0005
+    char out[1 << 14], dir[4096];
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "hist"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "hist", "-o", dir, NULL), 0);
+    ck_assert_msg (strstr (out, "exported 6 field(s)") && strstr (out, "si units"), "%s", out);
+    static const struct {
+        const char *stem, *calib;
+        double k; // (m/s) per (px/frame)
+    } expect[] = {{"p0000", "0.05 mm/px", 5e-5 / 2e-3},
+                  {"p0003", "0.02 mm/px", 2e-5 / 2e-3},
+                  {"p0005", "0.05 mm/px", 5e-5 / 2e-3}};
+    for (size_t i = 0; i < 3; i++) {
+        char path[4200], err[512];
+        snprintf (path, sizeof path, "%s/%s.txt", dir, expect[i].stem);
+        char *text = tu_slurp (path, NULL);
+        ck_assert_msg (text && strstr (text, expect[i].calib), "%s: %s", path, text ? text : "");
+        free (text);
+        piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s", err);
+        double u_px = -OMEGA * (16 - (16 + 16 * 3.5)); // the first vector's
+        ck_assert_msg (fabs (f->u[0] - u_px * expect[i].k) < 1e-6, "%s: u %g, expected %g",
+                       expect[i].stem, f->u[0], u_px * expect[i].k);
+        piv_field_destroy (&f);
+    }
+}
+END_TEST
+
 START_TEST (si_units_are_refused_for_an_experiment_never_calibrated)
 {
     s_fill ("raw", 0, 2, 8, OMEGA, NULL);
@@ -592,6 +640,7 @@ s_suite (void)
     tcase_add_test (tc, hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges);
     tcase_add_test (tc, vtk_export_opens_in_vtk_with_the_statistics_file);
     tcase_add_test (tc, txt_export_converts_with_the_calibration_and_says_so);
+    tcase_add_test (tc, each_result_is_converted_with_the_calibration_recorded_before_it);
     tcase_add_test (tc, si_units_are_refused_for_an_experiment_never_calibrated);
     tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);
     tcase_add_test (tc, stats_reads_the_last_checkpoint_when_the_broker_is_away);
