@@ -187,6 +187,8 @@ const char *ctl_warning_level (jdoc_t *doc, int i);
 
 // Makes 'path' and its missing parents. 0, or -1 with err naming the path.
 int ctl_mkdirs (const char *path, char *err, size_t errlen);
+// ctl_mkdirs for the directory of file 'path' (nothing without a '/').
+int ctl_mkdirs_parent (const char *path, char *err, size_t errlen);
 
 typedef struct _store_t store_t;
 

@@ -346,15 +346,9 @@ s_prepare_output (s_export_t *x, char *h5_path, size_t size)
             ctl_error ("path too long: '%s'", h5_path);
             return -1;
         }
-        char dir[PATH_MAX];
-        snprintf (dir, sizeof dir, "%s", h5_path);
-        char *slash = strrchr (dir, '/');
-        if (slash && slash != dir) {
-            *slash = '\0';
-            if (ctl_mkdirs (dir, err, sizeof err) != 0) {
-                ctl_error ("%s", err);
-                return -1;
-            }
+        if (ctl_mkdirs_parent (h5_path, err, sizeof err) != 0) {
+            ctl_error ("%s", err);
+            return -1;
         }
         return 0;
     }

@@ -441,10 +441,10 @@ END_TEST
 // ---------------------------------------------------------------------------
 // pivctl stats, calibrate, mask
 
-// Saves the statistics of n rotation fields (nx grid) of 'exp' as the
-// broker's checkpoint would, under 'calib'.
+// Saves the statistics of n rotation fields (nx grid) of 'exp' as set
+// 'set' (pairs first ...) as the broker's checkpoint would, under 'calib'.
 static void
-s_checkpoint (const char *exp, int n, int nx, const char *calib)
+s_checkpoint (const char *exp, const char *set, int64_t first, int n, int nx, const char *calib)
 {
     char err[512];
     store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
@@ -460,12 +460,12 @@ s_checkpoint (const char *exp, int n, int nx, const char *calib)
     size_t size;
     ck_assert_int_eq (piv_stats_encode (stats, &state, &size), 0);
     store_stats_t row = {.experiment = e,
-                         .set = "16x16 step 16 window 32",
+                         .set = set,
                          .settings = "passes=32,16 overlap=50 iterations=1",
                          .calibration = calib,
                          .fields = n,
-                         .first_pair = 1,
-                         .last_pair = n,
+                         .first_pair = first,
+                         .last_pair = first + n - 1,
                          .state = state,
                          .state_size = size};
     ck_assert_int_eq (store_stats_save (store, &row, NULL, 0, T0), 0);
@@ -491,7 +491,7 @@ static const char *s_stats_h5_check =
 START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
 {
     s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
-    s_checkpoint ("rot", 6, 16, CALIB);
+    s_checkpoint ("rot", "16x16 step 16 window 32", 1, 6, 16, CALIB);
     char out[1 << 16];
     ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", NULL), 0);
     ck_assert_msg (strstr (out, "no checkpoint from the broker"), "%s", out);
@@ -525,6 +525,22 @@ START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
                       0);
     int rc = s_python (s_stats_h5_check, out, sizeof out, file, NULL);
     ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // A second set (settings changed mid-run): one file each, named.
+    s_checkpoint ("rot", "8x8 step 16 window 32", 7, 3, 8, "none");
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "out/s.txt"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "-o", file, NULL), 0);
+    ck_assert_msg (strstr (out, "2 set(s) written"), "%s", out);
+    char *one = tu_slurp (tu_path (s_farm.dir, "out/s-1.txt"), NULL);
+    char *two = tu_slurp (tu_path (s_farm.dir, "out/s-2.txt"), NULL);
+    ck_assert_msg (one && strstr (one, "set 1 of 2: 16x16 step 16 window 32")
+                       && strstr (one, "m/s"),
+                   "%s", one ? one : "(none)");
+    ck_assert_msg (two && strstr (two, "set 2 of 2: 8x8 step 16 window 32")
+                       && strstr (two, "px/frame") && !strstr (two, "m/s"),
+                   "%s", two ? two : "(none)");
+    free (one);
+    free (two);
 }
 END_TEST
 
