@@ -50,7 +50,7 @@ typedef struct {
     float *vorticity;      // one field's (1/frame)
     size_t vorticity_size;
     ctl_h5_t *h5;          // HDF5: the file
-    int64_t t0_ns;         // HDF5: close time of the first exported pair
+    int64_t t0_ns;         // HDF5: close time of the first exported pair (0: none known)
     piv_stats_t *stats;    // over the exported fields (VTK, HDF5)
     piv_calib_t stats_c;   // their calibration
     long stats_left_out;   // fields on another grid or calibration
@@ -218,8 +218,9 @@ s_write_h5 (s_export_t *x, const store_result_info_t *r, const piv_field_t *fiel
         x->h5 = ctl_h5_new (x->part, x->name, c, x->settings, err, errlen);
         if (!x->h5 || ctl_h5_fields_begin (x->h5, field, err, errlen) != 0)
             return -1;
-        x->t0_ns = r->closed_ns;
     }
+    if (!x->t0_ns)
+        x->t0_ns = r->closed_ns; // the first exported pair's with a known time
     double t = r->closed_ns && x->t0_ns ? (r->closed_ns - x->t0_ns) / 1e9 : NAN;
     return ctl_h5_field_add (x->h5, field, x->vorticity, t, r->stem, err, errlen);
 }
