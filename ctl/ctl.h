@@ -2,9 +2,11 @@
 // (args.c), the round trip to the broker (request.c), the helpers that
 // print tables (print.c) and JSON (json.c), and one run function per
 // command, grouped by file as the usage groups them: status.c (the run),
-// steer.c, tail.c, replay.c and record.c (the record: record.c alone reads
-// the store, directly, not through the broker), storage.c, keys.c.
-// pivctl.c holds the command table and main. Not for use outside ctl/.
+// steer.c, tail.c, replay.c, record.c, export.c and stats.c (the record:
+// they read the store directly, not through the broker, opened by
+// record.c; units.c gives the calibration of each result; h5.c, with its
+// own header h5.h, writes HDF5), storage.c, keys.c. pivctl.c holds the
+// command table and main. Not for use outside ctl/.
 
 #ifndef CTL_CTL_H
 #define CTL_CTL_H
@@ -185,6 +187,8 @@ const char *ctl_warning_level (jdoc_t *doc, int i);
 
 // Makes 'path' and its missing parents. 0, or -1 with err naming the path.
 int ctl_mkdirs (const char *path, char *err, size_t errlen);
+// ctl_mkdirs for the directory of file 'path' (nothing without a '/').
+int ctl_mkdirs_parent (const char *path, char *err, size_t errlen);
 
 typedef struct _store_t store_t;
 
@@ -192,6 +196,11 @@ typedef struct _store_t store_t;
 // *experiment). The store, or NULL (logged: the store cannot be opened, or
 // no such experiment).
 store_t *ctl_open_store (ctl_t *ctl, const char *name, int64_t *experiment);
+
+// Makes room for one more item in a malloc'd array (*array_p, *size items
+// allocated, count used): doubles it when full. 0, or -1 (no memory; the
+// array unchanged).
+int ctl_grow (void *array_p, size_t *size, size_t count, size_t item);
 
 // 1 if 'stem' would leave an export directory (absolute, or a ".." step).
 int ctl_stem_escapes (const char *stem);
@@ -263,9 +272,9 @@ void ctl_print_compare (const ctl_compare_t *c);
 // JSON that pivctl writes itself (json.c, with common/jout: one line on
 // stdout each); replies of the broker are printed as they came.
 
-// export's summary.
-void ctl_json_export (const char *experiment, const char *dir, long written, long missing,
-                      long errors);
+// export's summary ('dir': the directory, or the HDF5 file).
+void ctl_json_export (const char *experiment, const char *dir, const char *format,
+                      const char *units, long written, long missing, long errors);
 // replay --feedback-only's summary.
 void ctl_json_republished (const char *experiment, const char *as, double sent, double speed);
 // The comparison of a replay with its original.

@@ -25,6 +25,7 @@
 #define MAX_SEGMENTS_SHOWN 6 // ranges a refusal names
 
 typedef enum { F_TXT, F_TECPLOT, F_VTK, F_HDF5 } s_format_t;
+static const char *s_formats[] = {"txt", "tecplot", "vtk", "hdf5"}; // by s_format_t
 
 // A run of consecutive results on one grid (and, in si, one calibration).
 typedef struct {
@@ -49,7 +50,7 @@ typedef struct {
     float *vorticity;      // one field's (1/frame)
     size_t vorticity_size;
     ctl_h5_t *h5;          // HDF5: the file
-    int64_t t0_ns;         // HDF5: close time of the first exported pair
+    int64_t t0_ns;         // HDF5: close time of the first exported pair (0: none known)
     piv_stats_t *stats;    // over the exported fields (VTK, HDF5)
     piv_calib_t stats_c;   // their calibration
     long stats_left_out;   // fields on another grid or calibration
@@ -86,14 +87,8 @@ s_note_segment (s_export_t *x, const store_result_info_t *r, const piv_field_t *
         snprintf (last->last_stem, sizeof last->last_stem, "%s", r->stem);
         return 0;
     }
-    if (x->nsegments == x->segments_size) {
-        size_t grown = x->segments_size ? 2 * x->segments_size : 8;
-        s_segment_t *more = realloc (x->segments, grown * sizeof *more);
-        if (!more)
-            return -1;
-        x->segments = more;
-        x->segments_size = grown;
-    }
+    if (ctl_grow (&x->segments, &x->segments_size, x->nsegments, sizeof *x->segments) != 0)
+        return -1;
     s_segment_t *s = &x->segments[x->nsegments++];
     *s = (s_segment_t){r->pair, r->pair, "", "", f->nx, f->ny, f->step, f->window, f->x[0],
                        f->y[0], *c};
@@ -223,32 +218,32 @@ s_write_h5 (s_export_t *x, const store_result_info_t *r, const piv_field_t *fiel
         x->h5 = ctl_h5_new (x->part, x->name, c, x->settings, err, errlen);
         if (!x->h5 || ctl_h5_fields_begin (x->h5, field, err, errlen) != 0)
             return -1;
-        x->t0_ns = r->closed_ns;
     }
+    if (!x->t0_ns)
+        x->t0_ns = r->closed_ns; // the first exported pair's with a known time
     double t = r->closed_ns && x->t0_ns ? (r->closed_ns - x->t0_ns) / 1e9 : NAN;
     return ctl_h5_field_add (x->h5, field, x->vorticity, t, r->stem, err, errlen);
 }
 
-// The field's vorticity into x->vorticity and its sample into the
-// statistics (the first grid and calibration; others left out).
-static void
+// VTK and HDF5: the field's vorticity into x->vorticity and its sample
+// into the statistics (the first grid and calibration; others left out).
+// 0, or -1 on no memory.
+static int
 s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *c)
 {
+    if (x->format != F_VTK && x->format != F_HDF5)
+        return 0;
     size_t n = (size_t)field->nx * field->ny;
     if (n > x->vorticity_size) {
         float *more = realloc (x->vorticity, n * sizeof *more);
-        if (!more) {
-            x->stats_left_out++;
-            return;
-        }
+        if (!more)
+            return -1;
         x->vorticity = more;
         x->vorticity_size = n;
     }
     if (piv_field_derive (field, x->vorticity, NULL, NULL) < 0)
         for (size_t k = 0; k < n; k++)
             x->vorticity[k] = NAN;
-    if (x->format != F_VTK && x->format != F_HDF5)
-        return;
     if (!x->stats) {
         x->stats = piv_stats_new (field);
         x->stats_c = *c;
@@ -256,6 +251,7 @@ s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *
     if (!x->stats || !ctl_calib_same (&x->stats_c, c)
         || piv_stats_add (x->stats, field, x->vorticity) != 0)
         x->stats_left_out++;
+    return 0;
 }
 
 static void
@@ -309,12 +305,15 @@ s_export_one (void *arg, const store_result_info_t *r)
     if (x->mixed || x->failed)
         ok = -1; // not written, not an error of its own
     else if (x->si && !in_force.set) {
-        if (!x->uncalibrated++)
+        if (!x->uncalibrated++) // said once at the end
             snprintf (x->uncalibrated_stem, sizeof x->uncalibrated_stem, "%s", r->stem);
+        ok = -1;
     }
     else {
-        s_derive_and_count (x, field, &applied);
-        if (x->format == F_HDF5)
+        rc = s_derive_and_count (x, field, &applied);
+        if (rc != 0)
+            snprintf (err, sizeof err, "no memory for the field of pair '%s'", r->stem);
+        else if (x->format == F_HDF5)
             rc = s_write_h5 (x, r, field, &applied, err, sizeof err);
         else
             rc = s_write_file (x, r, field, &in_force, err, sizeof err);
@@ -348,15 +347,9 @@ s_prepare_output (s_export_t *x, char *h5_path, size_t size)
             ctl_error ("path too long: '%s'", h5_path);
             return -1;
         }
-        char dir[PATH_MAX];
-        snprintf (dir, sizeof dir, "%s", h5_path);
-        char *slash = strrchr (dir, '/');
-        if (slash && slash != dir) {
-            *slash = '\0';
-            if (ctl_mkdirs (dir, err, sizeof err) != 0) {
-                ctl_error ("%s", err);
-                return -1;
-            }
+        if (ctl_mkdirs_parent (h5_path, err, sizeof err) != 0) {
+            ctl_error ("%s", err);
+            return -1;
         }
         return 0;
     }
@@ -462,7 +455,6 @@ s_done_of (void *arg, const store_counts_t *counts)
 static int
 s_parse (s_export_t *x, ctl_args_t *args, int *units)
 {
-    static const char *formats[] = {"txt", "tecplot", "vtk", "hdf5"};
     const char *format = ctl_value (args, "format"), *u = ctl_value (args, "units");
     if (ctl_check_name ("export", x->name) != 0)
         return EXIT_USAGE;
@@ -473,9 +465,9 @@ s_parse (s_export_t *x, ctl_args_t *args, int *units)
     }
     x->format = F_TXT;
     for (int i = 0; format && i < 4; i++)
-        if (strcmp (format, formats[i]) == 0)
+        if (strcmp (format, s_formats[i]) == 0)
             x->format = (s_format_t)i;
-    if (format && strcmp (format, formats[x->format]) != 0) {
+    if (format && strcmp (format, s_formats[x->format]) != 0) {
         ctl_error ("bad --format '%s': txt, tecplot, vtk or hdf5", format);
         return EXIT_USAGE;
     }
@@ -543,7 +535,8 @@ ctl_run_export (ctl_t *ctl, ctl_args_t *args)
     int finished = s_finish (&x);
     store_destroy (&store);
     if (ctl->json)
-        ctl_json_export (x.name, x.out, x.written, x.missing, x.errors);
+        ctl_json_export (x.name, x.out, s_formats[x.format], x.si ? "si" : "px", x.written,
+                         x.missing, x.errors);
     else if (finished == 0)
         printf ("exported %ld field(s) of %s to %s in %s units (%ld result(s) without a stored "
                 "field%s)\n",

@@ -134,19 +134,27 @@ ctl_h5_new (const char *path, const char *title, const piv_calib_t *c, const cha
     return self;
 }
 
-// A 1-D float64 dataset 'name' of n values under loc, with its units.
+// A dataset 'name' under loc, rank 1 (n = dims[0]) or 2 (dims ny, nx:
+// one chunk, shuffle and deflate), written at once, with its units.
 static int
-s_write_axis (hid_t loc, const char *name, const double *values, hsize_t n, const char *units)
+s_write_array (hid_t loc, const char *name, int rank, const hsize_t *dims, hid_t file_type,
+               hid_t mem_type, const void *values, const char *units)
 {
-    hid_t space = H5Screate_simple (1, &n, NULL);
-    hid_t set = H5Dcreate2 (loc, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
-                            H5P_DEFAULT);
-    int rc = set < 0 || H5Dwrite (set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0
+    hid_t space = H5Screate_simple (rank, dims, NULL);
+    hid_t plist = H5Pcreate (H5P_DATASET_CREATE);
+    if (rank == 2) {
+        H5Pset_chunk (plist, 2, dims);
+        H5Pset_shuffle (plist);
+        H5Pset_deflate (plist, DEFLATE_LEVEL);
+    }
+    hid_t set = H5Dcreate2 (loc, name, file_type, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    int rc = set < 0 || H5Dwrite (set, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0
                      || s_attr_string (set, "units", units) < 0
                  ? -1
                  : 0;
     if (set >= 0)
         H5Dclose (set);
+    H5Pclose (plist);
     H5Sclose (space);
     return rc;
 }
@@ -162,10 +170,12 @@ s_write_grid (hid_t loc, const piv_calib_t *c, int nx, int ny, const float *xs, 
     double ignored;
     for (int i = 0; i < nx; i++)
         piv_calib_position (c, xs[i], ys[0], &x[i], &ignored);
-    int rc = s_write_axis (loc, "x", x, (hsize_t)nx, units);
+    hsize_t n = (hsize_t)nx;
+    int rc = s_write_array (loc, "x", 1, &n, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, units);
     for (int j = 0; j < ny; j++)
         piv_calib_position (c, xs[0], ys[(size_t)j * nx], &ignored, &x[j]);
-    rc |= s_write_axis (loc, "y", x, (hsize_t)ny, units);
+    n = (hsize_t)ny;
+    rc |= s_write_array (loc, "y", 1, &n, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, units);
     free (x);
     return rc;
 }
@@ -304,29 +314,6 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *vortici
     return 0;
 }
 
-// A (ny, nx) dataset 'name' under loc, compressed, with its units.
-static int
-s_write_plane (hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *values,
-               int nx, int ny, const char *units)
-{
-    hsize_t dims[2] = {(hsize_t)ny, (hsize_t)nx};
-    hid_t space = H5Screate_simple (2, dims, NULL);
-    hid_t plist = H5Pcreate (H5P_DATASET_CREATE);
-    H5Pset_chunk (plist, 2, dims);
-    H5Pset_shuffle (plist);
-    H5Pset_deflate (plist, DEFLATE_LEVEL);
-    hid_t set = H5Dcreate2 (loc, name, file_type, space, H5P_DEFAULT, plist, H5P_DEFAULT);
-    int rc = set < 0 || H5Dwrite (set, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0
-                     || s_attr_string (set, "units", units) < 0
-                 ? -1
-                 : 0;
-    if (set >= 0)
-        H5Dclose (set);
-    H5Pclose (plist);
-    H5Sclose (space);
-    return rc;
-}
-
 // The statistics' columns, converted by c, into the group.
 enum { S_U, S_V, S_URMS, S_VRMS, S_UV, S_VORTICITY, S_COLUMNS };
 
@@ -336,6 +323,7 @@ s_write_stats (hid_t group, const piv_stats_t *stats, const piv_calib_t *c, int 
     static const char *names[S_COLUMNS] = {"u_mean", "v_mean", "u_rms",
                                            "v_rms",  "uv_mean", "vorticity_mean"};
     size_t n = (size_t)nx * ny;
+    hsize_t dims[2] = {(hsize_t)ny, (hsize_t)nx};
     double *col = malloc (n * S_COLUMNS * sizeof *col);
     int64_t *count = malloc (n * sizeof *count);
     float *xs = malloc (2 * n * sizeof *xs);
@@ -366,11 +354,11 @@ s_write_stats (hid_t group, const piv_stats_t *stats, const piv_calib_t *c, int 
         else
             snprintf (units, sizeof units, "%s",
                       s == S_VORTICITY ? piv_calib_unit (c, PIV_UNIT_RATE) : velocity);
-        rc = s_write_plane (group, names[s], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, col + s * n, nx,
-                            ny, units);
+        rc = s_write_array (group, names[s], 2, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                            col + s * n, units);
     }
     if (rc == 0)
-        rc = s_write_plane (group, "count", H5T_STD_I64LE, H5T_NATIVE_INT64, count, nx, ny, "1");
+        rc = s_write_array (group, "count", 2, dims, H5T_STD_I64LE, H5T_NATIVE_INT64, count, "1");
     free (col);
     free (count);
     free (xs);

@@ -23,11 +23,14 @@ s_print (json_t *doc)
 }
 
 void
-ctl_json_export (const char *experiment, const char *dir, long written, long missing, long errors)
+ctl_json_export (const char *experiment, const char *dir, const char *format, const char *units,
+                 long written, long missing, long errors)
 {
     json_t *doc = json_object ();
     jout_set (&doc, "experiment", jout_string (experiment));
     jout_set (&doc, "dir", jout_string (dir));
+    jout_set (&doc, "format", jout_string (format));
+    jout_set (&doc, "units", jout_string (units));
     jout_set (&doc, "written", json_integer (written));
     jout_set (&doc, "missing", json_integer (missing));
     jout_set (&doc, "errors", json_integer (errors));

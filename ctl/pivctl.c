@@ -77,7 +77,8 @@ s_usage (FILE *out)
         "                                  an unknown EXP is refused unless --new (about to start)\n"
         "  calibrate EXP [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]\n"
         "                                  EXP's calibration (0.05mm/px or 20px/mm, 2ms; applies to\n"
-        "                                  results recorded after it); without options: show it\n"
+        "                                  results recorded after it); without options: show it;\n"
+        "                                  EXP '*': the default of every experiment\n"
         "  mask EXP FILE|--clear           a mask image for EXP's pairs (masked vectors: flag 2)\n"
         "the record:\n"
         "  export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si]\n"
@@ -173,7 +174,7 @@ static const ctl_command_t s_commands[] = {
      ctl_run_feedback},
     {"tail", 1, 1, "tail EXP [--count N] [--new]", s_tail_options, ctl_run_tail},
     {"calibrate", 1, 1,
-     "calibrate EXP [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]",
+     "calibrate EXP|'*' [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]",
      s_calibrate_options, ctl_run_calibrate},
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
     {"export", 1, 1, "export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si]",

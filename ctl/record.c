@@ -53,6 +53,21 @@ ctl_mkdirs (const char *path, char *err, size_t errlen)
     }
 }
 
+int
+ctl_mkdirs_parent (const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    if (snprintf (dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        snprintf (err, errlen, "path too long: '%s'", path);
+        return -1;
+    }
+    char *slash = strrchr (dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    return ctl_mkdirs (dir, err, errlen);
+}
+
 store_t *
 ctl_open_store (ctl_t *ctl, const char *name, int64_t *experiment)
 {

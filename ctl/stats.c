@@ -151,16 +151,23 @@ s_write_h5 (const char *name, const s_sets_t *all, const char *path)
     return rc;
 }
 
-// Asks the broker for a checkpoint. 0: done; 1: not reachable (said, with
-// the fallback); EXIT_USAGE: the broker found the line wrong.
+// Asks the broker for a checkpoint. 0: done (a note on stderr when the
+// broker is still rebuilding them: partial figures); 1: not reachable
+// (said, with the fallback); EXIT_USAGE: the broker found the line wrong.
 static int
 s_checkpoint (ctl_t *ctl, const char *name)
 {
     char *words[] = {"stats", (char *)name};
     char *line = cli_join (2, words), *body = NULL;
-    int rc = line ? ctl_ask (ctl, line, &body) : EXIT_FAILED;
+    jdoc_t *doc = NULL;
+    int rc = line ? ctl_ask_json (ctl, line, &body, &doc) : EXIT_FAILED;
     free (line);
     free (body);
+    if (rc == 0 && jdoc_bool (doc, 0, "$.rebuilding"))
+        ctl_error ("the broker is still rebuilding the statistics of '%s' from the store "
+                   "(%s result(s) not counted yet): the figures are partial",
+                   name, ctl_num (jdoc_number (doc, NAN, "$.missing"), "%.0f"));
+    jdoc_destroy (&doc);
     if (rc == 0 || rc == EXIT_USAGE)
         return rc;
     ctl_error ("no checkpoint from the broker: reading the last one of '%s' saved in the store",
@@ -187,6 +194,11 @@ ctl_run_stats (ctl_t *ctl, ctl_args_t *args)
     if (f == 3 && (!path || !*path)) {
         ctl_error ("stats --format hdf5 needs -o FILE; usage: pivctl %s", args->command->usage);
         return EXIT_USAGE;
+    }
+    char err[PATH_MAX + 256];
+    if (path && ctl_mkdirs_parent (path, err, sizeof err) != 0) {
+        ctl_error ("%s", err);
+        return EXIT_FAILED;
     }
     int asked = s_checkpoint (ctl, name);
     if (asked == EXIT_USAGE)

@@ -109,18 +109,26 @@ s_calib_word (const char *option, const char *key, const char *value, char *word
     return 0;
 }
 
+// {"scope":..,"calibration":{text, describe, source, calibrated},"units":{..}}
 static void
-s_print_calibration (jdoc_t *doc, const char *name)
+s_print_calibration (jdoc_t *doc, ctl_args_t *args)
 {
-    const char *text = jdoc_string (doc, "$.calibration");
-    piv_calib_t c;
-    piv_calib_init (&c);
-    char err[256], description[256] = "-";
-    if (text && piv_calib_parse (text, &c, err, sizeof err) == 0)
-        piv_calib_describe (&c, description, sizeof description);
-    printf ("calibration of %s: %s\n", name, description);
+    const char *name = args->words[0];
+    const char *describe = jdoc_string (doc, "$.calibration.describe");
+    const char *text = jdoc_string (doc, "$.calibration.text");
+    const char *source = jdoc_string (doc, "$.calibration.source");
+    printf ("calibration of %s: %s\n", strcmp (name, "*") == 0 ? "all experiments (the default)"
+                                                                : name,
+            describe ? describe : "-");
+    if (source)
+        printf ("  from         %s\n", source);
     if (text)
         printf ("  as recorded  %s\n", text);
+    const char *length = jdoc_string (doc, "$.units.length");
+    const char *velocity = jdoc_string (doc, "$.units.velocity");
+    const char *rate = jdoc_string (doc, "$.units.rate");
+    if (length && velocity && rate)
+        printf ("  units        x, y %s; u, v %s; vorticity %s\n", length, velocity, rate);
 }
 
 int
@@ -128,41 +136,42 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
 {
     static const char *options[][2] = {
         {"scale", "scale"}, {"dt", "dt"}, {"origin", "origin"}, {"y-axis", "y_axis"}};
-    const char *name = args->words[0];
-    if (ctl_check_name ("calibrate", name) != 0)
+    const char *name = args->words[0]; // "*": the default of every experiment
+    if (strcmp (name, "*") != 0 && ctl_check_name ("calibrate", name) != 0)
         return EXIT_USAGE;
     char words[4][300];
-    char *line[8] = {"calibrate", (char *)name};
-    int n = 2;
+    args->nsend = 2; // the line is built here: "calibrate EXP key=value..."
     for (int i = 0; i < 4; i++) {
         const char *value = ctl_value (args, options[i][0]);
         if (!value)
             continue;
         if (s_calib_word (options[i][0], options[i][1], value, words[i], sizeof words[i]) != 0)
             return EXIT_USAGE;
-        line[n++] = words[i];
+        args->send[args->nsend++] = words[i];
     }
     if (ctl_value (args, "clear")) {
-        if (n > 2) {
+        if (args->nsend > 2) {
             ctl_error ("calibrate: --clear takes no other option; usage: pivctl %s",
                        args->command->usage);
             return EXIT_USAGE;
         }
-        line[n++] = "none";
+        args->send[args->nsend++] = "none";
     }
-    char *text = cli_join (n, line), *body = NULL;
-    jdoc_t *doc = NULL;
-    int rc = !text            ? EXIT_FAILED
-             : ctl->json      ? ctl_ask (ctl, text, &body)
-                              : ctl_ask_json (ctl, text, &body, &doc);
-    free (text);
-    if (rc == 0 && ctl->json)
-        printf ("%s\n", body);
-    else if (rc == 0)
-        s_print_calibration (doc, name);
-    jdoc_destroy (&doc);
-    free (body);
-    return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
+    args->send[args->nsend] = NULL;
+    return ctl_run_printed (ctl, args, s_print_calibration);
+}
+
+// {"scope":..,"mask":PATH|null,"width":W,"height":H,"settings":..}
+static void
+s_print_mask (jdoc_t *doc, ctl_args_t *args)
+{
+    const char *mask = jdoc_string (doc, "$.mask");
+    if (mask)
+        printf ("mask of %s: %s (%s x %s px)\n", args->words[0], mask,
+                ctl_num (jdoc_number (doc, NAN, "$.width"), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.height"), "%.0f"));
+    else
+        printf ("mask of %s: none\n", args->words[0]);
 }
 
 int
@@ -182,20 +191,8 @@ ctl_run_mask (ctl_t *ctl, ctl_args_t *args)
         ctl_error ("mask: cannot use '%s': %s", args->words[1], strerror (errno));
         return EXIT_USAGE;
     }
-    char *words[] = {"mask", (char *)name, clear ? "none" : path};
-    char *text = cli_join (3, words), *body = NULL;
-    jdoc_t *doc = NULL;
-    int rc = !text            ? EXIT_FAILED
-             : ctl->json      ? ctl_ask (ctl, text, &body)
-                              : ctl_ask_json (ctl, text, &body, &doc);
-    free (text);
-    if (rc == 0 && ctl->json)
-        printf ("%s\n", body);
-    else if (rc == 0) {
-        const char *mask = jdoc_string (doc, "$.mask");
-        printf ("mask of %s: %s\n", name, mask && *mask ? mask : clear ? "none" : path);
-    }
-    jdoc_destroy (&doc);
-    free (body);
-    return rc == 0 ? EXIT_OK : rc == EXIT_USAGE ? EXIT_USAGE : EXIT_FAILED;
+    args->send[2] = clear ? "none" : path; // "mask EXP /absolute/path|none"
+    args->nsend = 3;
+    args->send[3] = NULL;
+    return ctl_run_printed (ctl, args, s_print_mask);
 }

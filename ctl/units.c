@@ -35,17 +35,25 @@ struct _ctl_calibs_t {
     const char *error;   // the first bad setting met, or NULL
 };
 
+int
+ctl_grow (void *array_p, size_t *size, size_t count, size_t item)
+{
+    if (count < *size)
+        return 0;
+    size_t grown = *size ? 2 * *size : 16;
+    void *more = realloc (*(void **)array_p, grown * item);
+    if (!more)
+        return -1;
+    *(void **)array_p = more;
+    *size = grown;
+    return 0;
+}
+
 static int
 s_push (s_scope_t *scope, const s_change_t *change)
 {
-    if (scope->count == scope->size) {
-        size_t grown = scope->size ? 2 * scope->size : 16;
-        s_change_t *changes = realloc (scope->changes, grown * sizeof *changes);
-        if (!changes)
-            return -1;
-        scope->changes = changes;
-        scope->size = grown;
-    }
+    if (ctl_grow (&scope->changes, &scope->size, scope->count, sizeof *change) != 0)
+        return -1;
     scope->changes[scope->count++] = *change;
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -163,7 +164,7 @@ static const char *s_h5_check =
     "assert si['time'].attrs['units'] == 's'\n"
     "stems = [s.decode() if isinstance(s, bytes) else s for s in si['pair'][...]]\n"
     "assert stems == ['p%04d' % i for i in range(6)], stems\n"
-    "assert 'scale=2e-05m/px' in si.attrs['calibration'], si.attrs['calibration']\n"
+    "assert si.attrs['calibration'].startswith('scale=2'), si.attrs['calibration']\n"
     "assert si.attrs['scale_m_per_px'] == 2e-5 and si.attrs['dt_s'] == 2e-3\n"
     "assert si.attrs['y_axis'] == 'up' and si.attrs['pivfarm_version']\n"
     "assert 'passes=' in si.attrs['piv_settings']\n"
@@ -179,6 +180,12 @@ static const char *s_h5_check =
     "assert abs(np.nanmean(st['vorticity_mean'][...]) / exact - 1) < 0.02\n"
     "assert st['u_mean'].attrs['units'] == 'm/s'\n"
     "assert st['vorticity_mean'].attrs['units'] == '1/s'\n"
+    "# doc/units-files.md's example\n"
+    "with h5py.File(sys.argv[1]) as f:\n"
+    "    u, v, w = f['u'], f['v'], f['vorticity']\n"
+    "    print(f.attrs['calibration_description'], u.attrs['units'], u.shape)\n"
+    "    print(np.nanmean(w[-1]), f['time'][-1], f['pair'][-1].decode(), "
+    "f['stats/u_mean'][...].max())\n"
     "print('ok')\n";
 
 START_TEST (hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump)
@@ -321,6 +328,54 @@ START_TEST (txt_export_converts_with_the_calibration_and_says_so)
 }
 END_TEST
 
+// Records a calibration setting of 'exp' (NULL: the global default) at
+// 'ts'; value NULL removes it.
+static void
+s_setting (const char *exp, const char *value, int64_t ts)
+{
+    char err[512];
+    store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    int64_t e = exp ? store_experiment (store, exp, ts) : 0;
+    ck_assert_int_eq (store_setting_set (store, e, "calibration", value, ts), 0);
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    store_destroy (&store);
+}
+
+START_TEST (each_result_is_converted_with_the_calibration_recorded_before_it)
+{
+    const char *wide = "scale=5e-05m/px dt=0.002s origin=0,0 y_axis=up"; // 0.05 mm/px
+    s_setting (NULL, wide, T0 - GAP);               // the default of every experiment
+    s_fill ("hist", 0, 2, 8, OMEGA, NULL);          // p0000, p0001: the default
+    s_fill ("hist", 2, 2, 8, OMEGA, CALIB);         // p0002, p0003: its own
+    s_setting ("hist", NULL, T0 + 4 * GAP - 1);     // removed: the default again
+    s_fill ("hist", 4, 2, 8, OMEGA, NULL);          // p0004, p0005
+    char out[1 << 14], dir[4096];
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "hist"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "hist", "-o", dir, NULL), 0);
+    ck_assert_msg (strstr (out, "exported 6 field(s)") && strstr (out, "si units"), "%s", out);
+    static const struct {
+        const char *stem, *calib;
+        double k; // (m/s) per (px/frame)
+    } expect[] = {{"p0000", "0.05 mm/px", 5e-5 / 2e-3},
+                  {"p0003", "0.02 mm/px", 2e-5 / 2e-3},
+                  {"p0005", "0.05 mm/px", 5e-5 / 2e-3}};
+    for (size_t i = 0; i < 3; i++) {
+        char path[4200], err[512];
+        snprintf (path, sizeof path, "%s/%s.txt", dir, expect[i].stem);
+        char *text = tu_slurp (path, NULL);
+        ck_assert_msg (text && strstr (text, expect[i].calib), "%s: %s", path, text ? text : "");
+        free (text);
+        piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s", err);
+        double u_px = -OMEGA * (16 - (16 + 16 * 3.5)); // the first vector's
+        ck_assert_msg (fabs (f->u[0] - u_px * expect[i].k) < 1e-6, "%s: u %g, expected %g",
+                       expect[i].stem, f->u[0], u_px * expect[i].k);
+        piv_field_destroy (&f);
+    }
+}
+END_TEST
+
 START_TEST (si_units_are_refused_for_an_experiment_never_calibrated)
 {
     s_fill ("raw", 0, 2, 8, OMEGA, NULL);
@@ -386,10 +441,10 @@ END_TEST
 // ---------------------------------------------------------------------------
 // pivctl stats, calibrate, mask
 
-// Saves the statistics of n rotation fields (nx grid) of 'exp' as the
-// broker's checkpoint would, under 'calib'.
+// Saves the statistics of n rotation fields (nx grid) of 'exp' as set
+// 'set' (pairs first ...) as the broker's checkpoint would, under 'calib'.
 static void
-s_checkpoint (const char *exp, int n, int nx, const char *calib)
+s_checkpoint (const char *exp, const char *set, int64_t first, int n, int nx, const char *calib)
 {
     char err[512];
     store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
@@ -405,12 +460,12 @@ s_checkpoint (const char *exp, int n, int nx, const char *calib)
     size_t size;
     ck_assert_int_eq (piv_stats_encode (stats, &state, &size), 0);
     store_stats_t row = {.experiment = e,
-                         .set = "16x16 step 16 window 32",
+                         .set = set,
                          .settings = "passes=32,16 overlap=50 iterations=1",
                          .calibration = calib,
                          .fields = n,
-                         .first_pair = 1,
-                         .last_pair = n,
+                         .first_pair = first,
+                         .last_pair = first + n - 1,
                          .state = state,
                          .state_size = size};
     ck_assert_int_eq (store_stats_save (store, &row, NULL, 0, T0), 0);
@@ -436,7 +491,7 @@ static const char *s_stats_h5_check =
 START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
 {
     s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
-    s_checkpoint ("rot", 6, 16, CALIB);
+    s_checkpoint ("rot", "16x16 step 16 window 32", 1, 6, 16, CALIB);
     char out[1 << 16];
     ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", NULL), 0);
     ck_assert_msg (strstr (out, "no checkpoint from the broker"), "%s", out);
@@ -470,6 +525,22 @@ START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
                       0);
     int rc = s_python (s_stats_h5_check, out, sizeof out, file, NULL);
     ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // A second set (settings changed mid-run): one file each, named.
+    s_checkpoint ("rot", "8x8 step 16 window 32", 7, 3, 8, "none");
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "out/s.txt"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "-o", file, NULL), 0);
+    ck_assert_msg (strstr (out, "2 set(s) written"), "%s", out);
+    char *one = tu_slurp (tu_path (s_farm.dir, "out/s-1.txt"), NULL);
+    char *two = tu_slurp (tu_path (s_farm.dir, "out/s-2.txt"), NULL);
+    ck_assert_msg (one && strstr (one, "set 1 of 2: 16x16 step 16 window 32")
+                       && strstr (one, "m/s"),
+                   "%s", one ? one : "(none)");
+    ck_assert_msg (two && strstr (two, "set 2 of 2: 8x8 step 16 window 32")
+                       && strstr (two, "px/frame") && !strstr (two, "m/s"),
+                   "%s", two ? two : "(none)");
+    free (one);
+    free (two);
 }
 END_TEST
 
@@ -498,6 +569,82 @@ START_TEST (calibrate_and_mask_check_their_arguments_before_asking)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// End to end: a farm run of calibrated synthetic pairs
+
+static const char *s_farm_check =
+    "import sys, h5py, numpy as np\n"
+    "W, OM, K = 256, 0.01, 2e-5 / 2e-3  # image, rad/frame, (m/s) per (px/frame)\n"
+    "c = (W - 1) / 2.0\n"
+    "f = h5py.File(sys.argv[1], 'r')\n"
+    "s = h5py.File(sys.argv[2], 'r')['stats/1']\n"
+    "x, y = f['x'][...] / 2e-5, -f['y'][...] / 2e-5  # back to image px\n"
+    "X, Y = np.meshgrid(x, y)\n"
+    "u, v = -OM * (Y - c) * K, -(OM * (X - c)) * K  # exact, m/s, y up\n"
+    "inner = (abs(X - c) < 80) & (abs(Y - c) < 80)\n"
+    "n = f['u'].shape[0]; assert n == 4 and int(s.attrs['fields']) == 4, (n, dict(s.attrs))\n"
+    "for i in range(n):\n"
+    "    ok = f['flags'][i] == 0\n"
+    "    e = np.hypot(f['u'][i] - u, f['v'][i] - v)[inner & ok]\n"
+    "    assert np.sqrt((e ** 2).mean()) < 0.1 * K, ('field', i, np.sqrt((e ** 2).mean()) / K)\n"
+    "e = np.hypot(s['u_mean'][...] - u, s['v_mean'][...] - v)[inner]\n"
+    "assert np.sqrt(np.nanmean(e ** 2)) < 0.1 * K, np.sqrt(np.nanmean(e ** 2)) / K\n"
+    "exact = -2 * OM / 2e-3\n"
+    "w = s['vorticity_mean'][...][inner]; w = w[np.isfinite(w)]\n"
+    "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
+    "w = f['vorticity'][...][:, inner]; w = w[np.isfinite(w)]\n"
+    "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
+    "print('ok', s.attrs['convergence'])\n";
+
+START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
+{
+    tu_farm_conf (&s_farm, "piv", 1, "64,32", "");
+    char out[1 << 16], src[4096];
+    snprintf (src, sizeof src, "%s/src/r", s_farm.dir);
+    char *synth[] = {(char *)tu_bin ("pivfarm-synth"), "--flow", "rotation:0.01", "--size",
+                     "256x256", "--count", "4", "-o", src, NULL};
+    ck_assert_msg (tu_run (synth, out, sizeof out, 120) == 0, "%s", out);
+    tu_farm_start_broker (&s_farm);
+    // Calibrated before its first frame lands.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02 mm/px",
+                                "--dt", "2 ms", NULL),
+                      0);
+    ck_assert_msg (strstr (out, "0.02 mm/px") && strstr (out, "m/s"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", NULL), 0);
+    ck_assert_msg (strstr (out, "calibration of exp1: 0.02 mm/px, dt 2 ms"), "%s", out);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "r", 1, 4, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 120).done, 4);
+
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "--json", NULL), 0);
+    ck_assert_msg (strstr (out, "\"fields\":4") && strstr (out, "\"source\":\"broker\"")
+                       && strstr (out, "\"units\":\"si\""),
+                   "%s", out);
+    char stats[4096], file[4096];
+    snprintf (stats, sizeof stats, "%s", tu_path (s_farm.dir, "stats.h5"));
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "exp1.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "-f", "hdf5", "-o", stats, NULL),
+                      0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-f", "hdf5", "-o", file, NULL),
+                      0);
+    int rc = s_python (s_farm_check, out, sizeof out, file, stats);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // A mask given by a roundabout path goes to the broker made absolute.
+    char mask[4096], real[4096];
+    snprintf (mask, sizeof mask, "%s/src/../src/r_0001_a.tif", s_farm.dir);
+    ck_assert_ptr_nonnull (realpath (mask, real));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "exp1", mask, NULL), 0);
+    ck_assert_msg (strstr (out, real) && strstr (out, "256 x 256 px"), "%s", out);
+    char *setting = tu_farm_sql_text (&s_farm, "SELECT value FROM settings WHERE key = 'mask'");
+    ck_assert_msg (setting && strcmp (setting, real) == 0, "%s", setting ? setting : "(none)");
+    free (setting);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "exp1", "--clear", NULL), 0);
+    ck_assert_msg (strstr (out, "mask of exp1: none"), "%s", out);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -509,10 +656,12 @@ s_suite (void)
     tcase_add_test (tc, hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges);
     tcase_add_test (tc, vtk_export_opens_in_vtk_with_the_statistics_file);
     tcase_add_test (tc, txt_export_converts_with_the_calibration_and_says_so);
+    tcase_add_test (tc, each_result_is_converted_with_the_calibration_recorded_before_it);
     tcase_add_test (tc, si_units_are_refused_for_an_experiment_never_calibrated);
     tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);
     tcase_add_test (tc, stats_reads_the_last_checkpoint_when_the_broker_is_away);
     tcase_add_test (tc, calibrate_and_mask_check_their_arguments_before_asking);
+    tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
     suite_add_tcase (s, tc);
     return s;
 }
