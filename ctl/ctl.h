@@ -2,9 +2,11 @@
 // (args.c), the round trip to the broker (request.c), the helpers that
 // print tables (print.c) and JSON (json.c), and one run function per
 // command, grouped by file as the usage groups them: status.c (the run),
-// steer.c, tail.c, replay.c and record.c (the record: record.c alone reads
-// the store, directly, not through the broker), storage.c, keys.c.
-// pivctl.c holds the command table and main. Not for use outside ctl/.
+// steer.c, tail.c, replay.c, record.c, export.c and stats.c (the record:
+// they read the store directly, not through the broker, opened by
+// record.c; units.c gives the calibration of each result; h5.c, with its
+// own header h5.h, writes HDF5), storage.c, keys.c. pivctl.c holds the
+// command table and main. Not for use outside ctl/.
 
 #ifndef CTL_CTL_H
 #define CTL_CTL_H
@@ -13,6 +15,7 @@
 #include "common/config.h"
 #include "common/iobench.h"
 #include "common/jdoc.h"
+#include "piv/calib.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -184,6 +187,53 @@ const char *ctl_warning_level (jdoc_t *doc, int i);
 
 // Makes 'path' and its missing parents. 0, or -1 with err naming the path.
 int ctl_mkdirs (const char *path, char *err, size_t errlen);
+// ctl_mkdirs for the directory of file 'path' (nothing without a '/').
+int ctl_mkdirs_parent (const char *path, char *err, size_t errlen);
+
+typedef struct _store_t store_t;
+
+// Opens the store read-only and finds experiment 'name' (its id in
+// *experiment). The store, or NULL (logged: the store cannot be opened, or
+// no such experiment).
+store_t *ctl_open_store (ctl_t *ctl, const char *name, int64_t *experiment);
+
+// Makes room for one more item in a malloc'd array (*array_p, *size items
+// allocated, count used): doubles it when full. 0, or -1 (no memory; the
+// array unchanged).
+int ctl_grow (void *array_p, size_t *size, size_t count, size_t item);
+
+// 1 if 'stem' would leave an export directory (absolute, or a ".." step).
+int ctl_stem_escapes (const char *stem);
+
+// ---------------------------------------------------------------------------
+// Units (units.c): the calibration in force for each result, the one rule
+// export and stats apply.
+
+typedef struct _ctl_calibs_t ctl_calibs_t;
+
+// The calibration history of 'experiment': its "calibration" setting
+// events, the global scope's (experiment 0) and cfg's default. NULL with
+// err on a store error or no memory.
+ctl_calibs_t *ctl_calibs_load (store_t *store, int64_t experiment, const config_t *cfg,
+                               char *err, size_t errlen);
+void ctl_calibs_destroy (ctl_calibs_t **self_p);
+
+// The calibration in force for a result recorded at recorded_ns: the
+// experiment's latest setting at or before it ("none" included), else the
+// global scope's, else the configuration's; not calibrated without any.
+// INT64_MAX: the one in force now.
+void ctl_calib_at (const ctl_calibs_t *self, int64_t recorded_ns, piv_calib_t *c);
+
+// 1 if the experiment was ever calibrated (its own setting, the global
+// one or the configuration's).
+int ctl_calibs_ever (const ctl_calibs_t *self);
+
+// A message when a recorded calibration could not be read (taken as not
+// calibrated), else NULL.
+const char *ctl_calibs_warning (const ctl_calibs_t *self);
+
+// 1 if a and b convert alike (both not calibrated, or the same numbers).
+int ctl_calib_same (const piv_calib_t *a, const piv_calib_t *b);
 
 // A stem seen in the original or the replay alone.
 typedef struct {
@@ -222,13 +272,26 @@ void ctl_print_compare (const ctl_compare_t *c);
 // JSON that pivctl writes itself (json.c, with common/jout: one line on
 // stdout each); replies of the broker are printed as they came.
 
-// export's summary.
-void ctl_json_export (const char *experiment, const char *dir, long written, long missing,
-                      long errors);
+// export's summary ('dir': the directory, or the HDF5 file).
+void ctl_json_export (const char *experiment, const char *dir, const char *format,
+                      const char *units, long written, long missing, long errors);
 // replay --feedback-only's summary.
 void ctl_json_republished (const char *experiment, const char *as, double sent, double speed);
 // The comparison of a replay with its original.
 void ctl_json_compare (const ctl_compare_t *c);
+// A saved set of run statistics, as stats.c read it.
+typedef struct {
+    struct _piv_stats_t *stats; // decoded (piv/stats.h)
+    piv_calib_t c;              // its calibration
+    char *key;                  // the set's key (grid, settings, calibration)
+    char *settings;             // its PIV settings
+    char *calibration;          // its calibration's text
+    int64_t first_pair, last_pair, updated_ns;
+} ctl_stats_set_t;
+// stats --json: the summary of each set; 'source' "broker" (a checkpoint
+// just made) or "store" (the last one saved).
+void ctl_json_stats (const char *experiment, const char *source, const ctl_stats_set_t *sets,
+                     int count);
 // iobench's rows; need in bytes/s (0: not asked).
 void ctl_json_iobench (const char *dir, const iobench_row_t *rows, int best, double need,
                        int sustains);
@@ -253,6 +316,10 @@ int ctl_run_feedback (ctl_t *ctl, ctl_args_t *args);
 // tail.c, record.c, replay.c: the stream and the record
 int ctl_run_tail (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_export (ctl_t *ctl, ctl_args_t *args);
+// stats.c: the statistics of a run; calibrate and mask (steer.c)
+int ctl_run_stats (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_mask (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_replay (ctl_t *ctl, ctl_args_t *args);
 // storage.c: storage (ctl_run_archive for archive and release)
 int ctl_run_provision (ctl_t *ctl, ctl_args_t *args);

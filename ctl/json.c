@@ -6,6 +6,7 @@
 #include "ctl/ctl.h"
 
 #include "common/jout.h"
+#include "piv/stats.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,11 +23,14 @@ s_print (json_t *doc)
 }
 
 void
-ctl_json_export (const char *experiment, const char *dir, long written, long missing, long errors)
+ctl_json_export (const char *experiment, const char *dir, const char *format, const char *units,
+                 long written, long missing, long errors)
 {
     json_t *doc = json_object ();
     jout_set (&doc, "experiment", jout_string (experiment));
     jout_set (&doc, "dir", jout_string (dir));
+    jout_set (&doc, "format", jout_string (format));
+    jout_set (&doc, "units", jout_string (units));
     jout_set (&doc, "written", json_integer (written));
     jout_set (&doc, "missing", json_integer (missing));
     jout_set (&doc, "errors", json_integer (errors));
@@ -87,5 +91,36 @@ ctl_json_iobench (const char *dir, const iobench_row_t *rows, int best, double n
     jout_set (&doc, "best_io_size", json_integer ((json_int_t) rows[best].io_size));
     jout_set (&doc, "need_mb_s", jout_number (need > 0 ? need / 1e6 : NAN));
     jout_set (&doc, "sustains", need > 0 ? json_boolean (sustains) : json_null ());
+    s_print (doc);
+}
+
+void
+ctl_json_stats (const char *experiment, const char *source, const ctl_stats_set_t *sets,
+                int count)
+{
+    json_t *doc = json_object (), *list = json_array ();
+    jout_set (&doc, "experiment", jout_string (experiment));
+    jout_set (&doc, "source", jout_string (source));
+    for (int i = 0; i < count; i++) {
+        piv_stats_summary_t sum;
+        piv_stats_summary (sets[i].stats, &sum);
+        char description[256];
+        piv_calib_describe (&sets[i].c, description, sizeof description);
+        json_t *set = json_object ();
+        jout_set (&set, "set", jout_string (sets[i].key));
+        jout_set (&set, "fields", json_integer (sum.fields));
+        jout_set (&set, "valid_fraction", jout_number (sum.valid_fraction));
+        jout_set (&set, "convergence", jout_number (sum.convergence));
+        jout_set (&set, "convergence_from", json_integer (sum.convergence_from));
+        jout_set (&set, "units", jout_string (sets[i].c.set ? "si" : "px"));
+        jout_set (&set, "velocity_unit", jout_string (piv_calib_unit (&sets[i].c, PIV_UNIT_VELOCITY)));
+        jout_set (&set, "calibration", jout_string (sets[i].calibration));
+        jout_set (&set, "calibration_description", jout_string (description));
+        jout_set (&set, "settings", jout_string (sets[i].settings));
+        jout_set (&set, "first_pair", json_integer (sets[i].first_pair));
+        jout_set (&set, "last_pair", json_integer (sets[i].last_pair));
+        jout_append (&list, set);
+    }
+    jout_set (&doc, "sets", list);
     s_print (doc);
 }

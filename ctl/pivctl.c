@@ -75,10 +75,19 @@ s_usage (FILE *out)
         "                                  out_max=\n"
         "  tail EXP [--count N] [--new]    follow the feedback stream of EXP (Ctrl-C to stop);\n"
         "                                  an unknown EXP is refused unless --new (about to start)\n"
+        "  calibrate EXP [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]\n"
+        "                                  EXP's calibration (0.05mm/px or 20px/mm, 2ms; applies to\n"
+        "                                  results recorded after it); without options: show it;\n"
+        "                                  EXP '*': the default of every experiment\n"
+        "  mask EXP FILE|--clear           a mask image for EXP's pairs (masked vectors: flag 2)\n"
         "the record:\n"
-        "  export EXP [--format txt|tecplot] -o DIR\n"
+        "  export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si]\n"
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
-        "                                  (or .dat), read from the store\n"
+        "                                  (.dat, .vtk + DIR/stats.vtk), or one HDF5 FILE, read\n"
+        "                                  from the store; si (m, m/s, 1/s) when calibrated\n"
+        "  stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE]\n"
+        "                                  EXP's run statistics (mean, RMS, u'v', count per\n"
+        "                                  point), converted with their calibration\n"
         "  replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I]\n"
         "             [--deform D] [--feedback-only] [--wait S]\n"
         "                                  replay EXP at X times its pace, wait for it (at most\n"
@@ -128,7 +137,13 @@ static const ctl_option_t s_tail_options[] = {
     {"count", 'n', 1, 1}, {"new", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_keygen_options[] = {{"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_export_options[] = {
+    {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {"units", 0, 1, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_stats_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_calibrate_options[] = {
+    {"scale", 0, 1, 1},  {"dt", 0, 1, 1},    {"origin", 0, 1, 1},
+    {"y-axis", 0, 1, 1}, {"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_mask_options[] = {{"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_provision_options[] = {
     {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_archive_options[] = {
@@ -158,7 +173,14 @@ static const ctl_command_t s_commands[] = {
     {"feedback", 1, MAX_WORDS - 1, "feedback show|on|off|set KEY=VALUE... [-e EXP]", s_scoped,
      ctl_run_feedback},
     {"tail", 1, 1, "tail EXP [--count N] [--new]", s_tail_options, ctl_run_tail},
-    {"export", 1, 1, "export EXP [--format txt|tecplot] -o DIR", s_export_options, ctl_run_export},
+    {"calibrate", 1, 1,
+     "calibrate EXP|'*' [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]",
+     s_calibrate_options, ctl_run_calibrate},
+    {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
+    {"export", 1, 1, "export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si]",
+     s_export_options, ctl_run_export},
+    {"stats", 1, 1, "stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--json]",
+     s_stats_options, ctl_run_stats},
     {"replay", 1, 1,
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "
      "[--deform D] [--feedback-only] [--wait S]",

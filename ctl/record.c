@@ -1,7 +1,6 @@
 // record.c — what pivctl reads from the store itself, not through the
-// broker: export (the stored vector fields as files) and the comparison of
-// a replay with its original. The one file of ctl/ that opens the store
-// (read-only, store_open_readonly).
+// broker: the store opened read-only (store_open_readonly) for export.c
+// and stats.c, and the comparison of a replay with its original.
 
 #include "ctl/ctl.h"
 
@@ -54,10 +53,23 @@ ctl_mkdirs (const char *path, char *err, size_t errlen)
     }
 }
 
-// Opens the store read-only and finds experiment 'name'. The store, or
-// NULL (logged: the store cannot be opened, or no such experiment).
-static store_t *
-s_open_store (ctl_t *ctl, const char *name, int64_t *experiment)
+int
+ctl_mkdirs_parent (const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    if (snprintf (dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        snprintf (err, errlen, "path too long: '%s'", path);
+        return -1;
+    }
+    char *slash = strrchr (dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    return ctl_mkdirs (dir, err, errlen);
+}
+
+store_t *
+ctl_open_store (ctl_t *ctl, const char *name, int64_t *experiment)
 {
     char err[1024];
     store_t *store = store_open_readonly (ctl->cfg.broker.store, err, sizeof err);
@@ -80,35 +92,8 @@ s_open_store (ctl_t *ctl, const char *name, int64_t *experiment)
     return store;
 }
 
-typedef struct {
-    const char *name;    // the experiment
-    const char *dir;     // where to
-    piv_format_t format; // txt or tecplot
-    long total;          // results expected (for the progress bar)
-    long written;        // fields written
-    long missing;        // results without a stored field
-    long errors;         // fields that could not be written
-    int tty;             // stderr is a terminal: draw a progress bar
-} s_export_t;
-
-// The number of done pairs of experiment 'name' (the results to export).
-typedef struct {
-    const char *name; // looked for
-    long done;        // its done pairs
-} s_done_t;
-
-static int
-s_done_of (void *arg, const store_counts_t *counts)
-{
-    s_done_t *d = arg;
-    if (strcmp (counts->name, d->name) == 0)
-        d->done = (long)counts->pairs[STORE_DONE];
-    return 0;
-}
-
-// 1 if 'stem' would leave the export directory (absolute, or a ".." step).
-static int
-s_stem_escapes (const char *stem)
+int
+ctl_stem_escapes (const char *stem)
 {
     if (stem[0] == '/' || stem[0] == '\0')
         return 1;
@@ -118,134 +103,6 @@ s_stem_escapes (const char *stem)
             return 1;
     }
     return 0;
-}
-
-// Writes one field to 'path' with a header naming where it comes from. 0,
-// or -1 with err naming the file.
-static int
-s_write_field (const piv_field_t *field, const char *path, piv_format_t format,
-               const char *experiment, const store_result_info_t *r, char *err, size_t errlen)
-{
-    FILE *out = fopen (path, "w");
-    if (!out) {
-        snprintf (err, errlen, "cannot write '%s': %s", path, strerror (errno));
-        return -1;
-    }
-    char header[1024];
-    snprintf (header, sizeof header,
-              "pivfarm export of experiment '%s', pair %" PRId64 " ('%s')\n"
-              "computed by agent '%s', attempt %d, in %.1f ms; results file '%s'",
-              experiment, r->pair, r->stem, r->agent ? r->agent : "", r->attempt,
-              r->compute_ns / 1e6, r->path ? r->path : "");
-    errno = 0;
-    int bad = piv_field_write (field, out, format, header) != 0 || ferror (out);
-    if (fclose (out) != 0 || bad) {
-        snprintf (err, errlen, "cannot write '%s': %s", path,
-                  errno ? strerror (errno) : "write error");
-        return -1;
-    }
-    return 0;
-}
-
-static int
-s_export_one (void *arg, const store_result_info_t *r)
-{
-    s_export_t *x = arg;
-    if (!r->field || !r->field_size) {
-        x->missing++;
-        return 0;
-    }
-    if (s_stem_escapes (r->stem)) {
-        ctl_error ("refusing to export pair %" PRId64 ": its stem '%s' leads out of '%s'", r->pair,
-                   r->stem, x->dir);
-        x->errors++;
-        return 0;
-    }
-    char err[PATH_MAX + 512], path[PATH_MAX];
-    piv_field_t *field = piv_field_decode (r->field, r->field_size, err, sizeof err);
-    if (!field) {
-        ctl_error ("the stored field of pair %" PRId64 " ('%s') is unreadable: %s", r->pair,
-                   r->stem, err);
-        x->errors++;
-        return 0;
-    }
-    snprintf (path, sizeof path, "%s/%s.%s", x->dir, r->stem,
-              x->format == PIV_FORMAT_TECPLOT ? "dat" : "txt");
-    char *slash = strrchr (path, '/');
-    *slash = '\0';
-    int ok = 0;
-    if (ctl_mkdirs (path, err, sizeof err) == 0) {
-        *slash = '/';
-        if (s_write_field (field, path, x->format, x->name, r, err, sizeof err) == 0)
-            ok = 1;
-    }
-    piv_field_destroy (&field);
-    if (!ok) {
-        ctl_error ("%s", err);
-        x->errors++;
-        return 1; // the directory is not writable: the rest would fail alike
-    }
-    x->written++;
-    if (x->tty) {
-        long done = x->written + x->missing + x->errors;
-        fprintf (stderr, "\rexporting %s %s %ld/%ld", x->name,
-                 ctl_bar ((double)done, (double)(x->total > done ? x->total : done), 30), done,
-                 x->total > done ? x->total : done);
-    }
-    return 0;
-}
-
-int
-ctl_run_export (ctl_t *ctl, ctl_args_t *args)
-{
-    s_export_t x = {.name = args->words[0], .dir = ctl_value (args, "output")};
-    const char *format = ctl_value (args, "format");
-    if (ctl_check_name ("export", x.name) != 0)
-        return EXIT_USAGE;
-    if (!x.dir || !*x.dir) {
-        ctl_error ("export needs -o DIR; usage: pivctl %s", args->command->usage);
-        return EXIT_USAGE;
-    }
-    if (!format || strcmp (format, "txt") == 0)
-        x.format = PIV_FORMAT_TXT;
-    else if (strcmp (format, "tecplot") == 0)
-        x.format = PIV_FORMAT_TECPLOT;
-    else {
-        ctl_error ("bad --format '%s': txt or tecplot", format);
-        return EXIT_USAGE;
-    }
-    int64_t experiment;
-    store_t *store = s_open_store (ctl, x.name, &experiment);
-    if (!store)
-        return EXIT_FAILED;
-    char err[PATH_MAX + 512];
-    if (ctl_mkdirs (x.dir, err, sizeof err) != 0) {
-        ctl_error ("%s", err);
-        store_destroy (&store);
-        return EXIT_FAILED;
-    }
-    if (access (x.dir, W_OK | X_OK) != 0) {
-        ctl_error ("cannot write into '%s': %s", x.dir, strerror (errno));
-        store_destroy (&store);
-        return EXIT_FAILED;
-    }
-    s_done_t done = {x.name, 0};
-    store_counts (store, s_done_of, &done);
-    x.total = done.done;
-    x.tty = isatty (STDERR_FILENO);
-    int rc = store_results_of (store, experiment, s_export_one, &x);
-    if (x.tty)
-        fprintf (stderr, "\r\033[K");
-    if (rc < 0)
-        ctl_error ("cannot read the results of '%s' from '%s': %s", x.name, ctl->cfg.broker.store,
-                   store_error (store));
-    store_destroy (&store);
-    if (ctl->json)
-        ctl_json_export (x.name, x.dir, x.written, x.missing, x.errors);
-    else
-        printf ("exported %ld field(s) of %s to %s (%ld result(s) without a stored field%s)\n",
-                x.written, x.name, x.dir, x.missing, x.errors ? ", errors above" : "");
-    return rc < 0 || x.errors ? EXIT_FAILED : EXIT_OK;
 }
 
 // A stem seen in the original, the replay or both.
@@ -490,7 +347,7 @@ int
 ctl_compare (ctl_t *ctl, const char *of, const char *name, double speed)
 {
     int64_t original, replay;
-    store_t *store = s_open_store (ctl, name, &replay);
+    store_t *store = ctl_open_store (ctl, name, &replay);
     if (!store)
         return EXIT_FAILED;
     store_experiment_t found;

@@ -1,10 +1,17 @@
-// steer.c — steering: rate, policy, pause, resume, retry, backfill and
-// feedback, each a line sent to the broker and its answer printed.
+// steer.c — steering: rate, policy, pause, resume, retry, backfill,
+// feedback, calibrate and mask, each a line sent to the broker and its
+// answer printed.
 
 #include "ctl/ctl.h"
 
+#include "common/cli.h"
+#include "piv/calib.h"
+
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void
@@ -75,3 +82,117 @@ CTL_PRINTED (ctl_run_policy, s_print_policy)
 CTL_PRINTED (ctl_run_pause, s_print_paused)
 CTL_PRINTED (ctl_run_moved, s_print_moved)
 CTL_PRINTED (ctl_run_feedback, s_print_feedback)
+
+// ---------------------------------------------------------------------------
+// calibrate and mask: the line is built here (values without spaces, the
+// mask's path absolute), checked first, then sent.
+
+// Appends "key=value" (value's spaces removed: "0.05 mm/px" -> "0.05mm/px")
+// to words after checking it as piv_calib_set would. 0 or -1 (logged).
+static int
+s_calib_word (const char *option, const char *key, const char *value, char *word, size_t size)
+{
+    char compact[256];
+    size_t n = 0;
+    for (const char *p = value; *p && n + 1 < sizeof compact; p++)
+        if (*p != ' ' && *p != '\t')
+            compact[n++] = *p;
+    compact[n] = '\0';
+    piv_calib_t c;
+    piv_calib_init (&c);
+    char err[512];
+    if (piv_calib_set (&c, key, compact, err, sizeof err) != 0) {
+        ctl_error ("calibrate: %s (--%s)", err, option);
+        return -1;
+    }
+    snprintf (word, size, "%s=%s", key, compact);
+    return 0;
+}
+
+// {"scope":..,"calibration":{text, describe, source, calibrated},"units":{..}}
+static void
+s_print_calibration (jdoc_t *doc, ctl_args_t *args)
+{
+    const char *name = args->words[0];
+    const char *describe = jdoc_string (doc, "$.calibration.describe");
+    const char *text = jdoc_string (doc, "$.calibration.text");
+    const char *source = jdoc_string (doc, "$.calibration.source");
+    printf ("calibration of %s: %s\n", strcmp (name, "*") == 0 ? "all experiments (the default)"
+                                                                : name,
+            describe ? describe : "-");
+    if (source)
+        printf ("  from         %s\n", source);
+    if (text)
+        printf ("  as recorded  %s\n", text);
+    const char *length = jdoc_string (doc, "$.units.length");
+    const char *velocity = jdoc_string (doc, "$.units.velocity");
+    const char *rate = jdoc_string (doc, "$.units.rate");
+    if (length && velocity && rate)
+        printf ("  units        x, y %s; u, v %s; vorticity %s\n", length, velocity, rate);
+}
+
+int
+ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
+{
+    static const char *options[][2] = {
+        {"scale", "scale"}, {"dt", "dt"}, {"origin", "origin"}, {"y-axis", "y_axis"}};
+    const char *name = args->words[0]; // "*": the default of every experiment
+    if (strcmp (name, "*") != 0 && ctl_check_name ("calibrate", name) != 0)
+        return EXIT_USAGE;
+    char words[4][300];
+    args->nsend = 2; // the line is built here: "calibrate EXP key=value..."
+    for (int i = 0; i < 4; i++) {
+        const char *value = ctl_value (args, options[i][0]);
+        if (!value)
+            continue;
+        if (s_calib_word (options[i][0], options[i][1], value, words[i], sizeof words[i]) != 0)
+            return EXIT_USAGE;
+        args->send[args->nsend++] = words[i];
+    }
+    if (ctl_value (args, "clear")) {
+        if (args->nsend > 2) {
+            ctl_error ("calibrate: --clear takes no other option; usage: pivctl %s",
+                       args->command->usage);
+            return EXIT_USAGE;
+        }
+        args->send[args->nsend++] = "none";
+    }
+    args->send[args->nsend] = NULL;
+    return ctl_run_printed (ctl, args, s_print_calibration);
+}
+
+// {"scope":..,"mask":PATH|null,"width":W,"height":H,"settings":..}
+static void
+s_print_mask (jdoc_t *doc, ctl_args_t *args)
+{
+    const char *mask = jdoc_string (doc, "$.mask");
+    if (mask)
+        printf ("mask of %s: %s (%s x %s px)\n", args->words[0], mask,
+                ctl_num (jdoc_number (doc, NAN, "$.width"), "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.height"), "%.0f"));
+    else
+        printf ("mask of %s: none\n", args->words[0]);
+}
+
+int
+ctl_run_mask (ctl_t *ctl, ctl_args_t *args)
+{
+    const char *name = args->words[0];
+    if (ctl_check_name ("mask", name) != 0)
+        return EXIT_USAGE;
+    int clear = ctl_value (args, "clear") != NULL;
+    if (clear == (args->nwords == 2)) {
+        ctl_error ("mask needs FILE or --clear (one of them); usage: pivctl %s",
+                   args->command->usage);
+        return EXIT_USAGE;
+    }
+    char path[PATH_MAX];
+    if (!clear && !realpath (args->words[1], path)) {
+        ctl_error ("mask: cannot use '%s': %s", args->words[1], strerror (errno));
+        return EXIT_USAGE;
+    }
+    args->send[2] = clear ? "none" : path; // "mask EXP /absolute/path|none"
+    args->nsend = 3;
+    args->send[3] = NULL;
+    return ctl_run_printed (ctl, args, s_print_mask);
+}

@@ -8,7 +8,9 @@
 #define DASHBOARD_DASH_H
 
 #include "common/config.h"
+#include "piv/calib.h"
 #include "piv/field.h"
+#include "piv/stats.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@
 #define DASH_BUCKETS 30         // ... and count (5 minutes)
 #define DASH_QUIVER_MAX 40      // arrows along the longer side of the quiver plot, at most
 #define DASH_HIST_MAX 32        // latency histogram buckets kept from the broker, at most
+#define DASH_MAP_MAX 64         // colour map cells along the longer side, at most
+#define DASH_ARRAY_MAX 128      // grid points along a side the JSON gives whole; beyond, decimated
 
 // One experiment. Counts come from the store; NAN (or -1 for integers)
 // marks a figure that is unknown (the broker did not answer and the store
@@ -93,11 +97,30 @@ typedef struct {
     char field_source[16];  // "store" or "file"
     char field_note[256];   // why no field is shown, when none is
     char *quantity;         // the feedback quantity plotted (NULL: no feedback yet)
+    char feedback_unit[16]; // its unit as the latest message names it (px, m/s, 1/s ...; "": none)
     dash_point_t series[DASH_SERIES];  // oldest first
     int npoints;
     int64_t buckets[DASH_BUCKETS];  // results per bucket, oldest first
     int64_t buckets_end_ns; // end of the last bucket (now)
     int64_t tail_start_ns;  // the log tail starts here: earlier buckets are unknown (0: whole log)
+    // Measurements (measure.c): the calibration in force, the run's saved
+    // statistics and the latest field's vorticity.
+    piv_calib_t calib;      // the calibration in force (piv_calib_init: none)
+    const char *calib_from; // "experiment", "global" (scope 0), "configuration" or "none"
+    char calib_note[256];   // a calibration that could not be read, and why ("": none)
+    piv_stats_t *stats;     // the latest saved statistics set (NULL: none yet)
+    piv_calib_t stats_calib;  // the calibration its results were counted under
+    char *stats_set;        // its key
+    char *stats_settings;   // its PIV settings
+    int64_t stats_updated_ns;  // when the broker saved it
+    int nsets;              // statistics sets of the experiment (a change of grid starts one)
+    char stats_note[256];   // why no statistics are shown, when none are
+    piv_field_t *mean;      // the mean field (px, px/frame; flag INVALID where no sample)
+    float *speed;           // its speed in stats_calib's unit (m/s or px/frame; NaN: no sample)
+    double speed_min, speed_max;  // over the finite values (NAN: none)
+    float *vorticity;       // the latest field's vorticity in calib's unit (1/s or 1/frame),
+                            // nx * ny as page->field (NULL: none; NaN where not computed)
+    double vorticity_min, vorticity_max;  // over the finite values (NAN: none)
 } dash_page_t;
 
 typedef struct {
@@ -157,6 +180,27 @@ void dash_release (dash_t *dash);
 
 // The quiver plot's thinning: every 'stride'-th vector in each direction.
 int dash_quiver_stride (const piv_field_t *field);
+
+// The experiment page's measurements (measure.c), read from the open store
+// 'store' (a store_t) for dash->page: the calibration in force (the
+// experiment's latest "calibration" setting, else the global one, else the
+// configuration's [calibration]), the latest saved statistics set as a mean
+// field, and the vorticity of page->field. What cannot be read is said in
+// calib_note / stats_note; returns -1 only when the store fails.
+struct _store_t;
+int dash_measure (dash_t *dash, struct _store_t *store);
+void dash_measure_release (dash_page_t *page);
+// The thinning of the JSON's arrays: every 'stride'-th point in each
+// direction, so that neither side exceeds DASH_ARRAY_MAX.
+int dash_array_stride (int nx, int ny);
+// Viridis (t 0..1) and a blue-white-red diverging map (t -1..1) as "#rrggbb".
+void dash_viridis (double t, char *hex);
+void dash_diverging (double t, char *hex);
+// A round number near x: 1, 2 or 5 times a power of ten.
+double dash_nice (double x);
+// The experiment page's measurement cards (maps.c): the mean field over
+// its speed, the latest field's vorticity, the statistics' figures.
+void dash_maps_html (const dash_t *dash, FILE *out);
 
 // Renderers: the whole response body to 'out'.
 void dash_html (const dash_t *dash, FILE *out);

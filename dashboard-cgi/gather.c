@@ -350,6 +350,15 @@ s_series (dash_page_t *page, jdoc_t *doc, int n)
                             : NAN,
             .output = jdoc_number (doc, NAN, "$[%d].output", i)};
     }
+    // The unit of the latest message's quantity (messages from before
+    // calibrations existed name none: image units).
+    const char *q = page->quantity ? page->quantity : "";
+    int rate = strcmp (q, "vorticity") == 0, velocity = strncmp (q, "mean_", 5) == 0;
+    const char *unit = n > 0 ? jdoc_string (doc, rate ? "$[%d].units.rate" : "$[%d].units.velocity",
+                                            n - 1)
+                             : NULL;
+    snprintf (page->feedback_unit, sizeof page->feedback_unit, "%s",
+              !rate && !velocity ? "" : unit ? unit : rate ? "1/frame" : "px");
 }
 
 // ---------------------------------------------------------------------------
@@ -765,6 +774,8 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
         for (int i = 0; i < dash->nexps; i++)
             if (dash->exps[i].id == g.page_id)
                 s_latest_field (dash, store, &g.rings[i]);
+    if (dash->page && dash_measure (dash, store) < 0)
+        goto done;
     s_sizes (dash);
     rc = 0;
 done:
@@ -798,6 +809,7 @@ dash_release (dash_t *dash)
         free (f->experiment), free (f->stem), free (f->agent), free (f->error);
     }
     if (dash->page) {
+        dash_measure_release (dash->page);
         piv_field_destroy (&dash->page->field);
         free (dash->page->field_stem);
         free (dash->page->quantity);

@@ -465,37 +465,6 @@ s_failures_table (FILE *out, const dash_t *dash)
 // ---------------------------------------------------------------------------
 // Charts
 
-// Viridis, 9 stops: magnitude 0..1 to a colour.
-static void
-s_colour (double t, char *hex)
-{
-    static const unsigned char stops[9][3] = {
-        {68, 1, 84},    {71, 44, 122},  {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
-        {39, 173, 129}, {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
-    if (!isfinite (t) || t < 0)
-        t = 0;
-    if (t > 1)
-        t = 1;
-    double pos = t * 8;
-    int k = (int) pos < 8 ? (int) pos : 7;
-    double f = pos - k;
-    int rgb[3];
-    for (int c = 0; c < 3; c++)
-        rgb[c] = (int) lround (stops[k][c] + f * (stops[k + 1][c] - stops[k][c]));
-    sprintf (hex, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-}
-
-// A round number near x: 1, 2 or 5 times a power of ten.
-static double
-s_nice (double x)
-{
-    if (!(x > 0))
-        return 1;
-    double p = pow (10, floor (log10 (x)));
-    double m = x / p;
-    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
-}
-
 static void
 s_quiver (FILE *out, const dash_page_t *page)
 {
@@ -561,7 +530,7 @@ s_quiver (FILE *out, const dash_page_t *page)
             double s = hypot (f->u[n], f->v[n]);
             double dx = f->u[n] * a, dy = f->v[n] * a, len = hypot (dx, dy);
             char colour[8];
-            s_colour (max_speed > 0 ? s / max_speed : 0, colour);
+            dash_viridis (max_speed > 0 ? s / max_speed : 0, colour);
             // A shaft and an open head, 30 degrees, a third of the arrow.
             double hl = len * 0.33 < 6 ? len * 0.33 : 6;
             double ux = len > 0 ? dx / len : 0, uy = len > 0 ? dy / len : 0;
@@ -577,7 +546,7 @@ s_quiver (FILE *out, const dash_page_t *page)
     fputs ("</g>", out);
     // Legend: a reference arrow and the colour scale.
     double ly = pad / 2 + ph + 34;
-    double ref = s_nice (max_speed / 2);
+    double ref = dash_nice (max_speed / 2);
     double rl = ref * a;
     fprintf (out, "<g font-size=\"12\" fill=\"#1d2433\"><text x=\"%.1f\" y=\"%.1f\">scale</text>",
              pad, ly + 4);
@@ -590,7 +559,7 @@ s_quiver (FILE *out, const dash_page_t *page)
     fputs ("<defs><linearGradient id=\"viridis\">", out);
     for (int s = 0; s <= 8; s++) {
         char colour[8];
-        s_colour (s / 8.0, colour);
+        dash_viridis (s / 8.0, colour);
         fprintf (out, "<stop offset=\"%.3f\" stop-color=\"%s\"/>", s / 8.0, colour);
     }
     fprintf (out,
@@ -649,7 +618,7 @@ s_rate_chart (FILE *out, const dash_page_t *page)
     for (int i = 0; i < DASH_BUCKETS; i++)
         peak = page->buckets[i] > peak ? (double) page->buckets[i] : peak;
     s_box_t b;
-    s_chart_open (out, "rate-history", &b, 0, s_nice (peak / DASH_BUCKET_S * 1.1), "/s");
+    s_chart_open (out, "rate-history", &b, 0, dash_nice (peak / DASH_BUCKET_S * 1.1), "/s");
     double bw = b.w / DASH_BUCKETS;
     int64_t width_ns = (int64_t) DASH_BUCKET_S * 1000000000;
     for (int i = 0; i < DASH_BUCKETS; i++) {
@@ -846,14 +815,19 @@ s_experiment_page (FILE *out, const dash_t *dash)
         const char *q = page->quantity ? page->quantity : "value";
         fputs ("<span class=\"n\">", out);
         dash_put_html (out, q);
-        fprintf (out, "%s, last %d results</span></h2>",
-                 strncmp (q, "mean_", 5) == 0      ? " (px)"
-                 : strcmp (q, "vorticity") == 0 ? " (1/frame)"
-                                                : "",
-                 page->npoints);
+        if (page->feedback_unit[0]) {
+            fputs (" (", out);
+            dash_put_html (out, page->feedback_unit);
+            fputs (")", out);
+        }
+        fprintf (out, ", last %d results</span></h2>", page->npoints);
         s_feedback_chart (out, page, dash->now_ns);
         const dash_point_t *last = &page->series[page->npoints - 1];
         fprintf (out, "<div class=\"note\">latest %.4g", last->value);
+        if (page->feedback_unit[0]) {
+            fputc (' ', out);
+            dash_put_html (out, page->feedback_unit);
+        }
         if (isfinite (last->setpoint))
             fprintf (out, " \xC2\xB7 setpoint %.4g", last->setpoint);
         if (isfinite (last->output))
@@ -863,6 +837,7 @@ s_experiment_page (FILE *out, const dash_t *dash)
     else
         fputs ("</h2><div class=\"empty\">No feedback in the log yet.</div>", out);
     fputs ("</div></div></div>", out);
+    dash_maps_html (dash, out);
     s_failures_table (out, dash);
 }
 

@@ -144,6 +144,7 @@ s_feedback (const dash_page_t *page)
     }
     json_t *o = json_object ();
     jout_set (&o, "quantity", jout_string (page->quantity));
+    jout_set (&o, "unit", jout_string (page->feedback_unit[0] ? page->feedback_unit : NULL));
     jout_set (&o, "points", points);
     return o;
 }
@@ -162,6 +163,133 @@ s_rate_history (const dash_page_t *page)
     return o;
 }
 
+// ---------------------------------------------------------------------------
+// Measurements: positions in m, velocities in m/s, rates in 1/s when
+// calibrated (as pivctl stats and export), else px, px/frame, 1/frame.
+// Arrays are whole up to DASH_ARRAY_MAX points a side, else every
+// 'stride'-th point in each direction (said by "stride").
+
+static json_t *
+s_calibration (const piv_calib_t *c, const char *from)
+{
+    char text[256], words[256];
+    piv_calib_format (c, text, sizeof text);
+    piv_calib_describe (c, words, sizeof words);
+    json_t *o = json_object ();
+    jout_set (&o, "calibrated", json_boolean (c->set));
+    jout_set (&o, "text", jout_string (text));
+    jout_set (&o, "description", jout_string (words));
+    if (from)
+        jout_set (&o, "from", jout_string (from));
+    jout_set (&o, "scale_m_per_px", jout_number (c->set ? c->scale : NAN));
+    jout_set (&o, "dt_s", jout_number (c->set ? c->dt : NAN));
+    json_t *origin = json_array ();
+    jout_append (&origin, jout_number (c->origin_x));
+    jout_append (&origin, jout_number (c->origin_y));
+    jout_set (&o, "origin_px", origin);
+    jout_set (&o, "y_axis", jout_string (c->y_up ? "up" : "down"));
+    return o;
+}
+
+static json_t *
+s_units (const piv_calib_t *c)
+{
+    json_t *o = json_object ();
+    jout_set (&o, "position", jout_string (piv_calib_unit (c, PIV_UNIT_LENGTH)));
+    jout_set (&o, "velocity", jout_string (piv_calib_unit (c, PIV_UNIT_VELOCITY)));
+    jout_set (&o, "vorticity", jout_string (piv_calib_unit (c, PIV_UNIT_RATE)));
+    return o;
+}
+
+// The grid's coordinates along x (row 0) and y (column 0), converted,
+// every stride-th, as "x" and "y" of o.
+static void
+s_axes (json_t **o, const piv_field_t *g, const piv_calib_t *c, int stride)
+{
+    json_t *xs = json_array (), *ys = json_array ();
+    double x, y;
+    for (int i = 0; i < g->nx; i += stride) {
+        piv_calib_position (c, g->x[i], g->y[0], &x, &y);
+        jout_append (&xs, jout_number (x));
+    }
+    for (int j = 0; j < g->ny; j += stride) {
+        piv_calib_position (c, g->x[0], g->y[j * g->nx], &x, &y);
+        jout_append (&ys, jout_number (y));
+    }
+    jout_set (o, "x", xs);
+    jout_set (o, "y", ys);
+}
+
+// Rows (j) of every stride-th value of an nx x ny grid: values[k], or
+// with component 0 / 1 the converted u / v of field g.
+static json_t *
+s_rows (const piv_field_t *g, const float *values, const piv_calib_t *c, int component,
+        int stride)
+{
+    json_t *rows = json_array ();
+    for (int j = 0; j < g->ny; j += stride) {
+        json_t *row = json_array ();
+        for (int i = 0; i < g->nx; i += stride) {
+            int k = j * g->nx + i;
+            double u = NAN, v = NAN;
+            if (!values)
+                piv_calib_velocity (c, g->u[k], g->v[k], &u, &v);
+            jout_append (&row, jout_number (values ? values[k] : component == 0 ? u : v));
+        }
+        jout_append (&rows, row);
+    }
+    return rows;
+}
+
+static json_t *
+s_stats (const dash_page_t *page)
+{
+    piv_stats_summary_t sum;
+    piv_stats_summary (page->stats, &sum);
+    const piv_field_t *m = page->mean;
+    int stride = dash_array_stride (m->nx, m->ny);
+    json_t *o = json_object ();
+    jout_set (&o, "set", jout_string (page->stats_set));
+    jout_set (&o, "settings", jout_string (page->stats_settings));
+    jout_set (&o, "sets", json_integer (page->nsets));
+    jout_set (&o, "updated_ns", s_time (page->stats_updated_ns));
+    jout_set (&o, "calibration", s_calibration (&page->stats_calib, NULL));
+    jout_set (&o, "units", s_units (&page->stats_calib));
+    jout_set (&o, "fields", json_integer (sum.fields));
+    jout_set (&o, "valid_fraction", jout_number (sum.valid_fraction));
+    jout_set (&o, "convergence", jout_number (sum.convergence));
+    jout_set (&o, "convergence_from", json_integer (sum.convergence_from));
+    jout_set (&o, "nx", json_integer (m->nx));
+    jout_set (&o, "ny", json_integer (m->ny));
+    jout_set (&o, "step_px", json_integer (m->step));
+    jout_set (&o, "stride", json_integer (stride));
+    jout_set (&o, "speed_min", jout_number (page->speed_min));
+    jout_set (&o, "speed_max", jout_number (page->speed_max));
+    s_axes (&o, m, &page->stats_calib, stride);
+    jout_set (&o, "u_mean", s_rows (m, NULL, &page->stats_calib, 0, stride));
+    jout_set (&o, "v_mean", s_rows (m, NULL, &page->stats_calib, 1, stride));
+    return o;
+}
+
+static json_t *
+s_vorticity (const dash_page_t *page)
+{
+    const piv_field_t *f = page->field;
+    int stride = dash_array_stride (f->nx, f->ny);
+    json_t *o = json_object ();
+    jout_set (&o, "pair", json_integer (page->field_pair));
+    jout_set (&o, "stem", jout_string (page->field_stem));
+    jout_set (&o, "unit", jout_string (piv_calib_unit (&page->calib, PIV_UNIT_RATE)));
+    jout_set (&o, "min", jout_number (page->vorticity_min));
+    jout_set (&o, "max", jout_number (page->vorticity_max));
+    jout_set (&o, "nx", json_integer (f->nx));
+    jout_set (&o, "ny", json_integer (f->ny));
+    jout_set (&o, "stride", json_integer (stride));
+    s_axes (&o, f, &page->calib, stride);
+    jout_set (&o, "values", s_rows (f, page->vorticity, NULL, 0, stride));
+    return o;
+}
+
 static json_t *
 s_page (const dash_t *dash)
 {
@@ -172,6 +300,12 @@ s_page (const dash_t *dash)
     jout_set (&o, "field_note", jout_string (page->field ? NULL : page->field_note));
     jout_set (&o, "feedback", s_feedback (page));
     jout_set (&o, "rate_history", s_rate_history (page));
+    jout_set (&o, "calibration", s_calibration (&page->calib, page->calib_from));
+    jout_set (&o, "calibration_note", jout_string (page->calib_note[0] ? page->calib_note : NULL));
+    jout_set (&o, "units", s_units (&page->calib));
+    jout_set (&o, "stats", page->mean ? s_stats (page) : json_null ());
+    jout_set (&o, "stats_note", jout_string (page->mean ? NULL : page->stats_note));
+    jout_set (&o, "vorticity", page->vorticity ? s_vorticity (page) : json_null ());
     return o;
 }
 

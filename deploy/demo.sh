@@ -1,15 +1,18 @@
 #!/bin/sh
 # demo.sh — 'make demo': the whole farm on one machine. A synthetic camera
-# writes pairs of a known flow into an experiment directory; the watcher, the
-# broker and two agents turn them into vector fields while 'pivctl status
-# --watch' shows the progress; at the end (or on Ctrl-C) every process the
-# demo started is stopped by its PID and a summary scores the results
-# against the known flow. Everything lands in run/demo/.
+# writes pairs of a known flow into an experiment directory, calibrated
+# beforehand ('pivctl calibrate'); the watcher, the broker and two agents
+# turn them into vector fields while 'pivctl status --watch' shows the
+# progress; at the end (or on Ctrl-C) a summary scores the fields and the
+# run's mean field (pivctl stats, in m/s) against the known flow, writes the
+# HDF5 export, and every process the demo started is stopped by its PID.
+# Everything lands in run/demo/.
 #
 # Settings (environment): PIVFARM_DEMO_PORT first of 4 loopback ports (5570),
 # PIVFARM_DEMO_PAIRS (200), PIVFARM_DEMO_RATE pairs/s (5), PIVFARM_DEMO_SIZE
 # (1024x1024), PIVFARM_DEMO_FLOW (lamb-oseen:6,120), PIVFARM_DEMO_HTTP_PORT
-# of the status page (PIVFARM_DEMO_PORT + 10).
+# of the status page (PIVFARM_DEMO_PORT + 10), PIVFARM_DEMO_SCALE (0.02 mm/px)
+# and PIVFARM_DEMO_DT (2 ms): the calibration.
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +23,8 @@ pairs=${PIVFARM_DEMO_PAIRS:-200}
 rate=${PIVFARM_DEMO_RATE:-5}
 size=${PIVFARM_DEMO_SIZE:-1024x1024}
 flow=${PIVFARM_DEMO_FLOW:-lamb-oseen:6,120}
+scale=${PIVFARM_DEMO_SCALE:-0.02 mm/px}
+dt=${PIVFARM_DEMO_DT:-2 ms}
 exp=demo1
 conf="$run/pivfarm.conf"
 
@@ -164,8 +169,46 @@ summary() {
             END { if (k) printf "   accuracy    mean RMS error %.4f px (worst field %.4f px) over %d field(s), %d vectors, against the known %s\n",
                                 s / k, w, k, v, flow }'
     fi
-    echo "   results     $results/<stem>.txt (x y u v flags peak_ratio), store $run/pivfarm.db"
+    measurements
+    echo "   results     $results/<stem>.txt (x y u v flags peak_ratio, px), store $run/pivfarm.db"
     echo "   logs        $run/*.log"
+}
+
+# The run's statistics (pivctl stats, in the calibration's units) and its
+# mean field scored against the known flow in m/s; the HDF5 export.
+measurements() {
+    calib="scale=$(printf '%s' "$scale" | tr -d ' ') dt=$(printf '%s' "$dt" | tr -d ' ')"
+    if ! ctl stats "$exp" -o "$run/stats.txt" >"$run/stats.log" 2>&1; then
+        echo "   mean field  no statistics: $(head -c 300 "$run/stats.log")"
+        return 0
+    fi
+    ctl stats "$exp" --json >"$run/stats.json" 2>/dev/null || true
+    # x y u_mean v_mean u_rms v_rms uv_mean count -> x y u v flag.
+    awk '!/^#/ && NF >= 8 { ok = $8 > 0 && $3 != "nan" && $4 != "nan"
+                            print $1, $2, ok ? $3 : 0, ok ? $4 : 0, ok ? 0 : 2 }' \
+        "$run/stats.txt" >"$run/mean.txt"
+    # "vectors N  rms R m/s  (u .., v ..)  bias (.., ..) m/s  max M m/s  (rms P px)"
+    score=$("$bin/pivfarm-synth" --score "$run/mean.txt" --truth "$run/data/$exp/shot.flow" \
+        --calibration "$calib" 2>&1) || score="cannot be scored: $score"
+    score=$(printf '%s\n' "$score" | awk '$1 == "vectors" && $5 == "m/s" && $14 == "max" {
+        printf "rms %s m/s (%s px), max %s m/s over the %s points of the mean field\n", $4, $18, $15, $2
+        next } { print }')
+    summary_json=$(tr -d '\n ' <"$run/stats.json")
+    figure() { printf '%s' "$summary_json" | sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p"; }
+    fields=$(figure fields)
+    valid=$(figure valid_fraction)
+    conv=$(figure convergence)
+    echo "   calibration $scale, dt $dt (pivctl calibrate $exp)"
+    printf '   mean field  %s fields counted, %s valid, convergence %s\n' "${fields:-?}" \
+        "$(awk -v v="${valid:-nan}" 'BEGIN { if (v == "nan") print "?"; else printf "%.1f %%", 100 * v }')" \
+        "$(awk -v v="${conv:-nan}" 'BEGIN { if (v == "nan" || v == "") print "not known yet"; else printf "%.2f %%", 100 * v }')"
+    echo "   mean error  $score, against the exact $flow"
+    echo "   statistics  $run/stats.txt (x y u_mean v_mean u_rms v_rms uv_mean count; m, m/s)"
+    if ctl export "$exp" --format hdf5 -o "$run/$exp.h5" >"$run/export.log" 2>&1; then
+        echo "   hdf5        $run/$exp.h5 (u, v in m/s, vorticity in 1/s, stats/: doc/units-guide.md)"
+    else
+        echo "   hdf5        not written: $(tail -n 1 "$run/export.log")"
+    fi
 }
 
 # ------------------------------------------------------------------ run
@@ -216,12 +259,17 @@ else
     start dashboard "$here/deploy/dashboard.sh" -c "$conf" -p "$http_port" -d "$run/dashboard"
     sleep 0.3
     if kill -0 "$pid_dashboard" 2>/dev/null; then
-        say "status page: http://127.0.0.1:$http_port/"
+        say "status page: http://127.0.0.1:$http_port/ (mean field and vorticity in m/s, 1/s: ?exp=$exp)"
     else
         say "status page: did not start (its log: $run/dashboard.log)"
     fi
 fi
 
+# The calibration goes in before the first frame lands: every result of
+# the run is counted in metres and seconds.
+ctl calibrate "$exp" --scale "$scale" --dt "$dt" >"$run/calibrate.log" 2>&1 \
+    || die "pivctl calibrate failed: $(cat "$run/calibrate.log")"
+say "calibration: $scale, dt $dt (pivctl calibrate $exp)"
 say "camera: $pairs pairs of $size ($flow) at $rate pairs/s into $run/data/$exp/"
 start camera "$bin/pivfarm-synth" --camera --rate "$rate" --count "$pairs" --size "$size" \
     --flow "$flow" -v -o "$run/data/$exp/shot"

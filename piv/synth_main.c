@@ -7,6 +7,7 @@
 #include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "piv/calib.h"
 #include "piv/flow.h"
 
 #include <errno.h>
@@ -62,6 +63,9 @@ s_usage (FILE *out)
              "                        truth's centre implies)\n"
              "      --max-flag F      score vectors flagged at most F: 0 valid only,\n"
              "                        1 also replaced (default), 2 all\n"
+             "      --calibration C   the scored file is in the units of calibration C\n"
+             "                        ('scale=0.02mm/px dt=2ms [origin=X,Y] [y_axis=up|down]',\n"
+             "                        as pivctl stats and export write it): the error in m/s\n"
              "  -v, --verbose         say what was written and how long it took\n"
              "  -h, --help            this text\n"
              "  -V, --version         the version\n"
@@ -274,10 +278,29 @@ s_camera (const piv_synth_t *synth, const piv_flow_t *flow, const char *prefix, 
     return rc;
 }
 
-// Scores 'field_path' against 'truth_path'; the exit status.
+// Converts a field written in the units of calibration 'c' (m, m/s) back
+// to image units (px, px/frame): each conversion is affine along its axis.
+static void
+s_uncalibrate (piv_field_t *field, const piv_calib_t *c)
+{
+    double ox, oy, x1, y1, uu, uv, vu, vv;
+    piv_calib_position (c, 0, 0, &ox, &oy);
+    piv_calib_position (c, 1, 1, &x1, &y1);
+    piv_calib_velocity (c, 1, 0, &uu, &uv);
+    piv_calib_velocity (c, 0, 1, &vu, &vv);
+    for (long k = 0; k < (long) field->nx * field->ny; k++) {
+        field->x[k] = (float) ((field->x[k] - ox) / (x1 - ox));
+        field->y[k] = (float) ((field->y[k] - oy) / (y1 - oy));
+        field->u[k] = (float) (field->u[k] / uu);
+        field->v[k] = (float) (field->v[k] / vv);
+    }
+}
+
+// Scores 'field_path' against 'truth_path' (the field in the units of
+// 'calib' when it is set); the exit status.
 static int
 s_score (const char *field_path, const char *truth_path, int width, int height, double margin,
-         int max_flag)
+         int max_flag, const piv_calib_t *calib)
 {
     char err[1024];
     piv_flow_t truth;
@@ -296,6 +319,8 @@ s_score (const char *field_path, const char *truth_path, int width, int height, 
         log_error ("%s", err);
         return 1;
     }
+    if (calib->set)
+        s_uncalibrate (field, calib);
     piv_score_t score;
     int rc = piv_score (field, &truth, max_flag, margin, width, height, &score);
     piv_field_destroy (&field);
@@ -305,9 +330,20 @@ s_score (const char *field_path, const char *truth_path, int width, int height, 
                    field_path, max_flag, margin, width, height);
         return 1;
     }
-    printf ("vectors %d  rms %.4f px  (u %.4f, v %.4f)  bias (%+.4f, %+.4f) px  max %.4f px\n",
-            score.count, score.rms, score.rms_u, score.rms_v, score.bias_u, score.bias_v,
-            score.max_error);
+    if (calib->set) {
+        // Errors are lengths per frame pair: scale / dt makes them m/s; a
+        // bias in v changes sign with the y axis.
+        double k = calib->scale / calib->dt, kv = calib->y_up ? -k : k;
+        printf ("vectors %d  rms %.4g m/s  (u %.4g, v %.4g)  bias (%+.4g, %+.4g) m/s  max %.4g "
+                "m/s  (rms %.4f px)\n",
+                score.count, score.rms * k, score.rms_u * k, score.rms_v * k, score.bias_u * k,
+                score.bias_v * kv, score.max_error * k, score.rms);
+    }
+    else
+        printf ("vectors %d  rms %.4f px  (u %.4f, v %.4f)  bias (%+.4f, %+.4f) px  max %.4f "
+                "px\n",
+                score.count, score.rms, score.rms_u, score.rms_v, score.bias_u, score.bias_v,
+                score.max_error);
     if (fflush (stdout) != 0) {
         log_error ("cannot write the score of '%s': %s", field_path, strerror (errno));
         return 1;
@@ -330,6 +366,7 @@ typedef struct {
     long count;              // -c: pairs (0: one, unnumbered)
     double margin;           // --margin
     double rate;             // --rate: camera pairs per second
+    piv_calib_t calib;       // --calibration: the scored file's units
 } s_opts_t;
 
 enum {
@@ -343,6 +380,7 @@ enum {
     OPT_MAX_FLAG,
     OPT_CAMERA,
     OPT_RATE,
+    OPT_CALIBRATION,
     OPT_VERSION
 };
 
@@ -365,6 +403,7 @@ static const struct option s_options[] = {
     {"truth", required_argument, NULL, OPT_TRUTH},
     {"margin", required_argument, NULL, OPT_MARGIN},
     {"max-flag", required_argument, NULL, OPT_MAX_FLAG},
+    {"calibration", required_argument, NULL, OPT_CALIBRATION},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -464,6 +503,12 @@ s_option (int opt, char **argv, s_opts_t *o)
             return 2;
         o->max_flag = (int) n;
         break;
+    case OPT_CALIBRATION: {
+        char why[512];
+        if (piv_calib_parse (optarg, &o->calib, why, sizeof why) != 0)
+            return cli_usage_error ("bad --calibration: %s", why);
+        break;
+    }
     case 'v':
         log_set_level (LOG_LEVEL_INFO);
         break;
@@ -496,6 +541,8 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
     if ((double) o->synth.width * o->synth.height > (double) PIV_MAX_PIXELS_DEFAULT)
         return cli_usage_error ("bad --size '%dx%d': more than %zu pixels", o->synth.width,
                                 o->synth.height, PIV_MAX_PIXELS_DEFAULT);
+    if (o->calib.set && !o->score_path)
+        return cli_usage_error ("--calibration needs --score");
     if (o->rate_given && !o->camera)
         return cli_usage_error ("--rate needs --camera");
     if (o->camera && (o->score_path || o->truth_path))
@@ -552,13 +599,14 @@ main (int argc, char **argv)
                          .max_flag = PIV_FLAG_REPLACED,
                          .rate = DEFAULT_RATE};
     piv_synth_init (&o.synth);
+    piv_calib_init (&o.calib);
     char err[1024];
     int code = s_parse_args (argc, argv, &o);
     if (code >= 0)
         return code;
     if (o.score_path)
         return s_score (o.score_path, o.truth_path, o.size_given ? o.synth.width : 0,
-                        o.size_given ? o.synth.height : 0, o.margin, o.max_flag);
+                        o.size_given ? o.synth.height : 0, o.margin, o.max_flag, &o.calib);
 
     piv_flow_t flow;
     if (piv_flow_parse (&flow, o.spec, o.synth.width, o.synth.height, err, sizeof err))

@@ -5,7 +5,9 @@
 // the page, headless Chromium loading it.
 
 #include "common/proto.h"
+#include "piv/derived.h"
 #include "piv/field.h"
+#include "piv/stats.h"
 #include "common/jdoc.h"
 #include "store/store.h"
 #include "tests/testutil.h"
@@ -543,6 +545,26 @@ s_chromium (const char *mode, const char *url)
     return s_out;
 }
 
+// lighttpd through deploy/dashboard.sh, on a free port, as s_farm.others[0]:
+// the port.
+static int
+s_serve (void)
+{
+    int port = s_free_port ();
+    char port_text[16], script[4200];
+    snprintf (port_text, sizeof port_text, "%d", port);
+    snprintf (script, sizeof script, "%s/../deploy/dashboard.sh", tu_bin (""));
+    char *server[] = {"/bin/sh", script, "-c", s_farm.conf, "-p", port_text, "-d",
+                      (char *) tu_path (s_dir, "web"), NULL};
+    // The script execs lighttpd: this pid is the server's.
+    s_farm.others[0] = tu_spawn (server, tu_path (s_dir, "lighttpd.log"));
+    for (int i = 0; i < 100 && !s_port_open (port); i++)
+        usleep (50000);
+    ck_assert_msg (s_port_open (port), "lighttpd did not start: %.500s",
+                   tu_slurp (tu_path (s_dir, "lighttpd.log"), NULL));
+    return port;
+}
+
 START_TEST (a_browser_shows_the_live_farm_served_by_lighttpd)
 {
     char why[1024];
@@ -560,19 +582,7 @@ START_TEST (a_browser_shows_the_live_farm_served_by_lighttpd)
     tu_counts_t c = tu_farm_wait_done (&s_farm, 4, 120);
     ck_assert_msg (c.done == 4, "%lld pairs done (see broker.log)", (long long) c.done);
 
-    // lighttpd through deploy/dashboard.sh, on a free port.
-    int port = s_free_port ();
-    char port_text[16], script[4200];
-    snprintf (port_text, sizeof port_text, "%d", port);
-    snprintf (script, sizeof script, "%s/../deploy/dashboard.sh", tu_bin (""));
-    char *server[] = {"/bin/sh", script, "-c", s_farm.conf, "-p", port_text, "-d",
-                      (char *) tu_path (s_dir, "web"), NULL};
-    // The script execs lighttpd: this pid is the server's.
-    s_farm.others[0] = tu_spawn (server, tu_path (s_dir, "lighttpd.log"));
-    for (int i = 0; i < 100 && !s_port_open (port); i++)
-        usleep (50000);
-    ck_assert_msg (s_port_open (port), "lighttpd did not start: %.500s",
-                   tu_slurp (tu_path (s_dir, "lighttpd.log"), NULL));
+    int port = s_serve ();
 
     char url[256];
     snprintf (url, sizeof url, "http://127.0.0.1:%d/", port);
@@ -798,17 +808,7 @@ START_TEST (metrics_of_a_live_farm_pass_promtool_and_match_the_store)
 
     // Through lighttpd: /metrics is the same.
     if (s_which ("lighttpd")) {
-        int port = s_free_port ();
-        char port_text[16], script[4200];
-        snprintf (port_text, sizeof port_text, "%d", port);
-        snprintf (script, sizeof script, "%s/../deploy/dashboard.sh", tu_bin (""));
-        char *server[] = {"/bin/sh", script, "-c", s_farm.conf, "-p", port_text, "-d",
-                          (char *) tu_path (s_dir, "web"), NULL};
-        s_farm.others[0] = tu_spawn (server, tu_path (s_dir, "lighttpd.log"));
-        for (int i = 0; i < 100 && !s_port_open (port); i++)
-            usleep (50000);
-        ck_assert_msg (s_port_open (port), "lighttpd did not start: %.500s",
-                       tu_slurp (tu_path (s_dir, "lighttpd.log"), NULL));
+        int port = s_serve ();
         const char *response = s_http_get (port, "/metrics");
         ck_assert_msg (strncmp (response, "HTTP/1.0 200", 12) == 0, "%.500s", response);
         ck_assert (strstr (response, "\r\nContent-Type: text/plain; version=0.0.4") != NULL);
@@ -907,6 +907,295 @@ START_TEST (metric_labels_are_escaped_and_the_store_alone_suffices)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Measurements: the calibration in force, the run's statistics, vorticity
+
+#define S_CALIB "scale=2.0000000000000002e-05m/px dt=0.002s origin=0,0 y_axis=up"
+
+// A solid rotation on an nx x ny grid (step 16 px): u = -omega (y - yc),
+// v = omega (x - xc) px/frame about the grid's centre (12 x 9: 96, 72);
+// vorticity 2 omega 1/frame (image axes); the first vector invalid.
+static piv_field_t *
+s_rotation (int nx, int ny, double omega)
+{
+    piv_field_t *f = s_field (nx, ny, 0);
+    double xc = 8 + 8 * (nx - 1), yc = 8 + 8 * (ny - 1);
+    for (int n = 0; n < nx * ny; n++) {
+        f->u[n] = (float) (-omega * (f->y[n] - yc));
+        f->v[n] = (float) (omega * (f->x[n] - xc));
+    }
+    return f;
+}
+
+// One done pair of experiment m->exp whose result is 'field'; its pair id.
+static int64_t
+s_done_field (s_maker_t *m, const char *stem, const piv_field_t *field, int64_t t)
+{
+    int64_t pair = s_pair (m, stem, t - 1000000);
+    int attempt = store_pair_dispatch (m->store, pair, "agent-1", t - 500000);
+    unsigned char *blob;
+    size_t size;
+    ck_assert (piv_field_encode (field, &blob, &size) == 0);
+    store_result_t r = {.valid_fraction = 1, .nx = field->nx, .ny = field->ny,
+                        .compute_ns = 1000, .path = "x.txt", .field = blob, .field_size = size};
+    int recorded;
+    ck_assert (store_pair_result (m->store, pair, attempt, "agent-1", &r, t, &recorded) == 0);
+    free (blob);
+    return pair;
+}
+
+// Experiment 'name': three rotations (omega 0.01, 0.02, 0.03) done and
+// counted in one saved statistics set under 'calibration' (NULL: none),
+// which is also the experiment's own setting.
+static void
+s_rotation_run (store_t *store, const char *name, int nx, int ny, const char *calibration,
+                int64_t now)
+{
+    s_maker_t m = {.store = store};
+    m.exp = store_experiment (store, name, now - 60 * (int64_t) 1000000000);
+    piv_stats_t *stats = NULL;
+    int64_t pairs[3];
+    for (int i = 0; i < 3; i++) {
+        piv_field_t *f = s_rotation (nx, ny, 0.01 * (i + 1));
+        float vorticity[nx * ny];
+        ck_assert_int_gt (piv_field_derive (f, vorticity, NULL, NULL), 0);
+        if (!stats)
+            stats = piv_stats_new (f);
+        ck_assert (piv_stats_add (stats, f, vorticity) == 0);
+        char stem[32];
+        snprintf (stem, sizeof stem, "r_%04d", i + 1);
+        pairs[i] = s_done_field (&m, stem, f, now - (3 - i) * (int64_t) 1000000000);
+        piv_field_destroy (&f);
+    }
+    unsigned char *state;
+    size_t size;
+    ck_assert (piv_stats_encode (stats, &state, &size) == 0);
+    store_stats_t st = {.experiment = m.exp, .set = "12x9 step 16 window 32",
+                        .settings = "passes=32", .calibration = calibration ? calibration : "none",
+                        .fields = 3, .first_pair = pairs[0], .last_pair = pairs[2],
+                        .state = state, .state_size = size, .updated_ns = now};
+    ck_assert (store_stats_save (store, &st, pairs, 3, now) == 0);
+    if (calibration)
+        ck_assert (store_setting_set (store, m.exp, "calibration", calibration, now) == 0);
+    free (state);
+    piv_stats_destroy (&stats);
+}
+
+// Rows of the colour map of SVG 'id' in 'html' whose cells stop short of
+// 'right' (the plot's right edge, SVG units); -1 without cells.
+static int
+s_rows_short_of_the_edge (const char *html, const char *id, double right)
+{
+    char key[128];
+    snprintf (key, sizeof key, "id=\"%s\"", id);
+    const char *p = strstr (html, key), *end;
+    p = p ? strstr (p, "<g class=\"cells\"") : NULL;
+    end = p ? strstr (p, "</g>") : NULL;
+    if (!end)
+        return -1;
+    double row_y = NAN, reach = 0;
+    int rows = 0, short_rows = 0;
+    for (p = strstr (p, "<rect "); p && p < end; p = strstr (p + 1, "<rect ")) {
+        double x, y, w;
+        ck_assert (sscanf (p, "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\"", &x, &y, &w) == 3);
+        if (y != row_y) {
+            short_rows += rows && reach < right - 0.5;
+            rows++, row_y = y, reach = 0;
+        }
+        reach = fmax (reach, x + w);
+    }
+    return rows ? short_rows + (reach < right - 0.5) : -1;
+}
+
+START_TEST (the_experiment_page_states_the_units_of_its_calibration)
+{
+    int64_t now = s_now_ns ();
+    char err[512];
+    store_t *store = store_new (tu_path (s_dir, "farm.db"), STORE_DURABILITY_NORMAL, err,
+                                sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    s_rotation_run (store, "cal", 12, 9, S_CALIB, now);
+    s_rotation_run (store, "raw", 12, 9, NULL, now);
+    s_rotation_run (store, "wide", 130, 9, NULL, now);
+    ck_assert_msg (store_commit (store, err, sizeof err) == 0, "%s", err);
+    store_destroy (&store);
+
+    // Calibrated, 0.02 mm/px and 2 ms: 1 px/frame is 0.01 m/s, 1/frame is
+    // 500 1/s; y up: y and v change sign, and so does the vorticity.
+    jdoc_t *doc = s_cgi_json ("exp=cal&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.from"), "experiment");
+    ck_assert (jdoc_bool (doc, 0, "$.experiment.calibration.calibrated") == 1);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.velocity"), "m/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.vorticity"), "1/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.position"), "m");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.stats.fields"), 3);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.stats.stride"), 1);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.valid_fraction")
+                     - (12 * 9 - 1) / (12.0 * 9)) < 1e-9);
+    // Point (i 5, j 2): x 88 px, y 40 px; mean omega 0.02: u = -0.02 (40 -
+    // 72) = 0.64 px/frame, v = 0.02 (88 - 96) = -0.16 px/frame.
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.x[5]") - 88 * 2e-5) < 1e-12);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.y[2]") + 40 * 2e-5) < 1e-12);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.u_mean[2][5]") - 0.0064) < 1e-7);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.v_mean[2][5]") - 0.0016) < 1e-7);
+    ck_assert (jdoc_type_at (doc, "$.experiment.stats.u_mean[0][0]") == JDOC_NULL);
+    // The latest field (omega 0.03): vorticity -2 * 0.03 * 500 = -30 1/s
+    // wherever the stencil sees no hole.
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.vorticity.unit"), "1/s");
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.min") + 30) < 1e-3);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.max") + 30) < 1e-3);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.values[4][6]") + 30) < 1e-3);
+    jdoc_destroy (&doc);
+    int status;
+    const char *html = s_cgi ("exp=cal", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert (strstr (html, "<svg class=\"map\" id=\"mean-field\" data-unit=\"m/s\"") != NULL);
+    ck_assert (strstr (html, "<svg class=\"map\" id=\"vorticity\" data-unit=\"1/s\"") != NULL);
+    ck_assert_int_eq (s_count (html, "class=\"legend\""), 2);
+    ck_assert_int_eq (s_count (html, "class=\"tick-max\""), 2);
+    ck_assert (strstr (html, "|V| (m/s)") != NULL);
+    ck_assert (strstr (html, "\xCF\x89z (1/s)") != NULL);
+    ck_assert_int_eq (s_count (html, "x (mm)"), 2);
+    ck_assert (strstr (html, "<td class=\"fields\">3</td>") != NULL);
+    ck_assert (strstr (html, "<td class=\"valid\">99.1 %</td>") != NULL);
+    ck_assert (strstr (html, "0.02 mm/px") != NULL);
+    // One arrow per sampled point of the mean field (all but the first).
+    ck_assert_int_eq (s_count (html, "class=\"mean-arrow\""), 12 * 9 - 1);
+
+    // Not calibrated: px/frame, 1/frame, axes in px.
+    doc = s_cgi_json ("exp=raw&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.from"), "none");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.velocity"), "px/frame");
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.stats.u_mean[2][5]") - 0.64) < 1e-5);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.max") - 0.06) < 1e-6);
+    jdoc_destroy (&doc);
+    html = s_cgi ("exp=raw", &status);
+    ck_assert (strstr (html, "id=\"mean-field\" data-unit=\"px/frame\"") != NULL);
+    ck_assert (strstr (html, "id=\"vorticity\" data-unit=\"1/frame\"") != NULL);
+    ck_assert_int_eq (s_count (html, "x (px)"), 2);
+    ck_assert (strstr (html, "m/s") == NULL);
+    // A grid over 128 points a side: every 2nd point in the JSON; the colour
+    // maps average blocks of 3 x 3 points, the last column of blocks one
+    // point wide, and still cover every row to the right edge.
+    doc = s_cgi_json ("exp=wide&format=json");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.stats.stride"), 2);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.stats.x"), 65);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.stats.u_mean[0]"), 65);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.vorticity.values[0]"), 65);
+    jdoc_destroy (&doc);
+    html = s_cgi ("exp=wide", &status);
+    ck_assert_int_eq (s_rows_short_of_the_edge (html, "mean-field", 64 + 460), 0);
+
+    // The configuration's [calibration] is every experiment's default.
+    tu_farm_conf_replace (&s_farm, "piv\n    passes", "calibration\n    scale = 0.02 mm/px\n"
+                                                      "    dt = 2 ms\npiv\n    passes");
+    doc = s_cgi_json ("exp=raw&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.from"), "configuration");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.vorticity"), "1/s");
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.vorticity.max") + 30) < 1e-3);
+    jdoc_destroy (&doc);
+}
+END_TEST
+
+// The mean of the finite values of a JSON grid (rows of numbers or null)
+// at 'path', and their count in *n.
+static double
+s_grid_mean (jdoc_t *doc, const char *path, int *n)
+{
+    double sum = 0;
+    *n = 0;
+    char row[256];
+    int rows = jdoc_length (doc, path);
+    for (int j = 0; j < rows; j++) {
+        snprintf (row, sizeof row, "%s[%d]", path, j);
+        for (int i = 0; i < jdoc_length (doc, row); i++)
+            if (jdoc_is_number (doc, "%s[%d]", row, i)) {
+                sum += jdoc_number (doc, NAN, "%s[%d]", row, i);
+                (*n)++;
+            }
+    }
+    return *n ? sum / *n : NAN;
+}
+
+// The whole chain, calibrated before the first frame: a farm computes a
+// solid rotation (omega 0.01 rad/frame, 0.02 mm/px, dt 2 ms: vorticity
+// -10 1/s with y up), the broker keeps the statistics, and the page, its
+// JSON, 'pivctl stats --json' and a browser all say the same, in SI units.
+START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
+{
+    char why[1024];
+    int browser = s_have_browser_and_server (why, sizeof why);
+    tu_farm_conf_replace (&s_farm, "    heartbeat_ms = 200\n",
+                          "    heartbeat_ms = 200\n    stats_ms = 100\n");
+    tu_farm_start_broker (&s_farm);
+    char *calibrate[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "calibrate", "exp1",
+                         "--scale", "0.02mm/px", "--dt", "2ms", NULL};
+    ck_assert_msg (tu_run (calibrate, s_out, S_OUT, 30) == 0, "%s", s_out);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "node-a");
+    char *render[] = {(char *) tu_bin ("pivfarm-synth"), "--size", "256x256", "--count", "3",
+                      "--flow", "rotation:0.01", "-o", (char *) tu_path (s_dir, "src/r"), NULL};
+    ck_assert_msg (tu_run (render, s_out, S_OUT, 60) == 0, "%s", s_out);
+    tu_farm_land (&s_farm, "r", 1, 3, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 3, 120);
+    ck_assert_msg (c.done == 3, "%lld pairs done (see broker.log)", (long long) c.done);
+
+    // pivctl stats makes the broker save its statistics: then the page
+    // reads the same set.
+    char *stats[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "--json", "stats", "exp1",
+                     NULL};
+    ck_assert_msg (tu_run (stats, s_out, S_OUT, 30) == 0, "%s", s_out);
+    char err[256];
+    jdoc_t *ctl = jdoc_parse (s_out, err, sizeof err);
+    ck_assert_msg (ctl != NULL, "%s: %.300s", err, s_out);
+    int last = jdoc_length (ctl, "$.sets") - 1;
+    ck_assert_int_ge (last, 0);
+    ck_assert_int_eq (jdoc_int (ctl, -1, "$.sets[%d].fields", last), 3);
+    jdoc_t *doc = s_cgi_json ("exp=exp1&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.units.velocity"), "m/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.stats.set"),
+                      jdoc_string (ctl, "$.sets[%d].set", last));
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.stats.fields"), 3);
+    ck_assert (jdoc_number (doc, NAN, "$.experiment.stats.valid_fraction")
+               == jdoc_number (ctl, NAN, "$.sets[%d].valid_fraction", last));
+    ck_assert (jdoc_type_at (doc, "$.experiment.stats.convergence")
+               == jdoc_type_at (ctl, "$.sets[%d].convergence", last));
+    ck_assert (jdoc_number (doc, -1, "$.experiment.stats.convergence")
+               == jdoc_number (ctl, -1, "$.sets[%d].convergence", last));
+    // The latest field's vorticity against the exact -10 1/s, within 2 % (measured:
+    // -9.993 over 841 points).
+    int n;
+    double w = s_grid_mean (doc, "$.experiment.vorticity.values", &n);
+    ck_assert_int_gt (n, 100);
+    ck_assert_msg (fabs (w + 10) < 0.2, "mean vorticity %g 1/s over %d points, not -10", w, n);
+    jdoc_destroy (&doc);
+    jdoc_destroy (&ctl);
+
+    if (!browser) {
+        printf ("test_dashboard: skipped the browser part: %s\n", why);
+        return;
+    }
+    char url[256];
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", s_serve ());
+    const char *dom = s_chromium ("--dump-dom", url);
+    ck_assert_msg (strstr (dom, "id=\"mean-field\" data-unit=\"m/s\"") != NULL, "%.1000s", dom);
+    ck_assert (strstr (dom, "id=\"vorticity\" data-unit=\"1/s\"") != NULL);
+    ck_assert_int_eq (s_count (dom, "class=\"tick-max\""), 2);
+    ck_assert_int_eq (s_count (dom, "x (mm)"), 2);
+    ck_assert (strstr (dom, "<td class=\"fields\">3</td>") != NULL);
+    ck_assert_int_gt (s_count (dom, "class=\"mean-arrow\""), 100);
+    char shot[4200];
+    snprintf (shot, sizeof shot, "--screenshot=%s/measurements.png", s_dir);
+    s_chromium (shot, url);
+    size_t len = 0;
+    char *png = tu_slurp (tu_path (s_dir, "measurements.png"), &len);
+    ck_assert (png && len > 1000 && memcmp (png, "\x89PNG", 4) == 0);
+    free (png);
+    ck_assert_int_lt (tu_stop (s_farm.others[0], SIGTERM, 10), 128);
+    s_farm.others[0] = 0;
+}
+END_TEST
+
 int
 main (void)
 {
@@ -921,6 +1210,8 @@ main (void)
     tcase_add_test (tc, a_browser_shows_the_live_farm_served_by_lighttpd);
     tcase_add_test (tc, metrics_of_a_live_farm_pass_promtool_and_match_the_store);
     tcase_add_test (tc, metric_labels_are_escaped_and_the_store_alone_suffices);
+    tcase_add_test (tc, the_experiment_page_states_the_units_of_its_calibration);
+    tcase_add_test (tc, a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -1,0 +1,51 @@
+// h5.h — pivctl's HDF5 writer (h5.c, the one file of pivfarm that includes
+// hdf5.h): vector fields streamed one by one into extendible datasets
+// shaped (fields, ny, nx), and statistics as a group, with their units and
+// the calibration as attributes (doc/units-files.md). It knows piv fields,
+// statistics and calibrations, nothing of the store or the broker.
+
+#ifndef CTL_H5_H
+#define CTL_H5_H
+
+#include "piv/calib.h"
+#include "piv/field.h"
+#include "piv/stats.h"
+
+#include <stddef.h>
+
+typedef struct _ctl_h5_t ctl_h5_t;
+
+// Creates (or truncates) 'path' with the root attributes pivfarm_version,
+// title, and the calibration 'c' (calibration, calibration_description,
+// units, and when calibrated scale_m_per_px, dt_s, origin_x_px,
+// origin_y_px, y_axis) and 'settings' (piv_settings; may be NULL). NULL
+// with err naming the file.
+ctl_h5_t *ctl_h5_new (const char *path, const char *title, const piv_calib_t *c,
+                      const char *settings, char *err, size_t errlen);
+
+// Starts the field datasets on the grid of 'first' converted by the
+// calibration given to ctl_h5_new: x (nx), y (ny), and empty, extendible
+// u, v, vorticity, flags, peak_ratio (fields, ny, nx; one field a chunk,
+// shuffle and deflate), time and pair (fields). 0, or -1 with err.
+int ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t errlen);
+
+// Appends one field (image units, on the grid given to ctl_h5_fields_begin)
+// with its vorticity in 1/frame (piv_field_derive's; NULL: NaN), the time
+// in s and its stem. Holds one field's worth of memory whatever the count.
+// 0, or -1 with err.
+int ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *vorticity,
+                      double time_s, const char *stem, char *err, size_t errlen);
+
+// Writes 'stats' as group 'group' ("stats", or "stats/2": parents made):
+// x, y, u_mean, v_mean, u_rms, v_rms, uv_mean, vorticity_mean, count
+// shaped (ny, nx) converted by 'c', with attributes fields,
+// valid_fraction, convergence, convergence_from, the calibration and
+// 'settings' (may be NULL). 0, or -1 with err.
+int ctl_h5_stats (ctl_h5_t *self, const char *group, const piv_stats_t *stats,
+                  const piv_calib_t *c, const char *settings, char *err, size_t errlen);
+
+// Closes the file: 0, or -1 with err (what was written may be incomplete).
+// Accepts NULL.
+int ctl_h5_close (ctl_h5_t **self_p, char *err, size_t errlen);
+
+#endif

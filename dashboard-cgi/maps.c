@@ -1,0 +1,450 @@
+// maps.c — the experiment page's measurements as HTML: the run's mean field
+// (arrows over a colour map of its speed), the vorticity of the latest
+// field (a colour map), each with its colour legend and axes in physical
+// units when the experiment is calibrated (positions in mm, velocities in
+// m/s, rates in 1/s; px, px/frame and 1/frame otherwise), and the
+// statistics' figures. Drawn as the image shows the flow: x to the right,
+// image rows downward; the axis labels give the calibrated coordinates.
+
+#include "dashboard-cgi/dash.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#define S_PLOT_MAX 460.0 // plot area's longer side, SVG units
+#define S_LEVELS 48      // colour levels of a map (equal neighbours merge)
+
+// One colour map to draw.
+typedef struct {
+    const char *id;           // the SVG's id
+    const piv_field_t *grid;  // positions (px); with 'arrows', its u, v (px/frame)
+    const float *value;       // nx * ny values in 'unit' (NaN: a hole)
+    double lo, hi;            // the colour scale's ends
+    int diverging;            // 1: blue-white-red around 0; 0: viridis
+    int arrows;               // 1: the grid's vectors drawn over
+    const char *quantity;     // "|V|", "\xCF\x89z"
+    const char *unit;         // "m/s", "1/frame" ...
+    const piv_calib_t *calib; // positions' conversion
+} s_map_t;
+
+// The plot's frame: image pixels to SVG units.
+typedef struct {
+    double x0, y0, x1, y1; // the grid's extent, px (half a step beyond the outer points)
+    double pad, top, k;    // left margin, top margin, SVG units per px
+    double pw, ph;         // plot area
+} s_frame_t;
+
+// ---------------------------------------------------------------------------
+// Colours and numbers
+
+void
+dash_viridis (double t, char *hex)
+{
+    static const unsigned char stops[9][3] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},
+                                              {44, 113, 142}, {33, 144, 141}, {39, 173, 129},
+                                              {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
+    if (!isfinite (t) || t < 0)
+        t = 0;
+    if (t > 1)
+        t = 1;
+    double pos = t * 8;
+    int k = (int)pos < 8 ? (int)pos : 7;
+    double f = pos - k;
+    int rgb[3];
+    for (int c = 0; c < 3; c++)
+        rgb[c] = (int)lround (stops[k][c] + f * (stops[k + 1][c] - stops[k][c]));
+    sprintf (hex, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+void
+dash_diverging (double t, char *hex)
+{
+    // ColorBrewer RdBu's ends and white: negative blue, positive red.
+    static const unsigned char blue[3] = {33, 102, 172}, red[3] = {178, 24, 43};
+    if (!isfinite (t))
+        t = 0;
+    t = t < -1 ? -1 : t > 1 ? 1 : t;
+    const unsigned char *end = t < 0 ? blue : red;
+    double f = fabs (t);
+    int rgb[3];
+    for (int c = 0; c < 3; c++)
+        rgb[c] = (int)lround (255 + f * (end[c] - 255));
+    sprintf (hex, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+double
+dash_nice (double x)
+{
+    if (!(x > 0))
+        return 1;
+    double p = pow (10, floor (log10 (x)));
+    double m = x / p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+
+// A value on the map's colour scale: t in 0..1 (viridis) or -1..1.
+static double
+s_scale (const s_map_t *m, double x)
+{
+    if (m->diverging) {
+        double r = fmax (fabs (m->lo), fabs (m->hi));
+        return r > 0 ? x / r : 0;
+    }
+    return m->hi > m->lo ? (x - m->lo) / (m->hi - m->lo) : 0.5;
+}
+
+static void
+s_map_colour (const s_map_t *m, double t, char *hex)
+{
+    if (m->diverging)
+        dash_diverging (t, hex);
+    else
+        dash_viridis (t, hex);
+}
+
+// Positions as the axes read them: mm when calibrated, else px.
+static double
+s_axis_factor (const piv_calib_t *c)
+{
+    return c->set ? 1000 : 1;
+}
+
+static const char *
+s_axis_unit (const piv_calib_t *c)
+{
+    return c->set ? "mm" : "px";
+}
+
+// ---------------------------------------------------------------------------
+// The parts of a map
+
+static void
+s_frame (const piv_field_t *g, s_frame_t *fr)
+{
+    double step = g->step > 0 ? g->step : 1;
+    long last = (long)g->nx * g->ny - 1;
+    fr->x0 = g->x[0] - step / 2, fr->y0 = g->y[0] - step / 2;
+    fr->x1 = g->x[last] + step / 2, fr->y1 = g->y[last] + step / 2;
+    double w = fmax (fr->x1 - fr->x0, 1), h = fmax (fr->y1 - fr->y0, 1);
+    fr->k = S_PLOT_MAX / fmax (w, h);
+    fr->pw = w * fr->k, fr->ph = h * fr->k;
+    fr->pad = 64, fr->top = 10;
+}
+
+// The colour level of the block of cs x cs grid points from (i, j): the
+// mean of its finite values, or S_HOLE.
+#define S_HOLE INT_MIN
+static int
+s_block_level (const s_map_t *m, int i, int j, int cs)
+{
+    const piv_field_t *g = m->grid;
+    double sum = 0;
+    int n = 0;
+    for (int b = j; b < j + cs && b < g->ny; b++)
+        for (int a = i; a < i + cs && a < g->nx; a++)
+            if (isfinite (m->value[b * g->nx + a]))
+                sum += m->value[b * g->nx + a], n++;
+    return n ? (int)lround (s_scale (m, sum / n) * S_LEVELS) : S_HOLE;
+}
+
+// The cells: blocks of the grid (at most DASH_MAP_MAX along a side),
+// neighbours of one colour level merged into one rectangle.
+static void
+s_cells (FILE *out, const s_map_t *m, const s_frame_t *fr)
+{
+    const piv_field_t *g = m->grid;
+    int cs = (int)ceil ((double)(g->nx > g->ny ? g->nx : g->ny) / DASH_MAP_MAX);
+    double half = (g->step > 0 ? g->step : 1) / 2.0;
+    fputs ("<g class=\"cells\" shape-rendering=\"crispEdges\">", out);
+    for (int j = 0; j < g->ny; j += cs) {
+        int last = j + cs < g->ny ? j + cs : g->ny;
+        double y = g->y[j * g->nx] - half;
+        double ye = last < g->ny ? g->y[last * g->nx] - half : fr->y1;
+        int start = -1, level = S_HOLE;
+        // One step past the last block (i >= nx) ends the row's last run.
+        for (int i = 0; i < g->nx + cs; i += cs) {
+            int now = i < g->nx ? s_block_level (m, i, j, cs) : S_HOLE;
+            if (start >= 0 && now != level) {
+                char hex[8];
+                s_map_colour (m, (double)level / S_LEVELS, hex);
+                double x = g->x[start] - half, xe = i < g->nx ? g->x[i] - half : fr->x1;
+                fprintf (out,
+                         "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                         "fill=\"%s\"/>",
+                         fr->pad + (x - fr->x0) * fr->k, fr->top + (y - fr->y0) * fr->k,
+                         (xe - x) * fr->k + 0.3, (ye - y) * fr->k + 0.3, hex);
+                start = -1;
+            }
+            if (now != S_HOLE && start < 0)
+                start = i, level = now;
+        }
+    }
+    fputs ("</g>", out);
+}
+
+// The field's vectors, thinned as the latest field's quiver; the longest
+// spans 0.9 of the spacing of the arrows shown. Returns the arrows drawn.
+static int
+s_arrows (FILE *out, const s_map_t *m, const s_frame_t *fr)
+{
+    const piv_field_t *g = m->grid;
+    int stride = dash_quiver_stride (g), drawn = 0;
+    double longest = 0, step = g->step > 0 ? g->step : 1;
+    for (long n = 0; n < (long)g->nx * g->ny; n++)
+        if (g->flags[n] != PIV_FLAG_INVALID && isfinite (g->u[n]) && isfinite (g->v[n]))
+            longest = fmax (longest, hypot (g->u[n], g->v[n]));
+    double a = longest > 0 ? 0.9 * stride * step * fr->k / longest : 0;
+    fputs ("<g fill=\"none\" stroke=\"#1d2433\" stroke-width=\"1.1\" stroke-linecap=\"round\">",
+           out);
+    for (int j = 0; j < g->ny; j += stride)
+        for (int i = 0; i < g->nx; i += stride) {
+            int n = j * g->nx + i;
+            if (g->flags[n] == PIV_FLAG_INVALID || !isfinite (g->u[n]) || !isfinite (g->v[n]))
+                continue;
+            double px = fr->pad + (g->x[n] - fr->x0) * fr->k,
+                   py = fr->top + (g->y[n] - fr->y0) * fr->k;
+            double dx = g->u[n] * a, dy = g->v[n] * a, len = hypot (dx, dy);
+            double hl = fmin (len * 0.33, 5), ux = len > 0 ? dx / len : 0,
+                   uy = len > 0 ? dy / len : 0;
+            double hx = px + dx, hy = py + dy;
+            fprintf (out,
+                     "<path class=\"mean-arrow\" d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f "
+                     "%.1fL%.1f %.1f\"/>",
+                     px, py, hx, hy, hx - hl * (0.866 * ux - 0.5 * uy),
+                     hy - hl * (0.866 * uy + 0.5 * ux), hx, hy, hx - hl * (0.866 * ux + 0.5 * uy),
+                     hy - hl * (0.866 * uy - 0.5 * ux));
+            drawn++;
+        }
+    fputs ("</g>", out);
+    return drawn;
+}
+
+// Ticks of one axis: round values of the physical coordinate along it.
+// 'from', 'to': the plot's ends in px; 'a', 'b': coordinate = a + b * px
+// (in axis units); 'horizontal': x axis (below) or y axis (left).
+static void
+s_ticks (FILE *out, const s_frame_t *fr, double from, double to, double a, double b, int horizontal)
+{
+    double c0 = a + b * from, c1 = a + b * to;
+    double lo = fmin (c0, c1), hi = fmax (c0, c1);
+    double step = dash_nice ((hi - lo) / 4);
+    int decimals = step < 1 ? (int)ceil (-log10 (step)) : 0;
+    for (double t = ceil (lo / step) * step; t <= hi + step * 1e-9; t += step) {
+        double px = (t - a) / b;
+        double s = (horizontal ? fr->pad + (px - fr->x0) * fr->k : fr->top + (px - fr->y0) * fr->k);
+        double v = fabs (t) < step * 1e-9 ? 0 : t;
+        if (horizontal)
+            fprintf (out,
+                     "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#6b7385\"/>"
+                     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.*f</text>",
+                     s, s, fr->top + fr->ph, fr->top + fr->ph + 4, s, fr->top + fr->ph + 16,
+                     decimals, v);
+        else
+            fprintf (out,
+                     "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#6b7385\"/>"
+                     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>",
+                     fr->pad - 4, fr->pad, s, s, fr->pad - 6, s + 3.5, decimals, v);
+    }
+}
+
+static void
+s_axes (FILE *out, const s_map_t *m, const s_frame_t *fr)
+{
+    // The calibration is affine along each axis: coordinate = a + b * px.
+    double f = s_axis_factor (m->calib), ox, oy, x1, y1;
+    piv_calib_position (m->calib, 0, 0, &ox, &oy);
+    piv_calib_position (m->calib, 1, 1, &x1, &y1);
+    fputs ("<g class=\"axes\" font-size=\"10.5\" fill=\"#6b7385\">", out);
+    s_ticks (out, fr, fr->x0, fr->x1, ox * f, (x1 - ox) * f, 1);
+    s_ticks (out, fr, fr->y0, fr->y1, oy * f, (y1 - oy) * f, 0);
+    const char *unit = s_axis_unit (m->calib);
+    fprintf (out,
+             "<text class=\"axis-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">x (%s)"
+             "</text><text class=\"axis-label\" transform=\"translate(14 %.1f) rotate(-90)\" "
+             "text-anchor=\"middle\">y (%s)%s</text></g>",
+             fr->pad + fr->pw / 2, fr->top + fr->ph + 32, unit, fr->top + fr->ph / 2, unit,
+             m->calib->set && m->calib->y_up ? " \xE2\x86\x91" : "");
+}
+
+// The colour legend: a bar with its ends (and 0 when diverging) marked.
+static void
+s_legend (FILE *out, const s_map_t *m, double y)
+{
+    double x = 64, w = 240;
+    fprintf (out,
+             "<g class=\"legend\" font-size=\"11\" fill=\"#1d2433\"><defs><linearGradient "
+             "id=\"%s-scale\">",
+             m->id);
+    for (int s = 0; s <= 8; s++) {
+        char hex[8];
+        s_map_colour (m, m->diverging ? s / 4.0 - 1 : s / 8.0, hex);
+        fprintf (out, "<stop offset=\"%.3f\" stop-color=\"%s\"/>", s / 8.0, hex);
+    }
+    double r = fmax (fabs (m->lo), fabs (m->hi));
+    double lo = m->diverging ? -r : m->lo, hi = m->diverging ? r : m->hi;
+    fprintf (out,
+             "</linearGradient></defs><text x=\"%.1f\" y=\"%.1f\">%s (%s)</text><rect x=\"%.1f\" "
+             "y=\"%.1f\" width=\"%.1f\" height=\"10\" fill=\"url(#%s-scale)\" stroke=\"#c9d0dc\"/>"
+             "<text class=\"tick-min\" x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\">%.3g %s</text>"
+             "<text class=\"tick-max\" x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" "
+             "text-anchor=\"end\">%.3g %s</text>",
+             x, y + 9, m->quantity, m->unit, x + 80, y, w, m->id, x + 80, y + 23, lo, m->unit,
+             x + 80 + w, y + 23, hi, m->unit);
+    if (m->diverging)
+        fprintf (out,
+                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" text-anchor=\"middle\">0"
+                 "</text>",
+                 x + 80 + w / 2, y + 23);
+    fputs ("</g>", out);
+}
+
+// The whole map as one SVG.
+static void
+s_map (FILE *out, const s_map_t *m)
+{
+    s_frame_t fr;
+    s_frame (m->grid, &fr);
+    double vw = fr.pad + fr.pw + 12, vh = fr.top + fr.ph + 80;
+    fprintf (out,
+             "<svg class=\"map\" id=\"%s\" data-unit=\"%s\" data-min=\"%.6g\" data-max=\"%.6g\" "
+             "viewBox=\"0 0 %.0f %.0f\" width=\"100%%\" style=\"max-width:%.0fpx\" role=\"img\" "
+             "xmlns=\"http://www.w3.org/2000/svg\"><title>%s (%s)</title>"
+             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e9ecf1\"/>",
+             m->id, m->unit, m->lo, m->hi, vw, vh, vw, m->quantity, m->unit, fr.pad, fr.top, fr.pw,
+             fr.ph);
+    s_cells (out, m, &fr);
+    if (m->arrows)
+        s_arrows (out, m, &fr);
+    fprintf (out,
+             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+             "stroke=\"#c9d0dc\"/>",
+             fr.pad, fr.top, fr.pw, fr.ph);
+    s_axes (out, m, &fr);
+    s_legend (out, m, fr.top + fr.ph + 44);
+    fputs ("</svg>", out);
+}
+
+// ---------------------------------------------------------------------------
+// The cards
+
+static void
+s_calibration_line (FILE *out, const dash_page_t *page)
+{
+    char text[256];
+    piv_calib_describe (&page->calib, text, sizeof text);
+    fputs ("<div class=\"note\" id=\"calibration\">Calibration: <span class=\"calib\" "
+           "style=\"font-weight:600\">",
+           out);
+    dash_put_html (out, text);
+    fputs ("</span>", out);
+    if (page->calib.set)
+        fprintf (out, " (%s)",
+                 strcmp (page->calib_from, "experiment") == 0 ? "set for this experiment"
+                 : strcmp (page->calib_from, "global") == 0 ? "the farm's default, pivctl calibrate"
+                                                            : "the configuration's [calibration]");
+    else
+        fputs (" \xC2\xB7 set one with <span class=\"mono\">pivctl calibrate EXP --scale S --dt "
+               "T</span>",
+               out);
+    if (page->calib_note[0]) {
+        fputs ("<div class=\"err\">", out);
+        dash_put_html (out, page->calib_note);
+        fputs ("</div>", out);
+    }
+    fputs ("</div>", out);
+}
+
+static void
+s_stats_figures (FILE *out, const dash_page_t *page)
+{
+    piv_stats_summary_t sum;
+    piv_stats_summary (page->stats, &sum);
+    fprintf (out,
+             "<table class=\"stats\"><tr><th>Fields counted</th><th>Valid fraction</th>"
+             "<th>Convergence</th><th>Sets</th></tr><tr><td class=\"fields\">%lld</td>"
+             "<td class=\"valid\">",
+             (long long)sum.fields);
+    if (isfinite (sum.valid_fraction))
+        fprintf (out, "%.1f %%", 100 * sum.valid_fraction);
+    else
+        fputs ("\xE2\x80\x94", out);
+    fputs ("</td><td class=\"convergence\">", out);
+    if (isfinite (sum.convergence))
+        fprintf (out, "%.2f %% <span class=\"mute\">since field %lld</span>", 100 * sum.convergence,
+                 (long long)sum.convergence_from);
+    else
+        fputs ("\xE2\x80\x94 <span class=\"mute\">too few fields</span>", out);
+    fprintf (out, "</td><td>%d</td></tr></table>", page->nsets);
+    char text[256];
+    piv_calib_describe (&page->stats_calib, text, sizeof text);
+    fputs ("<div class=\"note\">Set <span class=\"mono\">", out);
+    dash_put_html (out, page->stats_set);
+    fputs ("</span> \xC2\xB7 counted under: ", out);
+    dash_put_html (out, text);
+    fputs (" \xC2\xB7 convergence: RMS change of the mean velocity over the last ~10 % of the "
+           "fields, relative to the mean speed \xC2\xB7 <span class=\"mono\">pivctl stats</span> "
+           "gives the whole field.</div>",
+           out);
+}
+
+void
+dash_maps_html (const dash_t *dash, FILE *out)
+{
+    const dash_page_t *page = dash->page;
+    fputs ("<div class=\"card\" id=\"measurements\"><h2>Measurements</h2>", out);
+    s_calibration_line (out, page);
+    fputs ("<div style=\"display:grid;grid-template-columns:repeat(auto-fit,minmax(380px,1fr));"
+           "gap:18px;margin-top:12px\"><div id=\"mean-card\"><h2>Mean field",
+           out);
+    if (page->mean && isfinite (page->speed_max)) {
+        piv_stats_summary_t sum;
+        piv_stats_summary (page->stats, &sum);
+        fprintf (out,
+                 "<span class=\"n\">arrows: mean velocity over %lld fields; colour: its "
+                 "speed</span></h2>",
+                 (long long)sum.fields);
+        s_map_t m = {.id = "mean-field",
+                     .grid = page->mean,
+                     .value = page->speed,
+                     .lo = page->speed_min,
+                     .hi = page->speed_max,
+                     .arrows = 1,
+                     .quantity = "|V|",
+                     .unit = piv_calib_unit (&page->stats_calib, PIV_UNIT_VELOCITY),
+                     .calib = &page->stats_calib};
+        s_map (out, &m);
+        s_stats_figures (out, page);
+    }
+    else {
+        fputs ("</h2><div class=\"empty\">", out);
+        dash_put_html (out, page->stats_note[0] ? page->stats_note : "no sample counted yet");
+        fputs ("</div>", out);
+    }
+    fputs ("</div><div id=\"vorticity-card\"><h2>Vorticity", out);
+    if (page->vorticity && isfinite (page->vorticity_max)) {
+        fputs ("<span class=\"n\">\xCF\x89z = \xE2\x88\x82v/\xE2\x88\x82x \xE2\x88\x92 "
+               "\xE2\x88\x82u/\xE2\x88\x82y of the latest field, <span class=\"mono\">",
+               out);
+        dash_put_html (out, page->field_stem);
+        fputs ("</span></span></h2>", out);
+        s_map_t m = {.id = "vorticity",
+                     .grid = page->field,
+                     .value = page->vorticity,
+                     .lo = page->vorticity_min,
+                     .hi = page->vorticity_max,
+                     .diverging = 1,
+                     .quantity = "\xCF\x89z",
+                     .unit = piv_calib_unit (&page->calib, PIV_UNIT_RATE),
+                     .calib = &page->calib};
+        s_map (out, &m);
+        fprintf (out,
+                 "<div class=\"note\">Range %.4g to %.4g %s; grey: no value (an invalid "
+                 "vector within the stencil, or the edge).</div>",
+                 page->vorticity_min, page->vorticity_max, m.unit);
+    }
+    else
+        fputs ("</h2><div class=\"empty\">No vorticity: no field with a regular grid yet.</div>",
+               out);
+    fputs ("</div></div></div>", out);
+}

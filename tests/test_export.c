@@ -1,0 +1,673 @@
+// test_export.c — pivctl's files in physical units: export to txt, VTK and
+// HDF5 and pivctl stats, over real SQLite stores filled with known fields
+// (a solid rotation and a uniform flow, calibrated 0.02 mm/px, dt 2 ms),
+// read back by real readers: h5dump, python3 h5py and python3 vtk.
+
+#include "piv/calib.h"
+#include "piv/derived.h"
+#include "piv/field.h"
+#include "piv/stats.h"
+#include "store/store.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define T0 1700000000000000000LL   // the first camera time, ns
+#define GAP 100000000LL            // between pairs: 100 ms
+#define OMEGA 0.01                 // the rotation, rad per frame pair
+#define CALIB "scale=2e-05m/px dt=0.002s origin=0,0 y_axis=up" // 0.02 mm/px, 2 ms
+#define STEP 16
+
+static tu_farm_t s_farm;
+static char s_db[4096];
+
+static void
+s_setup (void)
+{
+    tu_farm_init (&s_farm);
+    tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
+    snprintf (s_db, sizeof s_db, "%s", tu_path (s_farm.dir, "farm.db"));
+}
+
+static void
+s_teardown (void)
+{
+    tu_farm_release (&s_farm);
+}
+
+// nx x nx vectors, STEP apart from (STEP, STEP): the solid rotation about
+// the grid's centre u = -w (y - c), v = w (x - c) px per frame pair (y
+// down), plus (u0, v0).
+static piv_field_t *
+s_field (int nx, double w, double u0, double v0)
+{
+    piv_field_t *f = piv_field_new (nx, nx);
+    ck_assert_ptr_nonnull (f);
+    f->window = 2 * STEP;
+    f->step = STEP;
+    f->runs = 1;
+    double c = STEP + STEP * (nx - 1) / 2.0;
+    for (int j = 0; j < nx; j++)
+        for (int i = 0; i < nx; i++) {
+            int k = j * nx + i;
+            f->x[k] = (float)(STEP + STEP * i);
+            f->y[k] = (float)(STEP + STEP * j);
+            f->u[k] = (float)(u0 - w * (f->y[k] - c));
+            f->v[k] = (float)(v0 + w * (f->x[k] - c));
+            f->peak_ratio[k] = 2.0f;
+            f->flags[k] = PIV_FLAG_VALID;
+        }
+    return f;
+}
+
+// Adds pairs p<first> .. p<first + n - 1> of 'exp' to the store, each with
+// a result on an nx grid (rotation w), the camera closing frame B at T0 +
+// i GAP and the result recorded 50 ms later; 'calib' (may be NULL) set
+// as the experiment's calibration just before the first.
+static void
+s_fill (const char *exp, int first, int n, int nx, double w, const char *calib)
+{
+    char err[512];
+    store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    int64_t t = T0 + first * GAP;
+    int64_t e = store_experiment (store, exp, t - 1);
+    ck_assert (e > 0);
+    if (calib)
+        ck_assert_int_eq (store_setting_set (store, e, "calibration", calib, t - 1), 0);
+    piv_field_t *f = s_field (nx, w, 0, 0);
+    unsigned char *blob;
+    size_t size;
+    ck_assert_int_eq (piv_field_encode (f, &blob, &size), 0);
+    for (int i = first; i < first + n; i++) {
+        t = T0 + i * GAP;
+        char a[64], b[64], stem[32];
+        snprintf (stem, sizeof stem, "p%04d", i);
+        snprintf (a, sizeof a, "%s_a.tif", stem);
+        snprintf (b, sizeof b, "%s_b.tif", stem);
+        int version, is_new, recorded;
+        int64_t fa = store_file_add (store, e, a, 100, t - 1000, t, &version);
+        int64_t fb = store_file_add (store, e, b, 100, t, t, &version);
+        int64_t pair = store_pair_add (store, e, stem, fa, fb, t, &is_new);
+        int attempt = store_pair_dispatch (store, pair, "a1", t + 1);
+        store_result_t r = {.nx = nx, .ny = nx, .field = blob, .field_size = size, .path = ""};
+        ck_assert_int_eq (store_pair_result (store, pair, attempt, "a1", &r, t + GAP / 2, &recorded),
+                          0);
+        ck_assert_int_eq (recorded, 1);
+    }
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    free (blob);
+    piv_field_destroy (&f);
+    store_destroy (&store);
+}
+
+// Runs pivctl -c CONF --timeout 300 with the arguments (NULL-ended).
+static int
+s_pivctl (char *out, size_t len, const char *first, ...)
+{
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "--timeout", "300"};
+    int n = 5;
+    va_list ap;
+    va_start (ap, first);
+    for (const char *a = first; a && n < 31; a = va_arg (ap, const char *))
+        argv[n++] = (char *)a;
+    va_end (ap);
+    argv[n] = NULL;
+    return tu_run (argv, out, len, 120);
+}
+
+// Runs a python3 script given as text with arguments; its output in out.
+static int
+s_python (const char *script, char *out, size_t len, const char *arg1, const char *arg2)
+{
+    const char *path = tu_path (s_farm.dir, "check.py");
+    tu_spit (path, script, strlen (script));
+    char *argv[] = {"/usr/bin/python3", (char *)path, (char *)arg1, (char *)arg2, NULL};
+    return tu_run (argv, out, len, 120);
+}
+
+// ---------------------------------------------------------------------------
+// HDF5
+
+static const char *s_h5_check =
+    "import sys, h5py, numpy as np\n"
+    "si = h5py.File(sys.argv[1], 'r'); px = h5py.File(sys.argv[2], 'r')\n"
+    "for name in ('u', 'v', 'vorticity', 'flags', 'peak_ratio'):\n"
+    "    assert si[name].shape == (6, 16, 16), (name, si[name].shape)\n"
+    "    assert si[name].chunks == (1, 16, 16), (name, si[name].chunks)\n"
+    "    assert si[name].compression == 'gzip' and si[name].shuffle, name\n"
+    "assert si['x'].shape == (16,) and si['y'].shape == (16,)\n"
+    "assert si['flags'].dtype == np.uint8\n"
+    "assert si['u'].attrs['units'] == 'm/s' and px['u'].attrs['units'] == 'px/frame'\n"
+    "assert si['x'].attrs['units'] == 'm' and si['vorticity'].attrs['units'] == '1/s'\n"
+    "k = 2e-5 / 2e-3\n"
+    "assert np.allclose(si['u'][...], px['u'][...] * k, rtol=1e-5, atol=1e-9)\n"
+    "assert np.allclose(si['v'][...], -px['v'][...] * k, rtol=1e-5, atol=1e-9)  # y up\n"
+    "assert np.allclose(si['x'][...], px['x'][...] * 2e-5)\n"
+    "assert np.allclose(si['y'][...], -px['y'][...] * 2e-5)\n"
+    "exact = -2 * 0.01 / 2e-3  # 2 Omega in 1/s, negative with y up\n"
+    "w = si['vorticity'][...]; fin = w[np.isfinite(w)]\n"
+    "assert fin.size > 0.5 * w.size, fin.size\n"
+    "assert abs(fin.mean() / exact - 1) < 0.02, (fin.mean(), exact)\n"
+    "assert np.allclose(si['time'][...], [0, .1, .2, .3, .4, .5]), si['time'][...]\n"
+    "assert si['time'].attrs['units'] == 's'\n"
+    "stems = [s.decode() if isinstance(s, bytes) else s for s in si['pair'][...]]\n"
+    "assert stems == ['p%04d' % i for i in range(6)], stems\n"
+    "assert si.attrs['calibration'].startswith('scale=2'), si.attrs['calibration']\n"
+    "assert si.attrs['scale_m_per_px'] == 2e-5 and si.attrs['dt_s'] == 2e-3\n"
+    "assert si.attrs['y_axis'] == 'up' and si.attrs['pivfarm_version']\n"
+    "assert 'passes=' in si.attrs['piv_settings']\n"
+    "st = si['stats']\n"
+    "assert int(st.attrs['fields']) == 6 and st.attrs['valid_fraction'] == 1\n"
+    "for name in ('u_mean', 'v_mean', 'u_rms', 'v_rms', 'uv_mean', 'vorticity_mean', "
+    "'count'):\n"
+    "    assert st[name].shape == (16, 16), (name, st[name].shape)\n"
+    "assert (st['count'][...] == 6).all()\n"
+    "assert np.allclose(st['u_mean'][...], si['u'][0], rtol=1e-5, atol=1e-9)\n"
+    "assert np.allclose(st['v_mean'][...], si['v'][0], rtol=1e-5, atol=1e-9)\n"
+    "assert np.nanmax(np.abs(st['u_rms'][...])) < 1e-6\n"
+    "assert abs(np.nanmean(st['vorticity_mean'][...]) / exact - 1) < 0.02\n"
+    "assert st['u_mean'].attrs['units'] == 'm/s'\n"
+    "assert st['vorticity_mean'].attrs['units'] == '1/s'\n"
+    "# doc/units-files.md's example\n"
+    "with h5py.File(sys.argv[1]) as f:\n"
+    "    u, v, w = f['u'], f['v'], f['vorticity']\n"
+    "    print(f.attrs['calibration_description'], u.attrs['units'], u.shape)\n"
+    "    print(np.nanmean(w[-1]), f['time'][-1], f['pair'][-1].decode(), "
+    "f['stats/u_mean'][...].max())\n"
+    "print('ok')\n";
+
+START_TEST (hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump)
+{
+    s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
+    char out[1 << 16], si[4096], px[4096];
+    snprintf (si, sizeof si, "%s", tu_path (s_farm.dir, "out/rot.h5"));
+    snprintf (px, sizeof px, "%s", tu_path (s_farm.dir, "out/rot_px.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "--format", "hdf5", "-o", si,
+                                NULL),
+                      0);
+    ck_assert_msg (strstr (out, "exported 6 field(s) of rot") && strstr (out, "in si units"), "%s",
+                   out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "--format=hdf5", "--units",
+                                "px", "-o", px, NULL),
+                      0);
+    ck_assert_msg (access (tu_path (s_farm.dir, "out/rot.h5.part"), F_OK) != 0, "left a .part");
+    int rc = s_python (s_h5_check, out, sizeof out, si, px);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // h5dump, HDF5's own reader: the attributes state units and calibration.
+    char *argv[] = {"/usr/bin/h5dump", "-A", si, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 60), 0);
+    const char *expect[] = {"pivfarm_version", "\"m/s\"", "\"1/s\"", "calibration_description",
+                            "0.02 mm/px", "GROUP \"stats\"", "valid_fraction"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        ck_assert_msg (strstr (out, expect[i]), "h5dump -A lacks %s:\n%.3000s", expect[i], out);
+}
+END_TEST
+
+START_TEST (hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges)
+{
+    s_fill ("mix", 0, 3, 8, OMEGA, CALIB);
+    s_fill ("mix", 3, 3, 8, OMEGA, "scale=5e-05m/px dt=0.001s origin=0,0 y_axis=up");
+    char out[1 << 14], file[4096];
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "mix.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "mix", "--format", "hdf5", "-o", file,
+                                NULL),
+                      1);
+    ck_assert_msg (strstr (out, "different calibrations") && strstr (out, "'p0000'..'p0002'")
+                       && strstr (out, "'p0003'..'p0005'") && strstr (out, "--units px"),
+                   "%s", out);
+    ck_assert_msg (strstr (out, "0.02 mm/px") && strstr (out, "0.05 mm/px"), "%s", out);
+    ck_assert (access (file, F_OK) != 0);
+    ck_assert (access (tu_path (s_farm.dir, "mix.h5.part"), F_OK) != 0);
+    // In pixels the calibrations do not matter: one file.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "mix", "--format", "hdf5", "--units",
+                                "px", "-o", file, NULL),
+                      0);
+    ck_assert (access (file, F_OK) == 0);
+
+    // A change of grid cannot share a file in any units.
+    s_fill ("grid", 0, 2, 8, OMEGA, NULL);
+    s_fill ("grid", 2, 2, 10, OMEGA, NULL);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "grid", "--format", "hdf5", "-o",
+                                tu_path (s_farm.dir, "grid.h5"), NULL),
+                      1);
+    ck_assert_msg (strstr (out, "different grids") && strstr (out, "'p0000'..'p0001' (8x8")
+                       && strstr (out, "'p0002'..'p0003' (10x10"),
+                   "%s", out);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// VTK and text
+
+static const char *s_vtk_check =
+    "import sys, vtk\n"
+    "def read(path):\n"
+    "    r = vtk.vtkStructuredGridReader(); r.SetFileName(path)\n"
+    "    r.ReadAllScalarsOn(); r.ReadAllVectorsOn(); r.ReadAllFieldsOn(); r.Update()\n"
+    "    g = r.GetOutput(); pd = g.GetPointData()\n"
+    "    return g, {pd.GetArrayName(i): pd.GetArray(i) for i in range(pd.GetNumberOfArrays())}\n"
+    "g, a = read(sys.argv[1] + '/p0003.vtk')\n"
+    "assert g.GetDimensions() == (16, 16, 1), g.GetDimensions()\n"
+    "assert g.GetNumberOfPoints() == 256\n"
+    "assert 'velocity' in a and 'vorticity' in a, sorted(a)\n"
+    "u, v, _ = a['velocity'].GetTuple3(0)  # (16, 16) px: u 1.2, v -1.2 px/frame\n"
+    "assert abs(u - 0.012) < 1e-6 and abs(v - 0.012) < 1e-6, (u, v)\n"
+    "x, y, _ = g.GetPoint(0)\n"
+    "assert abs(x - 16 * 2e-5) < 1e-9 and abs(y + 16 * 2e-5) < 1e-9, (x, y)\n"
+    "w = a['vorticity'].GetTuple1(8 * 16 + 8)\n"
+    "assert abs(w / -10 - 1) < 0.02, w\n"
+    "g, a = read(sys.argv[1] + '/stats.vtk')\n"
+    "assert g.GetDimensions() == (16, 16, 1), g.GetDimensions()\n"
+    "assert len(a) >= 5, sorted(a)\n"
+    "print('ok', sorted(a))\n";
+
+START_TEST (vtk_export_opens_in_vtk_with_the_statistics_file)
+{
+    s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
+    char out[1 << 14], dir[4096];
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "vtk"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "--format", "vtk", "-o", dir,
+                                NULL),
+                      0);
+    ck_assert_msg (strstr (out, "exported 6 field(s)"), "%s", out);
+    int rc = s_python (s_vtk_check, out, sizeof out, dir, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "vtk: %s", out);
+}
+END_TEST
+
+// The first vector of DIR/p0000.txt and the file's text.
+static char *
+s_first_vector (const char *dir, double *u, double *v)
+{
+    char path[4200], err[512];
+    snprintf (path, sizeof path, "%s/p0000.txt", dir);
+    piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
+    *u = f->u[0];
+    *v = f->v[0];
+    piv_field_destroy (&f);
+    char *text = tu_slurp (path, NULL);
+    ck_assert_ptr_nonnull (text);
+    return text;
+}
+
+START_TEST (txt_export_converts_with_the_calibration_and_says_so)
+{
+    s_fill ("rot", 0, 2, 16, OMEGA, CALIB);
+    char out[1 << 14], si[4096], px[4096];
+    snprintf (si, sizeof si, "%s", tu_path (s_farm.dir, "si"));
+    snprintf (px, sizeof px, "%s", tu_path (s_farm.dir, "px"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-o", si, NULL), 0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "--units", "px", "-o", px, NULL),
+                      0);
+    double u, v;
+    char *text = s_first_vector (si, &u, &v);
+    ck_assert_msg (fabs (u - 0.012) < 1e-7 && fabs (v - 0.012) < 1e-7, "si: %g %g", u, v);
+    ck_assert_msg (strstr (text, "# units: x, y in m; u, v in m/s")
+                       && strstr (text, "# calibration: 0.02 mm/px"),
+                   "%s", text);
+    free (text);
+    text = s_first_vector (px, &u, &v);
+    ck_assert_msg (fabs (u - 1.2) < 1e-5 && fabs (v + 1.2) < 1e-5, "px: %g %g", u, v);
+    ck_assert_msg (strstr (text, "u, v in px/frame") && strstr (text, "not applied (--units px)"),
+                   "%s", text);
+    free (text);
+}
+END_TEST
+
+// Records a calibration setting of 'exp' (NULL: the global default) at
+// 'ts'; value NULL removes it.
+static void
+s_setting (const char *exp, const char *value, int64_t ts)
+{
+    char err[512];
+    store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    int64_t e = exp ? store_experiment (store, exp, ts) : 0;
+    ck_assert_int_eq (store_setting_set (store, e, "calibration", value, ts), 0);
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    store_destroy (&store);
+}
+
+START_TEST (each_result_is_converted_with_the_calibration_recorded_before_it)
+{
+    const char *wide = "scale=5e-05m/px dt=0.002s origin=0,0 y_axis=up"; // 0.05 mm/px
+    s_setting (NULL, wide, T0 - GAP);               // the default of every experiment
+    s_fill ("hist", 0, 2, 8, OMEGA, NULL);          // p0000, p0001: the default
+    s_fill ("hist", 2, 2, 8, OMEGA, CALIB);         // p0002, p0003: its own
+    s_setting ("hist", NULL, T0 + 4 * GAP - 1);     // removed: the default again
+    s_fill ("hist", 4, 2, 8, OMEGA, NULL);          // p0004, p0005
+    char out[1 << 14], dir[4096];
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "hist"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "hist", "-o", dir, NULL), 0);
+    ck_assert_msg (strstr (out, "exported 6 field(s)") && strstr (out, "si units"), "%s", out);
+    static const struct {
+        const char *stem, *calib;
+        double k; // (m/s) per (px/frame)
+    } expect[] = {{"p0000", "0.05 mm/px", 5e-5 / 2e-3},
+                  {"p0003", "0.02 mm/px", 2e-5 / 2e-3},
+                  {"p0005", "0.05 mm/px", 5e-5 / 2e-3}};
+    for (size_t i = 0; i < 3; i++) {
+        char path[4200], err[512];
+        snprintf (path, sizeof path, "%s/%s.txt", dir, expect[i].stem);
+        char *text = tu_slurp (path, NULL);
+        ck_assert_msg (text && strstr (text, expect[i].calib), "%s: %s", path, text ? text : "");
+        free (text);
+        piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s", err);
+        double u_px = -OMEGA * (16 - (16 + 16 * 3.5)); // the first vector's
+        ck_assert_msg (fabs (f->u[0] - u_px * expect[i].k) < 1e-6, "%s: u %g, expected %g",
+                       expect[i].stem, f->u[0], u_px * expect[i].k);
+        piv_field_destroy (&f);
+    }
+}
+END_TEST
+
+START_TEST (si_units_are_refused_for_an_experiment_never_calibrated)
+{
+    s_fill ("raw", 0, 2, 8, OMEGA, NULL);
+    char out[1 << 14], dir[4096];
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "raw"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "raw", "--units", "si", "-o", dir, NULL),
+                      1);
+    ck_assert_msg (strstr (out, "'raw' is not calibrated") && strstr (out, "--units px"), "%s",
+                   out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "raw", "--units", "kelvin", "-o", dir,
+                                NULL),
+                      2);
+    // Without --units: pixels, said in the header.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "raw", "-o", dir, NULL), 0);
+    ck_assert_msg (strstr (out, "in px units"), "%s", out);
+    double u, v;
+    char *text = s_first_vector (dir, &u, &v);
+    ck_assert_msg (strstr (text, "u, v in px/frame") && strstr (text, "not calibrated"), "%s",
+                   text);
+    free (text);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Memory
+
+// The largest resident size (KiB) of pivctl exporting 'exp' to HDF5.
+static long
+s_export_rss (const char *exp)
+{
+    char file[4096];
+    snprintf (file, sizeof file, "%s/%s.h5", s_farm.dir, exp);
+    pid_t pid = fork ();
+    ck_assert (pid >= 0);
+    if (pid == 0) {
+        int null = open ("/dev/null", O_WRONLY);
+        dup2 (null, 1);
+        dup2 (null, 2);
+        execl (tu_bin ("pivctl"), "pivctl", "-c", s_farm.conf, "export", exp, "--format", "hdf5",
+               "-o", file, (char *)NULL);
+        _exit (127);
+    }
+    int status;
+    struct rusage ru;
+    ck_assert_int_eq (wait4 (pid, &status, 0, &ru), pid);
+    ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "export %s failed", exp);
+    return ru.ru_maxrss;
+}
+
+START_TEST (hdf5_export_memory_does_not_grow_with_the_number_of_fields)
+{
+    s_fill ("b50", 0, 50, 128, OMEGA, CALIB);
+    s_fill ("b200", 0, 200, 128, OMEGA, CALIB);
+    long small = s_export_rss ("b50"), large = s_export_rss ("b200");
+    // 150 more fields of 128x128 held would be some 50 MB (u, v, vorticity,
+    // flags, peak ratio); streamed, the figure stays.
+    fprintf (stderr, "export max RSS: 50 fields %ld KiB, 200 fields %ld KiB\n", small, large);
+    ck_assert_msg (large < small + 8 * 1024, "50 fields: %ld KiB, 200 fields: %ld KiB", small,
+                   large);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// pivctl stats, calibrate, mask
+
+// Saves the statistics of n rotation fields (nx grid) of 'exp' as set
+// 'set' (pairs first ...) as the broker's checkpoint would, under 'calib'.
+static void
+s_checkpoint (const char *exp, const char *set, int64_t first, int n, int nx, const char *calib)
+{
+    char err[512];
+    store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    int64_t e = store_experiment (store, exp, T0);
+    piv_field_t *f = s_field (nx, OMEGA, 0, 0);
+    piv_stats_t *stats = piv_stats_new (f);
+    float *w = malloc ((size_t)nx * nx * sizeof *w);
+    ck_assert (stats && w && piv_field_derive (f, w, NULL, NULL) > 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq (piv_stats_add (stats, f, w), 0);
+    unsigned char *state;
+    size_t size;
+    ck_assert_int_eq (piv_stats_encode (stats, &state, &size), 0);
+    store_stats_t row = {.experiment = e,
+                         .set = set,
+                         .settings = "passes=32,16 overlap=50 iterations=1",
+                         .calibration = calib,
+                         .fields = n,
+                         .first_pair = first,
+                         .last_pair = first + n - 1,
+                         .state = state,
+                         .state_size = size};
+    ck_assert_int_eq (store_stats_save (store, &row, NULL, 0, T0), 0);
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    store_destroy (&store);
+    free (state);
+    free (w);
+    piv_stats_destroy (&stats);
+    piv_field_destroy (&f);
+}
+
+static const char *s_stats_h5_check =
+    "import sys, h5py, numpy as np\n"
+    "f = h5py.File(sys.argv[1], 'r')\n"
+    "st = f['stats/1']\n"
+    "assert st['u_mean'].shape == (16, 16) and int(st.attrs['fields']) == 6\n"
+    "assert st['u_mean'].attrs['units'] == 'm/s'\n"
+    "assert abs(st['u_mean'][0, 0] - 0.012) < 1e-7, st['u_mean'][0, 0]\n"
+    "assert abs(np.nanmean(st['vorticity_mean'][...]) / -10 - 1) < 0.02\n"
+    "assert 'passes=32,16' in st.attrs['piv_settings']\n"
+    "print('ok')\n";
+
+START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
+{
+    s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
+    s_checkpoint ("rot", "16x16 step 16 window 32", 1, 6, 16, CALIB);
+    char out[1 << 16];
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", NULL), 0);
+    ck_assert_msg (strstr (out, "no checkpoint from the broker"), "%s", out);
+    ck_assert_msg (strstr (out, "set 1 of 1") && strstr (out, "0.02 mm/px")
+                       && strstr (out, "m/s") && strstr (out, "passes=32,16"),
+                   "%s", out);
+    // The first point: x y u_mean v_mean u_rms v_rms uv_mean count.
+    double x, y, um, vm, ur, vr, uv;
+    long count;
+    const char *line = out;
+    while ((line = strchr (line, '\n')) && (line[1] == '#' || line[1] == 'p'))
+        line++;
+    ck_assert_ptr_nonnull (line);
+    ck_assert_msg (sscanf (line + 1, "%lf %lf %lf %lf %lf %lf %lf %ld", &x, &y, &um, &vm, &ur, &vr,
+                           &uv, &count)
+                       == 8,
+                   "%s", line);
+    ck_assert_msg (fabs (um - 0.012) < 1e-7 && fabs (vm - 0.012) < 1e-7 && count == 6, "%s",
+                   line);
+
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "--json", NULL), 0);
+    ck_assert_msg (strstr (out, "\"fields\":6") && strstr (out, "\"units\":\"si\"")
+                       && strstr (out, "\"source\":\"store\"")
+                       && strstr (out, "\"valid_fraction\":1"),
+                   "%s", out);
+
+    char file[4096];
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "stats.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "--format", "hdf5", "-o", file,
+                                NULL),
+                      0);
+    int rc = s_python (s_stats_h5_check, out, sizeof out, file, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // A second set (settings changed mid-run): one file each, named.
+    s_checkpoint ("rot", "8x8 step 16 window 32", 7, 3, 8, "none");
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "out/s.txt"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "-o", file, NULL), 0);
+    ck_assert_msg (strstr (out, "2 set(s) written"), "%s", out);
+    char *one = tu_slurp (tu_path (s_farm.dir, "out/s-1.txt"), NULL);
+    char *two = tu_slurp (tu_path (s_farm.dir, "out/s-2.txt"), NULL);
+    ck_assert_msg (one && strstr (one, "set 1 of 2: 16x16 step 16 window 32")
+                       && strstr (one, "m/s"),
+                   "%s", one ? one : "(none)");
+    ck_assert_msg (two && strstr (two, "set 2 of 2: 8x8 step 16 window 32")
+                       && strstr (two, "px/frame") && !strstr (two, "m/s"),
+                   "%s", two ? two : "(none)");
+    free (one);
+    free (two);
+}
+END_TEST
+
+START_TEST (calibrate_and_mask_check_their_arguments_before_asking)
+{
+    char out[1 << 14];
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "../x", "--scale", "1mm/px", NULL),
+                      2);
+    ck_assert_msg (strstr (out, "calibrate: bad experiment"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "run9", "--scale", "-1 mm/px", NULL),
+                      2);
+    ck_assert_msg (strstr (out, "scale") && strstr (out, "mm/px"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "run9", "--dt", "abc", NULL), 2);
+    ck_assert_msg (strstr (out, "dt"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "run9", "--clear", "--dt", "1ms",
+                                NULL),
+                      2);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "run9", "/no/such/mask.tif", NULL), 2);
+    ck_assert_msg (strstr (out, "/no/such/mask.tif"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "run9", NULL), 2);
+    // Good values go to the broker, here away: it did not answer.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "run9", "--scale", "0.05 mm/px",
+                                "--dt", "2 ms", NULL),
+                      1);
+    ck_assert_msg (strstr (out, "did not answer"), "%s", out);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// End to end: a farm run of calibrated synthetic pairs
+
+static const char *s_farm_check =
+    "import sys, h5py, numpy as np\n"
+    "W, OM, K = 256, 0.01, 2e-5 / 2e-3  # image, rad/frame, (m/s) per (px/frame)\n"
+    "c = (W - 1) / 2.0\n"
+    "f = h5py.File(sys.argv[1], 'r')\n"
+    "s = h5py.File(sys.argv[2], 'r')['stats/1']\n"
+    "x, y = f['x'][...] / 2e-5, -f['y'][...] / 2e-5  # back to image px\n"
+    "X, Y = np.meshgrid(x, y)\n"
+    "u, v = -OM * (Y - c) * K, -(OM * (X - c)) * K  # exact, m/s, y up\n"
+    "inner = (abs(X - c) < 80) & (abs(Y - c) < 80)\n"
+    "n = f['u'].shape[0]; assert n == 4 and int(s.attrs['fields']) == 4, (n, dict(s.attrs))\n"
+    "for i in range(n):\n"
+    "    ok = f['flags'][i] == 0\n"
+    "    e = np.hypot(f['u'][i] - u, f['v'][i] - v)[inner & ok]\n"
+    "    assert np.sqrt((e ** 2).mean()) < 0.1 * K, ('field', i, np.sqrt((e ** 2).mean()) / K)\n"
+    "e = np.hypot(s['u_mean'][...] - u, s['v_mean'][...] - v)[inner]\n"
+    "assert np.sqrt(np.nanmean(e ** 2)) < 0.1 * K, np.sqrt(np.nanmean(e ** 2)) / K\n"
+    "exact = -2 * OM / 2e-3\n"
+    "w = s['vorticity_mean'][...][inner]; w = w[np.isfinite(w)]\n"
+    "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
+    "w = f['vorticity'][...][:, inner]; w = w[np.isfinite(w)]\n"
+    "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
+    "print('ok', s.attrs['convergence'])\n";
+
+START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
+{
+    tu_farm_conf (&s_farm, "piv", 1, "64,32", "");
+    char out[1 << 16], src[4096];
+    snprintf (src, sizeof src, "%s/src/r", s_farm.dir);
+    char *synth[] = {(char *)tu_bin ("pivfarm-synth"), "--flow", "rotation:0.01", "--size",
+                     "256x256", "--count", "4", "-o", src, NULL};
+    ck_assert_msg (tu_run (synth, out, sizeof out, 120) == 0, "%s", out);
+    tu_farm_start_broker (&s_farm);
+    // Calibrated before its first frame lands.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02 mm/px",
+                                "--dt", "2 ms", NULL),
+                      0);
+    ck_assert_msg (strstr (out, "0.02 mm/px") && strstr (out, "m/s"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", NULL), 0);
+    ck_assert_msg (strstr (out, "calibration of exp1: 0.02 mm/px, dt 2 ms"), "%s", out);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "r", 1, 4, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 120).done, 4);
+
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "--json", NULL), 0);
+    ck_assert_msg (strstr (out, "\"fields\":4") && strstr (out, "\"source\":\"broker\"")
+                       && strstr (out, "\"units\":\"si\""),
+                   "%s", out);
+    char stats[4096], file[4096];
+    snprintf (stats, sizeof stats, "%s", tu_path (s_farm.dir, "stats.h5"));
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "exp1.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "-f", "hdf5", "-o", stats, NULL),
+                      0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-f", "hdf5", "-o", file, NULL),
+                      0);
+    int rc = s_python (s_farm_check, out, sizeof out, file, stats);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // A mask given by a roundabout path goes to the broker made absolute.
+    char mask[4096], real[4096];
+    snprintf (mask, sizeof mask, "%s/src/../src/r_0001_a.tif", s_farm.dir);
+    ck_assert_ptr_nonnull (realpath (mask, real));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "exp1", mask, NULL), 0);
+    ck_assert_msg (strstr (out, real) && strstr (out, "256 x 256 px"), "%s", out);
+    char *setting = tu_farm_sql_text (&s_farm, "SELECT value FROM settings WHERE key = 'mask'");
+    ck_assert_msg (setting && strcmp (setting, real) == 0, "%s", setting ? setting : "(none)");
+    free (setting);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "exp1", "--clear", NULL), 0);
+    ck_assert_msg (strstr (out, "mask of exp1: none"), "%s", out);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *s = suite_create ("export");
+    TCase *tc = tcase_create ("files");
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 300);
+    tcase_add_test (tc, hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump);
+    tcase_add_test (tc, hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges);
+    tcase_add_test (tc, vtk_export_opens_in_vtk_with_the_statistics_file);
+    tcase_add_test (tc, txt_export_converts_with_the_calibration_and_says_so);
+    tcase_add_test (tc, each_result_is_converted_with_the_calibration_recorded_before_it);
+    tcase_add_test (tc, si_units_are_refused_for_an_experiment_never_calibrated);
+    tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);
+    tcase_add_test (tc, stats_reads_the_last_checkpoint_when_the_broker_is_away);
+    tcase_add_test (tc, calibrate_and_mask_check_their_arguments_before_asking);
+    tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
+    suite_add_tcase (s, tc);
+    return s;
+}
+
+int
+main (void)
+{
+    return tu_run_suite (s_suite ());
+}
