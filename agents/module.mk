@@ -6,7 +6,7 @@ LIBS += $(AGENT_LIB)
 build/agents/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 
 $(AGENT_LIB): $(AGENT_OBJS)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 bin/pivfarm-agent: build/agents/agent_main.o $(AGENT_LIB) $(COMMON_LIB) $(PIV_LIB)
 	@mkdir -p bin

@@ -12,7 +12,7 @@ LIBS += $(BROKER_LIB)
 build/broker/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 
 $(BROKER_LIB): $(BROKER_OBJS)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 bin/pivfarm-broker: build/broker/broker_main.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
 	@mkdir -p bin

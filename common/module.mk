@@ -11,4 +11,4 @@ LIBS += $(COMMON_LIB)
 build/common/%.o: LAYER_PKGS := $(ZMQ_PKGS) $(SODIUM_PKGS) $(SYSTEMD_PKGS)
 
 $(COMMON_LIB): $(COMMON_OBJS)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^

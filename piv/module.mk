@@ -9,7 +9,7 @@ LIBS += $(PIV_LIB)
 build/piv/%.o: LAYER_PKGS := $(PIV_PKGS)
 
 $(PIV_LIB): $(PIV_OBJS)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 bin/pivfarm-piv: build/piv/piv_main.o $(PIV_LIB) $(COMMON_LIB)
 	@mkdir -p bin

@@ -10,4 +10,4 @@ LIBS += $(STORE_LIB)
 build/store/%.o: LAYER_PKGS := $(STORE_PKGS)
 
 $(STORE_LIB): $(STORE_OBJS)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^

@@ -5,7 +5,7 @@ LIBS += $(WATCHER_LIB)
 build/watcher/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 
 $(WATCHER_LIB): $(WATCHER_OBJS)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 bin/pivfarm-watcher: build/watcher/watcher_main.o $(WATCHER_LIB) $(COMMON_LIB) $(PIV_LIB)
 	@mkdir -p bin
