@@ -150,3 +150,42 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
     free (alt);
     return rejected;
 }
+
+int
+piv_field_noise (const piv_field_t *field, piv_noise_t *noise)
+{
+    const piv_field_t *f = field;
+    double sum = 0;
+    long count = 0, out = 0;
+    for (int j = 1; j < f->ny - 1; j++)
+        for (int i = 1; i < f->nx - 1; i++) {
+            long k = (long) j * f->nx + i;
+            float nu[8], nv[8];
+            int c = 0;
+            if (f->flags[k] == PIV_FLAG_INVALID)
+                continue;
+            for (int b = j - 1; b <= j + 1; b++)
+                for (int a = i - 1; a <= i + 1; a++) {
+                    long q = (long) b * f->nx + a;
+                    if (q == k || f->flags[q] == PIV_FLAG_INVALID)
+                        continue;
+                    nu[c] = f->u[q];
+                    nv[c] = f->v[q];
+                    c++;
+                }
+            if (c == 0)
+                continue;
+            double du = f->u[k] - s_median (nu, c), dv = f->v[k] - s_median (nv, c);
+            double d = sqrt (du * du + dv * dv);
+            if (d < 2) {
+                sum += d * d;
+                count++;
+            }
+            else if (f->flags[k] == PIV_FLAG_VALID)
+                out++;
+        }
+    noise->noise = count ? sqrt (sum / count) : 0;
+    noise->out = out;
+    noise->count = count;
+    return count ? 0 : -1;
+}
