@@ -539,8 +539,8 @@ s_section_real (void)
     const char *env = getenv ("PIVFARM_DATA");
     const char *dir = env && *env ? env : "tests/data";
     printf ("\n8. Real pairs (%s), defaults but passes 64,32,16, 1 thread: piv_field_noise\n", dir);
-    printf ("  %-8s %10s %7s | %7s %5s | %7s %5s | %6s %6s\n", "pair", "size", "vectors",
-            "noise", "out", "windef", "out", "noise/", "out/");
+    printf ("  %-8s %10s %7s %5s | %7s %5s | %7s %5s | %6s %6s\n", "pair", "size", "vectors",
+            "repl", "noise", "out", "windef", "out", "noise/", "out/");
     piv_settings_t defaults;
     piv_settings_init (&defaults);
     piv_t *engine = s_engine ("64,32,16", defaults.deform, 0, 1);
@@ -567,8 +567,10 @@ s_section_real (void)
             snprintf (size, sizeof size, "%dx%d", piv_image_width (a), piv_image_height (a));
             double rn = nz.noise / s_real[p].windef_noise;
             double ro = s_real[p].windef_out ? (double) nz.out / s_real[p].windef_out : 0;
-            printf ("  %-8s %10s %7d | %7.3f %5ld | %7.3f %5ld | %5.2f%c %5.2f%c\n",
-                    s_real[p].name, size, field->nx * field->ny, nz.noise, nz.out,
+            int flags[3];
+            s_count_flags (field, flags);
+            printf ("  %-8s %10s %7d %5d | %7.3f %5ld | %7.3f %5ld | %5.2f%c %5.2f%c\n",
+                    s_real[p].name, size, field->nx * field->ny, flags[1] + flags[2], nz.noise, nz.out,
                     s_real[p].windef_noise, s_real[p].windef_out, rn, rn > REAL_GOAL ? '!' : ' ',
                     ro, ro > REAL_GOAL ? '!' : ' ');
         }
@@ -577,7 +579,7 @@ s_section_real (void)
         piv_image_destroy (&b);
     }
     piv_destroy (&engine);
-    printf ("  noise: RMS distance (px) of each vector from the median of its 8 neighbours, over\n"
+    printf ("  repl: vectors flagged replaced or invalid. noise: RMS distance (px) of each vector from the median of its 8 neighbours, over\n"
             "  vectors closer than 2 px, border left out; out: vectors flagged valid 2 px or more\n"
             "  from it. windef: OpenPIV-python 0.25.4 windef 64,32,16 (issue 17). '!' marks a\n"
             "  ratio above the goal of %.1f.\n", REAL_GOAL);

@@ -53,6 +53,12 @@ typedef struct {
 } piv_noise_t;
 int piv_field_noise (const piv_field_t *field, piv_noise_t *noise);
 
+// Rejects valid vectors whose first correlation peak is less than
+// min_ratio times the second (an ambiguous correlation): each gets the
+// median of its valid neighbours that pass (REPLACED) or, with none, flag
+// INVALID. Returns the number rejected, or -1 (no memory).
+int piv_validate_peak_ratio (piv_field_t *field, double min_ratio);
+
 // FFTW wisdom. The default path is $PIVFARM_WISDOM, else
 // $XDG_CACHE_HOME/pivfarm/fftw-wisdom, else ~/.cache/pivfarm/fftw-wisdom.
 // Load: 0, or -1 if absent or unreadable (harmless: plans are measured).

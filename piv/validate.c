@@ -189,3 +189,36 @@ piv_field_noise (const piv_field_t *field, piv_noise_t *noise)
     noise->count = count;
     return count ? 0 : -1;
 }
+
+int
+piv_validate_peak_ratio (piv_field_t *field, double min_ratio)
+{
+    piv_field_t *f = field;
+    long n = (long) f->nx * f->ny;
+    uint8_t *low = calloc ((size_t) n, 1);
+    if (!low)
+        return -1;
+    int rejected = 0;
+    for (long k = 0; k < n; k++)
+        if (f->flags[k] == PIV_FLAG_VALID && f->peak_ratio[k] < min_ratio) {
+            low[k] = 1;
+            rejected++;
+        }
+    for (int j = 0; j < f->ny; j++)
+        for (int i = 0; i < f->nx; i++) {
+            long k = (long) j * f->nx + i;
+            float nu[8], nv[8];
+            if (!low[k])
+                continue;
+            int count = s_neighbours (f, i, j, low, nu, nv);
+            if (count > 0) {
+                f->u[k] = s_median (nu, count);
+                f->v[k] = s_median (nv, count);
+                f->flags[k] = PIV_FLAG_REPLACED;
+            }
+            else
+                f->flags[k] = PIV_FLAG_INVALID;
+        }
+    free (low);
+    return rejected;
+}
