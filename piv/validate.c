@@ -14,13 +14,16 @@
         s[a] = lo_, s[b] = hi_;                                                             \
     } while (0)
 
-// Median of n values (n <= 8). Eight, the common case inside the field,
-// goes through a 19-comparator sorting network (branch-free min and max);
-// fewer, at edges, through insertion sort.
+// The most neighbours: the 5 x 5 neighbourhood less the vector itself.
+#define MAX_NEIGHBOURS 24
+
+// Median of n values (n <= MAX_NEIGHBOURS). Eight, the common case inside
+// the field, goes through a 19-comparator sorting network (branch-free min
+// and max); other counts through insertion sort.
 static float
 s_median (const float *vals, int n)
 {
-    float s[8];
+    float s[MAX_NEIGHBOURS];
     if (n == 8) {
         memcpy (s, vals, sizeof s);
         SORT2 (0, 2); SORT2 (1, 3); SORT2 (4, 6); SORT2 (5, 7);
@@ -41,14 +44,16 @@ s_median (const float *vals, int n)
     return n % 2 ? s[n / 2] : 0.5f * (s[n / 2 - 1] + s[n / 2]);
 }
 
-// Collects the u and v of the valid 3 x 3 neighbours of vector (i, j),
-// the vector itself excluded; 'skip' (may be NULL) excludes more vectors.
+// Collects the u and v of the valid neighbours of vector (i, j) within
+// 'radius' (1: 3 x 3, 2: 5 x 5), the vector itself excluded; 'skip' (may be
+// NULL) excludes more vectors.
 static int
-s_neighbours (const piv_field_t *f, int i, int j, const uint8_t *skip, float *nu, float *nv)
+s_neighbours_within (const piv_field_t *f, int i, int j, int radius, const uint8_t *skip,
+                     float *nu, float *nv)
 {
     int count = 0;
-    for (int b = j - 1; b <= j + 1; b++)
-        for (int a = i - 1; a <= i + 1; a++) {
+    for (int b = j - radius; b <= j + radius; b++)
+        for (int a = i - radius; a <= i + radius; a++) {
             if (a < 0 || b < 0 || a >= f->nx || b >= f->ny || (a == i && b == j))
                 continue;
             long k = (long) b * f->nx + a;
@@ -59,6 +64,24 @@ s_neighbours (const piv_field_t *f, int i, int j, const uint8_t *skip, float *nu
             count++;
         }
     return count;
+}
+
+// The valid 3 x 3 neighbours, as s_neighbours_within.
+static int
+s_neighbours (const piv_field_t *f, int i, int j, const uint8_t *skip, float *nu, float *nv)
+{
+    return s_neighbours_within (f, i, j, 1, skip, nu, nv);
+}
+
+// The neighbours a vector is judged against: the valid 3 x 3 ones, or,
+// where fewer than 8 are valid (an edge, a corner, next to masked or failed
+// windows), the valid 5 x 5 ones: there two or three wrong vectors that
+// agree with each other can be half of the 3 x 3 neighbours, and pass.
+static int
+s_judges (const piv_field_t *f, int i, int j, float *nu, float *nv)
+{
+    int count = s_neighbours (f, i, j, NULL, nu, nv);
+    return count < 8 ? s_neighbours_within (f, i, j, 2, NULL, nu, nv) : count;
 }
 
 // The normalized residual of (u, v) against neighbour medians (mu, mv) and
@@ -95,10 +118,10 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
     for (int j = 0; j < f->ny; j++)
         for (int i = 0; i < f->nx; i++) {
             long k = (long) j * f->nx + i;
-            float nu[8], nv[8], ru[8], rv[8];
+            float nu[MAX_NEIGHBOURS], nv[MAX_NEIGHBOURS], ru[MAX_NEIGHBOURS], rv[MAX_NEIGHBOURS];
             if (f->flags[k] != PIV_FLAG_VALID)
                 continue;
-            int count = s_neighbours (f, i, j, NULL, nu, nv);
+            int count = s_judges (f, i, j, nu, nv);
             // Too few neighbours to judge (a corner among failed vectors).
             if (count < 3)
                 continue;
