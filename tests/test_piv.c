@@ -782,27 +782,31 @@ START_TEST (the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid)
                 piv_image_data (b)[r * 384 + c] = piv_image_cdata (sb)[r * 384 + c];
             }
         }
-    piv_settings_t settings;
-    piv_settings_init (&settings);
-    settings.mask = mask;
-    ck_assert (piv_settings_set_passes (&settings, "64,32,16", err, sizeof err) == 0);
-    piv_t *piv = piv_new (&settings, err, sizeof err);
-    piv_field_t *f = piv_process (piv, a, b, err, sizeof err);
-    ck_assert_msg (f != NULL, "%s", err);
-    // Every vector of the fluid next to the mask, from the first whose
-    // window is all fluid to two windows on, has the fluid's motion.
-    int near = 0;
-    for (int k = 0; k < f->nx * f->ny; k++)
-        if (f->x[k] >= 160 + 7.5f && f->x[k] <= 160 + 40 && f->y[k] > 16 && f->y[k] < 240) {
-            near++;
-            ck_assert_msg (f->flags[k] != PIV_FLAG_INVALID && fabsf (f->u[k] - 3) < 0.3f
-                               && fabsf (f->v[k] + 1) < 0.3f,
-                           "vector at (%.1f, %.1f): (%.2f, %.2f), flag %d", f->x[k], f->y[k],
-                           f->u[k], f->v[k], f->flags[k]);
-        }
-    ck_assert (near >= 20);
-    piv_field_destroy (&f);
-    piv_destroy (&piv);
+    // The defaults, and the smoother on the predictor too with GCV's choice
+    // of s (the most smoothing): the masked windows weigh nothing in it.
+    static const char *const texts[] = {"passes=64,32,16", "passes=64,32,16 smooth=both smooth_s=0"};
+    for (int t = 0; t < 2; t++) {
+        piv_settings_t settings;
+        ck_assert_msg (piv_settings_parse (texts[t], &settings, err, sizeof err) == 0, "%s", err);
+        settings.mask = mask;
+        piv_t *piv = piv_new (&settings, err, sizeof err);
+        piv_field_t *f = piv_process (piv, a, b, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s", err);
+        // Every vector of the fluid next to the mask, from the first whose
+        // window is all fluid to two windows on, has the fluid's motion.
+        int near = 0;
+        for (int k = 0; k < f->nx * f->ny; k++)
+            if (f->x[k] >= 160 + 7.5f && f->x[k] <= 160 + 40 && f->y[k] > 16 && f->y[k] < 240) {
+                near++;
+                ck_assert_msg (f->flags[k] != PIV_FLAG_INVALID && fabsf (f->u[k] - 3) < 0.3f
+                                   && fabsf (f->v[k] + 1) < 0.3f,
+                               "%s: vector at (%.1f, %.1f): (%.2f, %.2f), flag %d", texts[t],
+                               f->x[k], f->y[k], f->u[k], f->v[k], f->flags[k]);
+            }
+        ck_assert (near >= 20);
+        piv_field_destroy (&f);
+        piv_destroy (&piv);
+    }
     piv_image_destroy (&mask);
     piv_image_destroy (&a);
     piv_image_destroy (&b);
@@ -864,6 +868,34 @@ START_TEST (the_noise_metric_sees_jitter_and_outliers)
 }
 END_TEST
 
+START_TEST (the_smoothing_and_validation_keys_read_back_and_bad_values_are_refused)
+{
+    piv_settings_t s, back;
+    char err[256] = "", text[512];
+    piv_settings_init (&s);
+    ck_assert_int_eq (s.smooth, PIV_SMOOTH_FINAL);
+    // The defaults leave the TASK text as it was.
+    ck_assert_int_gt (piv_settings_format (&s, text, sizeof text), 0);
+    ck_assert_msg (strstr (text, "smooth") == NULL, "%s", text);
+    ck_assert_msg (piv_settings_parse ("passes=32 smooth=both smooth_s=0.5 median_passes=2 "
+                                       "peak_ratio=1.3",
+                                       &s, err, sizeof err)
+                       == 0,
+                   "%s", err);
+    ck_assert_int_gt (piv_settings_format (&s, text, sizeof text), 0);
+    ck_assert_msg (piv_settings_parse (text, &back, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (back.smooth, PIV_SMOOTH_BOTH);
+    ck_assert (back.smooth_s == 0.5 && back.median_passes == 2 && back.peak_ratio_min == 1.3);
+    ck_assert_int_eq (piv_settings_parse ("smooth=lots", &s, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "smooth 'lots'") != NULL, "%s", err);
+    ck_assert_int_eq (piv_settings_parse ("smooth_s=much", &s, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "smooth_s 'much'") != NULL, "%s", err);
+    ck_assert_int_eq (piv_settings_parse ("smooth_s=-1", &s, err, sizeof err), 0);
+    ck_assert (piv_new (&s, err, sizeof err) == NULL);
+    ck_assert_msg (strstr (err, "smooth") != NULL, "%s", err);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -911,6 +943,7 @@ s_suite (void)
     tcase_add_test (issue17, the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid);
     tcase_add_test (issue17, the_real_pairs_are_less_noisy_than_openpiv_windef);
     tcase_add_test (issue17, the_noise_metric_sees_jitter_and_outliers);
+    tcase_add_test (issue17, the_smoothing_and_validation_keys_read_back_and_bad_values_are_refused);
     suite_add_tcase (suite, issue17);
     return suite;
 }
