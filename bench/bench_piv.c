@@ -538,7 +538,13 @@ s_section_real (void)
 {
     const char *env = getenv ("PIVFARM_DATA");
     const char *dir = env && *env ? env : "tests/data";
-    printf ("\n8. Real pairs (%s), defaults but passes 64,32,16, 1 thread: piv_field_noise\n", dir);
+    piv_settings_t shown;
+    piv_settings_init (&shown);
+    char err0[ERRLEN];
+    if (s_settings_text && piv_settings_parse (s_settings_text, &shown, err0, sizeof err0) != 0)
+        return -1;
+    printf ("\n8. Real pairs (%s), passes 64,32,16, smooth=%s s=%g%s, 1 thread: piv_field_noise\n",
+            dir, piv_smooth_name (shown.smooth), shown.smooth_s, s_settings_text ? " (--settings)" : "");
     printf ("  %-8s %10s %7s %5s | %7s %5s | %7s %5s | %6s %6s\n", "pair", "size", "vectors",
             "repl", "noise", "out", "windef", "out", "noise/", "out/");
     piv_settings_t defaults;
@@ -579,10 +585,11 @@ s_section_real (void)
         piv_image_destroy (&b);
     }
     piv_destroy (&engine);
-    printf ("  repl: vectors flagged replaced or invalid. noise: RMS distance (px) of each vector from the median of its 8 neighbours, over\n"
-            "  vectors closer than 2 px, border left out; out: vectors flagged valid 2 px or more\n"
-            "  from it. windef: OpenPIV-python 0.25.4 windef 64,32,16 (issue 17). '!' marks a\n"
-            "  ratio above the goal of %.1f.\n", REAL_GOAL);
+    printf ("  repl: vectors flagged replaced or invalid. noise: RMS distance (px) of each vector\n"
+            "  from the median of its 8 neighbours, over vectors closer than 2 px, border left\n"
+            "  out; out: vectors flagged valid 2 px or more from it. windef: OpenPIV-python\n"
+            "  0.25.4 windef 64,32,16 (issue 17). '!' marks a ratio above the goal of %.1f.\n",
+            REAL_GOAL);
     return rc;
 }
 
