@@ -93,6 +93,28 @@ s_residual (float u, float v, float mu, float mv, float ru, float rv, float eps)
     return sqrtf (tu * tu + tv * tv);
 }
 
+// Replaces each vector marked in 'reject' by the median of its valid 3 x 3
+// neighbours not marked (flag REPLACED), or, with none, flags it INVALID.
+static void
+s_replace (piv_field_t *f, const uint8_t *reject)
+{
+    for (int j = 0; j < f->ny; j++)
+        for (int i = 0; i < f->nx; i++) {
+            long k = (long) j * f->nx + i;
+            float nu[8], nv[8];
+            if (!reject[k])
+                continue;
+            int count = s_neighbours (f, i, j, reject, nu, nv);
+            if (count > 0) {
+                f->u[k] = s_median (nu, count);
+                f->v[k] = s_median (nv, count);
+                f->flags[k] = PIV_FLAG_REPLACED;
+            }
+            else
+                f->flags[k] = PIV_FLAG_INVALID;
+        }
+}
+
 int
 piv_validate_median (piv_field_t *field, double eps, double threshold)
 {
@@ -154,21 +176,7 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
             reject[k] = 0;
         }
     // ...the others are replaced from the neighbours that passed.
-    for (int j = 0; j < f->ny; j++)
-        for (int i = 0; i < f->nx; i++) {
-            long k = (long) j * f->nx + i;
-            float nu[8], nv[8];
-            if (!reject[k])
-                continue;
-            int count = s_neighbours (f, i, j, reject, nu, nv);
-            if (count > 0) {
-                f->u[k] = s_median (nu, count);
-                f->v[k] = s_median (nv, count);
-                f->flags[k] = PIV_FLAG_REPLACED;
-            }
-            else
-                f->flags[k] = PIV_FLAG_INVALID;
-        }
+    s_replace (f, reject);
     free (reject);
     free (alt);
     return rejected;
@@ -227,21 +235,7 @@ piv_validate_peak_ratio (piv_field_t *field, double min_ratio)
             low[k] = 1;
             rejected++;
         }
-    for (int j = 0; j < f->ny; j++)
-        for (int i = 0; i < f->nx; i++) {
-            long k = (long) j * f->nx + i;
-            float nu[8], nv[8];
-            if (!low[k])
-                continue;
-            int count = s_neighbours (f, i, j, low, nu, nv);
-            if (count > 0) {
-                f->u[k] = s_median (nu, count);
-                f->v[k] = s_median (nv, count);
-                f->flags[k] = PIV_FLAG_REPLACED;
-            }
-            else
-                f->flags[k] = PIV_FLAG_INVALID;
-        }
+    s_replace (f, low);
     free (low);
     return rejected;
 }

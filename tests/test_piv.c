@@ -416,6 +416,17 @@ START_TEST (a_mask_marks_the_windows_outside_the_flow)
 }
 END_TEST
 
+// Loads a real pair of tests/data.
+static void
+s_load_real (const char *name_a, const char *name_b, piv_image_t **a, piv_image_t **b)
+{
+    char err[512] = "";
+    ck_assert_msg (piv_image_load_pair (tu_data (name_a), tu_data (name_b), 0, a, b, err,
+                                        sizeof err)
+                       == 0,
+                   "%s", err);
+}
+
 // The real camera pairs of tests/data against OpenPIV's windef
 // (64, 32, 16 px, 50 %): mean over vectors it flagged valid.
 static void
@@ -423,11 +434,7 @@ s_check_real (const char *name_a, const char *name_b, double ref_u, double ref_v
               int height)
 {
     piv_image_t *a, *b;
-    char err[512] = "";
-    ck_assert_msg (piv_image_load_pair (tu_data (name_a), tu_data (name_b), 0, &a, &b, err,
-                                        sizeof err)
-                       == 0,
-                   "%s", err);
+    s_load_real (name_a, name_b, &a, &b);
     ck_assert_int_eq (piv_image_width (a), width);
     ck_assert_int_eq (piv_image_height (a), height);
     // The default settings: up to three runs of the final window size.
@@ -698,15 +705,17 @@ START_TEST (a_cluster_of_wrong_vectors_is_flagged_even_in_a_corner)
         f->u[k] += p < 3 ? 5.0f : -6.0f;
         f->v[k] += p < 3 ? 3.0f : 3.5f;
     }
-    int rejected = piv_validate_median (f, 0.1, 2.0);
-    ck_assert_int_eq (rejected, 6);
+    // Exactly the six are rejected, each replaced by its neighbours' median.
+    ck_assert_int_eq (piv_validate_median (f, 0.1, 2.0), 6);
+    int replaced = 0;
+    float worst = 0;
     for (int p = 0; p < 6; p++) {
         int k = cluster[p][1] * f->nx + cluster[p][0];
-        ck_assert_int_eq (f->flags[k], PIV_FLAG_REPLACED);
-        ck_assert_msg (fabsf (f->u[k] - truth->u[k]) < 0.3f && fabsf (f->v[k] - truth->v[k]) < 0.3f,
-                       "cluster vector %d: (%.2f, %.2f) for (%.2f, %.2f)", p, f->u[k], f->v[k],
-                       truth->u[k], truth->v[k]);
+        replaced += f->flags[k] == PIV_FLAG_REPLACED;
+        worst = fmaxf (worst, fmaxf (fabsf (f->u[k] - truth->u[k]), fabsf (f->v[k] - truth->v[k])));
     }
+    ck_assert_int_eq (replaced, 6);
+    ck_assert_msg (worst < 0.3f, "a cluster vector replaced %.2f px from the truth", worst);
     piv_field_destroy (&f);
     piv_field_destroy (&truth);
 }
@@ -816,18 +825,14 @@ START_TEST (the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid)
 END_TEST
 
 // The real pairs' noise with the default settings and passes 64,32,16:
-// at most 0.9 times OpenPIV windef's (issue 17's table), with a margin of
-// 5 % over what 'make bench' measures here for FFTW plan differences.
+// at most 0.9 times OpenPIV windef's (issue 17's goal, its table's figures;
+// 'make bench' section 8 measures 0.58, 0.50 and 0.77 times, none out).
 static void
 s_check_real_noise (const char *name_a, const char *name_b, double windef_noise,
                     long windef_out)
 {
     piv_image_t *a, *b;
-    char err[512] = "";
-    ck_assert_msg (piv_image_load_pair (tu_data (name_a), tu_data (name_b), 0, &a, &b, err,
-                                        sizeof err)
-                       == 0,
-                   "%s", err);
+    s_load_real (name_a, name_b, &a, &b);
     piv_field_t *f = s_process ("64,32,16", 3, DEFAULT_DEFORM, 1, a, b);
     piv_noise_t nz;
     ck_assert_int_eq (piv_field_noise (f, &nz), 0);
