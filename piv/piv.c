@@ -903,7 +903,7 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         if (smoothed != 0) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);
-            snprintf (err, errlen, "cannot filter the predictor: out of memory");
+            snprintf (err, errlen, "cannot smooth the %d px pass's field: out of memory", n);
             return NULL;
         }
         field->runs = (prev ? prev->runs : 0) + (it >= s->npasses - 1);
