@@ -751,7 +751,7 @@ s_smooth (piv_field_t *f)
 // and valid ones the robust weights call outliers become REPLACED. s > 0
 // fixes the smoothing, 0 leaves it to GCV. 0, or -1 (no memory).
 static int
-s_smooth_pls (piv_field_t *f, double s, int final)
+s_smooth_pls (piv_field_t *f, double s, int final, int threads)
 {
     long n = (long) f->nx * f->ny;
     float *w = calloc (3 * (size_t) n, sizeof (float));
@@ -760,7 +760,7 @@ s_smooth_pls (piv_field_t *f, double s, int final)
     float *zu = w + n, *zv = w + 2 * n;
     for (long k = 0; k < n; k++)
         w[k] = f->flags[k] == PIV_FLAG_VALID;
-    int rc = piv_smoothn (f->nx, f->ny, f->u, f->v, w, s, 1, zu, zv, NULL, NULL);
+    int rc = piv_smoothn (f->nx, f->ny, f->u, f->v, w, s, 1, threads, zu, zv, NULL, NULL);
     for (long k = 0; rc == 0 && k < n; k++) {
         if (final && f->flags[k] == PIV_FLAG_INVALID)
             continue;
@@ -895,11 +895,11 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         int pls_pred = s->smooth == PIV_SMOOTH_PREDICTOR || s->smooth == PIV_SMOOTH_BOTH;
         int pls_final = s->smooth == PIV_SMOOTH_FINAL || s->smooth == PIV_SMOOTH_BOTH;
         if (!last && pls_pred)
-            smoothed = s_smooth_pls (field, s->smooth_s, 0);
+            smoothed = s_smooth_pls (field, s->smooth_s, 0, s->threads);
         else if (!last && s->smooth_predictor)
             smoothed = s_smooth (field);
         else if (last && pls_final)
-            smoothed = s_smooth_pls (field, s->smooth_s, 1);
+            smoothed = s_smooth_pls (field, s->smooth_s, 1, s->threads);
         if (smoothed != 0) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);

@@ -65,17 +65,20 @@ typedef struct {
     float *dcty[2];           // transforms of the weighted data
     float *z[2];              // current estimate
     float *tmp;               // scratch
+    float *scratch[2][2];     // per component: a transform's input and output
+    int threads;              // 2: the components' transforms in two threads
     long nof;                 // vectors of non-zero caller weight
 } s_pls_t;
 
-// z = idct (gamma * dcty) for component c, gamma = 1 / (1 + s lambda^2).
+// out = idct (gamma * dcty) for component c, gamma = 1 / (1 + s lambda^2);
+// tmp: scratch.
 static void
-s_apply (s_pls_t *p, int c, double s, float *out)
+s_apply (s_pls_t *p, int c, double s, float *tmp, float *out)
 {
     float scale = 1.0f / (4.0f * p->plan->nx * p->plan->ny);
     for (long k = 0; k < p->n; k++)
-        p->tmp[k] = p->dcty[c][k] * scale / (1.0f + (float) s * p->lambda2[k]);
-    fftwf_execute_r2r (p->plan->idct, p->tmp, out);
+        tmp[k] = p->dcty[c][k] * scale / (1.0f + (float) s * p->lambda2[k]);
+    fftwf_execute_r2r (p->plan->idct, tmp, out);
 }
 
 // The GCV score of log10 s: weighted residual sum of squares per vector
@@ -87,7 +90,7 @@ s_gcv (s_pls_t *p, double logs, float *out)
     for (long k = 0; k < p->n; k++)
         trace += 1.0 / (1.0 + s * p->lambda2[k]);
     for (int c = 0; c < 2; c++) {
-        s_apply (p, c, s, out);
+        s_apply (p, c, s, p->tmp, out);
         for (long k = 0; k < p->n; k++)
             if (!p->w0 || p->w0[k] > 0) {
                 double r = p->y[c][k] - out[k];
@@ -249,40 +252,79 @@ s_initial_guess (s_pls_t *p, uint8_t *known)
     s_fill (p, known);
 }
 
+// One half of an iteration for component c: (phase 0) dcty = dct (w (y - z)
+// + z), or (phase 1) z = rf idct (gamma dcty) + (1 - rf) z, with the sums
+// of its change and of z squared.
+typedef struct {
+    s_pls_t *p;      // the problem
+    int c;           // component
+    int phase;       // 0 or 1
+    double s, rf;    // smoothing, over-relaxation
+    double dz, zz;   // phase 1's sums
+} s_half_t;
+
+static void *
+s_half (void *arg)
+{
+    s_half_t *h = arg;
+    s_pls_t *p = h->p;
+    float *tmp = p->scratch[h->c][0], *out = p->scratch[h->c][1], *z = p->z[h->c];
+    if (h->phase == 0) {
+        for (long k = 0; k < p->n; k++) {
+            float y = p->w[k] > 0 ? p->y[h->c][k] : 0;
+            tmp[k] = p->w[k] * (y - z[k]) + z[k];
+        }
+        fftwf_execute_r2r (p->plan->dct, tmp, p->dcty[h->c]);
+        return NULL;
+    }
+    s_apply (p, h->c, h->s, tmp, out);
+    h->dz = h->zz = 0;
+    for (long k = 0; k < p->n; k++) {
+        float zn = (float) (h->rf * out[k] + (1 - h->rf) * z[k]);
+        h->dz += (double) (zn - z[k]) * (zn - z[k]);
+        h->zz += (double) zn * zn;
+        z[k] = zn;
+    }
+    return NULL;
+}
+
+// Both components' halves, in two threads if the problem says so (a
+// thread that cannot start: its half runs here).
+static void
+s_halves (s_pls_t *p, s_half_t h[2])
+{
+    pthread_t tid;
+    int started = p->threads > 1 && pthread_create (&tid, NULL, s_half, &h[1]) == 0;
+    s_half (&h[0]);
+    if (started)
+        pthread_join (tid, NULL);
+    else
+        s_half (&h[1]);
+}
+
 // The iterations for the current weights: z = idct (gamma dct (w (y - z) +
 // z)), over-relaxed, until z changes by less than 1e-3 relative (at once
 // without weights); s chosen again at iterations 1, 2, 4, 8...
 static void
-s_iterate (s_pls_t *p, int weighted, int autos, double *s, double lo, double hi, float *out)
+s_iterate (s_pls_t *p, int weighted, int autos, double *s, double lo, double hi)
 {
     double rf = weighted ? 1.75 : 1.0, tol = 1;
     for (int nit = 1; tol > 1e-3 && nit <= 100; nit++) {
-        for (int c = 0; c < 2; c++) {
-            for (long k = 0; k < p->n; k++) {
-                float y = p->w[k] > 0 ? p->y[c][k] : 0;
-                p->tmp[k] = p->w[k] * (y - p->z[c][k]) + p->z[c][k];
-            }
-            fftwf_execute_r2r (p->plan->dct, p->tmp, p->dcty[c]);
-        }
+        s_half_t h[2] = {{p, 0, 0, *s, rf, 0, 0}, {p, 1, 0, *s, rf, 0, 0}};
+        s_halves (p, h);
         if (autos && (nit & (nit - 1)) == 0)
-            *s = s_gcv_min (p, lo, hi, out);
-        double dz = 0, zz = 0;
-        for (int c = 0; c < 2; c++) {
-            s_apply (p, c, *s, out);
-            for (long k = 0; k < p->n; k++) {
-                float z = (float) (rf * out[k] + (1 - rf) * p->z[c][k]);
-                dz += (double) (z - p->z[c][k]) * (z - p->z[c][k]);
-                zz += (double) z * z;
-                p->z[c][k] = z;
-            }
-        }
+            *s = s_gcv_min (p, lo, hi, p->scratch[0][1]);
+        h[0].phase = h[1].phase = 1;
+        h[0].s = h[1].s = *s;
+        s_halves (p, h);
+        double dz = h[0].dz + h[1].dz, zz = h[0].zz + h[1].zz;
         tol = weighted && zz > 0 ? sqrt (dz / zz) : 0;
     }
 }
 
 int
 piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, double s,
-             int robust, float *zu, float *zv, double *s_used, float *wout)
+             int robust, int threads, float *zu, float *zv, double *s_used, float *wout)
 {
     long n = (long) nx * ny;
     if (n == 1) {
@@ -295,12 +337,11 @@ piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, dou
         return 0;
     }
     const s_dct_t *plan = s_dct_get (nx, ny);
-    s_pls_t p = {plan, n, (nx > 1) + (ny > 1), {u, v}, w, NULL, NULL, {NULL, NULL},
-                 {NULL, NULL}, NULL, 0};
-    // Eight arrays in one block, each starting 64-byte aligned as the
+    s_pls_t p = {.plan = plan, .n = n, .dims = (nx > 1) + (ny > 1), .y = {u, v}, .w0 = w};
+    // Eleven arrays in one block, each starting 64-byte aligned as the
     // plans' were (a condition of FFTW's new-array execute).
     long st = (n + 15) & ~15L;
-    float *buf = fftwf_malloc (sizeof (float) * 8 * (size_t) st);
+    float *buf = fftwf_malloc (sizeof (float) * 11 * (size_t) st);
     uint8_t *known = malloc ((size_t) n);
     if (!plan || !buf || !known) {
         fftwf_free (buf);
@@ -309,7 +350,9 @@ piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, dou
     }
     p.w = buf, p.lambda2 = buf + st, p.dcty[0] = buf + 2 * st, p.dcty[1] = buf + 3 * st;
     p.z[0] = buf + 4 * st, p.z[1] = buf + 5 * st, p.tmp = buf + 6 * st;
-    float *out = buf + 7 * st;
+    p.scratch[0][0] = buf + 7 * st, p.scratch[0][1] = buf + 8 * st;
+    p.scratch[1][0] = buf + 9 * st, p.scratch[1][1] = buf + 10 * st;
+    p.threads = threads;
     int weighted = 0;
     for (int j = 0; j < ny; j++)
         for (int i = 0; i < nx; i++) {
@@ -338,7 +381,7 @@ piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, dou
                 s_fill (&p, known);
                 weighted = 1;
             }
-            s_iterate (&p, weighted, autos, &s, lo, hi, out);
+            s_iterate (&p, weighted, autos, &s, lo, hi);
         }
     }
     memcpy (zu, p.z[0], (size_t) n * sizeof (float));

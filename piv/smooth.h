@@ -14,12 +14,13 @@
 // into zu, zv (which may be u, v). s > 0 fixes the smoothing parameter,
 // s <= 0 chooses it by minimising the GCV score; *s_used (may be NULL)
 // gets it. robust: three reweighting steps with bisquare weights of the
-// residuals, so that outliers do not pull the surface. Where every weight
-// is 0 the components come out 0. wout (may be NULL) gets the weights
+// residuals, so that outliers do not pull the surface. threads > 1: the
+// two components' transforms run in two threads. Where every weight is 0
+// the components come out 0. wout (may be NULL) gets the weights
 // last used: the caller's times the robust ones, 0 for an outlier. 0, or
 // -1 (no memory, no FFTW plan).
 int piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, double s,
-                 int robust, float *zu, float *zv, double *s_used, float *wout);
+                 int robust, int threads, float *zu, float *zv, double *s_used, float *wout);
 
 // piv.c's lock over the FFTW planner (planning is not thread-safe): the
 // smoother plans its cosine transforms under it.

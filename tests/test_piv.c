@@ -738,7 +738,7 @@ START_TEST (the_smoother_removes_noise_and_fills_missing_vectors)
         }
     f->u[10 * f->nx + 14] += 6;
     double s = 0;
-    ck_assert_int_eq (piv_smoothn (f->nx, f->ny, f->u, f->v, w, 0.01, 1, zu, zv, &s, NULL), 0);
+    ck_assert_int_eq (piv_smoothn (f->nx, f->ny, f->u, f->v, w, 0.01, 1, 2, zu, zv, &s, NULL), 0);
     ck_assert (s == 0.01);
     double e_in = 0, e_out = 0;
     int count = 0;
@@ -756,7 +756,7 @@ START_TEST (the_smoother_removes_noise_and_fills_missing_vectors)
     ck_assert_msg (e_out < 0.8 * e_in, "RMS %.4f px after, %.4f before", sqrt (e_out / count),
                    sqrt (e_in / count));
     // GCV chooses some smoothing by itself.
-    ck_assert_int_eq (piv_smoothn (f->nx, f->ny, f->u, f->v, w, 0, 1, zu, zv, &s, NULL), 0);
+    ck_assert_int_eq (piv_smoothn (f->nx, f->ny, f->u, f->v, w, 0, 1, 1, zu, zv, &s, NULL), 0);
     ck_assert_msg (s > 0, "s %g", s);
     free (w);
     free (zu);
