@@ -226,12 +226,18 @@ s_floor_c2c (s_floor_t *f)
 // An engine with the defaults but for these; final_iterations 0 keeps the
 // default (up to 3 runs of the final window size, adaptive), a positive
 // number runs the final window size exactly that many times.
+static const char *s_settings_text;  // --settings: over the defaults, or NULL
+
 static piv_t *
 s_engine (const char *passes, piv_deform_t deform, int final_iterations, int threads)
 {
     char err[ERRLEN];
     piv_settings_t settings;
     piv_settings_init (&settings);
+    if (s_settings_text && piv_settings_parse (s_settings_text, &settings, err, sizeof err) != 0) {
+        log_error ("%s", err);
+        return NULL;
+    }
     settings.deform = deform;
     if (final_iterations > 0) {
         settings.final_iterations = final_iterations;
@@ -509,14 +515,96 @@ s_bench_accuracy (s_case_t *cases, int ncases, int quick)
 }
 
 // ---------------------------------------------------------------------------
+// Real pairs
+
+// The shared real pairs of tests/data and OpenPIV windef's figures on them
+// (64,32,16 px, 50 %, its default validation; issue 17's table).
+static const struct {
+    const char *name;          // as the table names it
+    const char *a, *b;         // files in the data directory
+    double windef_noise;       // px
+    long windef_out;           // vectors
+} s_real[] = {
+    {"B005", "B005_1.tif", "B005_2.tif", 0.156, 21},
+    {"2image", "2image_00.tif", "2image_01.tif", 0.309, 198},
+    {"exp1", "exp1_001_a_rgb.tiff", "exp1_001_b_rgb.tiff", 0.204, 1},
+};
+#define REAL_GOAL 0.9  // goal: noise and out at most this times windef's
+
+// Section 8: noise and out (piv_field_noise) on the real pairs, default
+// settings but --passes 64,32,16, beside windef's. 0, or -1 (logged).
+static int
+s_section_real (void)
+{
+    const char *env = getenv ("PIVFARM_DATA");
+    const char *dir = env && *env ? env : "tests/data";
+    piv_settings_t shown;
+    piv_settings_init (&shown);
+    char err0[ERRLEN];
+    if (s_settings_text && piv_settings_parse (s_settings_text, &shown, err0, sizeof err0) != 0)
+        return -1;
+    printf ("\n8. Real pairs (%s), passes 64,32,16, smooth=%s s=%g%s, 1 thread: piv_field_noise\n",
+            dir, piv_smooth_name (shown.smooth), shown.smooth_s, s_settings_text ? " (--settings)" : "");
+    printf ("  %-8s %10s %7s %5s | %7s %5s | %7s %5s | %6s %6s\n", "pair", "size", "vectors",
+            "repl", "noise", "out", "windef", "out", "noise/", "out/");
+    piv_settings_t defaults;
+    piv_settings_init (&defaults);
+    piv_t *engine = s_engine ("64,32,16", defaults.deform, 0, 1);
+    if (!engine)
+        return -1;
+    int rc = 0;
+    for (size_t p = 0; p < sizeof s_real / sizeof s_real[0] && rc == 0; p++) {
+        char err[ERRLEN], pa[4200], pb[4200];
+        snprintf (pa, sizeof pa, "%s/%s", dir, s_real[p].a);
+        snprintf (pb, sizeof pb, "%s/%s", dir, s_real[p].b);
+        piv_image_t *a = NULL, *b = NULL;
+        piv_field_t *field = NULL;
+        piv_noise_t nz;
+        if (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err) != 0) {
+            log_error ("%s", err);
+            rc = -1;
+        }
+        else if (s_run (engine, a, b, &field) < 0 || piv_field_noise (field, &nz) != 0) {
+            log_error ("cannot measure the noise of the pair '%s'", s_real[p].name);
+            rc = -1;
+        }
+        else {
+            char size[32];
+            snprintf (size, sizeof size, "%dx%d", piv_image_width (a), piv_image_height (a));
+            double rn = nz.noise / s_real[p].windef_noise;
+            double ro = s_real[p].windef_out ? (double) nz.out / s_real[p].windef_out : 0;
+            int flags[3];
+            s_count_flags (field, flags);
+            printf ("  %-8s %10s %7d %5d | %7.3f %5ld | %7.3f %5ld | %5.2f%c %5.2f%c\n",
+                    s_real[p].name, size, field->nx * field->ny, flags[1] + flags[2], nz.noise, nz.out,
+                    s_real[p].windef_noise, s_real[p].windef_out, rn, rn > REAL_GOAL ? '!' : ' ',
+                    ro, ro > REAL_GOAL ? '!' : ' ');
+        }
+        piv_field_destroy (&field);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+    piv_destroy (&engine);
+    printf ("  repl: vectors flagged replaced or invalid. noise: RMS distance (px) of each vector\n"
+            "  from the median of its 8 neighbours, over vectors closer than 2 px, border left\n"
+            "  out; out: vectors flagged valid 2 px or more from it. windef: OpenPIV-python\n"
+            "  0.25.4 windef 64,32,16 (issue 17). '!' marks a ratio above the goal of %.1f.\n",
+            REAL_GOAL);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
 
 static void
 s_usage (FILE *out)
 {
     fprintf (out,
-             "usage: bench_piv [--quick] [--reps N]\n"
+             "usage: bench_piv [--quick] [--reps N] [--only accuracy|real] [--settings TEXT]\n"
              "  --quick    %d repetitions and only the default deformation in the accuracy table\n"
              "  --reps N   repetitions of each timed figure (default %d; best and median shown)\n"
+             "  --only S   section 5 (accuracy, with --quick's rows) or 8 (real pairs) alone\n"
+             "  --settings TEXT  settings as a TASK carries them (\"smooth=final\"), over the\n"
+             "             defaults of every engine\n"
              "FFTW wisdom: %s (PIVFARM_WISDOM); planner: PIVFARM_FFTW_PLANNER\n",
              REPS_QUICK, REPS_DEFAULT, piv_wisdom_default_path ());
 }
@@ -527,13 +615,21 @@ s_section (const char *title)
     printf ("\n%s\n", title);
 }
 
-// Reads the arguments into *quick and *reps. -1 to go on, or the exit code.
+// Reads the arguments into *quick, *reps and *only ("accuracy", "real" or
+// NULL). -1 to go on, or the exit code.
 static int
-s_parse_args (int argc, char *argv[], int *quick, int *reps)
+s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv[i], "--quick") == 0)
             *quick = 1;
+        else if (strcmp (argv[i], "--settings") == 0 && i + 1 < argc)
+            s_settings_text = argv[++i];
+        else if (strcmp (argv[i], "--only") == 0 && i + 1 < argc
+                 && (strcmp (argv[i + 1], "accuracy") == 0 || strcmp (argv[i + 1], "real") == 0)) {
+            *only = argv[++i];
+            *quick = 1;
+        }
         else if (strcmp (argv[i], "--reps") == 0 && i + 1 < argc) {
             char *end;
             errno = 0;
@@ -723,10 +819,9 @@ s_section_multi (s_bench_t *bench)
     return 0;
 }
 
-// 5. to 7.: accuracy by deformation, loading, vectors per second. 0, or -1
-// (logged).
+// 5. Accuracy by deformation. 0, or -1 (logged).
 static int
-s_section_rest (s_bench_t *bench)
+s_section_accuracy (s_bench_t *bench)
 {
     s_case_t *cases = bench->cases;
     printf ("\n5. Accuracy, multipass 64,32,16, 50 %%, 1 thread, by deformation and final "
@@ -736,7 +831,16 @@ s_section_rest (s_bench_t *bench)
         if (s_synth (cases[c].size, cases[c].spec, &cases[c].flow, &cases[c].a, &cases[c].b)
             != 0)
             return -1;
-    if (s_bench_accuracy (cases, 3, bench->quick) != 0)
+    return s_bench_accuracy (cases, 3, bench->quick);
+}
+
+// 5. to 7.: accuracy by deformation, loading, vectors per second. 0, or -1
+// (logged).
+static int
+s_section_rest (s_bench_t *bench)
+{
+    s_case_t *cases = bench->cases;
+    if (s_section_accuracy (bench) != 0)
         return -1;
 
     printf ("\n6. Load: piv_image_load_pair against read()\n");
@@ -764,7 +868,8 @@ main (int argc, char *argv[])
             {VORTEX_SPEC, 1024, 0.05, 0.061, {0}, NULL, NULL},
             {SINE_SPEC, 1024, 0.10, 0.125, {0}, NULL, NULL},
         }};
-    int code = s_parse_args (argc, argv, &bench.quick, &bench.reps);
+    const char *only = NULL;
+    int code = s_parse_args (argc, argv, &bench.quick, &bench.reps, &only);
     if (code >= 0)
         return code;
 
@@ -777,11 +882,21 @@ main (int argc, char *argv[])
 
     s_case_t *target = &bench.cases[0];
     double synth_s = 0, t0 = util_now ();
-    if (s_synth (FRAME, UNIFORM_SPEC, &target->flow, &target->a, &target->b) != 0)
+    if ((!only || strcmp (only, "real") != 0)
+        && s_synth (FRAME, UNIFORM_SPEC, &target->flow, &target->a, &target->b) != 0)
         goto done;
     synth_s = util_now () - t0;
-    if (s_section_floor (&bench) != 0 || s_section_single (&bench) != 0
-        || s_section_multi (&bench) != 0 || s_section_rest (&bench) != 0)
+    if (only && strcmp (only, "real") == 0) {
+        if (s_section_real () != 0)
+            goto done;
+    }
+    else if (only) {
+        if (s_section_accuracy (&bench) != 0)
+            goto done;
+    }
+    else if (s_section_floor (&bench) != 0 || s_section_single (&bench) != 0
+             || s_section_multi (&bench) != 0 || s_section_rest (&bench) != 0
+             || s_section_real () != 0)
         goto done;
     rc = 0;
 

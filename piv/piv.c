@@ -5,6 +5,7 @@
 
 #include "piv/piv.h"
 #include "piv/deform.h"
+#include "piv/smooth.h"
 
 #include <errno.h>
 #include <fftw3.h>
@@ -34,6 +35,18 @@ typedef struct {
 static s_plan_t s_plans[MAX_PLANS];  // plans made so far
 static int s_nplans;                 // entries used in s_plans
 static pthread_mutex_t s_fftw_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void
+piv_fftw_planner_lock (void)
+{
+    pthread_mutex_lock (&s_fftw_lock);
+}
+
+void
+piv_fftw_planner_unlock (void)
+{
+    pthread_mutex_unlock (&s_fftw_lock);
+}
 
 // FFTW_PATIENT finds plans about 1.6 times faster than FFTW_MEASURE for PIV
 // windows (measured here: 52 against 84 ms for a 2048 px frame of 32 px
@@ -730,6 +743,34 @@ s_smooth (piv_field_t *f)
     return 0;
 }
 
+// Smooths the field in place with piv_smoothn (robust): vectors flagged
+// valid weigh 1, replaced and invalid ones (masked windows among them) 0,
+// so that they neither pull the surface nor spread. As a predictor
+// ('final' 0) every vector takes the surface, the others filled in from
+// the valid ones; as the final field invalid vectors keep their values,
+// and valid ones the robust weights call outliers become REPLACED. s > 0
+// fixes the smoothing, 0 leaves it to GCV. 0, or -1 (no memory).
+static int
+s_smooth_pls (piv_field_t *f, double s, int final, int threads)
+{
+    long n = (long) f->nx * f->ny;
+    float *w = calloc (3 * (size_t) n, sizeof (float));
+    if (!w)
+        return -1;
+    float *zu = w + n, *zv = w + 2 * n;
+    for (long k = 0; k < n; k++)
+        w[k] = f->flags[k] == PIV_FLAG_VALID;
+    int rc = piv_smoothn (f->nx, f->ny, f->u, f->v, w, s, 1, threads, zu, zv, NULL, NULL);
+    for (long k = 0; rc == 0 && k < n; k++) {
+        if (final && f->flags[k] == PIV_FLAG_INVALID)
+            continue;
+        f->u[k] = zu[k];
+        f->v[k] = zv[k];
+    }
+    free (w);
+    return rc;
+}
+
 // RMS over valid vectors of the change from the predictor (pred[k] for u,
 // pred[n + k] for v) to the field.
 static double
@@ -836,8 +877,12 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             job.ib = self->def_b;
         }
         s_parallel (self->nthreads, field->ny, s_corr_rows, &job);
-        piv_validate_median_peaks (field, s->median_eps, s->median_threshold, s_candidates,
-                                   &job);
+        if (s->peak_ratio_min > 0)
+            piv_validate_peak_ratio (field, s->peak_ratio_min);
+        for (int v = 0; v < s->median_passes; v++)
+            if (piv_validate_median_peaks (field, s->median_eps, s->median_threshold,
+                                           s_candidates, &job) <= 0)
+                break;
         // The final window size runs again while it still corrects its
         // predictor by more than s->converge px RMS: a flow with strong
         // gradients needs it, a smooth one does not (and the noise a run
@@ -846,10 +891,19 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         if (it >= s->npasses - 1 && prev && s_correction (field, pred) < s->converge)
             last = 1;
         free (pred);
-        if (!last && s->smooth_predictor && s_smooth (field) != 0) {
+        int smoothed = 0;
+        int pls_pred = s->smooth == PIV_SMOOTH_PREDICTOR || s->smooth == PIV_SMOOTH_BOTH;
+        int pls_final = s->smooth == PIV_SMOOTH_FINAL || s->smooth == PIV_SMOOTH_BOTH;
+        if (!last && pls_pred)
+            smoothed = s_smooth_pls (field, s->smooth_s, 0, s->threads);
+        else if (!last && s->smooth_predictor)
+            smoothed = s_smooth (field);
+        else if (last && pls_final)
+            smoothed = s_smooth_pls (field, s->smooth_s, 1, s->threads);
+        if (smoothed != 0) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);
-            snprintf (err, errlen, "cannot filter the predictor: out of memory");
+            snprintf (err, errlen, "cannot smooth the %d px pass's field: out of memory", n);
             return NULL;
         }
         field->runs = (prev ? prev->runs : 0) + (it >= s->npasses - 1);

@@ -39,6 +39,26 @@ typedef int (piv_candidates_fn) (void *arg, long k, float *u, float *v, int max)
 int piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
                                piv_candidates_fn *candidates, void *arg);
 
+// The noise of a field on real images, where no ground truth exists (the
+// metric of issue 17, the same for pivfarm and OpenPIV): the distance d of
+// each vector from the component-wise median of its 8 neighbours, border
+// row and column left out, INVALID vectors neither measured nor used as
+// neighbours. noise = RMS of d over vectors with d < 2 px; out = vectors
+// flagged VALID with d >= 2 px (outliers validation let through); count =
+// the vectors in noise. 0, or -1 when no vector could be measured.
+typedef struct {
+    double noise;  // px
+    long out;      // valid vectors 2 px or more from their neighbours' median
+    long count;    // vectors in noise
+} piv_noise_t;
+int piv_field_noise (const piv_field_t *field, piv_noise_t *noise);
+
+// Rejects valid vectors whose first correlation peak is less than
+// min_ratio times the second (an ambiguous correlation): each gets the
+// median of its valid neighbours that pass (REPLACED) or, with none, flag
+// INVALID. Returns the number rejected, or -1 (no memory).
+int piv_validate_peak_ratio (piv_field_t *field, double min_ratio);
+
 // FFTW wisdom. The default path is $PIVFARM_WISDOM, else
 // $XDG_CACHE_HOME/pivfarm/fftw-wisdom, else ~/.cache/pivfarm/fftw-wisdom.
 // Load: 0, or -1 if absent or unreadable (harmless: plans are measured).

@@ -31,6 +31,8 @@ s_usage (FILE *out)
              "      --full-deform     deform in every pass after the first (default: integer\n"
              "                        window offset until the final window size)\n"
              "      --no-smooth       use the previous pass as predictor without 3x3 smoothing\n"
+             "      --smooth MODE     DCT-PLS smoothing: off|predictor|final|both (default final)\n"
+             "      --smooth-s S      its parameter s (default 0.1; 0: chosen by GCV)\n"
              "      --asymmetric      deform frame B only (default: both, about mid-time)\n"
              "      --eps E           median test epsilon, px (default 0.1)\n"
              "      --threshold T     median test threshold (default 2)\n"
@@ -138,6 +140,8 @@ static const struct option s_options[] = {
     {"asymmetric", no_argument, NULL, 'A'},
     {"full-deform", no_argument, NULL, 'F'},
     {"no-smooth", no_argument, NULL, 'S'},
+    {"smooth", required_argument, NULL, 'K'},
+    {"smooth-s", required_argument, NULL, 'k'},
     {"eps", required_argument, NULL, 'E'},
     {"threshold", required_argument, NULL, 'T'},
     {"threads", required_argument, NULL, 't'},
@@ -242,6 +246,14 @@ s_option (int opt, char **argv, s_opts_t *o)
     case 'S':
         settings->smooth_predictor = 0;
         break;
+    case 'K':
+        if (piv_smooth_parse (optarg, &settings->smooth, err, sizeof err))
+            return cli_usage_error ("%s", err);
+        break;
+    case 'k':
+        if (s_double_arg ("--smooth-s", optarg, &settings->smooth_s))
+            return 2;
+        break;
     default:
         return cli_bad_option (opt, argv);
     }
@@ -344,7 +356,7 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               "frame_b %s\n"
               "image %dx%d\n"
               "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s\n"
-              "validation normalized-median eps %g threshold %g\n"
+              "validation normalized-median eps %g threshold %g smooth %s s %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
               "mean_u %.4f mean_v %.4f (px, over valid vectors)\n"
@@ -357,7 +369,8 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               settings->symmetric ? " symmetric" : "",
               settings->deform_every_pass ? " deform-every-pass" : "",
               settings->smooth_predictor ? " smoothed-predictor" : "",
-              settings->median_eps, settings->median_threshold, field->nx, field->ny,
+              settings->median_eps, settings->median_threshold,
+              piv_smooth_name (settings->smooth), settings->smooth_s, field->nx, field->ny,
               field->window, field->step, *total, *total - *replaced - *invalid, *replaced,
               *invalid, st.mean_u, st.mean_v);
     FILE *out = output ? fopen (output, "w") : stdout;

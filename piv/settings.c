@@ -31,6 +31,30 @@ piv_settings_init (piv_settings_t *settings)
     settings->threads = 1;
     settings->smooth_predictor = 1;
     settings->deform_every_pass = 0;
+    settings->median_passes = 1;
+    settings->smooth = PIV_SMOOTH_FINAL;
+    settings->smooth_s = 0.1;
+}
+
+// The smoothing modes by name, in piv_smooth_t order.
+static const char *const s_smooth_names[] = {"off", "predictor", "final", "both"};
+
+int
+piv_smooth_parse (const char *name, piv_smooth_t *smooth, char *err, size_t errlen)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp (name, s_smooth_names[i]) == 0) {
+            *smooth = (piv_smooth_t) i;
+            return 0;
+        }
+    snprintf (err, errlen, "bad smooth '%s': expected off, predictor, final or both", name);
+    return -1;
+}
+
+const char *
+piv_smooth_name (piv_smooth_t smooth)
+{
+    return (unsigned) smooth < 4 ? s_smooth_names[smooth] : "?";
 }
 
 // A window size the engine plans for: a power of two from 8 to 256.
@@ -169,6 +193,17 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
         snprintf (err, errlen, "bad settings: deformation or validation parameters");
         return -1;
     }
+    if ((unsigned) s->smooth > PIV_SMOOTH_BOTH || !(s->smooth_s >= 0)) {
+        snprintf (err, errlen, "bad settings: smooth %d, s %g (0 or more)", (int) s->smooth,
+                  s->smooth_s);
+        return -1;
+    }
+    if (s->median_passes < 1 || s->median_passes > PIV_MAX_ITERATIONS
+        || !(s->peak_ratio_min >= 0)) {
+        snprintf (err, errlen, "bad settings: %d median passes (1 to %d), peak ratio %g",
+                  s->median_passes, PIV_MAX_ITERATIONS, s->peak_ratio_min);
+        return -1;
+    }
     return 0;
 }
 
@@ -224,6 +259,31 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
             if (piv_deform_parse (value, &s->deform, err, errlen) != 0)
                 return -1;
         }
+        else if (strcmp (key, "median_passes") == 0) {
+            s->median_passes = (int) strtol (value, &end, 10);
+            if (*end || end == value) {
+                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
+                return -1;
+            }
+        }
+        else if (strcmp (key, "peak_ratio") == 0) {
+            s->peak_ratio_min = strtod (value, &end);
+            if (*end || end == value) {
+                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
+                return -1;
+            }
+        }
+        else if (strcmp (key, "smooth_s") == 0) {
+            s->smooth_s = strtod (value, &end);
+            if (*end || end == value) {
+                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
+                return -1;
+            }
+        }
+        else if (strcmp (key, "smooth") == 0) {
+            if (piv_smooth_parse (value, &s->smooth, err, errlen) != 0)
+                return -1;
+        }
         else {
             snprintf (err, errlen, "bad settings '%s': unknown key '%s'", text, key);
             return -1;
@@ -256,6 +316,17 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         return -1;
     int n = snprintf (buf, size, "passes=%s overlap=%d iterations=%d deform=%s", passes,
                       s->overlap, s->final_iterations, piv_deform_name (s->deform));
+    // Validation and smoothing only where they differ from the defaults.
+    piv_settings_t d;
+    piv_settings_init (&d);
+    if (n >= 0 && (size_t) n < size && s->smooth != d.smooth)
+        n += snprintf (buf + n, size - n, " smooth=%s", piv_smooth_name (s->smooth));
+    if (n >= 0 && (size_t) n < size && s->smooth_s != d.smooth_s)
+        n += snprintf (buf + n, size - n, " smooth_s=%g", s->smooth_s);
+    if (n >= 0 && (size_t) n < size && s->median_passes != d.median_passes)
+        n += snprintf (buf + n, size - n, " median_passes=%d", s->median_passes);
+    if (n >= 0 && (size_t) n < size && s->peak_ratio_min != d.peak_ratio_min)
+        n += snprintf (buf + n, size - n, " peak_ratio=%g", s->peak_ratio_min);
     if (n < 0 || (size_t) n >= size)
         return -1;
     if (!s->mask_path[0])

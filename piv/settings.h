@@ -27,6 +27,16 @@ typedef enum {
 } piv_deform_t;
 #define PIV_DEFORM_KINDS 6
 
+// Robust penalized least squares smoothing (piv_smoothn, GCV) of the
+// field between passes, as the next pass's predictor, and of the final
+// field (vectors flagged valid weigh 1, the others 0).
+typedef enum {
+    PIV_SMOOTH_OFF,        // none (smooth_predictor's 3 x 3 filter, if set)
+    PIV_SMOOTH_PREDICTOR,  // the predictor between passes only
+    PIV_SMOOTH_FINAL,      // the final field only
+    PIV_SMOOTH_BOTH        // the predictor and the final field
+} piv_smooth_t;
+
 // Caller-allocated settings; piv_settings_init fills the defaults.
 typedef struct {
     int passes[PIV_MAX_PASSES];  // window sizes, large to small, each a power of two 8..256
@@ -44,8 +54,19 @@ typedef struct {
     const piv_image_t *mask;     // borrowed, may be NULL: zero pixels are outside the flow
     char mask_path[PIV_MASK_PATH_MAX];  // the mask's file, as a TASK names it ("": none);
                                         // its reader (the agent) sets 'mask' from it
+    piv_smooth_t smooth;         // DCT-PLS smoothing, replaces smooth_predictor's filter
+    double smooth_s;             // its parameter s (> 0), or 0: chosen by GCV
+    int median_passes;           // median test repeated while it rejects, at most (>= 1)
+    double peak_ratio_min;       // vectors of a lower peak ratio rejected (0: none)
 } piv_settings_t;
 
+// Validation and smoothing (issue 17, 'make bench' section 8, doc/piv.md):
+// one normalized median test per pass (median_passes 1: repeating it costs
+// the sine flow 25 %), no peak-ratio rejection (peak_ratio 0), the final
+// field smoothed by piv_smoothn with s = 0.1 (smooth=final): it lowers the
+// noise of the real pairs to 0.5-0.8 times OpenPIV windef's and the error
+// of every synthetic flow of the bench; GCV (smooth_s=0) over-smooths the
+// Lamb-Oseen core, as PIV errors are correlated between overlapping windows.
 // Defaults: one pass of 32 px, 50 % overlap, the final window size run up
 // to 3 times, until a run corrects its predictor by less than 0.1 px RMS
 // (a uniform flow stops after one run, strong gradients take three); passes
@@ -69,6 +90,10 @@ int piv_settings_set_mask (piv_settings_t *settings, const char *path, char *err
 // Parses "offset", "bilinear", "bicubic", "bspline", "bspline5", "omoms". 0 or -1.
 int piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen);
 const char *piv_deform_name (piv_deform_t deform);
+
+// Parses "off", "predictor", "final" (piv_smooth_t). 0, or -1 with err.
+int piv_smooth_parse (const char *name, piv_smooth_t *smooth, char *err, size_t errlen);
+const char *piv_smooth_name (piv_smooth_t smooth);
 
 // What piv_new accepts: 0, or -1 with err ("bad settings: ...") naming the
 // first setting out of its range.

@@ -14,13 +14,16 @@
         s[a] = lo_, s[b] = hi_;                                                             \
     } while (0)
 
-// Median of n values (n <= 8). Eight, the common case inside the field,
-// goes through a 19-comparator sorting network (branch-free min and max);
-// fewer, at edges, through insertion sort.
+// The most neighbours: the 5 x 5 neighbourhood less the vector itself.
+#define MAX_NEIGHBOURS 24
+
+// Median of n values (n <= MAX_NEIGHBOURS). Eight, the common case inside
+// the field, goes through a 19-comparator sorting network (branch-free min
+// and max); other counts through insertion sort.
 static float
 s_median (const float *vals, int n)
 {
-    float s[8];
+    float s[MAX_NEIGHBOURS];
     if (n == 8) {
         memcpy (s, vals, sizeof s);
         SORT2 (0, 2); SORT2 (1, 3); SORT2 (4, 6); SORT2 (5, 7);
@@ -41,14 +44,16 @@ s_median (const float *vals, int n)
     return n % 2 ? s[n / 2] : 0.5f * (s[n / 2 - 1] + s[n / 2]);
 }
 
-// Collects the u and v of the valid 3 x 3 neighbours of vector (i, j),
-// the vector itself excluded; 'skip' (may be NULL) excludes more vectors.
+// Collects the u and v of the valid neighbours of vector (i, j) within
+// 'radius' (1: 3 x 3, 2: 5 x 5), the vector itself excluded; 'skip' (may be
+// NULL) excludes more vectors.
 static int
-s_neighbours (const piv_field_t *f, int i, int j, const uint8_t *skip, float *nu, float *nv)
+s_neighbours_within (const piv_field_t *f, int i, int j, int radius, const uint8_t *skip,
+                     float *nu, float *nv)
 {
     int count = 0;
-    for (int b = j - 1; b <= j + 1; b++)
-        for (int a = i - 1; a <= i + 1; a++) {
+    for (int b = j - radius; b <= j + radius; b++)
+        for (int a = i - radius; a <= i + radius; a++) {
             if (a < 0 || b < 0 || a >= f->nx || b >= f->ny || (a == i && b == j))
                 continue;
             long k = (long) b * f->nx + a;
@@ -61,6 +66,24 @@ s_neighbours (const piv_field_t *f, int i, int j, const uint8_t *skip, float *nu
     return count;
 }
 
+// The valid 3 x 3 neighbours, as s_neighbours_within.
+static int
+s_neighbours (const piv_field_t *f, int i, int j, const uint8_t *skip, float *nu, float *nv)
+{
+    return s_neighbours_within (f, i, j, 1, skip, nu, nv);
+}
+
+// The neighbours a vector is judged against: the valid 3 x 3 ones, or,
+// where fewer than 8 are valid (an edge, a corner, next to masked or failed
+// windows), the valid 5 x 5 ones: there two or three wrong vectors that
+// agree with each other can be half of the 3 x 3 neighbours, and pass.
+static int
+s_judges (const piv_field_t *f, int i, int j, float *nu, float *nv)
+{
+    int count = s_neighbours (f, i, j, NULL, nu, nv);
+    return count < 8 ? s_neighbours_within (f, i, j, 2, NULL, nu, nv) : count;
+}
+
 // The normalized residual of (u, v) against neighbour medians (mu, mv) and
 // median residuals (ru, rv).
 static float
@@ -68,6 +91,28 @@ s_residual (float u, float v, float mu, float mv, float ru, float rv, float eps)
 {
     float tu = fabsf (u - mu) / (ru + eps), tv = fabsf (v - mv) / (rv + eps);
     return sqrtf (tu * tu + tv * tv);
+}
+
+// Replaces each vector marked in 'reject' by the median of its valid 3 x 3
+// neighbours not marked (flag REPLACED), or, with none, flags it INVALID.
+static void
+s_replace (piv_field_t *f, const uint8_t *reject)
+{
+    for (int j = 0; j < f->ny; j++)
+        for (int i = 0; i < f->nx; i++) {
+            long k = (long) j * f->nx + i;
+            float nu[8], nv[8];
+            if (!reject[k])
+                continue;
+            int count = s_neighbours (f, i, j, reject, nu, nv);
+            if (count > 0) {
+                f->u[k] = s_median (nu, count);
+                f->v[k] = s_median (nv, count);
+                f->flags[k] = PIV_FLAG_REPLACED;
+            }
+            else
+                f->flags[k] = PIV_FLAG_INVALID;
+        }
 }
 
 int
@@ -95,10 +140,10 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
     for (int j = 0; j < f->ny; j++)
         for (int i = 0; i < f->nx; i++) {
             long k = (long) j * f->nx + i;
-            float nu[8], nv[8], ru[8], rv[8];
+            float nu[MAX_NEIGHBOURS], nv[MAX_NEIGHBOURS], ru[MAX_NEIGHBOURS], rv[MAX_NEIGHBOURS];
             if (f->flags[k] != PIV_FLAG_VALID)
                 continue;
-            int count = s_neighbours (f, i, j, NULL, nu, nv);
+            int count = s_judges (f, i, j, nu, nv);
             // Too few neighbours to judge (a corner among failed vectors).
             if (count < 3)
                 continue;
@@ -131,22 +176,66 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
             reject[k] = 0;
         }
     // ...the others are replaced from the neighbours that passed.
-    for (int j = 0; j < f->ny; j++)
-        for (int i = 0; i < f->nx; i++) {
-            long k = (long) j * f->nx + i;
-            float nu[8], nv[8];
-            if (!reject[k])
-                continue;
-            int count = s_neighbours (f, i, j, reject, nu, nv);
-            if (count > 0) {
-                f->u[k] = s_median (nu, count);
-                f->v[k] = s_median (nv, count);
-                f->flags[k] = PIV_FLAG_REPLACED;
-            }
-            else
-                f->flags[k] = PIV_FLAG_INVALID;
-        }
+    s_replace (f, reject);
     free (reject);
     free (alt);
+    return rejected;
+}
+
+int
+piv_field_noise (const piv_field_t *field, piv_noise_t *noise)
+{
+    const piv_field_t *f = field;
+    double sum = 0;
+    long count = 0, out = 0;
+    for (int j = 1; j < f->ny - 1; j++)
+        for (int i = 1; i < f->nx - 1; i++) {
+            long k = (long) j * f->nx + i;
+            float nu[8], nv[8];
+            int c = 0;
+            if (f->flags[k] == PIV_FLAG_INVALID)
+                continue;
+            for (int b = j - 1; b <= j + 1; b++)
+                for (int a = i - 1; a <= i + 1; a++) {
+                    long q = (long) b * f->nx + a;
+                    if (q == k || f->flags[q] == PIV_FLAG_INVALID)
+                        continue;
+                    nu[c] = f->u[q];
+                    nv[c] = f->v[q];
+                    c++;
+                }
+            if (c == 0)
+                continue;
+            double du = f->u[k] - s_median (nu, c), dv = f->v[k] - s_median (nv, c);
+            double d = sqrt (du * du + dv * dv);
+            if (d < 2) {
+                sum += d * d;
+                count++;
+            }
+            else if (f->flags[k] == PIV_FLAG_VALID)
+                out++;
+        }
+    noise->noise = count ? sqrt (sum / count) : 0;
+    noise->out = out;
+    noise->count = count;
+    return count ? 0 : -1;
+}
+
+int
+piv_validate_peak_ratio (piv_field_t *field, double min_ratio)
+{
+    piv_field_t *f = field;
+    long n = (long) f->nx * f->ny;
+    uint8_t *low = calloc ((size_t) n, 1);
+    if (!low)
+        return -1;
+    int rejected = 0;
+    for (long k = 0; k < n; k++)
+        if (f->flags[k] == PIV_FLAG_VALID && f->peak_ratio[k] < min_ratio) {
+            low[k] = 1;
+            rejected++;
+        }
+    s_replace (f, low);
+    free (low);
     return rejected;
 }

@@ -1,0 +1,396 @@
+// smooth.c — Garcia's robust DCT-based penalized least squares ("smoothn")
+// for vector fields: z minimises sum w (y - z)^2 + s |Laplacian z|^2, which
+// the 2-D cosine transform (FFTW's REDFT10 and REDFT01) makes diagonal. See
+// smooth.h.
+
+#include "piv/smooth.h"
+
+#include <fftw3.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Cosine transform plans per grid size, made once and shared (new-array
+// execute on fftwf_malloc'd buffers is thread-safe).
+typedef struct {
+    int nx, ny;        // grid size
+    fftwf_plan dct;    // DCT-II in both directions (REDFT10)
+    fftwf_plan idct;   // DCT-III (REDFT01): idct (dct (x)) = 4 nx ny x
+} s_dct_t;
+
+#define MAX_DCT 32
+static s_dct_t s_dcts[MAX_DCT];  // plans made so far
+static int s_ndcts;              // entries used
+
+static const s_dct_t *
+s_dct_get (int nx, int ny)
+{
+    const s_dct_t *found = NULL;
+    piv_fftw_planner_lock ();
+    for (int i = 0; i < s_ndcts && !found; i++)
+        if (s_dcts[i].nx == nx && s_dcts[i].ny == ny)
+            found = &s_dcts[i];
+    float *a = found ? NULL : fftwf_malloc (sizeof (float) * nx * ny);
+    float *b = found ? NULL : fftwf_malloc (sizeof (float) * nx * ny);
+    if (!found && a && b && s_ndcts < MAX_DCT) {
+        // FFTW_MEASURE: a grid is at most a few hundred vectors a side, the
+        // transforms are a small part of a pair's time, and patient
+        // planning of odd sizes would cost seconds.
+        s_dct_t *d = &s_dcts[s_ndcts];
+        d->nx = nx;
+        d->ny = ny;
+        d->dct = fftwf_plan_r2r_2d (ny, nx, a, b, FFTW_REDFT10, FFTW_REDFT10, FFTW_MEASURE);
+        d->idct = fftwf_plan_r2r_2d (ny, nx, a, b, FFTW_REDFT01, FFTW_REDFT01, FFTW_MEASURE);
+        if (d->dct && d->idct) {
+            s_ndcts++;
+            found = d;
+        }
+    }
+    fftwf_free (a);
+    fftwf_free (b);
+    piv_fftw_planner_unlock ();
+    return found;
+}
+
+// One smoothing problem: the data, its weights and the work arrays.
+typedef struct {
+    const s_dct_t *plan;      // transforms of the grid size
+    long n;                   // vectors
+    int dims;                 // dimensions longer than 1
+    const float *y[2];        // data
+    const float *w0;          // caller's weights (NULL: all 1)
+    float *w;                 // weights in use (caller's times robust)
+    float *lambda2;           // squared eigenvalues of the Laplacian
+    float *dcty[2];           // transforms of the weighted data
+    float *z[2];              // current estimate
+    float *tmp;               // scratch
+    float *scratch[2][2];     // per component: a transform's input and output
+    int threads;              // 2: the components' transforms in two threads
+    long nof;                 // vectors of non-zero caller weight
+} s_pls_t;
+
+// out = idct (gamma * dcty) for component c, gamma = 1 / (1 + s lambda^2);
+// tmp: scratch.
+static void
+s_apply (s_pls_t *p, int c, double s, float *tmp, float *out)
+{
+    float scale = 1.0f / (4.0f * p->plan->nx * p->plan->ny);
+    for (long k = 0; k < p->n; k++)
+        tmp[k] = p->dcty[c][k] * scale / (1.0f + (float) s * p->lambda2[k]);
+    fftwf_execute_r2r (p->plan->idct, tmp, out);
+}
+
+// The GCV score of log10 s: weighted residual sum of squares per vector
+// over (1 - trace (H) / n)^2.
+static double
+s_gcv (s_pls_t *p, double logs, float *out)
+{
+    double s = pow (10, logs), trace = 0, rss = 0;
+    for (long k = 0; k < p->n; k++)
+        trace += 1.0 / (1.0 + s * p->lambda2[k]);
+    for (int c = 0; c < 2; c++) {
+        s_apply (p, c, s, p->tmp, out);
+        for (long k = 0; k < p->n; k++)
+            if (!p->w0 || p->w0[k] > 0) {
+                double r = p->y[c][k] - out[k];
+                rss += p->w[k] * r * r;
+            }
+    }
+    double den = 1 - trace / p->n;
+    return rss / (p->nof ? p->nof : 1) / (den * den);
+}
+
+// Golden-section search of the GCV minimum over log10 s in [lo, hi] to 0.1
+// (smoothn's tolerance, as fminbnd).
+static double
+s_gcv_min (s_pls_t *p, double lo, double hi, float *out)
+{
+    const double g = 0.381966011250105;
+    double a = lo, b = hi, x1 = a + g * (b - a), x2 = b - g * (b - a);
+    double f1 = s_gcv (p, x1, out), f2 = s_gcv (p, x2, out);
+    while (b - a > 0.1) {
+        if (f1 <= f2) {
+            b = x2, x2 = x1, f2 = f1;
+            x1 = a + g * (b - a);
+            f1 = s_gcv (p, x1, out);
+        }
+        else {
+            a = x1, x1 = x2, f1 = f2;
+            x2 = b - g * (b - a);
+            f2 = s_gcv (p, x2, out);
+        }
+    }
+    return pow (10, f1 <= f2 ? x1 : x2);
+}
+
+// The k-th smallest of v[0 .. n) (Hoare's selection; reorders v): a median
+// in linear time, not the n log n of sorting the residuals.
+static float
+s_select (float *v, long n, long k)
+{
+    long lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = v[lo + (hi - lo) / 2];
+        long i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}
+
+// The least scale of the residuals, px: the random error of a correlation
+// peak (the median test's epsilon). Without it a field smoothed little
+// (small s) has residuals near 0 almost everywhere, and a third of its
+// vectors, at the edges and where the flow curves, read as outliers.
+#define SCALE_FLOOR 0.1
+
+// Bisquare weights of the residual vectors' lengths, studentized by their
+// median absolute deviation and the leverage h (smoothn's RobustWeights)
+// plus SCALE_FLOOR, times the caller's weights.
+static void
+s_robust_weights (s_pls_t *p, double s)
+{
+    long m = 0;
+    for (long k = 0; k < p->n; k++)
+        if (!p->w0 || p->w0[k] > 0) {
+            double du = p->y[0][k] - p->z[0][k], dv = p->y[1][k] - p->z[1][k];
+            p->tmp[m++] = (float) sqrt (du * du + dv * dv);
+        }
+    if (m == 0)
+        return;
+    float *r = malloc ((size_t) m * sizeof (float));
+    if (!r)
+        return;
+    memcpy (r, p->tmp, (size_t) m * sizeof (float));
+    float med = s_select (p->tmp, m, m / 2);
+    for (long k = 0; k < m; k++)
+        p->tmp[k] = fabsf (r[k] - med);
+    double mad = s_select (p->tmp, m, m / 2);
+    double h = sqrt (1 + 16 * s);
+    h = pow (sqrt (1 + h) / sqrt (2) / h, p->dims);
+    for (long k = 0, q = 0; k < p->n; k++) {
+        double w0 = p->w0 ? p->w0[k] : 1;
+        if (!(w0 > 0)) {
+            p->w[k] = 0;
+            continue;
+        }
+        double u = r[q] / (1.4826 * mad / sqrt (1 - h) + SCALE_FLOOR) / 4.685;
+        q++;
+        p->w[k] = (float) (u < 1 ? w0 * (1 - u * u) * (1 - u * u) : 0);
+    }
+    free (r);
+}
+
+// Fills z where the weight in use is 0 from the nearest vectors of non-zero
+// weight (rings grown one vector at a time): smoothn's nearest-neighbour
+// fill. The iterations below move such vectors only slowly when s is small;
+// starting them from their neighbours makes a hole or an outlier's place
+// converge at once.
+static void
+s_fill (s_pls_t *p, uint8_t *known)
+{
+    int nx = p->plan->nx, ny = p->plan->ny;
+    for (long k = 0; k < p->n; k++)
+        known[k] = p->w[k] > 0;
+    for (int grown = 1; grown;) {
+        grown = 0;
+        for (int j = 0; j < ny; j++)
+            for (int i = 0; i < nx; i++) {
+                long k = (long) j * nx + i;
+                if (known[k])
+                    continue;
+                static const int di[4] = {-1, 1, 0, 0}, dj[4] = {0, 0, -1, 1};
+                double su = 0, sv = 0;
+                int count = 0;
+                for (int d = 0; d < 4; d++) {
+                    int a = i + di[d], b = j + dj[d];
+                    long q = (long) b * nx + a;
+                    if (a < 0 || b < 0 || a >= nx || b >= ny || known[q] != 1)
+                        continue;
+                    su += p->z[0][q];
+                    sv += p->z[1][q];
+                    count++;
+                }
+                if (count) {
+                    p->z[0][k] = (float) (su / count);
+                    p->z[1][k] = (float) (sv / count);
+                    known[k] = 2;  // known from the next sweep on
+                    grown = 1;
+                }
+            }
+        for (long k = 0; k < p->n; k++)
+            known[k] = known[k] ? 1 : 0;
+    }
+}
+
+// The initial guess: the data, missing values filled (s_fill). smoothn
+// keeps only the lowest tenth of the cosine frequencies of that, a guess
+// that takes some 30 iterations to undo where every vector but a few has
+// weight 1, as in a validated PIV field; the filled data takes about 10.
+static void
+s_initial_guess (s_pls_t *p, uint8_t *known)
+{
+    for (long k = 0; k < p->n; k++)
+        for (int c = 0; c < 2; c++)
+            p->z[c][k] = p->w[k] > 0 ? p->y[c][k] : 0;
+    s_fill (p, known);
+}
+
+// One half of an iteration for component c: (phase 0) dcty = dct (w (y - z)
+// + z), or (phase 1) z = rf idct (gamma dcty) + (1 - rf) z, with the sums
+// of its change and of z squared.
+typedef struct {
+    s_pls_t *p;      // the problem
+    int c;           // component
+    int phase;       // 0 or 1
+    double s, rf;    // smoothing, over-relaxation
+    double dz, zz;   // phase 1's sums
+} s_half_t;
+
+static void *
+s_half (void *arg)
+{
+    s_half_t *h = arg;
+    s_pls_t *p = h->p;
+    float *tmp = p->scratch[h->c][0], *out = p->scratch[h->c][1], *z = p->z[h->c];
+    if (h->phase == 0) {
+        for (long k = 0; k < p->n; k++) {
+            float y = p->w[k] > 0 ? p->y[h->c][k] : 0;
+            tmp[k] = p->w[k] * (y - z[k]) + z[k];
+        }
+        fftwf_execute_r2r (p->plan->dct, tmp, p->dcty[h->c]);
+        return NULL;
+    }
+    s_apply (p, h->c, h->s, tmp, out);
+    h->dz = h->zz = 0;
+    for (long k = 0; k < p->n; k++) {
+        float zn = (float) (h->rf * out[k] + (1 - h->rf) * z[k]);
+        h->dz += (double) (zn - z[k]) * (zn - z[k]);
+        h->zz += (double) zn * zn;
+        z[k] = zn;
+    }
+    return NULL;
+}
+
+// Both components' halves, in two threads if the problem says so (a
+// thread that cannot start: its half runs here).
+static void
+s_halves (s_pls_t *p, s_half_t h[2])
+{
+    pthread_t tid;
+    int started = p->threads > 1 && pthread_create (&tid, NULL, s_half, &h[1]) == 0;
+    s_half (&h[0]);
+    if (started)
+        pthread_join (tid, NULL);
+    else
+        s_half (&h[1]);
+}
+
+// The iterations for the current weights: z = idct (gamma dct (w (y - z) +
+// z)), over-relaxed, until z changes by less than 1e-3 relative (at once
+// without weights); s chosen again at iterations 1, 2, 4, 8...
+static void
+s_iterate (s_pls_t *p, int weighted, int autos, double *s, double lo, double hi)
+{
+    double rf = weighted ? 1.75 : 1.0, tol = 1;
+    for (int nit = 1; tol > 1e-3 && nit <= 100; nit++) {
+        s_half_t h[2] = {{p, 0, 0, *s, rf, 0, 0}, {p, 1, 0, *s, rf, 0, 0}};
+        s_halves (p, h);
+        if (autos && (nit & (nit - 1)) == 0)
+            *s = s_gcv_min (p, lo, hi, p->scratch[0][1]);
+        h[0].phase = h[1].phase = 1;
+        h[0].s = h[1].s = *s;
+        s_halves (p, h);
+        double dz = h[0].dz + h[1].dz, zz = h[0].zz + h[1].zz;
+        tol = weighted && zz > 0 ? sqrt (dz / zz) : 0;
+    }
+}
+
+int
+piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, double s,
+             int robust, int threads, float *zu, float *zv, double *s_used, float *wout)
+{
+    long n = (long) nx * ny;
+    if (n == 1) {
+        // One vector: nothing to smooth against.
+        *zu = *u, *zv = *v;
+        if (s_used)
+            *s_used = s;
+        if (wout)
+            *wout = w ? *w : 1;
+        return 0;
+    }
+    const s_dct_t *plan = s_dct_get (nx, ny);
+    s_pls_t p = {.plan = plan, .n = n, .dims = (nx > 1) + (ny > 1), .y = {u, v}, .w0 = w};
+    // Eleven arrays in one block, each starting 64-byte aligned as the
+    // plans' were (a condition of FFTW's new-array execute).
+    long st = (n + 15) & ~15L;
+    float *buf = fftwf_malloc (sizeof (float) * 11 * (size_t) st);
+    uint8_t *known = malloc ((size_t) n);
+    if (!plan || !buf || !known) {
+        fftwf_free (buf);
+        free (known);
+        return -1;
+    }
+    p.w = buf, p.lambda2 = buf + st, p.dcty[0] = buf + 2 * st, p.dcty[1] = buf + 3 * st;
+    p.z[0] = buf + 4 * st, p.z[1] = buf + 5 * st, p.tmp = buf + 6 * st;
+    p.scratch[0][0] = buf + 7 * st, p.scratch[0][1] = buf + 8 * st;
+    p.scratch[1][0] = buf + 9 * st, p.scratch[1][1] = buf + 10 * st;
+    p.threads = threads;
+    int weighted = 0;
+    for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++) {
+            long k = (long) j * nx + i;
+            double l = (-2 + 2 * cos (M_PI * i / nx)) + (-2 + 2 * cos (M_PI * j / ny));
+            p.lambda2[k] = (float) (l * l);
+            p.w[k] = w ? (w[k] > 0 ? w[k] : 0) : 1;
+            p.nof += p.w[k] > 0;
+            weighted |= p.w[k] < 1;
+        }
+    // smoothn's bounds of s: leverages from 0.99 down to 1e-6.
+    double hmin = 1e-6, hmax = 0.99, e = 2.0 / p.dims;
+    double lo = pow ((1 + sqrt (1 + 8 * pow (hmax, e))) / 4 / pow (hmax, e), 2) - 1;
+    double hi = pow ((1 + sqrt (1 + 8 * pow (hmin, e))) / 4 / pow (hmin, e), 2) - 1;
+    lo = log10 (lo / 16), hi = log10 (hi / 16);
+    int autos = !(s > 0);
+    if (autos)
+        s = pow (10, 0.5 * (lo + hi));
+    if (p.nof == 0)
+        memset (p.z[0], 0, 2 * (size_t) st * sizeof (float));
+    else {
+        s_initial_guess (&p, known);
+        for (int step = 0; step < (robust ? 4 : 1); step++) {
+            if (step > 0) {
+                s_robust_weights (&p, s);
+                s_fill (&p, known);
+                weighted = 1;
+            }
+            s_iterate (&p, weighted, autos, &s, lo, hi);
+        }
+    }
+    memcpy (zu, p.z[0], (size_t) n * sizeof (float));
+    memcpy (zv, p.z[1], (size_t) n * sizeof (float));
+    if (s_used)
+        *s_used = s;
+    if (wout)
+        memcpy (wout, p.w, (size_t) n * sizeof (float));
+    fftwf_free (buf);
+    free (known);
+    return 0;
+}
