@@ -77,5 +77,7 @@ broker_settings_format (const config_t *cfg, char *out, size_t size)
     s.overlap = cfg->piv.overlap;
     s.final_iterations = cfg->piv.iterations;
     snprintf (s.mask_path, sizeof s.mask_path, "%s", cfg->piv.mask);
+    piv_smooth_parse (cfg->piv.smooth, &s.smooth, err, sizeof err);
+    s.smooth_s = strtod (cfg->piv.smooth_s, NULL);
     piv_settings_format (&s, out, size);
 }

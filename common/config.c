@@ -106,6 +106,8 @@ static const s_key_t s_keys[] = {
     TEXT (piv, iterations, KIND_RULED_INT),
     TEXT (piv, deform, KIND_RULED),
     TEXT (piv, mask, KIND_RULED),
+    TEXT (piv, smooth, KIND_RULED),
+    TEXT (piv, smooth_s, KIND_RULED),
     INT (piv, max_pixels, 1, 1 << 30),
     INT (piv, max_file_mb, 1, 1048576),
     // The calibration's: its rules (piv_calib_check_key).
@@ -810,6 +812,8 @@ config_init (config_t *cfg)
     cfg->piv.overlap = 50;
     cfg->piv.iterations = 3;
     snprintf (cfg->piv.deform, sizeof cfg->piv.deform, "bspline5");
+    snprintf (cfg->piv.smooth, sizeof cfg->piv.smooth, "final");
+    snprintf (cfg->piv.smooth_s, sizeof cfg->piv.smooth_s, "0.1");
     cfg->piv.max_pixels = 64 * 1024 * 1024;
     cfg->piv.max_file_mb = 1024;
 

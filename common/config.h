@@ -63,6 +63,8 @@ typedef struct {
         int overlap;                  // 50 (0..87)
         int iterations;               // 3 (1..10): most runs of the final window size
         char deform[16];              // bspline5 | bspline | omoms | bicubic | bilinear | offset
+        char smooth[16];              // final | predictor | both | off (piv/smooth.h)
+        char smooth_s[32];            // 0.1: the smoother's s (0: chosen by GCV)
         int max_pixels;               // largest image an agent loads, in pixels (67108864)
         int max_file_mb;              // largest frame file an agent reads, in MiB (1024)
         char mask[256];               // mask image of every experiment ("": none), absolute

@@ -442,6 +442,28 @@ piv_settings_check_key (const char *name, const char *value, char *norm, size_t 
         snprintf (norm, normlen, "%s", strcmp (value, "none") == 0 ? "" : value);
         return 0;
     }
+    if (strcmp (name, "smooth") == 0) {
+        piv_smooth_t smooth;
+        char err[256];
+        if (piv_smooth_parse (value, &smooth, err, sizeof err) != 0) {
+            snprintf (why, whylen, "is not one of its choices: expected final, predictor, both "
+                                   "or off");
+            return -1;
+        }
+        snprintf (norm, normlen, "%s", piv_smooth_name (smooth));
+        return 0;
+    }
+    if (strcmp (name, "smooth_s") == 0) {
+        char *end;
+        double s = strtod (value, &end);
+        if (end == value || *end || !(s >= 0) || s > 1e6) {
+            snprintf (why, whylen, "is not a smoothing parameter: expected a number from 0 (chosen "
+                                   "by generalized cross-validation) to 1e6, such as 0.1");
+            return -1;
+        }
+        snprintf (norm, normlen, "%.15g", s);
+        return 0;
+    }
     snprintf (why, whylen, "is not a setting of the PIV core");
     return -1;
 }

@@ -243,6 +243,7 @@ START_TEST (the_example_file_shows_every_key_with_a_comment_above_it)
         "pairing/ignore_case", "pairing/extensions", "agent/threads",     "agent/results",
         "agent/processor",   "agent/path_from",     "agent/path_to",      "piv/passes",
         "piv/overlap",       "piv/iterations",      "piv/deform",         "piv/max_pixels",
+        "piv/smooth",        "piv/smooth_s",
         "security/curve",    "security/broker_cert", "security/client_cert", "security/clients",
         "security/operators"};
     zconfig_t *root = zconfig_str_load (text);
@@ -930,7 +931,12 @@ START_TEST (every_program_refuses_a_bad_piv_key_at_start_with_the_same_message)
          "value '64, 48' of 'piv/passes' in '%s' is not valid: expected one to eight window "
          "sizes from large to small, each a power of two from 8 to 256, such as 64,32,16"},
         {"deform = cubic", "value 'cubic' of 'piv/deform' in '%s' is not one of its choices: "
-                           "expected offset, bilinear, bicubic, bspline, bspline5 or omoms"}};
+                           "expected offset, bilinear, bicubic, bspline, bspline5 or omoms"},
+        {"smooth = gentle", "value 'gentle' of 'piv/smooth' in '%s' is not one of its choices: "
+                            "expected final, predictor, both or off"},
+        {"smooth_s = -1", "value '-1' of 'piv/smooth_s' in '%s' is not a smoothing parameter: "
+                          "expected a number from 0 (chosen by generalized cross-validation) to "
+                          "1e6, such as 0.1"}};
     static const char *const programs[] = {"pivfarm-broker", "pivfarm-watcher", "pivfarm-agent",
                                            "pivctl"};
     static char out[16384];
