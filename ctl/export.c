@@ -2,7 +2,7 @@
 // files, read from the store field by field: txt and Tecplot (one file a
 // field), VTK (one a field plus the statistics) or one HDF5 file (h5.c),
 // in pixels or, with the calibration in force for each result, in metres
-// and seconds (doc/units-files.md).
+// and seconds (doc/units.md, Files).
 
 #include "ctl/ctl.h"
 

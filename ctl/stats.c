@@ -1,7 +1,7 @@
 // stats.c — pivctl stats: the running statistics of an experiment. Asks
 // the broker to checkpoint them (so the store is current), then reads the
 // saved sets from the store and writes each, converted with the
-// calibration its results were recorded under (doc/units-files.md).
+// calibration its results were recorded under (doc/units.md, Files).
 
 #include "ctl/ctl.h"
 

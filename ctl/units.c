@@ -2,7 +2,7 @@
 // export and stats apply it: the latest "calibration" setting of the
 // experiment recorded at or before the result, else the global scope's,
 // else the configuration's [calibration] section. The store's "setting"
-// events are the history (doc/units-files.md).
+// events are the history (doc/units.md, Files).
 
 #include "ctl/ctl.h"
 

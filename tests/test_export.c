@@ -180,7 +180,7 @@ static const char *s_h5_check =
     "assert abs(np.nanmean(st['vorticity_mean'][...]) / exact - 1) < 0.02\n"
     "assert st['u_mean'].attrs['units'] == 'm/s'\n"
     "assert st['vorticity_mean'].attrs['units'] == '1/s'\n"
-    "# doc/units-files.md's example\n"
+    "# the example of doc/units.md, section Files\n"
     "with h5py.File(sys.argv[1]) as f:\n"
     "    u, v, w = f['u'], f['v'], f['vorticity']\n"
     "    print(f.attrs['calibration_description'], u.attrs['units'], u.shape)\n"
