@@ -121,6 +121,49 @@ img_float_scale (piv_image_t *self, const char *path, const double *range, int i
     return 0;
 }
 
+// Turns an image decoded in the order its rows are stored into the one its
+// Orientation tag (TIFF 6.0, 1 to 8) says is meant: 2 to 4 mirror it, 5 to
+// 8 also swap rows and columns (its width and height). 0, or -1 when out of
+// memory.
+int
+img_orient (piv_image_t *self, uint16_t orientation)
+{
+    if (orientation <= ORIENTATION_TOPLEFT || orientation > ORIENTATION_LEFTBOT)
+        return 0;
+    size_t sw = (size_t) self->width, sh = (size_t) self->height;
+    int swap = orientation >= ORIENTATION_LEFTTOP;
+    size_t cap, bytes = sw * sh * sizeof (float);
+    int mapped;
+    float *out = img_alloc (bytes, &cap, &mapped);
+    if (!out)
+        return -1;
+    size_t ow = swap ? sh : sw;
+    // Where stored row r, column c is seen: (x, y) of the meant image.
+    for (size_t r = 0; r < sh; r++) {
+        const float *src = self->data + r * sw;
+        for (size_t c = 0; c < sw; c++) {
+            size_t x, y;
+            switch (orientation) {
+            case ORIENTATION_TOPRIGHT: x = sw - 1 - c, y = r; break;
+            case ORIENTATION_BOTRIGHT: x = sw - 1 - c, y = sh - 1 - r; break;
+            case ORIENTATION_BOTLEFT: x = c, y = sh - 1 - r; break;
+            case ORIENTATION_LEFTTOP: x = r, y = c; break;
+            case ORIENTATION_RIGHTTOP: x = sh - 1 - r, y = c; break;
+            case ORIENTATION_RIGHTBOT: x = sh - 1 - r, y = sw - 1 - c; break;
+            default: x = r, y = sw - 1 - c; break;  // ORIENTATION_LEFTBOT
+            }
+            out[y * ow + x] = src[c];
+        }
+    }
+    img_free (self->data, self->cap, self->mapped);
+    self->data = out;
+    self->cap = cap;
+    self->mapped = mapped;
+    self->width = (int) ow;
+    self->height = (int) (swap ? sw : sh);
+    return 0;
+}
+
 // What the first bytes of a file say it is, as "a PNG image"; NULL if
 // they say nothing known. 'text' is set for a file of printable ASCII.
 static const char *
