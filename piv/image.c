@@ -618,25 +618,39 @@ s_set_page (TIFF *tif, const char *path, const s_memfile_t *file, int page, img_
     return -1;
 }
 
-static const char *
-s_format_name (uint16_t format)
+// 1 if the page's strips hold the samples as they are, in this host's
+// order: no compression, the usual FillOrder, not byte-swapped beyond one
+// byte per sample; they are then converted straight from the file in memory.
+static int
+s_direct (TIFF *tif, const img_samples_t *kind)
 {
-    switch (format) {
-    case SAMPLEFORMAT_UINT:
-        return "unsigned integer";
-    case SAMPLEFORMAT_INT:
-        return "signed integer";
-    case SAMPLEFORMAT_IEEEFP:
-        return "IEEE float";
-    case SAMPLEFORMAT_VOID:
-        return "untyped";
-    case SAMPLEFORMAT_COMPLEXINT:
-        return "complex integer";
-    case SAMPLEFORMAT_COMPLEXIEEEFP:
-        return "complex float";
-    default:
-        return "unknown";
+    uint16_t compression = COMPRESSION_NONE, fill = FILLORDER_MSB2LSB;
+    TIFFGetFieldDefaulted (tif, TIFFTAG_COMPRESSION, &compression);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_FILLORDER, &fill);
+    return compression == COMPRESSION_NONE && fill == FILLORDER_MSB2LSB
+           && (kind->bits <= 8 || !TIFFIsByteSwapped (tif));
+}
+
+// Decodes strip 'strip' (want bytes) through libtiff into *buf_p, made of
+// 'size' bytes at the first call. 0, or -1 with err.
+static int
+s_read_strip (TIFF *tif, const char *path, uint32_t strip, size_t size, unsigned char **buf_p,
+              tmsize_t want, img_tiffmsg_t *msg, char *err, size_t errlen)
+{
+    if (!*buf_p && !(*buf_p = malloc (size))) {
+        img_seterr (err, errlen, "cannot load '%s': out of memory", path);
+        return -1;
     }
+    if (TIFFReadEncodedStrip (tif, strip, *buf_p, want) == want)
+        return 0;
+    if (msg->error[0])
+        img_seterr (err, errlen, "cannot read '%s': truncated or corrupt pixel data: %s", path,
+                    msg->error);
+    else
+        img_seterr (err, errlen,
+                    "cannot read '%s': truncated or corrupt pixel data: strip %u is short", path,
+                    (unsigned) strip);
+    return -1;
 }
 
 // Greyscale of any kind img_samples_t describes, in strips or tiles,
@@ -697,28 +711,26 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples
         if (rps == 0 || rps > h)
             rps = (uint32_t) h;
         size_t row_bytes = (size_t) TIFFScanlineSize64 (tif);
-        buf = row_bytes ? malloc ((size_t) rps * row_bytes) : NULL;
-        if (!buf)
+        if (!row_bytes)
             goto nomem;
+        int direct = s_direct (tif, kind);
+        const s_memfile_t *file = TIFFClientdata (tif);
         for (size_t row0 = 0; row0 < h; row0 += rps) {
             size_t rows = h - row0 < rps ? h - row0 : rps;
             uint32_t strip = TIFFComputeStrip (tif, (uint32_t) row0, 0);
             tmsize_t want = (tmsize_t) (rows * row_bytes);
-            tmsize_t n = TIFFReadEncodedStrip (tif, strip, buf, want);
-            if (n != want) {
-                if (msg->error[0])
-                    img_seterr (err, errlen,
-                                "cannot read '%s': truncated or corrupt pixel data: %s", path,
-                                msg->error);
-                else
-                    img_seterr (err, errlen,
-                                "cannot read '%s': truncated or corrupt pixel data: "
-                                "strip %u is short",
-                                path, (unsigned) strip);
+            const unsigned char *src = buf;
+            uint64_t off = direct ? TIFFGetStrileOffset (tif, strip) : 0;
+            if (direct && off <= file->size && (uint64_t) want <= file->size - off
+                && TIFFGetStrileByteCount (tif, strip) >= (uint64_t) want)
+                src = file->data + off;  // stored as they are: decoded in place
+            else if (s_read_strip (tif, path, strip, rps * row_bytes, &buf, want, msg, err,
+                                   errlen) != 0)
                 goto fail;
-            }
+            else
+                src = buf;
             for (size_t r = 0; r < rows; r++)
-                img_convert (kind, buf + r * row_bytes, self->data + (row0 + r) * w, w);
+                img_convert (kind, src + r * row_bytes, self->data + (row0 + r) * w, w);
         }
     }
     free (buf);
@@ -768,34 +780,6 @@ s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, img_tiffmsg_t *
     return 0;
 }
 
-// Refuses sample kinds the decoders cannot read: greyscale takes 2 to 16
-// bit unsigned, 8 or 16 bit signed, 32 or 64 bit float; colour (libtiff's
-// RGBA reader) unsigned samples only. 0, or -1 with err.
-static int
-s_check_kind (const char *path, int grey, uint16_t bps, uint16_t format, char *err,
-              size_t errlen)
-{
-    int uint = format == SAMPLEFORMAT_UINT || format == SAMPLEFORMAT_VOID;
-    if (!grey && !uint) {
-        img_seterr (err, errlen,
-                    "cannot load '%s': unsupported sample format: %u-bit %s colour "
-                    "(unsigned integer expected)",
-                    path, (unsigned) bps, s_format_name (format));
-        return -1;
-    }
-    if (!grey)
-        return 0;
-    if ((uint && bps >= 2 && bps <= 16)
-        || (format == SAMPLEFORMAT_INT && (bps == 8 || bps == 16))
-        || (format == SAMPLEFORMAT_IEEEFP && (bps == 32 || bps == 64)))
-        return 0;
-    img_seterr (err, errlen,
-                "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
-                "(2 to 16 bit unsigned, 8 or 16 bit signed, 32 or 64 bit float expected)",
-                path, (unsigned) bps, s_format_name (format));
-    return -1;
-}
-
 // Decodes the current directory of tif into a new image, or into 'reuse'
 // (reshaped; left to its owner on failure) when not NULL.
 static piv_image_t *
@@ -831,7 +815,7 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
         img_seterr (err, errlen, "cannot load '%s': unsupported image: 0 samples per pixel", path);
         return NULL;
     }
-    if (s_check_kind (path, grey, bps, format, err, errlen) != 0)
+    if (img_check_kind (path, grey, bps, format, err, errlen) != 0)
         return NULL;
     if (grey && spp > 16) {
         img_seterr (err, errlen, "cannot load '%s': unsupported image: %u samples per pixel", path,

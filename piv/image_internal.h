@@ -67,6 +67,12 @@ void img_convert (const img_samples_t *k, const unsigned char *src, float *dst, 
 int img_float_scale (piv_image_t *self, const char *path, const double *range, int invert,
                      char *err, size_t errlen);
 
+// Refuses sample kinds the decoders cannot read: greyscale takes 2 to 16
+// bit unsigned, 8 or 16 bit signed, 32 or 64 bit float; colour (libtiff's
+// RGBA reader) unsigned samples only. 0, or -1 with err naming 'path'.
+int img_check_kind (const char *path, int grey, uint16_t bps, uint16_t format, char *err,
+                    size_t errlen);
+
 // Turns an image decoded in stored row order into the one its Orientation
 // tag (TIFF 6.0, 1 to 8; others: as it is) means; 5 to 8 swap its width
 // and height. 0, or -1 when out of memory (the image unchanged).

