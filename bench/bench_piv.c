@@ -752,7 +752,8 @@ s_section_rest (s_bench_t *bench)
             nmulti / bench->multi[0].best, nmulti / bench->multi[0].median);
     printf ("  %-40s %9.0f %9.0f  vectors/s\n", "multipass 64,32,16, 2 threads",
             nmulti / bench->multi[1].best, nmulti / bench->multi[1].median);
-    return cost_section (cases[0].a, cases[0].b, bench->floor_r2c.best, bench->reps);
+    return cost_section (cases[0].a, cases[0].b, bench->floor_r2c.best, bench->single.best,
+                         bench->reps);
 }
 
 int
