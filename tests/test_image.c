@@ -52,6 +52,9 @@ typedef struct {
     const uint16_t *cmap; // 3 x (1 << bps) colour map entries for palettes
     int orientation;      // ORIENTATION_*; 0 leaves the tag out
     double smin, smax;    // SMin/SMaxSampleValue, written when smin < smax
+    const char *mode;     // TIFFOpen's mode: NULL "w" (this host's order), "wb" big-endian
+    int compression;      // COMPRESSION_*; 0: none
+    int fill;             // FILLORDER_*; 0 leaves the tag out
 } s_layout_t;
 
 // Writes pages with libtiff; samples[p] holds page p's samples, pixel after
@@ -59,7 +62,7 @@ typedef struct {
 static void
 s_write_pages (const char *path, int npages, const s_layout_t *lay, const void *const *samples)
 {
-    TIFF *tif = TIFFOpen (path, "w");
+    TIFF *tif = TIFFOpen (path, lay[0].mode ? lay[0].mode : "w");
     ck_assert_msg (tif != NULL, "cannot create '%s'", path);
     for (int p = 0; p < npages; p++) {
         const s_layout_t *l = &lay[p];
@@ -74,7 +77,10 @@ s_write_pages (const char *path, int npages, const s_layout_t *lay, const void *
             TIFFSetField (tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t) l->spp);
         TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, (uint16_t) l->photometric);
         TIFFSetField (tif, TIFFTAG_PLANARCONFIG, (uint16_t) planar);
-        TIFFSetField (tif, TIFFTAG_COMPRESSION, (uint16_t) COMPRESSION_NONE);
+        TIFFSetField (tif, TIFFTAG_COMPRESSION,
+                      (uint16_t) (l->compression ? l->compression : COMPRESSION_NONE));
+        if (l->fill)
+            TIFFSetField (tif, TIFFTAG_FILLORDER, (uint16_t) l->fill);
         if (l->format)
             TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, (uint16_t) l->format);
         if (l->orientation)
@@ -1820,39 +1826,28 @@ END_TEST
 // place, strips converted straight from the file, big buffers populated
 
 // A w x h frame of 'bits' (8 or 16) written as TIFF at 'path', pixel (x, y)
-// = (7x + 3y + seed) mod 2^bits, stored with libtiff in 'mode' ("w": this
-// host's order, "wb": big-endian), 'compression' and 'fill' order.
+// = s_frame_value, stored with libtiff in 'mode' ("w": this host's order,
+// "wb": big-endian), 'compression' and 'fill' order, 16 rows a strip.
+static float s_frame_value (int x, int y, int bits, int seed);
 static void
 s_write_frame (const char *path, int w, int h, int bits, int seed, const char *mode,
                int compression, int fill)
 {
-    TIFF *tif = TIFFOpen (path, mode);
-    ck_assert_msg (tif != NULL, "cannot create '%s'", path);
-    TIFFSetField (tif, TIFFTAG_IMAGEWIDTH, (uint32_t) w);
-    TIFFSetField (tif, TIFFTAG_IMAGELENGTH, (uint32_t) h);
-    TIFFSetField (tif, TIFFTAG_BITSPERSAMPLE, (uint16_t) bits);
-    TIFFSetField (tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t) 1);
-    TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, (uint16_t) PHOTOMETRIC_MINISBLACK);
-    TIFFSetField (tif, TIFFTAG_COMPRESSION, (uint16_t) compression);
-    TIFFSetField (tif, TIFFTAG_FILLORDER, (uint16_t) fill);
-    TIFFSetField (tif, TIFFTAG_ROWSPERSTRIP, (uint32_t) 16);
     size_t bpp = (size_t) bits / 8;
-    unsigned char *row = malloc ((size_t) w * bpp);
-    unsigned top = bits == 8 ? 255u : 65535u;
-    for (int y = 0; y < h; y++) {
+    unsigned char *px = malloc ((size_t) w * h * bpp);
+    for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
-            unsigned v = (unsigned) (7 * x + 3 * y + seed) & top;
+            uint16_t v = (uint16_t) s_frame_value (x, y, bits, seed);
             if (bits == 8)
-                row[x] = (unsigned char) v;
-            else {
-                uint16_t v16 = (uint16_t) (v * 13u);  // the whole 16-bit range
-                memcpy (row + 2 * (size_t) x, &v16, 2);
-            }
+                px[(size_t) y * w + x] = (unsigned char) v;
+            else
+                memcpy (px + 2 * ((size_t) y * w + x), &v, 2);
         }
-        ck_assert (TIFFWriteScanline (tif, row, (uint32_t) y, 0) == 1);
-    }
-    free (row);
-    TIFFClose (tif);
+    s_layout_t lay = {.w = w, .h = h, .bps = bits, .spp = 1,
+                      .photometric = PHOTOMETRIC_MINISBLACK, .rps = 16, .mode = mode,
+                      .compression = compression, .fill = fill};
+    s_write_tiff (path, &lay, px);
+    free (px);
 }
 
 // What s_write_frame wrote at (x, y).
