@@ -714,6 +714,7 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples
         if (!row_bytes)
             goto nomem;
         int direct = s_direct (tif, kind);
+        int unpadded = (uint64_t) row_bytes * 8 == (uint64_t) w * kind->step * kind->bits;
         const s_memfile_t *file = TIFFClientdata (tif);
         for (size_t row0 = 0; row0 < h; row0 += rps) {
             size_t rows = h - row0 < rps ? h - row0 : rps;
@@ -729,8 +730,11 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples
                 goto fail;
             else
                 src = buf;
-            for (size_t r = 0; r < rows; r++)
-                img_convert (kind, src + r * row_bytes, self->data + (row0 + r) * w, w);
+            if (unpadded)  // the strip's rows follow each other: one call for all
+                img_convert (kind, src, self->data + row0 * w, rows * w);
+            else
+                for (size_t r = 0; r < rows; r++)
+                    img_convert (kind, src + r * row_bytes, self->data + (row0 + r) * w, w);
         }
     }
     free (buf);

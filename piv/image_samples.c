@@ -1,14 +1,16 @@
 // image_samples.c — greyscale samples of every kind image.c accepts (8 and
 // 16 bit, packed 2 to 16 bit, signed, 32 and 64 bit float) turned into the
-// engine's floats, and the plain name of a file that is not a TIFF at all.
+// engine's floats, the kinds refused, the Orientation tag applied, and the
+// plain name of a file that is not a TIFF at all.
 
 #include "piv/image.h"
 #include "piv/image_internal.h"
 
 #include <math.h>
 #include <stdint.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define S_X86 1
 #endif
 #include <stdio.h>
 #include <string.h>
@@ -31,44 +33,82 @@ s_packed (const unsigned char *src, size_t i, int bits)
     return (unsigned) (acc >> (need * 8 - shift - bits)) & ((1u << bits) - 1);
 }
 
-// Unsigned 8 or 16 bit samples (bits) to floats. Rows of a frame are
-// written once and read later by the engine: with SSE2, stores that bypass
-// the cache (no read of each line before it is written) convert a 2048^2
-// frame in about half the time of plain stores on this project's VM.
+#ifdef S_X86
+// n (a multiple of 16) unsigned 8 or 16 bit samples to floats at dst
+// (32-byte aligned) with AVX2: 8 at a time, stored past the cache.
+__attribute__ ((target ("avx2"))) static void
+s_unsigned_avx2 (const unsigned char *src, float *dst, size_t n, int bits)
+{
+    const uint16_t *s16 = (const uint16_t *) src;
+    for (size_t i = 0; i < n; i += 16) {
+        __m256i lo, hi;
+        if (bits == 8) {
+            lo = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) (src + i)));
+            hi = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) (src + i + 8)));
+        }
+        else {
+            lo = _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (s16 + i)));
+            hi = _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (s16 + i + 8)));
+        }
+        _mm256_stream_ps (dst + i, _mm256_cvtepi32_ps (lo));
+        _mm256_stream_ps (dst + i + 8, _mm256_cvtepi32_ps (hi));
+    }
+}
+
+// The same with SSE2 (every x86-64), dst 16-byte aligned.
+static void
+s_unsigned_sse2 (const unsigned char *src, float *dst, size_t n, int bits)
+{
+    const uint16_t *s16 = (const uint16_t *) src;
+    __m128i z = _mm_setzero_si128 ();
+    for (size_t i = 0; i < n; i += 16) {
+        __m128i a, b, c, d;
+        if (bits == 8) {
+            __m128i v = _mm_loadu_si128 ((const __m128i *) (src + i));
+            __m128i l = _mm_unpacklo_epi8 (v, z), h = _mm_unpackhi_epi8 (v, z);
+            a = _mm_unpacklo_epi16 (l, z), b = _mm_unpackhi_epi16 (l, z);
+            c = _mm_unpacklo_epi16 (h, z), d = _mm_unpackhi_epi16 (h, z);
+        }
+        else {
+            __m128i l = _mm_loadu_si128 ((const __m128i *) (s16 + i));
+            __m128i h = _mm_loadu_si128 ((const __m128i *) (s16 + i + 8));
+            a = _mm_unpacklo_epi16 (l, z), b = _mm_unpackhi_epi16 (l, z);
+            c = _mm_unpacklo_epi16 (h, z), d = _mm_unpackhi_epi16 (h, z);
+        }
+        _mm_stream_ps (dst + i, _mm_cvtepi32_ps (a));
+        _mm_stream_ps (dst + i + 4, _mm_cvtepi32_ps (b));
+        _mm_stream_ps (dst + i + 8, _mm_cvtepi32_ps (c));
+        _mm_stream_ps (dst + i + 12, _mm_cvtepi32_ps (d));
+    }
+}
+#endif
+
+// Unsigned 8 or 16 bit samples (bits) to floats. Frames are written once
+// and read later by the engine: on x86-64, stores that bypass the cache (no
+// read of each line before it is written), AVX2 where the CPU has it,
+// convert a 2048^2 frame in about half the time of plain stores on this
+// project's VM.
 static void
 s_unsigned (const unsigned char *src, float *dst, size_t n, int bits)
 {
     size_t i = 0;
-#ifdef __SSE2__
+    const uint16_t *s16 = (const uint16_t *) src;
+#ifdef S_X86
     if (n >= 64) {
-        const uint16_t *s16 = (const uint16_t *) src;
-        for (; ((uintptr_t) (dst + i) & 15) && i < n; i++)
+        for (; ((uintptr_t) (dst + i) & 31) && i < n; i++)
             dst[i] = bits == 8 ? (float) src[i] : (float) s16[i];
-        __m128i z = _mm_setzero_si128 ();
-        if (bits == 8)
-            for (; i + 16 <= n; i += 16) {
-                __m128i v = _mm_loadu_si128 ((const __m128i *) (src + i));
-                __m128i lo = _mm_unpacklo_epi8 (v, z), hi = _mm_unpackhi_epi8 (v, z);
-                _mm_stream_ps (dst + i, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (lo, z)));
-                _mm_stream_ps (dst + i + 4, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (lo, z)));
-                _mm_stream_ps (dst + i + 8, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (hi, z)));
-                _mm_stream_ps (dst + i + 12, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (hi, z)));
-            }
+        size_t body = (n - i) / 16 * 16;
+        const unsigned char *from = src + i * (size_t) (bits / 8);
+        if (__builtin_cpu_supports ("avx2"))
+            s_unsigned_avx2 (from, dst + i, body, bits);
         else
-            for (; i + 8 <= n; i += 8) {
-                __m128i v = _mm_loadu_si128 ((const __m128i *) (s16 + i));
-                _mm_stream_ps (dst + i, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (v, z)));
-                _mm_stream_ps (dst + i + 4, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (v, z)));
-            }
+            s_unsigned_sse2 (from, dst + i, body, bits);
         _mm_sfence ();  // the streamed stores are seen before what follows
+        i += body;
     }
 #endif
-    if (bits == 8)
-        for (; i < n; i++)
-            dst[i] = (float) src[i];
-    else
-        for (const uint16_t *s16 = (const uint16_t *) src; i < n; i++)
-            dst[i] = (float) s16[i];
+    for (; i < n; i++)
+        dst[i] = bits == 8 ? (float) src[i] : (float) s16[i];
 }
 
 void
