@@ -39,7 +39,9 @@ struct _process_t {
     size_t max_pixels;            // largest image loaded (piv/max_pixels)
     size_t max_bytes;             // largest frame file read (piv/max_file_mb)
     int min_free_mb;              // free space needed to write a result
+    int field_format;             // agent/result_format = field: .pvf, else .txt
     piv_t *engine;                // PIV engine for those settings
+    piv_loader_t *loader;         // this thread's frames and file buffer, kept
 };
 
 process_t *
@@ -51,9 +53,9 @@ process_new (const config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     const char *p = cfg->agent.processor;
-    if (!(self->masks = mask_cache_new ())) {
+    if (!(self->masks = mask_cache_new ()) || !(self->loader = piv_loader_new ())) {
         snprintf (err, errlen, "cannot make a processor: out of memory");
-        free (self);
+        process_destroy (&self);
         return NULL;
     }
     if (strcmp (p, "piv") == 0)
@@ -66,8 +68,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     }
     else {
         snprintf (err, errlen, "bad agent/processor '%s': expected piv, noop or exec:PROGRAM", p);
-        mask_cache_destroy (&self->masks);
-        free (self);
+        process_destroy (&self);
         return NULL;
     }
     snprintf (self->results, sizeof self->results, "%s", cfg->agent.results);
@@ -76,6 +77,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     self->max_pixels = (size_t) cfg->piv.max_pixels;
     self->max_bytes = (size_t) cfg->piv.max_file_mb << 20;
     self->min_free_mb = cfg->agent.min_free_mb;
+    self->field_format = strcmp (cfg->agent.result_format, "field") == 0;
     if (*cfg->watcher.root
         && process_map_path (cfg->watcher.root, self->from, self->to, self->root,
                              sizeof self->root)
@@ -91,6 +93,7 @@ process_destroy (process_t **self_p)
         return;
     piv_destroy (&(*self_p)->engine);
     mask_cache_destroy (&(*self_p)->masks);
+    piv_loader_destroy (&(*self_p)->loader);
     free (*self_p);
     *self_p = NULL;
 }
@@ -356,8 +359,8 @@ s_engine (process_t *self, const proto_msg_t *task, const piv_image_t **mask_p, 
     return 0;
 }
 
-// Frames A and B of the task, and the mask (NULL: none) of their size.
-// 0, or -1 with err.
+// Frames A and B of the task (the loader's, borrowed until the next pair),
+// and the mask (NULL: none) of their size. 0, or -1 with err.
 static int
 s_load_pair (process_t *self, const proto_msg_t *task, const char *a, const char *b,
              const piv_image_t *mask, piv_image_t **ia, piv_image_t **ib, char *err,
@@ -369,8 +372,8 @@ s_load_pair (process_t *self, const proto_msg_t *task, const char *a, const char
             close (fa);
         return -1;
     }
-    int lrc = piv_image_load_pair_fd (fa, a, fb, *b ? b : NULL, self->max_pixels,
-                                      self->max_bytes, ia, ib, err, errlen);
+    int lrc = piv_loader_pair_fd (self->loader, fa, a, fb, *b ? b : NULL, self->max_pixels,
+                                  self->max_bytes, ia, ib, err, errlen);
     close (fa);
     if (fb >= 0)
         close (fb);
@@ -383,11 +386,54 @@ s_load_pair (process_t *self, const proto_msg_t *task, const char *a, const char
         snprintf (err, errlen, "mask '%s' is %dx%d, the frames of pair '%s' are %dx%d",
                   self->parsed.mask_path, piv_image_width (mask), piv_image_height (mask), name,
                   w, h);
-        piv_image_destroy (ia);
-        piv_image_destroy (ib);
+        *ia = *ib = NULL;
         return -1;
     }
     return 0;
+}
+
+// Writes the result file: the field as text with its header (txt), or the
+// bytes of its encoding 'blob' (field). 0, or -1 with err (1: the volume is
+// full; the partial output is removed).
+static int
+s_write_result (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+                const char *out, const piv_field_t *field, const proto_msg_t *result, char *err,
+                size_t errlen)
+{
+    int prc = s_prepare_output (self, task, err, errlen);
+    int fd = prc == 0 ? s_open_output (self, task, err, errlen) : -1;
+    FILE *f = fd >= 0 ? fdopen (fd, "w") : NULL;
+    if (!f) {
+        int error = errno;
+        if (fd >= 0) {
+            close (fd);
+            snprintf (err, errlen, "cannot write '%s': %s", out, strerror (error));
+        }
+        return prc == 1 || (prc == 0 && s_full (error)) ? 1 : -1;
+    }
+    errno = 0;
+    int werr;
+    if (self->field_format)
+        werr = fwrite (result->blob, 1, result->blob_size, f) != result->blob_size;
+    else {
+        char header[PATH_MAX * 2 + 1024];
+        snprintf (header, sizeof header,
+                  "pivfarm-agent pair %llu attempt %u\nframe_a %s\nframe_b %s\nsettings %s",
+                  (unsigned long long) task->pair, task->attempt, a, *b ? b : a, task->settings);
+        werr = piv_field_write (field, f, PIV_FORMAT_TXT, header);
+    }
+    if (!werr && fflush (f) != 0)
+        werr = 1;
+    int error = errno;
+    if (fclose (f) != 0 && !werr) {
+        werr = 1;
+        error = errno;
+    }
+    if (!werr)
+        return 0;
+    snprintf (err, errlen, "cannot write '%s': %s", out, error ? strerror (error) : "write error");
+    s_remove_output (self, task);
+    return s_full (error) ? 1 : -1;
 }
 
 static int
@@ -400,44 +446,21 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     if (s_settings (self, task, err, errlen) != 0 || s_engine (self, task, &mask, err, errlen) != 0
         || s_load_pair (self, task, a, b, mask, &ia, &ib, err, errlen) != 0)
         return -1;
+    // The frames are the loader's, kept for the next pair.
     piv_field_t *field = piv_process (self->engine, ia, ib, why, sizeof why);
-    piv_image_destroy (&ia);
-    piv_image_destroy (&ib);
     if (!field) {
         snprintf (err, errlen, "cannot process '%s' and '%s': %s", a, *b ? b : a, why);
         return -1;
     }
-    int prc = s_prepare_output (self, task, err, errlen);
-    int fd = prc == 0 ? s_open_output (self, task, err, errlen) : -1;
-    FILE *f = fd >= 0 ? fdopen (fd, "w") : NULL;
-    if (!f) {
-        int error = errno;
-        if (fd >= 0) {
-            close (fd);
-            snprintf (err, errlen, "cannot write '%s': %s", out, strerror (error));
-        }
+    if (piv_field_encode (field, &result->blob, &result->blob_size) != 0) {
+        snprintf (err, errlen, "pair %llu: out of memory", (unsigned long long) task->pair);
         piv_field_destroy (&field);
-        return prc == 1 || (prc == 0 && s_full (error)) ? 1 : -1;
+        return -1;
     }
-    char header[PATH_MAX * 2 + 1024];
-    snprintf (header, sizeof header, "pivfarm-agent pair %llu attempt %u\nframe_a %s\nframe_b %s\n"
-                                     "settings %s",
-              (unsigned long long) task->pair, task->attempt, a, *b ? b : a, task->settings);
-    errno = 0;
-    int werr = piv_field_write (field, f, PIV_FORMAT_TXT, header);
-    if (!werr && fflush (f) != 0)
-        werr = 1;
-    int error = errno;
-    if (fclose (f) != 0 && !werr) {
-        werr = 1;
-        error = errno;
-    }
-    if (werr) {
-        snprintf (err, errlen, "cannot write '%s': %s", out,
-                  error ? strerror (error) : "write error");
+    int rc = s_write_result (self, task, a, b, out, field, result, err, errlen);
+    if (rc != 0) {
         piv_field_destroy (&field);
-        s_remove_output (self, task);
-        return s_full (error) ? 1 : -1;
+        return rc;
     }
     piv_field_stats_t st;
     piv_field_stats (field, PIV_FLAG_VALID, &st);
@@ -448,12 +471,7 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     result->figures[PROTO_FIG_NX] = field->nx;
     result->figures[PROTO_FIG_NY] = field->ny;
     result->figures[PROTO_FIG_VORTICITY] = s_vorticity (field);
-    int rc = piv_field_encode (field, &result->blob, &result->blob_size);
     piv_field_destroy (&field);
-    if (rc != 0) {
-        snprintf (err, errlen, "pair %llu: out of memory", (unsigned long long) task->pair);
-        return -1;
-    }
     return 0;
 }
 
@@ -533,7 +551,23 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
     result->pair = task->pair;
     result->attempt = task->attempt;
     int64_t t0 = (int64_t) (util_now () * 1e9);
-    char a[PATH_MAX], b[PATH_MAX], out[PATH_MAX * 2];
+    char a[PATH_MAX], b[PATH_MAX], out[PATH_MAX * 2], output[PATH_MAX];
+    // agent/result_format = field: the broker's "<stem>.txt" becomes
+    // "<stem>.pvf" (RESULT says which file was written).
+    proto_msg_t named = *task;
+    if (self->kind == PROCESS_PIV && self->field_format && task->output) {
+        size_t n = strlen (task->output);
+        if (n > 4 && strcmp (task->output + n - 4, ".txt") == 0)
+            n -= 4;
+        if ((size_t) snprintf (output, sizeof output, "%.*s.pvf", (int) n, task->output)
+            >= sizeof output) {
+            snprintf (err, errlen, "pair %llu: a path is too long",
+                      (unsigned long long) task->pair);
+            return -1;
+        }
+        named.output = output;
+        task = &named;
+    }
     if (process_map_path (task->path_a, self->from, self->to, a, sizeof a) != 0
         || process_map_path (task->path_b ? task->path_b : "", self->from, self->to, b, sizeof b)
                != 0

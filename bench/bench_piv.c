@@ -4,6 +4,7 @@
 // Prints figures next to their targets; never fails on time. Exit status:
 // 0 done, 1 something broke (synthesis, engine, files), 2 bad usage.
 
+#include "bench/piv_cost.h"
 #include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -855,7 +856,8 @@ s_section_rest (s_bench_t *bench)
             nmulti / bench->multi[0].best, nmulti / bench->multi[0].median);
     printf ("  %-40s %9.0f %9.0f  vectors/s\n", "multipass 64,32,16, 2 threads",
             nmulti / bench->multi[1].best, nmulti / bench->multi[1].median);
-    return 0;
+    return cost_section (cases[0].a, cases[0].b, bench->floor_r2c.best, bench->single.best,
+                         bench->reps);
 }
 
 int

@@ -54,6 +54,7 @@ typedef struct {
 
 static const char *const s_durabilities[] = {"normal", "full", NULL};
 static const char *const s_modes[] = {"inotify", "poll", NULL};
+static const char *const s_result_formats[] = {"txt", "field", NULL};
 static const char *const s_curves[] = {"off", "on", NULL};
 static const char *const s_rules[] = {"ab", "sequence", "sliding", "multipage", NULL};
 static const char *const s_levels[] = {"error", "warning", "notice", "info", "debug", NULL};
@@ -100,6 +101,7 @@ static const s_key_t s_keys[] = {
     TEXT (agent, path_from, KIND_STRING),
     TEXT (agent, path_to, KIND_STRING),
     INT (agent, min_free_mb, 0, 1048576),
+    CHOICE (agent, result_format, s_result_formats, "txt or field"),
     // The PIV core's settings: its rules (piv_settings_check_key), not these.
     TEXT (piv, passes, KIND_RULED),
     TEXT (piv, overlap, KIND_RULED_INT),
@@ -818,6 +820,7 @@ config_init (config_t *cfg)
     cfg->piv.max_file_mb = 1024;
 
     snprintf (cfg->security.curve, sizeof cfg->security.curve, "off");
+    snprintf (cfg->agent.result_format, sizeof cfg->agent.result_format, "txt");
     snprintf (cfg->security.broker_cert, sizeof cfg->security.broker_cert, "./certs/broker.cert");
     snprintf (cfg->security.client_cert, sizeof cfg->security.client_cert, "./certs/client.cert");
     snprintf (cfg->security.clients, sizeof cfg->security.clients, "./certs/clients");

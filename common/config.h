@@ -57,6 +57,7 @@ typedef struct {
         char path_from[PATH_MAX];     // broker's path prefix to replace ("")
         char path_to[PATH_MAX];       // ... by this one on the agent ("")
         int min_free_mb;              // free MiB needed on the results volume to write (64)
+        char result_format[8];        // txt | field: the result file's format (txt)
     } agent;
     struct {
         char passes[64];              // 64,32,16 (stored without spaces)

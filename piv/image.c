@@ -16,12 +16,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <tiffio.h>
 #include <unistd.h>
 
 // What is left of the test seam's byte budget; SIZE_MAX: no limit.
 static _Atomic size_t s_read_budget = SIZE_MAX;
+
+// Big buffers are mapped populated while this is set (piv_image_set_populate).
+static _Atomic int s_populate = 1;
+// ... from this size up: below it, malloc's own pools serve better.
+#define S_POPULATE_MIN ((size_t) 1 << 20)
+
+// A buffer kept from file to file (a loader's), or for one file only.
+typedef struct {
+    unsigned char *data;  // img_alloc'd, NULL: none yet
+    size_t cap;           // its size, bytes
+    int mapped;           // ... mapped (img_alloc)
+} s_buf_t;
 
 // A file held in memory, served to libtiff by the client procedures below.
 typedef struct {
@@ -54,25 +67,79 @@ img_strerror (int errnum, char *buf, size_t len)
 #endif
 }
 
-piv_image_t *
-piv_image_new (int width, int height)
+void
+piv_image_set_populate (int on)
+{
+    atomic_store (&s_populate, on ? 1 : 0);
+}
+
+void *
+img_alloc (size_t bytes, size_t *cap_p, int *mapped_p)
+{
+    if (bytes >= S_POPULATE_MIN && atomic_load (&s_populate)) {
+        // One call fills every page: first touch page by page costs a
+        // fault each (~11 us on this project's VM: 92 ms for 32 MiB against
+        // 8 ms populated).
+        size_t page = (size_t) sysconf (_SC_PAGESIZE), len = (bytes + page - 1) / page * page;
+        void *p = mmap (NULL, len, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p != MAP_FAILED) {
+            *cap_p = len;
+            *mapped_p = 1;
+            return p;
+        }
+    }
+    void *p = NULL;
+    if (posix_memalign (&p, 64, bytes ? bytes : 1) != 0)
+        return NULL;
+    *cap_p = bytes;
+    *mapped_p = 0;
+    return p;
+}
+
+void
+img_free (void *data, size_t cap, int mapped)
+{
+    if (data && mapped)
+        munmap (data, cap);
+    else
+        free (data);
+}
+
+// Gives 'self' room for width x height pixels, keeping its buffer when it
+// is large enough (its pixels are then stale: the caller overwrites them
+// all). 0, or -1 when out of memory or the size overflows.
+static int
+s_reshape (piv_image_t *self, int width, int height)
 {
     if (width <= 0 || height <= 0
         || (size_t) width > SIZE_MAX / sizeof (float) / (size_t) height)
-        return NULL;
+        return -1;
     size_t bytes = (size_t) width * (size_t) height * sizeof (float);
+    if (!self->data || self->cap < bytes) {
+        img_free (self->data, self->cap, self->mapped);
+        self->data = NULL;
+        self->cap = 0;
+        if (!(self->data = img_alloc (bytes, &self->cap, &self->mapped)))
+            return -1;
+    }
+    self->width = width;
+    self->height = height;
+    return 0;
+}
+
+piv_image_t *
+piv_image_new (int width, int height)
+{
     piv_image_t *self = calloc (1, sizeof *self);
     if (!self)
         return NULL;
-    void *data = NULL;
-    if (posix_memalign (&data, 64, bytes) != 0) {
+    if (s_reshape (self, width, height) != 0) {
         free (self);
         return NULL;
     }
-    memset (data, 0, bytes);
-    self->width = width;
-    self->height = height;
-    self->data = data;
+    if (!self->mapped)  // a fresh mapping is zero already
+        memset (self->data, 0, (size_t) width * (size_t) height * sizeof (float));
     return self;
 }
 
@@ -82,7 +149,7 @@ piv_image_destroy (piv_image_t **self_p)
     if (!self_p || !*self_p)
         return;
     piv_image_t *self = *self_p;
-    free (self->data);
+    img_free (self->data, self->cap, self->mapped);
     free (self);
     *self_p = NULL;
 }
@@ -233,11 +300,12 @@ s_check_header (int fd, const char *path, off_t size, int page, size_t max_pixel
 }
 
 // Reads the whole of the open file 'fd' ('path' names it in messages) into
-// file->data in s_read_block reads from offset 0, after s_check_file and
-// s_check_header on the pages a caller wants (pages[0..npages-1]).
+// buf (grown as needed; file->data points into it) in s_read_block reads
+// from offset 0, after s_check_file and s_check_header on the pages a
+// caller wants (pages[0..npages-1]).
 static int
 s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pixels,
-           size_t max_bytes, s_memfile_t *file, char *err, size_t errlen)
+           size_t max_bytes, s_buf_t *buf, s_memfile_t *file, char *err, size_t errlen)
 {
     char ebuf[128];
     memset (file, 0, sizeof *file);
@@ -248,8 +316,12 @@ s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pi
         if (s_check_header (fd, path, st.st_size, pages[i], max_pixels, err, errlen) != 0)
             return -1;
     file->size = (size_t) st.st_size;
-    file->data = malloc (file->size);
-    if (!file->data) {
+    if (!buf->data || buf->cap < file->size) {
+        img_free (buf->data, buf->cap, buf->mapped);
+        buf->data = img_alloc (file->size, &buf->cap, &buf->mapped);
+    }
+    if (!(file->data = buf->data)) {
+        buf->cap = 0;
         img_seterr (err, errlen, "cannot read '%s': out of memory for %zu bytes", path, file->size);
         goto fail;
     }
@@ -279,7 +351,6 @@ s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pi
     return 0;
 
 fail:
-    free (file->data);
     memset (file, 0, sizeof *file);
     return -1;
 }
@@ -287,7 +358,7 @@ fail:
 // s_read_fd of 'path', opened without blocking (a FIFO in its place must
 // not stall the caller) and checked to be a regular file before any read.
 static int
-s_read_file (const char *path, const int *pages, int npages, size_t max_pixels,
+s_read_file (const char *path, const int *pages, int npages, size_t max_pixels, s_buf_t *buf,
              s_memfile_t *file, char *err, size_t errlen)
 {
     char ebuf[128];
@@ -298,7 +369,7 @@ s_read_file (const char *path, const int *pages, int npages, size_t max_pixels,
                     img_strerror (errno, ebuf, sizeof ebuf));
         return -1;
     }
-    int rc = s_read_fd (fd, path, pages, npages, max_pixels, PIV_MAX_FILE_DEFAULT, file, err,
+    int rc = s_read_fd (fd, path, pages, npages, max_pixels, PIV_MAX_FILE_DEFAULT, buf, file, err,
                         errlen);
     close (fd);
     return rc;
@@ -547,25 +618,39 @@ s_set_page (TIFF *tif, const char *path, const s_memfile_t *file, int page, img_
     return -1;
 }
 
-static const char *
-s_format_name (uint16_t format)
+// 1 if the page's strips hold the samples as they are, in this host's
+// order: no compression, the usual FillOrder, not byte-swapped beyond one
+// byte per sample; they are then converted straight from the file in memory.
+static int
+s_direct (TIFF *tif, const img_samples_t *kind)
 {
-    switch (format) {
-    case SAMPLEFORMAT_UINT:
-        return "unsigned integer";
-    case SAMPLEFORMAT_INT:
-        return "signed integer";
-    case SAMPLEFORMAT_IEEEFP:
-        return "IEEE float";
-    case SAMPLEFORMAT_VOID:
-        return "untyped";
-    case SAMPLEFORMAT_COMPLEXINT:
-        return "complex integer";
-    case SAMPLEFORMAT_COMPLEXIEEEFP:
-        return "complex float";
-    default:
-        return "unknown";
+    uint16_t compression = COMPRESSION_NONE, fill = FILLORDER_MSB2LSB;
+    TIFFGetFieldDefaulted (tif, TIFFTAG_COMPRESSION, &compression);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_FILLORDER, &fill);
+    return compression == COMPRESSION_NONE && fill == FILLORDER_MSB2LSB
+           && (kind->bits <= 8 || !TIFFIsByteSwapped (tif));
+}
+
+// Decodes strip 'strip' (want bytes) through libtiff into *buf_p, made of
+// 'size' bytes at the first call. 0, or -1 with err.
+static int
+s_read_strip (TIFF *tif, const char *path, uint32_t strip, size_t size, unsigned char **buf_p,
+              tmsize_t want, img_tiffmsg_t *msg, char *err, size_t errlen)
+{
+    if (!*buf_p && !(*buf_p = malloc (size))) {
+        img_seterr (err, errlen, "cannot load '%s': out of memory", path);
+        return -1;
     }
+    if (TIFFReadEncodedStrip (tif, strip, *buf_p, want) == want)
+        return 0;
+    if (msg->error[0])
+        img_seterr (err, errlen, "cannot read '%s': truncated or corrupt pixel data: %s", path,
+                    msg->error);
+    else
+        img_seterr (err, errlen,
+                    "cannot read '%s': truncated or corrupt pixel data: strip %u is short", path,
+                    (unsigned) strip);
+    return -1;
 }
 
 // Greyscale of any kind img_samples_t describes, in strips or tiles,
@@ -626,28 +711,30 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples
         if (rps == 0 || rps > h)
             rps = (uint32_t) h;
         size_t row_bytes = (size_t) TIFFScanlineSize64 (tif);
-        buf = row_bytes ? malloc ((size_t) rps * row_bytes) : NULL;
-        if (!buf)
+        if (!row_bytes)
             goto nomem;
+        int direct = s_direct (tif, kind);
+        int unpadded = (uint64_t) row_bytes * 8 == (uint64_t) w * kind->step * kind->bits;
+        const s_memfile_t *file = TIFFClientdata (tif);
         for (size_t row0 = 0; row0 < h; row0 += rps) {
             size_t rows = h - row0 < rps ? h - row0 : rps;
             uint32_t strip = TIFFComputeStrip (tif, (uint32_t) row0, 0);
             tmsize_t want = (tmsize_t) (rows * row_bytes);
-            tmsize_t n = TIFFReadEncodedStrip (tif, strip, buf, want);
-            if (n != want) {
-                if (msg->error[0])
-                    img_seterr (err, errlen,
-                                "cannot read '%s': truncated or corrupt pixel data: %s", path,
-                                msg->error);
-                else
-                    img_seterr (err, errlen,
-                                "cannot read '%s': truncated or corrupt pixel data: "
-                                "strip %u is short",
-                                path, (unsigned) strip);
+            const unsigned char *src = buf;
+            uint64_t off = direct ? TIFFGetStrileOffset (tif, strip) : 0;
+            if (direct && off <= file->size && (uint64_t) want <= file->size - off
+                && TIFFGetStrileByteCount (tif, strip) >= (uint64_t) want)
+                src = file->data + off;  // stored as they are: decoded in place
+            else if (s_read_strip (tif, path, strip, rps * row_bytes, &buf, want, msg, err,
+                                   errlen) != 0)
                 goto fail;
-            }
-            for (size_t r = 0; r < rows; r++)
-                img_convert (kind, buf + r * row_bytes, self->data + (row0 + r) * w, w);
+            else
+                src = buf;
+            if (unpadded)  // the strip's rows follow each other: one call for all
+                img_convert (kind, src, self->data + row0 * w, rows * w);
+            else
+                for (size_t r = 0; r < rows; r++)
+                    img_convert (kind, src + r * row_bytes, self->data + (row0 + r) * w, w);
         }
     }
     free (buf);
@@ -697,79 +784,11 @@ s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, img_tiffmsg_t *
     return 0;
 }
 
-// Turns an image decoded in the order its rows are stored into the one its
-// Orientation tag (TIFF 6.0, 1 to 8) says is meant: 2 to 4 mirror it, 5 to
-// 8 also swap rows and columns (its width and height). 0, or -1 when out of
-// memory.
-static int
-s_orient (piv_image_t *self, uint16_t orientation)
-{
-    if (orientation <= ORIENTATION_TOPLEFT || orientation > ORIENTATION_LEFTBOT)
-        return 0;
-    size_t sw = (size_t) self->width, sh = (size_t) self->height;
-    int swap = orientation >= ORIENTATION_LEFTTOP;
-    piv_image_t *out = piv_image_new (swap ? self->height : self->width,
-                                      swap ? self->width : self->height);
-    if (!out)
-        return -1;
-    size_t ow = (size_t) out->width;
-    // Where stored row r, column c is seen: (x, y) of the meant image.
-    for (size_t r = 0; r < sh; r++) {
-        const float *src = self->data + r * sw;
-        for (size_t c = 0; c < sw; c++) {
-            size_t x, y;
-            switch (orientation) {
-            case ORIENTATION_TOPRIGHT: x = sw - 1 - c, y = r; break;
-            case ORIENTATION_BOTRIGHT: x = sw - 1 - c, y = sh - 1 - r; break;
-            case ORIENTATION_BOTLEFT: x = c, y = sh - 1 - r; break;
-            case ORIENTATION_LEFTTOP: x = r, y = c; break;
-            case ORIENTATION_RIGHTTOP: x = sh - 1 - r, y = c; break;
-            case ORIENTATION_RIGHTBOT: x = sh - 1 - r, y = sw - 1 - c; break;
-            default: x = r, y = sw - 1 - c; break;  // ORIENTATION_LEFTBOT
-            }
-            out->data[y * ow + x] = src[c];
-        }
-    }
-    free (self->data);
-    self->data = out->data;
-    self->width = out->width;
-    self->height = out->height;
-    free (out);
-    return 0;
-}
-
-// Refuses sample kinds the decoders cannot read: greyscale takes 2 to 16
-// bit unsigned, 8 or 16 bit signed, 32 or 64 bit float; colour (libtiff's
-// RGBA reader) unsigned samples only. 0, or -1 with err.
-static int
-s_check_kind (const char *path, int grey, uint16_t bps, uint16_t format, char *err,
-              size_t errlen)
-{
-    int uint = format == SAMPLEFORMAT_UINT || format == SAMPLEFORMAT_VOID;
-    if (!grey && !uint) {
-        img_seterr (err, errlen,
-                    "cannot load '%s': unsupported sample format: %u-bit %s colour "
-                    "(unsigned integer expected)",
-                    path, (unsigned) bps, s_format_name (format));
-        return -1;
-    }
-    if (!grey)
-        return 0;
-    if ((uint && bps >= 2 && bps <= 16)
-        || (format == SAMPLEFORMAT_INT && (bps == 8 || bps == 16))
-        || (format == SAMPLEFORMAT_IEEEFP && (bps == 32 || bps == 64)))
-        return 0;
-    img_seterr (err, errlen,
-                "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
-                "(2 to 16 bit unsigned, 8 or 16 bit signed, 32 or 64 bit float expected)",
-                path, (unsigned) bps, s_format_name (format));
-    return -1;
-}
-
-// Decodes the current directory of tif into a new image.
+// Decodes the current directory of tif into a new image, or into 'reuse'
+// (reshaped; left to its owner on failure) when not NULL.
 static piv_image_t *
-s_decode (TIFF *tif, const char *path, size_t max_pixels, img_tiffmsg_t *msg, char *err,
-          size_t errlen)
+s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, img_tiffmsg_t *msg,
+          char *err, size_t errlen)
 {
     if (max_pixels == 0)
         max_pixels = PIV_MAX_PIXELS_DEFAULT;
@@ -800,15 +819,16 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, img_tiffmsg_t *msg, ch
         img_seterr (err, errlen, "cannot load '%s': unsupported image: 0 samples per pixel", path);
         return NULL;
     }
-    if (s_check_kind (path, grey, bps, format, err, errlen) != 0)
+    if (img_check_kind (path, grey, bps, format, err, errlen) != 0)
         return NULL;
     if (grey && spp > 16) {
         img_seterr (err, errlen, "cannot load '%s': unsupported image: %u samples per pixel", path,
                     (unsigned) spp);
         return NULL;
     }
-    piv_image_t *self = piv_image_new ((int) w, (int) h);
-    if (!self) {
+    piv_image_t *self = reuse;
+    if (self ? s_reshape (self, (int) w, (int) h) != 0
+             : !(self = piv_image_new ((int) w, (int) h))) {
         img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
                     (unsigned) w, (unsigned) h);
         return NULL;
@@ -839,26 +859,26 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, img_tiffmsg_t *msg, ch
         TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) ORIENTATION_TOPLEFT);
         rc = s_decode_colour (tif, path, self, msg, err, errlen);
     }
-    if (rc == 0 && s_orient (self, orientation) != 0) {
+    if (rc == 0 && img_orient (self, orientation) != 0) {
         img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
                     (unsigned) w, (unsigned) h);
         rc = -1;
     }
-    if (rc != 0)
+    if (rc != 0 && self != reuse)
         piv_image_destroy (&self);
-    return self;
+    return rc == 0 ? self : NULL;
 }
 
 // Page 'page' of a file already in memory.
 static piv_image_t *
-s_load_mem (const char *path, s_memfile_t *file, int page, size_t max_pixels, char *err,
-            size_t errlen)
+s_load_mem (const char *path, s_memfile_t *file, int page, size_t max_pixels, piv_image_t *reuse,
+            char *err, size_t errlen)
 {
     img_tiffmsg_t msg = {""};
     piv_image_t *self = NULL;
     TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
     if (tif && s_set_page (tif, path, file, page, &msg, err, errlen) == 0)
-        self = s_decode (tif, path, max_pixels, &msg, err, errlen);
+        self = s_decode (tif, path, max_pixels, reuse, &msg, err, errlen);
     if (tif)
         TIFFClose (tif);
     return self;
@@ -868,10 +888,11 @@ piv_image_t *
 piv_image_load (const char *path, int page, size_t max_pixels, char *err, size_t errlen)
 {
     s_memfile_t file;
-    if (s_read_file (path, &page, 1, max_pixels, &file, err, errlen) != 0)
-        return NULL;
-    piv_image_t *self = s_load_mem (path, &file, page, max_pixels, err, errlen);
-    free (file.data);
+    s_buf_t buf = {NULL, 0, 0};
+    piv_image_t *self = NULL;
+    if (s_read_file (path, &page, 1, max_pixels, &buf, &file, err, errlen) == 0)
+        self = s_load_mem (path, &file, page, max_pixels, NULL, err, errlen);
+    img_free (buf.data, buf.cap, buf.mapped);
     return self;
 }
 
@@ -880,24 +901,26 @@ piv_image_load_fd (int fd, const char *name, int page, size_t max_pixels, size_t
                    char *err, size_t errlen)
 {
     s_memfile_t file;
-    if (s_read_fd (fd, name, &page, 1, max_pixels, max_bytes, &file, err, errlen) != 0)
-        return NULL;
-    piv_image_t *self = s_load_mem (name, &file, page, max_pixels, err, errlen);
-    free (file.data);
+    s_buf_t buf = {NULL, 0, 0};
+    piv_image_t *self = NULL;
+    if (s_read_fd (fd, name, &page, 1, max_pixels, max_bytes, &buf, &file, err, errlen) == 0)
+        self = s_load_mem (name, &file, page, max_pixels, NULL, err, errlen);
+    img_free (buf.data, buf.cap, buf.mapped);
     return self;
 }
 
-// Both frames from pages 0 and 1 of one file in memory.
+// Both frames from pages 0 and 1 of one file in memory (into reuse[0] and
+// reuse[1] when they are not NULL).
 static int
-s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_image_t **a_p,
-                 piv_image_t **b_p, char *err, size_t errlen)
+s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_image_t *const *reuse,
+                 piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen)
 {
     img_tiffmsg_t msg = {""};
     int rc = -1;
     TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
     if (!tif)
         goto done;
-    *a_p = s_decode (tif, path, max_pixels, &msg, err, errlen);
+    *a_p = s_decode (tif, path, max_pixels, reuse[0], &msg, err, errlen);
     if (!*a_p)
         goto done;
     msg.error[0] = '\0';
@@ -908,7 +931,7 @@ s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_ima
             img_seterr (err, errlen, "'%s' has 1 page, a pair needs 2 (frame B not found)", path);
         goto done;
     }
-    *b_p = s_decode (tif, path, max_pixels, &msg, err, errlen);
+    *b_p = s_decode (tif, path, max_pixels, reuse[1], &msg, err, errlen);
     if (*b_p)
         rc = 0;
 done:
@@ -917,38 +940,51 @@ done:
     return rc;
 }
 
-// Frames A and B (fd_b < 0: pages 0 and 1 of fd_a), each file read once;
-// path_* are NULL for descriptors the caller opened, names for messages.
+// Frames A and B (fd_b < 0: pages 0 and 1 of fd_a), each file read once
+// into buf; path_* are NULL for descriptors the caller opened, names for
+// messages; reuse[0..1]: images to decode into (NULL: new ones).
 static int
 s_load_pair (const char *path_a, int fd_a, const char *name_a, const char *path_b, int fd_b,
-             const char *name_b, size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
-             piv_image_t **b_p, char *err, size_t errlen)
+             const char *name_b, size_t max_pixels, size_t max_bytes, s_buf_t *buf,
+             piv_image_t *const *reuse, piv_image_t **a_p, piv_image_t **b_p, char *err,
+             size_t errlen)
 {
     static const int both[] = {0, 1}, first[] = {0};
     int two_pages = path_a ? !path_b : fd_b < 0;
     s_memfile_t file;
     int rc = path_a ? s_read_file (path_a, two_pages ? both : first, two_pages ? 2 : 1, max_pixels,
-                                   &file, err, errlen)
+                                   buf, &file, err, errlen)
                     : s_read_fd (fd_a, name_a, two_pages ? both : first, two_pages ? 2 : 1,
-                                 max_pixels, max_bytes, &file, err, errlen);
+                                 max_pixels, max_bytes, buf, &file, err, errlen);
     if (rc != 0)
         return -1;
-    if (two_pages) {
-        rc = s_two_pages_mem (name_a, &file, max_pixels, a_p, b_p, err, errlen);
-        free (file.data);
-        return rc;
-    }
-    *a_p = s_load_mem (name_a, &file, 0, max_pixels, err, errlen);
-    free (file.data);
-    if (!*a_p)
+    if (two_pages)
+        return s_two_pages_mem (name_a, &file, max_pixels, reuse, a_p, b_p, err, errlen);
+    if (!(*a_p = s_load_mem (name_a, &file, 0, max_pixels, reuse[0], err, errlen)))
         return -1;
-    rc = path_a ? s_read_file (path_b, first, 1, max_pixels, &file, err, errlen)
-                : s_read_fd (fd_b, name_b, first, 1, max_pixels, max_bytes, &file, err, errlen);
+    rc = path_a ? s_read_file (path_b, first, 1, max_pixels, buf, &file, err, errlen)
+                : s_read_fd (fd_b, name_b, first, 1, max_pixels, max_bytes, buf, &file, err,
+                             errlen);
     if (rc != 0)
         return -1;
-    *b_p = s_load_mem (name_b, &file, 0, max_pixels, err, errlen);
-    free (file.data);
+    *b_p = s_load_mem (name_b, &file, 0, max_pixels, reuse[1], err, errlen);
     return *b_p ? 0 : -1;
+}
+
+// Refuses frames of different sizes (-1 with err naming both), else 0.
+static int
+s_same_size (const char *name_a, const char *name_b, const piv_image_t *a, const piv_image_t *b,
+             char *err, size_t errlen)
+{
+    if (a->width == b->width && a->height == b->height)
+        return 0;
+    if (name_b)
+        img_seterr (err, errlen, "frames differ in size: '%s' is %dx%d, '%s' is %dx%d", name_a,
+                    a->width, a->height, name_b, b->width, b->height);
+    else
+        img_seterr (err, errlen, "frames differ in size: '%s' page 0 is %dx%d, page 1 is %dx%d",
+                    name_a, a->width, a->height, b->width, b->height);
+    return -1;
 }
 
 // Refuses frames of different sizes, frees both on any failure.
@@ -956,16 +992,8 @@ static int
 s_pair_done (int rc, const char *name_a, const char *name_b, piv_image_t **a_p,
              piv_image_t **b_p, char *err, size_t errlen)
 {
-    if (rc == 0
-        && ((*a_p)->width != (*b_p)->width || (*a_p)->height != (*b_p)->height)) {
-        if (name_b)
-            img_seterr (err, errlen, "frames differ in size: '%s' is %dx%d, '%s' is %dx%d", name_a,
-                        (*a_p)->width, (*a_p)->height, name_b, (*b_p)->width, (*b_p)->height);
-        else
-            img_seterr (err, errlen, "frames differ in size: '%s' page 0 is %dx%d, page 1 is %dx%d",
-                        name_a, (*a_p)->width, (*a_p)->height, (*b_p)->width, (*b_p)->height);
-        rc = -1;
-    }
+    if (rc == 0)
+        rc = s_same_size (name_a, name_b, *a_p, *b_p, err, errlen);
     if (rc != 0) {
         piv_image_destroy (a_p);
         piv_image_destroy (b_p);
@@ -982,8 +1010,11 @@ piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
         return -1;
     }
     *a_p = *b_p = NULL;
-    int rc = s_load_pair (path_a, -1, path_a, path_b, -1, path_b, max_pixels, 0, a_p, b_p, err,
-                          errlen);
+    s_buf_t buf = {NULL, 0, 0};
+    piv_image_t *const fresh[2] = {NULL, NULL};
+    int rc = s_load_pair (path_a, -1, path_a, path_b, -1, path_b, max_pixels, 0, &buf, fresh,
+                          a_p, b_p, err, errlen);
+    img_free (buf.data, buf.cap, buf.mapped);
     return s_pair_done (rc, path_a, path_b, a_p, b_p, err, errlen);
 }
 
@@ -997,9 +1028,65 @@ piv_image_load_pair_fd (int fd_a, const char *name_a, int fd_b, const char *name
         return -1;
     }
     *a_p = *b_p = NULL;
-    int rc = s_load_pair (NULL, fd_a, name_a, NULL, fd_b, name_b, max_pixels, max_bytes, a_p,
-                          b_p, err, errlen);
+    s_buf_t buf = {NULL, 0, 0};
+    piv_image_t *const fresh[2] = {NULL, NULL};
+    int rc = s_load_pair (NULL, fd_a, name_a, NULL, fd_b, name_b, max_pixels, max_bytes, &buf,
+                          fresh, a_p, b_p, err, errlen);
+    img_free (buf.data, buf.cap, buf.mapped);
     return s_pair_done (rc, name_a, fd_b >= 0 ? name_b : NULL, a_p, b_p, err, errlen);
+}
+
+struct _piv_loader_t {
+    s_buf_t file;        // the last file read, its buffer kept
+    piv_image_t *im[2];  // frames A and B, reloaded in place
+};
+
+piv_loader_t *
+piv_loader_new (void)
+{
+    piv_loader_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    // Images without pixels yet: the first pair gives them their size.
+    for (int i = 0; i < 2; i++)
+        if (!(self->im[i] = calloc (1, sizeof *self->im[i]))) {
+            piv_loader_destroy (&self);
+            return NULL;
+        }
+    return self;
+}
+
+void
+piv_loader_destroy (piv_loader_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    piv_loader_t *self = *self_p;
+    img_free (self->file.data, self->file.cap, self->file.mapped);
+    piv_image_destroy (&self->im[0]);
+    piv_image_destroy (&self->im[1]);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+piv_loader_pair_fd (piv_loader_t *self, int fd_a, const char *name_a, int fd_b,
+                    const char *name_b, size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
+                    piv_image_t **b_p, char *err, size_t errlen)
+{
+    if (!self || !a_p || !b_p || fd_a < 0 || !name_a || (fd_b >= 0 && !name_b)) {
+        img_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
+        return -1;
+    }
+    *a_p = *b_p = NULL;
+    piv_image_t *a = NULL, *b = NULL;
+    int rc = s_load_pair (NULL, fd_a, name_a, NULL, fd_b, name_b, max_pixels, max_bytes,
+                          &self->file, self->im, &a, &b, err, errlen);
+    if (rc == 0 && s_same_size (name_a, fd_b >= 0 ? name_b : NULL, a, b, err, errlen) != 0)
+        rc = -1;
+    if (rc == 0)
+        *a_p = a, *b_p = b;
+    return rc;
 }
 
 piv_image_t *

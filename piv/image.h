@@ -86,6 +86,30 @@ int piv_image_load_pair_fd (int fd_a, const char *name_a, int fd_b, const char *
                             size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
                             piv_image_t **b_p, char *err, size_t errlen);
 
+// A loader for long-lived processes (an agent's worker thread): it keeps
+// the file buffer and the two frames' pixels from pair to pair, so that a
+// stream of pairs of one size touches no fresh memory after the first
+// (fresh pages cost a fault each, ~11 us on some virtual machines). One
+// loader per thread; not shared.
+typedef struct _piv_loader_t piv_loader_t;
+piv_loader_t *piv_loader_new (void);
+void piv_loader_destroy (piv_loader_t **self_p);
+
+// As piv_image_load_pair_fd, with the same checks and messages, but the
+// frames are the loader's own, reloaded in place (another size: their
+// buffers grow or are reshaped): *a_p and *b_p are borrowed, valid until
+// the next call on the loader or its destruction; the caller may change
+// their pixels (background subtraction), never destroy them. 0, or -1
+// with err and *a_p, *b_p NULL.
+int piv_loader_pair_fd (piv_loader_t *self, int fd_a, const char *name_a, int fd_b,
+                        const char *name_b, size_t max_pixels, size_t max_bytes,
+                        piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen);
+
+// Lever for benchmarks: 0 makes image and file buffers be allocated and
+// first touched page by page (malloc), 1 (the default) maps big ones
+// populated in one call. Call it before threads load images.
+void piv_image_set_populate (int on);
+
 // Writes frames[0..nframes-1] as pages of one TIFF file at 'path', 8 or 16
 // bits (values rounded and clipped to the range), one strip per ~64 KiB,
 // no compression. Writes to a temporary name in the same directory, then

@@ -16,7 +16,17 @@ struct _piv_image_t {
     int height;   // rows
     int bits;     // bits per sample of the source file; 0 if made in memory
     float *data;  // width * height pixels, row-major, 64-byte aligned
+    size_t cap;   // bytes allocated at data (a reloaded image keeps them)
+    int mapped;   // data is an anonymous mapping (img_alloc), else malloc'd
 };
+
+// A buffer of at least 'bytes' bytes, 64-byte aligned, *cap_p set to its
+// size: from 1 MiB up (while piv_image_set_populate allows) a private
+// anonymous mapping populated in one call, zero-filled (*mapped_p 1), else
+// posix_memalign'd, not cleared (*mapped_p 0). NULL when out of memory.
+void *img_alloc (size_t bytes, size_t *cap_p, int *mapped_p);
+// Frees what img_alloc gave (NULL: nothing).
+void img_free (void *data, size_t cap, int mapped);
 
 // Per-handle libtiff messages: the first error is usually the root cause.
 typedef struct {
@@ -56,6 +66,17 @@ void img_convert (const img_samples_t *k, const unsigned char *src, float *dst, 
 // they are, else the frame's own min..max. Inverts for MinIsWhite.
 int img_float_scale (piv_image_t *self, const char *path, const double *range, int invert,
                      char *err, size_t errlen);
+
+// Refuses sample kinds the decoders cannot read: greyscale takes 2 to 16
+// bit unsigned, 8 or 16 bit signed, 32 or 64 bit float; colour (libtiff's
+// RGBA reader) unsigned samples only. 0, or -1 with err naming 'path'.
+int img_check_kind (const char *path, int grey, uint16_t bps, uint16_t format, char *err,
+                    size_t errlen);
+
+// Turns an image decoded in stored row order into the one its Orientation
+// tag (TIFF 6.0, 1 to 8; others: as it is) means; 5 to 8 swap its width
+// and height. 0, or -1 when out of memory (the image unchanged).
+int img_orient (piv_image_t *self, uint16_t orientation);
 
 // Writes "'path' is not a TIFF file (a PNG image): convert it, e.g. ..."
 // into err, naming the format that the first bytes (data[0..size-1]) show.

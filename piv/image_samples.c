@@ -1,12 +1,17 @@
 // image_samples.c — greyscale samples of every kind image.c accepts (8 and
 // 16 bit, packed 2 to 16 bit, signed, 32 and 64 bit float) turned into the
-// engine's floats, and the plain name of a file that is not a TIFF at all.
+// engine's floats, the kinds refused, the Orientation tag applied, and the
+// plain name of a file that is not a TIFF at all.
 
 #include "piv/image.h"
 #include "piv/image_internal.h"
 
 #include <math.h>
 #include <stdint.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define S_X86 1
+#endif
 #include <stdio.h>
 #include <string.h>
 #include <tiffio.h>
@@ -26,6 +31,84 @@ s_packed (const unsigned char *src, size_t i, int bits)
     for (int j = 0; j < need; j++)
         acc = acc << 8 | p[j];
     return (unsigned) (acc >> (need * 8 - shift - bits)) & ((1u << bits) - 1);
+}
+
+#ifdef S_X86
+// n (a multiple of 16) unsigned 8 or 16 bit samples to floats at dst
+// (32-byte aligned) with AVX2: 8 at a time, stored past the cache.
+__attribute__ ((target ("avx2"))) static void
+s_unsigned_avx2 (const unsigned char *src, float *dst, size_t n, int bits)
+{
+    const uint16_t *s16 = (const uint16_t *) src;
+    for (size_t i = 0; i < n; i += 16) {
+        __m256i lo, hi;
+        if (bits == 8) {
+            lo = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) (src + i)));
+            hi = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) (src + i + 8)));
+        }
+        else {
+            lo = _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (s16 + i)));
+            hi = _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (s16 + i + 8)));
+        }
+        _mm256_stream_ps (dst + i, _mm256_cvtepi32_ps (lo));
+        _mm256_stream_ps (dst + i + 8, _mm256_cvtepi32_ps (hi));
+    }
+}
+
+// The same with SSE2 (every x86-64), dst 16-byte aligned.
+static void
+s_unsigned_sse2 (const unsigned char *src, float *dst, size_t n, int bits)
+{
+    const uint16_t *s16 = (const uint16_t *) src;
+    __m128i z = _mm_setzero_si128 ();
+    for (size_t i = 0; i < n; i += 16) {
+        __m128i a, b, c, d;
+        if (bits == 8) {
+            __m128i v = _mm_loadu_si128 ((const __m128i *) (src + i));
+            __m128i l = _mm_unpacklo_epi8 (v, z), h = _mm_unpackhi_epi8 (v, z);
+            a = _mm_unpacklo_epi16 (l, z), b = _mm_unpackhi_epi16 (l, z);
+            c = _mm_unpacklo_epi16 (h, z), d = _mm_unpackhi_epi16 (h, z);
+        }
+        else {
+            __m128i l = _mm_loadu_si128 ((const __m128i *) (s16 + i));
+            __m128i h = _mm_loadu_si128 ((const __m128i *) (s16 + i + 8));
+            a = _mm_unpacklo_epi16 (l, z), b = _mm_unpackhi_epi16 (l, z);
+            c = _mm_unpacklo_epi16 (h, z), d = _mm_unpackhi_epi16 (h, z);
+        }
+        _mm_stream_ps (dst + i, _mm_cvtepi32_ps (a));
+        _mm_stream_ps (dst + i + 4, _mm_cvtepi32_ps (b));
+        _mm_stream_ps (dst + i + 8, _mm_cvtepi32_ps (c));
+        _mm_stream_ps (dst + i + 12, _mm_cvtepi32_ps (d));
+    }
+}
+#endif
+
+// Unsigned 8 or 16 bit samples (bits) to floats. Frames are written once
+// and read later by the engine: on x86-64, stores that bypass the cache (no
+// read of each line before it is written), AVX2 where the CPU has it,
+// convert a 2048^2 frame in about half the time of plain stores on this
+// project's VM.
+static void
+s_unsigned (const unsigned char *src, float *dst, size_t n, int bits)
+{
+    size_t i = 0;
+    const uint16_t *s16 = (const uint16_t *) src;
+#ifdef S_X86
+    if (n >= 64) {
+        for (; ((uintptr_t) (dst + i) & 31) && i < n; i++)
+            dst[i] = bits == 8 ? (float) src[i] : (float) s16[i];
+        size_t body = (n - i) / 16 * 16;
+        const unsigned char *from = src + i * (size_t) (bits / 8);
+        if (__builtin_cpu_supports ("avx2"))
+            s_unsigned_avx2 (from, dst + i, body, bits);
+        else
+            s_unsigned_sse2 (from, dst + i, body, bits);
+        _mm_sfence ();  // the streamed stores are seen before what follows
+        i += body;
+    }
+#endif
+    for (; i < n; i++)
+        dst[i] = bits == 8 ? (float) src[i] : (float) s16[i];
 }
 
 void
@@ -50,15 +133,8 @@ img_convert (const img_samples_t *k, const unsigned char *src, float *dst, size_
         return;  // inverted, if at all, by img_float_scale
     }
     int is_signed = k->format == SAMPLEFORMAT_INT;
-    if (k->bits == 8 && step == 1 && !invert && !is_signed) {
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float) src[i];
-    }
-    else if (k->bits == 16 && step == 1 && !invert && !is_signed) {
-        const uint16_t *s16 = (const uint16_t *) src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float) s16[i];
-    }
+    if ((k->bits == 8 || k->bits == 16) && step == 1 && !invert && !is_signed)
+        s_unsigned (src, dst, n, k->bits);
     else if (k->bits == 8 || k->bits == 16) {
         // Signed samples move up by half the range: -128..127 is 0..255.
         unsigned top = k->bits == 8 ? 255u : 65535u, half = top / 2 + 1;
@@ -119,6 +195,98 @@ img_float_scale (piv_image_t *self, const char *path, const double *range, int i
         d[i] = (float) (invert ? S_FLOAT_TOP - v : v);
     }
     return 0;
+}
+
+// Turns an image decoded in the order its rows are stored into the one its
+// Orientation tag (TIFF 6.0, 1 to 8) says is meant: 2 to 4 mirror it, 5 to
+// 8 also swap rows and columns (its width and height). 0, or -1 when out of
+// memory.
+int
+img_orient (piv_image_t *self, uint16_t orientation)
+{
+    if (orientation <= ORIENTATION_TOPLEFT || orientation > ORIENTATION_LEFTBOT)
+        return 0;
+    size_t sw = (size_t) self->width, sh = (size_t) self->height;
+    int swap = orientation >= ORIENTATION_LEFTTOP;
+    size_t cap, bytes = sw * sh * sizeof (float);
+    int mapped;
+    float *out = img_alloc (bytes, &cap, &mapped);
+    if (!out)
+        return -1;
+    size_t ow = swap ? sh : sw;
+    // Where stored row r, column c is seen: (x, y) of the meant image.
+    for (size_t r = 0; r < sh; r++) {
+        const float *src = self->data + r * sw;
+        for (size_t c = 0; c < sw; c++) {
+            size_t x, y;
+            switch (orientation) {
+            case ORIENTATION_TOPRIGHT: x = sw - 1 - c, y = r; break;
+            case ORIENTATION_BOTRIGHT: x = sw - 1 - c, y = sh - 1 - r; break;
+            case ORIENTATION_BOTLEFT: x = c, y = sh - 1 - r; break;
+            case ORIENTATION_LEFTTOP: x = r, y = c; break;
+            case ORIENTATION_RIGHTTOP: x = sh - 1 - r, y = c; break;
+            case ORIENTATION_RIGHTBOT: x = sh - 1 - r, y = sw - 1 - c; break;
+            default: x = r, y = sw - 1 - c; break;  // ORIENTATION_LEFTBOT
+            }
+            out[y * ow + x] = src[c];
+        }
+    }
+    img_free (self->data, self->cap, self->mapped);
+    self->data = out;
+    self->cap = cap;
+    self->mapped = mapped;
+    self->width = (int) ow;
+    self->height = (int) (swap ? sw : sh);
+    return 0;
+}
+
+static const char *
+s_format_name (uint16_t format)
+{
+    switch (format) {
+    case SAMPLEFORMAT_UINT:
+        return "unsigned integer";
+    case SAMPLEFORMAT_INT:
+        return "signed integer";
+    case SAMPLEFORMAT_IEEEFP:
+        return "IEEE float";
+    case SAMPLEFORMAT_VOID:
+        return "untyped";
+    case SAMPLEFORMAT_COMPLEXINT:
+        return "complex integer";
+    case SAMPLEFORMAT_COMPLEXIEEEFP:
+        return "complex float";
+    default:
+        return "unknown";
+    }
+}
+
+// Refuses sample kinds the decoders cannot read: greyscale takes 2 to 16
+// bit unsigned, 8 or 16 bit signed, 32 or 64 bit float; colour (libtiff's
+// RGBA reader) unsigned samples only. 0, or -1 with err.
+int
+img_check_kind (const char *path, int grey, uint16_t bps, uint16_t format, char *err,
+              size_t errlen)
+{
+    int uint = format == SAMPLEFORMAT_UINT || format == SAMPLEFORMAT_VOID;
+    if (!grey && !uint) {
+        img_seterr (err, errlen,
+                    "cannot load '%s': unsupported sample format: %u-bit %s colour "
+                    "(unsigned integer expected)",
+                    path, (unsigned) bps, s_format_name (format));
+        return -1;
+    }
+    if (!grey)
+        return 0;
+    if ((uint && bps >= 2 && bps <= 16)
+        || (format == SAMPLEFORMAT_INT && (bps == 8 || bps == 16))
+        || (format == SAMPLEFORMAT_IEEEFP && (bps == 32 || bps == 64)))
+        return 0;
+    img_seterr (err, errlen,
+                "cannot load '%s': unsupported sample format: %u-bit %s greyscale "
+                "(2 to 16 bit unsigned, 8 or 16 bit signed, 32 or 64 bit float expected)",
+                path, (unsigned) bps, s_format_name (format));
+    return -1;
 }
 
 // What the first bytes of a file say it is, as "a PNG image"; NULL if

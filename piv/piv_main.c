@@ -426,12 +426,13 @@ main (int argc, char **argv)
         log_info ("cannot save FFTW wisdom to '%s'", o.wisdom);
 
     long total, replaced, invalid;
+    double t_write = util_now ();
     if (s_write (&o, im.a, field, &total, &replaced, &invalid, err, sizeof err) != 0)
         goto fail;
     log_info ("%s: %ld vectors (%ld replaced, %ld invalid); load %.1f ms, plans %.1f ms, "
-              "PIV %.1f ms",
+              "PIV %.1f ms, output %.1f ms",
               path_a, total, replaced, invalid, (t_load - t0) * 1e3, (t_plan - t_load) * 1e3,
-              (t_done - t_plan) * 1e3);
+              (t_done - t_plan) * 1e3, (util_now () - t_write) * 1e3);
     rc = 0;
 fail:
     if (rc && err[0])

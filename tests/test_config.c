@@ -991,6 +991,20 @@ START_TEST (the_calibration_section_is_checked_and_kept_canonical)
 }
 END_TEST
 
+// agent/result_format (issue 18): txt by default, field accepted, nothing else.
+START_TEST (the_result_format_is_txt_or_field)
+{
+    config_t cfg;
+    config_init (&cfg);
+    ck_assert_str_eq (cfg.agent.result_format, "txt");
+    ck_assert_int_eq (s_load (&cfg, "agent\n    result_format = field\n"), 0);
+    ck_assert_str_eq (cfg.agent.result_format, "field");
+    s_refused ("agent\n    result_format = hdf5\n",
+               "value 'hdf5' of 'agent/result_format' in '%s' is not one of its choices: "
+               "expected txt or field");
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1039,6 +1053,7 @@ s_suite (void)
     tcase_add_test (refusals, one_key_is_set_with_the_checks_of_the_file);
     tcase_add_test (refusals, every_program_refuses_a_bad_piv_key_at_start_with_the_same_message);
     tcase_add_test (refusals, the_calibration_section_is_checked_and_kept_canonical);
+    tcase_add_test (refusals, the_result_format_is_txt_or_field);
     suite_add_tcase (suite, refusals);
     return suite;
 }

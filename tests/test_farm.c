@@ -938,6 +938,59 @@ START_TEST (a_mask_rewritten_between_pairs_is_read_again)
 }
 END_TEST
 
+// agent/result_format = field (issue 18): the agent writes <stem>.pvf, the
+// field's binary encoding, which piv_field_decode reads back to the known
+// shift, byte for byte the blob the store keeps; no txt beside it.
+START_TEST (an_agent_writes_binary_fields_where_the_configuration_says)
+{
+    tu_farm_render (&s_farm, 2, "v");
+    tu_farm_conf (&s_farm, "piv", 1, "32,16", "    result_format = field\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "v", 1, 2, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
+    for (int i = 1; i <= 2; i++) {
+        char stem[64], path[4200], txt[4200], err[256];
+        snprintf (stem, sizeof stem, "v_%04d", i);
+        snprintf (path, sizeof path, "%s/results/exp1/%s.pvf", s_farm.dir, stem);
+        snprintf (txt, sizeof txt, "%s/results/exp1/%s.txt", s_farm.dir, stem);
+        ck_assert_msg (access (txt, F_OK) != 0, "'%s' written too", txt);
+        size_t len = 0;
+        unsigned char *bytes = (unsigned char *) tu_slurp (path, &len);
+        ck_assert_msg (bytes != NULL, "no '%s'", path);
+        piv_field_t *f = piv_field_decode (bytes, len, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s: %s", path, err);
+        piv_field_stats_t st;
+        piv_field_stats (f, PIV_FLAG_VALID, &st);
+        ck_assert_msg (fabs (st.mean_u - 3.3) < 0.1 && fabs (st.mean_v + 1.7) < 0.1,
+                       "%s: mean (%.3f, %.3f)", path, st.mean_u, st.mean_v);
+        ck_assert_int_eq (len, 32 + 13 * (size_t) f->nx * f->ny);
+        piv_field_destroy (&f);
+        // The store's blob and path: the same bytes, the .pvf named.
+        char *hex = malloc (2 * len + 1);
+        for (size_t k = 0; k < len; k++)
+            snprintf (hex + 2 * k, 3, "%02X", bytes[k]);
+        char *stored = tu_farm_sql_text (&s_farm,
+                                         "SELECT hex (r.field) FROM results r JOIN pairs p "
+                                         "ON p.id = r.pair WHERE p.stem = '%s'",
+                                         stem);
+        ck_assert_msg (stored && strcmp (stored, hex) == 0, "%s: the store holds another field",
+                       stem);
+        char *named = tu_farm_sql_text (&s_farm,
+                                        "SELECT r.path FROM results r JOIN pairs p "
+                                        "ON p.id = r.pair WHERE p.stem = '%s'",
+                                        stem);
+        ck_assert_msg (named && strstr (named, ".pvf"), "%s: the store names '%s'", stem,
+                       named ? named : "(nothing)");
+        free (named);
+        free (stored);
+        free (hex);
+        free (bytes);
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -956,6 +1009,7 @@ main (void)
     tcase_add_test (tc, an_agent_maps_the_broker_paths_to_its_own_mount);
     tcase_add_test (tc, a_deferred_pair_waits_for_another_agent_without_an_attempt_counted);
     tcase_add_test (tc, a_frame_rewritten_after_its_pair_failed_is_retried_and_after_done_is_kept);
+    tcase_add_test (tc, an_agent_writes_binary_fields_where_the_configuration_says);
     suite_add_tcase (suite, tc);
     // How files arrive: in chunks, touched then filled, in a directory
     // moved in, hard-linked, replaced, deep while the watcher is down.

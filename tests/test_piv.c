@@ -925,6 +925,55 @@ START_TEST (the_noise_metric_sees_jitter_and_outliers)
     ck_assert_int_eq (piv_field_noise (f, &nz), 0);
     ck_assert_int_eq (nz.out, 1);
     ck_assert_msg (nz.noise > 0.05, "noise %.4f px", nz.noise);
+}
+END_TEST
+
+// The txt rows without printf (issue 18): the same bytes as printf's
+// "%.1f %.1f %.4f %.4f %d %.3f\n" for values that test its rounding: exact
+// ties (even and odd), digits carried over, tiny negatives (-0.0000), -0,
+// large, NaN and infinite, and random ones.
+START_TEST (the_text_rows_are_printfs_to_the_byte)
+{
+    static const float special[] = {0.0f, -0.0f, 0.05f, 0.15f, 0.25f, 0.35f, 1.25f, -1.25f,
+                                     2.5f, 0.00005f, -0.00005f, 0.00015f, 0.0005f, 0.99995f,
+                                     9.99995f, -9.99995f, 1e-7f, -1e-7f, 123456.789f, -2048.5f,
+                                     1.5e9f, -3e12f, 1e20f, 16777216.0f, NAN, -NAN, INFINITY,
+                                     -INFINITY, 0.12345f, -0.0625f, 0.03125f, 255.0f};
+    int ns = (int) (sizeof special / sizeof special[0]);
+    int n = ns * 200;
+    piv_field_t *f = piv_field_new (n, 1);
+    srand (7);
+    for (int k = 0; k < n; k++) {
+        float r = (float) rand () / (float) RAND_MAX - 0.5f;
+        float v = k < ns ? special[k] : k % 3 ? r * 40.0f : ldexpf (floorf (r * 65536), -14);
+        f->x[k] = k < ns ? v : (float) (k % 2048) + 0.5f * (k % 3);
+        f->y[k] = -v;
+        f->u[k] = v;
+        f->v[k] = k < ns ? special[(k + 1) % ns] : v * 0.37f;
+        f->peak_ratio[k] = k < ns ? special[(k + 5) % ns] : 1.0f + fabsf (v);
+        f->flags[k] = (uint8_t) (k % 256);
+    }
+    char *mine = NULL, *ref = NULL;
+    size_t mine_len = 0, ref_len = 0;
+    FILE *out = open_memstream (&mine, &mine_len);
+    ck_assert (piv_field_write (f, out, PIV_FORMAT_TXT, NULL) == 0);
+    fclose (out);
+    out = open_memstream (&ref, &ref_len);
+    fprintf (out, "# x y u v flags peak_ratio\n");
+    for (int k = 0; k < n; k++)
+        fprintf (out, "%.1f %.1f %.4f %.4f %d %.3f\n", f->x[k], f->y[k], f->u[k], f->v[k],
+                 f->flags[k], f->peak_ratio[k]);
+    fclose (out);
+    // The first differing line, to say which value went wrong.
+    const char *a = mine, *b = ref;
+    while (*a && *a == *b)
+        a++, b++;
+    while (a > mine && a[-1] != '\n')
+        a--, b--;
+    ck_assert_msg (mine_len == ref_len && memcmp (mine, ref, ref_len) == 0,
+                   "written '%.60s', printf '%.60s'", a, b);
+    free (mine);
+    free (ref);
     piv_field_destroy (&f);
 }
 END_TEST
@@ -997,6 +1046,7 @@ s_suite (void)
     tcase_add_test (api, the_task_settings_text_reads_back_and_bad_text_is_refused);
     tcase_add_test (api, the_configuration_keys_follow_the_engines_rules);
     tcase_add_test (api, a_mask_in_the_task_settings_reads_back_and_a_bad_path_is_refused);
+    tcase_add_test (api, the_text_rows_are_printfs_to_the_byte);
     suite_add_tcase (suite, api);
     TCase *issue17 = tcase_create ("outliers-smoothing-masks");
     tcase_set_timeout (issue17, 120);
