@@ -1,4 +1,4 @@
-// piv_cost.c — section 8 of bench_piv: what a 2048^2 pair costs around the
+// piv_cost.c — section 9 of bench_piv: what a 2048^2 pair costs around the
 // correlation. Loading against read() of the same bytes, with each lever
 // (fresh buffers touched page by page, fresh buffers mapped populated, a
 // loader that keeps its buffers from pair to pair); the one-shot
@@ -430,7 +430,7 @@ cost_section (const piv_image_t *a, const piv_image_t *b, double floor_s, double
     }
     c->single_s = single_s;
     c->reps = reps < 3 ? 3 : reps > COST_MAX_REPS ? COST_MAX_REPS : reps;
-    printf ("\n8. Per-pair cost around the correlation, 2048x2048 (median of %d)\n", c->reps);
+    printf ("\n9. Per-pair cost around the correlation, 2048x2048 (median of %d)\n", c->reps);
     int rc = s_setup (c, a, b);
     if (rc == 0)
         rc = s_load (c);
