@@ -22,6 +22,22 @@
 int piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, double s,
                  int robust, int threads, float *zu, float *zv, double *s_used, float *wout);
 
+// piv.c's pool of threads for one pair (the engine's, made once). Runs fn
+// (arg, first, last, part) over [0, count) split into up to nthreads
+// contiguous parts at once, part 0 in the calling thread; pool NULL: one
+// part, here. Parts differ by at most one item; returns when all are done.
+typedef struct _piv_pool_t piv_pool_t;
+typedef void (piv_part_fn) (void *arg, int first, int last, int part);
+// nthreads - 1 workers (fewer if threads cannot be made); NULL: no memory.
+piv_pool_t *piv_pool_new (int nthreads);
+void piv_pool_destroy (piv_pool_t **pool_p);
+void piv_pool_run (piv_pool_t *pool, int nthreads, int count, piv_part_fn *fn, void *arg);
+
+// As piv_smoothn, the components' transforms on 'pool' (NULL: in turn here).
+int piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const float *w, double s,
+                      int robust, piv_pool_t *pool, float *zu, float *zv, double *s_used,
+                      float *wout);
+
 // piv.c's lock over the FFTW planner (planning is not thread-safe): the
 // smoother plans its cosine transforms under it.
 void piv_fftw_planner_lock (void);
