@@ -182,6 +182,7 @@ struct _piv_t {
     float *def_a, *def_b;             // deformed A and B
     piv_pool_t *pool;                 // nthreads - 1 workers, or NULL
     int phases;                       // PIVFARM_PIV_PHASES: phase times to stderr
+    pthread_mutex_t candidates_lock;  // over work[0] in the median test
 };
 
 piv_t *
@@ -194,6 +195,7 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
     if (!self)
         goto nomem;
     self->settings = *s;
+    pthread_mutex_init (&self->candidates_lock, NULL);
     self->nthreads = s->threads;
     self->phases = getenv ("PIVFARM_PIV_PHASES") != NULL;
     self->maxn = s->passes[0];
@@ -243,6 +245,7 @@ piv_destroy (piv_t **self_p)
     fftwf_free (self->src_b);
     fftwf_free (self->def_a);
     fftwf_free (self->def_b);
+    pthread_mutex_destroy (&self->candidates_lock);
     free (self);
     *self_p = NULL;
 }
@@ -742,14 +745,19 @@ s_corr_rows (void *arg, int first, int last, int thread)
 
 // The median test's candidates for a rejected vector: the next peaks of
 // its window, measured again (rejections are few; keeping every window's
-// peaks would cost more than this).
+// peaks would cost more than this). Called by the test's threads at once:
+// they take turns at the first thread's buffers (few rejections, little
+// waiting).
 static int
 s_candidates (void *arg, long k, float *u, float *v, int max)
 {
     s_corr_job_t *job = arg;
     s_peak_t peaks[PEAKS];
     int count = 0;
-    if (s_measure (job, k, &job->self->work[0], peaks, PEAKS) == 0)
+    pthread_mutex_lock (&job->self->candidates_lock);
+    int measured = s_measure (job, k, &job->self->work[0], peaks, PEAKS) == 0;
+    pthread_mutex_unlock (&job->self->candidates_lock);
+    if (measured)
         for (int q = 1; q < PEAKS && count < max && peaks[q].height > 0; q++) {
             u[count] = peaks[q].dx;
             v[count] = peaks[q].dy;
@@ -1031,8 +1039,8 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         if (s->peak_ratio_min > 0)
             piv_validate_peak_ratio (field, s->peak_ratio_min);
         for (int v = 0; v < s->median_passes; v++)
-            if (piv_validate_median_peaks (field, s->median_eps, s->median_threshold,
-                                           s_candidates, &job) <= 0)
+            if (piv_validate_median_pool (field, s->median_eps, s->median_threshold,
+                                          s_candidates, &job, self->pool, self->nthreads) <= 0)
                 break;
         // The final window size runs again while it still corrects its
         // predictor by more than s->converge px RMS: a flow with strong

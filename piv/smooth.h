@@ -38,6 +38,13 @@ int piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const floa
                       int robust, piv_pool_t *pool, float *zu, float *zv, double *s_used,
                       float *wout);
 
+// piv_validate_median_peaks with the rows of the field tested at once on
+// pool (NULL: here) in up to nthreads parts: the same result; candidates is
+// then called from several threads at once.
+int piv_validate_median_pool (piv_field_t *field, double eps, double threshold,
+                              piv_candidates_fn *candidates, void *arg, piv_pool_t *pool,
+                              int nthreads);
+
 // piv.c's lock over the FFTW planner (planning is not thread-safe): the
 // smoother plans its cosine transforms under it.
 void piv_fftw_planner_lock (void);
