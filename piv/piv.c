@@ -254,10 +254,16 @@ piv_destroy (piv_t **self_p)
 // made once by piv_new and kept until piv_destroy, woken for each parallel
 // step of a pair (some 30 a multipass pair: windows, deformation, the
 // smoother's transforms). Threads made per step cost their creation each
-// time and start on a cold core.
+// time and start on a cold core. A step's items go in chunks of about an
+// eighth of a thread's share, each thread taking the next chunk when done
+// with one: where another process takes part of a core (a shared machine),
+// the other threads do more, instead of all waiting on the slowed one as
+// with one fixed part each.
+#define CHUNKS_PER_THREAD 8
+
 typedef struct {
     piv_pool_t *pool;  // the pool it serves
-    int index;       // its part: 1 .. nworkers
+    int index;         // its thread: 1 .. nworkers
 } s_worker_t;
 
 struct _piv_pool_t {
@@ -270,19 +276,24 @@ struct _piv_pool_t {
     unsigned long step;                    // steps posted so far
     int pending;                           // workers' parts of this step not done
     int stop;                              // 1: the workers leave
-    piv_part_fn *fn;                         // this step's work
+    piv_part_fn *fn;                       // this step's work
     void *arg;                             // its argument
-    int count;                             // items split between the parts
-    int nparts;                            // parts of this step
+    int count;                             // items of this step
+    int nparts;                            // threads on it
+    int chunk;                             // items a chunk
+    int next;                              // the next chunk's first item (atomic)
 };
 
-// Part t of the current step: [count t / nparts, count (t + 1) / nparts).
+// Thread t's share of the current step: chunks taken until none is left.
 static void
 s_pool_part (piv_pool_t *pool, int t)
 {
-    int first = (int) ((long) pool->count * t / pool->nparts);
-    int last = (int) ((long) pool->count * (t + 1) / pool->nparts);
-    pool->fn (pool->arg, first, last, t);
+    int first;
+    while ((first = __atomic_fetch_add (&pool->next, pool->chunk, __ATOMIC_RELAXED))
+           < pool->count) {
+        int last = pool->count - first > pool->chunk ? first + pool->chunk : pool->count;
+        pool->fn (pool->arg, first, last, t);
+    }
 }
 
 static void *
@@ -362,6 +373,9 @@ piv_pool_run (piv_pool_t *pool, int nthreads, int count, piv_part_fn *fn, void *
     pool->arg = arg;
     pool->count = count;
     pool->nparts = nparts;
+    pool->chunk = count / (nparts * CHUNKS_PER_THREAD);
+    pool->chunk = pool->chunk > 0 ? pool->chunk : 1;
+    pool->next = 0;
     pool->pending = nparts - 1;
     pool->step++;
     pthread_cond_broadcast (&pool->go);

@@ -23,9 +23,10 @@ int piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w,
                  int robust, int threads, float *zu, float *zv, double *s_used, float *wout);
 
 // piv.c's pool of threads for one pair (the engine's, made once). Runs fn
-// (arg, first, last, part) over [0, count) split into up to nthreads
-// contiguous parts at once, part 0 in the calling thread; pool NULL: one
-// part, here. Parts differ by at most one item; returns when all are done.
+// (arg, first, last, part) over [0, count) in chunks of contiguous items
+// that up to nthreads threads take in turn, 'part' the thread's index (0:
+// the calling thread; per-thread buffers); pool NULL: fn (arg, 0, count,
+// 0) here. Returns when every item is done.
 typedef struct _piv_pool_t piv_pool_t;
 typedef void (piv_part_fn) (void *arg, int first, int last, int part);
 // nthreads - 1 workers (fewer if threads cannot be made); NULL: no memory.

@@ -124,7 +124,7 @@ piv_validate_median (piv_field_t *field, double eps, double threshold)
 
 // The test of rows [first, last) of a field (piv_validate_median_pool):
 // each vector's verdict in reject (1 rejected, 2 rejected but an other peak
-// passed, taken from alt), rejections counted per part.
+// passed, taken from alt), rejections counted per thread.
 typedef struct {
     piv_field_t *field;              // the field, read only until all rows are tested
     double eps, threshold;           // the test's
@@ -132,7 +132,7 @@ typedef struct {
     void *arg;                       // its argument
     uint8_t *reject;                 // out: verdicts
     float *alt;                      // out: the peaks taken
-    int rejected[PIV_MAX_THREADS];   // out: rejections per part
+    int rejected[PIV_MAX_THREADS];   // out: rejections per thread
 } s_test_t;
 
 static void
@@ -175,7 +175,7 @@ s_test_rows (void *arg, int first, int last, int part)
                     break;
                 }
         }
-    job->rejected[part] = rejected;
+    job->rejected[part] += rejected;
 }
 
 int
