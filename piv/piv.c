@@ -342,9 +342,9 @@ piv_pool_new (int nthreads)
 void
 piv_pool_destroy (piv_pool_t **pool_p)
 {
-    piv_pool_t *pool = *pool_p;
-    if (!pool)
+    if (!pool_p || !*pool_p)
         return;
+    piv_pool_t *pool = *pool_p;
     pthread_mutex_lock (&pool->lock);
     pool->stop = 1;
     pthread_cond_broadcast (&pool->go);
