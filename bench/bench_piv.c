@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <fftw3.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -779,7 +780,8 @@ done:
 // or another process's load falls on both. The machine's other work during
 // a run is measured too: CPU time of the whole system (/proc/stat, steal
 // included) less this process's own, in cores.
-#define MULTI_ROUNDS_MIN 9
+#define MULTI_ROUNDS_MIN 15
+typedef float v4sf_t __attribute__ ((vector_size (16)));
 #define QUIET_CORES 0.25  // a round is quiet when others used less than this
 
 // CPU seconds the system has spent busy (everything but idle and iowait,
@@ -832,6 +834,44 @@ s_median_of (double *v, int n)
     return s_times (v, n).median;
 }
 
+// The machine's own scaling to two threads, for comparison: a loop of
+// arithmetic with no memory traffic and nothing serial, run by one thread
+// then by two at once (each the same loop). 2 x t1 / t2 is 2 when both cores
+// are wholly this process's; less when another process, or the host
+// (virtual CPUs on the two threads of one physical core), takes a share.
+#define SPIN_ITERATIONS 40000000L  // about 100 ms on this VM
+
+// Not inlined: the one-thread run is then the very code each of the two
+// threads runs (inlined into its caller, gcc made it 4 times faster).
+static __attribute__ ((noinline)) void *
+s_spin (void *arg)
+{
+    v4sf_t x = {1, 2, 3, 4}, y = {5, 6, 7, 8};
+    const v4sf_t a = {0.999999f, 0.999999f, 0.999999f, 0.999999f}, b = {1e-7f, 1e-7f, 1e-7f, 1e-7f};
+    for (long i = 0; i < SPIN_ITERATIONS; i++) {
+        x = x * a + b;
+        y = y * a + b;
+    }
+    *(volatile float *) arg = x[0] + y[3];
+    return NULL;
+}
+
+// The wall time of the loop in one thread ('threads' 1) or two at once; -1
+// if the second thread cannot start.
+static double
+s_spin_time (int threads)
+{
+    float out[2];
+    pthread_t tid;
+    double t0 = util_now ();
+    if (threads > 1 && pthread_create (&tid, NULL, s_spin, &out[1]) != 0)
+        return -1;
+    s_spin (&out[0]);
+    if (threads > 1)
+        pthread_join (tid, NULL);
+    return util_now () - t0;
+}
+
 // 4. Multipass with the default settings, 1 and 2 threads in turns. 0, or
 // -1 (logged).
 static int
@@ -847,7 +887,7 @@ s_section_multi (s_bench_t *bench)
     piv_t *engine[2] = {NULL, NULL};
     piv_field_t *field[2] = {NULL, NULL};
     static double t[2][MAX_REPS], others[2][MAX_REPS], ratio[MAX_REPS], load[MAX_REPS];
-    static double quiet[MAX_REPS];
+    static double quiet[MAX_REPS], machine[MAX_REPS], relative[MAX_REPS];
     int rc = -1, nquiet = 0;
     for (int k = 0; k < 2; k++)
         if (!(engine[k] = s_engine ("64,32,16", defaults->deform, 0, k + 1))
@@ -859,7 +899,10 @@ s_section_multi (s_bench_t *bench)
             if (s_multi_run (engine[k], target, &field[k], &t[k][r], &others[k][r]) != 0)
                 goto done;
         }
+        double spin1 = s_spin_time (1), spin2 = s_spin_time (2);
+        machine[r] = spin1 > 0 && spin2 > 0 ? 2 * spin1 / spin2 : -1;
         ratio[r] = t[0][r] / t[1][r];
+        relative[r] = machine[r] > 0 ? ratio[r] / machine[r] : -1;
         load[r] = others[0][r] < 0 || others[1][r] < 0 ? -1
                   : (others[0][r] * t[0][r] + others[1][r] * t[1][r]) / (t[0][r] + t[1][r]);
         if (load[r] >= 0 && load[r] < QUIET_CORES)
@@ -877,7 +920,8 @@ s_section_multi (s_bench_t *bench)
             "  16 px size ran %d time(s) (up to %d, until a run corrects < %g px RMS)\n",
             field[1]->nx, field[1]->ny, bench->nmulti, field[1]->runs,
             defaults->final_iterations, defaults->converge);
-    printf ("  %d rounds of a 1-thread and a 2-thread run in turns (1 2, 2 1, ...); other\n"
+    printf ("  %d rounds: a 1-thread and a 2-thread run in turns (1 2, 2 1, ...), then an\n"
+            "  arithmetic loop in 1 and 2 threads (the machine's own scaling); other\n"
             "  processes' CPU during each round from /proc/stat, in cores of %ld\n",
             rounds, sysconf (_SC_NPROCESSORS_ONLN));
     bench->multi[0] = s_times (t[0], rounds);
@@ -886,6 +930,9 @@ s_section_multi (s_bench_t *bench)
     double others_median = s_median_of (load, rounds), others_max = load[rounds - 1];
     double ratio_median = s_median_of (ratio, rounds), ratio_lo = ratio[0];
     double ratio_hi = ratio[rounds - 1];
+    double machine_median = s_median_of (machine, rounds);
+    double relative_median = s_median_of (relative, rounds), relative_lo = relative[0];
+    double relative_hi = relative[rounds - 1];
     printf ("  %-40s %9s %9s\n", "", "best", "median");
     printf ("  %-40s %9.2f %9.2f  ms   target <= 500 ms\n", "time per pair, 1 thread",
             multi[0].best * 1e3, multi[0].median * 1e3);
@@ -904,6 +951,10 @@ s_section_multi (s_bench_t *bench)
                 "speed-up, quiet rounds (median)", "-", "", QUIET_CORES);
     printf ("  %-40s %9.2f %9.2f  cores (median, most)\n", "other processes' CPU",
             others_median, others_max);
+    printf ("  %-40s %9.2f %9s  x    (2.00: two whole cores; an arithmetic loop)\n",
+            "the machine's own 2-thread scaling", machine_median, "");
+    printf ("  %-40s %9.2f %9s       (spread %.2f-%.2f; 1.00: as the machine scales)\n",
+            "speed-up / the machine's scaling", relative_median, "", relative_lo, relative_hi);
     // The machine's speed drifts (a shared VM: the same FFTs took 75 to 90 ms
     // over one afternoon); the ratio to the floor measured in this run
     // carries from run to run better than milliseconds do.
