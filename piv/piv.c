@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 // ---------------------------------------------------------------------------
@@ -178,6 +180,9 @@ struct _piv_t {
     size_t pixels;                    // capacity of the frame buffers below
     float *src_a, *src_b;             // interpolation sources of A and B
     float *def_a, *def_b;             // deformed A and B
+    piv_pool_t *pool;                 // nthreads - 1 workers, or NULL
+    int phases;                       // PIVFARM_PIV_PHASES: phase times to stderr
+    pthread_mutex_t candidates_lock;  // over work[0] in the median test
 };
 
 piv_t *
@@ -190,7 +195,9 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
     if (!self)
         goto nomem;
     self->settings = *s;
+    pthread_mutex_init (&self->candidates_lock, NULL);
     self->nthreads = s->threads;
+    self->phases = getenv ("PIVFARM_PIV_PHASES") != NULL;
     self->maxn = s->passes[0];
     for (int i = 0; i < s->npasses; i++)
         if (!s_plan_get (s->passes[i])) {
@@ -198,6 +205,8 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
             piv_destroy (&self);
             return NULL;
         }
+    if (self->nthreads > 1 && !(self->pool = piv_pool_new (self->nthreads)))
+        goto nomem;
     int n = self->maxn;
     for (int t = 0; t < self->nthreads; t++) {
         s_work_t *w = &self->work[t];
@@ -223,6 +232,7 @@ piv_destroy (piv_t **self_p)
     if (!self_p || !*self_p)
         return;
     piv_t *self = *self_p;
+    piv_pool_destroy (&self->pool);
     for (int t = 0; t < PIV_MAX_THREADS; t++) {
         fftwf_free (self->work[t].ra);
         fftwf_free (self->work[t].rb);
@@ -235,52 +245,146 @@ piv_destroy (piv_t **self_p)
     fftwf_free (self->src_b);
     fftwf_free (self->def_a);
     fftwf_free (self->def_b);
+    pthread_mutex_destroy (&self->candidates_lock);
     free (self);
     *self_p = NULL;
 }
 
-// Runs fn (arg, first, last, thread) over [0, count) split into contiguous
-// parts, one per thread; the calling thread takes the first part.
-typedef void (s_part_fn) (void *arg, int first, int last, int thread);
+// The engine's threads (piv_pool_t, see smooth.h): nthreads - 1 workers
+// made once by piv_new and kept until piv_destroy, woken for each parallel
+// step of a pair (some 30 a multipass pair: windows, deformation, the
+// smoother's transforms). Threads made per step cost their creation each
+// time and start on a cold core. A step's items go in chunks of about an
+// eighth of a thread's share, each thread taking the next chunk when done
+// with one: where another process takes part of a core (a shared machine),
+// the other threads do more, instead of all waiting on the slowed one as
+// with one fixed part each.
+#define CHUNKS_PER_THREAD 8
 
 typedef struct {
-    s_part_fn *fn;  // what to run
-    void *arg;      // its argument
-    int first;      // part start
-    int last;       // part end (exclusive)
-    int thread;     // index of the thread's buffers
-} s_part_t;
+    piv_pool_t *pool;  // the pool it serves
+    int index;         // its thread: 1 .. nworkers
+} s_worker_t;
+
+struct _piv_pool_t {
+    pthread_mutex_t lock;                  // over everything below
+    pthread_cond_t go;                     // a new step posted, or stop
+    pthread_cond_t done;                   // the last part of a step finished
+    pthread_t tids[PIV_MAX_THREADS];       // workers' threads, [1 .. nworkers]
+    s_worker_t workers[PIV_MAX_THREADS];   // their arguments
+    int nworkers;                          // workers started
+    unsigned long step;                    // steps posted so far
+    int pending;                           // workers' parts of this step not done
+    int stop;                              // 1: the workers leave
+    piv_part_fn *fn;                       // this step's work
+    void *arg;                             // its argument
+    int count;                             // items of this step
+    int nparts;                            // threads on it
+    int chunk;                             // items a chunk
+    int next;                              // the next chunk's first item (atomic)
+};
+
+// Thread t's share of the current step: chunks taken until none is left.
+static void
+s_pool_part (piv_pool_t *pool, int t)
+{
+    int first;
+    while ((first = __atomic_fetch_add (&pool->next, pool->chunk, __ATOMIC_RELAXED))
+           < pool->count) {
+        int last = pool->count - first > pool->chunk ? first + pool->chunk : pool->count;
+        pool->fn (pool->arg, first, last, t);
+    }
+}
 
 static void *
-s_part_run (void *p)
+s_pool_worker (void *p)
 {
-    s_part_t *part = p;
-    part->fn (part->arg, part->first, part->last, part->thread);
+    s_worker_t *worker = p;
+    piv_pool_t *pool = worker->pool;
+    unsigned long seen = 0;
+    pthread_mutex_lock (&pool->lock);
+    while (1) {
+        while (!pool->stop && pool->step == seen)
+            pthread_cond_wait (&pool->go, &pool->lock);
+        if (pool->stop)
+            break;
+        seen = pool->step;
+        if (worker->index >= pool->nparts)
+            continue;
+        pthread_mutex_unlock (&pool->lock);
+        s_pool_part (pool, worker->index);
+        pthread_mutex_lock (&pool->lock);
+        if (--pool->pending == 0)
+            pthread_cond_signal (&pool->done);
+    }
+    pthread_mutex_unlock (&pool->lock);
     return NULL;
 }
 
-static void
-s_parallel (int nthreads, int count, s_part_fn *fn, void *arg)
+piv_pool_t *
+piv_pool_new (int nthreads)
 {
-    s_part_t parts[PIV_MAX_THREADS];
-    pthread_t tids[PIV_MAX_THREADS];
-    int started[PIV_MAX_THREADS] = {0};
-    if (nthreads > count)
-        nthreads = count;
-    if (nthreads < 1)
-        nthreads = 1;
-    for (int t = 0; t < nthreads; t++)
-        parts[t] = (s_part_t) {fn, arg, (int) ((long) count * t / nthreads),
-                               (int) ((long) count * (t + 1) / nthreads), t};
-    for (int t = 1; t < nthreads; t++)
-        started[t] = pthread_create (&tids[t], NULL, s_part_run, &parts[t]) == 0;
-    s_part_run (&parts[0]);
-    // A thread that could not start has its part done here: slower, not wrong.
-    for (int t = 1; t < nthreads; t++)
-        if (started[t])
-            pthread_join (tids[t], NULL);
-        else
-            s_part_run (&parts[t]);
+    piv_pool_t *pool = calloc (1, sizeof *pool);
+    if (!pool)
+        return NULL;
+    pthread_mutex_init (&pool->lock, NULL);
+    pthread_cond_init (&pool->go, NULL);
+    pthread_cond_init (&pool->done, NULL);
+    for (int t = 1; t < nthreads; t++) {
+        pool->workers[t] = (s_worker_t) {pool, t};
+        if (pthread_create (&pool->tids[t], NULL, s_pool_worker, &pool->workers[t]) != 0)
+            break;
+        pool->nworkers = t;
+    }
+    return pool;
+}
+
+void
+piv_pool_destroy (piv_pool_t **pool_p)
+{
+    if (!pool_p || !*pool_p)
+        return;
+    piv_pool_t *pool = *pool_p;
+    pthread_mutex_lock (&pool->lock);
+    pool->stop = 1;
+    pthread_cond_broadcast (&pool->go);
+    pthread_mutex_unlock (&pool->lock);
+    for (int t = 1; t <= pool->nworkers; t++)
+        pthread_join (pool->tids[t], NULL);
+    pthread_cond_destroy (&pool->done);
+    pthread_cond_destroy (&pool->go);
+    pthread_mutex_destroy (&pool->lock);
+    free (pool);
+    *pool_p = NULL;
+}
+
+void
+piv_pool_run (piv_pool_t *pool, int nthreads, int count, piv_part_fn *fn, void *arg)
+{
+    int nparts = nthreads < count ? nthreads : count;
+    if (pool && nparts > pool->nworkers + 1)
+        nparts = pool->nworkers + 1;
+    if (!pool || nparts <= 1) {
+        fn (arg, 0, count, 0);
+        return;
+    }
+    pthread_mutex_lock (&pool->lock);
+    pool->fn = fn;
+    pool->arg = arg;
+    pool->count = count;
+    pool->nparts = nparts;
+    pool->chunk = count / (nparts * CHUNKS_PER_THREAD);
+    pool->chunk = pool->chunk > 0 ? pool->chunk : 1;
+    pool->next = 0;
+    pool->pending = nparts - 1;
+    pool->step++;
+    pthread_cond_broadcast (&pool->go);
+    pthread_mutex_unlock (&pool->lock);
+    s_pool_part (pool, 0);
+    pthread_mutex_lock (&pool->lock);
+    while (pool->pending > 0)
+        pthread_cond_wait (&pool->done, &pool->lock);
+    pthread_mutex_unlock (&pool->lock);
 }
 
 // A regular grid of windows of size n, 'step' apart, centred in w x h.
@@ -655,14 +759,19 @@ s_corr_rows (void *arg, int first, int last, int thread)
 
 // The median test's candidates for a rejected vector: the next peaks of
 // its window, measured again (rejections are few; keeping every window's
-// peaks would cost more than this).
+// peaks would cost more than this). Called by the test's threads at once:
+// they take turns at the first thread's buffers (few rejections, little
+// waiting).
 static int
 s_candidates (void *arg, long k, float *u, float *v, int max)
 {
     s_corr_job_t *job = arg;
     s_peak_t peaks[PEAKS];
     int count = 0;
-    if (s_measure (job, k, &job->self->work[0], peaks, PEAKS) == 0)
+    pthread_mutex_lock (&job->self->candidates_lock);
+    int measured = s_measure (job, k, &job->self->work[0], peaks, PEAKS) == 0;
+    pthread_mutex_unlock (&job->self->candidates_lock);
+    if (measured)
         for (int q = 1; q < PEAKS && count < max && peaks[q].height > 0; q++) {
             u[count] = peaks[q].dx;
             v[count] = peaks[q].dy;
@@ -751,7 +860,7 @@ s_smooth (piv_field_t *f)
 // and valid ones the robust weights call outliers become REPLACED. s > 0
 // fixes the smoothing, 0 leaves it to GCV. 0, or -1 (no memory).
 static int
-s_smooth_pls (piv_field_t *f, double s, int final, int threads)
+s_smooth_pls (piv_field_t *f, double s, int final, piv_pool_t *pool)
 {
     long n = (long) f->nx * f->ny;
     float *w = calloc (3 * (size_t) n, sizeof (float));
@@ -760,7 +869,7 @@ s_smooth_pls (piv_field_t *f, double s, int final, int threads)
     float *zu = w + n, *zv = w + 2 * n;
     for (long k = 0; k < n; k++)
         w[k] = f->flags[k] == PIV_FLAG_VALID;
-    int rc = piv_smoothn (f->nx, f->ny, f->u, f->v, w, s, 1, threads, zu, zv, NULL, NULL);
+    int rc = piv_smoothn_pool (f->nx, f->ny, f->u, f->v, w, s, 1, pool, zu, zv, NULL, NULL);
     for (long k = 0; rc == 0 && k < n; k++) {
         if (final && f->flags[k] == PIV_FLAG_INVALID)
             continue;
@@ -805,6 +914,64 @@ s_reserve (piv_t *self, size_t pixels)
     return 0;
 }
 
+// Phase timers, on when PIVFARM_PIV_PHASES is set (read by piv_new): each
+// pair's time per phase goes to stderr as wall / CPU of all threads / CPU
+// of the calling thread, ms, with the process's page faults so far. The
+// calling thread's CPU against the wall shows what the others wait on.
+enum { PH_GRID, PH_PREP, PH_DEFORM, PH_CORR, PH_VALID, PH_SMOOTH, PH_COUNT };
+
+typedef struct {
+    int on;                  // PIVFARM_PIV_PHASES set
+    double wall[PH_COUNT];   // s per phase
+    double cpu[PH_COUNT];    // CPU s of the process
+    double own[PH_COUNT];    // CPU s of the calling thread
+    double t[3];             // the clocks at the last mark
+    double start;            // wall at the first mark
+} s_phases_t;
+
+static double
+s_clock (clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime (clock, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Ends phase 'which' (-1: starts the first) at the clocks' current values.
+static void
+s_phase (s_phases_t *ph, int which)
+{
+    if (!ph->on)
+        return;
+    double t[3] = {s_clock (CLOCK_MONOTONIC), s_clock (CLOCK_PROCESS_CPUTIME_ID),
+                   s_clock (CLOCK_THREAD_CPUTIME_ID)};
+    if (which < 0)
+        ph->start = t[0];
+    else {
+        ph->wall[which] += t[0] - ph->t[0];
+        ph->cpu[which] += t[1] - ph->t[1];
+        ph->own[which] += t[2] - ph->t[2];
+    }
+    memcpy (ph->t, t, sizeof t);
+}
+
+static void
+s_phases_print (const s_phases_t *ph, int nthreads)
+{
+    static const char *const names[PH_COUNT] = {"grid",  "prepare",    "deform",
+                                                "correlate", "validate", "smooth"};
+    if (!ph->on)
+        return;
+    struct rusage ru;
+    getrusage (RUSAGE_SELF, &ru);
+    fprintf (stderr, "piv phases, %d thread(s): %.1f ms, page faults %ld; wall/cpu/own ms:",
+             nthreads, (s_clock (CLOCK_MONOTONIC) - ph->start) * 1e3, ru.ru_minflt);
+    for (int i = 0; i < PH_COUNT; i++)
+        fprintf (stderr, " %s %.1f/%.1f/%.1f", names[i], ph->wall[i] * 1e3, ph->cpu[i] * 1e3,
+                 ph->own[i] * 1e3);
+    fprintf (stderr, "\n");
+}
+
 piv_field_t *
 piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err, size_t errlen)
 {
@@ -831,6 +998,8 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         snprintf (err, errlen, "cannot deform frames of %dx%d: out of memory", w, h);
         return NULL;
     }
+    s_phases_t ph = {.on = self->phases};
+    s_phase (&ph, -1);
     piv_field_t *prev = NULL;
     int prepared = 0;  // interpolation sources made for this pair
     for (int it = 0; it < iterations; it++) {
@@ -864,29 +1033,34 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             job.predict = deform && (final || s->deform_every_pass) ? PREDICT_DEFORMED
                                                                     : PREDICT_OFFSET;
         }
+        s_phase (&ph, PH_GRID);
         if (job.predict == PREDICT_DEFORMED) {
             if (!prepared) {
                 s_prepare_job_t prep = {self, job.ia, job.ib, w, h};
-                s_parallel (self->nthreads, 2, s_prepare_part, &prep);
+                piv_pool_run (self->pool, self->nthreads, 2, s_prepare_part, &prep);
                 prepared = 1;
+                s_phase (&ph, PH_PREP);
             }
             s_deform_job_t dj = {self, prev, w, h};
-            s_parallel (self->nthreads, h, s_deform_part, &dj);
+            piv_pool_run (self->pool, self->nthreads, h, s_deform_part, &dj);
             if (s->symmetric)
                 job.ia = self->def_a;
             job.ib = self->def_b;
+            s_phase (&ph, PH_DEFORM);
         }
-        s_parallel (self->nthreads, field->ny, s_corr_rows, &job);
+        piv_pool_run (self->pool, self->nthreads, field->ny, s_corr_rows, &job);
+        s_phase (&ph, PH_CORR);
         if (s->peak_ratio_min > 0)
             piv_validate_peak_ratio (field, s->peak_ratio_min);
         for (int v = 0; v < s->median_passes; v++)
-            if (piv_validate_median_peaks (field, s->median_eps, s->median_threshold,
-                                           s_candidates, &job) <= 0)
+            if (piv_validate_median_pool (field, s->median_eps, s->median_threshold,
+                                          s_candidates, &job, self->pool, self->nthreads) <= 0)
                 break;
         // The final window size runs again while it still corrects its
         // predictor by more than s->converge px RMS: a flow with strong
         // gradients needs it, a smooth one does not (and the noise a run
         // adds to the predictor only costs it accuracy).
+        s_phase (&ph, PH_VALID);
         int last = it + 1 == iterations;
         if (it >= s->npasses - 1 && prev && s_correction (field, pred) < s->converge)
             last = 1;
@@ -895,22 +1069,24 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         int pls_pred = s->smooth == PIV_SMOOTH_PREDICTOR || s->smooth == PIV_SMOOTH_BOTH;
         int pls_final = s->smooth == PIV_SMOOTH_FINAL || s->smooth == PIV_SMOOTH_BOTH;
         if (!last && pls_pred)
-            smoothed = s_smooth_pls (field, s->smooth_s, 0, s->threads);
+            smoothed = s_smooth_pls (field, s->smooth_s, 0, self->pool);
         else if (!last && s->smooth_predictor)
             smoothed = s_smooth (field);
         else if (last && pls_final)
-            smoothed = s_smooth_pls (field, s->smooth_s, 1, s->threads);
+            smoothed = s_smooth_pls (field, s->smooth_s, 1, self->pool);
         if (smoothed != 0) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);
             snprintf (err, errlen, "cannot smooth the %d px pass's field: out of memory", n);
             return NULL;
         }
+        s_phase (&ph, PH_SMOOTH);
         field->runs = (prev ? prev->runs : 0) + (it >= s->npasses - 1);
         piv_field_destroy (&prev);
         prev = field;
         if (last)
             break;
     }
+    s_phases_print (&ph, self->nthreads);
     return prev;
 }

@@ -7,7 +7,6 @@
 
 #include <fftw3.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,7 +65,7 @@ typedef struct {
     float *z[2];              // current estimate
     float *tmp;               // scratch
     float *scratch[2][2];     // per component: a transform's input and output
-    int threads;              // 2: the components' transforms in two threads
+    piv_pool_t *pool;         // the components' transforms at once on it, or NULL
     long nof;                 // vectors of non-zero caller weight
 } s_pls_t;
 
@@ -263,10 +262,9 @@ typedef struct {
     double dz, zz;   // phase 1's sums
 } s_half_t;
 
-static void *
-s_half (void *arg)
+static void
+s_half (s_half_t *h)
 {
-    s_half_t *h = arg;
     s_pls_t *p = h->p;
     float *tmp = p->scratch[h->c][0], *out = p->scratch[h->c][1], *z = p->z[h->c];
     if (h->phase == 0) {
@@ -275,7 +273,7 @@ s_half (void *arg)
             tmp[k] = p->w[k] * (y - z[k]) + z[k];
         }
         fftwf_execute_r2r (p->plan->dct, tmp, p->dcty[h->c]);
-        return NULL;
+        return;
     }
     s_apply (p, h->c, h->s, tmp, out);
     h->dz = h->zz = 0;
@@ -285,21 +283,23 @@ s_half (void *arg)
         h->zz += (double) zn * zn;
         z[k] = zn;
     }
-    return NULL;
 }
 
-// Both components' halves, in two threads if the problem says so (a
-// thread that cannot start: its half runs here).
+static void
+s_half_part (void *arg, int first, int last, int part)
+{
+    (void) part;
+    for (int c = first; c < last; c++)
+        s_half ((s_half_t *) arg + c);
+}
+
+// Both components' halves, at once on the pool if there is one: threads
+// kept across the iterations, not made for each (an iteration is two
+// transforms of some 0.5 ms each).
 static void
 s_halves (s_pls_t *p, s_half_t h[2])
 {
-    pthread_t tid;
-    int started = p->threads > 1 && pthread_create (&tid, NULL, s_half, &h[1]) == 0;
-    s_half (&h[0]);
-    if (started)
-        pthread_join (tid, NULL);
-    else
-        s_half (&h[1]);
+    piv_pool_run (p->pool, 2, 2, s_half_part, h);
 }
 
 // The iterations for the current weights: z = idct (gamma dct (w (y - z) +
@@ -326,6 +326,18 @@ int
 piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, double s,
              int robust, int threads, float *zu, float *zv, double *s_used, float *wout)
 {
+    // No pool (no memory): the same result, in one thread.
+    piv_pool_t *pool = threads > 1 ? piv_pool_new (2) : NULL;
+    int rc = piv_smoothn_pool (nx, ny, u, v, w, s, robust, pool, zu, zv, s_used, wout);
+    piv_pool_destroy (&pool);
+    return rc;
+}
+
+int
+piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const float *w, double s,
+                  int robust, piv_pool_t *pool, float *zu, float *zv, double *s_used,
+                  float *wout)
+{
     long n = (long) nx * ny;
     if (n == 1) {
         // One vector: nothing to smooth against.
@@ -343,21 +355,29 @@ piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, dou
     long st = (n + 15) & ~15L;
     float *buf = fftwf_malloc (sizeof (float) * 11 * (size_t) st);
     uint8_t *known = malloc ((size_t) n);
-    if (!plan || !buf || !known) {
+    double *eig = malloc ((size_t) (nx + ny) * sizeof (double));
+    if (!plan || !buf || !known || !eig) {
         fftwf_free (buf);
         free (known);
+        free (eig);
         return -1;
     }
     p.w = buf, p.lambda2 = buf + st, p.dcty[0] = buf + 2 * st, p.dcty[1] = buf + 3 * st;
     p.z[0] = buf + 4 * st, p.z[1] = buf + 5 * st, p.tmp = buf + 6 * st;
     p.scratch[0][0] = buf + 7 * st, p.scratch[0][1] = buf + 8 * st;
     p.scratch[1][0] = buf + 9 * st, p.scratch[1][1] = buf + 10 * st;
-    p.threads = threads;
+    p.pool = pool;
     int weighted = 0;
+    // The Laplacian's eigenvalues per axis, once each rather than once per
+    // vector: the same values, less of the serial work.
+    for (int i = 0; i < nx; i++)
+        eig[i] = -2 + 2 * cos (M_PI * i / nx);
+    for (int j = 0; j < ny; j++)
+        eig[nx + j] = -2 + 2 * cos (M_PI * j / ny);
     for (int j = 0; j < ny; j++)
         for (int i = 0; i < nx; i++) {
             long k = (long) j * nx + i;
-            double l = (-2 + 2 * cos (M_PI * i / nx)) + (-2 + 2 * cos (M_PI * j / ny));
+            double l = eig[i] + eig[nx + j];
             p.lambda2[k] = (float) (l * l);
             p.w[k] = w ? (w[k] > 0 ? w[k] : 0) : 1;
             p.nof += p.w[k] > 0;
@@ -392,5 +412,6 @@ piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, dou
         memcpy (wout, p.w, (size_t) n * sizeof (float));
     fftwf_free (buf);
     free (known);
+    free (eig);
     return 0;
 }

@@ -22,6 +22,30 @@
 int piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, double s,
                  int robust, int threads, float *zu, float *zv, double *s_used, float *wout);
 
+// piv.c's pool of threads for one pair (the engine's, made once). Runs fn
+// (arg, first, last, part) over [0, count) in chunks of contiguous items
+// that up to nthreads threads take in turn, 'part' the thread's index (0:
+// the calling thread; per-thread buffers); pool NULL: fn (arg, 0, count,
+// 0) here. Returns when every item is done.
+typedef struct _piv_pool_t piv_pool_t;
+typedef void (piv_part_fn) (void *arg, int first, int last, int part);
+// nthreads - 1 workers (fewer if threads cannot be made); NULL: no memory.
+piv_pool_t *piv_pool_new (int nthreads);
+void piv_pool_destroy (piv_pool_t **pool_p);
+void piv_pool_run (piv_pool_t *pool, int nthreads, int count, piv_part_fn *fn, void *arg);
+
+// As piv_smoothn, the components' transforms on 'pool' (NULL: in turn here).
+int piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const float *w, double s,
+                      int robust, piv_pool_t *pool, float *zu, float *zv, double *s_used,
+                      float *wout);
+
+// piv_validate_median_peaks with the rows of the field tested at once on
+// pool (NULL: here) in up to nthreads parts: the same result; candidates is
+// then called from several threads at once.
+int piv_validate_median_pool (piv_field_t *field, double eps, double threshold,
+                              piv_candidates_fn *candidates, void *arg, piv_pool_t *pool,
+                              int nthreads);
+
 // piv.c's lock over the FFTW planner (planning is not thread-safe): the
 // smoother plans its cosine transforms under it.
 void piv_fftw_planner_lock (void);

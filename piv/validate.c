@@ -3,6 +3,7 @@
 // replacement of rejected vectors by the median of their valid neighbours.
 
 #include "piv/piv.h"
+#include "piv/smooth.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -121,23 +122,28 @@ piv_validate_median (piv_field_t *field, double eps, double threshold)
     return piv_validate_median_peaks (field, eps, threshold, NULL, NULL);
 }
 
-int
-piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
-                           piv_candidates_fn *candidates, void *arg)
+// The test of rows [first, last) of a field (piv_validate_median_pool):
+// each vector's verdict in reject (1 rejected, 2 rejected but an other peak
+// passed, taken from alt), rejections counted per thread.
+typedef struct {
+    piv_field_t *field;              // the field, read only until all rows are tested
+    double eps, threshold;           // the test's
+    piv_candidates_fn *candidates;   // NULL, or the other peaks
+    void *arg;                       // its argument
+    uint8_t *reject;                 // out: verdicts
+    float *alt;                      // out: the peaks taken
+    int rejected[PIV_MAX_THREADS];   // out: rejections per thread
+} s_test_t;
+
+static void
+s_test_rows (void *arg, int first, int last, int part)
 {
-    piv_field_t *f = field;
-    long n = (long) f->nx * f->ny;
-    uint8_t *reject = calloc ((size_t) n, 1);
-    float *alt = candidates ? malloc (2 * (size_t) n * sizeof (float)) : NULL;
-    if (!reject || (candidates && !alt)) {
-        free (reject);
-        free (alt);
-        return -1;
-    }
+    s_test_t *job = arg;
+    const piv_field_t *f = job->field;
     int rejected = 0;
     // Test every valid vector against its neighbours as measured; a rejected
     // one may still pass with another peak of its window...
-    for (int j = 0; j < f->ny; j++)
+    for (int j = first; j < last; j++)
         for (int i = 0; i < f->nx; i++) {
             long k = (long) j * f->nx + i;
             float nu[MAX_NEIGHBOURS], nv[MAX_NEIGHBOURS], ru[MAX_NEIGHBOURS], rv[MAX_NEIGHBOURS];
@@ -152,33 +158,61 @@ piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
                 ru[c] = fabsf (nu[c] - mu);
                 rv[c] = fabsf (nv[c] - mv);
             }
-            float rmu = s_median (ru, count), rmv = s_median (rv, count), e = (float) eps;
-            if (s_residual (f->u[k], f->v[k], mu, mv, rmu, rmv, e) <= threshold)
+            float rmu = s_median (ru, count), rmv = s_median (rv, count), e = (float) job->eps;
+            if (s_residual (f->u[k], f->v[k], mu, mv, rmu, rmv, e) <= job->threshold)
                 continue;
-            reject[k] = 1;
+            job->reject[k] = 1;
             rejected++;
             float cu[4], cv[4];
-            int nc = candidates ? candidates (arg, k, cu, cv, 4) : 0;
+            int nc = job->candidates ? job->candidates (job->arg, k, cu, cv, 4) : 0;
             for (int a = 0; a < nc; a++)
-                if (s_residual (cu[a], cv[a], mu, mv, rmu, rmv, e) <= threshold) {
+                if (s_residual (cu[a], cv[a], mu, mv, rmu, rmv, e) <= job->threshold) {
                     // Taken after the whole field is tested, so that every
                     // vector is judged against its neighbours as measured.
-                    alt[2 * k] = cu[a];
-                    alt[2 * k + 1] = cv[a];
-                    reject[k] = 2;
+                    job->alt[2 * k] = cu[a];
+                    job->alt[2 * k + 1] = cv[a];
+                    job->reject[k] = 2;
                     break;
                 }
         }
+    job->rejected[part] += rejected;
+}
+
+int
+piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
+                           piv_candidates_fn *candidates, void *arg)
+{
+    return piv_validate_median_pool (field, eps, threshold, candidates, arg, NULL, 1);
+}
+
+int
+piv_validate_median_pool (piv_field_t *field, double eps, double threshold,
+                          piv_candidates_fn *candidates, void *arg, piv_pool_t *pool,
+                          int nthreads)
+{
+    piv_field_t *f = field;
+    long n = (long) f->nx * f->ny;
+    s_test_t job = {f, eps, threshold, candidates, arg, calloc ((size_t) n, 1),
+                    candidates ? malloc (2 * (size_t) n * sizeof (float)) : NULL, {0}};
+    if (!job.reject || (candidates && !job.alt)) {
+        free (job.reject);
+        free (job.alt);
+        return -1;
+    }
+    piv_pool_run (pool, nthreads, f->ny, s_test_rows, &job);
+    int rejected = 0;
+    for (int t = 0; t < PIV_MAX_THREADS; t++)
+        rejected += job.rejected[t];
     for (long k = 0; k < n; k++)
-        if (reject[k] == 2) {
-            f->u[k] = alt[2 * k];
-            f->v[k] = alt[2 * k + 1];
-            reject[k] = 0;
+        if (job.reject[k] == 2) {
+            f->u[k] = job.alt[2 * k];
+            f->v[k] = job.alt[2 * k + 1];
+            job.reject[k] = 0;
         }
     // ...the others are replaced from the neighbours that passed.
-    s_replace (f, reject);
-    free (reject);
-    free (alt);
+    s_replace (f, job.reject);
+    free (job.reject);
+    free (job.alt);
     return rejected;
 }
 

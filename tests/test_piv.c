@@ -1006,6 +1006,144 @@ START_TEST (the_smoothing_and_validation_keys_read_back_and_bad_values_are_refus
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Issue 18: threads on one pair
+
+// An engine of 'threads' threads with the defaults, passes 64,32,16 and
+// smoothing 'smooth'.
+static piv_t *
+s_threaded_engine (int threads, piv_smooth_t smooth)
+{
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    char err[256] = "";
+    ck_assert_msg (piv_settings_set_passes (&settings, "64,32,16", err, sizeof err) == 0, "%s",
+                   err);
+    settings.threads = threads;
+    settings.smooth = smooth;
+    piv_t *piv = piv_new (&settings, err, sizeof err);
+    ck_assert_msg (piv != NULL, "%s", err);
+    return piv;
+}
+
+// Asserts two fields equal to the bit: grid, vectors, flags.
+static void
+s_assert_same_field (const piv_field_t *a, const piv_field_t *b, const char *what)
+{
+    ck_assert_msg (a->nx == b->nx && a->ny == b->ny, "%s: grids differ", what);
+    size_t n = (size_t) a->nx * a->ny;
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg (a->u[k] == b->u[k] && a->v[k] == b->v[k] && a->flags[k] == b->flags[k],
+                       "%s: vector %zu is (%.6f, %.6f) flag %d against (%.6f, %.6f) flag %d",
+                       what, k, a->u[k], a->v[k], a->flags[k], b->u[k], b->v[k], b->flags[k]);
+    ck_assert_msg (memcmp (a->peak_ratio, b->peak_ratio, n * sizeof (float)) == 0,
+                   "%s: peak ratios differ", what);
+}
+
+// One engine per thread count keeps its threads from pair to pair: two
+// different pairs in turn, each field the same to the bit as a fresh
+// one-thread engine's, with the smoother on the predictor and the final
+// field (both use the engine's threads), on a frame whose rows of windows
+// do not split evenly between the threads.
+START_TEST (one_two_and_four_threads_give_the_same_fields_pair_after_pair)
+{
+    piv_flow_t flow1, flow2;
+    piv_image_t *a1, *b1, *a2, *b2;
+    s_pair ("lamb-oseen:5,30", 456, &flow1, &a1, &b1);
+    s_pair ("sine:2,96", 456, &flow2, &a2, &b2);
+    char err[256] = "";
+    piv_smooth_t modes[2] = {PIV_SMOOTH_FINAL, PIV_SMOOTH_BOTH};
+    for (int m = 0; m < 2; m++) {
+        piv_t *one = s_threaded_engine (1, modes[m]);
+        piv_field_t *ref1 = piv_process (one, a1, b1, err, sizeof err);
+        ck_assert_msg (ref1 != NULL, "%s", err);
+        piv_field_t *ref2 = piv_process (one, a2, b2, err, sizeof err);
+        ck_assert_msg (ref2 != NULL, "%s", err);
+        piv_destroy (&one);
+        int counts[2] = {2, 4};
+        for (int c = 0; c < 2; c++) {
+            piv_t *piv = s_threaded_engine (counts[c], modes[m]);
+            for (int round = 0; round < 2; round++) {
+                char what[64];
+                snprintf (what, sizeof what, "%d threads, smooth %s, round %d", counts[c],
+                          piv_smooth_name (modes[m]), round);
+                piv_field_t *f1 = piv_process (piv, a1, b1, err, sizeof err);
+                ck_assert_msg (f1 != NULL, "%s", err);
+                piv_field_t *f2 = piv_process (piv, a2, b2, err, sizeof err);
+                ck_assert_msg (f2 != NULL, "%s", err);
+                s_assert_same_field (f1, ref1, what);
+                s_assert_same_field (f2, ref2, what);
+                piv_field_destroy (&f1);
+                piv_field_destroy (&f2);
+            }
+            piv_destroy (&piv);
+        }
+        piv_field_destroy (&ref1);
+        piv_field_destroy (&ref2);
+    }
+    piv_image_destroy (&a1);
+    piv_image_destroy (&b1);
+    piv_image_destroy (&a2);
+    piv_image_destroy (&b2);
+}
+END_TEST
+
+// More threads than rows of windows or pixels to share: the extra threads
+// idle, the field is the one-thread field; engines with threads made and
+// destroyed again and again (with or without a pair processed) neither
+// hang nor fail.
+START_TEST (more_threads_than_rows_and_engines_made_again_and_again)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:2.3,-1.2", 64, &flow, &a, &b);
+    piv_t *engine = s_threaded_engine (1, PIV_SMOOTH_FINAL);
+    char err[256] = "";
+    piv_field_t *one = piv_process (engine, a, b, err, sizeof err);
+    ck_assert_msg (one != NULL, "%s", err);
+    piv_destroy (&engine);
+    for (int round = 0; round < 20; round++) {
+        piv_t *piv = s_threaded_engine (8, PIV_SMOOTH_FINAL);
+        if (round % 2) {
+            piv_field_t *many = piv_process (piv, a, b, err, sizeof err);
+            ck_assert_msg (many != NULL, "%s", err);
+            s_assert_same_field (many, one, "8 threads on a 64 px frame");
+            piv_field_destroy (&many);
+        }
+        piv_destroy (&piv);
+    }
+    piv_field_destroy (&one);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+// The smoother alone: its two components in one thread or two, the same
+// surfaces and weights to the bit (robust weights, a hole, GCV).
+START_TEST (the_smoother_gives_the_same_surface_in_one_or_two_threads)
+{
+    piv_field_t *f = s_noisy_field ();
+    int n = f->nx * f->ny;
+    float *w = malloc (n * sizeof (float)), *z = malloc (6 * n * sizeof (float));
+    float *w1 = malloc (n * sizeof (float)), *w2 = malloc (n * sizeof (float));
+    for (int k = 0; k < n; k++)
+        w[k] = k % 17 == 3 ? 0 : 1;
+    f->u[5 * f->nx + 9] += 5;
+    double s1 = 0, s2 = 0;
+    ck_assert_int_eq (piv_smoothn (f->nx, f->ny, f->u, f->v, w, 0, 1, 1, z, z + n, &s1, w1), 0);
+    ck_assert_int_eq (
+        piv_smoothn (f->nx, f->ny, f->u, f->v, w, 0, 1, 2, z + 2 * n, z + 3 * n, &s2, w2), 0);
+    ck_assert (s1 == s2);
+    ck_assert (memcmp (z, z + 2 * n, 2 * n * sizeof (float)) == 0);
+    ck_assert (memcmp (w1, w2, n * sizeof (float)) == 0);
+    free (w);
+    free (z);
+    free (w1);
+    free (w2);
+    piv_field_destroy (&f);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1056,6 +1194,9 @@ s_suite (void)
     tcase_add_test (issue17, the_real_pairs_are_less_noisy_than_openpiv_windef);
     tcase_add_test (issue17, the_noise_metric_sees_jitter_and_outliers);
     tcase_add_test (issue17, the_smoothing_and_validation_keys_read_back_and_bad_values_are_refused);
+    tcase_add_test (issue17, one_two_and_four_threads_give_the_same_fields_pair_after_pair);
+    tcase_add_test (issue17, more_threads_than_rows_and_engines_made_again_and_again);
+    tcase_add_test (issue17, the_smoother_gives_the_same_surface_in_one_or_two_threads);
     suite_add_tcase (suite, issue17);
     return suite;
 }
