@@ -237,19 +237,22 @@ s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
     s_after (self, identity, &ack);
 }
 
-static void s_ingest_one (broker_t *self, zsock_t *reader);
+static int s_ingest_one (broker_t *self, zsock_t *reader);
 
 // Up to this many messages are read per wake-up of the reactor: under load
 // one poll per message would cost more than the message.
 #define BATCH 256
 
-// Handles up to BATCH waiting messages of 'reader' with 'one', then commits
-// early if the group has grown large.
+// Handles up to BATCH waiting messages of 'reader' with 'one' (0: one was
+// read, -1: none waits), then commits early if the group has grown large.
+// The reader's receive timeout is 0 (s_bind): a read that finds nothing
+// says so at once, and a message waiting costs no system call, where
+// asking ZMQ_EVENTS before each read cost two (poll, getpid) a message.
 static void
-s_drain (broker_t *self, zsock_t *reader, void (*one) (broker_t *, zsock_t *))
+s_drain (broker_t *self, zsock_t *reader, int (*one) (broker_t *, zsock_t *))
 {
-    for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
-        one (self, reader);
+    for (int i = 0; i < BATCH && one (self, reader) == 0; i++)
+        ;
     if (store_uncommitted (self->store) > 5000)
         s_commit (self);
 }
@@ -271,13 +274,18 @@ s_ingest_warn (broker_t *self, zframe_t *identity, const char *why)
     free (peer);
 }
 
-static void
+static int
 s_ingest_one (broker_t *self, zsock_t *reader)
 {
     zframe_t *identity = NULL;
     proto_msg_t msg;
     char err[512], key[64];
     int rc = proto_recv_from (reader, &identity, key, sizeof key, &msg, err, sizeof err);
+    if (rc == -2) {
+        proto_msg_release (&msg);
+        zframe_destroy (&identity);
+        return -1;  // nothing waits (or interrupted)
+    }
     if (rc == -1)
         s_ingest_warn (self, identity, err);
     // With CURVE, only keys of clients/watchers/ feed the farm.
@@ -298,15 +306,16 @@ s_ingest_one (broker_t *self, zsock_t *reader)
     }
     proto_msg_release (&msg);
     zframe_destroy (&identity);
+    return 0;
 }
 
 // ---------------------------------------------------------------------------
 // Peers: who may do what (doc/security.md, "Threat model")
 
-static void
+static int
 s_work_one (broker_t *self, zsock_t *reader)
 {
-    dispatch_work_one (self->dispatch, reader);
+    return dispatch_work_one (self->dispatch, reader);
 }
 
 static int
@@ -314,6 +323,8 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     broker_t *self = arg;
+    // Whoever subscribed before these results came gets them.
+    publish_subscriptions (self->publish_sock);
     s_drain (self, reader, s_work_one);
     dispatch_now (self->dispatch);
     return 0;
@@ -563,6 +574,9 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
     zcert_destroy (&cert);
     if (!self->publish_sock)
         return -1;
+    // Drained until a read finds nothing (s_drain).
+    zsock_set_rcvtimeo (self->ingest_sock, 0);
+    zsock_set_rcvtimeo (self->work_sock, 0);
     results_set_publish (self->results, self->publish_sock);
     dispatch_set_sockets (self->dispatch, self->work_sock, self->publish_sock);
     zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);

@@ -939,7 +939,7 @@ s_work_msg (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     }
 }
 
-void
+int
 dispatch_work_one (dispatch_t *self, zsock_t *reader)
 {
     zframe_t *identity = NULL;
@@ -953,7 +953,7 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
                            err);
         zframe_destroy (&identity);
         proto_msg_release (&msg);
-        return;
+        return rc == -2 ? -1 : 0;
     }
     // With CURVE, only keys of clients/agents/ use work, and only while
     // their certificate is there: a revoked agent is forgotten (its tasks
@@ -966,12 +966,13 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
             s_agent_forget (self, agent, "has a key no longer admitted");
         proto_msg_release (&msg);
         zframe_destroy (&identity);
-        return;
+        return 0;
     }
     for (size_t i = 0; i < proto_count (&msg); i++)
         s_work_msg (self, identity, key, proto_at (&msg, i));
     proto_msg_release (&msg);
     zframe_destroy (&identity);
+    return 0;
 }
 
 

@@ -69,8 +69,9 @@ void dispatch_now (dispatch_t *self);
 // A RECORDED the commit let go: into its agent's next batch, or sent now.
 void dispatch_recorded (dispatch_t *self, zframe_t *identity, proto_msg_t *msg);
 
-// One message of the work socket (alone or a BATCH), read from 'reader'.
-void dispatch_work_one (dispatch_t *self, zsock_t *reader);
+// One message of the work socket (alone or a BATCH), read from 'reader'
+// (whose receive timeout is 0). 0 when one was read, -1 when none waits.
+int dispatch_work_one (dispatch_t *self, zsock_t *reader);
 // The heartbeat: HEARTBEAT to each live agent, the silent ones dropped
 // (presumed dead, their tasks back in the queue), the deadlines checked.
 void dispatch_heartbeat (dispatch_t *self, int64_t now);
