@@ -37,6 +37,18 @@
 // is resent by the protocol (ACK, RECORDED); agents stay below it by credit.
 #define HWM 1000
 
+// The FILE events of the open transaction, acknowledged after its commit:
+// their sequence numbers in arrival order, each with the watcher that sent
+// it (an index into 'who', one routing id a run of events from one
+// watcher). Arrays that grow, not an allocation an event.
+typedef struct {
+    uint64_t *seqs;    // sequence numbers
+    uint32_t *owner;   // ... and the index in 'who' of their sender
+    size_t n, room;
+    zframe_t **who;    // senders' routing ids (owned)
+    size_t nwho, whoroom;
+} s_acks_t;
+
 // What the reactor itself owns: the sockets and the loop, the store and
 // the commit's state (what waits for it, whether the last one failed), and
 // the stages, each with its own state (doc/design.md, "broker/").
@@ -52,7 +64,8 @@ struct _broker_t {
     zsock_t *control_sock;    // ROUTER: pivctl, the status page
     zsock_t *publish_sock;    // PUB: results, state
     zlistx_t *fresh;          // task_t of the open transaction: queued after commit
-    zlistx_t *after;          // messages sent after the next commit
+    zlistx_t *after;          // RECORDED sent after the next commit
+    s_acks_t acks;            // FILE events acknowledged after the next commit
     int store_failed;         // the last commit failed: acknowledge nothing
     char store_why[512];      // why it failed, for the status
     peers_t *peers;           // who may do what: keys, roles, refusals logged
@@ -83,8 +96,79 @@ s_after_destroy (s_after_t **self_p)
     *self_p = NULL;
 }
 
+// Queues the ACK of FILE event 'seq' from 'identity' for after the next
+// commit. 0, or -1 without memory (not acknowledged: the watcher resends).
+static int
+s_ack_add (s_acks_t *a, zframe_t *identity, uint64_t seq)
+{
+    if (a->n == a->room) {
+        size_t room = a->room ? 2 * a->room : 1024;
+        uint64_t *seqs = realloc (a->seqs, room * sizeof *seqs);
+        if (seqs)
+            a->seqs = seqs;
+        uint32_t *owner = seqs ? realloc (a->owner, room * sizeof *owner) : NULL;
+        if (!owner)
+            return -1;
+        a->owner = owner, a->room = room;
+    }
+    if (a->nwho == 0 || !zframe_eq (a->who[a->nwho - 1], identity)) {
+        if (a->nwho == a->whoroom) {
+            size_t room = a->whoroom ? 2 * a->whoroom : 64;
+            zframe_t **who = realloc (a->who, room * sizeof *who);
+            if (!who)
+                return -1;
+            a->who = who, a->whoroom = room;
+        }
+        if (!(a->who[a->nwho] = zframe_dup (identity)))
+            return -1;
+        a->nwho++;
+    }
+    a->seqs[a->n] = seq;
+    a->owner[a->n++] = (uint32_t) (a->nwho - 1);
+    return 0;
+}
+
+// Forgets the ACKs queued (sent, or dropped with a failed commit).
+static void
+s_acks_purge (s_acks_t *a)
+{
+    for (size_t i = 0; i < a->nwho; i++)
+        zframe_destroy (&a->who[i]);
+    a->n = a->nwho = 0;
+}
+
+static void
+s_acks_free (s_acks_t *a)
+{
+    s_acks_purge (a);
+    free (a->seqs), free (a->owner), free (a->who);
+    memset (a, 0, sizeof *a);
+}
+
+// Sends the ACKs queued, those of one watcher together, PROTO_MAX_ACK
+// sequence numbers a message. A message a watcher cannot take now is
+// dropped: it resends its events.
+static void
+s_acks_send (s_acks_t *a, zsock_t *ingest)
+{
+    proto_msg_t ack = {.command = PROTO_ACK};
+    uint64_t seqs[PROTO_MAX_ACK];
+    ack.seqs = seqs;
+    for (size_t i = 0; i < a->n; i++) {
+        if (ack.count
+            && (a->owner[i] != a->owner[i - 1] || ack.count == PROTO_MAX_ACK)) {
+            proto_send (&ack, a->who[a->owner[i - 1]], ingest);
+            ack.count = 0;
+        }
+        seqs[ack.count++] = a->seqs[i];
+    }
+    if (ack.count)
+        proto_send (&ack, a->who[a->owner[a->n - 1]], ingest);
+    s_acks_purge (a);
+}
+
 // Queues msg (whose strings the queue takes over) for 'identity' after the
-// next commit: ACK on ingest, RECORDED on work.
+// next commit: RECORDED on work.
 static void
 s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
@@ -161,7 +245,7 @@ s_commit (broker_t *self)
 {
     char err[512];
     if (store_uncommitted (self->store) == 0 && zlistx_size (self->after) == 0
-        && zlistx_size (self->fresh) == 0)
+        && self->acks.n == 0 && zlistx_size (self->fresh) == 0)
         return 0;
     if (store_commit (self->store, err, sizeof err) != 0) {
         if (!self->store_failed)
@@ -170,34 +254,18 @@ s_commit (broker_t *self)
         snprintf (self->store_why, sizeof self->store_why, "%s", err);
         // What waited for this commit is dropped: its senders will resend.
         zlistx_purge (self->after);
+        s_acks_purge (&self->acks);
         s_resync (self);
         return -1;
     }
     if (self->store_failed)
         log_notice ("commits work again");
     self->store_failed = 0;
-    // ACKs of one watcher go together, PROTO_MAX_ACK sequence numbers a
-    // message. A message a peer cannot take now is dropped: the watcher
-    // resends its events, the agent its results.
-    proto_msg_t ack = {.command = PROTO_ACK};
-    uint64_t seqs[PROTO_MAX_ACK];
-    zframe_t *to = NULL;
-    ack.seqs = seqs;
-    for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after)) {
-        if (a->msg.command != PROTO_ACK) {
-            // RECORDED goes with the agent's next TASKs (dispatch_now).
-            dispatch_recorded (self->dispatch, a->identity, &a->msg);
-            continue;
-        }
-        if (to && (!zframe_eq (to, a->identity) || ack.count == PROTO_MAX_ACK)) {
-            proto_send (&ack, to, self->ingest_sock);
-            ack.count = 0;
-        }
-        to = a->identity;
-        seqs[ack.count++] = a->msg.seqs[0];
-    }
-    if (to && ack.count)
-        proto_send (&ack, to, self->ingest_sock);
+    s_acks_send (&self->acks, self->ingest_sock);
+    // RECORDED goes with the agent's next TASKs (dispatch_now); one the
+    // agent cannot take now is dropped: it resends its result.
+    for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after))
+        dispatch_recorded (self->dispatch, a->identity, &a->msg);
     zlistx_purge (self->after);
     task_t *task;
     int64_t now = util_time_ns ();
@@ -229,12 +297,7 @@ s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
     if (ingest_file_event (self->ingest, self->clocks, identity, msg) != 0)
         return;
-    proto_msg_t ack = {.command = PROTO_ACK, .count = 1};
-    ack.seqs = malloc (sizeof (uint64_t));
-    if (!ack.seqs)
-        return;
-    ack.seqs[0] = msg->seq;
-    s_after (self, identity, &ack);
+    s_ack_add (&self->acks, identity, msg->seq);
 }
 
 static int s_ingest_one (broker_t *self, zsock_t *reader);
@@ -677,6 +740,7 @@ broker_destroy (broker_t **self_p)
     dispatch_destroy (&self->dispatch);
     zlistx_destroy (&self->fresh);
     zlistx_destroy (&self->after);
+    s_acks_free (&self->acks);
     ingest_destroy (&self->ingest);
     results_destroy (&self->results);
     stats_destroy (&self->stats);
