@@ -432,22 +432,26 @@ s_agent_forget (dispatch_t *self, agent_rec_t *agent, const char *reason)
 // 30 s; 10 minutes before it has any (a slow agent's first large fields
 // must not be taken from it).
 static int64_t
-s_deadline_ns (dispatch_t *self, const agent_rec_t *agent)
+s_deadline_ns (dispatch_t *self, agent_rec_t *agent)
 {
     if (self->cfg->broker.task_deadline_ms > 0)
         return (int64_t) self->cfg->broker.task_deadline_ms * 1000000;
     if (agent->computes == 0)
         return (int64_t) 600 * 1000000000;
-    int64_t sorted[COMPUTE_KEPT];
-    int n = agent->computes;
-    memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
-    for (int i = 1; i < n; i++)  // a few values: insertion sort
-        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-            int64_t t = sorted[j];
-            sorted[j] = sorted[j - 1];
-            sorted[j - 1] = t;
-        }
-    int64_t deadline = 10 * sorted[n / 2];
+    if (agent->median_ns < 0) {
+        // Sorted once per new result, not once per task given.
+        int64_t sorted[COMPUTE_KEPT];
+        int n = agent->computes;
+        memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
+        for (int i = 1; i < n; i++)  // a few values: insertion sort
+            for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+                int64_t t = sorted[j];
+                sorted[j] = sorted[j - 1];
+                sorted[j - 1] = t;
+            }
+        agent->median_ns = sorted[n / 2];
+    }
+    int64_t deadline = 10 * agent->median_ns;
     int64_t floor = (int64_t) 30 * 1000000000;
     return deadline > floor ? deadline : floor;
 }
@@ -459,6 +463,7 @@ s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
     if (!agent || msg->time_ns <= 0)
         return;
     agent->compute_ns[agent->compute_next] = msg->time_ns;
+    agent->median_ns = -1;
     agent->compute_next = (agent->compute_next + 1) % COMPUTE_KEPT;
     if (agent->computes < COMPUTE_KEPT)
         agent->computes++;
