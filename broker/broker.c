@@ -37,17 +37,20 @@
 // is resent by the protocol (ACK, RECORDED); agents stay below it by credit.
 #define HWM 1000
 
-// The FILE events of the open transaction, acknowledged after its commit:
-// their sequence numbers in arrival order, each with the watcher that sent
-// it (an index into 'who', one routing id a run of events from one
-// watcher). Arrays that grow, not an allocation an event.
+// Answers that wait for the commit of the open transaction: the ACKs of
+// its FILE events (a sequence number each) or the RECORDED of its results
+// (a pair and an attempt each), in arrival order, each with the peer to
+// answer (an index into 'who': a routing id is kept once for the entries
+// of a peer that come close together). Arrays that grow, not allocations
+// an answer.
 typedef struct {
-    uint64_t *seqs;    // sequence numbers
-    uint32_t *owner;   // ... and the index in 'who' of their sender
+    uint64_t *a;       // sequence number, or pair
+    uint32_t *b;       // 0, or attempt
+    uint32_t *owner;   // index in 'who' of the peer
     size_t n, room;
-    zframe_t **who;    // senders' routing ids (owned)
+    zframe_t **who;    // peers' routing ids (owned)
     size_t nwho, whoroom;
-} s_acks_t;
+} s_replies_t;
 
 // What the reactor itself owns: the sockets and the loop, the store and
 // the commit's state (what waits for it, whether the last one failed), and
@@ -64,8 +67,8 @@ struct _broker_t {
     zsock_t *control_sock;    // ROUTER: pivctl, the status page
     zsock_t *publish_sock;    // PUB: results, state
     zlistx_t *fresh;          // task_t of the open transaction: queued after commit
-    zlistx_t *after;          // RECORDED sent after the next commit
-    s_acks_t acks;            // FILE events acknowledged after the next commit
+    s_replies_t acks;         // FILE events acknowledged after the next commit
+    s_replies_t recorded;     // results (and failures) said RECORDED after it
     int store_failed;         // the last commit failed: acknowledge nothing
     char store_why[512];      // why it failed, for the status
     peers_t *peers;           // who may do what: keys, roles, refusals logged
@@ -79,108 +82,82 @@ struct _broker_t {
     int rebuild_timer;        // the statistics' rebuild runs (its timer id), or 0
 };
 
-// A message to send once the open transaction is committed.
-typedef struct {
-    zframe_t *identity;  // to whom
-    proto_msg_t msg;     // what
-} s_after_t;
-
-static void
-s_after_destroy (s_after_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    zframe_destroy (&(*self_p)->identity);
-    proto_msg_release (&(*self_p)->msg);
-    free (*self_p);
-    *self_p = NULL;
-}
-
-// Queues the ACK of FILE event 'seq' from 'identity' for after the next
-// commit. 0, or -1 without memory (not acknowledged: the watcher resends).
+// Queues an answer (a, b) to 'identity' for after the next commit. 0, or
+// -1 without memory (not answered: the peer sends again).
 static int
-s_ack_add (s_acks_t *a, zframe_t *identity, uint64_t seq)
+s_reply_add (s_replies_t *r, zframe_t *identity, uint64_t a, uint32_t b)
 {
-    if (a->n == a->room) {
-        size_t room = a->room ? 2 * a->room : 1024;
-        uint64_t *seqs = realloc (a->seqs, room * sizeof *seqs);
-        if (seqs)
-            a->seqs = seqs;
-        uint32_t *owner = seqs ? realloc (a->owner, room * sizeof *owner) : NULL;
-        if (!owner)
+    if (r->n == r->room) {
+        size_t room = r->room ? 2 * r->room : 1024;
+        uint64_t *pa = realloc (r->a, room * sizeof *pa);
+        if (pa)
+            r->a = pa;
+        uint32_t *pb = pa ? realloc (r->b, room * sizeof *pb) : NULL;
+        if (pb)
+            r->b = pb;
+        uint32_t *po = pb ? realloc (r->owner, room * sizeof *po) : NULL;
+        if (!po)
             return -1;
-        a->owner = owner, a->room = room;
+        r->owner = po, r->room = room;
     }
-    if (a->nwho == 0 || !zframe_eq (a->who[a->nwho - 1], identity)) {
-        if (a->nwho == a->whoroom) {
-            size_t room = a->whoroom ? 2 * a->whoroom : 64;
-            zframe_t **who = realloc (a->who, room * sizeof *who);
+    // The peer among the last few kept (agents' results interleave).
+    size_t w = r->nwho, last = r->nwho > 8 ? r->nwho - 8 : 0;
+    while (w > last && !zframe_eq (r->who[w - 1], identity))
+        w--;
+    if (w == last) {
+        if (r->nwho == r->whoroom) {
+            size_t room = r->whoroom ? 2 * r->whoroom : 64;
+            zframe_t **who = realloc (r->who, room * sizeof *who);
             if (!who)
                 return -1;
-            a->who = who, a->whoroom = room;
+            r->who = who, r->whoroom = room;
         }
-        if (!(a->who[a->nwho] = zframe_dup (identity)))
+        if (!(r->who[r->nwho] = zframe_dup (identity)))
             return -1;
-        a->nwho++;
+        w = ++r->nwho;
     }
-    a->seqs[a->n] = seq;
-    a->owner[a->n++] = (uint32_t) (a->nwho - 1);
+    r->a[r->n] = a;
+    r->b[r->n] = b;
+    r->owner[r->n++] = (uint32_t) (w - 1);
     return 0;
 }
 
-// Forgets the ACKs queued (sent, or dropped with a failed commit).
+// Forgets the answers queued (sent, or dropped with a failed commit).
 static void
-s_acks_purge (s_acks_t *a)
+s_replies_purge (s_replies_t *r)
 {
-    for (size_t i = 0; i < a->nwho; i++)
-        zframe_destroy (&a->who[i]);
-    a->n = a->nwho = 0;
+    for (size_t i = 0; i < r->nwho; i++)
+        zframe_destroy (&r->who[i]);
+    r->n = r->nwho = 0;
 }
 
 static void
-s_acks_free (s_acks_t *a)
+s_replies_free (s_replies_t *r)
 {
-    s_acks_purge (a);
-    free (a->seqs), free (a->owner), free (a->who);
-    memset (a, 0, sizeof *a);
+    s_replies_purge (r);
+    free (r->a), free (r->b), free (r->owner), free (r->who);
+    memset (r, 0, sizeof *r);
 }
 
 // Sends the ACKs queued, those of one watcher together, PROTO_MAX_ACK
 // sequence numbers a message. A message a watcher cannot take now is
 // dropped: it resends its events.
 static void
-s_acks_send (s_acks_t *a, zsock_t *ingest)
+s_acks_send (s_replies_t *r, zsock_t *ingest)
 {
     proto_msg_t ack = {.command = PROTO_ACK};
     uint64_t seqs[PROTO_MAX_ACK];
     ack.seqs = seqs;
-    for (size_t i = 0; i < a->n; i++) {
-        if (ack.count
-            && (a->owner[i] != a->owner[i - 1] || ack.count == PROTO_MAX_ACK)) {
-            proto_send (&ack, a->who[a->owner[i - 1]], ingest);
+    for (size_t i = 0; i < r->n; i++) {
+        if (ack.count && (r->owner[i] != r->owner[i - 1] || ack.count == PROTO_MAX_ACK)) {
+            proto_send (&ack, r->who[r->owner[i - 1]], ingest);
             ack.count = 0;
         }
-        seqs[ack.count++] = a->seqs[i];
+        seqs[ack.count++] = r->a[i];
     }
     if (ack.count)
-        proto_send (&ack, a->who[a->owner[a->n - 1]], ingest);
-    s_acks_purge (a);
-}
-
-// Queues msg (whose strings the queue takes over) for 'identity' after the
-// next commit: RECORDED on work.
-static void
-s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
-{
-    s_after_t *after = calloc (1, sizeof *after);
-    if (!after) {
-        proto_msg_release (msg);
-        return;
-    }
-    after->identity = zframe_dup (identity);
-    after->msg = *msg;
-    memset (msg, 0, sizeof *msg);
-    zlistx_add_end (self->after, after);
+        proto_send (&ack, r->who[r->owner[r->n - 1]], ingest);
+    s_replies_purge (r);
 }
 
 // ---------------------------------------------------------------------------
@@ -244,8 +221,8 @@ static int
 s_commit (broker_t *self)
 {
     char err[512];
-    if (store_uncommitted (self->store) == 0 && zlistx_size (self->after) == 0
-        && self->acks.n == 0 && zlistx_size (self->fresh) == 0)
+    if (store_uncommitted (self->store) == 0 && self->recorded.n == 0 && self->acks.n == 0
+        && zlistx_size (self->fresh) == 0)
         return 0;
     if (store_commit (self->store, err, sizeof err) != 0) {
         if (!self->store_failed)
@@ -253,8 +230,8 @@ s_commit (broker_t *self)
         self->store_failed = 1;
         snprintf (self->store_why, sizeof self->store_why, "%s", err);
         // What waited for this commit is dropped: its senders will resend.
-        zlistx_purge (self->after);
-        s_acks_purge (&self->acks);
+        s_replies_purge (&self->recorded);
+        s_replies_purge (&self->acks);
         s_resync (self);
         return -1;
     }
@@ -264,9 +241,13 @@ s_commit (broker_t *self)
     s_acks_send (&self->acks, self->ingest_sock);
     // RECORDED goes with the agent's next TASKs (dispatch_now); one the
     // agent cannot take now is dropped: it resends its result.
-    for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after))
-        dispatch_recorded (self->dispatch, a->identity, &a->msg);
-    zlistx_purge (self->after);
+    for (size_t i = 0; i < self->recorded.n; i++) {
+        proto_msg_t ok = {.command = PROTO_RECORDED,
+                          .pair = self->recorded.a[i],
+                          .attempt = self->recorded.b[i]};
+        dispatch_recorded (self->dispatch, self->recorded.who[self->recorded.owner[i]], &ok);
+    }
+    s_replies_purge (&self->recorded);
     task_t *task;
     int64_t now = util_time_ns ();
     while ((task = zlistx_detach (self->fresh, NULL)))
@@ -297,7 +278,7 @@ s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
     if (ingest_file_event (self->ingest, self->clocks, identity, msg) != 0)
         return;
-    s_ack_add (&self->acks, identity, msg->seq);
+    s_reply_add (&self->acks, identity, msg->seq, 0);
 }
 
 static int s_ingest_one (broker_t *self, zsock_t *reader);
@@ -508,7 +489,10 @@ s_storage_dispatch (void *arg)
 static void
 s_dispatch_after (void *arg, zframe_t *identity, proto_msg_t *msg)
 {
-    s_after (arg, identity, msg);
+    // RECORDED: its pair and attempt are all that is kept.
+    broker_t *self = arg;
+    s_reply_add (&self->recorded, identity, msg->pair, msg->attempt);
+    proto_msg_release (msg);
 }
 
 static int
@@ -667,15 +651,13 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->started_ns = util_time_ns ();
     broker_settings_format (cfg, self->settings, sizeof self->settings);
     self->fresh = zlistx_new ();
-    self->after = zlistx_new ();
     self->loop = zloop_new ();
     self->peers = peers_new ();
-    if (!self->fresh || !self->after || !self->loop || !self->peers) {
+    if (!self->fresh || !self->loop || !self->peers) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
     zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
-    zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
     if (s_stages_new (self, err, errlen) || s_load (self, err, errlen)
         || s_sockets_new (self, err, errlen))
         goto fail;
@@ -739,8 +721,8 @@ broker_destroy (broker_t **self_p)
     peers_destroy (&self->peers);
     dispatch_destroy (&self->dispatch);
     zlistx_destroy (&self->fresh);
-    zlistx_destroy (&self->after);
-    s_acks_free (&self->acks);
+    s_replies_free (&self->recorded);
+    s_replies_free (&self->acks);
     ingest_destroy (&self->ingest);
     results_destroy (&self->results);
     stats_destroy (&self->stats);

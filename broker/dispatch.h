@@ -30,8 +30,8 @@ typedef struct {
     zlistx_t *fresh;       // the reactor's: task_t queued once the open transaction commits
     peers_t *peers;        // agents' keys checked, refusals logged
     void *arg;             // for the callbacks:
-    // Sends msg (whose strings it takes over) to 'identity' after the next
-    // commit (RECORDED).
+    // Sends msg, a RECORDED (its pair and attempt; its strings are freed),
+    // to 'identity' after the next commit.
     void (*after) (void *arg, zframe_t *identity, proto_msg_t *msg);
     // 1 while new work is held back (the store failed, the guard pauses).
     int (*held) (void *arg);
