@@ -36,6 +36,7 @@
 #define FILE_BATCH 64         // FILE events a message, as a watcher sends one wake-up's
 #define HISTORY_COMMIT 10000  // history pairs per commit
 #define POLL_S 0.05           // the store is read this often during a run
+#define STATS_S 1.0           // the broker's statistics checkpoint (broker/stats_ms default)
 #define STALL_S 3.0           // no ACK for this long: the outstanding ones are lost
 #define GIVE_UP_S 60.0        // no progress at all for this long: the run failed
 #define START_S 300.0         // at most this long for the broker to open its store
@@ -87,7 +88,10 @@ bf_stat_t bf_stat (double *v, int n, int rate);
 double bf_quantile (const double *sorted, int n, double p);
 void bf_memory (pid_t pid, long *hwm_kb, long *rss_kb);
 double bf_cpu (pid_t pid);
+double bf_cpu_thread (pid_t pid, pid_t tid);  // one thread's (tid 0: all of pid's), s
 double bf_cpu_self (void);
+double bf_cpu_thread_self (void);  // the calling thread's, s
+double bf_cpu_host (void);  // every process's on this machine (/proc/stat, busy), s
 void bf_rmtree (const char *path);
 void bf_rm_stores (const char *path);
 int bf_move_db (const char *from, const char *to);
@@ -159,8 +163,10 @@ typedef struct {
     double window_rates[MAX_WINDOWS];  // pairs recorded in each whole 1 s window
     int nwindows;           // whole windows (the last, partial one left out)
     double broker_cpu_s;    // CPU time over the run: the broker,
+    double broker_main_cpu_s;  // ... of which its reactor (main) thread,
     double agents_cpu_s;    // the agents,
     double self_cpu_s;      // this process (the watcher's part)
+    double host_cpu_s;      // every process on the machine (the others: the rest)
     long hwm_kb, rss_kb;    // the broker's peak and final resident memory
 } bf_cycle_t;
 
@@ -190,6 +196,7 @@ enum {
     S_CALL_PAIR,        // store_pair_add
     S_CALL_DISPATCH,    // store_pair_dispatch
     S_CALL_RESULT,      // store_pair_result
+    S_CALL_STATS,       // store_stats_save marking the results counted, spread over the pairs
     S_CALL_COMMIT,      // store_commit, spread over the pairs
     S_CALLS
 };
@@ -199,7 +206,7 @@ extern const char *const bf_call_names[S_CALLS];
 
 double bf_write_pairs (const char *db, const char *exp_name, int npairs, int every,
                        double commit_s, int64_t *last_event, double calls[S_CALLS],
-                       double *event_s);
+                       double *event_s, double *cpu_us);
 int bf_section_history (const bf_run_t *run);
 
 // ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -17,20 +18,24 @@
 // The same writes, timed, are also the store's ceiling for section 1.
 
 const char *const bf_call_names[S_CALLS] = {
-    "store_file_add x2, files arriving", "store_pair_add", "store_pair_dispatch", "store_pair_result", "store_commit (share)"};
+    "store_file_add x2, files arriving", "store_pair_add", "store_pair_dispatch", "store_pair_result",
+    "store_stats_save, results counted (share)", "store_commit (share)"};
 
 // Writes npairs DONE pairs of experiment 'exp_name' into the store at 'db'
 // (created if absent) with the calls the broker makes for one pair: both
 // files recorded as they arrive, the pair, its dispatch and its result. Commits every
 // 'every' pairs, or, with every 0, whenever commit_s has passed since the
-// last commit (as the broker's timer does). *last_event: the id of a marker
+// last commit (as the broker's timer does), and then also marks the results
+// counted every STATS_S, as the broker's statistics checkpoint does for
+// results without a field (broker/stats.c). *last_event: the id of a marker
 // event appended at the end, where later readers can start; calls (if not
 // NULL): s per pair by call, and *event_s the cost of one event row alone
 // (store_event with a payload like a file's, the same commits), of which
-// each pair's calls write five. Returns pairs/s, or -1.
+// each pair's calls write five; *cpu_us (if not NULL): this thread's CPU
+// per pair over the same time. Returns pairs/s, or -1.
 double
 bf_write_pairs (const char *db, const char *exp_name, int npairs, int every, double commit_s,
-               int64_t *last_event, double calls[S_CALLS], double *event_s)
+               int64_t *last_event, double calls[S_CALLS], double *event_s, double *cpu_us)
 {
     char err[ERRLEN];
     store_t *store = store_new (db, STORE_DURABILITY_FULL, err, sizeof err);
@@ -39,7 +44,16 @@ bf_write_pairs (const char *db, const char *exp_name, int npairs, int every, dou
         return -1;
     }
     double spent[S_CALLS] = {0};
-    double t0 = util_now (), last_commit = t0;
+    double cpu0 = bf_cpu_thread_self ();
+    double t0 = util_now (), last_commit = t0, last_stats = t0;
+    // The results the next statistics checkpoint marks counted.
+    int64_t *marks = every ? NULL : malloc ((size_t) (npairs > 0 ? npairs : 1) * sizeof *marks);
+    size_t nmarks = 0;
+    if (!every && !marks) {
+        log_error ("cannot write pairs to '%s': out of memory", db);
+        store_destroy (&store);
+        return -1;
+    }
     int64_t now = util_time_ns ();
     int64_t exp = store_experiment (store, exp_name, now);
     store_result_t result = {.mean_u = 3.3,
@@ -74,19 +88,31 @@ bf_write_pairs (const char *db, const char *exp_name, int npairs, int every, dou
         if (attempt < 0
             || store_pair_result (store, pair, attempt, "history", &result, now, &recorded) != 0)
             goto fail;
-        t[4] = t[5] = util_now ();
-        int due = every ? (i + 1) % every == 0 : t[4] - last_commit >= commit_s;
+        t[4] = t[5] = t[6] = util_now ();
+        if (marks) {
+            marks[nmarks++] = pair;
+            if (t[4] - last_stats >= STATS_S || i == npairs - 1) {
+                store_stats_t counted = {.experiment = exp};
+                if (store_stats_save (store, &counted, marks, nmarks, now) != 0)
+                    goto fail;
+                nmarks = 0;
+                last_stats = t[5] = t[6] = util_now ();
+            }
+        }
+        int due = every ? (i + 1) % every == 0 : t[5] - last_commit >= commit_s;
         if (due) {
             if (store_commit (store, err, sizeof err) != 0) {
                 log_error ("%s", err);
                 goto fail_quiet;
             }
-            last_commit = t[5] = util_now ();
+            last_commit = t[6] = util_now ();
         }
         for (int c = 0; c < S_CALLS; c++)
             spent[c] += t[c + 1] - t[c];
     }
     double rate = npairs / (util_now () - t0);
+    if (cpu_us)
+        *cpu_us = (bf_cpu_thread_self () - cpu0) / npairs * 1e6;
     if (event_s) {
         double t1 = util_now ();
         last_commit = t1;
@@ -111,6 +137,7 @@ bf_write_pairs (const char *db, const char *exp_name, int npairs, int every, dou
     if (last < 0 || store_commit (store, err, sizeof err) != 0)
         goto fail;
     store_destroy (&store);
+    free (marks);
     if (last_event)
         *last_event = last;
     if (calls)
@@ -121,6 +148,7 @@ fail:
     log_error ("cannot write pairs to '%s': %s", db, store_error (store));
 fail_quiet:
     store_destroy (&store);
+    free (marks);
     return -1;
 }
 
@@ -185,7 +213,7 @@ bf_section_history (const bf_run_t *run)
     double t0 = util_now ();
     int64_t history_events = 0;
     if (bf_write_pairs (history_db, "history", run->history_pairs, HISTORY_COMMIT, 0,
-                       &history_events, NULL, NULL)
+                       &history_events, NULL, NULL, NULL)
         < 0)
         return -1;
     double build_s = util_now () - t0;

@@ -212,8 +212,17 @@ bf_memory (pid_t pid, long *hwm_kb, long *rss_kb)
 double
 bf_cpu (pid_t pid)
 {
+    return bf_cpu_thread (pid, 0);
+}
+
+double
+bf_cpu_thread (pid_t pid, pid_t tid)
+{
     char path[64], buf[1024];
-    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    if (tid)
+        snprintf (path, sizeof path, "/proc/%d/task/%d/stat", (int) pid, (int) tid);
+    else
+        snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
     FILE *f = fopen (path, "r");
     if (!f)
         return -1;
@@ -238,6 +247,31 @@ bf_cpu_self (void)
 {
     struct rusage ru;
     getrusage (RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec
+           + ru.ru_stime.tv_usec * 1e-6;
+}
+
+double
+bf_cpu_host (void)
+{
+    FILE *f = fopen ("/proc/stat", "r");
+    if (!f)
+        return -1;
+    // cpu  user nice system idle iowait irq softirq steal ...
+    unsigned long long v[8] = {0};
+    int n = fscanf (f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                    &v[4], &v[5], &v[6], &v[7]);
+    fclose (f);
+    if (n < 7)
+        return -1;
+    return (double) (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double) sysconf (_SC_CLK_TCK);
+}
+
+double
+bf_cpu_thread_self (void)
+{
+    struct rusage ru;
+    getrusage (RUSAGE_THREAD, &ru);
     return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec
            + ru.ru_stime.tv_usec * 1e-6;
 }

@@ -4,7 +4,8 @@
 // what a pair must leave behind (two files unique by name, the pair unique
 // by stem with its state, one attempt opened and closed, one result) and
 // nothing else; FLOOR_* add the event rows, foreign keys, the indexes
-// that keep start-up independent of history, and the state reads. WAL,
+// that keep start-up independent of history, the state reads, and the
+// statistics' row of each result until a checkpoint (every second) counts it. WAL,
 // synchronous FULL, one commit every 2 ms, as the broker. bench_farm
 // prints the figures beside the broker's.
 //
@@ -52,7 +53,8 @@ static const char s_schema[] =
     "CREATE TABLE results (pair INTEGER PRIMARY KEY %s, attempt INT, agent TEXT, mean_u REAL,"
     " mean_v REAL, nx INT, ny INT, compute_ns INT, path TEXT, field BLOB, recorded_ns INT);"
     "CREATE TABLE events (id INTEGER PRIMARY KEY, ts_ns INT, kind TEXT, experiment INT,"
-    " pair INT, payload TEXT);";
+    " pair INT, payload TEXT);"
+    "CREATE TABLE uncounted (pair INTEGER PRIMARY KEY);";
 
 // As store.c keeps start-up independent of history.
 static const char s_startup[] =
@@ -63,7 +65,7 @@ static const char s_startup[] =
 
 enum {
     S_FILE, S_PAIR, S_DISPATCH, S_ATTEMPT, S_RESULT, S_DONE, S_CLOSE, S_EVENT, S_PAIRED,
-    S_STATE, S_STMTS
+    S_STATE, S_UNCOUNTED, S_COUNTED, S_STMTS
 };
 
 static const char *const s_sql[S_STMTS] = {
@@ -84,6 +86,9 @@ static const char *const s_sql[S_STMTS] = {
                 " VALUES (?1, ?2, 1, ?3, ?4)",
     [S_PAIRED] = "UPDATE files SET paired = paired + 1 WHERE id = ?1",
     [S_STATE] = "SELECT state, experiment, attempts FROM pairs WHERE id = ?1",
+    [S_UNCOUNTED] = "INSERT INTO uncounted (pair) VALUES (?1)",
+    [S_COUNTED] = "DELETE FROM uncounted WHERE pair = ?1"
+                  " AND (SELECT experiment FROM pairs WHERE id = ?1) = 1",
 };
 
 // Steps stmt to its end and resets it; 0, or -1.
@@ -162,6 +167,24 @@ s_pair (sqlite3 *db, sqlite3_stmt **stmts, int flags, int i, sqlite3_int64 ts)
         if (events && s_event (stmts[S_EVENT], kinds[k], ts, pair, file[0], stem))
             return -1;
     }
+    if (flags & FLOOR_STATS) {
+        sqlite3_bind_int64 (stmts[S_UNCOUNTED], 1, pair);
+        if (s_run (stmts[S_UNCOUNTED]))
+            return -1;
+    }
+    return 0;
+}
+
+// The statistics' checkpoint: the results since the last one marked
+// counted, pairs 'from' to 'to'. 0, or -1.
+static int
+s_counted (sqlite3_stmt *stmt, sqlite3_int64 from, sqlite3_int64 to)
+{
+    for (sqlite3_int64 pair = from; pair <= to; pair++) {
+        sqlite3_bind_int64 (stmt, 1, pair);
+        if (s_run (stmt))
+            return -1;
+    }
     return 0;
 }
 
@@ -195,7 +218,8 @@ floor_measure (const char *path, int npairs, int flags, double *cpu_us, double *
     for (int i = 0; i < S_STMTS; i++)
         if (sqlite3_prepare_v2 (db, s_sql[i], -1, &stmts[i], NULL) != SQLITE_OK)
             goto done;
-    double cpu0 = s_cpu (), t0 = s_now (), last = t0;
+    double cpu0 = s_cpu (), t0 = s_now (), last = t0, last_stats = t0;
+    sqlite3_int64 unmarked = 1;  // the first pair no checkpoint marked yet (ids from 1)
     sqlite3_int64 ts = 1700000000000000000LL;
     if (sqlite3_exec (db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         goto done;
@@ -203,6 +227,12 @@ floor_measure (const char *path, int npairs, int flags, double *cpu_us, double *
         ts += 1000;
         if (s_pair (db, stmts, flags, i, ts))
             goto done;
+        if ((flags & FLOOR_STATS) && (s_now () - last_stats >= 1.0 || i == npairs - 1)) {
+            if (s_counted (stmts[S_COUNTED], unmarked, i + 1))
+                goto done;
+            unmarked = i + 2;
+            last_stats = s_now ();
+        }
         if (s_now () - last >= 0.002) {
             if (sqlite3_exec (db, "COMMIT; BEGIN", NULL, NULL, NULL) != SQLITE_OK)
                 goto done;

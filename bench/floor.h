@@ -14,6 +14,7 @@
 #define FLOOR_FK        2   // foreign keys declared and enforced
 #define FLOOR_STARTUP   4   // files' pair counts, partial indexes of waiting work
 #define FLOOR_READS     8   // the pair's state read before dispatch and result
+#define FLOOR_STATS     16  // the result uncounted until a checkpoint a second marks it
 int floor_measure (const char *path, int npairs, int flags, double *cpu_us, double *wall_us);
 
 #endif

@@ -37,6 +37,21 @@
 // is resent by the protocol (ACK, RECORDED); agents stay below it by credit.
 #define HWM 1000
 
+// Answers that wait for the commit of the open transaction: the ACKs of
+// its FILE events (a sequence number each) or the RECORDED of its results
+// (a pair and an attempt each), in arrival order, each with the peer to
+// answer (an index into 'who': a routing id is kept once for the entries
+// of a peer that come close together). Arrays that grow, not allocations
+// an answer.
+typedef struct {
+    uint64_t *a;       // sequence number, or pair
+    uint32_t *b;       // 0, or attempt
+    uint32_t *owner;   // index in 'who' of the peer
+    size_t n, room;
+    zframe_t **who;    // peers' routing ids (owned)
+    size_t nwho, whoroom;
+} s_replies_t;
+
 // What the reactor itself owns: the sockets and the loop, the store and
 // the commit's state (what waits for it, whether the last one failed), and
 // the stages, each with its own state (doc/design.md, "broker/").
@@ -52,7 +67,8 @@ struct _broker_t {
     zsock_t *control_sock;    // ROUTER: pivctl, the status page
     zsock_t *publish_sock;    // PUB: results, state
     zlistx_t *fresh;          // task_t of the open transaction: queued after commit
-    zlistx_t *after;          // messages sent after the next commit
+    s_replies_t acks;         // FILE events acknowledged after the next commit
+    s_replies_t recorded;     // results (and failures) said RECORDED after it
     int store_failed;         // the last commit failed: acknowledge nothing
     char store_why[512];      // why it failed, for the status
     peers_t *peers;           // who may do what: keys, roles, refusals logged
@@ -66,37 +82,82 @@ struct _broker_t {
     int rebuild_timer;        // the statistics' rebuild runs (its timer id), or 0
 };
 
-// A message to send once the open transaction is committed.
-typedef struct {
-    zframe_t *identity;  // to whom
-    proto_msg_t msg;     // what
-} s_after_t;
-
-static void
-s_after_destroy (s_after_t **self_p)
+// Queues an answer (a, b) to 'identity' for after the next commit. 0, or
+// -1 without memory (not answered: the peer sends again).
+static int
+s_reply_add (s_replies_t *r, zframe_t *identity, uint64_t a, uint32_t b)
 {
-    if (!self_p || !*self_p)
-        return;
-    zframe_destroy (&(*self_p)->identity);
-    proto_msg_release (&(*self_p)->msg);
-    free (*self_p);
-    *self_p = NULL;
+    if (r->n == r->room) {
+        size_t room = r->room ? 2 * r->room : 1024;
+        uint64_t *pa = realloc (r->a, room * sizeof *pa);
+        if (pa)
+            r->a = pa;
+        uint32_t *pb = pa ? realloc (r->b, room * sizeof *pb) : NULL;
+        if (pb)
+            r->b = pb;
+        uint32_t *po = pb ? realloc (r->owner, room * sizeof *po) : NULL;
+        if (!po)
+            return -1;
+        r->owner = po, r->room = room;
+    }
+    // The peer among the last few kept (agents' results interleave).
+    size_t w = r->nwho, last = r->nwho > 8 ? r->nwho - 8 : 0;
+    while (w > last && !zframe_eq (r->who[w - 1], identity))
+        w--;
+    if (w == last) {
+        if (r->nwho == r->whoroom) {
+            size_t room = r->whoroom ? 2 * r->whoroom : 64;
+            zframe_t **who = realloc (r->who, room * sizeof *who);
+            if (!who)
+                return -1;
+            r->who = who, r->whoroom = room;
+        }
+        if (!(r->who[r->nwho] = zframe_dup (identity)))
+            return -1;
+        w = ++r->nwho;
+    }
+    r->a[r->n] = a;
+    r->b[r->n] = b;
+    r->owner[r->n++] = (uint32_t) (w - 1);
+    return 0;
 }
 
-// Queues msg (whose strings the queue takes over) for 'identity' after the
-// next commit: ACK on ingest, RECORDED on work.
+// Forgets the answers queued (sent, or dropped with a failed commit).
 static void
-s_after (broker_t *self, zframe_t *identity, proto_msg_t *msg)
+s_replies_purge (s_replies_t *r)
 {
-    s_after_t *after = calloc (1, sizeof *after);
-    if (!after) {
-        proto_msg_release (msg);
-        return;
+    for (size_t i = 0; i < r->nwho; i++)
+        zframe_destroy (&r->who[i]);
+    r->n = r->nwho = 0;
+}
+
+static void
+s_replies_free (s_replies_t *r)
+{
+    s_replies_purge (r);
+    free (r->a), free (r->b), free (r->owner), free (r->who);
+    memset (r, 0, sizeof *r);
+}
+
+// Sends the ACKs queued, those of one watcher together, PROTO_MAX_ACK
+// sequence numbers a message. A message a watcher cannot take now is
+// dropped: it resends its events.
+static void
+s_acks_send (s_replies_t *r, zsock_t *ingest)
+{
+    proto_msg_t ack = {.command = PROTO_ACK};
+    uint64_t seqs[PROTO_MAX_ACK];
+    ack.seqs = seqs;
+    for (size_t i = 0; i < r->n; i++) {
+        if (ack.count && (r->owner[i] != r->owner[i - 1] || ack.count == PROTO_MAX_ACK)) {
+            proto_send (&ack, r->who[r->owner[i - 1]], ingest);
+            ack.count = 0;
+        }
+        seqs[ack.count++] = r->a[i];
     }
-    after->identity = zframe_dup (identity);
-    after->msg = *msg;
-    memset (msg, 0, sizeof *msg);
-    zlistx_add_end (self->after, after);
+    if (ack.count)
+        proto_send (&ack, r->who[r->owner[r->n - 1]], ingest);
+    s_replies_purge (r);
 }
 
 // ---------------------------------------------------------------------------
@@ -160,7 +221,7 @@ static int
 s_commit (broker_t *self)
 {
     char err[512];
-    if (store_uncommitted (self->store) == 0 && zlistx_size (self->after) == 0
+    if (store_uncommitted (self->store) == 0 && self->recorded.n == 0 && self->acks.n == 0
         && zlistx_size (self->fresh) == 0)
         return 0;
     if (store_commit (self->store, err, sizeof err) != 0) {
@@ -169,36 +230,24 @@ s_commit (broker_t *self)
         self->store_failed = 1;
         snprintf (self->store_why, sizeof self->store_why, "%s", err);
         // What waited for this commit is dropped: its senders will resend.
-        zlistx_purge (self->after);
+        s_replies_purge (&self->recorded);
+        s_replies_purge (&self->acks);
         s_resync (self);
         return -1;
     }
     if (self->store_failed)
         log_notice ("commits work again");
     self->store_failed = 0;
-    // ACKs of one watcher go together, PROTO_MAX_ACK sequence numbers a
-    // message. A message a peer cannot take now is dropped: the watcher
-    // resends its events, the agent its results.
-    proto_msg_t ack = {.command = PROTO_ACK};
-    uint64_t seqs[PROTO_MAX_ACK];
-    zframe_t *to = NULL;
-    ack.seqs = seqs;
-    for (s_after_t *a = zlistx_first (self->after); a; a = zlistx_next (self->after)) {
-        if (a->msg.command != PROTO_ACK) {
-            // RECORDED goes with the agent's next TASKs (dispatch_now).
-            dispatch_recorded (self->dispatch, a->identity, &a->msg);
-            continue;
-        }
-        if (to && (!zframe_eq (to, a->identity) || ack.count == PROTO_MAX_ACK)) {
-            proto_send (&ack, to, self->ingest_sock);
-            ack.count = 0;
-        }
-        to = a->identity;
-        seqs[ack.count++] = a->msg.seqs[0];
+    s_acks_send (&self->acks, self->ingest_sock);
+    // RECORDED goes with the agent's next TASKs (dispatch_now); one the
+    // agent cannot take now is dropped: it resends its result.
+    for (size_t i = 0; i < self->recorded.n; i++) {
+        proto_msg_t ok = {.command = PROTO_RECORDED,
+                          .pair = self->recorded.a[i],
+                          .attempt = self->recorded.b[i]};
+        dispatch_recorded (self->dispatch, self->recorded.who[self->recorded.owner[i]], &ok);
     }
-    if (to && ack.count)
-        proto_send (&ack, to, self->ingest_sock);
-    zlistx_purge (self->after);
+    s_replies_purge (&self->recorded);
     task_t *task;
     int64_t now = util_time_ns ();
     while ((task = zlistx_detach (self->fresh, NULL)))
@@ -229,27 +278,25 @@ s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
     if (ingest_file_event (self->ingest, self->clocks, identity, msg) != 0)
         return;
-    proto_msg_t ack = {.command = PROTO_ACK, .count = 1};
-    ack.seqs = malloc (sizeof (uint64_t));
-    if (!ack.seqs)
-        return;
-    ack.seqs[0] = msg->seq;
-    s_after (self, identity, &ack);
+    s_reply_add (&self->acks, identity, msg->seq, 0);
 }
 
-static void s_ingest_one (broker_t *self, zsock_t *reader);
+static int s_ingest_one (broker_t *self, zsock_t *reader);
 
 // Up to this many messages are read per wake-up of the reactor: under load
 // one poll per message would cost more than the message.
 #define BATCH 256
 
-// Handles up to BATCH waiting messages of 'reader' with 'one', then commits
-// early if the group has grown large.
+// Handles up to BATCH waiting messages of 'reader' with 'one' (0: one was
+// read, -1: none waits), then commits early if the group has grown large.
+// The reader's receive timeout is 0 (s_bind): a read that finds nothing
+// says so at once, and a message waiting costs no system call, where
+// asking ZMQ_EVENTS before each read cost two (poll, getpid) a message.
 static void
-s_drain (broker_t *self, zsock_t *reader, void (*one) (broker_t *, zsock_t *))
+s_drain (broker_t *self, zsock_t *reader, int (*one) (broker_t *, zsock_t *))
 {
-    for (int i = 0; i < BATCH && (zsock_events (reader) & ZMQ_POLLIN); i++)
-        one (self, reader);
+    for (int i = 0; i < BATCH && one (self, reader) == 0; i++)
+        ;
     if (store_uncommitted (self->store) > 5000)
         s_commit (self);
 }
@@ -271,13 +318,18 @@ s_ingest_warn (broker_t *self, zframe_t *identity, const char *why)
     free (peer);
 }
 
-static void
+static int
 s_ingest_one (broker_t *self, zsock_t *reader)
 {
     zframe_t *identity = NULL;
     proto_msg_t msg;
     char err[512], key[64];
     int rc = proto_recv_from (reader, &identity, key, sizeof key, &msg, err, sizeof err);
+    if (rc == -2) {
+        proto_msg_release (&msg);
+        zframe_destroy (&identity);
+        return -1;  // nothing waits (or interrupted)
+    }
     if (rc == -1)
         s_ingest_warn (self, identity, err);
     // With CURVE, only keys of clients/watchers/ feed the farm.
@@ -298,15 +350,16 @@ s_ingest_one (broker_t *self, zsock_t *reader)
     }
     proto_msg_release (&msg);
     zframe_destroy (&identity);
+    return 0;
 }
 
 // ---------------------------------------------------------------------------
 // Peers: who may do what (doc/security.md, "Threat model")
 
-static void
+static int
 s_work_one (broker_t *self, zsock_t *reader)
 {
-    dispatch_work_one (self->dispatch, reader);
+    return dispatch_work_one (self->dispatch, reader);
 }
 
 static int
@@ -314,6 +367,8 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
     broker_t *self = arg;
+    // Whoever subscribed before these results came gets them.
+    publish_subscriptions (self->publish_sock);
     s_drain (self, reader, s_work_one);
     dispatch_now (self->dispatch);
     return 0;
@@ -434,7 +489,10 @@ s_storage_dispatch (void *arg)
 static void
 s_dispatch_after (void *arg, zframe_t *identity, proto_msg_t *msg)
 {
-    s_after (arg, identity, msg);
+    // RECORDED: its pair and attempt are all that is kept.
+    broker_t *self = arg;
+    s_reply_add (&self->recorded, identity, msg->pair, msg->attempt);
+    proto_msg_release (msg);
 }
 
 static int
@@ -563,6 +621,9 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
     zcert_destroy (&cert);
     if (!self->publish_sock)
         return -1;
+    // Drained until a read finds nothing (s_drain).
+    zsock_set_rcvtimeo (self->ingest_sock, 0);
+    zsock_set_rcvtimeo (self->work_sock, 0);
     results_set_publish (self->results, self->publish_sock);
     dispatch_set_sockets (self->dispatch, self->work_sock, self->publish_sock);
     zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);
@@ -590,15 +651,13 @@ broker_new (const config_t *cfg, char *err, size_t errlen)
     self->started_ns = util_time_ns ();
     broker_settings_format (cfg, self->settings, sizeof self->settings);
     self->fresh = zlistx_new ();
-    self->after = zlistx_new ();
     self->loop = zloop_new ();
     self->peers = peers_new ();
-    if (!self->fresh || !self->after || !self->loop || !self->peers) {
+    if (!self->fresh || !self->loop || !self->peers) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
         goto fail;
     }
     zlistx_set_destructor (self->fresh, (zlistx_destructor_fn *) broker_task_destroy);
-    zlistx_set_destructor (self->after, (zlistx_destructor_fn *) s_after_destroy);
     if (s_stages_new (self, err, errlen) || s_load (self, err, errlen)
         || s_sockets_new (self, err, errlen))
         goto fail;
@@ -662,7 +721,8 @@ broker_destroy (broker_t **self_p)
     peers_destroy (&self->peers);
     dispatch_destroy (&self->dispatch);
     zlistx_destroy (&self->fresh);
-    zlistx_destroy (&self->after);
+    s_replies_free (&self->recorded);
+    s_replies_free (&self->acks);
     ingest_destroy (&self->ingest);
     results_destroy (&self->results);
     stats_destroy (&self->stats);

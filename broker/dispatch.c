@@ -432,22 +432,26 @@ s_agent_forget (dispatch_t *self, agent_rec_t *agent, const char *reason)
 // 30 s; 10 minutes before it has any (a slow agent's first large fields
 // must not be taken from it).
 static int64_t
-s_deadline_ns (dispatch_t *self, const agent_rec_t *agent)
+s_deadline_ns (dispatch_t *self, agent_rec_t *agent)
 {
     if (self->cfg->broker.task_deadline_ms > 0)
         return (int64_t) self->cfg->broker.task_deadline_ms * 1000000;
     if (agent->computes == 0)
         return (int64_t) 600 * 1000000000;
-    int64_t sorted[COMPUTE_KEPT];
-    int n = agent->computes;
-    memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
-    for (int i = 1; i < n; i++)  // a few values: insertion sort
-        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-            int64_t t = sorted[j];
-            sorted[j] = sorted[j - 1];
-            sorted[j - 1] = t;
-        }
-    int64_t deadline = 10 * sorted[n / 2];
+    if (agent->median_ns < 0) {
+        // Sorted once per new result, not once per task given.
+        int64_t sorted[COMPUTE_KEPT];
+        int n = agent->computes;
+        memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
+        for (int i = 1; i < n; i++)  // a few values: insertion sort
+            for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+                int64_t t = sorted[j];
+                sorted[j] = sorted[j - 1];
+                sorted[j - 1] = t;
+            }
+        agent->median_ns = sorted[n / 2];
+    }
+    int64_t deadline = 10 * agent->median_ns;
     int64_t floor = (int64_t) 30 * 1000000000;
     return deadline > floor ? deadline : floor;
 }
@@ -459,6 +463,7 @@ s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
     if (!agent || msg->time_ns <= 0)
         return;
     agent->compute_ns[agent->compute_next] = msg->time_ns;
+    agent->median_ns = -1;
     agent->compute_next = (agent->compute_next + 1) % COMPUTE_KEPT;
     if (agent->computes < COMPUTE_KEPT)
         agent->computes++;
@@ -939,7 +944,7 @@ s_work_msg (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     }
 }
 
-void
+int
 dispatch_work_one (dispatch_t *self, zsock_t *reader)
 {
     zframe_t *identity = NULL;
@@ -953,7 +958,7 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
                            err);
         zframe_destroy (&identity);
         proto_msg_release (&msg);
-        return;
+        return rc == -2 ? -1 : 0;
     }
     // With CURVE, only keys of clients/agents/ use work, and only while
     // their certificate is there: a revoked agent is forgotten (its tasks
@@ -966,12 +971,13 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
             s_agent_forget (self, agent, "has a key no longer admitted");
         proto_msg_release (&msg);
         zframe_destroy (&identity);
-        return;
+        return 0;
     }
     for (size_t i = 0; i < proto_count (&msg); i++)
         s_work_msg (self, identity, key, proto_at (&msg, i));
     proto_msg_release (&msg);
     zframe_destroy (&identity);
+    return 0;
 }
 
 

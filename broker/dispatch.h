@@ -30,8 +30,8 @@ typedef struct {
     zlistx_t *fresh;       // the reactor's: task_t queued once the open transaction commits
     peers_t *peers;        // agents' keys checked, refusals logged
     void *arg;             // for the callbacks:
-    // Sends msg (whose strings it takes over) to 'identity' after the next
-    // commit (RECORDED).
+    // Sends msg, a RECORDED (its pair and attempt; its strings are freed),
+    // to 'identity' after the next commit.
     void (*after) (void *arg, zframe_t *identity, proto_msg_t *msg);
     // 1 while new work is held back (the store failed, the guard pauses).
     int (*held) (void *arg);
@@ -69,8 +69,9 @@ void dispatch_now (dispatch_t *self);
 // A RECORDED the commit let go: into its agent's next batch, or sent now.
 void dispatch_recorded (dispatch_t *self, zframe_t *identity, proto_msg_t *msg);
 
-// One message of the work socket (alone or a BATCH), read from 'reader'.
-void dispatch_work_one (dispatch_t *self, zsock_t *reader);
+// One message of the work socket (alone or a BATCH), read from 'reader'
+// (whose receive timeout is 0). 0 when one was read, -1 when none waits.
+int dispatch_work_one (dispatch_t *self, zsock_t *reader);
 // The heartbeat: HEARTBEAT to each live agent, the silent ones dropped
 // (presumed dead, their tasks back in the queue), the deadlines checked.
 void dispatch_heartbeat (dispatch_t *self, int64_t now);

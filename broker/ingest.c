@@ -17,6 +17,12 @@ struct _ingest_t {
     ingest_host_t host;       // the store, the reactor's 'fresh' list
     pairing_t *pairing;       // the pairing rules
     zhashx_t *experiments;    // name -> exp_t
+    // The clock sample's names for the last watcher and experiment (a
+    // batch of FILE events comes from one watcher, mostly for one
+    // experiment): its routing id (size -1: none kept), the experiment.
+    unsigned char clock_id[256];
+    size_t clock_id_size;
+    char clock_exp[256], clock_key[160], clock_peer[300];
 };
 
 static void
@@ -45,6 +51,7 @@ ingest_new (const ingest_host_t *host, char *err, size_t errlen)
         return NULL;
     }
     self->host = *host;
+    self->clock_id_size = (size_t) -1;  // no names kept yet
     zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) s_exp_destroy);
     if (!(self->pairing = pairing_new (host->cfg, err, errlen)))
         ingest_destroy (&self);
@@ -214,24 +221,34 @@ ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t
 // (the camera's host, the NFS or CIFS server) is ahead. Files closed in
 // the past say nothing (they waited to settle): such a sample counts as 0.
 static void
-s_clock_file (clocks_t *clocks, zframe_t *identity, const char *experiment, int64_t mtime_ns,
-              int64_t now)
+s_clock_file (ingest_t *self, clocks_t *clocks, zframe_t *identity, const char *experiment,
+              int64_t mtime_ns, int64_t now)
 {
     if (mtime_ns <= 0)
         return;
-    char *hex = identity ? zframe_strhex (identity) : NULL;
-    char key[160], peer[300];
-    snprintf (key, sizeof key, "watcher %s", hex ? hex : "?");
-    snprintf (peer, sizeof peer, "watcher %s (files of '%s')", hex ? hex : "?", experiment);
-    free (hex);
+    size_t size = identity ? zframe_size (identity) : 0;
+    if (size != self->clock_id_size || size > sizeof self->clock_id
+        || (size && memcmp (self->clock_id, zframe_data (identity), size) != 0)
+        || strlen (experiment) >= sizeof self->clock_exp
+        || strcmp (self->clock_exp, experiment) != 0) {
+        char *hex = identity ? zframe_strhex (identity) : NULL;
+        snprintf (self->clock_key, sizeof self->clock_key, "watcher %s", hex ? hex : "?");
+        snprintf (self->clock_peer, sizeof self->clock_peer, "watcher %s (files of '%s')",
+                  hex ? hex : "?", experiment);
+        free (hex);
+        self->clock_id_size = size <= sizeof self->clock_id ? size : (size_t) -1;
+        if (size && size <= sizeof self->clock_id)
+            memcpy (self->clock_id, zframe_data (identity), size);
+        snprintf (self->clock_exp, sizeof self->clock_exp, "%s", experiment);
+    }
     double ahead = (mtime_ns - now) / 1e6;
-    clocks_sample (clocks, key, peer, ahead > 0 ? ahead : 0, now);
+    clocks_sample (clocks, self->clock_key, self->clock_peer, ahead > 0 ? ahead : 0, now);
 }
 
 int
 ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity, const proto_msg_t *msg)
 {
-    s_clock_file (clocks, identity, msg->experiment, msg->time_ns, util_time_ns ());
+    s_clock_file (self, clocks, identity, msg->experiment, msg->time_ns, util_time_ns ());
     exp_t *exp = ingest_experiment (self, msg->experiment, util_time_ns ());
     if (!exp) {
         log_error ("cannot record experiment '%s': %s", msg->experiment,

@@ -145,6 +145,7 @@ typedef struct {
     int64_t compute_ns[COMPUTE_KEPT];  // compute times of its last results, a ring
     int computes;        // how many of them are set
     int compute_next;    // next slot
+    int64_t median_ns;   // their median, or -1 until asked for since the last one came
     proto_batch_t *out;  // RECORDED and TASK for it, sent together (s_flush_agents)
     size_t out_tasks;    // how many of them are TASKs: the last ones in 'tasks'
     char key[64];        // its CURVE public key (Z85), or "" (curve off)

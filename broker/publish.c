@@ -94,7 +94,6 @@ publish_wanted (zsock_t *publish, const char *prefix, const char *experiment)
         return 0;
     if (zsock_type (publish) != ZMQ_XPUB)
         return 1;
-    publish_subscriptions (publish);
     if (s_subs_full)
         return 1;
     if (!s_subs)

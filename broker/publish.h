@@ -27,11 +27,14 @@ int publish_json (zsock_t *publish, const char *prefix, const char *experiment, 
 // broker, which then builds a message only when somebody asked for its
 // topic (a result's JSON costs the broker's one thread more than the rest
 // of the result). Reads the subscription messages waiting on 'publish'
-// (the reactor calls it when the socket is readable; publish_wanted too).
+// (the reactor calls it when the socket is readable, and before each batch
+// of results).
 void publish_subscriptions (zsock_t *publish);
 // 1 when a subscriber of 'publish' subscribed to a prefix of the topic
-// "<prefix><experiment>/" (experiment NULL: 'prefix' alone); always 1 on a
-// socket that is not an XPUB; 0 when publish is NULL.
+// "<prefix><experiment>/" (experiment NULL: 'prefix' alone), as far as the
+// subscriptions read so far say (asking the socket for new ones each time
+// cost two system calls a result); always 1 on a socket that is not an
+// XPUB; 0 when publish is NULL.
 int publish_wanted (zsock_t *publish, const char *prefix, const char *experiment);
 // Forgets the subscriptions of 'publish' (before it is destroyed).
 void publish_forget (zsock_t *publish);
