@@ -305,10 +305,19 @@ s_halves (s_pls_t *p, s_half_t h[2])
 // The iterations for the current weights: z = idct (gamma dct (w (y - z) +
 // z)), over-relaxed, until z changes by less than 1e-3 relative (at once
 // without weights); s chosen again at iterations 1, 2, 4, 8...
+// smoothn over-relaxes weighted iterations by 1.75. Where nearly every
+// weight is 1 (a field with a few holes: validation's replaced vectors)
+// that factor makes the well-known points oscillate, decaying by 0.75 an
+// iteration: 14 iterations on a 2048^2 single pass instead of 5, for
+// fields that differ by under 0.01 px. The factor here grows with the
+// share of weights below 1: 1 + 0.75 share (1.75 when every weight is).
 static void
 s_iterate (s_pls_t *p, int weighted, int autos, double *s, double lo, double hi)
 {
-    double rf = weighted ? 1.75 : 1.0, tol = 1;
+    long low = 0;
+    for (long k = 0; weighted && k < p->n; k++)
+        low += p->w[k] < 1;
+    double rf = weighted ? 1 + 0.75 * (double) low / (double) p->n : 1.0, tol = 1;
     for (int nit = 1; tol > 1e-3 && nit <= 100; nit++) {
         s_half_t h[2] = {{p, 0, 0, *s, rf, 0, 0}, {p, 1, 0, *s, rf, 0, 0}};
         s_halves (p, h);
