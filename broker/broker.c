@@ -166,8 +166,13 @@ s_acks_send (s_replies_t *r, zsock_t *ingest)
 static int s_load_pending (void *arg, int64_t pair, const char *experiment, const char *stem,
                            const char *name_a, const char *name_b, int attempts);
 
-// One slice of the statistics' rebuild per millisecond, until it is done:
-// the reactor serves between slices (stats.c bounds them).
+// One slice of the statistics' rebuild every REBUILD_MS, until it is done:
+// the reactor serves between slices. stats.c bounds a slice to 128
+// results and 2 ms, so the rebuild takes at most a fifth of the reactor:
+// a store upgraded with a million results not counted (a v4 file) once
+// halved the dispatch of live work while a slice ran every millisecond
+// (bench_farm section 2: history / empty 0.51).
+#define REBUILD_MS 10
 static int
 s_rebuild_timer (zloop_t *loop, int timer_id, void *arg)
 {
@@ -183,7 +188,7 @@ static void
 s_rebuild_start (broker_t *self)
 {
     if (!self->rebuild_timer && self->loop)
-        self->rebuild_timer = zloop_timer (self->loop, 1, 0, s_rebuild_timer, self);
+        self->rebuild_timer = zloop_timer (self->loop, REBUILD_MS, 0, s_rebuild_timer, self);
 }
 
 // The statistics' checkpoint (broker/stats_ms), in the open group.

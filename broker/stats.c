@@ -19,6 +19,7 @@
 #include <string.h>
 
 #define STATS_SLICE 128  // results of one rebuild slice, at most
+#define STATS_SLICE_NS 2000000  // ... and the time it may take, ns (checked after each result)
 #define KEY_MAX 2048     // bytes of a set's key
 
 // One set: the results on one grid under one settings text and calibration.
@@ -439,6 +440,8 @@ typedef struct {
     stats_t *self;
     s_exp_t *e;
     int n;  // results added in this slice
+    int64_t until_ns;  // the slice ends after the result that passes this time
+    int cut;           // it ended there: more may remain
 } s_slice_t;
 
 static int
@@ -459,7 +462,8 @@ s_rebuild_one (void *arg, const store_result_info_t *r)
     stats_add (slice->self, slice->e->exp, r->pair, field, vorticity);
     free (vorticity);
     piv_field_destroy (&field);
-    return ++slice->n >= STATS_SLICE;
+    slice->cut = ++slice->n >= STATS_SLICE || util_time_ns () >= slice->until_ns;
+    return slice->cut;
 }
 
 int
@@ -476,14 +480,14 @@ stats_rebuild_step (stats_t *self)
     // that the listing does not give them again.
     if (e->npairs && s_checkpoint (self, e, now) != 0)
         return -1;
-    s_slice_t slice = {self, e, 0};
+    s_slice_t slice = {self, e, 0, now + STATS_SLICE_NS, 0};
     int listed = store_results_uncounted (self->host.store, e->exp->id, s_rebuild_one, &slice);
     if (listed < 0 || s_checkpoint (self, e, now) != 0) {
         log_error ("cannot rebuild the statistics of '%s': %s", e->exp->name,
                    store_error (self->host.store));
         return -1;
     }
-    if (slice.n < STATS_SLICE) {
+    if (!slice.cut) {
         e->rebuild = 0;
         if (e->missing > 0)
             log_notice ("statistics of '%s': %" PRId64 " result(s) without a stored field "
