@@ -433,6 +433,11 @@ START_TEST (hdf5_export_memory_does_not_grow_with_the_number_of_fields)
     // 150 more fields of 128x128 held would be some 50 MB (u, v, vorticity,
     // flags, peak ratio); streamed, the figure stays.
     fprintf (stderr, "export max RSS: 50 fields %ld KiB, 200 fields %ld KiB\n", small, large);
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer keeps freed memory in quarantine (256 MB): the
+    // figure measures the sanitizer, not the export (make check-asan).
+    return;
+#endif
     ck_assert_msg (large < small + 8 * 1024, "50 fields: %ld KiB, 200 fields: %ld KiB", small,
                    large);
 }

@@ -925,6 +925,7 @@ START_TEST (the_noise_metric_sees_jitter_and_outliers)
     ck_assert_int_eq (piv_field_noise (f, &nz), 0);
     ck_assert_int_eq (nz.out, 1);
     ck_assert_msg (nz.noise > 0.05, "noise %.4f px", nz.noise);
+    piv_field_destroy (&f);
 }
 END_TEST
 
