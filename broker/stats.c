@@ -119,22 +119,16 @@ stats_new (const stats_host_t *host, char *err, size_t errlen)
     }
     self->host = *host;
     zhashx_set_destructor (self->exps, (zhashx_destructor_fn *) s_exp_destroy);
-    piv_calib_init (&self->config);
     piv_calib_init (&self->global);
-    const struct {
-        const char *key, *value;
-    } keys[] = {{"scale", host->cfg->calibration.scale},
-                {"dt", host->cfg->calibration.dt},
-                {"origin", host->cfg->calibration.origin},
-                {"y_axis", host->cfg->calibration.y_axis}};
+    const config_t *cfg = host->cfg;
     char why[512];
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (*keys[i].value
-            && piv_calib_set (&self->config, keys[i].key, keys[i].value, why, sizeof why) != 0) {
-            snprintf (err, errlen, "cannot start the broker: [calibration] %s", why);
-            stats_destroy (&self);
-            return NULL;
-        }
+    if (piv_calib_from_keys (&self->config, cfg->calibration.scale, cfg->calibration.dt,
+                             cfg->calibration.origin, cfg->calibration.y_axis, why, sizeof why)
+        != 0) {
+        snprintf (err, errlen, "cannot start the broker: [calibration] %s", why);
+        stats_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 

@@ -85,19 +85,11 @@ s_on_setting (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t ex
 static void
 s_config_calib (const config_t *cfg, piv_calib_t *c)
 {
-    piv_calib_init (c);
-    const struct {
-        const char *key, *value;
-    } keys[] = {{"scale", cfg->calibration.scale},
-                {"dt", cfg->calibration.dt},
-                {"origin", cfg->calibration.origin},
-                {"y_axis", cfg->calibration.y_axis}};
     char err[256];
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (keys[i].value[0] && piv_calib_set (c, keys[i].key, keys[i].value, err, sizeof err) != 0) {
-            piv_calib_init (c); // config_load checked them: not reached
-            return;
-        }
+    // config_load checked the keys: a failure is not reached, and leaves c
+    // not calibrated.
+    piv_calib_from_keys (c, cfg->calibration.scale, cfg->calibration.dt, cfg->calibration.origin,
+                         cfg->calibration.y_axis, err, sizeof err);
 }
 
 ctl_calibs_t *

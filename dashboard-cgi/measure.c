@@ -41,14 +41,8 @@ s_on_calibration (void *arg, int64_t experiment, const char *key, const char *va
 static int
 s_config_calib (const config_t *cfg, piv_calib_t *c, char *err, size_t errlen)
 {
-    piv_calib_init (c);
-    const char *keys[4] = {"scale", "dt", "origin", "y_axis"};
-    const char *values[4] = {cfg->calibration.scale, cfg->calibration.dt, cfg->calibration.origin,
-                             cfg->calibration.y_axis};
-    for (int k = 0; k < 4; k++)
-        if (values[k][0] && piv_calib_set (c, keys[k], values[k], err, errlen) != 0)
-            return -1;
-    return 0;
+    return piv_calib_from_keys (c, cfg->calibration.scale, cfg->calibration.dt,
+                                cfg->calibration.origin, cfg->calibration.y_axis, err, errlen);
 }
 
 static int

@@ -180,6 +180,21 @@ piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err, si
 }
 
 int
+piv_calib_from_keys (piv_calib_t *c, const char *scale, const char *dt, const char *origin,
+                     const char *y_axis, char *err, size_t errlen)
+{
+    const char *keys[4] = {"scale", "dt", "origin", "y_axis"};
+    const char *values[4] = {scale, dt, origin, y_axis};
+    piv_calib_init (c);
+    for (int k = 0; k < 4; k++)
+        if (values[k] && values[k][0] && piv_calib_set (c, keys[k], values[k], err, errlen) != 0) {
+            piv_calib_init (c);
+            return -1;
+        }
+    return 0;
+}
+
+int
 piv_calib_parse (const char *text, piv_calib_t *c, char *err, size_t errlen)
 {
     piv_calib_t next;

@@ -44,6 +44,12 @@ int piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err
 // calibration '...': scale and dt are both needed") and *c unchanged.
 int piv_calib_parse (const char *text, piv_calib_t *c, char *err, size_t errlen);
 
+// The four keys as the configuration's [calibration] section holds them
+// (each "" when not given): a calibration from scratch, each key given set
+// by piv_calib_set. 0, or -1 with its err (*c then not calibrated).
+int piv_calib_from_keys (piv_calib_t *c, const char *scale, const char *dt, const char *origin,
+                         const char *y_axis, char *err, size_t errlen);
+
 // The canonical text piv_calib_parse reads back exactly: "none", or
 // "scale=5.0000000000000002e-05m/px dt=0.001s origin=0,0 y_axis=up"
 // (%.17g). Its length, or -1 if size is too small.
