@@ -11,7 +11,6 @@
 #include "common/jout.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "piv/derived.h"
 
 #include <limits.h>
 #include <math.h>
@@ -213,15 +212,10 @@ s_decode (const task_t *task, const proto_msg_t *msg, float **vorticity)
     if (!msg->blob || msg->blob_size == 0)
         return NULL;
     char err[256];
-    piv_field_t *field = piv_field_decode (msg->blob, msg->blob_size, err, sizeof err);
-    if (!field) {
+    piv_field_t *field = stats_field (msg->blob, msg->blob_size, vorticity, err, sizeof err);
+    if (!field)
         log_warning ("pair %lld of '%s': no feedback nor statistics: %s", (long long) task->pair,
                      task->exp->name, err);
-        return NULL;
-    }
-    *vorticity = malloc ((size_t) field->nx * (size_t) field->ny * sizeof **vorticity);
-    if (*vorticity)
-        piv_field_derive (field, *vorticity, NULL, NULL);
     return field;
 }
 

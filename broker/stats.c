@@ -438,6 +438,17 @@ typedef struct {
     int cut;           // it ended there: more may remain
 } s_slice_t;
 
+piv_field_t *
+stats_field (const void *blob, size_t size, float **vorticity, char *err, size_t errlen)
+{
+    *vorticity = NULL;
+    piv_field_t *field = piv_field_decode (blob, size, err, errlen);
+    if (field && (*vorticity = malloc ((size_t) field->nx * (size_t) field->ny
+                                       * sizeof **vorticity)))
+        piv_field_derive (field, *vorticity, NULL, NULL);
+    return field;
+}
+
 static int
 s_rebuild_one (void *arg, const store_result_info_t *r)
 {
@@ -445,14 +456,10 @@ s_rebuild_one (void *arg, const store_result_info_t *r)
     piv_field_t *field = NULL;
     float *vorticity = NULL;
     char err[256];
-    if (r->field) {
-        field = piv_field_decode (r->field, r->field_size, err, sizeof err);
-        if (!field)
-            log_warning ("pair %" PRId64 " of '%s': its stored field is not counted: %s",
-                         r->pair, slice->e->exp->name, err);
-        else if ((vorticity = malloc ((size_t) field->nx * field->ny * sizeof *vorticity)))
-            piv_field_derive (field, vorticity, NULL, NULL);
-    }
+    if (r->field
+        && !(field = stats_field (r->field, r->field_size, &vorticity, err, sizeof err)))
+        log_warning ("pair %" PRId64 " of '%s': its stored field is not counted: %s", r->pair,
+                     slice->e->exp->name, err);
     stats_add (slice->self, slice->e->exp, r->pair, field, vorticity);
     free (vorticity);
     piv_field_destroy (&field);

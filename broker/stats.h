@@ -50,6 +50,13 @@ int stats_rebuild_wanted (const stats_t *self);
 // 1 while 'exp' waits for (or is in) its rebuild.
 int stats_rebuilding (const stats_t *self, const exp_t *exp);
 
+// A result's field as the statistics and the feedback take it: the blob
+// (RESULT's or the store's) decoded, and *vorticity its piv_field_derive
+// (malloc'd, caller frees; NULL without memory: counted without it). NULL
+// with err for bytes that are not a field (*vorticity NULL).
+piv_field_t *stats_field (const void *blob, size_t size, float **vorticity, char *err,
+                          size_t errlen);
+
 // A result the store recorded for 'pair' of 'exp' (once: never for a
 // duplicate): 'field' decoded (NULL: it carried none, counted missing),
 // 'vorticity' its piv_field_derive (may be NULL).
