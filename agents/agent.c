@@ -61,6 +61,7 @@ struct _agent_t {
     int64_t done;                      // results recorded
     int draining;                      // stopping: new tasks are left to the broker
     int paused;                        // the results volume is full: no work taken
+    int wisdom_warned;                 // a wisdom save failed (said once)
     int withheld;                      // credit owed to the broker once room returns
 };
 
@@ -440,6 +441,13 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
         return 0;
     }
     s_beat (self);
+    // Plans the workers made for a new window size or grid are kept for the
+    // node's next start (and its one-shot pivfarm-piv runs).
+    if (piv_wisdom_save_new (piv_wisdom_default_path ()) < 0 && !self->wisdom_warned) {
+        log_warning ("cannot save FFTW wisdom to '%s': plans will be measured again at the "
+                     "next start", piv_wisdom_default_path ());
+        self->wisdom_warned = 1;
+    }
     // Paused for a full results volume: once there is room, the owed
     // credit goes back and work resumes.
     char why[PATH_MAX + 128];

@@ -22,26 +22,37 @@
 // ---------------------------------------------------------------------------
 // FFTW plans: per window size n, one forward n x n complex transform (frame
 // A's window in the real part, B's in the imaginary part: one transform
-// gives both spectra, cheaper than two real ones) and one inverse half
-// complex to real transform of the cross spectrum. Made once per process and shared by every engine and thread through FFTW's
-// new-array execute functions, which are thread-safe; planning is not, so
-// it happens under s_fftw_lock, as does everything that touches wisdom.
+// gives both spectra, cheaper than two real ones) and one inverse n x n
+// complex transform, which turns the cross spectra of two windows into
+// their two correlations at once (s_cross_plane). Made once per process
+// and shared by every engine and thread through FFTW's new-array execute
+// functions, which are thread-safe; planning is not, so it happens under
+// s_fftw_lock, as does everything that touches wisdom.
 
 typedef struct {
     int n;               // window size
     fftwf_plan forward;  // n x n complex, forward
-    fftwf_plan inverse;  // n x n half complex to real
+    fftwf_plan inverse;  // n x n complex, backward (two windows' correlations at once)
 } s_plan_t;
 
 #define MAX_PLANS 16
 static s_plan_t s_plans[MAX_PLANS];  // plans made so far
 static int s_nplans;                 // entries used in s_plans
 static pthread_mutex_t s_fftw_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned s_planned;           // plans made (under s_fftw_lock)
+static unsigned s_planned_known;     // s_planned when s_known was taken
+static char *s_known;                // the wisdom last loaded or saved
 
 void
 piv_fftw_planner_lock (void)
 {
     pthread_mutex_lock (&s_fftw_lock);
+}
+
+void
+piv_fftw_planned (void)
+{
+    s_planned++;
 }
 
 void
@@ -77,20 +88,20 @@ s_plan_get (int n)
         // Plan on scratch arrays from fftwf_malloc, as the engine's buffers
         // are, so that their alignment matches (a condition of new-array
         // execute). FFTW_MEASURE overwrites them; with wisdom it is instant.
-        float *real = fftwf_malloc (sizeof (float) * n * n);
         fftwf_complex *in = fftwf_malloc (sizeof (fftwf_complex) * n * n);
         fftwf_complex *out = fftwf_malloc (sizeof (fftwf_complex) * n * n);
-        if (real && in && out) {
+        if (in && out) {
             s_plan_t *plan = &s_plans[s_nplans];
             plan->n = n;
-            plan->forward = fftwf_plan_dft_2d (n, n, in, out, FFTW_FORWARD, piv_fftw_planner_flags ());
-            plan->inverse = fftwf_plan_dft_c2r_2d (n, n, out, real, piv_fftw_planner_flags ());
+            unsigned flags = piv_fftw_planner_flags ();
+            plan->forward = fftwf_plan_dft_2d (n, n, in, out, FFTW_FORWARD, flags);
+            plan->inverse = fftwf_plan_dft_2d (n, n, out, in, FFTW_BACKWARD, flags);
             if (plan->forward && plan->inverse) {
                 s_nplans++;
+                s_planned++;
                 found = plan;
             }
         }
-        fftwf_free (real);
         fftwf_free (in);
         fftwf_free (out);
     }
@@ -121,6 +132,11 @@ piv_wisdom_load (const char *path)
 {
     pthread_mutex_lock (&s_fftw_lock);
     int ok = fftwf_import_wisdom_from_filename (path);
+    if (ok) {
+        free (s_known);
+        s_known = fftwf_export_wisdom_to_string ();
+        s_planned_known = s_planned;
+    }
     pthread_mutex_unlock (&s_fftw_lock);
     return ok ? 0 : -1;
 }
@@ -161,15 +177,44 @@ piv_wisdom_save (const char *path)
     return 0;
 }
 
+int
+piv_wisdom_save_new (const char *path)
+{
+    // A planner at work holds the lock for up to a second: come back later.
+    if (pthread_mutex_trylock (&s_fftw_lock) != 0)
+        return 0;
+    char *now = NULL;
+    int rc = 0;
+    if (s_planned != s_planned_known) {
+        // Plans made since: wisdom from the file (or from FFTW's own
+        // planning of the same sizes) leaves the text as it was.
+        now = fftwf_export_wisdom_to_string ();
+        if (now && (!s_known || strcmp (now, s_known) != 0))
+            rc = 1;
+        s_planned_known = s_planned;
+    }
+    pthread_mutex_unlock (&s_fftw_lock);
+    if (rc == 1) {
+        rc = piv_wisdom_save (path) == 0 ? 1 : -1;
+        pthread_mutex_lock (&s_fftw_lock);
+        free (s_known);
+        s_known = now;
+        now = NULL;
+        pthread_mutex_unlock (&s_fftw_lock);
+    }
+    free (now);
+    return rc;
+}
+
 // ---------------------------------------------------------------------------
 // The engine
 
 typedef struct {
-    float *ra, *rb;          // windows of A and B, mean removed
-    fftwf_complex *z;        // A + i B
-    fftwf_complex *spec;     // its transform
-    fftwf_complex *cross;    // cross spectrum, half complex
-    float *corr;             // correlation plane
+    float *ra, *rb;          // masked windows of A and B, mean removed; a plane to blank
+    fftwf_complex *z;        // A + i B, and the inverse transform's output
+    fftwf_complex *spec[2];  // the transforms of two windows' z
+    fftwf_complex *cross;    // C1 + i C2: their cross spectra (s_cross_plane)
+    float *corr;             // one window's correlation plane (s_measure)
 } s_work_t;
 
 struct _piv_t {
@@ -214,10 +259,12 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
         w->rb = fftwf_malloc (sizeof (float) * n * n);
         w->corr = fftwf_malloc (sizeof (float) * n * n);
         w->z = fftwf_malloc (sizeof (fftwf_complex) * n * n);
-        w->spec = fftwf_malloc (sizeof (fftwf_complex) * n * n);
-        w->cross = fftwf_malloc (sizeof (fftwf_complex) * n * (n / 2 + 1));
-        if (!w->ra || !w->rb || !w->corr || !w->z || !w->spec || !w->cross)
+        w->cross = fftwf_malloc (sizeof (fftwf_complex) * n * n);
+        if (!w->ra || !w->rb || !w->corr || !w->z || !w->cross)
             goto nomem;
+        for (int i = 0; i < 2; i++)
+            if (!(w->spec[i] = fftwf_malloc (sizeof (fftwf_complex) * n * n)))
+                goto nomem;
     }
     return self;
 nomem:
@@ -238,8 +285,9 @@ piv_destroy (piv_t **self_p)
         fftwf_free (self->work[t].rb);
         fftwf_free (self->work[t].corr);
         fftwf_free (self->work[t].z);
-        fftwf_free (self->work[t].spec);
         fftwf_free (self->work[t].cross);
+        for (int i = 0; i < 2; i++)
+            fftwf_free (self->work[t].spec[i]);
     }
     fftwf_free (self->src_a);
     fftwf_free (self->src_b);
@@ -523,6 +571,38 @@ s_window (const float *img, const float *mask, int w, int x0, int y0, int n, flo
     return e[0] + e[1] + e[2] + e[3];
 }
 
+// Both windows of a vector without a mask, straight into the transform's
+// input z = A + i B (interleaved), their means left in: a mean only adds
+// to the transform at frequency 0, which s_inverse sets to 0 in the cross
+// spectrum (the same correlation as of the windows less their means, and a
+// pass over each window and its copy fewer). Returns 0, or -1 when either
+// window is empty (all its pixels equal). n is a multiple of 8.
+static int
+s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, int by, int n,
+               float *z)
+{
+    const float *pa = ia + (long) ay * w + ax, *pb = ib + (long) by * w + bx;
+    // Lanes that differ from each window's first pixel.
+    const v4sf a0 = {pa[0], pa[0], pa[0], pa[0]}, b0 = {pb[0], pb[0], pb[0], pb[0]};
+    v4si da = {0}, db = {0};
+    for (int r = 0; r < n; r++, pa += w, pb += w) {
+        float *d = z + 2 * r * n;
+        // As s_window: the next windows' lines asked for now.
+        __builtin_prefetch (pa + n, 0, 0);
+        __builtin_prefetch (pa + n + 16, 0, 0);
+        __builtin_prefetch (pb + n, 0, 0);
+        __builtin_prefetch (pb + n + 16, 0, 0);
+        for (int c = 0; c < n; c += 4) {
+            v4sf a = s_load (pa + c), b = s_load (pb + c);
+            s_store (d + 2 * c, SHUFFLE2 (a, b, 0, 4, 1, 5));
+            s_store (d + 2 * c + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
+            da |= a != a0;
+            db |= b != b0;
+        }
+    }
+    return (da[0] | da[1] | da[2] | da[3]) && (db[0] | db[1] | db[2] | db[3]) ? 0 : -1;
+}
+
 // The largest of n values (n a multiple of 8).
 static float
 s_max (const float *p, int n)
@@ -584,69 +664,267 @@ s_overlap (int s, int n)
     return f > 0.5f / n ? f : 0.5f / n;
 }
 
-// Correlates windows of A and B; finds the peak, its sub-pixel position and
-// the next peaks. Returns 0, or -1 for an empty window or a
-// flat correlation. The displacement of B from A is (*dx, *dy).
+// A correlation peak: the displacement of B from A it stands for.
 typedef struct {
     float dx, dy;  // displacement of B from A, px
     float height;  // correlation value (0: no such peak)
 } s_peak_t;
 
-// Fills peaks[0 .. npeaks - 1], highest first (height 0: no such peak).
-// With npeaks 1, peaks[1].height still gets the second peak's height, for
-// the peak ratio, at no extra cost.
+// Where a vector's windows are and what its correlation is measured from.
+typedef struct {
+    long k;              // the vector
+    int ax, ay, bx, by;  // top left corners of its windows in A and B
+    float bu, bv;        // displacement the windows' placing stands for
+} s_slot_t;
+
+// Places vector k's windows (by the predictor in offset mode). Returns 0,
+// or -1 when the vector cannot be measured (its centre masked).
 static int
-s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks, int npeaks)
+s_place (const s_corr_job_t *job, long k, s_slot_t *sl)
 {
-    int n = plan->n, nc = n / 2 + 1;
-    // z = A + i B, interleaved four values at a time.
-    float *z = (float *) wk->z;
-    for (int k = 0; k < n * n; k += 4) {
-        v4sf a = s_load (wk->ra + k), b = s_load (wk->rb + k);
-        s_store (z + 2 * k, SHUFFLE2 (a, b, 0, 4, 1, 5));
-        s_store (z + 2 * k + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
+    const piv_field_t *f = job->field;
+    int n = job->plan->n, w = job->w, h = job->h;
+    if (job->mask
+        && job->mask[(long) lrintf (f->y[k] - 0.5f) * w + lrintf (f->x[k] - 0.5f)] == 0)
+        return -1;
+    int x0 = (int) (f->x[k] - (n - 1) * 0.5f), y0 = (int) (f->y[k] - (n - 1) * 0.5f);
+    float pu = job->pred_u[k], pv = job->pred_v[k];
+    *sl = (s_slot_t) {k, x0, y0, x0, y0, 0, 0};
+    if (job->predict == PREDICT_OFFSET) {
+        // Move A back and B forward by half the rounded predictor each,
+        // keeping both windows inside the image.
+        int ou = (int) lrintf (pu), ov = (int) lrintf (pv);
+        int ax = x0 - ou / 2, ay = y0 - ov / 2, bx = ax + ou, by = ay + ov;
+        sl->ax = ax < 0 ? 0 : (ax > w - n ? w - n : ax);
+        sl->ay = ay < 0 ? 0 : (ay > h - n ? h - n : ay);
+        sl->bx = bx < 0 ? 0 : (bx > w - n ? w - n : bx);
+        sl->by = by < 0 ? 0 : (by > h - n ? h - n : by);
+        sl->bu = (float) (sl->bx - sl->ax), sl->bv = (float) (sl->by - sl->ay);
     }
-    fftwf_execute_dft (plan->forward, wk->z, wk->spec);
-    // With P = Z(k) and M = Z(-k): A(k) = (P + conj M) / 2 and
-    // B(k) = (P - conj M) / 2i, so 4 conj(A) B = 2 Im(M P) - i (|P|^2 - |M|^2)
-    // (Im(M P) = Mr Pi + Mi Pr). Its inverse transform is the correlation of
-    // A and B, peaking at the displacement of B from A; the factor 4 changes
-    // neither the peak's place nor the ratios used below.
-    const float *spec = (const float *) wk->spec;
-    float *cross = (float *) wk->cross;
-    const v4sf two_one = {2, 1, 2, 1};
-    for (int ky = 0; ky < n; ky++) {
-        const float *prow = spec + 2 * ky * n;
-        const float *mrow = spec + 2 * ((n - ky) & (n - 1)) * n;
-        float *crow = cross + 2 * ky * nc;
-        // kx = 0, n/2 - 1 and n/2 one by one, the pairs between with SIMD:
-        // P = [pr pi] at kx, kx + 1; M at n - kx, n - kx - 1 (swapped in).
-        for (int kx = 0; kx < nc; kx += kx == 0 || kx >= n / 2 - 1 ? 1 : 2) {
-            if (kx == 0 || kx >= n / 2 - 1) {
-                int mx = (n - kx) & (n - 1);
-                float pr = prow[2 * kx], pi = prow[2 * kx + 1];
-                float mr = mrow[2 * mx], mi = mrow[2 * mx + 1];
-                crow[2 * kx] = 2 * (mr * pi + mi * pr);
-                crow[2 * kx + 1] = (mr * mr + mi * mi) - (pr * pr + pi * pi);
-                continue;
-            }
-            v4sf p = s_load (prow + 2 * kx), m = s_load (mrow + 2 * (n - kx - 1));
-            m = SHUFFLE2 (m, m, 2, 3, 0, 1);
-            v4sf prod = m * SHUFFLE2 (p, p, 1, 0, 3, 2);  // mr pi, mi pr
-            v4sf sq = m * m - p * p;                       // mr^2 - pr^2, mi^2 - pi^2
-            v4sf sum = SHUFFLE2 (prod, sq, 0, 4, 2, 6) + SHUFFLE2 (prod, sq, 1, 5, 3, 7);
-            s_store (crow + 2 * kx, sum * two_one);
+    else if (job->predict == PREDICT_DEFORMED)
+        sl->bu = pu, sl->bv = pv;
+    return 0;
+}
+
+// The slot's windows as z = A + i B, transformed into wk->spec[i]. Returns
+// 0, or -1 for an empty window.
+static int
+s_transform (const s_corr_job_t *job, const s_slot_t *sl, s_work_t *wk, int i)
+{
+    int n = job->plan->n;
+    float *z = (float *) wk->z;
+    if (job->mask) {
+        float ea = s_window (job->ia, job->mask, job->w, sl->ax, sl->ay, n, wk->ra);
+        float eb = s_window (job->ib, job->mask, job->w, sl->bx, sl->by, n, wk->rb);
+        if (!(ea > 0) || !(eb > 0))
+            return -1;
+        // Interleaved four values at a time.
+        for (int k = 0; k < n * n; k += 4) {
+            v4sf a = s_load (wk->ra + k), b = s_load (wk->rb + k);
+            s_store (z + 2 * k, SHUFFLE2 (a, b, 0, 4, 1, 5));
+            s_store (z + 2 * k + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
         }
     }
-    fftwf_execute_dft_c2r (plan->inverse, wk->cross, wk->corr);
-    // The peaks, highest first: each found, fitted on the plane as computed,
-    // then blanked with its 5 x 5 neighbourhood so that the next maximum is
-    // another peak. The fit of a later peak must not see an earlier blank:
-    // with several peaks, blank a copy (wk->ra, free by now).
-    const float *cp = wk->corr;
-    float *blank = wk->corr;
+    else if (s_window_pair (job->ia, job->ib, job->w, sl->ax, sl->ay, sl->bx, sl->by, n, z) != 0)
+        return -1;
+    fftwf_execute_dft (job->plan->forward, wk->z, wk->spec[i]);
+    return 0;
+}
+
+// The cross spectrum 4 conj (A) B of two frequencies k, k + 1 of one
+// window's Z = A + i B, as [re im re im], from P = Z (k), Z (k + 1) and
+// M = Z (-k), Z (-k - 1): A (k) = (P + conj M) / 2 and B (k) = (P - conj
+// M) / 2i, so 4 conj (A) B = 2 Im (M P) - i (|P|^2 - |M|^2), Im (M P) =
+// Mr Pi + Mi Pr. The factor 4 changes neither a peak's place nor the ratios
+// used below.
+static inline v4sf
+s_cross2 (v4sf p, v4sf m)
+{
+    const v4sf two_one = {2, 1, 2, 1};
+    v4sf prod = m * SHUFFLE2 (p, p, 1, 0, 3, 2);  // mr pi, mi pr
+    v4sf sq = m * m - p * p;                       // mr^2 - pr^2, mi^2 - pi^2
+    return (SHUFFLE2 (prod, sq, 0, 4, 2, 6) + SHUFFLE2 (prod, sq, 1, 5, 3, 7)) * two_one;
+}
+
+// The same for one frequency: P at p[0..1], M at m[0..1], into c[0..1],
+// summed in s_cross2's order (the same values to the bit).
+static inline void
+s_cross1 (const float *p, const float *m, float *c)
+{
+    c[0] = (m[0] * p[1] + m[1] * p[0]) * 2;
+    c[1] = (m[0] * m[0] - p[0] * p[0]) + (m[1] * m[1] - p[1] * p[1]);
+}
+
+// W = C1 + i C2 over the whole n x n plane from the windows' transforms s1,
+// s2 (count 1: C2 = 0). Both cross spectra are Hermitian (the
+// correlations are real), so the inverse transform of W holds the first
+// correlation in its real part and the second in its imaginary part: one
+// complex inverse transform for two windows, which FFTW does in about half
+// the time of one half-complex-to-real transform of this size (20 against
+// 35 ms for a 2048^2 frame's 16129 windows of 32 px). The same symmetry
+// gives W (-k) = conj C1 (k) + i conj C2 (k) from the values that give
+// W (k): rows ky and n - ky are made together, from half the products (the
+// same values to the bit as each on its own: the sums and products are
+// the same, in the same order).
+static inline void
+s_cross_plane (int n, const float *s1, const float *s2, int count, float *w)
+{
+    const v4sf flip = {-1, 1, -1, 1}, conj = {1, -1, 1, -1};
+    for (int ky = 0; ky <= n / 2; ky++) {
+        int my = (n - ky) & (n - 1);
+        const float *p1 = s1 + 2 * ky * n, *m1 = s1 + 2 * my * n;
+        const float *p2 = s2 + 2 * ky * n, *m2 = s2 + 2 * my * n;
+        float *row = w + 2 * ky * n, *mrow = w + 2 * my * n;
+        // kx = 0 and n - 1 one by one; the pairs kx, kx + 1 between with
+        // SIMD, their mirrors n - kx - 1, n - kx loaded and swapped.
+        for (int kx = 0; kx < n; kx += kx == 0 || kx == n - 1 ? 1 : 2) {
+            if (kx == 0 || kx == n - 1) {
+                int mx = (n - kx) & (n - 1);
+                float c1[2], c2[2] = {0, 0};
+                s_cross1 (p1 + 2 * kx, m1 + 2 * mx, c1);
+                if (count == 2)
+                    s_cross1 (p2 + 2 * kx, m2 + 2 * mx, c2);
+                row[2 * kx] = c1[0] - c2[1];
+                row[2 * kx + 1] = c1[1] + c2[0];
+                mrow[2 * mx] = c1[0] + c2[1];
+                mrow[2 * mx + 1] = -c1[1] + c2[0];
+                continue;
+            }
+            v4sf m = s_load (m1 + 2 * (n - kx - 1));
+            v4sf c1 = s_cross2 (s_load (p1 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+            v4sf out = c1, mout = c1 * conj;
+            if (count == 2) {
+                m = s_load (m2 + 2 * (n - kx - 1));
+                v4sf c2 = s_cross2 (s_load (p2 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+                v4sf swapped = SHUFFLE2 (c2, c2, 1, 0, 3, 2);  // C2i C2r
+                out += swapped * flip;                         // + i C2
+                mout += swapped;                               // + i conj C2
+            }
+            s_store (row + 2 * kx, out);
+            s_store (mrow + 2 * (n - kx - 1), SHUFFLE2 (mout, mout, 2, 3, 0, 1));
+        }
+    }
+}
+
+// The inverse transform of the cross spectra of the count (1 or 2)
+// windows transformed into wk->spec[]: their correlation planes
+// interleaved in wk->z (the first window's in the real parts, the second's
+// in the imaginary ones). Frequency 0 is set to 0: it is the windows' means
+// (s_window_pair leaves them in).
+static void
+s_inverse (const s_plan_t *plan, s_work_t *wk, int count)
+{
+    int n = plan->n;
+    float *w = (float *) wk->cross;
+    const float *s1 = (const float *) wk->spec[0], *s2 = (const float *) wk->spec[1];
+    if (count == 2)
+        s_cross_plane (n, s1, s2, 2, w);
+    else
+        s_cross_plane (n, s1, s2, 1, w);
+    w[0] = w[1] = 0;
+    fftwf_execute_dft (plan->inverse, wk->cross, wk->z);
+}
+
+// The largest value of each row of both planes s_inverse left in o (n x n
+// complex): rmax[0][j] of the first, rmax[1][j] of the second. One pass
+// over the planes finds both windows' highest peaks and their runners-up
+// (s_best).
+static void
+s_row_maxima (const float *o, int n, float *rmax0, float *rmax1)
+{
+    for (int j = 0; j < n; j++) {
+        const float *row = o + 2 * j * n;
+        v4sf m0 = s_load (row), m1 = s_load (row + 4);
+        for (int c = 8; c < 2 * n; c += 8) {
+            m0 = s_vmax (m0, s_load (row + c));
+            m1 = s_vmax (m1, s_load (row + c + 4));
+        }
+        v4sf m = s_vmax (m0, m1);
+        rmax0[j] = m[0] > m[2] ? m[0] : m[2];
+        rmax1[j] = m[1] > m[3] ? m[1] : m[3];
+    }
+}
+
+// Circular distance of indices a and b modulo n (a power of two).
+static inline int
+s_cdist (int a, int b, int n)
+{
+    int d = (a - b) & (n - 1);
+    return d > n / 2 ? n - d : d;
+}
+
+// The sub-pixel displacement of the peak at column pi, row pj of the
+// correlation plane whose value at (i, j) is cp[stride * (j * n + i)].
+static void
+s_fit (const float *cp, int stride, int n, int pi, int pj, s_peak_t *peak)
+{
+    int il = (pi - 1) & (n - 1), ir = (pi + 1) & (n - 1);
+    int ju = (pj - 1) & (n - 1), jd = (pj + 1) & (n - 1);
+    // Fewer particle pairs overlap at larger lags: the correlation at lag s
+    // is weighted by (1 - |s| / n) per axis, which pulls the sub-pixel fit
+    // towards zero (Westerweel 1997); divide it out.
+    int sx = pi >= n / 2 ? pi - n : pi, sy = pj >= n / 2 ? pj - n : pj;
+    float c = cp[stride * (pj * n + pi)];
+    float fx = s_subpixel (cp[stride * (pj * n + il)] / s_overlap (sx - 1, n),
+                           c / s_overlap (sx, n), cp[stride * (pj * n + ir)] / s_overlap (sx + 1, n));
+    float fy = s_subpixel (cp[stride * (ju * n + pi)] / s_overlap (sy - 1, n),
+                           c / s_overlap (sy, n), cp[stride * (jd * n + pi)] / s_overlap (sy + 1, n));
+    peak->dx = sx + fx;
+    peak->dy = sy + fy;
+}
+
+// The highest peak of the plane whose value at (i, j) is cp[2 * (j * n +
+// i)] and whose row maxima are rmax, into peaks[0], and the height of the
+// next one outside its 5 x 5 neighbourhood into peaks[1].height: the first
+// of s_peaks's results with npeaks 1, without a copy of the plane or a
+// pass to blank and search it. Returns 0, or -1 for a flat correlation.
+static int
+s_best (const float *cp, const float *rmax, int n, s_peak_t *peaks)
+{
+    int pj = 0;
+    for (int j = 1; j < n; j++)
+        if (rmax[j] > rmax[pj])
+            pj = j;
+    float top = rmax[pj];
+    if (!(top > 0))
+        return -1;
+    const float *row = cp + 2 * pj * n;
+    int pi = 0;
+    while (row[2 * pi] != top)
+        pi++;
+    peaks[0].height = top;
+    s_fit (cp, 2, n, pi, pj, &peaks[0]);
+    // The runner-up: whole rows away from the peak by rmax, the five rows
+    // through its neighbourhood value by value.
+    float second = -1e30f;
+    for (int j = 0; j < n; j++) {
+        if (s_cdist (j, pj, n) > 2) {
+            second = rmax[j] > second ? rmax[j] : second;
+            continue;
+        }
+        const float *r = cp + 2 * j * n;
+        for (int i = 0; i < n; i++)
+            if (s_cdist (i, pi, n) > 2 && r[2 * i] > second)
+                second = r[2 * i];
+    }
+    peaks[1].height = second > top * 1e-3f ? second : 0;
+    return 0;
+}
+
+// The peaks of correlation plane cp (n x n), highest first, into
+// peaks[0 .. npeaks - 1] (height 0: no such peak); with npeaks 1,
+// peaks[1].height still gets the second peak's height, for the peak ratio,
+// at no extra cost. Each peak is found, fitted on the plane as computed,
+// then blanked with its 5 x 5 neighbourhood so that the next maximum is
+// another peak; the fit of a later peak must not see an earlier blank: with
+// several peaks the blanking is on a copy in scratch, with one on cp
+// itself. Returns 0, or -1 for a flat correlation.
+static int
+s_peaks (float *cp, float *scratch, int n, s_peak_t *peaks, int npeaks)
+{
+    float *blank = cp;
     if (npeaks > 1) {
-        blank = wk->ra;
+        blank = scratch;
         memcpy (blank, cp, sizeof (float) * n * n);
     }
     float top = 0;
@@ -664,19 +942,7 @@ s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks, int npeaks)
         }
         peaks[q].height = height;
         int pi = best & (n - 1), pj = best / n;
-        int il = (pi - 1) & (n - 1), ir = (pi + 1) & (n - 1);
-        int ju = (pj - 1) & (n - 1), jd = (pj + 1) & (n - 1);
-        // Fewer particle pairs overlap at larger lags: the correlation at
-        // lag s is weighted by (1 - |s| / n) per axis, which pulls the
-        // sub-pixel fit towards zero (Westerweel 1997); divide it out.
-        int sx = pi >= n / 2 ? pi - n : pi, sy = pj >= n / 2 ? pj - n : pj;
-        float c = cp[best];
-        float fx = s_subpixel (cp[pj * n + il] / s_overlap (sx - 1, n), c / s_overlap (sx, n),
-                               cp[pj * n + ir] / s_overlap (sx + 1, n));
-        float fy = s_subpixel (cp[ju * n + pi] / s_overlap (sy - 1, n), c / s_overlap (sy, n),
-                               cp[jd * n + pi] / s_overlap (sy + 1, n));
-        peaks[q].dx = sx + fx;
-        peaks[q].dy = sy + fy;
+        s_fit (cp, 1, n, pi, pj, &peaks[q]);
         for (int dj = -2; dj <= 2; dj++) {
             float *row = blank + ((pj + dj) & (n - 1)) * n;
             for (int di = -2; di <= 2; di++)
@@ -690,71 +956,89 @@ s_correlate (const s_plan_t *plan, s_work_t *wk, s_peak_t *peaks, int npeaks)
     return 0;
 }
 
-// Measures vector k of the job's grid: its windows (placed by the
-// predictor in offset mode), their correlation, 'npeaks' peaks as
-// displacements (predictor included). Returns 0, or -1 when the vector
-// cannot be measured (masked, empty window, flat correlation).
+// Measures vector k of the job's grid alone: its windows, their
+// correlation, 'npeaks' peaks as displacements (predictor included).
+// Returns 0, or -1 when the vector cannot be measured (masked, empty
+// window, flat correlation).
 static int
 s_measure (const s_corr_job_t *job, long k, s_work_t *wk, s_peak_t *peaks, int npeaks)
 {
-    const piv_field_t *f = job->field;
-    int n = job->plan->n, w = job->w, h = job->h;
-    if (job->mask
-        && job->mask[(long) lrintf (f->y[k] - 0.5f) * w + lrintf (f->x[k] - 0.5f)] == 0)
+    s_slot_t sl;
+    if (s_place (job, k, &sl) != 0 || s_transform (job, &sl, wk, 0) != 0)
         return -1;
-    int x0 = (int) (f->x[k] - (n - 1) * 0.5f), y0 = (int) (f->y[k] - (n - 1) * 0.5f);
-    float pu = job->pred_u[k], pv = job->pred_v[k];
-    int ax = x0, ay = y0, bx = x0, by = y0;
-    if (job->predict == PREDICT_OFFSET) {
-        // Move A back and B forward by half the rounded predictor each,
-        // keeping both windows inside the image.
-        int ou = (int) lrintf (pu), ov = (int) lrintf (pv);
-        ax = x0 - ou / 2, ay = y0 - ov / 2;
-        bx = ax + ou, by = ay + ov;
-        ax = ax < 0 ? 0 : (ax > w - n ? w - n : ax);
-        ay = ay < 0 ? 0 : (ay > h - n ? h - n : ay);
-        bx = bx < 0 ? 0 : (bx > w - n ? w - n : bx);
-        by = by < 0 ? 0 : (by > h - n ? h - n : by);
-    }
-    float ea = s_window (job->ia, job->mask, w, ax, ay, n, wk->ra);
-    float eb = s_window (job->ib, job->mask, w, bx, by, n, wk->rb);
-    if (!(ea > 0) || !(eb > 0) || s_correlate (job->plan, wk, peaks, npeaks) != 0)
+    s_inverse (job->plan, wk, 1);
+    int n = job->plan->n;
+    const float *o = (const float *) wk->z;
+    for (int i = 0; i < n * n; i++)
+        wk->corr[i] = o[2 * i];
+    if (s_peaks (wk->corr, wk->ra, n, peaks, npeaks) != 0)
         return -1;
-    // What the correlation measured is relative to the predictor.
-    float bu = 0, bv = 0;
-    if (job->predict == PREDICT_DEFORMED)
-        bu = pu, bv = pv;
-    else if (job->predict == PREDICT_OFFSET)
-        bu = (float) (bx - ax), bv = (float) (by - ay);
     for (int q = 0; q < npeaks; q++) {
-        peaks[q].dx += bu;
-        peaks[q].dy += bv;
+        peaks[q].dx += sl.bu;
+        peaks[q].dy += sl.bv;
     }
     return 0;
 }
 
+// Vector k unmeasured: it keeps the predictor (or zero) for the next pass.
+static void
+s_unmeasured (const s_corr_job_t *job, long k)
+{
+    piv_field_t *f = job->field;
+    int keep = job->predict == PREDICT_DEFORMED;
+    f->u[k] = keep ? job->pred_u[k] : 0;
+    f->v[k] = keep ? job->pred_v[k] : 0;
+    f->peak_ratio[k] = 0;
+    f->flags[k] = PIV_FLAG_INVALID;
+}
+
+// The vectors of the count slots whose windows wk->spec[] holds.
+static void
+s_finish (const s_corr_job_t *job, s_work_t *wk, const s_slot_t *sl, int count)
+{
+    piv_field_t *f = job->field;
+    int n = job->plan->n;
+    float rmax[2][PIV_MAX_WINDOW];
+    s_inverse (job->plan, wk, count);
+    s_row_maxima ((const float *) wk->z, n, rmax[0], rmax[1]);
+    for (int i = 0; i < count; i++) {
+        s_peak_t peaks[2] = {{0, 0, 0}, {0, 0, 0}};
+        long k = sl[i].k;
+        if (s_best ((const float *) wk->z + i, rmax[i], n, peaks) != 0) {
+            s_unmeasured (job, k);
+            continue;
+        }
+        f->u[k] = peaks[0].dx + sl[i].bu;
+        f->v[k] = peaks[0].dy + sl[i].bv;
+        f->peak_ratio[k] = peaks[1].height > 0 ? peaks[0].height / peaks[1].height : 1000;
+        f->flags[k] = PIV_FLAG_VALID;
+    }
+}
+
+// The vectors of rows [first, last): vectors i and i + 1 of a row (i even)
+// share the inverse transform (s_cross_plane) when both can be measured.
+// The pairs are fixed by the grid, not by the threads' shares of it: the
+// rounding of a vector's correlation depends on its partner, and the
+// fields must be the same to the bit in any number of threads.
 static void
 s_corr_rows (void *arg, int first, int last, int thread)
 {
     s_corr_job_t *job = arg;
     piv_field_t *f = job->field;
     s_work_t *wk = &job->self->work[thread];
-    for (long k = (long) first * f->nx; k < (long) last * f->nx; k++) {
-        s_peak_t peaks[2] = {{0, 0, 0}, {0, 0, 0}};
-        if (s_measure (job, k, wk, peaks, 1) != 0) {
-            // Unmeasured: keep the predictor (or zero) for the next pass.
-            int keep = job->predict == PREDICT_DEFORMED;
-            f->u[k] = keep ? job->pred_u[k] : 0;
-            f->v[k] = keep ? job->pred_v[k] : 0;
-            f->peak_ratio[k] = 0;
-            f->flags[k] = PIV_FLAG_INVALID;
-            continue;
+    for (int j = first; j < last; j++)
+        for (int i = 0; i < f->nx; i += 2) {
+            s_slot_t sl[2];
+            int have = 0;
+            long k0 = (long) j * f->nx + i, end = k0 + (i + 1 < f->nx ? 2 : 1);
+            for (long k = k0; k < end; k++)
+                if (s_place (job, k, &sl[have]) != 0 || s_transform (job, &sl[have], wk, have) != 0)
+                    s_unmeasured (job, k);
+                else
+                    have++;
+            if (have)
+                s_finish (job, wk, sl, have);
         }
-        f->u[k] = peaks[0].dx;
-        f->v[k] = peaks[0].dy;
-        f->peak_ratio[k] = peaks[1].height > 0 ? peaks[0].height / peaks[1].height : 1000;
-        f->flags[k] = PIV_FLAG_VALID;
-    }
 }
 
 // The median test's candidates for a rejected vector: the next peaks of

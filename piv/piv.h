@@ -69,5 +69,10 @@ const char *piv_wisdom_default_path (void);
 unsigned piv_fftw_planner_flags (void);
 int piv_wisdom_load (const char *path);
 int piv_wisdom_save (const char *path);
+// Saves the wisdom to path if plans made since the last load or save of
+// this process added to it: 1 saved, 0 nothing new (or the planner busy in
+// another thread: ask again later), -1 cannot write. Cheap when nothing was
+// planned: long-lived processes may ask after every pair.
+int piv_wisdom_save_new (const char *path);
 
 #endif

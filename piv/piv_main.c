@@ -404,7 +404,7 @@ main (int argc, char **argv)
     char err[1024];
 
     double t0 = util_now (), t_load = 0;
-    int wisdom_loaded = piv_wisdom_load (o.wisdom) == 0;
+    piv_wisdom_load (o.wisdom);
     s_images_t im = {NULL, NULL, NULL, NULL};
     piv_t *piv = NULL;
     piv_field_t *field = NULL;
@@ -422,7 +422,7 @@ main (int argc, char **argv)
         goto fail;
     }
     double t_done = util_now ();
-    if (!wisdom_loaded && piv_wisdom_save (o.wisdom) != 0)
+    if (piv_wisdom_save_new (o.wisdom) < 0)
         log_info ("cannot save FFTW wisdom to '%s'", o.wisdom);
 
     long total, replaced, invalid;

@@ -61,7 +61,7 @@ piv_smooth_name (piv_smooth_t smooth)
 static int
 s_window_ok (long n)
 {
-    return n >= 8 && n <= 256 && (n & (n - 1)) == 0;
+    return n >= 8 && n <= PIV_MAX_WINDOW && (n & (n - 1)) == 0;
 }
 
 int

@@ -11,6 +11,7 @@
 #include "piv/image.h"
 
 #define PIV_MAX_PASSES 8
+#define PIV_MAX_WINDOW 256      // px, the largest window size (a power of two)
 #define PIV_MAX_THREADS 64
 #define PIV_MAX_OVERLAP 87      // percent
 #define PIV_MAX_ITERATIONS 10   // runs of the final window size

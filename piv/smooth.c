@@ -43,6 +43,7 @@ s_dct_get (int nx, int ny)
         d->idct = fftwf_plan_r2r_2d (ny, nx, a, b, FFTW_REDFT01, FFTW_REDFT01, FFTW_MEASURE);
         if (d->dct && d->idct) {
             s_ndcts++;
+            piv_fftw_planned ();
             found = d;
         }
     }
@@ -342,10 +343,10 @@ piv_smoothn (int nx, int ny, const float *u, const float *v, const float *w, dou
     return rc;
 }
 
-int
-piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const float *w, double s,
-                  int robust, piv_pool_t *pool, float *zu, float *zv, double *s_used,
-                  float *wout)
+// piv_smoothn_pool on a grid whose sizes the transforms handle fast.
+static int
+s_smoothn_grid (int nx, int ny, const float *u, const float *v, const float *w, double s,
+                int robust, piv_pool_t *pool, float *zu, float *zv, double *s_used, float *wout)
 {
     long n = (long) nx * ny;
     if (n == 1) {
@@ -423,4 +424,59 @@ piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const float *w
     free (known);
     free (eig);
     return 0;
+}
+
+// The least size >= n whose factors are 2, 3, 5 and 7 only. FFTW's cosine
+// transform of a size with a large prime factor takes ~9x as long: 127 (a
+// 2048 px image's 32 px windows at 50 %) 0.90 ms a 2-D transform, 128 0.10.
+static int
+s_fast_size (int n)
+{
+    for (int m = n;; m++) {
+        int r = m;
+        static const int f[4] = {2, 3, 5, 7};
+        for (int i = 0; i < 4; i++)
+            while (r % f[i] == 0)
+                r /= f[i];
+        if (r == 1)
+            return m;
+    }
+}
+
+// A grid of a size with a large prime factor is smoothed within a larger
+// one of fast sizes (s_fast_size): the extra columns (right) and rows
+// (bottom) have weight 0, so that they hold no data and the surface simply
+// continues into them; then the grid is cut back. The surface differs from
+// the unpadded grid's only at its far edges, by less than the noise (the
+// Neumann boundary moves out by the padding).
+int
+piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const float *w, double s,
+                  int robust, piv_pool_t *pool, float *zu, float *zv, double *s_used,
+                  float *wout)
+{
+    int px = nx > 1 ? s_fast_size (nx) : nx, py = ny > 1 ? s_fast_size (ny) : ny;
+    if (px == nx && py == ny)
+        return s_smoothn_grid (nx, ny, u, v, w, s, robust, pool, zu, zv, s_used, wout);
+    long n = (long) px * py;
+    float *buf = malloc (6 * (size_t) n * sizeof (float));
+    if (!buf)
+        return -1;
+    float *pu = buf, *pv = buf + n, *pw = buf + 2 * n, *qu = buf + 3 * n, *qv = buf + 4 * n,
+          *qw = buf + 5 * n;
+    memset (buf, 0, 3 * (size_t) n * sizeof (float));
+    for (int j = 0; j < ny; j++) {
+        memcpy (pu + (long) j * px, u + (long) j * nx, (size_t) nx * sizeof (float));
+        memcpy (pv + (long) j * px, v + (long) j * nx, (size_t) nx * sizeof (float));
+        for (int i = 0; i < nx; i++)
+            pw[(long) j * px + i] = w ? w[(long) j * nx + i] : 1;
+    }
+    int rc = s_smoothn_grid (px, py, pu, pv, pw, s, robust, pool, qu, qv, s_used, qw);
+    for (int j = 0; rc == 0 && j < ny; j++) {
+        memcpy (zu + (long) j * nx, qu + (long) j * px, (size_t) nx * sizeof (float));
+        memcpy (zv + (long) j * nx, qv + (long) j * px, (size_t) nx * sizeof (float));
+        if (wout)
+            memcpy (wout + (long) j * nx, qw + (long) j * px, (size_t) nx * sizeof (float));
+    }
+    free (buf);
+    return rc;
 }

@@ -50,5 +50,7 @@ int piv_validate_median_pool (piv_field_t *field, double eps, double threshold,
 // smoother plans its cosine transforms under it.
 void piv_fftw_planner_lock (void);
 void piv_fftw_planner_unlock (void);
+// Under the lock: a plan was made (piv_wisdom_save_new then looks).
+void piv_fftw_planned (void);
 
 #endif
