@@ -822,6 +822,47 @@ START_TEST (the_smoother_removes_noise_and_fills_missing_vectors)
 }
 END_TEST
 
+// Grids of prime sizes (127 x 61: a 2048 px frame's 32 px windows at 50 %
+// give 127) are smoothed within a larger grid of fast transform sizes: the
+// surface must not bend at the far edges, where the padding lies.
+START_TEST (the_smoother_keeps_the_far_edges_of_a_prime_sized_grid)
+{
+    const int nx = 127, ny = 61;
+    long n = (long) nx * ny;
+    float *u = malloc (4 * n * sizeof (float)), *v = u + n, *zu = u + 2 * n, *zv = u + 3 * n;
+    unsigned seed = 5;
+    for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++) {
+            long k = (long) j * nx + i;
+            seed = seed * 1103515245u + 12345u;
+            u[k] = 1 + 0.02f * i + 0.05f * (((seed >> 16) & 0xff) / 127.5f - 1);
+            seed = seed * 1103515245u + 12345u;
+            v[k] = -0.01f * j + 0.05f * (((seed >> 16) & 0xff) / 127.5f - 1);
+        }
+    ck_assert_int_eq (piv_smoothn (nx, ny, u, v, NULL, 0.1, 1, 1, zu, zv, NULL, NULL), 0);
+    // The error of each edge, and the largest anywhere, against the plane.
+    double edge[4] = {0, 0, 0, 0}, worst = 0;  // left, right, top, bottom (RMS)
+    for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++) {
+            long k = (long) j * nx + i;
+            double du = zu[k] - (1 + 0.02 * i), dv = zv[k] + 0.01 * j, e = du * du + dv * dv;
+            worst = fmax (worst, sqrt (e));
+            edge[0] += i == 0 ? e / ny : 0;
+            edge[1] += i == nx - 1 ? e / ny : 0;
+            edge[2] += j == 0 ? e / nx : 0;
+            edge[3] += j == ny - 1 ? e / nx : 0;
+        }
+    for (int e = 0; e < 4; e++)
+        ck_assert_msg (sqrt (edge[e]) < 0.04, "edge %d: RMS error %.4f px", e, sqrt (edge[e]));
+    ck_assert_msg (sqrt (edge[1]) < 1.5 * sqrt (edge[0]) + 0.005
+                       && sqrt (edge[3]) < 1.5 * sqrt (edge[2]) + 0.005,
+                   "the far edges bend: left %.4f right %.4f top %.4f bottom %.4f px",
+                   sqrt (edge[0]), sqrt (edge[1]), sqrt (edge[2]), sqrt (edge[3]));
+    ck_assert_msg (worst < 0.1, "largest error %.4f px", worst);
+    free (u);
+}
+END_TEST
+
 // A 384 x 256 pair: the fluid moves by (3, -1) px; the columns left of 160
 // hold a 'stirrer' moving by (-9, 7), outside the flow in the mask.
 START_TEST (the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid)
@@ -1191,6 +1232,7 @@ s_suite (void)
     tcase_set_timeout (issue17, 120);
     tcase_add_test (issue17, a_cluster_of_wrong_vectors_is_flagged_even_in_a_corner);
     tcase_add_test (issue17, the_smoother_removes_noise_and_fills_missing_vectors);
+    tcase_add_test (issue17, the_smoother_keeps_the_far_edges_of_a_prime_sized_grid);
     tcase_add_test (issue17, the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid);
     tcase_add_test (issue17, the_real_pairs_are_less_noisy_than_openpiv_windef);
     tcase_add_test (issue17, the_noise_metric_sees_jitter_and_outliers);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <tiffio.h>
 
@@ -459,6 +460,40 @@ START_TEST (piv_measures_a_synthetic_uniform_shift_from_the_command_line)
 }
 END_TEST
 
+// The FFTW wisdom file: written by the first run, left alone by runs that
+// plan nothing new, rewritten (with more in it) by a run with a new window
+// size. Runs used to measure a new size's plans again every time once a
+// wisdom file existed.
+static ino_t
+s_inode (const char *path)
+{
+    struct stat st;
+    ck_assert_msg (stat (path, &st) == 0, "no '%s'", path);
+    return st.st_ino;
+}
+
+START_TEST (piv_keeps_new_plans_in_its_wisdom_file)
+{
+    const char *a = s_p ("p_a.tif"), *b = s_p ("p_b.tif"), *out = s_p ("out.txt");
+    const char *wisdom = s_p ("cache/wisdom");
+    SYNTH_OK ("-o", s_p ("p"), "--size", "128x128");
+    PIV_OK ("--wisdom", wisdom, "-w", "16", "-i", "1", "-o", out, a, b);
+    ino_t first = s_inode (wisdom);
+    size_t len1 = 0;
+    free (tu_slurp (wisdom, &len1));
+    PIV_OK ("--wisdom", wisdom, "-w", "16", "-i", "1", "-o", out, a, b);
+    ck_assert_msg (s_inode (wisdom) == first, "a run that planned nothing new rewrote the file");
+    PIV_OK ("--wisdom", wisdom, "-w", "8", "-i", "1", "-o", out, a, b);
+    size_t len2 = 0;
+    free (tu_slurp (wisdom, &len2));
+    ck_assert_msg (s_inode (wisdom) != first && len2 > len1,
+                   "the 8 px plans were not added (%zu bytes, then %zu)", len1, len2);
+    ino_t second = s_inode (wisdom);
+    PIV_OK ("--wisdom", wisdom, "-w", "8", "-i", "1", "-o", out, a, b);
+    ck_assert (s_inode (wisdom) == second);
+}
+END_TEST
+
 START_TEST (piv_writes_tecplot_with_the_grid_dimensions)
 {
     s_small_pair ("p");
@@ -853,6 +888,7 @@ s_suite (void)
     tcase_add_test (tc, synth_rejects_bad_options_with_status_2);
     tcase_add_test (tc, synth_help_and_version_exit_0);
     tcase_add_test (tc, piv_measures_a_synthetic_uniform_shift_from_the_command_line);
+    tcase_add_test (tc, piv_keeps_new_plans_in_its_wisdom_file);
     tcase_add_test (tc, piv_writes_tecplot_with_the_grid_dimensions);
     tcase_add_test (tc, piv_reads_both_frames_from_one_multipage_file);
     tcase_add_test (tc, piv_refuses_a_single_page_file_as_a_pair);
