@@ -106,25 +106,46 @@ img_free (void *data, size_t cap, int mapped)
         free (data);
 }
 
-// Gives 'self' room for width x height pixels, keeping its buffer when it
-// is large enough (its pixels are then stale: the caller overwrites them
-// all). 0, or -1 when out of memory or the size overflows.
+// Makes *buf_p (*cap_p bytes, *mapped_p) at least 'bytes' long, keeping it
+// when it is large enough (its contents are then stale). 0, or -1.
+static int
+s_room (void **buf_p, size_t *cap_p, int *mapped_p, size_t bytes)
+{
+    if (*buf_p && *cap_p >= bytes)
+        return 0;
+    img_free (*buf_p, *cap_p, *mapped_p);
+    *cap_p = 0;
+    return (*buf_p = img_alloc (bytes, cap_p, mapped_p)) ? 0 : -1;
+}
+
+// Room for the float pixels of the image's size (stale until written).
+static int
+s_float_room (piv_image_t *self)
+{
+    return s_room ((void **) &self->data, &self->cap, &self->mapped,
+                   (size_t) self->width * (size_t) self->height * sizeof (float));
+}
+
+// Room for its 8-bit pixels.
+static int
+s_byte_room (piv_image_t *self)
+{
+    return s_room ((void **) &self->bytes, &self->bytes_cap, &self->bytes_mapped,
+                   (size_t) self->width * (size_t) self->height);
+}
+
+// Makes 'self' a width x height image without pixels yet: the decoder
+// makes room for the form it writes (s_float_room, s_byte_room), keeping
+// buffers that are large enough. 0, or -1 when the size overflows.
 static int
 s_reshape (piv_image_t *self, int width, int height)
 {
     if (width <= 0 || height <= 0
         || (size_t) width > SIZE_MAX / sizeof (float) / (size_t) height)
         return -1;
-    size_t bytes = (size_t) width * (size_t) height * sizeof (float);
-    if (!self->data || self->cap < bytes) {
-        img_free (self->data, self->cap, self->mapped);
-        self->data = NULL;
-        self->cap = 0;
-        if (!(self->data = img_alloc (bytes, &self->cap, &self->mapped)))
-            return -1;
-    }
     self->width = width;
     self->height = height;
+    self->floats = self->has_bytes = 0;
     return 0;
 }
 
@@ -134,12 +155,13 @@ piv_image_new (int width, int height)
     piv_image_t *self = calloc (1, sizeof *self);
     if (!self)
         return NULL;
-    if (s_reshape (self, width, height) != 0) {
+    if (s_reshape (self, width, height) != 0 || s_float_room (self) != 0) {
         free (self);
         return NULL;
     }
     if (!self->mapped)  // a fresh mapping is zero already
         memset (self->data, 0, (size_t) width * (size_t) height * sizeof (float));
+    self->floats = 1;
     return self;
 }
 
@@ -150,8 +172,27 @@ piv_image_destroy (piv_image_t **self_p)
         return;
     piv_image_t *self = *self_p;
     img_free (self->data, self->cap, self->mapped);
+    img_free (self->bytes, self->bytes_cap, self->bytes_mapped);
     free (self);
     *self_p = NULL;
+}
+
+int
+img_floats (piv_image_t *self)
+{
+    if (self->floats)
+        return 0;
+    if (s_float_room (self) != 0)
+        return -1;
+    size_t n = (size_t) self->width * (size_t) self->height;
+    if (self->has_bytes) {
+        img_samples_t kind = {.bits = 8, .format = SAMPLEFORMAT_UINT, .step = 1, .invert = 0};
+        img_convert (&kind, self->bytes, self->data, n);
+    }
+    else
+        memset (self->data, 0, n * sizeof (float));
+    self->floats = 1;
+    return 0;
 }
 
 int
@@ -175,13 +216,24 @@ piv_image_bits (const piv_image_t *self)
 float *
 piv_image_data (piv_image_t *self)
 {
+    if (img_floats (self) != 0)
+        return NULL;
+    self->has_bytes = 0;  // the caller may change the floats
     return self->data;
 }
 
 const float *
 piv_image_cdata (const piv_image_t *self)
 {
-    return self->data;
+    // Converting 8-bit pixels the first time changes no pixel's value.
+    piv_image_t *me = (piv_image_t *) self;
+    return img_floats (me) == 0 ? me->data : NULL;
+}
+
+const unsigned char *
+piv_image_bytes (const piv_image_t *self)
+{
+    return self->has_bytes ? self->bytes : NULL;
 }
 
 void
@@ -656,9 +708,23 @@ s_read_strip (TIFF *tif, const char *path, uint32_t strip, size_t size, unsigned
 // Greyscale of any kind img_samples_t describes, in strips or tiles,
 // contiguous (sample 0 of each pixel) or separate planes (plane 0). Row
 // sizes are libtiff's, so packed samples and padded rows count right.
+// Samples of n pixels of one decoded row into the image from pixel 'at' on:
+// its 8-bit pixels as they are stored (to_bytes), else floats.
+static inline void
+s_put (piv_image_t *self, int to_bytes, const img_samples_t *kind, const unsigned char *src,
+       size_t at, size_t n)
+{
+    if (to_bytes)
+        memcpy (self->bytes + at, src, n);
+    else
+        img_convert (kind, src, self->data + at, n);
+}
+
+// to_bytes: the samples are 8-bit unsigned, one per pixel, kept as they
+// are in self->bytes (s_decode decides), else converted to floats.
 static int
 s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples_t *kind,
-               img_tiffmsg_t *msg, char *err, size_t errlen)
+               int to_bytes, img_tiffmsg_t *msg, char *err, size_t errlen)
 {
     size_t w = (size_t) self->width, h = (size_t) self->height;
     unsigned char *buf = NULL;
@@ -701,7 +767,7 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples
                 size_t rows = h - y0 < th ? h - y0 : th;
                 size_t cols = w - x0 < tw ? w - x0 : tw;
                 for (size_t r = 0; r < rows; r++)
-                    img_convert (kind, buf + r * tile_row, self->data + (y0 + r) * w + x0, cols);
+                    s_put (self, to_bytes, kind, buf + r * tile_row, (y0 + r) * w + x0, cols);
             }
         }
     }
@@ -731,10 +797,10 @@ s_decode_grey (TIFF *tif, const char *path, piv_image_t *self, const img_samples
             else
                 src = buf;
             if (unpadded)  // the strip's rows follow each other: one call for all
-                img_convert (kind, src, self->data + row0 * w, rows * w);
+                s_put (self, to_bytes, kind, src, row0 * w, rows * w);
             else
                 for (size_t r = 0; r < rows; r++)
-                    img_convert (kind, src + r * row_bytes, self->data + (row0 + r) * w, w);
+                    s_put (self, to_bytes, kind, src + r * row_bytes, (row0 + r) * w, w);
         }
     }
     free (buf);
@@ -839,12 +905,27 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
     uint16_t orientation = ORIENTATION_TOPLEFT;
     TIFFGetFieldDefaulted (tif, TIFFTAG_ORIENTATION, &orientation);
     int rc;
+    img_samples_t kind = {.bits = bps, .format = format,
+                          .step = planar == PLANARCONFIG_SEPARATE || !grey ? 1 : spp,
+                          .invert = photometric == PHOTOMETRIC_MINISWHITE};
+    // 8-bit frames as they are stored, one byte a pixel, kept so: the
+    // engine reads its windows from them (a quarter of the memory of
+    // floats, and no conversion pass); floats are made only if something
+    // asks for them (piv_image_cdata).
+    int to_bytes = grey && bps == 8 && format != SAMPLEFORMAT_INT && kind.step == 1
+                   && !kind.invert
+                   && (orientation <= ORIENTATION_TOPLEFT || orientation > ORIENTATION_LEFTBOT);
+    if ((to_bytes ? s_byte_room (self) : s_float_room (self)) != 0) {
+        img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
+                    (unsigned) w, (unsigned) h);
+        if (self != reuse)
+            piv_image_destroy (&self);
+        return NULL;
+    }
+    self->floats = !to_bytes;
     if (grey) {
         self->bits = bps;
-        img_samples_t kind = {.bits = bps, .format = format,
-                              .step = planar == PLANARCONFIG_SEPARATE ? 1 : spp,
-                              .invert = photometric == PHOTOMETRIC_MINISWHITE};
-        rc = s_decode_grey (tif, path, self, &kind, msg, err, errlen);
+        rc = s_decode_grey (tif, path, self, &kind, to_bytes, msg, err, errlen);
         if (rc == 0 && format == SAMPLEFORMAT_IEEEFP) {
             double lo = 0, hi = 0, range[2];
             int declared = TIFFGetField (tif, TIFFTAG_SMINSAMPLEVALUE, &lo)
@@ -859,6 +940,7 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
         TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) ORIENTATION_TOPLEFT);
         rc = s_decode_colour (tif, path, self, msg, err, errlen);
     }
+    self->has_bytes = rc == 0 && to_bytes;
     if (rc == 0 && img_orient (self, orientation) != 0) {
         img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
                     (unsigned) w, (unsigned) h);
@@ -1115,6 +1197,12 @@ piv_image_min (const piv_image_t *const *frames, int n, char *err, size_t errlen
     }
     self->bits = frames[0]->bits;
     size_t count = (size_t) self->width * (size_t) self->height;
+    for (int i = 0; i < n; i++)
+        if (!piv_image_cdata (frames[i])) {
+            piv_image_destroy (&self);
+            img_seterr (err, errlen, "cannot take the minimum: out of memory");
+            return NULL;
+        }
     memcpy (self->data, frames[0]->data, count * sizeof (float));
     for (int i = 1; i < n; i++) {
         const float *src = frames[i]->data;
@@ -1139,9 +1227,15 @@ piv_image_subtract (piv_image_t *self, const piv_image_t *background, char *err,
         return -1;
     }
     size_t count = (size_t) self->width * (size_t) self->height;
+    float *d = piv_image_data (self);
+    const float *bg = piv_image_cdata (background);
+    if (!d || !bg) {
+        img_seterr (err, errlen, "cannot subtract background: out of memory");
+        return -1;
+    }
     for (size_t k = 0; k < count; k++) {
-        float v = self->data[k] - background->data[k];
-        self->data[k] = v > 0.0f ? v : 0.0f;
+        float v = d[k] - bg[k];
+        d[k] = v > 0.0f ? v : 0.0f;
     }
     return 0;
 }

@@ -37,8 +37,16 @@ int piv_image_height (const piv_image_t *self);
 // if made in memory). Informative only: pixels are always floats in the
 // file's scale (float files: see piv_image_load).
 int piv_image_bits (const piv_image_t *self);
+// The pixels as floats; NULL only when out of memory. An image loaded from
+// an 8-bit file holds its pixels as bytes (piv_image_bytes) and converts
+// them the first time floats are asked for: do that before threads share
+// the image. piv_image_data (the caller may change them) drops the bytes.
 float *piv_image_data (piv_image_t *self);
 const float *piv_image_cdata (const piv_image_t *self);
+// The pixels as the 8-bit file stored them (row-major, width bytes a row),
+// for images loaded from 8-bit unsigned greyscale files that are
+// unchanged since; NULL otherwise.
+const unsigned char *piv_image_bytes (const piv_image_t *self);
 
 // Loads page 'page' (0-based TIFF directory) of 'path'. Supports greyscale
 // (MinIsBlack; MinIsWhite is inverted) of 2 to 16 bit unsigned samples

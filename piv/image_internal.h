@@ -12,13 +12,24 @@
 #include <tiffio.h>
 
 struct _piv_image_t {
-    int width;    // columns
-    int height;   // rows
-    int bits;     // bits per sample of the source file; 0 if made in memory
-    float *data;  // width * height pixels, row-major, 64-byte aligned
-    size_t cap;   // bytes allocated at data (a reloaded image keeps them)
-    int mapped;   // data is an anonymous mapping (img_alloc), else malloc'd
+    int width;              // columns
+    int height;             // rows
+    int bits;               // bits per sample of the source file; 0 if made in memory
+    float *data;            // width * height pixels, row-major, 64-byte aligned
+    size_t cap;             // bytes allocated at data (a reloaded image keeps them)
+    int mapped;             // data is an anonymous mapping (img_alloc), else malloc'd
+    int floats;             // data holds the pixels (else they are in bytes alone)
+    unsigned char *bytes;   // the pixels of an 8-bit file as it stores them (has_bytes)
+    size_t bytes_cap;       // bytes allocated at bytes
+    int bytes_mapped;       // bytes is an anonymous mapping
+    int has_bytes;          // bytes holds the pixels (piv_image_bytes)
 };
+
+// Makes data hold the pixels, converting them from bytes the first time
+// (an image loaded from an 8-bit file has only those). 0, or -1 when out
+// of memory. Not thread-safe on one image: the engine calls it before its
+// threads share the frames.
+int img_floats (piv_image_t *self);
 
 // A buffer of at least 'bytes' bytes, 64-byte aligned, *cap_p set to its
 // size: from 1 MiB up (while piv_image_set_populate allows) a private

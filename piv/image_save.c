@@ -38,13 +38,14 @@ s_write_frame (TIFF *tif, const piv_image_t *frame, int page, int nframes, int b
         TIFFSetField (tif, TIFFTAG_SUBFILETYPE, (uint32_t) FILETYPE_PAGE);
         TIFFSetField (tif, TIFFTAG_PAGENUMBER, (uint16_t) page, (uint16_t) nframes);
     }
-    unsigned char *buf = malloc (rps * row_bytes);
+    const float *pixels = piv_image_cdata (frame);
+    unsigned char *buf = pixels ? malloc (rps * row_bytes) : NULL;
     if (!buf)
         return -1;
     float top = bits == 8 ? 255.0f : 65535.0f;
     for (size_t row0 = 0; row0 < h; row0 += rps) {
         size_t rows = h - row0 < rps ? h - row0 : rps;
-        const float *src = frame->data + row0 * w;
+        const float *src = pixels + row0 * w;
         size_t n = rows * w;
         for (size_t i = 0; i < n; i++) {
             float v = src[i];

@@ -9,6 +9,9 @@
 
 #include <errno.h>
 #include <fftw3.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -468,6 +471,7 @@ typedef struct {
     int predict;             // PREDICT_*
     const float *mask;       // NULL or mask pixels (0 = outside the flow)
     float *pred_u, *pred_v;  // the predictor at each vector
+    const unsigned char *ba, *bb;  // the frames' 8-bit pixels (windows read from these), or NULL
 } s_corr_job_t;
 
 
@@ -603,6 +607,55 @@ s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, 
     return (da[0] | da[1] | da[2] | da[3]) && (db[0] | db[1] | db[2] | db[3]) ? 0 : -1;
 }
 
+// s_window_pair from 8-bit frames (piv_image_bytes): the same values in z,
+// from a quarter of the memory. n is a multiple of 8.
+static int
+s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax, int ay, int bx,
+                int by, int n, float *z)
+{
+    const unsigned char *pa = ia + (long) ay * w + ax, *pb = ib + (long) by * w + bx;
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128 ();
+    const __m128i a0 = _mm_set1_epi8 ((char) pa[0]), b0 = _mm_set1_epi8 ((char) pb[0]);
+    __m128i da = zero, db = zero;
+    for (int r = 0; r < n; r++, pa += w, pb += w) {
+        float *d = z + 2 * r * n;
+        __builtin_prefetch (pa + n, 0, 0);
+        __builtin_prefetch (pb + n, 0, 0);
+        for (int c = 0; c < n; c += 8) {
+            // Eight pixels of each, interleaved a0 b0 a1 b1 ..., widened to
+            // 32 bits and converted.
+            __m128i a = _mm_loadl_epi64 ((const __m128i *) (pa + c));
+            __m128i b = _mm_loadl_epi64 ((const __m128i *) (pb + c));
+            da = _mm_or_si128 (da, _mm_xor_si128 (a, a0));
+            db = _mm_or_si128 (db, _mm_xor_si128 (b, b0));
+            __m128i ab = _mm_unpacklo_epi8 (a, b);
+            __m128i lo = _mm_unpacklo_epi8 (ab, zero), hi = _mm_unpackhi_epi8 (ab, zero);
+            _mm_storeu_ps (d + 2 * c, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (lo, zero)));
+            _mm_storeu_ps (d + 2 * c + 4, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (lo, zero)));
+            _mm_storeu_ps (d + 2 * c + 8, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (hi, zero)));
+            _mm_storeu_ps (d + 2 * c + 12, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (hi, zero)));
+        }
+    }
+    // Empty: none of the eight loaded bytes ever differed from the first pixel.
+    int ea = (_mm_movemask_epi8 (_mm_cmpeq_epi8 (da, zero)) & 0xff) == 0xff;
+    int eb = (_mm_movemask_epi8 (_mm_cmpeq_epi8 (db, zero)) & 0xff) == 0xff;
+    return ea || eb ? -1 : 0;
+#else
+    int da = 0, db = 0;
+    for (int r = 0; r < n; r++, pa += w, pb += w) {
+        float *d = z + 2 * r * n;
+        for (int c = 0; c < n; c++) {
+            d[2 * c] = pa[c];
+            d[2 * c + 1] = pb[c];
+            da |= pa[c] != ia[(long) ay * w + ax];
+            db |= pb[c] != ib[(long) by * w + bx];
+        }
+    }
+    return da && db ? 0 : -1;
+#endif
+}
+
 // The largest of n values (n a multiple of 8).
 static float
 s_max (const float *p, int n)
@@ -725,6 +778,10 @@ s_transform (const s_corr_job_t *job, const s_slot_t *sl, s_work_t *wk, int i)
             s_store (z + 2 * k + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
         }
     }
+    else if (job->ba) {
+        if (s_window_pair8 (job->ba, job->bb, job->w, sl->ax, sl->ay, sl->bx, sl->by, n, z) != 0)
+            return -1;
+    }
     else if (s_window_pair (job->ia, job->ib, job->w, sl->ax, sl->ay, sl->bx, sl->by, n, z) != 0)
         return -1;
     fftwf_execute_dft (job->plan->forward, wk->z, wk->spec[i]);
@@ -806,6 +863,76 @@ s_cross_plane (int n, const float *s1, const float *s2, int count, float *w)
     }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// s_cross_plane of two windows, four frequencies at a time in AVX2's eight
+// floats: the same operations on the same values, so the same results to
+// the bit (C11 contracts no multiply-add into an FMA). Chosen at run time
+// (s_inverse): the build targets any x86-64.
+typedef float v8sf __attribute__ ((vector_size (32)));
+typedef int v8si __attribute__ ((vector_size (32)));
+
+__attribute__ ((target ("avx2"))) static inline v8sf
+s_cross4 (v8sf p, v8sf m)
+{
+    const v8sf two_one = {2, 1, 2, 1, 2, 1, 2, 1};
+    const v8si swap = {1, 0, 3, 2, 5, 4, 7, 6};
+    const v8si even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
+    v8sf prod = m * __builtin_shuffle (p, swap);  // mr pi, mi pr
+    v8sf sq = m * m - p * p;                      // mr^2 - pr^2, mi^2 - pi^2
+    return (__builtin_shuffle (prod, sq, even) + __builtin_shuffle (prod, sq, odd)) * two_one;
+}
+
+__attribute__ ((target ("avx2"))) static void
+s_cross_plane2_avx2 (int n, const float *s1, const float *s2, float *w)
+{
+    const v8sf flip = {-1, 1, -1, 1, -1, 1, -1, 1}, conj = {1, -1, 1, -1, 1, -1, 1, -1};
+    const v8si rev = {6, 7, 4, 5, 2, 3, 0, 1};  // four complex values, last first
+    const v8si swap = {1, 0, 3, 2, 5, 4, 7, 6};
+    for (int ky = 0; ky <= n / 2; ky++) {
+        int my = (n - ky) & (n - 1);
+        const float *p1 = s1 + 2 * ky * n, *m1 = s1 + 2 * my * n;
+        const float *p2 = s2 + 2 * ky * n, *m2 = s2 + 2 * my * n;
+        float *row = w + 2 * ky * n, *mrow = w + 2 * my * n;
+        int kx = 1;
+        for (; kx + 3 <= n - 2; kx += 4) {
+            v8sf p, m, c1, c2;
+            memcpy (&p, p1 + 2 * kx, sizeof p);
+            memcpy (&m, m1 + 2 * (n - kx - 3), sizeof m);
+            c1 = s_cross4 (p, __builtin_shuffle (m, rev));
+            memcpy (&p, p2 + 2 * kx, sizeof p);
+            memcpy (&m, m2 + 2 * (n - kx - 3), sizeof m);
+            c2 = s_cross4 (p, __builtin_shuffle (m, rev));
+            v8sf swapped = __builtin_shuffle (c2, swap);  // C2i C2r
+            v8sf out = c1 + swapped * flip, mout = c1 * conj + swapped;
+            mout = __builtin_shuffle (mout, rev);
+            memcpy (row + 2 * kx, &out, sizeof out);
+            memcpy (mrow + 2 * (n - kx - 3), &mout, sizeof mout);
+        }
+        for (; kx + 1 <= n - 2; kx += 2) {
+            const v4sf flip4 = {-1, 1, -1, 1}, conj4 = {1, -1, 1, -1};
+            v4sf m = s_load (m1 + 2 * (n - kx - 1));
+            v4sf c1 = s_cross2 (s_load (p1 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+            m = s_load (m2 + 2 * (n - kx - 1));
+            v4sf c2 = s_cross2 (s_load (p2 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+            v4sf swapped = SHUFFLE2 (c2, c2, 1, 0, 3, 2);
+            v4sf out = c1 + swapped * flip4, mout = c1 * conj4 + swapped;
+            s_store (row + 2 * kx, out);
+            s_store (mrow + 2 * (n - kx - 1), SHUFFLE2 (mout, mout, 2, 3, 0, 1));
+        }
+        for (int e = 0; e < 2; e++) {
+            int x = e ? n - 1 : 0, mx = (n - x) & (n - 1);
+            float c1[2], c2[2];
+            s_cross1 (p1 + 2 * x, m1 + 2 * mx, c1);
+            s_cross1 (p2 + 2 * x, m2 + 2 * mx, c2);
+            row[2 * x] = c1[0] - c2[1];
+            row[2 * x + 1] = c1[1] + c2[0];
+            mrow[2 * mx] = c1[0] + c2[1];
+            mrow[2 * mx + 1] = -c1[1] + c2[0];
+        }
+    }
+}
+#endif
+
 // The inverse transform of the cross spectra of the count (1 or 2)
 // windows transformed into wk->spec[]: their correlation planes
 // interleaved in wk->z (the first window's in the real parts, the second's
@@ -817,10 +944,14 @@ s_inverse (const s_plan_t *plan, s_work_t *wk, int count)
     int n = plan->n;
     float *w = (float *) wk->cross;
     const float *s1 = (const float *) wk->spec[0], *s2 = (const float *) wk->spec[1];
-    if (count == 2)
-        s_cross_plane (n, s1, s2, 2, w);
-    else
+    if (count == 1)
         s_cross_plane (n, s1, s2, 1, w);
+#if defined(__x86_64__) || defined(__i386__)
+    else if (__builtin_cpu_supports ("avx2"))
+        s_cross_plane2_avx2 (n, s1, s2, w);
+#endif
+    else
+        s_cross_plane (n, s1, s2, 2, w);
     w[0] = w[1] = 0;
     fftwf_execute_dft (plan->inverse, wk->cross, wk->z);
 }
@@ -1282,6 +1413,18 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         snprintf (err, errlen, "cannot deform frames of %dx%d: out of memory", w, h);
         return NULL;
     }
+    // Windows from the frames' 8-bit pixels where they have them (no mask:
+    // masked windows take their means over flow pixels, from floats);
+    // floats only where something needs them (deformation's sources).
+    const unsigned char *ba = s->mask ? NULL : piv_image_bytes (a);
+    const unsigned char *bb = s->mask ? NULL : piv_image_bytes (b);
+    if (!ba || !bb)
+        ba = bb = NULL;
+    const float *fa = NULL, *fb = NULL;
+    if ((!ba || deform) && (!(fa = piv_image_cdata (a)) || !(fb = piv_image_cdata (b)))) {
+        snprintf (err, errlen, "cannot read frames of %dx%d as floats: out of memory", w, h);
+        return NULL;
+    }
     s_phases_t ph = {.on = self->phases};
     s_phase (&ph, -1);
     piv_field_t *prev = NULL;
@@ -1303,10 +1446,10 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             snprintf (err, errlen, "cannot make a %d px grid: out of memory", n);
             return NULL;
         }
-        s_corr_job_t job = {self, piv_image_cdata (a), piv_image_cdata (b), w, h,
+        s_corr_job_t job = {self, fa, fb, w, h,
                             s_plan_get (n), field, PREDICT_NONE,
                             s->mask ? piv_image_cdata (s->mask) : NULL,
-                            pred, pred + count};
+                            pred, pred + count, ba, bb};
         if (prev) {
             for (long k = 0; k < count; k++)
                 piv_field_interp (prev, field->x[k], field->y[k], &pred[k], &pred[count + k]);
@@ -1330,6 +1473,7 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             if (s->symmetric)
                 job.ia = self->def_a;
             job.ib = self->def_b;
+            job.ba = job.bb = NULL;
             s_phase (&ph, PH_DEFORM);
         }
         piv_pool_run (self->pool, self->nthreads, field->ny, s_corr_rows, &job);

@@ -3,6 +3,7 @@
 // for pixel; broken and unsupported files are refused with a clear reason.
 
 #include "piv/image.h"
+#include "piv/image_internal.h"  // the frames' forms (8-bit path)
 #include "piv/piv.h"
 #include "tests/testutil.h"
 
@@ -1789,6 +1790,72 @@ START_TEST (the_same_pair_in_every_sample_kind_gives_the_same_field)
 }
 END_TEST
 
+// 8-bit frames keep their bytes, the engine reads its windows from them:
+// the same field to the bit as from the same frames as floats (single
+// pass, multipass, two threads), and floats are made only when asked for.
+START_TEST (eight_bit_frames_are_correlated_from_their_bytes_as_from_floats)
+{
+    char prefix[4096], out[4096];
+    snprintf (prefix, sizeof prefix, "%s", tu_path (s_dir, "e"));
+    char *argv[] = {(char *) tu_bin ("pivfarm-synth"), "-s", "320x256", "-o", prefix, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 60), 0);
+    char err[256] = "", pa[4200], pb[4200];
+    snprintf (pa, sizeof pa, "%s_a.tif", prefix);
+    snprintf (pb, sizeof pb, "%s_b.tif", prefix);
+    static const char *const passes[] = {"32", "64,32,16"};
+    for (int t = 0; t < 4; t++) {
+        piv_image_t *a = NULL, *b = NULL, *fa = NULL, *fb = NULL;
+        ck_assert_msg (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg (piv_image_load_pair (pa, pb, 0, &fa, &fb, err, sizeof err) == 0, "%s", err);
+        ck_assert (piv_image_bytes (a) != NULL && piv_image_bytes (b) != NULL);
+        // The same pixels as floats; piv_image_data drops the bytes.
+        const unsigned char *bytes = piv_image_bytes (fa);
+        const float *floats = piv_image_cdata (fa);
+        for (int k = 0; k < 320 * 256; k++)
+            ck_assert_msg (floats[k] == bytes[k], "pixel %d: %g for byte %u", k, floats[k],
+                           bytes[k]);
+        ck_assert (piv_image_data (fa) != NULL && piv_image_data (fb) != NULL);
+        ck_assert (piv_image_bytes (fa) == NULL && piv_image_bytes (fb) == NULL);
+        piv_settings_t s;
+        piv_settings_init (&s);
+        s.threads = 1 + t / 2;
+        ck_assert (piv_settings_set_passes (&s, passes[t % 2], err, sizeof err) == 0);
+        if (t % 2 == 0)
+            s.final_iterations = 1;  // one run: no deformation
+        piv_t *engine = piv_new (&s, err, sizeof err);
+        ck_assert_msg (engine != NULL, "%s", err);
+        piv_field_t *f8 = piv_process (engine, a, b, err, sizeof err);
+        piv_field_t *ff = piv_process (engine, fa, fb, err, sizeof err);
+        ck_assert (f8 && ff);
+        long n = (long) f8->nx * f8->ny;
+        ck_assert_int_eq (n, (long) ff->nx * ff->ny);
+        ck_assert_msg (memcmp (f8->u, ff->u, n * sizeof (float)) == 0
+                           && memcmp (f8->v, ff->v, n * sizeof (float)) == 0
+                           && memcmp (f8->flags, ff->flags, n * sizeof *f8->flags) == 0,
+                       "passes %s, %d thread(s): the field from bytes differs", passes[t % 2],
+                       s.threads);
+        piv_field_stats_t st;
+        piv_field_stats (f8, PIV_FLAG_VALID, &st);
+        ck_assert_msg (fabs (st.mean_u - 3.3) < 0.05 && fabs (st.mean_v + 1.7) < 0.05,
+                       "mean (%.3f, %.3f)", st.mean_u, st.mean_v);
+        // A single pass never needed the frames as floats.
+        if (t % 2 == 0)
+            ck_assert (((const struct _piv_image_t *) a)->floats == 0);
+        piv_field_destroy (&f8);
+        piv_field_destroy (&ff);
+        piv_destroy (&engine);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+        piv_image_destroy (&fa);
+        piv_image_destroy (&fb);
+    }
+    // 16-bit frames have no bytes.
+    piv_image_t *a16 = piv_image_new (64, 64);
+    ck_assert (piv_image_bytes (a16) == NULL);
+    piv_image_destroy (&a16);
+}
+END_TEST
+
 START_TEST (names_the_format_of_a_file_that_is_not_a_tiff_and_how_to_convert_it)
 {
     static const struct {
@@ -2056,6 +2123,7 @@ s_suite (void)
     tcase_add_test (tc, a_loader_reloads_frames_of_any_size_in_place_as_a_fresh_load_reads_them);
     tcase_add_test (tc, a_loader_refuses_a_bad_pair_and_then_loads_the_next_good_one);
     tcase_add_test (tc, strips_big_endian_compressed_or_bit_reversed_load_as_plain_ones);
+    tcase_add_test (tc, eight_bit_frames_are_correlated_from_their_bytes_as_from_floats);
     suite_add_tcase (suite, tc);
     return suite;
 }
