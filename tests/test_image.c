@@ -1849,10 +1849,35 @@ START_TEST (eight_bit_frames_are_correlated_from_their_bytes_as_from_floats)
         piv_image_destroy (&fa);
         piv_image_destroy (&fb);
     }
-    // 16-bit frames have no bytes.
-    piv_image_t *a16 = piv_image_new (64, 64);
-    ck_assert (piv_image_bytes (a16) == NULL);
-    piv_image_destroy (&a16);
+    // Made in memory: no bytes. A blank 8-bit pair (every pixel 37) read
+    // from its bytes: every vector invalid, as from floats.
+    piv_image_t *blank = piv_image_new (128, 96);
+    ck_assert (piv_image_bytes (blank) == NULL);
+    float *px = piv_image_data (blank);
+    for (int k = 0; k < 128 * 96; k++)
+        px[k] = 37;
+    const piv_image_t *frames[1] = {blank};
+    char path[4200];
+    snprintf (path, sizeof path, "%s_blank.tif", prefix);
+    ck_assert_msg (piv_image_save (path, frames, 1, 8, err, sizeof err) == 0, "%s", err);
+    piv_image_destroy (&blank);
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_msg (piv_image_load_pair (path, path, 0, &a, &b, err, sizeof err) == 0, "%s", err);
+    ck_assert (piv_image_bytes (a) != NULL);
+    piv_settings_t s;
+    piv_settings_init (&s);
+    s.final_iterations = 1;
+    ck_assert (piv_settings_set_passes (&s, "16", err, sizeof err) == 0);
+    piv_t *engine = piv_new (&s, err, sizeof err);
+    piv_field_t *f = piv_process (engine, a, b, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
+    for (int k = 0; k < f->nx * f->ny; k++)
+        ck_assert_msg (f->flags[k] == PIV_FLAG_INVALID, "vector %d of a blank pair: flag %u", k,
+                       f->flags[k]);
+    piv_field_destroy (&f);
+    piv_destroy (&engine);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
 }
 END_TEST
 
