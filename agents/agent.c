@@ -443,9 +443,10 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
     s_beat (self);
     // Plans the workers made for a new window size or grid are kept for the
     // node's next start (and its one-shot pivfarm-piv runs).
+    // A cache only (no result depends on it): said once, at info level.
     if (piv_wisdom_save_new (piv_wisdom_default_path ()) < 0 && !self->wisdom_warned) {
-        log_warning ("cannot save FFTW wisdom to '%s': plans will be measured again at the "
-                     "next start", piv_wisdom_default_path ());
+        log_info ("cannot save FFTW wisdom to '%s': plans will be measured again at the "
+                  "next start", piv_wisdom_default_path ());
         self->wisdom_warned = 1;
     }
     // Paused for a full results volume: once there is room, the owed
