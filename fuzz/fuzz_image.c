@@ -18,10 +18,14 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     piv_image_t *image = piv_image_load (path, 0, FUZZ_MAX_PIXELS, err, sizeof err);
     if (image) {
         size_t n = (size_t) piv_image_width (image) * (size_t) piv_image_height (image);
+        const unsigned char *bytes = piv_image_bytes (image);
         const float *pixels = piv_image_cdata (image);
         float sum = 0;  // every pixel is read: ASan sees the whole buffer
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             sum += pixels[i];
+            // An 8-bit frame's bytes are its pixels.
+            FUZZ_ASSERT (!bytes || pixels[i] == bytes[i]);
+        }
         s_sink = sum;
         piv_image_destroy (&image);
     }
