@@ -870,24 +870,31 @@ s_cross_plane (int n, const float *s1, const float *s2, int count, float *w)
 // (s_inverse): the build targets any x86-64.
 typedef float v8sf __attribute__ ((vector_size (32)));
 typedef int v8si __attribute__ ((vector_size (32)));
+#if defined(__clang__)
+#define SHUFFLE8(v, ...) __builtin_shufflevector ((v), (v), __VA_ARGS__)
+#define SHUFFLE8_2(v, w, ...) __builtin_shufflevector ((v), (w), __VA_ARGS__)
+#else
+#define SHUFFLE8(v, ...) __builtin_shuffle ((v), (v8si) {__VA_ARGS__})
+#define SHUFFLE8_2(v, w, ...) __builtin_shuffle ((v), (w), (v8si) {__VA_ARGS__})
+#endif
+#define SWAP_PAIRS 1, 0, 3, 2, 5, 4, 7, 6     // re, im of each complex value swapped
+#define REVERSED 6, 7, 4, 5, 2, 3, 0, 1       // four complex values, last first
 
 __attribute__ ((target ("avx2"))) static inline v8sf
 s_cross4 (v8sf p, v8sf m)
 {
     const v8sf two_one = {2, 1, 2, 1, 2, 1, 2, 1};
-    const v8si swap = {1, 0, 3, 2, 5, 4, 7, 6};
-    const v8si even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
-    v8sf prod = m * __builtin_shuffle (p, swap);  // mr pi, mi pr
-    v8sf sq = m * m - p * p;                      // mr^2 - pr^2, mi^2 - pi^2
-    return (__builtin_shuffle (prod, sq, even) + __builtin_shuffle (prod, sq, odd)) * two_one;
+    v8sf prod = m * SHUFFLE8 (p, SWAP_PAIRS);  // mr pi, mi pr
+    v8sf sq = m * m - p * p;                   // mr^2 - pr^2, mi^2 - pi^2
+    return (SHUFFLE8_2 (prod, sq, 0, 8, 2, 10, 4, 12, 6, 14)
+            + SHUFFLE8_2 (prod, sq, 1, 9, 3, 11, 5, 13, 7, 15))
+           * two_one;
 }
 
 __attribute__ ((target ("avx2"))) static void
 s_cross_plane2_avx2 (int n, const float *s1, const float *s2, float *w)
 {
     const v8sf flip = {-1, 1, -1, 1, -1, 1, -1, 1}, conj = {1, -1, 1, -1, 1, -1, 1, -1};
-    const v8si rev = {6, 7, 4, 5, 2, 3, 0, 1};  // four complex values, last first
-    const v8si swap = {1, 0, 3, 2, 5, 4, 7, 6};
     for (int ky = 0; ky <= n / 2; ky++) {
         int my = (n - ky) & (n - 1);
         const float *p1 = s1 + 2 * ky * n, *m1 = s1 + 2 * my * n;
@@ -898,13 +905,13 @@ s_cross_plane2_avx2 (int n, const float *s1, const float *s2, float *w)
             v8sf p, m, c1, c2;
             memcpy (&p, p1 + 2 * kx, sizeof p);
             memcpy (&m, m1 + 2 * (n - kx - 3), sizeof m);
-            c1 = s_cross4 (p, __builtin_shuffle (m, rev));
+            c1 = s_cross4 (p, SHUFFLE8 (m, REVERSED));
             memcpy (&p, p2 + 2 * kx, sizeof p);
             memcpy (&m, m2 + 2 * (n - kx - 3), sizeof m);
-            c2 = s_cross4 (p, __builtin_shuffle (m, rev));
-            v8sf swapped = __builtin_shuffle (c2, swap);  // C2i C2r
+            c2 = s_cross4 (p, SHUFFLE8 (m, REVERSED));
+            v8sf swapped = SHUFFLE8 (c2, SWAP_PAIRS);  // C2i C2r
             v8sf out = c1 + swapped * flip, mout = c1 * conj + swapped;
-            mout = __builtin_shuffle (mout, rev);
+            mout = SHUFFLE8 (mout, REVERSED);
             memcpy (row + 2 * kx, &out, sizeof out);
             memcpy (mrow + 2 * (n - kx - 3), &mout, sizeof mout);
         }
