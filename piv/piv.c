@@ -521,62 +521,31 @@ s_hmax (v4sf v)
     return m;
 }
 
-// Copies an n x n window at (x0, y0) and removes its mean (over the flow
-// pixels when there is a mask, which are then the only non-zero ones).
-// Returns the sum of squares left: zero means an empty window. n is a
-// multiple of 8.
+// Copies the n x n window at (x0, y0) of a masked frame, its mean over the
+// flow pixels removed and the others 0. Returns the sum of squares left:
+// zero means an empty window. (Unmasked windows: s_window_pair.)
 static float
 s_window (const float *img, const float *mask, int w, int x0, int y0, int n, float *dst)
 {
     const float *src = img + (long) y0 * w + x0;
-    if (mask) {
-        const float *m = mask + (long) y0 * w + x0;
-        float sum = 0, count = 0, energy = 0;
-        for (int r = 0; r < n; r++, src += w, m += w)
-            for (int c = 0; c < n; c++) {
-                float in = m[c] != 0;
-                sum += src[c] * in;
-                count += in;
-            }
-        float mean = count > 0 ? sum / count : 0;
-        src = img + (long) y0 * w + x0;
-        m = mask + (long) y0 * w + x0;
-        for (int r = 0; r < n; r++, src += w, m += w)
-            for (int c = 0; c < n; c++) {
-                float d = m[c] != 0 ? src[c] - mean : 0;
-                dst[r * n + c] = d;
-                energy += d * d;
-            }
-        return energy;
-    }
-    v4sf s0 = {0}, s1 = {0};
-    for (int r = 0; r < n; r++, src += w) {
-        float *d = dst + r * n;
-        // The next windows along the row start up to a window further on:
-        // ask for those lines now, or the copy waits on memory (the rows of
-        // a window are too many streams for the hardware prefetcher).
-        __builtin_prefetch (src + n, 0, 0);
-        __builtin_prefetch (src + n + 16, 0, 0);
-        for (int c = 0; c < n; c += 8) {
-            v4sf a = s_load (src + c), b = s_load (src + c + 4);
-            s_store (d + c, a);
-            s_store (d + c + 4, b);
-            s0 += a;
-            s1 += b;
+    const float *m = mask + (long) y0 * w + x0;
+    float sum = 0, count = 0, energy = 0;
+    for (int r = 0; r < n; r++, src += w, m += w)
+        for (int c = 0; c < n; c++) {
+            float in = m[c] != 0;
+            sum += src[c] * in;
+            count += in;
         }
-    }
-    v4sf total = s0 + s1;
-    float mean = (total[0] + total[1] + total[2] + total[3]) / ((float) n * n);
-    v4sf vm = {mean, mean, mean, mean}, e0 = {0}, e1 = {0};
-    for (int k = 0; k < n * n; k += 8) {
-        v4sf a = s_load (dst + k) - vm, b = s_load (dst + k + 4) - vm;
-        s_store (dst + k, a);
-        s_store (dst + k + 4, b);
-        e0 += a * a;
-        e1 += b * b;
-    }
-    v4sf e = e0 + e1;
-    return e[0] + e[1] + e[2] + e[3];
+    float mean = count > 0 ? sum / count : 0;
+    src = img + (long) y0 * w + x0;
+    m = mask + (long) y0 * w + x0;
+    for (int r = 0; r < n; r++, src += w, m += w)
+        for (int c = 0; c < n; c++) {
+            float d = m[c] != 0 ? src[c] - mean : 0;
+            dst[r * n + c] = d;
+            energy += d * d;
+        }
+    return energy;
 }
 
 // Both windows of a vector without a mask, straight into the transform's
@@ -595,7 +564,9 @@ s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, 
     v4si da = {0}, db = {0};
     for (int r = 0; r < n; r++, pa += w, pb += w) {
         float *d = z + 2 * r * n;
-        // As s_window: the next windows' lines asked for now.
+        // The next windows along the row start up to a window further on:
+        // ask for those lines now, or the copy waits on memory (the rows of
+        // a window are too many streams for the hardware prefetcher).
         __builtin_prefetch (pa + n, 0, 0);
         __builtin_prefetch (pa + n + 16, 0, 0);
         __builtin_prefetch (pb + n, 0, 0);
@@ -646,14 +617,15 @@ s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax,
     int eb = (_mm_movemask_epi8 (_mm_cmpeq_epi8 (db, zero)) & 0xff) == 0xff;
     return ea || eb ? -1 : 0;
 #else
+    const unsigned char a0 = pa[0], b0 = pb[0];
     int da = 0, db = 0;
     for (int r = 0; r < n; r++, pa += w, pb += w) {
         float *d = z + 2 * r * n;
         for (int c = 0; c < n; c++) {
             d[2 * c] = pa[c];
             d[2 * c + 1] = pb[c];
-            da |= pa[c] != ia[(long) ay * w + ax];
-            db |= pb[c] != ib[(long) by * w + bx];
+            da |= pa[c] != a0;
+            db |= pb[c] != b0;
         }
     }
     return da && db ? 0 : -1;
