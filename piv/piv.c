@@ -788,6 +788,46 @@ s_cross1 (const float *p, const float *m, float *c)
     c[1] = (m[0] * m[0] - p[0] * p[0]) + (m[1] * m[1] - p[1] * p[1]);
 }
 
+// One row pair's step of s_cross_plane: W at (ky, kx) and (n - ky, n - kx)
+// from the windows' transforms along rows p1, p2 (ky) and m1, m2 (n - ky),
+// into row and mrow; kx 0 or n - 1 (their mirrors are not a pair in
+// memory).
+static inline void
+s_cross_edge (int n, int kx, const float *p1, const float *m1, const float *p2,
+              const float *m2, int count, float *row, float *mrow)
+{
+    int mx = (n - kx) & (n - 1);
+    float c1[2], c2[2] = {0, 0};
+    s_cross1 (p1 + 2 * kx, m1 + 2 * mx, c1);
+    if (count == 2)
+        s_cross1 (p2 + 2 * kx, m2 + 2 * mx, c2);
+    row[2 * kx] = c1[0] - c2[1];
+    row[2 * kx + 1] = c1[1] + c2[0];
+    mrow[2 * mx] = c1[0] + c2[1];
+    mrow[2 * mx + 1] = -c1[1] + c2[0];
+}
+
+// The same for kx and kx + 1 (1 <= kx, kx + 1 <= n - 2) with SIMD, their
+// mirrors n - kx - 1, n - kx loaded and swapped.
+static inline void
+s_cross_pair (int n, int kx, const float *p1, const float *m1, const float *p2,
+              const float *m2, int count, float *row, float *mrow)
+{
+    const v4sf flip = {-1, 1, -1, 1}, conj = {1, -1, 1, -1};
+    v4sf m = s_load (m1 + 2 * (n - kx - 1));
+    v4sf c1 = s_cross2 (s_load (p1 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+    v4sf out = c1, mout = c1 * conj;
+    if (count == 2) {
+        m = s_load (m2 + 2 * (n - kx - 1));
+        v4sf c2 = s_cross2 (s_load (p2 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+        v4sf swapped = SHUFFLE2 (c2, c2, 1, 0, 3, 2);  // C2i C2r
+        out += swapped * flip;                         // + i C2
+        mout += swapped;                               // + i conj C2
+    }
+    s_store (row + 2 * kx, out);
+    s_store (mrow + 2 * (n - kx - 1), SHUFFLE2 (mout, mout, 2, 3, 0, 1));
+}
+
 // W = C1 + i C2 over the whole n x n plane from the windows' transforms s1,
 // s2 (count 1: C2 = 0). Both cross spectra are Hermitian (the
 // correlations are real), so the inverse transform of W holds the first
@@ -802,40 +842,15 @@ s_cross1 (const float *p, const float *m, float *c)
 static inline void
 s_cross_plane (int n, const float *s1, const float *s2, int count, float *w)
 {
-    const v4sf flip = {-1, 1, -1, 1}, conj = {1, -1, 1, -1};
     for (int ky = 0; ky <= n / 2; ky++) {
         int my = (n - ky) & (n - 1);
         const float *p1 = s1 + 2 * ky * n, *m1 = s1 + 2 * my * n;
         const float *p2 = s2 + 2 * ky * n, *m2 = s2 + 2 * my * n;
         float *row = w + 2 * ky * n, *mrow = w + 2 * my * n;
-        // kx = 0 and n - 1 one by one; the pairs kx, kx + 1 between with
-        // SIMD, their mirrors n - kx - 1, n - kx loaded and swapped.
-        for (int kx = 0; kx < n; kx += kx == 0 || kx == n - 1 ? 1 : 2) {
-            if (kx == 0 || kx == n - 1) {
-                int mx = (n - kx) & (n - 1);
-                float c1[2], c2[2] = {0, 0};
-                s_cross1 (p1 + 2 * kx, m1 + 2 * mx, c1);
-                if (count == 2)
-                    s_cross1 (p2 + 2 * kx, m2 + 2 * mx, c2);
-                row[2 * kx] = c1[0] - c2[1];
-                row[2 * kx + 1] = c1[1] + c2[0];
-                mrow[2 * mx] = c1[0] + c2[1];
-                mrow[2 * mx + 1] = -c1[1] + c2[0];
-                continue;
-            }
-            v4sf m = s_load (m1 + 2 * (n - kx - 1));
-            v4sf c1 = s_cross2 (s_load (p1 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
-            v4sf out = c1, mout = c1 * conj;
-            if (count == 2) {
-                m = s_load (m2 + 2 * (n - kx - 1));
-                v4sf c2 = s_cross2 (s_load (p2 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
-                v4sf swapped = SHUFFLE2 (c2, c2, 1, 0, 3, 2);  // C2i C2r
-                out += swapped * flip;                         // + i C2
-                mout += swapped;                               // + i conj C2
-            }
-            s_store (row + 2 * kx, out);
-            s_store (mrow + 2 * (n - kx - 1), SHUFFLE2 (mout, mout, 2, 3, 0, 1));
-        }
+        s_cross_edge (n, 0, p1, m1, p2, m2, count, row, mrow);
+        for (int kx = 1; kx + 1 <= n - 2; kx += 2)
+            s_cross_pair (n, kx, p1, m1, p2, m2, count, row, mrow);
+        s_cross_edge (n, n - 1, p1, m1, p2, m2, count, row, mrow);
     }
 }
 
@@ -891,27 +906,12 @@ s_cross_plane2_avx2 (int n, const float *s1, const float *s2, float *w)
             memcpy (row + 2 * kx, &out, sizeof out);
             memcpy (mrow + 2 * (n - kx - 3), &mout, sizeof mout);
         }
-        for (; kx + 1 <= n - 2; kx += 2) {
-            const v4sf flip4 = {-1, 1, -1, 1}, conj4 = {1, -1, 1, -1};
-            v4sf m = s_load (m1 + 2 * (n - kx - 1));
-            v4sf c1 = s_cross2 (s_load (p1 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
-            m = s_load (m2 + 2 * (n - kx - 1));
-            v4sf c2 = s_cross2 (s_load (p2 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
-            v4sf swapped = SHUFFLE2 (c2, c2, 1, 0, 3, 2);
-            v4sf out = c1 + swapped * flip4, mout = c1 * conj4 + swapped;
-            s_store (row + 2 * kx, out);
-            s_store (mrow + 2 * (n - kx - 1), SHUFFLE2 (mout, mout, 2, 3, 0, 1));
-        }
-        for (int e = 0; e < 2; e++) {
-            int x = e ? n - 1 : 0, mx = (n - x) & (n - 1);
-            float c1[2], c2[2];
-            s_cross1 (p1 + 2 * x, m1 + 2 * mx, c1);
-            s_cross1 (p2 + 2 * x, m2 + 2 * mx, c2);
-            row[2 * x] = c1[0] - c2[1];
-            row[2 * x + 1] = c1[1] + c2[0];
-            mrow[2 * mx] = c1[0] + c2[1];
-            mrow[2 * mx + 1] = -c1[1] + c2[0];
-        }
+        // The two frequencies left (n - 2 is 2 more than a multiple of 4)
+        // and the edges, as s_cross_plane makes them.
+        for (; kx + 1 <= n - 2; kx += 2)
+            s_cross_pair (n, kx, p1, m1, p2, m2, 2, row, mrow);
+        s_cross_edge (n, 0, p1, m1, p2, m2, 2, row, mrow);
+        s_cross_edge (n, n - 1, p1, m1, p2, m2, 2, row, mrow);
     }
 }
 #endif
