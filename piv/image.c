@@ -705,9 +705,6 @@ s_read_strip (TIFF *tif, const char *path, uint32_t strip, size_t size, unsigned
     return -1;
 }
 
-// Greyscale of any kind img_samples_t describes, in strips or tiles,
-// contiguous (sample 0 of each pixel) or separate planes (plane 0). Row
-// sizes are libtiff's, so packed samples and padded rows count right.
 // Samples of n pixels of one decoded row into the image from pixel 'at' on:
 // its 8-bit pixels as they are stored (to_bytes), else floats.
 static inline void
@@ -720,6 +717,9 @@ s_put (piv_image_t *self, int to_bytes, const img_samples_t *kind, const unsigne
         img_convert (kind, src, self->data + at, n);
 }
 
+// Greyscale of any kind img_samples_t describes, in strips or tiles,
+// contiguous (sample 0 of each pixel) or separate planes (plane 0). Row
+// sizes are libtiff's, so packed samples and padded rows count right.
 // to_bytes: the samples are 8-bit unsigned, one per pixel, kept as they
 // are in self->bytes (s_decode decides), else converted to floats.
 static int
@@ -906,7 +906,7 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
     TIFFGetFieldDefaulted (tif, TIFFTAG_ORIENTATION, &orientation);
     int rc;
     img_samples_t kind = {.bits = bps, .format = format,
-                          .step = planar == PLANARCONFIG_SEPARATE || !grey ? 1 : spp,
+                          .step = planar == PLANARCONFIG_SEPARATE ? 1 : spp,
                           .invert = photometric == PHOTOMETRIC_MINISWHITE};
     // 8-bit frames as they are stored, one byte a pixel, kept so: the
     // engine reads its windows from them (a quarter of the memory of
@@ -915,15 +915,11 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
     int to_bytes = grey && bps == 8 && format != SAMPLEFORMAT_INT && kind.step == 1
                    && !kind.invert
                    && (orientation <= ORIENTATION_TOPLEFT || orientation > ORIENTATION_LEFTBOT);
-    if ((to_bytes ? s_byte_room (self) : s_float_room (self)) != 0) {
+    self->floats = !to_bytes;
+    if ((rc = to_bytes ? s_byte_room (self) : s_float_room (self)) != 0)
         img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
                     (unsigned) w, (unsigned) h);
-        if (self != reuse)
-            piv_image_destroy (&self);
-        return NULL;
-    }
-    self->floats = !to_bytes;
-    if (grey) {
+    else if (grey) {
         self->bits = bps;
         rc = s_decode_grey (tif, path, self, &kind, to_bytes, msg, err, errlen);
         if (rc == 0 && format == SAMPLEFORMAT_IEEEFP) {
