@@ -80,6 +80,15 @@ struct _broker_t {
     control_t *control;       // the command table
     stats_t *stats;           // run statistics, calibrations
     int rebuild_timer;        // the statistics' rebuild runs (its timer id), or 0
+    int64_t busy_since_ns;    // another process holds the store's write lock since, or 0
+    int64_t busy_logged_ns;   // when that was last logged
+    int probe_timer;          // asks the busy store again every PROBE_MS (its id), or 0
+    int ingest_paused;        // the ingest socket is not read: the store takes nothing
+    char *gone;               // the store's files were taken away: why, what was saved and
+                              // what to do (NULL while they are in place)
+    int rescue_timer;         // saves what the store held, a slice at a time, or 0
+    char rescued[4096];       // the file it is saved into
+    char why[1536];           // store_error's answer
 };
 
 // Queues an answer (a, b) to 'identity' for after the next commit. 0, or
@@ -191,13 +200,206 @@ s_rebuild_start (broker_t *self)
         self->rebuild_timer = zloop_timer (self->loop, REBUILD_MS, 0, s_rebuild_timer, self);
 }
 
+// ---------------------------------------------------------------------------
+// The store under faults: another process holding its write lock (it
+// waits, the reactor does not), its files taken away (it stops, saves what
+// it holds, and says what to do). doc/storage.md, "The store's own files".
+
+#define PROBE_MS 100          // a busy store is asked again this often
+#define BUSY_LOG_EVERY_S 10   // and said to be busy in the log this often
+#define FILES_CHECK_MS 500    // the store's files are checked against their paths
+#define RESCUE_PAGES 2048     // pages copied a slice when saving a lost store (8 MiB)
+
+static int s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg);
+static int s_store_ready (broker_t *self);
+static int s_commit (broker_t *self);
+
+// Stops reading the ingest socket: FILE events wait in its queue (bounded
+// by its high-water mark; watchers keep theirs and send again), until the
+// store takes them.
+static void
+s_ingest_pause (broker_t *self)
+{
+    if (!self->ingest_paused && self->loop && self->ingest_sock) {
+        zloop_reader_end (self->loop, self->ingest_sock);
+        self->ingest_paused = 1;
+    }
+}
+
+static void
+s_ingest_resume (broker_t *self)
+{
+    if (self->ingest_paused && self->loop && self->ingest_sock && !self->gone) {
+        zloop_reader (self->loop, self->ingest_sock, s_on_ingest, self);
+        self->ingest_paused = 0;
+    }
+}
+
+static int
+s_probe (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    if (s_store_ready (self))
+        s_commit (self);
+    else if (self->busy_since_ns) {
+        int64_t now = util_time_ns ();
+        if (now - self->busy_logged_ns >= (int64_t) BUSY_LOG_EVERY_S * 1000000000) {
+            size_t bytes, parked = dispatch_parked (self->dispatch, &bytes);
+            log_warning ("store '%s' still locked by another process, for %.0f s: %zu answer(s) "
+                         "of agents (%zu MiB) and %d dispatch(es) wait in memory",
+                         self->cfg.broker.store, (now - self->busy_since_ns) / 1e9, parked,
+                         bytes >> 20, store_deferred (self->store));
+            self->busy_logged_ns = now;
+        }
+    }
+    return 0;
+}
+
+// The store was found locked by another process: what needs a write waits.
+static void
+s_store_busy (broker_t *self)
+{
+    if (self->busy_since_ns)
+        return;
+    self->busy_since_ns = store_busy_since (self->store);
+    if (!self->busy_since_ns)
+        self->busy_since_ns = util_time_ns ();
+    self->busy_logged_ns = util_time_ns ();
+    log_warning ("store '%s' is locked by another process: file events and results wait "
+                 "until it answers; control, heartbeats and dispatch go on",
+                 self->cfg.broker.store);
+    s_ingest_pause (self);
+    dispatch_park (self->dispatch);
+    if (!self->probe_timer && self->loop)
+        self->probe_timer = zloop_timer (self->loop, PROBE_MS, 0, s_probe, self);
+}
+
+// The store answers again (the group is open): what waited is written.
+static void
+s_store_answers (broker_t *self)
+{
+    int64_t busy_ns = util_time_ns () - self->busy_since_ns;
+    self->busy_since_ns = 0;
+    if (self->probe_timer && self->loop)
+        zloop_timer_end (self->loop, self->probe_timer);
+    self->probe_timer = 0;
+    size_t dropped = 0, handled = dispatch_unpark (self->dispatch, busy_ns, &dropped);
+    log_notice ("store '%s' answers again after %.1f s: %zu answer(s) of agents written%s",
+                self->cfg.broker.store, busy_ns / 1e9, handled,
+                dropped ? " (more were dropped past the bound: their agents send them again)"
+                        : "");
+    s_ingest_resume (self);
+}
+
+// Whether the group is open for the messages about to be handled: 1; 0
+// when the store takes nothing now (busy: what needs a write waits; its
+// files gone: nothing is taken). Opening it takes the write lock until the
+// commit, so that no write of the batch finds the store locked half way.
+static int
+s_store_ready (broker_t *self)
+{
+    if (self->gone)
+        return 0;
+    if (store_in_group (self->store))
+        return 1;
+    if (store_begin (self->store) == 0) {
+        if (self->busy_since_ns)
+            s_store_answers (self);
+        return 1;
+    }
+    if (store_busy_since (self->store))
+        s_store_busy (self);
+    return 0;
+}
+
+static int
+s_rescue_timer (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    char err[1024];
+    int rc = store_rescue_step (self->store, RESCUE_PAGES, err, sizeof err);
+    if (rc == 0)
+        return 0;
+    zloop_timer_end (self->loop, self->rescue_timer);
+    self->rescue_timer = 0;
+    char *gone = NULL;
+    if (rc < 0) {
+        log_error ("%s", err);
+        if (asprintf (&gone, "%s; saving what it held failed (%s): stop the broker and copy its "
+                             "files from /proc/%d/fd before anything else",
+                      store_detached (self->store), err, (int) getpid ()) < 0)
+            gone = NULL;
+    }
+    else {
+        const char *name = self->rescued;
+        if (asprintf (&gone,
+                      "%s; what it held is saved in '%s': stop the broker, rm -f '%s-wal' "
+                      "'%s-shm', move '%s' to '%s' and start it again (nothing acknowledged is "
+                      "lost: watchers and agents send again what was not)",
+                      store_detached (self->store), name, self->cfg.broker.store,
+                      self->cfg.broker.store, name, self->cfg.broker.store) < 0)
+            gone = NULL;
+        log_notice ("store: %s", gone ? gone : "saved");
+    }
+    if (gone) {
+        free (self->gone);
+        self->gone = gone;
+    }
+    return 0;
+}
+
+// The store's files are not the ones at their paths any more ('why'): no
+// commit goes into files nobody will find again, and nothing more is
+// acknowledged; what the store held is saved, through the descriptors it
+// still has, into a file it names.
+static void
+s_store_gone (broker_t *self, const char *why)
+{
+    store_detach (self->store, why);
+    s_commit (self);  // reports the group rolled back: nothing of it is answered
+    s_ingest_pause (self);
+    char err[1024];
+    char *gone = NULL;
+    if (store_rescue_begin (self->store, self->rescued, sizeof self->rescued, err, sizeof err)
+        == 0) {
+        if (asprintf (&gone, "%s; nothing is acknowledged since; saving it into '%s'", why,
+                      self->rescued)
+            < 0)
+            gone = NULL;
+        self->rescue_timer = zloop_timer (self->loop, 1, 0, s_rescue_timer, self);
+    }
+    else if (asprintf (&gone, "%s; nothing is acknowledged since; %s", why, err) < 0)
+        gone = NULL;
+    self->gone = gone ? gone : strdup (why);
+    log_error ("store: %s", self->gone ? self->gone : why);
+}
+
+static int
+s_files_timer (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    broker_t *self = arg;
+    if (self->gone)
+        return 0;
+    char why[1024];
+    int rc = store_check_files (self->store, why, sizeof why);
+    if (rc == 1)
+        s_store_gone (self, why);
+    else if (rc == 2)
+        log_warning ("store: %s", why);
+    return 0;
+}
+
 // The statistics' checkpoint (broker/stats_ms), in the open group.
 static int
 s_stats_timer (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     broker_t *self = arg;
-    stats_checkpoint (self->stats, NULL, util_time_ns ());
+    if (s_store_ready (self))
+        stats_checkpoint (self->stats, NULL, util_time_ns ());
     return 0;
 }
 
@@ -226,8 +428,9 @@ static int
 s_commit (broker_t *self)
 {
     char err[512];
-    if (store_uncommitted (self->store) == 0 && self->recorded.n == 0 && self->acks.n == 0
-        && zlistx_size (self->fresh) == 0)
+    int writes = store_uncommitted (self->store);
+    if (writes == 0 && self->recorded.n == 0 && self->acks.n == 0
+        && zlistx_size (self->fresh) == 0 && !store_in_group (self->store))
         return 0;
     if (store_commit (self->store, err, sizeof err) != 0) {
         if (!self->store_failed)
@@ -240,9 +443,12 @@ s_commit (broker_t *self)
         s_resync (self);
         return -1;
     }
-    if (self->store_failed)
+    // Only a commit that wrote says the store takes writes again (an empty
+    // group commits on a full disk too).
+    if (self->store_failed && writes > 0) {
         log_notice ("commits work again");
-    self->store_failed = 0;
+        self->store_failed = 0;
+    }
     s_acks_send (&self->acks, self->ingest_sock);
     // RECORDED goes with the agent's next TASKs (dispatch_now); one the
     // agent cannot take now is dropped: it resends its result.
@@ -310,7 +516,12 @@ static int
 s_on_ingest (zloop_t *loop, zsock_t *reader, void *arg)
 {
     (void) loop;
-    s_drain ((broker_t *) arg, reader, s_ingest_one);
+    broker_t *self = arg;
+    if (!s_store_ready (self)) {
+        s_ingest_pause (self);  // read again once the store answers
+        return 0;
+    }
+    s_drain (self, reader, s_ingest_one);
     return 0;
 }
 
@@ -374,6 +585,7 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
     broker_t *self = arg;
     // Whoever subscribed before these results came gets them.
     publish_subscriptions (self->publish_sock);
+    s_store_ready (self);  // or answers wait (dispatch_park)
     s_drain (self, reader, s_work_one);
     dispatch_now (self->dispatch);
     return 0;
@@ -384,6 +596,7 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     broker_t *self = arg;
+    s_store_ready (self);
     dispatch_heartbeat (self->dispatch, util_time_ns ());
     dispatch_now (self->dispatch);
     return 0;
@@ -434,12 +647,34 @@ s_bind (int type, const char *endpoint, zcert_t *cert, char *err, size_t errlen)
     return sock;
 }
 
-// What status reads of the reactor (stages_t): why commits fail, if they do.
+// What status reads of the reactor (stages_t): why the store takes nothing
+// now, if it does not.
 static const char *
 s_store_error (void *arg)
 {
     broker_t *self = arg;
+    if (self->gone)
+        return self->gone;
+    if (self->busy_since_ns) {
+        size_t bytes, parked = dispatch_parked (self->dispatch, &bytes);
+        snprintf (self->why, sizeof self->why,
+                  "store busy for %.0f s (locked by another process): file events, %zu answer(s) "
+                  "of agents (%zu MiB) and %d dispatch(es) wait for it",
+                  (util_time_ns () - self->busy_since_ns) / 1e9, parked, bytes >> 20,
+                  store_deferred (self->store));
+        return self->why;
+    }
     return self->store_failed ? self->store_why : NULL;
+}
+
+static const char *
+s_store_state (void *arg)
+{
+    broker_t *self = arg;
+    return self->gone             ? "lost"
+           : self->busy_since_ns  ? "busy"
+           : self->store_failed   ? "failing"
+                                  : "ok";
 }
 
 // The stages, as status and control reach them.
@@ -455,7 +690,8 @@ s_stages (broker_t *self, stages_t *stages)
                           .stats = self->stats,
                           .started_ns = self->started_ns,
                           .arg = self,
-                          .store_error = s_store_error};
+                          .store_error = s_store_error,
+                          .store_state = s_store_state};
 }
 
 // Subscriptions arriving on the publish socket (an XPUB).
@@ -506,7 +742,8 @@ s_dispatch_held (void *arg)
     broker_t *self = arg;
     // The free-space guard holds new work back while a volume it writes to
     // is critically full (doc/storage.md); tasks out finish.
-    return self->store_failed || (self->storage && storage_paused (self->storage));
+    return self->store_failed || self->gone
+           || (self->storage && storage_paused (self->storage));
 }
 
 static void
@@ -541,6 +778,13 @@ s_stages_new (broker_t *self, char *err, size_t errlen)
                                         : STORE_DURABILITY_FULL;
     if (!(self->store = store_new (cfg->broker.store, durability, err, errlen)))
         return -1;
+    if (store_created (self->store))
+        log_notice ("first start: no store was at '%s' (nor its lock file): made a new one",
+                    cfg->broker.store);
+    if (store_restored (self->store))
+        log_notice ("store '%s' is the copy a broker saved of the store taken away: going on "
+                    "with it",
+                    cfg->broker.store);
     store_set_fields (self->store, fields_every);
     if (!(self->results = results_new (self->store, fields_every))) {
         snprintf (err, errlen, "cannot start the broker: out of memory");
@@ -640,6 +884,7 @@ s_sockets_new (broker_t *self, char *err, size_t errlen)
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_heartbeat, self);
     if (cfg->broker.stats_ms > 0)
         zloop_timer (self->loop, (size_t) cfg->broker.stats_ms, 0, s_stats_timer, self);
+    zloop_timer (self->loop, FILES_CHECK_MS, 0, s_files_timer, self);
     s_rebuild_start (self);
     return 0;
 }
@@ -706,8 +951,9 @@ broker_destroy (broker_t **self_p)
         return;
     broker_t *self = *self_p;
     if (self->store) {
-        // A clean stop saves the statistics with the last commit.
-        if (self->stats)
+        // A clean stop saves the statistics with the last commit (unless
+        // the store takes nothing now).
+        if (self->stats && !self->gone && !self->busy_since_ns)
             stats_checkpoint (self->stats, NULL, util_time_ns ());
         s_commit (self);
         if (self->dispatch)
@@ -732,6 +978,7 @@ broker_destroy (broker_t **self_p)
     results_destroy (&self->results);
     stats_destroy (&self->stats);
     store_destroy (&self->store);
+    free (self->gone);
     free (self);
     *self_p = NULL;
 }

@@ -22,7 +22,7 @@ main (int argc, char **argv)
                          &cfg);
     if (rc >= 0)
         return rc;
-    char err[1024];
+    char err[4096];
     broker_t *broker = broker_new (&cfg, err, sizeof err);
     if (!broker) {
         log_error ("%s", err);

@@ -997,6 +997,18 @@ s_check_names (control_cmd_t *cmd, size_t command)
     return 0;
 }
 
+// 1 if the command changes the farm as given (not its reading form).
+static int
+s_changes (control_cmd_t *cmd, size_t command)
+{
+    const char *reads = s_commands[command].reads;
+    if (!s_commands[command].changes)
+        return 0;
+    if (reads && cmd->argc > 1 && strcmp (cmd->argv[1], reads) == 0)
+        return 0;
+    return !(reads && !*reads && cmd->argc == 2);
+}
+
 // 1 if the command may run for this client: it only reads, CURVE is off,
 // or the client's key is an operator's.
 static int
@@ -1006,12 +1018,7 @@ s_allowed (control_cmd_t *cmd, size_t command)
     // A key whose certificate was removed reads nothing more either.
     if (!peers_allowed (self->peers, cmd->peer, BROKER_ROLE_READER))
         return 0;
-    if (!s_commands[command].changes || !peers_curve (self->peers))
-        return 1;
-    const char *reads = s_commands[command].reads;
-    if (reads && cmd->argc > 1 && strcmp (cmd->argv[1], reads) == 0)
-        return 1;
-    if (reads && !*reads && cmd->argc == 2)
+    if (!s_changes (cmd, command) || !peers_curve (self->peers))
         return 1;
     return peers_allowed (self->peers, cmd->peer, BROKER_ROLE_OPERATOR);
 }
@@ -1054,6 +1061,11 @@ s_run (control_cmd_t *cmd, const char *line)
         }
         else if (s_check_names (cmd, command))
             ;  // refused, logged
+        else if (s_changes (cmd, command) && store_begin (cmd->self->store) != 0)
+            // Another process holds the store, or its files are gone: the
+            // change could not be recorded, so it is not made.
+            cmd_refuse (cmd, 503, "'%s' not done: the store takes no change now: %s",
+                        cmd->argv[0], store_error (cmd->self->store));
         else if (run (cmd) == 0 && cmd->body.failed)
             cmd_refuse (cmd, 500, "no memory for the answer");
         else if (cmd->status == 200 && cmd->body.len > PROTO_MAX_BODY)

@@ -50,7 +50,30 @@ struct _dispatch_t {
     zhashx_t *recorded_ids;   // agent ids recorded in the store since start (bounded)
     int64_t new_ids_hour;     // the hour new_ids counts
     int64_t new_ids_total;    // agent ids first recorded in this hour, all peers
+    int parking;              // the store is busy: answers wait in 'parked' (dispatch_park)
+    zlistx_t *parked;         // s_parked_t, in arrival order
+    zhashx_t *parked_keys;    // "command pair attempt" of the answers among them
+    size_t parked_bytes;      // the bytes of their fields
+    size_t parked_dropped;    // dropped past the bound since parking began
 };
+
+// A message waiting for the store (dispatch_park).
+typedef struct {
+    zframe_t *identity;  // its sender
+    char key[64];        // the sender's CURVE key
+    proto_msg_t msg;     // the message, owned
+} s_parked_t;
+
+static void
+s_parked_destroy (s_parked_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zframe_destroy (&(*self_p)->identity);
+    proto_msg_release (&(*self_p)->msg);
+    free (*self_p);
+    *self_p = NULL;
+}
 
 static int s_backoff_due (zloop_t *loop, int timer_id, void *arg);
 static void s_check_deadlines (dispatch_t *self, int64_t now);
@@ -65,6 +88,7 @@ s_agent_destroy (agent_rec_t **self_p)
     zframe_destroy (&self->identity);
     free (self->id);
     free (self->host);
+    free (self->capabilities);
     zlistx_destroy (&self->tasks);
     proto_batch_destroy (&self->out);
     free (self);
@@ -103,12 +127,16 @@ dispatch_new (const dispatch_host_t *host)
     self->backoff = zlistx_new ();
     self->new_ids = zhashx_new ();
     self->recorded_ids = zhashx_new ();
-    if (!self->sched || !self->agents || !self->backoff || !self->new_ids || !self->recorded_ids) {
+    self->parked = zlistx_new ();
+    self->parked_keys = zhashx_new ();
+    if (!self->sched || !self->agents || !self->backoff || !self->new_ids || !self->recorded_ids
+        || !self->parked || !self->parked_keys) {
         dispatch_destroy (&self);
         return NULL;
     }
     zhashx_set_destructor (self->agents, (zhashx_destructor_fn *) s_agent_destroy);
     zlistx_set_destructor (self->backoff, (zlistx_destructor_fn *) broker_task_destroy);
+    zlistx_set_destructor (self->parked, (zlistx_destructor_fn *) s_parked_destroy);
     // new_ids, recorded_ids: counts and flags, not pointers: nothing to
     // free (zhashx's default).
     return self;
@@ -138,6 +166,8 @@ dispatch_destroy (dispatch_t **self_p)
         sched_clear (self->sched, s_task_free, NULL);
     sched_destroy (&self->sched);
     zlistx_destroy (&self->backoff);
+    zlistx_destroy (&self->parked);
+    zhashx_destroy (&self->parked_keys);
     free (self);
     *self_p = NULL;
 }
@@ -558,6 +588,12 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
             return -1;
         }
     int attempt = store_pair_dispatch (self->store, task->pair, agent->id, now);
+    if (attempt < 0 && (store_busy_since (self->store) || store_detached (self->store))) {
+        // The store cannot record it now (held by another process, with
+        // its memory for dispatches full; or taken away): it waits.
+        sched_put_back (self->sched, task->exp->id, task->pair, task);
+        return -1;
+    }
     if (attempt < 0) {
         // Not pending any more (done by a late result): drop it.
         broker_task_destroy (&task);
@@ -695,7 +731,7 @@ s_on_result (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg
         return;  // not RECORDED: the agent resends it
     }
     task_t *task = s_take_task (agent, (int64_t) msg->pair);
-    if (task)
+    if (task && !task->answered)
         agent->credit++;  // the slot the task held is free again
     agent->done += recorded;
     if (task && recorded)
@@ -727,7 +763,7 @@ s_on_failed (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg
         return;
     }
     task_t *task = s_take_task (agent, (int64_t) msg->pair);
-    if (task)
+    if (task && !task->answered)
         agent->credit++;
     if (failed)
         log_warning ("pair %llu failed for good: %s", (unsigned long long) msg->pair,
@@ -789,6 +825,16 @@ s_may_record_agent (dispatch_t *self, const char *peer, const char *id, int64_t 
         zhashx_purge (self->recorded_ids);
     zhashx_insert (self->recorded_ids, id, (void *) 1);
     return 1;
+}
+
+// The agent's row in the store, within s_may_record_agent's bounds.
+static void
+s_record_agent (dispatch_t *self, agent_rec_t *agent, int64_t now)
+{
+    agent->unrecorded = 0;
+    if (s_may_record_agent (self, *agent->key ? agent->key : agent->host, agent->id, now))
+        store_agent_seen (self->store, agent->id, agent->host, agent->cores,
+                          agent->capabilities ? agent->capabilities : "", now);
 }
 
 // DEFER: the agent holding (pair, attempt) cannot do it now for a reason
@@ -869,17 +915,24 @@ s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     zlistx_set_destructor (agent->tasks, (zlistx_destructor_fn *) broker_task_destroy);
     char slot[512];
     zhashx_insert (self->agents, s_agent_key (identity, slot), agent);
-    if (s_may_record_agent (self, *agent->key ? agent->key : agent->host, agent->id, now))
-        store_agent_seen (self->store, agent->id, agent->host, agent->cores,
-                          msg->settings ? msg->settings : "", now);
+    free (agent->capabilities);
+    agent->capabilities = strdup (msg->settings ? msg->settings : "");
+    if (self->parking)
+        agent->unrecorded = 1;  // written once the store answers (dispatch_unpark)
+    else
+        s_record_agent (self, agent, now);
     log_notice ("agent '%s' on %s with %d cores", agent->id, agent->host, agent->cores);
     s_publish_agent (self, agent, "joined", NULL);
 }
 
 // One message from an agent (alone, or one of a BATCH).
+static int s_park (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *msg);
+
 static void
 s_work_msg (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
+    if (self->parking && s_park (self, identity, key, msg))
+        return;
     if (msg->command == PROTO_HELLO)
         s_on_hello (self, identity, key, msg);
     agent_rec_t *agent = s_agent (self, identity);
@@ -986,6 +1039,16 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
 void
 dispatch_heartbeat (dispatch_t *self, int64_t now)
 {
+    if (self->parking) {
+        // Nothing of a presumed death or a deadline could be recorded: both
+        // wait for the store (an agent's silence is judged once it answers).
+        for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+             agent = zhashx_next (self->agents)) {
+            proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = now};
+            proto_send (&beat, agent->identity, self->work);
+        }
+        return;
+    }
     zlistx_t *dead = zlistx_new ();
     for (agent_rec_t *agent = zhashx_first (self->agents); agent;
          agent = zhashx_next (self->agents)) {
@@ -1000,4 +1063,114 @@ dispatch_heartbeat (dispatch_t *self, int64_t now)
         s_agent_drop (self, agent, "is silent: presumed dead", 1);
     zlistx_destroy (&dead);
     s_check_deadlines (self, now);
+}
+
+// ---------------------------------------------------------------------------
+// A busy store (dispatch_park)
+
+// Whether 'msg' from 'identity' waits for the store: an answer that needs
+// a write, or a READY behind a waiting HELLO or DISCONNECT of its agent (so
+// that its credit is not given to the agent record that goes). Takes msg
+// (zeroed) when it waits or is dropped past the bound: 1; 0 to handle it now.
+static int
+s_park (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
+{
+    agent_rec_t *agent = s_agent (self, identity);
+    int waits = msg->command == PROTO_RESULT || msg->command == PROTO_FAILED
+                || msg->command == PROTO_DEFER || msg->command == PROTO_DISCONNECT
+                || (msg->command == PROTO_HELLO && agent);
+    if (!waits && msg->command == PROTO_READY)
+        for (s_parked_t *p = zlistx_first (self->parked); p && !waits;
+             p = zlistx_next (self->parked))
+            waits = zframe_eq (p->identity, identity)
+                    && (p->msg.command == PROTO_HELLO || p->msg.command == PROTO_DISCONNECT);
+    if (!waits)
+        return 0;
+    // An answer sent again while it waits (agents resend what is not
+    // RECORDED after a liveness interval) waits once.
+    char answer[64] = "";
+    if (msg->command == PROTO_RESULT || msg->command == PROTO_FAILED
+        || msg->command == PROTO_DEFER) {
+        snprintf (answer, sizeof answer, "%c %llu %u", msg->command,
+                  (unsigned long long) msg->pair, msg->attempt);
+        if (zhashx_lookup (self->parked_keys, answer)) {
+            proto_msg_release (msg);
+            return 1;
+        }
+    }
+    if (zlistx_size (self->parked) >= DISPATCH_PARKED_MAX
+        || self->parked_bytes + msg->blob_size > DISPATCH_PARKED_BYTES) {
+        if (self->parked_dropped++ == 0)
+            log_warning ("work: %zu messages (%zu MiB of fields) wait for the store already: "
+                         "further answers are dropped unanswered until it answers (their "
+                         "agents send them again)",
+                         zlistx_size (self->parked), self->parked_bytes >> 20);
+        proto_msg_release (msg);
+        return 1;
+    }
+    s_parked_t *p = calloc (1, sizeof *p);
+    if (!p || !(p->identity = zframe_dup (identity))) {
+        free (p);
+        return 0;  // handled now: it fails to write, and its agent sends it again
+    }
+    snprintf (p->key, sizeof p->key, "%s", key ? key : "");
+    p->msg = *msg;
+    memset (msg, 0, sizeof *msg);
+    self->parked_bytes += p->msg.blob_size;
+    zlistx_add_end (self->parked, p);
+    if (*answer)
+        zhashx_insert (self->parked_keys, answer, (void *) 1);
+    // Its agent's slot is free at once: the agent takes more work meanwhile.
+    task_t *task = (p->msg.command == PROTO_RESULT || p->msg.command == PROTO_FAILED)
+                       ? s_held (agent, p->msg.pair, p->msg.attempt)
+                       : NULL;
+    if (task && !task->answered) {
+        task->answered = 1;
+        agent->credit++;
+    }
+    return 1;
+}
+
+void
+dispatch_park (dispatch_t *self)
+{
+    if (!self->parking)
+        self->parked_dropped = 0;
+    self->parking = 1;
+}
+
+size_t
+dispatch_unpark (dispatch_t *self, int64_t busy_ns, size_t *dropped)
+{
+    self->parking = 0;
+    int64_t now = util_time_ns ();
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents)) {
+        if (agent->unrecorded)
+            s_record_agent (self, agent, now);
+        for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+            if (task->deadline_ns)
+                task->deadline_ns += busy_ns;
+    }
+    size_t handled = 0;
+    s_parked_t *p;
+    while ((p = zlistx_detach (self->parked, NULL))) {
+        self->parked_bytes -= p->msg.blob_size;
+        s_work_msg (self, p->identity, p->key, &p->msg);
+        s_parked_destroy (&p);
+        handled++;
+    }
+    self->parked_bytes = 0;
+    zhashx_purge (self->parked_keys);
+    if (dropped)
+        *dropped = self->parked_dropped;
+    return handled;
+}
+
+size_t
+dispatch_parked (dispatch_t *self, size_t *bytes)
+{
+    if (bytes)
+        *bytes = self->parked_bytes;
+    return zlistx_size (self->parked);
 }

@@ -76,4 +76,25 @@ int dispatch_work_one (dispatch_t *self, zsock_t *reader);
 // (presumed dead, their tasks back in the queue), the deadlines checked.
 void dispatch_heartbeat (dispatch_t *self, int64_t now);
 
+// While another process holds the store's write lock (broker.c): the
+// answers that need a write (RESULT, FAILED, DEFER, DISCONNECT, a known
+// agent's HELLO, and a READY behind one of them) wait here in arrival
+// order, at most DISPATCH_PARKED_MAX messages and DISPATCH_PARKED_BYTES of
+// fields (past that they are dropped, unanswered: the agent sends them
+// again); a RESULT or FAILED of a task held gives the agent's slot back at
+// once, so that it takes more work (whose dispatch the store keeps in
+// memory, store_pair_dispatch); HEARTBEATs and new agents are served as
+// ever; the heartbeat neither presumes a silent agent dead nor takes a
+// task past its deadline (nothing of it could be recorded).
+#define DISPATCH_PARKED_MAX 20000
+#define DISPATCH_PARKED_BYTES ((size_t) 256 << 20)
+void dispatch_park (dispatch_t *self);
+// The store answers again: what waited is handled in order, the agents
+// that came meanwhile recorded, and the deadlines of the tasks out moved
+// on by 'busy_ns' (the agents could not deliver meanwhile). Returns the
+// messages handled; *dropped gets those dropped past the bound.
+size_t dispatch_unpark (dispatch_t *self, int64_t busy_ns, size_t *dropped);
+// Messages waiting, and the bytes of their fields.
+size_t dispatch_parked (dispatch_t *self, size_t *bytes);
+
 #endif

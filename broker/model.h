@@ -128,6 +128,8 @@ typedef struct {
     int64_t deadline_ns;    // requeued for another agent past this (broker/task_deadline_ms)
     int expired;         // its deadline passed and a copy went back to the queue: this one
                          // only holds the agent's slot until it answers
+    int answered;        // its answer waits for a busy store (dispatch_park): the agent's
+                         // slot was given back when it came
 } task_t;
 
 #define COMPUTE_KEPT 16  // compute times kept per agent for its median (the deadline)
@@ -151,6 +153,8 @@ typedef struct {
     char key[64];        // its CURVE public key (Z85), or "" (curve off)
     int clamped;         // a READY beyond its cores was clamped (warned once)
     int unreachable;     // a send to it failed: no task until it is heard from again
+    char *capabilities;  // what it said it can do (HELLO), for its row in the store
+    int unrecorded;      // came while the store was busy: its row is written once it answers
 } agent_rec_t;
 
 // A task of 'pair' (its names copied); NULL without memory.

@@ -25,9 +25,12 @@ typedef struct {
     storage_t *storage;       // warnings, guard, volumes (NULL before it starts)
     stats_t *stats;           // run statistics, calibrations
     int64_t started_ns;       // when the broker started
-    void *arg;                // for store_error:
-    // Why the last commit failed, or NULL while commits work.
+    void *arg;                // for store_error and store_state:
+    // Why the store takes nothing now (its last commit failed, another
+    // process holds it, its files were taken away), or NULL while it works.
     const char *(*store_error) (void *arg);
+    // Which of those: "ok", "busy", "failing" or "lost".
+    const char *(*store_state) (void *arg);
 } stages_t;
 
 #endif

@@ -237,10 +237,15 @@ s_print_status (jdoc_t *doc)
 {
     double uptime = jdoc_number (doc, NAN, "$.uptime_s");
     const char *why = jdoc_string (doc, "$.store_error");
+    const char *state = jdoc_string (doc, "$.store_state");
+    const char *label = !state                        ? "  -- STORE CANNOT COMMIT: "
+                        : strcmp (state, "busy") == 0 ? "  -- STORE BUSY: "
+                        : strcmp (state, "lost") == 0 ? "  -- STORE LOST: "
+                                                      : "  -- STORE CANNOT COMMIT: ";
     printf ("broker up %s, %s pair(s) queued, %s result(s) recorded since start%s%s\n",
             ctl_duration (uptime), ctl_num (jdoc_number (doc, NAN, "$.queue"), "%.0f"),
             ctl_num (jdoc_number (doc, NAN, "$.results"), "%.0f"),
-            jdoc_bool (doc, 1, "$.store_ok") ? "" : "  -- STORE CANNOT COMMIT: ",
+            jdoc_bool (doc, 1, "$.store_ok") ? "" : label,
             jdoc_bool (doc, 1, "$.store_ok") || !why ? "" : why);
     printf ("rate: %s pairs/s over 10 s, %s pairs/s over 1 min\n",
             ctl_num (jdoc_number (doc, NAN, "$.rate_10s"), "%.1f"),

@@ -137,6 +137,8 @@ typedef struct {
     int64_t results;
     double rate_10s, rate_1m;
     int store_ok;           // the broker says its store works
+    char store_state[16];   // "ok", "busy", "failing", "lost" (the broker's)
+    char store_error[1536]; // why it takes nothing now, when it does not
     char policy[32];        // global default policy, rate limit, pause
     double rate_limit;
     int paused;

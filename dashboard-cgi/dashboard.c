@@ -108,6 +108,8 @@ s_no_store_yet (dash_t *dash)
     struct stat st;
     if (stat (dash->cfg.broker.store, &st) == 0 || errno != ENOENT)
         return 0;
+    if (strcmp (dash->store_state, "lost") == 0)
+        return 1;  // not "yet": the broker's banner says what became of it
     snprintf (dash->warnings[0].level, sizeof dash->warnings[0].level, "warning");
     snprintf (dash->warnings[0].message, sizeof dash->warnings[0].message,
               "No store yet: '%.400s' does not exist. The broker makes it when it first "
@@ -156,7 +158,14 @@ main (int argc, char **argv)
     int rc = dash_gather (&dash, q.exp, S_BROKER_TIMEOUT_MS, err, sizeof err);
     if (rc < 0 && s_no_store_yet (&dash))
         rc = q.exp ? 1 : 0;  // no experiment exists yet
-    if (rc < 0)
+    if (rc < 0 && strcmp (dash.store_state, "lost") == 0) {
+        // The broker knows why (its store's files were taken away): say that first.
+        char lost[sizeof dash.store_error + sizeof err + 64];
+        snprintf (lost, sizeof lost, "the broker's store was taken away: %s (this page cannot "
+                  "read it: %s)", dash.store_error, err);
+        s_error ("503 Service Unavailable", format, head, lost);
+    }
+    else if (rc < 0)
         s_error ("503 Service Unavailable", format, head, err);
     else if (rc > 0) {
         snprintf (why, sizeof why, "no experiment '%s'", q.exp);

@@ -419,6 +419,10 @@ s_merge_broker (dash_t *dash, jdoc_t *doc)
     dash->rate_10s = jdoc_number (doc, NAN, "$.rate_10s");
     dash->rate_1m = jdoc_number (doc, NAN, "$.rate_1m");
     dash->store_ok = jdoc_bool (doc, 1, "$.store_ok");
+    const char *state = jdoc_string (doc, "$.store_state");
+    const char *why = jdoc_string (doc, "$.store_error");
+    snprintf (dash->store_state, sizeof dash->store_state, "%s", state ? state : "");
+    snprintf (dash->store_error, sizeof dash->store_error, "%s", why ? why : "");
     const char *policy = jdoc_string (doc, "$.policy");
     if (policy)
         snprintf (dash->policy, sizeof dash->policy, "%s", policy);
@@ -703,6 +707,9 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
 
     store_t *store = store_open_readonly (dash->cfg.broker.store, err, errlen);
     if (!store) {
+        // The broker's word still counts (why its store is gone, say).
+        if (status)
+            s_merge_broker (dash, status);
         jdoc_destroy (&status);
         return -1;
     }

@@ -285,10 +285,18 @@ s_head (FILE *out, const dash_t *dash, const char *title)
         dash_put_html (out, dash->broker_error);
         fputs ("</small></div>", out);
     }
-    else if (!dash->store_ok)
-        fputs ("<div class=\"banner bad\">The broker cannot write its store: nothing new is "
-               "recorded (see the broker's log).</div>",
-               out);
+    else if (!dash->store_ok) {
+        // Busy (another process holds it: things wait), lost (its files
+        // were taken away: what to do), or failing (a commit failed).
+        const char *what = strcmp (dash->store_state, "busy") == 0
+                               ? "The broker's store is busy: new files and results wait"
+                           : strcmp (dash->store_state, "lost") == 0
+                               ? "The broker's store was taken away: nothing new is recorded"
+                               : "The broker cannot write its store: nothing new is recorded";
+        fprintf (out, "<div class=\"banner bad\" id=\"store-error\">%s.<small>", what);
+        dash_put_html (out, *dash->store_error ? dash->store_error : "(see the broker's log)");
+        fputs ("</small></div>", out);
+    }
     // Storage: low space, RAM disks filling up or expiring, failed archives.
     for (int i = 0; i < dash->nwarnings; i++) {
         fprintf (out, "<div class=\"banner %s storage-warning\">",

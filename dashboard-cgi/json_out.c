@@ -330,6 +330,10 @@ s_broker (const dash_t *dash)
     jout_set (&o, "rate_10s", jout_number (dash->rate_10s));
     jout_set (&o, "rate_1m", jout_number (dash->rate_1m));
     jout_set (&o, "store_ok", s_bool (dash->broker_ok ? dash->store_ok : -1));
+    if (dash->broker_ok && *dash->store_state)
+        jout_set (&o, "store_state", jout_string (dash->store_state));
+    if (dash->broker_ok && !dash->store_ok && *dash->store_error)
+        jout_set (&o, "store_error", jout_string (dash->store_error));
     jout_set (&o, "policy", jout_string (dash->policy));
     jout_set (&o, "rate_limit", jout_number (dash->rate_limit));
     jout_set (&o, "paused", s_bool (dash->paused));

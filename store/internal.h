@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 // ---------------------------------------------------------------------------
 // Statements: all prepared at open (schema.c: their text), reused for the
@@ -111,6 +112,25 @@ typedef enum {
 // ---------------------------------------------------------------------------
 // The store.
 
+// A file of the store as it was opened (files.c): its name, a descriptor
+// of our own on it, and its identity then.
+typedef struct {
+    char *name;    // its path (the database's as SQLite resolved it; "-wal", "-shm")
+    int fd;        // our descriptor of it, -1 when not captured (yet)
+    dev_t dev;     // its device and inode when captured
+    ino_t ino;
+} st_file_t;
+
+// A dispatch made while another process held the write lock (write.c):
+// written first thing once the group opens again.
+typedef struct {
+    int64_t pair, now_ns;
+    int attempt;
+    char *agent;
+} st_deferred_t;
+
+enum { ST_FILE_DB, ST_FILE_WAL, ST_FILE_SHM, ST_NFILES };
+
 #define S_ERROR_MAX 1024    // bytes of an error line
 #define S_PAYLOAD_MAX 8192  // bytes of an event payload made here (longer is cut)
 
@@ -136,6 +156,19 @@ struct _store_t {
     char *found;                       // strings of store_experiment_find's answer
     size_t found_size;                 // bytes allocated at found
     int streaming;                     // store_results_of is calling back: no writes
+    int created;                       // store_new made the database (a first start)
+    int restored;                      // store_new opened the copy a broker had saved
+    int held;                          // store_begin opened the group: kept open until commit
+    int nowait;                        // BEGIN fails at once when the write lock is held
+    int in_begin;                      // a BEGIN runs (the busy handler does not wait then)
+    int64_t busy_since_ns;             // the write lock held by another since (0: it was not)
+    char *detached;                    // why writes stopped for good (store_detach), or NULL
+    st_file_t files[ST_NFILES];        // the files as opened (store_check_files)
+    st_deferred_t *deferred;           // dispatches waiting for the write lock
+    int ndeferred, deferred_room;      // how many, room for
+    sqlite3 *rescue_db;                // store_rescue_*: the copy being made
+    sqlite3_backup *rescue;            // and the backup into it
+    char *rescue_path;                 // its name
 };
 
 // ---------------------------------------------------------------------------
@@ -178,6 +211,8 @@ int st_step (store_t *self, sqlite3_stmt *stmt);
 // Binds text or NULL.
 void st_bind_text (sqlite3_stmt *stmt, int index, const char *text);
 const char *st_column_text (sqlite3_stmt *stmt, int column);
+// The writer's busy handler (see tx.c).
+int st_busy (void *arg, int count);
 // Ends the group's transaction without committing it.
 void st_rollback (store_t *self);
 // A failed statement: sets the error, undoes what it left half done; -1.
@@ -196,11 +231,31 @@ int st_write_end_many (store_t *self, int count);
 int st_query_int (store_t *self, sqlite3_stmt *stmt, int64_t *value, int *found);
 
 // ---------------------------------------------------------------------------
+// files.c: the store's files and the lock file's record.
+
+// Captures the identity of the database, WAL and shm files as SQLite has
+// them open (after store_new, and for a WAL made later); a file it cannot
+// open is left uncaptured (and so unchecked).
+void st_files_capture (store_t *self);
+void st_files_release (store_t *self);
+// Writes the lock file's record: "<pid>\n<state> <UTC time>[: text]\n".
+void st_lock_record (store_t *self, const char *state, const char *text);
+// Reads the record of the lock file at 'fd' into 'state' (its second
+// line, "" when it has none).
+void st_lock_read (int fd, char *state, size_t size);
+// The rescue's end: closes the copy, and on failure removes it.
+void st_rescue_end (store_t *self, int failed);
+
+// ---------------------------------------------------------------------------
 // write.c
 
 // Appends an event to the current write call; its id, or -1 with *rc.
 int64_t st_event (store_t *self, int *rc, const char *kind, int64_t experiment, int64_t pair,
                   int64_t now_ns, const char *fmt, ...) __attribute__ ((format (printf, 7, 8)));
+// Writes the dispatches kept while the store was locked (the group has
+// just opened); those that no longer apply are dropped.
+void st_deferred_apply (store_t *self);
+void st_deferred_free (store_t *self);
 // Reads a pair that must be PENDING for 'what': its experiment and the
 // number of its last attempt; 0, or -1 with the error set.
 int st_pair_pending (store_t *self, int64_t pair, const char *what, int64_t *experiment,

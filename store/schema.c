@@ -708,6 +708,8 @@ s_new (const char *path, int flags, char *err, size_t errlen)
         return NULL;
     }
     self->lock_fd = -1;
+    for (int i = 0; i < ST_NFILES; i++)
+        self->files[i].fd = -1;
     self->fields_every = 1;
     self->readonly = (flags & SQLITE_OPEN_READONLY) != 0;
     int rc = sqlite3_open_v2 (path, &self->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
@@ -762,20 +764,76 @@ s_lock (const char *path, char *err, size_t errlen)
         close (fd);
         return -1;
     }
-    char pid[32];
-    int len = snprintf (pid, sizeof pid, "%ld\n", (long) getpid ());
-    if (ftruncate (fd, 0) != 0 || pwrite (fd, pid, (size_t) len, 0) != len) {
-        // The lock holds without the pid; only the message of a second
-        // broker is poorer.
-    }
     return fd;
+}
+
+// Whether a store may be opened at 'path' as it is, from what the lock
+// file recorded of its life ('state': "open …", "closed …", "lost …", ""
+// for a lock file without a record, as older brokers left it; NULL when
+// there was no lock file): a store that was in use and is gone, one that
+// was detached while a broker ran, and a WAL missing after a broker that
+// did not stop cleanly are refused with what to do. 0, or -1 with err.
+static int
+s_check_record (const char *path, int exists, const char *state, int *restored, char *err,
+                size_t errlen)
+{
+    *restored = 0;
+    if (!state)
+        return 0;  // no lock file: a first start if nothing is there
+    char wal[PATH_MAX + 8];
+    snprintf (wal, sizeof wal, "%s-wal", path);
+    struct stat st;
+    if (strncmp (state, "lost ", 5) == 0) {
+        // The copy a broker saved, moved to the path: taken, once the WAL
+        // of the store it replaces is gone (the copy holds all of it).
+        const char *copy = strstr (state, " (copy ");
+        unsigned long long dev, ino;
+        if (exists && copy && sscanf (copy, " (copy %llu:%llu)", &dev, &ino) == 2
+            && stat (path, &st) == 0 && st.st_dev == dev && st.st_ino == ino) {
+            if (stat (wal, &st) == 0 && st.st_size > 0) {
+                st_errbuf (err, errlen,
+                           "cannot open '%s' (the copy a broker saved): the WAL of the store it "
+                           "replaces is still there: rm -f '%s' '%s-shm' first (the copy holds "
+                           "all of it)",
+                           path, wal, path);
+                return -1;
+            }
+            *restored = 1;
+            return 0;
+        }
+        st_errbuf (err, errlen,
+                   "cannot open '%s': it was taken away while a broker ran (%s). To go on "
+                   "with the copy the broker saved: rm -f '%s' '%s-shm' and move the copy to "
+                   "'%s'; to use what is at the path now (or an empty store if nothing is), "
+                   "remove '%s.lock'",
+                   path, state + 5, wal, path, path, path);
+        return -1;
+    }
+    if (!exists) {
+        st_errbuf (err, errlen,
+                   "cannot open '%s': the store is gone, but '%s.lock' shows it was in use%s%s%s; "
+                   "nothing was created. Restore it from a backup (or from a copy a broker saved "
+                   "as '%s.rescued-*'); to start an empty store on purpose, remove '%s.lock'",
+                   path, path, *state ? " (" : "", state, *state ? ")" : "", path, path);
+        return -1;
+    }
+    if (strncmp (state, "open ", 5) == 0 && stat (wal, &st) != 0 && errno == ENOENT) {
+        st_errbuf (err, errlen,
+                   "cannot open '%s': its WAL '%s' is missing, but the broker that last used it "
+                   "did not stop cleanly (%s): what it committed since its last checkpoint would "
+                   "be lost. Put the WAL back if it was moved; to use '%s' as it is, remove "
+                   "'%s.lock'",
+                   path, wal, state, path, path);
+        return -1;
+    }
+    return 0;
 }
 
 store_t *
 store_new (const char *path, store_durability_t durability, char *err, size_t errlen)
 {
     struct stat st;
-    int exists = stat (path, &st) == 0, empty = 1, version;
+    int exists = stat (path, &st) == 0, empty = 1, version, restored = 0;
     if (!exists && errno != ENOENT) {
         st_errbuf (err, errlen, "cannot open '%s': %s", path, strerror (errno));
         return NULL;
@@ -784,6 +842,17 @@ store_new (const char *path, store_durability_t durability, char *err, size_t er
     int lock_fd = strcmp (path, ":memory:") == 0 ? -2 : s_lock (path, err, errlen);
     if (lock_fd == -1)
         return NULL;
+    if (lock_fd >= 0) {
+        char state[1024];
+        struct stat lst;
+        int recorded = fstat (lock_fd, &lst) == 0 && lst.st_size > 0;
+        if (recorded)
+            st_lock_read (lock_fd, state, sizeof state);
+        if (s_check_record (path, exists, recorded ? state : NULL, &restored, err, errlen) != 0) {
+            close (lock_fd);
+            return NULL;
+        }
+    }
     if (exists && s_check_header (path, &empty, err, errlen)) {
         if (lock_fd >= 0)
             close (lock_fd);
@@ -824,6 +893,16 @@ store_new (const char *path, store_durability_t durability, char *err, size_t er
     if (s_migrate (self, err, errlen) || s_prepare_all (self, err, errlen))
         goto fail;
     sqlite3_db_config (self->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+    // From now on a BEGIN never waits for another process's write lock
+    // (store_begin); at open it waited (a migration is worth 5 s).
+    self->nowait = 1;
+    sqlite3_busy_handler (self->db, st_busy, self);
+    self->created = !exists;
+    self->restored = restored;
+    if (self->lock_fd >= 0) {
+        st_files_capture (self);
+        st_lock_record (self, "open", NULL);
+    }
     return self;
 fail:
     store_destroy (&self);
@@ -870,13 +949,32 @@ store_destroy (store_t **self_p)
     store_t *self = *self_p;
     if (self->db && self->in_tx && store_commit (self, NULL, 0) != 0)
         st_rollback (self);
+    st_rescue_end (self, 1);  // a copy not finished is no copy
     for (int i = 0; i < S_NSTMTS; i++)
         sqlite3_finalize (self->stmts[i]);
-    sqlite3_close (self->db);
+    int closed = sqlite3_close (self->db) == SQLITE_OK;
+    if (self->lock_fd >= 0 && self->nowait && !self->detached && closed)
+        st_lock_record (self, "closed", NULL);
     if (self->lock_fd >= 0)
         close (self->lock_fd);  // after the close: its last checkpoint is still ours
+    st_files_release (self);
+    st_deferred_free (self);
+    free (self->detached);
+    free (self->rescue_path);
     free (self->found);
     free (self->path);
     free (self);
     *self_p = NULL;
+}
+
+int
+store_created (store_t *self)
+{
+    return self->created;
+}
+
+int
+store_restored (store_t *self)
+{
+    return self->restored;
 }

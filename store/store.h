@@ -41,13 +41,27 @@ typedef enum {
 // database, across processes: it first takes an exclusive lock on
 // '<path>.lock' (which records its pid) and, when another holds it,
 // fails naming the file and that pid, having read and written nothing.
-// Readers (store_open_readonly) ignore the lock. NULL on failure.
+// The lock file also records the store's life: "open" while a broker has
+// it, "closed" after a clean stop, "lost: why" once store_detach stopped
+// it. From that record store_new refuses, saying what to do, a store that
+// was in use and is gone (the database missing beside a lock file), one
+// detached while a broker ran, and one whose WAL is missing after a broker
+// that did not stop cleanly; removing the lock file is the operator's way
+// to say "start anyway". Readers (store_open_readonly) ignore the lock.
+// NULL on failure.
 store_t *store_new (const char *path, store_durability_t durability, char *err, size_t errlen);
 // Read-only access for readers (the status page, pivctl): never blocks the
 // writer (WAL), never writes. NULL with err on failure.
 store_t *store_open_readonly (const char *path, char *err, size_t errlen);
 // Commits what is pending, then closes.
 void store_destroy (store_t **self_p);
+
+// Whether store_new made the database (no file was at its path, and no
+// lock file beside it said a store had been there): a first start.
+int store_created (store_t *self);
+// Whether it opened the copy a broker saved of its store (store_rescue_*)
+// once an operator had moved it to the store's path.
+int store_restored (store_t *self);
 
 // Commits the open transaction, if any. 0, or -1 with err (disk full, I/O
 // error: the transaction is rolled back and nothing of it was committed).
@@ -59,6 +73,67 @@ int store_commit (store_t *self, char *err, size_t errlen);
 int store_uncommitted (store_t *self);
 // The last error of this store, one line.
 const char *store_error (store_t *self);
+
+// ---------------------------------------------------------------------------
+// The store under faults: another process holding it, its files taken
+// away (doc/storage.md, "The store's own files").
+
+// Opens the group's transaction now, taking SQLite's write lock, and keeps
+// it open until store_commit even if no write follows: a caller that
+// opens it before handling a batch of messages is sure that no write of
+// the batch finds the store locked by another process half way through.
+// Never waits for the lock (after store_new): 0, or -1 when another
+// process holds it (store_busy_since then says since when) or the store
+// is detached (store_detached).
+int store_begin (store_t *self);
+// Whether the group's transaction is open (store_begin, or a write since
+// the last commit).
+int store_in_group (store_t *self);
+// When the write lock was first found held by another process, in the
+// run of failed attempts that has not ended yet (CLOCK_REALTIME ns); 0
+// when the last attempt got it. A write that finds it held fails at once,
+// having changed nothing, with "'X' is locked by another process".
+int64_t store_busy_since (store_t *self);
+
+// Dispatches taken while another process held the write lock: a
+// store_pair_dispatch that finds the store locked reads the pair (readers
+// are never blocked), gives it its next attempt number, and keeps the
+// write in memory (at most STORE_DEFERRED_MAX) to make it first thing once
+// the group can be opened again (store_begin or the next write). A crash
+// before then loses the record, not the pair: the store has it pending,
+// and the agent's result is taken as a recovered attempt.
+#define STORE_DEFERRED_MAX 65536
+// The dispatches waiting for the write lock.
+int store_deferred (store_t *self);
+
+// Whether the files SQLite has open are still the ones at the store's
+// paths: the database, its WAL and its shared-memory file against what is
+// named there now (an admin's rm or mv, a backup restored over it, a
+// cleanup script), and the lock file. Costs a few stat calls. Returns 0
+// when all are in place; 1 when a file of the store is gone or another
+// file has its name, 'why' saying which and how ("'X-wal' was deleted");
+// 2 when only the lock file had gone and was made again (and locked)
+// at its path, 'why' saying so.
+int store_check_files (store_t *self, char *why, size_t whylen);
+// Stops every write of this handle for good: the open group is rolled
+// back (the next store_commit reports it, so nothing of it is
+// acknowledged), later writes are refused naming 'why', the close will
+// neither checkpoint nor remove the WAL (its name may be another file's
+// now), and the lock file records 'why' so that no broker starts on the
+// path until an operator has chosen (store_new refuses it).
+void store_detach (store_t *self, const char *why);
+// Why the store was detached, or NULL.
+const char *store_detached (store_t *self);
+// Saves everything committed, read through the descriptors this handle
+// still holds whatever became of the names, into a new database next to
+// the store: '<path>.rescued-<UTC time>' (else in /var/tmp when the store's
+// directory cannot take it), created never over an existing file, its
+// name in 'dest'. Call store_rescue_step until it returns 1 (done) or -1
+// (err); 0: more to copy. Each step copies at most 'pages' pages (4 KiB
+// each), so that the reactor can serve between steps. On success the lock
+// file names the copy.
+int store_rescue_begin (store_t *self, char *dest, size_t destlen, char *err, size_t errlen);
+int store_rescue_step (store_t *self, int pages, char *err, size_t errlen);
 
 // Experiment id for 'name', created (with an event) if new; -1 on error.
 int64_t store_experiment (store_t *self, const char *name, int64_t now_ns);

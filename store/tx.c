@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 void
 st_errbuf (char *err, size_t errlen, const char *fmt, ...)
@@ -80,6 +81,7 @@ s_statement_error (int rc)
 void
 st_rollback (store_t *self)
 {
+    self->held = 0;
     if (!sqlite3_get_autocommit (self->db)) {
         // Straight to SQLite: past the fault seam, and leaving 'cause' to
         // the error that brought us here.
@@ -151,6 +153,72 @@ st_fail_read (store_t *self, int rc, const char *fmt, ...)
     return -1;
 }
 
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// SQLite's busy handler of the writer once it is open: a BEGIN never
+// waits for another process's write lock (the broker's one thread would
+// stop with it: store_begin fails, and the caller waits without
+// blocking); anything else (a read meeting a WAL recovery) waits up to
+// 100 ms.
+int
+st_busy (void *arg, int count)
+{
+    store_t *self = arg;
+    if (self->nowait && self->in_begin)
+        return 0;
+    if (count >= 100)
+        return 0;
+    struct timespec ms = {0, 1000000};
+    nanosleep (&ms, NULL);
+    return 1;
+}
+
+// BEGIN IMMEDIATE: the group's transaction and SQLite's write lock. When
+// another process holds the lock, fails at once having changed nothing,
+// and remembers since when the store is busy. Once the group is open, the
+// dispatches kept while it was busy are written first.
+static int
+s_begin (store_t *self)
+{
+    sqlite3_stmt *stmt = self->stmts[S_BEGIN];
+    self->in_begin = 1;
+    int rc = st_step (self, stmt);
+    self->in_begin = 0;
+    sqlite3_reset (stmt);
+    if ((rc & 0xff) == SQLITE_BUSY) {
+        int64_t now = s_now_ns ();
+        if (!self->busy_since_ns)
+            self->busy_since_ns = now;
+        st_error (self, "'%s' is locked by another process (for %.0f s): nothing written",
+                  self->path, (now - self->busy_since_ns) / 1e9);
+        return -1;
+    }
+    if (rc != SQLITE_DONE) {
+        st_error (self, "cannot begin a transaction in '%s': %s", self->path, self->cause);
+        return -1;
+    }
+    self->busy_since_ns = 0;
+    self->in_tx = 1;
+    if (self->ndeferred) {
+        // Held meanwhile: a dispatch that no longer applies must not close
+        // the group under the write call that opened it.
+        int held = self->held;
+        self->held = 1;
+        st_deferred_apply (self);
+        self->held = held && self->in_tx;
+        self->call_dirty = 0;
+        if (!self->in_tx)
+            return -1;  // lost with a failed write (st_fail): store_commit reports it
+    }
+    return 0;
+}
+
 // Opens the group's transaction on the first write after a commit. A write
 // after a failure that rolled the group back is refused until store_commit
 // has reported that failure: the caller must not believe later writes
@@ -161,6 +229,10 @@ st_write_begin (store_t *self)
     self->call_dirty = 0;
     if (self->readonly) {
         st_error (self, "cannot write to '%s': it is open read-only", self->path);
+        return -1;
+    }
+    if (self->detached) {
+        st_error (self, "cannot write to '%s': %s", self->path, self->detached);
         return -1;
     }
     if (self->streaming) {
@@ -182,17 +254,30 @@ st_write_begin (store_t *self)
         if (self->lost)
             return st_write_begin (self);
     }
-    if (!self->in_tx) {
-        sqlite3_stmt *stmt = self->stmts[S_BEGIN];
-        int rc = st_step (self, stmt);
-        sqlite3_reset (stmt);
-        if (rc != SQLITE_DONE) {
-            st_error (self, "cannot begin a transaction in '%s': %s", self->path, self->cause);
-            return -1;
-        }
-        self->in_tx = 1;
-    }
+    if (!self->in_tx)
+        return s_begin (self);
     return 0;
+}
+
+int
+store_begin (store_t *self)
+{
+    if (st_write_begin (self))
+        return -1;
+    self->held = 1;
+    return 0;
+}
+
+int
+store_in_group (store_t *self)
+{
+    return self->in_tx;
+}
+
+int64_t
+store_busy_since (store_t *self)
+{
+    return self->busy_since_ns;
 }
 
 // Runs a write statement whose parameters are bound, to its end; returns
@@ -225,7 +310,7 @@ st_write_end (store_t *self)
 void
 st_write_nothing (store_t *self)
 {
-    if (self->in_tx && self->uncommitted == 0 && !self->call_dirty) {
+    if (self->in_tx && !self->held && self->uncommitted == 0 && !self->call_dirty) {
         sqlite3_stmt *stmt = self->stmts[S_COMMIT];
         int rc = sqlite3_step (stmt);
         sqlite3_reset (stmt);
@@ -290,6 +375,7 @@ store_commit (store_t *self, char *err, size_t errlen)
         return -1;
     }
     self->in_tx = 0;
+    self->held = 0;
     self->uncommitted = 0;
     return 0;
 }

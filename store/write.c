@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // Appends an event as part of the current write call, its payload the one
@@ -378,18 +379,12 @@ s_attempt_recovered (store_t *self, int64_t experiment, int64_t pair, int attemp
     return rc;
 }
 
-int
-store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now_ns)
+// The writes of a dispatch of 'pair' (PENDING, of 'experiment') as
+// attempt 'attempt'; SQLITE_DONE or the error.
+static int
+s_dispatch_write (store_t *self, int64_t pair, int64_t experiment, int attempt,
+                  const char *agent, int64_t now_ns)
 {
-    if (st_write_begin (self))
-        return -1;
-    // Read, then change only if still pending: one writer, one transaction.
-    // (UPDATE ... RETURNING would save the read but costs more than it.)
-    int last;
-    int64_t experiment;
-    if (st_pair_pending (self, pair, "cannot dispatch", &experiment, &last))
-        return -1;
-    int attempt = last + 1;
     sqlite3_stmt *stmt = self->stmts[S_PAIR_DISPATCH];
     sqlite3_bind_int64 (stmt, 1, pair);
     st_bind_text (stmt, 2, agent);
@@ -409,6 +404,106 @@ store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now
         s_word (&words, " agent=", agent);
         s_event_insert (self, &rc, "dispatch", experiment, pair, now_ns);
     }
+    return rc;
+}
+
+// A dispatch while another process holds the write lock: the pair is
+// read (readers are never blocked) and its next attempt number given;
+// the write waits in memory for the group to open (st_deferred_apply).
+// The attempt number, or -1 (not pending, or too many waiting).
+static int
+s_dispatch_deferred (store_t *self, int64_t pair, const char *agent, int64_t now_ns)
+{
+    char busy[S_ERROR_MAX];
+    snprintf (busy, sizeof busy, "%s", self->error);
+    int last;
+    int64_t experiment;
+    if (self->ndeferred >= STORE_DEFERRED_MAX) {
+        st_error (self, "%s; %d dispatches wait already", busy, self->ndeferred);
+        return -1;
+    }
+    if (st_pair_pending (self, pair, "cannot dispatch", &experiment, &last))
+        return -1;
+    int attempt = last + 1;
+    for (int i = 0; i < self->ndeferred; i++)
+        if (self->deferred[i].pair == pair && self->deferred[i].attempt >= attempt)
+            attempt = self->deferred[i].attempt + 1;
+    if (self->ndeferred == self->deferred_room) {
+        int room = self->deferred_room ? 2 * self->deferred_room : 256;
+        st_deferred_t *d = realloc (self->deferred, (size_t) room * sizeof *d);
+        if (!d) {
+            st_error (self, "%s; no memory to keep a dispatch", busy);
+            return -1;
+        }
+        self->deferred = d, self->deferred_room = room;
+    }
+    char *who = strdup (agent ? agent : "");
+    if (!who) {
+        st_error (self, "%s; no memory to keep a dispatch", busy);
+        return -1;
+    }
+    self->deferred[self->ndeferred++] =
+        (st_deferred_t) {.pair = pair, .now_ns = now_ns, .attempt = attempt, .agent = who};
+    return attempt;
+}
+
+void
+st_deferred_apply (store_t *self)
+{
+    int n = self->ndeferred;
+    self->ndeferred = 0;  // the writes below must not defer again
+    for (int i = 0; i < n; i++) {
+        st_deferred_t *d = &self->deferred[i];
+        int last;
+        int64_t experiment;
+        self->call_dirty = 0;
+        if (st_pair_pending (self, d->pair, "cannot dispatch", &experiment, &last) == 0) {
+            int rc = s_dispatch_write (self, d->pair, experiment, d->attempt, d->agent, d->now_ns);
+            if (rc != SQLITE_DONE) {
+                // The group is lost with it (st_fail): store_commit reports it.
+                st_fail (self, rc, "cannot dispatch pair %" PRId64, d->pair);
+                for (int j = i; j < n; j++)
+                    free (self->deferred[j].agent);
+                return;
+            }
+            st_write_end (self);
+        }
+        free (d->agent);
+    }
+}
+
+void
+st_deferred_free (store_t *self)
+{
+    for (int i = 0; i < self->ndeferred; i++)
+        free (self->deferred[i].agent);
+    free (self->deferred);
+    self->deferred = NULL;
+    self->ndeferred = self->deferred_room = 0;
+}
+
+int
+store_deferred (store_t *self)
+{
+    return self->ndeferred;
+}
+
+int
+store_pair_dispatch (store_t *self, int64_t pair, const char *agent, int64_t now_ns)
+{
+    if (st_write_begin (self)) {
+        if (self->busy_since_ns && !self->in_tx && !self->detached)
+            return s_dispatch_deferred (self, pair, agent, now_ns);
+        return -1;
+    }
+    // Read, then change only if still pending: one writer, one transaction.
+    // (UPDATE ... RETURNING would save the read but costs more than it.)
+    int last;
+    int64_t experiment;
+    if (st_pair_pending (self, pair, "cannot dispatch", &experiment, &last))
+        return -1;
+    int attempt = last + 1;
+    int rc = s_dispatch_write (self, pair, experiment, attempt, agent, now_ns);
     if (rc != SQLITE_DONE)
         return st_fail (self, rc, "cannot dispatch pair %" PRId64, pair);
     st_write_end (self);

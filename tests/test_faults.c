@@ -2,7 +2,8 @@
 // farm (broker, watcher, agents on ipc:// in a temporary directory): the
 // broker, agents and the watcher killed with SIGKILL at random moments, an
 // agent hung with SIGSTOP, the store's disk full, a reader holding the
-// database, a damaged database file. The size of the runs comes from
+// database, a damaged database file, the store deleted, replaced or locked
+// by another process under a running broker. The size of the runs comes from
 // PIVFARM_FAULTS_PAIRS (200) and PIVFARM_FAULTS_KILLS (3): 'make check'
 // runs them small, 'make faults' large (tests/faults.mk). Each run prints
 // a 'figures:' line that RELIABILITY.md quotes.
@@ -563,6 +564,216 @@ START_TEST (a_pair_that_kills_its_agents_fails_after_max_attempts_losses)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// The store's own files: taken away, or held by another process
+
+// 'pivctl --json status' of the farm into out; its exit status, and in
+// *ms how long it took to answer.
+static int
+s_status (char *out, size_t size, double *ms)
+{
+    char pivctl[4096];
+    snprintf (pivctl, sizeof pivctl, "%s", tu_bin ("pivctl"));
+    char *argv[] = {pivctl, "-c", s_farm.conf, "--json", "status", NULL};
+    double t = s_now ();
+    int rc = tu_run (argv, out, size, 30);
+    if (ms)
+        *ms = (s_now () - t) * 1000;
+    return rc;
+}
+
+// The file the broker saved its store into, named in its log.
+static char *
+s_rescued (void)
+{
+    char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
+    char *at = log ? strstr (log, "saved in '") : NULL;
+    ck_assert_msg (at, "the broker did not say where it saved the store");
+    at += strlen ("saved in '");
+    char *copy = strndup (at, strcspn (at, "'"));
+    free (log);
+    return copy;
+}
+
+// A store file taken away under a running broker while pairs land
+// ('kind': the database deleted, its WAL deleted, the database replaced
+// by an older copy, as a backup restored over it): the broker notices
+// within a second, says so in its log, status and page, acknowledges
+// nothing more and saves what it held; a restart is refused with what to
+// do; done as it says, every pair is done once.
+static void
+s_store_taken (const char *kind)
+{
+    int n = s_pairs;
+    s_start_noop_farm (2, n);
+    double t0 = s_now ();
+    s_farm.others[0] = tu_farm_land_async (&s_farm, "f", 1, n, 2000000 / n);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 400 && c.done < n / 4; i++, c = tu_farm_counts (&s_farm))
+        usleep (10000);
+    char db[4200], old[4200];
+    snprintf (db, sizeof db, "%s/farm.db", s_farm.dir);
+    snprintf (old, sizeof old, "%s/old.db", s_farm.dir);
+    if (strcmp (kind, "store-deleted") == 0)
+        ck_assert (unlink (db) == 0);
+    else if (strcmp (kind, "wal-deleted") == 0)
+        ck_assert (unlink (tu_path (s_farm.dir, "farm.db-wal")) == 0);
+    else {
+        // An older copy of it (the file as it was without its WAL) put in
+        // its place.
+        size_t len;
+        char *bytes = tu_slurp (db, &len);
+        tu_spit (old, bytes, len);
+        free (bytes);
+        ck_assert (rename (old, db) == 0);
+    }
+    double taken = s_now ();
+    // Noticed: status says why, and where what it held goes.
+    char out[65536];
+    double noticed = -1;
+    while (s_now () - taken < 10) {
+        ck_assert_int_eq (s_status (out, sizeof out, NULL), 0);
+        if (strstr (out, "\"store_state\":\"lost\"")) {
+            noticed = s_now () - taken;
+            break;
+        }
+        usleep (20000);
+    }
+    ck_assert_msg (noticed >= 0, "%s: the broker did not notice in 10 s: %s", kind, out);
+    ck_assert_msg (strstr (out, "\"store_ok\":false")
+                       && strstr (out, strcmp (kind, "store-replaced") == 0 ? "replaced"
+                                                                            : "deleted"),
+                   "%s: %s", kind, out);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "saved in '", 10000));
+    // The page says it too.
+    char page[262144];
+    char *cgi[] = {(char *) tu_bin ("pivfarm.cgi"), NULL};
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    setenv ("QUERY_STRING", "", 1);
+    ck_assert_int_eq (tu_run (cgi, page, sizeof page, 20), 0);
+    ck_assert_msg (strstr (page, "taken away") && strstr (page, "saved in"),
+                   "%s: the page does not say it: %s", kind, page);
+    // The camera goes on meanwhile; nothing is acknowledged, so the
+    // watcher keeps every file.
+    for (int i = 0; i < 1200 && tu_alive (s_farm.others[0]); i++)
+        usleep (100000);
+    ck_assert_msg (!tu_alive (s_farm.others[0]), "%s: the camera did not finish", kind);
+    s_farm.others[0] = 0;
+    ck_assert (tu_alive (s_farm.broker) && tu_alive (s_farm.watcher));
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 20), 0);
+    s_farm.broker = 0;
+    // A restart does not make an empty store in its place: it says what to do.
+    char *argv[] = {(char *) tu_bin ("pivfarm-broker"), "-c", s_farm.conf, NULL};
+    int rc = tu_run (argv, out, sizeof out, 20);
+    ck_assert_msg (rc == 2 && strstr (out, "taken away while a broker ran")
+                       && strstr (out, "move the copy"),
+                   "%s: the broker started (%d): %s", kind, rc, out);
+    // Done as it says: the copy in its place.
+    char *copy = s_rescued ();
+    unlink (tu_path (s_farm.dir, "farm.db-wal"));
+    unlink (tu_path (s_farm.dir, "farm.db-shm"));
+    ck_assert_msg (rename (copy, db) == 0, "%s: %s", copy, strerror (errno));
+    free (copy);
+    s_farm.broker = tu_farm_start (&s_farm, "pivfarm-broker", "broker.log", NULL, NULL);
+    if (!tu_farm_log_has (&s_farm, "broker.log", "the copy a broker saved", 5000)) {
+        char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
+        ck_abort_msg ("%s: the broker did not take the copy: %s", kind,
+                      log ? log + (strlen (log) > 1500 ? strlen (log) - 1500 : 0) : "");
+    }
+    printf ("figures: %s noticed_in=%.0fms\n", kind, noticed * 1000);
+    s_check_ledger (kind, n, 1, t0);
+}
+
+START_TEST (the_store_deleted_under_a_running_broker_is_saved_and_loses_nothing)
+{
+    s_store_taken ("store-deleted");
+}
+END_TEST
+
+START_TEST (its_wal_deleted_under_a_running_broker_is_saved_and_loses_nothing)
+{
+    s_store_taken ("wal-deleted");
+}
+END_TEST
+
+START_TEST (the_store_replaced_under_a_running_broker_is_saved_and_loses_nothing)
+{
+    s_store_taken ("store-replaced");
+}
+END_TEST
+
+START_TEST (a_store_locked_by_another_process_stops_nothing_and_loses_nothing)
+{
+    const char *l = getenv ("PIVFARM_FAULTS_LOCK_S");
+    int hold_s = l && atoi (l) > 0 ? atoi (l) : 4, n = s_pairs;
+    // Tasks of ~20 ms, so that some are out when the lock comes.
+    tu_farm_conf (&s_farm, s_processor ("work.sh", "#!/bin/sh\nsleep 0.02\n"), 2, "32,16", "");
+    tu_farm_fake (&s_farm, n, "f");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    for (int i = 0; i < 2; i++)
+        s_restart_agent (i);
+    double t0 = s_now ();
+    tu_farm_land (&s_farm, "f", 1, n / 2, 0);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 400 && c.done < n / 8; i++, c = tu_farm_counts (&s_farm))
+        usleep (10000);
+    // sqlite3 in a shell: BEGIN IMMEDIATE, held.
+    sqlite3 *db = NULL;
+    ck_assert (sqlite3_open (tu_path (s_farm.dir, "farm.db"), &db) == SQLITE_OK);
+    sqlite3_busy_timeout (db, 5000);
+    ck_assert (sqlite3_exec (db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
+    struct timespec wall;
+    clock_gettime (CLOCK_REALTIME, &wall);
+    int64_t locked_ns = (int64_t) wall.tv_sec * 1000000000 + wall.tv_nsec;
+    double locked = s_now ();
+    s_farm.others[0] = tu_farm_land_async (&s_farm, "f", n / 2 + 1, n, 0);
+    // Meanwhile the broker answers, and says why nothing is recorded.
+    int asked = 0, answered = 0, said = 0;
+    double worst = 0, ms;
+    char out[65536];
+    while (s_now () - locked < hold_s) {
+        asked++;
+        if (s_status (out, sizeof out, &ms) == 0) {
+            answered++;
+            said += strstr (out, "\"store_state\":\"busy\"")
+                    && strstr (out, "locked by another process") != NULL;
+        }
+        worst = ms > worst ? ms : worst;
+        usleep (400000);
+    }
+    // A change is refused, saying why.
+    char pivctl[4096];
+    snprintf (pivctl, sizeof pivctl, "%s", tu_bin ("pivctl"));
+    char *rate[] = {pivctl, "-c", s_farm.conf, "rate", "50", "-e", "exp1", NULL};
+    int rc = tu_run (rate, out, sizeof out, 30);
+    ck_assert_msg (rc == 1 && strstr (out, "locked by another process"), "rate: %d %s", rc, out);
+    ck_assert (sqlite3_exec (db, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close (db);
+    clock_gettime (CLOCK_REALTIME, &wall);
+    int64_t released_ns = (int64_t) wall.tv_sec * 1000000000 + wall.tv_nsec;
+    double held = s_now () - locked;
+    s_check_ledger ("store-locked", n, 1, t0);
+    // Dispatch went on under the lock (recorded once it was released).
+    int64_t under = tu_farm_sql (&s_farm,
+                                 "SELECT count(*) FROM attempts WHERE dispatched_ns > %lld"
+                                 " AND dispatched_ns < %lld",
+                                 (long long) locked_ns, (long long) released_ns);
+    printf ("figures: store-locked held=%.1fs status_answered=%d/%d status_worst=%.0fms "
+            "dispatched_under_lock=%lld\n",
+            held, answered, asked, worst, (long long) under);
+    ck_assert_int_eq (answered, asked);
+    ck_assert_int_eq (said, asked);
+    ck_assert_msg (under > 0, "no task was dispatched while the store was locked");
+    ck_assert (!tu_farm_log_has (&s_farm, "broker.log", "presumed dead", 0));
+    ck_assert (!tu_farm_log_has (&s_farm, "broker.log", "clock skew", 0));
+    ck_assert (!tu_farm_log_has (&s_farm, "agent1.log", "silent", 0));
+    ck_assert (!tu_farm_log_has (&s_farm, "agent2.log", "silent", 0));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "answers again after", 0));
+}
+END_TEST
+
+
 int
 main (void)
 {
@@ -582,6 +793,10 @@ main (void)
     tcase_add_test (tc, a_damaged_database_is_refused_and_never_overwritten);
     tcase_add_test (tc, a_task_past_its_deadline_is_done_by_another_agent_and_its_holder_kept);
     tcase_add_test (tc, a_pair_that_kills_its_agents_fails_after_max_attempts_losses);
+    tcase_add_test (tc, the_store_deleted_under_a_running_broker_is_saved_and_loses_nothing);
+    tcase_add_test (tc, its_wal_deleted_under_a_running_broker_is_saved_and_loses_nothing);
+    tcase_add_test (tc, the_store_replaced_under_a_running_broker_is_saved_and_loses_nothing);
+    tcase_add_test (tc, a_store_locked_by_another_process_stops_nothing_and_loses_nothing);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -37,6 +38,17 @@ static const char *
 s_db (void)
 {
     return tu_path (s_dir, "pivfarm.db");
+}
+
+// A path beside the store, in its own buffer.
+static const char *
+s_beside (const char *suffix)
+{
+    static char path[4][4200];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf (p, sizeof path[0], "%s%s", s_db (), suffix);
+    return p;
 }
 
 static store_t *
@@ -86,6 +98,17 @@ s_pair (store_t *store, int64_t experiment, const char *stem, int64_t now)
     ck_assert_msg (pair > 0, "%s", store_error (store));
     ck_assert (is_new);
     return pair;
+}
+
+// Adds the pairs f000 .. f<n-1>, the i-th at (i + 2) ms.
+static void
+s_pairs_add (store_t *store, int64_t experiment, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char stem[16];
+        snprintf (stem, sizeof stem, "f%03d", i);
+        s_pair (store, experiment, stem, (i + 2) * T_MS);
+    }
 }
 
 static int
@@ -877,11 +900,7 @@ START_TEST (a_full_disk_during_commit_keeps_what_was_committed)
 {
     store_t *store = s_open ();
     int64_t experiment = s_experiment (store, "run1");
-    for (int i = 0; i < 5; i++) {
-        char stem[16];
-        snprintf (stem, sizeof stem, "f%03d", i);
-        s_pair (store, experiment, stem, (i + 2) * T_MS);
-    }
+    s_pairs_add (store, experiment, 5);
     s_commit (store);
     int events = s_events (store, 0, 0)->n;
     s_pair (store, experiment, "f005", 9 * T_MS);
@@ -973,12 +992,239 @@ START_TEST (a_busy_database_fails_the_write_and_leaves_the_store_usable)
     s_commit (store);
     store_test_fault (store, STORE_FAULT_BUSY, 0);
     ck_assert_int_lt (store_file_add (store, experiment, "f_a.tif", 1, 2, 3, &(int) {0}), 0);
-    ck_assert_msg (strstr (store_error (store), "database is locked"), "%s", store_error (store));
+    ck_assert_msg (strstr (store_error (store), "locked by another process"), "%s",
+                   store_error (store));
     ck_assert_int_lt (store_counts (store, s_counts_fn, &(s_counts_t) {0}), 0);
     store_test_fault (store, 0, 0);
     s_file (store, experiment, "f_a.tif", 3);
     s_commit (store);
     ck_assert_int_eq (s_file_count (store), 1);
+    store_destroy (&store);
+}
+END_TEST
+
+
+// ---------------------------------------------------------------------------
+// The store's own files under faults (files.c): taken away under the
+// writer, held by another process, and what the next open makes of it.
+
+// store_new at s_db () must be refused with 'expected' in its reason.
+static void
+s_open_refused (const char *expected)
+{
+    char err[4096] = "";
+    store_t *store = store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store == NULL && strstr (err, expected), "expected '%s': %s", expected, err);
+}
+
+// Saves what 'store' holds into a new file (store_rescue_*): its name.
+static char *
+s_rescue (store_t *store)
+{
+    char dest[4096], err[1024];
+    ck_assert_msg (store_rescue_begin (store, dest, sizeof dest, err, sizeof err) == 0, "%s", err);
+    int rc, steps = 0;
+    while ((rc = store_rescue_step (store, 1, err, sizeof err)) == 0)
+        steps++;
+    ck_assert_msg (rc == 1, "%s", err);
+    ck_assert_int_gt (steps, 1);  // a page at a time: it took several
+    return strdup (dest);
+}
+
+START_TEST (a_store_deleted_under_its_writer_is_noticed_saved_and_refused_until_put_back)
+{
+    store_t *store = s_open ();
+    ck_assert (store_created (store));
+    int64_t experiment = s_experiment (store, "run1");
+    s_pairs_add (store, experiment, 20);
+    s_commit (store);
+    char why[1024];
+    ck_assert_int_eq (store_check_files (store, why, sizeof why), 0);
+    // An admin's rm: SQLite writes on into the file it has open.
+    ck_assert (unlink (s_db ()) == 0);
+    s_pair (store, experiment, "f100", 30 * T_MS);
+    s_commit (store);
+    ck_assert_int_eq (store_check_files (store, why, sizeof why), 1);
+    ck_assert_msg (strstr (why, "the database") && strstr (why, "was deleted"), "%s", why);
+    // Detached: nothing more is written, and the group it had open is
+    // reported lost by the next commit.
+    s_file (store, experiment, "g_a.tif", 40 * T_MS);
+    store_detach (store, why);
+    char err[1024];
+    ck_assert_int_lt (store_commit (store, err, sizeof err), 0);
+    ck_assert_int_lt (store_file_add (store, experiment, "h_a.tif", 1, 2, 3, &(int) {0}), 0);
+    ck_assert_msg (strstr (store_error (store), "was deleted"), "%s", store_error (store));
+    ck_assert_str_eq (store_detached (store), why);
+    // Saved through the descriptors it still holds: every committed pair.
+    char *copy = s_rescue (store);
+    store_t *saved = store_open_readonly (copy, err, sizeof err);
+    ck_assert_msg (saved != NULL, "%s", err);
+    ck_assert_int_eq (s_count (saved, STORE_PENDING), 21);
+    store_destroy (&saved);
+    store_destroy (&store);
+    // The next broker makes no empty store in its place: it says what to do.
+    s_open_refused ("taken away while a broker ran");
+    s_open_refused (copy);
+    // The copy put back while the store's old WAL is still there: refused.
+    ck_assert (rename (copy, s_db ()) == 0);
+    s_open_refused ("rm -f");
+    unlink (s_beside ("-wal"));
+    unlink (s_beside ("-shm"));
+    store = s_open ();
+    ck_assert (store_restored (store) && !store_created (store));
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 21);
+    store_destroy (&store);
+    free (copy);
+    // From now on an ordinary store.
+    store = s_open ();
+    ck_assert (!store_restored (store));
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (its_wal_deleted_a_file_replaced_or_moved_away_is_noticed)
+{
+    static const struct {
+        const char *what;     // what is done to the store's files
+        const char *expected; // in store_check_files' reason
+    } cases[] = {{"wal", "its WAL"}, {"shm", "its shared-memory file"},
+                 {"replace", "was replaced by another file"}, {"move", "moved or renamed"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unlink (s_db ());
+        unlink (s_beside ("-wal"));
+        unlink (s_beside ("-shm"));
+        unlink (s_beside (".lock"));
+        store_t *store = s_open ();
+        s_experiment (store, "run1");
+        s_commit (store);
+        char why[1024];
+        ck_assert_int_eq (store_check_files (store, why, sizeof why), 0);
+        if (strcmp (cases[i].what, "wal") == 0)
+            ck_assert (unlink (s_beside ("-wal")) == 0);
+        else if (strcmp (cases[i].what, "shm") == 0)
+            ck_assert (unlink (s_beside ("-shm")) == 0);
+        else if (strcmp (cases[i].what, "replace") == 0) {
+            size_t len;
+            char *bytes = s_slurp_db (&len);
+            tu_spit (s_beside (".old"), bytes, len);
+            free (bytes);
+            ck_assert (rename (s_beside (".old"), s_db ()) == 0);
+        }
+        else
+            ck_assert (rename (s_db (), s_beside (".moved")) == 0);
+        int rc = store_check_files (store, why, sizeof why);
+        ck_assert_msg (rc == 1 && strstr (why, cases[i].expected), "%s: %d %s", cases[i].what,
+                       rc, why);
+        store_detach (store, why);
+        store_destroy (&store);
+        s_open_refused ("taken away");
+        unlink (s_beside (".moved"));
+    }
+}
+END_TEST
+
+START_TEST (the_lock_file_deleted_under_its_writer_is_made_again_and_held)
+{
+    store_t *store = s_open ();
+    ck_assert (unlink (s_beside (".lock")) == 0);
+    char why[1024];
+    ck_assert_int_eq (store_check_files (store, why, sizeof why), 2);
+    ck_assert_msg (strstr (why, "made again"), "%s", why);
+    ck_assert_int_eq (store_check_files (store, why, sizeof why), 0);
+    // No second writer gets in meanwhile.
+    s_open_refused ("another broker");
+    store_destroy (&store);
+    store = s_open ();
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_store_gone_beside_its_lock_file_is_refused_and_a_first_start_is_said)
+{
+    store_t *store = s_open ();
+    ck_assert (store_created (store));
+    s_experiment (store, "run1");
+    store_destroy (&store);
+    store = s_open ();
+    ck_assert (!store_created (store));
+    store_destroy (&store);
+    // Removed while no broker ran (a cleanup script): not made anew.
+    ck_assert (unlink (s_db ()) == 0);
+    s_open_refused ("the store is gone, but");
+    ck_assert (access (s_db (), F_OK) != 0);
+    // The operator's word that an empty store is wanted: the lock removed.
+    ck_assert (unlink (s_beside (".lock")) == 0);
+    store = s_open ();
+    ck_assert (store_created (store));
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_wal_missing_after_a_writer_that_did_not_stop_cleanly_is_refused)
+{
+    pid_t pid = fork ();
+    if (pid == 0) {
+        // A broker that dies with its commits in the WAL.
+        char err[512];
+        store_t *store = store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err);
+        if (!store)
+            _exit (1);
+        int64_t experiment = store_experiment (store, "run1", 1);
+        int is_new;
+        store_file_add (store, experiment, "a.tif", 1, 2, 3, &is_new);
+        _exit (experiment > 0 && store_commit (store, err, sizeof err) == 0 ? 0 : 1);
+    }
+    int status;
+    ck_assert (waitpid (pid, &status, 0) == pid && WIFEXITED (status) && WEXITSTATUS (status) == 0);
+    ck_assert (access (s_beside ("-wal"), F_OK) == 0);
+    ck_assert (unlink (s_beside ("-wal")) == 0);
+    s_open_refused ("its WAL");
+    ck_assert (unlink (s_beside (".lock")) == 0);
+    store_t *store = s_open ();  // as it is, on the operator's word
+    store_destroy (&store);
+}
+END_TEST
+
+START_TEST (a_store_locked_by_another_process_fails_at_once_and_keeps_dispatches)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    s_commit (store);
+    ck_assert_int_eq (store_busy_since (store), 0);
+    // sqlite3 in a shell: BEGIN IMMEDIATE.
+    sqlite3 *other = NULL;
+    ck_assert (sqlite3_open (s_db (), &other) == SQLITE_OK);
+    ck_assert (sqlite3_exec (other, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
+    struct timespec t0, t1;
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    ck_assert_int_lt (store_begin (store), 0);
+    ck_assert_int_lt (store_file_add (store, experiment, "g_a.tif", 1, 2, 3, &(int) {0}), 0);
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    ck_assert_msg (strstr (store_error (store), "locked by another process"), "%s",
+                   store_error (store));
+    ck_assert_int_gt (store_busy_since (store), 0);
+    // Never the busy timeout of 5 s the store has at open.
+    ck_assert_int_lt (t1.tv_sec - t0.tv_sec, 2);
+    // Reads go on; a dispatch is given its attempt and kept in memory.
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 1);
+    ck_assert_int_eq (store_pair_dispatch (store, pair, "agent-a", 5 * T_MS), 1);
+    ck_assert_int_eq (store_deferred (store), 1);
+    ck_assert_int_eq (s_count (store, STORE_PENDING), 1);
+    ck_assert (sqlite3_exec (other, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close (other);
+    // Free again: the dispatch is written first, then whatever follows.
+    ck_assert_int_eq (store_begin (store), 0);
+    ck_assert_int_eq (store_busy_since (store), 0);
+    ck_assert_int_eq (store_deferred (store), 0);
+    s_commit (store);
+    ck_assert_int_eq (s_count (store, STORE_DISPATCHED), 1);
+    char agent[64] = "";
+    ck_assert_int_eq (store_attempt_agent (store, pair, 1, agent, sizeof agent), 1);
+    ck_assert_str_eq (agent, "agent-a");
+    // Attempt numbers go on from it.
+    ck_assert_int_eq (store_pair_requeue (store, pair, "a restart", 20 * T_MS), 0);
+    ck_assert_int_eq (s_dispatch (store, pair, "agent-b"), 2);
     store_destroy (&store);
 }
 END_TEST
@@ -1199,6 +1445,7 @@ s_size_with_fields (int every, int n, size_t size, char *kept, size_t keptlen)
     struct stat st;
     ck_assert_int_eq (stat (s_db (), &st), 0);
     unlink (s_db ());
+    unlink (s_beside (".lock"));  // a new store on purpose, not one gone
     return st.st_size;
 }
 
@@ -2736,6 +2983,12 @@ s_suite (void)
     tcase_add_test (faults, a_rejected_write_costs_only_itself);
     tcase_add_test (faults, a_busy_database_fails_the_write_and_leaves_the_store_usable);
     tcase_add_test (faults, a_reader_sees_committed_state_while_the_writer_holds_the_database);
+    tcase_add_test (faults, a_store_deleted_under_its_writer_is_noticed_saved_and_refused_until_put_back);
+    tcase_add_test (faults, its_wal_deleted_a_file_replaced_or_moved_away_is_noticed);
+    tcase_add_test (faults, the_lock_file_deleted_under_its_writer_is_made_again_and_held);
+    tcase_add_test (faults, a_store_gone_beside_its_lock_file_is_refused_and_a_first_start_is_said);
+    tcase_add_test (faults, a_wal_missing_after_a_writer_that_did_not_stop_cleanly_is_refused);
+    tcase_add_test (faults, a_store_locked_by_another_process_fails_at_once_and_keeps_dispatches);
     suite_add_tcase (suite, faults);
 
     TCase *log = tcase_create ("log");
