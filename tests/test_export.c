@@ -671,10 +671,11 @@ s_write_to (char *out, size_t len, const s_dest_t *dest, const char *to, int for
 static void
 s_check_destination (const s_dest_t *dest, const char *tag)
 {
-    char victim[4096], out[1 << 14], dir[4096], path[4200], to[4200], what[256];
+    char victim[4096], out[1 << 14], dir[4096], path[4200], to[4200], what[256] = "";
     s_victim (victim, sizeof victim);
-    snprintf (what, sizeof what, "%s %s %s %s", dest->args[0], dest->args[2], dest->args[3],
-              dest->args[4] ? dest->args[4] : "");
+    for (size_t i = 0, used = 0; dest->args[i] && used < sizeof what; i++)
+        used += (size_t)snprintf (what + used, sizeof what - used, "%s%s", i ? " " : "",
+                                  dest->args[i]);
     snprintf (dir, sizeof dir, "%s/%s", s_farm.dir, tag);
     ck_assert_int_eq (mkdir (dir, 0755), 0);
     snprintf (path, sizeof path, "%s/%s", dir, dest->name);
@@ -779,6 +780,19 @@ START_TEST (a_file_in_the_way_of_any_file_refuses_before_the_first_is_written)
     ck_assert_msg (access (nowhere, F_OK) != 0, "'%s' was made through the link", nowhere);
     ck_assert_int_eq (tu_entries (dir), 1);
 
+    // A link at the name the HDF5 export used to write through (FILE.part,
+    // which its rename then put at FILE) is nothing to it now.
+    snprintf (dir, sizeof dir, "%s/h5", s_farm.dir);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/rot.h5.part", dir);
+    ck_assert_int_eq (symlink (victim, path), 0);
+    snprintf (path, sizeof path, "%s/rot.h5", dir);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-f", "hdf5", "-o", path, NULL),
+                      0);
+    s_written (path, "\x89HDF");
+    s_victim_unchanged (victim);
+    ck_assert_int_eq (tu_entries (dir), 2);
+
     // Two sets of statistics: a link at the second's file refuses both.
     s_checkpoint ("rot", "8x8 step 16 window 32", 1, 6, 8, CALIB);
     s_checkpoint ("rot", "16x16 step 16 window 32", 7, 3, 16, "none");
@@ -816,21 +830,43 @@ START_TEST (a_file_in_the_way_of_any_file_refuses_before_the_first_is_written)
 }
 END_TEST
 
-START_TEST (an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary)
+// Starts 'pivctl export EXP -o dir' (output in log) and returns its pid
+// once its first file (p0000.txt) is there.
+static int
+s_export_started (const char *exp, const char *dir, const char *log)
 {
-    enum { FIELDS = 3000 };
-    s_fill ("many", 0, FIELDS, 8, OMEGA, NULL);
-    char dir[4096], first[4200], log[4200];
-    snprintf (dir, sizeof dir, "%s/many", s_farm.dir);
+    char first[4200];
     snprintf (first, sizeof first, "%s/p0000.txt", dir);
-    snprintf (log, sizeof log, "%s/export.log", s_farm.dir);
-    char *argv[] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "export", "many", "-o", dir,
-                    NULL};
+    char *argv[] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "export", (char *)exp, "-o",
+                    (char *)dir, NULL};
     int pid = tu_spawn (argv, log);
     for (int i = 0; i < 30000 && access (first, F_OK) != 0; i++)
         usleep (1000);
     ck_assert_msg (access (first, F_OK) == 0, "the export wrote nothing");
-    int rc = tu_stop (pid, SIGINT, 60);
+    return pid;
+}
+
+// Asserts that the first n fields of dir (p0000.txt ...) are whole.
+static void
+s_fields_whole (const char *dir, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char path[4200], err[512];
+        snprintf (path, sizeof path, "%s/p%04d.txt", dir, i);
+        piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+        ck_assert_msg (f && f->nx == 8 && f->ny == 8, "%s", f ? path : err);
+        piv_field_destroy (&f);
+    }
+}
+
+START_TEST (an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary)
+{
+    enum { FIELDS = 3000 };
+    s_fill ("many", 0, FIELDS, 8, OMEGA, NULL);
+    char dir[4096], log[4200];
+    snprintf (dir, sizeof dir, "%s/many", s_farm.dir);
+    snprintf (log, sizeof log, "%s/export.log", s_farm.dir);
+    int rc = tu_stop (s_export_started ("many", dir, log), SIGINT, 60);
     char *said = tu_slurp (log, NULL);
     ck_assert_msg (rc == 1 && said && strstr (said, "interrupted"), "exit %d: %s", rc,
                    said ? said : "");
@@ -838,13 +874,33 @@ START_TEST (an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary)
     int n = tu_entries (dir);
     fprintf (stderr, "SIGINT: %d of %d fields written\n", n, FIELDS);
     ck_assert_msg (n > 0 && n < FIELDS, "%d of %d files", n, FIELDS);
-    for (int i = 0; i < n; i++) { // the first n, each whole
-        char path[4200], err[512];
-        snprintf (path, sizeof path, "%s/p%04d.txt", dir, i);
-        piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
-        ck_assert_msg (f && f->nx == 8 && f->ny == 8, "%s", f ? path : err);
-        piv_field_destroy (&f);
-    }
+    s_fields_whole (dir, n);
+}
+END_TEST
+
+START_TEST (a_name_taken_while_an_export_runs_stops_it_there_and_leaves_no_temporary)
+{
+    enum { FIELDS = 200 };
+    s_fill ("many", 0, FIELDS, 8, OMEGA, NULL);
+    char dir[4096], log[4200], last[4200], victim[4096];
+    snprintf (dir, sizeof dir, "%s/many", s_farm.dir);
+    snprintf (log, sizeof log, "%s/export.log", s_farm.dir);
+    snprintf (last, sizeof last, "%s/p%04d.txt", dir, FIELDS - 1);
+    s_victim (victim, sizeof victim);
+    // Held still once it has begun, while a link is planted at its last name.
+    int pid = s_export_started ("many", dir, log);
+    ck_assert_int_eq (kill (pid, SIGSTOP), 0);
+    ck_assert_int_eq (symlink (victim, last), 0);
+    int rc = tu_stop (pid, SIGCONT, 60);
+    char *said = tu_slurp (log, NULL);
+    ck_assert_msg (rc == 1 && said && strstr (said, last)
+                       && strstr (said, "it appeared while pivctl ran (a symbolic link)")
+                       && strstr (said, "199 file(s) written before it are whole"),
+                   "exit %d: %s", rc, said ? said : "");
+    free (said);
+    s_victim_unchanged (victim);
+    ck_assert_int_eq (tu_entries (dir), FIELDS);
+    s_fields_whole (dir, FIELDS - 1);
 }
 END_TEST
 
@@ -944,6 +1000,7 @@ s_suite (void)
     tcase_add_test (tc, stats_in_every_format_never_writes_through_a_link_nor_over_a_file);
     tcase_add_test (tc, a_file_in_the_way_of_any_file_refuses_before_the_first_is_written);
     tcase_add_test (tc, an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary);
+    tcase_add_test (tc, a_name_taken_while_an_export_runs_stops_it_there_and_leaves_no_temporary);
     tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
     suite_add_tcase (s, tc);
     return s;
