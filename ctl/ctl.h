@@ -227,6 +227,7 @@ typedef struct {
     mode_t mode;                        // the file's, set at the commit
     int force;                          // --force: replace what is at the name
     int state;                          // 0 nothing held, 1 the temporary, 2 put in place
+                                        // (nothing held)
     dev_t placed_dev;                   // what was put in place (ctl_out_retract)
     ino_t placed_ino;
 } ctl_out_t;
@@ -251,17 +252,19 @@ int ctl_out_init (ctl_out_t *self, const char *dir, const char *rel, mode_t mode
 // /proc/self/fd/N. NULL with err when /proc is not mounted.
 const char *ctl_out_name (ctl_out_t *self, char *err, size_t errlen);
 
-// Flushes, syncs and puts the temporary at its name. 0; or -1 with err
-// naming the file, the temporary removed and the name untouched: a write
-// failed, or (without force) something appeared at the name meanwhile.
+// Flushes, syncs and puts the temporary at its name. 0, nothing held any
+// more; or -1 with err naming the file, the temporary removed and the name
+// untouched: a write failed, or (without force) something appeared at the
+// name meanwhile.
 int ctl_out_commit (ctl_out_t *self, char *err, size_t errlen);
 
 // After ctl_out_commit, for files that stand or fall together: removes the
-// file put in place if it is still the one there; then releases.
+// file put in place if it is still the one there (by path: no descriptor
+// is held after the commit).
 void ctl_out_retract (ctl_out_t *self);
 
-// Removes the temporary if not committed and lets go of the directory.
-// Accepts a zeroed or released self.
+// Before ctl_out_commit: removes the temporary and lets go of the
+// directory. Accepts a zeroed, committed or released self.
 void ctl_out_release (ctl_out_t *self);
 
 // ---------------------------------------------------------------------------

@@ -283,6 +283,10 @@ ctl_out_commit (ctl_out_t *self, char *err, size_t errlen)
         ctl_out_release (self);
         return -1;
     }
+    // Nothing held once it is in place: an export of many files keeps no
+    // descriptor of those done.
+    close (self->dirfd);
+    self->dirfd = -1;
     self->state = 2;
     self->placed_dev = st.st_dev;
     self->placed_ino = st.st_ino;
@@ -293,24 +297,23 @@ void
 ctl_out_retract (ctl_out_t *self)
 {
     struct stat st;
-    if (self->state == 2 && fstatat (self->dirfd, self->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        st.st_dev == self->placed_dev && st.st_ino == self->placed_ino)
-        unlinkat (self->dirfd, self->name, 0);
+    if (self->state == 2 && lstat (self->path, &st) == 0 && st.st_dev == self->placed_dev &&
+        st.st_ino == self->placed_ino)
+        unlink (self->path);
     ctl_out_release (self);
 }
 
 void
 ctl_out_release (ctl_out_t *self)
 {
-    if (!self->state)
-        return;
-    if (self->file)
-        fclose (self->file);
-    else if (self->fd >= 0)
-        close (self->fd);
-    if (self->state == 1)
+    if (self->state == 1) {
+        if (self->file)
+            fclose (self->file);
+        else if (self->fd >= 0)
+            close (self->fd);
         unlinkat (self->dirfd, self->temp, 0);
-    close (self->dirfd);
+        close (self->dirfd);
+    }
     self->file = NULL;
     self->fd = self->dirfd = -1;
     self->state = 0;

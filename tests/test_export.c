@@ -843,6 +843,21 @@ s_fields_whole (const char *dir, int n)
     }
 }
 
+START_TEST (an_export_of_more_files_than_it_may_open_at_once_completes)
+{
+    // Each file let go of once in place: 300 files under a limit of 64
+    // descriptors.
+    s_fill ("many", 0, 300, 8, OMEGA, NULL);
+    char out[1 << 14], cmd[8192];
+    snprintf (cmd, sizeof cmd, "ulimit -n 64 && exec '%s' -c '%s' export many -o '%s/many'",
+              tu_bin ("pivctl"), s_farm.conf, s_farm.dir);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int rc = tu_run (argv, out, sizeof out, 120);
+    ck_assert_msg (rc == 0 && strstr (out, "exported 300 field(s)"), "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "many")), 300);
+}
+END_TEST
+
 START_TEST (an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary)
 {
     enum { FIELDS = 3000 };
@@ -982,6 +997,7 @@ s_suite (void)
     tcase_add_test (tc, calibrate_and_mask_check_their_arguments_before_asking);
     tcase_add_test (tc, export_and_stats_in_every_format_never_write_through_a_link_nor_over_a_file);
     tcase_add_test (tc, a_file_in_the_way_of_any_file_refuses_before_the_first_is_written);
+    tcase_add_test (tc, an_export_of_more_files_than_it_may_open_at_once_completes);
     tcase_add_test (tc, an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary);
     tcase_add_test (tc, a_name_taken_while_an_export_runs_stops_it_there_and_leaves_no_temporary);
     tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
