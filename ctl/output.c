@@ -278,6 +278,11 @@ ctl_out_commit (ctl_out_t *self, char *err, size_t errlen)
         struct stat there;
         if (saved == EEXIST && fstatat (self->dirfd, self->name, &there, AT_SYMLINK_NOFOLLOW) == 0)
             s_appeared (self->path, there.st_mode, err, errlen);
+        else if (!self->force && (saved == EPERM || saved == EOPNOTSUPP))
+            snprintf (err, errlen,
+                      "cannot write '%s': its file system can neither rename without replacing "
+                      "nor make a hard link (%s); --force renames it over whatever comes there",
+                      self->path, strerror (saved));
         else
             snprintf (err, errlen, "cannot write '%s': %s", self->path, strerror (saved));
         ctl_out_release (self);
