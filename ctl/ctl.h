@@ -5,8 +5,9 @@
 // steer.c, tail.c, replay.c, record.c, export.c and stats.c (the record:
 // they read the store directly, not through the broker, opened by
 // record.c; units.c gives the calibration of each result; h5.c, with its
-// own header h5.h, writes HDF5), storage.c, keys.c. pivctl.c holds the
-// command table and main. Not for use outside ctl/.
+// own header h5.h, writes HDF5), storage.c, keys.c; output.c puts every
+// file they write in place. pivctl.c holds the command table and main. Not
+// for use outside ctl/.
 
 #ifndef CTL_CTL_H
 #define CTL_CTL_H
@@ -17,8 +18,11 @@
 #include "common/jdoc.h"
 #include "piv/calib.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #define TIMEOUT_MS 3000    // default --timeout
 #define REPLAY_WAIT_S 3600 // default replay --wait
@@ -204,6 +208,64 @@ int ctl_grow (void *array_p, size_t *size, size_t count, size_t item);
 
 // 1 if 'stem' would leave an export directory (absolute, or a ".." step).
 int ctl_stem_escapes (const char *stem);
+
+// ---------------------------------------------------------------------------
+// Files pivctl writes (output.c): export, stats, keygen. Each is written as
+// a temporary beside its name (unpredictable, made with O_EXCL | O_NOFOLLOW,
+// mode 0600 while written), synced, then renamed to it without replacing
+// anything: a file or a link already there is refused and never followed;
+// --force replaces the name (a link itself, never what it points to).
+
+typedef struct {
+    char path[PATH_MAX + NAME_MAX + 2]; // the destination, for messages
+    char name[NAME_MAX + 1];            // its last component, in dirfd
+    char temp[NAME_MAX + 1];            // the temporary's, in dirfd
+    char name_by_fd[32];                // "/proc/self/fd/N" (ctl_out_name)
+    int dirfd;                          // the destination's directory
+    int fd;                             // the temporary
+    FILE *file;                         // stdio over fd, for the writer
+    mode_t mode;                        // the file's, set at the commit
+    int force;                          // --force: replace what is at the name
+    int state;                          // 0 nothing held, 1 the temporary, 2 put in place
+                                        // (nothing held)
+    dev_t placed_dev;                   // what was put in place (ctl_out_retract)
+    ino_t placed_ino;
+} ctl_out_t;
+
+// Whether pivctl may write 'rel' beneath 'dir' (no link leading out of dir
+// followed), or, dir NULL, at the operator's path 'rel' (its directories
+// followed as given; its last component never). 0: nothing there (or
+// 'force' and no directory); 1: something is (err "cannot write 'P': it
+// exists (a symbolic link)"); -1: it cannot be written there (err says why:
+// a directory in the way, a link out of dir, ...).
+int ctl_out_check (const char *dir, const char *rel, int force, char *err, size_t errlen);
+
+// Starts writing 'rel' as ctl_out_check names it: checks it alike, makes its
+// directories beneath dir, then the temporary beside it. 'mode': the file's,
+// set exactly at the commit (0: 0666 less the umask, as fopen's). 0 with
+// self->file open for writing; -1 with err, nothing left behind.
+int ctl_out_init (ctl_out_t *self, const char *dir, const char *rel, mode_t mode, int force,
+                  char *err, size_t errlen);
+
+// A name that opens the temporary itself whatever becomes of its name in the
+// directory, for libraries that open files by name (HDF5, czmq):
+// /proc/self/fd/N. NULL with err when /proc is not mounted.
+const char *ctl_out_name (ctl_out_t *self, char *err, size_t errlen);
+
+// Flushes, syncs and puts the temporary at its name. 0, nothing held any
+// more; or -1 with err naming the file, the temporary removed and the name
+// untouched: a write failed, or (without force) something appeared at the
+// name meanwhile.
+int ctl_out_commit (ctl_out_t *self, char *err, size_t errlen);
+
+// After ctl_out_commit, for files that stand or fall together: removes the
+// file put in place if it is still the one there (by path: no descriptor
+// is held after the commit).
+void ctl_out_retract (ctl_out_t *self);
+
+// Before ctl_out_commit: removes the temporary and lets go of the
+// directory. Accepts a zeroed, committed or released self.
+void ctl_out_release (ctl_out_t *self);
 
 // ---------------------------------------------------------------------------
 // Units (units.c): the calibration in force for each result, the one rule

@@ -40,7 +40,8 @@ typedef struct {
     ctl_t *ctl;
     const char *name;      // the experiment
     const char *out;       // -o: the directory, or the HDF5 file
-    char part[PATH_MAX];   // HDF5: the file being written, renamed at the end
+    int force;             // --force: replace files already there
+    ctl_out_t h5_file;     // HDF5: the file, a temporary until complete
     s_format_t format;
     int si;                // convert to metres and seconds
     const char *settings;  // the PIV settings text
@@ -58,6 +59,7 @@ typedef struct {
     size_t nsegments, segments_size;
     int mixed;             // HDF5: runs on other grids or calibrations, not written
     int failed;            // a write failed: the rest would fail alike
+    int interrupted;       // SIGINT or SIGTERM: stopped before the end
     long uncalibrated;     // si: results recorded without a calibration, not written
     char uncalibrated_stem[128]; // the first of them
 } s_export_t;
@@ -158,25 +160,26 @@ s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *
               calib, x->si || !c->set ? "" : ", not applied (--units px)", text, x->settings);
 }
 
-// Writes one field into its own file DIR/<stem>.txt|.dat|.vtk. 0, or -1
-// with err naming the file.
+// The file of one field beneath DIR: <stem>.txt|.dat|.vtk.
+static void
+s_field_file (const s_export_t *x, const char *stem, char *rel, size_t size)
+{
+    static const char *ext[] = {"txt", "dat", "vtk"};
+    snprintf (rel, size, "%s.%s", stem, ext[x->format]);
+}
+
+// Writes one field into its own file DIR/<stem>.txt|.dat|.vtk (output.c:
+// whole, never through a link). 0, or -1 with err naming the file.
 static int
 s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *field,
               const piv_calib_t *c, char *err, size_t errlen)
 {
-    static const char *ext[] = {"txt", "dat", "vtk"};
-    char path[PATH_MAX];
-    snprintf (path, sizeof path, "%s/%s.%s", x->out, r->stem, ext[x->format]);
-    char *slash = strrchr (path, '/');
-    *slash = '\0';
-    if (ctl_mkdirs (path, err, errlen) != 0)
+    char rel[PATH_MAX];
+    s_field_file (x, r->stem, rel, sizeof rel);
+    ctl_out_t file;
+    if (ctl_out_init (&file, x->out, rel, 0, x->force, err, errlen) != 0)
         return -1;
-    *slash = '/';
-    FILE *out = fopen (path, "w");
-    if (!out) {
-        snprintf (err, errlen, "cannot write '%s': %s", path, strerror (errno));
-        return -1;
-    }
+    FILE *out = file.file;
     char header[2048];
     s_header (x, r, c, header, sizeof header);
     errno = 0;
@@ -200,13 +203,13 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
                      != 0;
         piv_field_destroy (&converted);
     }
-    bad |= ferror (out);
-    if (fclose (out) != 0 || bad) {
-        snprintf (err, errlen, "cannot write '%s': %s", path,
+    if (bad) {
+        snprintf (err, errlen, "cannot write '%s': %s", file.path,
                   errno ? strerror (errno) : "write error");
+        ctl_out_release (&file);
         return -1;
     }
-    return 0;
+    return ctl_out_commit (&file, err, errlen);
 }
 
 // Adds the field to the HDF5 file, made with the first field.
@@ -215,7 +218,11 @@ s_write_h5 (s_export_t *x, const store_result_info_t *r, const piv_field_t *fiel
             const piv_calib_t *c, char *err, size_t errlen)
 {
     if (!x->h5) {
-        x->h5 = ctl_h5_new (x->part, x->name, c, x->settings, err, errlen);
+        const char *name = NULL;
+        if (ctl_out_init (&x->h5_file, NULL, x->out, 0, x->force, err, errlen) == 0)
+            name = ctl_out_name (&x->h5_file, err, errlen);
+        if (name)
+            x->h5 = ctl_h5_new (name, x->out, x->name, c, x->settings, err, errlen);
         if (!x->h5 || ctl_h5_fields_begin (x->h5, field, err, errlen) != 0)
             return -1;
     }
@@ -269,6 +276,10 @@ static int
 s_export_one (void *arg, const store_result_info_t *r)
 {
     s_export_t *x = arg;
+    if (ctl_stop) { // SIGINT or SIGTERM: what is half written is removed
+        x->interrupted = 1;
+        return 1;
+    }
     if (!r->field || !r->field_size) {
         x->missing++;
         return 0;
@@ -317,10 +328,12 @@ s_export_one (void *arg, const store_result_info_t *r)
             rc = s_write_h5 (x, r, field, &applied, err, sizeof err);
         else
             rc = s_write_file (x, r, field, &in_force, err, sizeof err);
-        if (rc != 0) {
+        if (rc != 0 && x->format != F_HDF5 && x->written)
+            ctl_error ("%s; the %ld file(s) written before it are whole and stay", err,
+                       x->written);
+        else if (rc != 0)
             ctl_error ("%s", err);
-            x->failed = 1;
-        }
+        x->failed |= rc != 0;
         ok = rc == 0;
     }
     piv_field_destroy (&field);
@@ -331,7 +344,7 @@ s_export_one (void *arg, const store_result_info_t *r)
 }
 
 // Where the export goes: -o DIR made and writable (one file a field), or
-// -o FILE (HDF5; a directory: DIR/EXP.h5) written as FILE.part until done.
+// -o FILE (HDF5; a directory: DIR/EXP.h5), its directory made.
 static int
 s_prepare_output (s_export_t *x, char *h5_path, size_t size)
 {
@@ -343,10 +356,6 @@ s_prepare_output (s_export_t *x, char *h5_path, size_t size)
         else
             snprintf (h5_path, size, "%s", x->out);
         x->out = h5_path;
-        if (snprintf (x->part, sizeof x->part, "%s.part", h5_path) >= (int)sizeof x->part) {
-            ctl_error ("path too long: '%s'", h5_path);
-            return -1;
-        }
         if (ctl_mkdirs_parent (h5_path, err, sizeof err) != 0) {
             ctl_error ("%s", err);
             return -1;
@@ -381,18 +390,24 @@ s_write_stats (s_export_t *x)
                        == 0
                    ? 0
                    : (ctl_error ("%s", err), -1);
-    char path[PATH_MAX];
-    snprintf (path, sizeof path, "%s/stats.vtk", x->out);
-    FILE *out = fopen (path, "w");
+    ctl_out_t file;
+    if (ctl_out_init (&file, x->out, "stats.vtk", 0, x->force, err, sizeof err) != 0) {
+        ctl_error ("%s", err);
+        return -1;
+    }
     piv_calib_describe (&x->stats_c, calib, sizeof calib);
     snprintf (header, sizeof header, "pivfarm %s statistics: %s", x->name, calib);
     errno = 0;
-    int bad = !out || piv_stats_write (x->stats, out, PIV_FORMAT_VTK, &x->stats_c, header) != 0;
-    if (out && (ferror (out) | fclose (out)))
-        bad = 1;
-    if (bad)
-        ctl_error ("cannot write '%s': %s", path, errno ? strerror (errno) : "write error");
-    return bad ? -1 : 0;
+    if (piv_stats_write (x->stats, file.file, PIV_FORMAT_VTK, &x->stats_c, header) != 0) {
+        ctl_error ("cannot write '%s': %s", file.path, errno ? strerror (errno) : "write error");
+        ctl_out_release (&file);
+        return -1;
+    }
+    if (ctl_out_commit (&file, err, sizeof err) != 0) {
+        ctl_error ("%s", err);
+        return -1;
+    }
+    return 0;
 }
 
 // After the listing: the refusal of runs that one HDF5 file cannot hold,
@@ -420,20 +435,88 @@ s_finish (s_export_t *x)
                        x->name, ranges);
         x->written = 0;
     }
-    int rc = x->failed || x->mixed ? -1 : 0;
+    if (x->interrupted && x->format == F_HDF5)
+        ctl_error ("interrupted: nothing written to '%s'", x->out);
+    else if (x->interrupted)
+        ctl_error ("interrupted: %ld field(s) of '%s' written to '%s' (each file whole), the "
+                   "rest not",
+                   x->written, x->name, x->out);
+    int rc = x->failed || x->mixed || x->interrupted ? -1 : 0;
     if (rc == 0 && (x->format == F_VTK || x->h5))
         rc = s_write_stats (x);
     if (x->h5 && ctl_h5_close (&x->h5, err, sizeof err) != 0) {
         ctl_error ("%s", err);
         rc = -1;
     }
-    if (x->format == F_HDF5 && x->written && rc == 0 && rename (x->part, x->out) != 0) {
-        ctl_error ("cannot write '%s': %s", x->out, strerror (errno));
+    if (x->format == F_HDF5 && x->written && rc == 0
+        && ctl_out_commit (&x->h5_file, err, sizeof err) != 0) {
+        ctl_error ("%s", err);
         rc = -1;
     }
-    if (x->format == F_HDF5 && (rc != 0 || !x->written))
-        unlink (x->part);
+    ctl_out_release (&x->h5_file); // the temporary, unless committed
     return rc;
+}
+
+// Every file the export writes, checked before the first is written: one
+// already there is refused (unless --force) and nothing is written. The
+// files are those of the experiment's done pairs (a pair whose field the
+// store did not keep too: its name is taken the same).
+typedef struct {
+    s_export_t *x;
+    long files, taken;     // files checked, of them already there
+    int failed;            // one cannot be written at all
+    char first[PATH_MAX + 512]; // the refusal of the first
+} s_check_t;
+
+static void
+s_check_file (s_check_t *check, const char *dir, const char *rel)
+{
+    char err[PATH_MAX + 512];
+    int rc = ctl_out_check (dir, rel, check->x->force, err, sizeof err);
+    check->files++;
+    if (rc != 0 && !check->taken && !check->failed)
+        snprintf (check->first, sizeof check->first, "%s", err);
+    check->taken += rc == 1;
+    check->failed |= rc < 0;
+}
+
+static int
+s_check_pair (void *arg, const store_pair_info_t *pair)
+{
+    s_check_t *check = arg;
+    char rel[PATH_MAX];
+    if (!ctl_stem_escapes (pair->stem)) { // refused alone when it comes
+        s_field_file (check->x, pair->stem, rel, sizeof rel);
+        s_check_file (check, check->x->out, rel);
+    }
+    return check->failed;
+}
+
+// 0: every file may be written; -1: refused (logged).
+static int
+s_check_outputs (s_export_t *x, store_t *store, int64_t experiment)
+{
+    s_check_t check = {.x = x};
+    if (x->format == F_HDF5)
+        s_check_file (&check, NULL, x->out);
+    else {
+        if (x->format == F_VTK)
+            s_check_file (&check, x->out, "stats.vtk");
+        if (store_pairs_of (store, experiment, STORE_DONE, 0, 0, s_check_pair, &check) < 0) {
+            ctl_error ("cannot read the pairs of '%s' from '%s': %s", x->name,
+                       x->ctl->cfg.broker.store, store_error (store));
+            return -1;
+        }
+    }
+    if (check.failed)
+        ctl_error ("%s; nothing written", check.first);
+    else if (check.taken == 1)
+        ctl_error ("%s; nothing written (--force replaces it)", check.first);
+    else if (check.taken)
+        ctl_error ("%s, and %ld more of the %ld files of this export; nothing written (--force "
+                   "replaces them)",
+                   check.first, check.taken - 1, check.files);
+    return check.failed || check.taken ? -1 : 0;
 }
 
 // The number of done pairs of experiment 'name' (the results to export).
@@ -482,7 +565,10 @@ s_parse (s_export_t *x, ctl_args_t *args, int *units)
 int
 ctl_run_export (ctl_t *ctl, ctl_args_t *args)
 {
-    s_export_t x = {.ctl = ctl, .name = args->words[0], .out = ctl_value (args, "output")};
+    s_export_t x = {.ctl = ctl,
+                    .name = args->words[0],
+                    .out = ctl_value (args, "output"),
+                    .force = ctl_value (args, "force") != NULL};
     int units;
     int rc = s_parse (&x, args, &units);
     if (rc != 0)
@@ -507,7 +593,8 @@ ctl_run_export (ctl_t *ctl, ctl_args_t *args)
                    "convert with: calibrate it (pivctl calibrate %s --scale S --dt T) or use "
                    "--units px",
                    x.name, x.name);
-    else if (s_prepare_output (&x, h5_path, sizeof h5_path) == 0)
+    else if (s_prepare_output (&x, h5_path, sizeof h5_path) == 0
+             && s_check_outputs (&x, store, experiment) == 0)
         rc = EXIT_OK;
     if (rc != EXIT_OK) {
         ctl_calibs_destroy (&x.calibs);

@@ -105,8 +105,8 @@ s_describe (hid_t loc, const piv_calib_t *c, const char *settings)
 }
 
 ctl_h5_t *
-ctl_h5_new (const char *path, const char *title, const piv_calib_t *c, const char *settings,
-            char *err, size_t errlen)
+ctl_h5_new (const char *open_as, const char *path, const char *title, const piv_calib_t *c,
+            const char *settings, char *err, size_t errlen)
 {
     H5Eset_auto2 (H5E_DEFAULT, NULL, NULL); // errors are reported here, one line each
     ctl_h5_t *self = calloc (1, sizeof *self);
@@ -117,7 +117,7 @@ ctl_h5_new (const char *path, const char *title, const piv_calib_t *c, const cha
     }
     self->c = *c;
     errno = 0;
-    self->file = H5Fcreate (path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    self->file = H5Fcreate (open_as, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (self->file < 0) {
         s_fail (self, err, errlen, "cannot create the HDF5 file");
         ctl_h5_close (&self, NULL, 0);

@@ -15,13 +15,13 @@
 
 typedef struct _ctl_h5_t ctl_h5_t;
 
-// Creates (or truncates) 'path' with the root attributes pivfarm_version,
-// title, and the calibration 'c' (calibration, calibration_description,
-// units, and when calibrated scale_m_per_px, dt_s, origin_x_px,
-// origin_y_px, y_axis) and 'settings' (piv_settings; may be NULL). NULL
-// with err naming the file.
-ctl_h5_t *ctl_h5_new (const char *path, const char *title, const piv_calib_t *c,
-                      const char *settings, char *err, size_t errlen);
+// Creates (or truncates) 'open_as' (ctl_out_name's temporary), named 'path'
+// in messages, with the root attributes pivfarm_version, title, and the
+// calibration 'c' (calibration, calibration_description, units, and when
+// calibrated scale_m_per_px, dt_s, origin_x_px, origin_y_px, y_axis) and
+// 'settings' (piv_settings; may be NULL). NULL with err naming the file.
+ctl_h5_t *ctl_h5_new (const char *open_as, const char *path, const char *title,
+                      const piv_calib_t *c, const char *settings, char *err, size_t errlen);
 
 // Starts the field datasets on the grid of 'first' converted by the
 // calibration given to ctl_h5_new: x (nx), y (ny), and empty, extendible

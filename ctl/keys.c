@@ -8,7 +8,25 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
+
+// One part of the pair written by 'save' (zcert_save_public or
+// zcert_save_secret) to its temporary, of 'mode' once in place. 0, or -1
+// with err naming the file.
+static int
+s_save (ctl_out_t *out, const char *path, mode_t mode, int force, zcert_t *cert,
+        int (*save) (zcert_t *, const char *), char *err, size_t errlen)
+{
+    if (ctl_out_init (out, NULL, path, mode, force, err, errlen) != 0)
+        return -1;
+    const char *open_as = ctl_out_name (out, err, errlen);
+    if (!open_as)
+        return -1;
+    if (save (cert, open_as) != 0) {
+        snprintf (err, errlen, "cannot write '%s': %s", path, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
 
 int
 ctl_run_keygen (ctl_t *ctl, ctl_args_t *args)
@@ -43,11 +61,17 @@ ctl_run_keygen (ctl_t *ctl, ctl_args_t *args)
         ctl_error ("cannot write in '%s': %s", dir, found ? "not a directory" : strerror (errno));
         return EXIT_FAILED;
     }
-    if (access (public_path, F_OK) == 0 || access (secret_path, F_OK) == 0) {
-        ctl_error ("'%s' or its secret part exists already: remove them first, or choose "
-                   "another name",
-                   public_path);
-        return EXIT_FAILED;
+    // Both checked before either is written: a file or a link at either
+    // name is refused (unless --force) and nothing is written.
+    int force = ctl_value (args, "force") != NULL;
+    const char *paths[] = {public_path, secret_path};
+    for (int i = 0; i < 2; i++) {
+        int rc = ctl_out_check (NULL, paths[i], force, err, sizeof err);
+        if (rc != 0) {
+            ctl_error ("%s; nothing written%s", err,
+                       rc == 1 ? " (--force replaces it, or choose another name)" : "");
+            return EXIT_FAILED;
+        }
     }
     zcert_t *cert = zcert_new ();
     if (!cert) {
@@ -56,14 +80,22 @@ ctl_run_keygen (ctl_t *ctl, ctl_args_t *args)
     }
     zcert_set_meta (cert, "name", "%s", name);
     zcert_set_meta (cert, "created-by", "pivctl keygen");
-    // The secret file is readable by its owner alone, from its first byte.
-    mode_t mask = umask (077);
-    int rc = zcert_save (cert, public_path);
-    umask (mask);
+    // The public part first, as zcert_save does (the secret one adds the
+    // secret key to the text); the secret file put in place first (the
+    // public one alone would be a key without its pair); if the public one
+    // cannot follow, the secret one is removed again.
+    ctl_out_t secret = {0}, public = {0};
+    int rc = s_save (&public, public_path, 0644, force, cert, zcert_save_public, err, sizeof err);
     if (rc == 0)
-        chmod (public_path, 0644);
-    if (rc != 0) {
-        ctl_error ("cannot write '%s': %s", public_path, strerror (errno));
+        rc = s_save (&secret, secret_path, 0600, force, cert, zcert_save_secret, err, sizeof err);
+    if (rc == 0)
+        rc = ctl_out_commit (&secret, err, sizeof err);
+    if (rc == 0 && (rc = ctl_out_commit (&public, err, sizeof err)) != 0)
+        ctl_out_retract (&secret);
+    ctl_out_release (&public);
+    ctl_out_release (&secret);
+    if (rc) {
+        ctl_error ("%s; no key pair written", err);
         zcert_destroy (&cert);
         return EXIT_FAILED;
     }

@@ -4,7 +4,8 @@
 CTL_OBJS := build/ctl/pivctl.o build/ctl/args.o build/ctl/request.o build/ctl/print.o \
             build/ctl/json.o build/ctl/status.o build/ctl/steer.o build/ctl/tail.o \
             build/ctl/record.o build/ctl/replay.o build/ctl/storage.o build/ctl/keys.o \
-            build/ctl/export.o build/ctl/units.o build/ctl/stats.o build/ctl/h5.o
+            build/ctl/export.o build/ctl/units.o build/ctl/stats.o build/ctl/h5.o \
+            build/ctl/output.o
 build/ctl/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 build/ctl/h5.o: LAYER_PKGS := $(HDF5_PKGS)
 

@@ -34,6 +34,18 @@ s_on_signal (int signal)
     ctl_stop = 1;
 }
 
+// SIGINT and SIGTERM end waits and exports cleanly (czmq's own handler is
+// off): they set ctl_stop.
+static void
+s_handle_signals (void)
+{
+    zsys_handler_set (NULL);
+    struct sigaction sa = {.sa_handler = s_on_signal};
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+}
+
 static void
 s_usage (FILE *out)
 {
@@ -81,13 +93,15 @@ s_usage (FILE *out)
         "                                  EXP '*': the default of every experiment\n"
         "  mask EXP FILE|--clear           a mask image for EXP's pairs (masked vectors: flag 2)\n"
         "the record:\n"
-        "  export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si]\n"
+        "  export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]\n"
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
         "                                  (.dat, .vtk + DIR/stats.vtk), or one HDF5 FILE, read\n"
         "                                  from the store; si (m, m/s, 1/s) when calibrated\n"
-        "  stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE]\n"
+        "  stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--force]\n"
         "                                  EXP's run statistics (mean, RMS, u'v', count per\n"
         "                                  point), converted with their calibration\n"
+        "  (export, stats and keygen write no file that exists already, nor through a\n"
+        "   symbolic link: exit 1, nothing written; --force replaces it, a link itself)\n"
         "  replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I]\n"
         "             [--deform D] [--feedback-only] [--wait S]\n"
         "                                  replay EXP at X times its pace, wait for it (at most\n"
@@ -107,7 +121,7 @@ s_usage (FILE *out)
         "  warnings [list]                 the storage and clock warnings in force, numbered\n"
         "  warnings clear N|all            hide warning N (or all) while it lasts (operator)\n"
         "security (doc/security.md):\n"
-        "  keygen NAME [-o DIR]            a CURVE key pair: DIR/NAME.cert (public) and\n"
+        "  keygen NAME [-o DIR] [--force]  a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
         "                                  missing); no -c needed\n"
         "\n"
@@ -135,11 +149,15 @@ static const ctl_option_t s_log_options[] = {
     {"after", 0, 1, 0}, {"limit", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_tail_options[] = {
     {"count", 'n', 1, 1}, {"new", 0, 0, 1}, {NULL, 0, 0, 0}};
-static const ctl_option_t s_keygen_options[] = {{"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
-static const ctl_option_t s_export_options[] = {
-    {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {"units", 0, 1, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_keygen_options[] = {
+    {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_export_options[] = {{"format", 'f', 1, 1},
+                                                {"output", 'o', 1, 1},
+                                                {"units", 0, 1, 1},
+                                                {"force", 0, 0, 1},
+                                                {NULL, 0, 0, 0}};
 static const ctl_option_t s_stats_options[] = {
-    {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {NULL, 0, 0, 0}};
+    {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_calibrate_options[] = {
     {"scale", 0, 1, 1},  {"dt", 0, 1, 1},    {"origin", 0, 1, 1},
     {"y-axis", 0, 1, 1}, {"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
@@ -177,15 +195,16 @@ static const ctl_command_t s_commands[] = {
      "calibrate EXP|'*' [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]",
      s_calibrate_options, ctl_run_calibrate},
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
-    {"export", 1, 1, "export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si]",
+    {"export", 1, 1,
+     "export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]",
      s_export_options, ctl_run_export},
-    {"stats", 1, 1, "stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--json]",
+    {"stats", 1, 1, "stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--force] [--json]",
      s_stats_options, ctl_run_stats},
     {"replay", 1, 1,
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "
      "[--deform D] [--feedback-only] [--wait S]",
      s_replay_options, ctl_run_replay},
-    {"keygen", 1, 1, "keygen NAME [-o DIR]", s_keygen_options, ctl_run_keygen},
+    {"keygen", 1, 1, "keygen NAME [-o DIR] [--force]", s_keygen_options, ctl_run_keygen},
     {"provision", 1, 1, "provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]",
      s_provision_options, ctl_run_provision},
     {"archive", 1, 1, "archive EXP [--to DIR] [--wait S] [--no-wait]", s_archive_options,
@@ -283,19 +302,16 @@ main (int argc, char **argv)
     if (rc != 0)
         return rc;
     // keygen needs no configuration: it makes what one will name.
-    if (command->run == ctl_run_keygen)
+    if (command->run == ctl_run_keygen) {
+        s_handle_signals (); // a secret key's temporary is never left by Ctrl-C
         return ctl_run_keygen (&ctl, &args);
+    }
     // iobench measures a directory here, with or without a farm.
     if (command->run == ctl_run_iobench)
         return ctl_run_iobench (&ctl, &args);
     if (s_load_config (&ctl.cfg, path) != 0)
         return EXIT_USAGE;
-    // SIGINT and SIGTERM end waits cleanly (czmq's own handler is off).
-    zsys_handler_set (NULL);
-    struct sigaction sa = {.sa_handler = s_on_signal};
-    sigemptyset (&sa.sa_mask);
-    sigaction (SIGINT, &sa, NULL);
-    sigaction (SIGTERM, &sa, NULL);
+    s_handle_signals ();
     rc = command->run (&ctl, &args);
     ask_destroy (&ctl.ask);
     return rc;

@@ -98,46 +98,86 @@ s_set_path (const char *path, int i, int n, char *out, size_t size)
     snprintf (out, size, "%.*s-%d%s", (int)(dot - path), path, i + 1, dot);
 }
 
-// Every set as txt, Tecplot or VTK: on stdout one after the other, or one
-// file each. 0 or -1 (logged).
+// The files of the sets ('files' of them from 'path', as s_set_path names
+// them) checked before the first is written: one already there is refused
+// (unless 'force') and nothing is written. 0 or -1 (logged).
 static int
-s_write_text (const char *name, const s_sets_t *all, piv_format_t format, const char *path)
+s_check_files (const char *path, int files, int force)
+{
+    char file[PATH_MAX], err[PATH_MAX + 512], first[PATH_MAX + 512];
+    int taken = 0;
+    for (int i = 0; i < files; i++) {
+        s_set_path (path, i, files, file, sizeof file);
+        int rc = ctl_out_check (NULL, file, force, err, sizeof err);
+        if (rc < 0) {
+            ctl_error ("%s; nothing written", err);
+            return -1;
+        }
+        if (rc == 1 && !taken++)
+            snprintf (first, sizeof first, "%s", err);
+    }
+    if (taken == 1)
+        ctl_error ("%s; nothing written (--force replaces it)", first);
+    else if (taken)
+        ctl_error ("%s, and %d more of the %d files of the sets; nothing written (--force "
+                   "replaces them)",
+                   first, taken - 1, files);
+    return taken ? -1 : 0;
+}
+
+// Every set as txt, Tecplot or VTK: on stdout one after the other, or one
+// file each (output.c: whole, never through a link). 0 or -1 (logged).
+static int
+s_write_text (const char *name, const s_sets_t *all, piv_format_t format, const char *path,
+              int force)
 {
     for (int i = 0; i < all->count; i++) {
-        char file[PATH_MAX], header[2048];
+        char file[PATH_MAX], header[2048], err[PATH_MAX + 512];
         s_header (name, &all->sets[i], i, all->count, header, sizeof header);
         if (format == PIV_FORMAT_VTK) // its title: one line
             *strchrnul (header, '\n') = '\0';
+        ctl_out_t put = {0};
         FILE *out = stdout;
         if (path) {
             s_set_path (path, i, all->count, file, sizeof file);
-            if (!(out = fopen (file, "w"))) {
-                ctl_error ("cannot write '%s': %s", file, strerror (errno));
+            if (ctl_out_init (&put, NULL, file, 0, force, err, sizeof err) != 0) {
+                ctl_error ("%s", err);
                 return -1;
             }
+            out = put.file;
         }
         errno = 0;
         int bad = piv_stats_write (all->sets[i].stats, out, format, &all->sets[i].c, header) != 0;
-        bad |= ferror (out);
-        if (path)
-            bad |= fclose (out) != 0;
+        if (!path)
+            bad |= ferror (out);
         if (bad) {
             ctl_error ("cannot write '%s': %s", path ? file : "stdout",
                        errno ? strerror (errno) : "write error");
+            ctl_out_release (&put);
+            return -1;
+        }
+        if (path && ctl_out_commit (&put, err, sizeof err) != 0) {
+            ctl_error ("%s", err);
             return -1;
         }
     }
     return 0;
 }
 
-// Every set into one HDF5 file, as groups stats/1, stats/2, ... 0 or -1.
+// Every set into one HDF5 file, as groups stats/1, stats/2, ... (output.c:
+// whole, never through a link). 0 or -1.
 static int
-s_write_h5 (const char *name, const s_sets_t *all, const char *path)
+s_write_h5 (const char *name, const s_sets_t *all, const char *path, int force)
 {
     char err[PATH_MAX + 512], title[256], group[32];
     snprintf (title, sizeof title, "pivfarm statistics of experiment '%s'", name);
-    ctl_h5_t *h5 = ctl_h5_new (path, title, &all->sets[0].c, all->sets[0].settings, err,
-                               sizeof err);
+    ctl_out_t put;
+    const char *open_as = NULL;
+    if (ctl_out_init (&put, NULL, path, 0, force, err, sizeof err) == 0)
+        open_as = ctl_out_name (&put, err, sizeof err);
+    ctl_h5_t *h5 = open_as ? ctl_h5_new (open_as, path, title, &all->sets[0].c,
+                                         all->sets[0].settings, err, sizeof err)
+                           : NULL;
     int rc = h5 ? 0 : -1;
     for (int i = 0; rc == 0 && i < all->count; i++) {
         snprintf (group, sizeof group, "stats/%d", i + 1);
@@ -146,8 +186,11 @@ s_write_h5 (const char *name, const s_sets_t *all, const char *path)
     }
     if (h5 && ctl_h5_close (&h5, rc == 0 ? err : NULL, sizeof err) != 0)
         rc = -1;
+    if (rc == 0 && ctl_out_commit (&put, err, sizeof err) != 0)
+        rc = -1;
     if (rc != 0)
         ctl_error ("%s", err);
+    ctl_out_release (&put);
     return rc;
 }
 
@@ -180,6 +223,7 @@ ctl_run_stats (ctl_t *ctl, ctl_args_t *args)
 {
     const char *name = args->words[0], *format = ctl_value (args, "format");
     const char *path = ctl_value (args, "output");
+    int force = ctl_value (args, "force") != NULL;
     static const char *formats[] = {"txt", "tecplot", "vtk", "hdf5"};
     int f = format ? -1 : 0;
     for (int i = 0; format && i < 4; i++)
@@ -222,10 +266,14 @@ ctl_run_stats (ctl_t *ctl, ctl_args_t *args)
         ctl_error ("no statistics of '%s' yet: no result counted", name);
         status = EXIT_FAILED;
     }
+    else if (status == EXIT_OK && path
+             && s_check_files (path, f == 3 ? 1 : all.count, force) != 0)
+        status = EXIT_FAILED;
     else if (status == EXIT_OK && f == 3)
-        status = s_write_h5 (name, &all, path) == 0 ? EXIT_OK : EXIT_FAILED;
+        status = s_write_h5 (name, &all, path, force) == 0 ? EXIT_OK : EXIT_FAILED;
     else if (status == EXIT_OK)
-        status = s_write_text (name, &all, (piv_format_t)f, path) == 0 ? EXIT_OK : EXIT_FAILED;
+        status = s_write_text (name, &all, (piv_format_t)f, path, force) == 0 ? EXIT_OK
+                                                                              : EXIT_FAILED;
     if (status == EXIT_OK && path && !ctl->json)
         fprintf (stderr, "statistics of %s: %d set(s) written to %s%s\n", name, all.count, path,
                  all.count > 1 && f != 3 ? " (one file a set: -1, -2, ...)" : "");

@@ -175,10 +175,12 @@ summary() {
 }
 
 # The run's statistics (pivctl stats, in the calibration's units) and its
-# mean field scored against the known flow in m/s; the HDF5 export.
+# mean field scored against the known flow in m/s; the HDF5 export. Both
+# --force: the files are the demo's own in run/demo (made afresh each run),
+# and a Ctrl-C during the last summary runs this a second time.
 measurements() {
     calib="scale=$(printf '%s' "$scale" | tr -d ' ') dt=$(printf '%s' "$dt" | tr -d ' ')"
-    if ! ctl stats "$exp" -o "$run/stats.txt" >"$run/stats.log" 2>&1; then
+    if ! ctl stats "$exp" -o "$run/stats.txt" --force >"$run/stats.log" 2>&1; then
         echo "   mean field  no statistics: $(head -c 300 "$run/stats.log")"
         return 0
     fi
@@ -204,7 +206,7 @@ measurements() {
         "$(awk -v v="${conv:-nan}" 'BEGIN { if (v == "nan" || v == "") print "not known yet"; else printf "%.2f %%", 100 * v }')"
     echo "   mean error  $score, against the exact $flow"
     echo "   statistics  $run/stats.txt (x y u_mean v_mean u_rms v_rms uv_mean count; m, m/s)"
-    if ctl export "$exp" --format hdf5 -o "$run/$exp.h5" >"$run/export.log" 2>&1; then
+    if ctl export "$exp" --format hdf5 -o "$run/$exp.h5" --force >"$run/export.log" 2>&1; then
         echo "   hdf5        $run/$exp.h5 (u, v in m/s, vorticity in 1/s, stats/: doc/units-guide.md)"
     else
         echo "   hdf5        not written: $(tail -n 1 "$run/export.log")"

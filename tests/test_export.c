@@ -14,12 +14,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,12 +73,14 @@ s_field (int nx, double w, double u0, double v0)
     return f;
 }
 
-// Adds pairs p<first> .. p<first + n - 1> of 'exp' to the store, each with
-// a result on an nx grid (rotation w), the camera closing frame B at T0 +
-// i GAP and the result recorded 50 ms later; 'calib' (may be NULL) set
-// as the experiment's calibration just before the first.
+// Adds pairs 'stem' (a printf pattern of i) for i = first .. first + n - 1
+// of 'exp' to the store, each with a result on an nx grid (rotation w), the
+// camera closing frame B at T0 + i GAP and the result recorded 50 ms later;
+// 'calib' (may be NULL) set as the experiment's calibration just before the
+// first.
 static void
-s_fill (const char *exp, int first, int n, int nx, double w, const char *calib)
+s_fill_as (const char *exp, const char *pattern, int first, int n, int nx, double w,
+           const char *calib)
 {
     char err[512];
     store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
@@ -92,8 +96,8 @@ s_fill (const char *exp, int first, int n, int nx, double w, const char *calib)
     ck_assert_int_eq (piv_field_encode (f, &blob, &size), 0);
     for (int i = first; i < first + n; i++) {
         t = T0 + i * GAP;
-        char a[64], b[64], stem[32];
-        snprintf (stem, sizeof stem, "p%04d", i);
+        char a[128], b[128], stem[64];
+        snprintf (stem, sizeof stem, pattern, i);
         snprintf (a, sizeof a, "%s_a.tif", stem);
         snprintf (b, sizeof b, "%s_b.tif", stem);
         int version, is_new, recorded;
@@ -110,6 +114,13 @@ s_fill (const char *exp, int first, int n, int nx, double w, const char *calib)
     free (blob);
     piv_field_destroy (&f);
     store_destroy (&store);
+}
+
+// s_fill_as of pairs p<first> .. p<first + n - 1>.
+static void
+s_fill (const char *exp, int first, int n, int nx, double w, const char *calib)
+{
+    s_fill_as (exp, "p%04d", first, n, nx, w, calib);
 }
 
 // Runs pivctl -c CONF --timeout 300 with the arguments (NULL-ended).
@@ -202,7 +213,7 @@ START_TEST (hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump)
     ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "--format=hdf5", "--units",
                                 "px", "-o", px, NULL),
                       0);
-    ck_assert_msg (access (tu_path (s_farm.dir, "out/rot.h5.part"), F_OK) != 0, "left a .part");
+    ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "out")), 2); // no temporary left
     int rc = s_python (s_h5_check, out, sizeof out, si, px);
     ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
 
@@ -230,7 +241,7 @@ START_TEST (hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges)
                    "%s", out);
     ck_assert_msg (strstr (out, "0.02 mm/px") && strstr (out, "0.05 mm/px"), "%s", out);
     ck_assert (access (file, F_OK) != 0);
-    ck_assert (access (tu_path (s_farm.dir, "mix.h5.part"), F_OK) != 0);
+    tu_entries (s_farm.dir); // no temporary left
     // In pixels the calibrations do not matter: one file.
     ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "mix", "--format", "hdf5", "--units",
                                 "px", "-o", file, NULL),
@@ -575,6 +586,324 @@ START_TEST (calibrate_and_mask_check_their_arguments_before_asking)
 END_TEST
 
 // ---------------------------------------------------------------------------
+// Files already there (tests/badinput/README.md, "Files pivctl writes"): a
+// link planted at a destination is never followed, a file is never
+// overwritten without --force, every destination is checked before the
+// first file is written, and no temporary is left behind
+
+#define VICTIM "the victim's own bytes\n" // what a planted link points to
+
+// The victim: a file outside every export, which a planted link points to.
+static void
+s_victim (char *path, size_t size)
+{
+    snprintf (path, size, "%s/victim", s_farm.dir);
+    tu_spit (path, VICTIM, strlen (VICTIM));
+}
+
+// Asserts that the victim holds its own bytes, byte for byte.
+static void
+s_victim_unchanged (const char *path)
+{
+    size_t len;
+    char *bytes = tu_slurp (path, &len);
+    ck_assert_msg (bytes && len == strlen (VICTIM) && memcmp (bytes, VICTIM, len) == 0,
+                   "the victim '%s' changed: %.200s", path, bytes ? bytes : "(gone)");
+    free (bytes);
+}
+
+// Asserts that 'path' is a regular file (no link) holding 'magic'.
+static void
+s_written (const char *path, const char *magic)
+{
+    struct stat st;
+    ck_assert_msg (lstat (path, &st) == 0 && S_ISREG (st.st_mode), "'%s' is no regular file",
+                   path);
+    size_t len;
+    char *bytes = tu_slurp (path, &len);
+    ck_assert_msg (bytes && memmem (bytes, len, magic, strlen (magic)), "'%s' is not the export",
+                   path);
+    free (bytes);
+}
+
+// Asserts that 'path' still holds "mine\n", the file that was there.
+static void
+s_mine_unchanged (const char *path)
+{
+    struct stat st;
+    char *mine = tu_slurp (path, NULL);
+    ck_assert_msg (lstat (path, &st) == 0 && S_ISREG (st.st_mode) && mine
+                       && strcmp (mine, "mine\n") == 0,
+                   "'%s' changed: %s", path, mine ? mine : "(gone)");
+    free (mine);
+}
+
+// One kind of file pivctl writes, the command that writes it (-o and
+// --force added) and the destination a link is planted at.
+typedef struct {
+    const char *args[8]; // the command line after pivctl's options (NULL-ended)
+    int to_file;         // -o names the file, else its directory
+    const char *name;    // the destination, in that directory
+    const char *magic;   // what the file written holds
+    int files;           // files the command writes into the directory
+} s_dest_t;
+
+// Runs pivctl with dest's command, -o 'to' and --force if 'force'.
+static int
+s_write_to (char *out, size_t len, const s_dest_t *dest, const char *to, int force)
+{
+    const char *a[12] = {NULL};
+    int n = 0;
+    for (; dest->args[n]; n++)
+        a[n] = dest->args[n];
+    a[n++] = "-o";
+    a[n++] = to;
+    a[n++] = force ? "--force" : NULL;
+    return s_pivctl (out, len, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], NULL);
+}
+
+// The four cases of every destination, each in a directory of its own under
+// 'tag': (a) a link to the victim at the destination: refused (exit 1,
+// naming the file and the link), the victim unchanged, nothing written,
+// no temporary left; (b) a file there: refused alike, unchanged; (c) with
+// --force over a link: the destination is now a regular file with the
+// export, the victim unchanged; (d) a fresh directory: written as ever.
+static void
+s_check_destination (const s_dest_t *dest, const char *tag)
+{
+    char victim[4096], out[1 << 14], dir[4096], path[4200], to[4200], what[256] = "";
+    s_victim (victim, sizeof victim);
+    for (size_t i = 0, used = 0; dest->args[i] && used < sizeof what; i++)
+        used += (size_t)snprintf (what + used, sizeof what - used, "%s%s", i ? " " : "",
+                                  dest->args[i]);
+    snprintf (dir, sizeof dir, "%s/%s", s_farm.dir, tag);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/%s", dir, dest->name);
+    snprintf (to, sizeof to, "%s", dest->to_file ? path : dir);
+
+    ck_assert_int_eq (symlink (victim, path), 0);
+    int rc = s_write_to (out, sizeof out, dest, to, 0);
+    ck_assert_msg (rc == 1 && strstr (out, path) && strstr (out, "it exists (a symbolic link)")
+                       && strstr (out, "nothing written") && strstr (out, "--force"),
+                   "%s, a link planted: exit %d: %s", what, rc, out);
+    s_victim_unchanged (victim);
+    ck_assert_int_eq (tu_entries (dir), 1);
+
+    ck_assert_int_eq (unlink (path), 0);
+    tu_spit (path, "mine\n", 5);
+    rc = s_write_to (out, sizeof out, dest, to, 0);
+    ck_assert_msg (rc == 1 && strstr (out, path) && strstr (out, "it exists (a regular file)"),
+                   "%s, a file there: exit %d: %s", what, rc, out);
+    s_mine_unchanged (path);
+    ck_assert_int_eq (tu_entries (dir), 1);
+
+    ck_assert_int_eq (unlink (path), 0);
+    ck_assert_int_eq (symlink (victim, path), 0);
+    rc = s_write_to (out, sizeof out, dest, to, 1);
+    ck_assert_msg (rc == 0, "%s --force: exit %d: %s", what, rc, out);
+    s_written (path, dest->magic);
+    s_victim_unchanged (victim);
+    ck_assert_int_eq (tu_entries (dir), dest->files);
+
+    snprintf (dir, sizeof dir, "%s/%s-fresh", s_farm.dir, tag);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/%s", dir, dest->name);
+    snprintf (to, sizeof to, "%s", dest->to_file ? path : dir);
+    rc = s_write_to (out, sizeof out, dest, to, 0);
+    ck_assert_msg (rc == 0, "%s: exit %d: %s", what, rc, out);
+    s_written (path, dest->magic);
+    ck_assert_int_eq (tu_entries (dir), dest->files);
+}
+
+START_TEST (export_and_stats_in_every_format_never_write_through_a_link_nor_over_a_file)
+{
+    s_fill ("rot", 0, 3, 8, OMEGA, CALIB);
+    s_checkpoint ("rot", "8x8 step 16 window 32", 0, 3, 8, CALIB);
+    // stats: the broker is away, its checkpoint is not waited for long.
+    static const s_dest_t dests[] = {
+        {{"export", "rot", "--format", "txt", "--units", "si"}, 0, "p0001.txt", "# x y u v", 3},
+        {{"export", "rot", "--format", "txt", "--units", "px"}, 0, "p0001.txt", "# x y u v", 3},
+        {{"export", "rot", "--format", "tecplot"}, 0, "p0001.dat", "VARIABLES", 3},
+        {{"export", "rot", "--format", "vtk", "--units", "si"}, 0, "p0001.vtk", "# vtk", 4},
+        {{"export", "rot", "--format", "vtk", "--units", "px"}, 0, "stats.vtk", "# vtk", 4},
+        {{"export", "rot", "--format", "hdf5", "--units", "si"}, 1, "rot.h5", "\x89HDF", 1},
+        {{"export", "rot", "--format", "hdf5", "--units", "px"}, 0, "rot.h5", "\x89HDF", 1},
+        {{"stats", "rot", "--format", "txt", "--timeout", "20"}, 1, "s.txt", "# x y u_mean", 1},
+        {{"stats", "rot", "--format", "tecplot", "--timeout", "20"}, 1, "s.dat", "VARIABLES", 1},
+        {{"stats", "rot", "--format", "vtk", "--timeout", "20"}, 1, "s.vtk", "# vtk", 1},
+        {{"stats", "rot", "--format", "hdf5", "--timeout", "20"}, 1, "s.h5", "\x89HDF", 1},
+    };
+    for (size_t i = 0; i < sizeof dests / sizeof dests[0]; i++) {
+        char tag[32];
+        snprintf (tag, sizeof tag, "%s%zu", dests[i].args[0], i);
+        s_check_destination (&dests[i], tag);
+    }
+}
+END_TEST
+
+START_TEST (a_file_in_the_way_of_any_file_refuses_before_the_first_is_written)
+{
+    // An export of 6 fields whose 5th name is taken writes none of them.
+    s_fill ("rot", 0, 6, 8, OMEGA, CALIB);
+    char out[1 << 14], dir[4096], path[4200], victim[4096];
+    s_victim (victim, sizeof victim);
+    snprintf (dir, sizeof dir, "%s/six", s_farm.dir);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/p0004.txt", dir);
+    ck_assert_int_eq (symlink (victim, path), 0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-o", dir, NULL), 1);
+    ck_assert_msg (strstr (out, path) && strstr (out, "nothing written"), "%s", out);
+    ck_assert_int_eq (tu_entries (dir), 1);
+    s_victim_unchanged (victim);
+    // Nor is a link to a name not there yet followed to make it.
+    char nowhere[4200];
+    snprintf (nowhere, sizeof nowhere, "%s/made-through-a-link", s_farm.dir);
+    ck_assert_int_eq (unlink (path), 0);
+    ck_assert_int_eq (symlink (nowhere, path), 0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-o", dir, NULL), 1);
+    ck_assert_msg (access (nowhere, F_OK) != 0, "'%s' was made through the link", nowhere);
+    ck_assert_int_eq (tu_entries (dir), 1);
+
+    // A link at the name the HDF5 export used to write through (FILE.part,
+    // which its rename then put at FILE) is nothing to it now.
+    snprintf (dir, sizeof dir, "%s/h5", s_farm.dir);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/rot.h5.part", dir);
+    ck_assert_int_eq (symlink (victim, path), 0);
+    snprintf (path, sizeof path, "%s/rot.h5", dir);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-f", "hdf5", "-o", path, NULL),
+                      0);
+    s_written (path, "\x89HDF");
+    s_victim_unchanged (victim);
+    ck_assert_int_eq (tu_entries (dir), 2);
+
+    // Two sets of statistics: a link at the second's file refuses both.
+    s_checkpoint ("rot", "8x8 step 16 window 32", 1, 6, 8, CALIB);
+    s_checkpoint ("rot", "16x16 step 16 window 32", 7, 3, 16, "none");
+    snprintf (dir, sizeof dir, "%s/sets", s_farm.dir);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/s-2.txt", dir);
+    ck_assert_int_eq (symlink (victim, path), 0);
+    snprintf (path, sizeof path, "%s/s.txt", dir);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "--timeout", "20", "-o", path,
+                                NULL),
+                      1);
+    ck_assert_msg (strstr (out, "s-2.txt': it exists (a symbolic link)"), "%s", out);
+    ck_assert_int_eq (tu_entries (dir), 1);
+    s_victim_unchanged (victim);
+
+    // A link planted as a directory on the way of a stem (sub/p0000 under
+    // DIR/sub -> elsewhere) is not followed, even with --force.
+    s_fill_as ("nested", "sub/p%04d", 0, 2, 8, OMEGA, NULL);
+    char elsewhere[4096];
+    snprintf (elsewhere, sizeof elsewhere, "%s/elsewhere", s_farm.dir);
+    ck_assert_int_eq (mkdir (elsewhere, 0755), 0);
+    snprintf (dir, sizeof dir, "%s/nested", s_farm.dir);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/sub", dir);
+    ck_assert_int_eq (symlink (elsewhere, path), 0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "nested", "-o", dir, "--force", NULL),
+                      1);
+    ck_assert_msg (strstr (out, "sub/p0000.txt") && strstr (out, "sub' on its way is a symbolic link"),
+                   "%s", out);
+    ck_assert_int_eq (tu_entries (elsewhere), 0);
+    // Where the directory is real, the nested files are written.
+    ck_assert_int_eq (unlink (path), 0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "nested", "-o", dir, NULL), 0);
+    ck_assert_int_eq (tu_entries (path), 2);
+}
+END_TEST
+
+// Starts 'pivctl export EXP -o dir' (output in log) and returns its pid
+// once its first file (p0000.txt) is there.
+static int
+s_export_started (const char *exp, const char *dir, const char *log)
+{
+    char first[4200];
+    snprintf (first, sizeof first, "%s/p0000.txt", dir);
+    char *argv[] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "export", (char *)exp, "-o",
+                    (char *)dir, NULL};
+    int pid = tu_spawn (argv, log);
+    for (int i = 0; i < 30000 && access (first, F_OK) != 0; i++)
+        usleep (1000);
+    ck_assert_msg (access (first, F_OK) == 0, "the export wrote nothing");
+    return pid;
+}
+
+// Asserts that the first n fields of dir (p0000.txt ...) are whole.
+static void
+s_fields_whole (const char *dir, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char path[4200], err[512];
+        snprintf (path, sizeof path, "%s/p%04d.txt", dir, i);
+        piv_field_t *f = piv_field_read_txt (path, err, sizeof err);
+        ck_assert_msg (f && f->nx == 8 && f->ny == 8, "%s", f ? path : err);
+        piv_field_destroy (&f);
+    }
+}
+
+START_TEST (an_export_of_more_files_than_it_may_open_at_once_completes)
+{
+    // Each file let go of once in place: 300 files under a limit of 64
+    // descriptors.
+    s_fill ("many", 0, 300, 8, OMEGA, NULL);
+    char out[1 << 14], cmd[8192];
+    snprintf (cmd, sizeof cmd, "ulimit -n 64 && exec '%s' -c '%s' export many -o '%s/many'",
+              tu_bin ("pivctl"), s_farm.conf, s_farm.dir);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int rc = tu_run (argv, out, sizeof out, 120);
+    ck_assert_msg (rc == 0 && strstr (out, "exported 300 field(s)"), "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "many")), 300);
+}
+END_TEST
+
+START_TEST (an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary)
+{
+    enum { FIELDS = 3000 };
+    s_fill ("many", 0, FIELDS, 8, OMEGA, NULL);
+    char dir[4096], log[4200];
+    snprintf (dir, sizeof dir, "%s/many", s_farm.dir);
+    snprintf (log, sizeof log, "%s/export.log", s_farm.dir);
+    int rc = tu_stop (s_export_started ("many", dir, log), SIGINT, 60);
+    char *said = tu_slurp (log, NULL);
+    ck_assert_msg (rc == 1 && said && strstr (said, "interrupted"), "exit %d: %s", rc,
+                   said ? said : "");
+    free (said);
+    int n = tu_entries (dir);
+    fprintf (stderr, "SIGINT: %d of %d fields written\n", n, FIELDS);
+    ck_assert_msg (n > 0 && n < FIELDS, "%d of %d files", n, FIELDS);
+    s_fields_whole (dir, n);
+}
+END_TEST
+
+START_TEST (a_name_taken_while_an_export_runs_stops_it_there_and_leaves_no_temporary)
+{
+    enum { FIELDS = 200 };
+    s_fill ("many", 0, FIELDS, 8, OMEGA, NULL);
+    char dir[4096], log[4200], last[4200], victim[4096];
+    snprintf (dir, sizeof dir, "%s/many", s_farm.dir);
+    snprintf (log, sizeof log, "%s/export.log", s_farm.dir);
+    snprintf (last, sizeof last, "%s/p%04d.txt", dir, FIELDS - 1);
+    s_victim (victim, sizeof victim);
+    // Held still once it has begun, while a link is planted at its last name.
+    int pid = s_export_started ("many", dir, log);
+    ck_assert_int_eq (kill (pid, SIGSTOP), 0);
+    ck_assert_int_eq (symlink (victim, last), 0);
+    int rc = tu_stop (pid, SIGCONT, 60);
+    char *said = tu_slurp (log, NULL);
+    ck_assert_msg (rc == 1 && said && strstr (said, last)
+                       && strstr (said, "it appeared while pivctl ran (a symbolic link)")
+                       && strstr (said, "199 file(s) written before it are whole"),
+                   "exit %d: %s", rc, said ? said : "");
+    free (said);
+    s_victim_unchanged (victim);
+    ck_assert_int_eq (tu_entries (dir), FIELDS);
+    s_fields_whole (dir, FIELDS - 1);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
 // End to end: a farm run of calibrated synthetic pairs
 
 static const char *s_farm_check =
@@ -666,6 +995,11 @@ s_suite (void)
     tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);
     tcase_add_test (tc, stats_reads_the_last_checkpoint_when_the_broker_is_away);
     tcase_add_test (tc, calibrate_and_mask_check_their_arguments_before_asking);
+    tcase_add_test (tc, export_and_stats_in_every_format_never_write_through_a_link_nor_over_a_file);
+    tcase_add_test (tc, a_file_in_the_way_of_any_file_refuses_before_the_first_is_written);
+    tcase_add_test (tc, an_export_of_more_files_than_it_may_open_at_once_completes);
+    tcase_add_test (tc, an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary);
+    tcase_add_test (tc, a_name_taken_while_an_export_runs_stops_it_there_and_leaves_no_temporary);
     tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
     suite_add_tcase (s, tc);
     return s;

@@ -380,9 +380,85 @@ START_TEST (keygen_writes_a_public_and_a_private_file_and_overwrites_nothing)
     snprintf (dir, sizeof dir, "%s/keys", s_farm.dir);
     char *argv[] = {(char *)tu_bin ("pivctl"), "keygen", "n1", "-o", dir, NULL};
     ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
-    ck_assert_msg (strstr (out, "exists already"), "%s", out);
+    ck_assert_msg (strstr (out, "n1.cert': it exists (a regular file); nothing written"), "%s",
+                   out);
     char *bad[] = {(char *)tu_bin ("pivctl"), "keygen", "../x", "-o", dir, NULL};
     ck_assert_int_eq (tu_run (bad, out, sizeof out, 30), 2);
+}
+END_TEST
+
+// tests/badinput/README.md, "Files pivctl writes": a link planted at either
+// file of the pair (to a victim outside, or to a name not there yet) is
+// refused, the victim unchanged (nothing made where the link points),
+// neither file written, no temporary left; a file there alike; --force
+// replaces the link itself, never the victim.
+START_TEST (keygen_never_writes_through_a_link_nor_over_a_file)
+{
+    static const char victim_bytes[] = "the victim's own bytes\n";
+    char victim[4096], dir[4096], out[4096];
+    snprintf (victim, sizeof victim, "%s/victim", s_farm.dir);
+    snprintf (dir, sizeof dir, "%s/keys", s_farm.dir);
+    ck_assert_int_eq (mkdir (dir, 0755), 0);
+    char *argv[] = {(char *)tu_bin ("pivctl"), "keygen", "n1", "-o", dir, NULL, NULL};
+    static const char *const names[] = {"n1.cert", "n1.cert_secret"};
+    for (int i = 0; i < 2; i++) {
+        char planted[4200];
+        snprintf (planted, sizeof planted, "%s/%s", dir, names[i]);
+        tu_spit (victim, victim_bytes, strlen (victim_bytes));
+        ck_assert_int_eq (symlink (victim, planted), 0);
+        argv[5] = NULL;
+        ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
+        ck_assert_msg (strstr (out, planted) && strstr (out, "it exists (a symbolic link)")
+                           && strstr (out, "nothing written") && strstr (out, "--force"),
+                       "%s", out);
+        char *bytes = tu_slurp (victim, NULL);
+        ck_assert_msg (bytes && strcmp (bytes, victim_bytes) == 0, "the victim changed: %s",
+                       bytes ? bytes : "(gone)");
+        free (bytes);
+        ck_assert_int_eq (tu_entries (dir), 1);
+
+        // A link to a file not there yet would make it wherever it points.
+        char nowhere[4200];
+        snprintf (nowhere, sizeof nowhere, "%s/made-through-a-link", s_farm.dir);
+        ck_assert_int_eq (unlink (planted), 0);
+        ck_assert_int_eq (symlink (nowhere, planted), 0);
+        ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
+        ck_assert_msg (strstr (out, "it exists (a symbolic link)"), "%s", out);
+        ck_assert_msg (access (nowhere, F_OK) != 0, "'%s' was made through the link", nowhere);
+        ck_assert_int_eq (tu_entries (dir), 1);
+
+        ck_assert_int_eq (unlink (planted), 0);
+        tu_spit (planted, "mine\n", 5);
+        ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
+        ck_assert_msg (strstr (out, "it exists (a regular file)"), "%s", out);
+        bytes = tu_slurp (planted, NULL);
+        ck_assert_msg (bytes && strcmp (bytes, "mine\n") == 0, "%s", bytes ? bytes : "(gone)");
+        free (bytes);
+        ck_assert_int_eq (tu_entries (dir), 1);
+
+        ck_assert_int_eq (unlink (planted), 0);
+        ck_assert_int_eq (symlink (victim, planted), 0);
+        argv[5] = "--force";
+        ck_assert_msg (tu_run (argv, out, sizeof out, 30) == 0, "%s", out);
+        bytes = tu_slurp (victim, NULL);
+        ck_assert_msg (bytes && strcmp (bytes, victim_bytes) == 0, "the victim changed: %s",
+                       bytes ? bytes : "(gone)");
+        free (bytes);
+        struct stat st;
+        char path[4200];
+        for (int k = 0; k < 2; k++) {
+            snprintf (path, sizeof path, "%s/%s", dir, names[k]);
+            ck_assert_msg (lstat (path, &st) == 0 && S_ISREG (st.st_mode), "'%s'", path);
+            ck_assert_int_eq (st.st_mode & 0777, k ? 0600 : 0644);
+            bytes = tu_slurp (path, NULL);
+            ck_assert_msg (bytes && strstr (bytes, "public-key")
+                               && !strstr (bytes, "secret-key") == !k,
+                           "%s: %s", path, bytes ? bytes : "(none)");
+            free (bytes);
+            ck_assert_int_eq (unlink (path), 0);
+        }
+        ck_assert_int_eq (tu_entries (dir), 0);
+    }
 }
 END_TEST
 
@@ -457,6 +533,7 @@ s_suite (void)
     tcase_add_test (farm, a_client_with_the_wrong_broker_key_times_out_saying_why);
     tcase_add_test (farm, a_missing_certificate_is_named_at_start);
     tcase_add_test (farm, keygen_writes_a_public_and_a_private_file_and_overwrites_nothing);
+    tcase_add_test (farm, keygen_never_writes_through_a_link_nor_over_a_file);
     tcase_add_test (farm, with_curve_off_no_key_is_needed_and_anyone_may_change_things);
     tcase_add_test (farm, each_key_may_use_only_the_socket_of_its_role);
     tcase_add_test (farm, a_revoked_key_is_refused_on_its_open_connection);

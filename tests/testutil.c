@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -156,6 +157,22 @@ tu_spit (const char *path, const void *data, size_t len)
     ck_assert_msg (f != NULL, "cannot write '%s': %s", path, strerror (errno));
     ck_assert (fwrite (data, 1, len, f) == len);
     ck_assert (fclose (f) == 0);
+}
+
+int
+tu_entries (const char *dir)
+{
+    DIR *d = opendir (dir);
+    ck_assert_msg (d != NULL, "cannot list '%s'", dir);
+    int n = 0;
+    for (struct dirent *e; (e = readdir (d));) {
+        if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
+            continue;
+        ck_assert_msg (e->d_name[0] != '.', "a temporary is left in '%s': '%s'", dir, e->d_name);
+        n++;
+    }
+    closedir (d);
+    return n;
 }
 
 // Forks a child that dies with the test process (PDEATHSIG); fork's answer.

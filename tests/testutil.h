@@ -29,6 +29,10 @@ int tu_run (char *const argv[], char *out, size_t outlen, int timeout_s);
 char *tu_slurp (const char *path, size_t *len_p);
 // Writes len bytes to path; aborts the test on failure.
 void tu_spit (const char *path, const void *data, size_t len);
+// The entries of directory 'dir' ("." and ".." aside); fails the test if
+// one is a hidden name (a temporary such as ".NAME.XXXXXXXX.part" left
+// behind by a program that writes through one).
+int tu_entries (const char *dir);
 
 // Starts argv (argv[0] a path) in the background, its stdout and stderr
 // appended to 'log'. The child dies with the test process (PDEATHSIG), so
