@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/secure.h"
+#include "piv/budget.h"
 #include "piv/piv.h"
 
 #include <czmq.h>
@@ -63,6 +64,8 @@ struct _agent_t {
     int paused;                        // the results volume is full: no work taken
     int wisdom_warned;                 // a wisdom save failed (said once)
     int withheld;                      // credit owed to the broker once room returns
+    uint64_t budget;                   // bytes a worker may take for a pair (0: no limit)
+    char budget_why[128];              // where that came from (process_budget)
 };
 
 static int64_t
@@ -101,6 +104,8 @@ s_worker (void *arg)
     agent_t *self = worker->agent;
     char err[1024];
     process_t *proc = process_new (&self->cfg, err, sizeof err);
+    if (proc)
+        process_set_budget (proc, self->budget, self->budget_why);
     zsock_t *out = zsock_new_push (self->results_endpoint);
     for (;;) {
         pthread_mutex_lock (&self->lock);
@@ -499,6 +504,7 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
     self->nworkers = cfg->agent.threads > 0 ? cfg->agent.threads : (int) (cores > 0 ? cores : 1);
     if (self->nworkers > MAX_WORKERS)
         self->nworkers = MAX_WORKERS;
+    process_budget (cfg, self->nworkers, &self->budget, self->budget_why, sizeof self->budget_why);
     // Plans measured once on this node serve every start after it.
     piv_wisdom_load (piv_wisdom_default_path ());
     // The processor is checked here, so that a bad one stops the agent at
@@ -543,6 +549,11 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_tick, self);
     log_notice ("agent '%s': %d worker(s), processor %s, broker %s", self->id, self->nworkers,
                 cfg->agent.processor, self->endpoint);
+    char size[32];
+    if (strcmp (cfg->agent.processor, "piv") == 0)
+        log_notice ("memory budget %s a thread (%s)",
+                    self->budget ? piv_budget_size (self->budget, size, sizeof size) : "unlimited",
+                    self->budget_why);
     return self;
 }
 

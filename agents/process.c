@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "common/util.h"
+#include "piv/budget.h"
 #include "piv/image.h"
 #include "piv/piv.h"
 
@@ -42,6 +43,7 @@ struct _process_t {
     int field_format;             // agent/result_format = field: .pvf, else .txt
     piv_t *engine;                // PIV engine for those settings
     piv_loader_t *loader;         // this thread's frames and file buffer, kept
+    piv_budget_t budget;          // what a pair may take (process_set_budget), its ratio
 };
 
 process_t *
@@ -76,6 +78,9 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     snprintf (self->to, sizeof self->to, "%s", cfg->agent.path_to);
     self->max_pixels = (size_t) cfg->piv.max_pixels;
     self->max_bytes = (size_t) cfg->piv.max_file_mb << 20;
+    self->budget.max_ratio = cfg->piv.max_ratio;
+    self->budget.settings = &self->parsed;
+    piv_loader_set_budget (self->loader, &self->budget);
     self->min_free_mb = cfg->agent.min_free_mb;
     self->field_format = strcmp (cfg->agent.result_format, "field") == 0;
     if (*cfg->watcher.root
@@ -96,6 +101,39 @@ process_destroy (process_t **self_p)
     piv_loader_destroy (&(*self_p)->loader);
     free (*self_p);
     *self_p = NULL;
+}
+
+void
+process_budget (const config_t *cfg, int threads, uint64_t *bytes, char *why, size_t len)
+{
+    char size[32], source[64];
+    uint64_t limit;
+    threads = threads > 0 ? threads : 1;
+    const char *s = threads == 1 ? "" : "s";
+    *bytes = 0;
+    if (cfg->agent.memory_mb > 0) {
+        *bytes = ((uint64_t) cfg->agent.memory_mb << 20) / (uint64_t) threads;
+        snprintf (why, len, "agent/memory_mb %d, %d thread%s", cfg->agent.memory_mb, threads, s);
+    }
+    else if (util_memory_limit (&limit, source, sizeof source) == 0) {
+        // A quarter left for the agent itself, the page cache and others.
+        *bytes = limit / 4 * 3 / (uint64_t) threads;
+        snprintf (why, len, "3/4 of %s %s, %d thread%s", source,
+                  piv_budget_size (limit, size, sizeof size), threads, s);
+    }
+    else
+        snprintf (why, len, "neither agent/memory_mb nor the memory of this host is known");
+}
+
+void
+process_set_budget (process_t *self, uint64_t bytes, const char *why)
+{
+    char size[32];
+    self->budget.memory = bytes;
+    snprintf (self->budget.memory_of, sizeof self->budget.memory_of,
+              "this agent's budget of %s a thread (%s)", piv_budget_size (bytes, size, sizeof size),
+              why);
+    piv_loader_set_budget (self->loader, &self->budget);
 }
 
 int

@@ -9,6 +9,7 @@
 #include "common/proto.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct _process_t process_t;
 
@@ -17,6 +18,19 @@ typedef struct _process_t process_t;
 // map to this node's mount. NULL with err for an unknown processor.
 process_t *process_new (const config_t *cfg, char *err, size_t errlen);
 void process_destroy (process_t **self_p);
+
+// The memory a worker thread may take for a pair (issue 23): agent/memory_mb
+// if set, else 3/4 of what the agent may use (util_memory_limit: its
+// cgroup's limit, else MemTotal), divided among its 'threads'. Fills
+// *bytes (0: none known) and 'why' with where it came from, for the log
+// and for refusals: "agent/memory_mb 2048, 4 threads", "3/4 of MemTotal
+// 23.5 GiB, 4 threads".
+void process_budget (const config_t *cfg, int threads, uint64_t *bytes, char *why, size_t len);
+// Holds the piv processor's pairs to that budget: a pair whose frames'
+// headers say it would take more (piv_budget_pair) fails before anything
+// is allocated, naming the sizes, the need and the budget (why). 0 bytes:
+// no budget. Pairs are always held to piv/max_ratio.
+void process_set_budget (process_t *self, uint64_t bytes, const char *why);
 
 // Processes a TASK message. On success fills 'result' as a RESULT (figures,
 // blob, written path, compute time) and returns 0; on failure fills err

@@ -102,6 +102,7 @@ static const s_key_t s_keys[] = {
     TEXT (agent, path_to, KIND_STRING),
     INT (agent, min_free_mb, 0, 1048576),
     CHOICE (agent, result_format, s_result_formats, "txt or field"),
+    INT (agent, memory_mb, 0, 1 << 30),
     // The PIV core's settings: its rules (piv_settings_check_key), not these.
     TEXT (piv, passes, KIND_RULED),
     TEXT (piv, overlap, KIND_RULED_INT),
@@ -112,6 +113,7 @@ static const s_key_t s_keys[] = {
     TEXT (piv, smooth_s, KIND_RULED),
     INT (piv, max_pixels, 1, 1 << 30),
     INT (piv, max_file_mb, 1, 1048576),
+    INT (piv, max_ratio, 2, 1000000),
     // The calibration's: its rules (piv_calib_check_key).
     TEXT (calibration, scale, KIND_RULED),
     TEXT (calibration, dt, KIND_RULED),
@@ -818,6 +820,7 @@ config_init (config_t *cfg)
     snprintf (cfg->piv.smooth_s, sizeof cfg->piv.smooth_s, "0.1");
     cfg->piv.max_pixels = 64 * 1024 * 1024;
     cfg->piv.max_file_mb = 1024;
+    cfg->piv.max_ratio = 250;  // PIV_MAX_RATIO_DEFAULT (piv/budget.h)
 
     snprintf (cfg->security.curve, sizeof cfg->security.curve, "off");
     snprintf (cfg->agent.result_format, sizeof cfg->agent.result_format, "txt");

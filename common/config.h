@@ -58,6 +58,9 @@ typedef struct {
         char path_to[PATH_MAX];       // ... by this one on the agent ("")
         int min_free_mb;              // free MiB needed on the results volume to write (64)
         char result_format[8];        // txt | field: the result file's format (txt)
+        int memory_mb;                // MiB the agent's workers may take for pairs, all
+                                      // threads together (0: 3/4 of its cgroup's memory.max,
+                                      // else of the host's MemTotal)
     } agent;
     struct {
         char passes[64];              // 64,32,16 (stored without spaces)
@@ -68,6 +71,8 @@ typedef struct {
         char smooth_s[32];            // 0.1: the smoother's s (0: chosen by GCV)
         int max_pixels;               // largest image an agent loads, in pixels (67108864)
         int max_file_mb;              // largest frame file an agent reads, in MiB (1024)
+        int max_ratio;                // decoded bytes a stored byte a compressed frame may
+                                      // declare (250; piv/budget.h)
         char mask[256];               // mask image of every experiment ("": none), absolute
                                       // once loaded; PIV_MASK_PATH_MAX of piv/settings.h
     } piv;

@@ -125,6 +125,90 @@ util_decimal_int64 (int64_t value, char buf[UTIL_DECIMAL_SIZE])
     return util_decimal (value < 0 ? 0 - (uint64_t) value : (uint64_t) value, value < 0, buf);
 }
 
+// The first number in file 'path' (0: none, or no limit: v2's "max", v1's
+// page-rounded 2^63).
+static uint64_t
+s_read_limit (const char *path)
+{
+    FILE *f = fopen (path, "re");
+    unsigned long long v = 0;
+    if (f && fscanf (f, "%llu", &v) != 1)
+        v = 0;
+    if (f)
+        fclose (f);
+    return v >= (1ULL << 62) ? 0 : (uint64_t) v;
+}
+
+// The smallest limit in file 'name' of the cgroup 'dir'/'path' and its
+// ancestors up to 'dir' (0: none set).
+static uint64_t
+s_cgroup_limit (const char *dir, const char *path, const char *name)
+{
+    char at[4096], file[4200];
+    snprintf (at, sizeof at, "%s%s", dir, strcmp (path, "/") == 0 ? "" : path);
+    uint64_t least = 0;
+    for (;;) {
+        snprintf (file, sizeof file, "%s/%s", at, name);
+        uint64_t v = s_read_limit (file);
+        if (v && (!least || v < least))
+            least = v;
+        char *slash = strrchr (at, '/');
+        if (strlen (at) <= strlen (dir) || !slash)
+            break;
+        *slash = '\0';
+    }
+    return least;
+}
+
+int
+util_memory_limit (uint64_t *bytes, char *source, size_t size)
+{
+    // Which cgroup: "0::/path" (v2) or "N:...memory...:/path" (v1).
+    char line[4096], v2[4096] = "", v1[4096] = "";
+    FILE *f = fopen ("/proc/self/cgroup", "re");
+    while (f && fgets (line, sizeof line, f)) {
+        line[strcspn (line, "\n")] = '\0';
+        char *controllers = strchr (line, ':'), *path;
+        if (!controllers || !(path = strchr (controllers + 1, ':')))
+            continue;
+        *path++ = '\0';
+        controllers++;
+        if (!*controllers)
+            snprintf (v2, sizeof v2, "%s", path);
+        else if (strstr (controllers, "memory"))
+            snprintf (v1, sizeof v1, "%s", path);
+    }
+    if (f)
+        fclose (f);
+    uint64_t cgroup = 0, total = 0;
+    const char *which = "cgroup memory.max";
+    if (*v2)
+        cgroup = s_cgroup_limit ("/sys/fs/cgroup", v2, "memory.max");
+    if (!cgroup && *v1) {
+        cgroup = s_cgroup_limit ("/sys/fs/cgroup/memory", v1, "memory.limit_in_bytes");
+        which = "cgroup memory.limit_in_bytes";
+    }
+    unsigned long long kb;
+    f = fopen ("/proc/meminfo", "re");
+    while (f && fgets (line, sizeof line, f))
+        if (sscanf (line, "MemTotal: %llu kB", &kb) == 1) {
+            total = (uint64_t) kb * 1024;
+            break;
+        }
+    if (f)
+        fclose (f);
+    if (cgroup && (!total || cgroup < total)) {
+        *bytes = cgroup;
+        snprintf (source, size, "%s", which);
+        return 0;
+    }
+    if (!total)
+        return -1;
+    *bytes = total;
+    snprintf (source, size, "MemTotal");
+    return 0;
+}
+
 const char *
 util_format_size (int64_t bytes, char *buf, size_t size)
 {

@@ -28,6 +28,13 @@ int util_parse_rate (const char *text, double *bytes_per_s);
 // "20.0 GiB", "512 KiB", "100 B" into buf; returns buf.
 const char *util_format_size (int64_t bytes, char *buf, size_t size);
 
+// The memory this process may use, for budgets (issue 23): the smallest
+// limit set on its cgroup or an ancestor (v2 memory.max, else v1
+// memory.limit_in_bytes), if below the host's MemTotal, else MemTotal.
+// 0 with *bytes and 'source' naming where it came from ("cgroup
+// memory.max", "MemTotal"), -1 if nothing could be read.
+int util_memory_limit (uint64_t *bytes, char *source, size_t size);
+
 // An integer in decimal without printf (the broker's hot path writes
 // several a pair): magnitude, with a '-' before it when negative, at the
 // end of buf, NUL-terminated. Returns where the text starts in buf.

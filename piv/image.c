@@ -4,6 +4,7 @@
 // Writing TIFF files is image_save.c's; both share image_internal.h.
 
 #include "piv/image.h"
+#include "piv/budget.h"
 #include "piv/image_internal.h"
 
 #include <errno.h>
@@ -42,6 +43,39 @@ typedef struct {
     size_t size;          // its length in bytes
     uint64_t pos;         // libtiff's read position, may pass the end
 } s_memfile_t;
+
+// The tags of a page that its cost depends on (budget.h), as the file
+// says them or their defaults (TIFF 6.0; the photometric and sample format
+// as s_decode takes an absent one).
+typedef struct {
+    uint64_t w, h;                      // ImageWidth, ImageLength (0: not given)
+    uint64_t bits, spp, compression;    // BitsPerSample (the first), SamplesPerPixel
+    uint64_t photometric, orientation;  // PhotometricInterpretation, Orientation
+    uint64_t format, planar, fill;      // SampleFormat (the first), PlanarConfig, FillOrder
+    uint64_t rps, tile_w, tile_h;       // RowsPerStrip; TileWidth, TileLength (0: strips)
+    int swapped;                        // 16-bit samples not in this host's order
+} s_tags_t;
+
+static const s_tags_t s_tag_defaults = {
+    .bits = 1,
+    .spp = 1,
+    .compression = COMPRESSION_NONE,
+    .photometric = PHOTOMETRIC_MINISBLACK,
+    .orientation = ORIENTATION_TOPLEFT,
+    .format = SAMPLEFORMAT_UINT,
+    .planar = PLANARCONFIG_CONTIG,
+    .fill = FILLORDER_MSB2LSB,
+    .rps = UINT32_MAX};
+
+// The limits of one load (budget.h): a frame's pixels, the ratio of
+// decoded to stored bytes of a pair's compressed frames (0: not checked,
+// for masks, whose zeros and ones compress as they like), a loader's
+// budget (NULL: none).
+typedef struct {
+    size_t max_pixels;           // 0: PIV_MAX_PIXELS_DEFAULT
+    int max_ratio;               // 0: any ratio
+    const piv_budget_t *budget;  // NULL: no memory budget
+} s_limits_t;
 
 void
 img_seterr (char *err, size_t errlen, const char *fmt, ...)
@@ -107,11 +141,12 @@ img_free (void *data, size_t cap, int mapped)
 }
 
 // Makes *buf_p (*cap_p bytes, *mapped_p) at least 'bytes' long, keeping it
-// when it is large enough (its contents are then stale). 0, or -1.
+// when it is large enough but not twice as large (its contents are then
+// stale): a buffer follows the size of what it holds now. 0, or -1.
 static int
 s_room (void **buf_p, size_t *cap_p, int *mapped_p, size_t bytes)
 {
-    if (*buf_p && *cap_p >= bytes)
+    if (*buf_p && *cap_p >= bytes && *cap_p <= 2 * bytes)
         return 0;
     img_free (*buf_p, *cap_p, *mapped_p);
     *cap_p = 0;
@@ -273,7 +308,9 @@ piv_image_set_read_block (size_t bytes)
 // stored compressed; camera frames compress far less than 8 to 1.
 #define S_SPARSE_RATIO 8
 
-static int s_peek_size (const s_memfile_t *file, int page, uint64_t *w, uint64_t *h);
+static int s_peek_tags (const s_memfile_t *file, int page, s_tags_t *t);
+static int s_check_frame (const char *path, const s_tags_t *t, uint64_t file_bytes,
+                          const s_limits_t *lim, char *err, size_t errlen);
 
 // Checks what fstat says of the open file 'fd' before anything is read:
 // a regular file, not empty, within max_bytes, not sparse. 0, or -1 with err.
@@ -328,27 +365,28 @@ s_check_file (int fd, const char *path, size_t max_bytes, struct stat *st, char 
     return 0;
 }
 
-// The pixel count of page 'page' from its directory, read with a few small
-// preads (the directory of a file libtiff wrote lies at its end): an image
-// above max_pixels is refused before the file is read whole. A directory
-// that cannot be peeked is left to libtiff, which checks it again.
+// Page 'page' checked from its directory, read with a few small preads
+// (the directory of a file libtiff wrote lies at its end), before the file
+// is read whole: its pixels against max_pixels, then its cost (the ratio,
+// the budget: s_check_frame). A directory that cannot be peeked is left to
+// libtiff; s_decode checks the same again from what libtiff makes of it.
 static int
-s_check_header (int fd, const char *path, off_t size, int page, size_t max_pixels, char *err,
-                size_t errlen)
+s_check_header (int fd, const char *path, off_t size, int page, const s_limits_t *lim,
+                char *err, size_t errlen)
 {
-    if (max_pixels == 0)
-        max_pixels = PIV_MAX_PIXELS_DEFAULT;
+    size_t max_pixels = lim->max_pixels ? lim->max_pixels : PIV_MAX_PIXELS_DEFAULT;
     s_memfile_t peek = {.data = NULL, .size = (size_t) size, .pos = (uint64_t) fd};
-    uint64_t w = 0, h = 0;
-    if (!s_peek_size (&peek, page, &w, &h) || w == 0 || h == 0)
+    s_tags_t t;
+    if (!s_peek_tags (&peek, page, &t) || t.w == 0 || t.h == 0)
         return 0;
+    uint64_t w = t.w, h = t.h;
     if (w * h / h != w || w * h > (uint64_t) max_pixels || w > INT_MAX || h > INT_MAX) {
         img_seterr (err, errlen,
                     "cannot load '%s': image of %llux%llu pixels exceeds the limit of %zu pixels",
                     path, (unsigned long long) w, (unsigned long long) h, max_pixels);
         return -1;
     }
-    return 0;
+    return s_check_frame (path, &t, (uint64_t) size, lim, err, errlen);
 }
 
 // Reads the whole of the open file 'fd' ('path' names it in messages) into
@@ -356,7 +394,7 @@ s_check_header (int fd, const char *path, off_t size, int page, size_t max_pixel
 // from offset 0, after s_check_file and s_check_header on the pages a
 // caller wants (pages[0..npages-1]).
 static int
-s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pixels,
+s_read_fd (int fd, const char *path, const int *pages, int npages, const s_limits_t *lim,
            size_t max_bytes, s_buf_t *buf, s_memfile_t *file, char *err, size_t errlen)
 {
     char ebuf[128];
@@ -365,10 +403,10 @@ s_read_fd (int fd, const char *path, const int *pages, int npages, size_t max_pi
     if (s_check_file (fd, path, max_bytes, &st, err, errlen) != 0)
         return -1;
     for (int i = 0; i < npages; i++)
-        if (s_check_header (fd, path, st.st_size, pages[i], max_pixels, err, errlen) != 0)
+        if (s_check_header (fd, path, st.st_size, pages[i], lim, err, errlen) != 0)
             return -1;
     file->size = (size_t) st.st_size;
-    if (!buf->data || buf->cap < file->size) {
+    if (!buf->data || buf->cap < file->size || buf->cap > 2 * file->size) {
         img_free (buf->data, buf->cap, buf->mapped);
         buf->data = img_alloc (file->size, &buf->cap, &buf->mapped);
     }
@@ -410,8 +448,8 @@ fail:
 // s_read_fd of 'path', opened without blocking (a FIFO in its place must
 // not stall the caller) and checked to be a regular file before any read.
 static int
-s_read_file (const char *path, const int *pages, int npages, size_t max_pixels, s_buf_t *buf,
-             s_memfile_t *file, char *err, size_t errlen)
+s_read_file (const char *path, const int *pages, int npages, const s_limits_t *lim,
+             s_buf_t *buf, s_memfile_t *file, char *err, size_t errlen)
 {
     char ebuf[128];
     memset (file, 0, sizeof *file);
@@ -421,8 +459,7 @@ s_read_file (const char *path, const int *pages, int npages, size_t max_pixels, 
                     img_strerror (errno, ebuf, sizeof ebuf));
         return -1;
     }
-    int rc = s_read_fd (fd, path, pages, npages, max_pixels, PIV_MAX_FILE_DEFAULT, buf, file, err,
-                        errlen);
+    int rc = s_read_fd (fd, path, pages, npages, lim, PIV_MAX_FILE_DEFAULT, buf, file, err, errlen);
     close (fd);
     return rc;
 }
@@ -566,14 +603,39 @@ s_peek_uint (const s_memfile_t *file, uint64_t off, int bytes, uint64_t *value)
     return 1;
 }
 
-// The ImageWidth and ImageLength tags of directory 'page', read straight
-// from the file: libtiff refuses some directories (zero width) with a
-// message about its internals, and the user deserves the plain reason.
-static int
-s_peek_size (const s_memfile_t *file, int page, uint64_t *w, uint64_t *h)
+// Where tag 'tag' goes in t (NULL: a tag not read here).
+static uint64_t *
+s_tag_field (s_tags_t *t, uint64_t tag)
 {
-    uint64_t magic, dir;
-    if (!s_peek_uint (file, 2, 2, &magic))
+    switch (tag) {
+    case TIFFTAG_IMAGEWIDTH: return &t->w;
+    case TIFFTAG_IMAGELENGTH: return &t->h;
+    case TIFFTAG_BITSPERSAMPLE: return &t->bits;
+    case TIFFTAG_COMPRESSION: return &t->compression;
+    case TIFFTAG_PHOTOMETRIC: return &t->photometric;
+    case TIFFTAG_FILLORDER: return &t->fill;
+    case TIFFTAG_ORIENTATION: return &t->orientation;
+    case TIFFTAG_SAMPLESPERPIXEL: return &t->spp;
+    case TIFFTAG_ROWSPERSTRIP: return &t->rps;
+    case TIFFTAG_PLANARCONFIG: return &t->planar;
+    case TIFFTAG_TILEWIDTH: return &t->tile_w;
+    case TIFFTAG_TILELENGTH: return &t->tile_h;
+    case TIFFTAG_SAMPLEFORMAT: return &t->format;
+    default: return NULL;
+    }
+}
+
+// The tags of directory 'page' (s_tags_t), read straight from the file:
+// libtiff refuses some directories (zero width) with a message about its
+// internals, and the user deserves the plain reason; and a frame's cost is
+// known before the file is read whole. 1 when the directory could be read
+// and gives a width and a height, else 0.
+static int
+s_peek_tags (const s_memfile_t *file, int page, s_tags_t *t)
+{
+    uint64_t magic, dir, order;
+    *t = s_tag_defaults;
+    if (!s_peek_uint (file, 2, 2, &magic) || !s_peek_uint (file, 0, 1, &order))
         return 0;
     int big = magic == 43;  // BigTIFF: 64-bit offsets and counts
     int count_bytes = big ? 8 : 2, entry_bytes = big ? 20 : 12, off_bytes = big ? 8 : 4;
@@ -590,18 +652,44 @@ s_peek_size (const s_memfile_t *file, int page, uint64_t *w, uint64_t *h)
         return 0;
     int found = 0;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t at = dir + count_bytes + i * entry_bytes, tag, type, value;
+        uint64_t at = dir + count_bytes + i * entry_bytes, tag, type, count, value;
         if (!s_peek_uint (file, at, 2, &tag) || !s_peek_uint (file, at + 2, 2, &type))
             return 0;
-        if (tag != TIFFTAG_IMAGEWIDTH && tag != TIFFTAG_IMAGELENGTH)
+        uint64_t *field = s_tag_field (t, tag);
+        if (!field)
             continue;
         int bytes = type == TIFF_SHORT ? 2 : type == TIFF_LONG ? 4 : type == TIFF_LONG8 ? 8 : 0;
-        if (!bytes || !s_peek_uint (file, at + 4 + off_bytes, bytes, &value))
-            return 0;
-        *(tag == TIFFTAG_IMAGEWIDTH ? w : h) = value;
-        found |= tag == TIFFTAG_IMAGEWIDTH ? 1 : 2;
+        // The first value: in the entry, or where it points when all of
+        // them do not fit there (BitsPerSample of RGB).
+        uint64_t where = at + 4 + off_bytes;
+        int size = tag == TIFFTAG_IMAGEWIDTH || tag == TIFFTAG_IMAGELENGTH;
+        if (!bytes || !s_peek_uint (file, at + 4, off_bytes, &count) || count == 0
+            || (count > (uint64_t) off_bytes / bytes
+                && !s_peek_uint (file, where, off_bytes, &where))
+            || !s_peek_uint (file, where, bytes, &value)) {
+            if (size)
+                return 0;
+            continue;  // libtiff decides what it makes of the others
+        }
+        *field = value;
+        found |= tag == TIFFTAG_IMAGEWIDTH ? 1 : tag == TIFFTAG_IMAGELENGTH ? 2 : 0;
     }
+    // Samples of one byte read the same in either order.
+    uint16_t one = 1;
+    int host_big = *(const unsigned char *) &one == 0;
+    t->swapped = t->bits > 8 && (order == 'M') != host_big;
     return found == 3;
+}
+
+// The ImageWidth and ImageLength tags of directory 'page' (s_peek_tags).
+static int
+s_peek_size (const s_memfile_t *file, int page, uint64_t *w, uint64_t *h)
+{
+    s_tags_t t;
+    if (!s_peek_tags (file, page, &t))
+        return 0;
+    *w = t.w, *h = t.h;
+    return 1;
 }
 
 // Reports a directory libtiff could not read, in the user's terms if the
@@ -850,17 +938,122 @@ s_decode_colour (TIFF *tif, const char *path, piv_image_t *self, img_tiffmsg_t *
     return 0;
 }
 
-// Decodes the current directory of tif into a new image, or into 'reuse'
-// (reshaped; left to its owner on failure) when not NULL.
-static piv_image_t *
-s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, img_tiffmsg_t *msg,
-          char *err, size_t errlen)
+// 1 when a frame is kept as the 8-bit samples its file stores (one byte a
+// pixel): the engine reads its windows from them (a quarter of the memory
+// of floats, and no conversion pass); floats are made only if something
+// asks for them (piv_image_cdata). Unsigned greyscale, one sample read a
+// pixel, not inverted, not turned by its Orientation tag.
+static int
+s_keeps_bytes (const s_tags_t *t)
 {
-    if (max_pixels == 0)
-        max_pixels = PIV_MAX_PIXELS_DEFAULT;
-    uint32_t w = 0, h = 0;
+    int grey = t->photometric == PHOTOMETRIC_MINISBLACK;
+    int step1 = t->spp == 1 || t->planar == PLANARCONFIG_SEPARATE;
+    int turned = t->orientation > ORIENTATION_TOPLEFT && t->orientation <= ORIENTATION_LEFTBOT;
+    return grey && t->bits == 8 && t->format != SAMPLEFORMAT_INT && step1 && !turned;
+}
+
+// What a page's tags make of its cost (budget.h) in a file of file_bytes.
+// Tags no decoder accepts are the decoder's to refuse: 0 is returned for
+// them, and nothing is estimated.
+static int
+s_frame_info (const s_tags_t *t, uint64_t file_bytes, piv_frame_info_t *f)
+{
+    if (t->spp == 0 || t->spp > 65535 || t->bits == 0 || t->bits > 64)
+        return 0;
+    int grey = t->photometric == PHOTOMETRIC_MINISBLACK || t->photometric == PHOTOMETRIC_MINISWHITE;
+    uint64_t pixels = t->w * t->h, per_row = t->planar == PLANARCONFIG_SEPARATE ? 1 : t->spp;
+    *f = (piv_frame_info_t) {.width = t->w,
+                             .height = t->h,
+                             .bits = (int) t->bits,
+                             .samples = (int) t->spp,
+                             .compressed = t->compression != COMPRESSION_NONE,
+                             .compression = (int) t->compression,
+                             .bytes = s_keeps_bytes (t),
+                             .file_bytes = file_bytes};
+    // The decoder's buffer: a tile (s_decode_grey refuses one over the
+    // image or 1 Mpx), or a strip unless the strips are read straight from
+    // the file (s_direct).
+    uint64_t tile_max = pixels > (1u << 20) ? pixels : (1u << 20);
+    uint64_t rows = t->rps == 0 || t->rps > t->h ? t->h : t->rps, decode;
+    if (t->tile_w && t->tile_h)
+        decode = t->tile_w > tile_max || t->tile_h > tile_max || t->tile_w * t->tile_h > tile_max
+                     ? 0
+                     : t->tile_h * ((t->tile_w * per_row * t->bits + 7) / 8);
+    else if (t->compression == COMPRESSION_NONE && t->fill == FILLORDER_MSB2LSB && !t->swapped)
+        decode = 0;
+    else
+        decode = rows * ((t->w * per_row * t->bits + 7) / 8);
+    int turned = t->orientation > ORIENTATION_TOPLEFT && t->orientation <= ORIENTATION_LEFTBOT;
+    if (!grey)  // libtiff's RGBA raster, beside its strip
+        decode += pixels * sizeof (uint32_t);
+    else if (turned && decode < pixels * sizeof (float))  // img_orient's copy
+        decode = pixels * sizeof (float);
+    f->decode_bytes = decode;
+    return 1;
+}
+
+static int
+s_check_frame (const char *path, const s_tags_t *t, uint64_t file_bytes, const s_limits_t *lim,
+               char *err, size_t errlen)
+{
+    piv_frame_info_t f;
+    if (!s_frame_info (t, file_bytes, &f))
+        return 0;
+    return piv_budget_check (path, &f, lim->max_ratio, lim->budget, err, errlen);
+}
+
+// The tags of the current directory as libtiff reads them (s_tags_t).
+static void
+s_tags_of (TIFF *tif, s_tags_t *t)
+{
+    uint32_t w = 0, h = 0, rps = UINT32_MAX, tw = 0, th = 0;
+    uint16_t spp = 1, bps = 1, compression = COMPRESSION_NONE, format = SAMPLEFORMAT_UINT;
+    uint16_t planar = PLANARCONFIG_CONTIG, fill = FILLORDER_MSB2LSB;
+    uint16_t photometric = PHOTOMETRIC_MINISBLACK, orientation = ORIENTATION_TOPLEFT;
     TIFFGetField (tif, TIFFTAG_IMAGEWIDTH, &w);
     TIFFGetField (tif, TIFFTAG_IMAGELENGTH, &h);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_BITSPERSAMPLE, &bps);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_COMPRESSION, &compression);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_SAMPLEFORMAT, &format);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_PLANARCONFIG, &planar);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_FILLORDER, &fill);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_ORIENTATION, &orientation);
+    TIFFGetFieldDefaulted (tif, TIFFTAG_ROWSPERSTRIP, &rps);
+    if (TIFFIsTiled (tif)) {
+        TIFFGetField (tif, TIFFTAG_TILEWIDTH, &tw);
+        TIFFGetField (tif, TIFFTAG_TILELENGTH, &th);
+    }
+    if (!TIFFGetField (tif, TIFFTAG_PHOTOMETRIC, &photometric))
+        photometric = PHOTOMETRIC_MINISBLACK;
+    *t = (s_tags_t) {.w = w, .h = h, .bits = bps, .spp = spp, .compression = compression,
+                     .photometric = photometric, .orientation = orientation, .format = format,
+                     .planar = planar, .fill = fill, .rps = rps, .tile_w = tw, .tile_h = th,
+                     .swapped = bps > 8 && TIFFIsByteSwapped (tif)};
+}
+
+// Lets go of a buffer kept from a larger frame: more than twice 'bytes'.
+static void
+s_trim (void **buf_p, size_t *cap_p, int mapped, size_t bytes)
+{
+    if (*buf_p && *cap_p > 2 * bytes) {
+        img_free (*buf_p, *cap_p, mapped);
+        *buf_p = NULL;
+        *cap_p = 0;
+    }
+}
+
+// Decodes the current directory of tif into a new image, or into 'reuse'
+// (reshaped; left to its owner on failure) when not NULL, after the checks
+// of its size and cost (lim) from what libtiff read of its tags.
+static piv_image_t *
+s_decode (TIFF *tif, const char *path, const s_limits_t *lim, piv_image_t *reuse,
+          img_tiffmsg_t *msg, char *err, size_t errlen)
+{
+    size_t max_pixels = lim->max_pixels ? lim->max_pixels : PIV_MAX_PIXELS_DEFAULT;
+    s_tags_t t;
+    s_tags_of (tif, &t);
+    uint32_t w = (uint32_t) t.w, h = (uint32_t) t.h;
     if (w == 0 || h == 0) {
         img_seterr (err, errlen, "cannot load '%s': image has zero size (%ux%u)", path,
                     (unsigned) w, (unsigned) h);
@@ -872,14 +1065,8 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
                     path, (unsigned) w, (unsigned) h, max_pixels);
         return NULL;
     }
-    uint16_t spp = 1, bps = 1, format = SAMPLEFORMAT_UINT, planar = PLANARCONFIG_CONTIG;
-    uint16_t photometric = PHOTOMETRIC_MINISBLACK;
-    TIFFGetFieldDefaulted (tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
-    TIFFGetFieldDefaulted (tif, TIFFTAG_BITSPERSAMPLE, &bps);
-    TIFFGetFieldDefaulted (tif, TIFFTAG_SAMPLEFORMAT, &format);
-    TIFFGetFieldDefaulted (tif, TIFFTAG_PLANARCONFIG, &planar);
-    if (!TIFFGetField (tif, TIFFTAG_PHOTOMETRIC, &photometric))
-        photometric = PHOTOMETRIC_MINISBLACK;
+    uint16_t spp = (uint16_t) t.spp, bps = (uint16_t) t.bits, format = (uint16_t) t.format;
+    uint16_t planar = (uint16_t) t.planar, photometric = (uint16_t) t.photometric;
     int grey = photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE;
     if (spp == 0) {
         img_seterr (err, errlen, "cannot load '%s': unsupported image: 0 samples per pixel", path);
@@ -892,30 +1079,37 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
                     (unsigned) spp);
         return NULL;
     }
+    const s_memfile_t *file = TIFFClientdata (tif);
+    if (s_check_frame (path, &t, file->size, lim, err, errlen) != 0)
+        return NULL;
     piv_image_t *self = reuse;
-    if (self ? s_reshape (self, (int) w, (int) h) != 0
-             : !(self = piv_image_new ((int) w, (int) h))) {
+    if (!self && (self = calloc (1, sizeof *self)) == NULL) {
+        img_seterr (err, errlen, "cannot load '%s': out of memory", path);
+        return NULL;
+    }
+    if (s_reshape (self, (int) w, (int) h) != 0) {
         img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
                     (unsigned) w, (unsigned) h);
+        if (self != reuse)
+            piv_image_destroy (&self);
         return NULL;
     }
     // Every kind is decoded in stored order, then turned as the Orientation
     // tag says (libtiff's RGBA reader would mirror colour images, but not
     // transpose them, and leaves grey ones to us).
-    uint16_t orientation = ORIENTATION_TOPLEFT;
-    TIFFGetFieldDefaulted (tif, TIFFTAG_ORIENTATION, &orientation);
+    uint16_t orientation = (uint16_t) t.orientation;
     int rc;
     img_samples_t kind = {.bits = bps, .format = format,
                           .step = planar == PLANARCONFIG_SEPARATE ? 1 : spp,
                           .invert = photometric == PHOTOMETRIC_MINISWHITE};
-    // 8-bit frames as they are stored, one byte a pixel, kept so: the
-    // engine reads its windows from them (a quarter of the memory of
-    // floats, and no conversion pass); floats are made only if something
-    // asks for them (piv_image_cdata).
-    int to_bytes = grey && bps == 8 && format != SAMPLEFORMAT_INT && kind.step == 1
-                   && !kind.invert
-                   && (orientation <= ORIENTATION_TOPLEFT || orientation > ORIENTATION_LEFTBOT);
+    int to_bytes = s_keeps_bytes (&t);
     self->floats = !to_bytes;
+    // A reloaded image lets go of what a larger frame left (the form it
+    // does not write now included), so that what a thread keeps follows
+    // the pairs it has now (budget.h), not the largest it ever had.
+    size_t pixels = (size_t) w * h;
+    s_trim ((void **) &self->data, &self->cap, self->mapped, pixels * sizeof (float));
+    s_trim ((void **) &self->bytes, &self->bytes_cap, self->bytes_mapped, pixels);
     if ((rc = to_bytes ? s_byte_room (self) : s_float_room (self)) != 0)
         img_seterr (err, errlen, "cannot load '%s': out of memory for %ux%u pixels", path,
                     (unsigned) w, (unsigned) h);
@@ -949,14 +1143,14 @@ s_decode (TIFF *tif, const char *path, size_t max_pixels, piv_image_t *reuse, im
 
 // Page 'page' of a file already in memory.
 static piv_image_t *
-s_load_mem (const char *path, s_memfile_t *file, int page, size_t max_pixels, piv_image_t *reuse,
-            char *err, size_t errlen)
+s_load_mem (const char *path, s_memfile_t *file, int page, const s_limits_t *lim,
+            piv_image_t *reuse, char *err, size_t errlen)
 {
     img_tiffmsg_t msg = {""};
     piv_image_t *self = NULL;
     TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
     if (tif && s_set_page (tif, path, file, page, &msg, err, errlen) == 0)
-        self = s_decode (tif, path, max_pixels, reuse, &msg, err, errlen);
+        self = s_decode (tif, path, lim, reuse, &msg, err, errlen);
     if (tif)
         TIFFClose (tif);
     return self;
@@ -968,8 +1162,9 @@ piv_image_load (const char *path, int page, size_t max_pixels, char *err, size_t
     s_memfile_t file;
     s_buf_t buf = {NULL, 0, 0};
     piv_image_t *self = NULL;
-    if (s_read_file (path, &page, 1, max_pixels, &buf, &file, err, errlen) == 0)
-        self = s_load_mem (path, &file, page, max_pixels, NULL, err, errlen);
+    s_limits_t lim = {max_pixels, 0, NULL};
+    if (s_read_file (path, &page, 1, &lim, &buf, &file, err, errlen) == 0)
+        self = s_load_mem (path, &file, page, &lim, NULL, err, errlen);
     img_free (buf.data, buf.cap, buf.mapped);
     return self;
 }
@@ -981,8 +1176,9 @@ piv_image_load_fd (int fd, const char *name, int page, size_t max_pixels, size_t
     s_memfile_t file;
     s_buf_t buf = {NULL, 0, 0};
     piv_image_t *self = NULL;
-    if (s_read_fd (fd, name, &page, 1, max_pixels, max_bytes, &buf, &file, err, errlen) == 0)
-        self = s_load_mem (name, &file, page, max_pixels, NULL, err, errlen);
+    s_limits_t lim = {max_pixels, 0, NULL};
+    if (s_read_fd (fd, name, &page, 1, &lim, max_bytes, &buf, &file, err, errlen) == 0)
+        self = s_load_mem (name, &file, page, &lim, NULL, err, errlen);
     img_free (buf.data, buf.cap, buf.mapped);
     return self;
 }
@@ -990,15 +1186,16 @@ piv_image_load_fd (int fd, const char *name, int page, size_t max_pixels, size_t
 // Both frames from pages 0 and 1 of one file in memory (into reuse[0] and
 // reuse[1] when they are not NULL).
 static int
-s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_image_t *const *reuse,
-                 piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen)
+s_two_pages_mem (const char *path, s_memfile_t *file, const s_limits_t *lim,
+                 piv_image_t *const *reuse, piv_image_t **a_p, piv_image_t **b_p, char *err,
+                 size_t errlen)
 {
     img_tiffmsg_t msg = {""};
     int rc = -1;
     TIFF *tif = s_open_mem (path, file, &msg, err, errlen);
     if (!tif)
         goto done;
-    *a_p = s_decode (tif, path, max_pixels, reuse[0], &msg, err, errlen);
+    *a_p = s_decode (tif, path, lim, reuse[0], &msg, err, errlen);
     if (!*a_p)
         goto done;
     msg.error[0] = '\0';
@@ -1009,7 +1206,7 @@ s_two_pages_mem (const char *path, s_memfile_t *file, size_t max_pixels, piv_ima
             img_seterr (err, errlen, "'%s' has 1 page, a pair needs 2 (frame B not found)", path);
         goto done;
     }
-    *b_p = s_decode (tif, path, max_pixels, reuse[1], &msg, err, errlen);
+    *b_p = s_decode (tif, path, lim, reuse[1], &msg, err, errlen);
     if (*b_p)
         rc = 0;
 done:
@@ -1023,29 +1220,28 @@ done:
 // messages; reuse[0..1]: images to decode into (NULL: new ones).
 static int
 s_load_pair (const char *path_a, int fd_a, const char *name_a, const char *path_b, int fd_b,
-             const char *name_b, size_t max_pixels, size_t max_bytes, s_buf_t *buf,
+             const char *name_b, const s_limits_t *lim, size_t max_bytes, s_buf_t *buf,
              piv_image_t *const *reuse, piv_image_t **a_p, piv_image_t **b_p, char *err,
              size_t errlen)
 {
     static const int both[] = {0, 1}, first[] = {0};
     int two_pages = path_a ? !path_b : fd_b < 0;
     s_memfile_t file;
-    int rc = path_a ? s_read_file (path_a, two_pages ? both : first, two_pages ? 2 : 1, max_pixels,
-                                   buf, &file, err, errlen)
-                    : s_read_fd (fd_a, name_a, two_pages ? both : first, two_pages ? 2 : 1,
-                                 max_pixels, max_bytes, buf, &file, err, errlen);
+    int rc = path_a ? s_read_file (path_a, two_pages ? both : first, two_pages ? 2 : 1, lim, buf,
+                                   &file, err, errlen)
+                    : s_read_fd (fd_a, name_a, two_pages ? both : first, two_pages ? 2 : 1, lim,
+                                 max_bytes, buf, &file, err, errlen);
     if (rc != 0)
         return -1;
     if (two_pages)
-        return s_two_pages_mem (name_a, &file, max_pixels, reuse, a_p, b_p, err, errlen);
-    if (!(*a_p = s_load_mem (name_a, &file, 0, max_pixels, reuse[0], err, errlen)))
+        return s_two_pages_mem (name_a, &file, lim, reuse, a_p, b_p, err, errlen);
+    if (!(*a_p = s_load_mem (name_a, &file, 0, lim, reuse[0], err, errlen)))
         return -1;
-    rc = path_a ? s_read_file (path_b, first, 1, max_pixels, buf, &file, err, errlen)
-                : s_read_fd (fd_b, name_b, first, 1, max_pixels, max_bytes, buf, &file, err,
-                             errlen);
+    rc = path_a ? s_read_file (path_b, first, 1, lim, buf, &file, err, errlen)
+                : s_read_fd (fd_b, name_b, first, 1, lim, max_bytes, buf, &file, err, errlen);
     if (rc != 0)
         return -1;
-    *b_p = s_load_mem (name_b, &file, 0, max_pixels, reuse[1], err, errlen);
+    *b_p = s_load_mem (name_b, &file, 0, lim, reuse[1], err, errlen);
     return *b_p ? 0 : -1;
 }
 
@@ -1090,8 +1286,9 @@ piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
     *a_p = *b_p = NULL;
     s_buf_t buf = {NULL, 0, 0};
     piv_image_t *const fresh[2] = {NULL, NULL};
-    int rc = s_load_pair (path_a, -1, path_a, path_b, -1, path_b, max_pixels, 0, &buf, fresh,
-                          a_p, b_p, err, errlen);
+    s_limits_t lim = {max_pixels, PIV_MAX_RATIO_DEFAULT, NULL};
+    int rc = s_load_pair (path_a, -1, path_a, path_b, -1, path_b, &lim, 0, &buf, fresh, a_p, b_p,
+                          err, errlen);
     img_free (buf.data, buf.cap, buf.mapped);
     return s_pair_done (rc, path_a, path_b, a_p, b_p, err, errlen);
 }
@@ -1108,15 +1305,17 @@ piv_image_load_pair_fd (int fd_a, const char *name_a, int fd_b, const char *name
     *a_p = *b_p = NULL;
     s_buf_t buf = {NULL, 0, 0};
     piv_image_t *const fresh[2] = {NULL, NULL};
-    int rc = s_load_pair (NULL, fd_a, name_a, NULL, fd_b, name_b, max_pixels, max_bytes, &buf,
-                          fresh, a_p, b_p, err, errlen);
+    s_limits_t lim = {max_pixels, PIV_MAX_RATIO_DEFAULT, NULL};
+    int rc = s_load_pair (NULL, fd_a, name_a, NULL, fd_b, name_b, &lim, max_bytes, &buf, fresh,
+                          a_p, b_p, err, errlen);
     img_free (buf.data, buf.cap, buf.mapped);
     return s_pair_done (rc, name_a, fd_b >= 0 ? name_b : NULL, a_p, b_p, err, errlen);
 }
 
 struct _piv_loader_t {
-    s_buf_t file;        // the last file read, its buffer kept
-    piv_image_t *im[2];  // frames A and B, reloaded in place
+    s_buf_t file;         // the last file read, its buffer kept
+    piv_image_t *im[2];   // frames A and B, reloaded in place
+    piv_budget_t budget;  // what a pair may take (piv_loader_set_budget)
 };
 
 piv_loader_t *
@@ -1147,24 +1346,54 @@ piv_loader_destroy (piv_loader_t **self_p)
     *self_p = NULL;
 }
 
-int
-piv_loader_pair_fd (piv_loader_t *self, int fd_a, const char *name_a, int fd_b,
-                    const char *name_b, size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
-                    piv_image_t **b_p, char *err, size_t errlen)
+void
+piv_loader_set_budget (piv_loader_t *self, const piv_budget_t *budget)
 {
-    if (!self || !a_p || !b_p || fd_a < 0 || !name_a || (fd_b >= 0 && !name_b)) {
+    if (budget)
+        self->budget = *budget;
+    else
+        memset (&self->budget, 0, sizeof self->budget);
+}
+
+// Both frames into the loader's images (path_a NULL: from the descriptors).
+static int
+s_loader_pair (piv_loader_t *self, const char *path_a, int fd_a, const char *name_a,
+               const char *path_b, int fd_b, const char *name_b, size_t max_pixels,
+               size_t max_bytes, piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen)
+{
+    if (!self || !a_p || !b_p || !name_a || (path_a ? 0 : fd_a < 0 || (fd_b >= 0 && !name_b))) {
         img_seterr (err, errlen, "cannot load pair: no file or no place for the frames");
         return -1;
     }
     *a_p = *b_p = NULL;
     piv_image_t *a = NULL, *b = NULL;
-    int rc = s_load_pair (NULL, fd_a, name_a, NULL, fd_b, name_b, max_pixels, max_bytes,
+    int ratio = self->budget.max_ratio ? self->budget.max_ratio : PIV_MAX_RATIO_DEFAULT;
+    s_limits_t lim = {max_pixels, ratio, &self->budget};
+    int rc = s_load_pair (path_a, fd_a, name_a, path_b, fd_b, name_b, &lim, max_bytes,
                           &self->file, self->im, &a, &b, err, errlen);
-    if (rc == 0 && s_same_size (name_a, fd_b >= 0 ? name_b : NULL, a, b, err, errlen) != 0)
+    const char *second = path_a ? path_b : fd_b >= 0 ? name_b : NULL;
+    if (rc == 0 && s_same_size (name_a, second, a, b, err, errlen) != 0)
         rc = -1;
     if (rc == 0)
         *a_p = a, *b_p = b;
     return rc;
+}
+
+int
+piv_loader_pair_fd (piv_loader_t *self, int fd_a, const char *name_a, int fd_b,
+                    const char *name_b, size_t max_pixels, size_t max_bytes, piv_image_t **a_p,
+                    piv_image_t **b_p, char *err, size_t errlen)
+{
+    return s_loader_pair (self, NULL, fd_a, name_a, NULL, fd_b, name_b, max_pixels, max_bytes,
+                          a_p, b_p, err, errlen);
+}
+
+int
+piv_loader_pair (piv_loader_t *self, const char *path_a, const char *path_b, size_t max_pixels,
+                 piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen)
+{
+    return s_loader_pair (self, path_a, -1, path_a, path_b, -1, path_b, max_pixels, 0, a_p, b_p,
+                          err, errlen);
 }
 
 piv_image_t *

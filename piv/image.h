@@ -82,8 +82,11 @@ piv_image_t *piv_image_load_fd (int fd, const char *name, int page, size_t max_p
 
 // Loads a pair: frames A and B from two files, or, with path_b NULL, pages 0
 // and 1 of the multipage file path_a. Refuses A and B of different sizes,
-// naming both files and sizes. Returns 0, or -1 with the reason in err (and
-// *a_p, *b_p left NULL).
+// naming both files and sizes, and, from its header, a compressed frame
+// that declares more than PIV_MAX_RATIO_DEFAULT (budget.h) times its
+// file's size in pixels (a decompression bomb, naming the sizes and the
+// ratio). Returns 0, or -1 with the reason in err (and *a_p, *b_p left
+// NULL).
 int piv_image_load_pair (const char *path_a, const char *path_b, size_t max_pixels,
                          piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen);
 
@@ -112,6 +115,22 @@ void piv_loader_destroy (piv_loader_t **self_p);
 int piv_loader_pair_fd (piv_loader_t *self, int fd_a, const char *name_a, int fd_b,
                         const char *name_b, size_t max_pixels, size_t max_bytes,
                         piv_image_t **a_p, piv_image_t **b_p, char *err, size_t errlen);
+// The same from paths (path_b NULL: pages 0 and 1 of path_a), opened as
+// piv_image_load opens them.
+int piv_loader_pair (piv_loader_t *self, const char *path_a, const char *path_b,
+                     size_t max_pixels, piv_image_t **a_p, piv_image_t **b_p, char *err,
+                     size_t errlen);
+
+// The loader's limits from now on (NULL: none but the default ratio):
+// each frame's header is checked, before the file is read whole and again
+// before its pixels are allocated, against the budget's ratio and memory
+// (piv_budget_check: the pair refused with the sizes, the need and the
+// limit in err). The settings the budget names are borrowed: they must
+// outlive the loader's use of them (their contents may change between
+// pairs). What the loader keeps from pair to pair follows the pair's size:
+// a buffer more than twice what it needs is let go.
+typedef struct _piv_budget_t piv_budget_t;
+void piv_loader_set_budget (piv_loader_t *self, const piv_budget_t *budget);
 
 // Lever for benchmarks: 0 makes image and file buffers be allocated and
 // first touched page by page (malloc), 1 (the default) maps big ones

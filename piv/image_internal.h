@@ -1,7 +1,7 @@
 // image_internal.h — what the files of libpiv's images share: the image's
 // struct, libtiff's per-handle messages and the error helpers (image.c).
-// Not for use outside piv/image*.c. The img_ prefix marks what is shared
-// here; s_ stays file-local.
+// Not for use outside piv/image*.c (and budget.c, the loader's limits). The
+// img_ prefix marks what is shared here; s_ stays file-local.
 
 #ifndef PIV_IMAGE_INTERNAL_H
 #define PIV_IMAGE_INTERNAL_H

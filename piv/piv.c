@@ -255,6 +255,8 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
         }
     if (self->nthreads > 1 && !(self->pool = piv_pool_new (self->nthreads)))
         goto nomem;
+    // The threads' window buffers (budget.c counts them: 44 bytes a pixel
+    // of the largest window, a thread).
     int n = self->maxn;
     for (int t = 0; t < self->nthreads; t++) {
         s_work_t *w = &self->work[t];
@@ -1296,10 +1298,12 @@ s_correction (const piv_field_t *f, const float *pred)
     return count ? sqrt (sum / count) : 0;
 }
 
+// Room for the four planes of a deformed pass (16 bytes a pixel: budget.c
+// counts them), kept from pair to pair unless twice what this pair needs.
 static int
 s_reserve (piv_t *self, size_t pixels)
 {
-    if (pixels <= self->pixels)
+    if (pixels <= self->pixels && 2 * pixels >= self->pixels)
         return 0;
     float **bufs[] = {&self->src_a, &self->src_b, &self->def_a, &self->def_b};
     for (int i = 0; i < 4; i++) {

@@ -6,6 +6,7 @@
 #include "common/cli.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "piv/budget.h"
 #include "piv/piv.h"
 
 #include <errno.h>
@@ -40,6 +41,10 @@ s_usage (FILE *out)
              "  -m, --mask FILE       TIFF mask: zero pixels are outside the flow\n"
              "  -b, --background LIST comma-separated frames whose minimum is subtracted\n"
              "      --max-pixels N    refuse larger images (default 67108864)\n"
+             "      --max-memory SIZE refuse a pair that would take more memory, e.g. 2G (0: no\n"
+             "                        limit; default 3/4 of the memory this process may use)\n"
+             "      --max-ratio N     refuse a compressed frame declaring over N times its\n"
+             "                        file's size in pixels (default %d)\n"
              "      --wisdom FILE     FFTW wisdom file (default %s)\n"
              "  -f, --format FMT      txt|tecplot (default txt)\n"
              "  -o, --output FILE     write here instead of standard output\n"
@@ -47,7 +52,7 @@ s_usage (FILE *out)
              "  -h, --help            this text\n"
              "  -V, --version         the version\n"
              "exit status: 0 done; 1 the pair could not be processed; 2 bad usage\n",
-             piv_wisdom_default_path ());
+             PIV_MAX_RATIO_DEFAULT, piv_wisdom_default_path ());
 }
 
 static int
@@ -125,6 +130,8 @@ typedef struct {
     const char *wisdom;        // the FFTW wisdom file
     piv_format_t format;       // -f: the field's format
     size_t max_pixels;         // --max-pixels
+    int64_t max_memory;        // --max-memory, bytes (0: no limit; -1: the default)
+    long max_ratio;            // --max-ratio
     long window;               // -w: the final window size without --passes
     const char *path_a;        // frame A, or the two-page file
     const char *path_b;        // frame B (NULL: pages 1 and 2 of path_a)
@@ -148,6 +155,8 @@ static const struct option s_options[] = {
     {"mask", required_argument, NULL, 'm'},
     {"background", required_argument, NULL, 'b'},
     {"max-pixels", required_argument, NULL, 'M'},
+    {"max-memory", required_argument, NULL, 'X'},
+    {"max-ratio", required_argument, NULL, 'R'},
     {"wisdom", required_argument, NULL, 'W'},
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
@@ -216,6 +225,16 @@ s_option (int opt, char **argv, s_opts_t *o)
         if (s_int_arg ("--max-pixels", optarg, 1, 1L << 40, &n))
             return 2;
         o->max_pixels = (size_t) n;
+        break;
+    case 'X':
+        if (util_parse_size (optarg, &o->max_memory) != 0)
+            return cli_usage_error ("bad --max-memory '%s': expected a size such as 2G or "
+                                    "512M, or 0 for no limit",
+                                    optarg);
+        break;
+    case 'R':
+        if (s_int_arg ("--max-ratio", optarg, 2, 1000000, &o->max_ratio))
+            return 2;
         break;
     case 'W':
         o->wisdom = optarg;
@@ -294,30 +313,62 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
 
 // The images of one run, all NULL until loaded.
 typedef struct {
-    piv_image_t *a, *b;  // the pair
-    piv_image_t *mask;   // -m
-    piv_image_t *bg;     // -b: the minimum of the background frames
+    piv_loader_t *loader;  // the pair's, held to the budget
+    piv_image_t *a, *b;    // the pair (the loader's)
+    piv_image_t *mask;     // -m
+    piv_image_t *bg;       // -b: the minimum of the background frames
 } s_images_t;
 
-// Loads the pair (*t_load: when it was in), then the mask (set in
-// o->settings) and the background, subtracted from both frames. 0, or -1
-// with the reason in err.
+// The budget of the pair: --max-memory, else 3/4 of what this process may
+// use (util_memory_limit), as the agent's with one thread; --max-ratio.
+static void
+s_budget (const s_opts_t *o, piv_budget_t *budget)
+{
+    char size[32], whole[32], source[64];
+    uint64_t limit;
+    *budget = (piv_budget_t) {.max_ratio = (int) o->max_ratio, .settings = &o->settings};
+    if (o->max_memory >= 0) {
+        budget->memory = (uint64_t) o->max_memory;
+        snprintf (budget->memory_of, sizeof budget->memory_of, "the limit of %s (--max-memory)",
+                  piv_budget_size (budget->memory, size, sizeof size));
+    }
+    else if (util_memory_limit (&limit, source, sizeof source) == 0) {
+        budget->memory = limit / 4 * 3;
+        snprintf (budget->memory_of, sizeof budget->memory_of,
+                  "the limit of %s (3/4 of %s %s; --max-memory)",
+                  piv_budget_size (budget->memory, size, sizeof size), source,
+                  piv_budget_size (limit, whole, sizeof whole));
+    }
+}
+
+// Loads the mask (set in o->settings, so that the budget counts it), the
+// pair (*t_load: when it was in) and the background, subtracted from both
+// frames. 0, or -1 with the reason in err.
 static int
 s_load (s_opts_t *o, s_images_t *im, double *t_load, char *err, size_t errlen)
 {
-    if (piv_image_load_pair (o->path_a, o->path_b, o->max_pixels, &im->a, &im->b, err, errlen))
-        return -1;
-    *t_load = util_now ();
-    int width = piv_image_width (im->a), height = piv_image_height (im->a);
     if (o->mask_path) {
         if (!(im->mask = piv_image_load (o->mask_path, 0, o->max_pixels, err, errlen)))
             return -1;
-        if (piv_image_width (im->mask) != width || piv_image_height (im->mask) != height) {
-            snprintf (err, errlen, "mask '%s' is %dx%d, the frames are %dx%d", o->mask_path,
-                      piv_image_width (im->mask), piv_image_height (im->mask), width, height);
-            return -1;
-        }
         o->settings.mask = im->mask;
+    }
+    piv_budget_t budget;
+    s_budget (o, &budget);
+    if (!(im->loader = piv_loader_new ())) {
+        snprintf (err, errlen, "cannot load '%s': out of memory", o->path_a);
+        return -1;
+    }
+    piv_loader_set_budget (im->loader, &budget);
+    if (piv_loader_pair (im->loader, o->path_a, o->path_b, o->max_pixels, &im->a, &im->b, err,
+                         errlen))
+        return -1;
+    *t_load = util_now ();
+    int width = piv_image_width (im->a), height = piv_image_height (im->a);
+    if (im->mask
+        && (piv_image_width (im->mask) != width || piv_image_height (im->mask) != height)) {
+        snprintf (err, errlen, "mask '%s' is %dx%d, the frames are %dx%d", o->mask_path,
+                  piv_image_width (im->mask), piv_image_height (im->mask), width, height);
+        return -1;
     }
     if (o->background) {
         if (!(im->bg = s_background (o->background, o->max_pixels, width, height, err, errlen))
@@ -394,6 +445,8 @@ main (int argc, char **argv)
     cli_set_program ("pivfarm-piv");
     static s_opts_t o = {.format = PIV_FORMAT_TXT,
                          .max_pixels = PIV_MAX_PIXELS_DEFAULT,
+                         .max_memory = -1,
+                         .max_ratio = PIV_MAX_RATIO_DEFAULT,
                          .window = 32};
     piv_settings_init (&o.settings);
     o.wisdom = piv_wisdom_default_path ();
@@ -405,7 +458,7 @@ main (int argc, char **argv)
 
     double t0 = util_now (), t_load = 0;
     piv_wisdom_load (o.wisdom);
-    s_images_t im = {NULL, NULL, NULL, NULL};
+    s_images_t im = {NULL, NULL, NULL, NULL, NULL};
     piv_t *piv = NULL;
     piv_field_t *field = NULL;
     int rc = 1;
@@ -439,8 +492,7 @@ fail:
         log_error ("%s", err);
     piv_field_destroy (&field);
     piv_destroy (&piv);
-    piv_image_destroy (&im.a);
-    piv_image_destroy (&im.b);
+    piv_loader_destroy (&im.loader);  // and the pair with it
     piv_image_destroy (&im.mask);
     piv_image_destroy (&im.bg);
     return rc;

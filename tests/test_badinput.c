@@ -7,6 +7,7 @@
 // listed in tests/badinput/README.md; the files are made here.
 
 #include "common/proto.h"
+#include "common/util.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <tiffio.h>
 #include <unistd.h>
 
 static tu_farm_t s_farm;  // the farm of the running test
@@ -1101,6 +1103,117 @@ START_TEST (a_results_directory_link_out_of_the_results_fails_the_pair_and_write
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Memory (issue 23)
+
+// Moves src/<name> into data/exp1/<name> at once (a rename: the watcher
+// never sees it half written).
+static void
+s_land_src (const char *name)
+{
+    char from[4096], to[4096];
+    snprintf (from, sizeof from, "%s/src/%s", s_farm.dir, name);
+    snprintf (to, sizeof to, "%s/data/exp1/%s", s_farm.dir, name);
+    ck_assert_msg (rename (from, to) == 0, "cannot move '%s': %s", from, strerror (errno));
+}
+
+// Writes the real pair 'a', 'b' of tests/data, rewritten with 'compression',
+// as src/<stem>_{a,b}.tif and lands it.
+static void
+s_land_real (const char *stem, const char *a, const char *b, int compression)
+{
+    for (int side = 0; side < 2; side++) {
+        char name[256];
+        snprintf (name, sizeof name, "%s_%c.tif", stem, side ? 'b' : 'a');
+        tu_tiff_recompress (tu_data (side ? b : a), tu_path (tu_path (s_farm.dir, "src"), name),
+                            compression);
+        s_land_src (name);
+    }
+}
+
+// The error of the failed pair 'stem' (malloc'd), waiting for it up to 120 s.
+static char *
+s_failed_error (const char *stem)
+{
+    for (int i = 0; i < 1200; i++) {
+        char *error = tu_farm_sql_text (&s_farm, "SELECT error FROM pairs WHERE stem = '%s'"
+                                                 " AND state = 3", stem);
+        if (error || tu_farm_sql (&s_farm, "SELECT count(*) FROM pairs WHERE stem = '%s'"
+                                           " AND state = 2", stem) > 0)
+            return error;
+        usleep (100000);
+    }
+    return NULL;
+}
+
+START_TEST (a_deflate_bomb_fails_naming_its_sizes_and_the_agent_stays_small)
+{
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 1\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    // Whatever the agent may use, it says where its budget came from.
+    ck_assert (tu_farm_log_has (&s_farm, "agent1.log", "memory budget", 5000));
+    ck_assert (tu_farm_log_has (&s_farm, "agent1.log", "(3/4 of ", 100));
+    // Real pairs, compressed as cameras and converters write them.
+    s_land_real ("deflate_0001", "B005_1.tif", "B005_2.tif", COMPRESSION_ADOBE_DEFLATE);
+    s_land_real ("lzw_0001", "exp1_001_a_rgb.tiff", "exp1_001_b_rgb.tiff", COMPRESSION_LZW);
+    s_land_real ("packbits_0001", "2image_00.tif", "2image_01.tif", COMPRESSION_PACKBITS);
+    ck_assert_int_eq (s_wait_done ("exp1", 3), 3);
+    // 8000 x 8000 zeros, 63 KiB deflated: a loader that believes its header
+    // takes 64 MB a frame, and the engine 24 bytes a pixel more.
+    const char *src = tu_path (s_farm.dir, "src");
+    tu_tiff_zeros (tu_path (src, "bomb_0001_a.tif"), 8000, 8000, 8, COMPRESSION_ADOBE_DEFLATE, 2000);
+    tu_tiff_zeros (tu_path (src, "bomb_0001_b.tif"), 8000, 8000, 8, COMPRESSION_ADOBE_DEFLATE, 2000);
+    struct stat st;
+    ck_assert (stat (tu_path (src, "bomb_0001_a.tif"), &st) == 0 && st.st_size < 100000);
+    double t0 = util_now ();
+    s_land_src ("bomb_0001_a.tif");
+    s_land_src ("bomb_0001_b.tif");
+    char *error = s_failed_error ("bomb_0001");
+    double took = util_now () - t0;
+    long peak = tu_peak_rss_kb (s_farm.agents[0]);
+    printf ("bomb of %lld bytes: %s after %.2f s (%s); agent's peak RSS %ld KiB\n",
+            (long long) st.st_size, error ? "failed" : "done", took, error ? error : "", peak);
+    ck_assert_msg (error && strstr (error, "bomb_0001_a.tif': declares 8000x8000 8-bit")
+                       && strstr (error, "Deflate") && strstr (error, "at most 250:1")
+                       && strstr (error, "refused as a decompression bomb"),
+                   "%s", error ? error : "not failed");
+    free (error);
+    // The agent never held the frames: its peak is what it had before.
+    ck_assert_msg (peak > 0 && peak < 300 * 1024, "agent's peak RSS %ld KiB", peak);
+    ck_assert (tu_alive (s_farm.broker) && tu_alive (s_farm.agents[0]));
+}
+END_TEST
+
+START_TEST (a_pair_over_the_agent_memory_budget_fails_naming_the_budget)
+{
+    tu_farm_render (&s_farm, 1, "g");
+    tu_farm_conf (&s_farm, "piv", 1, "32,16", "    memory_mb = 4\n");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 1\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    ck_assert (tu_farm_log_has (&s_farm, "agent1.log",
+                                "memory budget 4.0 MiB a thread (agent/memory_mb 4, 1 thread)", 5000));
+    // 512 x 512 needs some 7 MiB with these settings (doc/piv.md, "Memory").
+    s_land_real ("big_0001", "B005_1.tif", "B005_2.tif", COMPRESSION_ADOBE_DEFLATE);
+    char *error = s_failed_error ("big_0001");
+    printf ("over the budget: %s\n", error ? error : "(not failed)");
+    ck_assert_msg (error && strstr (error, "big_0001_a.tif': 512x512 8-bit frame would need ")
+                       && strstr (error, "over this agent's budget of 4.0 MiB a thread "
+                                         "(agent/memory_mb 4, 1 thread)"),
+                   "%s", error ? error : "not failed");
+    free (error);
+    // 256 x 256 frames fit: the agent goes on.
+    tu_farm_land (&s_farm, "g", 1, 1, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
+    ck_assert (tu_alive (s_farm.broker) && tu_alive (s_farm.agents[0]));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -1123,6 +1236,8 @@ main (void)
     tcase_add_test (tc, bad_names_in_every_command_are_refused_and_nothing_is_recorded);
     tcase_add_test (tc, frames_that_are_not_plain_files_in_the_root_fail_and_the_agent_lives_on);
     tcase_add_test (tc, a_results_directory_link_out_of_the_results_fails_the_pair_and_writes_nothing_there);
+    tcase_add_test (tc, a_deflate_bomb_fails_naming_its_sizes_and_the_agent_stays_small);
+    tcase_add_test (tc, a_pair_over_the_agent_memory_budget_fails_naming_the_budget);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -140,6 +140,8 @@ s_assert_same_but_paths (const config_t *a, const config_t *b)
     ck_assert_int_eq (a->piv.iterations, b->piv.iterations);
     ck_assert_str_eq (a->piv.deform, b->piv.deform);
     ck_assert_int_eq (a->piv.max_pixels, b->piv.max_pixels);
+    ck_assert_int_eq (a->piv.max_ratio, b->piv.max_ratio);
+    ck_assert_int_eq (a->agent.memory_mb, b->agent.memory_mb);
     ck_assert_str_eq (a->security.curve, b->security.curve);
 }
 
@@ -157,9 +159,11 @@ static const struct {
     {"watcher", "resend_ms", offsetof (config_t, watcher.resend_ms), 10, 60000},
     {"watcher", "max_pending", offsetof (config_t, watcher.max_pending), 1, 10000000},
     {"agent", "threads", offsetof (config_t, agent.threads), 0, 1024},
+    {"agent", "memory_mb", offsetof (config_t, agent.memory_mb), 0, 1 << 30},
     {"piv", "overlap", offsetof (config_t, piv.overlap), 0, 87},
     {"piv", "iterations", offsetof (config_t, piv.iterations), 1, 10},
     {"piv", "max_pixels", offsetof (config_t, piv.max_pixels), 1, 1 << 30},
+    {"piv", "max_ratio", offsetof (config_t, piv.max_ratio), 2, 1000000},
 };
 #define INTS ((int) (sizeof s_ints / sizeof s_ints[0]))
 
@@ -202,6 +206,8 @@ START_TEST (without_a_file_every_key_has_the_default_of_the_header)
     ck_assert_int_eq (cfg.piv.iterations, 3);
     ck_assert_str_eq (cfg.piv.deform, "bspline5");
     ck_assert_int_eq (cfg.piv.max_pixels, 64 * 1024 * 1024);
+    ck_assert_int_eq (cfg.agent.memory_mb, 0);
+    ck_assert_int_eq (cfg.piv.max_ratio, 250);
     ck_assert_str_eq (cfg.security.curve, "off");
     ck_assert_str_eq (cfg.security.broker_cert, "./certs/broker.cert");
     ck_assert_str_eq (cfg.security.client_cert, "./certs/client.cert");
@@ -243,7 +249,7 @@ START_TEST (the_example_file_shows_every_key_with_a_comment_above_it)
         "pairing/ignore_case", "pairing/extensions", "agent/threads",     "agent/results",
         "agent/processor",   "agent/path_from",     "agent/path_to",      "piv/passes",
         "piv/overlap",       "piv/iterations",      "piv/deform",         "piv/max_pixels",
-        "piv/smooth",        "piv/smooth_s",
+        "piv/smooth",        "piv/smooth_s",        "piv/max_ratio",      "agent/memory_mb",
         "security/curve",    "security/broker_cert", "security/client_cert", "security/clients",
         "security/operators"};
     zconfig_t *root = zconfig_str_load (text);

@@ -2,6 +2,7 @@
 // a few built byte by byte, to control their layout) are loaded back pixel
 // for pixel; broken and unsupported files are refused with a clear reason.
 
+#include "piv/budget.h"
 #include "piv/image.h"
 #include "piv/image_internal.h"  // the frames' forms (8-bit path)
 #include "piv/piv.h"
@@ -2087,6 +2088,189 @@ START_TEST (strips_big_endian_compressed_or_bit_reversed_load_as_plain_ones)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Memory (issue 23): a frame's cost known from its header
+
+// The settings of the farm's tests: passes 32,16, one run of the final
+// size (so deformed), the rest defaults.
+static void
+s_farm_settings (piv_settings_t *s)
+{
+    char err[256];
+    piv_settings_init (s);
+    ck_assert (piv_settings_set_passes (s, "32,16", err, sizeof err) == 0);
+    s->final_iterations = 1;
+}
+
+START_TEST (a_compressed_frame_declaring_far_more_than_its_file_is_refused_as_a_bomb)
+{
+    // 8000 x 8000 zeros deflated: 63 KiB that say 61 MiB, a pair of which
+    // took 1.6 GiB to process.
+    const char *pa = tu_path (s_dir, "bomb_a.tif"), *pb = tu_path (s_dir, "bomb_b.tif");
+    tu_tiff_zeros (pa, 8000, 8000, 8, COMPRESSION_ADOBE_DEFLATE, 2000);
+    tu_tiff_zeros (pb, 8000, 8000, 8, COMPRESSION_ADOBE_DEFLATE, 2000);
+    int reset = tu_peak_rss_reset () == 0;
+    long before = tu_peak_rss_kb (getpid ());
+    char err[512] = "";
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_int_eq (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err), -1);
+    printf ("bomb: %s\n", err);
+    ASSERT_ERR (err, pa, "declares 8000x8000 8-bit, 61 MiB of pixels, in a 63 KiB Deflate file");
+    ASSERT_ERR (err, "at most 250:1", "refused as a decompression bomb");
+    ck_assert_ptr_null (a);
+    // A loader (the agent's) refuses it the same.
+    piv_loader_t *loader = piv_loader_new ();
+    piv_budget_t budget = {.max_ratio = 2000};
+    ck_assert_int_eq (piv_loader_pair (loader, pa, pb, 0, &a, &b, err, sizeof err), -1);
+    ASSERT_ERR (err, "ratio 986:1", "at most 250:1");
+    // Allowed that ratio, it is held to its memory budget instead.
+    snprintf (budget.memory_of, sizeof budget.memory_of, "a test's budget");
+    budget.memory = 512 << 20;
+    piv_settings_t s;
+    s_farm_settings (&s);
+    budget.settings = &s;
+    piv_loader_set_budget (loader, &budget);
+    ck_assert_int_eq (piv_loader_pair (loader, pa, pb, 0, &a, &b, err, sizeof err), -1);
+    ASSERT_ERR (err, "8000x8000 8-bit frame would need 1.7 GiB to process", "over a test's budget");
+    piv_loader_destroy (&loader);
+    // Refused from the header: nothing of the frames was ever allocated.
+    long after = tu_peak_rss_kb (getpid ());
+    printf ("peak resident memory %ld KiB before the loads, %ld KiB after\n", before, after);
+    if (reset)
+        ck_assert_msg (after - before < 16 * 1024, "the loads took %ld KiB", after - before);
+}
+END_TEST
+
+START_TEST (a_bomb_whose_header_the_peek_cannot_read_is_refused_by_the_decoder)
+{
+    // The width as a signed short: libtiff reads it, the header peek (which
+    // knows SHORT, LONG and LONG8) does not; the check before the pixels
+    // are allocated refuses it all the same.
+    const char *pa = tu_path (s_dir, "a.tif"), *pb = tu_path (s_dir, "b.tif");
+    tu_tiff_zeros (pa, 4000, 4000, 8, COMPRESSION_ADOBE_DEFLATE, 4000);
+    size_t len;
+    unsigned char *file = (unsigned char *) tu_slurp (pa, &len);
+    ck_assert (file != NULL && len > 8 && file[0] == 'I');
+    uint32_t ifd = file[4] | file[5] << 8 | file[6] << 16 | (uint32_t) file[7] << 24;
+    unsigned entries = ifd + 2 <= len ? (unsigned) (file[ifd] | file[ifd + 1] << 8) : 0;
+    int patched = 0;
+    for (unsigned i = 0; i < entries && ifd + 2 + 12 * (i + 1) <= len; i++) {
+        unsigned char *e = file + ifd + 2 + 12 * i;
+        if ((e[0] | e[1] << 8) == TIFFTAG_IMAGEWIDTH && (e[2] | e[3] << 8) == TIFF_SHORT)
+            e[2] = TIFF_SSHORT, patched = 1;
+    }
+    ck_assert (patched);
+    tu_spit (pa, file, len);
+    tu_spit (pb, file, len);
+    free (file);
+    char err[512] = "";
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_int_eq (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err), -1);
+    ASSERT_ERR (err, pa, "declares 4000x4000 8-bit");
+    ASSERT_ERR (err, "Deflate", "refused as a decompression bomb");
+}
+END_TEST
+
+START_TEST (the_real_frames_compressed_every_usual_way_load_as_the_plain_ones)
+{
+    // What cameras and converters write: each real frame deflated, LZW'd
+    // and PackBits'd (1.3 to 3.5 bytes in one) reads as its plain self,
+    // under the ratio limit and through a loader held to a budget.
+    static const char *const names[] = {"B005_1.tif", "2image_00.tif", "exp1_001_a_rgb.tiff"};
+    static const int codecs[] = {COMPRESSION_ADOBE_DEFLATE, COMPRESSION_LZW, COMPRESSION_PACKBITS};
+    piv_loader_t *loader = piv_loader_new ();
+    piv_settings_t s;
+    s_farm_settings (&s);
+    piv_budget_t budget = {.memory = 64 << 20, .settings = &s};
+    piv_loader_set_budget (loader, &budget);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char err[512] = "";
+        piv_image_t *plain = piv_image_load (tu_data (names[i]), 0, 0, err, sizeof err);
+        ck_assert_msg (plain != NULL, "%s", err);
+        size_t n = (size_t) piv_image_width (plain) * piv_image_height (plain) * sizeof (float);
+        for (size_t c = 0; c < sizeof codecs / sizeof codecs[0]; c++) {
+            const char *path = tu_path (s_dir, "packed.tif");
+            tu_tiff_recompress (tu_data (names[i]), path, codecs[c]);
+            piv_image_t *a = NULL, *b = NULL;
+            ck_assert_msg (piv_loader_pair (loader, path, path, 0, &a, &b, err, sizeof err) == 0,
+                           "%s codec %d: %s", names[i], codecs[c], err);
+            ck_assert_int_eq (piv_image_width (a), piv_image_width (plain));
+            ck_assert_msg (memcmp (piv_image_cdata (a), piv_image_cdata (plain), n) == 0,
+                           "%s codec %d reads otherwise", names[i], codecs[c]);
+        }
+        piv_image_destroy (&plain);
+    }
+    piv_loader_destroy (&loader);
+}
+END_TEST
+
+START_TEST (a_loader_holds_each_frame_to_its_budget_before_allocating_it)
+{
+    const char *pa = tu_path (s_dir, "a.tif"), *pb = tu_path (s_dir, "b.tif");
+    s_write_frame (pa, 256, 256, 8, 1, "w", COMPRESSION_NONE, FILLORDER_MSB2LSB);
+    s_write_frame (pb, 256, 256, 8, 2, "w", COMPRESSION_NONE, FILLORDER_MSB2LSB);
+    piv_settings_t s;
+    s_farm_settings (&s);
+    piv_budget_t budget = {.memory = 4 << 20, .settings = &s};
+    snprintf (budget.memory_of, sizeof budget.memory_of, "this agent's budget of 4.0 MiB a thread");
+    piv_loader_t *loader = piv_loader_new ();
+    piv_loader_set_budget (loader, &budget);
+    char err[512] = "";
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_msg (piv_loader_pair (loader, pa, pb, 0, &a, &b, err, sizeof err) == 0, "%s", err);
+    // Frame B of 4096 x 4096: refused naming it before its 16 MiB are
+    // taken (without a budget it was read, then refused as another size).
+    s_write_frame (pb, 4096, 4096, 8, 2, "w", COMPRESSION_NONE, FILLORDER_MSB2LSB);
+    ck_assert_int_eq (piv_loader_pair (loader, pa, pb, 0, &a, &b, err, sizeof err), -1);
+    ASSERT_ERR (err, pb, "4096x4096 8-bit frame would need ");
+    ASSERT_ERR (err, "to process, over this agent's budget of 4.0 MiB a thread", "'");
+    // Without settings the loading alone counts: the file and two frames.
+    budget.settings = NULL;
+    budget.memory_of[0] = '\0';
+    piv_loader_set_budget (loader, &budget);
+    ck_assert_int_eq (piv_loader_pair (loader, pb, pb, 0, &a, &b, err, sizeof err), -1);
+    ASSERT_ERR (err, "would need 48 MiB to load", "over the limit of 4.0 MiB");
+    // No budget: it loads.
+    piv_loader_set_budget (loader, NULL);
+    ck_assert_msg (piv_loader_pair (loader, pb, pb, 0, &a, &b, err, sizeof err) == 0, "%s", err);
+    piv_loader_destroy (&loader);
+}
+END_TEST
+
+START_TEST (the_cost_of_a_pair_follows_its_size_its_kind_and_the_settings)
+{
+    // The issue's pair: 8000 x 8000 8-bit, passes 32,16 with deformation:
+    // 1.6 GiB measured (VmHWM of pivfarm-piv, less its 6.5 MiB alone).
+    piv_frame_info_t f = {.width = 8000, .height = 8000, .bits = 8, .samples = 1, .bytes = 1,
+                          .file_bytes = 64922, .decode_bytes = 16000000};
+    piv_settings_t s;
+    s_farm_settings (&s);
+    uint64_t deformed = piv_budget_pair (&f, &s);
+    ck_assert_msg (deformed > (uint64_t) 1600 << 20 && deformed < (uint64_t) 1900 << 20, "%llu",
+                   (unsigned long long) deformed);
+    // Loading alone: the file, a strip, two frames of one byte a pixel.
+    ck_assert_int_eq (piv_budget_pair (&f, NULL), 64922 + 16000000 + 2 * 64000000);
+    // Integer offset only: no planes, no floats: less than a sixth.
+    s.deform = PIV_DEFORM_OFFSET;
+    uint64_t offset = piv_budget_pair (&f, &s);
+    ck_assert (offset < deformed / 6);
+    // 16-bit frames are kept as floats: 8 bytes a pixel more than 8-bit.
+    piv_frame_info_t g = f;
+    g.bits = 16, g.bytes = 0;
+    ck_assert_int_eq (piv_budget_pair (&g, &s) - offset, 6 * (uint64_t) 64000000);
+    // Finer grids cost their vectors: 8 px windows at 87 % overlap.
+    char err[256];
+    ck_assert (piv_settings_set_passes (&s, "8", err, sizeof err) == 0);
+    s.overlap = 87;
+    ck_assert (piv_budget_pair (&f, &s) > offset + (uint64_t) 7900 * 7900 * 100);
+    char size[32];
+    ck_assert_str_eq (piv_budget_size (deformed, size, sizeof size), "1.7 GiB");
+    ck_assert_str_eq (piv_budget_size (4 << 20, size, sizeof size), "4.0 MiB");
+    ck_assert_str_eq (piv_budget_size (512 << 20, size, sizeof size), "512 MiB");
+    ck_assert_str_eq (piv_budget_size (1000, size, sizeof size), "1000 B");
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -2148,6 +2332,11 @@ s_suite (void)
     tcase_add_test (tc, a_loader_reloads_frames_of_any_size_in_place_as_a_fresh_load_reads_them);
     tcase_add_test (tc, a_loader_refuses_a_bad_pair_and_then_loads_the_next_good_one);
     tcase_add_test (tc, strips_big_endian_compressed_or_bit_reversed_load_as_plain_ones);
+    tcase_add_test (tc, a_compressed_frame_declaring_far_more_than_its_file_is_refused_as_a_bomb);
+    tcase_add_test (tc, a_bomb_whose_header_the_peek_cannot_read_is_refused_by_the_decoder);
+    tcase_add_test (tc, the_real_frames_compressed_every_usual_way_load_as_the_plain_ones);
+    tcase_add_test (tc, a_loader_holds_each_frame_to_its_budget_before_allocating_it);
+    tcase_add_test (tc, the_cost_of_a_pair_follows_its_size_its_kind_and_the_settings);
     tcase_add_test (tc, eight_bit_frames_are_correlated_from_their_bytes_as_from_floats);
     suite_add_tcase (suite, tc);
     return suite;

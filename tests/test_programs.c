@@ -691,6 +691,30 @@ START_TEST (piv_respects_max_pixels)
 }
 END_TEST
 
+START_TEST (piv_refuses_a_pair_over_max_memory_and_a_decompression_bomb)
+{
+    s_small_pair ("p");
+    const char *a = s_p ("p_a.tif"), *b = s_p ("p_b.tif");
+    // 256 x 256 with the default settings needs some 2 MiB.
+    ASSERT_REFUSED (PIV ("--max-memory", "1M", a, b), 1, "256x256 8-bit frame would need ");
+    ASSERT_SAID ("over the limit of 1.0 MiB (--max-memory)");
+    PIV_OK ("--max-memory", "16M", "-o", s_p ("out.txt"), a, b);
+    PIV_OK ("--max-memory", "0", "-o", s_p ("out.txt"), a, b);
+    // 2000 x 2000 zeros deflated: refused from its header, whatever memory.
+    tu_tiff_zeros (s_p ("z_a.tif"), 2000, 2000, 8, COMPRESSION_ADOBE_DEFLATE, 2000);
+    tu_tiff_zeros (s_p ("z_b.tif"), 2000, 2000, 8, COMPRESSION_ADOBE_DEFLATE, 2000);
+    ASSERT_REFUSED (PIV (s_p ("z_a.tif"), s_p ("z_b.tif")), 1, "refused as a decompression bomb");
+    ASSERT_SAID ("declares 2000x2000 8-bit");
+    ASSERT_SAID ("at most 250:1");
+    // A higher --max-ratio lets it through to the memory limit.
+    ASSERT_REFUSED (PIV ("--max-ratio", "100000", "--max-memory", "8M", s_p ("z_a.tif"),
+                         s_p ("z_b.tif")),
+                    1, "over the limit of 8.0 MiB (--max-memory)");
+    ASSERT_REFUSED (PIV ("--max-memory", "lots", a, b), 2, "bad --max-memory 'lots'");
+    ASSERT_REFUSED (PIV ("--max-ratio", "1", a, b), 2, "bad --max-ratio '1'");
+}
+END_TEST
+
 START_TEST (piv_uses_a_mask)
 {
     s_small_pair ("p");
@@ -901,6 +925,7 @@ s_suite (void)
     tcase_add_test (tc, piv_help_and_version_exit_0);
     tcase_add_test (tc, piv_runs_on_each_real_camera_pair);
     tcase_add_test (tc, piv_respects_max_pixels);
+    tcase_add_test (tc, piv_refuses_a_pair_over_max_memory_and_a_decompression_bomb);
     tcase_add_test (tc, piv_uses_a_mask);
     tcase_add_test (tc, piv_refuses_a_mask_of_another_size);
     tcase_add_test (tc, piv_subtracts_a_background);

@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <tiffio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -481,6 +482,90 @@ tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int timeout
             return found;
         usleep (20000);
     }
+}
+
+void
+tu_tiff_zeros (const char *path, int w, int h, int bits, int compression, int rows)
+{
+    TIFF *tif = TIFFOpen (path, "w");
+    ck_assert_msg (tif != NULL, "cannot create '%s'", path);
+    TIFFSetField (tif, TIFFTAG_IMAGEWIDTH, (uint32_t) w);
+    TIFFSetField (tif, TIFFTAG_IMAGELENGTH, (uint32_t) h);
+    TIFFSetField (tif, TIFFTAG_BITSPERSAMPLE, (uint16_t) bits);
+    TIFFSetField (tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t) 1);
+    TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, (uint16_t) PHOTOMETRIC_MINISBLACK);
+    TIFFSetField (tif, TIFFTAG_COMPRESSION, (uint16_t) compression);
+    TIFFSetField (tif, TIFFTAG_ROWSPERSTRIP, (uint32_t) rows);
+    size_t row_bytes = (size_t) w * (size_t) bits / 8;
+    unsigned char *zeros = calloc ((size_t) rows, row_bytes);
+    ck_assert (zeros != NULL);
+    for (int row = 0, strip = 0; row < h; row += rows, strip++) {
+        int n = h - row < rows ? h - row : rows;
+        ck_assert (TIFFWriteEncodedStrip (tif, (uint32_t) strip, zeros, (tmsize_t) (n * row_bytes))
+                   >= 0);
+    }
+    free (zeros);
+    TIFFClose (tif);
+}
+
+void
+tu_tiff_recompress (const char *src, const char *dst, int compression)
+{
+    TIFF *in = TIFFOpen (src, "r"), *out = TIFFOpen (dst, "w");
+    ck_assert_msg (in && out, "cannot read '%s' or create '%s'", src, dst);
+    uint32_t w = 0, h = 0;
+    uint16_t bps = 8, spp = 1, photometric = PHOTOMETRIC_MINISBLACK, planar = PLANARCONFIG_CONTIG;
+    TIFFGetField (in, TIFFTAG_IMAGEWIDTH, &w);
+    TIFFGetField (in, TIFFTAG_IMAGELENGTH, &h);
+    TIFFGetFieldDefaulted (in, TIFFTAG_BITSPERSAMPLE, &bps);
+    TIFFGetFieldDefaulted (in, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    TIFFGetFieldDefaulted (in, TIFFTAG_PLANARCONFIG, &planar);
+    TIFFGetField (in, TIFFTAG_PHOTOMETRIC, &photometric);
+    ck_assert (planar == PLANARCONFIG_CONTIG && !TIFFIsTiled (in));
+    TIFFSetField (out, TIFFTAG_IMAGEWIDTH, w);
+    TIFFSetField (out, TIFFTAG_IMAGELENGTH, h);
+    TIFFSetField (out, TIFFTAG_BITSPERSAMPLE, bps);
+    TIFFSetField (out, TIFFTAG_SAMPLESPERPIXEL, spp);
+    TIFFSetField (out, TIFFTAG_PHOTOMETRIC, photometric);
+    TIFFSetField (out, TIFFTAG_PLANARCONFIG, planar);
+    TIFFSetField (out, TIFFTAG_COMPRESSION, (uint16_t) compression);
+    TIFFSetField (out, TIFFTAG_ROWSPERSTRIP, (uint32_t) 16);
+    uint16_t *r, *g, *b;
+    if (photometric == PHOTOMETRIC_PALETTE && TIFFGetField (in, TIFFTAG_COLORMAP, &r, &g, &b))
+        TIFFSetField (out, TIFFTAG_COLORMAP, r, g, b);
+    tmsize_t row_bytes = TIFFScanlineSize (in);
+    unsigned char *row = malloc ((size_t) row_bytes);
+    ck_assert (row != NULL);
+    for (uint32_t y = 0; y < h; y++)
+        ck_assert (TIFFReadScanline (in, row, y, 0) == 1 && TIFFWriteScanline (out, row, y, 0) == 1);
+    free (row);
+    TIFFClose (in);
+    TIFFClose (out);
+}
+
+long
+tu_peak_rss_kb (int pid)
+{
+    char path[64], line[256];
+    snprintf (path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen (path, "r");
+    long kb = -1;
+    while (f && fgets (line, sizeof line, f))
+        if (sscanf (line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose (f);
+    return kb;
+}
+
+int
+tu_peak_rss_reset (void)
+{
+    FILE *f = fopen ("/proc/self/clear_refs", "w");
+    if (!f)
+        return -1;
+    int ok = fputs ("5", f) >= 0;
+    return fclose (f) == 0 && ok ? 0 : -1;
 }
 
 int

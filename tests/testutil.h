@@ -104,6 +104,20 @@ int tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int tim
 // most timeout_s); returns the counts.
 tu_counts_t tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s);
 
+// TIFF files made with libtiff, for the limits of the loader (issue 23):
+// a w x h frame of 'bits' (8 or 16) zeros, strips of 'rows' rows, stored
+// with 'compression' (COMPRESSION_*): what a decompression bomb is.
+void tu_tiff_zeros (const char *path, int w, int h, int bits, int compression, int rows);
+// A real frame 'src' rewritten as 'dst' with 'compression', 16 rows a
+// strip: its samples, photometric and colour map as they are.
+void tu_tiff_recompress (const char *src, const char *dst, int compression);
+// The peak resident memory of process pid (VmHWM of /proc/PID/status), in
+// KiB; -1 if it cannot be read.
+long tu_peak_rss_kb (int pid);
+// Makes this process's peak its current resident memory (clear_refs 5):
+// 0, or -1 where the kernel cannot.
+int tu_peak_rss_reset (void);
+
 // Runs a suite (CK_NORMAL output) and frees it: the exit status of a
 // suite program, 0 when every test passed, 1 otherwise.
 int tu_run_suite (Suite *suite);
