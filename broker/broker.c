@@ -339,9 +339,16 @@ s_ingest_one (broker_t *self, zsock_t *reader)
         s_ingest_warn (self, identity, err);
     // With CURVE, only keys of clients/watchers/ feed the farm.
     if (rc == 0 && !peers_allowed (self->peers, key, BROKER_ROLE_WATCHER)) {
-        snprintf (err, sizeof err, "%s refused: key %s is not a watcher's (clients/watchers/)",
-                  proto_command_name (msg.command), *key ? key : "(none)");
-        s_ingest_warn (self, identity, err);
+        // Once per key: a revoked watcher resends for as long as it runs.
+        char *peer = identity ? zframe_strhex (identity) : NULL;
+        peers_refused_key (self->peers, "ingest", key, util_time_ns (),
+                           "ingest: from watcher %s: %s refused: key %s is not a watcher's "
+                           "(clients/watchers/); put its certificate there if it should feed "
+                           "files, else stop the watcher that uses it (its further messages "
+                           "are counted, once a minute)",
+                           peer ? peer : "?", proto_command_name (msg.command),
+                           *key ? key : "(none)");
+        free (peer);
         rc = -1;
     }
     for (size_t i = 0; rc == 0 && i < proto_count (&msg); i++) {
@@ -386,6 +393,7 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
     broker_t *self = arg;
     dispatch_heartbeat (self->dispatch, util_time_ns ());
     dispatch_now (self->dispatch);
+    peers_tick (self->peers, util_time_ns ());
     return 0;
 }
 

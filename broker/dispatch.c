@@ -964,9 +964,15 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
     // their certificate is there: a revoked agent is forgotten (its tasks
     // go back to the queue) and nothing it sends is taken.
     if (!peers_allowed (self->peers, key, BROKER_ROLE_AGENT)) {
-        peers_refused (self->peers, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
-                       proto_command_name (msg.command), *key ? key : "(none)",
-                       agent ? "; its agent is forgotten" : "");
+        // Once per key: a revoked agent retries for as long as it runs.
+        peers_refused_key (self->peers, "work", key, util_time_ns (),
+                           "work: %s from key %s refused: not an agent's key "
+                           "(clients/agents/)%s%s%s; put its certificate there if it should "
+                           "work, else stop the agent that uses it (its further messages are "
+                           "counted, once a minute)",
+                           proto_command_name (msg.command), *key ? key : "(none)",
+                           agent ? "; agent '" : "", agent ? agent->id : "",
+                           agent ? "' is forgotten" : "");
         if (agent)
             s_agent_forget (self, agent, "has a key no longer admitted");
         proto_msg_release (&msg);
