@@ -26,6 +26,8 @@
 #define AGENT_CORES_MAX 4096         // cores an agent may declare: its credit's cap
 #define AGENT_IDS_PER_PEER 64        // agent ids one peer may add to the store an hour
 #define AGENT_IDS_PER_HOUR_MIN 64    // ... and all peers, at least (else broker/max_agents)
+// The deadline of a task while nobody has a result of its experiment.
+#define GUESSED_DEADLINE_NS (600 * 1000000000LL)
 
 struct _dispatch_t {
     const config_t *cfg;      // configuration
@@ -427,46 +429,115 @@ s_agent_forget (dispatch_t *self, agent_rec_t *agent, const char *reason)
     s_agent_drop (self, agent, reason, 0);
 }
 
-// How long a task may stay out with 'agent': broker/task_deadline_ms, or
-// else 10 times the median compute time of its last results, at least
-// 30 s; 10 minutes before it has any (a slow agent's first large fields
-// must not be taken from it).
+// The median of n values (n > 0; a few dozen: insertion sort of a copy).
 static int64_t
-s_deadline_ns (dispatch_t *self, agent_rec_t *agent)
+s_median (const int64_t *values, int n)
 {
-    if (self->cfg->broker.task_deadline_ms > 0)
-        return (int64_t) self->cfg->broker.task_deadline_ms * 1000000;
-    if (agent->computes == 0)
-        return (int64_t) 600 * 1000000000;
-    if (agent->median_ns < 0) {
-        // Sorted once per new result, not once per task given.
-        int64_t sorted[COMPUTE_KEPT];
-        int n = agent->computes;
-        memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
-        for (int i = 1; i < n; i++)  // a few values: insertion sort
-            for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-                int64_t t = sorted[j];
-                sorted[j] = sorted[j - 1];
-                sorted[j - 1] = t;
-            }
-        agent->median_ns = sorted[n / 2];
-    }
-    int64_t deadline = 10 * agent->median_ns;
-    int64_t floor = (int64_t) 30 * 1000000000;
-    return deadline > floor ? deadline : floor;
+    int64_t sorted[EXP_COMPUTE_KEPT > COMPUTE_KEPT ? EXP_COMPUTE_KEPT : COMPUTE_KEPT];
+    memcpy (sorted, values, sizeof sorted[0] * (size_t) n);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int64_t t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    return sorted[n / 2];
 }
 
-// Counts the compute time a RESULT of 'agent' reports, for its deadline.
+// The median compute time of the agent's recent results of experiment
+// 'exp' (an id), 0 if it has none. Sorted once per new result and
+// experiment asked for, not once per task given.
+static int64_t
+s_agent_median (agent_rec_t *agent, int64_t exp)
+{
+    if (agent->computes == 0)
+        return 0;
+    if (agent->median_ns < 0 || agent->median_exp != exp) {
+        int64_t mine[COMPUTE_KEPT];
+        int n = 0;
+        for (int i = 0; i < agent->computes; i++)
+            if (agent->compute_exp[i] == exp)
+                mine[n++] = agent->compute_ns[i];
+        agent->median_exp = exp;
+        agent->median_ns = n > 0 ? s_median (mine, n) : 0;
+    }
+    return agent->median_ns;
+}
+
+// The median compute time of the experiment's recent results from any
+// agent, 0 if it has none.
+static int64_t
+s_exp_median (exp_t *exp)
+{
+    if (exp->computes == 0)
+        return 0;
+    if (exp->median_ns < 0)
+        exp->median_ns = s_median (exp->compute_ns, exp->computes);
+    return exp->median_ns;
+}
+
+// How long a task of 'exp' may stay out with 'agent': broker/task_deadline_ms,
+// or else 10 times the median compute time of the agent's recent results
+// of that experiment, or of the experiment's from any agent when the agent
+// has none (a silent agent's first task moves as soon as the floor has
+// passed, if the others are quick), at least broker/deadline_floor_ms; 10
+// minutes when nobody has a result of it (a slow agent's first large
+// fields must not be taken from it), and *guessed set. Per experiment, as
+// experiments differ in image size and settings: a quick one must not
+// shorten the deadline of a slow one on the same agent.
+static int64_t
+s_deadline_ns (dispatch_t *self, agent_rec_t *agent, exp_t *exp, int *guessed)
+{
+    *guessed = 0;
+    if (self->cfg->broker.task_deadline_ms > 0)
+        return (int64_t) self->cfg->broker.task_deadline_ms * 1000000;
+    int64_t floor = (int64_t) self->cfg->broker.deadline_floor_ms * 1000000;
+    int64_t median = s_agent_median (agent, exp->id);
+    if (median == 0)
+        median = s_exp_median (exp);
+    if (median == 0) {
+        *guessed = 1;
+        return GUESSED_DEADLINE_NS > floor ? GUESSED_DEADLINE_NS : floor;
+    }
+    return 10 * median > floor ? 10 * median : floor;
+}
+
+// Counts the compute time a RESULT of 'agent' reports, for the deadlines:
+// the agent's and its experiment's (that of the task it answers; an
+// answer for a task the broker no longer tracks counts for neither).
 static void
 s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
 {
-    if (!agent || msg->time_ns <= 0)
+    task_t *task = s_held (agent, msg->pair, msg->attempt);
+    if (!task || msg->time_ns <= 0)
         return;
+    exp_t *exp = task->exp;
     agent->compute_ns[agent->compute_next] = msg->time_ns;
+    agent->compute_exp[agent->compute_next] = exp->id;
     agent->median_ns = -1;
     agent->compute_next = (agent->compute_next + 1) % COMPUTE_KEPT;
     if (agent->computes < COMPUTE_KEPT)
         agent->computes++;
+    exp->compute_ns[exp->compute_next] = msg->time_ns;
+    exp->median_ns = -1;
+    exp->compute_next = (exp->compute_next + 1) % EXP_COMPUTE_KEPT;
+    if (exp->computes < EXP_COMPUTE_KEPT)
+        exp->computes++;
+}
+
+// A deadline set while nobody had a result of the task's experiment, set
+// again from dispatch once somebody has: an agent that took a task at the
+// start and never answers loses it once the floor has passed, not after
+// 10 minutes.
+static void
+s_deadline_learn (dispatch_t *self, agent_rec_t *agent, task_t *task)
+{
+    int guessed;
+    int64_t deadline = s_deadline_ns (self, agent, task->exp, &guessed);
+    if (guessed)
+        return;
+    task->deadline_ns = task->dispatched_ns + deadline;
+    task->guessed = 0;
 }
 
 // The tasks out past their deadline, on agents that still answer
@@ -481,6 +552,8 @@ s_check_deadlines (dispatch_t *self, int64_t now)
          agent = zhashx_next (self->agents))
         for (task_t *task = zlistx_first (agent->tasks); task;
              task = zlistx_next (agent->tasks)) {
+            if (task->guessed && !task->expired)
+                s_deadline_learn (self, agent, task);
             if (task->expired || task->deadline_ns == 0 || now <= task->deadline_ns)
                 continue;
             task_t *copy =
@@ -565,7 +638,7 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     }
     task->attempt = attempt;
     task->dispatched_ns = now;
-    task->deadline_ns = now + s_deadline_ns (self, agent);
+    task->deadline_ns = now + s_deadline_ns (self, agent, task->exp, &task->guessed);
     exp_t *exp = task->exp;
     char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
     // Under the watch root, or where the archive put them (doc/storage.md).

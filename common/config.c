@@ -79,6 +79,7 @@ static const s_key_t s_keys[] = {
     INT (broker, max_attempts, 1, 100),
     TEXT (broker, store_fields, KIND_STORE_FIELDS),
     INT (broker, task_deadline_ms, 0, 86400000),
+    INT (broker, deadline_floor_ms, 100, 86400000),
     INT (broker, max_agents, 1, 1000000),
     INT (broker, stats_ms, 0, 600000),
     TEXT (watcher, root, KIND_PATH),
@@ -778,6 +779,7 @@ config_init (config_t *cfg)
     cfg->broker.max_attempts = 3;
     snprintf (cfg->broker.store_fields, sizeof cfg->broker.store_fields, "all");
     cfg->broker.task_deadline_ms = 0;
+    cfg->broker.deadline_floor_ms = 30000;
     cfg->broker.max_agents = 1000;
     cfg->broker.stats_ms = 1000;
     snprintf (cfg->calibration.y_axis, sizeof cfg->calibration.y_axis, "up");

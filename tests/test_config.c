@@ -153,6 +153,8 @@ static const struct {
     {"broker", "heartbeat_ms", offsetof (config_t, broker.heartbeat_ms), 10, 60000},
     {"broker", "liveness", offsetof (config_t, broker.liveness), 1, 100},
     {"broker", "max_attempts", offsetof (config_t, broker.max_attempts), 1, 100},
+    {"broker", "deadline_floor_ms", offsetof (config_t, broker.deadline_floor_ms), 100,
+     86400000},
     {"watcher", "poll_ms", offsetof (config_t, watcher.poll_ms), 10, 60000},
     {"watcher", "resend_ms", offsetof (config_t, watcher.resend_ms), 10, 60000},
     {"watcher", "max_pending", offsetof (config_t, watcher.max_pending), 1, 10000000},
@@ -179,6 +181,7 @@ START_TEST (without_a_file_every_key_has_the_default_of_the_header)
     ck_assert_int_eq (cfg.broker.liveness, 3);
     ck_assert_int_eq (cfg.broker.max_attempts, 3);
     ck_assert_str_eq (cfg.broker.store_fields, "all");
+    ck_assert_int_eq (cfg.broker.deadline_floor_ms, 30000);
     ck_assert_str_eq (cfg.watcher.root, "./data");
     ck_assert_str_eq (cfg.watcher.mode, "inotify");
     ck_assert_int_eq (cfg.watcher.poll_ms, 1000);
@@ -237,7 +240,8 @@ START_TEST (the_example_file_shows_every_key_with_a_comment_above_it)
     static const char *const keys[] = {
         "broker/ingest",     "broker/work",         "broker/control",     "broker/publish",
         "broker/store",      "broker/durability",   "broker/commit_ms",   "broker/heartbeat_ms",
-        "broker/liveness",   "broker/max_attempts", "broker/store_fields", "watcher/root",
+        "broker/liveness",   "broker/max_attempts", "broker/store_fields",
+        "broker/deadline_floor_ms", "watcher/root",
         "watcher/mode",      "watcher/poll_ms",     "watcher/ignore",     "watcher/resend_ms",
         "watcher/max_pending", "pairing/rule",      "pairing/a_suffix",   "pairing/b_suffix",
         "pairing/ignore_case", "pairing/extensions", "agent/threads",     "agent/results",
