@@ -791,6 +791,7 @@ s_applied_keys (const config_t *old, const config_t *new, char *list, size_t siz
     S_STR (log, level);
     S_INT (broker, liveness), S_INT (broker, max_attempts), S_INT (broker, task_deadline_ms);
     S_INT (broker, max_agents), S_INT (broker, deadline_floor_ms);
+    S_INT (broker, forget_agents_after);
     S_STR (storage, warn_free), S_STR (storage, critical_free), S_STR (storage, archive_dir);
     S_INT (storage, archive_idle_s), S_INT (storage, archive_mb_s), S_STR (storage, mount_helper);
 }
@@ -811,6 +812,7 @@ broker_reload (broker_t *self, const config_t *cfg)
     self->cfg.broker.task_deadline_ms = cfg->broker.task_deadline_ms;
     self->cfg.broker.max_agents = cfg->broker.max_agents;
     self->cfg.broker.deadline_floor_ms = cfg->broker.deadline_floor_ms;
+    self->cfg.broker.forget_agents_after = cfg->broker.forget_agents_after;
     memcpy (self->cfg.storage.warn_free, cfg->storage.warn_free, sizeof cfg->storage.warn_free);
     memcpy (self->cfg.storage.critical_free, cfg->storage.critical_free,
             sizeof cfg->storage.critical_free);

@@ -26,6 +26,12 @@
 #define AGENT_CORES_MAX 4096         // cores an agent may declare: its credit's cap
 #define AGENT_IDS_PER_PEER 64        // agent ids one peer may add to the store an hour
 #define AGENT_IDS_PER_HOUR_MIN 64    // ... and all peers, at least (else broker/max_agents)
+// Agents long gone (broker/forget_agents_after) are looked for every tenth
+// of that time, at least FORGET_TICK_MS and at most FORGET_EVERY_MAX_NS
+// apart: a timer ticks, the time since the last look decides (a reload
+// changes it).
+#define FORGET_TICK_MS 1000
+#define FORGET_EVERY_MAX_NS (3600 * 1000000000LL)
 // The deadline of a task while nobody has a result of its experiment.
 #define GUESSED_DEADLINE_NS (600 * 1000000000LL)
 
@@ -52,6 +58,7 @@ struct _dispatch_t {
     zhashx_t *recorded_ids;   // agent ids recorded in the store since start (bounded)
     int64_t new_ids_hour;     // the hour new_ids counts
     int64_t new_ids_total;    // agent ids first recorded in this hour, all peers
+    int64_t forgot_ns;        // agents long gone were last looked for then (0: not yet)
 };
 
 static int s_backoff_due (zloop_t *loop, int timer_id, void *arg);
@@ -144,11 +151,15 @@ dispatch_destroy (dispatch_t **self_p)
     *self_p = NULL;
 }
 
+static int s_forget_tick (zloop_t *loop, int timer_id, void *arg);
+
 void
 dispatch_set_sockets (dispatch_t *self, zsock_t *work, zsock_t *publish)
 {
     self->work = work;
     self->publish = publish;
+    if (self->loop)
+        zloop_timer (self->loop, FORGET_TICK_MS, 0, s_forget_tick, self);
 }
 
 sched_t *
@@ -862,6 +873,53 @@ s_may_record_agent (dispatch_t *self, const char *peer, const char *id, int64_t 
         zhashx_purge (self->recorded_ids);
     zhashx_insert (self->recorded_ids, id, (void *) 1);
     return 1;
+}
+
+// The rows of agents not seen for broker/forget_agents_after go from the
+// store ('agents-forgotten' event, a notice naming them). The agents
+// connected now are seen first: their heartbeats write nothing, and none
+// of them may go however long ago it said HELLO.
+static void
+s_forget_agents (dispatch_t *self, int64_t age_ns, int64_t now)
+{
+    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
+        if (store_agent_touch (self->store, a->id, now) != 0) {
+            log_warning ("cannot forget agents long gone: %s", store_error (self->store));
+            return;
+        }
+    char names[1024];
+    int n = store_agents_forget (self->store, now - age_ns, now, names, sizeof names);
+    if (n < 0)
+        log_warning ("cannot forget agents long gone: %s", store_error (self->store));
+    else if (n > 0) {
+        // The time as the key is written: 30d, 12h, 90min, 45s.
+        static const struct {
+            int seconds;
+            const char *unit;
+        } units[] = {{86400, "d"}, {3600, "h"}, {60, "min"}, {1, "s"}};
+        int age = self->cfg->broker.forget_agents_after, u = 0;
+        while (age % units[u].seconds)
+            u++;
+        char text[32];
+        snprintf (text, sizeof text, "%d%s", age / units[u].seconds, units[u].unit);
+        log_notice ("forgot %d agent(s) not seen for %s (broker/forget_agents_after): %s", n,
+                    text, names);
+    }
+}
+
+static int
+s_forget_tick (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    dispatch_t *self = arg;
+    int64_t age = (int64_t) self->cfg->broker.forget_agents_after * 1000000000;
+    int64_t every = age / 10 < FORGET_EVERY_MAX_NS ? age / 10 : FORGET_EVERY_MAX_NS;
+    int64_t now = util_time_ns ();
+    if (age > 0 && now - self->forgot_ns >= every) {
+        self->forgot_ns = now;
+        s_forget_agents (self, age, now);
+    }
+    return 0;
 }
 
 // DEFER: the agent holding (pair, attempt) cannot do it now for a reason
