@@ -550,9 +550,16 @@ s_ingest_one (broker_t *self, zsock_t *reader)
         s_ingest_warn (self, identity, err);
     // With CURVE, only keys of clients/watchers/ feed the farm.
     if (rc == 0 && !peers_allowed (self->peers, key, BROKER_ROLE_WATCHER)) {
-        snprintf (err, sizeof err, "%s refused: key %s is not a watcher's (clients/watchers/)",
-                  proto_command_name (msg.command), *key ? key : "(none)");
-        s_ingest_warn (self, identity, err);
+        // Once per key: a revoked watcher resends for as long as it runs.
+        char *peer = identity ? zframe_strhex (identity) : NULL;
+        peers_refused_key (self->peers, "ingest", key, util_time_ns (),
+                           "ingest: from watcher %s: %s refused: key %s is not a watcher's "
+                           "(clients/watchers/); put its certificate there if it should feed "
+                           "files, else stop the watcher that uses it (its further messages "
+                           "are counted, once a minute)",
+                           peer ? peer : "?", proto_command_name (msg.command),
+                           *key ? key : "(none)");
+        free (peer);
         rc = -1;
     }
     for (size_t i = 0; rc == 0 && i < proto_count (&msg); i++) {
@@ -599,6 +606,7 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
     s_store_ready (self);
     dispatch_heartbeat (self->dispatch, util_time_ns ());
     dispatch_now (self->dispatch);
+    peers_tick (self->peers, util_time_ns ());
     return 0;
 }
 
@@ -1029,7 +1037,8 @@ s_applied_keys (const config_t *old, const config_t *new, char *list, size_t siz
     *list = 0;
     S_STR (log, level);
     S_INT (broker, liveness), S_INT (broker, max_attempts), S_INT (broker, task_deadline_ms);
-    S_INT (broker, max_agents);
+    S_INT (broker, max_agents), S_INT (broker, deadline_floor_ms);
+    S_INT (broker, forget_agents_after);
     S_STR (storage, warn_free), S_STR (storage, critical_free), S_STR (storage, archive_dir);
     S_INT (storage, archive_idle_s), S_INT (storage, archive_mb_s), S_STR (storage, mount_helper);
 }
@@ -1049,6 +1058,8 @@ broker_reload (broker_t *self, const config_t *cfg)
     self->cfg.broker.max_attempts = cfg->broker.max_attempts;
     self->cfg.broker.task_deadline_ms = cfg->broker.task_deadline_ms;
     self->cfg.broker.max_agents = cfg->broker.max_agents;
+    self->cfg.broker.deadline_floor_ms = cfg->broker.deadline_floor_ms;
+    self->cfg.broker.forget_agents_after = cfg->broker.forget_agents_after;
     memcpy (self->cfg.storage.warn_free, cfg->storage.warn_free, sizeof cfg->storage.warn_free);
     memcpy (self->cfg.storage.critical_free, cfg->storage.critical_free,
             sizeof cfg->storage.critical_free);

@@ -26,6 +26,14 @@
 #define AGENT_CORES_MAX 4096         // cores an agent may declare: its credit's cap
 #define AGENT_IDS_PER_PEER 64        // agent ids one peer may add to the store an hour
 #define AGENT_IDS_PER_HOUR_MIN 64    // ... and all peers, at least (else broker/max_agents)
+// Agents long gone (broker/forget_agents_after) are looked for every tenth
+// of that time, at least FORGET_TICK_MS and at most FORGET_EVERY_MAX_NS
+// apart: a timer ticks, the time since the last look decides (a reload
+// changes it).
+#define FORGET_TICK_MS 1000
+#define FORGET_EVERY_MAX_NS (3600 * 1000000000LL)
+// The deadline of a task while nobody has a result of its experiment.
+#define GUESSED_DEADLINE_NS (600 * 1000000000LL)
 
 struct _dispatch_t {
     const config_t *cfg;      // configuration
@@ -55,6 +63,7 @@ struct _dispatch_t {
     zhashx_t *parked_keys;    // "command pair attempt" of the answers among them
     size_t parked_bytes;      // the bytes of their fields
     size_t parked_dropped;    // dropped past the bound since parking began
+    int64_t forgot_ns;        // agents long gone were last looked for then (0: not yet)
 };
 
 // A message waiting for the store (dispatch_park).
@@ -172,11 +181,15 @@ dispatch_destroy (dispatch_t **self_p)
     *self_p = NULL;
 }
 
+static int s_forget_tick (zloop_t *loop, int timer_id, void *arg);
+
 void
 dispatch_set_sockets (dispatch_t *self, zsock_t *work, zsock_t *publish)
 {
     self->work = work;
     self->publish = publish;
+    if (self->loop)
+        zloop_timer (self->loop, FORGET_TICK_MS, 0, s_forget_tick, self);
 }
 
 sched_t *
@@ -457,46 +470,115 @@ s_agent_forget (dispatch_t *self, agent_rec_t *agent, const char *reason)
     s_agent_drop (self, agent, reason, 0);
 }
 
-// How long a task may stay out with 'agent': broker/task_deadline_ms, or
-// else 10 times the median compute time of its last results, at least
-// 30 s; 10 minutes before it has any (a slow agent's first large fields
-// must not be taken from it).
+// The median of n values (n > 0; a few dozen: insertion sort of a copy).
 static int64_t
-s_deadline_ns (dispatch_t *self, agent_rec_t *agent)
+s_median (const int64_t *values, int n)
 {
-    if (self->cfg->broker.task_deadline_ms > 0)
-        return (int64_t) self->cfg->broker.task_deadline_ms * 1000000;
-    if (agent->computes == 0)
-        return (int64_t) 600 * 1000000000;
-    if (agent->median_ns < 0) {
-        // Sorted once per new result, not once per task given.
-        int64_t sorted[COMPUTE_KEPT];
-        int n = agent->computes;
-        memcpy (sorted, agent->compute_ns, sizeof sorted[0] * (size_t) n);
-        for (int i = 1; i < n; i++)  // a few values: insertion sort
-            for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-                int64_t t = sorted[j];
-                sorted[j] = sorted[j - 1];
-                sorted[j - 1] = t;
-            }
-        agent->median_ns = sorted[n / 2];
-    }
-    int64_t deadline = 10 * agent->median_ns;
-    int64_t floor = (int64_t) 30 * 1000000000;
-    return deadline > floor ? deadline : floor;
+    int64_t sorted[EXP_COMPUTE_KEPT > COMPUTE_KEPT ? EXP_COMPUTE_KEPT : COMPUTE_KEPT];
+    memcpy (sorted, values, sizeof sorted[0] * (size_t) n);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int64_t t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    return sorted[n / 2];
 }
 
-// Counts the compute time a RESULT of 'agent' reports, for its deadline.
+// The median compute time of the agent's recent results of experiment
+// 'exp' (an id), 0 if it has none. Sorted once per new result and
+// experiment asked for, not once per task given.
+static int64_t
+s_agent_median (agent_rec_t *agent, int64_t exp)
+{
+    if (agent->computes == 0)
+        return 0;
+    if (agent->median_ns < 0 || agent->median_exp != exp) {
+        int64_t mine[COMPUTE_KEPT];
+        int n = 0;
+        for (int i = 0; i < agent->computes; i++)
+            if (agent->compute_exp[i] == exp)
+                mine[n++] = agent->compute_ns[i];
+        agent->median_exp = exp;
+        agent->median_ns = n > 0 ? s_median (mine, n) : 0;
+    }
+    return agent->median_ns;
+}
+
+// The median compute time of the experiment's recent results from any
+// agent, 0 if it has none.
+static int64_t
+s_exp_median (exp_t *exp)
+{
+    if (exp->computes == 0)
+        return 0;
+    if (exp->median_ns < 0)
+        exp->median_ns = s_median (exp->compute_ns, exp->computes);
+    return exp->median_ns;
+}
+
+// How long a task of 'exp' may stay out with 'agent': broker/task_deadline_ms,
+// or else 10 times the median compute time of the agent's recent results
+// of that experiment, or of the experiment's from any agent when the agent
+// has none (a silent agent's first task moves as soon as the floor has
+// passed, if the others are quick), at least broker/deadline_floor_ms; 10
+// minutes when nobody has a result of it (a slow agent's first large
+// fields must not be taken from it), and *guessed set. Per experiment, as
+// experiments differ in image size and settings: a quick one must not
+// shorten the deadline of a slow one on the same agent.
+static int64_t
+s_deadline_ns (dispatch_t *self, agent_rec_t *agent, exp_t *exp, int *guessed)
+{
+    *guessed = 0;
+    if (self->cfg->broker.task_deadline_ms > 0)
+        return (int64_t) self->cfg->broker.task_deadline_ms * 1000000;
+    int64_t floor = (int64_t) self->cfg->broker.deadline_floor_ms * 1000000;
+    int64_t median = s_agent_median (agent, exp->id);
+    if (median == 0)
+        median = s_exp_median (exp);
+    if (median == 0) {
+        *guessed = 1;
+        return GUESSED_DEADLINE_NS > floor ? GUESSED_DEADLINE_NS : floor;
+    }
+    return 10 * median > floor ? 10 * median : floor;
+}
+
+// Counts the compute time a RESULT of 'agent' reports, for the deadlines:
+// the agent's and its experiment's (that of the task it answers; an
+// answer for a task the broker no longer tracks counts for neither).
 static void
 s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
 {
-    if (!agent || msg->time_ns <= 0)
+    task_t *task = s_held (agent, msg->pair, msg->attempt);
+    if (!task || msg->time_ns <= 0)
         return;
+    exp_t *exp = task->exp;
     agent->compute_ns[agent->compute_next] = msg->time_ns;
+    agent->compute_exp[agent->compute_next] = exp->id;
     agent->median_ns = -1;
     agent->compute_next = (agent->compute_next + 1) % COMPUTE_KEPT;
     if (agent->computes < COMPUTE_KEPT)
         agent->computes++;
+    exp->compute_ns[exp->compute_next] = msg->time_ns;
+    exp->median_ns = -1;
+    exp->compute_next = (exp->compute_next + 1) % EXP_COMPUTE_KEPT;
+    if (exp->computes < EXP_COMPUTE_KEPT)
+        exp->computes++;
+}
+
+// A deadline set while nobody had a result of the task's experiment, set
+// again from dispatch once somebody has: an agent that took a task at the
+// start and never answers loses it once the floor has passed, not after
+// 10 minutes.
+static void
+s_deadline_learn (dispatch_t *self, agent_rec_t *agent, task_t *task)
+{
+    int guessed;
+    int64_t deadline = s_deadline_ns (self, agent, task->exp, &guessed);
+    if (guessed)
+        return;
+    task->deadline_ns = task->dispatched_ns + deadline;
+    task->guessed = 0;
 }
 
 // The tasks out past their deadline, on agents that still answer
@@ -511,6 +593,8 @@ s_check_deadlines (dispatch_t *self, int64_t now)
          agent = zhashx_next (self->agents))
         for (task_t *task = zlistx_first (agent->tasks); task;
              task = zlistx_next (agent->tasks)) {
+            if (task->guessed && !task->expired)
+                s_deadline_learn (self, agent, task);
             if (task->expired || task->deadline_ns == 0 || now <= task->deadline_ns)
                 continue;
             task_t *copy =
@@ -601,7 +685,7 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     }
     task->attempt = attempt;
     task->dispatched_ns = now;
-    task->deadline_ns = now + s_deadline_ns (self, agent);
+    task->deadline_ns = now + s_deadline_ns (self, agent, task->exp, &task->guessed);
     exp_t *exp = task->exp;
     char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
     // Under the watch root, or where the archive put them (doc/storage.md).
@@ -837,6 +921,54 @@ s_record_agent (dispatch_t *self, agent_rec_t *agent, int64_t now)
                           agent->capabilities ? agent->capabilities : "", now);
 }
 
+// The rows of agents not seen for broker/forget_agents_after go from the
+// store ('agents-forgotten' event, a notice naming them). The agents
+// connected now are seen first: their heartbeats write nothing, and none
+// of them may go however long ago it said HELLO.
+static void
+s_forget_agents (dispatch_t *self, int64_t age_ns, int64_t now)
+{
+    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
+        if (store_agent_touch (self->store, a->id, now) != 0) {
+            log_warning ("cannot forget agents long gone: %s", store_error (self->store));
+            return;
+        }
+    char names[1024];
+    int n = store_agents_forget (self->store, now - age_ns, now, names, sizeof names);
+    if (n < 0)
+        log_warning ("cannot forget agents long gone: %s", store_error (self->store));
+    else if (n > 0) {
+        // The time as the key is written: 30d, 12h, 90min, 45s.
+        static const struct {
+            int seconds;
+            const char *unit;
+        } units[] = {{86400, "d"}, {3600, "h"}, {60, "min"}, {1, "s"}};
+        int age = self->cfg->broker.forget_agents_after, u = 0;
+        while (age % units[u].seconds)
+            u++;
+        char text[32];
+        snprintf (text, sizeof text, "%d%s", age / units[u].seconds, units[u].unit);
+        log_notice ("forgot %d agent(s) not seen for %s (broker/forget_agents_after): %s", n,
+                    text, names);
+    }
+}
+
+static int
+s_forget_tick (zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop, (void) timer_id;
+    dispatch_t *self = arg;
+    int64_t age = (int64_t) self->cfg->broker.forget_agents_after * 1000000000;
+    int64_t every = age / 10 < FORGET_EVERY_MAX_NS ? age / 10 : FORGET_EVERY_MAX_NS;
+    int64_t now = util_time_ns ();
+    // Not while the store is held by another process: the next tick does it.
+    if (age > 0 && now - self->forgot_ns >= every && !self->parking) {
+        self->forgot_ns = now;
+        s_forget_agents (self, age, now);
+    }
+    return 0;
+}
+
 // DEFER: the agent holding (pair, attempt) cannot do it now for a reason
 // of its own (its results disk is full): the pair goes back to the queue
 // without an attempt counted; the task's slot is freed but not its credit
@@ -1017,9 +1149,15 @@ dispatch_work_one (dispatch_t *self, zsock_t *reader)
     // their certificate is there: a revoked agent is forgotten (its tasks
     // go back to the queue) and nothing it sends is taken.
     if (!peers_allowed (self->peers, key, BROKER_ROLE_AGENT)) {
-        peers_refused (self->peers, "work: %s from key %s refused: not an agent's key (clients/agents/)%s",
-                       proto_command_name (msg.command), *key ? key : "(none)",
-                       agent ? "; its agent is forgotten" : "");
+        // Once per key: a revoked agent retries for as long as it runs.
+        peers_refused_key (self->peers, "work", key, util_time_ns (),
+                           "work: %s from key %s refused: not an agent's key "
+                           "(clients/agents/)%s%s%s; put its certificate there if it should "
+                           "work, else stop the agent that uses it (its further messages are "
+                           "counted, once a minute)",
+                           proto_command_name (msg.command), *key ? key : "(none)",
+                           agent ? "; agent '" : "", agent ? agent->id : "",
+                           agent ? "' is forgotten" : "");
         if (agent)
             s_agent_forget (self, agent, "has a key no longer admitted");
         proto_msg_release (&msg);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #define LATENCY_KEPT 1024  // latencies kept per experiment for its median and p99
+#define EXP_COMPUTE_KEPT 64  // compute times kept per experiment (dispatch.c, deadlines)
 // Upper bounds (s) of the latency histogram's buckets (status, the status
 // page's metrics), a +Inf bucket beyond: camera close to result recorded
 // takes from tens of ms (a quiet farm) to minutes (a backlog).
@@ -109,6 +110,11 @@ typedef struct {
     int calib_own;                // it has its own calibration (else the global default)
     piv_calib_t calib;            // its own (stats.c)
     char *mask;                   // its mask image (settings carry " mask=PATH"), or NULL
+    int64_t compute_ns[EXP_COMPUTE_KEPT];  // compute times of its last results from any
+                                  // agent, a ring: the deadline of an agent new to it
+    int computes;                 // how many of them are set
+    int compute_next;             // next slot
+    int64_t median_ns;            // their median, or -1 until asked for since the last one came
 } exp_t;
 
 // A pair ready to go to an agent, or out with one.
@@ -126,13 +132,15 @@ typedef struct {
     int64_t not_before_ns;  // retried no earlier than this (broker.c, BACKOFF_BASE_MS)
     int64_t dispatched_ns;  // when it was sent
     int64_t deadline_ns;    // requeued for another agent past this (broker/task_deadline_ms)
+    int guessed;            // its deadline was set while nobody had a result of its
+                            // experiment: set again once somebody has
     int expired;         // its deadline passed and a copy went back to the queue: this one
                          // only holds the agent's slot until it answers
     int answered;        // its answer waits for a busy store (dispatch_park): the agent's
                          // slot was given back when it came
 } task_t;
 
-#define COMPUTE_KEPT 16  // compute times kept per agent for its median (the deadline)
+#define COMPUTE_KEPT 16  // compute times kept per agent for its medians (the deadlines)
 
 // An agent the broker knows on the work socket.
 typedef struct {
@@ -145,9 +153,12 @@ typedef struct {
     int64_t expires_ns;  // dead if silent past this
     int64_t done;        // results it delivered
     int64_t compute_ns[COMPUTE_KEPT];  // compute times of its last results, a ring
+    int64_t compute_exp[COMPUTE_KEPT]; // the experiment (id) of each
     int computes;        // how many of them are set
     int compute_next;    // next slot
-    int64_t median_ns;   // their median, or -1 until asked for since the last one came
+    int64_t median_exp;  // the experiment whose median median_ns holds ...
+    int64_t median_ns;   // ... (0: it has none of it), or -1 until asked for since the
+                         // last one came
     proto_batch_t *out;  // RECORDED and TASK for it, sent together (s_flush_agents)
     size_t out_tasks;    // how many of them are TASKs: the last ones in 'tasks'
     char key[64];        // its CURVE public key (Z85), or "" (curve off)

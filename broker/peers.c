@@ -18,6 +18,9 @@
 #define KEY_RECHECK_NS 1000000000LL  // a key's rights are looked up again after a second
 #define KEY_CACHE_MAX 4096           // answers kept at once
 #define REFUSED_PER_SECOND 20        // refusal lines logged a second, at most
+#define REFUSED_KEYS_MAX 1024        // keys whose refusals are counted at once
+#define REFUSED_SUMMARY_NS (60 * 1000000000LL)   // a key's summary at most this often
+#define REFUSED_FORGET_NS (600 * 1000000000LL)   // a key quiet this long is forgotten
 
 struct _peers_t {
     zactor_t *auth;               // zauth: CURVE clients allowed to connect (curve on), or NULL
@@ -29,7 +32,15 @@ struct _peers_t {
     int64_t quiet_second;         // refusals logged in this second ...
     int quiet_logged;             // ... this many ...
     int64_t quiet_dropped;        // ... and not logged since the last line that was
+    zhashx_t *refusals;           // "socket: key K" -> s_refusal_t: keys refused lately, or NULL
 };
+
+// A key whose messages are refused (peers_refused_key).
+typedef struct {
+    int64_t logged_ns;  // its last line (in full, or a summary)
+    int64_t last_ns;    // its last refusal
+    int64_t count;      // refusals since that line, not logged
+} s_refusal_t;
 
 typedef struct {
     int64_t until;  // the answer holds until then
@@ -61,6 +72,7 @@ peers_destroy (peers_t **self_p)
     zcertstore_destroy (&self->keys_watchers);
     zcertstore_destroy (&self->keys_agents);
     zhashx_destroy (&self->key_cache);
+    zhashx_destroy (&self->refusals);
     free (self);
     *self_p = NULL;
 }
@@ -78,8 +90,9 @@ peers_recheck (peers_t *self)
         zhashx_purge (self->key_cache);
 }
 
-void
-peers_refused (peers_t *self, const char *fmt, ...)
+// Logs a line of refusal within REFUSED_PER_SECOND lines a second.
+static void
+s_refused_line (peers_t *self, const char *line)
 {
     int64_t second = util_time_ns () / 1000000000;
     if (second != self->quiet_second) {
@@ -91,17 +104,83 @@ peers_refused (peers_t *self, const char *fmt, ...)
         return;
     }
     self->quiet_logged++;
-    char line[1024];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (line, sizeof line, fmt, ap);
-    va_end (ap);
     if (self->quiet_dropped)
         log_warning ("%s (and %lld refusal(s) not logged before it)", line,
                      (long long) self->quiet_dropped);
     else
         log_warning ("%s", line);
     self->quiet_dropped = 0;
+}
+
+static void
+s_refused_v (peers_t *self, const char *fmt, va_list ap)
+{
+    char line[1024];
+    vsnprintf (line, sizeof line, fmt, ap);
+    s_refused_line (self, line);
+}
+
+void
+peers_refused (peers_t *self, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    s_refused_v (self, fmt, ap);
+    va_end (ap);
+}
+
+void
+peers_refused_key (peers_t *self, const char *socket, const char *key, int64_t now,
+                   const char *fmt, ...)
+{
+    if (!self->refusals && (self->refusals = zhashx_new ()))
+        zhashx_set_destructor (self->refusals, s_free_item);
+    char slot[128];  // as its summary names it
+    snprintf (slot, sizeof slot, "%s: key %s", socket, key);
+    s_refusal_t *seen = self->refusals ? zhashx_lookup (self->refusals, slot) : NULL;
+    if (seen) {
+        seen->count++;
+        seen->last_ns = now;
+        return;
+    }
+    // A key not followed yet (or no room to follow it: logged as any
+    // refusal, within the lines a second).
+    if (self->refusals && zhashx_size (self->refusals) < REFUSED_KEYS_MAX
+        && (seen = calloc (1, sizeof *seen))) {
+        seen->logged_ns = seen->last_ns = now;
+        zhashx_insert (self->refusals, slot, seen);
+    }
+    va_list ap;
+    va_start (ap, fmt);
+    s_refused_v (self, fmt, ap);
+    va_end (ap);
+}
+
+void
+peers_tick (peers_t *self, int64_t now)
+{
+    if (!self->refusals || zhashx_size (self->refusals) == 0)
+        return;
+    zlistx_t *quiet = zlistx_new ();
+    for (s_refusal_t *seen = zhashx_first (self->refusals); seen;
+         seen = zhashx_next (self->refusals)) {
+        const char *slot = zhashx_cursor (self->refusals);
+        if (seen->count > 0 && now - seen->logged_ns >= REFUSED_SUMMARY_NS) {
+            char line[256];
+            snprintf (line, sizeof line, "%s: %lld more message(s) refused in the last %lld s",
+                      slot, (long long) seen->count,
+                      (long long) ((now - seen->logged_ns + 500000000) / 1000000000));
+            s_refused_line (self, line);
+            seen->count = 0;
+            seen->logged_ns = now;
+        }
+        else if (seen->count == 0 && now - seen->last_ns >= REFUSED_FORGET_NS && quiet)
+            zlistx_add_end (quiet, (void *) slot);
+    }
+    // Deleted once the walk is over (a delete would end it).
+    for (const char *slot = quiet ? zlistx_first (quiet) : NULL; slot; slot = zlistx_next (quiet))
+        zhashx_delete (self->refusals, slot);
+    zlistx_destroy (&quiet);
 }
 
 int

@@ -10,6 +10,7 @@
 #include "common/config.h"
 
 #include <czmq.h>
+#include <stdint.h>
 
 typedef struct _peers_t peers_t;
 
@@ -47,5 +48,18 @@ void peers_recheck (peers_t *self);
 // counted and summed up in the next line logged): a flood of forged
 // messages must not flood the log.
 void peers_refused (peers_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// Logs a message of the CURVE key 'key' (Z85) refused on 'socket' at
+// 'now': its first refusal there in full ('fmt', which should name the key
+// and say what to do), the later ones only counted and summed up by
+// peers_tick, at most once a minute per key and socket ("work: key K: N
+// more message(s) refused in the last 60 s"). A key quiet for ten minutes
+// is forgotten: its next refusal is logged in full again. At most 1024
+// keys are followed at once (beyond them, as peers_refused); every line
+// counts against peers_refused's 20 a second.
+void peers_refused_key (peers_t *self, const char *socket, const char *key, int64_t now,
+                        const char *fmt, ...) __attribute__ ((format (printf, 5, 6)));
+// The summaries of refused keys due at 'now', and keys quiet for ten
+// minutes forgotten. The broker calls it on its heartbeat.
+void peers_tick (peers_t *self, int64_t now);
 
 #endif

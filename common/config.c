@@ -38,7 +38,8 @@ typedef enum {
     KIND_RULED_INT,     // an integer checked by the rules of its section
     KIND_IO_SIZE,       // a size from 64 KiB to 64 MiB (4M)
     KIND_SPACE,         // a size or a percentage (10%, 50G)
-    KIND_OPT_PATH       // a path or "" (nothing)
+    KIND_OPT_PATH,      // a path or "" (nothing)
+    KIND_DURATION       // off, or a count of s, min, h or d (30d), kept in seconds
 } s_kind_t;
 
 typedef struct {
@@ -79,6 +80,8 @@ static const s_key_t s_keys[] = {
     INT (broker, max_attempts, 1, 100),
     TEXT (broker, store_fields, KIND_STORE_FIELDS),
     INT (broker, task_deadline_ms, 0, 86400000),
+    INT (broker, deadline_floor_ms, 100, 86400000),
+    TEXT (broker, forget_agents_after, KIND_DURATION),
     INT (broker, max_agents, 1, 1000000),
     INT (broker, stats_ms, 0, 600000),
     TEXT (watcher, root, KIND_PATH),
@@ -215,6 +218,31 @@ s_parse_long (const char *text, long *out)
     return errno == ERANGE ? -2 : 0;
 }
 
+#define DURATION_MAX_S (3650L * 86400)  // ten years: longer is a typo
+
+// A duration: off or 0, or a whole count of s, min, h or d ("30d"); its
+// seconds, or -1 if it is none of these or longer than DURATION_MAX_S.
+static long
+s_parse_duration (const char *text)
+{
+    static const struct {
+        const char *unit;
+        long seconds;
+    } units[] = {{"s", 1}, {"min", 60}, {"h", 3600}, {"d", 86400}};
+    if (strcmp (text, "off") == 0 || strcmp (text, "0") == 0)
+        return 0;
+    const char *p = text;
+    while (isdigit ((unsigned char) *p) && p - text < 10)
+        p++;
+    if (p == text || isdigit ((unsigned char) *p))
+        return -1;
+    long n = strtol (text, NULL, 10);
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp (p, units[i].unit) == 0)
+            return n * units[i].seconds <= DURATION_MAX_S ? n * units[i].seconds : -1;
+    return -1;
+}
+
 static int
 s_endpoint_ok (const char *value)
 {
@@ -325,6 +353,17 @@ s_set_number (s_load_t *load, config_t *cfg, const s_key_t *key, const char *val
                        shown, sec, name, file);
     }
 
+    case KIND_DURATION: {
+        long seconds = s_parse_duration (value);
+        if (seconds < 0)
+            return s_fail (load,
+                           "value '%s' of '%s/%s' in '%s' is not valid: expected off, or a whole "
+                           "number of s, min, h or d such as 30d or 12h (at most 3650d)",
+                           shown, sec, name, file);
+        *s_int (cfg, key) = (int) seconds;
+        return 0;
+    }
+
     default:
         return -1;
     }
@@ -376,6 +415,7 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
     case KIND_INT:
     case KIND_BOOL:
     case KIND_STORE_FIELDS:
+    case KIND_DURATION:
         return s_set_number (load, cfg, key, value, shown);
 
     case KIND_CHOICE:
@@ -780,6 +820,8 @@ config_init (config_t *cfg)
     cfg->broker.max_attempts = 3;
     snprintf (cfg->broker.store_fields, sizeof cfg->broker.store_fields, "all");
     cfg->broker.task_deadline_ms = 0;
+    cfg->broker.deadline_floor_ms = 30000;
+    cfg->broker.forget_agents_after = 30 * 86400;
     cfg->broker.max_agents = 1000;
     cfg->broker.stats_ms = 1000;
     snprintf (cfg->calibration.y_axis, sizeof cfg->calibration.y_axis, "up");

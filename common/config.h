@@ -25,7 +25,10 @@ typedef struct {
         int max_attempts;             // attempts before a pair is failed (3)
         char store_fields[32];        // all | none | every N (all)
         int task_deadline_ms;         // a task out longer is requeued elsewhere (0: automatic,
-                                      // 10x the agent's median compute, at least 30 s)
+                                      // 10x the median compute of the agent, else of the
+                                      // experiment, at least deadline_floor_ms)
+        int deadline_floor_ms;        // the automatic deadline's least (30000)
+        int forget_agents_after;      // seconds an agent's row is kept unseen (30 d; 0: ever)
         int max_agents;               // agent records kept at once (1000)
         int stats_ms;                 // run statistics checkpoint interval (1000; 0: only at
                                       // a clean stop and on 'stats')

@@ -84,6 +84,8 @@ typedef enum {
     S_AGENT_GET,
     S_AGENT_PUT,
     S_AGENT_SEEN,
+    S_AGENTS_UNSEEN,
+    S_AGENTS_FORGET,
     S_SETTING_PUT,
     S_SETTING_DELETE,
     S_SETTINGS,

@@ -397,6 +397,8 @@ static const char *s_sql[S_NSTMTS] = {
                     " last_seen_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (name) DO UPDATE"
                     " SET host = ?2, cores = ?3, capabilities = ?4, last_seen_ns = ?5",
     [S_AGENT_SEEN] = "UPDATE agents SET last_seen_ns = ?2 WHERE name = ?1",
+    [S_AGENTS_UNSEEN] = "SELECT name FROM agents WHERE last_seen_ns < ?1 ORDER BY name",
+    [S_AGENTS_FORGET] = "DELETE FROM agents WHERE last_seen_ns < ?1",
     [S_SETTING_PUT] = "INSERT INTO settings (experiment, key, value, changed_ns)"
                       " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (experiment, key) DO UPDATE"
                       " SET value = ?3, changed_ns = ?4",

@@ -264,6 +264,17 @@ int store_counts (store_t *self, store_counts_fn *fn, void *arg);
 // Agents: seen (insert or update host, cores, capabilities, last seen).
 int store_agent_seen (store_t *self, const char *agent, const char *host, int cores,
                       const char *capabilities, int64_t now_ns);
+// Agent 'agent' is still there (connected: its heartbeats write nothing):
+// its last seen moves to now_ns; a name without a row changes nothing. 0,
+// or -1 with the error.
+int store_agent_touch (store_t *self, const char *agent, int64_t now_ns);
+// Forgets the agents last seen before 'before_ns': their rows go (the
+// attempts and results they made keep their names), with one
+// 'agents-forgotten' event naming them. Their names, quoted and
+// comma-separated, in 'names' (cut to its size with "..."; "" when none).
+// Returns how many went, or -1 with the error (none went).
+int store_agents_forget (store_t *self, int64_t before_ns, int64_t now_ns, char *names,
+                         size_t size);
 
 // Appends an event to the log (kinds: "file", "pair", "dispatch", "result",
 // "failure", "requeue", "agent", "setting", ...; payload free text, usually

@@ -875,6 +875,75 @@ store_agent_seen (store_t *self, const char *agent, const char *host, int cores,
     return st_write_end (self);
 }
 
+int
+store_agent_touch (store_t *self, const char *agent, int64_t now_ns)
+{
+    if (st_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_AGENT_SEEN];
+    sqlite3_bind_text (stmt, 1, agent, -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 2, now_ns);
+    int rc = st_exec (self, stmt);
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot record agent '%s' as seen", agent);
+    if (!self->call_dirty) {
+        st_write_nothing (self);  // no row: no write lock held for it
+        return 0;
+    }
+    return st_write_end (self);
+}
+
+#define S_NAMES_MAX 2048  // bytes of the names an 'agents-forgotten' event lists
+
+int
+store_agents_forget (store_t *self, int64_t before_ns, int64_t now_ns, char *names, size_t size)
+{
+    // Listed first, outside the write: an hourly look that finds nobody
+    // takes no write lock. The broker is the only writer, so the rows
+    // deleted next are these.
+    char list[S_NAMES_MAX] = "";
+    size_t used = 0;
+    int count = 0, shown = 0, rc;
+    sqlite3_stmt *stmt = self->stmts[S_AGENTS_UNSEEN];
+    sqlite3_bind_int64 (stmt, 1, before_ns);
+    while ((rc = st_step (self, stmt)) == SQLITE_ROW) {
+        const char *name = st_column_text (stmt, 0);
+        size_t len = strlen (name ? name : "");
+        // Room kept for the count of those left out (" and 1000000 more").
+        if (shown == count && used + len + 4 + 24 < sizeof list) {
+            used += (size_t) snprintf (list + used, sizeof list - used, "%s'%s'",
+                                       count ? ", " : "", name ? name : "");
+            shown++;
+        }
+        count++;
+    }
+    sqlite3_reset (stmt);
+    if (rc != SQLITE_DONE)
+        return st_fail_read (self, rc, "cannot list the agents not seen since %" PRId64,
+                             before_ns);
+    if (shown < count)
+        snprintf (list + used, sizeof list - used, " and %d more", count - shown);
+    if (names && size)
+        snprintf (names, size, "%s", list);
+    if (names && size > 4 && strlen (list) >= size)
+        memcpy (names + size - 4, "...", 4);
+    if (count == 0)
+        return 0;
+    if (st_write_begin (self))
+        return -1;
+    stmt = self->stmts[S_AGENTS_FORGET];
+    sqlite3_bind_int64 (stmt, 1, before_ns);
+    rc = st_exec (self, stmt);
+    if (rc == SQLITE_DONE)
+        st_event (self, &rc, "agents-forgotten", 0, 0, now_ns, "count=%d agents=%s", count,
+                  list);
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot forget %d agent(s) not seen since %" PRId64, count,
+                        before_ns);
+    st_write_end (self);
+    return count;
+}
+
 int64_t
 store_event (store_t *self, const char *kind, int64_t experiment, int64_t pair,
              const char *payload, int64_t now_ns)

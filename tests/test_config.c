@@ -77,6 +77,21 @@ s_refused (const char *text, const char *expected_fmt)
                    "a refused file left values behind");
 }
 
+// Each of the n values of 'section/key' (quoted in the file) must be
+// refused with "value 'V' of 'section/key' in '<file>' <why>".
+static void
+s_refused_values (const char *section, const char *key, const char *const *values, size_t n,
+                  const char *why)
+{
+    for (size_t i = 0; i < n; i++) {
+        char text[256], expected[1024];
+        snprintf (text, sizeof text, "%s\n    %s = \"%s\"\n", section, key, values[i]);
+        snprintf (expected, sizeof expected, "value '%s' of '%s/%s' in '%%s' %s", values[i],
+                  section, key, why);
+        s_refused (text, expected);
+    }
+}
+
 // Asserts that path is <dir>/<name> once both are resolved: dir exists,
 // name need not.
 static void
@@ -155,6 +170,8 @@ static const struct {
     {"broker", "heartbeat_ms", offsetof (config_t, broker.heartbeat_ms), 10, 60000},
     {"broker", "liveness", offsetof (config_t, broker.liveness), 1, 100},
     {"broker", "max_attempts", offsetof (config_t, broker.max_attempts), 1, 100},
+    {"broker", "deadline_floor_ms", offsetof (config_t, broker.deadline_floor_ms), 100,
+     86400000},
     {"watcher", "poll_ms", offsetof (config_t, watcher.poll_ms), 10, 60000},
     {"watcher", "resend_ms", offsetof (config_t, watcher.resend_ms), 10, 60000},
     {"watcher", "max_pending", offsetof (config_t, watcher.max_pending), 1, 10000000},
@@ -183,6 +200,8 @@ START_TEST (without_a_file_every_key_has_the_default_of_the_header)
     ck_assert_int_eq (cfg.broker.liveness, 3);
     ck_assert_int_eq (cfg.broker.max_attempts, 3);
     ck_assert_str_eq (cfg.broker.store_fields, "all");
+    ck_assert_int_eq (cfg.broker.deadline_floor_ms, 30000);
+    ck_assert_int_eq (cfg.broker.forget_agents_after, 30 * 86400);
     ck_assert_str_eq (cfg.watcher.root, "./data");
     ck_assert_str_eq (cfg.watcher.mode, "inotify");
     ck_assert_int_eq (cfg.watcher.poll_ms, 1000);
@@ -243,7 +262,8 @@ START_TEST (the_example_file_shows_every_key_with_a_comment_above_it)
     static const char *const keys[] = {
         "broker/ingest",     "broker/work",         "broker/control",     "broker/publish",
         "broker/store",      "broker/durability",   "broker/commit_ms",   "broker/heartbeat_ms",
-        "broker/liveness",   "broker/max_attempts", "broker/store_fields", "watcher/root",
+        "broker/liveness",   "broker/max_attempts", "broker/store_fields",
+        "broker/deadline_floor_ms", "broker/forget_agents_after", "watcher/root",
         "watcher/mode",      "watcher/poll_ms",     "watcher/ignore",     "watcher/resend_ms",
         "watcher/max_pending", "pairing/rule",      "pairing/a_suffix",   "pairing/b_suffix",
         "pairing/ignore_case", "pairing/extensions", "agent/threads",     "agent/results",
@@ -504,17 +524,10 @@ START_TEST (a_value_that_is_not_a_number_is_refused)
     s_refused ("broker\n    liveness = three\n",
                "value 'three' of 'broker/liveness' in '%s' is not a number: expected an integer "
                "from 1 to 100");
+    // Quoted, so that the spaces reach the parser of integers.
     static const char *const bad[] = {"", "3x", "3.0", "0x10", "+3", " 3", "3 4", "-", "1e2"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char text[128], expected[256];
-        // Quoted, so that the spaces reach the parser of integers.
-        snprintf (text, sizeof text, "piv\n    overlap = \"%s\"\n", bad[i]);
-        snprintf (expected, sizeof expected,
-                  "value '%s' of 'piv/overlap' in '%%s' is not a number: expected an integer "
-                  "from 0 to 87",
-                  bad[i]);
-        s_refused (text, expected);
-    }
+    s_refused_values ("piv", "overlap", bad, sizeof bad / sizeof bad[0],
+                      "is not a number: expected an integer from 0 to 87");
 }
 END_TEST
 
@@ -582,15 +595,30 @@ START_TEST (store_fields_is_all_none_or_every_n_with_n_at_least_1)
     ck_assert_str_eq (cfg.broker.store_fields, "every 250");
     static const char *const bad[] = {"every 0", "every", "every -2", "every x", "every10",
                                       "some", "every 5 days", "every 99999999999"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char text[128], expected[256];
-        snprintf (text, sizeof text, "broker\n    store_fields = %s\n", bad[i]);
-        snprintf (expected, sizeof expected,
-                  "value '%s' of 'broker/store_fields' in '%%s' is not valid: expected all, "
-                  "none or every N with N >= 1",
-                  bad[i]);
-        s_refused (text, expected);
+    s_refused_values ("broker", "store_fields", bad, sizeof bad / sizeof bad[0],
+                      "is not valid: expected all, none or every N with N >= 1");
+}
+END_TEST
+
+START_TEST (forget_agents_after_is_off_or_a_whole_number_of_s_min_h_or_d)
+{
+    config_t cfg;
+    static const struct {
+        const char *text;
+        int seconds;
+    } good[] = {{"30d", 30 * 86400}, {"12h", 43200}, {"90min", 5400}, {"2s", 2},
+                {"0", 0},          {"off", 0},     {"3650d", 3650 * 86400}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char text[128];
+        snprintf (text, sizeof text, "broker\n    forget_agents_after = %s\n", good[i].text);
+        s_loads (&cfg, text);
+        ck_assert_int_eq (cfg.broker.forget_agents_after, good[i].seconds);
     }
+    static const char *const bad[] = {"30",   "30 d", "3651d", "-1d",  "1.5d", "d",
+                                      "30m",  "30D",  "on",    "99999999999s", "1d2h"};
+    s_refused_values ("broker", "forget_agents_after", bad, sizeof bad / sizeof bad[0],
+                      "is not valid: expected off, or a whole number of s, min, h or d such as "
+                      "30d or 12h (at most 3650d)");
 }
 END_TEST
 
@@ -1049,6 +1077,7 @@ s_suite (void)
     tcase_add_test (refusals, a_value_outside_its_choices_is_refused_naming_them);
     tcase_add_test (refusals, booleans_are_0_1_true_false_yes_or_no);
     tcase_add_test (refusals, store_fields_is_all_none_or_every_n_with_n_at_least_1);
+    tcase_add_test (refusals, forget_agents_after_is_off_or_a_whole_number_of_s_min_h_or_d);
     tcase_add_test (refusals, passes_are_window_sizes_the_piv_core_accepts);
     tcase_add_test (refusals, endpoints_must_name_a_transport_and_an_address);
     tcase_add_test (refusals, a_string_too_long_for_its_key_is_refused);

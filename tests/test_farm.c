@@ -3,6 +3,7 @@
 // directory, camera files landing in an experiment directory, and the
 // faults the farm must survive: an agent, the broker, the watcher killed.
 
+#include "common/jdoc.h"
 #include "common/proto.h"
 #include "piv/field.h"
 #include "piv/image.h"
@@ -207,6 +208,71 @@ START_TEST (pivctl_status_shows_pairs_by_state_and_the_agents)
                     NULL};
     ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
     ck_assert_msg (strstr (out, "did not answer") && strstr (out, "/control"), "%s", out);
+}
+END_TEST
+
+START_TEST (an_agent_long_gone_is_forgotten_and_a_connected_one_kept_however_old_its_hello)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n",
+                          "    liveness = 3\n    forget_agents_after = 2s\n");
+    tu_farm_fake (&s_farm, 1, "f");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "old.log", "--id", "old");
+    tu_farm_land (&s_farm, "f", 1, 1, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 1, 60).done, 1);
+    ck_assert_int_eq (tu_stop (s_farm.agents[0], SIGTERM, 10), 0);
+    s_farm.agents[0] = 0;
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "live.log", "--id", "live");
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'live' on", 10000));
+    int64_t old = 1;
+    for (int i = 0; i < 100 && old != 0; i++) {
+        usleep (100000);
+        old = tu_farm_sql (&s_farm, "SELECT count(*) FROM agents WHERE name = 'old'");
+    }
+    ck_assert_int_eq (old, 0);
+    // Its HELLO, long past the age, is the last write of its row: it stays
+    // while it is connected.
+    usleep (3500000);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM agents WHERE name = 'live'"), 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM agents"), 1);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "forgot 1 agent(s) not seen for 2s (broker/forget_agents_after): "
+                                "'old'",
+                                0));
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind ="
+                                            " 'agents-forgotten' AND payload ="
+                                            " 'count=1 agents=''old'''"),
+                      1);
+    // What it did still names it; pivctl and the status page go on (the
+    // page shows the agents of the log's recent events too, as gone).
+    char *doer = tu_farm_sql_text (&s_farm, "SELECT agent FROM results");
+    ck_assert_str_eq (doer ? doer : "", "old");
+    free (doer);
+    char out[16384];
+    ck_assert_int_eq (s_pivctl ("agents", NULL, out, sizeof out), 0);
+    ck_assert_msg (strstr (out, "live") && !strstr (out, "old"), "%s", out);
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    setenv ("REQUEST_METHOD", "GET", 1);
+    setenv ("QUERY_STRING", "format=json", 1);
+    char *argv[] = {(char *) tu_bin ("pivfarm.cgi"), NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 0);
+    const char *body = strstr (out, "\r\n\r\n");
+    ck_assert_msg (strncmp (out, "Status: 200", 11) == 0 && body, "%.500s", out);
+    char err[256];
+    jdoc_t *page = jdoc_parse (body + 4, err, sizeof err);
+    ck_assert_msg (page != NULL, "%s: %.500s", err, body);
+    int listed = jdoc_length (page, "$.agents"), live = 0;
+    for (int i = 0; i < listed; i++) {
+        const char *id = jdoc_string (page, "$.agents[%d].id", i);
+        id = id ? id : "";
+        int alive = jdoc_bool (page, -1, "$.agents[%d].alive", i);
+        live += strcmp (id, "live") == 0 && alive == 1;
+        ck_assert_msg (strcmp (id, "old") != 0 || alive == 0, "%s", body);
+    }
+    ck_assert_msg (live == 1, "%s", body);
+    jdoc_destroy (&page);
 }
 END_TEST
 
@@ -1003,6 +1069,8 @@ main (void)
     tcase_add_test (tc, the_broker_killed_under_load_loses_nothing_and_records_nothing_twice);
     tcase_add_test (tc, files_added_while_the_watcher_is_down_are_processed_after_its_restart);
     tcase_add_test (tc, pivctl_status_shows_pairs_by_state_and_the_agents);
+    tcase_add_test (tc,
+                    an_agent_long_gone_is_forgotten_and_a_connected_one_kept_however_old_its_hello);
     tcase_add_test (tc, a_polling_watcher_finds_files_a_network_mount_hides_from_inotify);
     tcase_add_test (tc, hidden_and_temporary_files_are_never_reported);
     tcase_add_test (tc, a_bad_pair_fails_after_three_attempts_with_its_reason);

@@ -478,6 +478,24 @@ s_processor (const char *name, const char *text)
     return processor;
 }
 
+// The farm of the deadline runs: agents a1 and a2 of one thread each with
+// the exec processor 'name' (its script 'text'), 'line' added to the
+// broker's section, n placeholder pairs landed.
+static void
+s_start_exec_farm (const char *name, const char *text, const char *line, int n)
+{
+    char with[256];
+    snprintf (with, sizeof with, "    liveness = 3\n%s", line);
+    tu_farm_conf (&s_farm, s_processor (name, text), 1, "32,16", "");
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", with);
+    tu_farm_fake (&s_farm, n, "f");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "a2");
+    tu_farm_land (&s_farm, "f", 1, n, 0);
+}
+
 START_TEST (a_task_past_its_deadline_is_done_by_another_agent_and_its_holder_kept)
 {
     // Hangs on pair 2 the first time (its agent heartbeats on) until
@@ -488,15 +506,7 @@ START_TEST (a_task_past_its_deadline_is_done_by_another_agent_and_its_holder_kep
               "  if mkdir %s/hung 2>/dev/null; then\n"
               "    while [ ! -e %s/release ]; do sleep 0.1; done\n  fi;;\nesac\n",
               s_farm.dir, s_farm.dir);
-    tu_farm_conf (&s_farm, s_processor ("hang.sh", text), 1, "32,16", "");
-    tu_farm_conf_replace (&s_farm, "    liveness = 3\n",
-                          "    liveness = 3\n    task_deadline_ms = 2000\n");
-    tu_farm_fake (&s_farm, 4, "f");
-    tu_farm_start_broker (&s_farm);
-    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
-    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
-    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "a2");
-    tu_farm_land (&s_farm, "f", 1, 4, 0);
+    s_start_exec_farm ("hang.sh", text, "    task_deadline_ms = 2000\n", 4);
     tu_counts_t c = tu_farm_wait_done (&s_farm, 4, 60);
     ck_assert_msg (c.done == 4 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
                    (long long) c.failed);
@@ -523,6 +533,52 @@ START_TEST (a_task_past_its_deadline_is_done_by_another_agent_and_its_holder_kep
     ck_assert_int_eq (dup, 1);
     ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 4);
     free (hung);
+    free (doer);
+}
+END_TEST
+
+START_TEST (a_silent_agent_s_first_task_moves_once_the_floor_has_passed_when_others_are_quick)
+{
+    // The first task of all hangs (its agent heartbeats on, one thread:
+    // silent from then on); every other takes 100 ms. The task went out
+    // before anybody had a result, when its deadline could only be a guess
+    // (10 minutes); the others' results set it to the floor.
+    char text[2048];
+    snprintf (text, sizeof text,
+              "#!/bin/sh\nif mkdir %s/hung 2>/dev/null; then\n"
+              "  while [ -d %s ] && [ ! -e %s/release ]; do sleep 0.1; done\n"
+              "else\n  sleep 0.1\nfi\n",
+              s_farm.dir, s_farm.dir, s_farm.dir);
+    s_start_exec_farm ("silent.sh", text, "    deadline_floor_ms = 2000\n", 6);
+    // Well before the 10 minutes it took: the floor, a heartbeat, the pair.
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 6, 30);
+    ck_assert_msg (c.done == 6 && c.failed == 0, "done %lld failed %lld after 30 s",
+                   (long long) c.done, (long long) c.failed);
+    char *silent = tu_farm_sql_text (&s_farm, "SELECT agent FROM attempts WHERE outcome ="
+                                              " 'requeued' AND error LIKE 'deadline of 2 s%%'");
+    ck_assert_ptr_nonnull (silent);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM attempts"
+                                            " WHERE outcome = 'requeued'"),
+                      1);
+    char *doer = tu_farm_sql_text (&s_farm, "SELECT r.agent FROM results r JOIN attempts a"
+                                            " ON a.pair = r.pair WHERE a.outcome = 'requeued'");
+    ck_assert_msg (doer && strcmp (doer, silent) != 0, "done by '%s', silent: '%s'",
+                   doer ? doer : "?", silent);
+    // Moved within the floor and a heartbeat (and a commit) of its dispatch.
+    int64_t moved_ms = tu_farm_sql (&s_farm, "SELECT (finished_ns - dispatched_ns) / 1000000"
+                                             " FROM attempts WHERE outcome = 'requeued'");
+    int64_t done_ms = tu_farm_sql (&s_farm, "SELECT (r.recorded_ns - a.dispatched_ns) / 1000000"
+                                            " FROM results r JOIN attempts a ON a.pair = r.pair"
+                                            " WHERE a.outcome = 'requeued'");
+    ck_assert_msg (moved_ms >= 2000 && moved_ms < 2000 + 5000, "moved after %lld ms",
+                   (long long) moved_ms);
+    ck_assert (!tu_farm_log_has (&s_farm, "broker.log", "presumed dead", 0));
+    ck_assert (tu_alive (s_farm.agents[0]) && tu_alive (s_farm.agents[1]));
+    printf ("figures: silent-agent pairs=6 floor=2s heartbeat=0.2s others=0.1s/pair "
+            "moved_after=%.1fs done_after=%.1fs (10 min before)\n",
+            moved_ms / 1e3, done_ms / 1e3);
+    tu_spit (tu_path (s_farm.dir, "release"), "", 0);
+    free (silent);
     free (doer);
 }
 END_TEST
@@ -797,6 +853,8 @@ main (void)
     tcase_add_test (tc, its_wal_deleted_under_a_running_broker_is_saved_and_loses_nothing);
     tcase_add_test (tc, the_store_replaced_under_a_running_broker_is_saved_and_loses_nothing);
     tcase_add_test (tc, a_store_locked_by_another_process_stops_nothing_and_loses_nothing);
+    tcase_add_test (
+        tc, a_silent_agent_s_first_task_moves_once_the_floor_has_passed_when_others_are_quick);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -4,11 +4,13 @@
 // may change things, and what a client with the wrong broker key hears;
 // then the limits a watcher and an agent keep (max_pending, max_pixels).
 
-#include "common/proto.h"
+#include "broker/peers.h"
 #include "common/jdoc.h"
+#include "common/proto.h"
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,6 +332,154 @@ START_TEST (a_revoked_key_is_refused_on_its_open_connection)
 }
 END_TEST
 
+// The Z85 public key of keys/<name>.cert, in key (41 bytes).
+static void
+s_public_key (const char *name, char *key)
+{
+    char path[4096];
+    snprintf (path, sizeof path, "%s/keys/%s.cert", s_farm.dir, name);
+    zcert_t *cert = zcert_load (path);
+    ck_assert_msg (cert != NULL, "cannot read '%s'", path);
+    snprintf (key, 41, "%s", zcert_public_txt (cert));
+    zcert_destroy (&cert);
+}
+
+// Lines of <dir>/<log> holding 'text'.
+static int
+s_log_lines (const char *log, const char *text)
+{
+    char *all = tu_slurp (tu_path (s_farm.dir, log), NULL);
+    int n = 0;
+    for (char *line = all ? strtok (all, "\n") : NULL; line; line = strtok (NULL, "\n"))
+        n += strstr (line, text) != NULL;
+    free (all);
+    return n;
+}
+
+START_TEST (a_revoked_agent_key_that_keeps_trying_is_logged_once_and_the_farm_goes_on)
+{
+    s_start_secure_farm ();
+    // A second agent key, 'other', whose agent heartbeats on its open
+    // connection for 10 s before it gives up on the broker.
+    s_authorise ("other", "certs/clients/agents");
+    s_conf ("revoked", "other", NULL);
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 50\n");
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "revoked.log", "--id", "a2");
+    s_use ("agent");
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'a2' on", 10000));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'a1' on", 10000));
+    char key[41];
+    s_public_key ("other", key);
+    ck_assert (unlink (tu_path (s_farm.dir, "certs/clients/agents/other.cert")) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "has a key no longer admitted", 10000));
+    // Pairs meanwhile: the good agent does them all.
+    tu_farm_render (&s_farm, 3, "run");
+    tu_farm_land (&s_farm, "run", 1, 3, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 3, 60).done, 3);
+    usleep (4000000);  // 20 heartbeats of the revoked agent, each refused
+    ck_assert (tu_alive (s_farm.agents[1]));
+    ck_assert (tu_alive (s_farm.broker));
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results WHERE agent = 'a1'"), 3);
+    // Once, naming the key and what to do; a summary at most once a minute.
+    int lines = s_log_lines ("broker.log", key);
+    ck_assert_msg (lines == 1, "%d lines name key %s", lines, key);
+    char said[512];
+    snprintf (said, sizeof said, "from key %s refused: not an agent's key (clients/agents/)",
+              key);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", said, 0));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "put its certificate there if it should work, else stop the "
+                                "agent that uses it",
+                                0));
+}
+END_TEST
+
+// Runs fn with the log (stderr) going to a file; returns what it wrote
+// (the caller frees it).
+static char *
+s_logged (void (*fn) (peers_t *), peers_t *peers)
+{
+    const char *path = tu_path (s_farm.dir, "captured.log");
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0644), saved = dup (2);
+    ck_assert (fd >= 0 && saved >= 0);
+    dup2 (fd, 2);
+    fn (peers);
+    dup2 (saved, 2);
+    close (saved);
+    close (fd);
+    char *text = tu_slurp (path, NULL);
+    ck_assert (text != NULL);
+    return text;
+}
+
+#define S_T0 (1000 * 1000000000LL)
+#define S_SECOND 1000000000LL
+
+// A message of 'key' refused on work, 'seconds' after S_T0.
+static void
+s_refuse (peers_t *peers, const char *key, double seconds)
+{
+    peers_refused_key (peers, "work", key, S_T0 + (int64_t) (seconds * S_SECOND),
+                       "work: from key %s refused", key);
+}
+
+static void
+s_first_minute (peers_t *peers)
+{
+    for (int i = 0; i <= 240; i++)
+        s_refuse (peers, "KEY1", i / 4.0);
+    peers_tick (peers, S_T0 + 59 * S_SECOND);
+}
+
+static void
+s_minute_over (peers_t *peers)
+{
+    peers_tick (peers, S_T0 + 60 * S_SECOND);
+    peers_tick (peers, S_T0 + 61 * S_SECOND);  // nothing new
+    // The same key on another socket, and another key, are their own.
+    peers_refused_key (peers, "ingest", "KEY1", S_T0 + 61 * S_SECOND,
+                       "ingest: from key %s refused", "KEY1");
+    s_refuse (peers, "KEY2", 62);
+    s_refuse (peers, "KEY1", 70);
+    peers_tick (peers, S_T0 + 100 * S_SECOND);  // KEY1's next line is due at 120 s
+}
+
+static void
+s_later (peers_t *peers)
+{
+    peers_tick (peers, S_T0 + 120 * S_SECOND);
+    // Quiet for ten minutes: forgotten, and said in full when it is back.
+    peers_tick (peers, S_T0 + 731 * S_SECOND);
+    s_refuse (peers, "KEY1", 732);
+}
+
+START_TEST (a_refused_key_is_logged_once_then_summed_up_at_most_once_a_minute)
+{
+    peers_t *peers = peers_new ();
+    ck_assert (peers != NULL);
+    char *text = s_logged (s_first_minute, peers);
+    ck_assert_msg (strstr (text, "work: from key KEY1 refused\n") && !strstr (text, "more"), "%s",
+                   text);
+    ck_assert_msg (strchr (text, '\n') == text + strlen (text) - 1, "%s", text);
+    free (text);
+    text = s_logged (s_minute_over, peers);
+    ck_assert_msg (strstr (text, "work: key KEY1: 240 more message(s) refused in the last 60 s\n")
+                       && strstr (text, "ingest: from key KEY1 refused\n")
+                       && strstr (text, "work: from key KEY2 refused\n"),
+                   "%s", text);
+    ck_assert_msg (!strstr (strstr (text, "KEY2"), "KEY1"), "%s", text);
+    free (text);
+    text = s_logged (s_later, peers);
+    ck_assert_msg (strstr (text, "work: key KEY1: 1 more message(s) refused in the last 60 s\n")
+                       && strstr (text, "work: from key KEY1 refused\n")
+                       && !strstr (text, "KEY2"),
+                   "%s", text);
+    free (text);
+    peers_destroy (&peers);
+}
+END_TEST
+
 START_TEST (a_client_with_the_wrong_broker_key_times_out_saying_why)
 {
     s_start_secure_farm ();
@@ -537,6 +687,9 @@ s_suite (void)
     tcase_add_test (farm, with_curve_off_no_key_is_needed_and_anyone_may_change_things);
     tcase_add_test (farm, each_key_may_use_only_the_socket_of_its_role);
     tcase_add_test (farm, a_revoked_key_is_refused_on_its_open_connection);
+    tcase_add_test (farm,
+                    a_revoked_agent_key_that_keeps_trying_is_logged_once_and_the_farm_goes_on);
+    tcase_add_test (farm, a_refused_key_is_logged_once_then_summed_up_at_most_once_a_minute);
     suite_add_tcase (suite, farm);
     TCase *limits = tcase_create ("limits");
     tcase_set_timeout (limits, 180);

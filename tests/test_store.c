@@ -177,7 +177,7 @@ s_pairs (store_t *store, store_state_t state)
 typedef struct {
     int n;
     int64_t id[T_MAX], ts[T_MAX], experiment[T_MAX], pair[T_MAX];
-    char kind[T_MAX][16], payload[T_MAX][160];
+    char kind[T_MAX][24], payload[T_MAX][160];
 } s_events_t;
 
 static int
@@ -191,7 +191,7 @@ s_events_fn (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t exp
     events->ts[k] = ts_ns;
     events->experiment[k] = experiment;
     events->pair[k] = pair;
-    snprintf (events->kind[k], 16, "%s", kind);
+    snprintf (events->kind[k], sizeof events->kind[k], "%s", kind);
     snprintf (events->payload[k], 160, "%s", payload);
     return 0;
 }
@@ -783,6 +783,72 @@ START_TEST (agents_are_logged_when_new_or_changed)
     char seen[256] = "";
     ck_assert_int_eq (store_agents (store, s_agent_line, seen), 2);
     ck_assert_str_eq (seen, "agent-0 node2 2 noop 10 10;agent-a node1 16 piv 0 9;");
+    store_destroy (&store);
+}
+END_TEST
+
+static const char *s_sql_text (const char *sql);
+
+START_TEST (agents_long_gone_are_forgotten_and_their_attempts_keep_their_names)
+{
+    store_t *store = s_open ();
+    int64_t experiment = s_experiment (store, "run1");
+    int64_t pair = s_pair (store, experiment, "f001", 2 * T_MS);
+    ck_assert_int_eq (store_agent_seen (store, "gone", "node1", 8, "piv", 1 * T_MS), 0);
+    ck_assert_int_eq (store_agent_seen (store, "gone, too", "node2", 8, "piv", 2 * T_MS), 0);
+    ck_assert_int_eq (store_agent_seen (store, "connected", "node3", 8, "piv", 3 * T_MS), 0);
+    ck_assert_int_eq (store_agent_seen (store, "recent", "node4", 8, "piv", 9 * T_MS), 0);
+    int recorded = 0;
+    store_result_t r = s_result (NULL, 0);
+    ck_assert_int_eq (store_pair_result (store, pair, s_dispatch (store, pair, "gone"), "gone", &r,
+                                         11 * T_MS, &recorded),
+                      0);
+    // 'connected' said HELLO long ago and heartbeats: the broker says so
+    // before it forgets. A name without a row changes nothing.
+    ck_assert_int_eq (store_agent_touch (store, "connected", 20 * T_MS), 0);
+    ck_assert_int_eq (store_agent_touch (store, "never recorded", 20 * T_MS), 0);
+    s_commit (store);
+
+    char names[64] = "?";
+    ck_assert_int_eq (store_agents_forget (store, 8 * T_MS, 21 * T_MS, names, sizeof names), 2);
+    ck_assert_str_eq (names, "'gone', 'gone, too'");
+    ck_assert_str_eq (s_last_payload (store, "agents-forgotten"),
+                      "count=2 agents='gone', 'gone, too'");
+    s_commit (store);
+    char seen[256] = "";
+    ck_assert_int_eq (store_agents (store, s_agent_line, seen), 2);
+    ck_assert_str_eq (seen, "connected node3 8 piv 3 20;recent node4 8 piv 9 9;");
+    // What it did still names it.
+    char agent[64] = "";
+    ck_assert_int_eq (store_attempt_agent (store, pair, 1, agent, sizeof agent), 1);
+    ck_assert_str_eq (agent, "gone");
+
+    // Nobody to forget: no event, nothing written (no write lock taken).
+    ck_assert_int_eq (store_agents_forget (store, 8 * T_MS, 22 * T_MS, names, sizeof names), 0);
+    ck_assert_str_eq (names, "");
+    ck_assert_int_eq (store_uncommitted (store), 0);
+    ck_assert_int_eq (s_count_kind (store, "agents-forgotten"), 1);
+
+    // Many: the names are cut, the count is whole.
+    for (int i = 0; i < 300; i++) {
+        char name[64];
+        snprintf (name, sizeof name, "node-%03d.cluster.example.org", i);
+        ck_assert_int_eq (store_agent_seen (store, name, "h", 1, "piv", 30 * T_MS), 0);
+    }
+    ck_assert_int_eq (store_agents_forget (store, 31 * T_MS, 32 * T_MS, names, sizeof names), 302);
+    ck_assert_str_eq (names, "'connected', 'node-000.cluster.example.org', 'node-001.clust...");
+    const char *payload = s_last_payload (store, "agents-forgotten");
+    ck_assert_msg (strncmp (payload, "count=302 agents='connected', 'node-000.cluster.example.org'",
+                            60) == 0,
+                   "%s", payload);
+    s_commit (store);
+    ck_assert_int_eq (store_agents (store, s_agent_line, seen), 0);
+    // The event's list is bounded too, the rest counted.
+    const char *all = s_sql_text ("SELECT payload FROM events WHERE kind = 'agents-forgotten'"
+                                  " ORDER BY id DESC LIMIT 1");
+    size_t len = strlen (all);
+    ck_assert_msg (len < 2100 && strstr (all, "' and ") && strcmp (all + len - 5, " more") == 0,
+                   "%s", all);
     store_destroy (&store);
 }
 END_TEST
@@ -2972,6 +3038,7 @@ s_suite (void)
     tcase_add_test (pairs, a_changed_file_retries_its_failed_pair_and_keeps_a_done_one);
     tcase_add_test (pairs, store_requeues_tasks_of_a_dead_agent);
     tcase_add_test (pairs, agents_are_logged_when_new_or_changed);
+    tcase_add_test (pairs, agents_long_gone_are_forgotten_and_their_attempts_keep_their_names);
     suite_add_tcase (suite, pairs);
 
     TCase *faults = tcase_create ("faults");
