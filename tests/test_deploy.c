@@ -1207,6 +1207,9 @@ s_suite (void)
     tcase_add_test (docs, the_dashboard_of_a_fresh_tree_shows_no_store_yet_rather_than_503);
     tcase_add_test (docs, the_readme_and_pivctl_md_commands_run_as_written_on_a_fresh_tree);
     TCase *checks = s_tcase (suite, "deploy-checks");
+    // Two installs over stand-in hosts each: seconds, more on a loaded machine
+    // (Check's default of 4 s expired once while other suites ran).
+    tcase_set_timeout (checks, 60);
     tcase_add_test (checks, install_refuses_hosts_whose_user_pivfarm_has_other_ids_and_copies_nothing);
     tcase_add_test (checks, install_refuses_a_host_missing_runtime_packages_with_the_list_and_apt_get_line);
     return suite;
