@@ -478,6 +478,20 @@ START_TEST (names_the_farm_takes_open_on_the_page_in_pivctl_and_in_exports)
                       "'exp' is not an experiment's name: a '/' in a single name");
     jdoc_destroy (&doc);
 
+    // The metrics label each, escaped as the exposition format asks (\ and ").
+    ck_assert_int_eq (s_cgi ("format=prometheus", out, size), 200);
+    for (int i = 0; i < S_ODD_NAMES; i++) {
+        char series[1024];
+        size_t n = (size_t) snprintf (series, sizeof series, "\npivfarm_pairs{experiment=\"");
+        for (const char *c = s_odd_names[i]; *c && n + 8 < sizeof series; c++) {
+            if (*c == '"' || *c == '\\')
+                series[n++] = '\\';
+            series[n++] = *c;
+        }
+        snprintf (series + n, sizeof series - n, "\",state=\"done\"} 1\n");
+        ck_assert_msg (strstr (s_body (out), series), "no %s", series);
+    }
+
     // pivctl: status, pairs and an export of each, the name given as a
     // shell gives a quoted word.
     for (int i = 0; i < S_ODD_NAMES; i++) {
@@ -627,8 +641,13 @@ START_TEST (a_path_over_path_max_is_refused_at_the_first_door_with_one_whole_lin
               length);
     ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", said, 5000), "no '%s' (watcher.log)",
                    said);
-    // One line, whole: the time, the program, the path's start and end, the reason.
+    // One line, whole: the time, the program, the path's start and end, the
+    // reason; once, though the file's events and the scan of its directory
+    // all find it.
     char *line = s_log_line ("watcher.log", said), start[4200];
+    char *all = tu_slurp (tu_path (s_farm.dir, "watcher.log"), NULL);
+    ck_assert (strstr (all, said) && !strstr (strstr (all, said) + 1, said));
+    free (all);
     snprintf (start, sizeof start, "pivfarm-watcher warning: '%s/data/exp1/d1xxx", s_farm.dir);
     ck_assert_msg (strlen (line) < 400 && strstr (line, start) && strstr (line, "...")
                        && strcmp (line + strlen (line) - strlen (said), said) == 0,

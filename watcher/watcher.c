@@ -29,6 +29,7 @@
 #define MAX_RESEND_MS 30000
 #define MAX_DEPTH 16          // directories below the root watched and scanned
 #define MAX_FILES 1000000     // files remembered (reported or candidates), at most
+#define MAX_SAID 10000        // paths left out (too deep, too long) remembered as said
 #define SETTLE_SLACK_MS 10    // settle checks of candidates due this close are batched
 
 // An event sent and not yet acknowledged.
@@ -77,6 +78,7 @@ struct _watcher_t {
     int timer;             // the settle timer of the candidates, -1 when none is armed
     uint64_t scan;         // poll mode: scans of the whole root started
     int full_logged;       // MAX_FILES reached is logged
+    zhashx_t *said;        // paths left out (too deep, too long) and logged: each said once
     zsock_t *broker;       // DEALER to the ingest socket
     proto_batch_t *out;    // FILE events of one wake-up, sent together (s_flush)
     zloop_t *loop;         // reactor
@@ -671,28 +673,43 @@ s_sweep (watcher_t *self)
 
 static int s_watch_dir (watcher_t *self, const char *path, int depth);
 
+// 1 the first time 'path' is left out, 0 after: a poll-mode scan, a
+// rescan or a second event finds it again, and one line says it once.
+static int
+s_first_time (watcher_t *self, const char *path)
+{
+    if (zhashx_lookup (self->said, path))
+        return 0;
+    if (zhashx_size (self->said) < MAX_SAID)
+        zhashx_insert (self->said, path, self);
+    return 1;
+}
+
 // Says that the directory 'path', 'depth' levels below the root, is
 // deeper than the watcher goes (MAX_DEPTH): one line, the limit named.
 static void
-s_too_deep (const char *path, int depth)
+s_too_deep (watcher_t *self, const char *path, int depth)
 {
     char shown[UTIL_SHOWN];
-    log_warning ("'%s' is %d directories below the root, over the %d the watcher descends "
-                 "(its depth limit): not watched, its files not reported",
-                 util_shorten (path, shown, sizeof shown), depth, MAX_DEPTH);
+    if (s_first_time (self, path))
+        log_warning ("'%s' is %d directories below the root, over the %d the watcher "
+                     "descends (its depth limit): not watched, its files not reported",
+                     util_shorten (path, shown, sizeof shown), depth, MAX_DEPTH);
 }
 
 // Says that dir/name is longer than a path may be: neither the watcher
 // nor an agent could open it by its path, so it is left out here, at the
 // first door, rather than recorded and never processed.
 static void
-s_too_long (const char *dir, const char *name)
+s_too_long (watcher_t *self, const char *dir, const char *name)
 {
     char whole[PATH_MAX + NAME_MAX + 2], shown[UTIL_SHOWN];
     snprintf (whole, sizeof whole, "%s/%s", dir, name);
-    log_warning ("'%s' is %zu bytes long, over the %d PATH_MAX allows: not watched nor reported",
-                 util_shorten (whole, shown, sizeof shown), strlen (dir) + 1 + strlen (name),
-                 PATH_MAX - 1);
+    if (s_first_time (self, whole))
+        log_warning ("'%s' is %zu bytes long, over the %d PATH_MAX allows: not watched nor "
+                     "reported",
+                     util_shorten (whole, shown, sizeof shown), strlen (dir) + 1 + strlen (name),
+                     PATH_MAX - 1);
 }
 
 // Walks 'path': every regular file below the root's own level goes to
@@ -715,7 +732,7 @@ s_scan (watcher_t *self, const char *path, int depth)
             continue;
         char child[PATH_MAX];
         if ((size_t) snprintf (child, sizeof child, "%s/%s", path, de->d_name) >= sizeof child) {
-            s_too_long (path, de->d_name);
+            s_too_long (self, path, de->d_name);
             continue;
         }
         struct stat st;
@@ -723,7 +740,7 @@ s_scan (watcher_t *self, const char *path, int depth)
             continue;
         if (S_ISDIR (st.st_mode)) {
             if (depth >= MAX_DEPTH) {  // symlinks are not followed; depth bounds the rest
-                s_too_deep (child, depth + 1);
+                s_too_deep (self, child, depth + 1);
                 continue;
             }
             if (!self->poll)
@@ -804,10 +821,8 @@ s_on_inotify (zloop_t *loop, zmq_pollitem_t *item, void *arg)
             continue;
         char path[PATH_MAX];
         if ((size_t) snprintf (path, sizeof path, "%s/%s", dir, ev->name) >= sizeof path) {
-            // Said once a file (when it is closed or moved in) or directory.
-            if ((ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
-                || ((ev->mask & IN_CREATE) && (ev->mask & IN_ISDIR)))
-                s_too_long (dir, ev->name);
+            if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                s_too_long (self, dir, ev->name);
             continue;
         }
         if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
@@ -822,7 +837,7 @@ s_on_inotify (zloop_t *loop, zmq_pollitem_t *item, void *arg)
             depth += *c == '/';
         if (S_ISDIR (st.st_mode) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
             if (depth > MAX_DEPTH) {
-                s_too_deep (path, depth);
+                s_too_deep (self, path, depth);
                 continue;
             }
             // Files may land before the watch is in place: scan it too.
@@ -1006,6 +1021,7 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     self->pending = zhashx_new ();
     self->backlog = zlistx_new ();
     self->waiting = zhashx_new ();
+    self->said = zhashx_new ();
     self->loop = zloop_new ();
     self->out = proto_batch_new ();
     if (!self->dirs || !self->tops || !self->known || !self->cands || !self->pending || !self->backlog || !self->waiting
@@ -1065,6 +1081,7 @@ watcher_destroy (watcher_t **self_p)
     zhashx_destroy (&self->pending);
     zlistx_destroy (&self->backlog);
     zhashx_destroy (&self->waiting);
+    zhashx_destroy (&self->said);
     free (self);
     *self_p = NULL;
 }
