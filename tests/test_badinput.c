@@ -511,6 +511,19 @@ START_TEST (names_the_farm_takes_open_on_the_page_in_pivctl_and_in_exports)
         snprintf (file, sizeof file, "%s/s_0001.txt", dir);
         ck_assert_msg (access (file, F_OK) == 0, "export '%s' wrote no '%s': %s", name, file, out);
     }
+    // A command line longer than a request may carry: said with its length
+    // and the limit (it was "cannot send '<the whole line>'"), exit 2.
+    char passes[5001];
+    memset (passes, '1', 5000);
+    passes[5000] = '\0';
+    char *replay[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "replay", "run(7)",
+                      "--passes", passes, NULL};
+    ck_assert_int_eq (tu_run (replay, out, size, 30), 2);
+    ck_assert_msg (strstr (out, "111' is 502") // the line, its words quoted as needed
+                       && strstr (out, " bytes long, over the 4096 a request may carry "
+                                       "(PROTO_MAX_STRING)")
+                       && strlen (out) < 400,
+                   "%s", out);
     free (out);
     ck_assert (tu_alive (s_farm.broker) && tu_alive (s_farm.watcher) && tu_alive (s_farm.agents[0]));
 }
