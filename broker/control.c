@@ -550,7 +550,8 @@ s_put_feedback (control_cmd_t *cmd, exp_t *exp)
     feedback_pi_reset (&none);
     char json[2048];
     if (feedback_settings_json (fs, exp ? &exp->pi : &none, json, sizeof json) < 0)
-        return cmd_refuse (cmd, 500, "feedback settings too long to show");
+        return cmd_refuse (cmd, 500, "feedback settings over the %zu bytes shown of them",
+                           sizeof json - 1);
     cmd_put_scope (cmd, exp);
     text_put (&cmd->body, ",\"feedback\":%s}", json);
     return 0;
@@ -562,7 +563,8 @@ s_save_feedback (control_cmd_t *cmd, int64_t id, const feedback_settings_t *fs)
 {
     char text[1024];
     if (feedback_settings_format (fs, text, sizeof text) < 0)
-        return cmd_refuse (cmd, 500, "feedback settings too long to record");
+        return cmd_refuse (cmd, 500, "feedback settings over the %zu bytes recorded of them",
+                           sizeof text - 1);
     if (store_setting_set (cmd->self->store, id, "feedback", text, util_time_ns ()) != 0)
         return cmd_refuse (cmd, 500, "cannot record the feedback settings: %s",
                          store_error (cmd->self->store));
@@ -685,16 +687,22 @@ s_replay (control_cmd_t *cmd)
     char name[PATH_MAX];
     store_experiment_t found;
     if (cmd->as) {
-        if (!*cmd->as || strchr (cmd->as, '/') || strlen (cmd->as) > 200)
-            return cmd_refuse (cmd, 400, "bad --as '%s': a name without '/'", cmd->as);
-        snprintf (name, sizeof name, "%s", cmd->as);
+        snprintf (name, sizeof name, "%s", cmd->as);  // s_check_names took it
         if (store_experiment_find (self->store, name, &found) != 0)
             return cmd_refuse (cmd, 400, "experiment '%s' exists already: choose another --as",
                              name);
     }
     else
         for (int k = 1;; k++) {
-            snprintf (name, sizeof name, "%s.replay%d", of->name, k);
+            // NAME.replayK, NAME cut between two characters where the whole
+            // would be over NAME_MAX: a name the farm takes, like any other.
+            char suffix[24];
+            size_t tail = (size_t) snprintf (suffix, sizeof suffix, ".replay%d", k);
+            size_t keep = strlen (of->name);
+            if (keep + tail > NAME_MAX)
+                for (keep = NAME_MAX - tail; keep && (of->name[keep] & 0xc0) == 0x80;)
+                    keep--;
+            snprintf (name, sizeof name, "%.*s%s", (int) keep, of->name, suffix);
             if (store_experiment_find (self->store, name, &found) == 0)
                 break;
         }

@@ -89,7 +89,8 @@ control_calibrate (control_cmd_t *cmd)
             && piv_calib_check_image (&c, width, height, err, sizeof err) != 0)
             return cmd_refuse (cmd, 400, "%s (as its results' grid shows)", err);
         if (piv_calib_format (&c, text, sizeof text) < 0)
-            return cmd_refuse (cmd, 400, "bad calibration: too long");
+            return cmd_refuse (cmd, 400, "bad calibration: over the %zu bytes recorded of one",
+                               sizeof text - 1);
     }
     if (!global && !(exp = cmd_setting_experiment (cmd, name)))
         return -1;

@@ -50,7 +50,9 @@ s_parse_number (const char *text, double *x)
 static int
 s_bad_value (const char *key, const char *value, const char *why, char *err, size_t errlen)
 {
-    snprintf (err, errlen, "bad value '%s' for '%s': %s", value, key, why);
+    char shown[UTIL_SHOWN];  // a long value never pushes the reason out
+    snprintf (err, errlen, "bad value '%s' for '%s': %s", util_shorten (value, shown, sizeof shown),
+              key, why);
     return -1;
 }
 
@@ -62,9 +64,12 @@ s_set_roi (feedback_settings_t *s, const char *value, char *err, size_t errlen)
         return 0;
     }
     double roi[4];
-    char copy[256];
-    if (strlen (value) >= sizeof copy)
-        return s_bad_value ("roi", value, "too long", err, errlen);
+    char copy[256], why[64];
+    if (strlen (value) >= sizeof copy) {
+        snprintf (why, sizeof why, "%zu bytes, over the %zu a roi may have", strlen (value),
+                  sizeof copy - 1);
+        return s_bad_value ("roi", value, why, err, errlen);
+    }
     strcpy (copy, value);
     int count = 0;
     char *field = copy;  // by hand: strtok would merge empty fields ("1,,2,3")

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,29 @@ s_file_changed (ingest_t *self, exp_t *exp, const char *name, int64_t file, int6
     return 0;
 }
 
+// 1 with why when a task of the file could not be written: its path as
+// agents are given it (the watch root, the experiment's directory, the
+// name) or its result's name (the experiment, the name, ".txt") over what
+// a path may have (PATH_MAX). The watcher refuses what its own root makes
+// too long; a broker whose watch root is longer (another mount point)
+// refuses the rest here, at its first door, rather than pair what no
+// agent could open.
+static int
+s_too_long (ingest_t *self, exp_t *exp, const char *name, char *why, size_t size)
+{
+    size_t path = strlen (self->host.cfg->watcher.root) + strlen (exp->source) + strlen (name) + 2;
+    size_t output = strlen (exp->name) + strlen (name) + strlen ("/.txt");
+    if (path < PATH_MAX && output < PATH_MAX)
+        return 0;
+    char shown[UTIL_SHOWN];
+    snprintf (why, size, "'%s' is not paired: its %s would be %zu bytes long, over the %d "
+              "PATH_MAX allows",
+              util_shorten (name, shown, sizeof shown),
+              path >= PATH_MAX ? "path under the watch root" : "result's name",
+              path >= PATH_MAX ? path : output, PATH_MAX - 1);
+    return 1;
+}
+
 int
 ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
              int64_t closed_ns)
@@ -196,10 +220,12 @@ ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t
     if (version != STORE_FILE_NEW)
         return 0;
     exp->last_file_ns = now;
-    char err[512] = "";
+    char err[1024] = "";  // pairing.c shortens the names it gives
     s_offer_t ctx = {self, now, exp, closed_ns};
-    int made =
-        pairing_offer (self->pairing, exp->name, name, file, s_on_pair, &ctx, err, sizeof err);
+    int made = s_too_long (self, exp, name, err, sizeof err)
+                   ? -1
+                   : pairing_offer (self->pairing, exp->name, name, file, s_on_pair, &ctx, err,
+                                    sizeof err);
     if (made == -2) {
         // The store refused the pair: the commit will fail and the broker
         // start again from the store; the watcher resends the file.
@@ -209,7 +235,7 @@ ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t
     if (made < 0) {
         // A name that is no frame is recorded and acknowledged, not paired.
         log_warning ("experiment '%s': %s", exp->name, err);
-        char payload[600];
+        char payload[sizeof err + 16];
         snprintf (payload, sizeof payload, "unpaired reason=%s", err);
         store_event (store, "unpaired", exp->id, 0, payload, now);
     }
@@ -274,7 +300,9 @@ s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
     s_offer_t ctx = {self, now, ingest_experiment (self, experiment, now), 0};
     if (!ctx.exp)
         return -1;
-    pairing_offer (self->pairing, experiment, name, file, s_on_pair, &ctx, err, sizeof err);
+    // A file refused for its length was said so when it came (its event).
+    if (!s_too_long (self, ctx.exp, name, err, sizeof err))
+        pairing_offer (self->pairing, experiment, name, file, s_on_pair, &ctx, err, sizeof err);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <czmq.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,10 @@
 
 #define MAX_EXTENSIONS 16
 #define S_WARN_EVERY_S 10.0  // warnings of forgotten files, per experiment
+// Bytes of a key: an experiment's name and a file's, as long as the codec
+// lets them be (common/path.h), with the separators and a frame number.
+// Every name the farm takes pairs: no limit of its own here.
+#define S_KEY_MAX (NAME_MAX + PATH_MAX + 32)
 
 struct _pairing_t {
     pairing_rule_t rule;                  // which rule
@@ -233,10 +238,12 @@ s_wait (pairing_t *self, zhashx_t *hash, const char *experiment, const char *key
         queue->dropped++;
         double now = util_now ();
         if (!queue->warned || now - queue->warned >= S_WARN_EVERY_S) {
+            char shown[UTIL_SHOWN];
             log_warning ("experiment '%s': %zu file(s) wait for a partner, the bound "
                          "pairing/max_waiting: forgetting the oldest, '%s' (%zu forgotten "
                          "since the last warning)",
-                         experiment, self->max_waiting, gone->name, queue->dropped);
+                         experiment, self->max_waiting, util_shorten (gone->name, shown, sizeof shown),
+                         queue->dropped);
             queue->warned = now;
             queue->dropped = 0;
         }
@@ -264,28 +271,25 @@ s_offer_ab (pairing_t *self, const char *experiment, const char *name, int64_t i
     else if (base > lb && s_equal (self, name + base - lb, self->b_suffix, lb))
         side = 1, stem = base - lb;
     if (side < 0) {
+        char shown[UTIL_SHOWN];
         snprintf (err, errlen, "'%s' does not fit pairing rule ab: expected <stem>%s or <stem>%s",
-                  name, self->a_suffix, self->b_suffix);
+                  util_shorten (name, shown, sizeof shown), self->a_suffix, self->b_suffix);
         return -1;
     }
-    char stem_text[1024], key[2048];
-    if (stem >= sizeof stem_text) {
-        snprintf (err, errlen, "'%s' does not fit pairing rule ab: name too long", name);
-        return -1;
-    }
+    char stem_text[PATH_MAX], key[S_KEY_MAX];  // pairing_offer checked the name's length
     memcpy (stem_text, name, stem);
     stem_text[stem] = '\0';
     // The key folds case when the rule ignores it, so that run_A and run_b pair.
-    char folded[1024];
+    char folded[PATH_MAX];
     for (size_t i = 0; i <= stem; i++)
         folded[i] = self->ignore_case ? (char) tolower ((unsigned char) stem_text[i]) : stem_text[i];
-    char side_key[1040];
+    char side_key[PATH_MAX + 2];
     memcpy (side_key, folded, stem);
     side_key[stem] = '\x1e';
     side_key[stem + 1] = side ? 'b' : 'a';
     side_key[stem + 2] = '\0';
     s_key (key, sizeof key, experiment, side_key);
-    char other[2048];
+    char other[S_KEY_MAX];
     side_key[stem + 1] = side ? 'a' : 'b';
     s_key (other, sizeof other, experiment, side_key);
     s_frame_t *partner = zhashx_lookup (self->waiting, other);
@@ -329,7 +333,7 @@ static int
 s_emit_frames (pairing_emit_fn *emit, void *arg, const char *experiment, const char *name_a,
                int64_t id_a, const char *name_b, int64_t id_b, size_t base_a)
 {
-    char stem[1024];
+    char stem[PATH_MAX];
     snprintf (stem, sizeof stem, "%.*s", (int) base_a, name_a);
     return emit (arg, experiment, stem, name_a, id_a, name_b, id_b);
 }
@@ -341,11 +345,13 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
     size_t prefix;
     long long n;
     if (s_frame_number (name, base, &prefix, &n) != 0) {
+        char shown[UTIL_SHOWN];
         snprintf (err, errlen, "'%s' does not fit pairing rule %s: expected a frame number "
-                  "before the extension (run_0001.tif)", name, s_rule_names[self->rule]);
+                  "before the extension (run_0001.tif)", util_shorten (name, shown, sizeof shown),
+                  s_rule_names[self->rule]);
         return -1;
     }
-    char key[2048];
+    char key[S_KEY_MAX];
     s_frame_key (key, sizeof key, experiment, name, prefix, n);
     if (zhashx_lookup (self->waiting, key) || zhashx_lookup (self->frames, key))
         return 0;  // offered again while waiting
@@ -353,7 +359,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
     if (self->rule == PAIRING_SEQUENCE) {
         // Frames 1-2, 3-4, ...: an odd frame is A, the next one its B.
         long long partner_n = n % 2 ? n + 1 : n - 1;
-        char pkey[2048];
+        char pkey[S_KEY_MAX];
         s_frame_key (pkey, sizeof pkey, experiment, name, prefix, partner_n);
         s_frame_t *partner = zhashx_lookup (self->waiting, pkey);
         if (!partner) {
@@ -372,11 +378,13 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
     // last frame of a run wait for ever: one name per run, not per frame).
     s_frame_t *self_frame = s_frame_new (name, id);
     if (!self_frame) {
-        snprintf (err, errlen, "cannot pair '%s': out of memory", name);
+        char shown[UTIL_SHOWN];
+        snprintf (err, errlen, "cannot pair '%s': out of memory",
+                  util_shorten (name, shown, sizeof shown));
         return -1;
     }
     for (int side = -1; side <= 1; side += 2) {
-        char nkey[2048];
+        char nkey[S_KEY_MAX];
         s_frame_key (nkey, sizeof nkey, experiment, name, prefix, n + side);
         s_frame_t *neighbour = zhashx_lookup (self->frames, nkey);
         if (!neighbour)
@@ -406,14 +414,27 @@ int
 pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_t id,
                pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
 {
+    char shown[UTIL_SHOWN];
     if (strchr (experiment, '\x1f') || strchr (experiment, '\x1e') || strchr (name, '\x1f')
         || strchr (name, '\x1e')) {
-        snprintf (err, errlen, "'%s' has a control character in its name", name);
+        snprintf (err, errlen, "'%s' has a control character in its name",
+                  util_shorten (name, shown, sizeof shown));
+        return -1;
+    }
+    // The codec's limits (path_check_component, path_check_relative): what
+    // passed them fits every key and stem here.
+    size_t le = strlen (experiment), ln = strlen (name);
+    if (le > NAME_MAX || ln >= PATH_MAX) {
+        snprintf (err, errlen, "'%s' is %zu bytes long, over the %d %s allows",
+                  util_shorten (le > NAME_MAX ? experiment : name, shown, sizeof shown),
+                  le > NAME_MAX ? le : ln, le > NAME_MAX ? NAME_MAX : PATH_MAX - 1,
+                  le > NAME_MAX ? "NAME_MAX" : "PATH_MAX");
         return -1;
     }
     size_t base = s_base_length (self, name);
     if (base == 0) {
-        snprintf (err, errlen, "'%s' is not a frame: its extension is not one of '%s'", name,
+        snprintf (err, errlen, "'%s' is not a frame: its extension is not one of '%s'",
+                  util_shorten (name, shown, sizeof shown),
                   self->nextensions ? self->extensions[0] : "");
         return -1;
     }
@@ -424,7 +445,7 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_
     case PAIRING_SLIDING:
         return s_offer_frames (self, experiment, name, id, base, emit, arg, err, errlen);
     default: {
-        char stem[1024];
+        char stem[PATH_MAX];
         snprintf (stem, sizeof stem, "%.*s", (int) base, name);
         return emit (arg, experiment, stem, name, id, NULL, 0) < 0 ? s_emit_failed (name, err, errlen)
                                                                    : 1;

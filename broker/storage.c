@@ -118,8 +118,11 @@ int
 storage_provision (storage_t *self, const char *name, int64_t size, double hours, const char *dir,
                    char *err, size_t errlen)
 {
-    if (!*name || name[0] == '.' || strchr (name, '/') || strlen (name) > 200) {
-        snprintf (err, errlen, "bad experiment name '%s': a name without '/', not hidden", name);
+    // control.c took it as any experiment's name (path_check_component);
+    // a hidden directory is one the watcher leaves out (watcher/ignore).
+    if (name[0] == '.') {
+        snprintf (err, errlen, "bad experiment name '%s': a hidden name, which the watcher "
+                  "leaves out", name);
         return 400;
     }
     int64_t now = util_time_ns ();

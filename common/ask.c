@@ -5,6 +5,7 @@
 
 #include "common/proto.h"
 #include "common/secure.h"
+#include "common/util.h"
 
 #include <czmq.h>
 #include <stdio.h>
@@ -93,8 +94,18 @@ ask_request (ask_t *self, const char *line, int timeout_ms, volatile sig_atomic_
     *status_p = 0;
     *body_p = NULL;
     proto_msg_t request = {.command = PROTO_REQUEST, .text = (char *)line};
+    char shown[UTIL_SHOWN];
+    size_t len = strlen (line);
+    if (len > PROTO_MAX_STRING) {
+        *status_p = 400;
+        snprintf (err, errlen, "the command '%s' is %zu bytes long, over the %d a request may "
+                  "carry (PROTO_MAX_STRING)",
+                  util_shorten (line, shown, sizeof shown), len, PROTO_MAX_STRING);
+        return ASK_REFUSED;
+    }
     if (proto_send (&request, NULL, self->sock) != 0) {
-        snprintf (err, errlen, "cannot send '%s' to the broker at '%s'", line, endpoint);
+        snprintf (err, errlen, "cannot send '%s' to the broker at '%s'",
+                  util_shorten (line, shown, sizeof shown), endpoint);
         return ASK_UNSENT;
     }
     // Waits in slices so that a signal is seen at once.

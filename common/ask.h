@@ -16,7 +16,9 @@ typedef struct _ask_t ask_t;
 // How a round trip ended.
 typedef enum {
     ASK_OK = 0,      // a REPLY with status 200: its body is the caller's
-    ASK_REFUSED,     // a REPLY with another status: err holds its one line
+    ASK_REFUSED,     // a REPLY with another status: err holds its one line (a line
+                     // over PROTO_MAX_STRING bytes is refused here with 400, as the
+                     // broker's codec would)
     ASK_SILENT,      // no REPLY within the timeout: err says so (with secure_hint)
     ASK_NONSENSE,    // something that is not a REPLY came back: err says what
     ASK_UNSENT,      // the REQUEST could not be sent: err names the line and the broker

@@ -157,13 +157,20 @@ typedef struct {
 static int
 s_fail (s_load_t *load, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
+// The message into the caller's buffer; one longer than it (long paths)
+// loses its middle, never its end, where the reason is (util_shorten).
 static int
 s_fail (s_load_t *load, const char *fmt, ...)
 {
     if (load->err && load->errlen) {
         va_list ap;
         va_start (ap, fmt);
-        vsnprintf (load->err, load->errlen, fmt, ap);
+        char *whole = NULL;
+        if (vasprintf (&whole, fmt, ap) >= 0)
+            util_shorten (whole, load->err, load->errlen);
+        else
+            snprintf (load->err, load->errlen, "no memory for the error of '%s'", load->path);
+        free (whole);
         va_end (ap);
     }
     return -1;
@@ -195,8 +202,9 @@ static int
 s_copy (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
 {
     if (strlen (value) >= key->size)
-        return s_fail (load, "value of '%s/%s' in '%s' is too long (at most %zu characters)",
-                       key->section, key->name, load->path, key->size - 1);
+        return s_fail (load,
+                       "value of '%s/%s' in '%s' is too long (%zu characters, at most %zu)",
+                       key->section, key->name, load->path, strlen (value), key->size - 1);
     memcpy (s_text (cfg, key), value, strlen (value) + 1);
     return 0;
 }
@@ -542,9 +550,10 @@ s_anchor (s_load_t *load, config_t *cfg, const s_key_t *key, const char *prefix)
     if (s_join (joined + fixed, sizeof joined - fixed, load->dir, text + skip)
         || strlen (joined) >= key->size)
         return s_fail (load,
-                       "value of '%s/%s' in '%s' is too long once made relative to '%s' (at "
-                       "most %zu characters)",
-                       key->section, key->name, load->path, load->dir, key->size - 1);
+                       "value of '%s/%s' in '%s' is too long once made relative to '%s' (%zu "
+                       "characters, at most %zu)",
+                       key->section, key->name, load->path, load->dir,
+                       fixed + strlen (load->dir) + 1 + strlen (text + skip), key->size - 1);
     memcpy (text, joined, strlen (joined) + 1);
     return 0;
 }
@@ -616,8 +625,9 @@ s_check_lines (s_load_t *load, const char *text, size_t len)
             return s_fail (load, "cannot parse '%s': line %d holds a NUL byte", load->path,
                            lineno);
         if (length > ZPL_LINE_MAX)
-            return s_fail (load, "cannot parse '%s': line %d is longer than %d characters",
-                           load->path, lineno, ZPL_LINE_MAX);
+            return s_fail (load,
+                           "cannot parse '%s': line %d is longer than %d characters (%zu)",
+                           load->path, lineno, ZPL_LINE_MAX, length);
         if (!eol)
             break;
         line = eol + 1;

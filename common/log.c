@@ -1,9 +1,11 @@
 // log.c — leveled logging to stderr or syslog; see log.h.
 
 #include "common/log.h"
+#include "common/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
@@ -13,6 +15,8 @@ static const char *s_ident = "pivfarm";  // program name on every line
 static int s_syslog;                     // 1: lines go to syslog
 
 static const char *const s_names[] = {"error", "warning", "notice", "info", "debug"};
+
+#define S_LINE 2048  // bytes of a line's text, NUL included
 
 void
 log_open (const char *ident, int to_syslog)
@@ -43,11 +47,23 @@ log_level_parse (const char *name, log_level_t *level)
 void
 log_write (log_level_t level, const char *fmt, ...)
 {
+    // One line of at most S_LINE bytes: a longer one (long names) loses its
+    // middle, never its end, where the reason is (util_shorten).
+    char line[S_LINE];
     va_list ap;
     va_start (ap, fmt);
+    va_list again;
+    va_copy (again, ap);
+    int n = vsnprintf (line, sizeof line, fmt, ap);
+    char *whole = NULL;
+    if (n >= (int) sizeof line && vasprintf (&whole, fmt, again) >= 0)
+        util_shorten (whole, line, sizeof line);
+    free (whole);
+    va_end (again);
+    va_end (ap);
     if (s_syslog) {
         static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG};
-        vsyslog (prio[level], fmt, ap);
+        syslog (prio[level], "%s", line);
     }
     else {
         char when[32];
@@ -55,9 +71,6 @@ log_write (log_level_t level, const char *fmt, ...)
         struct tm tm;
         strftime (when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r (&now, &tm));
         // One fprintf per line so that lines of concurrent threads do not mix.
-        char line[2048];
-        vsnprintf (line, sizeof line, fmt, ap);
         fprintf (stderr, "%s %s %s: %s\n", when, s_ident, s_names[level], line);
     }
-    va_end (ap);
 }

@@ -13,6 +13,8 @@ void log_open (const char *ident, int to_syslog);
 void log_set_level (log_level_t level);
 // "error", "warning", "notice", "info", "debug" → 0, or -1 if unknown.
 int log_level_parse (const char *name, log_level_t *level);
+// A line whose text is over 2047 bytes keeps its start and its end (the
+// reason), "..." in place of its middle.
 void log_write (log_level_t level, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 #define log_at(level, ...)                                                                      \

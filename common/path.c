@@ -20,11 +20,13 @@ path_check_relative (const char *name, char *why, size_t whylen)
 {
     size_t len = strlen (name), where;
     const char *bad = NULL;
-    char ctl[40];
+    char ctl[80];
     if (len == 0)
         bad = "an empty name";
-    else if (len >= PATH_MAX)
-        bad = "a name too long";
+    else if (len >= PATH_MAX) {
+        snprintf (ctl, sizeof ctl, "%zu bytes, over the %d PATH_MAX allows", len, PATH_MAX - 1);
+        bad = ctl;
+    }
     else if (name[0] == '/')
         bad = "an absolute path";
     else if (util_utf8_invalid ((const unsigned char *) name, len, &where))
@@ -46,6 +48,12 @@ path_check_relative (const char *name, char *why, size_t whylen)
             bad = "a '.' component";
         else if (n == 2 && p[0] == '.' && p[1] == '.')
             bad = "a '..' component";
+        else if (n > NAME_MAX) {
+            // No file system holds a longer file or directory name.
+            snprintf (ctl, sizeof ctl, "%s%zu bytes, over the %d NAME_MAX allows",
+                      n == len ? "" : "a component of ", n, NAME_MAX);
+            bad = ctl;
+        }
         if (!slash)
             break;
         p = slash + 1;

@@ -11,14 +11,22 @@
 
 // 0 if 'name' is a plain relative path: not empty, not absolute, no empty,
 // "." or ".." component, no byte below 0x20 nor 0x7f, valid UTF-8, at most
-// PATH_MAX - 1 bytes. -1 otherwise, with why saying what is wrong in a few
-// words ("an empty component", "a '..' component", "an absolute path",
-// "a control character (0x0a)", ...): the caller names the file.
+// PATH_MAX - 1 bytes, no component over NAME_MAX bytes (what a file system
+// can hold). -1 otherwise, with why saying what is wrong in a few words
+// ("an empty component", "a '..' component", "an absolute path", "a
+// control character (0x0a)", "4310 bytes, over the 4095 PATH_MAX allows",
+// ...; at most PATH_WHY bytes): the caller names the file. This is the
+// one rule of the farm for the names of files: every door that takes one
+// (the watcher, the codec, the agent, pivctl) applies it.
 int path_check_relative (const char *name, char *why, size_t whylen);
 
-// The same for one component (an experiment's name): a plain relative
-// path with no '/' at all.
+// The same for one component: a plain relative path with no '/' at all.
+// The rule of an experiment's name (a directory's name: at most NAME_MAX
+// bytes), at every door that takes one: the codec, control's commands,
+// pivctl, the status page's ?exp=.
 int path_check_component (const char *name, char *why, size_t whylen);
+
+#define PATH_WHY 64 // bytes of the longest why of the two checks, NUL included
 
 // Opens 'rel' (path_check_relative must accept it) beneath the directory
 // 'root' so that neither a '..' nor a symbolic link (at any depth) can lead

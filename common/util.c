@@ -285,3 +285,23 @@ util_utf8_sanitize (const char *text)
     out[len] = '\0';
     return out;
 }
+
+const char *
+util_shorten (const char *text, char *buf, size_t size)
+{
+    size_t n = strlen (text);
+    if (n < size || size < 8) {
+        snprintf (buf, size, "%s", text);
+        return buf;
+    }
+    // A third for the start, the rest for the end; neither splits a
+    // character (a continuation byte is 10xxxxxx).
+    size_t head = (size - 4) / 3, tail = size - 4 - head;
+    while (head > 0 && ((unsigned char) text[head] & 0xc0) == 0x80)
+        head--;
+    const char *end = text + n - tail;
+    while (*end && ((unsigned char) *end & 0xc0) == 0x80)
+        end++;
+    snprintf (buf, size, "%.*s...%s", (int) head, text, end);
+    return buf;
+}

@@ -59,4 +59,12 @@ bool util_utf8_invalid (const unsigned char *s, size_t n, size_t *where);
 // a new string the caller frees, NULL on no memory.
 char *util_utf8_sanitize (const char *text);
 
+// 'text' to be shown in a log line or a message, in buf: itself when it
+// has fewer than 'size' bytes, else its start and its end around "...",
+// cut between UTF-8 characters, size - 1 bytes in all, so that a long
+// name never pushes what follows it (the reason) out of the line: the end
+// of a path names the file, its start the experiment. Returns buf.
+#define UTIL_SHOWN 161  // the size of a name shown in a log line: 160 bytes
+const char *util_shorten (const char *text, char *buf, size_t size);
+
 #endif

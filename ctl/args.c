@@ -4,6 +4,7 @@
 #include "ctl/ctl.h"
 
 #include "common/path.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -153,9 +154,10 @@ ctl_parse_args (ctl_t *ctl, const ctl_command_t *command, int argc, char **argv,
 int
 ctl_check_name (const char *command, const char *name)
 {
-    char why[128];
+    char why[PATH_WHY], shown[UTIL_SHOWN];
     if (path_check_component (name, why, sizeof why) == 0)
         return 0;
-    ctl_error ("%s: bad experiment '%.100s': %s", command, name, why);
+    ctl_error ("%s: bad experiment '%s': %s", command, util_shorten (name, shown, sizeof shown),
+               why);
     return -1;
 }

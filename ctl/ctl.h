@@ -206,8 +206,16 @@ store_t *ctl_open_store (ctl_t *ctl, const char *name, int64_t *experiment);
 // array unchanged).
 int ctl_grow (void *array_p, size_t *size, size_t count, size_t item);
 
-// 1 if 'stem' would leave an export directory (absolute, or a ".." step).
-int ctl_stem_escapes (const char *stem);
+// The file an export writes for pair 'pair' of stem 'stem', relative to
+// its directory, with extension 'ext', into buf: the stem as it is, its
+// '/' making subdirectories as the camera's did (the farm's rule for names,
+// path_check_relative, keeps out control characters, '.' and '..' steps
+// and absolute paths); a stem whose last part is empty (frames called
+// '_a.tif' in a subdirectory) is named by its pair, 'cam1/pair-17.txt',
+// never a hidden '.txt'. 0, or -1 with why (at most PATH_WHY bytes) when
+// that is no plain relative path (a stem the farm would not have made).
+int ctl_stem_file (const char *stem, int64_t pair, const char *ext, char *buf, size_t size,
+                   char *why, size_t whylen);
 
 // ---------------------------------------------------------------------------
 // Files pivctl writes (output.c): export, stats, keygen. Each is written as

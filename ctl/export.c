@@ -6,6 +6,8 @@
 
 #include "ctl/ctl.h"
 
+#include "common/path.h"
+#include "common/util.h"
 #include "ctl/h5.h"
 #include "piv/derived.h"
 #include "piv/field.h"
@@ -160,22 +162,23 @@ s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *
               calib, x->si || !c->set ? "" : ", not applied (--units px)", text, x->settings);
 }
 
-// The file of one field beneath DIR: <stem>.txt|.dat|.vtk.
-static void
-s_field_file (const s_export_t *x, const char *stem, char *rel, size_t size)
+// The file of one field beneath DIR, <stem>.txt|.dat|.vtk, as
+// ctl_stem_file names it (a stem ending in '/' by its pair). 0, or -1 with
+// why when the stem makes no plain relative path.
+static int
+s_field_file (const s_export_t *x, const char *stem, int64_t pair, char *rel, size_t size,
+              char *why, size_t whylen)
 {
     static const char *ext[] = {"txt", "dat", "vtk"};
-    snprintf (rel, size, "%s.%s", stem, ext[x->format]);
+    return ctl_stem_file (stem, pair, ext[x->format], rel, size, why, whylen);
 }
 
-// Writes one field into its own file DIR/<stem>.txt|.dat|.vtk (output.c:
+// Writes one field into its own file DIR/<rel> (s_field_file's; output.c:
 // whole, never through a link). 0, or -1 with err naming the file.
 static int
 s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *field,
-              const piv_calib_t *c, char *err, size_t errlen)
+              const piv_calib_t *c, const char *rel, char *err, size_t errlen)
 {
-    char rel[PATH_MAX];
-    s_field_file (x, r->stem, rel, sizeof rel);
     ctl_out_t file;
     if (ctl_out_init (&file, x->out, rel, 0, x->force, err, errlen) != 0)
         return -1;
@@ -284,9 +287,12 @@ s_export_one (void *arg, const store_result_info_t *r)
         x->missing++;
         return 0;
     }
-    if (x->format != F_HDF5 && ctl_stem_escapes (r->stem)) {
-        ctl_error ("refusing to export pair %" PRId64 ": its stem '%s' leads out of '%s'", r->pair,
-                   r->stem, x->out);
+    // One file a field: DIR/<stem>.txt|.dat|.vtk (s_field_file).
+    char rel[PATH_MAX], why[PATH_WHY], shown[UTIL_SHOWN];
+    if (x->format != F_HDF5
+        && s_field_file (x, r->stem, r->pair, rel, sizeof rel, why, sizeof why) != 0) {
+        ctl_error ("refusing to export pair %" PRId64 " ('%s') into '%s': %s", r->pair,
+                   util_shorten (r->stem, shown, sizeof shown), x->out, why);
         x->errors++;
         return 0;
     }
@@ -327,7 +333,7 @@ s_export_one (void *arg, const store_result_info_t *r)
         else if (x->format == F_HDF5)
             rc = s_write_h5 (x, r, field, &applied, err, sizeof err);
         else
-            rc = s_write_file (x, r, field, &in_force, err, sizeof err);
+            rc = s_write_file (x, r, field, &in_force, rel, err, sizeof err);
         if (rc != 0 && x->format != F_HDF5 && x->written)
             ctl_error ("%s; the %ld file(s) written before it are whole and stay", err,
                        x->written);
@@ -484,11 +490,9 @@ static int
 s_check_pair (void *arg, const store_pair_info_t *pair)
 {
     s_check_t *check = arg;
-    char rel[PATH_MAX];
-    if (!ctl_stem_escapes (pair->stem)) { // refused alone when it comes
-        s_field_file (check->x, pair->stem, rel, sizeof rel);
-        s_check_file (check, check->x->out, rel);
-    }
+    char rel[PATH_MAX], why[PATH_WHY];
+    if (s_field_file (check->x, pair->stem, pair->pair, rel, sizeof rel, why, sizeof why) == 0)
+        s_check_file (check, check->x->out, rel); // else refused alone when it comes
     return check->failed;
 }
 

@@ -3,6 +3,7 @@
 
 #include "ctl/ctl.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -101,8 +102,8 @@ ctl_scope (jdoc_t *doc)
     const char *scope = jdoc_string (doc, "$.scope");
     if (!scope || strcmp (scope, "*") == 0)
         return "all experiments (the default)";
-    char *buf = s_buffer ();
-    snprintf (buf, 64, "experiment '%.48s'", scope);
+    static char buf[NAME_MAX + 16]; // the whole name: the farm's are at most NAME_MAX
+    snprintf (buf, sizeof buf, "experiment '%s'", scope);
     return buf;
 }
 

@@ -4,6 +4,7 @@
 
 #include "ctl/ctl.h"
 
+#include "common/path.h"
 #include "common/proto.h"
 #include "piv/field.h"
 #include "store/store.h"
@@ -93,16 +94,18 @@ ctl_open_store (ctl_t *ctl, const char *name, int64_t *experiment)
 }
 
 int
-ctl_stem_escapes (const char *stem)
+ctl_stem_file (const char *stem, int64_t pair, const char *ext, char *buf, size_t size, char *why,
+               size_t whylen)
 {
-    if (stem[0] == '/' || stem[0] == '\0')
-        return 1;
-    for (const char *p = stem; p; p = strchr (p, '/')) {
-        p += *p == '/';
-        if (strncmp (p, "..", 2) == 0 && (p[2] == '/' || p[2] == '\0'))
-            return 1;
+    size_t n = strlen (stem);
+    int len = n == 0 || stem[n - 1] == '/'
+                  ? snprintf (buf, size, "%spair-%" PRId64 ".%s", stem, pair, ext)
+                  : snprintf (buf, size, "%s.%s", stem, ext);
+    if (len < 0 || (size_t)len >= size) {
+        snprintf (why, whylen, "%d bytes, over the %zu it may have", len, size - 1);
+        return -1;
     }
-    return 0;
+    return path_check_relative (buf, why, whylen);
 }
 
 // A stem seen in the original, the replay or both.

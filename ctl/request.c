@@ -96,10 +96,10 @@ ctl_ask_status_of (ctl_t *ctl, const char *name, char **body_p, jdoc_t **doc_p)
     int rc = EXIT_FAILED;
     *body_p = NULL;
     *doc_p = NULL;
-    if (line && strlen (line) < PATH_MAX + 64)
-        rc = ctl_ask_json (ctl, line, body_p, doc_p);
+    if (line)
+        rc = ctl_ask_json (ctl, line, body_p, doc_p);  // a line too long: ask_request says so
     else
-        ctl_error ("the name '%.100s' is too long to ask for", name);
+        ctl_error ("no memory to ask for '%s'", name);
     free (line);
     return rc;
 }

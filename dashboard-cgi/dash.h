@@ -114,7 +114,7 @@ typedef struct {
     char *stats_settings;   // its PIV settings
     int64_t stats_updated_ns;  // when the broker saved it
     int nsets;              // statistics sets of the experiment (a change of grid starts one)
-    char stats_note[256];   // why no statistics are shown, when none are
+    char stats_note[512];   // why no statistics are shown, when none are
     piv_field_t *mean;      // the mean field (px, px/frame; flag INVALID where no sample)
     float *speed;           // its speed in stats_calib's unit (m/s or px/frame; NaN: no sample)
     double speed_min, speed_max;  // over the finite values (NAN: none)
@@ -228,10 +228,19 @@ typedef struct {
     int json;   // ?format=json
     int prometheus;  // ?format=prometheus (never with 'exp')
 } dash_query_t;
-// Parses 'query' into q (its strings point into 'query', decoded in place;
-// q must be zeroed before). 0, or -1 with why: a query over 2048 bytes, a
-// malformed %-escape or a NUL, an unknown or repeated parameter, a bad
-// experiment name or format, 'exp' with format=prometheus.
+// Parses 'query' into q (its strings point into 'query', decoded in place
+// as a form's: %XX and '+'; q must be zeroed before). 'exp' takes every
+// name the farm takes for an experiment (path_check_component). 0, or -1
+// with why: a query over 2048 bytes, a malformed %-escape or a NUL, an
+// unknown or repeated parameter, a name the farm would refuse (why says
+// which rule), a bad format, 'exp' with format=prometheus. On -1, q->json
+// and q->prometheus still say the format asked for, when it was well
+// formed: the error goes back in it.
 int dash_query_parse (char *query, dash_query_t *q, char *why, size_t size);
+
+// 'text' as a URL's query value: every byte but the unreserved ones (RFC
+// 3986: letters, digits, -._~) percent-encoded, so that it is safe inside
+// an HTML attribute too; dash_query_parse reads it back unchanged.
+void dash_put_query_value (FILE *out, const char *text);
 
 #endif

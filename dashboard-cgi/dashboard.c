@@ -131,21 +131,26 @@ main (int argc, char **argv)
         return s_command_line (argc, argv);
     const char *method = getenv ("REQUEST_METHOD");
     int head = method && strcmp (method, "HEAD") == 0;
-    if (method && strcmp (method, "GET") != 0 && !head) {
-        s_error ("405 Method Not Allowed", S_HTML, 0, "the status page is read-only: GET or HEAD");
-        return 0;
-    }
     const char *raw = getenv ("QUERY_STRING");
     char *query = strdup (raw ? raw : "");
     dash_query_t q = {0};
     char why[512];
-    if (!query || dash_query_parse (query, &q, why, sizeof why) != 0) {
-        s_error ("400 Bad Request", S_HTML, head, query ? why : "no memory");
+    // Every error goes back in the format asked for, a bad query's too
+    // (the parser still says which format it named): a script asking for
+    // JSON reads JSON, whatever went wrong.
+    int bad = !query || dash_query_parse (query, &q, why, sizeof why) != 0;
+    int format = q.prometheus ? S_PROMETHEUS : q.json ? S_JSON : S_HTML;
+    if (method && strcmp (method, "GET") != 0 && !head) {
+        s_error ("405 Method Not Allowed", format, 0, "the status page is read-only: GET or HEAD");
+        free (query);
+        return 0;
+    }
+    if (bad) {
+        s_error ("400 Bad Request", format, head, query ? why : "no memory");
         free (query);
         return 0;
     }
 
-    int format = q.prometheus ? S_PROMETHEUS : q.json ? S_JSON : S_HTML;
     static dash_t dash;
     const char *conf = getenv ("PIVFARM_CONF");
     dash.conf_path = conf && *conf ? conf : DASHBOARD_CONF;

@@ -1,5 +1,6 @@
 // esc.c — escaping every string that reaches the page as HTML text and
-// attributes or Prometheus label values (JSON goes through common/jout.h).
+// attributes, URL query values or Prometheus label values (JSON goes
+// through common/jout.h).
 // Bytes that are not valid UTF-8 become U+FFFD so that neither a browser
 // nor a scraper sees a broken sequence.
 
@@ -73,4 +74,15 @@ void
 dash_put_prom_label (FILE *out, const char *text)
 {
     s_escape (out, text, s_put_prom_byte);
+}
+
+void
+dash_put_query_value (FILE *out, const char *text)
+{
+    for (const unsigned char *s = (const unsigned char *) text; *s; s++)
+        if ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')
+            || strchr ("-._~", *s))
+            fputc (*s, out);
+        else
+            fprintf (out, "%%%02X", *s);
 }

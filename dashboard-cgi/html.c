@@ -158,24 +158,11 @@ s_limit (FILE *out, double rate)
         fputs ("no limit", out);
 }
 
-// A URL query value: everything but the unreserved characters
-// percent-encoded, so it is also safe inside an HTML attribute.
-static void
-s_put_query_value (FILE *out, const char *text)
-{
-    for (const unsigned char *s = (const unsigned char *) text; *s; s++)
-        if ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')
-            || strchr ("-._~", *s))
-            fputc (*s, out);
-        else
-            fprintf (out, "%%%02X", *s);
-}
-
 static void
 s_exp_link (FILE *out, const char *name)
 {
     fputs ("<a href=\"?exp=", out);
-    s_put_query_value (out, name);
+    dash_put_query_value (out, name);
     fputs ("\">", out);
     dash_put_html (out, name);
     fputs ("</a>", out);
@@ -264,7 +251,7 @@ s_head (FILE *out, const dash_t *dash, const char *title)
     fputs ("<a href=\"?", out);
     if (dash->page) {
         fputs ("exp=", out);
-        s_put_query_value (out, dash->page->exp->name);
+        dash_put_query_value (out, dash->page->exp->name);
         fputs ("&amp;", out);
     }
     fputs ("format=json\">JSON</a></div></header><main>", out);

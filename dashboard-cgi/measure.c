@@ -6,6 +6,7 @@
 
 #include "dashboard-cgi/dash.h"
 
+#include "common/util.h"
 #include "piv/derived.h"
 #include "store/store.h"
 
@@ -83,8 +84,10 @@ s_on_stats (void *arg, const store_stats_t *st)
     char err[256];
     piv_stats_t *stats = piv_stats_decode (st->state, st->state_size, err, sizeof err);
     if (!stats) {
+        char shown[64];
         snprintf (page->stats_note, sizeof page->stats_note,
-                  "the saved statistics '%.60s' cannot be read: %.120s", st->set, err);
+                  "the saved statistics '%s' cannot be read: %s",
+                  util_shorten (st->set ? st->set : "", shown, sizeof shown), err);
         return 0;
     }
     piv_stats_destroy (&page->stats);

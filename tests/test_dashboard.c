@@ -381,11 +381,12 @@ START_TEST (hostile_queries_are_refused_and_hostile_strings_escaped)
         const char *query;
         int status;
     } cases[] = {
-        {"exp=<script>alert(1)</script>", 400},
+        {"exp=<script>alert(1)</script>", 400},      // a '/': no experiment's name
         {"exp=%3Cscript%3Ealert(1)%3C%2Fscript%3E", 400},
-        {"exp=exp1%27%20OR%20%271%27%3D%271", 400},    // exp1' OR '1'='1
-        {"exp=exp1;DROP%20TABLE%20pairs", 400},
-        {"exp=exp1%22%3E%3Cb%3E", 400},
+        // Names a directory may have, so the farm takes them: none here.
+        {"exp=exp1%27%20OR%20%271%27%3D%271", 404},    // exp1' OR '1'='1
+        {"exp=exp1;DROP%20TABLE%20pairs", 404},
+        {"exp=exp1%22%3E%3Cb%3E", 404},
         {"exp=../etc", 400},
         {"exp=..", 400},
         {"exp=", 400},
@@ -446,6 +447,45 @@ START_TEST (hostile_queries_are_refused_and_hostile_strings_escaped)
     jdoc_destroy (&doc);
     const char *body = s_cgi ("format=json", &status);
     ck_assert (!strstr (body, "<script") && !strstr (body, "<img"));
+}
+END_TEST
+
+// Issue 23: a script that asks for JSON reads JSON whatever went wrong
+// (before, a bad query was answered with an HTML page); a scraper reads
+// text; a browser HTML.
+START_TEST (errors_come_back_in_the_format_asked_for)
+{
+    s_make_store (s_now_ns ());
+    const struct {
+        const char *method, *query;
+        int status;
+        const char *type;
+    } cases[] = {
+        {"GET", "format=json&exp=..", 400, "application/json; charset=utf-8"},
+        {"GET", "exp=%zz&format=json", 400, "application/json; charset=utf-8"},
+        {"GET", "format=json&format=json", 400, "application/json; charset=utf-8"},
+        {"GET", "format=json&color=red", 400, "application/json; charset=utf-8"},
+        {"GET", "exp=nosuch&format=json", 404, "application/json; charset=utf-8"},
+        {"POST", "format=json", 405, "application/json; charset=utf-8"},
+        {"GET", "format=prometheus&color=red", 400, "text/plain; version=0.0.4; charset=utf-8"},
+        {"GET", "exp=..", 400, "text/html; charset=utf-8"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status;
+        const char *body = s_cgi_method (cases[i].method, cases[i].query, &status);
+        char type[128];
+        snprintf (type, sizeof type, "\r\nContent-Type: %s\r\n", cases[i].type);
+        ck_assert_msg (status == cases[i].status && strstr (s_out, type), "%s '%s': %.300s",
+                       cases[i].method, cases[i].query, s_out);
+        if (strstr (cases[i].type, "json")) {
+            char err[256];
+            jdoc_t *doc = jdoc_parse (body, err, sizeof err);
+            ck_assert_msg (doc != NULL, "'%s': %s: %.300s", cases[i].query, err, body);
+            ck_assert_int_eq (atoi (jdoc_string (doc, "$.status")), cases[i].status);
+            ck_assert (strlen (jdoc_string (doc, "$.error")) > 10);
+            jdoc_destroy (&doc);
+        }
+    }
 }
 END_TEST
 
@@ -581,6 +621,20 @@ START_TEST (a_browser_shows_the_live_farm_served_by_lighttpd)
     tu_farm_land (&s_farm, "p", 1, 4, 0);
     tu_counts_t c = tu_farm_wait_done (&s_farm, 4, 120);
     ck_assert_msg (c.done == 4, "%lld pairs done (see broker.log)", (long long) c.done);
+    // And an experiment named as a camera PC may name one (issue 23).
+    ck_assert (mkdir (tu_path (s_dir, "data/run(7) a&b"), 0755) == 0);
+    for (int side = 0; side < 2; side++) {
+        size_t len;
+        char *bytes = tu_slurp (tu_path (s_dir, side ? "src/p_0001_b.tif" : "src/p_0001_a.tif"), &len);
+        ck_assert (bytes != NULL);
+        tu_spit (tu_path (s_dir, side ? "data/run(7) a&b/p_b.tif" : "data/run(7) a&b/p_a.tif"),
+                 bytes, len);
+        free (bytes);
+    }
+    for (int i = 0; i < 600 && tu_farm_sql (&s_farm, "SELECT count(*) FROM pairs WHERE state = 2") < 5;
+         i++)
+        usleep (100000);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM pairs WHERE state = 2"), 5);
 
     int port = s_serve ();
 
@@ -593,6 +647,13 @@ START_TEST (a_browser_shows_the_live_farm_served_by_lighttpd)
     ck_assert_int_eq (s_count (dom, "<span class=\"pill ok\">alive</span>"), 2);
     ck_assert (strstr (dom, "<b>4</b> / 4 done") != NULL);
     ck_assert (strstr (dom, "broker-unreachable") == NULL);
+    // Its link, as the browser follows it, opens its page.
+    ck_assert_msg (strstr (dom, "href=\"?exp=run%287%29%20a%26b\"") != NULL, "no link: %.1000s", dom);
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=run%%287%%29%%20a%%26b", port);
+    dom = s_chromium ("--dump-dom", url);
+    ck_assert_msg (strstr (dom, "<span class=\"crumb\">/ run(7) a&amp;b</span>")
+                       && strstr (dom, "<svg class=\"quiver\""),
+                   "not its page: %.1000s", dom);
 
     // The experiment's page: one arrow per vector shown, as many as the
     // latest field in the store has (thinned).
@@ -1206,6 +1267,7 @@ main (void)
     tcase_add_test (tc, every_figure_of_the_page_matches_a_store_of_known_contents);
     tcase_add_test (tc, hostile_queries_are_refused_and_hostile_strings_escaped);
     tcase_add_test (tc, a_missing_store_or_configuration_is_a_clear_error_page);
+    tcase_add_test (tc, errors_come_back_in_the_format_asked_for);
     tcase_add_test (tc, a_broker_that_answers_an_error_is_not_called_unreachable);
     tcase_add_test (tc, a_browser_shows_the_live_farm_served_by_lighttpd);
     tcase_add_test (tc, metrics_of_a_live_farm_pass_promtool_and_match_the_store);

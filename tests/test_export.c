@@ -339,6 +339,32 @@ START_TEST (txt_export_converts_with_the_calibration_and_says_so)
 }
 END_TEST
 
+// Issue 23: a stem is a file's name less its suffix, as the camera gave it:
+// exported under that name (its '/' as directories), whatever characters
+// it holds; one whose last part is empty (frames called '_a.tif' in cam1/)
+// is named by its pair rather than hidden as '.txt'; one no camera could
+// have made (from a store another program wrote) is refused, the others
+// still written.
+START_TEST (stems_become_file_names_as_they_are_and_an_empty_one_is_named_by_its_pair)
+{
+    // As s_fill_as patterns: '%' doubled.
+    const char *stems[] = {"run(7) a&b %%41 #1 ?q +\xc3\xa9", "cam1/", "cam2/x", "../escape"};
+    for (int i = 0; i < 4; i++)
+        s_fill_as ("run(7)", stems[i], 1 + i, 1, 16, OMEGA, NULL);
+    char out[1 << 14], dir[4096];
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "out"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "run(7)", "-o", dir, NULL), 1);
+    ck_assert_msg (strstr (out, "refusing to export pair 4 ('../escape') into") 
+                       && strstr (out, "a '..' component"),
+                   "%s", out);
+    const char *files[] = {"run(7) a&b %41 #1 ?q +\xc3\xa9.txt", "cam1/pair-2.txt", "cam2/x.txt"};
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg (access (tu_path (dir, files[i]), F_OK) == 0, "no '%s': %s", files[i], out);
+    ck_assert (access (tu_path (dir, "cam1/.txt"), F_OK) != 0);
+    ck_assert (access (tu_path (s_farm.dir, "escape.txt"), F_OK) != 0);
+}
+END_TEST
+
 // Records a calibration setting of 'exp' (NULL: the global default) at
 // 'ts'; value NULL removes it.
 static void
@@ -990,6 +1016,7 @@ s_suite (void)
     tcase_add_test (tc, hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges);
     tcase_add_test (tc, vtk_export_opens_in_vtk_with_the_statistics_file);
     tcase_add_test (tc, txt_export_converts_with_the_calibration_and_says_so);
+    tcase_add_test (tc, stems_become_file_names_as_they_are_and_an_empty_one_is_named_by_its_pair);
     tcase_add_test (tc, each_result_is_converted_with_the_calibration_recorded_before_it);
     tcase_add_test (tc, si_units_are_refused_for_an_experiment_never_calibrated);
     tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);

@@ -770,7 +770,10 @@ START_TEST (files_two_directories_deep_landing_while_the_watcher_is_down_are_fou
     }
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", "-v", NULL);
     s_assert_done_once ("day1/cam2/z_0001");
-    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "/l17' is more than 16 directories below the root", 5000));
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log",
+                                "/l17' is 17 directories below the root, over the 16 the "
+                                "watcher descends (its depth limit)",
+                                5000));
 }
 END_TEST
 

@@ -302,6 +302,60 @@ START_TEST (waiting_files_are_bounded_per_experiment_oldest_forgotten_with_a_war
 }
 END_TEST
 
+// The stem of the last pair emitted (whole, however long).
+static char s_last_stem[8192];
+
+static int
+s_keep_stem (void *arg, const char *experiment, const char *stem, const char *name_a,
+             int64_t id_a, const char *name_b, int64_t id_b)
+{
+    (void) arg, (void) experiment, (void) name_a, (void) id_a, (void) name_b, (void) id_b;
+    snprintf (s_last_stem, sizeof s_last_stem, "%s", stem);
+    s_npairs++;
+    return 0;
+}
+
+// Issue 23: the pairing held stems of 1023 bytes and keys of 2047 (cut
+// silently): a pair 8 directories of 255 bytes deep was never paired.
+// Every name the codec takes pairs now, and long keys never run together.
+START_TEST (stems_as_long_as_a_name_may_be_pair_and_never_run_together)
+{
+    static char deep[3801], a[4300], b[4300];
+    memset (deep, 'd', 3800);
+    for (int i = 255; i < 3800; i += 256)
+        deep[i] = '/';
+    const char *rules[] = {"ab", "sequence"};
+    for (int r = 0; r < 2; r++) {
+        pairing_t *p = s_rules (rules[r]);
+        char err[512] = "";
+        const char *fa = r ? "s_0001.tif" : "s_a.tif", *fb = r ? "s_0002.tif" : "s_b.tif";
+        snprintf (a, sizeof a, "%s/%s", deep, fa);
+        snprintf (b, sizeof b, "%s/%s", deep, fb);
+        ck_assert_int_eq (pairing_offer (p, "e", a, 1, s_keep_stem, NULL, err, sizeof err), 0);
+        // Another file with the same 3,800 bytes first is no partner.
+        snprintf (b, sizeof b, "%s/%s", deep, r ? "t_0002.tif" : "t_b.tif");
+        ck_assert_int_eq (pairing_offer (p, "e", b, 2, s_keep_stem, NULL, err, sizeof err), 0);
+        snprintf (b, sizeof b, "%s/%s", deep, fb);
+        ck_assert_msg (pairing_offer (p, "e", b, 3, s_keep_stem, NULL, err, sizeof err) == 1,
+                       "%s: %s", rules[r], err);
+        ck_assert_int_eq (strlen (s_last_stem), strlen (a) - strlen (r ? ".tif" : "_a.tif"));
+        ck_assert (strncmp (s_last_stem, a, strlen (s_last_stem)) == 0);
+        pairing_destroy (&p);
+    }
+    // Beyond what the codec takes, refused with the limit and the length.
+    pairing_t *p = s_rules ("ab");
+    static char over[5000];
+    memset (over, 'o', 4100);
+    strcpy (over + 4100, "_a.tif");
+    char err[512] = "";
+    ck_assert_int_eq (pairing_offer (p, "e", over, 1, s_keep_stem, NULL, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "...") && strstr (err, "' is 4106 bytes long, over the 4095 "
+                                                      "PATH_MAX allows"),
+                   "%s", err);
+    pairing_destroy (&p);
+}
+END_TEST
+
 START_TEST (an_unknown_rule_is_refused)
 {
     config_t cfg;
@@ -333,6 +387,7 @@ main (void)
     tcase_add_test (tc, multipage_makes_a_pair_of_every_file);
     tcase_add_test (tc, a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name);
     tcase_add_test (tc, an_unknown_rule_is_refused);
+    tcase_add_test (tc, stems_as_long_as_a_name_may_be_pair_and_never_run_together);
     tcase_add_test (tc, waiting_files_are_bounded_per_experiment_oldest_forgotten_with_a_warning);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);

@@ -66,7 +66,21 @@ START_TEST (plain_relative_names_pass_and_the_others_say_why)
     static char long_name[PATH_MAX + 10];
     memset (long_name, 'a', sizeof long_name - 1);
     ck_assert (path_check_relative (long_name, why, sizeof why) == -1);
-    ck_assert_str_eq (why, "a name too long");
+    ck_assert_str_eq (why, "4105 bytes, over the 4095 PATH_MAX allows");
+    // A component no file system holds, and the longest one that it does.
+    static char deep[16 * 257];
+    for (int i = 0; i < 15; i++) {
+        memset (deep + i * 256, 'd', 255);
+        deep[i * 256 + 255] = '/';
+    }
+    deep[15 * 256 - 1] = '\0';  // 15 components of 255 bytes, 3839 in all
+    ck_assert_msg (path_check_relative (deep, why, sizeof why) == 0, "%s", why);
+    deep[14 * 256 + 255] = 'e';  // the last one, a byte longer
+    deep[14 * 256 + 256] = '\0';
+    ck_assert (path_check_relative (deep, why, sizeof why) == -1);
+    ck_assert_str_eq (why, "a component of 256 bytes, over the 255 NAME_MAX allows");
+    ck_assert (path_check_component (deep + 14 * 256, why, sizeof why) == -1);
+    ck_assert_str_eq (why, "256 bytes, over the 255 NAME_MAX allows");
     ck_assert (path_check_component ("exp1", why, sizeof why) == 0);
     ck_assert (path_check_component ("exp1/x", why, sizeof why) == -1);
     ck_assert_str_eq (why, "a '/' in a single name");

@@ -7,7 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -32,18 +32,43 @@ tu_tmpdir (void)
     return s_tmpdir;
 }
 
-static int
-s_unlink_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+// Removes what the directory 'fd' holds and closes it. Each step is
+// relative to its parent's descriptor, so that trees deeper than a path
+// may be long are removed too (glibc's nftw aborts on them).
+static void
+s_remove_in (int fd)
 {
-    (void) st, (void) flag, (void) ftw;
-    return remove (path);
+    DIR *dir = fdopendir (fd);
+    if (!dir) {
+        close (fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir (dir))) {
+        if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0
+            || unlinkat (dirfd (dir), de->d_name, 0) == 0)
+            continue;
+        int sub = openat (dirfd (dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) {
+            s_remove_in (sub);
+            unlinkat (dirfd (dir), de->d_name, AT_REMOVEDIR);
+        }
+    }
+    closedir (dir);
 }
 
 void
 tu_rmtree (const char *path)
 {
-    if (path && *path)
-        nftw (path, s_unlink_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (!path || !*path)
+        return;
+    int fd = open (path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        unlink (path);
+        return;
+    }
+    s_remove_in (fd);
+    rmdir (path);
 }
 
 const char *

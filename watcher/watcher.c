@@ -11,6 +11,7 @@
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/secure.h"
+#include "common/util.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -28,6 +29,7 @@
 #define MAX_RESEND_MS 30000
 #define MAX_DEPTH 16          // directories below the root watched and scanned
 #define MAX_FILES 1000000     // files remembered (reported or candidates), at most
+#define MAX_SAID 10000        // paths left out (too deep, too long) remembered as said
 #define SETTLE_SLACK_MS 10    // settle checks of candidates due this close are batched
 
 // An event sent and not yet acknowledged.
@@ -76,6 +78,7 @@ struct _watcher_t {
     int timer;             // the settle timer of the candidates, -1 when none is armed
     uint64_t scan;         // poll mode: scans of the whole root started
     int full_logged;       // MAX_FILES reached is logged
+    zhashx_t *said;        // paths left out (too deep, too long) and logged: each said once
     zsock_t *broker;       // DEALER to the ingest socket
     proto_batch_t *out;    // FILE events of one wake-up, sent together (s_flush)
     zloop_t *loop;         // reactor
@@ -420,11 +423,11 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
     s_remember (self, self->known, path, st);
     // A name the protocol cannot carry would be resent for ever: say so once,
     // and why (the broker would refuse it: common/path.h).
-    char why[64] = "";
+    char why[PATH_WHY] = "", shown[UTIL_SHOWN];
     if (path_check_component (ev->msg.experiment, why, sizeof why) != 0
         || path_check_relative (ev->msg.name, why, sizeof why) != 0
         || s_out (self, &ev->msg) != 0) {
-        log_warning ("cannot report '%s': %s", path,
+        log_warning ("cannot report '%s': %s", util_shorten (path, shown, sizeof shown),
                      *why ? why : "its name is over the protocol's limit");
         s_event_destroy (&ev);
         return;
@@ -670,6 +673,45 @@ s_sweep (watcher_t *self)
 
 static int s_watch_dir (watcher_t *self, const char *path, int depth);
 
+// 1 the first time 'path' is left out, 0 after: a poll-mode scan, a
+// rescan or a second event finds it again, and one line says it once.
+static int
+s_first_time (watcher_t *self, const char *path)
+{
+    if (zhashx_lookup (self->said, path))
+        return 0;
+    if (zhashx_size (self->said) < MAX_SAID)
+        zhashx_insert (self->said, path, self);
+    return 1;
+}
+
+// Says that the directory 'path', 'depth' levels below the root, is
+// deeper than the watcher goes (MAX_DEPTH): one line, the limit named.
+static void
+s_too_deep (watcher_t *self, const char *path, int depth)
+{
+    char shown[UTIL_SHOWN];
+    if (s_first_time (self, path))
+        log_warning ("'%s' is %d directories below the root, over the %d the watcher "
+                     "descends (its depth limit): not watched, its files not reported",
+                     util_shorten (path, shown, sizeof shown), depth, MAX_DEPTH);
+}
+
+// Says that dir/name is longer than a path may be: neither the watcher
+// nor an agent could open it by its path, so it is left out here, at the
+// first door, rather than recorded and never processed.
+static void
+s_too_long (watcher_t *self, const char *dir, const char *name)
+{
+    char whole[PATH_MAX + NAME_MAX + 2], shown[UTIL_SHOWN];
+    snprintf (whole, sizeof whole, "%s/%s", dir, name);
+    if (s_first_time (self, whole))
+        log_warning ("'%s' is %zu bytes long, over the %d PATH_MAX allows: not watched nor "
+                     "reported",
+                     util_shorten (whole, shown, sizeof shown), strlen (dir) + 1 + strlen (name),
+                     PATH_MAX - 1);
+}
+
 // Walks 'path': every regular file below the root's own level goes to
 // s_consider and, in inotify mode, every directory is watched. depth 0 is
 // the root; directories more than MAX_DEPTH below it are logged and
@@ -690,7 +732,7 @@ s_scan (watcher_t *self, const char *path, int depth)
             continue;
         char child[PATH_MAX];
         if ((size_t) snprintf (child, sizeof child, "%s/%s", path, de->d_name) >= sizeof child) {
-            log_warning ("path too long under '%s': ignored", path);
+            s_too_long (self, path, de->d_name);
             continue;
         }
         struct stat st;
@@ -698,9 +740,7 @@ s_scan (watcher_t *self, const char *path, int depth)
             continue;
         if (S_ISDIR (st.st_mode)) {
             if (depth >= MAX_DEPTH) {  // symlinks are not followed; depth bounds the rest
-                log_warning ("'%s' is more than %d directories below the root: not watched, "
-                             "its files not reported",
-                             child, MAX_DEPTH);
+                s_too_deep (self, child, depth + 1);
                 continue;
             }
             if (!self->poll)
@@ -780,8 +820,11 @@ s_on_inotify (zloop_t *loop, zmq_pollitem_t *item, void *arg)
         if (!dir || ev->len == 0 || s_ignored (self, ev->name))
             continue;
         char path[PATH_MAX];
-        if ((size_t) snprintf (path, sizeof path, "%s/%s", dir, ev->name) >= sizeof path)
+        if ((size_t) snprintf (path, sizeof path, "%s/%s", dir, ev->name) >= sizeof path) {
+            if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                s_too_long (self, dir, ev->name);
             continue;
+        }
         if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
             s_forget (self, path, (ev->mask & IN_ISDIR) != 0);
             continue;
@@ -794,9 +837,7 @@ s_on_inotify (zloop_t *loop, zmq_pollitem_t *item, void *arg)
             depth += *c == '/';
         if (S_ISDIR (st.st_mode) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
             if (depth > MAX_DEPTH) {
-                log_warning ("'%s' is more than %d directories below the root: not watched, "
-                             "its files not reported",
-                             path, MAX_DEPTH);
+                s_too_deep (self, path, depth);
                 continue;
             }
             // Files may land before the watch is in place: scan it too.
@@ -980,6 +1021,7 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     self->pending = zhashx_new ();
     self->backlog = zlistx_new ();
     self->waiting = zhashx_new ();
+    self->said = zhashx_new ();
     self->loop = zloop_new ();
     self->out = proto_batch_new ();
     if (!self->dirs || !self->tops || !self->known || !self->cands || !self->pending || !self->backlog || !self->waiting
@@ -1039,6 +1081,7 @@ watcher_destroy (watcher_t **self_p)
     zhashx_destroy (&self->pending);
     zlistx_destroy (&self->backlog);
     zhashx_destroy (&self->waiting);
+    zhashx_destroy (&self->said);
     free (self);
     *self_p = NULL;
 }
