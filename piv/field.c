@@ -268,6 +268,33 @@ piv_field_stats (const piv_field_t *self, int max_flag, piv_field_stats_t *stats
     return count;
 }
 
+long
+piv_field_peak_locking (const piv_field_t *self, piv_lock_t *lock)
+{
+    memset (lock, 0, sizeof *lock);
+    size_t n = (size_t) self->nx * (size_t) self->ny;
+    for (size_t k = 0; k < n; k++) {
+        if (self->flags[k] != PIV_FLAG_VALID)
+            continue;
+        double d[2] = {self->u[k], self->v[k]};
+        for (int c = 0; c < 2; c++) {
+            if (!isfinite (d[c]))
+                continue;
+            // floor, not truncation: -0.3 px is 0.7 past the pixel below.
+            int b = (int) ((d[c] - floor (d[c])) * PIV_LOCK_BINS);
+            lock->bins[b < PIV_LOCK_BINS ? b : PIV_LOCK_BINS - 1]++;
+            lock->count++;
+        }
+    }
+    long lo = lock->bins[0], hi = lock->bins[0];
+    for (int b = 1; b < PIV_LOCK_BINS; b++) {
+        lo = lock->bins[b] < lo ? lock->bins[b] : lo;
+        hi = lock->bins[b] > hi ? lock->bins[b] : hi;
+    }
+    lock->index = hi > 0 ? 4.0 * (1.0 - (double) lo / (double) hi) : 0;
+    return lock->count;
+}
+
 // ---------------------------------------------------------------------------
 // The binary encoding: a 32-byte header, then the arrays one after another.
 

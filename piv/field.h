@@ -56,6 +56,23 @@ typedef struct {
 } piv_field_stats_t;
 int piv_field_stats (const piv_field_t *self, int max_flag, piv_field_stats_t *stats);
 
+// Peak locking (the bias of the sub-pixel estimator towards whole pixels):
+// the histogram of the fractional parts x - floor(x) of u and v of the
+// VALID vectors, in PIV_LOCK_BINS bins of 0.1 px from 0, and Christensen's
+// peak-locking degree (K. T. Christensen, Exp. Fluids 36:484-497, 2004),
+// C = 4 (1 - Hmin / Hmax) over those bins: 0 for a flat histogram, 4 when
+// a bin stays empty. It says something only where the true displacements
+// spread over several pixels (a fraction's histogram of a uniform flow is
+// one bin whatever the estimator). Returns the number of fractions (2 per
+// vector); with none, index 0 and the bins 0.
+#define PIV_LOCK_BINS 10
+typedef struct {
+    long bins[PIV_LOCK_BINS];  // fractions in [b / 10, (b + 1) / 10)
+    long count;                // fractions counted: 2 per valid vector
+    double index;              // Christensen's C, 0 .. 4
+} piv_lock_t;
+long piv_field_peak_locking (const piv_field_t *self, piv_lock_t *lock);
+
 // A vector field as bytes, the same on the wire (RESULT's blob) and in the
 // store: a 32-byte header (magic "PVF1", little-endian uint32 nx, ny,
 // window, step, runs, float32 x0, y0: the first vector's position), then

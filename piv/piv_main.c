@@ -438,6 +438,24 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
     return 0;
 }
 
+// -v: the peak-locking figure of the field (piv_field_peak_locking): the
+// share of the valid vectors' fractional displacements in each 0.1 px bin
+// and Christensen's index.
+static void
+s_log_peak_locking (const char *path, const piv_field_t *field)
+{
+    piv_lock_t lock;
+    if (piv_field_peak_locking (field, &lock) == 0)
+        return;
+    char hist[PIV_LOCK_BINS * 8] = "";
+    size_t len = 0;
+    for (int b = 0; b < PIV_LOCK_BINS; b++)
+        len += snprintf (hist + len, sizeof hist - len, " %.1f",
+                         100.0 * lock.bins[b] / lock.count);
+    log_info ("%s: peak locking %.2f (Christensen 2004, 0 none .. 4); fractional "
+              "displacements of valid vectors by 0.1 px from 0, %%:%s", path, lock.index, hist);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -486,6 +504,7 @@ main (int argc, char **argv)
               "PIV %.1f ms, output %.1f ms",
               path_a, total, replaced, invalid, (t_load - t0) * 1e3, (t_plan - t_load) * 1e3,
               (t_done - t_plan) * 1e3, (util_now () - t_write) * 1e3);
+    s_log_peak_locking (path_a, field);
     rc = 0;
 fail:
     if (rc && err[0])

@@ -970,6 +970,52 @@ START_TEST (the_noise_metric_sees_jitter_and_outliers)
 }
 END_TEST
 
+// Peak locking (issue 24): fractions spread evenly over the pixel give a
+// flat histogram and index 0; the same field with a third of its vectors
+// pulled to whole pixels gives the index the histogram's bins say.
+// Negative displacements count from the pixel below (-0.25 is 0.75), and
+// replaced or invalid vectors are left out.
+START_TEST (the_peak_locking_index_sees_fractions_pulled_to_whole_pixels)
+{
+    piv_field_t *f = piv_field_new (10, 10);
+    for (int j = 0; j < 10; j++)
+        for (int i = 0; i < 10; i++) {
+            long k = (long) j * 10 + i;
+            f->u[k] = (float) (i * 0.1 + 0.05 - 2);  // one vector per bin in each row
+            f->v[k] = (float) (j * 0.1 + 0.05 + 3);
+        }
+    piv_lock_t lock;
+    ck_assert_int_eq (piv_field_peak_locking (f, &lock), 200);
+    for (int b = 0; b < PIV_LOCK_BINS; b++)
+        ck_assert_int_eq (lock.bins[b], 20);
+    ck_assert_double_eq_tol (lock.index, 0, 1e-12);
+
+    // u of columns 8, 9 (fractions 0.85, 0.95) rounded to whole pixels: bin 0
+    // gains 20, bins 8 and 9 lose 10 each: C = 4 (1 - 10 / 40) = 3.
+    for (int j = 0; j < 10; j++)
+        for (int i = 8; i < 10; i++)
+            f->u[j * 10 + i] = roundf (f->u[j * 10 + i]);
+    ck_assert_int_eq (piv_field_peak_locking (f, &lock), 200);
+    ck_assert_int_eq (lock.bins[0], 40);
+    ck_assert_int_eq (lock.bins[8], 10);
+    ck_assert_int_eq (lock.bins[9], 10);
+    ck_assert_double_eq_tol (lock.index, 3.0, 1e-12);
+
+    // A negative fraction counts from the pixel below; a replaced vector
+    // and an invalid one are not counted.
+    f->u[0] = -0.25f;  // was -1.95 (bin 0): now bin 7
+    f->flags[1] = PIV_FLAG_REPLACED;
+    f->flags[2] = PIV_FLAG_INVALID;
+    ck_assert_int_eq (piv_field_peak_locking (f, &lock), 196);
+    ck_assert_int_eq (lock.bins[7], 21);
+    ck_assert_int_eq (lock.bins[0], 37);  // 40, less u[0] and v of vectors 1 and 2
+    ck_assert_int_eq (lock.bins[1], 19);
+    ck_assert_int_eq (lock.bins[2], 19);
+    ck_assert_double_eq_tol (lock.index, 4.0 * (1 - 10.0 / 37), 1e-12);
+    piv_field_destroy (&f);
+}
+END_TEST
+
 // The txt rows without printf (issue 18): the same bytes as printf's
 // "%.1f %.1f %.4f %.4f %d %.3f\n" for values that test its rounding: exact
 // ties (even and odd), digits carried over, tiny negatives (-0.0000), -0,
@@ -1236,6 +1282,7 @@ s_suite (void)
     tcase_add_test (issue17, the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid);
     tcase_add_test (issue17, the_real_pairs_are_less_noisy_than_openpiv_windef);
     tcase_add_test (issue17, the_noise_metric_sees_jitter_and_outliers);
+    tcase_add_test (issue17, the_peak_locking_index_sees_fractions_pulled_to_whole_pixels);
     tcase_add_test (issue17, the_smoothing_and_validation_keys_read_back_and_bad_values_are_refused);
     tcase_add_test (issue17, one_two_and_four_threads_give_the_same_fields_pair_after_pair);
     tcase_add_test (issue17, more_threads_than_rows_and_engines_made_again_and_again);
