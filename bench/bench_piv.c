@@ -5,6 +5,7 @@
 // 0 done, 1 something broke (synthesis, engine, files), 2 bad usage.
 
 #include "bench/piv_cost.h"
+#include "bench/piv_resolution.h"
 #include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -616,10 +617,12 @@ static void
 s_usage (FILE *out)
 {
     fprintf (out,
-             "usage: bench_piv [--quick] [--reps N] [--only accuracy|real] [--settings TEXT]\n"
+             "usage: bench_piv [--quick] [--reps N] [--only accuracy|real|resolution]\n"
+             "                 [--settings TEXT]\n"
              "  --quick    %d repetitions and only the default deformation in the accuracy table\n"
              "  --reps N   repetitions of each timed figure (default %d; best and median shown)\n"
-             "  --only S   section 5 (accuracy, with --quick's rows) or 8 (real pairs) alone\n"
+             "  --only S   section 5 (accuracy, with --quick's rows), 8 (real pairs) or 10\n"
+             "             (resolution, peak locking, sparse seeding) alone\n"
              "  --settings TEXT  settings as a TASK carries them (\"smooth=final\"), over the\n"
              "             defaults of every engine\n"
              "FFTW wisdom: %s (PIVFARM_WISDOM); planner: PIVFARM_FFTW_PLANNER\n",
@@ -632,8 +635,8 @@ s_section (const char *title)
     printf ("\n%s\n", title);
 }
 
-// Reads the arguments into *quick, *reps and *only ("accuracy", "real" or
-// NULL). -1 to go on, or the exit code.
+// Reads the arguments into *quick, *reps and *only ("accuracy", "real",
+// "resolution" or NULL). -1 to go on, or the exit code.
 static int
 s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
 {
@@ -643,7 +646,8 @@ s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
         else if (strcmp (argv[i], "--settings") == 0 && i + 1 < argc)
             s_settings_text = argv[++i];
         else if (strcmp (argv[i], "--only") == 0 && i + 1 < argc
-                 && (strcmp (argv[i + 1], "accuracy") == 0 || strcmp (argv[i + 1], "real") == 0)) {
+                 && (strcmp (argv[i + 1], "accuracy") == 0 || strcmp (argv[i + 1], "real") == 0
+                     || strcmp (argv[i + 1], "resolution") == 0)) {
             *only = argv[++i];
             *quick = 1;
         }
@@ -1049,12 +1053,17 @@ main (int argc, char *argv[])
 
     s_case_t *target = &bench.cases[0];
     double synth_s = 0, t0 = util_now ();
-    if ((!only || strcmp (only, "real") != 0)
+    // --only real and --only resolution make their own pairs.
+    if ((!only || strcmp (only, "accuracy") == 0)
         && s_synth (FRAME, UNIFORM_SPEC, &target->flow, &target->a, &target->b) != 0)
         goto done;
     synth_s = util_now () - t0;
     if (only && strcmp (only, "real") == 0) {
         if (s_section_real () != 0)
+            goto done;
+    }
+    else if (only && strcmp (only, "resolution") == 0) {
+        if (resolution_section (s_settings_text) != 0)
             goto done;
     }
     else if (only) {
@@ -1063,7 +1072,7 @@ main (int argc, char *argv[])
     }
     else if (s_section_floor (&bench) != 0 || s_section_single (&bench) != 0
              || s_section_multi (&bench) != 0 || s_section_rest (&bench) != 0
-             || s_section_real () != 0)
+             || s_section_real () != 0 || resolution_section (s_settings_text) != 0)
         goto done;
     rc = 0;
 

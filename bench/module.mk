@@ -6,8 +6,9 @@ build/bench/%.o: LAYER_PKGS := $(PIV_PKGS) $(ZMQ_PKGS) $(STORE_PKGS)
 BENCH_FARM_OBJS := build/bench/farm_util.o build/bench/farm_programs.o build/bench/farm_cycle.o \
                    build/bench/farm_history.o build/bench/farm_piv.o build/bench/floor.o
 build/bench/bench_farm: $(BENCH_FARM_OBJS)
-# bench_piv's section 8 (bench/piv_cost.c) runs the agent's processor.
-build/bench/bench_piv: build/bench/piv_cost.o $(AGENT_LIB) $(COMMON_LIB) $(PIV_LIB)
+# bench_piv's section 9 (bench/piv_cost.c) runs the agent's processor;
+# section 10 (bench/piv_resolution.c) measures resolution on synthetic flows.
+build/bench/bench_piv: build/bench/piv_cost.o build/bench/piv_resolution.o $(AGENT_LIB) $(COMMON_LIB) $(PIV_LIB)
 build/bench/bench_%: build/bench/bench_%.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALL_LIBS)
 
