@@ -1,6 +1,7 @@
 // bench_piv.c — figures for libpiv: the FFT floor of the target layout, the
 // engine's time per pair (single pass and multipass, 1 and 2 threads), its
-// accuracy on known flows per deformation kind, and TIFF loading speed.
+// accuracy on known flows per deformation kind, TIFF loading speed, and its
+// resolution, peak locking and sparse seeding (bench/piv_resolution.c).
 // Prints figures next to their targets; never fails on time. Exit status:
 // 0 done, 1 something broke (synthesis, engine, files), 2 bad usage.
 
