@@ -284,6 +284,33 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
             if (piv_smooth_parse (value, &s->smooth, err, errlen) != 0)
                 return -1;
         }
+        else if (strcmp (key, "eps") == 0 || strcmp (key, "threshold") == 0) {
+            double x = strtod (value, &end);
+            if (*end || end == value) {
+                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
+                return -1;
+            }
+            *(key[0] == 'e' ? &s->median_eps : &s->median_threshold) = x;
+        }
+        else if (strcmp (key, "deform_passes") == 0) {
+            // Which passes deform the frames: the final size only, or every
+            // pass after the first (the others move windows by whole pixels).
+            if (strcmp (value, "final") != 0 && strcmp (value, "all") != 0) {
+                snprintf (err, errlen, "bad settings: deform_passes '%s': expected final or all",
+                          value);
+                return -1;
+            }
+            s->deform_every_pass = value[0] == 'a';
+        }
+        else if (strcmp (key, "predictor") == 0) {
+            // The predictor between passes: 3 x 3 binomial filtered, or raw.
+            if (strcmp (value, "binomial") != 0 && strcmp (value, "raw") != 0) {
+                snprintf (err, errlen, "bad settings: predictor '%s': expected binomial or raw",
+                          value);
+                return -1;
+            }
+            s->smooth_predictor = value[0] == 'b';
+        }
         else {
             snprintf (err, errlen, "bad settings '%s': unknown key '%s'", text, key);
             return -1;
@@ -327,6 +354,16 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         n += snprintf (buf + n, size - n, " median_passes=%d", s->median_passes);
     if (n >= 0 && (size_t) n < size && s->peak_ratio_min != d.peak_ratio_min)
         n += snprintf (buf + n, size - n, " peak_ratio=%g", s->peak_ratio_min);
+    if (n >= 0 && (size_t) n < size && s->median_eps != d.median_eps)
+        n += snprintf (buf + n, size - n, " eps=%g", s->median_eps);
+    if (n >= 0 && (size_t) n < size && s->median_threshold != d.median_threshold)
+        n += snprintf (buf + n, size - n, " threshold=%g", s->median_threshold);
+    if (n >= 0 && (size_t) n < size && s->deform_every_pass != d.deform_every_pass)
+        n += snprintf (buf + n, size - n, " deform_passes=%s",
+                       s->deform_every_pass ? "all" : "final");
+    if (n >= 0 && (size_t) n < size && s->smooth_predictor != d.smooth_predictor)
+        n += snprintf (buf + n, size - n, " predictor=%s",
+                       s->smooth_predictor ? "binomial" : "raw");
     if (n < 0 || (size_t) n >= size)
         return -1;
     if (!s->mask_path[0])

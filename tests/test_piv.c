@@ -626,6 +626,20 @@ START_TEST (the_task_settings_text_reads_back_and_bad_text_is_refused)
     }
     char small[16];
     ck_assert_int_eq (piv_settings_format (&s, small, sizeof small), -1);
+    // The validation's and the pass schedule's levers, written only where
+    // they are not the defaults, read back as written.
+    piv_settings_init (&s);
+    s.median_eps = 0.2, s.median_threshold = 3, s.deform_every_pass = 1, s.smooth_predictor = 0;
+    piv_settings_format (&s, text, sizeof text);
+    ck_assert_str_eq (text, "passes=32 overlap=50 iterations=3 deform=bspline5 eps=0.2 "
+                            "threshold=3 deform_passes=all predictor=raw");
+    ck_assert_msg (piv_settings_parse (text, &back, err, sizeof err) == 0, "%s", err);
+    ck_assert (back.median_eps == 0.2 && back.median_threshold == 3);
+    ck_assert (back.deform_every_pass == 1 && back.smooth_predictor == 0);
+    ck_assert (piv_settings_parse ("predictor=gauss", &back, err, sizeof err) == -1);
+    ck_assert_str_eq (err, "bad settings: predictor 'gauss': expected binomial or raw");
+    ck_assert (piv_settings_parse ("deform_passes=some", &back, err, sizeof err) == -1);
+    ck_assert_str_eq (err, "bad settings: deform_passes 'some': expected final or all");
 }
 END_TEST
 
