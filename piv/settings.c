@@ -210,6 +210,21 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
 // ---------------------------------------------------------------------------
 // The TASK text
 
+// A key of two words: *on 1 for 'yes', 0 for 'no'; anything else refused.
+static int
+s_choice (const char *key, const char *value, const char *yes, const char *no, int *on,
+          char *err, size_t errlen)
+{
+    if (strcmp (value, yes) != 0 && strcmp (value, no) != 0) {
+        // Its words in the order the documentation gives them: the default first.
+        snprintf (err, errlen, "bad settings: %s '%s': expected %s or %s", key, value,
+                  *on ? yes : no, *on ? no : yes);
+        return -1;
+    }
+    *on = strcmp (value, yes) == 0;
+    return 0;
+}
+
 int
 piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errlen)
 {
@@ -295,21 +310,13 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
         else if (strcmp (key, "deform_passes") == 0) {
             // Which passes deform the frames: the final size only, or every
             // pass after the first (the others move windows by whole pixels).
-            if (strcmp (value, "final") != 0 && strcmp (value, "all") != 0) {
-                snprintf (err, errlen, "bad settings: deform_passes '%s': expected final or all",
-                          value);
+            if (s_choice (key, value, "all", "final", &s->deform_every_pass, err, errlen))
                 return -1;
-            }
-            s->deform_every_pass = value[0] == 'a';
         }
         else if (strcmp (key, "predictor") == 0) {
             // The predictor between passes: 3 x 3 binomial filtered, or raw.
-            if (strcmp (value, "binomial") != 0 && strcmp (value, "raw") != 0) {
-                snprintf (err, errlen, "bad settings: predictor '%s': expected binomial or raw",
-                          value);
+            if (s_choice (key, value, "binomial", "raw", &s->smooth_predictor, err, errlen))
                 return -1;
-            }
-            s->smooth_predictor = value[0] == 'b';
         }
         else {
             snprintf (err, errlen, "bad settings '%s': unknown key '%s'", text, key);
