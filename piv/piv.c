@@ -1471,6 +1471,7 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             piv_validate_peak_ratio (field, s->peak_ratio_min);
         for (int v = 0; v < s->median_passes; v++)
             if (piv_validate_median_pool (field, s->median_eps, s->median_threshold,
+                                          s->median_curved,
                                           s_candidates, &job, self->pool, self->nthreads) <= 0)
                 break;
         // The final window size runs again while it still corrects its

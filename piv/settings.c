@@ -32,6 +32,7 @@ piv_settings_init (piv_settings_t *settings)
     settings->smooth_predictor = 1;
     settings->deform_every_pass = 0;
     settings->median_passes = 1;
+    settings->median_curved = 1;
     settings->smooth = PIV_SMOOTH_FINAL;
     settings->smooth_s = 0.1;
 }
@@ -313,6 +314,12 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
             if (s_choice (key, value, "all", "final", &s->deform_every_pass, err, errlen))
                 return -1;
         }
+        else if (strcmp (key, "median") == 0) {
+            // The median test with its second look where the flow is curved,
+            // or the plain test of Westerweel & Scarano.
+            if (s_choice (key, value, "curved", "plain", &s->median_curved, err, errlen))
+                return -1;
+        }
         else if (strcmp (key, "predictor") == 0) {
             // The predictor between passes: 3 x 3 binomial filtered, or raw.
             if (s_choice (key, value, "binomial", "raw", &s->smooth_predictor, err, errlen))
@@ -368,6 +375,8 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
     if (n >= 0 && (size_t) n < size && s->deform_every_pass != d.deform_every_pass)
         n += snprintf (buf + n, size - n, " deform_passes=%s",
                        s->deform_every_pass ? "all" : "final");
+    if (n >= 0 && (size_t) n < size && s->median_curved != d.median_curved)
+        n += snprintf (buf + n, size - n, " median=%s", s->median_curved ? "curved" : "plain");
     if (n >= 0 && (size_t) n < size && s->smooth_predictor != d.smooth_predictor)
         n += snprintf (buf + n, size - n, " predictor=%s",
                        s->smooth_predictor ? "binomial" : "raw");

@@ -52,6 +52,7 @@ typedef struct {
     int threads;                 // threads on one pair (1 = the calling thread)
     int smooth_predictor;        // 3 x 3 smoothing of the predictor between passes (1)
     int deform_every_pass;       // 0: integer offset before the final window size (0)
+    int median_curved;           // the median test's second look against the lines (1)
     const piv_image_t *mask;     // borrowed, may be NULL: zero pixels are outside the flow
     char mask_path[PIV_MASK_PATH_MAX];  // the mask's file, as a TASK names it ("": none);
                                         // its reader (the agent) sets 'mask' from it

@@ -41,8 +41,10 @@ int piv_smoothn_pool (int nx, int ny, const float *u, const float *v, const floa
 
 // piv_validate_median_peaks with the rows of the field tested at once on
 // pool (NULL: here) in up to nthreads parts: the same result; candidates is
-// then called from several threads at once.
-int piv_validate_median_pool (piv_field_t *field, double eps, double threshold,
+// then called from several threads at once. 'curved' 0 is the plain test
+// (no second look against the lines' prediction, replacement by the
+// neighbours' median): the settings' median=plain.
+int piv_validate_median_pool (piv_field_t *field, double eps, double threshold, int curved,
                               piv_candidates_fn *candidates, void *arg, piv_pool_t *pool,
                               int nthreads);
 

@@ -94,17 +94,71 @@ s_residual (float u, float v, float mu, float mv, float ru, float rv, float eps)
     return sqrtf (tu * tu + tv * tv);
 }
 
+// The vector (i, j) as its neighbours predict it where the flow is curved:
+// along each of the four lines through it (the row, the column, both
+// diagonals), the cubic through the valid vectors 1 and 2 steps away on
+// either side gives it (weights -1/6, 2/3, 2/3, -1/6: exact for a parabola
+// along the line, so a crest or a trough is predicted as it is, where the
+// neighbours' median is below it); the median of the lines that have their
+// four vectors, so that one bad vector spoils one line and not the
+// prediction. 1 with (*pu, *pv) when at least 'lines' lines have them (near
+// an edge or a mask fewer do), else 0; 'skip' (may be NULL) marks vectors
+// not to use.
+static int
+s_curved (const piv_field_t *f, int i, int j, const uint8_t *skip, int lines, float *pu,
+          float *pv)
+{
+    static const int dirs[4][2] = {{1, 0}, {0, 1}, {1, 1}, {1, -1}};
+    float lu[4], lv[4];
+    int n = 0;
+    for (int d = 0; d < 4; d++) {
+        float su = 0, sv = 0;
+        int t;
+        for (t = -2; t <= 2; t++) {
+            if (t == 0)
+                continue;
+            int a = i + t * dirs[d][0], b = j + t * dirs[d][1];
+            if (a < 0 || b < 0 || a >= f->nx || b >= f->ny)
+                break;
+            long k = (long) b * f->nx + a;
+            if (f->flags[k] != PIV_FLAG_VALID || (skip && skip[k]))
+                break;
+            float w = (t == 1 || t == -1) ? 2.0f / 3.0f : -1.0f / 6.0f;
+            su += w * f->u[k];
+            sv += w * f->v[k];
+        }
+        if (t <= 2)
+            continue;  // the line lacks a vector
+        lu[n] = su;
+        lv[n] = sv;
+        n++;
+    }
+    if (n < lines)
+        return 0;
+    *pu = s_median (lu, n);
+    *pv = s_median (lv, n);
+    return 1;
+}
+
 // Replaces each vector marked in 'reject' by the median of its valid 3 x 3
-// neighbours not marked (flag REPLACED), or, with none, flags it INVALID.
+// neighbours not marked (flag REPLACED), or, with none, flags it INVALID;
+// with 'curved', by the four lines' prediction where they have it (a
+// replaced crest is not clipped to its neighbours' median).
 static void
-s_replace (piv_field_t *f, const uint8_t *reject)
+s_replace (piv_field_t *f, const uint8_t *reject, int curved)
 {
     for (int j = 0; j < f->ny; j++)
         for (int i = 0; i < f->nx; i++) {
             long k = (long) j * f->nx + i;
-            float nu[8], nv[8];
+            float nu[8], nv[8], pu, pv;
             if (!reject[k])
                 continue;
+            if (curved && s_curved (f, i, j, reject, 2, &pu, &pv)) {
+                f->u[k] = pu;
+                f->v[k] = pv;
+                f->flags[k] = PIV_FLAG_REPLACED;
+                continue;
+            }
             int count = s_neighbours (f, i, j, reject, nu, nv);
             if (count > 0) {
                 f->u[k] = s_median (nu, count);
@@ -128,6 +182,7 @@ piv_validate_median (piv_field_t *field, double eps, double threshold)
 typedef struct {
     piv_field_t *field;              // the field, read only until all rows are tested
     double eps, threshold;           // the test's
+    int curved;                      // a second look against the four lines' prediction
     piv_candidates_fn *candidates;   // NULL, or the other peaks
     void *arg;                       // its argument
     uint8_t *reject;                 // out: verdicts
@@ -161,6 +216,18 @@ s_test_rows (void *arg, int first, int last, int part)
             float rmu = s_median (ru, count), rmv = s_median (rv, count), e = (float) job->eps;
             if (s_residual (f->u[k], f->v[k], mu, mv, rmu, rmv, e) <= job->threshold)
                 continue;
+            // On a crest of a curved flow the neighbours' median lies below the
+            // vector and their residuals collapse (a shear's rows are equal):
+            // judged against what the lines through it predict, with the same
+            // scale, a sound vector passes and an outlier does not.
+            // Only where the lines see a curve the median misses (their
+            // prediction off the median by more than the neighbours' scatter):
+            // elsewhere it would only be a second chance for noise.
+            float pu, pv;
+            if (job->curved && s_curved (f, i, j, NULL, 1, &pu, &pv)
+                && s_residual (pu, pv, mu, mv, rmu, rmv, e) > 1
+                && s_residual (f->u[k], f->v[k], pu, pv, rmu, rmv, e) <= job->threshold)
+                continue;
             job->reject[k] = 1;
             rejected++;
             float cu[4], cv[4];
@@ -182,17 +249,17 @@ int
 piv_validate_median_peaks (piv_field_t *field, double eps, double threshold,
                            piv_candidates_fn *candidates, void *arg)
 {
-    return piv_validate_median_pool (field, eps, threshold, candidates, arg, NULL, 1);
+    return piv_validate_median_pool (field, eps, threshold, 1, candidates, arg, NULL, 1);
 }
 
 int
-piv_validate_median_pool (piv_field_t *field, double eps, double threshold,
+piv_validate_median_pool (piv_field_t *field, double eps, double threshold, int curved,
                           piv_candidates_fn *candidates, void *arg, piv_pool_t *pool,
                           int nthreads)
 {
     piv_field_t *f = field;
     long n = (long) f->nx * f->ny;
-    s_test_t job = {f, eps, threshold, candidates, arg, calloc ((size_t) n, 1),
+    s_test_t job = {f, eps, threshold, curved, candidates, arg, calloc ((size_t) n, 1),
                     candidates ? malloc (2 * (size_t) n * sizeof (float)) : NULL, {0}};
     if (!job.reject || (candidates && !job.alt)) {
         free (job.reject);
@@ -210,7 +277,7 @@ piv_validate_median_pool (piv_field_t *field, double eps, double threshold,
             job.reject[k] = 0;
         }
     // ...the others are replaced from the neighbours that passed.
-    s_replace (f, job.reject);
+    s_replace (f, job.reject, curved);
     free (job.reject);
     free (job.alt);
     return rejected;
@@ -269,7 +336,7 @@ piv_validate_peak_ratio (piv_field_t *field, double min_ratio)
             low[k] = 1;
             rejected++;
         }
-    s_replace (f, low);
+    s_replace (f, low, 0);
     free (low);
     return rejected;
 }
