@@ -230,21 +230,34 @@ START_TEST (peak_ratios_separate_signal_from_noise)
 }
 END_TEST
 
-// A smooth field on a 20 x 15 grid, 8 px apart.
+// A field of nx x ny vectors 8 px apart, u and v from 'flow' at (i, j).
 static piv_field_t *
-s_smooth_field (void)
+s_grid_field (int nx, int ny, void (*flow) (int i, int j, float *u, float *v))
 {
-    piv_field_t *f = piv_field_new (20, 15);
+    piv_field_t *f = piv_field_new (nx, ny);
     f->step = 8;
     for (int j = 0; j < f->ny; j++)
         for (int i = 0; i < f->nx; i++) {
             int k = j * f->nx + i;
             f->x[k] = 8 * i;
             f->y[k] = 8 * j;
-            f->u[k] = 2 + 0.05f * i + 0.3f * sinf (0.2f * j);
-            f->v[k] = -1 + 0.03f * j;
+            flow (i, j, &f->u[k], &f->v[k]);
         }
     return f;
+}
+
+static void
+s_smooth_flow (int i, int j, float *u, float *v)
+{
+    *u = 2 + 0.05f * i + 0.3f * sinf (0.2f * j);
+    *v = -1 + 0.03f * j;
+}
+
+// A smooth field on a 20 x 15 grid, 8 px apart.
+static piv_field_t *
+s_smooth_field (void)
+{
+    return s_grid_field (20, 15, s_smooth_flow);
 }
 
 START_TEST (validation_replaces_planted_outliers_and_nothing_else)
@@ -280,20 +293,18 @@ END_TEST
 // A sine shear of 8 vectors a wavelength, u = 2 sin(2 pi j / 8): its crests
 // are where the plain median test fails (six of the eight neighbours equal,
 // their residuals 0: the crest 0.59 px above their median reads as 5.9 eps).
+static void
+s_sine_flow (int i, int j, float *u, float *v)
+{
+    (void) i;
+    *u = 2 * sinf (2 * (float) M_PI * j / 8);
+    *v = 0;
+}
+
 static piv_field_t *
 s_sine_field (void)
 {
-    piv_field_t *f = piv_field_new (21, 24);
-    f->step = 8;
-    for (int j = 0; j < f->ny; j++)
-        for (int i = 0; i < f->nx; i++) {
-            int k = j * f->nx + i;
-            f->x[k] = 8 * i;
-            f->y[k] = 8 * j;
-            f->u[k] = 2 * sinf (2 * (float) M_PI * j / 8);
-            f->v[k] = 0;
-        }
-    return f;
+    return s_grid_field (21, 24, s_sine_flow);
 }
 
 START_TEST (validation_keeps_the_crests_of_a_curved_flow_and_does_not_clip_a_replaced_one)
