@@ -37,6 +37,7 @@ s_usage (FILE *out)
              "      --asymmetric      deform frame B only (default: both, about mid-time)\n"
              "      --eps E           median test epsilon, px (default 0.1)\n"
              "      --threshold T     median test threshold (default 2)\n"
+             "      --plain-median    the median test without its second look on curved flows\n"
              "  -t, --threads N       threads on this pair (default 1)\n"
              "  -m, --mask FILE       TIFF mask: zero pixels are outside the flow\n"
              "  -b, --background LIST comma-separated frames whose minimum is subtracted\n"
@@ -151,6 +152,7 @@ static const struct option s_options[] = {
     {"smooth-s", required_argument, NULL, 'k'},
     {"eps", required_argument, NULL, 'E'},
     {"threshold", required_argument, NULL, 'T'},
+    {"plain-median", no_argument, NULL, 'P'},
     {"threads", required_argument, NULL, 't'},
     {"mask", required_argument, NULL, 'm'},
     {"background", required_argument, NULL, 'b'},
@@ -209,6 +211,9 @@ s_option (int opt, char **argv, s_opts_t *o)
     case 'T':
         if (s_double_arg ("--threshold", optarg, &settings->median_threshold))
             return 2;
+        break;
+    case 'P':
+        settings->median_curved = 0;
         break;
     case 't':
         if (s_int_arg ("--threads", optarg, 1, PIV_MAX_THREADS, &n))
@@ -407,7 +412,7 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               "frame_b %s\n"
               "image %dx%d\n"
               "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s\n"
-              "validation normalized-median eps %g threshold %g smooth %s s %g\n"
+              "validation normalized-median%s eps %g threshold %g smooth %s s %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
               "mean_u %.4f mean_v %.4f (px, over valid vectors)\n"
@@ -420,8 +425,9 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               settings->symmetric ? " symmetric" : "",
               settings->deform_every_pass ? " deform-every-pass" : "",
               settings->smooth_predictor ? " smoothed-predictor" : "",
-              settings->median_eps, settings->median_threshold,
-              piv_smooth_name (settings->smooth), settings->smooth_s, field->nx, field->ny,
+              settings->median_curved ? " curved" : "", settings->median_eps,
+              settings->median_threshold, piv_smooth_name (settings->smooth), settings->smooth_s,
+              field->nx, field->ny,
               field->window, field->step, *total, *total - *replaced - *invalid, *replaced,
               *invalid, st.mean_u, st.mean_v);
     FILE *out = output ? fopen (output, "w") : stdout;
