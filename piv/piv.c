@@ -1376,6 +1376,103 @@ s_phases_print (const s_phases_t *ph, int nthreads)
     fprintf (stderr, "\n");
 }
 
+// ---------------------------------------------------------------------------
+// Windows without signal: a window over a part of the frames where there are
+// no particle images (a dark body, an unlit strip) correlates the camera's
+// noise with itself: its vector is as random as its neighbours', so the
+// median test cannot see it, and replacing it invents flow where nothing was
+// seen. Its contrast tells it: the standard deviation of its pixels in A and
+// B (their geometric mean) below a share of the frame's median window
+// contrast (settings' contrast, 0.2) flags it INVALID. Measured on the final
+// grid, over the original frames.
+
+typedef struct {
+    const piv_field_t *field;       // the final field
+    const float *fa, *fb;           // the frames as floats, or NULL
+    const unsigned char *ba, *bb;   // or as bytes
+    int w, h;                       // their size
+    float *contrast;                // out: each vector's window's
+} s_contrast_job_t;
+
+static void
+s_contrast_rows (void *arg, int first, int last, int part)
+{
+    (void) part;
+    s_contrast_job_t *job = arg;
+    const piv_field_t *f = job->field;
+    int n = f->window;
+    for (int j = first; j < last; j++)
+        for (int i = 0; i < f->nx; i++) {
+            long k = (long) j * f->nx + i;
+            int x0 = (int) lrintf (f->x[k] - (n - 1) / 2.0f);
+            int y0 = (int) lrintf (f->y[k] - (n - 1) / 2.0f);
+            double sd[2];
+            for (int frame = 0; frame < 2; frame++) {
+                double sum = 0, sq = 0;
+                long pixels = 0;
+                for (int y = y0; y < y0 + n; y++) {
+                    if (y < 0 || y >= job->h)
+                        continue;
+                    for (int x = x0; x < x0 + n; x++) {
+                        if (x < 0 || x >= job->w)
+                            continue;
+                        size_t at = (size_t) y * job->w + x;
+                        double p = job->ba ? (frame ? job->bb[at] : job->ba[at])
+                                           : (frame ? job->fb[at] : job->fa[at]);
+                        sum += p;
+                        sq += p * p;
+                        pixels++;
+                    }
+                }
+                double m = pixels ? sum / pixels : 0, var = pixels ? sq / pixels - m * m : 0;
+                sd[frame] = var > 0 ? sqrt (var) : 0;
+            }
+            job->contrast[k] = (float) sqrt (sd[0] * sd[1]);
+        }
+}
+
+static int
+s_cmp_float (const void *a, const void *b)
+{
+    float x = *(const float *) a, y = *(const float *) b;
+    return (x > y) - (x < y);
+}
+
+// Flags the vectors of windows without signal INVALID; 0, or -1 (memory).
+static int
+s_no_signal (piv_t *self, piv_field_t *field, const s_contrast_job_t *frames, double share)
+{
+    long count = (long) field->nx * field->ny;
+    float *c = malloc (2 * (size_t) count * sizeof *c);
+    if (!c)
+        return -1;
+    s_contrast_job_t job = *frames;
+    job.field = field;
+    job.contrast = c;
+    piv_pool_run (self->pool, self->nthreads, field->ny, s_contrast_rows, &job);
+    memcpy (c + count, c, (size_t) count * sizeof *c);
+    qsort (c + count, (size_t) count, sizeof *c, s_cmp_float);
+    float floor = (float) (share * c[count + count / 2]);
+    // A region, not a window: the median over the vector's 3 x 3 windows,
+    // so that a window that only caught few particles among good ones
+    // keeps its vector (a hole there would cost its neighbours' vorticity).
+    for (int j = 0; j < field->ny; j++)
+        for (int i = 0; i < field->nx; i++) {
+            float r[9];
+            int n = 0;
+            for (int b = j - 1; b <= j + 1; b++)
+                for (int a = i - 1; a <= i + 1; a++)
+                    if (a >= 0 && b >= 0 && a < field->nx && b < field->ny)
+                        r[n++] = c[(long) b * field->nx + a];
+            qsort (r, (size_t) n, sizeof r[0], s_cmp_float);
+            float median = n % 2 ? r[n / 2] : 0.5f * (r[n / 2 - 1] + r[n / 2]);
+            if (median < floor)
+                field->flags[(long) j * field->nx + i] = PIV_FLAG_INVALID;
+        }
+    free (c);
+    return 0;
+}
+
 piv_field_t *
 piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err, size_t errlen)
 {
@@ -1492,6 +1589,13 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             smoothed = s_smooth (field);
         else if (last && pls_final)
             smoothed = s_smooth_pls (field, s->smooth_s, 1, self->pool);
+        // The final field's windows without signal are said so (after the
+        // smoother: it had their values as it always had).
+        if (smoothed == 0 && last && s->contrast > 0) {
+            s_contrast_job_t frames = {NULL, fa, fb, ba, bb, w, h, NULL};
+            if ((!ba && !fa) || s_no_signal (self, field, &frames, s->contrast) != 0)
+                smoothed = -1;
+        }
         if (smoothed != 0) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);

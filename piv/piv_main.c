@@ -38,6 +38,8 @@ s_usage (FILE *out)
              "      --eps E           median test epsilon, px (default 0.1)\n"
              "      --threshold T     median test threshold (default 2)\n"
              "      --plain-median    the median test without its second look on curved flows\n"
+             "      --contrast C      regions of windows with less contrast than C times the\n"
+             "                        median window's have no signal: invalid (default 0.2; 0 off)\n"
              "  -t, --threads N       threads on this pair (default 1)\n"
              "  -m, --mask FILE       TIFF mask: zero pixels are outside the flow\n"
              "  -b, --background LIST comma-separated frames whose minimum is subtracted\n"
@@ -153,6 +155,7 @@ static const struct option s_options[] = {
     {"eps", required_argument, NULL, 'E'},
     {"threshold", required_argument, NULL, 'T'},
     {"plain-median", no_argument, NULL, 'P'},
+    {"contrast", required_argument, NULL, 'G'},
     {"threads", required_argument, NULL, 't'},
     {"mask", required_argument, NULL, 'm'},
     {"background", required_argument, NULL, 'b'},
@@ -214,6 +217,10 @@ s_option (int opt, char **argv, s_opts_t *o)
         break;
     case 'P':
         settings->median_curved = 0;
+        break;
+    case 'G':
+        if (s_double_arg ("--contrast", optarg, &settings->contrast))
+            return 2;
         break;
     case 't':
         if (s_int_arg ("--threads", optarg, 1, PIV_MAX_THREADS, &n))
@@ -412,7 +419,7 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               "frame_b %s\n"
               "image %dx%d\n"
               "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s\n"
-              "validation normalized-median%s eps %g threshold %g smooth %s s %g\n"
+              "validation normalized-median%s eps %g threshold %g contrast %g smooth %s s %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
               "mean_u %.4f mean_v %.4f (px, over valid vectors)\n"
@@ -426,7 +433,8 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               settings->deform_every_pass ? " deform-every-pass" : "",
               settings->smooth_predictor ? " smoothed-predictor" : "",
               settings->median_curved ? " curved" : "", settings->median_eps,
-              settings->median_threshold, piv_smooth_name (settings->smooth), settings->smooth_s,
+              settings->median_threshold, settings->contrast, piv_smooth_name (settings->smooth),
+              settings->smooth_s,
               field->nx, field->ny,
               field->window, field->step, *total, *total - *replaced - *invalid, *replaced,
               *invalid, st.mean_u, st.mean_v);

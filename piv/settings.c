@@ -33,6 +33,7 @@ piv_settings_init (piv_settings_t *settings)
     settings->deform_every_pass = 0;
     settings->median_passes = 1;
     settings->median_curved = 1;
+    settings->contrast = 0.2;
     settings->smooth = PIV_SMOOTH_FINAL;
     settings->smooth_s = 0.1;
 }
@@ -200,7 +201,7 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
         return -1;
     }
     if (s->median_passes < 1 || s->median_passes > PIV_MAX_ITERATIONS
-        || !(s->peak_ratio_min >= 0)) {
+        || !(s->peak_ratio_min >= 0) || !(s->contrast >= 0 && s->contrast < 1)) {
         snprintf (err, errlen, "bad settings: %d median passes (1 to %d), peak ratio %g",
                   s->median_passes, PIV_MAX_ITERATIONS, s->peak_ratio_min);
         return -1;
@@ -300,6 +301,13 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
             if (piv_smooth_parse (value, &s->smooth, err, errlen) != 0)
                 return -1;
         }
+        else if (strcmp (key, "contrast") == 0) {
+            s->contrast = strtod (value, &end);
+            if (*end || end == value) {
+                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
+                return -1;
+            }
+        }
         else if (strcmp (key, "eps") == 0 || strcmp (key, "threshold") == 0) {
             double x = strtod (value, &end);
             if (*end || end == value) {
@@ -368,6 +376,8 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         n += snprintf (buf + n, size - n, " median_passes=%d", s->median_passes);
     if (n >= 0 && (size_t) n < size && s->peak_ratio_min != d.peak_ratio_min)
         n += snprintf (buf + n, size - n, " peak_ratio=%g", s->peak_ratio_min);
+    if (n >= 0 && (size_t) n < size && s->contrast != d.contrast)
+        n += snprintf (buf + n, size - n, " contrast=%g", s->contrast);
     if (n >= 0 && (size_t) n < size && s->median_eps != d.median_eps)
         n += snprintf (buf + n, size - n, " eps=%g", s->median_eps);
     if (n >= 0 && (size_t) n < size && s->median_threshold != d.median_threshold)

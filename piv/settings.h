@@ -60,6 +60,8 @@ typedef struct {
     double smooth_s;             // its parameter s (> 0), or 0: chosen by GCV
     int median_passes;           // median test repeated while it rejects, at most (>= 1)
     double peak_ratio_min;       // vectors of a lower peak ratio rejected (0: none)
+    double contrast;             // windows of less contrast than this share of the median's:
+                                 // no signal, INVALID (0.2; 0: off)
 } piv_settings_t;
 
 // Validation and smoothing (issue 17, 'make bench' section 8, doc/piv.md):

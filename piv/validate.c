@@ -141,11 +141,13 @@ s_curved (const piv_field_t *f, int i, int j, const uint8_t *skip, int lines, fl
 }
 
 // Replaces each vector marked in 'reject' by the median of its valid 3 x 3
-// neighbours not marked (flag REPLACED), or, with none, flags it INVALID;
-// with 'curved', by the four lines' prediction where they have it (a
-// replaced crest is not clipped to its neighbours' median).
+// neighbours not marked (flag REPLACED), or, with none, flags it INVALID.
+// With 'curved', by the lines' prediction instead where they see a curve
+// the median misses (off the median by more than the neighbours' scatter
+// and eps): a replaced crest is not clipped, and where the field is only
+// noisy (sparse seeding) the median, less noisy than a line, is kept.
 static void
-s_replace (piv_field_t *f, const uint8_t *reject, int curved)
+s_replace (piv_field_t *f, const uint8_t *reject, int curved, float eps)
 {
     for (int j = 0; j < f->ny; j++)
         for (int i = 0; i < f->nx; i++) {
@@ -153,20 +155,27 @@ s_replace (piv_field_t *f, const uint8_t *reject, int curved)
             float nu[8], nv[8], pu, pv;
             if (!reject[k])
                 continue;
-            if (curved && s_curved (f, i, j, reject, 2, &pu, &pv)) {
-                f->u[k] = pu;
-                f->v[k] = pv;
-                f->flags[k] = PIV_FLAG_REPLACED;
+            int count = s_neighbours (f, i, j, reject, nu, nv);
+            if (count == 0) {
+                f->flags[k] = PIV_FLAG_INVALID;
                 continue;
             }
-            int count = s_neighbours (f, i, j, reject, nu, nv);
-            if (count > 0) {
-                f->u[k] = s_median (nu, count);
-                f->v[k] = s_median (nv, count);
-                f->flags[k] = PIV_FLAG_REPLACED;
+            float mu = s_median (nu, count), mv = s_median (nv, count);
+            f->u[k] = mu;
+            f->v[k] = mv;
+            f->flags[k] = PIV_FLAG_REPLACED;
+            if (curved && s_curved (f, i, j, reject, 2, &pu, &pv)) {
+                float ru[8], rv[8];
+                for (int c = 0; c < count; c++) {
+                    ru[c] = fabsf (nu[c] - mu);
+                    rv[c] = fabsf (nv[c] - mv);
+                }
+                if (s_residual (pu, pv, mu, mv, s_median (ru, count), s_median (rv, count), eps)
+                    > 1) {
+                    f->u[k] = pu;
+                    f->v[k] = pv;
+                }
             }
-            else
-                f->flags[k] = PIV_FLAG_INVALID;
         }
 }
 
@@ -277,7 +286,7 @@ piv_validate_median_pool (piv_field_t *field, double eps, double threshold, int 
             job.reject[k] = 0;
         }
     // ...the others are replaced from the neighbours that passed.
-    s_replace (f, job.reject, curved);
+    s_replace (f, job.reject, curved, (float) eps);
     free (job.reject);
     free (job.alt);
     return rejected;
@@ -336,7 +345,7 @@ piv_validate_peak_ratio (piv_field_t *field, double min_ratio)
             low[k] = 1;
             rejected++;
         }
-    s_replace (f, low, 0);
+    s_replace (f, low, 0, 0);
     free (low);
     return rejected;
 }

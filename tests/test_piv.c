@@ -69,7 +69,10 @@ s_check_accuracy (const char *spec, int size, const char *passes, int iterations
     piv_field_t *field = s_process (passes, iterations, DEFAULT_DEFORM, 1, a, b);
     piv_score_t score;
     ck_assert_int_eq (piv_score (field, &flow, PIV_FLAG_REPLACED, 0, size, size, &score), 0);
-    ck_assert_int_eq (score.count, field->nx * field->ny);
+    // Every vector measured, but where a rare spot of the synthetic images
+    // caught no particle (Poisson: e^-5 of 16 px windows at 0.02 per px):
+    // no signal there, flagged invalid (the 1024^2 vortex has one, 2 vectors).
+    ck_assert_int_ge (score.count, field->nx * field->ny - field->nx * field->ny / 1000);
     double rms = s_rms_per_component (&score);
     ck_assert_msg (rms <= max_rms, "%s, passes %s: RMS error %.4f px > %.4f px", spec, passes,
                    rms, max_rms);
@@ -505,8 +508,14 @@ s_check_real (const char *name_a, const char *name_b, double ref_u, double ref_v
     ck_assert_msg (fabs (stats.mean_u - ref_u) <= 0.2 && fabs (stats.mean_v - ref_v) <= 0.2,
                    "%s: mean (%.3f, %.3f) px, OpenPIV (%.2f, %.2f)", name_a, stats.mean_u,
                    stats.mean_v, ref_u, ref_v);
-    ck_assert_msg (stats.valid_fraction >= 0.95, "%s: %.3f of the vectors valid", name_a,
-                   stats.valid_fraction);
+    // Of the vectors with signal (not invalid: the windows over no particle
+    // image, 2image's dark body), as many valid as OpenPIV's 0.96.
+    long n = (long) f->nx * f->ny, invalid = 0;
+    for (long k = 0; k < n; k++)
+        invalid += f->flags[k] == PIV_FLAG_INVALID;
+    double valid = stats.valid_fraction * n / (double) (n - invalid);
+    ck_assert_msg (valid >= 0.95 && invalid <= n / 20, "%s: %.3f of the vectors with signal valid, "
+                   "%ld of %ld without signal", name_a, valid, invalid, n);
     piv_field_destroy (&f);
     piv_image_destroy (&a);
     piv_image_destroy (&b);
@@ -521,6 +530,31 @@ END_TEST
 START_TEST (the_real_palette_pair_agrees_with_openpiv)
 {
     s_check_real ("2image_00.tif", "2image_01.tif", -6.94, -1.39, 1008, 1012);
+}
+END_TEST
+
+// 2image has a dark body at its lower right where no particle is: no
+// vector may be invented there (before: ~350 random vectors passed the
+// median test as valid, their neighbours as random as they), and none is
+// lost elsewhere.
+START_TEST (a_real_pair_s_dark_body_has_no_signal_and_the_flow_around_it_keeps_its_vectors)
+{
+    piv_image_t *a, *b;
+    s_load_real ("2image_00.tif", "2image_01.tif", &a, &b);
+    piv_field_t *f = s_process ("64,32,16", 3, DEFAULT_DEFORM, 1, a, b);
+    long inside = 0, inside_invalid = 0, outside_invalid = 0;
+    for (long k = 0; k < (long) f->nx * f->ny; k++) {
+        int dark = f->x[k] > 880 && f->y[k] > 700, near = f->x[k] > 830 && f->y[k] > 600;
+        inside += dark;
+        inside_invalid += dark && f->flags[k] == PIV_FLAG_INVALID;
+        outside_invalid += !near && f->flags[k] == PIV_FLAG_INVALID;
+    }
+    ck_assert_msg (inside_invalid >= inside * 8 / 10, "%ld of %ld in the dark body invalid",
+                   inside_invalid, inside);
+    ck_assert_int_eq (outside_invalid, 0);
+    piv_field_destroy (&f);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
 }
 END_TEST
 
@@ -1338,6 +1372,8 @@ s_suite (void)
     tcase_set_timeout (real, 120);
     tcase_add_test (real, the_real_vortex_pair_agrees_with_openpiv);
     tcase_add_test (real, the_real_palette_pair_agrees_with_openpiv);
+    tcase_add_test (real,
+                    a_real_pair_s_dark_body_has_no_signal_and_the_flow_around_it_keeps_its_vectors);
     tcase_add_test (real, the_real_rgb_pair_agrees_with_openpiv);
     suite_add_tcase (suite, real);
     TCase *api = tcase_create ("api");
