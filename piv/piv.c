@@ -1394,6 +1394,38 @@ typedef struct {
     float *contrast;                // out: each vector's window's
 } s_contrast_job_t;
 
+// The standard deviation of the n x n pixels from (x0, y0) of a frame of
+// bytes or floats (one is NULL), clipped to the frame.
+static double
+s_window_sd (const unsigned char *bytes, const float *floats, int w, int h, int x0, int y0, int n)
+{
+    if (bytes && x0 >= 0 && y0 >= 0 && x0 + n <= w && y0 + n <= h) {
+        // The usual case, whole 8-bit windows: integer sums (at most 256 x
+        // 256 pixels of 255: no overflow in 64 bits).
+        int64_t sum = 0, sq = 0;
+        for (int y = y0; y < y0 + n; y++) {
+            const unsigned char *row = bytes + (size_t) y * w + x0;
+            for (int x = 0; x < n; x++) {
+                sum += row[x];
+                sq += row[x] * row[x];
+            }
+        }
+        double m = (double) sum / (n * n), var = (double) sq / (n * n) - m * m;
+        return var > 0 ? sqrt (var) : 0;
+    }
+    double sum = 0, sq = 0;
+    long pixels = 0;
+    for (int y = y0 < 0 ? 0 : y0; y < y0 + n && y < h; y++)
+        for (int x = x0 < 0 ? 0 : x0; x < x0 + n && x < w; x++) {
+            double p = bytes ? bytes[(size_t) y * w + x] : floats[(size_t) y * w + x];
+            sum += p;
+            sq += p * p;
+            pixels++;
+        }
+    double m = pixels ? sum / pixels : 0, var = pixels ? sq / pixels - m * m : 0;
+    return var > 0 ? sqrt (var) : 0;
+}
+
 static void
 s_contrast_rows (void *arg, int first, int last, int part)
 {
@@ -1406,28 +1438,9 @@ s_contrast_rows (void *arg, int first, int last, int part)
             long k = (long) j * f->nx + i;
             int x0 = (int) lrintf (f->x[k] - (n - 1) / 2.0f);
             int y0 = (int) lrintf (f->y[k] - (n - 1) / 2.0f);
-            double sd[2];
-            for (int frame = 0; frame < 2; frame++) {
-                double sum = 0, sq = 0;
-                long pixels = 0;
-                for (int y = y0; y < y0 + n; y++) {
-                    if (y < 0 || y >= job->h)
-                        continue;
-                    for (int x = x0; x < x0 + n; x++) {
-                        if (x < 0 || x >= job->w)
-                            continue;
-                        size_t at = (size_t) y * job->w + x;
-                        double p = job->ba ? (frame ? job->bb[at] : job->ba[at])
-                                           : (frame ? job->fb[at] : job->fa[at]);
-                        sum += p;
-                        sq += p * p;
-                        pixels++;
-                    }
-                }
-                double m = pixels ? sum / pixels : 0, var = pixels ? sq / pixels - m * m : 0;
-                sd[frame] = var > 0 ? sqrt (var) : 0;
-            }
-            job->contrast[k] = (float) sqrt (sd[0] * sd[1]);
+            double sa = s_window_sd (job->ba, job->fa, job->w, job->h, x0, y0, n);
+            double sb = s_window_sd (job->bb, job->fb, job->w, job->h, x0, y0, n);
+            job->contrast[k] = (float) sqrt (sa * sb);
         }
 }
 
