@@ -1089,12 +1089,14 @@ watcher_destroy (watcher_t **self_p)
 int
 watcher_run (watcher_t *self)
 {
-    log_notice ("watching '%s' (%s), reporting to %s", self->root,
-                self->poll ? "polling" : "inotify", self->cfg.broker.ingest);
     // Files written while no watcher ran: the broker drops those it has.
     self->scan++;
     s_scan (self, self->root, 0);
     s_flush (self);
+    // Said once every directory is watched (and its identity kept for the
+    // remount check): a change after this line is seen.
+    log_notice ("watching '%s' (%s), reporting to %s", self->root,
+                self->poll ? "polling" : "inotify", self->cfg.broker.ingest);
     zloop_start (self->loop);
     log_notice ("stopped: %lld event(s) sent, %lld acknowledged, %zu unacknowledged, %zu "
                 "file(s) not sent yet",
