@@ -212,6 +212,28 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
 // ---------------------------------------------------------------------------
 // The TASK text
 
+// The settings' numeric keys of the TASK text, by name: where each is kept,
+// or NULL for another key.
+static int *
+s_int_key (piv_settings_t *s, const char *key)
+{
+    return strcmp (key, "overlap") == 0         ? &s->overlap
+           : strcmp (key, "iterations") == 0    ? &s->final_iterations
+           : strcmp (key, "median_passes") == 0 ? &s->median_passes
+                                                : NULL;
+}
+
+static double *
+s_real_key (piv_settings_t *s, const char *key)
+{
+    return strcmp (key, "peak_ratio") == 0  ? &s->peak_ratio_min
+           : strcmp (key, "smooth_s") == 0  ? &s->smooth_s
+           : strcmp (key, "contrast") == 0  ? &s->contrast
+           : strcmp (key, "eps") == 0       ? &s->median_eps
+           : strcmp (key, "threshold") == 0 ? &s->median_threshold
+                                            : NULL;
+}
+
 // A key of two words: *on 1 for 'yes', 0 for 'no'; anything else refused.
 static int
 s_choice (const char *key, const char *value, const char *yes, const char *no, int *on,
@@ -261,60 +283,27 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
             if (piv_settings_set_passes (s, value, err, errlen) != 0)
                 return -1;
         }
-        else if (strcmp (key, "overlap") == 0 || strcmp (key, "iterations") == 0) {
-            long n = strtol (value, &end, 10);
+        else if (s_int_key (s, key) || s_real_key (s, key)) {
+            // Integers as decimal integers (5.5 is no overlap), reals as reals.
+            int *n = s_int_key (s, key);
+            long i = n ? strtol (value, &end, 10) : 0;
+            double x = n ? 0 : strtod (value, &end);
             if (*end || end == value) {
                 snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
                 return -1;
             }
-            if (key[0] == 'o')
-                s->overlap = (int) n;
+            if (n)
+                *n = (int) i;
             else
-                s->final_iterations = (int) n;
+                *s_real_key (s, key) = x;
         }
         else if (strcmp (key, "deform") == 0) {
             if (piv_deform_parse (value, &s->deform, err, errlen) != 0)
                 return -1;
         }
-        else if (strcmp (key, "median_passes") == 0) {
-            s->median_passes = (int) strtol (value, &end, 10);
-            if (*end || end == value) {
-                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
-                return -1;
-            }
-        }
-        else if (strcmp (key, "peak_ratio") == 0) {
-            s->peak_ratio_min = strtod (value, &end);
-            if (*end || end == value) {
-                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
-                return -1;
-            }
-        }
-        else if (strcmp (key, "smooth_s") == 0) {
-            s->smooth_s = strtod (value, &end);
-            if (*end || end == value) {
-                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
-                return -1;
-            }
-        }
         else if (strcmp (key, "smooth") == 0) {
             if (piv_smooth_parse (value, &s->smooth, err, errlen) != 0)
                 return -1;
-        }
-        else if (strcmp (key, "contrast") == 0) {
-            s->contrast = strtod (value, &end);
-            if (*end || end == value) {
-                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
-                return -1;
-            }
-        }
-        else if (strcmp (key, "eps") == 0 || strcmp (key, "threshold") == 0) {
-            double x = strtod (value, &end);
-            if (*end || end == value) {
-                snprintf (err, errlen, "bad settings: %s '%s' is not a number", key, value);
-                return -1;
-            }
-            *(key[0] == 'e' ? &s->median_eps : &s->median_threshold) = x;
         }
         else if (strcmp (key, "deform_passes") == 0) {
             // Which passes deform the frames: the final size only, or every
