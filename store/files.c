@@ -169,8 +169,6 @@ s_lock_moved (store_t *self, char *why, size_t whylen)
                   lock);
         return 1;
     }
-    char state[512];
-    st_lock_read (self->lock_fd, state, sizeof state);
     close (self->lock_fd);
     self->lock_fd = fd;
     s_lock_write (fd, "open", "the lock file was made again after it had gone");

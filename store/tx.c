@@ -4,6 +4,8 @@
 
 #include "store/internal.h"
 
+#include "common/util.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -153,14 +155,6 @@ st_fail_read (store_t *self, int rc, const char *fmt, ...)
     return -1;
 }
 
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 // SQLite's busy handler of the writer once it is open: a BEGIN never
 // waits for another process's write lock (the broker's one thread would
 // stop with it: store_begin fails, and the caller waits without
@@ -192,7 +186,7 @@ s_begin (store_t *self)
     self->in_begin = 0;
     sqlite3_reset (stmt);
     if ((rc & 0xff) == SQLITE_BUSY) {
-        int64_t now = s_now_ns ();
+        int64_t now = util_time_ns ();
         if (!self->busy_since_ns)
             self->busy_since_ns = now;
         st_error (self, "'%s' is locked by another process (for %.0f s): nothing written",
