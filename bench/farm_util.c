@@ -297,7 +297,8 @@ s_rm_store (const char *path, const struct stat *st, int flag, struct FTW *ftw)
     const char *dot = strrchr (path, '.');
     if (flag == FTW_F && dot
         && (strcmp (dot, ".db") == 0 || strcmp (dot, ".db-wal") == 0
-            || strcmp (dot, ".db-shm") == 0 || strcmp (dot, ".tif") == 0))
+            || strcmp (dot, ".db-shm") == 0 || strcmp (dot, ".tif") == 0
+            || strcmp (dot, ".lock") == 0))
         remove (path);
     return 0;
 }
@@ -314,8 +315,10 @@ bf_rm_stores (const char *path)
 int
 bf_move_db (const char *from, const char *to)
 {
-    static const char *const sides[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    // The lock file too: the broker's store refuses a missing database
+    // whose lock file says it was in use, and the bench starts afresh.
+    static const char *const sides[] = {"", "-wal", "-shm", ".lock"};
+    for (int i = 0; i < 4; i++) {
         char a[PATH_MAX + 40], b[PATH_MAX + 40];
         snprintf (a, sizeof a, "%s%s", from, sides[i]);
         snprintf (b, sizeof b, "%s%s", to, sides[i]);
@@ -330,8 +333,10 @@ bf_move_db (const char *from, const char *to)
 void
 bf_remove_db (const char *db)
 {
-    static const char *const sides[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    // The lock file too: the broker's store refuses a missing database
+    // whose lock file says it was in use, and the bench starts afresh.
+    static const char *const sides[] = {"", "-wal", "-shm", ".lock"};
+    for (int i = 0; i < 4; i++) {
         char path[PATH_MAX + 40];
         snprintf (path, sizeof path, "%s%s", db, sides[i]);
         unlink (path);
