@@ -649,8 +649,19 @@ s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv[i], "--quick") == 0)
             *quick = 1;
-        else if (strcmp (argv[i], "--settings") == 0 && i + 1 < argc)
+        else if (strcmp (argv[i], "--settings") == 0 && i + 1 < argc) {
+            // Refused here, with the reason: a section that cannot make its
+            // engine would otherwise stop without a word.
+            piv_settings_t check;
+            char err[ERRLEN];
+            piv_settings_init (&check);
             s_settings_text = argv[++i];
+            if (piv_settings_parse (s_settings_text, &check, err, sizeof err) != 0) {
+                log_error ("--settings '%s': %s (keys are key=value, separated by spaces)",
+                           s_settings_text, err);
+                return 2;
+            }
+        }
         else if (strcmp (argv[i], "--only") == 0 && i + 1 < argc
                  && (strcmp (argv[i + 1], "accuracy") == 0 || strcmp (argv[i + 1], "real") == 0
                      || strcmp (argv[i + 1], "resolution") == 0)) {

@@ -869,7 +869,7 @@ config_init (config_t *cfg)
     cfg->piv.iterations = 3;
     snprintf (cfg->piv.deform, sizeof cfg->piv.deform, "bspline5");
     snprintf (cfg->piv.smooth, sizeof cfg->piv.smooth, "final");
-    snprintf (cfg->piv.smooth_s, sizeof cfg->piv.smooth_s, "0.1");
+    snprintf (cfg->piv.smooth_s, sizeof cfg->piv.smooth_s, "0");
     cfg->piv.max_pixels = 64 * 1024 * 1024;
     cfg->piv.max_file_mb = 1024;
     cfg->piv.max_ratio = 250;  // PIV_MAX_RATIO_DEFAULT (piv/budget.h)

@@ -71,7 +71,7 @@ typedef struct {
         int iterations;               // 3 (1..10): most runs of the final window size
         char deform[16];              // bspline5 | bspline | omoms | bicubic | bilinear | offset
         char smooth[16];              // final | predictor | both | off (piv/smooth.h)
-        char smooth_s[32];            // 0.1: the smoother's s (0: chosen by GCV)
+        char smooth_s[32];            // 0: the smoother's s chosen by GCV (> 0: fixed)
         int max_pixels;               // largest image an agent loads, in pixels (67108864)
         int max_file_mb;              // largest frame file an agent reads, in MiB (1024)
         int max_ratio;                // decoded bytes a stored byte a compressed frame may

@@ -33,7 +33,7 @@ s_usage (FILE *out)
              "                        window offset until the final window size)\n"
              "      --no-smooth       use the previous pass as predictor without 3x3 smoothing\n"
              "      --smooth MODE     DCT-PLS smoothing: off|predictor|final|both (default final)\n"
-             "      --smooth-s S      its parameter s (default 0.1; 0: chosen by GCV)\n"
+             "      --smooth-s S      its parameter s (default 0: chosen per field by GCV)\n"
              "      --asymmetric      deform frame B only (default: both, about mid-time)\n"
              "      --eps E           median test epsilon, px (default 0.1)\n"
              "      --threshold T     median test threshold (default 2)\n"

@@ -35,7 +35,7 @@ piv_settings_init (piv_settings_t *settings)
     settings->median_curved = 1;
     settings->contrast = 0.2;
     settings->smooth = PIV_SMOOTH_FINAL;
-    settings->smooth_s = 0.1;
+    settings->smooth_s = 0;
 }
 
 // The smoothing modes by name, in piv_smooth_t order.

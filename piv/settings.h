@@ -67,10 +67,14 @@ typedef struct {
 // Validation and smoothing (issue 17, 'make bench' section 8, doc/piv.md):
 // one normalized median test per pass (median_passes 1: repeating it costs
 // the sine flow 25 %), no peak-ratio rejection (peak_ratio 0), the final
-// field smoothed by piv_smoothn with s = 0.1 (smooth=final): it lowers the
-// noise of the real pairs to 0.5-0.8 times OpenPIV windef's and the error
-// of every synthetic flow of the bench; GCV (smooth_s=0) over-smooths the
-// Lamb-Oseen core, as PIV errors are correlated between overlapping windows.
+// field smoothed by piv_smoothn with s chosen per field by GCV (smooth=final,
+// smooth_s=0; issue 24): small structures keep their peaks (bench_piv
+// --only resolution: a 12 px vortex core 0.78 of its vorticity, a 32 px
+// sine 0.75 of its amplitude, against 0.46 and 0.50 with the earlier fixed
+// s = 0.1), where the real pairs keep more of their small-scale noise
+// (B005, 2image, exp1: 0.096 / 0.201 / 0.252 px against 0.094 / 0.166 /
+// 0.160; GCV takes exp1's noise, correlated between overlapping windows,
+// for flow). smooth_s > 0 fixes s for every field.
 // Defaults: one pass of 32 px, 50 % overlap, the final window size run up
 // to 3 times, until a run corrects its predictor by less than 0.1 px RMS
 // (a uniform flow stops after one run, strong gradients take three); passes

@@ -68,6 +68,7 @@ typedef struct {
     float *scratch[2][2];     // per component: a transform's input and output
     piv_pool_t *pool;         // the components' transforms at once on it, or NULL
     long nof;                 // vectors of non-zero caller weight
+    double searched;          // log10 s of the last GCV search, or NAN: none yet
 } s_pls_t;
 
 // out = idct (gamma * dcty) for component c, gamma = 1 / (1 + s lambda^2);
@@ -98,16 +99,39 @@ s_gcv (s_pls_t *p, double logs, float *out)
             }
     }
     double den = 1 - trace / p->n;
+    // Where the surface follows every vector, rss and den both vanish and
+    // their ratio is rounding: no choice at all.
+    if (den < 1e-3)
+        return INFINITY;
     return rss / (p->nof ? p->nof : 1) / (den * den);
 }
 
-// Golden-section search of the GCV minimum over log10 s in [lo, hi] to 0.1
-// (smoothn's tolerance, as fminbnd).
+// The minimum of the GCV score over log10 s in [lo, hi]: the score
+// at every half decade first, then a golden-section search to 0.1 (smoothn's
+// tolerance, as fminbnd) within a half decade either side of the least.
+// smoothn's fminbnd alone over the whole range ends in whichever minimum
+// it meets: GCV is flat where s flattens the field entirely, and a search
+// from the middle of 13 decades stopped there on a sine of 48 px (the
+// field smoothed to its mean; measured, bench_piv --only resolution).
+// Later searches of the same problem (the iterations refine the surface,
+// the robust weights change a few vectors) look within a decade of the
+// last choice.
 static double
 s_gcv_min (s_pls_t *p, double lo, double hi, float *out)
 {
+    if (isfinite (p->searched)) {
+        lo = p->searched - 1 > lo ? p->searched - 1 : lo;
+        hi = p->searched + 1 < hi ? p->searched + 1 : hi;
+    }
+    double best = lo, fbest = INFINITY;
+    for (double x = lo; x <= hi + 1e-9; x += 0.5) {
+        double f = s_gcv (p, x, out);
+        if (f < fbest)
+            fbest = f, best = x;
+    }
     const double g = 0.381966011250105;
-    double a = lo, b = hi, x1 = a + g * (b - a), x2 = b - g * (b - a);
+    double a = best - 0.5 < lo ? lo : best - 0.5, b = best + 0.5 > hi ? hi : best + 0.5;
+    double x1 = a + g * (b - a), x2 = b - g * (b - a);
     double f1 = s_gcv (p, x1, out), f2 = s_gcv (p, x2, out);
     while (b - a > 0.1) {
         if (f1 <= f2) {
@@ -121,7 +145,9 @@ s_gcv_min (s_pls_t *p, double lo, double hi, float *out)
             f2 = s_gcv (p, x2, out);
         }
     }
-    return pow (10, f1 <= f2 ? x1 : x2);
+    double x = (f1 <= f2 ? f1 : f2) <= fbest ? (f1 <= f2 ? x1 : x2) : best;
+    p->searched = x;
+    return pow (10, x);
 }
 
 // The k-th smallest of v[0 .. n) (Hoare's selection; reorders v): a median
@@ -359,7 +385,8 @@ s_smoothn_grid (int nx, int ny, const float *u, const float *v, const float *w, 
         return 0;
     }
     const s_dct_t *plan = s_dct_get (nx, ny);
-    s_pls_t p = {.plan = plan, .n = n, .dims = (nx > 1) + (ny > 1), .y = {u, v}, .w0 = w};
+    s_pls_t p = {.plan = plan, .n = n, .dims = (nx > 1) + (ny > 1), .y = {u, v}, .w0 = w,
+                 .searched = NAN};
     // Eleven arrays in one block, each starting 64-byte aligned as the
     // plans' were (a condition of FFTW's new-array execute).
     long st = (n + 15) & ~15L;

@@ -1030,32 +1030,119 @@ START_TEST (the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid)
 }
 END_TEST
 
-// The real pairs' noise with the default settings and passes 64,32,16:
-// at most 0.9 times OpenPIV windef's (issue 17's goal, its table's figures;
-// 'make bench' section 8 measures 0.58, 0.50 and 0.77 times, none out).
+// The measured amplitude of a sine flow over the truth's: the least-squares
+// factor a of measured u = a true u over the valid vectors 64 px or more
+// from the border.
+static double
+s_modulation (const piv_field_t *f, const piv_flow_t *flow, int size)
+{
+    double mt = 0, tt = 0;
+    for (long k = 0; k < (long) f->nx * f->ny; k++) {
+        if (f->flags[k] != PIV_FLAG_VALID || f->x[k] < 64 || f->y[k] < 64
+            || f->x[k] > size - 64 || f->y[k] > size - 64)
+            continue;
+        double tu, tv;
+        piv_flow_eval (flow, f->x[k], f->y[k], &tu, &tv);
+        mt += f->u[k] * tu;
+        tt += tu * tu;
+    }
+    return tt > 0 ? mt / tt : 0;
+}
+
+// Issue 24: the default smoother (GCV) keeps a sine of 48 px (6 vectors a
+// wavelength at passes 64,32,16) at 0.95 of its amplitude or more, the
+// engine's own figure (0.99); a fixed s = 0.1 kept 0.89, and GCV's search
+// from the middle of its range stopped where the field was flat (0.00).
+// On a uniform flow it adds no error (it hardly smooths there: the noise
+// of overlapping windows is correlated and GCV reads it as flow).
+START_TEST (the_default_smoother_keeps_a_48_px_wave_and_adds_no_error_to_a_uniform_flow)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("sine:2,48", 1024, &flow, &a, &b);
+    piv_field_t *f = s_process ("64,32,16", 3, DEFAULT_DEFORM, 1, a, b);
+    double m = s_modulation (f, &flow, 1024);
+    ck_assert_msg (m >= 0.95 && m <= 1.05, "sine of 48 px: modulation %.3f", m);
+    piv_field_destroy (&f);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+
+    s_pair ("uniform:3.3,-1.7", 512, &flow, &a, &b);
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    char err[256] = "";
+    double rms[2];
+    for (int off = 0; off < 2; off++) {
+        ck_assert (piv_settings_parse (off ? "passes=64,32,16 smooth=off" : "passes=64,32,16",
+                                       &settings, err, sizeof err)
+                   == 0);
+        piv_t *piv = piv_new (&settings, err, sizeof err);
+        ck_assert_msg (piv != NULL, "%s", err);
+        f = piv_process (piv, a, b, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s", err);
+        piv_score_t score;
+        ck_assert_int_eq (piv_score (f, &flow, PIV_FLAG_REPLACED, 32, 512, 512, &score), 0);
+        rms[off] = score.rms;
+        piv_field_destroy (&f);
+        piv_destroy (&piv);
+    }
+    ck_assert_msg (rms[0] <= 1.02 * rms[1], "uniform flow: RMS error %.4f px smoothed, %.4f off",
+                   rms[0], rms[1]);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+// The real pairs' noise with passes 64,32,16, the default settings but
+// smooth_s (0: the default, GCV): at most 'ratio' times OpenPIV windef's,
+// and fewer outliers let through than 0.9 times windef's.
 static void
-s_check_real_noise (const char *name_a, const char *name_b, double windef_noise,
-                    long windef_out)
+s_check_real_noise (const char *name_a, const char *name_b, double smooth_s, double ratio,
+                    double windef_noise, long windef_out)
 {
     piv_image_t *a, *b;
     s_load_real (name_a, name_b, &a, &b);
-    piv_field_t *f = s_process ("64,32,16", 3, DEFAULT_DEFORM, 1, a, b);
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    char err[256] = "";
+    ck_assert (piv_settings_set_passes (&settings, "64,32,16", err, sizeof err) == 0);
+    settings.smooth_s = smooth_s;
+    piv_t *piv = piv_new (&settings, err, sizeof err);
+    ck_assert_msg (piv != NULL, "%s", err);
+    piv_field_t *f = piv_process (piv, a, b, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
     piv_noise_t nz;
     ck_assert_int_eq (piv_field_noise (f, &nz), 0);
-    ck_assert_msg (nz.noise <= 0.9 * windef_noise, "%s: noise %.3f px, windef %.3f px", name_a,
-                   nz.noise, windef_noise);
-    ck_assert_msg (nz.out <= (long) (0.9 * windef_out), "%s: %ld outliers let through, windef %ld",
-                   name_a, nz.out, windef_out);
+    ck_assert_msg (nz.noise <= ratio * windef_noise, "%s, smooth_s %g: noise %.3f px, windef %.3f px",
+                   name_a, smooth_s, nz.noise, windef_noise);
+    ck_assert_msg (nz.out <= (long) (0.9 * windef_out),
+                   "%s, smooth_s %g: %ld outliers let through, windef %ld", name_a, smooth_s,
+                   nz.out, windef_out);
     piv_field_destroy (&f);
+    piv_destroy (&piv);
     piv_image_destroy (&a);
     piv_image_destroy (&b);
 }
 
+// Issue 17's goal, now with the fixed s = 0.1 that was its default: at most
+// 0.9 times windef's noise ('make bench' section 8: 0.57, 0.54, 0.78).
 START_TEST (the_real_pairs_are_less_noisy_than_openpiv_windef)
 {
-    s_check_real_noise ("B005_1.tif", "B005_2.tif", 0.156, 21);
-    s_check_real_noise ("2image_00.tif", "2image_01.tif", 0.309, 198);
-    s_check_real_noise ("exp1_001_a_rgb.tiff", "exp1_001_b_rgb.tiff", 0.204, 1);
+    s_check_real_noise ("B005_1.tif", "B005_2.tif", 0.1, 0.9, 0.156, 21);
+    s_check_real_noise ("2image_00.tif", "2image_01.tif", 0.1, 0.9, 0.309, 198);
+    s_check_real_noise ("exp1_001_a_rgb.tiff", "exp1_001_b_rgb.tiff", 0.1, 0.9, 0.204, 1);
+}
+END_TEST
+
+// The default (GCV, issue 24): B005 and 2image still at most 0.9 times
+// windef's noise (0.62, 0.65); exp1 is at the engine's own noise (1.24
+// times: GCV takes noise correlated between overlapping windows for flow,
+// doc/piv.md "Smoothing"), and must not get worse.
+START_TEST (the_default_smoother_keeps_the_real_pairs_below_windef_but_exp1)
+{
+    s_check_real_noise ("B005_1.tif", "B005_2.tif", 0, 0.9, 0.156, 21);
+    s_check_real_noise ("2image_00.tif", "2image_01.tif", 0, 0.9, 0.309, 198);
+    s_check_real_noise ("exp1_001_a_rgb.tiff", "exp1_001_b_rgb.tiff", 0, 1.3, 0.204, 1);
 }
 END_TEST
 
@@ -1394,12 +1481,14 @@ s_suite (void)
     tcase_add_test (issue17, the_smoother_keeps_the_far_edges_of_a_prime_sized_grid);
     tcase_add_test (issue17, the_predictor_does_not_drag_a_masked_stirrer_into_the_fluid);
     tcase_add_test (issue17, the_real_pairs_are_less_noisy_than_openpiv_windef);
+    tcase_add_test (issue17, the_default_smoother_keeps_the_real_pairs_below_windef_but_exp1);
     tcase_add_test (issue17, the_noise_metric_sees_jitter_and_outliers);
     tcase_add_test (issue17, the_peak_locking_index_sees_fractions_pulled_to_whole_pixels);
     tcase_add_test (issue17, the_smoothing_and_validation_keys_read_back_and_bad_values_are_refused);
     tcase_add_test (issue17, one_two_and_four_threads_give_the_same_fields_pair_after_pair);
     tcase_add_test (issue17, more_threads_than_rows_and_engines_made_again_and_again);
     tcase_add_test (issue17, the_smoother_gives_the_same_surface_in_one_or_two_threads);
+    tcase_add_test (issue17, the_default_smoother_keeps_a_48_px_wave_and_adds_no_error_to_a_uniform_flow);
     suite_add_tcase (suite, issue17);
     return suite;
 }
