@@ -398,6 +398,7 @@ s_sparse (s_res_t *res)
         {"0.005 ppp, 2.6 px, 0 % noise", {0.005, 2.6, 0.0}},
         {"0.005 ppp, 2.6 px, 5 % noise", {0.005, 2.6, 0.05}},
         {"0.02 ppp, 1 px, 2 % noise", {0.02, 1.0, 0.02}},
+        {"0.005 ppp, 1 px, 2 % noise", {0.005, 1.0, 0.02}},
     };
     static const char *specs[] = {"uniform:3.3,-1.7", "lamb-oseen:6,40", "sine:2.5,128"};
     printf ("\n  Sparse seeding and small particles, the accuracy table's flows (section 5)\n");

@@ -16,10 +16,11 @@
 // (deformation's sources, masked windows): four bytes a pixel, each frame.
 #define S_FLOAT_BYTES 4
 // A vector of the finest grid: the field and the previous pass's (x, y,
-// u, v, peak ratio, flags: 21 bytes each), the predictor (8), the median
-// test's candidates (9) and the smoother's weights and work (~60).
-// Measured: 114 bytes a vector at most (2048^2 frames, 8 px windows at
-// 87 % overlap, two runs of the final size, smoothing on).
+// u, v, peak ratio, flags: 21 bytes each), the predictor and the peak
+// heights (12), the median test's candidates (9) and the smoother's weights
+// and work (~60). Measured: 114 bytes a vector at most (2048^2 frames, 8 px
+// windows at 87 % overlap, two runs of the final size, smoothing on),
+// before the 4 bytes of the heights (sparse.c).
 #define S_VECTOR_BYTES 128
 // A thread's window buffers (piv.c, piv_new): three planes of floats and
 // four of complex floats, per pixel of the largest window.

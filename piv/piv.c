@@ -6,6 +6,7 @@
 #include "piv/piv.h"
 #include "piv/deform.h"
 #include "piv/smooth.h"
+#include "piv/sparse.h"
 
 #include <errno.h>
 #include <fftw3.h>
@@ -474,6 +475,7 @@ typedef struct {
     const float *mask;       // NULL or mask pixels (0 = outside the flow)
     float *pred_u, *pred_v;  // the predictor at each vector
     const unsigned char *ba, *bb;  // the frames' 8-bit pixels (windows read from these), or NULL
+    float *height;           // each vector's correlation peak (sparse.c), or NULL
 } s_corr_job_t;
 
 
@@ -1074,6 +1076,22 @@ s_peaks (float *cp, float *scratch, int n, s_peak_t *peaks, int npeaks)
     return 0;
 }
 
+// Vector k's windows and their correlation plane alone, into plane (n x n;
+// sl: where its windows are). 0, or -1 when the vector cannot be measured
+// (masked, empty window).
+static int
+s_correlate (const s_corr_job_t *job, long k, s_work_t *wk, float *plane, s_slot_t *sl)
+{
+    if (s_place (job, k, sl) != 0 || s_transform (job, sl, wk, 0) != 0)
+        return -1;
+    s_inverse (job->plan, wk, 1);
+    int n = job->plan->n;
+    const float *o = (const float *) wk->z;
+    for (int i = 0; i < n * n; i++)
+        plane[i] = o[2 * i];
+    return 0;
+}
+
 // Measures vector k of the job's grid alone: its windows, their
 // correlation, 'npeaks' peaks as displacements (predictor included).
 // Returns 0, or -1 when the vector cannot be measured (masked, empty
@@ -1082,19 +1100,37 @@ static int
 s_measure (const s_corr_job_t *job, long k, s_work_t *wk, s_peak_t *peaks, int npeaks)
 {
     s_slot_t sl;
-    if (s_place (job, k, &sl) != 0 || s_transform (job, &sl, wk, 0) != 0)
-        return -1;
-    s_inverse (job->plan, wk, 1);
-    int n = job->plan->n;
-    const float *o = (const float *) wk->z;
-    for (int i = 0; i < n * n; i++)
-        wk->corr[i] = o[2 * i];
-    if (s_peaks (wk->corr, wk->ra, n, peaks, npeaks) != 0)
+    if (s_correlate (job, k, wk, wk->corr, &sl) != 0
+        || s_peaks (wk->corr, wk->ra, job->plan->n, peaks, npeaks) != 0)
         return -1;
     for (int q = 0; q < npeaks; q++) {
         peaks[q].dx += sl.bu;
         peaks[q].dy += sl.bv;
     }
+    return 0;
+}
+
+// piv_plane_fn for sparse.c: vector k's correlation plane, as s_measure
+// makes it, in thread part's buffers.
+static int
+s_plane (void *arg, long k, int part, float *plane, float *bu, float *bv)
+{
+    const s_corr_job_t *job = arg;
+    s_slot_t sl;
+    if (s_correlate (job, k, &job->self->work[part], plane, &sl) != 0)
+        return -1;
+    *bu = sl.bu, *bv = sl.bv;
+    return 0;
+}
+
+// piv_plane_peak_fn for sparse.c: s_peaks's first peak.
+static int
+s_plane_peak (float *plane, int n, float *dx, float *dy)
+{
+    s_peak_t peaks[2] = {{0, 0, 0}, {0, 0, 0}};
+    if (s_peaks (plane, NULL, n, peaks, 1) != 0)
+        return -1;
+    *dx = peaks[0].dx, *dy = peaks[0].dy;
     return 0;
 }
 
@@ -1129,6 +1165,8 @@ s_finish (const s_corr_job_t *job, s_work_t *wk, const s_slot_t *sl, int count)
         f->u[k] = peaks[0].dx + sl[i].bu;
         f->v[k] = peaks[0].dy + sl[i].bv;
         f->peak_ratio[k] = peaks[1].height > 0 ? peaks[0].height / peaks[1].height : 1000;
+        if (job->height)
+            job->height[k] = peaks[0].height;
         f->flags[k] = PIV_FLAG_VALID;
     }
 }
@@ -1594,7 +1632,8 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             return NULL;
         }
         long count = (long) field->nx * field->ny;
-        float *pred = calloc (2 * (size_t) count, sizeof (float));
+        // The predictor's u and v, then the vectors' peak heights.
+        float *pred = calloc (3 * (size_t) count, sizeof (float));
         if (!pred) {
             piv_field_destroy (&field);
             piv_field_destroy (&prev);
@@ -1604,7 +1643,8 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
         s_corr_job_t job = {self, fa, fb, w, h,
                             s_plan_get (n), field, PREDICT_NONE,
                             s->mask ? piv_image_cdata (s->mask) : NULL,
-                            pred, pred + count, ba, bb};
+                            pred, pred + count, ba, bb,
+                            it >= s->npasses - 1 && s->cbc > 0 ? pred + 2 * count : NULL};
         if (prev) {
             for (long k = 0; k < count; k++)
                 piv_field_interp (prev, field->x[k], field->y[k], &pred[k], &pred[count + k]);
@@ -1632,6 +1672,20 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
             s_phase (&ph, PH_DEFORM);
         }
         piv_pool_run (self->pool, self->nthreads, field->ny, s_corr_rows, &job);
+        // Windows that caught too few particles: their neighbours' planes
+        // (sparse.c), at the final window size.
+        if (it >= s->npasses - 1 && s->cbc > 0) {
+            piv_cbc_t cbc = {.plane = s_plane, .peak = s_plane_peak, .arg = &job, .n = n,
+                             .height = job.height, .share = s->cbc, .pool = self->pool,
+                             .nthreads = self->nthreads};
+            if (piv_sparse_correct (field, &cbc) < 0) {
+                free (pred);
+                piv_field_destroy (&field);
+                piv_field_destroy (&prev);
+                snprintf (err, errlen, "cannot correct the %d px pass's field: out of memory", n);
+                return NULL;
+            }
+        }
         s_phase (&ph, PH_CORR);
         if (s->peak_ratio_min > 0)
             piv_validate_peak_ratio (field, s->peak_ratio_min);

@@ -40,6 +40,9 @@ s_usage (FILE *out)
              "      --plain-median    the median test without its second look on curved flows\n"
              "      --contrast C      regions of windows with less contrast than C times the\n"
              "                        median window's have no signal: invalid (default 0.2; 0 off)\n"
+             "      --cbc S           a window of an ambiguous peak lower than S times its 4\n"
+             "                        neighbours' takes the peak of their summed correlations\n"
+             "                        where it moves the vector > 1 px (default 0.5; 0 off)\n"
              "  -t, --threads N       threads on this pair (default 1)\n"
              "  -m, --mask FILE       TIFF mask: zero pixels are outside the flow\n"
              "  -b, --background LIST comma-separated frames whose minimum is subtracted\n"
@@ -156,6 +159,7 @@ static const struct option s_options[] = {
     {"threshold", required_argument, NULL, 'T'},
     {"plain-median", no_argument, NULL, 'P'},
     {"contrast", required_argument, NULL, 'G'},
+    {"cbc", required_argument, NULL, 'C'},
     {"threads", required_argument, NULL, 't'},
     {"mask", required_argument, NULL, 'm'},
     {"background", required_argument, NULL, 'b'},
@@ -220,6 +224,10 @@ s_option (int opt, char **argv, s_opts_t *o)
         break;
     case 'G':
         if (s_double_arg ("--contrast", optarg, &settings->contrast))
+            return 2;
+        break;
+    case 'C':
+        if (s_double_arg ("--cbc", optarg, &settings->cbc))
             return 2;
         break;
     case 't':
@@ -419,7 +427,7 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               "frame_b %s\n"
               "image %dx%d\n"
               "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s\n"
-              "validation normalized-median%s eps %g threshold %g contrast %g smooth %s s %g\n"
+              "validation normalized-median%s eps %g threshold %g contrast %g cbc %g smooth %s s %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
               "mean_u %.4f mean_v %.4f (px, over valid vectors)\n"
@@ -433,7 +441,8 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               settings->deform_every_pass ? " deform-every-pass" : "",
               settings->smooth_predictor ? " smoothed-predictor" : "",
               settings->median_curved ? " curved" : "", settings->median_eps,
-              settings->median_threshold, settings->contrast, piv_smooth_name (settings->smooth),
+              settings->median_threshold, settings->contrast, settings->cbc,
+              piv_smooth_name (settings->smooth),
               settings->smooth_s,
               field->nx, field->ny,
               field->window, field->step, *total, *total - *replaced - *invalid, *replaced,

@@ -34,6 +34,7 @@ piv_settings_init (piv_settings_t *settings)
     settings->median_passes = 1;
     settings->median_curved = 1;
     settings->contrast = 0.2;
+    settings->cbc = 0.5;
     settings->smooth = PIV_SMOOTH_FINAL;
     settings->smooth_s = 0;
 }
@@ -206,6 +207,10 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
                   s->median_passes, PIV_MAX_ITERATIONS, s->peak_ratio_min);
         return -1;
     }
+    if (!(s->cbc >= 0 && s->cbc <= 1)) {
+        snprintf (err, errlen, "bad settings: cbc %g (0 to 1)", s->cbc);
+        return -1;
+    }
     return 0;
 }
 
@@ -229,6 +234,7 @@ s_real_key (piv_settings_t *s, const char *key)
     return strcmp (key, "peak_ratio") == 0  ? &s->peak_ratio_min
            : strcmp (key, "smooth_s") == 0  ? &s->smooth_s
            : strcmp (key, "contrast") == 0  ? &s->contrast
+           : strcmp (key, "cbc") == 0       ? &s->cbc
            : strcmp (key, "eps") == 0       ? &s->median_eps
            : strcmp (key, "threshold") == 0 ? &s->median_threshold
                                             : NULL;
@@ -367,6 +373,8 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         n += snprintf (buf + n, size - n, " peak_ratio=%g", s->peak_ratio_min);
     if (n >= 0 && (size_t) n < size && s->contrast != d.contrast)
         n += snprintf (buf + n, size - n, " contrast=%g", s->contrast);
+    if (n >= 0 && (size_t) n < size && s->cbc != d.cbc)
+        n += snprintf (buf + n, size - n, " cbc=%g", s->cbc);
     if (n >= 0 && (size_t) n < size && s->median_eps != d.median_eps)
         n += snprintf (buf + n, size - n, " eps=%g", s->median_eps);
     if (n >= 0 && (size_t) n < size && s->median_threshold != d.median_threshold)

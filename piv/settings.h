@@ -62,6 +62,10 @@ typedef struct {
     double peak_ratio_min;       // vectors of a lower peak ratio rejected (0: none)
     double contrast;             // windows of less contrast than this share of the median's:
                                  // no signal, INVALID (0.2; 0: off)
+    double cbc;                  // windows whose correlation peak is below this share of
+                                 // their 4 neighbours' mean, of an ambiguous peak (ratio < 2):
+                                 // the sum of the 5 planes, where it moves them > 1 px
+                                 // (sparse.c; 0.5; 0: off)
 } piv_settings_t;
 
 // Validation and smoothing (issue 17, 'make bench' section 8, doc/piv.md):
@@ -75,6 +79,8 @@ typedef struct {
 // (B005, 2image, exp1: 0.096 / 0.201 / 0.252 px against 0.094 / 0.166 /
 // 0.160; GCV takes exp1's noise, correlated between overlapping windows,
 // for flow). smooth_s > 0 fixes s for every field.
+// Sparse seeding: cbc 0.5 (sparse.h; doc/piv.md, "Validation": at 0.005
+// particles/px RMS error 0.7 -> 0.14-0.35 px, nothing else moved beyond noise).
 // Defaults: one pass of 32 px, 50 % overlap, the final window size run up
 // to 3 times, until a run corrects its predictor by less than 0.1 px RMS
 // (a uniform flow stops after one run, strong gradients take three); passes
