@@ -31,26 +31,29 @@ piv_prefilter (const piv_image_t *frame, double sigma, char *err, size_t errlen)
     piv_image_t *out = piv_image_new (w, h);
     float *dst = out ? piv_image_data (out) : NULL;
     float *tmp = malloc (sizeof (float) * (size_t) w * h);
-    if (!src || !dst || !tmp) {
+    float *pad = malloc (sizeof (float) * (size_t) (w + 2 * r));
+    if (!src || !dst || !tmp || !pad) {
         snprintf (err, errlen, "cannot prefilter a frame of %dx%d: out of memory", w, h);
         piv_image_destroy (&out);
         free (tmp);
+        free (pad);
         return NULL;
     }
-    // Rows into tmp, then columns into dst, row by row (the inner loop runs
-    // along x, over contiguous memory, in both).
+    // Rows into tmp (each first copied with its edge pixels repeated r times
+    // either side), then columns into dst: both with the inner loop along x,
+    // over contiguous memory, one tap at a time (vectorised).
     for (int y = 0; y < h; y++) {
         const float *s = src + (size_t) y * w;
+        for (int x = -r; x < w + r; x++)
+            pad[x + r] = s[s_clamp (x, w)];
         float *d = tmp + (size_t) y * w;
-        for (int x = 0; x < w; x++) {
-            float acc = 0;
-            if (x >= r && x < w - r)
-                for (int t = -r; t <= r; t++)
-                    acc += k[t + r] * s[x + t];
-            else
-                for (int t = -r; t <= r; t++)
-                    acc += k[t + r] * s[s_clamp (x + t, w)];
-            d[x] = acc;
+        for (int x = 0; x < w; x++)
+            d[x] = 0;
+        for (int t = 0; t <= 2 * r; t++) {
+            float kt = k[t];
+            const float *q = pad + t;
+            for (int x = 0; x < w; x++)
+                d[x] += kt * q[x];
         }
     }
     for (int y = 0; y < h; y++) {
@@ -63,5 +66,6 @@ piv_prefilter (const piv_image_t *frame, double sigma, char *err, size_t errlen)
         }
     }
     free (tmp);
+    free (pad);
     return out;
 }
