@@ -45,6 +45,20 @@
 #define LOCK_FIRST 10
 #define LOCK_COUNT 100
 
+// The peak-locking runs: each variant with each sub-pixel estimator, and B
+// with the 3-point fit and the frames prefiltered (sigma LOCK_PREFILTER px).
+#define LOCK_PREFILTER 0.7
+#define LOCK_RUNS 5
+static const struct {
+    int variant;              // 0: A, 1: B
+    piv_subpixel_t subpixel;  // the estimator
+    double prefilter;         // px, or 0
+} s_lock_runs[LOCK_RUNS] = {{0, PIV_SUBPIXEL_GAUSS3, 0},
+                            {0, PIV_SUBPIXEL_GAUSS2D, 0},
+                            {1, PIV_SUBPIXEL_GAUSS3, 0},
+                            {1, PIV_SUBPIXEL_GAUSS2D, 0},
+                            {1, PIV_SUBPIXEL_GAUSS3, LOCK_PREFILTER}};
+
 typedef struct {
     double density;   // particles per px
     double diameter;  // px
@@ -58,6 +72,7 @@ typedef struct {
     piv_settings_t settings[VARIANTS];
     char text[VARIANTS][600];  // the settings as a TASK carries them
     piv_t *engine[VARIANTS];
+    piv_t *lock[LOCK_RUNS];    // the peak-locking runs (s_lock_runs)
     int seed;                  // the next pair's seed
 } s_res_t;
 
@@ -80,12 +95,12 @@ s_fields_destroy (piv_field_t *fields[VARIANTS])
         piv_field_destroy (&fields[v]);
 }
 
-// The fields of both engines on a pair of 'flow' with particle images 'p'
-// (8 bit, the section's next seed) in fields[]. 0, or -1 (logged; no field
-// left).
+// The fields of 'count' engines on a pair of 'flow' with particle images
+// 'p' (8 bit, the section's next seed) in fields[]. 0, or -1 (logged; no
+// field left).
 static int
-s_fields (s_res_t *res, const piv_flow_t *flow, const s_particles_t *p,
-          piv_field_t *fields[VARIANTS])
+s_fields_of (s_res_t *res, piv_t *const *engines, int count, const piv_flow_t *flow,
+             const s_particles_t *p, piv_field_t **fields)
 {
     char err[ERRLEN];
     piv_synth_t synth;
@@ -97,24 +112,32 @@ s_fields (s_res_t *res, const piv_flow_t *flow, const s_particles_t *p,
     synth.bits = 8;
     synth.seed = (uint64_t) res->seed++;
     piv_image_t *a = NULL, *b = NULL;
-    memset (fields, 0, VARIANTS * sizeof fields[0]);
+    memset (fields, 0, count * sizeof fields[0]);
     if (piv_synth_pair (&synth, flow, &a, &b, err, sizeof err) != 0) {
         log_error ("cannot make a synthetic pair of %dx%d, seed %d: %s", RES_SIZE, RES_SIZE,
                    res->seed - 1, err);
         return -1;
     }
     int rc = 0;
-    for (int v = 0; v < VARIANTS && rc == 0; v++)
-        if (!(fields[v] = piv_process (res->engine[v], a, b, err, sizeof err))) {
+    for (int v = 0; v < count && rc == 0; v++)
+        if (!(fields[v] = piv_process (engines[v], a, b, err, sizeof err))) {
             log_error ("cannot process the synthetic pair of %dx%d, seed %d: %s", RES_SIZE,
                        RES_SIZE, res->seed - 1, err);
             rc = -1;
         }
     piv_image_destroy (&a);
     piv_image_destroy (&b);
-    if (rc != 0)
-        s_fields_destroy (fields);
+    for (int v = 0; v < count && rc != 0; v++)
+        piv_field_destroy (&fields[v]);
     return rc;
+}
+
+// The fields of both engines (the settings given, and smooth=off).
+static int
+s_fields (s_res_t *res, const piv_flow_t *flow, const s_particles_t *p,
+          piv_field_t *fields[VARIANTS])
+{
+    return s_fields_of (res, res->engine, VARIANTS, flow, p, fields);
 }
 
 static int
@@ -281,10 +304,12 @@ s_resolution (s_res_t *res)
 
 // Peak locking: the rotation of LOCK_OMEGA about a centre placed so that
 // the true fractions of u and v over the chosen block of vectors are
-// 0.005 .. 0.995 px (see LOCK_STEP_U), for particles of 'diameter' px.
+// 0.005 .. 0.995 px (see LOCK_STEP_U), for particles of 'diameter' px, one
+// pair measured by each of s_lock_runs.
 static int
 s_lock_row (s_res_t *res, double diameter, double *truth_index)
 {
+    enum { RUNS = LOCK_RUNS };
     piv_flow_t flow;
     if (s_flow ("rotation:1", &flow) != 0)
         return -1;
@@ -296,17 +321,17 @@ s_lock_row (s_res_t *res, double diameter, double *truth_index)
     flow.xc = flow.yc = (base + 0.01 * k) / LOCK_OMEGA;
     s_particles_t p = s_bench_particles;
     p.diameter = diameter;
-    piv_field_t *fields[VARIANTS];
-    if (s_fields (res, &flow, &p, fields) != 0)
+    piv_field_t *fields[RUNS];
+    if (s_fields_of (res, res->lock, RUNS, &flow, &p, fields) != 0)
         return -1;
     int rc = 0;
-    for (int v = 0; v < VARIANTS && rc == 0; v++) {
-        const piv_field_t *f = fields[v];
+    for (int r = 0; r < RUNS && rc == 0; r++) {
+        const piv_field_t *f = fields[r];
         // The block alone: the rest flagged invalid in a copy, and the
         // truth in another copy for the bias by true fraction (Westerweel).
         piv_field_t *blk = piv_field_dup (f), *truth = piv_field_dup (f);
-        double bias_sum[PIV_LOCK_BINS] = {0};
-        long bias_n[PIV_LOCK_BINS] = {0};
+        double bias_sum[PIV_LOCK_BINS] = {0}, err2 = 0;
+        long bias_n[PIV_LOCK_BINS] = {0}, count = 0;
         if (!blk || !truth) {
             log_error ("cannot copy a field of %dx%d: out of memory", f->nx, f->ny);
             rc = -1;
@@ -331,6 +356,8 @@ s_lock_row (s_res_t *res, double diameter, double *truth_index)
                     bin = bin < PIV_LOCK_BINS ? bin : PIV_LOCK_BINS - 1;
                     bias_sum[bin] += m[c] - t[c];
                     bias_n[bin]++;
+                    err2 += (m[c] - t[c]) * (m[c] - t[c]);
+                    count++;
                 }
             }
         piv_lock_t lock, tlock;
@@ -342,7 +369,11 @@ s_lock_row (s_res_t *res, double diameter, double *truth_index)
         if (rc == 0) {
             *truth_index = tlock.index;
             double worst = 0;
-            printf ("  %4.1f  %c  %5.2f  |", diameter, 'A' + v, lock.index);
+            char pf[16] = "";
+            if (s_lock_runs[r].prefilter > 0)
+                snprintf (pf, sizeof pf, "pf%.1f", s_lock_runs[r].prefilter);
+            printf ("  %4.1f  %c %-7s %-5s %5.2f |", diameter, 'A' + s_lock_runs[r].variant,
+                    piv_subpixel_name (s_lock_runs[r].subpixel), pf, lock.index);
             for (int bin = 0; bin < PIV_LOCK_BINS; bin++)
                 printf (" %4.1f", 100.0 * lock.bins[bin] / lock.count);
             printf (" |");
@@ -351,13 +382,14 @@ s_lock_row (s_res_t *res, double diameter, double *truth_index)
                 worst = fabs (mean) > worst ? fabs (mean) : worst;
                 printf (" %+4.0f", 1000 * mean);
             }
-            printf (" | %5.3f\n", worst);
+            printf (" | %5.3f %5.3f\n", worst, sqrt (err2 / count));
             fflush (stdout);
         }
         piv_field_destroy (&blk);
         piv_field_destroy (&truth);
     }
-    s_fields_destroy (fields);
+    for (int r = 0; r < RUNS; r++)
+        piv_field_destroy (&fields[r]);
     return rc;
 }
 
@@ -365,16 +397,23 @@ static int
 s_peak_locking (s_res_t *res)
 {
     static const double diameters[] = {1.0, 1.5, 2.6};
-    printf ("\n  Peak locking, sub-pixel estimator: 3-point Gaussian (the engine has no other):\n"
-            "  rotation of %.5f rad/frame (|d| < 2 px); over the %dx%d vectors of rows and\n"
-            "  columns %d..%d the true u and v take each fraction 0.005, 0.015 .. 0.995 px\n"
-            "  alike. C: Christensen's peak-locking degree (Exp. Fluids 36, 2004), 4 (1 - Hmin /\n"
-            "  Hmax) over the histogram of the measured fractions of the valid vectors (0 flat,\n"
-            "  4 a bin empty; piv_field_peak_locking, as pivfarm-piv -v prints it); bias: mean\n"
-            "  error by true fraction (Westerweel, Meas. Sci. Technol. 8, 1997), 10^-3 px.\n",
+    printf ("\n  Peak locking by sub-pixel estimator: gauss3, the 3-point Gaussian per axis, and\n"
+            "  gauss2d, the 2-D Gaussian regression over 3x3 (Nobach & Honkanen, Exp. Fluids 38,\n"
+            "  2005), each with A's and B's other settings (a subpixel or prefilter of\n"
+            "  --settings is overridden here), and B with the frames prefiltered (pf: Gaussian\n"
+            "  low-pass of sigma %.1f px, prefilter=%.1f); one pair per dp. A rotation of %.5f\n"
+            "  rad/frame (|d| < 2 px); over the %dx%d vectors of rows and columns %d..%d the\n"
+            "  true u and v take each fraction 0.005, 0.015 .. 0.995 px alike. C: Christensen's\n"
+            "  peak-locking degree (Exp. Fluids 36, 2004), 4 (1 - Hmin / Hmax) over the\n"
+            "  histogram of the measured fractions of the valid vectors (0 flat, 4 a bin empty;\n"
+            "  piv_field_peak_locking, as pivfarm-piv -v prints it); bias: mean error by true\n"
+            "  fraction (Westerweel, Meas. Sci. Technol. 8, 1997), 10^-3 px; rms: RMS error per\n"
+            "  component over the block's valid vectors, px.\n",
+            LOCK_PREFILTER, LOCK_PREFILTER,
             LOCK_OMEGA, LOCK_COUNT, LOCK_COUNT, LOCK_FIRST, LOCK_FIRST + LOCK_COUNT - 1);
-    printf ("  %4s  %c  %5s  | %-49s | %-49s | %5s\n", "dp", ' ', "C", "measured fractions by 0.1 px bin, %",
-            "bias by true fraction, 10^-3 px", "max|b|");
+    printf ("  %4s  %-15s %5s | %-49s | %-49s | %5s %5s\n", "dp", "", "C",
+            "measured fractions by 0.1 px bin, %", "bias by true fraction, 10^-3 px", "max|b|",
+            "rms");
     double truth = 0;
     for (size_t d = 0; d < sizeof diameters / sizeof diameters[0]; d++)
         if (s_lock_row (res, diameters[d], &truth) != 0)
@@ -463,6 +502,16 @@ resolution_section (const char *settings_text)
         if (piv_settings_format (s, res.text[v], sizeof res.text[v]) < 0)
             snprintf (res.text[v], sizeof res.text[v], "(settings too long to show)");
     }
+    for (int r = 0; r < LOCK_RUNS; r++) {
+        char err[ERRLEN];
+        piv_settings_t ls = res.settings[s_lock_runs[r].variant];
+        ls.subpixel = s_lock_runs[r].subpixel;
+        ls.prefilter = s_lock_runs[r].prefilter;
+        if (!(res.lock[r] = piv_new (&ls, err, sizeof err))) {
+            log_error ("%s", err);
+            goto done;
+        }
+    }
     printf ("\n10. Resolution and robustness (issue 24): synthetic %dx%d pairs, 0.02 particles/px,\n"
             "  2.6 px, 2 %% noise unless said, seeds from %d; vectors within %.0f px of the border\n"
             "  left out; 1 thread.\n"
@@ -477,5 +526,7 @@ resolution_section (const char *settings_text)
 done:
     for (int v = 0; v < VARIANTS; v++)
         piv_destroy (&res.engine[v]);
+    for (int r = 0; r < LOCK_RUNS; r++)
+        piv_destroy (&res.lock[r]);
     return rc;
 }

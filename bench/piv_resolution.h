@@ -2,8 +2,9 @@
 // the engine resolves and where it fails, on synthetic flows of known truth
 // (issue 24): the modulation transfer of sine flows, the peak vorticity of
 // small vortices, the vectors replaced on each, peak locking over sub-pixel
-// positions, and sparse seeding and small particles, for the settings given
-// and for the same with smooth=off, beside the issue's goals.
+// positions (by sub-pixel estimator, and with the frames prefiltered), and
+// sparse seeding and small particles, for the settings given and for the
+// same with smooth=off, beside the issue's goals.
 
 #ifndef BENCH_PIV_RESOLUTION_H
 #define BENCH_PIV_RESOLUTION_H

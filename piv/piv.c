@@ -5,6 +5,7 @@
 
 #include "piv/piv.h"
 #include "piv/deform.h"
+#include "piv/prefilter.h"
 #include "piv/smooth.h"
 #include "piv/sparse.h"
 
@@ -971,22 +972,88 @@ s_cdist (int a, int b, int n)
     return d > n / 2 ? n - d : d;
 }
 
-// The sub-pixel displacement of the peak at column pi, row pj of the
-// correlation plane whose value at (i, j) is cp[stride * (j * n + i)].
-static void
-s_fit (const float *cp, int stride, int n, int pi, int pj, s_peak_t *peak)
+// The sub-pixel offset (*fx, *fy) of a peak from the logarithms L[j][i]
+// of its 3 x 3 neighbourhood (L[1][1] the peak): the least-squares fit of
+// ln C = c00 + c10 x + c01 y + c11 x y + c20 x^2 + c02 y^2 over the 9 points
+// and the vertex of that paraboloid (Nobach & Honkanen, "Two-dimensional
+// Gaussian regression for sub-pixel displacement estimation in particle
+// image velocimetry or particle position estimation in particle tracking
+// velocimetry", Exp. Fluids 38, 511-515, 2005). Unlike two 3-point fits it
+// sees a peak elongated along a diagonal and averages three rows and three
+// columns. Returns 0, or -1 where the paraboloid has no maximum within one
+// pixel of the peak (the caller then fits per axis).
+static int
+s_gauss2d (const float L[3][3], float *fx, float *fy)
 {
-    int il = (pi - 1) & (n - 1), ir = (pi + 1) & (n - 1);
-    int ju = (pj - 1) & (n - 1), jd = (pj + 1) & (n - 1);
+    float c10 = 0, c01 = 0, c11 = 0, c20 = 0, c02 = 0;
+    for (int j = -1; j <= 1; j++)
+        for (int i = -1; i <= 1; i++) {
+            float l = L[j + 1][i + 1];
+            c10 += i * l;
+            c01 += j * l;
+            c11 += i * j * l;
+            c20 += (3 * i * i - 2) * l;
+            c02 += (3 * j * j - 2) * l;
+        }
+    c10 /= 6;
+    c01 /= 6;
+    c11 /= 4;
+    c20 /= 6;
+    c02 /= 6;
+    float det = 4 * c20 * c02 - c11 * c11;
+    if (!(c20 < 0 && c02 < 0 && det > 0))
+        return -1;
+    float x = (c11 * c01 - 2 * c10 * c02) / det, y = (c11 * c10 - 2 * c01 * c20) / det;
+    if (!(fabsf (x) <= 1 && fabsf (y) <= 1))
+        return -1;
+    *fx = x;
+    *fy = y;
+    return 0;
+}
+
+// s_gauss2d on the 3 x 3 neighbourhood of the peak at column pi, row pj of
+// the plane cp (as s_fit's), each value divided by its two axes' overlap
+// weights (s_fit). 0, or -1 where a value is not positive (no logarithm)
+// or the fit has no maximum near the peak.
+static int
+s_fit2d (const float *cp, int stride, int n, int pi, int pj, float *fx, float *fy)
+{
+    int sx = pi >= n / 2 ? pi - n : pi, sy = pj >= n / 2 ? pj - n : pj;
+    float L[3][3];
+    for (int dj = -1; dj <= 1; dj++)
+        for (int di = -1; di <= 1; di++) {
+            float c = cp[stride * (((pj + dj) & (n - 1)) * n + ((pi + di) & (n - 1)))];
+            c /= s_overlap (sx + di, n) * s_overlap (sy + dj, n);
+            if (!(c > 0))
+                return -1;
+            L[dj + 1][di + 1] = logf (c);
+        }
+    return s_gauss2d ((const float (*)[3]) L, fx, fy);
+}
+
+// The sub-pixel displacement of the peak at column pi, row pj of the
+// correlation plane whose value at (i, j) is cp[stride * (j * n + i)], by
+// the estimator 'subpixel' (PIV_SUBPIXEL_*).
+static void
+s_fit (const float *cp, int stride, int n, int pi, int pj, int subpixel, s_peak_t *peak)
+{
     // Fewer particle pairs overlap at larger lags: the correlation at lag s
     // is weighted by (1 - |s| / n) per axis, which pulls the sub-pixel fit
     // towards zero (Westerweel 1997); divide it out.
     int sx = pi >= n / 2 ? pi - n : pi, sy = pj >= n / 2 ? pj - n : pj;
+    float fx, fy;
+    if (subpixel == PIV_SUBPIXEL_GAUSS2D && s_fit2d (cp, stride, n, pi, pj, &fx, &fy) == 0) {
+        peak->dx = sx + fx;
+        peak->dy = sy + fy;
+        return;
+    }
+    int il = (pi - 1) & (n - 1), ir = (pi + 1) & (n - 1);
+    int ju = (pj - 1) & (n - 1), jd = (pj + 1) & (n - 1);
     float c = cp[stride * (pj * n + pi)];
-    float fx = s_subpixel (cp[stride * (pj * n + il)] / s_overlap (sx - 1, n),
-                           c / s_overlap (sx, n), cp[stride * (pj * n + ir)] / s_overlap (sx + 1, n));
-    float fy = s_subpixel (cp[stride * (ju * n + pi)] / s_overlap (sy - 1, n),
-                           c / s_overlap (sy, n), cp[stride * (jd * n + pi)] / s_overlap (sy + 1, n));
+    fx = s_subpixel (cp[stride * (pj * n + il)] / s_overlap (sx - 1, n), c / s_overlap (sx, n),
+                     cp[stride * (pj * n + ir)] / s_overlap (sx + 1, n));
+    fy = s_subpixel (cp[stride * (ju * n + pi)] / s_overlap (sy - 1, n), c / s_overlap (sy, n),
+                     cp[stride * (jd * n + pi)] / s_overlap (sy + 1, n));
     peak->dx = sx + fx;
     peak->dy = sy + fy;
 }
@@ -997,7 +1064,7 @@ s_fit (const float *cp, int stride, int n, int pi, int pj, s_peak_t *peak)
 // of s_peaks's results with npeaks 1, without a copy of the plane or a
 // pass to blank and search it. Returns 0, or -1 for a flat correlation.
 static int
-s_best (const float *cp, const float *rmax, int n, s_peak_t *peaks)
+s_best (const float *cp, const float *rmax, int n, int subpixel, s_peak_t *peaks)
 {
     int pj = 0;
     for (int j = 1; j < n; j++)
@@ -1011,7 +1078,7 @@ s_best (const float *cp, const float *rmax, int n, s_peak_t *peaks)
     while (row[2 * pi] != top)
         pi++;
     peaks[0].height = top;
-    s_fit (cp, 2, n, pi, pj, &peaks[0]);
+    s_fit (cp, 2, n, pi, pj, subpixel, &peaks[0]);
     // The runner-up: whole rows away from the peak by rmax, the five rows
     // through its neighbourhood value by value, the five columns through it
     // left out (the n - 5 others: from pi + 3 on, circularly).
@@ -1040,7 +1107,7 @@ s_best (const float *cp, const float *rmax, int n, s_peak_t *peaks)
 // several peaks the blanking is on a copy in scratch, with one on cp
 // itself. Returns 0, or -1 for a flat correlation.
 static int
-s_peaks (float *cp, float *scratch, int n, s_peak_t *peaks, int npeaks)
+s_peaks (float *cp, float *scratch, int n, int subpixel, s_peak_t *peaks, int npeaks)
 {
     float *blank = cp;
     if (npeaks > 1) {
@@ -1062,7 +1129,7 @@ s_peaks (float *cp, float *scratch, int n, s_peak_t *peaks, int npeaks)
         }
         peaks[q].height = height;
         int pi = best & (n - 1), pj = best / n;
-        s_fit (cp, 1, n, pi, pj, &peaks[q]);
+        s_fit (cp, 1, n, pi, pj, subpixel, &peaks[q]);
         for (int dj = -2; dj <= 2; dj++) {
             float *row = blank + ((pj + dj) & (n - 1)) * n;
             for (int di = -2; di <= 2; di++)
@@ -1101,7 +1168,7 @@ s_measure (const s_corr_job_t *job, long k, s_work_t *wk, s_peak_t *peaks, int n
 {
     s_slot_t sl;
     if (s_correlate (job, k, wk, wk->corr, &sl) != 0
-        || s_peaks (wk->corr, wk->ra, job->plan->n, peaks, npeaks) != 0)
+        || s_peaks (wk->corr, wk->ra, job->plan->n, job->self->settings.subpixel, peaks, npeaks) != 0)
         return -1;
     for (int q = 0; q < npeaks; q++) {
         peaks[q].dx += sl.bu;
@@ -1125,10 +1192,11 @@ s_plane (void *arg, long k, int part, float *plane, float *bu, float *bv)
 
 // piv_plane_peak_fn for sparse.c: s_peaks's first peak.
 static int
-s_plane_peak (float *plane, int n, float *dx, float *dy)
+s_plane_peak (void *arg, float *plane, int n, float *dx, float *dy)
 {
+    const s_corr_job_t *job = arg;
     s_peak_t peaks[2] = {{0, 0, 0}, {0, 0, 0}};
-    if (s_peaks (plane, NULL, n, peaks, 1) != 0)
+    if (s_peaks (plane, NULL, n, job->self->settings.subpixel, peaks, 1) != 0)
         return -1;
     *dx = peaks[0].dx, *dy = peaks[0].dy;
     return 0;
@@ -1158,7 +1226,8 @@ s_finish (const s_corr_job_t *job, s_work_t *wk, const s_slot_t *sl, int count)
     for (int i = 0; i < count; i++) {
         s_peak_t peaks[2] = {{0, 0, 0}, {0, 0, 0}};
         long k = sl[i].k;
-        if (s_best ((const float *) wk->z + i, rmax[i], n, peaks) != 0) {
+        if (s_best ((const float *) wk->z + i, rmax[i], n, job->self->settings.subpixel, peaks)
+            != 0) {
             s_unmeasured (job, k);
             continue;
         }
@@ -1580,8 +1649,9 @@ s_no_signal (piv_field_t *field, const s_contrast_job_t *frames, double share)
     return 0;
 }
 
-piv_field_t *
-piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err, size_t errlen)
+// piv_process on frames a and b as given (prefiltered or not).
+static piv_field_t *
+s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err, size_t errlen)
 {
     const piv_settings_t *s = &self->settings;
     int w = piv_image_width (a), h = piv_image_height (a);
@@ -1734,4 +1804,19 @@ piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
     }
     s_phases_print (&ph, self->nthreads);
     return prev;
+}
+
+piv_field_t *
+piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err, size_t errlen)
+{
+    double sigma = self->settings.prefilter;
+    if (!(sigma > 0) || piv_image_width (a) != piv_image_width (b)
+        || piv_image_height (a) != piv_image_height (b))
+        return s_process (self, a, b, err, errlen);
+    piv_image_t *fa = piv_prefilter (a, sigma, err, errlen);
+    piv_image_t *fb = fa ? piv_prefilter (b, sigma, err, errlen) : NULL;
+    piv_field_t *field = fb ? s_process (self, fa, fb, err, errlen) : NULL;
+    piv_image_destroy (&fa);
+    piv_image_destroy (&fb);
+    return field;
 }

@@ -43,6 +43,10 @@ s_usage (FILE *out)
              "      --cbc S           a window of an ambiguous peak lower than S times its 4\n"
              "                        neighbours' takes the peak of their summed correlations\n"
              "                        where it moves the vector > 1 px (default 0.5; 0 off)\n"
+             "      --subpixel KIND   sub-pixel peak fit: gauss3 (3-point Gaussian per axis) or\n"
+             "                        gauss2d (2-D Gaussian over 3x3) (default gauss3)\n"
+             "      --prefilter S     Gaussian low-pass of sigma S px of both frames first: for\n"
+             "                        particle images under 2 px (default 0, none)\n"
              "  -t, --threads N       threads on this pair (default 1)\n"
              "  -m, --mask FILE       TIFF mask: zero pixels are outside the flow\n"
              "  -b, --background LIST comma-separated frames whose minimum is subtracted\n"
@@ -160,6 +164,8 @@ static const struct option s_options[] = {
     {"plain-median", no_argument, NULL, 'P'},
     {"contrast", required_argument, NULL, 'G'},
     {"cbc", required_argument, NULL, 'C'},
+    {"subpixel", required_argument, NULL, 'Q'},
+    {"prefilter", required_argument, NULL, 'L'},
     {"threads", required_argument, NULL, 't'},
     {"mask", required_argument, NULL, 'm'},
     {"background", required_argument, NULL, 'b'},
@@ -228,6 +234,14 @@ s_option (int opt, char **argv, s_opts_t *o)
         break;
     case 'C':
         if (s_double_arg ("--cbc", optarg, &settings->cbc))
+            return 2;
+        break;
+    case 'Q':
+        if (piv_subpixel_parse (optarg, &settings->subpixel, err, sizeof err))
+            return cli_usage_error ("%s", err);
+        break;
+    case 'L':
+        if (s_double_arg ("--prefilter", optarg, &settings->prefilter))
             return 2;
         break;
     case 't':
@@ -426,7 +440,8 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               "frame_a %s\n"
               "frame_b %s\n"
               "image %dx%d\n"
-              "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s\n"
+              "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s "
+              "subpixel %s prefilter %g\n"
               "validation normalized-median%s eps %g threshold %g contrast %g cbc %g smooth %s s %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
@@ -440,6 +455,7 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               settings->symmetric ? " symmetric" : "",
               settings->deform_every_pass ? " deform-every-pass" : "",
               settings->smooth_predictor ? " smoothed-predictor" : "",
+              piv_subpixel_name (settings->subpixel), settings->prefilter,
               settings->median_curved ? " curved" : "", settings->median_eps,
               settings->median_threshold, settings->contrast, settings->cbc,
               piv_smooth_name (settings->smooth),

@@ -37,6 +37,28 @@ piv_settings_init (piv_settings_t *settings)
     settings->cbc = 0.5;
     settings->smooth = PIV_SMOOTH_FINAL;
     settings->smooth_s = 0;
+    settings->subpixel = PIV_SUBPIXEL_GAUSS3;
+}
+
+// The sub-pixel estimators by name, in piv_subpixel_t order.
+static const char *const s_subpixel_names[] = {"gauss3", "gauss2d"};
+
+int
+piv_subpixel_parse (const char *name, piv_subpixel_t *subpixel, char *err, size_t errlen)
+{
+    for (int i = 0; i < 2; i++)
+        if (strcmp (name, s_subpixel_names[i]) == 0) {
+            *subpixel = (piv_subpixel_t) i;
+            return 0;
+        }
+    snprintf (err, errlen, "bad settings: subpixel '%s': expected gauss3 or gauss2d", name);
+    return -1;
+}
+
+const char *
+piv_subpixel_name (piv_subpixel_t subpixel)
+{
+    return (unsigned) subpixel < 2 ? s_subpixel_names[subpixel] : "?";
 }
 
 // The smoothing modes by name, in piv_smooth_t order.
@@ -201,6 +223,15 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
                   s->smooth_s);
         return -1;
     }
+    if (!(s->prefilter >= 0 && s->prefilter <= PIV_PREFILTER_MAX)) {
+        snprintf (err, errlen, "bad settings: prefilter %g px (0 to %g)", s->prefilter,
+                  PIV_PREFILTER_MAX);
+        return -1;
+    }
+    if ((unsigned) s->subpixel > PIV_SUBPIXEL_GAUSS2D) {
+        snprintf (err, errlen, "bad settings: sub-pixel estimator %d", (int) s->subpixel);
+        return -1;
+    }
     if (s->median_passes < 1 || s->median_passes > PIV_MAX_ITERATIONS
         || !(s->peak_ratio_min >= 0) || !(s->contrast >= 0 && s->contrast < 1)) {
         snprintf (err, errlen, "bad settings: %d median passes (1 to %d), peak ratio %g",
@@ -237,6 +268,7 @@ s_real_key (piv_settings_t *s, const char *key)
            : strcmp (key, "cbc") == 0       ? &s->cbc
            : strcmp (key, "eps") == 0       ? &s->median_eps
            : strcmp (key, "threshold") == 0 ? &s->median_threshold
+           : strcmp (key, "prefilter") == 0 ? &s->prefilter
                                             : NULL;
 }
 
@@ -309,6 +341,10 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
         }
         else if (strcmp (key, "smooth") == 0) {
             if (piv_smooth_parse (value, &s->smooth, err, errlen) != 0)
+                return -1;
+        }
+        else if (strcmp (key, "subpixel") == 0) {
+            if (piv_subpixel_parse (value, &s->subpixel, err, errlen) != 0)
                 return -1;
         }
         else if (strcmp (key, "deform_passes") == 0) {
@@ -387,6 +423,10 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
     if (n >= 0 && (size_t) n < size && s->smooth_predictor != d.smooth_predictor)
         n += snprintf (buf + n, size - n, " predictor=%s",
                        s->smooth_predictor ? "binomial" : "raw");
+    if (n >= 0 && (size_t) n < size && s->prefilter != d.prefilter)
+        n += snprintf (buf + n, size - n, " prefilter=%g", s->prefilter);
+    if (n >= 0 && (size_t) n < size && s->subpixel != d.subpixel)
+        n += snprintf (buf + n, size - n, " subpixel=%s", piv_subpixel_name (s->subpixel));
     if (n < 0 || (size_t) n >= size)
         return -1;
     if (!s->mask_path[0])

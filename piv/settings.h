@@ -16,6 +16,7 @@
 #define PIV_MAX_OVERLAP 87      // percent
 #define PIV_MAX_ITERATIONS 10   // runs of the final window size
 #define PIV_MASK_PATH_MAX 256   // bytes of a mask's path, its NUL included
+#define PIV_PREFILTER_MAX 3.0   // px, the largest sigma of the prefilter (a 19-tap kernel)
 
 // How each pass after the first uses the previous one's field.
 typedef enum {
@@ -37,6 +38,16 @@ typedef enum {
     PIV_SMOOTH_FINAL,      // the final field only
     PIV_SMOOTH_BOTH        // the predictor and the final field
 } piv_smooth_t;
+
+// The sub-pixel estimator of a correlation peak (issue 24, 'make bench'
+// section 10). Both divide out the windows' overlap weight first.
+typedef enum {
+    PIV_SUBPIXEL_GAUSS3,   // 3-point Gaussian per axis (a parabola where a value is not
+                           // positive)
+    PIV_SUBPIXEL_GAUSS2D   // 2-D Gaussian regression over the 3 x 3 neighbourhood
+                           // (Nobach & Honkanen, Exp. Fluids 38, 2005); gauss3 where a
+                           // value is not positive or the fit has no maximum there
+} piv_subpixel_t;
 
 // Caller-allocated settings; piv_settings_init fills the defaults.
 typedef struct {
@@ -66,6 +77,9 @@ typedef struct {
                                  // their 4 neighbours' mean, of an ambiguous peak (ratio < 2):
                                  // the sum of the 5 planes, where it moves them > 1 px
                                  // (sparse.c; 0.5; 0: off)
+    piv_subpixel_t subpixel;     // sub-pixel estimator of every peak (gauss3)
+    double prefilter;            // px, sigma of a Gaussian low-pass of both frames before
+                                 // anything else (piv/prefilter.h; 0: none, the default)
 } piv_settings_t;
 
 // Validation and smoothing (issue 17, 'make bench' section 8, doc/piv.md):
@@ -89,7 +103,11 @@ typedef struct {
 // mid-time; eps 0.1, threshold 2, 1 thread, predictor smoothing, no mask.
 // The choice of interpolator rests on 'make bench' (section 5): bilinear and
 // Keys bicubic leave a bias of 0.06 px on a uniform shift, the cubic
-// B-spline 0.014 px, the quintic B-spline 0.004 px.
+// B-spline 0.014 px, the quintic B-spline 0.004 px. Sub-pixel fit: the
+// 3-point Gaussian (gauss2d has 2-25 % more random error on every synthetic
+// and real pair and more peak locking at 1 px: 'make bench' section 10); no
+// prefilter (0.7 px cuts the peak locking of 1-1.5 px particles by 2-3x but
+// adds 15 % noise to the real pairs and costs 2.6 px particles: doc/piv.md).
 void piv_settings_init (piv_settings_t *settings);
 
 // Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
@@ -104,6 +122,11 @@ int piv_settings_set_mask (piv_settings_t *settings, const char *path, char *err
 // Parses "offset", "bilinear", "bicubic", "bspline", "bspline5", "omoms". 0 or -1.
 int piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen);
 const char *piv_deform_name (piv_deform_t deform);
+
+// Parses "gauss3", "gauss2d" (piv_subpixel_t). 0, or -1 with err ("bad
+// settings: subpixel 'x': expected gauss3 or gauss2d").
+int piv_subpixel_parse (const char *name, piv_subpixel_t *subpixel, char *err, size_t errlen);
+const char *piv_subpixel_name (piv_subpixel_t subpixel);
 
 // Parses "off", "predictor", "final" (piv_smooth_t). 0, or -1 with err.
 int piv_smooth_parse (const char *name, piv_smooth_t *smooth, char *err, size_t errlen);

@@ -100,7 +100,7 @@ s_correct (s_job_t *job, int i, int j, int part, float *acc, float *nb)
         used++;
     }
     float dx, dy;
-    if (!used || !(own < cbc->share * others / used) || cbc->peak (acc, n, &dx, &dy) != 0)
+    if (!used || !(own < cbc->share * others / used) || cbc->peak (cbc->arg, acc, n, &dx, &dy) != 0)
         return 0;
     float u = bu + dx, v = bv + dy, du = u - job->pu[k], dv = v - job->pv[k];
     if (!(du * du + dv * dv > CBC_MOVE * CBC_MOVE))

@@ -17,13 +17,14 @@
 typedef int (piv_plane_fn) (void *arg, long k, int part, float *plane, float *bu, float *bv);
 
 // The highest peak of plane (n x n, as above; the plane may be changed):
-// its sub-pixel lag. 0, or -1 for a flat plane.
-typedef int (piv_plane_peak_fn) (float *plane, int n, float *dx, float *dy);
+// its sub-pixel lag, by the estimator the engine uses (arg: plane's). 0, or
+// -1 for a flat plane.
+typedef int (piv_plane_peak_fn) (void *arg, float *plane, int n, float *dx, float *dy);
 
 typedef struct {
     piv_plane_fn *plane;     // the planes
     piv_plane_peak_fn *peak; // their peaks
-    void *arg;               // plane's argument
+    void *arg;               // plane's and peak's argument
     int n;                   // window size
     const float *height;      // each vector's correlation peak as measured, or NULL
     double share;            // settings' cbc: weak below this share of the neighbours' peaks

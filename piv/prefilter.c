@@ -1,0 +1,71 @@
+// prefilter.c — the Gaussian low-pass of a frame. See prefilter.h.
+
+#include "piv/prefilter.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define S_RADIUS_MAX 9  // taps each side at PIV_PREFILTER_MAX
+
+// Clamps i to 0 .. n - 1: the frame's edge pixels repeated beyond it.
+static inline int
+s_clamp (int i, int n)
+{
+    return i < 0 ? 0 : (i >= n ? n - 1 : i);
+}
+
+piv_image_t *
+piv_prefilter (const piv_image_t *frame, double sigma, char *err, size_t errlen)
+{
+    int w = piv_image_width (frame), h = piv_image_height (frame);
+    int r = (int) ceil (3 * sigma);
+    r = r < 1 ? 1 : (r > S_RADIUS_MAX ? S_RADIUS_MAX : r);
+    float k[2 * S_RADIUS_MAX + 1];
+    double sum = 0;
+    for (int t = -r; t <= r; t++)
+        sum += k[t + r] = (float) exp (-t * t / (2 * sigma * sigma));
+    for (int t = 0; t <= 2 * r; t++)
+        k[t] = (float) (k[t] / sum);
+    const float *src = piv_image_cdata (frame);
+    piv_image_t *out = piv_image_new (w, h);
+    float *dst = out ? piv_image_data (out) : NULL;
+    float *tmp = malloc (sizeof (float) * (size_t) w * h);
+    float *pad = malloc (sizeof (float) * (size_t) (w + 2 * r));
+    if (!src || !dst || !tmp || !pad) {
+        snprintf (err, errlen, "cannot prefilter a frame of %dx%d: out of memory", w, h);
+        piv_image_destroy (&out);
+        free (tmp);
+        free (pad);
+        return NULL;
+    }
+    // Rows into tmp (each first copied with its edge pixels repeated r times
+    // either side), then columns into dst: both with the inner loop along x,
+    // over contiguous memory, one tap at a time (vectorised).
+    for (int y = 0; y < h; y++) {
+        const float *s = src + (size_t) y * w;
+        for (int x = -r; x < w + r; x++)
+            pad[x + r] = s[s_clamp (x, w)];
+        float *d = tmp + (size_t) y * w;
+        for (int x = 0; x < w; x++)
+            d[x] = 0;
+        for (int t = 0; t <= 2 * r; t++) {
+            float kt = k[t];
+            const float *q = pad + t;
+            for (int x = 0; x < w; x++)
+                d[x] += kt * q[x];
+        }
+    }
+    for (int y = 0; y < h; y++) {
+        float *d = dst + (size_t) y * w;
+        for (int t = -r; t <= r; t++) {
+            const float *s = tmp + (size_t) s_clamp (y + t, h) * w;
+            float kt = k[t + r];
+            for (int x = 0; x < w; x++)
+                d[x] += kt * s[x];
+        }
+    }
+    free (tmp);
+    free (pad);
+    return out;
+}
