@@ -107,30 +107,31 @@ s_gcv (s_pls_t *p, double logs, float *out)
 }
 
 // The minimum of the GCV score over log10 s in [lo, hi]: the score
-// at every half decade first, then a golden-section search to 0.1 (smoothn's
-// tolerance, as fminbnd) within a half decade either side of the least.
+// at every decade first, then a golden-section search to 0.1 (smoothn's
+// tolerance, as fminbnd) within a decade either side of the least.
 // smoothn's fminbnd alone over the whole range ends in whichever minimum
 // it meets: GCV is flat where s flattens the field entirely, and a search
 // from the middle of 13 decades stopped there on a sine of 48 px (the
 // field smoothed to its mean; measured, bench_piv --only resolution).
 // Later searches of the same problem (the iterations refine the surface,
-// the robust weights change a few vectors) look within a decade of the
-// last choice.
+// the robust weights change a few vectors) refine within a half decade of
+// the last choice (PIVFARM_PIV_PHASES=1, a 2048^2 single pass: smoothing
+// 34-39 ms, 40-52 with every search over half decades, 21-25 with s fixed).
 static double
 s_gcv_min (s_pls_t *p, double lo, double hi, float *out)
 {
-    if (isfinite (p->searched)) {
-        lo = p->searched - 1 > lo ? p->searched - 1 : lo;
-        hi = p->searched + 1 < hi ? p->searched + 1 : hi;
-    }
-    double best = lo, fbest = INFINITY;
-    for (double x = lo; x <= hi + 1e-9; x += 0.5) {
-        double f = s_gcv (p, x, out);
-        if (f < fbest)
-            fbest = f, best = x;
+    // The first search: every decade; the later ones refine the last choice.
+    double best = p->searched, fbest = INFINITY, half = 0.5;
+    if (!isfinite (best)) {
+        for (double x = lo; x <= hi + 1e-9; x += 1) {
+            double f = s_gcv (p, x, out);
+            if (f < fbest)
+                fbest = f, best = x;
+        }
+        half = 1;
     }
     const double g = 0.381966011250105;
-    double a = best - 0.5 < lo ? lo : best - 0.5, b = best + 0.5 > hi ? hi : best + 0.5;
+    double a = best - half < lo ? lo : best - half, b = best + half > hi ? hi : best + half;
     double x1 = a + g * (b - a), x2 = b - g * (b - a);
     double f1 = s_gcv (p, x1, out), f2 = s_gcv (p, x2, out);
     while (b - a > 0.1) {
