@@ -205,8 +205,8 @@ s_vorticity_ratio (const piv_field_t *f, const piv_flow_t *flow, double *stencil
         t->v[k] = (float) v;
         t->flags[k] = PIV_FLAG_VALID;
     }
-    piv_field_derive (f, wm, NULL, NULL);
-    piv_field_derive (t, wt, NULL, NULL);
+    piv_field_derive (f, &(piv_derived_t){.vorticity = wm});
+    piv_field_derive (t, &(piv_derived_t){.vorticity = wt});
     for (long k = 0; k < n; k++)
         if (isfinite (wt[k]) && (kt < 0 || fabsf (wt[k]) > fabsf (wt[kt])))
             kt = k;

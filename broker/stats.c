@@ -445,7 +445,7 @@ stats_field (const void *blob, size_t size, float **vorticity, char *err, size_t
     piv_field_t *field = piv_field_decode (blob, size, err, errlen);
     if (field && (*vorticity = malloc ((size_t) field->nx * (size_t) field->ny
                                        * sizeof **vorticity)))
-        piv_field_derive (field, *vorticity, NULL, NULL);
+        piv_field_derive (field, &(piv_derived_t){.vorticity = *vorticity});
     return field;
 }
 

@@ -251,7 +251,7 @@ s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *
         x->vorticity = more;
         x->vorticity_size = n;
     }
-    if (piv_field_derive (field, x->vorticity, NULL, NULL) < 0)
+    if (piv_field_derive (field, &(piv_derived_t){.vorticity = x->vorticity}) < 0)
         for (size_t k = 0; k < n; k++)
             x->vorticity[k] = NAN;
     if (!x->stats) {

@@ -167,7 +167,8 @@ s_vorticity (dash_page_t *page)
     long n = (long)f->nx * f->ny;
     page->vorticity_min = page->vorticity_max = NAN;
     page->vorticity = malloc (sizeof (float) * (size_t)n);
-    if (page->vorticity && piv_field_derive (f, page->vorticity, NULL, NULL) < 0) {
+    if (page->vorticity &&
+        piv_field_derive (f, &(piv_derived_t){.vorticity = page->vorticity}) < 0) {
         free (page->vorticity);
         page->vorticity = NULL;
     }

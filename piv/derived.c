@@ -57,11 +57,13 @@ s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, i
 }
 
 int
-piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil, float *vorticity,
-                       float *divergence, float *speed)
+piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil, const piv_derived_t *out)
 {
     if (field->step <= 0 || stencil < 0 || stencil > PIV_STENCIL_LEAST_SQUARES)
         return -1;
+    static const piv_derived_t none = {0};
+    if (!out)
+        out = &none;
     const s_stencil_t *st = &s_stencils[stencil];
     double h = field->step;
     int finite = 0;
@@ -69,26 +71,26 @@ piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil, float *v
         for (int i = 0; i < field->nx; i++) {
             size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
             int hole = field->flags[k] >= PIV_FLAG_INVALID;
-            if (speed)
-                speed[k] = hole ? NAN : hypotf (field->u[k], field->v[k]);
+            if (out->speed)
+                out->speed[k] = hole ? NAN : hypotf (field->u[k], field->v[k]);
             float w = hole ? NAN
                            : (float) ((s_derivative (field, field->v, st, i, j, 1) -
                                        s_derivative (field, field->u, st, i, j, 0)) /
                                       h);
             finite += isfinite (w) != 0;
-            if (vorticity)
-                vorticity[k] = w;
-            if (divergence)
-                divergence[k] = hole ? NAN
-                                     : (float) ((s_derivative (field, field->u, st, i, j, 1) +
-                                                 s_derivative (field, field->v, st, i, j, 0)) /
-                                                h);
+            if (out->vorticity)
+                out->vorticity[k] = w;
+            if (out->divergence)
+                out->divergence[k] = hole ? NAN
+                                          : (float) ((s_derivative (field, field->u, st, i, j, 1) +
+                                                      s_derivative (field, field->v, st, i, j, 0)) /
+                                                     h);
         }
     return finite;
 }
 
 int
-piv_field_derive (const piv_field_t *field, float *vorticity, float *divergence, float *speed)
+piv_field_derive (const piv_field_t *field, const piv_derived_t *out)
 {
-    return piv_field_derive_with (field, PIV_STENCIL_DEFAULT, vorticity, divergence, speed);
+    return piv_field_derive_with (field, PIV_STENCIL_DEFAULT, out);
 }

@@ -101,7 +101,8 @@ piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, 
     if (!w)
         return -1;
     float *div = w + n, *speed = w + 2 * n;
-    if (piv_field_derive (field, w, div, speed) < 0)
+    piv_derived_t d = {.vorticity = w, .divergence = div, .speed = speed};
+    if (piv_field_derive (field, &d) < 0)
         for (long k = 0; k < 2 * n; k++)
             w[k] = NAN; // no regular grid: no derivatives
     double ku, kv;

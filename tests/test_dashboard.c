@@ -1019,7 +1019,7 @@ s_rotation_run (store_t *store, const char *name, int nx, int ny, const char *ca
     for (int i = 0; i < 3; i++) {
         piv_field_t *f = s_rotation (nx, ny, 0.01 * (i + 1));
         float vorticity[nx * ny];
-        ck_assert_int_gt (piv_field_derive (f, vorticity, NULL, NULL), 0);
+        ck_assert_int_gt (piv_field_derive (f, &(piv_derived_t){.vorticity = vorticity}), 0);
         if (!stats)
             stats = piv_stats_new (f);
         ck_assert (piv_stats_add (stats, f, vorticity) == 0);

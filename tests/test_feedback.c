@@ -71,7 +71,7 @@ s_figures (const piv_field_t *field, const feedback_settings_t *s, feedback_figu
 {
     float *w = malloc ((size_t) field->nx * field->ny * sizeof *w);
     ck_assert_ptr_nonnull (w);
-    piv_field_derive (field, w, NULL, NULL);
+    piv_field_derive (field, &(piv_derived_t){.vorticity = w});
     feedback_figures (field, w, s, f);
     free (w);
 }

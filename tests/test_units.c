@@ -301,7 +301,7 @@ s_vorticity_error (const piv_field_t *field, const piv_flow_t *flow, piv_stencil
 {
     size_t n = (size_t) field->nx * (size_t) field->ny;
     float *w = malloc (n * sizeof (float));
-    ck_assert_int_ge (piv_field_derive_with (field, stencil, w, NULL, NULL), 0);
+    ck_assert_int_ge (piv_field_derive_with (field, stencil, &(piv_derived_t){.vorticity = w}), 0);
     double sum = 0;
     int count = 0;
     s_error_t e = {0, 0};
@@ -389,7 +389,8 @@ START_TEST (derived_quantities_are_nan_at_and_around_holes)
     size_t n = (size_t) nx * (size_t) ny;
     float *w = malloc (n * sizeof (float)), *div = malloc (n * sizeof (float)),
           *speed = malloc (n * sizeof (float));
-    int finite = piv_field_derive (f, w, div, speed);
+    int finite =
+        piv_field_derive (f, &(piv_derived_t){.vorticity = w, .divergence = div, .speed = speed});
     ck_assert_int_eq (finite, (nx - 2) * (ny - 2) - 9);
     for (int j = 0; j < ny; j++)
         for (int i = 0; i < nx; i++) {
@@ -405,9 +406,9 @@ START_TEST (derived_quantities_are_nan_at_and_around_holes)
             }
         }
     ck_assert (fabs (speed[0] - hypot (f->u[0], f->v[0])) < 1e-6);
-    ck_assert_int_eq (piv_field_derive (f, NULL, NULL, NULL), finite);
+    ck_assert_int_eq (piv_field_derive (f, NULL), finite);
     f->step = 0;
-    ck_assert_int_eq (piv_field_derive (f, w, NULL, NULL), -1);
+    ck_assert_int_eq (piv_field_derive (f, &(piv_derived_t){.vorticity = w}), -1);
     free (w);
     free (div);
     free (speed);
@@ -421,7 +422,7 @@ s_mean_vorticity (const piv_field_t *field, const piv_calib_t *c)
 {
     size_t n = (size_t) field->nx * (size_t) field->ny;
     float *w = malloc (n * sizeof (float));
-    ck_assert_int_gt (piv_field_derive (field, w, NULL, NULL), 0);
+    ck_assert_int_gt (piv_field_derive (field, &(piv_derived_t){.vorticity = w}), 0);
     double sum = 0;
     int count = 0;
     for (size_t k = 0; k < n; k++)
@@ -514,7 +515,7 @@ START_TEST (statistics_match_a_direct_two_pass_computation)
     piv_stats_t *st = NULL;
     for (int f = 0; f < FIELDS; f++) {
         fields[f] = s_random_field (NX, NY, &seed);
-        piv_field_derive (fields[f], w + f * N, NULL, NULL);
+        piv_field_derive (fields[f], &(piv_derived_t){.vorticity = w + f * N});
         if (!st)
             st = piv_stats_new (fields[0]);
         ck_assert_int_eq (piv_stats_add (st, fields[f], w + f * N), 0);
@@ -674,7 +675,7 @@ START_TEST (the_statistics_state_is_restored_exactly)
     for (int i = 0; i < 57; i++) {
         piv_field_destroy (&f);
         f = s_random_field (NX, NY, &seed);
-        piv_field_derive (f, w, NULL, NULL);
+        piv_field_derive (f, &(piv_derived_t){.vorticity = w});
         piv_stats_add (st, f, w);
     }
     unsigned char *b1, *b2;
@@ -691,7 +692,7 @@ START_TEST (the_statistics_state_is_restored_exactly)
     for (int i = 0; i < 40; i++) {
         piv_field_destroy (&f);
         f = s_random_field (NX, NY, &seed);
-        piv_field_derive (f, w, NULL, NULL);
+        piv_field_derive (f, &(piv_derived_t){.vorticity = w});
         piv_stats_add (st, f, w);
         piv_stats_add (back, f, w);
     }
@@ -896,7 +897,7 @@ START_TEST (vtk_files_are_read_back_by_vtk)
                             "1/s; calibration 0.02 mm/px, dt 2 ms, origin (0, 0) px, y up\n"));
     float w[49];
     int finite = 0;
-    piv_field_derive (f, w, NULL, NULL);
+    piv_field_derive (f, &(piv_derived_t){.vorticity = w});
     for (int k = 0; k < 49; k++) {
         ck_assert (fabs (s_vtk_value (got, "points", k, 0) - f->x[k] * 2e-5) < 1e-9);
         ck_assert (fabs (s_vtk_value (got, "points", k, 1) + f->y[k] * 2e-5) < 1e-9);
