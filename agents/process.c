@@ -7,6 +7,7 @@
 #include "common/path.h"
 #include "common/util.h"
 #include "piv/budget.h"
+#include "piv/derived.h"
 #include "piv/image.h"
 #include "piv/piv.h"
 
@@ -302,25 +303,29 @@ s_remove_output (process_t *self, const proto_msg_t *task)
     close (dirfd);
 }
 
-// Mean vorticity dv/dx - du/dy over interior vectors whose neighbours are
-// all valid or replaced; 0 if there are none.
-static double
-s_vorticity (const piv_field_t *f)
+// The mean vorticity the broker's feedback gives for the whole field
+// (feedback_figures, roi=all; doc/control.md): piv_field_derive's values,
+// the farm's one stencil, over the VALID vectors where they are finite, in
+// grid order. 0 when there is none, where the feedback has null: RESULT
+// figures are finite (doc/protocol.md). -1 on no memory.
+static int
+s_vorticity (const piv_field_t *f, double *mean)
 {
+    size_t n = (size_t) f->nx * (size_t) f->ny;
+    float *w = malloc ((n ? n : 1) * sizeof *w);
+    if (!w)
+        return -1;
     double sum = 0;
-    long count = 0;
-    for (int j = 1; j + 1 < f->ny; j++)
-        for (int i = 1; i + 1 < f->nx; i++) {
-            long k = (long) j * f->nx + i;
-            long l = k - 1, r = k + 1, u = k - f->nx, d = k + f->nx;
-            if (f->flags[l] > 1 || f->flags[r] > 1 || f->flags[u] > 1 || f->flags[d] > 1)
-                continue;
-            double dvdx = (f->v[r] - f->v[l]) / (2.0 * f->step);
-            double dudy = (f->u[d] - f->u[u]) / (2.0 * f->step);
-            sum += dvdx - dudy;
-            count++;
-        }
-    return count ? sum / count : 0;
+    int count = 0;
+    if (piv_field_derive (f, &(piv_derived_t){.vorticity = w}) >= 0)
+        for (size_t k = 0; k < n; k++)
+            if (f->flags[k] == PIV_FLAG_VALID && isfinite (w[k])) {
+                sum += w[k];
+                count++;
+            }
+    free (w);
+    *mean = count ? sum / count : 0;
+    return 0;
 }
 
 // The pair as the broker names it, its output without ".txt": "run9/0001".
@@ -490,7 +495,9 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
         snprintf (err, errlen, "cannot process '%s' and '%s': %s", a, *b ? b : a, why);
         return -1;
     }
-    if (piv_field_encode (field, &result->blob, &result->blob_size) != 0) {
+    double vorticity;
+    if (s_vorticity (field, &vorticity) != 0
+        || piv_field_encode (field, &result->blob, &result->blob_size) != 0) {
         snprintf (err, errlen, "pair %llu: out of memory", (unsigned long long) task->pair);
         piv_field_destroy (&field);
         return -1;
@@ -508,7 +515,7 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     result->figures[PROTO_FIG_VALID_FRACTION] = st.valid_fraction;
     result->figures[PROTO_FIG_NX] = field->nx;
     result->figures[PROTO_FIG_NY] = field->ny;
-    result->figures[PROTO_FIG_VORTICITY] = s_vorticity (field);
+    result->figures[PROTO_FIG_VORTICITY] = vorticity;
     piv_field_destroy (&field);
     return 0;
 }

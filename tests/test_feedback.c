@@ -2,7 +2,9 @@
 // types them, the figures over a region of interest, the PI controller and
 // the JSON the broker publishes.
 
+#include "agents/process.h"
 #include "broker/feedback.h"
+#include "common/config.h"
 #include "piv/derived.h"
 #include "piv/field.h"
 #include "tests/testutil.h"
@@ -422,6 +424,58 @@ START_TEST (flagged_vectors_count_in_total_only_and_invalid_ones_stay_out_of_the
 }
 END_TEST
 
+// One vorticity (doc/control.md): the mean vorticity of the agent's RESULT
+// is the feedback's over the whole field, on a real pair processed by the
+// agent's own code. The field has replaced and invalid vectors, so the
+// rule for holes shows (125x125 vectors, 620 replaced, 525 invalid): the
+// agent's former figure (central differences over every interior vector
+// whose four neighbours were not invalid) was 5.119e-4 1/frame here, the
+// feedback's 5.920e-4.
+START_TEST (the_agents_vorticity_figure_is_the_feedbacks_on_a_real_field)
+{
+    char dir[4096], conf[4096], err[1024] = "", a[4096], b[4096];
+    snprintf (dir, sizeof dir, "%s", tu_tmpdir ());
+    snprintf (conf, sizeof conf, "%s", tu_path (dir, "pivfarm.conf"));
+    const char *text = "agent\n    processor = piv\n    results = ./results\n";
+    tu_spit (conf, text, strlen (text));
+    config_t cfg;
+    ck_assert_msg (config_load (&cfg, conf, err, sizeof err) == 0, "%s", err);
+    process_t *p = process_new (&cfg, err, sizeof err);
+    ck_assert_msg (p != NULL, "%s", err);
+    snprintf (a, sizeof a, "%s", tu_data ("2image_00.tif"));
+    snprintf (b, sizeof b, "%s", tu_data ("2image_01.tif"));
+    proto_msg_t task = {.command = PROTO_TASK,
+                        .pair = 1,
+                        .attempt = 1,
+                        .experiment = "run",
+                        .path_a = a,
+                        .path_b = b,
+                        .settings = "passes=32,16 overlap=50 iterations=1",
+                        .output = "run/0001.txt"},
+                result;
+    ck_assert_msg (process_task (p, &task, &result, err, sizeof err) == 0, "%s", err);
+    piv_field_t *field = piv_field_decode (result.blob, result.blob_size, err, sizeof err);
+    ck_assert_msg (field != NULL, "%s", err);
+    int flagged[3] = {0, 0, 0};
+    for (int k = 0; k < field->nx * field->ny; k++)
+        flagged[field->flags[k]]++;
+    ck_assert (flagged[PIV_FLAG_REPLACED] > 0 && flagged[PIV_FLAG_INVALID] > 0);
+    feedback_settings_t s;
+    feedback_settings_init (&s);
+    feedback_figures_t f;
+    s_figures (field, &s, &f);
+    double agent = result.figures[PROTO_FIG_VORTICITY];
+    fprintf (stderr, "%dx%d vectors, %d replaced, %d invalid: vorticity %.9g 1/frame\n",
+             field->nx, field->ny, flagged[PIV_FLAG_REPLACED], flagged[PIV_FLAG_INVALID], agent);
+    ck_assert (isfinite (f.vorticity) && f.vorticity != 0);
+    ck_assert_msg (agent == f.vorticity, "agent %.17g, feedback %.17g", agent, f.vorticity);
+    piv_field_destroy (&field);
+    proto_msg_release (&result);
+    process_destroy (&p);
+    tu_rmtree (dir);
+}
+END_TEST
+
 START_TEST (an_roi_without_valid_vectors_gives_no_figures)
 {
     piv_field_t *field = s_grid (4, 4);
@@ -633,6 +687,7 @@ main (void)
     tcase_add_test (tc, the_roi_selects_the_vectors_inside_its_box_edges_included);
     tcase_add_test (tc, flagged_vectors_count_in_total_only_and_invalid_ones_stay_out_of_the_stencils);
     tcase_add_test (tc, an_roi_without_valid_vectors_gives_no_figures);
+    tcase_add_test (tc, the_agents_vorticity_figure_is_the_feedbacks_on_a_real_field);
     suite_add_tcase (suite, tc);
     tc = tcase_create ("controller");
     tcase_add_test (tc, proportional_only_outputs_kp_times_the_error_at_once);
