@@ -13,14 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *s_quantity_names[] = {"mean_u", "mean_v", "mean_speed", "vorticity",
-                                         "valid_fraction"};
-#define NQUANTITIES ((int) (sizeof s_quantity_names / sizeof s_quantity_names[0]))
-
 const char *
 feedback_quantity_name (feedback_quantity_t q)
 {
-    return (int) q >= 0 && (int) q < NQUANTITIES ? s_quantity_names[q] : "?";
+    const feedback_quantity_info_t *info = feedback_quantity_get ((int) q);
+    return info ? info->name : "?";
 }
 
 void
@@ -115,14 +112,15 @@ s_set_one (feedback_settings_t *s, const char *key_value, char *err, size_t errl
     if (strcmp (key, "roi") == 0)
         return s_set_roi (s, value, err, errlen);
     if (strcmp (key, "quantity") == 0) {
-        for (int q = 0; q < NQUANTITIES; q++)
-            if (strcmp (value, s_quantity_names[q]) == 0) {
-                s->quantity = (feedback_quantity_t) q;
-                return 0;
-            }
-        return s_bad_value (key, value,
-                            "want mean_u, mean_v, mean_speed, vorticity or valid_fraction", err,
-                            errlen);
+        const feedback_quantity_info_t *q = feedback_quantity_find (value);
+        if (q) {
+            s->quantity = q->quantity;
+            return 0;
+        }
+        char choices[200], want[256];
+        snprintf (want, sizeof want, "want %s",
+                  util_join (feedback_quantity_choice, ", ", " or ", choices, sizeof choices));
+        return s_bad_value (key, value, want, err, errlen);
     }
     if (strcmp (key, "enabled") == 0) {
         if (strcmp (value, "on") == 0 || strcmp (value, "off") == 0) {
@@ -166,7 +164,7 @@ feedback_settings_check (const feedback_settings_t *s, char *err, size_t errlen)
             return -1;
         }
     }
-    if ((int) s->quantity < 0 || (int) s->quantity >= NQUANTITIES) {
+    if (!feedback_quantity_get ((int) s->quantity)) {
         snprintf (err, errlen, "quantity %d: unknown", (int) s->quantity);
         return -1;
     }
@@ -318,17 +316,10 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
                                                  : NAN));
     s_set_roi_quantity (&o, s);
     jout_set (&o, "n", json_integer (f->n));
-    const struct {
-        const char *name;  // member
-        double x;          // its figure
-    } figures[] = {{"mean_u", f->mean_u},
-                   {"mean_v", f->mean_v},
-                   {"mean_speed", f->mean_speed},
-                   {"vorticity", f->vorticity},
-                   {"valid_fraction", f->valid_fraction},
-                   {"value", feedback_value (f, s->quantity)}};
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
-        jout_set (&o, figures[i].name, jout_number (figures[i].x));
+    const feedback_quantity_info_t *q;
+    for (int i = 0; (q = feedback_quantity_get (i)); i++)
+        jout_set (&o, q->name, jout_number (feedback_value (f, q->quantity)));
+    jout_set (&o, "value", jout_number (feedback_value (f, s->quantity)));
     json_t *units = json_object ();
     jout_set (&units, "velocity", jout_string (piv_calib_unit (m->calib, PIV_UNIT_VELOCITY)));
     jout_set (&units, "rate", jout_string (piv_calib_unit (m->calib, PIV_UNIT_RATE)));

@@ -6,19 +6,12 @@
 #ifndef BROKER_FEEDBACK_H
 #define BROKER_FEEDBACK_H
 
+#include "common/feedback_quantity.h"
 #include "piv/calib.h"
 #include "piv/field.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum {
-    FEEDBACK_MEAN_U,
-    FEEDBACK_MEAN_V,
-    FEEDBACK_MEAN_SPEED,
-    FEEDBACK_VORTICITY,
-    FEEDBACK_VALID_FRACTION
-} feedback_quantity_t;
 
 // Caller-allocated; feedback_settings_init gives the defaults.
 typedef struct {
@@ -42,7 +35,7 @@ typedef struct {
 void feedback_settings_init (feedback_settings_t *s);
 
 // Applies one "key=value": roi=x0,y0,x1,y1 | roi=all,
-// quantity=mean_u|mean_v|mean_speed|vorticity|valid_fraction, setpoint,
+// quantity=NAME (a name of common/feedback_quantity.h), setpoint,
 // kp, ki, out_min, out_max (finite numbers; out_min may be -inf, out_max
 // inf), and enabled=on|off (written by feedback_settings_format so that the
 // stored text keeps it). 0, or -1 with err naming the key and the bad
@@ -75,7 +68,8 @@ int feedback_settings_format (const feedback_settings_t *s, char *buf, size_t si
 int feedback_settings_json (const feedback_settings_t *s, const feedback_pi_t *pi, char *buf,
                             size_t size);
 
-// "mean_u", ..., "valid_fraction"; "?" for a value out of range.
+// The quantity's name (common/feedback_quantity.h); "?" for a value out
+// of range.
 const char *feedback_quantity_name (feedback_quantity_t q);
 
 // Figures over the ROI of a field. NAN figures when n == 0 (valid_fraction

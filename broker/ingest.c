@@ -288,7 +288,8 @@ ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity, const p
 static int
 s_pairs_per_file (ingest_t *self)
 {
-    return strcmp (self->host.cfg->pairing.rule, "sliding") == 0 ? 2 : 1;
+    const pairing_rule_info_t *rule = pairing_rule_find (self->host.cfg->pairing.rule);
+    return rule ? rule->pairs_per_file : 1;
 }
 
 static int

@@ -106,21 +106,17 @@ s_emit_failed (const char *name, char *err, size_t errlen)
     return -2;
 }
 
-static const char *const s_rule_names[] = {"ab", "sequence", "sliding", "multipage"};
-
 pairing_t *
 pairing_new (const config_t *cfg, char *err, size_t errlen)
 {
-    int rule = -1;
-    for (int i = 0; i < 4; i++)
-        if (strcmp (cfg->pairing.rule, s_rule_names[i]) == 0)
-            rule = i;
-    if (rule < 0) {
-        snprintf (err, errlen, "bad pairing/rule '%s': expected ab, sequence, sliding or multipage",
-                  cfg->pairing.rule);
+    const pairing_rule_info_t *rule = pairing_rule_find (cfg->pairing.rule);
+    if (!rule) {
+        char expected[128];
+        snprintf (err, errlen, "bad pairing/rule '%s': expected %s", cfg->pairing.rule,
+                  util_join (pairing_rule_choice, ", ", " or ", expected, sizeof expected));
         return NULL;
     }
-    if (rule == PAIRING_AB
+    if (rule->suffixes
         && (!*cfg->pairing.a_suffix || !*cfg->pairing.b_suffix
             || strcmp (cfg->pairing.a_suffix, cfg->pairing.b_suffix) == 0)) {
         snprintf (err, errlen, "bad pairing suffixes '%s' and '%s': two different, non-empty",
@@ -132,7 +128,7 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
     }
-    self->rule = (pairing_rule_t) rule;
+    self->rule = rule->rule;
     snprintf (self->a_suffix, sizeof self->a_suffix, "%s", cfg->pairing.a_suffix);
     snprintf (self->b_suffix, sizeof self->b_suffix, "%s", cfg->pairing.b_suffix);
     self->ignore_case = cfg->pairing.ignore_case;
@@ -348,7 +344,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
         char shown[UTIL_SHOWN];
         snprintf (err, errlen, "'%s' does not fit pairing rule %s: expected a frame number "
                   "before the extension (run_0001.tif)", util_shorten (name, shown, sizeof shown),
-                  s_rule_names[self->rule]);
+                  pairing_rule_get (self->rule)->name);
         return -1;
     }
     char key[S_KEY_MAX];

@@ -1,18 +1,16 @@
-// pairing.h — which files make a pair, by rule: 'ab' (<stem>_a.tif +
-// <stem>_b.tif, suffixes and case configurable), 'sequence' (frames 1-2,
-// 3-4, ...), 'sliding' (1-2, 2-3, ...) or 'multipage' (one file holds both
-// frames). Pure logic, no I/O: the broker offers each new file and records
-// the pairs it gets back.
+// pairing.h — which files make a pair, by the rules of
+// common/pairing_rule.h ('ab' with its suffixes and case configurable).
+// Pure logic, no I/O: the broker offers each new file and records the
+// pairs it gets back.
 
 #ifndef BROKER_PAIRING_H
 #define BROKER_PAIRING_H
 
 #include "common/config.h"
+#include "common/pairing_rule.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum { PAIRING_AB, PAIRING_SEQUENCE, PAIRING_SLIDING, PAIRING_MULTIPAGE } pairing_rule_t;
 
 typedef struct _pairing_t pairing_t;
 

@@ -8,6 +8,7 @@
 #include "broker/replay.h"
 #include "broker/results.h"
 #include "broker/stats.h"
+#include "common/feedback_quantity.h"
 #include "common/jout.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -68,16 +69,12 @@ s_publish_result (results_t *self, const task_t *task, const agent_rec_t *agent,
     jout_set (&o, "attempt", json_integer (task->attempt));
     jout_set (&o, "agent", jout_string (agent && agent->id ? agent->id : ""));
     jout_set (&o, "path", jout_string (msg->output ? msg->output : ""));
-    const struct {
-        const char *name;  // member
-        int index;         // PROTO_FIG_*
-    } figures[] = {{"mean_u", PROTO_FIG_MEAN_U},
-                   {"mean_v", PROTO_FIG_MEAN_V},
-                   {"mean_speed", PROTO_FIG_MEAN_SPEED},
-                   {"valid_fraction", PROTO_FIG_VALID_FRACTION},
-                   {"vorticity", PROTO_FIG_VORTICITY}};
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
-        jout_set (&o, figures[i].name, jout_number (msg->figures[figures[i].index]));
+    // The quantities RESULT carries, in its frame order (doc/protocol.md).
+    for (int f = 0; f < PROTO_FIG_RESERVED; f++) {
+        const feedback_quantity_info_t *q = feedback_quantity_of_figure (f);
+        if (q)
+            jout_set (&o, q->name, jout_number (msg->figures[f]));
+    }
     jout_set (&o, "nx", json_integer ((int) msg->figures[PROTO_FIG_NX]));
     jout_set (&o, "ny", json_integer ((int) msg->figures[PROTO_FIG_NY]));
     jout_set (&o, "compute_ns", json_integer (msg->time_ns));

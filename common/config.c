@@ -3,6 +3,7 @@
 // and relative paths anchored at the file's directory; see config.h.
 
 #include "common/config.h"
+#include "common/pairing_rule.h"
 #include "common/util.h"
 
 #include <czmq.h>
@@ -49,22 +50,27 @@ typedef struct {
     size_t offset;               // of the field in config_t
     size_t size;                 // of the field (strings: buffer size)
     long min, max;               // KIND_INT: the accepted range
-    const char *const *choices;  // KIND_CHOICE: NULL-terminated
-    const char *expected;        // KIND_CHOICE: the choices in words
+    const char *(*choice) (int i);  // KIND_CHOICE: the i-th, NULL past the last
 } s_key_t;
 
-static const char *const s_durabilities[] = {"normal", "full", NULL};
-static const char *const s_modes[] = {"inotify", "poll", NULL};
-static const char *const s_result_formats[] = {"txt", "field", NULL};
-static const char *const s_curves[] = {"off", "on", NULL};
-static const char *const s_rules[] = {"ab", "sequence", "sliding", "multipage", NULL};
-static const char *const s_levels[] = {"error", "warning", "notice", "info", "debug", NULL};
+// A key's choices as an accessor, the shape of the tables' own
+// (pairing_rule_choice): messages list them from it, so no list is kept twice.
+#define CHOICES(fn, ...)                                                                       \
+    static const char *fn (int i)                                                              \
+    {                                                                                          \
+        static const char *const list[] = {__VA_ARGS__, NULL};                                 \
+        return list[i];                                                                        \
+    }
+CHOICES (s_durabilities, "normal", "full")
+CHOICES (s_modes, "inotify", "poll")
+CHOICES (s_result_formats, "txt", "field")
+CHOICES (s_curves, "off", "on")
+CHOICES (s_levels, "error", "warning", "notice", "info", "debug")
 
 #define FIELD(sec, key) offsetof (config_t, sec.key), sizeof (((config_t *) 0)->sec.key)
-#define TEXT(sec, key, kind) {#sec, #key, kind, FIELD (sec, key), 0, 0, NULL, NULL}
-#define INT(sec, key, lo, hi) {#sec, #key, KIND_INT, FIELD (sec, key), lo, hi, NULL, NULL}
-#define CHOICE(sec, key, list, words)                                                          \
-    {#sec, #key, KIND_CHOICE, FIELD (sec, key), 0, 0, list, words}
+#define TEXT(sec, key, kind) {#sec, #key, kind, FIELD (sec, key), 0, 0, NULL}
+#define INT(sec, key, lo, hi) {#sec, #key, KIND_INT, FIELD (sec, key), lo, hi, NULL}
+#define CHOICE(sec, key, choice) {#sec, #key, KIND_CHOICE, FIELD (sec, key), 0, 0, choice}
 
 // Every key of config.h; a key not in this table is refused.
 static const s_key_t s_keys[] = {
@@ -73,7 +79,7 @@ static const s_key_t s_keys[] = {
     TEXT (broker, control, KIND_ENDPOINT),
     TEXT (broker, publish, KIND_ENDPOINT),
     TEXT (broker, store, KIND_PATH),
-    CHOICE (broker, durability, s_durabilities, "normal or full"),
+    CHOICE (broker, durability, s_durabilities),
     INT (broker, commit_ms, 0, 1000),
     INT (broker, heartbeat_ms, 10, 60000),
     INT (broker, liveness, 1, 100),
@@ -85,13 +91,13 @@ static const s_key_t s_keys[] = {
     INT (broker, max_agents, 1, 1000000),
     INT (broker, stats_ms, 0, 600000),
     TEXT (watcher, root, KIND_PATH),
-    CHOICE (watcher, mode, s_modes, "inotify or poll"),
+    CHOICE (watcher, mode, s_modes),
     INT (watcher, poll_ms, 10, 60000),
     TEXT (watcher, ignore, KIND_STRING),
     INT (watcher, resend_ms, 10, 60000),
     INT (watcher, max_pending, 1, 10000000),
     INT (watcher, settle_ms, 0, 600000),
-    CHOICE (pairing, rule, s_rules, "ab, sequence, sliding or multipage"),
+    CHOICE (pairing, rule, pairing_rule_choice),
     TEXT (pairing, a_suffix, KIND_STRING),
     TEXT (pairing, b_suffix, KIND_STRING),
     TEXT (pairing, ignore_case, KIND_BOOL),
@@ -104,7 +110,7 @@ static const s_key_t s_keys[] = {
     TEXT (agent, path_from, KIND_STRING),
     TEXT (agent, path_to, KIND_STRING),
     INT (agent, min_free_mb, 0, 1048576),
-    CHOICE (agent, result_format, s_result_formats, "txt or field"),
+    CHOICE (agent, result_format, s_result_formats),
     INT (agent, memory_mb, 0, 1 << 30),
     // The PIV core's settings: its rules (piv_settings_check_key), not these.
     TEXT (piv, passes, KIND_RULED),
@@ -122,7 +128,7 @@ static const s_key_t s_keys[] = {
     TEXT (calibration, dt, KIND_RULED),
     TEXT (calibration, origin, KIND_RULED),
     TEXT (calibration, y_axis, KIND_RULED),
-    CHOICE (security, curve, s_curves, "off or on"),
+    CHOICE (security, curve, s_curves),
     TEXT (security, broker_cert, KIND_PATH),
     TEXT (security, client_cert, KIND_PATH),
     TEXT (security, clients, KIND_PATH),
@@ -135,7 +141,7 @@ static const s_key_t s_keys[] = {
     INT (storage, archive_idle_s, 1, 31 * 86400),
     INT (storage, archive_mb_s, 0, 100000),
     TEXT (storage, mount_helper, KIND_OPT_PATH),
-    CHOICE (log, level, s_levels, "error, warning, notice, info or debug"),
+    CHOICE (log, level, s_levels),
 };
 #define KEYS ((int) (sizeof s_keys / sizeof s_keys[0]))
 
@@ -426,12 +432,14 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
     case KIND_DURATION:
         return s_set_number (load, cfg, key, value, shown);
 
-    case KIND_CHOICE:
-        for (const char *const *choice = key->choices; *choice; choice++)
-            if (strcmp (value, *choice) == 0)
-                return s_copy (load, cfg, key, value);
+    case KIND_CHOICE: {
+        if (util_choice_index (key->choice, value) >= 0)
+            return s_copy (load, cfg, key, value);
+        char expected[256];
+        util_join (key->choice, ", ", " or ", expected, sizeof expected);
         return s_fail (load, "value '%s' of '%s/%s' in '%s' is not one of its choices: expected %s",
-                       shown, sec, name, file, key->expected);
+                       shown, sec, name, file, expected);
+    }
 
     case KIND_PROCESSOR:
         if (strcmp (value, "piv") == 0 || strcmp (value, "noop") == 0
@@ -744,13 +752,14 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
         memcpy (cfg->agent.broker, cfg->broker.work, sizeof cfg->agent.broker);
 
     // The same check as pairing_new, here to name the file.
-    if (strcmp (cfg->pairing.rule, "ab") == 0
+    const pairing_rule_info_t *rule = pairing_rule_find (cfg->pairing.rule);
+    if (rule && rule->suffixes
         && (!*cfg->pairing.a_suffix || !*cfg->pairing.b_suffix
             || strcmp (cfg->pairing.a_suffix, cfg->pairing.b_suffix) == 0))
         return s_fail (load,
                        "values '%s' and '%s' of 'pairing/a_suffix' and 'pairing/b_suffix' in "
-                       "'%s' are not valid: rule ab needs two different, non-empty suffixes",
-                       cfg->pairing.a_suffix, cfg->pairing.b_suffix, load->path);
+                       "'%s' are not valid: rule %s needs two different, non-empty suffixes",
+                       cfg->pairing.a_suffix, cfg->pairing.b_suffix, load->path, rule->name);
 
     // A scale without the time between frames gives no velocity, and the
     // other way round.
@@ -851,7 +860,8 @@ config_init (config_t *cfg)
     cfg->watcher.max_pending = 10000;
     cfg->watcher.settle_ms = 500;
 
-    snprintf (cfg->pairing.rule, sizeof cfg->pairing.rule, "ab");
+    snprintf (cfg->pairing.rule, sizeof cfg->pairing.rule, "%s",
+              pairing_rule_get (PAIRING_AB)->name);
     snprintf (cfg->pairing.a_suffix, sizeof cfg->pairing.a_suffix, "_a");
     snprintf (cfg->pairing.b_suffix, sizeof cfg->pairing.b_suffix, "_b");
     cfg->pairing.ignore_case = 1;

@@ -43,7 +43,7 @@ typedef struct {
         int settle_ms;                // a file unchanged this long is complete (500)
     } watcher;
     struct {
-        char rule[16];                // ab | sequence | sliding | multipage (ab)
+        char rule[16];                // a name of common/pairing_rule.h (ab)
         char a_suffix[32];            // _a
         char b_suffix[32];            // _b
         int ignore_case;              // 1

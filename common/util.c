@@ -305,3 +305,28 @@ util_shorten (const char *text, char *buf, size_t size)
     snprintf (buf, size, "%.*s...%s", (int) head, text, end);
     return buf;
 }
+
+const char *
+util_join (const char *(*item) (int i), const char *sep, const char *last, char *buf, size_t size)
+{
+    size_t len = 0;
+    if (size)
+        buf[0] = '\0';
+    for (int i = 0; item (i) && len < size; i++) {
+        const char *glue = i == 0 ? "" : item (i + 1) ? sep : last;
+        int n = snprintf (buf + len, size - len, "%s%s", glue, item (i));
+        if (n < 0)
+            break;
+        len += (size_t) n;
+    }
+    return buf;
+}
+
+int
+util_choice_index (const char *(*item) (int i), const char *name)
+{
+    for (int i = 0; item (i); i++)
+        if (strcmp (item (i), name) == 0)
+            return i;
+    return -1;
+}

@@ -67,4 +67,15 @@ char *util_utf8_sanitize (const char *text);
 #define UTIL_SHOWN 161  // the size of a name shown in a log line: 160 bytes
 const char *util_shorten (const char *text, char *buf, size_t size);
 
+// The items item(0), item(1), ... up to the first NULL, in buf, joined by
+// 'sep' but the last two by 'last': ", " and " or " give "ab, sequence or
+// sliding" (the choices of a list in a message or a help text). Returns buf,
+// cut at size - 1 bytes if it does not fit.
+const char *util_join (const char *(*item) (int i), const char *sep, const char *last, char *buf,
+                       size_t size);
+
+// The first i whose item(i) is 'name' (exact), looking up to the first
+// NULL; -1 if none is.
+int util_choice_index (const char *(*item) (int i), const char *name);
+
 #endif

@@ -10,6 +10,8 @@
 
 #include "ctl/ctl.h"
 
+#include "common/feedback_quantity.h"
+#include "common/util.h"
 #include "common/version.h"
 #include "piv/calib.h"
 #include "piv/settings.h"
@@ -46,9 +48,40 @@ s_handle_signals (void)
     sigaction (SIGTERM, &sa, NULL);
 }
 
+// The help's lines are at most this wide.
+#define S_HELP_WIDTH 90
+
+// 'words' as lines indented by 'indent' columns, at most S_HELP_WIDTH wide,
+// broken at a space or after a '|' (a word longer than a line stays whole).
+static void
+s_wrap (FILE *out, int indent, const char *words)
+{
+    size_t room = S_HELP_WIDTH - (size_t) indent;
+    while (*words) {
+        size_t len = strlen (words), cut = len, next = len;
+        if (len > room) {
+            cut = next = 0;
+            for (size_t i = 1; i <= room; i++)
+                if (words[i - 1] == '|')
+                    cut = next = i;
+                else if (words[i] == ' ')
+                    cut = i, next = i + 1;
+            if (cut == 0)
+                cut = next = len;
+        }
+        fprintf (out, "%*s%.*s\n", indent, "", (int) cut, words);
+        words += next;
+    }
+}
+
 static void
 s_usage (FILE *out)
 {
+    // The feedback keys, the quantities from their table.
+    char quantities[256], keys[512];
+    snprintf (keys, sizeof keys,
+              "roi=x0,y0,x1,y1|all quantity=%s setpoint= kp= ki= out_min= out_max=",
+              util_join (feedback_quantity_choice, "|", "|", quantities, sizeof quantities));
     fprintf (
         out,
         "usage: pivctl [-c FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
@@ -81,10 +114,11 @@ s_usage (FILE *out)
         "  retry EXP                       failed pairs of EXP back to the queue\n"
         "  backfill EXP                    skipped pairs of EXP back to the queue\n"
         "  feedback show|on|off [-e EXP]   the feedback controller\n"
-        "  feedback set KEY=VALUE... [-e EXP]\n"
-        "                                  roi=x0,y0,x1,y1|all quantity=mean_u|mean_v|mean_speed|\n"
-        "                                  vorticity|valid_fraction setpoint= kp= ki= out_min=\n"
-        "                                  out_max=\n"
+        "  feedback set KEY=VALUE... [-e EXP]\n",
+        PIVCTL_CONF, TIMEOUT_MS);
+    s_wrap (out, 34, keys);
+    fprintf (
+        out,
         "  tail EXP [--count N] [--new]    follow the feedback stream of EXP (Ctrl-C to stop);\n"
         "                                  an unknown EXP is refused unless --new (about to start)\n"
         "  calibrate EXP [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]\n"
@@ -128,7 +162,7 @@ s_usage (FILE *out)
         "exit status: 0 done; 1 the broker did not answer or refused (no such experiment,\n"
         "not an operator, its store failed), or the work failed; 2 bad usage or\n"
         "configuration, found by pivctl or by the broker (doc/conventions.md)\n",
-        PIVCTL_CONF, TIMEOUT_MS, REPLAY_WAIT_S);
+        REPLAY_WAIT_S);
 }
 
 // ---------------------------------------------------------------------------

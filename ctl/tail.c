@@ -4,6 +4,7 @@
 #include "ctl/ctl.h"
 
 #include "common/cli.h"
+#include "common/feedback_quantity.h"
 #include "common/proto.h"
 #include "common/secure.h"
 
@@ -13,30 +14,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+// One line per message: a column per feedback quantity, as their table
+// (common/feedback_quantity.h) heads and formats it.
 static void
 s_print_feedback_message (jdoc_t *doc, int header)
 {
+    const feedback_quantity_info_t *q;
     const char *quantity = jdoc_string (doc, "$.quantity");
-    if (header)
-        printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n", "PUBLISHED", "PAIR",
-                "STEM", "LATENCY", "N", "MEAN_U", "MEAN_V", "SPEED", "VORTICITY", "VALID", "VALUE",
-                "OUTPUT");
+    if (header) {
+        printf ("%-12s %8s  %-20s %9s %6s", "PUBLISHED", "PAIR", "STEM", "LATENCY", "N");
+        for (int i = 0; (q = feedback_quantity_get (i)); i++)
+            printf (" %*s", q->width, q->column);
+        printf ("  %-18s %s\n", "VALUE", "OUTPUT");
+    }
     const char *stem = jdoc_string (doc, "$.stem");
-    double valid = jdoc_number (doc, NAN, "$.valid_fraction");
     char value[64];
     snprintf (value, sizeof value, "%s=%s", quantity ? quantity : "?",
               ctl_num (jdoc_number (doc, NAN, "$.value"), "%.4g"));
-    printf ("%-12s %8s  %-20s %9s %6s %9s %9s %9s %10s %6s  %-18s %s\n",
-            ctl_clock (jdoc_int (doc, 0, "$.published_ns")),
+    printf ("%-12s %8s  %-20s %9s %6s", ctl_clock (jdoc_int (doc, 0, "$.published_ns")),
             ctl_num (jdoc_number (doc, NAN, "$.pair"), "%.0f"), stem ? stem : "?",
             ctl_ms (jdoc_number (doc, NAN, "$.latency_ms")),
-            ctl_num (jdoc_number (doc, NAN, "$.n"), "%.0f"),
-            ctl_num (jdoc_number (doc, NAN, "$.mean_u"), "%.4f"),
-            ctl_num (jdoc_number (doc, NAN, "$.mean_v"), "%.4f"),
-            ctl_num (jdoc_number (doc, NAN, "$.mean_speed"), "%.4f"),
-            ctl_num (jdoc_number (doc, NAN, "$.vorticity"), "%.3g"),
-            ctl_num (valid * 100, "%.1f%%"), value,
-            ctl_num (jdoc_number (doc, NAN, "$.output"), "%.6g"));
+            ctl_num (jdoc_number (doc, NAN, "$.n"), "%.0f"));
+    for (int i = 0; (q = feedback_quantity_get (i)); i++)
+        printf (" %*s", q->width,
+                ctl_num (jdoc_number (doc, NAN, "$.%s", q->name) * q->scale, q->format));
+    printf ("  %-18s %s\n", value, ctl_num (jdoc_number (doc, NAN, "$.output"), "%.6g"));
 }
 
 int

@@ -7,6 +7,7 @@
 #include "dashboard-cgi/dash.h"
 
 #include "common/ask.h"
+#include "common/feedback_quantity.h"
 #include "common/proto.h"
 #include "common/jdoc.h"
 #include "store/store.h"
@@ -352,8 +353,10 @@ s_series (dash_page_t *page, jdoc_t *doc, int n)
     }
     // The unit of the latest message's quantity (messages from before
     // calibrations existed name none: image units).
-    const char *q = page->quantity ? page->quantity : "";
-    int rate = strcmp (q, "vorticity") == 0, velocity = strncmp (q, "mean_", 5) == 0;
+    const feedback_quantity_info_t *q =
+        feedback_quantity_find (page->quantity ? page->quantity : "");
+    int rate = q && q->unit == FEEDBACK_UNIT_RATE;
+    int velocity = q && q->unit == FEEDBACK_UNIT_VELOCITY;
     const char *unit = n > 0 ? jdoc_string (doc, rate ? "$[%d].units.rate" : "$[%d].units.velocity",
                                             n - 1)
                              : NULL;

@@ -5,6 +5,8 @@
 #include "agents/process.h"
 #include "broker/feedback.h"
 #include "common/config.h"
+#include "common/proto.h"
+#include "common/util.h"
 #include "piv/derived.h"
 #include "piv/field.h"
 #include "tests/testutil.h"
@@ -665,6 +667,84 @@ START_TEST (an_unknown_camera_time_gives_no_latency_and_a_replay_is_marked)
 }
 END_TEST
 
+START_TEST (an_unknown_quantity_is_refused_naming_every_quantity_of_the_table)
+{
+    feedback_settings_t s;
+    feedback_settings_init (&s);
+    char err[256] = "";
+    ck_assert_int_eq (feedback_settings_set (&s, "quantity=speed", err, sizeof err), -1);
+    ck_assert_str_eq (err, "bad value 'speed' for 'quantity': want mean_u, mean_v, mean_speed, "
+                           "vorticity or valid_fraction");
+    // Every quantity of the table is taken, named back and has a figure.
+    const feedback_quantity_info_t *q;
+    feedback_figures_t f = {.n = 1, .total = 1};
+    for (int i = 0; (q = feedback_quantity_get (i)); i++) {
+        char kv[64];
+        snprintf (kv, sizeof kv, "quantity=%s", q->name);
+        ck_assert_msg (feedback_settings_set (&s, kv, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq (s.quantity, i);
+        ck_assert_int_eq (q->quantity, i);
+        ck_assert_str_eq (feedback_quantity_name (s.quantity), q->name);
+        ck_assert (feedback_quantity_find (q->name) == q);
+        ck_assert (q->figure < 0 || feedback_quantity_of_figure (q->figure) == q);
+        ck_assert (!isnan (feedback_value (&f, s.quantity)));
+    }
+    ck_assert_str_eq (feedback_quantity_name ((feedback_quantity_t) 99), "?");
+}
+END_TEST
+
+// Quantity i in the order RESULT carries them, NULL past the last.
+static const char *
+s_by_figure (int i)
+{
+    for (int f = 0, n = 0; f < PROTO_FIG_RESERVED; f++) {
+        const feedback_quantity_info_t *q = feedback_quantity_of_figure (f);
+        if (q && n++ == i)
+            return q->name;
+    }
+    return NULL;
+}
+
+// Tail's column heading of quantity i, NULL past the last.
+static const char *
+s_column (int i)
+{
+    const feedback_quantity_info_t *q = feedback_quantity_get (i);
+    return q ? q->column : NULL;
+}
+
+// The docs that list the quantities list the table's, in its order: a
+// quantity added to common/feedback_quantity.h fails here until they say it.
+START_TEST (the_docs_list_the_quantities_of_the_table)
+{
+    char list[512], expected[640];
+    const struct {
+        const char *doc;                  // which
+        const char *(*item) (int i);      // what it lists
+        const char *sep, *before, *after; // how: the list between before and after
+    } places[] = {
+        // The keys of 'feedback set'.
+        {"doc/control.md", feedback_quantity_choice, "|", "quantity=", ", setpoint="},
+        {"doc/pivctl.md", feedback_quantity_choice, "|", "quantity=", ", setpoint="},
+        // The feedback message's members, and the design's summary.
+        {"doc/control.md", feedback_quantity_choice, ", ", " n, ", ", quantity, value,"},
+        {"doc/design.md", feedback_quantity_choice, ", ", "region of interest (", ")"},
+        // The result topic's members, in RESULT's frame order.
+        {"doc/protocol.md", s_by_figure, ", ", " path, ", ", nx, ny,"},
+        // The header of pivctl tail in the example session.
+        {"doc/pivctl.md", s_column, " ", " LATENCY N ", " VALUE OUTPUT "},
+    };
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+        util_join (places[i].item, places[i].sep, places[i].sep, list, sizeof list);
+        snprintf (expected, sizeof expected, "%s%s%s", places[i].before, list, places[i].after);
+        char *text = tu_doc (places[i].doc);
+        ck_assert_msg (strstr (text, expected) != NULL, "%s does not list the quantities as '%s'",
+                       places[i].doc, expected);
+        free (text);
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -679,6 +759,8 @@ main (void)
     tcase_add_test (tc, formatted_settings_apply_back_to_the_same_settings);
     tcase_add_test (tc, settings_json_has_every_member_of_f_with_nulls_for_what_does_not_exist);
     tcase_add_test (tc, the_stream_message_has_every_member_escaped_and_nulls);
+    tcase_add_test (tc, an_unknown_quantity_is_refused_naming_every_quantity_of_the_table);
+    tcase_add_test (tc, the_docs_list_the_quantities_of_the_table);
     suite_add_tcase (suite, tc);
     tc = tcase_create ("figures");
     tcase_add_test (tc, a_uniform_field_has_exact_means_and_no_vorticity);

@@ -3,6 +3,8 @@
 
 #include "broker/pairing.h"
 #include "common/config.h"
+#include "common/pairing_rule.h"
+#include "common/util.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -364,10 +366,55 @@ START_TEST (an_unknown_rule_is_refused)
     char err[256] = "";
     ck_assert (pairing_new (&cfg, err, sizeof err) == NULL);
     ck_assert_msg (strstr (err, "'pairs'") != NULL, "%s", err);
+    ck_assert_str_eq (err, "bad pairing/rule 'pairs': expected ab, sequence, sliding or multipage");
     config_init (&cfg);
     snprintf (cfg.pairing.b_suffix, sizeof cfg.pairing.b_suffix, "%s", cfg.pairing.a_suffix);
     ck_assert (pairing_new (&cfg, err, sizeof err) == NULL);
     ck_assert_msg (strstr (err, "suffixes") != NULL, "%s", err);
+}
+END_TEST
+
+// Every rule of the table (common/pairing_rule.h) is one pairing_new
+// knows, found by its exact name.
+START_TEST (every_rule_of_the_table_is_one_pairing_knows)
+{
+    const pairing_rule_info_t *rule;
+    for (int i = 0; (rule = pairing_rule_get (i)); i++) {
+        ck_assert_int_eq (rule->rule, i);
+        ck_assert (pairing_rule_find (rule->name) == rule);
+        pairing_t *p = s_rules (rule->name);
+        pairing_destroy (&p);
+    }
+    ck_assert (pairing_rule_find ("AB") == NULL && pairing_rule_choice (-1) == NULL);
+}
+END_TEST
+
+// "name (which files pair)" of rule i, NULL past the last (8 slots).
+static const char *
+s_rule_described (int i)
+{
+    static char text[8][128];
+    const pairing_rule_info_t *rule = pairing_rule_get (i);
+    if (!rule)
+        return NULL;
+    snprintf (text[i % 8], sizeof text[0], "%s (%s)", rule->name, rule->pairs);
+    return text[i % 8];
+}
+
+// The docs that list the rules list the table's, no more, no fewer: a rule
+// added to common/pairing_rule.h fails here until they say it too.
+START_TEST (the_docs_list_the_rules_of_the_table)
+{
+    char rules[1024], expected[1100];
+    util_join (s_rule_described, ", ", " or ", rules, sizeof rules);
+    snprintf (expected, sizeof expected, ": %s.", rules);
+    const char *docs[] = {"conf/pivfarm.conf", "doc/design.md", "README.md"};
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        char *text = tu_doc (docs[i]);
+        ck_assert_msg (strstr (text, expected) != NULL, "%s does not list the rules as '%s'",
+                       docs[i], expected);
+        free (text);
+    }
 }
 END_TEST
 
@@ -387,6 +434,8 @@ main (void)
     tcase_add_test (tc, multipage_makes_a_pair_of_every_file);
     tcase_add_test (tc, a_pair_the_caller_cannot_record_is_reported_apart_from_a_bad_name);
     tcase_add_test (tc, an_unknown_rule_is_refused);
+    tcase_add_test (tc, every_rule_of_the_table_is_one_pairing_knows);
+    tcase_add_test (tc, the_docs_list_the_rules_of_the_table);
     tcase_add_test (tc, stems_as_long_as_a_name_may_be_pair_and_never_run_together);
     tcase_add_test (tc, waiting_files_are_bounded_per_experiment_oldest_forgotten_with_a_warning);
     suite_add_tcase (suite, tc);

@@ -3,6 +3,7 @@
 // what and where, random input never crashes it, and vector fields encode
 // bit-exact.
 
+#include "common/feedback_quantity.h"
 #include "common/proto.h"
 #include "piv/field.h"
 #include "tests/testutil.h"
@@ -778,6 +779,27 @@ START_TEST (refuses_a_number_field_that_is_not_a_number)
         }
         zmsg_destroy (&probe);
     }
+}
+END_TEST
+
+// RESULT's figure frames are named as the feedback quantities they carry
+// (common/feedback_quantity.h), so the broker's result message, which
+// names them from the table, says what the wire says.
+START_TEST (result_figures_are_named_as_the_quantities_of_the_table)
+{
+    const feedback_quantity_info_t *q;
+    int carried = 0;
+    for (int i = 0; (q = feedback_quantity_get (i)); i++) {
+        if (q->figure < 0)
+            continue;
+        char expected[256];
+        int frame = 6 + q->figure;  // figures[0 ..] travel in frames 6 ..
+        snprintf (expected, sizeof expected, "bad message: frame %d '%s' is not a number: 'x'",
+                  frame, q->name);
+        s_assert_frame_refused (PROTO_RESULT, frame, "x", 1, expected);
+        carried++;
+    }
+    ck_assert_int_eq (carried, PROTO_FIG_RESERVED - 2);  // all but nx and ny
 }
 END_TEST
 
@@ -1714,6 +1736,7 @@ s_suite (void)
     tcase_add_test (tc, refuses_a_message_with_a_missing_frame);
     tcase_add_test (tc, refuses_a_message_with_an_extra_frame);
     tcase_add_test (tc, refuses_a_number_field_that_is_not_a_number);
+    tcase_add_test (tc, result_figures_are_named_as_the_quantities_of_the_table);
     tcase_add_test (tc, refuses_numbers_beyond_their_type_and_takes_those_at_the_edge);
     tcase_add_test (tc, refuses_text_that_is_not_valid_utf8);
     tcase_add_test (tc, refuses_text_with_an_embedded_nul);

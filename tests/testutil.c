@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <check.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -86,6 +87,31 @@ tu_bin (const char *program)
 {
     const char *dir = getenv ("PIVFARM_BIN");
     return tu_path (dir && *dir ? dir : "./bin", program);
+}
+
+char *
+tu_doc (const char *path)
+{
+    char full[4096];
+    snprintf (full, sizeof full, "%s/%s", tu_bin (".."), path);
+    char *text = tu_slurp (full, NULL);
+    ck_assert_msg (text != NULL, "cannot read '%s'", full);
+    char *out = text;
+    int line_start = 1;  // nothing but blanks since the last newline
+    for (const char *c = text; *c; c++) {
+        if (*c == '`' || (*c == '\\' && c[1] == '|') || (*c == '#' && line_start))
+            continue;
+        if (isspace ((unsigned char) *c)) {
+            line_start |= *c == '\n';
+            if (out > text && out[-1] != ' ')
+                *out++ = ' ';
+            continue;
+        }
+        line_start = 0;
+        *out++ = *c;
+    }
+    *out = '\0';
+    return text;
 }
 
 const char *

@@ -27,6 +27,12 @@ int tu_run (char *const argv[], char *out, size_t outlen, int timeout_s);
 // Reads a whole file into a malloc'd NUL-terminated buffer (caller frees);
 // NULL if unreadable. *len_p gets the size if not NULL.
 char *tu_slurp (const char *path, size_t *len_p);
+// The source tree's file 'path' (the tree $PIVFARM_BIN is in) as prose, so
+// that a list a doc writes can be compared with the table it lists:
+// backquotes dropped, "\|" (a table cell's |) read as '|', a line's leading
+// '#' (a comment of the configuration file) dropped, each run of white space
+// one space. malloc'd (caller frees); fails the test if it cannot be read.
+char *tu_doc (const char *path);
 // Writes len bytes to path; aborts the test on failure.
 void tu_spit (const char *path, const void *data, size_t len);
 // The entries of directory 'dir' ("." and ".." aside); fails the test if

@@ -1,0 +1,31 @@
+// pairing_rule.c — the table of pairing rules; see pairing_rule.h.
+
+#include "common/pairing_rule.h"
+#include "common/util.h"
+
+static const pairing_rule_info_t s_rules[] = {
+    [PAIRING_AB] = {PAIRING_AB, "ab", "<stem>_a.tif + <stem>_b.tif", 1, 1},
+    [PAIRING_SEQUENCE] = {PAIRING_SEQUENCE, "sequence", "frames 1-2, 3-4, ...", 0, 1},
+    [PAIRING_SLIDING] = {PAIRING_SLIDING, "sliding", "frames 1-2, 2-3, ...", 0, 2},
+    [PAIRING_MULTIPAGE] = {PAIRING_MULTIPAGE, "multipage", "one file holds both frames", 0, 1},
+};
+#define NRULES ((int) (sizeof s_rules / sizeof s_rules[0]))
+_Static_assert (NRULES == PAIRING_MULTIPAGE + 1, "one entry per pairing_rule_t");
+
+const pairing_rule_info_t *
+pairing_rule_get (int rule)
+{
+    return rule >= 0 && rule < NRULES ? &s_rules[rule] : NULL;
+}
+
+const char *
+pairing_rule_choice (int i)
+{
+    return i >= 0 && i < NRULES ? s_rules[i].name : NULL;
+}
+
+const pairing_rule_info_t *
+pairing_rule_find (const char *name)
+{
+    return pairing_rule_get (util_choice_index (pairing_rule_choice, name));
+}
