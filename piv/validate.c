@@ -26,7 +26,7 @@ s_median (const float *vals, int n)
 {
     float s[MAX_NEIGHBOURS];
     if (n == 8) {
-        memcpy (s, vals, sizeof s);
+        memcpy (s, vals, 8 * sizeof *s);
         SORT2 (0, 2); SORT2 (1, 3); SORT2 (4, 6); SORT2 (5, 7);
         SORT2 (0, 4); SORT2 (1, 5); SORT2 (2, 6); SORT2 (3, 7);
         SORT2 (0, 1); SORT2 (2, 3); SORT2 (4, 5); SORT2 (6, 7);
