@@ -247,13 +247,16 @@ s_floor_c2c (s_floor_t *f)
 // number runs the final window size exactly that many times.
 static const char *s_settings_text;  // --settings: over the defaults, or NULL
 
+// s_engine with the settings 'text' (NULL: none) over the defaults instead
+// of --settings.
 static piv_t *
-s_engine (const char *passes, piv_deform_t deform, int final_iterations, int threads)
+s_engine_over (const char *text, const char *passes, piv_deform_t deform, int final_iterations,
+               int threads)
 {
     char err[ERRLEN];
     piv_settings_t settings;
     piv_settings_init (&settings);
-    if (s_settings_text && piv_settings_parse (s_settings_text, &settings, err, sizeof err) != 0) {
+    if (text && piv_settings_parse (text, &settings, err, sizeof err) != 0) {
         log_error ("%s", err);
         return NULL;
     }
@@ -271,6 +274,12 @@ s_engine (const char *passes, piv_deform_t deform, int final_iterations, int thr
     if (!engine)
         log_error ("cannot make an engine for passes '%s': %s", passes, err);
     return engine;
+}
+
+static piv_t *
+s_engine (const char *passes, piv_deform_t deform, int final_iterations, int threads)
+{
+    return s_engine_over (s_settings_text, passes, deform, final_iterations, threads);
 }
 
 // One run; returns its time in s (or -1), and the field in *field_p if not NULL.
@@ -578,12 +587,9 @@ s_real_rows (const char *dir, int run)
     char text[1024];
     snprintf (text, sizeof text, "%s %s", s_settings_text ? s_settings_text : "",
               s_real_runs[run].extra);
-    const char *saved = s_settings_text;
-    s_settings_text = text;
     piv_settings_t defaults;
     piv_settings_init (&defaults);
-    piv_t *engine = s_engine ("64,32,16", defaults.deform, 0, 1);
-    s_settings_text = saved;
+    piv_t *engine = s_engine_over (text, "64,32,16", defaults.deform, 0, 1);
     if (!engine)
         return -1;
     printf ("  %s:\n", s_real_runs[run].label);

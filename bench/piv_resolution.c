@@ -89,9 +89,9 @@ s_flow (const char *spec, piv_flow_t *flow)
 }
 
 static void
-s_fields_destroy (piv_field_t *fields[VARIANTS])
+s_fields_destroy (piv_field_t **fields, int count)
 {
-    for (int v = 0; v < VARIANTS; v++)
+    for (int v = 0; v < count; v++)
         piv_field_destroy (&fields[v]);
 }
 
@@ -127,8 +127,8 @@ s_fields_of (s_res_t *res, piv_t *const *engines, int count, const piv_flow_t *f
         }
     piv_image_destroy (&a);
     piv_image_destroy (&b);
-    for (int v = 0; v < count && rc != 0; v++)
-        piv_field_destroy (&fields[v]);
+    if (rc != 0)
+        s_fields_destroy (fields, count);
     return rc;
 }
 
@@ -261,7 +261,7 @@ s_resolution_row (s_res_t *res, const char *spec, double goal, double replaced_g
         printf (" %5.3f | %5.3f %5.3f", stencil, figs[0] * stencil, figs[1] * stencil);
     printf ("\n");
     fflush (stdout);
-    s_fields_destroy (fields);
+    s_fields_destroy (fields, VARIANTS);
     return 0;
 }
 
@@ -388,8 +388,7 @@ s_lock_row (s_res_t *res, double diameter, double *truth_index)
         piv_field_destroy (&blk);
         piv_field_destroy (&truth);
     }
-    for (int r = 0; r < RUNS; r++)
-        piv_field_destroy (&fields[r]);
+    s_fields_destroy (fields, RUNS);
     return rc;
 }
 
@@ -473,7 +472,7 @@ s_sparse (s_res_t *res)
         }
         printf ("\n");
         fflush (stdout);
-        s_fields_destroy (fields);
+        s_fields_destroy (fields, VARIANTS);
     }
     printf ("  rms u, rms v: px, over vectors flagged valid or replaced; gross%%: of them, an\n"
             "  error vector longer than %.0f px; inv%%: vectors flagged invalid, of all.\n",

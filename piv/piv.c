@@ -8,6 +8,7 @@
 #include "piv/prefilter.h"
 #include "piv/smooth.h"
 #include "piv/sparse.h"
+#include "piv/validate.h"
 
 #include <errno.h>
 #include <fftw3.h>
@@ -1012,13 +1013,12 @@ s_gauss2d (const float L[3][3], float *fx, float *fy)
 }
 
 // s_gauss2d on the 3 x 3 neighbourhood of the peak at column pi, row pj of
-// the plane cp (as s_fit's), each value divided by its two axes' overlap
-// weights (s_fit). 0, or -1 where a value is not positive (no logarithm)
+// the plane cp (as s_fit's; lag sx, sy), each value divided by its two
+// axes' overlap weights (s_fit). 0, or -1 where a value is not positive (no logarithm)
 // or the fit has no maximum near the peak.
 static int
-s_fit2d (const float *cp, int stride, int n, int pi, int pj, float *fx, float *fy)
+s_fit2d (const float *cp, int stride, int n, int pi, int pj, int sx, int sy, float *fx, float *fy)
 {
-    int sx = pi >= n / 2 ? pi - n : pi, sy = pj >= n / 2 ? pj - n : pj;
     float L[3][3];
     for (int dj = -1; dj <= 1; dj++)
         for (int di = -1; di <= 1; di++) {
@@ -1042,7 +1042,7 @@ s_fit (const float *cp, int stride, int n, int pi, int pj, int subpixel, s_peak_
     // towards zero (Westerweel 1997); divide it out.
     int sx = pi >= n / 2 ? pi - n : pi, sy = pj >= n / 2 ? pj - n : pj;
     float fx, fy;
-    if (subpixel == PIV_SUBPIXEL_GAUSS2D && s_fit2d (cp, stride, n, pi, pj, &fx, &fy) == 0) {
+    if (subpixel == PIV_SUBPIXEL_GAUSS2D && s_fit2d (cp, stride, n, pi, pj, sx, sy, &fx, &fy) == 0) {
         peak->dx = sx + fx;
         peak->dy = sy + fy;
         return;
@@ -1636,13 +1636,7 @@ s_no_signal (piv_field_t *field, const s_contrast_job_t *frames, double share)
                 for (int a = i - 1; a <= i + 1; a++)
                     if (a >= 0 && b >= 0 && a < field->nx && b < field->ny)
                         r[n++] = c[(long) b * field->nx + a];
-            for (int x = 1; x < n; x++)  // nine at most: insertion sort
-                for (int y = x; y > 0 && r[y - 1] > r[y]; y--) {
-                    float t = r[y];
-                    r[y] = r[y - 1], r[y - 1] = t;
-                }
-            float median = n % 2 ? r[n / 2] : 0.5f * (r[n / 2 - 1] + r[n / 2]);
-            if (median < floor)
+            if (piv_median (r, n) < floor)
                 field->flags[(long) j * field->nx + i] = PIV_FLAG_INVALID;
         }
     free (c);

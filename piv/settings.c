@@ -40,17 +40,29 @@ piv_settings_init (piv_settings_t *settings)
     settings->subpixel = PIV_SUBPIXEL_GAUSS3;
 }
 
+// The index of 'name' among the count names, or -1: the settings' choices
+// (deformation, smoothing, sub-pixel estimator) are enums in their lists'
+// order.
+static int
+s_name_index (const char *const *names, int count, const char *name)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp (name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 // The sub-pixel estimators by name, in piv_subpixel_t order.
 static const char *const s_subpixel_names[] = {"gauss3", "gauss2d"};
 
 int
 piv_subpixel_parse (const char *name, piv_subpixel_t *subpixel, char *err, size_t errlen)
 {
-    for (int i = 0; i < 2; i++)
-        if (strcmp (name, s_subpixel_names[i]) == 0) {
-            *subpixel = (piv_subpixel_t) i;
-            return 0;
-        }
+    int i = s_name_index (s_subpixel_names, 2, name);
+    if (i >= 0) {
+        *subpixel = (piv_subpixel_t) i;
+        return 0;
+    }
     snprintf (err, errlen, "bad settings: subpixel '%s': expected gauss3 or gauss2d", name);
     return -1;
 }
@@ -67,11 +79,11 @@ static const char *const s_smooth_names[] = {"off", "predictor", "final", "both"
 int
 piv_smooth_parse (const char *name, piv_smooth_t *smooth, char *err, size_t errlen)
 {
-    for (int i = 0; i < 4; i++)
-        if (strcmp (name, s_smooth_names[i]) == 0) {
-            *smooth = (piv_smooth_t) i;
-            return 0;
-        }
+    int i = s_name_index (s_smooth_names, 4, name);
+    if (i >= 0) {
+        *smooth = (piv_smooth_t) i;
+        return 0;
+    }
     snprintf (err, errlen, "bad smooth '%s': expected off, predictor, final or both", name);
     return -1;
 }
@@ -164,11 +176,11 @@ piv_settings_set_mask (piv_settings_t *settings, const char *path, char *err, si
 int
 piv_deform_parse (const char *name, piv_deform_t *deform, char *err, size_t errlen)
 {
-    for (int i = 0; i < PIV_DEFORM_KINDS; i++)
-        if (strcmp (name, s_deform_names[i]) == 0) {
-            *deform = (piv_deform_t) i;
-            return 0;
-        }
+    int i = s_name_index (s_deform_names, PIV_DEFORM_KINDS, name);
+    if (i >= 0) {
+        *deform = (piv_deform_t) i;
+        return 0;
+    }
     snprintf (err, errlen, "bad deformation '%s': expected " S_DEFORM_WORDS, name);
     return -1;
 }

@@ -4,6 +4,7 @@
 
 #include "piv/piv.h"
 #include "piv/smooth.h"
+#include "piv/validate.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,13 +17,13 @@
     } while (0)
 
 // The most neighbours: the 5 x 5 neighbourhood less the vector itself.
-#define MAX_NEIGHBOURS 24
+#define MAX_NEIGHBOURS PIV_MEDIAN_MAX
 
-// Median of n values (n <= MAX_NEIGHBOURS). Eight, the common case inside
-// the field, goes through a 19-comparator sorting network (branch-free min
-// and max); other counts through insertion sort.
-static float
-s_median (const float *vals, int n)
+// Eight values, the common case inside the field, go through a
+// 19-comparator sorting network (branch-free min and max); other counts
+// through insertion sort.
+float
+piv_median (const float *vals, int n)
 {
     float s[MAX_NEIGHBOURS];
     if (n == 8) {
@@ -135,8 +136,8 @@ s_curved (const piv_field_t *f, int i, int j, const uint8_t *skip, int lines, fl
     }
     if (n < lines)
         return 0;
-    *pu = s_median (lu, n);
-    *pv = s_median (lv, n);
+    *pu = piv_median (lu, n);
+    *pv = piv_median (lv, n);
     return 1;
 }
 
@@ -160,7 +161,7 @@ s_replace (piv_field_t *f, const uint8_t *reject, int curved, float eps)
                 f->flags[k] = PIV_FLAG_INVALID;
                 continue;
             }
-            float mu = s_median (nu, count), mv = s_median (nv, count);
+            float mu = piv_median (nu, count), mv = piv_median (nv, count);
             f->u[k] = mu;
             f->v[k] = mv;
             f->flags[k] = PIV_FLAG_REPLACED;
@@ -170,7 +171,7 @@ s_replace (piv_field_t *f, const uint8_t *reject, int curved, float eps)
                     ru[c] = fabsf (nu[c] - mu);
                     rv[c] = fabsf (nv[c] - mv);
                 }
-                if (s_residual (pu, pv, mu, mv, s_median (ru, count), s_median (rv, count), eps)
+                if (s_residual (pu, pv, mu, mv, piv_median (ru, count), piv_median (rv, count), eps)
                     > 1) {
                     f->u[k] = pu;
                     f->v[k] = pv;
@@ -217,12 +218,12 @@ s_test_rows (void *arg, int first, int last, int part)
             // Too few neighbours to judge (a corner among failed vectors).
             if (count < 3)
                 continue;
-            float mu = s_median (nu, count), mv = s_median (nv, count);
+            float mu = piv_median (nu, count), mv = piv_median (nv, count);
             for (int c = 0; c < count; c++) {
                 ru[c] = fabsf (nu[c] - mu);
                 rv[c] = fabsf (nv[c] - mv);
             }
-            float rmu = s_median (ru, count), rmv = s_median (rv, count), e = (float) job->eps;
+            float rmu = piv_median (ru, count), rmv = piv_median (rv, count), e = (float) job->eps;
             if (s_residual (f->u[k], f->v[k], mu, mv, rmu, rmv, e) <= job->threshold)
                 continue;
             // On a crest of a curved flow the neighbours' median lies below the
@@ -316,7 +317,7 @@ piv_field_noise (const piv_field_t *field, piv_noise_t *noise)
                 }
             if (c == 0)
                 continue;
-            double du = f->u[k] - s_median (nu, c), dv = f->v[k] - s_median (nv, c);
+            double du = f->u[k] - piv_median (nu, c), dv = f->v[k] - piv_median (nv, c);
             double d = sqrt (du * du + dv * dv);
             if (d < 2) {
                 sum += d * d;
