@@ -70,10 +70,10 @@ clocks_limit_ms (clocks_t *self)
     double sorted[LATENCY_KEPT];
     for (exp_t *exp = zhashx_first (self->experiments); exp;
          exp = zhashx_next (self->experiments)) {
-        int n = exp->latencies;
+        int n = exp->results.latencies;
         if (n == 0)
             continue;
-        memcpy (sorted, exp->latency_ms, sizeof (double) * (size_t) n);
+        memcpy (sorted, exp->results.latency_ms, sizeof (double) * (size_t) n);
         qsort (sorted, (size_t) n, sizeof (double), s_compare_ms);
         double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
         if (median < limit)

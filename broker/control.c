@@ -545,11 +545,12 @@ static int
 s_put_feedback (control_cmd_t *cmd, exp_t *exp)
 {
     control_t *self = cmd->self;
-    const feedback_settings_t *fs = exp && exp->feedback_own ? &exp->feedback : results_feedback (self->results);
+    const feedback_settings_t *fs =
+        exp && exp->feedback.own ? &exp->feedback.settings : results_feedback (self->results);
     feedback_pi_t none;
     feedback_pi_reset (&none);
     char json[2048];
-    if (feedback_settings_json (fs, exp ? &exp->pi : &none, json, sizeof json) < 0)
+    if (feedback_settings_json (fs, exp ? &exp->feedback.pi : &none, json, sizeof json) < 0)
         return cmd_refuse (cmd, 500, "feedback settings over the %zu bytes shown of them",
                            sizeof json - 1);
     cmd_put_scope (cmd, exp);
@@ -585,7 +586,8 @@ s_feedback (control_cmd_t *cmd)
     // would be the global ones.
     exp = cmd->experiment ? zhashx_lookup (ingest_experiments (cmd->self->ingest), cmd->experiment)
                           : NULL;
-    feedback_settings_t fs = exp && exp->feedback_own ? exp->feedback : *results_feedback (cmd->self->results);
+    feedback_settings_t fs =
+        exp && exp->feedback.own ? exp->feedback.settings : *results_feedback (cmd->self->results);
     if ((strcmp (what, "on") == 0 || strcmp (what, "off") == 0) && cmd->argc == 2)
         fs.enabled = strcmp (what, "on") == 0;
     else if (strcmp (what, "set") == 0 && cmd->argc > 2) {
@@ -601,20 +603,20 @@ s_feedback (control_cmd_t *cmd)
     if (s_save_feedback (cmd, id, &fs))
         return -1;
     if (exp) {
-        exp->feedback = fs;
-        exp->feedback_own = 1;
+        exp->feedback.settings = fs;
+        exp->feedback.own = 1;
     }
     else
         *results_feedback (cmd->self->results) = fs;
     // 'on' starts afresh the controllers it turns on: the time it was off
     // is no interval to integrate over.
     if (strcmp (what, "on") == 0 && exp)
-        feedback_pi_reset (&exp->pi);
+        feedback_pi_reset (&exp->feedback.pi);
     else if (strcmp (what, "on") == 0) {
         zhashx_t *experiments = ingest_experiments (cmd->self->ingest);
         for (exp_t *e = zhashx_first (experiments); e; e = zhashx_next (experiments))
-            if (!e->feedback_own)
-                feedback_pi_reset (&e->pi);
+            if (!e->feedback.own)
+                feedback_pi_reset (&e->feedback.pi);
     }
     return s_put_feedback (cmd, exp);
 }
@@ -707,7 +709,7 @@ s_replay (control_cmd_t *cmd)
                 break;
         }
     char settings[512];
-    if (s_replay_settings (cmd, of->settings, settings, sizeof settings))
+    if (s_replay_settings (cmd, of->piv.settings, settings, sizeof settings))
         return -1;
     char err[PATH_MAX + 600];
     replay_host_t host = {self->store, self->loop, self->publish, s_replay_file_event,

@@ -187,7 +187,7 @@ control_mask (control_cmd_t *cmd)
         text_put (&cmd->body, ",\"width\":%d,\"height\":%d", width, height);
     }
     text_put (&cmd->body, ",\"settings\":");
-    text_put_string (&cmd->body, exp->settings);
+    text_put_string (&cmd->body, exp->piv.settings);
     text_put (&cmd->body, "}");
     return 0;
 }

@@ -510,11 +510,11 @@ s_agent_median (agent_rec_t *agent, int64_t exp)
 static int64_t
 s_exp_median (exp_t *exp)
 {
-    if (exp->computes == 0)
+    if (exp->dispatch.computes == 0)
         return 0;
-    if (exp->median_ns < 0)
-        exp->median_ns = s_median (exp->compute_ns, exp->computes);
-    return exp->median_ns;
+    if (exp->dispatch.median_ns < 0)
+        exp->dispatch.median_ns = s_median (exp->dispatch.compute_ns, exp->dispatch.computes);
+    return exp->dispatch.median_ns;
 }
 
 // How long a task of 'exp' may stay out with 'agent': broker/task_deadline_ms,
@@ -559,11 +559,11 @@ s_agent_compute (agent_rec_t *agent, const proto_msg_t *msg)
     agent->compute_next = (agent->compute_next + 1) % COMPUTE_KEPT;
     if (agent->computes < COMPUTE_KEPT)
         agent->computes++;
-    exp->compute_ns[exp->compute_next] = msg->time_ns;
-    exp->median_ns = -1;
-    exp->compute_next = (exp->compute_next + 1) % EXP_COMPUTE_KEPT;
-    if (exp->computes < EXP_COMPUTE_KEPT)
-        exp->computes++;
+    exp->dispatch.compute_ns[exp->dispatch.compute_next] = msg->time_ns;
+    exp->dispatch.median_ns = -1;
+    exp->dispatch.compute_next = (exp->dispatch.compute_next + 1) % EXP_COMPUTE_KEPT;
+    if (exp->dispatch.computes < EXP_COMPUTE_KEPT)
+        exp->dispatch.computes++;
 }
 
 // A deadline set while nobody had a result of the task's experiment, set
@@ -699,7 +699,7 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
                        .experiment = exp->name,
                        .path_a = path_a,
                        .path_b = path_b,
-                       .settings = exp->settings,
+                       .settings = exp->piv.settings,
                        .output = output};
     if (proto_batch_size (agent->out) == PROTO_MAX_BATCH)
         s_flush_agent (self, agent);

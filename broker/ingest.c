@@ -36,8 +36,8 @@ s_exp_destroy (exp_t **self_p)
     storage_exp_release (self);
     free (self->name);
     free (self->source);
-    free (self->settings);
-    free (self->mask);
+    free (self->piv.settings);
+    free (self->piv.mask);
     free (self);
     *self_p = NULL;
 }
@@ -94,8 +94,8 @@ ingest_experiment (ingest_t *self, const char *name, int64_t now)
     exp->id = id;
     exp->name = strdup (name);
     exp->source = strdup (found.source);
-    exp->settings = strdup (*found.settings ? found.settings : self->host.settings);
-    if (!exp->name || !exp->source || !exp->settings) {
+    exp->piv.settings = strdup (*found.settings ? found.settings : self->host.settings);
+    if (!exp->name || !exp->source || !exp->piv.settings) {
         s_exp_destroy (&exp);
         return NULL;
     }
@@ -131,7 +131,7 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
             task->closed_ns = ctx->closed_ns > 0 ? ctx->closed_ns : store_pair_closed (store, pair);
             zlistx_add_end (ctx->self->host.fresh, task);
         }
-        broker_count (&ctx->exp->arrivals, ctx->now, 1);
+        broker_count (&ctx->exp->in.arrivals, ctx->now, 1);
     }
     return 0;
 }
@@ -170,7 +170,7 @@ s_file_changed (ingest_t *self, exp_t *exp, const char *name, int64_t file, int6
                    store_error (self->host.store));
         return -1;
     }
-    exp->last_file_ns = now;
+    exp->in.last_file_ns = now;
     if (retried > 0)
         log_notice ("'%s/%s' changed after its pair failed: retried", exp->name, name);
     if (done > 0)
@@ -219,7 +219,7 @@ ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t
         return s_file_changed (self, exp, name, file, now);
     if (version != STORE_FILE_NEW)
         return 0;
-    exp->last_file_ns = now;
+    exp->in.last_file_ns = now;
     char err[1024] = "";  // pairing.c shortens the names it gives
     s_offer_t ctx = {self, now, exp, closed_ns};
     int made = s_too_long (self, exp, name, err, sizeof err)

@@ -85,36 +85,79 @@ typedef struct {
     int64_t started_ns, finished_ns;
 } archive_t;
 
-// An experiment the broker has seen since it started.
+// An experiment's parts, one per stage: each part is written only by the
+// stage its comment names (others read it: status, the page's figures), so
+// that a stage's state is found in one place and a new stage adds a part
+// instead of fields among the others'.
+
+// What its tasks carry (ingest.c sets it when the experiment is made,
+// stats.c's stats_set_mask adds the mask; dispatch.c sends it).
 typedef struct {
-    int64_t id;                   // its id in the store
-    char *name;                   // its name
-    char *source;                 // the directory under the watch root of its files
     char *settings;               // the PIV settings its tasks carry
+    char *mask;                   // its mask image (settings carry " mask=PATH"), or NULL
+} exp_piv_t;
+
+// Its files as they arrive (ingest.c).
+typedef struct {
+    rate_ring_t arrivals;         // pairs made per second
+    int64_t last_file_ns;         // when its last file arrived (0: not known yet)
+} exp_ingest_t;
+
+// How long its pairs take on the agents (dispatch.c: the deadline of an
+// agent new to it).
+typedef struct {
+    int64_t compute_ns[EXP_COMPUTE_KEPT];  // compute times of its last results from any
+                                  // agent, a ring
+    int computes;                 // how many of them are set
+    int compute_next;             // next slot
+    int64_t median_ns;            // their median, or -1 until asked for since the last one came
+} exp_dispatch_t;
+
+// Its results as they are recorded (results.c).
+typedef struct {
     double latency_ms[LATENCY_KEPT];  // close of the last frame -> result recorded, a ring
     int latencies;                // how many of them are set
     int latency_next;             // next slot
     int64_t latency_in[LATENCY_BUCKETS + 1];  // results since start by latency bucket
                                   // (not cumulative; the last one: beyond every bound)
     double latency_sum_s;         // their latencies added up, s
-    rate_ring_t arrivals;         // pairs made per second
-    rate_ring_t results;          // results recorded per second
-    int feedback_own;             // it has its own feedback settings (else the global ones)
-    feedback_settings_t feedback; // its own
+    rate_ring_t rate;             // results recorded per second
+} exp_results_t;
+
+// Its feedback (control.c sets, results.c computes and steps the controller).
+typedef struct {
+    int own;                      // it has its own feedback settings (else the global ones)
+    feedback_settings_t settings; // its own
     feedback_pi_t pi;             // its controller's state
-    replay_t *replay;             // the replay feeding it, or NULL
+} exp_feedback_t;
+
+// Its calibration (stats.c).
+typedef struct {
+    int own;                      // it has its own calibration (else the global default)
+    piv_calib_t calib;            // its own
+} exp_calib_t;
+
+// Its space and archive (storage.c).
+typedef struct {
     alloc_t *alloc;               // the fast space provisioned for it, or NULL
     archive_t *archive;           // its archive, or NULL
     int located;                  // some of its files were archived: look their path up
-    int64_t last_file_ns;         // when its last file arrived (0: not known yet)
-    int calib_own;                // it has its own calibration (else the global default)
-    piv_calib_t calib;            // its own (stats.c)
-    char *mask;                   // its mask image (settings carry " mask=PATH"), or NULL
-    int64_t compute_ns[EXP_COMPUTE_KEPT];  // compute times of its last results from any
-                                  // agent, a ring: the deadline of an agent new to it
-    int computes;                 // how many of them are set
-    int compute_next;             // next slot
-    int64_t median_ns;            // their median, or -1 until asked for since the last one came
+} exp_storage_t;
+
+// An experiment the broker has seen since it started: made and owned by
+// ingest.c (its identity), with a part per stage.
+typedef struct {
+    int64_t id;                   // its id in the store
+    char *name;                   // its name
+    char *source;                 // the directory under the watch root of its files
+    exp_piv_t piv;                // what its tasks carry
+    exp_ingest_t in;              // its files as they arrive
+    exp_dispatch_t dispatch;      // its compute times
+    exp_results_t results;        // its latencies and result rate
+    exp_feedback_t feedback;      // its feedback settings and controller
+    exp_calib_t calib;            // its calibration
+    exp_storage_t storage;        // its space and archive
+    replay_t *replay;             // the replay feeding it, or NULL (replay.c)
 } exp_t;
 
 // A pair ready to go to an agent, or out with one.

@@ -170,13 +170,14 @@ s_feedback (results_t *self, task_t *task, const piv_field_t *field, const float
             int64_t now)
 {
     exp_t *exp = task->exp;
-    const feedback_settings_t *fs = exp->feedback_own ? &exp->feedback : &self->feedback;
+    const feedback_settings_t *fs = exp->feedback.own ? &exp->feedback.settings : &self->feedback;
     const piv_calib_t *calib = self->stats ? stats_calib (self->stats, exp, NULL) : NULL;
     feedback_figures_t figures;
     feedback_figures (field, vorticity, fs, &figures);
     feedback_figures_calibrate (&figures, calib);
     double value = feedback_value (&figures, fs->quantity);
-    double output = fs->enabled ? feedback_pi_step (&exp->pi, fs, value, task->closed_ns) : NAN;
+    double output =
+        fs->enabled ? feedback_pi_step (&exp->feedback.pi, fs, value, task->closed_ns) : NAN;
     char json[4096], topic[PATH_MAX];
     int64_t published = util_time_ns ();
     feedback_message_t m = {.experiment = exp->name,
@@ -223,14 +224,14 @@ results_recorded (results_t *self, task_t *task, const agent_rec_t *agent, const
                   int64_t now)
 {
     exp_t *exp = task->exp;
-    broker_count (&exp->results, now, 1);
+    broker_count (&exp->results.rate, now, 1);
     // Live pairs only: a pair retried or backfilled by hand hours later
     // says nothing of how fast the farm keeps up.
     if (task->closed_ns > 0 && !task->by_hand) {
-        exp->latency_ms[exp->latency_next] = (now - task->closed_ns) / 1e6;
-        exp->latency_next = (exp->latency_next + 1) % LATENCY_KEPT;
-        if (exp->latencies < LATENCY_KEPT)
-            exp->latencies++;
+        exp->results.latency_ms[exp->results.latency_next] = (now - task->closed_ns) / 1e6;
+        exp->results.latency_next = (exp->results.latency_next + 1) % LATENCY_KEPT;
+        if (exp->results.latencies < LATENCY_KEPT)
+            exp->results.latencies++;
         // The histogram counts every result since start; a clock stepped
         // back (negative latency) counts as 0.
         static const double bounds[LATENCY_BUCKETS] = LATENCY_BOUNDS_S;
@@ -238,8 +239,8 @@ results_recorded (results_t *self, task_t *task, const agent_rec_t *agent, const
         int b = 0;
         while (b < LATENCY_BUCKETS && s > bounds[b])
             b++;
-        exp->latency_in[b]++;
-        exp->latency_sum_s += s;
+        exp->results.latency_in[b]++;
+        exp->results.latency_sum_s += s;
     }
     float *vorticity;
     piv_field_t *field = s_decode (task, msg, &vorticity);

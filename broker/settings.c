@@ -41,8 +41,8 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
         int n = cli_split (value, &words, err, sizeof err);
         if (n >= 0 && feedback_settings_apply (&fs, n, words, err, sizeof err) == 0) {
             if (exp) {
-                exp->feedback = fs;
-                exp->feedback_own = 1;
+                exp->feedback.settings = fs;
+                exp->feedback.own = 1;
             }
             else
                 *results_feedback (self->results) = fs;

@@ -150,8 +150,8 @@ stats_calib (const stats_t *self, const exp_t *exp, const char **source)
 {
     const char *from = "none";
     const piv_calib_t *c = &self->config;
-    if (exp && exp->calib_own)
-        from = "experiment", c = &exp->calib;
+    if (exp && exp->calib.own)
+        from = "experiment", c = &exp->calib.calib;
     else if (self->global_set)
         from = "global", c = &self->global;
     else if (self->config.set)
@@ -165,9 +165,9 @@ void
 stats_set_calib (stats_t *self, exp_t *exp, const piv_calib_t *c)
 {
     if (exp) {
-        exp->calib_own = c != NULL;
+        exp->calib.own = c != NULL;
         if (c)
-            exp->calib = *c;
+            exp->calib.calib = *c;
     }
     else {
         self->global_set = c != NULL;
@@ -180,13 +180,13 @@ int
 stats_set_mask (exp_t *exp, const char *path)
 {
     // The settings end with " mask=OLD" (or are "mask=OLD"): cut it.
-    size_t len = strlen (exp->settings);
-    if (exp->mask) {
-        size_t old = strlen (exp->mask) + strlen ("mask=");
-        if (len >= old && strncmp (exp->settings + len - old, "mask=", 5) == 0
-            && strcmp (exp->settings + len - old + 5, exp->mask) == 0) {
+    size_t len = strlen (exp->piv.settings);
+    if (exp->piv.mask) {
+        size_t old = strlen (exp->piv.mask) + strlen ("mask=");
+        if (len >= old && strncmp (exp->piv.settings + len - old, "mask=", 5) == 0
+            && strcmp (exp->piv.settings + len - old + 5, exp->piv.mask) == 0) {
             len -= old;
-            if (len > 0 && exp->settings[len - 1] == ' ')
+            if (len > 0 && exp->piv.settings[len - 1] == ' ')
                 len--;
         }
     }
@@ -198,14 +198,14 @@ stats_set_mask (exp_t *exp, const char *path)
         free (mask);
         return -1;
     }
-    memcpy (settings, exp->settings, len);
+    memcpy (settings, exp->piv.settings, len);
     settings[len] = '\0';
     if (path)
         snprintf (settings + len, need - len, "%smask=%s", len ? " " : "", path);
-    free (exp->settings);
-    free (exp->mask);
-    exp->settings = settings;
-    exp->mask = mask;
+    free (exp->piv.settings);
+    free (exp->piv.mask);
+    exp->piv.settings = settings;
+    exp->piv.mask = mask;
     return 0;
 }
 
@@ -238,7 +238,7 @@ s_set_for (stats_t *self, s_exp_t *e, const piv_field_t *field)
         return NULL;
     snprintf (key, sizeof key, "%dx%d step %d window %d from %.9g,%.9g; %s; %s", field->nx,
               field->ny, field->step, field->window, field->x ? field->x[0] : 0.0,
-              field->y ? field->y[0] : 0.0, e->exp->settings, calibration);
+              field->y ? field->y[0] : 0.0, e->exp->piv.settings, calibration);
     for (s_set_t *s = zlistx_last (e->sets); s; s = zlistx_prev (e->sets))
         if (strcmp (s->key, key) == 0)
             return s;
@@ -246,7 +246,7 @@ s_set_for (stats_t *self, s_exp_t *e, const piv_field_t *field)
     if (!s)
         return NULL;
     s->key = strdup (key);
-    s->settings = strdup (e->exp->settings);
+    s->settings = strdup (e->exp->piv.settings);
     s->calibration = strdup (calibration);
     s->calib = *c;
     s->stats = piv_stats_new (field);

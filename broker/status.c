@@ -35,21 +35,22 @@ s_put_latency (text_t *t, exp_t *exp)
         }
         text_put (t, "],\"cumulative\":[");
         for (int b = 0; b < LATENCY_BUCKETS; b++) {
-            below += exp->latency_in[b];
+            below += exp->results.latency_in[b];
             text_put (t, "%s%lld", b ? "," : "", (long long) below);
         }
-        text_put (t, "],\"count\":%lld", (long long) (below + exp->latency_in[LATENCY_BUCKETS]));
-        text_put_rounded (t, 0, "sum_s", exp->latency_sum_s, 6);
+        below += exp->results.latency_in[LATENCY_BUCKETS];
+        text_put (t, "],\"count\":%lld", (long long) below);
+        text_put_rounded (t, 0, "sum_s", exp->results.latency_sum_s, 6);
         text_put (t, "}");
     }
-    if (!exp || exp->latencies == 0) {
+    if (!exp || exp->results.latencies == 0) {
         text_put (t, ",\"latency_median_ms\":null,\"latency_p99_ms\":null");
         return;
     }
     double sorted[LATENCY_KEPT];
-    memcpy (sorted, exp->latency_ms, sizeof (double) * (size_t) exp->latencies);
-    qsort (sorted, (size_t) exp->latencies, sizeof (double), s_compare_double);
-    int n = exp->latencies;
+    memcpy (sorted, exp->results.latency_ms, sizeof (double) * (size_t) exp->results.latencies);
+    qsort (sorted, (size_t) exp->results.latencies, sizeof (double), s_compare_double);
+    int n = exp->results.latencies;
     double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     int p99 = (int) ceil (0.99 * n) - 1;
     text_put_rounded (t, 0, "latency_median_ms", median, 3);
@@ -100,7 +101,7 @@ status_head (text_t *t, const stages_t *self)
 void
 status_exp_storage (text_t *t, const exp_t *exp)
 {
-    const alloc_t *a = exp->alloc;
+    const alloc_t *a = exp->storage.alloc;
     text_put (t, ",\"allocation\":");
     if (!a)
         text_put (t, "null");
@@ -113,7 +114,7 @@ status_exp_storage (text_t *t, const exp_t *exp)
                (long long) a->size_bytes, (long long) a->used_bytes, (long long) a->created_ns,
                (long long) a->expires_ns, a->releasing ? "releasing" : "active");
     }
-    const archive_t *r = exp->archive;
+    const archive_t *r = exp->storage.archive;
     text_put (t, ",\"archive\":");
     if (!r) {
         text_put (t, "null");
@@ -265,7 +266,8 @@ s_put_experiment (void *arg, const store_counts_t *c)
     int64_t now = util_time_ns ();
     exp_t *exp = ingest_experiment (self->ingest, c->name, now);
     row->busy = c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED];
-    row->recent = exp ? broker_rate (&exp->results, now, 59) + broker_rate (&exp->arrivals, now, 10)
+    row->recent = exp ? broker_rate (&exp->results.rate, now, 59)
+                            + broker_rate (&exp->in.arrivals, now, 10)
                       : 0;
     row->total = c->files;
     text_put (t, "{\"experiment\":");
@@ -284,18 +286,18 @@ s_put_experiment (void *arg, const store_counts_t *c)
         return 0;
     }
     text_put (t, ",\"queue\":%zu", sched_size_of (dispatch_sched (self->dispatch), exp->id));
-    text_put_rounded (t, 0, "arrivals_10s", broker_rate (&exp->arrivals, now, 10), 2);
-    text_put_rounded (t, 0, "rate_10s", broker_rate (&exp->results, now, 10), 2);
-    text_put_rounded (t, 0, "rate_1m", broker_rate (&exp->results, now, 59), 2);
+    text_put_rounded (t, 0, "arrivals_10s", broker_rate (&exp->in.arrivals, now, 10), 2);
+    text_put_rounded (t, 0, "rate_10s", broker_rate (&exp->results.rate, now, 10), 2);
+    text_put_rounded (t, 0, "rate_1m", broker_rate (&exp->results.rate, now, 59), 2);
     s_put_latency (t, exp);
     status_policy (t, self, exp->id);
     text_put (t, ",\"settings\":");
-    text_put_string (t, exp->settings);
+    text_put_string (t, exp->piv.settings);
     if (self->stats)
         stats_put_status (self->stats, exp, t);
-    text_put (t, ",\"feedback\":%s",
-           (exp->feedback_own ? exp->feedback.enabled : results_feedback (self->results)->enabled) ? "true"
-                                                                               : "false");
+    const feedback_settings_t *fs =
+        exp->feedback.own ? &exp->feedback.settings : results_feedback (self->results);
+    text_put (t, ",\"feedback\":%s", fs->enabled ? "true" : "false");
     status_exp_storage (t, exp);
     text_put (t, ",\"replay\":");
     if (exp->replay)

@@ -68,14 +68,14 @@ static void s_archive_next (storage_t *self);
 void
 storage_exp_release (exp_t *exp)
 {
-    if (exp->alloc)
-        free (exp->alloc->path);
-    free (exp->alloc);
-    exp->alloc = NULL;
-    if (exp->archive)
-        free (exp->archive->to);
-    free (exp->archive);
-    exp->archive = NULL;
+    if (exp->storage.alloc)
+        free (exp->storage.alloc->path);
+    free (exp->storage.alloc);
+    exp->storage.alloc = NULL;
+    if (exp->storage.archive)
+        free (exp->storage.archive->to);
+    free (exp->storage.archive);
+    exp->storage.archive = NULL;
 }
 
 // ---------------------------------------------------------------------------
@@ -127,9 +127,9 @@ storage_provision (storage_t *self, const char *name, int64_t size, double hours
     }
     int64_t now = util_time_ns ();
     exp_t *exp = zhashx_lookup (self->experiments, name);
-    if (exp && exp->alloc) {
+    if (exp && exp->storage.alloc) {
         snprintf (err, errlen, "experiment '%s' has an allocation already (%s at '%s')", name,
-                  exp->alloc->kind, exp->alloc->path);
+                  exp->storage.alloc->kind, exp->storage.alloc->path);
         return 400;
     }
     char path[PATH_MAX * 2];
@@ -190,7 +190,7 @@ storage_provision (storage_t *self, const char *name, int64_t size, double hours
             storage_umount (self->cfg->storage.mount_helper, path, err + strlen (err), 0), rmdir (path);
         return 500;
     }
-    exp->alloc = a;
+    exp->storage.alloc = a;
     log_notice ("provisioned '%s': %s of %lld bytes at '%s' for %.2f h", name, a->kind,
                 (long long) size, path, hours);
     return 200;
@@ -200,11 +200,11 @@ storage_provision (storage_t *self, const char *name, int64_t size, double hours
 static void
 s_release_finish (storage_t *self, exp_t *exp)
 {
-    alloc_t *a = exp->alloc;
+    alloc_t *a = exp->storage.alloc;
     char err[1024] = "";
     if (strcmp (a->kind, "tmpfs") == 0 && storage_umount (self->cfg->storage.mount_helper, a->path, err, sizeof err) != 0) {
         log_error ("releasing '%s': %s", exp->name, err);
-        snprintf (exp->archive->error, sizeof exp->archive->error, "%s", err);
+        snprintf (exp->storage.archive->error, sizeof exp->storage.archive->error, "%s", err);
         return;  // stays 'releasing': the warning says so
     }
     if (rmdir (a->path) != 0 && errno != ENOENT)
@@ -214,13 +214,13 @@ s_release_finish (storage_t *self, exp_t *exp)
     log_notice ("released the %s of '%s' at '%s'", a->kind, exp->name, a->path);
     free (a->path);
     free (a);
-    exp->alloc = NULL;
+    exp->storage.alloc = NULL;
 }
 
 int
 storage_release (storage_t *self, exp_t *exp, const char *to, char *err, size_t errlen)
 {
-    if (!exp->alloc) {
+    if (!exp->storage.alloc) {
         snprintf (err, errlen, "experiment '%s' has no allocation to release", exp->name);
         return 400;
     }
@@ -234,9 +234,9 @@ storage_release (storage_t *self, exp_t *exp, const char *to, char *err, size_t 
         return 400;
     }
     int status = storage_archive (self, exp, to, 1, err, errlen);
-    if (status == 200 && !exp->alloc->releasing) {
-        exp->alloc->releasing = 1;
-        store_allocation_state (self->store, exp->alloc->id, exp->id, "releasing",
+    if (status == 200 && !exp->storage.alloc->releasing) {
+        exp->storage.alloc->releasing = 1;
+        store_allocation_state (self->store, exp->storage.alloc->id, exp->id, "releasing",
                                 util_time_ns ());
     }
     return status;
@@ -320,7 +320,7 @@ storage_archive (storage_t *self, exp_t *exp, const char *to, int release, char 
                   exp->source, exp->source);
         return 400;
     }
-    archive_t *ar = exp->archive;
+    archive_t *ar = exp->storage.archive;
     if (ar && (strcmp (ar->state, "done") != 0 && strcmp (ar->state, "failed") != 0)) {
         if (strcmp (ar->to, to) == 0) {
             ar->release |= release;
@@ -343,7 +343,7 @@ storage_archive (storage_t *self, exp_t *exp, const char *to, int release, char 
                   store_error (self->store));
         return 500;
     }
-    if (!ar && !(ar = exp->archive = calloc (1, sizeof *ar))) {
+    if (!ar && !(ar = exp->storage.archive = calloc (1, sizeof *ar))) {
         snprintf (err, errlen, "no memory for an archive");
         return 500;
     }
@@ -412,7 +412,7 @@ s_job_file (void *arg, const store_file_stored_t *f)
         log_warning ("archive of '%s': skipped '%s': its name matches watcher/ignore (%s), a "
                      "temporary file",
                      job->exp->name, f->name, job->self->cfg->watcher.ignore);
-        s_archive_note (job->exp->archive, f->name, "ignored (watcher/ignore)");
+        s_archive_note (job->exp->storage.archive, f->name, "ignored (watcher/ignore)");
         return 0;
     }
     snprintf (id, sizeof id, "%lld", (long long) f->file);
@@ -422,14 +422,14 @@ s_job_file (void *arg, const store_file_stored_t *f)
     zmsg_addstr (job->msg, src);
     zmsg_addstr (job->msg, f->sha256 ? f->sha256 : "");
     zmsg_addstr (job->msg, f->location ? f->location : "");
-    job->exp->archive->files++;
+    job->exp->storage.archive->files++;
     return 0;
 }
 
 static void
 s_archive_failed (storage_t *self, exp_t *exp, const char *why)
 {
-    archive_t *ar = exp->archive;
+    archive_t *ar = exp->storage.archive;
     snprintf (ar->state, sizeof ar->state, "failed");
     snprintf (ar->error, sizeof ar->error, "%s", why);
     ar->finished_ns = util_time_ns ();
@@ -437,9 +437,10 @@ s_archive_failed (storage_t *self, exp_t *exp, const char *why)
     char payload[1200];
     snprintf (payload, sizeof payload, "failed to=%s error=%s", ar->to, why);
     store_event (self->store, "archive", exp->id, 0, payload, ar->finished_ns);
-    if (exp->alloc && exp->alloc->releasing) {
-        exp->alloc->releasing = 0;
-        store_allocation_state (self->store, exp->alloc->id, exp->id, "active", ar->finished_ns);
+    if (exp->storage.alloc && exp->storage.alloc->releasing) {
+        exp->storage.alloc->releasing = 0;
+        store_allocation_state (self->store, exp->storage.alloc->id, exp->id, "active",
+                                ar->finished_ns);
     }
     if (self->archiving == exp)
         self->archiving = NULL;
@@ -452,7 +453,7 @@ s_archive_next (storage_t *self)
 {
     exp_t *exp;
     while (!self->archiving && (exp = zlistx_detach (self->archive_queue, NULL))) {
-        archive_t *ar = exp->archive;
+        archive_t *ar = exp->storage.archive;
         char target[PATH_MAX], source[PATH_MAX], io[32], rate[32], err[PATH_MAX + 1024];
         // Checked again: a link may have been planted since it was queued.
         if (s_archive_target (self, exp, ar->to, target, source, err, sizeof err) != 200) {
@@ -514,11 +515,11 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
              *bytes = zmsg_popstr (msg);
         if (id && sha && loc && bytes
             && store_file_archived (self->store, atoll (id), exp->id, sha, loc, now) == 0) {
-            exp->archive->copied++;
-            exp->archive->bytes += atoll (bytes);
-            if (!exp->located) {
+            exp->storage.archive->copied++;
+            exp->storage.archive->bytes += atoll (bytes);
+            if (!exp->storage.located) {
                 store_setting_set (self->store, exp->id, "located", "1", now);
-                exp->located = 1;
+                exp->storage.located = 1;
             }
         }
         else
@@ -528,16 +529,16 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
     }
     else if (strcmp (what, "SKIPPED") == 0) {
         char *file = zmsg_popstr (msg), *why = zmsg_popstr (msg);
-        s_archive_note (exp->archive, file ? file : "?", why ? why : "?");
+        s_archive_note (exp->storage.archive, file ? file : "?", why ? why : "?");
         zstr_free (&file), zstr_free (&why);
     }
     else if (strcmp (what, "COPIED") == 0) {
         char *copied = zmsg_popstr (msg), *already = zmsg_popstr (msg);
-        exp->archive->already = already ? atoll (already) : 0;
+        exp->storage.archive->already = already ? atoll (already) : 0;
         zstr_free (&copied), zstr_free (&already);
         // Every location is committed before any original goes.
         if (s_commit (self) == 0) {
-            snprintf (exp->archive->state, sizeof exp->archive->state, "removing");
+            snprintf (exp->storage.archive->state, sizeof exp->storage.archive->state, "removing");
             zstr_sendx (self->archiver, "REMOVE", exp->name, NULL);
         }
         else {
@@ -547,7 +548,7 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
     }
     else if (strcmp (what, "REMOVED") == 0) {
         char *removed = zmsg_popstr (msg);
-        archive_t *ar = exp->archive;
+        archive_t *ar = exp->storage.archive;
         ar->removed = removed ? atoll (removed) : 0;
         zstr_free (&removed);
         snprintf (ar->state, sizeof ar->state, "done");
@@ -565,7 +566,7 @@ s_on_archiver (zloop_t *loop, zsock_t *reader, void *arg)
                     exp->name, ar->to, (long long) ar->copied, (long long) ar->already,
                     (long long) ar->removed, (long long) ar->skipped, *ar->notes ? ": " : "",
                     ar->notes);
-        if (ar->release && exp->alloc)
+        if (ar->release && exp->storage.alloc)
             s_release_finish (self, exp);
         self->archiving = NULL;
         s_commit (self);
@@ -587,7 +588,8 @@ storage_frame_path (storage_t *self, exp_t *exp, const char *name, char *out, si
     exp_t *src = strcmp (exp->source, exp->name) == 0
                      ? exp
                      : self->host.experiment (self->host.arg, exp->source, util_time_ns ());
-    if (src && src->located && store_file_location (self->store, src->id, name, out, size) == 1)
+    if (src && src->storage.located
+        && store_file_location (self->store, src->id, name, out, size) == 1)
         return;
     snprintf (out, size, "%s/%s/%s", self->cfg->watcher.root, exp->source, name);
 }
@@ -751,7 +753,7 @@ s_guard_experiments (storage_t *self, int64_t now)
 {
     for (exp_t *exp = zhashx_first (self->experiments); exp;
          exp = zhashx_next (self->experiments)) {
-        alloc_t *a = exp->alloc;
+        alloc_t *a = exp->storage.alloc;
         if (a) {
             a->used_bytes = s_used (a);
             if (a->used_bytes >= S_FULL_WARN * (double) a->size_bytes)
@@ -773,13 +775,13 @@ s_guard_experiments (storage_t *self, int64_t now)
             // Expired, with an archive tier configured: archived, then released.
             char err[1024];
             if (now >= a->expires_ns && !a->releasing && *self->cfg->storage.archive_dir
-                && (!exp->archive || strcmp (exp->archive->state, "failed") != 0)
+                && (!exp->storage.archive || strcmp (exp->storage.archive->state, "failed") != 0)
                 && storage_release (self, exp, NULL, err, sizeof err) != 200)
                 log_error ("cannot release expired '%s': %s", exp->name, err);
         }
-        if (exp->archive && strcmp (exp->archive->state, "failed") == 0)
-            s_warn (self, "archive", "critical", exp->name, exp->archive->to,
-                    "the archive of '%s' failed: %s", exp->name, exp->archive->error);
+        if (exp->storage.archive && strcmp (exp->storage.archive->state, "failed") == 0)
+            s_warn (self, "archive", "critical", exp->name, exp->storage.archive->to,
+                    "the archive of '%s' failed: %s", exp->name, exp->storage.archive->error);
     }
 }
 
@@ -874,14 +876,15 @@ s_auto_one (void *arg, const store_counts_t *c)
         || c->pairs[STORE_PENDING] + c->pairs[STORE_DISPATCHED] + c->pairs[STORE_SKIPPED] > 0
         || c->pairs[STORE_DONE] + c->pairs[STORE_FAILED] == 0)
         return 0;
-    if (exp->archive ? strcmp (exp->archive->state, "done") != 0
-                           || exp->last_file_ns <= exp->archive->finished_ns
-                     : exp->located)
+    if (exp->storage.archive ? strcmp (exp->storage.archive->state, "done") != 0
+                           || exp->in.last_file_ns <= exp->storage.archive->finished_ns
+                     : exp->storage.located)
         return 0;
-    if (exp->last_file_ns == 0)
-        exp->last_file_ns = store_file_last_seen (self->store, exp->id);
-    if (exp->last_file_ns <= 0
-        || ctx->now - exp->last_file_ns < (int64_t) self->cfg->storage.archive_idle_s * 1000000000)
+    if (exp->in.last_file_ns == 0)
+        exp->in.last_file_ns = store_file_last_seen (self->store, exp->id);
+    if (exp->in.last_file_ns <= 0
+        || ctx->now - exp->in.last_file_ns
+               < (int64_t) self->cfg->storage.archive_idle_s * 1000000000)
         return 0;
     char err[1024];
     log_notice ("'%s' is processed and idle for %d s: archiving it to '%s'", exp->name,
@@ -1027,11 +1030,12 @@ s_load_alloc (void *arg, const store_allocation_t *a)
 {
     storage_t *self = arg;
     exp_t *exp = self->host.experiment (self->host.arg, a->name, util_time_ns ());
-    if (!exp || exp->alloc)
+    if (!exp || exp->storage.alloc)
         return 0;
-    exp->alloc = s_alloc_new (a->id, a->kind, a->path, a->size_bytes, a->created_ns, a->expires_ns);
-    if (exp->alloc)
-        exp->alloc->releasing = strcmp (a->state, "releasing") == 0;
+    exp->storage.alloc =
+        s_alloc_new (a->id, a->kind, a->path, a->size_bytes, a->created_ns, a->expires_ns);
+    if (exp->storage.alloc)
+        exp->storage.alloc->releasing = strcmp (a->state, "releasing") == 0;
     return 0;
 }
 
@@ -1054,13 +1058,13 @@ s_load_setting (void *arg, int64_t experiment, const char *key, const char *valu
     if (!exp)
         return 0;
     if (strcmp (key, "located") == 0)
-        exp->located = 1;
+        exp->storage.located = 1;
     else if (strcmp (key, "archive") == 0) {
         // An archive a stop interrupted goes on where it was.
         char err[1024];
         log_notice ("resuming the archive of '%s' to '%s'", exp->name, value);
-        if (storage_archive (self, exp, value, exp->alloc && exp->alloc->releasing, err,
-                             sizeof err)
+        int release = exp->storage.alloc && exp->storage.alloc->releasing;
+        if (storage_archive (self, exp, value, release, err, sizeof err)
             != 200)
             log_error ("cannot resume the archive of '%s': %s", exp->name, err);
     }
