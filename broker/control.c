@@ -643,6 +643,10 @@ s_replay_settings (control_cmd_t *cmd, const char *base, char *out, size_t size)
     int n = cli_split (base, &words, err, sizeof err);
     for (int i = 0; i < n; i++) {
         char *value = strchr (words[i], '=');
+        // The source's mask is not among its settings: the replay takes it
+        // as its own setting (s_replay_inherit), as it takes its calibration.
+        if (value && strncmp (words[i], "mask=", 5) == 0)
+            continue;
         if (value) {
             *value++ = '\0';
             config_set (&cfg, "piv", words[i], value, "the replayed experiment", err, sizeof err);
@@ -662,6 +666,37 @@ s_replay_settings (control_cmd_t *cmd, const char *base, char *out, size_t size)
             return cmd_refuse (cmd, 400, "bad --%s: %s", given[i].key, err);
     broker_settings_format (&cfg, out, size);
     return 0;
+}
+
+// What a replay takes from the experiment it replays, unless it has its own
+// (an experiment made by `calibrate NAME` or `mask NAME` before `replay
+// --as NAME`): the calibration and the mask, recorded as its settings. 0 or
+// -1 (refused).
+static int
+s_replay_inherit (control_cmd_t *cmd, const exp_t *of, exp_t *exp, int64_t now)
+{
+    control_t *self = cmd->self;
+    char text[512];
+    if (!exp->calib.own && of->calib.own) {
+        if (piv_calib_format (&of->calib.calib, text, sizeof text) < 0
+            || store_setting_set (self->store, exp->id, "calibration", text, now) != 0)
+            return cmd_refuse (cmd, 500, "cannot record the calibration of '%s': %s", exp->name,
+                               store_error (self->store));
+        stats_set_calib (self->stages.stats, exp, &of->calib.calib);
+    }
+    // Its own mask (if any) again over its new settings, else the source's.
+    int own = exp->piv.mask != NULL;
+    const char *from = own ? exp->piv.mask : of->piv.mask;
+    char *mask = from ? strdup (from) : NULL;
+    if (from && !mask)
+        return cmd_refuse (cmd, 500, "no memory for the mask of '%s'", exp->name);
+    int rc = 0;
+    if (mask && ((!own && store_setting_set (self->store, exp->id, "mask", mask, now) != 0)
+                 || stats_set_mask (exp, mask) != 0))
+        rc = cmd_refuse (cmd, 500, "cannot record the mask of '%s': %s", exp->name,
+                         store_error (self->store));
+    free (mask);
+    return rc;
 }
 
 static int
@@ -688,11 +723,16 @@ s_replay (control_cmd_t *cmd)
         return -1;
     char name[PATH_MAX];
     store_experiment_t found;
+    exp_t *adopted = NULL;  // --as an experiment a command made, without files of its own
     if (cmd->as) {
         snprintf (name, sizeof name, "%s", cmd->as);  // s_check_names took it
-        if (store_experiment_find (self->store, name, &found) != 0)
+        int rc = store_experiment_find (self->store, name, &found);
+        if (rc < 0)
+            return cmd_refuse (cmd, 500, "cannot read the store: %s", store_error (self->store));
+        if (rc == 1 && (!(adopted = ingest_experiment (self->ingest, name, util_time_ns ()))
+                        || adopted->replay || adopted == of))
             return cmd_refuse (cmd, 400, "experiment '%s' exists already: choose another --as",
-                             name);
+                               name);
     }
     else
         for (int k = 1;; k++) {
@@ -718,19 +758,24 @@ s_replay (control_cmd_t *cmd)
     if (!r)
         return cmd_refuse (cmd, 500, "%s", err);
     int64_t now = util_time_ns ();
-    if (store_experiment_create (self->store, name, of->source,
-                                 strcmp (settings, self->settings) == 0 ? "" : settings, now)
-            < 0
-        || cmd_commit (cmd)) {
+    const char *own = strcmp (settings, self->settings) == 0 ? "" : settings;
+    if (adopted && ingest_adopt (self->ingest, adopted, of->source, own, now) != 0) {
         replay_destroy (&r);
-        return cmd->status ? -1
-                           : cmd_refuse (cmd, 500, "cannot create '%s': %s", name,
-                                       store_error (self->store));
+        return cmd_refuse (cmd, 400, "cannot replay as '%s': %s", name,
+                           store_error (self->store));
     }
-    exp_t *exp = ingest_experiment (self->ingest, name, now);
+    if (!adopted && store_experiment_create (self->store, name, of->source, own, now) < 0) {
+        replay_destroy (&r);
+        return cmd_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
+    }
+    exp_t *exp = adopted ? adopted : ingest_experiment (self->ingest, name, now);
     if (!exp) {
         replay_destroy (&r);
         return cmd_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
+    }
+    if (s_replay_inherit (cmd, of, exp, now) != 0 || cmd_commit (cmd)) {
+        replay_destroy (&r);
+        return -1;
     }
     size_t total = replay_total (r);
     log_notice ("replaying '%s' as '%s': %zu %s at speed %s", of->name, name, total,

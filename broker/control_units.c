@@ -62,9 +62,27 @@ s_parse_calibration (control_cmd_t *cmd, const piv_calib_t *base, piv_calib_t *c
 int
 control_calibrate (control_cmd_t *cmd)
 {
-    const char *usage = "calibrate EXP|* [scale=S dt=T [origin=X,Y] [y_axis=up|down] | none]";
-    if (cmd_expect (cmd, 0, 2, 6, usage))
+    const char *usage =
+        "calibrate EXP|* [scale=S dt=T [origin=X,Y] [y_axis=up|down] | none] [from=now]";
+    if (cmd_expect (cmd, 0, 2, 7, usage))
         return -1;
+    // from=now (pivctl's --from now): a new epoch; without it the
+    // calibration applies to the results recorded before it too.
+    int from_now = 0;
+    for (int i = 2; i < cmd->argc; i++)
+        if (strncmp (cmd->argv[i], "from=", 5) == 0) {
+            if (strcmp (cmd->argv[i] + 5, "now") != 0)
+                return cmd_refuse (cmd, 400, "bad calibrate --from '%s': only 'now' (the "
+                                   "calibration applies to results recorded from now on)",
+                                   cmd->argv[i] + 5);
+            from_now = 1;
+            memmove (cmd->argv + i, cmd->argv + i + 1,
+                     (size_t) (cmd->argc - i) * sizeof *cmd->argv);
+            cmd->argc--, i--;
+        }
+    if (from_now && cmd->argc == 2)
+        return cmd_refuse (cmd, 400, "calibrate --from now needs a calibration (or none) to "
+                           "begin with; usage: %s", usage);
     const char *name = cmd->argv[1];
     int global = strcmp (name, "*") == 0;
     if (!global && cmd_refuse_name (cmd, "experiment", name))
@@ -94,13 +112,21 @@ control_calibrate (control_cmd_t *cmd)
     }
     if (!global && !(exp = cmd_setting_experiment (cmd, name)))
         return -1;
-    if (store_setting_set (cmd->self->store, exp ? exp->id : 0, "calibration", none ? NULL : text,
-                           util_time_ns ())
-        != 0)
+    int64_t now = util_time_ns ();
+    char epoch[24];
+    snprintf (epoch, sizeof epoch, "%" PRId64, now);
+    if ((from_now
+         && store_setting_set (cmd->self->store, exp ? exp->id : 0, "calibration_from", epoch, now)
+                != 0)
+        || store_setting_set (cmd->self->store, exp ? exp->id : 0, "calibration",
+                              none ? NULL : text, now)
+               != 0)
         return cmd_refuse (cmd, 500, "cannot record the calibration: %s",
                            store_error (cmd->self->store));
     if (cmd_commit (cmd))
         return -1;
+    if (from_now)
+        stats_set_epoch (stats, exp, now);
     stats_set_calib (stats, exp, none ? NULL : &c);
     return s_put_calibration (cmd, exp);
 }

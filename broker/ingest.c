@@ -103,6 +103,24 @@ ingest_experiment (ingest_t *self, const char *name, int64_t now)
     return exp;
 }
 
+int
+ingest_adopt (ingest_t *self, exp_t *exp, const char *source, const char *settings, int64_t now)
+{
+    char *s = strdup (source), *t = strdup (*settings ? settings : self->host.settings);
+    if (!s || !t
+        || store_experiment_adopt (self->host.store, exp->id, exp->name, source, settings, now)
+               != 0) {
+        free (s);
+        free (t);
+        return -1;
+    }
+    free (exp->source);
+    free (exp->piv.settings);
+    exp->source = s;
+    exp->piv.settings = t;
+    return 0;
+}
+
 // Context of pairing_offer's callback.
 typedef struct {
     ingest_t *self;     // the stage

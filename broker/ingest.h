@@ -35,6 +35,11 @@ zhashx_t *ingest_experiments (ingest_t *self);
 // The experiment 'name', from memory or the store (created if new); NULL on
 // a store error.
 exp_t *ingest_experiment (ingest_t *self, const char *name, int64_t now);
+// Gives 'exp' (made by a command, without files: store_experiment_adopt)
+// the source and PIV settings of a replay. 0, or -1 (store error, files of
+// its own, no memory: unchanged in memory).
+int ingest_adopt (ingest_t *self, exp_t *exp, const char *source, const char *settings,
+                  int64_t now);
 
 // A file event, from a watcher or a replay: records the file, offers it to
 // the pairing rules. closed_ns is when its writer closed it (for latency).

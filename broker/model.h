@@ -135,6 +135,7 @@ typedef struct {
 typedef struct {
     int own;                      // it has its own calibration (else the global default)
     piv_calib_t calib;            // its own
+    int64_t epoch_ns;             // its calibration's epoch began (calibrate --from now), or 0
 } exp_calib_t;
 
 // Its space and archive (storage.c).

@@ -59,6 +59,8 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
         else
             log_warning ("ignoring the recorded calibration '%s': %s", value, err);
     }
+    else if (strcmp (key, "calibration_from") == 0)
+        stats_set_epoch (self->stats, exp, strtoll (value, NULL, 10));
     else if (strcmp (key, "mask") == 0 && exp && stats_set_mask (exp, value) != 0)
         return -1;
     return 0;

@@ -22,9 +22,11 @@
 #define STATS_SLICE_NS 2000000  // ... and the time it may take, ns (checked after each result)
 #define KEY_MAX 2048     // bytes of a set's key
 
-// One set: the results on one grid under one settings text and calibration.
+// One set: the results on one grid under one settings text and calibration
+// epoch (its calibration follows the experiment's while the epoch is in force).
 typedef struct {
-    char *key;               // "NXxNY step S window W from X0,Y0; SETTINGS; CALIBRATION"
+    char *key;               // "NXxNY step S window W from X0,Y0; SETTINGS" and, after a
+                             // calibrate --from now, "; calibration from NS"
     char *settings;          // the PIV settings of its results
     char *calibration;       // piv_calib_format's text in force
     piv_calib_t calib;       // the same, parsed (its units)
@@ -32,6 +34,8 @@ typedef struct {
     int64_t first_pair;      // its first counted result's pair
     int64_t last_pair;       // its latest
     int dirty;               // changed since its last checkpoint
+    int64_t epoch_ns;        // its calibration epoch (0: the first; -1: a set keyed by its
+                             // calibration before issue 25, never recalibrated)
 } s_set_t;
 
 // An experiment's statistics.
@@ -49,6 +53,7 @@ struct _stats_t {
     piv_calib_t config;      // the configured default ([calibration])
     piv_calib_t global;      // 'calibrate *': the global default
     int global_set;          // it is set
+    int64_t global_epoch_ns; // 'calibrate * --from now': when the epoch began, or 0
     zhashx_t *exps;          // "ID" -> s_exp_t
     int wanted;              // some experiment waits for its rebuild
 };
@@ -161,6 +166,36 @@ stats_calib (const stats_t *self, const exp_t *exp, const char **source)
     return c;
 }
 
+// The calibration epoch of 'exp' in force.
+static int64_t
+s_epoch (const stats_t *self, const exp_t *exp)
+{
+    return exp->calib.epoch_ns > self->global_epoch_ns ? exp->calib.epoch_ns
+                                                       : self->global_epoch_ns;
+}
+
+// The sets of the epoch in force of 'exp' take its calibration now.
+static void
+s_recalibrate (stats_t *self, s_exp_t *e)
+{
+    const piv_calib_t *c = stats_calib (self, e->exp, NULL);
+    char text[512];
+    if (piv_calib_format (c, text, sizeof text) < 0)
+        return;
+    int64_t epoch = s_epoch (self, e->exp);
+    for (s_set_t *s = zlistx_first (e->sets); s; s = zlistx_next (e->sets)) {
+        if (s->epoch_ns != epoch || strcmp (s->calibration, text) == 0)
+            continue;
+        char *copy = strdup (text);
+        if (!copy)
+            continue;  // keeps the one it had
+        free (s->calibration);
+        s->calibration = copy;
+        s->calib = *c;
+        s->dirty = 1;
+    }
+}
+
 void
 stats_set_calib (stats_t *self, exp_t *exp, const piv_calib_t *c)
 {
@@ -174,6 +209,18 @@ stats_set_calib (stats_t *self, exp_t *exp, const piv_calib_t *c)
         if (c)
             self->global = *c;
     }
+    for (s_exp_t *e = zhashx_first (self->exps); e; e = zhashx_next (self->exps))
+        if (e->exp == exp || (!exp && !e->exp->calib.own))
+            s_recalibrate (self, e);
+}
+
+void
+stats_set_epoch (stats_t *self, exp_t *exp, int64_t ts_ns)
+{
+    if (exp)
+        exp->calib.epoch_ns = ts_ns;
+    else
+        self->global_epoch_ns = ts_ns;
 }
 
 int
@@ -233,12 +280,15 @@ static s_set_t *
 s_set_for (stats_t *self, s_exp_t *e, const piv_field_t *field)
 {
     const piv_calib_t *c = stats_calib (self, e->exp, NULL);
-    char calibration[512], key[KEY_MAX];
+    char calibration[512], key[KEY_MAX], epoch[48] = "";
     if (piv_calib_format (c, calibration, sizeof calibration) < 0)
         return NULL;
-    snprintf (key, sizeof key, "%dx%d step %d window %d from %.9g,%.9g; %s; %s", field->nx,
+    int64_t epoch_ns = s_epoch (self, e->exp);
+    if (epoch_ns)
+        snprintf (epoch, sizeof epoch, "; calibration from %" PRId64, epoch_ns);
+    snprintf (key, sizeof key, "%dx%d step %d window %d from %.9g,%.9g; %s%s", field->nx,
               field->ny, field->step, field->window, field->x ? field->x[0] : 0.0,
-              field->y ? field->y[0] : 0.0, e->exp->piv.settings, calibration);
+              field->y ? field->y[0] : 0.0, e->exp->piv.settings, epoch);
     for (s_set_t *s = zlistx_last (e->sets); s; s = zlistx_prev (e->sets))
         if (strcmp (s->key, key) == 0)
             return s;
@@ -249,6 +299,7 @@ s_set_for (stats_t *self, s_exp_t *e, const piv_field_t *field)
     s->settings = strdup (e->exp->piv.settings);
     s->calibration = strdup (calibration);
     s->calib = *c;
+    s->epoch_ns = epoch_ns;
     s->stats = piv_stats_new (field);
     if (!s->key || !s->settings || !s->calibration || !s->stats) {
         s_set_destroy (&s);
@@ -376,6 +427,15 @@ s_load_set (void *arg, const store_stats_t *row)
     piv_calib_parse (row->calibration, &s->calib, err, sizeof err);
     s->first_pair = row->first_pair;
     s->last_pair = row->last_pair;
+    // Its epoch from its key (s_set_for); a key that ends in its calibration
+    // (sets made before issue 25) keeps that calibration.
+    const char *from = strstr (row->set, "; calibration from ");
+    size_t len = strlen (row->set), clen = strlen (row->calibration);
+    s->epoch_ns = from ? strtoll (from + strlen ("; calibration from "), NULL, 10)
+                  : len > clen && strcmp (row->set + len - clen, row->calibration) == 0
+                          && row->set[len - clen - 2] == ';'
+                      ? -1
+                      : 0;
     if (!s->stats || !s->key || !s->settings || !s->calibration) {
         log_error ("statistics set '%s' of '%s' not loaded: %s", row->set, exp->name,
                    s->stats ? "out of memory" : err);

@@ -74,8 +74,13 @@ void stats_resync (stats_t *self);
 // comes from: "experiment", "global" (calibrate *), "config" or "none".
 const piv_calib_t *stats_calib (const stats_t *self, const exp_t *exp, const char **source);
 // Sets (c) or clears (NULL) the calibration of 'exp', or the global
-// default when exp is NULL. Results recorded after it use it.
+// default when exp is NULL. It follows the measurement (doc/units.md): the
+// sets of the epoch in force take it, those counted before and after alike.
 void stats_set_calib (stats_t *self, exp_t *exp, const piv_calib_t *c);
+// Begins a new calibration epoch of 'exp' (NULL: of every experiment) at
+// ts_ns (calibrate --from now): results counted from then on go to new
+// sets, and a later calibration leaves the earlier sets as they are.
+void stats_set_epoch (stats_t *self, exp_t *exp, int64_t ts_ns);
 // Sets (path) or clears (NULL) the mask of 'exp': the PIV settings its
 // TASKs carry become its base settings plus " mask=PATH". 0 or -1 (no
 // memory).

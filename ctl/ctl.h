@@ -289,9 +289,11 @@ ctl_calibs_t *ctl_calibs_load (store_t *store, int64_t experiment, const config_
 void ctl_calibs_destroy (ctl_calibs_t **self_p);
 
 // The calibration in force for a result recorded at recorded_ns: the
-// experiment's latest setting at or before it ("none" included), else the
-// global scope's, else the configuration's; not calibrated without any.
-// INT64_MAX: the one in force now.
+// experiment's latest setting made before the result's epoch ended ("none"
+// included; an epoch ends where a `calibrate --from now` began the next,
+// the latest setting of all without one), else the global scope's, else the
+// configuration's; not calibrated without any. INT64_MAX: the one in force
+// now.
 void ctl_calib_at (const ctl_calibs_t *self, int64_t recorded_ns, piv_calib_t *c);
 
 // 1 if the experiment was ever calibrated (its own setting, the global

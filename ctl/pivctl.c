@@ -194,7 +194,7 @@ static const ctl_option_t s_stats_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_calibrate_options[] = {
     {"scale", 0, 1, 1},  {"dt", 0, 1, 1},    {"origin", 0, 1, 1},
-    {"y-axis", 0, 1, 1}, {"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
+    {"y-axis", 0, 1, 1}, {"clear", 0, 0, 1}, {"from", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_mask_options[] = {{"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_provision_options[] = {
     {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
@@ -226,7 +226,8 @@ static const ctl_command_t s_commands[] = {
      ctl_run_feedback},
     {"tail", 1, 1, "tail EXP [--count N] [--new]", s_tail_options, ctl_run_tail},
     {"calibrate", 1, 1,
-     "calibrate EXP|'*' [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]",
+     "calibrate EXP|'*' [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear] "
+     "[--from now]",
      s_calibrate_options, ctl_run_calibrate},
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
     {"export", 1, 1,

@@ -157,6 +157,16 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
         }
         args->send[args->nsend++] = "none";
     }
+    const char *from = ctl_value (args, "from");
+    if (from) {
+        if (strcmp (from, "now") != 0) {
+            ctl_error ("calibrate: bad --from '%s': only 'now' (without it the calibration "
+                       "applies to the results recorded before it too); usage: pivctl %s",
+                       from, args->command->usage);
+            return EXIT_USAGE;
+        }
+        args->send[args->nsend++] = "from=now";
+    }
     args->send[args->nsend] = NULL;
     return ctl_run_printed (ctl, args, s_print_calibration);
 }

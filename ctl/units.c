@@ -1,8 +1,11 @@
 // units.c — the calibration in force for each result of an experiment, as
-// export and stats apply it: the latest "calibration" setting of the
-// experiment recorded at or before the result, else the global scope's,
-// else the configuration's [calibration] section. The store's "setting"
-// events are the history (doc/units.md, Files).
+// export and stats apply it. A calibration follows the measurement (issue
+// 25): it applies to every result of the experiment, recorded before it was
+// set or after, up to the next change made with `calibrate --from now`,
+// which starts a new epoch (a setup changed mid-run): a result takes the
+// latest change made before its epoch ended, the experiment's own, else the
+// global scope's, else the configuration's [calibration] section. The
+// store's "setting" events are the history (doc/units.md, Files).
 
 #include "ctl/ctl.h"
 
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #define CALIB_KEY "calibration"
+#define CALIB_FROM_KEY "calibration_from" // its value: when the epoch began (ns)
 
 // One change of the setting: a value set (calibrated or "none"), or the
 // setting removed (the scope falls back to the next one).
@@ -27,10 +31,17 @@ typedef struct {
     size_t count, size;
 } s_scope_t;
 
+// When each epoch began (a `--from now` change), in log order.
+typedef struct {
+    int64_t *ts_ns;
+    size_t count, size;
+} s_epochs_t;
+
 struct _ctl_calibs_t {
     int64_t experiment;  // whose
     s_scope_t own;       // the experiment's changes
     s_scope_t global;    // the global scope's (experiment 0)
+    s_epochs_t epochs;   // the experiment's epochs and the global scope's
     piv_calib_t config;  // the configuration's default
     const char *error;   // the first bad setting met, or NULL
 };
@@ -66,6 +77,14 @@ s_on_setting (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t ex
     ctl_calibs_t *self = arg;
     if (experiment != 0 && experiment != self->experiment)
         return 0;
+    size_t from = strlen (CALIB_FROM_KEY);
+    if (payload && strncmp (payload, CALIB_FROM_KEY "=", from + 1) == 0) {
+        s_epochs_t *e = &self->epochs;
+        if (ctl_grow (&e->ts_ns, &e->size, e->count, sizeof *e->ts_ns) != 0)
+            return 1;
+        e->ts_ns[e->count++] = strtoll (payload + from + 1, NULL, 10);
+        return 0;
+    }
     size_t len = strlen (CALIB_KEY);
     if (!payload || strncmp (payload, CALIB_KEY, len) != 0
         || (payload[len] != '=' && payload[len] != '\0'))
@@ -117,6 +136,7 @@ ctl_calibs_destroy (ctl_calibs_t **self_p)
         return;
     free ((*self_p)->own.changes);
     free ((*self_p)->global.changes);
+    free ((*self_p)->epochs.ts_ns);
     free (*self_p);
     *self_p = NULL;
 }
@@ -131,11 +151,27 @@ s_last (const s_scope_t *scope, int64_t ts_ns)
     return last;
 }
 
+// The end of the epoch of a result recorded at recorded_ns: the first
+// epoch's start after it, or INT64_MAX (the epoch in force now).
+static int64_t
+s_epoch_end (const ctl_calibs_t *self, int64_t recorded_ns)
+{
+    int64_t end = INT64_MAX;
+    for (size_t i = 0; i < self->epochs.count; i++)
+        if (self->epochs.ts_ns[i] > recorded_ns && self->epochs.ts_ns[i] < end)
+            end = self->epochs.ts_ns[i];
+    return end;
+}
+
 void
 ctl_calib_at (const ctl_calibs_t *self, int64_t recorded_ns, piv_calib_t *c)
 {
-    const s_change_t *own = s_last (&self->own, recorded_ns);
-    const s_change_t *global = s_last (&self->global, recorded_ns);
+    // The changes made before the epoch ended; the change that began the
+    // next epoch was recorded at its start, so it is not among them.
+    int64_t before = s_epoch_end (self, recorded_ns);
+    before = before == INT64_MAX ? INT64_MAX : before - 1;
+    const s_change_t *own = s_last (&self->own, before);
+    const s_change_t *global = s_last (&self->global, before);
     if (own && !own->removed)
         *c = own->c;
     else if (global && !global->removed)

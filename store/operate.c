@@ -48,6 +48,32 @@ store_experiment_create (store_t *self, const char *name, const char *source,
 }
 
 int
+store_experiment_adopt (store_t *self, int64_t id, const char *name, const char *source,
+                        const char *settings, int64_t now_ns)
+{
+    if (st_write_begin (self))
+        return -1;
+    sqlite3_stmt *stmt = self->stmts[S_EXPERIMENT_ADOPT];
+    sqlite3_bind_int64 (stmt, 1, id);
+    st_bind_text (stmt, 2, source && *source && strcmp (source, name) != 0 ? source : NULL);
+    sqlite3_bind_text (stmt, 3, settings ? settings : "", -1, SQLITE_STATIC);
+    int rc = st_exec (self, stmt);
+    if (rc == SQLITE_DONE && sqlite3_changes (self->db) == 0) {
+        st_write_end (self);
+        st_error (self, "experiment '%s' in '%s' has files of its own: choose another name",
+                  name, self->path);
+        return -1;
+    }
+    if (rc == SQLITE_DONE)
+        st_event (self, &rc, "experiment", id, 0, now_ns, "source=%s settings=%s name=%s",
+                  source && *source ? source : name, settings ? settings : "", name);
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot give experiment '%s' its replay", name);
+    st_write_end (self);
+    return 0;
+}
+
+int
 store_pair_skip (store_t *self, int64_t pair, int64_t now_ns)
 {
     if (st_write_begin (self))

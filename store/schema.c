@@ -275,6 +275,8 @@ static const char *s_sql[S_NSTMTS] = {
     [S_EXPERIMENT_ADD] = "INSERT INTO experiments (name, created_ns) VALUES (?1, ?2)",
     [S_EXPERIMENT_CREATE] = "INSERT INTO experiments (name, source, settings, created_ns)"
                             " VALUES (?1, ?2, ?3, ?4)",
+    [S_EXPERIMENT_ADOPT] = "UPDATE experiments SET source = ?2, settings = ?3 WHERE id = ?1"
+                           " AND NOT EXISTS (SELECT 1 FROM files WHERE experiment = ?1)",
     [S_EXPERIMENT_FIND] = "SELECT " S_EXPERIMENT_COLUMNS " FROM experiments WHERE name = ?1",
     [S_FILE_GET] = "SELECT id FROM files WHERE experiment = ?1 AND name = ?2",
     [S_FILE_ADD] = "INSERT INTO files (experiment, name, size, mtime_ns, seen_ns)"

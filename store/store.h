@@ -309,6 +309,12 @@ typedef struct {
 // 'name' itself: its own files; 'settings' NULL: "".
 int64_t store_experiment_create (store_t *self, const char *name, const char *source,
                                  const char *settings, int64_t now_ns);
+// Gives experiment 'id', made by an operator's command before any file of
+// its own (calibrate, mask...), the source and settings of a replay (an
+// "experiment" event as store_experiment_create's). -1 when it has files
+// (store_error says so, naming it) or on error.
+int store_experiment_adopt (store_t *self, int64_t id, const char *name, const char *source,
+                            const char *settings, int64_t now_ns);
 // Looks 'name' up: 1 found (*out filled; its strings last until the next
 // call on this store), 0 unknown, -1 error.
 int store_experiment_find (store_t *self, const char *name, store_experiment_t *out);

@@ -6,6 +6,7 @@
 #include "piv/calib.h"
 #include "piv/derived.h"
 #include "piv/field.h"
+#include "piv/image.h"
 #include "piv/stats.h"
 #include "store/store.h"
 #include "tests/testutil.h"
@@ -227,9 +228,12 @@ START_TEST (hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump)
 }
 END_TEST
 
+static void s_epoch (const char *exp, int64_t ts);
+
 START_TEST (hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges)
 {
     s_fill ("mix", 0, 3, 8, OMEGA, CALIB);
+    s_epoch ("mix", T0 + 3 * GAP - 1);  // a new setup from p0003 on (calibrate --from now)
     s_fill ("mix", 3, 3, 8, OMEGA, "scale=5e-05m/px dt=0.001s origin=0,0 y_axis=up");
     char out[1 << 14], file[4096];
     snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "mix.h5"));
@@ -379,14 +383,34 @@ s_setting (const char *exp, const char *value, int64_t ts)
     store_destroy (&store);
 }
 
-START_TEST (each_result_is_converted_with_the_calibration_recorded_before_it)
+// Records the start of a calibration epoch of 'exp' at 'ts', as `calibrate
+// EXP --from now` does just before its calibration.
+static void
+s_epoch (const char *exp, int64_t ts)
+{
+    char err[512], value[32];
+    store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    snprintf (value, sizeof value, "%lld", (long long) ts);
+    ck_assert_int_eq (store_setting_set (store, store_experiment (store, exp, ts),
+                                         "calibration_from", value, ts),
+                      0);
+    ck_assert_int_eq (store_commit (store, err, sizeof err), 0);
+    store_destroy (&store);
+}
+
+START_TEST (a_calibration_applies_to_the_whole_run_up_to_a_change_from_now)
 {
     const char *wide = "scale=5e-05m/px dt=0.002s origin=0,0 y_axis=up"; // 0.05 mm/px
+    const char *fine = "scale=1e-05m/px dt=0.002s origin=0,0 y_axis=up"; // 0.01 mm/px
     s_setting (NULL, wide, T0 - GAP);               // the default of every experiment
-    s_fill ("hist", 0, 2, 8, OMEGA, NULL);          // p0000, p0001: the default
-    s_fill ("hist", 2, 2, 8, OMEGA, CALIB);         // p0002, p0003: its own
-    s_setting ("hist", NULL, T0 + 4 * GAP - 1);     // removed: the default again
-    s_fill ("hist", 4, 2, 8, OMEGA, NULL);          // p0004, p0005
+    s_fill ("hist", 0, 2, 8, OMEGA, NULL);          // p0000, p0001 recorded, then
+    s_setting ("hist", CALIB, T0 + 2 * GAP - 3);    // calibrated: 0.02 applies to them
+    s_epoch ("hist", T0 + 2 * GAP - 2);             // the setup changes (--from now):
+    s_setting ("hist", NULL, T0 + 2 * GAP - 2);     // the default from p0002 on, until
+    s_fill ("hist", 2, 2, 8, OMEGA, NULL);          // p0002, p0003 recorded, then
+    s_setting ("hist", fine, T0 + 4 * GAP - 1);     // calibrated: 0.01 applies to them
+    s_fill ("hist", 4, 2, 8, OMEGA, NULL);          // p0004, p0005 as well
     char out[1 << 14], dir[4096];
     snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "hist"));
     ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "hist", "-o", dir, NULL), 0);
@@ -394,9 +418,9 @@ START_TEST (each_result_is_converted_with_the_calibration_recorded_before_it)
     static const struct {
         const char *stem, *calib;
         double k; // (m/s) per (px/frame)
-    } expect[] = {{"p0000", "0.05 mm/px", 5e-5 / 2e-3},
-                  {"p0003", "0.02 mm/px", 2e-5 / 2e-3},
-                  {"p0005", "0.05 mm/px", 5e-5 / 2e-3}};
+    } expect[] = {{"p0000", "0.02 mm/px", 2e-5 / 2e-3},
+                  {"p0003", "0.01 mm/px", 1e-5 / 2e-3},
+                  {"p0005", "0.01 mm/px", 1e-5 / 2e-3}};
     for (size_t i = 0; i < 3; i++) {
         char path[4200], err[512];
         snprintf (path, sizeof path, "%s/%s.txt", dir, expect[i].stem);
@@ -956,15 +980,24 @@ static const char *s_farm_check =
     "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
     "print('ok', s.attrs['convergence'])\n";
 
-START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
+// A farm of the real PIV engine (passes 'passes') with 4 pairs of a solid
+// rotation 0.01 rad/frame, 256 x 256, rendered as src/r_*: its broker started.
+static void
+s_farm_rotation (const char *passes)
 {
-    tu_farm_conf (&s_farm, "piv", 1, "64,32", "");
-    char out[1 << 16], src[4096];
+    tu_farm_conf (&s_farm, "piv", 1, passes, "");
+    char out[1 << 14], src[4096];
     snprintf (src, sizeof src, "%s/src/r", s_farm.dir);
     char *synth[] = {(char *)tu_bin ("pivfarm-synth"), "--flow", "rotation:0.01", "--size",
                      "256x256", "--count", "4", "-o", src, NULL};
     ck_assert_msg (tu_run (synth, out, sizeof out, 120) == 0, "%s", out);
     tu_farm_start_broker (&s_farm);
+}
+
+START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
+{
+    s_farm_rotation ("64,32");
+    char out[1 << 16];
     // Calibrated before its first frame lands.
     ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02 mm/px",
                                 "--dt", "2 ms", NULL),
@@ -1005,6 +1038,139 @@ START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
 }
 END_TEST
 
+// u, v of the first field of an HDF5 export in SI against the same export in
+// px: u_si = u_px K, v_si = -v_px K (y up), K = scale / dt, wherever valid.
+static const char *s_si_of_px =
+    "import sys, h5py, numpy as np\n"
+    "K = float(sys.argv[2])\n"
+    "for f in sys.argv[1].split(','):\n"
+    "    si, px = h5py.File(f + '.si.h5', 'r'), h5py.File(f + '.px.h5', 'r')\n"
+    "    assert si['u'].shape == px['u'].shape and si['u'].shape[0] == 4, si['u'].shape\n"
+    "    ok = np.isfinite(px['u'][...]) & np.isfinite(si['u'][...])\n"
+    "    assert ok.sum() > 100, ok.sum()\n"
+    "    du = np.abs(si['u'][...] - px['u'][...] * K)[ok].max()\n"
+    "    dv = np.abs(si['v'][...] + px['v'][...] * K)[ok].max()\n"
+    "    assert du < 1e-6 * K and dv < 1e-6 * K, (f, du, dv)\n"
+    "print('ok')\n";
+
+// Exports 'exp' as DIR/<exp>.si.h5 and DIR/<exp>.px.h5 (again: replaced).
+static void
+s_export_both (const char *exp)
+{
+    char out[1 << 14], file[4096];
+    snprintf (file, sizeof file, "%s/%s.si.h5", s_farm.dir, exp);
+    ck_assert_msg (s_pivctl (out, sizeof out, "export", exp, "-f", "hdf5", "--force", "-o", file,
+                             NULL)
+                       == 0,
+                   "%s", out);
+    ck_assert_msg (strstr (out, "si units"), "%s", out);
+    snprintf (file, sizeof file, "%s/%s.px.h5", s_farm.dir, exp);
+    ck_assert_msg (s_pivctl (out, sizeof out, "export", exp, "-f", "hdf5", "--units", "px",
+                             "--force", "-o", file, NULL)
+                       == 0,
+                   "%s", out);
+}
+
+// Waits until 'n' pairs of 'exp' are done (at most 120 s).
+static void
+s_wait_done_of (const char *exp, int64_t n)
+{
+    int64_t done = 0;
+    for (int i = 0; i < 1200 && done != n; i++) {
+        done = tu_farm_sql (&s_farm,
+                            "SELECT count(*) FROM pairs p JOIN experiments e ON e.id = "
+                            "p.experiment WHERE e.name = '%s' AND p.state = 2",
+                            exp);
+        if (done != n)
+            usleep (100000);
+    }
+    ck_assert_msg (done == n, "%s: %lld of %lld pairs done", exp, (long long) done, (long long) n);
+}
+
+START_TEST (a_run_calibrated_after_recording_and_its_replays_come_out_calibrated_and_masked)
+{
+    s_farm_rotation ("32");
+    char out[1 << 16];
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "r", 1, 4, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 120).done, 4);
+
+    // Recorded first, calibrated after (as PIVlab and DaVis users work): the
+    // whole run converts.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02 mm/px",
+                                "--dt", "2 ms", NULL),
+                      0);
+    // Its statistics too (their set takes the calibration: no new set).
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "--json", NULL), 0);
+    ck_assert_msg (strstr (out, "\"fields\":4") && strstr (out, "\"units\":\"si\"")
+                       && strstr (out, "\"calibration\":\"scale=2"),
+                   "%s", out);
+    // A mask (all ones: nothing masked, the fields stay comparable).
+    char mask[4096];
+    snprintf (mask, sizeof mask, "%s/mask.tif", s_farm.dir);
+    piv_image_t *ones = piv_image_new (256, 256);
+    ck_assert_ptr_nonnull (ones);
+    float *px = piv_image_data (ones);
+    for (size_t k = 0; k < 256 * 256; k++)
+        px[k] = 1;
+    ck_assert_int_eq (piv_image_save (mask, (const piv_image_t *const *) &ones, 1, 8, NULL, 0), 0);
+    piv_image_destroy (&ones);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "mask", "exp1", mask, NULL), 0);
+
+    // Calibrated (another scale) before it exists: 'replay --as' still takes the name.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "again", "--scale", "0.05 mm/px",
+                                "--dt", "2 ms", NULL),
+                      0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "replay", "exp1", "--speed", "max", NULL), 0);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "replay", "exp1", "--as", "again", "--speed",
+                                "max", NULL),
+                      0);
+    s_wait_done_of ("exp1.replay1", 4);
+    s_wait_done_of ("again", 4);
+    // The replay took the source's calibration and mask; 'again' kept its own
+    // calibration and took the mask.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1.replay1", NULL), 0);
+    ck_assert_msg (strstr (out, "0.02 mm/px, dt 2 ms") && strstr (out, "experiment"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "again", NULL), 0);
+    ck_assert_msg (strstr (out, "0.05 mm/px, dt 2 ms"), "%s", out);
+    char *masks = tu_farm_sql_text (&s_farm,
+                                    "SELECT group_concat(e.name || '=' || s.value, ';') FROM "
+                                    "settings s JOIN experiments e ON e.id = s.experiment WHERE "
+                                    "s.key = 'mask' ORDER BY e.name");
+    ck_assert_msg (masks && strstr (masks, "exp1.replay1=") && strstr (masks, "again=")
+                       && strstr (masks, "mask.tif"),
+                   "%s", masks ? masks : "(none)");
+    free (masks);
+    // Their tasks carry it.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "status", "-e", "again", "--json", NULL), 0);
+    ck_assert_msg (strstr (out, "mask=") && strstr (out, "mask.tif"), "%s", out);
+
+    s_export_both ("exp1");
+    s_export_both ("exp1.replay1");
+    char list[4096];
+    snprintf (list, sizeof list, "%s/exp1,%s/exp1.replay1", s_farm.dir, s_farm.dir);
+    int rc = s_python (s_si_of_px, out, sizeof out, list, "0.01");
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+    s_export_both ("again");
+    snprintf (list, sizeof list, "%s/again", s_farm.dir);
+    rc = s_python (s_si_of_px, out, sizeof out, list, "0.025");
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+
+    // A setup changed mid-run (--from now): the results before it keep theirs.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--from", "later", NULL), 2);
+    ck_assert_msg (strstr (out, "--from 'later'"), "%s", out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.04 mm/px",
+                                "--from", "now", NULL),
+                      0);
+    ck_assert_msg (strstr (out, "0.04 mm/px"), "%s", out);
+    s_export_both ("exp1");
+    snprintf (list, sizeof list, "%s/exp1", s_farm.dir);
+    rc = s_python (s_si_of_px, out, sizeof out, list, "0.01");
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1017,7 +1183,7 @@ s_suite (void)
     tcase_add_test (tc, vtk_export_opens_in_vtk_with_the_statistics_file);
     tcase_add_test (tc, txt_export_converts_with_the_calibration_and_says_so);
     tcase_add_test (tc, stems_become_file_names_as_they_are_and_an_empty_one_is_named_by_its_pair);
-    tcase_add_test (tc, each_result_is_converted_with_the_calibration_recorded_before_it);
+    tcase_add_test (tc, a_calibration_applies_to_the_whole_run_up_to_a_change_from_now);
     tcase_add_test (tc, si_units_are_refused_for_an_experiment_never_calibrated);
     tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);
     tcase_add_test (tc, stats_reads_the_last_checkpoint_when_the_broker_is_away);
@@ -1028,6 +1194,8 @@ s_suite (void)
     tcase_add_test (tc, an_export_stopped_by_sigint_leaves_whole_files_and_no_temporary);
     tcase_add_test (tc, a_name_taken_while_an_export_runs_stops_it_there_and_leaves_no_temporary);
     tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
+    tcase_add_test (tc,
+                    a_run_calibrated_after_recording_and_its_replays_come_out_calibrated_and_masked);
     suite_add_tcase (s, tc);
     return s;
 }
