@@ -41,7 +41,7 @@ typedef struct {
     fftwf_plan inverse;  // n x n complex, backward (two windows' correlations at once)
 } s_plan_t;
 
-#define MAX_PLANS 16
+#define MAX_PLANS ((PIV_MAX_WINDOW - 8) / 2 + 1)  // every even size 8 .. PIV_MAX_WINDOW
 static s_plan_t s_plans[MAX_PLANS];  // plans made so far
 static int s_nplans;                 // entries used in s_plans
 static pthread_mutex_t s_fftw_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -527,6 +527,14 @@ s_hmax (v4sf v)
     return m;
 }
 
+// Index i (-n <= i < 2 n) of a circular plane of n rows or columns, modulo
+// n: any even n is a window size (issue 25), so no mask of n - 1.
+static inline int
+s_wrap (int i, int n)
+{
+    return i < 0 ? i + n : (i >= n ? i - n : i);
+}
+
 // Copies the n x n window at (x0, y0) of a masked frame, its mean over the
 // flow pixels removed and the others 0. Returns the sum of squares left:
 // zero means an empty window. (Unmasked windows: s_window_pair.)
@@ -559,7 +567,8 @@ s_window (const float *img, const float *mask, int w, int x0, int y0, int n, flo
 // to the transform at frequency 0, which s_inverse sets to 0 in the cross
 // spectrum (the same correlation as of the windows less their means, and a
 // pass over each window and its copy fewer). Returns 0, or -1 when either
-// window is empty (all its pixels equal). n is a multiple of 8.
+// window is empty (all its pixels equal). n is even: four pixels at a time,
+// the last two of a row one by one where n is not a multiple of 4.
 static int
 s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, int by, int n,
                float *z)
@@ -568,6 +577,7 @@ s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, 
     // Lanes that differ from each window's first pixel.
     const v4sf a0 = {pa[0], pa[0], pa[0], pa[0]}, b0 = {pb[0], pb[0], pb[0], pb[0]};
     v4si da = {0}, db = {0};
+    int ta = 0, tb = 0;  // the same for the pixels of the rows' tails
     for (int r = 0; r < n; r++, pa += w, pb += w) {
         float *d = z + 2 * r * n;
         // The next windows along the row start up to a window further on:
@@ -577,19 +587,29 @@ s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, 
         __builtin_prefetch (pa + n + 16, 0, 0);
         __builtin_prefetch (pb + n, 0, 0);
         __builtin_prefetch (pb + n + 16, 0, 0);
-        for (int c = 0; c < n; c += 4) {
+        int c = 0;
+        for (; c + 4 <= n; c += 4) {
             v4sf a = s_load (pa + c), b = s_load (pb + c);
             s_store (d + 2 * c, SHUFFLE2 (a, b, 0, 4, 1, 5));
             s_store (d + 2 * c + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
             da |= a != a0;
             db |= b != b0;
         }
+        for (; c < n; c++) {
+            d[2 * c] = pa[c];
+            d[2 * c + 1] = pb[c];
+            ta |= pa[c] != a0[0];
+            tb |= pb[c] != b0[0];
+        }
     }
-    return (da[0] | da[1] | da[2] | da[3]) && (db[0] | db[1] | db[2] | db[3]) ? 0 : -1;
+    return ((da[0] | da[1] | da[2] | da[3]) || ta) && ((db[0] | db[1] | db[2] | db[3]) || tb)
+               ? 0
+               : -1;
 }
 
 // s_window_pair from 8-bit frames (piv_image_bytes): the same values in z,
-// from a quarter of the memory. n is a multiple of 8.
+// from a quarter of the memory. n is even: eight pixels at a time, the
+// rest of a row (2, 4 or 6) one by one.
 static int
 s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax, int ay, int bx,
                 int by, int n, float *z)
@@ -598,12 +618,15 @@ s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax,
 #if defined(__SSE2__)
     const __m128i zero = _mm_setzero_si128 ();
     const __m128i a0 = _mm_set1_epi8 ((char) pa[0]), b0 = _mm_set1_epi8 ((char) pb[0]);
+    const unsigned char first_a = pa[0], first_b = pb[0];
     __m128i da = zero, db = zero;
+    int ta = 0, tb = 0;  // a tail's pixel differed from the first
     for (int r = 0; r < n; r++, pa += w, pb += w) {
         float *d = z + 2 * r * n;
         __builtin_prefetch (pa + n, 0, 0);
         __builtin_prefetch (pb + n, 0, 0);
-        for (int c = 0; c < n; c += 8) {
+        int c = 0;
+        for (; c + 8 <= n; c += 8) {
             // Eight pixels of each, interleaved a0 b0 a1 b1 ..., widened to
             // 32 bits and converted.
             __m128i a = _mm_loadl_epi64 ((const __m128i *) (pa + c));
@@ -617,10 +640,16 @@ s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax,
             _mm_storeu_ps (d + 2 * c + 8, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (hi, zero)));
             _mm_storeu_ps (d + 2 * c + 12, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (hi, zero)));
         }
+        for (; c < n; c++) {
+            d[2 * c] = pa[c];
+            d[2 * c + 1] = pb[c];
+            ta |= pa[c] != first_a;
+            tb |= pb[c] != first_b;
+        }
     }
     // Empty: none of the eight loaded bytes ever differed from the first pixel.
-    int ea = (_mm_movemask_epi8 (_mm_cmpeq_epi8 (da, zero)) & 0xff) == 0xff;
-    int eb = (_mm_movemask_epi8 (_mm_cmpeq_epi8 (db, zero)) & 0xff) == 0xff;
+    int ea = (_mm_movemask_epi8 (_mm_cmpeq_epi8 (da, zero)) & 0xff) == 0xff && !ta;
+    int eb = (_mm_movemask_epi8 (_mm_cmpeq_epi8 (db, zero)) & 0xff) == 0xff && !tb;
     return ea || eb ? -1 : 0;
 #else
     const unsigned char a0 = pa[0], b0 = pb[0];
@@ -638,27 +667,38 @@ s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax,
 #endif
 }
 
-// The largest of n values (n a multiple of 8).
+// The largest of n values (n >= 8): eight at a time, the rest (a window of
+// n % 4 == 2 px has planes of 8 k + 4 values) one by one.
 static float
 s_max (const float *p, int n)
 {
     v4sf m0 = s_load (p), m1 = s_load (p + 4);
-    for (int k = 8; k < n; k += 8) {
+    int k = 8;
+    for (; k + 8 <= n; k += 8) {
         m0 = s_vmax (s_load (p + k), m0);
         m1 = s_vmax (s_load (p + k + 4), m1);
     }
-    return s_hmax (s_vmax (m0, m1));
+    float top = s_hmax (s_vmax (m0, m1));
+    for (; k < n; k++)
+        top = p[k] > top ? p[k] : top;
+    return top;
 }
 
-// Index of the first largest of n values (n a multiple of 32): the maxima
-// of 32-value blocks with SIMD, then a scan of the block that holds it.
+// Index of the first largest of n values (n >= 32): the maxima of 32-value
+// blocks with SIMD (the last one shorter where n is not a multiple of 32),
+// then a scan of the block that holds it.
 static int
 s_argmax (const float *p, int n)
 {
     int best = 0;
     float top = s_max (p, 32);
     for (int b = 32; b < n; b += 32) {
-        float m = s_max (p + b, 32);
+        float m = p[b];
+        if (b + 32 <= n)
+            m = s_max (p + b, 32);
+        else
+            for (int k = b + 1; k < n; k++)
+                m = p[k] > m ? p[k] : m;
         if (m > top) {
             top = m;
             best = b;
@@ -802,7 +842,7 @@ static inline void
 s_cross_edge (int n, int kx, const float *p1, const float *m1, const float *p2,
               const float *m2, int count, float *row, float *mrow)
 {
-    int mx = (n - kx) & (n - 1);
+    int mx = s_wrap (n - kx, n);
     float c1[2], c2[2] = {0, 0};
     s_cross1 (p1 + 2 * kx, m1 + 2 * mx, c1);
     if (count == 2)
@@ -849,7 +889,7 @@ static inline void
 s_cross_plane (int n, const float *s1, const float *s2, int count, float *w)
 {
     for (int ky = 0; ky <= n / 2; ky++) {
-        int my = (n - ky) & (n - 1);
+        int my = s_wrap (n - ky, n);
         const float *p1 = s1 + 2 * ky * n, *m1 = s1 + 2 * my * n;
         const float *p2 = s2 + 2 * ky * n, *m2 = s2 + 2 * my * n;
         float *row = w + 2 * ky * n, *mrow = w + 2 * my * n;
@@ -893,7 +933,7 @@ s_cross_plane2_avx2 (int n, const float *s1, const float *s2, float *w)
 {
     const v8sf flip = {-1, 1, -1, 1, -1, 1, -1, 1}, conj = {1, -1, 1, -1, 1, -1, 1, -1};
     for (int ky = 0; ky <= n / 2; ky++) {
-        int my = (n - ky) & (n - 1);
+        int my = s_wrap (n - ky, n);
         const float *p1 = s1 + 2 * ky * n, *m1 = s1 + 2 * my * n;
         const float *p2 = s2 + 2 * ky * n, *m2 = s2 + 2 * my * n;
         float *row = w + 2 * ky * n, *mrow = w + 2 * my * n;
@@ -912,8 +952,8 @@ s_cross_plane2_avx2 (int n, const float *s1, const float *s2, float *w)
             memcpy (row + 2 * kx, &out, sizeof out);
             memcpy (mrow + 2 * (n - kx - 3), &mout, sizeof mout);
         }
-        // The two frequencies left (n - 2 is 2 more than a multiple of 4)
-        // and the edges, as s_cross_plane makes them.
+        // The frequencies left (two where n is a multiple of 4, none
+        // otherwise) and the edges, as s_cross_plane makes them.
         for (; kx + 1 <= n - 2; kx += 2)
             s_cross_pair (n, kx, p1, m1, p2, m2, 2, row, mrow);
         s_cross_edge (n, 0, p1, m1, p2, m2, 2, row, mrow);
@@ -955,21 +995,24 @@ s_row_maxima (const float *o, int n, float *rmax0, float *rmax1)
     for (int j = 0; j < n; j++) {
         const float *row = o + 2 * j * n;
         v4sf m0 = s_load (row), m1 = s_load (row + 4);
-        for (int c = 8; c < 2 * n; c += 8) {
+        int c = 8;
+        for (; c + 8 <= 2 * n; c += 8) {
             m0 = s_vmax (m0, s_load (row + c));
             m1 = s_vmax (m1, s_load (row + c + 4));
         }
+        if (c < 2 * n)  // n % 4 == 2: two values of each plane left
+            m0 = s_vmax (m0, s_load (row + c));
         v4sf m = s_vmax (m0, m1);
         rmax0[j] = m[0] > m[2] ? m[0] : m[2];
         rmax1[j] = m[1] > m[3] ? m[1] : m[3];
     }
 }
 
-// Circular distance of indices a and b modulo n (a power of two).
+// Circular distance of indices a and b modulo n.
 static inline int
 s_cdist (int a, int b, int n)
 {
-    int d = (a - b) & (n - 1);
+    int d = s_wrap (a - b, n);
     return d > n / 2 ? n - d : d;
 }
 
@@ -1022,7 +1065,7 @@ s_fit2d (const float *cp, int stride, int n, int pi, int pj, int sx, int sy, flo
     float L[3][3];
     for (int dj = -1; dj <= 1; dj++)
         for (int di = -1; di <= 1; di++) {
-            float c = cp[stride * (((pj + dj) & (n - 1)) * n + ((pi + di) & (n - 1)))];
+            float c = cp[stride * (s_wrap (pj + dj, n) * n + s_wrap (pi + di, n))];
             c /= s_overlap (sx + di, n) * s_overlap (sy + dj, n);
             if (!(c > 0))
                 return -1;
@@ -1047,8 +1090,8 @@ s_fit (const float *cp, int stride, int n, int pi, int pj, int subpixel, s_peak_
         peak->dy = sy + fy;
         return;
     }
-    int il = (pi - 1) & (n - 1), ir = (pi + 1) & (n - 1);
-    int ju = (pj - 1) & (n - 1), jd = (pj + 1) & (n - 1);
+    int il = s_wrap (pi - 1, n), ir = s_wrap (pi + 1, n);
+    int ju = s_wrap (pj - 1, n), jd = s_wrap (pj + 1, n);
     float c = cp[stride * (pj * n + pi)];
     fx = s_subpixel (cp[stride * (pj * n + il)] / s_overlap (sx - 1, n), c / s_overlap (sx, n),
                      cp[stride * (pj * n + ir)] / s_overlap (sx + 1, n));
@@ -1088,11 +1131,14 @@ s_best (const float *cp, const float *rmax, int n, int subpixel, s_peak_t *peaks
             second = rmax[j] > second ? rmax[j] : second;
             continue;
         }
+        // Columns pi + 3 .. pi + n - 3 circularly: up to the row's end,
+        // then on from its start.
         const float *r = cp + 2 * j * n;
-        for (int d = 3; d <= n - 3; d++) {
-            float x = r[2 * ((pi + d) & (n - 1))];
-            second = x > second ? x : second;
-        }
+        int from = pi + 3, to = pi + n - 3;
+        for (int x = from; x <= to && x < n; x++)
+            second = r[2 * x] > second ? r[2 * x] : second;
+        for (int x = from >= n ? from - n : 0; x <= to - n; x++)
+            second = r[2 * x] > second ? r[2 * x] : second;
     }
     peaks[1].height = second > top * 1e-3f ? second : 0;
     return 0;
@@ -1128,12 +1174,12 @@ s_peaks (float *cp, float *scratch, int n, int subpixel, s_peak_t *peaks, int np
             break;
         }
         peaks[q].height = height;
-        int pi = best & (n - 1), pj = best / n;
+        int pi = best % n, pj = best / n;
         s_fit (cp, 1, n, pi, pj, subpixel, &peaks[q]);
         for (int dj = -2; dj <= 2; dj++) {
-            float *row = blank + ((pj + dj) & (n - 1)) * n;
+            float *row = blank + s_wrap (pj + dj, n) * n;
             for (int di = -2; di <= 2; di++)
-                row[(pi + di) & (n - 1)] = -1e30f;
+                row[s_wrap (pi + di, n)] = -1e30f;
         }
     }
     if (npeaks == 1) {

@@ -22,7 +22,8 @@ s_usage (FILE *out)
     fprintf (out,
              "usage: pivfarm-piv [options] A.tif B.tif\n"
              "       pivfarm-piv [options] PAIR.tif        (frames A and B as pages 1 and 2)\n"
-             "  -w, --window N        final window size, px (default 32; ignored with --passes)\n"
+             "  -w, --window N        final window size, px, even from 8 to 256 (default 32;\n"
+             "                        ignored with --passes)\n"
              "  -p, --passes LIST     window sizes large to small, e.g. 64,32,16\n"
              "  -O, --overlap PCT     window overlap, percent (default 50)\n"
              "  -i, --iterations N    most runs of the final window size (default 3)\n"
@@ -337,8 +338,8 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
         char one[16];
         snprintf (one, sizeof one, "%ld", o->window);
         if (piv_settings_set_passes (&o->settings, one, err, sizeof err))
-            return cli_usage_error ("bad --window '%ld': a power of two from 8 to 256",
-                                    o->window);
+            return cli_usage_error ("bad --window '%ld': an even window size from 8 to %d",
+                                    o->window, PIV_MAX_WINDOW);
     }
     o->path_a = argv[optind];
     o->path_b = nfiles == 2 ? argv[optind + 1] : NULL;

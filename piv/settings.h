@@ -11,7 +11,7 @@
 #include "piv/image.h"
 
 #define PIV_MAX_PASSES 8
-#define PIV_MAX_WINDOW 256      // px, the largest window size (a power of two)
+#define PIV_MAX_WINDOW 256      // px, the largest window size (windows are even, >= 8)
 #define PIV_MAX_THREADS 64
 #define PIV_MAX_OVERLAP 87      // percent
 #define PIV_MAX_ITERATIONS 10   // runs of the final window size
@@ -51,7 +51,7 @@ typedef enum {
 
 // Caller-allocated settings; piv_settings_init fills the defaults.
 typedef struct {
-    int passes[PIV_MAX_PASSES];  // window sizes, large to small, each a power of two 8..256
+    int passes[PIV_MAX_PASSES];  // window sizes, large to small, each even 8..256
     int npasses;                 // number of entries in passes
     int overlap;                 // percent, 0..87
     int final_iterations;        // most runs of the final window size (>= 1)

@@ -42,19 +42,21 @@ s_top (const float *p, int n)
     return top;
 }
 
-// Adds plane nb into acc, moved by (su, sv) px (circular).
+// Adds plane nb into acc, moved by (su, sv) px (circular: modulo n, any
+// even window size).
 static void
 s_add (float *acc, const float *nb, int n, int su, int sv)
 {
+    su = (su % n + n) % n;
+    sv = (sv % n + n) % n;
     for (int y = 0; y < n; y++) {
         float *row = acc + y * n;
-        const float *src = nb + ((y - sv) & (n - 1)) * n;
-        if (su == 0)
-            for (int x = 0; x < n; x++)
-                row[x] += src[x];
-        else
-            for (int x = 0; x < n; x++)
-                row[x] += src[(x - su) & (n - 1)];
+        const float *src = nb + (y >= sv ? y - sv : y - sv + n) * n;
+        // Columns before su read the end of the source row, the others its start.
+        for (int x = 0; x < su; x++)
+            row[x] += src[x - su + n];
+        for (int x = su; x < n; x++)
+            row[x] += src[x - su];
     }
 }
 

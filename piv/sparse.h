@@ -11,7 +11,7 @@
 #include "piv/smooth.h"
 
 // Vector k's correlation plane (n x n floats, circular: lag (dx, dy) at
-// ((dy & (n - 1)) * n + (dx & (n - 1)))), made with thread 'part''s
+// ((dy mod n) * n + (dx mod n))), made with thread 'part''s
 // buffers, and the displacement its windows' placing stands for (the
 // plane's lag (0, 0)). 0, or -1: not measurable (masked, empty window).
 typedef int (piv_plane_fn) (void *arg, long k, int part, float *plane, float *bu, float *bv);

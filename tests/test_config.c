@@ -637,8 +637,8 @@ START_TEST (passes_are_window_sizes_the_piv_core_accepts)
         snprintf (text, sizeof text, "piv\n    passes = \"%s\"\n", bad[i]);
         snprintf (expected, sizeof expected,
                   "value '%s' of 'piv/passes' in '%%s' is not valid: expected one to eight "
-                  "window sizes from large to small, each a power of two from 8 to 256, such as "
-                  "64,32,16",
+                  "window sizes from large to small, each even from 8 to 256, such as 64,32,16 "
+                  "or 48,24",
                   bad[i]);
         s_refused (text, expected);
     }
@@ -963,9 +963,9 @@ START_TEST (every_program_refuses_a_bad_piv_key_at_start_with_the_same_message)
     static const char *const bad[][2] = {
         {"overlap = 90", "value '90' of 'piv/overlap' in '%s' is out of range: expected an "
                          "integer from 0 to 87"},
-        {"passes = \"64, 48\"",
-         "value '64, 48' of 'piv/passes' in '%s' is not valid: expected one to eight window "
-         "sizes from large to small, each a power of two from 8 to 256, such as 64,32,16"},
+        {"passes = \"64, 47\"",
+         "value '64, 47' of 'piv/passes' in '%s' is not valid: expected one to eight window "
+         "sizes from large to small, each even from 8 to 256, such as 64,32,16 or 48,24"},
         {"deform = cubic", "value 'cubic' of 'piv/deform' in '%s' is not one of its choices: "
                            "expected offset, bilinear, bicubic, bspline, bspline5 or omoms"},
         {"smooth = gentle", "value 'gentle' of 'piv/smooth' in '%s' is not one of its choices: "

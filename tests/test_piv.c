@@ -570,8 +570,8 @@ START_TEST (bad_settings_are_refused_naming_the_setting)
     piv_settings_t s;
     char err[256];
     piv_settings_init (&s);
-    static const char *const bad[] = {"", "64,,16", "48", "16,32", "64,32,16,8,8,8,8,8,8",
-                                      "512", "4", "32x", "-32"};
+    static const char *const bad[] = {"", "64,,16", "47", "16,32", "64,32,16,8,8,8,8,8,8",
+                                      "512", "4", "6", "32x", "-32"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         ck_assert_msg (piv_settings_set_passes (&s, bad[i], err, sizeof err) == -1, "'%s'",
@@ -714,7 +714,7 @@ START_TEST (the_task_settings_text_reads_back_and_bad_text_is_refused)
         {"iterations=two", "bad settings: iterations 'two' is not a number"},
         {"deform=cubic",
          "bad deformation 'cubic': expected offset, bilinear, bicubic, bspline, bspline5 or omoms"},
-        {"passes=64,48", "bad passes '64,48': 48 is not a power of two from 8 to 256"}};
+        {"passes=64,47", "bad passes '64,47': 47 is not an even window size from 8 to 256"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg (piv_settings_parse (bad[i][0], &back, err, sizeof err) == -1, "%s",
                        bad[i][0]);
@@ -762,8 +762,8 @@ START_TEST (the_configuration_keys_follow_the_engines_rules)
     s.overlap = 87, s.final_iterations = 10;
     ck_assert_msg (piv_settings_check (&s, err, sizeof err) == 0, "%s", err);
     static const char *const passes_why =
-        "is not valid: expected one to eight window sizes from large to small, each a power of "
-        "two from 8 to 256, such as 64,32,16";
+        "is not valid: expected one to eight window sizes from large to small, each even from "
+        "8 to 256, such as 64,32,16 or 48,24";
     static const char *const bad[][3] = {
         {"passes", "64,32,", passes_why}, {"passes", "+64", passes_why},
         {"passes", "64 32", passes_why}, {"passes", "16,32", passes_why},
@@ -1714,6 +1714,49 @@ START_TEST (the_smoother_gives_the_same_surface_in_one_or_two_threads)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Issue 25: any even window size, preprocessing in the engine
+
+// Windows of 24 and 48 px (FFTW plans any size; the engine's index
+// arithmetic is modulo n, no longer a mask of n - 1) measure a uniform
+// shift within the bounds of 32 px windows, alone and as passes of one
+// another; a 12 px final pass after them too, 26 and 50 px (rows of 4 k + 2
+// pixels: the SIMD loops' tails), and a vortex through 96,48,24 as through
+// 64,32,16.
+START_TEST (windows_of_24_and_48_px_measure_a_shift_as_well_as_32_px_windows)
+{
+    static const char *const passes[] = {"32", "24", "48", "48,24", "48,24,12", "26", "50,26"};
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
+        s_check_accuracy ("uniform:3.3,-1.7", 1024, passes[i], 1, 0.05, 0.01);
+    s_check_accuracy ("lamb-oseen:6,40", 1024, "96,48,24", 1, 0.035, 0.01);
+}
+END_TEST
+
+// An odd size or one under 8 px is refused naming the passes key, by the
+// TASK text, by the engine and by the configuration's rules.
+START_TEST (odd_and_small_window_sizes_are_refused_naming_the_passes_key)
+{
+    piv_settings_t s;
+    char err[256], norm[64], why[256];
+    ck_assert_int_eq (piv_settings_parse ("passes=48,24,9", &s, err, sizeof err), -1);
+    ck_assert_str_eq (err, "bad passes '48,24,9': 9 is not an even window size from 8 to 256");
+    ck_assert_int_eq (piv_settings_parse ("passes=6", &s, err, sizeof err), -1);
+    ck_assert_str_eq (err, "bad passes '6': 6 is not an even window size from 8 to 256");
+    ck_assert_int_eq (piv_settings_parse ("passes=96,48,24,12", &s, err, sizeof err), 0);
+    ck_assert_int_eq (s.npasses, 4);
+    s.passes[1] = 47;
+    ck_assert (piv_new (&s, err, sizeof err) == NULL);
+    ck_assert_str_eq (err, "bad settings: passes: window 47 of pass 2 (even sizes 8 to 256, not "
+                           "growing)");
+    ck_assert_int_eq (piv_settings_check_key ("passes", "48, 24", norm, sizeof norm, why,
+                                              sizeof why),
+                      0);
+    ck_assert_str_eq (norm, "48,24");
+    ck_assert_int_eq (piv_settings_check_key ("passes", "25", norm, sizeof norm, why, sizeof why),
+                      -1);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1784,6 +1827,11 @@ s_suite (void)
     tcase_set_timeout (issue24, 120);
     tcase_add_test (issue24, sparse_seeding_with_noise_is_measured_from_the_neighbours_correlations);
     suite_add_tcase (suite, issue24);
+    TCase *issue25 = tcase_create ("windows-preprocessing");
+    tcase_set_timeout (issue25, 120);
+    tcase_add_test (issue25, windows_of_24_and_48_px_measure_a_shift_as_well_as_32_px_windows);
+    tcase_add_test (issue25, odd_and_small_window_sizes_are_refused_naming_the_passes_key);
+    suite_add_tcase (suite, issue25);
     return suite;
 }
 
@@ -1798,6 +1846,9 @@ main (void)
     char err[256];
     piv_settings_set_passes (&settings, "64,32,16", err, sizeof err);
     piv_t *planner = piv_new (&settings, err, sizeof err);
+    piv_destroy (&planner);
+    piv_settings_set_passes (&settings, "96,48,24,12,10", err, sizeof err);
+    planner = piv_new (&settings, err, sizeof err);
     piv_destroy (&planner);
     return tu_run_suite (s_suite ());
 }

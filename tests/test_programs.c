@@ -416,6 +416,18 @@ END_TEST
 
 // ------------------------------------------------------------------ pivfarm-piv
 
+// The vector file 'out' agrees with the truth 'flow' by the synthesiser's
+// own measure (pivfarm-synth --score): RMS error below max px.
+static void
+s_assert_score (const char *out, const char *flow, double max)
+{
+    SYNTH_OK ("--score", out, "--truth", flow);
+    const char *rms = strstr (s_out, "rms ");
+    double x = INFINITY;
+    ck_assert_msg (rms && sscanf (rms, "rms %lf", &x) == 1, "no rms in: %s", s_out);
+    ck_assert_msg (x < max, "rms %.4f px against the truth", x);
+}
+
 START_TEST (piv_measures_a_synthetic_uniform_shift_from_the_command_line)
 {
     const char *a = s_p ("p_a.tif"), *b = s_p ("p_b.tif"), *out = s_p ("out.txt");
@@ -452,11 +464,24 @@ START_TEST (piv_measures_a_synthetic_uniform_shift_from_the_command_line)
     free (text);
 
     // And it agrees with the truth by the synthesiser's own measure.
-    SYNTH_OK ("--score", out, "--truth", s_p ("p.flow"));
-    const char *rms = strstr (s_out, "rms ");
-    double x = INFINITY;
-    ck_assert_msg (rms && sscanf (rms, "rms %lf", &x) == 1, "no rms in: %s", s_out);
-    ck_assert_msg (x < 0.1, "rms %.4f px against the truth", x);
+    s_assert_score (out, s_p ("p.flow"), 0.1);
+}
+END_TEST
+
+// -w 24 (issue 25: any even window size, not only powers of two): the
+// shift is measured as with 32 px windows, on the grid of 24 px windows.
+START_TEST (piv_measures_a_shift_with_24_px_windows)
+{
+    const char *a = s_p ("p_a.tif"), *b = s_p ("p_b.tif"), *out = s_p ("out.txt");
+    SYNTH_OK ("-o", s_p ("p"), "--size", "512x512", "--flow", "uniform:2.6,-1.3");
+    PIV_OK ("-w", "24", "-o", out, a, b);
+    char *text = s_slurp (out);
+    const char *value = s_header (text, "grid");
+    ck_assert_msg (value && strstr (value, "window 24 step 12"), "grid: %s",
+                   value ? value : "(none)");
+    free (text);
+    s_assert_score (out, s_p ("p.flow"), 0.1);
+    ASSERT_REFUSED (PIV ("-w", "25", "-o", out, a, b), 2, "--window '25'");
 }
 END_TEST
 
@@ -618,7 +643,7 @@ START_TEST (piv_rejects_bad_options_with_status_2)
         const char *option, *value, *named;
     } cases[] = {
         {"--passes", "64,33", "'64,33'"},     {"--passes", "16,32", "'16,32'"},
-        {"--window", "12", "--window '12'"},  {"--overlap", "95", "--overlap '95'"},
+        {"--window", "13", "--window '13'"},  {"--overlap", "95", "--overlap '95'"},
         {"--format", "xml", "--format 'xml'"}, {"--deform", "cubic", "'cubic'"},
         {"--threads", "0", "--threads '0'"},  {"--eps", "-1", "--eps '-1'"},
         {"--max-pixels", "0", "--max-pixels '0'"},
@@ -912,6 +937,7 @@ s_suite (void)
     tcase_add_test (tc, synth_rejects_bad_options_with_status_2);
     tcase_add_test (tc, synth_help_and_version_exit_0);
     tcase_add_test (tc, piv_measures_a_synthetic_uniform_shift_from_the_command_line);
+    tcase_add_test (tc, piv_measures_a_shift_with_24_px_windows);
     tcase_add_test (tc, piv_keeps_new_plans_in_its_wisdom_file);
     tcase_add_test (tc, piv_writes_tecplot_with_the_grid_dimensions);
     tcase_add_test (tc, piv_reads_both_frames_from_one_multipage_file);
