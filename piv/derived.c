@@ -56,41 +56,92 @@ s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, i
     return sum;
 }
 
+// The quantities from the gradient (piv_quantities' rows). The rates
+// divide the per-step derivatives by h once, as one expression.
+static double
+s_vorticity (const piv_gradient_t *g)
+{
+    return (g->dv_dx - g->du_dy) / g->h;
+}
+
+static double
+s_divergence (const piv_gradient_t *g)
+{
+    return (g->du_dx + g->dv_dy) / g->h;
+}
+
+static double
+s_speed (const piv_gradient_t *g)
+{
+    return hypotf ((float) g->u, (float) g->v);
+}
+
+const piv_quantity_info_t piv_quantities[PIV_DERIVED_COUNT] = {
+    [PIV_DERIVED_VORTICITY] = {"vorticity", "vorticity dv/dx - du/dy", PIV_UNIT_RATE, s_vorticity,
+                               piv_calib_vorticity},
+    [PIV_DERIVED_DIVERGENCE] = {"divergence", "divergence du/dx + dv/dy", PIV_UNIT_RATE,
+                                s_divergence, piv_calib_divergence},
+    [PIV_DERIVED_SPEED] = {"speed", "speed |V|", PIV_UNIT_VELOCITY, s_speed, piv_calib_speed},
+};
+
+// The gradient at vector (i, j); derivatives NaN without a grid ('grid' 0).
+static void
+s_gradient (const piv_field_t *field, const s_stencil_t *st, int grid, int i, int j,
+            piv_gradient_t *g)
+{
+    size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
+    g->u = field->u[k];
+    g->v = field->v[k];
+    g->h = field->step;
+    g->du_dx = grid ? s_derivative (field, field->u, st, i, j, 1) : NAN;
+    g->du_dy = grid ? s_derivative (field, field->u, st, i, j, 0) : NAN;
+    g->dv_dx = grid ? s_derivative (field, field->v, st, i, j, 1) : NAN;
+    g->dv_dy = grid ? s_derivative (field, field->v, st, i, j, 0) : NAN;
+}
+
 int
 piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil, const piv_derived_t *out)
 {
-    if (field->step <= 0 || stencil < 0 || stencil > PIV_STENCIL_LEAST_SQUARES)
+    if (stencil < 0 || stencil > PIV_STENCIL_LEAST_SQUARES)
         return -1;
     static const piv_derived_t none = {0};
     if (!out)
         out = &none;
     const s_stencil_t *st = &s_stencils[stencil];
-    double h = field->step;
-    int finite = 0;
+    int grid = field->step > 0, finite = 0;
     for (int j = 0; j < field->ny; j++)
         for (int i = 0; i < field->nx; i++) {
             size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
             int hole = field->flags[k] >= PIV_FLAG_INVALID;
-            if (out->speed)
-                out->speed[k] = hole ? NAN : hypotf (field->u[k], field->v[k]);
-            float w = hole ? NAN
-                           : (float) ((s_derivative (field, field->v, st, i, j, 1) -
-                                       s_derivative (field, field->u, st, i, j, 0)) /
-                                      h);
-            finite += isfinite (w) != 0;
-            if (out->vorticity)
-                out->vorticity[k] = w;
-            if (out->divergence)
-                out->divergence[k] = hole ? NAN
-                                          : (float) ((s_derivative (field, field->u, st, i, j, 1) +
-                                                      s_derivative (field, field->v, st, i, j, 0)) /
-                                                     h);
+            piv_gradient_t g;
+            if (!hole)
+                s_gradient (field, st, grid, i, j, &g);
+            for (int q = 0; q < PIV_DERIVED_COUNT; q++) {
+                float value = hole ? NAN : (float) piv_quantities[q].of (&g);
+                if (q == PIV_DERIVED_VORTICITY)
+                    finite += isfinite (value) != 0;
+                if (out->of[q])
+                    out->of[q][k] = value;
+            }
         }
-    return finite;
+    return grid ? finite : -1;
 }
 
 int
 piv_field_derive (const piv_field_t *field, const piv_derived_t *out)
 {
     return piv_field_derive_with (field, PIV_STENCIL_DEFAULT, out);
+}
+
+void
+piv_field_derive_all (const piv_field_t *field, const piv_calib_t *c, float *values)
+{
+    size_t n = (size_t) field->nx * (size_t) field->ny;
+    piv_derived_t d;
+    for (int q = 0; q < PIV_DERIVED_COUNT; q++)
+        d.of[q] = values + (size_t) q * n;
+    piv_field_derive (field, &d);
+    for (int q = 0; q < PIV_DERIVED_COUNT; q++)
+        for (size_t k = 0; k < n; k++)
+            d.of[q][k] = (float) piv_quantities[q].convert (c, d.of[q][k]);
 }
