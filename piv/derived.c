@@ -33,27 +33,68 @@ piv_stencil_name (piv_stencil_t stencil)
     return stencil >= 0 && stencil <= PIV_STENCIL_LEAST_SQUARES ? s_stencils[stencil].name : "?";
 }
 
-// The derivative of 'f' at (i, j) along x (along_x) or y, per grid step;
-// NaN if the stencil leaves the grid or reaches an INVALID vector.
-static double
-s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i, int j,
-              int along_x)
+// f at (i + a, j + b) into *value: 0, or -1 off the grid or at an INVALID
+// vector.
+static int
+s_at (const piv_field_t *field, const float *f, int i, int j, double *value)
 {
-    double sum = 0;
+    if (i < 0 || j < 0 || i >= field->nx || j >= field->ny)
+        return -1;
+    size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
+    if (field->flags[k] >= PIV_FLAG_INVALID)
+        return -1;
+    *value = f[k];
+    return 0;
+}
+
+// The stencil's derivative of 'f' at (i, j) along x (along_x) or y, per
+// grid step; NaN if it leaves the grid or reaches an INVALID vector.
+static double
+s_stencil_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i,
+                      int j, int along_x)
+{
+    double sum = 0, value;
     for (int a = -st->reach; a <= st->reach; a++)
         for (int b = -st->reach; b <= st->reach; b++) {
             double w = st->d[a + 2] * st->s[b + 2];
             if (w == 0)
                 continue;
-            int ii = i + (along_x ? a : b), jj = j + (along_x ? b : a);
-            if (ii < 0 || jj < 0 || ii >= field->nx || jj >= field->ny)
+            if (s_at (field, f, i + (along_x ? a : b), j + (along_x ? b : a), &value) != 0)
                 return NAN;
-            size_t k = (size_t) jj * (size_t) field->nx + (size_t) ii;
-            if (field->flags[k] >= PIV_FLAG_INVALID)
-                return NAN;
-            sum += w * f[k];
+            sum += w * value;
         }
     return sum;
+}
+
+// The derivative where the stencil has no data: the 2nd-order difference
+// along the line through (i, j) alone, central if both neighbours are
+// data, else one-sided over two steps, (-3 f0 + 4 f1 - f2) / 2 towards the
+// side that has them; NaN if neither side has. (i, j) itself is data.
+static double
+s_border_derivative (const piv_field_t *field, const float *f, int i, int j, int along_x)
+{
+    int di = along_x ? 1 : 0, dj = along_x ? 0 : 1;
+    double f0 = f[(size_t) j * (size_t) field->nx + (size_t) i], f1, f2, b1, b2;
+    int ahead = s_at (field, f, i + di, j + dj, &f1) == 0;
+    int behind = s_at (field, f, i - di, j - dj, &b1) == 0;
+    if (ahead && behind)
+        return (f1 - b1) / 2;
+    if (ahead && s_at (field, f, i + 2 * di, j + 2 * dj, &f2) == 0)
+        return (-3 * f0 + 4 * f1 - f2) / 2;
+    if (behind && s_at (field, f, i - 2 * di, j - 2 * dj, &b2) == 0)
+        return (3 * f0 - 4 * b1 + b2) / 2;
+    return NAN;
+}
+
+// The derivative of 'f' at (i, j) along x or y, per grid step: the
+// stencil's wherever it has its data (the same figures as without
+// borders), else s_border_derivative's.
+static double
+s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i, int j,
+              int along_x)
+{
+    double d = s_stencil_derivative (field, f, st, i, j, along_x);
+    return isnan (d) ? s_border_derivative (field, f, i, j, along_x) : d;
 }
 
 // The quantities from the gradient (piv_quantities' rows). The rates

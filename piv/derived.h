@@ -58,8 +58,12 @@ extern const piv_quantity_info_t piv_quantities[PIV_DERIVED_COUNT];
 
 // Fills the arrays 'out' names ('out' NULL: none, only the count). A
 // vector flagged PIV_FLAG_INVALID (which covers masked ones) has NaN
-// everywhere; vorticity and divergence are NaN where the stencil reaches an
-// INVALID vector or leaves the grid: never a number computed from a hole.
+// everywhere. Where the stencil leaves the grid or reaches an INVALID
+// vector, each derivative falls back to the 2nd-order difference along its
+// own line (central, else one-sided over two steps towards the data), so
+// that the border and the edges of holes have values; vorticity and
+// divergence are NaN only where neither side of a line has data: never a
+// number computed from a hole. Inside, the figures are the stencil's.
 // REPLACED vectors count as data. Returns the number of finite vorticity
 // values (counted whether or not 'out' asks for the vorticity), or -1 for a
 // field without a regular grid (step <= 0): its rates are then NaN, its
@@ -76,8 +80,8 @@ void piv_field_derive_all (const piv_field_t *field, const piv_calib_t *c, float
 // lowest total error at 0.05 to 0.1 px of measurement noise. Central differences
 // (2nd order, reach 1), the 8-point circulation around the 3x3 neighbourhood
 // (Raffel et al., reach 1) and the least-squares 4-point differences
-// (Raffel et al., Richardson extrapolation, reach 2). The NaN border is as
-// wide as the reach.
+// (Raffel et al., Richardson extrapolation, reach 2). Within the reach of
+// the border, each falls back as piv_field_derive says.
 typedef enum {
     PIV_STENCIL_CENTRAL,
     PIV_STENCIL_CIRCULATION,
