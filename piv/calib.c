@@ -361,6 +361,14 @@ piv_calib_divergence (const piv_calib_t *c, double d_per_frame)
     return c && c->set ? d_per_frame / c->dt : d_per_frame;
 }
 
+double
+piv_calib_speed (const piv_calib_t *c, double speed_px_per_frame)
+{
+    double ku, kv;
+    piv_calib_velocity (c, 1, 1, &ku, &kv);
+    return speed_px_per_frame * fabs (ku);
+}
+
 piv_field_t *
 piv_calib_field (const piv_calib_t *c, const piv_field_t *field)
 {

@@ -85,6 +85,7 @@ void piv_calib_position (const piv_calib_t *c, double x_px, double y_px, double 
 void piv_calib_velocity (const piv_calib_t *c, double u_px, double v_px, double *u, double *v);
 double piv_calib_vorticity (const piv_calib_t *c, double w_per_frame);
 double piv_calib_divergence (const piv_calib_t *c, double d_per_frame);
+double piv_calib_speed (const piv_calib_t *c, double speed_px_per_frame);
 
 // A copy of 'field' with x, y, u, v converted (window and step stay in px);
 // NULL on no memory. The caller destroys it.

@@ -33,64 +33,156 @@ piv_stencil_name (piv_stencil_t stencil)
     return stencil >= 0 && stencil <= PIV_STENCIL_LEAST_SQUARES ? s_stencils[stencil].name : "?";
 }
 
-// The derivative of 'f' at (i, j) along x (along_x) or y, per grid step;
-// NaN if the stencil leaves the grid or reaches an INVALID vector.
-static double
-s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i, int j,
-              int along_x)
+// f at (i + a, j + b) into *value: 0, or -1 off the grid or at an INVALID
+// vector.
+static int
+s_at (const piv_field_t *field, const float *f, int i, int j, double *value)
 {
-    double sum = 0;
+    if (i < 0 || j < 0 || i >= field->nx || j >= field->ny)
+        return -1;
+    size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
+    if (field->flags[k] >= PIV_FLAG_INVALID)
+        return -1;
+    *value = f[k];
+    return 0;
+}
+
+// The stencil's derivative of 'f' at (i, j) along x (along_x) or y, per
+// grid step; NaN if it leaves the grid or reaches an INVALID vector.
+static double
+s_stencil_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i,
+                      int j, int along_x)
+{
+    double sum = 0, value;
     for (int a = -st->reach; a <= st->reach; a++)
         for (int b = -st->reach; b <= st->reach; b++) {
             double w = st->d[a + 2] * st->s[b + 2];
             if (w == 0)
                 continue;
-            int ii = i + (along_x ? a : b), jj = j + (along_x ? b : a);
-            if (ii < 0 || jj < 0 || ii >= field->nx || jj >= field->ny)
+            if (s_at (field, f, i + (along_x ? a : b), j + (along_x ? b : a), &value) != 0)
                 return NAN;
-            size_t k = (size_t) jj * (size_t) field->nx + (size_t) ii;
-            if (field->flags[k] >= PIV_FLAG_INVALID)
-                return NAN;
-            sum += w * f[k];
+            sum += w * value;
         }
     return sum;
+}
+
+// The derivative where the stencil has no data: the 2nd-order difference
+// along the line through (i, j) alone, central if both neighbours are
+// data, else one-sided over two steps, (-3 f0 + 4 f1 - f2) / 2 towards the
+// side that has them; NaN if neither side has. (i, j) itself is data.
+static double
+s_border_derivative (const piv_field_t *field, const float *f, int i, int j, int along_x)
+{
+    int di = along_x ? 1 : 0, dj = along_x ? 0 : 1;
+    double f0 = f[(size_t) j * (size_t) field->nx + (size_t) i], f1, f2, b1, b2;
+    int ahead = s_at (field, f, i + di, j + dj, &f1) == 0;
+    int behind = s_at (field, f, i - di, j - dj, &b1) == 0;
+    if (ahead && behind)
+        return (f1 - b1) / 2;
+    if (ahead && s_at (field, f, i + 2 * di, j + 2 * dj, &f2) == 0)
+        return (-3 * f0 + 4 * f1 - f2) / 2;
+    if (behind && s_at (field, f, i - 2 * di, j - 2 * dj, &b2) == 0)
+        return (3 * f0 - 4 * b1 + b2) / 2;
+    return NAN;
+}
+
+// The derivative of 'f' at (i, j) along x or y, per grid step: the
+// stencil's wherever it has its data (the same figures as without
+// borders), else s_border_derivative's.
+static double
+s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i, int j,
+              int along_x)
+{
+    double d = s_stencil_derivative (field, f, st, i, j, along_x);
+    return isnan (d) ? s_border_derivative (field, f, i, j, along_x) : d;
+}
+
+// The quantities from the gradient (piv_quantities' rows). The rates
+// divide the per-step derivatives by h once, as one expression.
+static double
+s_vorticity (const piv_gradient_t *g)
+{
+    return (g->dv_dx - g->du_dy) / g->h;
+}
+
+static double
+s_divergence (const piv_gradient_t *g)
+{
+    return (g->du_dx + g->dv_dy) / g->h;
+}
+
+static double
+s_speed (const piv_gradient_t *g)
+{
+    return hypotf ((float) g->u, (float) g->v);
+}
+
+const piv_quantity_info_t piv_quantities[PIV_DERIVED_COUNT] = {
+    [PIV_DERIVED_VORTICITY] = {"vorticity", "vorticity dv/dx - du/dy", PIV_UNIT_RATE, s_vorticity,
+                               piv_calib_vorticity},
+    [PIV_DERIVED_DIVERGENCE] = {"divergence", "divergence du/dx + dv/dy", PIV_UNIT_RATE,
+                                s_divergence, piv_calib_divergence},
+    [PIV_DERIVED_SPEED] = {"speed", "speed |V|", PIV_UNIT_VELOCITY, s_speed, piv_calib_speed},
+};
+
+// The gradient at vector (i, j); derivatives NaN without a grid ('grid' 0).
+static void
+s_gradient (const piv_field_t *field, const s_stencil_t *st, int grid, int i, int j,
+            piv_gradient_t *g)
+{
+    size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
+    g->u = field->u[k];
+    g->v = field->v[k];
+    g->h = field->step;
+    g->du_dx = grid ? s_derivative (field, field->u, st, i, j, 1) : NAN;
+    g->du_dy = grid ? s_derivative (field, field->u, st, i, j, 0) : NAN;
+    g->dv_dx = grid ? s_derivative (field, field->v, st, i, j, 1) : NAN;
+    g->dv_dy = grid ? s_derivative (field, field->v, st, i, j, 0) : NAN;
 }
 
 int
 piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil, const piv_derived_t *out)
 {
-    if (field->step <= 0 || stencil < 0 || stencil > PIV_STENCIL_LEAST_SQUARES)
+    if (stencil < 0 || stencil > PIV_STENCIL_LEAST_SQUARES)
         return -1;
     static const piv_derived_t none = {0};
     if (!out)
         out = &none;
     const s_stencil_t *st = &s_stencils[stencil];
-    double h = field->step;
-    int finite = 0;
+    int grid = field->step > 0, finite = 0;
     for (int j = 0; j < field->ny; j++)
         for (int i = 0; i < field->nx; i++) {
             size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
             int hole = field->flags[k] >= PIV_FLAG_INVALID;
-            if (out->speed)
-                out->speed[k] = hole ? NAN : hypotf (field->u[k], field->v[k]);
-            float w = hole ? NAN
-                           : (float) ((s_derivative (field, field->v, st, i, j, 1) -
-                                       s_derivative (field, field->u, st, i, j, 0)) /
-                                      h);
-            finite += isfinite (w) != 0;
-            if (out->vorticity)
-                out->vorticity[k] = w;
-            if (out->divergence)
-                out->divergence[k] = hole ? NAN
-                                          : (float) ((s_derivative (field, field->u, st, i, j, 1) +
-                                                      s_derivative (field, field->v, st, i, j, 0)) /
-                                                     h);
+            piv_gradient_t g;
+            if (!hole)
+                s_gradient (field, st, grid, i, j, &g);
+            for (int q = 0; q < PIV_DERIVED_COUNT; q++) {
+                float value = hole ? NAN : (float) piv_quantities[q].of (&g);
+                if (q == PIV_DERIVED_VORTICITY)
+                    finite += isfinite (value) != 0;
+                if (out->of[q])
+                    out->of[q][k] = value;
+            }
         }
-    return finite;
+    return grid ? finite : -1;
 }
 
 int
 piv_field_derive (const piv_field_t *field, const piv_derived_t *out)
 {
     return piv_field_derive_with (field, PIV_STENCIL_DEFAULT, out);
+}
+
+void
+piv_field_derive_all (const piv_field_t *field, const piv_calib_t *c, float *values)
+{
+    size_t n = (size_t) field->nx * (size_t) field->ny;
+    piv_derived_t d;
+    for (int q = 0; q < PIV_DERIVED_COUNT; q++)
+        d.of[q] = values + (size_t) q * n;
+    piv_field_derive (field, &d);
+    for (int q = 0; q < PIV_DERIVED_COUNT; q++)
+        for (size_t k = 0; k < n; k++)
+            d.of[q][k] = (float) piv_quantities[q].convert (c, d.of[q][k]);
 }

@@ -8,34 +8,80 @@
 #ifndef PIV_DERIVED_H
 #define PIV_DERIVED_H
 
+#include "piv/calib.h"
 #include "piv/field.h"
+
+// The quantities, in the order every file lists them (piv_quantities).
+typedef enum {
+    PIV_DERIVED_VORTICITY,
+    PIV_DERIVED_DIVERGENCE,
+    PIV_DERIVED_SPEED,
+    PIV_DERIVED_COUNT
+} piv_quantity_t;
 
 // The quantities piv_field_derive fills: each member an array of nx * ny
 // floats in the field's grid order, or NULL to skip that quantity. Callers
 // name the members they want (&(piv_derived_t){.vorticity = w}), so that a
-// quantity added here leaves every caller that does not show it unchanged.
-typedef struct {
-    float *vorticity;   // w_z = dv/dx - du/dy, 1/frame
-    float *divergence;  // du/dx + dv/dy, 1/frame
-    float *speed;       // |V|, px/frame
+// quantity added here leaves every caller that does not show it unchanged;
+// code that walks the table reaches the same arrays as of[q].
+typedef union {
+    struct {
+        float *vorticity;  // w_z = dv/dx - du/dy, 1/frame
+        float *divergence; // du/dx + dv/dy, 1/frame
+        float *speed;      // |V|, px/frame
+    };
+    float *of[PIV_DERIVED_COUNT]; // by piv_quantity_t
 } piv_derived_t;
+
+// What a quantity is made of at one vector: its velocity and the four
+// derivatives per grid step (NaN where no stencil has the data), and the
+// step h in px.
+typedef struct {
+    double u, v;                       // px/frame
+    double du_dx, du_dy, dv_dx, dv_dy; // px/frame per grid step
+    double h;                          // grid step, px
+} piv_gradient_t;
+
+// One row per quantity: every file, writer and listing of derived
+// quantities reads this table (a new quantity is a row here and a member
+// above).
+typedef struct {
+    const char *name;      // as columns, datasets and variables are named
+    const char *long_name; // for people (CF long_name)
+    piv_unit_t unit;       // piv_calib_unit gives "1/frame" or "1/s", ...
+    // The value in image units (1/frame, px/frame) from the gradient.
+    double (*of) (const piv_gradient_t *g);
+    // The value converted by a calibration (NULL or not set: unchanged).
+    double (*convert) (const piv_calib_t *c, double image_units);
+} piv_quantity_info_t;
+extern const piv_quantity_info_t piv_quantities[PIV_DERIVED_COUNT];
 
 // Fills the arrays 'out' names ('out' NULL: none, only the count). A
 // vector flagged PIV_FLAG_INVALID (which covers masked ones) has NaN
-// everywhere; vorticity and divergence are NaN where the stencil reaches an
-// INVALID vector or leaves the grid: never a number computed from a hole.
+// everywhere. Where the stencil leaves the grid or reaches an INVALID
+// vector, each derivative falls back to the 2nd-order difference along its
+// own line (central, else one-sided over two steps towards the data), so
+// that the border and the edges of holes have values; vorticity and
+// divergence are NaN only where neither side of a line has data: never a
+// number computed from a hole. Inside, the figures are the stencil's.
 // REPLACED vectors count as data. Returns the number of finite vorticity
 // values (counted whether or not 'out' asks for the vorticity), or -1 for a
-// field without a regular grid (step <= 0).
+// field without a regular grid (step <= 0): its rates are then NaN, its
+// speed filled all the same.
 int piv_field_derive (const piv_field_t *field, const piv_derived_t *out);
+
+// Every quantity of 'field' converted by 'c' (NULL: image units) into
+// 'values', PIV_DERIVED_COUNT * nx * ny floats, quantity q from q * nx * ny:
+// what a file writes. A field without a regular grid gets NaN but its speed.
+void piv_field_derive_all (const piv_field_t *field, const piv_calib_t *c, float *values);
 
 // The stencils compared in tests/test_units.c (doc/units.md gives the
 // figures); piv_field_derive uses PIV_STENCIL_DEFAULT, the circulation: the
 // lowest total error at 0.05 to 0.1 px of measurement noise. Central differences
 // (2nd order, reach 1), the 8-point circulation around the 3x3 neighbourhood
 // (Raffel et al., reach 1) and the least-squares 4-point differences
-// (Raffel et al., Richardson extrapolation, reach 2). The NaN border is as
-// wide as the reach.
+// (Raffel et al., Richardson extrapolation, reach 2). Within the reach of
+// the border, each falls back as piv_field_derive says.
 typedef enum {
     PIV_STENCIL_CENTRAL,
     PIV_STENCIL_CIRCULATION,

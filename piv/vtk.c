@@ -97,21 +97,12 @@ int
 piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, const char *title)
 {
     long n = (long) field->nx * field->ny;
-    float *w = malloc ((size_t) n * 3 * sizeof (float));
-    if (!w)
+    float *derived = malloc ((size_t) n * PIV_DERIVED_COUNT * sizeof (float));
+    if (!derived)
         return -1;
-    float *div = w + n, *speed = w + 2 * n;
-    piv_derived_t d = {.vorticity = w, .divergence = div, .speed = speed};
-    if (piv_field_derive (field, &d) < 0)
-        for (long k = 0; k < 2 * n; k++)
-            w[k] = NAN; // no regular grid: no derivatives
+    piv_field_derive_all (field, c, derived);
     double ku, kv;
     piv_calib_velocity (c, 1, 1, &ku, &kv);
-    for (long k = 0; k < n; k++) {
-        w[k] = (float) piv_calib_vorticity (c, w[k]);
-        div[k] = (float) piv_calib_divergence (c, div[k]);
-        speed[k] = (float) (speed[k] * fabs (ku));
-    }
     s_title (out, title, c, "pivfarm vector field");
     s_points (out, field->nx, field->ny, field->x, field->y, 0, 0, 0, c);
     fprintf (out, "POINT_DATA %ld\nVECTORS velocity float\n", n);
@@ -123,15 +114,14 @@ piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, 
         s_number (out, 0);
     }
     fputc ('\n', out);
-    s_scalars (out, "vorticity", w, n);
-    s_scalars (out, "divergence", div, n);
-    s_scalars (out, "speed", speed, n);
+    for (int q = 0; q < PIV_DERIVED_COUNT; q++)
+        s_scalars (out, piv_quantities[q].name, derived + q * n, n);
     s_scalars (out, "peak_ratio", field->peak_ratio, n);
     fprintf (out, "SCALARS flags int 1\nLOOKUP_TABLE default\n");
     for (long k = 0; k < n; k++)
         s_int (out, field->flags[k]);
     fputc ('\n', out);
-    free (w);
+    free (derived);
     return ferror (out) ? -1 : 0;
 }
 
