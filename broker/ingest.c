@@ -198,7 +198,7 @@ s_file_changed (ingest_t *self, exp_t *exp, const char *name, int64_t file, int6
     return 0;
 }
 
-// 1 with why when a task of the file could not be written: its path as
+// 1 with why (the file counted as refused) when a task of the file could not be written: its path as
 // agents are given it (the watch root, the experiment's directory, the
 // name) or its result's name (the experiment, the name, ".txt") over what
 // a path may have (PATH_MAX). The watcher refuses what its own root makes
@@ -212,12 +212,13 @@ s_too_long (ingest_t *self, exp_t *exp, const char *name, char *why, size_t size
     size_t output = strlen (exp->name) + strlen (name) + strlen ("/.txt");
     if (path < PATH_MAX && output < PATH_MAX)
         return 0;
-    char shown[UTIL_SHOWN];
-    snprintf (why, size, "'%s' is not paired: its %s would be %zu bytes long, over the %d "
+    char shown[UTIL_SHOWN], reason[256];
+    snprintf (reason, sizeof reason, "is not paired: its %s would be %zu bytes long, over the %d "
               "PATH_MAX allows",
-              util_shorten (name, shown, sizeof shown),
               path >= PATH_MAX ? "path under the watch root" : "result's name",
               path >= PATH_MAX ? path : output, PATH_MAX - 1);
+    snprintf (why, size, "'%s' %s", util_shorten (name, shown, sizeof shown), reason);
+    pairing_refuse (self->pairing, exp->name, name, reason);
     return 1;
 }
 
@@ -323,6 +324,15 @@ s_reoffer (void *arg, const char *experiment, const char *name, int64_t file)
     if (!s_too_long (self, ctx.exp, name, err, sizeof err))
         pairing_offer (self->pairing, experiment, name, file, s_on_pair, &ctx, err, sizeof err);
     return 0;
+}
+
+void
+ingest_unpaired (ingest_t *self, const exp_t *exp, pairing_unpaired_t *out, char *expects,
+                 size_t size, const char **rule)
+{
+    pairing_unpaired (self->pairing, exp->name, out);
+    pairing_expects (self->pairing, expects, size);
+    *rule = pairing_rule_name (self->pairing);
 }
 
 int

@@ -9,6 +9,7 @@
 
 #include "broker/clocks.h"
 #include "broker/model.h"
+#include "broker/pairing.h"
 #include "common/config.h"
 #include "common/proto.h"
 #include "store/store.h"
@@ -61,6 +62,11 @@ int ingest_queue_again (void *arg, int64_t pair, const char *experiment, const c
 // rules again (start-up; the pairs they make are in the store already:
 // the caller purges 'fresh'). 0, or -1 on a store error.
 int ingest_reoffer (ingest_t *self);
+
+// The files of 'exp' in no pair (pairing_unpaired), what a pair is under
+// the rule (pairing_expects, into expects) and the rule's name (static).
+void ingest_unpaired (ingest_t *self, const exp_t *exp, pairing_unpaired_t *out, char *expects,
+                      size_t size, const char **rule);
 // After a failed commit: the experiments' ids looked up again, the pairing
 // rules started again from the files the store holds. The caller purges
 // 'fresh'.

@@ -11,6 +11,7 @@
 
 #include <czmq.h>
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -38,11 +39,14 @@ struct _pairing_t {
 };
 
 // The files of one experiment that wait (in 'waiting' or 'frames'), oldest
-// first, and the warnings about those forgotten.
+// first, and the warnings about those forgotten; the files the rule refused.
 typedef struct {
     zlistx_t *keys;      // their keys (strings), oldest first
     size_t dropped;      // forgotten since the last warning
     double warned;       // when it was (util_now), 0: never
+    size_t refused;      // files refused (pairing_unpaired)
+    int nrefused;        // entries used in refused_files
+    pairing_note_t refused_files[PAIRING_SHOWN];  // the first ones refused
 } s_queue_t;
 
 // A file waiting for its partner, or (sliding) for its neighbours.
@@ -203,16 +207,10 @@ s_key (char *key, size_t len, const char *experiment, const char *rest)
     memcpy (key + le + 1, rest, lr + 1);
 }
 
-// Puts 'frame' (a file of 'experiment' that waits) into 'hash' under 'key'
-// and at the end of its experiment's queue; when that holds max_waiting
-// files already, the oldest is forgotten first (a rate-limited warning
-// names it and the bound). Takes 'frame' (NULL: no memory, nothing waits).
-static void
-s_wait (pairing_t *self, zhashx_t *hash, const char *experiment, const char *key,
-        s_frame_t *frame)
+// The queue of 'experiment', made when new (NULL: no memory).
+static s_queue_t *
+s_queue_of (pairing_t *self, const char *experiment)
 {
-    if (!frame)
-        return;
     s_queue_t *queue = zhashx_lookup (self->queues, experiment);
     if (!queue) {
         queue = calloc (1, sizeof *queue);
@@ -223,6 +221,50 @@ s_wait (pairing_t *self, zhashx_t *hash, const char *experiment, const char *key
             zhashx_insert (self->queues, experiment, queue);
         }
     }
+    return queue;
+}
+
+void
+pairing_refuse (pairing_t *self, const char *experiment, const char *name, const char *why)
+{
+    s_queue_t *queue = s_queue_of (self, experiment);
+    if (!queue)
+        return;
+    queue->refused++;
+    if (queue->nrefused < PAIRING_SHOWN) {
+        pairing_note_t *note = &queue->refused_files[queue->nrefused++];
+        util_shorten (name, note->name, sizeof note->name);
+        snprintf (note->why, sizeof note->why, "%s", why);
+    }
+}
+
+// A refusal of 'name' (-1): err is "'NAME' WHY" (the name shortened), and
+// the file is counted as refused with WHY.
+static int
+s_refuse (pairing_t *self, const char *experiment, const char *name, char *err, size_t errlen,
+          const char *format, ...)
+{
+    char why[320], shown[UTIL_SHOWN];
+    va_list args;
+    va_start (args, format);
+    vsnprintf (why, sizeof why, format, args);
+    va_end (args);
+    snprintf (err, errlen, "'%s' %s", util_shorten (name, shown, sizeof shown), why);
+    pairing_refuse (self, experiment, name, why);
+    return -1;
+}
+
+// Puts 'frame' (a file of 'experiment' that waits) into 'hash' under 'key'
+// and at the end of its experiment's queue; when that holds max_waiting
+// files already, the oldest is forgotten first (a rate-limited warning
+// names it and the bound). Takes 'frame' (NULL: no memory, nothing waits).
+static void
+s_wait (pairing_t *self, zhashx_t *hash, const char *experiment, const char *key,
+        s_frame_t *frame)
+{
+    if (!frame)
+        return;
+    s_queue_t *queue = s_queue_of (self, experiment);
     while (queue && zlistx_size (queue->keys) >= self->max_waiting) {
         const char *oldest = zlistx_first (queue->keys);
         zhashx_t *in = zhashx_lookup (self->waiting, oldest) ? self->waiting : self->frames;
@@ -266,12 +308,10 @@ s_offer_ab (pairing_t *self, const char *experiment, const char *name, int64_t i
         side = 0, stem = base - la;
     else if (base > lb && s_equal (self, name + base - lb, self->b_suffix, lb))
         side = 1, stem = base - lb;
-    if (side < 0) {
-        char shown[UTIL_SHOWN];
-        snprintf (err, errlen, "'%s' does not fit pairing rule ab: expected <stem>%s or <stem>%s",
-                  util_shorten (name, shown, sizeof shown), self->a_suffix, self->b_suffix);
-        return -1;
-    }
+    if (side < 0)
+        return s_refuse (self, experiment, name, err, errlen,
+                         "does not fit pairing rule ab: expected <stem>%s or <stem>%s",
+                         self->a_suffix, self->b_suffix);
     char stem_text[PATH_MAX], key[S_KEY_MAX];  // pairing_offer checked the name's length
     memcpy (stem_text, name, stem);
     stem_text[stem] = '\0';
@@ -340,13 +380,11 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
 {
     size_t prefix;
     long long n;
-    if (s_frame_number (name, base, &prefix, &n) != 0) {
-        char shown[UTIL_SHOWN];
-        snprintf (err, errlen, "'%s' does not fit pairing rule %s: expected a frame number "
-                  "before the extension (run_0001.tif)", util_shorten (name, shown, sizeof shown),
-                  pairing_rule_get (self->rule)->name);
-        return -1;
-    }
+    if (s_frame_number (name, base, &prefix, &n) != 0)
+        return s_refuse (self, experiment, name, err, errlen,
+                         "does not fit pairing rule %s: expected a frame number before the "
+                         "extension (run_0001.tif)",
+                         pairing_rule_get (self->rule)->name);
     char key[S_KEY_MAX];
     s_frame_key (key, sizeof key, experiment, name, prefix, n);
     if (zhashx_lookup (self->waiting, key) || zhashx_lookup (self->frames, key))
@@ -412,11 +450,9 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_
 {
     char shown[UTIL_SHOWN];
     if (strchr (experiment, '\x1f') || strchr (experiment, '\x1e') || strchr (name, '\x1f')
-        || strchr (name, '\x1e')) {
-        snprintf (err, errlen, "'%s' has a control character in its name",
-                  util_shorten (name, shown, sizeof shown));
-        return -1;
-    }
+        || strchr (name, '\x1e'))
+        return s_refuse (self, experiment, name, err, errlen,
+                         "has a control character in its name");
     // The codec's limits (path_check_component, path_check_relative): what
     // passed them fits every key and stem here.
     size_t le = strlen (experiment), ln = strlen (name);
@@ -428,12 +464,10 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_
         return -1;
     }
     size_t base = s_base_length (self, name);
-    if (base == 0) {
-        snprintf (err, errlen, "'%s' is not a frame: its extension is not one of '%s'",
-                  util_shorten (name, shown, sizeof shown),
-                  self->nextensions ? self->extensions[0] : "");
-        return -1;
-    }
+    if (base == 0)
+        return s_refuse (self, experiment, name, err, errlen,
+                         "is not a frame: its extension is not one of '%s'",
+                         self->nextensions ? self->extensions[0] : "");
     switch (self->rule) {
     case PAIRING_AB:
         return s_offer_ab (self, experiment, name, id, base, emit, arg, err, errlen);
@@ -465,4 +499,79 @@ size_t
 pairing_waiting (pairing_t *self, const char *experiment)
 {
     return s_count (self->waiting, experiment) + s_count (self->frames, experiment);
+}
+
+// What 'frame' (in no pair) waits for, into why: its partner's name (ab,
+// sequence) or its neighbours' frame numbers (sliding).
+static void
+s_waits_for (pairing_t *self, const s_frame_t *frame, char *why, size_t size)
+{
+    const char *name = frame->name;
+    size_t base = s_base_length (self, name), prefix, la = strlen (self->a_suffix),
+           lb = strlen (self->b_suffix);
+    long long n;
+    char shown[UTIL_SHOWN], partner[PATH_MAX + 64];
+    if (self->rule == PAIRING_AB) {
+        int a = base > la && s_equal (self, name + base - la, self->a_suffix, la);
+        size_t stem = base - (a ? la : lb);
+        snprintf (partner, sizeof partner, "%.*s%s%s", (int) stem, name,
+                  a ? self->b_suffix : self->a_suffix, name + base);
+        snprintf (why, size, "waits for '%s'", util_shorten (partner, shown, sizeof shown));
+    }
+    else if (base && s_frame_number (name, base, &prefix, &n) == 0) {
+        int digits = (int) (base - prefix);
+        if (self->rule == PAIRING_SEQUENCE) {
+            snprintf (partner, sizeof partner, "%.*s%0*lld%s", (int) prefix, name, digits,
+                      n % 2 ? n + 1 : n - 1, name + base);
+            snprintf (why, size, "waits for '%s'", util_shorten (partner, shown, sizeof shown));
+        }
+        else
+            snprintf (why, size, "waits for frame %lld or %lld", n - 1, n + 1);
+    }
+    else
+        snprintf (why, size, "waits for a partner");
+}
+
+void
+pairing_unpaired (pairing_t *self, const char *experiment, pairing_unpaired_t *out)
+{
+    memset (out, 0, sizeof *out);
+    s_queue_t *queue = zhashx_lookup (self->queues, experiment);
+    if (!queue)
+        return;
+    out->refused = queue->refused;
+    out->nrefused = queue->nrefused;
+    memcpy (out->refused_files, queue->refused_files, sizeof out->refused_files);
+    for (const char *key = zlistx_first (queue->keys); key; key = zlistx_next (queue->keys)) {
+        s_frame_t *frame = zhashx_lookup (self->waiting, key);
+        if (!frame)
+            frame = zhashx_lookup (self->frames, key);
+        if (!frame || frame->met)
+            continue;  // sliding: a frame that met a neighbour is in a pair
+        if (out->nwaiting < PAIRING_SHOWN) {
+            pairing_note_t *note = &out->waiting_files[out->nwaiting++];
+            util_shorten (frame->name, note->name, sizeof note->name);
+            s_waits_for (self, frame, note->why, sizeof note->why);
+        }
+        out->waiting++;
+    }
+}
+
+void
+pairing_expects (pairing_t *self, char *buf, size_t size)
+{
+    const char *ext = self->nextensions ? self->extensions[0] : "tif";
+    if (self->rule == PAIRING_AB)
+        snprintf (buf, size, "<stem>%s.%s + <stem>%s.%s", self->a_suffix, ext, self->b_suffix, ext);
+    else if (self->rule == PAIRING_MULTIPAGE)
+        snprintf (buf, size, "one .%s file holds both frames", ext);
+    else
+        snprintf (buf, size, "%s (<prefix><frame number>.%s)", pairing_rule_get (self->rule)->pairs,
+                  ext);
+}
+
+const char *
+pairing_rule_name (pairing_t *self)
+{
+    return pairing_rule_get (self->rule)->name;
 }

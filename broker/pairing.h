@@ -8,6 +8,7 @@
 
 #include "common/config.h"
 #include "common/pairing_rule.h"
+#include "common/util.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,5 +41,39 @@ int pairing_offer (pairing_t *self, const char *experiment, const char *name, in
 
 // Files of 'experiment' still waiting for a partner.
 size_t pairing_waiting (pairing_t *self, const char *experiment);
+
+// What became of the files of an experiment that are in no pair: those
+// waiting for a partner and those the rule refused, counted, the first few
+// of each named with why (status, the status page: nothing vanishes).
+#define PAIRING_SHOWN 5  // files named of each kind, at most
+typedef struct {
+    char name[UTIL_SHOWN];  // the file, relative to its experiment (shortened)
+    char why[320];          // "waits for 'B006_b.tif'", "does not fit the rule 'ab': ..."
+} pairing_note_t;
+typedef struct {
+    size_t waiting;          // files in no pair that wait for a partner
+    size_t refused;          // files the rule refused since the broker started
+    int nwaiting, nrefused;  // entries used below
+    pairing_note_t waiting_files[PAIRING_SHOWN];  // the oldest first
+    pairing_note_t refused_files[PAIRING_SHOWN];  // the first refused first
+} pairing_unpaired_t;
+
+// Fills *out for 'experiment' (zeros for one the rules never saw). The
+// count of waiting files walks them (sliding: those that met a neighbour
+// are in a pair and not counted); called by status, not per file.
+void pairing_unpaired (pairing_t *self, const char *experiment, pairing_unpaired_t *out);
+
+// Counts 'name' of 'experiment' as refused for 'why' (the reason, without
+// the name: "is not paired: its path ... over PATH_MAX"): the broker's
+// own refusals of a file before the rule sees it. pairing_offer counts the
+// names it refuses itself.
+void pairing_refuse (pairing_t *self, const char *experiment, const char *name, const char *why);
+
+// What a pair is under the rule, with its suffixes and first extension:
+// "<stem>_a.tif + <stem>_b.tif", "frames 1-2, 3-4, ... (run_0001.tif)".
+void pairing_expects (pairing_t *self, char *buf, size_t size);
+
+// The rule's name: "ab".
+const char *pairing_rule_name (pairing_t *self);
 
 #endif

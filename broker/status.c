@@ -251,6 +251,34 @@ s_put_rows (text_t *body, const status_query_t *q, const char *key, s_rows_t *ro
     return 0;
 }
 
+// ,"unpaired":{"waiting":W,"refused":R,"rule":"ab","expects":"<stem>_a.tif + ...",
+// "files":[{"name":N,"state":"refused"|"waiting","why":Y},...]}: the files of
+// 'exp' in no pair, the first few of each kind named (doc/control.md).
+static void
+s_put_unpaired (text_t *t, const stages_t *self, const exp_t *exp)
+{
+    pairing_unpaired_t u;
+    char expects[256];
+    const char *rule;
+    ingest_unpaired (self->ingest, exp, &u, expects, sizeof expects, &rule);
+    text_put (t, ",\"unpaired\":{\"waiting\":%zu,\"refused\":%zu,\"rule\":", u.waiting,
+              u.refused);
+    text_put_string (t, rule);
+    text_put (t, ",\"expects\":");
+    text_put_string (t, expects);
+    text_put (t, ",\"files\":[");
+    for (int i = 0; i < u.nrefused + u.nwaiting; i++) {
+        int refused = i < u.nrefused;
+        const pairing_note_t *note = refused ? &u.refused_files[i] : &u.waiting_files[i - u.nrefused];
+        text_put (t, "%s{\"name\":", i ? "," : "");
+        text_put_string (t, note->name);
+        text_put (t, ",\"state\":\"%s\",\"why\":", refused ? "refused" : "waiting");
+        text_put_string (t, note->why);
+        text_put (t, "}");
+    }
+    text_put (t, "]}");
+}
+
 // One experiment's row of status and experiments, kept aside (s_rows_t).
 static int
 s_put_experiment (void *arg, const store_counts_t *c)
@@ -285,6 +313,7 @@ s_put_experiment (void *arg, const store_counts_t *c)
         text_put (t, "}");
         return 0;
     }
+    s_put_unpaired (t, self, exp);
     text_put (t, ",\"queue\":%zu", sched_size_of (dispatch_sched (self->dispatch), exp->id));
     text_put_rounded (t, 0, "arrivals_10s", broker_rate (&exp->in.arrivals, now, 10), 2);
     text_put_rounded (t, 0, "rate_10s", broker_rate (&exp->results.rate, now, 10), 2);

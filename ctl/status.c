@@ -102,6 +102,35 @@ s_rows (jdoc_t *doc, const char *array, const char *none)
     return 0;
 }
 
+// The files of each experiment in no pair (nothing vanishes): "exp1: 2
+// file(s) refused by the pairing rule 'ab' (a pair: <stem>_a.tif +
+// <stem>_b.tif)", then the first few named with why.
+static void
+s_print_unpaired_of (jdoc_t *doc, int n)
+{
+    for (int i = 0, first = 1; i < n; i++) {
+        const char *name = jdoc_string (doc, "$.experiments[%d].experiment", i);
+        int64_t waiting = jdoc_int (doc, 0, "$.experiments[%d].unpaired.waiting", i);
+        int64_t refused = jdoc_int (doc, 0, "$.experiments[%d].unpaired.refused", i);
+        if (!waiting && !refused)
+            continue;
+        if (first)
+            printf ("\n"), first = 0;
+        const char *rule = jdoc_string (doc, "$.experiments[%d].unpaired.rule", i);
+        const char *expects = jdoc_string (doc, "$.experiments[%d].unpaired.expects", i);
+        printf ("%s: %lld file(s) in no pair: %lld refused by the pairing rule '%s' (a pair: %s), "
+                "%lld waiting for a partner\n",
+                name ? name : "?", (long long) (waiting + refused), (long long) refused,
+                rule ? rule : "?", expects ? expects : "?", (long long) waiting);
+        int files = jdoc_length (doc, "$.experiments[%d].unpaired.files", i);
+        for (int f = 0; f < files; f++) {
+            const char *file = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].name", i, f);
+            const char *why = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].why", i, f);
+            printf ("  %s: %s\n", file ? file : "?", why ? why : "?");
+        }
+    }
+}
+
 // The experiments of doc: pairs by state, then the flow of each.
 static void
 s_print_experiments_of (jdoc_t *doc)
@@ -131,6 +160,7 @@ s_print_experiments_of (jdoc_t *doc)
                 e.policy ? e.policy : "-", isnan (e.limit) ? "max" : ctl_num (e.limit, "%g/s"),
                 e.paused ? "paused" : "running", s_replay_note (&e));
     }
+    s_print_unpaired_of (doc, n);
 }
 
 static void

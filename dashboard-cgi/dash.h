@@ -26,6 +26,23 @@
 #define DASH_MAP_MAX 64         // colour map cells along the longer side, at most
 #define DASH_ARRAY_MAX 128      // grid points along a side the JSON gives whole; beyond, decimated
 
+#define DASH_UNPAIRED 10        // files in no pair named per experiment (the broker's 5 + 5)
+
+// The files of an experiment in no pair, as the broker's status says
+// (doc/control.md, unpaired): nothing vanishes.
+typedef struct {
+    int64_t waiting;        // files waiting for a partner
+    int64_t refused;        // files the pairing rule refused
+    char rule[32];          // the pairing rule
+    char expects[256];      // what a pair is under it
+    struct {
+        char name[256];     // the file
+        char state[16];     // "refused" or "waiting"
+        char why[320];      // why it is in no pair
+    } files[DASH_UNPAIRED]; // the first few
+    int nfiles;
+} dash_unpaired_t;
+
 // One experiment. Counts come from the store; NAN (or -1 for integers)
 // marks a figure that is unknown (the broker did not answer and the store
 // cannot say) or does not exist (no results yet).
@@ -55,6 +72,7 @@ typedef struct {
     int64_t hist_cumulative[DASH_HIST_MAX];
     int64_t hist_count;     // every result counted (the +Inf bucket)
     double hist_sum_s;      // their latencies added up
+    dash_unpaired_t *unpaired;  // files in no pair (live only; NULL: unknown)
 } dash_exp_t;
 
 // One agent: from the broker when it answers (alive), else from the log

@@ -413,6 +413,33 @@ s_count_warning (dash_t *dash, const char *kind, const char *level)
     dash->warning_counts[k].count = 1;
 }
 
+// The files of experiment i in no pair, when the broker says (a broker
+// before issue 25 does not: unknown).
+static void
+s_unpaired (dash_exp_t *x, jdoc_t *doc, int i)
+{
+    if (jdoc_type_at (doc, "$.experiments[%d].unpaired", i) != JDOC_OBJECT
+        || !(x->unpaired = calloc (1, sizeof *x->unpaired)))
+        return;
+    dash_unpaired_t *u = x->unpaired;
+    u->waiting = jdoc_int (doc, 0, "$.experiments[%d].unpaired.waiting", i);
+    u->refused = jdoc_int (doc, 0, "$.experiments[%d].unpaired.refused", i);
+    const char *rule = jdoc_string (doc, "$.experiments[%d].unpaired.rule", i);
+    const char *expects = jdoc_string (doc, "$.experiments[%d].unpaired.expects", i);
+    snprintf (u->rule, sizeof u->rule, "%s", rule ? rule : "");
+    snprintf (u->expects, sizeof u->expects, "%s", expects ? expects : "");
+    int n = jdoc_length (doc, "$.experiments[%d].unpaired.files", i);
+    for (int f = 0; f < n && u->nfiles < DASH_UNPAIRED; f++) {
+        const char *name = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].name", i, f);
+        const char *state = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].state", i, f);
+        const char *why = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].why", i, f);
+        snprintf (u->files[u->nfiles].name, sizeof u->files[0].name, "%s", name ? name : "?");
+        snprintf (u->files[u->nfiles].state, sizeof u->files[0].state, "%s", state ? state : "?");
+        snprintf (u->files[u->nfiles].why, sizeof u->files[0].why, "%s", why ? why : "");
+        u->nfiles++;
+    }
+}
+
 static void
 s_merge_broker (dash_t *dash, jdoc_t *doc)
 {
@@ -474,6 +501,7 @@ s_merge_broker (dash_t *dash, jdoc_t *doc)
         if (policy)
             snprintf (x->policy, sizeof x->policy, "%s", policy);
         s_histogram (x, doc, i);
+        s_unpaired (x, doc, i);
     }
     n = jdoc_length (doc, "$.agents");
     // A summary (thousands of agents) lists only some: the others are not
@@ -807,6 +835,7 @@ dash_release (dash_t *dash)
     for (int i = 0; i < dash->nexps; i++) {
         free (dash->exps[i].name);
         free (dash->exps[i].source);
+        free (dash->exps[i].unpaired);
     }
     free (dash->exps);
     for (int i = 0; i < dash->nagents; i++) {

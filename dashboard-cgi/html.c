@@ -180,6 +180,9 @@ s_exp_state (FILE *out, const dash_exp_t *x)
         fputs ("<span class=\"pill warn\">paused</span>", out);
     else if (waiting == 0 && x->total > 0)
         fputs ("<span class=\"pill ok\">caught up</span>", out);
+    else if (waiting == 0 && x->unpaired && x->unpaired->waiting + x->unpaired->refused > 0)
+        fprintf (out, "<span class=\"pill warn\">no pairs: %lld file(s) in none</span>",
+                 (long long) (x->unpaired->waiting + x->unpaired->refused));
     else if (waiting == 0)
         fputs ("<span class=\"pill idle\">no pairs yet</span>", out);
     else if (x->live && x->rate_10s == 0 && x->pairs[STORE_DISPATCHED] == 0)
@@ -318,6 +321,60 @@ s_tile_end (FILE *out, const char *sub)
 // ---------------------------------------------------------------------------
 // Tables
 
+// Under an experiment's name: how many of its files are in no pair, and
+// why in a word (the experiment's page names them).
+static void
+s_unpaired_line (FILE *out, const dash_exp_t *x)
+{
+    const dash_unpaired_t *u = x->unpaired;
+    if (!u || u->waiting + u->refused == 0)
+        return;
+    fputs ("<div class=\"unpaired\" style=\"font-size:12px;color:var(--warn)\">", out);
+    if (u->refused)
+        fprintf (out, "%lld file(s) outside the rule \xE2\x80\x98", (long long) u->refused);
+    if (u->refused)
+        dash_put_html (out, u->rule);
+    if (u->refused)
+        fputs ("\xE2\x80\x99", out);
+    if (u->waiting)
+        fprintf (out, "%s%lld waiting for a partner", u->refused ? ", " : "",
+                 (long long) u->waiting);
+    fputs ("</div>", out);
+}
+
+// The experiment's files in no pair, named with why (the broker's first few).
+static void
+s_unpaired_card (FILE *out, const dash_exp_t *x)
+{
+    const dash_unpaired_t *u = x->unpaired;
+    if (!u || u->waiting + u->refused == 0)
+        return;
+    fprintf (out,
+             "<div class=\"card\" id=\"unpaired\"><h2>Files in no pair<span class=\"n\">%lld "
+             "refused by the pairing rule, %lld waiting for a partner</span></h2>"
+             "<div class=\"note\">Pairing rule <span class=\"mono\">",
+             (long long) u->refused, (long long) u->waiting);
+    dash_put_html (out, u->rule);
+    fputs ("</span>: a pair is <span class=\"mono\">", out);
+    dash_put_html (out, u->expects);
+    fputs ("</span></div><table><tr><th>File</th><th>State</th><th>Why</th></tr>", out);
+    for (int f = 0; f < u->nfiles; f++) {
+        fputs ("<tr class=\"unpaired-file\"><td class=\"mono\">", out);
+        dash_put_html (out, u->files[f].name);
+        fprintf (out, "</td><td><span class=\"pill %s\">", strcmp (u->files[f].state, "refused") == 0
+                                                               ? "warn" : "idle");
+        dash_put_html (out, u->files[f].state);
+        fputs ("</span></td><td>", out);
+        dash_put_html (out, u->files[f].why);
+        fputs ("</td></tr>", out);
+    }
+    fputs ("</table>", out);
+    if (u->nfiles < u->waiting + u->refused)
+        fprintf (out, "<div class=\"note\">The first %d named; <span class=\"mono\">pivctl "
+                 "status</span> says the same.</div>", u->nfiles);
+    fputs ("</div>", out);
+}
+
 static void
 s_experiments_table (FILE *out, const dash_t *dash)
 {
@@ -346,6 +403,7 @@ s_experiments_table (FILE *out, const dash_t *dash)
             dash_put_html (out, x->source);
             fputs ("</div>", out);
         }
+        s_unpaired_line (out, x);
         fputs ("</td><td>", out);
         s_exp_state (out, x);
         fputs ("</td><td>", out);
@@ -780,7 +838,9 @@ s_experiment_page (FILE *out, const dash_t *dash)
              x->pairs[STORE_FAILED] ? "var(--bad)" : "var(--ok)",
              (long long) x->pairs[STORE_FAILED]);
     s_tile_end (out, NULL);
-    fputs ("</div><div class=\"grid2\"><div class=\"card\" id=\"field\"><h2>Latest vector field",
+    fputs ("</div>", out);
+    s_unpaired_card (out, x);
+    fputs ("<div class=\"grid2\"><div class=\"card\" id=\"field\"><h2>Latest vector field",
            out);
     if (page->field) {
         fputs ("<span class=\"n mono\">", out);

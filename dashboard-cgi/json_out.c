@@ -24,6 +24,28 @@ s_time (int64_t ns)
     return ns ? json_integer (ns) : json_null ();
 }
 
+// The files in no pair, as the broker said them; null when it did not.
+static json_t *
+s_unpaired (const dash_unpaired_t *u)
+{
+    if (!u)
+        return json_null ();
+    json_t *o = json_object (), *files = json_array ();
+    jout_set (&o, "waiting", json_integer (u->waiting));
+    jout_set (&o, "refused", json_integer (u->refused));
+    jout_set (&o, "rule", jout_string (u->rule));
+    jout_set (&o, "expects", jout_string (u->expects));
+    for (int f = 0; f < u->nfiles; f++) {
+        json_t *file = json_object ();
+        jout_set (&file, "name", jout_string (u->files[f].name));
+        jout_set (&file, "state", jout_string (u->files[f].state));
+        jout_set (&file, "why", jout_string (u->files[f].why));
+        jout_append (&files, file);
+    }
+    jout_set (&o, "files", files);
+    return o;
+}
+
 static json_t *
 s_experiment (const dash_exp_t *x)
 {
@@ -48,6 +70,7 @@ s_experiment (const dash_exp_t *x)
     jout_set (&o, "rate_limit", jout_number (x->rate_limit));
     jout_set (&o, "paused", s_bool (x->paused));
     jout_set (&o, "last_result_ns", s_time (x->last_result_ns));
+    jout_set (&o, "unpaired", s_unpaired (x->unpaired));
     return o;
 }
 

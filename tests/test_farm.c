@@ -162,6 +162,17 @@ END_TEST
 
 // Runs pivctl with 'args' (after -c conf) and returns its exit status; its
 // output in out.
+// The broker, the watcher and agent 'id', and pairs s_0001 to s_N landed.
+static void
+s_farm_of_one_agent (const char *id, int n)
+{
+    tu_farm_render (&s_farm, n, "s");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", id);
+    tu_farm_land (&s_farm, "s", 1, n, 0);
+}
+
 static int
 s_pivctl (const char *a1, const char *a2, char *out, size_t len)
 {
@@ -171,11 +182,7 @@ s_pivctl (const char *a1, const char *a2, char *out, size_t len)
 
 START_TEST (pivctl_status_shows_pairs_by_state_and_the_agents)
 {
-    tu_farm_render (&s_farm, 3, "s");
-    tu_farm_start_broker (&s_farm);
-    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
-    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "status-agent");
-    tu_farm_land (&s_farm, "s", 1, 3, 0);
+    s_farm_of_one_agent ("status-agent", 3);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 3, 60).done, 3);
     char out[16384];
     ck_assert_int_eq (s_pivctl ("status", NULL, out, sizeof out), 0);
@@ -208,6 +215,97 @@ START_TEST (pivctl_status_shows_pairs_by_state_and_the_agents)
                     NULL};
     ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 1);
     ck_assert_msg (strstr (out, "did not answer") && strstr (out, "/control"), "%s", out);
+}
+END_TEST
+
+// Polls 'pivctl --json status' until exp1's files in no pair are 'waiting'
+// and 'refused' (at most 30 s); the reply, in out.
+static int
+s_unpaired_reaches (long waiting, long refused, char *out, size_t len)
+{
+    for (int i = 0; i < 300; i++) {
+        if (s_pivctl ("--json", "status", out, len) == 0) {
+            char err[256];
+            jdoc_t *doc = jdoc_parse (out, err, sizeof err);
+            int e = doc ? jdoc_length (doc, "$.experiments") : 0, ok = 0;
+            for (int k = 0; k < e; k++)
+                if (strcmp (jdoc_string (doc, "$.experiments[%d].experiment", k), "exp1") == 0)
+                    ok = jdoc_int (doc, -1, "$.experiments[%d].unpaired.waiting", k) == waiting
+                         && jdoc_int (doc, -1, "$.experiments[%d].unpaired.refused", k) == refused;
+            jdoc_destroy (&doc);
+            if (ok)
+                return 1;
+        }
+        usleep (100000);
+    }
+    return 0;
+}
+
+// Nothing vanishes (issue 25): files the rule 'ab' refuses (B005_1.tif,
+// B005_2.tif) and one waiting for its partner are counted and named in
+// status, text and JSON, with what the rule expects; after a restart of
+// the broker too.
+START_TEST (files_outside_the_pairing_rule_are_counted_and_named_in_status)
+{
+    s_farm_of_one_agent ("node-u", 2);
+    size_t len;
+    char *frame = tu_slurp (tu_path (s_farm.dir, "src/s_0001_a.tif"), &len);
+    ck_assert (frame != NULL);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/B005_1.tif"), frame, len);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/B005_2.tif"), frame, len);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/B006_a.tif"), frame, len);
+    free (frame);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
+    static char out[65536];
+    ck_assert_msg (s_unpaired_reaches (1, 2, out, sizeof out), "%s", out);
+    char err[256];
+    jdoc_t *doc = jdoc_parse (out, err, sizeof err);
+    ck_assert_msg (doc != NULL, "%s", err);
+    int e = -1;
+    for (int k = 0; k < jdoc_length (doc, "$.experiments"); k++)
+        if (strcmp (jdoc_string (doc, "$.experiments[%d].experiment", k), "exp1") == 0)
+            e = k;
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[%d].files", e), 7);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[%d].unpaired.rule", e), "ab");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[%d].unpaired.expects", e),
+                      "<stem>_a.tif + <stem>_b.tif");
+    ck_assert_int_eq (jdoc_length (doc, "$.experiments[%d].unpaired.files", e), 3);
+    int b005 = 0;
+    for (int f = 0; f < 3; f++) {
+        const char *name = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].name", e, f);
+        const char *state = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].state", e, f);
+        const char *why = jdoc_string (doc, "$.experiments[%d].unpaired.files[%d].why", e, f);
+        if (strncmp (name, "B005_", 5) == 0) {
+            b005++;
+            ck_assert_str_eq (state, "refused");
+            ck_assert_str_eq (why, "does not fit pairing rule ab: expected <stem>_a or <stem>_b");
+        }
+        else {
+            ck_assert_str_eq (name, "B006_a.tif");
+            ck_assert_str_eq (state, "waiting");
+            ck_assert_str_eq (why, "waits for 'B006_b.tif'");
+        }
+    }
+    ck_assert_int_eq (b005, 2);
+    jdoc_destroy (&doc);
+    // The table says so too, with the names.
+    ck_assert_int_eq (s_pivctl ("status", NULL, out, sizeof out), 0);
+    ck_assert_msg (strstr (out, "exp1: 3 file(s) in no pair: 2 refused by the pairing rule 'ab' "
+                                "(a pair: <stem>_a.tif + <stem>_b.tif), 1 waiting for a partner")
+                       && strstr (out, "  B005_1.tif: does not fit pairing rule ab")
+                       && strstr (out, "  B005_2.tif: does not fit pairing rule ab")
+                       && strstr (out, "  B006_a.tif: waits for 'B006_b.tif'"),
+                   "%s", out);
+    // A broker started again offers the store's files again: the same counts.
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    tu_farm_start_broker (&s_farm);
+    ck_assert_msg (s_unpaired_reaches (1, 2, out, sizeof out), "%s", out);
+    // The partner comes: one file fewer waits.
+    frame = tu_slurp (tu_path (s_farm.dir, "src/s_0001_b.tif"), &len);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/B006_b.tif"), frame, len);
+    free (frame);
+    ck_assert_msg (s_unpaired_reaches (0, 2, out, sizeof out), "%s", out);
 }
 END_TEST
 
@@ -1072,6 +1170,7 @@ main (void)
     tcase_add_test (tc, the_broker_killed_under_load_loses_nothing_and_records_nothing_twice);
     tcase_add_test (tc, files_added_while_the_watcher_is_down_are_processed_after_its_restart);
     tcase_add_test (tc, pivctl_status_shows_pairs_by_state_and_the_agents);
+    tcase_add_test (tc, files_outside_the_pairing_rule_are_counted_and_named_in_status);
     tcase_add_test (tc,
                     an_agent_long_gone_is_forgotten_and_a_connected_one_kept_however_old_its_hello);
     tcase_add_test (tc, a_polling_watcher_finds_files_a_network_mount_hides_from_inotify);

@@ -203,6 +203,50 @@ START_TEST (sliding_pairs_every_frame_with_the_next_in_any_order)
 }
 END_TEST
 
+// Nothing vanishes: the files in no pair are counted and the first few
+// named with what each waits for, or why the rule refused it.
+START_TEST (files_in_no_pair_are_counted_and_named_with_what_they_wait_for)
+{
+    pairing_unpaired_t u;
+    char err[512], expects[256];
+    pairing_t *p = s_rules ("sequence");
+    s_offer (p, "e", "img0005.tif", 0);
+    ck_assert_int_eq (pairing_offer (p, "e", "notes.txt", 9, s_collect, NULL, err, sizeof err), -1);
+    pairing_unpaired (p, "e", &u);
+    ck_assert (u.waiting == 1 && u.refused == 1 && u.nwaiting == 1 && u.nrefused == 1);
+    ck_assert_str_eq (u.waiting_files[0].name, "img0005.tif");
+    ck_assert_str_eq (u.waiting_files[0].why, "waits for 'img0006.tif'");
+    ck_assert_str_eq (u.refused_files[0].name, "notes.txt");
+    ck_assert_str_eq (u.refused_files[0].why, "is not a frame: its extension is not one of 'tif'");
+    pairing_expects (p, expects, sizeof expects);
+    ck_assert_str_eq (expects, "frames 1-2, 3-4, ... (<prefix><frame number>.tif)");
+    pairing_unpaired (p, "other", &u);
+    ck_assert (u.waiting == 0 && u.refused == 0 && u.nwaiting == 0);
+    pairing_destroy (&p);
+    // Sliding: the ends of a run are in a pair; a lone frame is not.
+    p = s_rules ("sliding");
+    s_offer (p, "e", "f1.tif", 0);
+    s_offer (p, "e", "f2.tif", 1);
+    s_offer (p, "e", "f9.tif", 0);
+    pairing_unpaired (p, "e", &u);
+    ck_assert (u.waiting == 1 && u.nwaiting == 1 && u.refused == 0);
+    ck_assert_str_eq (u.waiting_files[0].why, "waits for frame 8 or 10");
+    pairing_destroy (&p);
+    // Past PAIRING_SHOWN, counted but not named.
+    p = s_rules ("ab");
+    for (int i = 0; i < PAIRING_SHOWN + 3; i++) {
+        char name[32];
+        snprintf (name, sizeof name, "B%03d_1.tif", i);
+        ck_assert_int_eq (pairing_offer (p, "e", name, i, s_collect, NULL, err, sizeof err), -1);
+    }
+    pairing_unpaired (p, "e", &u);
+    ck_assert_int_eq (u.refused, PAIRING_SHOWN + 3);
+    ck_assert_int_eq (u.nrefused, PAIRING_SHOWN);
+    ck_assert_str_eq (u.refused_files[0].name, "B000_1.tif");
+    pairing_destroy (&p);
+}
+END_TEST
+
 START_TEST (multipage_makes_a_pair_of_every_file)
 {
     pairing_t *p = s_rules ("multipage");
@@ -436,6 +480,7 @@ main (void)
     tcase_add_test (tc, an_unknown_rule_is_refused);
     tcase_add_test (tc, every_rule_of_the_table_is_one_pairing_knows);
     tcase_add_test (tc, the_docs_list_the_rules_of_the_table);
+    tcase_add_test (tc, files_in_no_pair_are_counted_and_named_with_what_they_wait_for);
     tcase_add_test (tc, stems_as_long_as_a_name_may_be_pair_and_never_run_together);
     tcase_add_test (tc, waiting_files_are_bounded_per_experiment_oldest_forgotten_with_a_warning);
     suite_add_tcase (suite, tc);
