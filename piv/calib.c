@@ -236,25 +236,38 @@ piv_calib_parse (const char *text, piv_calib_t *c, char *err, size_t errlen)
     return rc;
 }
 
+// 'value' to p significant digits, as a plain decimal (500, 0.02) where one
+// reads well, else with an exponent; and whether it parses back to x (as
+// a value times 'size', or with 'per' 'size' over it).
+static int
+s_digits (double x, double value, double size, int per, int p, char *buf, size_t len)
+{
+    char e[32];
+    snprintf (e, sizeof e, "%.*e", p - 1, value);
+    int exponent = atoi (strchr (e, 'e') + 1);
+    if (exponent >= -6 && exponent < 15)
+        snprintf (buf, len, "%.*f", p - 1 - exponent > 0 ? p - 1 - exponent : 0, value);
+    else
+        snprintf (buf, len, "%s", e);
+    double back = strtod (buf, NULL);
+    return (per ? size / back : back * size) == x;
+}
+
 // The shortest decimal text of at most 'most' significant digits that
 // parses back to x (a value times 'size', or with 'per' 'size' over the
-// value: "20 px/mm"), into buf. 0, or -1 when none does.
+// value: "20 px/mm"), into buf. 0, or -1 when none does. A unit whose
+// 'most' digits do not read back is not tried further: the broker formats
+// the calibration of every result, and a value typed in another unit
+// would cost every length in every unit.
 static int
 s_shortest (double x, double size, int per, int most, char *buf, size_t len)
 {
     double value = per ? size / x : x / size;
     for (int p = 1; p <= most; p++) {
-        // p significant digits, as a plain decimal (500, 0.02) where one
-        // reads well, else with an exponent.
-        char e[32];
-        snprintf (e, sizeof e, "%.*e", p - 1, value);
-        int exponent = atoi (strchr (e, 'e') + 1);
-        if (exponent >= -6 && exponent < 15)
-            snprintf (buf, len, "%.*f", p - 1 - exponent > 0 ? p - 1 - exponent : 0, value);
-        else
-            snprintf (buf, len, "%s", e);
-        double back = strtod (buf, NULL);
-        if ((per ? size / back : back * size) == x)
+        // Typed values have few digits: past 3, check the unit at all first.
+        if (p == 4 && most < 17 && !s_digits (x, value, size, per, most, buf, len))
+            return -1;
+        if (s_digits (x, value, size, per, p, buf, len))
             return 0;
     }
     return -1;
