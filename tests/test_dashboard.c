@@ -1353,9 +1353,8 @@ s_one_convention (jdoc_t *doc, const char *position, const char *y_axis, const c
 // rule refuses. Before the calibration every plot is in px with y down;
 // after it every plot (the latest field too) is in mm with y up and m/s,
 // ticks carry SI prefixes, the calibration reads as typed, and the files
-// in no pair are named. Screenshots of both pages are kept when
-// PIVFARM_PAGE_SHOTS names a directory (page-uncalibrated.png,
-// page-calibrated.png).
+// in no pair are named. Screenshots are kept when PIVFARM_PAGE_SHOTS names
+// a directory (page-uncalibrated.png, page-calibrated.png, page-overview.png).
 START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
 {
     char why[1024];
@@ -1371,8 +1370,12 @@ START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
     ck_assert (frame != NULL);
     tu_spit (tu_path (s_dir, "data/exp1/B005_1.tif"), frame, len);
     tu_spit (tu_path (s_dir, "data/exp1/B005_2.tif"), frame, len);
-    free (frame);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 120).done, 4);
+    // An experiment of such files alone: no pair, and the page says why.
+    ck_assert (mkdir (tu_path (s_dir, "data/b005"), 0755) == 0);
+    tu_spit (tu_path (s_dir, "data/b005/B005_1.tif"), frame, len);
+    tu_spit (tu_path (s_dir, "data/b005/B005_2.tif"), frame, len);
+    free (frame);
     ck_assert_msg (s_pivctl ("--json", "stats", "exp1", NULL) == 0, "%s", s_out);
     jdoc_t *doc = NULL;
     for (int i = 0; i < 300; i++, usleep (100000)) {
@@ -1384,12 +1387,21 @@ START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
     }
     ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].unpaired.refused"), 2);
     ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].unpaired.files[0].name"), "B005_1.tif");
+    for (int i = 0; i < 300 && jdoc_int (doc, -1, "$.experiments[1].unpaired.refused") != 2;
+         i++, usleep (100000)) {
+        jdoc_destroy (&doc);
+        doc = s_cgi_json ("exp=exp1&format=json");
+    }
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[1].experiment"), "b005");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[1].files"), 2);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[1].unpaired.refused"), 2);
+    int status;
+    ck_assert (strstr (s_cgi ("", &status), "no pairs: 2 file(s) in none") != NULL);
     ck_assert_int_eq (jdoc_length (doc, "$.experiment.feedback.points"), 4);
     // Not calibrated: every plot in px, y down as in the image.
     ck_assert_int_eq (s_one_convention (doc, "px", "down", "px/frame", "1/frame"), 5);
     ck_assert_str_eq (jdoc_string (doc, "$.experiment.feedback.unit"), "px/frame");
     jdoc_destroy (&doc);
-    int status;
     const char *html = s_cgi ("exp=exp1", &status);
     ck_assert_int_eq (status, 200);
     ck_assert_int_eq (s_count (html, "x (px)"), 3);
@@ -1445,6 +1457,10 @@ START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
         dom = s_chromium ("--dump-dom", url);
         ck_assert_msg (strstr (dom, "class=\"unpaired\"") && strstr (dom, "2 file(s) outside the rule"),
                        "%.2000s", dom);
+        if (shots && *shots) {
+            snprintf (shot, sizeof shot, "--screenshot=%s/page-overview.png", shots);
+            s_chromium (shot, url);
+        }
         snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", port);
         if (shots && *shots) {
             snprintf (shot, sizeof shot, "--screenshot=%s/page-calibrated.png", shots);
