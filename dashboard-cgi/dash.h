@@ -104,6 +104,7 @@ typedef struct {
     double value;           // the chosen quantity
     double setpoint;        // NAN unless the controller is on
     double output;          // the controller's output (NAN when off)
+    int image_units;        // 1: value and setpoint in px or 1/frame (recorded uncalibrated)
 } dash_point_t;
 
 // The experiment page's extra content.
@@ -115,7 +116,9 @@ typedef struct {
     char field_source[16];  // "store" or "file"
     char field_note[256];   // why no field is shown, when none is
     char *quantity;         // the feedback quantity plotted (NULL: no feedback yet)
-    char feedback_unit[16]; // its unit as the latest message names it (px, m/s, 1/s ...; "": none)
+    char feedback_unit[16]; // its unit on the page: the calibration's when calibrated (points
+                            // recorded in image units converted, measure.c), else as the
+                            // latest message names it (px, m/s, 1/s ...; "": none)
     dash_point_t series[DASH_SERIES];  // oldest first
     int npoints;
     int64_t buckets[DASH_BUCKETS];  // results per bucket, oldest first
@@ -221,6 +224,27 @@ double dash_nice (double x);
 // The experiment page's measurement cards (maps.c): the mean field over
 // its speed, the latest field's vorticity, the statistics' figures.
 void dash_maps_html (const dash_t *dash, FILE *out);
+// 'v' in 'unit' on an axis or legend whose values reach 'mag' (the largest
+// magnitude shown), 'step' apart: an SI prefix chosen for mag, decimals for
+// step. The prefix joins m, m/s and s ("10 µm/s", "-5 mm/s") and stands
+// alone for a bare number ("10 µ"); units that take none (px, px/frame,
+// 1/s, 1/frame) get a power of ten ("10e-6 1/s"). No "-0". Returns buf.
+const char *dash_si (double v, double mag, double step, const char *unit, char *buf, size_t size);
+// A plot's frame: image pixels (x0..x1, y0..y1, the grid's extent) to SVG
+// units (left, top: the plot's corner; k: SVG units per px; pw, ph: its size).
+typedef struct {
+    double x0, y0, x1, y1;
+    double left, top, k;
+    double pw, ph;
+} dash_plot_t;
+// The axes of a plot drawn as the camera sees it (x to the right, image
+// rows downward), labelled in the experiment's coordinates: positions from
+// the calibration's origin in mm (y growing upward with y_axis = up), or
+// image pixels when not calibrated; ticks below and left, axis titles
+// "x (mm)" and "y (mm) \u2191". An SVG <g class="axes">.
+void dash_plot_axes (FILE *out, const dash_plot_t *plot, const piv_calib_t *c);
+// The axes' unit: "mm" when calibrated, else "px".
+const char *dash_axis_unit (const piv_calib_t *c);
 
 // Renderers: the whole response body to 'out'.
 void dash_html (const dash_t *dash, FILE *out);

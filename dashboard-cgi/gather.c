@@ -329,6 +329,17 @@ s_latencies (dash_exp_t *x, jdoc_t *doc, int n)
     free (ms);
 }
 
+// The unit member of a feedback message that names the unit of
+// 'quantity' (units.velocity, units.rate; NULL: a pure number).
+static const char *
+s_unit_member (const char *quantity)
+{
+    const feedback_quantity_info_t *q = feedback_quantity_find (quantity ? quantity : "");
+    return !q || q->unit == FEEDBACK_UNIT_NONE ? NULL
+           : q->unit == FEEDBACK_UNIT_RATE     ? "units.rate"
+                                               : "units.velocity";
+}
+
 static void
 s_series (dash_page_t *page, jdoc_t *doc, int n)
 {
@@ -343,25 +354,30 @@ s_series (dash_page_t *page, jdoc_t *doc, int n)
             page->quantity = strdup (quantity);
             page->npoints = 0;
         }
+        // Messages from before calibrations existed name no unit: image units.
+        const char *member = s_unit_member (page->quantity);
+        const char *unit = member ? jdoc_string (doc, "$[%d].%s", i, member) : NULL;
         page->series[page->npoints++] = (dash_point_t) {
             .t_ns = jdoc_int (doc, 0, "$[%d].computed_ns", i),
             .value = jdoc_number (doc, NAN, "$[%d].value", i),
             .setpoint = jdoc_bool (doc, 0, "$[%d].enabled", i)
                             ? jdoc_number (doc, NAN, "$[%d].setpoint", i)
                             : NAN,
-            .output = jdoc_number (doc, NAN, "$[%d].output", i)};
+            .output = jdoc_number (doc, NAN, "$[%d].output", i),
+            .image_units = member && (!unit || strcmp (unit, "m/s") != 0)
+                           && (!unit || strcmp (unit, "1/s") != 0)};
     }
-    // The unit of the latest message's quantity (messages from before
-    // calibrations existed name none: image units).
-    const feedback_quantity_info_t *q =
-        feedback_quantity_find (page->quantity ? page->quantity : "");
-    int rate = q && q->unit == FEEDBACK_UNIT_RATE;
-    int velocity = q && q->unit == FEEDBACK_UNIT_VELOCITY;
-    const char *unit = n > 0 ? jdoc_string (doc, rate ? "$[%d].units.rate" : "$[%d].units.velocity",
-                                            n - 1)
-                             : NULL;
+    // The unit of the latest point (measure.c converts the series to the
+    // calibration in force), named as the page's other plots name it (the
+    // messages' "px" is px per frame pair).
+    const char *member = s_unit_member (page->quantity);
+    int rate = member && strcmp (member, "units.rate") == 0;
+    const dash_point_t *last = page->npoints ? &page->series[page->npoints - 1] : NULL;
     snprintf (page->feedback_unit, sizeof page->feedback_unit, "%s",
-              !rate && !velocity ? "" : unit ? unit : rate ? "1/frame" : "px");
+              !member || !last       ? ""
+              : last->image_units    ? (rate ? "1/frame" : "px/frame")
+              : rate                 ? "1/s"
+                                     : "m/s");
 }
 
 // ---------------------------------------------------------------------------

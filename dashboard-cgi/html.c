@@ -518,61 +518,62 @@ s_failures_table (FILE *out, const dash_t *dash)
 // ---------------------------------------------------------------------------
 // Charts
 
+// The latest field as arrows, in the experiment's convention: axes from
+// the calibration's origin (mm, y as configured; px when not calibrated),
+// speeds in its velocity unit. Drawn as the camera sees the flow (image
+// rows downward): an arrow points where the flow goes whatever y_axis says.
 static void
 s_quiver (FILE *out, const dash_page_t *page)
 {
     const piv_field_t *f = page->field;
+    const piv_calib_t *c = &page->calib;
     int stride = dash_quiver_stride (f);
     // The extent of the grid, half a step beyond the outer vectors.
     float step = f->step > 0 ? (float) f->step : 1;
-    double x0 = f->x[0] - step / 2, y0 = f->y[0] - step / 2;
-    double x1 = f->x[f->nx * f->ny - 1] + step / 2, y1 = f->y[f->nx * f->ny - 1] + step / 2;
-    double w = x1 - x0 > 1 ? x1 - x0 : 1, h = y1 - y0 > 1 ? y1 - y0 : 1;
-    double pw = 640, ph = pw * h / w;
-    if (ph > 640) {
-        ph = 640;
-        pw = ph * w / h;
-    }
-    double pad = 48, k = pw / w;
-    double vw = pw + 2 * pad, vh = ph + pad + 84;
+    dash_plot_t fr = {.x0 = f->x[0] - step / 2, .y0 = f->y[0] - step / 2,
+                      .x1 = f->x[f->nx * f->ny - 1] + step / 2,
+                      .y1 = f->y[f->nx * f->ny - 1] + step / 2, .left = 64, .top = 10};
+    double w = fmax (fr.x1 - fr.x0, 1), h = fmax (fr.y1 - fr.y0, 1);
+    fr.pw = 600, fr.ph = fr.pw * h / w;
+    if (fr.ph > 600)
+        fr.ph = 600, fr.pw = fr.ph * w / h;
+    fr.k = fr.pw / w;
+    double vw = fr.left + fr.pw + 12, vh = fr.top + fr.ph + 130;
+    // Speeds as shown: px/frame times the calibration's m/s per px/frame.
+    double per, unused;
+    piv_calib_velocity (c, 1, 0, &per, &unused);
+    const char *unit = piv_calib_unit (c, PIV_UNIT_VELOCITY);
     double max_speed = 0;
     int shown = 0;
     for (int j = 0; j < f->ny; j += stride)
         for (int i = 0; i < f->nx; i += stride) {
             int n = j * f->nx + i;
             if (f->flags[n] != PIV_FLAG_INVALID && isfinite (f->u[n]) && isfinite (f->v[n])) {
-                double s = hypot (f->u[n], f->v[n]);
-                max_speed = s > max_speed ? s : max_speed;
+                double sp = hypot (f->u[n], f->v[n]);
+                max_speed = sp > max_speed ? sp : max_speed;
                 shown++;
             }
         }
     // The longest arrow spans 0.9 of the spacing of the arrows shown.
-    double a = max_speed > 0 ? 0.9 * stride * step * k / max_speed : 0;
+    double a = max_speed > 0 ? 0.9 * stride * step * fr.k / max_speed : 0;
     fprintf (out,
-             "<svg class=\"quiver\" data-vectors=\"%d\" data-stride=\"%d\" viewBox=\"0 0 %.0f "
-             "%.0f\" width=\"100%%\" style=\"max-width:%.0fpx\" role=\"img\" "
+             "<svg class=\"quiver\" data-vectors=\"%d\" data-stride=\"%d\" data-unit=\"%s\" "
+             "data-position-unit=\"%s\" data-y-axis=\"%s\" viewBox=\"0 0 %.0f %.0f\" "
+             "width=\"100%%\" style=\"max-width:%.0fpx\" role=\"img\" "
              "xmlns=\"http://www.w3.org/2000/svg\">",
-             shown, stride, vw, vh, vw);
+             shown, stride, unit, dash_axis_unit (c), c->set && c->y_up ? "up" : "down", vw, vh, vw);
     fprintf (out,
              "<title>Vector field, %d x %d vectors, %d shown</title>"
              "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fbfcfe\" "
              "stroke=\"#c9d0dc\"/>",
-             f->nx, f->ny, shown, pad, pad / 2, pw, ph);
-    // Axis labels: image pixels at the corners.
-    fprintf (out,
-             "<g font-size=\"11\" fill=\"#6b7385\"><text x=\"%.1f\" y=\"%.1f\">%.0f</text>"
-             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">x %.0f px</text>"
-             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>"
-             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">y %.0f</text></g>",
-             pad, pad / 2 + ph + 14, x0, pad + pw, pad / 2 + ph + 14, x1, pad - 4,
-             pad / 2 + 10, y0, pad - 4, pad / 2 + ph, y1);
+             f->nx, f->ny, shown, fr.left, fr.top, fr.pw, fr.ph);
     fputs ("<g fill=\"none\" stroke-linecap=\"round\" stroke-linejoin=\"round\" "
            "stroke-width=\"1.4\">",
            out);
     for (int j = 0; j < f->ny; j += stride)
         for (int i = 0; i < f->nx; i += stride) {
             int n = j * f->nx + i;
-            double px = pad + (f->x[n] - x0) * k, py = pad / 2 + (f->y[n] - y0) * k;
+            double px = fr.left + (f->x[n] - fr.x0) * fr.k, py = fr.top + (f->y[n] - fr.y0) * fr.k;
             if (f->flags[n] == PIV_FLAG_INVALID || !isfinite (f->u[n]) || !isfinite (f->v[n])) {
                 fprintf (out,
                          "<path class=\"invalid\" d=\"M%.1f %.1fl4 4m0-4l-4 4\" "
@@ -580,10 +581,10 @@ s_quiver (FILE *out, const dash_page_t *page)
                          px, py);
                 continue;
             }
-            double s = hypot (f->u[n], f->v[n]);
+            double sp = hypot (f->u[n], f->v[n]);
             double dx = f->u[n] * a, dy = f->v[n] * a, len = hypot (dx, dy);
             char colour[8];
-            dash_viridis (max_speed > 0 ? s / max_speed : 0, colour);
+            dash_viridis (max_speed > 0 ? sp / max_speed : 0, colour);
             // A shaft and an open head, 30 degrees, a third of the arrow.
             double hl = len * 0.33 < 6 ? len * 0.33 : 6;
             double ux = len > 0 ? dx / len : 0, uy = len > 0 ? dy / len : 0;
@@ -597,35 +598,48 @@ s_quiver (FILE *out, const dash_page_t *page)
                      hx - hl * (0.866 * ux + 0.5 * uy), hy - hl * (0.866 * uy - 0.5 * ux));
         }
     fputs ("</g>", out);
-    // Legend: a reference arrow and the colour scale.
-    double ly = pad / 2 + ph + 34;
-    double ref = dash_nice (max_speed / 2);
-    double rl = ref * a;
+    dash_plot_axes (out, &fr, c);
+    // Legend: a reference arrow of a round speed in the unit shown, and
+    // the colour scale.
+    double ly = fr.top + fr.ph + 58, top = max_speed * per;
+    double ref = dash_nice (top / 2), rl = per > 0 ? ref / per * a : 0;
+    char text[64];
     fprintf (out, "<g font-size=\"12\" fill=\"#1d2433\"><text x=\"%.1f\" y=\"%.1f\">scale</text>",
-             pad, ly + 4);
+             fr.left, ly + 4);
     if (rl > 0)
         fprintf (out,
                  "<path class=\"ref\" d=\"M%.1f %.1fh%.1fm-5 -3l5 3l-5 3\" stroke=\"#1d2433\" "
-                 "stroke-width=\"1.6\" fill=\"none\"/><text x=\"%.1f\" y=\"%.1f\">%g px</text>",
-                 pad + 42, ly, rl, pad + 50 + rl, ly + 4, ref);
-    double cx = pad + pw - 260;
+                 "stroke-width=\"1.6\" fill=\"none\"/><text class=\"ref-label\" x=\"%.1f\" "
+                 "y=\"%.1f\">%s</text>",
+                 fr.left + 42, ly, rl, fr.left + 50 + rl, ly + 4,
+                 dash_si (ref, ref, ref, unit, text, sizeof text));
+    double cx = fr.left + fr.pw - 220;
     fputs ("<defs><linearGradient id=\"viridis\">", out);
-    for (int s = 0; s <= 8; s++) {
+    for (int k = 0; k <= 8; k++) {
         char colour[8];
-        dash_viridis (s / 8.0, colour);
-        fprintf (out, "<stop offset=\"%.3f\" stop-color=\"%s\"/>", s / 8.0, colour);
+        dash_viridis (k / 8.0, colour);
+        fprintf (out, "<stop offset=\"%.3f\" stop-color=\"%s\"/>", k / 8.0, colour);
     }
     fprintf (out,
              "</linearGradient></defs><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">|V|</text>"
              "<rect x=\"%.1f\" y=\"%.1f\" width=\"200\" height=\"10\" rx=\"2\" "
              "fill=\"url(#viridis)\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-             "fill=\"#6b7385\">0</text><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-             "fill=\"#6b7385\" text-anchor=\"end\">%.2f px</text></g>",
-             cx - 8, ly + 4, cx, ly - 5, cx, ly + 20, cx + 200, ly + 20, max_speed);
-    fprintf (out,
-             "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#6b7385\">Displacement "
-             "frame A \xE2\x86\x92 B; y downward as in the image.</text></svg>",
-             pad, ly + 40);
+             "fill=\"#6b7385\">0</text><text class=\"tick-max\" x=\"%.1f\" y=\"%.1f\" "
+             "font-size=\"11\" fill=\"#6b7385\" text-anchor=\"end\">%s</text></g>",
+             cx - 8, ly + 4, cx, ly - 5, cx, ly + 20, cx + 200, ly + 20,
+             dash_si (top, top, top / 100, unit, text, sizeof text));
+    if (c->set)
+        fprintf (out,
+                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#6b7385\">Velocity "
+                 "over dt; positions from the origin (%g, %g) px, y %s as calibrated; drawn as "
+                 "the camera sees the flow.</text></svg>",
+                 fr.left, ly + 40, c->origin_x, c->origin_y, c->y_up ? "up" : "down");
+    else
+        fprintf (out,
+                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#6b7385\">Displacement "
+                 "frame A \xE2\x86\x92 B in px; image pixels, y downward as in the image.</text>"
+                 "</svg>",
+                 fr.left, ly + 40);
 }
 
 // A small chart frame: plot area and the y axis labels; returns the plot
@@ -635,25 +649,27 @@ typedef struct {
     double lo, hi;      // y range
 } s_box_t;
 
+// Ticks in SI (dash_si): 'unit' on every tick when 'every' (a prefix may
+// be on it: "10 µm/s"), else on the top one only ("2 /s").
 static void
-s_chart_open (FILE *out, const char *id, s_box_t *b, double lo, double hi, const char *unit)
+s_chart_open (FILE *out, const char *id, s_box_t *b, double lo, double hi, const char *unit,
+              int every)
 {
-    *b = (s_box_t) {.x = 60, .y = 10, .w = 390, .h = 110, .lo = lo, .hi = hi};
-    // As many decimals as the step between labels needs.
-    double step = (hi - lo) / 2;
-    int decimals = step > 0 && step < 10 ? (int) ceil (-log10 (step)) + 1 : 0;
-    decimals = decimals < 0 ? 0 : decimals > 6 ? 6 : decimals;
+    *b = (s_box_t) {.x = 96, .y = 10, .w = 354, .h = 110, .lo = lo, .hi = hi};
+    double step = (hi - lo) / 2, mag = fmax (fabs (lo), fabs (hi));
     fprintf (out,
-             "<svg class=\"chart\" id=\"%s\" viewBox=\"0 0 460 150\" width=\"100%%\" "
-             "xmlns=\"http://www.w3.org/2000/svg\"><g font-size=\"10.5\" fill=\"#6b7385\">",
-             id);
+             "<svg class=\"chart\" id=\"%s\" data-unit=\"%s\" viewBox=\"0 0 460 150\" "
+             "width=\"100%%\" xmlns=\"http://www.w3.org/2000/svg\"><g font-size=\"10.5\" "
+             "fill=\"#6b7385\">",
+             id, unit);
     for (int t = 0; t <= 2; t++) {
         double v = lo + (hi - lo) * t / 2, y = b->y + b->h - b->h * t / 2;
+        char text[64];
         fprintf (out,
                  "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e7ee\"/>"
-                 "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f%s</text>",
-                 b->x, b->x + b->w, y, y, b->x - 5, y + 3.5, decimals,
-                 fabs (v) < step * 1e-9 ? 0 : v, t == 2 ? unit : "");
+                 "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>",
+                 b->x, b->x + b->w, y, y, b->x - 5, y + 3.5,
+                 dash_si (v, mag, step, every || t == 2 ? unit : "", text, sizeof text));
     }
 }
 
@@ -671,7 +687,7 @@ s_rate_chart (FILE *out, const dash_page_t *page)
     for (int i = 0; i < DASH_BUCKETS; i++)
         peak = page->buckets[i] > peak ? (double) page->buckets[i] : peak;
     s_box_t b;
-    s_chart_open (out, "rate-history", &b, 0, dash_nice (peak / DASH_BUCKET_S * 1.1), "/s");
+    s_chart_open (out, "rate-history", &b, 0, dash_nice (peak / DASH_BUCKET_S * 1.1), "/s", 0);
     double bw = b.w / DASH_BUCKETS;
     int64_t width_ns = (int64_t) DASH_BUCKET_S * 1000000000;
     for (int i = 0; i < DASH_BUCKETS; i++) {
@@ -712,7 +728,7 @@ s_feedback_chart (FILE *out, const dash_page_t *page, int64_t now_ns)
     }
     double margin = (hi - lo) * 0.08;
     s_box_t b;
-    s_chart_open (out, "feedback-series", &b, lo - margin, hi + margin, "");
+    s_chart_open (out, "feedback-series", &b, lo - margin, hi + margin, page->feedback_unit, 1);
     int64_t t0 = page->series[0].t_ns, t1 = page->series[page->npoints - 1].t_ns;
     double span = t1 > t0 ? (double) (t1 - t0) : 1;
     fputs ("<polyline fill=\"none\" stroke=\"#2458c6\" stroke-width=\"1.6\" "
@@ -878,13 +894,16 @@ s_experiment_page (FILE *out, const dash_t *dash)
         fprintf (out, ", last %d results</span></h2>", page->npoints);
         s_feedback_chart (out, page, dash->now_ns);
         const dash_point_t *last = &page->series[page->npoints - 1];
-        fprintf (out, "<div class=\"note\">latest %.4g", last->value);
-        if (page->feedback_unit[0]) {
-            fputc (' ', out);
-            dash_put_html (out, page->feedback_unit);
+        char text[64];
+        double mag = fabs (last->value);
+        fprintf (out, "<div class=\"note\">latest <span class=\"latest\">%s</span>",
+                 dash_si (last->value, mag, mag / 1000, page->feedback_unit, text, sizeof text));
+        if (isfinite (last->setpoint)) {
+            mag = fabs (last->setpoint);
+            fprintf (out, " \xC2\xB7 setpoint %s",
+                     dash_si (last->setpoint, mag, mag / 1000, page->feedback_unit, text,
+                              sizeof text));
         }
-        if (isfinite (last->setpoint))
-            fprintf (out, " \xC2\xB7 setpoint %.4g", last->setpoint);
         if (isfinite (last->output))
             fprintf (out, " \xC2\xB7 controller output %.4g", last->output);
         fputs ("</div>", out);

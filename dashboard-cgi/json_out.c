@@ -103,19 +103,25 @@ s_failure (const dash_failure_t *f)
     return o;
 }
 
-// The field's vectors, every stride-th in each direction: [x, y, u, v, flag].
+static json_t *s_units (const piv_calib_t *c);
+
+// The field's vectors, every stride-th in each direction: [x, y, u, v, flag]
+// in the calibration's units and axes (identities when not calibrated).
 static json_t *
-s_vectors (const piv_field_t *f, int stride)
+s_vectors (const piv_field_t *f, const piv_calib_t *c, int stride)
 {
     json_t *vectors = json_array ();
     for (int j = 0; j < f->ny; j += stride)
         for (int i = 0; i < f->nx; i += stride) {
             int n = j * f->nx + i;
             json_t *v = json_array ();
-            jout_append (&v, jout_number (f->x[n]));
-            jout_append (&v, jout_number (f->y[n]));
-            jout_append (&v, jout_number (f->u[n]));
-            jout_append (&v, jout_number (f->v[n]));
+            double x, y, u, w;
+            piv_calib_position (c, f->x[n], f->y[n], &x, &y);
+            piv_calib_velocity (c, f->u[n], f->v[n], &u, &w);
+            jout_append (&v, jout_number (x));
+            jout_append (&v, jout_number (y));
+            jout_append (&v, jout_number (u));
+            jout_append (&v, jout_number (w));
             jout_append (&v, json_integer (f->flags[n]));
             jout_append (&vectors, v);
         }
@@ -146,8 +152,11 @@ s_field (const dash_page_t *page)
     jout_set (&o, "step", json_integer (f->step));
     jout_set (&o, "stride", json_integer (stride));
     jout_set (&o, "shown", json_integer (shown));
-    jout_set (&o, "max_speed", jout_number (max_speed));
-    jout_set (&o, "vectors", s_vectors (f, stride));
+    double per, unused;
+    piv_calib_velocity (&page->calib, 1, 0, &per, &unused);
+    jout_set (&o, "max_speed", jout_number (max_speed * per));
+    jout_set (&o, "units", s_units (&page->calib));
+    jout_set (&o, "vectors", s_vectors (f, &page->calib, stride));
     return o;
 }
 
@@ -277,7 +286,7 @@ s_stats (const dash_page_t *page)
     jout_set (&o, "sets", json_integer (page->nsets));
     jout_set (&o, "updated_ns", s_time (page->stats_updated_ns));
     jout_set (&o, "calibration", s_calibration (&page->stats_calib, NULL));
-    jout_set (&o, "units", s_units (&page->stats_calib));
+    jout_set (&o, "units", s_units (&page->calib));
     jout_set (&o, "fields", json_integer (sum.fields));
     jout_set (&o, "valid_fraction", jout_number (sum.valid_fraction));
     jout_set (&o, "convergence", jout_number (sum.convergence));
@@ -288,9 +297,9 @@ s_stats (const dash_page_t *page)
     jout_set (&o, "stride", json_integer (stride));
     jout_set (&o, "speed_min", jout_number (page->speed_min));
     jout_set (&o, "speed_max", jout_number (page->speed_max));
-    s_axes (&o, m, &page->stats_calib, stride);
-    jout_set (&o, "u_mean", s_rows (m, NULL, &page->stats_calib, 0, stride));
-    jout_set (&o, "v_mean", s_rows (m, NULL, &page->stats_calib, 1, stride));
+    s_axes (&o, m, &page->calib, stride);
+    jout_set (&o, "u_mean", s_rows (m, NULL, &page->calib, 0, stride));
+    jout_set (&o, "v_mean", s_rows (m, NULL, &page->calib, 1, stride));
     return o;
 }
 
@@ -313,6 +322,54 @@ s_vorticity (const dash_page_t *page)
     return o;
 }
 
+// One plot's convention: its axes' unit and y direction, the origin of
+// its positions, the quantity it colours or plots and its unit.
+static json_t *
+s_plot (const char *id, const piv_calib_t *c, int positions, const char *quantity,
+        const char *unit)
+{
+    json_t *o = json_object ();
+    jout_set (&o, "id", jout_string (id));
+    if (positions) {
+        jout_set (&o, "position_unit", jout_string (dash_axis_unit (c)));
+        jout_set (&o, "y_axis", jout_string (c->set && c->y_up ? "up" : "down"));
+        json_t *origin = json_array ();
+        jout_append (&origin, jout_number (c->set ? c->origin_x : 0));
+        jout_append (&origin, jout_number (c->set ? c->origin_y : 0));
+        jout_set (&o, "origin_px", origin);
+    }
+    jout_set (&o, "quantity", jout_string (quantity));
+    jout_set (&o, "unit", jout_string (unit));
+    return o;
+}
+
+// The convention of the page and of each plot it draws (doc/dashboard.md):
+// once calibrated, every plot in the calibration's units and axes.
+static json_t *
+s_plots (const dash_page_t *page)
+{
+    const piv_calib_t *c = &page->calib;
+    const char *velocity = piv_calib_unit (c, PIV_UNIT_VELOCITY);
+    const char *rate = piv_calib_unit (c, PIV_UNIT_RATE);
+    json_t *plots = json_array ();
+    if (page->field)
+        jout_append (&plots, s_plot ("field", c, 1, "|V|", velocity));
+    if (page->mean && isfinite (page->speed_max))
+        jout_append (&plots, s_plot ("mean-field", c, 1, "|V|", velocity));
+    if (page->vorticity && isfinite (page->vorticity_max))
+        jout_append (&plots, s_plot ("vorticity", c, 1, "\xCF\x89z", rate));
+    if (page->npoints > 0)
+        jout_append (&plots, s_plot ("feedback-series", c, 0, page->quantity ? page->quantity
+                                                                              : "value",
+                                     page->feedback_unit));
+    jout_append (&plots, s_plot ("rate-history", c, 0, "results", "/s"));
+    json_t *o = s_plot ("page", c, 1, NULL, NULL);
+    jout_set (&o, "velocity_unit", jout_string (velocity));
+    jout_set (&o, "rate_unit", jout_string (rate));
+    jout_set (&o, "plots", plots);
+    return o;
+}
+
 static json_t *
 s_page (const dash_t *dash)
 {
@@ -326,6 +383,7 @@ s_page (const dash_t *dash)
     jout_set (&o, "calibration", s_calibration (&page->calib, page->calib_from));
     jout_set (&o, "calibration_note", jout_string (page->calib_note[0] ? page->calib_note : NULL));
     jout_set (&o, "units", s_units (&page->calib));
+    jout_set (&o, "convention", s_plots (page));
     jout_set (&o, "stats", page->mean ? s_stats (page) : json_null ());
     jout_set (&o, "stats_note", jout_string (page->mean ? NULL : page->stats_note));
     jout_set (&o, "vorticity", page->vorticity ? s_vorticity (page) : json_null ());

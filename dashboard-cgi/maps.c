@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define S_PLOT_MAX 460.0 // plot area's longer side, SVG units
@@ -28,12 +29,9 @@ typedef struct {
     const piv_calib_t *calib; // positions' conversion
 } s_map_t;
 
-// The plot's frame: image pixels to SVG units.
-typedef struct {
-    double x0, y0, x1, y1; // the grid's extent, px (half a step beyond the outer points)
-    double pad, top, k;    // left margin, top margin, SVG units per px
-    double pw, ph;         // plot area
-} s_frame_t;
+// The plot's frame (dash_plot_t): x0..y1 the grid's extent, px (half a
+// step beyond the outer points); left, top its corner; k SVG units per px.
+typedef dash_plot_t s_frame_t;
 
 // ---------------------------------------------------------------------------
 // Colours and numbers
@@ -110,10 +108,66 @@ s_axis_factor (const piv_calib_t *c)
     return c->set ? 1000 : 1;
 }
 
-static const char *
-s_axis_unit (const piv_calib_t *c)
+const char *
+dash_axis_unit (const piv_calib_t *c)
 {
     return c->set ? "mm" : "px";
+}
+
+// Units an SI prefix joins: lengths, velocities, times, and a bare number.
+static int
+s_prefixable (const char *unit)
+{
+    static const char *const units[] = {"", "m", "m/s", "s", NULL};
+    for (int i = 0; units[i]; i++)
+        if (strcmp (unit, units[i]) == 0)
+            return 1;
+    return 0;
+}
+
+// Decimals for values 'step' apart: enough to tell neighbours apart, one
+// more where the step itself needs it (0.25, not 0.2); at most 6.
+static int
+s_decimals (double step)
+{
+    step = fabs (step);
+    if (!(step > 0) || !isfinite (step))
+        return 0;
+    int d = step < 1 ? (int) ceil (-log10 (step) - 1e-9) : 0;
+    double scaled = step * pow (10, d);
+    if (fabs (scaled - round (scaled)) > 1e-6 * scaled)
+        d++;
+    return d > 6 ? 6 : d;
+}
+
+const char *
+dash_si (double v, double mag, double step, const char *unit, char *buf, size_t size)
+{
+    static const char *const prefixes[] = {"f", "p", "n", "\xC2\xB5", "m", "", "k", "M", "G", "T"};
+    if (!isfinite (v)) {
+        snprintf (buf, size, "\xE2\x80\x94");
+        return buf;
+    }
+    mag = fabs (mag);
+    int e3 = mag > 0 && isfinite (mag) ? 3 * (int) floor (log10 (mag) / 3 + 1e-9) : 0;
+    e3 = e3 < -15 ? -15 : e3 > 12 ? 12 : e3;
+    double f = pow (10, e3), x = v / f;
+    int decimals = s_decimals (step / f);
+    if (fabs (x) < 0.5 * pow (10, -decimals))
+        x = 0;  // no "-0.00"
+    const char *space = *unit ? " " : "";
+    // A bare number takes a prefix only far from 1 ("10 µ", not "500 m").
+    if (s_prefixable (unit) && (*unit || mag < 1e-3 || mag >= 1e4))
+        snprintf (buf, size, "%.*f%s%s%s", decimals, x, *unit || e3 ? " " : "",
+                  prefixes[e3 / 3 + 5], unit);
+    else if (e3 && (mag < 1e-3 || mag >= 1e4))
+        snprintf (buf, size, "%.*fe%d%s%s", decimals, x, e3, space, unit);
+    else {  // plain: as many decimals as the step needs
+        decimals = s_decimals (step);
+        snprintf (buf, size, "%.*f%s%s", decimals, fabs (v) < 0.5 * pow (10, -decimals) ? 0 : v,
+                  space, unit);
+    }
+    return buf;
 }
 
 // ---------------------------------------------------------------------------
@@ -129,7 +183,7 @@ s_frame (const piv_field_t *g, s_frame_t *fr)
     double w = fmax (fr->x1 - fr->x0, 1), h = fmax (fr->y1 - fr->y0, 1);
     fr->k = S_PLOT_MAX / fmax (w, h);
     fr->pw = w * fr->k, fr->ph = h * fr->k;
-    fr->pad = 64, fr->top = 10;
+    fr->left = 64, fr->top = 10;
 }
 
 // The colour level of the block of cs x cs grid points from (i, j): the
@@ -172,7 +226,7 @@ s_cells (FILE *out, const s_map_t *m, const s_frame_t *fr)
                 fprintf (out,
                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                          "fill=\"%s\"/>",
-                         fr->pad + (x - fr->x0) * fr->k, fr->top + (y - fr->y0) * fr->k,
+                         fr->left + (x - fr->x0) * fr->k, fr->top + (y - fr->y0) * fr->k,
                          (xe - x) * fr->k + 0.3, (ye - y) * fr->k + 0.3, hex);
                 start = -1;
             }
@@ -202,7 +256,7 @@ s_arrows (FILE *out, const s_map_t *m, const s_frame_t *fr)
             int n = j * g->nx + i;
             if (g->flags[n] == PIV_FLAG_INVALID || !isfinite (g->u[n]) || !isfinite (g->v[n]))
                 continue;
-            double px = fr->pad + (g->x[n] - fr->x0) * fr->k,
+            double px = fr->left + (g->x[n] - fr->x0) * fr->k,
                    py = fr->top + (g->y[n] - fr->y0) * fr->k;
             double dx = g->u[n] * a, dy = g->v[n] * a, len = hypot (dx, dy);
             double hl = fmin (len * 0.33, 5), ux = len > 0 ? dx / len : 0,
@@ -232,7 +286,7 @@ s_ticks (FILE *out, const s_frame_t *fr, double from, double to, double a, doubl
     int decimals = step < 1 ? (int)ceil (-log10 (step)) : 0;
     for (double t = ceil (lo / step) * step; t <= hi + step * 1e-9; t += step) {
         double px = (t - a) / b;
-        double s = (horizontal ? fr->pad + (px - fr->x0) * fr->k : fr->top + (px - fr->y0) * fr->k);
+        double s = (horizontal ? fr->left + (px - fr->x0) * fr->k : fr->top + (px - fr->y0) * fr->k);
         double v = fabs (t) < step * 1e-9 ? 0 : t;
         if (horizontal)
             fprintf (out,
@@ -244,27 +298,27 @@ s_ticks (FILE *out, const s_frame_t *fr, double from, double to, double a, doubl
             fprintf (out,
                      "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#6b7385\"/>"
                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>",
-                     fr->pad - 4, fr->pad, s, s, fr->pad - 6, s + 3.5, decimals, v);
+                     fr->left - 4, fr->left, s, s, fr->left - 6, s + 3.5, decimals, v);
     }
 }
 
-static void
-s_axes (FILE *out, const s_map_t *m, const s_frame_t *fr)
+void
+dash_plot_axes (FILE *out, const dash_plot_t *fr, const piv_calib_t *c)
 {
     // The calibration is affine along each axis: coordinate = a + b * px.
-    double f = s_axis_factor (m->calib), ox, oy, x1, y1;
-    piv_calib_position (m->calib, 0, 0, &ox, &oy);
-    piv_calib_position (m->calib, 1, 1, &x1, &y1);
+    double f = s_axis_factor (c), ox, oy, x1, y1;
+    piv_calib_position (c, 0, 0, &ox, &oy);
+    piv_calib_position (c, 1, 1, &x1, &y1);
     fputs ("<g class=\"axes\" font-size=\"10.5\" fill=\"#6b7385\">", out);
     s_ticks (out, fr, fr->x0, fr->x1, ox * f, (x1 - ox) * f, 1);
     s_ticks (out, fr, fr->y0, fr->y1, oy * f, (y1 - oy) * f, 0);
-    const char *unit = s_axis_unit (m->calib);
+    const char *unit = dash_axis_unit (c);
     fprintf (out,
              "<text class=\"axis-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">x (%s)"
              "</text><text class=\"axis-label\" transform=\"translate(14 %.1f) rotate(-90)\" "
              "text-anchor=\"middle\">y (%s)%s</text></g>",
-             fr->pad + fr->pw / 2, fr->top + fr->ph + 32, unit, fr->top + fr->ph / 2, unit,
-             m->calib->set && m->calib->y_up ? " \xE2\x86\x91" : "");
+             fr->left + fr->pw / 2, fr->top + fr->ph + 32, unit, fr->top + fr->ph / 2, unit,
+             c->set && c->y_up ? " \xE2\x86\x91" : "");
 }
 
 // The colour legend: a bar with its ends (and 0 when diverging) marked.
@@ -283,14 +337,17 @@ s_legend (FILE *out, const s_map_t *m, double y)
     }
     double r = fmax (fabs (m->lo), fabs (m->hi));
     double lo = m->diverging ? -r : m->lo, hi = m->diverging ? r : m->hi;
+    double mag = fmax (fabs (lo), fabs (hi));
+    char lo_text[64], hi_text[64];
     fprintf (out,
              "</linearGradient></defs><text x=\"%.1f\" y=\"%.1f\">%s (%s)</text><rect x=\"%.1f\" "
              "y=\"%.1f\" width=\"%.1f\" height=\"10\" fill=\"url(#%s-scale)\" stroke=\"#c9d0dc\"/>"
-             "<text class=\"tick-min\" x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\">%.3g %s</text>"
+             "<text class=\"tick-min\" x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\">%s</text>"
              "<text class=\"tick-max\" x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" "
-             "text-anchor=\"end\">%.3g %s</text>",
-             x, y + 9, m->quantity, m->unit, x + 80, y, w, m->id, x + 80, y + 23, lo, m->unit,
-             x + 80 + w, y + 23, hi, m->unit);
+             "text-anchor=\"end\">%s</text>",
+             x, y + 9, m->quantity, m->unit, x + 80, y, w, m->id, x + 80, y + 23,
+             dash_si (lo, mag, mag / 100, m->unit, lo_text, sizeof lo_text), x + 80 + w, y + 23,
+             dash_si (hi, mag, mag / 100, m->unit, hi_text, sizeof hi_text));
     if (m->diverging)
         fprintf (out,
                  "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" text-anchor=\"middle\">0"
@@ -305,13 +362,13 @@ s_map (FILE *out, const s_map_t *m)
 {
     s_frame_t fr;
     s_frame (m->grid, &fr);
-    double vw = fr.pad + fr.pw + 12, vh = fr.top + fr.ph + 80;
+    double vw = fr.left + fr.pw + 12, vh = fr.top + fr.ph + 80;
     fprintf (out,
              "<svg class=\"map\" id=\"%s\" data-unit=\"%s\" data-min=\"%.6g\" data-max=\"%.6g\" "
              "viewBox=\"0 0 %.0f %.0f\" width=\"100%%\" style=\"max-width:%.0fpx\" role=\"img\" "
              "xmlns=\"http://www.w3.org/2000/svg\"><title>%s (%s)</title>"
              "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e9ecf1\"/>",
-             m->id, m->unit, m->lo, m->hi, vw, vh, vw, m->quantity, m->unit, fr.pad, fr.top, fr.pw,
+             m->id, m->unit, m->lo, m->hi, vw, vh, vw, m->quantity, m->unit, fr.left, fr.top, fr.pw,
              fr.ph);
     s_cells (out, m, &fr);
     if (m->arrows)
@@ -319,8 +376,8 @@ s_map (FILE *out, const s_map_t *m)
     fprintf (out,
              "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
              "stroke=\"#c9d0dc\"/>",
-             fr.pad, fr.top, fr.pw, fr.ph);
-    s_axes (out, m, &fr);
+             fr.left, fr.top, fr.pw, fr.ph);
+    dash_plot_axes (out, &fr, m->calib);
     s_legend (out, m, fr.top + fr.ph + 44);
     fputs ("</svg>", out);
 }
@@ -376,12 +433,20 @@ s_stats_figures (FILE *out, const dash_page_t *page)
     else
         fputs ("\xE2\x80\x94 <span class=\"mute\">too few fields</span>", out);
     fprintf (out, "</td><td>%d</td></tr></table>", page->nsets);
-    char text[256];
+    char text[256], in_force[256], counted[256];
     piv_calib_describe (&page->stats_calib, text, sizeof text);
+    piv_calib_format (&page->stats_calib, counted, sizeof counted);
+    piv_calib_format (&page->calib, in_force, sizeof in_force);
     fputs ("<div class=\"note\">Set <span class=\"mono\">", out);
     dash_put_html (out, page->stats_set);
-    fputs ("</span> \xC2\xB7 counted under: ", out);
-    dash_put_html (out, text);
+    // Counted in px whatever the calibration; shown with the one in force.
+    if (strcmp (counted, in_force) == 0)
+        fputs ("</span> \xC2\xB7 counted under the calibration in force", out);
+    else {
+        fputs ("</span> \xC2\xB7 counted under: ", out);
+        dash_put_html (out, text);
+        fputs (", shown with the calibration in force", out);
+    }
     fputs (" \xC2\xB7 convergence: RMS change of the mean velocity over the last ~10 % of the "
            "fields, relative to the mean speed \xC2\xB7 <span class=\"mono\">pivctl stats</span> "
            "gives the whole field.</div>",
@@ -411,8 +476,8 @@ dash_maps_html (const dash_t *dash, FILE *out)
                      .hi = page->speed_max,
                      .arrows = 1,
                      .quantity = "|V|",
-                     .unit = piv_calib_unit (&page->stats_calib, PIV_UNIT_VELOCITY),
-                     .calib = &page->stats_calib};
+                     .unit = piv_calib_unit (&page->calib, PIV_UNIT_VELOCITY),
+                     .calib = &page->calib};
         s_map (out, &m);
         s_stats_figures (out, page);
     }
@@ -438,10 +503,13 @@ dash_maps_html (const dash_t *dash, FILE *out)
                      .unit = piv_calib_unit (&page->calib, PIV_UNIT_RATE),
                      .calib = &page->calib};
         s_map (out, &m);
+        char lo[64], hi[64];
+        double mag = fmax (fabs (page->vorticity_min), fabs (page->vorticity_max));
         fprintf (out,
-                 "<div class=\"note\">Range %.4g to %.4g %s; grey: no value (an invalid "
+                 "<div class=\"note\">Range %s to %s; grey: no value (an invalid "
                  "vector within the stencil, or the edge).</div>",
-                 page->vorticity_min, page->vorticity_max, m.unit);
+                 dash_si (page->vorticity_min, mag, mag / 1000, m.unit, lo, sizeof lo),
+                 dash_si (page->vorticity_max, mag, mag / 1000, m.unit, hi, sizeof hi));
     }
     else
         fputs ("</h2><div class=\"empty\">No vorticity: no field with a regular grid yet.</div>",

@@ -6,6 +6,7 @@
 
 #include "dashboard-cgi/dash.h"
 
+#include "common/feedback_quantity.h"
 #include "common/util.h"
 #include "piv/derived.h"
 #include "store/store.h"
@@ -142,7 +143,8 @@ s_range (const float *values, long n, double *lo, double *hi)
         }
 }
 
-// The mean speed, converted by the set's calibration.
+// The mean speed, converted by the calibration in force (one convention on
+// the page: the statistics are counted in px whatever the calibration).
 static void
 s_mean_speed (dash_page_t *page)
 {
@@ -151,7 +153,7 @@ s_mean_speed (dash_page_t *page)
     page->speed = malloc (sizeof (float) * (size_t)n);
     for (long k = 0; page->speed && k < n; k++) {
         double u, v;
-        piv_calib_velocity (&page->stats_calib, m->u[k], m->v[k], &u, &v);
+        piv_calib_velocity (&page->calib, m->u[k], m->v[k], &u, &v);
         page->speed[k] = m->flags[k] == PIV_FLAG_INVALID ? NAN : (float)hypot (u, v);
     }
     page->speed_min = page->speed_max = NAN;
@@ -180,6 +182,40 @@ s_vorticity (dash_page_t *page)
     s_range (page->vorticity, n, &page->vorticity_min, &page->vorticity_max);
 }
 
+// The feedback series in the calibration in force: points recorded in
+// image units (before a calibration, or its quantity's figure in px)
+// converted as the other plots are (y as calibrated for mean_v).
+static void
+s_feedback_units (dash_page_t *page)
+{
+    const piv_calib_t *c = &page->calib;
+    const feedback_quantity_info_t *q =
+        feedback_quantity_find (page->quantity ? page->quantity : "");
+    if (!c->set || !q || q->unit == FEEDBACK_UNIT_NONE)
+        return;
+    for (int i = 0; i < page->npoints; i++) {
+        dash_point_t *p = &page->series[i];
+        if (!p->image_units)
+            continue;
+        double *values[2] = {&p->value, &p->setpoint};
+        for (int k = 0; k < 2; k++) {
+            double x = *values[k], u, v;
+            if (!isfinite (x))
+                continue;
+            if (q->unit == FEEDBACK_UNIT_RATE)
+                *values[k] = piv_calib_vorticity (c, x);
+            else if (q->quantity == FEEDBACK_MEAN_V)
+                piv_calib_velocity (c, 0, x, &u, &v), *values[k] = v;
+            else
+                piv_calib_velocity (c, x, 0, &u, &v), *values[k] = u;
+        }
+        p->image_units = 0;
+    }
+    snprintf (page->feedback_unit, sizeof page->feedback_unit, "%s",
+              piv_calib_unit (c, q->unit == FEEDBACK_UNIT_RATE ? PIV_UNIT_RATE
+                                                               : PIV_UNIT_VELOCITY));
+}
+
 // ---------------------------------------------------------------------------
 
 int
@@ -203,6 +239,7 @@ dash_measure (dash_t *dash, store_t *store)
                                                : "no result yet");
     if (page->field && page->field->step > 0)
         s_vorticity (page);
+    s_feedback_units (page);
     return 0;
 }
 

@@ -236,12 +236,125 @@ piv_calib_parse (const char *text, piv_calib_t *c, char *err, size_t errlen)
     return rc;
 }
 
+// 'value' to p significant digits, as a plain decimal (500, 0.02) where one
+// reads well, else with an exponent; and whether it parses back to x (as
+// a value times 'size', or with 'per' 'size' over it).
+static int
+s_digits (double x, double value, double size, int per, int p, char *buf, size_t len)
+{
+    char e[32];
+    snprintf (e, sizeof e, "%.*e", p - 1, value);
+    int exponent = atoi (strchr (e, 'e') + 1);
+    if (exponent >= -6 && exponent < 15)
+        snprintf (buf, len, "%.*f", p - 1 - exponent > 0 ? p - 1 - exponent : 0, value);
+    else
+        snprintf (buf, len, "%s", e);
+    double back = strtod (buf, NULL);
+    return (per ? size / back : back * size) == x;
+}
+
+// The shortest decimal text of at most 'most' significant digits that
+// parses back to x (a value times 'size', or with 'per' 'size' over the
+// value: "20 px/mm"), into buf. 0, or -1 when none does. A unit whose
+// 'most' digits do not read back is not tried further: the broker formats
+// the calibration of every result, and a value typed in another unit
+// would cost every length in every unit.
+static int
+s_shortest (double x, double size, int per, int most, char *buf, size_t len)
+{
+    double value = per ? size / x : x / size;
+    for (int p = 1; p <= most; p++) {
+        // Typed values have few digits: past 3, check the unit at all first.
+        if (p == 4 && most < 17 && !s_digits (x, value, size, per, most, buf, len))
+            return -1;
+        if (s_digits (x, value, size, per, p, buf, len))
+            return 0;
+    }
+    return -1;
+}
+
+// Digits a prefixed unit may take before the next is tried: past this
+// the value was not typed in it. The base unit's %.17g always reads back.
+#define S_TYPED_DIGITS 15
+
+// The value as it was most likely typed: the first unit of 'units' (in
+// order of preference) in which a short number reads back exactly to x,
+// "0.02" and "mm"; the base unit (size 1, which 'units' holds) takes any
+// x. 'per' (scale): each unit also as "px/UNIT" after the "UNIT/px" ones.
+// 'people': "µs" and "µm" (else "us" and "um"), and at most 6 digits: past
+// them, the value rounded in the first unit (what people read, not what
+// reads back). Fills num and unit (after the number: "mm/px", "px/mm", "ms").
+static void
+s_as_typed (double x, const s_unit_t *const *units, int per, int people, char *num,
+            size_t numlen, char *unit, size_t unitlen)
+{
+    int base = 0;
+    while (units[base]->size != 1.0)
+        base++;
+    const s_unit_t *u = NULL;
+    int form = 0;
+    for (form = 0; form <= per && !u; form++)
+        for (int i = 0; units[i] && !u; i++)
+            if (s_shortest (x, units[i]->size, form, people ? 6 : S_TYPED_DIGITS, num, numlen)
+                == 0)
+                u = units[i];
+    form--;
+    if (!u && people) {
+        snprintf (num, numlen, "%.6g", x / units[0]->size);
+        u = units[0], form = 0;
+    }
+    if (!u) {  // the base unit reads back at 17 digits
+        s_shortest (x, 1.0, 0, 17, num, numlen);
+        u = units[base], form = 0;
+    }
+    const char *name = u->name, *micro = people && name[0] == 'u' ? "\xc2\xb5" : "";
+    if (*micro)
+        name++;
+    snprintf (unit, unitlen, "%s%s%s%s", per && form ? "px/" : "", micro, name,
+              per && !form ? "/px" : "");
+}
+
+// The units to try for a scale or a time, the one that reads best first:
+// lengths per pixel in mm down to 0.01 mm/px, then in um (in m from 1
+// m/px); times in the largest unit that keeps the number at 1 or more.
+static void
+s_scale_text (double scale, int people, char *num, size_t numlen, char *unit, size_t unitlen)
+{
+    const s_unit_t *mm = &s_lengths[3], *um = &s_lengths[0], *m = &s_lengths[4];
+    const s_unit_t *order[] = {scale >= 1 ? m : scale >= 1e-5 ? mm : um,
+                               scale >= 1 || scale < 1e-5 ? mm : um, scale >= 1 ? um : m, NULL};
+    s_as_typed (scale, order, 1, people, num, numlen, unit, unitlen);
+}
+
+static void
+s_dt_text (double dt, int people, char *num, size_t numlen, char *unit, size_t unitlen)
+{
+    const s_unit_t *s = &s_times[0], *ms = &s_times[1], *us = &s_times[2], *ns = &s_times[5];
+    const s_unit_t *first = dt >= 1 ? s : dt >= 1e-3 ? ms : dt >= 1e-6 ? us : ns;
+    const s_unit_t *rest[] = {ms, us, ns, s}, *order[6] = {first};
+    int k = 1;
+    for (int i = 0; i < 4; i++)
+        if (rest[i] != first)
+            order[k++] = rest[i];
+    order[k] = NULL;
+    s_as_typed (dt, order, 0, people, num, numlen, unit, unitlen);
+}
+
 int
 piv_calib_format (const piv_calib_t *c, char *buf, size_t size)
 {
-    int n = c->set ? snprintf (buf, size, "scale=%.17gm/px dt=%.17gs origin=%.17g,%.17g y_axis=%s",
-                               c->scale, c->dt, c->origin_x, c->origin_y, c->y_up ? "up" : "down")
-                   : snprintf (buf, size, "none");
+    int n;
+    if (c->set) {
+        char scale[32], scale_unit[16], dt[32], dt_unit[16], ox[32], oy[32];
+        s_scale_text (c->scale, 0, scale, sizeof scale, scale_unit, sizeof scale_unit);
+        s_dt_text (c->dt, 0, dt, sizeof dt, dt_unit, sizeof dt_unit);
+        s_shortest (c->origin_x, 1.0, 0, 17, ox, sizeof ox);
+        s_shortest (c->origin_y, 1.0, 0, 17, oy, sizeof oy);
+        n = snprintf (buf, size, "scale=%s%s dt=%s%s origin=%s,%s y_axis=%s", scale, scale_unit, dt,
+                      dt_unit, ox, oy, c->y_up ? "up" : "down");
+    }
+    else
+        n = snprintf (buf, size, "none");
     return n >= 0 && (size_t) n < size ? n : -1;
 }
 
@@ -252,15 +365,13 @@ piv_calib_describe (const piv_calib_t *c, char *buf, size_t size)
     if (!c || !c->set)
         n = snprintf (buf, size, "not calibrated (px, frames)");
     else {
-        // Lengths per pixel in mm down to 0.01 mm/px, then in um; times in
-        // the largest unit that keeps the number at 1 or more.
-        int mm = c->scale >= 1e-5;
-        double t = c->dt;
-        const char *tu = t >= 1 ? "s" : t >= 1e-3 ? "ms" : t >= 1e-6 ? "us" : "ns";
-        t /= t >= 1 ? 1 : t >= 1e-3 ? 1e-3 : t >= 1e-6 ? 1e-6 : 1e-9;
-        n = snprintf (buf, size, "%.6g %s/px, dt %.6g %s, origin (%g, %g) px, y %s",
-                      c->scale / (mm ? 1e-3 : 1e-6), mm ? "mm" : "um", t, tu, c->origin_x,
-                      c->origin_y, c->y_up ? "up" : "down");
+        // As the canonical text (as typed), with spaces and the micro sign;
+        // rounded to 6 digits.
+        char scale[32], scale_unit[16], dt[32], dt_unit[16];
+        s_scale_text (c->scale, 1, scale, sizeof scale, scale_unit, sizeof scale_unit);
+        s_dt_text (c->dt, 1, dt, sizeof dt, dt_unit, sizeof dt_unit);
+        n = snprintf (buf, size, "%s %s, dt %s %s, origin (%g, %g) px, y %s", scale, scale_unit, dt,
+                      dt_unit, c->origin_x, c->origin_y, c->y_up ? "up" : "down");
     }
     return n >= 0 && (size_t) n < size ? n : -1;
 }

@@ -51,12 +51,17 @@ int piv_calib_from_keys (piv_calib_t *c, const char *scale, const char *dt, cons
                          const char *y_axis, char *err, size_t errlen);
 
 // The canonical text piv_calib_parse reads back exactly: "none", or
-// "scale=5.0000000000000002e-05m/px dt=0.001s origin=0,0 y_axis=up"
-// (%.17g). Its length, or -1 if size is too small.
+// "scale=0.02mm/px dt=500us origin=0,0 y_axis=up": each value as it was
+// most likely typed, the shortest number in the unit that reads best (mm/px
+// down to 0.01 mm/px, then um/px; px/mm when only that form reads back; the
+// largest time unit that keeps the number at 1 or more) that parses back to
+// the same bits, else in m/px or s with up to 17 digits. ASCII only ("us").
+// Its length, or -1 if size is too small.
 int piv_calib_format (const piv_calib_t *c, char *buf, size_t size);
 
-// For people: "0.05 mm/px, dt 1 ms, origin (0, 0) px, y up" (units chosen
-// to read well), or "not calibrated (px, frames)". Its length or -1.
+// For people, the same values with spaces and the micro sign: "0.02 mm/px,
+// dt 500 µs, origin (0, 0) px, y up", or "not calibrated (px, frames)".
+// Its length or -1.
 int piv_calib_describe (const piv_calib_t *c, char *buf, size_t size);
 
 // The origin inside a width x height image: 0, or -1 with err ("calibration

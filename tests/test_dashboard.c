@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -570,19 +571,28 @@ s_port_open (int port)
     return ok;
 }
 
-// Runs headless Chromium on url with 'mode' (--dump-dom or --screenshot=...).
+// Runs headless Chromium on url with 'mode' (--dump-dom or --screenshot=...)
+// in a window of 'size' ("1400,1100").
 static const char *
-s_chromium (const char *mode, const char *url)
+s_chromium_sized (const char *mode, const char *url, const char *size)
 {
     char profile[4200];
     snprintf (profile, sizeof profile, "--user-data-dir=%s/chromium", s_dir);
+    char window[64];
+    snprintf (window, sizeof window, "--window-size=%s", size);
     char *argv[] = {(char *) s_which ("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
                     "--disable-quic", "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync", profile,
-                    "--window-size=1400,1100", (char *) mode, (char *) url, NULL};
+                    window, (char *) mode, (char *) url, NULL};
     int rc = tu_run (argv, s_out, S_OUT, 120);
     ck_assert_msg (rc == 0, "chromium %s %s: %d: %.500s", mode, url, rc, s_out);
     return s_out;
+}
+
+static const char *
+s_chromium (const char *mode, const char *url)
+{
+    return s_chromium_sized (mode, url, "1400,1100");
 }
 
 // lighttpd through deploy/dashboard.sh, on a free port, as s_farm.others[0]:
@@ -1113,10 +1123,10 @@ START_TEST (the_experiment_page_states_the_units_of_its_calibration)
     ck_assert (strstr (html, "<svg class=\"map\" id=\"mean-field\" data-unit=\"m/s\"") != NULL);
     ck_assert (strstr (html, "<svg class=\"map\" id=\"vorticity\" data-unit=\"1/s\"") != NULL);
     ck_assert_int_eq (s_count (html, "class=\"legend\""), 2);
-    ck_assert_int_eq (s_count (html, "class=\"tick-max\""), 2);
+    ck_assert_int_eq (s_count (html, "class=\"tick-max\""), 3);  // with the latest field's
     ck_assert (strstr (html, "|V| (m/s)") != NULL);
     ck_assert (strstr (html, "\xCF\x89z (1/s)") != NULL);
-    ck_assert_int_eq (s_count (html, "x (mm)"), 2);
+    ck_assert_int_eq (s_count (html, "x (mm)"), 3);  // the latest field, mean field, vorticity
     ck_assert (strstr (html, "<td class=\"fields\">3</td>") != NULL);
     ck_assert (strstr (html, "<td class=\"valid\">99.1 %</td>") != NULL);
     ck_assert (strstr (html, "0.02 mm/px") != NULL);
@@ -1133,7 +1143,7 @@ START_TEST (the_experiment_page_states_the_units_of_its_calibration)
     html = s_cgi ("exp=raw", &status);
     ck_assert (strstr (html, "id=\"mean-field\" data-unit=\"px/frame\"") != NULL);
     ck_assert (strstr (html, "id=\"vorticity\" data-unit=\"1/frame\"") != NULL);
-    ck_assert_int_eq (s_count (html, "x (px)"), 2);
+    ck_assert_int_eq (s_count (html, "x (px)"), 3);
     ck_assert (strstr (html, "m/s") == NULL);
     // A grid over 128 points a side: every 2nd point in the JSON; the colour
     // maps average blocks of 3 x 3 points, the last column of blocks one
@@ -1178,6 +1188,30 @@ s_grid_mean (jdoc_t *doc, const char *path, int *n)
     return *n ? sum / *n : NAN;
 }
 
+// The broker, saving its statistics every 100 ms.
+static void
+s_start_broker_saving_stats (void)
+{
+    tu_farm_conf_replace (&s_farm, "    heartbeat_ms = 200\n",
+                          "    heartbeat_ms = 200\n    stats_ms = 100\n");
+    tu_farm_start_broker (&s_farm);
+}
+
+// The watcher, agent node-a, and n pairs of a solid rotation (0.01 rad a
+// frame pair, 256 x 256 px) landed in exp1 as r_0001 ... r_N.
+static void
+s_land_rotations (int n)
+{
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "node-a");
+    char count[16];
+    snprintf (count, sizeof count, "%d", n);
+    char *render[] = {(char *) tu_bin ("pivfarm-synth"), "--size", "256x256", "--count", count,
+                      "--flow", "rotation:0.01", "-o", (char *) tu_path (s_dir, "src/r"), NULL};
+    ck_assert_msg (tu_run (render, s_out, S_OUT, 60) == 0, "%s", s_out);
+    tu_farm_land (&s_farm, "r", 1, n, 0);
+}
+
 // The whole chain, calibrated before the first frame: a farm computes a
 // solid rotation (omega 0.01 rad/frame, 0.02 mm/px, dt 2 ms: vorticity
 // -10 1/s with y up), the broker keeps the statistics, and the page, its
@@ -1186,18 +1220,11 @@ START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
 {
     char why[1024];
     int browser = s_have_browser_and_server (why, sizeof why);
-    tu_farm_conf_replace (&s_farm, "    heartbeat_ms = 200\n",
-                          "    heartbeat_ms = 200\n    stats_ms = 100\n");
-    tu_farm_start_broker (&s_farm);
+    s_start_broker_saving_stats ();
     char *calibrate[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "calibrate", "exp1",
                          "--scale", "0.02mm/px", "--dt", "2ms", NULL};
     ck_assert_msg (tu_run (calibrate, s_out, S_OUT, 30) == 0, "%s", s_out);
-    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
-    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "node-a");
-    char *render[] = {(char *) tu_bin ("pivfarm-synth"), "--size", "256x256", "--count", "3",
-                      "--flow", "rotation:0.01", "-o", (char *) tu_path (s_dir, "src/r"), NULL};
-    ck_assert_msg (tu_run (render, s_out, S_OUT, 60) == 0, "%s", s_out);
-    tu_farm_land (&s_farm, "r", 1, 3, 0);
+    s_land_rotations (3);
     tu_counts_t c = tu_farm_wait_done (&s_farm, 3, 120);
     ck_assert_msg (c.done == 3, "%lld pairs done (see broker.log)", (long long) c.done);
 
@@ -1241,8 +1268,8 @@ START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
     const char *dom = s_chromium ("--dump-dom", url);
     ck_assert_msg (strstr (dom, "id=\"mean-field\" data-unit=\"m/s\"") != NULL, "%.1000s", dom);
     ck_assert (strstr (dom, "id=\"vorticity\" data-unit=\"1/s\"") != NULL);
-    ck_assert_int_eq (s_count (dom, "class=\"tick-max\""), 2);
-    ck_assert_int_eq (s_count (dom, "x (mm)"), 2);
+    ck_assert_int_eq (s_count (dom, "class=\"tick-max\""), 3);  // with the latest field's
+    ck_assert_int_eq (s_count (dom, "x (mm)"), 3);
     ck_assert (strstr (dom, "<td class=\"fields\">3</td>") != NULL);
     ck_assert_int_gt (s_count (dom, "class=\"mean-arrow\""), 100);
     char shot[4200];
@@ -1254,6 +1281,196 @@ START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
     free (png);
     ck_assert_int_lt (tu_stop (s_farm.others[0], SIGTERM, 10), 128);
     s_farm.others[0] = 0;
+}
+END_TEST
+
+// pivctl with up to 8 arguments (NULL-terminated) on the test's farm: its
+// exit status; its output in s_out.
+static int
+s_pivctl (const char *a1, ...)
+{
+    char *argv[12] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, (char *) a1};
+    va_list args;
+    va_start (args, a1);
+    for (int i = 4; i < 11 && (argv[i] = va_arg (args, char *)); i++)
+        ;
+    va_end (args);
+    argv[11] = NULL;
+    return tu_run (argv, s_out, S_OUT, 30);
+}
+
+// The text of every <text class="tick"> of chart 'id' in 'html', joined by
+// '|', into buf.
+static const char *
+s_ticks_of (const char *html, const char *id, char *buf, size_t size)
+{
+    char key[128];
+    snprintf (key, sizeof key, "id=\"%s\"", id);
+    const char *p = strstr (html, key), *end = p ? strstr (p, "</svg>") : NULL;
+    buf[0] = '\0';
+    for (p = p ? strstr (p, "class=\"tick\"") : NULL; p && p < end;
+         p = strstr (p + 1, "class=\"tick\"")) {
+        const char *from = strchr (p, '>') + 1, *to = strchr (from, '<');
+        size_t used = strlen (buf);
+        snprintf (buf + used, size - used, "%s%.*s", used ? "|" : "", (int) (to - from), from);
+    }
+    return buf;
+}
+
+// Every plot of the page's JSON 'doc' in one convention: positions in
+// 'position' with y 'y_axis', speeds in 'velocity', rates in 'rate';
+// returns how many plots it has.
+static int
+s_one_convention (jdoc_t *doc, const char *position, const char *y_axis, const char *velocity,
+                  const char *rate)
+{
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.convention.position_unit"), position);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.convention.y_axis"), y_axis);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.convention.velocity_unit"), velocity);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.convention.rate_unit"), rate);
+    int n = jdoc_length (doc, "$.experiment.convention.plots");
+    for (int i = 0; i < n; i++) {
+        const char *id = jdoc_string (doc, "$.experiment.convention.plots[%d].id", i);
+        const char *unit = jdoc_string (doc, "$.experiment.convention.plots[%d].unit", i);
+        if (jdoc_type_at (doc, "$.experiment.convention.plots[%d].position_unit", i)
+            == JDOC_STRING) {
+            ck_assert_str_eq (jdoc_string (doc, "$.experiment.convention.plots[%d].position_unit",
+                                           i),
+                              position);
+            ck_assert_str_eq (jdoc_string (doc, "$.experiment.convention.plots[%d].y_axis", i),
+                              y_axis);
+        }
+        ck_assert_msg (strcmp (unit, velocity) == 0 || strcmp (unit, rate) == 0
+                           || strcmp (unit, "/s") == 0,
+                       "plot %s in %s, not %s or %s", id, unit, velocity, rate);
+    }
+    return n;
+}
+
+// Issue 25, as a scientist meets it: a run recorded first, calibrated
+// afterwards (0.02 mm/px, 500 us), feedback on mean_v (a rotation: about 0,
+// the tiny figures whose ticks read 0.000010 / -0.000000), and files the
+// rule refuses. Before the calibration every plot is in px with y down;
+// after it every plot (the latest field too) is in mm with y up and m/s,
+// ticks carry SI prefixes, the calibration reads as typed, and the files
+// in no pair are named. Screenshots are kept when PIVFARM_PAGE_SHOTS names
+// a directory (page-uncalibrated.png, page-calibrated.png, page-overview.png).
+START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
+{
+    char why[1024];
+    int browser = s_have_browser_and_server (why, sizeof why);
+    s_start_broker_saving_stats ();
+    ck_assert_msg (s_pivctl ("feedback", "set", "quantity=mean_v", "setpoint=0", "kp=0.5", "-e",
+                             "exp1", NULL) == 0,
+                   "%s", s_out);
+    ck_assert_msg (s_pivctl ("feedback", "on", "-e", "exp1", NULL) == 0, "%s", s_out);
+    s_land_rotations (4);
+    size_t len;
+    char *frame = tu_slurp (tu_path (s_dir, "src/r_0001_a.tif"), &len);
+    ck_assert (frame != NULL);
+    tu_spit (tu_path (s_dir, "data/exp1/B005_1.tif"), frame, len);
+    tu_spit (tu_path (s_dir, "data/exp1/B005_2.tif"), frame, len);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 120).done, 4);
+    // An experiment of such files alone: no pair, and the page says why.
+    ck_assert (mkdir (tu_path (s_dir, "data/b005"), 0755) == 0);
+    tu_spit (tu_path (s_dir, "data/b005/B005_1.tif"), frame, len);
+    tu_spit (tu_path (s_dir, "data/b005/B005_2.tif"), frame, len);
+    free (frame);
+    ck_assert_msg (s_pivctl ("--json", "stats", "exp1", NULL) == 0, "%s", s_out);
+    jdoc_t *doc = NULL;
+    for (int i = 0; i < 300; i++, usleep (100000)) {
+        jdoc_destroy (&doc);
+        doc = s_cgi_json ("exp=exp1&format=json");
+        if (jdoc_int (doc, -1, "$.experiments[0].unpaired.refused") == 2
+            && jdoc_length (doc, "$.experiment.feedback.points") == 4)
+            break;
+    }
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].unpaired.refused"), 2);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].unpaired.files[0].name"), "B005_1.tif");
+    for (int i = 0; i < 300 && jdoc_int (doc, -1, "$.experiments[1].unpaired.refused") != 2;
+         i++, usleep (100000)) {
+        jdoc_destroy (&doc);
+        doc = s_cgi_json ("exp=exp1&format=json");
+    }
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[1].experiment"), "b005");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[1].files"), 2);
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[1].unpaired.refused"), 2);
+    int status;
+    ck_assert (strstr (s_cgi ("", &status), "no pairs: 2 file(s) in none") != NULL);
+    ck_assert_int_eq (jdoc_length (doc, "$.experiment.feedback.points"), 4);
+    // Not calibrated: every plot in px, y down as in the image.
+    ck_assert_int_eq (s_one_convention (doc, "px", "down", "px/frame", "1/frame"), 5);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.feedback.unit"), "px/frame");
+    jdoc_destroy (&doc);
+    const char *html = s_cgi ("exp=exp1", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert_int_eq (s_count (html, "x (px)"), 3);
+    ck_assert (strstr (html, "data-unit=\"px/frame\" data-position-unit=\"px\" "
+                             "data-y-axis=\"down\"") != NULL);
+    ck_assert (strstr (html, "id=\"unpaired\"") && strstr (html, "B005_2.tif")
+               && strstr (html, "does not fit pairing rule ab"));
+    int port = browser ? s_serve () : 0;
+    char url[256], shot[4200];
+    const char *shots = getenv ("PIVFARM_PAGE_SHOTS");
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", port);
+    if (browser && shots && *shots) {
+        snprintf (shot, sizeof shot, "--screenshot=%s/page-uncalibrated.png", shots);
+        s_chromium_sized (shot, url, "1400,2400");
+    }
+
+    // Calibrated after the run: the same figures, in one convention.
+    ck_assert_msg (s_pivctl ("calibrate", "exp1", "--scale", "0.02 mm/px", "--dt", "500us", NULL)
+                       == 0,
+                   "%s", s_out);
+    doc = s_cgi_json ("exp=exp1&format=json");
+    ck_assert_int_eq (s_one_convention (doc, "mm", "up", "m/s", "1/s"), 5);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.field.units.velocity"), "m/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.stats.units.velocity"), "m/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.feedback.unit"), "m/s");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.text"),
+                      "scale=0.02mm/px dt=500us origin=0,0 y_axis=up");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.calibration.description"),
+                      "0.02 mm/px, dt 500 \xC2\xB5s, origin (0, 0) px, y up");
+    // A vector of the latest field in m/s from the origin, y up: its px
+    // value times 0.02 mm/px / 500 us, v and y negated.
+    ck_assert (jdoc_number (doc, 1, "$.experiment.field.vectors[0][1]") < 0);
+    jdoc_destroy (&doc);
+    html = s_cgi ("exp=exp1", &status);
+    ck_assert_int_eq (s_count (html, "x (mm)"), 3);
+    ck_assert_int_eq (s_count (html, "x (px)"), 0);
+    ck_assert (strstr (html, "px/frame") == NULL);
+    ck_assert (strstr (html, "data-unit=\"m/s\" data-position-unit=\"mm\" data-y-axis=\"up\"")
+               != NULL);
+    ck_assert (strstr (html, "0.02 mm/px, dt 500 \xC2\xB5s") != NULL);
+    ck_assert (strstr (html, "e-05m/px") == NULL && strstr (html, "0.00050000000000000001") == NULL);
+    // The feedback ticks: SI prefixes on m/s, no run of zeros.
+    char ticks[512];
+    s_ticks_of (html, "feedback-series", ticks, sizeof ticks);
+    ck_assert_msg (strstr (ticks, "m/s") && !strstr (ticks, "0.0000") && !strstr (ticks, "-0|")
+                       && !strstr (ticks, "e-"),
+                   "feedback ticks '%s'", ticks);
+    if (browser) {
+        const char *dom = s_chromium ("--dump-dom", url);
+        ck_assert_int_eq (s_count (dom, "x (mm)"), 3);
+        ck_assert (strstr (dom, "data-position-unit=\"mm\"") != NULL);
+        snprintf (url, sizeof url, "http://127.0.0.1:%d/", port);
+        dom = s_chromium ("--dump-dom", url);
+        ck_assert_msg (strstr (dom, "class=\"unpaired\"") && strstr (dom, "2 file(s) outside the rule"),
+                       "%.2000s", dom);
+        if (shots && *shots) {
+            snprintf (shot, sizeof shot, "--screenshot=%s/page-overview.png", shots);
+            s_chromium (shot, url);
+        }
+        snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", port);
+        if (shots && *shots) {
+            snprintf (shot, sizeof shot, "--screenshot=%s/page-calibrated.png", shots);
+            s_chromium_sized (shot, url, "1400,2400");
+        }
+        ck_assert_int_lt (tu_stop (s_farm.others[0], SIGTERM, 10), 128);
+        s_farm.others[0] = 0;
+    }
+    else
+        printf ("test_dashboard: skipped the browser part: %s\n", why);
 }
 END_TEST
 
@@ -1274,6 +1491,7 @@ main (void)
     tcase_add_test (tc, metric_labels_are_escaped_and_the_store_alone_suffices);
     tcase_add_test (tc, the_experiment_page_states_the_units_of_its_calibration);
     tcase_add_test (tc, a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser);
+    tcase_add_test (tc, a_calibrated_page_shows_one_convention_and_the_files_in_no_pair);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

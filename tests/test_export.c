@@ -176,7 +176,7 @@ static const char *s_h5_check =
     "assert si['time'].attrs['units'] == 's'\n"
     "stems = [s.decode() if isinstance(s, bytes) else s for s in si['pair'][...]]\n"
     "assert stems == ['p%04d' % i for i in range(6)], stems\n"
-    "assert si.attrs['calibration'].startswith('scale=2'), si.attrs['calibration']\n"
+    "assert si.attrs['calibration'].startswith('scale=0.02mm/px dt=2ms'), si.attrs['calibration']\n"
     "assert si.attrs['scale_m_per_px'] == 2e-5 and si.attrs['dt_s'] == 2e-3\n"
     "assert si.attrs['y_axis'] == 'up' and si.attrs['pivfarm_version']\n"
     "assert 'passes=' in si.attrs['piv_settings']\n"

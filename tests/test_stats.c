@@ -264,7 +264,7 @@ START_TEST (a_calibration_set_before_the_first_frame_gives_metres_per_second)
     ck_assert (json_object_get (doc, "created") == NULL);
     ck_assert_str_eq (json_string_value (json_object_get (json_object_get (doc, "calibration"),
                                                           "text")),
-                      "scale=2.0000000000000002e-05m/px dt=0.002s origin=0,0 y_axis=up");
+                      "scale=0.02mm/px dt=2ms origin=0,0 y_axis=up");
     json_decref (doc);
     tu_farm_land (&s_farm, "c", 1, n, 0);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 120).done, n);
@@ -272,7 +272,7 @@ START_TEST (a_calibration_set_before_the_first_frame_gives_metres_per_second)
     ck_assert_int_eq (s_fields (doc), n);
     json_t *set = json_array_get (json_object_get (doc, "sets"), 0);
     ck_assert_ptr_nonnull (strstr (json_string_value (json_object_get (set, "calibration")),
-                                   "dt=0.002s"));
+                                   "dt=2ms"));
     ck_assert_str_eq (json_string_value (json_object_get (json_object_get (set, "units"),
                                                           "velocity")),
                       "m/s");

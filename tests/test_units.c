@@ -109,6 +109,56 @@ START_TEST (bad_calibration_values_are_refused_naming_the_key)
 }
 END_TEST
 
+// Issue 25: the canonical text and the words for people give the values as
+// they were typed (0.02 mm/px, 500 us), not their doubles' 17 digits, and
+// still read back to the same bits, whatever the value.
+START_TEST (the_calibration_text_gives_the_values_as_typed)
+{
+    static const struct {
+        const char *typed, *text, *words;
+    } cases[] = {
+        {"scale=0.02mm/px dt=500us", "scale=0.02mm/px dt=500us origin=0,0 y_axis=up",
+         "0.02 mm/px, dt 500 \xc2\xb5s, origin (0, 0) px, y up"},
+        {"scale=50\xc2\xb5m/px dt=2ms origin=12.5,0.1 y_axis=down",
+         "scale=50um/px dt=2ms origin=12.5,0.1 y_axis=down",
+         "50 \xc2\xb5m/px, dt 2 ms, origin (12.5, 0.1) px, y down"},
+        {"scale=7px/um dt=1.5s", "scale=7px/um dt=1.5s origin=0,0 y_axis=up",
+         "7 px/\xc2\xb5m, dt 1.5 s, origin (0, 0) px, y up"},
+        {"scale=2e-5m/px dt=0.0005s", "scale=0.02mm/px dt=500us origin=0,0 y_axis=up",
+         "0.02 mm/px, dt 500 \xc2\xb5s, origin (0, 0) px, y up"},
+        // The old canonical form reads as before and is written the new way.
+        {"scale=2.0000000000000002e-05m/px dt=0.00050000000000000001s origin=0,0 y_axis=up",
+         "scale=0.02mm/px dt=500us origin=0,0 y_axis=up",
+         "0.02 mm/px, dt 500 \xc2\xb5s, origin (0, 0) px, y up"},
+    };
+    char err[256], text[256], words[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        piv_calib_t c, back;
+        ck_assert_msg (piv_calib_parse (cases[i].typed, &c, err, sizeof err) == 0, "%s", err);
+        ck_assert (piv_calib_format (&c, text, sizeof text) > 0);
+        ck_assert_str_eq (text, cases[i].text);
+        ck_assert (piv_calib_describe (&c, words, sizeof words) > 0);
+        ck_assert_str_eq (words, cases[i].words);
+        ck_assert (piv_calib_parse (text, &back, err, sizeof err) == 0);
+        ck_assert (memcmp (&c, &back, sizeof c) == 0);
+    }
+    // Any value reads back to its bits (a random walk over 12 decades).
+    unsigned seed = 25;
+    for (int i = 0; i < 2000; i++) {
+        piv_calib_t c, back;
+        piv_calib_init (&c);
+        c.set = 1;
+        c.scale = pow (10, -9 + 12.0 * rand_r (&seed) / RAND_MAX);
+        c.dt = pow (10, -10 + 12.0 * rand_r (&seed) / RAND_MAX);
+        c.origin_x = 1000.0 * rand_r (&seed) / RAND_MAX;
+        ck_assert (piv_calib_format (&c, text, sizeof text) > 0);
+        ck_assert_msg (piv_calib_parse (text, &back, err, sizeof err) == 0, "%s: %s", text, err);
+        ck_assert_msg (back.scale == c.scale && back.dt == c.dt && back.origin_x == c.origin_x,
+                       "%.17g %.17g %.17g: '%s'", c.scale, c.dt, c.origin_x, text);
+    }
+}
+END_TEST
+
 // The canonical text reads back to the same bits; the whole-text parser is
 // all or nothing.
 START_TEST (the_calibration_text_reads_back_exactly)
@@ -127,7 +177,7 @@ START_TEST (the_calibration_text_reads_back_exactly)
     piv_calib_init (&c);
     ck_assert_int_eq (piv_calib_parse ("scale=0.05mm/px dt=1ms", &c, err, sizeof err), 0);
     ck_assert_int_eq (piv_calib_format (&c, text, sizeof text), (int) strlen (text));
-    ck_assert_str_eq (text, "scale=5.0000000000000002e-05m/px dt=0.001s origin=0,0 y_axis=up");
+    ck_assert_str_eq (text, "scale=0.05mm/px dt=1ms origin=0,0 y_axis=up");
     ck_assert_int_eq (piv_calib_format (&c, text, 10), -1);
     ck_assert (piv_calib_describe (&c, text, sizeof text) > 0);
     ck_assert_str_eq (text, "0.05 mm/px, dt 1 ms, origin (0, 0) px, y up");
@@ -1039,6 +1089,7 @@ s_suite (void)
     tcase_add_test (calib, every_accepted_calibration_form_means_its_value);
     tcase_add_test (calib, bad_calibration_values_are_refused_naming_the_key);
     tcase_add_test (calib, the_calibration_text_reads_back_exactly);
+    tcase_add_test (calib, the_calibration_text_gives_the_values_as_typed);
     tcase_add_test (calib, the_calibration_keys_of_the_configuration_follow_the_rules);
     tcase_add_test (calib, conversions_follow_the_scale_and_the_direction_of_y);
     suite_add_tcase (suite, calib);
