@@ -1104,7 +1104,7 @@ START_TEST (a_run_calibrated_after_recording_and_its_replays_come_out_calibrated
     // Its statistics too (their set takes the calibration: no new set).
     ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "exp1", "--json", NULL), 0);
     ck_assert_msg (strstr (out, "\"fields\":4") && strstr (out, "\"units\":\"si\"")
-                       && strstr (out, "\"calibration\":\"scale=2"),
+                       && strstr (out, "\"calibration\":\"scale=0.02mm/px"),
                    "%s", out);
     // A mask (all ones: nothing masked, the fields stay comparable).
     char mask[4096];
