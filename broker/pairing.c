@@ -26,7 +26,10 @@
 #define S_KEY_MAX (NAME_MAX + PATH_MAX + 32)
 
 struct _pairing_t {
-    pairing_rule_t rule;                  // which rule
+    pairing_rule_t rule;                  // the rule of experiments without their own
+    pairing_rule_t configured;            // pairing/rule: what the default goes back to
+    zhashx_t *rules;                      // experiment -> its own rule + 1 (a pointer-sized
+                                          // integer), for those that have one
     char a_suffix[32], b_suffix[32];      // ab: frame A and B suffixes
     int ignore_case;                      // suffixes and extensions ignore case
     char extensions[MAX_EXTENSIONS][16];  // accepted extensions, without the dot
@@ -128,7 +131,7 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
     }
-    self->rule = rule->rule;
+    self->rule = self->configured = rule->rule;
     snprintf (self->a_suffix, sizeof self->a_suffix, "%s", cfg->pairing.a_suffix);
     snprintf (self->b_suffix, sizeof self->b_suffix, "%s", cfg->pairing.b_suffix);
     self->ignore_case = cfg->pairing.ignore_case;
@@ -141,7 +144,8 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
     self->waiting = zhashx_new ();
     self->frames = zhashx_new ();
     self->queues = zhashx_new ();
-    if (!self->waiting || !self->frames || !self->queues) {
+    self->rules = zhashx_new ();
+    if (!self->waiting || !self->frames || !self->queues || !self->rules) {
         pairing_destroy (&self);
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
@@ -161,6 +165,7 @@ pairing_destroy (pairing_t **self_p)
     zhashx_destroy (&(*self_p)->waiting);
     zhashx_destroy (&(*self_p)->frames);
     zhashx_destroy (&(*self_p)->queues);
+    zhashx_destroy (&(*self_p)->rules);
     free (*self_p);
     *self_p = NULL;
 }
@@ -335,8 +340,9 @@ s_emit_frames (pairing_emit_fn *emit, void *arg, const char *experiment, const c
 }
 
 static int
-s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64_t id,
-                size_t base, pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
+s_offer_frames (pairing_t *self, pairing_rule_t rule, const char *experiment, const char *name,
+                int64_t id, size_t base, pairing_emit_fn *emit, void *arg, char *err,
+                size_t errlen)
 {
     size_t prefix;
     long long n;
@@ -344,7 +350,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
         char shown[UTIL_SHOWN];
         snprintf (err, errlen, "'%s' does not fit pairing rule %s: expected a frame number "
                   "before the extension (run_0001.tif)", util_shorten (name, shown, sizeof shown),
-                  pairing_rule_get (self->rule)->name);
+                  pairing_rule_get (rule)->name);
         return -1;
     }
     char key[S_KEY_MAX];
@@ -352,7 +358,7 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
     if (zhashx_lookup (self->waiting, key) || zhashx_lookup (self->frames, key))
         return 0;  // offered again while waiting
     int emitted = 0;
-    if (self->rule == PAIRING_SEQUENCE) {
+    if (rule == PAIRING_SEQUENCE) {
         // Frames 1-2, 3-4, ...: an odd frame is A, the next one its B.
         long long partner_n = n % 2 ? n + 1 : n - 1;
         char pkey[S_KEY_MAX];
@@ -434,12 +440,13 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_
                   self->nextensions ? self->extensions[0] : "");
         return -1;
     }
-    switch (self->rule) {
+    pairing_rule_t rule = pairing_rule_of (self, experiment)->rule;
+    switch (rule) {
     case PAIRING_AB:
         return s_offer_ab (self, experiment, name, id, base, emit, arg, err, errlen);
     case PAIRING_SEQUENCE:
     case PAIRING_SLIDING:
-        return s_offer_frames (self, experiment, name, id, base, emit, arg, err, errlen);
+        return s_offer_frames (self, rule, experiment, name, id, base, emit, arg, err, errlen);
     default: {
         char stem[PATH_MAX];
         snprintf (stem, sizeof stem, "%.*s", (int) base, name);
@@ -465,4 +472,72 @@ size_t
 pairing_waiting (pairing_t *self, const char *experiment)
 {
     return s_count (self->waiting, experiment) + s_count (self->frames, experiment);
+}
+
+const pairing_rule_info_t *
+pairing_rule_of (pairing_t *self, const char *experiment)
+{
+    // Most farms give no experiment a rule of its own: no lookup per file.
+    void *own = zhashx_size (self->rules) ? zhashx_lookup (self->rules, experiment) : NULL;
+    return pairing_rule_get (own ? (int) ((intptr_t) own - 1) : (int) self->rule);
+}
+
+// 1 if the key (experiment 0x1f rest) is of 'experiment', or with NULL of
+// an experiment without a rule of its own.
+static int
+s_key_follows (pairing_t *self, const char *key, const char *experiment)
+{
+    const char *sep = strchr (key, '\x1f');
+    size_t len = sep ? (size_t) (sep - key) : strlen (key);
+    if (experiment)
+        return strlen (experiment) == len && strncmp (key, experiment, len) == 0;
+    char name[S_KEY_MAX];
+    snprintf (name, sizeof name, "%.*s", (int) len, key);
+    return !zhashx_lookup (self->rules, name);
+}
+
+// Forgets the waiting files of 'experiment' (NULL: of the experiments
+// that follow the default) in 'hash'.
+static void
+s_forget (pairing_t *self, zhashx_t *hash, const char *experiment)
+{
+    zlistx_t *gone = zlistx_new ();
+    if (!gone)
+        return;
+    for (void *item = zhashx_first (hash); item; item = zhashx_next (hash))
+        if (s_key_follows (self, zhashx_cursor (hash), experiment))
+            zlistx_add_end (gone, (void *) zhashx_cursor (hash));
+    for (const char *key = zlistx_first (gone); key; key = zlistx_next (gone))
+        zhashx_delete (hash, key);
+    zlistx_destroy (&gone);
+}
+
+int
+pairing_set_rule (pairing_t *self, const char *experiment, int rule, char *err, size_t errlen)
+{
+    const pairing_rule_info_t *info =
+        pairing_rule_get (rule < 0 && !experiment ? (int) self->configured : rule);
+    if (rule >= 0 && !info) {
+        snprintf (err, errlen, "bad pairing rule %d", rule);
+        return -1;
+    }
+    if (info && info->suffixes
+        && (!*self->a_suffix || !*self->b_suffix || strcmp (self->a_suffix, self->b_suffix) == 0)) {
+        snprintf (err, errlen,
+                  "pairing rule %s needs two different, non-empty suffixes: set "
+                  "pairing/a_suffix and pairing/b_suffix in the configuration",
+                  info->name);
+        return -1;
+    }
+    // The keys of the waiting files are read while the rule of theirs is
+    // still the old one: the default's followers before it moves.
+    s_forget (self, self->waiting, experiment);
+    s_forget (self, self->frames, experiment);
+    if (!experiment)
+        self->rule = info->rule;
+    else if (rule < 0)
+        zhashx_delete (self->rules, experiment);
+    else
+        zhashx_update (self->rules, experiment, (void *) (intptr_t) (rule + 1));
+    return 0;
 }
