@@ -197,6 +197,10 @@ START_TEST (two_experiments_run_at_once_with_their_own_settings_and_pairing_rule
                    "%s", jdoc_string (doc, "$.settings"));
     jdoc_destroy (&doc);
 
+    doc = s_ask ("status", "-e", "exp2", NULL);
+    ck_assert_str_eq (jdoc_string (doc, "$.experiments[0].pairing"), "sequence");
+    jdoc_destroy (&doc);
+
     // Refused, naming the key and why; nothing changed.
     char *before = s_in_force ("exp1");
     s_refused ("colour", "piv", "exp1", "colour=red", NULL);
@@ -236,6 +240,10 @@ START_TEST (two_experiments_run_at_once_with_their_own_settings_and_pairing_rule
     ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count (*) FROM results"
                                             " WHERE settings LIKE 'passes=32 overlap=0 %%'"),
                       2);
+    printf ("grids of 256 x 256 frames: passes=32 nx %lld, passes=16 nx %lld, passes=32 "
+            "overlap=0 nx %lld; settings kept a result: %lld bytes on average\n",
+            (long long)nx1, (long long)nx2, (long long)nx_later,
+            (long long)tu_farm_sql (&s_farm, "SELECT avg (length (settings)) FROM results"));
     ck_assert_msg (nx_later < nx1, "no overlap, fewer windows: %lld against %lld",
                    (long long)nx_later, (long long)nx1);
     // The history: each change a "setting" event of the experiment.
