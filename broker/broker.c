@@ -836,6 +836,14 @@ static int
 s_load (broker_t *self, char *err, size_t errlen)
 {
     int64_t now = util_time_ns ();
+    stages_t stages;
+    s_stages (self, &stages);
+    // The settings first: the files waiting pair by their experiment's rule.
+    if (settings_load (&stages) != 0) {
+        snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
+                  store_error (self->store));
+        return -1;
+    }
     int requeued = store_requeue_all (self->store, now);
     if (requeued > 0)
         log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
@@ -848,9 +856,7 @@ s_load (broker_t *self, char *err, size_t errlen)
     }
     // Pairs re-made above were already in the store: they are not fresh.
     zlistx_purge (self->fresh);
-    stages_t stages;
-    s_stages (self, &stages);
-    if (settings_load (&stages) != 0 || stats_load (self->stats) != 0
+    if (stats_load (self->stats) != 0
         || store_pairs_in_state (self->store, STORE_PENDING, s_load_pending, self) < 0) {
         snprintf (err, errlen, "cannot read the store '%s': %s", self->cfg.broker.store,
                   store_error (self->store));

@@ -59,6 +59,8 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
                                              {"dir", required_argument, NULL, 'D'},
                                              {"to", required_argument, NULL, 't'},
                                              {"page", required_argument, NULL, 'P'},
+                                             {"reset", no_argument, NULL, 'R'},
+                                             {"set", required_argument, NULL, 'X'},
                                              {NULL, 0, NULL, 0}};
     // The options whose value is kept as it is: where, and their bit.
     static const struct {
@@ -132,6 +134,15 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
             break;
         case 'T':
             cmd->tmpfs = 1, cmd->given |= CMD_OPT_TMPFS;
+            break;
+        case 'R':
+            cmd->reset = 1, cmd->given |= CMD_OPT_RESET;
+            break;
+        case 'X':
+            if (cmd->nset == (int) (sizeof cmd->set / sizeof cmd->set[0]))
+                return cmd_refuse (cmd, 400, "at most %zu --set options",
+                                   sizeof cmd->set / sizeof cmd->set[0]);
+            cmd->set[cmd->nset++] = optarg, cmd->given |= CMD_OPT_SET;
             break;
         case ':':
             return cmd_refuse (cmd, 400, "option '%s' needs a value", argv[optind - 1]);
@@ -632,42 +643,6 @@ s_replay_file_event (void *arg, exp_t *exp, const char *name, int64_t size, int6
     return ingest_file (arg, exp, name, size, mtime_ns, closed_ns);
 }
 
-// The PIV settings of a replay: the replayed experiment's, with the options
-// given in their place, each checked as the configuration file's key is.
-// -1 (refused) for a bad value.
-static int
-s_replay_settings (control_cmd_t *cmd, const char *base, char *out, size_t size)
-{
-    config_t cfg = *cmd->self->cfg;
-    char **words = NULL, err[512];
-    int n = cli_split (base, &words, err, sizeof err);
-    for (int i = 0; i < n; i++) {
-        char *value = strchr (words[i], '=');
-        // The source's mask is not among its settings: the replay takes it
-        // as its own setting (s_replay_inherit), as it takes its calibration.
-        if (value && strncmp (words[i], "mask=", 5) == 0)
-            continue;
-        if (value) {
-            *value++ = '\0';
-            config_set (&cfg, "piv", words[i], value, "the replayed experiment", err, sizeof err);
-        }
-    }
-    free (words);
-    const struct {
-        const char *key, *value;
-    } given[] = {{"passes", cmd->passes},
-                 {"overlap", cmd->overlap},
-                 {"iterations", cmd->iterations},
-                 {"deform", cmd->deform}};
-    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
-        if (given[i].value
-            && config_set (&cfg, "piv", given[i].key, given[i].value, "the replay command", err,
-                           sizeof err))
-            return cmd_refuse (cmd, 400, "bad --%s: %s", given[i].key, err);
-    broker_settings_format (&cfg, out, size);
-    return 0;
-}
-
 // What a replay takes from the experiment it replays, unless it has its own
 // (an experiment made by `calibrate NAME` or `mask NAME` before `replay
 // --as NAME`): the calibration and the mask, recorded as its settings. 0 or
@@ -704,8 +679,10 @@ s_replay (control_cmd_t *cmd)
 {
     control_t *self = cmd->self;
     const char *usage = "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] "
-                        "[--iterations I] [--deform D] [--feedback-only]";
-    if (cmd_expect (cmd, CMD_OPT_AS | CMD_OPT_SPEED | CMD_OPT_PIV | CMD_OPT_FEEDBACK_ONLY, 2, 2, usage))
+                        "[--iterations I] [--deform D] [--set KEY=VALUE]... [--feedback-only]";
+    if (cmd_expect (cmd, CMD_OPT_AS | CMD_OPT_SPEED | CMD_OPT_PIV | CMD_OPT_SET
+                        | CMD_OPT_FEEDBACK_ONLY,
+                    2, 2, usage))
         return -1;
     double speed = 1;
     char *end;
@@ -716,7 +693,7 @@ s_replay (control_cmd_t *cmd)
         if (*end || end == cmd->speed || !(speed >= 0.01 && speed <= 1e6))
             return cmd_refuse (cmd, 400, "bad --speed '%s': 0.01 to 1e6, or max", cmd->speed);
     }
-    if (cmd->feedback_only && (cmd->given & CMD_OPT_PIV))
+    if (cmd->feedback_only && (cmd->given & (CMD_OPT_PIV | CMD_OPT_SET)))
         return cmd_refuse (cmd, 400, "--feedback-only computes nothing: PIV options make no sense");
     exp_t *of = cmd_find_experiment (cmd, cmd->argv[1]);
     if (!of)
@@ -749,7 +726,8 @@ s_replay (control_cmd_t *cmd)
                 break;
         }
     char settings[512];
-    if (s_replay_settings (cmd, of->piv.settings, settings, sizeof settings))
+    int rule;
+    if (control_replay_settings (cmd, of, settings, sizeof settings, &rule))
         return -1;
     char err[PATH_MAX + 600];
     replay_host_t host = {self->store, self->loop, self->publish, s_replay_file_event,
@@ -758,13 +736,15 @@ s_replay (control_cmd_t *cmd)
     if (!r)
         return cmd_refuse (cmd, 500, "%s", err);
     int64_t now = util_time_ns ();
-    const char *own = strcmp (settings, self->settings) == 0 ? "" : settings;
-    if (adopted && ingest_adopt (self->ingest, adopted, of->source, own, now) != 0) {
+    // Its own settings, the source's as they are now: a later change of
+    // the default is not the source's.
+    if (adopted && ingest_adopt (self->ingest, adopted, of->source, settings, now, err,
+                                 sizeof err)
+                       != 0) {
         replay_destroy (&r);
-        return cmd_refuse (cmd, 400, "cannot replay as '%s': %s", name,
-                           store_error (self->store));
+        return cmd_refuse (cmd, 400, "cannot replay as '%s': %s", name, err);
     }
-    if (!adopted && store_experiment_create (self->store, name, of->source, own, now) < 0) {
+    if (!adopted && store_experiment_create (self->store, name, of->source, settings, now) < 0) {
         replay_destroy (&r);
         return cmd_refuse (cmd, 500, "cannot create '%s': %s", name, store_error (self->store));
     }
@@ -776,6 +756,21 @@ s_replay (control_cmd_t *cmd)
     if (s_replay_inherit (cmd, of, exp, now) != 0 || cmd_commit (cmd)) {
         replay_destroy (&r);
         return -1;
+    }
+    if (rule >= 0) {
+        // The source's own rule (or --set pairing=RULE): the files it
+        // replays pair as the source's did.
+        char why[512];
+        if (ingest_pairing_set (self->ingest, exp, rule, 0, why, sizeof why) != 0
+            || store_setting_set (self->store, exp->id, "pairing", pairing_rule_get (rule)->name,
+                                  now)
+                   != 0
+            || cmd_commit (cmd)) {
+            replay_destroy (&r);
+            return cmd->status != 200 ? -1 : cmd_refuse (cmd, 500, "cannot set the pairing rule "
+                                                                   "of '%s': %s",
+                                                         name, why);
+        }
     }
     size_t total = replay_total (r);
     log_notice ("replaying '%s' as '%s': %zu %s at speed %s", of->name, name, total,
@@ -975,6 +970,7 @@ static const struct {
     {"calibrate", control_calibrate, 1, "", 0},
     {"stats", control_stats, 0, NULL, 1},
     {"mask", control_mask, 1, NULL, 1},
+    {"piv", control_piv, 1, "", 0},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -
@@ -1061,7 +1057,8 @@ s_changes (control_cmd_t *cmd, size_t command)
         return 0;
     if (reads && cmd->argc > 1 && strcmp (cmd->argv[1], reads) == 0)
         return 0;
-    return !(reads && !*reads && cmd->argc == 2);
+    // An option makes a change of the one-word form ('piv EXP --reset').
+    return !(reads && !*reads && cmd->argc == 2 && !cmd->given);
 }
 
 // 1 if the command may run for this client: it only reads, CURVE is off,
@@ -1105,7 +1102,7 @@ s_run (control_cmd_t *cmd, const char *line)
             cmd_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
-                      "archive, release, warnings, calibrate, stats, mask)",
+                      "archive, release, warnings, calibrate, stats, mask, piv)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
             cmd_refuse (cmd, 403,

@@ -44,6 +44,9 @@ typedef struct {
     const char *speed;       // --speed X|max
     const char *passes, *overlap, *iterations, *deform;
     int feedback_only;       // --feedback-only
+    int reset;               // --reset (piv)
+    const char *set[16];     // --set KEY=VALUE (replay), in order
+    int nset;                // how many
     const char *size, *hours, *dir, *to;  // provision --size --hours --dir, archive --to
     int tmpfs;               // provision --tmpfs
     unsigned given;          // options seen, a bit each (CMD_OPT_*)
@@ -68,6 +71,8 @@ enum {
     CMD_OPT_DIR = 1 << 11,
     CMD_OPT_TO = 1 << 12,
     CMD_OPT_PAGE = 1 << 13,
+    CMD_OPT_RESET = 1 << 14,
+    CMD_OPT_SET = 1 << 15,
 };
 
 // Sets the reply to an error line (status 'status'); returns -1.
@@ -96,5 +101,14 @@ int cmd_refuse_name (control_cmd_t *cmd, const char *what, const char *name);
 int control_calibrate (control_cmd_t *cmd);
 int control_stats (control_cmd_t *cmd);
 int control_mask (control_cmd_t *cmd);
+
+// control_piv.c: piv (doc/control.md).
+int control_piv (control_cmd_t *cmd);
+// The settings of a replay of 'of' into out: its settings as they are,
+// with the command's --passes, --overlap, --iterations, --deform and
+// --set KEY=VALUE; *rule the pairing rule it takes (the source's own, or
+// --set pairing=RULE), -1 to follow the default. 0, or -1 (refused).
+int control_replay_settings (control_cmd_t *cmd, const exp_t *of, char *out, size_t size,
+                             int *rule);
 
 #endif

@@ -693,6 +693,12 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     if (task->name_b)
         self->frame_path (self->arg, exp, task->name_b, path_b, sizeof path_b);
     snprintf (output, sizeof output, "%s/%s.txt", exp->name, task->stem);
+    // What it is sent with, for its result: a change of the experiment's
+    // settings applies to the pairs dispatched after it.
+    if (!task->settings || strcmp (task->settings, exp->piv.settings) != 0) {
+        free (task->settings);
+        task->settings = strdup (exp->piv.settings);
+    }
     proto_msg_t msg = {.command = PROTO_TASK,
                        .pair = (uint64_t) task->pair,
                        .attempt = (uint32_t) attempt,
@@ -795,7 +801,13 @@ s_on_result (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg
         return;
     }
     s_agent_compute (agent, msg);  // only the holder's figures set its deadlines
-    store_result_t r = {.mean_u = msg->figures[PROTO_FIG_MEAN_U],
+    // The settings the attempt was sent with, when this broker sent it.
+    const task_t *sent = NULL;
+    for (task_t *t = zlistx_first (agent->tasks); t && !sent; t = zlistx_next (agent->tasks))
+        if (t->pair == (int64_t) msg->pair && t->attempt == (int) msg->attempt)
+            sent = t;
+    store_result_t r = {.settings = sent ? sent->settings : NULL,
+                        .mean_u = msg->figures[PROTO_FIG_MEAN_U],
                         .mean_v = msg->figures[PROTO_FIG_MEAN_V],
                         .mean_speed = msg->figures[PROTO_FIG_MEAN_SPEED],
                         .valid_fraction = msg->figures[PROTO_FIG_VALID_FRACTION],

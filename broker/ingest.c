@@ -8,6 +8,7 @@
 #include "broker/storage.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "piv/settings.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +19,10 @@ struct _ingest_t {
     ingest_host_t host;       // the store, the reactor's 'fresh' list
     pairing_t *pairing;       // the pairing rules
     zhashx_t *experiments;    // name -> exp_t
+    char *star;               // the keys of 'pivctl piv *' ("key=value ..."), or NULL
+    char *dflt;               // the farm's settings (host.settings) with them: what an
+                              // experiment without a base starts from
+    int star_pairing;         // the rule of 'pivctl piv * pairing=RULE', or -1: pairing/rule
     // The clock sample's names for the last watcher and experiment (a
     // batch of FILE events comes from one watcher, mostly for one
     // experiment): its routing id (size -1: none kept), the experiment.
@@ -38,6 +43,8 @@ s_exp_destroy (exp_t **self_p)
     free (self->source);
     free (self->piv.settings);
     free (self->piv.mask);
+    free (self->piv.base);
+    free (self->piv.own);
     free (self);
     *self_p = NULL;
 }
@@ -53,6 +60,13 @@ ingest_new (const ingest_host_t *host, char *err, size_t errlen)
     }
     self->host = *host;
     self->clock_id_size = (size_t) -1;  // no names kept yet
+    self->star_pairing = -1;
+    if (!(self->dflt = strdup (host->settings))) {
+        zhashx_destroy (&self->experiments);
+        free (self);
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        return NULL;
+    }
     zhashx_set_destructor (self->experiments, (zhashx_destructor_fn *) s_exp_destroy);
     if (!(self->pairing = pairing_new (host->cfg, err, errlen)))
         ingest_destroy (&self);
@@ -67,6 +81,8 @@ ingest_destroy (ingest_t **self_p)
     ingest_t *self = *self_p;
     zhashx_destroy (&self->experiments);
     pairing_destroy (&self->pairing);
+    free (self->star);
+    free (self->dflt);
     free (self);
     *self_p = NULL;
 }
@@ -75,6 +91,37 @@ zhashx_t *
 ingest_experiments (ingest_t *self)
 {
     return self->experiments;
+}
+
+// Bytes of a settings text: what piv_settings_parse reads.
+#define S_SETTINGS_MAX 512
+
+// The settings text of the layers 'base', then 'own' (keys that replace
+// the base's: piv_settings_parse takes the last of a key), then 'mask'
+// (NULL: none), in the canonical form of piv_settings_format. 0, or -1
+// with err naming the key and why (as the engine says it), or the text
+// too long.
+static int
+s_merge (const char *base, const char *own, const char *mask, char *out, size_t size, char *err,
+         size_t errlen)
+{
+    char text[S_SETTINGS_MAX * 2];
+    int n = snprintf (text, sizeof text, "%s%s%s%s%s", base, own && *own ? " " : "",
+                      own ? own : "", mask ? " mask=" : "", mask ? mask : "");
+    piv_settings_t s;
+    if (n < 0 || n >= S_SETTINGS_MAX) {
+        snprintf (err, errlen, "bad settings: over the %d bytes a task's settings may have",
+                  S_SETTINGS_MAX - 1);
+        return -1;
+    }
+    if (piv_settings_parse (text, &s, err, errlen) != 0 || piv_settings_check (&s, err, errlen) != 0)
+        return -1;
+    if (piv_settings_format (&s, out, size) < 0) {
+        snprintf (err, errlen, "bad settings: over the %zu bytes a task's settings may have",
+                  size - 1);
+        return -1;
+    }
+    return 0;
 }
 
 exp_t *
@@ -94,8 +141,17 @@ ingest_experiment (ingest_t *self, const char *name, int64_t now)
     exp->id = id;
     exp->name = strdup (name);
     exp->source = strdup (found.source);
-    exp->piv.settings = strdup (*found.settings ? found.settings : self->host.settings);
-    if (!exp->name || !exp->source || !exp->piv.settings) {
+    exp->piv.pairing = -1;
+    exp->piv.base = *found.settings ? strdup (found.settings) : NULL;
+    char merged[S_SETTINGS_MAX], err[512];
+    // A base this broker cannot read (written by another version) is
+    // carried as it is: the agents say what is wrong with it.
+    if (s_merge (exp->piv.base ? exp->piv.base : self->dflt, NULL, NULL, merged, sizeof merged,
+                 err, sizeof err)
+        != 0)
+        snprintf (merged, sizeof merged, "%s", exp->piv.base ? exp->piv.base : self->dflt);
+    exp->piv.settings = strdup (merged);
+    if (!exp->name || !exp->source || !exp->piv.settings || (*found.settings && !exp->piv.base)) {
         s_exp_destroy (&exp);
         return NULL;
     }
@@ -104,19 +160,27 @@ ingest_experiment (ingest_t *self, const char *name, int64_t now)
 }
 
 int
-ingest_adopt (ingest_t *self, exp_t *exp, const char *source, const char *settings, int64_t now)
+ingest_adopt (ingest_t *self, exp_t *exp, const char *source, const char *settings, int64_t now,
+              char *err, size_t errlen)
 {
-    char *s = strdup (source), *t = strdup (*settings ? settings : self->host.settings);
-    if (!s || !t
+    char merged[S_SETTINGS_MAX];
+    if (s_merge (settings, exp->piv.own, exp->piv.mask, merged, sizeof merged, err, errlen) != 0)
+        return -1;
+    char *s = strdup (source), *b = strdup (settings), *t = strdup (merged);
+    if (!s || !b || !t
         || store_experiment_adopt (self->host.store, exp->id, exp->name, source, settings, now)
                != 0) {
+        snprintf (err, errlen, "%s", s && b && t ? store_error (self->host.store) : "no memory");
         free (s);
+        free (b);
         free (t);
         return -1;
     }
     free (exp->source);
+    free (exp->piv.base);
     free (exp->piv.settings);
     exp->source = s;
+    exp->piv.base = b;
     exp->piv.settings = t;
     return 0;
 }
@@ -303,12 +367,16 @@ ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity, const p
     return ingest_file (self, exp, msg->name, msg->size, msg->time_ns, msg->time_ns);
 }
 
-// How many pairs a file can be in under the pairing rule.
+// How many pairs a file can be in under the pairing rules in force: the
+// most of the default's and the experiments' own.
 static int
 s_pairs_per_file (ingest_t *self)
 {
-    const pairing_rule_info_t *rule = pairing_rule_find (self->host.cfg->pairing.rule);
-    return rule ? rule->pairs_per_file : 1;
+    int most = ingest_pairing_rule (self, NULL)->pairs_per_file;
+    for (exp_t *e = zhashx_first (self->experiments); e; e = zhashx_next (self->experiments))
+        if (e->piv.pairing >= 0 && pairing_rule_get (e->piv.pairing)->pairs_per_file > most)
+            most = pairing_rule_get (e->piv.pairing)->pairs_per_file;
+    return most;
 }
 
 static int
@@ -331,8 +399,8 @@ ingest_unpaired (ingest_t *self, const exp_t *exp, pairing_unpaired_t *out, char
                  size_t size, const char **rule)
 {
     pairing_unpaired (self->pairing, exp->name, out);
-    pairing_expects (self->pairing, expects, size);
-    *rule = pairing_rule_name (self->pairing);
+    pairing_expects (self->pairing, exp->name, expects, size);
+    *rule = pairing_rule_name (self->pairing, exp->name);
 }
 
 int
@@ -354,6 +422,164 @@ ingest_resync (ingest_t *self)
     if (fresh_rules) {
         pairing_destroy (&self->pairing);
         self->pairing = fresh_rules;
+        // The rules set by 'piv' (they were checked when set).
+        if (self->star_pairing >= 0)
+            pairing_set_rule (self->pairing, NULL, self->star_pairing, err, sizeof err);
+        for (exp_t *e = zhashx_first (self->experiments); e; e = zhashx_next (self->experiments))
+            if (e->piv.pairing >= 0)
+                pairing_set_rule (self->pairing, e->name, e->piv.pairing, err, sizeof err);
         ingest_reoffer (self);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Settings and pairing rules per experiment ('pivctl piv')
+
+const char *
+ingest_piv_default (ingest_t *self)
+{
+    return self->dflt;
+}
+
+const char *
+ingest_piv_own (ingest_t *self, const exp_t *exp)
+{
+    const char *own = exp ? exp->piv.own : self->star;
+    return own ? own : "";
+}
+
+// The settings of 'exp' merged anew over 'dflt' (its base if it has one)
+// into out. 0, or -1 with err.
+static int
+s_exp_merge (const exp_t *exp, const char *dflt, const char *own, char *out, size_t size,
+             char *err, size_t errlen)
+{
+    return s_merge (exp->piv.base ? exp->piv.base : dflt, own, exp->piv.mask, out, size, err,
+                    errlen);
+}
+
+int
+ingest_piv_merge (ingest_t *self, const exp_t *exp, const char *own, char *out, size_t size,
+                  char *err, size_t errlen)
+{
+    if (!exp)
+        return s_merge (self->dflt, own, NULL, out, size, err, errlen);
+    return s_exp_merge (exp, self->dflt, own, out, size, err, errlen);
+}
+
+// Replaces *text_p by a copy of 'text' (NULL or "": none). 0, or -1 (no
+// memory, *text_p unchanged).
+static int
+s_replace (char **text_p, const char *text)
+{
+    char *copy = text && *text ? strdup (text) : NULL;
+    if (text && *text && !copy)
+        return -1;
+    free (*text_p);
+    *text_p = copy;
+    return 0;
+}
+
+int
+ingest_piv_set (ingest_t *self, exp_t *exp, const char *own, char *err, size_t errlen)
+{
+    char merged[S_SETTINGS_MAX], dflt[S_SETTINGS_MAX];
+    if (exp) {
+        if (s_exp_merge (exp, self->dflt, own, merged, sizeof merged, err, errlen) != 0)
+            return -1;
+        char *settings = strdup (merged);
+        if (!settings || s_replace (&exp->piv.own, own) != 0) {
+            free (settings);
+            snprintf (err, errlen, "no memory for the settings of '%s'", exp->name);
+            return -1;
+        }
+        free (exp->piv.settings);
+        exp->piv.settings = settings;
+        return 0;
+    }
+    // The default: every experiment that follows it must still have
+    // settings the engine takes, or nothing changes.
+    if (s_merge (self->host.settings, own, NULL, dflt, sizeof dflt, err, errlen) != 0)
+        return -1;
+    for (exp_t *e = zhashx_first (self->experiments); e; e = zhashx_next (self->experiments)) {
+        char why[512];
+        if (!e->piv.base
+            && s_exp_merge (e, dflt, e->piv.own, merged, sizeof merged, why, sizeof why) != 0) {
+            snprintf (err, errlen, "%s (with the own settings of experiment '%s')", why, e->name);
+            return -1;
+        }
+    }
+    char *copy = strdup (dflt);
+    if (!copy || s_replace (&self->star, own) != 0) {
+        free (copy);
+        snprintf (err, errlen, "no memory for the default settings");
+        return -1;
+    }
+    free (self->dflt);
+    self->dflt = copy;
+    for (exp_t *e = zhashx_first (self->experiments); e; e = zhashx_next (self->experiments)) {
+        char *settings;
+        if (e->piv.base
+            || s_exp_merge (e, dflt, e->piv.own, merged, sizeof merged, err, errlen) != 0
+            || !(settings = strdup (merged)))
+            continue;  // checked above: only memory can fail here, keeping the old
+        free (e->piv.settings);
+        e->piv.settings = settings;
+    }
+    return 0;
+}
+
+const pairing_rule_info_t *
+ingest_pairing_rule (ingest_t *self, const exp_t *exp)
+{
+    return pairing_rule_of (self->pairing, exp ? exp->name : "\x1f");
+}
+
+int
+ingest_pairing_own (ingest_t *self, const exp_t *exp)
+{
+    return exp ? exp->piv.pairing : self->star_pairing;
+}
+
+// Context of a re-offer after a rule changed: its experiment, or NULL for
+// those that follow the default.
+typedef struct {
+    ingest_t *self;
+    const char *experiment;
+} s_again_t;
+
+static int
+s_reoffer_again (void *arg, const char *experiment, const char *name, int64_t file)
+{
+    s_again_t *again = arg;
+    if (again->experiment && strcmp (experiment, again->experiment) != 0)
+        return 0;
+    exp_t *exp = zhashx_lookup (again->self->experiments, experiment);
+    if (!again->experiment && exp && exp->piv.pairing >= 0)
+        return 0;
+    return s_reoffer (again->self, experiment, name, file);
+}
+
+int
+ingest_pairing_set (ingest_t *self, exp_t *exp, int rule, int reoffer, char *err, size_t errlen)
+{
+    if (pairing_set_rule (self->pairing, exp ? exp->name : NULL, rule, err, errlen) != 0)
+        return -1;
+    if (exp)
+        exp->piv.pairing = rule;
+    else
+        self->star_pairing = rule;
+    if (!reoffer)
+        return 0;
+    // The files waiting under the old rule (forgotten by it) and those it
+    // refused, offered to the new one: a rule set right pairs the files
+    // that came before it.
+    s_again_t again = {self, exp ? exp->name : NULL};
+    const pairing_rule_info_t *info = ingest_pairing_rule (self, exp);
+    if (store_files_waiting (self->host.store, info->pairs_per_file, s_reoffer_again, &again) < 0) {
+        snprintf (err, errlen, "cannot read the files waiting: %s",
+                  store_error (self->host.store));
+        return -1;
+    }
+    return 0;
 }

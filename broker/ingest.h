@@ -10,6 +10,7 @@
 #include "broker/clocks.h"
 #include "broker/model.h"
 #include "broker/pairing.h"
+#include "common/pairing_rule.h"
 #include "common/config.h"
 #include "common/proto.h"
 #include "store/store.h"
@@ -37,10 +38,11 @@ zhashx_t *ingest_experiments (ingest_t *self);
 // a store error.
 exp_t *ingest_experiment (ingest_t *self, const char *name, int64_t now);
 // Gives 'exp' (made by a command, without files: store_experiment_adopt)
-// the source and PIV settings of a replay. 0, or -1 (store error, files of
-// its own, no memory: unchanged in memory).
+// the source and PIV settings of a replay: they become its base, its own
+// keys ('pivctl piv') and mask stay over them. 0, or -1 with err (settings
+// refused, store error, files of its own, no memory: unchanged in memory).
 int ingest_adopt (ingest_t *self, exp_t *exp, const char *source, const char *settings,
-                  int64_t now);
+                  int64_t now, char *err, size_t errlen);
 
 // A file event, from a watcher or a replay: records the file, offers it to
 // the pairing rules. closed_ns is when its writer closed it (for latency).
@@ -71,5 +73,41 @@ void ingest_unpaired (ingest_t *self, const exp_t *exp, pairing_unpaired_t *out,
 // rules started again from the files the store holds. The caller purges
 // 'fresh'.
 void ingest_resync (ingest_t *self);
+
+// The PIV settings of experiments ('pivctl piv', doc/control.md). Each
+// experiment's text (exp->piv.settings) is its layers merged: the default
+// (the configuration's [piv], then the keys of 'piv *'), or its base if it
+// has one (a replay's: its source's), then its own keys, then its mask.
+
+// The default as tasks carry it: the configuration's with the keys of
+// 'piv *'.
+const char *ingest_piv_default (ingest_t *self);
+// The own keys of 'exp' (NULL: of 'piv *'), "key=value ...", "" for none.
+const char *ingest_piv_own (ingest_t *self, const exp_t *exp);
+// The settings 'exp' would have with 'own' as its own keys (NULL: a new
+// experiment's), into out; changes nothing. 0, or -1 with err as
+// ingest_piv_set.
+int ingest_piv_merge (ingest_t *self, const exp_t *exp, const char *own, char *out, size_t size,
+                      char *err, size_t errlen);
+// Sets the own keys of 'exp' (NULL: the default's) to 'own' ("" or NULL:
+// none) and merges the settings anew (for the default: of every
+// experiment in memory that follows it). 0, or -1 with err ("bad settings:
+// threshold -1 (more than 0)", an unknown key, a text over 511 bytes) and
+// nothing changed. Recording them is the caller's.
+int ingest_piv_set (ingest_t *self, exp_t *exp, const char *own, char *err, size_t errlen);
+
+// The pairing rule of 'exp' (NULL: the default's).
+const pairing_rule_info_t *ingest_pairing_rule (ingest_t *self, const exp_t *exp);
+// Its own rule (pairing_rule_t), or -1 when it follows the default (for
+// NULL: the configuration's pairing/rule).
+int ingest_pairing_own (ingest_t *self, const exp_t *exp);
+// Sets the rule of 'exp' (NULL: the default) to 'rule' (-1: back to the
+// default, or for NULL to pairing/rule). With 'reoffer' its files not yet
+// paired (waiting for a partner, or refused by the old rule) are offered
+// to the new rule, their pairs going to 'fresh' as new ones do. 0, or -1
+// with err (a rule that needs suffixes the configuration lacks; a store
+// error).
+int ingest_pairing_set (ingest_t *self, exp_t *exp, int rule, int reoffer, char *err,
+                        size_t errlen);
 
 #endif

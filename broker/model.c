@@ -34,6 +34,7 @@ broker_task_destroy (task_t **self_p)
     free (self->stem);
     free (self->name_a);
     free (self->name_b);
+    free (self->settings);
     free (self);
     *self_p = NULL;
 }
@@ -68,16 +69,16 @@ void
 broker_settings_format (const config_t *cfg, char *out, size_t size)
 {
     // The text agents read with piv_settings_parse; config_load checked
-    // each value by piv_settings_check_key.
+    // each value by piv_settings_check_key. The section's other keys
+    // (piv.settings) come after the named ones, the mask last.
+    char text[1024], err[512];
     piv_settings_t s;
-    char err[256];
-    piv_settings_init (&s);
-    piv_settings_set_passes (&s, cfg->piv.passes, err, sizeof err);
-    piv_deform_parse (cfg->piv.deform, &s.deform, err, sizeof err);
-    s.overlap = cfg->piv.overlap;
-    s.final_iterations = cfg->piv.iterations;
+    snprintf (text, sizeof text, "passes=%s overlap=%d iterations=%d deform=%s smooth=%s smooth_s=%s%s%s",
+              cfg->piv.passes, cfg->piv.overlap, cfg->piv.iterations, cfg->piv.deform,
+              cfg->piv.smooth, cfg->piv.smooth_s, *cfg->piv.settings ? " " : "",
+              cfg->piv.settings);
+    if (piv_settings_parse (text, &s, err, sizeof err) != 0)
+        piv_settings_init (&s);
     snprintf (s.mask_path, sizeof s.mask_path, "%s", cfg->piv.mask);
-    piv_smooth_parse (cfg->piv.smooth, &s.smooth, err, sizeof err);
-    s.smooth_s = strtod (cfg->piv.smooth_s, NULL);
     piv_settings_format (&s, out, size);
 }

@@ -90,11 +90,19 @@ typedef struct {
 // that a stage's state is found in one place and a new stage adds a part
 // instead of fields among the others'.
 
-// What its tasks carry (ingest.c sets it when the experiment is made,
-// stats.c's stats_set_mask adds the mask; dispatch.c sends it).
+// What its tasks carry and how its files pair (ingest.c merges the
+// settings from their layers when the experiment is made and whenever one
+// changes: the farm's default or the experiment's 'base', then its 'own'
+// keys, then its mask; stats.c's stats_set_mask adds the mask; dispatch.c
+// sends them).
 typedef struct {
     char *settings;               // the PIV settings its tasks carry
     char *mask;                   // its mask image (settings carry " mask=PATH"), or NULL
+    char *base;                   // what it starts from instead of the farm's default (a
+                                  // replay: its source's settings; the store's
+                                  // experiments.settings), or NULL
+    char *own;                    // its own keys ('pivctl piv EXP'): "key=value ...", or NULL
+    int pairing;                  // its own pairing rule (pairing_rule_t), or -1: the default
 } exp_piv_t;
 
 // Its files as they arrive (ingest.c).
@@ -182,6 +190,8 @@ typedef struct {
                          // only holds the agent's slot until it answers
     int answered;        // its answer waits for a busy store (dispatch_park): the agent's
                          // slot was given back when it came
+    char *settings;      // the PIV settings it was sent with (dispatch.c), recorded with
+                         // its result: the experiment's may change while it is out
 } task_t;
 
 #define COMPUTE_KEPT 16  // compute times kept per agent for its medians (the deadlines)

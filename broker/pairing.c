@@ -27,7 +27,10 @@
 #define S_KEY_MAX (NAME_MAX + PATH_MAX + 32)
 
 struct _pairing_t {
-    pairing_rule_t rule;                  // which rule
+    pairing_rule_t rule;                  // the rule of experiments without their own
+    pairing_rule_t configured;            // pairing/rule: what the default goes back to
+    zhashx_t *rules;                      // experiment -> its own rule + 1 (a pointer-sized
+                                          // integer), for those that have one
     char a_suffix[32], b_suffix[32];      // ab: frame A and B suffixes
     int ignore_case;                      // suffixes and extensions ignore case
     char extensions[MAX_EXTENSIONS][16];  // accepted extensions, without the dot
@@ -132,7 +135,7 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
     }
-    self->rule = rule->rule;
+    self->rule = self->configured = rule->rule;
     snprintf (self->a_suffix, sizeof self->a_suffix, "%s", cfg->pairing.a_suffix);
     snprintf (self->b_suffix, sizeof self->b_suffix, "%s", cfg->pairing.b_suffix);
     self->ignore_case = cfg->pairing.ignore_case;
@@ -145,7 +148,8 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
     self->waiting = zhashx_new ();
     self->frames = zhashx_new ();
     self->queues = zhashx_new ();
-    if (!self->waiting || !self->frames || !self->queues) {
+    self->rules = zhashx_new ();
+    if (!self->waiting || !self->frames || !self->queues || !self->rules) {
         pairing_destroy (&self);
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
@@ -165,6 +169,7 @@ pairing_destroy (pairing_t **self_p)
     zhashx_destroy (&(*self_p)->waiting);
     zhashx_destroy (&(*self_p)->frames);
     zhashx_destroy (&(*self_p)->queues);
+    zhashx_destroy (&(*self_p)->rules);
     free (*self_p);
     *self_p = NULL;
 }
@@ -375,8 +380,9 @@ s_emit_frames (pairing_emit_fn *emit, void *arg, const char *experiment, const c
 }
 
 static int
-s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64_t id,
-                size_t base, pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
+s_offer_frames (pairing_t *self, pairing_rule_t rule, const char *experiment, const char *name,
+                int64_t id, size_t base, pairing_emit_fn *emit, void *arg, char *err,
+                size_t errlen)
 {
     size_t prefix;
     long long n;
@@ -384,13 +390,13 @@ s_offer_frames (pairing_t *self, const char *experiment, const char *name, int64
         return s_refuse (self, experiment, name, err, errlen,
                          "does not fit pairing rule %s: expected a frame number before the "
                          "extension (run_0001.tif)",
-                         pairing_rule_get (self->rule)->name);
+                         pairing_rule_get (rule)->name);
     char key[S_KEY_MAX];
     s_frame_key (key, sizeof key, experiment, name, prefix, n);
     if (zhashx_lookup (self->waiting, key) || zhashx_lookup (self->frames, key))
         return 0;  // offered again while waiting
     int emitted = 0;
-    if (self->rule == PAIRING_SEQUENCE) {
+    if (rule == PAIRING_SEQUENCE) {
         // Frames 1-2, 3-4, ...: an odd frame is A, the next one its B.
         long long partner_n = n % 2 ? n + 1 : n - 1;
         char pkey[S_KEY_MAX];
@@ -468,12 +474,13 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_
         return s_refuse (self, experiment, name, err, errlen,
                          "is not a frame: its extension is not one of '%s'",
                          self->nextensions ? self->extensions[0] : "");
-    switch (self->rule) {
+    pairing_rule_t rule = pairing_rule_of (self, experiment)->rule;
+    switch (rule) {
     case PAIRING_AB:
         return s_offer_ab (self, experiment, name, id, base, emit, arg, err, errlen);
     case PAIRING_SEQUENCE:
     case PAIRING_SLIDING:
-        return s_offer_frames (self, experiment, name, id, base, emit, arg, err, errlen);
+        return s_offer_frames (self, rule, experiment, name, id, base, emit, arg, err, errlen);
     default: {
         char stem[PATH_MAX];
         snprintf (stem, sizeof stem, "%.*s", (int) base, name);
@@ -504,14 +511,14 @@ pairing_waiting (pairing_t *self, const char *experiment)
 // What 'frame' (in no pair) waits for, into why: its partner's name (ab,
 // sequence) or its neighbours' frame numbers (sliding).
 static void
-s_waits_for (pairing_t *self, const s_frame_t *frame, char *why, size_t size)
+s_waits_for (pairing_t *self, pairing_rule_t rule, const s_frame_t *frame, char *why, size_t size)
 {
     const char *name = frame->name;
     size_t base = s_base_length (self, name), prefix, la = strlen (self->a_suffix),
            lb = strlen (self->b_suffix);
     long long n;
     char shown[UTIL_SHOWN], partner[PATH_MAX + 64];
-    if (self->rule == PAIRING_AB) {
+    if (rule == PAIRING_AB) {
         int a = base > la && s_equal (self, name + base - la, self->a_suffix, la);
         size_t stem = base - (a ? la : lb);
         snprintf (partner, sizeof partner, "%.*s%s%s", (int) stem, name,
@@ -520,7 +527,7 @@ s_waits_for (pairing_t *self, const s_frame_t *frame, char *why, size_t size)
     }
     else if (base && s_frame_number (name, base, &prefix, &n) == 0) {
         int digits = (int) (base - prefix);
-        if (self->rule == PAIRING_SEQUENCE) {
+        if (rule == PAIRING_SEQUENCE) {
             snprintf (partner, sizeof partner, "%.*s%0*lld%s", (int) prefix, name, digits,
                       n % 2 ? n + 1 : n - 1, name + base);
             snprintf (why, size, "waits for '%s'", util_shorten (partner, shown, sizeof shown));
@@ -539,6 +546,7 @@ pairing_unpaired (pairing_t *self, const char *experiment, pairing_unpaired_t *o
     s_queue_t *queue = zhashx_lookup (self->queues, experiment);
     if (!queue)
         return;
+    pairing_rule_t rule = pairing_rule_of (self, experiment)->rule;
     out->refused = queue->refused;
     out->nrefused = queue->nrefused;
     memcpy (out->refused_files, queue->refused_files, sizeof out->refused_files);
@@ -551,27 +559,96 @@ pairing_unpaired (pairing_t *self, const char *experiment, pairing_unpaired_t *o
         if (out->nwaiting < PAIRING_SHOWN) {
             pairing_note_t *note = &out->waiting_files[out->nwaiting++];
             util_shorten (frame->name, note->name, sizeof note->name);
-            s_waits_for (self, frame, note->why, sizeof note->why);
+            s_waits_for (self, rule, frame, note->why, sizeof note->why);
         }
         out->waiting++;
     }
 }
 
 void
-pairing_expects (pairing_t *self, char *buf, size_t size)
+pairing_expects (pairing_t *self, const char *experiment, char *buf, size_t size)
 {
     const char *ext = self->nextensions ? self->extensions[0] : "tif";
-    if (self->rule == PAIRING_AB)
+    pairing_rule_t rule = pairing_rule_of (self, experiment)->rule;
+    if (rule == PAIRING_AB)
         snprintf (buf, size, "<stem>%s.%s + <stem>%s.%s", self->a_suffix, ext, self->b_suffix, ext);
-    else if (self->rule == PAIRING_MULTIPAGE)
+    else if (rule == PAIRING_MULTIPAGE)
         snprintf (buf, size, "one .%s file holds both frames", ext);
     else
-        snprintf (buf, size, "%s (<prefix><frame number>.%s)", pairing_rule_get (self->rule)->pairs,
+        snprintf (buf, size, "%s (<prefix><frame number>.%s)", pairing_rule_get (rule)->pairs,
                   ext);
 }
 
 const char *
-pairing_rule_name (pairing_t *self)
+pairing_rule_name (pairing_t *self, const char *experiment)
 {
-    return pairing_rule_get (self->rule)->name;
+    return pairing_rule_of (self, experiment)->name;
+}
+
+const pairing_rule_info_t *
+pairing_rule_of (pairing_t *self, const char *experiment)
+{
+    // Most farms give no experiment a rule of its own: no lookup per file.
+    void *own = zhashx_size (self->rules) ? zhashx_lookup (self->rules, experiment) : NULL;
+    return pairing_rule_get (own ? (int) ((intptr_t) own - 1) : (int) self->rule);
+}
+
+// 1 if the key (experiment 0x1f rest) is of 'experiment', or with NULL of
+// an experiment without a rule of its own.
+static int
+s_key_follows (pairing_t *self, const char *key, const char *experiment)
+{
+    const char *sep = strchr (key, '\x1f');
+    size_t len = sep ? (size_t) (sep - key) : strlen (key);
+    if (experiment)
+        return strlen (experiment) == len && strncmp (key, experiment, len) == 0;
+    char name[S_KEY_MAX];
+    snprintf (name, sizeof name, "%.*s", (int) len, key);
+    return !zhashx_lookup (self->rules, name);
+}
+
+// Forgets the waiting files of 'experiment' (NULL: of the experiments
+// that follow the default) in 'hash'.
+static void
+s_forget (pairing_t *self, zhashx_t *hash, const char *experiment)
+{
+    zlistx_t *gone = zlistx_new ();
+    if (!gone)
+        return;
+    for (void *item = zhashx_first (hash); item; item = zhashx_next (hash))
+        if (s_key_follows (self, zhashx_cursor (hash), experiment))
+            zlistx_add_end (gone, (void *) zhashx_cursor (hash));
+    for (const char *key = zlistx_first (gone); key; key = zlistx_next (gone))
+        zhashx_delete (hash, key);
+    zlistx_destroy (&gone);
+}
+
+int
+pairing_set_rule (pairing_t *self, const char *experiment, int rule, char *err, size_t errlen)
+{
+    const pairing_rule_info_t *info =
+        pairing_rule_get (rule < 0 && !experiment ? (int) self->configured : rule);
+    if (rule >= 0 && !info) {
+        snprintf (err, errlen, "bad pairing rule %d", rule);
+        return -1;
+    }
+    if (info && info->suffixes
+        && (!*self->a_suffix || !*self->b_suffix || strcmp (self->a_suffix, self->b_suffix) == 0)) {
+        snprintf (err, errlen,
+                  "pairing rule %s needs two different, non-empty suffixes: set "
+                  "pairing/a_suffix and pairing/b_suffix in the configuration",
+                  info->name);
+        return -1;
+    }
+    // The keys of the waiting files are read while the rule of theirs is
+    // still the old one: the default's followers before it moves.
+    s_forget (self, self->waiting, experiment);
+    s_forget (self, self->frames, experiment);
+    if (!experiment)
+        self->rule = info->rule;
+    else if (rule < 0)
+        zhashx_delete (self->rules, experiment);
+    else
+        zhashx_update (self->rules, experiment, (void *) (intptr_t) (rule + 1));
+    return 0;
 }

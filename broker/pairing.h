@@ -39,6 +39,19 @@ typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *st
 int pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_t id,
                    pairing_emit_fn *emit, void *arg, char *err, size_t errlen);
 
+// The rule 'experiment' pairs by: its own (pairing_set_rule), else the
+// default (pairing/rule, or what pairing_set_rule made it).
+const pairing_rule_info_t *pairing_rule_of (pairing_t *self, const char *experiment);
+// Sets the rule of 'experiment' ('pivctl piv EXP pairing=RULE'), or with
+// experiment NULL the default of those without their own; rule -1: back
+// to the default (for the default: pairing/rule). The files of the
+// experiments concerned that wait for a partner are forgotten: the caller
+// offers them again under the new rule (the store holds them). 0, or -1
+// with err and nothing changed: a rule out of range, or one that needs
+// suffixes the configuration does not give.
+int pairing_set_rule (pairing_t *self, const char *experiment, int rule, char *err,
+                      size_t errlen);
+
 // Files of 'experiment' still waiting for a partner.
 size_t pairing_waiting (pairing_t *self, const char *experiment);
 
@@ -69,11 +82,12 @@ void pairing_unpaired (pairing_t *self, const char *experiment, pairing_unpaired
 // names it refuses itself.
 void pairing_refuse (pairing_t *self, const char *experiment, const char *name, const char *why);
 
-// What a pair is under the rule, with its suffixes and first extension:
-// "<stem>_a.tif + <stem>_b.tif", "frames 1-2, 3-4, ... (run_0001.tif)".
-void pairing_expects (pairing_t *self, char *buf, size_t size);
+// What a pair is under the rule of 'experiment', with its suffixes and
+// first extension: "<stem>_a.tif + <stem>_b.tif", "frames 1-2, 3-4, ...
+// (run_0001.tif)".
+void pairing_expects (pairing_t *self, const char *experiment, char *buf, size_t size);
 
-// The rule's name: "ab".
-const char *pairing_rule_name (pairing_t *self);
+// The name of the rule of 'experiment': "ab".
+const char *pairing_rule_name (pairing_t *self, const char *experiment);
 
 #endif

@@ -1,6 +1,7 @@
 // settings.c — the settings the control commands record in the store
-// (rate, policy, pause, feedback, calibration, mask: doc/control.md) applied again at
-// start-up, to the experiments the store knows.
+// (rate, policy, pause, feedback, calibration, mask, piv, pairing:
+// doc/control.md) applied again at start-up, to the experiments the store
+// knows.
 
 #include "broker/settings.h"
 #include "common/cli.h"
@@ -63,6 +64,22 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
         stats_set_epoch (self->stats, exp, strtoll (value, NULL, 10));
     else if (strcmp (key, "mask") == 0 && exp && stats_set_mask (exp, value) != 0)
         return -1;
+    else if (strcmp (key, "piv") == 0) {
+        // After "mask" ((experiment, key) order): merged with it.
+        char err[512];
+        if (ingest_piv_set (self->ingest, exp, value, err, sizeof err) != 0)
+            log_warning ("ignoring the recorded PIV settings '%s' of %s: %s", value,
+                         exp ? exp->name : "every experiment", err);
+    }
+    else if (strcmp (key, "pairing") == 0) {
+        // Before the files waiting are offered again (broker.c): no re-offer here.
+        char err[512];
+        const pairing_rule_info_t *rule = pairing_rule_find (value);
+        if (!rule || ingest_pairing_set (self->ingest, exp, rule->rule, 0, err, sizeof err) != 0)
+            log_warning ("ignoring the recorded pairing rule '%s' of %s: %s", value,
+                         exp ? exp->name : "every experiment",
+                         rule ? err : "not a rule of this pivfarm");
+    }
     return 0;
 }
 

@@ -7,8 +7,9 @@
 #include "broker/stages.h"
 
 // Applies the settings recorded in the store (rate, policy, pause,
-// feedback) at start-up, the experiments it knows loaded first. 0, or -1
-// on a store error.
+// feedback, calibration, mask, PIV settings, pairing rules) at start-up,
+// the experiments it knows loaded first; before the files waiting are
+// offered to the pairing rules again. 0, or -1 on a store error.
 int settings_load (const stages_t *stages);
 
 #endif

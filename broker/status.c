@@ -322,6 +322,7 @@ s_put_experiment (void *arg, const store_counts_t *c)
     status_policy (t, self, exp->id);
     text_put (t, ",\"settings\":");
     text_put_string (t, exp->piv.settings);
+    text_put (t, ",\"pairing\":\"%s\"", ingest_pairing_rule (self->ingest, exp)->name);
     if (self->stats)
         stats_put_status (self->stats, exp, t);
     const feedback_settings_t *fs =

@@ -40,7 +40,9 @@ typedef enum {
     KIND_IO_SIZE,       // a size from 64 KiB to 64 MiB (4M)
     KIND_SPACE,         // a size or a percentage (10%, 50G)
     KIND_OPT_PATH,      // a path or "" (nothing)
-    KIND_DURATION       // off, or a count of s, min, h or d (30d), kept in seconds
+    KIND_DURATION,      // off, or a count of s, min, h or d (30d), kept in seconds
+    KIND_OPEN           // any other key of its section that the section's rules take,
+                        // kept as "key=value" words in one text (name "*")
 } s_kind_t;
 
 typedef struct {
@@ -71,6 +73,7 @@ CHOICES (s_levels, "error", "warning", "notice", "info", "debug")
 #define TEXT(sec, key, kind) {#sec, #key, kind, FIELD (sec, key), 0, 0, NULL}
 #define INT(sec, key, lo, hi) {#sec, #key, KIND_INT, FIELD (sec, key), lo, hi, NULL}
 #define CHOICE(sec, key, choice) {#sec, #key, KIND_CHOICE, FIELD (sec, key), 0, 0, choice}
+#define OPEN(sec, key) {#sec, "*", KIND_OPEN, FIELD (sec, key), 0, 0, NULL}
 
 // Every key of config.h; a key not in this table is refused.
 static const s_key_t s_keys[] = {
@@ -123,6 +126,8 @@ static const s_key_t s_keys[] = {
     INT (piv, max_pixels, 1, 1 << 30),
     INT (piv, max_file_mb, 1, 1048576),
     INT (piv, max_ratio, 2, 1000000),
+    // ... and every other key the PIV core parses (eps, threshold, ...).
+    OPEN (piv, settings),
     // The calibration's: its rules (piv_calib_check_key).
     TEXT (calibration, scale, KIND_RULED),
     TEXT (calibration, dt, KIND_RULED),
@@ -395,6 +400,9 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
     case KIND_STRING:
         return s_copy (load, cfg, key, value);
 
+    case KIND_OPEN:  // its words are s_set_open's (they need the key's name)
+        return s_fail (load, "unknown key '%s/%s' in '%s'", sec, name, file);
+
     case KIND_LIST:
         if (strspn (value, ", ") == strlen (value))
             return s_fail (load,
@@ -481,10 +489,14 @@ s_set (s_load_t *load, config_t *cfg, const s_key_t *key, const char *value)
 static const s_key_t *
 s_key_find (const char *section, const char *name)
 {
+    const s_key_t *open = NULL;
     for (int i = 0; i < KEYS; i++)
-        if (strcmp (s_keys[i].section, section) == 0 && strcmp (s_keys[i].name, name) == 0)
+        if (strcmp (s_keys[i].section, section) == 0 && strcmp (s_keys[i].name, name) == 0
+            && s_keys[i].kind != KIND_OPEN)
             return &s_keys[i];
-    return NULL;
+        else if (strcmp (s_keys[i].section, section) == 0 && s_keys[i].kind == KIND_OPEN)
+            open = &s_keys[i];
+    return open;
 }
 
 // Appends the segments of path to out (of length *used), dropping empty
@@ -703,6 +715,58 @@ s_parse_error (s_load_t *load, const char *text, const char *reason)
                    reason + skip);
 }
 
+// The word of 'name' in an open key's text ("eps=0.2 threshold=3"): where
+// it starts, or NULL.
+static char *
+s_open_word (char *text, const char *name)
+{
+    size_t n = strlen (name);
+    for (char *p = text; p && *p; p = strchr (p, ' ') ? strchr (p, ' ') + 1 : NULL)
+        if (strncmp (p, name, n) == 0 && p[n] == '=')
+            return p;
+    return NULL;
+}
+
+// A key of an open section ([piv]'s eps, threshold, ...): checked by the
+// section's rules, then added to the key's text as "name=value" (in place
+// of an earlier one when 'again' allows it, else refused as given twice).
+static int
+s_set_open (s_load_t *load, config_t *cfg, const s_key_t *key, const char *name,
+            const char *value, int again)
+{
+    config_rules_fn *rules = s_rules_of (key->section);
+    char quoted[QUOTE_MAX + 1], norm[PATH_MAX], why[600];
+    const char *shown = s_quote (value, quoted, sizeof quoted);
+    if (!rules)
+        return s_fail (load, "unknown key '%s/%s' in '%s'", key->section, name, load->path);
+    if (rules (name, value, norm, sizeof norm, why, sizeof why) != 0) {
+        if (strncmp (why, "is not a setting", 16) == 0)
+            return s_fail (load, "unknown key '%s/%s' in '%s': %s", key->section, name,
+                           load->path, why + 3);
+        return s_fail (load, "value '%s' of '%s/%s' in '%s' %s", shown, key->section, name,
+                       load->path, why);
+    }
+    char *text = s_text (cfg, key), *old = s_open_word (text, name);
+    if (old && !again)
+        return s_fail (load, "key '%s/%s' is given twice in '%s'", key->section, name,
+                       load->path);
+    if (old) {
+        // Its word out, the words after it moved up.
+        char *next = strchr (old, ' ');
+        if (next)
+            memmove (old, next + 1, strlen (next + 1) + 1);
+        else
+            *(old > text ? old - 1 : old) = '\0';
+    }
+    size_t used = strlen (text);
+    if (used + 1 + strlen (name) + 1 + strlen (norm) >= key->size)
+        return s_fail (load, "the keys of section '%s' in '%s' are too long together (at most "
+                             "%zu characters as key=value words)",
+                       key->section, load->path, key->size - 1);
+    snprintf (text + used, key->size - used, "%s%s=%s", used ? " " : "", name, norm);
+    return 0;
+}
+
 // Walks sections and keys; given[] marks the keys the file sets.
 static int
 s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
@@ -733,10 +797,15 @@ s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
             if (below)
                 return s_fail (load, "unknown key '%s/%s/%s' in '%s'", sname,
                                zconfig_name (item), zconfig_name (below), load->path);
+            const char *value = zconfig_value (item);
+            if (key->kind == KIND_OPEN) {
+                if (s_set_open (load, cfg, key, zconfig_name (item), value ? value : "", 0))
+                    return -1;
+                continue;
+            }
             if (given[key - s_keys]++)
                 return s_fail (load, "key '%s/%s' is given twice in '%s'", sname, key->name,
                                load->path);
-            const char *value = zconfig_value (item);
             if (s_set (load, cfg, key, value ? value : ""))
                 return -1;
         }
@@ -907,6 +976,8 @@ config_set (config_t *cfg, const char *section, const char *name, const char *va
     const s_key_t *key = s_key_find (section, name);
     if (!key)
         return s_fail (&load, "unknown key '%s/%s' in '%s'", section, name, origin);
+    if (key->kind == KIND_OPEN)
+        return s_set_open (&load, cfg, key, name, value, 1);
     return s_set (&load, cfg, key, value);
 }
 

@@ -78,6 +78,9 @@ typedef struct {
                                       // declare (250; piv/budget.h)
         char mask[256];               // mask image of every experiment ("": none), absolute
                                       // once loaded; PIV_MASK_PATH_MAX of piv/settings.h
+        char settings[512];           // every other key of the section, the PIV core's
+                                      // (eps, threshold, cbc, ...: its rules take or refuse
+                                      // each), as "key=value" words in the file's order ("")
     } piv;
     struct {
         // The default calibration of every experiment (piv/calib.h), each

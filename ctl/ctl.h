@@ -392,6 +392,7 @@ int ctl_run_export (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_stats (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_mask (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_piv (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_replay (ctl_t *ctl, ctl_args_t *args);
 // storage.c: storage (ctl_run_archive for archive and release)
 int ctl_run_provision (ctl_t *ctl, ctl_args_t *args);

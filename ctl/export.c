@@ -66,7 +66,8 @@ typedef struct {
     char uncalibrated_stem[128]; // the first of them
 } s_export_t;
 
-// The PIV settings text of the experiment, or the configured ones.
+// The PIV settings text of the experiment, or the configured ones: for the
+// results recorded without their own (before issue 25).
 static void
 s_settings_text (const config_t *cfg, const char *own, char *buf, size_t size)
 {
@@ -159,7 +160,8 @@ s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *
               x->name, r->pair, r->stem, r->agent ? r->agent : "", r->attempt,
               r->compute_ns / 1e6, r->path ? r->path : "",
               piv_calib_unit (applied, PIV_UNIT_LENGTH), piv_calib_unit (applied, PIV_UNIT_VELOCITY),
-              calib, x->si || !c->set ? "" : ", not applied (--units px)", text, x->settings);
+              calib, x->si || !c->set ? "" : ", not applied (--units px)", text,
+              r->settings && *r->settings ? r->settings : x->settings);
 }
 
 // The file of one field beneath DIR, <stem>.txt|.dat|.vtk, as
@@ -225,7 +227,11 @@ s_write_h5 (s_export_t *x, const store_result_info_t *r, const piv_field_t *fiel
         if (ctl_out_init (&x->h5_file, NULL, x->out, 0, x->force, err, errlen) == 0)
             name = ctl_out_name (&x->h5_file, err, errlen);
         if (name)
-            x->h5 = ctl_h5_new (name, x->out, x->name, c, x->settings, err, errlen);
+            // The settings the first field was made with (recorded with it
+            // since issue 25); fields on another grid are refused below.
+            x->h5 = ctl_h5_new (name, x->out, x->name, c,
+                                r->settings && *r->settings ? r->settings : x->settings, err,
+                                errlen);
         if (!x->h5 || ctl_h5_fields_begin (x->h5, field, err, errlen) != 0)
             return -1;
     }

@@ -11,6 +11,7 @@
 #include "ctl/ctl.h"
 
 #include "common/feedback_quantity.h"
+#include "common/pairing_rule.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "piv/calib.h"
@@ -78,7 +79,7 @@ static void
 s_usage (FILE *out)
 {
     // The feedback keys, the quantities from their table.
-    char quantities[256], keys[512];
+    char quantities[256], keys[512], rules[128];
     snprintf (keys, sizeof keys,
               "roi=x0,y0,x1,y1|all quantity=%s setpoint= kp= ki= out_min= out_max=",
               util_join (feedback_quantity_choice, "|", "|", quantities, sizeof quantities));
@@ -126,6 +127,13 @@ s_usage (FILE *out)
         "                                  results recorded after it); without options: show it;\n"
         "                                  EXP '*': the default of every experiment\n"
         "  mask EXP FILE|--clear           a mask image for EXP's pairs (masked vectors: flag 2)\n"
+        "  piv EXP [KEY=VALUE...] [--reset] EXP's PIV settings and pairing rule; without KEY:\n"
+        "                                  show them. Every key of the [piv] section (passes,\n"
+        "                                  overlap, iterations, deform, eps, threshold, ...) and\n"
+        "                                  pairing=%s;\n"
+        "                                  KEY=default or --reset (all): back to the default.\n"
+        "                                  They apply to the pairs dispatched after; EXP '*':\n"
+        "                                  the default of all\n"
         "the record:\n"
         "  export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]\n"
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
@@ -137,9 +145,11 @@ s_usage (FILE *out)
         "  (export, stats and keygen write no file that exists already, nor through a\n"
         "   symbolic link: exit 1, nothing written; --force replaces it, a link itself)\n"
         "  replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I]\n"
-        "             [--deform D] [--feedback-only] [--wait S]\n"
+        "             [--deform D] [--set KEY=VALUE]... [--feedback-only] [--wait S]\n"
         "                                  replay EXP at X times its pace, wait for it (at most\n"
-        "                                  S s, default %d) and compare it with EXP\n"
+        "                                  S s, default %d) and compare it with EXP; it takes\n"
+        "                                  EXP's PIV settings and pairing rule, these options\n"
+        "                                  (--set: any key of 'piv') change them\n"
         "storage (doc/storage.md):\n"
         "  provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]\n"
         "                                  a RAM disk of SIZE (20G) as EXP's directory for H hours\n"
@@ -162,7 +172,7 @@ s_usage (FILE *out)
         "exit status: 0 done; 1 the broker did not answer or refused (no such experiment,\n"
         "not an operator, its store failed), or the work failed; 2 bad usage or\n"
         "configuration, found by pivctl or by the broker (doc/conventions.md)\n",
-        REPLAY_WAIT_S);
+        util_join (pairing_rule_choice, "|", "|", rules, sizeof rules), REPLAY_WAIT_S);
 }
 
 // ---------------------------------------------------------------------------
@@ -196,6 +206,7 @@ static const ctl_option_t s_calibrate_options[] = {
     {"scale", 0, 1, 1},  {"dt", 0, 1, 1},    {"origin", 0, 1, 1},
     {"y-axis", 0, 1, 1}, {"clear", 0, 0, 1}, {"from", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_mask_options[] = {{"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_piv_options[] = {{"reset", 0, 0, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_provision_options[] = {
     {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_archive_options[] = {
@@ -205,7 +216,7 @@ static const ctl_option_t s_iobench_options[] = {
 static const ctl_option_t s_replay_options[] = {
     {"as", 0, 1, 0},         {"speed", 0, 1, 0},  {"passes", 0, 1, 0},        {"overlap", 0, 1, 0},
     {"iterations", 0, 1, 0}, {"deform", 0, 1, 0}, {"feedback-only", 0, 0, 0}, {"wait", 0, 1, 1},
-    {NULL, 0, 0, 0}};
+    {"set", 0, 1, 0},        {NULL, 0, 0, 0}};
 
 static const ctl_command_t s_commands[] = {
     {"status", 0, 0, "status [--watch] [--count N] [-e EXP] [--page K] [--limit N]",
@@ -230,6 +241,8 @@ static const ctl_command_t s_commands[] = {
      "[--from now]",
      s_calibrate_options, ctl_run_calibrate},
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
+    {"piv", 1, MAX_WORDS - 2, "piv EXP|'*' [KEY=VALUE...] [KEY=default...] [--reset]",
+     s_piv_options, ctl_run_piv},
     {"export", 1, 1,
      "export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]",
      s_export_options, ctl_run_export},
@@ -237,7 +250,7 @@ static const ctl_command_t s_commands[] = {
      s_stats_options, ctl_run_stats},
     {"replay", 1, 1,
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "
-     "[--deform D] [--feedback-only] [--wait S]",
+     "[--deform D] [--set KEY=VALUE]... [--feedback-only] [--wait S]",
      s_replay_options, ctl_run_replay},
     {"keygen", 1, 1, "keygen NAME [-o DIR] [--force]", s_keygen_options, ctl_run_keygen},
     {"provision", 1, 1, "provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]",

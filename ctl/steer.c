@@ -1,6 +1,6 @@
 // steer.c — steering: rate, policy, pause, resume, retry, backfill,
-// feedback, calibrate and mask, each a line sent to the broker and its
-// answer printed.
+// feedback, calibrate, mask and piv, each a line sent to the broker and
+// its answer printed.
 
 #include "ctl/ctl.h"
 
@@ -205,4 +205,49 @@ ctl_run_mask (ctl_t *ctl, ctl_args_t *args)
     args->nsend = 3;
     args->send[3] = NULL;
     return ctl_run_printed (ctl, args, s_print_mask);
+}
+
+// ---------------------------------------------------------------------------
+// piv: the line goes as it is (the broker checks each key with the engine's
+// rules and names the one it refuses).
+
+// {"scope":..,"settings":..,"own":..,"default":..,"base":..,"pairing":{..}}
+static void
+s_print_piv (jdoc_t *doc, ctl_args_t *args)
+{
+    int global = strcmp (args->words[0], "*") == 0;
+    const char *settings = jdoc_string (doc, "$.settings");
+    const char *own = jdoc_string (doc, "$.own");
+    const char *dflt = jdoc_string (doc, "$.default");
+    const char *base = jdoc_string (doc, "$.base");
+    const char *rule = jdoc_string (doc, "$.pairing.rule");
+    const char *pairs = jdoc_string (doc, "$.pairing.pairs");
+    printf ("PIV settings of %s%s:\n", global ? "every experiment without its own (the default)"
+                                               : args->words[0],
+            args->nwords > 1 || args->values[0] ? " (for the pairs dispatched from now)" : "");
+    printf ("  in force   %s\n", settings ? settings : "-");
+    printf ("  own        %s\n", own && *own ? own : "none");
+    if (base)
+        printf ("  from       %s (its replayed source's, at the replay)\n", base);
+    else
+        printf ("  from       %s (%s)\n", dflt ? dflt : "-",
+                global ? "the configuration's [piv]" : "the default: pivctl piv '*'");
+    printf ("  pairing    %s%s: %s\n", rule ? rule : "-",
+            jdoc_bool (doc, 0, "$.pairing.own") ? " (its own)" : " (the default)",
+            pairs ? pairs : "-");
+}
+
+int
+ctl_run_piv (ctl_t *ctl, ctl_args_t *args)
+{
+    const char *name = args->words[0];  // "*": the default of every experiment
+    if (strcmp (name, "*") != 0 && ctl_check_name ("piv", name) != 0)
+        return EXIT_USAGE;
+    for (int i = 1; i < args->nwords; i++)
+        if (!strchr (args->words[i], '=')) {
+            ctl_error ("piv: '%s' is not KEY=VALUE; usage: pivctl %s", args->words[i],
+                       args->command->usage);
+            return EXIT_USAGE;
+        }
+    return ctl_run_printed (ctl, args, s_print_piv);
 }

@@ -228,9 +228,17 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
                   PIV_MAX_THREADS);
         return -1;
     }
-    if ((unsigned) s->deform >= PIV_DEFORM_KINDS || !(s->median_threshold > 0)
-        || !(s->median_eps >= 0)) {
-        snprintf (err, errlen, "bad settings: deformation or validation parameters");
+    if ((unsigned) s->deform >= PIV_DEFORM_KINDS) {
+        snprintf (err, errlen, "bad settings: deform %d", (int) s->deform);
+        return -1;
+    }
+    // Each validation key by its name: 'pivctl piv' and the file quote it.
+    if (!(s->median_threshold > 0)) {
+        snprintf (err, errlen, "bad settings: threshold %g (more than 0)", s->median_threshold);
+        return -1;
+    }
+    if (!(s->median_eps >= 0)) {
+        snprintf (err, errlen, "bad settings: eps %g px (0 or more)", s->median_eps);
         return -1;
     }
     if ((unsigned) s->smooth > PIV_SMOOTH_BOTH || !(s->smooth_s >= 0)) {
@@ -247,10 +255,17 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
         snprintf (err, errlen, "bad settings: sub-pixel estimator %d", (int) s->subpixel);
         return -1;
     }
-    if (s->median_passes < 1 || s->median_passes > PIV_MAX_ITERATIONS
-        || !(s->peak_ratio_min >= 0) || !(s->contrast >= 0 && s->contrast < 1)) {
-        snprintf (err, errlen, "bad settings: %d median passes (1 to %d), peak ratio %g",
-                  s->median_passes, PIV_MAX_ITERATIONS, s->peak_ratio_min);
+    if (s->median_passes < 1 || s->median_passes > PIV_MAX_ITERATIONS) {
+        snprintf (err, errlen, "bad settings: median_passes %d (1 to %d)", s->median_passes,
+                  PIV_MAX_ITERATIONS);
+        return -1;
+    }
+    if (!(s->peak_ratio_min >= 0)) {
+        snprintf (err, errlen, "bad settings: peak_ratio %g (0 or more)", s->peak_ratio_min);
+        return -1;
+    }
+    if (!(s->contrast >= 0 && s->contrast < 1)) {
+        snprintf (err, errlen, "bad settings: contrast %g (0 to less than 1)", s->contrast);
         return -1;
     }
     if (!(s->cbc >= 0 && s->cbc <= 1)) {
@@ -579,6 +594,25 @@ piv_settings_check_key (const char *name, const char *value, char *norm, size_t 
         snprintf (norm, normlen, "%.15g", s);
         return 0;
     }
-    snprintf (why, whylen, "is not a setting of the PIV core");
-    return -1;
+    // Every other key is the engine's to judge: piv_settings_parse knows
+    // it or not, piv_settings_check says whether its value is in range, so
+    // that a key the engine learns is a key of the file and of 'pivctl piv'
+    // with no list to keep here.
+    char text[512], err[512];
+    piv_settings_t s;
+    if (!*name || strchr (name, '=') || strchr (name, ' ') || strchr (value, ' ')
+        || (size_t) snprintf (text, sizeof text, "%s=%s", name, value) >= sizeof text) {
+        snprintf (why, whylen, "is not valid: expected one word");
+        return -1;
+    }
+    if (piv_settings_parse (text, &s, err, sizeof err) != 0
+        || piv_settings_check (&s, err, sizeof err) != 0) {
+        if (strstr (err, "unknown key"))
+            snprintf (why, whylen, "is not a setting of the PIV core");
+        else
+            snprintf (why, whylen, "is refused by the PIV core: %s", err);
+        return -1;
+    }
+    snprintf (norm, normlen, "%s", value);
+    return 0;
 }

@@ -161,7 +161,10 @@ int piv_settings_format (const piv_settings_t *settings, char *buf, size_t size)
 // sizes ...", or for another name "is not a setting of the PIV core".
 // mask is a path, absolute or relative (config_load anchors it at the
 // file's directory), without spaces or control characters; "" and "none"
-// are no mask (norm "").
+// are no mask (norm ""). Any other name is handed to piv_settings_parse
+// as "name=value" and the result to piv_settings_check (norm: the value as
+// given): the file and 'pivctl piv' take exactly the keys the engine
+// parses, "is not a setting of the PIV core" for the others.
 int piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
                             char *why, size_t whylen);
 

@@ -471,6 +471,7 @@ st_results (store_t *self, sqlite3_stmt *stmt, int64_t experiment, store_result_
             .field = sqlite3_column_blob (stmt, 16),
         };
         result.field_size = result.field ? (size_t) sqlite3_column_bytes (stmt, 16) : 0;
+        result.settings = st_column_text (stmt, 17);
         calls++;
         stop = fn (arg, &result);
     }

@@ -241,6 +241,12 @@ static const char *s_migrations[] = {
     "    updated_ns INTEGER NOT NULL,"
     "    PRIMARY KEY (experiment, set_key)"
     ");",
+
+    // 5 -> 6: settings per experiment (issue 25, doc/control.md 'piv'): the
+    // PIV settings each result was made with, as its task carried them
+    // (NULL: not known, a result from before the upgrade or answered to a
+    // broker that did not send its task).
+    "ALTER TABLE results ADD COLUMN settings TEXT;",
 };
 
 _Static_assert (sizeof s_migrations / sizeof s_migrations[0] == STORE_SCHEMA_VERSION,
@@ -320,8 +326,9 @@ static const char *s_sql[S_NSTMTS] = {
                       " WHERE pair = ?1 AND attempt = ?2"
                       " AND (outcome IS NULL OR outcome = 'requeued')",
     [S_RESULT_ADD] = "INSERT INTO results (pair, attempt, agent, mean_u, mean_v, mean_speed,"
-                     " valid_fraction, vorticity, nx, ny, compute_ns, path, field, recorded_ns)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                     " valid_fraction, vorticity, nx, ny, compute_ns, path, field, recorded_ns,"
+                     " settings)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [S_REQUEUE_ALL_EVENTS] =
         "INSERT INTO events (ts_ns, kind, experiment, pair, payload)"
         " SELECT ?1, 'requeue', experiment, id, 'attempt=' || (earlier_attempts + attempts)"
@@ -367,7 +374,8 @@ static const char *s_sql[S_NSTMTS] = {
     "SELECT r.pair, r.attempt, r.nx, r.ny, r.compute_ns, ifnull (f.mtime_ns, 0),"                 \
     " ifnull (a.dispatched_ns, ifnull (p.dispatched_ns, 0)), r.recorded_ns,"                      \
     " r.mean_u, r.mean_v, r.mean_speed, r.valid_fraction, r.vorticity, p.stem,"                   \
-    " ifnull (r.agent, ''), ifnull (r.path, ''), r.field FROM pairs p"                            \
+    " ifnull (r.agent, ''), ifnull (r.path, ''), r.field, ifnull (r.settings, '')"               \
+    " FROM pairs p"                                                                               \
     " JOIN results r ON r.pair = p.id"                                                            \
     " LEFT JOIN attempts a ON a.pair = r.pair AND a.attempt = r.attempt"                          \
     " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a)"
@@ -453,7 +461,7 @@ static const char *s_sql[S_NSTMTS] = {
         "SELECT r.pair, r.attempt, r.nx, r.ny, r.compute_ns, ifnull (f.mtime_ns, 0),"
         " ifnull (a.dispatched_ns, ifnull (p.dispatched_ns, 0)), r.recorded_ns,"
         " r.mean_u, r.mean_v, r.mean_speed, r.valid_fraction, r.vorticity, p.stem,"
-        " ifnull (r.agent, ''), ifnull (r.path, ''), r.field"
+        " ifnull (r.agent, ''), ifnull (r.path, ''), r.field, ifnull (r.settings, '')"
         " FROM uncounted u CROSS JOIN results r ON r.pair = u.pair"
         " CROSS JOIN pairs p ON p.id = r.pair"
         " LEFT JOIN attempts a ON a.pair = r.pair AND a.attempt = r.attempt"

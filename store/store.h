@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 typedef struct _store_t store_t;
 
@@ -179,6 +179,7 @@ typedef struct {
     const char *path;          // where the agent wrote the txt file
     const void *field;         // the vector field (common/proto field encoding), may be NULL
     size_t field_size;         // its bytes
+    const char *settings;      // the PIV settings its task carried, or NULL: not known
 } store_result_t;
 
 // Records the result of 'pair' from 'agent' (attempt 'attempt'): the first
@@ -394,6 +395,7 @@ typedef struct {
     const void *field;
     size_t field_size;
     int64_t closed_ns, dispatched_ns, recorded_ns;
+    const char *settings;      // the PIV settings it was made with ("": not known)
 } store_result_info_t;
 typedef int (store_result_info_fn) (void *arg, const store_result_info_t *result);
 int store_results_of (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg);

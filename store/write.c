@@ -602,6 +602,7 @@ store_pair_result (store_t *self, int64_t pair, int attempt, const char *agent,
     else
         sqlite3_bind_null (stmt, 13);
     sqlite3_bind_int64 (stmt, 14, now_ns);
+    st_bind_text (stmt, 15, result->settings);
     rc = st_exec (self, stmt);
     if (rc == SQLITE_DONE) {
         // Counted by no statistics checkpoint yet (store_results_uncounted).

@@ -140,14 +140,7 @@ s_by_dispatch (const void *a, const void *b)
 static int
 s_pivctl_v (char *out, size_t len, const char *first, va_list ap)
 {
-    // A generous wait: a status of thousands of experiments under the
-    // sanitizers (make check-asan) takes more than the default 3 s.
-    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "--timeout", "30000"};
-    int n = 5;
-    for (const char *a = first; a && n < 31; a = va_arg (ap, const char *))
-        argv[n++] = (char *)a;
-    argv[n] = NULL;
-    return tu_run (argv, out, len, 120);
+    return tu_farm_pivctl_v (&s_farm, out, len, first, ap);
 }
 
 static int
@@ -165,26 +158,10 @@ s_pivctl (char *out, size_t len, const char *first, ...)
 static jdoc_t *
 s_ask (const char *first, ...)
 {
-    static char out[1 << 20];
-    // --json may follow the command (doc/pivctl.md): it goes last.
-    // A generous wait: a status of thousands of experiments under the
-    // sanitizers (make check-asan) takes more than the default 3 s.
-    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", s_farm.conf, "--timeout", "30000"};
-    int n = 5;
     va_list ap;
     va_start (ap, first);
-    for (const char *a = first; a && n < 30; a = va_arg (ap, const char *))
-        argv[n++] = (char *)a;
+    jdoc_t *doc = tu_farm_ask_v (&s_farm, first, ap);
     va_end (ap);
-    argv[n++] = "--json";
-    argv[n] = NULL;
-    int rc = tu_run (argv, out, sizeof out, 120);
-    ck_assert_msg (rc == 0, "pivctl %s: exit %d: %s", first, rc, out);
-    // Progress lines (replay) come first, on stderr.
-    char *json = out[0] == '{' ? out : strstr (out, "\n{");
-    char err[256];
-    jdoc_t *doc = json ? jdoc_parse (json, err, sizeof err) : NULL;
-    ck_assert_msg (doc != NULL, "pivctl %s: not JSON: %s", first, out);
     return doc;
 }
 

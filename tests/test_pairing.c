@@ -218,7 +218,7 @@ START_TEST (files_in_no_pair_are_counted_and_named_with_what_they_wait_for)
     ck_assert_str_eq (u.waiting_files[0].why, "waits for 'img0006.tif'");
     ck_assert_str_eq (u.refused_files[0].name, "notes.txt");
     ck_assert_str_eq (u.refused_files[0].why, "is not a frame: its extension is not one of 'tif'");
-    pairing_expects (p, expects, sizeof expects);
+    pairing_expects (p, "e", expects, sizeof expects);
     ck_assert_str_eq (expects, "frames 1-2, 3-4, ... (<prefix><frame number>.tif)");
     pairing_unpaired (p, "other", &u);
     ck_assert (u.waiting == 0 && u.refused == 0 && u.nwaiting == 0);

@@ -123,7 +123,7 @@ static store_result_t
 s_result (const void *field, size_t size)
 {
     store_result_t result = {0.5, -0.25, 0.56, 0.98, 0.001, 63, 63, 40 * T_MS, "/r/x.txt",
-                             field, size};
+                             field, size, NULL};
     return result;
 }
 
@@ -433,15 +433,15 @@ START_TEST (refuses_a_database_from_a_newer_schema)
     size_t len;
     char *data = s_slurp_db (&len);
     // meta is a WITHOUT ROWID table of text: its row is the key and the
-    // value side by side. A later pivfarm would have written 6.
-    char *row = memmem (data, len, "schema_version5", 15);
+    // value side by side. A later pivfarm would have written 7.
+    char *row = memmem (data, len, "schema_version6", 15);
     ck_assert_ptr_nonnull (row);
-    row[14] = '6';
+    row[14] = '7';
     tu_spit (s_db (), data, len);
 
     char err[512] = "";
     ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
-    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 6, newer"), "%s", err);
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 7, newer"), "%s", err);
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "newer"), "%s", err);
     size_t after_len;
@@ -1847,7 +1847,7 @@ START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
     ck_assert_msg (strstr (err, "schema version 1, older"), "%s", err);
 
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
     ck_assert_ptr_null (strstr (s_sql_text ("SELECT sql FROM sqlite_master WHERE name = 'events'"),
                                 "AUTOINCREMENT"));
     store_experiment_t experiment;
@@ -1973,7 +1973,7 @@ START_TEST (a_version_2_database_is_upgraded_to_3_and_records_allocations_and_ar
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 2, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
     // The old files are at their source, with no checksum yet.
     s_stored_t stored = {0};
     ck_assert_int_eq (store_files_stored (store, 1, s_stored_fn, &stored), 2);
@@ -2788,7 +2788,7 @@ START_TEST (a_version_3_database_is_upgraded_to_4_and_counts_lost_agents)
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 3, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
     ck_assert_str_eq (s_sql_text ("SELECT lost FROM pairs WHERE id = 1"), "0");
     // The pair out before the upgrade is lost once: counted, still pending.
     int failed = 1;
@@ -2909,7 +2909,7 @@ START_TEST (a_version_4_database_is_upgraded_to_5_with_its_results_not_counted)
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 4, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
     // The result of before the upgrade is one to count, with its field.
     s_uncounted_t *u = s_uncounted (store, 1);
     ck_assert_int_eq (u->n, 1);

@@ -2,6 +2,7 @@
 
 #include "tests/testutil.h"
 #include "store/store.h"
+#include "common/jdoc.h"
 
 #include <check.h>
 #include <ctype.h>
@@ -627,4 +628,38 @@ tu_run_suite (Suite *suite)
     int failed = srunner_ntests_failed (runner);
     srunner_free (runner);
     return failed ? 1 : 0;
+}
+
+int
+tu_farm_pivctl_v (tu_farm_t *farm, char *out, size_t len, const char *first, va_list ap)
+{
+    // A generous wait: a status of thousands of experiments under the
+    // sanitizers (make check-asan) takes more than the default 3 s.
+    char *argv[40] = {(char *) tu_bin ("pivctl"), "-c", farm->conf, "--timeout", "30000"};
+    int n = 5;
+    for (const char *a = first; a && n < 38; a = va_arg (ap, const char *))
+        argv[n++] = (char *) a;
+    argv[n] = NULL;
+    return tu_run (argv, out, len, 120);
+}
+
+jdoc_t *
+tu_farm_ask_v (tu_farm_t *farm, const char *first, va_list ap)
+{
+    static char out[1 << 20];
+    // --json may follow the command (doc/pivctl.md): it goes last.
+    char *argv[40] = {(char *) tu_bin ("pivctl"), "-c", farm->conf, "--timeout", "30000"};
+    int n = 5;
+    for (const char *a = first; a && n < 37; a = va_arg (ap, const char *))
+        argv[n++] = (char *) a;
+    argv[n++] = "--json";
+    argv[n] = NULL;
+    int rc = tu_run (argv, out, sizeof out, 120);
+    ck_assert_msg (rc == 0, "pivctl %s: exit %d: %s", first, rc, out);
+    // Progress lines (replay) come first, on stderr.
+    char *json = out[0] == '{' ? out : strstr (out, "\n{");
+    char err[256];
+    jdoc_t *doc = json ? jdoc_parse (json, err, sizeof err) : NULL;
+    ck_assert_msg (doc != NULL, "pivctl %s: not JSON: %s", first, out);
+    return doc;
 }

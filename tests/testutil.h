@@ -6,6 +6,7 @@
 #define TESTS_TESTUTIL_H
 
 #include <check.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,6 +110,14 @@ int tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int tim
 // Waits until 'done' pairs of exp1 are done and none is pending or out (at
 // most timeout_s); returns the counts.
 tu_counts_t tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s);
+
+// Runs pivctl -c <farm's conf> --timeout 30000 with the words from 'first'
+// (NULL-terminated): its exit status, its output (stdout and stderr) in out.
+int tu_farm_pivctl_v (tu_farm_t *farm, char *out, size_t len, const char *first, va_list ap);
+// The same with '--json' last, which must succeed (the test fails
+// otherwise): its answer parsed, progress lines before it skipped (caller
+// destroys).
+struct _jdoc_t *tu_farm_ask_v (tu_farm_t *farm, const char *first, va_list ap);
 
 // TIFF files made with libtiff, for the limits of the loader (issue 23):
 // a w x h frame of 'bits' (8 or 16) zeros, strips of 'rows' rows, stored
