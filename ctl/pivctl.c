@@ -127,7 +127,7 @@ s_usage (FILE *out)
         "                                  EXP '*': the default of every experiment\n"
         "  mask EXP FILE|--clear           a mask image for EXP's pairs (masked vectors: flag 2)\n"
         "the record:\n"
-        "  export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]\n"
+        "  export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force]\n"
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
         "                                  (.dat, .vtk + DIR/stats.vtk), or one HDF5 FILE, read\n"
         "                                  from the store; si (m, m/s, 1/s) when calibrated\n"
@@ -230,7 +230,7 @@ static const ctl_command_t s_commands[] = {
      s_calibrate_options, ctl_run_calibrate},
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
     {"export", 1, 1,
-     "export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]",
+     "export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force]",
      s_export_options, ctl_run_export},
     {"stats", 1, 1, "stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--force] [--json]",
      s_stats_options, ctl_run_stats},
