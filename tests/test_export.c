@@ -291,6 +291,16 @@ START_TEST (hdf5_export_opens_in_xarray_with_labelled_coordinates)
                       0);
     int rc = s_python (s_xarray_check, out, sizeof out, file, NULL);
     ck_assert_msg (rc == 0 && strstr (out, "ok"), "xarray: %s", out);
+    // netCDF-C, the library of netCDF4-python and ncdump: named dimensions,
+    // no phony_dim_*, x and y apart on this square grid.
+    char *argv[] = {"/usr/bin/ncdump", "-h", file, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 60), 0);
+    const char *expect[] = {"time = UNLIMITED ; // (6 currently)", "y = 16 ;", "x = 16 ;",
+                            "float u(time, y, x) ;", "float divergence(time, y, x) ;",
+                            "u:long_name = ", "group: stats {", "int64 n_replaced(y, x) ;"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        ck_assert_msg (strstr (out, expect[i]), "ncdump -h lacks '%s':\n%.4000s", expect[i], out);
+    ck_assert_msg (!strstr (out, "phony_dim"), "%.4000s", out);
 }
 END_TEST
 
