@@ -48,7 +48,7 @@ typedef struct {
     const char *name;      // the experiment
     const char *out;       // -o: the directory, or the HDF5 or MAT file
     int force;             // --force: replace files already there
-    ctl_out_t one_file;     // HDF5, MAT: the file, a temporary until complete
+    ctl_out_t one_file;    // HDF5, MAT: the file, a temporary until complete
     s_format_t format;
     int si;                // convert to metres and seconds
     const char *settings;  // the PIV settings text
@@ -206,11 +206,8 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
     }
     else {
         piv_field_t *converted = x->si ? piv_calib_field (c, field) : NULL;
-        size_t n = (size_t)field->nx * field->ny;
-        for (int q = 0; q < PIV_DERIVED_COUNT; q++)
-            for (size_t k = 0; k < n; k++)
-                x->converted[q * n + k] =
-                    (float)piv_quantities[q].convert (x->si ? c : NULL, x->derived[q * n + k]);
+        piv_derived_convert (x->si ? c : NULL, (size_t)field->nx * field->ny, x->derived,
+                             x->converted);
         bad = (x->si && !converted)
               || piv_field_write_derived (converted ? converted : field, out,
                                           x->format == F_TXT ? PIV_FORMAT_TXT : PIV_FORMAT_TECPLOT,

@@ -459,21 +459,17 @@ s_write_stats (hid_t group, const piv_stats_t *stats, const piv_calib_t *c, int 
     int64_t *count = malloc (n * S_COUNTS * sizeof *count);
     float *xs = malloc (2 * n * sizeof *xs);
     int rc = col && count && xs ? 0 : -1;
-    // u' and v' scale as u and v; u'v' as their product (the sign of v too).
-    double su, sv;
-    piv_calib_velocity (c, 1, 1, &su, &sv);
     for (size_t k = 0; rc == 0 && k < n; k++) {
-        piv_stats_point_t p;
-        piv_stats_point (stats, (long)k, &p);
-        double *row = col; // column-major: column s at col + s * n
-        piv_calib_velocity (c, p.u_mean, p.v_mean, &row[S_U * n + k], &row[S_V * n + k]);
-        row[S_URMS * n + k] = p.u_rms * fabs (su);
-        row[S_VRMS * n + k] = p.v_rms * fabs (sv);
-        row[S_UV * n + k] = p.uv_mean * su * sv;
-        row[S_VORTICITY * n + k] = piv_calib_vorticity (c, p.vorticity_mean);
-        count[S_COUNT * n + k] = p.count;
-        count[S_VALID * n + k] = p.n_valid;
-        count[S_REPLACED * n + k] = p.n_replaced;
+        piv_stats_point_t p, in;
+        piv_stats_point (stats, (long)k, &p); // positions in px: s_write_grid converts them
+        piv_stats_point_in (stats, (long)k, c, &in);
+        double values[S_COLUMNS] = {in.u_mean, in.v_mean,  in.u_rms,
+                                    in.v_rms,  in.uv_mean, in.vorticity_mean};
+        int64_t counted[S_COUNTS] = {p.count, p.n_valid, p.n_replaced};
+        for (int s = 0; s < S_COLUMNS; s++)
+            col[s * n + k] = values[s]; // column-major: column s at col + s * n
+        for (int s = 0; s < S_COUNTS; s++)
+            count[s * n + k] = counted[s];
         xs[k] = (float)p.x;
         xs[n + k] = (float)p.y;
     }

@@ -328,19 +328,22 @@ piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen)
 // ---------------------------------------------------------------------------
 // Writers
 
-// One point's columns converted by c: x y u_mean v_mean u_rms v_rms uv_mean
-// vorticity_mean (count apart).
-static void
-s_converted (const piv_calib_t *c, const piv_stats_point_t *pt, double col[8])
+int
+piv_stats_point_in (const piv_stats_t *self, long k, const piv_calib_t *c, piv_stats_point_t *out)
 {
+    piv_stats_point_t pt;
+    if (piv_stats_point (self, k, &pt) != 0)
+        return -1;
     double ku, kv;
-    piv_calib_position (c, pt->x, pt->y, &col[0], &col[1]);
-    piv_calib_velocity (c, pt->u_mean, pt->v_mean, &col[2], &col[3]);
+    *out = pt;
+    piv_calib_position (c, pt.x, pt.y, &out->x, &out->y);
+    piv_calib_velocity (c, pt.u_mean, pt.v_mean, &out->u_mean, &out->v_mean);
     piv_calib_velocity (c, 1, 1, &ku, &kv);
-    col[4] = pt->u_rms * fabs (ku);
-    col[5] = pt->v_rms * fabs (kv);
-    col[6] = pt->uv_mean * ku * kv;
-    col[7] = piv_calib_vorticity (c, pt->vorticity_mean);
+    out->u_rms = pt.u_rms * fabs (ku);
+    out->v_rms = pt.v_rms * fabs (kv);
+    out->uv_mean = pt.uv_mean * ku * kv;
+    out->vorticity_mean = piv_calib_vorticity (c, pt.vorticity_mean);
+    return 0;
 }
 
 void
@@ -348,8 +351,10 @@ piv_stats_columns (const piv_stats_t *self, long k, const piv_calib_t *c, double
                    int64_t *count)
 {
     piv_stats_point_t pt;
-    piv_stats_point (self, k, &pt);
-    s_converted (c, &pt, col);
+    piv_stats_point_in (self, k, c, &pt);
+    double values[8] = {pt.x,     pt.y,     pt.u_mean,  pt.v_mean,
+                        pt.u_rms, pt.v_rms, pt.uv_mean, pt.vorticity_mean};
+    memcpy (col, values, sizeof values);
     *count = pt.count;
 }
 

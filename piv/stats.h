@@ -51,6 +51,11 @@ typedef struct {
 // Grid size and point k (k = j * nx + i). 0 or -1 (k out of range).
 void piv_stats_grid (const piv_stats_t *self, int *nx, int *ny, int *step, int *window);
 int piv_stats_point (const piv_stats_t *self, long k, piv_stats_point_t *out);
+// Point k converted by 'c' (NULL: image units), as every file writes it:
+// x, y as positions, means and RMS as velocities, uv_mean as their product
+// (the sign of v too), the vorticity as a rate; counts unchanged. 0 or -1.
+int piv_stats_point_in (const piv_stats_t *self, long k, const piv_calib_t *c,
+                        piv_stats_point_t *out);
 
 // The series as a whole.
 typedef struct {
