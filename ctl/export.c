@@ -61,7 +61,7 @@ typedef struct {
     ctl_h5_t *h5;          // HDF5: the file
     ctl_mat_t *mat;        // MAT: the fields until the file is written
     int64_t t0_ns;         // HDF5, MAT: close time of the first exported pair (0: none known)
-    piv_stats_t *stats;    // over the exported fields (VTK, HDF5)
+    piv_stats_t *stats;    // over the exported fields (VTK, HDF5, MAT)
     piv_calib_t stats_c;   // their calibration
     long stats_left_out;   // fields on another grid or calibration
     s_segment_t *segments; // the runs seen
@@ -250,8 +250,8 @@ s_write_one_file (s_export_t *x, const store_result_info_t *r, const piv_field_t
     return ctl_h5_field_add (x->h5, field, x->derived, t, r->stem, err, errlen);
 }
 
-// The field's derived quantities into x->derived (image units) and, VTK
-// and HDF5, its sample into the statistics (the first grid and
+// The field's derived quantities into x->derived (image units) and, VTK,
+// HDF5 and MAT, its sample into the statistics (the first grid and
 // calibration; others left out). 0, or -1 on no memory.
 static int
 s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *c)
@@ -268,7 +268,7 @@ s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *
         x->derived_size = n;
     }
     piv_field_derive_all (field, NULL, x->derived);
-    if (x->format != F_VTK && x->format != F_HDF5)
+    if (x->format != F_VTK && x->format != F_HDF5 && x->format != F_MAT)
         return 0;
     if (!x->stats) {
         x->stats = piv_stats_new (field);
@@ -397,7 +397,8 @@ s_prepare_output (s_export_t *x, char *h5_path, size_t size)
 }
 
 // The statistics of the exported fields: DIR/stats.vtk, or the HDF5
-// file's group stats/. 0 or -1 (logged).
+// file's group stats/ (MAT: the struct stats, written with the file). 0 or
+// -1 (logged).
 static int
 s_write_stats (s_export_t *x)
 {
@@ -408,6 +409,8 @@ s_write_stats (s_export_t *x)
         ctl_error ("the statistics of '%s' leave out %ld field(s) on another grid or "
                    "calibration than the first",
                    x->name, x->stats_left_out);
+    if (x->format == F_MAT)
+        return 0;
     if (x->format == F_HDF5)
         return ctl_h5_stats (x->h5, "stats", x->stats, &x->stats_c, x->settings, err, sizeof err)
                        == 0
@@ -465,14 +468,16 @@ s_finish (s_export_t *x)
                    "rest not",
                    x->written, x->name, x->out);
     int rc = x->failed || x->mixed || x->interrupted ? -1 : 0;
-    if (rc == 0 && (x->format == F_VTK || x->h5))
+    if (rc == 0 && (x->format == F_VTK || x->h5 || x->mat))
         rc = s_write_stats (x);
     if (x->h5 && ctl_h5_close (&x->h5, err, sizeof err) != 0) {
         ctl_error ("%s", err);
         rc = -1;
     }
     const char *name = x->mat && rc == 0 ? ctl_out_name (&x->one_file, err, sizeof err) : NULL;
-    if (x->mat && rc == 0 && (!name || ctl_mat_write (x->mat, name, x->out, err, sizeof err) != 0)) {
+    if (x->mat && rc == 0
+        && (!name
+            || ctl_mat_write (x->mat, x->stats, &x->stats_c, name, x->out, err, sizeof err) != 0)) {
         ctl_error ("%s", err);
         rc = -1;
     }

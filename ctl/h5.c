@@ -433,63 +433,42 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived
     return 0;
 }
 
-// The statistics' columns, converted by c, into the group.
-enum { S_U, S_V, S_URMS, S_VRMS, S_UV, S_VORTICITY, S_COLUMNS };
-enum { S_COUNT, S_VALID, S_REPLACED, S_COUNTS };
-
+// The statistics' figures (piv_stat_figures), converted by c, into the
+// group over its own scales y, x.
 static int
 s_write_stats (hid_t group, const piv_stats_t *stats, const piv_calib_t *c, int nx, int ny)
 {
-    static const char *names[S_COLUMNS][2] = {
-        {"u_mean", "mean velocity along x"},
-        {"v_mean", "mean velocity along y"},
-        {"u_rms", "RMS of the fluctuation of u"},
-        {"v_rms", "RMS of the fluctuation of v"},
-        {"uv_mean", "Reynolds shear stress mean(u'v')"},
-        {"vorticity_mean", "mean vorticity dv/dx - du/dy"},
-    };
-    static const char *counts[S_COUNTS][2] = {
-        {"count", "samples of the mean: n_valid + n_replaced"},
-        {"n_valid", "fields with a valid vector here"},
-        {"n_replaced", "fields with a replaced vector here"},
-    };
     size_t n = (size_t)nx * ny;
     hsize_t dims[2] = {(hsize_t)ny, (hsize_t)nx};
-    double *col = malloc (n * S_COLUMNS * sizeof *col);
-    int64_t *count = malloc (n * S_COUNTS * sizeof *count);
+    double *col = malloc (n * PIV_STAT_FIGURES * sizeof *col);
+    int64_t *count = malloc (n * sizeof *count);
     float *xs = malloc (2 * n * sizeof *xs);
     int rc = col && count && xs ? 0 : -1;
     for (size_t k = 0; rc == 0 && k < n; k++) {
         piv_stats_point_t p, in;
         piv_stats_point (stats, (long)k, &p); // positions in px: s_write_grid converts them
         piv_stats_point_in (stats, (long)k, c, &in);
-        double values[S_COLUMNS] = {in.u_mean, in.v_mean,  in.u_rms,
-                                    in.v_rms,  in.uv_mean, in.vorticity_mean};
-        int64_t counted[S_COUNTS] = {p.count, p.n_valid, p.n_replaced};
-        for (int s = 0; s < S_COLUMNS; s++)
-            col[s * n + k] = values[s]; // column-major: column s at col + s * n
-        for (int s = 0; s < S_COUNTS; s++)
-            count[s * n + k] = counted[s];
+        for (int f = 0; f < PIV_STAT_FIGURES; f++)
+            col[f * n + k] = piv_stat_value (&in, (piv_stat_t)f); // figure f at col + f * n
         xs[k] = (float)p.x;
         xs[n + k] = (float)p.y;
     }
     hid_t scales[2] = {-1, -1};
     if (rc == 0)
         rc = s_write_grid (group, c, nx, ny, xs, xs + n, scales);
-    char units[64];
-    const char *velocity = piv_calib_unit (c, PIV_UNIT_VELOCITY);
-    for (int s = 0; rc == 0 && s < S_COLUMNS; s++) {
-        if (s == S_UV)
-            snprintf (units, sizeof units, "(%s)^2", velocity);
-        else
-            snprintf (units, sizeof units, "%s",
-                      s == S_VORTICITY ? piv_calib_unit (c, PIV_UNIT_RATE) : velocity);
-        rc = s_write_array (group, names[s][0], 2, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
-                            col + s * n, units, names[s][1], scales);
+    for (int f = 0; rc == 0 && f < PIV_STAT_FIGURES; f++) {
+        const char *name = piv_stat_figures[f].name, *long_name = piv_stat_figures[f].long_name;
+        const char *units = piv_stat_unit (c, (piv_stat_t)f);
+        if (f < PIV_STAT_COUNT)
+            rc = s_write_array (group, name, 2, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                                col + f * n, units, long_name, scales);
+        else {
+            for (size_t k = 0; k < n; k++)
+                count[k] = (int64_t)col[f * n + k];
+            rc = s_write_array (group, name, 2, dims, H5T_STD_I64LE, H5T_NATIVE_INT64, count,
+                                units, long_name, scales);
+        }
     }
-    for (int s = 0; rc == 0 && s < S_COUNTS; s++)
-        rc = s_write_array (group, counts[s][0], 2, dims, H5T_STD_I64LE, H5T_NATIVE_INT64,
-                            count + s * n, "1", counts[s][1], scales);
     for (int i = 0; i < 2; i++)
         if (scales[i] >= 0)
             H5Dclose (scales[i]);

@@ -185,6 +185,29 @@ s_array_name (int a)
                          : piv_quantities[a - A_DERIVED].name;
 }
 
+// A 1 x 1 struct 'name' of the fields names[0 .. count - 1], each taking
+// the variable vars[i] (freed here if the struct cannot be made).
+static matvar_t *
+s_struct (const char *name, const char **names, matvar_t **vars, int count)
+{
+    const char *list[64];
+    size_t dims[2] = {1, 1};
+    int ok = count < 64;
+    for (int i = 0; ok && i < count; i++) {
+        list[i] = names[i];
+        ok = vars[i] != NULL;
+    }
+    list[ok ? count : 0] = NULL;
+    matvar_t *var = ok ? Mat_VarCreateStruct2 (name, 2, dims, list) : NULL;
+    for (int i = 0; i < count; i++) {
+        if (var) // takes the field; gives back the one it held (none)
+            Mat_VarFree (Mat_VarSetStructFieldByName (var, names[i], 0, vars[i]));
+        else
+            Mat_VarFree (vars[i]);
+    }
+    return var;
+}
+
 // The struct 'units': one char field per variable that has a unit.
 static matvar_t *
 s_units (const ctl_mat_t *self)
@@ -204,19 +227,79 @@ s_units (const ctl_mat_t *self)
     }
     names[count] = "time";
     values[count++] = "s";
-    names[count] = NULL;
+    matvar_t *vars[A_COUNT + 4];
+    for (int i = 0; i < count; i++)
+        vars[i] = s_text (names[i], values[i]);
+    return s_struct ("units", names, vars, count);
+}
+
+// A 1 x 1 double.
+static matvar_t *
+s_scalar (const char *name, double value)
+{
     size_t dims[2] = {1, 1};
-    matvar_t *units = Mat_VarCreateStruct2 ("units", 2, dims, names);
-    for (int i = 0; units && i < count; i++) {
-        matvar_t *field = s_text (names[i], values[i]);
-        if (!field) {
-            Mat_VarFree (units);
-            return NULL;
+    return Mat_VarCreate (name, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, dims, &value, 0);
+}
+
+// The struct 'stats': the grid, every figure of piv_stat_figures as ny x nx
+// (converted by c), the summary and the units.
+static matvar_t *
+s_stats (const piv_stats_t *stats, const piv_calib_t *c)
+{
+    int nx, ny, step, window;
+    piv_stats_grid (stats, &nx, &ny, &step, &window);
+    size_t n = (size_t)nx * ny, dims[2] = {(size_t)ny, (size_t)nx};
+    size_t xd[2] = {1, (size_t)nx}, yd[2] = {(size_t)ny, 1};
+    double *values = malloc (n * PIV_STAT_FIGURES * sizeof *values);
+    double *x = malloc ((size_t)nx * sizeof *x), *y = malloc ((size_t)ny * sizeof *y);
+    enum { EXTRA = 6, FIELDS = PIV_STAT_FIGURES + EXTRA };
+    const char *names[FIELDS];
+    matvar_t *vars[FIELDS] = {0};
+    if (values && x && y) {
+        for (size_t k = 0; k < n; k++) {
+            piv_stats_point_t p;
+            piv_stats_point_in (stats, (long)k, c, &p);
+            size_t m = k / (size_t)nx + (size_t)ny * (k % (size_t)nx); // MATLAB's order
+            for (int f = 0; f < PIV_STAT_FIGURES; f++)
+                values[f * n + m] = piv_stat_value (&p, (piv_stat_t)f);
+            if (k < (size_t)nx)
+                x[k] = p.x;
+            if (k % (size_t)nx == 0)
+                y[k / (size_t)nx] = p.y;
         }
-        // Takes the field; gives back the one it held (none).
-        Mat_VarFree (Mat_VarSetStructFieldByName (units, names[i], 0, field));
+        for (int f = 0; f < PIV_STAT_FIGURES; f++) {
+            names[f] = piv_stat_figures[f].name;
+            vars[f] = Mat_VarCreate (names[f], MAT_C_DOUBLE, MAT_T_DOUBLE, 2, dims, values + f * n,
+                                     0);
+        }
     }
-    return units;
+    piv_stats_summary_t sum;
+    piv_stats_summary (stats, &sum);
+    const char *unit_names[PIV_STAT_FIGURES + 2] = {"x", "y"};
+    matvar_t *unit_vars[PIV_STAT_FIGURES + 2];
+    unit_vars[0] = s_text ("x", piv_calib_unit (c, PIV_UNIT_LENGTH));
+    unit_vars[1] = s_text ("y", piv_calib_unit (c, PIV_UNIT_LENGTH));
+    for (int f = 0; f < PIV_STAT_FIGURES; f++) {
+        unit_names[f + 2] = piv_stat_figures[f].name;
+        unit_vars[f + 2] = s_text (unit_names[f + 2], piv_stat_unit (c, (piv_stat_t)f));
+    }
+    const char *extra[EXTRA] = {"x", "y", "fields", "valid_fraction", "convergence", "units"};
+    matvar_t *extra_vars[EXTRA] = {
+        x ? Mat_VarCreate ("x", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, xd, x, 0) : NULL,
+        y ? Mat_VarCreate ("y", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, yd, y, 0) : NULL,
+        s_scalar ("fields", (double)sum.fields),
+        s_scalar ("valid_fraction", sum.valid_fraction),
+        s_scalar ("convergence", sum.convergence),
+        s_struct ("units", unit_names, unit_vars, PIV_STAT_FIGURES + 2),
+    };
+    for (int i = 0; i < EXTRA; i++) {
+        names[PIV_STAT_FIGURES + i] = extra[i];
+        vars[PIV_STAT_FIGURES + i] = extra_vars[i];
+    }
+    free (values);
+    free (x);
+    free (y);
+    return s_struct ("stats", names, vars, FIELDS);
 }
 
 // The stems as an nt x 1 cell of char.
@@ -237,7 +320,8 @@ s_pairs (const ctl_mat_t *self)
 }
 
 int
-ctl_mat_write (ctl_mat_t *self, const char *open_as, const char *path, char *err, size_t errlen)
+ctl_mat_write (ctl_mat_t *self, const piv_stats_t *stats, const piv_calib_t *stats_c,
+               const char *open_as, const char *path, char *err, size_t errlen)
 {
     char header[116], calib[512], description[512];
     snprintf (header, sizeof header, "MATLAB 5.0 MAT-file, pivfarm %s export of '%s'",
@@ -268,6 +352,8 @@ ctl_mat_write (ctl_mat_t *self, const char *open_as, const char *path, char *err
     rc |= s_put (mat, s_text ("calibration_description", description));
     rc |= s_put (mat, s_text ("piv_settings", self->settings));
     rc |= s_put (mat, s_text ("title", self->title));
+    if (stats)
+        rc |= s_put (mat, s_stats (stats, stats_c));
     errno = 0;
     if (Mat_Close (mat) != 0 || rc != 0) {
         snprintf (err, errlen, "cannot write '%s': %s", path,

@@ -10,6 +10,7 @@
 
 #include "piv/calib.h"
 #include "piv/field.h"
+#include "piv/stats.h"
 
 #include <stddef.h>
 
@@ -22,8 +23,8 @@ ctl_mat_t *ctl_mat_new (const piv_calib_t *c, const char *title, const char *set
 // Adds one field (image units; the grid of the first field) with its
 // derived quantities (piv_field_derive_all's in image units, NULL: NaN),
 // the time in s and its stem. A version-5 MAT-file holds each array whole,
-// so the fields are kept in memory until ctl_mat_write: about 33 bytes a
-// vector a field. 0, or -1 with err (no memory, another grid).
+// so the fields are kept in memory until ctl_mat_write: 25 bytes a vector
+// a field (room grows by doubling). 0, or -1 with err (no memory, another grid).
 int ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *derived,
                        double time_s, const char *stem, char *err, size_t errlen);
 
@@ -32,9 +33,12 @@ int ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *d
 // peak_ratio (single, ny x nx x nt), flags (uint8, ny x nx x nt), time
 // (nt x 1), pair (nt x 1 cell of char), units (a struct of char: one field
 // per variable), calibration, calibration_description, piv_settings and
-// title (char). Compressed. 0, or -1 with err naming the file.
-int ctl_mat_write (ctl_mat_t *self, const char *open_as, const char *path, char *err,
-                   size_t errlen);
+// title (char), and with 'stats' (may be NULL) the struct stats: x, y and
+// the figures of piv_stat_figures (ny x nx double) converted by 'stats_c',
+// fields, valid_fraction, convergence and its own units struct.
+// Compressed. 0, or -1 with err naming the file.
+int ctl_mat_write (ctl_mat_t *self, const piv_stats_t *stats, const piv_calib_t *stats_c,
+                   const char *open_as, const char *path, char *err, size_t errlen);
 
 // Accepts NULL.
 void ctl_mat_destroy (ctl_mat_t **self_p);

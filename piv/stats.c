@@ -346,6 +346,45 @@ piv_stats_point_in (const piv_stats_t *self, long k, const piv_calib_t *c, piv_s
     return 0;
 }
 
+const piv_stat_info_t piv_stat_figures[PIV_STAT_FIGURES] = {
+    [PIV_STAT_U_MEAN] = {"u_mean", "mean velocity along x"},
+    [PIV_STAT_V_MEAN] = {"v_mean", "mean velocity along y"},
+    [PIV_STAT_U_RMS] = {"u_rms", "RMS of the fluctuation of u"},
+    [PIV_STAT_V_RMS] = {"v_rms", "RMS of the fluctuation of v"},
+    [PIV_STAT_UV_MEAN] = {"uv_mean", "Reynolds shear stress mean(u'v')"},
+    [PIV_STAT_VORTICITY_MEAN] = {"vorticity_mean", "mean vorticity dv/dx - du/dy"},
+    [PIV_STAT_COUNT] = {"count", "samples of the mean: n_valid + n_replaced"},
+    [PIV_STAT_N_VALID] = {"n_valid", "fields with a valid vector here"},
+    [PIV_STAT_N_REPLACED] = {"n_replaced", "fields with a replaced vector here"},
+};
+
+double
+piv_stat_value (const piv_stats_point_t *p, piv_stat_t f)
+{
+    const double values[PIV_STAT_FIGURES] = {
+        [PIV_STAT_U_MEAN] = p->u_mean,
+        [PIV_STAT_V_MEAN] = p->v_mean,
+        [PIV_STAT_U_RMS] = p->u_rms,
+        [PIV_STAT_V_RMS] = p->v_rms,
+        [PIV_STAT_UV_MEAN] = p->uv_mean,
+        [PIV_STAT_VORTICITY_MEAN] = p->vorticity_mean,
+        [PIV_STAT_COUNT] = (double) p->count,
+        [PIV_STAT_N_VALID] = (double) p->n_valid,
+        [PIV_STAT_N_REPLACED] = (double) p->n_replaced,
+    };
+    return f >= 0 && f < PIV_STAT_FIGURES ? values[f] : NAN;
+}
+
+const char *
+piv_stat_unit (const piv_calib_t *c, piv_stat_t f)
+{
+    if (f >= PIV_STAT_COUNT)
+        return "1";
+    if (f == PIV_STAT_UV_MEAN)
+        return piv_stats_uv_unit (c);
+    return piv_calib_unit (c, f == PIV_STAT_VORTICITY_MEAN ? PIV_UNIT_RATE : PIV_UNIT_VELOCITY);
+}
+
 void
 piv_stats_columns (const piv_stats_t *self, long k, const piv_calib_t *c, double col[8],
                    int64_t *count)

@@ -57,6 +57,30 @@ int piv_stats_point (const piv_stats_t *self, long k, piv_stats_point_t *out);
 int piv_stats_point_in (const piv_stats_t *self, long k, const piv_calib_t *c,
                         piv_stats_point_t *out);
 
+// The figures of a point every statistics file of the export holds, in
+// this order (ctl/h5.c, ctl/mat.c read the table); the counts come last.
+typedef enum {
+    PIV_STAT_U_MEAN,
+    PIV_STAT_V_MEAN,
+    PIV_STAT_U_RMS,
+    PIV_STAT_V_RMS,
+    PIV_STAT_UV_MEAN,
+    PIV_STAT_VORTICITY_MEAN,
+    PIV_STAT_COUNT, // the first count: integers from here on
+    PIV_STAT_N_VALID,
+    PIV_STAT_N_REPLACED,
+    PIV_STAT_FIGURES
+} piv_stat_t;
+typedef struct {
+    const char *name;      // as datasets and fields are named
+    const char *long_name; // for people (CF long_name)
+} piv_stat_info_t;
+extern const piv_stat_info_t piv_stat_figures[PIV_STAT_FIGURES];
+// Figure f of point 'p' (piv_stats_point_in's, converted), counts too.
+double piv_stat_value (const piv_stats_point_t *p, piv_stat_t f);
+// Its unit under 'c': "m/s" or "px/frame", "m^2/s^2", "1/s", "1" (counts).
+const char *piv_stat_unit (const piv_calib_t *c, piv_stat_t f);
+
 // The series as a whole.
 typedef struct {
     int64_t fields;           // fields counted

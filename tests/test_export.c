@@ -306,7 +306,7 @@ END_TEST
 
 // scipy.io.loadmat reads the .mat export: 3-D arrays [ny nx nt] whose
 // values are those of the txt export of the same fields, column by column
-// (txt writes u, v to 4 decimals, the derived quantities to 7 digits).
+// (to the txt's 7 digits), and the statistics as a struct.
 static const char *s_mat_check =
     "import sys, os, numpy as np, scipy.io\n"
     "m = scipy.io.loadmat(sys.argv[1])\n"
@@ -327,6 +327,13 @@ static const char *s_mat_check =
     "        tol = 2e-6 * np.nanmax(abs(b))  # 7 digits in the txt\n"
     "        assert np.array_equal(np.isnan(a), np.isnan(b)), name\n"
     "        assert np.nanmax(abs(a - b)) <= tol, (name, np.nanmax(abs(a - b)))\n"
+    "st = m['stats'][0, 0]  # the statistics: [ny nx] figures, mean defined where replaced\n"
+    "assert st['u_mean'].shape == (16, 16) and str(st['units'][0, 0]['u_mean'][0]) == 'm/s'\n"
+    "assert st['n_replaced'][2, 3] == 6 and st['n_valid'][2, 3] == 0 and st['count'][4, 5] == 0\n"
+    "assert np.isnan(st['u_mean'][4, 5]) and int(st['fields'][0, 0]) == 6\n"
+    "keep = np.ones((16, 16), bool); keep[4, 5] = False\n"
+    "assert np.allclose(st['u_mean'][keep], u[:, :, 0][keep], rtol=1e-6)\n"
+    "assert np.allclose(st['x'], m['x']) and np.allclose(st['y'], m['y'])\n"
     "print('ok', u.shape)\n";
 
 START_TEST (mat_export_reads_in_scipy_equal_to_the_txt_export)
