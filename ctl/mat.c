@@ -255,6 +255,8 @@ s_stats (const piv_stats_t *stats, const piv_calib_t *c)
     enum { EXTRA = 6, FIELDS = PIV_STAT_FIGURES + EXTRA };
     const char *names[FIELDS];
     matvar_t *vars[FIELDS] = {0};
+    for (int f = 0; f < PIV_STAT_FIGURES; f++)
+        names[f] = piv_stat_figures[f].name;
     if (values && x && y) {
         for (size_t k = 0; k < n; k++) {
             piv_stats_point_t p;
@@ -267,11 +269,9 @@ s_stats (const piv_stats_t *stats, const piv_calib_t *c)
             if (k % (size_t)nx == 0)
                 y[k / (size_t)nx] = p.y;
         }
-        for (int f = 0; f < PIV_STAT_FIGURES; f++) {
-            names[f] = piv_stat_figures[f].name;
+        for (int f = 0; f < PIV_STAT_FIGURES; f++)
             vars[f] = Mat_VarCreate (names[f], MAT_C_DOUBLE, MAT_T_DOUBLE, 2, dims, values + f * n,
                                      0);
-        }
     }
     piv_stats_summary_t sum;
     piv_stats_summary (stats, &sum);
