@@ -22,8 +22,12 @@ STORE_PKGS  := sqlite3
 TEST_PKGS   := check
 # libsystemd (sd_notify, common/daemon.c) for the three daemons only.
 SYSTEMD_PKGS := libsystemd
-# HDF5 (Debian's serial build) for the export's writer alone (ctl/h5.c).
+# HDF5 (Debian's serial build) for the export's writer alone (ctl/h5.c),
+# with its high-level library's dimension scales (hdf5_hl, which has no
+# pkg-config file of its own: it sits beside libhdf5).
 HDF5_PKGS := hdf5-serial
+# libmatio for the export's .mat writer alone (ctl/mat.c).
+MATIO_PKGS := matio
 
 # Every package, for what compiles the layers together (fuzz/module.mk).
 PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PIV_PKGS) $(ZMQ_PKGS) $(SODIUM_PKGS) $(STORE_PKGS))
@@ -32,7 +36,8 @@ ZMQ_LIBS    = $(shell $(PKG_CONFIG) --libs $(ZMQ_PKGS) $(SODIUM_PKGS))
 STORE_LIBS  = $(shell $(PKG_CONFIG) --libs $(STORE_PKGS))
 ALL_LIBS    = $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
 SYSTEMD_LIBS = $(shell $(PKG_CONFIG) --libs $(SYSTEMD_PKGS))
-HDF5_LIBS   = $(shell $(PKG_CONFIG) --libs $(HDF5_PKGS))
+HDF5_LIBS   = $(shell $(PKG_CONFIG) --libs $(HDF5_PKGS)) -lhdf5_hl
+MATIO_LIBS  = $(shell $(PKG_CONFIG) --libs $(MATIO_PKGS))
 TEST_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS))
 TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
@@ -45,7 +50,7 @@ TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 # compiler with #error, and -Ibuild/deny/PKG comes first for each package
 # the layer may not use. '#include <zmq.h>' in piv/ fails the build.
 KNOWN_PKGS := $(PIV_PKGS) $(ZMQ_PKGS) $(SODIUM_PKGS) $(STORE_PKGS) $(TEST_PKGS) $(SYSTEMD_PKGS) \
-              $(HDF5_PKGS)
+              $(HDF5_PKGS) $(MATIO_PKGS)
 DENY_fftw3f     := fftw3.h
 DENY_libtiff-4  := tiffio.h tiff.h
 DENY_libczmq    := czmq.h czmq_library.h czmq_prelude.h
@@ -55,7 +60,8 @@ DENY_jansson    := jansson.h jansson_config.h
 DENY_sqlite3    := sqlite3.h sqlite3ext.h
 DENY_check      := check.h
 DENY_libsystemd := systemd/sd-daemon.h systemd/sd-journal.h systemd/sd-bus.h
-DENY_hdf5-serial := hdf5.h H5public.h
+DENY_hdf5-serial := hdf5.h H5public.h hdf5_hl.h H5DSpublic.h
+DENY_matio      := matio.h matio_pubconf.h
 DENY_STUBS  := $(foreach p,$(KNOWN_PKGS),$(addprefix build/deny/$(p)/,$(DENY_$(p))))
 LAYER_PKGS  :=
 LAYER_CFLAGS = $(foreach p,$(filter-out $(LAYER_PKGS),$(KNOWN_PKGS)),-Ibuild/deny/$(p)) \

@@ -1,14 +1,16 @@
 // export.c — pivctl export: the stored vector fields of an experiment as
 // files, read from the store field by field: txt and Tecplot (one file a
-// field), VTK (one a field plus the statistics) or one HDF5 file (h5.c),
-// in pixels or, with the calibration in force for each result, in metres
-// and seconds (doc/units.md, Files).
+// field), VTK (one a field plus the statistics), one HDF5 file (h5.c) or
+// one MAT-file (mat.c), in pixels or, with the calibration in force for
+// each result, in metres and seconds (doc/units.md, Files). Every format
+// carries the derived quantities of piv/derived.h's table.
 
 #include "ctl/ctl.h"
 
 #include "common/path.h"
 #include "common/util.h"
 #include "ctl/h5.h"
+#include "ctl/mat.h"
 #include "piv/derived.h"
 #include "piv/field.h"
 #include "piv/stats.h"
@@ -26,8 +28,11 @@
 
 #define MAX_SEGMENTS_SHOWN 6 // ranges a refusal names
 
-typedef enum { F_TXT, F_TECPLOT, F_VTK, F_HDF5 } s_format_t;
-static const char *s_formats[] = {"txt", "tecplot", "vtk", "hdf5"}; // by s_format_t
+typedef enum { F_TXT, F_TECPLOT, F_VTK, F_HDF5, F_MAT, F_COUNT } s_format_t;
+static const char *s_formats[F_COUNT] = {"txt", "tecplot", "vtk", "hdf5", "mat"};
+
+// HDF5 and MAT: one file for the whole export (-o FILE), on one grid.
+#define S_ONE_FILE(format) ((format) == F_HDF5 || (format) == F_MAT)
 
 // A run of consecutive results on one grid (and, in si, one calibration).
 typedef struct {
@@ -41,25 +46,27 @@ typedef struct {
 typedef struct {
     ctl_t *ctl;
     const char *name;      // the experiment
-    const char *out;       // -o: the directory, or the HDF5 file
+    const char *out;       // -o: the directory, or the HDF5 or MAT file
     int force;             // --force: replace files already there
-    ctl_out_t h5_file;     // HDF5: the file, a temporary until complete
+    ctl_out_t one_file;    // HDF5, MAT: the file, a temporary until complete
     s_format_t format;
     int si;                // convert to metres and seconds
     const char *settings;  // the PIV settings text
     ctl_calibs_t *calibs;  // the calibration history
     long total, written, missing, errors;
     int tty;               // stderr is a terminal: draw a progress bar
-    float *vorticity;      // one field's (1/frame)
-    size_t vorticity_size;
+    float *derived;        // one field's derived quantities (image units; piv_field_derive_all)
+    float *converted;      // txt, Tecplot: the same converted as the file is
+    size_t derived_size;   // floats each holds
     ctl_h5_t *h5;          // HDF5: the file
-    int64_t t0_ns;         // HDF5: close time of the first exported pair (0: none known)
-    piv_stats_t *stats;    // over the exported fields (VTK, HDF5)
+    ctl_mat_t *mat;        // MAT: the fields until the file is written
+    int64_t t0_ns;         // HDF5, MAT: close time of the first exported pair (0: none known)
+    piv_stats_t *stats;    // over the exported fields (VTK, HDF5, MAT)
     piv_calib_t stats_c;   // their calibration
     long stats_left_out;   // fields on another grid or calibration
     s_segment_t *segments; // the runs seen
     size_t nsegments, segments_size;
-    int mixed;             // HDF5: runs on other grids or calibrations, not written
+    int mixed;             // HDF5, MAT: runs on other grids or calibrations, not written
     int failed;            // a write failed: the rest would fail alike
     int interrupted;       // SIGINT or SIGTERM: stopped before the end
     long uncalibrated;     // si: results recorded without a calibration, not written
@@ -201,10 +208,12 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
     }
     else {
         piv_field_t *converted = x->si ? piv_calib_field (c, field) : NULL;
+        piv_derived_convert (x->si ? c : NULL, (size_t)field->nx * field->ny, x->derived,
+                             x->converted);
         bad = (x->si && !converted)
-              || piv_field_write (converted ? converted : field, out,
-                                  x->format == F_TXT ? PIV_FORMAT_TXT : PIV_FORMAT_TECPLOT,
-                                  header)
+              || piv_field_write_derived (converted ? converted : field, out,
+                                          x->format == F_TXT ? PIV_FORMAT_TXT : PIV_FORMAT_TECPLOT,
+                                          header, x->converted)
                      != 0;
         piv_field_destroy (&converted);
     }
@@ -217,55 +226,61 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
     return ctl_out_commit (&file, err, errlen);
 }
 
-// Adds the field to the HDF5 file, made with the first field.
+// Adds the field to the one file (HDF5, MAT), begun with the first field.
 static int
-s_write_h5 (s_export_t *x, const store_result_info_t *r, const piv_field_t *field,
-            const piv_calib_t *c, char *err, size_t errlen)
+s_write_one_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *field,
+                  const piv_calib_t *c, char *err, size_t errlen)
 {
-    if (!x->h5) {
+    if (!x->h5 && !x->mat) {
         const char *name = NULL;
-        if (ctl_out_init (&x->h5_file, NULL, x->out, 0, x->force, err, errlen) == 0)
-            name = ctl_out_name (&x->h5_file, err, errlen);
-        if (name)
-            // The settings the first field was made with (recorded with it
-            // since issue 25); fields on another grid are refused below.
-            x->h5 = ctl_h5_new (name, x->out, x->name, c,
-                                r->settings && *r->settings ? r->settings : x->settings, err,
-                                errlen);
-        if (!x->h5 || ctl_h5_fields_begin (x->h5, field, err, errlen) != 0)
+        // The settings the first field was made with (recorded with it
+        // since issue 25); fields on another grid are refused below.
+        const char *settings = r->settings && *r->settings ? r->settings : x->settings;
+        if (ctl_out_init (&x->one_file, NULL, x->out, 0, x->force, err, errlen) == 0)
+            name = ctl_out_name (&x->one_file, err, errlen);
+        if (name && x->format == F_MAT && !(x->mat = ctl_mat_new (c, x->name, settings)))
+            snprintf (err, errlen, "no memory");
+        if (name && x->format == F_HDF5
+            && (x->h5 = ctl_h5_new (name, x->out, x->name, c, settings, err, errlen))
+            && ctl_h5_fields_begin (x->h5, field, err, errlen) != 0)
+            return -1;
+        if (!x->h5 && !x->mat)
             return -1;
     }
     if (!x->t0_ns)
         x->t0_ns = r->closed_ns; // the first exported pair's with a known time
     double t = r->closed_ns && x->t0_ns ? (r->closed_ns - x->t0_ns) / 1e9 : NAN;
-    return ctl_h5_field_add (x->h5, field, x->vorticity, t, r->stem, err, errlen);
+    if (x->mat)
+        return ctl_mat_field_add (x->mat, field, x->derived, t, r->stem, err, errlen);
+    return ctl_h5_field_add (x->h5, field, x->derived, t, r->stem, err, errlen);
 }
 
-// VTK and HDF5: the field's vorticity into x->vorticity and its sample
-// into the statistics (the first grid and calibration; others left out).
-// 0, or -1 on no memory.
+// The field's derived quantities into x->derived (image units) and, VTK,
+// HDF5 and MAT, its sample into the statistics (the first grid and
+// calibration; others left out). 0, or -1 on no memory.
 static int
 s_derive_and_count (s_export_t *x, const piv_field_t *field, const piv_calib_t *c)
 {
-    if (x->format != F_VTK && x->format != F_HDF5)
-        return 0;
-    size_t n = (size_t)field->nx * field->ny;
-    if (n > x->vorticity_size) {
-        float *more = realloc (x->vorticity, n * sizeof *more);
+    size_t points = (size_t)field->nx * field->ny, n = points * PIV_DERIVED_COUNT;
+    if (n > x->derived_size) {
+        float *more = realloc (x->derived, n * sizeof *more);
+        if (more)
+            x->derived = more;
+        more = more ? realloc (x->converted, n * sizeof *more) : NULL;
         if (!more)
             return -1;
-        x->vorticity = more;
-        x->vorticity_size = n;
+        x->converted = more;
+        x->derived_size = n;
     }
-    if (piv_field_derive (field, &(piv_derived_t){.vorticity = x->vorticity}) < 0)
-        for (size_t k = 0; k < n; k++)
-            x->vorticity[k] = NAN;
+    piv_field_derive_all (field, NULL, x->derived);
+    if (x->format != F_VTK && x->format != F_HDF5 && x->format != F_MAT)
+        return 0;
     if (!x->stats) {
         x->stats = piv_stats_new (field);
         x->stats_c = *c;
     }
     if (!x->stats || !ctl_calib_same (&x->stats_c, c)
-        || piv_stats_add (x->stats, field, x->vorticity) != 0)
+        || piv_stats_add (x->stats, field, x->derived + PIV_DERIVED_VORTICITY * points) != 0)
         x->stats_left_out++;
     return 0;
 }
@@ -295,7 +310,7 @@ s_export_one (void *arg, const store_result_info_t *r)
     }
     // One file a field: DIR/<stem>.txt|.dat|.vtk (s_field_file).
     char rel[PATH_MAX], why[PATH_WHY], shown[UTIL_SHOWN];
-    if (x->format != F_HDF5
+    if (!S_ONE_FILE (x->format)
         && s_field_file (x, r->stem, r->pair, rel, sizeof rel, why, sizeof why) != 0) {
         ctl_error ("refusing to export pair %" PRId64 " ('%s') into '%s': %s", r->pair,
                    util_shorten (r->stem, shown, sizeof shown), x->out, why);
@@ -316,7 +331,7 @@ s_export_one (void *arg, const store_result_info_t *r)
     if (x->si)
         applied = in_force;
     int rc = 0, ok = 0;
-    int mixed = x->format == F_HDF5 ? s_note_segment (x, r, field, &applied) : 0;
+    int mixed = S_ONE_FILE (x->format) ? s_note_segment (x, r, field, &applied) : 0;
     if (mixed < 0) {
         ctl_error ("no memory");
         x->failed = 1;
@@ -324,6 +339,7 @@ s_export_one (void *arg, const store_result_info_t *r)
     else if (mixed > 0 && !x->mixed) {
         x->mixed = 1; // one file cannot hold them all: the rest is only looked at
         ctl_h5_close (&x->h5, NULL, 0);
+        ctl_mat_destroy (&x->mat);
     }
     if (x->mixed || x->failed)
         ok = -1; // not written, not an error of its own
@@ -336,11 +352,11 @@ s_export_one (void *arg, const store_result_info_t *r)
         rc = s_derive_and_count (x, field, &applied);
         if (rc != 0)
             snprintf (err, sizeof err, "no memory for the field of pair '%s'", r->stem);
-        else if (x->format == F_HDF5)
-            rc = s_write_h5 (x, r, field, &applied, err, sizeof err);
+        else if (S_ONE_FILE (x->format))
+            rc = s_write_one_file (x, r, field, &applied, err, sizeof err);
         else
             rc = s_write_file (x, r, field, &in_force, rel, err, sizeof err);
-        if (rc != 0 && x->format != F_HDF5 && x->written)
+        if (rc != 0 && !S_ONE_FILE (x->format) && x->written)
             ctl_error ("%s; the %ld file(s) written before it are whole and stay", err,
                        x->written);
         else if (rc != 0)
@@ -356,15 +372,15 @@ s_export_one (void *arg, const store_result_info_t *r)
 }
 
 // Where the export goes: -o DIR made and writable (one file a field), or
-// -o FILE (HDF5; a directory: DIR/EXP.h5), its directory made.
+// -o FILE (HDF5, MAT; a directory: DIR/EXP.h5 or .mat), its directory made.
 static int
 s_prepare_output (s_export_t *x, char *h5_path, size_t size)
 {
     char err[PATH_MAX + 512];
     struct stat st;
-    if (x->format == F_HDF5) {
+    if (S_ONE_FILE (x->format)) {
         if (stat (x->out, &st) == 0 && S_ISDIR (st.st_mode))
-            snprintf (h5_path, size, "%s/%s.h5", x->out, x->name);
+            snprintf (h5_path, size, "%s/%s.%s", x->out, x->name, x->format == F_MAT ? "mat" : "h5");
         else
             snprintf (h5_path, size, "%s", x->out);
         x->out = h5_path;
@@ -386,7 +402,8 @@ s_prepare_output (s_export_t *x, char *h5_path, size_t size)
 }
 
 // The statistics of the exported fields: DIR/stats.vtk, or the HDF5
-// file's group stats/. 0 or -1 (logged).
+// file's group stats/ (MAT: the struct stats, written with the file). 0 or
+// -1 (logged).
 static int
 s_write_stats (s_export_t *x)
 {
@@ -397,6 +414,8 @@ s_write_stats (s_export_t *x)
         ctl_error ("the statistics of '%s' leave out %ld field(s) on another grid or "
                    "calibration than the first",
                    x->name, x->stats_left_out);
+    if (x->format == F_MAT)
+        return 0;
     if (x->format == F_HDF5)
         return ctl_h5_stats (x->h5, "stats", x->stats, &x->stats_c, x->settings, err, sizeof err)
                        == 0
@@ -437,35 +456,43 @@ s_finish (s_export_t *x)
         int by_grid = s_grids_differ (x);
         s_segments_text (x, by_grid, ranges, sizeof ranges);
         if (by_grid)
-            ctl_error ("cannot export '%s' to one HDF5 file: its results lie on different grids "
+            ctl_error ("cannot export '%s' to one %s file: its results lie on different grids "
                        "(settings changed during the run): %s; export with --format vtk or txt "
                        "(one file a field)",
-                       x->name, ranges);
+                       x->name, x->format == F_MAT ? "MAT" : "HDF5", ranges);
         else
-            ctl_error ("cannot export '%s' to one HDF5 file in si units: its results were "
+            ctl_error ("cannot export '%s' to one %s file in si units: its results were "
                        "recorded under different calibrations: %s; export with --units px",
-                       x->name, ranges);
+                       x->name, x->format == F_MAT ? "MAT" : "HDF5", ranges);
         x->written = 0;
     }
-    if (x->interrupted && x->format == F_HDF5)
+    if (x->interrupted && S_ONE_FILE (x->format))
         ctl_error ("interrupted: nothing written to '%s'", x->out);
     else if (x->interrupted)
         ctl_error ("interrupted: %ld field(s) of '%s' written to '%s' (each file whole), the "
                    "rest not",
                    x->written, x->name, x->out);
     int rc = x->failed || x->mixed || x->interrupted ? -1 : 0;
-    if (rc == 0 && (x->format == F_VTK || x->h5))
+    if (rc == 0 && (x->format == F_VTK || x->h5 || x->mat))
         rc = s_write_stats (x);
     if (x->h5 && ctl_h5_close (&x->h5, err, sizeof err) != 0) {
         ctl_error ("%s", err);
         rc = -1;
     }
-    if (x->format == F_HDF5 && x->written && rc == 0
-        && ctl_out_commit (&x->h5_file, err, sizeof err) != 0) {
+    const char *name = x->mat && rc == 0 ? ctl_out_name (&x->one_file, err, sizeof err) : NULL;
+    if (x->mat && rc == 0
+        && (!name
+            || ctl_mat_write (x->mat, x->stats, &x->stats_c, name, x->out, err, sizeof err) != 0)) {
         ctl_error ("%s", err);
         rc = -1;
     }
-    ctl_out_release (&x->h5_file); // the temporary, unless committed
+    ctl_mat_destroy (&x->mat);
+    if (S_ONE_FILE (x->format) && x->written && rc == 0
+        && ctl_out_commit (&x->one_file, err, sizeof err) != 0) {
+        ctl_error ("%s", err);
+        rc = -1;
+    }
+    ctl_out_release (&x->one_file); // the temporary, unless committed
     return rc;
 }
 
@@ -507,7 +534,7 @@ static int
 s_check_outputs (s_export_t *x, store_t *store, int64_t experiment)
 {
     s_check_t check = {.x = x};
-    if (x->format == F_HDF5)
+    if (S_ONE_FILE (x->format))
         s_check_file (&check, NULL, x->out);
     else {
         if (x->format == F_VTK)
@@ -552,16 +579,16 @@ s_parse (s_export_t *x, ctl_args_t *args, int *units)
     if (ctl_check_name ("export", x->name) != 0)
         return EXIT_USAGE;
     if (!x->out || !*x->out) {
-        ctl_error ("export needs -o DIR (or -o FILE for hdf5); usage: pivctl %s",
+        ctl_error ("export needs -o DIR (or -o FILE for hdf5 and mat); usage: pivctl %s",
                    args->command->usage);
         return EXIT_USAGE;
     }
     x->format = F_TXT;
-    for (int i = 0; format && i < 4; i++)
+    for (int i = 0; format && i < F_COUNT; i++)
         if (strcmp (format, s_formats[i]) == 0)
             x->format = (s_format_t)i;
     if (format && strcmp (format, s_formats[x->format]) != 0) {
-        ctl_error ("bad --format '%s': txt, tecplot, vtk or hdf5", format);
+        ctl_error ("bad --format '%s': txt, tecplot, vtk, hdf5 or mat", format);
         return EXIT_USAGE;
     }
     *units = !u ? -1 : strcmp (u, "si") == 0 ? 1 : strcmp (u, "px") == 0 ? 0 : -2;
@@ -641,7 +668,8 @@ ctl_run_export (ctl_t *ctl, ctl_args_t *args)
                 x.errors ? ", errors above" : "");
     ctl_calibs_destroy (&x.calibs);
     piv_stats_destroy (&x.stats);
-    free (x.vorticity);
+    free (x.derived);
+    free (x.converted);
     free (x.segments);
     return listed < 0 || finished != 0 || x.errors || x.uncalibrated ? EXIT_FAILED : EXIT_OK;
 }

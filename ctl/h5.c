@@ -6,8 +6,10 @@
 #include "ctl/h5.h"
 
 #include "common/version.h"
+#include "piv/derived.h"
 
 #include <hdf5.h>
+#include <hdf5_hl.h>
 
 #include <errno.h>
 #include <math.h>
@@ -19,14 +21,49 @@
 #define DEFLATE_LEVEL 4   // gzip level of the field datasets (with shuffle)
 #define SERIES_CHUNK 1024 // elements of a chunk of time and pair
 
-enum { D_U, D_V, D_VORTICITY, D_FLAGS, D_PEAK, D_TIME, D_PAIR, D_COUNT };
-static const char *s_names[D_COUNT] = {"u", "v", "vorticity", "flags", "peak_ratio", "time", "pair"};
+// The field datasets: u, v, the derived quantities in the order of
+// piv_quantities (piv/derived.h), flags, peak_ratio, then the series.
+enum {
+    D_U,
+    D_V,
+    D_DERIVED,
+    D_FLAGS = D_DERIVED + PIV_DERIVED_COUNT,
+    D_PEAK,
+    D_TIME,
+    D_PAIR,
+    D_COUNT
+};
+
+// Name and long_name (CF) of dataset d.
+static void
+s_dataset (int d, const char **name, const char **long_name)
+{
+    static const struct {
+        const char *name, *long_name;
+    } own[D_COUNT] = {
+        [D_U] = {"u", "velocity along x"},
+        [D_V] = {"v", "velocity along y"},
+        [D_FLAGS] = {"flags", "vector flag: 0 valid, 1 replaced, 2 invalid or masked"},
+        [D_PEAK] = {"peak_ratio", "first to second correlation peak"},
+        [D_TIME] = {"time", "camera close time of frame B from the first exported pair"},
+        [D_PAIR] = {"pair", "stem of the image pair"},
+    };
+    if (d >= D_DERIVED && d < D_FLAGS) {
+        *name = piv_quantities[d - D_DERIVED].name;
+        *long_name = piv_quantities[d - D_DERIVED].long_name;
+    }
+    else {
+        *name = own[d].name;
+        *long_name = own[d].long_name;
+    }
+}
 
 struct _ctl_h5_t {
     char *path;           // the file, for messages
     hid_t file;           // the file
     piv_calib_t c;        // how fields are converted
     hid_t sets[D_COUNT];  // the field datasets, once begun (0: not yet)
+    hid_t grid[2];        // the dimension scales y and x, once begun (0: not yet)
     int nx, ny;           // their grid
     hsize_t fields;       // fields written
     float *buf;           // one field's worth of floats
@@ -134,11 +171,35 @@ ctl_h5_new (const char *open_as, const char *path, const char *title, const piv_
     return self;
 }
 
+// 'units' and 'long_name' of a dataset (CF attributes): 0 or -1.
+static int
+s_cf (hid_t set, const char *units, const char *long_name)
+{
+    return (units && s_attr_string (set, "units", units) < 0)
+                   || s_attr_string (set, "long_name", long_name) < 0
+               ? -1
+               : 0;
+}
+
+// Attaches the dimension scales scales[0 .. rank - 1] (outermost first) to
+// 'set': HDF5's dimension scales, which netCDF-4, h5netcdf and xarray read
+// as the named dimensions x, y, time. 0 or -1.
+static int
+s_attach (hid_t set, const hid_t *scales, int rank)
+{
+    for (int i = 0; i < rank; i++)
+        if (H5DSattach_scale (set, scales[i], (unsigned)i) < 0)
+            return -1;
+    return 0;
+}
+
 // A dataset 'name' under loc, rank 1 (n = dims[0]) or 2 (dims ny, nx:
-// one chunk, shuffle and deflate), written at once, with its units.
+// one chunk, shuffle and deflate), written at once, with its units and
+// long_name and the dimension scales 'scales' attached (NULL: none).
 static int
 s_write_array (hid_t loc, const char *name, int rank, const hsize_t *dims, hid_t file_type,
-               hid_t mem_type, const void *values, const char *units)
+               hid_t mem_type, const void *values, const char *units, const char *long_name,
+               const hid_t *scales)
 {
     hid_t space = H5Screate_simple (rank, dims, NULL);
     hid_t plist = H5Pcreate (H5P_DATASET_CREATE);
@@ -149,7 +210,7 @@ s_write_array (hid_t loc, const char *name, int rank, const hsize_t *dims, hid_t
     }
     hid_t set = H5Dcreate2 (loc, name, file_type, space, H5P_DEFAULT, plist, H5P_DEFAULT);
     int rc = set < 0 || H5Dwrite (set, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0
-                     || s_attr_string (set, "units", units) < 0
+                     || s_cf (set, units, long_name) < 0 || (scales && s_attach (set, scales, rank) < 0)
                  ? -1
                  : 0;
     if (set >= 0)
@@ -159,10 +220,14 @@ s_write_array (hid_t loc, const char *name, int rank, const hsize_t *dims, hid_t
     return rc;
 }
 
-// The grid's coordinates x (nx) and y (ny) under loc, converted by c.
+// The grid's coordinates x (nx) and y (ny) under loc, converted by c, made
+// the dimension scales "x" and "y": their ids in scales[0] (y) and
+// scales[1] (x), for the caller to attach and close. 0 or -1.
 static int
-s_write_grid (hid_t loc, const piv_calib_t *c, int nx, int ny, const float *xs, const float *ys)
+s_write_grid (hid_t loc, const piv_calib_t *c, int nx, int ny, const float *xs, const float *ys,
+              hid_t scales[2])
 {
+    scales[0] = scales[1] = -1;
     double *x = malloc ((size_t)(nx > ny ? nx : ny) * sizeof *x);
     if (!x)
         return -1;
@@ -171,19 +236,32 @@ s_write_grid (hid_t loc, const piv_calib_t *c, int nx, int ny, const float *xs, 
     for (int i = 0; i < nx; i++)
         piv_calib_position (c, xs[i], ys[0], &x[i], &ignored);
     hsize_t n = (hsize_t)nx;
-    int rc = s_write_array (loc, "x", 1, &n, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, units);
+    int rc = s_write_array (loc, "x", 1, &n, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, units,
+                            c->set ? "x from the calibration origin" : "image column", NULL);
     for (int j = 0; j < ny; j++)
         piv_calib_position (c, xs[0], ys[(size_t)j * nx], &ignored, &x[j]);
     n = (hsize_t)ny;
-    rc |= s_write_array (loc, "y", 1, &n, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, units);
+    rc |= s_write_array (loc, "y", 1, &n, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, units,
+                         !c->set ? "image row (down)"
+                         : c->y_up ? "y from the calibration origin (up)"
+                                   : "y from the calibration origin (down)",
+                         NULL);
     free (x);
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        const char *name = i ? "x" : "y";
+        scales[i] = H5Dopen2 (loc, name, H5P_DEFAULT);
+        rc = scales[i] < 0 || H5DSset_scale (scales[i], name) < 0
+                     || s_attr_string (scales[i], "axis", i ? "X" : "Y") < 0
+                 ? -1
+                 : 0;
+    }
     return rc;
 }
 
-// An empty extendible dataset: rank 3 (fields, ny, nx) compressed, one
-// field a chunk, or rank 1 (fields).
+// An empty extendible dataset: rank 3 (time, y, x) compressed, one field a
+// chunk, or rank 1 (time).
 static hid_t
-s_series (ctl_h5_t *self, const char *name, hid_t type, int rank, const char *units)
+s_series (ctl_h5_t *self, const char *name, hid_t type, int rank)
 {
     hsize_t dims[3] = {0, (hsize_t)self->ny, (hsize_t)self->nx};
     hsize_t max[3] = {H5S_UNLIMITED, dims[1], dims[2]};
@@ -198,46 +276,85 @@ s_series (ctl_h5_t *self, const char *name, hid_t type, int rank, const char *un
     hid_t set = H5Dcreate2 (self->file, name, type, space, H5P_DEFAULT, plist, H5P_DEFAULT);
     H5Pclose (plist);
     H5Sclose (space);
-    if (set >= 0 && units && s_attr_string (set, "units", units) < 0) {
-        H5Dclose (set);
-        return -1;
-    }
     return set;
+}
+
+// The rank of field dataset d: the series time and pair are rank 1.
+static int
+s_rank (int d)
+{
+    return d == D_TIME || d == D_PAIR ? 1 : 3;
+}
+
+// The units of field dataset d (NULL: none, the stems).
+static const char *
+s_units (const ctl_h5_t *self, int d)
+{
+    if (d >= D_DERIVED && d < D_FLAGS)
+        return piv_calib_unit (&self->c, piv_quantities[d - D_DERIVED].unit);
+    return d == D_U || d == D_V ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
+           : d == D_TIME        ? "s"
+           : d == D_PAIR        ? NULL
+                                : "1";
 }
 
 int
 ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t errlen)
 {
-    const piv_calib_t *c = &self->c;
     self->nx = first->nx;
     self->ny = first->ny;
     self->buf = malloc ((size_t)first->nx * first->ny * sizeof (float));
     errno = 0;
     if (!self->buf)
         return s_fail (self, err, errlen, "no memory for a field");
-    if (s_write_grid (self->file, c, first->nx, first->ny, first->x, first->y) != 0)
+    if (s_write_grid (self->file, &self->c, first->nx, first->ny, first->x, first->y,
+                      self->grid)
+        != 0)
         return s_fail (self, err, errlen, "the grid x, y");
     hid_t text = H5Tcopy (H5T_C_S1);
     H5Tset_size (text, H5T_VARIABLE);
     H5Tset_cset (text, H5T_CSET_UTF8);
-    const char *velocity = piv_calib_unit (c, PIV_UNIT_VELOCITY);
-    self->sets[D_U] = s_series (self, "u", H5T_IEEE_F32LE, 3, velocity);
-    self->sets[D_V] = s_series (self, "v", H5T_IEEE_F32LE, 3, velocity);
-    self->sets[D_VORTICITY] =
-        s_series (self, "vorticity", H5T_IEEE_F32LE, 3, piv_calib_unit (c, PIV_UNIT_RATE));
-    self->sets[D_FLAGS] = s_series (self, "flags", H5T_STD_U8LE, 3, "1");
-    self->sets[D_PEAK] = s_series (self, "peak_ratio", H5T_IEEE_F32LE, 3, "1");
-    self->sets[D_TIME] = s_series (self, "time", H5T_IEEE_F64LE, 1, "s");
-    self->sets[D_PAIR] = s_series (self, "pair", text, 1, NULL);
-    H5Tclose (text);
-    for (int d = 0; d < D_COUNT; d++)
-        if (self->sets[d] < 0) {
+    // time first: the scale every other dataset's first dimension is.
+    static const int order[D_COUNT] = {D_TIME, D_U, D_V, D_DERIVED, D_DERIVED + 1, D_DERIVED + 2,
+                                       D_FLAGS, D_PEAK, D_PAIR};
+    _Static_assert (D_COUNT == 9 && PIV_DERIVED_COUNT == 3, "list every dataset in 'order'");
+    for (int i = 0; i < D_COUNT; i++) {
+        int d = order[i];
+        const char *name, *long_name;
+        s_dataset (d, &name, &long_name);
+        hid_t type = d == D_FLAGS ? H5T_STD_U8LE
+                     : d == D_TIME ? H5T_IEEE_F64LE
+                     : d == D_PAIR ? text
+                                   : H5T_IEEE_F32LE;
+        self->sets[d] = s_series (self, name, type, s_rank (d));
+        hid_t scales[3] = {self->sets[D_TIME], self->grid[0], self->grid[1]};
+        int bad = self->sets[d] < 0 || s_cf (self->sets[d], s_units (self, d), long_name) != 0;
+        if (!bad && d == D_TIME)
+            bad = H5DSset_scale (self->sets[d], "time") < 0;
+        else if (!bad)
+            bad = s_attach (self->sets[d], scales, s_rank (d)) != 0;
+        if (bad) {
+            H5Tclose (text);
             char what[64];
-            snprintf (what, sizeof what, "cannot create the dataset '%s'", s_names[d]);
+            snprintf (what, sizeof what, "cannot create the dataset '%s'", name);
             return s_fail (self, err, errlen, what);
         }
-    if (s_attr_string (self->sets[D_FLAGS], "meaning", "0 valid, 1 replaced, 2 invalid or masked")
-            != 0
+    }
+    H5Tclose (text);
+    uint8_t flag_values[] = {PIV_FLAG_VALID, PIV_FLAG_REPLACED, PIV_FLAG_INVALID};
+    hsize_t three = 3;
+    hid_t space = H5Screate_simple (1, &three, NULL);
+    hid_t attr = H5Acreate2 (self->sets[D_FLAGS], "flag_values", H5T_STD_U8LE, space, H5P_DEFAULT,
+                             H5P_DEFAULT);
+    int rc = attr < 0 || H5Awrite (attr, H5T_NATIVE_UINT8, flag_values) < 0 ? -1 : 0;
+    if (attr >= 0)
+        H5Aclose (attr);
+    H5Sclose (space);
+    if (rc != 0
+        || s_attr_string (self->sets[D_FLAGS], "flag_meanings", "valid replaced invalid_or_masked")
+               != 0
+        || s_attr_string (self->sets[D_FLAGS], "meaning", "0 valid, 1 replaced, 2 invalid or masked")
+               != 0
         || s_attr_string (self->sets[D_TIME], "meaning",
                           "camera close time of frame B, from the first exported pair")
                != 0)
@@ -251,7 +368,7 @@ static int
 s_append (ctl_h5_t *self, int d, hid_t mem_type, const void *buf)
 {
     hid_t set = self->sets[d];
-    int rank = d == D_TIME || d == D_PAIR ? 1 : 3;
+    int rank = s_rank (d);
     hsize_t size[3] = {self->fields + 1, (hsize_t)self->ny, (hsize_t)self->nx};
     hsize_t start[3] = {self->fields, 0, 0};
     hsize_t count[3] = {1, (hsize_t)self->ny, (hsize_t)self->nx};
@@ -269,7 +386,7 @@ s_append (ctl_h5_t *self, int d, hid_t mem_type, const void *buf)
 }
 
 int
-ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *vorticity,
+ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived,
                   double time_s, const char *stem, char *err, size_t errlen)
 {
     errno = 0;
@@ -289,11 +406,13 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *vortici
         }
         rc = s_append (self, pass == 0 ? D_U : D_V, H5T_NATIVE_FLOAT, self->buf);
     }
-    for (size_t k = 0; k < n; k++)
-        self->buf[k] = vorticity ? (float)piv_calib_vorticity (c, vorticity[k]) : NAN;
+    for (int q = 0; q < PIV_DERIVED_COUNT && rc == 0; q++) {
+        for (size_t k = 0; k < n; k++)
+            self->buf[k] =
+                derived ? (float)piv_quantities[q].convert (c, derived[q * n + k]) : NAN;
+        rc = s_append (self, D_DERIVED + q, H5T_NATIVE_FLOAT, self->buf);
+    }
     const char *name = stem;
-    if (rc == 0)
-        rc = s_append (self, D_VORTICITY, H5T_NATIVE_FLOAT, self->buf);
     if (rc == 0)
         rc = s_append (self, D_FLAGS, H5T_NATIVE_UINT8, field->flags);
     if (rc == 0)
@@ -314,51 +433,45 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *vortici
     return 0;
 }
 
-// The statistics' columns, converted by c, into the group.
-enum { S_U, S_V, S_URMS, S_VRMS, S_UV, S_VORTICITY, S_COLUMNS };
-
+// The statistics' figures (piv_stat_figures), converted by c, into the
+// group over its own scales y, x.
 static int
 s_write_stats (hid_t group, const piv_stats_t *stats, const piv_calib_t *c, int nx, int ny)
 {
-    static const char *names[S_COLUMNS] = {"u_mean", "v_mean", "u_rms",
-                                           "v_rms",  "uv_mean", "vorticity_mean"};
     size_t n = (size_t)nx * ny;
     hsize_t dims[2] = {(hsize_t)ny, (hsize_t)nx};
-    double *col = malloc (n * S_COLUMNS * sizeof *col);
+    double *col = malloc (n * PIV_STAT_FIGURES * sizeof *col);
     int64_t *count = malloc (n * sizeof *count);
     float *xs = malloc (2 * n * sizeof *xs);
     int rc = col && count && xs ? 0 : -1;
-    // u' and v' scale as u and v; u'v' as their product (the sign of v too).
-    double su, sv;
-    piv_calib_velocity (c, 1, 1, &su, &sv);
     for (size_t k = 0; rc == 0 && k < n; k++) {
-        piv_stats_point_t p;
-        piv_stats_point (stats, (long)k, &p);
-        double *row = col; // column-major: column s at col + s * n
-        piv_calib_velocity (c, p.u_mean, p.v_mean, &row[S_U * n + k], &row[S_V * n + k]);
-        row[S_URMS * n + k] = p.u_rms * fabs (su);
-        row[S_VRMS * n + k] = p.v_rms * fabs (sv);
-        row[S_UV * n + k] = p.uv_mean * su * sv;
-        row[S_VORTICITY * n + k] = piv_calib_vorticity (c, p.vorticity_mean);
-        count[k] = p.count;
+        piv_stats_point_t p, in;
+        piv_stats_point (stats, (long)k, &p); // positions in px: s_write_grid converts them
+        piv_stats_point_in (stats, (long)k, c, &in);
+        for (int f = 0; f < PIV_STAT_FIGURES; f++)
+            col[f * n + k] = piv_stat_value (&in, (piv_stat_t)f); // figure f at col + f * n
         xs[k] = (float)p.x;
         xs[n + k] = (float)p.y;
     }
+    hid_t scales[2] = {-1, -1};
     if (rc == 0)
-        rc = s_write_grid (group, c, nx, ny, xs, xs + n);
-    char units[64];
-    const char *velocity = piv_calib_unit (c, PIV_UNIT_VELOCITY);
-    for (int s = 0; rc == 0 && s < S_COLUMNS; s++) {
-        if (s == S_UV)
-            snprintf (units, sizeof units, "(%s)^2", velocity);
-        else
-            snprintf (units, sizeof units, "%s",
-                      s == S_VORTICITY ? piv_calib_unit (c, PIV_UNIT_RATE) : velocity);
-        rc = s_write_array (group, names[s], 2, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
-                            col + s * n, units);
+        rc = s_write_grid (group, c, nx, ny, xs, xs + n, scales);
+    for (int f = 0; rc == 0 && f < PIV_STAT_FIGURES; f++) {
+        const char *name = piv_stat_figures[f].name, *long_name = piv_stat_figures[f].long_name;
+        const char *units = piv_stat_unit (c, (piv_stat_t)f);
+        if (f < PIV_STAT_COUNT)
+            rc = s_write_array (group, name, 2, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                                col + f * n, units, long_name, scales);
+        else {
+            for (size_t k = 0; k < n; k++)
+                count[k] = (int64_t)col[f * n + k];
+            rc = s_write_array (group, name, 2, dims, H5T_STD_I64LE, H5T_NATIVE_INT64, count,
+                                units, long_name, scales);
+        }
     }
-    if (rc == 0)
-        rc = s_write_array (group, "count", 2, dims, H5T_STD_I64LE, H5T_NATIVE_INT64, count, "1");
+    for (int i = 0; i < 2; i++)
+        if (scales[i] >= 0)
+            H5Dclose (scales[i]);
     free (col);
     free (count);
     free (xs);
@@ -408,6 +521,9 @@ ctl_h5_close (ctl_h5_t **self_p, char *err, size_t errlen)
     for (int d = 0; d < D_COUNT; d++)
         if (self->sets[d] > 0)
             H5Dclose (self->sets[d]);
+    for (int i = 0; i < 2; i++)
+        if (self->grid[i] > 0)
+            H5Dclose (self->grid[i]);
     errno = 0;
     if (self->file >= 0 && self->file != 0 && H5Fclose (self->file) < 0) {
         if (err)

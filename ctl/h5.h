@@ -1,7 +1,9 @@
 // h5.h — pivctl's HDF5 writer (h5.c, the one file of pivfarm that includes
 // hdf5.h): vector fields streamed one by one into extendible datasets
-// shaped (fields, ny, nx), and statistics as a group, with their units and
-// the calibration as attributes (doc/units-files.md). It knows piv fields,
+// shaped (time, y, x) over the dimension scales x, y, time, and statistics
+// as a group, with CF attributes (units, long_name) on every dataset and
+// the calibration as attributes (doc/units.md, Files): netCDF-4 readers
+// and xarray (engine h5netcdf) see labelled coordinates. It knows piv fields,
 // statistics and calibrations, nothing of the store or the broker.
 
 #ifndef CTL_H5_H
@@ -24,21 +26,23 @@ ctl_h5_t *ctl_h5_new (const char *open_as, const char *path, const char *title,
                       const piv_calib_t *c, const char *settings, char *err, size_t errlen);
 
 // Starts the field datasets on the grid of 'first' converted by the
-// calibration given to ctl_h5_new: x (nx), y (ny), and empty, extendible
-// u, v, vorticity, flags, peak_ratio (fields, ny, nx; one field a chunk,
-// shuffle and deflate), time and pair (fields). 0, or -1 with err.
+// calibration given to ctl_h5_new: the scales x (nx), y (ny), and empty,
+// extendible u, v, the derived quantities of piv_quantities (piv/derived.h),
+// flags, peak_ratio (time, ny, nx; one field a chunk, shuffle and deflate),
+// the scale time and pair (time). 0, or -1 with err.
 int ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t errlen);
 
 // Appends one field (image units, on the grid given to ctl_h5_fields_begin)
-// with its vorticity in 1/frame (piv_field_derive's; NULL: NaN), the time
-// in s and its stem. Holds one field's worth of memory whatever the count.
-// 0, or -1 with err.
-int ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *vorticity,
+// with its derived quantities in image units (piv_field_derive_all's with
+// no calibration; NULL: NaN), the time in s and its stem. Holds one field's
+// worth of memory whatever the count. 0, or -1 with err.
+int ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived,
                       double time_s, const char *stem, char *err, size_t errlen);
 
 // Writes 'stats' as group 'group' ("stats", or "stats/2": parents made):
-// x, y, u_mean, v_mean, u_rms, v_rms, uv_mean, vorticity_mean, count
-// shaped (ny, nx) converted by 'c', with attributes fields,
+// x, y (its own scales), u_mean, v_mean, u_rms, v_rms, uv_mean,
+// vorticity_mean, count, n_valid, n_replaced shaped (y, x) converted by
+// 'c', with attributes fields,
 // valid_fraction, convergence, convergence_from, the calibration and
 // 'settings' (may be NULL). 0, or -1 with err.
 int ctl_h5_stats (ctl_h5_t *self, const char *group, const piv_stats_t *stats,

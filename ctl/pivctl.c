@@ -135,7 +135,7 @@ s_usage (FILE *out)
         "                                  They apply to the pairs dispatched after; EXP '*':\n"
         "                                  the default of all\n"
         "the record:\n"
-        "  export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]\n"
+        "  export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force]\n"
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
         "                                  (.dat, .vtk + DIR/stats.vtk), or one HDF5 FILE, read\n"
         "                                  from the store; si (m, m/s, 1/s) when calibrated\n"
@@ -244,7 +244,7 @@ static const ctl_command_t s_commands[] = {
     {"piv", 1, MAX_WORDS - 2, "piv EXP|'*' [KEY=VALUE...] [KEY=default...] [--reset]",
      s_piv_options, ctl_run_piv},
     {"export", 1, 1,
-     "export EXP [--format txt|tecplot|vtk|hdf5] -o DIR|FILE [--units px|si] [--force]",
+     "export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force]",
      s_export_options, ctl_run_export},
     {"stats", 1, 1, "stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--force] [--json]",
      s_stats_options, ctl_run_stats},

@@ -182,7 +182,13 @@ piv_field_derive_all (const piv_field_t *field, const piv_calib_t *c, float *val
     for (int q = 0; q < PIV_DERIVED_COUNT; q++)
         d.of[q] = values + (size_t) q * n;
     piv_field_derive (field, &d);
+    piv_derived_convert (c, n, values, values);
+}
+
+void
+piv_derived_convert (const piv_calib_t *c, size_t n, const float *in, float *out)
+{
     for (int q = 0; q < PIV_DERIVED_COUNT; q++)
-        for (size_t k = 0; k < n; k++)
-            d.of[q][k] = (float) piv_quantities[q].convert (c, d.of[q][k]);
+        for (size_t k = (size_t) q * n; k < (size_t) (q + 1) * n; k++)
+            out[k] = (float) piv_quantities[q].convert (c, in[k]);
 }

@@ -75,6 +75,10 @@ int piv_field_derive (const piv_field_t *field, const piv_derived_t *out);
 // what a file writes. A field without a regular grid gets NaN but its speed.
 void piv_field_derive_all (const piv_field_t *field, const piv_calib_t *c, float *values);
 
+// Converts such values of n vectors in image units ('in') by 'c' into
+// 'out' (may be 'in').
+void piv_derived_convert (const piv_calib_t *c, size_t n, const float *in, float *out);
+
 // The stencils compared in tests/test_units.c (doc/units.md gives the
 // figures); piv_field_derive uses PIV_STENCIL_DEFAULT, the circulation: the
 // lowest total error at 0.05 to 0.1 px of measurement noise. Central differences

@@ -41,6 +41,13 @@ piv_field_t *piv_field_dup (const piv_field_t *self);
 // prefixed with '# ' (txt) or as Tecplot TITLE/auxiliary comments. 0 or -1.
 int piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format,
                      const char *header);
+// The same with the derived quantities as columns after peak_ratio, named
+// and ordered as piv_quantities (piv/derived.h): 'derived' holds them as
+// piv_field_derive_all gives them (NULL: none, piv_field_write's file).
+// Every number then has 7 significant digits (a field in metres and m/s
+// too). txt and Tecplot only.
+int piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format,
+                             const char *header, const float *derived);
 
 // Reads a txt field written by piv_field_write (or any 'x y u v [flags
 // [peak]]' text with '#' comments, grid order). NULL with err on failure.

@@ -25,9 +25,10 @@ piv_stats_new (const piv_field_t *field)
     self->y0 = field->y[0];
     size_t n = (size_t) self->nx * (size_t) self->ny;
     self->count = calloc (n, sizeof (int64_t));
+    self->r_count = calloc (n, sizeof (int64_t));
     self->w_count = calloc (n, sizeof (int64_t));
     self->sums = calloc (n * S_SUMS, sizeof (double));
-    if (!self->count || !self->w_count || !self->sums) {
+    if (!self->count || !self->r_count || !self->w_count || !self->sums) {
         piv_stats_destroy (&self);
         return NULL;
     }
@@ -45,6 +46,7 @@ piv_stats_destroy (piv_stats_t **self_p)
         return;
     piv_stats_t *self = *self_p;
     free (self->count);
+    free (self->r_count);
     free (self->w_count);
     free (self->sums);
     free (self);
@@ -66,8 +68,9 @@ s_snapshot (piv_stats_t *self, int slot)
     size_t n = (size_t) self->nx * (size_t) self->ny;
     for (size_t k = 0; k < n; k++) {
         double *s = self->sums + k * S_SUMS;
-        s[slot] = self->count[k] ? s[S_MEAN_U] : NAN;
-        s[slot + 1] = self->count[k] ? s[S_MEAN_V] : NAN;
+        int any = self->count[k] + self->r_count[k] > 0;
+        s[slot] = any ? s[S_MEAN_U] : NAN;
+        s[slot + 1] = any ? s[S_MEAN_V] : NAN;
     }
 }
 
@@ -80,10 +83,11 @@ piv_stats_add (piv_stats_t *self, const piv_field_t *field, const float *vortici
     for (size_t k = 0; k < n; k++) {
         double *s = self->sums + k * S_SUMS;
         double u = field->u[k], v = field->v[k];
-        if (field->flags[k] == PIV_FLAG_VALID && isfinite (u) && isfinite (v)) {
+        if (field->flags[k] <= PIV_FLAG_REPLACED && isfinite (u) && isfinite (v)) {
             // Welford: the mean, the squared deviations and the co-moment
             // updated with the deviation before and after the new mean.
-            double c = (double) ++self->count[k];
+            ++*(field->flags[k] == PIV_FLAG_VALID ? &self->count[k] : &self->r_count[k]);
+            double c = (double) (self->count[k] + self->r_count[k]);
             double du = u - s[S_MEAN_U], dv = v - s[S_MEAN_V];
             s[S_MEAN_U] += du / c;
             s[S_MEAN_V] += dv / c;
@@ -130,10 +134,12 @@ piv_stats_point (const piv_stats_t *self, long k, piv_stats_point_t *out)
     if (k < 0 || k >= (long) self->nx * self->ny)
         return -1;
     const double *s = self->sums + (size_t) k * S_SUMS;
-    int64_t c = self->count[k];
+    int64_t c = self->count[k] + self->r_count[k];
     out->x = self->x0 + (double) (k % self->nx) * self->step;
     out->y = self->y0 + (double) (k / self->nx) * self->step;
     out->count = c;
+    out->n_valid = self->count[k];
+    out->n_replaced = self->r_count[k];
     out->u_mean = c ? s[S_MEAN_U] : NAN;
     out->v_mean = c ? s[S_MEAN_V] : NAN;
     out->u_rms = c ? sqrt (s[S_M2_U] / (double) c) : NAN;
@@ -152,7 +158,7 @@ piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out)
     for (size_t k = 0; k < n; k++) {
         const double *s = self->sums + k * S_SUMS;
         samples += (double) self->count[k];
-        if (self->then_fields == 0 || !self->count[k] || isnan (s[S_THEN_U]))
+        if (self->then_fields == 0 || !(self->count[k] + self->r_count[k]) || isnan (s[S_THEN_U]))
             continue;
         double du = s[S_MEAN_U] - s[S_THEN_U], dv = s[S_MEAN_V] - s[S_THEN_V];
         change += du * du + dv * dv;
@@ -174,9 +180,9 @@ piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out)
 // The state as bytes: doc/units.md, "Statistics"
 
 #define S_MAGIC "PVS1"
-#define S_VERSION 1
+#define S_VERSION 2 // 1: without the replaced counts (decoded as none)
 #define S_HEADER 56 // magic, version, nx, ny, step, window, x0, y0, 3 int64
-#define S_PER_POINT (8 * (2 + S_SUMS))
+#define S_PER_POINT(version) (8 * ((version) >= 2 ? 3 : 2) + 8 * S_SUMS)
 
 // 'bytes' bytes of x, little-endian, at p; and back.
 static void
@@ -203,7 +209,7 @@ int
 piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p)
 {
     size_t n = (size_t) self->nx * (size_t) self->ny;
-    size_t size = S_HEADER + n * S_PER_POINT;
+    size_t size = S_HEADER + n * S_PER_POINT (S_VERSION);
     unsigned char *buf = malloc (size), *p = buf;
     if (!buf)
         return -1;
@@ -224,9 +230,11 @@ piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p
     s_put64 (p + 40, (uint64_t) self->then_fields);
     s_put64 (p + 48, (uint64_t) self->next_fields);
     p += S_HEADER;
-    // Array by array: count, vorticity count, then each sum.
+    // Array by array: count, replaced count, vorticity count, then each sum.
     for (size_t k = 0; k < n; k++, p += 8)
         s_put64 (p, (uint64_t) self->count[k]);
+    for (size_t k = 0; k < n; k++, p += 8)
+        s_put64 (p, (uint64_t) self->r_count[k]);
     for (size_t k = 0; k < n; k++, p += 8)
         s_put64 (p, (uint64_t) self->w_count[k]);
     for (int s = 0; s < S_SUMS; s++)
@@ -246,14 +254,15 @@ s_bad_header (const unsigned char *p, size_t size)
 {
     if (size < S_HEADER || memcmp (p, S_MAGIC, 4) != 0)
         return "not a statistics state (no PVS1 header)";
-    if (s_get32 (p + 4) != S_VERSION)
+    uint32_t version = s_get32 (p + 4);
+    if (version != 1 && version != S_VERSION)
         return "unknown version";
     uint32_t nx = s_get32 (p + 8), ny = s_get32 (p + 12);
     if (nx == 0 || ny == 0 || nx > 1u << 20 || ny > 1u << 20 || (uint64_t) nx * ny > 1u << 28)
         return "absurd grid size";
     if ((int32_t) s_get32 (p + 16) <= 0 || (int32_t) s_get32 (p + 20) < 0)
         return "bad step or window";
-    if (size != S_HEADER + (uint64_t) nx * ny * S_PER_POINT)
+    if (size != S_HEADER + (uint64_t) nx * ny * S_PER_POINT (version))
         return "size does not match the grid";
     int64_t fields = (int64_t) s_get64 (p + 32), then = (int64_t) s_get64 (p + 40),
             next = (int64_t) s_get64 (p + 48);
@@ -271,6 +280,7 @@ piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen)
         snprintf (err, errlen, "bad statistics: %s", bad);
         return NULL;
     }
+    uint32_t version = s_get32 (p + 4);
     piv_field_t grid = {.nx = (int) s_get32 (p + 8), .ny = (int) s_get32 (p + 12)};
     grid.step = (int) s_get32 (p + 16);
     grid.window = (int) s_get32 (p + 20);
@@ -294,11 +304,14 @@ piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen)
     const char *why = NULL;
     for (size_t k = 0; k < n; k++, p += 8)
         self->count[k] = (int64_t) s_get64 (p);
+    for (size_t k = 0; version >= 2 && k < n; k++, p += 8)
+        self->r_count[k] = (int64_t) s_get64 (p);
     for (size_t k = 0; k < n; k++, p += 8)
         self->w_count[k] = (int64_t) s_get64 (p);
     for (size_t k = 0; k < n && !why; k++)
-        if (self->count[k] < 0 || self->count[k] > self->fields || self->w_count[k] < 0 ||
-            self->w_count[k] > self->fields)
+        if (self->count[k] < 0 || self->r_count[k] < 0
+            || self->count[k] > self->fields - self->r_count[k] || self->w_count[k] < 0
+            || self->w_count[k] > self->fields)
             why = "a point counts more samples than fields";
     for (int s = 0; s < S_SUMS; s++)
         for (size_t k = 0; k < n; k++, p += 8) {
@@ -315,19 +328,61 @@ piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen)
 // ---------------------------------------------------------------------------
 // Writers
 
-// One point's columns converted by c: x y u_mean v_mean u_rms v_rms uv_mean
-// vorticity_mean (count apart).
-static void
-s_converted (const piv_calib_t *c, const piv_stats_point_t *pt, double col[8])
+int
+piv_stats_point_in (const piv_stats_t *self, long k, const piv_calib_t *c, piv_stats_point_t *out)
 {
+    piv_stats_point_t pt;
+    if (piv_stats_point (self, k, &pt) != 0)
+        return -1;
     double ku, kv;
-    piv_calib_position (c, pt->x, pt->y, &col[0], &col[1]);
-    piv_calib_velocity (c, pt->u_mean, pt->v_mean, &col[2], &col[3]);
+    *out = pt;
+    piv_calib_position (c, pt.x, pt.y, &out->x, &out->y);
+    piv_calib_velocity (c, pt.u_mean, pt.v_mean, &out->u_mean, &out->v_mean);
     piv_calib_velocity (c, 1, 1, &ku, &kv);
-    col[4] = pt->u_rms * fabs (ku);
-    col[5] = pt->v_rms * fabs (kv);
-    col[6] = pt->uv_mean * ku * kv;
-    col[7] = piv_calib_vorticity (c, pt->vorticity_mean);
+    out->u_rms = pt.u_rms * fabs (ku);
+    out->v_rms = pt.v_rms * fabs (kv);
+    out->uv_mean = pt.uv_mean * ku * kv;
+    out->vorticity_mean = piv_calib_vorticity (c, pt.vorticity_mean);
+    return 0;
+}
+
+const piv_stat_info_t piv_stat_figures[PIV_STAT_FIGURES] = {
+    [PIV_STAT_U_MEAN] = {"u_mean", "mean velocity along x"},
+    [PIV_STAT_V_MEAN] = {"v_mean", "mean velocity along y"},
+    [PIV_STAT_U_RMS] = {"u_rms", "RMS of the fluctuation of u"},
+    [PIV_STAT_V_RMS] = {"v_rms", "RMS of the fluctuation of v"},
+    [PIV_STAT_UV_MEAN] = {"uv_mean", "Reynolds shear stress mean(u'v')"},
+    [PIV_STAT_VORTICITY_MEAN] = {"vorticity_mean", "mean vorticity dv/dx - du/dy"},
+    [PIV_STAT_COUNT] = {"count", "samples of the mean: n_valid + n_replaced"},
+    [PIV_STAT_N_VALID] = {"n_valid", "fields with a valid vector here"},
+    [PIV_STAT_N_REPLACED] = {"n_replaced", "fields with a replaced vector here"},
+};
+
+double
+piv_stat_value (const piv_stats_point_t *p, piv_stat_t f)
+{
+    const double values[PIV_STAT_FIGURES] = {
+        [PIV_STAT_U_MEAN] = p->u_mean,
+        [PIV_STAT_V_MEAN] = p->v_mean,
+        [PIV_STAT_U_RMS] = p->u_rms,
+        [PIV_STAT_V_RMS] = p->v_rms,
+        [PIV_STAT_UV_MEAN] = p->uv_mean,
+        [PIV_STAT_VORTICITY_MEAN] = p->vorticity_mean,
+        [PIV_STAT_COUNT] = (double) p->count,
+        [PIV_STAT_N_VALID] = (double) p->n_valid,
+        [PIV_STAT_N_REPLACED] = (double) p->n_replaced,
+    };
+    return f >= 0 && f < PIV_STAT_FIGURES ? values[f] : NAN;
+}
+
+const char *
+piv_stat_unit (const piv_calib_t *c, piv_stat_t f)
+{
+    if (f >= PIV_STAT_COUNT)
+        return "1";
+    if (f == PIV_STAT_UV_MEAN)
+        return piv_stats_uv_unit (c);
+    return piv_calib_unit (c, f == PIV_STAT_VORTICITY_MEAN ? PIV_UNIT_RATE : PIV_UNIT_VELOCITY);
 }
 
 void
@@ -335,8 +390,10 @@ piv_stats_columns (const piv_stats_t *self, long k, const piv_calib_t *c, double
                    int64_t *count)
 {
     piv_stats_point_t pt;
-    piv_stats_point (self, k, &pt);
-    s_converted (c, &pt, col);
+    piv_stats_point_in (self, k, c, &pt);
+    double values[8] = {pt.x,     pt.y,     pt.u_mean,  pt.v_mean,
+                        pt.u_rms, pt.v_rms, pt.uv_mean, pt.vorticity_mean};
+    memcpy (col, values, sizeof values);
     *count = pt.count;
 }
 
@@ -368,18 +425,19 @@ piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format, const 
     fprintf (out, "# fields: %lld, valid fraction %.4f, grid %dx%d step %d px window %d px\n",
              (long long) sum.fields, sum.valid_fraction, self->nx, self->ny, self->step,
              self->window);
-    fprintf (out, "# units: x y %s, u_mean v_mean u_rms v_rms %s, uv_mean %s, count samples%s%s\n",
+    fprintf (out, "# units: x y %s, u_mean v_mean u_rms v_rms %s, uv_mean %s, count samples "
+                  "(n_valid valid and n_replaced replaced vectors)%s%s\n",
              len, vel, piv_stats_uv_unit (c),
              format == PIV_FORMAT_TECPLOT ? ", vorticity_mean " : "",
              format == PIV_FORMAT_TECPLOT ? piv_calib_unit (c, PIV_UNIT_RATE) : "");
     if (format == PIV_FORMAT_TECPLOT) {
         fprintf (out, "TITLE = \"pivfarm statistics\"\n");
         fprintf (out, "VARIABLES = \"x\", \"y\", \"u_mean\", \"v_mean\", \"u_rms\", \"v_rms\", "
-                      "\"uv_mean\", \"count\", \"vorticity_mean\"\n");
+                      "\"uv_mean\", \"count\", \"vorticity_mean\", \"n_valid\", \"n_replaced\"\n");
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
     else
-        fprintf (out, "# x y u_mean v_mean u_rms v_rms uv_mean count\n");
+        fprintf (out, "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced\n");
     long n = (long) self->nx * self->ny;
     for (long k = 0; k < n; k++) {
         double col[8];
@@ -387,13 +445,10 @@ piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format, const 
         piv_stats_columns (self, k, c, col, &count);
         for (int i = 0; i < 7; i++)
             s_text_number (out, col[i], ' ');
-        fprintf (out, "%lld", (long long) count);
-        if (format == PIV_FORMAT_TECPLOT) {
-            fputc (' ', out);
-            s_text_number (out, col[7], '\n');
-        }
-        else
-            fputc ('\n', out);
+        fprintf (out, "%lld ", (long long) count);
+        if (format == PIV_FORMAT_TECPLOT)
+            s_text_number (out, col[7], ' ');
+        fprintf (out, "%lld %lld\n", (long long) self->count[k], (long long) self->r_count[k]);
     }
     return ferror (out) ? -1 : 0;
 }

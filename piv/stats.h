@@ -27,15 +27,21 @@ void piv_stats_destroy (piv_stats_t **self_p);
 // position), else 0: a field that does not fits another series.
 int piv_stats_fits (const piv_stats_t *self, const piv_field_t *field);
 
-// Counts one field: each VALID vector (flag 0) is a sample of u, v at its
-// point; 'vorticity' (piv_field_derive's, may be NULL) adds its finite
-// values to the mean vorticity. 0, or -1 if the field does not fit.
+// Counts one field: each VALID or REPLACED vector is a sample of u, v at
+// its point (a replaced vector is the validation's estimate there, as the
+// derived quantities take it: without it a short run's mean has a hole
+// wherever one field's vector was replaced), counted apart as n_valid and
+// n_replaced so that a reader can judge the share of estimates;
+// 'vorticity' (piv_field_derive's, may be NULL) adds its finite values to
+// the mean vorticity. 0, or -1 if the field does not fit.
 int piv_stats_add (piv_stats_t *self, const piv_field_t *field, const float *vorticity);
 
 // One grid point, in image units.
 typedef struct {
     double x, y;            // its position, px
-    int64_t count;          // valid samples
+    int64_t count;          // samples: n_valid + n_replaced
+    int64_t n_valid;        // VALID vectors counted
+    int64_t n_replaced;     // REPLACED vectors counted
     double u_mean, v_mean;  // px/frame; NaN when count is 0
     double u_rms, v_rms;    // RMS of u', v' (population: divided by count); NaN when count is 0
     double uv_mean;         // mean(u'v'), px^2/frame^2; NaN when count is 0
@@ -45,18 +51,48 @@ typedef struct {
 // Grid size and point k (k = j * nx + i). 0 or -1 (k out of range).
 void piv_stats_grid (const piv_stats_t *self, int *nx, int *ny, int *step, int *window);
 int piv_stats_point (const piv_stats_t *self, long k, piv_stats_point_t *out);
+// Point k converted by 'c' (NULL: image units), as every file writes it:
+// x, y as positions, means and RMS as velocities, uv_mean as their product
+// (the sign of v too), the vorticity as a rate; counts unchanged. 0 or -1.
+int piv_stats_point_in (const piv_stats_t *self, long k, const piv_calib_t *c,
+                        piv_stats_point_t *out);
+
+// The figures of a point every statistics file of the export holds, in
+// this order (ctl/h5.c, ctl/mat.c read the table); the counts come last.
+typedef enum {
+    PIV_STAT_U_MEAN,
+    PIV_STAT_V_MEAN,
+    PIV_STAT_U_RMS,
+    PIV_STAT_V_RMS,
+    PIV_STAT_UV_MEAN,
+    PIV_STAT_VORTICITY_MEAN,
+    PIV_STAT_COUNT, // the first count: integers from here on
+    PIV_STAT_N_VALID,
+    PIV_STAT_N_REPLACED,
+    PIV_STAT_FIGURES
+} piv_stat_t;
+typedef struct {
+    const char *name;      // as datasets and fields are named
+    const char *long_name; // for people (CF long_name)
+} piv_stat_info_t;
+extern const piv_stat_info_t piv_stat_figures[PIV_STAT_FIGURES];
+// Figure f of point 'p' (piv_stats_point_in's, converted), counts too.
+double piv_stat_value (const piv_stats_point_t *p, piv_stat_t f);
+// Its unit under 'c': "m/s" or "px/frame", "m^2/s^2", "1/s", "1" (counts).
+const char *piv_stat_unit (const piv_calib_t *c, piv_stat_t f);
 
 // The series as a whole.
 typedef struct {
     int64_t fields;           // fields counted
-    double valid_fraction;    // valid samples / (fields * points); NaN before a field
+    double valid_fraction;    // VALID samples / (fields * points); NaN before a field
     double convergence;       // RMS change of the mean velocity over the last ~10 % of the
                               // fields, relative to the RMS of the mean speed; NaN until known
     int64_t convergence_from; // the field count the current mean is compared with
 } piv_stats_summary_t;
 void piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out);
 
-// The whole state as bytes (a versioned little-endian layout, doc/units.md):
+// The whole state as bytes (a versioned little-endian layout, doc/units.md;
+// version 2 adds the replaced counts, version 1 states decode with none):
 // a malloc'd buffer in *buf_p. 0 or -1 (no memory). Decode gives back the
 // same statistics, or NULL with err ("bad statistics: ...") for bytes that
 // are not such a state (wrong magic, sizes that do not add up).

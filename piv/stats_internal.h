@@ -30,6 +30,7 @@ struct _piv_stats_t {
     int64_t then_fields; // fields counted at the snapshot compared with (0: none)
     int64_t next_fields; // fields counted at the pending snapshot (0: none)
     int64_t *count;      // valid samples per point
+    int64_t *r_count;    // replaced samples per point (the mean counts both)
     int64_t *w_count;    // finite vorticity samples per point
     double *sums;        // S_SUMS per point
 };

@@ -166,10 +166,14 @@ piv_stats_write_vtk (const piv_stats_t *self, FILE *out, const piv_calib_t *c, c
             values[k] = (float) col[8 * k + 4 + a];
         s_scalars (out, names[a], values, n);
     }
-    fprintf (out, "SCALARS count int 1\nLOOKUP_TABLE default\n");
-    for (long k = 0; k < n; k++)
-        s_int (out, (int32_t) (count[k] > INT32_MAX ? INT32_MAX : count[k]));
-    fputc ('\n', out);
+    const int64_t *counts[] = {count, self->count, self->r_count};
+    static const char *const count_names[] = {"count", "n_valid", "n_replaced"};
+    for (int a = 0; a < 3; a++) {
+        fprintf (out, "SCALARS %s int 1\nLOOKUP_TABLE default\n", count_names[a]);
+        for (long k = 0; k < n; k++)
+            s_int (out, (int32_t) (counts[a][k] > INT32_MAX ? INT32_MAX : counts[a][k]));
+        fputc ('\n', out);
+    }
     free (col);
     free (count);
     free (values);

@@ -34,6 +34,7 @@
 
 static tu_farm_t s_farm;
 static char s_db[4096];
+static int s_marked; // s_fill_as: vector (3, 2) REPLACED and (5, 4) INVALID in every field
 
 static void
 s_setup (void)
@@ -46,6 +47,7 @@ s_setup (void)
 static void
 s_teardown (void)
 {
+    s_marked = 0;
     tu_farm_release (&s_farm);
 }
 
@@ -92,6 +94,11 @@ s_fill_as (const char *exp, const char *pattern, int first, int n, int nx, doubl
     if (calib)
         ck_assert_int_eq (store_setting_set (store, e, "calibration", calib, t - 1), 0);
     piv_field_t *f = s_field (nx, w, 0, 0);
+    if (s_marked) {
+        f->flags[2 * nx + 3] = PIV_FLAG_REPLACED;
+        f->flags[4 * nx + 5] = PIV_FLAG_INVALID;
+        f->u[4 * nx + 5] = f->v[4 * nx + 5] = 0; // as an agent writes it
+    }
     unsigned char *blob;
     size_t size;
     ck_assert_int_eq (piv_field_encode (f, &blob, &size), 0);
@@ -139,14 +146,23 @@ s_pivctl (char *out, size_t len, const char *first, ...)
     return tu_run (argv, out, len, 120);
 }
 
-// Runs a python3 script given as text with arguments; its output in out.
+// Runs a python3 script given as text with up to three arguments (the
+// first NULL ends them); its output in out.
 static int
-s_python (const char *script, char *out, size_t len, const char *arg1, const char *arg2)
+s_python3 (const char *script, char *out, size_t len, const char *arg1, const char *arg2,
+           const char *arg3)
 {
     const char *path = tu_path (s_farm.dir, "check.py");
     tu_spit (path, script, strlen (script));
-    char *argv[] = {"/usr/bin/python3", (char *)path, (char *)arg1, (char *)arg2, NULL};
+    char *argv[] = {"/usr/bin/python3", (char *)path, (char *)arg1, (char *)arg2, (char *)arg3,
+                    NULL};
     return tu_run (argv, out, len, 120);
+}
+
+static int
+s_python (const char *script, char *out, size_t len, const char *arg1, const char *arg2)
+{
+    return s_python3 (script, out, len, arg1, arg2, NULL);
 }
 
 // ---------------------------------------------------------------------------
@@ -229,6 +245,120 @@ START_TEST (hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump)
 END_TEST
 
 static void s_epoch (const char *exp, int64_t ts);
+
+// xarray (h5netcdf) opens the export as a scientist would, in one line:
+// labelled x, y, time coordinates on every field dataset (x and y apart on
+// a square grid), units and long_name everywhere, the derived quantities,
+// and the statistics group with the mean defined where vectors were
+// replaced and the counts of each kind.
+static const char *s_xarray_check =
+    "import sys, numpy as np, xarray as xr\n"
+    "ds = xr.open_dataset(sys.argv[1], engine='h5netcdf')\n"
+    "names = ('u', 'v', 'vorticity', 'divergence', 'speed', 'flags', 'peak_ratio')\n"
+    "for name in names:\n"
+    "    assert ds[name].dims == ('time', 'y', 'x'), (name, ds[name].dims)\n"
+    "for name in names + ('x', 'y', 'time', 'pair'):\n"
+    "    assert ds[name].attrs['long_name'], name\n"
+    "    assert name == 'pair' or ds[name].attrs['units'], name\n"
+    "assert ds.u.attrs['units'] == 'm/s' and ds.speed.attrs['units'] == 'm/s'\n"
+    "assert ds.divergence.attrs['units'] == '1/s' and ds.x.attrs['units'] == 'm'\n"
+    "assert ds.sizes['x'] == 16 and ds.sizes['y'] == 16 and ds.sizes['time'] == 6, ds.sizes\n"
+    "assert np.allclose(ds.time, [0, .1, .2, .3, .4, .5]) and ds.pair.dims == ('time',)\n"
+    "K, c = 2e-5 / 2e-3, 16 + 16 * 15 / 2.0  # (m/s) per (px/frame), the rotation's centre\n"
+    "# a labelled selection: x = 48 px, y = 32 px (y up: negative) in the 4th field\n"
+    "p = ds.sel(x=48 * 2e-5, y=-32 * 2e-5, method='nearest').isel(time=3)\n"
+    "assert abs(p.u - (-0.01 * (32 - c) * K)) < 1e-7 and abs(p.v - (-0.01 * (48 - c) * K)) < 1e-7\n"
+    "hole = ds.flags == 2\n"
+    "assert int(hole.sum()) == 6 and bool(ds.speed.where(hole).isnull().all())\n"
+    "ok = ~hole\n"
+    "assert np.allclose(ds.speed.where(ok), np.hypot(ds.u, ds.v).where(ok), rtol=1e-5, equal_nan=True)\n"
+    "w = ds.vorticity.where(ok); assert int(w.notnull().sum()) == 6 * (256 - 1), int(w.notnull().sum())\n"
+    "assert float(abs(w / (-2 * 0.01 / 2e-3) - 1).max()) < 1e-4  # up to the border\n"
+    "assert float(abs(ds.divergence.where(ok)).max()) < 1e-3\n"
+    "st = xr.open_dataset(sys.argv[1], engine='h5netcdf', group='stats')\n"
+    "for name in ('u_mean', 'v_mean', 'count', 'n_valid', 'n_replaced'):\n"
+    "    assert st[name].dims == ('y', 'x') and st[name].attrs['long_name'], name\n"
+    "r = st.isel(x=3, y=2); h = st.isel(x=5, y=4)\n"
+    "assert int(r.n_replaced) == 6 and int(r.n_valid) == 0 and int(r['count']) == 6\n"
+    "assert np.isfinite(float(r.u_mean)) and int(h['count']) == 0 and np.isnan(float(h.u_mean))\n"
+    "assert int(st.n_valid.sum()) == 6 * (256 - 2)\n"
+    "print('ok', ds.sizes, float(p.u))\n";
+
+START_TEST (hdf5_export_opens_in_xarray_with_labelled_coordinates)
+{
+    s_marked = 1;
+    s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
+    char out[1 << 16], file[4096];
+    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "rot.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-f", "hdf5", "-o", file, NULL),
+                      0);
+    int rc = s_python (s_xarray_check, out, sizeof out, file, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "xarray: %s", out);
+    // netCDF-C, the library of netCDF4-python and ncdump: named dimensions,
+    // no phony_dim_*, x and y apart on this square grid.
+    char *argv[] = {"/usr/bin/ncdump", "-h", file, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 60), 0);
+    const char *expect[] = {"time = UNLIMITED ; // (6 currently)", "y = 16 ;", "x = 16 ;",
+                            "float u(time, y, x) ;", "float divergence(time, y, x) ;",
+                            "u:long_name = ", "group: stats {", "int64 n_replaced(y, x) ;"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        ck_assert_msg (strstr (out, expect[i]), "ncdump -h lacks '%s':\n%.4000s", expect[i], out);
+    ck_assert_msg (!strstr (out, "phony_dim"), "%.4000s", out);
+}
+END_TEST
+
+// scipy.io.loadmat reads the .mat export: 3-D arrays [ny nx nt] whose
+// values are those of the txt export of the same fields, column by column
+// (to the txt's 7 digits), and the statistics as a struct.
+static const char *s_mat_check =
+    "import sys, os, numpy as np, scipy.io\n"
+    "m = scipy.io.loadmat(sys.argv[1])\n"
+    "u = m['u']; ny, nx, nt = u.shape; assert (ny, nx, nt) == (16, 16, 6), u.shape\n"
+    "assert m['x'].shape == (1, 16) and m['y'].shape == (16, 1) and m['time'].shape == (6, 1)\n"
+    "assert m['flags'].dtype == np.uint8 and u.dtype == np.float32\n"
+    "stems = [str(p[0][0]) for p in m['pair']]; assert stems == ['p%04d' % i for i in range(6)]\n"
+    "units = m['units'][0, 0]; assert str(units['u'][0]) == 'm/s' and str(units['x'][0]) == 'm'\n"
+    "assert str(m['calibration'][0]).startswith('scale=0.02mm/px')\n"
+    "names = ('u', 'v', 'flags', 'peak_ratio', 'vorticity', 'divergence', 'speed')\n"
+    "for t, stem in enumerate(stems):\n"
+    "    txt = np.loadtxt(os.path.join(sys.argv[2], stem + '.txt'))  # x y u v flags peak w d s\n"
+    "    assert txt.shape == (256, 9), txt.shape\n"
+    "    X, Y = np.meshgrid(m['x'][0], m['y'][:, 0])\n"
+    "    assert np.allclose(txt[:, 0], X.ravel(), atol=1e-6) and np.allclose(txt[:, 1], Y.ravel(), atol=1e-6)\n"
+    "    for col, name in enumerate(names):\n"
+    "        a = m[name][:, :, t].astype(float).ravel(); b = txt[:, col + 2]\n"
+    "        tol = 2e-6 * np.nanmax(abs(b))  # 7 digits in the txt\n"
+    "        assert np.array_equal(np.isnan(a), np.isnan(b)), name\n"
+    "        assert np.nanmax(abs(a - b)) <= tol, (name, np.nanmax(abs(a - b)))\n"
+    "st = m['stats'][0, 0]  # the statistics: [ny nx] figures, mean defined where replaced\n"
+    "assert st['u_mean'].shape == (16, 16) and str(st['units'][0, 0]['u_mean'][0]) == 'm/s'\n"
+    "assert st['n_replaced'][2, 3] == 6 and st['n_valid'][2, 3] == 0 and st['count'][4, 5] == 0\n"
+    "assert np.isnan(st['u_mean'][4, 5]) and int(st['fields'][0, 0]) == 6\n"
+    "keep = np.ones((16, 16), bool); keep[4, 5] = False\n"
+    "assert np.allclose(st['u_mean'][keep], u[:, :, 0][keep], rtol=1e-6)\n"
+    "assert np.allclose(st['x'], m['x']) and np.allclose(st['y'], m['y'])\n"
+    "print('ok', u.shape)\n";
+
+START_TEST (mat_export_reads_in_scipy_equal_to_the_txt_export)
+{
+    s_marked = 1;
+    s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
+    char out[1 << 16], mat[4096], dir[4096];
+    snprintf (mat, sizeof mat, "%s", tu_path (s_farm.dir, "rot.mat"));
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "txt"));
+    int exit = s_pivctl (out, sizeof out, "export", "rot", "--format", "mat", "-o", mat, NULL);
+    ck_assert_msg (exit == 0, "exit %d: %s", exit, out);
+    ck_assert_msg (strstr (out, "exported 6 field(s) of rot to") && strstr (out, "si units"), "%s",
+                   out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-o", dir, NULL), 0);
+    int rc = s_python (s_mat_check, out, sizeof out, mat, dir);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "scipy: %s", out);
+    // A second export is refused: the file is there.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "rot", "-f", "mat", "-o", mat, NULL),
+                      1);
+    ck_assert_msg (strstr (out, mat), "%s", out);
+}
+END_TEST
 
 START_TEST (hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges)
 {
@@ -978,6 +1108,19 @@ static const char *s_farm_check =
     "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
     "w = f['vorticity'][...][:, inner]; w = w[np.isfinite(w)]\n"
     "assert abs(w.mean() / exact - 1) < 0.02, (w.mean(), exact)\n"
+    "# the same file in one line of xarray: labelled coordinates, the same values\n"
+    "import xarray as xr, scipy.io\n"
+    "ds = xr.open_dataset(sys.argv[1], engine='h5netcdf')\n"
+    "assert ds.u.dims == ('time', 'y', 'x') and ds.sizes['time'] == 4, ds.u.dims\n"
+    "assert np.array_equal(ds.x, f['x'][...]) and np.array_equal(ds.y, f['y'][...])\n"
+    "assert ds.x.attrs['units'] == 'm' and ds.u.attrs['units'] == 'm/s'\n"
+    "e = np.hypot(ds.u - u, ds.v - v).where(inner & (ds.flags == 0))\n"
+    "assert float(np.sqrt((e ** 2).mean())) < 0.1 * K, float(np.sqrt((e ** 2).mean())) / K\n"
+    "w = ds.vorticity.where(ds.flags == 0); assert float(abs(w.mean() / exact - 1)) < 0.05\n"
+    "# the .mat of the same run: [ny nx nt], the same numbers\n"
+    "m = scipy.io.loadmat(sys.argv[3])\n"
+    "for name in ('u', 'v', 'vorticity', 'divergence', 'speed'):\n"
+    "    assert np.allclose(np.moveaxis(m[name], 2, 0), f[name][...], equal_nan=True), name\n"
     "print('ok', s.attrs['convergence'])\n";
 
 // A farm of the real PIV engine (passes 'passes') with 4 pairs of a solid
@@ -1021,7 +1164,11 @@ START_TEST (a_calibrated_farm_run_exports_and_counts_the_exact_flow)
                       0);
     ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-f", "hdf5", "-o", file, NULL),
                       0);
-    int rc = s_python (s_farm_check, out, sizeof out, file, stats);
+    char mat[4096];
+    snprintf (mat, sizeof mat, "%s", tu_path (s_farm.dir, "exp1.mat"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-f", "mat", "-o", mat, NULL),
+                      0);
+    int rc = s_python3 (s_farm_check, out, sizeof out, file, stats, mat);
     ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
 
     // A mask given by a roundabout path goes to the broker made absolute.
@@ -1179,6 +1326,8 @@ s_suite (void)
     tcase_add_checked_fixture (tc, s_setup, s_teardown);
     tcase_set_timeout (tc, 300);
     tcase_add_test (tc, hdf5_export_reads_back_in_si_units_with_h5py_and_h5dump);
+    tcase_add_test (tc, hdf5_export_opens_in_xarray_with_labelled_coordinates);
+    tcase_add_test (tc, mat_export_reads_in_scipy_equal_to_the_txt_export);
     tcase_add_test (tc, hdf5_export_refuses_results_of_two_calibrations_naming_their_ranges);
     tcase_add_test (tc, vtk_export_opens_in_vtk_with_the_statistics_file);
     tcase_add_test (tc, txt_export_converts_with_the_calibration_and_says_so);

@@ -612,8 +612,10 @@ s_random_field (int nx, int ny, uint64_t *seed)
     ck_assert_msg (fabs ((got) - (want)) <= 1e-9 * (scale), "%s = %.17g, direct %.17g", #got,      \
                    (double) (got), (double) (want))
 
-// Welford against a direct two-pass computation over the same samples:
-// counts exact, mean, RMS, mean(u'v') and mean vorticity within 1e-9.
+// Welford against a direct two-pass computation over the same samples
+// (valid and replaced vectors): counts exact, each kind counted apart,
+// mean, RMS, mean(u'v') and mean vorticity within 1e-9; the valid fraction
+// of the valid ones alone.
 START_TEST (statistics_match_a_direct_two_pass_computation)
 {
     enum { NX = 6, NY = 5, N = NX * NY, FIELDS = 300 };
@@ -630,25 +632,28 @@ START_TEST (statistics_match_a_direct_two_pass_computation)
     }
     double samples = 0;
     for (int k = 0; k < N; k++) {
-        double su = 0, sv = 0, sw = 0, n = 0, nw = 0;
+        double su = 0, sv = 0, sw = 0, n = 0, nw = 0, nv = 0;
         for (int f = 0; f < FIELDS; f++) {
-            if (fields[f]->flags[k] == 0)
+            nv += fields[f]->flags[k] == PIV_FLAG_VALID;
+            if (fields[f]->flags[k] <= PIV_FLAG_REPLACED)
                 su += fields[f]->u[k], sv += fields[f]->v[k], n++;
             if (isfinite (w[f * N + k]))
                 sw += w[f * N + k], nw++;
         }
         double mu = su / n, mv = sv / n, quu = 0, qvv = 0, quv = 0;
         for (int f = 0; f < FIELDS; f++)
-            if (fields[f]->flags[k] == 0) {
+            if (fields[f]->flags[k] <= PIV_FLAG_REPLACED) {
                 double du = fields[f]->u[k] - mu, dv = fields[f]->v[k] - mv;
                 quu += du * du, qvv += dv * dv, quv += du * dv;
             }
         piv_stats_point_t pt;
         ck_assert_int_eq (piv_stats_point (st, k, &pt), 0);
         ck_assert_int_eq (pt.count, (int64_t) n);
+        ck_assert_int_eq (pt.n_valid, (int64_t) nv);
+        ck_assert_int_eq (pt.n_replaced, (int64_t) (n - nv));
         ck_assert_int_eq (pt.vorticity_count, (int64_t) nw);
         ck_assert (pt.x == 16 + 16 * (k % NX) && pt.y == 16 + 16 * (k / NX));
-        samples += n;
+        samples += nv;
         if (n == 0) { // point 0: never a sample
             ck_assert (isnan (pt.u_mean) && isnan (pt.v_mean) && isnan (pt.u_rms) &&
                        isnan (pt.v_rms) && isnan (pt.uv_mean) && isnan (pt.vorticity_mean));
@@ -712,7 +717,7 @@ START_TEST (the_convergence_compares_the_mean_with_the_mean_of_ninety_percent)
         double u[2] = {0, 0}, v[2] = {0, 0}, n[2] = {0, 0};
         for (int f = 0; f < FIELDS; f++)
             for (int t = 0; t < 2; t++)
-                if (fields[f]->flags[k] == 0 && (t == 0 || f < sum.convergence_from))
+                if (fields[f]->flags[k] <= PIV_FLAG_REPLACED && (t == 0 || f < sum.convergence_from))
                     u[t] += fields[f]->u[k], v[t] += fields[f]->v[k], n[t]++;
         if (n[1] == 0)
             continue;
@@ -790,8 +795,8 @@ START_TEST (the_statistics_state_is_restored_exactly)
     size_t n1, n2;
     char err[256] = "";
     ck_assert_int_eq (piv_stats_encode (st, &b1, &n1), 0);
-    ck_assert_uint_eq (n1, 56 + 96 * N);
-    ck_assert (memcmp (b1, "PVS1", 4) == 0 && b1[4] == 1 && b1[8] == NX && b1[12] == NY);
+    ck_assert_uint_eq (n1, 56 + 104 * N);
+    ck_assert (memcmp (b1, "PVS1", 4) == 0 && b1[4] == 2 && b1[8] == NX && b1[12] == NY);
     piv_stats_t *back = piv_stats_decode (b1, n1, err, sizeof err);
     ck_assert_msg (back != NULL, "%s", err);
     ck_assert_int_eq (piv_stats_encode (back, &b2, &n2), 0);
@@ -819,7 +824,7 @@ START_TEST (the_statistics_state_is_restored_exactly)
         size_t size;
         int at;
         unsigned char byte;
-    } cases[] = {{n1 - 1, -1, 0}, {n1 + 1, -1, 0}, {n1, 0, 'X'}, {n1, 4, 2},
+    } cases[] = {{n1 - 1, -1, 0}, {n1 + 1, -1, 0}, {n1, 0, 'X'}, {n1, 4, 3},
                  {n1, 8, 0},      {n1, 16, 0},     {n1, 32, 3},  {10, -1, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         unsigned char keep = cases[i].at >= 0 ? bad[cases[i].at] : 0;
@@ -833,6 +838,24 @@ START_TEST (the_statistics_state_is_restored_exactly)
             bad[cases[i].at] = keep;
     }
     free (bad);
+    // A version 1 state (a checkpoint stored before the replaced counts):
+    // the same bytes without that array decode, with no replaced samples.
+    unsigned char *v1 = malloc (n1 - 8 * N);
+    memcpy (v1, b1, 56 + 8 * N);
+    memcpy (v1 + 56 + 8 * N, b1 + 56 + 16 * N, n1 - 56 - 16 * N);
+    v1[4] = 1;
+    piv_stats_t *old = piv_stats_decode (v1, n1 - 8 * N, err, sizeof err);
+    ck_assert_msg (old != NULL, "%s", err);
+    piv_stats_t *now = piv_stats_decode (b1, n1, err, sizeof err);
+    for (long k = 0; k < N; k++) {
+        piv_stats_point_t a, b;
+        piv_stats_point (old, k, &a);
+        piv_stats_point (now, k, &b);
+        ck_assert (a.n_replaced == 0 && a.n_valid == b.n_valid && a.count == b.n_valid);
+    }
+    free (v1);
+    piv_stats_destroy (&old);
+    piv_stats_destroy (&now);
     free (b1);
     piv_stats_destroy (&back);
     piv_stats_destroy (&st);
@@ -892,7 +915,7 @@ START_TEST (the_statistics_text_states_its_units_and_columns)
         "# calibration: 0.02 mm/px, dt 2 ms, origin (16, 0) px, y up",
         "# fields: 25, valid fraction ",
         "# units: x y m, u_mean v_mean u_rms v_rms m/s, uv_mean m^2/s^2, count samples",
-        "# x y u_mean v_mean u_rms v_rms uv_mean count",
+        "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced",
     };
     for (int i = 0; i < 6; i++) {
         ck_assert (s_line (text, &pos, line, sizeof line));
@@ -908,13 +931,16 @@ START_TEST (the_statistics_text_states_its_units_and_columns)
         if (pt.count == 0) { // point 0
             ck_assert_int_eq (sscanf (line, "%lf %lf %7s", &col[0], &col[1], nan_word), 3);
             ck_assert_str_eq (nan_word, "nan");
-            ck_assert (strstr (line, " nan nan nan nan nan 0") != NULL);
+            ck_assert (strstr (line, " nan nan nan nan nan 0 0 0") != NULL);
             continue;
         }
-        ck_assert_int_eq (sscanf (line, "%lf %lf %lf %lf %lf %lf %lf %lld", &col[0], &col[1],
-                                  &col[2], &col[3], &col[4], &col[5], &col[6], &count),
-                          8);
+        long long valid, replaced;
+        ck_assert_int_eq (sscanf (line, "%lf %lf %lf %lf %lf %lf %lf %lld %lld %lld", &col[0],
+                                  &col[1], &col[2], &col[3], &col[4], &col[5], &col[6], &count,
+                                  &valid, &replaced),
+                          10);
         ck_assert_int_eq (count, pt.count);
+        ck_assert (valid == pt.n_valid && replaced == pt.n_replaced && valid + replaced == count);
         S_CLOSE (col[0], (pt.x - 16) * 2e-5, 1e-1);
         S_CLOSE (col[1], -pt.y * 2e-5, 1e-1);
         S_CLOSE (col[2], pt.u_mean * 0.01, 1e2 * fabs (col[2]));
@@ -929,8 +955,10 @@ START_TEST (the_statistics_text_states_its_units_and_columns)
     text = s_written (st, PIV_FORMAT_TECPLOT, NULL, NULL);
     ck_assert (strstr (text, "# calibration: not calibrated (px, frames)\n") == text);
     ck_assert (strstr (text, "# units: x y px, u_mean v_mean u_rms v_rms px/frame, uv_mean "
-                             "px^2/frame^2, count samples, vorticity_mean 1/frame\n"));
-    ck_assert (strstr (text, "\"count\", \"vorticity_mean\"\nZONE I=3, J=2, F=POINT\n"));
+                             "px^2/frame^2, count samples (n_valid valid and n_replaced replaced "
+                             "vectors), vorticity_mean 1/frame\n"));
+    ck_assert (strstr (text, "\"count\", \"vorticity_mean\", \"n_valid\", \"n_replaced\"\n"
+                             "ZONE I=3, J=2, F=POINT\n"));
     free (text);
     piv_stats_destroy (&st);
     piv_field_destroy (&f);
