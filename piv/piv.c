@@ -5,7 +5,7 @@
 
 #include "piv/piv.h"
 #include "piv/deform.h"
-#include "piv/prefilter.h"
+#include "piv/preprocess.h"
 #include "piv/smooth.h"
 #include "piv/sparse.h"
 #include "piv/validate.h"
@@ -1849,12 +1849,11 @@ s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err, s
 piv_field_t *
 piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err, size_t errlen)
 {
-    double sigma = self->settings.prefilter;
-    if (!(sigma > 0) || piv_image_width (a) != piv_image_width (b)
+    if (!piv_preprocess_on (&self->settings) || piv_image_width (a) != piv_image_width (b)
         || piv_image_height (a) != piv_image_height (b))
         return s_process (self, a, b, err, errlen);
-    piv_image_t *fa = piv_prefilter (a, sigma, err, errlen);
-    piv_image_t *fb = fa ? piv_prefilter (b, sigma, err, errlen) : NULL;
+    piv_image_t *fa = piv_preprocess (a, &self->settings, err, errlen);
+    piv_image_t *fb = fa ? piv_preprocess (b, &self->settings, err, errlen) : NULL;
     piv_field_t *field = fb ? s_process (self, fa, fb, err, errlen) : NULL;
     piv_image_destroy (&fa);
     piv_image_destroy (&fb);

@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define S_RADIUS_MAX 9  // taps each side at PIV_PREFILTER_MAX
-
 // Clamps i to 0 .. n - 1: the frame's edge pixels repeated beyond it.
 static inline int
 s_clamp (int i, int n)
@@ -20,25 +18,26 @@ piv_prefilter (const piv_image_t *frame, double sigma, char *err, size_t errlen)
 {
     int w = piv_image_width (frame), h = piv_image_height (frame);
     int r = (int) ceil (3 * sigma);
-    r = r < 1 ? 1 : (r > S_RADIUS_MAX ? S_RADIUS_MAX : r);
-    float k[2 * S_RADIUS_MAX + 1];
-    double sum = 0;
-    for (int t = -r; t <= r; t++)
-        sum += k[t + r] = (float) exp (-t * t / (2 * sigma * sigma));
-    for (int t = 0; t <= 2 * r; t++)
-        k[t] = (float) (k[t] / sum);
+    r = r < 1 ? 1 : r;
     const float *src = piv_image_cdata (frame);
     piv_image_t *out = piv_image_new (w, h);
     float *dst = out ? piv_image_data (out) : NULL;
     float *tmp = malloc (sizeof (float) * (size_t) w * h);
     float *pad = malloc (sizeof (float) * (size_t) (w + 2 * r));
-    if (!src || !dst || !tmp || !pad) {
-        snprintf (err, errlen, "cannot prefilter a frame of %dx%d: out of memory", w, h);
+    float *k = malloc (sizeof (float) * (size_t) (2 * r + 1));
+    if (!src || !dst || !tmp || !pad || !k) {
+        snprintf (err, errlen, "cannot filter a frame of %dx%d: out of memory", w, h);
         piv_image_destroy (&out);
         free (tmp);
         free (pad);
+        free (k);
         return NULL;
     }
+    double sum = 0;
+    for (int t = -r; t <= r; t++)
+        sum += k[t + r] = (float) exp (-t * t / (2 * sigma * sigma));
+    for (int t = 0; t <= 2 * r; t++)
+        k[t] = (float) (k[t] / sum);
     // Rows into tmp (each first copied with its edge pixels repeated r times
     // either side), then columns into dst: both with the inner loop along x,
     // over contiguous memory, one tap at a time (vectorised).
@@ -67,5 +66,6 @@ piv_prefilter (const piv_image_t *frame, double sigma, char *err, size_t errlen)
     }
     free (tmp);
     free (pad);
+    free (k);
     return out;
 }

@@ -257,7 +257,62 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
         snprintf (err, errlen, "bad settings: cbc %g (0 to 1)", s->cbc);
         return -1;
     }
+    if (!(s->cap >= 0 && s->cap <= PIV_CAP_MAX)) {
+        snprintf (err, errlen, "bad settings: cap %g (0 to %g)", s->cap, PIV_CAP_MAX);
+        return -1;
+    }
+    if (!(s->highpass >= 0 && s->highpass <= PIV_HIGHPASS_MAX)) {
+        snprintf (err, errlen, "bad settings: highpass %g px (0 to %g)", s->highpass,
+                  PIV_HIGHPASS_MAX);
+        return -1;
+    }
+    if (s->lcn != 0 && (s->lcn < 3 || s->lcn > PIV_LCN_MAX)) {
+        snprintf (err, errlen, "bad settings: lcn %d px (0, or 3 to %d)", s->lcn, PIV_LCN_MAX);
+        return -1;
+    }
+    if ((unsigned) s->background > PIV_BACKGROUND_MEAN
+        || (s->background != PIV_BACKGROUND_NONE
+            && (s->background_frames < 1 || s->background_frames > PIV_BACKGROUND_MAX))) {
+        snprintf (err, errlen, "bad settings: background of %d frames (1 to %d)",
+                  s->background_frames, PIV_BACKGROUND_MAX);
+        return -1;
+    }
     return 0;
+}
+
+int
+piv_background_parse (const char *text, piv_background_kind_t *kind, int *frames, char *err,
+                      size_t errlen)
+{
+    if (strcmp (text, "none") == 0) {
+        *kind = PIV_BACKGROUND_NONE;
+        *frames = 0;
+        return 0;
+    }
+    int mean = strncmp (text, "mean:", 5) == 0;
+    const char *digits = mean ? text + 5 : strncmp (text, "min:", 4) == 0 ? text + 4 : NULL;
+    char *end = NULL;
+    long n = digits && isdigit ((unsigned char) *digits) ? strtol (digits, &end, 10) : 0;
+    if (!end || *end || n < 1 || n > PIV_BACKGROUND_MAX) {
+        snprintf (err, errlen,
+                  "bad settings: background '%s': expected none, min:N or mean:N, N from 1 "
+                  "to %d",
+                  text, PIV_BACKGROUND_MAX);
+        return -1;
+    }
+    *kind = mean ? PIV_BACKGROUND_MEAN : PIV_BACKGROUND_MIN;
+    *frames = (int) n;
+    return 0;
+}
+
+const char *
+piv_background_text (piv_background_kind_t kind, int frames, char *buf, size_t size)
+{
+    if (kind == PIV_BACKGROUND_NONE)
+        snprintf (buf, size, "none");
+    else
+        snprintf (buf, size, "%s:%d", kind == PIV_BACKGROUND_MEAN ? "mean" : "min", frames);
+    return buf;
 }
 
 // ---------------------------------------------------------------------------
@@ -271,6 +326,7 @@ s_int_key (piv_settings_t *s, const char *key)
     return strcmp (key, "overlap") == 0         ? &s->overlap
            : strcmp (key, "iterations") == 0    ? &s->final_iterations
            : strcmp (key, "median_passes") == 0 ? &s->median_passes
+           : strcmp (key, "lcn") == 0           ? &s->lcn
                                                 : NULL;
 }
 
@@ -284,6 +340,8 @@ s_real_key (piv_settings_t *s, const char *key)
            : strcmp (key, "eps") == 0       ? &s->median_eps
            : strcmp (key, "threshold") == 0 ? &s->median_threshold
            : strcmp (key, "prefilter") == 0 ? &s->prefilter
+           : strcmp (key, "cap") == 0       ? &s->cap
+           : strcmp (key, "highpass") == 0  ? &s->highpass
                                             : NULL;
 }
 
@@ -360,6 +418,11 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
         }
         else if (strcmp (key, "subpixel") == 0) {
             if (piv_subpixel_parse (value, &s->subpixel, err, errlen) != 0)
+                return -1;
+        }
+        else if (strcmp (key, "background") == 0) {
+            if (piv_background_parse (value, &s->background, &s->background_frames, err, errlen)
+                != 0)
                 return -1;
         }
         else if (strcmp (key, "deform_passes") == 0) {
@@ -442,6 +505,16 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         n += snprintf (buf + n, size - n, " prefilter=%g", s->prefilter);
     if (n >= 0 && (size_t) n < size && s->subpixel != d.subpixel)
         n += snprintf (buf + n, size - n, " subpixel=%s", piv_subpixel_name (s->subpixel));
+    if (n >= 0 && (size_t) n < size && s->cap != d.cap)
+        n += snprintf (buf + n, size - n, " cap=%g", s->cap);
+    if (n >= 0 && (size_t) n < size && s->highpass != d.highpass)
+        n += snprintf (buf + n, size - n, " highpass=%g", s->highpass);
+    if (n >= 0 && (size_t) n < size && s->lcn != d.lcn)
+        n += snprintf (buf + n, size - n, " lcn=%d", s->lcn);
+    char bg[32];
+    if (n >= 0 && (size_t) n < size && s->background != d.background)
+        n += snprintf (buf + n, size - n, " background=%s",
+                       piv_background_text (s->background, s->background_frames, bg, sizeof bg));
     if (n < 0 || (size_t) n >= size)
         return -1;
     if (!s->mask_path[0])
