@@ -578,6 +578,7 @@ s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, 
     const v4sf a0 = {pa[0], pa[0], pa[0], pa[0]}, b0 = {pb[0], pb[0], pb[0], pb[0]};
     v4si da = {0}, db = {0};
     int ta = 0, tb = 0;  // the same for the pixels of the rows' tails
+    const int n4 = n & ~3;  // the pixels of a row taken four at a time
     for (int r = 0; r < n; r++, pa += w, pb += w) {
         float *d = z + 2 * r * n;
         // The next windows along the row start up to a window further on:
@@ -587,15 +588,14 @@ s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, 
         __builtin_prefetch (pa + n + 16, 0, 0);
         __builtin_prefetch (pb + n, 0, 0);
         __builtin_prefetch (pb + n + 16, 0, 0);
-        int c = 0;
-        for (; c + 4 <= n; c += 4) {
+        for (int c = 0; c < n4; c += 4) {
             v4sf a = s_load (pa + c), b = s_load (pb + c);
             s_store (d + 2 * c, SHUFFLE2 (a, b, 0, 4, 1, 5));
             s_store (d + 2 * c + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
             da |= a != a0;
             db |= b != b0;
         }
-        for (; c < n; c++) {
+        for (int c = n4; c < n; c++) {
             d[2 * c] = pa[c];
             d[2 * c + 1] = pb[c];
             ta |= pa[c] != a0[0];
@@ -620,13 +620,13 @@ s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax,
     const __m128i a0 = _mm_set1_epi8 ((char) pa[0]), b0 = _mm_set1_epi8 ((char) pb[0]);
     const unsigned char first_a = pa[0], first_b = pb[0];
     __m128i da = zero, db = zero;
-    int ta = 0, tb = 0;  // a tail's pixel differed from the first
+    int ta = 0, tb = 0;     // a tail's pixel differed from the first
+    const int n8 = n & ~7;  // the pixels of a row taken eight at a time
     for (int r = 0; r < n; r++, pa += w, pb += w) {
         float *d = z + 2 * r * n;
         __builtin_prefetch (pa + n, 0, 0);
         __builtin_prefetch (pb + n, 0, 0);
-        int c = 0;
-        for (; c + 8 <= n; c += 8) {
+        for (int c = 0; c < n8; c += 8) {
             // Eight pixels of each, interleaved a0 b0 a1 b1 ..., widened to
             // 32 bits and converted.
             __m128i a = _mm_loadl_epi64 ((const __m128i *) (pa + c));
@@ -640,7 +640,7 @@ s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax,
             _mm_storeu_ps (d + 2 * c + 8, _mm_cvtepi32_ps (_mm_unpacklo_epi16 (hi, zero)));
             _mm_storeu_ps (d + 2 * c + 12, _mm_cvtepi32_ps (_mm_unpackhi_epi16 (hi, zero)));
         }
-        for (; c < n; c++) {
+        for (int c = n8; c < n; c++) {
             d[2 * c] = pa[c];
             d[2 * c + 1] = pb[c];
             ta |= pa[c] != first_a;
