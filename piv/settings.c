@@ -586,11 +586,62 @@ s_key_passes (const char *value, char *norm, size_t normlen)
     return ok ? 0 : -1;
 }
 
+// The rules of the preprocessing keys (cap, highpass, lcn, background;
+// issue 25) as piv_settings_check_key's: 0 with norm, -1 with why, or 1
+// for another name.
+static int
+s_check_preprocess_key (const char *name, const char *value, char *norm, size_t normlen,
+                        char *why, size_t whylen)
+{
+    long n;
+    if (strcmp (name, "lcn") == 0) {
+        if (s_key_int (value, 0, PIV_LCN_MAX, &n, why, whylen) != 0)
+            return -1;
+        if (n == 1 || n == 2) {
+            snprintf (why, whylen, "is out of range: expected 0 (off) or a tile from 3 to %d px",
+                      PIV_LCN_MAX);
+            return -1;
+        }
+        snprintf (norm, normlen, "%ld", n);
+        return 0;
+    }
+    if (strcmp (name, "cap") == 0 || strcmp (name, "highpass") == 0) {
+        double max = name[0] == 'c' ? PIV_CAP_MAX : PIV_HIGHPASS_MAX;
+        char *end;
+        double x = strtod (value, &end);
+        if (end == value || *end || !(x >= 0) || x > max) {
+            snprintf (why, whylen, "is not valid: expected a number from 0 (off) to %g%s", max,
+                      name[0] == 'c' ? " standard deviations, such as 2" : " px, such as 8");
+            return -1;
+        }
+        snprintf (norm, normlen, "%.15g", x);
+        return 0;
+    }
+    if (strcmp (name, "background") == 0) {
+        piv_background_kind_t kind;
+        int frames;
+        char err[256];
+        if (piv_background_parse (value, &kind, &frames, err, sizeof err) != 0) {
+            snprintf (why, whylen,
+                      "is not one of its choices: expected none, min:N or mean:N (the last N "
+                      "frames, 1 to %d)",
+                      PIV_BACKGROUND_MAX);
+            return -1;
+        }
+        piv_background_text (kind, frames, norm, normlen);
+        return 0;
+    }
+    return 1;
+}
+
 int
 piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
                         char *why, size_t whylen)
 {
     long n;
+    int rc = s_check_preprocess_key (name, value, norm, normlen, why, whylen);
+    if (rc <= 0)
+        return rc;
     if (strcmp (name, "passes") == 0) {
         if (s_key_passes (value, norm, normlen) == 0)
             return 0;

@@ -193,7 +193,11 @@ int piv_settings_format (const piv_settings_t *settings, char *buf, size_t size)
 // sizes ...", or for another name "is not a setting of the PIV core".
 // mask is a path, absolute or relative (config_load anchors it at the
 // file's directory), without spaces or control characters; "" and "none"
-// are no mask (norm "").
+// are no mask (norm ""). The preprocessing keys (issue 25) have their rules
+// here too, for whichever file or command sets them: cap and highpass
+// (numbers, 0 to 10 and 0 to 64), lcn (0 or 3 to 512), background (none,
+// min:N, mean:N); the configuration file's [piv] section does not list
+// them (yet): config.c names the keys it reads.
 int piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
                             char *why, size_t whylen);
 

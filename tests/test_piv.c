@@ -750,7 +750,10 @@ START_TEST (the_configuration_keys_follow_the_engines_rules)
     static const char *const good[][3] = {
         {"passes", " 64 , 32,16 ", "64,32,16"}, {"passes", "0008", "8"},
         {"passes", "128,64,32,32,16", "128,64,32,32,16"}, {"overlap", "0", "0"},
-        {"overlap", "87", "87"}, {"iterations", "10", "10"}, {"deform", "offset", "offset"}};
+        {"overlap", "87", "87"}, {"iterations", "10", "10"}, {"deform", "offset", "offset"},
+        // The preprocessing keys (issue 25).
+        {"cap", "2.0", "2"}, {"highpass", "8", "8"}, {"lcn", "32", "32"}, {"lcn", "0", "0"},
+        {"background", "mean:8", "mean:8"}, {"background", "none", "none"}};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         ck_assert_msg (piv_settings_check_key (good[i][0], good[i][1], norm, sizeof norm, why,
                                                sizeof why)
@@ -775,7 +778,13 @@ START_TEST (the_configuration_keys_follow_the_engines_rules)
         {"deform", "cubic",
          "is not one of its choices: expected offset, bilinear, bicubic, bspline, bspline5 or "
          "omoms"},
-        {"max_pixels", "100", "is not a setting of the PIV core"}};
+        {"max_pixels", "100", "is not a setting of the PIV core"},
+        {"cap", "11", "is not valid: expected a number from 0 (off) to 10 standard deviations, "
+                      "such as 2"},
+        {"highpass", "-1", "is not valid: expected a number from 0 (off) to 64 px, such as 8"},
+        {"lcn", "2", "is out of range: expected 0 (off) or a tile from 3 to 512 px"},
+        {"background", "min:0", "is not one of its choices: expected none, min:N or mean:N (the "
+                                "last N frames, 1 to 32)"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg (piv_settings_check_key (bad[i][0], bad[i][1], norm, sizeof norm, why,
                                                sizeof why)
