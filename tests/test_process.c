@@ -7,6 +7,7 @@
 #include "common/config.h"
 #include "common/proto.h"
 #include "piv/field.h"
+#include "piv/flow.h"
 #include "piv/image.h"
 #include "piv/piv.h"
 #include "tests/testutil.h"
@@ -172,6 +173,101 @@ START_TEST (a_background_beyond_an_agent_threads_memory_is_refused_naming_the_ex
 }
 END_TEST
 
+// Writes 'count' synthetic pairs of a uniform shift (seeds 1 ..) with a
+// fixed pattern over every frame (a static particle image as bright as the
+// moving ones: dust on the window, a reflection), as dir/sN_a.tif and
+// dir/sN_b.tif, 8-bit; the flow into *flow.
+static void
+s_dusty_run (const char *dir, int count, piv_flow_t *flow)
+{
+    char err[1024] = "";
+    piv_synth_t synth;
+    piv_synth_init (&synth);
+    synth.width = synth.height = 256;
+    piv_image_t *dust_a, *dust_b;
+    synth.seed = 99;
+    ck_assert (piv_flow_parse (flow, "uniform:0,0", 256, 256, err, sizeof err) == 0);
+    ck_assert_msg (piv_synth_pair (&synth, flow, &dust_a, &dust_b, err, sizeof err) == 0, "%s",
+                   err);
+    ck_assert (piv_flow_parse (flow, "uniform:3.3,-1.7", 256, 256, err, sizeof err) == 0);
+    const float *dust = piv_image_cdata (dust_a);
+    for (int i = 1; i <= count; i++) {
+        piv_image_t *frames[2];
+        synth.seed = (uint64_t) i;
+        ck_assert_msg (piv_synth_pair (&synth, flow, &frames[0], &frames[1], err, sizeof err) == 0,
+                       "%s", err);
+        for (int f = 0; f < 2; f++) {
+            float *p = piv_image_data (frames[f]);
+            for (int k = 0; k < 256 * 256; k++)
+                p[k] = p[k] + dust[k] > 255 ? 255 : p[k] + dust[k];
+            char path[4200];
+            snprintf (path, sizeof path, "%s/s%d_%c.tif", dir, i, f ? 'b' : 'a');
+            const piv_image_t *one[1] = {frames[f]};
+            ck_assert_msg (piv_image_save (path, one, 1, 8, err, sizeof err) == 0, "%s", err);
+            piv_image_destroy (&frames[f]);
+        }
+    }
+    piv_image_destroy (&dust_a);
+    piv_image_destroy (&dust_b);
+}
+
+// RMS error (px) of a field against the flow, vectors 16 px inside.
+static double
+s_error (const piv_field_t *field, const piv_flow_t *flow)
+{
+    piv_score_t score;
+    ck_assert_int_eq (piv_score (field, flow, PIV_FLAG_REPLACED, 16, 256, 256, &score), 0);
+    ck_assert_int_gt (score.count, 0);
+    return score.rms;
+}
+
+// What the background is for: a run of 8 pairs whose frames all carry the
+// same bright dust. Without a background the dust's correlation at zero
+// displacement wins in most windows; with background=min:16 (the run's 16
+// frames) the minimum is the dust, subtracted, and the last pair's shift
+// is measured as on clean frames.
+START_TEST (a_background_of_the_runs_frames_takes_away_fixed_dust)
+{
+    char dir[4096], path[4200];
+    snprintf (dir, sizeof dir, "%s", tu_tmpdir ());
+    piv_flow_t flow;
+    s_dusty_run (dir, 8, &flow);
+    process_t *p = s_processor (dir);
+    char a[4200], b[4200], err[1024] = "", out[64], *text = NULL;
+    double plain = 0, with = 0;
+    for (int i = 1; i <= 8; i++)
+        for (int bg = 0; bg < 2; bg++) {
+            snprintf (a, sizeof a, "%s/s%d_a.tif", dir, i);
+            snprintf (b, sizeof b, "%s/s%d_b.tif", dir, i);
+            snprintf (out, sizeof out, "%s/%04d.txt", bg ? "bg" : "plain", i);
+            proto_msg_t task = {.command = PROTO_TASK, .pair = (uint64_t) i, .attempt = 1,
+                                .experiment = bg ? "bg" : "plain", .path_a = a, .path_b = b,
+                                .settings = bg ? "passes=32 background=min:16" : "passes=32",
+                                .output = out},
+                        result;
+            ck_assert_msg (process_task (p, &task, &result, err, sizeof err) == 0, "%s", err);
+            piv_field_t *field = piv_field_decode (result.blob, result.blob_size, err, sizeof err);
+            ck_assert_msg (field != NULL, "%s", err);
+            if (i == 8)
+                *(bg ? &with : &plain) = s_error (field, &flow);
+            piv_field_destroy (&field);
+            proto_msg_release (&result);
+        }
+    fprintf (stderr, "fixed dust, 8th pair: RMS error %.3f px plain, %.3f px with background "
+                     "min:16\n",
+             plain, with);
+    ck_assert_msg (plain > 1.0, "the dust did not disturb the plain field: %.3f px", plain);
+    ck_assert_msg (with < 0.1, "with the background: %.3f px", with);
+    snprintf (path, sizeof path, "%s/results/bg/0008.txt", dir);
+    text = tu_slurp (path, NULL);
+    ck_assert_msg (text && strstr (text, "# background min:16 of experiment 'bg' over 16 frames\n"),
+                   "%s", text ? text : "(no file)");
+    free (text);
+    process_destroy (&p);
+    tu_rmtree (dir);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -181,6 +277,7 @@ main (void)
     tcase_add_test (tc, an_experiments_background_is_taken_from_its_last_frames_and_recorded);
     tcase_add_test (tc,
                     a_background_beyond_an_agent_threads_memory_is_refused_naming_the_experiment);
+    tcase_add_test (tc, a_background_of_the_runs_frames_takes_away_fixed_dust);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
