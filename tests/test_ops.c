@@ -527,7 +527,7 @@ START_TEST (pivctl_refuses_unknown_experiments_bad_values_and_names_a_silent_bro
     s_bad_usage ("'lost'", "pairs", "exp1", "--state", "lost", NULL);
     s_bad_usage ("'0'", "replay", "exp1", "--speed", "0", NULL);
     s_bad_usage ("'cubic' of 'piv/deform'", "replay", "exp1", "--deform", "cubic", NULL);
-    s_bad_usage ("'64,48' of 'piv/passes'", "replay", "exp1", "--passes", "64,48", NULL);
+    s_bad_usage ("'64,47' of 'piv/passes'", "replay", "exp1", "--passes", "64,47", NULL);
     s_bad_usage ("'exp1'", "replay", "exp1", "--as", "exp1", NULL);
     s_bad_usage ("kp", "feedback", "set", "setpoint=2", "kp=abc", NULL);
     s_bad_usage ("'colour'", "feedback", "set", "colour=red", NULL);
