@@ -21,7 +21,8 @@ void piv_destroy (piv_t **self_p);
 
 // Computes the field from frame A to frame B (both first preprocessed when
 // the settings ask for it, piv/preprocess.h: two frames' more memory
-// meanwhile). NULL with err
+// meanwhile; windows without signal are then judged on A and B as given,
+// unless the prefilter is the only filter). NULL with err
 // when the images differ in size, are smaller than the largest window, or
 // memory runs out.
 piv_field_t *piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
