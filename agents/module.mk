@@ -1,6 +1,7 @@
 # agents/ — the worker agent: task processing and the agent's reactor, and
 # the pivfarm-agent program over them.
-AGENT_OBJS := build/agents/process.o build/agents/mask.o build/agents/agent.o
+AGENT_OBJS := build/agents/process.o build/agents/mask.o build/agents/agent.o \
+              build/agents/backgrounds.o
 AGENT_LIB  := build/libagent.a
 LIBS += $(AGENT_LIB)
 build/agents/%.o: LAYER_PKGS := $(ZMQ_PKGS)

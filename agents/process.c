@@ -2,6 +2,7 @@
 // processor (for benchmarks of the farm itself) or an external program.
 
 #include "agents/process.h"
+#include "agents/backgrounds.h"
 #include "agents/mask.h"
 #include "common/log.h"
 #include "common/path.h"
@@ -37,6 +38,8 @@ struct _process_t {
     char settings[512];           // settings of 'parsed' ("": none yet)
     piv_settings_t parsed;        // ... read (its mask named, not loaded)
     mask_cache_t *masks;          // the mask they name, as last read
+    backgrounds_t *backgrounds;   // experiments' backgrounds (settings key background)
+    int background_count;         // frames the last pair's background was taken over
     unsigned engine_mask;         // generation of the mask 'engine' borrows (0: none)
     size_t max_pixels;            // largest image loaded (piv/max_pixels)
     size_t max_bytes;             // largest frame file read (piv/max_file_mb)
@@ -56,7 +59,8 @@ process_new (const config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     const char *p = cfg->agent.processor;
-    if (!(self->masks = mask_cache_new ()) || !(self->loader = piv_loader_new ())) {
+    if (!(self->masks = mask_cache_new ()) || !(self->loader = piv_loader_new ())
+        || !(self->backgrounds = backgrounds_new ())) {
         snprintf (err, errlen, "cannot make a processor: out of memory");
         process_destroy (&self);
         return NULL;
@@ -99,6 +103,7 @@ process_destroy (process_t **self_p)
         return;
     piv_destroy (&(*self_p)->engine);
     mask_cache_destroy (&(*self_p)->masks);
+    backgrounds_destroy (&(*self_p)->backgrounds);
     piv_loader_destroy (&(*self_p)->loader);
     free (*self_p);
     *self_p = NULL;
@@ -459,10 +464,19 @@ s_write_result (process_t *self, const proto_msg_t *task, const char *a, const c
     if (self->field_format)
         werr = fwrite (result->blob, 1, result->blob_size, f) != result->blob_size;
     else {
-        char header[PATH_MAX * 2 + 1024];
-        snprintf (header, sizeof header,
-                  "pivfarm-agent pair %llu attempt %u\nframe_a %s\nframe_b %s\nsettings %s",
-                  (unsigned long long) task->pair, task->attempt, a, *b ? b : a, task->settings);
+        char header[PATH_MAX * 2 + 1024], bg[32] = "";
+        int n = snprintf (header, sizeof header,
+                          "pivfarm-agent pair %llu attempt %u\nframe_a %s\nframe_b %s\nsettings %s",
+                          (unsigned long long) task->pair, task->attempt, a, *b ? b : a,
+                          task->settings);
+        // The background as it was: over fewer frames than asked for at
+        // an experiment's start (or an agent thread's first pairs of it).
+        if (self->parsed.background != PIV_BACKGROUND_NONE && n > 0 && (size_t) n < sizeof header)
+            snprintf (header + n, sizeof header - (size_t) n,
+                      "\nbackground %s of experiment '%s' over %d frames",
+                      piv_background_text (self->parsed.background,
+                                           self->parsed.background_frames, bg, sizeof bg),
+                      task->experiment ? task->experiment : "", self->background_count);
         werr = piv_field_write (field, f, PIV_FORMAT_TXT, header);
     }
     if (!werr && fflush (f) != 0)
@@ -489,6 +503,16 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     if (s_settings (self, task, err, errlen) != 0 || s_engine (self, task, &mask, err, errlen) != 0
         || s_load_pair (self, task, a, b, mask, &ia, &ib, err, errlen) != 0)
         return -1;
+    // The experiment's background, over its last frames this thread saw
+    // (the pair's own included), off both frames (the loader's: theirs to
+    // change).
+    if (self->parsed.background != PIV_BACKGROUND_NONE
+        && backgrounds_apply (self->backgrounds, task->experiment ? task->experiment : "",
+                              &self->parsed, ia, ib, &self->background_count, why, sizeof why)
+               != 0) {
+        snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
+        return -1;
+    }
     // The frames are the loader's, kept for the next pair.
     piv_field_t *field = piv_process (self->engine, ia, ib, why, sizeof why);
     if (!field) {

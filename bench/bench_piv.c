@@ -10,6 +10,7 @@
 #include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "piv/background.h"
 #include "piv/field.h"
 #include "piv/flow.h"
 #include "piv/image.h"
@@ -579,6 +580,57 @@ static const struct {
     {"at windef's resolution (smooth_s=0.05)", "smooth=final smooth_s=0.05", 0},
 };
 
+// The directory of the real pairs: $PIVFARM_DATA, else tests/data.
+static const char *
+s_data_dir (void)
+{
+    const char *env = getenv ("PIVFARM_DATA");
+    return env && *env ? env : "tests/data";
+}
+
+// Real pair p's field with 'text' over the defaults, its size into size:
+// the pair loaded, the background of its own two frames subtracted where
+// the settings ask (piv/background.h, as the agent does over an
+// experiment's last frames), the engine run. NULL (logged) on failure.
+static piv_field_t *
+s_real_field (const char *dir, size_t p, const char *text, char *size, size_t sizelen)
+{
+    char err[ERRLEN], pa[4200], pb[4200];
+    snprintf (pa, sizeof pa, "%s/%s", dir, s_real[p].a);
+    snprintf (pb, sizeof pb, "%s/%s", dir, s_real[p].b);
+    // The default deformation whatever --settings says, as section 8 has
+    // always run.
+    piv_settings_t s, defaults;
+    piv_settings_init (&defaults);
+    piv_settings_parse (text, &s, err, sizeof err);
+    piv_image_t *a = NULL, *b = NULL;
+    piv_field_t *field = NULL;
+    piv_background_t *bg = NULL;
+    piv_t *engine = s_engine_over (text, "64,32,16", defaults.deform, 0, 1);
+    if (!engine)
+        ;
+    else if (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err) != 0)
+        log_error ("%s", err);
+    else if (s.background != PIV_BACKGROUND_NONE
+             && (!(bg = piv_background_new (s.background, s.background_frames,
+                                            piv_image_width (a), piv_image_height (a), err,
+                                            sizeof err))
+                 || piv_background_feed (bg, a, err, sizeof err) != 0
+                 || piv_background_feed (bg, b, err, sizeof err) != 0
+                 || piv_background_subtract (bg, a, err, sizeof err) != 0
+                 || piv_background_subtract (bg, b, err, sizeof err) != 0))
+        log_error ("pair '%s': %s", s_real[p].name, err);
+    else {
+        snprintf (size, sizelen, "%dx%d", piv_image_width (a), piv_image_height (a));
+        s_run (engine, a, b, &field);
+    }
+    piv_background_destroy (&bg);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    piv_destroy (&engine);
+    return field;
+}
+
 // One row set of section 8: the three pairs with 'extra' over --settings.
 // 0, or -1 (logged).
 static int
@@ -587,46 +639,27 @@ s_real_rows (const char *dir, int run)
     char text[1024];
     snprintf (text, sizeof text, "%s %s", s_settings_text ? s_settings_text : "",
               s_real_runs[run].extra);
-    piv_settings_t defaults;
-    piv_settings_init (&defaults);
-    piv_t *engine = s_engine_over (text, "64,32,16", defaults.deform, 0, 1);
-    if (!engine)
-        return -1;
     printf ("  %s:\n", s_real_runs[run].label);
-    int rc = 0;
-    for (size_t p = 0; p < sizeof s_real / sizeof s_real[0] && rc == 0; p++) {
-        char err[ERRLEN], pa[4200], pb[4200];
-        snprintf (pa, sizeof pa, "%s/%s", dir, s_real[p].a);
-        snprintf (pb, sizeof pb, "%s/%s", dir, s_real[p].b);
-        piv_image_t *a = NULL, *b = NULL;
-        piv_field_t *field = NULL;
+    for (size_t p = 0; p < sizeof s_real / sizeof s_real[0]; p++) {
+        char size[32];
         piv_noise_t nz;
-        if (piv_image_load_pair (pa, pb, 0, &a, &b, err, sizeof err) != 0) {
-            log_error ("%s", err);
-            rc = -1;
-        }
-        else if (s_run (engine, a, b, &field) < 0 || piv_field_noise (field, &nz) != 0) {
+        piv_field_t *field = s_real_field (dir, p, text, size, sizeof size);
+        if (!field || piv_field_noise (field, &nz) != 0) {
             log_error ("cannot measure the noise of the pair '%s'", s_real[p].name);
-            rc = -1;
+            piv_field_destroy (&field);
+            return -1;
         }
-        else {
-            char size[32];
-            snprintf (size, sizeof size, "%dx%d", piv_image_width (a), piv_image_height (a));
-            double rn = nz.noise / s_real[p].windef_noise;
-            double ro = s_real[p].windef_out ? (double) nz.out / s_real[p].windef_out : 0;
-            int flags[3], goal = s_real_runs[run].goal;
-            s_count_flags (field, flags);
-            printf ("  %-8s %10s %7d %5d | %7.3f %5ld | %7.3f %5ld | %5.2f%c %5.2f%c\n",
-                    s_real[p].name, size, field->nx * field->ny, flags[1] + flags[2], nz.noise,
-                    nz.out, s_real[p].windef_noise, s_real[p].windef_out, rn,
-                    goal && rn > REAL_GOAL ? '!' : ' ', ro, goal && ro > REAL_OUT_GOAL ? '!' : ' ');
-        }
+        double rn = nz.noise / s_real[p].windef_noise;
+        double ro = s_real[p].windef_out ? (double) nz.out / s_real[p].windef_out : 0;
+        int flags[3], goal = s_real_runs[run].goal;
+        s_count_flags (field, flags);
+        printf ("  %-8s %10s %7d %5d | %7.3f %5ld | %7.3f %5ld | %5.2f%c %5.2f%c\n",
+                s_real[p].name, size, field->nx * field->ny, flags[1] + flags[2], nz.noise,
+                nz.out, s_real[p].windef_noise, s_real[p].windef_out, rn,
+                goal && rn > REAL_GOAL ? '!' : ' ', ro, goal && ro > REAL_OUT_GOAL ? '!' : ' ');
         piv_field_destroy (&field);
-        piv_image_destroy (&a);
-        piv_image_destroy (&b);
     }
-    piv_destroy (&engine);
-    return rc;
+    return 0;
 }
 
 // Section 8: noise and out (piv_field_noise) on the real pairs, passes
@@ -635,8 +668,7 @@ s_real_rows (const char *dir, int run)
 static int
 s_section_real (void)
 {
-    const char *env = getenv ("PIVFARM_DATA");
-    const char *dir = env && *env ? env : "tests/data";
+    const char *dir = s_data_dir ();
     printf ("\n8. Real pairs (%s), passes 64,32,16, 1 thread%s: piv_field_noise\n", dir,
             s_settings_text ? ", over --settings" : "");
     printf ("  %-8s %10s %7s %5s | %7s %5s | %7s %5s | %6s %6s\n", "pair", "size", "vectors",
@@ -655,18 +687,86 @@ s_section_real (void)
     return rc;
 }
 
+
+// Section 11's rows: each preprocessing filter (issue 25) alone over the
+// defaults (or --settings), at a few strengths; "" is none.
+static const char *const s_preprocess_runs[] = {
+    "",           "cap=1",       "cap=2",        "highpass=2",         "highpass=4",
+    "highpass=8", "lcn=16",      "lcn=32",       "lcn=64",             "background=min:2",
+    "background=mean:2",
+};
+
+// One pair of section 11 with 'text' over --settings (s_real_field): the
+// field's noise and outliers into *nz and its replaced or invalid vectors
+// into *repl. 0, or -1 (logged).
+static int
+s_preprocess_pair (const char *dir, size_t p, const char *text, piv_noise_t *nz, int *repl)
+{
+    char size[32];
+    piv_field_t *field = s_real_field (dir, p, text, size, sizeof size);
+    if (!field || piv_field_noise (field, nz) != 0) {
+        log_error ("cannot measure the noise of the pair '%s' with '%s'", s_real[p].name, text);
+        piv_field_destroy (&field);
+        return -1;
+    }
+    int flags[3];
+    s_count_flags (field, flags);
+    *repl = flags[1] + flags[2];
+    piv_field_destroy (&field);
+    return 0;
+}
+
+// Section 11: noise, outliers and replaced vectors (piv_field_noise) on the
+// real pairs with each preprocessing filter alone. 0, or -1 (logged).
+static int
+s_section_preprocess (void)
+{
+    const char *dir = s_data_dir ();
+    printf ("\n11. Preprocessing on the real pairs (%s), passes 64,32,16, 1 thread, the\n"
+            "  defaults%s but for one filter a row: piv_field_noise\n",
+            dir, s_settings_text ? " and --settings" : "");
+    printf ("  %-18s |", "filter");
+    for (size_t p = 0; p < sizeof s_real / sizeof s_real[0]; p++)
+        printf (" %-8s noise  out repl |", s_real[p].name);
+    printf ("\n");
+    for (size_t r = 0; r < sizeof s_preprocess_runs / sizeof s_preprocess_runs[0]; r++) {
+        char text[1024];
+        snprintf (text, sizeof text, "%s %s", s_settings_text ? s_settings_text : "",
+                  s_preprocess_runs[r]);
+        printf ("  %-18s |", *s_preprocess_runs[r] ? s_preprocess_runs[r] : "none");
+        for (size_t p = 0; p < sizeof s_real / sizeof s_real[0]; p++) {
+            piv_noise_t nz;
+            int repl;
+            if (s_preprocess_pair (dir, p, text, &nz, &repl) != 0)
+                return -1;
+            printf ("          %5.3f %4ld %4d |", nz.noise, nz.out, repl);
+        }
+        printf ("\n");
+        fflush (stdout);
+    }
+    printf ("  noise: RMS distance (px) of each vector from the median of its 8 neighbours\n"
+            "  (closer than 2 px; section 8); out: valid vectors 2 px or more from it; repl:\n"
+            "  vectors replaced or invalid. cap=N: clipped at median + N sigma; highpass=S: less\n"
+            "  its Gaussian low-pass of sigma S px; lcn=N: local contrast normalisation over\n"
+            "  N px tiles; background=min:2 / mean:2: the minimum or mean of the pair's own two\n"
+            "  frames subtracted (an experiment's last N frames on the farm).\n");
+    return 0;
+}
+
 // ---------------------------------------------------------------------------
 
 static void
 s_usage (FILE *out)
 {
     fprintf (out,
-             "usage: bench_piv [--quick] [--reps N] [--only accuracy|real|resolution]\n"
+             "usage: bench_piv [--quick] [--reps N]\n"
+             "                 [--only accuracy|real|resolution|preprocess]\n"
              "                 [--settings TEXT]\n"
              "  --quick    %d repetitions and only the default deformation in the accuracy table\n"
              "  --reps N   repetitions of each timed figure (default %d; best and median shown)\n"
              "  --only S   section 5 (accuracy, with --quick's rows), 8 (real pairs) or 10\n"
-             "             (resolution, peak locking, sparse seeding) alone\n"
+             "             (resolution, peak locking, sparse seeding) or 11 (preprocessing\n"
+             "             on the real pairs) alone\n"
              "  --settings TEXT  settings as a TASK carries them (\"smooth=final\"), over the\n"
              "             defaults of every engine\n"
              "FFTW wisdom: %s (PIVFARM_WISDOM); planner: PIVFARM_FFTW_PLANNER\n",
@@ -702,7 +802,8 @@ s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
         }
         else if (strcmp (argv[i], "--only") == 0 && i + 1 < argc
                  && (strcmp (argv[i + 1], "accuracy") == 0 || strcmp (argv[i + 1], "real") == 0
-                     || strcmp (argv[i + 1], "resolution") == 0)) {
+                     || strcmp (argv[i + 1], "resolution") == 0
+                     || strcmp (argv[i + 1], "preprocess") == 0)) {
             *only = argv[++i];
             *quick = 1;
         }
@@ -1121,13 +1222,18 @@ main (int argc, char *argv[])
         if (resolution_section (s_settings_text) != 0)
             goto done;
     }
+    else if (only && strcmp (only, "preprocess") == 0) {
+        if (s_section_preprocess () != 0)
+            goto done;
+    }
     else if (only) {
         if (s_section_accuracy (&bench) != 0)
             goto done;
     }
     else if (s_section_floor (&bench) != 0 || s_section_single (&bench) != 0
              || s_section_multi (&bench) != 0 || s_section_rest (&bench) != 0
-             || s_section_real () != 0 || resolution_section (s_settings_text) != 0)
+             || s_section_real () != 0 || resolution_section (s_settings_text) != 0
+             || s_section_preprocess () != 0)
         goto done;
     rc = 0;
 

@@ -5,6 +5,7 @@
 
 #include "piv/budget.h"
 #include "piv/image_internal.h"
+#include "piv/preprocess.h"
 
 #include <stdio.h>
 #include <tiffio.h>
@@ -25,6 +26,10 @@
 // A thread's window buffers (piv.c, piv_new): three planes of floats and
 // four of complex floats, per pixel of the largest window.
 #define S_WINDOW_BYTES (3 * 4 + 4 * 8)
+// Preprocessing (preprocess.c): frame A's preprocessed copy kept while B's
+// is made, B's, and local contrast normalisation's two work planes: four
+// planes of floats at most, on top of the engine's own.
+#define S_PREPROCESS_BYTES (4 * 4)
 
 uint64_t
 piv_budget_declared (const piv_frame_info_t *frame)
@@ -64,6 +69,8 @@ piv_budget_pair (const piv_frame_info_t *frame, const piv_settings_t *settings)
         total += 2 * S_FLOAT_BYTES * pixels;
     if (mask)
         total += S_FLOAT_BYTES * pixels;
+    if (piv_preprocess_on (s))
+        total += S_PREPROCESS_BYTES * pixels;
     total += S_VECTOR_BYTES * s_vectors (frame->width, frame->height,
                                          s->passes[s->npasses - 1], s->overlap);
     uint64_t n = (uint64_t) s->passes[0];

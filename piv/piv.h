@@ -19,8 +19,10 @@ typedef struct _piv_t piv_t;
 piv_t *piv_new (const piv_settings_t *settings, char *err, size_t errlen);
 void piv_destroy (piv_t **self_p);
 
-// Computes the field from frame A to frame B (both first prefiltered when
-// settings.prefilter > 0: two frames' more memory meanwhile). NULL with err
+// Computes the field from frame A to frame B (both first preprocessed when
+// the settings ask for it, piv/preprocess.h: two frames' more memory
+// meanwhile; windows without signal are then judged on A and B as given,
+// unless the prefilter is the only filter). NULL with err
 // when the images differ in size, are smaller than the largest window, or
 // memory runs out.
 piv_field_t *piv_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, char *err,

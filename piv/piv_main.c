@@ -48,6 +48,12 @@ s_usage (FILE *out)
              "                        gauss2d (2-D Gaussian over 3x3) (default gauss3)\n"
              "      --prefilter S     Gaussian low-pass of sigma S px of both frames first: for\n"
              "                        particle images under 2 px (default 0, none)\n"
+             "      --cap N           intensity capping: pixels above the frame's median + N\n"
+             "                        standard deviations set to that level (default 0, off)\n"
+             "      --highpass S      subtract the frame's Gaussian low-pass of sigma S px\n"
+             "                        (default 0, off)\n"
+             "      --lcn N           local contrast normalisation over tiles of N px: each\n"
+             "                        pixel less its tile's mean, over its std (default 0, off)\n"
              "  -t, --threads N       threads on this pair (default 1)\n"
              "  -m, --mask FILE       TIFF mask: zero pixels are outside the flow\n"
              "  -b, --background LIST comma-separated frames whose minimum is subtracted\n"
@@ -167,6 +173,9 @@ static const struct option s_options[] = {
     {"cbc", required_argument, NULL, 'C'},
     {"subpixel", required_argument, NULL, 'Q'},
     {"prefilter", required_argument, NULL, 'L'},
+    {"cap", required_argument, NULL, 'N'},
+    {"highpass", required_argument, NULL, 'H'},
+    {"lcn", required_argument, NULL, 'Z'},
     {"threads", required_argument, NULL, 't'},
     {"mask", required_argument, NULL, 'm'},
     {"background", required_argument, NULL, 'b'},
@@ -244,6 +253,19 @@ s_option (int opt, char **argv, s_opts_t *o)
     case 'L':
         if (s_double_arg ("--prefilter", optarg, &settings->prefilter))
             return 2;
+        break;
+    case 'N':
+        if (s_double_arg ("--cap", optarg, &settings->cap))
+            return 2;
+        break;
+    case 'H':
+        if (s_double_arg ("--highpass", optarg, &settings->highpass))
+            return 2;
+        break;
+    case 'Z':
+        if (s_int_arg ("--lcn", optarg, 0, PIV_LCN_MAX, &n))
+            return 2;
+        settings->lcn = (int) n;
         break;
     case 't':
         if (s_int_arg ("--threads", optarg, 1, PIV_MAX_THREADS, &n))
@@ -442,7 +464,8 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               "frame_b %s\n"
               "image %dx%d\n"
               "passes %s overlap %d%% iterations %d (ran %d) converge %g deform %s%s%s%s "
-              "subpixel %s prefilter %g\n"
+              "subpixel %s prefilter %g cap %g highpass %g lcn %d\n"
+              "%s%s%s"
               "validation normalized-median%s eps %g threshold %g contrast %g cbc %g smooth %s s %g\n"
               "grid %dx%d window %d step %d\n"
               "vectors %ld valid %ld replaced %ld invalid %ld\n"
@@ -456,7 +479,9 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               settings->symmetric ? " symmetric" : "",
               settings->deform_every_pass ? " deform-every-pass" : "",
               settings->smooth_predictor ? " smoothed-predictor" : "",
-              piv_subpixel_name (settings->subpixel), settings->prefilter,
+              piv_subpixel_name (settings->subpixel), settings->prefilter, settings->cap,
+              settings->highpass, settings->lcn, o->background ? "background min of " : "",
+              o->background ? o->background : "", o->background ? "\n" : "",
               settings->median_curved ? " curved" : "", settings->median_eps,
               settings->median_threshold, settings->contrast, settings->cbc,
               piv_smooth_name (settings->smooth),

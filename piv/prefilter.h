@@ -12,10 +12,11 @@
 
 #include <stddef.h>
 
-// A new image: 'frame' convolved by a Gaussian of 'sigma' px (0 < sigma <=
-// PIV_PREFILTER_MAX), separable, truncated at 3 sigma, the kernel's weights
-// summing to 1 and the frame's edge pixels repeated beyond it. NULL when
-// memory runs out (err says so).
+// A new image: 'frame' convolved by a Gaussian of 'sigma' px (sigma > 0:
+// at most PIV_PREFILTER_MAX as the prefilter, PIV_HIGHPASS_MAX as the
+// high-pass's low-pass), separable, truncated at 3 sigma, the kernel's
+// weights summing to 1 and the frame's edge pixels repeated beyond it.
+// NULL when memory runs out (err says so).
 piv_image_t *piv_prefilter (const piv_image_t *frame, double sigma, char *err, size_t errlen);
 
 #endif

@@ -272,7 +272,62 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
         snprintf (err, errlen, "bad settings: cbc %g (0 to 1)", s->cbc);
         return -1;
     }
+    if (!(s->cap >= 0 && s->cap <= PIV_CAP_MAX)) {
+        snprintf (err, errlen, "bad settings: cap %g (0 to %g)", s->cap, PIV_CAP_MAX);
+        return -1;
+    }
+    if (!(s->highpass >= 0 && s->highpass <= PIV_HIGHPASS_MAX)) {
+        snprintf (err, errlen, "bad settings: highpass %g px (0 to %g)", s->highpass,
+                  PIV_HIGHPASS_MAX);
+        return -1;
+    }
+    if (s->lcn != 0 && (s->lcn < 3 || s->lcn > PIV_LCN_MAX)) {
+        snprintf (err, errlen, "bad settings: lcn %d px (0, or 3 to %d)", s->lcn, PIV_LCN_MAX);
+        return -1;
+    }
+    if ((unsigned) s->background > PIV_BACKGROUND_MEAN
+        || (s->background != PIV_BACKGROUND_NONE
+            && (s->background_frames < 1 || s->background_frames > PIV_BACKGROUND_MAX))) {
+        snprintf (err, errlen, "bad settings: background of %d frames (1 to %d)",
+                  s->background_frames, PIV_BACKGROUND_MAX);
+        return -1;
+    }
     return 0;
+}
+
+int
+piv_background_parse (const char *text, piv_background_kind_t *kind, int *frames, char *err,
+                      size_t errlen)
+{
+    if (strcmp (text, "none") == 0) {
+        *kind = PIV_BACKGROUND_NONE;
+        *frames = 0;
+        return 0;
+    }
+    int mean = strncmp (text, "mean:", 5) == 0;
+    const char *digits = mean ? text + 5 : strncmp (text, "min:", 4) == 0 ? text + 4 : NULL;
+    char *end = NULL;
+    long n = digits && isdigit ((unsigned char) *digits) ? strtol (digits, &end, 10) : 0;
+    if (!end || *end || n < 1 || n > PIV_BACKGROUND_MAX) {
+        snprintf (err, errlen,
+                  "bad settings: background '%s': expected none, min:N or mean:N, N from 1 "
+                  "to %d",
+                  text, PIV_BACKGROUND_MAX);
+        return -1;
+    }
+    *kind = mean ? PIV_BACKGROUND_MEAN : PIV_BACKGROUND_MIN;
+    *frames = (int) n;
+    return 0;
+}
+
+const char *
+piv_background_text (piv_background_kind_t kind, int frames, char *buf, size_t size)
+{
+    if (kind == PIV_BACKGROUND_NONE)
+        snprintf (buf, size, "none");
+    else
+        snprintf (buf, size, "%s:%d", kind == PIV_BACKGROUND_MEAN ? "mean" : "min", frames);
+    return buf;
 }
 
 // ---------------------------------------------------------------------------
@@ -286,6 +341,7 @@ s_int_key (piv_settings_t *s, const char *key)
     return strcmp (key, "overlap") == 0         ? &s->overlap
            : strcmp (key, "iterations") == 0    ? &s->final_iterations
            : strcmp (key, "median_passes") == 0 ? &s->median_passes
+           : strcmp (key, "lcn") == 0           ? &s->lcn
                                                 : NULL;
 }
 
@@ -299,6 +355,8 @@ s_real_key (piv_settings_t *s, const char *key)
            : strcmp (key, "eps") == 0       ? &s->median_eps
            : strcmp (key, "threshold") == 0 ? &s->median_threshold
            : strcmp (key, "prefilter") == 0 ? &s->prefilter
+           : strcmp (key, "cap") == 0       ? &s->cap
+           : strcmp (key, "highpass") == 0  ? &s->highpass
                                             : NULL;
 }
 
@@ -375,6 +433,11 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
         }
         else if (strcmp (key, "subpixel") == 0) {
             if (piv_subpixel_parse (value, &s->subpixel, err, errlen) != 0)
+                return -1;
+        }
+        else if (strcmp (key, "background") == 0) {
+            if (piv_background_parse (value, &s->background, &s->background_frames, err, errlen)
+                != 0)
                 return -1;
         }
         else if (strcmp (key, "deform_passes") == 0) {
@@ -457,6 +520,16 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         n += snprintf (buf + n, size - n, " prefilter=%g", s->prefilter);
     if (n >= 0 && (size_t) n < size && s->subpixel != d.subpixel)
         n += snprintf (buf + n, size - n, " subpixel=%s", piv_subpixel_name (s->subpixel));
+    if (n >= 0 && (size_t) n < size && s->cap != d.cap)
+        n += snprintf (buf + n, size - n, " cap=%g", s->cap);
+    if (n >= 0 && (size_t) n < size && s->highpass != d.highpass)
+        n += snprintf (buf + n, size - n, " highpass=%g", s->highpass);
+    if (n >= 0 && (size_t) n < size && s->lcn != d.lcn)
+        n += snprintf (buf + n, size - n, " lcn=%d", s->lcn);
+    char bg[32];
+    if (n >= 0 && (size_t) n < size && s->background != d.background)
+        n += snprintf (buf + n, size - n, " background=%s",
+                       piv_background_text (s->background, s->background_frames, bg, sizeof bg));
     if (n < 0 || (size_t) n >= size)
         return -1;
     if (!s->mask_path[0])
@@ -528,11 +601,62 @@ s_key_passes (const char *value, char *norm, size_t normlen)
     return ok ? 0 : -1;
 }
 
+// The rules of the preprocessing keys (cap, highpass, lcn, background;
+// issue 25) as piv_settings_check_key's: 0 with norm, -1 with why, or 1
+// for another name.
+static int
+s_check_preprocess_key (const char *name, const char *value, char *norm, size_t normlen,
+                        char *why, size_t whylen)
+{
+    long n;
+    if (strcmp (name, "lcn") == 0) {
+        if (s_key_int (value, 0, PIV_LCN_MAX, &n, why, whylen) != 0)
+            return -1;
+        if (n == 1 || n == 2) {
+            snprintf (why, whylen, "is out of range: expected 0 (off) or a tile from 3 to %d px",
+                      PIV_LCN_MAX);
+            return -1;
+        }
+        snprintf (norm, normlen, "%ld", n);
+        return 0;
+    }
+    if (strcmp (name, "cap") == 0 || strcmp (name, "highpass") == 0) {
+        double max = name[0] == 'c' ? PIV_CAP_MAX : PIV_HIGHPASS_MAX;
+        char *end;
+        double x = strtod (value, &end);
+        if (end == value || *end || !(x >= 0) || x > max) {
+            snprintf (why, whylen, "is not valid: expected a number from 0 (off) to %g%s", max,
+                      name[0] == 'c' ? " standard deviations, such as 2" : " px, such as 8");
+            return -1;
+        }
+        snprintf (norm, normlen, "%.15g", x);
+        return 0;
+    }
+    if (strcmp (name, "background") == 0) {
+        piv_background_kind_t kind;
+        int frames;
+        char err[256];
+        if (piv_background_parse (value, &kind, &frames, err, sizeof err) != 0) {
+            snprintf (why, whylen,
+                      "is not one of its choices: expected none, min:N or mean:N (the last N "
+                      "frames, 1 to %d)",
+                      PIV_BACKGROUND_MAX);
+            return -1;
+        }
+        piv_background_text (kind, frames, norm, normlen);
+        return 0;
+    }
+    return 1;
+}
+
 int
 piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
                         char *why, size_t whylen)
 {
     long n;
+    int rc = s_check_preprocess_key (name, value, norm, normlen, why, whylen);
+    if (rc <= 0)
+        return rc;
     if (strcmp (name, "passes") == 0) {
         if (s_key_passes (value, norm, normlen) == 0)
             return 0;

@@ -17,6 +17,10 @@
 #define PIV_MAX_ITERATIONS 10   // runs of the final window size
 #define PIV_MASK_PATH_MAX 256   // bytes of a mask's path, its NUL included
 #define PIV_PREFILTER_MAX 3.0   // px, the largest sigma of the prefilter (a 19-tap kernel)
+#define PIV_CAP_MAX 10.0        // the largest n of intensity capping (median + n sigma)
+#define PIV_HIGHPASS_MAX 64.0   // px, the largest sigma of the high-pass's low-pass
+#define PIV_LCN_MAX 512         // px, the largest tile of local contrast normalisation
+#define PIV_BACKGROUND_MAX 32   // frames, the largest sliding set of a background
 
 // How each pass after the first uses the previous one's field.
 typedef enum {
@@ -49,6 +53,17 @@ typedef enum {
                            // value is not positive or the fit has no maximum there
 } piv_subpixel_t;
 
+// Background subtraction from the experiment's own frames (key background:
+// none, min:N, mean:N): the pixelwise minimum or mean of the last N frames
+// seen, the pair's own included (piv/background.h). The engine does not
+// apply it (it sees one pair): the agent keeps the frames of each
+// experiment and subtracts it before piv_process.
+typedef enum {
+    PIV_BACKGROUND_NONE,  // no subtraction (the default)
+    PIV_BACKGROUND_MIN,   // the minimum of the last N frames
+    PIV_BACKGROUND_MEAN   // their mean
+} piv_background_kind_t;
+
 // Caller-allocated settings; piv_settings_init fills the defaults.
 typedef struct {
     int passes[PIV_MAX_PASSES];  // window sizes, large to small, each even 8..256
@@ -80,6 +95,15 @@ typedef struct {
     piv_subpixel_t subpixel;     // sub-pixel estimator of every peak (gauss3)
     double prefilter;            // px, sigma of a Gaussian low-pass of both frames before
                                  // anything else (piv/prefilter.h; 0: none, the default)
+    // Preprocessing of both frames (piv/preprocess.h), in this order, each
+    // off (0) by default, the prefilter after them:
+    double cap;                  // intensity capping at the frame's median + cap sigma
+                                 // (Shavit et al. 2007; 0: off)
+    double highpass;             // px, sigma of a Gaussian low-pass subtracted (0: off)
+    int lcn;                     // px, tile of local contrast normalisation: each pixel
+                                 // less its tile's mean, over its tile's std (0: off)
+    piv_background_kind_t background;  // background from the experiment's frames (agent)
+    int background_frames;       // ... over the last this many frames (1 .. 32)
 } piv_settings_t;
 
 // Validation and smoothing (issue 17, 'make bench' section 8, doc/piv.md):
@@ -128,6 +152,14 @@ const char *piv_deform_name (piv_deform_t deform);
 int piv_subpixel_parse (const char *name, piv_subpixel_t *subpixel, char *err, size_t errlen);
 const char *piv_subpixel_name (piv_subpixel_t subpixel);
 
+// Parses "none", "min:N" or "mean:N" (N frames, 1 to PIV_BACKGROUND_MAX)
+// into *kind and *frames. 0, or -1 with err ("bad settings: background
+// 'x': expected none, min:N or mean:N, N from 1 to 32").
+int piv_background_parse (const char *text, piv_background_kind_t *kind, int *frames, char *err,
+                          size_t errlen);
+// "none", or "min:N" / "mean:N" into buf (at least 16 bytes); buf.
+const char *piv_background_text (piv_background_kind_t kind, int frames, char *buf, size_t size);
+
 // Parses "off", "predictor", "final" (piv_smooth_t). 0, or -1 with err.
 int piv_smooth_parse (const char *name, piv_smooth_t *smooth, char *err, size_t errlen);
 const char *piv_smooth_name (piv_smooth_t smooth);
@@ -161,10 +193,12 @@ int piv_settings_format (const piv_settings_t *settings, char *buf, size_t size)
 // sizes ...", or for another name "is not a setting of the PIV core".
 // mask is a path, absolute or relative (config_load anchors it at the
 // file's directory), without spaces or control characters; "" and "none"
-// are no mask (norm ""). Any other name is handed to piv_settings_parse
-// as "name=value" and the result to piv_settings_check (norm: the value as
-// given): the file and 'pivctl piv' take exactly the keys the engine
-// parses, "is not a setting of the PIV core" for the others.
+// are no mask (norm ""). The preprocessing keys (issue 25) have their rules
+// here: cap and highpass (numbers, 0 to 10 and 0 to 64), lcn (0 or 3 to
+// 512), background (none, min:N, mean:N). Any other name is handed to
+// piv_settings_parse as "name=value" and the result to piv_settings_check
+// (norm: the value as given): the file and 'pivctl piv' take exactly the
+// keys the engine parses, "is not a setting of the PIV core" for the others.
 int piv_settings_check_key (const char *name, const char *value, char *norm, size_t normlen,
                             char *why, size_t whylen);
 

@@ -4,6 +4,7 @@
 // smooth.h.
 
 #include "piv/smooth.h"
+#include "piv/validate.h"
 
 #include <fftw3.h>
 #include <math.h>
@@ -151,36 +152,6 @@ s_gcv_min (s_pls_t *p, double lo, double hi, float *out)
     return pow (10, x);
 }
 
-// The k-th smallest of v[0 .. n) (Hoare's selection; reorders v): a median
-// in linear time, not the n log n of sorting the residuals.
-static float
-s_select (float *v, long n, long k)
-{
-    long lo = 0, hi = n - 1;
-    while (lo < hi) {
-        float pivot = v[lo + (hi - lo) / 2];
-        long i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot)
-                i++;
-            while (v[j] > pivot)
-                j--;
-            if (i <= j) {
-                float t = v[i];
-                v[i++] = v[j];
-                v[j--] = t;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            break;
-    }
-    return v[k];
-}
-
 // The least scale of the residuals, px: the random error of a correlation
 // peak (the median test's epsilon). Without it a field smoothed little
 // (small s) has residuals near 0 almost everywhere, and a third of its
@@ -205,10 +176,10 @@ s_robust_weights (s_pls_t *p, double s)
     if (!r)
         return;
     memcpy (r, p->tmp, (size_t) m * sizeof (float));
-    float med = s_select (p->tmp, m, m / 2);
+    float med = piv_select (p->tmp, m, m / 2);
     for (long k = 0; k < m; k++)
         p->tmp[k] = fabsf (r[k] - med);
-    double mad = s_select (p->tmp, m, m / 2);
+    double mad = piv_select (p->tmp, m, m / 2);
     double h = sqrt (1 + 16 * s);
     h = pow (sqrt (1 + h) / sqrt (2) / h, p->dims);
     for (long k = 0, q = 0; k < p->n; k++) {

@@ -350,3 +350,32 @@ piv_validate_peak_ratio (piv_field_t *field, double min_ratio)
     free (low);
     return rejected;
 }
+
+// Hoare's selection: linear on average, not the n log n of a sort.
+float
+piv_select (float *v, long n, long k)
+{
+    long lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = v[lo + (hi - lo) / 2];
+        long i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}

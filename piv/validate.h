@@ -11,4 +11,8 @@
 // two for an even n); vals is left as it was.
 float piv_median (const float *vals, int n);
 
+// The k-th smallest of v[0 .. n) (reorders v): a median of many values
+// (the smoother's residuals, a frame's pixels) in linear time.
+float piv_select (float *v, long n, long k);
+
 #endif

@@ -17,7 +17,7 @@ TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
          build/tests/test_deploy build/tests/test_cluster build/tests/test_faults \
          build/tests/test_badinput build/tests/test_security build/tests/test_storage \
          build/tests/test_path build/tests/test_systemd build/tests/test_units \
-         build/tests/test_stats build/tests/test_settings
+         build/tests/test_stats build/tests/test_settings build/tests/test_process
 
 # pivctl's files in physical units (export, stats), read by h5dump, h5py and vtk.
 TESTS += build/tests/test_export

@@ -5,7 +5,9 @@
 #include "piv/deform.h"
 #include "piv/flow.h"
 #include "piv/piv.h"
+#include "piv/background.h"
 #include "piv/prefilter.h"
+#include "piv/preprocess.h"
 #include "piv/smooth.h"
 #include "tests/testutil.h"
 
@@ -538,11 +540,22 @@ END_TEST
 // vector may be invented there (before: ~350 random vectors passed the
 // median test as valid, their neighbours as random as they), and none is
 // lost elsewhere.
-START_TEST (a_real_pair_s_dark_body_has_no_signal_and_the_flow_around_it_keeps_its_vectors)
+// 2image with the settings 'text' over the defaults, passes 64,32,16: at
+// least 80 % of the vectors over its dark body (no particles: camera
+// noise) invalid, none away from it.
+static void
+s_check_dark_body (const char *text)
 {
     piv_image_t *a, *b;
     s_load_real ("2image_00.tif", "2image_01.tif", &a, &b);
-    piv_field_t *f = s_process ("64,32,16", 3, DEFAULT_DEFORM, 1, a, b);
+    piv_settings_t s;
+    char err[256] = "";
+    ck_assert_msg (piv_settings_parse (text, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert (piv_settings_set_passes (&s, "64,32,16", err, sizeof err) == 0);
+    piv_t *piv = piv_new (&s, err, sizeof err);
+    ck_assert_msg (piv != NULL, "%s", err);
+    piv_field_t *f = piv_process (piv, a, b, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
     long inside = 0, inside_invalid = 0, outside_invalid = 0;
     for (long k = 0; k < (long) f->nx * f->ny; k++) {
         int dark = f->x[k] > 880 && f->y[k] > 700, near = f->x[k] > 830 && f->y[k] > 600;
@@ -550,12 +563,18 @@ START_TEST (a_real_pair_s_dark_body_has_no_signal_and_the_flow_around_it_keeps_i
         inside_invalid += dark && f->flags[k] == PIV_FLAG_INVALID;
         outside_invalid += !near && f->flags[k] == PIV_FLAG_INVALID;
     }
-    ck_assert_msg (inside_invalid >= inside * 8 / 10, "%ld of %ld in the dark body invalid",
-                   inside_invalid, inside);
-    ck_assert_int_eq (outside_invalid, 0);
+    ck_assert_msg (inside_invalid >= inside * 8 / 10, "'%s': %ld of %ld in the dark body invalid",
+                   text, inside_invalid, inside);
+    ck_assert_msg (outside_invalid == 0, "'%s': %ld invalid away from it", text, outside_invalid);
     piv_field_destroy (&f);
+    piv_destroy (&piv);
     piv_image_destroy (&a);
     piv_image_destroy (&b);
+}
+
+START_TEST (a_real_pair_s_dark_body_has_no_signal_and_the_flow_around_it_keeps_its_vectors)
+{
+    s_check_dark_body ("");
 }
 END_TEST
 
@@ -748,7 +767,10 @@ START_TEST (the_configuration_keys_follow_the_engines_rules)
     static const char *const good[][3] = {
         {"passes", " 64 , 32,16 ", "64,32,16"}, {"passes", "0008", "8"},
         {"passes", "128,64,32,32,16", "128,64,32,32,16"}, {"overlap", "0", "0"},
-        {"overlap", "87", "87"}, {"iterations", "10", "10"}, {"deform", "offset", "offset"}};
+        {"overlap", "87", "87"}, {"iterations", "10", "10"}, {"deform", "offset", "offset"},
+        // The preprocessing keys (issue 25).
+        {"cap", "2.0", "2"}, {"highpass", "8", "8"}, {"lcn", "32", "32"}, {"lcn", "0", "0"},
+        {"background", "mean:8", "mean:8"}, {"background", "none", "none"}};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         ck_assert_msg (piv_settings_check_key (good[i][0], good[i][1], norm, sizeof norm, why,
                                                sizeof why)
@@ -773,7 +795,13 @@ START_TEST (the_configuration_keys_follow_the_engines_rules)
         {"deform", "cubic",
          "is not one of its choices: expected offset, bilinear, bicubic, bspline, bspline5 or "
          "omoms"},
-        {"max_pixels", "100", "is not a setting of the PIV core"}};
+        {"max_pixels", "100", "is not a setting of the PIV core"},
+        {"cap", "11", "is not valid: expected a number from 0 (off) to 10 standard deviations, "
+                      "such as 2"},
+        {"highpass", "-1", "is not valid: expected a number from 0 (off) to 64 px, such as 8"},
+        {"lcn", "2", "is out of range: expected 0 (off) or a tile from 3 to 512 px"},
+        {"background", "min:0", "is not one of its choices: expected none, min:N or mean:N (the "
+                                "last N frames, 1 to 32)"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg (piv_settings_check_key (bad[i][0], bad[i][1], norm, sizeof norm, why,
                                                sizeof why)
@@ -1757,6 +1785,251 @@ START_TEST (odd_and_small_window_sizes_are_refused_naming_the_passes_key)
 }
 END_TEST
 
+// The preprocessing keys travel in the TASK text: written only where set,
+// read back as written, out-of-range values refused naming the key.
+START_TEST (the_preprocessing_keys_read_back_and_bad_values_are_refused)
+{
+    piv_settings_t s, back;
+    char text[512], err[256];
+    piv_settings_init (&s);
+    ck_assert (s.cap == 0 && s.highpass == 0 && s.lcn == 0);
+    ck_assert (s.background == PIV_BACKGROUND_NONE);
+    ck_assert_int_ge (piv_settings_format (&s, text, sizeof text), 0);
+    ck_assert_str_eq (text, "passes=32 overlap=50 iterations=3 deform=bspline5");
+    ck_assert_msg (piv_settings_parse ("passes=48,24 cap=2 highpass=4 lcn=32 background=min:8", &s,
+                                       err, sizeof err)
+                       == 0,
+                   "%s", err);
+    ck_assert_int_ge (piv_settings_format (&s, text, sizeof text), 0);
+    ck_assert_str_eq (text, "passes=48,24 overlap=50 iterations=3 deform=bspline5 cap=2 "
+                            "highpass=4 lcn=32 background=min:8");
+    ck_assert_msg (piv_settings_parse (text, &back, err, sizeof err) == 0, "%s", err);
+    ck_assert (back.cap == 2 && back.highpass == 4 && back.lcn == 32);
+    ck_assert (back.background == PIV_BACKGROUND_MIN && back.background_frames == 8);
+    ck_assert_int_eq (piv_settings_check (&back, err, sizeof err), 0);
+    ck_assert_int_eq (piv_settings_parse ("background=mean:32", &back, err, sizeof err), 0);
+    ck_assert (back.background == PIV_BACKGROUND_MEAN && back.background_frames == 32);
+    ck_assert_int_eq (piv_settings_parse ("background=none", &back, err, sizeof err), 0);
+    ck_assert (back.background == PIV_BACKGROUND_NONE);
+    static const char *const bad_text[][2] = {
+        {"background=max:4", "bad settings: background 'max:4': expected none, min:N or mean:N, "
+                             "N from 1 to 32"},
+        {"background=min:33", "bad settings: background 'min:33': expected none, min:N or "
+                              "mean:N, N from 1 to 32"},
+        {"background=min:", "bad settings: background 'min:': expected none, min:N or mean:N, N "
+                            "from 1 to 32"},
+        {"cap=high", "bad settings: cap 'high' is not a number"},
+        {"lcn=3.5", "bad settings: lcn '3.5' is not a number"}};
+    for (size_t i = 0; i < sizeof bad_text / sizeof bad_text[0]; i++) {
+        ck_assert_int_eq (piv_settings_parse (bad_text[i][0], &back, err, sizeof err), -1);
+        ck_assert_str_eq (err, bad_text[i][1]);
+    }
+    static const char *const bad_range[][2] = {
+        {"cap=11", "bad settings: cap 11 (0 to 10)"},
+        {"highpass=65", "bad settings: highpass 65 px (0 to 64)"},
+        {"lcn=2", "bad settings: lcn 2 px (0, or 3 to 512)"}};
+    for (size_t i = 0; i < sizeof bad_range / sizeof bad_range[0]; i++) {
+        ck_assert_int_eq (piv_settings_parse (bad_range[i][0], &back, err, sizeof err), 0);
+        ck_assert (piv_new (&back, err, sizeof err) == NULL);
+        ck_assert_str_eq (err, bad_range[i][1]);
+    }
+}
+END_TEST
+
+// A frame of w x h whose pixel (x, y) is level (x, y).
+static piv_image_t *
+s_drawn (int w, int h, float (*level) (int x, int y))
+{
+    piv_image_t *im = piv_image_new (w, h);
+    ck_assert (im != NULL);
+    float *p = piv_image_data (im);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            p[(long) y * w + x] = level (x, y);
+    return im;
+}
+
+// A frame of w x h of one level.
+static piv_image_t *
+s_flat (int w, int h, float level)
+{
+    piv_image_t *im = piv_image_new (w, h);
+    ck_assert (im != NULL);
+    float *p = piv_image_data (im);
+    for (long k = 0; k < (long) w * h; k++)
+        p[k] = level;
+    return im;
+}
+
+// A glow rising along x.
+static float
+s_ramp (int x, int y)
+{
+    (void) y;
+    return 100.0f + x;
+}
+
+// One pattern, dim (contrast 5) left of x = 64, bright (50) right of it.
+static float
+s_halves (int x, int y)
+{
+    return ((x * 3 + y * 5) % 8) * (x < 64 ? 5 : 50) + (x < 64 ? 20 : 300);
+}
+
+// Capping: a few saturated spots over a textured frame are clipped at the
+// frame's median + n sigma; nothing below that level changes.
+START_TEST (intensity_capping_clips_bright_spots_at_the_median_plus_n_sigma)
+{
+    char err[256];
+    piv_image_t *im = s_flat (64, 64, 0);
+    float *p = piv_image_data (im);
+    for (int k = 0; k < 64 * 64; k++)
+        p[k] = (float) (k % 7) * 10;  // 0 .. 60, median 30
+    p[100] = p[2000] = p[3000] = 4000;
+    double s1 = 0, s2 = 0;
+    for (int k = 0; k < 64 * 64; k++)
+        s1 += p[k], s2 += (double) p[k] * p[k];
+    double mean = s1 / 4096, sd = sqrt (s2 / 4096 - mean * mean);
+    ck_assert_int_eq (piv_cap (im, 1.0, err, sizeof err), 0);
+    p = piv_image_data (im);
+    float level = (float) (30 + sd);
+    ck_assert_msg (fabsf (p[100] - level) < 1e-3f, "%g, expected %g", p[100], level);
+    ck_assert (p[2000] == p[100] && p[3000] == p[100]);
+    for (int k = 0; k < 64 * 64; k++)
+        if (k != 100 && k != 2000 && k != 3000)
+            ck_assert (p[k] == (float) (k % 7) * 10);
+    piv_image_destroy (&im);
+}
+END_TEST
+
+// High-pass: a smooth glow (a ramp across the frame) is taken away, a
+// particle stays: far from it the frame is nearly 0, at it nearly its
+// height.
+START_TEST (the_high_pass_removes_a_smooth_glow_and_keeps_a_particle)
+{
+    char err[256];
+    piv_image_t *im = s_drawn (128, 128, s_ramp);
+    float *p = piv_image_data (im);
+    p[64 * 128 + 64] += 200;
+    ck_assert_int_eq (piv_highpass (im, 4, err, sizeof err), 0);
+    p = piv_image_data (im);
+    ck_assert_msg (p[64 * 128 + 64] > 190, "particle %g", p[64 * 128 + 64]);
+    ck_assert_msg (p[30 * 128 + 30] < 0.5f, "glow %g", p[30 * 128 + 30]);
+    piv_image_destroy (&im);
+}
+END_TEST
+
+// Local contrast normalisation: a dim half (contrast 5) and a bright half
+// (contrast 50) of the same pattern come out alike away from their seam.
+START_TEST (local_contrast_normalisation_evens_out_a_dim_and_a_bright_half)
+{
+    char err[256];
+    piv_image_t *im = s_drawn (128, 64, s_halves);
+    ck_assert_int_eq (piv_lcn (im, 16, err, sizeof err), 0);
+    float *p = piv_image_data (im);
+    for (int y = 16; y < 48; y++)
+        for (int x = 16; x < 48; x++)
+            ck_assert_msg (fabsf (p[y * 128 + x] - p[y * 128 + x + 64]) < 1e-3f,
+                           "(%d, %d): %g against %g", x, y, p[y * 128 + x], p[y * 128 + x + 64]);
+    piv_image_destroy (&im);
+}
+END_TEST
+
+// A shift under uneven light (the frames dimmed to a tenth towards one
+// side, a glow over them) is measured with each filter on as without: the
+// filters change the images, not the displacement.
+START_TEST (a_shift_under_uneven_light_is_measured_with_each_filter)
+{
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:3.3,-1.7", 512, &flow, &a, &b);
+    piv_image_t *frames[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        float *p = piv_image_data (frames[i]);
+        for (int y = 0; y < 512; y++)
+            for (int x = 0; x < 512; x++)
+                p[y * 512 + x] = p[y * 512 + x] * (0.1f + 0.9f * x / 511) + 40 + y / 8.0f;
+    }
+    static const char *const texts[] = {"", "cap=2", "highpass=4", "lcn=32",
+                                        "cap=2 highpass=4 lcn=32 prefilter=0.5"};
+    for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+        piv_settings_t s;
+        char err[256];
+        ck_assert (piv_settings_parse (texts[t], &s, err, sizeof err) == 0);
+        ck_assert (piv_settings_set_passes (&s, "64,32", err, sizeof err) == 0);
+        piv_t *piv = piv_new (&s, err, sizeof err);
+        ck_assert_msg (piv != NULL, "%s", err);
+        piv_field_t *field = piv_process (piv, a, b, err, sizeof err);
+        ck_assert_msg (field != NULL, "%s", err);
+        piv_score_t score;
+        ck_assert_int_eq (piv_score (field, &flow, PIV_FLAG_REPLACED, 0, 512, 512, &score), 0);
+        double rms = s_rms_per_component (&score);
+        ck_assert_msg (rms < 0.05 && fabs (score.bias_u) < 0.01 && fabs (score.bias_v) < 0.01,
+                       "'%s': rms %.4f, bias (%+.4f, %+.4f) px", texts[t], rms, score.bias_u,
+                       score.bias_v);
+        piv_field_destroy (&field);
+        piv_destroy (&piv);
+    }
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+// The sliding background: the minimum or the mean of the last N frames
+// fed, the oldest leaving; subtracted and clamped at 0; a frame of another
+// size refused naming both sizes.
+START_TEST (a_sliding_background_keeps_the_minimum_or_mean_of_the_last_frames)
+{
+    char err[256];
+    piv_background_t *bmin = piv_background_new (PIV_BACKGROUND_MIN, 3, 4, 2, err, sizeof err);
+    piv_background_t *bmean = piv_background_new (PIV_BACKGROUND_MEAN, 3, 4, 2, err, sizeof err);
+    ck_assert_msg (bmin && bmean, "%s", err);
+    piv_image_t *probe = s_flat (4, 2, 100);
+    ck_assert_int_eq (piv_background_subtract (bmin, probe, err, sizeof err), -1);
+    ck_assert_str_eq (err, "no frame in the background yet");
+    static const float levels[] = {10, 40, 20, 70};
+    static const float mins[] = {10, 10, 10, 20}, means[] = {10, 25, 70 / 3.0f, 130 / 3.0f};
+    for (int i = 0; i < 4; i++) {
+        piv_image_t *frame = s_flat (4, 2, levels[i]);
+        ck_assert (piv_background_feed (bmin, frame, err, sizeof err) == 0);
+        ck_assert (piv_background_feed (bmean, frame, err, sizeof err) == 0);
+        piv_image_destroy (&frame);
+        ck_assert_int_eq (piv_background_count (bmin), i < 3 ? i + 1 : 3);
+        piv_image_t *x = s_flat (4, 2, 100), *y = s_flat (4, 2, 100);
+        ck_assert (piv_background_subtract (bmin, x, err, sizeof err) == 0);
+        ck_assert (piv_background_subtract (bmean, y, err, sizeof err) == 0);
+        ck_assert_msg (piv_image_data (x)[5] == 100 - mins[i], "min %d: %g", i,
+                       piv_image_data (x)[5]);
+        ck_assert_msg (fabsf (piv_image_data (y)[5] - (100 - means[i])) < 1e-4f, "mean %d: %g", i,
+                       piv_image_data (y)[5]);
+        piv_image_destroy (&x);
+        piv_image_destroy (&y);
+    }
+    piv_image_t *dark = s_flat (4, 2, 5);
+    ck_assert (piv_background_subtract (bmin, dark, err, sizeof err) == 0);
+    ck_assert (piv_image_data (dark)[0] == 0);
+    piv_image_t *other = s_flat (5, 2, 5);
+    ck_assert_int_eq (piv_background_feed (bmin, other, err, sizeof err), -1);
+    ck_assert_str_eq (err, "frame of 5x2 does not fit a background of 4x2");
+    piv_image_destroy (&dark);
+    piv_image_destroy (&other);
+    piv_image_destroy (&probe);
+    piv_background_destroy (&bmin);
+    piv_background_destroy (&bmean);
+}
+END_TEST
+
+// The filters raise a dark, empty region's noise towards the particles'
+// contrast; the test of windows without signal reads the frames as
+// recorded, so 2image's dark body stays without signal with each.
+START_TEST (a_dark_body_keeps_its_no_signal_flags_with_each_filter)
+{
+    static const char *const texts[] = {"cap=1", "highpass=4", "lcn=32", "cap=2 lcn=16"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        s_check_dark_body (texts[i]);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1831,6 +2104,13 @@ s_suite (void)
     tcase_set_timeout (issue25, 120);
     tcase_add_test (issue25, windows_of_24_and_48_px_measure_a_shift_as_well_as_32_px_windows);
     tcase_add_test (issue25, odd_and_small_window_sizes_are_refused_naming_the_passes_key);
+    tcase_add_test (issue25, the_preprocessing_keys_read_back_and_bad_values_are_refused);
+    tcase_add_test (issue25, intensity_capping_clips_bright_spots_at_the_median_plus_n_sigma);
+    tcase_add_test (issue25, the_high_pass_removes_a_smooth_glow_and_keeps_a_particle);
+    tcase_add_test (issue25, local_contrast_normalisation_evens_out_a_dim_and_a_bright_half);
+    tcase_add_test (issue25, a_shift_under_uneven_light_is_measured_with_each_filter);
+    tcase_add_test (issue25, a_sliding_background_keeps_the_minimum_or_mean_of_the_last_frames);
+    tcase_add_test (issue25, a_dark_body_keeps_its_no_signal_flags_with_each_filter);
     suite_add_tcase (suite, issue25);
     return suite;
 }

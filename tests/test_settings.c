@@ -383,6 +383,33 @@ s_load (const char *text, config_t *cfg, char *err, size_t errlen)
 
 // Every key the engine parses is a key of [piv] (piv/threshold was
 // refused), checked by the engine's rules: a bad value or an unknown key
+
+// Preprocessing and the background are an experiment's settings like any
+// other: set with 'pivctl piv', carried by its tasks, applied by the agent
+// and said in each result file's header.
+START_TEST (an_experiments_preprocessing_and_background_reach_its_agent_and_results)
+{
+    tu_farm_render (&s_farm, 4, "v");
+    tu_farm_start_broker (&s_farm);
+    s_refused ("background", "piv", "exp1", "background=median:3", NULL);
+    jdoc_t *doc = s_ask ("piv", "exp1", "background=min:3", "cap=2", "lcn=16", NULL);
+    ck_assert_msg (strstr (jdoc_string (doc, "$.settings"), "background=min:3")
+                       && strstr (jdoc_string (doc, "$.settings"), "cap=2")
+                       && strstr (jdoc_string (doc, "$.settings"), "lcn=16"),
+                   "%s", jdoc_string (doc, "$.settings"));
+    jdoc_destroy (&doc);
+    s_start_watcher_and_agent ();
+    tu_farm_land (&s_farm, "v", 1, 4, 0);
+    ck_assert_int_eq (s_wait_done ("exp1", 4, 60), 4);
+    char *head = tu_slurp (tu_path (s_farm.dir, "results/exp1/v_0004.txt"), NULL);
+    ck_assert_msg (head && strstr (head, "background min:3 of experiment 'exp1' over ")
+                       && strstr (head, "cap=2") && strstr (head, "lcn=16"),
+                   "%s", head ? head : "(no result file)");
+    free (head);
+    ck_assert_int_eq (s_results_not ("exp1", "%background=min:3%"), 0);
+}
+END_TEST
+
 // refused naming it; the settings tasks carry hold them.
 START_TEST (the_piv_section_takes_exactly_the_keys_the_engine_parses)
 {
@@ -420,6 +447,7 @@ main (void)
     tcase_add_test (farm, two_experiments_run_at_once_with_their_own_settings_and_pairing_rules);
     tcase_add_test (farm, frames_a_rule_refused_pair_under_the_rule_set_later_and_replays_keep_it);
     tcase_add_test (farm, a_pair_out_at_a_change_keeps_the_settings_it_was_sent_with);
+    tcase_add_test (farm, an_experiments_preprocessing_and_background_reach_its_agent_and_results);
     suite_add_tcase (suite, farm);
     TCase *config = tcase_create ("config");
     tcase_add_checked_fixture (config, s_setup, s_teardown);
