@@ -506,8 +506,8 @@ dash_maps_html (const dash_t *dash, FILE *out)
         char lo[64], hi[64];
         double mag = fmax (fabs (page->vorticity_min), fabs (page->vorticity_max));
         fprintf (out,
-                 "<div class=\"note\">Range %s to %s; grey: no value (an invalid "
-                 "vector within the stencil, or the edge).</div>",
+                 "<div class=\"note\">Range %s to %s; grey: no value (no valid "
+                 "vector to take a difference with along x or y).</div>",
                  dash_si (page->vorticity_min, mag, mag / 1000, m.unit, lo, sizeof lo),
                  dash_si (page->vorticity_max, mag, mag / 1000, m.unit, hi, sizeof hi));
     }
