@@ -6,7 +6,7 @@ set -eu
 PACKAGES="build-essential pkg-config libfftw3-dev libtiff-dev check libsubunit-dev
 libczmq-dev libzmq3-dev libsodium-dev libjansson-dev libsqlite3-dev lighttpd chromium
 slurmctld slurmd slurm-client munge iproute2 libsystemd-dev help2man prometheus dbus polkitd
-libhdf5-dev hdf5-tools python3-h5py python3-numpy python3-vtk9"
+libhdf5-dev hdf5-tools python3-h5py python3-numpy python3-vtk9 libgsl-dev libxml2-dev"
 
 missing=""
 for p in $PACKAGES; do

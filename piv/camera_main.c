@@ -1,0 +1,229 @@
+// camera_main.c — pivfarm-calib: a stereo rig's cameras from calibration
+// points, each fitted with both models and the better kept by evidence.
+// Exit status: 0 done, 1 a points file or the calibration file could not be
+// read, fitted or written, 2 bad usage (doc/conventions.md).
+
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "piv/camera.h"
+#include "piv/cameras.h"
+#include "piv/points.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CAMERAS 16
+#define MAX_FILES 256
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: pivfarm-calib [--camera N] --points FILE [--points FILE ...]\n"
+             "                     [--camera M --points FILE ...] [-o CALIB]\n"
+             "  -c, --camera N        the points files that follow are camera N's (0 to 999;\n"
+             "                        default 1)\n"
+             "  -p, --points FILE     calibration points: lines 'X Y Z col row' (world mm,\n"
+             "                        image px, pixel centres at integers; '#' comments) or\n"
+             "                        the XML of UVMAT/fluidimage (<PointCoord>, <CoordUnit>);\n"
+             "                        one file per target plane or all planes in one\n"
+             "  -m, --model MODEL     auto (default: the lower held-out RMS), soloff (19-term\n"
+             "                        polynomial) or pinhole (DLT with radial distortion)\n"
+             "  -o, --output CALIB    write the camera calibration file here\n"
+             "  -h, --help            this text\n"
+             "  -V, --version         the version\n"
+             "Prints for each camera and model the reprojection RMS and maximum (px) over\n"
+             "the points, and over each Z plane predicted by a fit on the other planes.\n"
+             "exit status: 0 done; 1 a file could not be read, fitted or written; 2 bad usage\n");
+}
+
+typedef struct {
+    int id;                         // the camera's number
+    const char *files[MAX_FILES];   // its points files
+    int nfiles;
+} s_camera_arg_t;
+
+typedef struct {
+    s_camera_arg_t cams[MAX_CAMERAS];   // in the order given
+    int ncams;
+    int automatic;                      // choose the model by evidence
+    piv_camera_model_t model;           // else this one
+    const char *output;                 // the calibration file, or NULL
+} s_opts_t;
+
+static const struct option s_options[] = {
+    {"camera", required_argument, NULL, 'c'},
+    {"points", required_argument, NULL, 'p'},
+    {"model", required_argument, NULL, 'm'},
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+// The camera numbered id, added if new (NULL: too many).
+static s_camera_arg_t *
+s_camera (s_opts_t *o, int id)
+{
+    for (int i = 0; i < o->ncams; i++)
+        if (o->cams[i].id == id)
+            return &o->cams[i];
+    if (o->ncams == MAX_CAMERAS)
+        return NULL;
+    s_camera_arg_t *c = &o->cams[o->ncams++];
+    c->id = id;
+    c->nfiles = 0;
+    return c;
+}
+
+// -1 to go on, or the exit code.
+static int
+s_parse_args (int argc, char **argv, s_opts_t *o)
+{
+    int opt, current = 1;
+    opterr = 0;  // our own messages (cli_usage_error)
+    while ((opt = getopt_long (argc, argv, ":c:p:m:o:hV", s_options, NULL)) != -1) {
+        switch (opt) {
+        case 'c': {
+            char *end;
+            errno = 0;
+            long n = strtol (optarg, &end, 10);
+            if (errno || end == optarg || *end || n < 0 || n > 999)
+                return cli_usage_error ("bad --camera '%s': expected a number from 0 to 999",
+                                        optarg);
+            current = (int) n;
+            break;
+        }
+        case 'p': {
+            s_camera_arg_t *c = s_camera (o, current);
+            if (!c)
+                return cli_usage_error ("too many cameras: at most %d", MAX_CAMERAS);
+            if (c->nfiles == MAX_FILES)
+                return cli_usage_error ("too many --points for camera %d: at most %d", current,
+                                        MAX_FILES);
+            c->files[c->nfiles++] = optarg;
+            break;
+        }
+        case 'm':
+            if (strcmp (optarg, "auto") == 0)
+                o->automatic = 1;
+            else if (piv_camera_model_parse (optarg, &o->model) == 0)
+                o->automatic = 0;
+            else
+                return cli_usage_error ("bad --model '%s': expected auto, soloff or pinhole",
+                                        optarg);
+            break;
+        case 'o':
+            o->output = optarg;
+            break;
+        case 'h':
+            s_usage (stdout);
+            return 0;
+        case 'V':
+            printf ("pivfarm-calib %s\n", PIVFARM_VERSION);
+            return 0;
+        default:
+            return cli_bad_option (opt, argv);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error ("unexpected argument '%s': points files come with --points",
+                                argv[optind]);
+    if (o->ncams == 0)
+        return cli_usage_error ("no --points: expected at least one points file");
+    return -1;
+}
+
+static void
+s_print_fit (const piv_camera_t *cam, const char *note)
+{
+    piv_camera_info_t i;
+    piv_camera_info (cam, &i);
+    printf ("  %-8s %9.4f %9.4f", piv_camera_model_name (i.model), i.rms, i.max);
+    if (isfinite (i.heldout_rms))
+        printf (" %13.4f %13.4f", i.heldout_rms, i.heldout_max);
+    else
+        printf (" %13s %13s", "-", "-");
+    printf ("%s%s\n", note[0] ? "  " : "", note);
+}
+
+// Reads camera c's points, fits, prints its figures; the chosen camera, or
+// NULL (logged).
+static piv_camera_t *
+s_calibrate (const s_opts_t *o, const s_camera_arg_t *c)
+{
+    char err[1024];
+    piv_points_t pts;
+    piv_points_init (&pts);
+    for (int f = 0; f < c->nfiles; f++)
+        if (piv_points_read (&pts, c->files[f], err, sizeof err)) {
+            log_error ("%s", err);
+            piv_points_release (&pts);
+            return NULL;
+        }
+    piv_camera_t *chosen = NULL, *other = NULL;
+    if (o->automatic)
+        chosen = piv_camera_choose (pts.p, pts.n, &other, err, sizeof err);
+    else
+        chosen = piv_camera_fit (o->model, pts.p, pts.n, err, sizeof err);
+    if (!chosen) {
+        log_error ("camera %d ('%s'%s): %s", c->id, c->files[0], c->nfiles > 1 ? " ..." : "",
+                   err);
+        piv_points_release (&pts);
+        return NULL;
+    }
+    piv_camera_set_id (chosen, c->id);
+    piv_camera_info_t i;
+    piv_camera_info (chosen, &i);
+    printf ("camera %d: %zu points on %d planes, X %g..%g Y %g..%g Z %g..%g mm\n", c->id, i.points,
+            i.planes, i.bounds[0], i.bounds[1], i.bounds[2], i.bounds[3], i.bounds[4],
+            i.bounds[5]);
+    printf ("  %-8s %9s %9s %13s %13s\n", "model", "rms px", "max px", "held-out rms",
+            "held-out max");
+    s_print_fit (chosen, "chosen");
+    if (other)
+        s_print_fit (other, "");
+    piv_camera_destroy (&other);
+    piv_points_release (&pts);
+    return chosen;
+}
+
+int
+main (int argc, char **argv)
+{
+    log_open ("pivfarm-calib", 0);
+    cli_set_program ("pivfarm-calib");
+    static s_opts_t o = {.automatic = 1};
+    int code = s_parse_args (argc, argv, &o);
+    if (code >= 0)
+        return code;
+    char err[1024];
+    int rc = CLI_EXIT_FAILED;
+    piv_cameras_t *rig = piv_cameras_new ();
+    if (!rig) {
+        log_error ("out of memory");
+        return rc;
+    }
+    for (int k = 0; k < o.ncams; k++) {
+        piv_camera_t *cam = s_calibrate (&o, &o.cams[k]);
+        if (!cam || piv_cameras_add (rig, &cam, err, sizeof err))
+            goto done;
+    }
+    if (o.output) {
+        if (piv_cameras_save (rig, o.output, err, sizeof err)) {
+            log_error ("%s", err);
+            goto done;
+        }
+        printf ("wrote '%s'\n", o.output);
+    }
+    rc = CLI_EXIT_OK;
+done:
+    fflush (stdout);
+    piv_cameras_destroy (&rig);
+    return rc;
+}
