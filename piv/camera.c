@@ -35,6 +35,12 @@ cam_seterr (char *err, size_t errlen, const char *fmt, ...)
 }
 
 const char *
+cam_strerror (int errnum, char *buf, size_t len)
+{
+    return strerror_r (errnum, buf, len);
+}
+
+const char *
 piv_camera_model_name (piv_camera_model_t model)
 {
     return model == PIV_CAMERA_PINHOLE ? "pinhole" : "soloff";

@@ -85,7 +85,7 @@ s_camera (s_opts_t *o, int id)
 static int
 s_parse_args (int argc, char **argv, s_opts_t *o)
 {
-    int opt, current = 1;
+    int opt, current = 1, pending = 0;  // pending: a --camera still without --points
     opterr = 0;  // our own messages (cli_usage_error)
     while ((opt = getopt_long (argc, argv, ":c:p:m:o:hV", s_options, NULL)) != -1) {
         switch (opt) {
@@ -96,7 +96,10 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
             if (errno || end == optarg || *end || n < 0 || n > 999)
                 return cli_usage_error ("bad --camera '%s': expected a number from 0 to 999",
                                         optarg);
+            if (pending)
+                return cli_usage_error ("--camera %d has no --points", current);
             current = (int) n;
+            pending = 1;
             break;
         }
         case 'p': {
@@ -107,6 +110,7 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
                 return cli_usage_error ("too many --points for camera %d: at most %d", current,
                                         MAX_FILES);
             c->files[c->nfiles++] = optarg;
+            pending = 0;
             break;
         }
         case 'm':
@@ -134,6 +138,8 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
     if (optind < argc)
         return cli_usage_error ("unexpected argument '%s': points files come with --points",
                                 argv[optind]);
+    if (pending)
+        return cli_usage_error ("--camera %d has no --points", current);
     if (o->ncams == 0)
         return cli_usage_error ("no --points: expected at least one points file");
     return -1;

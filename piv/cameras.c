@@ -123,6 +123,7 @@ piv_cameras_format (const piv_cameras_t *self)
 int
 piv_cameras_save (const piv_cameras_t *self, const char *path, char *err, size_t errlen)
 {
+    char ebuf[128];
     char *text = piv_cameras_format (self);
     size_t tmplen = strlen (path) + sizeof ".tmp-XXXXXX";
     char *tmp = malloc (tmplen);
@@ -157,7 +158,8 @@ piv_cameras_save (const piv_cameras_t *self, const char *path, char *err, size_t
             unlink (tmp);
     }
     if (error)
-        cam_seterr (err, errlen, "cannot write '%s': %s", path, strerror (error));
+        cam_seterr (err, errlen, "cannot write '%s': %s", path,
+                   cam_strerror (error, ebuf, sizeof ebuf));
     free (text);
     free (tmp);
     return error ? -1 : 0;
@@ -353,9 +355,11 @@ s_line (s_reader_t *r, char *line, int *stage, s_block_t *block, int *in_block,
 piv_cameras_t *
 piv_cameras_load (const char *path, char *err, size_t errlen)
 {
+    char ebuf[128];
     FILE *f = fopen (path, "r");
     if (!f) {
-        cam_seterr (err, errlen, "cannot open '%s': %s", path, strerror (errno));
+        cam_seterr (err, errlen, "cannot open '%s': %s", path,
+                   cam_strerror (errno, ebuf, sizeof ebuf));
         return NULL;
     }
     piv_cameras_t *self = piv_cameras_new ();
@@ -376,7 +380,8 @@ piv_cameras_load (const char *path, char *err, size_t errlen)
         rc = s_line (&r, s, &stage, block, &in_block, self);
     }
     if (rc == 0 && ferror (f)) {
-        cam_seterr (err, errlen, "cannot read '%s': %s", path, strerror (errno));
+        cam_seterr (err, errlen, "cannot read '%s': %s", path,
+                   cam_strerror (errno, ebuf, sizeof ebuf));
         rc = -1;
     }
     if (rc == 0 && (stage < 2 || in_block || self->n == 0)) {

@@ -92,6 +92,7 @@ s_bad_point (const char *path, long line, const char *text, char *err, size_t er
 static int
 s_read_plain (piv_points_t *pts, FILE *f, const char *path, char *err, size_t errlen)
 {
+    char ebuf[128];
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
@@ -118,7 +119,8 @@ s_read_plain (piv_points_t *pts, FILE *f, const char *path, char *err, size_t er
         }
     }
     if (rc == 0 && ferror (f)) {
-        cam_seterr (err, errlen, "cannot read '%s': %s", path, strerror (errno));
+        cam_seterr (err, errlen, "cannot read '%s': %s", path,
+                   cam_strerror (errno, ebuf, sizeof ebuf));
         rc = -1;
     }
     free (line);
@@ -213,9 +215,11 @@ s_read_xml (piv_points_t *pts, const char *path, char *err, size_t errlen)
 int
 piv_points_read (piv_points_t *pts, const char *path, char *err, size_t errlen)
 {
+    char ebuf[128];
     FILE *f = fopen (path, "r");
     if (!f) {
-        cam_seterr (err, errlen, "cannot open '%s': %s", path, strerror (errno));
+        cam_seterr (err, errlen, "cannot open '%s': %s", path,
+                   cam_strerror (errno, ebuf, sizeof ebuf));
         return -1;
     }
     int c;

@@ -480,6 +480,9 @@ START_TEST (pivfarm_calib_prints_both_models_and_writes_the_chosen_one)
     const char *model[] = {"--model", "affine", "--points", s_case_e (1, 0), NULL};
     ck_assert_int_eq (s_calib (model), 2);
     ck_assert (strstr (s_out, "bad --model 'affine'"));
+    const char *lonely[] = {"--points", s_case_e (1, 0), "--camera", "3", NULL};
+    ck_assert_int_eq (s_calib (lonely), 2);
+    ck_assert_msg (strstr (s_out, "--camera 3 has no --points"), "%s", s_out);
 }
 END_TEST
 
