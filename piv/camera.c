@@ -480,11 +480,13 @@ piv_camera_t *
 piv_camera_choose (const piv_point_t *pts, size_t n, piv_camera_t **other_p, char *err,
                    size_t errlen)
 {
-    char err2[512];
-    piv_camera_t *soloff = piv_camera_fit (PIV_CAMERA_SOLOFF, pts, n, err, errlen);
+    char err1[512], err2[512];
+    piv_camera_t *soloff = piv_camera_fit (PIV_CAMERA_SOLOFF, pts, n, err1, sizeof err1);
     piv_camera_t *pinhole = piv_camera_fit (PIV_CAMERA_PINHOLE, pts, n, err2, sizeof err2);
-    if (!soloff && !pinhole)
+    if (!soloff && !pinhole) {
+        cam_seterr (err, errlen, "%s; %s", err1, err2);
         return NULL;
+    }
     piv_camera_t *best = soloff, *other = pinhole;
     if (!soloff || (pinhole && s_better (&pinhole->info, &soloff->info))) {
         best = pinhole;

@@ -155,20 +155,26 @@ START_TEST (a_world_point_goes_to_the_image_and_back_at_z_0)
             ck_assert_msg (c, "%s", err);
             piv_camera_info_t info;
             piv_camera_info (c, &info);
-            double worst = 0;
+            double worst = 0, z = 0;
             for (int i = 0; i <= 10; i++)
                 for (int j = 0; j <= 10; j++) {
                     double x = info.bounds[0] + (info.bounds[1] - info.bounds[0]) * i / 10.0;
                     double y = info.bounds[2] + (info.bounds[3] - info.bounds[2]) * j / 10.0;
                     double col, row, bx, by;
-                    ck_assert (piv_camera_project (c, x, y, 0, &col, &row) == 0);
-                    ck_assert_msg (piv_camera_unproject (c, col, row, 0, &bx, &by) == 0,
+                    ck_assert (piv_camera_project (c, x, y, z, &col, &row) == 0);
+                    ck_assert_msg (piv_camera_unproject (c, col, row, z, &bx, &by) == 0,
                                    "camera %d %s: (%g, %g) px did not come back", cam,
                                    piv_camera_model_name (info.model), col, row);
                     worst = fmax (worst, hypot (bx - x, by - y));
                 }
             ck_assert_msg (worst <= 1e-6, "camera %d %s: round trip off by %g mm", cam,
                            piv_camera_model_name (info.model), worst);
+            // Off the plane Z = 0 too, where a stereo rig's light sheet may be.
+            z = 2.5;
+            double col, row, bx, by;
+            ck_assert (piv_camera_project (c, 31, -7, z, &col, &row) == 0);
+            ck_assert (piv_camera_unproject (c, col, row, z, &bx, &by) == 0);
+            ck_assert_msg (hypot (bx - 31, by + 7) <= 1e-6, "Z = 2.5: (%g, %g)", bx, by);
             piv_camera_destroy (&c);
         }
         piv_points_release (&pts);
@@ -473,6 +479,13 @@ START_TEST (pivfarm_calib_prints_both_models_and_writes_the_chosen_one)
                             NULL};
     rc = s_calib (soloff);
     ck_assert_msg (rc == 1 && strstr (s_out, "camera 3") && strstr (s_out, "at least 19"),
+                   "exit %d:\n%s", rc, s_out);
+    // Too few points for either model: both said.
+    tu_spit (s_p ("few.txt"), "0 0 0 1 1\n1 0 1 2 1\n", 20);
+    const char *few[] = {"--points", s_p ("few.txt"), NULL};
+    rc = s_calib (few);
+    ck_assert_msg (rc == 1 && strstr (s_out, "soloff model to 2 points: at least 19") &&
+                       strstr (s_out, "pinhole model to 2 points: at least 6"),
                    "exit %d:\n%s", rc, s_out);
     // Bad usage: exit 2.
     const char *none[] = {"-o", s_p ("x.cal"), NULL};
