@@ -8,6 +8,8 @@
 #include "common/version.h"
 #include "piv/camera.h"
 #include "piv/cameras.h"
+#include "piv/dots.h"
+#include "piv/image.h"
 #include "piv/points.h"
 
 #include <errno.h>
@@ -32,6 +34,11 @@ s_usage (FILE *out)
              "                        image px, pixel centres at integers; '#' comments) or\n"
              "                        the XML of UVMAT/fluidimage (<PointCoord>, <CoordUnit>);\n"
              "                        one file per target plane or all planes in one\n"
+             "  -i, --image Z:FILE    a target image (TIFF) at the plane Z (mm): its dots found,\n"
+             "                        indexed from the square and the triangle, and used as\n"
+             "                        points (doc/stereo.md); needs --spacing\n"
+             "  -s, --spacing MM      the target's lattice unit: from the origin dot to the\n"
+             "                        square (case E: 7.5)\n"
              "  -m, --model MODEL     auto (default: the lower held-out RMS), soloff (19-term\n"
              "                        polynomial) or pinhole (DLT with radial distortion)\n"
              "  -o, --output CALIB    write the camera calibration file here\n"
@@ -42,10 +49,17 @@ s_usage (FILE *out)
              "exit status: 0 done; 1 a file could not be read, fitted or written; 2 bad usage\n");
 }
 
+// One --points file or --image.
+typedef struct {
+    const char *path;   // the file
+    int image;          // 1: a target image (--image), 0: points (--points)
+    double z;           // an image's plane, mm
+} s_source_t;
+
 typedef struct {
     int id;                         // the camera's number
-    const char *files[MAX_FILES];   // its points files
-    int nfiles;
+    s_source_t src[MAX_FILES];      // its points files and images, in the order given
+    int n;
 } s_camera_arg_t;
 
 typedef struct {
@@ -54,12 +68,15 @@ typedef struct {
     int automatic;                      // choose the model by evidence
     piv_camera_model_t model;           // else this one
     const char *output;                 // the calibration file, or NULL
+    double spacing;                     // mm, the target's lattice unit (0: not given)
 } s_opts_t;
 
 static const struct option s_options[] = {
     {"camera", required_argument, NULL, 'c'},
     {"points", required_argument, NULL, 'p'},
     {"model", required_argument, NULL, 'm'},
+    {"image", required_argument, NULL, 'i'},
+    {"spacing", required_argument, NULL, 's'},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -77,17 +94,31 @@ s_camera (s_opts_t *o, int id)
         return NULL;
     s_camera_arg_t *c = &o->cams[o->ncams++];
     c->id = id;
-    c->nfiles = 0;
+    c->n = 0;
     return c;
+}
+
+// Adds a source to the current camera: -1 to go on, or the exit code.
+static int
+s_add_source (s_opts_t *o, int current, const char *path, int image, double z)
+{
+    s_camera_arg_t *c = s_camera (o, current);
+    if (!c)
+        return cli_usage_error ("too many cameras: at most %d", MAX_CAMERAS);
+    if (c->n == MAX_FILES)
+        return cli_usage_error ("too many --points and --image for camera %d: at most %d",
+                                current, MAX_FILES);
+    c->src[c->n++] = (s_source_t) {path, image, z};
+    return -1;
 }
 
 // -1 to go on, or the exit code.
 static int
 s_parse_args (int argc, char **argv, s_opts_t *o)
 {
-    int opt, current = 1, pending = 0;  // pending: a --camera still without --points
+    int opt, code, current = 1, pending = 0;  // pending: a --camera still without --points
     opterr = 0;  // our own messages (cli_usage_error)
-    while ((opt = getopt_long (argc, argv, ":c:p:m:o:hV", s_options, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, ":c:p:m:i:s:o:hV", s_options, NULL)) != -1) {
         switch (opt) {
         case 'c': {
             char *end;
@@ -97,20 +128,34 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
                 return cli_usage_error ("bad --camera '%s': expected a number from 0 to 999",
                                         optarg);
             if (pending)
-                return cli_usage_error ("--camera %d has no --points", current);
+                return cli_usage_error ("--camera %d has no --points or --image", current);
             current = (int) n;
             pending = 1;
             break;
         }
-        case 'p': {
-            s_camera_arg_t *c = s_camera (o, current);
-            if (!c)
-                return cli_usage_error ("too many cameras: at most %d", MAX_CAMERAS);
-            if (c->nfiles == MAX_FILES)
-                return cli_usage_error ("too many --points for camera %d: at most %d", current,
-                                        MAX_FILES);
-            c->files[c->nfiles++] = optarg;
+        case 'p':
+            if ((code = s_add_source (o, current, optarg, 0, 0)) >= 0)
+                return code;
             pending = 0;
+            break;
+        case 'i': {
+            char *end;
+            errno = 0;
+            double z = strtod (optarg, &end);
+            if (errno || end == optarg || *end != ':' || !end[1] || !isfinite (z))
+                return cli_usage_error ("bad --image '%s': expected Z:FILE, the plane in mm then "
+                                        "the TIFF file", optarg);
+            if ((code = s_add_source (o, current, end + 1, 1, z)) >= 0)
+                return code;
+            pending = 0;
+            break;
+        }
+        case 's': {
+            char *end;
+            errno = 0;
+            o->spacing = strtod (optarg, &end);
+            if (errno || end == optarg || *end || !(o->spacing > 0) || !isfinite (o->spacing))
+                return cli_usage_error ("bad --spacing '%s': expected a length in mm > 0", optarg);
             break;
         }
         case 'm':
@@ -139,9 +184,13 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
         return cli_usage_error ("unexpected argument '%s': points files come with --points",
                                 argv[optind]);
     if (pending)
-        return cli_usage_error ("--camera %d has no --points", current);
+        return cli_usage_error ("--camera %d has no --points or --image", current);
     if (o->ncams == 0)
         return cli_usage_error ("no --points: expected at least one points file");
+    for (int k = 0; k < o->ncams; k++)
+        for (int f = 0; f < o->cams[k].n; f++)
+            if (o->cams[k].src[f].image && !(o->spacing > 0))
+                return cli_usage_error ("--image needs --spacing, the target's lattice unit");
     return -1;
 }
 
@@ -158,6 +207,43 @@ s_print_fit (const piv_camera_t *cam, const char *note)
     printf ("%s%s\n", note[0] ? "  " : "", note);
 }
 
+// Finds and indexes the dots of one target image at the plane z and adds
+// them to pts as points (X = i S, Y = j S). 0, or -1 (logged).
+static int
+s_image_points (const s_opts_t *o, const char *path, double z, piv_points_t *pts)
+{
+    char err[1024];
+    piv_dot_t *dots = NULL;
+    size_t n = 0;
+    int indexed = -1;
+    piv_image_t *img = piv_image_load (path, 0, PIV_MAX_PIXELS_DEFAULT, err, sizeof err);
+    if (img && piv_dots_find (img, &dots, &n, err, sizeof err) == 0)
+        indexed = piv_dots_index (dots, n, err, sizeof err);
+    piv_image_destroy (&img);
+    if (indexed < 0) {
+        log_error ("cannot use the target image '%s': %s", path, err);
+        free (dots);
+        return -1;
+    }
+    printf ("'%s' (Z %g mm): %zu blobs, %d dots indexed\n", path, z, n, indexed);
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        // The sites with i and j odd are the target's second level, at a
+        // depth that is not known here: the first level's dots alone.
+        if (dots[k].kind != PIV_DOT || dots[k].i == PIV_DOT_UNINDEXED || dots[k].i % 2 ||
+            dots[k].j % 2)
+            continue;
+        piv_point_t pt = {dots[k].i * o->spacing, dots[k].j * o->spacing, z, dots[k].col,
+                          dots[k].row, 0};
+        if (piv_points_add (pts, &pt)) {
+            log_error ("cannot use the target image '%s': out of memory", path);
+            rc = -1;
+        }
+    }
+    free (dots);
+    return rc;
+}
+
 // Reads camera c's points, fits, prints its figures; the chosen camera, or
 // NULL (logged).
 static piv_camera_t *
@@ -166,20 +252,24 @@ s_calibrate (const s_opts_t *o, const s_camera_arg_t *c)
     char err[1024];
     piv_points_t pts;
     piv_points_init (&pts);
-    for (int f = 0; f < c->nfiles; f++)
-        if (piv_points_read (&pts, c->files[f], err, sizeof err)) {
-            log_error ("%s", err);
+    for (int f = 0; f < c->n; f++) {
+        const s_source_t *src = &c->src[f];
+        int rc = src->image ? s_image_points (o, src->path, src->z, &pts)
+                            : piv_points_read (&pts, src->path, err, sizeof err);
+        if (rc) {
+            if (!src->image)
+                log_error ("%s", err);
             piv_points_release (&pts);
             return NULL;
         }
+    }
     piv_camera_t *chosen = NULL, *other = NULL;
     if (o->automatic)
         chosen = piv_camera_choose (pts.p, pts.n, &other, err, sizeof err);
     else
         chosen = piv_camera_fit (o->model, pts.p, pts.n, err, sizeof err);
     if (!chosen) {
-        log_error ("camera %d ('%s'%s): %s", c->id, c->files[0], c->nfiles > 1 ? " ..." : "",
-                   err);
+        log_error ("camera %d ('%s'%s): %s", c->id, c->src[0].path, c->n > 1 ? " ..." : "", err);
         piv_points_release (&pts);
         return NULL;
     }

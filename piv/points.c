@@ -27,8 +27,8 @@ piv_points_release (piv_points_t *pts)
     piv_points_init (pts);
 }
 
-static int
-s_push (piv_points_t *pts, const piv_point_t *pt)
+int
+piv_points_add (piv_points_t *pts, const piv_point_t *pt)
 {
     if (pts->n == pts->cap) {
         size_t cap = pts->cap ? 2 * pts->cap : 64;
@@ -112,7 +112,7 @@ s_read_plain (piv_points_t *pts, FILE *f, const char *path, char *err, size_t er
             rc = s_bad_point (path, lineno, s, err, errlen);
         else {
             piv_point_t pt = {v[0], v[1], v[2], v[3], v[4], (int) lineno};
-            if (s_push (pts, &pt)) {
+            if (piv_points_add (pts, &pt)) {
                 cam_seterr (err, errlen, "cannot read '%s': out of memory", path);
                 rc = -1;
             }
@@ -171,7 +171,7 @@ s_walk (s_xml_t *x, xmlNode *node)
             if (bad)
                 return -1;
             piv_point_t pt = {v[0], v[1], v[2], v[3], v[4], (int) line};
-            if (s_push (x->pts, &pt)) {
+            if (piv_points_add (x->pts, &pt)) {
                 cam_seterr (x->err, x->errlen, "cannot read '%s': out of memory", x->path);
                 return -1;
             }

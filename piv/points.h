@@ -20,6 +20,8 @@ typedef struct {
 
 void piv_points_init (piv_points_t *pts);
 void piv_points_release (piv_points_t *pts);
+// Appends one point: 0, or -1 (out of memory).
+int piv_points_add (piv_points_t *pts, const piv_point_t *pt);
 
 // Appends the points of 'path' to pts: XML when the file's first
 // non-blank character is '<', the plain form otherwise. A file with no
