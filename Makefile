@@ -12,10 +12,10 @@ CFLAGS  ?= -O2 -g
 LDFLAGS ?=
 ALL_CFLAGS = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP -I. $(CFLAGS)
 
-# Libraries by layer: piv/ needs FFTW and libtiff; common/ (wire protocol,
+# Libraries by layer: piv/ needs FFTW, libtiff and GSL (the camera fits); common/ (wire protocol,
 # configuration, CURVE, SHA-256, JSON) czmq, libsodium and jansson; store/ SQLite. Programs
 # link what their layers need.
-PIV_PKGS    := fftw3f libtiff-4
+PIV_PKGS    := fftw3f libtiff-4 gsl
 ZMQ_PKGS    := libczmq libzmq jansson
 SODIUM_PKGS := libsodium
 STORE_PKGS  := sqlite3
@@ -28,6 +28,9 @@ SYSTEMD_PKGS := libsystemd
 HDF5_PKGS := hdf5-serial
 # libmatio for the export's .mat writer alone (ctl/mat.c).
 MATIO_PKGS := matio
+# libxml2 for the XML calibration points (piv/points.c), outside libpiv:
+# pivfarm-calib and the suites that read points link it.
+XML_PKGS := libxml-2.0
 
 # Every package, for what compiles the layers together (fuzz/module.mk).
 PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PIV_PKGS) $(ZMQ_PKGS) $(SODIUM_PKGS) $(STORE_PKGS))
@@ -38,6 +41,7 @@ ALL_LIBS    = $(ZMQ_LIBS) $(STORE_LIBS) $(PIV_LIBS)
 SYSTEMD_LIBS = $(shell $(PKG_CONFIG) --libs $(SYSTEMD_PKGS))
 HDF5_LIBS   = $(shell $(PKG_CONFIG) --libs $(HDF5_PKGS)) -lhdf5_hl
 MATIO_LIBS  = $(shell $(PKG_CONFIG) --libs $(MATIO_PKGS))
+XML_LIBS    = $(shell $(PKG_CONFIG) --libs $(XML_PKGS))
 TEST_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS))
 TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
@@ -50,7 +54,7 @@ TEST_LIBS   = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 # compiler with #error, and -Ibuild/deny/PKG comes first for each package
 # the layer may not use. '#include <zmq.h>' in piv/ fails the build.
 KNOWN_PKGS := $(PIV_PKGS) $(ZMQ_PKGS) $(SODIUM_PKGS) $(STORE_PKGS) $(TEST_PKGS) $(SYSTEMD_PKGS) \
-              $(HDF5_PKGS) $(MATIO_PKGS)
+              $(HDF5_PKGS) $(MATIO_PKGS) $(XML_PKGS)
 DENY_fftw3f     := fftw3.h
 DENY_libtiff-4  := tiffio.h tiff.h
 DENY_libczmq    := czmq.h czmq_library.h czmq_prelude.h
@@ -62,6 +66,8 @@ DENY_check      := check.h
 DENY_libsystemd := systemd/sd-daemon.h systemd/sd-journal.h systemd/sd-bus.h
 DENY_hdf5-serial := hdf5.h H5public.h hdf5_hl.h H5DSpublic.h
 DENY_matio      := matio.h matio_pubconf.h
+DENY_gsl        := gsl/gsl_errno.h gsl/gsl_multifit.h gsl/gsl_multifit_nlinear.h
+DENY_libxml-2.0 := libxml/parser.h libxml/tree.h
 DENY_STUBS  := $(foreach p,$(KNOWN_PKGS),$(addprefix build/deny/$(p)/,$(DENY_$(p))))
 LAYER_PKGS  :=
 LAYER_CFLAGS = $(foreach p,$(filter-out $(LAYER_PKGS),$(KNOWN_PKGS)),-Ibuild/deny/$(p)) \

@@ -21,3 +21,9 @@ TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
 
 # pivctl's files in physical units (export, stats), read by h5dump, h5py and vtk.
 TESTS += build/tests/test_export
+
+# The cameras of a stereo rig (issue 26): the points reader is outside
+# libpiv (libxml2, piv/module.mk), linked here as pivfarm-calib links it.
+TESTS += build/tests/test_camera
+build/tests/test_camera: build/piv/points.o
+build/tests/test_camera: ALL_LIBS += $(XML_LIBS)

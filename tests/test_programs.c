@@ -900,6 +900,7 @@ START_TEST (every_program_follows_one_command_line_convention)
         {"pivfarm-agent", {"--threads", "abc"}, "--threads 'abc'", {"--id"}, "'--id' needs a value"},
         {"pivfarm-piv", {"--window", "7", "a.tif", "b.tif"}, "--window '7'", {"-w", "8"}, "got 0 files"},
         {"pivfarm-synth", {"--bits", "12"}, "--bits '12'", {"--score", "f.txt"}, "--score needs --truth"},
+        {"pivfarm-calib", {"--camera", "abc", "--points", "p.txt"}, "--camera 'abc'", {"--points"}, "'--points' needs a value"},
         {"pivctl", {"--timeout", "abc", "status"}, "--timeout 'abc'", {"rate"}, "usage: pivctl rate"},
         {"pivfarm.cgi", {"stray"}, "'stray'", {"--help", "more"}, "'--help'"},
     };

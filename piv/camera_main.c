@@ -1,0 +1,325 @@
+// camera_main.c — pivfarm-calib: a stereo rig's cameras from calibration
+// points, each fitted with both models and the better kept by evidence.
+// Exit status: 0 done, 1 a points file or the calibration file could not be
+// read, fitted or written, 2 bad usage (doc/conventions.md).
+
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "piv/camera.h"
+#include "piv/cameras.h"
+#include "piv/dots.h"
+#include "piv/image.h"
+#include "piv/points.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CAMERAS 16
+#define MAX_FILES 256
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: pivfarm-calib [--camera N] --points FILE [--points FILE ...]\n"
+             "                     [--camera M --points FILE ...] [-o CALIB]\n"
+             "  -c, --camera N        the points files that follow are camera N's (0 to 999;\n"
+             "                        default 1)\n"
+             "  -p, --points FILE     calibration points: lines 'X Y Z col row' (world mm,\n"
+             "                        image px, pixel centres at integers; '#' comments) or\n"
+             "                        the XML of UVMAT/fluidimage (<PointCoord>, <CoordUnit>);\n"
+             "                        one file per target plane or all planes in one\n"
+             "  -i, --image Z:FILE    a target image (TIFF) at the plane Z (mm): its dots found,\n"
+             "                        indexed from the square and the triangle, and used as\n"
+             "                        points (doc/stereo.md); needs --spacing\n"
+             "  -s, --spacing MM      the target's lattice unit: from the origin dot to the\n"
+             "                        square (case E: 7.5)\n"
+             "  -m, --model MODEL     auto (default: the lower held-out RMS), soloff (19-term\n"
+             "                        polynomial) or pinhole (DLT with radial distortion)\n"
+             "  -o, --output CALIB    write the camera calibration file here\n"
+             "  -h, --help            this text\n"
+             "  -V, --version         the version\n"
+             "Prints for each camera and model the reprojection RMS and maximum (px) over\n"
+             "the points, and over each Z plane predicted by a fit on the other planes.\n"
+             "exit status: 0 done; 1 a file could not be read, fitted or written; 2 bad usage\n");
+}
+
+// One --points file or --image.
+typedef struct {
+    const char *path;   // the file
+    int image;          // 1: a target image (--image), 0: points (--points)
+    double z;           // an image's plane, mm
+} s_source_t;
+
+typedef struct {
+    int id;                         // the camera's number
+    s_source_t src[MAX_FILES];      // its points files and images, in the order given
+    int n;
+} s_camera_arg_t;
+
+typedef struct {
+    s_camera_arg_t cams[MAX_CAMERAS];   // in the order given
+    int ncams;
+    int automatic;                      // choose the model by evidence
+    piv_camera_model_t model;           // else this one
+    const char *output;                 // the calibration file, or NULL
+    double spacing;                     // mm, the target's lattice unit (0: not given)
+} s_opts_t;
+
+static const struct option s_options[] = {
+    {"camera", required_argument, NULL, 'c'},
+    {"points", required_argument, NULL, 'p'},
+    {"model", required_argument, NULL, 'm'},
+    {"image", required_argument, NULL, 'i'},
+    {"spacing", required_argument, NULL, 's'},
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+// The camera numbered id, added if new (NULL: too many).
+static s_camera_arg_t *
+s_camera (s_opts_t *o, int id)
+{
+    for (int i = 0; i < o->ncams; i++)
+        if (o->cams[i].id == id)
+            return &o->cams[i];
+    if (o->ncams == MAX_CAMERAS)
+        return NULL;
+    s_camera_arg_t *c = &o->cams[o->ncams++];
+    c->id = id;
+    c->n = 0;
+    return c;
+}
+
+// Adds a source to the current camera: -1 to go on, or the exit code.
+static int
+s_add_source (s_opts_t *o, int current, const char *path, int image, double z)
+{
+    s_camera_arg_t *c = s_camera (o, current);
+    if (!c)
+        return cli_usage_error ("too many cameras: at most %d", MAX_CAMERAS);
+    if (c->n == MAX_FILES)
+        return cli_usage_error ("too many --points and --image for camera %d: at most %d",
+                                current, MAX_FILES);
+    c->src[c->n++] = (s_source_t) {path, image, z};
+    return -1;
+}
+
+// -1 to go on, or the exit code.
+static int
+s_parse_args (int argc, char **argv, s_opts_t *o)
+{
+    int opt, code, current = 1, pending = 0;  // pending: a --camera still without --points
+    opterr = 0;  // our own messages (cli_usage_error)
+    while ((opt = getopt_long (argc, argv, ":c:p:m:i:s:o:hV", s_options, NULL)) != -1) {
+        switch (opt) {
+        case 'c': {
+            char *end;
+            errno = 0;
+            long n = strtol (optarg, &end, 10);
+            if (errno || end == optarg || *end || n < 0 || n > 999)
+                return cli_usage_error ("bad --camera '%s': expected a number from 0 to 999",
+                                        optarg);
+            if (pending)
+                return cli_usage_error ("--camera %d has no --points or --image", current);
+            current = (int) n;
+            pending = 1;
+            break;
+        }
+        case 'p':
+            if ((code = s_add_source (o, current, optarg, 0, 0)) >= 0)
+                return code;
+            pending = 0;
+            break;
+        case 'i': {
+            char *end;
+            errno = 0;
+            double z = strtod (optarg, &end);
+            if (errno || end == optarg || *end != ':' || !end[1] || !isfinite (z))
+                return cli_usage_error ("bad --image '%s': expected Z:FILE, the plane in mm then "
+                                        "the TIFF file", optarg);
+            if ((code = s_add_source (o, current, end + 1, 1, z)) >= 0)
+                return code;
+            pending = 0;
+            break;
+        }
+        case 's': {
+            char *end;
+            errno = 0;
+            o->spacing = strtod (optarg, &end);
+            if (errno || end == optarg || *end || !(o->spacing > 0) || !isfinite (o->spacing))
+                return cli_usage_error ("bad --spacing '%s': expected a length in mm > 0", optarg);
+            break;
+        }
+        case 'm':
+            if (strcmp (optarg, "auto") == 0)
+                o->automatic = 1;
+            else if (piv_camera_model_parse (optarg, &o->model) == 0)
+                o->automatic = 0;
+            else
+                return cli_usage_error ("bad --model '%s': expected auto, soloff or pinhole",
+                                        optarg);
+            break;
+        case 'o':
+            o->output = optarg;
+            break;
+        case 'h':
+            s_usage (stdout);
+            return 0;
+        case 'V':
+            printf ("pivfarm-calib %s\n", PIVFARM_VERSION);
+            return 0;
+        default:
+            return cli_bad_option (opt, argv);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error ("unexpected argument '%s': points files come with --points",
+                                argv[optind]);
+    if (pending)
+        return cli_usage_error ("--camera %d has no --points or --image", current);
+    if (o->ncams == 0)
+        return cli_usage_error ("no --points: expected at least one points file");
+    for (int k = 0; k < o->ncams; k++)
+        for (int f = 0; f < o->cams[k].n; f++)
+            if (o->cams[k].src[f].image && !(o->spacing > 0))
+                return cli_usage_error ("--image needs --spacing, the target's lattice unit");
+    return -1;
+}
+
+static void
+s_print_fit (const piv_camera_t *cam, const char *note)
+{
+    piv_camera_info_t i;
+    piv_camera_info (cam, &i);
+    printf ("  %-8s %9.4f %9.4f", piv_camera_model_name (i.model), i.rms, i.max);
+    if (isfinite (i.heldout_rms))
+        printf (" %13.4f %13.4f", i.heldout_rms, i.heldout_max);
+    else
+        printf (" %13s %13s", "-", "-");
+    printf ("%s%s\n", note[0] ? "  " : "", note);
+}
+
+// Finds and indexes the dots of one target image at the plane z and adds
+// them to pts as points (X = i S, Y = j S). 0, or -1 (logged).
+static int
+s_image_points (const s_opts_t *o, const char *path, double z, piv_points_t *pts)
+{
+    char err[1024];
+    piv_dot_t *dots = NULL;
+    size_t n = 0;
+    int indexed = -1;
+    piv_image_t *img = piv_image_load (path, 0, PIV_MAX_PIXELS_DEFAULT, err, sizeof err);
+    if (img && piv_dots_find (img, &dots, &n, err, sizeof err) == 0)
+        indexed = piv_dots_index (dots, n, err, sizeof err);
+    piv_image_destroy (&img);
+    if (indexed < 0) {
+        log_error ("cannot use the target image '%s': %s", path, err);
+        free (dots);
+        return -1;
+    }
+    printf ("'%s' (Z %g mm): %zu blobs, %d dots indexed\n", path, z, n, indexed);
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        // The sites with i and j odd are the target's second level, at a
+        // depth that is not known here: the first level's dots alone.
+        if (dots[k].kind != PIV_DOT || dots[k].i == PIV_DOT_UNINDEXED || dots[k].i % 2 ||
+            dots[k].j % 2)
+            continue;
+        piv_point_t pt = {dots[k].i * o->spacing, dots[k].j * o->spacing, z, dots[k].col,
+                          dots[k].row, 0};
+        if (piv_points_add (pts, &pt)) {
+            log_error ("cannot use the target image '%s': out of memory", path);
+            rc = -1;
+        }
+    }
+    free (dots);
+    return rc;
+}
+
+// Reads camera c's points, fits, prints its figures; the chosen camera, or
+// NULL (logged).
+static piv_camera_t *
+s_calibrate (const s_opts_t *o, const s_camera_arg_t *c)
+{
+    char err[1024];
+    piv_points_t pts;
+    piv_points_init (&pts);
+    for (int f = 0; f < c->n; f++) {
+        const s_source_t *src = &c->src[f];
+        int rc = src->image ? s_image_points (o, src->path, src->z, &pts)
+                            : piv_points_read (&pts, src->path, err, sizeof err);
+        if (rc) {
+            if (!src->image)
+                log_error ("%s", err);
+            piv_points_release (&pts);
+            return NULL;
+        }
+    }
+    piv_camera_t *chosen = NULL, *other = NULL;
+    if (o->automatic)
+        chosen = piv_camera_choose (pts.p, pts.n, &other, err, sizeof err);
+    else
+        chosen = piv_camera_fit (o->model, pts.p, pts.n, err, sizeof err);
+    if (!chosen) {
+        log_error ("camera %d ('%s'%s): %s", c->id, c->src[0].path, c->n > 1 ? " ..." : "", err);
+        piv_points_release (&pts);
+        return NULL;
+    }
+    piv_camera_set_id (chosen, c->id);
+    piv_camera_info_t i;
+    piv_camera_info (chosen, &i);
+    printf ("camera %d: %zu points on %d planes, X %g..%g Y %g..%g Z %g..%g mm\n", c->id, i.points,
+            i.planes, i.bounds[0], i.bounds[1], i.bounds[2], i.bounds[3], i.bounds[4],
+            i.bounds[5]);
+    printf ("  %-8s %9s %9s %13s %13s\n", "model", "rms px", "max px", "held-out rms",
+            "held-out max");
+    s_print_fit (chosen, "chosen");
+    if (other)
+        s_print_fit (other, "");
+    piv_camera_destroy (&other);
+    piv_points_release (&pts);
+    return chosen;
+}
+
+int
+main (int argc, char **argv)
+{
+    log_open ("pivfarm-calib", 0);
+    cli_set_program ("pivfarm-calib");
+    static s_opts_t o = {.automatic = 1};
+    int code = s_parse_args (argc, argv, &o);
+    if (code >= 0)
+        return code;
+    char err[1024];
+    int rc = CLI_EXIT_FAILED;
+    piv_cameras_t *rig = piv_cameras_new ();
+    if (!rig) {
+        log_error ("out of memory");
+        return rc;
+    }
+    for (int k = 0; k < o.ncams; k++) {
+        piv_camera_t *cam = s_calibrate (&o, &o.cams[k]);
+        if (!cam || piv_cameras_add (rig, &cam, err, sizeof err))
+            goto done;
+    }
+    if (o.output) {
+        if (piv_cameras_save (rig, o.output, err, sizeof err)) {
+            log_error ("%s", err);
+            goto done;
+        }
+        printf ("wrote '%s'\n", o.output);
+    }
+    rc = CLI_EXIT_OK;
+done:
+    fflush (stdout);
+    piv_cameras_destroy (&rig);
+    return rc;
+}
