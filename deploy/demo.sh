@@ -205,7 +205,7 @@ measurements() {
         "$(awk -v v="${valid:-nan}" 'BEGIN { if (v == "nan") print "?"; else printf "%.1f %%", 100 * v }')" \
         "$(awk -v v="${conv:-nan}" 'BEGIN { if (v == "nan" || v == "") print "not known yet"; else printf "%.2f %%", 100 * v }')"
     echo "   mean error  $score, against the exact $flow"
-    echo "   statistics  $run/stats.txt (x y u_mean v_mean u_rms v_rms uv_mean count; m, m/s)"
+    echo "   statistics  $run/stats.txt (x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced; m, m/s)"
     if ctl export "$exp" --format hdf5 -o "$run/$exp.h5" --force >"$run/export.log" 2>&1; then
         echo "   hdf5        $run/$exp.h5 (u, v in m/s, vorticity in 1/s, stats/: doc/units-guide.md)"
     else
