@@ -220,6 +220,10 @@ piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int wi
                     piv_cameras_count (rig));
         return NULL;
     }
+    if (width < 1 || height < 1) {
+        cam_seterr (err, errlen, "stereo: bad frame size %dx%d", width, height);
+        return NULL;
+    }
     if (settings->mask) {
         cam_seterr (err, errlen,
                     "stereo: a mask is not supported yet (it would be in one camera's "
