@@ -475,6 +475,18 @@ START_TEST (pivfarm_piv_cameras_writes_the_3c_field_and_refuses_what_it_cannot_u
     s_read_field (s_p ("g.txt"), "m/s", &g);
     ck_assert_msg (fabs (g.mean_u - f.mean_u / 1000 / 0.002) < 1e-4, "%g m/s from %g mm", g.mean_u,
                    f.mean_u);
+    // A bound below the noise: the residual invalidates vectors past it
+    // (flag 2), and only those.
+    const char *bound[] = {"--cameras", s_p ("rig.cal"), "-p", "64,32", "--max-residual",
+                           "0.002", s_p ("a1.tif"), s_p ("b1.tif"), s_p ("a2.tif"),
+                           s_p ("b2.tif"), "-o", s_p ("r.txt"), NULL};
+    rc = s_run ("pivfarm-piv", bound);
+    ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    s_file_t r;
+    s_read_field (s_p ("r.txt"), "mm per frame", &r);
+    ck_assert_msg (r.rows == f.rows && r.valid < f.valid && r.median_residual <= 0.002,
+                   "bound 0.002 px: %ld valid (%ld without), residual median %g", r.valid,
+                   f.valid, r.median_residual);
     // A calibration of one camera.
     char err[1024] = "";
     piv_cameras_t *two = piv_cameras_load (s_p ("rig.cal"), err, sizeof err), *one;
