@@ -245,6 +245,33 @@ s_sample (piv_deform_t deform, const float *src, int w, int h, float x, float y)
     return sum;
 }
 
+// The samples of one interpolator; inlined into a copy per interpolator,
+// as s_deform below.
+static inline __attribute__ ((always_inline)) void
+s_sample_all (piv_deform_t deform, const float *src, int w, int h, const float *col,
+              const float *row, float *out, long n)
+{
+    for (long k = 0; k < n; k++)
+        out[k] = isnan (col[k] + row[k]) ? 0 : s_sample (deform, src, w, h, col[k], row[k]);
+}
+
+void
+piv_deform_sample (piv_deform_t deform, const float *src, int w, int h, const float *col,
+                   const float *row, float *out, long n)
+{
+    pthread_once (&s_table_once, s_table_init);
+    if (deform == PIV_DEFORM_BICUBIC)
+        s_sample_all (PIV_DEFORM_BICUBIC, src, w, h, col, row, out, n);
+    else if (deform == PIV_DEFORM_BSPLINE)
+        s_sample_all (PIV_DEFORM_BSPLINE, src, w, h, col, row, out, n);
+    else if (deform == PIV_DEFORM_OMOMS)
+        s_sample_all (PIV_DEFORM_OMOMS, src, w, h, col, row, out, n);
+    else if (deform == PIV_DEFORM_BSPLINE5)
+        s_sample_all (PIV_DEFORM_BSPLINE5, src, w, h, col, row, out, n);
+    else
+        s_sample_all (PIV_DEFORM_BILINEAR, src, w, h, col, row, out, n);
+}
+
 // Grid cell and weight along one axis of n vectors for grid coordinate g
 // (0 at the first vector, 1 at the next): linear between vectors, and
 // linear extrapolation up to one grid step beyond the outer ones, constant

@@ -12,6 +12,15 @@
 // the image's size; otherwise a copy.
 void piv_deform_prepare (piv_deform_t deform, const float *img, float *coef, int w, int h);
 
+// Samples the source prepared by piv_deform_prepare (w x h) at n positions
+// (col[k], row[k]) into out[k], with the same interpolator and edge rule as
+// the deformation below (positions outside the image read the edge; a NaN
+// position gives 0, nothing seen there): what
+// stereo dewarping (piv/stereo.h) resamples a camera's frame with.
+// PIV_DEFORM_OFFSET, which has no interpolator, samples as bilinear.
+void piv_deform_sample (piv_deform_t deform, const float *src, int w, int h, const float *col,
+                        const float *row, float *out, long n);
+
 // The displacement at (x, y) interpolated bilinearly from a grid field,
 // extrapolated linearly up to one grid step beyond its outer vectors and
 // constant further out. The deformation below uses the same rule.

@@ -8,8 +8,10 @@
 #include "common/version.h"
 #include "piv/budget.h"
 #include "piv/piv.h"
+#include "piv/stereo.h"
 
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,8 @@ s_usage (FILE *out)
     fprintf (out,
              "usage: pivfarm-piv [options] A.tif B.tif\n"
              "       pivfarm-piv [options] PAIR.tif        (frames A and B as pages 1 and 2)\n"
+             "       pivfarm-piv [options] --cameras CALIB A1.tif B1.tif A2.tif B2.tif\n"
+             "                             (stereo: each camera's pair, the calibration's order)\n"
              "  -w, --window N        final window size, px, even from 8 to 256 (default 32;\n"
              "                        ignored with --passes)\n"
              "  -p, --passes LIST     window sizes large to small, e.g. 64,32,16\n"
@@ -63,13 +67,20 @@ s_usage (FILE *out)
              "      --max-ratio N     refuse a compressed frame declaring over N times its\n"
              "                        file's size in pixels (default %d)\n"
              "      --wisdom FILE     FFTW wisdom file (default %s)\n"
+             "      --cameras CALIB   stereo PIV (2D3C) with the calibration of two cameras\n"
+             "                        (pivfarm-calib): both pairs dewarped onto one world grid\n"
+             "                        on Z = 0, 'x y u v w flags residual' written (mm, mm per\n"
+             "                        frame; txt only; no --mask, --background)\n"
+             "      --dt S            with --cameras: u, v, w in m/s, S seconds from A to B\n"
+             "      --max-residual PX with --cameras: vectors whose 4 equations miss by more\n"
+             "                        are invalid (default %g; 0: no bound)\n"
              "  -f, --format FMT      txt|tecplot (default txt)\n"
              "  -o, --output FILE     write here instead of standard output\n"
              "  -v, --verbose         say what is done and how long it took\n"
              "  -h, --help            this text\n"
              "  -V, --version         the version\n"
              "exit status: 0 done; 1 the pair could not be processed; 2 bad usage\n",
-             PIV_MAX_RATIO_DEFAULT, piv_wisdom_default_path ());
+             PIV_MAX_RATIO_DEFAULT, piv_wisdom_default_path (), PIV_STEREO_MAX_RESIDUAL);
 }
 
 static int
@@ -152,6 +163,10 @@ typedef struct {
     long window;               // -w: the final window size without --passes
     const char *path_a;        // frame A, or the two-page file
     const char *path_b;        // frame B (NULL: pages 1 and 2 of path_a)
+    const char *cameras;       // --cameras: the calibration (NULL: planar)
+    const char *stereo[4];     // with --cameras: A1 B1 A2 B2
+    double dt;                 // --dt, s (0: none, mm per frame)
+    double max_residual;       // --max-residual, px
 } s_opts_t;
 
 static const struct option s_options[] = {
@@ -183,6 +198,9 @@ static const struct option s_options[] = {
     {"max-memory", required_argument, NULL, 'X'},
     {"max-ratio", required_argument, NULL, 'R'},
     {"wisdom", required_argument, NULL, 'W'},
+    {"cameras", required_argument, NULL, 'y'},
+    {"dt", required_argument, NULL, 'D'},
+    {"max-residual", required_argument, NULL, 'r'},
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
     {"verbose", no_argument, NULL, 'v'},
@@ -296,6 +314,19 @@ s_option (int opt, char **argv, s_opts_t *o)
     case 'W':
         o->wisdom = optarg;
         break;
+    case 'y':
+        o->cameras = optarg;
+        break;
+    case 'D':
+        if (s_double_arg ("--dt", optarg, &o->dt))
+            return 2;
+        if (!(o->dt > 0))
+            return cli_usage_error ("bad --dt '%s': expected seconds, more than 0", optarg);
+        break;
+    case 'r':
+        if (s_double_arg ("--max-residual", optarg, &o->max_residual))
+            return 2;
+        break;
     case 'f':
         if (strcmp (optarg, "txt") == 0)
             o->format = PIV_FORMAT_TXT;
@@ -348,7 +379,21 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
         if ((code = s_option (opt, argv, o)) >= 0)
             return code;
     int nfiles = argc - optind;
-    if (nfiles < 1 || nfiles > 2)
+    if (o->cameras) {
+        if (nfiles != 4)
+            return cli_usage_error ("--cameras expects four frames A1.tif B1.tif A2.tif B2.tif "
+                                    "(got %d files)",
+                                    nfiles);
+        if (o->mask_path || o->background)
+            return cli_usage_error ("--cameras: --mask and --background are not supported yet");
+        if (o->format != PIV_FORMAT_TXT)
+            return cli_usage_error ("--cameras writes txt only");
+        for (int i = 0; i < 4; i++)
+            o->stereo[i] = argv[optind + i];
+    }
+    else if (o->dt > 0)
+        return cli_usage_error ("--dt goes with --cameras");
+    else if (nfiles < 1 || nfiles > 2)
         return cli_usage_error ("expected two frames A.tif B.tif, or one two-page PAIR.tif "
                                 "(got %d files)",
                                 nfiles);
@@ -366,6 +411,151 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
     o->path_a = argv[optind];
     o->path_b = nfiles == 2 ? argv[optind + 1] : NULL;
     return -1;
+}
+
+static int
+s_cmp_float (const void *a, const void *b)
+{
+    float x = *(const float *) a, y = *(const float *) b;
+    return (x > y) - (x < y);
+}
+
+// The header of a stereo field: what was run on what, the grid, and what
+// came out.
+static void
+s_stereo_header (const s_opts_t *o, const piv_stereo_t *st, const piv_field3_t *f, int width,
+                 int height, char *header, size_t len)
+{
+    const piv_stereo_grid_t *g = piv_stereo_grid (st);
+    const piv_settings_t *settings = &o->settings;
+    long n = (long) f->nx * f->ny, count[3] = {0, 0, 0}, used = 0;
+    double mean[3] = {0, 0, 0};
+    float *res = malloc ((size_t) n * sizeof *res);
+    for (long k = 0; k < n; k++) {
+        count[f->flags[k] <= 2 ? f->flags[k] : 2]++;
+        if (f->flags[k] == PIV_FLAG_VALID) {
+            mean[0] += f->u[k];
+            mean[1] += f->v[k];
+            mean[2] += f->w[k];
+            if (res)
+                res[used] = f->residual[k];
+            used++;
+        }
+    }
+    double median = NAN;
+    if (res && used > 0) {
+        qsort (res, (size_t) used, sizeof *res, s_cmp_float);
+        median = used % 2 ? res[used / 2] : 0.5 * (res[used / 2 - 1] + res[used / 2]);
+    }
+    free (res);
+    for (int c = 0; c < 3; c++)
+        mean[c] = count[0] ? mean[c] / count[0] : NAN;
+    char list[128] = "";
+    for (int i = 0; i < settings->npasses; i++)
+        snprintf (list + strlen (list), sizeof list - strlen (list), "%s%d", i ? "," : "",
+                  settings->passes[i]);
+    const piv_field_t *p = piv_stereo_planar (st, 0);
+    snprintf (header, len,
+              "pivfarm-piv %s stereo\n"
+              "cameras %s\n"
+              "camera_1 %s %s\n"
+              "camera_2 %s %s\n"
+              "image %dx%d\n"
+              "world grid X %.3f..%.3f Y %.3f..%.3f mm on Z = 0, %.5f mm per px, %dx%d px\n"
+              "passes %s overlap %d%% iterations %d converge %g deform %s%s subpixel %s\n"
+              "validation normalized-median eps %g threshold %g contrast %g cbc %g smooth %s; "
+              "residual bound %g px\n"
+              "grid %dx%d window %d step %d (dewarped px)\n"
+              "vectors %ld valid %ld replaced %ld invalid %ld\n"
+              "mean_u %.6g mean_v %.6g mean_w %.6g (mm per frame, over valid vectors); "
+              "residual median %.4f px\n"
+              "x, y = world position (mm, the calibration's frame, Y up); u, v, w = displacement "
+              "A to B along X, Y, Z; flags 0 valid, 1 replaced, 2 invalid; residual = misfit of "
+              "the 4 equations in image px",
+              PIVFARM_VERSION, o->cameras, o->stereo[0], o->stereo[1], o->stereo[2],
+              o->stereo[3], width, height, g->x0, g->x0 + (g->width - 1) * g->step,
+              g->y0 - (g->height - 1) * g->step, g->y0, g->step, g->width, g->height, list,
+              settings->overlap, settings->final_iterations, settings->converge,
+              piv_deform_name (settings->deform), settings->symmetric ? " symmetric" : "",
+              piv_subpixel_name (settings->subpixel), settings->median_eps,
+              settings->median_threshold, settings->contrast, settings->cbc,
+              piv_smooth_name (settings->smooth), o->max_residual, f->nx, f->ny,
+              p ? p->window : 0, p ? p->step : 0, n, count[0], count[1], count[2], mean[0],
+              mean[1], mean[2], median);
+}
+
+// pivfarm-piv --cameras: the two cameras' pairs in, the 3-component field
+// out. The exit code.
+static int
+s_stereo_main (s_opts_t *o)
+{
+    char err[1024] = "";
+    piv_cameras_t *rig = NULL;
+    piv_image_t *fr[4] = {NULL, NULL, NULL, NULL};
+    piv_stereo_t *st = NULL;
+    piv_field3_t *f = NULL;
+    int rc = 1;
+    double t0 = util_now ();
+    if (!(rig = piv_cameras_load (o->cameras, err, sizeof err)))
+        goto fail;
+    if (piv_cameras_count (rig) != 2) {
+        snprintf (err, sizeof err, "calibration '%s' has %zu camera%s: stereo needs two",
+                  o->cameras, piv_cameras_count (rig), piv_cameras_count (rig) == 1 ? "" : "s");
+        goto fail;
+    }
+    for (int c = 0; c < 2; c++)
+        if (piv_image_load_pair (o->stereo[2 * c], o->stereo[2 * c + 1], o->max_pixels,
+                                 &fr[2 * c], &fr[2 * c + 1], err, sizeof err))
+            goto fail;
+    int width = piv_image_width (fr[0]), height = piv_image_height (fr[0]);
+    if (piv_image_width (fr[2]) != width || piv_image_height (fr[2]) != height) {
+        snprintf (err, sizeof err, "'%s' is %dx%d, '%s' is %dx%d: both cameras' frames must "
+                  "have one size", o->stereo[0], width, height, o->stereo[2],
+                  piv_image_width (fr[2]), piv_image_height (fr[2]));
+        goto fail;
+    }
+    double t_load = util_now ();
+    if (!(st = piv_stereo_new (rig, &o->settings, width, height, NULL, err, sizeof err)))
+        goto fail;
+    piv_stereo_set_max_residual (st, o->max_residual);
+    double t_plan = util_now ();
+    if (!(f = piv_stereo_process (st, fr[0], fr[1], fr[2], fr[3], err, sizeof err))) {
+        // Name the frames: the engine's message says what, not which files.
+        log_error ("cannot process '%s' '%s' '%s' '%s': %s", o->stereo[0], o->stereo[1],
+                   o->stereo[2], o->stereo[3], err);
+        err[0] = '\0';
+        goto fail;
+    }
+    double t_done = util_now ();
+    if (piv_wisdom_save_new (o->wisdom) < 0)
+        log_info ("cannot save FFTW wisdom to '%s'", o->wisdom);
+    static char header[8192];
+    s_stereo_header (o, st, f, width, height, header, sizeof header);
+    FILE *out = o->output ? fopen (o->output, "w") : stdout;
+    if (!out) {
+        snprintf (err, sizeof err, "cannot write '%s': %s", o->output, strerror (errno));
+        goto fail;
+    }
+    int werr = piv_field3_write (f, out, o->dt, header);
+    if ((o->output ? fclose (out) : fflush (out)) != 0 || werr) {
+        snprintf (err, sizeof err, "cannot write '%s': %s",
+                  o->output ? o->output : "standard output", strerror (errno));
+        goto fail;
+    }
+    log_info ("%s: stereo %dx%d vectors; load %.1f ms, grid and plans %.1f ms, dewarp and PIV "
+              "%.1f ms",
+              o->stereo[0], f->nx, f->ny, (t_load - t0) * 1e3, (t_plan - t_load) * 1e3,
+              (t_done - t_plan) * 1e3);
+    rc = 0;
+fail:
+    if (rc && err[0])
+        log_error ("%s", err);
+    piv_field3_destroy (&f);
+    piv_stereo_destroy (&st);
+    for (int i = 0; i < 4; i++)
+        piv_image_destroy (&fr[i]);
+    piv_cameras_destroy (&rig);
+    return rc;
 }
 
 // The images of one run, all NULL until loaded.
@@ -530,12 +720,17 @@ main (int argc, char **argv)
                          .max_pixels = PIV_MAX_PIXELS_DEFAULT,
                          .max_memory = -1,
                          .max_ratio = PIV_MAX_RATIO_DEFAULT,
-                         .window = 32};
+                         .window = 32,
+                         .max_residual = PIV_STEREO_MAX_RESIDUAL};
     piv_settings_init (&o.settings);
     o.wisdom = piv_wisdom_default_path ();
     int code = s_parse_args (argc, argv, &o);
     if (code >= 0)
         return code;
+    if (o.cameras) {
+        piv_wisdom_load (o.wisdom);
+        return s_stereo_main (&o);
+    }
     const char *path_a = o.path_a, *path_b = o.path_b;
     char err[1024];
 

@@ -170,7 +170,11 @@ s_walk (s_xml_t *x, xmlNode *node)
             xmlFree (text);
             if (bad)
                 return -1;
-            piv_point_t pt = {v[0], v[1], v[2], v[3], v[4], (int) line};
+            // UVMAT (Matlab) counts pixels from 1: the first pixel's centre
+            // is (1, 1), the engine's (0, 0). Case E's dots, found in its
+            // target images, sit at (-1.02, -0.96) px (camera 1) and (-0.89,
+            // -0.83) (camera 3) from the given points: 1-based, shifted here.
+            piv_point_t pt = {v[0], v[1], v[2], v[3] - 1, v[4] - 1, (int) line};
             if (piv_points_add (x->pts, &pt)) {
                 cam_seterr (x->err, x->errlen, "cannot read '%s': out of memory", x->path);
                 return -1;

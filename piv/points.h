@@ -1,7 +1,8 @@
 // points.h — calibration points from files: the plain form ('X Y Z col row'
 // a line, '#' comments; world mm, image px) and the XML of UVMAT/fluidimage
 // (the PIV Challenge's case E: <PointCoord>X Y Z col row</PointCoord>, the
-// world unit in <CoordUnit>). Not in libpiv: the XML comes through libxml2,
+// world unit in <CoordUnit>; its col, row are 1-based, as Matlab's, and
+// read 1 less, as the engine's). Not in libpiv: the XML comes through libxml2,
 // which only the programs that read points link (piv/module.mk).
 
 #ifndef PIV_POINTS_H

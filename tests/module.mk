@@ -27,3 +27,7 @@ TESTS += build/tests/test_export
 TESTS += build/tests/test_camera
 build/tests/test_camera: build/piv/points.o
 build/tests/test_camera: ALL_LIBS += $(XML_LIBS)
+
+# Stereo PIV's reconstruction (issue 26): synthetic pinhole cameras, and
+# case E's real pair through pivfarm-calib and pivfarm-piv --cameras.
+TESTS += build/tests/test_stereo

@@ -1,0 +1,480 @@
+// stereo.c — stereo PIV (2D3C) from two calibrated cameras: dewarping onto
+// a world grid with the engine's interpolators (piv/deform.h), the planar
+// engine on each camera's dewarped pair, and the least-squares solution of
+// the 4 equations in (u, v, w) at each vector (Soloff et al. 1997, MST 8).
+
+#include "piv/stereo.h"
+#include "piv/camera_internal.h"
+#include "piv/deform.h"
+#include "piv/piv.h"
+#include "piv/stats_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _piv_stereo_t {
+    piv_camera_t *cam[2];    // copies of the rig's first two cameras
+    int width, height;       // the cameras' frames, px
+    piv_stereo_grid_t grid;  // the dewarped frames' world grid
+    piv_settings_t settings;  // the engine's, as given
+    piv_deform_t interp;     // the dewarping's interpolator
+    double max_residual;     // px; <= 0: no bound
+    float *col[2], *row[2];  // each grid pixel's position in each camera's frame
+                             // (NaN where the camera does not see it)
+    float *coef;             // frame-sized scratch: interpolation coefficients
+    piv_t *piv;              // the planar engine, run on each camera in turn
+    piv_image_t *dw[4];      // the dewarped A1 B1 A2 B2
+    piv_field_t *planar[2];  // each camera's field of the last pair
+};
+
+// --------------------------------------------------------------- field3
+
+piv_field3_t *
+piv_field3_new (int nx, int ny)
+{
+    if (nx < 1 || ny < 1 || (long) nx * ny > (1L << 28))
+        return NULL;
+    size_t n = (size_t) nx * (size_t) ny;
+    piv_field3_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->nx = nx;
+    self->ny = ny;
+    self->x = calloc (n, sizeof (double));
+    self->y = calloc (n, sizeof (double));
+    self->u = calloc (n, sizeof (float));
+    self->v = calloc (n, sizeof (float));
+    self->w = calloc (n, sizeof (float));
+    self->residual = calloc (n, sizeof (float));
+    self->flags = calloc (n, 1);
+    if (!self->x || !self->y || !self->u || !self->v || !self->w || !self->residual || !self->flags)
+        piv_field3_destroy (&self);
+    return self;
+}
+
+void
+piv_field3_destroy (piv_field3_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    piv_field3_t *self = *self_p;
+    free (self->x);
+    free (self->y);
+    free (self->u);
+    free (self->v);
+    free (self->w);
+    free (self->residual);
+    free (self->flags);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+piv_field3_write (const piv_field3_t *self, FILE *out, double dt, const char *header)
+{
+    // mm per frame to m/s: / dt (s) / 1000 (mm per m).
+    double scale = dt > 0 ? 1e-3 / dt : 1;
+    piv_write_header_lines (out, header, "# ");
+    fprintf (out, "# x y u v w flags residual (x, y: mm; u, v, w: %s; residual: px)\n",
+             dt > 0 ? "m/s" : "mm per frame");
+    size_t n = (size_t) self->nx * (size_t) self->ny;
+    // x, y to the micrometre; u, v, w with 7 significant digits, whatever
+    // their unit.
+    for (size_t k = 0; k < n; k++)
+        fprintf (out, "%.3f %.3f %.7g %.7g %.7g %d %.4f\n", self->x[k], self->y[k],
+                 self->u[k] * scale, self->v[k] * scale, self->w[k] * scale, self->flags[k],
+                 self->residual[k]);
+    return ferror (out) ? -1 : 0;
+}
+
+// ----------------------------------------------------------------- grid
+
+// Whether camera c sees world (x, y, 0) inside its frame of w x h px, and
+// where (*col, *row).
+static int
+s_sees (const piv_camera_t *c, double x, double y, int w, int h, double *col, double *row)
+{
+    double cc, rr;
+    if (piv_camera_project (c, x, y, 0, &cc, &rr) != 0 || !isfinite (cc) || !isfinite (rr))
+        return 0;
+    if (col)
+        *col = cc;
+    if (row)
+        *row = rr;
+    return cc >= 0 && cc <= w - 1 && rr >= 0 && rr <= h - 1;
+}
+
+// px per mm of camera c on Z = 0 at (x, y): the square root of the area
+// ratio of its mapping there (an oblique camera compresses one axis).
+static double
+s_px_per_mm (const piv_camera_t *c, double x, double y)
+{
+    double d[2][3];
+    if (piv_camera_derivatives (c, x, y, 0, d) != 0)
+        return NAN;
+    return sqrt (fabs (d[0][0] * d[1][1] - d[0][1] * d[1][0]));
+}
+
+enum { LATTICE = 200 };  // samples a side of the region searched for the overlap
+
+int
+piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int width, int height,
+                         piv_stereo_grid_t *grid, char *err, size_t errlen)
+{
+    piv_camera_info_t a, b;
+    piv_camera_info (c1, &a);
+    piv_camera_info (c2, &b);
+    // What both calibrations covered: a Soloff polynomial is only known there.
+    double x0 = fmax (a.bounds[0], b.bounds[0]), x1 = fmin (a.bounds[1], b.bounds[1]);
+    double y0 = fmax (a.bounds[2], b.bounds[2]), y1 = fmin (a.bounds[3], b.bounds[3]);
+    if (!(x1 > x0 && y1 > y0)) {
+        cam_seterr (err, errlen,
+                    "cameras %d and %d: their calibrations cover no common area of the "
+                    "plane Z = 0",
+                    a.id, b.id);
+        return -1;
+    }
+    unsigned char *seen = malloc ((size_t) LATTICE * LATTICE);
+    if (!seen) {
+        cam_seterr (err, errlen, "cannot make the stereo grid: out of memory");
+        return -1;
+    }
+    int i0 = LATTICE, i1 = -1, j0 = LATTICE, j1 = -1;
+    for (int j = 0; j < LATTICE; j++)
+        for (int i = 0; i < LATTICE; i++) {
+            double x = x0 + (x1 - x0) * i / (LATTICE - 1), y = y0 + (y1 - y0) * j / (LATTICE - 1);
+            int s = s_sees (c1, x, y, width, height, NULL, NULL) &&
+                    s_sees (c2, x, y, width, height, NULL, NULL);
+            seen[j * LATTICE + i] = (unsigned char) s;
+            if (s) {
+                i0 = i < i0 ? i : i0;
+                i1 = i > i1 ? i : i1;
+                j0 = j < j0 ? j : j0;
+                j1 = j > j1 ? j : j1;
+            }
+        }
+    // Shrink the bounding box of what both see until all of it is seen: each
+    // time the side with the largest share of unseen samples moves in.
+    while (i0 < i1 && j0 < j1) {
+        double miss[4] = {0, 0, 0, 0};  // left, right, bottom, top
+        for (int j = j0; j <= j1; j++) {
+            miss[0] += !seen[j * LATTICE + i0];
+            miss[1] += !seen[j * LATTICE + i1];
+        }
+        for (int i = i0; i <= i1; i++) {
+            miss[2] += !seen[j0 * LATTICE + i];
+            miss[3] += !seen[j1 * LATTICE + i];
+        }
+        miss[0] /= j1 - j0 + 1;
+        miss[1] /= j1 - j0 + 1;
+        miss[2] /= i1 - i0 + 1;
+        miss[3] /= i1 - i0 + 1;
+        int side = 0;
+        for (int s = 1; s < 4; s++)
+            side = miss[s] > miss[side] ? s : side;
+        if (miss[side] == 0)
+            break;
+        if (side == 0)
+            i0++;
+        else if (side == 1)
+            i1--;
+        else if (side == 2)
+            j0++;
+        else
+            j1--;
+    }
+    free (seen);
+    if (!(i0 < i1 && j0 < j1)) {
+        cam_seterr (err, errlen,
+                    "cameras %d and %d see no common area of the plane Z = 0 in their "
+                    "%dx%d frames",
+                    a.id, b.id, width, height);
+        return -1;
+    }
+    double xa = x0 + (x1 - x0) * i0 / (LATTICE - 1), xb = x0 + (x1 - x0) * i1 / (LATTICE - 1);
+    double ya = y0 + (y1 - y0) * j0 / (LATTICE - 1), yb = y0 + (y1 - y0) * j1 / (LATTICE - 1);
+    double xc = (xa + xb) / 2, yc = (ya + yb) / 2;
+    double ppm = fmax (s_px_per_mm (c1, xc, yc), s_px_per_mm (c2, xc, yc));
+    if (!(ppm > 0) || !isfinite (ppm)) {
+        cam_seterr (err, errlen, "cameras %d and %d: no resolution at (%g, %g) mm", a.id, b.id, xc,
+                    yc);
+        return -1;
+    }
+    grid->step = 1 / ppm;
+    grid->x0 = xa;
+    grid->y0 = yb;
+    grid->width = (int) floor ((xb - xa) * ppm) + 1;
+    grid->height = (int) floor ((yb - ya) * ppm) + 1;
+    return 0;
+}
+
+// --------------------------------------------------------------- engine
+
+piv_stereo_t *
+piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int width, int height,
+                const piv_stereo_grid_t *grid, char *err, size_t errlen)
+{
+    if (piv_cameras_count (rig) != 2) {
+        cam_seterr (err, errlen, "stereo needs a calibration of two cameras, this one has %zu",
+                    piv_cameras_count (rig));
+        return NULL;
+    }
+    if (width < 1 || height < 1) {
+        cam_seterr (err, errlen, "stereo: bad frame size %dx%d", width, height);
+        return NULL;
+    }
+    if (settings->mask) {
+        cam_seterr (err, errlen,
+                    "stereo: a mask is not supported yet (it would be in one camera's "
+                    "pixels)");
+        return NULL;
+    }
+    piv_stereo_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        cam_seterr (err, errlen, "stereo: out of memory");
+        return NULL;
+    }
+    self->width = width;
+    self->height = height;
+    self->settings = *settings;
+    self->interp = settings->deform == PIV_DEFORM_OFFSET ? PIV_DEFORM_BSPLINE5 : settings->deform;
+    self->max_residual = PIV_STEREO_MAX_RESIDUAL;
+    for (int c = 0; c < 2; c++)
+        if (!(self->cam[c] = piv_camera_dup (piv_cameras_get (rig, (size_t) c)))) {
+            cam_seterr (err, errlen, "stereo: out of memory");
+            goto fail;
+        }
+    if (grid)
+        self->grid = *grid;
+    else if (piv_stereo_default_grid (self->cam[0], self->cam[1], width, height, &self->grid, err,
+                                      errlen))
+        goto fail;
+    const piv_stereo_grid_t *g = &self->grid;
+    if (g->width < 1 || g->height < 1 || !(g->step > 0) ||
+        (long) g->width * g->height > (1L << 26)) {
+        cam_seterr (err, errlen, "bad stereo grid: %dx%d px of %g mm", g->width, g->height,
+                    g->step);
+        goto fail;
+    }
+    if (!(self->piv = piv_new (settings, err, errlen)))
+        goto fail;
+    size_t n = (size_t) g->width * (size_t) g->height;
+    self->coef = malloc ((size_t) width * (size_t) height * sizeof (float));
+    for (int c = 0; c < 2; c++) {
+        self->col[c] = malloc (n * sizeof (float));
+        self->row[c] = malloc (n * sizeof (float));
+    }
+    for (int f = 0; f < 4; f++)
+        self->dw[f] = piv_image_new (g->width, g->height);
+    if (!self->coef || !self->col[0] || !self->row[0] || !self->col[1] || !self->row[1] ||
+        !self->dw[0] || !self->dw[1] || !self->dw[2] || !self->dw[3]) {
+        cam_seterr (err, errlen, "stereo: out of memory for a %dx%d grid", g->width, g->height);
+        goto fail;
+    }
+    // Where each grid pixel lands in each frame, once for all pairs.
+    for (int c = 0; c < 2; c++)
+        for (int r = 0; r < g->height; r++)
+            for (int q = 0; q < g->width; q++) {
+                double col, row;
+                size_t k = (size_t) r * g->width + q;
+                int in = s_sees (self->cam[c], g->x0 + q * g->step, g->y0 - r * g->step, width,
+                                 height, &col, &row);
+                self->col[c][k] = in ? (float) col : NAN;
+                self->row[c][k] = in ? (float) row : NAN;
+            }
+    return self;
+fail:
+    piv_stereo_destroy (&self);
+    return NULL;
+}
+
+void
+piv_stereo_destroy (piv_stereo_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    piv_stereo_t *self = *self_p;
+    for (int c = 0; c < 2; c++) {
+        piv_camera_destroy (&self->cam[c]);
+        free (self->col[c]);
+        free (self->row[c]);
+        piv_field_destroy (&self->planar[c]);
+    }
+    for (int f = 0; f < 4; f++)
+        piv_image_destroy (&self->dw[f]);
+    free (self->coef);
+    piv_destroy (&self->piv);
+    free (self);
+    *self_p = NULL;
+}
+
+const piv_stereo_grid_t *
+piv_stereo_grid (const piv_stereo_t *self)
+{
+    return &self->grid;
+}
+
+void
+piv_stereo_set_max_residual (piv_stereo_t *self, double px)
+{
+    self->max_residual = px;
+}
+
+const piv_field_t *
+piv_stereo_planar (const piv_stereo_t *self, int cam)
+{
+    return cam == 0 || cam == 1 ? self->planar[cam] : NULL;
+}
+
+// ------------------------------------------------------------- dewarping
+
+int
+piv_stereo_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *frame, piv_image_t *out,
+                   char *err, size_t errlen)
+{
+    const piv_stereo_grid_t *g = &self->grid;
+    if (piv_image_width (frame) != self->width || piv_image_height (frame) != self->height) {
+        cam_seterr (err, errlen,
+                    "a frame of camera %d is %dx%d, the calibration's frames are %dx%d",
+                    piv_camera_id (self->cam[cam]), piv_image_width (frame),
+                    piv_image_height (frame), self->width, self->height);
+        return -1;
+    }
+    if (piv_image_width (out) != g->width || piv_image_height (out) != g->height) {
+        cam_seterr (err, errlen, "stereo: the dewarped frame is %dx%d, the grid %dx%d",
+                    piv_image_width (out), piv_image_height (out), g->width, g->height);
+        return -1;
+    }
+    const float *src = piv_image_cdata (frame);
+    float *dst = piv_image_data (out);
+    if (!src || !dst) {
+        cam_seterr (err, errlen, "stereo: out of memory");
+        return -1;
+    }
+    // The coefficients are the stereo engine's scratch: dewarping is not
+    // to be run by two threads on one engine (as piv_process).
+    float *coef = ((piv_stereo_t *) self)->coef;
+    piv_deform_prepare (self->interp, src, coef, self->width, self->height);
+    size_t n = (size_t) g->width * (size_t) g->height;
+    // Unseen grid pixels (NaN positions) come out 0.
+    piv_deform_sample (self->interp, coef, self->width, self->height, self->col[cam],
+                       self->row[cam], dst, (long) n);
+    return 0;
+}
+
+// -------------------------------------------------------- reconstruction
+
+// Solves the 4 x 3 system a x = b by least squares (normal equations, 3 x 3
+// by cofactors: the system is small and, for cameras apart by tens of
+// degrees, well conditioned). -1 when it is nearly singular (cameras that
+// look along the same line cannot tell w).
+static int
+s_solve (const double a[4][3], const double b[4], double x[3], double *residual)
+{
+    double n[3][3] = {{0}}, g[3] = {0};
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < 3; i++) {
+            g[i] += a[r][i] * b[r];
+            for (int j = 0; j < 3; j++)
+                n[i][j] += a[r][i] * a[r][j];
+        }
+    double c[3][3];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            int i1 = (i + 1) % 3, i2 = (i + 2) % 3, j1 = (j + 1) % 3, j2 = (j + 2) % 3;
+            c[j][i] = n[i1][j1] * n[i2][j2] - n[i1][j2] * n[i2][j1];  // adjugate
+        }
+    double det = n[0][0] * c[0][0] + n[0][1] * c[1][0] + n[0][2] * c[2][0];
+    double tr = n[0][0] + n[1][1] + n[2][2];
+    if (!(fabs (det) > 1e-9 * tr * tr * tr))
+        return -1;
+    for (int i = 0; i < 3; i++)
+        x[i] = (c[i][0] * g[0] + c[i][1] * g[1] + c[i][2] * g[2]) / det;
+    double ss = 0;
+    for (int r = 0; r < 4; r++) {
+        double e = b[r] - (a[r][0] * x[0] + a[r][1] * x[1] + a[r][2] * x[2]);
+        ss += e * e;
+    }
+    *residual = sqrt (ss);
+    return 0;
+}
+
+// Vector k of the two planar fields into out: the world position, and
+// (u, v, w) from each camera's displacement on the plane. A particle moved
+// by (U, V, W) moves in camera c's image by J_c (U, V, W) (J_c its mapping's
+// derivatives there, px per mm); camera c's dewarped displacement is the
+// move on Z = 0 that would give the same image motion, (dX, dY), so J_c's
+// first two columns times (dX, dY) is that image motion: 2 equations per
+// camera, 4 in all, 3 unknowns.
+static void
+s_vector (const piv_stereo_t *self, long k, piv_field3_t *out)
+{
+    const piv_stereo_grid_t *g = &self->grid;
+    const piv_field_t *f[2] = {self->planar[0], self->planar[1]};
+    double x = g->x0 + f[0]->x[k] * g->step, y = g->y0 - f[0]->y[k] * g->step;
+    out->x[k] = x;
+    out->y[k] = y;
+    int flag = f[0]->flags[k] > f[1]->flags[k] ? f[0]->flags[k] : f[1]->flags[k];
+    double a[4][3], b[4], sol[3], residual;
+    for (int c = 0; c < 2; c++) {
+        double d[2][3];
+        if (!s_sees (self->cam[c], x, y, self->width, self->height, NULL, NULL) ||
+            piv_camera_derivatives (self->cam[c], x, y, 0, d) != 0)
+            goto unseen;
+        double dx = f[c]->u[k] * g->step, dy = -f[c]->v[k] * g->step;
+        for (int r = 0; r < 2; r++) {
+            memcpy (a[2 * c + r], d[r], sizeof d[r]);
+            b[2 * c + r] = d[r][0] * dx + d[r][1] * dy;
+        }
+    }
+    if (s_solve (a, b, sol, &residual) != 0)
+        goto unseen;
+    out->u[k] = (float) sol[0];
+    out->v[k] = (float) sol[1];
+    out->w[k] = (float) sol[2];
+    out->residual[k] = (float) residual;
+    if (self->max_residual > 0 && residual > self->max_residual)
+        flag = PIV_FLAG_INVALID;
+    out->flags[k] = (uint8_t) flag;
+    return;
+unseen:
+    out->u[k] = out->v[k] = out->w[k] = 0;
+    out->residual[k] = NAN;
+    out->flags[k] = PIV_FLAG_INVALID;
+}
+
+piv_field3_t *
+piv_stereo_process (piv_stereo_t *self, const piv_image_t *a1, const piv_image_t *b1,
+                    const piv_image_t *a2, const piv_image_t *b2, char *err, size_t errlen)
+{
+    const piv_image_t *in[4] = {a1, b1, a2, b2};
+    for (int f = 0; f < 4; f++)
+        if (piv_stereo_dewarp (self, f / 2, in[f], self->dw[f], err, errlen))
+            return NULL;
+    for (int c = 0; c < 2; c++) {
+        piv_field_destroy (&self->planar[c]);
+        char why[512];
+        if (!(self->planar[c] =
+                  piv_process (self->piv, self->dw[2 * c], self->dw[2 * c + 1], why, sizeof why))) {
+            cam_seterr (err, errlen, "camera %d's dewarped pair: %s", piv_camera_id (self->cam[c]),
+                        why);
+            return NULL;
+        }
+    }
+    const piv_field_t *f0 = self->planar[0], *f1 = self->planar[1];
+    if (f0->nx != f1->nx || f0->ny != f1->ny) {  // one grid, one settings: never
+        cam_seterr (err, errlen, "stereo: the cameras' fields differ (%dx%d, %dx%d)", f0->nx,
+                    f0->ny, f1->nx, f1->ny);
+        return NULL;
+    }
+    piv_field3_t *out = piv_field3_new (f0->nx, f0->ny);
+    if (!out) {
+        cam_seterr (err, errlen, "stereo: out of memory");
+        return NULL;
+    }
+    long n = (long) f0->nx * f0->ny;
+    for (long k = 0; k < n; k++)
+        s_vector (self, k, out);
+    return out;
+}

@@ -1,0 +1,97 @@
+// stereo.h — stereo PIV (2D3C): each camera's frames dewarped onto one
+// world grid on the light-sheet plane Z = 0, the planar engine run on each
+// camera's dewarped pair on that grid, and the three velocity components
+// solved at each vector from both cameras' displacements and the local
+// derivatives of their mappings (4 equations, least squares).
+
+#ifndef PIV_STEREO_H
+#define PIV_STEREO_H
+
+#include "piv/cameras.h"
+#include "piv/field.h"
+#include "piv/image.h"
+#include "piv/settings.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// The world grid of the dewarped frames, on the plane Z = 0: pixel (col,
+// row) is at X = x0 + col step, Y = y0 - row step (mm; Y up as the world's,
+// rows down as the engine's).
+typedef struct {
+    double x0, y0;  // mm: the world position of pixel (0, 0), the top-left
+    double step;    // mm per px
+    int width;      // px
+    int height;     // px
+} piv_stereo_grid_t;
+
+// A residual above this (px, the misfit of the 4 equations; see
+// piv_field3_t) invalidates the vector: ~10 times the engine's random error
+// on one camera (0.05-0.1 px), so noise never reaches it, while a vector
+// that one camera got wrong, or the cameras saw at different places, does.
+#define PIV_STEREO_MAX_RESIDUAL 1.0
+
+// A 3-component field on the world grid (a plain struct, as piv_field_t):
+// vector k = j * nx + i.
+typedef struct {
+    int nx, ny;        // grid columns, rows
+    double *x, *y;     // world, mm (Y up)
+    float *u, *v, *w;  // displacement A to B, mm per frame (w along +Z)
+    float *residual;   // px: the norm of the 4 equations' misfit, image pixels
+    uint8_t *flags;    // PIV_FLAG_*: the worse of the two cameras', INVALID where a
+                       // camera does not see it or the residual is too high
+} piv_field3_t;
+
+piv_field3_t *piv_field3_new (int nx, int ny);
+void piv_field3_destroy (piv_field3_t **self_p);
+
+// Writes 'x y u v w flags residual' a line after the header's lines (each
+// prefixed '# ') and a column line that names them with their units: x, y
+// in mm, u, v, w in mm per frame, or in m/s when dt > 0 (s between frames
+// A and B). 0 or -1.
+int piv_field3_write (const piv_field3_t *self, FILE *out, double dt, const char *header);
+
+typedef struct _piv_stereo_t piv_stereo_t;
+
+// The default grid for frames of width x height px of cameras c1 and c2:
+// the largest rectangle found (greedily) on Z = 0 that both cameras see and
+// both calibrations covered (their bounds), at the finer of the cameras'
+// resolutions at its centre. 0, or -1 with err when the cameras see no
+// common area.
+int piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int width, int height,
+                             piv_stereo_grid_t *grid, char *err, size_t errlen);
+
+// A stereo engine for the rig's first two cameras (in the file's order),
+// frames of width x height px, the engine's settings (their deform names
+// the interpolator of the dewarping; offset, which has none, dewarps with
+// the quintic B-spline), on 'grid' (NULL: the default grid). The settings'
+// mask is refused (it is in one camera's pixels). NULL with err when the
+// rig has not two cameras, the settings are bad, or the grid is empty.
+piv_stereo_t *piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int width,
+                              int height, const piv_stereo_grid_t *grid, char *err, size_t errlen);
+void piv_stereo_destroy (piv_stereo_t **self_p);
+
+const piv_stereo_grid_t *piv_stereo_grid (const piv_stereo_t *self);
+// The residual bound (px; default PIV_STEREO_MAX_RESIDUAL, <= 0: none).
+void piv_stereo_set_max_residual (piv_stereo_t *self, double px);
+
+// Dewarps a frame of camera 'cam' (0 or 1: the rig's order) onto the grid:
+// 'out' (grid-sized) gets the frame sampled at each grid pixel's image
+// position, 0 where the camera does not see it. 0, or -1 with err on a
+// frame of another size or no memory.
+int piv_stereo_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *frame,
+                       piv_image_t *out, char *err, size_t errlen);
+
+// The 3-component field of frames A1 B1 (camera 0) and A2 B2 (camera 1).
+// NULL with err when a frame has another size, the engine fails, or memory
+// runs out.
+piv_field3_t *piv_stereo_process (piv_stereo_t *self, const piv_image_t *a1, const piv_image_t *b1,
+                                  const piv_image_t *a2, const piv_image_t *b2, char *err,
+                                  size_t errlen);
+
+// The two cameras' planar fields of the last piv_stereo_process (dewarped
+// px on the grid), for reports; NULL before.
+const piv_field_t *piv_stereo_planar (const piv_stereo_t *self, int cam);
+
+#endif
