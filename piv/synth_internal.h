@@ -11,7 +11,7 @@
 
 // xoshiro256** (Blackman and Vigna), seeded through splitmix64.
 typedef struct {
-    uint64_t s[4];  // generator state
+    uint64_t s[4]; // generator state
 } synth_rng_t;
 
 // Seeds rng from the splitmix64 stream 'seeder' (advanced): successive
@@ -23,10 +23,10 @@ double synth_rng_uniform (synth_rng_t *rng);
 // One particle: where frames A and B show it, and its peak intensity in
 // each (a particle crossing a light sheet's profile changes brightness).
 typedef struct {
-    double xa, ya;  // frame A, px
-    double xb, yb;  // frame B, px
-    double ia, ib;  // peak intensity in A and in B, full-scale units
-    int band;       // band of rows, for the renderer's sort
+    double xa, ya; // frame A, px
+    double xb, yb; // frame B, px
+    double ia, ib; // peak intensity in A and in B, full-scale units
+    int band;      // band of rows, for the renderer's sort
 } synth_particle_t;
 
 // Renders n particles into frames A and B of synth's size, diameter, bit

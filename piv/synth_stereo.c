@@ -26,15 +26,15 @@
 #define SEED_MARGIN 0.05
 
 static const struct {
-    const char *name;        // as in specs
-    piv_flow3_kind_t kind;   // enum value
-    int numbers;             // parameters after the colon
+    const char *name;      // as in specs
+    piv_flow3_kind_t kind; // enum value
+    int numbers;           // parameters after the colon
 } s_kinds[] = {
     {"uniform", PIV_FLOW3_UNIFORM, 3},
     {"vortex", PIV_FLOW3_VORTEX, 3},
     {"wgrad", PIV_FLOW3_WGRAD, 4},
 };
-#define KIND_COUNT ((int) (sizeof s_kinds / sizeof s_kinds[0]))
+#define KIND_COUNT ((int)(sizeof s_kinds / sizeof s_kinds[0]))
 #define KIND_LIST "uniform:U,V,W, vortex:VMAX,RCORE,WAXIS, wgrad:U,V,W,DWDZ"
 
 int
@@ -43,8 +43,8 @@ piv_flow3_parse (piv_flow3_t *flow, const char *spec, char *err, size_t errlen)
     const char *colon = spec ? strchr (spec, ':') : NULL;
     int index = -1;
     for (int i = 0; colon && i < KIND_COUNT; i++)
-        if (strlen (s_kinds[i].name) == (size_t) (colon - spec)
-            && memcmp (s_kinds[i].name, spec, (size_t) (colon - spec)) == 0)
+        if (strlen (s_kinds[i].name) == (size_t)(colon - spec) &&
+            memcmp (s_kinds[i].name, spec, (size_t)(colon - spec)) == 0)
             index = i;
     if (index < 0) {
         snprintf (err, errlen, "bad stereo flow '%s': expected " KIND_LIST " (mm per frame)",
@@ -73,11 +73,10 @@ piv_flow3_parse (piv_flow3_t *flow, const char *spec, char *err, size_t errlen)
     }
     memset (flow, 0, sizeof *flow);
     flow->kind = s_kinds[index].kind;
-    flow->plane = (piv_flow_t) {PIV_FLOW_UNIFORM, p[0], p[1], 0, 0};
+    flow->plane = (piv_flow_t){PIV_FLOW_UNIFORM, p[0], p[1], 0, 0};
     if (flow->kind == PIV_FLOW3_VORTEX) {
         if (!(p[1] > 0)) {
-            snprintf (err, errlen, "bad stereo flow '%s': the core radius must be positive",
-                      spec);
+            snprintf (err, errlen, "bad stereo flow '%s': the core radius must be positive", spec);
             return -1;
         }
         flow->plane.kind = PIV_FLOW_LAMB_OSEEN;
@@ -177,8 +176,8 @@ piv_synth_camera_new (const piv_stereo_synth_t *synth, int id, char *err, size_t
     c[7] = cy;
     c[PIV_PINHOLE_P] = synth->k1;
     c[PIV_PINHOLE_P + 1] = 0;
-    piv_camera_info_t info = {.id = id, .model = PIV_CAMERA_PINHOLE, .heldout_rms = NAN,
-                              .heldout_max = NAN};
+    piv_camera_info_t info = {
+        .id = id, .model = PIV_CAMERA_PINHOLE, .heldout_rms = NAN, .heldout_max = NAN};
     return piv_camera_from_coefs (&info, c, PIV_PINHOLE_P + PIV_PINHOLE_K, err, errlen);
 }
 
@@ -338,8 +337,8 @@ piv_stereo_synth_render (const piv_stereo_synth_t *synth, const piv_flow3_t *flo
 
     // Camera 1 sees 'density' particles a pixel within the sheet's e^-2
     // width (its footprint on Z = 0): so many per mm^3 of the slab.
-    double per_mm3 = synth->image.density * synth->image.width * synth->image.height / area1
-                     / synth->thickness;
+    double per_mm3 =
+        synth->image.density * synth->image.width * synth->image.height / area1 / synth->thickness;
     double want = per_mm3 * (box[1] - box[0]) * (box[3] - box[2]) * (z1 - z0);
     if (!(want <= 1e9)) {
         snprintf (err, errlen, "bad particle density '%g': %.0f particles are too many",
@@ -348,7 +347,7 @@ piv_stereo_synth_render (const piv_stereo_synth_t *synth, const piv_flow3_t *flo
     }
     long count = lround (want);
     for (int c = 0; c < 2; c++)
-        if (!(parts[c] = malloc ((size_t) (count > 0 ? count : 1) * sizeof *parts[c]))) {
+        if (!(parts[c] = malloc ((size_t)(count > 0 ? count : 1) * sizeof *parts[c]))) {
             snprintf (err, errlen, "cannot draw %ld particles: out of memory", count);
             goto done;
         }
@@ -369,9 +368,9 @@ piv_stereo_synth_render (const piv_stereo_synth_t *synth, const piv_flow3_t *flo
         for (int c = 0; c < 2 && ok; c++) {
             synth_particle_t *p = parts[c] + n;
             ok = piv_camera_project (cams[c], m[0] - d[0] / 2, m[1] - d[1] / 2, za, &p->xa,
-                                     &p->ya) == 0
-                 && piv_camera_project (cams[c], m[0] + d[0] / 2, m[1] + d[1] / 2, zb, &p->xb,
-                                        &p->yb) == 0;
+                                     &p->ya) == 0 &&
+                 piv_camera_project (cams[c], m[0] + d[0] / 2, m[1] + d[1] / 2, zb, &p->xb,
+                                     &p->yb) == 0;
             p->ia = peak * s_profile (synth, za);
             p->ib = peak * s_profile (synth, zb);
         }
@@ -380,7 +379,7 @@ piv_stereo_synth_render (const piv_stereo_synth_t *synth, const piv_flow3_t *flo
     for (int c = 0; c < 2; c++)
         // Each camera's noise its own: seeds apart from the particles'.
         if (synth_render_pair (&synth->image, parts[c], n,
-                               synth->image.seed ^ (0x5851f42d4c957f2dULL * (uint64_t) (c + 1)),
+                               synth->image.seed ^ (0x5851f42d4c957f2dULL * (uint64_t)(c + 1)),
                                &frames[c][0], &frames[c][1], err, errlen))
             goto done;
     rc = 0;
@@ -405,7 +404,7 @@ piv_stereo_synth_points (const piv_stereo_synth_t *synth, int id, size_t *n, cha
     piv_camera_t *cam = piv_synth_camera_new (synth, id, err, errlen);
     if (!cam)
         return NULL;
-    piv_point_t *pts = malloc ((size_t) TARGET_PLANES * TARGET_GRID * TARGET_GRID * sizeof *pts);
+    piv_point_t *pts = malloc ((size_t)TARGET_PLANES * TARGET_GRID * TARGET_GRID * sizeof *pts);
     *n = 0;
     if (!pts)
         snprintf (err, errlen, "cannot make the target points: out of memory");
@@ -422,9 +421,9 @@ piv_stereo_synth_points (const piv_stereo_synth_t *synth, int id, size_t *n, cha
                 piv_point_t p = {.x = outer[0] + (outer[1] - outer[0]) * i / (TARGET_GRID - 1),
                                  .y = outer[2] + (outer[3] - outer[2]) * j / (TARGET_GRID - 1),
                                  .z = z};
-                if (piv_camera_project (cam, p.x, p.y, p.z, &p.col, &p.row) == 0
-                    && p.col >= -0.5 && p.col <= synth->image.width - 0.5 && p.row >= -0.5
-                    && p.row <= synth->image.height - 0.5)
+                if (piv_camera_project (cam, p.x, p.y, p.z, &p.col, &p.row) == 0 && p.col >= -0.5 &&
+                    p.col <= synth->image.width - 0.5 && p.row >= -0.5 &&
+                    p.row <= synth->image.height - 0.5)
                     pts[(*n)++] = p;
             }
     }
@@ -466,11 +465,11 @@ piv_stereo_truth_save (const piv_stereo_synth_t *synth, const piv_flow3_t *flow,
     }
     if (piv_stereo_synth_fov (synth, z, box, err, errlen))
         return -1;
-    long i0 = (long) ceil (box[0] / step), i1 = (long) floor (box[1] / step);
-    long j0 = (long) ceil (box[2] / step), j1 = (long) floor (box[3] / step);
-    if (i1 < i0 || j1 < j0 || (double) (i1 - i0 + 1) * (j1 - j0 + 1) > 1e8) {
-        snprintf (err, errlen, "bad truth grid step '%g': %g mm by %g mm holds no grid of it",
-                  step, box[1] - box[0], box[3] - box[2]);
+    long i0 = (long)ceil (box[0] / step), i1 = (long)floor (box[1] / step);
+    long j0 = (long)ceil (box[2] / step), j1 = (long)floor (box[3] / step);
+    if (i1 < i0 || j1 < j0 || (double)(i1 - i0 + 1) * (j1 - j0 + 1) > 1e8) {
+        snprintf (err, errlen, "bad truth grid step '%g': %g mm by %g mm holds no grid of it", step,
+                  box[1] - box[0], box[3] - box[2]);
         return -1;
     }
     FILE *out = fopen (path, "w");
@@ -494,7 +493,7 @@ piv_stereo_truth_save (const piv_stereo_synth_t *synth, const piv_flow3_t *flow,
     // Rows from the top (the largest Y), as the engine's grid.
     for (long j = j1; j >= j0; j--)
         for (long i = i0; i <= i1; i++) {
-            double x = (double) i * step, y = (double) j * step, u, v, w;
+            double x = (double)i * step, y = (double)j * step, u, v, w;
             piv_flow3_eval (flow, x, y, z, &u, &v, &w);
             fprintf (out, "%.9g %.9g %.9g %.9g %.9g %.9g\n", x, y, z, u, v, w);
         }

@@ -13,19 +13,19 @@
 #include <stddef.h>
 
 typedef enum {
-    PIV_FLOW3_UNIFORM,  // (u, v, w) = (p0, p1, w)
-    PIV_FLOW3_VORTEX,   // Lamb-Oseen about the Z axis through (0, 0): peak p0 mm at
-                        // 1.12 core radii p1 mm, axial w_axis exp(-r^2 / p1^2)
-    PIV_FLOW3_WGRAD     // (u, v) uniform, w = w + w_grad Z: w varying across the sheet
+    PIV_FLOW3_UNIFORM, // (u, v, w) = (p0, p1, w)
+    PIV_FLOW3_VORTEX,  // Lamb-Oseen about the Z axis through (0, 0): peak p0 mm at
+                       // 1.12 core radii p1 mm, axial w_axis exp(-r^2 / p1^2)
+    PIV_FLOW3_WGRAD    // (u, v) uniform, w = w + w_grad Z: w varying across the sheet
 } piv_flow3_kind_t;
 
 typedef struct {
-    piv_flow3_kind_t kind;  // which flow
-    piv_flow_t plane;       // its in-plane part (piv_flow_eval, in mm)
-    double w;               // out-of-plane displacement, mm per frame
-    double w_axis;          // the vortex's axial displacement on its axis, mm per frame
-    double w_grad;          // d w / d Z, per frame
-    char spec[128];         // the spec it was parsed from
+    piv_flow3_kind_t kind; // which flow
+    piv_flow_t plane;      // its in-plane part (piv_flow_eval, in mm)
+    double w;              // out-of-plane displacement, mm per frame
+    double w_axis;         // the vortex's axial displacement on its axis, mm per frame
+    double w_grad;         // d w / d Z, per frame
+    char spec[128];        // the spec it was parsed from
 } piv_flow3_t;
 
 // Parses 'uniform:U,V,W', 'vortex:VMAX,RCORE,WAXIS', 'wgrad:U,V,W,DWDZ'
@@ -38,15 +38,15 @@ void piv_flow3_eval (const piv_flow3_t *flow, double x, double y, double z, doub
                      double *w);
 
 typedef struct {
-    piv_synth_t image;  // each camera's images: size, particles per pixel, diameter,
-                        // noise, bits, seed (piv_synth_init's defaults)
-    double angle;       // deg: camera 1 at +angle about Y from the Z axis, camera 2 at -angle
-    double distance;    // mm: each camera's centre from the world origin, looking at it
-    double focal;       // mm: focal length
-    double pitch;       // mm: pixel pitch
-    double k1;          // radial distortion (Brown's k1, normalised coordinates)
-    double thickness;   // mm: the light sheet's e^-2 full width (Gaussian profile in Z)
-    double sheet_z;     // mm: the sheet's centre; not 0 misplaces it from the calibration
+    piv_synth_t image; // each camera's images: size, particles per pixel, diameter,
+                       // noise, bits, seed (piv_synth_init's defaults)
+    double angle;      // deg: camera 1 at +angle about Y from the Z axis, camera 2 at -angle
+    double distance;   // mm: each camera's centre from the world origin, looking at it
+    double focal;      // mm: focal length
+    double pitch;      // mm: pixel pitch
+    double k1;         // radial distortion (Brown's k1, normalised coordinates)
+    double thickness;  // mm: the light sheet's e^-2 full width (Gaussian profile in Z)
+    double sheet_z;    // mm: the sheet's centre; not 0 misplaces it from the calibration
 } piv_stereo_synth_t;
 
 // Defaults: piv_synth_init's images, +-35 deg, 500 mm, 50 mm, 10 um, k1 0,
@@ -80,8 +80,8 @@ int piv_stereo_synth_render (const piv_stereo_synth_t *synth, const piv_flow3_t 
 // The target points of camera 'id': a grid in X and Y on the 7 planes
 // Z = -3 .. 3 mm projected exactly through the true camera, those in its
 // image. malloc'd (caller frees), their count in *n; NULL with err.
-piv_point_t *piv_stereo_synth_points (const piv_stereo_synth_t *synth, int id, size_t *n,
-                                      char *err, size_t errlen);
+piv_point_t *piv_stereo_synth_points (const piv_stereo_synth_t *synth, int id, size_t *n, char *err,
+                                      size_t errlen);
 
 // The rig's calibration: each camera's model chosen by piv_camera_choose
 // from its target points. NULL with err.
