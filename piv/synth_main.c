@@ -90,6 +90,9 @@ s_usage (FILE *out)
              "      --sheet-z MM      the sheet's centre, off the calibration's Z = 0 (default\n"
              "                        0): a misplaced sheet, for self-calibration\n"
              "      --grid MM         the truth's grid step (default: 16 px of camera 1)\n"
+             "      --targets         also the target's images, DIR/STEM_targets/camC_zZ.tif\n"
+             "                        (Z = -3 .. 3 mm), and its lattice unit for\n"
+             "                        pivfarm-calib --spacing in DIR/STEM_targets/spacing\n"
              "  -v, --verbose         say what was written and how long it took\n"
              "  -h, --help            this text\n"
              "  -V, --version         the version\n"
@@ -396,6 +399,7 @@ typedef struct {
     const char *stereo_opt;  // a stereo option given (NULL: none), for its message
     piv_stereo_synth_t rig;  // --stereo's cameras and sheet (its images from synth)
     double grid;             // --grid: the truth's step, mm (0: the default)
+    int targets;             // --targets
 } s_opts_t;
 
 enum {
@@ -419,6 +423,7 @@ enum {
     OPT_THICKNESS,
     OPT_SHEET_Z,
     OPT_GRID,
+    OPT_TARGETS,
     OPT_VERSION
 };
 
@@ -451,6 +456,7 @@ static const struct option s_options[] = {
     {"thickness", required_argument, NULL, OPT_THICKNESS},
     {"sheet-z", required_argument, NULL, OPT_SHEET_Z},
     {"grid", required_argument, NULL, OPT_GRID},
+    {"targets", no_argument, NULL, OPT_TARGETS},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -588,6 +594,10 @@ s_option (int opt, char **argv, s_opts_t *o)
     }
     case OPT_STEREO:
         o->stereo = 1;
+        break;
+    case OPT_TARGETS:
+        o->targets = 1;
+        o->stereo_opt = "--targets";
         break;
     case OPT_ANGLE:
     case OPT_DISTANCE:
@@ -745,6 +755,39 @@ s_pathf (char *buf, const char *fmt, ...)
     return 0;
 }
 
+// Writes the target's images of both cameras on the planes Z = -3 .. 3
+// into DIR/STEM_targets/ with the lattice unit in its file 'spacing'. 0 or
+// -1 (logged).
+static int
+s_save_targets (const piv_stereo_synth_t *rig, const char *dir, const char *stem)
+{
+    char err[1024], sub[PATH_LEN], path[PATH_LEN];
+    double unit = piv_stereo_synth_target_unit (rig);
+    if (s_pathf (sub, "%s/%s_targets", dir, stem) || s_make_dir (sub)
+        || s_pathf (path, "%s/spacing", sub))
+        return -1;
+    FILE *out = fopen (path, "w");
+    if (!out || fprintf (out, "%.17g\n", unit) < 0 || fclose (out) != 0) {
+        log_error ("cannot write '%s': %s", path, strerror (errno));
+        return -1;
+    }
+    for (int id = 1; id <= 2; id++)
+        for (int z = -3; z <= 3; z++) {
+            piv_image_t *img = piv_stereo_synth_target (rig, id, z, unit, err, sizeof err);
+            if (!img) {
+                log_error ("%s", err);
+                return -1;
+            }
+            const piv_image_t *pages[] = {img};
+            int rc = s_pathf (path, "%s/cam%d_z%d.tif", sub, id, z) || s_save (path, pages, 1, 16, 0);
+            piv_image_destroy (&img);
+            if (rc)
+                return -1;
+        }
+    log_info ("wrote the target's images in '%s' (lattice unit %g mm)", sub, unit);
+    return 0;
+}
+
 // --stereo: the calibration, the points and the truth, then each pair's
 // four frames (DIR/cam1/STEM_a.tif ...). The exit code.
 static int
@@ -806,6 +849,8 @@ s_stereo (s_opts_t *o)
     }
     log_info ("wrote the calibration, the points and the truth in '%s' (%.1f ms)", dir,
               (util_now () - t0) * 1e3);
+    if (o->targets && s_save_targets (&rig, dir, stem))
+        return 1;
     long count = o->count;
     for (long i = 0; i < (count ? count : 1); i++) {
         t0 = util_now ();

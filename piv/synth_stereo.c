@@ -150,6 +150,56 @@ piv_stereo_synth_check (const piv_stereo_synth_t *synth, char *err, size_t errle
     return 0;
 }
 
+// A synthetic camera's geometry.
+typedef struct {
+    double r[3][3]; // rows: the camera's x, y, z axes in the world
+    double c[3];    // its centre, mm
+    double f;       // focal length, px
+    double cx, cy;  // principal point, px
+    double k1;      // radial distortion
+} s_geometry_t;
+
+// Camera axes in the world: x right (X turned by the angle about Y), y
+// down (-Y), z along the view towards the origin; its centre at distance
+// D on -z.
+static void
+s_geometry (const piv_stereo_synth_t *synth, int id, s_geometry_t *g)
+{
+    double th = (id == 1 ? 1 : -1) * synth->angle * M_PI / 180, d = synth->distance;
+    double r[3][3] = {{cos (th), 0, -sin (th)}, {0, -1, 0}, {-sin (th), 0, -cos (th)}};
+    memcpy (g->r, r, sizeof r);
+    for (int j = 0; j < 3; j++)
+        g->c[j] = -d * r[2][j];
+    g->f = synth->focal / synth->pitch;
+    g->cx = (synth->image.width - 1) / 2.0;
+    g->cy = (synth->image.height - 1) / 2.0;
+    g->k1 = synth->k1;
+}
+
+// Where the ray through pixel (col, row) meets the plane Z = z: the
+// distortion undone by fixed-point iteration, then the ray from the
+// centre. Cheaper than piv_camera_unproject's Newton by far (target images
+// need one a sample). 0, or -1 (the ray misses the plane).
+static int
+s_ray (const s_geometry_t *g, double col, double row, double z, double *x, double *y)
+{
+    double xd = (col - g->cx) / g->f, yd = (row - g->cy) / g->f, xn = xd, yn = yd;
+    for (int it = 0; it < 20; it++) {
+        double k = 1 + g->k1 * (xn * xn + yn * yn);
+        xn = xd / k;
+        yn = yd / k;
+    }
+    double dir[3];
+    for (int j = 0; j < 3; j++)
+        dir[j] = g->r[0][j] * xn + g->r[1][j] * yn + g->r[2][j];
+    if (!(fabs (dir[2]) > 1e-12))
+        return -1;
+    double t = (z - g->c[2]) / dir[2];
+    *x = g->c[0] + t * dir[0];
+    *y = g->c[1] + t * dir[1];
+    return t > 0 ? 0 : -1;
+}
+
 piv_camera_t *
 piv_synth_camera_new (const piv_stereo_synth_t *synth, int id, char *err, size_t errlen)
 {
@@ -159,18 +209,15 @@ piv_synth_camera_new (const piv_stereo_synth_t *synth, int id, char *err, size_t
     }
     if (piv_stereo_synth_check (synth, err, errlen))
         return NULL;
-    // Camera axes in the world: x right (X turned by the angle about Y),
-    // y down (-Y), z along the view towards the origin; its centre at
-    // distance D on -z. P = K [R | -R C] / D, so that P[2][3] = 1.
-    double th = (id == 1 ? 1 : -1) * synth->angle * M_PI / 180, d = synth->distance;
-    double r[3][3] = {{cos (th), 0, -sin (th)}, {0, -1, 0}, {-sin (th), 0, -cos (th)}};
-    double f = synth->focal / synth->pitch;
-    double cx = (synth->image.width - 1) / 2.0, cy = (synth->image.height - 1) / 2.0;
+    // P = K [R | -R C] / D, so that P[2][3] = 1.
+    s_geometry_t g;
+    s_geometry (synth, id, &g);
+    double d = synth->distance, f = g.f, cx = g.cx, cy = g.cy;
     double c[PIV_PINHOLE_P + PIV_PINHOLE_K];
     for (int j = 0; j < 3; j++) {
-        c[j] = (f * r[0][j] + cx * r[2][j]) / d;
-        c[4 + j] = (f * r[1][j] + cy * r[2][j]) / d;
-        c[8 + j] = r[2][j] / d;
+        c[j] = (f * g.r[0][j] + cx * g.r[2][j]) / d;
+        c[4 + j] = (f * g.r[1][j] + cy * g.r[2][j]) / d;
+        c[8 + j] = g.r[2][j] / d;
     }
     c[3] = cx;
     c[7] = cy;
@@ -502,4 +549,98 @@ piv_stereo_truth_save (const piv_stereo_synth_t *synth, const piv_flow3_t *flow,
         return -1;
     }
     return 0;
+}
+
+// The target: dots of radius 0.28 unit where i + j is even (|i| <= ni,
+// |j| <= nj), a square (side 0.48 unit) at (0, 1) and a triangle (side
+// 0.64 unit, apex up) at (1, 0), as case E's and pivfarm-calib's (dots.h).
+// 1 inside, 0 outside.
+static int
+s_target_inside (double x, double y, double unit, long ni, long nj)
+{
+    long i = lround (x / unit), j = lround (y / unit);
+    double u = (x - (double)i * unit) / unit, v = (y - (double)j * unit) / unit;
+    if (labs (i) > ni || labs (j) > nj)
+        return 0;
+    if (i == 0 && j == 1)
+        return fabs (u) <= 0.24 && fabs (v) <= 0.24;
+    if (i == 1 && j == 0) {
+        double h = 0.64 * sqrt (3) / 2; // centroid at the site: base at -h/3
+        double t = v + h / 3;
+        return t >= 0 && t <= h && fabs (u) <= 0.32 * (1 - t / h);
+    }
+    return (i + j) % 2 == 0 && u * u + v * v <= 0.28 * 0.28;
+}
+
+// The dots that fit within what both cameras see on every target plane:
+// the half-extents in lattice units, or -1 with err.
+static int
+s_target_extent (const piv_stereo_synth_t *synth, double unit, long *ni, long *nj, char *err,
+                 size_t errlen)
+{
+    double hx = INFINITY, hy = INFINITY;
+    for (int k = 0; k < TARGET_PLANES; k++) {
+        double box[4];
+        if (piv_stereo_synth_fov (synth, k - (TARGET_PLANES - 1) / 2, box, err, errlen))
+            return -1;
+        hx = fmin (hx, fmin (-box[0], box[1]));
+        hy = fmin (hy, fmin (-box[2], box[3]));
+    }
+    *ni = (long)floor (hx / unit - 0.5);
+    *nj = (long)floor (hy / unit - 0.5);
+    if (*ni < 2 || *nj < 2) {
+        snprintf (err, errlen, "the target of unit %g mm does not fit what both cameras see", unit);
+        return -1;
+    }
+    return 0;
+}
+
+double
+piv_stereo_synth_target_unit (const piv_stereo_synth_t *synth)
+{
+    double box[4];
+    char err[256];
+    if (piv_stereo_synth_fov (synth, 0, box, err, sizeof err))
+        return NAN;
+    // 4 or more dots either side of the origin; a unit one can type (0.5
+    // mm steps, or 0.1 below 1 mm).
+    double unit = fmin (fmin (-box[0], box[1]), fmin (-box[2], box[3])) / 5;
+    double step = unit >= 1 ? 0.5 : 0.1;
+    return fmax (step, floor (unit / step) * step);
+}
+
+piv_image_t *
+piv_stereo_synth_target (const piv_stereo_synth_t *synth, int id, double z, double unit, char *err,
+                         size_t errlen)
+{
+    long ni, nj;
+    piv_camera_t *cam = piv_synth_camera_new (synth, id, err, errlen);
+    if (!cam)
+        return NULL;
+    piv_camera_destroy (&cam);
+    if (!(unit > 0) || s_target_extent (synth, unit, &ni, &nj, err, errlen))
+        return NULL;
+    s_geometry_t g;
+    s_geometry (synth, id, &g);
+    int width = synth->image.width, height = synth->image.height, ss = 2;
+    piv_image_t *img = piv_image_new (width, height);
+    if (!img) {
+        snprintf (err, errlen, "cannot make a %dx%d target image: out of memory", width, height);
+        return NULL;
+    }
+    float *px = piv_image_data (img);
+    for (int row = 0; row < height; row++)
+        for (int col = 0; col < width; col++) {
+            int in = 0;
+            for (int a = 0; a < ss; a++)
+                for (int b = 0; b < ss; b++) {
+                    double x, y;
+                    double c = col + (b + 0.5) / ss - 0.5, r = row + (a + 0.5) / ss - 0.5;
+                    if (s_ray (&g, c, r, z, &x, &y) == 0)
+                        in += s_target_inside (x, y, unit, ni, nj);
+                }
+            // A 16-bit camera's dark ground and bright dots.
+            px[(size_t)row * width + col] = (float)(300 + 3000.0 * in / (ss * ss));
+        }
+    return img;
 }

@@ -94,4 +94,18 @@ piv_cameras_t *piv_stereo_synth_rig (const piv_stereo_synth_t *synth, char *err,
 int piv_stereo_truth_save (const piv_stereo_synth_t *synth, const piv_flow3_t *flow, double step,
                            const char *path, char *err, size_t errlen);
 
+// The calibration target's lattice unit (mm) for this rig: a few dots
+// either side of the origin within what both cameras see (NaN when they
+// see nothing in common).
+double piv_stereo_synth_target_unit (const piv_stereo_synth_t *synth);
+
+// Camera 'id''s image of the target on the plane Z = z (16-bit scale:
+// ground 300, dots 3300; 2 x 2 samples a pixel): case E's kind, which
+// pivfarm-calib --image reads with --spacing 'unit' (dots.h): dots where i
+// + j is even on a lattice of 'unit' mm centred on the origin, as far as
+// both cameras see them on every plane Z = -3 .. 3, a square at (0, 1) and
+// a triangle at (1, 0). NULL with err.
+piv_image_t *piv_stereo_synth_target (const piv_stereo_synth_t *synth, int id, double z,
+                                      double unit, char *err, size_t errlen);
+
 #endif

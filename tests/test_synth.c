@@ -1047,6 +1047,79 @@ START_TEST (the_stereo_program_writes_both_cameras_pairs_the_calibration_and_the
 }
 END_TEST
 
+START_TEST (the_target_images_calibrate_both_cameras_as_they_are)
+{
+    // pivfarm-calib finds the dots of the target's images, and the camera
+    // it fits from them is the true one within the 0.1 px (0.05
+    // measured) across the target.
+    const char *dir = tu_tmpdir ();
+    char prefix[4096], out[16384];
+    snprintf (prefix, sizeof prefix, "%s", tu_path (dir, "p"));
+    char *synth[] = {(char *) tu_bin ("pivfarm-synth"), "--stereo", "--targets", "-s", "512x512",
+                     "--distortion", "0.1", "-o", prefix, NULL};
+    int rc = tu_run (synth, out, sizeof out, 60);
+    ck_assert_msg (rc == 0, "exit %d: %s", rc, out);
+    char targets[4096], *unit = NULL;
+    snprintf (targets, sizeof targets, "%s", tu_path (dir, "p_targets"));
+    ck_assert_int_eq (tu_entries (targets), 15);
+    unit = tu_slurp (tu_path (targets, "spacing"), NULL);
+    ck_assert (unit != NULL);
+    unit[strcspn (unit, "\n")] = '\0';
+    char specs[14][4200], cal[4096];
+    char bin[4096];  // tu_bin's buffer is tu_path's too
+    snprintf (bin, sizeof bin, "%s", tu_bin ("pivfarm-calib"));
+    char *calib[40] = {bin, "--spacing", unit};
+    int n = 3;
+    for (int id = 1; id <= 2; id++) {
+        calib[n++] = "--camera";
+        calib[n++] = id == 1 ? "1" : "2";
+        for (int z = -3; z <= 3; z++) {
+            char name[32];
+            snprintf (name, sizeof name, "cam%d_z%d.tif", id, z);
+            char *spec = specs[(id - 1) * 7 + z + 3];
+            snprintf (spec, sizeof specs[0], "%d:%s", z, tu_path (targets, name));
+            calib[n++] = "--image";
+            calib[n++] = spec;
+        }
+    }
+    snprintf (cal, sizeof cal, "%s", tu_path (dir, "t.cal"));
+    calib[n++] = "-o";
+    calib[n++] = cal;
+    calib[n] = NULL;
+    rc = tu_run (calib, out, sizeof out, 60);
+    ck_assert_msg (rc == 0, "exit %d: %s", rc, out);
+    char err[512] = "";
+    piv_cameras_t *rig = piv_cameras_load (cal, err, sizeof err);
+    ck_assert_msg (rig != NULL, "%s", err);
+    piv_stereo_synth_t truth = s_rig (512);
+    truth.k1 = 0.1;
+    double box[4];
+    ck_assert (piv_stereo_synth_fov (&truth, 0, box, err, sizeof err) == 0);
+    for (int id = 1; id <= 2; id++) {
+        piv_camera_t *cam = s_camera (&truth, id);
+        const piv_camera_t *fit = piv_cameras_find (rig, id);
+        ck_assert (fit != NULL);
+        double worst = 0;
+        for (int z = -2; z <= 2; z += 2)
+            for (int i = 0; i <= 8; i++)
+                for (int j = 0; j <= 8; j++) {
+                    // Across the target's dots (3/4 of the common field:
+                    // beyond them the fit extrapolates).
+                    double x = 0.75 * (box[0] + (box[1] - box[0]) * i / 8);
+                    double y = 0.75 * (box[2] + (box[3] - box[2]) * j / 8), c1, r1, c2, r2;
+                    ck_assert (piv_camera_project (cam, x, y, z, &c1, &r1) == 0);
+                    ck_assert (piv_camera_project (fit, x, y, z, &c2, &r2) == 0);
+                    worst = fmax (worst, hypot (c1 - c2, r1 - r2));
+                }
+        ck_assert_msg (worst < 0.1, "camera %d: the fit is %g px from the truth", id, worst);
+        piv_camera_destroy (&cam);
+    }
+    piv_cameras_destroy (&rig);
+    free (unit);
+    tu_rmtree (dir);
+}
+END_TEST
+
 START_TEST (bad_stereo_options_are_refused_and_nothing_is_written)
 {
     static const struct {
@@ -1054,6 +1127,7 @@ START_TEST (bad_stereo_options_are_refused_and_nothing_is_written)
         const char *message;
     } cases[] = {
         {{"--angle", "30"}, "--angle needs --stereo"},
+        {{"--targets"}, "--targets needs --stereo"},
         {{"--stereo", "--multipage"}, "--stereo and --multipage exclude each other"},
         {{"--stereo", "--camera"}, "--stereo and --camera exclude each other"},
         {{"--stereo", "-f", "uniform:1,2"}, "bad stereo flow 'uniform:1,2'"},
@@ -1124,6 +1198,7 @@ s_suite (void)
     tcase_add_test (stereo, a_vortex_with_axial_flow_and_a_distorted_lens_images_as_the_cameras_say);
     tcase_add_test (stereo, a_misplaced_sheet_moves_its_particles_along_z_only);
     tcase_add_test (stereo, the_stereo_program_writes_both_cameras_pairs_the_calibration_and_the_truth);
+    tcase_add_test (stereo, the_target_images_calibrate_both_cameras_as_they_are);
     tcase_add_test (stereo, bad_stereo_options_are_refused_and_nothing_is_written);
     suite_add_tcase (suite, stereo);
     return suite;
