@@ -804,7 +804,8 @@ s_stereo (s_opts_t *o)
     const char *slash = strrchr (o->prefix, '/');
     const char *stem = slash ? slash + 1 : o->prefix;
     char dir[PATH_LEN];
-    snprintf (dir, sizeof dir, "%.*s", slash ? (int) (slash - o->prefix) : 1,
+    // DIR/STEM, /STEM (the root) or STEM (here).
+    snprintf (dir, sizeof dir, "%.*s", slash ? (int) (slash - o->prefix) + (slash == o->prefix) : 1,
               slash ? o->prefix : ".");
     if (!*stem || strlen (o->prefix) > 3000)
         return cli_usage_error ("bad --output '%s': expected DIR/STEM", o->prefix);
