@@ -3,6 +3,7 @@
 // own (same seed, same images on every platform), camera-like noise.
 
 #include "piv/flow.h"
+#include "piv/synth_internal.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -21,18 +22,8 @@
 #define CHUNK (1L << 18)
 #define BAND 4
 
-// One particle: where frames A and B show it, and its peak intensity.
-typedef struct {
-    double xa, ya;  // frame A, px
-    double xb, yb;  // frame B, px
-    double i0;      // peak intensity, full-scale units
-    int band;       // band of rows of its mid-time position
-} particle_t;
-
-// xoshiro256** (Blackman and Vigna), seeded through splitmix64.
-typedef struct {
-    uint64_t s[4];  // generator state
-} rng_t;
+typedef synth_particle_t particle_t;
+typedef synth_rng_t rng_t;
 
 static uint64_t
 s_splitmix64 (uint64_t *state)
@@ -259,8 +250,8 @@ s_frame_job (void *arg)
     for (long k = 0; k < job->count; k++) {
         const particle_t *p = job->particles + k;
         double x = job->frame ? p->xb : p->xa, y = job->frame ? p->yb : p->ya;
-        s_render (job->data, job->width, job->height, x, y, p->i0, job->radius, job->scale,
-                  job->norm);
+        s_render (job->data, job->width, job->height, x, y, job->frame ? p->ib : p->ia,
+                  job->radius, job->scale, job->norm);
     }
     return NULL;
 }
@@ -276,6 +267,30 @@ s_run_jobs (frame_job_t *jobs)
     s_frame_job (&jobs[1]);
     if (threaded)
         pthread_join (thread, NULL);
+}
+
+// The jobs of frames A and B (pixels da, db, noise streams noise_a,
+// noise_b) for synth's size, diameter, noise and depth; no particles yet.
+static void
+s_jobs_init (frame_job_t jobs[2], const piv_synth_t *synth, float *da, float *db, rng_t *noise_a,
+             rng_t *noise_b)
+{
+    double full = synth->bits == 8 ? 255.0 : 65535.0;
+    // I(r) = I0 exp(-8 r^2 / D^2) = I0 exp(-r^2 / (2 sigma^2)) with sigma = D/4:
+    // its integral along one axis over [a, b] is proportional to
+    // erf(b / (sigma sqrt 2)) - erf(a / (sigma sqrt 2)).
+    double scale = 1.0 / (synth->diameter / 4 * M_SQRT2);
+    for (int f = 0; f < 2; f++)
+        jobs[f] = (frame_job_t) {.data = f ? db : da,
+                                 .width = synth->width,
+                                 .height = synth->height,
+                                 .frame = f,
+                                 .radius = (int) ceil (1.5 * synth->diameter) + 1,
+                                 .scale = scale,
+                                 .norm = 1.0 / (2 * erf (0.5 * scale)),
+                                 .sigma = synth->noise * full,
+                                 .full = full,
+                                 .noise = f ? noise_b : noise_a};
 }
 
 // Refuses what piv_synth_pair cannot render: 0, or -1 with the reason in err.
@@ -359,7 +374,7 @@ s_draw (rng_t *particles, const piv_flow_t *flow, const s_area_t *area, double f
         double qx = floor (s_rng_uniform (particles) * area->span_x / POSITION_QUANTUM);
         double qy = floor (s_rng_uniform (particles) * area->span_y / POSITION_QUANTUM);
         double mx = area->x0 + qx * POSITION_QUANTUM, my = area->y0 + qy * POSITION_QUANTUM;
-        p->i0 = (0.5 + 0.5 * s_rng_uniform (particles)) * 0.8 * full;
+        p->ia = p->ib = (0.5 + 0.5 * s_rng_uniform (particles)) * 0.8 * full;
         double u, v;
         piv_flow_eval (flow, mx, my, &u, &v);
         p->xa = mx - u / 2;
@@ -418,12 +433,6 @@ piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **
     s_rng_seed (&noise_a, &seeder);
     s_rng_seed (&noise_b, &seeder);
 
-    // I(r) = I0 exp(-8 r^2 / D^2) = I0 exp(-r^2 / (2 sigma^2)) with sigma = D/4:
-    // its integral along one axis over [a, b] is proportional to
-    // erf(b / (sigma sqrt 2)) - erf(a / (sigma sqrt 2)).
-    double scale = 1.0 / (synth->diameter / 4 * M_SQRT2);
-    double norm = 1.0 / (2 * erf (0.5 * scale));
-
     // Particles are drawn in chunks and rendered in the order of their rows
     // (a counting sort by band of rows), so that rendering walks the images
     // instead of jumping about them: several times faster on large images.
@@ -437,17 +446,7 @@ piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **
         goto fail;
     }
     frame_job_t jobs[2];
-    for (int f = 0; f < 2; f++)
-        jobs[f] = (frame_job_t) {.data = f ? db : da,
-                                 .width = width,
-                                 .height = height,
-                                 .frame = f,
-                                 .radius = radius,
-                                 .scale = scale,
-                                 .norm = norm,
-                                 .sigma = synth->noise * full,
-                                 .full = full,
-                                 .noise = f ? &noise_b : &noise_a};
+    s_jobs_init (jobs, synth, da, db, &noise_a, &noise_b);
     for (long done = 0; done < count; done += chunk) {
         long n = count - done < chunk ? count - done : chunk;
         s_draw (&particles, flow, &area, full, n, drawn, sorted, starts);
@@ -469,6 +468,84 @@ piv_synth_pair (const piv_synth_t *synth, const piv_flow_t *flow, piv_image_t **
 
 fail:
     free (drawn);
+    free (sorted);
+    free (starts);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    return -1;
+}
+
+void
+synth_rng_seed (synth_rng_t *rng, uint64_t *seeder)
+{
+    s_rng_seed (rng, seeder);
+}
+
+double
+synth_rng_uniform (synth_rng_t *rng)
+{
+    return s_rng_uniform (rng);
+}
+
+int
+synth_render_pair (const piv_synth_t *synth, synth_particle_t *particles, long n,
+                   uint64_t noise_seed, piv_image_t **a_p, piv_image_t **b_p, char *err,
+                   size_t errlen)
+{
+    *a_p = *b_p = NULL;
+    piv_flow_t still = {PIV_FLOW_UNIFORM, 0, 0, 0, 0};
+    if (s_check (synth, &still, err, errlen) != 0)
+        return -1;
+    pthread_once (&s_zig_once, s_zig_init);
+    int width = synth->width, height = synth->height;
+    double full = synth->bits == 8 ? 255.0 : 65535.0;
+
+    // Sorted by band of rows of frame A, as piv_synth_pair renders: the
+    // rendering walks the images. Those above or below share the end bands.
+    int nbands = height / BAND + 1;
+    long *starts = calloc ((size_t) nbands + 1, sizeof *starts);
+    particle_t *sorted = malloc ((size_t) (n > 0 ? n : 1) * sizeof *sorted);
+    piv_image_t *a = piv_image_new (width, height), *b = piv_image_new (width, height);
+    if (!starts || !sorted || !a || !b) {
+        snprintf (err, errlen, "cannot render %ld particles in a %dx%d pair: out of memory", n,
+                  width, height);
+        goto fail;
+    }
+    for (long k = 0; k < n; k++) {
+        double band = floor ((particles[k].ya + 0.5) / BAND);
+        particles[k].band = band < 0 ? 0 : band >= nbands ? nbands - 1 : (int) band;
+        particles[k].ia *= full;
+        particles[k].ib *= full;
+        starts[particles[k].band + 1]++;
+    }
+    for (int i = 0; i < nbands; i++)
+        starts[i + 1] += starts[i];
+    for (long k = 0; k < n; k++)
+        sorted[starts[particles[k].band]++] = particles[k];
+    memcpy (particles, sorted, (size_t) n * sizeof *particles);
+    free (sorted);
+    free (starts);
+
+    uint64_t seeder = noise_seed;
+    rng_t noise_a, noise_b;
+    s_rng_seed (&noise_a, &seeder);
+    s_rng_seed (&noise_b, &seeder);
+    frame_job_t jobs[2];
+    s_jobs_init (jobs, synth, piv_image_data (a), piv_image_data (b), &noise_a, &noise_b);
+    for (int f = 0; f < 2; f++) {
+        jobs[f].particles = particles;
+        jobs[f].count = n;
+    }
+    if (n > 0)
+        s_run_jobs (jobs);
+    for (int f = 0; f < 2; f++)
+        jobs[f].count = 0;
+    s_run_jobs (jobs);
+    *a_p = a;
+    *b_p = b;
+    return 0;
+
+fail:
     free (sorted);
     free (starts);
     piv_image_destroy (&a);

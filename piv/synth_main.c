@@ -9,6 +9,7 @@
 #include "common/version.h"
 #include "piv/calib.h"
 #include "piv/flow.h"
+#include "piv/synth_stereo.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -16,12 +17,14 @@
 #include <unistd.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define DEFAULT_FLOW "uniform:3.3,-1.7"
+#define DEFAULT_STEREO_FLOW "uniform:0.3,-0.2,0.1"
 #define MAX_SIDE 65536
 #define STR(x) #x
 #define XSTR(x) STR (x)
@@ -37,6 +40,7 @@ s_usage (FILE *out)
              "       pivfarm-synth --camera [--rate R] [--count N] -o DIR/PREFIX [options]\n"
              "       pivfarm-synth --score FIELD.txt --truth PREFIX.flow [--size WxH] "
              "[--margin M]\n"
+             "       pivfarm-synth --stereo [stereo options] -o DIR/STEM [options]\n"
              "  -f, --flow SPEC       uniform:U,V | rotation:OMEGA | lamb-oseen:VMAX,RCORE |\n"
              "                        shear:RATE | sine:AMPLITUDE,WAVELENGTH (px, rad per\n"
              "                        frame; centred on the image; default " DEFAULT_FLOW ")\n"
@@ -66,6 +70,29 @@ s_usage (FILE *out)
              "      --calibration C   the scored file is in the units of calibration C\n"
              "                        ('scale=0.02mm/px dt=2ms [origin=X,Y] [y_axis=up|down]',\n"
              "                        as pivctl stats and export write it): the error in m/s\n"
+             "stereo (a light sheet seen by two cameras; world X, Y, Z in mm, Z across the\n"
+             "sheet, Y up): writes DIR/cam1/STEM_a.tif, DIR/cam1/STEM_b.tif, DIR/cam2/...,\n"
+             "the rig's calibration DIR/STEM.cal, the truth DIR/STEM.truth and the target\n"
+             "points DIR/STEM_cam1.points, DIR/STEM_cam2.points ('X Y Z col row');\n"
+             "with -c N, N pairs DIR/cam1/STEM_0001_a.tif ... (seeds S ...)\n"
+             "      --stereo          render a stereo pair; -f then takes a 3-D flow (mm per\n"
+             "                        frame): uniform:U,V,W | vortex:VMAX,RCORE,WAXIS (about\n"
+             "                        the Z axis, axial WAXIS exp(-r^2/RCORE^2)) |\n"
+             "                        wgrad:U,V,W,DWDZ (w = W + DWDZ Z); default\n"
+             "                        " DEFAULT_STEREO_FLOW "; -d counts the particles camera\n"
+             "                        1 sees within the sheet's e^-2 width per pixel\n"
+             "      --angle DEG       camera 1 at +DEG about Y, camera 2 at -DEG (default 35)\n"
+             "      --distance MM     each camera's centre from the world origin (default 500)\n"
+             "      --focal MM        focal length (default 50)\n"
+             "      --pitch MM        pixel pitch (default 0.01)\n"
+             "      --distortion K1   radial distortion k1 (default 0)\n"
+             "      --thickness MM    light sheet e^-2 full width, Gaussian in Z (default 1)\n"
+             "      --sheet-z MM      the sheet's centre, off the calibration's Z = 0 (default\n"
+             "                        0): a misplaced sheet, for self-calibration\n"
+             "      --grid MM         the truth's grid step (default: 16 px of camera 1)\n"
+             "      --targets         also the target's images, DIR/STEM_targets/camC_zZ.tif\n"
+             "                        (Z = -3 .. 3 mm), and its lattice unit for\n"
+             "                        pivfarm-calib --spacing in DIR/STEM_targets/spacing\n"
              "  -v, --verbose         say what was written and how long it took\n"
              "  -h, --help            this text\n"
              "  -V, --version         the version\n"
@@ -355,6 +382,7 @@ s_score (const char *field_path, const char *truth_path, int width, int height, 
 typedef struct {
     piv_synth_t synth;       // the images: size, particles, noise, bits, seed
     const char *spec;        // -f: the flow
+    int spec_given;          // -f given
     const char *prefix;      // -o: where the files go
     const char *score_path;  // --score: the field scored (NULL: none)
     const char *truth_path;  // --truth: its truth
@@ -367,6 +395,11 @@ typedef struct {
     double margin;           // --margin
     double rate;             // --rate: camera pairs per second
     piv_calib_t calib;       // --calibration: the scored file's units
+    int stereo;              // --stereo
+    const char *stereo_opt;  // a stereo option given (NULL: none), for its message
+    piv_stereo_synth_t rig;  // --stereo's cameras and sheet (its images from synth)
+    double grid;             // --grid: the truth's step, mm (0: the default)
+    int targets;             // --targets
 } s_opts_t;
 
 enum {
@@ -381,6 +414,16 @@ enum {
     OPT_CAMERA,
     OPT_RATE,
     OPT_CALIBRATION,
+    OPT_STEREO,
+    OPT_ANGLE,
+    OPT_DISTANCE,
+    OPT_FOCAL,
+    OPT_PITCH,
+    OPT_DISTORTION,
+    OPT_THICKNESS,
+    OPT_SHEET_Z,
+    OPT_GRID,
+    OPT_TARGETS,
     OPT_VERSION
 };
 
@@ -404,6 +447,16 @@ static const struct option s_options[] = {
     {"margin", required_argument, NULL, OPT_MARGIN},
     {"max-flag", required_argument, NULL, OPT_MAX_FLAG},
     {"calibration", required_argument, NULL, OPT_CALIBRATION},
+    {"stereo", no_argument, NULL, OPT_STEREO},
+    {"angle", required_argument, NULL, OPT_ANGLE},
+    {"distance", required_argument, NULL, OPT_DISTANCE},
+    {"focal", required_argument, NULL, OPT_FOCAL},
+    {"pitch", required_argument, NULL, OPT_PITCH},
+    {"distortion", required_argument, NULL, OPT_DISTORTION},
+    {"thickness", required_argument, NULL, OPT_THICKNESS},
+    {"sheet-z", required_argument, NULL, OPT_SHEET_Z},
+    {"grid", required_argument, NULL, OPT_GRID},
+    {"targets", no_argument, NULL, OPT_TARGETS},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -423,6 +476,35 @@ s_seed_arg (const char *arg, uint64_t *seed)
     return 0;
 }
 
+// Takes the stereo option 'opt' (its argument in optarg) into o: -1 to go
+// on, or the exit code. Each value's bounds here are the loose ones; the
+// rig as a whole is checked by piv_stereo_synth_check.
+static int
+s_stereo_option (int opt, s_opts_t *o)
+{
+    static const struct {
+        int opt;            // its code
+        const char *name;   // as given
+        double lo, hi;      // accepted values
+    } table[] = {
+        {OPT_ANGLE, "--angle", 0, 80},         {OPT_DISTANCE, "--distance", 1e-3, 1e6},
+        {OPT_FOCAL, "--focal", 1e-3, 1e6},     {OPT_PITCH, "--pitch", 1e-6, 1},
+        {OPT_DISTORTION, "--distortion", -10, 10}, {OPT_THICKNESS, "--thickness", 1e-6, 1e4},
+        {OPT_SHEET_Z, "--sheet-z", -1e4, 1e4}, {OPT_GRID, "--grid", 1e-6, 1e6},
+    };
+    piv_stereo_synth_t *rig = &o->rig;
+    double *fields[] = {&rig->angle, &rig->distance, &rig->focal, &rig->pitch,
+                        &rig->k1,    &rig->thickness, &rig->sheet_z, &o->grid};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].opt == opt) {
+            o->stereo_opt = table[i].name;
+            return s_double_arg (table[i].name, optarg, table[i].lo, table[i].hi, fields[i])
+                       ? 2
+                       : -1;
+        }
+    return 2;
+}
+
 // Takes option 'opt' (its argument in optarg) into o. -1 to go on, or the
 // exit code (after --help, --version or a bad option, said on stderr).
 static int
@@ -433,6 +515,7 @@ s_option (int opt, char **argv, s_opts_t *o)
     switch (opt) {
     case 'f':
         o->spec = optarg;
+        o->spec_given = 1;
         break;
     case 's':
         if (s_size_arg (optarg, &synth->width, &synth->height))
@@ -509,6 +592,22 @@ s_option (int opt, char **argv, s_opts_t *o)
             return cli_usage_error ("bad --calibration: %s", why);
         break;
     }
+    case OPT_STEREO:
+        o->stereo = 1;
+        break;
+    case OPT_TARGETS:
+        o->targets = 1;
+        o->stereo_opt = "--targets";
+        break;
+    case OPT_ANGLE:
+    case OPT_DISTANCE:
+    case OPT_FOCAL:
+    case OPT_PITCH:
+    case OPT_DISTORTION:
+    case OPT_THICKNESS:
+    case OPT_SHEET_Z:
+    case OPT_GRID:
+        return s_stereo_option (opt, o);
     case 'v':
         log_set_level (LOG_LEVEL_INFO);
         break;
@@ -541,6 +640,17 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
     if ((double) o->synth.width * o->synth.height > (double) PIV_MAX_PIXELS_DEFAULT)
         return cli_usage_error ("bad --size '%dx%d': more than %zu pixels", o->synth.width,
                                 o->synth.height, PIV_MAX_PIXELS_DEFAULT);
+    if (o->stereo_opt && !o->stereo)
+        return cli_usage_error ("%s needs --stereo", o->stereo_opt);
+    if (o->stereo && (o->multipage || o->camera || o->rate_given || o->score_path
+                      || o->truth_path || o->calib.set))
+        return cli_usage_error ("--stereo and %s exclude each other",
+                                o->multipage    ? "--multipage"
+                                : o->camera     ? "--camera"
+                                : o->rate_given ? "--rate"
+                                : o->calib.set  ? "--calibration"
+                                : o->score_path ? "--score"
+                                                : "--truth");
     if (o->calib.set && !o->score_path)
         return cli_usage_error ("--calibration needs --score");
     if (o->rate_given && !o->camera)
@@ -589,6 +699,192 @@ s_write_pairs (const s_opts_t *o, const piv_flow_t *flow)
     return 0;
 }
 
+// Writes camera 'id''s target points as 'X Y Z col row' lines (the
+// plain points file pivfarm-calib reads). 0 or -1 (logged).
+static int
+s_save_points (const piv_stereo_synth_t *rig, int id, const char *path)
+{
+    char err[1024];
+    size_t n;
+    piv_point_t *pts = piv_stereo_synth_points (rig, id, &n, err, sizeof err);
+    if (!pts) {
+        log_error ("%s", err);
+        return -1;
+    }
+    FILE *out = fopen (path, "w");
+    int rc = out ? 0 : -1;
+    if (out) {
+        fprintf (out, "# pivfarm-synth --stereo: camera %d's target points, exact\n"
+                      "# X Y Z (mm) col row (px)\n", id);
+        for (size_t i = 0; i < n; i++)
+            fprintf (out, "%.17g %.17g %.17g %.17g %.17g\n", pts[i].x, pts[i].y, pts[i].z,
+                     pts[i].col, pts[i].row);
+        rc = ferror (out) | (fclose (out) != 0) ? -1 : 0;
+    }
+    if (rc)
+        log_error ("cannot write '%s': %s", path, strerror (errno));
+    free (pts);
+    return rc;
+}
+
+// Makes 'dir' unless it exists. 0 or -1 (logged).
+static int
+s_make_dir (const char *dir)
+{
+    if (mkdir (dir, 0755) != 0 && errno != EEXIST) {
+        log_error ("cannot make the directory '%s': %s", dir, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+// A path of at most PATH_LEN bytes into buf, printf-style. 0, or -1
+// (logged) when it does not fit.
+#define PATH_LEN 4096
+static int __attribute__ ((format (printf, 2, 3)))
+s_pathf (char *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vsnprintf (buf, PATH_LEN, fmt, ap);
+    va_end (ap);
+    if (n < 0 || n >= PATH_LEN) {
+        log_error ("cannot name a file: '%.64s...' is too long", buf);
+        return -1;
+    }
+    return 0;
+}
+
+// Writes the target's images of both cameras on the planes Z = -3 .. 3
+// into DIR/STEM_targets/ with the lattice unit in its file 'spacing'. 0 or
+// -1 (logged).
+static int
+s_save_targets (const piv_stereo_synth_t *rig, const char *dir, const char *stem)
+{
+    char err[1024], sub[PATH_LEN], path[PATH_LEN];
+    double unit = piv_stereo_synth_target_unit (rig);
+    if (s_pathf (sub, "%s/%s_targets", dir, stem) || s_make_dir (sub)
+        || s_pathf (path, "%s/spacing", sub))
+        return -1;
+    FILE *out = fopen (path, "w");
+    if (!out || fprintf (out, "%.17g\n", unit) < 0 || fclose (out) != 0) {
+        log_error ("cannot write '%s': %s", path, strerror (errno));
+        return -1;
+    }
+    for (int id = 1; id <= 2; id++)
+        for (int z = -3; z <= 3; z++) {
+            piv_image_t *img = piv_stereo_synth_target (rig, id, z, unit, err, sizeof err);
+            if (!img) {
+                log_error ("%s", err);
+                return -1;
+            }
+            const piv_image_t *pages[] = {img};
+            int rc = s_pathf (path, "%s/cam%d_z%d.tif", sub, id, z) || s_save (path, pages, 1, 16, 0);
+            piv_image_destroy (&img);
+            if (rc)
+                return -1;
+        }
+    log_info ("wrote the target's images in '%s' (lattice unit %g mm)", sub, unit);
+    return 0;
+}
+
+// --stereo: the calibration, the points and the truth, then each pair's
+// four frames (DIR/cam1/STEM_a.tif ...). The exit code.
+static int
+s_stereo (s_opts_t *o)
+{
+    char err[1024], path[PATH_LEN], path_b[PATH_LEN];
+    piv_stereo_synth_t rig = o->rig;
+    rig.image = o->synth;
+    piv_flow3_t flow;
+    if (piv_flow3_parse (&flow, o->spec_given ? o->spec : DEFAULT_STEREO_FLOW, err,
+                         sizeof err)
+        || piv_stereo_synth_check (&rig, err, sizeof err))
+        return cli_usage_error ("%s", err);
+    const char *slash = strrchr (o->prefix, '/');
+    const char *stem = slash ? slash + 1 : o->prefix;
+    char dir[PATH_LEN];
+    // DIR/STEM, /STEM (the root) or STEM (here).
+    snprintf (dir, sizeof dir, "%.*s", slash ? (int) (slash - o->prefix) + (slash == o->prefix) : 1,
+              slash ? o->prefix : ".");
+    if (!*stem || strlen (o->prefix) > 3000)
+        return cli_usage_error ("bad --output '%s': expected DIR/STEM", o->prefix);
+    if (slash && slash != o->prefix && s_make_dir (dir))
+        return 1;
+    if (s_pathf (path, "%s/cam1", dir) || s_pathf (path_b, "%s/cam2", dir) || s_make_dir (path)
+        || s_make_dir (path_b))
+        return 1;
+
+    double t0 = util_now ();
+    piv_cameras_t *cal = piv_stereo_synth_rig (&rig, err, sizeof err);
+    if (!cal || s_pathf (path, "%s/%s.cal", dir, stem) || piv_cameras_save (cal, path, err, sizeof err)) {
+        log_error ("%s", err);
+        piv_cameras_destroy (&cal);
+        return 1;
+    }
+    piv_cameras_destroy (&cal);
+    for (int id = 1; id <= 2; id++) {
+        if (s_pathf (path, "%s/%s_cam%d.points", dir, stem, id) || s_save_points (&rig, id, path))
+            return 1;
+    }
+    double grid = o->grid;
+    if (grid == 0) {
+        // 16 px of camera 1 at the sheet's centre, along Y (unforeshortened).
+        double d[2][3];
+        piv_camera_t *cam = piv_synth_camera_new (&rig, 1, err, sizeof err);
+        int bad = !cam || piv_camera_derivatives (cam, 0, 0, rig.sheet_z, d);
+        piv_camera_destroy (&cam);
+        if (bad) {
+            log_error ("cannot place the truth's grid: %s", err);
+            return 1;
+        }
+        // Four significant digits: a step one can type.
+        double g = 16 / fabs (d[1][1]), unit = pow (10, floor (log10 (g)) - 3);
+        grid = round (g / unit) * unit;
+    }
+    if (s_pathf (path, "%s/%s.truth", dir, stem))
+        return 1;
+    if (piv_stereo_truth_save (&rig, &flow, grid, path, err, sizeof err)) {
+        log_error ("%s", err);
+        return 1;
+    }
+    log_info ("wrote the calibration, the points and the truth in '%s' (%.1f ms)", dir,
+              (util_now () - t0) * 1e3);
+    if (o->targets && s_save_targets (&rig, dir, stem))
+        return 1;
+    long count = o->count;
+    for (long i = 0; i < (count ? count : 1); i++) {
+        t0 = util_now ();
+        rig.image.seed = o->synth.seed + (uint64_t) i;
+        piv_image_t *frames[2][2];
+        if (piv_stereo_synth_render (&rig, &flow, frames, err, sizeof err)) {
+            log_error ("%s", err);
+            return 1;
+        }
+        double t1 = util_now ();
+        int rc = 0;
+        for (int c = 0; c < 2 && rc == 0; c++) {
+            char prefix[PATH_LEN];
+            rc = count ? s_pathf (prefix, "%s/cam%d/%s_%04ld", dir, c + 1, stem, i + 1)
+                       : s_pathf (prefix, "%s/cam%d/%s", dir, c + 1, stem);
+            rc = rc || s_pair_paths (prefix, 0, 0, path, path_b, sizeof path)
+                 || s_save_pair (frames[c], rig.image.bits, 0, path, path_b, 0);
+        }
+        for (int c = 0; c < 2; c++) {
+            piv_image_destroy (&frames[c][0]);
+            piv_image_destroy (&frames[c][1]);
+        }
+        if (rc)
+            return 1;
+        log_info ("wrote stereo pair %ld of '%s' (%dx%d, seed %llu): synthesis %.1f ms, "
+                  "writing %.1f ms",
+                  i + 1, o->prefix, rig.image.width, rig.image.height,
+                  (unsigned long long) rig.image.seed, (t1 - t0) * 1e3,
+                  (util_now () - t1) * 1e3);
+    }
+    return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -600,6 +896,7 @@ main (int argc, char **argv)
                          .rate = DEFAULT_RATE};
     piv_synth_init (&o.synth);
     piv_calib_init (&o.calib);
+    piv_stereo_synth_init (&o.rig);
     char err[1024];
     int code = s_parse_args (argc, argv, &o);
     if (code >= 0)
@@ -607,6 +904,9 @@ main (int argc, char **argv)
     if (o.score_path)
         return s_score (o.score_path, o.truth_path, o.size_given ? o.synth.width : 0,
                         o.size_given ? o.synth.height : 0, o.margin, o.max_flag, &o.calib);
+
+    if (o.stereo)
+        return s_stereo (&o);
 
     piv_flow_t flow;
     if (piv_flow_parse (&flow, o.spec, o.synth.width, o.synth.height, err, sizeof err))

@@ -2,6 +2,8 @@
 // image pairs that follow them, and scoring a field against the truth.
 
 #include "piv/flow.h"
+#include "piv/piv.h"
+#include "piv/synth_stereo.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 // Where the Lamb-Oseen azimuthal displacement peaks, in core radii.
 #define LAMB_OSEEN_PEAK_RADIUS 1.1209064227785340
@@ -598,6 +601,561 @@ START_TEST (a_score_against_a_synthetic_pair_truth_is_zero_for_the_truth_itself)
 }
 END_TEST
 
+
+// ------------------------------------------------------------ stereo
+
+// The default rig (+-35 deg, 500 mm, 50 mm, 10 um) on images of side px.
+static piv_stereo_synth_t
+s_rig (int side)
+{
+    piv_stereo_synth_t rig;
+    piv_stereo_synth_init (&rig);
+    rig.image.width = rig.image.height = side;
+    rig.image.density = 0.05;
+    rig.image.diameter = 2.5;
+    return rig;
+}
+
+static piv_camera_t *
+s_camera (const piv_stereo_synth_t *rig, int id)
+{
+    char err[256] = "";
+    piv_camera_t *cam = piv_synth_camera_new (rig, id, err, sizeof err);
+    ck_assert_msg (cam != NULL, "%s", err);
+    return cam;
+}
+
+START_TEST (a_synthetic_camera_projects_points_as_its_geometry_says)
+{
+    // Camera 1 at +35 deg about Y, 500 mm from the origin, f = 5000 px:
+    // X is foreshortened by cos 35 and by the depth D - X sin 35, Y is not,
+    // Z moves the image towards the camera's side; camera 2 mirrors X and Z.
+    piv_stereo_synth_t rig = s_rig (1024);
+    double f = 5000, d = 500, c = cos (35 * M_PI / 180), s = sin (35 * M_PI / 180), cx = 511.5;
+    for (int id = 1; id <= 2; id++) {
+        piv_camera_t *cam = s_camera (&rig, id);
+        double sg = id == 1 ? 1 : -1, col, row;
+        ck_assert_int_eq (piv_camera_id (cam), id);
+        ck_assert_int_eq (piv_camera_project (cam, 0, 0, 0, &col, &row), 0);
+        ck_assert_double_eq_tol (col, cx, 1e-9);
+        ck_assert_double_eq_tol (row, cx, 1e-9);
+        // On the optical axis: the image's centre at any distance.
+        ck_assert_int_eq (piv_camera_project (cam, sg * 100 * s, 0, 100 * c, &col, &row), 0);
+        ck_assert_double_eq_tol (col, cx, 1e-9);
+        ck_assert_double_eq_tol (row, cx, 1e-9);
+        ck_assert_int_eq (piv_camera_project (cam, 20, 0, 0, &col, &row), 0);
+        ck_assert_double_eq_tol (col, cx + f * c * 20 / (d - sg * s * 20), 1e-9);
+        ck_assert_double_eq_tol (row, cx, 1e-9);
+        ck_assert_int_eq (piv_camera_project (cam, 0, 20, 0, &col, &row), 0);
+        ck_assert_double_eq_tol (col, cx, 1e-9);
+        ck_assert_double_eq_tol (row, cx - f * 20 / d, 1e-9);
+        ck_assert_int_eq (piv_camera_project (cam, 0, 0, 2, &col, &row), 0);
+        ck_assert_double_eq_tol (col, cx - sg * f * s * 2 / (d - c * 2), 1e-9);
+        ck_assert_double_eq_tol (row, cx, 1e-9);
+        piv_camera_destroy (&cam);
+    }
+    // Radial distortion: the image's centre stays, a point off it moves
+    // radially by 1 + k1 r^2 in focal lengths.
+    rig.k1 = 0.2;
+    piv_camera_t *cam = s_camera (&rig, 1);
+    double col, row;
+    ck_assert_int_eq (piv_camera_project (cam, 0, 0, 0, &col, &row), 0);
+    ck_assert_double_eq_tol (col, cx, 1e-9);
+    ck_assert_int_eq (piv_camera_project (cam, 0, 40, 0, &col, &row), 0);
+    double yn = 40 / d;
+    ck_assert_double_eq_tol (col, cx, 1e-9);
+    ck_assert_double_eq_tol (row, cx - f * yn * (1 + 0.2 * yn * yn), 1e-9);
+    piv_camera_destroy (&cam);
+}
+END_TEST
+
+START_TEST (stereo_flows_follow_their_specs)
+{
+    char err[256] = "";
+    piv_flow3_t flow;
+    double u, v, w;
+    ck_assert_msg (piv_flow3_parse (&flow, "uniform:0.3,-0.2,0.1", err, sizeof err) == 0, "%s",
+                   err);
+    piv_flow3_eval (&flow, 17, -3, 0.4, &u, &v, &w);
+    ck_assert (u == 0.3 && v == -0.2 && w == 0.1);
+
+    // The vortex: the planar Lamb-Oseen's peak (about the world origin), w
+    // on its axis, falling off over a core radius.
+    ck_assert_msg (piv_flow3_parse (&flow, "vortex:0.5,20,0.2", err, sizeof err) == 0, "%s",
+                   err);
+    piv_flow3_eval (&flow, LAMB_OSEEN_PEAK_RADIUS * 20, 0, 0, &u, &v, &w);
+    ck_assert_double_eq_tol (u, 0, 1e-12);
+    ck_assert_double_eq_tol (v, 0.5, 1e-12);
+    piv_flow3_eval (&flow, 0, 0, 0.3, &u, &v, &w);
+    ck_assert (u == 0 && v == 0);
+    ck_assert_double_eq_tol (w, 0.2, 1e-15);
+    piv_flow3_eval (&flow, 0, 20, 0, &u, &v, &w);
+    ck_assert_double_eq_tol (w, 0.2 * exp (-1), 1e-15);
+    ck_assert_double_lt (u, 0);
+
+    // w across the sheet.
+    ck_assert_msg (piv_flow3_parse (&flow, "wgrad:0.1,0,0.05,0.02", err, sizeof err) == 0, "%s",
+                   err);
+    piv_flow3_eval (&flow, 5, 5, 0.5, &u, &v, &w);
+    ck_assert (u == 0.1 && v == 0);
+    ck_assert_double_eq_tol (w, 0.05 + 0.02 * 0.5, 1e-15);
+    piv_flow3_eval (&flow, 5, 5, -0.5, &u, &v, &w);
+    ck_assert_double_eq_tol (w, 0.05 - 0.02 * 0.5, 1e-15);
+
+    static const char *bad[] = {"uniform:1,2",   "uniform:1,2,3,4", "vortex:1,0,0",
+                                "spin:1,2,3",    "uniform",         "wgrad:1,2,3,x",
+                                "uniform:1,,3",  "uniform:1,2,inf", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        ck_assert_msg (piv_flow3_parse (&flow, bad[i], err, sizeof err) == -1, "%s", bad[i]);
+        ck_assert_msg (strstr (err, "bad stereo flow '") && strstr (err, bad[i]), "%s", err);
+    }
+}
+END_TEST
+
+START_TEST (bad_stereo_rigs_are_refused)
+{
+    static const struct {
+        const char *field;
+        double value;
+        const char *cause;
+    } cases[] = {
+        {"angle", 90, "bad stereo angle '90'"},
+        {"angle", -5, "bad stereo angle '-5'"},
+        {"focal", 500, "bad stereo focal length '500'"},
+        {"pitch", 0, "bad stereo pixel pitch '0'"},
+        {"thickness", 0, "bad stereo sheet thickness '0'"},
+        {"sheet_z", 200, "bad stereo sheet position '200'"},
+        {"k1", NAN, "bad stereo distortion 'nan'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        piv_stereo_synth_t rig = s_rig (64);
+        double *field = strcmp (cases[i].field, "angle") == 0       ? &rig.angle
+                        : strcmp (cases[i].field, "focal") == 0     ? &rig.focal
+                        : strcmp (cases[i].field, "pitch") == 0     ? &rig.pitch
+                        : strcmp (cases[i].field, "thickness") == 0 ? &rig.thickness
+                        : strcmp (cases[i].field, "sheet_z") == 0   ? &rig.sheet_z
+                                                                    : &rig.k1;
+        *field = cases[i].value;
+        char err[512] = "";
+        piv_flow3_t flow;
+        ck_assert (piv_flow3_parse (&flow, "uniform:0,0,0", err, sizeof err) == 0);
+        piv_image_t *frames[2][2];
+        ck_assert_int_eq (piv_stereo_synth_render (&rig, &flow, frames, err, sizeof err), -1);
+        ck_assert_msg (strstr (err, cases[i].cause), "%s: %s", cases[i].cause, err);
+        ck_assert (frames[0][0] == NULL && frames[1][1] == NULL);
+        ck_assert (piv_synth_camera_new (&rig, 1, err, sizeof err) == NULL);
+    }
+}
+END_TEST
+
+START_TEST (the_rig_calibration_reprojects_the_target_points_within_0_01_px)
+{
+    // Distorted cameras: the pinhole with k1 is the true model, and the
+    // evidence should choose it; the file read back reprojects as fitted.
+    piv_stereo_synth_t rig = s_rig (1024);
+    rig.k1 = 0.1;
+    char err[512] = "";
+    piv_cameras_t *cal = piv_stereo_synth_rig (&rig, err, sizeof err);
+    ck_assert_msg (cal != NULL, "%s", err);
+    const char *dir = tu_tmpdir ();
+    const char *path = tu_path (dir, "rig.cal");
+    ck_assert_msg (piv_cameras_save (cal, path, err, sizeof err) == 0, "%s", err);
+    piv_cameras_destroy (&cal);
+    cal = piv_cameras_load (path, err, sizeof err);
+    ck_assert_msg (cal != NULL, "%s", err);
+    ck_assert_int_eq (piv_cameras_count (cal), 2);
+    for (int id = 1; id <= 2; id++) {
+        size_t n;
+        piv_point_t *pts = piv_stereo_synth_points (&rig, id, &n, err, sizeof err);
+        ck_assert_msg (pts != NULL, "%s", err);
+        ck_assert_uint_ge (n, 7 * 200);
+        const piv_camera_t *cam = piv_cameras_find (cal, id);
+        ck_assert (cam != NULL);
+        piv_camera_info_t info;
+        piv_camera_info (cam, &info);
+        ck_assert_int_eq (info.planes, 7);
+        ck_assert_double_eq (info.bounds[4], -3);
+        ck_assert_double_eq (info.bounds[5], 3);
+        double rms, max;
+        piv_camera_residuals (cam, pts, n, &rms, &max);
+        ck_assert_msg (max < 0.01, "camera %d: reprojection max %g px", id, max);
+        // The whole image: target points are exact, on every plane.
+        double cmin = 1e9, cmax = -1e9;
+        for (size_t i = 0; i < n; i++) {
+            cmin = fmin (cmin, pts[i].col);
+            cmax = fmax (cmax, pts[i].col);
+        }
+        ck_assert_double_lt (cmin, 60);
+        ck_assert_double_gt (cmax, 1024 - 60);
+        free (pts);
+    }
+    piv_cameras_destroy (&cal);
+    tu_rmtree (dir);
+}
+END_TEST
+
+// The engine's field of camera 'id''s pair against the truth projected
+// through the true camera's derivatives at each vector's point of the
+// sheet: the mean measured and predicted image displacements, and the
+// RMS of their difference over valid vectors (px).
+static void
+s_camera_error (const piv_stereo_synth_t *rig, const piv_flow3_t *flow, int id,
+                piv_image_t *frames[2], double mean[2][2], double *rms)
+{
+    char err[256] = "";
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    ck_assert (piv_settings_set_passes (&settings, "64,32", err, sizeof err) == 0);
+    piv_t *piv = piv_new (&settings, err, sizeof err);
+    ck_assert_msg (piv != NULL, "%s", err);
+    piv_field_t *field = piv_process (piv, frames[0], frames[1], err, sizeof err);
+    ck_assert_msg (field != NULL, "%s", err);
+    piv_camera_t *cam = s_camera (rig, id);
+    double sum[2][2] = {{0, 0}, {0, 0}}, e2 = 0;
+    int n = 0;
+    for (int k = 0; k < field->nx * field->ny; k++) {
+        if (field->flags[k] != PIV_FLAG_VALID)
+            continue;
+        double x, y, d[2][3], u, v, w;
+        ck_assert_int_eq (piv_camera_unproject (cam, field->x[k], field->y[k], rig->sheet_z, &x, &y),
+                          0);
+        ck_assert_int_eq (piv_camera_derivatives (cam, x, y, rig->sheet_z, d), 0);
+        piv_flow3_eval (flow, x, y, rig->sheet_z, &u, &v, &w);
+        double pc = d[0][0] * u + d[0][1] * v + d[0][2] * w;
+        double pr = d[1][0] * u + d[1][1] * v + d[1][2] * w;
+        sum[0][0] += field->u[k];
+        sum[0][1] += field->v[k];
+        sum[1][0] += pc;
+        sum[1][1] += pr;
+        e2 += (field->u[k] - pc) * (field->u[k] - pc) + (field->v[k] - pr) * (field->v[k] - pr);
+        n++;
+    }
+    ck_assert_int_ge (n, 0.95 * field->nx * field->ny);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            mean[i][j] = sum[i][j] / n;
+    *rms = sqrt (e2 / n);
+    piv_camera_destroy (&cam);
+    piv_field_destroy (&field);
+    piv_destroy (&piv);
+}
+
+START_TEST (each_camera_sees_uniform_u_and_w_where_its_derivatives_put_them)
+{
+    // U and W: camera 1 sees them add along its columns, camera 2 see them
+    // subtract (it looks from the other side of the Z axis).
+    piv_stereo_synth_t rig = s_rig (512);
+    piv_flow3_t flow;
+    char err[512] = "";
+    ck_assert (piv_flow3_parse (&flow, "uniform:0.3,0.1,0.2", err, sizeof err) == 0);
+    piv_image_t *frames[2][2];
+    ck_assert_msg (piv_stereo_synth_render (&rig, &flow, frames, err, sizeof err) == 0, "%s",
+                   err);
+    double mean[2][2][2], rms[2];
+    for (int c = 0; c < 2; c++) {
+        s_camera_error (&rig, &flow, c + 1, frames[c], mean[c], &rms[c]);
+        ck_assert_msg (fabs (mean[c][0][0] - mean[c][1][0]) < 0.1
+                           && fabs (mean[c][0][1] - mean[c][1][1]) < 0.1,
+                       "camera %d: mean displacement (%.4f, %.4f) px, the cameras say (%.4f, "
+                       "%.4f)",
+                       c + 1, mean[c][0][0], mean[c][0][1], mean[c][1][0], mean[c][1][1]);
+        ck_assert_msg (rms[c] < 0.1, "camera %d: %.4f px RMS from the projection", c + 1,
+                       rms[c]);
+        piv_image_destroy (&frames[c][0]);
+        piv_image_destroy (&frames[c][1]);
+    }
+    // W shows: the cameras' column displacements differ by 2 f sin(35) W / D.
+    double want = 2 * 5000 * sin (35 * M_PI / 180) * 0.2 / 500;
+    ck_assert_double_eq_tol (mean[1][0][0] - mean[0][0][0], want, 0.1);
+}
+END_TEST
+
+START_TEST (a_vortex_with_axial_flow_and_a_distorted_lens_images_as_the_cameras_say)
+{
+    piv_stereo_synth_t rig = s_rig (512);
+    rig.k1 = 0.2;
+    rig.image.seed = 7;
+    piv_flow3_t flow;
+    char err[512] = "";
+    ck_assert (piv_flow3_parse (&flow, "vortex:0.3,10,0.2", err, sizeof err) == 0);
+    piv_image_t *frames[2][2];
+    ck_assert_msg (piv_stereo_synth_render (&rig, &flow, frames, err, sizeof err) == 0, "%s",
+                   err);
+    for (int c = 0; c < 2; c++) {
+        double mean[2][2], rms;
+        s_camera_error (&rig, &flow, c + 1, frames[c], mean, &rms);
+        ck_assert_msg (rms < 0.15, "camera %d: %.4f px RMS from the projection", c + 1, rms);
+        piv_image_destroy (&frames[c][0]);
+        piv_image_destroy (&frames[c][1]);
+    }
+}
+END_TEST
+
+START_TEST (a_misplaced_sheet_moves_its_particles_along_z_only)
+{
+    // Sheets at Z = -0.5 and +0.5 mm hold the same particles 1 mm apart in
+    // Z: each camera's frame A of one against the other moves as the
+    // camera's derivatives say of (0, 0, 1) mm, and the truth is on the
+    // sheet's plane.
+    piv_stereo_synth_t lo = s_rig (512), hi = s_rig (512);
+    lo.sheet_z = -0.5;
+    hi.sheet_z = 0.5;
+    lo.image.noise = hi.image.noise = 0;
+    piv_flow3_t flow;
+    char err[512] = "";
+    ck_assert (piv_flow3_parse (&flow, "uniform:0,0,1", err, sizeof err) == 0);
+    piv_image_t *a[2][2], *b[2][2];
+    ck_assert_msg (piv_stereo_synth_render (&lo, &flow, a, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg (piv_stereo_synth_render (&hi, &flow, b, err, sizeof err) == 0, "%s", err);
+    for (int c = 0; c < 2; c++) {
+        // The displacement from the sheet at -0.5 to the one at +0.5 is the
+        // flow (0, 0, 1) seen from the plane Z = 0 between them.
+        piv_image_t *pair[2] = {a[c][0], b[c][0]};
+        piv_stereo_synth_t mid = lo;
+        mid.sheet_z = 0;
+        double mean[2][2], rms;
+        s_camera_error (&mid, &flow, c + 1, pair, mean, &rms);
+        ck_assert_msg (rms < 0.1, "camera %d: %.4f px RMS from the projection", c + 1, rms);
+        ck_assert_double_gt (fabs (mean[0][0]), 5);
+        for (int f = 0; f < 2; f++) {
+            piv_image_destroy (&a[c][f]);
+            piv_image_destroy (&b[c][f]);
+        }
+    }
+    const char *dir = tu_tmpdir ();
+    const char *path = tu_path (dir, "p.truth");
+    ck_assert_msg (piv_stereo_truth_save (&hi, &flow, 2, path, err, sizeof err) == 0, "%s", err);
+    char *text = tu_slurp (path, NULL);
+    ck_assert (text != NULL);
+    ck_assert_msg (strstr (text, "# flow uniform:0,0,1\n") && strstr (text, "# sheet_z 0.5 "),
+                   "%s", text);
+    ck_assert_msg (strstr (text, "\n0 0 0.5 0 0 1\n"), "%.400s", text);
+    free (text);
+    tu_rmtree (dir);
+}
+END_TEST
+
+// Reads a points file ('X Y Z col row' lines, '#' comments) as written by
+// pivfarm-synth --stereo; malloc'd, count in *n.
+static piv_point_t *
+s_read_points (const char *path, size_t *n)
+{
+    char *text = tu_slurp (path, NULL);
+    ck_assert_msg (text != NULL, "cannot read '%s'", path);
+    size_t cap = 1;
+    for (const char *c = text; *c; c++)
+        cap += *c == '\n';
+    piv_point_t *pts = malloc (cap * sizeof *pts);
+    ck_assert (pts != NULL);
+    *n = 0;
+    for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n")) {
+        if (line[0] == '#')
+            continue;
+        piv_point_t p = {0};
+        ck_assert_msg (sscanf (line, "%lf %lf %lf %lf %lf", &p.x, &p.y, &p.z, &p.col, &p.row)
+                           == 5,
+                       "'%s': bad line '%s'", path, line);
+        pts[(*n)++] = p;
+    }
+    free (text);
+    return pts;
+}
+
+START_TEST (the_stereo_program_writes_both_cameras_pairs_the_calibration_and_the_truth)
+{
+    const char *dir = tu_tmpdir ();
+    char prefix[4096], out[8192];
+    snprintf (prefix, sizeof prefix, "%s/run/p", dir);
+    char *argv[] = {(char *) tu_bin ("pivfarm-synth"), "--stereo", "-s", "256x192", "-d", "0.05",
+                    "--distortion", "0.1", "--angle", "30", "-f", "vortex:0.3,10,0.2", "-c", "2",
+                    "-o", prefix, NULL};
+    int rc = tu_run (argv, out, sizeof out, 60);
+    ck_assert_msg (rc == 0, "exit %d: %s", rc, out);
+    char run[4096];
+    snprintf (run, sizeof run, "%s", tu_path (dir, "run"));
+    ck_assert_int_eq (tu_entries (run), 6);  // cam1 cam2 p.cal p.truth p_cam1/2.points
+    for (int c = 1; c <= 2; c++) {
+        char cam[4096], cname[8];
+        snprintf (cname, sizeof cname, "cam%d", c);
+        snprintf (cam, sizeof cam, "%s", tu_path (run, cname));
+        ck_assert_int_eq (tu_entries (cam), 4);
+        for (int i = 1; i <= 2; i++) {
+            char a[4096], b[4096], err[512] = "";
+            char name_a[32], name_b[32];
+            snprintf (name_a, sizeof name_a, "p_%04d_a.tif", i);
+            snprintf (name_b, sizeof name_b, "p_%04d_b.tif", i);
+            snprintf (a, sizeof a, "%s", tu_path (cam, name_a));
+            snprintf (b, sizeof b, "%s", tu_path (cam, name_b));
+            piv_image_t *fa, *fb;
+            ck_assert_msg (piv_image_load_pair (a, b, 0, &fa, &fb, err, sizeof err) == 0, "%s",
+                           err);
+            ck_assert_int_eq (piv_image_width (fa), 256);
+            ck_assert_int_eq (piv_image_height (fb), 192);
+            ck_assert_int_eq (piv_image_bits (fa), 8);
+            // Particles in the frame: the mean is well above the noise's.
+            ck_assert_double_gt (s_mean (fa, 0, 256, 0, 192), 5);
+            piv_image_destroy (&fa);
+            piv_image_destroy (&fb);
+        }
+    }
+
+    // The calibration reprojects the points written beside it.
+    char err[512] = "";
+    piv_cameras_t *cal = piv_cameras_load (tu_path (run, "p.cal"), err, sizeof err);
+    ck_assert_msg (cal != NULL, "%s", err);
+    ck_assert_int_eq (piv_cameras_count (cal), 2);
+    for (int id = 1; id <= 2; id++) {
+        char name[64];
+        snprintf (name, sizeof name, "p_cam%d.points", id);
+        size_t n;
+        piv_point_t *pts = s_read_points (tu_path (run, name), &n);
+        ck_assert_uint_ge (n, 7 * 200);
+        double rms, max;
+        piv_camera_residuals (piv_cameras_find (cal, id), pts, n, &rms, &max);
+        ck_assert_msg (max < 0.01, "camera %d: reprojection max %g px", id, max);
+        free (pts);
+    }
+    piv_cameras_destroy (&cal);
+
+    // The truth: the flow on its grid at the sheet's plane.
+    char *text = tu_slurp (tu_path (run, "p.truth"), NULL);
+    ck_assert (text != NULL);
+    ck_assert_msg (strstr (text, "# flow vortex:0.3,10,0.2\n") && strstr (text, "# x y z u v w\n"),
+                   "%s", text);
+    piv_flow3_t flow;
+    ck_assert (piv_flow3_parse (&flow, "vortex:0.3,10,0.2", err, sizeof err) == 0);
+    int lines = 0, centre = 0;
+    for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n")) {
+        if (line[0] == '#')
+            continue;
+        double x, y, z, u, v, w, tu, tv, tw;
+        ck_assert_msg (sscanf (line, "%lf %lf %lf %lf %lf %lf", &x, &y, &z, &u, &v, &w) == 6, "%s",
+                       line);
+        piv_flow3_eval (&flow, x, y, z, &tu, &tv, &tw);
+        ck_assert_double_eq_tol (u, tu, 1e-8);
+        ck_assert_double_eq_tol (v, tv, 1e-8);
+        ck_assert_double_eq_tol (w, tw, 1e-8);
+        ck_assert (z == 0);
+        centre += x == 0 && y == 0 && w == 0.2;
+        lines++;
+    }
+    ck_assert_int_ge (lines, 100);
+    ck_assert_int_eq (centre, 1);
+    free (text);
+    tu_rmtree (dir);
+}
+END_TEST
+
+START_TEST (the_target_images_calibrate_both_cameras_as_they_are)
+{
+    // pivfarm-calib finds the dots of the target's images, and the camera
+    // it fits from them is the true one within the 0.1 px (0.05
+    // measured) across the target.
+    const char *dir = tu_tmpdir ();
+    char prefix[4096], out[16384];
+    snprintf (prefix, sizeof prefix, "%s", tu_path (dir, "p"));
+    char *synth[] = {(char *) tu_bin ("pivfarm-synth"), "--stereo", "--targets", "-s", "512x512",
+                     "--distortion", "0.1", "-o", prefix, NULL};
+    int rc = tu_run (synth, out, sizeof out, 60);
+    ck_assert_msg (rc == 0, "exit %d: %s", rc, out);
+    char targets[4096], *unit = NULL;
+    snprintf (targets, sizeof targets, "%s", tu_path (dir, "p_targets"));
+    ck_assert_int_eq (tu_entries (targets), 15);
+    unit = tu_slurp (tu_path (targets, "spacing"), NULL);
+    ck_assert (unit != NULL);
+    unit[strcspn (unit, "\n")] = '\0';
+    char specs[14][4200], cal[4096];
+    char bin[4096];  // tu_bin's buffer is tu_path's too
+    snprintf (bin, sizeof bin, "%s", tu_bin ("pivfarm-calib"));
+    char *calib[40] = {bin, "--spacing", unit};
+    int n = 3;
+    for (int id = 1; id <= 2; id++) {
+        calib[n++] = "--camera";
+        calib[n++] = id == 1 ? "1" : "2";
+        for (int z = -3; z <= 3; z++) {
+            char name[32];
+            snprintf (name, sizeof name, "cam%d_z%d.tif", id, z);
+            char *spec = specs[(id - 1) * 7 + z + 3];
+            snprintf (spec, sizeof specs[0], "%d:%s", z, tu_path (targets, name));
+            calib[n++] = "--image";
+            calib[n++] = spec;
+        }
+    }
+    snprintf (cal, sizeof cal, "%s", tu_path (dir, "t.cal"));
+    calib[n++] = "-o";
+    calib[n++] = cal;
+    calib[n] = NULL;
+    rc = tu_run (calib, out, sizeof out, 60);
+    ck_assert_msg (rc == 0, "exit %d: %s", rc, out);
+    char err[512] = "";
+    piv_cameras_t *rig = piv_cameras_load (cal, err, sizeof err);
+    ck_assert_msg (rig != NULL, "%s", err);
+    piv_stereo_synth_t truth = s_rig (512);
+    truth.k1 = 0.1;
+    double box[4];
+    ck_assert (piv_stereo_synth_fov (&truth, 0, box, err, sizeof err) == 0);
+    for (int id = 1; id <= 2; id++) {
+        piv_camera_t *cam = s_camera (&truth, id);
+        const piv_camera_t *fit = piv_cameras_find (rig, id);
+        ck_assert (fit != NULL);
+        double worst = 0;
+        for (int z = -2; z <= 2; z += 2)
+            for (int i = 0; i <= 8; i++)
+                for (int j = 0; j <= 8; j++) {
+                    // Across the target's dots (3/4 of the common field:
+                    // beyond them the fit extrapolates).
+                    double x = 0.75 * (box[0] + (box[1] - box[0]) * i / 8);
+                    double y = 0.75 * (box[2] + (box[3] - box[2]) * j / 8), c1, r1, c2, r2;
+                    ck_assert (piv_camera_project (cam, x, y, z, &c1, &r1) == 0);
+                    ck_assert (piv_camera_project (fit, x, y, z, &c2, &r2) == 0);
+                    worst = fmax (worst, hypot (c1 - c2, r1 - r2));
+                }
+        ck_assert_msg (worst < 0.1, "camera %d: the fit is %g px from the truth", id, worst);
+        piv_camera_destroy (&cam);
+    }
+    piv_cameras_destroy (&rig);
+    free (unit);
+    tu_rmtree (dir);
+}
+END_TEST
+
+START_TEST (bad_stereo_options_are_refused_and_nothing_is_written)
+{
+    static const struct {
+        const char *args[4];
+        const char *message;
+    } cases[] = {
+        {{"--angle", "30"}, "--angle needs --stereo"},
+        {{"--targets"}, "--targets needs --stereo"},
+        {{"--stereo", "--multipage"}, "--stereo and --multipage exclude each other"},
+        {{"--stereo", "--camera"}, "--stereo and --camera exclude each other"},
+        {{"--stereo", "-f", "uniform:1,2"}, "bad stereo flow 'uniform:1,2'"},
+        {{"--stereo", "-f", "lamb-oseen:1,2"}, "bad stereo flow 'lamb-oseen:1,2'"},
+        {{"--stereo", "--focal", "600"}, "bad stereo focal length '600'"},
+        {{"--stereo", "--angle", "95"}, "bad --angle '95'"},
+        {{"--stereo", "--thickness", "0"}, "bad --thickness '0'"},
+        {{"--stereo", "--grid", "x"}, "bad --grid 'x'"},
+    };
+    const char *dir = tu_tmpdir ();
+    char prefix[4096], out[4096];
+    snprintf (prefix, sizeof prefix, "%s/p", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[12] = {(char *) tu_bin ("pivfarm-synth"), "-s", "64x64", "-o", prefix};
+        int k = 5;
+        for (int j = 0; j < 4 && cases[i].args[j]; j++)
+            argv[k++] = (char *) cases[i].args[j];
+        argv[k] = NULL;
+        int rc = tu_run (argv, out, sizeof out, 30);
+        ck_assert_msg (rc == 2, "%s: exit %d: %s", cases[i].message, rc, out);
+        ck_assert_msg (strstr (out, cases[i].message), "want '%s', got: %s", cases[i].message,
+                       out);
+        ck_assert_int_eq (tu_entries (dir), 0);
+    }
+    tu_rmtree (dir);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -629,6 +1187,20 @@ s_suite (void)
     tcase_add_test (score, a_score_margin_counts_from_the_image_edge);
     tcase_add_test (score, a_score_against_a_synthetic_pair_truth_is_zero_for_the_truth_itself);
     suite_add_tcase (suite, score);
+
+    TCase *stereo = tcase_create ("stereo");
+    tcase_set_timeout (stereo, 120);
+    tcase_add_test (stereo, a_synthetic_camera_projects_points_as_its_geometry_says);
+    tcase_add_test (stereo, stereo_flows_follow_their_specs);
+    tcase_add_test (stereo, bad_stereo_rigs_are_refused);
+    tcase_add_test (stereo, the_rig_calibration_reprojects_the_target_points_within_0_01_px);
+    tcase_add_test (stereo, each_camera_sees_uniform_u_and_w_where_its_derivatives_put_them);
+    tcase_add_test (stereo, a_vortex_with_axial_flow_and_a_distorted_lens_images_as_the_cameras_say);
+    tcase_add_test (stereo, a_misplaced_sheet_moves_its_particles_along_z_only);
+    tcase_add_test (stereo, the_stereo_program_writes_both_cameras_pairs_the_calibration_and_the_truth);
+    tcase_add_test (stereo, the_target_images_calibrate_both_cameras_as_they_are);
+    tcase_add_test (stereo, bad_stereo_options_are_refused_and_nothing_is_written);
+    suite_add_tcase (suite, stereo);
     return suite;
 }
 
