@@ -60,11 +60,14 @@ s_usage (FILE *out)
              "                        place; the truth PREFIX.flow first;\n"
              "                        " XSTR (CAMERA_DISTINCT) " distinct pairs (seeds S ...) written in turn\n"
              "      --rate R          camera pairs per second (default " XSTR (DEFAULT_RATE) ")\n"
-             "      --score FIELD     score a vector file (x y u v [flags ...]) against --truth\n"
+             "      --score FIELD     score a vector file (x y u v [flags ...]) against --truth;\n"
+             "                        against a --stereo STEM.truth, a 3-C field (x y u v w\n"
+             "                        flags ..., mm) against its flow on the sheet's plane\n"
              "      --truth FILE      the truth file written beside the images\n"
              "      --margin M        score only vectors at least M px inside the image\n"
              "                        (default 0: all; the size defaults to the one the\n"
-             "                        truth's centre implies)\n"
+             "                        truth's centre implies); a stereo truth: M mm inside\n"
+             "                        the field's extent (default a tenth of its smaller side)\n"
              "      --max-flag F      score vectors flagged at most F: 0 valid only,\n"
              "                        1 also replaced (default), 2 all\n"
              "      --calibration C   the scored file is in the units of calibration C\n"
@@ -376,6 +379,120 @@ s_score (const char *field_path, const char *truth_path, int width, int height, 
         return 1;
     }
     return 0;
+}
+
+// Camera 1's px per mm at the origin of the sheet's plane, along Y (not
+// foreshortened by the angle). 0, or -1 with err.
+static int
+s_px_per_mm (const piv_stereo_synth_t *rig, double *ppm, char *err, size_t errlen)
+{
+    double d[2][3];
+    piv_camera_t *cam = piv_synth_camera_new (rig, 1, err, errlen);
+    int bad = !cam || piv_camera_derivatives (cam, 0, 0, rig->sheet_z, d);
+    piv_camera_destroy (&cam);
+    *ppm = bad ? 0 : fabs (d[1][1]);
+    return bad ? -1 : 0;
+}
+
+// Scores a 3-component field ('x y u v w flags ...', mm and mm per frame)
+// against a stereo truth: the flow of its header evaluated exactly at each
+// vector's (x, y) on the sheet's plane. Vectors flagged at most 'max_flag'
+// and at least 'margin' mm inside the field's extent (0: a tenth of its
+// smaller side) count. The exit status.
+static int
+s_score3 (const char *field_path, const char *truth_path, double margin, int max_flag)
+{
+    char err[1024];
+    piv_stereo_synth_t rig;
+    piv_flow3_t flow;
+    double ppm;
+    if (piv_stereo_truth_load (&rig, &flow, truth_path, err, sizeof err)
+        || s_px_per_mm (&rig, &ppm, err, sizeof err)) {
+        log_error ("%s", err);
+        return 1;
+    }
+    FILE *in = fopen (field_path, "r");
+    if (!in) {
+        log_error ("cannot read '%s': %s", field_path, strerror (errno));
+        return 1;
+    }
+    // Two passes: the extent, then the errors inside it.
+    double box[4] = {INFINITY, -INFINITY, INFINITY, -INFINITY};
+    double sum[3] = {0}, sq[3] = {0}, worst = 0;
+    long count = 0, rows = 0;
+    char line[1024];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            if (margin == 0)
+                margin = fmin (box[1] - box[0], box[3] - box[2]) / 10;
+            rewind (in);
+        }
+        while (fgets (line, sizeof line, in)) {
+            double x, y, m[3];
+            int flag;
+            if (line[0] == '#' || line[0] == '\n')
+                continue;
+            if (sscanf (line, "%lf %lf %lf %lf %lf %d", &x, &y, &m[0], &m[1], &m[2], &flag) != 6) {
+                log_error ("bad field '%s': '%.40s' is not 'x y u v w flags ...'", field_path, line);
+                fclose (in);
+                return 1;
+            }
+            if (pass == 0) {
+                box[0] = fmin (box[0], x), box[1] = fmax (box[1], x);
+                box[2] = fmin (box[2], y), box[3] = fmax (box[3], y);
+                rows++;
+                continue;
+            }
+            if (flag > max_flag || !isfinite (m[0] + m[1] + m[2]) || x < box[0] + margin
+                || x > box[1] - margin || y < box[2] + margin || y > box[3] - margin)
+                continue;
+            double t[3], e2 = 0;
+            piv_flow3_eval (&flow, x, y, rig.sheet_z, &t[0], &t[1], &t[2]);
+            for (int c = 0; c < 3; c++) {
+                double e = m[c] - t[c];
+                sum[c] += e, sq[c] += e * e, e2 += e * e;
+            }
+            worst = fmax (worst, sqrt (e2));
+            count++;
+        }
+    }
+    fclose (in);
+    if (count == 0) {
+        log_error ("cannot score '%s': no vector of its %ld flagged at most %d lies %g mm inside "
+                   "its extent",
+                   field_path, rows, max_flag, margin);
+        return 1;
+    }
+    double rms[3];
+    for (int c = 0; c < 3; c++)
+        rms[c] = sqrt (sq[c] / (double) count);
+    // In-plane: the RMS of one in-plane component (u and v pooled), the
+    // figure w's error compares with.
+    double plane = sqrt ((sq[0] + sq[1]) / (2.0 * (double) count));
+    printf ("vectors %ld of %ld (margin %.3g mm)  rms u %.4f v %.4f w %.4f in-plane %.4f mm  "
+            "(px: u %.4f v %.4f w %.4f in-plane %.4f at %.3f px/mm)  w/in-plane %.3f  "
+            "bias (%+.4f, %+.4f, %+.4f) mm  max %.4f mm\n",
+            count, rows, margin, rms[0], rms[1], rms[2], plane, rms[0] * ppm, rms[1] * ppm,
+            rms[2] * ppm, plane * ppm, ppm, plane > 0 ? rms[2] / plane : 0.0,
+            sum[0] / (double) count, sum[1] / (double) count, sum[2] / (double) count, worst);
+    if (fflush (stdout) != 0) {
+        log_error ("cannot write the score of '%s': %s", field_path, strerror (errno));
+        return 1;
+    }
+    return 0;
+}
+
+// Whether 'path' is a pivfarm-synth --stereo truth (its first line says so).
+static int
+s_is_stereo_truth (const char *path)
+{
+    char line[64] = "";
+    FILE *in = fopen (path, "r");
+    if (!in)
+        return 0;
+    int yes = fgets (line, sizeof line, in) && strncmp (line, "# pivfarm-synth --stereo", 24) == 0;
+    fclose (in);
+    return yes;
 }
 
 // What the command line asks for.
@@ -830,16 +947,13 @@ s_stereo (s_opts_t *o)
     double grid = o->grid;
     if (grid == 0) {
         // 16 px of camera 1 at the sheet's centre, along Y (unforeshortened).
-        double d[2][3];
-        piv_camera_t *cam = piv_synth_camera_new (&rig, 1, err, sizeof err);
-        int bad = !cam || piv_camera_derivatives (cam, 0, 0, rig.sheet_z, d);
-        piv_camera_destroy (&cam);
-        if (bad) {
+        double ppm;
+        if (s_px_per_mm (&rig, &ppm, err, sizeof err)) {
             log_error ("cannot place the truth's grid: %s", err);
             return 1;
         }
         // Four significant digits: a step one can type.
-        double g = 16 / fabs (d[1][1]), unit = pow (10, floor (log10 (g)) - 3);
+        double g = 16 / ppm, unit = pow (10, floor (log10 (g)) - 3);
         grid = round (g / unit) * unit;
     }
     if (s_pathf (path, "%s/%s.truth", dir, stem))
@@ -901,6 +1015,14 @@ main (int argc, char **argv)
     int code = s_parse_args (argc, argv, &o);
     if (code >= 0)
         return code;
+    if (o.score_path && s_is_stereo_truth (o.truth_path)) {
+        // The stereo truth and field are in mm: there is no image to size
+        // nor a calibration to undo.
+        if (o.calib.set || o.size_given)
+            return cli_usage_error ("%s does not apply to the stereo truth '%s' (mm)",
+                                    o.calib.set ? "--calibration" : "--size", o.truth_path);
+        return s_score3 (o.score_path, o.truth_path, o.margin, o.max_flag);
+    }
     if (o.score_path)
         return s_score (o.score_path, o.truth_path, o.size_given ? o.synth.width : 0,
                         o.size_given ? o.synth.height : 0, o.margin, o.max_flag, &o.calib);

@@ -551,6 +551,48 @@ piv_stereo_truth_save (const piv_stereo_synth_t *synth, const piv_flow3_t *flow,
     return 0;
 }
 
+int
+piv_stereo_truth_load (piv_stereo_synth_t *synth, piv_flow3_t *flow, const char *path, char *err,
+                       size_t errlen)
+{
+    FILE *in = fopen (path, "r");
+    if (!in) {
+        snprintf (err, errlen, "cannot read '%s': %s", path, strerror (errno));
+        return -1;
+    }
+    piv_stereo_synth_init (synth);
+    char line[1024], spec[256] = "";
+    int seen = 0; // bit 0: stereo truth, 1: flow, 2: sheet, 3: cameras
+    while (fgets (line, sizeof line, in) && line[0] == '#') {
+        if (strncmp (line, "# pivfarm-synth --stereo truth", 30) == 0)
+            seen |= 1;
+        else if (sscanf (line, "# flow %255s", spec) == 1)
+            seen |= 2;
+        else if (sscanf (line, "# sheet_z %lf thickness %lf", &synth->sheet_z, &synth->thickness)
+                 == 2)
+            seen |= 4;
+        else if (sscanf (line, "# cameras angle +-%lf deg distance %lf mm focal %lf mm pitch %lf mm "
+                               "k1 %lf size %dx%d",
+                         &synth->angle, &synth->distance, &synth->focal, &synth->pitch, &synth->k1,
+                         &synth->image.width, &synth->image.height)
+                 == 7)
+            seen |= 8;
+    }
+    fclose (in);
+    if (seen != 15) {
+        snprintf (err, errlen,
+                  "bad truth '%s': not a pivfarm-synth --stereo truth (its header lacks the %s)",
+                  path, !(seen & 1) ? "title" : !(seen & 2) ? "flow" : !(seen & 4) ? "sheet" : "cameras");
+        return -1;
+    }
+    char why[512];
+    if (piv_flow3_parse (flow, spec, why, sizeof why)) {
+        snprintf (err, errlen, "bad truth '%s': %s", path, why);
+        return -1;
+    }
+    return piv_stereo_synth_check (synth, err, errlen);
+}
+
 // The target: dots of radius 0.28 unit where i + j is even (|i| <= ni,
 // |j| <= nj), a square (side 0.48 unit) at (0, 1) and a triangle (side
 // 0.64 unit, apex up) at (1, 0), as case E's and pivfarm-calib's (dots.h).

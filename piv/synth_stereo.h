@@ -94,6 +94,13 @@ piv_cameras_t *piv_stereo_synth_rig (const piv_stereo_synth_t *synth, char *err,
 int piv_stereo_truth_save (const piv_stereo_synth_t *synth, const piv_flow3_t *flow, double step,
                            const char *path, char *err, size_t errlen);
 
+// Reads back what piv_stereo_truth_save wrote in a truth's header: the
+// flow (its spec, parsed) and the rig's sheet and cameras (synth's other
+// fields from piv_stereo_synth_init). The grid's lines are not read: the
+// flow is exact anywhere. 0, or -1 with err naming the file.
+int piv_stereo_truth_load (piv_stereo_synth_t *synth, piv_flow3_t *flow, const char *path,
+                           char *err, size_t errlen);
+
 // The calibration target's lattice unit (mm) for this rig: a few dots
 // either side of the origin within what both cameras see (NaN when they
 // see nothing in common).
