@@ -74,15 +74,7 @@ s_read_case_e (int cam, piv_points_t *pts)
 static int
 s_calib (const char *const *args)
 {
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *) tu_bin ("pivfarm-calib");
-    for (int i = 0; args[i]; i++) {
-        ck_assert (n < 63);
-        argv[n++] = (char *) args[i];
-    }
-    argv[n] = NULL;
-    return tu_run (argv, s_out, sizeof s_out, RUN_TIMEOUT);
+    return tu_run_bin ("pivfarm-calib", args, s_out, sizeof s_out, RUN_TIMEOUT);
 }
 
 // The arguments that calibrate both of case E's cameras into 'out'.

@@ -54,15 +54,7 @@ s_p (const char *name)
 static int
 s_run (const char *program, const char *const *args)
 {
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *) tu_bin (program);
-    for (int i = 0; args[i]; i++) {
-        ck_assert (n < 63);
-        argv[n++] = (char *) args[i];
-    }
-    argv[n] = NULL;
-    return tu_run (argv, s_out, sizeof s_out, RUN_TIMEOUT);
+    return tu_run_bin (program, args, s_out, sizeof s_out, RUN_TIMEOUT);
 }
 
 // ------------------------------------------------------ synthetic cameras

@@ -83,6 +83,20 @@ tu_path (const char *dir, const char *name)
     return buf;
 }
 
+int
+tu_run_bin (const char *program, const char *const *args, char *out, size_t outlen, int timeout_s)
+{
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *) tu_bin (program);
+    for (int i = 0; args[i]; i++) {
+        ck_assert (n < 63);
+        argv[n++] = (char *) args[i];
+    }
+    argv[n] = NULL;
+    return tu_run (argv, out, outlen, timeout_s);
+}
+
 const char *
 tu_bin (const char *program)
 {

@@ -25,6 +25,9 @@ const char *tu_data (const char *name);
 // (NUL-terminated, truncated to outlen - 1). Returns the exit status, or
 // -1 if it did not exit normally. Kills it if it runs longer than timeout_s.
 int tu_run (char *const argv[], char *out, size_t outlen, int timeout_s);
+// tu_run of bin/<program> (tu_bin) with args (NULL-terminated, at most 62).
+int tu_run_bin (const char *program, const char *const *args, char *out, size_t outlen,
+                int timeout_s);
 // Reads a whole file into a malloc'd NUL-terminated buffer (caller frees);
 // NULL if unreadable. *len_p gets the size if not NULL.
 char *tu_slurp (const char *path, size_t *len_p);
