@@ -184,7 +184,7 @@ control_piv (control_cmd_t *cmd)
 int
 control_replay_settings (control_cmd_t *cmd, const exp_t *of, char *out, size_t size, int *rule)
 {
-    char own[S_OWN_MAX] = "", norm[PIV_MASK_PATH_MAX], why[600], err[600];
+    char own[S_OWN_MAX] = "", norm[PIV_MASK_PATH_MAX], why[600], err[600] = "";
     const struct {
         const char *key, *value;
     } given[] = {{"passes", cmd->passes},
@@ -237,10 +237,12 @@ control_replay_settings (control_cmd_t *cmd, const exp_t *of, char *out, size_t 
     char text[S_OWN_MAX * 2];
     piv_settings_t s;
     snprintf (text, sizeof text, "%s%s%s", of->piv.settings, *own ? " " : "", own);
-    if (strlen (text) >= S_OWN_MAX || piv_settings_parse (text, &s, err, sizeof err) != 0 ||
-        (s.mask_path[0] = '\0', piv_settings_check (&s, err, sizeof err)) != 0 ||
-        piv_settings_format (&s, out, size) < 0)
-        return cmd_refuse (cmd, 400, "bad replay settings: %s",
-                           strlen (text) >= S_OWN_MAX ? "too long" : err);
+    if (strlen (text) >= S_OWN_MAX)
+        return cmd_refuse (cmd, 400, "bad replay settings: too long");
+    if (piv_settings_parse (text, &s, err, sizeof err) != 0)
+        return cmd_refuse (cmd, 400, "bad replay settings: %s", err);
+    s.mask_path[0] = '\0';
+    if (piv_settings_check (&s, err, sizeof err) != 0 || piv_settings_format (&s, out, size) < 0)
+        return cmd_refuse (cmd, 400, "bad replay settings: %s", err);
     return 0;
 }
