@@ -739,8 +739,10 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
                  frame, msg->blob_size);
         return -1;
     }
-    if (memcmp (p, "PVF1", 4) != 0) {
-        s_error (err, errlen, "frame %d 'field' has magic '%s', expected 'PVF1'", frame,
+    // "PVF3": a 3-component (stereo) field, 21 bytes a vector instead of 13.
+    int three = memcmp (p, "PVF3", 4) == 0;
+    if (!three && memcmp (p, "PVF1", 4) != 0) {
+        s_error (err, errlen, "frame %d 'field' has magic '%s', expected 'PVF1' or 'PVF3'", frame,
                  s_quote (p, 4, quoted, sizeof quoted));
         return -1;
     }
@@ -750,7 +752,7 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
                  frame, nx, ny);
         return -1;
     }
-    uint64_t expected = 32 + (uint64_t) nx * ny * 13;
+    uint64_t expected = 32 + (uint64_t) nx * ny * (three ? 21 : 13);
     if (expected != msg->blob_size) {
         s_error (err, errlen,
                  "frame %d 'field' is %zu bytes, but %" PRIu32 " x %" PRIu32 " vectors need %" PRIu64,

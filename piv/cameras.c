@@ -23,6 +23,9 @@
 struct _piv_cameras_t {
     piv_camera_t *cam[MAX_CAMERAS];     // owned, in the order added
     size_t n;                           // how many
+    int has_grid;                       // 1: grid is set
+    piv_stereo_grid_t grid;             // the stereo grid
+    piv_sheet_t sheet;                  // the light sheet (zero: Z = 0)
 };
 
 piv_cameras_t *
@@ -83,6 +86,57 @@ piv_cameras_find (const piv_cameras_t *self, int id)
     return NULL;
 }
 
+int
+piv_cameras_grid (const piv_cameras_t *self, piv_stereo_grid_t *grid)
+{
+    if (self->has_grid && grid)
+        *grid = self->grid;
+    return self->has_grid;
+}
+
+static int
+s_grid_ok (const piv_stereo_grid_t *g)
+{
+    return isfinite (g->x0) && isfinite (g->y0) && isfinite (g->step) && g->step > 0
+           && g->width >= 1 && g->height >= 1 && g->width <= 1 << 16 && g->height <= 1 << 16;
+}
+
+int
+piv_cameras_set_grid (piv_cameras_t *self, const piv_stereo_grid_t *grid)
+{
+    if (!grid) {
+        self->has_grid = 0;
+        return 0;
+    }
+    if (!s_grid_ok (grid))
+        return -1;
+    self->grid = *grid;
+    self->has_grid = 1;
+    return 0;
+}
+
+void
+piv_cameras_sheet (const piv_cameras_t *self, piv_sheet_t *sheet)
+{
+    *sheet = self->sheet;
+}
+
+static int
+s_sheet_ok (const piv_sheet_t *s)
+{
+    return isfinite (s->z0) && isfinite (s->dzdx) && isfinite (s->dzdy) && fabs (s->dzdx) <= 1
+           && fabs (s->dzdy) <= 1;
+}
+
+int
+piv_cameras_set_sheet (piv_cameras_t *self, const piv_sheet_t *sheet)
+{
+    if (!s_sheet_ok (sheet))
+        return -1;
+    self->sheet = *sheet;
+    return 0;
+}
+
 char *
 piv_cameras_format (const piv_cameras_t *self)
 {
@@ -94,6 +148,12 @@ piv_cameras_format (const piv_cameras_t *self)
     fprintf (f, "# pivfarm camera calibration: world X, Y, Z (mm) to image col, row (px, pixel\n"
                 "# centres at integers, origin top-left); written by pivfarm-calib\n");
     fprintf (f, "%s %d\nunits mm\n", FILE_MAGIC, FILE_VERSION);
+    if (self->has_grid)
+        fprintf (f, "grid %.17g %.17g %.17g %d %d\n", self->grid.x0, self->grid.y0,
+                 self->grid.step, self->grid.width, self->grid.height);
+    if (self->sheet.z0 != 0 || self->sheet.dzdx != 0 || self->sheet.dzdy != 0)
+        fprintf (f, "sheet %.17g %.17g %.17g\n", self->sheet.z0, self->sheet.dzdx,
+                 self->sheet.dzdy);
     for (size_t i = 0; i < self->n; i++) {
         piv_camera_info_t info;
         piv_camera_info (self->cam[i], &info);
@@ -330,6 +390,28 @@ s_line (s_reader_t *r, char *line, int *stage, s_block_t *block, int *in_block,
         *stage = 2;
         return 0;
     }
+    if (!*in_block && *stage == 2 && self->n == 0 && strcmp (key, "grid") == 0) {
+        double g[5];
+        if (self->has_grid)
+            return s_bad (r, "'grid' given twice");
+        if (s_numbers (r, key, rest, g, 5, 5, NULL))
+            return -1;
+        piv_stereo_grid_t grid = {g[0], g[1], g[2], (int) g[3], (int) g[4]};
+        if (g[3] != floor (g[3]) || g[4] != floor (g[4]) || g[3] > 1 << 16 || g[4] > 1 << 16
+            || piv_cameras_set_grid (self, &grid))
+            return s_bad (r, "'grid' expects X0 Y0 STEP WIDTH HEIGHT: mm, mm, a step > 0 mm "
+                             "per px, and a size of 1 to 65536 px");
+        return 0;
+    }
+    if (!*in_block && *stage == 2 && self->n == 0 && strcmp (key, "sheet") == 0) {
+        double z[3];
+        if (s_numbers (r, key, rest, z, 3, 3, NULL))
+            return -1;
+        piv_sheet_t sheet = {z[0], z[1], z[2]};
+        if (piv_cameras_set_sheet (self, &sheet))
+            return s_bad (r, "'sheet' expects Z0 DZDX DZDY: mm and slopes of at most 1");
+        return 0;
+    }
     if (!*in_block) {
         if (strcmp (key, "camera") != 0)
             return s_bad (r, "expected 'camera ID', got '%.40s'", key);
@@ -352,16 +434,10 @@ s_line (s_reader_t *r, char *line, int *stage, s_block_t *block, int *in_block,
     return s_block_key (r, block, key, rest);
 }
 
-piv_cameras_t *
-piv_cameras_load (const char *path, char *err, size_t errlen)
+static piv_cameras_t *
+s_read (FILE *f, const char *path, char *err, size_t errlen)
 {
     char ebuf[128];
-    FILE *f = fopen (path, "r");
-    if (!f) {
-        cam_seterr (err, errlen, "cannot open '%s': %s", path,
-                   cam_strerror (errno, ebuf, sizeof ebuf));
-        return NULL;
-    }
     piv_cameras_t *self = piv_cameras_new ();
     s_block_t *block = malloc (sizeof *block);
     s_reader_t r = {path, 0, err, errlen};
@@ -392,8 +468,35 @@ piv_cameras_load (const char *path, char *err, size_t errlen)
     }
     free (line);
     free (block);
-    fclose (f);
     if (rc)
         piv_cameras_destroy (&self);
+    return self;
+}
+
+piv_cameras_t *
+piv_cameras_load (const char *path, char *err, size_t errlen)
+{
+    char ebuf[128];
+    FILE *f = fopen (path, "r");
+    if (!f) {
+        cam_seterr (err, errlen, "cannot open '%s': %s", path,
+                   cam_strerror (errno, ebuf, sizeof ebuf));
+        return NULL;
+    }
+    piv_cameras_t *self = s_read (f, path, err, errlen);
+    fclose (f);
+    return self;
+}
+
+piv_cameras_t *
+piv_cameras_parse (const char *text, const char *name, char *err, size_t errlen)
+{
+    FILE *f = fmemopen ((void *) text, strlen (text), "r");
+    if (!f) {
+        cam_seterr (err, errlen, "cannot read '%s': out of memory", name);
+        return NULL;
+    }
+    piv_cameras_t *self = s_read (f, name, err, errlen);
+    fclose (f);
     return self;
 }

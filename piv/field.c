@@ -49,8 +49,29 @@ piv_field_destroy (piv_field_t **self_p)
     free (self->v);
     free (self->peak_ratio);
     free (self->flags);
+    free (self->w);
+    free (self->residual);
     free (self);
     *self_p = NULL;
+}
+
+int
+piv_field_add_w (piv_field_t *self)
+{
+    if (self->w && self->residual)
+        return 0;
+    size_t n = (size_t) self->nx * (size_t) self->ny;
+    if (!self->w)
+        self->w = calloc (n, sizeof (float));
+    if (!self->residual)
+        self->residual = calloc (n, sizeof (float));
+    if (!self->w || !self->residual) {
+        free (self->w);
+        free (self->residual);
+        self->w = self->residual = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 piv_field_t *
@@ -69,6 +90,14 @@ piv_field_dup (const piv_field_t *self)
     memcpy (copy->v, self->v, n * sizeof (float));
     memcpy (copy->peak_ratio, self->peak_ratio, n * sizeof (float));
     memcpy (copy->flags, self->flags, n);
+    if (self->w && self->residual) {
+        if (piv_field_add_w (copy) != 0) {
+            piv_field_destroy (&copy);
+            return NULL;
+        }
+        memcpy (copy->w, self->w, n * sizeof (float));
+        memcpy (copy->residual, self->residual, n * sizeof (float));
+    }
     return copy;
 }
 
@@ -334,8 +363,10 @@ piv_field_peak_locking (const piv_field_t *self, piv_lock_t *lock)
 // The binary encoding: a 32-byte header, then the arrays one after another.
 
 #define FIELD_MAGIC "PVF1"
+#define FIELD_MAGIC3 "PVF3"
 #define FIELD_HEADER 32
-#define FIELD_VECTOR 13  // bytes per vector: u, v, peak_ratio, flags
+#define FIELD_VECTOR 13   // bytes per vector: u, v, peak_ratio, flags
+#define FIELD_VECTOR3 21  // a 3-component field's: u, v, w, peak_ratio, residual, flags
 
 static void
 s_put_u32 (unsigned char *p, uint32_t v)
@@ -375,11 +406,12 @@ piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_
     if (!field || field->nx <= 0 || field->ny <= 0)
         return -1;
     size_t n = (size_t) field->nx * (size_t) field->ny;
-    size_t size = FIELD_HEADER + n * FIELD_VECTOR;
+    int three = field->w && field->residual;
+    size_t size = FIELD_HEADER + n * (three ? FIELD_VECTOR3 : FIELD_VECTOR);
     unsigned char *buf = malloc (size);
     if (!buf)
         return -1;
-    memcpy (buf, FIELD_MAGIC, 4);
+    memcpy (buf, three ? FIELD_MAGIC3 : FIELD_MAGIC, 4);
     s_put_u32 (buf + 4, (uint32_t) field->nx);
     s_put_u32 (buf + 8, (uint32_t) field->ny);
     s_put_u32 (buf + 12, (uint32_t) field->window);
@@ -387,11 +419,17 @@ piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_
     s_put_u32 (buf + 20, (uint32_t) field->runs);
     s_put_f32 (buf + 24, field->x[0]);
     s_put_f32 (buf + 28, field->y[0]);
-    unsigned char *u = buf + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n, *flags = peak + 4 * n;
+    unsigned char *u = buf + FIELD_HEADER, *v = u + 4 * n, *w = v + 4 * n;
+    unsigned char *peak = three ? w + 4 * n : w, *residual = peak + 4 * n;
+    unsigned char *flags = three ? residual + 4 * n : residual;
     for (size_t k = 0; k < n; k++) {
         s_put_f32 (u + 4 * k, field->u[k]);
         s_put_f32 (v + 4 * k, field->v[k]);
         s_put_f32 (peak + 4 * k, field->peak_ratio[k]);
+        if (three) {
+            s_put_f32 (w + 4 * k, field->w[k]);
+            s_put_f32 (residual + 4 * k, field->residual[k]);
+        }
         flags[k] = field->flags[k];
     }
     *buf_p = buf;
@@ -445,16 +483,17 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                        FIELD_HEADER);
         return NULL;
     }
-    if (memcmp (p, FIELD_MAGIC, 4) != 0) {
-        s_field_error (err, errlen, "magic '%s', expected '%s'", s_magic_text (p, quoted),
-                       FIELD_MAGIC);
+    int three = memcmp (p, FIELD_MAGIC3, 4) == 0;
+    if (!three && memcmp (p, FIELD_MAGIC, 4) != 0) {
+        s_field_error (err, errlen, "magic '%s', expected '%s' or '%s'", s_magic_text (p, quoted),
+                       FIELD_MAGIC, FIELD_MAGIC3);
         return NULL;
     }
     uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
     uint32_t window = s_get_u32 (p + 12), step = s_get_u32 (p + 16), runs = s_get_u32 (p + 20);
     // Both below 2^32: the product and the size cannot overflow 64 bits.
     uint64_t n = (uint64_t) nx * ny;
-    uint64_t expected = FIELD_HEADER + n * FIELD_VECTOR;
+    uint64_t expected = FIELD_HEADER + n * (three ? FIELD_VECTOR3 : FIELD_VECTOR);
     if (window > INT_MAX || step > INT_MAX || runs > INT_MAX) {
         s_field_error (err, errlen, "window %" PRIu32 ", step %" PRIu32 " or runs %" PRIu32
                        " out of range", window, step, runs);
@@ -477,12 +516,19 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                        ny);
         return NULL;
     }
+    if (three && piv_field_add_w (field) != 0) {
+        s_field_error (err, errlen, "no memory for w of %" PRIu32 " x %" PRIu32 " vectors", nx,
+                       ny);
+        piv_field_destroy (&field);
+        return NULL;
+    }
     field->window = (int) window;
     field->step = (int) step;
     field->runs = (int) runs;
     double x0 = s_get_f32 (p + 24), y0 = s_get_f32 (p + 28);
-    const unsigned char *u = p + FIELD_HEADER, *v = u + 4 * n, *peak = v + 4 * n;
-    const unsigned char *flags = peak + 4 * n;
+    const unsigned char *u = p + FIELD_HEADER, *v = u + 4 * n, *w = v + 4 * n;
+    const unsigned char *peak = three ? w + 4 * n : w, *residual = peak + 4 * n;
+    const unsigned char *flags = three ? residual + 4 * n : residual;
     for (uint32_t j = 0, k = 0; j < ny; j++)
         for (uint32_t i = 0; i < nx; i++, k++) {
             if (flags[k] > PIV_FLAG_INVALID) {
@@ -496,6 +542,10 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
             field->u[k] = s_get_f32 (u + 4 * (size_t) k);
             field->v[k] = s_get_f32 (v + 4 * (size_t) k);
             field->peak_ratio[k] = s_get_f32 (peak + 4 * (size_t) k);
+            if (three) {
+                field->w[k] = s_get_f32 (w + 4 * (size_t) k);
+                field->residual[k] = s_get_f32 (residual + 4 * (size_t) k);
+            }
             field->flags[k] = flags[k];
         }
     return field;

@@ -30,12 +30,22 @@ typedef struct {
     float *v;           // displacement along y
     float *peak_ratio;  // first to second correlation peak (>= 1)
     uint8_t *flags;     // PIV_FLAG_*
+    // A stereo (3-component) field's, NULL in a planar field (piv_field_add_w):
+    // positions and u, v are then on the stereo grid's dewarped pixels
+    // (piv/stereo.h: a uniform scale of the world's mm, rows down, Y up),
+    // w the out-of-plane displacement in the same pixels (along +Z), and
+    // residual the misfit of the 4 equations in image px.
+    float *w;
+    float *residual;
 } piv_field_t;
 
 // A new field of nx * ny zeroed vectors; NULL on bad size or no memory.
 piv_field_t *piv_field_new (int nx, int ny);
 void piv_field_destroy (piv_field_t **self_p);
 piv_field_t *piv_field_dup (const piv_field_t *self);
+// Gives a planar field its w and residual (zeroed): a 3-component field.
+// 0 (also when it has them already), -1 on no memory.
+int piv_field_add_w (piv_field_t *self);
 
 // Writes the field; 'header' (may be NULL) holds lines written first, each
 // prefixed with '# ' (txt) or as Tecplot TITLE/auxiliary comments. 0 or -1.
@@ -84,7 +94,9 @@ long piv_field_peak_locking (const piv_field_t *self, piv_lock_t *lock);
 // store: a 32-byte header (magic "PVF1", little-endian uint32 nx, ny,
 // window, step, runs, float32 x0, y0: the first vector's position), then
 // the arrays u[n], v[n], peak_ratio[n] (float32) and flags[n] (uint8), one
-// after the other: 32 + 13 n bytes. The grid must be regular: positions
+// after the other: 32 + 13 n bytes. A 3-component field (w != NULL) has
+// magic "PVF3" and the arrays u, v, w, peak_ratio, residual (float32),
+// flags: 32 + 21 n bytes. The grid must be regular: positions
 // are rebuilt as x0 + i step, y0 + j step. (common/proto.c checks a
 // RESULT's header against this layout byte by byte, without libpiv.)
 // Encode: a malloc'd buffer (caller frees) in *buf_p, 0 or -1 (no memory).

@@ -247,6 +247,8 @@ piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int wi
         }
     if (grid)
         self->grid = *grid;
+    else if (piv_cameras_grid (rig, &self->grid))
+        ;  // the rig's own (pivfarm-calib --size)
     else if (piv_stereo_default_grid (self->cam[0], self->cam[1], width, height, &self->grid, err,
                                       errlen))
         goto fail;
@@ -442,6 +444,50 @@ unseen:
     out->u[k] = out->v[k] = out->w[k] = 0;
     out->residual[k] = NAN;
     out->flags[k] = PIV_FLAG_INVALID;
+}
+
+piv_field_t *
+piv_stereo_field (const piv_field3_t *f3, const piv_stereo_grid_t *grid,
+                  const piv_field_t *planar)
+{
+    piv_field_t *f = piv_field_new (f3->nx, f3->ny);
+    if (!f || piv_field_add_w (f) != 0) {
+        piv_field_destroy (&f);
+        return NULL;
+    }
+    double s = grid->step;
+    long n = (long) f3->nx * f3->ny;
+    for (long k = 0; k < n; k++) {
+        f->x[k] = (float) ((f3->x[k] - grid->x0) / s);
+        f->y[k] = (float) ((grid->y0 - f3->y[k]) / s);
+        f->u[k] = (float) (f3->u[k] / s);
+        f->v[k] = (float) (-f3->v[k] / s);
+        f->w[k] = (float) (f3->w[k] / s);
+        f->residual[k] = f3->residual[k];
+        f->flags[k] = f3->flags[k];
+        f->peak_ratio[k] = planar ? planar->peak_ratio[k] : 0;
+    }
+    if (planar) {
+        f->window = planar->window;
+        f->step = planar->step;
+        f->runs = planar->runs;
+        // The positions as the planar field's: exact grid pixels.
+        memcpy (f->x, planar->x, (size_t) n * sizeof (float));
+        memcpy (f->y, planar->y, (size_t) n * sizeof (float));
+    }
+    return f;
+}
+
+void
+piv_stereo_grid_calib (const piv_stereo_grid_t *grid, double dt, piv_calib_t *c)
+{
+    piv_calib_init (c);
+    c->scale = grid->step * 1e-3;  // m per px
+    c->dt = dt;
+    c->origin_x = -grid->x0 / grid->step;
+    c->origin_y = grid->y0 / grid->step;
+    c->y_up = 1;
+    c->set = dt > 0;
 }
 
 piv_field3_t *

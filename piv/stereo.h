@@ -7,6 +7,7 @@
 #ifndef PIV_STEREO_H
 #define PIV_STEREO_H
 
+#include "piv/calib.h"
 #include "piv/cameras.h"
 #include "piv/field.h"
 #include "piv/image.h"
@@ -16,15 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-// The world grid of the dewarped frames, on the plane Z = 0: pixel (col,
-// row) is at X = x0 + col step, Y = y0 - row step (mm; Y up as the world's,
-// rows down as the engine's).
-typedef struct {
-    double x0, y0;  // mm: the world position of pixel (0, 0), the top-left
-    double step;    // mm per px
-    int width;      // px
-    int height;     // px
-} piv_stereo_grid_t;
+// The world grid of the dewarped frames: piv_stereo_grid_t (cameras.h).
 
 // A residual above this (px, the misfit of the 4 equations; see
 // piv_field3_t) invalidates the vector: ~10 times the engine's random error
@@ -89,6 +82,19 @@ int piv_stereo_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *fra
 piv_field3_t *piv_stereo_process (piv_stereo_t *self, const piv_image_t *a1, const piv_image_t *b1,
                                   const piv_image_t *a2, const piv_image_t *b2, char *err,
                                   size_t errlen);
+
+// The farm's form of a 3-component field: a piv_field_t with w and
+// residual (field.h) on the grid's pixels: x = (X - x0) / step, y = (y0 -
+// Y) / step, u = U / step, v = -V / step (rows down), w = W / step, so that
+// piv_stereo_grid_calib's calibration gives mm and m/s back. window, step
+// and runs are the engine's (planar: its dewarped field's). NULL on no
+// memory or a field that is not a regular grid.
+piv_field_t *piv_stereo_field (const piv_field3_t *f3, const piv_stereo_grid_t *grid,
+                               const piv_field_t *planar);
+// The calibration that turns the grid's pixels into the world's mm: scale
+// step mm/px, origin (-x0 / step, y0 / step), y up, and dt (s; > 0) as
+// given: c->set. The origin may lie outside the frames.
+void piv_stereo_grid_calib (const piv_stereo_grid_t *grid, double dt, piv_calib_t *c);
 
 // The two cameras' planar fields of the last piv_stereo_process (dewarped
 // px on the grid), for reports; NULL before.

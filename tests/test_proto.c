@@ -998,7 +998,7 @@ START_TEST (refuses_a_result_with_absurd_figures_or_a_field_that_does_not_add_up
                             "header");
     unsigned char blob[64] = "XXXX";
     s_assert_frame_refused (PROTO_RESULT, 13, blob, sizeof blob,
-                            "bad message: frame 13 'field' has magic 'XXXX', expected 'PVF1'");
+                            "bad message: frame 13 'field' has magic 'XXXX', expected 'PVF1' or 'PVF3'");
     // A header claiming more vectors than the bytes hold (and an
     // overflowing product): refused from the header alone.
     memcpy (blob, "PVF1\xff\xff\xff\xff\xff\xff\xff\xff", 12);
