@@ -405,6 +405,66 @@ START_TEST (bad_points_files_are_refused_naming_the_file_and_line)
 }
 END_TEST
 
+// The rig's stereo grid and light sheet lines: written, read back to the
+// bit (from the file and from its text), and refused when absurd.
+START_TEST (the_grid_and_sheet_lines_are_read_back_bit_exact)
+{
+    const char *args[40];
+    s_case_e_args (args, s_p ("rig.cal"));
+    ck_assert_int_eq (s_calib (args), 0);
+    char err[1024] = "";
+    piv_cameras_t *rig = piv_cameras_load (s_p ("rig.cal"), err, sizeof err);
+    ck_assert_msg (rig, "%s", err);
+    piv_stereo_grid_t none;
+    ck_assert_int_eq (piv_cameras_grid (rig, &none), 0);
+    piv_stereo_grid_t grid = {-15.0 / 7, 60.0 / 7, 1.0 / 13, 777, 555};
+    piv_sheet_t sheet = {0.1 + 0.2, -1e-3 / 3, 2.0 / 3e3}, got_sheet;
+    ck_assert_int_eq (piv_cameras_set_grid (rig, &grid), 0);
+    ck_assert_int_eq (piv_cameras_set_sheet (rig, &sheet), 0);
+    char *text = piv_cameras_format (rig);
+    ck_assert (text && strstr (text, "\ngrid ") && strstr (text, "\nsheet "));
+    piv_cameras_t *back = piv_cameras_parse (text, "rig text", err, sizeof err);
+    ck_assert_msg (back, "%s", err);
+    piv_stereo_grid_t got;
+    ck_assert_int_eq (piv_cameras_grid (back, &got), 1);
+    ck_assert (memcmp (&got, &grid, sizeof got) == 0);
+    piv_cameras_sheet (back, &got_sheet);
+    ck_assert (memcmp (&got_sheet, &sheet, sizeof sheet) == 0);
+    ck_assert_uint_eq (piv_cameras_count (back), 2);
+    char *again = piv_cameras_format (back);
+    ck_assert_str_eq (again, text);
+    free (again);
+    piv_cameras_destroy (&back);
+
+    static const struct {
+        const char *from, *to, *expect;
+    } bad[] = {
+        {"\ngrid ", "\ngrid x ", "line 5: 'grid' expects numbers"},
+        {"\ngrid ", "\ngrid 1 2 0 4 5\n# ", "line 5: 'grid' expects X0 Y0 STEP WIDTH HEIGHT"},
+        {"\nsheet ", "\nsheet 1 2\n# ", "line 6: 'sheet' expects 3 numbers, got 2"},
+        {"\nsheet ", "\nsheet 0 2 0\n# ", "line 6: 'sheet' expects Z0 DZDX DZDY"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *at = strstr (text, bad[i].from);
+        ck_assert (at);
+        char damaged[1 << 14];
+        snprintf (damaged, sizeof damaged, "%.*s%s%s", (int) (at - text), text, bad[i].to,
+                  at + strlen (bad[i].from));
+        ck_assert (!piv_cameras_parse (damaged, "rig text", err, sizeof err));
+        ck_assert_msg (strstr (err, "'rig text' line ") && strstr (err, bad[i].expect),
+                       "damage %zu: %s", i, err);
+    }
+    // Refused by the setters too: no step, a sheet at 60 degrees.
+    piv_stereo_grid_t flat = grid;
+    flat.step = 0;
+    ck_assert_int_eq (piv_cameras_set_grid (rig, &flat), -1);
+    piv_sheet_t steep = {0, 1.7, 0};
+    ck_assert_int_eq (piv_cameras_set_sheet (rig, &steep), -1);
+    free (text);
+    piv_cameras_destroy (&rig);
+}
+END_TEST
+
 // A damaged calibration file is refused naming the file and the line.
 START_TEST (a_damaged_calibration_file_is_refused_naming_its_line)
 {
@@ -663,6 +723,7 @@ s_suite (void)
     tcase_add_test (tc, the_calibration_file_is_read_back_bit_exact);
     tcase_add_test (tc, bad_points_files_are_refused_naming_the_file_and_line);
     tcase_add_test (tc, a_damaged_calibration_file_is_refused_naming_its_line);
+    tcase_add_test (tc, the_grid_and_sheet_lines_are_read_back_bit_exact);
     tcase_add_test (tc, pivfarm_calib_prints_both_models_and_writes_the_chosen_one);
     tcase_add_test (tc, target_images_calibrate_the_camera_that_took_them);
     tcase_add_test (tc, an_image_without_the_target_is_refused);

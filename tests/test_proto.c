@@ -1592,6 +1592,65 @@ START_TEST (a_field_round_trips_bit_exact)
 }
 END_TEST
 
+// A stereo field (w and residual) keeps its third component through the
+// encoding and a RESULT; a PVF3 blob of a planar field's size is refused.
+START_TEST (a_stereo_field_round_trips_with_its_w)
+{
+    piv_field_t *field = s_field (31, 17, 32, 16);
+    ck_assert_int_eq (piv_field_add_w (field), 0);
+    size_t n = 31 * 17;
+    for (size_t k = 0; k < n; k++) {
+        field->w[k] = (float) k * 0.01f - 2.5f;
+        field->residual[k] = (float) (k % 7) * 0.125f;
+    }
+    field->residual[5] = NAN;  // a camera that did not see the vector
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    ck_assert_int_eq (piv_field_encode (field, &buf, &size), 0);
+    ck_assert_uint_eq (size, 32 + n * 21);
+    ck_assert (memcmp (buf, "PVF3", 4) == 0);
+    proto_msg_t result;
+    s_fill (&result, PROTO_RESULT);
+    free (result.blob);
+    result.blob = buf;
+    result.blob_size = size;
+    result.figures[PROTO_FIG_NX] = 31;
+    result.figures[PROTO_FIG_NY] = 17;
+    zmsg_t *zmsg = proto_encode (&result);
+    ck_assert (zmsg);
+    proto_msg_t got;
+    s_decode_ok (&zmsg, &got);
+    char err[256] = "";
+    piv_field_t *copy = piv_field_decode (got.blob, got.blob_size, err, sizeof err);
+    ck_assert_msg (copy != NULL, "%s", err);
+    s_assert_same_field (field, copy);
+    ck_assert (copy->w && copy->residual);
+    ck_assert (memcmp (copy->w, field->w, n * sizeof (float)) == 0);
+    ck_assert (memcmp (copy->residual, field->residual, n * sizeof (float)) == 0);
+    piv_field_t *dup = piv_field_dup (copy);
+    ck_assert (dup && dup->w && memcmp (dup->w, field->w, n * sizeof (float)) == 0);
+    piv_field_destroy (&dup);
+    piv_field_destroy (&copy);
+    proto_msg_release (&got);
+
+    // The stereo magic on a planar field's bytes does not add up.
+    piv_field_t *planar = s_field (31, 17, 32, 16);
+    unsigned char *pbuf;
+    size_t psize;
+    ck_assert_int_eq (piv_field_encode (planar, &pbuf, &psize), 0);
+    memcpy (pbuf, "PVF3", 4);
+    ck_assert (piv_field_decode (pbuf, psize, err, sizeof err) == NULL);
+    ck_assert_msg (strstr (err, "bad field:") && strstr (err, "need"), "%s", err);
+    free (result.blob);
+    result.blob = pbuf;
+    result.blob_size = psize;
+    ck_assert (proto_encode (&result) == NULL);
+    proto_msg_release (&result);
+    piv_field_destroy (&planar);
+    piv_field_destroy (&field);
+}
+END_TEST
+
 START_TEST (a_field_is_encoded_little_endian_in_the_documented_layout)
 {
     piv_field_t *field = piv_field_new (2, 1);
@@ -1675,7 +1734,7 @@ START_TEST (a_corrupted_field_is_refused_with_the_reason)
 
     buf[3] = '2';
     ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
-    ck_assert_str_eq (err, "bad field: magic 'PVF2', expected 'PVF1'");
+    ck_assert_str_eq (err, "bad field: magic 'PVF2', expected 'PVF1' or 'PVF3'");
     buf[3] = '1';
 
     buf[32 + 20 * 12 + 7] = 3;  // flags of vector 7
@@ -1753,6 +1812,7 @@ s_suite (void)
     tcase_add_test (tc, a_batch_gathers_messages_for_one_send_and_one_alone_goes_as_itself);
     tcase_add_test (tc, a_batch_no_peer_can_take_is_refused_whole_and_leaves_the_batch_empty);
     tcase_add_test (tc, a_field_round_trips_bit_exact);
+    tcase_add_test (tc, a_stereo_field_round_trips_with_its_w);
     tcase_add_test (tc, a_field_is_encoded_little_endian_in_the_documented_layout);
     tcase_add_test (tc, a_truncated_or_lengthened_field_is_refused_at_every_length);
     tcase_add_test (tc, a_corrupted_field_is_refused_with_the_reason);
