@@ -405,6 +405,21 @@ START_TEST (bad_points_files_are_refused_naming_the_file_and_line)
 }
 END_TEST
 
+// A damage to a calibration file's text: 'from' (its first occurrence)
+// becomes 'to', and the reader is expected to say 'expect'.
+typedef struct {
+    const char *from, *to, *expect;
+} s_damage_t;
+
+// text with the damage done, into out.
+static void
+s_damaged (const char *text, const s_damage_t *d, char *out, size_t size)
+{
+    const char *at = strstr (text, d->from);
+    ck_assert_msg (at, "'%s' is not in the file", d->from);
+    snprintf (out, size, "%.*s%s%s", (int) (at - text), text, d->to, at + strlen (d->from));
+}
+
 // The rig's stereo grid and light sheet lines: written, read back to the
 // bit (from the file and from its text), and refused when absurd.
 START_TEST (the_grid_and_sheet_lines_are_read_back_bit_exact)
@@ -436,20 +451,15 @@ START_TEST (the_grid_and_sheet_lines_are_read_back_bit_exact)
     free (again);
     piv_cameras_destroy (&back);
 
-    static const struct {
-        const char *from, *to, *expect;
-    } bad[] = {
+    static const s_damage_t bad[] = {
         {"\ngrid ", "\ngrid x ", "line 5: 'grid' expects numbers"},
         {"\ngrid ", "\ngrid 1 2 0 4 5\n# ", "line 5: 'grid' expects X0 Y0 STEP WIDTH HEIGHT"},
         {"\nsheet ", "\nsheet 1 2\n# ", "line 6: 'sheet' expects 3 numbers, got 2"},
         {"\nsheet ", "\nsheet 0 2 0\n# ", "line 6: 'sheet' expects Z0 DZDX DZDY"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char *at = strstr (text, bad[i].from);
-        ck_assert (at);
         char damaged[1 << 14];
-        snprintf (damaged, sizeof damaged, "%.*s%s%s", (int) (at - text), text, bad[i].to,
-                  at + strlen (bad[i].from));
+        s_damaged (text, &bad[i], damaged, sizeof damaged);
         ck_assert (!piv_cameras_parse (damaged, "rig text", err, sizeof err));
         ck_assert_msg (strstr (err, "'rig text' line ") && strstr (err, bad[i].expect),
                        "damage %zu: %s", i, err);
@@ -473,9 +483,7 @@ START_TEST (a_damaged_calibration_file_is_refused_naming_its_line)
     ck_assert_int_eq (s_calib (args), 0);
     char *text = tu_slurp (s_p ("rig.cal"), NULL);
     ck_assert (text);
-    static const struct {
-        const char *from, *to, *expect;
-    } damage[] = {
+    static const s_damage_t damage[] = {
         {"\nrms ", "\nrms x", "line 9: 'rms' expects numbers"},
         {"\nmodel soloff", "\nmodel polynomial", "line 6: 'model' expects soloff or pinhole"},
         {"\nplanes ", "\nflavour ", "line 8: unknown key 'flavour'"},
@@ -483,11 +491,8 @@ START_TEST (a_damaged_calibration_file_is_refused_naming_its_line)
         {"\nend\n", "\n", "line 15: camera 1 has no 'end'"},
     };
     for (size_t i = 0; i < sizeof damage / sizeof damage[0]; i++) {
-        char *at = strstr (text, damage[i].from);
-        ck_assert (at);
         char bad[1 << 14];
-        snprintf (bad, sizeof bad, "%.*s%s%s", (int) (at - text), text, damage[i].to,
-                  at + strlen (damage[i].from));
+        s_damaged (text, &damage[i], bad, sizeof bad);
         tu_spit (s_p ("bad.cal"), bad, strlen (bad));
         char err[1024] = "";
         piv_cameras_t *rig = piv_cameras_load (s_p ("bad.cal"), err, sizeof err);
