@@ -414,9 +414,9 @@ s_selfcal_args (int argc, char **argv, s_selfcal_opts_t *o)
 static void
 s_print_map (int k, const piv_selfcal_map_t *m, int best)
 {
-    printf ("  %3d %10.4f %10.6f %10.6f %7d %5d %10.4f %8.4f %8.4f %8.4f%s\n", k, m->sheet.z0,
-            m->sheet.dzdx, m->sheet.dzdy, m->windows, m->used, m->rms, m->mean_col, m->mean_row,
-            m->max, best ? "  kept" : "");
+    printf ("  %3d %9.4f %10.6f %10.6f %7d %5d %8.4f %8.4f %8.4f %8.4f %8.4f%s\n", k,
+            m->sheet.z0, m->sheet.dzdx, m->sheet.dzdy, m->windows, m->used, m->rms, m->median,
+            m->mean_col, m->mean_row, m->max, best ? "  kept" : "");
 }
 
 // pivfarm-calib --self-calibrate: the exit code.
@@ -457,15 +457,15 @@ s_selfcal_main (int argc, char **argv)
             "windows %d px step %d\n",
             o.calib, o.npairs, nframes, r.grid.width, r.grid.height, r.grid.step,
             o.settings.window, o.settings.step);
-    printf ("  map  z0 mm      dz/dx      dz/dy      windows used  disparity rms px  mean col  "
-            "mean row  max px\n");
+    printf ("  map     z0 mm      dz/dx      dz/dy windows  used   rms px   median mean col "
+            "mean row   max px\n");
     for (int k = 0; k < r.maps; k++)
         s_print_map (k, &r.map[k], k == r.best);
     const piv_selfcal_map_t *before = &r.map[0], *after = &r.map[r.best];
-    printf ("before: disparity rms %.4f px (mean %.4f, %.4f px; %d windows)\n", before->rms,
-            before->mean_col, before->mean_row, before->used);
-    printf ("after: disparity rms %.4f px (mean %.4f, %.4f px; %d windows)\n", after->rms,
-            after->mean_col, after->mean_row, after->used);
+    printf ("before: disparity rms %.4f px median %.4f (mean %.4f, %.4f px; %d windows)\n",
+            before->rms, before->median, before->mean_col, before->mean_row, before->used);
+    printf ("after: disparity rms %.4f px median %.4f (mean %.4f, %.4f px; %d windows)\n",
+            after->rms, after->median, after->mean_col, after->mean_row, after->used);
     printf ("sheet z0 %.4f mm dzdx %.6f dzdy %.6f (Z = z0 + dzdx X + dzdy Y; last fit %d windows, "
             "%.4f mm rms about it)\n",
             after->sheet.z0, after->sheet.dzdx, after->sheet.dzdy, r.fitted, r.fit_rms);

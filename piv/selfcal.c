@@ -332,6 +332,31 @@ s_triangulate (const piv_camera_t *c1, const piv_camera_t *c2, const piv_stereo_
     return 0;
 }
 
+static int
+s_cmp_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+// The median length of the m windows' disparities that have a clear peak
+// (NAN with no memory).
+static double
+s_median_length (const s_win_t *wins, int nwin, int m)
+{
+    double *len = malloc ((size_t) m * sizeof *len);
+    if (!len)
+        return NAN;
+    int i = 0;
+    for (int k = 0; k < nwin; k++)
+        if (wins[k].ok)
+            len[i++] = hypot (wins[k].dc, wins[k].dr);
+    qsort (len, (size_t) m, sizeof *len, s_cmp_double);
+    double med = m % 2 ? len[m / 2] : (len[m / 2 - 1] + len[m / 2]) / 2;
+    free (len);
+    return med;
+}
+
 // The disparity map on the rig's current sheet: each window's summed
 // correlation, peak and triangulated point, and the map's figures.
 static int
@@ -405,6 +430,7 @@ s_measure (const piv_cameras_t *rig, const piv_stereo_grid_t *g, const piv_selfc
         map->used++;
     }
     if (map->used > 0) {
+        map->median = s_median_length (wins, nwin, map->used);
         map->rms = sqrt (ss / map->used);
         map->mean_col = sc / map->used;
         map->mean_row = sr / map->used;

@@ -35,6 +35,8 @@ typedef struct {
     double rms;               // px of the grid: RMS of the disparity's length over 'used'
     double mean_col, mean_row;  // px: its mean, camera 2's position minus camera 1's
     double max;               // px: the largest disparity's length over 'used'
+    double median;            // px: its median length over 'used' (a few windows of a
+                              // wrong peak raise the RMS, not this)
     int span[2];              // px: the peaks fitted over this each side, along the
                               // columns and the rows (1: a three-point fit)
 } piv_selfcal_map_t;
