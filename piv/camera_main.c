@@ -32,7 +32,7 @@ s_usage (FILE *out)
              "usage: pivfarm-calib [--camera N] --points FILE [--points FILE ...]\n"
              "                     [--camera M --points FILE ...] [-o CALIB]\n"
              "       pivfarm-calib --self-calibrate CALIB --pair A1 B1 A2 B2 [...] [-o OUT]\n"
-             "                     (see pivfarm-calib --self-calibrate x --help)\n"
+             "                     (pivfarm-calib --self-calibrate --help: its options)\n"
              "  -c, --camera N        the points files that follow are camera N's (0 to 999;\n"
              "                        default 1)\n"
              "  -p, --points FILE     calibration points: lines 'X Y Z col row' (world mm,\n"
@@ -367,12 +367,17 @@ s_int_arg (const char *opt, const char *val, int lo, int hi, int *out)
 static int
 s_selfcal_args (int argc, char **argv, s_selfcal_opts_t *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp (a, "-h") == 0 || strcmp (a, "--help") == 0) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp (argv[i], "-h") == 0 || strcmp (argv[i], "--help") == 0) {
             s_selfcal_usage (stdout);
             return 0;
-        } else if (strcmp (a, "--self-calibrate") == 0 && val) {
+        } else if (strcmp (argv[i], "-V") == 0 || strcmp (argv[i], "--version") == 0) {
+            printf ("pivfarm-calib %s\n", PIVFARM_VERSION);
+            return 0;
+        }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp (a, "--self-calibrate") == 0 && val) {
             o->calib = val;
             i++;
         } else if (strcmp (a, "--pair") == 0) {

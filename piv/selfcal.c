@@ -463,7 +463,7 @@ s_fit (s_win_t *wins, int nwin, piv_sheet_t *sheet, int *fitted, double *fit_rms
     if (m < MIN_WINDOWS) {
         cam_seterr (err, errlen,
                     "self-calibration: %d windows with a clear disparity peak, at least %d "
-                    "are needed (more pairs, or larger windows)",
+                    "are needed (more pairs give clearer peaks, a smaller step more windows)",
                     m, MIN_WINDOWS);
         return -1;
     }

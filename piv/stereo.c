@@ -354,6 +354,12 @@ piv_stereo_grid (const piv_stereo_t *self)
 }
 
 void
+piv_stereo_sheet (const piv_stereo_t *self, piv_sheet_t *sheet)
+{
+    *sheet = self->sheet;
+}
+
+void
 piv_stereo_set_max_residual (piv_stereo_t *self, double px)
 {
     self->max_residual = px;

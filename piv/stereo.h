@@ -74,6 +74,8 @@ piv_stereo_t *piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *se
 void piv_stereo_destroy (piv_stereo_t **self_p);
 
 const piv_stereo_grid_t *piv_stereo_grid (const piv_stereo_t *self);
+// The sheet the grid lies on (the rig's when the engine was made).
+void piv_stereo_sheet (const piv_stereo_t *self, piv_sheet_t *sheet);
 // The residual bound (px; default PIV_STEREO_MAX_RESIDUAL, <= 0: none).
 void piv_stereo_set_max_residual (piv_stereo_t *self, double px);
 
