@@ -1,5 +1,7 @@
 // camera_main.c — pivfarm-calib: a stereo rig's cameras from calibration
-// points, each fitted with both models and the better kept by evidence.
+// points, each fitted with both models and the better kept by evidence;
+// and (--self-calibrate) where a rig's light sheet really is, from its
+// particle images.
 // Exit status: 0 done, 1 a points file or the calibration file could not be
 // read, fitted or written, 2 bad usage (doc/conventions.md).
 
@@ -11,6 +13,7 @@
 #include "piv/dots.h"
 #include "piv/image.h"
 #include "piv/points.h"
+#include "piv/selfcal.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -28,6 +31,8 @@ s_usage (FILE *out)
     fprintf (out,
              "usage: pivfarm-calib [--camera N] --points FILE [--points FILE ...]\n"
              "                     [--camera M --points FILE ...] [-o CALIB]\n"
+             "       pivfarm-calib --self-calibrate CALIB --pair A1 B1 A2 B2 [...] [-o OUT]\n"
+             "                     (pivfarm-calib --self-calibrate --help: its options)\n"
              "  -c, --camera N        the points files that follow are camera N's (0 to 999;\n"
              "                        default 1)\n"
              "  -p, --points FILE     calibration points: lines 'X Y Z col row' (world mm,\n"
@@ -289,11 +294,205 @@ s_calibrate (const s_opts_t *o, const s_camera_arg_t *c)
     return chosen;
 }
 
+// Writes the rig's calibration file and says so. 0, or -1 (logged).
+static int
+s_write (const piv_cameras_t *rig, const char *path)
+{
+    char err[1024];
+    if (piv_cameras_save (rig, path, err, sizeof err)) {
+        log_error ("%s", err);
+        return -1;
+    }
+    printf ("wrote '%s'\n", path);
+    return 0;
+}
+
+// ------------------------------------------------- --self-calibrate
+
+#define MAX_PAIRS 64
+
+static void
+s_selfcal_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: pivfarm-calib --self-calibrate CALIB --pair A1 B1 A2 B2 [--pair ...]\n"
+             "                     [-o OUT] [--window PX] [--step PX] [--iterations N]\n"
+             "Finds where the light sheet is in the calibration's world: each instant's\n"
+             "frames of the two cameras (A1 with A2, B1 with B2) dewarped onto the sheet\n"
+             "and correlated, summed over the pairs; each window's disparity triangulated\n"
+             "by the cameras' lines of sight; a plane Z = z0 + dzdx X + dzdy Y fitted.\n"
+             "Prints the disparity before and after (px of the dewarped grid) and the\n"
+             "plane (doc/stereo.md).\n"
+             "  --self-calibrate CALIB the rig's calibration file (two cameras: the first\n"
+             "                        took A1 B1, the second A2 B2)\n"
+             "  --pair A1 B1 A2 B2    a stereo pair's four frames (TIFF); up to %d\n"
+             "  -o, --output OUT      write the calibration with its 'sheet' line here (the\n"
+             "                        rest of CALIB unchanged)\n"
+             "  --window PX           the disparity map's windows, dewarped px (default 64)\n"
+             "  --step PX             between windows (default 32)\n"
+             "  --iterations N        planes fitted at most (default 3): each fit moves the\n"
+             "                        sheet and measures again, until the disparity stops\n"
+             "                        falling\n"
+             "exit status: 0 done; 1 a file could not be read or written, or no plane was\n"
+             "found; 2 bad usage\n",
+             MAX_PAIRS);
+}
+
+typedef struct {
+    const char *calib;                  // --self-calibrate
+    const char *pairs[MAX_PAIRS][4];    // --pair's frames
+    int npairs;
+    const char *output;                 // -o, or NULL
+    piv_selfcal_settings_t settings;
+} s_selfcal_opts_t;
+
+// An integer option's value: 0, or -1 (a usage error printed).
+static int
+s_int_arg (const char *opt, const char *val, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = val ? strtol (val, &end, 10) : 0;
+    if (!val || errno || end == val || *end || v < lo || v > hi) {
+        cli_usage_error ("bad %s '%s': expected a number from %d to %d", opt, val ? val : "",
+                         lo, hi);
+        return -1;
+    }
+    *out = (int) v;
+    return 0;
+}
+
+// Its own parser: --pair takes four values, which getopt cannot. -1 to go
+// on, or the exit code.
+static int
+s_selfcal_args (int argc, char **argv, s_selfcal_opts_t *o)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp (argv[i], "-h") == 0 || strcmp (argv[i], "--help") == 0) {
+            s_selfcal_usage (stdout);
+            return 0;
+        } else if (strcmp (argv[i], "-V") == 0 || strcmp (argv[i], "--version") == 0) {
+            printf ("pivfarm-calib %s\n", PIVFARM_VERSION);
+            return 0;
+        }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp (a, "--self-calibrate") == 0 && val) {
+            o->calib = val;
+            i++;
+        } else if (strcmp (a, "--pair") == 0) {
+            if (i + 4 >= argc)
+                return cli_usage_error ("--pair expects four frames: A1 B1 A2 B2");
+            if (o->npairs == MAX_PAIRS)
+                return cli_usage_error ("too many --pair: at most %d", MAX_PAIRS);
+            for (int f = 0; f < 4; f++)
+                o->pairs[o->npairs][f] = argv[i + 1 + f];
+            o->npairs++;
+            i += 4;
+        } else if ((strcmp (a, "-o") == 0 || strcmp (a, "--output") == 0) && val) {
+            o->output = val;
+            i++;
+        } else if (strcmp (a, "--window") == 0) {
+            if (s_int_arg (a, val, 8, 256, &o->settings.window))
+                return CLI_EXIT_USAGE;
+            if (o->settings.window % 2)
+                return cli_usage_error ("bad --window '%s': expected an even number", val);
+            i++;
+        } else if (strcmp (a, "--step") == 0) {
+            if (s_int_arg (a, val, 1, 256, &o->settings.step))
+                return CLI_EXIT_USAGE;
+            i++;
+        } else if (strcmp (a, "--iterations") == 0) {
+            if (s_int_arg (a, val, 1, PIV_SELFCAL_MAX_PASSES - 1, &o->settings.iterations))
+                return CLI_EXIT_USAGE;
+            i++;
+        } else if (!val && a[0] == '-')
+            return cli_usage_error ("option '%s' requires a value", a);
+        else
+            return cli_usage_error ("unexpected argument '%s' with --self-calibrate", a);
+    }
+    if (o->npairs == 0)
+        return cli_usage_error ("--self-calibrate needs at least one --pair A1 B1 A2 B2");
+    return -1;
+}
+
+static void
+s_print_map (int k, const piv_selfcal_map_t *m, int best)
+{
+    printf ("  %3d %9.4f %10.6f %10.6f %7d %5d %8.4f %8.4f %8.4f %8.4f %8.4f%s\n", k,
+            m->sheet.z0, m->sheet.dzdx, m->sheet.dzdy, m->windows, m->used, m->rms, m->median,
+            m->mean_col, m->mean_row, m->max, best ? "  kept" : "");
+}
+
+// pivfarm-calib --self-calibrate: the exit code.
+static int
+s_selfcal_main (int argc, char **argv)
+{
+    static s_selfcal_opts_t o;
+    piv_selfcal_settings_init (&o.settings);
+    int code = s_selfcal_args (argc, argv, &o);
+    if (code >= 0)
+        return code;
+    char err[1024];
+    int rc = CLI_EXIT_FAILED, nframes = 2 * o.npairs;
+    piv_image_t *frames[2 * 2 * MAX_PAIRS] = {NULL};
+    piv_cameras_t *rig = piv_cameras_load (o.calib, err, sizeof err);
+    if (!rig) {
+        log_error ("%s", err);
+        return rc;
+    }
+    // Instant 2 p is pair p's A frames (A1, A2), 2 p + 1 its B frames.
+    for (int p = 0; p < o.npairs; p++)
+        for (int f = 0; f < 4; f++) {
+            int slot = 2 * (2 * p + f % 2) + f / 2;
+            frames[slot] = piv_image_load (o.pairs[p][f], 0, PIV_MAX_PIXELS_DEFAULT, err,
+                                           sizeof err);
+            if (!frames[slot]) {
+                log_error ("%s", err);
+                goto done;
+            }
+        }
+    piv_selfcal_report_t r;
+    if (piv_selfcal_run (rig, &o.settings, (const piv_image_t *const *) frames, nframes, &r, err,
+                         sizeof err)) {
+        log_error ("'%s': %s", o.calib, err);
+        goto done;
+    }
+    printf ("self-calibration of '%s': %d pairs (%d instants), grid %dx%d px of %.4f mm, "
+            "windows %d px step %d\n",
+            o.calib, o.npairs, nframes, r.grid.width, r.grid.height, r.grid.step,
+            o.settings.window, o.settings.step);
+    printf ("  map     z0 mm      dz/dx      dz/dy windows  used   rms px   median mean col "
+            "mean row   max px\n");
+    for (int k = 0; k < r.maps; k++)
+        s_print_map (k, &r.map[k], k == r.best);
+    const piv_selfcal_map_t *before = &r.map[0], *after = &r.map[r.best];
+    printf ("before: disparity rms %.4f px median %.4f (mean %.4f, %.4f px; %d windows)\n",
+            before->rms, before->median, before->mean_col, before->mean_row, before->used);
+    printf ("after: disparity rms %.4f px median %.4f (mean %.4f, %.4f px; %d windows)\n",
+            after->rms, after->median, after->mean_col, after->mean_row, after->used);
+    printf ("sheet z0 %.4f mm dzdx %.6f dzdy %.6f (Z = z0 + dzdx X + dzdy Y; last fit %d windows, "
+            "%.4f mm rms about it)\n",
+            after->sheet.z0, after->sheet.dzdx, after->sheet.dzdy, r.fitted, r.fit_rms);
+    if (o.output && s_write (rig, o.output))
+        goto done;
+    rc = CLI_EXIT_OK;
+done:
+    fflush (stdout);
+    for (int f = 0; f < 2 * nframes; f++)
+        piv_image_destroy (&frames[f]);
+    piv_cameras_destroy (&rig);
+    return rc;
+}
+
 int
 main (int argc, char **argv)
 {
     log_open ("pivfarm-calib", 0);
     cli_set_program ("pivfarm-calib");
+    for (int i = 1; i < argc; i++)
+        if (strcmp (argv[i], "--self-calibrate") == 0)
+            return s_selfcal_main (argc, argv);
     static s_opts_t o = {.automatic = 1};
     int code = s_parse_args (argc, argv, &o);
     if (code >= 0)
@@ -310,13 +509,8 @@ main (int argc, char **argv)
         if (!cam || piv_cameras_add (rig, &cam, err, sizeof err))
             goto done;
     }
-    if (o.output) {
-        if (piv_cameras_save (rig, o.output, err, sizeof err)) {
-            log_error ("%s", err);
-            goto done;
-        }
-        printf ("wrote '%s'\n", o.output);
-    }
+    if (o.output && s_write (rig, o.output))
+        goto done;
     rc = CLI_EXIT_OK;
 done:
     fflush (stdout);

@@ -69,7 +69,8 @@ s_usage (FILE *out)
              "      --wisdom FILE     FFTW wisdom file (default %s)\n"
              "      --cameras CALIB   stereo PIV (2D3C) with the calibration of two cameras\n"
              "                        (pivfarm-calib): both pairs dewarped onto one world grid\n"
-             "                        on Z = 0, 'x y u v w flags residual' written (mm, mm per\n"
+             "                        on the light sheet (the calibration's 'sheet', else\n"
+             "                        Z = 0), 'x y u v w flags residual' written (mm, mm per\n"
              "                        frame; txt only; no --mask, --background)\n"
              "      --dt S            with --cameras: u, v, w in m/s, S seconds from A to B\n"
              "      --max-residual PX with --cameras: vectors whose 4 equations miss by more\n"
@@ -455,13 +456,21 @@ s_stereo_header (const s_opts_t *o, const piv_stereo_t *st, const piv_field3_t *
         snprintf (list + strlen (list), sizeof list - strlen (list), "%s%d", i ? "," : "",
                   settings->passes[i]);
     const piv_field_t *p = piv_stereo_planar (st, 0);
+    // The light sheet's plane (the calibration's sheet line), as before it
+    // was read where it has none.
+    piv_sheet_t sh;
+    piv_stereo_sheet (st, &sh);
+    char plane[128] = "Z = 0";
+    if (sh.z0 != 0 || sh.dzdx != 0 || sh.dzdy != 0)
+        snprintf (plane, sizeof plane, "the sheet Z = %.6g %+.6g X %+.6g Y", sh.z0, sh.dzdx,
+                  sh.dzdy);
     snprintf (header, len,
               "pivfarm-piv %s stereo\n"
               "cameras %s\n"
               "camera_1 %s %s\n"
               "camera_2 %s %s\n"
               "image %dx%d\n"
-              "world grid X %.3f..%.3f Y %.3f..%.3f mm on Z = 0, %.5f mm per px, %dx%d px\n"
+              "world grid X %.3f..%.3f Y %.3f..%.3f mm on %s, %.5f mm per px, %dx%d px\n"
               "passes %s overlap %d%% iterations %d converge %g deform %s%s subpixel %s\n"
               "validation normalized-median eps %g threshold %g contrast %g cbc %g smooth %s; "
               "residual bound %g px\n"
@@ -474,7 +483,7 @@ s_stereo_header (const s_opts_t *o, const piv_stereo_t *st, const piv_field3_t *
               "the 4 equations in image px",
               PIVFARM_VERSION, o->cameras, o->stereo[0], o->stereo[1], o->stereo[2],
               o->stereo[3], width, height, g->x0, g->x0 + (g->width - 1) * g->step,
-              g->y0 - (g->height - 1) * g->step, g->y0, g->step, g->width, g->height, list,
+              g->y0 - (g->height - 1) * g->step, g->y0, plane, g->step, g->width, g->height, list,
               settings->overlap, settings->final_iterations, settings->converge,
               piv_deform_name (settings->deform), settings->symmetric ? " symmetric" : "",
               piv_subpixel_name (settings->subpixel), settings->median_eps,

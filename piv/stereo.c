@@ -1,5 +1,6 @@
 // stereo.c — stereo PIV (2D3C) from two calibrated cameras: dewarping onto
-// a world grid with the engine's interpolators (piv/deform.h), the planar
+// a world grid on the light sheet's plane (the rig's sheet, Z = 0 until
+// self-calibration finds it) with the engine's interpolators (piv/deform.h), the planar
 // engine on each camera's dewarped pair, and the least-squares solution of
 // the 4 equations in (u, v, w) at each vector (Soloff et al. 1997, MST 8).
 
@@ -17,6 +18,7 @@ struct _piv_stereo_t {
     piv_camera_t *cam[2];    // copies of the rig's first two cameras
     int width, height;       // the cameras' frames, px
     piv_stereo_grid_t grid;  // the dewarped frames' world grid
+    piv_sheet_t sheet;       // the plane the grid lies on (the rig's)
     piv_settings_t settings;  // the engine's, as given
     piv_deform_t interp;     // the dewarping's interpolator
     double max_residual;     // px; <= 0: no bound
@@ -90,13 +92,21 @@ piv_field3_write (const piv_field3_t *self, FILE *out, double dt, const char *he
 
 // ----------------------------------------------------------------- grid
 
-// Whether camera c sees world (x, y, 0) inside its frame of w x h px, and
+// The sheet's Z at world (x, y): all zero gives exactly 0.
+static double
+s_sheet_z (const piv_sheet_t *sheet, double x, double y)
+{
+    return sheet->z0 + sheet->dzdx * x + sheet->dzdy * y;
+}
+
+// Whether camera c sees world (x, y, z) inside its frame of w x h px, and
 // where (*col, *row).
 static int
-s_sees (const piv_camera_t *c, double x, double y, int w, int h, double *col, double *row)
+s_sees (const piv_camera_t *c, double x, double y, double z, int w, int h, double *col,
+        double *row)
 {
     double cc, rr;
-    if (piv_camera_project (c, x, y, 0, &cc, &rr) != 0 || !isfinite (cc) || !isfinite (rr))
+    if (piv_camera_project (c, x, y, z, &cc, &rr) != 0 || !isfinite (cc) || !isfinite (rr))
         return 0;
     if (col)
         *col = cc;
@@ -105,22 +115,23 @@ s_sees (const piv_camera_t *c, double x, double y, int w, int h, double *col, do
     return cc >= 0 && cc <= w - 1 && rr >= 0 && rr <= h - 1;
 }
 
-// px per mm of camera c on Z = 0 at (x, y): the square root of the area
-// ratio of its mapping there (an oblique camera compresses one axis).
+// px per mm of camera c on the plane Z = z at (x, y): the square root of
+// the area ratio of its mapping there (an oblique camera compresses one axis).
 static double
-s_px_per_mm (const piv_camera_t *c, double x, double y)
+s_px_per_mm (const piv_camera_t *c, double x, double y, double z)
 {
     double d[2][3];
-    if (piv_camera_derivatives (c, x, y, 0, d) != 0)
+    if (piv_camera_derivatives (c, x, y, z, d) != 0)
         return NAN;
     return sqrt (fabs (d[0][0] * d[1][1] - d[0][1] * d[1][0]));
 }
 
 enum { LATTICE = 200 };  // samples a side of the region searched for the overlap
 
-int
-piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int width, int height,
-                         piv_stereo_grid_t *grid, char *err, size_t errlen)
+// piv_stereo_default_grid on the sheet's plane instead of Z = 0.
+static int
+s_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, const piv_sheet_t *sheet,
+                int width, int height, piv_stereo_grid_t *grid, char *err, size_t errlen)
 {
     piv_camera_info_t a, b;
     piv_camera_info (c1, &a);
@@ -131,7 +142,7 @@ piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int wid
     if (!(x1 > x0 && y1 > y0)) {
         cam_seterr (err, errlen,
                     "cameras %d and %d: their calibrations cover no common area of the "
-                    "plane Z = 0",
+                    "light sheet's plane",
                     a.id, b.id);
         return -1;
     }
@@ -144,8 +155,9 @@ piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int wid
     for (int j = 0; j < LATTICE; j++)
         for (int i = 0; i < LATTICE; i++) {
             double x = x0 + (x1 - x0) * i / (LATTICE - 1), y = y0 + (y1 - y0) * j / (LATTICE - 1);
-            int s = s_sees (c1, x, y, width, height, NULL, NULL) &&
-                    s_sees (c2, x, y, width, height, NULL, NULL);
+            double z = s_sheet_z (sheet, x, y);
+            int s = s_sees (c1, x, y, z, width, height, NULL, NULL) &&
+                    s_sees (c2, x, y, z, width, height, NULL, NULL);
             seen[j * LATTICE + i] = (unsigned char) s;
             if (s) {
                 i0 = i < i0 ? i : i0;
@@ -187,7 +199,7 @@ piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int wid
     free (seen);
     if (!(i0 < i1 && j0 < j1)) {
         cam_seterr (err, errlen,
-                    "cameras %d and %d see no common area of the plane Z = 0 in their "
+                    "cameras %d and %d see no common area of the light sheet's plane in their "
                     "%dx%d frames",
                     a.id, b.id, width, height);
         return -1;
@@ -195,7 +207,8 @@ piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int wid
     double xa = x0 + (x1 - x0) * i0 / (LATTICE - 1), xb = x0 + (x1 - x0) * i1 / (LATTICE - 1);
     double ya = y0 + (y1 - y0) * j0 / (LATTICE - 1), yb = y0 + (y1 - y0) * j1 / (LATTICE - 1);
     double xc = (xa + xb) / 2, yc = (ya + yb) / 2;
-    double ppm = fmax (s_px_per_mm (c1, xc, yc), s_px_per_mm (c2, xc, yc));
+    double zc = s_sheet_z (sheet, xc, yc);
+    double ppm = fmax (s_px_per_mm (c1, xc, yc, zc), s_px_per_mm (c2, xc, yc, zc));
     if (!(ppm > 0) || !isfinite (ppm)) {
         cam_seterr (err, errlen, "cameras %d and %d: no resolution at (%g, %g) mm", a.id, b.id, xc,
                     yc);
@@ -207,6 +220,31 @@ piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int wid
     grid->width = (int) floor ((xb - xa) * ppm) + 1;
     grid->height = (int) floor ((yb - ya) * ppm) + 1;
     return 0;
+}
+
+int
+piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int width, int height,
+                         piv_stereo_grid_t *grid, char *err, size_t errlen)
+{
+    const piv_sheet_t plane = {0, 0, 0};
+    return s_default_grid (c1, c2, &plane, width, height, grid, err, errlen);
+}
+
+int
+piv_stereo_rig_grid (const piv_cameras_t *rig, int width, int height, piv_stereo_grid_t *grid,
+                     char *err, size_t errlen)
+{
+    if (piv_cameras_count (rig) != 2) {
+        cam_seterr (err, errlen, "stereo needs a calibration of two cameras, this one has %zu",
+                    piv_cameras_count (rig));
+        return -1;
+    }
+    if (piv_cameras_grid (rig, grid))
+        return 0;  // the rig's own (pivfarm-calib --size)
+    piv_sheet_t sheet;
+    piv_cameras_sheet (rig, &sheet);
+    return s_default_grid (piv_cameras_get (rig, 0), piv_cameras_get (rig, 1), &sheet, width,
+                           height, grid, err, errlen);
 }
 
 // --------------------------------------------------------------- engine
@@ -240,6 +278,7 @@ piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int wi
     self->settings = *settings;
     self->interp = settings->deform == PIV_DEFORM_OFFSET ? PIV_DEFORM_BSPLINE5 : settings->deform;
     self->max_residual = PIV_STEREO_MAX_RESIDUAL;
+    piv_cameras_sheet (rig, &self->sheet);
     for (int c = 0; c < 2; c++)
         if (!(self->cam[c] = piv_camera_dup (piv_cameras_get (rig, (size_t) c)))) {
             cam_seterr (err, errlen, "stereo: out of memory");
@@ -247,10 +286,7 @@ piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int wi
         }
     if (grid)
         self->grid = *grid;
-    else if (piv_cameras_grid (rig, &self->grid))
-        ;  // the rig's own (pivfarm-calib --size)
-    else if (piv_stereo_default_grid (self->cam[0], self->cam[1], width, height, &self->grid, err,
-                                      errlen))
+    else if (piv_stereo_rig_grid (rig, width, height, &self->grid, err, errlen))
         goto fail;
     const piv_stereo_grid_t *g = &self->grid;
     if (g->width < 1 || g->height < 1 || !(g->step > 0) ||
@@ -278,9 +314,9 @@ piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int wi
     for (int c = 0; c < 2; c++)
         for (int r = 0; r < g->height; r++)
             for (int q = 0; q < g->width; q++) {
-                double col, row;
+                double col, row, x = g->x0 + q * g->step, y = g->y0 - r * g->step;
                 size_t k = (size_t) r * g->width + q;
-                int in = s_sees (self->cam[c], g->x0 + q * g->step, g->y0 - r * g->step, width,
+                int in = s_sees (self->cam[c], x, y, s_sheet_z (&self->sheet, x, y), width,
                                  height, &col, &row);
                 self->col[c][k] = in ? (float) col : NAN;
                 self->row[c][k] = in ? (float) row : NAN;
@@ -315,6 +351,12 @@ const piv_stereo_grid_t *
 piv_stereo_grid (const piv_stereo_t *self)
 {
     return &self->grid;
+}
+
+void
+piv_stereo_sheet (const piv_stereo_t *self, piv_sheet_t *sheet)
+{
+    *sheet = self->sheet;
 }
 
 void
@@ -406,28 +448,33 @@ s_solve (const double a[4][3], const double b[4], double x[3], double *residual)
 // (u, v, w) from each camera's displacement on the plane. A particle moved
 // by (U, V, W) moves in camera c's image by J_c (U, V, W) (J_c its mapping's
 // derivatives there, px per mm); camera c's dewarped displacement is the
-// move on Z = 0 that would give the same image motion, (dX, dY), so J_c's
-// first two columns times (dX, dY) is that image motion: 2 equations per
-// camera, 4 in all, 3 unknowns.
+// move on the sheet that would give the same image motion, (dX, dY) and
+// the sheet's dZ = dzdx dX + dzdy dY, so J_c times (dX, dY, dZ) is that
+// image motion: 2 equations per camera, 4 in all, 3 unknowns.
 static void
 s_vector (const piv_stereo_t *self, long k, piv_field3_t *out)
 {
     const piv_stereo_grid_t *g = &self->grid;
     const piv_field_t *f[2] = {self->planar[0], self->planar[1]};
     double x = g->x0 + f[0]->x[k] * g->step, y = g->y0 - f[0]->y[k] * g->step;
+    double z = s_sheet_z (&self->sheet, x, y);
     out->x[k] = x;
     out->y[k] = y;
     int flag = f[0]->flags[k] > f[1]->flags[k] ? f[0]->flags[k] : f[1]->flags[k];
     double a[4][3], b[4], sol[3], residual;
     for (int c = 0; c < 2; c++) {
         double d[2][3];
-        if (!s_sees (self->cam[c], x, y, self->width, self->height, NULL, NULL) ||
-            piv_camera_derivatives (self->cam[c], x, y, 0, d) != 0)
+        if (!s_sees (self->cam[c], x, y, z, self->width, self->height, NULL, NULL) ||
+            piv_camera_derivatives (self->cam[c], x, y, z, d) != 0)
             goto unseen;
         double dx = f[c]->u[k] * g->step, dy = -f[c]->v[k] * g->step;
+        double dz = self->sheet.dzdx * dx + self->sheet.dzdy * dy;
         for (int r = 0; r < 2; r++) {
             memcpy (a[2 * c + r], d[r], sizeof d[r]);
+            // A flat sheet adds nothing: the sum is Z = 0's bit for bit.
             b[2 * c + r] = d[r][0] * dx + d[r][1] * dy;
+            if (dz != 0)
+                b[2 * c + r] += d[r][2] * dz;
         }
     }
     if (s_solve (a, b, sol, &residual) != 0)

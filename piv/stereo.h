@@ -1,5 +1,7 @@
 // stereo.h — stereo PIV (2D3C): each camera's frames dewarped onto one
-// world grid on the light-sheet plane Z = 0, the planar engine run on each
+// world grid on the light-sheet plane (the rig's sheet, piv_cameras_sheet:
+// Z = 0 until self-calibration, piv/selfcal.h, finds where the sheet
+// really is), the planar engine run on each
 // camera's dewarped pair on that grid, and the three velocity components
 // solved at each vector from both cameras' displacements and the local
 // derivatives of their mappings (4 equations, least squares).
@@ -55,6 +57,12 @@ typedef struct _piv_stereo_t piv_stereo_t;
 int piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int width, int height,
                              piv_stereo_grid_t *grid, char *err, size_t errlen);
 
+// The grid piv_stereo_new takes when given none: the rig's own if it has
+// one, else the default grid of its first two cameras on its sheet's plane.
+// 0, or -1 with err (not two cameras, no common area).
+int piv_stereo_rig_grid (const piv_cameras_t *rig, int width, int height, piv_stereo_grid_t *grid,
+                         char *err, size_t errlen);
+
 // A stereo engine for the rig's first two cameras (in the file's order),
 // frames of width x height px, the engine's settings (their deform names
 // the interpolator of the dewarping; offset, which has none, dewarps with
@@ -66,6 +74,8 @@ piv_stereo_t *piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *se
 void piv_stereo_destroy (piv_stereo_t **self_p);
 
 const piv_stereo_grid_t *piv_stereo_grid (const piv_stereo_t *self);
+// The sheet the grid lies on (the rig's when the engine was made).
+void piv_stereo_sheet (const piv_stereo_t *self, piv_sheet_t *sheet);
 // The residual bound (px; default PIV_STEREO_MAX_RESIDUAL, <= 0: none).
 void piv_stereo_set_max_residual (piv_stereo_t *self, double px);
 

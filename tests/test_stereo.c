@@ -8,6 +8,7 @@
 #include "piv/cameras.h"
 #include "piv/image.h"
 #include "piv/piv.h"
+#include "piv/selfcal.h"
 #include "piv/stereo.h"
 #include "tests/testutil.h"
 
@@ -24,12 +25,14 @@
 #define ANGLE 30.0      // degrees, each synthetic camera off the plane's normal
 
 static char s_dir[4096];    // this test's temporary directory
+static piv_sheet_t s_tilt;  // the plane s_render's particles are on (mid-time; zero: Z = 0)
 static char s_out[1 << 16];  // stdout and stderr of the last program run
 
 static void
 s_setup (void)
 {
     snprintf (s_dir, sizeof s_dir, "%s", tu_tmpdir ());
+    s_tilt = (piv_sheet_t){0, 0, 0};
 }
 
 static void
@@ -154,7 +157,8 @@ s_render (const double p[3][4], const double *x, const double *y, int n, double 
     float *px = piv_image_data (img);
     for (int k = 0; k < n; k++) {
         double col, row;
-        s_apply (p, x[k] + dx, y[k] + dy, dz, &col, &row);
+        double z = s_tilt.z0 + s_tilt.dzdx * x[k] + s_tilt.dzdy * y[k];
+        s_apply (p, x[k] + dx, y[k] + dy, z + dz, &col, &row);
         int c0 = (int) floor (col) - 3, r0 = (int) floor (row) - 3;
         for (int r = r0; r <= r0 + 7; r++) {
             if (r < 0 || r >= SIZE)
@@ -280,6 +284,62 @@ END_TEST
 START_TEST (symmetric_cameras_recover_an_out_of_plane_displacement)
 {
     s_check_displacement (0.3, 0.2, 0.5, 0.05, 0.1);
+}
+END_TEST
+
+// Particles on a tilted plane 0.4 mm off the calibration's Z = 0 (up to
+// ~0.8 mm over the field): self-calibration on the one pair (two instants)
+// finds the plane, its slopes included, the disparity then vanishes, and
+// the reconstruction on it recovers the displacement as on a plane where
+// the calibration put it.
+START_TEST (self_calibration_finds_a_tilted_sheet_and_the_reconstruction_uses_it)
+{
+    const piv_sheet_t truth = {0.4, 0.01, -0.008};
+    const double u = 0.8, v = -0.5, w = 0.2;
+    s_tilt = truth;
+    double p[2][3][4];
+    piv_cameras_t *rig = s_rig (p);
+    piv_image_t *fr[4];
+    s_frames (p, u, v, w, fr);
+    piv_selfcal_settings_t settings;
+    piv_selfcal_settings_init (&settings);
+    const piv_image_t *instants[4] = {fr[0], fr[2], fr[1], fr[3]};  // A1 A2, B1 B2
+    piv_selfcal_report_t r;
+    char err[1024] = "";
+    ck_assert_msg (piv_selfcal_run (rig, &settings, instants, 2, &r, err, sizeof err) == 0, "%s",
+                   err);
+    piv_sheet_t found;
+    piv_cameras_sheet (rig, &found);
+    const piv_selfcal_map_t *before = &r.map[0], *after = &r.map[r.best];
+    printf ("tilted sheet Z = %.3f + %.3f X + %.3f Y mm: found %.4f + %.5f X + %.5f Y, disparity "
+            "%.4f -> %.4f px (%d windows, %d maps)\n",
+            truth.z0, truth.dzdx, truth.dzdy, found.z0, found.dzdx, found.dzdy, before->rms,
+            after->rms, after->used, r.maps);
+    ck_assert_msg (fabs (found.z0 - truth.z0) < 0.02 && fabs (found.dzdx - truth.dzdx) < 5e-4 &&
+                       fabs (found.dzdy - truth.dzdy) < 5e-4,
+                   "found Z = %g + %g X + %g Y", found.z0, found.dzdx, found.dzdy);
+    ck_assert_msg (before->rms > 1 && after->rms < 0.05, "disparity %.4f -> %.4f px", before->rms,
+                   after->rms);
+    ck_assert (memcmp (&found, &after->sheet, sizeof found) == 0);
+
+    piv_stereo_t *st = NULL;
+    piv_field3_t *f = s_stereo (rig, fr, &st);
+    double rms[3];
+    long n = s_errors (f, piv_stereo_grid (st)->step, u, v, w, rms);
+    long inside = (long) (f->nx - 2) * (f->ny - 2);
+    printf ("  on it: %ld of %ld vectors valid, rms error u %.4f v %.4f w %.4f px-equivalent\n",
+            n, inside, rms[0], rms[1], rms[2]);
+    ck_assert_msg (n > inside * 9 / 10, "%ld of %ld valid", n, inside);
+    // w within a quarter of the flat sheet's tolerance: leaving out the
+    // sheet's slope in each camera's in-plane move (dZ = dzdx dX + dzdy dY)
+    // costs 0.05 px of w here.
+    ck_assert_msg (rms[0] < 0.05 && rms[1] < 0.05 && rms[2] < 0.025, "u %.4f v %.4f w %.4f px",
+                   rms[0], rms[1], rms[2]);
+    piv_field3_destroy (&f);
+    piv_stereo_destroy (&st);
+    for (int i = 0; i < 4; i++)
+        piv_image_destroy (&fr[i]);
+    piv_cameras_destroy (&rig);
 }
 END_TEST
 
@@ -538,17 +598,11 @@ s_case_e_images (void)
     return access (probe, R_OK) == 0 ? dir : "";
 }
 
-// Case E's real pair through the programs a user runs: pivfarm-calib on the
-// given points (XML), then pivfarm-piv --cameras on both cameras' pairs:
-// most vectors valid, the 4 equations met to well under half a pixel, the
-// world grid within what both calibrations covered.
-START_TEST (case_e_particle_pair_gives_a_plausible_3c_field)
+// pivfarm-calib on case E's given points (XML, both cameras, Soloff
+// chosen) writes 'cal'.
+static void
+s_case_e_calibrate (const char *cal)
 {
-    const char *images = s_case_e_images ();
-    if (!*images) {
-        printf ("case E's particle images not found (set PIVFARM_CASEE): test not run\n");
-        return;
-    }
     const char *args[40];
     int n = 0;
     static char xml[2][PLANES][4096];
@@ -564,20 +618,50 @@ START_TEST (case_e_particle_pair_gives_a_plausible_3c_field)
         }
     }
     args[n++] = "-o";
-    args[n++] = s_p ("caseE.cal");
+    args[n++] = cal;
     args[n] = NULL;
     int rc = s_run ("pivfarm-calib", args);
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
-    char fr[4][4200];
+}
+
+// Case E's calibration (caseE.cal in the test's directory) and its four
+// frames: A1 B1 (camera 1), A2 B2 (camera 3). 0 (said) when the images are
+// not there.
+static int
+s_case_e (char fr[4][4200])
+{
+    const char *images = s_case_e_images ();
+    if (!*images) {
+        printf ("case E's particle images not found (set PIVFARM_CASEE): test not run\n");
+        return 0;
+    }
+    s_case_e_calibrate (s_p ("caseE.cal"));
     for (int i = 0; i < 4; i++)
-        snprintf (fr[i], sizeof fr[i], "%s/Camera_0%d/im0000%d.tif", images, i < 2 ? 1 : 3,
-                  i % 2 + 1);
-    const char *piv[] = {"--cameras", s_p ("caseE.cal"), fr[0], fr[1], fr[2], fr[3],
-                         "-o",        s_p ("E.txt"),     NULL};
-    rc = s_run ("pivfarm-piv", piv);
+        snprintf (fr[i], 4200, "%s/Camera_0%d/im0000%d.tif", images, i < 2 ? 1 : 3, i % 2 + 1);
+    return 1;
+}
+
+// pivfarm-piv --cameras CAL on the four frames, its field read into f.
+static void
+s_piv_file (const char *cal, char fr[4][4200], const char *field, s_file_t *f)
+{
+    const char *piv[] = {"--cameras", cal, fr[0], fr[1], fr[2], fr[3], "-o", field, NULL};
+    int rc = s_run ("pivfarm-piv", piv);
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    s_read_field (field, "mm per frame", f);
+}
+
+// Case E's real pair through the programs a user runs: pivfarm-calib on the
+// given points (XML), then pivfarm-piv --cameras on both cameras' pairs:
+// most vectors valid, the 4 equations met to well under half a pixel, the
+// world grid within what both calibrations covered.
+START_TEST (case_e_particle_pair_gives_a_plausible_3c_field)
+{
+    char fr[4][4200];
+    if (!s_case_e (fr))
+        return;
     s_file_t f;
-    s_read_field (s_p ("E.txt"), "mm per frame", &f);
+    s_piv_file (s_p ("caseE.cal"), fr, s_p ("E.txt"), &f);
     printf ("case E stereo: %ld vectors, %ld valid (%.1f %%), residual median %.4f px, "
             "mean u %.4f w %.4f mm per frame, x %.1f..%.1f y %.1f..%.1f mm\n",
             f.rows, f.valid, 100.0 * f.valid / f.rows, f.median_residual, f.mean_u, f.mean_w,
@@ -653,6 +737,225 @@ START_TEST (synth_stereo_then_piv_cameras_then_score_gives_small_3c_errors)
 }
 END_TEST
 
+// ------------------------------------------------------ self-calibration
+
+// What pivfarm-calib --self-calibrate printed: the disparity RMS (px)
+// before and after, and the plane it found.
+typedef struct {
+    double before, after;  // px
+    double z0, dzdx, dzdy;  // the sheet
+} s_selfcal_t;
+
+// What the last pivfarm-calib --self-calibrate printed.
+static void
+s_read_selfcal (s_selfcal_t *r)
+{
+    const char *before = strstr (s_out, "before: disparity rms ");
+    const char *after = strstr (s_out, "after: disparity rms ");
+    const char *sheet = strstr (s_out, "sheet z0 ");
+    ck_assert_msg (before && after && sheet &&
+                       sscanf (before, "before: disparity rms %lf", &r->before) == 1 &&
+                       sscanf (after, "after: disparity rms %lf", &r->after) == 1 &&
+                       sscanf (sheet, "sheet z0 %lf mm dzdx %lf dzdy %lf", &r->z0, &r->dzdx,
+                               &r->dzdy) == 3,
+                   "unreadable self-calibration:\n%s", s_out);
+}
+
+// Runs pivfarm-calib --self-calibrate CAL on the 'pairs' pairs DIR/cam1/
+// STEM_000k_{a,b}.tif (k from 1), DIR/cam2/..., writing OUT, and reads
+// what it printed.
+static void
+s_selfcal (const char *cal, const char *dir, const char *stem, int pairs, const char *out,
+           s_selfcal_t *r)
+{
+    static char frames[16][4][4200];
+    const char *args[6 + 16 * 5];
+    int n = 0;
+    args[n++] = "--self-calibrate";
+    args[n++] = cal;
+    ck_assert (pairs <= 16);
+    for (int k = 0; k < pairs; k++) {
+        args[n++] = "--pair";
+        for (int f = 0; f < 4; f++) {
+            snprintf (frames[k][f], sizeof frames[k][f], "%s/cam%d/%s_%04d_%c.tif", dir,
+                      f / 2 + 1, stem, k + 1, f % 2 ? 'b' : 'a');
+            args[n++] = frames[k][f];
+        }
+    }
+    args[n++] = "-o";
+    args[n++] = out;
+    args[n] = NULL;
+    int rc = s_run ("pivfarm-calib", args);
+    ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    s_read_selfcal (r);
+}
+
+// Runs pivfarm-piv --cameras CAL on pair 1 of DIR/STEM and scores the field
+// against TRUTH.
+static void
+s_piv_score (const char *cal, const char *dir, const char *stem, const char *field,
+             const char *truth, s_score3_t *sc)
+{
+    char fr[4][4200];
+    for (int f = 0; f < 4; f++)
+        snprintf (fr[f], sizeof fr[f], "%s/cam%d/%s_0001_%c.tif", dir, f / 2 + 1, stem,
+                  f % 2 ? 'b' : 'a');
+    const char *piv[] = {"--cameras", cal, fr[0], fr[1], fr[2], fr[3], "-o", field, NULL};
+    int rc = s_run ("pivfarm-piv", piv);
+    ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+    s_score3 (field, truth, sc);
+}
+
+// Renders PAIRS synthetic stereo pairs (512², +-35 degrees) of 'flow' with
+// the sheet at 'sheet_z' mm (the calibration's Z = 0 elsewhere): DIR/s.
+enum { PAIRS = 8 };  // the disparity map's ensemble: 16 instants
+
+static void
+s_synth_sheet (const char *dir, const char *flow, const char *sheet_z)
+{
+    char stem[4200], count[8];
+    snprintf (stem, sizeof stem, "%s/s", dir);
+    snprintf (count, sizeof count, "%d", PAIRS);
+    const char *synth[] = {"--stereo", "--size", "512x512", "-d",      "0.05",  "--diameter",
+                           "2.5",      "-f",     flow,      "--sheet-z", sheet_z, "-c",
+                           count,      "-o",     stem,      NULL};
+    int rc = s_run ("pivfarm-synth", synth);
+    ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+}
+
+// The goal: a light sheet 0.5 mm from where the calibration puts it
+// is found within 0.05 mm, the cameras' dewarped frames then agree within
+// 0.1 px, and the 3-C field measured with the corrected calibration is
+// closer to the flow (w most: a misplaced sheet makes the cameras see two
+// places, and a vortex's in-plane difference between them reads as w). The
+// written calibration is the given one plus its sheet line, byte for byte.
+START_TEST (self_calibration_finds_a_sheet_misplaced_by_half_a_millimetre)
+{
+    const char *dir = s_p ("z5");
+    s_synth_sheet (dir, "vortex:0.8,8,0.2", "0.5");
+    char cal[4200], truth[4200];
+    snprintf (cal, sizeof cal, "%s/s.cal", dir);
+    snprintf (truth, sizeof truth, "%s/s.truth", dir);
+    s_selfcal_t r;
+    s_selfcal (cal, dir, "s", PAIRS, s_p ("sc.cal"), &r);
+    printf ("self-calibration, sheet at Z 0.5 mm (512², +-35 deg, %d pairs): disparity rms %.4f "
+            "-> %.4f px, plane Z = %.4f + %.6f X + %.6f Y mm\n",
+            PAIRS, r.before, r.after, r.z0, r.dzdx, r.dzdy);
+    ck_assert_msg (fabs (r.z0 - 0.5) <= 0.05, "z0 %.4f mm", r.z0);
+    // Slopes: 0.05 mm of Z over the 50 mm field at most.
+    ck_assert_msg (fabs (r.dzdx) < 1e-3 && fabs (r.dzdy) < 1e-3, "slopes %g %g", r.dzdx, r.dzdy);
+    ck_assert_msg (r.after <= 0.1, "disparity after %.4f px", r.after);
+    // 0.5 mm at +-35 degrees, 10 px/mm: 2 tan 35 x 0.5 x 9 px a mm of the grid.
+    ck_assert_msg (r.before > 4, "disparity before %.4f px", r.before);
+
+    // The file: the input's lines and one 'sheet' line.
+    char *in = tu_slurp (cal, NULL), *out = tu_slurp (s_p ("sc.cal"), NULL);
+    ck_assert (in && out);
+    ck_assert_msg (!strstr (in, "\nsheet "), "the synthetic calibration has a sheet already");
+    char *line = strstr (out, "\nsheet ");
+    ck_assert_msg (line, "no sheet line in:\n%s", out);
+    char *end = strchr (line + 1, '\n');
+    ck_assert (end);
+    memmove (line, end, strlen (end) + 1);
+    ck_assert_msg (strcmp (in, out) == 0, "the rest of the calibration changed");
+    free (in);
+    free (out);
+
+    s_score3_t before, after;
+    s_piv_score (cal, dir, "s", s_p ("before.txt"), truth, &before);
+    s_piv_score (s_p ("sc.cal"), dir, "s", s_p ("after.txt"), truth, &after);
+    printf ("  3-C field: rms w %.4f -> %.4f mm, in-plane %.4f -> %.4f mm (%ld, %ld vectors)\n",
+            before.w, after.w, before.plane, after.plane, before.count, after.count);
+    ck_assert_msg (after.count >= 100, "%ld vectors scored", after.count);
+    ck_assert_msg (after.w < 0.5 * before.w && after.plane < before.plane,
+                   "rms w %.4f -> %.4f, in-plane %.4f -> %.4f mm", before.w, after.w,
+                   before.plane, after.plane);
+}
+END_TEST
+
+// Where the sheet is where the calibration puts it, self-calibration finds
+// it there (Z 0 within a fifth of the goal's 0.05 mm), and refuses what it
+// cannot use, saying why, writing nothing.
+START_TEST (self_calibration_leaves_a_sheet_in_its_place_and_refuses_what_it_cannot_use)
+{
+    const char *dir = s_p ("z0");
+    s_synth_sheet (dir, "uniform:0.3,-0.2,0.1", "0");
+    char cal[4200];
+    snprintf (cal, sizeof cal, "%s/s.cal", dir);
+    s_selfcal_t r;
+    s_selfcal (cal, dir, "s", PAIRS, s_p ("sc.cal"), &r);
+    printf ("self-calibration, sheet at Z 0 (512², %d pairs): disparity rms %.4f -> %.4f px, "
+            "plane Z = %.4f + %.6f X + %.6f Y mm\n",
+            PAIRS, r.before, r.after, r.z0, r.dzdx, r.dzdy);
+    ck_assert_msg (fabs (r.z0) <= 0.01, "z0 %.4f mm", r.z0);
+    ck_assert_msg (r.before <= 0.1 && r.after <= r.before + 1e-9, "disparity %.4f -> %.4f px",
+                   r.before, r.after);
+
+    // Four frames a pair, the four files there, windows that fit the grid.
+    const char *three[] = {"--self-calibrate", cal, "--pair", "a", "b", "c", NULL};
+    int rc = s_run ("pivfarm-calib", three);
+    ck_assert_msg (rc == 2 && strstr (s_out, "--pair expects four frames"), "exit %d: %s", rc,
+                   s_out);
+    const char *missing[] = {"--self-calibrate", cal,  "--pair", s_p ("no.tif"), s_p ("no.tif"),
+                             s_p ("no.tif"),     s_p ("no.tif"), "-o", s_p ("x.cal"), NULL};
+    rc = s_run ("pivfarm-calib", missing);
+    ck_assert_msg (rc == 1 && strstr (s_out, "no.tif"), "exit %d: %s", rc, s_out);
+    ck_assert_msg (access (s_p ("x.cal"), F_OK) != 0, "a calibration written after a failure");
+    char fr[4][4200];
+    for (int f = 0; f < 4; f++)
+        snprintf (fr[f], sizeof fr[f], "%s/cam%d/s_0001_%c.tif", dir, f / 2 + 1, f % 2 ? 'b' : 'a');
+    const char *odd[] = {"--self-calibrate", cal,   "--pair", fr[0], fr[1], fr[2], fr[3],
+                         "--window",         "63",  NULL};
+    rc = s_run ("pivfarm-calib", odd);
+    ck_assert_msg (rc == 2 && strstr (s_out, "even"), "exit %d: %s", rc, s_out);
+    // Two windows of 256 px on the 540 x 444 px grid: too few for a plane.
+    const char *wide[] = {"--self-calibrate", cal, "--pair", fr[0], fr[1], fr[2], fr[3],
+                          "--window", "256", "--step", "256", NULL};
+    rc = s_run ("pivfarm-calib", wide);
+    ck_assert_msg (rc == 1 && strstr (s_out, "windows with a clear disparity peak"), "exit %d: %s",
+                   rc, s_out);
+}
+END_TEST
+
+// Case E's particle pair (one pair: two instants): the disparity before and
+// after self-calibration and the plane found, as doc/stereo.md states them;
+// the corrected calibration's 3-C field meets the 4 equations at least as
+// well as the given one's.
+START_TEST (case_e_self_calibration_states_its_disparity_and_plane)
+{
+    char fr[4][4200];
+    if (!s_case_e (fr))
+        return;
+    const char *windows[2][2] = {{"--window", "64"}, {"--window", "128"}};
+    double residual[2];
+    for (int w = 0; w < 2; w++) {
+        const char *args[] = {"--self-calibrate", s_p ("caseE.cal"), "--pair", fr[0], fr[1],
+                              fr[2], fr[3], windows[w][0], windows[w][1], "--step",
+                              w ? "64" : "32", "-o", s_p ("sc.cal"), NULL};
+        int rc = s_run ("pivfarm-calib", args);
+        ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
+        s_selfcal_t r;
+        s_read_selfcal (&r);
+        printf ("case E self-calibration, windows %s px:\n%s", windows[w][1], s_out);
+        ck_assert_msg (r.after < 0.5 * r.before, "disparity %.4f -> %.4f px", r.before, r.after);
+        // The sheet within the target's planes (Z -3 .. 3 mm).
+        ck_assert_msg (fabs (r.z0) < 3, "z0 %.4f mm", r.z0);
+        s_file_t f;
+        s_piv_file (s_p ("sc.cal"), fr, s_p ("E.txt"), &f);
+        residual[w] = f.median_residual;
+        printf ("  3-C field on it: %ld of %ld valid, residual median %.4f px\n", f.valid, f.rows,
+                f.median_residual);
+    }
+    s_file_t f0;
+    s_piv_file (s_p ("caseE.cal"), fr, s_p ("E0.txt"), &f0);
+    printf ("  3-C field on the given calibration: residual median %.4f px\n",
+            f0.median_residual);
+    ck_assert_msg (residual[0] <= f0.median_residual && residual[1] <= f0.median_residual,
+                   "residual median %.4f, %.4f px against %.4f", residual[0], residual[1],
+                   f0.median_residual);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -666,6 +969,10 @@ s_suite (void)
     tcase_add_test (tc, pivfarm_piv_cameras_writes_the_3c_field_and_refuses_what_it_cannot_use);
     tcase_add_test (tc, case_e_particle_pair_gives_a_plausible_3c_field);
     tcase_add_test (tc, synth_stereo_then_piv_cameras_then_score_gives_small_3c_errors);
+    tcase_add_test (tc, self_calibration_finds_a_tilted_sheet_and_the_reconstruction_uses_it);
+    tcase_add_test (tc, self_calibration_finds_a_sheet_misplaced_by_half_a_millimetre);
+    tcase_add_test (tc, self_calibration_leaves_a_sheet_in_its_place_and_refuses_what_it_cannot_use);
+    tcase_add_test (tc, case_e_self_calibration_states_its_disparity_and_plane);
     suite_add_tcase (suite, tc);
     return suite;
 }
