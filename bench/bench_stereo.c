@@ -143,8 +143,8 @@ typedef struct {
 enum { T_PLANAR, T_STEREO, T_DEWARP, T_ENGINES, T_REST, T_N };
 
 static int
-s_cost_run (const piv_cameras_t *rig, const char *passes, int one_run, piv_image_t *frames[2][2],
-            int reps, s_cost_t *out)
+s_cost_run (const piv_cameras_t *rig, const char *passes, int one_run, piv_deform_t deform,
+            piv_image_t *frames[2][2], int reps, s_cost_t *out)
 {
     char err[ERRLEN] = "";
     piv_settings_t settings;
@@ -155,6 +155,7 @@ s_cost_run (const piv_cameras_t *rig, const char *passes, int one_run, piv_image
     int rc = -1;
     if (s_settings (passes, one_run, &settings) != 0)
         return -1;
+    settings.deform = deform;
     double t0 = util_now ();
     if (!(st = piv_stereo_new (rig, &settings, COST_SIZE, COST_SIZE, NULL, err, sizeof err))) {
         log_error ("cannot make the stereo engine (passes %s): %s", passes, err);
@@ -261,7 +262,15 @@ s_section_cost (int reps)
             util_now () - t1);
     int rc = 0;
     for (int i = 0; i < 2 && rc == 0; i++)
-        rc = s_cost_run (rig, runs[i].passes, runs[i].one_run, frames, reps, &cost[i]);
+        rc = s_cost_run (rig, runs[i].passes, runs[i].one_run, PIV_DEFORM_BSPLINE5, frames, reps,
+                         &cost[i]);
+    // The dewarping's interpolator is the settings' deform: a single run
+    // deforms nothing, so there it changes the dewarping alone.
+    static const piv_deform_t levers[] = {PIV_DEFORM_BSPLINE, PIV_DEFORM_BICUBIC,
+                                          PIV_DEFORM_BILINEAR};
+    s_cost_t lever[3];
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = s_cost_run (rig, "32", 1, levers[i], frames, reps, &lever[i]);
     piv_cameras_destroy (&rig);
     s_frames_destroy (frames);
     if (rc != 0)
@@ -274,7 +283,7 @@ s_section_cost (int reps)
     printf ("  %-34s %21s %21s\n", "", runs[0].label, runs[1].label);
     printf ("  %-34s %10s %10s %10s %10s\n", "median ms", "wall", "cpu", "wall", "cpu");
     static const char *rows[] = {"planar pair", "stereo pair", "  dewarping 4 frames",
-                                 "  engine on 2 dewarped pairs", "  solve and the rest"};
+                                 "  engine on 2 dewarped pairs", "  solve, the rest (difference)"};
     for (int i = 0; i < 5; i++) {
         const double *v[2][5] = {
             {cost[0].planar, cost[0].stereo, cost[0].dewarp, cost[0].engines, cost[0].rest},
@@ -296,6 +305,14 @@ s_section_cost (int reps)
             "  plain cross-correlation of the planar rig. The cpu column is the thread's own\n"
             "  time, which other processes on the machine hardly change: the figures to judge)\n",
             SEED_RIG_HZ, SEED_PAPER_CORES);
+    printf ("  the dewarping's interpolator (deform), single pass, cpu: its accuracy in section 2\n");
+    printf ("  %-34s %10s %10s %10s %10s\n", "", "dewarp ms", "stereo ms", "/ planar", "cores");
+    for (int i = -1; i < 3; i++) {
+        const s_cost_t *c = i < 0 ? &cost[0] : &lever[i];
+        printf ("  %-34s %10.1f %10.1f %9.2fx %10.2f\n",
+                piv_deform_name (i < 0 ? PIV_DEFORM_BSPLINE5 : levers[i]), c->dewarp[1] * 1e3,
+                c->stereo[1] * 1e3, c->stereo[1] / c->planar[1], SEED_RIG_HZ * c->stereo[1]);
+    }
     return 0;
 }
 
@@ -412,6 +429,43 @@ done:
     return rc;
 }
 
+// What the dewarping's interpolator costs in accuracy (section 1 has its
+// time): a single run of 32 px windows, which deforms nothing, so that the
+// settings' deform changes the dewarping alone; seed 1, the planar
+// reference with the same single run. 0, or -1 (logged).
+static int
+s_accuracy_levers (const piv_cameras_t *rig, const piv_camera_t *cam1, double ppm)
+{
+    static const piv_deform_t kinds[] = {PIV_DEFORM_BSPLINE5, PIV_DEFORM_BSPLINE,
+                                         PIV_DEFORM_BICUBIC, PIV_DEFORM_BILINEAR};
+    static const char *flows[] = {"uniform:0.3,-0.2,0.1", "vortex:0.5,20,0.2"};
+    printf ("  the dewarping's interpolator, a single run of 32 px (no deformation: the planar\n"
+            "  reference alike), seed 1:\n");
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        char err[ERRLEN] = "";
+        piv_settings_t settings;
+        if (s_settings ("32", 1, &settings) != 0)
+            return -1;
+        settings.deform = kinds[i];
+        piv_stereo_t *st = piv_stereo_new (rig, &settings, ACC_SIZE, ACC_SIZE, NULL, err, sizeof err);
+        piv_t *planar = st ? piv_new (&settings, err, sizeof err) : NULL;
+        int rc = st && planar ? 0 : -1;
+        if (rc != 0)
+            log_error ("cannot make the engines of deform %s: %s", piv_deform_name (kinds[i]), err);
+        else
+            printf ("  dewarp %s\n", piv_deform_name (kinds[i]));
+        for (size_t f = 0; f < sizeof flows / sizeof flows[0] && rc == 0; f++) {
+            double ratios[2];
+            rc = s_accuracy_row (st, planar, cam1, ppm, flows[f], 1, ratios);
+        }
+        piv_destroy (&planar);
+        piv_stereo_destroy (&st);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
 // Section 2. 0, or -1 (logged).
 static int
 s_section_accuracy (int seeds)
@@ -466,7 +520,7 @@ s_section_accuracy (int seeds)
                 "", worst[0], GOAL_W, worst[0] <= GOAL_W ? "met" : "NOT met", worst[1], GOAL_PLANE,
                 worst[1] <= GOAL_PLANE ? "met" : "NOT met");
     }
-    rc = 0;
+    rc = s_accuracy_levers (rig, cam1, ppm);
 done:
     piv_destroy (&planar);
     piv_stereo_destroy (&st);
