@@ -301,11 +301,11 @@ s_section_cost (int reps)
             "cores for the seed rig in stereo", SEED_RIG_HZ * cost[0].stereo[0],
             SEED_RIG_HZ * cost[0].stereo[1], SEED_RIG_HZ * cost[1].stereo[0],
             SEED_RIG_HZ * cost[1].stereo[1], GOAL_CORES);
-    printf ("  (%.0f stereo pairs/s x one stereo pair; the seed paper needed %.0f cores in 2011 for\n"
-            "  plain cross-correlation of the planar rig. The cpu column is the thread's own\n"
+    printf ("  (%.0f stereo pairs/s x one stereo pair; the seed paper needed %.0f cores in 2011\n"
+            "  for plain cross-correlation of the planar rig. The cpu column is the thread's own\n"
             "  time, which other processes on the machine hardly change: the figures to judge)\n",
             SEED_RIG_HZ, SEED_PAPER_CORES);
-    printf ("  the dewarping's interpolator (deform), single pass, cpu: its accuracy in section 2\n");
+    printf ("  the dewarping's interpolator (deform), single pass, cpu (accuracy: section 2)\n");
     printf ("  %-34s %10s %10s %10s %10s\n", "", "dewarp ms", "stereo ms", "/ planar", "cores");
     for (int i = -1; i < 3; i++) {
         const s_cost_t *c = i < 0 ? &cost[0] : &lever[i];
@@ -409,8 +409,8 @@ s_accuracy_row (piv_stereo_t *st, piv_t *planar, const piv_camera_t *cam1, doubl
     s_score3 (f3, &flow, synth.sheet_z, &e);
     double ref = s_score_planar (fp, cam1, &flow, synth.sheet_z, e.box, &np);
     if (e.n == 0 || ref <= 0) {
-        log_error ("cannot score '%s' seed %d: %ld stereo and %ld planar vectors valid inside", spec,
-                   seed, e.n, np);
+        log_error ("cannot score '%s' seed %d: %ld stereo and %ld planar vectors valid inside",
+                   spec, seed, e.n, np);
         goto done;
     }
     double rms[3];
@@ -447,7 +447,8 @@ s_accuracy_levers (const piv_cameras_t *rig, const piv_camera_t *cam1, double pp
         if (s_settings ("32", 1, &settings) != 0)
             return -1;
         settings.deform = kinds[i];
-        piv_stereo_t *st = piv_stereo_new (rig, &settings, ACC_SIZE, ACC_SIZE, NULL, err, sizeof err);
+        piv_stereo_t *st =
+            piv_stereo_new (rig, &settings, ACC_SIZE, ACC_SIZE, NULL, err, sizeof err);
         piv_t *planar = st ? piv_new (&settings, err, sizeof err) : NULL;
         int rc = st && planar ? 0 : -1;
         if (rc != 0)
@@ -626,8 +627,8 @@ s_section_casee (int reps)
     printf ("  grid X %.2f..%.2f Y %.2f..%.2f mm, %.4f mm/px, %dx%d px; %dx%d vectors\n", g->x0,
             g->x0 + (g->width - 1) * g->step, g->y0 - (g->height - 1) * g->step, g->y0, g->step,
             g->width, g->height, f->nx, f->ny);
-    printf ("  %-36s %9.1f %%  (%ld of %ld; replaced %ld, invalid %ld)\n", "valid", 100.0 * count[0] / n,
-            count[0], n, count[1], count[2]);
+    printf ("  %-36s %9.1f %%  (%ld of %ld; replaced %ld, invalid %ld)\n", "valid",
+            100.0 * count[0] / n, count[0], n, count[1], count[2]);
     printf ("  %-36s %9.4f px  (valid vectors; the bound is %.1f px)\n", "residual median",
             used ? s_median (res, used) : NAN, PIV_STEREO_MAX_RESIDUAL);
     printf ("  %-36s %9.1f ms  (engine setup %.1f ms, once)\n", "time per stereo pair",
