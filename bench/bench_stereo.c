@@ -302,8 +302,9 @@ s_section_cost (int reps)
             SEED_RIG_HZ * cost[0].stereo[1], SEED_RIG_HZ * cost[1].stereo[0],
             SEED_RIG_HZ * cost[1].stereo[1], GOAL_CORES);
     printf ("  (%.0f stereo pairs/s x one stereo pair; the seed paper needed %.0f cores in 2011\n"
-            "  for plain cross-correlation of the planar rig. The cpu column is the thread's own\n"
-            "  time, which other processes on the machine hardly change: the figures to judge)\n",
+            "  for plain cross-correlation of the planar rig. The cpu columns are the thread's\n"
+            "  own time, which other processes stretch much less than the wall time: the figures\n"
+            "  to judge. Single pass: one run of 32 px windows, as bench_piv's)\n",
             SEED_RIG_HZ, SEED_PAPER_CORES);
     printf ("  the dewarping's interpolator (deform), single pass, cpu (accuracy: section 2)\n");
     printf ("  %-34s %10s %10s %10s %10s\n", "", "dewarp ms", "stereo ms", "/ planar", "cores");
