@@ -13,3 +13,8 @@ build/bench/bench_%: build/bench/bench_%.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_L
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALL_LIBS)
 
 BENCHES += build/bench/bench_piv build/bench/bench_farm
+# bench_stereo: stereo's cost, accuracy and case E (issue 26); it reads case
+# E's XML points (piv/points.o, libxml2, as pivfarm-calib).
+build/bench/bench_stereo: build/piv/points.o
+build/bench/bench_stereo: ALL_LIBS += $(XML_LIBS)
+BENCHES += build/bench/bench_stereo

@@ -388,15 +388,26 @@ START_TEST (validation_takes_a_second_peak_that_agrees_with_the_neighbours)
 }
 END_TEST
 
+// An n x n field of vectors 'step' px apart from (16, 16), all (u, v).
+static piv_field_t *
+s_uniform_field (int n, int step, float u, float v)
+{
+    piv_field_t *f = piv_field_new (n, n);
+    ck_assert (f != NULL);
+    f->step = step;
+    for (int k = 0; k < n * n; k++) {
+        f->x[k] = 16 + step * (k % n), f->y[k] = 16 + step * (k / n);
+        f->u[k] = u, f->v[k] = v;
+    }
+    return f;
+}
+
 START_TEST (deformation_by_zero_reproduces_the_image)
 {
     piv_flow_t flow;
     piv_image_t *a, *b;
     s_pair ("uniform:0,0", 96, &flow, &a, &b);
-    piv_field_t *zero = piv_field_new (3, 3);
-    zero->step = 32;
-    for (int k = 0; k < 9; k++)
-        zero->x[k] = 16 + 32 * (k % 3), zero->y[k] = 16 + 32 * (k / 3);
+    piv_field_t *zero = s_uniform_field (3, 32, 0, 0);
     float *coef = malloc (96 * 96 * sizeof (float)), *out = malloc (96 * 96 * sizeof (float));
     for (int d = PIV_DEFORM_BILINEAR; d < PIV_DEFORM_KINDS; d++) {
         piv_deform_prepare ((piv_deform_t) d, piv_image_cdata (a), coef, 96, 96);
@@ -421,12 +432,7 @@ START_TEST (deformation_by_a_whole_pixel_shifts_the_image)
     piv_flow_t flow;
     piv_image_t *a, *b;
     s_pair ("uniform:0,0", 96, &flow, &a, &b);
-    piv_field_t *shift = piv_field_new (2, 2);
-    shift->step = 64;
-    for (int k = 0; k < 4; k++) {
-        shift->x[k] = 16 + 64 * (k % 2), shift->y[k] = 16 + 64 * (k / 2);
-        shift->u[k] = 3, shift->v[k] = -2;
-    }
+    piv_field_t *shift = s_uniform_field (2, 64, 3, -2);
     float *coef = malloc (96 * 96 * sizeof (float)), *out = malloc (96 * 96 * sizeof (float));
     const float *src = piv_image_cdata (a);
     for (int d = PIV_DEFORM_BILINEAR; d < PIV_DEFORM_KINDS; d++) {
@@ -441,6 +447,50 @@ START_TEST (deformation_by_a_whole_pixel_shifts_the_image)
     free (coef);
     free (out);
     piv_field_destroy (&shift);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
+START_TEST (dewarping_samples_as_the_deformation_does_to_the_bit)
+{
+    // Stereo dewarps with piv_deform_sample (its own, faster sampler for
+    // the quintic B-spline): at the positions a uniform shift gives, each
+    // interpolator must give the deformation's values exactly, at the
+    // edges too; a NaN position (nothing seen) gives 0.
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:0,0", 96, &flow, &a, &b);
+    static const float shifts[][2] = {{2.37f, -1.61f}, {-0.5f, 0.13f}, {0.87f, 3.99f}};
+    size_t n = 96 * 96;
+    float *coef = malloc (n * sizeof (float)), *out = malloc (n * sizeof (float));
+    float *col = malloc (n * sizeof (float)), *row = malloc (n * sizeof (float));
+    float *dewarped = malloc (n * sizeof (float));
+    ck_assert (coef && out && col && row && dewarped);
+    for (int d = PIV_DEFORM_BILINEAR; d < PIV_DEFORM_KINDS; d++) {
+        piv_deform_prepare ((piv_deform_t) d, piv_image_cdata (a), coef, 96, 96);
+        for (size_t s = 0; s < sizeof shifts / sizeof shifts[0]; s++) {
+            piv_field_t *shift = s_uniform_field (2, 64, shifts[s][0], shifts[s][1]);
+            piv_deform_rows ((piv_deform_t) d, NULL, NULL, 0, coef, out, 1, 96, 96, shift, 0, 96);
+            for (size_t k = 0; k < n; k++) {
+                col[k] = (float) (k % 96) + shifts[s][0];
+                row[k] = (float) (k / 96) + shifts[s][1];
+            }
+            col[5 * 96 + 7] = NAN;
+            piv_deform_sample ((piv_deform_t) d, coef, 96, 96, col, row, dewarped, (long) n);
+            piv_field_destroy (&shift);
+            for (size_t k = 0; k < n; k++)
+                ck_assert_msg (k == 5 * 96 + 7 ? dewarped[k] == 0 : dewarped[k] == out[k],
+                               "%s, shift (%g, %g), at (%zu, %zu): %.9g against %.9g",
+                               piv_deform_name ((piv_deform_t) d), shifts[s][0], shifts[s][1],
+                               k % 96, k / 96, dewarped[k], out[k]);
+        }
+    }
+    free (coef);
+    free (out);
+    free (col);
+    free (row);
+    free (dewarped);
     piv_image_destroy (&a);
     piv_image_destroy (&b);
 }
@@ -2055,6 +2105,7 @@ s_suite (void)
     tcase_add_test (validation, validation_takes_a_second_peak_that_agrees_with_the_neighbours);
     tcase_add_test (validation, deformation_by_zero_reproduces_the_image);
     tcase_add_test (validation, deformation_by_a_whole_pixel_shifts_the_image);
+    tcase_add_test (validation, dewarping_samples_as_the_deformation_does_to_the_bit);
     tcase_add_test (validation, a_mask_marks_the_windows_outside_the_flow);
     suite_add_tcase (suite, validation);
     TCase *real = tcase_create ("real");
