@@ -581,21 +581,14 @@ END_TEST
 
 // --------------------------------------------------------------- case E
 
-// Case E's particle images (1024x1024, 16 bit; 4 MB compressed, not in
-// tests/data): the folder $PIVFARM_CASEE names (the data set's
-// E_Particle_Images, see doc/stereo.md). "" when it is not set or holds no
-// images: the product carries no path outside its tree.
+// Case E's particle images (1024x1024, 16 bit, deflate-compressed in
+// tests/data/stereo/caseE/particles; see tests/data/README.md).
 static const char *
 s_case_e_images (void)
 {
     static char dir[4096];
-    const char *env = getenv ("PIVFARM_CASEE");
-    snprintf (dir, sizeof dir, "%s", env ? env : "");
-    if (!*dir)
-        return dir;
-    char probe[4200];
-    snprintf (probe, sizeof probe, "%s/Camera_01/im00001.tif", dir);
-    return access (probe, R_OK) == 0 ? dir : "";
+    snprintf (dir, sizeof dir, "%s", tu_data ("stereo/caseE/particles"));
+    return dir;
 }
 
 // pivfarm-calib on case E's given points (XML, both cameras, Soloff
@@ -625,20 +618,14 @@ s_case_e_calibrate (const char *cal)
 }
 
 // Case E's calibration (caseE.cal in the test's directory) and its four
-// frames: A1 B1 (camera 1), A2 B2 (camera 3). 0 (said) when the images are
-// not there.
-static int
+// frames: A1 B1 (camera 1), A2 B2 (camera 3).
+static void
 s_case_e (char fr[4][4200])
 {
     const char *images = s_case_e_images ();
-    if (!*images) {
-        printf ("case E's particle images not found (set PIVFARM_CASEE): test not run\n");
-        return 0;
-    }
     s_case_e_calibrate (s_p ("caseE.cal"));
     for (int i = 0; i < 4; i++)
         snprintf (fr[i], 4200, "%s/Camera_0%d/im0000%d.tif", images, i < 2 ? 1 : 3, i % 2 + 1);
-    return 1;
 }
 
 // pivfarm-piv --cameras CAL on the four frames, its field read into f.
@@ -658,8 +645,7 @@ s_piv_file (const char *cal, char fr[4][4200], const char *field, s_file_t *f)
 START_TEST (case_e_particle_pair_gives_a_plausible_3c_field)
 {
     char fr[4][4200];
-    if (!s_case_e (fr))
-        return;
+    s_case_e (fr);
     s_file_t f;
     s_piv_file (s_p ("caseE.cal"), fr, s_p ("E.txt"), &f);
     printf ("case E stereo: %ld vectors, %ld valid (%.1f %%), residual median %.4f px, "
@@ -924,8 +910,7 @@ END_TEST
 START_TEST (case_e_self_calibration_states_its_disparity_and_plane)
 {
     char fr[4][4200];
-    if (!s_case_e (fr))
-        return;
+    s_case_e (fr);
     const char *windows[2][2] = {{"--window", "64"}, {"--window", "128"}};
     double residual[2];
     for (int w = 0; w < 2; w++) {
