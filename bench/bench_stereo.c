@@ -143,7 +143,7 @@ typedef struct {
 enum { T_PLANAR, T_STEREO, T_DEWARP, T_ENGINES, T_REST, T_N };
 
 static int
-s_cost_run (const piv_cameras_t *rig, const char *passes, int one_run, piv_deform_t deform,
+s_cost_run (const piv_cameras_t *rig, const char *passes, int one_run, piv_deform_t dewarp,
             piv_image_t *frames[2][2], int reps, s_cost_t *out)
 {
     char err[ERRLEN] = "";
@@ -155,10 +155,12 @@ s_cost_run (const piv_cameras_t *rig, const char *passes, int one_run, piv_defor
     int rc = -1;
     if (s_settings (passes, one_run, &settings) != 0)
         return -1;
-    settings.deform = deform;
     double t0 = util_now ();
-    if (!(st = piv_stereo_new (rig, &settings, COST_SIZE, COST_SIZE, NULL, err, sizeof err))) {
-        log_error ("cannot make the stereo engine (passes %s): %s", passes, err);
+    if (!(st = piv_stereo_new (rig, &settings, COST_SIZE, COST_SIZE, NULL, err, sizeof err))
+        || (dewarp != piv_stereo_dewarp_interp (st)
+            && piv_stereo_set_dewarp (st, dewarp, err, sizeof err) != 0)) {
+        log_error ("cannot make the stereo engine (passes %s, dewarp %s): %s", passes,
+                   piv_deform_name (dewarp), err);
         goto done;
     }
     out->setup = util_now () - t0;
@@ -187,8 +189,9 @@ s_cost_run (const piv_cameras_t *rig, const char *passes, int one_run, piv_defor
                               : NULL;
         s[2] = s_clock ();
         int bad = !fp || !f3;
-        for (int f = 0; f < 4 && !bad; f++)
-            bad = piv_stereo_dewarp (st, f / 2, frames[f / 2][f % 2], dw[f], err, sizeof err);
+        for (int c = 0; c < 2 && !bad; c++)
+            bad = piv_stereo_dewarp_pair (st, c, frames[c][0], frames[c][1], dw[2 * c],
+                                          dw[2 * c + 1], err, sizeof err);
         s[3] = s_clock ();
         piv_field_t *fe[2] = {NULL, NULL};
         for (int c = 0; c < 2 && !bad; c++)
@@ -262,14 +265,16 @@ s_section_cost (int reps)
             util_now () - t1);
     int rc = 0;
     for (int i = 0; i < 2 && rc == 0; i++)
-        rc = s_cost_run (rig, runs[i].passes, runs[i].one_run, PIV_DEFORM_BSPLINE5, frames, reps,
+        rc = s_cost_run (rig, runs[i].passes, runs[i].one_run, PIV_STEREO_DEWARP, frames, reps,
                          &cost[i]);
-    // The dewarping's interpolator is the settings' deform: a single run
-    // deforms nothing, so there it changes the dewarping alone.
-    static const piv_deform_t levers[] = {PIV_DEFORM_BSPLINE, PIV_DEFORM_BICUBIC,
-                                          PIV_DEFORM_BILINEAR};
-    s_cost_t lever[3];
-    for (int i = 0; i < 3 && rc == 0; i++)
+    // The dewarping's other interpolators (piv_stereo_set_dewarp), single pass.
+    piv_deform_t levers[PIV_DEFORM_KINDS];
+    int nlevers = 0;
+    for (int d = PIV_DEFORM_BILINEAR; d < PIV_DEFORM_KINDS; d++)
+        if (d != PIV_STEREO_DEWARP)
+            levers[nlevers++] = (piv_deform_t) d;
+    s_cost_t lever[PIV_DEFORM_KINDS];
+    for (int i = 0; i < nlevers && rc == 0; i++)
         rc = s_cost_run (rig, "32", 1, levers[i], frames, reps, &lever[i]);
     piv_cameras_destroy (&rig);
     s_frames_destroy (frames);
@@ -306,12 +311,13 @@ s_section_cost (int reps)
             "  own time, which other processes stretch much less than the wall time: the figures\n"
             "  to judge. Single pass: one run of 32 px windows, as bench_piv's)\n",
             SEED_RIG_HZ, SEED_PAPER_CORES);
-    printf ("  the dewarping's interpolator (deform), single pass, cpu (accuracy: section 2)\n");
+    printf ("  the dewarping's interpolator (the first the default), single pass, cpu (accuracy:\n"
+            "  section 2)\n");
     printf ("  %-34s %10s %10s %10s %10s\n", "", "dewarp ms", "stereo ms", "/ planar", "cores");
-    for (int i = -1; i < 3; i++) {
+    for (int i = -1; i < nlevers; i++) {
         const s_cost_t *c = i < 0 ? &cost[0] : &lever[i];
         printf ("  %-34s %10.1f %10.1f %9.2fx %10.2f\n",
-                piv_deform_name (i < 0 ? PIV_DEFORM_BSPLINE5 : levers[i]), c->dewarp[1] * 1e3,
+                piv_deform_name (i < 0 ? PIV_STEREO_DEWARP : levers[i]), c->dewarp[1] * 1e3,
                 c->stereo[1] * 1e3, c->stereo[1] / c->planar[1], SEED_RIG_HZ * c->stereo[1]);
     }
     return 0;
@@ -431,14 +437,15 @@ done:
 }
 
 // What the dewarping's interpolator costs in accuracy (section 1 has its
-// time): a single run of 32 px windows, which deforms nothing, so that the
-// settings' deform changes the dewarping alone; seed 1, the planar
+// time): piv_stereo_set_dewarp's each, a single run of 32 px windows (no
+// deformation, so the dewarping's error shows alone); seed 1, the planar
 // reference with the same single run. 0, or -1 (logged).
 static int
 s_accuracy_levers (const piv_cameras_t *rig, const piv_camera_t *cam1, double ppm)
 {
     static const piv_deform_t kinds[] = {PIV_DEFORM_BSPLINE5, PIV_DEFORM_BSPLINE,
-                                         PIV_DEFORM_BICUBIC, PIV_DEFORM_BILINEAR};
+                                         PIV_DEFORM_OMOMS, PIV_DEFORM_BICUBIC,
+                                         PIV_DEFORM_BILINEAR};
     static const char *flows[] = {"uniform:0.3,-0.2,0.1", "vortex:0.5,20,0.2"};
     printf ("  the dewarping's interpolator, a single run of 32 px (no deformation: the planar\n"
             "  reference alike), seed 1:\n");
@@ -447,15 +454,17 @@ s_accuracy_levers (const piv_cameras_t *rig, const piv_camera_t *cam1, double pp
         piv_settings_t settings;
         if (s_settings ("32", 1, &settings) != 0)
             return -1;
-        settings.deform = kinds[i];
         piv_stereo_t *st =
             piv_stereo_new (rig, &settings, ACC_SIZE, ACC_SIZE, NULL, err, sizeof err);
+        if (st && piv_stereo_set_dewarp (st, kinds[i], err, sizeof err) != 0)
+            piv_stereo_destroy (&st);
         piv_t *planar = st ? piv_new (&settings, err, sizeof err) : NULL;
         int rc = st && planar ? 0 : -1;
         if (rc != 0)
             log_error ("cannot make the engines of deform %s: %s", piv_deform_name (kinds[i]), err);
         else
-            printf ("  dewarp %s\n", piv_deform_name (kinds[i]));
+            printf ("  dewarp %s%s\n", piv_deform_name (kinds[i]),
+                    kinds[i] == PIV_STEREO_DEWARP ? " (the default)" : "");
         for (size_t f = 0; f < sizeof flows / sizeof flows[0] && rc == 0; f++) {
             double ratios[2];
             rc = s_accuracy_row (st, planar, cam1, ppm, flows[f], 1, ratios);

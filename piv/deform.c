@@ -6,6 +6,7 @@
 #include "piv/deform.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,26 +228,16 @@ s_table_init (void)
     }
 }
 
-// One sample of the source at (x, y), clamped into the image; taps beyond
-// the edge read the mirror image (as the B-spline prefilter assumes).
+// One sample of a tabulated interpolator with its nearest-below pixel at
+// (i, j) of the clamped position and the tap weights wx, wy (rows of
+// s_table); taps beyond the edge read the mirror image (as the B-spline
+// prefilter assumes).
 static inline __attribute__ ((always_inline)) float
-s_sample (piv_deform_t deform, const float *src, int w, int h, float x, float y)
+s_sample_taps (piv_deform_t deform, const float *src, int w, int h, int i, int j, const float *wx,
+               const float *wy)
 {
-    x = x < 0 ? 0 : (x > w - 1 ? w - 1 : x);
-    y = y < 0 ? 0 : (y > h - 1 ? h - 1 : y);
-    int i = (int) x, j = (int) y;
-    float tx = x - i, ty = y - j;
-    if (deform == PIV_DEFORM_BILINEAR) {
-        int i1 = i + 1 < w ? i + 1 : i, j1 = j + 1 < h ? j + 1 : j;
-        const float *r0 = src + (long) j * w, *r1 = src + (long) j1 * w;
-        float top = r0[i] + tx * (r0[i1] - r0[i]);
-        float bot = r1[i] + tx * (r1[i1] - r1[i]);
-        return top + ty * (bot - top);
-    }
     int taps = deform == PIV_DEFORM_BSPLINE5 ? 6 : 4, before = taps / 2 - 1;
     int x0 = i - before, y0 = j - before;
-    const float *wx = s_table[deform][(int) (tx * TABLE + 0.5f)];
-    const float *wy = s_table[deform][(int) (ty * TABLE + 0.5f)];
     const float *p = src + (long) y0 * w + x0;
     long w2 = 2 * (long) w;
     // Interior: one 4-float load per row of taps (two for six taps, whose
@@ -283,6 +274,25 @@ s_sample (piv_deform_t deform, const float *src, int w, int h, float x, float y)
     return sum;
 }
 
+// One sample of the source at (x, y), clamped into the image.
+static inline __attribute__ ((always_inline)) float
+s_sample (piv_deform_t deform, const float *src, int w, int h, float x, float y)
+{
+    x = x < 0 ? 0 : (x > w - 1 ? w - 1 : x);
+    y = y < 0 ? 0 : (y > h - 1 ? h - 1 : y);
+    int i = (int) x, j = (int) y;
+    float tx = x - i, ty = y - j;
+    if (deform == PIV_DEFORM_BILINEAR) {
+        int i1 = i + 1 < w ? i + 1 : i, j1 = j + 1 < h ? j + 1 : j;
+        const float *r0 = src + (long) j * w, *r1 = src + (long) j1 * w;
+        float top = r0[i] + tx * (r0[i1] - r0[i]);
+        float bot = r1[i] + tx * (r1[i1] - r1[i]);
+        return top + ty * (bot - top);
+    }
+    return s_sample_taps (deform, src, w, h, i, j, s_table[deform][(int) (tx * TABLE + 0.5f)],
+                          s_table[deform][(int) (ty * TABLE + 0.5f)]);
+}
+
 // The samples of one interpolator; inlined into a copy per interpolator,
 // as s_deform below.
 static inline __attribute__ ((always_inline)) void
@@ -293,66 +303,11 @@ s_sample_all (piv_deform_t deform, const float *src, int w, int h, const float *
         out[k] = isnan (col[k] + row[k]) ? 0 : s_sample (deform, src, w, h, col[k], row[k]);
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-// s_sample_all of the quintic B-spline (the stereo dewarping's default: its
-// bulk) in AVX2's eight floats: a row of six taps is one load instead of
-// two, and the rows' weights stay in registers. The same operations on the
-// same values in the same order as s_sample's (lanes 0-3 its 'lo', 4-7 its
-// 'hi'; C11 contracts no multiply-add into an FMA), so the same results to
-// the bit. Chosen at run time: the build targets any x86-64.
-typedef float v8sf __attribute__ ((vector_size (32)));
-
-__attribute__ ((target ("avx2"))) static inline v8sf
-s_load8 (const float *p)
-{
-    v8sf v;
-    memcpy (&v, p, sizeof v);
-    return v;
-}
-
-__attribute__ ((target ("avx2"))) static void
-s_sample_b5_avx2 (const float *src, int w, int h, const float *col, const float *row, float *out,
-                  long n)
-{
-    const float(*table)[8] = s_table[PIV_DEFORM_BSPLINE5];
-    for (long k = 0; k < n; k++) {
-        float x = col[k], y = row[k];
-        if (isnan (x + y)) {
-            out[k] = 0;
-            continue;
-        }
-        x = x < 0 ? 0 : (x > w - 1 ? w - 1 : x);
-        y = y < 0 ? 0 : (y > h - 1 ? h - 1 : y);
-        int i = (int) x, j = (int) y, x0 = i - 2, y0 = j - 2;
-        if (!(x0 >= 0 && y0 >= 0 && x0 + 8 <= w && y0 + 6 <= h)) {
-            out[k] = s_sample (PIV_DEFORM_BSPLINE5, src, w, h, col[k], row[k]);
-            continue;
-        }
-        const float *wx = table[(int) ((x - i) * TABLE + 0.5f)];
-        const float *wy = table[(int) ((y - j) * TABLE + 0.5f)];
-        const float *p = src + (long) y0 * w + x0;
-        long w2 = 2 * (long) w, w4 = 4 * (long) w;
-        v8sf acc = ((wy[0] * s_load8 (p) + wy[1] * s_load8 (p + w))
-                    + (wy[2] * s_load8 (p + w2) + wy[3] * s_load8 (p + w2 + w)))
-                   + (wy[4] * s_load8 (p + w4) + wy[5] * s_load8 (p + w4 + w));
-        v8sf m = acc * s_load8 (wx);
-        v4sf lo = {m[0], m[1], m[2], m[3]}, hi = {m[4], m[5], m[6], m[7]};
-        out[k] = s_hsum (lo + hi);
-    }
-}
-#endif
-
 void
 piv_deform_sample (piv_deform_t deform, const float *src, int w, int h, const float *col,
                    const float *row, float *out, long n)
 {
     pthread_once (&s_table_once, s_table_init);
-#if defined(__x86_64__) || defined(__i386__)
-    if (deform == PIV_DEFORM_BSPLINE5 && __builtin_cpu_supports ("avx2")) {
-        s_sample_b5_avx2 (src, w, h, col, row, out, n);
-        return;
-    }
-#endif
     if (deform == PIV_DEFORM_BICUBIC)
         s_sample_all (PIV_DEFORM_BICUBIC, src, w, h, col, row, out, n);
     else if (deform == PIV_DEFORM_BSPLINE)
@@ -363,6 +318,196 @@ piv_deform_sample (piv_deform_t deform, const float *src, int w, int h, const fl
         s_sample_all (PIV_DEFORM_BSPLINE5, src, w, h, col, row, out, n);
     else
         s_sample_all (PIV_DEFORM_BILINEAR, src, w, h, col, row, out, n);
+}
+
+// ------------------------------------------------------ located sampling
+
+// The flags of a located position: in qx, the four-tap interpolators'
+// taps cross the edge; in qy, the quintic's six do (or the position is NaN).
+#define EDGE 0x8000u
+#define QMASK 0x7fffu
+#define UNSEEN UINT32_MAX
+
+int
+piv_deform_prefiltered (piv_deform_t deform)
+{
+    return deform == PIV_DEFORM_BSPLINE || deform == PIV_DEFORM_OMOMS ||
+           deform == PIV_DEFORM_BSPLINE5;
+}
+
+int
+piv_deform_locatable (piv_deform_t deform, int w, int h)
+{
+    return deform != PIV_DEFORM_BILINEAR && deform != PIV_DEFORM_OFFSET && w > 0 && h > 0 &&
+           (uint64_t) w * (uint64_t) h < UNSEEN;
+}
+
+void
+piv_deform_locate (int w, int h, const float *col, const float *row, piv_deform_pos_t *pos,
+                   long n)
+{
+    for (long k = 0; k < n; k++) {
+        float x = col[k], y = row[k];
+        if (isnan (x + y)) {
+            pos[k] = (piv_deform_pos_t) {UNSEEN, EDGE, EDGE};
+            continue;
+        }
+        // As s_sample: clamped, then the table's row of each fraction.
+        x = x < 0 ? 0 : (x > w - 1 ? w - 1 : x);
+        y = y < 0 ? 0 : (y > h - 1 ? h - 1 : y);
+        int i = (int) x, j = (int) y;
+        unsigned qx = (unsigned) (int) ((x - i) * TABLE + 0.5f);
+        unsigned qy = (unsigned) (int) ((y - j) * TABLE + 0.5f);
+        if (!(i >= 1 && j >= 1 && i + 3 <= w && j + 3 <= h))
+            qx |= EDGE;
+        if (!(i >= 2 && j >= 2 && i + 6 <= w && j + 4 <= h))
+            qy |= EDGE;
+        pos[k] = (piv_deform_pos_t) {(uint32_t) j * (uint32_t) w + (uint32_t) i, (uint16_t) qx,
+                                     (uint16_t) qy};
+    }
+}
+
+// Position k the slow way: s_sample's result from its pixel and rows.
+static inline __attribute__ ((always_inline)) float
+s_located_one (piv_deform_t deform, const float *src, int w, int h, piv_deform_pos_t p)
+{
+    if (p.at == UNSEEN)
+        return 0;
+    int i = (int) (p.at % (uint32_t) w), j = (int) (p.at / (uint32_t) w);
+    return s_sample_taps (deform, src, w, h, i, j, s_table[deform][p.qx & QMASK],
+                          s_table[deform][p.qy & QMASK]);
+}
+
+static inline __attribute__ ((always_inline)) void
+s_located_all (piv_deform_t deform, const float *src_a, const float *src_b, int w, int h,
+               const piv_deform_pos_t *pos, float *out_a, float *out_b, long n)
+{
+    for (long k = 0; k < n; k++) {
+        out_a[k] = s_located_one (deform, src_a, w, h, pos[k]);
+        if (src_b)
+            out_b[k] = s_located_one (deform, src_b, w, h, pos[k]);
+    }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+// The located samples of both frames in one sweep, AVX2: a pixel's row of
+// four taps of A in lanes 0-3 and of B in 4-7, so one weighting serves
+// both frames, and four pixels' sums reduced together by horizontal adds.
+// The same operations in the same order as s_sample_taps's interior (a
+// horizontal add of (a, b) is a + b), so the same results to the bit.
+__attribute__ ((target ("avx2"))) static inline __m256
+s_row2 (const float *a, const float *b)
+{
+    return _mm256_insertf128_ps (_mm256_castps128_ps256 (_mm_loadu_ps (a)), _mm_loadu_ps (b), 1);
+}
+
+__attribute__ ((target ("avx2"))) static void
+s_located4_avx2 (piv_deform_t deform, const float *src_a, const float *src_b, int w, int h,
+                 const piv_deform_pos_t *pos, float *out_a, float *out_b, long n)
+{
+    const float(*table)[8] = s_table[deform];
+    const float *b_src = src_b ? src_b : src_a;
+    long k = 0;
+    for (; k + 4 <= n; k += 4) {
+        const piv_deform_pos_t *p = pos + k;
+        if ((p[0].qx | p[1].qx | p[2].qx | p[3].qx) & EDGE) {
+            s_located_all (deform, src_a, src_b, w, h, p, out_a + k, out_b ? out_b + k : NULL, 4);
+            continue;
+        }
+        __m256 m[4];
+        for (int q = 0; q < 4; q++) {
+            const float *wx = table[p[q].qx & QMASK], *wy = table[p[q].qy & QMASK];
+            long off = (long) p[q].at - w - 1;
+            const float *a = src_a + off, *b = b_src + off;
+            __m256 acc = _mm256_add_ps (
+                _mm256_add_ps (_mm256_mul_ps (_mm256_set1_ps (wy[0]), s_row2 (a, b)),
+                               _mm256_mul_ps (_mm256_set1_ps (wy[1]), s_row2 (a + w, b + w))),
+                _mm256_add_ps (
+                    _mm256_mul_ps (_mm256_set1_ps (wy[2]), s_row2 (a + 2 * w, b + 2 * w)),
+                    _mm256_mul_ps (_mm256_set1_ps (wy[3]), s_row2 (a + 3 * w, b + 3 * w))));
+            m[q] = _mm256_mul_ps (acc, _mm256_broadcast_ps ((const __m128 *) (const void *) wx));
+        }
+        __m256 s = _mm256_hadd_ps (_mm256_hadd_ps (m[0], m[1]), _mm256_hadd_ps (m[2], m[3]));
+        _mm_storeu_ps (out_a + k, _mm256_castps256_ps128 (s));
+        if (src_b)
+            _mm_storeu_ps (out_b + k, _mm256_extractf128_ps (s, 1));
+    }
+    s_located_all (deform, src_a, src_b, w, h, pos + k, out_a + k, out_b ? out_b + k : NULL, n - k);
+}
+
+// The quintic's: per frame a row of six taps is one 8-float load (the
+// last two weights are zero), the halves added as s_sample_taps's lo + hi,
+// four pixels reduced together.
+__attribute__ ((target ("avx2"))) static inline __m128
+s_b5_half (const float *p, int w, const float *wx, const float *wy)
+{
+    long w2 = 2 * (long) w, w4 = 4 * (long) w;
+#define ROW(o, r) _mm256_mul_ps (_mm256_set1_ps (wy[r]), _mm256_loadu_ps (p + (o)))
+    __m256 acc = _mm256_add_ps (
+        _mm256_add_ps (_mm256_add_ps (ROW (0, 0), ROW (w, 1)),
+                       _mm256_add_ps (ROW (w2, 2), ROW (w2 + w, 3))),
+        _mm256_add_ps (ROW (w4, 4), ROW (w4 + w, 5)));
+#undef ROW
+    __m256 m = _mm256_mul_ps (acc, _mm256_loadu_ps (wx));
+    return _mm_add_ps (_mm256_castps256_ps128 (m), _mm256_extractf128_ps (m, 1));
+}
+
+__attribute__ ((target ("avx2"))) static void
+s_located6_avx2 (const float *src_a, const float *src_b, int w, int h, const piv_deform_pos_t *pos,
+                 float *out_a, float *out_b, long n)
+{
+    const float(*table)[8] = s_table[PIV_DEFORM_BSPLINE5];
+    long k = 0;
+    for (; k + 4 <= n; k += 4) {
+        const piv_deform_pos_t *p = pos + k;
+        if ((p[0].qy | p[1].qy | p[2].qy | p[3].qy) & EDGE) {
+            s_located_all (PIV_DEFORM_BSPLINE5, src_a, src_b, w, h, p, out_a + k,
+                           out_b ? out_b + k : NULL, 4);
+            continue;
+        }
+        __m128 ha[4], hb[4];
+        for (int q = 0; q < 4; q++) {
+            const float *wx = table[p[q].qx & QMASK], *wy = table[p[q].qy & QMASK];
+            long off = (long) p[q].at - 2 * (long) w - 2;
+            ha[q] = s_b5_half (src_a + off, w, wx, wy);
+            if (src_b)
+                hb[q] = s_b5_half (src_b + off, w, wx, wy);
+        }
+        _mm_storeu_ps (out_a + k,
+                       _mm_hadd_ps (_mm_hadd_ps (ha[0], ha[1]), _mm_hadd_ps (ha[2], ha[3])));
+        if (src_b)
+            _mm_storeu_ps (out_b + k,
+                           _mm_hadd_ps (_mm_hadd_ps (hb[0], hb[1]), _mm_hadd_ps (hb[2], hb[3])));
+    }
+    s_located_all (PIV_DEFORM_BSPLINE5, src_a, src_b, w, h, pos + k, out_a + k,
+                   out_b ? out_b + k : NULL, n - k);
+}
+#endif
+
+void
+piv_deform_sample_located (piv_deform_t deform, const float *src_a, const float *src_b, int w,
+                           int h, const piv_deform_pos_t *pos, float *out_a, float *out_b, long n)
+{
+    pthread_once (&s_table_once, s_table_init);
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_supports ("avx2")) {
+        if (deform == PIV_DEFORM_BSPLINE5)
+            s_located6_avx2 (src_a, src_b, w, h, pos, out_a, out_b, n);
+        else
+            s_located4_avx2 (deform, src_a, src_b, w, h, pos, out_a, out_b, n);
+        return;
+    }
+#endif
+    if (deform == PIV_DEFORM_BICUBIC)
+        s_located_all (PIV_DEFORM_BICUBIC, src_a, src_b, w, h, pos, out_a, out_b, n);
+    else if (deform == PIV_DEFORM_BSPLINE)
+        s_located_all (PIV_DEFORM_BSPLINE, src_a, src_b, w, h, pos, out_a, out_b, n);
+    else if (deform == PIV_DEFORM_OMOMS)
+        s_located_all (PIV_DEFORM_OMOMS, src_a, src_b, w, h, pos, out_a, out_b, n);
+    else
+        s_located_all (PIV_DEFORM_BSPLINE5, src_a, src_b, w, h, pos, out_a, out_b, n);
 }
 
 // Grid cell and weight along one axis of n vectors for grid coordinate g

@@ -8,6 +8,7 @@
 #include "piv/camera_internal.h"
 #include "piv/deform.h"
 #include "piv/piv.h"
+#include "piv/smooth.h"
 #include "piv/stats_internal.h"
 
 #include <math.h>
@@ -22,9 +23,13 @@ struct _piv_stereo_t {
     piv_settings_t settings;  // the engine's, as given
     piv_deform_t interp;     // the dewarping's interpolator
     double max_residual;     // px; <= 0: no bound
-    float *col[2], *row[2];  // each grid pixel's position in each camera's frame
-                             // (NaN where the camera does not see it)
-    float *coef;             // frame-sized scratch: interpolation coefficients
+    // Each grid pixel's position in each camera's frame: located (pixel and
+    // weights' rows, 8 bytes) for the interpolators that can be, else as
+    // floats (NaN where the camera does not see it); the other NULL.
+    piv_deform_pos_t *pos[2];
+    float *col[2], *row[2];
+    float *coef[2];          // frame-sized scratch: interpolation coefficients of A, B
+    piv_pool_t *pool;        // the settings' threads on one pair (NULL: one)
     piv_t *piv;              // the planar engine, run on each camera in turn
     piv_image_t *dw[4];      // the dewarped A1 B1 A2 B2
     piv_field_t *planar[2];  // each camera's field of the last pair
@@ -276,7 +281,6 @@ piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int wi
     self->width = width;
     self->height = height;
     self->settings = *settings;
-    self->interp = settings->deform == PIV_DEFORM_OFFSET ? PIV_DEFORM_BSPLINE5 : settings->deform;
     self->max_residual = PIV_STEREO_MAX_RESIDUAL;
     piv_cameras_sheet (rig, &self->sheet);
     for (int c = 0; c < 2; c++)
@@ -297,30 +301,17 @@ piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int wi
     }
     if (!(self->piv = piv_new (settings, err, errlen)))
         goto fail;
-    size_t n = (size_t) g->width * (size_t) g->height;
-    self->coef = malloc ((size_t) width * (size_t) height * sizeof (float));
-    for (int c = 0; c < 2; c++) {
-        self->col[c] = malloc (n * sizeof (float));
-        self->row[c] = malloc (n * sizeof (float));
-    }
     for (int f = 0; f < 4; f++)
         self->dw[f] = piv_image_new (g->width, g->height);
-    if (!self->coef || !self->col[0] || !self->row[0] || !self->col[1] || !self->row[1] ||
-        !self->dw[0] || !self->dw[1] || !self->dw[2] || !self->dw[3]) {
+    if (settings->threads > 1)
+        self->pool = piv_pool_new (settings->threads);
+    if (!self->dw[0] || !self->dw[1] || !self->dw[2] || !self->dw[3] ||
+        (settings->threads > 1 && !self->pool)) {
         cam_seterr (err, errlen, "stereo: out of memory for a %dx%d grid", g->width, g->height);
         goto fail;
     }
-    // Where each grid pixel lands in each frame, once for all pairs.
-    for (int c = 0; c < 2; c++)
-        for (int r = 0; r < g->height; r++)
-            for (int q = 0; q < g->width; q++) {
-                double col, row, x = g->x0 + q * g->step, y = g->y0 - r * g->step;
-                size_t k = (size_t) r * g->width + q;
-                int in = s_sees (self->cam[c], x, y, s_sheet_z (&self->sheet, x, y), width,
-                                 height, &col, &row);
-                self->col[c][k] = in ? (float) col : NAN;
-                self->row[c][k] = in ? (float) row : NAN;
-            }
+    if (piv_stereo_set_dewarp (self, PIV_STEREO_DEWARP, err, errlen))
+        goto fail;
     return self;
 fail:
     piv_stereo_destroy (&self);
@@ -335,13 +326,15 @@ piv_stereo_destroy (piv_stereo_t **self_p)
     piv_stereo_t *self = *self_p;
     for (int c = 0; c < 2; c++) {
         piv_camera_destroy (&self->cam[c]);
+        free (self->pos[c]);
         free (self->col[c]);
         free (self->row[c]);
+        free (self->coef[c]);
         piv_field_destroy (&self->planar[c]);
     }
     for (int f = 0; f < 4; f++)
         piv_image_destroy (&self->dw[f]);
-    free (self->coef);
+    piv_pool_destroy (&self->pool);
     piv_destroy (&self->piv);
     free (self);
     *self_p = NULL;
@@ -373,9 +366,103 @@ piv_stereo_planar (const piv_stereo_t *self, int cam)
 
 // ------------------------------------------------------------- dewarping
 
+piv_deform_t
+piv_stereo_dewarp_interp (const piv_stereo_t *self)
+{
+    return self->interp;
+}
+
 int
-piv_stereo_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *frame, piv_image_t *out,
-                   char *err, size_t errlen)
+piv_stereo_set_dewarp (piv_stereo_t *self, piv_deform_t interp, char *err, size_t errlen)
+{
+    if (interp == PIV_DEFORM_OFFSET || interp < 0 || interp >= PIV_DEFORM_KINDS) {
+        cam_seterr (err, errlen, "stereo: '%s' is no interpolator to dewarp with",
+                    piv_deform_name (interp));
+        return -1;
+    }
+    const piv_stereo_grid_t *g = &self->grid;
+    int w = self->width, h = self->height, located = piv_deform_locatable (interp, w, h);
+    size_t n = (size_t) g->width * (size_t) g->height;
+    for (int c = 0; c < 2; c++) {
+        free (self->pos[c]);
+        free (self->col[c]);
+        free (self->row[c]);
+        self->pos[c] = NULL;
+        self->col[c] = self->row[c] = NULL;
+    }
+    self->interp = interp;
+    int bad = 0;
+    for (int c = 0; c < 2; c++) {
+        if (located)
+            bad |= !(self->pos[c] = malloc (n * sizeof (piv_deform_pos_t)));
+        else {
+            bad |= !(self->col[c] = malloc (n * sizeof (float)));
+            bad |= !(self->row[c] = malloc (n * sizeof (float)));
+        }
+        // A frame's own pixels are the source unless prefiltered.
+        if (piv_deform_prefiltered (interp) && !self->coef[c])
+            bad |= !(self->coef[c] = malloc ((size_t) w * (size_t) h * sizeof (float)));
+    }
+    // One grid row's positions, located as they come (no frame-sized floats).
+    float *line = malloc ((size_t) g->width * 2 * sizeof (float));
+    if (bad || !line) {
+        free (line);
+        cam_seterr (err, errlen, "stereo: out of memory for a %dx%d grid", g->width, g->height);
+        return -1;
+    }
+    // Where each grid pixel lands in each frame, once for all pairs.
+    for (int c = 0; c < 2; c++)
+        for (int r = 0; r < g->height; r++) {
+            size_t k0 = (size_t) r * g->width;
+            float *lc = located ? line : self->col[c] + k0;
+            float *lr = located ? line + g->width : self->row[c] + k0;
+            for (int q = 0; q < g->width; q++) {
+                double col, row, x = g->x0 + q * g->step, y = g->y0 - r * g->step;
+                int in = s_sees (self->cam[c], x, y, s_sheet_z (&self->sheet, x, y), w, h, &col,
+                                 &row);
+                lc[q] = in ? (float) col : NAN;
+                lr[q] = in ? (float) row : NAN;
+            }
+            if (located)
+                piv_deform_locate (w, h, lc, lr, self->pos[c] + k0, g->width);
+        }
+    free (line);
+    return 0;
+}
+
+// One camera's dewarping: its frames' sources and the grid's outputs.
+typedef struct {
+    const piv_stereo_t *self;
+    int cam;
+    const float *src[2];
+    float *out[2];  // [1] NULL: one frame
+} s_dewarp_t;
+
+// Grid rows [first, last) of a dewarping (a part of the pool's).
+static void
+s_dewarp_rows (void *arg, int first, int last, int part)
+{
+    (void) part;
+    const s_dewarp_t *d = arg;
+    const piv_stereo_t *self = d->self;
+    long gw = self->grid.width, k0 = first * gw, n = (last - first) * gw;
+    int w = self->width, h = self->height;
+    if (self->pos[d->cam]) {
+        // Both frames in one sweep: one lookup of each position.
+        piv_deform_sample_located (self->interp, d->src[0], d->src[1], w, h,
+                                   self->pos[d->cam] + k0, d->out[0] + k0,
+                                   d->out[1] ? d->out[1] + k0 : NULL, n);
+        return;
+    }
+    for (int f = 0; f < 2 && d->out[f]; f++)
+        piv_deform_sample (self->interp, d->src[f], w, h, self->col[d->cam] + k0,
+                           self->row[d->cam] + k0, d->out[f] + k0, n);
+}
+
+// Checks a frame of camera 'cam' and its dewarped frame's size. 0 or -1.
+static int
+s_check (const piv_stereo_t *self, int cam, const piv_image_t *frame, const piv_image_t *out,
+         char *err, size_t errlen)
 {
     const piv_stereo_grid_t *g = &self->grid;
     if (piv_image_width (frame) != self->width || piv_image_height (frame) != self->height) {
@@ -390,21 +477,49 @@ piv_stereo_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *frame, 
                     piv_image_width (out), piv_image_height (out), g->width, g->height);
         return -1;
     }
-    const float *src = piv_image_cdata (frame);
-    float *dst = piv_image_data (out);
-    if (!src || !dst) {
+    if (!piv_image_cdata (frame) || !piv_image_data ((piv_image_t *) out)) {
         cam_seterr (err, errlen, "stereo: out of memory");
         return -1;
     }
+    return 0;
+}
+
+// Dewarps frame a (and b unless NULL) of camera 'cam' into out_a (out_b).
+static int
+s_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *a, const piv_image_t *b,
+          piv_image_t *out_a, piv_image_t *out_b, char *err, size_t errlen)
+{
+    if (s_check (self, cam, a, out_a, err, errlen) ||
+        (b && s_check (self, cam, b, out_b, err, errlen)))
+        return -1;
+    s_dewarp_t d = {self, cam, {piv_image_cdata (a), b ? piv_image_cdata (b) : NULL},
+                    {piv_image_data (out_a), b ? piv_image_data (out_b) : NULL}};
     // The coefficients are the stereo engine's scratch: dewarping is not
     // to be run by two threads on one engine (as piv_process).
-    float *coef = ((piv_stereo_t *) self)->coef;
-    piv_deform_prepare (self->interp, src, coef, self->width, self->height);
-    size_t n = (size_t) g->width * (size_t) g->height;
+    for (int f = 0; f < 2 && d.src[f]; f++)
+        if (piv_deform_prefiltered (self->interp)) {
+            float *coef = ((piv_stereo_t *) self)->coef[f];
+            piv_deform_prepare (self->interp, d.src[f], coef, self->width, self->height);
+            d.src[f] = coef;
+        }
     // Unseen grid pixels (NaN positions) come out 0.
-    piv_deform_sample (self->interp, coef, self->width, self->height, self->col[cam],
-                       self->row[cam], dst, (long) n);
+    piv_pool_run (self->pool, self->settings.threads, self->grid.height, s_dewarp_rows, &d);
     return 0;
+}
+
+int
+piv_stereo_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *frame, piv_image_t *out,
+                   char *err, size_t errlen)
+{
+    return s_dewarp (self, cam, frame, NULL, out, NULL, err, errlen);
+}
+
+int
+piv_stereo_dewarp_pair (const piv_stereo_t *self, int cam, const piv_image_t *a,
+                        const piv_image_t *b, piv_image_t *out_a, piv_image_t *out_b, char *err,
+                        size_t errlen)
+{
+    return s_dewarp (self, cam, a, b, out_a, out_b, err, errlen);
 }
 
 // -------------------------------------------------------- reconstruction
@@ -542,8 +657,9 @@ piv_stereo_process (piv_stereo_t *self, const piv_image_t *a1, const piv_image_t
                     const piv_image_t *a2, const piv_image_t *b2, char *err, size_t errlen)
 {
     const piv_image_t *in[4] = {a1, b1, a2, b2};
-    for (int f = 0; f < 4; f++)
-        if (piv_stereo_dewarp (self, f / 2, in[f], self->dw[f], err, errlen))
+    for (int c = 0; c < 2; c++)
+        if (piv_stereo_dewarp_pair (self, c, in[2 * c], in[2 * c + 1], self->dw[2 * c],
+                                    self->dw[2 * c + 1], err, errlen))
             return NULL;
     for (int c = 0; c < 2; c++) {
         piv_field_destroy (&self->planar[c]);

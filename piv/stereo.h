@@ -63,11 +63,16 @@ int piv_stereo_default_grid (const piv_camera_t *c1, const piv_camera_t *c2, int
 int piv_stereo_rig_grid (const piv_cameras_t *rig, int width, int height, piv_stereo_grid_t *grid,
                          char *err, size_t errlen);
 
+// The dewarping's interpolator unless piv_stereo_set_dewarp says another:
+// its own, apart from the settings' deform (the engine's between passes),
+// chosen by bench_stereo's cost and accuracy (doc/stereo.md).
+#define PIV_STEREO_DEWARP PIV_DEFORM_BICUBIC
+
 // A stereo engine for the rig's first two cameras (in the file's order),
-// frames of width x height px, the engine's settings (their deform names
-// the interpolator of the dewarping; offset, which has none, dewarps with
-// the quintic B-spline), on 'grid' (NULL: the default grid). The settings'
-// mask is refused (it is in one camera's pixels). NULL with err when the
+// frames of width x height px, the engine's settings (their threads also
+// dewarp), on 'grid' (NULL: the default grid), dewarping with
+// PIV_STEREO_DEWARP. The settings' mask is refused (it is in one camera's
+// pixels). NULL with err when the
 // rig has not two cameras, the settings are bad, or the grid is empty.
 piv_stereo_t *piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int width,
                               int height, const piv_stereo_grid_t *grid, char *err, size_t errlen);
@@ -79,12 +84,25 @@ void piv_stereo_sheet (const piv_stereo_t *self, piv_sheet_t *sheet);
 // The residual bound (px; default PIV_STEREO_MAX_RESIDUAL, <= 0: none).
 void piv_stereo_set_max_residual (piv_stereo_t *self, double px);
 
+// The dewarping's interpolator: any but offset (which has none). Locates
+// each grid pixel in both frames again (as piv_stereo_new: a setup's
+// time). 0, or -1 with err (offset, no memory: the engine is then unusable).
+int piv_stereo_set_dewarp (piv_stereo_t *self, piv_deform_t interp, char *err, size_t errlen);
+piv_deform_t piv_stereo_dewarp_interp (const piv_stereo_t *self);
+
 // Dewarps a frame of camera 'cam' (0 or 1: the rig's order) onto the grid:
 // 'out' (grid-sized) gets the frame sampled at each grid pixel's image
 // position, 0 where the camera does not see it. 0, or -1 with err on a
 // frame of another size or no memory.
 int piv_stereo_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *frame,
                        piv_image_t *out, char *err, size_t errlen);
+
+// Dewarps frames a and b of camera 'cam' into out_a and out_b, as
+// piv_stereo_dewarp each, in one sweep (each grid pixel's position and
+// weights looked up once for both): what piv_stereo_process does.
+int piv_stereo_dewarp_pair (const piv_stereo_t *self, int cam, const piv_image_t *a,
+                            const piv_image_t *b, piv_image_t *out_a, piv_image_t *out_b,
+                            char *err, size_t errlen);
 
 // The 3-component field of frames A1 B1 (camera 0) and A2 B2 (camera 1).
 // NULL with err when a frame has another size, the engine fails, or memory

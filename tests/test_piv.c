@@ -496,6 +496,69 @@ START_TEST (dewarping_samples_as_the_deformation_does_to_the_bit)
 }
 END_TEST
 
+START_TEST (located_dewarping_samples_both_frames_as_the_plain_one_to_the_bit)
+{
+    // Stereo locates its grid's positions once (pixel and weights' rows)
+    // and samples a camera's A and B in one sweep: for every interpolator
+    // that can be located, each frame's values must be piv_deform_sample's
+    // exactly, inside, at the edges, beyond them, and 0 at a NaN position.
+    piv_flow_t flow;
+    piv_image_t *a, *b;
+    s_pair ("uniform:1.3,-0.7", 96, &flow, &a, &b);
+    long n = 97 * 61;  // not a multiple of the four pixels sampled together
+    float *col = malloc ((size_t) n * sizeof (float)), *row = malloc ((size_t) n * sizeof (float));
+    float *coef[2] = {malloc (96 * 96 * sizeof (float)), malloc (96 * 96 * sizeof (float))};
+    float *plain[2] = {malloc ((size_t) n * sizeof (float)), malloc ((size_t) n * sizeof (float))};
+    float *fast[2] = {malloc ((size_t) n * sizeof (float)), malloc ((size_t) n * sizeof (float))};
+    piv_deform_pos_t *pos = malloc ((size_t) n * sizeof *pos);
+    ck_assert (col && row && coef[0] && coef[1] && plain[0] && plain[1] && fast[0] && fast[1] &&
+               pos);
+    // A rotated, stretched lattice from beyond one edge to beyond the other.
+    for (long k = 0; k < n; k++) {
+        float q = (float) (k % 97), r = (float) (k / 97);
+        col[k] = -3.3f + 1.04f * q + 0.31f * r;
+        row[k] = -2.6f - 0.22f * q + 1.71f * r;
+    }
+    col[5 * 97 + 7] = NAN;
+    row[40 * 97 + 50] = NAN;
+    piv_deform_locate (96, 96, col, row, pos, n);
+    int kinds = 0;
+    for (int d = PIV_DEFORM_BILINEAR; d < PIV_DEFORM_KINDS; d++) {
+        if (!piv_deform_locatable ((piv_deform_t) d, 96, 96))
+            continue;
+        kinds++;
+        const piv_image_t *img[2] = {a, b};
+        for (int f = 0; f < 2; f++) {
+            piv_deform_prepare ((piv_deform_t) d, piv_image_cdata (img[f]), coef[f], 96, 96);
+            piv_deform_sample ((piv_deform_t) d, coef[f], 96, 96, col, row, plain[f], n);
+        }
+        piv_deform_sample_located ((piv_deform_t) d, coef[0], coef[1], 96, 96, pos, fast[0],
+                                   fast[1], n);
+        for (int f = 0; f < 2; f++)
+            for (long k = 0; k < n; k++)
+                ck_assert_msg (fast[f][k] == plain[f][k] &&
+                                   (isfinite (col[k] + row[k]) || fast[f][k] == 0),
+                               "%s, frame %c, at (%g, %g): %.9g against %.9g",
+                               piv_deform_name ((piv_deform_t) d), "AB"[f], col[k], row[k],
+                               fast[f][k], plain[f][k]);
+        // One frame alone gives the same.
+        piv_deform_sample_located ((piv_deform_t) d, coef[1], NULL, 96, 96, pos, fast[0], NULL, n);
+        ck_assert (memcmp (fast[0], plain[1], (size_t) n * sizeof (float)) == 0);
+    }
+    ck_assert_int_eq (kinds, PIV_DEFORM_KINDS - 2);  // all but offset and bilinear
+    for (int f = 0; f < 2; f++) {
+        free (coef[f]);
+        free (plain[f]);
+        free (fast[f]);
+    }
+    free (col);
+    free (row);
+    free (pos);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+}
+END_TEST
+
 START_TEST (a_mask_marks_the_windows_outside_the_flow)
 {
     piv_flow_t flow;
@@ -2106,6 +2169,7 @@ s_suite (void)
     tcase_add_test (validation, deformation_by_zero_reproduces_the_image);
     tcase_add_test (validation, deformation_by_a_whole_pixel_shifts_the_image);
     tcase_add_test (validation, dewarping_samples_as_the_deformation_does_to_the_bit);
+    tcase_add_test (validation, located_dewarping_samples_both_frames_as_the_plain_one_to_the_bit);
     tcase_add_test (validation, a_mask_marks_the_windows_outside_the_flow);
     suite_add_tcase (suite, validation);
     TCase *real = tcase_create ("real");

@@ -343,6 +343,27 @@ START_TEST (self_calibration_finds_a_tilted_sheet_and_the_reconstruction_uses_it
 }
 END_TEST
 
+// The world position (mm) of the intensity-weighted centre of what is
+// brighter than 1 in a dewarped frame on 'grid'; asserts there is some.
+static void
+s_centre (const piv_image_t *img, const piv_stereo_grid_t *grid, double *xw, double *yw)
+{
+    const float *px = piv_image_cdata (img);
+    double sum = 0, sc = 0, sr = 0;
+    for (int r = 0; r < grid->height; r++)
+        for (int q = 0; q < grid->width; q++) {
+            double a = px[(long) r * grid->width + q];
+            if (a > 1) {
+                sum += a;
+                sc += a * q;
+                sr += a * r;
+            }
+        }
+    ck_assert (sum > 0);
+    *xw = grid->x0 + sc / sum * grid->step;
+    *yw = grid->y0 - sr / sum * grid->step;
+}
+
 // A dewarped frame is the camera's frame seen from above: a particle at a
 // world point lands at that point's grid pixel in both cameras' dewarped
 // frames, and where a camera does not see the plane the frame is black.
@@ -363,20 +384,8 @@ START_TEST (both_cameras_dewarp_a_particle_to_its_world_position)
     for (int c = 0; c < 2; c++) {
         piv_image_t *out = piv_image_new (grid.width, grid.height);
         ck_assert (piv_stereo_dewarp (st, c, fr[c], out, err, sizeof err) == 0);
-        // The intensity-weighted centre of the dewarped particle.
-        const float *px = piv_image_cdata (out);
-        double sum = 0, sc = 0, sr = 0;
-        for (int r = 0; r < grid.height; r++)
-            for (int q = 0; q < grid.width; q++) {
-                double a = px[(long) r * grid.width + q];
-                if (a > 1) {
-                    sum += a;
-                    sc += a * q;
-                    sr += a * r;
-                }
-            }
-        ck_assert (sum > 0);
-        double xw = grid.x0 + sc / sum * grid.step, yw = grid.y0 - sr / sum * grid.step;
+        double xw, yw;  // the dewarped particle's centre
+        s_centre (out, &grid, &xw, &yw);
         ck_assert_msg (fabs (xw - x) < 0.05 && fabs (yw - y) < 0.05,
                        "camera %d: particle at (%.3f, %.3f) mm, dewarped to (%.3f, %.3f)", c + 1, x,
                        y, xw, yw);
@@ -397,6 +406,73 @@ START_TEST (both_cameras_dewarp_a_particle_to_its_world_position)
     piv_image_destroy (&in);
     piv_image_destroy (&out);
     piv_stereo_destroy (&st);
+    piv_cameras_destroy (&rig);
+}
+END_TEST
+
+// Every interpolator the dewarping can be given puts a particle at its
+// world position; a camera's pair dewarped in one sweep (as
+// piv_stereo_process does), and on the settings' two threads, gives each
+// frame exactly as dewarping it alone; offset, no interpolator, is refused.
+START_TEST (every_dewarping_interpolator_dewarps_alike_alone_in_pairs_and_on_threads)
+{
+    double p[2][3][4];
+    piv_cameras_t *rig = s_rig (p);
+    double x = -20.6, y = 14.1;
+    piv_image_t *fr[2][2];
+    for (int c = 0; c < 2; c++)
+        for (int f = 0; f < 2; f++)
+            fr[c][f] = s_render (p[c], &x, &y, 1, 0.4 * f, -0.3 * f, 0);
+    char err[1024] = "";
+    piv_stereo_grid_t grid = {-40, 40, 0.25, 321, 321};
+    piv_settings_t settings[2];
+    piv_stereo_t *st[2];
+    for (int t = 0; t < 2; t++) {
+        piv_settings_init (&settings[t]);
+        settings[t].threads = 1 + t;
+        st[t] = piv_stereo_new (rig, &settings[t], SIZE, SIZE, &grid, err, sizeof err);
+        ck_assert_msg (st[t], "%s", err);
+    }
+    ck_assert_int_eq (piv_stereo_dewarp_interp (st[0]), PIV_STEREO_DEWARP);
+    ck_assert (piv_stereo_set_dewarp (st[0], PIV_DEFORM_OFFSET, err, sizeof err) == -1);
+    ck_assert_msg (strstr (err, "offset"), "%s", err);
+    piv_image_t *alone[2], *pair[2];
+    for (int f = 0; f < 2; f++) {
+        alone[f] = piv_image_new (grid.width, grid.height);
+        pair[f] = piv_image_new (grid.width, grid.height);
+    }
+    size_t bytes = (size_t) grid.width * grid.height * sizeof (float);
+    for (int d = PIV_DEFORM_BILINEAR; d < PIV_DEFORM_KINDS; d++)
+        for (int t = 0; t < 2; t++) {
+            ck_assert (piv_stereo_set_dewarp (st[t], (piv_deform_t) d, err, sizeof err) == 0);
+            for (int c = 0; c < 2; c++) {
+                for (int f = 0; f < 2; f++)
+                    ck_assert (piv_stereo_dewarp (st[0], c, fr[c][f], alone[f], err, sizeof err) ==
+                               0);
+                ck_assert (piv_stereo_dewarp_pair (st[t], c, fr[c][0], fr[c][1], pair[0], pair[1],
+                                                   err, sizeof err) == 0);
+                for (int f = 0; f < 2; f++)
+                    ck_assert_msg (memcmp (piv_image_cdata (alone[f]), piv_image_cdata (pair[f]),
+                                           bytes) == 0,
+                                   "%s, %d threads, camera %d, frame %c",
+                                   piv_deform_name ((piv_deform_t) d), t + 1, c + 1, "AB"[f]);
+                double xw, yw;  // frame A's particle, where the world has it
+                s_centre (alone[0], &grid, &xw, &yw);
+                ck_assert_msg (fabs (xw - x) < 0.05 && fabs (yw - y) < 0.05,
+                               "%s, camera %d: particle at (%.3f, %.3f) mm, dewarped to (%.3f, "
+                               "%.3f)",
+                               piv_deform_name ((piv_deform_t) d), c + 1, x, y, xw, yw);
+            }
+        }
+    for (int f = 0; f < 2; f++) {
+        piv_image_destroy (&alone[f]);
+        piv_image_destroy (&pair[f]);
+    }
+    for (int c = 0; c < 2; c++)
+        for (int f = 0; f < 2; f++)
+            piv_image_destroy (&fr[c][f]);
+    for (int t = 0; t < 2; t++)
+        piv_stereo_destroy (&st[t]);
     piv_cameras_destroy (&rig);
 }
 END_TEST
@@ -951,6 +1027,7 @@ s_suite (void)
     tcase_add_test (tc, symmetric_cameras_recover_an_in_plane_displacement_and_no_w);
     tcase_add_test (tc, symmetric_cameras_recover_an_out_of_plane_displacement);
     tcase_add_test (tc, both_cameras_dewarp_a_particle_to_its_world_position);
+    tcase_add_test (tc, every_dewarping_interpolator_dewarps_alike_alone_in_pairs_and_on_threads);
     tcase_add_test (tc, pivfarm_piv_cameras_writes_the_3c_field_and_refuses_what_it_cannot_use);
     tcase_add_test (tc, case_e_particle_pair_gives_a_plausible_3c_field);
     tcase_add_test (tc, synth_stereo_then_piv_cameras_then_score_gives_small_3c_errors);
