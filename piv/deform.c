@@ -403,13 +403,52 @@ s_row2 (const float *a, const float *b)
     return _mm256_insertf128_ps (_mm256_castps128_ps256 (_mm_loadu_ps (a)), _mm_loadu_ps (b), 1);
 }
 
+// The weighted taps of a 4 x 4 block at a (lanes 0-3) and at b (4-7):
+// the rows' weights wr, the columns' wx, summed as s_sample_taps's.
+__attribute__ ((target ("avx2"))) static inline __m256
+s_taps4 (const float *a, const float *b, int w, const __m256 wr[4], __m256 wx)
+{
+    const float *a2 = a + 2 * w, *b2 = b + 2 * w;
+    __m256 acc = _mm256_add_ps (_mm256_add_ps (_mm256_mul_ps (wr[0], s_row2 (a, b)),
+                                               _mm256_mul_ps (wr[1], s_row2 (a + w, b + w))),
+                                _mm256_add_ps (_mm256_mul_ps (wr[2], s_row2 (a2, b2)),
+                                               _mm256_mul_ps (wr[3], s_row2 (a2 + w, b2 + w))));
+    return _mm256_mul_ps (acc, wx);
+}
+
 __attribute__ ((target ("avx2"))) static void
 s_located4_avx2 (piv_deform_t deform, const float *src_a, const float *src_b, int w, int h,
                  const piv_deform_pos_t *pos, float *out_a, float *out_b, long n)
 {
     const float(*table)[8] = s_table[deform];
-    const float *b_src = src_b ? src_b : src_a;
     long k = 0;
+    if (!src_b)
+        // One frame: pixel k + q in lanes 0-3 and k + 4 + q in 4-7, so
+        // the same four reductions give eight pixels.
+        for (; k + 8 <= n; k += 8) {
+            const piv_deform_pos_t *p = pos + k;
+            unsigned edge = 0;
+            for (int q = 0; q < 8; q++)
+                edge |= p[q].qx;
+            if (edge & EDGE) {
+                s_located_all (deform, src_a, NULL, w, h, p, out_a + k, NULL, 8);
+                continue;
+            }
+            __m256 m[4];
+            for (int q = 0; q < 4; q++) {
+                const float *wx[2] = {table[p[q].qx & QMASK], table[p[q + 4].qx & QMASK]};
+                const float *wy[2] = {table[p[q].qy & QMASK], table[p[q + 4].qy & QMASK]};
+                const float *a = src_a + ((long) p[q].at - w - 1);
+                const float *b = src_a + ((long) p[q + 4].at - w - 1);
+                __m256 wr[4];
+                for (int r = 0; r < 4; r++)
+                    wr[r] = _mm256_insertf128_ps (_mm256_castps128_ps256 (_mm_set1_ps (wy[0][r])),
+                                                  _mm_set1_ps (wy[1][r]), 1);
+                m[q] = s_taps4 (a, b, w, wr, s_row2 (wx[0], wx[1]));
+            }
+            _mm256_storeu_ps (out_a + k, _mm256_hadd_ps (_mm256_hadd_ps (m[0], m[1]),
+                                                         _mm256_hadd_ps (m[2], m[3])));
+        }
     for (; k + 4 <= n; k += 4) {
         const piv_deform_pos_t *p = pos + k;
         if ((p[0].qx | p[1].qx | p[2].qx | p[3].qx) & EDGE) {
@@ -420,14 +459,10 @@ s_located4_avx2 (piv_deform_t deform, const float *src_a, const float *src_b, in
         for (int q = 0; q < 4; q++) {
             const float *wx = table[p[q].qx & QMASK], *wy = table[p[q].qy & QMASK];
             long off = (long) p[q].at - w - 1;
-            const float *a = src_a + off, *b = b_src + off;
-            __m256 acc = _mm256_add_ps (
-                _mm256_add_ps (_mm256_mul_ps (_mm256_set1_ps (wy[0]), s_row2 (a, b)),
-                               _mm256_mul_ps (_mm256_set1_ps (wy[1]), s_row2 (a + w, b + w))),
-                _mm256_add_ps (
-                    _mm256_mul_ps (_mm256_set1_ps (wy[2]), s_row2 (a + 2 * w, b + 2 * w)),
-                    _mm256_mul_ps (_mm256_set1_ps (wy[3]), s_row2 (a + 3 * w, b + 3 * w))));
-            m[q] = _mm256_mul_ps (acc, _mm256_broadcast_ps ((const __m128 *) (const void *) wx));
+            const float *a = src_a + off, *b = (src_b ? src_b : src_a) + off;
+            __m256 wr[4] = {_mm256_set1_ps (wy[0]), _mm256_set1_ps (wy[1]), _mm256_set1_ps (wy[2]),
+                            _mm256_set1_ps (wy[3])};
+            m[q] = s_taps4 (a, b, w, wr, s_row2 (wx, wx));
         }
         __m256 s = _mm256_hadd_ps (_mm256_hadd_ps (m[0], m[1]), _mm256_hadd_ps (m[2], m[3]));
         _mm_storeu_ps (out_a + k, _mm256_castps256_ps128 (s));

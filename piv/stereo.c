@@ -1,7 +1,8 @@
 // stereo.c — stereo PIV (2D3C) from two calibrated cameras: dewarping onto
 // a world grid on the light sheet's plane (the rig's sheet, Z = 0 until
-// self-calibration finds it) with the engine's interpolators (piv/deform.h), the planar
-// engine on each camera's dewarped pair, and the least-squares solution of
+// self-calibration finds it) with one of the deformation's interpolators
+// (piv/deform.h; Keys bicubic by default), the planar engine on each
+// camera's dewarped pair, and the least-squares solution of
 // the 4 equations in (u, v, w) at each vector (Soloff et al. 1997, MST 8).
 
 #include "piv/stereo.h"
@@ -254,6 +255,19 @@ piv_stereo_rig_grid (const piv_cameras_t *rig, int width, int height, piv_stereo
 
 // --------------------------------------------------------------- engine
 
+// Frees the grid pixels' positions of both cameras.
+static void
+s_positions_free (piv_stereo_t *self)
+{
+    for (int c = 0; c < 2; c++) {
+        free (self->pos[c]);
+        free (self->col[c]);
+        free (self->row[c]);
+        self->pos[c] = NULL;
+        self->col[c] = self->row[c] = NULL;
+    }
+}
+
 piv_stereo_t *
 piv_stereo_new (const piv_cameras_t *rig, const piv_settings_t *settings, int width, int height,
                 const piv_stereo_grid_t *grid, char *err, size_t errlen)
@@ -326,14 +340,12 @@ piv_stereo_destroy (piv_stereo_t **self_p)
     piv_stereo_t *self = *self_p;
     for (int c = 0; c < 2; c++) {
         piv_camera_destroy (&self->cam[c]);
-        free (self->pos[c]);
-        free (self->col[c]);
-        free (self->row[c]);
         free (self->coef[c]);
         piv_field_destroy (&self->planar[c]);
     }
     for (int f = 0; f < 4; f++)
         piv_image_destroy (&self->dw[f]);
+    s_positions_free (self);
     piv_pool_destroy (&self->pool);
     piv_destroy (&self->piv);
     free (self);
@@ -383,13 +395,7 @@ piv_stereo_set_dewarp (piv_stereo_t *self, piv_deform_t interp, char *err, size_
     const piv_stereo_grid_t *g = &self->grid;
     int w = self->width, h = self->height, located = piv_deform_locatable (interp, w, h);
     size_t n = (size_t) g->width * (size_t) g->height;
-    for (int c = 0; c < 2; c++) {
-        free (self->pos[c]);
-        free (self->col[c]);
-        free (self->row[c]);
-        self->pos[c] = NULL;
-        self->col[c] = self->row[c] = NULL;
-    }
+    s_positions_free (self);
     self->interp = interp;
     int bad = 0;
     for (int c = 0; c < 2; c++) {
@@ -407,6 +413,7 @@ piv_stereo_set_dewarp (piv_stereo_t *self, piv_deform_t interp, char *err, size_
     float *line = malloc ((size_t) g->width * 2 * sizeof (float));
     if (bad || !line) {
         free (line);
+        s_positions_free (self);  // s_dewarp refuses then
         cam_seterr (err, errlen, "stereo: out of memory for a %dx%d grid", g->width, g->height);
         return -1;
     }
@@ -492,6 +499,11 @@ s_dewarp (const piv_stereo_t *self, int cam, const piv_image_t *a, const piv_ima
     if (s_check (self, cam, a, out_a, err, errlen) ||
         (b && s_check (self, cam, b, out_b, err, errlen)))
         return -1;
+    if (!self->pos[cam] && !self->col[cam]) {  // a failed piv_stereo_set_dewarp
+        cam_seterr (err, errlen, "stereo: no grid positions to dewarp camera %d's frames with",
+                    piv_camera_id (self->cam[cam]));
+        return -1;
+    }
     s_dewarp_t d = {self, cam, {piv_image_cdata (a), b ? piv_image_cdata (b) : NULL},
                     {piv_image_data (out_a), b ? piv_image_data (out_b) : NULL}};
     // The coefficients are the stereo engine's scratch: dewarping is not
