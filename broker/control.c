@@ -605,6 +605,15 @@ s_feedback (control_cmd_t *cmd)
         char err[512];
         if (feedback_settings_apply (&fs, cmd->argc - 2, cmd->argv + 2, err, sizeof err) != 0)
             return cmd_refuse (cmd, 400, "%s", err);
+        // w only a stereo experiment's fields have: an experiment known
+        // to be planar would follow a value that is never there.
+        const feedback_quantity_info_t *q = feedback_quantity_get ((int) fs.quantity);
+        if (q && q->stereo && exp && stats_has_w (cmd->self->stages.stats, exp) == 0)
+            return cmd_refuse (cmd, 400,
+                               "quantity '%s' of experiment '%s' refused: it needs the "
+                               "out-of-plane velocity w, and its fields are planar (one "
+                               "camera, no w)",
+                               q->name, exp->name);
     }
     else
         return cmd_refuse (cmd, 400, "usage: %s", usage);

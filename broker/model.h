@@ -137,6 +137,7 @@ typedef struct {
     int own;                      // it has its own feedback settings (else the global ones)
     feedback_settings_t settings; // its own
     feedback_pi_t pi;             // its controller's state
+    int told_planar;              // logged once: its quantity needs w, a field had none
 } exp_feedback_t;
 
 // Its calibration (stats.c).

@@ -495,6 +495,8 @@ piv_calib_field (const piv_calib_t *c, const piv_field_t *field)
         copy->y[k] = (float) y;
         copy->u[k] = (float) u;
         copy->v[k] = (float) v;
+        if (copy->w) // along +Z, scaled as u (residual stays in image px)
+            copy->w[k] = (float) piv_calib_speed (c, field->w[k]);
     }
     return copy;
 }

@@ -48,7 +48,9 @@ piv_field_t *piv_field_dup (const piv_field_t *self);
 int piv_field_add_w (piv_field_t *self);
 
 // Writes the field; 'header' (may be NULL) holds lines written first, each
-// prefixed with '# ' (txt) or as Tecplot TITLE/auxiliary comments. 0 or -1.
+// prefixed with '# ' (txt) or as Tecplot TITLE/auxiliary comments. A
+// stereo field (w) has the columns 'x y u v w flags peak_ratio residual'
+// (w as u, residual as peak_ratio is written). 0 or -1.
 int piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format,
                      const char *header);
 // The same with the derived quantities as columns after peak_ratio, named
@@ -60,7 +62,10 @@ int piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t fo
                              const char *header, const float *derived);
 
 // Reads a txt field written by piv_field_write (or any 'x y u v [flags
-// [peak]]' text with '#' comments, grid order). NULL with err on failure.
+// [peak]]' text with '#' comments, grid order). A '# x y u v ...' column
+// line before the vectors says where the columns are: one that names w
+// (piv_field_write's or piv_field3_write's) gives a stereo field, its
+// residual 0 where no column holds it. NULL with err on failure.
 piv_field_t *piv_field_read_txt (const char *path, char *err, size_t errlen);
 
 // Summary over vectors with flags <= max_flag: mean u, v, mean |V|; returns
