@@ -4,27 +4,12 @@
 // and cubic and quintic B-splines on prefiltered coefficients (Unser 1999).
 
 #include "piv/deform.h"
+#include "piv/simd.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef float v4sf __attribute__ ((vector_size (16)));
-
-static inline v4sf
-s_load (const float *p)
-{
-    v4sf v;
-    memcpy (&v, p, sizeof v);
-    return v;
-}
-
-static inline float
-s_hsum (v4sf v)
-{
-    return (v[0] + v[1]) + (v[2] + v[3]);
-}
 
 // B-spline prefilter for one pole z: causal then anticausal recursion with
 // mirror boundaries, run on 'count' independent lines at once: value k of
@@ -215,24 +200,24 @@ s_sample (piv_deform_t deform, const float *src, int w, int h, float x, float y)
     // last two weights are zero), rows summed as a tree rather than a
     // chain, so that a sample does not wait on the adder's latency.
     if (taps == 4 && __builtin_expect (x0 >= 0 && y0 >= 0 && x0 + 4 <= w && y0 + 4 <= h, 1)) {
-        v4sf acc = ((v4sf) {wy[0], wy[0], wy[0], wy[0]} * s_load (p)
-                    + (v4sf) {wy[1], wy[1], wy[1], wy[1]} * s_load (p + w))
-                   + ((v4sf) {wy[2], wy[2], wy[2], wy[2]} * s_load (p + w2)
-                      + (v4sf) {wy[3], wy[3], wy[3], wy[3]} * s_load (p + w2 + w));
-        return s_hsum (acc * s_load (wx));
+        v4sf acc = ((v4sf) {wy[0], wy[0], wy[0], wy[0]} * v4_load (p)
+                    + (v4sf) {wy[1], wy[1], wy[1], wy[1]} * v4_load (p + w))
+                   + ((v4sf) {wy[2], wy[2], wy[2], wy[2]} * v4_load (p + w2)
+                      + (v4sf) {wy[3], wy[3], wy[3], wy[3]} * v4_load (p + w2 + w));
+        return v4_hsum (acc * v4_load (wx));
     }
     if (taps == 6 && __builtin_expect (x0 >= 0 && y0 >= 0 && x0 + 8 <= w && y0 + 6 <= h, 1)) {
         v4sf wr[6];
         for (int b = 0; b < 6; b++)
             wr[b] = (v4sf) {wy[b], wy[b], wy[b], wy[b]};
         long w4 = 2 * w2;
-        v4sf lo = ((wr[0] * s_load (p) + wr[1] * s_load (p + w))
-                   + (wr[2] * s_load (p + w2) + wr[3] * s_load (p + w2 + w)))
-                  + (wr[4] * s_load (p + w4) + wr[5] * s_load (p + w4 + w));
-        v4sf hi = ((wr[0] * s_load (p + 4) + wr[1] * s_load (p + w + 4))
-                   + (wr[2] * s_load (p + w2 + 4) + wr[3] * s_load (p + w2 + w + 4)))
-                  + (wr[4] * s_load (p + w4 + 4) + wr[5] * s_load (p + w4 + w + 4));
-        return s_hsum (lo * s_load (wx) + hi * s_load (wx + 4));
+        v4sf lo = ((wr[0] * v4_load (p) + wr[1] * v4_load (p + w))
+                   + (wr[2] * v4_load (p + w2) + wr[3] * v4_load (p + w2 + w)))
+                  + (wr[4] * v4_load (p + w4) + wr[5] * v4_load (p + w4 + w));
+        v4sf hi = ((wr[0] * v4_load (p + 4) + wr[1] * v4_load (p + w + 4))
+                   + (wr[2] * v4_load (p + w2 + 4) + wr[3] * v4_load (p + w2 + w + 4)))
+                  + (wr[4] * v4_load (p + w4 + 4) + wr[5] * v4_load (p + w4 + w + 4));
+        return v4_hsum (lo * v4_load (wx) + hi * v4_load (wx + 4));
     }
     float sum = 0;
     for (int b = 0; b < taps; b++) {
