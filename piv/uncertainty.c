@@ -170,8 +170,12 @@ piv_uncertainty_window (piv_uncertainty_t method, const float *ia, const float *
     int mc = method == PIV_UNCERTAINTY_MC;
     s_sums (pa, sa, pb, sb, n, mc, S);
     double c0 = S[S_C0], pixels = (double) n * n;
-    if (!(c0 > 0))
-        return -1;
+    if (!(c0 > 0)) {
+        // No peak where the engine found one (the vector replaced by its
+        // neighbours' median, or all noise): the most the fit can say.
+        *su = *sv = 1;
+        return 0;
+    }
     if (!mc) {
         // The variance of the sum of the pixels' asymmetries: as of
         // independent pixels (including the covariance of neighbours up to
@@ -187,7 +191,7 @@ piv_uncertainty_window (piv_uncertainty_t method, const float *ia, const float *
     // cross-correlation's, each an axis's Gaussian variance.
     double ea = S[S_EA], eb = S[S_EB];
     if (!(ea > 0 && eb > 0))
-        return -1;
+        return -1;  // an empty window
     double wa[2] = {s_width (S[S_AX], ea, S[S_AX]), s_width (S[S_AY], ea, S[S_AY])};
     double wb[2] = {s_width (S[S_BX], eb, S[S_BX]), s_width (S[S_BY], eb, S[S_BY])};
     double wc[2] = {s_width (S[S_CXM], c0, S[S_CXP]), s_width (S[S_CYM], c0, S[S_CYP])};
@@ -195,8 +199,10 @@ piv_uncertainty_window (piv_uncertainty_t method, const float *ia, const float *
     double carriers = S[S_P2] > 0 ? c0 * c0 / S[S_P2] : 0;  // pixels that carry the peak
     float out[2];
     for (int k = 0; k < 2; k++) {
-        if (!(wa[k] > 0 && wb[k] > 0 && wc[k] > 0))
-            return -1;
+        if (!(wa[k] > 0 && wb[k] > 0 && wc[k] > 0)) {
+            out[k] = 1;  // no peak to take a width from: as for CS
+            continue;
+        }
         double auto_var = (wa[k] + wb[k]) / 2;
         double moment = wc[k] - auto_var;
         double neff = rho * carriers / (2 * M_PI * auto_var);

@@ -18,8 +18,9 @@ size_t piv_uncertainty_scratch (int n);
 // correlation peak: the windows' offset plus the peak's integer lag). Both
 // frames w x h, row-major; B's window needs one pixel around it (edge
 // pixels repeated outside the frame). scratch: piv_uncertainty_scratch (n)
-// floats. 0, or -1 where the windows say nothing (empty, no peak there):
-// *su, *sv are then NaN.
+// floats. 0, or -1 where a window is empty (*su, *sv then NaN). Where the
+// windows make no peak at that lag, 1 px: the most the peak fit can say
+// (and the most either method gives).
 //
 // CS: the correlation peak C0 and its neighbours C+-1 along each axis
 // are sums of pixel contributions; the difference of a pixel's
