@@ -68,7 +68,8 @@ s_ratio (const s_sums_t *s)
 }
 
 static piv_t *
-s_engine (const char *settings_text, piv_uncertainty_t method, int smooth_off)
+s_engine (const char *settings_text, const char *passes, piv_uncertainty_t method, int smooth_off,
+          int iterations)
 {
     char err[ERRLEN];
     piv_settings_t s;
@@ -79,8 +80,10 @@ s_engine (const char *settings_text, piv_uncertainty_t method, int smooth_off)
     }
     if (smooth_off)
         s.smooth = PIV_SMOOTH_OFF;
+    if (iterations > 0)
+        s.final_iterations = iterations;
     s.uncertainty = method;
-    if (piv_settings_set_passes (&s, UNC_PASSES, err, sizeof err) != 0) {
+    if (piv_settings_set_passes (&s, passes, err, sizeof err) != 0) {
         log_error ("%s", err);
         return NULL;
     }
@@ -134,7 +137,7 @@ s_cells (const char *settings_text, s_sums_t cells[NCELLS][NMETHODS])
     piv_t *engine[NMETHODS] = {NULL};
     int rc = -1;
     for (int m = 0; m < NMETHODS; m++)
-        if (!(engine[m] = s_engine (settings_text, s_methods[m], 1)))
+        if (!(engine[m] = s_engine (settings_text, UNC_PASSES, s_methods[m], 1, 0)))
             goto done;
     for (int c = 0; c < NCELLS; c++) {
         int in = c % NNOISE, id = c / NNOISE % NDENS, ip = c / (NNOISE * NDENS) % NDIAM;
@@ -192,10 +195,11 @@ s_cpu_now (void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// The cost: the target layout's pair, multipass, 1 thread, uncertainty
-// off, cs and mc in turns, reps rounds; medians. 0, or -1 (logged).
+// The cost: the target layout's pair with 'passes', 1 thread,
+// uncertainty off, cs and mc in turns, reps rounds; medians. 0, or -1
+// (logged).
 static int
-s_cost (const char *settings_text, int reps)
+s_cost (const char *settings_text, const char *passes, int iterations, int reps)
 {
     char err[ERRLEN];
     piv_flow_t flow;
@@ -213,7 +217,7 @@ s_cost (const char *settings_text, int reps)
     double *t = calloc (3 * (size_t) reps, sizeof *t);
     int rc = -1;
     for (int r = 0; r < 3; r++)
-        if (!(engine[r] = s_engine (settings_text, runs[r], 0)))
+        if (!(engine[r] = s_engine (settings_text, passes, runs[r], 0, iterations)))
             goto done;
     for (int i = -1; i < reps; i++)  // round -1: a warm-up, not counted
         for (int r = 0; r < 3; r++) {
@@ -228,16 +232,21 @@ s_cost (const char *settings_text, int reps)
             if (i >= 0)
                 t[r * reps + i] = dt;
         }
-    double med[3];
+    // Best and median: on a shared VM a thread's CPU time moves too (its
+    // caches, the host's other guests), the best the least.
+    double best[3], med[3];
     for (int r = 0; r < 3; r++) {
         qsort (t + r * reps, (size_t) reps, sizeof *t, s_cmp_double);
+        best[r] = t[r * reps];
         med[r] = t[r * reps + reps / 2];
     }
-    printf ("  cost, %dx%d uniform pair, passes %s, defaults (smoothed), 1 thread, CPU time,\n"
-            "  median of %d rounds in turns: off %.1f ms, cs %.1f ms (+%.1f %%), mc %.1f ms"
-            " (+%.1f %%);\n  goal <= 15 %%\n",
-            COST_SIZE, COST_SIZE, UNC_PASSES, reps, med[0] * 1e3, med[1] * 1e3,
-            100 * (med[1] / med[0] - 1), med[2] * 1e3, 100 * (med[2] / med[0] - 1));
+    printf ("  cost, %dx%d uniform pair, passes %s%s, 1 thread, CPU time in %d rounds in\n"
+            "  turns, best / median: off %.1f / %.1f ms, cs %.1f / %.1f ms (%+.1f / %+.1f %%),"
+            "\n  mc %.1f / %.1f ms (%+.1f / %+.1f %%)\n",
+            COST_SIZE, COST_SIZE, passes, iterations == 1 ? " (one run)" : "", reps, best[0] * 1e3,
+            med[0] * 1e3, best[1] * 1e3, med[1] * 1e3, 100 * (best[1] / best[0] - 1),
+            100 * (med[1] / med[0] - 1), best[2] * 1e3, med[2] * 1e3,
+            100 * (best[2] / best[0] - 1), 100 * (med[2] / med[0] - 1));
     rc = 0;
 done:
     for (int r = 0; r < 3; r++)
@@ -307,5 +316,10 @@ uncertainty_section (const char *settings_text, int reps)
     }
     printf ("  rms err: the actual error per component (px); '!' marks a ratio outside the\n"
             "  issue's goal %.2f-%.2f\n", UNC_GOAL_LO, UNC_GOAL_HI);
-    return s_cost (settings_text, reps);
+    // The issue's goal is against the multipass pair; the single pass
+    // (the farm's latency case, issue 27) for what it says.
+    printf ("  goal: cost <= 15 %% of a multipass pair\n");
+    if (s_cost (settings_text, UNC_PASSES, 0, reps) != 0)
+        return -1;
+    return s_cost (settings_text, "32", 1, reps);
 }

@@ -1337,8 +1337,8 @@ s_candidates (void *arg, long k, float *u, float *v, int max)
 // run correlated, where its correlation peak put B's: the rows [first,
 // last) of the field. INVALID vectors (no measurement) get NaN.
 typedef struct {
-    const s_corr_job_t *job;  // the final run's
-    const float *ia, *ib;     // its frames as floats
+    const s_corr_job_t *job;           // the final run's
+    piv_uncertainty_frames_t frames;  // its frames
 } s_unc_job_t;
 
 static void
@@ -1354,9 +1354,9 @@ s_unc_rows (void *arg, int first, int last, int thread)
         if (f->flags[k] == PIV_FLAG_INVALID || s_place (job, k, &sl) != 0)
             continue;
         int px = (int) lrintf (f->u[k] - sl.bu), py = (int) lrintf (f->v[k] - sl.bv);
-        piv_uncertainty_window (job->self->settings.uncertainty, uj->ia, uj->ib, job->w, job->h,
-                                job->plan->n, sl.ax, sl.ay, sl.bx + px, sl.by + py, scratch,
-                                &f->sigma_u[k], &f->sigma_v[k]);
+        piv_uncertainty_window (job->self->settings.uncertainty, &uj->frames, job->plan->n, sl.ax,
+                                sl.ay, sl.bx + px, sl.by + py, scratch, &f->sigma_u[k],
+                                &f->sigma_v[k]);
     }
 }
 
@@ -1843,10 +1843,11 @@ s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, const piv_im
         // The uncertainty of the final run's vectors, before the smoother:
         // from the windows this run correlated (deformed by its predictor).
         if (last && s->uncertainty != PIV_UNCERTAINTY_OFF) {
-            s_unc_job_t uj = {&job, job.ia, job.ib};
-            if (!uj.ia || !uj.ib)
-                uj.ia = piv_image_cdata (a), uj.ib = piv_image_cdata (b);
-            if (!uj.ia || !uj.ib || piv_field_add_sigma (field) != 0) {
+            // The windows from the frames the run read: the 8-bit pixels
+            // where it had them (job.ba), else floats.
+            s_unc_job_t uj = {&job, {job.ba ? NULL : job.ia, job.ba ? NULL : job.ib, job.ba,
+                                     job.bb, w, h}};
+            if ((!uj.frames.fa && !uj.frames.ba) || piv_field_add_sigma (field) != 0) {
                 free (pred);
                 piv_field_destroy (&field);
                 piv_field_destroy (&prev);

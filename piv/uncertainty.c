@@ -21,24 +21,36 @@ s_clamp (int i, int n)
     return i < 0 ? 0 : (i >= n ? n - 1 : i);
 }
 
-// The (n + 2)^2 block of the w x h frame whose window of n px is at (x0,
-// y0), one pixel around it: a pointer to the window's first pixel in the
-// frame (stride w), or where the block leaves the frame, in dst with edge
-// pixels repeated (stride n + 2). *stride gets which.
+// The block of the w x h frame (floats img, or else bytes) whose window
+// of n px is at (x0, y0), one pixel around it: a pointer to the window's
+// first pixel in the frame (floats, stride w), or in dst (stride n + 2)
+// where the block leaves the frame (edge pixels repeated) or the frame is
+// bytes. *stride gets which.
 static const float *
-s_block (const float *img, int w, int h, int x0, int y0, int n, float *dst, int *stride)
+s_block (const float *img, const unsigned char *bytes, int w, int h, int x0, int y0, int n,
+         float *dst, int *stride)
 {
-    if (x0 >= 1 && y0 >= 1 && x0 + n + 1 <= w && y0 + n + 1 <= h) {
-        *stride = w;
-        return img + (long) y0 * w + x0;
-    }
     int m = n + 2;
-    for (int r = 0; r < m; r++) {
-        const float *row = img + (long) s_clamp (y0 - 1 + r, h) * w;
-        for (int k = 0; k < m; k++)
-            dst[(long) r * m + k] = row[s_clamp (x0 - 1 + k, w)];
-    }
     *stride = m;
+    if (x0 >= 1 && y0 >= 1 && x0 + n + 1 <= w && y0 + n + 1 <= h) {
+        if (img) {
+            *stride = w;
+            return img + (long) y0 * w + x0;
+        }
+        for (int r = 0; r < m; r++) {
+            const unsigned char *row = bytes + (long) (y0 - 1 + r) * w + x0 - 1;
+            for (int k = 0; k < m; k++)
+                dst[(long) r * m + k] = row[k];
+        }
+        return dst + m + 1;
+    }
+    for (int r = 0; r < m; r++) {
+        long row = (long) s_clamp (y0 - 1 + r, h) * w;
+        for (int k = 0; k < m; k++) {
+            long i = row + s_clamp (x0 - 1 + k, w);
+            dst[(long) r * m + k] = img ? img[i] : bytes[i];
+        }
+    }
     return dst + m + 1;
 }
 
@@ -158,24 +170,21 @@ s_width (double l, double c, double r)
 }
 
 int
-piv_uncertainty_window (piv_uncertainty_t method, const float *ia, const float *ib, int w,
-                        int h, int n, int ax, int ay, int bx, int by, float *scratch,
-                        float *su, float *sv)
+piv_uncertainty_window (piv_uncertainty_t method, const piv_uncertainty_frames_t *frames,
+                        int n, int ax, int ay, int bx, int by, float *scratch, float *su,
+                        float *sv)
 {
     *su = *sv = NAN;
-    int m = n + 2, sa, sb;
-    const float *pa = s_block (ia, w, h, ax, ay, n, scratch, &sa);
-    const float *pb = s_block (ib, w, h, bx, by, n, scratch + (size_t) m * m, &sb);
+    int m = n + 2, sa, sb, w = frames->w, h = frames->h;
+    const float *pa = s_block (frames->fa, frames->ba, w, h, ax, ay, n, scratch, &sa);
+    const float *pb =
+        s_block (frames->fb, frames->bb, w, h, bx, by, n, scratch + (size_t) m * m, &sb);
     double S[S_COUNT];
     int mc = method == PIV_UNCERTAINTY_MC;
     s_sums (pa, sa, pb, sb, n, mc, S);
     double c0 = S[S_C0], pixels = (double) n * n;
-    if (!(c0 > 0)) {
-        // No peak where the engine found one (the vector replaced by its
-        // neighbours' median, or all noise): the most the fit can say.
-        *su = *sv = 1;
-        return 0;
-    }
+    if (!(c0 > 0))
+        return -1;  // no peak at this lag: a vector from elsewhere (see the header)
     if (!mc) {
         // The variance of the sum of the pixels' asymmetries: as of
         // independent pixels (including the covariance of neighbours up to
@@ -191,7 +200,7 @@ piv_uncertainty_window (piv_uncertainty_t method, const float *ia, const float *
     // cross-correlation's, each an axis's Gaussian variance.
     double ea = S[S_EA], eb = S[S_EB];
     if (!(ea > 0 && eb > 0))
-        return -1;  // an empty window
+        return -1;
     double wa[2] = {s_width (S[S_AX], ea, S[S_AX]), s_width (S[S_AY], ea, S[S_AY])};
     double wb[2] = {s_width (S[S_BX], eb, S[S_BX]), s_width (S[S_BY], eb, S[S_BY])};
     double wc[2] = {s_width (S[S_CXM], c0, S[S_CXP]), s_width (S[S_CYM], c0, S[S_CYP])};
@@ -199,10 +208,8 @@ piv_uncertainty_window (piv_uncertainty_t method, const float *ia, const float *
     double carriers = S[S_P2] > 0 ? c0 * c0 / S[S_P2] : 0;  // pixels that carry the peak
     float out[2];
     for (int k = 0; k < 2; k++) {
-        if (!(wa[k] > 0 && wb[k] > 0 && wc[k] > 0)) {
-            out[k] = 1;  // no peak to take a width from: as for CS
-            continue;
-        }
+        if (!(wa[k] > 0 && wb[k] > 0 && wc[k] > 0))
+            return -1;  // no peak to take a width from
         double auto_var = (wa[k] + wb[k]) / 2;
         double moment = wc[k] - auto_var;
         double neff = rho * carriers / (2 * M_PI * auto_var);

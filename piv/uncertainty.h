@@ -13,14 +13,17 @@
 size_t piv_uncertainty_scratch (int n);
 
 // The standard uncertainty (px, one sigma) of both components of a vector
-// whose n x n window sits at (ax, ay) in frame ia and, as the final pass
-// measured it, at (bx, by) in frame ib (the whole-pixel place of the
-// correlation peak: the windows' offset plus the peak's integer lag). Both
-// frames w x h, row-major; B's window needs one pixel around it (edge
-// pixels repeated outside the frame). scratch: piv_uncertainty_scratch (n)
-// floats. 0, or -1 where a window is empty (*su, *sv then NaN). Where the
-// windows make no peak at that lag, 1 px: the most the peak fit can say
-// (and the most either method gives).
+// whose n x n window sits at (ax, ay) in frame A and, as the final pass
+// measured it, at (bx, by) in frame B (the whole-pixel place of the
+// correlation peak: the windows' offset plus the peak's integer lag). The
+// frames as floats, or as bytes (an 8-bit pair the engine correlated from
+// its bytes: no float copy of the frames for this), w x h, row-major; the
+// windows are read with one pixel around them (edge pixels repeated
+// outside the frame). scratch: piv_uncertainty_scratch (n)
+// floats. 0, or -1 where the windows make no correlation peak at that lag
+// (*su, *sv then NaN: the vector came from elsewhere, its neighbours'
+// summed correlations (sparse.c) or their median). At most 1 px: the
+// most the peak fit can say.
 //
 // CS: the correlation peak C0 and its neighbours C+-1 along each axis
 // are sums of pixel contributions; the difference of a pixel's
@@ -39,8 +42,13 @@ size_t piv_uncertainty_scratch (int n);
 // (2 pi sigma_a^2) (rho: the windows' correlation coefficient at the peak,
 // P the number of pixels that carry it, (sum p)^2 / sum p^2 of the pixel
 // contributions p = A B, sigma_a^2: the autocorrelation's variance).
-int piv_uncertainty_window (piv_uncertainty_t method, const float *ia, const float *ib, int w,
-                            int h, int n, int ax, int ay, int bx, int by, float *scratch,
-                            float *su, float *sv);
+typedef struct {
+    const float *fa, *fb;          // frames A and B as floats, or NULL: ...
+    const unsigned char *ba, *bb;  // ... as 8-bit pixels
+    int w, h;                      // their size
+} piv_uncertainty_frames_t;
+int piv_uncertainty_window (piv_uncertainty_t method, const piv_uncertainty_frames_t *frames,
+                            int n, int ax, int ay, int bx, int by, float *scratch, float *su,
+                            float *sv);
 
 #endif
