@@ -38,6 +38,7 @@ piv_settings_init (piv_settings_t *settings)
     settings->smooth = PIV_SMOOTH_FINAL;
     settings->smooth_s = 0;
     settings->subpixel = PIV_SUBPIXEL_GAUSS3;
+    settings->uncertainty = PIV_UNCERTAINTY_CS;
 }
 
 // The index of 'name' among the count names, or -1: the settings' choices

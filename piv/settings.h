@@ -141,6 +141,8 @@ typedef struct {
 // and real pair and more peak locking at 1 px: 'make bench' section 10); no
 // prefilter (0.7 px cuts the peak locking of 1-1.5 px particles by 2-3x but
 // adds 15 % noise to the real pairs and costs 2.6 px particles: doc/piv.md).
+// Each vector's uncertainty by correlation statistics (uncertainty=cs, issue
+// 27: 'make bench' section 12; 8-9 % of a multipass pair).
 void piv_settings_init (piv_settings_t *settings);
 
 // Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.

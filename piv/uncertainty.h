@@ -39,7 +39,7 @@ size_t piv_uncertainty_scratch (int n);
 // Sci. Technol. 29 115301, 2018, with their phase correlation's width
 // replaced by this deconvolution: one pass over the pixels, no transform);
 // over the effective number of matched particle images, N_eff = rho P /
-// (2 pi sigma_a^2) (rho: the windows' correlation coefficient at the peak,
+// (pi sigma_a^2) (rho: the windows' correlation coefficient at the peak,
 // P the number of pixels that carry it, (sum p)^2 / sum p^2 of the pixel
 // contributions p = A B, sigma_a^2: the autocorrelation's variance).
 typedef struct {
