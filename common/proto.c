@@ -739,11 +739,14 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
                  frame, msg->blob_size);
         return -1;
     }
-    // "PVF3": a 3-component (stereo) field, 21 bytes a vector instead of 13.
-    int three = memcmp (p, "PVF3", 4) == 0;
-    if (!three && memcmp (p, "PVF1", 4) != 0) {
-        s_error (err, errlen, "frame %d 'field' has magic '%s', expected 'PVF1' or 'PVF3'", frame,
-                 s_quote (p, 4, quoted, sizeof quoted));
+    // "PVF3": a 3-component (stereo) field, 21 bytes a vector instead of 13;
+    // "PVS1", "PVS3": either with each vector's sigma_u, sigma_v (8 more).
+    int three = memcmp (p, "PVF3", 4) == 0 || memcmp (p, "PVS3", 4) == 0;
+    int sigma = memcmp (p, "PVS1", 4) == 0 || memcmp (p, "PVS3", 4) == 0;
+    if (!three && !sigma && memcmp (p, "PVF1", 4) != 0) {
+        s_error (err, errlen,
+                 "frame %d 'field' has magic '%s', expected 'PVF1', 'PVF3', 'PVS1' or 'PVS3'",
+                 frame, s_quote (p, 4, quoted, sizeof quoted));
         return -1;
     }
     uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
@@ -752,7 +755,7 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
                  frame, nx, ny);
         return -1;
     }
-    uint64_t expected = 32 + (uint64_t) nx * ny * (three ? 21 : 13);
+    uint64_t expected = 32 + (uint64_t) nx * ny * ((three ? 21 : 13) + (sigma ? 8 : 0));
     if (expected != msg->blob_size) {
         s_error (err, errlen,
                  "frame %d 'field' is %zu bytes, but %" PRIu32 " x %" PRIu32 " vectors need %" PRIu64,

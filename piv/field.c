@@ -51,6 +51,8 @@ piv_field_destroy (piv_field_t **self_p)
     free (self->flags);
     free (self->w);
     free (self->residual);
+    free (self->sigma_u);
+    free (self->sigma_v);
     free (self);
     *self_p = NULL;
 }
@@ -69,6 +71,25 @@ piv_field_add_w (piv_field_t *self)
         free (self->w);
         free (self->residual);
         self->w = self->residual = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int
+piv_field_add_sigma (piv_field_t *self)
+{
+    if (self->sigma_u && self->sigma_v)
+        return 0;
+    size_t n = (size_t) self->nx * (size_t) self->ny;
+    if (!self->sigma_u)
+        self->sigma_u = calloc (n, sizeof (float));
+    if (!self->sigma_v)
+        self->sigma_v = calloc (n, sizeof (float));
+    if (!self->sigma_u || !self->sigma_v) {
+        free (self->sigma_u);
+        free (self->sigma_v);
+        self->sigma_u = self->sigma_v = NULL;
         return -1;
     }
     return 0;
@@ -97,6 +118,14 @@ piv_field_dup (const piv_field_t *self)
         }
         memcpy (copy->w, self->w, n * sizeof (float));
         memcpy (copy->residual, self->residual, n * sizeof (float));
+    }
+    if (self->sigma_u && self->sigma_v) {
+        if (piv_field_add_sigma (copy) != 0) {
+            piv_field_destroy (&copy);
+            return NULL;
+        }
+        memcpy (copy->sigma_u, self->sigma_u, n * sizeof (float));
+        memcpy (copy->sigma_v, self->sigma_v, n * sizeof (float));
     }
     return copy;
 }
@@ -181,6 +210,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         fprintf (out, "VARIABLES = \"x\", \"y\", \"u\", \"v\"%s, \"flags\", \"peak_ratio\"%s",
                  three ? ", \"w\"" : "", three ? ", \"residual\"" : "");
         s_derived_names (out, derived, 1);
+        if (self->sigma_u && self->sigma_v)
+            fprintf (out, ", \"sigma_u\", \"sigma_v\"");
         fputc ('\n', out);
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
@@ -188,6 +219,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         piv_write_header_lines (out, header, "# ");
         fprintf (out, "# x y u v%s flags peak_ratio%s", three ? " w" : "", three ? " residual" : "");
         s_derived_names (out, derived, 0);
+        if (self->sigma_u && self->sigma_v)
+            fprintf (out, " sigma_u sigma_v");
         fputc ('\n', out);
     }
     // %.4f: a thousandth of a pixel is below any PIV uncertainty, and fixed
@@ -228,6 +261,15 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         }
         for (int q = 0; derived && q < PIV_DERIVED_COUNT; q++)
             p = s_general (p, derived[(size_t) q * n + k], q == PIV_DERIVED_COUNT - 1 ? '\n' : ' ');
+        if (self->sigma_u && self->sigma_v) {
+            // The uncertainty last, after whatever the row had ('\n' becomes ' ').
+            p[-1] = ' ';
+            float su = self->sigma_u[k], sv = self->sigma_v[k];
+            if (derived || isnan (su) || isnan (sv))
+                p = s_general (s_general (p, su, ' '), sv, '\n');
+            else
+                p = s_fixed (s_fixed (p, su, 4, ' '), sv, 4, '\n');
+        }
         used = (size_t) (p - buf);
     }
     fwrite (buf, 1, used, out);
@@ -425,6 +467,11 @@ piv_field_peak_locking (const piv_field_t *self, piv_lock_t *lock)
 #define FIELD_HEADER 32
 #define FIELD_VECTOR 13   // bytes per vector: u, v, peak_ratio, flags
 #define FIELD_VECTOR3 21  // a 3-component field's: u, v, w, peak_ratio, residual, flags
+// A field with sigma_u, sigma_v: magic "PVS1" or "PVS3" and both arrays
+// after the flags (8 bytes a vector more).
+#define FIELD_MAGIC_S "PVS1"
+#define FIELD_MAGIC3_S "PVS3"
+#define FIELD_SIGMA 8
 
 static void
 s_put_u32 (unsigned char *p, uint32_t v)
@@ -464,12 +511,12 @@ piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_
     if (!field || field->nx <= 0 || field->ny <= 0)
         return -1;
     size_t n = (size_t) field->nx * (size_t) field->ny;
-    int three = field->w && field->residual;
-    size_t size = FIELD_HEADER + n * (three ? FIELD_VECTOR3 : FIELD_VECTOR);
+    int three = field->w && field->residual, sigma = field->sigma_u && field->sigma_v;
+    size_t size = FIELD_HEADER + n * ((three ? FIELD_VECTOR3 : FIELD_VECTOR) + (sigma ? FIELD_SIGMA : 0));
     unsigned char *buf = malloc (size);
     if (!buf)
         return -1;
-    memcpy (buf, three ? FIELD_MAGIC3 : FIELD_MAGIC, 4);
+    memcpy (buf, sigma ? (three ? FIELD_MAGIC3_S : FIELD_MAGIC_S) : (three ? FIELD_MAGIC3 : FIELD_MAGIC), 4);
     s_put_u32 (buf + 4, (uint32_t) field->nx);
     s_put_u32 (buf + 8, (uint32_t) field->ny);
     s_put_u32 (buf + 12, (uint32_t) field->window);
@@ -489,6 +536,10 @@ piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_
             s_put_f32 (residual + 4 * k, field->residual[k]);
         }
         flags[k] = field->flags[k];
+        if (sigma) {
+            s_put_f32 (flags + n + 4 * k, field->sigma_u[k]);
+            s_put_f32 (flags + 5 * n + 4 * k, field->sigma_v[k]);
+        }
     }
     *buf_p = buf;
     *size_p = size;
@@ -541,17 +592,19 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                        FIELD_HEADER);
         return NULL;
     }
-    int three = memcmp (p, FIELD_MAGIC3, 4) == 0;
-    if (!three && memcmp (p, FIELD_MAGIC, 4) != 0) {
-        s_field_error (err, errlen, "magic '%s', expected '%s' or '%s'", s_magic_text (p, quoted),
-                       FIELD_MAGIC, FIELD_MAGIC3);
+    int sigma = memcmp (p, FIELD_MAGIC_S, 4) == 0 || memcmp (p, FIELD_MAGIC3_S, 4) == 0;
+    int three = memcmp (p, FIELD_MAGIC3, 4) == 0 || memcmp (p, FIELD_MAGIC3_S, 4) == 0;
+    if (!three && !sigma && memcmp (p, FIELD_MAGIC, 4) != 0) {
+        s_field_error (err, errlen, "magic '%s', expected '%s', '%s', '%s' or '%s'",
+                       s_magic_text (p, quoted), FIELD_MAGIC, FIELD_MAGIC3, FIELD_MAGIC_S,
+                       FIELD_MAGIC3_S);
         return NULL;
     }
     uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
     uint32_t window = s_get_u32 (p + 12), step = s_get_u32 (p + 16), runs = s_get_u32 (p + 20);
     // Both below 2^32: the product and the size cannot overflow 64 bits.
     uint64_t n = (uint64_t) nx * ny;
-    uint64_t expected = FIELD_HEADER + n * (three ? FIELD_VECTOR3 : FIELD_VECTOR);
+    uint64_t expected = FIELD_HEADER + n * ((three ? FIELD_VECTOR3 : FIELD_VECTOR) + (sigma ? FIELD_SIGMA : 0));
     if (window > INT_MAX || step > INT_MAX || runs > INT_MAX) {
         s_field_error (err, errlen, "window %" PRIu32 ", step %" PRIu32 " or runs %" PRIu32
                        " out of range", window, step, runs);
@@ -574,7 +627,7 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                        ny);
         return NULL;
     }
-    if (three && piv_field_add_w (field) != 0) {
+    if ((three && piv_field_add_w (field) != 0) || (sigma && piv_field_add_sigma (field) != 0)) {
         s_field_error (err, errlen, "no memory for w of %" PRIu32 " x %" PRIu32 " vectors", nx,
                        ny);
         piv_field_destroy (&field);
@@ -605,6 +658,10 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                 field->residual[k] = s_get_f32 (residual + 4 * (size_t) k);
             }
             field->flags[k] = flags[k];
+            if (sigma) {
+                field->sigma_u[k] = s_get_f32 (flags + n + 4 * (size_t) k);
+                field->sigma_v[k] = s_get_f32 (flags + 5 * n + 4 * (size_t) k);
+            }
         }
     return field;
 }

@@ -19,6 +19,10 @@ TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
          build/tests/test_path build/tests/test_systemd build/tests/test_units \
          build/tests/test_stats build/tests/test_settings build/tests/test_process
 
+# Each vector's uncertainty (issue 27): the engine's sigma, pivfarm-piv's
+# columns, the codec.
+TESTS += build/tests/test_uncertainty
+
 # pivctl's files in physical units (export, stats), read by h5dump, h5py and vtk.
 TESTS += build/tests/test_export
 

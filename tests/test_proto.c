@@ -998,7 +998,7 @@ START_TEST (refuses_a_result_with_absurd_figures_or_a_field_that_does_not_add_up
                             "header");
     unsigned char blob[64] = "XXXX";
     s_assert_frame_refused (PROTO_RESULT, 13, blob, sizeof blob,
-                            "bad message: frame 13 'field' has magic 'XXXX', expected 'PVF1' or 'PVF3'");
+                            "bad message: frame 13 'field' has magic 'XXXX', expected 'PVF1', 'PVF3', 'PVS1' or 'PVS3'");
     // A header claiming more vectors than the bytes hold (and an
     // overflowing product): refused from the header alone.
     memcpy (blob, "PVF1\xff\xff\xff\xff\xff\xff\xff\xff", 12);
@@ -1734,7 +1734,7 @@ START_TEST (a_corrupted_field_is_refused_with_the_reason)
 
     buf[3] = '2';
     ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
-    ck_assert_str_eq (err, "bad field: magic 'PVF2', expected 'PVF1' or 'PVF3'");
+    ck_assert_str_eq (err, "bad field: magic 'PVF2', expected 'PVF1', 'PVF3', 'PVS1' or 'PVS3'");
     buf[3] = '1';
 
     buf[32 + 20 * 12 + 7] = 3;  // flags of vector 7
