@@ -106,6 +106,7 @@ static const s_key_t s_keys[] = {
     TEXT (pairing, ignore_case, KIND_BOOL),
     TEXT (pairing, extensions, KIND_LIST),
     INT (pairing, max_waiting, 1, 100000000),
+    TEXT (pairing, cameras, KIND_LIST),
     TEXT (agent, broker, KIND_ENDPOINT),
     INT (agent, threads, 0, 1024),
     TEXT (agent, results, KIND_PATH),
@@ -936,6 +937,7 @@ config_init (config_t *cfg)
     cfg->pairing.ignore_case = 1;
     snprintf (cfg->pairing.extensions, sizeof cfg->pairing.extensions, "tif,tiff");
     cfg->pairing.max_waiting = 100000;
+    snprintf (cfg->pairing.cameras, sizeof cfg->pairing.cameras, "cam1,cam2");
 
     snprintf (cfg->agent.broker, sizeof cfg->agent.broker, "%s", cfg->broker.work);
     cfg->agent.threads = 0;

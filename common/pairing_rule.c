@@ -4,13 +4,15 @@
 #include "common/util.h"
 
 static const pairing_rule_info_t s_rules[] = {
-    [PAIRING_AB] = {PAIRING_AB, "ab", "<stem>_a.tif + <stem>_b.tif", 1, 1},
-    [PAIRING_SEQUENCE] = {PAIRING_SEQUENCE, "sequence", "frames 1-2, 3-4, ...", 0, 1},
-    [PAIRING_SLIDING] = {PAIRING_SLIDING, "sliding", "frames 1-2, 2-3, ...", 0, 2},
-    [PAIRING_MULTIPAGE] = {PAIRING_MULTIPAGE, "multipage", "one file holds both frames", 0, 1},
+    [PAIRING_AB] = {PAIRING_AB, "ab", "<stem>_a.tif + <stem>_b.tif", 1, 1, 2},
+    [PAIRING_SEQUENCE] = {PAIRING_SEQUENCE, "sequence", "frames 1-2, 3-4, ...", 0, 1, 2},
+    [PAIRING_SLIDING] = {PAIRING_SLIDING, "sliding", "frames 1-2, 2-3, ...", 0, 2, 2},
+    [PAIRING_MULTIPAGE] = {PAIRING_MULTIPAGE, "multipage", "one file holds both frames", 0, 1, 2},
+    [PAIRING_STEREO] = {PAIRING_STEREO, "stereo",
+                        "<stem>_a.tif + <stem>_b.tif in each of two camera folders", 1, 1, 4},
 };
 #define NRULES ((int) (sizeof s_rules / sizeof s_rules[0]))
-_Static_assert (NRULES == PAIRING_MULTIPAGE + 1, "one entry per pairing_rule_t");
+_Static_assert (NRULES == PAIRING_STEREO + 1, "one entry per pairing_rule_t");
 
 const pairing_rule_info_t *
 pairing_rule_get (int rule)

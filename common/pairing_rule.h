@@ -9,7 +9,13 @@
 #include <stddef.h>
 
 // In the table's order (pairing_rule_get (PAIRING_AB) is the "ab" entry).
-typedef enum { PAIRING_AB, PAIRING_SEQUENCE, PAIRING_SLIDING, PAIRING_MULTIPAGE } pairing_rule_t;
+typedef enum {
+    PAIRING_AB,
+    PAIRING_SEQUENCE,
+    PAIRING_SLIDING,
+    PAIRING_MULTIPAGE,
+    PAIRING_STEREO
+} pairing_rule_t;
 
 typedef struct {
     pairing_rule_t rule;  // its value
@@ -17,6 +23,7 @@ typedef struct {
     const char *pairs;    // which files make a pair, in words: "<stem>_a.tif + <stem>_b.tif"
     int suffixes;         // 1: the rule needs pairing/a_suffix and b_suffix (two different)
     int pairs_per_file;   // how many pairs one file can be in (2: sliding)
+    int frames;           // frames a pair has: 2 (a pair), 4 (stereo: two cameras' pairs)
 } pairing_rule_info_t;
 
 // The entry of 'rule'; NULL for a value out of range.
