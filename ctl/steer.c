@@ -6,6 +6,7 @@
 
 #include "common/cli.h"
 #include "piv/calib.h"
+#include "piv/cameras.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -131,6 +132,38 @@ s_print_calibration (jdoc_t *doc, ctl_args_t *args)
         printf ("  units        x, y %s; u, v %s; vorticity %s\n", length, velocity, rate);
 }
 
+// --cameras FILE: the rig read and checked here (a message naming the
+// file and the line), then sent as its canonical text without comments:
+// the word "cameras=TEXT". NULL (logged) when unreadable; the caller frees.
+static char *
+s_cameras_word (const char *path)
+{
+    char err[1024];
+    piv_cameras_t *rig = piv_cameras_load (path, err, sizeof err);
+    if (!rig) {
+        ctl_error ("calibrate: %s", err);
+        return NULL;
+    }
+    char *text = piv_cameras_format (rig);
+    piv_cameras_destroy (&rig);
+    char *word = text ? malloc (strlen (text) + 16) : NULL;
+    if (!word) {
+        ctl_error ("calibrate: no memory for '%s'", path);
+        free (text);
+        return NULL;
+    }
+    char *out = stpcpy (word, "cameras=");
+    for (char *line = text, *next; *line; line = next) {
+        next = strchr (line, '\n');
+        next = next ? next + 1 : line + strlen (line);
+        if (*line != '#')
+            out = stpncpy (out, line, (size_t) (next - line));
+    }
+    *out = '\0';
+    free (text);
+    return word;
+}
+
 int
 ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
 {
@@ -141,12 +174,33 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
         return EXIT_USAGE;
     char words[4][300];
     args->nsend = 2; // the line is built here: "calibrate EXP key=value..."
+    const char *cameras = ctl_value (args, "cameras");
+    if (cameras) {
+        for (int i = 0; i < 4; i++)
+            if (i != 1 && ctl_value (args, options[i][0])) {
+                ctl_error ("calibrate: --cameras takes --dt alone (the rig's grid gives the "
+                           "scale and the origin); usage: pivctl %s", args->command->usage);
+                return EXIT_USAGE;
+            }
+        if (ctl_value (args, "clear")) {
+            ctl_error ("calibrate: --cameras and --clear: one of them; usage: pivctl %s",
+                       args->command->usage);
+            return EXIT_USAGE;
+        }
+    }
+    char *rig = cameras ? s_cameras_word (cameras) : NULL;
+    if (cameras && !rig)
+        return EXIT_USAGE;
+    if (rig)
+        args->send[args->nsend++] = rig;
     for (int i = 0; i < 4; i++) {
         const char *value = ctl_value (args, options[i][0]);
         if (!value)
             continue;
-        if (s_calib_word (options[i][0], options[i][1], value, words[i], sizeof words[i]) != 0)
+        if (s_calib_word (options[i][0], options[i][1], value, words[i], sizeof words[i]) != 0) {
+            free (rig);
             return EXIT_USAGE;
+        }
         args->send[args->nsend++] = words[i];
     }
     if (ctl_value (args, "clear")) {
@@ -168,7 +222,9 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
         args->send[args->nsend++] = "from=now";
     }
     args->send[args->nsend] = NULL;
-    return ctl_run_printed (ctl, args, s_print_calibration);
+    int rc = ctl_run_printed (ctl, args, s_print_calibration);
+    free (rig);
+    return rc;
 }
 
 // {"scope":..,"mask":PATH|null,"width":W,"height":H,"settings":..}
