@@ -7,7 +7,6 @@
 
 #include "broker/pairing.h"
 #include "common/log.h"
-#include "common/path.h"
 #include "common/util.h"
 
 #include <czmq.h>
@@ -117,33 +116,6 @@ s_emit_failed (const char *name, char *err, size_t errlen)
     return -2;
 }
 
-// Checks a list of camera folders: two different plain names (a
-// directory's, as path_check_component has them, no comma), into
-// folders[0] and [1]. 0, or -1 with err.
-static int
-s_split_cameras (const char *list, char folders[2][NAME_MAX + 1], char *err, size_t errlen)
-{
-    const char *comma = strchr (list, ',');
-    char why[PATH_WHY] = "";
-    int bad = !comma || strchr (comma + 1, ',') || (size_t) (comma - list) > NAME_MAX
-              || strlen (comma + 1) > NAME_MAX;
-    if (!bad) {
-        snprintf (folders[0], NAME_MAX + 1, "%.*s", (int) (comma - list), list);
-        snprintf (folders[1], NAME_MAX + 1, "%s", comma + 1);
-        bad = path_check_component (folders[0], why, sizeof why) != 0
-              || path_check_component (folders[1], why, sizeof why) != 0
-              || strcmp (folders[0], folders[1]) == 0;
-    }
-    if (bad) {
-        char shown[UTIL_SHOWN];
-        snprintf (err, errlen, "bad camera folders '%s': expected two different folder names, "
-                  "camera 1's first (cam1,cam2)%s%s",
-                  util_shorten (list, shown, sizeof shown), *why ? ": " : "", why);
-        return -1;
-    }
-    return 0;
-}
-
 pairing_t *
 pairing_new (const config_t *cfg, char *err, size_t errlen)
 {
@@ -162,7 +134,7 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     char folders[2][NAME_MAX + 1];
-    if (s_split_cameras (cfg->pairing.cameras, folders, err, errlen) != 0)
+    if (pairing_rule_cameras (cfg->pairing.cameras, folders, err, errlen) != 0)
         return NULL;
     pairing_t *self = calloc (1, sizeof *self);
     if (!self) {
@@ -513,7 +485,7 @@ s_stereo_slot (pairing_t *self, const char *experiment, const char *name, size_t
     char folders[2][NAME_MAX + 1], err[8];
     const char *slash = strchr (name, '/');
     if (!slash || strchr (slash + 1, '/')
-        || s_split_cameras (pairing_cameras (self, experiment), folders, err, sizeof err) != 0)
+        || pairing_rule_cameras (pairing_cameras (self, experiment), folders, err, sizeof err) != 0)
         return -1;
     size_t lf = (size_t) (slash - name);
     int cam = -1;
@@ -560,7 +532,7 @@ s_offer_stereo (pairing_t *self, const char *experiment, const char *name, int64
     int slot = s_stereo_slot (self, experiment, name, base, &stem, &stem_len);
     if (slot < 0) {
         char folders[2][NAME_MAX + 1];
-        s_split_cameras (pairing_cameras (self, experiment), folders, err, errlen);
+        pairing_rule_cameras (pairing_cameras (self, experiment), folders, err, errlen);
         return s_refuse (self, experiment, name, err, errlen,
                          "does not fit pairing rule stereo: expected %s/<stem>%s or <stem>%s "
                          "(or the same in %s/)",
@@ -674,7 +646,7 @@ s_waits_for (pairing_t *self, const char *experiment, pairing_rule_t rule, const
     if (slot >= 0) {
         // The first of the set's other frames that is not there.
         char folders[2][NAME_MAX + 1], key[S_KEY_MAX];
-        s_split_cameras (pairing_cameras (self, experiment), folders, why, size);
+        pairing_rule_cameras (pairing_cameras (self, experiment), folders, why, size);
         for (int k = 0; k < 4; k++) {
             s_stereo_key (self, key, sizeof key, experiment, name + stem, stem_len, k);
             if (k == slot || zhashx_lookup (self->waiting, key))
@@ -742,7 +714,7 @@ pairing_expects (pairing_t *self, const char *experiment, char *buf, size_t size
         snprintf (buf, size, "<stem>%s.%s + <stem>%s.%s", self->a_suffix, ext, self->b_suffix, ext);
     else if (rule == PAIRING_STEREO) {
         char folders[2][NAME_MAX + 1];
-        s_split_cameras (pairing_cameras (self, experiment), folders, buf, size);
+        pairing_rule_cameras (pairing_cameras (self, experiment), folders, buf, size);
         snprintf (buf, size, "%s/<stem>%s.%s + %s/<stem>%s.%s + %s/<stem>%s.%s + %s/<stem>%s.%s",
                   folders[0], self->a_suffix, ext, folders[0], self->b_suffix, ext, folders[1],
                   self->a_suffix, ext, folders[1], self->b_suffix, ext);
@@ -834,7 +806,7 @@ pairing_set_cameras (pairing_t *self, const char *experiment, const char *list, 
 {
     char folders[2][NAME_MAX + 1];
     if (list && (strlen (list) >= sizeof self->cameras
-                 || s_split_cameras (list, folders, err, errlen) != 0)) {
+                 || pairing_rule_cameras (list, folders, err, errlen) != 0)) {
         if (strlen (list) >= sizeof self->cameras)
             snprintf (err, errlen, "bad camera folders: over %zu bytes", sizeof self->cameras - 1);
         return -1;

@@ -831,6 +831,11 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
                        "'%s' are not valid: rule %s needs two different, non-empty suffixes",
                        cfg->pairing.a_suffix, cfg->pairing.b_suffix, load->path, rule->name);
 
+    char folders[2][NAME_MAX + 1], why[512];
+    if (pairing_rule_cameras (cfg->pairing.cameras, folders, why, sizeof why) != 0)
+        return s_fail (load, "value of 'pairing/cameras' in '%s' is not valid: %s", load->path,
+                       why);
+
     // A scale without the time between frames gives no velocity, and the
     // other way round.
     if (!*cfg->calibration.scale != !*cfg->calibration.dt)

@@ -6,6 +6,7 @@
 #ifndef COMMON_PAIRING_RULE_H
 #define COMMON_PAIRING_RULE_H
 
+#include <limits.h>
 #include <stddef.h>
 
 // In the table's order (pairing_rule_get (PAIRING_AB) is the "ab" entry).
@@ -35,5 +36,12 @@ const char *pairing_rule_choice (int i);
 
 // The entry named 'name' (exact, case-sensitive); NULL if none is.
 const pairing_rule_info_t *pairing_rule_find (const char *name);
+
+// The stereo rule's camera folders, "cam1,cam2" (pairing/cameras, 'pivctl
+// piv EXP cameras=...'): two different plain folder names (as
+// path_check_component takes a name, no comma), camera 1's first, into
+// folders[0] and [1]. 0, or -1 with err ("bad camera folders 'cam1': ...").
+int pairing_rule_cameras (const char *list, char folders[2][NAME_MAX + 1], char *err,
+                          size_t errlen);
 
 #endif

@@ -291,6 +291,9 @@ s_print_piv (jdoc_t *doc, ctl_args_t *args)
     printf ("  pairing    %s%s: %s\n", rule ? rule : "-",
             jdoc_bool (doc, 0, "$.pairing.own") ? " (its own)" : " (the default)",
             pairs ? pairs : "-");
+    const char *cameras = jdoc_string (doc, "$.pairing.cameras");
+    if (rule && strcmp (rule, "stereo") == 0 && cameras)
+        printf ("  cameras    %s (camera 1's folder first)\n", cameras);
 }
 
 int

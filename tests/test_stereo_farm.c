@@ -75,19 +75,20 @@ s_render_and_calibrate (void)
                    rc, out);
 }
 
-// Writes set i's four frames into data/exp1/cam1/ and cam2/ as camera PCs
-// do: each under a hidden name first, then renamed into place.
+// Writes sets first..last's four frames into data/exp1/<camera 1's
+// folder>/ and <camera 2's>/ as camera PCs do: each under a hidden name
+// first, then renamed into place.
 static void
-s_land (int first, int last)
+s_land_into (const char *folder1, const char *folder2, int first, int last)
 {
     for (int i = first; i <= last; i++)
         for (int k = 0; k < 4; k++) {
-            char rel[64], from[4200], tmp[4200], to[4200];
-            snprintf (rel, sizeof rel, "cam%d/s_%04d_%c.tif", 1 + k / 2, i, k % 2 ? 'b' : 'a');
-            snprintf (from, sizeof from, "%s/src/%s", s_farm.dir, rel);
-            snprintf (to, sizeof to, "%s/data/exp1/%s", s_farm.dir, rel);
-            snprintf (tmp, sizeof tmp, "%s/data/exp1/cam%d/.s_%04d_%d.part", s_farm.dir,
-                      1 + k / 2, i, k);
+            const char *folder = k < 2 ? folder1 : folder2;
+            char name[64], from[4200], tmp[4200], to[4200];
+            snprintf (name, sizeof name, "s_%04d_%c.tif", i, k % 2 ? 'b' : 'a');
+            snprintf (from, sizeof from, "%s/src/cam%d/%s", s_farm.dir, 1 + k / 2, name);
+            snprintf (to, sizeof to, "%s/data/exp1/%s/%s", s_farm.dir, folder, name);
+            snprintf (tmp, sizeof tmp, "%s/data/exp1/%s/.%s.part", s_farm.dir, folder, name);
             size_t len;
             char *bytes = tu_slurp (from, &len);
             ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
@@ -95,6 +96,12 @@ s_land (int first, int last)
             free (bytes);
             ck_assert (rename (tmp, to) == 0);
         }
+}
+
+static void
+s_land (int first, int last)
+{
+    s_land_into ("cam1", "cam2", first, last);
 }
 
 // An agent of its own configuration whose processor waits for a gate that
@@ -148,6 +155,23 @@ s_result_means (const char *path, double mean[3])
     return n;
 }
 
+// Set i's result file of experiment 'exp': the flow's three components.
+static void
+s_check_result (const char *exp, int i)
+{
+    char path[4200];
+    snprintf (path, sizeof path, "%s/results/%s/s_%04d.txt", s_farm.dir, exp, i);
+    double mean[3];
+    int n = s_result_means (path, mean);
+    printf ("%s set %d: %d valid vectors, mean u %.4f v %.4f w %.4f mm/frame (truth %g %g %g)\n",
+            exp, i, n, mean[0], mean[1], mean[2], S_U, S_V, S_W);
+    ck_assert_msg (n > 100, "%s: %d valid vectors", path, n);
+    ck_assert_msg (fabs (mean[0] - S_U) < 0.01 && fabs (mean[1] - S_V) < 0.01
+                       && fabs (mean[2] - S_W) < 0.015,
+                   "%s: mean (%.4f, %.4f, %.4f), truth (%g, %g, %g)", path, mean[0], mean[1],
+                   mean[2], S_U, S_V, S_W);
+}
+
 // The column 'name' of a txt export's column line ("x y u v w flags ..."),
 // from 0; -1 when it has none.
 static int
@@ -168,20 +192,29 @@ s_column (const char *text, const char *name)
     return -1;
 }
 
-START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_their_w)
+// The broker started, and experiment exp1 made a stereo one before its
+// first frame lands: the stereo rule, its camera folders 'folders' and the
+// rig src/rig.cal (dt 1 ms), as an operator sets them with pivctl.
+static void
+s_stereo_experiment (const char *folders)
 {
     s_render_and_calibrate ();
     tu_farm_start_broker (&s_farm);
-    char out[65536], rig[4200];
+    char out[65536], rig[4200], word[256];
     snprintf (rig, sizeof rig, "%s", tu_path (s_farm.dir, "src/rig.cal"));
-    // The experiment pairs by the stereo rule, its camera folders named,
-    // and gets its rig before its first frame lands.
-    int rc = s_pivctl (out, sizeof out, "piv", "exp1", "pairing=stereo", "cameras=cam1,cam2",
-                       NULL);
-    ck_assert_msg (rc == 0, "pivctl piv: %d: %s", rc, out);
+    snprintf (word, sizeof word, "cameras=%s", folders);
+    int rc = s_pivctl (out, sizeof out, "piv", "exp1", "pairing=stereo", word, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, folders), "pivctl piv: %d: %s", rc, out);
     rc = s_pivctl (out, sizeof out, "calibrate", "exp1", "--cameras", rig, "--dt", "1ms", NULL);
     ck_assert_msg (rc == 0 && strstr (out, "calibration of exp1"), "pivctl calibrate: %d: %s", rc,
                    out);
+}
+
+START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_their_w)
+{
+    s_stereo_experiment ("cam1,cam2");
+    char out[65536];
+    int rc;
     // The agent that will die holds a task before the others start.
     s_farm.others[0] = s_start_held_agent ();
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
@@ -224,19 +257,8 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
                                                   "'victim' AND outcome = 'requeued'"),
                       1);
     // Each set's field: the three components of the flow, mm per frame.
-    for (int i = 1; i <= S_SETS; i++) {
-        char path[4200];
-        snprintf (path, sizeof path, "%s/results/exp1/s_%04d.txt", s_farm.dir, i);
-        double mean[3];
-        int n = s_result_means (path, mean);
-        printf ("set %d: %d valid vectors, mean u %.4f v %.4f w %.4f mm/frame (truth %g %g %g)\n",
-                i, n, mean[0], mean[1], mean[2], S_U, S_V, S_W);
-        ck_assert_msg (n > 100, "%s: %d valid vectors", path, n);
-        ck_assert_msg (fabs (mean[0] - S_U) < 0.01 && fabs (mean[1] - S_V) < 0.01
-                           && fabs (mean[2] - S_W) < 0.015,
-                       "%s: mean (%.4f, %.4f, %.4f), truth (%g, %g, %g)", path, mean[0],
-                       mean[1], mean[2], S_U, S_V, S_W);
-    }
+    for (int i = 1; i <= S_SETS; i++)
+        s_check_result ("exp1", i);
     // The export in metres and m/s: the rig's grid is the experiment's
     // calibration, so u and v come out at U/dt, V/dt (the flow's m/s).
     const char *dir = tu_path (s_farm.dir, "export");
@@ -329,6 +351,54 @@ START_TEST (a_stereo_set_without_a_rig_fails_saying_how_to_attach_one)
 }
 END_TEST
 
+
+// Pairs of 'exp' in state 2 (done), as the store says.
+static int
+s_done_of (const char *exp)
+{
+    return (int) tu_farm_sql (&s_farm,
+                              "SELECT count(*) FROM pairs p JOIN experiments e ON e.id = "
+                              "p.experiment WHERE e.name = '%s' AND p.state = 2",
+                              exp);
+}
+
+// Sets waiting for an agent when the broker is killed come back whole
+// after its restart (their four frames, the experiment's rule, camera
+// folders and rig from the store); a replay of the experiment pairs its
+// files into the same sets and computes them again with the source's rig.
+START_TEST (stereo_sets_survive_a_broker_restart_and_a_replay_computes_them_again)
+{
+    s_stereo_experiment ("left,right");
+    char out[65536];
+    int rc;
+    mkdir (tu_path (s_farm.dir, "data/exp1/left"), 0755);
+    mkdir (tu_path (s_farm.dir, "data/exp1/right"), 0755);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    s_land_into ("left", "right", 1, 3);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 200 && (c.files < 12 || c.pending < 3); i++, c = tu_farm_counts (&s_farm))
+        usleep (50000);
+    ck_assert_msg (c.files == 12 && c.pending == 3, "files %lld pending %lld",
+                   (long long) c.files, (long long) c.pending);
+    tu_stop (s_farm.broker, SIGKILL, 5);
+    tu_farm_start_broker (&s_farm);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    c = tu_farm_wait_done (&s_farm, 3, 120);
+    ck_assert_msg (c.done == 3 && c.failed == 0, "done %lld failed %lld (see agent1.log)",
+                   (long long) c.done, (long long) c.failed);
+    for (int i = 1; i <= 3; i++)
+        s_check_result ("exp1", i);
+    rc = s_pivctl (out, sizeof out, "replay", "exp1", "--as", "again", "--speed", "max", NULL);
+    ck_assert_msg (rc == 0, "pivctl replay: %d: %s", rc, out);
+    for (int i = 0; i < 1200 && s_done_of ("again") < 3; i++)
+        usleep (100000);
+    ck_assert_int_eq (s_done_of ("again"), 3);
+    for (int i = 1; i <= 3; i++)
+        s_check_result ("again", i);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -338,6 +408,7 @@ main (void)
     tcase_set_timeout (tc, 600);
     tcase_add_test (tc, stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_their_w);
     tcase_add_test (tc, a_stereo_set_without_a_rig_fails_saying_how_to_attach_one);
+    tcase_add_test (tc, stereo_sets_survive_a_broker_restart_and_a_replay_computes_them_again);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
