@@ -93,6 +93,14 @@ s_calibrate_cameras (control_cmd_t *cmd, const char *text, int from_now)
                            "calibration file has no grid: run pivfarm-calib with --size WxH");
     if (!canonical)
         return cmd_refuse (cmd, 500, "no memory for the rig of '%s'", name);
+    // Its comments left out: the text every stereo task of the experiment
+    // carries, within what a TASK's text may hold.
+    if (strlen (util_drop_comments (canonical)) >= PROTO_MAX_STRING) {
+        size_t len = strlen (canonical);
+        free (canonical);
+        return cmd_refuse (cmd, 400, "calibration file is %zu bytes without its comments, over "
+                           "the %d a task carries", len, PROTO_MAX_STRING - 1);
+    }
     stats_t *stats = cmd->self->stages.stats;
     exp_t *exp = zhashx_lookup (ingest_experiments (cmd->self->ingest), name);
     piv_calib_t c, given;

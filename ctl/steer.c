@@ -5,6 +5,7 @@
 #include "ctl/ctl.h"
 
 #include "common/cli.h"
+#include "common/util.h"
 #include "piv/calib.h"
 #include "piv/cameras.h"
 
@@ -152,14 +153,7 @@ s_cameras_word (const char *path)
         free (text);
         return NULL;
     }
-    char *out = stpcpy (word, "cameras=");
-    for (char *line = text, *next; *line; line = next) {
-        next = strchr (line, '\n');
-        next = next ? next + 1 : line + strlen (line);
-        if (*line != '#')
-            out = stpncpy (out, line, (size_t) (next - line));
-    }
-    *out = '\0';
+    stpcpy (stpcpy (word, "cameras="), util_drop_comments (text));
     free (text);
     return word;
 }
@@ -188,19 +182,12 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
             return EXIT_USAGE;
         }
     }
-    char *rig = cameras ? s_cameras_word (cameras) : NULL;
-    if (cameras && !rig)
-        return EXIT_USAGE;
-    if (rig)
-        args->send[args->nsend++] = rig;
     for (int i = 0; i < 4; i++) {
         const char *value = ctl_value (args, options[i][0]);
         if (!value)
             continue;
-        if (s_calib_word (options[i][0], options[i][1], value, words[i], sizeof words[i]) != 0) {
-            free (rig);
+        if (s_calib_word (options[i][0], options[i][1], value, words[i], sizeof words[i]) != 0)
             return EXIT_USAGE;
-        }
         args->send[args->nsend++] = words[i];
     }
     if (ctl_value (args, "clear")) {
@@ -221,6 +208,12 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
         }
         args->send[args->nsend++] = "from=now";
     }
+    // The rig last: read once every option is known good.
+    char *rig = cameras ? s_cameras_word (cameras) : NULL;
+    if (cameras && !rig)
+        return EXIT_USAGE;
+    if (rig)
+        args->send[args->nsend++] = rig;
     args->send[args->nsend] = NULL;
     int rc = ctl_run_printed (ctl, args, s_print_calibration);
     free (rig);

@@ -344,9 +344,22 @@ START_TEST (a_stereo_set_without_a_rig_fails_saying_how_to_attach_one)
     tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    max_attempts = 1\n");
     tu_farm_start_broker (&s_farm);
     char out[65536], path[4200];
-    // Refusals: one camera; no grid line; no dt anywhere.
-    snprintf (path, sizeof path, "%s", tu_path (s_farm.dir, "src/s.cal"));
+    // Refusals: a file that is no rig (pivctl names its line), one camera;
+    // no grid line; no dt anywhere.
+    snprintf (path, sizeof path, "%s", tu_path (s_farm.dir, "src/bad.cal"));
+    const char *bad = "pivfarm-cameras 1\nunits mm\nlens 3\n";
+    tu_spit (path, bad, strlen (bad));
     int rc = s_pivctl (out, sizeof out, "calibrate", "exp1", "--cameras", path, "--dt", "1ms", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "bad.cal") && strstr (out, "line 3"), "%d: %s", rc, out);
+    snprintf (path, sizeof path, "%s", tu_path (s_farm.dir, "src/one.cal"));
+    const char *one[] = {"--points", tu_path (s_farm.dir, "src/s_cam1.points"), "-o", path, NULL};
+    rc = tu_run_bin ("pivfarm-calib", one, out, sizeof out, 120);
+    ck_assert_msg (rc == 0, "pivfarm-calib: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "calibrate", "exp1", "--cameras", path, "--dt", "1ms", NULL);
+    ck_assert_msg (rc != 0 && strstr (out, "calibration file has 1 camera: stereo needs two"),
+                   "%d: %s", rc, out);
+    snprintf (path, sizeof path, "%s", tu_path (s_farm.dir, "src/s.cal"));
+    rc = s_pivctl (out, sizeof out, "calibrate", "exp1", "--cameras", path, "--dt", "1ms", NULL);
     ck_assert_msg (rc != 0 && strstr (out, "calibration file has no grid: run pivfarm-calib with "
                                            "--size WxH"),
                    "%d: %s", rc, out);
