@@ -612,8 +612,14 @@ s_stereo_engine (process_t *self, const proto_msg_t *task, int width, int height
     }
     piv_settings_t s = self->parsed;
     s.mask = NULL;
+    double t0 = util_now ();
     self->stereo = piv_stereo_new (rig, &s, width, height, NULL, why, sizeof why);
     piv_cameras_destroy (&rig);
+    const piv_stereo_grid_t *g = self->stereo ? piv_stereo_grid (self->stereo) : NULL;
+    if (g)
+        log_info ("stereo engine for experiment '%s': %dx%d frames, grid %dx%d px, made in "
+                  "%.0f ms (kept while its rig, settings and frame size stay)",
+                  task->experiment, width, height, g->width, g->height, (util_now () - t0) * 1e3);
     if (!self->stereo || !(self->rig_text = strdup (task->cameras))) {
         snprintf (err, errlen, "pair %llu: %s", pair, self->stereo ? "out of memory" : why);
         piv_stereo_destroy (&self->stereo);

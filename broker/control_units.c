@@ -25,6 +25,19 @@ s_put_calibration (control_cmd_t *cmd, exp_t *exp)
     const piv_calib_t *c = stats_calib (stats, exp, NULL);
     cmd_put_scope (cmd, exp);
     stats_put_calibration (stats, exp, &cmd->body);
+    // A stereo experiment's rig (calibrate --cameras): its grid, which the
+    // calibration above is made from.
+    char err[512];
+    piv_cameras_t *rig = exp && exp->piv.cameras
+                             ? piv_cameras_parse (exp->piv.cameras, "the rig", err, sizeof err)
+                             : NULL;
+    piv_stereo_grid_t g;
+    if (rig && piv_cameras_grid (rig, &g))
+        text_put (&cmd->body,
+                  ",\"rig\":{\"cameras\":%zu,\"grid\":{\"x0\":%.17g,\"y0\":%.17g,\"step\":%.17g,"
+                  "\"width\":%d,\"height\":%d}}",
+                  piv_cameras_count (rig), g.x0, g.y0, g.step, g.width, g.height);
+    piv_cameras_destroy (&rig);
     text_put (&cmd->body, ",\"units\":{\"length\":\"%s\",\"velocity\":\"%s\",\"rate\":\"%s\"}}",
               piv_calib_unit (c, PIV_UNIT_LENGTH), piv_calib_unit (c, PIV_UNIT_VELOCITY),
               piv_calib_unit (c, PIV_UNIT_RATE));
@@ -208,7 +221,9 @@ control_calibrate (control_cmd_t *cmd)
         if (s_parse_calibration (cmd, stats_calib (stats, exp, NULL), &c))
             return -1;
         int width, height;
-        if (exp && stats_image_extent (stats, exp, &width, &height)
+        // A stereo rig's grid calibration may put the origin outside the
+        // grid (piv_stereo_grid_calib): amended, it is not checked again.
+        if (exp && !exp->piv.cameras && stats_image_extent (stats, exp, &width, &height)
             && piv_calib_check_image (&c, width, height, err, sizeof err) != 0)
             return cmd_refuse (cmd, 400, "%s (as its results' grid shows)", err);
         if (piv_calib_format (&c, text, sizeof text) < 0)

@@ -131,6 +131,13 @@ s_print_calibration (jdoc_t *doc, ctl_args_t *args)
     const char *rate = jdoc_string (doc, "$.units.rate");
     if (length && velocity && rate)
         printf ("  units        x, y %s; u, v %s; vorticity %s\n", length, velocity, rate);
+    double cameras = jdoc_number (doc, NAN, "$.rig.cameras");
+    if (isfinite (cameras))
+        printf ("  stereo rig   %.0f cameras; grid %.0fx%.0f px from (%.6g, %.6g) mm, %.6g mm per "
+                "px\n",
+                cameras, jdoc_number (doc, NAN, "$.rig.grid.width"),
+                jdoc_number (doc, NAN, "$.rig.grid.height"), jdoc_number (doc, NAN, "$.rig.grid.x0"),
+                jdoc_number (doc, NAN, "$.rig.grid.y0"), jdoc_number (doc, NAN, "$.rig.grid.step"));
 }
 
 // --cameras FILE: the rig read and checked here (a message naming the
