@@ -646,6 +646,7 @@ s_waits_for (pairing_t *self, const char *experiment, pairing_rule_t rule, const
     if (slot >= 0) {
         // The first of the set's other frames that is not there.
         char folders[2][NAME_MAX + 1], key[S_KEY_MAX];
+        partner[0] = '\0';
         pairing_rule_cameras (pairing_cameras (self, experiment), folders, why, size);
         for (int k = 0; k < 4; k++) {
             s_stereo_key (self, key, sizeof key, experiment, name + stem, stem_len, k);
