@@ -48,6 +48,8 @@ struct _process_t {
     int field_format;             // agent/result_format = field: .pvf, else .txt
     piv_t *engine;                // PIV engine for those settings
     piv_loader_t *loader;         // this thread's frames and file buffer, kept
+    piv_loader_t *loader2;        // a stereo set's camera 2 frames, kept as 'loader' keeps
+                                  // camera 1's (fresh pages cost a fault each)
     piv_budget_t budget;          // what a pair may take (process_set_budget), its ratio
     char *rig_text;               // stereo: the rig's calibration text of 'stereo' (NULL: none)
     char stereo_settings[512];    // ... the settings it was made for
@@ -65,6 +67,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     }
     const char *p = cfg->agent.processor;
     if (!(self->masks = mask_cache_new ()) || !(self->loader = piv_loader_new ())
+        || !(self->loader2 = piv_loader_new ())
         || !(self->backgrounds = backgrounds_new ())) {
         snprintf (err, errlen, "cannot make a processor: out of memory");
         process_destroy (&self);
@@ -91,6 +94,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     self->budget.max_ratio = cfg->piv.max_ratio;
     self->budget.settings = &self->parsed;
     piv_loader_set_budget (self->loader, &self->budget);
+    piv_loader_set_budget (self->loader2, &self->budget);
     self->min_free_mb = cfg->agent.min_free_mb;
     self->field_format = strcmp (cfg->agent.result_format, "field") == 0;
     if (*cfg->watcher.root
@@ -112,6 +116,7 @@ process_destroy (process_t **self_p)
     mask_cache_destroy (&(*self_p)->masks);
     backgrounds_destroy (&(*self_p)->backgrounds);
     piv_loader_destroy (&(*self_p)->loader);
+    piv_loader_destroy (&(*self_p)->loader2);
     free (*self_p);
     *self_p = NULL;
 }
@@ -147,6 +152,7 @@ process_set_budget (process_t *self, uint64_t bytes, const char *why)
               "this agent's budget of %s a thread (%s)", piv_budget_size (bytes, size, sizeof size),
               why);
     piv_loader_set_budget (self->loader, &self->budget);
+    piv_loader_set_budget (self->loader2, &self->budget);
 }
 
 int
@@ -572,10 +578,11 @@ s_finish (process_t *self, const proto_msg_t *task, const char *a, const char *b
 }
 
 // Frames A and B of one camera of a stereo set, opened as the pair's are
-// (beneath the watch root); the caller destroys them. 0, or -1 with err.
+// (beneath the watch root), into 'loader' (borrowed until its next pair).
+// 0, or -1 with err.
 static int
-s_load_camera (process_t *self, const proto_msg_t *task, const char *a, const char *b,
-               piv_image_t **ia, piv_image_t **ib, char *err, size_t errlen)
+s_load_camera (process_t *self, piv_loader_t *loader, const proto_msg_t *task, const char *a,
+               const char *b, piv_image_t **ia, piv_image_t **ib, char *err, size_t errlen)
 {
     int fa = s_open_input (self, task, "frame", a, err, errlen), fb = -1;
     if (fa < 0 || (fb = s_open_input (self, task, "frame", b, err, errlen)) < 0) {
@@ -583,8 +590,8 @@ s_load_camera (process_t *self, const proto_msg_t *task, const char *a, const ch
             close (fa);
         return -1;
     }
-    int rc = piv_image_load_pair_fd (fa, a, fb, b, self->max_pixels, self->max_bytes, ia, ib,
-                                     err, errlen);
+    int rc = piv_loader_pair_fd (loader, fa, a, fb, b, self->max_pixels, self->max_bytes, ia, ib,
+                                 err, errlen);
     close (fa);
     close (fb);
     return rc;
@@ -658,8 +665,9 @@ s_run_stereo (process_t *self, const proto_msg_t *task, const char *a, const cha
     piv_field_t *field = NULL;
     char why[1024];
     int rc = -1;
-    if (s_load_camera (self, task, a, b, &fr[0], &fr[1], err, errlen) != 0
-        || s_load_camera (self, task, c, d, &fr[2], &fr[3], err, errlen) != 0)
+    // The loaders' frames, kept for the next set.
+    if (s_load_camera (self, self->loader, task, a, b, &fr[0], &fr[1], err, errlen) != 0
+        || s_load_camera (self, self->loader2, task, c, d, &fr[2], &fr[3], err, errlen) != 0)
         goto done;
     int width = piv_image_width (fr[0]), height = piv_image_height (fr[0]);
     if (piv_image_width (fr[2]) != width || piv_image_height (fr[2]) != height) {
@@ -686,8 +694,6 @@ s_run_stereo (process_t *self, const proto_msg_t *task, const char *a, const cha
     rc = s_finish (self, task, a, b, out, field, f3, vorticity, result, err, errlen);
 done:
     piv_field3_destroy (&f3);
-    for (int k = 0; k < 4; k++)
-        piv_image_destroy (&fr[k]);
     return rc;
 }
 
