@@ -306,6 +306,10 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
             cw >= 0 ? "" : "; no w column (not written: issue 26's exports)");
     ck_assert (fabs (sum[0] / n - S_U * 1e-3 / dt) < 0.01
                && fabs (sum[1] / n - S_V * 1e-3 / dt) < 0.01);
+    // The run statistics saved now (pivctl stats: a checkpoint), for the
+    // HDF5 export's statistics.
+    rc = s_pivctl (out, sizeof out, "stats", "exp1", NULL);
+    ck_assert_msg (rc == 0, "pivctl stats: %d: %s", rc, out);
     // HDF5 (h5py): its u, v in m/s, and w where the export writes one.
     char h5[4200];
     snprintf (h5, sizeof h5, "%s", tu_path (s_farm.dir, "exp1.h5"));
@@ -313,18 +317,24 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
                    h5, NULL);
     ck_assert_msg (rc == 0, "pivctl export --format hdf5: %d: %s", rc, out);
     const char *script = tu_path (s_farm.dir, "h5.py");
+    // The run statistics' mean w too (stats/w_mean), where written.
     const char *check = "import sys, h5py, numpy as np\n"
                         "f = h5py.File(sys.argv[1], 'r'); ok = f['flags'][...] == 0\n"
+                        "s = f['stats']['w_mean'][...] if 'stats' in f and 'w_mean' in f['stats'] "
+                        "else np.array([np.nan])\n"
                         "print('means', ' '.join('%.6f' % (f[c][...][ok].mean() if c in f else "
-                        "float('nan')) for c in ('u', 'v', 'w')), 'w' in f)\n";
+                        "float('nan')) for c in ('u', 'v', 'w')), 'w' in f, "
+                        "'%.6f' % np.nanmean(s))\n";
     tu_spit (script, check, strlen (check));
     char *py[] = {"/usr/bin/python3", (char *) script, h5, NULL};
     rc = tu_run (py, out, sizeof out, 120);
-    double h[3];
+    double h[3], stats_w;
     char has_w[8] = "";
     const char *means = strstr (out, "means ");
     ck_assert_msg (rc == 0 && means
-                       && sscanf (means, "means %lf %lf %lf %7s", &h[0], &h[1], &h[2], has_w) == 4,
+                       && sscanf (means, "means %lf %lf %lf %7s %lf", &h[0], &h[1], &h[2], has_w,
+                                  &stats_w)
+                              == 5,
                    "h5py: %s", out);
     printf ("export hdf5 si: mean u %.4f v %.4f w %.4f m/s (w %s)\n", h[0], h[1], h[2],
             strcmp (has_w, "True") == 0 ? "written" : "not written: issue 26's exports");
@@ -336,6 +346,8 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
         printf ("export txt si: mean w %.4f m/s (truth %.4f)\n", sum[2] / n, S_W * 1e-3 / dt);
         ck_assert (fabs (sum[2] / n - S_W * 1e-3 / dt) < 0.015);
         ck_assert (fabs (h[2] - S_W * 1e-3 / dt) < 0.015);
+        printf ("export hdf5 si: statistics' mean w %.4f m/s\n", stats_w);
+        ck_assert (fabs (stats_w - S_W * 1e-3 / dt) < 0.015);
     }
 }
 END_TEST
