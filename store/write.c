@@ -82,7 +82,7 @@ s_word_int (s_words_t *words, const char *key, int64_t value)
 //               source=SOURCE settings=SETTINGS name=NAME (the settings,
 //               key=value pairs themselves, run to ' name=')
 //   file        file=ID size=BYTES mtime_ns=NS seen_ns=NS name=NAME
-//   pair        file_a=ID file_b=ID stem=STEM
+//   pair        file_a=ID file_b=ID [file_c=ID file_d=ID: a stereo set] stem=STEM
 //   dispatch    attempt=N agent=AGENT
 //   result      attempt=N agent=AGENT compute_ns=NS field=0|1
 //   duplicate   attempt=N agent=AGENT
