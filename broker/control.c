@@ -668,6 +668,26 @@ s_replay_inherit (control_cmd_t *cmd, const exp_t *of, exp_t *exp, int64_t now)
                                store_error (self->store));
         stats_set_calib (self->stages.stats, exp, &of->calib.calib);
     }
+    // A stereo source's rig and camera folders (issue 26): its sets pair
+    // and compute as the source's did.
+    if (of->piv.cameras && !exp->piv.cameras) {
+        char *rig = strdup (of->piv.cameras);
+        if (!rig || store_setting_set (self->store, exp->id, "cameras", rig, now) != 0) {
+            free (rig);
+            return cmd_refuse (cmd, 500, "cannot record the rig of '%s': %s", exp->name,
+                               store_error (self->store));
+        }
+        exp->piv.cameras = rig;
+    }
+    const char *folders = ingest_cameras (self->ingest, of);
+    if (strcmp (folders, ingest_cameras (self->ingest, exp)) != 0) {
+        char why[512], copy[CONFIG_STRING];
+        snprintf (copy, sizeof copy, "%s", folders);
+        if (ingest_cameras_set (self->ingest, exp, copy, 0, why, sizeof why) != 0
+            || store_setting_set (self->store, exp->id, "pairing_cameras", copy, now) != 0)
+            return cmd_refuse (cmd, 500, "cannot set the camera folders of '%s': %s", exp->name,
+                               store_error (self->store));
+    }
     // Its own mask (if any) again over its new settings, else the source's.
     int own = exp->piv.mask != NULL;
     const char *from = own ? exp->piv.mask : of->piv.mask;

@@ -61,7 +61,10 @@ static const s_field_t s_task[] = {
     {S_TEXT, S_AT (path_a), "path_a"},
     {S_TEXT, S_AT (path_b), "path_b"},
     {S_TEXT, S_AT (settings), "settings"},
-    {S_TEXT, S_AT (output), "output"}};
+    {S_TEXT, S_AT (output), "output"},
+    {S_TEXT, S_AT (path_c), "path_c"},
+    {S_TEXT, S_AT (path_d), "path_d"},
+    {S_TEXT, S_AT (cameras), "cameras"}};
 static const s_field_t s_result[] = {
     {S_U64, S_AT (pair), "pair"},
     {S_U32, S_AT (attempt), "attempt"},
@@ -143,6 +146,9 @@ proto_msg_release (proto_msg_t *msg)
     free (msg->text);
     free (msg->path_a);
     free (msg->path_b);
+    free (msg->path_c);
+    free (msg->path_d);
+    free (msg->cameras);
     free (msg->settings);
     free (msg->output);
     free (msg->seqs);
@@ -779,8 +785,23 @@ s_check (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errle
     case PROTO_FILE:
         return s_check_name (cmd, "experiment", msg->experiment, 1, err, errlen)
                || s_check_name (cmd, "name", msg->name, 0, err, errlen) ? -1 : 0;
-    case PROTO_TASK:
-        return s_check_name (cmd, "output", msg->output, 0, err, errlen);
+    case PROTO_TASK: {
+        if (s_check_name (cmd, "output", msg->output, 0, err, errlen))
+            return -1;
+        // A stereo set has its four frames (its rig, when the experiment
+        // has none yet, is empty: the agent fails it, saying so); a pair
+        // neither camera 2's frames nor a rig.
+        int c = msg->path_c && *msg->path_c, d = msg->path_d && *msg->path_d,
+            rig = msg->cameras && *msg->cameras;
+        if (c != d || (rig && !c) || (c && !(msg->path_b && *msg->path_b))) {
+            s_error (err, errlen, "frames %d-%d 'path_c', 'path_d' and 'cameras' do not make "
+                     "a stereo set: it has frame 6 'path_b', 'path_c' and 'path_d', a pair "
+                     "none of the three and no 'cameras'",
+                     s_frame_of (cmd, "path_c"), s_frame_of (cmd, "cameras"));
+            return -1;
+        }
+        return 0;
+    }
     case PROTO_RESULT:
         break;
     default:

@@ -35,3 +35,7 @@ build/tests/test_camera: ALL_LIBS += $(XML_LIBS)
 # Stereo PIV's reconstruction (issue 26): synthetic pinhole cameras, and
 # case E's real pair through pivfarm-calib and pivfarm-piv --cameras.
 TESTS += build/tests/test_stereo
+
+# Stereo through the real farm (issue 26): four-frame tasks, an agent
+# killed mid-task, w in the results.
+TESTS += build/tests/test_stereo_farm

@@ -159,6 +159,24 @@ START_TEST (the_calibration_text_gives_the_values_as_typed)
 }
 END_TEST
 
+// Issue 26: a stereo grid's calibration (piv_stereo_grid_calib) may put
+// the origin outside the frames, at negative pixels: its recorded text reads
+// back to the same bits; an origin an operator types stays in the image.
+START_TEST (a_recorded_origin_outside_the_frames_reads_back_and_a_typed_one_is_refused)
+{
+    piv_calib_t c, back;
+    piv_calib_init (&c);
+    c.set = 1, c.scale = 1.25e-4, c.dt = 1e-3, c.origin_x = -12.75, c.origin_y = -0.5;
+    char text[256], err[256] = "";
+    ck_assert (piv_calib_format (&c, text, sizeof text) > 0);
+    ck_assert_msg (piv_calib_parse (text, &back, err, sizeof err) == 0, "%s: %s", text, err);
+    ck_assert (back.origin_x == c.origin_x && back.origin_y == c.origin_y);
+    piv_calib_init (&back);
+    ck_assert_int_eq (piv_calib_set (&back, "origin", "-12.75,-0.5", err, sizeof err), -1);
+    ck_assert_msg (strstr (err, ">= 0") != NULL, "%s", err);
+}
+END_TEST
+
 // The canonical text reads back to the same bits; the whole-text parser is
 // all or nothing.
 START_TEST (the_calibration_text_reads_back_exactly)
@@ -1264,6 +1282,7 @@ s_suite (void)
     tcase_add_test (calib, every_accepted_calibration_form_means_its_value);
     tcase_add_test (calib, bad_calibration_values_are_refused_naming_the_key);
     tcase_add_test (calib, the_calibration_text_reads_back_exactly);
+    tcase_add_test (calib, a_recorded_origin_outside_the_frames_reads_back_and_a_typed_one_is_refused);
     tcase_add_test (calib, the_calibration_text_gives_the_values_as_typed);
     tcase_add_test (calib, the_calibration_keys_of_the_configuration_follow_the_rules);
     tcase_add_test (calib, conversions_follow_the_scale_and_the_direction_of_y);
