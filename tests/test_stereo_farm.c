@@ -301,23 +301,23 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
     free (text);
     ck_assert_msg (n > 100, "%s: %d valid vectors", file, n);
     double dt = S_DT_MS * 1e-3;  // mm per frame / dt = 1e-3 m / dt per s
-    printf ("export txt si: mean u %.4f v %.4f m/s (truth %.4f %.4f)%s\n", sum[0] / n,
-            sum[1] / n, S_U * 1e-3 / dt, S_V * 1e-3 / dt,
-            cw >= 0 ? "" : "; no w column (not written: issue 26's exports)");
+    printf ("export txt si: mean u %.4f v %.4f m/s (truth %.4f %.4f)\n", sum[0] / n,
+            sum[1] / n, S_U * 1e-3 / dt, S_V * 1e-3 / dt);
+    ck_assert_msg (cw >= 0, "%s: no w column", file);
     ck_assert (fabs (sum[0] / n - S_U * 1e-3 / dt) < 0.01
                && fabs (sum[1] / n - S_V * 1e-3 / dt) < 0.01);
     // The run statistics saved now (pivctl stats: a checkpoint), for the
     // HDF5 export's statistics.
     rc = s_pivctl (out, sizeof out, "stats", "exp1", NULL);
     ck_assert_msg (rc == 0, "pivctl stats: %d: %s", rc, out);
-    // HDF5 (h5py): its u, v in m/s, and w where the export writes one.
+    // HDF5 (h5py): its u, v, w in m/s.
     char h5[4200];
     snprintf (h5, sizeof h5, "%s", tu_path (s_farm.dir, "exp1.h5"));
     rc = s_pivctl (out, sizeof out, "export", "exp1", "--format", "hdf5", "--units", "si", "-o",
                    h5, NULL);
     ck_assert_msg (rc == 0, "pivctl export --format hdf5: %d: %s", rc, out);
     const char *script = tu_path (s_farm.dir, "h5.py");
-    // The run statistics' mean w too (stats/w_mean), where written.
+    // The run statistics' mean w too (stats/w_mean).
     const char *check = "import sys, h5py, numpy as np\n"
                         "f = h5py.File(sys.argv[1], 'r'); ok = f['flags'][...] == 0\n"
                         "s = f['stats']['w_mean'][...] if 'stats' in f and 'w_mean' in f['stats'] "
@@ -336,19 +336,15 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
                                   &stats_w)
                               == 5,
                    "h5py: %s", out);
-    printf ("export hdf5 si: mean u %.4f v %.4f w %.4f m/s (w %s)\n", h[0], h[1], h[2],
-            strcmp (has_w, "True") == 0 ? "written" : "not written: issue 26's exports");
+    printf ("export hdf5 si: mean u %.4f v %.4f w %.4f m/s\n", h[0], h[1], h[2]);
     ck_assert (fabs (h[0] - S_U * 1e-3 / dt) < 0.01 && fabs (h[1] - S_V * 1e-3 / dt) < 0.01);
-    // An export that knows w writes it in both formats, at the truth's m/s.
-    ck_assert_msg ((cw >= 0) == (strcmp (has_w, "True") == 0), "txt w column %d, hdf5 w %s", cw,
-                   has_w);
-    if (cw >= 0) {
-        printf ("export txt si: mean w %.4f m/s (truth %.4f)\n", sum[2] / n, S_W * 1e-3 / dt);
-        ck_assert (fabs (sum[2] / n - S_W * 1e-3 / dt) < 0.015);
-        ck_assert (fabs (h[2] - S_W * 1e-3 / dt) < 0.015);
-        printf ("export hdf5 si: statistics' mean w %.4f m/s\n", stats_w);
-        ck_assert (fabs (stats_w - S_W * 1e-3 / dt) < 0.015);
-    }
+    // w in both formats and the statistics, at the truth's m/s.
+    ck_assert_msg (strcmp (has_w, "True") == 0, "hdf5 has no w: %s", out);
+    printf ("export txt si: mean w %.4f m/s (truth %.4f)\n", sum[2] / n, S_W * 1e-3 / dt);
+    ck_assert (fabs (sum[2] / n - S_W * 1e-3 / dt) < 0.015);
+    ck_assert (fabs (h[2] - S_W * 1e-3 / dt) < 0.015);
+    printf ("export hdf5 si: statistics' mean w %.4f m/s\n", stats_w);
+    ck_assert (fabs (stats_w - S_W * 1e-3 / dt) < 0.015);
 }
 END_TEST
 
