@@ -215,6 +215,13 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
     s_stereo_experiment ("cam1,cam2");
     char out[65536];
     int rc;
+    // The controller's view: mean w on the feedback topic.
+    rc = s_pivctl (out, sizeof out, "feedback", "set", "quantity=mean_w", "-e", "exp1", NULL);
+    ck_assert_msg (rc == 0, "pivctl feedback set: %d: %s", rc, out);
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/publish", s_farm.dir);
+    zsock_t *sub = zsock_new_sub (endpoint, "feedback.exp1/");
+    ck_assert_ptr_nonnull (sub);
     // The agent that will die holds a task before the others start.
     s_farm.others[0] = s_start_held_agent ();
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
@@ -256,6 +263,28 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
     ck_assert_int_eq ((int) tu_farm_sql (&s_farm, "SELECT count(*) FROM attempts WHERE agent = "
                                                   "'victim' AND outcome = 'requeued'"),
                       1);
+    // Feedback: a message a set (or fewer: the controller's pace), each
+    // mean w in m/s at the truth's.
+    int messages = 0;
+    double last_w = NAN;
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    while (zpoller_wait (poller, messages ? 500 : 10000)) {
+        char *topic = zstr_recv (sub), *json = zstr_recv (sub);
+        jdoc_t *doc = json ? jdoc_parse (json, NULL, 0) : NULL;
+        ck_assert_msg (doc, "feedback: %s", json ? json : "(none)");
+        last_w = jdoc_number (doc, NAN, "$.mean_w");
+        ck_assert_str_eq (jdoc_string (doc, "$.units.velocity"), "m/s");
+        jdoc_destroy (&doc);
+        zstr_free (&topic);
+        zstr_free (&json);
+        messages++;
+    }
+    zpoller_destroy (&poller);
+    zsock_destroy (&sub);
+    printf ("feedback: %d messages, last mean_w %.4f m/s (truth %.4f)\n", messages, last_w,
+            S_W / S_DT_MS);
+    ck_assert_msg (messages >= 1 && fabs (last_w - S_W / S_DT_MS) < 0.015,
+                   "%d feedback messages, mean_w %g m/s", messages, last_w);
     // Each set's field: the three components of the flow, mm per frame.
     for (int i = 1; i <= S_SETS; i++)
         s_check_result ("exp1", i);
