@@ -11,6 +11,7 @@
 #include "piv/derived.h"
 #include "piv/image.h"
 #include "piv/piv.h"
+#include "piv/stereo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +48,13 @@ struct _process_t {
     int field_format;             // agent/result_format = field: .pvf, else .txt
     piv_t *engine;                // PIV engine for those settings
     piv_loader_t *loader;         // this thread's frames and file buffer, kept
+    piv_loader_t *loader2;        // a stereo set's camera 2 frames, kept as 'loader' keeps
+                                  // camera 1's (fresh pages cost a fault each)
     piv_budget_t budget;          // what a pair may take (process_set_budget), its ratio
+    char *rig_text;               // stereo: the rig's calibration text of 'stereo' (NULL: none)
+    char stereo_settings[512];    // ... the settings it was made for
+    int stereo_width, stereo_height;  // ... and the frame size
+    piv_stereo_t *stereo;         // the stereo engine for those, kept from set to set
 };
 
 process_t *
@@ -60,6 +67,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     }
     const char *p = cfg->agent.processor;
     if (!(self->masks = mask_cache_new ()) || !(self->loader = piv_loader_new ())
+        || !(self->loader2 = piv_loader_new ())
         || !(self->backgrounds = backgrounds_new ())) {
         snprintf (err, errlen, "cannot make a processor: out of memory");
         process_destroy (&self);
@@ -86,6 +94,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     self->budget.max_ratio = cfg->piv.max_ratio;
     self->budget.settings = &self->parsed;
     piv_loader_set_budget (self->loader, &self->budget);
+    piv_loader_set_budget (self->loader2, &self->budget);
     self->min_free_mb = cfg->agent.min_free_mb;
     self->field_format = strcmp (cfg->agent.result_format, "field") == 0;
     if (*cfg->watcher.root
@@ -102,9 +111,12 @@ process_destroy (process_t **self_p)
     if (!self_p || !*self_p)
         return;
     piv_destroy (&(*self_p)->engine);
+    piv_stereo_destroy (&(*self_p)->stereo);
+    free ((*self_p)->rig_text);
     mask_cache_destroy (&(*self_p)->masks);
     backgrounds_destroy (&(*self_p)->backgrounds);
     piv_loader_destroy (&(*self_p)->loader);
+    piv_loader_destroy (&(*self_p)->loader2);
     free (*self_p);
     *self_p = NULL;
 }
@@ -140,6 +152,7 @@ process_set_budget (process_t *self, uint64_t bytes, const char *why)
               "this agent's budget of %s a thread (%s)", piv_budget_size (bytes, size, sizeof size),
               why);
     piv_loader_set_budget (self->loader, &self->budget);
+    piv_loader_set_budget (self->loader2, &self->budget);
 }
 
 int
@@ -445,8 +458,8 @@ s_load_pair (process_t *self, const proto_msg_t *task, const char *a, const char
 // full; the partial output is removed).
 static int
 s_write_result (process_t *self, const proto_msg_t *task, const char *a, const char *b,
-                const char *out, const piv_field_t *field, const proto_msg_t *result, char *err,
-                size_t errlen)
+                const char *out, const piv_field_t *field, const piv_field3_t *f3,
+                const proto_msg_t *result, char *err, size_t errlen)
 {
     int prc = s_prepare_output (self, task, err, errlen);
     int fd = prc == 0 ? s_open_output (self, task, err, errlen) : -1;
@@ -477,7 +490,13 @@ s_write_result (process_t *self, const proto_msg_t *task, const char *a, const c
                       piv_background_text (self->parsed.background,
                                            self->parsed.background_frames, bg, sizeof bg),
                       task->experiment ? task->experiment : "", self->background_count);
-        werr = piv_field_write (field, f, PIV_FORMAT_TXT, header);
+        // A stereo set's: its 3-component field in the world's mm
+        // (pivfarm-piv --cameras's columns), camera 2's frames named too.
+        if (f3 && n > 0 && (size_t) n < sizeof header)
+            snprintf (header + n, sizeof header - (size_t) n, "\nframe_c %s\nframe_d %s",
+                      task->path_c, task->path_d);
+        werr = f3 ? piv_field3_write (f3, f, 0, header)
+                  : piv_field_write (field, f, PIV_FORMAT_TXT, header);
     }
     if (!werr && fflush (f) != 0)
         werr = 1;
@@ -492,6 +511,10 @@ s_write_result (process_t *self, const proto_msg_t *task, const char *a, const c
     s_remove_output (self, task);
     return s_full (error) ? 1 : -1;
 }
+
+static int s_finish (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+                     const char *out, piv_field_t *field, const piv_field3_t *f3,
+                     double vorticity, proto_msg_t *result, char *err, size_t errlen);
 
 static int
 s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *b,
@@ -526,7 +549,17 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
         piv_field_destroy (&field);
         return -1;
     }
-    int rc = s_write_result (self, task, a, b, out, field, result, err, errlen);
+    return s_finish (self, task, a, b, out, field, NULL, vorticity, result, err, errlen);
+}
+
+// Writes the result file of 'field' (f3: a stereo set's, else NULL) and
+// fills RESULT's figures; takes the field. 0, or as s_write_result.
+static int
+s_finish (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+          const char *out, piv_field_t *field, const piv_field3_t *f3, double vorticity,
+          proto_msg_t *result, char *err, size_t errlen)
+{
+    int rc = s_write_result (self, task, a, b, out, field, f3, result, err, errlen);
     if (rc != 0) {
         piv_field_destroy (&field);
         return rc;
@@ -542,6 +575,126 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
     result->figures[PROTO_FIG_VORTICITY] = vorticity;
     piv_field_destroy (&field);
     return 0;
+}
+
+// Frames A and B of one camera of a stereo set, opened as the pair's are
+// (beneath the watch root), into 'loader' (borrowed until its next pair).
+// 0, or -1 with err.
+static int
+s_load_camera (process_t *self, piv_loader_t *loader, const proto_msg_t *task, const char *a,
+               const char *b, piv_image_t **ia, piv_image_t **ib, char *err, size_t errlen)
+{
+    int fa = s_open_input (self, task, "frame", a, err, errlen), fb = -1;
+    if (fa < 0 || (fb = s_open_input (self, task, "frame", b, err, errlen)) < 0) {
+        if (fa >= 0)
+            close (fa);
+        return -1;
+    }
+    int rc = piv_loader_pair_fd (loader, fa, a, fb, b, self->max_pixels, self->max_bytes, ia, ib,
+                                 err, errlen);
+    close (fa);
+    close (fb);
+    return rc;
+}
+
+// The stereo engine of the task's rig, settings and frame size: the one
+// kept when all three are the same, else made anew. 0, or -1 with err.
+static int
+s_stereo_engine (process_t *self, const proto_msg_t *task, int width, int height, char *err,
+                 size_t errlen)
+{
+    unsigned long long pair = (unsigned long long) task->pair;
+    if (self->stereo && self->rig_text && strcmp (self->rig_text, task->cameras) == 0
+        && strcmp (self->stereo_settings, task->settings) == 0 && self->stereo_width == width
+        && self->stereo_height == height)
+        return 0;
+    piv_stereo_destroy (&self->stereo);
+    free (self->rig_text);
+    self->rig_text = NULL;
+    char why[1024];
+    piv_cameras_t *rig = piv_cameras_parse (task->cameras, "the experiment's rig", why, sizeof why);
+    if (!rig) {
+        snprintf (err, errlen, "pair %llu: %s", pair, why);
+        return -1;
+    }
+    piv_settings_t s = self->parsed;
+    s.mask = NULL;
+    double t0 = util_now ();
+    self->stereo = piv_stereo_new (rig, &s, width, height, NULL, why, sizeof why);
+    piv_cameras_destroy (&rig);
+    const piv_stereo_grid_t *g = self->stereo ? piv_stereo_grid (self->stereo) : NULL;
+    if (g)
+        log_info ("stereo engine for experiment '%s': %dx%d frames, grid %dx%d px, made in "
+                  "%.0f ms (kept while its rig, settings and frame size stay)",
+                  task->experiment, width, height, g->width, g->height, (util_now () - t0) * 1e3);
+    if (!self->stereo || !(self->rig_text = strdup (task->cameras))) {
+        snprintf (err, errlen, "pair %llu: %s", pair, self->stereo ? "out of memory" : why);
+        piv_stereo_destroy (&self->stereo);
+        return -1;
+    }
+    snprintf (self->stereo_settings, sizeof self->stereo_settings, "%s", task->settings);
+    self->stereo_width = width, self->stereo_height = height;
+    return 0;
+}
+
+// A stereo set: camera 1's frames a, b and camera 2's c, d, the rig the
+// task carries; the 3-component field goes back as a field on the rig's
+// grid pixels with w (piv_stereo_field), whose mm the experiment's
+// calibration (piv_stereo_grid_calib, set with the rig) gives back.
+static int
+s_run_stereo (process_t *self, const proto_msg_t *task, const char *a, const char *b,
+              const char *c, const char *d, const char *out, proto_msg_t *result, char *err,
+              size_t errlen)
+{
+    unsigned long long pair = (unsigned long long) task->pair;
+    if (!task->cameras || !*task->cameras) {
+        snprintf (err, errlen, "pair %llu: a stereo set of experiment '%s' without the rig's "
+                  "calibration: set it with 'pivctl calibrate %s --cameras FILE', then retry",
+                  pair, task->experiment, task->experiment);
+        return -1;
+    }
+    if (s_settings (self, task, err, errlen) != 0)
+        return -1;
+    if (*self->parsed.mask_path || self->parsed.background != PIV_BACKGROUND_NONE) {
+        snprintf (err, errlen, "pair %llu: a stereo set takes no %s (in one camera's pixels)",
+                  pair, *self->parsed.mask_path ? "mask" : "background subtraction");
+        return -1;
+    }
+    piv_image_t *fr[4] = {NULL, NULL, NULL, NULL};
+    piv_field3_t *f3 = NULL;
+    piv_field_t *field = NULL;
+    char why[1024];
+    int rc = -1;
+    // The loaders' frames, kept for the next set.
+    if (s_load_camera (self, self->loader, task, a, b, &fr[0], &fr[1], err, errlen) != 0
+        || s_load_camera (self, self->loader2, task, c, d, &fr[2], &fr[3], err, errlen) != 0)
+        goto done;
+    int width = piv_image_width (fr[0]), height = piv_image_height (fr[0]);
+    if (piv_image_width (fr[2]) != width || piv_image_height (fr[2]) != height) {
+        snprintf (err, errlen, "'%s' is %dx%d, '%s' is %dx%d: both cameras' frames must have "
+                  "one size", a, width, height, c, piv_image_width (fr[2]),
+                  piv_image_height (fr[2]));
+        goto done;
+    }
+    if (s_stereo_engine (self, task, width, height, err, errlen) != 0)
+        goto done;
+    if (!(f3 = piv_stereo_process (self->stereo, fr[0], fr[1], fr[2], fr[3], why, sizeof why))) {
+        snprintf (err, errlen, "cannot process '%s' '%s' '%s' '%s': %s", a, b, c, d, why);
+        goto done;
+    }
+    field = piv_stereo_field (f3, piv_stereo_grid (self->stereo),
+                              piv_stereo_planar (self->stereo, 0));
+    double vorticity;
+    if (!field || s_vorticity (field, &vorticity) != 0
+        || piv_field_encode (field, &result->blob, &result->blob_size) != 0) {
+        snprintf (err, errlen, "pair %llu: out of memory", pair);
+        piv_field_destroy (&field);
+        goto done;
+    }
+    rc = s_finish (self, task, a, b, out, field, f3, vorticity, result, err, errlen);
+done:
+    piv_field3_destroy (&f3);
+    return rc;
 }
 
 // Runs PROGRAM A B OUT; its standard error becomes the reason of a failure.
@@ -620,7 +773,9 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
     result->pair = task->pair;
     result->attempt = task->attempt;
     int64_t t0 = (int64_t) (util_now () * 1e9);
-    char a[PATH_MAX], b[PATH_MAX], out[PATH_MAX * 2], output[PATH_MAX];
+    char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX] = "", d[PATH_MAX] = "", out[PATH_MAX * 2],
+        output[PATH_MAX];
+    int stereo = task->path_c && *task->path_c;
     // agent/result_format = field: the broker's "<stem>.txt" becomes
     // "<stem>.pvf" (RESULT says which file was written).
     proto_msg_t named = *task;
@@ -640,6 +795,9 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
     if (process_map_path (task->path_a, self->from, self->to, a, sizeof a) != 0
         || process_map_path (task->path_b ? task->path_b : "", self->from, self->to, b, sizeof b)
                != 0
+        || (stereo && (process_map_path (task->path_c, self->from, self->to, c, sizeof c) != 0
+                       || process_map_path (task->path_d, self->from, self->to, d, sizeof d)
+                              != 0))
         || (size_t) snprintf (out, sizeof out, "%s/%s", self->results, task->output)
                >= sizeof out) {
         snprintf (err, errlen, "pair %llu: a path is too long", (unsigned long long) task->pair);
@@ -649,7 +807,9 @@ process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, cha
     if (self->kind != PROCESS_NOOP && !process_room (self->results, self->min_free_mb, err, errlen))
         return PROCESS_DEFER;
     int rc = 0;
-    if (self->kind == PROCESS_PIV)
+    if (self->kind == PROCESS_PIV && stereo)
+        rc = s_run_stereo (self, task, a, b, c, d, out, result, err, errlen);
+    else if (self->kind == PROCESS_PIV)
         rc = s_run_piv (self, task, a, b, out, result, err, errlen);
     else if (self->kind == PROCESS_EXEC)
         rc = s_run_exec (self, task, a, b, out, err, errlen);

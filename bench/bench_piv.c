@@ -7,6 +7,7 @@
 
 #include "bench/piv_cost.h"
 #include "bench/piv_resolution.h"
+#include "bench/piv_uncertainty.h"
 #include "common/util.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -688,6 +689,75 @@ s_section_real (void)
 }
 
 
+static int
+s_cmp_float (const void *a, const void *b)
+{
+    float x = *(const float *) a, y = *(const float *) b;
+    return (x > y) - (x < y);
+}
+
+// Section 12's real pairs: each method's median sigma (as a 2-D length,
+// sqrt (sigma_u^2 + sigma_v^2), what piv_field_noise's distance measures)
+// over the valid vectors, against the field's own small-scale noise
+// (section 8's figure, the engine alone: smooth=off). 0, or -1 (logged).
+static int
+s_section_uncertainty_real (void)
+{
+    const char *dir = s_data_dir ();
+    printf ("  real pairs (%s), passes 64,32,16, smooth=off: median 2-D sigma against the\n"
+            "  field's noise (section 8's metric); goal: ratio within 1/1.5 .. 1.5; rms: the\n"
+            "  RMS 2-D sigma, as the noise is an RMS\n", dir);
+    printf ("  %-8s %8s | %8s %6s %7s | %8s %6s %7s\n", "pair", "noise", "cs", "ratio", "rms",
+            "mc", "ratio", "rms");
+    for (size_t p = 0; p < sizeof s_real / sizeof s_real[0]; p++) {
+        double med[2], rms[2], noise = 0;
+        for (int m = 0; m < 2; m++) {
+            char text[1024], size[32];
+            snprintf (text, sizeof text, "%s smooth=off uncertainty=%s",
+                      s_settings_text ? s_settings_text : "", m ? "mc" : "cs");
+            piv_noise_t nz;
+            piv_field_t *field = s_real_field (dir, p, text, size, sizeof size);
+            long n = field ? (long) field->nx * field->ny : 0, count = 0;
+            float *len = field ? malloc ((size_t) n * sizeof *len) : NULL;
+            if (!len || !field->sigma_u || piv_field_noise (field, &nz) != 0) {
+                log_error ("cannot measure the uncertainty of the pair '%s'", s_real[p].name);
+                free (len);
+                piv_field_destroy (&field);
+                return -1;
+            }
+            double sum2 = 0;
+            for (long k = 0; k < n; k++)
+                if (field->flags[k] == PIV_FLAG_VALID && isfinite (field->sigma_u[k])
+                    && isfinite (field->sigma_v[k])) {
+                    len[count] = hypotf (field->sigma_u[k], field->sigma_v[k]);
+                    sum2 += (double) len[count] * len[count];
+                    count++;
+                }
+            qsort (len, (size_t) count, sizeof *len, s_cmp_float);
+            med[m] = count ? len[count / 2] : NAN;
+            rms[m] = count ? sqrt (sum2 / count) : NAN;
+            noise = nz.noise;
+            free (len);
+            piv_field_destroy (&field);
+        }
+        printf ("  %-8s %8.3f | %8.3f %5.2f%c %7.3f | %8.3f %5.2f%c %7.3f\n", s_real[p].name,
+                noise, med[0], med[0] / noise,
+                med[0] / noise > 1.5 || med[0] / noise < 1 / 1.5 ? '!' : ' ', rms[0], med[1],
+                med[1] / noise, med[1] / noise > 1.5 || med[1] / noise < 1 / 1.5 ? '!' : ' ',
+                rms[1]);
+    }
+    return 0;
+}
+
+// Section 12: synthetic classes, the real pairs, the cost. 0, or -1.
+static int
+s_section_uncertainty (int reps)
+{
+    if (uncertainty_section (s_settings_text, reps) != 0)
+        return -1;
+    return s_section_uncertainty_real ();
+}
+
 // Section 11's rows: each preprocessing filter (issue 25) alone over the
 // defaults (or --settings), at a few strengths; "" is none.
 static const char *const s_preprocess_runs[] = {
@@ -760,13 +830,14 @@ s_usage (FILE *out)
 {
     fprintf (out,
              "usage: bench_piv [--quick] [--reps N]\n"
-             "                 [--only accuracy|real|resolution|preprocess]\n"
+             "                 [--only accuracy|real|resolution|preprocess|uncertainty]\n"
              "                 [--settings TEXT]\n"
              "  --quick    %d repetitions and only the default deformation in the accuracy table\n"
              "  --reps N   repetitions of each timed figure (default %d; best and median shown)\n"
              "  --only S   section 5 (accuracy, with --quick's rows), 8 (real pairs) or 10\n"
              "             (resolution, peak locking, sparse seeding) or 11 (preprocessing\n"
-             "             on the real pairs) alone\n"
+             "             on the real pairs) or 12 (uncertainty: synthetic classes, real\n"
+             "             pairs, cost) alone\n"
              "  --settings TEXT  settings as a TASK carries them (\"smooth=final\"), over the\n"
              "             defaults of every engine\n"
              "FFTW wisdom: %s (PIVFARM_WISDOM); planner: PIVFARM_FFTW_PLANNER\n",
@@ -803,7 +874,8 @@ s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
         else if (strcmp (argv[i], "--only") == 0 && i + 1 < argc
                  && (strcmp (argv[i + 1], "accuracy") == 0 || strcmp (argv[i + 1], "real") == 0
                      || strcmp (argv[i + 1], "resolution") == 0
-                     || strcmp (argv[i + 1], "preprocess") == 0)) {
+                     || strcmp (argv[i + 1], "preprocess") == 0
+                     || strcmp (argv[i + 1], "uncertainty") == 0)) {
             *only = argv[++i];
             *quick = 1;
         }
@@ -1226,6 +1298,10 @@ main (int argc, char *argv[])
         if (s_section_preprocess () != 0)
             goto done;
     }
+    else if (only && strcmp (only, "uncertainty") == 0) {
+        if (s_section_uncertainty (bench.reps) != 0)
+            goto done;
+    }
     else if (only) {
         if (s_section_accuracy (&bench) != 0)
             goto done;
@@ -1233,7 +1309,7 @@ main (int argc, char *argv[])
     else if (s_section_floor (&bench) != 0 || s_section_single (&bench) != 0
              || s_section_multi (&bench) != 0 || s_section_rest (&bench) != 0
              || s_section_real () != 0 || resolution_section (s_settings_text) != 0
-             || s_section_preprocess () != 0)
+             || s_section_preprocess () != 0 || s_section_uncertainty (bench.reps) != 0)
         goto done;
     rc = 0;
 

@@ -620,7 +620,7 @@ s_load_pending (void *arg, int64_t pair, const char *experiment, const char *ste
     (void) attempts;
     broker_t *self = arg;
     exp_t *exp = ingest_experiment (self->ingest, experiment, util_time_ns ());
-    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
+    task_t *task = ingest_task_of (self->store, exp, pair, stem, name_a, name_b);
     if (!task)
         return -1;
     task->closed_ns = store_pair_closed (self->store, pair);  // its frame's mtime

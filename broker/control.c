@@ -605,6 +605,15 @@ s_feedback (control_cmd_t *cmd)
         char err[512];
         if (feedback_settings_apply (&fs, cmd->argc - 2, cmd->argv + 2, err, sizeof err) != 0)
             return cmd_refuse (cmd, 400, "%s", err);
+        // w only a stereo experiment's fields have: an experiment known
+        // to be planar would follow a value that is never there.
+        const feedback_quantity_info_t *q = feedback_quantity_get ((int) fs.quantity);
+        if (q && q->stereo && exp && stats_has_w (cmd->self->stages.stats, exp) == 0)
+            return cmd_refuse (cmd, 400,
+                               "quantity '%s' of experiment '%s' refused: it needs the "
+                               "out-of-plane velocity w, and its fields are planar (one "
+                               "camera, no w)",
+                               q->name, exp->name);
     }
     else
         return cmd_refuse (cmd, 400, "usage: %s", usage);
@@ -658,6 +667,26 @@ s_replay_inherit (control_cmd_t *cmd, const exp_t *of, exp_t *exp, int64_t now)
             return cmd_refuse (cmd, 500, "cannot record the calibration of '%s': %s", exp->name,
                                store_error (self->store));
         stats_set_calib (self->stages.stats, exp, &of->calib.calib);
+    }
+    // A stereo source's rig and camera folders (issue 26): its sets pair
+    // and compute as the source's did.
+    if (of->piv.cameras && !exp->piv.cameras) {
+        char *rig = strdup (of->piv.cameras);
+        if (!rig || store_setting_set (self->store, exp->id, "cameras", rig, now) != 0) {
+            free (rig);
+            return cmd_refuse (cmd, 500, "cannot record the rig of '%s': %s", exp->name,
+                               store_error (self->store));
+        }
+        exp->piv.cameras = rig;
+    }
+    const char *folders = ingest_cameras (self->ingest, of);
+    if (strcmp (folders, ingest_cameras (self->ingest, exp)) != 0) {
+        char why[512], copy[CONFIG_STRING];
+        snprintf (copy, sizeof copy, "%s", folders);
+        if (ingest_cameras_set (self->ingest, exp, copy, 0, why, sizeof why) != 0
+            || store_setting_set (self->store, exp->id, "pairing_cameras", copy, now) != 0)
+            return cmd_refuse (cmd, 500, "cannot set the camera folders of '%s': %s", exp->name,
+                               store_error (self->store));
     }
     // Its own mask (if any) again over its new settings, else the source's.
     int own = exp->piv.mask != NULL;

@@ -40,6 +40,8 @@ s_put_piv (control_cmd_t *cmd, exp_t *exp)
     text_put (&cmd->body,
               ",\"own\":%s,\"pairs\":", ingest_pairing_own (ingest, exp) >= 0 ? "true" : "false");
     text_put_string (&cmd->body, rule->pairs);
+    text_put (&cmd->body, ",\"cameras\":");
+    text_put_string (&cmd->body, ingest_cameras (ingest, exp));
     text_put (&cmd->body, "}}");
     return 0;
 }
@@ -67,12 +69,14 @@ s_own_set (char *own, size_t size, const char *key, const char *value)
 }
 
 // The words KEY=VALUE... (KEY=default: back to the default) applied to
-// 'own'; the pairing rule into *rule (-2: not given, -1: default). 0, or
-// -1 refused naming the word and why.
+// 'own'; the pairing rule into *rule (-2: not given, -1: default), the
+// stereo camera folders into *cameras (NULL: not given, "": default). 0,
+// or -1 refused naming the word and why.
 static int
-s_parse_words (control_cmd_t *cmd, char *own, size_t size, int *rule)
+s_parse_words (control_cmd_t *cmd, char *own, size_t size, int *rule, const char **cameras)
 {
     *rule = -2;
+    *cameras = NULL;
     for (int i = 2; i < cmd->argc; i++) {
         const char *word = cmd->argv[i], *eq = strchr (word, '=');
         char key[64], norm[PIV_MASK_PATH_MAX], why[600];
@@ -97,6 +101,10 @@ s_parse_words (control_cmd_t *cmd, char *own, size_t size, int *rule)
                     value,
                     util_join (pairing_rule_choice, ", ", " or ", expected, sizeof expected));
             *rule = dflt ? -1 : (int)info->rule;
+            continue;
+        }
+        if (strcmp (key, "cameras") == 0) {
+            *cameras = dflt ? "" : value;
             continue;
         }
         if (strcmp (key, "mask") == 0)
@@ -138,8 +146,12 @@ control_piv (control_cmd_t *cmd)
     snprintf (old, sizeof old, "%s", ingest_piv_own (ingest, exp));
     snprintf (own, sizeof own, "%s", cmd->given & CMD_OPT_RESET ? "" : old);
     int rule, old_rule = ingest_pairing_own (ingest, exp);
-    if (s_parse_words (cmd, own, sizeof own, &rule))
+    const char *cameras;
+    if (s_parse_words (cmd, own, sizeof own, &rule, &cameras))
         return -1;
+    if (global && cameras)
+        return cmd_refuse (cmd, 400, "bad piv setting 'cameras': an experiment's own (the "
+                           "default is pairing/cameras in the configuration)");
     if (cmd->given & CMD_OPT_RESET && rule == -2)
         rule = -1;
     if (!global && ingest_piv_merge (ingest, exp, own, merged, sizeof merged, err, sizeof err))
@@ -160,6 +172,20 @@ control_piv (control_cmd_t *cmd)
         recorded = store_setting_set (self->store, id, "pairing",
                                       rule >= 0 ? pairing_rule_get (rule)->name : NULL, now) == 0;
     }
+    char old_cameras[CONFIG_STRING] = "";
+    if (exp && cameras)
+        snprintf (old_cameras, sizeof old_cameras, "%s", ingest_cameras (ingest, exp));
+    if (recorded && cameras) {
+        // As the rule: the files waiting offered again, in this transaction.
+        if (ingest_cameras_set (ingest, exp, *cameras ? cameras : NULL, 1, err, sizeof err) != 0) {
+            ingest_piv_set (ingest, exp, old, err + strlen (err), 0);
+            if (rule != -2 && rule != old_rule)
+                ingest_pairing_set (ingest, exp, old_rule, 0, err + strlen (err), 0);
+            return cmd_refuse (cmd, 400, "bad piv setting 'cameras=%.100s': %s", cameras, err);
+        }
+        recorded = store_setting_set (self->store, id, "pairing_cameras",
+                                      *cameras ? cameras : NULL, now) == 0;
+    }
     if (!recorded) {
         ingest_piv_set (ingest, exp, old, err, sizeof err);
         return cmd_refuse (cmd, 500, "cannot record the PIV settings: %s",
@@ -171,6 +197,8 @@ control_piv (control_cmd_t *cmd)
         ingest_piv_set (ingest, exp, old, err, sizeof err);
         if (rule != -2 && rule != old_rule)
             ingest_pairing_set (ingest, exp, old_rule, 0, err, sizeof err);
+        if (cameras)
+            ingest_cameras_set (ingest, exp, old_cameras, 0, err, sizeof err);
         return -1;
     }
     dispatch_now (self->dispatch);

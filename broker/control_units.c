@@ -7,10 +7,13 @@
 #include "broker/control_cmd.h"
 #include "broker/stats.h"
 #include "common/util.h"
+#include "piv/cameras.h"
 #include "piv/image.h"
+#include "piv/stereo.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -22,6 +25,19 @@ s_put_calibration (control_cmd_t *cmd, exp_t *exp)
     const piv_calib_t *c = stats_calib (stats, exp, NULL);
     cmd_put_scope (cmd, exp);
     stats_put_calibration (stats, exp, &cmd->body);
+    // A stereo experiment's rig (calibrate --cameras): its grid, which the
+    // calibration above is made from.
+    char err[512];
+    piv_cameras_t *rig = exp && exp->piv.cameras
+                             ? piv_cameras_parse (exp->piv.cameras, "the rig", err, sizeof err)
+                             : NULL;
+    piv_stereo_grid_t g;
+    if (rig && piv_cameras_grid (rig, &g))
+        text_put (&cmd->body,
+                  ",\"rig\":{\"cameras\":%zu,\"grid\":{\"x0\":%.17g,\"y0\":%.17g,\"step\":%.17g,"
+                  "\"width\":%d,\"height\":%d}}",
+                  piv_cameras_count (rig), g.x0, g.y0, g.step, g.width, g.height);
+    piv_cameras_destroy (&rig);
     text_put (&cmd->body, ",\"units\":{\"length\":\"%s\",\"velocity\":\"%s\",\"rate\":\"%s\"}}",
               piv_calib_unit (c, PIV_UNIT_LENGTH), piv_calib_unit (c, PIV_UNIT_VELOCITY),
               piv_calib_unit (c, PIV_UNIT_RATE));
@@ -59,11 +75,105 @@ s_parse_calibration (control_cmd_t *cmd, const piv_calib_t *base, piv_calib_t *c
     return 0;
 }
 
+// calibrate EXP cameras=TEXT [dt=T] (pivctl's --cameras FILE): a stereo
+// rig (two cameras and its grid line, pivfarm-calib --size) attached to the
+// experiment, which its stereo sets carry (setting 'cameras'), and the
+// experiment's calibration set to the rig's grid (piv_stereo_grid_calib),
+// which turns its stereo fields (on the grid's pixels) into mm and m/s.
+// dt: the command's, else the experiment's calibration's. 0 or -1.
+static int
+s_calibrate_cameras (control_cmd_t *cmd, const char *text, int from_now)
+{
+    const char *name = cmd->argv[1];
+    if (strcmp (name, "*") == 0)
+        return cmd_refuse (cmd, 400, "calibrate --cameras: a rig is one experiment's, not '*'");
+    if (cmd_refuse_name (cmd, "experiment", name))
+        return -1;
+    char err[1024];
+    piv_cameras_t *rig = piv_cameras_parse (text, "--cameras", err, sizeof err);
+    if (!rig)
+        return cmd_refuse (cmd, 400, "%s", err);
+    piv_stereo_grid_t grid;
+    size_t count = piv_cameras_count (rig);
+    int has_grid = piv_cameras_grid (rig, &grid);
+    char *canonical = count == 2 && has_grid ? piv_cameras_format (rig) : NULL;
+    piv_cameras_destroy (&rig);
+    if (count != 2)
+        return cmd_refuse (cmd, 400, "calibration file has %zu camera%s: stereo needs two",
+                           count, count == 1 ? "" : "s");
+    if (!has_grid)
+        return cmd_refuse (cmd, 400,
+                           "calibration file has no grid: run pivfarm-calib with --size WxH");
+    if (!canonical)
+        return cmd_refuse (cmd, 500, "no memory for the rig of '%s'", name);
+    // Its comments left out: the text every stereo task of the experiment
+    // carries, within what a TASK's text may hold.
+    if (strlen (util_drop_comments (canonical)) >= PROTO_MAX_STRING) {
+        size_t len = strlen (canonical);
+        free (canonical);
+        return cmd_refuse (cmd, 400, "calibration file is %zu bytes without its comments, over "
+                           "the %d a task carries", len, PROTO_MAX_STRING - 1);
+    }
+    stats_t *stats = cmd->self->stages.stats;
+    exp_t *exp = zhashx_lookup (ingest_experiments (cmd->self->ingest), name);
+    piv_calib_t c, given;
+    piv_calib_init (&given);
+    for (int i = 2; i < cmd->argc; i++)
+        if (strncmp (cmd->argv[i], "dt=", 3) != 0
+            || piv_calib_set (&given, "dt", cmd->argv[i] + 3, err, sizeof err) != 0) {
+            free (canonical);
+            return cmd_refuse (cmd, 400, "%s",
+                               strncmp (cmd->argv[i], "dt=", 3) == 0
+                                   ? err
+                                   : "calibrate --cameras takes --dt alone: the rig's grid gives "
+                                     "the scale and the origin");
+        }
+    const piv_calib_t *now_in_force = stats_calib (stats, exp, NULL);
+    double dt = given.dt > 0 ? given.dt : now_in_force->set ? now_in_force->dt : 0;
+    if (!(dt > 0)) {
+        free (canonical);
+        return cmd_refuse (cmd, 400, "dt needed: give --dt (the time between frames A and B); "
+                           "'%s' has no calibration to take it from", name);
+    }
+    piv_stereo_grid_calib (&grid, dt, &c);
+    char calib[512];
+    if (piv_calib_format (&c, calib, sizeof calib) < 0) {
+        free (canonical);
+        return cmd_refuse (cmd, 400, "bad calibration: over the %zu bytes recorded of one",
+                           sizeof calib - 1);
+    }
+    if (!(exp = cmd_setting_experiment (cmd, name))) {
+        free (canonical);
+        return -1;
+    }
+    int64_t now = util_time_ns ();
+    char epoch[24];
+    snprintf (epoch, sizeof epoch, "%" PRId64, now);
+    store_t *store = cmd->self->store;
+    if ((from_now && store_setting_set (store, exp->id, "calibration_from", epoch, now) != 0)
+        || store_setting_set (store, exp->id, "cameras", canonical, now) != 0
+        || store_setting_set (store, exp->id, "calibration", calib, now) != 0) {
+        free (canonical);
+        return cmd_refuse (cmd, 500, "cannot record the calibration: %s", store_error (store));
+    }
+    if (cmd_commit (cmd)) {
+        free (canonical);
+        return -1;
+    }
+    free (exp->piv.cameras);
+    exp->piv.cameras = canonical;
+    if (from_now)
+        stats_set_epoch (stats, exp, now);
+    stats_set_calib (stats, exp, &c);
+    return s_put_calibration (cmd, exp);
+}
+
 int
 control_calibrate (control_cmd_t *cmd)
 {
     const char *usage =
-        "calibrate EXP|* [scale=S dt=T [origin=X,Y] [y_axis=up|down] | none] [from=now]";
+        "calibrate EXP|* [scale=S dt=T [origin=X,Y] [y_axis=up|down] | none | cameras=TEXT "
+        "[dt=T]] [from=now]";
     if (cmd_expect (cmd, 0, 2, 7, usage))
         return -1;
     // from=now (pivctl's --from now): a new epoch; without it the
@@ -83,6 +193,14 @@ control_calibrate (control_cmd_t *cmd)
     if (from_now && cmd->argc == 2)
         return cmd_refuse (cmd, 400, "calibrate --from now needs a calibration (or none) to "
                            "begin with; usage: %s", usage);
+    for (int i = 2; i < cmd->argc; i++)
+        if (strncmp (cmd->argv[i], "cameras=", 8) == 0) {
+            const char *text = cmd->argv[i] + 8;
+            memmove (cmd->argv + i, cmd->argv + i + 1,
+                     (size_t) (cmd->argc - i) * sizeof *cmd->argv);
+            cmd->argc--;
+            return s_calibrate_cameras (cmd, text, from_now);
+        }
     const char *name = cmd->argv[1];
     int global = strcmp (name, "*") == 0;
     if (!global && cmd_refuse_name (cmd, "experiment", name))
@@ -103,7 +221,9 @@ control_calibrate (control_cmd_t *cmd)
         if (s_parse_calibration (cmd, stats_calib (stats, exp, NULL), &c))
             return -1;
         int width, height;
-        if (exp && stats_image_extent (stats, exp, &width, &height)
+        // A stereo rig's grid calibration may put the origin outside the
+        // grid (piv_stereo_grid_calib): amended, it is not checked again.
+        if (exp && !exp->piv.cameras && stats_image_extent (stats, exp, &width, &height)
             && piv_calib_check_image (&c, width, height, err, sizeof err) != 0)
             return cmd_refuse (cmd, 400, "%s (as its results' grid shows)", err);
         if (piv_calib_format (&c, text, sizeof text) < 0)

@@ -599,6 +599,8 @@ s_check_deadlines (dispatch_t *self, int64_t now)
                 continue;
             task_t *copy =
                 broker_task_new (task->pair, task->exp, task->stem, task->name_a, task->name_b);
+            if (copy && task->name_c && broker_task_set_more (copy, task->name_c, task->name_d))
+                broker_task_destroy (&copy);
             if (!copy)
                 continue;  // tried again at the next heartbeat
             copy->closed_ns = task->closed_ns;
@@ -688,10 +690,15 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     task->deadline_ns = now + s_deadline_ns (self, agent, task->exp, &task->guessed);
     exp_t *exp = task->exp;
     char path_a[PATH_MAX * 2], path_b[PATH_MAX * 2] = "", output[PATH_MAX];
+    char path_c[PATH_MAX * 2] = "", path_d[PATH_MAX * 2] = "";
     // Under the watch root, or where the archive put them (doc/storage.md).
     self->frame_path (self->arg, exp, task->name_a, path_a, sizeof path_a);
     if (task->name_b)
         self->frame_path (self->arg, exp, task->name_b, path_b, sizeof path_b);
+    if (task->name_c) {
+        self->frame_path (self->arg, exp, task->name_c, path_c, sizeof path_c);
+        self->frame_path (self->arg, exp, task->name_d, path_d, sizeof path_d);
+    }
     snprintf (output, sizeof output, "%s/%s.txt", exp->name, task->stem);
     // What it is sent with, for its result: a change of the experiment's
     // settings applies to the pairs dispatched after it.
@@ -706,7 +713,12 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
                        .path_a = path_a,
                        .path_b = path_b,
                        .settings = exp->piv.settings,
-                       .output = output};
+                       .output = output,
+                       .path_c = path_c,
+                       .path_d = path_d,
+                       // A stereo set carries its experiment's rig (none yet:
+                       // the agent fails it, naming the command that sets one).
+                       .cameras = task->name_c ? exp->piv.cameras : NULL};
     if (proto_batch_size (agent->out) == PROTO_MAX_BATCH)
         s_flush_agent (self, agent);
     if (proto_batch_add (agent->out, &msg) != 0) {

@@ -318,7 +318,8 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
     jout_set (&o, "n", json_integer (f->n));
     const feedback_quantity_info_t *q;
     for (int i = 0; (q = feedback_quantity_get (i)); i++)
-        jout_set (&o, q->name, jout_number (feedback_value (f, q->quantity)));
+        if (!q->stereo || f->has_w)
+            jout_set (&o, q->name, jout_number (feedback_value (f, q->quantity)));
     jout_set (&o, "value", jout_number (feedback_value (f, s->quantity)));
     json_t *units = json_object ();
     jout_set (&units, "velocity", jout_string (piv_calib_unit (m->calib, PIV_UNIT_VELOCITY)));
@@ -400,7 +401,8 @@ feedback_figures (const piv_field_t *field, const float *vorticity, const feedba
                   feedback_figures_t *out)
 {
     memset (out, 0, sizeof *out);
-    double su = 0, sv = 0, sspeed = 0, svort = 0;
+    double su = 0, sv = 0, sspeed = 0, svort = 0, sw = 0, sabsw = 0;
+    const float *w = field ? field->w : NULL;
     int nvort = 0;
     int nx = field ? field->nx : 0, ny = field ? field->ny : 0;
     for (int j = 0; j < ny; j++)
@@ -416,6 +418,10 @@ feedback_figures (const piv_field_t *field, const float *vorticity, const feedba
             su += u;
             sv += v;
             sspeed += sqrt (u * u + v * v);
+            if (w) {
+                sw += w[k];
+                sabsw += fabs (w[k]);
+            }
             if (vorticity && isfinite (vorticity[k])) {
                 svort += vorticity[k];
                 nvort++;
@@ -426,6 +432,9 @@ feedback_figures (const piv_field_t *field, const float *vorticity, const feedba
     out->mean_speed = out->n ? sspeed / out->n : NAN;
     out->vorticity = nvort ? svort / nvort : NAN;
     out->valid_fraction = out->total ? (double) out->n / out->total : NAN;
+    out->has_w = w != NULL;
+    out->mean_w = w && out->n ? sw / out->n : NAN;
+    out->mean_abs_w = w && out->n ? sabsw / out->n : NAN;
 }
 
 void
@@ -440,6 +449,8 @@ feedback_figures_calibrate (feedback_figures_t *f, const piv_calib_t *c)
     f->mean_v = v;
     f->mean_speed = speed;
     f->vorticity = piv_calib_vorticity (c, f->vorticity);
+    f->mean_w = piv_calib_speed (c, f->mean_w);
+    f->mean_abs_w = piv_calib_speed (c, f->mean_abs_w);
 }
 
 double
@@ -456,6 +467,10 @@ feedback_value (const feedback_figures_t *f, feedback_quantity_t q)
         return f->vorticity;
     case FEEDBACK_VALID_FRACTION:
         return f->valid_fraction;
+    case FEEDBACK_MEAN_W:
+        return f->mean_w;
+    case FEEDBACK_MEAN_ABS_W:
+        return f->mean_abs_w;
     }
     return NAN;
 }

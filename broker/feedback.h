@@ -82,6 +82,9 @@ typedef struct {
     double vorticity;       // mean dv/dx - du/dy, 1/frame (image axes, y down), or 1/s
                             // once calibrated (feedback_figures_calibrate: y up flips it)
     double valid_fraction;  // n / total
+    int has_w;              // the field has w (stereo); else mean_w, mean_abs_w NaN
+    double mean_w;          // mean w (along +z), px per frame pair (m/s once calibrated)
+    double mean_abs_w;      // mean |w|, likewise
 } feedback_figures_t;
 
 // 'vorticity' is piv_field_derive's array for the field (NULL: none, the
@@ -89,7 +92,8 @@ typedef struct {
 void feedback_figures (const piv_field_t *field, const float *vorticity,
                        const feedback_settings_t *s, feedback_figures_t *out);
 // The figures in the units of calibration 'c' (piv_calib_velocity for
-// mean_u, mean_v and mean_speed, piv_calib_vorticity): m/s and 1/s once
+// mean_u, mean_v and mean_speed, piv_calib_speed for mean_w and
+// mean_abs_w: y up leaves w alone, piv_calib_vorticity): m/s and 1/s once
 // calibrated; unchanged when c is NULL or not calibrated.
 void feedback_figures_calibrate (feedback_figures_t *f, const piv_calib_t *c);
 // The figure named by q (NAN for a q out of range).

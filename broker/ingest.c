@@ -45,6 +45,7 @@ s_exp_destroy (exp_t **self_p)
     free (self->piv.mask);
     free (self->piv.base);
     free (self->piv.own);
+    free (self->piv.cameras);
     free (self);
     *self_p = NULL;
 }
@@ -194,19 +195,20 @@ typedef struct {
 } s_offer_t;
 
 static int
-s_on_pair (void *arg, const char *experiment, const char *stem, const char *name_a,
-           int64_t file_a, const char *name_b, int64_t file_b)
+s_on_pair (void *arg, const char *experiment, const char *stem, const pairing_set_t *set)
 {
     (void) experiment;
     s_offer_t *ctx = arg;
     store_t *store = ctx->self->host.store;
     // The files were offered with their rows' ids (ingest_file, s_reoffer).
     int is_new = 0;
-    int64_t pair = store_pair_add (store, ctx->exp->id, stem, file_a, file_b, ctx->now, &is_new);
+    int64_t pair = store_pair_add_set (store, ctx->exp->id, stem, set->id, ctx->now, &is_new);
     if (pair < 0)
         return -1;
     if (is_new) {
-        task_t *task = broker_task_new (pair, ctx->exp, stem, name_a, name_b);
+        task_t *task = broker_task_new (pair, ctx->exp, stem, set->name[0], set->name[1]);
+        if (task && set->name[2] && broker_task_set_more (task, set->name[2], set->name[3]) != 0)
+            broker_task_destroy (&task);
         if (task) {
             // A file offered again after a restart has no close time of its
             // own: its recorded mtime stands for it.
@@ -218,6 +220,19 @@ s_on_pair (void *arg, const char *experiment, const char *stem, const char *name
     return 0;
 }
 
+task_t *
+ingest_task_of (store_t *store, exp_t *exp, int64_t pair, const char *stem, const char *name_a,
+                const char *name_b)
+{
+    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
+    char *c = NULL, *d = NULL;
+    int more = task ? store_pair_more (store, pair, &c, &d) : -1;
+    if (more < 0 || (more > 0 && broker_task_set_more (task, c, d) != 0))
+        broker_task_destroy (&task);
+    free (c), free (d);
+    return task;
+}
+
 int
 ingest_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
                     const char *name_a, const char *name_b, int attempts)
@@ -225,7 +240,7 @@ ingest_queue_again (void *arg, int64_t pair, const char *experiment, const char 
     (void) attempts;
     ingest_t *self = arg;
     exp_t *exp = ingest_experiment (self, experiment, util_time_ns ());
-    task_t *task = exp ? broker_task_new (pair, exp, stem, name_a, name_b) : NULL;
+    task_t *task = ingest_task_of (self->host.store, exp, pair, stem, name_a, name_b);
     if (!task)
         return -1;
     task->attempt = -1;  // not fresh: never sampled out
@@ -582,4 +597,28 @@ ingest_pairing_set (ingest_t *self, exp_t *exp, int rule, int reoffer, char *err
         return -1;
     }
     return 0;
+}
+
+int
+ingest_cameras_set (ingest_t *self, exp_t *exp, const char *list, int reoffer, char *err,
+                    size_t errlen)
+{
+    if (pairing_set_cameras (self->pairing, exp ? exp->name : NULL, list, err, errlen) != 0)
+        return -1;
+    if (!reoffer)
+        return 0;
+    // As a new rule: the files that waited for the old folders, offered again.
+    s_again_t again = {self, exp ? exp->name : NULL};
+    if (store_files_waiting (self->host.store, 1, s_reoffer_again, &again) < 0) {
+        snprintf (err, errlen, "cannot read the files waiting: %s",
+                  store_error (self->host.store));
+        return -1;
+    }
+    return 0;
+}
+
+const char *
+ingest_cameras (ingest_t *self, const exp_t *exp)
+{
+    return pairing_cameras (self->pairing, exp ? exp->name : NULL);
 }

@@ -58,6 +58,10 @@ int ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity,
 // A store_pair_fn (arg: the ingest stage) for pairs the store brought back
 // to PENDING (a retry, a backfill, a changed file): each goes to 'fresh',
 // never sampled out. 0, or -1 (no memory, or no experiment).
+// A task of a pair the store lists (its frames C and D read from the
+// store for a stereo set); NULL on no memory or a read error.
+task_t *ingest_task_of (store_t *store, exp_t *exp, int64_t pair, const char *stem,
+                        const char *name_a, const char *name_b);
 int ingest_queue_again (void *arg, int64_t pair, const char *experiment, const char *stem,
                         const char *name_a, const char *name_b, int attempts);
 // Offers the recorded files still waiting for a partner to the pairing
@@ -109,5 +113,11 @@ int ingest_pairing_own (ingest_t *self, const exp_t *exp);
 // error).
 int ingest_pairing_set (ingest_t *self, exp_t *exp, int rule, int reoffer, char *err,
                         size_t errlen);
+// The stereo rule's camera folders of 'exp' (NULL: the default), "cam1,cam2"
+// (list NULL: back to the default), with 'reoffer' as ingest_pairing_set's.
+// 0, or -1 with err (not two different folder names).
+int ingest_cameras_set (ingest_t *self, exp_t *exp, const char *list, int reoffer, char *err,
+                        size_t errlen);
+const char *ingest_cameras (ingest_t *self, const exp_t *exp);
 
 #endif

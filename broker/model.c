@@ -25,6 +25,19 @@ broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char *name_a,
     return self;
 }
 
+int
+broker_task_set_more (task_t *self, const char *name_c, const char *name_d)
+{
+    char *c = strdup (name_c), *d = strdup (name_d);
+    if (!c || !d) {
+        free (c), free (d);
+        return -1;
+    }
+    free (self->name_c), free (self->name_d);
+    self->name_c = c, self->name_d = d;
+    return 0;
+}
+
 void
 broker_task_destroy (task_t **self_p)
 {
@@ -34,6 +47,8 @@ broker_task_destroy (task_t **self_p)
     free (self->stem);
     free (self->name_a);
     free (self->name_b);
+    free (self->name_c);
+    free (self->name_d);
     free (self->settings);
     free (self);
     *self_p = NULL;

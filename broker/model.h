@@ -103,6 +103,8 @@ typedef struct {
                                   // experiments.settings), or NULL
     char *own;                    // its own keys ('pivctl piv EXP'): "key=value ...", or NULL
     int pairing;                  // its own pairing rule (pairing_rule_t), or -1: the default
+    char *cameras;                // its stereo rig's calibration text ('pivctl calibrate EXP
+                                  // --cameras'), which its stereo tasks carry, or NULL
 } exp_piv_t;
 
 // Its files as they arrive (ingest.c).
@@ -137,6 +139,7 @@ typedef struct {
     int own;                      // it has its own feedback settings (else the global ones)
     feedback_settings_t settings; // its own
     feedback_pi_t pi;             // its controller's state
+    int told_planar;              // logged once: its quantity needs w, a field had none
 } exp_feedback_t;
 
 // Its calibration (stats.c).
@@ -176,6 +179,8 @@ typedef struct {
     char *stem;          // its name within it
     char *name_a;        // frame A, relative to the experiment's directory
     char *name_b;        // frame B, or NULL (multipage)
+    char *name_c;        // a stereo set's camera 2 frame A, or NULL (a pair)
+    char *name_d;        // a stereo set's camera 2 frame B, or NULL (a pair)
     int attempt;         // attempt number once dispatched
     int64_t closed_ns;   // when its last frame was closed (0: unknown)
     int by_hand;         // queued again by a retry, backfill or changed file: its latency
@@ -226,6 +231,9 @@ typedef struct {
 task_t *broker_task_new (int64_t pair, exp_t *exp, const char *stem, const char *name_a,
                          const char *name_b);
 void broker_task_destroy (task_t **self_p);
+// Makes 'self' a stereo set's task: camera 2's frames (copied). 0, or -1
+// without memory (the task as it was).
+int broker_task_set_more (task_t *self, const char *name_c, const char *name_d);
 // Counts 'n' in the second of 'now', clearing the seconds skipped since
 // the ring's last count.
 void broker_count (rate_ring_t *ring, int64_t now, int n);

@@ -39,6 +39,9 @@ struct _pairing_t {
     zhashx_t *frames;                     // sliding: key -> s_frame_t
     zhashx_t *queues;                     // experiment -> s_queue_t: its waiting files by age
     size_t max_waiting;                   // files of one experiment that may wait
+    char cameras[CONFIG_STRING];          // stereo: the default camera folders "cam1,cam2"
+    char cameras_configured[CONFIG_STRING];  // pairing/cameras: what the default goes back to
+    zhashx_t *folders;                    // experiment -> its own camera folders (strings)
 };
 
 // The files of one experiment that wait (in 'waiting' or 'frames'), oldest
@@ -130,12 +133,18 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
                   cfg->pairing.a_suffix, cfg->pairing.b_suffix);
         return NULL;
     }
+    char folders[2][NAME_MAX + 1];
+    if (pairing_rule_cameras (cfg->pairing.cameras, folders, err, errlen) != 0)
+        return NULL;
     pairing_t *self = calloc (1, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
     }
     self->rule = self->configured = rule->rule;
+    snprintf (self->cameras, sizeof self->cameras, "%s", cfg->pairing.cameras);
+    snprintf (self->cameras_configured, sizeof self->cameras_configured, "%s",
+              cfg->pairing.cameras);
     snprintf (self->a_suffix, sizeof self->a_suffix, "%s", cfg->pairing.a_suffix);
     snprintf (self->b_suffix, sizeof self->b_suffix, "%s", cfg->pairing.b_suffix);
     self->ignore_case = cfg->pairing.ignore_case;
@@ -149,7 +158,8 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
     self->frames = zhashx_new ();
     self->queues = zhashx_new ();
     self->rules = zhashx_new ();
-    if (!self->waiting || !self->frames || !self->queues || !self->rules) {
+    self->folders = zhashx_new ();
+    if (!self->waiting || !self->frames || !self->queues || !self->rules || !self->folders) {
         pairing_destroy (&self);
         snprintf (err, errlen, "cannot make pairing rules: out of memory");
         return NULL;
@@ -157,6 +167,8 @@ pairing_new (const config_t *cfg, char *err, size_t errlen)
     zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) s_frame_destroy);
     zhashx_set_destructor (self->frames, (zhashx_destructor_fn *) s_frame_destroy);
     zhashx_set_destructor (self->queues, (zhashx_destructor_fn *) s_queue_destroy);
+    zhashx_set_destructor (self->folders, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_duplicator (self->folders, (zhashx_duplicator_fn *) strdup);
     return self;
 }
 
@@ -170,6 +182,7 @@ pairing_destroy (pairing_t **self_p)
     zhashx_destroy (&(*self_p)->frames);
     zhashx_destroy (&(*self_p)->queues);
     zhashx_destroy (&(*self_p)->rules);
+    zhashx_destroy (&(*self_p)->folders);
     free (*self_p);
     *self_p = NULL;
 }
@@ -340,8 +353,9 @@ s_offer_ab (pairing_t *self, const char *experiment, const char *name, int64_t i
         return 0;
     }
     // The partner leaves the table once emit has had its name.
-    int rc = side ? emit (arg, experiment, stem_text, partner->name, partner->id, name, id)
-                  : emit (arg, experiment, stem_text, name, id, partner->name, partner->id);
+    pairing_set_t set = {{side ? partner->name : name, side ? name : partner->name},
+                         {side ? partner->id : id, side ? id : partner->id}};
+    int rc = emit (arg, experiment, stem_text, &set);
     zhashx_delete (self->waiting, other);
     zhashx_delete (self->waiting, key);
     return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
@@ -376,7 +390,8 @@ s_emit_frames (pairing_emit_fn *emit, void *arg, const char *experiment, const c
 {
     char stem[PATH_MAX];
     snprintf (stem, sizeof stem, "%.*s", (int) base_a, name_a);
-    return emit (arg, experiment, stem, name_a, id_a, name_b, id_b);
+    pairing_set_t set = {{name_a, name_b}, {id_a, id_b}};
+    return emit (arg, experiment, stem, &set);
 }
 
 static int
@@ -450,6 +465,109 @@ s_offer_frames (pairing_t *self, pairing_rule_t rule, const char *experiment, co
     return emitted;
 }
 
+// The camera folders of 'experiment': its own, else the default.
+const char *
+pairing_cameras (pairing_t *self, const char *experiment)
+{
+    const char *own = experiment && zhashx_size (self->folders)
+                          ? zhashx_lookup (self->folders, experiment)
+                          : NULL;
+    return own ? own : self->cameras;
+}
+
+// Which frame of a stereo set 'name' is: 0, 1 camera 1's A, B; 2, 3
+// camera 2's; -1 if it is none (not FOLDER/<stem>SUFFIX.EXT with FOLDER
+// one of the two cameras'). *stem and *stem_len: the stem's place in name.
+static int
+s_stereo_slot (pairing_t *self, const char *experiment, const char *name, size_t base,
+               size_t *stem, size_t *stem_len)
+{
+    char folders[2][NAME_MAX + 1], err[8];
+    const char *slash = strchr (name, '/');
+    if (!slash || strchr (slash + 1, '/')
+        || pairing_rule_cameras (pairing_cameras (self, experiment), folders, err, sizeof err) != 0)
+        return -1;
+    size_t lf = (size_t) (slash - name);
+    int cam = -1;
+    for (int c = 0; c < 2 && cam < 0; c++)
+        if (strlen (folders[c]) == lf && strncmp (name, folders[c], lf) == 0)
+            cam = c;
+    size_t la = strlen (self->a_suffix), lb = strlen (self->b_suffix), from = lf + 1;
+    if (cam < 0 || base <= from)
+        return -1;
+    *stem = from;
+    if (base - from > la && s_equal (self, name + base - la, self->a_suffix, la)) {
+        *stem_len = base - la - from;
+        return 2 * cam;
+    }
+    if (base - from > lb && s_equal (self, name + base - lb, self->b_suffix, lb)) {
+        *stem_len = base - lb - from;
+        return 2 * cam + 1;
+    }
+    return -1;
+}
+
+// The key of frame 'slot' of the stereo set of 'stem' (case folded when
+// the rule ignores it).
+static void
+s_stereo_key (pairing_t *self, char *key, size_t len, const char *experiment, const char *stem,
+              size_t stem_len, int slot)
+{
+    char rest[PATH_MAX + 3];
+    for (size_t i = 0; i < stem_len; i++)
+        rest[i] = self->ignore_case ? (char) tolower ((unsigned char) stem[i]) : stem[i];
+    rest[stem_len] = '\x1e';
+    rest[stem_len + 1] = (char) ('0' + slot);
+    rest[stem_len + 2] = '\0';
+    s_key (key, len, experiment, rest);
+}
+
+// Stereo: FOLDER/<stem>_a and _b of each camera folder make one set of
+// four frames; each waits until the other three are there.
+static int
+s_offer_stereo (pairing_t *self, const char *experiment, const char *name, int64_t id,
+                size_t base, pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
+{
+    size_t stem, stem_len;
+    int slot = s_stereo_slot (self, experiment, name, base, &stem, &stem_len);
+    if (slot < 0) {
+        char folders[2][NAME_MAX + 1];
+        pairing_rule_cameras (pairing_cameras (self, experiment), folders, err, errlen);
+        return s_refuse (self, experiment, name, err, errlen,
+                         "does not fit pairing rule stereo: expected %s/<stem>%s or <stem>%s "
+                         "(or the same in %s/)",
+                         folders[0], self->a_suffix, self->b_suffix, folders[1]);
+    }
+    char keys[4][S_KEY_MAX];
+    s_frame_t *frames[4] = {NULL};
+    int present = 0;
+    for (int k = 0; k < 4; k++) {
+        s_stereo_key (self, keys[k], sizeof keys[k], experiment, name + stem, stem_len, k);
+        if (k != slot && (frames[k] = zhashx_lookup (self->waiting, keys[k])))
+            present++;
+    }
+    if (present < 3) {
+        if (!zhashx_lookup (self->waiting, keys[slot]))
+            s_wait (self, self->waiting, experiment, keys[slot], s_frame_new (name, id));
+        return 0;
+    }
+    pairing_set_t set;
+    for (int k = 0; k < 4; k++) {
+        set.name[k] = k == slot ? name : frames[k]->name;
+        set.id[k] = k == slot ? id : frames[k]->id;
+    }
+    // The stem as camera 1's frame A names it (its case, when ignored).
+    char stem_text[PATH_MAX];
+    size_t s0, l0;
+    s_stereo_slot (self, experiment, set.name[0], s_base_length (self, set.name[0]), &s0, &l0);
+    snprintf (stem_text, sizeof stem_text, "%.*s", (int) l0, set.name[0] + s0);
+    int rc = emit (arg, experiment, stem_text, &set);
+    for (int k = 0; k < 4; k++)
+        if (k != slot)
+            zhashx_delete (self->waiting, keys[k]);
+    return rc < 0 ? s_emit_failed (name, err, errlen) : 1;
+}
+
 int
 pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_t id,
                pairing_emit_fn *emit, void *arg, char *err, size_t errlen)
@@ -481,11 +599,13 @@ pairing_offer (pairing_t *self, const char *experiment, const char *name, int64_
     case PAIRING_SEQUENCE:
     case PAIRING_SLIDING:
         return s_offer_frames (self, rule, experiment, name, id, base, emit, arg, err, errlen);
+    case PAIRING_STEREO:
+        return s_offer_stereo (self, experiment, name, id, base, emit, arg, err, errlen);
     default: {
         char stem[PATH_MAX];
         snprintf (stem, sizeof stem, "%.*s", (int) base, name);
-        return emit (arg, experiment, stem, name, id, NULL, 0) < 0 ? s_emit_failed (name, err, errlen)
-                                                                   : 1;
+        pairing_set_t set = {{name}, {id}};
+        return emit (arg, experiment, stem, &set) < 0 ? s_emit_failed (name, err, errlen) : 1;
     }
     }
 }
@@ -511,14 +631,35 @@ pairing_waiting (pairing_t *self, const char *experiment)
 // What 'frame' (in no pair) waits for, into why: its partner's name (ab,
 // sequence) or its neighbours' frame numbers (sliding).
 static void
-s_waits_for (pairing_t *self, pairing_rule_t rule, const s_frame_t *frame, char *why, size_t size)
+s_waits_for (pairing_t *self, const char *experiment, pairing_rule_t rule, const s_frame_t *frame,
+             char *why, size_t size)
 {
     const char *name = frame->name;
     size_t base = s_base_length (self, name), prefix, la = strlen (self->a_suffix),
            lb = strlen (self->b_suffix);
     long long n;
     char shown[UTIL_SHOWN], partner[PATH_MAX + 64];
-    if (rule == PAIRING_AB) {
+    size_t stem, stem_len;
+    int slot = rule == PAIRING_STEREO
+                   ? s_stereo_slot (self, experiment, name, base, &stem, &stem_len)
+                   : -1;
+    if (slot >= 0) {
+        // The first of the set's other frames that is not there.
+        char folders[2][NAME_MAX + 1], key[S_KEY_MAX];
+        partner[0] = '\0';
+        pairing_rule_cameras (pairing_cameras (self, experiment), folders, why, size);
+        for (int k = 0; k < 4; k++) {
+            s_stereo_key (self, key, sizeof key, experiment, name + stem, stem_len, k);
+            if (k == slot || zhashx_lookup (self->waiting, key))
+                continue;
+            snprintf (partner, sizeof partner, "%s/%.*s%s%s", folders[k / 2], (int) stem_len,
+                      name + stem, k % 2 ? self->b_suffix : self->a_suffix, name + base);
+            break;
+        }
+        snprintf (why, size, "waits for '%s' (a stereo set: four frames)",
+                  util_shorten (partner, shown, sizeof shown));
+    }
+    else if (rule == PAIRING_AB) {
         int a = base > la && s_equal (self, name + base - la, self->a_suffix, la);
         size_t stem = base - (a ? la : lb);
         snprintf (partner, sizeof partner, "%.*s%s%s", (int) stem, name,
@@ -559,7 +700,7 @@ pairing_unpaired (pairing_t *self, const char *experiment, pairing_unpaired_t *o
         if (out->nwaiting < PAIRING_SHOWN) {
             pairing_note_t *note = &out->waiting_files[out->nwaiting++];
             util_shorten (frame->name, note->name, sizeof note->name);
-            s_waits_for (self, rule, frame, note->why, sizeof note->why);
+            s_waits_for (self, experiment, rule, frame, note->why, sizeof note->why);
         }
         out->waiting++;
     }
@@ -572,6 +713,13 @@ pairing_expects (pairing_t *self, const char *experiment, char *buf, size_t size
     pairing_rule_t rule = pairing_rule_of (self, experiment)->rule;
     if (rule == PAIRING_AB)
         snprintf (buf, size, "<stem>%s.%s + <stem>%s.%s", self->a_suffix, ext, self->b_suffix, ext);
+    else if (rule == PAIRING_STEREO) {
+        char folders[2][NAME_MAX + 1];
+        pairing_rule_cameras (pairing_cameras (self, experiment), folders, buf, size);
+        snprintf (buf, size, "%s/<stem>%s.%s + %s/<stem>%s.%s + %s/<stem>%s.%s + %s/<stem>%s.%s",
+                  folders[0], self->a_suffix, ext, folders[0], self->b_suffix, ext, folders[1],
+                  self->a_suffix, ext, folders[1], self->b_suffix, ext);
+    }
     else if (rule == PAIRING_MULTIPAGE)
         snprintf (buf, size, "one .%s file holds both frames", ext);
     else
@@ -650,5 +798,28 @@ pairing_set_rule (pairing_t *self, const char *experiment, int rule, char *err, 
         zhashx_delete (self->rules, experiment);
     else
         zhashx_update (self->rules, experiment, (void *) (intptr_t) (rule + 1));
+    return 0;
+}
+
+int
+pairing_set_cameras (pairing_t *self, const char *experiment, const char *list, char *err,
+                     size_t errlen)
+{
+    char folders[2][NAME_MAX + 1];
+    if (list && (strlen (list) >= sizeof self->cameras
+                 || pairing_rule_cameras (list, folders, err, errlen) != 0)) {
+        if (strlen (list) >= sizeof self->cameras)
+            snprintf (err, errlen, "bad camera folders: over %zu bytes", sizeof self->cameras - 1);
+        return -1;
+    }
+    s_forget (self, self->waiting, experiment);
+    if (!experiment) {
+        snprintf (self->cameras, sizeof self->cameras, "%s", list ? list : self->cameras_configured);
+        return 0;
+    }
+    if (list)
+        zhashx_update (self->folders, experiment, (void *) list);
+    else
+        zhashx_delete (self->folders, experiment);
     return 0;
 }

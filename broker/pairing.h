@@ -19,16 +19,23 @@ typedef struct _pairing_t pairing_t;
 pairing_t *pairing_new (const config_t *cfg, char *err, size_t errlen);
 void pairing_destroy (pairing_t **self_p);
 
-// A pair the rule completed: stem names it within its experiment; name_b
-// is NULL for a multipage file (id_b 0). id_a and id_b are the ids the
-// files were offered with (the broker's: their rows in the store). The
+// The frames of a pair the rule completed: name[0] A, name[1] B (NULL for
+// a multipage file, id 0); stereo: name[2], name[3] camera 2's A and B
+// (NULL, 0 for every other rule), name[0], name[1] camera 1's. ids are the
+// ones the files were offered with (the broker's: their rows in the store).
+typedef struct {
+    const char *name[4];  // relative to the experiment directory
+    int64_t id[4];        // as offered
+} pairing_set_t;
+
+// A pair the rule completed: stem names it within its experiment. The
 // names are valid during the call only.
 typedef int (pairing_emit_fn) (void *arg, const char *experiment, const char *stem,
-                               const char *name_a, int64_t id_a, const char *name_b,
-                               int64_t id_b);
+                               const pairing_set_t *set);
 
 // Offers a new file of 'experiment' (its name relative to the experiment
-// directory; files pair only within one directory). Calls emit for each
+// directory; files pair only within one directory, but under the stereo
+// rule, where a set is the same stem in each of the two camera folders). Calls emit for each
 // pair it completes (none while a partner is missing; two for a sliding
 // frame between two present ones) and returns how many, or -1 with err when
 // the name does not fit the rule (naming the file and the rule), or -2 with
@@ -51,6 +58,16 @@ const pairing_rule_info_t *pairing_rule_of (pairing_t *self, const char *experim
 // suffixes the configuration does not give.
 int pairing_set_rule (pairing_t *self, const char *experiment, int rule, char *err,
                       size_t errlen);
+
+// Sets the stereo rule's camera folders of 'experiment' ('pivctl piv EXP
+// cameras=left,right'), or with experiment NULL the default (pairing/
+// cameras); list NULL: back to the default. The files of the experiments
+// concerned that wait are forgotten, as pairing_set_rule's. 0, or -1 with
+// err and nothing changed: not two different plain folder names.
+int pairing_set_cameras (pairing_t *self, const char *experiment, const char *list, char *err,
+                         size_t errlen);
+// The camera folders of 'experiment' as "cam1,cam2" (valid until they change).
+const char *pairing_cameras (pairing_t *self, const char *experiment);
 
 // Files of 'experiment' still waiting for a partner.
 size_t pairing_waiting (pairing_t *self, const char *experiment);

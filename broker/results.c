@@ -176,6 +176,15 @@ s_feedback (results_t *self, task_t *task, const piv_field_t *field, const float
     feedback_figures (field, vorticity, fs, &figures);
     feedback_figures_calibrate (&figures, calib);
     double value = feedback_value (&figures, fs->quantity);
+    // A stereo quantity (mean_w) of a planar field is no value: the
+    // message says null, the controller holds, the log says why once.
+    const feedback_quantity_info_t *q = feedback_quantity_get ((int) fs->quantity);
+    if (q && q->stereo && !figures.has_w && !exp->feedback.told_planar) {
+        exp->feedback.told_planar = 1;
+        log_warning ("feedback of '%s': quantity '%s' needs the out-of-plane velocity w, and "
+                     "pair '%s' is planar (no w): no value, the controller holds",
+                     exp->name, q->name, task->stem ? task->stem : "?");
+    }
     double output =
         fs->enabled ? feedback_pi_step (&exp->feedback.pi, fs, value, task->closed_ns) : NAN;
     char json[4096], topic[PATH_MAX];

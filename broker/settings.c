@@ -60,6 +60,14 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
         else
             log_warning ("ignoring the recorded calibration '%s': %s", value, err);
     }
+    else if (strcmp (key, "cameras") == 0 && exp) {
+        // The rig its stereo sets carry (calibrate --cameras), as recorded.
+        char *copy = strdup (value);
+        if (!copy)
+            return -1;
+        free (exp->piv.cameras);
+        exp->piv.cameras = copy;
+    }
     else if (strcmp (key, "calibration_from") == 0)
         stats_set_epoch (self->stats, exp, strtoll (value, NULL, 10));
     else if (strcmp (key, "mask") == 0 && exp && stats_set_mask (exp, value) != 0)
@@ -70,6 +78,12 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
         if (ingest_piv_set (self->ingest, exp, value, err, sizeof err) != 0)
             log_warning ("ignoring the recorded PIV settings '%s' of %s: %s", value,
                          exp ? exp->name : "every experiment", err);
+    }
+    else if (strcmp (key, "pairing_cameras") == 0 && exp) {
+        char err[512];
+        if (ingest_cameras_set (self->ingest, exp, value, 0, err, sizeof err) != 0)
+            log_warning ("ignoring the recorded camera folders '%s' of %s: %s", value, exp->name,
+                         err);
     }
     else if (strcmp (key, "pairing") == 0) {
         // Before the files waiting are offered again (broker.c): no re-offer here.

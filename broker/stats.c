@@ -286,9 +286,12 @@ s_set_for (stats_t *self, s_exp_t *e, const piv_field_t *field)
     int64_t epoch_ns = s_epoch (self, e->exp);
     if (epoch_ns)
         snprintf (epoch, sizeof epoch, "; calibration from %" PRId64, epoch_ns);
-    snprintf (key, sizeof key, "%dx%d step %d window %d from %.9g,%.9g; %s%s", field->nx,
-              field->ny, field->step, field->window, field->x ? field->x[0] : 0.0,
-              field->y ? field->y[0] : 0.0, e->exp->piv.settings, epoch);
+    // A stereo field (w) never joins a planar set: its statistics have w's
+    // figures (piv_stats_has_w); a planar set's key is as before stereo.
+    snprintf (key, sizeof key, "%dx%d%s step %d window %d from %.9g,%.9g; %s%s", field->nx,
+              field->ny, field->w ? " stereo" : "", field->step, field->window,
+              field->x ? field->x[0] : 0.0, field->y ? field->y[0] : 0.0, e->exp->piv.settings,
+              epoch);
     for (s_set_t *s = zlistx_last (e->sets); s; s = zlistx_prev (e->sets))
         if (strcmp (s->key, key) == 0)
             return s;
@@ -644,6 +647,14 @@ stats_missing (const stats_t *self, const exp_t *exp)
 {
     const s_exp_t *e = s_exp_find (self, exp);
     return e ? e->missing : 0;
+}
+
+int
+stats_has_w (const stats_t *self, const exp_t *exp)
+{
+    const s_exp_t *e = s_exp_find (self, exp);
+    s_set_t *latest = e ? zlistx_last (e->sets) : NULL;
+    return latest ? piv_stats_has_w (latest->stats) : -1;
 }
 
 int

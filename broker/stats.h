@@ -98,6 +98,9 @@ int64_t stats_missing (const stats_t *self, const exp_t *exp);
 // window's far edge; at least the image's): 1 with it, 0 when no result
 // is counted yet.
 int stats_image_extent (const stats_t *self, const exp_t *exp, int *width, int *height);
+// What the fields of 'exp' are, by its latest set: 1 stereo (with w), 0
+// planar, -1 none counted yet.
+int stats_has_w (const stats_t *self, const exp_t *exp);
 // ,"calibration":{...},"stats":{...}: what status shows of 'exp' (the
 // calibration's text, description and source; the latest set's summary).
 void stats_put_status (const stats_t *self, const exp_t *exp, text_t *t);

@@ -106,6 +106,7 @@ static const s_key_t s_keys[] = {
     TEXT (pairing, ignore_case, KIND_BOOL),
     TEXT (pairing, extensions, KIND_LIST),
     INT (pairing, max_waiting, 1, 100000000),
+    TEXT (pairing, cameras, KIND_LIST),
     TEXT (agent, broker, KIND_ENDPOINT),
     INT (agent, threads, 0, 1024),
     TEXT (agent, results, KIND_PATH),
@@ -830,6 +831,11 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
                        "'%s' are not valid: rule %s needs two different, non-empty suffixes",
                        cfg->pairing.a_suffix, cfg->pairing.b_suffix, load->path, rule->name);
 
+    char folders[2][NAME_MAX + 1], why[512];
+    if (pairing_rule_cameras (cfg->pairing.cameras, folders, why, sizeof why) != 0)
+        return s_fail (load, "value of 'pairing/cameras' in '%s' is not valid: %s", load->path,
+                       why);
+
     // A scale without the time between frames gives no velocity, and the
     // other way round.
     if (!*cfg->calibration.scale != !*cfg->calibration.dt)
@@ -936,6 +942,7 @@ config_init (config_t *cfg)
     cfg->pairing.ignore_case = 1;
     snprintf (cfg->pairing.extensions, sizeof cfg->pairing.extensions, "tif,tiff");
     cfg->pairing.max_waiting = 100000;
+    snprintf (cfg->pairing.cameras, sizeof cfg->pairing.cameras, "cam1,cam2");
 
     snprintf (cfg->agent.broker, sizeof cfg->agent.broker, "%s", cfg->broker.work);
     cfg->agent.threads = 0;

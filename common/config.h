@@ -49,6 +49,7 @@ typedef struct {
         int ignore_case;              // 1
         char extensions[CONFIG_STRING];  // tif,tiff
         int max_waiting;              // files waiting for their partner, per experiment (100000)
+        char cameras[CONFIG_STRING];  // stereo: the two camera folders, camera 1's first (cam1,cam2)
     } pairing;
     struct {
         char broker[CONFIG_STRING];   // work endpoint to connect to; when not given, broker/work's

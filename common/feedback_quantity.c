@@ -16,9 +16,15 @@ static const feedback_quantity_info_t s_quantities[] = {
                             PROTO_FIG_VORTICITY, "VORTICITY", 10, "%.3g", 1},
     [FEEDBACK_VALID_FRACTION] = {FEEDBACK_VALID_FRACTION, "valid_fraction", FEEDBACK_UNIT_NONE,
                                  PROTO_FIG_VALID_FRACTION, "VALID", 6, "%.1f%%", 100},
+    // The out-of-plane velocity w (along +z) of a stereo field: RESULT
+    // carries no figure of it, the broker computes it from the field.
+    [FEEDBACK_MEAN_W] = {FEEDBACK_MEAN_W, "mean_w", FEEDBACK_UNIT_VELOCITY, -1, "MEAN_W", 9,
+                         "%.4f", 1, 1},
+    [FEEDBACK_MEAN_ABS_W] = {FEEDBACK_MEAN_ABS_W, "mean_abs_w", FEEDBACK_UNIT_VELOCITY, -1,
+                             "MEAN_ABS_W", 10, "%.4f", 1, 1},
 };
 #define NQUANTITIES ((int) (sizeof s_quantities / sizeof s_quantities[0]))
-_Static_assert (NQUANTITIES == FEEDBACK_VALID_FRACTION + 1, "one entry per feedback_quantity_t");
+_Static_assert (NQUANTITIES == FEEDBACK_MEAN_ABS_W + 1, "one entry per feedback_quantity_t");
 
 const feedback_quantity_info_t *
 feedback_quantity_get (int q)

@@ -14,7 +14,9 @@ typedef enum {
     FEEDBACK_MEAN_V,
     FEEDBACK_MEAN_SPEED,
     FEEDBACK_VORTICITY,
-    FEEDBACK_VALID_FRACTION
+    FEEDBACK_VALID_FRACTION,
+    FEEDBACK_MEAN_W,     // a stereo field's (w): from here on, 'stereo' in the table
+    FEEDBACK_MEAN_ABS_W
 } feedback_quantity_t;
 
 // Which member of a feedback message's "units" names a quantity's unit.
@@ -35,6 +37,8 @@ typedef struct {
     int width;                     // and its width
     const char *format;            // printf format of its value in tail
     double scale;                  // tail shows value * scale (100: a percentage)
+    int stereo;                    // 1: only a stereo field (with w) has it; messages of a
+                                   // planar field leave it out, as before stereo
 } feedback_quantity_info_t;
 
 // The entry of quantity q; NULL for a value out of range.

@@ -61,7 +61,10 @@ static const s_field_t s_task[] = {
     {S_TEXT, S_AT (path_a), "path_a"},
     {S_TEXT, S_AT (path_b), "path_b"},
     {S_TEXT, S_AT (settings), "settings"},
-    {S_TEXT, S_AT (output), "output"}};
+    {S_TEXT, S_AT (output), "output"},
+    {S_TEXT, S_AT (path_c), "path_c"},
+    {S_TEXT, S_AT (path_d), "path_d"},
+    {S_TEXT, S_AT (cameras), "cameras"}};
 static const s_field_t s_result[] = {
     {S_U64, S_AT (pair), "pair"},
     {S_U32, S_AT (attempt), "attempt"},
@@ -143,6 +146,9 @@ proto_msg_release (proto_msg_t *msg)
     free (msg->text);
     free (msg->path_a);
     free (msg->path_b);
+    free (msg->path_c);
+    free (msg->path_d);
+    free (msg->cameras);
     free (msg->settings);
     free (msg->output);
     free (msg->seqs);
@@ -739,11 +745,14 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
                  frame, msg->blob_size);
         return -1;
     }
-    // "PVF3": a 3-component (stereo) field, 21 bytes a vector instead of 13.
-    int three = memcmp (p, "PVF3", 4) == 0;
-    if (!three && memcmp (p, "PVF1", 4) != 0) {
-        s_error (err, errlen, "frame %d 'field' has magic '%s', expected 'PVF1' or 'PVF3'", frame,
-                 s_quote (p, 4, quoted, sizeof quoted));
+    // "PVF3": a 3-component (stereo) field, 21 bytes a vector instead of 13;
+    // "PVS1", "PVS3": either with each vector's sigma_u, sigma_v (8 more).
+    int three = memcmp (p, "PVF3", 4) == 0 || memcmp (p, "PVS3", 4) == 0;
+    int sigma = memcmp (p, "PVS1", 4) == 0 || memcmp (p, "PVS3", 4) == 0;
+    if (!three && !sigma && memcmp (p, "PVF1", 4) != 0) {
+        s_error (err, errlen,
+                 "frame %d 'field' has magic '%s', expected 'PVF1', 'PVF3', 'PVS1' or 'PVS3'",
+                 frame, s_quote (p, 4, quoted, sizeof quoted));
         return -1;
     }
     uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
@@ -752,7 +761,7 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
                  frame, nx, ny);
         return -1;
     }
-    uint64_t expected = 32 + (uint64_t) nx * ny * (three ? 21 : 13);
+    uint64_t expected = 32 + (uint64_t) nx * ny * ((three ? 21 : 13) + (sigma ? 8 : 0));
     if (expected != msg->blob_size) {
         s_error (err, errlen,
                  "frame %d 'field' is %zu bytes, but %" PRIu32 " x %" PRIu32 " vectors need %" PRIu64,
@@ -776,8 +785,23 @@ s_check (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errle
     case PROTO_FILE:
         return s_check_name (cmd, "experiment", msg->experiment, 1, err, errlen)
                || s_check_name (cmd, "name", msg->name, 0, err, errlen) ? -1 : 0;
-    case PROTO_TASK:
-        return s_check_name (cmd, "output", msg->output, 0, err, errlen);
+    case PROTO_TASK: {
+        if (s_check_name (cmd, "output", msg->output, 0, err, errlen))
+            return -1;
+        // A stereo set has its four frames (its rig, when the experiment
+        // has none yet, is empty: the agent fails it, saying so); a pair
+        // neither camera 2's frames nor a rig.
+        int c = msg->path_c && *msg->path_c, d = msg->path_d && *msg->path_d,
+            rig = msg->cameras && *msg->cameras;
+        if (c != d || (rig && !c) || (c && !(msg->path_b && *msg->path_b))) {
+            s_error (err, errlen, "frames %d-%d 'path_c', 'path_d' and 'cameras' do not make "
+                     "a stereo set: it has frame 6 'path_b', 'path_c' and 'path_d', a pair "
+                     "none of the three and no 'cameras'",
+                     s_frame_of (cmd, "path_c"), s_frame_of (cmd, "cameras"));
+            return -1;
+        }
+        return 0;
+    }
     case PROTO_RESULT:
         break;
     default:

@@ -74,6 +74,9 @@ typedef struct proto_msg_s {
     char *text;           // HELLO: host; FAILED, DEFER: error; REQUEST: command line; REPLY: body
     char *path_a;         // TASK: frame A (broker's path)
     char *path_b;         // TASK: frame B, or empty for a multipage file
+    char *path_c;         // TASK: a stereo set's camera 2 frame A, else empty
+    char *path_d;         // TASK: a stereo set's camera 2 frame B, else empty
+    char *cameras;        // TASK: a stereo set's rig calibration (piv/cameras.h text), else empty
     char *settings;       // TASK: PIV settings ("passes=64,32,16 overlap=50 ..."); HELLO: capabilities
     char *output;         // TASK: where to write the txt result (broker's path); RESULT: written path
     uint64_t *seqs;       // ACK: 'count' sequence numbers

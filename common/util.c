@@ -330,3 +330,19 @@ util_choice_index (const char *(*item) (int i), const char *name)
             return i;
     return -1;
 }
+
+char *
+util_drop_comments (char *text)
+{
+    char *out = text;
+    for (const char *line = text, *next; *line; line = next) {
+        next = strchr (line, '\n');
+        next = next ? next + 1 : line + strlen (line);
+        if (*line != '#') {
+            memmove (out, line, (size_t) (next - line));
+            out += next - line;
+        }
+    }
+    *out = '\0';
+    return text;
+}

@@ -67,6 +67,11 @@ char *util_utf8_sanitize (const char *text);
 #define UTIL_SHOWN 161  // the size of a name shown in a log line: 160 bytes
 const char *util_shorten (const char *text, char *buf, size_t size);
 
+// Takes the lines that begin with '#' out of 'text', in place (a
+// calibration file's comments, before it travels as a control line or in a
+// TASK, which carry at most PROTO_MAX_STRING bytes). Returns text.
+char *util_drop_comments (char *text);
+
 // The items item(0), item(1), ... up to the first NULL, in buf, joined by
 // 'sep' but the last two by 'last': ", " and " or " give "ab, sequence or
 // sliding" (the choices of a list in a message or a help text). Returns buf,

@@ -41,6 +41,7 @@ typedef struct {
     int nx, ny, step, window;
     float x0, y0;
     piv_calib_t c;
+    int three; // stereo fields (w): one file holds one kind
 } s_segment_t;
 
 typedef struct {
@@ -94,7 +95,7 @@ s_note_segment (s_export_t *x, const store_result_info_t *r, const piv_field_t *
     s_segment_t *last = x->nsegments ? &x->segments[x->nsegments - 1] : NULL;
     if (last && last->nx == f->nx && last->ny == f->ny && last->step == f->step
         && last->window == f->window && last->x0 == f->x[0] && last->y0 == f->y[0]
-        && (!x->si || ctl_calib_same (&last->c, c))) {
+        && last->three == (f->w != NULL) && (!x->si || ctl_calib_same (&last->c, c))) {
         last->last_pair = r->pair;
         snprintf (last->last_stem, sizeof last->last_stem, "%s", r->stem);
         return 0;
@@ -103,7 +104,7 @@ s_note_segment (s_export_t *x, const store_result_info_t *r, const piv_field_t *
         return -1;
     s_segment_t *s = &x->segments[x->nsegments++];
     *s = (s_segment_t){r->pair, r->pair, "", "", f->nx, f->ny, f->step, f->window, f->x[0],
-                       f->y[0], *c};
+                       f->y[0], *c, f->w != NULL};
     snprintf (s->first_stem, sizeof s->first_stem, "%s", r->stem);
     snprintf (s->last_stem, sizeof s->last_stem, "%s", r->stem);
     return x->nsegments > 1;
@@ -124,8 +125,8 @@ s_segments_text (const s_export_t *x, int by_grid, char *buf, size_t size)
             break;
         }
         if (by_grid)
-            snprintf (what, sizeof what, "%dx%d vectors, step %d px, window %d px", s->nx, s->ny,
-                      s->step, s->window);
+            snprintf (what, sizeof what, "%dx%d %svectors, step %d px, window %d px", s->nx,
+                      s->ny, s->three ? "stereo " : "", s->step, s->window);
         else
             piv_calib_describe (&s->c, what, sizeof what);
         used += (size_t)snprintf (buf + used, size - used, "%spairs '%s'..'%s' (%s)",
@@ -140,7 +141,7 @@ s_grids_differ (const s_export_t *x)
     for (size_t i = 1; i < x->nsegments; i++) {
         const s_segment_t *a = &x->segments[0], *b = &x->segments[i];
         if (a->nx != b->nx || a->ny != b->ny || a->step != b->step || a->window != b->window
-            || a->x0 != b->x0 || a->y0 != b->y0)
+            || a->x0 != b->x0 || a->y0 != b->y0 || a->three != b->three)
             return 1;
     }
     return 0;
@@ -149,8 +150,8 @@ s_grids_differ (const s_export_t *x)
 // Header lines of a txt or Tecplot file: where the field comes from, its
 // units and its calibration.
 static void
-s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *c, char *buf,
-          size_t size)
+s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *c, int three,
+          char *buf, size_t size)
 {
     char calib[256], text[512];
     piv_calib_t px;
@@ -161,13 +162,14 @@ s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *
     snprintf (buf, size,
               "pivfarm export of experiment '%s', pair %" PRId64 " ('%s')\n"
               "computed by agent '%s', attempt %d, in %.1f ms; results file '%s'\n"
-              "units: x, y in %s; u, v in %s (window and step in px)\n"
+              "units: x, y in %s; u, v%s in %s (%swindow and step in px)\n"
               "calibration: %s%s (%s)\n"
               "piv settings: %s",
               x->name, r->pair, r->stem, r->agent ? r->agent : "", r->attempt,
               r->compute_ns / 1e6, r->path ? r->path : "",
-              piv_calib_unit (applied, PIV_UNIT_LENGTH), piv_calib_unit (applied, PIV_UNIT_VELOCITY),
-              calib, x->si || !c->set ? "" : ", not applied (--units px)", text,
+              piv_calib_unit (applied, PIV_UNIT_LENGTH), three ? ", w" : "",
+              piv_calib_unit (applied, PIV_UNIT_VELOCITY),
+              three ? "w along z, out of the light sheet; residual in image px; " : "", calib, x->si || !c->set ? "" : ", not applied (--units px)", text,
               r->settings && *r->settings ? r->settings : x->settings);
 }
 
@@ -193,7 +195,7 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
         return -1;
     FILE *out = file.file;
     char header[2048];
-    s_header (x, r, c, header, sizeof header);
+    s_header (x, r, c, field->w != NULL, header, sizeof header);
     errno = 0;
     int bad;
     if (x->format == F_VTK) {
@@ -201,8 +203,9 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
         piv_calib_t px;
         piv_calib_init (&px);
         piv_calib_describe (x->si ? c : &px, calib, sizeof calib);
-        snprintf (title, sizeof title, "pivfarm %s '%s': x, y %s; u, v %s; %s", x->name, r->stem,
-                  piv_calib_unit (x->si ? c : &px, PIV_UNIT_LENGTH),
+        snprintf (title, sizeof title, "pivfarm %s '%s': x, y %s; u, v%s %s; %s", x->name,
+                  r->stem, piv_calib_unit (x->si ? c : &px, PIV_UNIT_LENGTH),
+                  field->w ? ", w" : "",
                   piv_calib_unit (x->si ? c : &px, PIV_UNIT_VELOCITY), calib);
         bad = piv_field_write_vtk (field, out, x->si ? c : NULL, title) != 0;
     }

@@ -22,7 +22,8 @@
 #define SERIES_CHUNK 1024 // elements of a chunk of time and pair
 
 // The field datasets: u, v, the derived quantities in the order of
-// piv_quantities (piv/derived.h), flags, peak_ratio, then the series.
+// piv_quantities (piv/derived.h), flags, peak_ratio, the series, then a
+// stereo field's w and residual (made only for fields with w).
 enum {
     D_U,
     D_V,
@@ -31,6 +32,8 @@ enum {
     D_PEAK,
     D_TIME,
     D_PAIR,
+    D_W,
+    D_RESIDUAL,
     D_COUNT
 };
 
@@ -47,6 +50,8 @@ s_dataset (int d, const char **name, const char **long_name)
         [D_PEAK] = {"peak_ratio", "first to second correlation peak"},
         [D_TIME] = {"time", "camera close time of frame B from the first exported pair"},
         [D_PAIR] = {"pair", "stem of the image pair"},
+        [D_W] = {"w", "velocity along z (out of the light sheet, right-handed with x, y)"},
+        [D_RESIDUAL] = {"residual", "misfit of the stereo reconstruction's 4 equations, image px"},
     };
     if (d >= D_DERIVED && d < D_FLAGS) {
         *name = piv_quantities[d - D_DERIVED].name;
@@ -65,6 +70,7 @@ struct _ctl_h5_t {
     hid_t sets[D_COUNT];  // the field datasets, once begun (0: not yet)
     hid_t grid[2];        // the dimension scales y and x, once begun (0: not yet)
     int nx, ny;           // their grid
+    int three;            // the fields have w (stereo): datasets w and residual
     hsize_t fields;       // fields written
     float *buf;           // one field's worth of floats
 };
@@ -292,10 +298,11 @@ s_units (const ctl_h5_t *self, int d)
 {
     if (d >= D_DERIVED && d < D_FLAGS)
         return piv_calib_unit (&self->c, piv_quantities[d - D_DERIVED].unit);
-    return d == D_U || d == D_V ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
-           : d == D_TIME        ? "s"
-           : d == D_PAIR        ? NULL
-                                : "1";
+    return d == D_U || d == D_V || d == D_W ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
+           : d == D_TIME                    ? "s"
+           : d == D_PAIR                    ? NULL
+           : d == D_RESIDUAL                ? "px"
+                                            : "1";
 }
 
 int
@@ -303,6 +310,7 @@ ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t
 {
     self->nx = first->nx;
     self->ny = first->ny;
+    self->three = first->w && first->residual;
     self->buf = malloc ((size_t)first->nx * first->ny * sizeof (float));
     errno = 0;
     if (!self->buf)
@@ -316,10 +324,12 @@ ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t
     H5Tset_cset (text, H5T_CSET_UTF8);
     // time first: the scale every other dataset's first dimension is.
     static const int order[D_COUNT] = {D_TIME, D_U, D_V, D_DERIVED, D_DERIVED + 1, D_DERIVED + 2,
-                                       D_FLAGS, D_PEAK, D_PAIR};
-    _Static_assert (D_COUNT == 9 && PIV_DERIVED_COUNT == 3, "list every dataset in 'order'");
+                                       D_FLAGS, D_PEAK, D_PAIR, D_W, D_RESIDUAL};
+    _Static_assert (D_COUNT == 11 && PIV_DERIVED_COUNT == 3, "list every dataset in 'order'");
     for (int i = 0; i < D_COUNT; i++) {
         int d = order[i];
+        if ((d == D_W || d == D_RESIDUAL) && !self->three)
+            continue; // a planar export's file is as before stereo
         const char *name, *long_name;
         s_dataset (d, &name, &long_name);
         hid_t type = d == D_FLAGS ? H5T_STD_U8LE
@@ -395,6 +405,12 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived
                   stem, self->path, field->nx, field->ny, self->nx, self->ny);
         return -1;
     }
+    if (!(field->w && field->residual) != !self->three) {
+        snprintf (err, errlen, "cannot write pair '%s' into '%s': its field is %s, the file's %s",
+                  stem, self->path, self->three ? "planar" : "stereo (w)",
+                  self->three ? "stereo (w)" : "planar");
+        return -1;
+    }
     const piv_calib_t *c = &self->c;
     size_t n = (size_t)field->nx * field->ny;
     double u, v;
@@ -417,6 +433,14 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived
         rc = s_append (self, D_FLAGS, H5T_NATIVE_UINT8, field->flags);
     if (rc == 0)
         rc = s_append (self, D_PEAK, H5T_NATIVE_FLOAT, field->peak_ratio);
+    if (rc == 0 && self->three) {
+        // w along +Z scales as u, whatever y_up does to v.
+        for (size_t k = 0; k < n; k++)
+            self->buf[k] = (float)piv_calib_speed (c, field->w[k]);
+        rc = s_append (self, D_W, H5T_NATIVE_FLOAT, self->buf);
+        if (rc == 0)
+            rc = s_append (self, D_RESIDUAL, H5T_NATIVE_FLOAT, field->residual);
+    }
     if (rc == 0)
         rc = s_append (self, D_TIME, H5T_NATIVE_DOUBLE, &time_s);
     if (rc == 0) {
@@ -457,6 +481,8 @@ s_write_stats (hid_t group, const piv_stats_t *stats, const piv_calib_t *c, int 
     if (rc == 0)
         rc = s_write_grid (group, c, nx, ny, xs, xs + n, scales);
     for (int f = 0; rc == 0 && f < PIV_STAT_FIGURES; f++) {
+        if (piv_stat_figures[f].stereo && !piv_stats_has_w (stats))
+            continue;
         const char *name = piv_stat_figures[f].name, *long_name = piv_stat_figures[f].long_name;
         const char *units = piv_stat_unit (c, (piv_stat_t)f);
         if (f < PIV_STAT_COUNT)

@@ -19,14 +19,18 @@
 #include <string.h>
 
 // The 3-D arrays: u, v, the derived quantities (piv_quantities' order),
-// peak_ratio; flags apart (uint8).
-enum { A_U, A_V, A_DERIVED, A_PEAK = A_DERIVED + PIV_DERIVED_COUNT, A_COUNT };
+// peak_ratio, then a stereo export's w and residual; flags apart (uint8).
+enum { A_U, A_V, A_DERIVED, A_PEAK = A_DERIVED + PIV_DERIVED_COUNT, A_W, A_RESIDUAL, A_COUNT };
+
+// The arrays an export holds: a planar one stops before A_W.
+#define S_ARRAYS(self) ((self)->three ? A_COUNT : A_W)
 
 struct _ctl_mat_t {
     piv_calib_t c;         // how fields are converted
     char *title;           // the experiment
     char *settings;        // the PIV settings text ("" when none)
     int nx, ny;            // the grid, from the first field
+    int three;             // the first field had w (stereo): so must the others
     double *x, *y;         // its coordinates, converted
     size_t fields, size;   // fields held, room for
     float *arrays[A_COUNT]; // [ny nx nt] each, column-major
@@ -77,7 +81,7 @@ s_grow (ctl_mat_t *self)
     if (self->fields < self->size)
         return 0;
     size_t size = self->size ? 2 * self->size : 16, n = (size_t)self->nx * self->ny;
-    for (int a = 0; a < A_COUNT; a++) {
+    for (int a = 0; a < S_ARRAYS (self); a++) {
         float *more = realloc (self->arrays[a], size * n * sizeof *more);
         if (!more)
             return -1;
@@ -104,6 +108,7 @@ s_grid (ctl_mat_t *self, const piv_field_t *f)
 {
     self->nx = f->nx;
     self->ny = f->ny;
+    self->three = f->w && f->residual;
     self->x = malloc ((size_t)f->nx * sizeof *self->x);
     self->y = malloc ((size_t)f->ny * sizeof *self->y);
     if (!self->x || !self->y)
@@ -129,6 +134,11 @@ ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *deriv
                   field->nx, field->ny, self->nx, self->ny);
         return -1;
     }
+    if (!(field->w && field->residual) != !self->three) {
+        snprintf (err, errlen, "cannot add pair '%s': its field is %s, the others %s", stem,
+                  self->three ? "planar" : "stereo (w)", self->three ? "stereo (w)" : "planar");
+        return -1;
+    }
     char *name = strdup (stem);
     if (!name || s_grow (self) != 0) {
         free (name);
@@ -150,6 +160,10 @@ ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *deriv
                     derived ? (float)piv_quantities[q].convert (&self->c, derived[q * n + k])
                             : NAN;
             self->arrays[A_PEAK][m] = field->peak_ratio[k];
+            if (self->three) { // w along +Z scales as u, whatever y_up does to v
+                self->arrays[A_W][m] = (float)piv_calib_speed (&self->c, field->w[k]);
+                self->arrays[A_RESIDUAL][m] = field->residual[k];
+            }
             self->flags[m] = field->flags[k];
         }
     self->time[t] = time_s;
@@ -179,10 +193,12 @@ s_put (mat_t *mat, matvar_t *var)
 static const char *
 s_array_name (int a)
 {
-    return a == A_U     ? "u"
-           : a == A_V   ? "v"
-           : a == A_PEAK ? "peak_ratio"
-                         : piv_quantities[a - A_DERIVED].name;
+    return a == A_U          ? "u"
+           : a == A_V        ? "v"
+           : a == A_W        ? "w"
+           : a == A_PEAK     ? "peak_ratio"
+           : a == A_RESIDUAL ? "residual"
+                             : piv_quantities[a - A_DERIVED].name;
 }
 
 // A 1 x 1 struct 'name' of the fields names[0 .. count - 1], each taking
@@ -218,12 +234,13 @@ s_units (const ctl_mat_t *self)
     values[count++] = piv_calib_unit (&self->c, PIV_UNIT_LENGTH);
     names[count] = "y";
     values[count++] = piv_calib_unit (&self->c, PIV_UNIT_LENGTH);
-    for (int a = 0; a < A_COUNT; a++) {
+    for (int a = 0; a < S_ARRAYS (self); a++) {
         names[count] = s_array_name (a);
-        values[count++] = a == A_PEAK                ? "1"
-                          : a == A_U || a == A_V     ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
-                                                     : piv_calib_unit (&self->c,
-                                                                       piv_quantities[a - A_DERIVED].unit);
+        values[count++] = a == A_PEAK       ? "1"
+                          : a == A_RESIDUAL ? "px"
+                          : a == A_U || a == A_V || a == A_W
+                              ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
+                              : piv_calib_unit (&self->c, piv_quantities[a - A_DERIVED].unit);
     }
     names[count] = "time";
     values[count++] = "s";
@@ -255,8 +272,13 @@ s_stats (const piv_stats_t *stats, const piv_calib_t *c)
     enum { EXTRA = 6, FIELDS = PIV_STAT_FIGURES + EXTRA };
     const char *names[FIELDS];
     matvar_t *vars[FIELDS] = {0};
+    // The figures written: a planar series' leave out the stereo ones.
+    int figure[PIV_STAT_FIGURES], figures = 0;
     for (int f = 0; f < PIV_STAT_FIGURES; f++)
-        names[f] = piv_stat_figures[f].name;
+        if (!piv_stat_figures[f].stereo || piv_stats_has_w (stats))
+            figure[figures++] = f;
+    for (int i = 0; i < figures; i++)
+        names[i] = piv_stat_figures[figure[i]].name;
     if (values && x && y) {
         for (size_t k = 0; k < n; k++) {
             piv_stats_point_t p;
@@ -269,9 +291,9 @@ s_stats (const piv_stats_t *stats, const piv_calib_t *c)
             if (k % (size_t)nx == 0)
                 y[k / (size_t)nx] = p.y;
         }
-        for (int f = 0; f < PIV_STAT_FIGURES; f++)
-            vars[f] = Mat_VarCreate (names[f], MAT_C_DOUBLE, MAT_T_DOUBLE, 2, dims, values + f * n,
-                                     0);
+        for (int i = 0; i < figures; i++)
+            vars[i] = Mat_VarCreate (names[i], MAT_C_DOUBLE, MAT_T_DOUBLE, 2, dims,
+                                     values + figure[i] * n, 0);
     }
     piv_stats_summary_t sum;
     piv_stats_summary (stats, &sum);
@@ -279,9 +301,9 @@ s_stats (const piv_stats_t *stats, const piv_calib_t *c)
     matvar_t *unit_vars[PIV_STAT_FIGURES + 2];
     unit_vars[0] = s_text ("x", piv_calib_unit (c, PIV_UNIT_LENGTH));
     unit_vars[1] = s_text ("y", piv_calib_unit (c, PIV_UNIT_LENGTH));
-    for (int f = 0; f < PIV_STAT_FIGURES; f++) {
-        unit_names[f + 2] = piv_stat_figures[f].name;
-        unit_vars[f + 2] = s_text (unit_names[f + 2], piv_stat_unit (c, (piv_stat_t)f));
+    for (int i = 0; i < figures; i++) {
+        unit_names[i + 2] = piv_stat_figures[figure[i]].name;
+        unit_vars[i + 2] = s_text (unit_names[i + 2], piv_stat_unit (c, (piv_stat_t)figure[i]));
     }
     const char *extra[EXTRA] = {"x", "y", "fields", "valid_fraction", "convergence", "units"};
     matvar_t *extra_vars[EXTRA] = {
@@ -290,16 +312,16 @@ s_stats (const piv_stats_t *stats, const piv_calib_t *c)
         s_scalar ("fields", (double)sum.fields),
         s_scalar ("valid_fraction", sum.valid_fraction),
         s_scalar ("convergence", sum.convergence),
-        s_struct ("units", unit_names, unit_vars, PIV_STAT_FIGURES + 2),
+        s_struct ("units", unit_names, unit_vars, figures + 2),
     };
     for (int i = 0; i < EXTRA; i++) {
-        names[PIV_STAT_FIGURES + i] = extra[i];
-        vars[PIV_STAT_FIGURES + i] = extra_vars[i];
+        names[figures + i] = extra[i];
+        vars[figures + i] = extra_vars[i];
     }
     free (values);
     free (x);
     free (y);
-    return s_struct ("stats", names, vars, FIELDS);
+    return s_struct ("stats", names, vars, figures + EXTRA);
 }
 
 // The stems as an nt x 1 cell of char.
@@ -339,7 +361,7 @@ ctl_mat_write (ctl_mat_t *self, const piv_stats_t *stats, const piv_calib_t *sta
     size_t fd[3] = {(size_t)self->ny, (size_t)self->nx, self->fields}, td[2] = {self->fields, 1};
     int rc = s_put (mat, Mat_VarCreate ("x", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, xd, self->x, 0));
     rc |= s_put (mat, Mat_VarCreate ("y", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, yd, self->y, 0));
-    for (int a = 0; a < A_COUNT; a++)
+    for (int a = 0; a < S_ARRAYS (self); a++)
         rc |= s_put (mat, Mat_VarCreate (s_array_name (a), MAT_C_SINGLE, MAT_T_SINGLE, 3, fd,
                                          self->arrays[a], MAT_F_DONT_COPY_DATA));
     rc |= s_put (mat, Mat_VarCreate ("flags", MAT_C_UINT8, MAT_T_UINT8, 3, fd, self->flags,

@@ -123,6 +123,7 @@ s_usage (FILE *out)
         "  tail EXP [--count N] [--new]    follow the feedback stream of EXP (Ctrl-C to stop);\n"
         "                                  an unknown EXP is refused unless --new (about to start)\n"
         "  calibrate EXP [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear]\n"
+        "            [--cameras CALIB]     a stereo rig (pivfarm-calib --size) for EXP's sets\n"
         "                                  EXP's calibration (0.05mm/px or 20px/mm, 2ms; applies to\n"
         "                                  results recorded after it); without options: show it;\n"
         "                                  EXP '*': the default of every experiment\n"
@@ -204,7 +205,8 @@ static const ctl_option_t s_stats_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_calibrate_options[] = {
     {"scale", 0, 1, 1},  {"dt", 0, 1, 1},    {"origin", 0, 1, 1},
-    {"y-axis", 0, 1, 1}, {"clear", 0, 0, 1}, {"from", 0, 1, 1}, {NULL, 0, 0, 0}};
+    {"y-axis", 0, 1, 1}, {"clear", 0, 0, 1}, {"from", 0, 1, 1}, {"cameras", 0, 1, 1},
+    {NULL, 0, 0, 0}};
 static const ctl_option_t s_mask_options[] = {{"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_piv_options[] = {{"reset", 0, 0, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_provision_options[] = {
@@ -238,7 +240,7 @@ static const ctl_command_t s_commands[] = {
     {"tail", 1, 1, "tail EXP [--count N] [--new]", s_tail_options, ctl_run_tail},
     {"calibrate", 1, 1,
      "calibrate EXP|'*' [--scale S] [--dt T] [--origin X,Y] [--y-axis up|down] [--clear] "
-     "[--from now]",
+     "[--cameras CALIB] [--from now]",
      s_calibrate_options, ctl_run_calibrate},
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
     {"piv", 1, MAX_WORDS - 2, "piv EXP|'*' [KEY=VALUE...] [KEY=default...] [--reset]",

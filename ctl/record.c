@@ -124,7 +124,7 @@ typedef struct {
     int full;              // the chunk is full: list again from 'index'
     long compared;         // pairs whose fields were compared
     long grid_differs;     // of them, fields on different grids
-    double max_difference; // max (|du|, |dv|) over them
+    double max_difference; // max (|du|, |dv|, a stereo pair's |dw|) over them
     const char *error;     // the first unreadable field
 } s_compare_t;
 
@@ -197,6 +197,8 @@ s_compare_field (void *arg, const store_result_info_t *r)
     else if (a && b) {
         for (int k = 0; k < a->nx * a->ny; k++) {
             double d = fmax (fabs (a->u[k] - b->u[k]), fabs (a->v[k] - b->v[k]));
+            if (a->w && b->w) // stereo: the third component differs as much
+                d = fmax (d, fabs (a->w[k] - b->w[k]));
             if (d > c->max_difference) // NaN (both vectors invalid) compares false
                 c->max_difference = d;
         }

@@ -5,7 +5,9 @@
 #include "ctl/ctl.h"
 
 #include "common/cli.h"
+#include "common/util.h"
 #include "piv/calib.h"
+#include "piv/cameras.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -129,6 +131,38 @@ s_print_calibration (jdoc_t *doc, ctl_args_t *args)
     const char *rate = jdoc_string (doc, "$.units.rate");
     if (length && velocity && rate)
         printf ("  units        x, y %s; u, v %s; vorticity %s\n", length, velocity, rate);
+    double cameras = jdoc_number (doc, NAN, "$.rig.cameras");
+    if (isfinite (cameras))
+        printf ("  stereo rig   %.0f cameras; grid %.0fx%.0f px from (%.6g, %.6g) mm, %.6g mm per "
+                "px\n",
+                cameras, jdoc_number (doc, NAN, "$.rig.grid.width"),
+                jdoc_number (doc, NAN, "$.rig.grid.height"), jdoc_number (doc, NAN, "$.rig.grid.x0"),
+                jdoc_number (doc, NAN, "$.rig.grid.y0"), jdoc_number (doc, NAN, "$.rig.grid.step"));
+}
+
+// --cameras FILE: the rig read and checked here (a message naming the
+// file and the line), then sent as its canonical text without comments:
+// the word "cameras=TEXT". NULL (logged) when unreadable; the caller frees.
+static char *
+s_cameras_word (const char *path)
+{
+    char err[1024];
+    piv_cameras_t *rig = piv_cameras_load (path, err, sizeof err);
+    if (!rig) {
+        ctl_error ("calibrate: %s", err);
+        return NULL;
+    }
+    char *text = piv_cameras_format (rig);
+    piv_cameras_destroy (&rig);
+    char *word = text ? malloc (strlen (text) + 16) : NULL;
+    if (!word) {
+        ctl_error ("calibrate: no memory for '%s'", path);
+        free (text);
+        return NULL;
+    }
+    stpcpy (stpcpy (word, "cameras="), util_drop_comments (text));
+    free (text);
+    return word;
 }
 
 int
@@ -141,6 +175,20 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
         return EXIT_USAGE;
     char words[4][300];
     args->nsend = 2; // the line is built here: "calibrate EXP key=value..."
+    const char *cameras = ctl_value (args, "cameras");
+    if (cameras) {
+        for (int i = 0; i < 4; i++)
+            if (i != 1 && ctl_value (args, options[i][0])) {
+                ctl_error ("calibrate: --cameras takes --dt alone (the rig's grid gives the "
+                           "scale and the origin); usage: pivctl %s", args->command->usage);
+                return EXIT_USAGE;
+            }
+        if (ctl_value (args, "clear")) {
+            ctl_error ("calibrate: --cameras and --clear: one of them; usage: pivctl %s",
+                       args->command->usage);
+            return EXIT_USAGE;
+        }
+    }
     for (int i = 0; i < 4; i++) {
         const char *value = ctl_value (args, options[i][0]);
         if (!value)
@@ -167,8 +215,16 @@ ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args)
         }
         args->send[args->nsend++] = "from=now";
     }
+    // The rig last: read once every option is known good.
+    char *rig = cameras ? s_cameras_word (cameras) : NULL;
+    if (cameras && !rig)
+        return EXIT_USAGE;
+    if (rig)
+        args->send[args->nsend++] = rig;
     args->send[args->nsend] = NULL;
-    return ctl_run_printed (ctl, args, s_print_calibration);
+    int rc = ctl_run_printed (ctl, args, s_print_calibration);
+    free (rig);
+    return rc;
 }
 
 // {"scope":..,"mask":PATH|null,"width":W,"height":H,"settings":..}
@@ -235,6 +291,9 @@ s_print_piv (jdoc_t *doc, ctl_args_t *args)
     printf ("  pairing    %s%s: %s\n", rule ? rule : "-",
             jdoc_bool (doc, 0, "$.pairing.own") ? " (its own)" : " (the default)",
             pairs ? pairs : "-");
+    const char *cameras = jdoc_string (doc, "$.pairing.cameras");
+    if (rule && strcmp (rule, "stereo") == 0 && cameras)
+        printf ("  cameras    %s (camera 1's folder first)\n", cameras);
 }
 
 int

@@ -15,16 +15,19 @@
 #include <string.h>
 
 // One line per message: a column per feedback quantity, as their table
-// (common/feedback_quantity.h) heads and formats it.
+// (common/feedback_quantity.h) heads and formats it; the stereo ones (w)
+// when the first message, which heads the columns, has them (*stereo).
 static void
-s_print_feedback_message (jdoc_t *doc, int header)
+s_print_feedback_message (jdoc_t *doc, int header, int *stereo)
 {
     const feedback_quantity_info_t *q;
     const char *quantity = jdoc_string (doc, "$.quantity");
     if (header) {
+        *stereo = jdoc_type_at (doc, "$.mean_w") != JDOC_MISSING;
         printf ("%-12s %8s  %-20s %9s %6s", "PUBLISHED", "PAIR", "STEM", "LATENCY", "N");
         for (int i = 0; (q = feedback_quantity_get (i)); i++)
-            printf (" %*s", q->width, q->column);
+            if (!q->stereo || *stereo)
+                printf (" %*s", q->width, q->column);
         printf ("  %-18s %s\n", "VALUE", "OUTPUT");
     }
     const char *stem = jdoc_string (doc, "$.stem");
@@ -36,8 +39,9 @@ s_print_feedback_message (jdoc_t *doc, int header)
             ctl_ms (jdoc_number (doc, NAN, "$.latency_ms")),
             ctl_num (jdoc_number (doc, NAN, "$.n"), "%.0f"));
     for (int i = 0; (q = feedback_quantity_get (i)); i++)
-        printf (" %*s", q->width,
-                ctl_num (jdoc_number (doc, NAN, "$.%s", q->name) * q->scale, q->format));
+        if (!q->stereo || *stereo)
+            printf (" %*s", q->width,
+                    ctl_num (jdoc_number (doc, NAN, "$.%s", q->name) * q->scale, q->format));
     printf ("  %-18s %s\n", value, ctl_num (jdoc_number (doc, NAN, "$.output"), "%.6g"));
 }
 
@@ -78,6 +82,7 @@ ctl_run_tail (ctl_t *ctl, ctl_args_t *args)
     zsock_set_subscribe (sub, topic);
     zpoller_t *poller = zpoller_new (sub, NULL);
     long seen = 0;
+    int stereo = 0; // the stream has w columns (its first message says)
     while (seen < count && !ctl_stop) {
         if (!zpoller_wait (poller, 100))
             continue;
@@ -91,7 +96,7 @@ ctl_run_tail (ctl_t *ctl, ctl_args_t *args)
                 char err[256];
                 jdoc_t *doc = jdoc_parse (json, err, sizeof err);
                 if (doc)
-                    s_print_feedback_message (doc, seen == 0);
+                    s_print_feedback_message (doc, seen == 0, &stereo);
                 else
                     ctl_error ("a message on '%s' is not JSON: %s", topic, err);
                 jdoc_destroy (&doc);

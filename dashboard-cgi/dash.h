@@ -142,6 +142,9 @@ typedef struct {
     float *vorticity;       // the latest field's vorticity in calib's unit (1/s or 1/frame),
                             // nx * ny as page->field (NULL: none; NaN where not computed)
     double vorticity_min, vorticity_max;  // over the finite values (NAN: none)
+    float *w;               // a stereo latest field's w (along +z) in calib's velocity unit,
+                            // nx * ny as page->field (NULL: a planar field; NaN: INVALID)
+    double w_min, w_max;    // over the finite values (NAN: none)
 } dash_page_t;
 
 typedef struct {

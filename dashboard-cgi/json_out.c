@@ -303,22 +303,25 @@ s_stats (const dash_page_t *page)
     return o;
 }
 
+// Values of the latest field (its vorticity; a stereo field's w along +z)
+// in 'unit', their range and grid.
 static json_t *
-s_vorticity (const dash_page_t *page)
+s_latest_values (const dash_page_t *page, const float *values, piv_unit_t unit, double lo,
+                 double hi)
 {
     const piv_field_t *f = page->field;
     int stride = dash_array_stride (f->nx, f->ny);
     json_t *o = json_object ();
     jout_set (&o, "pair", json_integer (page->field_pair));
     jout_set (&o, "stem", jout_string (page->field_stem));
-    jout_set (&o, "unit", jout_string (piv_calib_unit (&page->calib, PIV_UNIT_RATE)));
-    jout_set (&o, "min", jout_number (page->vorticity_min));
-    jout_set (&o, "max", jout_number (page->vorticity_max));
+    jout_set (&o, "unit", jout_string (piv_calib_unit (&page->calib, unit)));
+    jout_set (&o, "min", jout_number (lo));
+    jout_set (&o, "max", jout_number (hi));
     jout_set (&o, "nx", json_integer (f->nx));
     jout_set (&o, "ny", json_integer (f->ny));
     jout_set (&o, "stride", json_integer (stride));
     s_axes (&o, f, &page->calib, stride);
-    jout_set (&o, "values", s_rows (f, page->vorticity, NULL, 0, stride));
+    jout_set (&o, "values", s_rows (f, values, NULL, 0, stride));
     return o;
 }
 
@@ -358,6 +361,8 @@ s_plots (const dash_page_t *page)
         jout_append (&plots, s_plot ("mean-field", c, 1, "|V|", velocity));
     if (page->vorticity && isfinite (page->vorticity_max))
         jout_append (&plots, s_plot ("vorticity", c, 1, "\xCF\x89z", rate));
+    if (page->w && isfinite (page->w_max))
+        jout_append (&plots, s_plot ("w-field", c, 1, "w", velocity));
     if (page->npoints > 0)
         jout_append (&plots, s_plot ("feedback-series", c, 0, page->quantity ? page->quantity
                                                                               : "value",
@@ -386,7 +391,13 @@ s_page (const dash_t *dash)
     jout_set (&o, "convention", s_plots (page));
     jout_set (&o, "stats", page->mean ? s_stats (page) : json_null ());
     jout_set (&o, "stats_note", jout_string (page->mean ? NULL : page->stats_note));
-    jout_set (&o, "vorticity", page->vorticity ? s_vorticity (page) : json_null ());
+    jout_set (&o, "vorticity",
+              page->vorticity ? s_latest_values (page, page->vorticity, PIV_UNIT_RATE,
+                                                 page->vorticity_min, page->vorticity_max)
+                              : json_null ());
+    if (page->w) // a stereo field's only: a planar page's JSON is as before stereo
+        jout_set (&o, "w", s_latest_values (page, page->w, PIV_UNIT_VELOCITY, page->w_min,
+                                            page->w_max));
     return o;
 }
 

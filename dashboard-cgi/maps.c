@@ -24,6 +24,7 @@ typedef struct {
     double lo, hi;            // the colour scale's ends
     int diverging;            // 1: blue-white-red around 0; 0: viridis
     int arrows;               // 1: the grid's vectors drawn over
+    const char *arrow_class;  // their class (NULL: "mean-arrow")
     const char *quantity;     // "|V|", "\xCF\x89z"
     const char *unit;         // "m/s", "1/frame" ...
     const piv_calib_t *calib; // positions' conversion
@@ -263,9 +264,9 @@ s_arrows (FILE *out, const s_map_t *m, const s_frame_t *fr)
                    uy = len > 0 ? dy / len : 0;
             double hx = px + dx, hy = py + dy;
             fprintf (out,
-                     "<path class=\"mean-arrow\" d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f "
+                     "<path class=\"%s\" d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f "
                      "%.1fL%.1f %.1f\"/>",
-                     px, py, hx, hy, hx - hl * (0.866 * ux - 0.5 * uy),
+                     m->arrow_class ? m->arrow_class : "mean-arrow", px, py, hx, hy, hx - hl * (0.866 * ux - 0.5 * uy),
                      hy - hl * (0.866 * uy + 0.5 * ux), hx, hy, hx - hl * (0.866 * ux + 0.5 * uy),
                      hy - hl * (0.866 * uy - 0.5 * ux));
             drawn++;
@@ -453,6 +454,24 @@ s_stats_figures (FILE *out, const dash_page_t *page)
            out);
 }
 
+// A map of the latest field's values: the heading's note 'what' (ending
+// before the field's stem), the map 'm', then a note of its range between
+// 'before' and 'after'.
+static void
+s_latest_map (FILE *out, const dash_page_t *page, const char *what, const s_map_t *m,
+              const char *before, const char *after)
+{
+    fputs (what, out);
+    dash_put_html (out, page->field_stem);
+    fputs ("</span></span></h2>", out);
+    s_map (out, m);
+    char lo[64], hi[64];
+    double mag = fmax (fabs (m->lo), fabs (m->hi));
+    fprintf (out, "<div class=\"note\">%s%s to %s%s</div>", before,
+             dash_si (m->lo, mag, mag / 1000, m->unit, lo, sizeof lo),
+             dash_si (m->hi, mag, mag / 1000, m->unit, hi, sizeof hi), after);
+}
+
 void
 dash_maps_html (const dash_t *dash, FILE *out)
 {
@@ -488,11 +507,6 @@ dash_maps_html (const dash_t *dash, FILE *out)
     }
     fputs ("</div><div id=\"vorticity-card\"><h2>Vorticity", out);
     if (page->vorticity && isfinite (page->vorticity_max)) {
-        fputs ("<span class=\"n\">\xCF\x89z = \xE2\x88\x82v/\xE2\x88\x82x \xE2\x88\x92 "
-               "\xE2\x88\x82u/\xE2\x88\x82y of the latest field, <span class=\"mono\">",
-               out);
-        dash_put_html (out, page->field_stem);
-        fputs ("</span></span></h2>", out);
         s_map_t m = {.id = "vorticity",
                      .grid = page->field,
                      .value = page->vorticity,
@@ -502,17 +516,37 @@ dash_maps_html (const dash_t *dash, FILE *out)
                      .quantity = "\xCF\x89z",
                      .unit = piv_calib_unit (&page->calib, PIV_UNIT_RATE),
                      .calib = &page->calib};
-        s_map (out, &m);
-        char lo[64], hi[64];
-        double mag = fmax (fabs (page->vorticity_min), fabs (page->vorticity_max));
-        fprintf (out,
-                 "<div class=\"note\">Range %s to %s; grey: no value (no valid "
-                 "vector to take a difference with along x or y).</div>",
-                 dash_si (page->vorticity_min, mag, mag / 1000, m.unit, lo, sizeof lo),
-                 dash_si (page->vorticity_max, mag, mag / 1000, m.unit, hi, sizeof hi));
+        s_latest_map (out, page,
+                      "<span class=\"n\">\xCF\x89z = \xE2\x88\x82v/\xE2\x88\x82x \xE2\x88\x92 "
+                      "\xE2\x88\x82u/\xE2\x88\x82y of the latest field, <span class=\"mono\">",
+                      &m, "Range ",
+                      "; grey: no value (no valid vector to take a difference with along x or "
+                      "y).");
     }
     else
         fputs ("</h2><div class=\"empty\">No vorticity: no field with a regular grid yet.</div>",
                out);
-    fputs ("</div></div></div>", out);
+    fputs ("</div>", out);
+    // A stereo field's third component: a planar experiment's page has no
+    // such card (as before stereo).
+    if (page->w && isfinite (page->w_max)) {
+        s_map_t m = {.id = "w-field",
+                     .grid = page->field,
+                     .value = page->w,
+                     .lo = page->w_min,
+                     .hi = page->w_max,
+                     .diverging = 1,
+                     .arrows = 1,
+                     .arrow_class = "w-arrow",
+                     .quantity = "w",
+                     .unit = piv_calib_unit (&page->calib, PIV_UNIT_VELOCITY),
+                     .calib = &page->calib};
+        s_latest_map (out, page,
+                      "<div id=\"w-card\"><h2>Out-of-plane velocity<span class=\"n\">colour: "
+                      "w along +z (out of the light sheet), arrows: u, v of the latest field, "
+                      "<span class=\"mono\">",
+                      &m, "w from ", " (red: towards +z, blue: away); grey: no valid vector.");
+        fputs ("</div>", out);
+    }
+    fputs ("</div></div>", out);
 }

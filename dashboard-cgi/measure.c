@@ -161,14 +161,23 @@ s_mean_speed (dash_page_t *page)
         s_range (page->speed, n, &page->speed_min, &page->speed_max);
 }
 
+// A new array of one value per vector of the latest field in *values
+// (NULL on no memory), its range *lo, *hi NaN until s_range; its length.
+static long
+s_latest_array (const dash_page_t *page, float **values, double *lo, double *hi)
+{
+    long n = (long)page->field->nx * page->field->ny;
+    *lo = *hi = NAN;
+    *values = malloc (sizeof (float) * (size_t)n);
+    return n;
+}
+
 // The latest field's vorticity, converted by the calibration in force.
 static void
 s_vorticity (dash_page_t *page)
 {
     const piv_field_t *f = page->field;
-    long n = (long)f->nx * f->ny;
-    page->vorticity_min = page->vorticity_max = NAN;
-    page->vorticity = malloc (sizeof (float) * (size_t)n);
+    long n = s_latest_array (page, &page->vorticity, &page->vorticity_min, &page->vorticity_max);
     if (page->vorticity &&
         piv_field_derive (f, &(piv_derived_t){.vorticity = page->vorticity}) < 0) {
         free (page->vorticity);
@@ -180,6 +189,21 @@ s_vorticity (dash_page_t *page)
         if (isfinite (page->vorticity[k]))
             page->vorticity[k] = (float)piv_calib_vorticity (&page->calib, page->vorticity[k]);
     s_range (page->vorticity, n, &page->vorticity_min, &page->vorticity_max);
+}
+
+// A stereo latest field's w, converted as u by the calibration in force
+// (w along +z: y up leaves it); NaN at INVALID vectors, as the arrows.
+static void
+s_w (dash_page_t *page)
+{
+    const piv_field_t *f = page->field;
+    long n = s_latest_array (page, &page->w, &page->w_min, &page->w_max);
+    if (!page->w)
+        return;
+    for (long k = 0; k < n; k++)
+        page->w[k] = f->flags[k] == PIV_FLAG_INVALID ? NAN
+                                                      : (float)piv_calib_speed (&page->calib, f->w[k]);
+    s_range (page->w, n, &page->w_min, &page->w_max);
 }
 
 // The feedback series in the calibration in force: points recorded in
@@ -239,6 +263,8 @@ dash_measure (dash_t *dash, store_t *store)
                                                : "no result yet");
     if (page->field && page->field->step > 0)
         s_vorticity (page);
+    if (page->field && page->field->w)
+        s_w (page);
     s_feedback_units (page);
     return 0;
 }
@@ -252,6 +278,7 @@ dash_measure_release (dash_page_t *page)
     free (page->stats_settings);
     free (page->speed);
     free (page->vorticity);
+    free (page->w);
 }
 
 int

@@ -63,7 +63,9 @@ s_same (const proto_msg_t *a, const proto_msg_t *b)
            && a->time_ns == b->time_ns && a->status == b->status
            && s_same_text (a->experiment, b->experiment) && s_same_text (a->name, b->name)
            && s_same_text (a->text, b->text) && s_same_text (a->path_a, b->path_a)
-           && s_same_text (a->path_b, b->path_b) && s_same_text (a->settings, b->settings)
+           && s_same_text (a->path_b, b->path_b) && s_same_text (a->path_c, b->path_c)
+           && s_same_text (a->path_d, b->path_d) && s_same_text (a->cameras, b->cameras)
+           && s_same_text (a->settings, b->settings)
            && s_same_text (a->output, b->output) && a->blob_size == b->blob_size
            && (!a->blob_size || memcmp (a->blob, b->blob, a->blob_size) == 0)
            && (!a->count || a->command != PROTO_ACK

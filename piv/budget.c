@@ -21,7 +21,8 @@
 // heights (12), the median test's candidates (9) and the smoother's weights
 // and work (~60). Measured: 114 bytes a vector at most (2048^2 frames, 8 px
 // windows at 87 % overlap, two runs of the final size, smoothing on),
-// before the 4 bytes of the heights (sparse.c).
+// before the 4 bytes of the heights (sparse.c) and the 8 of sigma_u,
+// sigma_v (uncertainty on): 126.
 #define S_VECTOR_BYTES 128
 // A thread's window buffers (piv.c, piv_new): three planes of floats and
 // four of complex floats, per pixel of the largest window.
@@ -75,6 +76,10 @@ piv_budget_pair (const piv_frame_info_t *frame, const piv_settings_t *settings)
                                          s->passes[s->npasses - 1], s->overlap);
     uint64_t n = (uint64_t) s->passes[0];
     total += (uint64_t) (s->threads > 0 ? s->threads : 1) * S_WINDOW_BYTES * n * n;
+    // The uncertainty's scratch (piv/uncertainty.h): two windows of floats
+    // with a border of 1 px, a thread.
+    if (s->uncertainty != PIV_UNCERTAINTY_OFF)
+        total += (uint64_t) (s->threads > 0 ? s->threads : 1) * 2 * 4 * (n + 2) * (n + 2);
     return total;
 }
 

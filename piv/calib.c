@@ -115,18 +115,21 @@ s_parse_dt (const char *text, double *dt)
     return 0;
 }
 
-// "X,Y" (blanks around each allowed), each finite and >= 0. 0 or -1.
+// "X,Y" (blanks around each allowed), each finite, and >= 0 unless
+// 'anywhere' (a recorded calibration: a stereo grid's origin may lie
+// outside the frames, piv_stereo_grid_calib; one an operator types lies in
+// the image). 0 or -1.
 static int
-s_parse_origin (const char *text, double *ox, double *oy)
+s_parse_origin (const char *text, int anywhere, double *ox, double *oy)
 {
     const char *rest;
     double x, y;
-    if (s_number (text, &x, &rest) != 0 || *rest != ',' || x < 0)
+    if (s_number (text, &x, &rest) != 0 || *rest != ',' || (x < 0 && !anywhere))
         return -1;
     rest++;
     while (*rest == ' ' || *rest == '\t')
         rest++;
-    if (s_number (rest, &y, &rest) != 0 || *rest != '\0' || y < 0)
+    if (s_number (rest, &y, &rest) != 0 || *rest != '\0' || (y < 0 && !anywhere))
         return -1;
     *ox = x;
     *oy = y;
@@ -136,7 +139,7 @@ s_parse_origin (const char *text, double *ox, double *oy)
 // Applies one key to *c. NULL, or what the key accepts ('*known' 0 when the
 // key itself is unknown); *c unchanged on failure.
 static const char *
-s_apply (piv_calib_t *c, const char *key, const char *value, int *known)
+s_apply (piv_calib_t *c, const char *key, const char *value, int anywhere, int *known)
 {
     *known = 1;
     if (strcmp (key, "scale") == 0)
@@ -144,7 +147,8 @@ s_apply (piv_calib_t *c, const char *key, const char *value, int *known)
     if (strcmp (key, "dt") == 0)
         return s_parse_dt (value, &c->dt) == 0 ? NULL : S_DT_FORMS;
     if (strcmp (key, "origin") == 0)
-        return s_parse_origin (value, &c->origin_x, &c->origin_y) == 0 ? NULL : S_ORIGIN_FORMS;
+        return s_parse_origin (value, anywhere, &c->origin_x, &c->origin_y) == 0 ? NULL
+                                                                                 : S_ORIGIN_FORMS;
     if (strcmp (key, "y_axis") == 0) {
         size_t len = s_trimmed (value);
         while (*value == ' ')
@@ -161,12 +165,14 @@ s_apply (piv_calib_t *c, const char *key, const char *value, int *known)
     return S_KEYS;
 }
 
-int
-piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err, size_t errlen)
+// piv_calib_set, the origin anywhere when 'anywhere' (s_parse_origin).
+static int
+s_set (piv_calib_t *c, const char *key, const char *value, int anywhere, char *err,
+       size_t errlen)
 {
     piv_calib_t next = *c;
     int known;
-    const char *forms = s_apply (&next, key, value, &known);
+    const char *forms = s_apply (&next, key, value, anywhere, &known);
     if (forms) {
         if (known)
             snprintf (err, errlen, "bad calibration %s '%s': expected %s", key, value, forms);
@@ -177,6 +183,12 @@ piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err, si
     next.set = next.scale > 0 && next.dt > 0;
     *c = next;
     return 0;
+}
+
+int
+piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err, size_t errlen)
+{
+    return s_set (c, key, value, 0, err, errlen);
 }
 
 int
@@ -219,7 +231,7 @@ piv_calib_parse (const char *text, piv_calib_t *c, char *err, size_t errlen)
         }
         else {
             *eq = '\0';
-            rc = piv_calib_set (&next, word, eq + 1, err, errlen);
+            rc = s_set (&next, word, eq + 1, 1, err, errlen);
         }
     }
     free (copy);
@@ -393,7 +405,7 @@ piv_calib_check_key (const char *name, const char *value, char *norm, size_t nor
     piv_calib_t c;
     piv_calib_init (&c);
     int known;
-    const char *forms = s_apply (&c, name, value, &known);
+    const char *forms = s_apply (&c, name, value, 0, &known);
     if (forms && !known) {
         snprintf (why, whylen, "is not a calibration key: expected " S_KEYS);
         return -1;
@@ -495,6 +507,8 @@ piv_calib_field (const piv_calib_t *c, const piv_field_t *field)
         copy->y[k] = (float) y;
         copy->u[k] = (float) u;
         copy->v[k] = (float) v;
+        if (copy->w) // along +Z, scaled as u (residual stays in image px)
+            copy->w[k] = (float) piv_calib_speed (c, field->w[k]);
     }
     return copy;
 }

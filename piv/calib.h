@@ -16,8 +16,9 @@ typedef struct {
     int set;            // 1: calibrated (scale and dt known); 0: pixels and frames
     double scale;       // metres per pixel, > 0
     double dt;          // seconds between frame A and frame B, > 0
-    double origin_x;    // image column (px) of the physical origin, >= 0 (default 0)
-    double origin_y;    // image row (px) of the physical origin, >= 0 (default 0)
+    double origin_x;    // image column (px) of the physical origin, >= 0 as typed (default
+                        // 0); a stereo grid's (piv_stereo_grid_calib) may be < 0
+    double origin_y;    // image row (px) of the physical origin, as origin_x
     int y_up;           // 1 (default): physical y points up, against the image rows
 } piv_calib_t;
 
@@ -40,7 +41,8 @@ int piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err
 // Parses the whole text "scale=0.05mm/px dt=1ms origin=0,0 y_axis=up" (any
 // order; keys left out keep their defaults; "" or "none": not calibrated).
 // Values hold no spaces in this form (piv_calib_set's own forms accept
-// "0.05 mm/px"). All or nothing: -1 with err (as piv_calib_set's, or "bad
+// "0.05 mm/px"). A recorded text's origin may be negative (a stereo grid's,
+// outside the frames); piv_calib_set refuses one an operator types. All or nothing: -1 with err (as piv_calib_set's, or "bad
 // calibration '...': scale and dt are both needed") and *c unchanged.
 int piv_calib_parse (const char *text, piv_calib_t *c, char *err, size_t errlen);
 

@@ -14,6 +14,7 @@
 #include "piv/image.h"
 #include "piv/points.h"
 #include "piv/selfcal.h"
+#include "piv/stereo.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -47,6 +48,10 @@ s_usage (FILE *out)
              "  -m, --model MODEL     auto (default: the lower held-out RMS), soloff (19-term\n"
              "                        polynomial) or pinhole (DLT with radial distortion)\n"
              "  -o, --output CALIB    write the camera calibration file here\n"
+             "      --size WxH        the frames' size (px): the file gets the stereo grid of\n"
+             "                        two cameras with frames this size (the largest area both\n"
+             "                        see on Z = 0, at the finer camera's resolution), as the\n"
+             "                        farm needs it ('pivctl calibrate EXP --cameras CALIB')\n"
              "  -h, --help            this text\n"
              "  -V, --version         the version\n"
              "Prints for each camera and model the reprojection RMS and maximum (px) over\n"
@@ -74,6 +79,7 @@ typedef struct {
     piv_camera_model_t model;           // else this one
     const char *output;                 // the calibration file, or NULL
     double spacing;                     // mm, the target's lattice unit (0: not given)
+    int width, height;                  // --size: the frames' size for the stereo grid (0: none)
 } s_opts_t;
 
 static const struct option s_options[] = {
@@ -83,6 +89,7 @@ static const struct option s_options[] = {
     {"image", required_argument, NULL, 'i'},
     {"spacing", required_argument, NULL, 's'},
     {"output", required_argument, NULL, 'o'},
+    {"size", required_argument, NULL, 'S'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -175,6 +182,16 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
         case 'o':
             o->output = optarg;
             break;
+        case 'S': {
+            char *end = NULL, *x = NULL;
+            errno = 0;
+            long w = strtol (optarg, &x, 10), h = *x == 'x' ? strtol (x + 1, &end, 10) : 0;
+            if (errno || x == optarg || *x != 'x' || end == x + 1 || *end || w < 1 || h < 1
+                || w > 65535 || h > 65535)
+                return cli_usage_error ("bad --size '%s': expected WxH in px (2048x2048)", optarg);
+            o->width = (int) w, o->height = (int) h;
+            break;
+        }
         case 'h':
             s_usage (stdout);
             return 0;
@@ -192,6 +209,9 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
         return cli_usage_error ("--camera %d has no --points or --image", current);
     if (o->ncams == 0)
         return cli_usage_error ("no --points: expected at least one points file");
+    if (o->width && o->ncams != 2)
+        return cli_usage_error ("--size gives a stereo grid: expected two cameras, got %d",
+                                o->ncams);
     for (int k = 0; k < o->ncams; k++)
         for (int f = 0; f < o->cams[k].n; f++)
             if (o->cams[k].src[f].image && !(o->spacing > 0))
@@ -508,6 +528,21 @@ main (int argc, char **argv)
         piv_camera_t *cam = s_calibrate (&o, &o.cams[k]);
         if (!cam || piv_cameras_add (rig, &cam, err, sizeof err))
             goto done;
+    }
+    if (o.width) {
+        piv_stereo_grid_t grid;
+        if (piv_stereo_default_grid (piv_cameras_get (rig, 0), piv_cameras_get (rig, 1), o.width,
+                                     o.height, &grid, err, sizeof err)
+            || piv_cameras_set_grid (rig, &grid)) {
+            log_error ("no stereo grid for %dx%d frames: %s", o.width, o.height,
+                       *err ? err : "refused");
+            goto done;
+        }
+        printf ("stereo grid for %dx%d frames: X %.3f..%.3f Y %.3f..%.3f mm, %.5f mm per px, "
+                "%dx%d px\n",
+                o.width, o.height, grid.x0, grid.x0 + (grid.width - 1) * grid.step,
+                grid.y0 - (grid.height - 1) * grid.step, grid.y0, grid.step, grid.width,
+                grid.height);
     }
     if (o.output && s_write (rig, o.output))
         goto done;

@@ -4,34 +4,13 @@
 // and cubic and quintic B-splines on prefiltered coefficients (Unser 1999).
 
 #include "piv/deform.h"
+#include "piv/simd.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef float v4sf __attribute__ ((vector_size (16)));
-
-static inline v4sf
-s_load (const float *p)
-{
-    v4sf v;
-    memcpy (&v, p, sizeof v);
-    return v;
-}
-
-static inline float
-s_hsum (v4sf v)
-{
-    return (v[0] + v[1]) + (v[2] + v[3]);
-}
-
-static inline void
-s_store (float *p, v4sf v)
-{
-    memcpy (p, &v, sizeof v);
-}
 
 // The prefilter's steps over 'count' lines at once, four lanes at a time
 // then one: the same operations per value as one at a time (C11 contracts
@@ -45,7 +24,7 @@ s_add_scaled (float *d, const float *src, int count, float a)
 {
     int l = 0;
     for (; l + 4 <= count; l += 4)
-        s_store (d + l, s_load (d + l) + a * s_load (src + l));
+        v4_store (d + l, v4_load (d + l) + a * v4_load (src + l));
     for (; l < count; l++)
         d[l] += a * src[l];
 }
@@ -56,7 +35,7 @@ s_causal (float *d, const float *src, int count, float a, float b)
 {
     int l = 0;
     for (; l + 4 <= count; l += 4)
-        s_store (d + l, s_load (d + l) * a + b * s_load (src + l));
+        v4_store (d + l, v4_load (d + l) * a + b * v4_load (src + l));
     for (; l < count; l++)
         d[l] = d[l] * a + b * src[l];
 }
@@ -67,7 +46,7 @@ s_anticausal (float *d, const float *src, int count, float a)
 {
     int l = 0;
     for (; l + 4 <= count; l += 4)
-        s_store (d + l, a * (s_load (src + l) - s_load (d + l)));
+        v4_store (d + l, a * (v4_load (src + l) - v4_load (d + l)));
     for (; l < count; l++)
         d[l] = a * (src[l] - d[l]);
 }
@@ -244,24 +223,24 @@ s_sample_taps (piv_deform_t deform, const float *src, int w, int h, int i, int j
     // last two weights are zero), rows summed as a tree rather than a
     // chain, so that a sample does not wait on the adder's latency.
     if (taps == 4 && __builtin_expect (x0 >= 0 && y0 >= 0 && x0 + 4 <= w && y0 + 4 <= h, 1)) {
-        v4sf acc = ((v4sf) {wy[0], wy[0], wy[0], wy[0]} * s_load (p)
-                    + (v4sf) {wy[1], wy[1], wy[1], wy[1]} * s_load (p + w))
-                   + ((v4sf) {wy[2], wy[2], wy[2], wy[2]} * s_load (p + w2)
-                      + (v4sf) {wy[3], wy[3], wy[3], wy[3]} * s_load (p + w2 + w));
-        return s_hsum (acc * s_load (wx));
+        v4sf acc = ((v4sf) {wy[0], wy[0], wy[0], wy[0]} * v4_load (p)
+                    + (v4sf) {wy[1], wy[1], wy[1], wy[1]} * v4_load (p + w))
+                   + ((v4sf) {wy[2], wy[2], wy[2], wy[2]} * v4_load (p + w2)
+                      + (v4sf) {wy[3], wy[3], wy[3], wy[3]} * v4_load (p + w2 + w));
+        return v4_hsum (acc * v4_load (wx));
     }
     if (taps == 6 && __builtin_expect (x0 >= 0 && y0 >= 0 && x0 + 8 <= w && y0 + 6 <= h, 1)) {
         v4sf wr[6];
         for (int b = 0; b < 6; b++)
             wr[b] = (v4sf) {wy[b], wy[b], wy[b], wy[b]};
         long w4 = 2 * w2;
-        v4sf lo = ((wr[0] * s_load (p) + wr[1] * s_load (p + w))
-                   + (wr[2] * s_load (p + w2) + wr[3] * s_load (p + w2 + w)))
-                  + (wr[4] * s_load (p + w4) + wr[5] * s_load (p + w4 + w));
-        v4sf hi = ((wr[0] * s_load (p + 4) + wr[1] * s_load (p + w + 4))
-                   + (wr[2] * s_load (p + w2 + 4) + wr[3] * s_load (p + w2 + w + 4)))
-                  + (wr[4] * s_load (p + w4 + 4) + wr[5] * s_load (p + w4 + w + 4));
-        return s_hsum (lo * s_load (wx) + hi * s_load (wx + 4));
+        v4sf lo = ((wr[0] * v4_load (p) + wr[1] * v4_load (p + w))
+                   + (wr[2] * v4_load (p + w2) + wr[3] * v4_load (p + w2 + w)))
+                  + (wr[4] * v4_load (p + w4) + wr[5] * v4_load (p + w4 + w));
+        v4sf hi = ((wr[0] * v4_load (p + 4) + wr[1] * v4_load (p + w + 4))
+                   + (wr[2] * v4_load (p + w2 + 4) + wr[3] * v4_load (p + w2 + w + 4)))
+                  + (wr[4] * v4_load (p + w4 + 4) + wr[5] * v4_load (p + w4 + w + 4));
+        return v4_hsum (lo * v4_load (wx) + hi * v4_load (wx + 4));
     }
     float sum = 0;
     for (int b = 0; b < taps; b++) {

@@ -51,6 +51,8 @@ piv_field_destroy (piv_field_t **self_p)
     free (self->flags);
     free (self->w);
     free (self->residual);
+    free (self->sigma_u);
+    free (self->sigma_v);
     free (self);
     *self_p = NULL;
 }
@@ -69,6 +71,25 @@ piv_field_add_w (piv_field_t *self)
         free (self->w);
         free (self->residual);
         self->w = self->residual = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int
+piv_field_add_sigma (piv_field_t *self)
+{
+    if (self->sigma_u && self->sigma_v)
+        return 0;
+    size_t n = (size_t) self->nx * (size_t) self->ny;
+    if (!self->sigma_u)
+        self->sigma_u = calloc (n, sizeof (float));
+    if (!self->sigma_v)
+        self->sigma_v = calloc (n, sizeof (float));
+    if (!self->sigma_u || !self->sigma_v) {
+        free (self->sigma_u);
+        free (self->sigma_v);
+        self->sigma_u = self->sigma_v = NULL;
         return -1;
     }
     return 0;
@@ -97,6 +118,14 @@ piv_field_dup (const piv_field_t *self)
         }
         memcpy (copy->w, self->w, n * sizeof (float));
         memcpy (copy->residual, self->residual, n * sizeof (float));
+    }
+    if (self->sigma_u && self->sigma_v) {
+        if (piv_field_add_sigma (copy) != 0) {
+            piv_field_destroy (&copy);
+            return NULL;
+        }
+        memcpy (copy->sigma_u, self->sigma_u, n * sizeof (float));
+        memcpy (copy->sigma_v, self->sigma_v, n * sizeof (float));
     }
     return copy;
 }
@@ -172,18 +201,26 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
     if (format == PIV_FORMAT_VTK)
         return piv_field_write_vtk (self, out, NULL, header);
     size_t n = (size_t) self->nx * (size_t) self->ny;
+    int three = self->w && self->residual;
     if (format == PIV_FORMAT_TECPLOT) {
         piv_write_header_lines (out, header, "# ");
         fprintf (out, "TITLE = \"pivfarm vector field\"\n");
-        fprintf (out, "VARIABLES = \"x\", \"y\", \"u\", \"v\", \"flags\", \"peak_ratio\"");
+        // A stereo field's w after v, its residual after peak_ratio: the
+        // planar columns keep their names and order around them.
+        fprintf (out, "VARIABLES = \"x\", \"y\", \"u\", \"v\"%s, \"flags\", \"peak_ratio\"%s",
+                 three ? ", \"w\"" : "", three ? ", \"residual\"" : "");
         s_derived_names (out, derived, 1);
+        if (self->sigma_u && self->sigma_v)
+            fprintf (out, ", \"sigma_u\", \"sigma_v\"");
         fputc ('\n', out);
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
     else {
         piv_write_header_lines (out, header, "# ");
-        fprintf (out, "# x y u v flags peak_ratio");
+        fprintf (out, "# x y u v%s flags peak_ratio%s", three ? " w" : "", three ? " residual" : "");
         s_derived_names (out, derived, 0);
+        if (self->sigma_u && self->sigma_v)
+            fprintf (out, " sigma_u sigma_v");
         fputc ('\n', out);
     }
     // %.4f: a thousandth of a pixel is below any PIV uncertainty, and fixed
@@ -201,9 +238,9 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
             used = 0;
         }
         char *p = buf + used;
-        float row[4] = {self->x[k], self->y[k], self->u[k], self->v[k]};
-        static const int decimals[4] = {1, 1, 4, 4};
-        for (int c = 0; c < 4; c++)
+        float row[5] = {self->x[k], self->y[k], self->u[k], self->v[k], three ? self->w[k] : 0};
+        static const int decimals[5] = {1, 1, 4, 4, 4};
+        for (int c = 0; c < 4 + three; c++)
             p = derived ? s_general (p, row[c], ' ') : s_fixed (p, row[c], decimals[c], ' ');
         unsigned f = self->flags[k];
         if (f >= 100)
@@ -212,16 +249,61 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
             *p++ = (char) ('0' + f / 10 % 10);
         *p++ = (char) ('0' + f % 10);
         *p++ = ' ';
-        if (!derived)
-            p = s_fixed (p, self->peak_ratio[k], 3, '\n');
-        else
+        if (!derived) {
+            p = s_fixed (p, self->peak_ratio[k], 3, three ? ' ' : '\n');
+            if (three)
+                p = s_fixed (p, self->residual[k], 3, '\n');
+        }
+        else {
             p = s_general (p, self->peak_ratio[k], ' ');
+            if (three)
+                p = s_general (p, self->residual[k], ' ');
+        }
         for (int q = 0; derived && q < PIV_DERIVED_COUNT; q++)
             p = s_general (p, derived[(size_t) q * n + k], q == PIV_DERIVED_COUNT - 1 ? '\n' : ' ');
+        if (self->sigma_u && self->sigma_v) {
+            // The uncertainty last, after whatever the row had ('\n' becomes ' ').
+            p[-1] = ' ';
+            float su = self->sigma_u[k], sv = self->sigma_v[k];
+            if (derived || isnan (su) || isnan (sv))
+                p = s_general (s_general (p, su, ' '), sv, '\n');
+            else
+                p = s_fixed (s_fixed (p, su, 4, ' '), sv, 4, '\n');
+        }
         used = (size_t) (p - buf);
     }
     fwrite (buf, 1, used, out);
     return ferror (out) ? -1 : 0;
+}
+
+// The columns piv_field_read_txt knows, by name in a file's column line.
+enum { C_X, C_Y, C_U, C_V, C_FLAGS, C_PEAK, C_W, C_RESIDUAL, C_KNOWN };
+static const char *const s_column_names[C_KNOWN] = {"x", "y", "u", "v", "flags", "peak_ratio",
+                                                     "w", "residual"};
+
+// If 'line' (after its '#') is a column line, 'x y u v ...', sets where
+// each known column sits (-1: absent) and returns 1; else 0. Names after
+// the last known one (derived quantities, a "(units ...)" note) are skipped.
+static int
+s_column_line (const char *line, int where[C_KNOWN])
+{
+    char names[512];
+    snprintf (names, sizeof names, "%s", line);
+    int found[C_KNOWN], column = 0;
+    for (int c = 0; c < C_KNOWN; c++)
+        found[c] = -1;
+    for (char *save = NULL, *t = strtok_r (names, " \t\r\n", &save); t;
+         t = strtok_r (NULL, " \t\r\n", &save), column++) {
+        if (*t == '(')
+            break;
+        for (int c = 0; c < C_KNOWN; c++)
+            if (strcmp (t, s_column_names[c]) == 0 && found[c] < 0)
+                found[c] = column;
+    }
+    if (found[C_X] != 0 || found[C_Y] != 1 || found[C_U] != 2 || found[C_V] != 3)
+        return 0;
+    memcpy (where, found, sizeof found);
+    return 1;
 }
 
 piv_field_t *
@@ -232,28 +314,40 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         snprintf (err, errlen, "cannot open '%s': %s", path, strerror (errno));
         return NULL;
     }
+    // Without a column line: 'x y u v [flags [peak]]'.
+    int where[C_KNOWN] = {0, 1, 2, 3, 4, 5, -1, -1};
     size_t cap = 1024, n = 0;
-    float *rows = malloc (cap * 6 * sizeof (float));
-    char line[512];
-    int lineno = 0, bad = 0;
+    float *rows = malloc (cap * C_KNOWN * sizeof (float));
+    char line[4096];
+    int lineno = 0, bad = 0, three = 0;
     while (rows && fgets (line, sizeof line, f)) {
         lineno++;
         char *p = line;
         while (*p == ' ' || *p == '\t')
             p++;
+        if (*p == '#' && n == 0 && s_column_line (p + 1, where))
+            three = where[C_W] >= 0;
         if (*p == '#' || *p == '\n' || *p == '\0')
             continue;
-        float r[6] = {0, 0, 0, 0, 0, 1};
-        int got = sscanf (p, "%f %f %f %f %f %f", &r[0], &r[1], &r[2], &r[3], &r[4], &r[5]);
-        if (got < 4) {
-            snprintf (err, errlen, "bad vector file '%s': line %d is not 'x y u v [flags]'", path,
-                      lineno);
+        float cols[C_KNOWN + 8], r[C_KNOWN] = {0, 0, 0, 0, 0, 1, 0, 0};
+        int got = 0;
+        for (char *end; got < C_KNOWN + 8; got++, p = end) {
+            cols[got] = strtof (p, &end);
+            if (end == p)
+                break;
+        }
+        for (int c = 0; c < C_KNOWN; c++)
+            if (where[c] >= 0 && where[c] < got)
+                r[c] = cols[where[c]];
+        if (got < 4 || (three && got <= where[C_W])) {
+            snprintf (err, errlen, "bad vector file '%s': line %d is not 'x y u v%s [flags]'", path,
+                      lineno, three ? " w" : "");
             bad = 1;
             break;
         }
         if (n == cap) {
             cap *= 2;
-            float *grown = realloc (rows, cap * 6 * sizeof (float));
+            float *grown = realloc (rows, cap * C_KNOWN * sizeof (float));
             if (!grown) {
                 free (rows);
                 rows = NULL;
@@ -261,7 +355,7 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
             }
             rows = grown;
         }
-        memcpy (rows + 6 * n++, r, sizeof r);
+        memcpy (rows + C_KNOWN * n++, r, sizeof r);
     }
     fclose (f);
     if (!rows) {
@@ -279,7 +373,7 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
     }
     // Grid order: x varies fastest; the first row ends where y changes.
     size_t nx = 1;
-    while (nx < n && rows[6 * nx + 1] == rows[1])
+    while (nx < n && rows[C_KNOWN * nx + C_Y] == rows[C_Y])
         nx++;
     if (n % nx != 0) {
         snprintf (err, errlen, "bad vector file '%s': %zu vectors do not form rows of %zu", path,
@@ -288,19 +382,25 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         return NULL;
     }
     piv_field_t *self = piv_field_new ((int) nx, (int) (n / nx));
+    if (self && three && piv_field_add_w (self) != 0)
+        piv_field_destroy (&self);
     if (!self) {
         snprintf (err, errlen, "cannot read '%s': out of memory", path);
         free (rows);
         return NULL;
     }
     for (size_t k = 0; k < n; k++) {
-        const float *r = rows + 6 * k;
-        self->x[k] = r[0];
-        self->y[k] = r[1];
-        self->u[k] = r[2];
-        self->v[k] = r[3];
-        self->flags[k] = (uint8_t) r[4];
-        self->peak_ratio[k] = r[5];
+        const float *r = rows + C_KNOWN * k;
+        self->x[k] = r[C_X];
+        self->y[k] = r[C_Y];
+        self->u[k] = r[C_U];
+        self->v[k] = r[C_V];
+        self->flags[k] = (uint8_t) r[C_FLAGS];
+        self->peak_ratio[k] = r[C_PEAK];
+        if (three) {
+            self->w[k] = r[C_W];
+            self->residual[k] = r[C_RESIDUAL];
+        }
     }
     if (nx > 1)
         self->step = (int) lrintf (self->x[1] - self->x[0]);
@@ -367,6 +467,11 @@ piv_field_peak_locking (const piv_field_t *self, piv_lock_t *lock)
 #define FIELD_HEADER 32
 #define FIELD_VECTOR 13   // bytes per vector: u, v, peak_ratio, flags
 #define FIELD_VECTOR3 21  // a 3-component field's: u, v, w, peak_ratio, residual, flags
+// A field with sigma_u, sigma_v: magic "PVS1" or "PVS3" and both arrays
+// after the flags (8 bytes a vector more).
+#define FIELD_MAGIC_S "PVS1"
+#define FIELD_MAGIC3_S "PVS3"
+#define FIELD_SIGMA 8
 
 static void
 s_put_u32 (unsigned char *p, uint32_t v)
@@ -406,12 +511,12 @@ piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_
     if (!field || field->nx <= 0 || field->ny <= 0)
         return -1;
     size_t n = (size_t) field->nx * (size_t) field->ny;
-    int three = field->w && field->residual;
-    size_t size = FIELD_HEADER + n * (three ? FIELD_VECTOR3 : FIELD_VECTOR);
+    int three = field->w && field->residual, sigma = field->sigma_u && field->sigma_v;
+    size_t size = FIELD_HEADER + n * ((three ? FIELD_VECTOR3 : FIELD_VECTOR) + (sigma ? FIELD_SIGMA : 0));
     unsigned char *buf = malloc (size);
     if (!buf)
         return -1;
-    memcpy (buf, three ? FIELD_MAGIC3 : FIELD_MAGIC, 4);
+    memcpy (buf, sigma ? (three ? FIELD_MAGIC3_S : FIELD_MAGIC_S) : (three ? FIELD_MAGIC3 : FIELD_MAGIC), 4);
     s_put_u32 (buf + 4, (uint32_t) field->nx);
     s_put_u32 (buf + 8, (uint32_t) field->ny);
     s_put_u32 (buf + 12, (uint32_t) field->window);
@@ -431,6 +536,10 @@ piv_field_encode (const piv_field_t *field, unsigned char **buf_p, size_t *size_
             s_put_f32 (residual + 4 * k, field->residual[k]);
         }
         flags[k] = field->flags[k];
+        if (sigma) {
+            s_put_f32 (flags + n + 4 * k, field->sigma_u[k]);
+            s_put_f32 (flags + 5 * n + 4 * k, field->sigma_v[k]);
+        }
     }
     *buf_p = buf;
     *size_p = size;
@@ -483,17 +592,19 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                        FIELD_HEADER);
         return NULL;
     }
-    int three = memcmp (p, FIELD_MAGIC3, 4) == 0;
-    if (!three && memcmp (p, FIELD_MAGIC, 4) != 0) {
-        s_field_error (err, errlen, "magic '%s', expected '%s' or '%s'", s_magic_text (p, quoted),
-                       FIELD_MAGIC, FIELD_MAGIC3);
+    int sigma = memcmp (p, FIELD_MAGIC_S, 4) == 0 || memcmp (p, FIELD_MAGIC3_S, 4) == 0;
+    int three = memcmp (p, FIELD_MAGIC3, 4) == 0 || memcmp (p, FIELD_MAGIC3_S, 4) == 0;
+    if (!three && !sigma && memcmp (p, FIELD_MAGIC, 4) != 0) {
+        s_field_error (err, errlen, "magic '%s', expected '%s', '%s', '%s' or '%s'",
+                       s_magic_text (p, quoted), FIELD_MAGIC, FIELD_MAGIC3, FIELD_MAGIC_S,
+                       FIELD_MAGIC3_S);
         return NULL;
     }
     uint32_t nx = s_get_u32 (p + 4), ny = s_get_u32 (p + 8);
     uint32_t window = s_get_u32 (p + 12), step = s_get_u32 (p + 16), runs = s_get_u32 (p + 20);
     // Both below 2^32: the product and the size cannot overflow 64 bits.
     uint64_t n = (uint64_t) nx * ny;
-    uint64_t expected = FIELD_HEADER + n * (three ? FIELD_VECTOR3 : FIELD_VECTOR);
+    uint64_t expected = FIELD_HEADER + n * ((three ? FIELD_VECTOR3 : FIELD_VECTOR) + (sigma ? FIELD_SIGMA : 0));
     if (window > INT_MAX || step > INT_MAX || runs > INT_MAX) {
         s_field_error (err, errlen, "window %" PRIu32 ", step %" PRIu32 " or runs %" PRIu32
                        " out of range", window, step, runs);
@@ -516,7 +627,7 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                        ny);
         return NULL;
     }
-    if (three && piv_field_add_w (field) != 0) {
+    if ((three && piv_field_add_w (field) != 0) || (sigma && piv_field_add_sigma (field) != 0)) {
         s_field_error (err, errlen, "no memory for w of %" PRIu32 " x %" PRIu32 " vectors", nx,
                        ny);
         piv_field_destroy (&field);
@@ -547,6 +658,10 @@ piv_field_decode (const void *buf, size_t size, char *err, size_t errlen)
                 field->residual[k] = s_get_f32 (residual + 4 * (size_t) k);
             }
             field->flags[k] = flags[k];
+            if (sigma) {
+                field->sigma_u[k] = s_get_f32 (flags + n + 4 * (size_t) k);
+                field->sigma_v[k] = s_get_f32 (flags + 5 * n + 4 * (size_t) k);
+            }
         }
     return field;
 }

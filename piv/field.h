@@ -37,6 +37,11 @@ typedef struct {
     // residual the misfit of the 4 equations in image px.
     float *w;
     float *residual;
+    // Each vector's standard uncertainty, px (piv_field_add_sigma; the
+    // engine's setting uncertainty=cs|mc), NULL unless computed; NaN where
+    // the vector could not be measured (flag INVALID).
+    float *sigma_u;
+    float *sigma_v;
 } piv_field_t;
 
 // A new field of nx * ny zeroed vectors; NULL on bad size or no memory.
@@ -46,9 +51,14 @@ piv_field_t *piv_field_dup (const piv_field_t *self);
 // Gives a planar field its w and residual (zeroed): a 3-component field.
 // 0 (also when it has them already), -1 on no memory.
 int piv_field_add_w (piv_field_t *self);
+// Gives a field its sigma_u and sigma_v (zeroed). 0 (also when it has them
+// already), -1 on no memory.
+int piv_field_add_sigma (piv_field_t *self);
 
 // Writes the field; 'header' (may be NULL) holds lines written first, each
-// prefixed with '# ' (txt) or as Tecplot TITLE/auxiliary comments. 0 or -1.
+// prefixed with '# ' (txt) or as Tecplot TITLE/auxiliary comments. A
+// stereo field (w) has the columns 'x y u v w flags peak_ratio residual'
+// (w as u, residual as peak_ratio is written). 0 or -1.
 int piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format,
                      const char *header);
 // The same with the derived quantities as columns after peak_ratio, named
@@ -60,7 +70,10 @@ int piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t fo
                              const char *header, const float *derived);
 
 // Reads a txt field written by piv_field_write (or any 'x y u v [flags
-// [peak]]' text with '#' comments, grid order). NULL with err on failure.
+// [peak]]' text with '#' comments, grid order). A '# x y u v ...' column
+// line before the vectors says where the columns are: one that names w
+// (piv_field_write's or piv_field3_write's) gives a stereo field, its
+// residual 0 where no column holds it. NULL with err on failure.
 piv_field_t *piv_field_read_txt (const char *path, char *err, size_t errlen);
 
 // Summary over vectors with flags <= max_flag: mean u, v, mean |V|; returns
@@ -96,7 +109,9 @@ long piv_field_peak_locking (const piv_field_t *self, piv_lock_t *lock);
 // the arrays u[n], v[n], peak_ratio[n] (float32) and flags[n] (uint8), one
 // after the other: 32 + 13 n bytes. A 3-component field (w != NULL) has
 // magic "PVF3" and the arrays u, v, w, peak_ratio, residual (float32),
-// flags: 32 + 21 n bytes. The grid must be regular: positions
+// flags: 32 + 21 n bytes. A field with sigma_u, sigma_v has magic "PVS1"
+// (planar) or "PVS3" (3-component) and the same arrays, then sigma_u[n],
+// sigma_v[n] (float32): 8 n bytes more. The grid must be regular: positions
 // are rebuilt as x0 + i step, y0 + j step. (common/proto.c checks a
 // RESULT's header against this layout byte by byte, without libpiv.)
 // Encode: a malloc'd buffer (caller frees) in *buf_p, 0 or -1 (no memory).

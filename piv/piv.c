@@ -7,7 +7,9 @@
 #include "piv/deform.h"
 #include "piv/preprocess.h"
 #include "piv/smooth.h"
+#include "piv/simd.h"
 #include "piv/sparse.h"
+#include "piv/uncertainty.h"
 #include "piv/validate.h"
 
 #include <errno.h>
@@ -221,6 +223,7 @@ typedef struct {
     fftwf_complex *spec[2];  // the transforms of two windows' z
     fftwf_complex *cross;    // C1 + i C2: their cross spectra (s_cross_plane)
     float *corr;             // one window's correlation plane (s_measure)
+    float *unc;              // piv_uncertainty_window's scratch, or NULL (uncertainty off)
 } s_work_t;
 
 struct _piv_t {
@@ -273,6 +276,9 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
         for (int i = 0; i < 2; i++)
             if (!(w->spec[i] = fftwf_malloc (sizeof (fftwf_complex) * n * n)))
                 goto nomem;
+        if (s->uncertainty != PIV_UNCERTAINTY_OFF
+            && !(w->unc = malloc (sizeof (float) * piv_uncertainty_scratch (n))))
+            goto nomem;
     }
     return self;
 nomem:
@@ -294,6 +300,7 @@ piv_destroy (piv_t **self_p)
         fftwf_free (self->work[t].corr);
         fftwf_free (self->work[t].z);
         fftwf_free (self->work[t].cross);
+        free (self->work[t].unc);
         for (int i = 0; i < 2; i++)
             fftwf_free (self->work[t].spec[i]);
     }
@@ -484,7 +491,6 @@ typedef struct {
 // Four floats: the hot loops below are written with GCC vector extensions
 // so that their sums and maxima use SIMD registers and several accumulators;
 // plain C loops there are bound by the latency of one long chain of adds.
-typedef float v4sf __attribute__ ((vector_size (16)));
 typedef int v4si __attribute__ ((vector_size (16)));
 
 #if defined(__clang__)
@@ -492,14 +498,6 @@ typedef int v4si __attribute__ ((vector_size (16)));
 #else
 #define SHUFFLE2(v, w, a, b, c, d) __builtin_shuffle ((v), (w), (v4si) {a, b, c, d})
 #endif
-
-static inline v4sf
-s_load (const float *p)
-{
-    v4sf v;
-    memcpy (&v, p, sizeof v);
-    return v;
-}
 
 static inline void
 s_store (float *p, v4sf v)
@@ -589,7 +587,7 @@ s_window_pair (const float *ia, const float *ib, int w, int ax, int ay, int bx, 
         __builtin_prefetch (pb + n, 0, 0);
         __builtin_prefetch (pb + n + 16, 0, 0);
         for (int c = 0; c < n4; c += 4) {
-            v4sf a = s_load (pa + c), b = s_load (pb + c);
+            v4sf a = v4_load (pa + c), b = v4_load (pb + c);
             s_store (d + 2 * c, SHUFFLE2 (a, b, 0, 4, 1, 5));
             s_store (d + 2 * c + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
             da |= a != a0;
@@ -672,11 +670,11 @@ s_window_pair8 (const unsigned char *ia, const unsigned char *ib, int w, int ax,
 static float
 s_max (const float *p, int n)
 {
-    v4sf m0 = s_load (p), m1 = s_load (p + 4);
+    v4sf m0 = v4_load (p), m1 = v4_load (p + 4);
     int k = 8;
     for (; k + 8 <= n; k += 8) {
-        m0 = s_vmax (s_load (p + k), m0);
-        m1 = s_vmax (s_load (p + k + 4), m1);
+        m0 = s_vmax (v4_load (p + k), m0);
+        m1 = s_vmax (v4_load (p + k + 4), m1);
     }
     float top = s_hmax (s_vmax (m0, m1));
     for (; k < n; k++)
@@ -795,7 +793,7 @@ s_transform (const s_corr_job_t *job, const s_slot_t *sl, s_work_t *wk, int i)
             return -1;
         // Interleaved four values at a time.
         for (int k = 0; k < n * n; k += 4) {
-            v4sf a = s_load (wk->ra + k), b = s_load (wk->rb + k);
+            v4sf a = v4_load (wk->ra + k), b = v4_load (wk->rb + k);
             s_store (z + 2 * k, SHUFFLE2 (a, b, 0, 4, 1, 5));
             s_store (z + 2 * k + 4, SHUFFLE2 (a, b, 2, 6, 3, 7));
         }
@@ -860,12 +858,12 @@ s_cross_pair (int n, int kx, const float *p1, const float *m1, const float *p2,
               const float *m2, int count, float *row, float *mrow)
 {
     const v4sf flip = {-1, 1, -1, 1}, conj = {1, -1, 1, -1};
-    v4sf m = s_load (m1 + 2 * (n - kx - 1));
-    v4sf c1 = s_cross2 (s_load (p1 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+    v4sf m = v4_load (m1 + 2 * (n - kx - 1));
+    v4sf c1 = s_cross2 (v4_load (p1 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
     v4sf out = c1, mout = c1 * conj;
     if (count == 2) {
-        m = s_load (m2 + 2 * (n - kx - 1));
-        v4sf c2 = s_cross2 (s_load (p2 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
+        m = v4_load (m2 + 2 * (n - kx - 1));
+        v4sf c2 = s_cross2 (v4_load (p2 + 2 * kx), SHUFFLE2 (m, m, 2, 3, 0, 1));
         v4sf swapped = SHUFFLE2 (c2, c2, 1, 0, 3, 2);  // C2i C2r
         out += swapped * flip;                         // + i C2
         mout += swapped;                               // + i conj C2
@@ -994,14 +992,14 @@ s_row_maxima (const float *o, int n, float *rmax0, float *rmax1)
 {
     for (int j = 0; j < n; j++) {
         const float *row = o + 2 * j * n;
-        v4sf m0 = s_load (row), m1 = s_load (row + 4);
+        v4sf m0 = v4_load (row), m1 = v4_load (row + 4);
         int c = 8;
         for (; c + 8 <= 2 * n; c += 8) {
-            m0 = s_vmax (m0, s_load (row + c));
-            m1 = s_vmax (m1, s_load (row + c + 4));
+            m0 = s_vmax (m0, v4_load (row + c));
+            m1 = s_vmax (m1, v4_load (row + c + 4));
         }
         if (c < 2 * n)  // n % 4 == 2: two values of each plane left
-            m0 = s_vmax (m0, s_load (row + c));
+            m0 = s_vmax (m0, v4_load (row + c));
         v4sf m = s_vmax (m0, m1);
         rmax0[j] = m[0] > m[2] ? m[0] : m[2];
         rmax1[j] = m[1] > m[3] ? m[1] : m[3];
@@ -1333,6 +1331,33 @@ s_candidates (void *arg, long k, float *u, float *v, int max)
             count++;
         }
     return count;
+}
+
+// Each vector's uncertainty (piv/uncertainty.h) from the windows the final
+// run correlated, where its correlation peak put B's: the rows [first,
+// last) of the field. INVALID vectors (no measurement) get NaN.
+typedef struct {
+    const s_corr_job_t *job;           // the final run's
+    piv_uncertainty_frames_t frames;  // its frames
+} s_unc_job_t;
+
+static void
+s_unc_rows (void *arg, int first, int last, int thread)
+{
+    const s_unc_job_t *uj = arg;
+    const s_corr_job_t *job = uj->job;
+    piv_field_t *f = job->field;
+    float *scratch = job->self->work[thread].unc;
+    for (long k = (long) first * f->nx; k < (long) last * f->nx; k++) {
+        s_slot_t sl;
+        f->sigma_u[k] = f->sigma_v[k] = NAN;
+        if (f->flags[k] == PIV_FLAG_INVALID || s_place (job, k, &sl) != 0)
+            continue;
+        int px = (int) lrintf (f->u[k] - sl.bu), py = (int) lrintf (f->v[k] - sl.bv);
+        piv_uncertainty_window (job->self->settings.uncertainty, &uj->frames, job->plan->n, sl.ax,
+                                sl.ay, sl.bx + px, sl.by + py, scratch, &f->sigma_u[k],
+                                &f->sigma_v[k]);
+    }
 }
 
 typedef struct {
@@ -1815,6 +1840,23 @@ s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, const piv_im
         int last = it + 1 == iterations;
         if (it >= s->npasses - 1 && prev && s_correction (field, pred) < s->converge)
             last = 1;
+        // The uncertainty of the final run's vectors, before the smoother:
+        // from the windows this run correlated (deformed by its predictor).
+        if (last && s->uncertainty != PIV_UNCERTAINTY_OFF) {
+            // The windows from the frames the run read: the 8-bit pixels
+            // where it had them (job.ba), else floats.
+            s_unc_job_t uj = {&job, {job.ba ? NULL : job.ia, job.ba ? NULL : job.ib, job.ba,
+                                     job.bb, w, h}};
+            if ((!uj.frames.fa && !uj.frames.ba) || piv_field_add_sigma (field) != 0) {
+                free (pred);
+                piv_field_destroy (&field);
+                piv_field_destroy (&prev);
+                snprintf (err, errlen, "cannot measure the uncertainty of the %d px pass: out of memory", n);
+                return NULL;
+            }
+            piv_pool_run (self->pool, self->nthreads, field->ny, s_unc_rows, &uj);
+            s_phase (&ph, PH_VALID);
+        }
         free (pred);
         int smoothed = 0;
         int pls_pred = s->smooth == PIV_SMOOTH_PREDICTOR || s->smooth == PIV_SMOOTH_BOTH;

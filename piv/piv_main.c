@@ -50,6 +50,9 @@ s_usage (FILE *out)
              "                        where it moves the vector > 1 px (default 0.5; 0 off)\n"
              "      --subpixel KIND   sub-pixel peak fit: gauss3 (3-point Gaussian per axis) or\n"
              "                        gauss2d (2-D Gaussian over 3x3) (default gauss3)\n"
+             "      --uncertainty M   each vector's uncertainty, columns sigma_u sigma_v (px):\n"
+             "                        cs (correlation statistics), mc (moment of correlation)\n"
+             "                        or off (the default)\n"
              "      --prefilter S     Gaussian low-pass of sigma S px of both frames first: for\n"
              "                        particle images under 2 px (default 0, none)\n"
              "      --cap N           intensity capping: pixels above the frame's median + N\n"
@@ -188,6 +191,7 @@ static const struct option s_options[] = {
     {"contrast", required_argument, NULL, 'G'},
     {"cbc", required_argument, NULL, 'C'},
     {"subpixel", required_argument, NULL, 'Q'},
+    {"uncertainty", required_argument, NULL, 'U'},
     {"prefilter", required_argument, NULL, 'L'},
     {"cap", required_argument, NULL, 'N'},
     {"highpass", required_argument, NULL, 'H'},
@@ -267,6 +271,10 @@ s_option (int opt, char **argv, s_opts_t *o)
         break;
     case 'Q':
         if (piv_subpixel_parse (optarg, &settings->subpixel, err, sizeof err))
+            return cli_usage_error ("%s", err);
+        break;
+    case 'U':
+        if (piv_uncertainty_parse (optarg, &settings->uncertainty, err, sizeof err))
             return cli_usage_error ("%s", err);
         break;
     case 'L':
@@ -671,7 +679,7 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               "mean_u %.4f mean_v %.4f (px, over valid vectors)\n"
               "x = column, y = row of the window centre (px, pixel centres at integers, "
               "y downward); u, v = displacement A to B (px); flags 0 valid, 1 replaced, "
-              "2 invalid",
+              "2 invalid%s%s%s",
               PIVFARM_VERSION, path_a, path_b ? path_b : path_a, piv_image_width (a),
               piv_image_height (a), list, settings->overlap, settings->final_iterations,
               field->runs, settings->converge, piv_deform_name (settings->deform),
@@ -687,7 +695,9 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               settings->smooth_s,
               field->nx, field->ny,
               field->window, field->step, *total, *total - *replaced - *invalid, *replaced,
-              *invalid, st.mean_u, st.mean_v);
+              *invalid, st.mean_u, st.mean_v, field->sigma_u ? "; sigma_u, sigma_v = standard uncertainty (px, " : "",
+              field->sigma_u ? piv_uncertainty_name (settings->uncertainty) : "",
+              field->sigma_u ? ", of the field before smoothing)" : "");
     FILE *out = output ? fopen (output, "w") : stdout;
     if (!out) {
         snprintf (err, errlen, "cannot write '%s': %s", output, strerror (errno));

@@ -38,6 +38,9 @@ piv_settings_init (piv_settings_t *settings)
     settings->smooth = PIV_SMOOTH_FINAL;
     settings->smooth_s = 0;
     settings->subpixel = PIV_SUBPIXEL_GAUSS3;
+    // Off until the exports, the page, the feedback and the statistics carry
+    // it (issue 27): asked for, every field grows 8 bytes a vector.
+    settings->uncertainty = PIV_UNCERTAINTY_OFF;
 }
 
 // The index of 'name' among the count names, or -1: the settings' choices
@@ -71,6 +74,27 @@ const char *
 piv_subpixel_name (piv_subpixel_t subpixel)
 {
     return (unsigned) subpixel < 2 ? s_subpixel_names[subpixel] : "?";
+}
+
+// The uncertainty methods by name, in piv_uncertainty_t order.
+static const char *const s_uncertainty_names[] = {"off", "cs", "mc"};
+
+int
+piv_uncertainty_parse (const char *name, piv_uncertainty_t *method, char *err, size_t errlen)
+{
+    int i = s_name_index (s_uncertainty_names, 3, name);
+    if (i >= 0) {
+        *method = (piv_uncertainty_t) i;
+        return 0;
+    }
+    snprintf (err, errlen, "bad settings: uncertainty '%s': expected off, cs or mc", name);
+    return -1;
+}
+
+const char *
+piv_uncertainty_name (piv_uncertainty_t method)
+{
+    return (unsigned) method < 3 ? s_uncertainty_names[method] : "?";
 }
 
 // The smoothing modes by name, in piv_smooth_t order.
@@ -249,6 +273,10 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
     if (!(s->prefilter >= 0 && s->prefilter <= PIV_PREFILTER_MAX)) {
         snprintf (err, errlen, "bad settings: prefilter %g px (0 to %g)", s->prefilter,
                   PIV_PREFILTER_MAX);
+        return -1;
+    }
+    if ((unsigned) s->uncertainty > PIV_UNCERTAINTY_MC) {
+        snprintf (err, errlen, "bad settings: uncertainty method %d", (int) s->uncertainty);
         return -1;
     }
     if ((unsigned) s->subpixel > PIV_SUBPIXEL_GAUSS2D) {
@@ -435,6 +463,10 @@ piv_settings_parse (const char *text, piv_settings_t *s, char *err, size_t errle
             if (piv_subpixel_parse (value, &s->subpixel, err, errlen) != 0)
                 return -1;
         }
+        else if (strcmp (key, "uncertainty") == 0) {
+            if (piv_uncertainty_parse (value, &s->uncertainty, err, errlen) != 0)
+                return -1;
+        }
         else if (strcmp (key, "background") == 0) {
             if (piv_background_parse (value, &s->background, &s->background_frames, err, errlen)
                 != 0)
@@ -520,6 +552,8 @@ piv_settings_format (const piv_settings_t *s, char *buf, size_t size)
         n += snprintf (buf + n, size - n, " prefilter=%g", s->prefilter);
     if (n >= 0 && (size_t) n < size && s->subpixel != d.subpixel)
         n += snprintf (buf + n, size - n, " subpixel=%s", piv_subpixel_name (s->subpixel));
+    if (n >= 0 && (size_t) n < size && s->uncertainty != d.uncertainty)
+        n += snprintf (buf + n, size - n, " uncertainty=%s", piv_uncertainty_name (s->uncertainty));
     if (n >= 0 && (size_t) n < size && s->cap != d.cap)
         n += snprintf (buf + n, size - n, " cap=%g", s->cap);
     if (n >= 0 && (size_t) n < size && s->highpass != d.highpass)

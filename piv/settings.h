@@ -53,6 +53,14 @@ typedef enum {
                            // value is not positive or the fit has no maximum there
 } piv_subpixel_t;
 
+// The uncertainty of each vector of the final pass (issue 27, piv/uncertainty.h;
+// key uncertainty: off, cs, mc): sigma_u, sigma_v in the field.
+typedef enum {
+    PIV_UNCERTAINTY_OFF,  // none: the field has no sigma_u, sigma_v
+    PIV_UNCERTAINTY_CS,   // correlation statistics (Wieneke 2015)
+    PIV_UNCERTAINTY_MC    // moment of correlation (after Bhattacharya et al. 2018)
+} piv_uncertainty_t;
+
 // Background subtraction from the experiment's own frames (key background:
 // none, min:N, mean:N): the pixelwise minimum or mean of the last N frames
 // seen, the pair's own included (piv/background.h). The engine does not
@@ -104,6 +112,7 @@ typedef struct {
                                  // less its tile's mean, over its tile's std (0: off)
     piv_background_kind_t background;  // background from the experiment's frames (agent)
     int background_frames;       // ... over the last this many frames (1 .. 32)
+    piv_uncertainty_t uncertainty;  // each vector's sigma_u, sigma_v (off)
 } piv_settings_t;
 
 // Validation and smoothing (issue 17, 'make bench' section 8, doc/piv.md):
@@ -132,6 +141,8 @@ typedef struct {
 // and real pair and more peak locking at 1 px: 'make bench' section 10); no
 // prefilter (0.7 px cuts the peak locking of 1-1.5 px particles by 2-3x but
 // adds 15 % noise to the real pairs and costs 2.6 px particles: doc/piv.md).
+// Each vector's uncertainty by correlation statistics (uncertainty=cs, issue
+// 27: 'make bench' section 12; 8-9 % of a multipass pair).
 void piv_settings_init (piv_settings_t *settings);
 
 // Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
@@ -151,6 +162,11 @@ const char *piv_deform_name (piv_deform_t deform);
 // settings: subpixel 'x': expected gauss3 or gauss2d").
 int piv_subpixel_parse (const char *name, piv_subpixel_t *subpixel, char *err, size_t errlen);
 const char *piv_subpixel_name (piv_subpixel_t subpixel);
+// Parses "off", "cs", "mc" (piv_uncertainty_t). 0, or -1 with err ("bad
+// settings: uncertainty 'x': expected off, cs or mc").
+int piv_uncertainty_parse (const char *name, piv_uncertainty_t *method, char *err,
+                           size_t errlen);
+const char *piv_uncertainty_name (piv_uncertainty_t method);
 
 // Parses "none", "min:N" or "mean:N" (N frames, 1 to PIV_BACKGROUND_MAX)
 // into *kind and *frames. 0, or -1 with err ("bad settings: background

@@ -28,7 +28,10 @@ piv_stats_new (const piv_field_t *field)
     self->r_count = calloc (n, sizeof (int64_t));
     self->w_count = calloc (n, sizeof (int64_t));
     self->sums = calloc (n * S_SUMS, sizeof (double));
-    if (!self->count || !self->r_count || !self->w_count || !self->sums) {
+    if (field->w)
+        self->sums3 = calloc (n * S_SUMS3, sizeof (double));
+    if (!self->count || !self->r_count || !self->w_count || !self->sums
+        || (field->w && !self->sums3)) {
         piv_stats_destroy (&self);
         return NULL;
     }
@@ -49,6 +52,7 @@ piv_stats_destroy (piv_stats_t **self_p)
     free (self->r_count);
     free (self->w_count);
     free (self->sums);
+    free (self->sums3);
     free (self);
     *self_p = NULL;
 }
@@ -57,7 +61,8 @@ int
 piv_stats_fits (const piv_stats_t *self, const piv_field_t *field)
 {
     return field->nx == self->nx && field->ny == self->ny && field->step == self->step &&
-           field->window == self->window && field->x[0] == self->x0 && field->y[0] == self->y0;
+           field->window == self->window && field->x[0] == self->x0 && field->y[0] == self->y0
+           && !field->w == !self->sums3;
 }
 
 // Copies the current mean of every point into the snapshot at 'slot'
@@ -82,8 +87,9 @@ piv_stats_add (piv_stats_t *self, const piv_field_t *field, const float *vortici
     size_t n = (size_t) self->nx * (size_t) self->ny;
     for (size_t k = 0; k < n; k++) {
         double *s = self->sums + k * S_SUMS;
-        double u = field->u[k], v = field->v[k];
-        if (field->flags[k] <= PIV_FLAG_REPLACED && isfinite (u) && isfinite (v)) {
+        double u = field->u[k], v = field->v[k], w = self->sums3 ? field->w[k] : 0;
+        if (field->flags[k] <= PIV_FLAG_REPLACED && isfinite (u) && isfinite (v)
+            && isfinite (w)) {
             // Welford: the mean, the squared deviations and the co-moment
             // updated with the deviation before and after the new mean.
             ++*(field->flags[k] == PIV_FLAG_VALID ? &self->count[k] : &self->r_count[k]);
@@ -94,6 +100,13 @@ piv_stats_add (piv_stats_t *self, const piv_field_t *field, const float *vortici
             s[S_M2_U] += du * (u - s[S_MEAN_U]);
             s[S_M2_V] += dv * (v - s[S_MEAN_V]);
             s[S_C_UV] += du * (v - s[S_MEAN_V]);
+            if (self->sums3) {
+                double *t = self->sums3 + k * S_SUMS3, dw = w - t[S3_MEAN_W];
+                t[S3_MEAN_W] += dw / c;
+                t[S3_M2_W] += dw * (w - t[S3_MEAN_W]);
+                t[S3_C_UW] += du * (w - t[S3_MEAN_W]);
+                t[S3_C_VW] += dv * (w - t[S3_MEAN_W]);
+            }
         }
         if (vorticity && isfinite (vorticity[k])) {
             double c = (double) ++self->w_count[k];
@@ -117,6 +130,12 @@ piv_stats_add (piv_stats_t *self, const piv_field_t *field, const float *vortici
         self->next_fields = self->fields;
     }
     return 0;
+}
+
+int
+piv_stats_has_w (const piv_stats_t *self)
+{
+    return self->sums3 != NULL;
 }
 
 void
@@ -147,6 +166,12 @@ piv_stats_point (const piv_stats_t *self, long k, piv_stats_point_t *out)
     out->uv_mean = c ? s[S_C_UV] / (double) c : NAN;
     out->vorticity_count = self->w_count[k];
     out->vorticity_mean = self->w_count[k] ? s[S_MEAN_W] : NAN;
+    const double *t = self->sums3 ? self->sums3 + (size_t) k * S_SUMS3 : NULL;
+    out->has_w = t != NULL;
+    out->w_mean = t && c ? t[S3_MEAN_W] : NAN;
+    out->w_rms = t && c ? sqrt (t[S3_M2_W] / (double) c) : NAN;
+    out->uw_mean = t && c ? t[S3_C_UW] / (double) c : NAN;
+    out->vw_mean = t && c ? t[S3_C_VW] / (double) c : NAN;
     return 0;
 }
 
@@ -181,8 +206,10 @@ piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out)
 
 #define S_MAGIC "PVS1"
 #define S_VERSION 2 // 1: without the replaced counts (decoded as none)
+#define S_VERSION3 3 // a stereo series': version 2, then the S_SUMS3 sums
 #define S_HEADER 56 // magic, version, nx, ny, step, window, x0, y0, 3 int64
-#define S_PER_POINT(version) (8 * ((version) >= 2 ? 3 : 2) + 8 * S_SUMS)
+#define S_PER_POINT(version) \
+    (8 * ((version) >= 2 ? 3 : 2) + 8 * S_SUMS + ((version) >= 3 ? 8 * S_SUMS3 : 0))
 
 // 'bytes' bytes of x, little-endian, at p; and back.
 static void
@@ -209,7 +236,9 @@ int
 piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p)
 {
     size_t n = (size_t) self->nx * (size_t) self->ny;
-    size_t size = S_HEADER + n * S_PER_POINT (S_VERSION);
+    // A planar series keeps version 2, byte for byte as before stereo.
+    uint32_t version = self->sums3 ? S_VERSION3 : S_VERSION;
+    size_t size = S_HEADER + n * S_PER_POINT (version);
     unsigned char *buf = malloc (size), *p = buf;
     if (!buf)
         return -1;
@@ -217,7 +246,7 @@ piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p
     memcpy (&x0, &self->x0, 4);
     memcpy (&y0, &self->y0, 4);
     memcpy (p, S_MAGIC, 4);
-    uint32_t head[] = {S_VERSION,
+    uint32_t head[] = {version,
                        (uint32_t) self->nx,
                        (uint32_t) self->ny,
                        (uint32_t) self->step,
@@ -243,6 +272,12 @@ piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p
             memcpy (&bits, &self->sums[k * S_SUMS + s], 8);
             s_put64 (p, bits);
         }
+    for (int s = 0; self->sums3 && s < S_SUMS3; s++)
+        for (size_t k = 0; k < n; k++, p += 8) {
+            uint64_t bits;
+            memcpy (&bits, &self->sums3[k * S_SUMS3 + s], 8);
+            s_put64 (p, bits);
+        }
     *buf_p = buf;
     *size_p = size;
     return 0;
@@ -255,7 +290,7 @@ s_bad_header (const unsigned char *p, size_t size)
     if (size < S_HEADER || memcmp (p, S_MAGIC, 4) != 0)
         return "not a statistics state (no PVS1 header)";
     uint32_t version = s_get32 (p + 4);
-    if (version != 1 && version != S_VERSION)
+    if (version < 1 || version > S_VERSION3)
         return "unknown version";
     uint32_t nx = s_get32 (p + 8), ny = s_get32 (p + 12);
     if (nx == 0 || ny == 0 || nx > 1u << 20 || ny > 1u << 20 || (uint64_t) nx * ny > 1u << 28)
@@ -291,6 +326,8 @@ piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen)
     memcpy (&y0, &bits32, 4);
     grid.x = &x0;
     grid.y = &y0;
+    float w0 = 0;
+    grid.w = version >= S_VERSION3 ? &w0 : NULL; // only its presence counts
     piv_stats_t *self = piv_stats_new (&grid);
     if (!self) {
         snprintf (err, errlen, "bad statistics: no memory");
@@ -318,6 +355,11 @@ piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen)
             uint64_t bits = s_get64 (p);
             memcpy (&self->sums[k * S_SUMS + s], &bits, 8);
         }
+    for (int s = 0; self->sums3 && s < S_SUMS3; s++)
+        for (size_t k = 0; k < n; k++, p += 8) {
+            uint64_t bits = s_get64 (p);
+            memcpy (&self->sums3[k * S_SUMS3 + s], &bits, 8);
+        }
     if (why) {
         snprintf (err, errlen, "bad statistics: %s", why);
         piv_stats_destroy (&self);
@@ -343,6 +385,11 @@ piv_stats_point_in (const piv_stats_t *self, long k, const piv_calib_t *c, piv_s
     out->v_rms = pt.v_rms * fabs (kv);
     out->uv_mean = pt.uv_mean * ku * kv;
     out->vorticity_mean = piv_calib_vorticity (c, pt.vorticity_mean);
+    // w along +Z scales as u and keeps its sign; v'w' takes v's sign.
+    out->w_mean = pt.w_mean * fabs (ku);
+    out->w_rms = pt.w_rms * fabs (ku);
+    out->uw_mean = pt.uw_mean * ku * fabs (ku);
+    out->vw_mean = pt.vw_mean * kv * fabs (ku);
     return 0;
 }
 
@@ -353,6 +400,10 @@ const piv_stat_info_t piv_stat_figures[PIV_STAT_FIGURES] = {
     [PIV_STAT_V_RMS] = {"v_rms", "RMS of the fluctuation of v"},
     [PIV_STAT_UV_MEAN] = {"uv_mean", "Reynolds shear stress mean(u'v')"},
     [PIV_STAT_VORTICITY_MEAN] = {"vorticity_mean", "mean vorticity dv/dx - du/dy"},
+    [PIV_STAT_W_MEAN] = {"w_mean", "mean velocity along z (out of the light sheet)", 1},
+    [PIV_STAT_W_RMS] = {"w_rms", "RMS of the fluctuation of w", 1},
+    [PIV_STAT_UW_MEAN] = {"uw_mean", "Reynolds shear stress mean(u'w')", 1},
+    [PIV_STAT_VW_MEAN] = {"vw_mean", "Reynolds shear stress mean(v'w')", 1},
     [PIV_STAT_COUNT] = {"count", "samples of the mean: n_valid + n_replaced"},
     [PIV_STAT_N_VALID] = {"n_valid", "fields with a valid vector here"},
     [PIV_STAT_N_REPLACED] = {"n_replaced", "fields with a replaced vector here"},
@@ -368,6 +419,10 @@ piv_stat_value (const piv_stats_point_t *p, piv_stat_t f)
         [PIV_STAT_V_RMS] = p->v_rms,
         [PIV_STAT_UV_MEAN] = p->uv_mean,
         [PIV_STAT_VORTICITY_MEAN] = p->vorticity_mean,
+        [PIV_STAT_W_MEAN] = p->w_mean,
+        [PIV_STAT_W_RMS] = p->w_rms,
+        [PIV_STAT_UW_MEAN] = p->uw_mean,
+        [PIV_STAT_VW_MEAN] = p->vw_mean,
         [PIV_STAT_COUNT] = (double) p->count,
         [PIV_STAT_N_VALID] = (double) p->n_valid,
         [PIV_STAT_N_REPLACED] = (double) p->n_replaced,
@@ -380,7 +435,7 @@ piv_stat_unit (const piv_calib_t *c, piv_stat_t f)
 {
     if (f >= PIV_STAT_COUNT)
         return "1";
-    if (f == PIV_STAT_UV_MEAN)
+    if (f == PIV_STAT_UV_MEAN || f == PIV_STAT_UW_MEAN || f == PIV_STAT_VW_MEAN)
         return piv_stats_uv_unit (c);
     return piv_calib_unit (c, f == PIV_STAT_VORTICITY_MEAN ? PIV_UNIT_RATE : PIV_UNIT_VELOCITY);
 }
@@ -430,14 +485,23 @@ piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format, const 
              len, vel, piv_stats_uv_unit (c),
              format == PIV_FORMAT_TECPLOT ? ", vorticity_mean " : "",
              format == PIV_FORMAT_TECPLOT ? piv_calib_unit (c, PIV_UNIT_RATE) : "");
+    // A stereo series' columns come after the planar ones, which keep
+    // their places for readers that count columns.
+    int three = self->sums3 != NULL;
+    if (three)
+        fprintf (out, "# units: w_mean w_rms %s, uw_mean vw_mean %s (w along +z, out of the "
+                      "light sheet)\n",
+                 vel, piv_stats_uv_unit (c));
     if (format == PIV_FORMAT_TECPLOT) {
         fprintf (out, "TITLE = \"pivfarm statistics\"\n");
         fprintf (out, "VARIABLES = \"x\", \"y\", \"u_mean\", \"v_mean\", \"u_rms\", \"v_rms\", "
-                      "\"uv_mean\", \"count\", \"vorticity_mean\", \"n_valid\", \"n_replaced\"\n");
+                      "\"uv_mean\", \"count\", \"vorticity_mean\", \"n_valid\", \"n_replaced\"%s\n",
+                 three ? ", \"w_mean\", \"w_rms\", \"uw_mean\", \"vw_mean\"" : "");
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
     else
-        fprintf (out, "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced\n");
+        fprintf (out, "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced%s\n",
+                 three ? " w_mean w_rms uw_mean vw_mean" : "");
     long n = (long) self->nx * self->ny;
     for (long k = 0; k < n; k++) {
         double col[8];
@@ -448,7 +512,15 @@ piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format, const 
         fprintf (out, "%lld ", (long long) count);
         if (format == PIV_FORMAT_TECPLOT)
             s_text_number (out, col[7], ' ');
-        fprintf (out, "%lld %lld\n", (long long) self->count[k], (long long) self->r_count[k]);
+        fprintf (out, "%lld %lld%c", (long long) self->count[k], (long long) self->r_count[k],
+                 three ? ' ' : '\n');
+        piv_stats_point_t pt;
+        if (three && piv_stats_point_in (self, k, c, &pt) == 0) {
+            s_text_number (out, pt.w_mean, ' ');
+            s_text_number (out, pt.w_rms, ' ');
+            s_text_number (out, pt.uw_mean, ' ');
+            s_text_number (out, pt.vw_mean, '\n');
+        }
     }
     return ferror (out) ? -1 : 0;
 }

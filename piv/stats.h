@@ -47,6 +47,11 @@ typedef struct {
     double uv_mean;         // mean(u'v'), px^2/frame^2; NaN when count is 0
     double vorticity_mean;  // 1/frame; NaN without a finite sample
     int64_t vorticity_count;  // finite vorticity samples
+    // A stereo series' (has_w 1; else 0 and the figures NaN), NaN when
+    // count is 0: w along +Z, as u and v are (px/frame).
+    int has_w;
+    double w_mean, w_rms;     // mean w, RMS of w'
+    double uw_mean, vw_mean;  // mean(u'w'), mean(v'w'), as uv_mean
 } piv_stats_point_t;
 // Grid size and point k (k = j * nx + i). 0 or -1 (k out of range).
 void piv_stats_grid (const piv_stats_t *self, int *nx, int *ny, int *step, int *window);
@@ -66,6 +71,10 @@ typedef enum {
     PIV_STAT_V_RMS,
     PIV_STAT_UV_MEAN,
     PIV_STAT_VORTICITY_MEAN,
+    PIV_STAT_W_MEAN,  // PIV_STAT_W_MEAN .. PIV_STAT_VW_MEAN: a stereo series' only
+    PIV_STAT_W_RMS,
+    PIV_STAT_UW_MEAN,
+    PIV_STAT_VW_MEAN,
     PIV_STAT_COUNT, // the first count: integers from here on
     PIV_STAT_N_VALID,
     PIV_STAT_N_REPLACED,
@@ -74,8 +83,13 @@ typedef enum {
 typedef struct {
     const char *name;      // as datasets and fields are named
     const char *long_name; // for people (CF long_name)
+    int stereo;            // 1: only a stereo series has it (piv_stats_has_w)
 } piv_stat_info_t;
 extern const piv_stat_info_t piv_stat_figures[PIV_STAT_FIGURES];
+// 1 if the series counts fields with w (stereo: a state of version 3;
+// piv_stats_new of a field with w), else 0. A series holds one kind only:
+// a field of the other kind does not fit it.
+int piv_stats_has_w (const piv_stats_t *self);
 // Figure f of point 'p' (piv_stats_point_in's, converted), counts too.
 double piv_stat_value (const piv_stats_point_t *p, piv_stat_t f);
 // Its unit under 'c': "m/s" or "px/frame", "m^2/s^2", "1/s", "1" (counts).
@@ -112,8 +126,9 @@ int piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format,
 
 // A field as a legacy VTK STRUCTURED_GRID file ParaView opens (BINARY
 // data: big-endian float32, int32): points (x, y, 0), vectors "velocity"
-// (u, v, 0; NaN at INVALID vectors), scalars vorticity, divergence, speed,
-// peak_ratio (float), flags (int); converted by 'c' (NULL: image units);
+// (u, v, w; w 0 in a planar field; NaN at INVALID vectors), scalars
+// vorticity, divergence, speed, peak_ratio (float), a stereo field's
+// residual (image px), flags (int); converted by 'c' (NULL: image units);
 // the title line holds 'title' (lines joined by "; "), the units and the
 // calibration, cut at 255 bytes. 0 or -1.
 int piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c,

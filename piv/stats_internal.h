@@ -22,6 +22,16 @@ enum {
     S_SUMS
 };
 
+// The sums of a stereo series' point besides, S_SUMS3 doubles each (the
+// state's version 3 appends them, doc/units.md).
+enum {
+    S3_MEAN_W, // running mean of w, px/frame (along +Z)
+    S3_M2_W,   // sum of squared deviations of w
+    S3_C_UW,   // co-moment sum of u'w'
+    S3_C_VW,   // of v'w'
+    S_SUMS3
+};
+
 struct _piv_stats_t {
     int nx, ny;          // grid columns and rows
     int step, window;    // grid spacing and final window, px
@@ -33,6 +43,7 @@ struct _piv_stats_t {
     int64_t *r_count;    // replaced samples per point (the mean counts both)
     int64_t *w_count;    // finite vorticity samples per point
     double *sums;        // S_SUMS per point
+    double *sums3;       // S_SUMS3 per point of a stereo series (fields with w), else NULL
 };
 
 // Point k's columns converted by c (may be NULL): x y u_mean v_mean u_rms

@@ -111,12 +111,15 @@ piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, 
         int hole = field->flags[k] >= PIV_FLAG_INVALID;
         s_number (out, hole ? NAN : field->u[k] * ku);
         s_number (out, hole ? NAN : field->v[k] * kv);
-        s_number (out, 0);
+        // w along +Z: its sign is the sheet's normal, which y_up leaves alone.
+        s_number (out, !field->w ? 0 : hole ? NAN : field->w[k] * fabs (ku));
     }
     fputc ('\n', out);
     for (int q = 0; q < PIV_DERIVED_COUNT; q++)
         s_scalars (out, piv_quantities[q].name, derived + q * n, n);
     s_scalars (out, "peak_ratio", field->peak_ratio, n);
+    if (field->w && field->residual)
+        s_scalars (out, "residual", field->residual, n);
     fprintf (out, "SCALARS flags int 1\nLOOKUP_TABLE default\n");
     for (long k = 0; k < n; k++)
         s_int (out, field->flags[k]);
@@ -154,10 +157,14 @@ piv_stats_write_vtk (const piv_stats_t *self, FILE *out, const piv_calib_t *c, c
     s_title (out, header, c, what);
     s_points (out, self->nx, self->ny, NULL, NULL, self->x0, self->y0, self->step, c);
     fprintf (out, "POINT_DATA %ld\nVECTORS velocity_mean float\n", n);
+    int three = piv_stats_has_w (self);
     for (long k = 0; k < n; k++) {
+        piv_stats_point_t pt = {.w_mean = 0};
+        if (three)
+            piv_stats_point_in (self, k, c, &pt);
         s_number (out, col[8 * k + 2]);
         s_number (out, col[8 * k + 3]);
-        s_number (out, 0);
+        s_number (out, pt.w_mean); // 0 in a planar series
     }
     fputc ('\n', out);
     static const char *const names[] = {"u_rms", "v_rms", "uv_mean", "vorticity_mean"};
@@ -165,6 +172,15 @@ piv_stats_write_vtk (const piv_stats_t *self, FILE *out, const piv_calib_t *c, c
         for (long k = 0; k < n; k++)
             values[k] = (float) col[8 * k + 4 + a];
         s_scalars (out, names[a], values, n);
+    }
+    static const piv_stat_t stereo[] = {PIV_STAT_W_RMS, PIV_STAT_UW_MEAN, PIV_STAT_VW_MEAN};
+    for (int a = 0; three && a < 3; a++) {
+        for (long k = 0; k < n; k++) {
+            piv_stats_point_t pt;
+            piv_stats_point_in (self, k, c, &pt);
+            values[k] = (float) piv_stat_value (&pt, stereo[a]);
+        }
+        s_scalars (out, piv_stat_figures[stereo[a]].name, values, n);
     }
     const int64_t *counts[] = {count, self->count, self->r_count};
     static const char *const count_names[] = {"count", "n_valid", "n_replaced"};

@@ -67,6 +67,7 @@ typedef enum {
     S_PAIRS_OF_SKIPPED,
     S_PAIRS_OF,
     S_PAIR_CLOSED,
+    S_PAIR_MORE,
     S_FILES_MAX,
     S_FILES,
     S_FILES_UNPAIRED,

@@ -28,6 +28,7 @@
 //   own name (a replay reads the files of another); settings the PIV
 //   settings its tasks carry, '' for the configured ones.
 // - pairs.state holds store_state_t; file_b is NULL for a multipage file;
+//   file_c and file_d (schema 7) camera 2's frames of a stereo set, else NULL;
 //   agent is the last agent the pair went to, error its last error.
 //   attempts counts the attempts since the pair was created or last
 //   retried (what max_attempts limits); earlier_attempts those before the
@@ -247,6 +248,12 @@ static const char *s_migrations[] = {
     // (NULL: not known, a result from before the upgrade or answered to a
     // broker that did not send its task).
     "ALTER TABLE results ADD COLUMN settings TEXT;",
+
+    // 6 -> 7: stereo sets (issue 26, doc/stereo.md): a task of four frames,
+    // file_a and file_b camera 1's, file_c and file_d camera 2's (NULL for
+    // a pair of two frames: every pair of before the upgrade).
+    "ALTER TABLE pairs ADD COLUMN file_c INTEGER REFERENCES files (id);"
+    "ALTER TABLE pairs ADD COLUMN file_d INTEGER REFERENCES files (id);",
 };
 
 _Static_assert (sizeof s_migrations / sizeof s_migrations[0] == STORE_SCHEMA_VERSION,
@@ -295,10 +302,11 @@ static const char *s_sql[S_NSTMTS] = {
     [S_FILE_PAIRS] = "SELECT p.id, p.state, e.name, p.stem, fa.name, fb.name FROM pairs p"
                      " JOIN experiments e ON e.id = p.experiment JOIN files fa ON fa.id = p.file_a"
                      " LEFT JOIN files fb ON fb.id = p.file_b"
-                     " WHERE p.experiment = ?1 AND (p.file_a = ?2 OR p.file_b = ?2) ORDER BY p.id",
+                     " WHERE p.experiment = ?1 AND (p.file_a = ?2 OR p.file_b = ?2"
+                     " OR p.file_c = ?2 OR p.file_d = ?2) ORDER BY p.id",
     [S_PAIR_GET] = "SELECT id FROM pairs WHERE experiment = ?1 AND stem = ?2",
-    [S_PAIR_ADD] = "INSERT INTO pairs (experiment, stem, file_a, file_b, created_ns)"
-                   " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (experiment, stem) DO NOTHING",
+    [S_PAIR_ADD] = "INSERT INTO pairs (experiment, stem, file_a, file_b, created_ns, file_c, file_d)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (experiment, stem) DO NOTHING",
     [S_PAIR_STATE] = "SELECT state, experiment, attempts, earlier_attempts FROM pairs"
                      " WHERE id = ?1",
     [S_PAIR_DISPATCH] = "UPDATE pairs SET state = 1, attempts = attempts + 1, agent = ?2,"
@@ -357,6 +365,8 @@ static const char *s_sql[S_NSTMTS] = {
                    " AND p.id > ?1 AND p.id <= ?2 ORDER BY p.id LIMIT ?3",
     [S_PAIR_CLOSED] = "SELECT ifnull (f.mtime_ns, 0) FROM pairs p"
                       " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a) WHERE p.id = ?1",
+    [S_PAIR_MORE] = "SELECT fc.name, fd.name FROM pairs p JOIN files fc ON fc.id = p.file_c"
+                    " JOIN files fd ON fd.id = p.file_d WHERE p.id = ?1",
     [S_FILES_MAX] = "SELECT ifnull (max (id), 0) FROM files",
     [S_FILES] = "SELECT f.id, e.name, f.name FROM files f JOIN experiments e"
                 " ON e.id = f.experiment WHERE f.id > ?1 AND f.id <= ?2 ORDER BY f.id LIMIT ?3",

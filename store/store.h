@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 typedef struct _store_t store_t;
 
@@ -155,6 +155,14 @@ int64_t store_file_add (store_t *self, int64_t experiment, const char *name, int
 // stem is not added again (*is_new 0). Returns the pair id or -1.
 int64_t store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t file_a,
                         int64_t file_b, int64_t now_ns, int *is_new);
+// The same for a set of frames: files[0], [1] A and B as store_pair_add's;
+// files[2], [3] a stereo set's camera 2 A and B (0, 0 for a pair).
+int64_t store_pair_add_set (store_t *self, int64_t experiment, const char *stem,
+                            const int64_t files[4], int64_t now_ns, int *is_new);
+// The frames of a stereo set's camera 2 (C, D: names relative to the
+// experiment, allocated, the caller frees): 1 with them; 0 for a pair of
+// two frames (NULLs); -1 on a read error (store_error).
+int store_pair_more (store_t *self, int64_t pair, char **name_c, char **name_d);
 
 // PENDING -> DISPATCHED to 'agent', attempts + 1; returns the attempt number
 // or -1 (error, or the pair is not PENDING any more).

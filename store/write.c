@@ -82,7 +82,7 @@ s_word_int (s_words_t *words, const char *key, int64_t value)
 //               source=SOURCE settings=SETTINGS name=NAME (the settings,
 //               key=value pairs themselves, run to ' name=')
 //   file        file=ID size=BYTES mtime_ns=NS seen_ns=NS name=NAME
-//   pair        file_a=ID file_b=ID stem=STEM
+//   pair        file_a=ID file_b=ID [file_c=ID file_d=ID: a stereo set] stem=STEM
 //   dispatch    attempt=N agent=AGENT
 //   result      attempt=N agent=AGENT compute_ns=NS field=0|1
 //   duplicate   attempt=N agent=AGENT
@@ -252,15 +252,27 @@ int64_t
 store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t file_a,
                 int64_t file_b, int64_t now_ns, int *is_new)
 {
+    const int64_t files[4] = {file_a, file_b, 0, 0};
+    return store_pair_add_set (self, experiment, stem, files, now_ns, is_new);
+}
+
+int64_t
+store_pair_add_set (store_t *self, int64_t experiment, const char *stem, const int64_t files[4],
+                    int64_t now_ns, int *is_new)
+{
     *is_new = 0;
+    int64_t file_a = files[0], file_b = files[1];
     sqlite3_stmt *stmt = self->stmts[S_PAIR_ADD];
     sqlite3_bind_int64 (stmt, 1, experiment);
     sqlite3_bind_text (stmt, 2, stem, -1, SQLITE_STATIC);
     sqlite3_bind_int64 (stmt, 3, file_a);
-    if (file_b)
-        sqlite3_bind_int64 (stmt, 4, file_b);
-    else
-        sqlite3_bind_null (stmt, 4);
+    // file_b, file_c, file_d: NULL when 0.
+    static const int column[4] = {0, 4, 6, 7};
+    for (int i = 1; i < 4; i++)
+        if (files[i])
+            sqlite3_bind_int64 (stmt, column[i], files[i]);
+        else
+            sqlite3_bind_null (stmt, column[i]);
     sqlite3_bind_int64 (stmt, 5, now_ns);
     int inserted, rc = SQLITE_DONE;
     int64_t id = s_insert_or_known (self, S_PAIR_ADD, S_PAIR_GET, experiment, stem, "pair",
@@ -269,8 +281,8 @@ store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t fil
         return id;
     // Each file counts the pairs it is in, so that a restart offers the
     // pairing rules only the files still short of theirs.
-    for (int i = 0; i < 2 && rc == SQLITE_DONE; i++) {
-        int64_t file = i ? file_b : file_a;
+    for (int i = 0; i < 4 && rc == SQLITE_DONE; i++) {
+        int64_t file = files[i];
         if (!file)
             continue;
         sqlite3_stmt *paired = self->stmts[S_FILE_PAIRED];
@@ -281,6 +293,10 @@ store_pair_add (store_t *self, int64_t experiment, const char *stem, int64_t fil
         s_words_t words = s_words (self);
         s_word_int (&words, "file_a=", file_a);
         s_word_int (&words, " file_b=", file_b);
+        if (files[2] || files[3]) {
+            s_word_int (&words, " file_c=", files[2]);
+            s_word_int (&words, " file_d=", files[3]);
+        }
         s_word (&words, " stem=", stem);
         s_event_insert (self, &rc, "pair", experiment, id, now_ns);
     }
@@ -520,6 +536,29 @@ store_pair_closed (store_t *self, int64_t pair)
         return closed > 0 ? closed : 0;
     st_error (self, "cannot read the frames of pair %" PRId64 " in '%s': %s", pair, self->path,
              sqlite3_errmsg (self->db));
+    return -1;
+}
+
+int
+store_pair_more (store_t *self, int64_t pair, char **name_c, char **name_d)
+{
+    *name_c = *name_d = NULL;
+    sqlite3_stmt *stmt = self->stmts[S_PAIR_MORE];
+    sqlite3_bind_int64 (stmt, 1, pair);
+    int rc = st_step (self, stmt);
+    if (rc == SQLITE_ROW) {
+        *name_c = strdup ((const char *) sqlite3_column_text (stmt, 0));
+        *name_d = strdup ((const char *) sqlite3_column_text (stmt, 1));
+    }
+    sqlite3_reset (stmt);
+    if (rc == SQLITE_ROW && *name_c && *name_d)
+        return 1;
+    free (*name_c), free (*name_d);
+    *name_c = *name_d = NULL;
+    if (rc == SQLITE_DONE)
+        return 0;
+    st_error (self, "cannot read the frames of pair %" PRId64 " in '%s': %s", pair, self->path,
+              rc == SQLITE_ROW ? "no memory" : sqlite3_errmsg (self->db));
     return -1;
 }
 

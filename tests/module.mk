@@ -19,6 +19,10 @@ TESTS += build/tests/test_image build/tests/test_synth build/tests/test_piv \
          build/tests/test_path build/tests/test_systemd build/tests/test_units \
          build/tests/test_stats build/tests/test_settings build/tests/test_process
 
+# Each vector's uncertainty (issue 27): the engine's sigma, pivfarm-piv's
+# columns, the codec.
+TESTS += build/tests/test_uncertainty
+
 # pivctl's files in physical units (export, stats), read by h5dump, h5py and vtk.
 TESTS += build/tests/test_export
 
@@ -31,3 +35,7 @@ build/tests/test_camera: ALL_LIBS += $(XML_LIBS)
 # Stereo PIV's reconstruction (issue 26): synthetic pinhole cameras, and
 # case E's real pair through pivfarm-calib and pivfarm-piv --cameras.
 TESTS += build/tests/test_stereo
+
+# Stereo through the real farm (issue 26): four-frame tasks, an agent
+# killed mid-task, w in the results.
+TESTS += build/tests/test_stereo_farm

@@ -540,9 +540,12 @@ START_TEST (a_value_outside_its_choices_is_refused_naming_them)
     s_refused ("watcher\n    mode = fanotify\n",
                "value 'fanotify' of 'watcher/mode' in '%s' is not one of its choices: expected "
                "inotify or poll");
+    s_refused ("pairing\n    cameras = cam1,cam1\n",
+               "value of 'pairing/cameras' in '%s' is not valid: bad camera folders 'cam1,cam1': "
+               "expected two different folder names, camera 1's first (cam1,cam2)");
     s_refused ("pairing\n    rule = AB\n",
                "value 'AB' of 'pairing/rule' in '%s' is not one of its choices: expected ab, "
-               "sequence, sliding or multipage");
+               "sequence, sliding, multipage or stereo");
     s_refused ("piv\n    deform = cubic\n",
                "value 'cubic' of 'piv/deform' in '%s' is not one of its choices: expected "
                "offset, bilinear, bicubic, bspline, bspline5 or omoms");

@@ -595,6 +595,26 @@ s_chromium (const char *mode, const char *url)
     return s_chromium_sized (mode, url, "1400,1100");
 }
 
+// A screenshot of 'url' by the browser into the test's directory as
+// 'name', which must be a PNG; also into 'keep' when it names a file (for a
+// look at the page).
+static void
+s_screenshot (const char *url, const char *name, const char *keep)
+{
+    char shot[4200];
+    snprintf (shot, sizeof shot, "--screenshot=%s/%s", s_dir, name);
+    s_chromium (shot, url);
+    size_t len = 0;
+    char *png = tu_slurp (tu_path (s_dir, name), &len);
+    ck_assert_msg (png && len > 1000 && memcmp (png, "\x89PNG", 4) == 0, "no PNG (%zu bytes)",
+                   len);
+    free (png);
+    if (keep && *keep) {
+        snprintf (shot, sizeof shot, "--screenshot=%s", keep);
+        s_chromium (shot, url);
+    }
+}
+
 // lighttpd through deploy/dashboard.sh, on a free port, as s_farm.others[0]:
 // the port.
 static int
@@ -681,20 +701,8 @@ START_TEST (a_browser_shows_the_live_farm_served_by_lighttpd)
     ck_assert_int_eq (jdoc_int (doc, -1, "$.experiments[0].done"), 4);
     jdoc_destroy (&doc);
 
-    char shot[4200];
-    snprintf (shot, sizeof shot, "--screenshot=%s/page.png", s_dir);
-    s_chromium (shot, url);
-    size_t len = 0;
-    char *png = tu_slurp (tu_path (s_dir, "page.png"), &len);
-    ck_assert_msg (png && len > 1000 && memcmp (png, "\x89PNG", 4) == 0, "no PNG (%zu bytes)",
-                   len);
-    free (png);
     // Kept for a look when PIVFARM_DASHBOARD_SHOT names a file.
-    const char *keep = getenv ("PIVFARM_DASHBOARD_SHOT");
-    if (keep && *keep) {
-        snprintf (shot, sizeof shot, "--screenshot=%s", keep);
-        s_chromium (shot, url);
-    }
+    s_screenshot (url, "page.png", getenv ("PIVFARM_DASHBOARD_SHOT"));
     // Everyone stops cleanly.
     // lighttpd 1.4.69 exits 1 on SIGTERM now and then (1 in 40): that it
     // stops on SIGTERM (not killed after the wait: 128 + 9) is what counts.
@@ -1145,6 +1153,7 @@ START_TEST (the_experiment_page_states_the_units_of_its_calibration)
     ck_assert (strstr (html, "id=\"vorticity\" data-unit=\"1/frame\"") != NULL);
     ck_assert_int_eq (s_count (html, "x (px)"), 3);
     ck_assert (strstr (html, "m/s") == NULL);
+    ck_assert (strstr (html, "w-card") == NULL); // planar: no out-of-plane card
     // A grid over 128 points a side: every 2nd point in the JSON; the colour
     // maps average blocks of 3 x 3 points, the last column of blocks one
     // point wide, and still cover every row to the right edge.
@@ -1272,15 +1281,98 @@ START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
     ck_assert_int_eq (s_count (dom, "x (mm)"), 3);
     ck_assert (strstr (dom, "<td class=\"fields\">3</td>") != NULL);
     ck_assert_int_gt (s_count (dom, "class=\"mean-arrow\""), 100);
-    char shot[4200];
-    snprintf (shot, sizeof shot, "--screenshot=%s/measurements.png", s_dir);
-    s_chromium (shot, url);
-    size_t len = 0;
-    char *png = tu_slurp (tu_path (s_dir, "measurements.png"), &len);
-    ck_assert (png && len > 1000 && memcmp (png, "\x89PNG", 4) == 0);
-    free (png);
+    s_screenshot (url, "measurements.png", NULL);
     ck_assert_int_lt (tu_stop (s_farm.others[0], SIGTERM, 10), 128);
     s_farm.others[0] = 0;
+}
+END_TEST
+
+// A stereo experiment's page (issue 26): the latest field's out-of-plane
+// velocity w as a colour map under its in-plane arrows, the colour bar in
+// the calibration's unit; the JSON carries w, converted. The field comes
+// as a stereo agent's RESULT (PVF3) into a real broker; a browser shows it.
+START_TEST (a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s)
+{
+    char why[1024];
+    int browser = s_have_browser_and_server (why, sizeof why);
+    tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
+    s_start_broker_saving_stats ();
+    char *calibrate[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "calibrate", "exp1",
+                         "--scale", "0.02mm/px", "--dt", "2ms", NULL};
+    ck_assert_msg (tu_run (calibrate, s_out, S_OUT, 30) == 0, "%s", s_out);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_fake (&s_farm, 1, "s");
+    tu_farm_land (&s_farm, "s", 1, 1, 0);
+    // 12 x 9 vectors, (2, 1) px a frame in plane, w from -0.5 to +0.5 px a
+    // frame across x: -5 to +5 mm/s at 0.02 mm/px and 2 ms; one hole.
+    piv_field_t *f = piv_field_new (12, 9);
+    ck_assert_int_eq (piv_field_add_w (f), 0);
+    f->step = 16;
+    f->window = 32;
+    for (int k = 0; k < 12 * 9; k++) {
+        f->x[k] = (float) (16 + 16 * (k % 12));
+        f->y[k] = (float) (16 + 16 * (k / 12));
+        f->u[k] = 2;
+        f->v[k] = 1;
+        f->w[k] = (float) ((k % 12 - 5.5) / 11);
+        f->peak_ratio[k] = 2;
+        f->residual[k] = 0.1f;
+    }
+    f->flags[30] = PIV_FLAG_INVALID;
+    ck_assert_msg (tu_farm_agent_result (&s_farm, "stereo-a", f, 20000) > 0,
+                   "no TASK or RECORDED (see broker.log)");
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 1, 60);
+    ck_assert_int_eq (c.done, 1);
+
+    jdoc_t *doc = s_cgi_json ("exp=exp1&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.w.unit"), "m/s");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.w.nx"), 12);
+    for (int k = 0; k < 12 * 9; k++) {
+        if (k == 30) {
+            ck_assert (jdoc_type_at (doc, "$.experiment.w.values[2][6]") == JDOC_NULL);
+            continue;
+        }
+        double w = jdoc_number (doc, NAN, "$.experiment.w.values[%d][%d]", k / 12, k % 12);
+        ck_assert_msg (fabs (w - f->w[k] * 0.01) < 1e-9, "w[%d] %.9g m/s, injected %.9g", k, w,
+                       f->w[k] * 0.01);
+    }
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.w.max") - 0.005) < 1e-9);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.w.min") + 0.005) < 1e-9);
+    int plots = jdoc_length (doc, "$.experiment.convention.plots"), found = 0;
+    for (int i = 0; i < plots; i++)
+        if (strcmp (jdoc_string (doc, "$.experiment.convention.plots[%d].id", i), "w-field") == 0) {
+            found = 1;
+            ck_assert_str_eq (jdoc_string (doc, "$.experiment.convention.plots[%d].unit", i),
+                              "m/s");
+        }
+    ck_assert (found);
+    jdoc_destroy (&doc);
+    int status;
+    const char *html = s_cgi ("exp=exp1", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert (strstr (html, "id=\"w-field\" data-unit=\"m/s\"") != NULL);
+    ck_assert_int_eq (s_count (html, "class=\"w-arrow\""), 12 * 9 - 1);
+    const char *legend = strstr (strstr (html, "id=\"w-field\""), "class=\"legend\"");
+    ck_assert (legend && strstr (legend, ">w (m/s)</text>"));
+    const char *lo = strstr (legend, "class=\"tick-min\""), *hi = strstr (legend, "class=\"tick-max\"");
+    ck_assert_msg (lo && hi && strstr (lo, "mm/s") && strstr (hi, "mm/s"), "%.600s", legend);
+
+    if (!browser) {
+        printf ("test_dashboard: skipped the browser part: %s\n", why);
+        piv_field_destroy (&f);
+        return;
+    }
+    char url[256];
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", s_serve ());
+    const char *dom = s_chromium ("--dump-dom", url);
+    ck_assert_msg (strstr (dom, "id=\"w-card\"") && strstr (dom, "id=\"w-field\" data-unit=\"m/s\""),
+                   "%.1000s", dom);
+    ck_assert (strstr (dom, ">w (m/s)</text>") != NULL);
+    ck_assert_int_eq (s_count (dom, "class=\"w-arrow\""), 12 * 9 - 1);
+    s_screenshot (url, "stereo.png", getenv ("PIVFARM_STEREO_SHOT"));
+    ck_assert_int_lt (tu_stop (s_farm.others[0], SIGTERM, 10), 128);
+    s_farm.others[0] = 0;
+    piv_field_destroy (&f);
 }
 END_TEST
 
@@ -1491,6 +1583,7 @@ main (void)
     tcase_add_test (tc, metric_labels_are_escaped_and_the_store_alone_suffices);
     tcase_add_test (tc, the_experiment_page_states_the_units_of_its_calibration);
     tcase_add_test (tc, a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser);
+    tcase_add_test (tc, a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s);
     tcase_add_test (tc, a_calibrated_page_shows_one_convention_and_the_files_in_no_pair);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);

@@ -8,8 +8,11 @@
 #include "piv/field.h"
 #include "piv/image.h"
 #include "piv/stats.h"
+#include "common/jdoc.h"
 #include "store/store.h"
 #include "tests/testutil.h"
+
+#include <czmq.h>
 
 #include <check.h>
 #include <fcntl.h>
@@ -1318,6 +1321,224 @@ START_TEST (a_run_calibrated_after_recording_and_its_replays_come_out_calibrated
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// A stereo experiment's results (issue 26): fields with w through a real
+// broker, out of every output.
+
+// A stereo field on an 8 x 8 grid: s_field's rotation plus (1, -0.5) px
+// per frame in plane, w = w0 + 0.01 i - 0.02 j px per frame along +z, the
+// residual 0.05 + 0.001 k px; vector (1, 1) INVALID (a hole) as an agent
+// writes it.
+static piv_field_t *
+s_stereo_field (double w0)
+{
+    piv_field_t *f = s_field (8, OMEGA, 1.0, -0.5);
+    ck_assert_int_eq (piv_field_add_w (f), 0);
+    for (int k = 0; k < 64; k++) {
+        f->w[k] = (float)(w0 + 0.01 * (k % 8) - 0.02 * (k / 8));
+        f->residual[k] = (float)(0.05 + 0.001 * k);
+    }
+    f->flags[9] = PIV_FLAG_INVALID;
+    f->u[9] = f->v[9] = f->w[9] = 0;
+    return f;
+}
+
+// The next message on the feedback topic of 'sub' (JSON, caller frees), or
+// NULL after 20 s.
+static char *
+s_feedback_message (zsock_t *sub)
+{
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    char *json = NULL;
+    if (zpoller_wait (poller, 20000)) {
+        char *topic = zstr_recv (sub);
+        json = zstr_recv (sub);
+        zstr_free (&topic);
+    }
+    zpoller_destroy (&poller);
+    return json;
+}
+
+static const char *s_stereo_h5_check =
+    "import sys, h5py, numpy as np\n"
+    "f = h5py.File(sys.argv[1], 'r'); px = np.load(sys.argv[2])\n"
+    "w, u = f['w'], f['u']\n"
+    "assert w.shape == (2, 8, 8) == u.shape and w.dtype == np.float32, w.shape\n"
+    "assert w.attrs['units'] == 'm/s' == u.attrs['units'] and w.attrs['long_name']\n"
+    "assert [d[0].name for d in w.dims] == [d[0].name for d in u.dims] == ['/time', '/y', '/x']\n"
+    "assert w.chunks == u.chunks and w.compression == u.compression\n"
+    "assert np.allclose(w[...], px['w'] * 0.01, rtol=1e-6, atol=1e-9), (w[0], px['w'][0])\n"
+    "r = f['residual']; assert r.attrs['units'] == 'px' and r.shape == (2, 8, 8)\n"
+    "assert np.allclose(r[...], px['residual'], rtol=1e-6)\n"
+    "assert [d[0].name for d in r.dims] == ['/time', '/y', '/x']\n"
+    "st = f['stats']; ok = px['flags'][0] == 0\n"
+    "mean = px['w'].mean(axis=0) * 0.01\n"
+    "assert np.allclose(st['w_mean'][...][ok], mean[ok], rtol=1e-6), (st['w_mean'][...], mean)\n"
+    "assert np.isnan(st['w_mean'][1, 1]) and st['w_mean'].attrs['units'] == 'm/s'\n"
+    "assert np.allclose(st['w_rms'][...][ok], px['w'].std(axis=0)[ok] * 0.01, atol=1e-9)\n"
+    "for name in ('uw_mean', 'vw_mean'):\n"
+    "    assert st[name].attrs['units'] == 'm^2/s^2' and st[name].shape == (8, 8), name\n"
+    "assert [d[0].name for d in st['w_mean'].dims] == ['/stats/y', '/stats/x']\n"
+    "print('ok', float(np.nanmean(st['w_mean'][...])))\n";
+
+static const char *s_stereo_mat_check =
+    "import sys, numpy as np, scipy.io\n"
+    "m = scipy.io.loadmat(sys.argv[1]); px = np.load(sys.argv[2])\n"
+    "w = m['w']  # ny x nx x nt, MATLAB's order\n"
+    "assert w.shape == (8, 8, 2), w.shape\n"
+    "assert np.allclose(np.moveaxis(w, 2, 0), px['w'] * 0.01, rtol=1e-6, atol=1e-9)\n"
+    "assert np.allclose(np.moveaxis(m['residual'], 2, 0), px['residual'], rtol=1e-6)\n"
+    "units = m['units'][0, 0]; assert units['w'][0] == 'm/s' and units['residual'][0] == 'px'\n"
+    "st = m['stats'][0, 0]; assert st['w_mean'].shape == (8, 8)\n"
+    "print('ok')\n";
+
+// A stereo experiment as the farm records it: two RESULTs with PVF3 fields
+// from an agent (spoken for over the protocol: no processor makes them
+// yet) into a real broker, calibrated 0.02 mm/px, dt 2 ms. What a user
+// gets: feedback mean_w in m/s, txt with a w column, HDF5 w and residual
+// datasets with the scales of u, .mat w, statistics with mean w; and
+// mean_w refused for a planar experiment.
+START_TEST (a_stereo_run_through_the_broker_gives_w_in_every_output)
+{
+    tu_farm_fake (&s_farm, 2, "s");
+    tu_farm_start_broker (&s_farm);
+    char out[1 << 16];
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02mm/px",
+                                "--dt", "2ms", NULL),
+                      0);
+    int rc = s_pivctl (out, sizeof out, "feedback", "set", "quantity=mean_w", "-e", "exp1", NULL);
+    ck_assert_msg (rc == 0, "%s", out); // nothing says exp1 is planar yet
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/publish", s_farm.dir);
+    zsock_t *sub = zsock_new_sub (endpoint, "feedback.exp1/");
+    ck_assert_ptr_nonnull (sub);
+    usleep (300000); // the subscription reaches the broker
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    piv_field_t *fields[2] = {s_stereo_field (0.5), s_stereo_field (-0.3)};
+    for (int i = 0; i < 2; i++) {
+        tu_farm_land (&s_farm, "s", i + 1, i + 1, 0);
+        char id[32];
+        snprintf (id, sizeof id, "stereo-%d", i);
+        ck_assert_msg (tu_farm_agent_result (&s_farm, id, fields[i], 20000) > 0,
+                       "no TASK or RECORDED for pair %d (see broker.log)", i + 1);
+        char *json = s_feedback_message (sub);
+        ck_assert_msg (json != NULL, "no feedback message for pair %d", i + 1);
+        jdoc_t *doc = jdoc_parse (json, NULL, 0);
+        ck_assert_ptr_nonnull (doc);
+        double sum = 0, abs_sum = 0;
+        int n = 0;
+        for (int k = 0; k < 64; k++)
+            if (fields[i]->flags[k] == PIV_FLAG_VALID)
+                sum += fields[i]->w[k], abs_sum += fabs (fields[i]->w[k]), n++;
+        double mean_w = jdoc_number (doc, NAN, "$.mean_w");
+        ck_assert_msg (fabs (mean_w - 0.01 * sum / n) < 1e-9, "mean_w %.9g m/s, injected %.9g",
+                       mean_w, 0.01 * sum / n);
+        ck_assert (fabs (jdoc_number (doc, NAN, "$.mean_abs_w") - 0.01 * abs_sum / n) < 1e-9);
+        ck_assert (jdoc_number (doc, NAN, "$.value") == mean_w);
+        ck_assert_str_eq (jdoc_string (doc, "$.quantity"), "mean_w");
+        ck_assert_str_eq (jdoc_string (doc, "$.units.velocity"), "m/s");
+        if (i == 0)
+            printf ("stereo feedback: mean_w %.6f m/s (injected %.6f)\n", mean_w, 0.01 * sum / n);
+        jdoc_destroy (&doc);
+        free (json);
+    }
+    zsock_destroy (&sub);
+    tu_farm_wait_done (&s_farm, 2, 30);
+
+    // The injected fields, for the readers to compare with.
+    char npz[4200], script[8192];
+    snprintf (npz, sizeof npz, "%s", tu_path (s_farm.dir, "injected.npz"));
+    FILE *raw = fopen (tu_path (s_farm.dir, "injected.txt"), "w");
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 64; k++)
+            fprintf (raw, "%.9g %.9g %d\n", fields[i]->w[k], fields[i]->residual[k],
+                     fields[i]->flags[k]);
+    fclose (raw);
+    snprintf (script, sizeof script,
+              "import numpy as np\n"
+              "a = np.loadtxt('%s').reshape(2, 8, 8, 3)\n"
+              "np.savez('%s', w=a[..., 0], residual=a[..., 1], flags=a[..., 2])\n",
+              tu_path (s_farm.dir, "injected.txt"), npz);
+    ck_assert_int_eq (s_python (script, out, sizeof out, NULL, NULL), 0);
+
+    // HDF5 (h5py) and MAT (scipy).
+    char h5[4200], mat[4200], dir[4200];
+    snprintf (h5, sizeof h5, "%s", tu_path (s_farm.dir, "exp1.h5"));
+    snprintf (mat, sizeof mat, "%s", tu_path (s_farm.dir, "exp1.mat"));
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "txt"));
+    rc = s_pivctl (out, sizeof out, "export", "exp1", "--format", "hdf5", "-o", h5, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "exported 2 field(s)"), "%s", out);
+    rc = s_python (s_stereo_h5_check, out, sizeof out, h5, npz);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+    rc = s_pivctl (out, sizeof out, "export", "exp1", "--format", "mat", "-o", mat, NULL);
+    ck_assert_msg (rc == 0, "%s", out);
+    rc = s_python (s_stereo_mat_check, out, sizeof out, mat, npz);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "scipy: %s", out);
+    char *argv[] = {"/usr/bin/h5dump", "-H", h5, NULL};
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 60), 0);
+    ck_assert_msg (strstr (out, "DATASET \"w\"") && strstr (out, "DATASET \"residual\""), "%.2000s",
+                   out);
+
+    // txt: the w column, in m/s; the header names w's unit.
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-o", dir, NULL), 0);
+    char path[8400], err[512];
+    snprintf (path, sizeof path, "%s/s_0002.txt", dir);
+    char *text = tu_slurp (path, NULL);
+    ck_assert_ptr_nonnull (text);
+    ck_assert_msg (strstr (text, "# units: x, y in m; u, v, w in m/s (w along z") != NULL, "%s",
+                   text);
+    ck_assert (strstr (text, "# x y u v w flags peak_ratio residual vorticity") != NULL);
+    free (text);
+    piv_field_t *back = piv_field_read_txt (path, err, sizeof err);
+    ck_assert_msg (back && back->w, "%s", err);
+    for (int k = 0; k < 64; k++) {
+        ck_assert (fabs (back->w[k] - fields[1]->w[k] * 0.01) < 1e-9);
+        ck_assert (fabs (back->residual[k] - fields[1]->residual[k]) < 1e-6);
+    }
+    piv_field_destroy (&back);
+
+    // pivctl stats: mean w after the planar columns.
+    snprintf (path, sizeof path, "%s", tu_path (s_farm.dir, "stats.txt"));
+    rc = s_pivctl (out, sizeof out, "stats", "exp1", "-o", path, NULL);
+    ck_assert_msg (rc == 0, "%s", out);
+    text = tu_slurp (path, NULL);
+    const char *names = "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced "
+                        "w_mean w_rms uw_mean vw_mean\n";
+    const char *row = strstr (text, names);
+    ck_assert_msg (row != NULL, "%s", text);
+    row += strlen (names);
+    for (int k = 0; k < 64; k++) {
+        double col[14];
+        const char *eol = strchr (row, '\n');
+        for (int c = 0; c < 14; c++)
+            col[c] = strtod (row, (char **)&row);
+        ck_assert (row == eol);
+        row = eol + 1;
+        double want = 0.01 * (fields[0]->w[k] + fields[1]->w[k]) / 2;
+        ck_assert_msg (k == 9 ? isnan (col[10]) : fabs (col[10] - want) < 1e-9,
+                       "point %d: w_mean %.9g m/s, want %.9g", k, col[10], want);
+    }
+    free (text);
+
+    // A planar experiment's fields have no w: mean_w is refused for it.
+    ck_assert (mkdir (tu_path (s_farm.dir, "data/exp2"), 0755) == 0);
+    tu_spit (tu_path (s_farm.dir, "data/exp2/p_a.tif"), "fake", 4);
+    tu_spit (tu_path (s_farm.dir, "data/exp2/p_b.tif"), "fake", 4);
+    piv_field_t *planar = s_field (8, OMEGA, 0, 0);
+    ck_assert (tu_farm_agent_result (&s_farm, "planar-1", planar, 20000) > 0);
+    piv_field_destroy (&planar);
+    rc = s_pivctl (out, sizeof out, "feedback", "set", "quantity=mean_w", "-e", "exp2", NULL);
+    ck_assert_msg (rc != 0 && strstr (out, "quantity 'mean_w' of experiment 'exp2' refused")
+                       && strstr (out, "planar"),
+                   "%d: %s", rc, out);
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "feedback", "set", "quantity=mean_w", "-e",
+                                "exp1", NULL),
+                      0);
+    for (int i = 0; i < 2; i++)
+        piv_field_destroy (&fields[i]);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1345,6 +1566,7 @@ s_suite (void)
     tcase_add_test (tc, a_calibrated_farm_run_exports_and_counts_the_exact_flow);
     tcase_add_test (tc,
                     a_run_calibrated_after_recording_and_its_replays_come_out_calibrated_and_masked);
+    tcase_add_test (tc, a_stereo_run_through_the_broker_gives_w_in_every_output);
     suite_add_tcase (s, tc);
     return s;
 }

@@ -462,40 +462,6 @@ START_TEST (an_agent_maps_the_broker_paths_to_its_own_mount)
 END_TEST
 
 
-// Waits up to timeout_ms for a message 'command' on a DEALER (alone or in a
-// BATCH; of 'pair' unless 0); fills out (the caller releases it). As an
-// 'agent' (on the work socket) it heartbeats meanwhile. 1 if it came.
-static int
-s_expect (zsock_t *sock, int agent, char command, uint64_t pair, proto_msg_t *out,
-          int timeout_ms)
-{
-    zpoller_t *poller = zpoller_new (sock, NULL);
-    int found = 0;
-    for (int waited = 0; !found && waited < timeout_ms; waited += 100) {
-        if (agent) {
-            proto_msg_t beat = {.command = PROTO_HEARTBEAT};
-            proto_send (&beat, NULL, sock);
-        }
-        if (!zpoller_wait (poller, 100))
-            continue;
-        proto_msg_t msg;
-        char err[256];
-        if (proto_recv (sock, NULL, &msg, err, sizeof err) != 0)
-            continue;
-        for (size_t i = 0; i < proto_count (&msg) && !found; i++) {
-            proto_msg_t *one = proto_at (&msg, i);
-            if (one->command == command && (!pair || one->pair == pair)) {
-                *out = *one;
-                memset (one, 0, sizeof *one);
-                found = 1;
-            }
-        }
-        proto_msg_release (&msg);
-    }
-    zpoller_destroy (&poller);
-    return found;
-}
-
 START_TEST (a_deferred_pair_waits_for_another_agent_without_an_attempt_counted)
 {
     tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
@@ -514,12 +480,12 @@ START_TEST (a_deferred_pair_waits_for_another_agent_without_an_attempt_counted)
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     tu_farm_land (&s_farm, "d", 1, 1, 0);
     proto_msg_t task;
-    ck_assert_msg (s_expect (fake, 1, PROTO_TASK, 0, &task, 10000), "no TASK for 'full'");
+    ck_assert_msg (tu_proto_expect (fake, 1, PROTO_TASK, 0, &task, 10000), "no TASK for 'full'");
     proto_msg_t defer = {.command = PROTO_DEFER, .pair = task.pair, .attempt = task.attempt,
                          .text = "results disk full: 12 MB free"};
     ck_assert_int_eq (proto_send (&defer, NULL, fake), 0);
     proto_msg_t recorded;
-    ck_assert_msg (s_expect (fake, 1, PROTO_RECORDED, task.pair, &recorded, 10000),
+    ck_assert_msg (tu_proto_expect (fake, 1, PROTO_RECORDED, task.pair, &recorded, 10000),
                    "DEFER not answered");
     ck_assert_uint_eq (recorded.attempt, task.attempt);
     proto_msg_release (&recorded);
@@ -533,7 +499,7 @@ START_TEST (a_deferred_pair_waits_for_another_agent_without_an_attempt_counted)
     ck_assert (tu_farm_log_has (&s_farm, "broker.log",
                                 "agent 'full' defers pair", 5000));
     // Its credit is not given back: the pair waits for a real agent.
-    ck_assert (!s_expect (fake, 1, PROTO_TASK, 0, &task, 1000));
+    ck_assert (!tu_proto_expect (fake, 1, PROTO_TASK, 0, &task, 1000));
     ck_assert_int_eq (tu_farm_counts (&s_farm).pending, 1);
     s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
     c = tu_farm_wait_done (&s_farm, 1, 30);
@@ -559,7 +525,8 @@ s_send_file (zsock_t *ingest, const char *name, uint64_t seq)
                         .time_ns = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
     ck_assert_int_eq (proto_send (&file, NULL, ingest), 0);
     proto_msg_t ack;
-    ck_assert_msg (s_expect (ingest, 0, PROTO_ACK, 0, &ack, 10000), "'%s' not acknowledged", name);
+    ck_assert_msg (tu_proto_expect (ingest, 0, PROTO_ACK, 0, &ack, 10000), "'%s' not acknowledged",
+                   name);
     proto_msg_release (&ack);
 }
 
@@ -1132,7 +1099,8 @@ START_TEST (an_agent_writes_binary_fields_where_the_configuration_says)
         piv_field_stats (f, PIV_FLAG_VALID, &st);
         ck_assert_msg (fabs (st.mean_u - 3.3) < 0.1 && fabs (st.mean_v + 1.7) < 0.1,
                        "%s: mean (%.3f, %.3f)", path, st.mean_u, st.mean_v);
-        ck_assert_int_eq (len, 32 + 13 * (size_t) f->nx * f->ny);
+        // 13 bytes a vector, 21 with each vector's uncertainty (the default).
+        ck_assert_int_eq (len, 32 + (f->sigma_u ? 21 : 13) * (size_t) f->nx * f->ny);
         piv_field_destroy (&f);
         // The store's blob and path: the same bytes, the .pvf named.
         char *hex = malloc (2 * len + 1);

@@ -674,7 +674,7 @@ START_TEST (an_unknown_quantity_is_refused_naming_every_quantity_of_the_table)
     char err[256] = "";
     ck_assert_int_eq (feedback_settings_set (&s, "quantity=speed", err, sizeof err), -1);
     ck_assert_str_eq (err, "bad value 'speed' for 'quantity': want mean_u, mean_v, mean_speed, "
-                           "vorticity or valid_fraction");
+                           "vorticity, valid_fraction, mean_w or mean_abs_w");
     // Every quantity of the table is taken, named back and has a figure.
     const feedback_quantity_info_t *q;
     feedback_figures_t f = {.n = 1, .total = 1};
@@ -705,12 +705,16 @@ s_by_figure (int i)
     return NULL;
 }
 
-// Tail's column heading of quantity i, NULL past the last.
+// Tail's column heading of planar quantity i (the docs' example stream is
+// planar: no w columns), NULL past the last.
 static const char *
 s_column (int i)
 {
-    const feedback_quantity_info_t *q = feedback_quantity_get (i);
-    return q ? q->column : NULL;
+    const feedback_quantity_info_t *q;
+    for (int k = 0, n = 0; (q = feedback_quantity_get (k)); k++)
+        if (!q->stereo && n++ == i)
+            return q->column;
+    return NULL;
 }
 
 // The docs that list the quantities list the table's, in its order: a

@@ -29,16 +29,18 @@ s_id (const char *name)
 }
 
 static int
-s_collect (void *arg, const char *experiment, const char *stem, const char *name_a,
-           int64_t id_a, const char *name_b, int64_t id_b)
+s_collect (void *arg, const char *experiment, const char *stem, const pairing_set_t *set)
 {
     (void) arg;
     // Each pair carries back the ids its files were offered with.
-    ck_assert_int_eq (id_a, s_id (name_a));
-    ck_assert_int_eq (id_b, name_b ? s_id (name_b) : 0);
-    if (s_npairs < 64)
-        snprintf (s_pairs[s_npairs], 256, "%s|%s|%s|%s", experiment, stem, name_a,
-                  name_b ? name_b : "-");
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_eq (set->id[k], set->name[k] ? s_id (set->name[k]) : 0);
+    if (s_npairs < 64 && set->name[2])
+        snprintf (s_pairs[s_npairs], 256, "%s|%s|%s|%s|%s|%s", experiment, stem, set->name[0],
+                  set->name[1], set->name[2], set->name[3]);
+    else if (s_npairs < 64)
+        snprintf (s_pairs[s_npairs], 256, "%s|%s|%s|%s", experiment, stem, set->name[0],
+                  set->name[1] ? set->name[1] : "-");
     s_npairs++;
     return 0;
 }
@@ -258,11 +260,9 @@ START_TEST (multipage_makes_a_pair_of_every_file)
 END_TEST
 
 static int
-s_refuse (void *arg, const char *experiment, const char *stem, const char *name_a,
-          int64_t id_a, const char *name_b, int64_t id_b)
+s_refuse (void *arg, const char *experiment, const char *stem, const pairing_set_t *set)
 {
-    (void) arg, (void) experiment, (void) stem, (void) name_a, (void) name_b;
-    (void) id_a, (void) id_b;
+    (void) arg, (void) experiment, (void) stem, (void) set;
     return -1;
 }
 
@@ -352,10 +352,9 @@ END_TEST
 static char s_last_stem[8192];
 
 static int
-s_keep_stem (void *arg, const char *experiment, const char *stem, const char *name_a,
-             int64_t id_a, const char *name_b, int64_t id_b)
+s_keep_stem (void *arg, const char *experiment, const char *stem, const pairing_set_t *set)
 {
-    (void) arg, (void) experiment, (void) name_a, (void) id_a, (void) name_b, (void) id_b;
+    (void) arg, (void) experiment, (void) set;
     snprintf (s_last_stem, sizeof s_last_stem, "%s", stem);
     s_npairs++;
     return 0;
@@ -410,7 +409,8 @@ START_TEST (an_unknown_rule_is_refused)
     char err[256] = "";
     ck_assert (pairing_new (&cfg, err, sizeof err) == NULL);
     ck_assert_msg (strstr (err, "'pairs'") != NULL, "%s", err);
-    ck_assert_str_eq (err, "bad pairing/rule 'pairs': expected ab, sequence, sliding or multipage");
+    ck_assert_str_eq (err,
+                      "bad pairing/rule 'pairs': expected ab, sequence, sliding, multipage or stereo");
     config_init (&cfg);
     snprintf (cfg.pairing.b_suffix, sizeof cfg.pairing.b_suffix, "%s", cfg.pairing.a_suffix);
     ck_assert (pairing_new (&cfg, err, sizeof err) == NULL);
@@ -462,6 +462,93 @@ START_TEST (the_docs_list_the_rules_of_the_table)
 }
 END_TEST
 
+
+// Issue 26: the two cameras' pairs of one instant, cam1/<stem>_a, _b and
+// cam2/<stem>_a, _b, make one set of four frames whatever order they come
+// in; until the fourth is there the others wait, saying for what.
+START_TEST (stereo_makes_one_set_of_four_frames_of_both_cameras)
+{
+    pairing_t *p = s_rules ("stereo");
+    s_offer (p, "E", "cam2/s1_b.tif", 0);
+    s_offer (p, "E", "cam1/s1_a.tif", 0);
+    s_offer (p, "E", "cam2/s2_a.tif", 0);
+    s_offer (p, "E", "cam1/s1_a.tif", 0);  // again while waiting: nothing
+    s_offer (p, "E", "cam1/s1_B.TIF", 0);
+    ck_assert_int_eq (pairing_waiting (p, "E"), 4);
+    pairing_unpaired_t u;
+    pairing_unpaired (p, "E", &u);
+    ck_assert_int_eq ((int) u.waiting, 4);
+    ck_assert_msg (strstr (u.waiting_files[0].why, "'cam2/s1_a.tif'") != NULL, "%s",
+                   u.waiting_files[0].why);
+    s_offer (p, "E", "cam2/s1_a.tif", 1);
+    ck_assert (s_has ("E|s1|cam1/s1_a.tif|cam1/s1_B.TIF|cam2/s1_a.tif|cam2/s1_b.tif"));
+    ck_assert_int_eq (pairing_waiting (p, "E"), 1);
+    // Another experiment's frames of the same stem are another set.
+    const char *other[] = {"cam1/s2_a.tif", "cam1/s2_b.tif", "cam2/s2_b.tif"};
+    for (int i = 0; i < 3; i++)
+        s_offer (p, "F", other[i], 0);
+    ck_assert_int_eq (s_npairs, 1);
+    pairing_destroy (&p);
+}
+END_TEST
+
+START_TEST (stereo_refuses_files_outside_the_camera_folders_by_name)
+{
+    pairing_t *p = s_rules ("stereo");
+    char err[256] = "";
+    const char *bad[] = {"s1_a.tif", "cam3/s1_a.tif", "cam1/sub/s1_a.tif", "cam1/s1_c.tif",
+                         "cam1/_a.tif"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq (pairing_offer (p, "E", bad[i], 1, s_collect, NULL, err, sizeof err), -1);
+        ck_assert_msg (strstr (err, bad[i]) && strstr (err, "pairing rule stereo")
+                           && strstr (err, "cam1/<stem>_a"),
+                       "%s", err);
+    }
+    pairing_unpaired_t u;
+    pairing_unpaired (p, "E", &u);
+    ck_assert_int_eq ((int) u.refused, 5);
+    ck_assert_int_eq (s_npairs, 0);
+    pairing_destroy (&p);
+}
+END_TEST
+
+// The camera folders: pairing/cameras, or an experiment's own; two
+// different plain names, else refused with nothing changed.
+START_TEST (stereo_camera_folders_are_configurable_per_experiment)
+{
+    config_t cfg;
+    config_init (&cfg);
+    snprintf (cfg.pairing.rule, sizeof cfg.pairing.rule, "stereo");
+    snprintf (cfg.pairing.cameras, sizeof cfg.pairing.cameras, "left,right");
+    char err[256] = "";
+    pairing_t *p = pairing_new (&cfg, err, sizeof err);
+    ck_assert_msg (p != NULL, "%s", err);
+    s_npairs = 0;
+    s_offer (p, "E", "left/t_a.tif", 0);
+    s_offer (p, "E", "left/t_b.tif", 0);
+    s_offer (p, "E", "right/t_a.tif", 0);
+    s_offer (p, "E", "right/t_b.tif", 1);
+    ck_assert (s_has ("E|t|left/t_a.tif|left/t_b.tif|right/t_a.tif|right/t_b.tif"));
+    ck_assert_int_eq (pairing_set_cameras (p, "G", "c0,c1", err, sizeof err), 0);
+    ck_assert_str_eq (pairing_cameras (p, "G"), "c0,c1");
+    ck_assert_str_eq (pairing_cameras (p, "E"), "left,right");
+    s_offer (p, "G", "left/t_a.tif", -1);
+    s_offer (p, "G", "c1/t_a.tif", 0);
+    const char *bad[] = {"c0", "c0,c0", "c0,..", "a,b,c", ",c1", "c0/x,c1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq (pairing_set_cameras (p, "G", bad[i], err, sizeof err), -1);
+        ck_assert_msg (strstr (err, "camera folders") != NULL, "%s", err);
+        ck_assert_str_eq (pairing_cameras (p, "G"), "c0,c1");
+    }
+    ck_assert_int_eq (pairing_set_cameras (p, "G", NULL, err, sizeof err), 0);
+    ck_assert_str_eq (pairing_cameras (p, "G"), "left,right");
+    pairing_destroy (&p);
+    snprintf (cfg.pairing.cameras, sizeof cfg.pairing.cameras, "cam1");
+    ck_assert (pairing_new (&cfg, err, sizeof err) == NULL);
+    ck_assert_msg (strstr (err, "'cam1'") != NULL, "%s", err);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -483,6 +570,9 @@ main (void)
     tcase_add_test (tc, files_in_no_pair_are_counted_and_named_with_what_they_wait_for);
     tcase_add_test (tc, stems_as_long_as_a_name_may_be_pair_and_never_run_together);
     tcase_add_test (tc, waiting_files_are_bounded_per_experiment_oldest_forgotten_with_a_warning);
+    tcase_add_test (tc, stereo_makes_one_set_of_four_frames_of_both_cameras);
+    tcase_add_test (tc, stereo_refuses_files_outside_the_camera_folders_by_name);
+    tcase_add_test (tc, stereo_camera_folders_are_configurable_per_experiment);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

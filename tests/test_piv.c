@@ -5,6 +5,7 @@
 #include "piv/deform.h"
 #include "piv/flow.h"
 #include "piv/piv.h"
+#include "piv/calib.h"
 #include "piv/background.h"
 #include "piv/prefilter.h"
 #include "piv/preprocess.h"
@@ -771,6 +772,71 @@ START_TEST (fftw_wisdom_is_saved_and_loaded)
     ck_assert_int_eq (piv_wisdom_load (path), 0);
     ck_assert_int_eq (piv_wisdom_load (tu_path (dir, "absent")), -1);
     piv_destroy (&piv);
+    tu_rmtree (dir);
+}
+END_TEST
+
+// A stereo field (w, residual) in txt: the column line names w after v
+// and the residual after peak_ratio, the values come back (and from
+// piv_field3_write's 'x y u v w flags residual'); Tecplot names W; a
+// calibration scales w as u and never flips it with y up.
+START_TEST (a_stereo_field_survives_the_text_format_with_its_w)
+{
+    const char *dir = tu_tmpdir ();
+    piv_field_t *f = s_smooth_field ();
+    ck_assert_int_eq (piv_field_add_w (f), 0);
+    int n = f->nx * f->ny;
+    for (int k = 0; k < n; k++) {
+        f->w[k] = (float) (0.25 * (k % 7) - 0.6);
+        f->residual[k] = (float) (0.01 * (k % 5));
+    }
+    f->flags[4] = PIV_FLAG_INVALID;
+    FILE *out = fopen (tu_path (dir, "f.txt"), "w");
+    ck_assert (piv_field_write (f, out, PIV_FORMAT_TXT, "stereo") == 0);
+    fclose (out);
+    char *text = tu_slurp (tu_path (dir, "f.txt"), NULL);
+    const char *head = "# stereo\n# x y u v w flags peak_ratio residual\n";
+    ck_assert_msg (strncmp (text, head, strlen (head)) == 0, "%.200s", text);
+    free (text);
+    char err[256];
+    piv_field_t *back = piv_field_read_txt (tu_path (dir, "f.txt"), err, sizeof err);
+    ck_assert_msg (back != NULL, "%s", err);
+    ck_assert (back->w != NULL && back->residual != NULL);
+    for (int k = 0; k < n; k++) {
+        ck_assert (fabsf (back->u[k] - f->u[k]) < 1e-4f && fabsf (back->w[k] - f->w[k]) < 1e-4f);
+        ck_assert (fabsf (back->residual[k] - f->residual[k]) < 1e-3f);
+        ck_assert (fabsf (back->peak_ratio[k] - f->peak_ratio[k]) < 1e-3f);
+        ck_assert_int_eq (back->flags[k], f->flags[k]);
+    }
+    piv_field_destroy (&back);
+    // pivfarm-piv --cameras' file: no peak_ratio, a units note after the names.
+    out = fopen (tu_path (dir, "g.txt"), "w");
+    fprintf (out, "# x y u v w flags residual (x, y: mm; u, v, w: mm/frame; residual: px)\n");
+    fprintf (out, "-1 2 0.5 0.25 -0.125 0 0.03\n1 2 0.5 0.25 0.375 1 0.04\n");
+    fclose (out);
+    back = piv_field_read_txt (tu_path (dir, "g.txt"), err, sizeof err);
+    ck_assert_msg (back != NULL, "%s", err);
+    ck_assert (back->nx == 2 && back->ny == 1 && back->w);
+    ck_assert (back->w[0] == -0.125f && back->w[1] == 0.375f && back->flags[1] == 1);
+    ck_assert (back->residual[1] == 0.04f && back->peak_ratio[1] == 1);
+    piv_field_destroy (&back);
+    out = fopen (tu_path (dir, "f.dat"), "w");
+    ck_assert (piv_field_write (f, out, PIV_FORMAT_TECPLOT, NULL) == 0);
+    fclose (out);
+    text = tu_slurp (tu_path (dir, "f.dat"), NULL);
+    ck_assert (strstr (text, "VARIABLES = \"x\", \"y\", \"u\", \"v\", \"w\", \"flags\", "
+                             "\"peak_ratio\", \"residual\"\n"));
+    free (text);
+    piv_calib_t c;
+    ck_assert_int_eq (piv_calib_parse ("scale=0.02mm/px dt=2ms", &c, err, sizeof err), 0);
+    piv_field_t *si = piv_calib_field (&c, f);
+    for (int k = 0; k < n; k++) {
+        ck_assert (fabs (si->w[k] - f->w[k] * 0.01) < 1e-7); // +z: y up leaves it
+        ck_assert (fabs (si->v[k] + f->v[k] * 0.01) < 1e-7);
+        ck_assert (si->residual[k] == f->residual[k]);       // image px
+    }
+    piv_field_destroy (&si);
+    piv_field_destroy (&f);
     tu_rmtree (dir);
 }
 END_TEST
@@ -2186,6 +2252,7 @@ s_suite (void)
     tcase_add_test (api, frames_of_different_or_too_small_sizes_are_refused);
     tcase_add_test (api, fftw_wisdom_is_saved_and_loaded);
     tcase_add_test (api, a_field_survives_the_text_format);
+    tcase_add_test (api, a_stereo_field_survives_the_text_format_with_its_w);
     tcase_add_test (api, the_task_settings_text_reads_back_and_bad_text_is_refused);
     tcase_add_test (api, the_configuration_keys_follow_the_engines_rules);
     tcase_add_test (api, a_mask_in_the_task_settings_reads_back_and_a_bad_path_is_refused);

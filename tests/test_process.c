@@ -10,6 +10,7 @@
 #include "piv/flow.h"
 #include "piv/image.h"
 #include "piv/piv.h"
+#include "piv/stereo.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -268,6 +269,96 @@ START_TEST (a_background_of_the_runs_frames_takes_away_fixed_dust)
 }
 END_TEST
 
+
+// A stereo set's TASK (issue 26): four frames and the rig's text. The
+// agent's field is the library's reconstruction on the rig's grid, to the
+// bit, with w; a set without a rig, or with a frame of another size,
+// fails naming why.
+START_TEST (a_stereo_task_is_its_four_frames_reconstruction_and_fails_naming_why)
+{
+    char dir[4096], prefix[4200], out[8192], err[1024] = "";
+    snprintf (dir, sizeof dir, "%s", tu_tmpdir ());
+    snprintf (prefix, sizeof prefix, "%s/s", dir);
+    const char *synth[] = {"--stereo", "--size", "256x256", "-f", "uniform:0.3,-0.2,0.2",
+                           "-o",       prefix,   NULL};
+    ck_assert_msg (tu_run_bin ("pivfarm-synth", synth, out, sizeof out, 120) == 0, "%s", out);
+    char cal[4300];
+    snprintf (cal, sizeof cal, "%s.cal", prefix);
+    piv_cameras_t *rig = piv_cameras_load (cal, err, sizeof err);
+    ck_assert_msg (rig != NULL, "%s", err);
+    piv_stereo_grid_t grid;
+    ck_assert_msg (piv_stereo_default_grid (piv_cameras_get (rig, 0), piv_cameras_get (rig, 1),
+                                            256, 256, &grid, err, sizeof err)
+                       == 0,
+                   "%s", err);
+    ck_assert_int_eq (piv_cameras_set_grid (rig, &grid), 0);
+    char *text = piv_cameras_format (rig);
+    ck_assert_ptr_nonnull (text);
+    char paths[4][4200];
+    for (int k = 0; k < 4; k++)
+        snprintf (paths[k], sizeof paths[k], "%s/cam%d/s_%c.tif", dir, 1 + k / 2,
+                  k % 2 ? 'b' : 'a');
+    const char *settings = "passes=32,16 overlap=50 iterations=1";
+    process_t *p = s_processor (dir);
+    proto_msg_t task = {.command = PROTO_TASK, .pair = 7, .attempt = 1, .experiment = "E",
+                        .path_a = paths[0], .path_b = paths[1], .path_c = paths[2],
+                        .path_d = paths[3], .cameras = text, .settings = (char *) settings,
+                        .output = "E/s.txt"},
+                result;
+    ck_assert_msg (process_task (p, &task, &result, err, sizeof err) == 0, "%s", err);
+    piv_field_t *field = piv_field_decode (result.blob, result.blob_size, err, sizeof err);
+    ck_assert_msg (field && field->w && field->residual, "%s", err);
+    proto_msg_release (&result);
+    // The library's, as pivfarm-piv --cameras makes it.
+    piv_image_t *fr[4] = {NULL};
+    for (int c = 0; c < 2; c++)
+        ck_assert_msg (piv_image_load_pair (paths[2 * c], paths[2 * c + 1], 0, &fr[2 * c],
+                                            &fr[2 * c + 1], err, sizeof err)
+                           == 0,
+                       "%s", err);
+    piv_settings_t s;
+    ck_assert (piv_settings_parse (settings, &s, err, sizeof err) == 0);
+    piv_stereo_t *st = piv_stereo_new (rig, &s, 256, 256, NULL, err, sizeof err);
+    ck_assert_msg (st != NULL, "%s", err);
+    piv_field3_t *f3 = piv_stereo_process (st, fr[0], fr[1], fr[2], fr[3], err, sizeof err);
+    ck_assert_msg (f3 != NULL, "%s", err);
+    piv_field_t *ref = piv_stereo_field (f3, piv_stereo_grid (st), piv_stereo_planar (st, 0));
+    ck_assert (ref != NULL);
+    long n = (long) ref->nx * ref->ny;
+    ck_assert (s_same (field, ref) && memcmp (field->w, ref->w, n * sizeof *ref->w) == 0);
+    // Its result file: the 3-C field in mm, camera 2's frames named.
+    char path[4200];
+    snprintf (path, sizeof path, "%s/results/E/s.txt", dir);
+    char *file = tu_slurp (path, NULL);
+    ck_assert_msg (file && strstr (file, "frame_c ") && strstr (file, "frame_d ")
+                       && strstr (file, " w "),
+                   "%s", file ? file : "(no file)");
+    free (file);
+    // No rig: fails saying how to attach one.
+    task.cameras = NULL;
+    ck_assert_int_eq (process_task (p, &task, &result, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "pivctl calibrate E --cameras FILE"), "%s", err);
+    // Camera 2's frames of another size: fails naming both frames.
+    char other[4200];
+    snprintf (other, sizeof other, "%s", tu_data ("B005_1.tif"));
+    task.cameras = text;
+    task.path_c = other, task.path_d = other;
+    ck_assert_int_eq (process_task (p, &task, &result, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, paths[0]) && strstr (err, "B005_1.tif") && strstr (err, "one size"),
+                   "%s", err);
+    for (int k = 0; k < 4; k++)
+        piv_image_destroy (&fr[k]);
+    piv_field3_destroy (&f3);
+    piv_stereo_destroy (&st);
+    piv_field_destroy (&ref);
+    piv_field_destroy (&field);
+    piv_cameras_destroy (&rig);
+    free (text);
+    process_destroy (&p);
+    tu_rmtree (dir);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -278,6 +369,7 @@ main (void)
     tcase_add_test (tc,
                     a_background_beyond_an_agent_threads_memory_is_refused_naming_the_experiment);
     tcase_add_test (tc, a_background_of_the_runs_frames_takes_away_fixed_dust);
+    tcase_add_test (tc, a_stereo_task_is_its_four_frames_reconstruction_and_fails_naming_why);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

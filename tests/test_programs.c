@@ -199,8 +199,10 @@ s_field_parse (const char *text, s_field_t *f)
         }
         while (*p == ' ' || *p == '\t' || *p == '\r')
             p++;
-        ck_assert_msg (ncol == 6 && *p == '\0',
-                       "line %d is not 'x y u v flags peak_ratio': \"%s\"", lineno, buf);
+        // 8 with each vector's uncertainty (sigma_u sigma_v: the default).
+        ck_assert_msg ((ncol == 6 || ncol == 8) && *p == '\0',
+                       "line %d is not 'x y u v flags peak_ratio [sigma_u sigma_v]': \"%s\"",
+                       lineno, buf);
         int k = f->count++;
         f->x[k] = col[0];
         f->y[k] = col[1];

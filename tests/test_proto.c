@@ -32,7 +32,7 @@ s_frames_of (char command)
     case PROTO_HELLO: return 6;
     case PROTO_READY: return 3;
     case PROTO_HEARTBEAT: return 3;
-    case PROTO_TASK: return 9;
+    case PROTO_TASK: return 12;
     case PROTO_RESULT: return 14;
     case PROTO_FAILED: return 5;
     case PROTO_RECORDED: return 4;
@@ -111,6 +111,9 @@ s_fill (proto_msg_t *msg, char command)
         msg->path_b = s_strdup ("/data/run7/img_0001_b.tif");
         msg->settings = s_strdup ("passes=64,32,16 overlap=50");
         msg->output = s_strdup ("run7/img_0001.txt");  // relative to the results root
+        msg->path_c = s_strdup ("/data/run7/cam2/img_0001_a.tif");  // a stereo set
+        msg->path_d = s_strdup ("/data/run7/cam2/img_0001_b.tif");
+        msg->cameras = s_strdup ("pivfarm-cameras 1\nunits mm\n");
         break;
     case PROTO_RESULT: {
         msg->pair = 123456789012;
@@ -168,6 +171,9 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     s_assert_same_text (a->text, b->text, "text");
     s_assert_same_text (a->path_a, b->path_a, "path_a");
     s_assert_same_text (a->path_b, b->path_b, "path_b");
+    s_assert_same_text (a->path_c, b->path_c, "path_c");
+    s_assert_same_text (a->path_d, b->path_d, "path_d");
+    s_assert_same_text (a->cameras, b->cameras, "cameras");
     s_assert_same_text (a->settings, b->settings, "settings");
     s_assert_same_text (a->output, b->output, "output");
     ck_assert_msg ((a->seqs == NULL) == (b->seqs == NULL), "seqs: one is NULL");
@@ -387,6 +393,42 @@ START_TEST (lays_out_each_command_as_the_protocol_document_says)
     ck_assert (zframe_streq (s_frame_at (zmsg, 10), "127"));
     ck_assert_uint_eq (zframe_size (s_frame_at (zmsg, 13)), 32 + 127 * 63 * 13);
     zmsg_destroy (&zmsg);
+}
+END_TEST
+
+// Issue 26: a stereo set's TASK carries camera 2's frames and the rig's
+// calibration text; frames C and D come together, with B, and a rig only
+// with them.
+START_TEST (a_stereo_task_carries_four_frames_and_its_rig_and_half_a_set_is_refused)
+{
+    proto_msg_t msg = {.command = PROTO_TASK, .pair = 9, .attempt = 1, .experiment = "E",
+                       .path_a = "/d/E/cam1/s_a.tif", .path_b = "/d/E/cam1/s_b.tif",
+                       .path_c = "/d/E/cam2/s_a.tif", .path_d = "/d/E/cam2/s_b.tif",
+                       .cameras = "pivfarm-cameras 1\nunits mm\n", .output = "E/s.txt"};
+    zmsg_t *zmsg = proto_encode (&msg);
+    ck_assert_ptr_nonnull (zmsg);
+    ck_assert_int_eq ((int) zmsg_size (zmsg), 12);
+    proto_msg_t copy;
+    char err[256] = "";
+    ck_assert_msg (proto_decode (&zmsg, &copy, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq (copy.path_c, msg.path_c);
+    ck_assert_str_eq (copy.path_d, msg.path_d);
+    ck_assert_str_eq (copy.cameras, msg.cameras);
+    proto_msg_release (&copy);
+    msg.cameras = NULL;  // not calibrated yet: the agent says so
+    zmsg = proto_encode (&msg);
+    ck_assert_ptr_nonnull (zmsg);
+    zmsg_destroy (&zmsg);
+    proto_msg_t half = msg;
+    half.path_d = NULL;
+    ck_assert_ptr_null (proto_encode (&half));
+    half = msg;
+    half.path_c = half.path_d = NULL;
+    half.cameras = "pivfarm-cameras 1\n";
+    ck_assert_ptr_null (proto_encode (&half));
+    half = msg;
+    half.path_b = NULL;
+    ck_assert_ptr_null (proto_encode (&half));
 }
 END_TEST
 
@@ -998,7 +1040,7 @@ START_TEST (refuses_a_result_with_absurd_figures_or_a_field_that_does_not_add_up
                             "header");
     unsigned char blob[64] = "XXXX";
     s_assert_frame_refused (PROTO_RESULT, 13, blob, sizeof blob,
-                            "bad message: frame 13 'field' has magic 'XXXX', expected 'PVF1' or 'PVF3'");
+                            "bad message: frame 13 'field' has magic 'XXXX', expected 'PVF1', 'PVF3', 'PVS1' or 'PVS3'");
     // A header claiming more vectors than the bytes hold (and an
     // overflowing product): refused from the header alone.
     memcpy (blob, "PVF1\xff\xff\xff\xff\xff\xff\xff\xff", 12);
@@ -1734,7 +1776,7 @@ START_TEST (a_corrupted_field_is_refused_with_the_reason)
 
     buf[3] = '2';
     ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
-    ck_assert_str_eq (err, "bad field: magic 'PVF2', expected 'PVF1' or 'PVF3'");
+    ck_assert_str_eq (err, "bad field: magic 'PVF2', expected 'PVF1', 'PVF3', 'PVS1' or 'PVS3'");
     buf[3] = '1';
 
     buf[32 + 20 * 12 + 7] = 3;  // flags of vector 7
@@ -1785,6 +1827,7 @@ s_suite (void)
     tcase_add_test (tc, round_trips_multibyte_text_and_text_of_exactly_the_limit);
     tcase_add_test (tc, lays_out_each_command_as_the_protocol_document_says);
     tcase_add_test (tc, sends_absent_text_as_an_empty_frame_and_an_absent_blob_as_an_empty_one);
+    tcase_add_test (tc, a_stereo_task_carries_four_frames_and_its_rig_and_half_a_set_is_refused);
     tcase_add_test (tc, refuses_to_encode_what_a_peer_would_refuse);
     tcase_add_test (tc, names_every_command_and_calls_an_unknown_byte_a_question_mark);
     tcase_add_test (tc, release_frees_everything_and_leaves_an_empty_message);

@@ -433,15 +433,15 @@ START_TEST (refuses_a_database_from_a_newer_schema)
     size_t len;
     char *data = s_slurp_db (&len);
     // meta is a WITHOUT ROWID table of text: its row is the key and the
-    // value side by side. A later pivfarm would have written 7.
-    char *row = memmem (data, len, "schema_version6", 15);
+    // value side by side. A later pivfarm would have written 8.
+    char *row = memmem (data, len, "schema_version7", 15);
     ck_assert_ptr_nonnull (row);
-    row[14] = '7';
+    row[14] = '8';
     tu_spit (s_db (), data, len);
 
     char err[512] = "";
     ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
-    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 7, newer"), "%s", err);
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 8, newer"), "%s", err);
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "newer"), "%s", err);
     size_t after_len;
@@ -1847,7 +1847,7 @@ START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
     ck_assert_msg (strstr (err, "schema version 1, older"), "%s", err);
 
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
     ck_assert_ptr_null (strstr (s_sql_text ("SELECT sql FROM sqlite_master WHERE name = 'events'"),
                                 "AUTOINCREMENT"));
     store_experiment_t experiment;
@@ -1973,7 +1973,7 @@ START_TEST (a_version_2_database_is_upgraded_to_3_and_records_allocations_and_ar
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 2, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
     // The old files are at their source, with no checksum yet.
     s_stored_t stored = {0};
     ck_assert_int_eq (store_files_stored (store, 1, s_stored_fn, &stored), 2);
@@ -2788,7 +2788,7 @@ START_TEST (a_version_3_database_is_upgraded_to_4_and_counts_lost_agents)
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 3, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
     ck_assert_str_eq (s_sql_text ("SELECT lost FROM pairs WHERE id = 1"), "0");
     // The pair out before the upgrade is lost once: counted, still pending.
     int failed = 1;
@@ -2909,7 +2909,7 @@ START_TEST (a_version_4_database_is_upgraded_to_5_with_its_results_not_counted)
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 4, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
     // The result of before the upgrade is one to count, with its field.
     s_uncounted_t *u = s_uncounted (store, 1);
     ck_assert_int_eq (u->n, 1);
@@ -2930,6 +2930,60 @@ START_TEST (a_version_4_database_is_upgraded_to_5_with_its_results_not_counted)
     ck_assert_int_eq (rows->n, 1);
     ck_assert_str_eq (rows->state[0], "S1");
     store_destroy (&reader);
+}
+END_TEST
+
+
+// Issue 26: schema 7 gives a pair camera 2's frames (a stereo set of
+// four); a version 6 database's pairs stay pairs of two.
+START_TEST (a_version_6_database_is_upgraded_to_7_and_keeps_stereo_sets_of_four_frames)
+{
+    s_sql (t_schema_1);
+    s_sql (t_schema_1_to_2);
+    s_sql (t_schema_2_to_3);
+    s_sql (t_schema_3_to_4);
+    s_sql ("CREATE TABLE uncounted (pair INTEGER PRIMARY KEY);"
+           "CREATE TABLE stats (experiment INTEGER NOT NULL REFERENCES experiments (id),"
+           " set_key TEXT NOT NULL, settings TEXT NOT NULL, calibration TEXT NOT NULL,"
+           " fields INTEGER NOT NULL, first_pair INTEGER NOT NULL, last_pair INTEGER NOT NULL,"
+           " state BLOB NOT NULL, updated_ns INTEGER NOT NULL, PRIMARY KEY (experiment, set_key));"
+           "ALTER TABLE results ADD COLUMN settings TEXT;"
+           "INSERT INTO meta (key, value) VALUES ('schema_version', '6');"
+           "INSERT INTO experiments (id, name, created_ns) VALUES (1, 'run1', 100);"
+           "INSERT INTO files (id, experiment, name, size, mtime_ns, seen_ns, paired) VALUES"
+           " (1, 1, 'f_a.tif', 11, 300, 310, 1), (2, 1, 'f_b.tif', 12, 400, 410, 1);"
+           "INSERT INTO pairs (id, experiment, stem, file_a, file_b, state, attempts,"
+           " created_ns) VALUES (1, 1, 'f', 1, 2, 0, 0, 420);"
+           "PRAGMA application_id = 1346983494;");
+    store_t *store = s_open ();
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+    char *c = NULL, *d = NULL;
+    ck_assert_int_eq (store_pair_more (store, 1, &c, &d), 0);
+    ck_assert (c == NULL && d == NULL);
+    int64_t files[4];
+    const char *names[4] = {"cam1/s_a.tif", "cam1/s_b.tif", "cam2/s_a.tif", "cam2/s_b.tif"};
+    int version, is_new;
+    for (int k = 0; k < 4; k++)
+        files[k] = store_file_add (store, 1, names[k], 10, 500 + k, 510 + k, &version);
+    int64_t set = store_pair_add_set (store, 1, "s", files, 520, &is_new);
+    ck_assert (set > 1 && is_new);
+    s_commit (store);
+    store_destroy (&store);
+    // After a restart the set is listed with its four frames: A, B as a
+    // pair's, C, D from store_pair_more.
+    store = s_open ();
+    s_pairs_t *pairs = calloc (1, sizeof *pairs);
+    ck_assert_int_eq (store_pairs_in_state (store, STORE_PENDING, s_pairs_fn, pairs), 2);
+    ck_assert_str_eq (pairs->a[1], "cam1/s_a.tif");
+    ck_assert_str_eq (pairs->b[1], "cam1/s_b.tif");
+    free (pairs);
+    ck_assert_int_eq (store_pair_more (store, set, &c, &d), 1);
+    ck_assert_str_eq (c, "cam2/s_a.tif");
+    ck_assert_str_eq (d, "cam2/s_b.tif");
+    free (c), free (d);
+    // Every frame of the set counts as paired: none is offered again.
+    ck_assert_str_eq (s_sql_text ("SELECT count(*) FROM files WHERE paired = 1"), "6");
+    store_destroy (&store);
 }
 END_TEST
 
@@ -3084,6 +3138,7 @@ s_suite (void)
     tcase_add_test (run, a_reader_lists_while_a_writer_adds_rows);
     tcase_add_test (run, a_second_writer_is_refused_naming_the_first_and_readers_are_not);
     tcase_add_test (run, a_version_4_database_is_upgraded_to_5_with_its_results_not_counted);
+    tcase_add_test (run, a_version_6_database_is_upgraded_to_7_and_keeps_stereo_sets_of_four_frames);
     tcase_add_test (run, a_checkpoint_marks_what_it_counts_and_a_crash_loses_both_or_neither);
     suite_add_tcase (suite, run);
     return suite;

@@ -159,6 +159,24 @@ START_TEST (the_calibration_text_gives_the_values_as_typed)
 }
 END_TEST
 
+// Issue 26: a stereo grid's calibration (piv_stereo_grid_calib) may put
+// the origin outside the frames, at negative pixels: its recorded text reads
+// back to the same bits; an origin an operator types stays in the image.
+START_TEST (a_recorded_origin_outside_the_frames_reads_back_and_a_typed_one_is_refused)
+{
+    piv_calib_t c, back;
+    piv_calib_init (&c);
+    c.set = 1, c.scale = 1.25e-4, c.dt = 1e-3, c.origin_x = -12.75, c.origin_y = -0.5;
+    char text[256], err[256] = "";
+    ck_assert (piv_calib_format (&c, text, sizeof text) > 0);
+    ck_assert_msg (piv_calib_parse (text, &back, err, sizeof err) == 0, "%s: %s", text, err);
+    ck_assert (back.origin_x == c.origin_x && back.origin_y == c.origin_y);
+    piv_calib_init (&back);
+    ck_assert_int_eq (piv_calib_set (&back, "origin", "-12.75,-0.5", err, sizeof err), -1);
+    ck_assert_msg (strstr (err, ">= 0") != NULL, "%s", err);
+}
+END_TEST
+
 // The canonical text reads back to the same bits; the whole-text parser is
 // all or nothing.
 START_TEST (the_calibration_text_reads_back_exactly)
@@ -1109,6 +1127,153 @@ START_TEST (vtk_files_are_read_back_by_vtk)
 }
 END_TEST
 
+// A random stereo field: s_random_field's with w around 3 - 0.2 i, made to
+// correlate with u (and so with v), and a residual.
+static piv_field_t *
+s_random_stereo_field (int nx, int ny, uint64_t *seed)
+{
+    piv_field_t *f = s_random_field (nx, ny, seed);
+    ck_assert_int_eq (piv_field_add_w (f), 0);
+    for (int k = 0; k < nx * ny; k++) {
+        f->w[k] = (float) (3 - 0.2 * (k % nx) + 0.4 * (f->u[k] - 100 - k % nx)
+                           + 0.2 * s_gauss (seed));
+        f->residual[k] = (float) (0.1 * s_uniform (seed));
+    }
+    return f;
+}
+
+// A stereo series: mean w, w_rms, mean(u'w'), mean(v'w') as a direct
+// two-pass computation gives them; a planar field does not fit it; its
+// state (version 3) comes back to the same bytes; the text, Tecplot and
+// VTK files carry the w figures after the planar ones, converted as u
+// (v'w' with v's sign); a field's VTK velocity has w as its third
+// component and the residual as a scalar.
+START_TEST (a_stereo_series_has_the_statistics_of_w)
+{
+    enum { NX = 4, NY = 3, N = NX * NY, FIELDS = 200 };
+    uint64_t seed = 11;
+    piv_field_t *fields[FIELDS];
+    piv_stats_t *st = NULL;
+    for (int f = 0; f < FIELDS; f++) {
+        fields[f] = s_random_stereo_field (NX, NY, &seed);
+        if (!st)
+            st = piv_stats_new (fields[0]);
+        ck_assert_int_eq (piv_stats_add (st, fields[f], NULL), 0);
+    }
+    ck_assert (piv_stats_has_w (st));
+    for (int k = 1; k < N; k++) {
+        double su = 0, sv = 0, sw = 0, n = 0;
+        for (int f = 0; f < FIELDS; f++)
+            if (fields[f]->flags[k] <= PIV_FLAG_REPLACED)
+                su += fields[f]->u[k], sv += fields[f]->v[k], sw += fields[f]->w[k], n++;
+        double mu = su / n, mv = sv / n, mw = sw / n, qww = 0, quw = 0, qvw = 0;
+        for (int f = 0; f < FIELDS; f++)
+            if (fields[f]->flags[k] <= PIV_FLAG_REPLACED) {
+                double du = fields[f]->u[k] - mu, dv = fields[f]->v[k] - mv,
+                       dw = fields[f]->w[k] - mw;
+                qww += dw * dw, quw += du * dw, qvw += dv * dw;
+            }
+        piv_stats_point_t pt;
+        ck_assert_int_eq (piv_stats_point (st, k, &pt), 0);
+        ck_assert (pt.has_w);
+        S_CLOSE (pt.w_mean, mw, fabs (mw));
+        S_CLOSE (pt.w_rms, sqrt (qww / n), sqrt (qww / n));
+        S_CLOSE (pt.uw_mean, quw / n, sqrt (qww / n));
+        S_CLOSE (pt.vw_mean, qvw / n, sqrt (qww / n));
+        ck_assert_msg (quw > 0 && qvw > 0, "the w made correlates"); // not a vacuous 0
+    }
+    piv_stats_point_t none;
+    piv_stats_point (st, 0, &none); // point 0: never a sample
+    ck_assert (none.has_w && isnan (none.w_mean) && isnan (none.vw_mean));
+    // A planar field on the same grid is another series; and the reverse.
+    piv_field_t *planar = s_random_field (NX, NY, &seed);
+    ck_assert (!piv_stats_fits (st, planar));
+    piv_stats_t *flat = piv_stats_new (planar);
+    ck_assert (!piv_stats_has_w (flat) && !piv_stats_fits (flat, fields[0]));
+    piv_stats_point (flat, 5, &none);
+    ck_assert (!none.has_w && isnan (none.w_mean));
+    piv_stats_destroy (&flat);
+    piv_field_destroy (&planar);
+    // The state: version 3, 4 more sums a point, back to the same bytes.
+    unsigned char *b1, *b2;
+    size_t n1, n2;
+    char err[256];
+    ck_assert_int_eq (piv_stats_encode (st, &b1, &n1), 0);
+    ck_assert_int_eq (b1[4], 3);
+    ck_assert_uint_eq (n1, 56 + (104 + 32) * N);
+    piv_stats_t *back = piv_stats_decode (b1, n1, err, sizeof err);
+    ck_assert_msg (back != NULL, "%s", err);
+    ck_assert (piv_stats_has_w (back));
+    ck_assert_int_eq (piv_stats_encode (back, &b2, &n2), 0);
+    ck_assert (n1 == n2 && memcmp (b1, b2, n1) == 0);
+    free (b1);
+    free (b2);
+    piv_stats_destroy (&back);
+    // The files, in m/s with y up.
+    piv_calib_t c;
+    ck_assert_int_eq (piv_calib_parse ("scale=0.02mm/px dt=2ms", &c, err, sizeof err), 0);
+    char *text = s_written (st, PIV_FORMAT_TXT, &c, NULL);
+    ck_assert (strstr (text, "# units: w_mean w_rms m/s, uw_mean vw_mean m^2/s^2"));
+    const char *names = "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced "
+                        "w_mean w_rms uw_mean vw_mean\n";
+    const char *row = strstr (text, names);
+    ck_assert_msg (row != NULL, "%.300s", text);
+    row += strlen (names);
+    for (int k = 0; k < N; k++) {
+        double col[14];
+        char nan_word[8];
+        piv_stats_point_t pt;
+        piv_stats_point (st, k, &pt);
+        const char *eol = strchr (row, '\n');
+        if (k == 0) {
+            ck_assert (sscanf (row, "%lf %lf %7s", &col[0], &col[1], nan_word) == 3);
+            row = eol + 1;
+            continue;
+        }
+        for (int i = 0; i < 14; i++)
+            col[i] = strtod (row, (char **) &row);
+        ck_assert (row == eol);
+        row = eol + 1;
+        S_CLOSE (col[10], pt.w_mean * 0.01, 1e2 * fabs (col[10]));
+        S_CLOSE (col[11], pt.w_rms * 0.01, 1e2 * col[11]);
+        S_CLOSE (col[12], pt.uw_mean * 1e-4, 1e2 * fabs (col[12]));
+        S_CLOSE (col[13], -pt.vw_mean * 1e-4, 1e2 * fabs (col[13])); // v up, w not flipped
+    }
+    free (text);
+    text = s_written (st, PIV_FORMAT_TECPLOT, NULL, NULL);
+    ck_assert (strstr (text, "\"n_valid\", \"n_replaced\", \"w_mean\", \"w_rms\", \"uw_mean\", "
+                             "\"vw_mean\"\n"));
+    free (text);
+    const char *path = tu_path (tu_tmpdir (), "stereo.vtk");
+    FILE *out = fopen (path, "w");
+    ck_assert_int_eq (piv_stats_write (st, out, PIV_FORMAT_VTK, &c, "run9"), 0);
+    fclose (out);
+    char *got = s_vtk_read (path);
+    for (int k = 1; k < N; k++) {
+        piv_stats_point_t pt;
+        piv_stats_point (st, k, &pt);
+        ck_assert (fabs (s_vtk_value (got, "velocity_mean", k, 2) - pt.w_mean * 0.01) < 1e-6);
+        ck_assert (fabs (s_vtk_value (got, "w_rms", k, 0) - pt.w_rms * 0.01) < 1e-7);
+        ck_assert (fabs (s_vtk_value (got, "vw_mean", k, 0) + pt.vw_mean * 1e-4) < 1e-9);
+    }
+    free (got);
+    piv_field_t *f = fields[FIELDS - 1];
+    out = fopen (path, "w");
+    ck_assert_int_eq (piv_field_write_vtk (f, out, &c, "stereo pair"), 0);
+    fclose (out);
+    got = s_vtk_read (path);
+    for (int k = 0; k < N; k++) {
+        double w = s_vtk_value (got, "velocity", k, 2);
+        ck_assert (f->flags[k] == PIV_FLAG_INVALID ? isnan (w) : fabs (w - f->w[k] * 0.01) < 1e-7);
+        ck_assert (fabs (s_vtk_value (got, "residual", k, 0) - f->residual[k]) < 1e-7);
+    }
+    free (got);
+    for (int i = 0; i < FIELDS; i++)
+        piv_field_destroy (&fields[i]);
+    piv_stats_destroy (&st);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1117,6 +1282,7 @@ s_suite (void)
     tcase_add_test (calib, every_accepted_calibration_form_means_its_value);
     tcase_add_test (calib, bad_calibration_values_are_refused_naming_the_key);
     tcase_add_test (calib, the_calibration_text_reads_back_exactly);
+    tcase_add_test (calib, a_recorded_origin_outside_the_frames_reads_back_and_a_typed_one_is_refused);
     tcase_add_test (calib, the_calibration_text_gives_the_values_as_typed);
     tcase_add_test (calib, the_calibration_keys_of_the_configuration_follow_the_rules);
     tcase_add_test (calib, conversions_follow_the_scale_and_the_direction_of_y);
@@ -1136,6 +1302,7 @@ s_suite (void)
     tcase_add_test (stats, the_statistics_state_is_restored_exactly);
     tcase_add_test (stats, the_statistics_text_states_its_units_and_columns);
     tcase_add_test (stats, vtk_files_are_read_back_by_vtk);
+    tcase_add_test (stats, a_stereo_series_has_the_statistics_of_w);
     suite_add_tcase (suite, stats);
     return suite;
 }

@@ -3,6 +3,7 @@
 #include "tests/testutil.h"
 #include "store/store.h"
 #include "common/jdoc.h"
+#include "piv/derived.h"
 
 #include <check.h>
 #include <ctype.h>
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -676,4 +678,86 @@ tu_farm_ask_v (tu_farm_t *farm, const char *first, va_list ap)
     jdoc_t *doc = json ? jdoc_parse (json, err, sizeof err) : NULL;
     ck_assert_msg (doc != NULL, "pivctl %s: not JSON: %s", first, out);
     return doc;
+}
+
+int
+tu_proto_expect (zsock_t *sock, int agent, char command, uint64_t pair, proto_msg_t *out,
+                 int timeout_ms)
+{
+    zpoller_t *poller = zpoller_new (sock, NULL);
+    int found = 0;
+    for (int waited = 0; !found && waited < timeout_ms; waited += 100) {
+        if (agent) {
+            proto_msg_t beat = {.command = PROTO_HEARTBEAT};
+            proto_send (&beat, NULL, sock);
+        }
+        if (!zpoller_wait (poller, 100))
+            continue;
+        proto_msg_t msg;
+        char err[256];
+        if (proto_recv (sock, NULL, &msg, err, sizeof err) != 0)
+            continue;
+        for (size_t i = 0; i < proto_count (&msg) && !found; i++) {
+            proto_msg_t *one = proto_at (&msg, i);
+            if (one->command == command && (!pair || one->pair == pair)) {
+                *out = *one;
+                memset (one, 0, sizeof *one);
+                found = 1;
+            }
+        }
+        proto_msg_release (&msg);
+    }
+    zpoller_destroy (&poller);
+    return found;
+}
+
+uint64_t
+tu_farm_agent_result (tu_farm_t *farm, const char *id, const piv_field_t *field, int timeout_ms)
+{
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/work", farm->dir);
+    zsock_t *sock = zsock_new_dealer (endpoint);
+    ck_assert_ptr_nonnull (sock);
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = (char *) id, .text = "testhost",
+                         .count = 1, .settings = "noop"};
+    ck_assert_int_eq (proto_send (&hello, NULL, sock), 0);
+    proto_msg_t ready = {.command = PROTO_READY, .count = 1};
+    ck_assert_int_eq (proto_send (&ready, NULL, sock), 0);
+    proto_msg_t task, recorded;
+    uint64_t pair = 0;
+    if (tu_proto_expect (sock, 1, PROTO_TASK, 0, &task, timeout_ms)) {
+        // The figures an agent sends with its field (agents/process.c).
+        piv_field_stats_t st;
+        piv_field_stats (field, PIV_FLAG_VALID, &st);
+        size_t n = (size_t) field->nx * field->ny;
+        float *vorticity = malloc (n * sizeof *vorticity);
+        ck_assert_ptr_nonnull (vorticity);
+        double sum = 0;
+        int finite = 0;
+        piv_field_derive (field, &(piv_derived_t){.vorticity = vorticity});
+        for (size_t k = 0; k < n; k++)
+            if (field->flags[k] == PIV_FLAG_VALID && isfinite (vorticity[k]))
+                sum += vorticity[k], finite++;
+        free (vorticity);
+        proto_msg_t result = {.command = PROTO_RESULT, .pair = task.pair,
+                              .attempt = task.attempt, .time_ns = 1000000,
+                              .output = task.output};
+        result.figures[PROTO_FIG_MEAN_U] = st.count ? st.mean_u : 0;
+        result.figures[PROTO_FIG_MEAN_V] = st.count ? st.mean_v : 0;
+        result.figures[PROTO_FIG_MEAN_SPEED] = st.count ? st.mean_speed : 0;
+        result.figures[PROTO_FIG_VALID_FRACTION] = st.valid_fraction;
+        result.figures[PROTO_FIG_NX] = field->nx;
+        result.figures[PROTO_FIG_NY] = field->ny;
+        result.figures[PROTO_FIG_VORTICITY] = finite ? sum / finite : 0;
+        ck_assert_int_eq (piv_field_encode (field, &result.blob, &result.blob_size), 0);
+        ck_assert_int_eq (proto_send (&result, NULL, sock), 0);
+        free (result.blob);
+        if (tu_proto_expect (sock, 1, PROTO_RECORDED, task.pair, &recorded, timeout_ms)) {
+            pair = task.pair;
+            proto_msg_release (&recorded);
+        }
+        proto_msg_release (&task);
+    }
+    zsock_destroy (&sock);
+    return pair;
 }

@@ -5,7 +5,11 @@
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
 
+#include "common/proto.h"
+#include "piv/field.h"
+
 #include <check.h>
+#include <czmq.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,6 +139,22 @@ long tu_peak_rss_kb (int pid);
 // Makes this process's peak its current resident memory (clear_refs 5):
 // 0, or -1 where the kernel cannot.
 int tu_peak_rss_reset (void);
+
+// Waits up to timeout_ms for a message 'command' on a DEALER (alone or in a
+// BATCH; of 'pair' unless 0); fills out (the caller releases it). As an
+// 'agent' (on the work socket) it heartbeats meanwhile. 1 if it came.
+int tu_proto_expect (zsock_t *sock, int agent, char command, uint64_t pair, proto_msg_t *out,
+                     int timeout_ms);
+
+// An agent of the farm spoken for over the protocol, to record a field no
+// processor makes yet (a stereo field with w): a DEALER on the work socket
+// says HELLO as 'id' (capabilities "noop") and READY 1, waits for a TASK
+// (heartbeating; a pair of the farm's files must land meanwhile), answers
+// RESULT with 'field' encoded (piv_field_encode: PVF3 when it has w) and
+// its figures, and waits for the broker's RECORDED. The pair's id, or 0 if
+// no TASK or no RECORDED came within timeout_ms (the caller fails).
+uint64_t tu_farm_agent_result (tu_farm_t *farm, const char *id, const piv_field_t *field,
+                               int timeout_ms);
 
 // Runs a suite (CK_NORMAL output) and frees it: the exit status of a
 // suite program, 0 when every test passed, 1 otherwise.

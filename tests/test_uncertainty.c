@@ -1,0 +1,300 @@
+// test_uncertainty.c — each vector's uncertainty (issue 27): what the
+// engine's sigma_u, sigma_v say about noisy and clean synthetic pairs, the
+// columns pivfarm-piv writes, and the field's codec with them.
+
+#include "piv/field.h"
+#include "piv/flow.h"
+#include "piv/piv.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIZE 384
+#define MARGIN 48.0  // px: the first pass's windows reach out of the frame there
+
+// A uniform shift of SIZE^2 with the given noise, seeding 0.05 particles/px
+// of 2.5 px, processed with passes 64,32,16 and 'method', smoothing off
+// (sigma is the uncertainty of the correlation's vectors). The truth in
+// *flow.
+static piv_field_t *
+s_field (double noise, piv_uncertainty_t method, piv_flow_t *flow)
+{
+    char err[256] = "";
+    piv_synth_t synth;
+    piv_synth_init (&synth);
+    synth.width = synth.height = SIZE;
+    synth.noise = noise;
+    synth.density = 0.05;
+    synth.diameter = 2.5;
+    synth.seed = 27;
+    piv_image_t *a = NULL, *b = NULL;
+    ck_assert_msg (piv_flow_parse (flow, "uniform:3.3,-1.7", SIZE, SIZE, err, sizeof err) == 0,
+                   "%s", err);
+    ck_assert_msg (piv_synth_pair (&synth, flow, &a, &b, err, sizeof err) == 0, "%s", err);
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    ck_assert_msg (piv_settings_parse ("passes=64,32,16 smooth=off", &settings, err, sizeof err)
+                       == 0,
+                   "%s", err);
+    settings.uncertainty = method;
+    piv_t *piv = piv_new (&settings, err, sizeof err);
+    ck_assert_msg (piv != NULL, "%s", err);
+    piv_field_t *field = piv_process (piv, a, b, err, sizeof err);
+    ck_assert_msg (field != NULL, "%s", err);
+    piv_destroy (&piv);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    return field;
+}
+
+static int
+s_cmp_float (const void *a, const void *b)
+{
+    float x = *(const float *) a, y = *(const float *) b;
+    return (x > y) - (x < y);
+}
+
+// Over the valid vectors inside the margin that have a sigma (at least 98
+// % of them): the median of sigma_u and sigma_v together, and RMS sigma
+// over RMS actual error.
+static void
+s_measure (const piv_field_t *f, const piv_flow_t *flow, double *median, double *ratio)
+{
+    long n = (long) f->nx * f->ny, count = 0, valid = 0;
+    float *s = malloc (2 * (size_t) n * sizeof *s);
+    ck_assert_ptr_nonnull (s);
+    double s2 = 0, e2 = 0;
+    for (long k = 0; k < n; k++) {
+        if (f->flags[k] != PIV_FLAG_VALID || f->x[k] < MARGIN || f->y[k] < MARGIN
+            || f->x[k] > SIZE - 1 - MARGIN || f->y[k] > SIZE - 1 - MARGIN)
+            continue;
+        valid++;
+        if (!isfinite (f->sigma_u[k]) || !isfinite (f->sigma_v[k]))
+            continue;  // no peak at its lag: the vector came from its neighbours
+        ck_assert_msg (f->sigma_u[k] >= 0 && f->sigma_v[k] >= 0 && f->sigma_u[k] <= 1
+                           && f->sigma_v[k] <= 1,
+                       "valid vector %ld has sigma %g, %g", k, f->sigma_u[k], f->sigma_v[k]);
+        double u, v;
+        piv_flow_eval (flow, f->x[k], f->y[k], &u, &v);
+        s[count++] = f->sigma_u[k];
+        s[count++] = f->sigma_v[k];
+        s2 += (double) f->sigma_u[k] * f->sigma_u[k] + (double) f->sigma_v[k] * f->sigma_v[k];
+        e2 += (f->u[k] - u) * (f->u[k] - u) + (f->v[k] - v) * (f->v[k] - v);
+    }
+    ck_assert_int_gt (count, 100);
+    ck_assert_msg (count >= 2 * 0.98 * valid, "%ld of %ld valid vectors have a sigma", count / 2,
+                   valid);
+    qsort (s, (size_t) count, sizeof *s, s_cmp_float);
+    *median = s[count / 2];
+    *ratio = e2 > 0 ? sqrt (s2 / e2) : INFINITY;
+    free (s);
+}
+
+// s_measure of s_field's CS field at 'noise'.
+static void
+s_cs (double noise, double *median, double *ratio)
+{
+    piv_flow_t flow;
+    piv_field_t *f = s_field (noise, PIV_UNCERTAINTY_CS, &flow);
+    s_measure (f, &flow, median, ratio);
+    piv_field_destroy (&f);
+}
+
+START_TEST (a_field_has_no_sigma_unless_the_settings_ask_for_it)
+{
+    piv_flow_t flow;
+    piv_field_t *f = s_field (0.05, PIV_UNCERTAINTY_OFF, &flow);
+    ck_assert_ptr_null (f->sigma_u);
+    ck_assert_ptr_null (f->sigma_v);
+    piv_field_destroy (&f);
+}
+END_TEST
+
+START_TEST (sigma_grows_with_the_images_noise)
+{
+    static const piv_uncertainty_t methods[] = {PIV_UNCERTAINTY_CS, PIV_UNCERTAINTY_MC};
+    static const double noise[] = {0.02, 0.10, 0.20};
+    for (int m = 0; m < 2; m++) {
+        double prev = 0;
+        for (int i = 0; i < 3; i++) {
+            piv_flow_t flow;
+            piv_field_t *f = s_field (noise[i], methods[m], &flow);
+            double median, ratio;
+            s_measure (f, &flow, &median, &ratio);
+            ck_assert_msg (median > prev * 1.2,
+                           "%s: median sigma %.4f px at %g %% noise, %.4f px at less",
+                           piv_uncertainty_name (methods[m]), median, 100 * noise[i], prev);
+            prev = median;
+            piv_field_destroy (&f);
+        }
+    }
+}
+END_TEST
+
+START_TEST (sigma_on_a_noise_free_uniform_shift_is_a_few_hundredths_of_a_pixel)
+{
+    double median, ratio;
+    s_cs (0, &median, &ratio);
+    ck_assert_msg (median < 0.03, "median sigma %.4f px on a clean shift", median);
+}
+END_TEST
+
+START_TEST (sigma_on_a_noisy_pair_says_the_actual_error_within_a_factor_of_two)
+{
+    double median, ratio;
+    s_cs (0.10, &median, &ratio);
+    ck_assert_msg (ratio > 0.5 && ratio < 2, "RMS sigma / RMS error %.3f (median sigma %.4f px)",
+                   ratio, median);
+}
+END_TEST
+
+START_TEST (the_uncertainty_key_reads_back_and_a_bad_method_is_refused)
+{
+    piv_settings_t s;
+    piv_settings_init (&s);
+    char err[256] = "", text[1024];
+    ck_assert_msg (piv_settings_parse ("uncertainty=mc", &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (s.uncertainty, PIV_UNCERTAINTY_MC);
+    piv_settings_format (&s, text, sizeof text);
+    ck_assert_msg (strstr (text, "uncertainty=mc") != NULL, "formatted: '%s'", text);
+    ck_assert_int_eq (piv_settings_parse ("uncertainty=ie", &s, err, sizeof err), -1);
+    ck_assert_str_eq (err, "bad settings: uncertainty 'ie': expected off, cs or mc");
+}
+END_TEST
+
+START_TEST (pivfarm_piv_writes_sigma_u_and_sigma_v_as_its_last_named_columns)
+{
+    const char *dir = tu_tmpdir ();
+    char out[8192];
+    const char *synth_args[] = {"-s", "256x256", "-n", "0.05", "-o", tu_path (dir, "p"), NULL};
+    ck_assert_int_eq (tu_run_bin ("pivfarm-synth", synth_args, out, sizeof out, 60), 0);
+    char a[4096], b[4096], txt[4096];
+    snprintf (a, sizeof a, "%s", tu_path (dir, "p_a.tif"));
+    snprintf (b, sizeof b, "%s", tu_path (dir, "p_b.tif"));
+    snprintf (txt, sizeof txt, "%s", tu_path (dir, "f.txt"));
+    const char *args[] = {"--uncertainty", "cs", "-p", "32,16", a, b, "-o", txt, NULL};
+    ck_assert_msg (tu_run_bin ("pivfarm-piv", args, out, sizeof out, 60) == 0, "%s", out);
+    char *text = tu_slurp (txt, NULL);
+    ck_assert_ptr_nonnull (text);
+    ck_assert_msg (strstr (text, "\n# x y u v flags peak_ratio sigma_u sigma_v\n") != NULL,
+                   "no column line naming sigma_u sigma_v");
+    // Every vector's row has the two columns more, sigma 0 .. 1 px where valid
+    // (NaN for a few).
+    long rows = 0, unknown = 0;
+    for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n")) {
+        if (line[0] == '#')
+            continue;
+        float x, y, u, v, peak, su, sv;
+        int flags, used = 0;
+        ck_assert_msg (sscanf (line, "%f %f %f %f %d %f %f %f%n", &x, &y, &u, &v, &flags, &peak,
+                               &su, &sv, &used) == 8 && line[used] == '\0',
+                       "row '%s' is not 8 columns", line);
+        if (flags == PIV_FLAG_VALID && isnan (su) && isnan (sv))
+            unknown++;  // no peak at its lag: the vector came from its neighbours
+        else
+            ck_assert_msg (flags != PIV_FLAG_VALID || (su >= 0 && sv >= 0 && su <= 1 && sv <= 1),
+                           "row '%s'", line);
+        rows++;
+    }
+    ck_assert_int_gt (rows, 100);
+    ck_assert_msg (unknown <= rows / 50, "%ld of %ld valid rows without a sigma", unknown, rows);
+    free (text);
+    const char *bad[] = {"--uncertainty", "best", a, b, NULL};
+    ck_assert_int_eq (tu_run_bin ("pivfarm-piv", bad, out, sizeof out, 60), 2);
+    ck_assert_msg (strstr (out, "uncertainty 'best': expected off, cs or mc") != NULL, "%s", out);
+    tu_rmtree (dir);
+}
+END_TEST
+
+START_TEST (the_codec_carries_sigma_to_the_bit_and_old_fields_decode_without_it)
+{
+    for (int three = 0; three < 2; three++) {
+        piv_field_t *f = piv_field_new (5, 4);
+        ck_assert_ptr_nonnull (f);
+        ck_assert_int_eq (piv_field_add_sigma (f), 0);
+        if (three)
+            ck_assert_int_eq (piv_field_add_w (f), 0);
+        f->window = 16;
+        f->step = 8;
+        for (int k = 0; k < 20; k++) {
+            f->x[k] = 7.5f + 8 * (k % 5);
+            f->y[k] = 7.5f + 8 * (k / 5);
+            f->u[k] = 0.1f * k;
+            f->v[k] = -0.3f * k;
+            f->peak_ratio[k] = 1.5f;
+            f->sigma_u[k] = 0.01f * (k + 1);
+            f->sigma_v[k] = k == 7 ? NAN : 0.02f * (k + 1);
+            f->flags[k] = k == 7 ? PIV_FLAG_INVALID : PIV_FLAG_VALID;
+            if (three)
+                f->w[k] = 0.5f * k;
+        }
+        unsigned char *buf = NULL;
+        size_t size = 0;
+        ck_assert_int_eq (piv_field_encode (f, &buf, &size), 0);
+        ck_assert_int_eq (size, 32 + 20 * (three ? 29 : 21));
+        ck_assert_int_eq (memcmp (buf, three ? "PVS3" : "PVS1", 4), 0);
+        char err[256] = "";
+        piv_field_t *g = piv_field_decode (buf, size, err, sizeof err);
+        ck_assert_msg (g != NULL, "%s", err);
+        ck_assert_ptr_nonnull (g->sigma_u);
+        ck_assert_int_eq (g->w != NULL, three);
+        ck_assert_int_eq (memcmp (g->sigma_u, f->sigma_u, 20 * sizeof (float)), 0);
+        ck_assert_int_eq (memcmp (g->sigma_v, f->sigma_v, 20 * sizeof (float)), 0);
+        ck_assert_int_eq (memcmp (g->u, f->u, 20 * sizeof (float)), 0);
+        piv_field_t *copy = piv_field_dup (g);
+        ck_assert_int_eq (memcmp (copy->sigma_v, f->sigma_v, 20 * sizeof (float)), 0);
+        piv_field_destroy (&copy);
+        piv_field_destroy (&g);
+        free (buf);
+        // Without sigma: the layouts of before, decoded without it.
+        free (f->sigma_u);
+        free (f->sigma_v);
+        f->sigma_u = f->sigma_v = NULL;
+        ck_assert_int_eq (piv_field_encode (f, &buf, &size), 0);
+        ck_assert_int_eq (memcmp (buf, three ? "PVF3" : "PVF1", 4), 0);
+        ck_assert_int_eq (size, 32 + 20 * (three ? 21 : 13));
+        g = piv_field_decode (buf, size, err, sizeof err);
+        ck_assert_msg (g != NULL, "%s", err);
+        ck_assert_ptr_null (g->sigma_u);
+        // A sigma magic on a blob of the old size is refused.
+        memcpy (buf, three ? "PVS3" : "PVS1", 4);
+        ck_assert_ptr_null (piv_field_decode (buf, size, err, sizeof err));
+        ck_assert_msg (strstr (err, "vectors need") != NULL, "%s", err);
+        piv_field_destroy (&g);
+        free (buf);
+        piv_field_destroy (&f);
+    }
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("uncertainty");
+    TCase *engine = tcase_create ("engine");
+    tcase_set_timeout (engine, 120);
+    tcase_add_test (engine, a_field_has_no_sigma_unless_the_settings_ask_for_it);
+    tcase_add_test (engine, sigma_grows_with_the_images_noise);
+    tcase_add_test (engine, sigma_on_a_noise_free_uniform_shift_is_a_few_hundredths_of_a_pixel);
+    tcase_add_test (engine, sigma_on_a_noisy_pair_says_the_actual_error_within_a_factor_of_two);
+    tcase_add_test (engine, the_uncertainty_key_reads_back_and_a_bad_method_is_refused);
+    suite_add_tcase (suite, engine);
+    TCase *files = tcase_create ("files");
+    tcase_set_timeout (files, 120);
+    tcase_add_test (files, pivfarm_piv_writes_sigma_u_and_sigma_v_as_its_last_named_columns);
+    tcase_add_test (files, the_codec_carries_sigma_to_the_bit_and_old_fields_decode_without_it);
+    suite_add_tcase (suite, files);
+    return suite;
+}
+
+int
+main (void)
+{
+    // Plans made once for the forked tests (FFTW_PATIENT: a second without wisdom).
+    piv_wisdom_load (piv_wisdom_default_path ());
+    return tu_run_suite (s_suite ());
+}
