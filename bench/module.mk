@@ -9,8 +9,11 @@ build/bench/bench_farm: $(BENCH_FARM_OBJS)
 # bench_piv's section 9 (bench/piv_cost.c) runs the agent's processor;
 # section 10 (bench/piv_resolution.c) measures resolution on synthetic flows.
 build/bench/bench_piv: build/bench/piv_cost.o build/bench/piv_resolution.o build/bench/piv_uncertainty.o $(AGENT_LIB) $(COMMON_LIB) $(PIV_LIB)
+# The archives as one group: the agent's (bench_piv) needs libpiv's stereo,
+# which comes before it in $^.
 build/bench/bench_%: build/bench/bench_%.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALL_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group \
+	    $(ALL_LIBS)
 
 BENCHES += build/bench/bench_piv build/bench/bench_farm
 # bench_stereo: stereo's cost, accuracy and case E (issue 26); it reads case
