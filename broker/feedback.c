@@ -66,7 +66,7 @@ s_set_roi (feedback_settings_t *s, const char *value, char *err, size_t errlen)
     static const char want[] = "want x0,y0,x1,y1 (finite numbers, px, or with a length unit "
                                "after the last or after each: " PIV_CALIB_LENGTH_UNITS ") or all";
     double roi[4], unit[4];
-    char copy[256], why[320];
+    char copy[256], why[480];
     if (strlen (value) >= sizeof copy) {
         snprintf (why, sizeof why, "%zu bytes, over the %zu a roi may have", strlen (value),
                   sizeof copy - 1);
@@ -83,8 +83,7 @@ s_set_roi (feedback_settings_t *s, const char *value, char *err, size_t errlen)
         if (count == 4)
             return s_bad_value ("roi", value, want, err, errlen);
         if (piv_calib_length (field, &roi[count], &unit[count], bad, sizeof bad) != 0) {
-            // An unknown unit is named; a bad number gets the forms.
-            snprintf (why, sizeof why, "%s", strstr (bad, "unit") ? bad : want);
+            snprintf (why, sizeof why, "%s; %s", bad, want);
             return s_bad_value ("roi", value, why, err, errlen);
         }
         count++;
