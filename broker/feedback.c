@@ -53,15 +53,20 @@ s_bad_value (const char *key, const char *value, const char *why, char *err, siz
     return -1;
 }
 
+// "0,-5,20,15mm" or "0mm,-5mm,20mm,15mm" (metres, physical) or "0,-5,20,15"
+// (px): the units piv_calib_length knows, the calibration's own table.
 static int
 s_set_roi (feedback_settings_t *s, const char *value, char *err, size_t errlen)
 {
     if (strcmp (value, "all") == 0) {
         s->roi_set = 0;
+        s->roi_physical = 0;
         return 0;
     }
-    double roi[4];
-    char copy[256], why[64];
+    static const char want[] = "want x0,y0,x1,y1 (finite numbers, px, or with a length unit "
+                               "after the last or after each: " PIV_CALIB_LENGTH_UNITS ") or all";
+    double roi[4], unit[4];
+    char copy[256], why[480];
     if (strlen (value) >= sizeof copy) {
         snprintf (why, sizeof why, "%zu bytes, over the %zu a roi may have", strlen (value),
                   sizeof copy - 1);
@@ -74,18 +79,35 @@ s_set_roi (feedback_settings_t *s, const char *value, char *err, size_t errlen)
         char *comma = strchr (field, ',');
         if (comma)
             *comma = '\0';
-        if (count == 4 || s_parse_number (field, &roi[count]) != 0 || !isfinite (roi[count]))
-            return s_bad_value ("roi", value, "want x0,y0,x1,y1 (finite numbers) or all", err,
-                                errlen);
+        char bad[160];
+        if (count == 4)
+            return s_bad_value ("roi", value, want, err, errlen);
+        if (piv_calib_length (field, &roi[count], &unit[count], bad, sizeof bad) != 0) {
+            snprintf (why, sizeof why, "%s; %s", bad, want);
+            return s_bad_value ("roi", value, why, err, errlen);
+        }
         count++;
         if (!comma)
             break;
         field = comma + 1;
     }
     if (count != 4)
-        return s_bad_value ("roi", value, "want x0,y0,x1,y1 (finite numbers) or all", err,
-                            errlen);
+        return s_bad_value ("roi", value, want, err, errlen);
+    // One unit after the last number applies to all four; else each has
+    // its own, or none has.
+    int with = (unit[0] > 0) + (unit[1] > 0) + (unit[2] > 0) + (unit[3] > 0);
+    if (with == 1 && unit[3] > 0)
+        unit[0] = unit[1] = unit[2] = unit[3];
+    else if (with != 0 && with != 4)
+        return s_bad_value ("roi", value,
+                            "a unit on some numbers and not on others: put one after the "
+                            "last or one after each",
+                            err, errlen);
+    for (int i = 0; i < 4; i++)
+        if (with)
+            roi[i] *= unit[i];
     s->roi_set = 1;
+    s->roi_physical = with > 0;
     memcpy (s->roi, roi, sizeof roi);
     return 0;
 }
@@ -256,6 +278,7 @@ s_set_roi_quantity (json_t **o, const feedback_settings_t *s)
     for (int i = 0; s->roi_set && i < 4; i++)
         jout_append (&roi, jout_number (s->roi[i]));
     jout_set (o, "roi", roi);
+    jout_set (o, "roi_units", s->roi_set ? jout_string (s->roi_physical ? "m" : "px") : json_null ());
     jout_set (o, "quantity", jout_string (feedback_quantity_name (s->quantity)));
 }
 
@@ -265,7 +288,9 @@ feedback_settings_format (const feedback_settings_t *s, char *buf, size_t size)
     s_out_t out = {buf, size, 0};
     s_put (&out, "enabled=%s roi=", s->enabled ? "on" : "off");
     if (s->roi_set)
-        s_put (&out, "%.17g,%.17g,%.17g,%.17g", s->roi[0], s->roi[1], s->roi[2], s->roi[3]);
+        // A physical ROI in metres: one unit after the last applies to all.
+        s_put (&out, "%.17g,%.17g,%.17g,%.17g%s", s->roi[0], s->roi[1], s->roi[2], s->roi[3],
+               s->roi_physical ? "m" : "");
     else
         s_put (&out, "all");
     // %.17g writes the infinities as inf and -inf, which strtod reads.
@@ -383,11 +408,17 @@ feedback_message_replayed (const char *payload, const char *as, char *buf, size_
 // Figures
 
 static int
-s_in_roi (const piv_field_t *field, const feedback_settings_t *s, size_t k)
+s_in_roi (const piv_field_t *field, const feedback_settings_t *s, const piv_calib_t *calib,
+          size_t k)
 {
     if (!s->roi_set)
         return 1;
     double x = field->x[k], y = field->y[k];
+    if (s->roi_physical) {
+        if (!calib || !calib->set)
+            return 0;
+        piv_calib_position (calib, field->x[k], field->y[k], &x, &y);
+    }
     return x >= s->roi[0] && x <= s->roi[2] && y >= s->roi[1] && y <= s->roi[3];
 }
 
@@ -398,9 +429,10 @@ s_in_roi (const piv_field_t *field, const feedback_settings_t *s, size_t k)
 // derivatives see.
 void
 feedback_figures (const piv_field_t *field, const float *vorticity, const feedback_settings_t *s,
-                  feedback_figures_t *out)
+                  const piv_calib_t *calib, feedback_figures_t *out)
 {
     memset (out, 0, sizeof *out);
+    out->roi_uncalibrated = s->roi_set && s->roi_physical && !(calib && calib->set);
     double su = 0, sv = 0, sspeed = 0, svort = 0, sw = 0, sabsw = 0;
     const float *w = field ? field->w : NULL;
     int nvort = 0;
@@ -408,7 +440,7 @@ feedback_figures (const piv_field_t *field, const float *vorticity, const feedba
     for (int j = 0; j < ny; j++)
         for (int i = 0; i < nx; i++) {
             size_t k = (size_t) j * (size_t) nx + (size_t) i;
-            if (!s_in_roi (field, s, k))
+            if (!s_in_roi (field, s, calib, k))
                 continue;
             out->total++;
             if (field->flags[k] != PIV_FLAG_VALID)

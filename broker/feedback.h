@@ -17,7 +17,9 @@
 typedef struct {
     int enabled;                   // controller on (default 0)
     int roi_set;                   // 0: the whole field (default)
-    double roi[4];                 // x0, y0, x1, y1, px: inclusive box over vector positions
+    double roi[4];                 // x0, y0, x1, y1: inclusive box over vector positions
+    int roi_physical;              // 1: roi in metres, physical positions (piv_calib_position
+                                   // through the result's calibration); 0: image px
     feedback_quantity_t quantity;  // default FEEDBACK_MEAN_U
     double setpoint;               // default 0
     double kp, ki;                 // gains, default 0; either sign (reverse acting)
@@ -34,7 +36,9 @@ typedef struct {
 
 void feedback_settings_init (feedback_settings_t *s);
 
-// Applies one "key=value": roi=x0,y0,x1,y1 | roi=all,
+// Applies one "key=value": roi=x0,y0,x1,y1 | roi=all (numbers alone: image
+// px; with a length unit of piv_calib_length, one after the last number
+// for all four or one after each: metres, physical),
 // quantity=NAME (a name of common/feedback_quantity.h), setpoint,
 // kp, ki, out_min, out_max (finite numbers; out_min may be -inf, out_max
 // inf), and enabled=on|off (written by feedback_settings_format so that the
@@ -61,9 +65,9 @@ int feedback_settings_check (const feedback_settings_t *s, char *err, size_t err
 // (NUL-terminated); the length, or -1 if size is too small.
 int feedback_settings_format (const feedback_settings_t *s, char *buf, size_t size);
 
-// F of doc/control.md as a whole JSON object {enabled, roi, quantity,
-// setpoint, kp, ki, out_min, out_max, output, integral}: roi null for the
-// whole field, infinite limits null, output and integral null while pi is
+// F of doc/control.md as a whole JSON object {enabled, roi, roi_units,
+// quantity, setpoint, kp, ki, out_min, out_max, output, integral}: roi null
+// for the whole field (roi_units then null, else "px" or "m"), infinite limits null, output and integral null while pi is
 // NULL or not started. The length, or -1 if size is too small.
 int feedback_settings_json (const feedback_settings_t *s, const feedback_pi_t *pi, char *buf,
                             size_t size);
@@ -85,12 +89,16 @@ typedef struct {
     int has_w;              // the field has w (stereo); else mean_w, mean_abs_w NaN
     double mean_w;          // mean w (along +z), px per frame pair (m/s once calibrated)
     double mean_abs_w;      // mean |w|, likewise
+    int roi_uncalibrated;   // a physical ROI and no calibration: no vector selected
 } feedback_figures_t;
 
 // 'vorticity' is piv_field_derive's array for the field (NULL: none, the
-// vorticity NaN): one stencil for the farm.
+// vorticity NaN): one stencil for the farm. 'calib' is the calibration in
+// force for the field (NULL: none), through which a physical ROI selects
+// its vectors; without one a physical ROI selects none.
 void feedback_figures (const piv_field_t *field, const float *vorticity,
-                       const feedback_settings_t *s, feedback_figures_t *out);
+                       const feedback_settings_t *s, const piv_calib_t *calib,
+                       feedback_figures_t *out);
 // The figures in the units of calibration 'c' (piv_calib_velocity for
 // mean_u, mean_v and mean_speed, piv_calib_speed for mean_w and
 // mean_abs_w: y up leaves w alone, piv_calib_vorticity): m/s and 1/s once

@@ -140,6 +140,7 @@ typedef struct {
     feedback_settings_t settings; // its own
     feedback_pi_t pi;             // its controller's state
     int told_planar;              // logged once: its quantity needs w, a field had none
+    int told_uncalibrated;        // logged once: its roi is physical, a field had no calibration
 } exp_feedback_t;
 
 // Its calibration (stats.c).

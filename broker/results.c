@@ -173,7 +173,7 @@ s_feedback (results_t *self, task_t *task, const piv_field_t *field, const float
     const feedback_settings_t *fs = exp->feedback.own ? &exp->feedback.settings : &self->feedback;
     const piv_calib_t *calib = self->stats ? stats_calib (self->stats, exp, NULL) : NULL;
     feedback_figures_t figures;
-    feedback_figures (field, vorticity, fs, &figures);
+    feedback_figures (field, vorticity, fs, calib, &figures);
     feedback_figures_calibrate (&figures, calib);
     double value = feedback_value (&figures, fs->quantity);
     // A stereo quantity (mean_w) of a planar field is no value: the
@@ -184,6 +184,14 @@ s_feedback (results_t *self, task_t *task, const piv_field_t *field, const float
         log_warning ("feedback of '%s': quantity '%s' needs the out-of-plane velocity w, and "
                      "pair '%s' is planar (no w): no value, the controller holds",
                      exp->name, q->name, task->stem ? task->stem : "?");
+    }
+    // Likewise a physical ROI (mm) where no calibration says where a vector
+    // lies.
+    if (figures.roi_uncalibrated && !exp->feedback.told_uncalibrated) {
+        exp->feedback.told_uncalibrated = 1;
+        log_warning ("feedback of '%s': its roi is in metres and pair '%s' has no calibration "
+                     "(pivctl calibrate %s ...): no value, the controller holds",
+                     exp->name, task->stem ? task->stem : "?", exp->name);
     }
     double output =
         fs->enabled ? feedback_pi_step (&exp->feedback.pi, fs, value, task->closed_ns) : NAN;

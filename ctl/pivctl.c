@@ -81,7 +81,7 @@ s_usage (FILE *out)
     // The feedback keys, the quantities from their table.
     char quantities[256], keys[512], rules[128];
     snprintf (keys, sizeof keys,
-              "roi=x0,y0,x1,y1|all quantity=%s setpoint= kp= ki= out_min= out_max=",
+              "roi=x0,y0,x1,y1[mm]|all quantity=%s setpoint= kp= ki= out_min= out_max=",
               util_join (feedback_quantity_choice, "|", "|", quantities, sizeof quantities));
     fprintf (
         out,

@@ -57,12 +57,23 @@ s_print_feedback (jdoc_t *doc, ctl_args_t *args)
     const char *f = "$.feedback";
     printf ("feedback of %s: %s\n", ctl_scope (doc),
             jdoc_bool (doc, 0, "%s.enabled", f) ? "on" : "off");
-    if (jdoc_length (doc, "%s.roi", f) == 4)
-        printf ("  roi        x %s .. %s, y %s .. %s px\n",
-                ctl_num (jdoc_number (doc, NAN, "%s.roi[0]", f), "%g"),
-                ctl_num (jdoc_number (doc, NAN, "%s.roi[2]", f), "%g"),
-                ctl_num (jdoc_number (doc, NAN, "%s.roi[1]", f), "%g"),
-                ctl_num (jdoc_number (doc, NAN, "%s.roi[3]", f), "%g"));
+    if (jdoc_length (doc, "%s.roi", f) == 4) {
+        // A physical ROI (metres) in the unit people read, as the
+        // calibration's describe chooses it: "x 0 .. 20, y -5 .. 15 mm".
+        const char *units = jdoc_string (doc, "%s.roi_units", f);
+        double roi[4], largest = 0, size = 1;
+        for (int i = 0; i < 4; i++) {
+            roi[i] = jdoc_number (doc, NAN, "%s.roi[%d]", f, i);
+            largest = fmax (largest, fabs (roi[i]));
+        }
+        const char *unit = "px";
+        if (units && strcmp (units, "m") == 0)
+            unit = piv_calib_length_unit (largest, &size);
+        char num[4][64];
+        for (int i = 0; i < 4; i++)
+            snprintf (num[i], sizeof num[i], "%s", ctl_num (roi[i] / size, "%g"));
+        printf ("  roi        x %s .. %s, y %s .. %s %s\n", num[0], num[2], num[1], num[3], unit);
+    }
     else
         printf ("  roi        the whole field\n");
     const char *quantity = jdoc_string (doc, "%s.quantity", f);

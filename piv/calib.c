@@ -10,7 +10,8 @@
 #include <string.h>
 
 // What each key accepts, in the words of every refusal.
-#define S_SCALE_FORMS "a positive length per pixel such as 0.05 mm/px or 20 px/mm (units um, mm, m)"
+#define S_SCALE_FORMS                                                                              \
+    "a positive length per pixel such as 0.05 mm/px or 20 px/mm (units " PIV_CALIB_LENGTH_UNITS ")"
 #define S_DT_FORMS                                                                                 \
     "a positive time between frames such as 1 ms, 500 us or 0.002 s (units s, ms, us, ns)"
 #define S_ORIGIN_FORMS "X,Y in image pixels (column, row), each >= 0, such as 0,0"
@@ -98,6 +99,38 @@ s_parse_scale (const char *text, double *scale)
         return -1;
     *scale = size;
     return 0;
+}
+
+int
+piv_calib_length (const char *text, double *number, double *unit, char *err, size_t errlen)
+{
+    double x;
+    const char *rest;
+    if (s_number (text, &x, &rest) != 0) {
+        snprintf (err, errlen, "'%s' is not a number", text);
+        return -1;
+    }
+    size_t len = s_trimmed (rest);
+    double size = len ? s_unit (s_lengths, rest, len) : 0;
+    if (len && !(size > 0)) {
+        snprintf (err, errlen, "unknown length unit '%.*s': expected " PIV_CALIB_LENGTH_UNITS,
+                  (int) len, rest);
+        return -1;
+    }
+    *number = x;
+    *unit = size;
+    return 0;
+}
+
+const char *
+piv_calib_length_unit (double largest, double *size)
+{
+    // The scale's thresholds (s_scale_text), for a length as for a length
+    // per pixel.
+    const s_unit_t *u = largest >= 1 ? &s_lengths[4] : largest >= 1e-5 ? &s_lengths[3]
+                                                                          : &s_lengths[1];
+    *size = u->size;
+    return u->name;
 }
 
 // "1 ms" into seconds. 0 or -1.

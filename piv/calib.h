@@ -38,6 +38,23 @@ void piv_calib_init (piv_calib_t *c);
 int piv_calib_set (piv_calib_t *c, const char *key, const char *value, char *err,
                    size_t errlen);
 
+// The length units a length, a scale and an ROI take (doc/units.md), as
+// every refusal names them.
+#define PIV_CALIB_LENGTH_UNITS "um, mm, m"
+
+// One length as typed: a finite decimal number, optionally followed (after
+// blanks) by a length unit of piv_calib_set's scale ("5mm", "-5 mm", "50
+// µm", "0.02m"): *number the number, *unit the unit's size in metres, 0
+// when no unit follows (the caller decides what a bare number means). 0,
+// or -1 with err saying why ("unknown length unit 'in': expected um, mm or
+// m", "'x' is not a number").
+int piv_calib_length (const char *text, double *number, double *unit, char *err, size_t errlen);
+
+// The unit a person reads lengths of magnitude up to 'largest' (metres)
+// in, as piv_calib_describe chooses it for a scale: "m" from 1 m, "mm"
+// down to 0.01 mm, then "µm"; *size its size in metres.
+const char *piv_calib_length_unit (double largest, double *size);
+
 // Parses the whole text "scale=0.05mm/px dt=1ms origin=0,0 y_axis=up" (any
 // order; keys left out keep their defaults; "" or "none": not calibrated).
 // Values hold no spaces in this form (piv_calib_set's own forms accept

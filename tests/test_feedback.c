@@ -76,7 +76,7 @@ s_figures (const piv_field_t *field, const feedback_settings_t *s, feedback_figu
     float *w = malloc ((size_t) field->nx * field->ny * sizeof *w);
     ck_assert_ptr_nonnull (w);
     piv_field_derive (field, &(piv_derived_t){.vorticity = w});
-    feedback_figures (field, w, s, f);
+    feedback_figures (field, w, s, NULL, f);
     free (w);
 }
 
@@ -235,7 +235,7 @@ START_TEST (settings_json_has_every_member_of_f_with_nulls_for_what_does_not_exi
     char json[1024];
     int len = feedback_settings_json (&s, NULL, json, sizeof json);
     ck_assert_int_eq (len, (int) strlen (json));
-    ck_assert_str_eq (json, "{\"enabled\":false,\"roi\":null,\"quantity\":\"mean_u\","
+    ck_assert_str_eq (json, "{\"enabled\":false,\"roi\":null,\"roi_units\":null,\"quantity\":\"mean_u\","
                             "\"setpoint\":1.5,\"kp\":0.25,\"ki\":2,\"out_min\":null,"
                             "\"out_max\":3,\"output\":null,\"integral\":null}");
     feedback_pi_t pi;
@@ -248,7 +248,7 @@ START_TEST (settings_json_has_every_member_of_f_with_nulls_for_what_does_not_exi
     feedback_pi_step (&pi, &s, 0.5, 0);  // e = 1: output 0.25
     feedback_settings_json (&s, &pi, json, sizeof json);
     s_contains (json, "\"enabled\":true,");
-    s_contains (json, "\"roi\":[0,8,64.5,128],");
+    s_contains (json, "\"roi\":[0,8,64.5,128],\"roi_units\":\"px\",");
     s_contains (json, "\"output\":0.25,\"integral\":0}");
     ck_assert_int_eq (feedback_settings_json (&s, &pi, json, 40), -1);
 }
@@ -285,7 +285,7 @@ START_TEST (the_stream_message_has_every_member_escaped_and_nulls)
     s_contains (json, "\"computed_ns\":1700000000020000000,");
     s_contains (json, "\"published_ns\":1700000000021500000,");
     s_contains (json, "\"latency_ms\":21.5,");
-    s_contains (json, "\"roi\":[0,0,100,50],");
+    s_contains (json, "\"roi\":[0,0,100,50],\"roi_units\":\"px\",");
     s_contains (json, "\"n\":3,");
     s_contains (json, "\"mean_u\":0.333333333,");
     s_contains (json, "\"mean_v\":-0.25,");
@@ -302,7 +302,7 @@ START_TEST (the_stream_message_has_every_member_escaped_and_nulls)
     s.roi_set = 0;
     s.quantity = FEEDBACK_VORTICITY;
     feedback_message_json (&m, json, sizeof json);
-    s_contains (json, "\"roi\":null,");
+    s_contains (json, "\"roi\":null,\"roi_units\":null,");
     s_contains (json, "\"value\":null,");
     s_contains (json, "\"enabled\":true,");
     s_contains (json, "\"output\":4}");
@@ -693,6 +693,88 @@ START_TEST (an_unknown_quantity_is_refused_naming_every_quantity_of_the_table)
 }
 END_TEST
 
+// A ROI with a length unit is physical, kept in metres: one unit after the
+// last number for all four, or one on each; an unknown unit is named.
+START_TEST (a_roi_with_a_length_unit_is_physical_in_metres)
+{
+    feedback_settings_t s = s_settings ("roi=0,-5,20,15mm");
+    ck_assert (s.roi_set && s.roi_physical);
+    ck_assert (s.roi[0] == 0 && s.roi[1] == -5 * 1e-3 && s.roi[2] == 20 * 1e-3
+               && s.roi[3] == 15 * 1e-3);
+    feedback_settings_t each = s_settings ("roi=0mm,-5mm,20mm,15mm");
+    ck_assert (memcmp (each.roi, s.roi, sizeof s.roi) == 0 && each.roi_physical);
+    each = s_settings ("roi=0um,-5000µm,0.02m,15mm");
+    ck_assert (each.roi_physical && each.roi[1] == -5000 * 1e-6 && each.roi[2] == 0.02);
+    s = s_settings ("roi=1,2,3,4");
+    ck_assert (s.roi_set && !s.roi_physical);
+    s_refused ("roi=1,2,3,4in", "'roi'", "unknown length unit 'in'");
+    s_refused ("roi=1,2,3,4in", "um, mm, m", "'1,2,3,4in'");
+    s_refused ("roi=1mm,2,3,4mm", "'roi'", "after the last or one after each");
+    s_refused ("roi=1,2,3mm,4", "'roi'", "after the last or one after each");
+    s_refused ("roi=1,2,3,xmm", "'roi'", "x0,y0,x1,y1");
+    s_refused ("roi=3,2,1,4mm", "roi", "x0 <= x1");
+    // Back to px, and the formatted text keeps the unit (the broker's
+    // record, read at its restart) to the last bit.
+    char text[512], err[256];
+    s = s_settings ("roi=0.1,-5.3,20,15.7mm kp=1");
+    ck_assert (feedback_settings_format (&s, text, sizeof text) > 0);
+    feedback_settings_t back = s_settings ("roi=all");
+    char *argv[16], *save;
+    int argc = 0;
+    for (char *t = strtok_r (text, " ", &save); t && argc < 16; t = strtok_r (NULL, " ", &save))
+        argv[argc++] = t;
+    ck_assert_msg (feedback_settings_apply (&back, argc, argv, err, sizeof err) == 0, "%s", err);
+    ck_assert (back.roi_physical && memcmp (back.roi, s.roi, sizeof s.roi) == 0);
+    ck_assert (feedback_settings_set (&s, "roi=1,2,3,4", err, sizeof err) == 0 && !s.roi_physical);
+    // F: the four numbers in metres and their unit.
+    s = s_settings ("roi=0,-5,20,15mm");
+    feedback_settings_json (&s, NULL, text, sizeof text);
+    s_contains (text, "\"roi\":[0,-0.005,0.02,0.015],\"roi_units\":\"m\",");
+}
+END_TEST
+
+// Through a calibration, a physical ROI selects the vectors whose physical
+// position lies inside: the same ones as the pixel box it maps to; with no
+// calibration, none (no value).
+START_TEST (a_physical_roi_selects_through_the_calibration_and_none_without_one)
+{
+    piv_field_t *field = s_grid (8, 8);  // x, y = 16 .. 128 px
+    for (int k = 0; k < 64; k++)
+        field->u[k] = (float) k;       // every vector its own u
+    piv_calib_t c;
+    char err[256];
+    // 0.5 mm/px, origin (16, 128) px, y up: x = 0 .. 56 mm, y = 0 .. 56 mm.
+    ck_assert (piv_calib_parse ("scale=0.5mm/px dt=1ms origin=16,128 y_axis=up", &c, err,
+                                sizeof err)
+               == 0);
+    // x -1 .. 21 mm is columns 14 .. 58 px (vectors at 16, 32, 48); y 9 ..
+    // 41 mm (up from row 128) is rows 46 .. 110 px (48, 64, 80, 96).
+    feedback_settings_t mm = s_settings ("roi=-1,9,21,41mm");
+    feedback_settings_t px = s_settings ("roi=14,46,58,110");
+    feedback_figures_t a, b, none;
+    feedback_figures (field, NULL, &mm, &c, &a);
+    feedback_figures (field, NULL, &px, NULL, &b);
+    double sum = 0;
+    int n = 0;
+    for (int k = 0; k < 64; k++) {
+        double x, y;
+        piv_calib_position (&c, field->x[k], field->y[k], &x, &y);
+        if (x >= -1e-3 && x <= 21e-3 && y >= 9e-3 && y <= 41e-3)
+            sum += field->u[k], n++;
+    }
+    ck_assert_int_eq (n, 12);
+    ck_assert_int_eq (a.n, n);
+    ck_assert_int_eq (b.n, n);
+    ck_assert_int_eq (a.roi_uncalibrated, 0);
+    ck_assert (a.mean_u == b.mean_u);
+    ck_assert_double_eq_tol (a.mean_u, sum / n, 1e-12);
+    feedback_figures (field, NULL, &mm, NULL, &none);
+    ck_assert (none.n == 0 && none.total == 0 && none.roi_uncalibrated);
+    ck_assert (isnan (feedback_value (&none, FEEDBACK_MEAN_U)));
+    piv_field_destroy (&field);
+}
+END_TEST
+
 // Quantity i in the order RESULT carries them, NULL past the last.
 static const char *
 s_by_figure (int i)
@@ -759,6 +841,7 @@ main (void)
     tcase_add_test (tc, bad_numbers_are_refused_naming_key_and_value);
     tcase_add_test (tc, an_unknown_key_or_a_word_without_equals_is_refused_by_name);
     tcase_add_test (tc, a_roi_needs_four_finite_numbers_in_order);
+    tcase_add_test (tc, a_roi_with_a_length_unit_is_physical_in_metres);
     tcase_add_test (tc, apply_changes_all_or_nothing);
     tcase_add_test (tc, formatted_settings_apply_back_to_the_same_settings);
     tcase_add_test (tc, settings_json_has_every_member_of_f_with_nulls_for_what_does_not_exist);
@@ -773,6 +856,7 @@ main (void)
     tcase_add_test (tc, the_roi_selects_the_vectors_inside_its_box_edges_included);
     tcase_add_test (tc, flagged_vectors_count_in_total_only_and_invalid_ones_stay_out_of_the_stencils);
     tcase_add_test (tc, an_roi_without_valid_vectors_gives_no_figures);
+    tcase_add_test (tc, a_physical_roi_selects_through_the_calibration_and_none_without_one);
     tcase_add_test (tc, the_agents_vorticity_figure_is_the_feedbacks_on_a_real_field);
     suite_add_tcase (suite, tc);
     tc = tcase_create ("controller");

@@ -77,9 +77,10 @@ s_render_and_calibrate (void)
 
 // Writes sets first..last's four frames into data/exp1/<camera 1's
 // folder>/ and <camera 2's>/ as camera PCs do: each under a hidden name
-// first, then renamed into place.
+// first, then renamed into place; set i under the name of set i + shift
+// (shift 0: its own; else the same frames again under another name).
 static void
-s_land_into (const char *folder1, const char *folder2, int first, int last)
+s_land_into (const char *folder1, const char *folder2, int first, int last, int shift)
 {
     for (int i = first; i <= last; i++)
         for (int k = 0; k < 4; k++) {
@@ -87,6 +88,7 @@ s_land_into (const char *folder1, const char *folder2, int first, int last)
             char name[64], from[4200], tmp[4200], to[4200];
             snprintf (name, sizeof name, "s_%04d_%c.tif", i, k % 2 ? 'b' : 'a');
             snprintf (from, sizeof from, "%s/src/cam%d/%s", s_farm.dir, 1 + k / 2, name);
+            snprintf (name, sizeof name, "s_%04d_%c.tif", i + shift, k % 2 ? 'b' : 'a');
             snprintf (to, sizeof to, "%s/data/exp1/%s/%s", s_farm.dir, folder, name);
             snprintf (tmp, sizeof tmp, "%s/data/exp1/%s/.%s.part", s_farm.dir, folder, name);
             size_t len;
@@ -101,7 +103,7 @@ s_land_into (const char *folder1, const char *folder2, int first, int last)
 static void
 s_land (int first, int last)
 {
-    s_land_into ("cam1", "cam2", first, last);
+    s_land_into ("cam1", "cam2", first, last, 0);
 }
 
 // An agent of its own configuration whose processor waits for a gate that
@@ -190,6 +192,48 @@ s_column (const char *text, const char *name)
             p++;
     }
     return -1;
+}
+
+// A field as exported in txt: x, y, u, v, w of the vectors with flags 0
+// (w NaN without a w column).
+typedef struct {
+    int n;
+    int has_w;  // the file has a w column
+    double x[8192], y[8192], u[8192], v[8192], w[8192];
+} s_vectors_t;
+
+// Reads the txt export 'file' into *v; fails the test without its columns
+// or with 100 valid vectors or fewer.
+static void
+s_read_export (const char *file, s_vectors_t *v)
+{
+    char *text = tu_slurp (file, NULL);
+    ck_assert_msg (text != NULL, "no export '%s'", file);
+    int cx = s_column (text, "x"), cy = s_column (text, "y"), cu = s_column (text, "u"),
+        cv = s_column (text, "v"), cw = s_column (text, "w"), cf = s_column (text, "flags");
+    ck_assert_msg (cx >= 0 && cy >= 0 && cu >= 0 && cv >= 0 && cf >= 0, "%s: no column line",
+                   file);
+    v->n = 0;
+    v->has_w = cw >= 0;
+    for (char *save, *line = strtok_r (text, "\n", &save); line;
+         line = strtok_r (NULL, "\n", &save)) {
+        if (line[0] == '#')
+            continue;
+        double c[16];
+        int got = 0;
+        for (char *p = line, *end; got < 16; p = end, got++) {
+            c[got] = strtod (p, &end);
+            if (end == p)
+                break;
+        }
+        if (got > cf && c[cf] == 0 && v->n < 8192) {
+            v->x[v->n] = c[cx], v->y[v->n] = c[cy], v->u[v->n] = c[cu], v->v[v->n] = c[cv];
+            v->w[v->n] = cw >= 0 && got > cw ? c[cw] : NAN;
+            v->n++;
+        }
+    }
+    free (text);
+    ck_assert_msg (v->n > 100, "%s: %d valid vectors", file, v->n);
 }
 
 // The broker started, and experiment exp1 made a stereo one before its
@@ -304,35 +348,19 @@ START_TEST (stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_t
     ck_assert_msg (rc == 0, "pivctl export: %d: %s", rc, out);
     char file[8400];
     snprintf (file, sizeof file, "%s/s_0001.txt", exported);
-    char *text = tu_slurp (file, NULL);
-    ck_assert_msg (text != NULL, "no export '%s': %s", file, out);
-    int cu = s_column (text, "u"), cv = s_column (text, "v"), cw = s_column (text, "w"),
-        cf = s_column (text, "flags");
-    ck_assert_msg (cu >= 0 && cv >= 0 && cf >= 0, "%s: no column line", file);
+    s_vectors_t *vec = malloc (sizeof *vec);
+    ck_assert (vec != NULL);
+    s_read_export (file, vec);
     double sum[3] = {0, 0, 0};
-    int n = 0;
-    for (char *save, *line = strtok_r (text, "\n", &save); line;
-         line = strtok_r (NULL, "\n", &save)) {
-        if (line[0] == '#')
-            continue;
-        double v[16];
-        int got = 0;
-        for (char *p = line, *end; got < 16; p = end, got++) {
-            v[got] = strtod (p, &end);
-            if (end == p)
-                break;
-        }
-        if (got > cf && v[cf] == 0) {
-            sum[0] += v[cu], sum[1] += v[cv], sum[2] += cw >= 0 && got > cw ? v[cw] : 0;
-            n++;
-        }
-    }
-    free (text);
-    ck_assert_msg (n > 100, "%s: %d valid vectors", file, n);
+    int n = vec->n;
+    for (int k = 0; k < n; k++)
+        sum[0] += vec->u[k], sum[1] += vec->v[k], sum[2] += vec->has_w ? vec->w[k] : 0;
+    int txt_w = vec->has_w;
+    free (vec);
     double dt = S_DT_MS * 1e-3;  // mm per frame / dt = 1e-3 m / dt per s
     printf ("export txt si: mean u %.4f v %.4f m/s (truth %.4f %.4f)\n", sum[0] / n,
             sum[1] / n, S_U * 1e-3 / dt, S_V * 1e-3 / dt);
-    ck_assert_msg (cw >= 0, "%s: no w column", file);
+    ck_assert_msg (txt_w, "%s: no w column", file);
     ck_assert (fabs (sum[0] / n - S_U * 1e-3 / dt) < 0.01
                && fabs (sum[1] / n - S_V * 1e-3 / dt) < 0.01);
     // The run statistics saved now (pivctl stats: a checkpoint), for the
@@ -460,7 +488,7 @@ START_TEST (stereo_sets_survive_a_broker_restart_and_a_replay_computes_them_agai
     mkdir (tu_path (s_farm.dir, "data/exp1/right"), 0755);
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
-    s_land_into ("left", "right", 1, 3);
+    s_land_into ("left", "right", 1, 3, 0);
     tu_counts_t c = tu_farm_counts (&s_farm);
     for (int i = 0; i < 200 && (c.files < 12 || c.pending < 3); i++, c = tu_farm_counts (&s_farm))
         usleep (50000);
@@ -484,6 +512,206 @@ START_TEST (stereo_sets_survive_a_broker_restart_and_a_replay_computes_them_agai
 }
 END_TEST
 
+// The next message on a feedback subscription (waiting up to 180 s), parsed
+// (caller destroys).
+static jdoc_t *
+s_next_feedback (zsock_t *sub)
+{
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    ck_assert_msg (zpoller_wait (poller, 180000) == sub, "no feedback message");
+    zpoller_destroy (&poller);
+    char *topic = zstr_recv (sub), *json = zstr_recv (sub);
+    jdoc_t *doc = json ? jdoc_parse (json, NULL, 0) : NULL;
+    ck_assert_msg (doc, "feedback: %s", json ? json : "(none)");
+    zstr_free (&topic);
+    zstr_free (&json);
+    return doc;
+}
+
+// Exports exp1 in 'units' (px or si) into <dir>/export-<units>-<set> and
+// reads set 'set''s file into *v.
+static void
+s_exported (const char *units, int set, s_vectors_t *v)
+{
+    char dir[4200], out[8192], file[8400];
+    snprintf (dir, sizeof dir, "%s/export-%s-%d", s_farm.dir, units, set);
+    int rc = s_pivctl (out, sizeof out, "export", "exp1", "--format", "txt", "--units", units,
+                       "-o", dir, NULL);
+    ck_assert_msg (rc == 0, "pivctl export: %d: %s", rc, out);
+    snprintf (file, sizeof file, "%s/s_%04d.txt", dir, set);
+    s_read_export (file, v);
+}
+
+// The mean u of the vectors of v inside the box, and how many (*n).
+static double
+s_box_mean (const s_vectors_t *v, const double box[4], int *n)
+{
+    double sum = 0;
+    *n = 0;
+    for (int k = 0; k < v->n; k++)
+        if (v->x[k] >= box[0] && v->x[k] <= box[2] && v->y[k] >= box[1] && v->y[k] <= box[3]) {
+            sum += v->u[k];
+            (*n)++;
+        }
+    return *n ? sum / *n : NAN;
+}
+
+// The x halfway between the two middle columns of v's grid (a vector
+// never lies on it) and the field's bounds: half the field lies left.
+static double
+s_middle_x (const s_vectors_t *v, double bounds[4])
+{
+    bounds[0] = bounds[1] = INFINITY, bounds[2] = bounds[3] = -INFINITY;
+    for (int k = 0; k < v->n; k++) {
+        bounds[0] = fmin (bounds[0], v->x[k]), bounds[2] = fmax (bounds[2], v->x[k]);
+        bounds[1] = fmin (bounds[1], v->y[k]), bounds[3] = fmax (bounds[3], v->y[k]);
+    }
+    double mid = (bounds[0] + bounds[2]) / 2, below = -INFINITY, above = INFINITY;
+    for (int k = 0; k < v->n; k++) {
+        if (v->x[k] <= mid)
+            below = fmax (below, v->x[k]);
+        else
+            above = fmin (above, v->x[k]);
+    }
+    return (below + above) / 2;
+}
+
+// Sets exp1's feedback ROI 'roi' (pivctl shows it in 'shown'), lands set
+// 2's frames as set 2 + shift and waits until 'done' sets are: the value
+// of its feedback message (whose roi_units is 'units'), its n in *n.
+static double
+s_roi_value (zsock_t *sub, const char *roi, const char *shown, const char *units, int shift,
+             int done, double *n)
+{
+    char out[8192], unit[16];
+    int rc = s_pivctl (out, sizeof out, "feedback", "set", roi, "-e", "exp1", NULL);
+    snprintf (unit, sizeof unit, " %s\n", shown);
+    ck_assert_msg (rc == 0 && strstr (out, unit), "%s: %d: %s", roi, rc, out);
+    printf ("%s", out);
+    s_land_into ("cam1", "cam2", 2, 2, shift);
+    jdoc_t *doc = s_next_feedback (sub);
+    ck_assert_str_eq (jdoc_string (doc, "$.roi_units"), units);
+    double value = jdoc_number (doc, NAN, "$.value");
+    *n = jdoc_number (doc, NAN, "$.n");
+    jdoc_destroy (&doc);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, done, 180);
+    ck_assert_int_eq ((int) c.done, done);
+    return value;
+}
+
+// The feedback ROI in the experiment's units (issue 26): a calibrated
+// stereo experiment's ROI typed in mm takes the vectors whose physical
+// positions lie inside (the export's, in m), the same pixel box gives the
+// same value on the same frames, a bad unit is refused by name, and an
+// uncalibrated experiment's mm ROI gives no value. The ROI survives a
+// broker restart in its unit.
+START_TEST (a_feedback_roi_in_mm_takes_the_vectors_at_those_physical_positions)
+{
+    s_stereo_experiment ("cam1,cam2");
+    char out[65536];
+    int rc = s_pivctl (out, sizeof out, "feedback", "set", "roi=1,2,3,4in", "-e", "exp1", NULL);
+    ck_assert_msg (rc != 0 && strstr (out, "unknown length unit 'in'") && strstr (out, "roi"),
+                   "roi=1,2,3,4in: %d: %s", rc, out);
+    // exp2: planar and never calibrated; its ROI in mm is accepted, shown in mm.
+    rc = s_pivctl (out, sizeof out, "feedback", "set", "roi=0,0,5,5mm", "-e", "exp2", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "x 0 .. 5, y 0 .. 5 mm"), "exp2: %d: %s", rc, out);
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/publish", s_farm.dir);
+    zsock_t *sub1 = zsock_new_sub (endpoint, "feedback.exp1/");
+    zsock_t *sub2 = zsock_new_sub (endpoint, "feedback.exp2/");
+    ck_assert (sub1 && sub2);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log", "watching", 5000));
+    mkdir (tu_path (s_farm.dir, "data/exp1/cam1"), 0755);
+    mkdir (tu_path (s_farm.dir, "data/exp1/cam2"), 0755);
+    mkdir (tu_path (s_farm.dir, "data/exp2"), 0755);
+    usleep (200000);
+    // Set 1 over the whole field; exp2's pair (camera 1's frames of set 1).
+    s_land (1, 1);
+    for (int k = 0; k < 2; k++) {
+        char from[4200], to[4200];
+        snprintf (from, sizeof from, "%s/src/cam1/s_0001_%c.tif", s_farm.dir, k ? 'b' : 'a');
+        snprintf (to, sizeof to, "%s/data/exp2/p_0001_%c.tif", s_farm.dir, k ? 'b' : 'a');
+        size_t len;
+        char *bytes = tu_slurp (from, &len);
+        ck_assert (bytes != NULL);
+        tu_spit (to, bytes, len);
+        free (bytes);
+    }
+    jdoc_t *doc = s_next_feedback (sub2);
+    printf ("exp2 (no calibration), roi in mm: n %g, value %g, calibrated %d\n",
+            jdoc_number (doc, NAN, "$.n"), jdoc_number (doc, NAN, "$.value"),
+            jdoc_bool (doc, 1, "$.calibrated"));
+    ck_assert (jdoc_number (doc, NAN, "$.n") == 0 && isnan (jdoc_number (doc, NAN, "$.value")));
+    ck_assert_str_eq (jdoc_string (doc, "$.roi_units"), "m");
+    jdoc_destroy (&doc);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "its roi is in metres", 5000));
+    doc = s_next_feedback (sub1);
+    ck_assert (jdoc_length (doc, "$.roi") < 0 || jdoc_length (doc, "$.roi") == 0);
+    jdoc_destroy (&doc);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 1, 180);
+    ck_assert_int_eq ((int) c.done, 1);
+
+    // The field's physical extent from the export: the ROI is its left
+    // half (x below the middle, cut between two columns), every y.
+    s_vectors_t *si = malloc (sizeof *si), *px = malloc (sizeof *px);
+    ck_assert (si && px);
+    s_exported ("si", 1, si);
+    double bounds[4], cut = s_middle_x (si, bounds);
+    double box[4] = {bounds[0] - 1e-3, bounds[1] - 1e-3, cut, bounds[3] + 1e-3};
+    char roi[256];
+    snprintf (roi, sizeof roi, "roi=%.9g,%.9g,%.9g,%.9gmm", box[0] * 1e3, box[1] * 1e3,
+              box[2] * 1e3, box[3] * 1e3);
+    // The same box in px: the px export's vectors, the cut between the same columns.
+    s_exported ("px", 1, px);
+    double pbounds[4], pcut = s_middle_x (px, pbounds);
+    double pbox[4] = {pbounds[0] - 1, pbounds[1] - 1, pcut, pbounds[3] + 1};
+    char proi[256];
+    snprintf (proi, sizeof proi, "roi=%.9g,%.9g,%.9g,%.9g", pbox[0], pbox[1], pbox[2], pbox[3]);
+    printf ("field x %.4g .. %.4g, y %.4g .. %.4g m: %s; in px %s\n", bounds[0], bounds[2],
+            bounds[1], bounds[3], roi, proi);
+    // Set 2 under the mm ROI, then its frames again (set 12) under the px one.
+    double n_mm, value_mm = s_roi_value (sub1, roi, "mm", "m", 0, 2, &n_mm);
+    double n_px, value_px = s_roi_value (sub1, proi, "px", "px", 10, 3, &n_px);
+
+    // Expected: the mean u (m/s) of set 2's exported vectors in the box.
+    int n_si, n_pxbox;
+    s_exported ("si", 2, si);
+    double expected = s_box_mean (si, box, &n_si);
+    s_exported ("px", 12, px);
+    s_box_mean (px, pbox, &n_pxbox);
+    printf ("roi in mm: n %g, mean u %.7g m/s; in px: n %g, mean u %.7g m/s; expected from the "
+            "export: n %d (of %d), %.7g m/s\n",
+            n_mm, value_mm, n_px, value_px, n_si, si->n, expected);
+    ck_assert_msg (n_si > si->n / 3 && n_si < 2 * si->n / 3, "the box holds %d of %d", n_si,
+                   si->n);
+    ck_assert_int_eq ((int) n_mm, n_si);
+    ck_assert_int_eq ((int) n_px, n_pxbox);
+    ck_assert_int_eq ((int) n_px, n_si);
+    ck_assert_msg (fabs (value_mm - expected) <= 1e-5 * fabs (expected), "%.9g vs %.9g",
+                   value_mm, expected);
+    ck_assert_msg (fabs (value_px - value_mm) <= 1e-5 * fabs (expected), "%.9g vs %.9g",
+                   value_px, value_mm);
+
+    // Back to mm; a broker restarted shows it as set.
+    rc = s_pivctl (out, sizeof out, "feedback", "set", roi, "-e", "exp1", NULL);
+    ck_assert_msg (rc == 0, "%s: %d: %s", roi, rc, out);
+    char before[4096];
+    snprintf (before, sizeof before, "%s", strstr (out, "  roi "));
+    tu_stop (s_farm.broker, SIGTERM, 10);
+    tu_farm_start_broker (&s_farm);
+    rc = s_pivctl (out, sizeof out, "feedback", "show", "-e", "exp1", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, " mm\n"), "after a restart: %d: %s", rc, out);
+    ck_assert_msg (strncmp (strstr (out, "  roi "), before, strcspn (before, "\n")) == 0,
+                   "before: %s, after: %s", before, out);
+    free (si);
+    free (px);
+    zsock_destroy (&sub1);
+    zsock_destroy (&sub2);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -494,6 +722,7 @@ main (void)
     tcase_add_test (tc, stereo_sets_are_done_exactly_once_when_an_agent_dies_mid_task_with_their_w);
     tcase_add_test (tc, a_stereo_set_without_a_rig_fails_saying_how_to_attach_one);
     tcase_add_test (tc, stereo_sets_survive_a_broker_restart_and_a_replay_computes_them_again);
+    tcase_add_test (tc, a_feedback_roi_in_mm_takes_the_vectors_at_those_physical_positions);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
