@@ -107,11 +107,16 @@ s_check_ledger (const char *kind, int n, int kills, double t0)
             kind, n, kills, (long long) lost, (long long) twice, (long long) ignored,
             (long long) requeued, seconds, s_seed);
     fflush (stdout);
+    // A failed pair's attempts and reason, for the message (NULL: none failed).
+    char *why = tu_farm_sql_text (&s_farm, "SELECT group_concat(stem || ' after ' || attempts"
+                                           " || ' attempts: ' || coalesce(error, '?'), '; ')"
+                                           " FROM pairs WHERE state = 3");
     ck_assert_msg (c.done == n && c.failed == 0 && c.pending == 0 && c.dispatched == 0
                        && c.skipped == 0,
-                   "%s: done %lld failed %lld pending %lld dispatched %lld of %d", kind,
+                   "%s: done %lld failed %lld pending %lld dispatched %lld of %d (%.300s)", kind,
                    (long long) c.done, (long long) c.failed, (long long) c.pending,
-                   (long long) c.dispatched, n);
+                   (long long) c.dispatched, n, why ? why : "none failed");
+    free (why);
     ck_assert_int_eq (c.files, 2 * n);
     ck_assert_int_eq (file_events, 2 * n);
     ck_assert_int_eq (results, n);
@@ -189,6 +194,13 @@ START_TEST (agents_killed_at_random_moments_lose_no_pair_and_record_none_twice)
     char processor[4200];
     snprintf (processor, sizeof processor, "exec:%s", script);
     tu_farm_conf (&s_farm, processor, 2, "32,16", "");
+    // Each kill may take a pair down with its agent; on a loaded machine one
+    // pair can be on the killed agent more than once (3 times failed it at
+    // max_attempts 3 in a CI run). The farm's promise is "nothing lost",
+    // not "three kills are never all on one pair": attempts to spare.
+    char attempts[64];
+    snprintf (attempts, sizeof attempts, "    liveness = 3\n    max_attempts = %d\n", s_kills + 1);
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", attempts);
     tu_farm_start_broker (&s_farm);
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     for (int i = 0; i < 3; i++)
