@@ -151,7 +151,7 @@ s_grids_differ (const s_export_t *x)
 // units and its calibration.
 static void
 s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *c, int three,
-          char *buf, size_t size)
+          int sigma, char *buf, size_t size)
 {
     char calib[256], text[512];
     piv_calib_t px;
@@ -162,13 +162,13 @@ s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *
     snprintf (buf, size,
               "pivfarm export of experiment '%s', pair %" PRId64 " ('%s')\n"
               "computed by agent '%s', attempt %d, in %.1f ms; results file '%s'\n"
-              "units: x, y in %s; u, v%s in %s (%swindow and step in px)\n"
+              "units: x, y in %s; u, v%s%s in %s (%swindow and step in px)\n"
               "calibration: %s%s (%s)\n"
               "piv settings: %s",
               x->name, r->pair, r->stem, r->agent ? r->agent : "", r->attempt,
               r->compute_ns / 1e6, r->path ? r->path : "",
               piv_calib_unit (applied, PIV_UNIT_LENGTH), three ? ", w" : "",
-              piv_calib_unit (applied, PIV_UNIT_VELOCITY),
+              sigma ? ", sigma_u, sigma_v" : "", piv_calib_unit (applied, PIV_UNIT_VELOCITY),
               three ? "w along z, out of the light sheet; residual in image px; " : "", calib, x->si || !c->set ? "" : ", not applied (--units px)", text,
               r->settings && *r->settings ? r->settings : x->settings);
 }
@@ -195,7 +195,7 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
         return -1;
     FILE *out = file.file;
     char header[2048];
-    s_header (x, r, c, field->w != NULL, header, sizeof header);
+    s_header (x, r, c, field->w != NULL, field->sigma_u != NULL, header, sizeof header);
     errno = 0;
     int bad;
     if (x->format == F_VTK) {
@@ -203,9 +203,9 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
         piv_calib_t px;
         piv_calib_init (&px);
         piv_calib_describe (x->si ? c : &px, calib, sizeof calib);
-        snprintf (title, sizeof title, "pivfarm %s '%s': x, y %s; u, v%s %s; %s", x->name,
+        snprintf (title, sizeof title, "pivfarm %s '%s': x, y %s; u, v%s%s %s; %s", x->name,
                   r->stem, piv_calib_unit (x->si ? c : &px, PIV_UNIT_LENGTH),
-                  field->w ? ", w" : "",
+                  field->w ? ", w" : "", field->sigma_u ? ", sigma_u, sigma_v" : "",
                   piv_calib_unit (x->si ? c : &px, PIV_UNIT_VELOCITY), calib);
         bad = piv_field_write_vtk (field, out, x->si ? c : NULL, title) != 0;
     }

@@ -23,7 +23,8 @@
 
 // The field datasets: u, v, the derived quantities in the order of
 // piv_quantities (piv/derived.h), flags, peak_ratio, the series, then a
-// stereo field's w and residual (made only for fields with w).
+// stereo field's w and residual (made only for fields with w), then
+// sigma_u, sigma_v (made at the first field that has them).
 enum {
     D_U,
     D_V,
@@ -34,6 +35,8 @@ enum {
     D_PAIR,
     D_W,
     D_RESIDUAL,
+    D_SIGMA_U,
+    D_SIGMA_V,
     D_COUNT
 };
 
@@ -52,6 +55,8 @@ s_dataset (int d, const char **name, const char **long_name)
         [D_PAIR] = {"pair", "stem of the image pair"},
         [D_W] = {"w", "velocity along z (out of the light sheet, right-handed with x, y)"},
         [D_RESIDUAL] = {"residual", "misfit of the stereo reconstruction's 4 equations, image px"},
+        [D_SIGMA_U] = {"sigma_u", "standard uncertainty of u"},
+        [D_SIGMA_V] = {"sigma_v", "standard uncertainty of v"},
     };
     if (d >= D_DERIVED && d < D_FLAGS) {
         *name = piv_quantities[d - D_DERIVED].name;
@@ -265,9 +270,10 @@ s_write_grid (hid_t loc, const piv_calib_t *c, int nx, int ny, const float *xs, 
 }
 
 // An empty extendible dataset: rank 3 (time, y, x) compressed, one field a
-// chunk, or rank 1 (time).
+// chunk, or rank 1 (time). 'fill' (NULL: HDF5's default) is what a float
+// dataset reads where no field was written.
 static hid_t
-s_series (ctl_h5_t *self, const char *name, hid_t type, int rank)
+s_series (ctl_h5_t *self, const char *name, hid_t type, int rank, const float *fill)
 {
     hsize_t dims[3] = {0, (hsize_t)self->ny, (hsize_t)self->nx};
     hsize_t max[3] = {H5S_UNLIMITED, dims[1], dims[2]};
@@ -275,6 +281,8 @@ s_series (ctl_h5_t *self, const char *name, hid_t type, int rank)
     hid_t space = H5Screate_simple (rank, dims, max);
     hid_t plist = H5Pcreate (H5P_DATASET_CREATE);
     H5Pset_chunk (plist, rank, chunk);
+    if (fill)
+        H5Pset_fill_value (plist, H5T_NATIVE_FLOAT, fill);
     if (rank == 3) {
         H5Pset_shuffle (plist);
         H5Pset_deflate (plist, DEFLATE_LEVEL);
@@ -298,7 +306,8 @@ s_units (const ctl_h5_t *self, int d)
 {
     if (d >= D_DERIVED && d < D_FLAGS)
         return piv_calib_unit (&self->c, piv_quantities[d - D_DERIVED].unit);
-    return d == D_U || d == D_V || d == D_W ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
+    return d == D_U || d == D_V || d == D_W || d == D_SIGMA_U || d == D_SIGMA_V
+               ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
            : d == D_TIME                    ? "s"
            : d == D_PAIR                    ? NULL
            : d == D_RESIDUAL                ? "px"
@@ -323,10 +332,10 @@ ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t
     H5Tset_size (text, H5T_VARIABLE);
     H5Tset_cset (text, H5T_CSET_UTF8);
     // time first: the scale every other dataset's first dimension is.
-    static const int order[D_COUNT] = {D_TIME, D_U, D_V, D_DERIVED, D_DERIVED + 1, D_DERIVED + 2,
+    static const int order[D_SIGMA_U] = {D_TIME, D_U, D_V, D_DERIVED, D_DERIVED + 1, D_DERIVED + 2,
                                        D_FLAGS, D_PEAK, D_PAIR, D_W, D_RESIDUAL};
-    _Static_assert (D_COUNT == 11 && PIV_DERIVED_COUNT == 3, "list every dataset in 'order'");
-    for (int i = 0; i < D_COUNT; i++) {
+    _Static_assert (D_COUNT == 13 && PIV_DERIVED_COUNT == 3, "list every dataset in 'order'");
+    for (int i = 0; i < D_SIGMA_U; i++) { // sigma_u, sigma_v: s_sigma_begin
         int d = order[i];
         if ((d == D_W || d == D_RESIDUAL) && !self->three)
             continue; // a planar export's file is as before stereo
@@ -336,7 +345,7 @@ ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t
                      : d == D_TIME ? H5T_IEEE_F64LE
                      : d == D_PAIR ? text
                                    : H5T_IEEE_F32LE;
-        self->sets[d] = s_series (self, name, type, s_rank (d));
+        self->sets[d] = s_series (self, name, type, s_rank (d), NULL);
         hid_t scales[3] = {self->sets[D_TIME], self->grid[0], self->grid[1]};
         int bad = self->sets[d] < 0 || s_cf (self->sets[d], s_units (self, d), long_name) != 0;
         if (!bad && d == D_TIME)
@@ -395,6 +404,25 @@ s_append (ctl_h5_t *self, int d, hid_t mem_type, const void *buf)
     return rc;
 }
 
+// The datasets sigma_u, sigma_v, made at the first field with them (a
+// field without: none, the file as before uncertainty). NaN is their fill:
+// the fields before it read NaN, as do later ones without (written so).
+static int
+s_sigma_begin (ctl_h5_t *self)
+{
+    static const float nan_fill = NAN;
+    hid_t scales[3] = {self->sets[D_TIME], self->grid[0], self->grid[1]};
+    for (int d = D_SIGMA_U; d <= D_SIGMA_V; d++) {
+        const char *name, *long_name;
+        s_dataset (d, &name, &long_name);
+        self->sets[d] = s_series (self, name, H5T_IEEE_F32LE, 3, &nan_fill);
+        if (self->sets[d] < 0 || s_cf (self->sets[d], s_units (self, d), long_name) != 0
+            || s_attach (self->sets[d], scales, 3) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int
 ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived,
                   double time_s, const char *stem, char *err, size_t errlen)
@@ -440,6 +468,16 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived
         rc = s_append (self, D_W, H5T_NATIVE_FLOAT, self->buf);
         if (rc == 0)
             rc = s_append (self, D_RESIDUAL, H5T_NATIVE_FLOAT, field->residual);
+    }
+    int sigma = field->sigma_u && field->sigma_v;
+    if (rc == 0 && sigma && self->sets[D_SIGMA_U] <= 0)
+        rc = s_sigma_begin (self);
+    for (int d = D_SIGMA_U; d <= D_SIGMA_V && rc == 0 && self->sets[D_SIGMA_U] > 0; d++) {
+        // A spread: scaled as a speed, never turned by y_up.
+        const float *values = d == D_SIGMA_U ? field->sigma_u : field->sigma_v;
+        for (size_t k = 0; k < n; k++)
+            self->buf[k] = sigma ? (float)piv_calib_speed (c, values[k]) : NAN;
+        rc = s_append (self, d, H5T_NATIVE_FLOAT, self->buf);
     }
     if (rc == 0)
         rc = s_append (self, D_TIME, H5T_NATIVE_DOUBLE, &time_s);

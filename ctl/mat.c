@@ -34,6 +34,7 @@ struct _ctl_mat_t {
     double *x, *y;         // its coordinates, converted
     size_t fields, size;   // fields held, room for
     float *arrays[A_COUNT]; // [ny nx nt] each, column-major
+    float *sigma[2];       // sigma_u, sigma_v [ny nx nt], from the first field with them
     uint8_t *flags;        // [ny nx nt]
     double *time;          // [nt]
     char **pairs;          // [nt] stems
@@ -61,6 +62,8 @@ ctl_mat_destroy (ctl_mat_t **self_p)
         return;
     for (int a = 0; a < A_COUNT; a++)
         free (self->arrays[a]);
+    free (self->sigma[0]);
+    free (self->sigma[1]);
     for (size_t t = 0; t < self->fields; t++)
         free (self->pairs[t]);
     free (self->pairs);
@@ -86,6 +89,12 @@ s_grow (ctl_mat_t *self)
         if (!more)
             return -1;
         self->arrays[a] = more;
+    }
+    for (int a = 0; a < 2 && self->sigma[0]; a++) {
+        float *more = realloc (self->sigma[a], size * n * sizeof *more);
+        if (!more)
+            return -1;
+        self->sigma[a] = more;
     }
     uint8_t *flags = realloc (self->flags, size * n);
     if (flags)
@@ -121,6 +130,22 @@ s_grid (ctl_mat_t *self, const piv_field_t *f)
     return 0;
 }
 
+// sigma_u, sigma_v at the first field that has them: NaN for the fields
+// before it (a file of fields without has neither). 0 or -1.
+static int
+s_sigma_begin (ctl_mat_t *self)
+{
+    size_t n = (size_t)self->nx * self->ny;
+    for (int a = 0; a < 2; a++) {
+        self->sigma[a] = malloc (self->size * n * sizeof (float));
+        if (!self->sigma[a])
+            return -1;
+        for (size_t m = 0; m < self->fields * n; m++)
+            self->sigma[a][m] = NAN;
+    }
+    return 0;
+}
+
 int
 ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *derived,
                    double time_s, const char *stem, char *err, size_t errlen)
@@ -140,7 +165,8 @@ ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *deriv
         return -1;
     }
     char *name = strdup (stem);
-    if (!name || s_grow (self) != 0) {
+    int sigma = field->sigma_u && field->sigma_v;
+    if (!name || s_grow (self) != 0 || (sigma && !self->sigma[0] && s_sigma_begin (self) != 0)) {
         free (name);
         snprintf (err, errlen, "no memory for the field of pair '%s' (field %zu)", stem,
                   self->fields + 1);
@@ -165,6 +191,10 @@ ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *deriv
                 self->arrays[A_RESIDUAL][m] = field->residual[k];
             }
             self->flags[m] = field->flags[k];
+            for (int a = 0; a < 2 && self->sigma[0]; a++) // a spread: never turned by y_up
+                self->sigma[a][m] =
+                    sigma ? (float)piv_calib_speed (&self->c, (a ? field->sigma_v : field->sigma_u)[k])
+                          : NAN;
         }
     self->time[t] = time_s;
     self->pairs[t] = name;
@@ -228,7 +258,7 @@ s_struct (const char *name, const char **names, matvar_t **vars, int count)
 static matvar_t *
 s_units (const ctl_mat_t *self)
 {
-    const char *names[A_COUNT + 4], *values[A_COUNT + 4];
+    const char *names[A_COUNT + 6], *values[A_COUNT + 6];
     int count = 0;
     names[count] = "x";
     values[count++] = piv_calib_unit (&self->c, PIV_UNIT_LENGTH);
@@ -242,9 +272,13 @@ s_units (const ctl_mat_t *self)
                               ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
                               : piv_calib_unit (&self->c, piv_quantities[a - A_DERIVED].unit);
     }
+    for (int a = 0; a < 2 && self->sigma[0]; a++) {
+        names[count] = a ? "sigma_v" : "sigma_u";
+        values[count++] = piv_calib_unit (&self->c, PIV_UNIT_VELOCITY);
+    }
     names[count] = "time";
     values[count++] = "s";
-    matvar_t *vars[A_COUNT + 4];
+    matvar_t *vars[A_COUNT + 6];
     for (int i = 0; i < count; i++)
         vars[i] = s_text (names[i], values[i]);
     return s_struct ("units", names, vars, count);
@@ -364,6 +398,9 @@ ctl_mat_write (ctl_mat_t *self, const piv_stats_t *stats, const piv_calib_t *sta
     for (int a = 0; a < S_ARRAYS (self); a++)
         rc |= s_put (mat, Mat_VarCreate (s_array_name (a), MAT_C_SINGLE, MAT_T_SINGLE, 3, fd,
                                          self->arrays[a], MAT_F_DONT_COPY_DATA));
+    for (int a = 0; a < 2 && self->sigma[0]; a++)
+        rc |= s_put (mat, Mat_VarCreate (a ? "sigma_v" : "sigma_u", MAT_C_SINGLE, MAT_T_SINGLE, 3,
+                                         fd, self->sigma[a], MAT_F_DONT_COPY_DATA));
     rc |= s_put (mat, Mat_VarCreate ("flags", MAT_C_UINT8, MAT_T_UINT8, 3, fd, self->flags,
                                      MAT_F_DONT_COPY_DATA));
     rc |= s_put (mat, Mat_VarCreate ("time", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, td, self->time,

@@ -542,6 +542,10 @@ piv_calib_field (const piv_calib_t *c, const piv_field_t *field)
         copy->v[k] = (float) v;
         if (copy->w) // along +Z, scaled as u (residual stays in image px)
             copy->w[k] = (float) piv_calib_speed (c, field->w[k]);
+        if (copy->sigma_u && copy->sigma_v) { // a spread: scaled, never turned by y_up
+            copy->sigma_u[k] = (float) piv_calib_speed (c, field->sigma_u[k]);
+            copy->sigma_v[k] = (float) piv_calib_speed (c, field->sigma_v[k]);
+        }
     }
     return copy;
 }

@@ -111,7 +111,8 @@ double piv_calib_vorticity (const piv_calib_t *c, double w_per_frame);
 double piv_calib_divergence (const piv_calib_t *c, double d_per_frame);
 double piv_calib_speed (const piv_calib_t *c, double speed_px_per_frame);
 
-// A copy of 'field' with x, y, u, v converted (window and step stay in px);
+// A copy of 'field' with x, y, u, v (and w, sigma_u, sigma_v: magnitudes,
+// scaled as piv_calib_speed) converted (window and step stay in px);
 // NULL on no memory. The caller destroys it.
 piv_field_t *piv_calib_field (const piv_calib_t *c, const piv_field_t *field);
 

@@ -128,7 +128,8 @@ int piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format,
 // data: big-endian float32, int32): points (x, y, 0), vectors "velocity"
 // (u, v, w; w 0 in a planar field; NaN at INVALID vectors), scalars
 // vorticity, divergence, speed, peak_ratio (float), a stereo field's
-// residual (image px), flags (int); converted by 'c' (NULL: image units);
+// residual (image px), a field with uncertainty's sigma_u, sigma_v (u's
+// unit), flags (int); converted by 'c' (NULL: image units);
 // the title line holds 'title' (lines joined by "; "), the units and the
 // calibration, cut at 255 bytes. 0 or -1.
 int piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c,

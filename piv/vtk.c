@@ -120,6 +120,16 @@ piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, 
     s_scalars (out, "peak_ratio", field->peak_ratio, n);
     if (field->w && field->residual)
         s_scalars (out, "residual", field->residual, n);
+    if (field->sigma_u && field->sigma_v) {
+        // Each vector's standard uncertainty, in u's unit: a spread, so
+        // scaled by |ku| whatever y_up does to v. A hole's stays NaN.
+        for (int a = 0; a < 2; a++) {
+            const float *sigma = a ? field->sigma_v : field->sigma_u;
+            for (long k = 0; k < n; k++)
+                derived[k] = (float) (sigma[k] * fabs (ku));
+            s_scalars (out, a ? "sigma_v" : "sigma_u", derived, n);
+        }
+    }
     fprintf (out, "SCALARS flags int 1\nLOOKUP_TABLE default\n");
     for (long k = 0; k < n; k++)
         s_int (out, field->flags[k]);

@@ -1343,6 +1343,42 @@ s_stereo_field (double w0)
     return f;
 }
 
+// A real broker over 'pairs' fake pairs s_0001.. of exp1 (landed by the
+// test), exp1 calibrated 0.02 mm/px, dt 2 ms: 0.01 m/s a px per frame pair.
+static void
+s_calibrated_farm (int pairs)
+{
+    tu_farm_fake (&s_farm, pairs, "s");
+    tu_farm_start_broker (&s_farm);
+    char out[4096];
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02mm/px",
+                                "--dt", "2ms", NULL),
+                      0);
+}
+
+// Lands pair 'pair' of s_calibrated_farm's and records 'field' as its
+// RESULT from agent 'who'-<pair>.
+static void
+s_land_result (int pair, const char *who, const piv_field_t *field)
+{
+    tu_farm_land (&s_farm, "s", pair, pair, 0);
+    char id[64];
+    snprintf (id, sizeof id, "%s-%d", who, pair);
+    ck_assert_msg (tu_farm_agent_result (&s_farm, id, field, 20000) > 0,
+                   "no TASK or RECORDED for pair %d (see broker.log)", pair);
+}
+
+// Pair 1 of a second, planar experiment exp2 landed and its RESULT, the
+// field 'field', recorded.
+static void
+s_planar_exp2 (const char *id, const piv_field_t *field)
+{
+    ck_assert (mkdir (tu_path (s_farm.dir, "data/exp2"), 0755) == 0);
+    tu_spit (tu_path (s_farm.dir, "data/exp2/p_a.tif"), "fake", 4);
+    tu_spit (tu_path (s_farm.dir, "data/exp2/p_b.tif"), "fake", 4);
+    ck_assert (tu_farm_agent_result (&s_farm, id, field, 20000) > 0);
+}
+
 // The next message on the feedback topic of 'sub' (JSON, caller frees), or
 // NULL after 20 s.
 static char *
@@ -1400,12 +1436,8 @@ static const char *s_stereo_mat_check =
 // mean_w refused for a planar experiment.
 START_TEST (a_stereo_run_through_the_broker_gives_w_in_every_output)
 {
-    tu_farm_fake (&s_farm, 2, "s");
-    tu_farm_start_broker (&s_farm);
+    s_calibrated_farm (2);
     char out[1 << 16];
-    ck_assert_int_eq (s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.02mm/px",
-                                "--dt", "2ms", NULL),
-                      0);
     int rc = s_pivctl (out, sizeof out, "feedback", "set", "quantity=mean_w", "-e", "exp1", NULL);
     ck_assert_msg (rc == 0, "%s", out); // nothing says exp1 is planar yet
     char endpoint[4200];
@@ -1416,11 +1448,7 @@ START_TEST (a_stereo_run_through_the_broker_gives_w_in_every_output)
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     piv_field_t *fields[2] = {s_stereo_field (0.5), s_stereo_field (-0.3)};
     for (int i = 0; i < 2; i++) {
-        tu_farm_land (&s_farm, "s", i + 1, i + 1, 0);
-        char id[32];
-        snprintf (id, sizeof id, "stereo-%d", i);
-        ck_assert_msg (tu_farm_agent_result (&s_farm, id, fields[i], 20000) > 0,
-                       "no TASK or RECORDED for pair %d (see broker.log)", i + 1);
+        s_land_result (i + 1, "stereo", fields[i]);
         char *json = s_feedback_message (sub);
         ck_assert_msg (json != NULL, "no feedback message for pair %d", i + 1);
         jdoc_t *doc = jdoc_parse (json, NULL, 0);
@@ -1521,11 +1549,8 @@ START_TEST (a_stereo_run_through_the_broker_gives_w_in_every_output)
     free (text);
 
     // A planar experiment's fields have no w: mean_w is refused for it.
-    ck_assert (mkdir (tu_path (s_farm.dir, "data/exp2"), 0755) == 0);
-    tu_spit (tu_path (s_farm.dir, "data/exp2/p_a.tif"), "fake", 4);
-    tu_spit (tu_path (s_farm.dir, "data/exp2/p_b.tif"), "fake", 4);
     piv_field_t *planar = s_field (8, OMEGA, 0, 0);
-    ck_assert (tu_farm_agent_result (&s_farm, "planar-1", planar, 20000) > 0);
+    s_planar_exp2 ("planar-1", planar);
     piv_field_destroy (&planar);
     rc = s_pivctl (out, sizeof out, "feedback", "set", "quantity=mean_w", "-e", "exp2", NULL);
     ck_assert_msg (rc != 0 && strstr (out, "quantity 'mean_w' of experiment 'exp2' refused")
@@ -1535,6 +1560,179 @@ START_TEST (a_stereo_run_through_the_broker_gives_w_in_every_output)
                                 "exp1", NULL),
                       0);
     for (int i = 0; i < 2; i++)
+        piv_field_destroy (&fields[i]);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------
+// Each vector's uncertainty (issue 27): fields with sigma_u, sigma_v through
+// a real broker, out of every export.
+
+// s_field's rotation on an 8 x 8 grid with sigma_u = s0 + 0.001 k, sigma_v
+// = 2 s0 - 0.0005 k px (vector k); vector (1, 1) INVALID with NaN, as the
+// engine writes a vector it could not measure.
+static piv_field_t *
+s_sigma_field (double s0)
+{
+    piv_field_t *f = s_field (8, OMEGA, 1.0, -0.5);
+    ck_assert_int_eq (piv_field_add_sigma (f), 0);
+    for (int k = 0; k < 64; k++) {
+        f->sigma_u[k] = (float)(s0 + 0.001 * k);
+        f->sigma_v[k] = (float)(2 * s0 - 0.0005 * k);
+    }
+    f->flags[9] = PIV_FLAG_INVALID;
+    f->sigma_u[9] = f->sigma_v[9] = NAN;
+    return f;
+}
+
+// argv: the export of pairs 1 (no sigma), 2 (sigma), 3 (no sigma); the
+// injected sigma_u, sigma_v of pair 2 (px); the export of a run without.
+// 0.02 mm/px over 2 ms: 0.01 m/s a px.
+static const char *s_sigma_h5_check =
+    "import sys, h5py, numpy as np\n"
+    "f = h5py.File(sys.argv[1], 'r'); px = np.loadtxt(sys.argv[2]).reshape(8, 8, 2)\n"
+    "u = f['u']\n"
+    "for i, name in enumerate(('sigma_u', 'sigma_v')):\n"
+    "    s = f[name]\n"
+    "    assert s.shape == u.shape == (3, 8, 8) and s.dtype == np.float32, s.shape\n"
+    "    assert s.attrs['units'] == 'm/s' == u.attrs['units'], s.attrs['units']\n"
+    "    assert s.attrs['long_name'] == 'standard uncertainty of ' + name[-1], s.attrs['long_name']\n"
+    "    assert [d[0].name for d in s.dims] == ['/time', '/y', '/x']\n"
+    "    assert s.chunks == u.chunks and s.compression == u.compression\n"
+    "    want = px[..., i] * 0.01\n"
+    "    assert np.allclose(s[1], want, rtol=1e-6, atol=1e-12, equal_nan=True), (s[1], want)\n"
+    "    assert np.isnan(s[1][1, 1]) and (s[1][~np.isnan(want)] > 0).all()  # never turned by y_up\n"
+    "    assert np.isnan(s[0]).all() and np.isnan(s[2]).all(), (s[0], s[2])\n"
+    "g = h5py.File(sys.argv[3], 'r')\n"
+    "assert 'u' in g and 'sigma_u' not in g and 'sigma_v' not in g, sorted(g)\n"
+    "print('ok', float(f['sigma_u'][1, 0, 0]))\n";
+
+static const char *s_sigma_mat_check =
+    "import sys, numpy as np, scipy.io\n"
+    "m = scipy.io.loadmat(sys.argv[1]); px = np.loadtxt(sys.argv[2]).reshape(8, 8, 2)\n"
+    "for i, name in enumerate(('sigma_u', 'sigma_v')):\n"
+    "    s = np.moveaxis(m[name], 2, 0)  # ny x nx x nt, MATLAB's order\n"
+    "    assert s.shape == (3, 8, 8) and s.dtype == np.float32, s.shape\n"
+    "    assert np.allclose(s[1], px[..., i] * 0.01, rtol=1e-6, atol=1e-12, equal_nan=True)\n"
+    "    assert np.isnan(s[0]).all() and np.isnan(s[2]).all()\n"
+    "    assert m['units'][0, 0][name][0] == 'm/s'\n"
+    "n = scipy.io.loadmat(sys.argv[3])\n"
+    "assert 'u' in n and 'sigma_u' not in n and 'sigma_v' not in n, sorted(n)\n"
+    "assert 'sigma_u' not in n['units'].dtype.names\n"
+    "print('ok')\n";
+
+static const char *s_sigma_vtk_check =
+    "import sys, vtk, numpy as np\n"
+    "def read(path):\n"
+    "    r = vtk.vtkStructuredGridReader(); r.SetFileName(path)\n"
+    "    r.ReadAllScalarsOn(); r.ReadAllVectorsOn(); r.Update()\n"
+    "    pd = r.GetOutput().GetPointData()\n"
+    "    return {pd.GetArrayName(i): pd.GetArray(i) for i in range(pd.GetNumberOfArrays())}\n"
+    "px = np.loadtxt(sys.argv[2]).reshape(8, 8, 2)\n"
+    "a = read(sys.argv[1] + '/s_0002.vtk')\n"
+    "for i, name in enumerate(('sigma_u', 'sigma_v')):\n"
+    "    got = np.array([a[name].GetTuple1(k) for k in range(64)]).reshape(8, 8)\n"
+    "    assert np.allclose(got, px[..., i] * 0.01, rtol=1e-6, atol=1e-12, equal_nan=True), got\n"
+    "a = read(sys.argv[1] + '/s_0001.vtk')\n"
+    "assert 'velocity' in a and 'sigma_u' not in a and 'sigma_v' not in a, sorted(a)\n"
+    "print('ok')\n";
+
+// A run whose agent measured each vector's uncertainty for pair 2 only
+// (RESULTs with a PVS1 field between two PVF1 ones) into a real broker,
+// calibrated 0.02 mm/px, dt 2 ms: HDF5 and .mat carry sigma_u, sigma_v in
+// m/s (NaN for pairs 1 and 3), VTK has them as scalars, txt as its last
+// columns with the unit in the header; a run without sigma has none.
+START_TEST (a_run_with_uncertainty_carries_sigma_in_every_export)
+{
+    s_calibrated_farm (3);
+    char out[1 << 16];
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    piv_field_t *fields[3] = {s_field (8, OMEGA, 1.0, -0.5), s_sigma_field (0.05),
+                              s_field (8, OMEGA, 1.0, -0.5)};
+    for (int i = 0; i < 3; i++)
+        s_land_result (i + 1, "unc", fields[i]);
+    tu_farm_wait_done (&s_farm, 3, 30);
+    char injected[4200];
+    snprintf (injected, sizeof injected, "%s", tu_path (s_farm.dir, "sigma.txt"));
+    FILE *raw = fopen (injected, "w");
+    ck_assert_ptr_nonnull (raw);
+    for (int k = 0; k < 64; k++)
+        fprintf (raw, "%.9g %.9g\n", fields[1]->sigma_u[k], fields[1]->sigma_v[k]);
+    fclose (raw);
+
+    // A second, planar run without sigma, for what an export of it lacks.
+    piv_field_t *plain = s_field (8, OMEGA, 0, 0);
+    s_planar_exp2 ("plain-1", plain);
+    piv_field_destroy (&plain);
+
+    // HDF5 (h5py) and MAT (scipy).
+    char h5[4200], h5_plain[4200], mat[4200], mat_plain[4200], dir[4200];
+    snprintf (h5, sizeof h5, "%s", tu_path (s_farm.dir, "exp1.h5"));
+    snprintf (h5_plain, sizeof h5_plain, "%s", tu_path (s_farm.dir, "exp2.h5"));
+    snprintf (mat, sizeof mat, "%s", tu_path (s_farm.dir, "exp1.mat"));
+    snprintf (mat_plain, sizeof mat_plain, "%s", tu_path (s_farm.dir, "exp2.mat"));
+    int rc = s_pivctl (out, sizeof out, "export", "exp1", "--format", "hdf5", "-o", h5, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "exported 3 field(s)"), "%s", out);
+    rc = s_pivctl (out, sizeof out, "export", "exp2", "--format", "hdf5", "--units", "px", "-o",
+                   h5_plain, NULL);
+    ck_assert_msg (rc == 0, "%s", out);
+    rc = s_python3 (s_sigma_h5_check, out, sizeof out, h5, injected, h5_plain);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+    printf ("sigma export: %s", out);
+    rc = s_pivctl (out, sizeof out, "export", "exp1", "--format", "mat", "-o", mat, NULL);
+    ck_assert_msg (rc == 0, "%s", out);
+    rc = s_pivctl (out, sizeof out, "export", "exp2", "--format", "mat", "--units", "px", "-o",
+                   mat_plain, NULL);
+    ck_assert_msg (rc == 0, "%s", out);
+    rc = s_python3 (s_sigma_mat_check, out, sizeof out, mat, injected, mat_plain);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "scipy: %s", out);
+
+    // VTK: two scalars in pair 2's file, none in pair 1's.
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "vtk"));
+    rc = s_pivctl (out, sizeof out, "export", "exp1", "--format", "vtk", "-o", dir, NULL);
+    ck_assert_msg (rc == 0, "%s", out);
+    rc = s_python (s_sigma_vtk_check, out, sizeof out, dir, injected);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "vtk: %s", out);
+
+    // txt: the last two columns, in m/s as the header says.
+    snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "txt"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-o", dir, NULL), 0);
+    char path[8400];
+    snprintf (path, sizeof path, "%s/s_0002.txt", dir);
+    char *text = tu_slurp (path, NULL);
+    ck_assert_ptr_nonnull (text);
+    ck_assert_msg (strstr (text, "# units: x, y in m; u, v, sigma_u, sigma_v in m/s (") != NULL,
+                   "%s", text);
+    const char *row = strstr (text, "\n# x y u v flags peak_ratio ");
+    ck_assert_msg (row != NULL, "%s", text);
+    row = strchr (row + 1, '\n');
+    ck_assert_msg (strncmp (row - 16, " sigma_u sigma_v", 16) == 0, "%s", text);
+    row++;
+    for (int k = 0; k < 64; k++) {
+        double col[16];
+        int c = 0;
+        const char *eol = strchr (row, '\n');
+        while (row < eol && c < 16) {
+            char *end;
+            col[c++] = strtod (row, &end);
+            ck_assert (end > row);
+            row = end;
+        }
+        row = eol + 1;
+        double want_u = fields[1]->sigma_u[k] * 0.01, want_v = fields[1]->sigma_v[k] * 0.01;
+        ck_assert_msg (k == 9 ? isnan (col[c - 2]) && isnan (col[c - 1])
+                              : fabs (col[c - 2] - want_u) < 1e-6 * want_u
+                                    && fabs (col[c - 1] - want_v) < 1e-6 * want_v,
+                       "vector %d: sigma %.9g %.9g m/s, injected %.9g %.9g", k, col[c - 2],
+                       col[c - 1], want_u, want_v);
+    }
+    free (text);
+    snprintf (path, sizeof path, "%s/s_0001.txt", dir);
+    text = tu_slurp (path, NULL);
+    ck_assert_ptr_nonnull (text);
+    ck_assert_msg (strstr (text, "sigma_u") == NULL, "%s", text);
+    free (text);
+    for (int i = 0; i < 3; i++)
         piv_field_destroy (&fields[i]);
 }
 END_TEST
@@ -1567,6 +1765,7 @@ s_suite (void)
     tcase_add_test (tc,
                     a_run_calibrated_after_recording_and_its_replays_come_out_calibrated_and_masked);
     tcase_add_test (tc, a_stereo_run_through_the_broker_gives_w_in_every_output);
+    tcase_add_test (tc, a_run_with_uncertainty_carries_sigma_in_every_export);
     suite_add_tcase (s, tc);
     return s;
 }
