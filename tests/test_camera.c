@@ -35,16 +35,11 @@ s_teardown (void)
     tu_rmtree (s_dir);
 }
 
-// "<test dir>/<name>" (own storage: tu_path's slots are shared).
+// "<test dir>/<name>" (tu_file's own slots).
 static const char *
 s_p (const char *name)
 {
-    static char buf[8][4096];
-    static int slot;
-    slot = (slot + 1) % 8;
-    int n = snprintf (buf[slot], sizeof buf[slot], "%s/%s", s_dir, name);
-    ck_assert (n > 0 && n < (int) sizeof buf[slot]);
-    return buf[slot];
+    return tu_file (s_dir, name);
 }
 
 // Case E's points file of camera cam (1 or 3), plane k (0..6).
@@ -77,22 +72,12 @@ s_calib (const char *const *args)
     return tu_run_bin ("pivfarm-calib", args, s_out, sizeof s_out, RUN_TIMEOUT);
 }
 
-// The arguments that calibrate both of case E's cameras into 'out'.
-static void
-s_case_e_args (const char **args, const char *out)
+// pivfarm-calib on both of case E's cameras into 'out': its exit status
+// (output in s_out).
+static int
+s_calib_case_e (const char *out)
 {
-    int n = 0;
-    for (int cam = 1; cam <= 3; cam += 2) {
-        args[n++] = "--camera";
-        args[n++] = cam == 1 ? "1" : "3";
-        for (int k = 0; k < PLANES; k++) {
-            args[n++] = "--points";
-            args[n++] = s_case_e (cam, k);
-        }
-    }
-    args[n++] = "-o";
-    args[n++] = out;
-    args[n] = NULL;
+    return tu_calib_case_e (out, s_out, sizeof s_out);
 }
 
 // ---------------------------------------------------------------- case E
@@ -308,9 +293,7 @@ END_TEST
 // writing it again gives the same bytes.
 START_TEST (the_calibration_file_is_read_back_bit_exact)
 {
-    const char *args[40];
-    s_case_e_args (args, s_p ("rig.cal"));
-    int rc = s_calib (args);
+    int rc = s_calib_case_e (s_p ("rig.cal"));
     ck_assert_msg (rc == 0, "pivfarm-calib exited %d:\n%s", rc, s_out);
     char err[1024] = "";
     piv_cameras_t *rig = piv_cameras_load (s_p ("rig.cal"), err, sizeof err);
@@ -424,9 +407,7 @@ s_damaged (const char *text, const s_damage_t *d, char *out, size_t size)
 // bit (from the file and from its text), and refused when absurd.
 START_TEST (the_grid_and_sheet_lines_are_read_back_bit_exact)
 {
-    const char *args[40];
-    s_case_e_args (args, s_p ("rig.cal"));
-    ck_assert_int_eq (s_calib (args), 0);
+    ck_assert_int_eq (s_calib_case_e (s_p ("rig.cal")), 0);
     char err[1024] = "";
     piv_cameras_t *rig = piv_cameras_load (s_p ("rig.cal"), err, sizeof err);
     ck_assert_msg (rig, "%s", err);
@@ -478,9 +459,7 @@ END_TEST
 // A damaged calibration file is refused naming the file and the line.
 START_TEST (a_damaged_calibration_file_is_refused_naming_its_line)
 {
-    const char *args[40];
-    s_case_e_args (args, s_p ("rig.cal"));
-    ck_assert_int_eq (s_calib (args), 0);
+    ck_assert_int_eq (s_calib_case_e (s_p ("rig.cal")), 0);
     char *text = tu_slurp (s_p ("rig.cal"), NULL);
     ck_assert (text);
     static const s_damage_t damage[] = {
@@ -665,9 +644,7 @@ END_TEST
 // camera on stdout, the chosen one marked, the file written.
 START_TEST (pivfarm_calib_prints_both_models_and_writes_the_chosen_one)
 {
-    const char *args[40];
-    s_case_e_args (args, s_p ("rig.cal"));
-    int rc = s_calib (args);
+    int rc = s_calib_case_e (s_p ("rig.cal"));
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
     ck_assert_msg (strstr (s_out, "camera 1: 252 points on 7 planes") &&
                        strstr (s_out, "camera 3: 112 points on 7 planes") &&

@@ -33,17 +33,11 @@ s_teardown (void)
     tu_rmtree (s_dir);
 }
 
-// "<test dir>/<name>". tu_path has 8 slots, and one run can take more
-// paths than that (tu_bin and tu_data use them too), so these have their own.
+// "<test dir>/<name>" (tu_file's own slots).
 static const char *
 s_p (const char *name)
 {
-    static char slots[128][4096];
-    static int next;
-    char *buf = slots[next++ % 128];
-    int n = snprintf (buf, 4096, "%s/%s", s_dir, name);
-    ck_assert (n > 0 && n < 4096);
-    return buf;
+    return tu_file (s_dir, name);
 }
 
 // A real camera image of the shared data, in a slot of its own.

@@ -41,16 +41,11 @@ s_teardown (void)
     tu_rmtree (s_dir);
 }
 
-// "<test dir>/<name>" (own storage: tu_path's slots are shared).
+// "<test dir>/<name>" (tu_file's own slots).
 static const char *
 s_p (const char *name)
 {
-    static char buf[8][4096];
-    static int slot;
-    slot = (slot + 1) % 8;
-    int n = snprintf (buf[slot], sizeof buf[slot], "%s/%s", s_dir, name);
-    ck_assert (n > 0 && n < (int) sizeof buf[slot]);
-    return buf[slot];
+    return tu_file (s_dir, name);
 }
 
 // Runs bin/<program> with args (NULL-terminated); its exit status.
@@ -672,24 +667,7 @@ s_case_e_images (void)
 static void
 s_case_e_calibrate (const char *cal)
 {
-    const char *args[40];
-    int n = 0;
-    static char xml[2][PLANES][4096];
-    for (int c = 0; c < 2; c++) {
-        args[n++] = "--camera";
-        args[n++] = c == 0 ? "1" : "3";
-        for (int k = 0; k < PLANES; k++) {
-            char name[128];
-            snprintf (name, sizeof name, "stereo/caseE/Camera_0%d/img_%d.xml", c == 0 ? 1 : 3, k);
-            snprintf (xml[c][k], sizeof xml[c][k], "%s", tu_data (name));
-            args[n++] = "--points";
-            args[n++] = xml[c][k];
-        }
-    }
-    args[n++] = "-o";
-    args[n++] = cal;
-    args[n] = NULL;
-    int rc = s_run ("pivfarm-calib", args);
+    int rc = tu_calib_case_e (cal, s_out, sizeof s_out);
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
 }
 

@@ -86,6 +86,40 @@ tu_path (const char *dir, const char *name)
 }
 
 int
+tu_calib_case_e (const char *out, char *out_text, size_t out_len)
+{
+    const char *args[40];
+    static char xml[2][7][4096];  // the 7 target planes of cameras 1 and 3
+    int n = 0;
+    for (int c = 0; c < 2; c++) {
+        args[n++] = "--camera";
+        args[n++] = c == 0 ? "1" : "3";
+        for (int k = 0; k < 7; k++) {
+            char name[128];
+            snprintf (name, sizeof name, "stereo/caseE/Camera_0%d/img_%d.xml", c == 0 ? 1 : 3, k);
+            snprintf (xml[c][k], sizeof xml[c][k], "%s", tu_data (name));
+            args[n++] = "--points";
+            args[n++] = xml[c][k];
+        }
+    }
+    args[n++] = "-o";
+    args[n++] = out;
+    args[n] = NULL;
+    return tu_run_bin ("pivfarm-calib", args, out_text, out_len, 120);
+}
+
+const char *
+tu_file (const char *dir, const char *name)
+{
+    static char slots[128][4096];
+    static int next;
+    char *buf = slots[next++ % 128];
+    int n = snprintf (buf, sizeof slots[0], "%s/%s", dir, name);
+    ck_assert_msg (n > 0 && n < (int) sizeof slots[0], "path too long: %s/%s", dir, name);
+    return buf;
+}
+
+int
 tu_run_bin (const char *program, const char *const *args, char *out, size_t outlen, int timeout_s)
 {
     char *argv[64];

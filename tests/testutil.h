@@ -21,6 +21,14 @@ const char *tu_tmpdir (void);
 void tu_rmtree (const char *path);
 // "<dir>/<name>" in a static rotating buffer (8 slots).
 const char *tu_path (const char *dir, const char *name);
+// pivfarm-calib on case E's given points (tests/data/stereo/caseE: both
+// cameras, the 7 planes' XML) writing the rig's calibration to 'out'; its
+// exit status, its output in out_text.
+int tu_calib_case_e (const char *out, char *out_text, size_t out_len);
+// The same in slots of its own (128, apart from those tu_path, tu_bin and
+// tu_data share), a path too long for them failing the test: a suite's
+// paths in its test directory, of which one test may hold many at once.
+const char *tu_file (const char *dir, const char *name);
 // $PIVFARM_BIN/<program> (default ./bin/<program>).
 const char *tu_bin (const char *program);
 // $PIVFARM_DATA/<name> (default tests/data/<name>).
