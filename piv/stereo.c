@@ -632,8 +632,10 @@ piv_stereo_field (const piv_field3_t *f3, const piv_stereo_grid_t *grid,
     double s = grid->step;
     long n = (long) f3->nx * f3->ny;
     for (long k = 0; k < n; k++) {
-        f->x[k] = (float) ((f3->x[k] - grid->x0) / s);
-        f->y[k] = (float) ((grid->y0 - f3->y[k]) / s);
+        if (!planar) {  // else the planar field's exact grid pixels, below
+            f->x[k] = (float) ((f3->x[k] - grid->x0) / s);
+            f->y[k] = (float) ((grid->y0 - f3->y[k]) / s);
+        }
         f->u[k] = (float) (f3->u[k] / s);
         f->v[k] = (float) (-f3->v[k] / s);
         f->w[k] = (float) (f3->w[k] / s);
