@@ -1,0 +1,87 @@
+// ensemble.h — ensemble correlation (Meinhart, Wereley & Santiago 2000):
+// the correlation planes of each window position summed over many pairs of
+// one experiment, the mean field read from the summed planes' peaks, and
+// the peak's width less the particle images' own (their summed
+// autocorrelation) as the covariance of the displacements inside the
+// window over the run: the Reynolds stresses in px^2 (Scharnowski, Hain &
+// Kähler 2012). Sums over any subset of pairs merge into the sums over
+// their union and encode to bytes, so a farm keeps one partial per chunk
+// of pairs and merges them in a fixed order (the same bytes whoever
+// computed them). A run is one or more passes, largest windows first; each
+// pass after the first reads frame B displaced by the previous pass's
+// ensemble field (the predictor), so its planes keep only a few lags
+// around the predicted displacement. Plain C over libpiv: no ZeroMQ, no
+// SQLite.
+
+#ifndef PIV_ENSEMBLE_H
+#define PIV_ENSEMBLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "piv/field.h"
+#include "piv/image.h"
+#include "piv/settings.h"
+
+typedef struct _piv_ensemble_t piv_ensemble_t;
+
+// The windows of the passes of a run ending at 'window' px, largest first
+// (e.g. 32, 16, 8 for 8), at most 'max' of them; returns their number, or
+// -1 for a window the engine cannot correlate (names nothing: the caller
+// says which value was wrong).
+int piv_ensemble_passes (int window, int *windows, int max);
+
+// One pass: windows of 'window' px at 'overlap' percent (0..90) over frames
+// of width x height, frame B read displaced by 'predictor' (NULL: no
+// predictor, the first pass; a field of any grid, interpolated, copied:
+// the caller keeps its own), with the preprocessing and the sub-pixel fit
+// of 'settings' (its windows and passes are not used). No pair counted.
+// NULL with err naming the bad argument (a window too small for the
+// frames, an overlap out of range) or "no memory".
+piv_ensemble_t *piv_ensemble_new (const piv_settings_t *settings, int window, int overlap,
+                                  int width, int height, const piv_field_t *predictor, char *err,
+                                  size_t errlen);
+void piv_ensemble_destroy (piv_ensemble_t **self_p);
+
+// What a pass is: the grid of its sums and the lags it keeps.
+typedef struct {
+    int window, step;   // windows and grid spacing, px
+    int nx, ny;         // grid size (window centres as piv_process places them)
+    int radius;         // lags kept each way around the prediction: planes of (2 radius + 1)^2
+    int width, height;  // the frames' size
+    int64_t pairs;      // pairs counted
+} piv_ensemble_info_t;
+void piv_ensemble_info (const piv_ensemble_t *self, piv_ensemble_info_t *out);
+
+// Adds one pair's correlation planes (and frame A's autocorrelation) to
+// the sums. One thread per object; objects of one pass may run on several
+// threads at once. 0, or -1 with err (frames of another size than the pass
+// was made for, naming both sizes; no memory): the sums are then as before.
+int piv_ensemble_add (piv_ensemble_t *self, const piv_image_t *a, const piv_image_t *b, char *err,
+                      size_t errlen);
+
+// Adds the sums of 'other' (same pass: window, overlap, frames' size and
+// predictor) to self's. 0, or -1 with err naming what differs (self then
+// unchanged).
+int piv_ensemble_merge (piv_ensemble_t *self, const piv_ensemble_t *other, char *err,
+                        size_t errlen);
+
+// The sums as bytes (versioned little-endian layout with the pass and its
+// predictor, so that a decoded partial merges only with its own pass): a
+// malloc'd buffer in *buf_p. 0 or -1 (no memory). Decode checks every size
+// against the bytes given (they come from the wire): NULL with err ("bad
+// ensemble: ...") for bytes that are not such sums.
+int piv_ensemble_encode (const piv_ensemble_t *self, unsigned char **buf_p, size_t *size_p);
+piv_ensemble_t *piv_ensemble_decode (const void *buf, size_t size, char *err, size_t errlen);
+
+// The ensemble field of the sums: at each window the mean displacement
+// (the prediction plus the summed peak's sub-pixel place), peak_ratio of
+// the summed plane, flags VALID, or INVALID where the window had no peak
+// (no particles in any pair) or it failed the normalized median test (not
+// replaced: an ensemble field is a mean, not a guess). *stress_p (may be
+// NULL) gets 3 * nx * ny floats, malloc'd: u'u', v'v', u'v' in px^2 per
+// grid point (k, nx*ny + k, 2*nx*ny + k), NaN where the peak's width could
+// not be measured. NULL with err (no pair counted, no memory).
+piv_field_t *piv_ensemble_field (const piv_ensemble_t *self, float **stress_p, char *err,
+                                 size_t errlen);
+
+#endif
