@@ -84,6 +84,25 @@ static const s_field_t s_failed[] = {
     {S_TEXT, S_AT (text), "error"}};
 static const s_field_t s_recorded[] = {{S_U64, S_AT (pair), "pair"},
                                        {S_U32, S_AT (attempt), "attempt"}};
+static const s_field_t s_ensemble[] = {
+    {S_U64, S_AT (seq), "job"},
+    {S_U32, S_AT (count), "pass"},
+    {S_U64, S_AT (pair), "chunk"},
+    {S_U32, S_AT (attempt), "attempt"},
+    {S_TEXT, S_AT (experiment), "experiment"},
+    {S_TEXT, S_AT (settings), "settings"},
+    {S_U32, S_AT (window), "window"},
+    {S_U32, S_AT (overlap), "overlap"},
+    {S_BODY, S_AT (text), "frames"},
+    {S_BLOB, S_AT (blob), "predictor"}};
+static const s_field_t s_partial[] = {
+    {S_U64, S_AT (seq), "job"},
+    {S_U32, S_AT (count), "pass"},
+    {S_U64, S_AT (pair), "chunk"},
+    {S_U32, S_AT (attempt), "attempt"},
+    {S_I64, S_AT (time_ns), "compute_ns"},
+    {S_TEXT, S_AT (text), "error"},
+    {S_BLOB, S_AT (blob), "partial"}};
 static const s_field_t s_request[] = {{S_TEXT, S_AT (text), "line"}};
 static const s_field_t s_reply[] = {{S_U32, S_AT (status), "status"},
                                     {S_BODY, S_AT (text), "body"}};
@@ -115,6 +134,8 @@ static const s_command_t s_commands[] = {
     S_CMD (PROTO_DEFER, "DEFER", s_failed),
     S_CMD (PROTO_RECORDED, "RECORDED", s_recorded),
     {PROTO_DISCONNECT, "DISCONNECT", NULL, 0},
+    S_CMD (PROTO_ENSEMBLE, "ENSEMBLE", s_ensemble),
+    S_CMD (PROTO_PARTIAL, "PARTIAL", s_partial),
     S_CMD (PROTO_REQUEST, "REQUEST", s_request),
     S_CMD (PROTO_REPLY, "REPLY", s_reply),
     S_CMD (PROTO_BATCH, "BATCH", s_batch),
@@ -776,6 +797,40 @@ s_check_blob (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t 
     return 0;
 }
 
+// An ENSEMBLE's window and overlap are ones a pass can have, and its
+// frames are pairs of non-empty lines, at most PROTO_MAX_CHUNK pairs (the
+// agent checks each path as it checks a TASK's).
+static int
+s_check_ensemble (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errlen)
+{
+    if (s_check_name (cmd, "experiment", msg->experiment, 1, err, errlen))
+        return -1;
+    if (msg->window < 4 || msg->window > 1024 || msg->overlap > 90) {
+        s_error (err, errlen, "frames %d-%d 'window' %" PRIu32 " and 'overlap' %" PRIu32
+                 ": not 4..1024 px and 0..90 %%",
+                 s_frame_of (cmd, "window"), s_frame_of (cmd, "overlap"), msg->window,
+                 msg->overlap);
+        return -1;
+    }
+    size_t lines = 0;
+    const char *p = msg->text ? msg->text : "";
+    while (*p) {
+        const char *end = strchr (p, '\n');
+        if (!end || end == p) {
+            lines = 0;
+            break;
+        }
+        lines++;
+        p = end + 1;
+    }
+    if (lines == 0 || lines % 2 || lines / 2 > PROTO_MAX_CHUNK) {
+        s_error (err, errlen, "frame %d 'frames' is not 1..%d pairs of lines 'A\\nB\\n'",
+                 s_frame_of (cmd, "frames"), PROTO_MAX_CHUNK);
+        return -1;
+    }
+    return 0;
+}
+
 // 0 if what msg's fields hold makes sense for its command; -1 with err
 // ("bad message: frame N 'field' ...") otherwise. err may be NULL (encoder).
 static int
@@ -804,6 +859,19 @@ s_check (const s_command_t *cmd, const proto_msg_t *msg, char *err, size_t errle
     }
     case PROTO_RESULT:
         break;
+    case PROTO_ENSEMBLE:
+        return s_check_ensemble (cmd, msg, err, errlen);
+    case PROTO_PARTIAL: {
+        // A partial or an error, never both nor neither.
+        int has_error = msg->text && *msg->text;
+        if (has_error == (msg->blob_size > 0)) {
+            s_error (err, errlen, "frames %d-%d 'error' and 'partial': %s",
+                     s_frame_of (cmd, "error"), s_frame_of (cmd, "partial"),
+                     has_error ? "both given" : "neither given");
+            return -1;
+        }
+        return 0;
+    }
     default:
         return 0;
     }

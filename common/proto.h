@@ -29,6 +29,9 @@
 #define PROTO_DEFER 'Y'      // agent: cannot do this pair now for a reason of its own (its
                              // results disk is full): requeue it, not counted as an attempt
 #define PROTO_DISCONNECT 'Q' // both: I am going away
+#define PROTO_ENSEMBLE 'E'   // broker: add these pairs' correlation planes into one partial
+                             // sum of an ensemble job's pass (doc/protocol.md §4.14)
+#define PROTO_PARTIAL 'G'    // agent: the partial sum of that chunk, or why there is none
 // control socket (pivctl, status page DEALER/REQ -> broker ROUTER)
 #define PROTO_REQUEST 'C'    // client: a command and its arguments
 #define PROTO_REPLY 'P'      // broker: status code and body
@@ -45,6 +48,7 @@
 #define PROTO_MAX_FIELD (64u << 20)     // bytes of a binary field (vector field)
 #define PROTO_MAX_MESSAGE (80 << 20)    // ZMQ_MAXMSGSIZE on every socket
 #define PROTO_MAX_BATCH 1024            // messages in one BATCH
+#define PROTO_MAX_CHUNK 64              // pairs in one ENSEMBLE
 
 // Publish topics (PUB :5553, doc/protocol.md §6): "feedback.<exp>/",
 // "result.<exp>/", "failed.<exp>/", "field.<exp>/" (the prefix, the
@@ -63,26 +67,35 @@
 // NUL-terminated and owned by the message; so is 'blob'.
 typedef struct proto_msg_s {
     char command;         // PROTO_* command byte
-    uint64_t seq;         // FILE, ACK: the watcher's event sequence number
-    uint64_t pair;        // TASK, RESULT, FAILED, DEFER, RECORDED: pair id
-    uint32_t attempt;     // TASK, RESULT, FAILED, DEFER, RECORDED: attempt number
-    uint32_t count;       // READY: credit; HELLO: cores; ACK: number of seqs; BATCH: messages
+    uint64_t seq;         // FILE, ACK: the watcher's event sequence number; ENSEMBLE,
+                          // PARTIAL: the ensemble job
+    uint64_t pair;        // TASK, RESULT, FAILED, DEFER, RECORDED: pair id; ENSEMBLE,
+                          // PARTIAL: the chunk (0-based, within the pass)
+    uint32_t attempt;     // TASK, RESULT, FAILED, DEFER, RECORDED, ENSEMBLE, PARTIAL: attempt
+    uint32_t count;       // READY: credit; HELLO: cores; ACK: number of seqs; BATCH: messages;
+                          // ENSEMBLE, PARTIAL: the pass (0-based)
+    uint32_t window;      // ENSEMBLE: the pass's windows, px
+    uint32_t overlap;     // ENSEMBLE: their overlap, percent
     int64_t size;         // FILE: bytes
     int64_t time_ns;      // FILE: mtime; RESULT: compute ns; HEARTBEAT: sender's clock
-    char *experiment;     // FILE, TASK
+    char *experiment;     // FILE, TASK, ENSEMBLE
     char *name;           // FILE: path relative to the experiment; HELLO: agent id
-    char *text;           // HELLO: host; FAILED, DEFER: error; REQUEST: command line; REPLY: body
+    char *text;           // HELLO: host; FAILED, DEFER, PARTIAL: error; REQUEST: command line;
+                          // REPLY: body; ENSEMBLE: the frames, "A\nB\n" a pair (broker's paths)
     char *path_a;         // TASK: frame A (broker's path)
     char *path_b;         // TASK: frame B, or empty for a multipage file
     char *path_c;         // TASK: a stereo set's camera 2 frame A, else empty
     char *path_d;         // TASK: a stereo set's camera 2 frame B, else empty
     char *cameras;        // TASK: a stereo set's rig calibration (piv/cameras.h text), else empty
-    char *settings;       // TASK: PIV settings ("passes=64,32,16 overlap=50 ..."); HELLO: capabilities
+    char *settings;       // TASK, ENSEMBLE: PIV settings ("passes=64,32,16 overlap=50 ...");
+                          // HELLO: capabilities
     char *output;         // TASK: where to write the txt result (broker's path); RESULT: written path
     uint64_t *seqs;       // ACK: 'count' sequence numbers
     double figures[8];    // RESULT: PROTO_FIG_* summary figures
     uint32_t status;      // REPLY: 200 ok, 400 bad request, 403 refused, 500 error
-    unsigned char *blob;  // RESULT: the vector field, as piv_field_encode writes it (piv/field.h)
+    unsigned char *blob;  // RESULT: the vector field, as piv_field_encode writes it (piv/field.h);
+                          // ENSEMBLE: the predictor (a field, or empty in the first pass);
+                          // PARTIAL: the sums, as piv_ensemble_encode writes them
     size_t blob_size;     // its size in bytes
     struct proto_msg_s *batch;  // BATCH: its 'count' messages, decoded as if each came alone
 } proto_msg_t;

@@ -19,7 +19,8 @@
 // Every command, in the order of proto.h.
 static const char s_commands[] = {PROTO_FILE,     PROTO_ACK,      PROTO_HELLO,    PROTO_READY,
                                   PROTO_HEARTBEAT, PROTO_TASK,    PROTO_RESULT,   PROTO_FAILED,
-                                  PROTO_RECORDED, PROTO_DISCONNECT, PROTO_REQUEST, PROTO_REPLY};
+                                  PROTO_RECORDED, PROTO_DISCONNECT, PROTO_REQUEST, PROTO_REPLY,
+                                  PROTO_ENSEMBLE, PROTO_PARTIAL};
 #define S_NCOMMANDS ((int) sizeof s_commands)
 
 // The frames each command takes (doc/protocol.md); ACK with s_fill's 3 seqs.
@@ -39,6 +40,8 @@ s_frames_of (char command)
     case PROTO_DISCONNECT: return 2;
     case PROTO_REQUEST: return 3;
     case PROTO_REPLY: return 4;
+    case PROTO_ENSEMBLE: return 12;
+    case PROTO_PARTIAL: return 9;
     }
     return -1;
 }
@@ -143,6 +146,30 @@ s_fill (proto_msg_t *msg, char command)
         msg->status = 200;
         msg->text = s_strdup ("{\"ok\": true}\n");
         break;
+    case PROTO_ENSEMBLE:
+        msg->seq = 7;  // the job
+        msg->count = 2;  // its pass
+        msg->pair = 11;  // the chunk
+        msg->attempt = 1;
+        msg->experiment = s_strdup ("run7");
+        msg->settings = s_strdup ("passes=64,32,16 overlap=50");
+        msg->window = 8;
+        msg->overlap = 50;
+        msg->text = s_strdup ("/data/run7/img_0001_a.tif\n/data/run7/img_0001_b.tif\n"
+                              "/data/run7/img_0002_a.tif\n/data/run7/img_0002_b.tif\n");
+        s_field_blob (msg, 31, 31);  // the predictor
+        msg->figures[PROTO_FIG_NX] = msg->figures[PROTO_FIG_NY] = 0;
+        break;
+    case PROTO_PARTIAL:
+        msg->seq = 7;
+        msg->count = 2;
+        msg->pair = 11;
+        msg->attempt = 1;
+        msg->time_ns = 250000000;
+        msg->text = s_strdup ("");  // no error: a partial
+        s_field_blob (msg, 3, 3);  // bytes: the broker decodes them (piv_ensemble_decode)
+        msg->figures[PROTO_FIG_NX] = msg->figures[PROTO_FIG_NY] = 0;
+        break;
     }
 }
 
@@ -163,6 +190,8 @@ s_assert_same (const proto_msg_t *a, const proto_msg_t *b)
     ck_assert_uint_eq (a->pair, b->pair);
     ck_assert_uint_eq (a->attempt, b->attempt);
     ck_assert_uint_eq (a->count, b->count);
+    ck_assert_uint_eq (a->window, b->window);
+    ck_assert_uint_eq (a->overlap, b->overlap);
     ck_assert_int_eq (a->size, b->size);
     ck_assert_int_eq (a->time_ns, b->time_ns);
     ck_assert_uint_eq (a->status, b->status);
@@ -499,10 +528,70 @@ START_TEST (refuses_to_encode_what_a_peer_would_refuse)
 }
 END_TEST
 
+START_TEST (an_ensemble_chunk_and_its_partial_are_refused_unless_they_make_sense)
+{
+    char err[512];
+    struct {
+        char command;
+        const char *text;
+        uint32_t window, overlap;
+        int blob;
+        const char *why;
+    } cases[] = {
+        {PROTO_ENSEMBLE, "/a\n/b\n", 3, 50, 0, "'window' 3 and 'overlap' 50"},
+        {PROTO_ENSEMBLE, "/a\n/b\n", 8, 91, 0, "'window' 8 and 'overlap' 91"},
+        {PROTO_ENSEMBLE, "/a\n/b\n/c\n", 8, 50, 0, "'frames' is not 1..64 pairs"},
+        {PROTO_ENSEMBLE, "/a\n\n", 8, 50, 0, "'frames' is not 1..64 pairs"},
+        {PROTO_ENSEMBLE, "/a\n/b", 8, 50, 0, "'frames' is not 1..64 pairs"},
+        {PROTO_ENSEMBLE, "", 8, 50, 0, "'frames' is not 1..64 pairs"},
+        {PROTO_PARTIAL, "", 0, 0, 0, "'error' and 'partial': neither given"},
+        {PROTO_PARTIAL, "cannot open '/a'", 0, 0, 1, "'error' and 'partial': both given"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        proto_msg_t msg = {.command = cases[i].command,
+                           .experiment = "run7",
+                           .text = (char *) cases[i].text,
+                           .window = cases[i].window,
+                           .overlap = cases[i].overlap};
+        unsigned char bytes[4] = {1, 2, 3, 4};
+        if (cases[i].blob) {
+            msg.blob = bytes;
+            msg.blob_size = sizeof bytes;
+        }
+        // Neither encoded ...
+        ck_assert_msg (proto_encode (&msg) == NULL, "case %zu encoded", i);
+        // ... nor decoded when a peer sends it anyway (frames built by hand).
+            zmsg_t *zmsg = zmsg_new ();
+        zmsg_addstr (zmsg, PROTO_VERSION);
+        zmsg_addmem (zmsg, &cases[i].command, 1);
+        char w[16], o[16];
+        snprintf (w, sizeof w, "%u", cases[i].window);
+        snprintf (o, sizeof o, "%u", cases[i].overlap);
+        if (cases[i].command == PROTO_ENSEMBLE) {
+            const char *frames[] = {"1", "0", "0", "1", "run7", "", w, o, cases[i].text};
+            for (size_t f = 0; f < 9; f++)
+                zmsg_addstr (zmsg, frames[f]);
+            zmsg_addmem (zmsg, NULL, 0);
+        }
+        else {
+            const char *frames[] = {"1", "0", "0", "1", "5", cases[i].text};
+            for (size_t f = 0; f < 6; f++)
+                zmsg_addstr (zmsg, frames[f]);
+            zmsg_addmem (zmsg, cases[i].blob ? bytes : NULL, cases[i].blob ? sizeof bytes : 0);
+        }
+        proto_msg_t out = {0};
+        ck_assert_int_eq (proto_decode (&zmsg, &out, err, sizeof err), -1);
+        ck_assert_msg (strstr (err, cases[i].why), "case %zu: %s", i, err);
+        ck_assert (s_is_zeroed (&out));
+    }
+}
+END_TEST
+
 START_TEST (names_every_command_and_calls_an_unknown_byte_a_question_mark)
 {
     const char *names[] = {"FILE",  "ACK",    "HELLO",    "READY",      "HEARTBEAT", "TASK",
-                           "RESULT", "FAILED", "RECORDED", "DISCONNECT", "REQUEST",   "REPLY"};
+                           "RESULT", "FAILED", "RECORDED", "DISCONNECT", "REQUEST",   "REPLY",
+                           "ENSEMBLE", "PARTIAL"};
     for (int i = 0; i < S_NCOMMANDS; i++)
         ck_assert_str_eq (proto_command_name (s_commands[i]), names[i]);
     ck_assert_str_eq (proto_command_name ('Z'), "?");
@@ -1829,6 +1918,7 @@ s_suite (void)
     tcase_add_test (tc, sends_absent_text_as_an_empty_frame_and_an_absent_blob_as_an_empty_one);
     tcase_add_test (tc, a_stereo_task_carries_four_frames_and_its_rig_and_half_a_set_is_refused);
     tcase_add_test (tc, refuses_to_encode_what_a_peer_would_refuse);
+    tcase_add_test (tc, an_ensemble_chunk_and_its_partial_are_refused_unless_they_make_sense);
     tcase_add_test (tc, names_every_command_and_calls_an_unknown_byte_a_question_mark);
     tcase_add_test (tc, release_frees_everything_and_leaves_an_empty_message);
     tcase_add_test (tc, a_dealer_reaches_the_router_and_each_reply_reaches_the_right_dealer);
