@@ -254,6 +254,47 @@ static const char *s_migrations[] = {
     // a pair of two frames: every pair of before the upgrade).
     "ALTER TABLE pairs ADD COLUMN file_c INTEGER REFERENCES files (id);"
     "ALTER TABLE pairs ADD COLUMN file_d INTEGER REFERENCES files (id);",
+
+    // 7 -> 8: ensemble correlation jobs (issue 27, doc/control.md
+    // 'ensemble'): a job of an experiment, the pairs it sums in their
+    // order (cut into chunks of 'chunk' pairs), one partial sum per
+    // (job, pass, chunk) recorded once (the first wins), and the job's
+    // field with its stresses once its last pass is merged.
+    "CREATE TABLE ensemble_jobs ("
+    "    id INTEGER PRIMARY KEY,"
+    "    experiment INTEGER NOT NULL REFERENCES experiments (id),"
+    "    window INTEGER NOT NULL,"
+    "    overlap INTEGER NOT NULL,"
+    "    asked TEXT NOT NULL,"
+    "    settings TEXT NOT NULL,"
+    "    chunk INTEGER NOT NULL,"
+    "    passes INTEGER NOT NULL,"
+    "    pass INTEGER NOT NULL,"
+    "    pairs INTEGER NOT NULL,"
+    "    state TEXT NOT NULL CHECK (state = 'running' OR state = 'done' OR state = 'failed'),"
+    "    error TEXT,"
+    "    field BLOB,"
+    "    stress BLOB,"
+    "    created_ns INTEGER NOT NULL,"
+    "    finished_ns INTEGER"
+    ");"
+    "CREATE INDEX ensemble_jobs_of ON ensemble_jobs (experiment, id);"
+    "CREATE TABLE ensemble_pairs ("
+    "    job INTEGER NOT NULL REFERENCES ensemble_jobs (id),"
+    "    ord INTEGER NOT NULL,"
+    "    pair INTEGER NOT NULL REFERENCES pairs (id),"
+    "    PRIMARY KEY (job, ord)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE ensemble_partials ("
+    "    job INTEGER NOT NULL REFERENCES ensemble_jobs (id),"
+    "    pass INTEGER NOT NULL,"
+    "    chunk INTEGER NOT NULL,"
+    "    pairs INTEGER NOT NULL,"
+    "    agent TEXT NOT NULL,"
+    "    partial BLOB NOT NULL,"
+    "    recorded_ns INTEGER NOT NULL,"
+    "    PRIMARY KEY (job, pass, chunk)"
+    ");",
 };
 
 _Static_assert (sizeof s_migrations / sizeof s_migrations[0] == STORE_SCHEMA_VERSION,

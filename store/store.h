@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 typedef struct _store_t store_t;
 
@@ -526,6 +526,62 @@ int store_results_uncounted (store_t *self, int64_t experiment, store_result_inf
 // Removes the saved statistics of 'experiment' and marks its results not
 // counted (a rebuild from scratch). 0 or -1.
 int store_stats_clear (store_t *self, int64_t experiment, int64_t now_ns);
+
+// ---------------------------------------------------------------------------
+// Ensemble correlation jobs (store/ensemble.c, doc/storage.md)
+
+// A job as stored. Strings and blobs are owned by the record
+// (store_ensemble_release frees them).
+typedef struct {
+    int64_t id, experiment;
+    int window, overlap;       // the last pass's windows, px, and their overlap, %
+    char *asked;               // the pairs asked for, as the operator wrote them ("" : done)
+    char *settings;            // the PIV settings it runs with
+    int chunk, passes, pass;   // pairs a chunk, its passes, the pass under way (0-based)
+    int64_t pairs;             // pairs it sums
+    char state[16];            // running, done or failed
+    char *error;               // why it failed, or NULL
+    unsigned char *field;      // done: the ensemble field (piv_field_encode), else NULL
+    size_t field_size;
+    unsigned char *stress;     // done: u'u', v'v', u'v' (3 nx ny little-endian floats, px^2)
+    size_t stress_size;
+    int64_t created_ns, finished_ns;
+} store_ensemble_t;
+void store_ensemble_release (store_ensemble_t *job);
+
+// A new running job over 'pairs' (in that order), pass 0. Its id, or -1.
+int64_t store_ensemble_new (store_t *self, const store_ensemble_t *job, const int64_t *pairs,
+                            size_t npairs, int64_t now_ns);
+// Records the partial sum of (job, pass, chunk) computed by 'agent' over
+// 'pairs' pairs, unless one is recorded already: *recorded 1 if this one
+// was, 0 if it was a duplicate (dropped). 0 or -1.
+int store_ensemble_partial (store_t *self, int64_t job, int pass, int chunk, int64_t pairs,
+                            const char *agent, const void *partial, size_t size,
+                            int64_t now_ns, int *recorded);
+// The partial of (job, pass, chunk), malloc'd into *buf_p (NULL, 0 when
+// there is none). 0 or -1.
+int store_ensemble_partial_get (store_t *self, int64_t job, int pass, int chunk,
+                                unsigned char **buf_p, size_t *size_p);
+// The job moves on to 'pass'. 0 or -1.
+int store_ensemble_pass (store_t *self, int64_t job, int pass, int64_t now_ns);
+// The job ends: done with its field and stresses, or failed with 'error'.
+// 0 or -1.
+int store_ensemble_end (store_t *self, int64_t job, const char *error, const void *field,
+                        size_t field_size, const void *stress, size_t stress_size,
+                        int64_t now_ns);
+// Running jobs left by a broker that stopped are marked failed with
+// 'error' (they are run again by hand). The number marked, or -1.
+int store_ensemble_abandon (store_t *self, const char *error, int64_t now_ns);
+// The latest job of 'experiment' (done_only: the latest done). 1 with
+// *job filled, 0 when there is none, -1 on error.
+int store_ensemble_latest (store_t *self, int64_t experiment, int done_only,
+                           store_ensemble_t *job);
+// Calls fn for each pair of 'experiment' in id order: its id, state, its
+// frames' names (b NULL for a multipage file) and whether it is a stereo
+// set; fn returns 0 to go on. The count or -1.
+typedef int (store_pair_frames_fn) (void *arg, int64_t pair, int state, const char *a,
+                                    const char *b, int stereo);
+int store_pair_frames (store_t *self, int64_t experiment, store_pair_frames_fn *fn, void *arg);
 
 // Failure seam for tests: after 'after' more statement executions, every
 // execution fails with SQLite error 'code' (STORE_FAULT_*) until called

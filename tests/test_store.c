@@ -433,15 +433,15 @@ START_TEST (refuses_a_database_from_a_newer_schema)
     size_t len;
     char *data = s_slurp_db (&len);
     // meta is a WITHOUT ROWID table of text: its row is the key and the
-    // value side by side. A later pivfarm would have written 8.
-    char *row = memmem (data, len, "schema_version7", 15);
+    // value side by side. A later pivfarm would have written 9.
+    char *row = memmem (data, len, "schema_version8", 15);
     ck_assert_ptr_nonnull (row);
-    row[14] = '8';
+    row[14] = '9';
     tu_spit (s_db (), data, len);
 
     char err[512] = "";
     ck_assert_ptr_null (store_new (s_db (), STORE_DURABILITY_NORMAL, err, sizeof err));
-    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 8, newer"), "%s", err);
+    ck_assert_msg (strstr (err, s_db ()) && strstr (err, "schema version 9, newer"), "%s", err);
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "newer"), "%s", err);
     size_t after_len;
@@ -1847,7 +1847,7 @@ START_TEST (a_version_1_database_is_upgraded_in_place_keeping_its_data)
     ck_assert_msg (strstr (err, "schema version 1, older"), "%s", err);
 
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
     ck_assert_ptr_null (strstr (s_sql_text ("SELECT sql FROM sqlite_master WHERE name = 'events'"),
                                 "AUTOINCREMENT"));
     store_experiment_t experiment;
@@ -1973,7 +1973,7 @@ START_TEST (a_version_2_database_is_upgraded_to_3_and_records_allocations_and_ar
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 2, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
     // The old files are at their source, with no checksum yet.
     s_stored_t stored = {0};
     ck_assert_int_eq (store_files_stored (store, 1, s_stored_fn, &stored), 2);
@@ -2788,7 +2788,7 @@ START_TEST (a_version_3_database_is_upgraded_to_4_and_counts_lost_agents)
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 3, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
     ck_assert_str_eq (s_sql_text ("SELECT lost FROM pairs WHERE id = 1"), "0");
     // The pair out before the upgrade is lost once: counted, still pending.
     int failed = 1;
@@ -2909,7 +2909,7 @@ START_TEST (a_version_4_database_is_upgraded_to_5_with_its_results_not_counted)
     ck_assert_ptr_null (store_open_readonly (s_db (), err, sizeof err));
     ck_assert_msg (strstr (err, "schema version 4, older"), "%s", err);
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
     // The result of before the upgrade is one to count, with its field.
     s_uncounted_t *u = s_uncounted (store, 1);
     ck_assert_int_eq (u->n, 1);
@@ -2956,7 +2956,7 @@ START_TEST (a_version_6_database_is_upgraded_to_7_and_keeps_stereo_sets_of_four_
            " created_ns) VALUES (1, 1, 'f', 1, 2, 0, 0, 420);"
            "PRAGMA application_id = 1346983494;");
     store_t *store = s_open ();
-    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+    ck_assert_str_eq (s_sql_text ("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
     char *c = NULL, *d = NULL;
     ck_assert_int_eq (store_pair_more (store, 1, &c, &d), 0);
     ck_assert (c == NULL && d == NULL);
@@ -2983,6 +2983,87 @@ START_TEST (a_version_6_database_is_upgraded_to_7_and_keeps_stereo_sets_of_four_
     free (c), free (d);
     // Every frame of the set counts as paired: none is offered again.
     ck_assert_str_eq (s_sql_text ("SELECT count(*) FROM files WHERE paired = 1"), "6");
+    store_destroy (&store);
+}
+END_TEST
+
+// Ensemble jobs (schema 8): a chunk's partial recorded once, the job's
+// field kept when it ends, a job a stop left running marked failed.
+typedef struct {
+    int n;
+    int64_t ids[8];
+} s_frames_t;
+
+static int
+s_frames_fn (void *arg, int64_t pair, int state, const char *a, const char *b, int stereo)
+{
+    s_frames_t *f = arg;
+    ck_assert (state == STORE_PENDING && !stereo && a && b);
+    f->ids[f->n++] = pair;
+    return 0;
+}
+
+START_TEST (an_ensemble_partial_is_recorded_once_and_a_job_ends_with_its_field)
+{
+    store_t *store = s_open ();
+    int64_t exp = store_experiment (store, "run1", 100);
+    int version, is_new;
+    for (int i = 0; i < 3; i++) {
+        char a[32], b[32], stem[16];
+        snprintf (a, sizeof a, "p%d_a.tif", i);
+        snprintf (b, sizeof b, "p%d_b.tif", i);
+        snprintf (stem, sizeof stem, "p%d", i);
+        int64_t fa = store_file_add (store, exp, a, 10, 200, 210, &version);
+        int64_t fb = store_file_add (store, exp, b, 10, 201, 211, &version);
+        ck_assert (store_pair_add (store, exp, stem, fa, fb, 220, &is_new) > 0);
+    }
+    s_frames_t frames = {0};
+    ck_assert_int_eq (store_pair_frames (store, exp, s_frames_fn, &frames), 3);
+    store_ensemble_t job = {.experiment = exp, .window = 8, .overlap = 50, .asked = "1-3",
+                            .settings = "passes=32,16", .chunk = 2, .passes = 3};
+    int64_t id = store_ensemble_new (store, &job, frames.ids, 3, 300);
+    ck_assert (id > 0);
+    int recorded;
+    ck_assert_int_eq (store_ensemble_partial (store, id, 0, 1, 1, "a1", "first", 5, 310, &recorded), 0);
+    ck_assert_int_eq (recorded, 1);
+    // A late copy of the same chunk (another agent) is dropped.
+    ck_assert_int_eq (store_ensemble_partial (store, id, 0, 1, 1, "a2", "other", 5, 320, &recorded), 0);
+    ck_assert_int_eq (recorded, 0);
+    unsigned char *buf;
+    size_t size;
+    ck_assert_int_eq (store_ensemble_partial_get (store, id, 0, 1, &buf, &size), 0);
+    ck_assert (size == 5 && memcmp (buf, "first", 5) == 0);
+    free (buf);
+    ck_assert_int_eq (store_ensemble_partial_get (store, id, 0, 0, &buf, &size), 0);
+    ck_assert (buf == NULL && size == 0);
+    s_commit (store);
+    store_ensemble_t got;
+    ck_assert_int_eq (store_ensemble_latest (store, exp, 1, &got), 0);  // none done yet
+    ck_assert_int_eq (store_ensemble_latest (store, exp, 0, &got), 1);
+    ck_assert_str_eq (got.state, "running");
+    ck_assert_str_eq (got.asked, "1-3");
+    ck_assert_int_eq ((int) got.pairs, 3);
+    store_ensemble_release (&got);
+    ck_assert_int_eq (store_ensemble_pass (store, id, 2, 330), 0);
+    ck_assert_int_eq (store_ensemble_end (store, id, NULL, "field", 5, "stress", 6, 340), 0);
+    s_commit (store);
+    ck_assert_int_eq (store_ensemble_latest (store, exp, 1, &got), 1);
+    ck_assert_str_eq (got.state, "done");
+    ck_assert (got.field_size == 5 && memcmp (got.field, "field", 5) == 0);
+    ck_assert (got.stress_size == 6 && memcmp (got.stress, "stress", 6) == 0);
+    ck_assert_int_eq (got.pass, 2);
+    store_ensemble_release (&got);
+    // Its partials went with its end; a second job a stop leaves running
+    // is failed at the next start.
+    ck_assert_str_eq (s_sql_text ("SELECT count(*) FROM ensemble_partials"), "0");
+    int64_t second = store_ensemble_new (store, &job, frames.ids, 3, 400);
+    ck_assert (second > id);
+    ck_assert_int_eq (store_ensemble_abandon (store, "stopped", 500), 1);
+    s_commit (store);
+    ck_assert_int_eq (store_ensemble_latest (store, exp, 0, &got), 1);
+    ck_assert_str_eq (got.state, "failed");
+    ck_assert_str_eq (got.error, "stopped");
+    store_ensemble_release (&got);
     store_destroy (&store);
 }
 END_TEST
@@ -3139,6 +3220,7 @@ s_suite (void)
     tcase_add_test (run, a_second_writer_is_refused_naming_the_first_and_readers_are_not);
     tcase_add_test (run, a_version_4_database_is_upgraded_to_5_with_its_results_not_counted);
     tcase_add_test (run, a_version_6_database_is_upgraded_to_7_and_keeps_stereo_sets_of_four_frames);
+    tcase_add_test (run, an_ensemble_partial_is_recorded_once_and_a_job_ends_with_its_field);
     tcase_add_test (run, a_checkpoint_marks_what_it_counts_and_a_crash_loses_both_or_neither);
     suite_add_tcase (suite, run);
     return suite;
