@@ -7,7 +7,7 @@ PIV_OBJS := build/piv/image.o build/piv/image_save.o build/piv/field.o build/piv
             build/piv/prefilter.o build/piv/preprocess.o build/piv/background.o \
             build/piv/camera.o build/piv/cameras.o build/piv/dots.o \
              build/piv/stereo.o build/piv/synth_stereo.o build/piv/selfcal.o \
-             build/piv/uncertainty.o
+             build/piv/uncertainty.o build/piv/ensemble.o
 PIV_LIB  := build/libpiv.a
 LIBS += $(PIV_LIB)
 # FFTW, libtiff and GSL only: no ZeroMQ, no SQLite (see LAYER_PKGS in the Makefile).

@@ -5,6 +5,7 @@
 
 #include "piv/piv.h"
 #include "piv/deform.h"
+#include "piv/peak.h"
 #include "piv/preprocess.h"
 #include "piv/smooth.h"
 #include "piv/simd.h"
@@ -711,10 +712,8 @@ s_argmax (const float *p, int n)
 // others are candidates for the median test when the highest is rejected.
 #define PEAKS 3
 
-// Sub-pixel offset of a peak from its value c and neighbours l, r: 3-point
-// Gaussian fit, or a parabola where any value is not positive.
-static float
-s_subpixel (float l, float c, float r)
+float
+piv_peak_gauss3 (float l, float c, float r)
 {
     float d;
     if (l > 0 && c > 0 && r > 0) {
@@ -1091,10 +1090,10 @@ s_fit (const float *cp, int stride, int n, int pi, int pj, int subpixel, s_peak_
     int il = s_wrap (pi - 1, n), ir = s_wrap (pi + 1, n);
     int ju = s_wrap (pj - 1, n), jd = s_wrap (pj + 1, n);
     float c = cp[stride * (pj * n + pi)];
-    fx = s_subpixel (cp[stride * (pj * n + il)] / s_overlap (sx - 1, n), c / s_overlap (sx, n),
-                     cp[stride * (pj * n + ir)] / s_overlap (sx + 1, n));
-    fy = s_subpixel (cp[stride * (ju * n + pi)] / s_overlap (sy - 1, n), c / s_overlap (sy, n),
-                     cp[stride * (jd * n + pi)] / s_overlap (sy + 1, n));
+    fx = piv_peak_gauss3 (cp[stride * (pj * n + il)] / s_overlap (sx - 1, n),
+                          c / s_overlap (sx, n), cp[stride * (pj * n + ir)] / s_overlap (sx + 1, n));
+    fy = piv_peak_gauss3 (cp[stride * (ju * n + pi)] / s_overlap (sy - 1, n),
+                          c / s_overlap (sy, n), cp[stride * (jd * n + pi)] / s_overlap (sy + 1, n));
     peak->dx = sx + fx;
     peak->dy = sy + fy;
 }

@@ -39,3 +39,6 @@ TESTS += build/tests/test_stereo
 # Stereo through the real farm (issue 26): four-frame tasks, an agent
 # killed mid-task, w in the results.
 TESTS += build/tests/test_stereo_farm
+
+# Ensemble correlation (issue 27): sums that merge to the bit, their bytes.
+TESTS += build/tests/test_ensemble
