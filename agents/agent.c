@@ -117,7 +117,19 @@ s_worker (void *arg)
             break;
         proto_msg_t result = {0};
         int rc = proc ? process_task (proc, &job->msg, &result, err, sizeof err) : -1;
-        if (rc != 0) {
+        if (rc != 0 && job->msg.command == PROTO_ENSEMBLE) {
+            // A chunk that cannot be summed says why (the broker gives it
+            // to another agent, or fails its job).
+            proto_msg_release (&result);
+            result = (proto_msg_t) {.command = PROTO_PARTIAL,
+                                    .seq = job->msg.seq,
+                                    .count = job->msg.count,
+                                    .pair = job->msg.pair,
+                                    .attempt = job->msg.attempt,
+                                    .text = strdup (proc ? err : "no processor")};
+            log_warning ("%s", proc ? err : "no processor");
+        }
+        else if (rc != 0) {
             // A full results volume defers the pair: it has not failed.
             proto_msg_release (&result);
             result = (proto_msg_t) {.command = rc == PROCESS_DEFER ? PROTO_DEFER : PROTO_FAILED,
@@ -341,6 +353,25 @@ s_on_broker_msg (agent_t *self, proto_msg_t *msg)
         else
             s_queue_job (self, msg);
         break;
+    case PROTO_ENSEMBLE:
+        if (self->draining) {
+            log_info ("ensemble chunk %llu: not taken, stopping", (unsigned long long) msg->pair);
+            break;
+        }
+        log_notice ("ensemble job %llu pass %u chunk %llu attempt %u", (unsigned long long) msg->seq,
+                  msg->count + 1, (unsigned long long) msg->pair, msg->attempt);
+        if (self->inline_proc) {
+            proto_msg_t no = {.command = PROTO_PARTIAL,
+                              .seq = msg->seq,
+                              .count = msg->count,
+                              .pair = msg->pair,
+                              .attempt = msg->attempt,
+                              .text = "the noop processor computes no correlation"};
+            s_send (self, &no);
+        }
+        else
+            s_queue_job (self, msg);
+        break;
     case PROTO_RECORDED:
         for (proto_msg_t *r = zlistx_first (self->unrecorded); r;
              r = zlistx_next (self->unrecorded))
@@ -407,6 +438,16 @@ s_on_result (zloop_t *loop, zsock_t *reader, void *arg)
     }
     self->running--;
     s_send (self, msg);
+    if (msg->command == PROTO_PARTIAL) {
+        // Not kept: a partial the broker never gets is computed again by
+        // whoever gets its chunk back (its slot returns with it).
+        s_msg_destroy (&msg);
+        if (orphan && self->orphans > 0) {
+            self->orphans--;
+            s_give_slots (self, 1);
+        }
+        return 0;
+    }
     zlistx_add_end (self->unrecorded, msg);
     // The broker that counts our credit never knew an orphan's task; it
     // keeps the credit of a deferred one (the contract of DEFER): both

@@ -9,6 +9,7 @@
 #include "common/util.h"
 #include "piv/budget.h"
 #include "piv/derived.h"
+#include "piv/ensemble.h"
 #include "piv/image.h"
 #include "piv/piv.h"
 #include "piv/stereo.h"
@@ -764,11 +765,110 @@ s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char 
     return 0;
 }
 
+// An ENSEMBLE: each pair of the chunk read as a TASK's frames are (mapped,
+// opened beneath the watch root, checked) and its correlation planes added
+// to one partial sum of the pass, which goes back in 'result' as a
+// PARTIAL. 0, or -1 with err naming the job, pass, chunk and what failed.
+static int
+s_run_ensemble (process_t *self, const proto_msg_t *task, proto_msg_t *result, char *err,
+                size_t errlen)
+{
+    char where[128], why[1024];
+    snprintf (where, sizeof where, "ensemble job %llu pass %u chunk %llu",
+              (unsigned long long) task->seq, task->count + 1, (unsigned long long) task->pair);
+    if (self->kind != PROCESS_PIV) {
+        snprintf (err, errlen, "%s: this agent's processor computes no correlation (agent/"
+                  "processor is not piv)", where);
+        return -1;
+    }
+    const piv_image_t *mask;
+    if (s_settings (self, task, why, sizeof why) != 0
+        || s_engine (self, task, &mask, why, sizeof why) != 0) {
+        snprintf (err, errlen, "%s: %s", where, why);
+        return -1;
+    }
+    piv_field_t *predictor = NULL;
+    if (task->blob_size
+        && !(predictor = piv_field_decode (task->blob, task->blob_size, why, sizeof why))) {
+        snprintf (err, errlen, "%s: bad predictor: %s", where, why);
+        return -1;
+    }
+    piv_settings_t settings = self->parsed;
+    settings.mask = mask;
+    piv_ensemble_t *sum = NULL;
+    int rc = 0, n = 0;
+    const char *line = task->text ? task->text : "";
+    while (*line && rc == 0) {
+        const char *end_a = strchr (line, '\n'), *end_b = end_a ? strchr (end_a + 1, '\n') : NULL;
+        if (!end_b) {
+            snprintf (err, errlen, "%s: frames not in pairs of lines", where);
+            rc = -1;
+            break;
+        }
+        char given_a[PATH_MAX], given_b[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
+        size_t la = (size_t) (end_a - line), lb = (size_t) (end_b - end_a - 1);
+        n++;
+        if (la >= sizeof given_a || lb >= sizeof given_b
+            || (memcpy (given_a, line, la), given_a[la] = '\0',
+                memcpy (given_b, end_a + 1, lb), given_b[lb] = '\0',
+                process_map_path (given_a, self->from, self->to, a, sizeof a) != 0)
+            || process_map_path (given_b, self->from, self->to, b, sizeof b) != 0) {
+            snprintf (err, errlen, "%s: pair %d: a path is too long", where, n);
+            rc = -1;
+            break;
+        }
+        line = end_b + 1;
+        piv_image_t *ia = NULL, *ib = NULL;
+        if (s_load_pair (self, task, a, b, mask, &ia, &ib, why, sizeof why) != 0) {
+            snprintf (err, errlen, "%s: pair %d of the chunk: %s", where, n, why);
+            rc = -1;
+            break;
+        }
+        if (!sum
+            && !(sum = piv_ensemble_new (&settings, (int) task->window, (int) task->overlap,
+                                         piv_image_width (ia), piv_image_height (ia), predictor,
+                                         why, sizeof why))) {
+            snprintf (err, errlen, "%s: %s", where, why);
+            rc = -1;
+            break;
+        }
+        if (piv_ensemble_add (sum, ia, ib, why, sizeof why) != 0) {
+            snprintf (err, errlen, "%s: '%s' and '%s': %s", where, a, b, why);
+            rc = -1;
+        }
+    }
+    piv_field_destroy (&predictor);
+    if (rc == 0 && !sum) {
+        snprintf (err, errlen, "%s: no pairs", where);
+        rc = -1;
+    }
+    if (rc == 0 && piv_ensemble_encode (sum, &result->blob, &result->blob_size) != 0) {
+        snprintf (err, errlen, "%s: out of memory", where);
+        rc = -1;
+    }
+    piv_ensemble_destroy (&sum);
+    return rc;
+}
+
 int
 process_task (process_t *self, const proto_msg_t *task, proto_msg_t *result, char *err,
               size_t errlen)
 {
     memset (result, 0, sizeof *result);
+    if (task->command == PROTO_ENSEMBLE) {
+        *result = (proto_msg_t) {.command = PROTO_PARTIAL,
+                                 .seq = task->seq,
+                                 .count = task->count,
+                                 .pair = task->pair,
+                                 .attempt = task->attempt};
+        int64_t t0 = (int64_t) (util_now () * 1e9);
+        if (s_run_ensemble (self, task, result, err, errlen) != 0) {
+            proto_msg_release (result);
+            return -1;
+        }
+        result->time_ns = (int64_t) (util_now () * 1e9) - t0;
+        return 0;
+    }
     result->command = PROTO_RESULT;
     result->pair = task->pair;
     result->attempt = task->attempt;

@@ -32,7 +32,9 @@ void process_budget (const config_t *cfg, int threads, uint64_t *bytes, char *wh
 // no budget. Pairs are always held to piv/max_ratio.
 void process_set_budget (process_t *self, uint64_t bytes, const char *why);
 
-// Processes a TASK message. On success fills 'result' as a RESULT (figures,
+// Processes a TASK message (or an ENSEMBLE: 'result' a PARTIAL with the
+// chunk's partial sum, its frames read and checked as a TASK's; -1 with
+// err naming the job, pass, chunk and pair on failure). On success fills 'result' as a RESULT (figures,
 // blob, written path, compute time) and returns 0; on failure fills err
 // with one line naming the pair and files, and returns -1. Returns
 // PROCESS_DEFER, err saying why, when the results volume is full (less

@@ -11,6 +11,7 @@
 #include "broker/clocks.h"
 #include "broker/control.h"
 #include "broker/dispatch.h"
+#include "broker/ensemble.h"
 #include "broker/ingest.h"
 #include "broker/peers.h"
 #include "broker/publish.h"
@@ -79,6 +80,7 @@ struct _broker_t {
     storage_t *storage;       // allocations, archive, guard
     control_t *control;       // the command table
     stats_t *stats;           // run statistics, calibrations
+    ensemble_t *ensemble;     // ensemble correlation jobs
     int rebuild_timer;        // the statistics' rebuild runs (its timer id), or 0
     int64_t busy_since_ns;    // another process holds the store's write lock since, or 0
     int64_t busy_logged_ns;   // when that was last logged
@@ -696,6 +698,7 @@ s_stages (broker_t *self, stages_t *stages)
                           .results = self->results,
                           .storage = self->storage,
                           .stats = self->stats,
+                          .ensemble = self->ensemble,
                           .started_ns = self->started_ns,
                           .arg = self,
                           .store_error = s_store_error,
@@ -826,6 +829,15 @@ s_stages_new (broker_t *self, char *err, size_t errlen)
     if (!(self->stats = stats_new (&stats, err, errlen)))
         return -1;
     results_set_stats (self->results, self->stats);
+    ensemble_host_t ensemble = {.store = self->store,
+                                .max_attempts = cfg->broker.max_attempts,
+                                .arg = self,
+                                .frame_path = s_frame_path};
+    if (!(self->ensemble = ensemble_new (&ensemble))) {
+        snprintf (err, errlen, "cannot start the broker: out of memory");
+        return -1;
+    }
+    dispatch_set_ensemble (self->dispatch, self->ensemble);
     return 0;
 }
 
@@ -844,6 +856,12 @@ s_load (broker_t *self, char *err, size_t errlen)
                   store_error (self->store));
         return -1;
     }
+    // An ensemble job's chunks live in memory only: a job left running by
+    // a stop is ended, and said so (the operator runs it again).
+    int abandoned = store_ensemble_abandon (self->store, "the broker stopped while it ran: run "
+                                            "'pivctl ensemble' again", now);
+    if (abandoned > 0)
+        log_notice ("%d ensemble job(s) left running by a stop are marked failed", abandoned);
     int requeued = store_requeue_all (self->store, now);
     if (requeued > 0)
         log_notice ("%d pair(s) dispatched before a stop are pending again", requeued);
@@ -985,6 +1003,7 @@ broker_destroy (broker_t **self_p)
     zsock_destroy (&self->publish_sock);
     peers_destroy (&self->peers);
     dispatch_destroy (&self->dispatch);
+    ensemble_destroy (&self->ensemble);
     zlistx_destroy (&self->fresh);
     s_replies_free (&self->recorded);
     s_replies_free (&self->acks);

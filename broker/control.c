@@ -1000,6 +1000,7 @@ static const struct {
     {"stats", control_stats, 0, NULL, 1},
     {"mask", control_mask, 1, NULL, 1},
     {"piv", control_piv, 1, "", 0},
+    {"ensemble", control_ensemble, 1, "status", 1},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -

@@ -102,6 +102,9 @@ int control_calibrate (control_cmd_t *cmd);
 int control_stats (control_cmd_t *cmd);
 int control_mask (control_cmd_t *cmd);
 
+// control_ensemble.c: ensemble (doc/control.md).
+int control_ensemble (control_cmd_t *cmd);
+
 // control_piv.c: piv (doc/control.md).
 int control_piv (control_cmd_t *cmd);
 // The settings of a replay of 'of' into out: its settings as they are,

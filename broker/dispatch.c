@@ -64,6 +64,8 @@ struct _dispatch_t {
     size_t parked_bytes;      // the bytes of their fields
     size_t parked_dropped;    // dropped past the bound since parking began
     int64_t forgot_ns;        // agents long gone were last looked for then (0: not yet)
+    ensemble_t *ensemble;     // ensemble jobs' chunks, given to agents a live pair leaves
+                              // idle (NULL: none)
 };
 
 // A message waiting for the store (dispatch_park).
@@ -326,6 +328,12 @@ s_agent (dispatch_t *self, zframe_t *identity)
 }
 
 void
+dispatch_set_ensemble (dispatch_t *self, ensemble_t *ensemble)
+{
+    self->ensemble = ensemble;
+}
+
+void
 dispatch_recorded (dispatch_t *self, zframe_t *identity, proto_msg_t *msg)
 {
     agent_rec_t *agent = s_agent (self, identity);
@@ -458,6 +466,8 @@ s_agent_drop (dispatch_t *self, agent_rec_t *agent, const char *reason, int lost
                 agent->host, reason, zlistx_size (agent->tasks));
     s_requeue_tasks (self, agent, reason, lost);
     char key[512];
+    if (self->ensemble && agent->ens_held > 0)
+        ensemble_lost (self->ensemble, s_agent_key (agent->identity, key), reason);
     s_publish_agent (self, agent, lost ? "dead" : "left", reason);
     zhashx_delete (self->agents, s_agent_key (agent->identity, key));
 }
@@ -641,6 +651,15 @@ s_flush_agent (dispatch_t *self, agent_rec_t *agent)
     if (proto_batch_send (agent->out, agent->identity, self->work) == 0)
         return;
     agent->unreachable = 1;
+    if (agent->ens_held > 0 && self->ensemble) {
+        // Its chunks go to others; an answer it sends for one later is a
+        // late copy (the first partial recorded wins).
+        char key[512];
+        ensemble_lost (self->ensemble, s_agent_key (agent->identity, key),
+                       "could not be reached");
+        agent->credit += (uint32_t) agent->ens_held;
+        agent->ens_held = 0;
+    }
     int64_t now = util_time_ns ();
     for (size_t i = 0; i < tasks; i++) {
         task_t *task = zlistx_last (agent->tasks);
@@ -732,12 +751,50 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     return 0;
 }
 
+// Gives the credit live pairs left to ensemble chunks (doc/control.md
+// 'ensemble': a reduce over a run never delays a pair the camera just
+// wrote), one chunk an agent a round.
+static void
+s_dispatch_chunks (dispatch_t *self)
+{
+    if (!self->ensemble)
+        return;
+    int gave = 1;
+    while (gave) {
+        gave = 0;
+        for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+             agent = zhashx_next (self->agents)) {
+            if (agent->credit == 0 || agent->unreachable
+                || !peers_allowed (self->peers, agent->key, BROKER_ROLE_AGENT))
+                continue;
+            char key[512];
+            proto_msg_t msg;
+            if (!ensemble_next (self->ensemble, s_agent_key (agent->identity, key), &msg))
+                return;
+            if (proto_batch_size (agent->out) == PROTO_MAX_BATCH)
+                s_flush_agent (self, agent);
+            if (proto_batch_add (agent->out, &msg) != 0) {
+                ensemble_lost (self->ensemble, key, "could not be sent the chunk");
+                return;
+            }
+            agent->credit--;
+            agent->ens_held++;
+            gave = 1;
+        }
+    }
+}
+
 void
 dispatch_now (dispatch_t *self)
 {
     // The free-space guard holds new work back while a volume it writes to
     // is critically full (doc/storage.md); tasks out finish.
-    if (self->held (self->arg) || sched_size (self->sched) == 0) {
+    if (self->held (self->arg)) {
+        s_flush_agents (self);
+        return;
+    }
+    if (sched_size (self->sched) == 0) {
+        s_dispatch_chunks (self);
         s_flush_agents (self);
         return;
     }
@@ -760,6 +817,7 @@ dispatch_now (dispatch_t *self)
                 gave = 1;
         }
     }
+    s_dispatch_chunks (self);
     s_flush_agents (self);
     // Held back by a rate limit: come back when a token is there.
     int64_t at = more ? -1 : sched_next_time (self->sched, now);
@@ -1108,7 +1166,7 @@ s_work_msg (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
         if (agent) {
             // Never more than its cores, less the tasks it holds: a READY
             // of 4294967295 must not take every task from the others.
-            size_t held = zlistx_size (agent->tasks);
+            size_t held = zlistx_size (agent->tasks) + (size_t) agent->ens_held;
             uint64_t room = (size_t) agent->cores > held ? (size_t) agent->cores - held : 0;
             uint64_t credit = (uint64_t) agent->credit + msg->count;
             if (credit > room) {
@@ -1135,6 +1193,17 @@ s_work_msg (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     case PROTO_DISCONNECT:
         if (agent)
             s_agent_forget (self, agent, "disconnected");
+        break;
+    case PROTO_PARTIAL:
+        if (agent && self->ensemble) {
+            char hex[512];
+            if (ensemble_partial (self->ensemble, s_agent_key (identity, hex), agent->id, msg,
+                                  util_time_ns ())
+                && agent->ens_held > 0) {
+                agent->ens_held--;
+                agent->credit++;  // the slot the chunk held is free again
+            }
+        }
         break;
     case PROTO_HEARTBEAT:
         if (agent && msg->time_ns > 0) {

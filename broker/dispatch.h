@@ -8,6 +8,7 @@
 #define BROKER_DISPATCH_H
 
 #include "broker/clocks.h"
+#include "broker/ensemble.h"
 #include "broker/model.h"
 #include "broker/peers.h"
 #include "broker/results.h"
@@ -48,6 +49,10 @@ void dispatch_destroy (dispatch_t **self_p);
 // The work socket (TASK, HEARTBEAT, DISCONNECT) and the publish socket (the
 // 'agents' topic), once bound.
 void dispatch_set_sockets (dispatch_t *self, zsock_t *work, zsock_t *publish);
+
+// The ensemble stage whose chunks go to the credit live pairs leave (not
+// owned; NULL: none). An agent lost gives them back (ensemble_lost).
+void dispatch_set_ensemble (dispatch_t *self, ensemble_t *ensemble);
 
 // The scheduler (policy, rate, pause: control, status, settings).
 sched_t *dispatch_sched (dispatch_t *self);

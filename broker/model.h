@@ -226,6 +226,7 @@ typedef struct {
     int unreachable;     // a send to it failed: no task until it is heard from again
     char *capabilities;  // what it said it can do (HELLO), for its row in the store
     int unrecorded;      // came while the store was busy: its row is written once it answers
+    int ens_held;        // ensemble chunks it holds (ensemble.c), each taking a slot
 } agent_rec_t;
 
 // A task of 'pair' (its names copied); NULL without memory.

@@ -6,6 +6,7 @@
 #define BROKER_STAGES_H
 
 #include "broker/dispatch.h"
+#include "broker/ensemble.h"
 #include "broker/ingest.h"
 #include "broker/results.h"
 #include "broker/stats.h"
@@ -24,6 +25,7 @@ typedef struct {
     results_t *results;       // results' counts and rates, global feedback settings
     storage_t *storage;       // warnings, guard, volumes (NULL before it starts)
     stats_t *stats;           // run statistics, calibrations
+    ensemble_t *ensemble;     // ensemble correlation jobs
     int64_t started_ns;       // when the broker started
     void *arg;                // for store_error and store_state:
     // Why the store takes nothing now (its last commit failed, another

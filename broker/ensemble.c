@@ -1,0 +1,589 @@
+// ensemble.c — ensemble correlation jobs on the farm (ensemble.h): the
+// chunks of each pass queued and handed to agents, their partial sums
+// checked and recorded once, each pass merged in chunk order into the
+// next pass's predictor, the last into the experiment's ensemble field.
+
+#include "broker/ensemble.h"
+
+#include "common/log.h"
+#include "common/util.h"
+#include "piv/ensemble.h"
+#include "piv/field.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_PASSES 8
+
+typedef enum { S_QUEUED, S_OUT, S_DONE } s_chunk_state_t;
+
+typedef struct {
+    s_chunk_state_t state;  // waiting, with an agent, or its partial recorded
+    char holder[512];       // the routing key of the agent it is out with
+    uint32_t attempt;       // attempts of it in this pass
+    int failures;           // failed answers (a bad partial, an error) in this pass
+} s_chunk_t;
+
+typedef struct {
+    int64_t pair;           // pair id
+    char *a, *b;            // its frames' names within the experiment
+} s_pair_t;
+
+typedef struct {
+    int64_t id;             // its id in the store
+    exp_t *exp;             // its experiment
+    char *settings;         // the PIV settings it runs with
+    int windows[S_MAX_PASSES], passes, pass;  // each pass's windows; the pass under way
+    int overlap;            // %
+    s_pair_t *pairs;        // the pairs it sums, in order
+    int npairs;
+    s_chunk_t *chunks;      // the chunks of the pass under way
+    int nchunks, done;      // how many, and how many are recorded
+    unsigned char *predictor;  // the pass's predictor (piv_field_encode), or NULL
+    size_t predictor_size;
+} s_job_t;
+
+struct _ensemble_t {
+    ensemble_host_t host;   // what it was given
+    zlistx_t *jobs;         // s_job_t running
+    char frames[PROTO_MAX_CHUNK * 2 * (PATH_MAX * 2 + 1) + 1];  // ensemble_next's frames
+};
+
+static void
+s_job_destroy (s_job_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    s_job_t *job = *self_p;
+    for (int i = 0; i < job->npairs; i++) {
+        free (job->pairs[i].a);
+        free (job->pairs[i].b);
+    }
+    free (job->pairs);
+    free (job->chunks);
+    free (job->predictor);
+    free (job->settings);
+    free (job);
+    *self_p = NULL;
+}
+
+static void
+s_job_free (void **item)
+{
+    s_job_destroy ((s_job_t **) item);
+}
+
+ensemble_t *
+ensemble_new (const ensemble_host_t *host)
+{
+    ensemble_t *self = calloc (1, sizeof *self);
+    if (!self || !(self->jobs = zlistx_new ())) {
+        free (self);
+        return NULL;
+    }
+    zlistx_set_destructor (self->jobs, s_job_free);
+    self->host = *host;
+    return self;
+}
+
+void
+ensemble_destroy (ensemble_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zlistx_destroy (&(*self_p)->jobs);
+    free (*self_p);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Starting a job
+
+typedef struct {
+    s_job_t *job;
+    long first, last;       // ordinals asked (last -1: to the end); first 0: the pairs done
+    long ord;               // ordinal of the pair seen last
+    char *err;
+    size_t errlen;
+    int cap;
+} s_pick_t;
+
+static int
+s_pick (void *arg, int64_t pair, int state, const char *a, const char *b, int stereo)
+{
+    s_pick_t *pick = arg;
+    long ord = ++pick->ord;
+    if (pick->first > 0 && (ord < pick->first || (pick->last >= 0 && ord > pick->last)))
+        return 0;
+    if (pick->first == 0 && state != STORE_DONE)
+        return 0;
+    if (state == STORE_FAILED)
+        return 0;  // its frames could not be read: left out
+    if (stereo || !b) {
+        snprintf (pick->err, pick->errlen,
+                  "pair %ld ('%s') is a %s: the ensemble sums pairs of two frames", ord, a,
+                  stereo ? "stereo set" : "multipage file");
+        return -1;
+    }
+    if (strchr (a, '\n') || strchr (b, '\n')) {
+        snprintf (pick->err, pick->errlen, "pair %ld: a frame's name holds a line break", ord);
+        return -1;
+    }
+    s_job_t *job = pick->job;
+    if (job->npairs == pick->cap) {
+        int cap = pick->cap ? pick->cap * 2 : 64;
+        s_pair_t *more = realloc (job->pairs, (size_t) cap * sizeof *more);
+        if (!more) {
+            snprintf (pick->err, pick->errlen, "no memory");
+            return -1;
+        }
+        job->pairs = more;
+        pick->cap = cap;
+    }
+    s_pair_t *p = &job->pairs[job->npairs];
+    p->pair = pair;
+    p->a = strdup (a);
+    p->b = strdup (b);
+    job->npairs++;
+    if (!p->a || !p->b) {
+        snprintf (pick->err, pick->errlen, "no memory");
+        return -1;
+    }
+    return 0;
+}
+
+// "A-B" or "A" (1-based ordinals, A <= B): 0, or -1.
+static int
+s_range (const char *range, long *first, long *last)
+{
+    char *end;
+    long a = strtol (range, &end, 10), b = a;
+    if (end == range || a < 1)
+        return -1;
+    if (*end == '-') {
+        const char *from = end + 1;
+        b = strtol (from, &end, 10);
+        if (end == from || b < a)
+            return -1;
+    }
+    if (*end)
+        return -1;
+    *first = a;
+    *last = b;
+    return 0;
+}
+
+// The chunks of the pass under way, all waiting. 0 or -1 (no memory).
+static int
+s_chunks_reset (s_job_t *job)
+{
+    job->nchunks = (job->npairs + ENSEMBLE_CHUNK - 1) / ENSEMBLE_CHUNK;
+    free (job->chunks);
+    job->chunks = calloc ((size_t) job->nchunks, sizeof *job->chunks);
+    job->done = 0;
+    return job->chunks ? 0 : -1;
+}
+
+static s_job_t *
+s_job_of (ensemble_t *self, const exp_t *exp)
+{
+    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
+        if (job->exp == exp)
+            return job;
+    return NULL;
+}
+
+int64_t
+ensemble_start (ensemble_t *self, exp_t *exp, int window, int overlap, const char *range,
+                int64_t now, char *err, size_t errlen)
+{
+    s_job_t *running = s_job_of (self, exp);
+    if (running) {
+        snprintf (err, errlen, "ensemble job %" PRId64 " of '%s' is running (pass %d of %d)",
+                  running->id, exp->name, running->pass + 1, running->passes);
+        return -1;
+    }
+    if (overlap < 0 || overlap > 90) {
+        snprintf (err, errlen, "bad overlap '%d': not 0..90 %%", overlap);
+        return -1;
+    }
+    s_job_t *job = calloc (1, sizeof *job);
+    if (!job || !(job->settings = strdup (exp->piv.settings))) {
+        s_job_destroy (&job);
+        snprintf (err, errlen, "no memory");
+        return -1;
+    }
+    job->exp = exp;
+    job->overlap = overlap;
+    job->passes = piv_ensemble_passes (window, job->windows, S_MAX_PASSES);
+    if (job->passes <= 0) {
+        s_job_destroy (&job);
+        snprintf (err, errlen, "bad window '%d': the engine cannot correlate windows of %d px",
+                  window, window);
+        return -1;
+    }
+    s_pick_t pick = {.job = job, .first = 0, .last = -1, .err = err, .errlen = errlen};
+    if (range && s_range (range, &pick.first, &pick.last) != 0) {
+        s_job_destroy (&job);
+        snprintf (err, errlen, "bad pairs '%s': not A-B or A (ordinals from 1, A <= B)", range);
+        return -1;
+    }
+    *err = '\0';
+    int listed = store_pair_frames (self->host.store, exp->id, s_pick, &pick);
+    if (listed < 0 || *err) {
+        if (!*err)
+            snprintf (err, errlen, "%s", store_error (self->host.store));
+        s_job_destroy (&job);
+        return -1;
+    }
+    if (job->npairs == 0) {
+        if (range)
+            snprintf (err, errlen, "no pairs of '%s' in %s (it has %ld; failed ones are left "
+                      "out)", exp->name, range, pick.ord);
+        else
+            snprintf (err, errlen, "no pairs of '%s' are done yet (give --pairs to sum "
+                      "pending ones)", exp->name);
+        s_job_destroy (&job);
+        return -1;
+    }
+    if (s_chunks_reset (job) != 0) {
+        s_job_destroy (&job);
+        snprintf (err, errlen, "no memory");
+        return -1;
+    }
+    int64_t *ids = malloc ((size_t) job->npairs * sizeof *ids);
+    for (int i = 0; ids && i < job->npairs; i++)
+        ids[i] = job->pairs[i].pair;
+    store_ensemble_t rec = {.experiment = exp->id,
+                            .window = window,
+                            .overlap = overlap,
+                            .asked = (char *) (range ? range : ""),
+                            .settings = job->settings,
+                            .chunk = ENSEMBLE_CHUNK,
+                            .passes = job->passes};
+    job->id = ids ? store_ensemble_new (self->host.store, &rec, ids, (size_t) job->npairs, now)
+                  : -1;
+    free (ids);
+    if (job->id < 0) {
+        snprintf (err, errlen, "%s", ids ? store_error (self->host.store) : "no memory");
+        s_job_destroy (&job);
+        return -1;
+    }
+    log_notice ("ensemble job %" PRId64 " of '%s': %d pair(s) in %d chunk(s), %d pass(es) "
+                "down to %d px at %d %%",
+                job->id, exp->name, job->npairs, job->nchunks, job->passes, window, overlap);
+    zlistx_add_end (self->jobs, job);
+    return job->id;
+}
+
+// ---------------------------------------------------------------------------
+// Chunks out and back
+
+int
+ensemble_next (ensemble_t *self, const char *holder, proto_msg_t *msg)
+{
+    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
+        for (int c = 0; c < job->nchunks; c++) {
+            s_chunk_t *chunk = &job->chunks[c];
+            if (chunk->state != S_QUEUED)
+                continue;
+            size_t len = 0;
+            int first = c * ENSEMBLE_CHUNK, end = first + ENSEMBLE_CHUNK;
+            if (end > job->npairs)
+                end = job->npairs;
+            for (int i = first; i < end; i++) {
+                char a[PATH_MAX * 2], b[PATH_MAX * 2];
+                self->host.frame_path (self->host.arg, job->exp, job->pairs[i].a, a, sizeof a);
+                self->host.frame_path (self->host.arg, job->exp, job->pairs[i].b, b, sizeof b);
+                len += (size_t) snprintf (self->frames + len, sizeof self->frames - len,
+                                          "%s\n%s\n", a, b);
+            }
+            chunk->state = S_OUT;
+            chunk->attempt++;
+            snprintf (chunk->holder, sizeof chunk->holder, "%s", holder);
+            *msg = (proto_msg_t) {.command = PROTO_ENSEMBLE,
+                                  .seq = (uint64_t) job->id,
+                                  .count = (uint32_t) job->pass,
+                                  .pair = (uint64_t) c,
+                                  .attempt = chunk->attempt,
+                                  .experiment = job->exp->name,
+                                  .settings = job->settings,
+                                  .window = (uint32_t) job->windows[job->pass],
+                                  .overlap = (uint32_t) job->overlap,
+                                  .text = self->frames,
+                                  .blob = job->predictor,
+                                  .blob_size = job->predictor_size};
+            return 1;
+        }
+    return 0;
+}
+
+// Ends a job (failed with 'error', or done with its field) and forgets it.
+static void
+s_end (ensemble_t *self, s_job_t *job, const char *error, const void *field, size_t field_size,
+       const void *stress, size_t stress_size)
+{
+    int64_t now = util_time_ns ();
+    if (store_ensemble_end (self->host.store, job->id, error, field, field_size, stress,
+                            stress_size, now)
+        != 0)
+        log_error ("cannot end ensemble job %" PRId64 " of '%s': %s", job->id, job->exp->name,
+                   store_error (self->host.store));
+    if (error)
+        log_warning ("ensemble job %" PRId64 " of '%s' failed: %s", job->id, job->exp->name,
+                     error);
+    else
+        log_notice ("ensemble job %" PRId64 " of '%s' done: %d pair(s), %d pass(es)", job->id,
+                    job->exp->name, job->npairs, job->passes);
+    for (s_job_t *j = zlistx_first (self->jobs); j; j = zlistx_next (self->jobs))
+        if (j == job) {
+            zlistx_delete (self->jobs, zlistx_cursor (self->jobs));
+            break;
+        }
+}
+
+// The stresses as little-endian floats (the store's layout), malloc'd.
+static unsigned char *
+s_stress_bytes (const float *stress, size_t n)
+{
+    unsigned char *out = malloc (n > 0 ? n * 4 : 1);
+    for (size_t i = 0; out && i < n; i++) {
+        uint32_t bits;
+        memcpy (&bits, &stress[i], 4);
+        for (int k = 0; k < 4; k++)
+            out[i * 4 + k] = (unsigned char) (bits >> (8 * k));
+    }
+    return out;
+}
+
+// Every chunk of the pass is in: their partials merged in chunk order (the
+// same sums whoever computed them), the pass's field read; the next pass
+// starts with it as its predictor, or the job ends with it.
+static void
+s_pass_done (ensemble_t *self, s_job_t *job)
+{
+    char err[1024] = "", why[768];
+    piv_ensemble_t *sum = NULL;
+    for (int c = 0; c < job->nchunks && !*err; c++) {
+        unsigned char *buf;
+        size_t size;
+        if (store_ensemble_partial_get (self->host.store, job->id, job->pass, c, &buf, &size)
+                != 0
+            || !buf) {
+            snprintf (err, sizeof err, "pass %d chunk %d: %s", job->pass + 1, c,
+                      buf ? store_error (self->host.store) : "its partial is not in the store");
+            break;
+        }
+        piv_ensemble_t *part = piv_ensemble_decode (buf, size, why, sizeof why);
+        free (buf);
+        if (!part)
+            snprintf (err, sizeof err, "pass %d chunk %d: %s", job->pass + 1, c, why);
+        else if (!sum)
+            sum = part;
+        else {
+            if (piv_ensemble_merge (sum, part, why, sizeof why) != 0)
+                snprintf (err, sizeof err, "pass %d chunk %d: %s", job->pass + 1, c, why);
+            piv_ensemble_destroy (&part);
+        }
+    }
+    float *stress = NULL;
+    piv_field_t *field = *err ? NULL : piv_ensemble_field (sum, &stress, why, sizeof why);
+    if (!*err && !field)
+        snprintf (err, sizeof err, "pass %d: %s", job->pass + 1, why);
+    piv_ensemble_info_t info = {0};
+    if (sum)
+        piv_ensemble_info (sum, &info);
+    piv_ensemble_destroy (&sum);
+    unsigned char *bytes = NULL;
+    size_t size = 0;
+    if (field && piv_field_encode (field, &bytes, &size) != 0)
+        snprintf (err, sizeof err, "pass %d: no memory for its field", job->pass + 1);
+    if (!*err && info.pairs != job->npairs)
+        snprintf (err, sizeof err, "pass %d counted %" PRId64 " pair(s), %d asked", job->pass + 1,
+                  info.pairs, job->npairs);
+    if (*err) {
+        s_end (self, job, err, NULL, 0, NULL, 0);
+    }
+    else if (job->pass + 1 < job->passes) {
+        free (job->predictor);
+        job->predictor = bytes;
+        job->predictor_size = size;
+        bytes = NULL;
+        job->pass++;
+        if (s_chunks_reset (job) != 0)
+            s_end (self, job, "no memory", NULL, 0, NULL, 0);
+        else {
+            store_ensemble_pass (self->host.store, job->id, job->pass, util_time_ns ());
+            log_info ("ensemble job %" PRId64 " of '%s': pass %d of %d (%d px)", job->id,
+                      job->exp->name, job->pass + 1, job->passes, job->windows[job->pass]);
+        }
+    }
+    else {
+        size_t n = 3 * (size_t) field->nx * (size_t) field->ny;
+        unsigned char *sb = s_stress_bytes (stress, n);
+        if (!sb)
+            s_end (self, job, "no memory", NULL, 0, NULL, 0);
+        else
+            s_end (self, job, NULL, bytes, size, sb, n * 4);
+        free (sb);
+    }
+    free (bytes);
+    free (stress);
+    piv_field_destroy (&field);
+}
+
+// A chunk's answer was no partial ('why'): it goes back to the queue, or,
+// failed max_attempts times in this pass, fails its job.
+static void
+s_chunk_failed (ensemble_t *self, s_job_t *job, int c, const char *why)
+{
+    s_chunk_t *chunk = &job->chunks[c];
+    chunk->state = S_QUEUED;
+    chunk->holder[0] = '\0';
+    if (++chunk->failures >= self->host.max_attempts) {
+        char error[1200];
+        snprintf (error, sizeof error, "pass %d chunk %d failed %d times (last: %s)",
+                  job->pass + 1, c, chunk->failures, why);
+        s_end (self, job, error, NULL, 0, NULL, 0);
+    }
+}
+
+int
+ensemble_partial (ensemble_t *self, const char *holder, const char *agent, const proto_msg_t *msg,
+                  int64_t now)
+{
+    s_job_t *job = NULL;
+    for (s_job_t *j = zlistx_first (self->jobs); j && !job; j = zlistx_next (self->jobs))
+        if ((uint64_t) j->id == msg->seq)
+            job = j;
+    if (!job || msg->count != (uint32_t) job->pass || msg->pair >= (uint64_t) job->nchunks) {
+        log_info ("ensemble: PARTIAL of job %" PRIu64 " pass %" PRIu32 " chunk %" PRIu64
+                  " from agent '%s' dropped: no such chunk is waiting (a late copy)",
+                  msg->seq, msg->count, msg->pair, agent);
+        return 0;
+    }
+    int c = (int) msg->pair;
+    s_chunk_t *chunk = &job->chunks[c];
+    int held = chunk->state == S_OUT && strcmp (chunk->holder, holder) == 0
+               && chunk->attempt == msg->attempt;
+    if (chunk->state == S_DONE) {
+        log_info ("ensemble job %" PRId64 ": pass %d chunk %d from agent '%s' dropped: "
+                  "recorded already",
+                  job->id, job->pass + 1, c, agent);
+        return held;
+    }
+    int first = c * ENSEMBLE_CHUNK, end = first + ENSEMBLE_CHUNK;
+    if (end > job->npairs)
+        end = job->npairs;
+    char why[1024] = "";
+    if (msg->text && *msg->text)
+        snprintf (why, sizeof why, "agent '%s': %s", agent, msg->text);
+    else {
+        // Bytes from the wire: decoded (every size checked) before they are
+        // kept, and what they hold must be this chunk of this pass.
+        char derr[768];
+        piv_ensemble_t *part = piv_ensemble_decode (msg->blob, msg->blob_size, derr, sizeof derr);
+        piv_ensemble_info_t info;
+        if (!part)
+            snprintf (why, sizeof why, "agent '%s' sent a bad partial: %s", agent, derr);
+        else {
+            piv_ensemble_info (part, &info);
+            if (info.window != job->windows[job->pass] || info.pairs != end - first)
+                snprintf (why, sizeof why,
+                          "agent '%s' sent a partial of %d px windows over %" PRId64
+                          " pair(s), the chunk is %d px over %d",
+                          agent, info.window, info.pairs, job->windows[job->pass], end - first);
+        }
+        piv_ensemble_destroy (&part);
+    }
+    if (*why) {
+        log_warning ("ensemble job %" PRId64 " of '%s': pass %d chunk %d (pairs %d-%d): %s",
+                     job->id, job->exp->name, job->pass + 1, c, first + 1, end, why);
+        if (held || chunk->state == S_QUEUED)
+            s_chunk_failed (self, job, c, why);
+        return held;
+    }
+    int recorded = 0;
+    if (store_ensemble_partial (self->host.store, job->id, job->pass, c, end - first, agent,
+                                msg->blob, msg->blob_size, now, &recorded)
+        != 0) {
+        log_error ("ensemble job %" PRId64 ": cannot record pass %d chunk %d: %s (it is "
+                   "computed again)",
+                   job->id, job->pass + 1, c, store_error (self->host.store));
+        if (held) {
+            chunk->state = S_QUEUED;
+            chunk->holder[0] = '\0';
+        }
+        return held;
+    }
+    chunk->state = S_DONE;
+    chunk->holder[0] = '\0';
+    if (++job->done == job->nchunks)
+        s_pass_done (self, job);
+    return held;
+}
+
+void
+ensemble_lost (ensemble_t *self, const char *holder, const char *reason)
+{
+    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
+        for (int c = 0; c < job->nchunks; c++) {
+            s_chunk_t *chunk = &job->chunks[c];
+            if (chunk->state == S_OUT && strcmp (chunk->holder, holder) == 0) {
+                log_notice ("ensemble job %" PRId64 ": pass %d chunk %d back in the queue: its "
+                            "agent %s",
+                            job->id, job->pass + 1, c, reason);
+                chunk->state = S_QUEUED;
+                chunk->holder[0] = '\0';
+            }
+        }
+}
+
+size_t
+ensemble_waiting (const ensemble_t *self)
+{
+    size_t n = 0;
+    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
+        for (int c = 0; c < job->nchunks; c++)
+            n += job->chunks[c].state == S_QUEUED;
+    return n;
+}
+
+int
+ensemble_put_status (ensemble_t *self, exp_t *exp, text_t *t)
+{
+    store_ensemble_t rec;
+    int found = store_ensemble_latest (self->host.store, exp->id, 0, &rec);
+    if (found < 0)
+        return -1;
+    if (!found) {
+        text_put (t, "null");
+        return 0;
+    }
+    s_job_t *job = s_job_of (self, exp);
+    text_put (t, "{\"job\":%" PRId64 ",\"state\":", rec.id);
+    text_put_string (t, rec.state);
+    text_put (t, ",\"window\":%d,\"overlap\":%d,\"pairs\":%" PRId64 ",\"asked\":", rec.window,
+              rec.overlap, rec.pairs);
+    text_put_string (t, rec.asked ? rec.asked : "");
+    // A job that ended is read from the store alone: every chunk of its
+    // last pass in when done.
+    int chunks = rec.chunk > 0 ? (int) ((rec.pairs + rec.chunk - 1) / rec.chunk) : 0;
+    int done = strcmp (rec.state, "done") == 0 ? chunks : 0;
+    text_put (t, ",\"passes\":%d,\"pass\":%d,\"chunks\":%d,\"chunks_done\":%d,\"chunk\":%d",
+              rec.passes, (job ? job->pass : rec.pass) + 1, job ? job->nchunks : chunks,
+              job ? job->done : done, rec.chunk);
+    text_put (t, ",\"error\":");
+    if (rec.error)
+        text_put_string (t, rec.error);
+    else
+        text_put (t, "null");
+    text_put (t, ",\"created_ns\":%" PRId64 ",\"finished_ns\":%" PRId64 "}", rec.created_ns,
+              rec.finished_ns);
+    store_ensemble_release (&rec);
+    return 0;
+}
