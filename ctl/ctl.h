@@ -393,6 +393,10 @@ int ctl_run_stats (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_calibrate (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_mask (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_piv (ctl_t *ctl, ctl_args_t *args);
+// ensemble.c: ensemble jobs, and export --ensemble (ctl_run_export hands
+// it over)
+int ctl_run_ensemble (ctl_t *ctl, ctl_args_t *args);
+int ctl_export_ensemble (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_replay (ctl_t *ctl, ctl_args_t *args);
 // storage.c: storage (ctl_run_archive for archive and release)
 int ctl_run_provision (ctl_t *ctl, ctl_args_t *args);

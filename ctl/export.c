@@ -605,6 +605,8 @@ s_parse (s_export_t *x, ctl_args_t *args, int *units)
 int
 ctl_run_export (ctl_t *ctl, ctl_args_t *args)
 {
+    if (ctl_value (args, "ensemble"))
+        return ctl_export_ensemble (ctl, args);
     s_export_t x = {.ctl = ctl,
                     .name = args->words[0],
                     .out = ctl_value (args, "output"),

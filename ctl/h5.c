@@ -576,6 +576,39 @@ ctl_h5_stats (ctl_h5_t *self, const char *group_name, const piv_stats_t *stats,
 }
 
 int
+ctl_h5_stresses (ctl_h5_t *self, const float *stress, int nx, int ny, char *err, size_t errlen)
+{
+    static const char *names[3] = {"uu", "vv", "uv"};
+    static const char *long_names[3] = {
+        "Reynolds stress u'u' (ensemble correlation peak width)",
+        "Reynolds stress v'v' (ensemble correlation peak width)",
+        "Reynolds stress u'v' (ensemble correlation peak width)"};
+    if (nx != self->nx || ny != self->ny || !self->buf) {
+        errno = 0;
+        return s_fail (self, err, errlen, "the stresses: not on the fields' grid");
+    }
+    // px^2/frame^2 to the fields' units squared: each component by its
+    // velocity factor (v's sign follows the y axis, and so does u'v').
+    double ku = 1, kv = 1;
+    if (self->c.set)
+        piv_calib_velocity (&self->c, 1, 1, &ku, &kv);
+    const double k[3] = {ku * ku, kv * kv, ku * kv};
+    const char *unit = self->c.set ? "m2 s-2" : "px2";
+    size_t n = (size_t) nx * (size_t) ny;
+    hsize_t dims[2] = {(hsize_t) ny, (hsize_t) nx};
+    for (int q = 0; q < 3; q++) {
+        for (size_t i = 0; i < n; i++)
+            self->buf[i] = (float) (stress[q * n + i] * k[q]);
+        errno = 0;
+        if (s_write_array (self->file, names[q], 2, dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                           self->buf, unit, long_names[q], self->grid)
+            != 0)
+            return s_fail (self, err, errlen, names[q]);
+    }
+    return 0;
+}
+
+int
 ctl_h5_close (ctl_h5_t **self_p, char *err, size_t errlen)
 {
     ctl_h5_t *self = *self_p;

@@ -50,6 +50,14 @@ int ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *der
 int ctl_h5_stats (ctl_h5_t *self, const char *group, const piv_stats_t *stats,
                   const piv_calib_t *c, const char *settings, char *err, size_t errlen);
 
+// Writes an ensemble field's Reynolds stresses (stress: 3 nx ny floats,
+// u'u', v'v', u'v' in px^2 per frame^2, as piv_ensemble_field gives them)
+// as datasets uu, vv, uv shaped (y, x) over the scales of
+// ctl_h5_fields_begin (same grid), converted to m^2/s^2 by the file's
+// calibration. 0, or -1 with err.
+int ctl_h5_stresses (ctl_h5_t *self, const float *stress, int nx, int ny, char *err,
+                     size_t errlen);
+
 // Closes the file: 0, or -1 with err (what was written may be incomplete).
 // Accepts NULL.
 int ctl_h5_close (ctl_h5_t **self_p, char *err, size_t errlen);

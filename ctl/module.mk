@@ -6,7 +6,7 @@ CTL_OBJS := build/ctl/pivctl.o build/ctl/args.o build/ctl/request.o build/ctl/pr
             build/ctl/json.o build/ctl/status.o build/ctl/steer.o build/ctl/tail.o \
             build/ctl/record.o build/ctl/replay.o build/ctl/storage.o build/ctl/keys.o \
             build/ctl/export.o build/ctl/units.o build/ctl/stats.o build/ctl/h5.o \
-            build/ctl/output.o build/ctl/mat.o
+            build/ctl/output.o build/ctl/mat.o build/ctl/ensemble.o
 build/ctl/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 build/ctl/h5.o: LAYER_PKGS := $(HDF5_PKGS)
 build/ctl/mat.o: LAYER_PKGS := $(MATIO_PKGS)

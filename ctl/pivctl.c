@@ -200,6 +200,7 @@ static const ctl_option_t s_export_options[] = {{"format", 'f', 1, 1},
                                                 {"output", 'o', 1, 1},
                                                 {"units", 0, 1, 1},
                                                 {"force", 0, 0, 1},
+                                                {"ensemble", 0, 0, 1},
                                                 {NULL, 0, 0, 0}};
 static const ctl_option_t s_stats_options[] = {
     {"format", 'f', 1, 1}, {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {NULL, 0, 0, 0}};
@@ -209,6 +210,9 @@ static const ctl_option_t s_calibrate_options[] = {
     {NULL, 0, 0, 0}};
 static const ctl_option_t s_mask_options[] = {{"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_piv_options[] = {{"reset", 0, 0, 0}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_ensemble_options[] = {{"window", 0, 1, 1}, {"overlap", 0, 1, 1},
+                                                 {"pairs", 0, 1, 1},  {"status", 0, 0, 1},
+                                                 {NULL, 0, 0, 0}};
 static const ctl_option_t s_provision_options[] = {
     {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_archive_options[] = {
@@ -245,8 +249,11 @@ static const ctl_command_t s_commands[] = {
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
     {"piv", 1, MAX_WORDS - 2, "piv EXP|'*' [KEY=VALUE...] [KEY=default...] [--reset]",
      s_piv_options, ctl_run_piv},
+    {"ensemble", 1, 1, "ensemble EXP [--window PX] [--overlap PERCENT] [--pairs A-B] | ensemble EXP --status",
+     s_ensemble_options, ctl_run_ensemble},
     {"export", 1, 1,
-     "export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force]",
+     "export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force] | "
+     "export EXP --ensemble [--format txt|hdf5] -o FILE [--units px|si] [--force]",
      s_export_options, ctl_run_export},
     {"stats", 1, 1, "stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--force] [--json]",
      s_stats_options, ctl_run_stats},

@@ -1,0 +1,263 @@
+// ensemble.c — pivctl ensemble: starts an ensemble correlation job of an
+// experiment on the farm, or shows the state of its latest one
+// (doc/pivctl.md). The line sent is "ensemble EXP window=W overlap=O
+// [pairs=A-B]" or "ensemble EXP status"; the broker checks every value.
+
+#include "ctl/ctl.h"
+
+#include "ctl/h5.h"
+#include "piv/calib.h"
+#include "piv/field.h"
+#include "store/store.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// {"experiment":..,"ensemble":{job, state, window, overlap, pairs, asked,
+// passes, pass, chunks, chunks_done, chunk, error, ...} | null}
+static void
+s_print_ensemble (jdoc_t *doc, ctl_args_t *args)
+{
+    (void) args;
+    const char *name = jdoc_string (doc, "$.experiment");
+    const char *state = jdoc_string (doc, "$.ensemble.state");
+    if (!state) {
+        printf ("%s: no ensemble job yet\n", name ? name : "?");
+        return;
+    }
+    const char *asked = jdoc_string (doc, "$.ensemble.asked");
+    printf ("ensemble job %s of %s: %s\n", ctl_num (jdoc_number (doc, NAN, "$.ensemble.job"), "%.0f"),
+            name ? name : "?", state);
+    printf ("  windows    %s px, overlap %s %%\n",
+            ctl_num (jdoc_number (doc, NAN, "$.ensemble.window"), "%.0f"),
+            ctl_num (jdoc_number (doc, NAN, "$.ensemble.overlap"), "%.0f"));
+    printf ("  pairs      %s (%s)\n", ctl_num (jdoc_number (doc, NAN, "$.ensemble.pairs"), "%.0f"),
+            asked && *asked ? asked : "the pairs done");
+    printf ("  progress   pass %s of %s, chunk(s) %s of %s\n",
+            ctl_num (jdoc_number (doc, NAN, "$.ensemble.pass"), "%.0f"),
+            ctl_num (jdoc_number (doc, NAN, "$.ensemble.passes"), "%.0f"),
+            ctl_num (jdoc_number (doc, NAN, "$.ensemble.chunks_done"), "%.0f"),
+            ctl_num (jdoc_number (doc, NAN, "$.ensemble.chunks"), "%.0f"));
+    const char *error = jdoc_string (doc, "$.ensemble.error");
+    if (error)
+        printf ("  error      %s\n", error);
+    if (strcmp (state, "done") == 0)
+        printf ("  export     pivctl export %s --ensemble -o FILE\n", name ? name : "EXP");
+}
+
+int
+ctl_run_ensemble (ctl_t *ctl, ctl_args_t *args)
+{
+    const char *name = args->words[0];
+    if (ctl_check_name ("ensemble", name) != 0)
+        return EXIT_USAGE;
+    const char *window = ctl_value (args, "window"), *overlap = ctl_value (args, "overlap"),
+               *pairs = ctl_value (args, "pairs");
+    static char w[64], o[64], p[128];
+    args->nsend = 2;
+    if (ctl_value (args, "status")) {
+        if (window || overlap || pairs) {
+            ctl_error ("ensemble: --status takes no --window, --overlap or --pairs; usage: "
+                       "pivctl %s",
+                       args->command->usage);
+            return EXIT_USAGE;
+        }
+        args->send[args->nsend++] = "status";
+    }
+    else {
+        // Each value goes as one word without spaces (the broker names a
+        // bad one).
+        const char *values[3] = {window ? window : "8", overlap ? overlap : "50", pairs};
+        const char *keys[3] = {"window", "overlap", "pairs"};
+        char *bufs[3] = {w, o, p};
+        size_t sizes[3] = {sizeof w, sizeof o, sizeof p};
+        for (int i = 0; i < 3; i++) {
+            if (!values[i])
+                continue;
+            if (!*values[i] || strpbrk (values[i], " \t\n=")
+                || (size_t) snprintf (bufs[i], sizes[i], "%s=%s", keys[i], values[i])
+                       >= sizes[i]) {
+                ctl_error ("ensemble: bad --%s '%s'; usage: pivctl %s", keys[i], values[i],
+                           args->command->usage);
+                return EXIT_USAGE;
+            }
+            args->send[args->nsend++] = bufs[i];
+        }
+    }
+    args->send[args->nsend] = NULL;
+    return ctl_run_printed (ctl, args, s_print_ensemble);
+}
+
+// ---------------------------------------------------------------------------
+// export --ensemble: the experiment's latest ensemble field, read from the
+// store (read-only, as every export): txt (x y u v flags peak_ratio uu vv
+// uv) or HDF5 (the field as one time step), in px or, calibrated, in m,
+// m/s and m^2/s^2.
+
+// The stresses of 'n' points from the store's little-endian floats into
+// out (3 n); NaN past what the bytes hold.
+static void
+s_stress_read (const unsigned char *bytes, size_t size, size_t n, float *out)
+{
+    for (size_t i = 0; i < 3 * n; i++) {
+        if ((i + 1) * 4 > size) {
+            out[i] = NAN;
+            continue;
+        }
+        uint32_t bits = 0;
+        for (int k = 0; k < 4; k++)
+            bits |= (uint32_t) bytes[i * 4 + k] << (8 * k);
+        memcpy (&out[i], &bits, 4);
+    }
+}
+
+static int
+s_write_txt (FILE *f, const char *name, const store_ensemble_t *job, const piv_field_t *field,
+             const float *stress, const piv_calib_t *c, int si)
+{
+    size_t n = (size_t) field->nx * (size_t) field->ny;
+    double ku = 1, kv = 1;
+    if (si)
+        piv_calib_velocity (c, 1, 1, &ku, &kv);
+    const char *len = si ? "m" : "px", *vel = si ? "m/s" : "px/frame",
+               *str = si ? "m^2/s^2" : "px^2/frame^2";
+    fprintf (f,
+             "# pivfarm ensemble correlation of experiment '%s', job %" PRId64 ": %" PRId64
+             " pair(s) (%s), %d pass(es) down to %d px windows at %d %% overlap\n"
+             "# units: x, y in %s; u, v in %s; uu, vv, uv (the Reynolds stresses u'u', v'v', "
+             "u'v' from the correlation peak's width) in %s\n"
+             "# piv settings: %s\n"
+             "x y u v flags peak_ratio uu vv uv\n",
+             name, job->id, job->pairs, job->asked && *job->asked ? job->asked : "the pairs done",
+             job->passes, job->window, job->overlap, len, vel, str,
+             job->settings ? job->settings : "");
+    for (size_t k = 0; k < n; k++) {
+        double x = field->x[k], y = field->y[k], u = field->u[k], v = field->v[k];
+        if (si) {
+            piv_calib_position (c, field->x[k], field->y[k], &x, &y);
+            piv_calib_velocity (c, field->u[k], field->v[k], &u, &v);
+        }
+        fprintf (f, "%.9g %.9g %.9g %.9g %d %.9g %.9g %.9g %.9g\n", x, y, u, v, field->flags[k],
+                 field->peak_ratio[k], stress[k] * ku * ku, stress[n + k] * kv * kv,
+                 stress[2 * n + k] * ku * kv);
+    }
+    return ferror (f) ? -1 : 0;
+}
+
+int
+ctl_export_ensemble (ctl_t *ctl, ctl_args_t *args)
+{
+    const char *name = args->words[0], *out = ctl_value (args, "output"),
+               *format = ctl_value (args, "format"), *units = ctl_value (args, "units");
+    int force = ctl_value (args, "force") != NULL;
+    if (ctl_check_name ("export", name) != 0)
+        return EXIT_USAGE;
+    int hdf5 = format && strcmp (format, "hdf5") == 0;
+    if (format && !hdf5 && strcmp (format, "txt") != 0) {
+        ctl_error ("export --ensemble: bad --format '%s': txt or hdf5", format);
+        return EXIT_USAGE;
+    }
+    if (!out || !*out) {
+        ctl_error ("export --ensemble needs -o FILE; usage: pivctl %s", args->command->usage);
+        return EXIT_USAGE;
+    }
+    int si = !units ? -1 : strcmp (units, "si") == 0 ? 1 : strcmp (units, "px") == 0 ? 0 : -2;
+    if (si == -2) {
+        ctl_error ("bad --units '%s': px or si", units);
+        return EXIT_USAGE;
+    }
+    int64_t experiment;
+    store_t *store = ctl_open_store (ctl, name, &experiment);
+    if (!store)
+        return EXIT_FAILED;
+    store_ensemble_t job;
+    char err[1024];
+    int rc = EXIT_FAILED, found = store_ensemble_latest (store, experiment, 1, &job);
+    ctl_calibs_t *calibs = found == 1 ? ctl_calibs_load (store, experiment, &ctl->cfg, err,
+                                                         sizeof err)
+                                      : NULL;
+    piv_field_t *field = NULL;
+    float *stress = NULL;
+    piv_calib_t c;
+    piv_calib_init (&c);
+    ctl_out_t file = {0};
+    if (found < 0)
+        ctl_error ("cannot read the ensemble jobs of '%s' in '%s': %s", name,
+                   ctl->cfg.broker.store, store_error (store));
+    else if (found == 0)
+        ctl_error ("export: experiment '%s' has no ensemble field yet: run 'pivctl ensemble "
+                   "%s' and wait until 'pivctl ensemble %s --status' says done",
+                   name, name, name);
+    else if (!calibs)
+        ctl_error ("cannot read the calibrations of '%s': %s", name, err);
+    else if (!(field = piv_field_decode (job.field, job.field_size, err, sizeof err)))
+        ctl_error ("the ensemble field of '%s' (job %" PRId64 ") in the store is unreadable: %s",
+                   name, job.id, err);
+    else if (!(stress = malloc (3 * (size_t) field->nx * (size_t) field->ny * sizeof *stress)))
+        ctl_error ("no memory");
+    else {
+        ctl_calib_at (calibs, INT64_MAX, &c);
+        if (si < 0)
+            si = c.set;
+        if (si && !c.set)
+            ctl_error ("export: experiment '%s' is not calibrated, so --units si has nothing "
+                       "to convert with: calibrate it (pivctl calibrate %s --scale S --dt T) "
+                       "or use --units px",
+                       name, name);
+        else if (ctl_out_init (&file, NULL, out, 0, force, err, sizeof err) != 0)
+            ctl_error ("export: %s", err);
+        else
+            rc = EXIT_OK;
+    }
+    if (rc == EXIT_OK) {
+        size_t n = (size_t) field->nx * (size_t) field->ny;
+        s_stress_read (job.stress, job.stress_size, n, stress);
+        if (hdf5) {
+            char title[256];
+            snprintf (title, sizeof title, "pivfarm ensemble correlation of '%s'", name);
+            const char *open_as = ctl_out_name (&file, err, sizeof err);
+            piv_calib_t none;
+            piv_calib_init (&none);
+            ctl_h5_t *h5 = open_as ? ctl_h5_new (open_as, out, title, si ? &c : &none,
+                                                 job.settings, err, sizeof err)
+                                   : NULL;
+            if (!h5 || ctl_h5_fields_begin (h5, field, err, sizeof err) != 0
+                || ctl_h5_field_add (h5, field, NULL, 0, "ensemble", err, sizeof err) != 0
+                || ctl_h5_stresses (h5, stress, field->nx, field->ny, err, sizeof err) != 0
+                || ctl_h5_close (&h5, err, sizeof err) != 0) {
+                ctl_h5_close (&h5, NULL, 0);
+                ctl_error ("export: %s", err);
+                rc = EXIT_FAILED;
+            }
+        }
+        else if (s_write_txt (file.file, name, &job, field, stress, &c, si) != 0) {
+            ctl_error ("export: cannot write '%s'", out);
+            rc = EXIT_FAILED;
+        }
+        if (rc == EXIT_OK && ctl_out_commit (&file, err, sizeof err) != 0) {
+            ctl_error ("export: %s", err);
+            rc = EXIT_FAILED;
+        }
+    }
+    ctl_out_release (&file);
+    if (rc == EXIT_OK) {
+        if (ctl->json)
+            printf ("{\"experiment\":\"%s\",\"job\":%" PRId64 ",\"pairs\":%" PRId64
+                    ",\"output\":\"%s\",\"units\":\"%s\"}\n",
+                    name, job.id, job.pairs, out, si ? "si" : "px");
+        else
+            printf ("exported the ensemble field of %s (job %" PRId64 ", %" PRId64
+                    " pairs) to %s in %s units\n",
+                    name, job.id, job.pairs, out, si ? "si" : "px");
+    }
+    free (stress);
+    piv_field_destroy (&field);
+    ctl_calibs_destroy (&calibs);
+    if (found == 1)
+        store_ensemble_release (&job);
+    store_destroy (&store);
+    return rc;
+}
