@@ -42,3 +42,7 @@ TESTS += build/tests/test_stereo_farm
 
 # Ensemble correlation (issue 27): sums that merge to the bit, their bytes.
 TESTS += build/tests/test_ensemble
+
+# Ensemble correlation as a farm job (issue 27): chunks on two agents, one
+# SIGKILLed mid-run, the field exported; bad requests and partials.
+TESTS += build/tests/test_ensemble_farm

@@ -366,6 +366,20 @@ tu_farm_release (tu_farm_t *farm)
     memset (farm, 0, sizeof *farm);
 }
 
+tu_farm_t tu_the_farm;
+
+void
+tu_farm_setup (void)
+{
+    tu_farm_init (&tu_the_farm);
+}
+
+void
+tu_farm_teardown (void)
+{
+    tu_farm_release (&tu_the_farm);
+}
+
 void
 tu_farm_conf (tu_farm_t *farm, const char *processor, int threads, const char *passes,
               const char *extra)
@@ -678,6 +692,16 @@ tu_run_suite (Suite *suite)
     int failed = srunner_ntests_failed (runner);
     srunner_free (runner);
     return failed ? 1 : 0;
+}
+
+int
+tu_farm_pivctl (tu_farm_t *farm, char *out, size_t len, const char *first, ...)
+{
+    va_list ap;
+    va_start (ap, first);
+    int rc = tu_farm_pivctl_v (farm, out, len, first, ap);
+    va_end (ap);
+    return rc;
 }
 
 int

@@ -88,6 +88,11 @@ typedef struct {
 void tu_farm_init (tu_farm_t *farm);
 // SIGKILLs every process of the farm, removes its directory.
 void tu_farm_release (tu_farm_t *farm);
+// A suite's one farm a test, as a Check fixture: tu_farm_setup
+// (tu_farm_init of tu_the_farm) and tu_farm_teardown (tu_farm_release).
+extern tu_farm_t tu_the_farm;
+void tu_farm_setup (void);
+void tu_farm_teardown (void);
 // Writes the configuration: the agent's processor and threads, the PIV
 // passes (one iteration), 'extra' (may be "") appended to the agent section.
 void tu_farm_conf (tu_farm_t *farm, const char *processor, int threads, const char *passes,
@@ -129,6 +134,7 @@ tu_counts_t tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s);
 // Runs pivctl -c <farm's conf> --timeout 30000 with the words from 'first'
 // (NULL-terminated): its exit status, its output (stdout and stderr) in out.
 int tu_farm_pivctl_v (tu_farm_t *farm, char *out, size_t len, const char *first, va_list ap);
+int tu_farm_pivctl (tu_farm_t *farm, char *out, size_t len, const char *first, ...);
 // The same with '--json' last, which must succeed (the test fails
 // otherwise): its answer parsed, progress lines before it skipped (caller
 // destroys).

@@ -1,0 +1,337 @@
+// test_ensemble_farm.c — ensemble correlation as a farm job (issue 27):
+// the real watcher, broker and two agents on ipc:// sockets, the job
+// started and followed with the real pivctl, its field exported as a user
+// does; an agent SIGKILLed in the middle of a chunk changes the ensemble
+// field by nothing, no pair is counted twice, and a bad request or a bad
+// partial is refused with its reason while the farm goes on.
+
+#include "common/jdoc.h"
+#include "common/proto.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define S_PAIRS 24         // pairs landed: three chunks of eight
+#define S_U 3.3            // the synthetic flow (tu_farm_render), px per frame
+#define S_V -1.7
+
+#define s_farm tu_the_farm  // each test's farm (tu_farm_setup, tu_farm_teardown)
+
+// pivctl with the arguments: its exit status, its output in out.
+#define s_pivctl(out, len, ...) tu_farm_pivctl (&s_farm, out, len, __VA_ARGS__)
+
+// The farm with S_PAIRS pairs of the uniform flow done: broker, watcher,
+// agents 'a1' and 'a2' (one thread each).
+static void
+s_farm_with_pairs_done (void)
+{
+    tu_farm_render (&s_farm, S_PAIRS, "e");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "a2");
+    tu_farm_land (&s_farm, "e", 1, S_PAIRS, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, S_PAIRS, 120);
+    ck_assert_msg (c.done == S_PAIRS, "done %lld of %d", (long long) c.done, S_PAIRS);
+}
+
+// The farm with two pairs pending (no agent): broker and watcher.
+static void
+s_farm_with_pairs_pending (void)
+{
+    tu_farm_render (&s_farm, 2, "e");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (&s_farm, "e", 1, 2, 0);
+    for (int i = 0; i < 100 && tu_farm_counts (&s_farm).pending < 2; i++)
+        usleep (50000);
+}
+
+// The state of exp1's latest job as 'pivctl ensemble exp1 --status'
+// reports it, waiting up to timeout_s while it runs: its JSON (caller
+// destroys).
+static jdoc_t *
+s_wait_job (int64_t job, int timeout_s)
+{
+    char out[8192];
+    for (int i = 0; i < timeout_s * 10; i++) {
+        int rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--status", "--json", NULL);
+        ck_assert_msg (rc == 0, "status: %d: %s", rc, out);
+        jdoc_t *doc = jdoc_parse (out, NULL, 0);
+        ck_assert_msg (doc != NULL, "not JSON: %s", out);
+        const char *state = jdoc_string (doc, "$.ensemble.state");
+        if ((int64_t) jdoc_number (doc, -1, "$.ensemble.job") == job && state
+            && strcmp (state, "running") != 0)
+            return doc;
+        jdoc_destroy (&doc);
+        usleep (100000);
+    }
+    ck_abort_msg ("ensemble job %lld still running after %d s: %s", (long long) job, timeout_s,
+                  out);
+    return NULL;
+}
+
+// Starts a job of exp1 (the words after 'ensemble exp1'): its id.
+static int64_t
+s_start_job (const char *first, ...)
+{
+    char out[8192];
+    const char *words[16] = {"ensemble", "exp1"};
+    int n = 2;
+    va_list ap;
+    va_start (ap, first);
+    for (const char *w = first; w && n < 13; w = va_arg (ap, const char *))
+        words[n++] = w;
+    va_end (ap);
+    words[n++] = "--json";
+    words[n] = NULL;
+    int rc = s_pivctl (out, sizeof out, words[0], words[1], words[2], words[3], words[4],
+                       words[5], words[6], words[7], words[8], words[9], words[10], words[11],
+                       words[12], NULL);
+    ck_assert_msg (rc == 0, "ensemble: %d: %s", rc, out);
+    jdoc_t *doc = jdoc_parse (out, NULL, 0);
+    ck_assert_msg (doc != NULL, "not JSON: %s", out);
+    int64_t job = (int64_t) jdoc_number (doc, -1, "$.ensemble.job");
+    ck_assert_msg (job > 0, "no job in %s", out);
+    jdoc_destroy (&doc);
+    return job;
+}
+
+// An exported ensemble field (txt): its columns x y u v flags peak_ratio uu
+// vv uv, row after row.
+typedef struct {
+    int n;
+    double *col[9];
+} s_table_t;
+
+static s_table_t
+s_export (const char *name)
+{
+    char out[8192];
+    const char *path = tu_path (s_farm.dir, name);
+    int rc = s_pivctl (out, sizeof out, "export", "exp1", "--ensemble", "-o", path, NULL);
+    ck_assert_msg (rc == 0, "export: %d: %s", rc, out);
+    char *text = tu_slurp (path, NULL);
+    ck_assert_ptr_nonnull (text);
+    ck_assert_msg (strstr (text, "x y u v flags peak_ratio uu vv uv\n"),
+                   "no column line in %.400s", text);
+    s_table_t t = {0};
+    for (int c = 0; c < 9; c++)
+        t.col[c] = calloc (100000, sizeof (double));
+    for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n")) {
+        double v[9];
+        if (line[0] == '#' || sscanf (line, "%lf %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
+                                      &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8])
+                                  != 9)
+            continue;
+        ck_assert (t.n < 100000);
+        for (int c = 0; c < 9; c++)
+            t.col[c][t.n] = v[c];
+        t.n++;
+    }
+    free (text);
+    ck_assert_msg (t.n > 0, "no vectors in '%s'", path);
+    return t;
+}
+
+static void
+s_table_free (s_table_t *t)
+{
+    for (int c = 0; c < 9; c++)
+        free (t->col[c]);
+}
+
+START_TEST (an_ensemble_of_a_uniform_shift_recovers_it_counting_each_pair_once)
+{
+    s_farm_with_pairs_done ();
+    int64_t job = s_start_job ("--window", "8", NULL);
+    jdoc_t *doc = s_wait_job (job, 120);
+    ck_assert_str_eq (jdoc_string (doc, "$.ensemble.state"), "done");
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.pairs"), S_PAIRS);
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.window"), 8);
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.chunks_done"),
+                      (int) jdoc_number (doc, -2, "$.ensemble.chunks"));
+    jdoc_destroy (&doc);
+    // Every chunk of every pass recorded once: S_PAIRS pairs a pass, no more.
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM ensemble_pairs WHERE job = %lld",
+                                   (long long) job),
+                      S_PAIRS);
+    // The mean of the windows away from the edges is the shift.
+    s_table_t t = s_export ("ensemble.txt");
+    double su = 0, sv = 0;
+    int n = 0;
+    for (int k = 0; k < t.n; k++)
+        if (t.col[4][k] == 0 && t.col[0][k] > 16 && t.col[0][k] < 240 && t.col[1][k] > 16
+            && t.col[1][k] < 240) {
+            su += t.col[2][k];
+            sv += t.col[3][k];
+            n++;
+        }
+    ck_assert_msg (n > t.n / 2, "%d valid inner vectors of %d", n, t.n);
+    printf ("ensemble of %d pairs, 8 px windows: %d vectors, mean %.4f, %.4f px (truth %.2f, "
+            "%.2f)\n",
+            S_PAIRS, t.n, su / n, sv / n, S_U, S_V);
+    ck_assert_msg (fabs (su / n - S_U) < 0.1 && fabs (sv / n - S_V) < 0.1,
+                   "mean %.4f, %.4f px, truth %.2f, %.2f", su / n, sv / n, S_U, S_V);
+    s_table_free (&t);
+}
+END_TEST
+
+START_TEST (an_agent_killed_mid_run_changes_the_ensemble_field_by_nothing)
+{
+    s_farm_with_pairs_done ();
+    // The reference: a run without a kill.
+    int64_t job = s_start_job ("--window", "16", "--pairs", "1-24", NULL);
+    jdoc_t *doc = s_wait_job (job, 120);
+    ck_assert_str_eq (jdoc_string (doc, "$.ensemble.state"), "done");
+    jdoc_destroy (&doc);
+    s_table_t ref = s_export ("reference.txt");
+
+    // The same job again; agent a1 is SIGKILLed as soon as it holds a chunk
+    // of it, and a new agent takes its place.
+    job = s_start_job ("--window", "16", "--pairs", "1-24", NULL);
+    char mark[64];
+    snprintf (mark, sizeof mark, "ensemble job %lld pass", (long long) job);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "agent1.log", mark, 60000),
+                   "agent a1 never got a chunk of job %lld", (long long) job);
+    tu_stop (s_farm.agents[0], SIGKILL, 5);
+    s_farm.agents[0] = 0;
+    s_farm.agents[2] = tu_farm_start (&s_farm, "pivfarm-agent", "agent3.log", "--id", "a3");
+    doc = s_wait_job (job, 120);
+    ck_assert_msg (strcmp (jdoc_string (doc, "$.ensemble.state"), "done") == 0, "%s: %s",
+                   jdoc_string (doc, "$.ensemble.state"), jdoc_string (doc, "$.ensemble.error"));
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.pairs"), S_PAIRS);
+    jdoc_destroy (&doc);
+    // The broker saw the death and gave the chunk to another agent.
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "back in the queue", 1000),
+                   "the victim's chunk never went back to the queue");
+    s_table_t t = s_export ("after_kill.txt");
+    ck_assert_int_eq (t.n, ref.n);
+    double worst = 0;
+    for (int k = 0; k < t.n; k++)
+        for (int c = 0; c < 9; c++) {
+            double a = t.col[c][k], b = ref.col[c][k];
+            if (isnan (a) || isnan (b))
+                ck_assert_msg (isnan (a) && isnan (b), "row %d column %d: %g vs %g", k, c, a, b);
+            else
+                worst = fmax (worst, fabs (a - b));
+        }
+    printf ("ensemble with an agent killed mid-run vs without: largest difference %g over %d "
+            "vectors\n",
+            worst, t.n);
+    ck_assert_msg (worst <= 1e-6, "largest difference %g", worst);
+    s_table_free (&t);
+    s_table_free (&ref);
+}
+END_TEST
+
+START_TEST (a_bad_request_is_refused_naming_what_is_wrong)
+{
+    s_farm_with_pairs_pending ();
+    char out[8192];
+    int rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--window", "3", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "window"), "%d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--overlap", "95", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "overlap"), "%d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--pairs", "5-2", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "pairs '5-2'"), "%d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--pairs", "7-9", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "no pairs of 'exp1' in 7-9"), "%d: %s", rc, out);
+    // Nothing done yet: the default (the pairs done) has none.
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "no pairs of 'exp1' are done"), "%d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "nosuch", NULL);
+    ck_assert_msg (rc != 0 && strstr (out, "no experiment 'nosuch'"), "%d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "export", "exp1", "--ensemble", "-o",
+                   tu_path (s_farm.dir, "e.txt"), NULL);
+    ck_assert_msg (rc != 0 && strstr (out, "no ensemble field yet"), "%d: %s", rc, out);
+    // A job of pending pairs runs; a second one while it does is refused.
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--pairs", "1-2", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "running"), "%d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--pairs", "1-2", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "is running"), "%d: %s", rc, out);
+}
+END_TEST
+
+START_TEST (a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on)
+{
+    s_farm_with_pairs_pending ();
+    char out[8192];
+    int rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--pairs", "1-2", "--window", "16",
+                       NULL);
+    ck_assert_msg (rc == 0, "%d: %s", rc, out);
+    // A hostile agent: it takes work and answers its chunk with bytes that
+    // are no partial sum.
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/work", s_farm.dir);
+    zsock_t *evil = zsock_new_dealer (endpoint);
+    ck_assert_ptr_nonnull (evil);
+    // Room for the two pairs' TASKs (left unanswered) and the chunk.
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = "evil", .text = "host", .count = 4,
+                         .settings = "piv"};
+    ck_assert_int_eq (proto_send (&hello, NULL, evil), 0);
+    proto_msg_t ready = {.command = PROTO_READY, .count = 4};
+    ck_assert_int_eq (proto_send (&ready, NULL, evil), 0);
+    proto_msg_t msg = {0};
+    char err[512];
+    zsock_set_rcvtimeo (evil, 10000);
+    int got = 0;
+    for (int i = 0; i < 50 && !got; i++) {
+        proto_msg_release (&msg);
+        if (proto_recv (evil, NULL, &msg, err, sizeof err) != 0)
+            break;
+        for (size_t k = 0; k < proto_count (&msg) && !got; k++)
+            if (proto_at (&msg, k)->command == PROTO_ENSEMBLE)
+                got = 1;
+        // The pending pairs' TASKs go unanswered: the broker takes them back.
+    }
+    ck_assert_msg (got, "the hostile agent got no ENSEMBLE");
+    proto_msg_t *task = NULL;
+    for (size_t k = 0; k < proto_count (&msg); k++)
+        if (proto_at (&msg, k)->command == PROTO_ENSEMBLE)
+            task = proto_at (&msg, k);
+    unsigned char junk[64] = "this is no partial sum at all";
+    proto_msg_t bad = {.command = PROTO_PARTIAL,
+                       .seq = task->seq,
+                       .count = task->count,
+                       .pair = task->pair,
+                       .attempt = task->attempt,
+                       .blob = junk,
+                       .blob_size = sizeof junk};
+    ck_assert_int_eq (proto_send (&bad, NULL, evil), 0);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "agent 'evil' sent a bad partial",
+                                    10000),
+                   "the broker did not name the agent of the bad partial");
+    proto_msg_release (&msg);
+    zsock_destroy (&evil);
+    // A real agent finishes the job: the bad partial was not kept.
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    jdoc_t *doc = s_wait_job (1, 120);
+    ck_assert_msg (strcmp (jdoc_string (doc, "$.ensemble.state"), "done") == 0, "%s: %s",
+                   jdoc_string (doc, "$.ensemble.state"), jdoc_string (doc, "$.ensemble.error"));
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.pairs"), 2);
+    jdoc_destroy (&doc);
+}
+END_TEST
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("ensemble_farm");
+    TCase *tc = tcase_create ("farm");
+    tcase_add_checked_fixture (tc, tu_farm_setup, tu_farm_teardown);
+    tcase_set_timeout (tc, 600);
+    tcase_add_test (tc, an_ensemble_of_a_uniform_shift_recovers_it_counting_each_pair_once);
+    tcase_add_test (tc, an_agent_killed_mid_run_changes_the_ensemble_field_by_nothing);
+    tcase_add_test (tc, a_bad_request_is_refused_naming_what_is_wrong);
+    tcase_add_test (tc, a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on);
+    suite_add_tcase (suite, tc);
+    return tu_run_suite (suite);
+}
