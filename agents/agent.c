@@ -172,8 +172,12 @@ s_send (agent_t *self, const proto_msg_t *msg)
 static void
 s_hello (agent_t *self)
 {
-    // Capabilities: the processor it runs (piv, noop, exec:...).
-    char *caps = self->cfg.agent.processor;
+    // Capabilities: the processor it runs (piv, noop, exec:...), and
+    // 'ensemble' when it sums ensemble chunks (the piv processor): a
+    // broker sends ENSEMBLE to no other agent (doc/protocol.md §4.14).
+    char caps[sizeof self->cfg.agent.processor + 16];
+    snprintf (caps, sizeof caps, "%s%s", self->cfg.agent.processor,
+              strcmp (self->cfg.agent.processor, "piv") == 0 ? " ensemble" : "");
     proto_msg_t hello = {.command = PROTO_HELLO,
                          .name = self->id,
                          .text = (char *) zsys_hostname (),

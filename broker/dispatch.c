@@ -751,6 +751,19 @@ s_send_task (dispatch_t *self, agent_rec_t *agent, task_t *task, int64_t now)
     return 0;
 }
 
+// 1 if the agent said it sums ensemble chunks (the word 'ensemble' among
+// its HELLO's capabilities): an older agent, or one of another processor,
+// gets none.
+static int
+s_sums_chunks (const agent_rec_t *agent)
+{
+    const char *caps = agent->capabilities ? agent->capabilities : "";
+    for (const char *p = strstr (caps, "ensemble"); p; p = strstr (p + 1, "ensemble"))
+        if ((p == caps || p[-1] == ' ') && (p[8] == '\0' || p[8] == ' '))
+            return 1;
+    return 0;
+}
+
 // Gives the credit live pairs left to ensemble chunks (doc/control.md
 // 'ensemble': a reduce over a run never delays a pair the camera just
 // wrote), one chunk an agent a round.
@@ -764,7 +777,7 @@ s_dispatch_chunks (dispatch_t *self)
         gave = 0;
         for (agent_rec_t *agent = zhashx_first (self->agents); agent;
              agent = zhashx_next (self->agents)) {
-            if (agent->credit == 0 || agent->unreachable
+            if (agent->credit == 0 || agent->unreachable || !s_sums_chunks (agent)
                 || !peers_allowed (self->peers, agent->key, BROKER_ROLE_AGENT))
                 continue;
             char key[512];

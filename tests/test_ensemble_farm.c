@@ -275,7 +275,7 @@ START_TEST (a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on)
     ck_assert_ptr_nonnull (evil);
     // Room for the two pairs' TASKs (left unanswered) and the chunk.
     proto_msg_t hello = {.command = PROTO_HELLO, .name = "evil", .text = "host", .count = 4,
-                         .settings = "piv"};
+                         .settings = "piv ensemble"};
     ck_assert_int_eq (proto_send (&hello, NULL, evil), 0);
     proto_msg_t ready = {.command = PROTO_READY, .count = 4};
     ck_assert_int_eq (proto_send (&ready, NULL, evil), 0);
