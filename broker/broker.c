@@ -600,6 +600,8 @@ s_on_work (zloop_t *loop, zsock_t *reader, void *arg)
     return 0;
 }
 
+static int s_dispatch_held (void *arg);
+
 static int
 s_heartbeat (zloop_t *loop, int timer_id, void *arg)
 {
@@ -607,6 +609,8 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
     broker_t *self = arg;
     s_store_ready (self);
     dispatch_heartbeat (self->dispatch, util_time_ns ());
+    if (!s_dispatch_held (self))
+        ensemble_tick (self->ensemble, ingest_experiments (self->ingest), util_time_ns ());
     dispatch_now (self->dispatch);
     peers_tick (self->peers, util_time_ns ());
     return 0;

@@ -543,6 +543,106 @@ ensemble_lost (ensemble_t *self, const char *holder, const char *reason)
         }
 }
 
+// ---------------------------------------------------------------------------
+// Standing settings
+
+int
+ensemble_standing_set (exp_t *exp, const char *value, char *text, size_t size, char *err,
+                       size_t errlen)
+{
+    if (!value) {
+        exp->ensemble.window = 0;
+        if (text && size)
+            *text = '\0';
+        return 0;
+    }
+    int v[3] = {8, 50, 30};
+    static const char *keys[3] = {"window", "overlap", "idle"};
+    static const int lo[3] = {4, 0, 1}, hi[3] = {1024, 90, 86400};
+    char copy[256];
+    snprintf (copy, sizeof copy, "%s", value);
+    for (char *save, *w = strtok_r (copy, " ", &save); w; w = strtok_r (NULL, " ", &save)) {
+        char *eq = strchr (w, '='), *end = NULL;
+        int k = -1;
+        for (int i = 0; eq && i < 3; i++)
+            if ((size_t) (eq - w) == strlen (keys[i]) && strncmp (w, keys[i], strlen (keys[i])) == 0)
+                k = i;
+        long n = k >= 0 ? strtol (eq + 1, &end, 10) : 0;
+        if (k < 0 || end == eq + 1 || *end || n < lo[k] || n > hi[k]) {
+            snprintf (err, errlen, "bad standing ensemble word '%.100s': expected window=4..1024 "
+                      "(px), overlap=0..90 (%%), idle=1..86400 (s)", w);
+            return -1;
+        }
+        v[k] = (int) n;
+    }
+    int passes[S_MAX_PASSES];
+    if (piv_ensemble_passes (v[0], passes, S_MAX_PASSES) <= 0) {
+        snprintf (err, errlen, "bad window '%d': the engine cannot correlate windows of %d px",
+                  v[0], v[0]);
+        return -1;
+    }
+    exp->ensemble = (exp_ensemble_t) {.window = v[0], .overlap = v[1], .idle_s = v[2]};
+    if (text)
+        snprintf (text, size, "window=%d overlap=%d idle=%d", v[0], v[1], v[2]);
+    return 0;
+}
+
+typedef struct {
+    int64_t waiting, done;
+} s_states_t;
+
+static int
+s_count_state (void *arg, int64_t pair, int state, const char *a, const char *b, int stereo)
+{
+    (void) pair, (void) a, (void) b, (void) stereo;
+    s_states_t *n = arg;
+    n->waiting += state == STORE_PENDING || state == STORE_DISPATCHED;
+    n->done += state == STORE_DONE;
+    return 0;
+}
+
+#define S_CHECK_EVERY_NS (5 * 1000000000LL)  // a quiet experiment's pairs counted this often
+
+int
+ensemble_tick (ensemble_t *self, zhashx_t *experiments, int64_t now)
+{
+    int started = 0;
+    for (exp_t *exp = zhashx_first (experiments); exp; exp = zhashx_next (experiments)) {
+        exp_ensemble_t *st = &exp->ensemble;
+        if (st->window <= 0 || now < st->next_check_ns || s_job_of (self, exp))
+            continue;
+        if (exp->in.last_file_ns > 0 && now - exp->in.last_file_ns < st->idle_s * 1000000000LL)
+            continue;
+        st->next_check_ns = now + S_CHECK_EVERY_NS;
+        s_states_t n = {0};
+        if (store_pair_frames (self->host.store, exp->id, s_count_state, &n) < 0)
+            continue;
+        if (n.waiting > 0 || n.done == 0)
+            continue;  // the run's pairs are not all in yet
+        // What its latest job covered: a job over the pairs done, as many
+        // as now (done or failed: a failed one waits for new pairs).
+        store_ensemble_t last;
+        int found = store_ensemble_latest (self->host.store, exp->id, 0, &last);
+        int covered = found == 1 && last.asked && !*last.asked && last.pairs >= n.done;
+        if (found == 1)
+            store_ensemble_release (&last);
+        if (found < 0 || covered)
+            continue;
+        char err[1024];
+        int64_t job = ensemble_start (self, exp, st->window, st->overlap, NULL, now, err,
+                                      sizeof err);
+        if (job < 0)
+            log_warning ("standing ensemble of '%s': cannot start a job: %s", exp->name, err);
+        else {
+            log_notice ("standing ensemble of '%s': quiet for %d s with %" PRId64
+                        " pair(s) done: job %" PRId64,
+                        exp->name, st->idle_s, n.done, job);
+            started++;
+        }
+    }
+    return started;
+}
+
 size_t
 ensemble_waiting (const ensemble_t *self)
 {

@@ -57,6 +57,19 @@ int ensemble_partial (ensemble_t *self, const char *holder, const char *agent,
 // The agent 'holder' is gone: its chunks go back to the queue.
 void ensemble_lost (ensemble_t *self, const char *holder, const char *reason);
 
+// A standing setting of exp from its text "window=W overlap=O idle=S"
+// (each optional: 8, 50, 30), NULL: none. 0, or -1 with err naming the bad
+// word (exp then unchanged). 'text' (the store's form of it) gets the
+// normalized words.
+int ensemble_standing_set (exp_t *exp, const char *value, char *text, size_t size, char *err,
+                           size_t errlen);
+
+// The standing settings looked at (the broker's heartbeat): an experiment
+// of one, with no job running, quiet for its idle_s (no file for that long,
+// no pair pending or out) and pairs done that its latest job did not cover
+// gets a job over its pairs done (logged). Started jobs' count.
+int ensemble_tick (ensemble_t *self, zhashx_t *experiments, int64_t now);
+
 // Chunks waiting for an agent (all jobs).
 size_t ensemble_waiting (const ensemble_t *self);
 

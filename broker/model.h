@@ -157,6 +157,15 @@ typedef struct {
     int located;                  // some of its files were archived: look their path up
 } exp_storage_t;
 
+// Its standing ensemble setting (ensemble.c: 'ensemble EXP auto'): an
+// ensemble job over its pairs done once it has been quiet for idle_s.
+typedef struct {
+    int window;                   // the last pass's windows, px (0: no standing setting)
+    int overlap;                  // %
+    int idle_s;                   // quiet this long (no new file, no pair waiting) first
+    int64_t next_check_ns;        // not looked at again before this
+} exp_ensemble_t;
+
 // An experiment the broker has seen since it started: made and owned by
 // ingest.c (its identity), with a part per stage.
 typedef struct {
@@ -170,6 +179,7 @@ typedef struct {
     exp_feedback_t feedback;      // its feedback settings and controller
     exp_calib_t calib;            // its calibration
     exp_storage_t storage;        // its space and archive
+    exp_ensemble_t ensemble;      // its standing ensemble setting
     replay_t *replay;             // the replay feeding it, or NULL (replay.c)
 } exp_t;
 

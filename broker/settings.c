@@ -79,6 +79,12 @@ s_load_one (void *arg, int64_t experiment, const char *key, const char *value)
             log_warning ("ignoring the recorded PIV settings '%s' of %s: %s", value,
                          exp ? exp->name : "every experiment", err);
     }
+    else if (strcmp (key, "ensemble") == 0 && exp) {
+        char err[512];
+        if (ensemble_standing_set (exp, value, NULL, 0, err, sizeof err) != 0)
+            log_warning ("ignoring the recorded standing ensemble '%s' of %s: %s", value,
+                         exp->name, err);
+    }
     else if (strcmp (key, "pairing_cameras") == 0 && exp) {
         char err[512];
         if (ingest_cameras_set (self->ingest, exp, value, 0, err, sizeof err) != 0)

@@ -23,6 +23,16 @@ s_print_ensemble (jdoc_t *doc, ctl_args_t *args)
 {
     (void) args;
     const char *name = jdoc_string (doc, "$.experiment");
+    double auto_window = jdoc_number (doc, NAN, "$.auto.window");
+    if (isnan (auto_window))
+        printf ("%s: no standing ensemble (pivctl ensemble %s --auto sets one)\n",
+                name ? name : "?", name ? name : "EXP");
+    else
+        printf ("%s: standing ensemble of the pairs done once quiet for %s s: %s px windows, "
+                "overlap %s %%\n",
+                name ? name : "?", ctl_num (jdoc_number (doc, NAN, "$.auto.idle_s"), "%.0f"),
+                ctl_num (auto_window, "%.0f"),
+                ctl_num (jdoc_number (doc, NAN, "$.auto.overlap"), "%.0f"));
     const char *state = jdoc_string (doc, "$.ensemble.state");
     if (!state) {
         printf ("%s: no ensemble job yet\n", name ? name : "?");
@@ -55,36 +65,49 @@ ctl_run_ensemble (ctl_t *ctl, ctl_args_t *args)
     if (ctl_check_name ("ensemble", name) != 0)
         return EXIT_USAGE;
     const char *window = ctl_value (args, "window"), *overlap = ctl_value (args, "overlap"),
-               *pairs = ctl_value (args, "pairs");
-    static char w[64], o[64], p[128];
+               *pairs = ctl_value (args, "pairs"), *idle = ctl_value (args, "idle");
+    int status = ctl_value (args, "status") != NULL, on = ctl_value (args, "auto") != NULL,
+        off = ctl_value (args, "no-auto") != NULL;
+    // Which form: a job, --status, --auto or --no-auto, each with its own
+    // options.
+    const char *why = status + on + off > 1               ? "--status, --auto and --no-auto exclude each other"
+                      : (status || off) && (window || overlap || pairs || idle)
+                          ? "--status and --no-auto take no --window, --overlap, --pairs or --idle"
+                      : on && pairs ? "--auto sums the pairs done: it takes no --pairs"
+                      : !on && idle ? "--idle goes with --auto"
+                                    : NULL;
+    if (why) {
+        ctl_error ("ensemble: %s; usage: pivctl %s", why, args->command->usage);
+        return EXIT_USAGE;
+    }
+    static char w[64], o[64], p[128], i[64];
     args->nsend = 2;
-    if (ctl_value (args, "status")) {
-        if (window || overlap || pairs) {
-            ctl_error ("ensemble: --status takes no --window, --overlap or --pairs; usage: "
-                       "pivctl %s",
-                       args->command->usage);
-            return EXIT_USAGE;
-        }
+    if (status)
         args->send[args->nsend++] = "status";
+    else if (off) {
+        args->send[args->nsend++] = "auto";
+        args->send[args->nsend++] = "off";
     }
     else {
+        if (on)
+            args->send[args->nsend++] = "auto";
         // Each value goes as one word without spaces (the broker names a
         // bad one).
-        const char *values[3] = {window ? window : "8", overlap ? overlap : "50", pairs};
-        const char *keys[3] = {"window", "overlap", "pairs"};
-        char *bufs[3] = {w, o, p};
-        size_t sizes[3] = {sizeof w, sizeof o, sizeof p};
-        for (int i = 0; i < 3; i++) {
-            if (!values[i])
+        const char *values[4] = {window ? window : "8", overlap ? overlap : "50", pairs, idle};
+        const char *keys[4] = {"window", "overlap", "pairs", "idle"};
+        char *bufs[4] = {w, o, p, i};
+        size_t sizes[4] = {sizeof w, sizeof o, sizeof p, sizeof i};
+        for (int k = 0; k < 4; k++) {
+            if (!values[k])
                 continue;
-            if (!*values[i] || strpbrk (values[i], " \t\n=")
-                || (size_t) snprintf (bufs[i], sizes[i], "%s=%s", keys[i], values[i])
-                       >= sizes[i]) {
-                ctl_error ("ensemble: bad --%s '%s'; usage: pivctl %s", keys[i], values[i],
+            if (!*values[k] || strpbrk (values[k], " \t\n=")
+                || (size_t) snprintf (bufs[k], sizes[k], "%s=%s", keys[k], values[k])
+                       >= sizes[k]) {
+                ctl_error ("ensemble: bad --%s '%s'; usage: pivctl %s", keys[k], values[k],
                            args->command->usage);
                 return EXIT_USAGE;
             }
-            args->send[args->nsend++] = bufs[i];
+            args->send[args->nsend++] = bufs[k];
         }
     }
     args->send[args->nsend] = NULL;

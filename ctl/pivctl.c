@@ -210,9 +210,9 @@ static const ctl_option_t s_calibrate_options[] = {
     {NULL, 0, 0, 0}};
 static const ctl_option_t s_mask_options[] = {{"clear", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_piv_options[] = {{"reset", 0, 0, 0}, {NULL, 0, 0, 0}};
-static const ctl_option_t s_ensemble_options[] = {{"window", 0, 1, 1}, {"overlap", 0, 1, 1},
-                                                 {"pairs", 0, 1, 1},  {"status", 0, 0, 1},
-                                                 {NULL, 0, 0, 0}};
+static const ctl_option_t s_ensemble_options[] = {
+    {"window", 0, 1, 1}, {"overlap", 0, 1, 1}, {"pairs", 0, 1, 1},   {"status", 0, 0, 1},
+    {"auto", 0, 0, 1},   {"idle", 0, 1, 1},    {"no-auto", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_provision_options[] = {
     {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_archive_options[] = {
@@ -249,7 +249,9 @@ static const ctl_command_t s_commands[] = {
     {"mask", 1, 2, "mask EXP FILE|--clear", s_mask_options, ctl_run_mask},
     {"piv", 1, MAX_WORDS - 2, "piv EXP|'*' [KEY=VALUE...] [KEY=default...] [--reset]",
      s_piv_options, ctl_run_piv},
-    {"ensemble", 1, 1, "ensemble EXP [--window PX] [--overlap PERCENT] [--pairs A-B] | ensemble EXP --status",
+    {"ensemble", 1, 1,
+     "ensemble EXP [--window PX] [--overlap PERCENT] [--pairs A-B] | ensemble EXP --status | "
+     "ensemble EXP --auto [--window PX] [--overlap PERCENT] [--idle S] | ensemble EXP --no-auto",
      s_ensemble_options, ctl_run_ensemble},
     {"export", 1, 1,
      "export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force] | "

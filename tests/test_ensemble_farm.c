@@ -321,6 +321,45 @@ START_TEST (a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on)
 }
 END_TEST
 
+START_TEST (a_standing_ensemble_runs_once_the_run_is_quiet_and_survives_a_restart)
+{
+    char out[8192];
+    tu_farm_render (&s_farm, 8, "e");
+    tu_farm_start_broker (&s_farm);
+    // Set before the run (the experiment is made for it), quiet for 1 s.
+    int rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--auto", "--window", "16", "--idle",
+                       "1", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "once quiet for 1 s: 16 px windows"), "%d: %s", rc,
+                   out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--auto", "--idle", "0", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "idle=0"), "%d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--auto", "--pairs", "1-2", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "takes no --pairs"), "%d: %s", rc, out);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    tu_farm_land (&s_farm, "e", 1, 8, 0);
+    tu_farm_wait_done (&s_farm, 8, 120);
+    // No command: the broker starts job 1 over the 8 pairs once quiet.
+    jdoc_t *doc = s_wait_job (1, 60);
+    ck_assert_str_eq (jdoc_string (doc, "$.ensemble.state"), "done");
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.pairs"), 8);
+    ck_assert_str_eq (jdoc_string (doc, "$.ensemble.asked"), "");
+    jdoc_destroy (&doc);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "standing ensemble of 'exp1': quiet", 100));
+    // Covered: no second job while nothing new comes, even after a restart,
+    // which keeps the setting.
+    tu_stop (s_farm.broker, SIGTERM, 10);
+    tu_farm_start_broker (&s_farm);
+    sleep (3);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM ensemble_jobs"), 1);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--status", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "once quiet for 1 s: 16 px windows"), "%d: %s", rc,
+                   out);
+    rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--no-auto", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "no standing ensemble"), "%d: %s", rc, out);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -332,6 +371,7 @@ main (void)
     tcase_add_test (tc, an_agent_killed_mid_run_changes_the_ensemble_field_by_nothing);
     tcase_add_test (tc, a_bad_request_is_refused_naming_what_is_wrong);
     tcase_add_test (tc, a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on);
+    tcase_add_test (tc, a_standing_ensemble_runs_once_the_run_is_quiet_and_survives_a_restart);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
