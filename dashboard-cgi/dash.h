@@ -145,7 +145,23 @@ typedef struct {
     float *w;               // a stereo latest field's w (along +z) in calib's velocity unit,
                             // nx * ny as page->field (NULL: a planar field; NaN: INVALID)
     double w_min, w_max;    // over the finite values (NAN: none)
+    struct dash_ensemble_s *ensemble;  // its ensemble correlation (ensemble_card.c; NULL: none)
 } dash_page_t;
+
+// An experiment's ensemble correlation on its page (ensemble_card.c): its
+// latest job, and the field of the latest one done.
+typedef struct dash_ensemble_s {
+    int64_t job;            // the latest job
+    char state[16];         // running, done or failed
+    int pass, passes;       // its pass under way (from 1) of
+    int64_t pairs;          // the pairs it sums
+    int64_t done_job;       // the latest job done (0: none), whose field follows
+    int64_t done_pairs;     // its pairs
+    int window, overlap;    // its last windows (px) and overlap (%)
+    piv_field_t *field;     // its field (px, px/frame; NULL: none done)
+    float *speed;           // its speed in the calibration's unit (NaN: no peak)
+    double speed_min, speed_max;  // over the finite values (NAN: none)
+} dash_ensemble_t;
 
 typedef struct {
     int64_t now_ns;         // when the page was made
@@ -216,6 +232,10 @@ int dash_quiver_stride (const piv_field_t *field);
 struct _store_t;
 int dash_measure (dash_t *dash, struct _store_t *store);
 void dash_measure_release (dash_page_t *page);
+// The experiment's ensemble correlation into page->ensemble (left NULL when
+// it has no job): -1 only when the store fails. Its release.
+int dash_ensemble_gather (dash_t *dash, struct _store_t *store);
+void dash_ensemble_release (dash_page_t *page);
 // The thinning of the JSON's arrays: every 'stride'-th point in each
 // direction, so that neither side exceeds DASH_ARRAY_MAX.
 int dash_array_stride (int nx, int ny);

@@ -828,7 +828,7 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
         for (int i = 0; i < dash->nexps; i++)
             if (dash->exps[i].id == g.page_id)
                 s_latest_field (dash, store, &g.rings[i]);
-    if (dash->page && dash_measure (dash, store) < 0)
+    if (dash->page && (dash_measure (dash, store) < 0 || dash_ensemble_gather (dash, store) < 0))
         goto done;
     s_sizes (dash);
     rc = 0;
@@ -865,6 +865,7 @@ dash_release (dash_t *dash)
     }
     if (dash->page) {
         dash_measure_release (dash->page);
+        dash_ensemble_release (dash->page);
         piv_field_destroy (&dash->page->field);
         free (dash->page->field_stem);
         free (dash->page->quantity);

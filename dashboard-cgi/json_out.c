@@ -273,6 +273,38 @@ s_rows (const piv_field_t *g, const float *values, const piv_calib_t *c, int com
     return rows;
 }
 
+// The ensemble correlation (issue 27): its latest job, and the latest
+// done's field in the page's units; null without a job.
+static json_t *
+s_ensemble (const dash_page_t *page)
+{
+    const dash_ensemble_t *e = page->ensemble;
+    if (!e)
+        return json_null ();
+    json_t *o = json_object ();
+    jout_set (&o, "job", json_integer (e->job));
+    jout_set (&o, "state", jout_string (e->state));
+    jout_set (&o, "pass", json_integer (e->pass));
+    jout_set (&o, "passes", json_integer (e->passes));
+    jout_set (&o, "pairs", json_integer (e->pairs));
+    json_t *f = json_null ();
+    if (e->field) {
+        int stride = dash_array_stride (e->field->nx, e->field->ny);
+        f = json_object ();
+        jout_set (&f, "job", json_integer (e->done_job));
+        jout_set (&f, "pairs", json_integer (e->done_pairs));
+        jout_set (&f, "window", json_integer (e->window));
+        jout_set (&f, "overlap", json_integer (e->overlap));
+        jout_set (&f, "nx", json_integer (e->field->nx));
+        jout_set (&f, "ny", json_integer (e->field->ny));
+        jout_set (&f, "stride", json_integer (stride));
+        jout_set (&f, "units", s_units (&page->calib));
+        jout_set (&f, "vectors", s_vectors (e->field, &page->calib, stride));
+    }
+    jout_set (&o, "field", f);
+    return o;
+}
+
 static json_t *
 s_stats (const dash_page_t *page)
 {
@@ -390,6 +422,7 @@ s_page (const dash_t *dash)
     jout_set (&o, "units", s_units (&page->calib));
     jout_set (&o, "convention", s_plots (page));
     jout_set (&o, "stats", page->mean ? s_stats (page) : json_null ());
+    jout_set (&o, "ensemble", s_ensemble (page));
     jout_set (&o, "stats_note", jout_string (page->mean ? NULL : page->stats_note));
     jout_set (&o, "vorticity",
               page->vorticity ? s_latest_values (page, page->vorticity, PIV_UNIT_RATE,

@@ -472,6 +472,43 @@ s_latest_map (FILE *out, const dash_page_t *page, const char *what, const s_map_
              dash_si (m->hi, mag, mag / 1000, m->unit, hi, sizeof hi), after);
 }
 
+// The ensemble correlation's card (issue 27), beside the mean of the
+// instantaneous fields: its latest job done as a map of its mean velocity
+// over its speed, and the latest job's state; nothing without a job.
+static void
+s_ensemble_card (FILE *out, const dash_page_t *page)
+{
+    const dash_ensemble_t *e = page->ensemble;
+    if (!e)
+        return;
+    fputs ("<div id=\"ensemble-card\"><h2>Ensemble field", out);
+    if (e->field && isfinite (e->speed_max)) {
+        fprintf (out,
+                 "<span class=\"n\">arrows: ensemble correlation of %lld pairs (job %lld), "
+                 "%d px windows, %d %% overlap; colour: its speed</span></h2>",
+                 (long long) e->done_pairs, (long long) e->done_job, e->window, e->overlap);
+        s_map_t m = {.id = "ensemble-field",
+                     .grid = e->field,
+                     .value = e->speed,
+                     .lo = e->speed_min,
+                     .hi = e->speed_max,
+                     .arrows = 1,
+                     .arrow_class = "ensemble-arrow",
+                     .quantity = "|V|",
+                     .unit = piv_calib_unit (&page->calib, PIV_UNIT_VELOCITY),
+                     .calib = &page->calib};
+        s_map (out, &m);
+    }
+    else
+        fputs ("</h2><div class=\"empty\">No ensemble field done yet.</div>", out);
+    fprintf (out, "<div class=\"note\">Latest job %lld: %s", (long long) e->job, e->state);
+    if (strcmp (e->state, "running") == 0)
+        fprintf (out, ", pass %d of %d", e->pass, e->passes);
+    fprintf (out, ", %lld pairs. <span class=\"mono\">pivctl export ", (long long) e->pairs);
+    dash_put_html (out, page->exp->name);
+    fputs (" --ensemble -o FILE</span></div></div>", out);
+}
+
 void
 dash_maps_html (const dash_t *dash, FILE *out)
 {
@@ -505,7 +542,9 @@ dash_maps_html (const dash_t *dash, FILE *out)
         dash_put_html (out, page->stats_note[0] ? page->stats_note : "no sample counted yet");
         fputs ("</div>", out);
     }
-    fputs ("</div><div id=\"vorticity-card\"><h2>Vorticity", out);
+    fputs ("</div>", out);
+    s_ensemble_card (out, page);
+    fputs ("<div id=\"vorticity-card\"><h2>Vorticity", out);
     if (page->vorticity && isfinite (page->vorticity_max)) {
         s_map_t m = {.id = "vorticity",
                      .grid = page->field,

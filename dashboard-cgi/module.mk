@@ -6,7 +6,7 @@ DASHBOARD_OBJS := build/dashboard-cgi/dashboard.o build/dashboard-cgi/gather.o \
                   build/dashboard-cgi/html.o build/dashboard-cgi/json_out.o \
                   build/dashboard-cgi/esc.o build/dashboard-cgi/query.o \
                   build/dashboard-cgi/prometheus.o build/dashboard-cgi/measure.o \
-                  build/dashboard-cgi/maps.o
+                  build/dashboard-cgi/maps.o build/dashboard-cgi/ensemble_card.o
 build/dashboard-cgi/%.o: LAYER_PKGS := $(ZMQ_PKGS)
 
 build/dashboard-cgi/dashboard.o: ALL_CFLAGS += -DDASHBOARD_CONF='"$(DASHBOARD_CONF)"'

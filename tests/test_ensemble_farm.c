@@ -112,11 +112,12 @@ typedef struct {
 } s_table_t;
 
 static s_table_t
-s_export (const char *name)
+s_export (const char *name, const char *units)
 {
     char out[8192];
     const char *path = tu_path (s_farm.dir, name);
-    int rc = s_pivctl (out, sizeof out, "export", "exp1", "--ensemble", "-o", path, NULL);
+    int rc = s_pivctl (out, sizeof out, "export", "exp1", "--ensemble", "-o", path, "--units",
+                       units, NULL);
     ck_assert_msg (rc == 0, "export: %d: %s", rc, out);
     char *text = tu_slurp (path, NULL);
     ck_assert_ptr_nonnull (text);
@@ -139,6 +140,27 @@ s_export (const char *name)
     free (text);
     ck_assert_msg (t.n > 0, "no vectors in '%s'", path);
     return t;
+}
+
+// The status page of exp1 (pivfarm.cgi, GET) as ?format=json, or as HTML
+// into 'html' (size len): the JSON parsed (caller destroys).
+static jdoc_t *
+s_page (char *html, size_t len)
+{
+    static char out[1 << 21];
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    setenv ("REQUEST_METHOD", "GET", 1);
+    char *argv[] = {(char *) tu_bin ("pivfarm.cgi"), NULL};
+    setenv ("QUERY_STRING", "exp=exp1", 1);
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 0);
+    snprintf (html, len, "%s", out);
+    setenv ("QUERY_STRING", "exp=exp1&format=json", 1);
+    ck_assert_int_eq (tu_run (argv, out, sizeof out, 30), 0);
+    char *body = strstr (out, "\r\n\r\n");
+    ck_assert_ptr_nonnull (body);
+    jdoc_t *doc = jdoc_parse (body + 4, NULL, 0);
+    ck_assert_msg (doc != NULL, "%.300s", body);
+    return doc;
 }
 
 static void
@@ -164,23 +186,74 @@ START_TEST (an_ensemble_of_a_uniform_shift_recovers_it_counting_each_pair_once)
                                    (long long) job),
                       S_PAIRS);
     // The mean of the windows away from the edges is the shift.
-    s_table_t t = s_export ("ensemble.txt");
-    double su = 0, sv = 0;
-    int n = 0;
+    s_table_t t = s_export ("ensemble.txt", "px");
+    double su = 0, sv = 0, suu = 0;
+    int n = 0, nuu = 0;
     for (int k = 0; k < t.n; k++)
         if (t.col[4][k] == 0 && t.col[0][k] > 16 && t.col[0][k] < 240 && t.col[1][k] > 16
             && t.col[1][k] < 240) {
             su += t.col[2][k];
             sv += t.col[3][k];
             n++;
+            if (isfinite (t.col[6][k])) {
+                suu += fabs (t.col[6][k]);
+                nuu++;
+            }
         }
+    printf ("  u'u' measured at %d of %d inner windows, mean |u'u'| %.4f px^2 (a uniform "
+            "shift: 0)\n",
+            nuu, n, nuu ? suu / nuu : NAN);
+    ck_assert_msg (nuu > n / 2 && suu / nuu < 0.1, "u'u' at %d of %d windows, mean |u'u'| %g px^2",
+                   nuu, n, nuu ? suu / nuu : NAN);
     ck_assert_msg (n > t.n / 2, "%d valid inner vectors of %d", n, t.n);
     printf ("ensemble of %d pairs, 8 px windows: %d vectors, mean %.4f, %.4f px (truth %.2f, "
             "%.2f)\n",
             S_PAIRS, t.n, su / n, sv / n, S_U, S_V);
     ck_assert_msg (fabs (su / n - S_U) < 0.1 && fabs (sv / n - S_V) < 0.1,
                    "mean %.4f, %.4f px, truth %.2f, %.2f", su / n, sv / n, S_U, S_V);
+    // The status page shows it beside the mean of the instantaneous fields.
+    static char html[1 << 21];
+    jdoc_t *page = s_page (html, sizeof html);
+    ck_assert_msg (strstr (html, "id=\"ensemble-card\"") && strstr (html, "id=\"ensemble-field\"")
+                       && strstr (html, "ensemble correlation of 24 pairs"),
+                   "no ensemble card on the page");
+    ck_assert_str_eq (jdoc_string (page, "$.experiment.ensemble.state"), "done");
+    ck_assert_int_eq ((int) jdoc_number (page, -1, "$.experiment.ensemble.field.pairs"), S_PAIRS);
+    ck_assert_int_eq ((int) jdoc_number (page, -1, "$.experiment.ensemble.field.window"), 8);
+    ck_assert_msg (jdoc_length (page, "$.experiment.ensemble.field.vectors") > 0, "no vectors");
+    jdoc_destroy (&page);
     s_table_free (&t);
+
+    // Calibrated, the export is in m and m/s (y up: v changes sign), and
+    // HDF5 writes the same field.
+    char out[8192];
+    int rc = s_pivctl (out, sizeof out, "calibrate", "exp1", "--scale", "0.1mm/px", "--dt", "1ms",
+                       NULL);
+    ck_assert_msg (rc == 0, "%d: %s", rc, out);
+    t = s_export ("ensemble_si.txt", "si");
+    char *text = tu_slurp (tu_path (s_farm.dir, "ensemble_si.txt"), NULL);
+    ck_assert_msg (strstr (text, "u, v in m/s") && strstr (text, "in m^2/s^2"), "%.600s", text);
+    free (text);
+    su = sv = 0;
+    n = 0;
+    for (int k = 0; k < t.n; k++)
+        if (t.col[4][k] == 0) {
+            su += t.col[2][k];
+            sv += t.col[3][k];
+            n++;
+        }
+    ck_assert_msg (fabs (su / n - S_U * 0.1) < 0.01 && fabs (sv / n + S_V * 0.1) < 0.01,
+                   "mean %.4f, %.4f m/s", su / n, sv / n);
+    s_table_free (&t);
+    const char *h5 = tu_path (s_farm.dir, "ensemble.h5");
+    rc = s_pivctl (out, sizeof out, "export", "exp1", "--ensemble", "--format", "hdf5", "-o", h5,
+                   NULL);
+    ck_assert_msg (rc == 0, "%d: %s", rc, out);
+    size_t len;
+    char *bytes = tu_slurp (h5, &len);
+    ck_assert_msg (bytes && len > 1000 && memcmp (bytes, "\x89HDF", 4) == 0, "not HDF5");
+    ck_assert_msg (memmem (bytes, len, "Reynolds stress u'v'", 20), "no uv dataset");
+    free (bytes);
 }
 END_TEST
 
@@ -192,7 +265,7 @@ START_TEST (an_agent_killed_mid_run_changes_the_ensemble_field_by_nothing)
     jdoc_t *doc = s_wait_job (job, 120);
     ck_assert_str_eq (jdoc_string (doc, "$.ensemble.state"), "done");
     jdoc_destroy (&doc);
-    s_table_t ref = s_export ("reference.txt");
+    s_table_t ref = s_export ("reference.txt", "px");
 
     // The same job again; agent a1 is SIGKILLed as soon as it holds a chunk
     // of it, and a new agent takes its place.
@@ -212,7 +285,7 @@ START_TEST (an_agent_killed_mid_run_changes_the_ensemble_field_by_nothing)
     // The broker saw the death and gave the chunk to another agent.
     ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "back in the queue", 1000),
                    "the victim's chunk never went back to the queue");
-    s_table_t t = s_export ("after_kill.txt");
+    s_table_t t = s_export ("after_kill.txt", "px");
     ck_assert_int_eq (t.n, ref.n);
     double worst = 0;
     for (int k = 0; k < t.n; k++)
