@@ -846,6 +846,21 @@ s_run_ensemble (process_t *self, const proto_msg_t *task, proto_msg_t *result, c
         snprintf (err, errlen, "%s: out of memory", where);
         rc = -1;
     }
+    // A partial the protocol cannot carry would never arrive: the chunk
+    // fails saying so (the job with it, on every agent alike).
+    if (rc == 0 && result->blob_size > PROTO_MAX_FIELD) {
+        piv_ensemble_info_t info;
+        piv_ensemble_info (sum, &info);
+        snprintf (err, errlen,
+                  "%s: its partial sum is %zu bytes (%d x %d windows of %d px, lags +-%d), over "
+                  "the %u bytes a message may carry: use larger windows or less overlap",
+                  where, result->blob_size, info.nx, info.ny, info.window, info.radius,
+                  PROTO_MAX_FIELD);
+        free (result->blob);
+        result->blob = NULL;
+        result->blob_size = 0;
+        rc = -1;
+    }
     piv_ensemble_destroy (&sum);
     return rc;
 }

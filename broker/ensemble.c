@@ -503,7 +503,9 @@ ensemble_partial (ensemble_t *self, const char *holder, const char *agent, const
     if (*why) {
         log_warning ("ensemble job %" PRId64 " of '%s': pass %d chunk %d (pairs %d-%d): %s",
                      job->id, job->exp->name, job->pass + 1, c, first + 1, end, why);
-        if (held || chunk->state == S_QUEUED)
+        // Only the holder's answer counts against the chunk: another
+        // agent's (a late copy) cannot fail a job by repeating errors.
+        if (held)
             s_chunk_failed (self, job, c, why);
         return held;
     }

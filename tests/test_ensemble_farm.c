@@ -346,14 +346,33 @@ START_TEST (a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on)
     snprintf (endpoint, sizeof endpoint, "ipc://%s/work", s_farm.dir);
     zsock_t *evil = zsock_new_dealer (endpoint);
     ck_assert_ptr_nonnull (evil);
-    // Room for the two pairs' TASKs (left unanswered) and the chunk.
+    // First as an agent that does not say 'ensemble' (an older release):
+    // with room for more than the two pairs' TASKs, it gets no chunk.
     proto_msg_t hello = {.command = PROTO_HELLO, .name = "evil", .text = "host", .count = 4,
-                         .settings = "piv ensemble"};
+                         .settings = "piv"};
     ck_assert_int_eq (proto_send (&hello, NULL, evil), 0);
     proto_msg_t ready = {.command = PROTO_READY, .count = 4};
     ck_assert_int_eq (proto_send (&ready, NULL, evil), 0);
     proto_msg_t msg = {0};
     char err[512];
+    zsock_set_rcvtimeo (evil, 300);
+    int tasks = 0;
+    for (int i = 0; i < 6; i++) {
+        if (proto_recv (evil, NULL, &msg, err, sizeof err) != 0)
+            continue;
+        for (size_t k = 0; k < proto_count (&msg); k++) {
+            ck_assert_msg (proto_at (&msg, k)->command != PROTO_ENSEMBLE,
+                           "an agent without the capability got a chunk");
+            tasks += proto_at (&msg, k)->command == PROTO_TASK;
+        }
+        proto_msg_release (&msg);
+    }
+    ck_assert_int_eq (tasks, 2);
+    // Then it says it sums chunks (a HELLO again: its tasks go back, its
+    // credit is what it announces): room for the TASKs and the chunk.
+    hello.settings = "piv ensemble";
+    ck_assert_int_eq (proto_send (&hello, NULL, evil), 0);
+    ck_assert_int_eq (proto_send (&ready, NULL, evil), 0);
     zsock_set_rcvtimeo (evil, 10000);
     int got = 0;
     for (int i = 0; i < 50 && !got; i++) {
