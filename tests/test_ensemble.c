@@ -433,6 +433,93 @@ START_TEST (a_pass_refuses_frames_of_another_size_and_a_field_of_no_pairs)
 }
 END_TEST
 
+// Reads the rows of an ensemble text (9 columns, '#' lines skipped) into
+// rows[9 k + c]; their number. The column line must be there.
+static long
+s_rows (const char *path, double *rows, long max)
+{
+    char *text = tu_slurp (path, NULL);
+    ck_assert_msg (text != NULL, "cannot read '%s'", path);
+    ck_assert_msg (strstr (text, "\n# x y u v flags peak_ratio uu vv uv\n") != NULL,
+                   "no column line naming uu vv uv in '%s'", path);
+    long n = 0;
+    for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n")) {
+        if (line[0] == '#')
+            continue;
+        ck_assert_int_lt (n, max);
+        double *r = rows + 9 * n;
+        int used = 0;
+        ck_assert_msg (sscanf (line, "%lf %lf %lf %lf %lf %lf %lf %lf %lf%n", &r[0], &r[1],
+                               &r[2], &r[3], &r[4], &r[5], &r[6], &r[7], &r[8], &used) == 9
+                           && line[used] == '\0',
+                       "row '%s' is not 9 columns", line);
+        n++;
+    }
+    free (text);
+    return n;
+}
+
+START_TEST (pivfarm_piv_writes_the_ensemble_of_its_pairs_in_px_and_in_si_units)
+{
+    const char *dir = tu_tmpdir ();
+    char out[8192];
+    const char *synth[] = {"-f", "uniform:2.3,-1.4", "-s", "128x128", "-c", "6",
+                           "-o", tu_path (dir, "p"), NULL};
+    ck_assert_int_eq (tu_run_bin ("pivfarm-synth", synth, out, sizeof out, 60), 0);
+    char frames[12][4096], px[4096], si[4096], name[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf (name, sizeof name, "p_%04d_%c.tif", i / 2 + 1, i % 2 ? 'b' : 'a');
+        snprintf (frames[i], sizeof frames[i], "%s", tu_path (dir, name));
+    }
+    snprintf (px, sizeof px, "%s", tu_path (dir, "px.txt"));
+    snprintf (si, sizeof si, "%s", tu_path (dir, "si.txt"));
+    const char *args[20] = {"--ensemble", "-o", px};
+    for (int i = 0; i < 12; i++)
+        args[3 + i] = frames[i];
+    ck_assert_msg (tu_run_bin ("pivfarm-piv", args, out, sizeof out, 60) == 0, "%s", out);
+    const char *cal[20] = {"--ensemble", "--calibration", "scale=0.1mm/px dt=1ms", "-o", si};
+    for (int i = 0; i < 12; i++)
+        cal[5 + i] = frames[i];
+    ck_assert_msg (tu_run_bin ("pivfarm-piv", cal, out, sizeof out, 60) == 0, "%s", out);
+    enum { MAX = 2000 };
+    static double a[9 * MAX], b[9 * MAX];
+    long n = s_rows (px, a, MAX);
+    ck_assert_int_eq (n, 31 * 31);  // 8 px windows at 4 px over 128 px
+    ck_assert_int_eq (s_rows (si, b, MAX), n);
+    long valid = 0;
+    double e2 = 0;
+    for (long k = 0; k < n; k++) {
+        double *r = a + 9 * k, *q = b + 9 * k;
+        if (r[4] != PIV_FLAG_VALID)
+            continue;
+        valid++;
+        e2 += (r[2] - 2.3) * (r[2] - 2.3) + (r[3] + 1.4) * (r[3] + 1.4);
+        // 0.1 mm/px over 1 ms: 0.1 m/s a px, y up; a stress 0.01 m^2/s^2 a px^2.
+        ck_assert (fabs (q[0] - r[0] * 1e-4) < 1e-9 && fabs (q[1] + r[1] * 1e-4) < 1e-9);
+        ck_assert (fabs (q[2] - r[2] * 0.1) < 1e-6 && fabs (q[3] + r[3] * 0.1) < 1e-6);
+        ck_assert (isnan (r[6]) || fabs (q[6] - r[6] * 0.01) < 1e-6 * (1 + fabs (r[6])));
+        ck_assert (isnan (r[8]) || fabs (q[8] + r[8] * 0.01) < 1e-6 * (1 + fabs (r[8])));
+    }
+    ck_assert_int_gt (valid, n * 95 / 100);
+    // 6 pairs of 1.3 particles a window: a few hundredths of a pixel.
+    ck_assert_msg (sqrt (e2 / valid) < 0.1, "RMS error %.3f px", sqrt (e2 / valid));
+    // Frames in pairs, or a usage error; a pair of another size names both.
+    const char *odd[] = {"--ensemble", frames[0], frames[1], frames[2], NULL};
+    ck_assert_int_eq (tu_run_bin ("pivfarm-piv", odd, out, sizeof out, 60), 2);
+    ck_assert_msg (strstr (out, "expects frames in pairs") != NULL, "%s", out);
+    const char *synth2[] = {"-s", "96x96", "-o", tu_path (dir, "q"), NULL};
+    ck_assert_int_eq (tu_run_bin ("pivfarm-synth", synth2, out, sizeof out, 60), 0);
+    char qa[4096], qb[4096];
+    snprintf (qa, sizeof qa, "%s", tu_path (dir, "q_a.tif"));
+    snprintf (qb, sizeof qb, "%s", tu_path (dir, "q_b.tif"));
+    const char *mixed[] = {"--ensemble", frames[0], frames[1], qa, qb, NULL};
+    ck_assert_int_eq (tu_run_bin ("pivfarm-piv", mixed, out, sizeof out, 60), 1);
+    ck_assert_msg (strstr (out, "96 x 96") != NULL && strstr (out, "128 x 128") != NULL, "%s",
+                   out);
+    tu_rmtree (dir);
+}
+END_TEST
+
 START_TEST (the_passes_of_a_run_halve_from_32_px_to_the_final_window)
 {
     int w[8];
@@ -466,6 +553,7 @@ s_suite (void)
     tcase_add_test (tc, merge_refuses_sums_of_another_pass_and_leaves_its_own);
     tcase_add_test (tc, a_pass_refuses_frames_of_another_size_and_a_field_of_no_pairs);
     tcase_add_test (tc, the_passes_of_a_run_halve_from_32_px_to_the_final_window);
+    tcase_add_test (tc, pivfarm_piv_writes_the_ensemble_of_its_pairs_in_px_and_in_si_units);
     suite_add_tcase (s, tc);
     return s;
 }
