@@ -321,14 +321,15 @@ ensemble_section (int pairs)
     printf ("  bytes of one partial (any number of pairs), 50 %% overlap:\n");
     static const int sizes[2] = {1024, 2048};
     for (int i = 0; i < 2; i++) {
-        int w8 = 0, w32 = 0;
+        int w8 = 0, w16 = 0, w32 = 0;
         long b8 = s_partial_bytes (sizes[i], 8, 1, &w8);
+        long b16 = s_partial_bytes (sizes[i], 16, 1, &w16);
         long b32 = s_partial_bytes (sizes[i], 32, 0, &w32);
-        if (b8 < 0 || b32 < 0)
+        if (b8 < 0 || b16 < 0 || b32 < 0)
             return -1;
-        printf ("    %4d^2: 8 px pass %.1f MB (%d windows, %.0f bytes each); first pass of 32 px "
-                "%.1f MB (%d windows)\n", sizes[i], b8 / 1e6, w8, (double) b8 / w8, b32 / 1e6,
-                w32);
+        printf ("    %4d^2: the 8 px pass %.1f MB (%d windows, %.0f bytes each); 16 px %.1f MB "
+                "(%.0f each); the first, 32 px, %.1f MB (%.0f each)\n", sizes[i], b8 / 1e6, w8,
+                (double) b8 / w8, b16 / 1e6, (double) b16 / w16, b32 / 1e6, (double) b32 / w32);
     }
     return 0;
 }

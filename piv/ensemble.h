@@ -90,7 +90,9 @@ piv_field_t *piv_ensemble_field (const piv_ensemble_t *self, float **stress_p, c
 // piv_ensemble_passes (window) at 'overlap' over frames of width x height,
 // each over pairs 0 .. npairs - 1 in order, each pass's field the next
 // one's predictor. 'pair' loads pair i into *a, *b (new images, destroyed
-// here): 0, or -1 with err naming the files. The last pass's field and
+// here): 0, or -1 with err naming the files; with settings' threads > 1 it
+// is called from that many threads at once (each pass's pairs shared out,
+// the threads' sums merged: the same field for any number). The last pass's field and
 // *stress_p (may be NULL) as piv_ensemble_field gives them; NULL with err
 // (the pair's own, or the pass's).
 typedef int (piv_ensemble_pair_fn) (void *arg, long i, piv_image_t **a, piv_image_t **b,

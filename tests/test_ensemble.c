@@ -481,6 +481,18 @@ START_TEST (pivfarm_piv_writes_the_ensemble_of_its_pairs_in_px_and_in_si_units)
     for (int i = 0; i < 12; i++)
         cal[5 + i] = frames[i];
     ck_assert_msg (tu_run_bin ("pivfarm-piv", cal, out, sizeof out, 60) == 0, "%s", out);
+    // Two threads, each pass's pairs shared out: the same file to the byte.
+    char px2[4096];
+    snprintf (px2, sizeof px2, "%s", tu_path (dir, "px2.txt"));
+    const char *two[20] = {"--ensemble", "-t", "2", "-o", px2};
+    for (int i = 0; i < 12; i++)
+        two[5 + i] = frames[i];
+    ck_assert_msg (tu_run_bin ("pivfarm-piv", two, out, sizeof out, 60) == 0, "%s", out);
+    size_t l1, l2;
+    char *t1 = tu_slurp (px, &l1), *t2 = tu_slurp (px2, &l2);
+    ck_assert (t1 && t2 && l1 == l2 && memcmp (t1, t2, l1) == 0);
+    free (t1);
+    free (t2);
     enum { MAX = 2000 };
     static double a[9 * MAX], b[9 * MAX];
     long n = s_rows (px, a, MAX);
