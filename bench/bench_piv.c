@@ -7,6 +7,7 @@
 
 #include "bench/piv_cost.h"
 #include "bench/piv_resolution.h"
+#include "bench/piv_ensemble.h"
 #include "bench/piv_uncertainty.h"
 #include "common/util.h"
 #include "common/log.h"
@@ -37,6 +38,9 @@
 
 #define REPS_DEFAULT 7
 #define REPS_QUICK 3
+#define ENSEMBLE_PAIRS 200  // section 13: the runs of 200 pairs
+#define ENSEMBLE_PAIRS_QUICK 50  // ... with --quick
+static int s_quick_asked;  // --quick given (--only sets quick too)
 #define MAX_REPS 1000
 #define FLOOR_WINDOWS 16  // distinct windows cycled through by the FFT floor
 #define ERRLEN 512
@@ -830,18 +834,20 @@ s_usage (FILE *out)
 {
     fprintf (out,
              "usage: bench_piv [--quick] [--reps N]\n"
-             "                 [--only accuracy|real|resolution|preprocess|uncertainty]\n"
+             "                 [--only accuracy|real|resolution|preprocess|uncertainty|ensemble]\n"
              "                 [--settings TEXT]\n"
              "  --quick    %d repetitions and only the default deformation in the accuracy table\n"
              "  --reps N   repetitions of each timed figure (default %d; best and median shown)\n"
              "  --only S   section 5 (accuracy, with --quick's rows), 8 (real pairs) or 10\n"
              "             (resolution, peak locking, sparse seeding) or 11 (preprocessing\n"
              "             on the real pairs) or 12 (uncertainty: synthetic classes, real\n"
-             "             pairs, cost) alone\n"
+             "             pairs, cost) or 13 (ensemble correlation: %d pairs a run, %d with\n"
+             "             --quick) alone\n"
              "  --settings TEXT  settings as a TASK carries them (\"smooth=final\"), over the\n"
              "             defaults of every engine\n"
              "FFTW wisdom: %s (PIVFARM_WISDOM); planner: PIVFARM_FFTW_PLANNER\n",
-             REPS_QUICK, REPS_DEFAULT, piv_wisdom_default_path ());
+             REPS_QUICK, REPS_DEFAULT, ENSEMBLE_PAIRS, ENSEMBLE_PAIRS_QUICK,
+             piv_wisdom_default_path ());
 }
 
 static void
@@ -857,7 +863,7 @@ s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv[i], "--quick") == 0)
-            *quick = 1;
+            *quick = s_quick_asked = 1;
         else if (strcmp (argv[i], "--settings") == 0 && i + 1 < argc) {
             // Refused here, with the reason: a section that cannot make its
             // engine would otherwise stop without a word.
@@ -875,7 +881,8 @@ s_parse_args (int argc, char *argv[], int *quick, int *reps, const char **only)
                  && (strcmp (argv[i + 1], "accuracy") == 0 || strcmp (argv[i + 1], "real") == 0
                      || strcmp (argv[i + 1], "resolution") == 0
                      || strcmp (argv[i + 1], "preprocess") == 0
-                     || strcmp (argv[i + 1], "uncertainty") == 0)) {
+                     || strcmp (argv[i + 1], "uncertainty") == 0
+                     || strcmp (argv[i + 1], "ensemble") == 0)) {
             *only = argv[++i];
             *quick = 1;
         }
@@ -1302,6 +1309,10 @@ main (int argc, char *argv[])
         if (s_section_uncertainty (bench.reps) != 0)
             goto done;
     }
+    else if (only && strcmp (only, "ensemble") == 0) {
+        if (ensemble_section (s_quick_asked ? ENSEMBLE_PAIRS_QUICK : ENSEMBLE_PAIRS) != 0)
+            goto done;
+    }
     else if (only) {
         if (s_section_accuracy (&bench) != 0)
             goto done;
@@ -1309,7 +1320,8 @@ main (int argc, char *argv[])
     else if (s_section_floor (&bench) != 0 || s_section_single (&bench) != 0
              || s_section_multi (&bench) != 0 || s_section_rest (&bench) != 0
              || s_section_real () != 0 || resolution_section (s_settings_text) != 0
-             || s_section_preprocess () != 0 || s_section_uncertainty (bench.reps) != 0)
+             || s_section_preprocess () != 0 || s_section_uncertainty (bench.reps) != 0
+             || ensemble_section (bench.quick ? ENSEMBLE_PAIRS_QUICK : ENSEMBLE_PAIRS) != 0)
         goto done;
     rc = 0;
 

@@ -8,7 +8,7 @@ BENCH_FARM_OBJS := build/bench/farm_util.o build/bench/farm_programs.o build/ben
 build/bench/bench_farm: $(BENCH_FARM_OBJS)
 # bench_piv's section 9 (bench/piv_cost.c) runs the agent's processor;
 # section 10 (bench/piv_resolution.c) measures resolution on synthetic flows.
-build/bench/bench_piv: build/bench/piv_cost.o build/bench/piv_resolution.o build/bench/piv_uncertainty.o $(AGENT_LIB) $(COMMON_LIB) $(PIV_LIB)
+build/bench/bench_piv: build/bench/piv_cost.o build/bench/piv_resolution.o build/bench/piv_uncertainty.o build/bench/piv_ensemble.o $(AGENT_LIB) $(COMMON_LIB) $(PIV_LIB)
 # The archives as one group: the agent's (bench_piv) needs libpiv's stereo,
 # which comes before it in $^.
 build/bench/bench_%: build/bench/bench_%.o $(BROKER_LIB) $(STORE_LIB) $(COMMON_LIB) $(PIV_LIB)

@@ -8,9 +8,11 @@
 #include "piv/peak.h"
 #include "piv/preprocess.h"
 #include "piv/smooth.h"
+#include "piv/stats_internal.h"
 
 #include <fftw3.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,13 @@
 #define QUANTUM 16777216.0  // 2^24 counts per unit of normalized correlation
 
 // The autocorrelation's lags kept: (0, 0), (1, 0), (0, 1), (1, 1), (1, -1);
-// the others follow by symmetry (A (-s) = A (s)).
+// the others follow by symmetry (A (-s) = A (s)). Its width comes from the
+// four lags around 0, not lag 0 itself (s_read): the camera's noise,
+// correlated with itself at lag 0 only, would make the particle images
+// look narrower and the stresses larger (a zero-displacement run at 2 %
+// noise: 0.031 px^2 with lag 0 in a 3 x 3 fit, 0.005 without), and lags
+// 1 and 2 would weigh the images' tails, which are not quite Gaussian
+// (0.03 px^2 where no fluctuation is). Lag 0 is kept for what may want it.
 #define AUTO_LAGS 5
 static const int s_auto_dx[AUTO_LAGS] = {0, 1, 0, 1, 1};
 static const int s_auto_dy[AUTO_LAGS] = {0, 0, 1, 1, -1};
@@ -61,7 +69,11 @@ struct _piv_ensemble_t {
     // What piv_ensemble_add needs, made at its first call:
     fftwf_plan forward, inverse; // n x n complex transforms (FFTW_ESTIMATE)
     fftwf_complex *z, *spec;     // A + i B, its transform, then the inverse's output
-    float *coef, *def_b;         // frame B's interpolation source and B displaced
+    double *sum_a, *sum_b;       // each window's sum of pixels in A and B
+    long *count;                 // ... its flow pixels (0: not correlated)
+    float *mean_a, *mean_b;      // ... the background taken from it (s_background)
+    float *coef_a, *coef_b;      // the frames' interpolation sources
+    float *def_a, *def_b;        // the frames displaced by the predictor
 };
 
 // Little-endian writing and reading.
@@ -137,13 +149,16 @@ s_step (int n, int overlap)
 
 // Lags kept: a first pass (no prediction) up to a quarter of the window
 // and one more for the fit's neighbours (the quarter rule: beyond it too
-// few particles stay in both windows); a pass with a prediction +-2 px, a
-// 3 x 3 fit around a peak up to 1 px from the prediction. Both below n / 2
-// (the circular plane's own limit).
+// few particles stay in both windows); a pass with a prediction n / 8 + 1,
+// at least 2 (8 px: +-2, 16 px: +-3): a 3 x 3 fit around a peak up to
+// n / 8 px from the prediction (a 16 px pass after 32 px windows that
+// flatten a 64 px sine finds its peak at the edge of +-2 lags in 65 of
+// 961 windows, of +-3 in 8). Both below n / 2 (the circular plane's own
+// limit).
 static int
 s_radius (int n, int predicted)
 {
-    int r = predicted ? 2 : n / 4 + 1;
+    int r = predicted ? (n / 8 + 1 > 2 ? n / 8 + 1 : 2) : n / 4 + 1;
     return r > n / 2 - 1 ? n / 2 - 1 : r;
 }
 
@@ -350,7 +365,14 @@ piv_ensemble_destroy (piv_ensemble_t **self_p)
     }
     fftwf_free (self->z);
     fftwf_free (self->spec);
-    fftwf_free (self->coef);
+    free (self->sum_a);
+    free (self->sum_b);
+    free (self->count);
+    free (self->mean_a);
+    free (self->mean_b);
+    fftwf_free (self->coef_a);
+    fftwf_free (self->coef_b);
+    fftwf_free (self->def_a);
     fftwf_free (self->def_b);
     piv_field_destroy (&self->predictor);
     free (self->pred_bytes);
@@ -377,13 +399,22 @@ s_ready (piv_ensemble_t *self)
     int n = self->window;
     self->z = fftwf_malloc (sizeof (fftwf_complex) * n * n);
     self->spec = fftwf_malloc (sizeof (fftwf_complex) * n * n);
-    if (!self->z || !self->spec)
+    size_t nwin = (size_t) self->nx * self->ny;
+    self->sum_a = malloc (nwin * sizeof (double));
+    self->sum_b = malloc (nwin * sizeof (double));
+    self->count = malloc (nwin * sizeof (long));
+    self->mean_a = malloc (nwin * sizeof (float));
+    self->mean_b = malloc (nwin * sizeof (float));
+    if (!self->z || !self->spec || !self->sum_a || !self->sum_b || !self->count || !self->mean_a
+        || !self->mean_b)
         return -1;
     if (self->predictor) {
         size_t pixels = (size_t) self->width * self->height;
-        self->coef = fftwf_malloc (sizeof (float) * pixels);
+        self->coef_a = fftwf_malloc (sizeof (float) * pixels);
+        self->coef_b = fftwf_malloc (sizeof (float) * pixels);
+        self->def_a = fftwf_malloc (sizeof (float) * pixels);
         self->def_b = fftwf_malloc (sizeof (float) * pixels);
-        if (!self->coef || !self->def_b)
+        if (!self->coef_a || !self->coef_b || !self->def_a || !self->def_b)
             return -1;
     }
     // FFTW_ESTIMATE: the plan is chosen without measuring, so every object
@@ -409,40 +440,73 @@ s_contrast (const float *p, size_t n)
     return sqrt (s2 / n);
 }
 
-// Copies the n x n window at (x0, y0) of img into the real (part 0) or
-// imaginary (part 1) parts of z, its mean over the flow pixels removed and
-// the masked ones 0. Returns its energy left (0: an empty window).
-static double
-s_window (const float *img, const float *mask, int w, int x0, int y0, int n, float *z, int part)
+// The sums of the flow pixels (not masked) of the n x n window at (x0,
+// y0) of img into *sum, *sum2, and their number (the return value).
+static long
+s_window_sums (const float *img, const float *mask, int w, int x0, int y0, int n, double *sum,
+               double *sum2)
 {
-    double sum = 0;
+    double s = 0, s2 = 0;
     long count = 0;
     for (int r = 0; r < n; r++) {
         const float *row = img + (long) (y0 + r) * w + x0;
         const float *mrow = mask ? mask + (long) (y0 + r) * w + x0 : NULL;
         for (int c = 0; c < n; c++)
             if (!mrow || mrow[c] != 0)
-                sum += row[c], count++;
+                s += row[c], s2 += (double) row[c] * row[c], count++;
     }
-    float mean = count ? (float) (sum / count) : 0;
-    double energy = 0;
+    *sum = s;
+    *sum2 = s2;
+    return count;
+}
+
+// Copies the n x n window at (x0, y0) of img into the real (part 0) or
+// imaginary (part 1) parts of z, less 'mean', the masked pixels 0.
+static void
+s_window (const float *img, const float *mask, int w, int x0, int y0, int n, float mean,
+          float *z, int part)
+{
     for (int r = 0; r < n; r++) {
         const float *row = img + (long) (y0 + r) * w + x0;
         const float *mrow = mask ? mask + (long) (y0 + r) * w + x0 : NULL;
         float *out = z + 2 * (r * n) + part;
-        for (int c = 0; c < n; c++) {
-            float v = (!mrow || mrow[c] != 0) ? row[c] - mean : 0;
-            out[2 * c] = v;
-            energy += (double) v * v;
-        }
+        for (int c = 0; c < n; c++)
+            out[2 * c] = (!mrow || mrow[c] != 0) ? row[c] - mean : 0;
     }
-    return energy;
+}
+
+// The background each window's pixels are taken from: the mean of the
+// flow pixels of the windows within about 2 window sizes of it (sum and
+// count: the grid's window sums), so that the window's own particles
+// make little of it. Its own mean would make each plane sum to zero over
+// its lags: a negative baseline of the peak's volume over n^2 lags,
+// which narrows the summed peak of small windows (8 px: stresses 0.3 px^2
+// too small for fluctuations of 0.6 px^2); a frame's mean instead would
+// leave uneven illumination in the planes.
+static void
+s_background (const piv_ensemble_t *self, const double *sum, const long *count, float *mean)
+{
+    int reach = (2 * self->window + self->step - 1) / self->step;
+    for (int j = 0; j < self->ny; j++)
+        for (int i = 0; i < self->nx; i++) {
+            double s = 0;
+            long c = 0;
+            for (int jj = j - reach; jj <= j + reach; jj++)
+                for (int ii = i - reach; ii <= i + reach; ii++)
+                    if (ii >= 0 && jj >= 0 && ii < self->nx && jj < self->ny) {
+                        long q = (long) jj * self->nx + ii;
+                        s += sum[q], c += count[q];
+                    }
+            mean[(long) j * self->nx + i] = c ? (float) (s / c) : 0;
+        }
 }
 
 // Window k's planes into its sums: the transform of z = A + i B, the cross
-// spectrum conj (A) B plus i |A|^2, one inverse transform (both are
-// Hermitian: the cross-correlation in the real parts, A's autocorrelation
-// in the imaginary ones).
+// spectrum conj (A) B plus i (|A|^2 + |B|^2), one inverse transform (both
+// are Hermitian: the cross-correlation in the real parts, the sum of the
+// windows' autocorrelations in the imaginary ones). Both windows' (not
+// A's alone): the deformation's interpolation widens the particle images
+// of a displaced frame a little, and the cross-correlation with them.
 static void
 s_add_window (piv_ensemble_t *self, int64_t *sums, double scale_c, double scale_a)
 {
@@ -462,15 +526,14 @@ s_add_window (piv_ensemble_t *self, int64_t *sums, double scale_c, double scale_
             float ar = (pr + mr) * 0.5f, ai = (pi - mi) * 0.5f;
             float br = (pi + mi) * 0.5f, bi = -(pr - mr) * 0.5f;
             float cr = ar * br + ai * bi, ci = ar * bi - ai * br;  // conj (A) B
-            float aa = ar * ar + ai * ai;                          // |A|^2
-            // W (k) = C (k) + i |A (k)|^2; W (-k) = conj C (k) + i |A (k)|^2.
+            float aa = ar * ar + ai * ai + br * br + bi * bi;      // |A|^2 + |B|^2
+            // W (k) = C (k) + i S (k); W (-k) = conj C (k) + i S (k).
             s[2 * p] = cr;
             s[2 * p + 1] = ci + aa;
             s[2 * m] = cr;
             s[2 * m + 1] = -ci + aa;
         }
     }
-    s[0] = s[1] = 0;  // the windows' means
     fftwf_execute (self->inverse);
     const float *o = (const float *) self->z;
     sums[0]++;
@@ -527,20 +590,30 @@ piv_ensemble_add (piv_ensemble_t *self, const piv_image_t *a, const piv_image_t 
         return -1;
     }
     if (self->predictor) {
-        // Frame B read where the prediction says A's particles went:
-        // B'(x) = B (x + U (x)), so that what is left is a small lag.
+        // The frames read where the prediction says the particles were at
+        // A's and B's times: A'(x) = A (x - U (x) / 2), B'(x) = B (x + U (x)
+        // / 2), so that what is left is a small lag and the window's
+        // vector is the displacement of the particles at its centre at
+        // mid-time. (B alone, B (x + U (x)), would measure the particles
+        // that start there: a bias of U / 2 times the gradient, 0.3 px in
+        // a vortex core of 4 px displacement; settings' symmetric 0.)
         piv_deform_t kind = self->settings.deform == PIV_DEFORM_OFFSET ? PIV_DEFORM_BSPLINE5
                                                                        : self->settings.deform;
-        piv_deform_prepare (kind, fb, self->coef, w, h);
-        piv_deform_rows (kind, NULL, NULL, 0, self->coef, self->def_b, 1.0f, w, h,
-                         self->predictor, 0, h);
+        int sym = self->settings.symmetric;
+        if (sym) {
+            piv_deform_prepare (kind, fa, self->coef_a, w, h);
+        }
+        piv_deform_prepare (kind, fb, self->coef_b, w, h);
+        piv_deform_rows (kind, sym ? self->coef_a : NULL, self->def_a, -0.5f, self->coef_b,
+                         self->def_b, sym ? 0.5f : 1.0f, w, h, self->predictor, 0, h);
+        fa = sym ? self->def_a : fa;
         fb = self->def_b;
     }
     size_t pixels = (size_t) w * h;
     double sa = s_contrast (fa, pixels), sb = s_contrast (fb, pixels);
     int n = self->window;
     double n4 = (double) n * n * n * n;  // n^2 of the sums, n^2 of the unnormalized inverse
-    double scale_c = QUANTUM / (n4 * sa * sb), scale_a = QUANTUM / (n4 * sa * sa);
+    double scale_c = QUANTUM / (n4 * sa * sb), scale_a = QUANTUM / (n4 * (sa * sa + sb * sb));
     self->pairs++;
     if (!(sa > 0) || !(sb > 0) || !isfinite (scale_c) || !isfinite (scale_a)) {
         // Blank frames: the pair is counted, it shows nothing.
@@ -549,17 +622,38 @@ piv_ensemble_add (piv_ensemble_t *self, const piv_image_t *a, const piv_image_t 
         return 0;
     }
     const float *mask = self->settings.mask ? piv_image_cdata (self->settings.mask) : NULL;
-    float *z = (float *) self->z;
+    // Each window's sums first (a window whose centre is masked, or whose
+    // pixels are all equal in A or B, is not correlated: count 0), then
+    // the backgrounds from them, then the planes.
     for (int j = 0; j < self->ny; j++)
         for (int i = 0; i < self->nx; i++) {
             int x0 = self->x00 + i * self->step, y0 = self->y00 + j * self->step;
+            long k = (long) j * self->nx + i;
+            double sa2, sb2;
+            self->count[k] = 0;
+            self->sum_a[k] = self->sum_b[k] = 0;
             if (mask && mask[(long) (y0 + n / 2) * w + x0 + n / 2] == 0)
                 continue;
-            double ea = s_window (fa, mask, w, x0, y0, n, z, 0);
-            double eb = s_window (fb, mask, w, x0, y0, n, z, 1);
-            if (!(ea > 0) || !(eb > 0))
-                continue;
+            long c = s_window_sums (fa, mask, w, x0, y0, n, &self->sum_a[k], &sa2);
+            s_window_sums (fb, mask, w, x0, y0, n, &self->sum_b[k], &sb2);
+            double va = sa2 - self->sum_a[k] * self->sum_a[k] / (c ? c : 1);
+            double vb = sb2 - self->sum_b[k] * self->sum_b[k] / (c ? c : 1);
+            if (c > 0 && va > 1e-9 * sa2 && vb > 1e-9 * sb2)
+                self->count[k] = c;
+            else
+                self->sum_a[k] = self->sum_b[k] = 0;
+        }
+    s_background (self, self->sum_a, self->count, self->mean_a);
+    s_background (self, self->sum_b, self->count, self->mean_b);
+    float *z = (float *) self->z;
+    for (int j = 0; j < self->ny; j++)
+        for (int i = 0; i < self->nx; i++) {
             long k = (long) j * self->nx + i;
+            if (self->count[k] == 0)
+                continue;
+            int x0 = self->x00 + i * self->step, y0 = self->y00 + j * self->step;
+            s_window (fa, mask, w, x0, y0, n, self->mean_a[k], z, 0);
+            s_window (fb, mask, w, x0, y0, n, self->mean_b[k], z, 1);
             s_add_window (self, self->sums + k * self->stride, scale_c, scale_a);
         }
     piv_image_destroy (&pa);
@@ -861,14 +955,26 @@ s_read (const piv_ensemble_t *self, long k, double *plane, s_read_t *out)
     out->u += (float) (bx - r + fx);
     out->v += (float) (by - r + fy);
     out->ok = 1;
-    // The particle images' own width: frame A's autocorrelation at the
-    // lags kept, the rest by symmetry.
+    // The particle images' own width: the windows' autocorrelations, the
+    // Gaussian ln a (s) = c - s^T M s / 2 through the lags (1, 0), (0, 1),
+    // (1, 1), (1, -1): c = L10 + L01 - (L11 + L1-1) / 2, M11 = 2 (c - L10),
+    // M22 = 2 (c - L01), M12 = (L1-1 - L11) / 2; its covariance M^-1.
     double a[AUTO_LAGS];
     for (int q = 0; q < AUTO_LAGS; q++)
         a[q] = (double) aut[q] / (s_weight (s_auto_dx[q], n) * s_weight (s_auto_dy[q], n));
-    double an[3][3] = {{a[3], a[2], a[4]}, {a[1], a[0], a[1]}, {a[4], a[2], a[3]}};
-    double ax, ay, sa[3];
-    if (fit == 0 && s_gauss2d (an, &ax, &ay, sa) == 0)
+    double sa[3];
+    int afit = -1;
+    if (a[1] > 0 && a[2] > 0 && a[3] > 0 && a[4] > 0) {
+        double L10 = log (a[1]), L01 = log (a[2]), L11 = log (a[3]), L1m = log (a[4]);
+        double c = L10 + L01 - (L11 + L1m) / 2;
+        double m11 = 2 * (c - L10), m22 = 2 * (c - L01), m12 = (L1m - L11) / 2;
+        double det = m11 * m22 - m12 * m12;
+        if (m11 > 0 && det > 0) {
+            sa[0] = m22 / det, sa[1] = m11 / det, sa[2] = -m12 / det;
+            afit = 0;
+        }
+    }
+    if (fit == 0 && afit == 0)
         for (int c = 0; c < 3; c++)
             out->stress[c] = (float) (sc[c] - sa[c]);
 }
@@ -933,4 +1039,141 @@ piv_ensemble_field (const piv_ensemble_t *self, float **stress_p, char *err, siz
     if (stress_p)
         *stress_p = stress;
     return f;
+}
+
+// ---------------------------------------------------------------------------
+// A run offline, and its text
+
+// One thread's share of a pass of piv_ensemble_run: pairs t, t + T, ...
+typedef struct {
+    piv_ensemble_t *e;           // its own sums
+    long first, stride, npairs;  // its pairs
+    piv_ensemble_pair_fn *pair;  // their loader
+    void *arg;                   // its argument
+    int rc;                      // 0, or -1 with err
+    char err[512];               // why it stopped
+} s_share_t;
+
+static void *
+s_share (void *arg)
+{
+    s_share_t *sh = arg;
+    for (long i = sh->first; i < sh->npairs && sh->rc == 0; i += sh->stride) {
+        piv_image_t *a = NULL, *b = NULL;
+        sh->rc = sh->pair (sh->arg, i, &a, &b, sh->err, sizeof sh->err);
+        if (sh->rc == 0)
+            sh->rc = piv_ensemble_add (sh->e, a, b, sh->err, sizeof sh->err);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+    return NULL;
+}
+
+// One pass over the pairs on 'threads' threads (one object each, merged
+// in their order: integer sums, the same bytes for any number). 0, or -1
+// with err.
+static int
+s_run_pass (piv_ensemble_t *e, int threads, long npairs, piv_ensemble_pair_fn *pair, void *arg,
+            const piv_field_t *predictor, char *err, size_t errlen)
+{
+    s_share_t shares[PIV_MAX_THREADS];
+    pthread_t ids[PIV_MAX_THREADS];
+    int made = 0, rc = 0;
+    memset (shares, 0, sizeof shares);
+    piv_ensemble_info_t info;
+    piv_ensemble_info (e, &info);
+    for (int t = 0; t < threads; t++) {
+        s_share_t *sh = &shares[t];
+        *sh = (s_share_t) {e, t, threads, npairs, pair, arg, 0, ""};
+        if (t > 0) {
+            sh->e = piv_ensemble_new (&e->settings, info.window, e->overlap, info.width,
+                                      info.height, predictor, err, errlen);
+            if (!sh->e) {
+                rc = -1;
+                break;
+            }
+            if (pthread_create (&ids[t], NULL, s_share, sh) != 0) {
+                piv_ensemble_destroy (&sh->e);
+                snprintf (err, errlen, "ensemble: cannot start a thread");
+                rc = -1;
+                break;
+            }
+        }
+        made = t + 1;
+    }
+    if (rc == 0)
+        s_share (&shares[0]);
+    for (int t = 1; t < made; t++)
+        pthread_join (ids[t], NULL);
+    for (int t = 0; t < made; t++) {
+        if (rc == 0 && shares[t].rc != 0) {
+            snprintf (err, errlen, "%s", shares[t].err);
+            rc = -1;
+        }
+        if (t > 0) {
+            if (rc == 0 && piv_ensemble_merge (e, shares[t].e, err, errlen) != 0)
+                rc = -1;
+            piv_ensemble_destroy (&shares[t].e);
+        }
+    }
+    return rc;
+}
+
+piv_field_t *
+piv_ensemble_run (const piv_settings_t *settings, int window, int overlap, int width, int height,
+                  long npairs, piv_ensemble_pair_fn *pair, void *arg, float **stress_p, char *err,
+                  size_t errlen)
+{
+    if (stress_p)
+        *stress_p = NULL;
+    int windows[PIV_MAX_PASSES];
+    int passes = piv_ensemble_passes (window, windows, PIV_MAX_PASSES);
+    if (passes < 0) {
+        snprintf (err, errlen, "ensemble: window %d px: expected an even size from 4 to %d",
+                  window, PIV_MAX_WINDOW);
+        return NULL;
+    }
+    int threads = settings->threads < 1 ? 1 : settings->threads;
+    threads = threads > PIV_MAX_THREADS ? PIV_MAX_THREADS : threads;
+    threads = npairs < threads ? (int) (npairs > 0 ? npairs : 1) : threads;
+    piv_field_t *field = NULL;
+    for (int p = 0; p < passes; p++) {
+        piv_ensemble_t *e = piv_ensemble_new (settings, windows[p], overlap, width, height, field,
+                                              err, errlen);
+        int rc = e ? s_run_pass (e, threads, npairs, pair, arg, field, err, errlen) : -1;
+        piv_field_destroy (&field);
+        if (rc == 0)
+            field = piv_ensemble_field (e, p == passes - 1 ? stress_p : NULL, err, errlen);
+        piv_ensemble_destroy (&e);
+        if (!field)
+            return NULL;
+    }
+    return field;
+}
+
+int
+piv_ensemble_write (const piv_field_t *field, const float *stress, const piv_calib_t *calib,
+                    FILE *out, const char *header)
+{
+    piv_calib_t none;
+    piv_calib_init (&none);
+    const piv_calib_t *c = calib && calib->set ? calib : &none;
+    // A stress is a displacement squared: speed^2, u'v' with v's sign.
+    double s1 = piv_calib_speed (c, 1.0), su, sv;
+    piv_calib_velocity (c, 1.0, 1.0, &su, &sv);
+    double k[3] = {s1 * s1, s1 * s1, su * sv};
+    piv_write_header_lines (out, header, "# ");
+    fprintf (out, "# x y u v flags peak_ratio uu vv uv\n");
+    long n = (long) field->nx * field->ny;
+    for (long i = 0; i < n; i++) {
+        double x, y, u, v;
+        piv_calib_position (c, field->x[i], field->y[i], &x, &y);
+        piv_calib_velocity (c, field->u[i], field->v[i], &u, &v);
+        fprintf (out, "%.7g %.7g %.7g %.7g %d %.7g", x, y, u, v, field->flags[i],
+                 field->peak_ratio[i]);
+        for (int q = 0; q < 3; q++)
+            fprintf (out, " %.7g", stress ? stress[q * n + i] * k[q] : NAN);
+        fputc ('\n', out);
+    }
+    return ferror (out) ? -1 : 0;
 }

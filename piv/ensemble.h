@@ -18,6 +18,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include "piv/calib.h"
 #include "piv/field.h"
 #include "piv/image.h"
 #include "piv/settings.h"
@@ -83,5 +85,29 @@ piv_ensemble_t *piv_ensemble_decode (const void *buf, size_t size, char *err, si
 // not be measured. NULL with err (no pair counted, no memory).
 piv_field_t *piv_ensemble_field (const piv_ensemble_t *self, float **stress_p, char *err,
                                  size_t errlen);
+
+// A whole run offline (pivfarm-piv --ensemble, the bench): the passes of
+// piv_ensemble_passes (window) at 'overlap' over frames of width x height,
+// each over pairs 0 .. npairs - 1 in order, each pass's field the next
+// one's predictor. 'pair' loads pair i into *a, *b (new images, destroyed
+// here): 0, or -1 with err naming the files; with settings' threads > 1 it
+// is called from that many threads at once (each pass's pairs shared out,
+// the threads' sums merged: the same field for any number). The last pass's field and
+// *stress_p (may be NULL) as piv_ensemble_field gives them; NULL with err
+// (the pair's own, or the pass's).
+typedef int (piv_ensemble_pair_fn) (void *arg, long i, piv_image_t **a, piv_image_t **b,
+                                    char *err, size_t errlen);
+piv_field_t *piv_ensemble_run (const piv_settings_t *settings, int window, int overlap,
+                               int width, int height, long npairs, piv_ensemble_pair_fn *pair,
+                               void *arg, float **stress_p, char *err, size_t errlen);
+
+// Writes an ensemble field as text: '# ' header lines (may be NULL), the
+// column line '# x y u v flags peak_ratio uu vv uv', then one line a
+// vector (7 significant digits, nan where a stress was not measured).
+// Uncalibrated (calib NULL or not set): x, y px, u, v px per pair, the
+// stresses px^2; calibrated (piv/calib.h): m, m/s and m^2/s^2 (u'v' changes
+// sign with y up, as v does). 0, or -1 (a write failed).
+int piv_ensemble_write (const piv_field_t *field, const float *stress, const piv_calib_t *calib,
+                        FILE *out, const char *header);
 
 #endif

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "piv/budget.h"
+#include "piv/ensemble.h"
 #include "piv/piv.h"
 #include "piv/stereo.h"
 
@@ -25,6 +26,7 @@ s_usage (FILE *out)
              "usage: pivfarm-piv [options] A.tif B.tif\n"
              "       pivfarm-piv [options] PAIR.tif        (frames A and B as pages 1 and 2)\n"
              "       pivfarm-piv [options] --cameras CALIB A1.tif B1.tif A2.tif B2.tif\n"
+             "       pivfarm-piv [options] --ensemble A1.tif B1.tif A2.tif B2.tif ...\n"
              "                             (stereo: each camera's pair, the calibration's order)\n"
              "  -w, --window N        final window size, px, even from 8 to 256 (default 32;\n"
              "                        ignored with --passes)\n"
@@ -78,6 +80,14 @@ s_usage (FILE *out)
              "      --dt S            with --cameras: u, v, w in m/s, S seconds from A to B\n"
              "      --max-residual PX with --cameras: vectors whose 4 equations miss by more\n"
              "                        are invalid (default %g; 0: no bound)\n"
+             "      --ensemble        ensemble correlation over all the pairs given (frames A\n"
+             "                        and B of each in turn): each window's correlation planes\n"
+             "                        summed over the pairs, passes from 32 px down to --window\n"
+             "                        (default 8 here), 'x y u v flags peak_ratio uu vv uv'\n"
+             "                        written: the mean displacement and the Reynolds stresses\n"
+             "                        (px, px^2; txt only; no --passes, --background)\n"
+             "      --calibration TEXT with --ensemble: \"scale=0.05mm/px dt=1ms [origin=X,Y]\n"
+             "                        [y_axis=up|down]\": x, y in m, u, v in m/s, stresses m^2/s^2\n"
              "  -f, --format FMT      txt|tecplot (default txt)\n"
              "  -o, --output FILE     write here instead of standard output\n"
              "  -v, --verbose         say what is done and how long it took\n"
@@ -171,6 +181,11 @@ typedef struct {
     const char *stereo[4];     // with --cameras: A1 B1 A2 B2
     double dt;                 // --dt, s (0: none, mm per frame)
     double max_residual;       // --max-residual, px
+    int ensemble;              // --ensemble: the pairs' ensemble correlation
+    int window_set;            // -w given
+    char *const *files;        // the frames named (A B A B ... with --ensemble)
+    int nfiles;                // how many
+    piv_calib_t calib;         // --calibration (not set: px)
 } s_opts_t;
 
 static const struct option s_options[] = {
@@ -206,6 +221,8 @@ static const struct option s_options[] = {
     {"cameras", required_argument, NULL, 'y'},
     {"dt", required_argument, NULL, 'D'},
     {"max-residual", required_argument, NULL, 'r'},
+    {"ensemble", no_argument, NULL, 'e'},
+    {"calibration", required_argument, NULL, 'u'},
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
     {"verbose", no_argument, NULL, 'v'},
@@ -223,8 +240,9 @@ s_option (int opt, char **argv, s_opts_t *o)
     long n;
     switch (opt) {
     case 'w':
-        if (s_int_arg ("--window", optarg, 8, 256, &o->window))
+        if (s_int_arg ("--window", optarg, 4, 256, &o->window))
             return 2;
+        o->window_set = 1;
         break;
     case 'p':
         o->passes = optarg;
@@ -336,6 +354,16 @@ s_option (int opt, char **argv, s_opts_t *o)
         if (s_double_arg ("--max-residual", optarg, &o->max_residual))
             return 2;
         break;
+    case 'e':
+        o->ensemble = 1;
+        break;
+    case 'u':
+        if (piv_calib_parse (optarg, &o->calib, err, sizeof err) != 0)
+            return cli_usage_error ("bad --calibration: %s", err);
+        if (!o->calib.set)
+            return cli_usage_error ("bad --calibration '%s': expected scale and dt, such as "
+                                    "\"scale=0.05mm/px dt=1ms\"", optarg);
+        break;
     case 'f':
         if (strcmp (optarg, "txt") == 0)
             o->format = PIV_FORMAT_TXT;
@@ -388,6 +416,26 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
         if ((code = s_option (opt, argv, o)) >= 0)
             return code;
     int nfiles = argc - optind;
+    o->files = argv + optind;
+    o->nfiles = nfiles;
+    if (o->calib.set && !o->ensemble)
+        return cli_usage_error ("--calibration goes with --ensemble");
+    if (o->ensemble) {
+        if (o->cameras || o->passes || o->background || o->format != PIV_FORMAT_TXT)
+            return cli_usage_error ("--ensemble: --cameras, --passes, --background and "
+                                    "--format are not for it (its passes run from 32 px to "
+                                    "--window, txt)");
+        if (nfiles < 2 || nfiles % 2 != 0)
+            return cli_usage_error ("--ensemble expects frames in pairs A1.tif B1.tif A2.tif "
+                                    "B2.tif ... (got %d file%s)",
+                                    nfiles, nfiles == 1 ? "" : "s");
+        if (!o->window_set)
+            o->window = 8;
+        if (o->window % 2 != 0)
+            return cli_usage_error ("bad --window '%ld': an even window size from 4 to %d",
+                                    o->window, PIV_MAX_WINDOW);
+        return -1;
+    }
     if (o->cameras) {
         if (nfiles != 4)
             return cli_usage_error ("--cameras expects four frames A1.tif B1.tif A2.tif B2.tif "
@@ -413,8 +461,9 @@ s_parse_args (int argc, char **argv, s_opts_t *o)
     else {
         char one[16];
         snprintf (one, sizeof one, "%ld", o->window);
-        if (piv_settings_set_passes (&o->settings, one, err, sizeof err))
-            return cli_usage_error ("bad --window '%ld': an even window size from 8 to %d",
+        if (o->window < 8 || piv_settings_set_passes (&o->settings, one, err, sizeof err))
+            return cli_usage_error ("bad --window '%ld': an even window size from 8 to %d (4 "
+                                    "with --ensemble)",
                                     o->window, PIV_MAX_WINDOW);
     }
     o->path_a = argv[optind];
@@ -730,6 +779,101 @@ s_log_peak_locking (const char *path, const piv_field_t *field)
               "displacements of valid vectors by 0.1 px from 0, %%:%s", path, lock.index, hist);
 }
 
+// --ensemble's pairs: pair i is files 2 i, 2 i + 1, each of the first
+// pair's size, loaded as piv_image_load_pair loads them.
+static int
+s_ensemble_pair (void *arg, long i, piv_image_t **a, piv_image_t **b, char *err, size_t errlen)
+{
+    const s_opts_t *o = arg;
+    return piv_image_load_pair (o->files[2 * i], o->files[2 * i + 1], o->max_pixels, a, b, err,
+                                errlen);
+}
+
+// pivfarm-piv --ensemble: the pairs' ensemble correlation (piv/ensemble.h)
+// written as piv_ensemble_write writes it. The exit status.
+static int
+s_ensemble_main (s_opts_t *o)
+{
+    char err[1024] = "";
+    double t0 = util_now ();
+    piv_image_t *a = NULL, *b = NULL, *mask = NULL;
+    piv_field_t *field = NULL;
+    float *stress = NULL;
+    int rc = 1;
+    long npairs = o->nfiles / 2;
+    if (o->mask_path) {
+        if (!(mask = piv_image_load (o->mask_path, 0, o->max_pixels, err, sizeof err)))
+            goto done;
+        o->settings.mask = mask;
+    }
+    // The first pair gives the frames' size (the pass refuses others,
+    // naming both sizes).
+    if (s_ensemble_pair (o, 0, &a, &b, err, sizeof err) != 0)
+        goto done;
+    int width = piv_image_width (a), height = piv_image_height (a);
+    if (o->calib.set && piv_calib_check_image (&o->calib, width, height, err, sizeof err) != 0)
+        goto done;
+    field = piv_ensemble_run (&o->settings, (int) o->window, o->settings.overlap, width, height,
+                              npairs, s_ensemble_pair, o, &stress, err, sizeof err);
+    if (!field)
+        goto done;
+    long total = (long) field->nx * field->ny, invalid = 0;
+    for (long k = 0; k < total; k++)
+        invalid += field->flags[k] == PIV_FLAG_INVALID;
+    int windows[PIV_MAX_PASSES], passes = piv_ensemble_passes ((int) o->window, windows,
+                                                               PIV_MAX_PASSES);
+    char list[128] = "", calib[256] = "not calibrated";
+    for (int i = 0; i < passes; i++)
+        snprintf (list + strlen (list), sizeof list - strlen (list), "%s%d", i ? "," : "",
+                  windows[i]);
+    if (o->calib.set)
+        piv_calib_describe (&o->calib, calib, sizeof calib);
+    int si = o->calib.set;
+    char header[4096];
+    snprintf (header, sizeof header,
+              "pivfarm-piv %s ensemble correlation\n"
+              "pairs %ld, first '%s' and '%s', last '%s' and '%s'\n"
+              "image %dx%d\n"
+              "passes %s overlap %d%% deform %s%s subpixel %s\n"
+              "grid %dx%d window %d step %d\n"
+              "vectors %ld valid %ld invalid %ld (invalid: no peak, or failed the median test; "
+              "not replaced)\n"
+              "calibration %s\n"
+              "x, y = window centre (%s); u, v = mean displacement (%s); uu, vv, uv = "
+              "Reynolds stresses u'u', v'v', u'v' (%s), nan where the peak's width was not "
+              "measured",
+              PIVFARM_VERSION, npairs, o->files[0], o->files[1], o->files[o->nfiles - 2],
+              o->files[o->nfiles - 1], width, height, list, o->settings.overlap,
+              piv_deform_name (o->settings.deform), o->settings.symmetric ? " symmetric" : "",
+              piv_subpixel_name (o->settings.subpixel), field->nx, field->ny, field->window,
+              field->step, total, total - invalid, invalid, calib,
+              si ? "m" : "px, column and row, y downward", si ? "m/s" : "px from A to B",
+              si ? "m^2/s^2" : "px^2");
+    FILE *out = o->output ? fopen (o->output, "w") : stdout;
+    if (!out) {
+        snprintf (err, sizeof err, "cannot write '%s': %s", o->output, strerror (errno));
+        goto done;
+    }
+    int werr = piv_ensemble_write (field, stress, &o->calib, out, header);
+    if ((o->output ? fclose (out) : fflush (out)) != 0 || werr) {
+        snprintf (err, sizeof err, "cannot write '%s': %s",
+                  o->output ? o->output : "standard output", strerror (errno));
+        goto done;
+    }
+    log_info ("ensemble of %ld pairs: %ld vectors (%ld invalid) in %.1f s", npairs, total,
+              invalid, util_now () - t0);
+    rc = 0;
+done:
+    if (rc)
+        log_error ("%s", err);
+    free (stress);
+    piv_field_destroy (&field);
+    piv_image_destroy (&a);
+    piv_image_destroy (&b);
+    piv_image_destroy (&mask);
+    return rc;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -742,6 +886,7 @@ main (int argc, char **argv)
                          .window = 32,
                          .max_residual = PIV_STEREO_MAX_RESIDUAL};
     piv_settings_init (&o.settings);
+    piv_calib_init (&o.calib);
     o.wisdom = piv_wisdom_default_path ();
     int code = s_parse_args (argc, argv, &o);
     if (code >= 0)
@@ -750,6 +895,8 @@ main (int argc, char **argv)
         piv_wisdom_load (o.wisdom);
         return s_stereo_main (&o);
     }
+    if (o.ensemble)
+        return s_ensemble_main (&o);
     const char *path_a = o.path_a, *path_b = o.path_b;
     char err[1024];
 
