@@ -323,13 +323,14 @@ ensemble_next (ensemble_t *self, const char *holder, proto_msg_t *msg)
 }
 
 // Ends a job (failed with 'error', or done with its field) and forgets it.
+// 'counted': the pairs its last pass's merged sums counted (done only).
 static void
 s_end (ensemble_t *self, s_job_t *job, const char *error, const void *field, size_t field_size,
-       const void *stress, size_t stress_size)
+       const void *stress, size_t stress_size, int64_t counted)
 {
     int64_t now = util_time_ns ();
     if (store_ensemble_end (self->host.store, job->id, error, field, field_size, stress,
-                            stress_size, now)
+                            stress_size, counted, now)
         != 0)
         log_error ("cannot end ensemble job %" PRId64 " of '%s': %s", job->id, job->exp->name,
                    store_error (self->host.store));
@@ -406,7 +407,7 @@ s_pass_done (ensemble_t *self, s_job_t *job)
         snprintf (err, sizeof err, "pass %d counted %" PRId64 " pair(s), %d asked", job->pass + 1,
                   info.pairs, job->npairs);
     if (*err) {
-        s_end (self, job, err, NULL, 0, NULL, 0);
+        s_end (self, job, err, NULL, 0, NULL, 0, -1);
     }
     else if (job->pass + 1 < job->passes) {
         free (job->predictor);
@@ -415,7 +416,7 @@ s_pass_done (ensemble_t *self, s_job_t *job)
         bytes = NULL;
         job->pass++;
         if (s_chunks_reset (job) != 0)
-            s_end (self, job, "no memory", NULL, 0, NULL, 0);
+            s_end (self, job, "no memory", NULL, 0, NULL, 0, -1);
         else {
             store_ensemble_pass (self->host.store, job->id, job->pass, util_time_ns ());
             log_info ("ensemble job %" PRId64 " of '%s': pass %d of %d (%d px)", job->id,
@@ -426,9 +427,9 @@ s_pass_done (ensemble_t *self, s_job_t *job)
         size_t n = 3 * (size_t) field->nx * (size_t) field->ny;
         unsigned char *sb = s_stress_bytes (stress, n);
         if (!sb)
-            s_end (self, job, "no memory", NULL, 0, NULL, 0);
+            s_end (self, job, "no memory", NULL, 0, NULL, 0, -1);
         else
-            s_end (self, job, NULL, bytes, size, sb, n * 4);
+            s_end (self, job, NULL, bytes, size, sb, n * 4, info.pairs);
         free (sb);
     }
     free (bytes);
@@ -448,7 +449,7 @@ s_chunk_failed (ensemble_t *self, s_job_t *job, int c, const char *why)
         char error[1200];
         snprintf (error, sizeof error, "pass %d chunk %d failed %d times (last: %s)",
                   job->pass + 1, c, chunk->failures, why);
-        s_end (self, job, error, NULL, 0, NULL, 0);
+        s_end (self, job, error, NULL, 0, NULL, 0, -1);
     }
 }
 
@@ -669,8 +670,13 @@ ensemble_put_status (ensemble_t *self, exp_t *exp, text_t *t)
     s_job_t *job = s_job_of (self, exp);
     text_put (t, "{\"job\":%" PRId64 ",\"state\":", rec.id);
     text_put_string (t, rec.state);
-    text_put (t, ",\"window\":%d,\"overlap\":%d,\"pairs\":%" PRId64 ",\"asked\":", rec.window,
-              rec.overlap, rec.pairs);
+    text_put (t, ",\"window\":%d,\"overlap\":%d,\"pairs\":%" PRId64 ",\"counted\":",
+              rec.window, rec.overlap, rec.pairs);
+    if (rec.counted >= 0)
+        text_put (t, "%" PRId64, rec.counted);
+    else
+        text_put (t, "null");
+    text_put (t, ",\"asked\":");
     text_put_string (t, rec.asked ? rec.asked : "");
     // A job that ended is read from the store alone: every chunk of its
     // last pass in when done.

@@ -187,14 +187,15 @@ store_ensemble_pass (store_t *self, int64_t job, int pass, int64_t now_ns)
 
 int
 store_ensemble_end (store_t *self, int64_t job, const char *error, const void *field,
-                    size_t field_size, const void *stress, size_t stress_size, int64_t now_ns)
+                    size_t field_size, const void *stress, size_t stress_size, int64_t counted,
+                    int64_t now_ns)
 {
     if (st_write_begin (self))
         return -1;
     sqlite3_stmt *stmt;
     if (s_write (self,
                  "UPDATE ensemble_jobs SET state = ?2, error = ?3, field = ?4, stress = ?5,"
-                 " finished_ns = ?6 WHERE id = ?1 AND state = 'running'",
+                 " finished_ns = ?6, counted = ?7 WHERE id = ?1 AND state = 'running'",
                  "end an ensemble job", &stmt)
         != SQLITE_OK)
         return -1;
@@ -206,6 +207,8 @@ store_ensemble_end (store_t *self, int64_t job, const char *error, const void *f
     if (stress)
         sqlite3_bind_blob64 (stmt, 5, stress, stress_size, SQLITE_STATIC);
     sqlite3_bind_int64 (stmt, 6, now_ns);
+    if (!error)
+        sqlite3_bind_int64 (stmt, 7, counted);
     int rc = st_exec (self, stmt);
     sqlite3_finalize (stmt);
     // Its partials have served: the field holds what they summed.
@@ -273,7 +276,8 @@ store_ensemble_latest (store_t *self, int64_t experiment, int done_only, store_e
     sqlite3_stmt *stmt = s_prepare (
         self,
         "SELECT id, experiment, window, overlap, asked, settings, chunk, passes, pass, pairs,"
-        " state, error, field, stress, created_ns, ifnull (finished_ns, 0) FROM ensemble_jobs"
+        " state, error, field, stress, created_ns, ifnull (finished_ns, 0),"
+        " ifnull (counted, -1) FROM ensemble_jobs"
         " WHERE experiment = ?1 AND (?2 = 0 OR state = 'done') ORDER BY id DESC LIMIT 1",
         "read an ensemble job");
     if (!stmt)
@@ -299,6 +303,7 @@ store_ensemble_latest (store_t *self, int64_t experiment, int done_only, store_e
         job->stress = s_column_copy (stmt, 13, &job->stress_size, 0);
         job->created_ns = sqlite3_column_int64 (stmt, 14);
         job->finished_ns = sqlite3_column_int64 (stmt, 15);
+        job->counted = sqlite3_column_int64 (stmt, 16);
         rc = SQLITE_DONE;
     }
     sqlite3_finalize (stmt);

@@ -271,6 +271,7 @@ static const char *s_migrations[] = {
     "    passes INTEGER NOT NULL,"
     "    pass INTEGER NOT NULL,"
     "    pairs INTEGER NOT NULL,"
+    "    counted INTEGER,"
     "    state TEXT NOT NULL CHECK (state = 'running' OR state = 'done' OR state = 'failed'),"
     "    error TEXT,"
     "    field BLOB,"

@@ -539,6 +539,7 @@ typedef struct {
     char *settings;            // the PIV settings it runs with
     int chunk, passes, pass;   // pairs a chunk, its passes, the pass under way (0-based)
     int64_t pairs;             // pairs it sums
+    int64_t counted;           // done: the pairs its last pass's merged sums counted (-1: not done)
     char state[16];            // running, done or failed
     char *error;               // why it failed, or NULL
     unsigned char *field;      // done: the ensemble field (piv_field_encode), else NULL
@@ -564,11 +565,11 @@ int store_ensemble_partial_get (store_t *self, int64_t job, int pass, int chunk,
                                 unsigned char **buf_p, size_t *size_p);
 // The job moves on to 'pass'. 0 or -1.
 int store_ensemble_pass (store_t *self, int64_t job, int pass, int64_t now_ns);
-// The job ends: done with its field and stresses, or failed with 'error'.
-// 0 or -1.
+// The job ends: done with its field and stresses and the pairs its merged
+// sums counted, or failed with 'error'. 0 or -1.
 int store_ensemble_end (store_t *self, int64_t job, const char *error, const void *field,
                         size_t field_size, const void *stress, size_t stress_size,
-                        int64_t now_ns);
+                        int64_t counted, int64_t now_ns);
 // Running jobs left by a broker that stopped are marked failed with
 // 'error' (they are run again by hand). The number marked, or -1.
 int store_ensemble_abandon (store_t *self, const char *error, int64_t now_ns);

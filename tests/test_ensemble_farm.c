@@ -177,6 +177,7 @@ START_TEST (an_ensemble_of_a_uniform_shift_recovers_it_counting_each_pair_once)
     jdoc_t *doc = s_wait_job (job, 120);
     ck_assert_str_eq (jdoc_string (doc, "$.ensemble.state"), "done");
     ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.pairs"), S_PAIRS);
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.counted"), S_PAIRS);
     ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.window"), 8);
     ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.chunks_done"),
                       (int) jdoc_number (doc, -2, "$.ensemble.chunks"));
@@ -281,6 +282,7 @@ START_TEST (an_agent_killed_mid_run_changes_the_ensemble_field_by_nothing)
     ck_assert_msg (strcmp (jdoc_string (doc, "$.ensemble.state"), "done") == 0, "%s: %s",
                    jdoc_string (doc, "$.ensemble.state"), jdoc_string (doc, "$.ensemble.error"));
     ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.pairs"), S_PAIRS);
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.counted"), S_PAIRS);
     jdoc_destroy (&doc);
     // The broker saw the death and gave the chunk to another agent.
     ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "back in the queue", 1000),

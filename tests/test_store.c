@@ -3045,13 +3045,14 @@ START_TEST (an_ensemble_partial_is_recorded_once_and_a_job_ends_with_its_field)
     ck_assert_int_eq ((int) got.pairs, 3);
     store_ensemble_release (&got);
     ck_assert_int_eq (store_ensemble_pass (store, id, 2, 330), 0);
-    ck_assert_int_eq (store_ensemble_end (store, id, NULL, "field", 5, "stress", 6, 340), 0);
+    ck_assert_int_eq (store_ensemble_end (store, id, NULL, "field", 5, "stress", 6, 3, 340), 0);
     s_commit (store);
     ck_assert_int_eq (store_ensemble_latest (store, exp, 1, &got), 1);
     ck_assert_str_eq (got.state, "done");
     ck_assert (got.field_size == 5 && memcmp (got.field, "field", 5) == 0);
     ck_assert (got.stress_size == 6 && memcmp (got.stress, "stress", 6) == 0);
     ck_assert_int_eq (got.pass, 2);
+    ck_assert_int_eq ((int) got.counted, 3);
     store_ensemble_release (&got);
     // Its partials went with its end; a second job a stop leaves running
     // is failed at the next start.
