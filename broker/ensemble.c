@@ -646,16 +646,6 @@ ensemble_tick (ensemble_t *self, zhashx_t *experiments, int64_t now)
     return started;
 }
 
-size_t
-ensemble_waiting (const ensemble_t *self)
-{
-    size_t n = 0;
-    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
-        for (int c = 0; c < job->nchunks; c++)
-            n += job->chunks[c].state == S_QUEUED;
-    return n;
-}
-
 int
 ensemble_put_status (ensemble_t *self, exp_t *exp, text_t *t)
 {

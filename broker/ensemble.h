@@ -70,9 +70,6 @@ int ensemble_standing_set (exp_t *exp, const char *value, char *text, size_t siz
 // gets a job over its pairs done (logged). Started jobs' count.
 int ensemble_tick (ensemble_t *self, zhashx_t *experiments, int64_t now);
 
-// Chunks waiting for an agent (all jobs).
-size_t ensemble_waiting (const ensemble_t *self);
-
 // {"job":..,"state":..,...} of exp's latest job into t ("null" if none):
 // its progress while it runs. 0, or -1 (the store's error).
 int ensemble_put_status (ensemble_t *self, exp_t *exp, text_t *t);
