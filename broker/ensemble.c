@@ -646,6 +646,22 @@ ensemble_tick (ensemble_t *self, zhashx_t *experiments, int64_t now)
     return started;
 }
 
+void
+ensemble_put_running (ensemble_t *self, const exp_t *exp, text_t *t)
+{
+    s_job_t *job = s_job_of (self, exp);
+    text_put (t, ",\"ensemble\":");
+    if (!job) {
+        text_put (t, "null");
+        return;
+    }
+    text_put (t,
+              "{\"job\":%" PRId64 ",\"pass\":%d,\"passes\":%d,\"window\":%d,\"pairs\":%d,"
+              "\"chunks\":%d,\"chunks_done\":%d}",
+              job->id, job->pass + 1, job->passes, job->windows[job->pass], job->npairs,
+              job->nchunks, job->done);
+}
+
 int
 ensemble_put_status (ensemble_t *self, exp_t *exp, text_t *t)
 {

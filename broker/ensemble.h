@@ -70,6 +70,11 @@ int ensemble_standing_set (exp_t *exp, const char *value, char *text, size_t siz
 // gets a job over its pairs done (logged). Started jobs' count.
 int ensemble_tick (ensemble_t *self, zhashx_t *experiments, int64_t now);
 
+// ,"ensemble":{job, pass, passes, window, pairs, chunks, chunks_done} of
+// exp's running job into t (null when none runs): from memory, for the
+// status of every experiment.
+void ensemble_put_running (ensemble_t *self, const exp_t *exp, text_t *t);
+
 // {"job":..,"state":..,...} of exp's latest job into t ("null" if none):
 // its progress while it runs. 0, or -1 (the store's error).
 int ensemble_put_status (ensemble_t *self, exp_t *exp, text_t *t);

@@ -334,6 +334,8 @@ s_put_experiment (void *arg, const store_counts_t *c)
         replay_put_status (exp->replay, t);
     else
         text_put (t, "null");
+    if (self->ensemble)
+        ensemble_put_running (self->ensemble, exp, t);
     text_put (t, "}");
     return 0;
 }

@@ -102,6 +102,40 @@ s_rows (jdoc_t *doc, const char *array, const char *none)
     return 0;
 }
 
+// The ensemble jobs running: "ensemble job 3 of run7: pass 2 of 3 (16 px),
+// 12 of 25 chunk(s), 200 pairs".
+static void
+s_print_ensembles_of (jdoc_t *doc, int n)
+{
+    for (int i = 0, first = 1; i < n; i++) {
+        if (jdoc_type_at (doc, "$.experiments[%d].ensemble", i) != JDOC_OBJECT)
+            continue;
+        if (first)
+            printf ("\n"), first = 0;
+        const char *name = jdoc_string (doc, "$.experiments[%d].experiment", i);
+        char job[32], pass[32], passes[32], window[32], done[32], chunks[32];
+        snprintf (job, sizeof job, "%s",
+                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.job", i), "%.0f"));
+        snprintf (pass, sizeof pass, "%s",
+                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.pass", i), "%.0f"));
+        snprintf (passes, sizeof passes, "%s",
+                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.passes", i),
+                           "%.0f"));
+        snprintf (window, sizeof window, "%s",
+                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.window", i),
+                           "%.0f"));
+        snprintf (done, sizeof done, "%s",
+                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.chunks_done", i),
+                           "%.0f"));
+        snprintf (chunks, sizeof chunks, "%s",
+                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.chunks", i),
+                           "%.0f"));
+        printf ("ensemble job %s of %s: pass %s of %s (%s px), %s of %s chunk(s), %s pairs\n",
+                job, name ? name : "?", pass, passes, window, done, chunks,
+                ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.pairs", i), "%.0f"));
+    }
+}
+
 // The files of each experiment in no pair (nothing vanishes): "exp1: 2
 // file(s) refused by the pairing rule 'ab' (a pair: <stem>_a.tif +
 // <stem>_b.tif)", then the first few named with why.
@@ -161,6 +195,7 @@ s_print_experiments_of (jdoc_t *doc)
                 e.paused ? "paused" : "running", s_replay_note (&e));
     }
     s_print_unpaired_of (doc, n);
+    s_print_ensembles_of (doc, n);
 }
 
 static void

@@ -271,6 +271,11 @@ START_TEST (an_agent_killed_mid_run_changes_the_ensemble_field_by_nothing)
     // The same job again; agent a1 is SIGKILLed as soon as it holds a chunk
     // of it, and a new agent takes its place.
     job = s_start_job ("--window", "16", "--pairs", "1-24", NULL);
+    // pivctl status shows it running (the job takes seconds: three passes).
+    char out[8192], line[128];
+    int rc = s_pivctl (out, sizeof out, "status", NULL);
+    snprintf (line, sizeof line, "ensemble job %lld of exp1: pass ", (long long) job);
+    ck_assert_msg (rc == 0 && strstr (out, line) && strstr (out, "24 pairs"), "%d: %s", rc, out);
     char mark[64];
     snprintf (mark, sizeof mark, "ensemble job %lld pass", (long long) job);
     ck_assert_msg (tu_farm_log_has (&s_farm, "agent1.log", mark, 60000),
