@@ -102,6 +102,16 @@ s_rows (jdoc_t *doc, const char *array, const char *none)
     return 0;
 }
 
+// A whole number of experiment i's running ensemble job into buf ("-"
+// when absent).
+static const char *
+s_ensemble_num (jdoc_t *doc, int i, const char *member, char *buf, size_t size)
+{
+    snprintf (buf, size, "%s",
+              ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.%s", i, member), "%.0f"));
+    return buf;
+}
+
 // The ensemble jobs running: "ensemble job 3 of run7: pass 2 of 3 (16 px),
 // 12 of 25 chunk(s), 200 pairs".
 static void
@@ -113,26 +123,15 @@ s_print_ensembles_of (jdoc_t *doc, int n)
         if (first)
             printf ("\n"), first = 0;
         const char *name = jdoc_string (doc, "$.experiments[%d].experiment", i);
-        char job[32], pass[32], passes[32], window[32], done[32], chunks[32];
-        snprintf (job, sizeof job, "%s",
-                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.job", i), "%.0f"));
-        snprintf (pass, sizeof pass, "%s",
-                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.pass", i), "%.0f"));
-        snprintf (passes, sizeof passes, "%s",
-                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.passes", i),
-                           "%.0f"));
-        snprintf (window, sizeof window, "%s",
-                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.window", i),
-                           "%.0f"));
-        snprintf (done, sizeof done, "%s",
-                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.chunks_done", i),
-                           "%.0f"));
-        snprintf (chunks, sizeof chunks, "%s",
-                  ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.chunks", i),
-                           "%.0f"));
+        char v[7][32];
         printf ("ensemble job %s of %s: pass %s of %s (%s px), %s of %s chunk(s), %s pairs\n",
-                job, name ? name : "?", pass, passes, window, done, chunks,
-                ctl_num (jdoc_number (doc, NAN, "$.experiments[%d].ensemble.pairs", i), "%.0f"));
+                s_ensemble_num (doc, i, "job", v[0], sizeof v[0]), name ? name : "?",
+                s_ensemble_num (doc, i, "pass", v[1], sizeof v[1]),
+                s_ensemble_num (doc, i, "passes", v[2], sizeof v[2]),
+                s_ensemble_num (doc, i, "window", v[3], sizeof v[3]),
+                s_ensemble_num (doc, i, "chunks_done", v[4], sizeof v[4]),
+                s_ensemble_num (doc, i, "chunks", v[5], sizeof v[5]),
+                s_ensemble_num (doc, i, "pairs", v[6], sizeof v[6]));
     }
 }
 
