@@ -609,6 +609,7 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
     broker_t *self = arg;
     s_store_ready (self);
     dispatch_heartbeat (self->dispatch, util_time_ns ());
+    ensemble_deadlines (self->ensemble, util_time_ns ());
     if (!s_dispatch_held (self))
         ensemble_tick (self->ensemble, ingest_experiments (self->ingest), util_time_ns ());
     dispatch_now (self->dispatch);
@@ -834,7 +835,7 @@ s_stages_new (broker_t *self, char *err, size_t errlen)
         return -1;
     results_set_stats (self->results, self->stats);
     ensemble_host_t ensemble = {.store = self->store,
-                                .max_attempts = cfg->broker.max_attempts,
+                                .cfg = cfg,
                                 .arg = self,
                                 .frame_path = s_frame_path};
     if (!(self->ensemble = ensemble_new (&ensemble))) {

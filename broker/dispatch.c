@@ -782,7 +782,8 @@ s_dispatch_chunks (dispatch_t *self)
                 continue;
             char key[512];
             proto_msg_t msg;
-            if (!ensemble_next (self->ensemble, s_agent_key (agent->identity, key), &msg))
+            if (!ensemble_next (self->ensemble, s_agent_key (agent->identity, key), agent->id,
+                                &msg))
                 return;
             if (proto_batch_size (agent->out) == PROTO_MAX_BATCH)
                 s_flush_agent (self, agent);

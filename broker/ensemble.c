@@ -24,6 +24,8 @@ typedef enum { S_QUEUED, S_OUT, S_DONE } s_chunk_state_t;
 typedef struct {
     s_chunk_state_t state;  // waiting, with an agent, or its partial recorded
     char holder[512];       // the routing key of the agent it is out with
+    char agent[256];        // ... and that agent's id
+    int64_t sent_ns;        // when it went out
     uint32_t attempt;       // attempts of it in this pass
     int failures;           // failed answers (a bad partial, an error) in this pass
 } s_chunk_t;
@@ -45,11 +47,23 @@ typedef struct {
     int nchunks, done;      // how many, and how many are recorded
     unsigned char *predictor;  // the pass's predictor (piv_field_encode), or NULL
     size_t predictor_size;
+    int64_t compute_ns[16];    // compute times of its last good partials, a ring (deadlines)
+    int computes;              // how many were counted
 } s_job_t;
+
+// A chunk whose deadline passed while its agent still held it: the agent's
+// slot stays taken until that agent answers it (or goes).
+typedef struct {
+    char holder[512];       // the agent's routing key
+    int64_t job;            // what it was given
+    int pass, chunk;
+    uint32_t attempt;
+} s_late_t;
 
 struct _ensemble_t {
     ensemble_host_t host;   // what it was given
     zlistx_t *jobs;         // s_job_t running
+    zlistx_t *late;         // s_late_t: chunks taken back from agents that still hold them
     char frames[PROTO_MAX_CHUNK * 2 * (PATH_MAX * 2 + 1) + 1];  // ensemble_next's frames
 };
 
@@ -77,15 +91,25 @@ s_job_free (void **item)
     s_job_destroy ((s_job_t **) item);
 }
 
+static void
+s_late_free (void **item)
+{
+    free (*item);
+    *item = NULL;
+}
+
 ensemble_t *
 ensemble_new (const ensemble_host_t *host)
 {
     ensemble_t *self = calloc (1, sizeof *self);
-    if (!self || !(self->jobs = zlistx_new ())) {
+    if (!self || !(self->jobs = zlistx_new ()) || !(self->late = zlistx_new ())) {
+        if (self)
+            zlistx_destroy (&self->jobs);
         free (self);
         return NULL;
     }
     zlistx_set_destructor (self->jobs, s_job_free);
+    zlistx_set_destructor (self->late, s_late_free);
     self->host = *host;
     return self;
 }
@@ -96,6 +120,7 @@ ensemble_destroy (ensemble_t **self_p)
     if (!self_p || !*self_p)
         return;
     zlistx_destroy (&(*self_p)->jobs);
+    zlistx_destroy (&(*self_p)->late);
     free (*self_p);
     *self_p = NULL;
 }
@@ -284,7 +309,7 @@ ensemble_start (ensemble_t *self, exp_t *exp, int window, int overlap, const cha
 // Chunks out and back
 
 int
-ensemble_next (ensemble_t *self, const char *holder, proto_msg_t *msg)
+ensemble_next (ensemble_t *self, const char *holder, const char *agent, proto_msg_t *msg)
 {
     for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
         for (int c = 0; c < job->nchunks; c++) {
@@ -304,7 +329,9 @@ ensemble_next (ensemble_t *self, const char *holder, proto_msg_t *msg)
             }
             chunk->state = S_OUT;
             chunk->attempt++;
+            chunk->sent_ns = util_time_ns ();
             snprintf (chunk->holder, sizeof chunk->holder, "%s", holder);
+            snprintf (chunk->agent, sizeof chunk->agent, "%s", agent);
             *msg = (proto_msg_t) {.command = PROTO_ENSEMBLE,
                                   .seq = (uint64_t) job->id,
                                   .count = (uint32_t) job->pass,
@@ -445,11 +472,77 @@ s_chunk_failed (ensemble_t *self, s_job_t *job, int c, const char *why)
     s_chunk_t *chunk = &job->chunks[c];
     chunk->state = S_QUEUED;
     chunk->holder[0] = '\0';
-    if (++chunk->failures >= self->host.max_attempts) {
+    if (++chunk->failures >= self->host.cfg->broker.max_attempts) {
         char error[1200];
         snprintf (error, sizeof error, "pass %d chunk %d failed %d times (last: %s)",
                   job->pass + 1, c, chunk->failures, why);
         s_end (self, job, error, NULL, 0, NULL, 0, -1);
+    }
+}
+
+// 1 if 'msg' answers a chunk taken back from 'holder' past its deadline
+// (the agent's slot is free again; the entry goes).
+static int
+s_late_answered (ensemble_t *self, const char *holder, const proto_msg_t *msg)
+{
+    for (s_late_t *late = zlistx_first (self->late); late; late = zlistx_next (self->late))
+        if ((uint64_t) late->job == msg->seq && (uint32_t) late->pass == msg->count
+            && (uint64_t) late->chunk == msg->pair && late->attempt == msg->attempt
+            && strcmp (late->holder, holder) == 0) {
+            zlistx_delete (self->late, zlistx_cursor (self->late));
+            return 1;
+        }
+    return 0;
+}
+
+static int
+s_cmp_ns (const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+    return (x > y) - (x < y);
+}
+
+// How long a chunk of 'job' may stay out (ensemble_deadlines).
+static int64_t
+s_deadline_ns (const ensemble_t *self, const s_job_t *job)
+{
+    const config_t *cfg = self->host.cfg;
+    if (cfg->broker.task_deadline_ms > 0)
+        return (int64_t) cfg->broker.task_deadline_ms * 1000000;
+    int n = job->computes < 16 ? job->computes : 16;
+    if (n == 0)
+        return 600 * 1000000000LL;
+    int64_t sorted[16];
+    memcpy (sorted, job->compute_ns, (size_t) n * sizeof sorted[0]);
+    qsort (sorted, (size_t) n, sizeof sorted[0], s_cmp_ns);
+    int64_t d = 10 * sorted[n / 2], floor = (int64_t) cfg->broker.deadline_floor_ms * 1000000;
+    return d > floor ? d : floor;
+}
+
+void
+ensemble_deadlines (ensemble_t *self, int64_t now)
+{
+    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs)) {
+        int64_t deadline = s_deadline_ns (self, job);
+        for (int c = 0; c < job->nchunks; c++) {
+            s_chunk_t *chunk = &job->chunks[c];
+            if (chunk->state != S_OUT || now - chunk->sent_ns <= deadline)
+                continue;
+            s_late_t *late = calloc (1, sizeof *late);
+            if (!late)
+                return;  // tried again at the next heartbeat
+            snprintf (late->holder, sizeof late->holder, "%s", chunk->holder);
+            late->job = job->id;
+            late->pass = job->pass;
+            late->chunk = c;
+            late->attempt = chunk->attempt;
+            zlistx_add_end (self->late, late);
+            log_warning ("ensemble job %" PRId64 " of '%s': pass %d chunk %d: deadline of %.0f s "
+                         "passed on agent '%s': requeued for another agent",
+                         job->id, job->exp->name, job->pass + 1, c, deadline / 1e9, chunk->agent);
+            chunk->state = S_QUEUED;
+            chunk->holder[0] = '\0';
+        }
     }
 }
 
@@ -462,15 +555,19 @@ ensemble_partial (ensemble_t *self, const char *holder, const char *agent, const
         if ((uint64_t) j->id == msg->seq)
             job = j;
     if (!job || msg->count != (uint32_t) job->pass || msg->pair >= (uint64_t) job->nchunks) {
+        int late = s_late_answered (self, holder, msg);
         log_info ("ensemble: PARTIAL of job %" PRIu64 " pass %" PRIu32 " chunk %" PRIu64
                   " from agent '%s' dropped: no such chunk is waiting (a late copy)",
                   msg->seq, msg->count, msg->pair, agent);
-        return 0;
+        return late;
     }
     int c = (int) msg->pair;
     s_chunk_t *chunk = &job->chunks[c];
-    int held = chunk->state == S_OUT && strcmp (chunk->holder, holder) == 0
-               && chunk->attempt == msg->attempt;
+    // 'holds': the chunk is out with this agent now; 'held': its slot
+    // frees (that, or a chunk taken back from it past its deadline).
+    int holds = chunk->state == S_OUT && strcmp (chunk->holder, holder) == 0
+                && chunk->attempt == msg->attempt;
+    int held = holds | s_late_answered (self, holder, msg);
     if (chunk->state == S_DONE) {
         log_info ("ensemble job %" PRId64 ": pass %d chunk %d from agent '%s' dropped: "
                   "recorded already",
@@ -506,7 +603,7 @@ ensemble_partial (ensemble_t *self, const char *holder, const char *agent, const
                      job->id, job->exp->name, job->pass + 1, c, first + 1, end, why);
         // Only the holder's answer counts against the chunk: another
         // agent's (a late copy) cannot fail a job by repeating errors.
-        if (held)
+        if (holds)
             s_chunk_failed (self, job, c, why);
         return held;
     }
@@ -517,7 +614,7 @@ ensemble_partial (ensemble_t *self, const char *holder, const char *agent, const
         log_error ("ensemble job %" PRId64 ": cannot record pass %d chunk %d: %s (it is "
                    "computed again)",
                    job->id, job->pass + 1, c, store_error (self->host.store));
-        if (held) {
+        if (holds) {
             chunk->state = S_QUEUED;
             chunk->holder[0] = '\0';
         }
@@ -525,6 +622,8 @@ ensemble_partial (ensemble_t *self, const char *holder, const char *agent, const
     }
     chunk->state = S_DONE;
     chunk->holder[0] = '\0';
+    if (msg->time_ns > 0)
+        job->compute_ns[job->computes++ % 16] = msg->time_ns;
     if (++job->done == job->nchunks)
         s_pass_done (self, job);
     return held;
@@ -533,6 +632,10 @@ ensemble_partial (ensemble_t *self, const char *holder, const char *agent, const
 void
 ensemble_lost (ensemble_t *self, const char *holder, const char *reason)
 {
+    // Its slots go with it.
+    for (s_late_t *late = zlistx_first (self->late); late; late = zlistx_next (self->late))
+        if (strcmp (late->holder, holder) == 0)
+            zlistx_delete (self->late, zlistx_cursor (self->late));
     for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
         for (int c = 0; c < job->nchunks; c++) {
             s_chunk_t *chunk = &job->chunks[c];

@@ -12,6 +12,7 @@
 
 #include "broker/model.h"
 #include "broker/text.h"
+#include "common/config.h"
 #include "common/proto.h"
 #include "store/store.h"
 
@@ -24,7 +25,8 @@ typedef struct _ensemble_t ensemble_t;
 // What the stage is given (not owned).
 typedef struct {
     store_t *store;          // jobs, partials, fields
-    int max_attempts;        // a chunk failing this often fails its job
+    const config_t *cfg;     // max_attempts (a chunk failing this often fails its job) and
+                             // the deadlines (task_deadline_ms, deadline_floor_ms)
     void *arg;               // for frame_path:
     // The path of frame 'name' of exp as an agent reads it.
     void (*frame_path) (void *arg, exp_t *exp, const char *name, char *out, size_t size);
@@ -42,10 +44,10 @@ void ensemble_destroy (ensemble_t **self_p);
 int64_t ensemble_start (ensemble_t *self, exp_t *exp, int window, int overlap, const char *range,
                         int64_t now, char *err, size_t errlen);
 
-// The next chunk for the agent 'holder' (its routing key), into msg (its
-// strings and blob belong to the stage until the next call): 1, or 0 when
-// no chunk waits.
-int ensemble_next (ensemble_t *self, const char *holder, proto_msg_t *msg);
+// The next chunk for the agent 'holder' (its routing key; 'agent' its id,
+// for messages), into msg (its strings and blob belong to the stage until
+// the next call): 1, or 0 when no chunk waits.
+int ensemble_next (ensemble_t *self, const char *holder, const char *agent, proto_msg_t *msg);
 
 // A PARTIAL from 'holder' (agent 'agent', for messages): recorded once,
 // checked first (piv_ensemble_decode, its pass and pair count: a bad one
@@ -56,6 +58,14 @@ int ensemble_partial (ensemble_t *self, const char *holder, const char *agent,
 
 // The agent 'holder' is gone: its chunks go back to the queue.
 void ensemble_lost (ensemble_t *self, const char *holder, const char *reason);
+
+// Chunks out past their deadline go back to the queue for another agent
+// (the broker's heartbeat): broker/task_deadline_ms, else 10 times the
+// median compute time of the job's chunks, at least
+// broker/deadline_floor_ms (10 minutes before any chunk came back). The
+// holder keeps the slot until it answers (its answer, a late copy, is
+// recorded if it comes first: ensemble_partial then says it held it).
+void ensemble_deadlines (ensemble_t *self, int64_t now);
 
 // A standing setting of exp from its text "window=W overlap=O idle=S"
 // (each optional: 8, 50, 30), NULL: none. 0, or -1 with err naming the bad

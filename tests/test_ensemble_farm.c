@@ -346,19 +346,27 @@ START_TEST (a_bad_request_is_refused_naming_what_is_wrong)
 }
 END_TEST
 
-START_TEST (a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on)
+// A job of exp1's two pairs pending (16 px windows), and a DEALER on the
+// work socket for the test to play an agent with (caller destroys).
+static zsock_t *
+s_job_and_fake_agent (void)
 {
     s_farm_with_pairs_pending ();
-    char out[8192];
+    char out[8192], endpoint[4200];
     int rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--pairs", "1-2", "--window", "16",
                        NULL);
     ck_assert_msg (rc == 0, "%d: %s", rc, out);
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/work", s_farm.dir);
+    zsock_t *sock = zsock_new_dealer (endpoint);
+    ck_assert_ptr_nonnull (sock);
+    return sock;
+}
+
+START_TEST (a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on)
+{
     // A hostile agent: it takes work and answers its chunk with bytes that
     // are no partial sum.
-    char endpoint[4200];
-    snprintf (endpoint, sizeof endpoint, "ipc://%s/work", s_farm.dir);
-    zsock_t *evil = zsock_new_dealer (endpoint);
-    ck_assert_ptr_nonnull (evil);
+    zsock_t *evil = s_job_and_fake_agent ();
     // First as an agent that does not say 'ensemble' (an older release):
     // with room for more than the two pairs' TASKs, it gets no chunk.
     proto_msg_t hello = {.command = PROTO_HELLO, .name = "evil", .text = "host", .count = 4,
@@ -465,6 +473,54 @@ START_TEST (a_standing_ensemble_runs_once_the_run_is_quiet_and_survives_a_restar
 }
 END_TEST
 
+START_TEST (a_chunk_past_its_deadline_on_a_live_agent_goes_to_another)
+{
+    tu_farm_conf_replace (&s_farm, "    liveness = 3\n", "    liveness = 3\n    task_deadline_ms = 1500\n");
+    // An agent that takes its chunk and sits on it, alive (it heartbeats).
+    zsock_t *slow = s_job_and_fake_agent ();
+    char out[8192], err[512];
+    int rc;
+    zsock_set_rcvtimeo (slow, 100);
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = "slow", .text = "host", .count = 4,
+                         .settings = "piv ensemble"};
+    proto_msg_t ready = {.command = PROTO_READY, .count = 4};
+    ck_assert_int_eq (proto_send (&hello, NULL, slow), 0);
+    ck_assert_int_eq (proto_send (&ready, NULL, slow), 0);
+    int got = 0;
+    for (int i = 0; i < 100 && !got; i++) {
+        proto_msg_t msg = {0};
+        if (proto_recv (slow, NULL, &msg, err, sizeof err) == 0)
+            for (size_t k = 0; k < proto_count (&msg); k++)
+                got |= proto_at (&msg, k)->command == PROTO_ENSEMBLE;
+        proto_msg_release (&msg);
+    }
+    ck_assert_msg (got, "the slow agent got no chunk");
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
+    const char *state = NULL;
+    jdoc_t *doc = NULL;
+    for (int i = 0; i < 300; i++) {
+        proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = zclock_time () * 1000000};
+        ck_assert_int_eq (proto_send (&beat, NULL, slow), 0);
+        proto_msg_t msg = {0};
+        proto_recv (slow, NULL, &msg, err, sizeof err);  // what comes is left unanswered
+        proto_msg_release (&msg);
+        jdoc_destroy (&doc);
+        rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--status", "--json", NULL);
+        doc = rc == 0 ? jdoc_parse (out, NULL, 0) : NULL;
+        state = doc ? jdoc_string (doc, "$.ensemble.state") : NULL;
+        if (state && strcmp (state, "running") != 0)
+            break;
+    }
+    ck_assert_msg (state && strcmp (state, "done") == 0, "%s: %s", state ? state : "?", out);
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.ensemble.counted"), 2);
+    jdoc_destroy (&doc);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "deadline of 2 s passed on agent 'slow'",
+                                    1000),
+                   "no deadline in the broker's log");
+    zsock_destroy (&slow);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -477,6 +533,7 @@ main (void)
     tcase_add_test (tc, a_bad_request_is_refused_naming_what_is_wrong);
     tcase_add_test (tc, a_bad_partial_fails_its_chunk_naming_the_agent_and_the_job_goes_on);
     tcase_add_test (tc, a_standing_ensemble_runs_once_the_run_is_quiet_and_survives_a_restart);
+    tcase_add_test (tc, a_chunk_past_its_deadline_on_a_live_agent_goes_to_another);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
