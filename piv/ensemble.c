@@ -162,6 +162,21 @@ s_radius (int n, int predicted)
     return r > n / 2 - 1 ? n / 2 - 1 : r;
 }
 
+// Why a predictor cannot serve (a message into err), or 0: a regular grid
+// of finite positions.
+static int
+s_check_predictor (const piv_field_t *p, const char *what, char *err, size_t errlen)
+{
+    long n = (long) p->nx * p->ny;
+    int bad = p->nx < 1 || p->ny < 1 || p->step < 1;
+    for (long k = 0; k < n && !bad; k++)
+        bad = !isfinite (p->x[k]) || !isfinite (p->y[k]);
+    if (bad)
+        snprintf (err, errlen, "%spredictor of %d x %d vectors %d px apart is not a regular grid "
+                  "of finite positions", what, p->nx, p->ny, p->step);
+    return bad ? -1 : 0;
+}
+
 // The predictor as the pass keeps it: a copy of u, v on the same regular
 // grid, INVALID vectors filled from their filled neighbours (the mean of
 // those among the 8 around), sweep after sweep; none valid: zero.
@@ -331,11 +346,8 @@ piv_ensemble_new (const piv_settings_t *settings, int window, int overlap, int w
     unsigned char *bytes = NULL;
     size_t size = 0;
     if (predictor) {
-        if (predictor->nx < 1 || predictor->ny < 1 || predictor->step < 1) {
-            snprintf (err, errlen, "ensemble: predictor of %d x %d vectors %d px apart is not a "
-                      "regular grid", predictor->nx, predictor->ny, predictor->step);
+        if (s_check_predictor (predictor, "ensemble: ", err, errlen) != 0)
             return NULL;
-        }
         copy = s_predictor_copy (predictor);
         if (!copy || piv_field_encode (copy, &bytes, &size) != 0) {
             piv_field_destroy (&copy);
@@ -691,10 +703,12 @@ piv_ensemble_merge (piv_ensemble_t *self, const piv_ensemble_t *other, char *err
 {
     if (s_same_pass (self, other, err, errlen) != 0)
         return -1;
+    // Added as unsigned: sums decoded from hostile bytes may wrap, never
+    // make the addition undefined.
     size_t count = (size_t) self->nx * self->ny * self->stride;
     for (size_t i = 0; i < count; i++)
-        self->sums[i] += other->sums[i];
-    self->pairs += other->pairs;
+        self->sums[i] = (int64_t) ((uint64_t) self->sums[i] + (uint64_t) other->sums[i]);
+    self->pairs = (int64_t) ((uint64_t) self->pairs + (uint64_t) other->pairs);
     return 0;
 }
 
@@ -814,8 +828,14 @@ piv_ensemble_decode (const void *data, size_t size, char *err, size_t errlen)
             snprintf (err, errlen, "bad ensemble: predictor: %s", why);
             return NULL;
         }
-        if (predictor->step < 1) {
-            snprintf (err, errlen, "bad ensemble: predictor of step %d", predictor->step);
+        long nv = (long) predictor->nx * predictor->ny;
+        int finite = 1;
+        for (long k = 0; k < nv && finite; k++)
+            finite = isfinite (predictor->u[k]) && isfinite (predictor->v[k]);
+        if (s_check_predictor (predictor, "bad ensemble: ", err, errlen) != 0 || !finite) {
+            if (!finite)
+                snprintf (err, errlen, "bad ensemble: predictor holds a displacement that is not "
+                          "a number");
             piv_field_destroy (&predictor);
             return NULL;
         }
