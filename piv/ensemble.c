@@ -68,7 +68,7 @@ struct _piv_ensemble_t {
     float *pu, *pv;              // the predictor at each window centre (0 without)
     // What piv_ensemble_add needs, made at its first call:
     fftwf_plan forward, inverse; // n x n complex transforms (FFTW_ESTIMATE)
-    fftwf_complex *z, *spec;     // A + i B, its transform, then the inverse's output
+    fftwf_complex *z;            // A + i B, its transform, then the inverse's (in place)
     double *sum_a, *sum_b;       // each window's sum of pixels in A and B
     long *count;                 // ... its flow pixels (0: not correlated)
     float *mean_a, *mean_b;      // ... the background taken from it (s_background)
@@ -376,7 +376,6 @@ piv_ensemble_destroy (piv_ensemble_t **self_p)
         piv_fftw_planner_unlock ();
     }
     fftwf_free (self->z);
-    fftwf_free (self->spec);
     free (self->sum_a);
     free (self->sum_b);
     free (self->count);
@@ -410,14 +409,13 @@ s_ready (piv_ensemble_t *self)
         return 0;
     int n = self->window;
     self->z = fftwf_malloc (sizeof (fftwf_complex) * n * n);
-    self->spec = fftwf_malloc (sizeof (fftwf_complex) * n * n);
     size_t nwin = (size_t) self->nx * self->ny;
     self->sum_a = malloc (nwin * sizeof (double));
     self->sum_b = malloc (nwin * sizeof (double));
     self->count = malloc (nwin * sizeof (long));
     self->mean_a = malloc (nwin * sizeof (float));
     self->mean_b = malloc (nwin * sizeof (float));
-    if (!self->z || !self->spec || !self->sum_a || !self->sum_b || !self->count || !self->mean_a
+    if (!self->z || !self->sum_a || !self->sum_b || !self->count || !self->mean_a
         || !self->mean_b)
         return -1;
     if (self->predictor) {
@@ -429,12 +427,15 @@ s_ready (piv_ensemble_t *self)
         if (!self->coef_a || !self->coef_b || !self->def_a || !self->def_b)
             return -1;
     }
-    // FFTW_ESTIMATE: the plan is chosen without measuring, so every object
-    // and every process on one machine computes the same values.
+    // FFTW_ESTIMATE, in place: the plan is chosen without measuring, and
+    // no wisdom applies to it (FFTW takes wisdom of a more rigorous
+    // planner for the same problem: the engine's patient plans are out of
+    // place), so every object of every process with this FFTW on this
+    // kind of CPU computes the same values and agents' partials merge to
+    // the bytes one agent would make.
     piv_fftw_planner_lock ();
-    self->forward = fftwf_plan_dft_2d (n, n, self->z, self->spec, FFTW_FORWARD, FFTW_ESTIMATE);
-    self->inverse = fftwf_plan_dft_2d (n, n, self->spec, self->z, FFTW_BACKWARD, FFTW_ESTIMATE);
-    piv_fftw_planned ();
+    self->forward = fftwf_plan_dft_2d (n, n, self->z, self->z, FFTW_FORWARD, FFTW_ESTIMATE);
+    self->inverse = fftwf_plan_dft_2d (n, n, self->z, self->z, FFTW_BACKWARD, FFTW_ESTIMATE);
     piv_fftw_planner_unlock ();
     return self->forward && self->inverse ? 0 : -1;
 }
@@ -524,7 +525,7 @@ s_add_window (piv_ensemble_t *self, int64_t *sums, double scale_c, double scale_
 {
     int n = self->window, r = self->radius, side = 2 * r + 1;
     fftwf_execute (self->forward);
-    float *s = (float *) self->spec;
+    float *s = (float *) self->z;
     // In place, each frequency k with its mirror -k (both written at once).
     for (int ky = 0; ky < n; ky++) {
         int my = ky == 0 ? 0 : n - ky;
