@@ -645,7 +645,8 @@ piv_ensemble_add (piv_ensemble_t *self, const piv_image_t *a, const piv_image_t 
             double sa2, sb2;
             self->count[k] = 0;
             self->sum_a[k] = self->sum_b[k] = 0;
-            if (mask && mask[(long) (y0 + n / 2) * w + x0 + n / 2] == 0)
+            // The centre as the engine takes it (x0 + (n - 1) / 2, rounded down).
+            if (mask && mask[(long) (y0 + n / 2 - 1) * w + x0 + n / 2 - 1] == 0)
                 continue;
             long c = s_window_sums (fa, mask, w, x0, y0, n, &self->sum_a[k], &sa2);
             s_window_sums (fb, mask, w, x0, y0, n, &self->sum_b[k], &sb2);

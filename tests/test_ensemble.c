@@ -338,6 +338,48 @@ START_TEST (the_median_test_flags_a_stray_window_invalid_and_keeps_its_mean)
 }
 END_TEST
 
+START_TEST (windows_centred_in_the_mask_stay_invalid_and_the_rest_measure_the_flow)
+{
+    // A wall: the frames' left quarter is outside the flow.
+    piv_image_t *mask = piv_image_new (SIZE, SIZE);
+    ck_assert_ptr_nonnull (mask);
+    float *m = piv_image_data (mask);
+    for (int r = 0; r < SIZE; r++)
+        for (int c = 0; c < SIZE; c++)
+            m[r * SIZE + c] = c >= SIZE / 4;
+    char err[256] = "";
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    settings.mask = mask;
+    piv_ensemble_t *e = piv_ensemble_new (&settings, 16, 50, SIZE, SIZE, NULL, err, sizeof err);
+    ck_assert_msg (e != NULL, "%s", err);
+    for (int i = 0; i < 4; i++) {
+        piv_image_t *a = NULL, *b = NULL;
+        s_pair ("uniform:2.3,-1.4", 0.03, i + 1, &a, &b);
+        ck_assert_msg (piv_ensemble_add (e, a, b, err, sizeof err) == 0, "%s", err);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+    piv_field_t *f = s_field (e, NULL);
+    long n = (long) f->nx * f->ny, inside = 0, good = 0;
+    for (long k = 0; k < n; k++) {
+        if (f->x[k] < SIZE / 4) {
+            ck_assert_msg (f->flags[k] == PIV_FLAG_INVALID, "masked window at x %.1f is %d",
+                           f->x[k], f->flags[k]);
+            continue;
+        }
+        inside++;
+        good += f->flags[k] == PIV_FLAG_VALID && fabsf (f->u[k] - 2.3f) < 0.2f
+                && fabsf (f->v[k] + 1.4f) < 0.2f;
+    }
+    ck_assert_msg (good >= inside * 95 / 100, "%ld of %ld windows in the flow measure it", good,
+                   inside);
+    piv_field_destroy (&f);
+    piv_ensemble_destroy (&e);
+    piv_image_destroy (&mask);
+}
+END_TEST
+
 START_TEST (decoded_sums_encode_to_the_same_bytes_and_give_the_same_field)
 {
     piv_ensemble_t *e = s_pass ("uniform:1.2,0.4", 0.03, 8, NULL, 0, 3);
@@ -602,6 +644,7 @@ s_suite (void)
     tcase_add_test (tc, the_stresses_of_random_shifts_are_their_covariance);
     tcase_add_test (tc, sums_made_on_other_threads_merge_to_the_same_bytes);
     tcase_add_test (tc, the_median_test_flags_a_stray_window_invalid_and_keeps_its_mean);
+    tcase_add_test (tc, windows_centred_in_the_mask_stay_invalid_and_the_rest_measure_the_flow);
     tcase_add_test (tc, decoded_sums_encode_to_the_same_bytes_and_give_the_same_field);
     tcase_add_test (tc, decode_refuses_truncated_oversized_and_foreign_bytes_naming_the_problem);
     tcase_add_test (tc, a_pass_with_a_predictor_travels_with_it_and_merges_only_with_its_own);
