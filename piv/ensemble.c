@@ -68,7 +68,7 @@ struct _piv_ensemble_t {
     float *pu, *pv;              // the predictor at each window centre (0 without)
     // What piv_ensemble_add needs, made at its first call:
     fftwf_plan forward, inverse; // n x n complex transforms (FFTW_ESTIMATE)
-    fftwf_complex *z, *spec;     // A + i B, its transform, then the inverse's output
+    fftwf_complex *z;            // A + i B, its transform, then the inverse's (in place)
     double *sum_a, *sum_b;       // each window's sum of pixels in A and B
     long *count;                 // ... its flow pixels (0: not correlated)
     float *mean_a, *mean_b;      // ... the background taken from it (s_background)
@@ -160,6 +160,21 @@ s_radius (int n, int predicted)
 {
     int r = predicted ? (n / 8 + 1 > 2 ? n / 8 + 1 : 2) : n / 4 + 1;
     return r > n / 2 - 1 ? n / 2 - 1 : r;
+}
+
+// Why a predictor cannot serve (a message into err), or 0: a regular grid
+// of finite positions.
+static int
+s_check_predictor (const piv_field_t *p, const char *what, char *err, size_t errlen)
+{
+    long n = (long) p->nx * p->ny;
+    int bad = p->nx < 1 || p->ny < 1 || p->step < 1;
+    for (long k = 0; k < n && !bad; k++)
+        bad = !isfinite (p->x[k]) || !isfinite (p->y[k]);
+    if (bad)
+        snprintf (err, errlen, "%spredictor of %d x %d vectors %d px apart is not a regular grid "
+                  "of finite positions", what, p->nx, p->ny, p->step);
+    return bad ? -1 : 0;
 }
 
 // The predictor as the pass keeps it: a copy of u, v on the same regular
@@ -331,11 +346,8 @@ piv_ensemble_new (const piv_settings_t *settings, int window, int overlap, int w
     unsigned char *bytes = NULL;
     size_t size = 0;
     if (predictor) {
-        if (predictor->nx < 1 || predictor->ny < 1 || predictor->step < 1) {
-            snprintf (err, errlen, "ensemble: predictor of %d x %d vectors %d px apart is not a "
-                      "regular grid", predictor->nx, predictor->ny, predictor->step);
+        if (s_check_predictor (predictor, "ensemble: ", err, errlen) != 0)
             return NULL;
-        }
         copy = s_predictor_copy (predictor);
         if (!copy || piv_field_encode (copy, &bytes, &size) != 0) {
             piv_field_destroy (&copy);
@@ -364,7 +376,6 @@ piv_ensemble_destroy (piv_ensemble_t **self_p)
         piv_fftw_planner_unlock ();
     }
     fftwf_free (self->z);
-    fftwf_free (self->spec);
     free (self->sum_a);
     free (self->sum_b);
     free (self->count);
@@ -398,14 +409,13 @@ s_ready (piv_ensemble_t *self)
         return 0;
     int n = self->window;
     self->z = fftwf_malloc (sizeof (fftwf_complex) * n * n);
-    self->spec = fftwf_malloc (sizeof (fftwf_complex) * n * n);
     size_t nwin = (size_t) self->nx * self->ny;
     self->sum_a = malloc (nwin * sizeof (double));
     self->sum_b = malloc (nwin * sizeof (double));
     self->count = malloc (nwin * sizeof (long));
     self->mean_a = malloc (nwin * sizeof (float));
     self->mean_b = malloc (nwin * sizeof (float));
-    if (!self->z || !self->spec || !self->sum_a || !self->sum_b || !self->count || !self->mean_a
+    if (!self->z || !self->sum_a || !self->sum_b || !self->count || !self->mean_a
         || !self->mean_b)
         return -1;
     if (self->predictor) {
@@ -417,12 +427,15 @@ s_ready (piv_ensemble_t *self)
         if (!self->coef_a || !self->coef_b || !self->def_a || !self->def_b)
             return -1;
     }
-    // FFTW_ESTIMATE: the plan is chosen without measuring, so every object
-    // and every process on one machine computes the same values.
+    // FFTW_ESTIMATE, in place: the plan is chosen without measuring, and
+    // no wisdom applies to it (FFTW takes wisdom of a more rigorous
+    // planner for the same problem: the engine's patient plans are out of
+    // place), so every object of every process with this FFTW on this
+    // kind of CPU computes the same values and agents' partials merge to
+    // the bytes one agent would make.
     piv_fftw_planner_lock ();
-    self->forward = fftwf_plan_dft_2d (n, n, self->z, self->spec, FFTW_FORWARD, FFTW_ESTIMATE);
-    self->inverse = fftwf_plan_dft_2d (n, n, self->spec, self->z, FFTW_BACKWARD, FFTW_ESTIMATE);
-    piv_fftw_planned ();
+    self->forward = fftwf_plan_dft_2d (n, n, self->z, self->z, FFTW_FORWARD, FFTW_ESTIMATE);
+    self->inverse = fftwf_plan_dft_2d (n, n, self->z, self->z, FFTW_BACKWARD, FFTW_ESTIMATE);
     piv_fftw_planner_unlock ();
     return self->forward && self->inverse ? 0 : -1;
 }
@@ -512,7 +525,7 @@ s_add_window (piv_ensemble_t *self, int64_t *sums, double scale_c, double scale_
 {
     int n = self->window, r = self->radius, side = 2 * r + 1;
     fftwf_execute (self->forward);
-    float *s = (float *) self->spec;
+    float *s = (float *) self->z;
     // In place, each frequency k with its mirror -k (both written at once).
     for (int ky = 0; ky < n; ky++) {
         int my = ky == 0 ? 0 : n - ky;
@@ -632,7 +645,8 @@ piv_ensemble_add (piv_ensemble_t *self, const piv_image_t *a, const piv_image_t 
             double sa2, sb2;
             self->count[k] = 0;
             self->sum_a[k] = self->sum_b[k] = 0;
-            if (mask && mask[(long) (y0 + n / 2) * w + x0 + n / 2] == 0)
+            // The centre as the engine takes it (x0 + (n - 1) / 2, rounded down).
+            if (mask && mask[(long) (y0 + n / 2 - 1) * w + x0 + n / 2 - 1] == 0)
                 continue;
             long c = s_window_sums (fa, mask, w, x0, y0, n, &self->sum_a[k], &sa2);
             s_window_sums (fb, mask, w, x0, y0, n, &self->sum_b[k], &sb2);
@@ -691,10 +705,12 @@ piv_ensemble_merge (piv_ensemble_t *self, const piv_ensemble_t *other, char *err
 {
     if (s_same_pass (self, other, err, errlen) != 0)
         return -1;
+    // Added as unsigned: sums decoded from hostile bytes may wrap, never
+    // make the addition undefined.
     size_t count = (size_t) self->nx * self->ny * self->stride;
     for (size_t i = 0; i < count; i++)
-        self->sums[i] += other->sums[i];
-    self->pairs += other->pairs;
+        self->sums[i] = (int64_t) ((uint64_t) self->sums[i] + (uint64_t) other->sums[i]);
+    self->pairs = (int64_t) ((uint64_t) self->pairs + (uint64_t) other->pairs);
     return 0;
 }
 
@@ -814,8 +830,14 @@ piv_ensemble_decode (const void *data, size_t size, char *err, size_t errlen)
             snprintf (err, errlen, "bad ensemble: predictor: %s", why);
             return NULL;
         }
-        if (predictor->step < 1) {
-            snprintf (err, errlen, "bad ensemble: predictor of step %d", predictor->step);
+        long nv = (long) predictor->nx * predictor->ny;
+        int finite = 1;
+        for (long k = 0; k < nv && finite; k++)
+            finite = isfinite (predictor->u[k]) && isfinite (predictor->v[k]);
+        if (s_check_predictor (predictor, "bad ensemble: ", err, errlen) != 0 || !finite) {
+            if (!finite)
+                snprintf (err, errlen, "bad ensemble: predictor holds a displacement that is not "
+                          "a number");
             piv_field_destroy (&predictor);
             return NULL;
         }

@@ -8,10 +8,11 @@
 // their union and encode to bytes, so a farm keeps one partial per chunk
 // of pairs and merges them in a fixed order (the same bytes whoever
 // computed them). A run is one or more passes, largest windows first; each
-// pass after the first reads frame B displaced by the previous pass's
-// ensemble field (the predictor), so its planes keep only a few lags
+// pass after the first reads the frames displaced by the previous pass's
+// ensemble field (the predictor: A by -U/2 and B by +U/2, or B alone by U
+// with the settings' symmetric 0), so its planes keep only a few lags
 // around the predicted displacement. Plain C over libpiv: no ZeroMQ, no
-// SQLite.
+// SQLite. doc/piv.md, "Ensemble correlation", says how and why.
 
 #ifndef PIV_ENSEMBLE_H
 #define PIV_ENSEMBLE_H
@@ -32,11 +33,14 @@ typedef struct _piv_ensemble_t piv_ensemble_t;
 // says which value was wrong).
 int piv_ensemble_passes (int window, int *windows, int max);
 
-// One pass: windows of 'window' px at 'overlap' percent (0..90) over frames
-// of width x height, frame B read displaced by 'predictor' (NULL: no
-// predictor, the first pass; a field of any grid, interpolated, copied:
-// the caller keeps its own), with the preprocessing and the sub-pixel fit
-// of 'settings' (its windows and passes are not used). No pair counted.
+// One pass: windows of 'window' px (even, 4..256) at 'overlap' percent
+// (0..90) over frames of width x height, the frames read displaced by
+// 'predictor' (NULL: no predictor, the first pass; a field of any regular
+// grid, interpolated, copied, its INVALID vectors filled from their
+// neighbours: the caller keeps its own), with the preprocessing, the
+// interpolator, the sub-pixel fit and the median test of 'settings' (its
+// windows, passes and iterations are not used; its mask is borrowed, as
+// piv_new borrows it). No pair counted.
 // NULL with err naming the bad argument (a window too small for the
 // frames, an overlap out of range) or "no memory".
 piv_ensemble_t *piv_ensemble_new (const piv_settings_t *settings, int window, int overlap,

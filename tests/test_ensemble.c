@@ -72,6 +72,23 @@ s_bytes (const piv_ensemble_t *e, size_t *size)
     return buf;
 }
 
+// Decodes e's bytes (into *buf, *size: the caller frees) and checks that
+// the decoded sums encode to the same bytes; the decoded object.
+static piv_ensemble_t *
+s_round_trip (const piv_ensemble_t *e, unsigned char **buf, size_t *size)
+{
+    *buf = s_bytes (e, size);
+    char err[256] = "";
+    piv_ensemble_t *d = piv_ensemble_decode (*buf, *size, err, sizeof err);
+    ck_assert_msg (d != NULL, "%s", err);
+    size_t again;
+    unsigned char *buf2 = s_bytes (d, &again);
+    ck_assert_msg (again == *size && memcmp (*buf, buf2, again) == 0,
+                   "decoded sums encode to other bytes");
+    free (buf2);
+    return d;
+}
+
 START_TEST (a_uniform_shift_is_recovered_from_the_summed_planes)
 {
     piv_ensemble_t *e = s_pass ("uniform:2.3,-1.4", 0.03, 16, NULL, 0, 8);
@@ -321,17 +338,55 @@ START_TEST (the_median_test_flags_a_stray_window_invalid_and_keeps_its_mean)
 }
 END_TEST
 
+START_TEST (windows_centred_in_the_mask_stay_invalid_and_the_rest_measure_the_flow)
+{
+    // A wall: the frames' left quarter is outside the flow.
+    piv_image_t *mask = piv_image_new (SIZE, SIZE);
+    ck_assert_ptr_nonnull (mask);
+    float *m = piv_image_data (mask);
+    for (int r = 0; r < SIZE; r++)
+        for (int c = 0; c < SIZE; c++)
+            m[r * SIZE + c] = c >= SIZE / 4;
+    char err[256] = "";
+    piv_settings_t settings;
+    piv_settings_init (&settings);
+    settings.mask = mask;
+    piv_ensemble_t *e = piv_ensemble_new (&settings, 16, 50, SIZE, SIZE, NULL, err, sizeof err);
+    ck_assert_msg (e != NULL, "%s", err);
+    for (int i = 0; i < 4; i++) {
+        piv_image_t *a = NULL, *b = NULL;
+        s_pair ("uniform:2.3,-1.4", 0.03, i + 1, &a, &b);
+        ck_assert_msg (piv_ensemble_add (e, a, b, err, sizeof err) == 0, "%s", err);
+        piv_image_destroy (&a);
+        piv_image_destroy (&b);
+    }
+    piv_field_t *f = s_field (e, NULL);
+    long n = (long) f->nx * f->ny, inside = 0, good = 0;
+    for (long k = 0; k < n; k++) {
+        if (f->x[k] < SIZE / 4) {
+            ck_assert_msg (f->flags[k] == PIV_FLAG_INVALID, "masked window at x %.1f is %d",
+                           f->x[k], f->flags[k]);
+            continue;
+        }
+        inside++;
+        good += f->flags[k] == PIV_FLAG_VALID && fabsf (f->u[k] - 2.3f) < 0.2f
+                && fabsf (f->v[k] + 1.4f) < 0.2f;
+    }
+    ck_assert_msg (good >= inside * 95 / 100, "%ld of %ld windows in the flow measure it", good,
+                   inside);
+    piv_field_destroy (&f);
+    piv_ensemble_destroy (&e);
+    piv_image_destroy (&mask);
+}
+END_TEST
+
 START_TEST (decoded_sums_encode_to_the_same_bytes_and_give_the_same_field)
 {
     piv_ensemble_t *e = s_pass ("uniform:1.2,0.4", 0.03, 8, NULL, 0, 3);
-    size_t size, again;
-    unsigned char *buf = s_bytes (e, &size);
+    size_t size;
+    unsigned char *buf = NULL;
+    piv_ensemble_t *d = s_round_trip (e, &buf, &size);
     char err[256] = "";
-    piv_ensemble_t *d = piv_ensemble_decode (buf, size, err, sizeof err);
-    ck_assert_msg (d != NULL, "%s", err);
-    unsigned char *buf2 = s_bytes (d, &again);
-    ck_assert_uint_eq (size, again);
-    ck_assert (memcmp (buf, buf2, size) == 0);
     piv_ensemble_info_t ie, id;
     piv_ensemble_info (e, &ie);
     piv_ensemble_info (d, &id);
@@ -347,11 +402,40 @@ START_TEST (decoded_sums_encode_to_the_same_bytes_and_give_the_same_field)
     piv_ensemble_info (d, &id);
     ck_assert_int_eq (id.pairs, 6);
     free (buf);
-    free (buf2);
     piv_field_destroy (&fe);
     piv_field_destroy (&fd);
     piv_ensemble_destroy (&e);
     piv_ensemble_destroy (&d);
+}
+END_TEST
+
+START_TEST (a_pass_with_a_predictor_travels_with_it_and_merges_only_with_its_own)
+{
+    piv_ensemble_t *first = s_pass ("uniform:2.3,-1.4", 0.03, 16, NULL, 0, 2);
+    piv_field_t *pred = s_field (first, NULL);
+    piv_ensemble_t *e = s_pass ("uniform:2.3,-1.4", 0.03, 8, pred, 0, 2);
+    size_t size;
+    unsigned char *buf = NULL;
+    piv_ensemble_t *d = s_round_trip (e, &buf, &size);
+    char err[256] = "";
+    ck_assert_msg (piv_ensemble_merge (d, e, err, sizeof err) == 0, "%s", err);
+    // The same pass after another prediction does not merge.
+    pred->u[0] += 0.5f;
+    piv_ensemble_t *other = s_pass ("uniform:2.3,-1.4", 0.03, 8, pred, 0, 1);
+    ck_assert_int_eq (piv_ensemble_merge (d, other, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "another predictor") != NULL, "%s", err);
+    // A predictor's displacement that is not a number: refused.
+    uint32_t tlen = buf[36] | buf[37] << 8 | buf[38] << 16 | (uint32_t) buf[39] << 24;
+    unsigned char *u0 = buf + 52 + tlen + 32;  // the predictor's first u (PVF1's header: 32)
+    memcpy (u0, (const unsigned char[]) {0, 0, 0xc0, 0x7f}, 4);  // a float NaN
+    ck_assert_ptr_null (piv_ensemble_decode (buf, size, err, sizeof err));
+    ck_assert_msg (strstr (err, "bad ensemble: predictor") != NULL, "%s", err);
+    free (buf);
+    piv_field_destroy (&pred);
+    piv_ensemble_destroy (&first);
+    piv_ensemble_destroy (&e);
+    piv_ensemble_destroy (&d);
+    piv_ensemble_destroy (&other);
 }
 END_TEST
 
@@ -560,8 +644,10 @@ s_suite (void)
     tcase_add_test (tc, the_stresses_of_random_shifts_are_their_covariance);
     tcase_add_test (tc, sums_made_on_other_threads_merge_to_the_same_bytes);
     tcase_add_test (tc, the_median_test_flags_a_stray_window_invalid_and_keeps_its_mean);
+    tcase_add_test (tc, windows_centred_in_the_mask_stay_invalid_and_the_rest_measure_the_flow);
     tcase_add_test (tc, decoded_sums_encode_to_the_same_bytes_and_give_the_same_field);
     tcase_add_test (tc, decode_refuses_truncated_oversized_and_foreign_bytes_naming_the_problem);
+    tcase_add_test (tc, a_pass_with_a_predictor_travels_with_it_and_merges_only_with_its_own);
     tcase_add_test (tc, merge_refuses_sums_of_another_pass_and_leaves_its_own);
     tcase_add_test (tc, a_pass_refuses_frames_of_another_size_and_a_field_of_no_pairs);
     tcase_add_test (tc, the_passes_of_a_run_halve_from_32_px_to_the_final_window);
