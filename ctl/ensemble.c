@@ -7,6 +7,7 @@
 
 #include "ctl/h5.h"
 #include "piv/calib.h"
+#include "piv/ensemble.h"
 #include "piv/field.h"
 #include "store/store.h"
 
@@ -137,37 +138,24 @@ s_stress_read (const unsigned char *bytes, size_t size, size_t n, float *out)
     }
 }
 
+// The txt file: a header naming the job, its pairs, passes and units,
+// then piv_ensemble_write's column line and rows (the writer pivfarm-piv
+// --ensemble uses: one format for both).
 static int
 s_write_txt (FILE *f, const char *name, const store_ensemble_t *job, const piv_field_t *field,
              const float *stress, const piv_calib_t *c, int si)
 {
-    size_t n = (size_t) field->nx * (size_t) field->ny;
-    double ku = 1, kv = 1;
-    if (si)
-        piv_calib_velocity (c, 1, 1, &ku, &kv);
-    const char *len = si ? "m" : "px", *vel = si ? "m/s" : "px/frame",
-               *str = si ? "m^2/s^2" : "px^2/frame^2";
-    fprintf (f,
-             "# pivfarm ensemble correlation of experiment '%s', job %" PRId64 ": %" PRId64
-             " pair(s) (%s), %d pass(es) down to %d px windows at %d %% overlap\n"
-             "# units: x, y in %s; u, v in %s; uu, vv, uv (the Reynolds stresses u'u', v'v', "
-             "u'v' from the correlation peak's width) in %s\n"
-             "# piv settings: %s\n"
-             "x y u v flags peak_ratio uu vv uv\n",
-             name, job->id, job->pairs, job->asked && *job->asked ? job->asked : "the pairs done",
-             job->passes, job->window, job->overlap, len, vel, str,
-             job->settings ? job->settings : "");
-    for (size_t k = 0; k < n; k++) {
-        double x = field->x[k], y = field->y[k], u = field->u[k], v = field->v[k];
-        if (si) {
-            piv_calib_position (c, field->x[k], field->y[k], &x, &y);
-            piv_calib_velocity (c, field->u[k], field->v[k], &u, &v);
-        }
-        fprintf (f, "%.9g %.9g %.9g %.9g %d %.9g %.9g %.9g %.9g\n", x, y, u, v, field->flags[k],
-                 field->peak_ratio[k], stress[k] * ku * ku, stress[n + k] * kv * kv,
-                 stress[2 * n + k] * ku * kv);
-    }
-    return ferror (f) ? -1 : 0;
+    char header[2048];
+    snprintf (header, sizeof header,
+              "pivfarm ensemble correlation of experiment '%s', job %" PRId64 ": %" PRId64
+              " pair(s) (%s), %d pass(es) down to %d px windows at %d %% overlap\n"
+              "units: x, y in %s; u, v in %s; uu, vv, uv (the Reynolds stresses u'u', v'v', "
+              "u'v' from the correlation peak's width) in %s\n"
+              "piv settings: %s",
+              name, job->id, job->pairs, job->asked && *job->asked ? job->asked : "the pairs done",
+              job->passes, job->window, job->overlap, si ? "m" : "px", si ? "m/s" : "px/frame",
+              si ? "m^2/s^2" : "px^2/frame^2", job->settings ? job->settings : "");
+    return piv_ensemble_write (field, stress, si ? c : NULL, f, header);
 }
 
 int
