@@ -329,7 +329,9 @@ stats_add (stats_t *self, exp_t *exp, int64_t pair, const piv_field_t *field,
         return;
     }
     s_set_t *s = s_set_for (self, e, field);
-    if (!s || piv_stats_add (s->stats, field, vorticity) != 0) {
+    // The pair's id orders the fields in time (ids grow as frames arrive;
+    // the autocorrelation takes the fields of the set in that order).
+    if (!s || piv_stats_add_at (s->stats, field, vorticity, pair) != 0) {
         e->npairs--;  // not counted: found again at the next start
         log_error ("pair %" PRId64 " of '%s': not counted in the statistics: %s", pair,
                    exp->name, s ? "its grid does not fit its set" : "out of memory");
