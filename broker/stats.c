@@ -304,7 +304,8 @@ s_set_for (stats_t *self, s_exp_t *e, const piv_field_t *field)
     s->calib = *c;
     s->epoch_ns = epoch_ns;
     s->stats = piv_stats_new (field);
-    if (!s->key || !s->settings || !s->calibration || !s->stats) {
+    if (!s->key || !s->settings || !s->calibration || !s->stats
+        || piv_stats_set_uncertainty (s->stats, self->host.cfg->broker.stats_uncertainty) != 0) {
         s_set_destroy (&s);
         return NULL;
     }
@@ -425,6 +426,13 @@ s_load_set (void *arg, const store_stats_t *row)
     if (!s)
         return 0;
     s->stats = piv_stats_decode (row->state, row->state_size, err, sizeof err);
+    // As configured now: a state saved without the uncertainty starts it
+    // from the next result, one saved with it drops it.
+    if (s->stats
+        && piv_stats_set_uncertainty (s->stats, self->host.cfg->broker.stats_uncertainty) != 0) {
+        snprintf (err, sizeof err, "out of memory");
+        piv_stats_destroy (&s->stats);
+    }
     s->key = strdup (row->set);
     s->settings = strdup (row->settings);
     s->calibration = strdup (row->calibration);

@@ -31,10 +31,8 @@ piv_stats_new (const piv_field_t *field)
     if (field->w)
         self->sums3 = calloc (n * S_SUMS3, sizeof (double));
     self->comps = field->w ? 3 : 2;
-    self->sumsu = calloc (n * S_SUMSU, sizeof (double));
-    self->ring = malloc (n * PIV_STATS_RING * (size_t) self->comps * sizeof (float));
     if (!self->count || !self->r_count || !self->w_count || !self->sums
-        || (field->w && !self->sums3) || !self->sumsu || !self->ring) {
+        || (field->w && !self->sums3) || piv_stats_set_uncertainty (self, 1) != 0) {
         piv_stats_destroy (&self);
         return NULL;
     }
@@ -42,8 +40,33 @@ piv_stats_new (const piv_field_t *field)
     for (size_t k = 0; k < n; k++)
         for (int s = S_THEN_U; s < S_SUMS; s++)
             self->sums[k * S_SUMS + s] = NAN;
-    // No field in time order yet, no shift fixed; empty slots hold NaN so
-    // that the state's bytes depend on the fields counted alone.
+    self->seq_max = -1;
+    self->released = -1;
+    return self;
+}
+
+int
+piv_stats_set_uncertainty (piv_stats_t *self, int on)
+{
+    if (!on || self->sumsu) {
+        if (!on) {
+            free (self->sumsu);
+            free (self->ring);
+            self->sumsu = NULL;
+            self->ring = NULL;
+        }
+        return 0;
+    }
+    size_t n = (size_t) self->nx * (size_t) self->ny;
+    self->sumsu = calloc (n * S_SUMSU, sizeof (double));
+    self->ring = malloc (n * PIV_STATS_RING * (size_t) self->comps * sizeof (float));
+    if (!self->sumsu || !self->ring) {
+        piv_stats_set_uncertainty (self, 0);
+        return -1;
+    }
+    // No field in time order yet (those counted so far come before any
+    // counted from now), no shift fixed; empty slots hold NaN so that the
+    // state's bytes depend on the fields counted alone.
     for (size_t k = 0; k < n; k++)
         for (int s = SU_K_U; s <= SU_K_W; s++)
             self->sumsu[k * S_SUMSU + s] = NAN;
@@ -51,9 +74,14 @@ piv_stats_new (const piv_field_t *field)
         self->ring[i] = NAN;
     for (int i = 0; i < PIV_STATS_RING; i++)
         self->slot_seq[i] = -1;
-    self->released = -1;
-    self->seq_max = -1;
-    return self;
+    self->released = self->seq_max;
+    return 0;
+}
+
+int
+piv_stats_has_uncertainty (const piv_stats_t *self)
+{
+    return self->sumsu != NULL;
 }
 
 void
@@ -158,6 +186,8 @@ s_order (piv_stats_t *self, const piv_field_t *field, int64_t seq)
 {
     if (seq > self->seq_max)
         self->seq_max = seq;
+    if (!self->sumsu)
+        return;
     int pending = 0, slot = -1;
     for (int i = 0; i < PIV_STATS_RING; i++) {
         if (seq >= 0 && self->slot_seq[i] == seq)
@@ -221,8 +251,8 @@ piv_stats_add_at (piv_stats_t *self, const piv_field_t *field, const float *vort
                 t[S3_C_UW] += du * (w - t[S3_MEAN_W]);
                 t[S3_C_VW] += dv * (w - t[S3_MEAN_W]);
             }
-            double *su = self->sumsu + k * S_SUMSU;
-            if (field->sigma_u && field->sigma_v && isfinite (field->sigma_u[k])
+            double *su = self->sumsu ? self->sumsu + k * S_SUMSU : NULL;
+            if (su && field->sigma_u && field->sigma_v && isfinite (field->sigma_u[k])
                 && isfinite (field->sigma_v[k])) {
                 double ns = ++su[SU_N_SIG], su2 = (double) field->sigma_u[k] * field->sigma_u[k],
                        sv2 = (double) field->sigma_v[k] * field->sigma_v[k];
@@ -236,9 +266,11 @@ piv_stats_add_at (piv_stats_t *self, const piv_field_t *field, const float *vort
             // mean start it (SU_N_O counts them).
             double c = (double) ++self->w_count[k], d = vorticity[k] - s[S_MEAN_W];
             s[S_MEAN_W] += d / c;
-            double *su = self->sumsu + k * S_SUMSU;
-            su[SU_M2_O] += d * (vorticity[k] - s[S_MEAN_W]);
-            su[SU_N_O] += 1;
+            double *su = self->sumsu ? self->sumsu + k * S_SUMSU : NULL;
+            if (su) {
+                su[SU_M2_O] += d * (vorticity[k] - s[S_MEAN_W]);
+                su[SU_N_O] += 1;
+            }
         }
     }
     s_order (self, field, seq);
@@ -284,11 +316,15 @@ piv_stats_grid (const piv_stats_t *self, int *nx, int *ny, int *step, int *windo
 static void
 s_uncertainty (const piv_stats_t *self, long k, piv_stats_point_t *out)
 {
-    const double *s = self->sums + (size_t) k * S_SUMS, *u = self->sumsu + (size_t) k * S_SUMSU;
+    const double *s = self->sums + (size_t) k * S_SUMS;
     const double *t = self->sums3 ? self->sums3 + (size_t) k * S_SUMS3 : NULL;
     out->n_eff = out->u_mean_uncertainty = out->v_mean_uncertainty = NAN;
     out->u_rms_uncertainty = out->v_rms_uncertainty = out->vorticity_mean_uncertainty = NAN;
     out->w_mean_uncertainty = out->w_rms_uncertainty = NAN;
+    out->sigma_u_rms = out->sigma_v_rms = NAN;
+    if (!self->sumsu)
+        return;
+    const double *u = self->sumsu + (size_t) k * S_SUMSU;
     out->sigma_u_rms = u[SU_N_SIG] > 0 ? sqrt (u[SU_SIG_U]) : NAN;
     out->sigma_v_rms = u[SU_N_SIG] > 0 ? sqrt (u[SU_SIG_V]) : NAN;
     double c = (double) out->count;
@@ -469,7 +505,8 @@ int
 piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p)
 {
     size_t n = (size_t) self->nx * (size_t) self->ny;
-    uint32_t version = self->sums3 ? S_VERSION5 : S_VERSION;
+    // Without the uncertainty: version 2 or 3, as before it.
+    uint32_t version = self->sums3 ? (self->sumsu ? S_VERSION5 : 3) : (self->sumsu ? S_VERSION : 2);
     size_t size = S_HEADER + n * S_PER_POINT (version) + S_SERIES (version);
     unsigned char *buf = malloc (size), *p = buf;
     if (!buf)
@@ -503,6 +540,11 @@ piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p
         p = s_put_sums (p, self->sums3, S_SUMS3, n);
     // Version 4 and 5: the fields in time order, then each uncertainty sum
     // over all points, then the slots' values (float32, point by point).
+    if (!self->sumsu) {
+        *buf_p = buf;
+        *size_p = size;
+        return 0;
+    }
     s_put64 (p, (uint64_t) self->released);
     s_put64 (p + 8, (uint64_t) self->seq_max);
     s_put64 (p + 16, (uint64_t) self->late);
@@ -613,9 +655,11 @@ piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen)
             memcpy (&self->ring[i], &bits, 4);
         }
     }
-    else
+    else {
         // An older state: its fields come before any counted after it.
+        piv_stats_set_uncertainty (self, 0);
         self->seq_max = self->released = self->fields - 1;
+    }
     if (why) {
         snprintf (err, errlen, "bad statistics: %s", why);
         piv_stats_destroy (&self);

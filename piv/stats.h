@@ -23,6 +23,14 @@ typedef struct _piv_stats_t piv_stats_t;
 piv_stats_t *piv_stats_new (const piv_field_t *field);
 void piv_stats_destroy (piv_stats_t **self_p);
 
+// The uncertainty of the statistics (its figures, the sums they need: 4x
+// the state and the time of an add) kept (1, as piv_stats_new makes it)
+// or not (0: those figures NaN, the state encoded as version 2 or 3).
+// Turned on, it counts from the next field (a state decoded from version 2
+// or 3 is off). 0, or -1 (no memory: left off).
+int piv_stats_set_uncertainty (piv_stats_t *self, int on);
+int piv_stats_has_uncertainty (const piv_stats_t *self);
+
 // 1 if 'field' lies on the same grid (nx, ny, step, window and first
 // position), else 0: a field that does not fits another series.
 int piv_stats_fits (const piv_stats_t *self, const piv_field_t *field);

@@ -704,6 +704,20 @@ static const char *s_stats_h5_check =
     "assert 'passes=32,16' in st.attrs['piv_settings']\n"
     "print('ok')\n";
 
+// pivctl stats EXP --format hdf5 into the farm's stats.h5 (its path in
+// file), then 'check' (h5py, the file as argv[1]) must print "ok".
+static void
+s_stats_h5_checked (const char *exp, const char *check, char *file, size_t size)
+{
+    char out[1 << 16];
+    snprintf (file, size, "%s", tu_path (s_farm.dir, "stats.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", exp, "--format", "hdf5", "-o", file,
+                                NULL),
+                      0);
+    int rc = s_python (check, out, sizeof out, file, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+}
+
 START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
 {
     s_fill ("rot", 0, 6, 16, OMEGA, CALIB);
@@ -735,12 +749,7 @@ START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
                    "%s", out);
 
     char file[4096];
-    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "stats.h5"));
-    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "--format", "hdf5", "-o", file,
-                                NULL),
-                      0);
-    int rc = s_python (s_stats_h5_check, out, sizeof out, file, NULL);
-    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+    s_stats_h5_checked ("rot", s_stats_h5_check, file, sizeof file);
 
     // A second set (settings changed mid-run): one file each, named.
     s_checkpoint ("rot", "8x8 step 16 window 32", 7, 3, 8, "none");
@@ -785,12 +794,7 @@ START_TEST (stats_files_carry_the_uncertainty_in_the_calibrations_units)
     s_fill ("rot", 0, 2, 16, OMEGA, CALIB);
     s_checkpoint_noisy ("rot", "16x16 step 16 window 32", 1, 200, 16, CALIB, 0.1);
     char out[1 << 16], file[4096];
-    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "stats.h5"));
-    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "--format", "hdf5", "-o", file,
-                                NULL),
-                      0);
-    int rc = s_python (s_stats_uncertainty_check, out, sizeof out, file, NULL);
-    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+    s_stats_h5_checked ("rot", s_stats_uncertainty_check, file, sizeof file);
     // The text: the columns named, their units stated.
     ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", NULL), 0);
     ck_assert_msg (strstr (out, "# units: u_mean_uncertainty m/s, v_mean_uncertainty m/s,")

@@ -122,15 +122,24 @@ s_fields (json_t *doc)
     return n;
 }
 
-START_TEST (a_run_counts_every_done_pair_once)
+// A farm (the broker with 'broker_lines') through n pairs landed at once:
+// the settled statistics, which count them all (caller decrefs).
+static json_t *
+s_run_settled (int n, const char *broker_lines)
 {
-    const int n = 6;
     tu_farm_render (&s_farm, n, "r");
-    s_start ("");
+    s_start (broker_lines);
     tu_farm_land (&s_farm, "r", 1, n, 0);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 120).done, n);
     json_t *doc = s_stats_settled ();
     ck_assert_int_eq (s_fields (doc), n);
+    return doc;
+}
+
+START_TEST (a_run_counts_every_done_pair_once)
+{
+    const int n = 6;
+    json_t *doc = s_run_settled (n, "");
     json_t *set = json_array_get (json_object_get (doc, "sets"), 0);
     ck_assert_int_eq (json_array_size (json_object_get (doc, "sets")), 1);
     ck_assert_str_eq (json_string_value (json_object_get (set, "calibration")), "none");
@@ -173,6 +182,30 @@ s_saved (void *arg, const store_stats_t *row)
     return 0;
 }
 
+// broker/stats_uncertainty = 0: the sets are saved as before the
+// uncertainty (version 2, 104 bytes a point), their figures without it.
+START_TEST (a_farm_without_the_statistics_uncertainty_saves_the_smaller_state)
+{
+    const int n = 4;
+    json_decref (s_run_settled (n, "    stats_uncertainty = 0\n"));
+    char err[512];
+    store_t *store = store_open_readonly (tu_path (s_farm.dir, "farm.db"), err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    piv_stats_t *saved = NULL;
+    ck_assert_int_eq (store_stats_of (store, 0, s_saved, &saved), 1);
+    store_destroy (&store);
+    int nx, ny, step, window;
+    piv_stats_grid (saved, &nx, &ny, &step, &window);
+    ck_assert (!piv_stats_has_uncertainty (saved));
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT length (state) FROM stats"),
+                      56 + 104 * nx * ny);
+    piv_stats_point_t p;
+    piv_stats_point (saved, nx * ny / 2, &p);
+    ck_assert (p.count == n && isfinite (p.u_mean) && isnan (p.n_eff));
+    piv_stats_destroy (&saved);
+}
+END_TEST
+
 START_TEST (a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample)
 {
     const int n = 16;
@@ -206,6 +239,7 @@ START_TEST (a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample)
     piv_stats_summary (again, &b);
     ck_assert_int_eq (a.fields, n);
     ck_assert_int_eq (b.fields, n);
+    ck_assert (piv_stats_has_uncertainty (saved)); // broker/stats_uncertainty's default
     int nx, ny, step, window;
     piv_stats_grid (saved, &nx, &ny, &step, &window);
     for (long k = 0; k < (long) nx * ny; k++) {
@@ -216,6 +250,7 @@ START_TEST (a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample)
         if (p.count > 0) {
             ck_assert_double_eq_tol (p.u_mean, q.u_mean, 1e-9);
             ck_assert_double_eq_tol (p.v_mean, q.v_mean, 1e-9);
+            ck_assert (isnan (p.n_eff) || (p.n_eff >= 1 && p.n_eff <= p.count));
         }
     }
     piv_stats_destroy (&saved);
@@ -606,6 +641,49 @@ START_TEST (the_mean_measurement_uncertainty_is_the_rms_of_the_vectors_sigma)
 }
 END_TEST
 
+// Turned off, the statistics encode as version 2, the same bytes as the
+// first of version 4's; turned on again, they count from the next field.
+START_TEST (the_uncertainty_turned_off_leaves_the_state_of_version_2)
+{
+    piv_stats_t *on = s_ar1_run (60, 0.3, 9, 1), *off = s_ar1_run (60, 0.3, 9, 1);
+    ck_assert_int_eq (piv_stats_set_uncertainty (off, 0), 0);
+    ck_assert (piv_stats_has_uncertainty (on) && !piv_stats_has_uncertainty (off));
+    unsigned char *a, *b;
+    size_t na, nb;
+    ck_assert_int_eq (piv_stats_encode (on, &a, &na), 0);
+    ck_assert_int_eq (piv_stats_encode (off, &b, &nb), 0);
+    ck_assert_uint_eq (nb, 56 + 104 * U_N);
+    ck_assert (na > nb && b[4] == 2 && a[4] == 4);
+    a[4] = 2;
+    ck_assert (memcmp (a, b, nb) == 0);
+    piv_stats_point_t p;
+    piv_stats_point (off, 3, &p);
+    ck_assert (isnan (p.n_eff) && isnan (p.u_mean_uncertainty) && isfinite (p.u_rms));
+    // On again: NaN until 8 pairs of fields counted after it.
+    ck_assert_int_eq (piv_stats_set_uncertainty (off, 1), 0);
+    piv_field_t *f = piv_field_new (U_NX, U_NY);
+    f->step = 16;
+    f->window = 32;
+    float w[U_N];
+    double state[3 * U_N];
+    uint64_t seed = 4;
+    for (int i = 0; i < 3 * U_N; i++)
+        state[i] = NAN;
+    for (int i = 0; i < 20; i++) {
+        s_ar1_next (f, w, state, 0.3, &seed);
+        piv_stats_add (off, f, w);
+        piv_stats_point (off, 3, &p);
+        ck_assert_msg (i < 12 ? isnan (p.n_eff) : p.n_eff >= 1 && p.n_eff <= 80,
+                       "after %d: n_eff %g", i + 1, p.n_eff);
+    }
+    free (a);
+    free (b);
+    piv_field_destroy (&f);
+    piv_stats_destroy (&on);
+    piv_stats_destroy (&off);
+}
+END_TEST
+
 // The state's size for a 2048 x 2048 image at step 8 (256 x 256 points):
 // printed against version 2's (before the uncertainty), as doc/units.md
 // states it.
@@ -641,6 +719,7 @@ s_suite (void)
     tcase_set_timeout (farm, 300);
     tcase_add_test (farm, a_run_counts_every_done_pair_once);
     tcase_add_test (farm, a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample);
+    tcase_add_test (farm, a_farm_without_the_statistics_uncertainty_saves_the_smaller_state);
     tcase_add_test (farm, a_calibration_set_before_the_first_frame_gives_metres_per_second);
     tcase_add_test (farm, bad_calibrations_are_refused_naming_the_key);
     tcase_add_test (farm, settings_of_an_experiment_not_seen_yet_make_it);
@@ -653,6 +732,7 @@ s_suite (void)
     tcase_add_test (unc, fields_out_of_order_give_the_autocorrelation_of_their_time_order);
     tcase_add_test (unc, the_mean_measurement_uncertainty_is_the_rms_of_the_vectors_sigma);
     tcase_add_test (unc, the_state_of_a_large_grid_has_the_size_the_doc_states);
+    tcase_add_test (unc, the_uncertainty_turned_off_leaves_the_state_of_version_2);
     suite_add_tcase (suite, unc);
     return suite;
 }

@@ -845,7 +845,8 @@ START_TEST (the_statistics_state_is_restored_exactly)
     free (bad);
     // A version 2 state (a checkpoint stored before the uncertainty): the
     // first bytes of version 4's decode, with every figure but the
-    // uncertainty's, which is NaN until enough fields come after it.
+    // uncertainty's, which is NaN until enough fields come after it is
+    // turned on.
     size_t n_v2 = 56 + 104 * N;
     unsigned char *v2 = malloc (n_v2);
     memcpy (v2, b1, n_v2);
@@ -862,6 +863,10 @@ START_TEST (the_statistics_state_is_restored_exactly)
                    && isnan (a.vorticity_mean_uncertainty));
         ck_assert (b.count < 10 || (isfinite (b.n_eff) && b.u_mean_uncertainty > 0));
     }
+    // Decoded without it; turned on (as the broker does by default), it
+    // counts from the next field.
+    ck_assert (!piv_stats_has_uncertainty (two) && piv_stats_has_uncertainty (four));
+    ck_assert_int_eq (piv_stats_set_uncertainty (two, 1), 0);
     for (int i = 0; i < 30; i++) {
         piv_field_destroy (&f);
         f = s_random_field (NX, NY, &seed);
