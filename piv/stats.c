@@ -147,29 +147,32 @@ s_release (piv_stats_t *self)
     }
     if (p < 0)
         return;
-    size_t n = (size_t) self->nx * (size_t) self->ny;
-    int m = self->comps;
+    size_t n = (size_t) self->nx * (size_t) self->ny, m = (size_t) self->comps;
+    size_t off[PIV_STATS_LAGS]; // lag j's values from the point's first slot
+    for (int j = 0; j < nh; j++)
+        off[j] = (size_t) hist[j] * m;
     for (size_t k = 0; k < n; k++) {
-        const float *x = self->ring + (k * PIV_STATS_RING + (size_t) p) * (size_t) m;
-        if (isnan (x[0]))
+        const float *slots = self->ring + k * PIV_STATS_RING * m, *x = slots + (size_t) p * m;
+        if (isnan (x[0]) || nh == 0)
             continue;
         double *u = self->sumsu + k * S_SUMSU;
+        if (isnan (u[SU_K_U])) {
+            // The shift: the mean at the point's first product, close to
+            // the final mean, so that the products do not lose the
+            // fluctuations' digits to the mean's (units.md).
+            const double *s = self->sums + k * S_SUMS;
+            u[SU_K_U] = s[S_MEAN_U];
+            u[SU_K_V] = s[S_MEAN_V];
+            u[SU_K_W] = m == 3 ? self->sums3[k * S_SUMS3 + S3_MEAN_W] : 0;
+        }
+        double xu = x[0] - u[SU_K_U], xv = x[1] - u[SU_K_V], xw = m == 3 ? x[2] - u[SU_K_W] : 0;
         for (int j = 0; j < nh; j++) {
-            const float *y = self->ring + (k * PIV_STATS_RING + (size_t) hist[j]) * (size_t) m;
+            const float *y = slots + off[j];
             if (isnan (y[0]))
                 continue;
-            if (isnan (u[SU_K_U])) {
-                // The shift: the mean at the point's first product, close
-                // to the final mean, so that the products do not lose the
-                // fluctuations' digits to the mean's (units.md).
-                const double *s = self->sums + k * S_SUMS;
-                u[SU_K_U] = s[S_MEAN_U];
-                u[SU_K_V] = s[S_MEAN_V];
-                u[SU_K_W] = m == 3 ? self->sums3[k * S_SUMS3 + S3_MEAN_W] : 0;
-            }
-            double prod = 0;
-            for (int c = 0; c < m; c++)
-                prod += ((double) x[c] - u[SU_K_U + c]) * ((double) y[c] - u[SU_K_U + c]);
+            double prod = xu * (y[0] - u[SU_K_U]) + xv * (y[1] - u[SU_K_V]);
+            if (m == 3)
+                prod += xw * (y[2] - u[SU_K_W]);
             u[SU_LAG + j] += prod;
             u[SU_NLAG + j] += 1;
         }
