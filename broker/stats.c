@@ -613,6 +613,14 @@ stats_put_sets (const stats_t *self, const exp_t *exp, text_t *t)
         for (s_set_t *s = zlistx_first (e->sets); s; s = zlistx_next (e->sets)) {
             text_put (t, first ? "" : ",");
             s_put_set (s, t);
+            // The uncertainty's summary here only, not in every status:
+            // it takes a pass over the points' lags.
+            piv_stats_summary_t sum;
+            piv_stats_summary (s->stats, &sum);
+            text_put (t, ",\"mean_uncertainty\":");
+            text_put_number (t, piv_calib_speed (&s->calib,
+                                                 piv_stats_mean_uncertainty (s->stats)));
+            text_put (t, ",\"late\":%" PRId64, sum.late);
             text_put (t, "}");
             first = 0;
         }

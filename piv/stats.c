@@ -440,6 +440,25 @@ piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out)
         out->convergence = change == 0 ? 0 : NAN;
 }
 
+double
+piv_stats_mean_uncertainty (const piv_stats_t *self)
+{
+    if (!self->sumsu)
+        return NAN;
+    double sum = 0;
+    long points = 0, n = (long) self->nx * self->ny;
+    for (long k = 0; k < n; k++) {
+        piv_stats_point_t p;
+        piv_stats_point (self, k, &p);
+        double w = self->sums3 ? p.w_mean_uncertainty : 0,
+               sq = p.u_mean_uncertainty * p.u_mean_uncertainty
+                    + p.v_mean_uncertainty * p.v_mean_uncertainty + w * w;
+        if (isfinite (sq))
+            sum += sq, points++;
+    }
+    return points ? sqrt (sum / (double) points) : NAN;
+}
+
 // ---------------------------------------------------------------------------
 // The state as bytes: doc/units.md, "Statistics"
 

@@ -144,6 +144,11 @@ typedef struct {
     int64_t late;             // fields counted too late for the autocorrelation (piv_stats_add_at)
 } piv_stats_summary_t;
 void piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out);
+// How well the mean field is known: the RMS over the points that have one
+// of the mean velocity's standard uncertainty sqrt(u_mean_uncertainty^2 +
+// v_mean_uncertainty^2 (+ w's)), px/frame (piv_calib_speed converts it);
+// NaN where no point has one. O(points x lags): for a reader, not per field.
+double piv_stats_mean_uncertainty (const piv_stats_t *self);
 
 // The whole state as bytes (a versioned little-endian layout, doc/units.md;
 // version 2 adds the replaced counts, version 1 states decode with none;

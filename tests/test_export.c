@@ -787,6 +787,9 @@ static const char *s_stats_uncertainty_check =
     "assert abs(np.median(um) / (0.1 / np.sqrt(200)) - 1) < 0.3, np.median(um)\n"
     "assert (st['vorticity_mean_uncertainty'][...] < 1e-3).all()  # a rotation that never changes\n"
     "assert np.isnan(st['sigma_u_rms'][...]).all()  # no field carried sigma\n"
+    "known = float(st.attrs['mean_uncertainty'])  # m/s: RMS of sqrt(su^2 + sv^2)\n"
+    "assert abs(known / np.sqrt(np.mean(um ** 2 + (st['v_mean_uncertainty'][...] / K) ** 2)) / K"
+    " - 1) < 1e-6, known\n"
     "print('ok', np.median(um), n.mean())\n";
 
 START_TEST (stats_files_carry_the_uncertainty_in_the_calibrations_units)
@@ -795,8 +798,14 @@ START_TEST (stats_files_carry_the_uncertainty_in_the_calibrations_units)
     s_checkpoint_noisy ("rot", "16x16 step 16 window 32", 1, 200, 16, CALIB, 0.1);
     char out[1 << 16], file[4096];
     s_stats_h5_checked ("rot", s_stats_uncertainty_check, file, sizeof file);
-    // The text: the columns named, their units stated.
+    // The text: the columns named, their units stated; how well the mean
+    // is known (0.1 px / sqrt (150) in u and in v: 1.15e-4 m/s).
     ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", NULL), 0);
+    const char *known = strstr (out, "mean velocity known to ");
+    ck_assert_msg (known != NULL, "%s", out);
+    double within = strtod (known + strlen ("mean velocity known to "), NULL);
+    ck_assert_msg (within > 0.8e-4 && within < 1.5e-4 && strstr (known, " m/s (RMS"), "%.200s",
+                   known);
     ck_assert_msg (strstr (out, "# units: u_mean_uncertainty m/s, v_mean_uncertainty m/s,")
                        && strstr (out, "vorticity_mean_uncertainty 1/s,")
                        && strstr (out, " n_replaced u_mean_uncertainty v_mean_uncertainty "),

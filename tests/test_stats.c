@@ -147,6 +147,9 @@ START_TEST (a_run_counts_every_done_pair_once)
                                                           "velocity")),
                       "px/frame");
     ck_assert (json_real_value (json_object_get (set, "valid_fraction")) > 0.9);
+    // 6 fields: the uncertainty not known yet (null), none late.
+    ck_assert (json_is_null (json_object_get (set, "mean_uncertainty")));
+    ck_assert_int_eq (json_integer_value (json_object_get (set, "late")), 0);
     json_decref (doc);
     // Saved by 'stats' itself: every result is marked counted.
     ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT sum (fields) FROM stats"), n);
@@ -533,6 +536,12 @@ START_TEST (independent_samples_count_as_about_as_many_as_they_are)
     printf ("independent samples, %d fields: n_eff mean %.1f (%.1f..%.1f): ratio %.3f\n", n,
             mean, lo, hi, mean / n);
     ck_assert_msg (mean > 0.85 * n && hi <= n, "n_eff %g of %d", mean, n);
+    // How well the mean field is known: u and v of unit variance, each
+    // mean to 1 / sqrt (n_eff), together sqrt (2 / n_eff).
+    double known = piv_stats_mean_uncertainty (st);
+    ck_assert_msg (fabs (known / sqrt (2 / mean) - 1) < 0.05, "%g", known);
+    ck_assert_int_eq (piv_stats_set_uncertainty (st, 0), 0);
+    ck_assert (isnan (piv_stats_mean_uncertainty (st)));
     piv_stats_destroy (&st);
 }
 END_TEST
