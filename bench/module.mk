@@ -21,3 +21,6 @@ BENCHES += build/bench/bench_piv build/bench/bench_farm
 build/bench/bench_stereo: build/piv/points.o
 build/bench/bench_stereo: ALL_LIBS += $(XML_LIBS)
 BENCHES += build/bench/bench_stereo
+# bench_stats: what the run statistics' uncertainty costs (issue 27): state
+# size, the time to count a field and to encode, with it and without.
+BENCHES += build/bench/bench_stats

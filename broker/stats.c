@@ -304,7 +304,8 @@ s_set_for (stats_t *self, s_exp_t *e, const piv_field_t *field)
     s->calib = *c;
     s->epoch_ns = epoch_ns;
     s->stats = piv_stats_new (field);
-    if (!s->key || !s->settings || !s->calibration || !s->stats) {
+    if (!s->key || !s->settings || !s->calibration || !s->stats
+        || piv_stats_set_uncertainty (s->stats, self->host.cfg->broker.stats_uncertainty) != 0) {
         s_set_destroy (&s);
         return NULL;
     }
@@ -329,7 +330,9 @@ stats_add (stats_t *self, exp_t *exp, int64_t pair, const piv_field_t *field,
         return;
     }
     s_set_t *s = s_set_for (self, e, field);
-    if (!s || piv_stats_add (s->stats, field, vorticity) != 0) {
+    // The pair's id orders the fields in time (ids grow as frames arrive;
+    // the autocorrelation takes the fields of the set in that order).
+    if (!s || piv_stats_add_at (s->stats, field, vorticity, pair) != 0) {
         e->npairs--;  // not counted: found again at the next start
         log_error ("pair %" PRId64 " of '%s': not counted in the statistics: %s", pair,
                    exp->name, s ? "its grid does not fit its set" : "out of memory");
@@ -423,6 +426,13 @@ s_load_set (void *arg, const store_stats_t *row)
     if (!s)
         return 0;
     s->stats = piv_stats_decode (row->state, row->state_size, err, sizeof err);
+    // As configured now: a state saved without the uncertainty starts it
+    // from the next result, one saved with it drops it.
+    if (s->stats
+        && piv_stats_set_uncertainty (s->stats, self->host.cfg->broker.stats_uncertainty) != 0) {
+        snprintf (err, sizeof err, "out of memory");
+        piv_stats_destroy (&s->stats);
+    }
     s->key = strdup (row->set);
     s->settings = strdup (row->settings);
     s->calibration = strdup (row->calibration);
@@ -603,6 +613,14 @@ stats_put_sets (const stats_t *self, const exp_t *exp, text_t *t)
         for (s_set_t *s = zlistx_first (e->sets); s; s = zlistx_next (e->sets)) {
             text_put (t, first ? "" : ",");
             s_put_set (s, t);
+            // The uncertainty's summary here only, not in every status:
+            // it takes a pass over the points' lags.
+            piv_stats_summary_t sum;
+            piv_stats_summary (s->stats, &sum);
+            text_put (t, ",\"mean_uncertainty\":");
+            text_put_number (t, piv_calib_speed (&s->calib,
+                                                 piv_stats_mean_uncertainty (s->stats)));
+            text_put (t, ",\"late\":%" PRId64, sum.late);
             text_put (t, "}");
             first = 0;
         }

@@ -93,6 +93,7 @@ static const s_key_t s_keys[] = {
     TEXT (broker, forget_agents_after, KIND_DURATION),
     INT (broker, max_agents, 1, 1000000),
     INT (broker, stats_ms, 0, 600000),
+    INT (broker, stats_uncertainty, 0, 1),
     TEXT (watcher, root, KIND_PATH),
     CHOICE (watcher, mode, s_modes),
     INT (watcher, poll_ms, 10, 60000),
@@ -918,6 +919,7 @@ config_init (config_t *cfg)
     cfg->broker.forget_agents_after = 30 * 86400;
     cfg->broker.max_agents = 1000;
     cfg->broker.stats_ms = 1000;
+    cfg->broker.stats_uncertainty = 1;
     snprintf (cfg->calibration.y_axis, sizeof cfg->calibration.y_axis, "up");
 
     snprintf (cfg->watcher.root, sizeof cfg->watcher.root, "./data");

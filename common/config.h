@@ -32,6 +32,8 @@ typedef struct {
         int max_agents;               // agent records kept at once (1000)
         int stats_ms;                 // run statistics checkpoint interval (1000; 0: only at
                                       // a clean stop and on 'stats')
+        int stats_uncertainty;        // 1: the statistics keep their uncertainty (n_eff ...;
+                                      // 4x the state); 0: not (1)
     } broker;
     struct {
         char root[PATH_MAX];          // ./data

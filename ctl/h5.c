@@ -563,6 +563,8 @@ ctl_h5_stats (ctl_h5_t *self, const char *group_name, const piv_stats_t *stats,
              | s_attr_double (group, "valid_fraction", sum.valid_fraction)
              | s_attr_double (group, "convergence", sum.convergence)
              | s_attr_int64 (group, "convergence_from", sum.convergence_from)
+             | s_attr_double (group, "mean_uncertainty",
+                              piv_calib_speed (c, piv_stats_mean_uncertainty (stats)))
              | s_attr_int64 (group, "step_px", step) | s_attr_int64 (group, "window_px", window)
              | s_describe (group, c, settings);
     if (group >= 0)

@@ -112,6 +112,10 @@ ctl_json_stats (const char *experiment, const char *source, const ctl_stats_set_
         jout_set (&set, "valid_fraction", jout_number (sum.valid_fraction));
         jout_set (&set, "convergence", jout_number (sum.convergence));
         jout_set (&set, "convergence_from", json_integer (sum.convergence_from));
+        jout_set (&set, "mean_uncertainty",
+                  jout_number (piv_calib_speed (&sets[i].c,
+                                                piv_stats_mean_uncertainty (sets[i].stats))));
+        jout_set (&set, "late", json_integer (sum.late));
         jout_set (&set, "units", jout_string (sets[i].c.set ? "si" : "px"));
         jout_set (&set, "velocity_unit", jout_string (piv_calib_unit (&sets[i].c, PIV_UNIT_VELOCITY)));
         jout_set (&set, "calibration", jout_string (sets[i].calibration));

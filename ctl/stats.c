@@ -77,10 +77,14 @@ s_header (const char *name, const ctl_stats_set_t *set, int i, int n, char *buf,
               "piv settings: %s\n"
               "calibration: %s (%s)\n"
               "fields: %" PRId64 " (pairs %" PRId64 " to %" PRId64 "), valid fraction %.4f, "
-              "convergence %.4g (against the mean at %" PRId64 " fields)",
+              "convergence %.4g (against the mean at %" PRId64 " fields)\n"
+              "mean velocity known to %.4g %s (RMS over the points of its standard "
+              "uncertainty; nan: not known yet)",
               name, i + 1, n, set->key, set->settings, calib, set->calibration, sum.fields,
               set->first_pair, set->last_pair, sum.valid_fraction, sum.convergence,
-              sum.convergence_from);
+              sum.convergence_from,
+              piv_calib_speed (&set->c, piv_stats_mean_uncertainty (set->stats)),
+              piv_calib_unit (&set->c, PIV_UNIT_VELOCITY));
 }
 
 // 'path' for set i of n: itself for one set, else "-<i+1>" before its

@@ -323,6 +323,9 @@ s_stats (const dash_page_t *page)
     jout_set (&o, "valid_fraction", jout_number (sum.valid_fraction));
     jout_set (&o, "convergence", jout_number (sum.convergence));
     jout_set (&o, "convergence_from", json_integer (sum.convergence_from));
+    jout_set (&o, "mean_uncertainty",
+              jout_number (piv_calib_speed (&page->calib,
+                                            piv_stats_mean_uncertainty (page->stats))));
     jout_set (&o, "nx", json_integer (m->nx));
     jout_set (&o, "ny", json_integer (m->ny));
     jout_set (&o, "step_px", json_integer (m->step));

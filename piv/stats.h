@@ -23,6 +23,14 @@ typedef struct _piv_stats_t piv_stats_t;
 piv_stats_t *piv_stats_new (const piv_field_t *field);
 void piv_stats_destroy (piv_stats_t **self_p);
 
+// The uncertainty of the statistics (its figures, the sums they need: 4x
+// the state and the time of an add) kept (1, as piv_stats_new makes it)
+// or not (0: those figures NaN, the state encoded as version 2 or 3).
+// Turned on, it counts from the next field (a state decoded from version 2
+// or 3 is off). 0, or -1 (no memory: left off).
+int piv_stats_set_uncertainty (piv_stats_t *self, int on);
+int piv_stats_has_uncertainty (const piv_stats_t *self);
+
 // 1 if 'field' lies on the same grid (nx, ny, step, window and first
 // position), else 0: a field that does not fits another series.
 int piv_stats_fits (const piv_stats_t *self, const piv_field_t *field);
@@ -34,7 +42,18 @@ int piv_stats_fits (const piv_stats_t *self, const piv_field_t *field);
 // n_replaced so that a reader can judge the share of estimates;
 // 'vorticity' (piv_field_derive's, may be NULL) adds its finite values to
 // the mean vorticity. 0, or -1 if the field does not fit.
+// The field is the one after the latest counted in time (piv_stats_add_at
+// with the highest sequence number so far + 1). A field with sigma_u,
+// sigma_v adds their squares to the mean measurement uncertainty.
 int piv_stats_add (piv_stats_t *self, const piv_field_t *field, const float *vorticity);
+// piv_stats_add of the field at 'seq' in time (the farm's pair id: any
+// increasing numbering; the lags count fields in this order, not the gaps
+// between numbers). Fields may come out of order: one waits among the 4
+// latest before its lag products are taken; one older than a field already
+// released (or seq < 0) counts in every figure but the autocorrelation
+// (summary's 'late'). 0, or -1 if the field does not fit.
+int piv_stats_add_at (piv_stats_t *self, const piv_field_t *field, const float *vorticity,
+                      int64_t seq);
 
 // One grid point, in image units.
 typedef struct {
@@ -52,6 +71,16 @@ typedef struct {
     int has_w;
     double w_mean, w_rms;     // mean w, RMS of w'
     double uw_mean, vw_mean;  // mean(u'w'), mean(v'w'), as uv_mean
+    // Uncertainty (doc/units.md, "Uncertainty of the statistics"), standard
+    // (one sigma), NaN until the autocorrelation is known (8 pairs at lag 1):
+    double n_eff;             // independent samples among count: count / (1 + 2 sum rho_k)
+    double u_mean_uncertainty, v_mean_uncertainty;  // u_rms / sqrt (n_eff)
+    double u_rms_uncertainty, v_rms_uncertainty;    // u_rms / sqrt (2 n_eff'), n_eff' by rho_k^2
+    double vorticity_mean_uncertainty;              // the vorticity's, with n_eff of the velocity
+    double w_mean_uncertainty, w_rms_uncertainty;   // a stereo series' (else NaN)
+    // The mean measurement uncertainty: RMS of the fields' sigma_u, sigma_v
+    // here (NaN without fields that carry them). Already part of u_rms.
+    double sigma_u_rms, sigma_v_rms;
 } piv_stats_point_t;
 // Grid size and point k (k = j * nx + i). 0 or -1 (k out of range).
 void piv_stats_grid (const piv_stats_t *self, int *nx, int *ny, int *step, int *window);
@@ -75,6 +104,16 @@ typedef enum {
     PIV_STAT_W_RMS,
     PIV_STAT_UW_MEAN,
     PIV_STAT_VW_MEAN,
+    PIV_STAT_U_MEAN_UNCERTAINTY,
+    PIV_STAT_V_MEAN_UNCERTAINTY,
+    PIV_STAT_U_RMS_UNCERTAINTY,
+    PIV_STAT_V_RMS_UNCERTAINTY,
+    PIV_STAT_VORTICITY_MEAN_UNCERTAINTY,
+    PIV_STAT_W_MEAN_UNCERTAINTY, // stereo only
+    PIV_STAT_W_RMS_UNCERTAINTY,  // stereo only
+    PIV_STAT_SIGMA_U_RMS,
+    PIV_STAT_SIGMA_V_RMS,
+    PIV_STAT_N_EFF,  // a real number, unit "1"
     PIV_STAT_COUNT, // the first count: integers from here on
     PIV_STAT_N_VALID,
     PIV_STAT_N_REPLACED,
@@ -92,7 +131,7 @@ extern const piv_stat_info_t piv_stat_figures[PIV_STAT_FIGURES];
 int piv_stats_has_w (const piv_stats_t *self);
 // Figure f of point 'p' (piv_stats_point_in's, converted), counts too.
 double piv_stat_value (const piv_stats_point_t *p, piv_stat_t f);
-// Its unit under 'c': "m/s" or "px/frame", "m^2/s^2", "1/s", "1" (counts).
+// Its unit under 'c': "m/s" or "px/frame", "m^2/s^2", "1/s", "1" (counts, n_eff).
 const char *piv_stat_unit (const piv_calib_t *c, piv_stat_t f);
 
 // The series as a whole.
@@ -102,11 +141,20 @@ typedef struct {
     double convergence;       // RMS change of the mean velocity over the last ~10 % of the
                               // fields, relative to the RMS of the mean speed; NaN until known
     int64_t convergence_from; // the field count the current mean is compared with
+    int64_t late;             // fields counted too late for the autocorrelation (piv_stats_add_at)
 } piv_stats_summary_t;
 void piv_stats_summary (const piv_stats_t *self, piv_stats_summary_t *out);
+// How well the mean field is known: the RMS over the points that have one
+// of the mean velocity's standard uncertainty sqrt(u_mean_uncertainty^2 +
+// v_mean_uncertainty^2 (+ w's)), px/frame (piv_calib_speed converts it);
+// NaN where no point has one. O(points x lags): for a reader, not per field.
+double piv_stats_mean_uncertainty (const piv_stats_t *self);
 
 // The whole state as bytes (a versioned little-endian layout, doc/units.md;
-// version 2 adds the replaced counts, version 1 states decode with none):
+// version 2 adds the replaced counts, version 1 states decode with none;
+// versions 4 (planar) and 5 (stereo) append the uncertainty's sums to 2
+// and 3, whose states decode with none: their uncertainty is NaN until
+// enough fields are counted after them):
 // a malloc'd buffer in *buf_p. 0 or -1 (no memory). Decode gives back the
 // same statistics, or NULL with err ("bad statistics: ...") for bytes that
 // are not such a state (wrong magic, sizes that do not add up).

@@ -32,6 +32,34 @@ enum {
     S_SUMS3
 };
 
+// The uncertainty of the run statistics (doc/units.md, "Uncertainty of the
+// statistics"): lag products of the velocity's fluctuations for the
+// autocorrelation, taken between fields in time order. A field waits among
+// the PIV_STATS_PENDING latest until a later one pushes it out (the farm
+// records results out of order), then pairs with the PIV_STATS_LAGS fields
+// released before it. A field coming in takes a free slot first, then the
+// oldest pending one (perhaps itself) is released.
+#define PIV_STATS_LAGS 8
+#define PIV_STATS_PENDING 4
+#define PIV_STATS_RING (PIV_STATS_LAGS + PIV_STATS_PENDING + 1) // + the one coming in
+
+// The uncertainty sums of a point, S_SUMSU doubles each (the state's
+// versions 4 and 5 append them, doc/units.md).
+enum {
+    SU_LAG = 0,                             // sums of the lag-j products, j = 1..LAGS: the
+                                            // sum over u, v (and w) of (x_i - K)(x_i+j - K)
+    SU_NLAG = SU_LAG + PIV_STATS_LAGS,      // pairs counted at each lag
+    SU_K_U = SU_NLAG + PIV_STATS_LAGS,      // the shift K of u (NaN: not fixed yet)
+    SU_K_V,                                 // of v
+    SU_K_W,                                 // of w (a stereo series')
+    SU_M2_O,                                // sum of squared deviations of the vorticity
+    SU_N_O,                                 // vorticity samples in SU_M2_O
+    SU_SIG_U,                               // mean of sigma_u^2 over the samples with one, px^2
+    SU_SIG_V,                               // of sigma_v^2
+    SU_N_SIG,                               // samples with a finite sigma_u and sigma_v
+    S_SUMSU
+};
+
 struct _piv_stats_t {
     int nx, ny;          // grid columns and rows
     int step, window;    // grid spacing and final window, px
@@ -44,6 +72,13 @@ struct _piv_stats_t {
     int64_t *w_count;    // finite vorticity samples per point
     double *sums;        // S_SUMS per point
     double *sums3;       // S_SUMS3 per point of a stereo series (fields with w), else NULL
+    double *sumsu;       // S_SUMSU per point
+    int comps;           // velocity components: 2, or 3 in a stereo series
+    float *ring;         // per point, PIV_STATS_RING slots of comps values (NaN: no sample)
+    int64_t slot_seq[PIV_STATS_RING]; // the sequence number each slot holds (-1: free)
+    int64_t released;    // the latest sequence number released to the lag products (-1: none)
+    int64_t seq_max;     // the highest sequence number counted (-1: none)
+    int64_t late;        // fields counted too late for the lag products
 };
 
 // Point k's columns converted by c (may be NULL): x y u_mean v_mean u_rms

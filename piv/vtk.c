@@ -192,6 +192,16 @@ piv_stats_write_vtk (const piv_stats_t *self, FILE *out, const piv_calib_t *c, c
         }
         s_scalars (out, piv_stat_figures[stereo[a]].name, values, n);
     }
+    for (int f = PIV_STAT_U_MEAN_UNCERTAINTY; f <= PIV_STAT_N_EFF; f++) {
+        if (piv_stat_figures[f].stereo && !three)
+            continue;
+        for (long k = 0; k < n; k++) {
+            piv_stats_point_t pt;
+            piv_stats_point_in (self, k, c, &pt);
+            values[k] = (float) piv_stat_value (&pt, f);
+        }
+        s_scalars (out, piv_stat_figures[f].name, values, n);
+    }
     const int64_t *counts[] = {count, self->count, self->r_count};
     static const char *const count_names[] = {"count", "n_valid", "n_replaced"};
     for (int a = 0; a < 3; a++) {

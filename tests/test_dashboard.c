@@ -1259,6 +1259,11 @@ START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
                == jdoc_type_at (ctl, "$.sets[%d].convergence", last));
     ck_assert (jdoc_number (doc, -1, "$.experiment.stats.convergence")
                == jdoc_number (ctl, -1, "$.sets[%d].convergence", last));
+    // How well the mean is known: 3 fields, not yet (null in both).
+    ck_assert (jdoc_type_at (doc, "$.experiment.stats.mean_uncertainty")
+               == jdoc_type_at (ctl, "$.sets[%d].mean_uncertainty", last));
+    ck_assert (jdoc_number (doc, -1, "$.experiment.stats.mean_uncertainty")
+               == jdoc_number (ctl, -1, "$.sets[%d].mean_uncertainty", last));
     // The latest field's vorticity against the exact -10 1/s, within 2 % (measured:
     // -9.993 over 841 points).
     int n;

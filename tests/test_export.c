@@ -340,6 +340,10 @@ static const char *s_mat_check =
     "keep = np.ones((16, 16), bool); keep[4, 5] = False\n"
     "assert np.allclose(st['u_mean'][keep], u[:, :, 0][keep], rtol=1e-6)\n"
     "assert np.allclose(st['x'], m['x']) and np.allclose(st['y'], m['y'])\n"
+    "un = st['units'][0, 0]  # the uncertainty, named with its units; 6 fields: not known yet\n"
+    "assert [str(un[k][0]) for k in ('u_mean_uncertainty', 'vorticity_mean_uncertainty', 'n_eff')]"
+    " == ['m/s', '1/s', '1'], un\n"
+    "assert np.isnan(st['n_eff']).all() and np.isnan(st['u_rms_uncertainty']).all()\n"
     "print('ok', u.shape)\n";
 
 START_TEST (mat_export_reads_in_scipy_equal_to_the_txt_export)
@@ -641,9 +645,12 @@ END_TEST
 // pivctl stats, calibrate, mask
 
 // Saves the statistics of n rotation fields (nx grid) of 'exp' as set
-// 'set' (pairs first ...) as the broker's checkpoint would, under 'calib'.
+// 'set' (pairs first ...) as the broker's checkpoint would, under 'calib';
+// each field moved by a random uniform (u, v) of standard deviation
+// 'noise' px (0: n times the same field).
 static void
-s_checkpoint (const char *exp, const char *set, int64_t first, int n, int nx, const char *calib)
+s_checkpoint_noisy (const char *exp, const char *set, int64_t first, int n, int nx,
+                    const char *calib, double noise)
 {
     char err[512];
     store_t *store = store_new (s_db, STORE_DURABILITY_NORMAL, err, sizeof err);
@@ -653,8 +660,12 @@ s_checkpoint (const char *exp, const char *set, int64_t first, int n, int nx, co
     piv_stats_t *stats = piv_stats_new (f);
     float *w = malloc ((size_t)nx * nx * sizeof *w);
     ck_assert (stats && w && piv_field_derive (f, &(piv_derived_t){.vorticity = w}) > 0);
-    for (int i = 0; i < n; i++)
+    uint64_t seed = 3;
+    for (int i = 0; i < n; i++) {
+        piv_field_destroy (&f);
+        f = s_field (nx, OMEGA, noise * tu_gauss (&seed), noise * tu_gauss (&seed));
         ck_assert_int_eq (piv_stats_add (stats, f, w), 0);
+    }
     unsigned char *state;
     size_t size;
     ck_assert_int_eq (piv_stats_encode (stats, &state, &size), 0);
@@ -676,6 +687,12 @@ s_checkpoint (const char *exp, const char *set, int64_t first, int n, int nx, co
     piv_field_destroy (&f);
 }
 
+static void
+s_checkpoint (const char *exp, const char *set, int64_t first, int n, int nx, const char *calib)
+{
+    s_checkpoint_noisy (exp, set, first, n, nx, calib, 0);
+}
+
 static const char *s_stats_h5_check =
     "import sys, h5py, numpy as np\n"
     "f = h5py.File(sys.argv[1], 'r')\n"
@@ -686,6 +703,20 @@ static const char *s_stats_h5_check =
     "assert abs(np.nanmean(st['vorticity_mean'][...]) / -10 - 1) < 0.02\n"
     "assert 'passes=32,16' in st.attrs['piv_settings']\n"
     "print('ok')\n";
+
+// pivctl stats EXP --format hdf5 into the farm's stats.h5 (its path in
+// file), then 'check' (h5py, the file as argv[1]) must print "ok".
+static void
+s_stats_h5_checked (const char *exp, const char *check, char *file, size_t size)
+{
+    char out[1 << 16];
+    snprintf (file, size, "%s", tu_path (s_farm.dir, "stats.h5"));
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", exp, "--format", "hdf5", "-o", file,
+                                NULL),
+                      0);
+    int rc = s_python (check, out, sizeof out, file, NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+}
 
 START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
 {
@@ -718,12 +749,7 @@ START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
                    "%s", out);
 
     char file[4096];
-    snprintf (file, sizeof file, "%s", tu_path (s_farm.dir, "stats.h5"));
-    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", "--format", "hdf5", "-o", file,
-                                NULL),
-                      0);
-    int rc = s_python (s_stats_h5_check, out, sizeof out, file, NULL);
-    ck_assert_msg (rc == 0 && strstr (out, "ok"), "h5py: %s", out);
+    s_stats_h5_checked ("rot", s_stats_h5_check, file, sizeof file);
 
     // A second set (settings changed mid-run): one file each, named.
     s_checkpoint ("rot", "8x8 step 16 window 32", 7, 3, 8, "none");
@@ -740,6 +766,50 @@ START_TEST (stats_reads_the_last_checkpoint_when_the_broker_is_away)
                    "%s", two ? two : "(none)");
     free (one);
     free (two);
+}
+END_TEST
+
+// The uncertainty of the statistics in every file, in the calibration's
+// units: 200 fields whose mean flow moves by 0.1 px (independently from
+// field to field) give u_mean_uncertainty about 0.1 px / sqrt (200) in m/s
+// (n_eff is one estimate from 200 samples: 150 with this seed).
+static const char *s_stats_uncertainty_check =
+    "import sys, h5py, numpy as np\n"
+    "st = h5py.File(sys.argv[1], 'r')['stats/1']\n"
+    "K = 2e-5 / 2e-3  # (m/s) per (px/frame)\n"
+    "units = {k: st[k].attrs['units'] for k in ('u_mean_uncertainty', 'v_rms_uncertainty',"
+    " 'vorticity_mean_uncertainty', 'n_eff', 'sigma_u_rms')}\n"
+    "assert units == {'u_mean_uncertainty': 'm/s', 'v_rms_uncertainty': 'm/s',"
+    " 'vorticity_mean_uncertainty': '1/s', 'n_eff': '1', 'sigma_u_rms': 'm/s'}, units\n"
+    "n = st['n_eff'][...]\n"
+    "assert (n > 100).all() and (n <= 200).all(), (n.min(), n.max())  # one estimate of 200\n"
+    "um = st['u_mean_uncertainty'][...] / K\n"
+    "assert abs(np.median(um) / (0.1 / np.sqrt(200)) - 1) < 0.3, np.median(um)\n"
+    "assert (st['vorticity_mean_uncertainty'][...] < 1e-3).all()  # a rotation that never changes\n"
+    "assert np.isnan(st['sigma_u_rms'][...]).all()  # no field carried sigma\n"
+    "known = float(st.attrs['mean_uncertainty'])  # m/s: RMS of sqrt(su^2 + sv^2)\n"
+    "assert abs(known / np.sqrt(np.mean(um ** 2 + (st['v_mean_uncertainty'][...] / K) ** 2)) / K"
+    " - 1) < 1e-6, known\n"
+    "print('ok', np.median(um), n.mean())\n";
+
+START_TEST (stats_files_carry_the_uncertainty_in_the_calibrations_units)
+{
+    s_fill ("rot", 0, 2, 16, OMEGA, CALIB);
+    s_checkpoint_noisy ("rot", "16x16 step 16 window 32", 1, 200, 16, CALIB, 0.1);
+    char out[1 << 16], file[4096];
+    s_stats_h5_checked ("rot", s_stats_uncertainty_check, file, sizeof file);
+    // The text: the columns named, their units stated; how well the mean
+    // is known (0.1 px / sqrt (150) in u and in v: 1.15e-4 m/s).
+    ck_assert_int_eq (s_pivctl (out, sizeof out, "stats", "rot", NULL), 0);
+    const char *known = strstr (out, "mean velocity known to ");
+    ck_assert_msg (known != NULL, "%s", out);
+    double within = strtod (known + strlen ("mean velocity known to "), NULL);
+    ck_assert_msg (within > 0.8e-4 && within < 1.5e-4 && strstr (known, " m/s (RMS"), "%.200s",
+                   known);
+    ck_assert_msg (strstr (out, "# units: u_mean_uncertainty m/s, v_mean_uncertainty m/s,")
+                       && strstr (out, "vorticity_mean_uncertainty 1/s,")
+                       && strstr (out, " n_replaced u_mean_uncertainty v_mean_uncertainty "),
+                   "%s", out);
 }
 END_TEST
 
@@ -1531,14 +1601,16 @@ START_TEST (a_stereo_run_through_the_broker_gives_w_in_every_output)
     ck_assert_msg (rc == 0, "%s", out);
     text = tu_slurp (path, NULL);
     const char *names = "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced "
-                        "w_mean w_rms uw_mean vw_mean\n";
+                        "w_mean w_rms uw_mean vw_mean u_mean_uncertainty v_mean_uncertainty "
+                        "u_rms_uncertainty v_rms_uncertainty vorticity_mean_uncertainty "
+                        "w_mean_uncertainty w_rms_uncertainty sigma_u_rms sigma_v_rms n_eff\n";
     const char *row = strstr (text, names);
-    ck_assert_msg (row != NULL, "%s", text);
+    ck_assert_msg (row != NULL, "%.3000s", text);
     row += strlen (names);
     for (int k = 0; k < 64; k++) {
-        double col[14];
+        double col[24]; // the uncertainty's last 10: NaN after 2 fields
         const char *eol = strchr (row, '\n');
-        for (int c = 0; c < 14; c++)
+        for (int c = 0; c < 24; c++)
             col[c] = strtod (row, (char **)&row);
         ck_assert (row == eol);
         row = eol + 1;
@@ -1755,6 +1827,7 @@ s_suite (void)
     tcase_add_test (tc, si_units_are_refused_for_an_experiment_never_calibrated);
     tcase_add_test (tc, hdf5_export_memory_does_not_grow_with_the_number_of_fields);
     tcase_add_test (tc, stats_reads_the_last_checkpoint_when_the_broker_is_away);
+    tcase_add_test (tc, stats_files_carry_the_uncertainty_in_the_calibrations_units);
     tcase_add_test (tc, calibrate_and_mask_check_their_arguments_before_asking);
     tcase_add_test (tc, export_and_stats_in_every_format_never_write_through_a_link_nor_over_a_file);
     tcase_add_test (tc, a_file_in_the_way_of_any_file_refuses_before_the_first_is_written);

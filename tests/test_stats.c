@@ -122,15 +122,24 @@ s_fields (json_t *doc)
     return n;
 }
 
-START_TEST (a_run_counts_every_done_pair_once)
+// A farm (the broker with 'broker_lines') through n pairs landed at once:
+// the settled statistics, which count them all (caller decrefs).
+static json_t *
+s_run_settled (int n, const char *broker_lines)
 {
-    const int n = 6;
     tu_farm_render (&s_farm, n, "r");
-    s_start ("");
+    s_start (broker_lines);
     tu_farm_land (&s_farm, "r", 1, n, 0);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, n, 120).done, n);
     json_t *doc = s_stats_settled ();
     ck_assert_int_eq (s_fields (doc), n);
+    return doc;
+}
+
+START_TEST (a_run_counts_every_done_pair_once)
+{
+    const int n = 6;
+    json_t *doc = s_run_settled (n, "");
     json_t *set = json_array_get (json_object_get (doc, "sets"), 0);
     ck_assert_int_eq (json_array_size (json_object_get (doc, "sets")), 1);
     ck_assert_str_eq (json_string_value (json_object_get (set, "calibration")), "none");
@@ -138,6 +147,9 @@ START_TEST (a_run_counts_every_done_pair_once)
                                                           "velocity")),
                       "px/frame");
     ck_assert (json_real_value (json_object_get (set, "valid_fraction")) > 0.9);
+    // 6 fields: the uncertainty not known yet (null), none late.
+    ck_assert (json_is_null (json_object_get (set, "mean_uncertainty")));
+    ck_assert_int_eq (json_integer_value (json_object_get (set, "late")), 0);
     json_decref (doc);
     // Saved by 'stats' itself: every result is marked counted.
     ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT sum (fields) FROM stats"), n);
@@ -173,6 +185,30 @@ s_saved (void *arg, const store_stats_t *row)
     return 0;
 }
 
+// broker/stats_uncertainty = 0: the sets are saved as before the
+// uncertainty (version 2, 104 bytes a point), their figures without it.
+START_TEST (a_farm_without_the_statistics_uncertainty_saves_the_smaller_state)
+{
+    const int n = 4;
+    json_decref (s_run_settled (n, "    stats_uncertainty = 0\n"));
+    char err[512];
+    store_t *store = store_open_readonly (tu_path (s_farm.dir, "farm.db"), err, sizeof err);
+    ck_assert_msg (store != NULL, "%s", err);
+    piv_stats_t *saved = NULL;
+    ck_assert_int_eq (store_stats_of (store, 0, s_saved, &saved), 1);
+    store_destroy (&store);
+    int nx, ny, step, window;
+    piv_stats_grid (saved, &nx, &ny, &step, &window);
+    ck_assert (!piv_stats_has_uncertainty (saved));
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT length (state) FROM stats"),
+                      56 + 104 * nx * ny);
+    piv_stats_point_t p;
+    piv_stats_point (saved, nx * ny / 2, &p);
+    ck_assert (p.count == n && isfinite (p.u_mean) && isnan (p.n_eff));
+    piv_stats_destroy (&saved);
+}
+END_TEST
+
 START_TEST (a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample)
 {
     const int n = 16;
@@ -206,6 +242,7 @@ START_TEST (a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample)
     piv_stats_summary (again, &b);
     ck_assert_int_eq (a.fields, n);
     ck_assert_int_eq (b.fields, n);
+    ck_assert (piv_stats_has_uncertainty (saved)); // broker/stats_uncertainty's default
     int nx, ny, step, window;
     piv_stats_grid (saved, &nx, &ny, &step, &window);
     for (long k = 0; k < (long) nx * ny; k++) {
@@ -216,6 +253,7 @@ START_TEST (a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample)
         if (p.count > 0) {
             ck_assert_double_eq_tol (p.u_mean, q.u_mean, 1e-9);
             ck_assert_double_eq_tol (p.v_mean, q.v_mean, 1e-9);
+            ck_assert (isnan (p.n_eff) || (p.n_eff >= 1 && p.n_eff <= p.count));
         }
     }
     piv_stats_destroy (&saved);
@@ -389,6 +427,296 @@ START_TEST (settings_of_an_experiment_not_seen_yet_make_it)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// The uncertainty of the statistics, on series of known correlation: each
+// point of a U_NX x U_NY grid is a run of its own (independent series).
+
+enum { U_NX = 20, U_NY = 20, U_N = U_NX * U_NY };
+
+// The next field of AR(1) series of lag-1 correlation 'rho', unit variance
+// and mean 0 at every point: u, v and the vorticity (into w), each series
+// going on from its value in 'state' (3 per point; NaN: start from the
+// stationary distribution).
+static void
+s_ar1_next (piv_field_t *f, float *w, double *state, double rho, uint64_t *seed)
+{
+    for (int k = 0; k < U_N; k++) {
+        f->x[k] = (float) (16 + 16 * (k % U_NX));
+        f->y[k] = (float) (16 + 16 * (k / U_NX));
+        f->flags[k] = PIV_FLAG_VALID;
+        f->peak_ratio[k] = 2;
+        for (int c = 0; c < 3; c++) {
+            double *x = state + 3 * k + c;
+            *x = isnan (*x) ? tu_gauss (seed) : rho * *x + sqrt (1 - rho * rho) * tu_gauss (seed);
+        }
+        f->u[k] = (float) state[3 * k];
+        f->v[k] = (float) state[3 * k + 1];
+        w[k] = (float) state[3 * k + 2];
+    }
+}
+
+// The statistics of 'fields' fields of s_ar1_next, added in blocks of
+// 'block' fields in reverse order (1: in time order), each with its place
+// in time (piv_stats_add_at).
+static piv_stats_t *
+s_ar1_run (int fields, double rho, uint64_t seed, int block)
+{
+    piv_field_t *f[16];
+    float w[16][U_N];
+    double *state = malloc (3 * U_N * sizeof *state);
+    ck_assert (block <= 16 && state);
+    for (int i = 0; i < 3 * U_N; i++)
+        state[i] = NAN;
+    for (int b = 0; b < block; b++) {
+        f[b] = piv_field_new (U_NX, U_NY);
+        f[b]->step = 16;
+        f[b]->window = 32;
+    }
+    piv_stats_t *st = NULL;
+    for (int done = 0; done < fields; done += block) {
+        int m = fields - done < block ? fields - done : block;
+        for (int b = 0; b < m; b++)
+            s_ar1_next (f[b], w[b], state, rho, &seed);
+        if (!st)
+            st = piv_stats_new (f[0]);
+        for (int b = m - 1; b >= 0; b--)
+            ck_assert_int_eq (piv_stats_add_at (st, f[b], w[b], done + b), 0);
+    }
+    for (int b = 0; b < block; b++)
+        piv_field_destroy (&f[b]);
+    free (state);
+    return st;
+}
+
+// The mean n_eff over the points, and the smallest and largest.
+static double
+s_mean_n_eff (const piv_stats_t *st, double *lo, double *hi)
+{
+    double sum = 0;
+    *lo = INFINITY, *hi = 0;
+    for (long k = 0; k < U_N; k++) {
+        piv_stats_point_t p;
+        ck_assert_int_eq (piv_stats_point (st, k, &p), 0);
+        ck_assert_msg (isfinite (p.n_eff) && p.n_eff >= 1 && p.n_eff <= p.count, "n_eff %g",
+                       p.n_eff);
+        sum += p.n_eff;
+        *lo = fmin (*lo, p.n_eff), *hi = fmax (*hi, p.n_eff);
+    }
+    return sum / U_N;
+}
+
+// N_eff of an AR(1) series is N (1 - rho) / (1 + rho) (Bendat & Piersol):
+// the estimate from the lag products, the sum to the first zero crossing
+// and its geometric tail give it within 10 % on the mean of 400 runs.
+START_TEST (an_ar1_series_gives_the_effective_sample_count_of_its_correlation)
+{
+    const int n = 2000;
+    const double rhos[] = {0.5, 0.8, 0.95};
+    for (int i = 0; i < 3; i++) {
+        piv_stats_t *st = s_ar1_run (n, rhos[i], 100 + i, 1);
+        double lo, hi, mean = s_mean_n_eff (st, &lo, &hi);
+        double want = n * (1 - rhos[i]) / (1 + rhos[i]);
+        printf ("AR(1) rho %.2f, %d fields: n_eff mean %.1f (%.1f..%.1f over %d runs), "
+                "theory %.1f: ratio %.3f\n",
+                rhos[i], n, mean, lo, hi, U_N, want, mean / want);
+        ck_assert_msg (fabs (mean / want - 1) < 0.10, "rho %g: n_eff %g, theory %g", rhos[i],
+                       mean, want);
+        piv_stats_destroy (&st);
+    }
+}
+END_TEST
+
+// Independent samples: n_eff is about N (the sum stops at the first lag
+// whose estimate is not positive: a little below N, never above).
+START_TEST (independent_samples_count_as_about_as_many_as_they_are)
+{
+    const int n = 2000;
+    piv_stats_t *st = s_ar1_run (n, 0, 7, 1);
+    double lo, hi, mean = s_mean_n_eff (st, &lo, &hi);
+    printf ("independent samples, %d fields: n_eff mean %.1f (%.1f..%.1f): ratio %.3f\n", n,
+            mean, lo, hi, mean / n);
+    ck_assert_msg (mean > 0.85 * n && hi <= n, "n_eff %g of %d", mean, n);
+    // How well the mean field is known: u and v of unit variance, each
+    // mean to 1 / sqrt (n_eff), together sqrt (2 / n_eff).
+    double known = piv_stats_mean_uncertainty (st);
+    ck_assert_msg (fabs (known / sqrt (2 / mean) - 1) < 0.05, "%g", known);
+    ck_assert_int_eq (piv_stats_set_uncertainty (st, 0), 0);
+    ck_assert (isnan (piv_stats_mean_uncertainty (st)));
+    piv_stats_destroy (&st);
+}
+END_TEST
+
+// The 95 % interval (1.96 standard uncertainties) of the mean of u, v and
+// the vorticity, and of the RMS of u and v, holds the true value (0, and
+// 1) in about 95 % of 400 short runs of 100 fields, correlated or not.
+START_TEST (the_95_percent_interval_holds_the_true_mean_and_rms_as_often_as_it_says)
+{
+    const double rhos[] = {0, 0.5};
+    for (int i = 0; i < 2; i++) {
+        piv_stats_t *st = s_ar1_run (100, rhos[i], 300 + i, 1);
+        int mean_in = 0, rms_in = 0, vort_in = 0;
+        for (long k = 0; k < U_N; k++) {
+            piv_stats_point_t p;
+            piv_stats_point (st, k, &p);
+            mean_in += fabs (p.u_mean) <= 1.96 * p.u_mean_uncertainty;
+            mean_in += fabs (p.v_mean) <= 1.96 * p.v_mean_uncertainty;
+            rms_in += fabs (p.u_rms - 1) <= 1.96 * p.u_rms_uncertainty;
+            rms_in += fabs (p.v_rms - 1) <= 1.96 * p.v_rms_uncertainty;
+            vort_in += fabs (p.vorticity_mean) <= 1.96 * p.vorticity_mean_uncertainty;
+        }
+        double mean_cover = mean_in / (2.0 * U_N), rms_cover = rms_in / (2.0 * U_N),
+               vort_cover = vort_in / (double) U_N;
+        printf ("rho %.1f, 100 fields, %d runs: the 95 %% interval holds the mean %.1f %%, the "
+                "RMS %.1f %%, the mean vorticity %.1f %% of the time\n",
+                rhos[i], U_N, 100 * mean_cover, 100 * rms_cover, 100 * vort_cover);
+        ck_assert_msg (mean_cover > 0.92 && mean_cover < 0.98, "mean: %g", mean_cover);
+        ck_assert_msg (rms_cover > 0.90 && rms_cover < 0.98, "rms: %g", rms_cover);
+        ck_assert_msg (vort_cover > 0.90 && vort_cover < 0.985, "vorticity: %g", vort_cover);
+        piv_stats_destroy (&st);
+    }
+}
+END_TEST
+
+// The farm records results out of order: fields held back among the 4
+// latest are put in time order (the same n_eff as in order), and fields
+// later than that count in every figure but the autocorrelation.
+START_TEST (fields_out_of_order_give_the_autocorrelation_of_their_time_order)
+{
+    const int n = 1200;
+    piv_stats_t *in_order = s_ar1_run (n, 0.6, 41, 1), *reversed = s_ar1_run (n, 0.6, 41, 3),
+                *later = s_ar1_run (n, 0.6, 41, 6);
+    piv_stats_summary_t a, b, c;
+    piv_stats_summary (in_order, &a);
+    piv_stats_summary (reversed, &b);
+    piv_stats_summary (later, &c);
+    ck_assert (a.fields == n && b.fields == n && c.fields == n);
+    ck_assert (a.late == 0 && b.late == 0 && c.late > 0);
+    double want = n * 0.4 / 1.6;
+    for (long k = 0; k < U_N; k++) {
+        piv_stats_point_t p, q, r;
+        piv_stats_point (in_order, k, &p);
+        piv_stats_point (reversed, k, &q);
+        piv_stats_point (later, k, &r);
+        ck_assert_double_eq_tol (p.u_mean, q.u_mean, 1e-9);
+        ck_assert_msg (fabs (q.n_eff / p.n_eff - 1) < 1e-6, "%g against %g", q.n_eff, p.n_eff);
+        ck_assert (isfinite (r.n_eff) && r.n_eff <= r.count);
+    }
+    // One field in 6 late: the lags among the others span its place (a
+    // lag-1 product of every sixth is one of lag 2), so n_eff errs high.
+    double lo, hi, mean = s_mean_n_eff (later, &lo, &hi);
+    printf ("AR(1) rho 0.6, %d fields in blocks of 6 reversed: %lld late, n_eff mean %.1f, "
+            "theory %.1f\n",
+            n, (long long) c.late, mean, want);
+    ck_assert_msg (fabs (mean / want - 1) < 0.25, "%g", mean);
+    piv_stats_destroy (&in_order);
+    piv_stats_destroy (&reversed);
+    piv_stats_destroy (&later);
+}
+END_TEST
+
+// Fields that carry each vector's sigma give the mean measurement
+// uncertainty, the RMS of sigma, apart from the spread of the samples.
+START_TEST (the_mean_measurement_uncertainty_is_the_rms_of_the_vectors_sigma)
+{
+    piv_field_t *f = piv_field_new (U_NX, U_NY);
+    f->step = 16;
+    f->window = 32;
+    float w[U_N];
+    double state[3 * U_N];
+    for (int i = 0; i < 3 * U_N; i++)
+        state[i] = NAN;
+    uint64_t seed = 5;
+    s_ar1_next (f, w, state, 0, &seed);
+    piv_stats_t *st = piv_stats_new (f);
+    piv_stats_add (st, f, w); // no sigma: not in the RMS of sigma
+    ck_assert_int_eq (piv_field_add_sigma (f), 0);
+    for (int i = 0; i < 40; i++) {
+        s_ar1_next (f, w, state, 0, &seed);
+        for (int k = 0; k < U_N; k++) {
+            f->sigma_u[k] = i % 2 ? 0.1f : 0.3f;
+            f->sigma_v[k] = k == 7 ? NAN : 0.05f;
+        }
+        piv_stats_add (st, f, w);
+    }
+    piv_stats_point_t p;
+    piv_stats_point (st, 3, &p);
+    ck_assert_double_eq_tol (p.sigma_u_rms, sqrt ((0.01 + 0.09) / 2), 1e-7);
+    ck_assert_double_eq_tol (p.sigma_v_rms, 0.05, 1e-7);
+    ck_assert_int_eq (p.count, 41);
+    piv_stats_point (st, 7, &p); // sigma_v never finite there
+    ck_assert (isnan (p.sigma_u_rms) && isnan (p.sigma_v_rms) && isfinite (p.u_mean_uncertainty));
+    piv_stats_destroy (&st);
+    piv_field_destroy (&f);
+}
+END_TEST
+
+// Turned off, the statistics encode as version 2, the same bytes as the
+// first of version 4's; turned on again, they count from the next field.
+START_TEST (the_uncertainty_turned_off_leaves_the_state_of_version_2)
+{
+    piv_stats_t *on = s_ar1_run (60, 0.3, 9, 1), *off = s_ar1_run (60, 0.3, 9, 1);
+    ck_assert_int_eq (piv_stats_set_uncertainty (off, 0), 0);
+    ck_assert (piv_stats_has_uncertainty (on) && !piv_stats_has_uncertainty (off));
+    unsigned char *a, *b;
+    size_t na, nb;
+    ck_assert_int_eq (piv_stats_encode (on, &a, &na), 0);
+    ck_assert_int_eq (piv_stats_encode (off, &b, &nb), 0);
+    ck_assert_uint_eq (nb, 56 + 104 * U_N);
+    ck_assert (na > nb && b[4] == 2 && a[4] == 4);
+    a[4] = 2;
+    ck_assert (memcmp (a, b, nb) == 0);
+    piv_stats_point_t p;
+    piv_stats_point (off, 3, &p);
+    ck_assert (isnan (p.n_eff) && isnan (p.u_mean_uncertainty) && isfinite (p.u_rms));
+    // On again: NaN until 8 pairs of fields counted after it.
+    ck_assert_int_eq (piv_stats_set_uncertainty (off, 1), 0);
+    piv_field_t *f = piv_field_new (U_NX, U_NY);
+    f->step = 16;
+    f->window = 32;
+    float w[U_N];
+    double state[3 * U_N];
+    uint64_t seed = 4;
+    for (int i = 0; i < 3 * U_N; i++)
+        state[i] = NAN;
+    for (int i = 0; i < 20; i++) {
+        s_ar1_next (f, w, state, 0.3, &seed);
+        piv_stats_add (off, f, w);
+        piv_stats_point (off, 3, &p);
+        ck_assert_msg (i < 12 ? isnan (p.n_eff) : p.n_eff >= 1 && p.n_eff <= 80,
+                       "after %d: n_eff %g", i + 1, p.n_eff);
+    }
+    free (a);
+    free (b);
+    piv_field_destroy (&f);
+    piv_stats_destroy (&on);
+    piv_stats_destroy (&off);
+}
+END_TEST
+
+// The state's size for a 2048 x 2048 image at step 8 (256 x 256 points):
+// printed against version 2's (before the uncertainty), as doc/units.md
+// states it.
+START_TEST (the_state_of_a_large_grid_has_the_size_the_doc_states)
+{
+    enum { NX = 256, NY = 256 };
+    piv_field_t *f = piv_field_new (NX, NY);
+    f->step = 8;
+    f->window = 16;
+    piv_stats_t *st = piv_stats_new (f);
+    unsigned char *buf;
+    size_t size;
+    ck_assert_int_eq (piv_stats_encode (st, &buf, &size), 0);
+    size_t n = (size_t) NX * NY, before = 56 + 104 * n;
+    printf ("statistics state of a %dx%d grid (2048^2 px, step 8): version 2 %.2f MB, version "
+            "4 %.2f MB (x%.2f)\n",
+            NX, NY, before / 1e6, size / 1e6, (double) size / before);
+    ck_assert_uint_eq (size, before + (8 * 24 + 4 * 13 * 2) * n + 8 * 16);
+    free (buf);
+    piv_stats_destroy (&st);
+    piv_field_destroy (&f);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -400,10 +728,21 @@ s_suite (void)
     tcase_set_timeout (farm, 300);
     tcase_add_test (farm, a_run_counts_every_done_pair_once);
     tcase_add_test (farm, a_broker_killed_mid_run_neither_loses_nor_repeats_a_sample);
+    tcase_add_test (farm, a_farm_without_the_statistics_uncertainty_saves_the_smaller_state);
     tcase_add_test (farm, a_calibration_set_before_the_first_frame_gives_metres_per_second);
     tcase_add_test (farm, bad_calibrations_are_refused_naming_the_key);
     tcase_add_test (farm, settings_of_an_experiment_not_seen_yet_make_it);
     suite_add_tcase (suite, farm);
+    TCase *unc = tcase_create ("uncertainty");
+    tcase_set_timeout (unc, 120);
+    tcase_add_test (unc, an_ar1_series_gives_the_effective_sample_count_of_its_correlation);
+    tcase_add_test (unc, independent_samples_count_as_about_as_many_as_they_are);
+    tcase_add_test (unc, the_95_percent_interval_holds_the_true_mean_and_rms_as_often_as_it_says);
+    tcase_add_test (unc, fields_out_of_order_give_the_autocorrelation_of_their_time_order);
+    tcase_add_test (unc, the_mean_measurement_uncertainty_is_the_rms_of_the_vectors_sigma);
+    tcase_add_test (unc, the_state_of_a_large_grid_has_the_size_the_doc_states);
+    tcase_add_test (unc, the_uncertainty_turned_off_leaves_the_state_of_version_2);
+    suite_add_tcase (suite, unc);
     return suite;
 }
 

@@ -305,24 +305,6 @@ END_TEST
 // ---------------------------------------------------------------------------
 // Derived quantities
 
-// A seeded uniform in (0, 1) (splitmix64) and a Gaussian from it.
-static double
-s_uniform (uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-static double
-s_gauss (uint64_t *state)
-{
-    double a = s_uniform (state), b = s_uniform (state);
-    return sqrt (-2 * log (a)) * cos (2 * M_PI * b);
-}
-
 // The exact vorticity dv/dx - du/dy of a flow in image axes, 1/frame.
 static double
 s_exact_vorticity (const piv_flow_t *flow, double x, double y)
@@ -353,8 +335,8 @@ s_sampled (const char *spec, int size, int step, double noise, uint64_t seed, pi
         field->x[k] = (float) (step + (k % n) * step - 0.5);
         field->y[k] = (float) (step + (k / n) * step - 0.5);
         piv_flow_eval (flow, field->x[k], field->y[k], &u, &v);
-        field->u[k] = (float) (u + noise * s_gauss (&seed));
-        field->v[k] = (float) (v + noise * s_gauss (&seed));
+        field->u[k] = (float) (u + noise * tu_gauss (&seed));
+        field->v[k] = (float) (v + noise * tu_gauss (&seed));
     }
     return field;
 }
@@ -614,7 +596,7 @@ s_random_field (int nx, int ny, uint64_t *seed)
     for (int k = 0; k < nx * ny; k++) {
         f->x[k] = (float) (16 + 16 * (k % nx));
         f->y[k] = (float) (16 + 16 * (k / nx));
-        double a = s_gauss (seed), b = s_gauss (seed), r = s_uniform (seed);
+        double a = tu_gauss (seed), b = tu_gauss (seed), r = tu_uniform (seed);
         f->u[k] = (float) (100 + k % nx + 0.5 * a);
         f->v[k] = (float) (-1 + 0.3 * a + 0.2 * b);
         f->peak_ratio[k] = (float) (1.5 + r);
@@ -813,8 +795,10 @@ START_TEST (the_statistics_state_is_restored_exactly)
     size_t n1, n2;
     char err[256] = "";
     ck_assert_int_eq (piv_stats_encode (st, &b1, &n1), 0);
-    ck_assert_uint_eq (n1, 56 + 104 * N);
-    ck_assert (memcmp (b1, "PVS1", 4) == 0 && b1[4] == 2 && b1[8] == NX && b1[12] == NY);
+    // Version 4: version 2's 104 bytes a point, then the uncertainty's
+    // (24 sums, 13 slots of u, v as float32) and the fields in time order.
+    ck_assert_uint_eq (n1, 56 + (104 + 8 * 24 + 4 * 13 * 2) * N + 8 * (3 + 13));
+    ck_assert (memcmp (b1, "PVS1", 4) == 0 && b1[4] == 4 && b1[8] == NX && b1[12] == NY);
     piv_stats_t *back = piv_stats_decode (b1, n1, err, sizeof err);
     ck_assert_msg (back != NULL, "%s", err);
     ck_assert_int_eq (piv_stats_encode (back, &b2, &n2), 0);
@@ -843,7 +827,10 @@ START_TEST (the_statistics_state_is_restored_exactly)
         int at;
         unsigned char byte;
     } cases[] = {{n1 - 1, -1, 0}, {n1 + 1, -1, 0}, {n1, 0, 'X'}, {n1, 4, 3},
-                 {n1, 8, 0},      {n1, 16, 0},     {n1, 32, 3},  {10, -1, 0}};
+                 {n1, 8, 0},      {n1, 16, 0},     {n1, 32, 3},  {10, -1, 0},
+                 {n1, 4, 6},      // no version 6
+                 {n1, (int) (56 + 104 * N + 7), 0x80}, // released: far below -1
+                 {n1, (int) (56 + 104 * N + 15), 0x80}}; // seq_max below released
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         unsigned char keep = cases[i].at >= 0 ? bad[cases[i].at] : 0;
         if (cases[i].at >= 0)
@@ -856,15 +843,58 @@ START_TEST (the_statistics_state_is_restored_exactly)
             bad[cases[i].at] = keep;
     }
     free (bad);
+    // A version 2 state (a checkpoint stored before the uncertainty): the
+    // first bytes of version 4's decode, with every figure but the
+    // uncertainty's, which is NaN until enough fields come after it is
+    // turned on.
+    size_t n_v2 = 56 + 104 * N;
+    unsigned char *v2 = malloc (n_v2);
+    memcpy (v2, b1, n_v2);
+    v2[4] = 2;
+    piv_stats_t *two = piv_stats_decode (v2, n_v2, err, sizeof err);
+    ck_assert_msg (two != NULL, "%s", err);
+    piv_stats_t *four = piv_stats_decode (b1, n1, err, sizeof err);
+    for (long k = 0; k < N; k++) {
+        piv_stats_point_t a, b;
+        piv_stats_point (two, k, &a);
+        piv_stats_point (four, k, &b);
+        ck_assert (a.count == b.count && (!a.count || (a.u_mean == b.u_mean && a.v_rms == b.v_rms)));
+        ck_assert (isnan (a.n_eff) && isnan (a.u_mean_uncertainty)
+                   && isnan (a.vorticity_mean_uncertainty));
+        ck_assert (b.count < 10 || (isfinite (b.n_eff) && b.u_mean_uncertainty > 0));
+    }
+    // Decoded without it; turned on (as the broker does by default), it
+    // counts from the next field.
+    ck_assert (!piv_stats_has_uncertainty (two) && piv_stats_has_uncertainty (four));
+    ck_assert_int_eq (piv_stats_set_uncertainty (two, 1), 0);
+    for (int i = 0; i < 30; i++) {
+        piv_field_destroy (&f);
+        f = s_random_field (NX, NY, &seed);
+        piv_field_derive (f, &(piv_derived_t){.vorticity = w});
+        piv_stats_add (two, f, w);
+    }
+    for (long k = 0; k < N; k++) {
+        piv_stats_point_t a;
+        piv_stats_point (two, k, &a);
+        ck_assert_msg (a.count < 30 || (isfinite (a.n_eff) && a.u_mean_uncertainty > 0
+                                        && a.vorticity_mean_uncertainty > 0),
+                       "point %ld: %lld samples, n_eff %g", k, (long long) a.count, a.n_eff);
+    }
+    free (v2);
+    piv_stats_destroy (&two);
+    piv_stats_destroy (&four);
     // A version 1 state (a checkpoint stored before the replaced counts):
-    // the same bytes without that array decode, with no replaced samples.
+    // version 2's bytes without that array decode, with no replaced samples.
+    n1 = n_v2;
     unsigned char *v1 = malloc (n1 - 8 * N);
     memcpy (v1, b1, 56 + 8 * N);
     memcpy (v1 + 56 + 8 * N, b1 + 56 + 16 * N, n1 - 56 - 16 * N);
     v1[4] = 1;
     piv_stats_t *old = piv_stats_decode (v1, n1 - 8 * N, err, sizeof err);
     ck_assert_msg (old != NULL, "%s", err);
+    b1[4] = 2; // its first n_v2 bytes: version 2
     piv_stats_t *now = piv_stats_decode (b1, n1, err, sizeof err);
+    ck_assert_msg (now != NULL, "%s", err);
     for (long k = 0; k < N; k++) {
         piv_stats_point_t a, b;
         piv_stats_point (old, k, &a);
@@ -933,9 +963,14 @@ START_TEST (the_statistics_text_states_its_units_and_columns)
         "# calibration: 0.02 mm/px, dt 2 ms, origin (16, 0) px, y up",
         "# fields: 25, valid fraction ",
         "# units: x y m, u_mean v_mean u_rms v_rms m/s, uv_mean m^2/s^2, count samples",
-        "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced",
+        "# units: u_mean_uncertainty m/s, v_mean_uncertainty m/s, u_rms_uncertainty m/s, "
+        "v_rms_uncertainty m/s, vorticity_mean_uncertainty 1/s, sigma_u_rms m/s, sigma_v_rms "
+        "m/s, n_eff 1 (standard uncertainties",
+        "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced u_mean_uncertainty "
+        "v_mean_uncertainty u_rms_uncertainty v_rms_uncertainty vorticity_mean_uncertainty "
+        "sigma_u_rms sigma_v_rms n_eff",
     };
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         ck_assert (s_line (text, &pos, line, sizeof line));
         ck_assert_msg (strncmp (line, head[i], strlen (head[i])) == 0, "line %d: '%s'", i, line);
     }
@@ -953,10 +988,23 @@ START_TEST (the_statistics_text_states_its_units_and_columns)
             continue;
         }
         long long valid, replaced;
-        ck_assert_int_eq (sscanf (line, "%lf %lf %lf %lf %lf %lf %lf %lld %lld %lld", &col[0],
-                                  &col[1], &col[2], &col[3], &col[4], &col[5], &col[6], &count,
-                                  &valid, &replaced),
-                          10);
+        double unc[8];
+        ck_assert_int_eq (sscanf (line,
+                                  "%lf %lf %lf %lf %lf %lf %lf %lld %lld %lld %lf %lf %lf %lf "
+                                  "%lf %lf %lf %lf",
+                                  &col[0], &col[1], &col[2], &col[3], &col[4], &col[5], &col[6],
+                                  &count, &valid, &replaced, &unc[0], &unc[1], &unc[2], &unc[3],
+                                  &unc[4], &unc[5], &unc[6], &unc[7]),
+                          18);
+        // The uncertainty in m/s (25 random fields: n_eff known), never
+        // signed; n_eff a count of samples.
+        ck_assert_msg (pt.n_eff > 5 && pt.n_eff <= pt.count, "n_eff %g", pt.n_eff);
+        S_CLOSE (unc[0], pt.u_mean_uncertainty * 0.01, 1e2 * unc[0]);
+        S_CLOSE (unc[1], pt.v_mean_uncertainty * 0.01, 1e2 * unc[1]);
+        S_CLOSE (unc[2], pt.u_rms_uncertainty * 0.01, 1e2 * unc[2]);
+        S_CLOSE (unc[3], pt.v_rms_uncertainty * 0.01, 1e2 * unc[3]);
+        ck_assert (unc[0] > 0 && unc[1] > 0 && isnan (unc[4]) && isnan (unc[5]));
+        S_CLOSE (unc[7], pt.n_eff, 1e2 * unc[7]);
         ck_assert_int_eq (count, pt.count);
         ck_assert (valid == pt.n_valid && replaced == pt.n_replaced && valid + replaced == count);
         S_CLOSE (col[0], (pt.x - 16) * 2e-5, 1e-1);
@@ -975,8 +1023,12 @@ START_TEST (the_statistics_text_states_its_units_and_columns)
     ck_assert (strstr (text, "# units: x y px, u_mean v_mean u_rms v_rms px/frame, uv_mean "
                              "px^2/frame^2, count samples (n_valid valid and n_replaced replaced "
                              "vectors), vorticity_mean 1/frame\n"));
-    ck_assert (strstr (text, "\"count\", \"vorticity_mean\", \"n_valid\", \"n_replaced\"\n"
-                             "ZONE I=3, J=2, F=POINT\n"));
+    ck_assert (strstr (text, "\"count\", \"vorticity_mean\", \"n_valid\", \"n_replaced\", "
+                             "\"u_mean_uncertainty\", \"v_mean_uncertainty\", "
+                             "\"u_rms_uncertainty\", \"v_rms_uncertainty\", "
+                             "\"vorticity_mean_uncertainty\", \"sigma_u_rms\", \"sigma_v_rms\", "
+                             "\"n_eff\"\nZONE I=3, J=2, F=POINT\n"));
+    ck_assert (strstr (text, "vorticity_mean_uncertainty 1/frame, sigma_u_rms px/frame"));
     free (text);
     piv_stats_destroy (&st);
     piv_field_destroy (&f);
@@ -1136,8 +1188,8 @@ s_random_stereo_field (int nx, int ny, uint64_t *seed)
     ck_assert_int_eq (piv_field_add_w (f), 0);
     for (int k = 0; k < nx * ny; k++) {
         f->w[k] = (float) (3 - 0.2 * (k % nx) + 0.4 * (f->u[k] - 100 - k % nx)
-                           + 0.2 * s_gauss (seed));
-        f->residual[k] = (float) (0.1 * s_uniform (seed));
+                           + 0.2 * tu_gauss (seed));
+        f->residual[k] = (float) (0.1 * tu_uniform (seed));
     }
     return f;
 }
@@ -1199,8 +1251,8 @@ START_TEST (a_stereo_series_has_the_statistics_of_w)
     size_t n1, n2;
     char err[256];
     ck_assert_int_eq (piv_stats_encode (st, &b1, &n1), 0);
-    ck_assert_int_eq (b1[4], 3);
-    ck_assert_uint_eq (n1, 56 + (104 + 32) * N);
+    ck_assert_int_eq (b1[4], 5);
+    ck_assert_uint_eq (n1, 56 + (104 + 32 + 8 * 24 + 4 * 13 * 3) * N + 8 * (3 + 13));
     piv_stats_t *back = piv_stats_decode (b1, n1, err, sizeof err);
     ck_assert_msg (back != NULL, "%s", err);
     ck_assert (piv_stats_has_w (back));
@@ -1215,12 +1267,14 @@ START_TEST (a_stereo_series_has_the_statistics_of_w)
     char *text = s_written (st, PIV_FORMAT_TXT, &c, NULL);
     ck_assert (strstr (text, "# units: w_mean w_rms m/s, uw_mean vw_mean m^2/s^2"));
     const char *names = "# x y u_mean v_mean u_rms v_rms uv_mean count n_valid n_replaced "
-                        "w_mean w_rms uw_mean vw_mean\n";
+                        "w_mean w_rms uw_mean vw_mean u_mean_uncertainty v_mean_uncertainty "
+                        "u_rms_uncertainty v_rms_uncertainty vorticity_mean_uncertainty "
+                        "w_mean_uncertainty w_rms_uncertainty sigma_u_rms sigma_v_rms n_eff\n";
     const char *row = strstr (text, names);
     ck_assert_msg (row != NULL, "%.300s", text);
     row += strlen (names);
     for (int k = 0; k < N; k++) {
-        double col[14];
+        double col[24];
         char nan_word[8];
         piv_stats_point_t pt;
         piv_stats_point (st, k, &pt);
@@ -1230,7 +1284,7 @@ START_TEST (a_stereo_series_has_the_statistics_of_w)
             row = eol + 1;
             continue;
         }
-        for (int i = 0; i < 14; i++)
+        for (int i = 0; i < 24; i++)
             col[i] = strtod (row, (char **) &row);
         ck_assert (row == eol);
         row = eol + 1;
@@ -1238,11 +1292,16 @@ START_TEST (a_stereo_series_has_the_statistics_of_w)
         S_CLOSE (col[11], pt.w_rms * 0.01, 1e2 * col[11]);
         S_CLOSE (col[12], pt.uw_mean * 1e-4, 1e2 * fabs (col[12]));
         S_CLOSE (col[13], -pt.vw_mean * 1e-4, 1e2 * fabs (col[13])); // v up, w not flipped
+        // w's uncertainty: 200 independent fields, a positive m/s.
+        ck_assert_msg (pt.w_mean_uncertainty > 0 && pt.n_eff > 100, "n_eff %g", pt.n_eff);
+        S_CLOSE (col[19], pt.w_mean_uncertainty * 0.01, 1e2 * col[19]);
+        S_CLOSE (col[20], pt.w_rms_uncertainty * 0.01, 1e2 * col[20]);
+        S_CLOSE (col[23], pt.n_eff, 1e2 * col[23]);
     }
     free (text);
     text = s_written (st, PIV_FORMAT_TECPLOT, NULL, NULL);
     ck_assert (strstr (text, "\"n_valid\", \"n_replaced\", \"w_mean\", \"w_rms\", \"uw_mean\", "
-                             "\"vw_mean\"\n"));
+                             "\"vw_mean\", \"u_mean_uncertainty\""));
     free (text);
     const char *path = tu_path (tu_tmpdir (), "stereo.vtk");
     FILE *out = fopen (path, "w");
@@ -1255,6 +1314,9 @@ START_TEST (a_stereo_series_has_the_statistics_of_w)
         ck_assert (fabs (s_vtk_value (got, "velocity_mean", k, 2) - pt.w_mean * 0.01) < 1e-6);
         ck_assert (fabs (s_vtk_value (got, "w_rms", k, 0) - pt.w_rms * 0.01) < 1e-7);
         ck_assert (fabs (s_vtk_value (got, "vw_mean", k, 0) + pt.vw_mean * 1e-4) < 1e-9);
+        ck_assert (fabs (s_vtk_value (got, "w_mean_uncertainty", k, 0)
+                         - pt.w_mean_uncertainty * 0.01) < 1e-7);
+        ck_assert (fabs (s_vtk_value (got, "n_eff", k, 0) - pt.n_eff) < 1e-3 * pt.n_eff);
     }
     free (got);
     piv_field_t *f = fields[FIELDS - 1];

@@ -819,3 +819,20 @@ tu_farm_agent_result (tu_farm_t *farm, const char *id, const piv_field_t *field,
     zsock_destroy (&sock);
     return pair;
 }
+
+double
+tu_uniform (uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+double
+tu_gauss (uint64_t *state)
+{
+    double a = tu_uniform (state), b = tu_uniform (state);
+    return sqrt (-2 * log (a)) * cos (2 * M_PI * b);
+}

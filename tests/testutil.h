@@ -170,6 +170,11 @@ int tu_proto_expect (zsock_t *sock, int agent, char command, uint64_t pair, prot
 uint64_t tu_farm_agent_result (tu_farm_t *farm, const char *id, const piv_field_t *field,
                                int timeout_ms);
 
+// A seeded uniform in (0, 1) (splitmix64: the state advances) and a
+// standard Gaussian from two of them (Box-Muller).
+double tu_uniform (uint64_t *state);
+double tu_gauss (uint64_t *state);
+
 // Runs a suite (CK_NORMAL output) and frees it: the exit status of a
 // suite program, 0 when every test passed, 1 otherwise.
 int tu_run_suite (Suite *suite);
