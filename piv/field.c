@@ -277,9 +277,9 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
 }
 
 // The columns piv_field_read_txt knows, by name in a file's column line.
-enum { C_X, C_Y, C_U, C_V, C_FLAGS, C_PEAK, C_W, C_RESIDUAL, C_KNOWN };
+enum { C_X, C_Y, C_U, C_V, C_FLAGS, C_PEAK, C_W, C_RESIDUAL, C_SIGMA_U, C_SIGMA_V, C_KNOWN };
 static const char *const s_column_names[C_KNOWN] = {"x", "y", "u", "v", "flags", "peak_ratio",
-                                                     "w", "residual"};
+                                                     "w", "residual", "sigma_u", "sigma_v"};
 
 // If 'line' (after its '#') is a column line, 'x y u v ...', sets where
 // each known column sits (-1: absent) and returns 1; else 0. Names after
@@ -315,21 +315,23 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         return NULL;
     }
     // Without a column line: 'x y u v [flags [peak]]'.
-    int where[C_KNOWN] = {0, 1, 2, 3, 4, 5, -1, -1};
+    int where[C_KNOWN] = {0, 1, 2, 3, 4, 5, -1, -1, -1, -1};
     size_t cap = 1024, n = 0;
     float *rows = malloc (cap * C_KNOWN * sizeof (float));
     char line[4096];
-    int lineno = 0, bad = 0, three = 0;
+    int lineno = 0, bad = 0, three = 0, sigma = 0;
     while (rows && fgets (line, sizeof line, f)) {
         lineno++;
         char *p = line;
         while (*p == ' ' || *p == '\t')
             p++;
-        if (*p == '#' && n == 0 && s_column_line (p + 1, where))
+        if (*p == '#' && n == 0 && s_column_line (p + 1, where)) {
             three = where[C_W] >= 0;
+            sigma = where[C_SIGMA_U] >= 0 && where[C_SIGMA_V] >= 0;
+        }
         if (*p == '#' || *p == '\n' || *p == '\0')
             continue;
-        float cols[C_KNOWN + 8], r[C_KNOWN] = {0, 0, 0, 0, 0, 1, 0, 0};
+        float cols[C_KNOWN + 8], r[C_KNOWN] = {0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
         int got = 0;
         for (char *end; got < C_KNOWN + 8; got++, p = end) {
             cols[got] = strtof (p, &end);
@@ -339,9 +341,10 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         for (int c = 0; c < C_KNOWN; c++)
             if (where[c] >= 0 && where[c] < got)
                 r[c] = cols[where[c]];
-        if (got < 4 || (three && got <= where[C_W])) {
-            snprintf (err, errlen, "bad vector file '%s': line %d is not 'x y u v%s [flags]'", path,
-                      lineno, three ? " w" : "");
+        if (got < 4 || (three && got <= where[C_W])
+            || (sigma && (got <= where[C_SIGMA_U] || got <= where[C_SIGMA_V]))) {
+            snprintf (err, errlen, "bad vector file '%s': line %d is not 'x y u v%s [flags]%s'",
+                      path, lineno, three ? " w" : "", sigma ? " ... sigma_u sigma_v" : "");
             bad = 1;
             break;
         }
@@ -382,7 +385,7 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         return NULL;
     }
     piv_field_t *self = piv_field_new ((int) nx, (int) (n / nx));
-    if (self && three && piv_field_add_w (self) != 0)
+    if (self && ((three && piv_field_add_w (self) != 0) || (sigma && piv_field_add_sigma (self) != 0)))
         piv_field_destroy (&self);
     if (!self) {
         snprintf (err, errlen, "cannot read '%s': out of memory", path);
@@ -400,6 +403,10 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         if (three) {
             self->w[k] = r[C_W];
             self->residual[k] = r[C_RESIDUAL];
+        }
+        if (sigma) {
+            self->sigma_u[k] = r[C_SIGMA_U];
+            self->sigma_v[k] = r[C_SIGMA_V];
         }
     }
     if (nx > 1)

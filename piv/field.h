@@ -73,7 +73,9 @@ int piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t fo
 // [peak]]' text with '#' comments, grid order). A '# x y u v ...' column
 // line before the vectors says where the columns are: one that names w
 // (piv_field_write's or piv_field3_write's) gives a stereo field, its
-// residual 0 where no column holds it. NULL with err on failure.
+// residual 0 where no column holds it; one that names sigma_u and sigma_v
+// gives them back (piv_field_add_sigma; "nan" reads as NaN), wherever they
+// sit among the columns. NULL with err on failure.
 piv_field_t *piv_field_read_txt (const char *path, char *err, size_t errlen);
 
 // Summary over vectors with flags <= max_flag: mean u, v, mean |V|; returns
