@@ -47,11 +47,23 @@ s_at (const piv_field_t *field, const float *f, int i, int j, double *value)
     return 0;
 }
 
+// w0 f0 + w1 f1 + w2 f2, or with 'var' ('f' being standard uncertainties)
+// the variance of that sum for independent errors, sum of (w f)^2. With
+// 'var' every rule below gives the variance of the derivative it computes
+// without: the same weights over the same points.
+static double
+s_sum (int var, double w0, double f0, double w1, double f1, double w2, double f2)
+{
+    return var ? w0 * w0 * f0 * f0 + w1 * w1 * f1 * f1 + w2 * w2 * f2 * f2
+               : w0 * f0 + w1 * f1 + w2 * f2;
+}
+
 // The stencil's derivative of 'f' at (i, j) along x (along_x) or y, per
-// grid step; NaN if it leaves the grid or reaches an INVALID vector.
+// grid step (its variance with 'var'); NaN if it leaves the grid or reaches
+// an INVALID vector.
 static double
 s_stencil_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i,
-                      int j, int along_x)
+                      int j, int along_x, int var)
 {
     double sum = 0, value;
     for (int a = -st->reach; a <= st->reach; a++)
@@ -61,7 +73,7 @@ s_stencil_derivative (const piv_field_t *field, const float *f, const s_stencil_
                 continue;
             if (s_at (field, f, i + (along_x ? a : b), j + (along_x ? b : a), &value) != 0)
                 return NAN;
-            sum += w * value;
+            sum += s_sum (var, w, value, 0, 0, 0, 0);
         }
     return sum;
 }
@@ -70,31 +82,35 @@ s_stencil_derivative (const piv_field_t *field, const float *f, const s_stencil_
 // along the line through (i, j) alone, central if both neighbours are
 // data, else one-sided over two steps, (-3 f0 + 4 f1 - f2) / 2 towards the
 // side that has them; NaN if neither side has. (i, j) itself is data.
+// (The halves are exact: the figures are those of (f1 - b1) / 2.)
 static double
-s_border_derivative (const piv_field_t *field, const float *f, int i, int j, int along_x)
+s_border_derivative (const piv_field_t *field, const float *f, int i, int j, int along_x,
+                     int var)
 {
     int di = along_x ? 1 : 0, dj = along_x ? 0 : 1;
     double f0 = f[(size_t) j * (size_t) field->nx + (size_t) i], f1, f2, b1, b2;
     int ahead = s_at (field, f, i + di, j + dj, &f1) == 0;
     int behind = s_at (field, f, i - di, j - dj, &b1) == 0;
     if (ahead && behind)
-        return (f1 - b1) / 2;
+        return s_sum (var, 0.5, f1, -0.5, b1, 0, 0);
     if (ahead && s_at (field, f, i + 2 * di, j + 2 * dj, &f2) == 0)
-        return (-3 * f0 + 4 * f1 - f2) / 2;
+        return s_sum (var, -1.5, f0, 2, f1, -0.5, f2);
     if (behind && s_at (field, f, i - 2 * di, j - 2 * dj, &b2) == 0)
-        return (3 * f0 - 4 * b1 + b2) / 2;
+        return s_sum (var, 1.5, f0, -2, b1, 0.5, b2);
     return NAN;
 }
 
-// The derivative of 'f' at (i, j) along x or y, per grid step: the
-// stencil's wherever it has its data (the same figures as without
-// borders), else s_border_derivative's.
+// The derivative of 'f' at (i, j) along x or y, per grid step (its
+// variance with 'var'): the stencil's wherever it has its data (the same
+// figures as without borders), else s_border_derivative's. Which rule
+// applies depends on the flags alone, so a variance is always that of the
+// derivative computed.
 static double
 s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, int i, int j,
-              int along_x)
+              int along_x, int var)
 {
-    double d = s_stencil_derivative (field, f, st, i, j, along_x);
-    return isnan (d) ? s_border_derivative (field, f, i, j, along_x) : d;
+    double d = s_stencil_derivative (field, f, st, i, j, along_x, var);
+    return isnan (d) ? s_border_derivative (field, f, i, j, along_x, var) : d;
 }
 
 // The quantities from the gradient (piv_quantities' rows). The rates
@@ -134,10 +150,10 @@ s_gradient (const piv_field_t *field, const s_stencil_t *st, int grid, int i, in
     g->u = field->u[k];
     g->v = field->v[k];
     g->h = field->step;
-    g->du_dx = grid ? s_derivative (field, field->u, st, i, j, 1) : NAN;
-    g->du_dy = grid ? s_derivative (field, field->u, st, i, j, 0) : NAN;
-    g->dv_dx = grid ? s_derivative (field, field->v, st, i, j, 1) : NAN;
-    g->dv_dy = grid ? s_derivative (field, field->v, st, i, j, 0) : NAN;
+    g->du_dx = grid ? s_derivative (field, field->u, st, i, j, 1, 0) : NAN;
+    g->du_dy = grid ? s_derivative (field, field->u, st, i, j, 0, 0) : NAN;
+    g->dv_dx = grid ? s_derivative (field, field->v, st, i, j, 1, 0) : NAN;
+    g->dv_dy = grid ? s_derivative (field, field->v, st, i, j, 0, 0) : NAN;
 }
 
 int
@@ -172,6 +188,29 @@ int
 piv_field_derive (const piv_field_t *field, const piv_derived_t *out)
 {
     return piv_field_derive_with (field, PIV_STENCIL_DEFAULT, out);
+}
+
+int
+piv_field_derive_sigma_vorticity (const piv_field_t *field, piv_stencil_t stencil, float *out)
+{
+    size_t n = (size_t) field->nx * (size_t) field->ny;
+    int usable = field->sigma_u && field->sigma_v && field->step > 0 && stencil >= 0
+                 && stencil <= PIV_STENCIL_LEAST_SQUARES;
+    int finite = 0;
+    for (size_t k = 0; k < n; k++) {
+        int i = (int) (k % (size_t) field->nx), j = (int) (k / (size_t) field->nx);
+        double value = NAN;
+        if (usable && field->flags[k] < PIV_FLAG_INVALID) {
+            const s_stencil_t *st = &s_stencils[stencil];
+            // w = (dv/dx - du/dy) / h: the variances add (independent terms).
+            double var = s_derivative (field, field->sigma_v, st, i, j, 1, 1)
+                         + s_derivative (field, field->sigma_u, st, i, j, 0, 1);
+            value = sqrt (var) / field->step;
+        }
+        out[k] = (float) value;
+        finite += isfinite (out[k]) != 0;
+    }
+    return usable ? finite : -1;
 }
 
 void

@@ -99,4 +99,20 @@ const char *piv_stencil_name (piv_stencil_t stencil);
 int piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil,
                            const piv_derived_t *out);
 
+// Each vector's standard uncertainty of the vorticity, 1/frame, into
+// 'out' (nx * ny floats): the field's sigma_u, sigma_v carried through the
+// very rule piv_field_derive_with uses at that vector (the stencil, or the
+// border's fallback), sigma_w^2 = (sum c_k^2 sigma_v,k^2 over dv/dx's
+// points + sum c_k^2 sigma_u,k^2 over du/dy's points) / h^2, for c_k the
+// rule's weights. It assumes independent errors: between u and v, and
+// between vectors. Neighbours of overlapping windows share pixels, so
+// their errors correlate positively, and a difference of positively
+// correlated errors varies less: with overlap the figure is an upper bound
+// (exact without overlap). NaN where the vorticity is NaN or a sigma is.
+// Returns the number of finite values, or -1 (all NaN) for a field
+// without sigma_u, sigma_v or without a regular grid, or a bad stencil.
+// To convert: piv_calib_divergence (a rate, never turned by y_up).
+int piv_field_derive_sigma_vorticity (const piv_field_t *field, piv_stencil_t stencil,
+                                      float *out);
+
 #endif
