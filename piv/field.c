@@ -183,7 +183,7 @@ s_general (char *p, float v, char after)
 int
 piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format, const char *header)
 {
-    return piv_field_write_derived (self, out, format, header, NULL);
+    return piv_field_write_derived (self, out, format, header, NULL, NULL);
 }
 
 // ' name' of each derived quantity (Tecplot: ', "name"') after the columns.
@@ -196,12 +196,14 @@ s_derived_names (FILE *out, const float *derived, int quoted)
 
 int
 piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format,
-                         const char *header, const float *derived)
+                         const char *header, const float *derived,
+                         const float *sigma_vorticity)
 {
     if (format == PIV_FORMAT_VTK)
         return piv_field_write_vtk (self, out, NULL, header);
     size_t n = (size_t) self->nx * (size_t) self->ny;
-    int three = self->w && self->residual;
+    int three = self->w && self->residual, sigma = self->sigma_u && self->sigma_v;
+    const float *sigma_w = derived && sigma ? sigma_vorticity : NULL;
     if (format == PIV_FORMAT_TECPLOT) {
         piv_write_header_lines (out, header, "# ");
         fprintf (out, "TITLE = \"pivfarm vector field\"\n");
@@ -210,8 +212,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         fprintf (out, "VARIABLES = \"x\", \"y\", \"u\", \"v\"%s, \"flags\", \"peak_ratio\"%s",
                  three ? ", \"w\"" : "", three ? ", \"residual\"" : "");
         s_derived_names (out, derived, 1);
-        if (self->sigma_u && self->sigma_v)
-            fprintf (out, ", \"sigma_u\", \"sigma_v\"");
+        if (sigma)
+            fprintf (out, ", \"sigma_u\", \"sigma_v\"%s", sigma_w ? ", \"sigma_vorticity\"" : "");
         fputc ('\n', out);
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
@@ -219,8 +221,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         piv_write_header_lines (out, header, "# ");
         fprintf (out, "# x y u v%s flags peak_ratio%s", three ? " w" : "", three ? " residual" : "");
         s_derived_names (out, derived, 0);
-        if (self->sigma_u && self->sigma_v)
-            fprintf (out, " sigma_u sigma_v");
+        if (sigma)
+            fprintf (out, " sigma_u sigma_v%s", sigma_w ? " sigma_vorticity" : "");
         fputc ('\n', out);
     }
     // %.4f: a thousandth of a pixel is below any PIV uncertainty, and fixed
@@ -261,7 +263,7 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         }
         for (int q = 0; derived && q < PIV_DERIVED_COUNT; q++)
             p = s_general (p, derived[(size_t) q * n + k], q == PIV_DERIVED_COUNT - 1 ? '\n' : ' ');
-        if (self->sigma_u && self->sigma_v) {
+        if (sigma) {
             // The uncertainty last, after whatever the row had ('\n' becomes ' ').
             p[-1] = ' ';
             float su = self->sigma_u[k], sv = self->sigma_v[k];
@@ -269,6 +271,10 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
                 p = s_general (s_general (p, su, ' '), sv, '\n');
             else
                 p = s_fixed (s_fixed (p, su, 4, ' '), sv, 4, '\n');
+            if (sigma_w) {
+                p[-1] = ' ';
+                p = s_general (p, sigma_w[k], '\n');
+            }
         }
         used = (size_t) (p - buf);
     }

@@ -65,9 +65,12 @@ int piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format,
 // and ordered as piv_quantities (piv/derived.h): 'derived' holds them as
 // piv_field_derive_all gives them (NULL: none, piv_field_write's file).
 // Every number then has 7 significant digits (a field in metres and m/s
-// too). txt and Tecplot only.
+// too). With sigma_u, sigma_v and 'sigma_vorticity' (nx * ny, may be NULL:
+// piv_field_derive_sigma_vorticity's, in the unit of the vorticity given)
+// a column sigma_vorticity follows them. txt and Tecplot only.
 int piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format,
-                             const char *header, const float *derived);
+                             const char *header, const float *derived,
+                             const float *sigma_vorticity);
 
 // Reads a txt field written by piv_field_write (or any 'x y u v [flags
 // [peak]]' text with '#' comments, grid order). A '# x y u v ...' column
