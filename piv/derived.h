@@ -115,4 +115,15 @@ int piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil,
 int piv_field_derive_sigma_vorticity (const piv_field_t *field, piv_stencil_t stencil,
                                       float *out);
 
+// The vorticity as the linear map it is: for weights c (nx * ny, 0 where
+// unused), cu and cv (nx * ny each) such that sum_k c_k w_k = sum_l
+// (cu_l u_l + cv_l v_l), w_k as piv_field_derive_with computes it (1/frame
+// per px/frame: the rules' weights over h). What the uncertainty of a sum
+// of vorticities (a mean over a region) needs when the vectors' errors
+// are correlated: neighbours share stencil points. 0, or -1 (cu, cv 0 or
+// partial) when a weighted vector has a NaN vorticity, the field has no
+// grid or the stencil is bad.
+int piv_field_vorticity_coefficients (const piv_field_t *field, piv_stencil_t stencil,
+                                      const double *c, double *cu, double *cv);
+
 #endif

@@ -552,6 +552,28 @@ START_TEST (the_vorticitys_uncertainty_matches_a_monte_carlo_of_perturbed_fields
                 "vectors (%d draws)\n",
                 piv_stencil_name ((piv_stencil_t) st), low, high, finite, draws);
     }
+    // The vorticity as a linear map: a weighted sum of vorticities is the
+    // same sum over u and v with piv_field_vorticity_coefficients' weights.
+    double *cw = calloc ((size_t) n, sizeof (double)), *cu = calloc ((size_t) n, sizeof (double)),
+           *cv = calloc ((size_t) n, sizeof (double));
+    for (int st = PIV_STENCIL_CENTRAL; st <= PIV_STENCIL_LEAST_SQUARES; st++) {
+        piv_field_derive_with (noisy, (piv_stencil_t) st, &(piv_derived_t){.vorticity = w});
+        double direct = 0, mapped = 0;
+        for (int k = 0; k < n; k++) {
+            cw[k] = isnan (w[k]) ? 0 : 1 + 0.1 * (k % 9);
+            direct += cw[k] ? cw[k] * w[k] : 0;
+        }
+        ck_assert_int_eq (piv_field_vorticity_coefficients (noisy, (piv_stencil_t) st, cw, cu, cv), 0);
+        for (int k = 0; k < n; k++)
+            mapped += cu[k] || cv[k] ? cu[k] * noisy->u[k] + cv[k] * noisy->v[k] : 0;
+        ck_assert_msg (fabs (direct - mapped) < 1e-9 + 1e-5 * fabs (direct), "%s: %.9g, mapped %.9g",
+                       piv_stencil_name ((piv_stencil_t) st), direct, mapped);
+        cw[5 * nx + 6] = 1; // (6, 5) has no vorticity: refused
+        ck_assert_int_eq (piv_field_vorticity_coefficients (noisy, (piv_stencil_t) st, cw, cu, cv), -1);
+    }
+    free (cw);
+    free (cu);
+    free (cv);
     // In 1/s under a calibration: a rate, never turned by y_up.
     piv_calib_t c;
     piv_calib_init (&c);
