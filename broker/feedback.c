@@ -433,34 +433,43 @@ s_in_roi (const piv_field_t *field, const feedback_settings_t *s, const piv_cali
     return x >= s->roi[0] && x <= s->roi[2] && y >= s->roi[1] && y <= s->roi[3];
 }
 
-// The share of window area two vectors 'd' grid steps apart have in
-// common along one axis (feedback_sigma), 0 beyond a window.
-static double
-s_overlap (const piv_field_t *field, int d)
+// The share of window area two vectors d grid steps apart have in common
+// along one axis, 1 - |d| step / window, for d = 0 .. r (r the reach of a
+// window in steps: beyond it they share nothing) into rho; returns r. A
+// field without window or step: independent vectors (r = 0).
+#define S_REACH_MAX 256 // a window of 256 px (PIV_MAX_WINDOW) at a step of 1 px reaches 255
+static int
+s_overlaps (const piv_field_t *field, double rho[S_REACH_MAX + 1])
 {
+    rho[0] = 1;
     if (field->window <= 0 || field->step <= 0)
-        return d == 0;
-    return fmax (0, 1 - fabs ((double) d) * field->step / field->window);
+        return 0;
+    int r = (field->window - 1) / field->step;
+    r = r > S_REACH_MAX ? S_REACH_MAX : r; // a field off the settings' bounds: cut there
+    for (int d = 1; d <= r; d++)
+        rho[d] = 1 - (double) d * field->step / field->window;
+    return r;
 }
 
 // sum_l sum_m rho_lm x_l x_m for x_l = a_l sigma_l over the grid, rho
-// s_overlap's in x times in y: separable, so R x is two passes of 2r + 1
-// taps (r the reach of a window in steps), not a sum over every pair.
+// s_overlaps' in x times in y: separable, so R x is two passes of 2r + 1
+// taps, not a sum over every pair.
 static double
 s_correlated_variance (const piv_field_t *field, const double *a, const double *sigma,
                        double *x, double *t)
 {
     int nx = field->nx, ny = field->ny;
-    int r = field->window > 0 && field->step > 0 ? (field->window - 1) / field->step : 0;
+    double rho[S_REACH_MAX + 1];
+    int r = s_overlaps (field, rho);
     size_t n = (size_t) nx * (size_t) ny;
     for (size_t k = 0; k < n; k++)
         x[k] = a[k] ? a[k] * sigma[k] : 0;
     for (int j = 0; j < ny; j++) // along x
         for (int i = 0; i < nx; i++) {
-            double sum = 0;
-            for (int d = -r; d <= r; d++)
-                if (i + d >= 0 && i + d < nx)
-                    sum += s_overlap (field, d) * x[(size_t) j * nx + (size_t) (i + d)];
+            const double *row = x + (size_t) j * nx;
+            double sum = row[i];
+            for (int d = 1; d <= r; d++)
+                sum += rho[d] * ((i - d >= 0 ? row[i - d] : 0) + (i + d < nx ? row[i + d] : 0));
             t[(size_t) j * nx + (size_t) i] = sum;
         }
     double total = 0;
@@ -469,10 +478,10 @@ s_correlated_variance (const piv_field_t *field, const double *a, const double *
             size_t k = (size_t) j * nx + (size_t) i;
             if (x[k] == 0)
                 continue;
-            double sum = 0;
-            for (int d = -r; d <= r; d++)
-                if (j + d >= 0 && j + d < ny)
-                    sum += s_overlap (field, d) * t[(size_t) (j + d) * nx + (size_t) i];
+            double sum = t[k];
+            for (int d = 1; d <= r; d++)
+                sum += rho[d] * ((j - d >= 0 ? t[k - (size_t) d * nx] : 0)
+                                 + (j + d < ny ? t[k + (size_t) d * nx] : 0));
             total += x[k] * sum;
         }
     return total;
