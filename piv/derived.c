@@ -33,18 +33,12 @@ piv_stencil_name (piv_stencil_t stencil)
     return stencil >= 0 && stencil <= PIV_STENCIL_LEAST_SQUARES ? s_stencils[stencil].name : "?";
 }
 
-// f at (i + a, j + b) into *value: 0, or -1 off the grid or at an INVALID
-// vector.
+// 1 if (i, j) is data: on the grid and not an INVALID vector.
 static int
-s_at (const piv_field_t *field, const float *f, int i, int j, double *value)
+s_data (const piv_field_t *field, int i, int j)
 {
-    if (i < 0 || j < 0 || i >= field->nx || j >= field->ny)
-        return -1;
-    size_t k = (size_t) j * (size_t) field->nx + (size_t) i;
-    if (field->flags[k] >= PIV_FLAG_INVALID)
-        return -1;
-    *value = f[k];
-    return 0;
+    return i >= 0 && j >= 0 && i < field->nx && j < field->ny
+           && field->flags[(size_t) j * (size_t) field->nx + (size_t) i] < PIV_FLAG_INVALID;
 }
 
 // One point of a rule: vector k with weight w.
@@ -62,14 +56,13 @@ s_stencil_rule (const piv_field_t *field, const s_stencil_t *st, int i, int j, i
                 s_term_t *t)
 {
     int n = 0;
-    double ignored;
     for (int a = -st->reach; a <= st->reach; a++)
         for (int b = -st->reach; b <= st->reach; b++) {
             double w = st->d[a + 2] * st->s[b + 2];
             if (w == 0)
                 continue;
             int x = i + (along_x ? a : b), y = j + (along_x ? b : a);
-            if (s_at (field, field->u, x, y, &ignored) != 0)
+            if (!s_data (field, x, y))
                 return 0;
             t[n++] = (s_term_t) {(size_t) y * (size_t) field->nx + (size_t) x, w};
         }
@@ -86,8 +79,7 @@ static int
 s_border_rule (const piv_field_t *field, int i, int j, int along_x, s_term_t *t)
 {
     int di = along_x ? 1 : 0, dj = along_x ? 0 : 1;
-    double ignored;
-#define S_DATA(m) (s_at (field, field->u, i + (m) * di, j + (m) * dj, &ignored) == 0)
+#define S_DATA(m) s_data (field, i + (m) * di, j + (m) * dj)
 #define S_TERM(m, weight)                                                                         \
     ((s_term_t) {(size_t) (j + (m) * dj) * (size_t) field->nx + (size_t) (i + (m) * di), weight})
     int ahead = S_DATA (1), behind = S_DATA (-1), n = 0;
