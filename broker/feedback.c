@@ -433,10 +433,10 @@ s_in_roi (const piv_field_t *field, const feedback_settings_t *s, const piv_cali
     return x >= s->roi[0] && x <= s->roi[2] && y >= s->roi[1] && y <= s->roi[3];
 }
 
-// The share of window area two vectors d grid steps apart have in common
-// along one axis, 1 - |d| step / window, for d = 0 .. r (r the reach of a
-// window in steps: beyond it they share nothing) into rho; returns r. A
-// field without window or step: independent vectors (r = 0).
+// The correlation of two vectors' errors d grid steps apart along one axis
+// (piv_field_error_correlation: the share of window area), for d = 0 .. r
+// (r the reach of a window in steps: beyond it they share nothing) into
+// rho; returns r. A field without window or step: independent vectors.
 #define S_REACH_MAX 256 // a window of 256 px (PIV_MAX_WINDOW) at a step of 1 px reaches 255
 static int
 s_overlaps (const piv_field_t *field, double rho[S_REACH_MAX + 1])
@@ -447,7 +447,7 @@ s_overlaps (const piv_field_t *field, double rho[S_REACH_MAX + 1])
     int r = (field->window - 1) / field->step;
     r = r > S_REACH_MAX ? S_REACH_MAX : r; // a field off the settings' bounds: cut there
     for (int d = 1; d <= r; d++)
-        rho[d] = 1 - (double) d * field->step / field->window;
+        rho[d] = piv_field_error_correlation (field, d, 0);
     return r;
 }
 

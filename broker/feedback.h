@@ -121,9 +121,8 @@ double feedback_value (const feedback_figures_t *f, feedback_quantity_t q);
 // over every vector its stencils reach), has the variance
 // sum_l sum_m rho_lm a_l a_m sigma_l sigma_m: u's errors and v's
 // independent, two vectors' correlated by the share of window area they
-// have in common (rho = (1 - |di| step / window) (1 - |dj| step / window),
-// 0 beyond a window: 0.5 for neighbours at 50 % overlap, 0.25 diagonal),
-// as for a top-hat window whose error is the sum of its pixels'. A vector
+// have in common (piv_field_error_correlation: 0.5 for neighbours at 50 %
+// overlap, 0.25 diagonal). A vector
 // without sigma (replaced, or valid without a peak of its own) counts
 // with the RMS sigma of the field's valid vectors.
 double feedback_sigma (const feedback_figures_t *f, feedback_quantity_t q);

@@ -113,17 +113,39 @@ s_rule (const piv_field_t *field, const s_stencil_t *st, int i, int j, int along
     return n ? n : s_border_rule (field, i, j, along_x, t);
 }
 
+double
+piv_field_error_correlation (const piv_field_t *field, int di, int dj)
+{
+    if (field->window <= 0 || field->step <= 0)
+        return di == 0 && dj == 0;
+    double along_x = 1 - fabs ((double) di) * field->step / field->window;
+    double along_y = 1 - fabs ((double) dj) * field->step / field->window;
+    return along_x > 0 && along_y > 0 ? along_x * along_y : 0;
+}
+
 // The derivative of 'f' by a rule of n terms (NaN for none), or with 'var'
-// ('f' being standard uncertainties) its variance for independent errors,
-// the sum of (w f)^2.
+// ('f' being standard uncertainties) its variance, sum over pairs of terms
+// of rho w_m w_n f_m f_n, rho piv_field_error_correlation's.
 static double
-s_apply (const float *f, const s_term_t *t, int n, int var)
+s_apply (const piv_field_t *field, const float *f, const s_term_t *t, int n, int var)
 {
     if (n == 0)
         return NAN;
     double sum = 0;
-    for (int m = 0; m < n; m++)
-        sum += var ? t[m].w * t[m].w * f[t[m].k] * f[t[m].k] : t[m].w * f[t[m].k];
+    size_t nx = (size_t) field->nx;
+    for (int m = 0; m < n; m++) {
+        if (!var) {
+            sum += t[m].w * f[t[m].k];
+            continue;
+        }
+        for (int o = 0; o < n; o++) {
+            int di = (int) (t[m].k % nx) - (int) (t[o].k % nx);
+            int dj = (int) (t[m].k / nx) - (int) (t[o].k / nx);
+            double rho = piv_field_error_correlation (field, di, dj);
+            if (rho != 0)
+                sum += rho * t[m].w * t[o].w * f[t[m].k] * f[t[o].k];
+        }
+    }
     return sum;
 }
 
@@ -134,7 +156,7 @@ s_derivative (const piv_field_t *field, const float *f, const s_stencil_t *st, i
               int along_x, int var)
 {
     s_term_t t[S_TERMS];
-    return s_apply (f, t, s_rule (field, st, i, j, along_x, t), var);
+    return s_apply (field, f, t, s_rule (field, st, i, j, along_x, t), var);
 }
 
 // The quantities from the gradient (piv_quantities' rows). The rates
@@ -226,7 +248,8 @@ piv_field_derive_sigma_vorticity (const piv_field_t *field, piv_stencil_t stenci
         double value = NAN;
         if (usable && field->flags[k] < PIV_FLAG_INVALID) {
             const s_stencil_t *st = &s_stencils[stencil];
-            // w = (dv/dx - du/dy) / h: the variances add (independent terms).
+            // w = (dv/dx - du/dy) / h: the variances add (u's and v's
+            // errors independent).
             double var = s_derivative (field, field->sigma_v, st, i, j, 1, 1)
                          + s_derivative (field, field->sigma_u, st, i, j, 0, 1);
             value = sqrt (var) / field->step;

@@ -99,17 +99,24 @@ const char *piv_stencil_name (piv_stencil_t stencil);
 int piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil,
                            const piv_derived_t *out);
 
+// The correlation the farm assumes between the errors of two vectors di,
+// dj grid steps apart (either sign): the share of window area they have in
+// common, (1 - |di| step / window) (1 - |dj| step / window), 0 beyond a
+// window: a top-hat window's error taken as the sum of its pixels'. 0.5
+// for neighbours at 50 % overlap, 0.25 diagonally; without overlap (or
+// without window or step) 1 at (0, 0), else 0. The engine's actual errors
+// correlate a little less (doc/control.md gives the figures): a bound.
+double piv_field_error_correlation (const piv_field_t *field, int di, int dj);
+
 // Each vector's standard uncertainty of the vorticity, 1/frame, into
 // 'out' (nx * ny floats): the field's sigma_u, sigma_v carried through the
 // very rule piv_field_derive_with uses at that vector (the stencil, or the
-// border's fallback), sigma_w^2 = (sum c_k^2 sigma_v,k^2 over dv/dx's
-// points + sum c_k^2 sigma_u,k^2 over du/dy's points) / h^2, for c_k the
-// rule's weights. It assumes independent errors: between u and v, and
-// between vectors. Neighbours of overlapping windows share pixels, so
-// their errors correlate positively, and a difference of positively
-// correlated errors varies less: with overlap the figure is an upper bound
-// (exact without overlap). NaN where the vorticity is NaN or a sigma is.
-// Returns the number of finite values, or -1 (all NaN) for a field
+// border's fallback), sigma_w^2 h^2 = sum over pairs of dv/dx's points of
+// rho c_m c_n sigma_v,m sigma_v,n + the same of du/dy's with sigma_u, for
+// c the rule's weights and rho piv_field_error_correlation's: u's and v's
+// errors independent, vectors' correlated by the window area they share
+// (independent without overlap). NaN where the vorticity is NaN or a sigma
+// is. Returns the number of finite values, or -1 (all NaN) for a field
 // without sigma_u, sigma_v or without a regular grid, or a bad stencil.
 // To convert: piv_calib_divergence (a rate, never turned by y_up).
 int piv_field_derive_sigma_vorticity (const piv_field_t *field, piv_stencil_t stencil,

@@ -1590,8 +1590,10 @@ s_sigma_field (double s0)
 // (1/frame); the export of a run without. 0.02 mm/px over 2 ms: 0.01 m/s a
 // px, 500 1/s a 1/frame. Inside, sigma_vorticity is checked by hand
 // against the circulation stencil (piv/derived.h): dv/dx's weights +-0.5 x
-// (1/4, 1/2, 1/4) across, so sigma^2 h^2 = sum of weight^2 sigma_v^2 over
-// the columns either side plus the same of sigma_u over the rows.
+// (1/4, 1/2, 1/4) across, so sigma^2 h^2 = the sum over pairs of its
+// points of rho w w' sigma_v sigma_v', plus the same of du/dy's with
+// sigma_u, rho the share of window area (windows of 2 steps: (1 - |di| / 2)
+// (1 - |dj| / 2)).
 static const char *s_sigma_h5_check =
     "import sys, h5py, numpy as np\n"
     "f = h5py.File(sys.argv[1], 'r'); px = np.loadtxt(sys.argv[2]).reshape(8, 8, 3)\n"
@@ -1613,11 +1615,15 @@ static const char *s_sigma_h5_check =
     "assert np.allclose(s[1], px[..., 2] * 500, rtol=1e-6, equal_nan=True), (s[1], px[..., 2])\n"
     "assert np.isnan(s[0]).all() and np.isnan(s[1][1, 1]) and (s[1][3:, 3:] > 0).all()\n"
     "h = (f['x'][1] - f['x'][0]) / 2e-5; su, sv = px[..., 0], px[..., 1]; wt = [0.25, 0.5, 0.25]\n"
+    "rho = lambda a, b: max(0, 1 - abs(a[0] - b[0]) / 2) * max(0, 1 - abs(a[1] - b[1]) / 2)\n"
+    "def var(terms, sig):\n"
+    "    return sum(rho(a, b) * a[2] * b[2] * sig[a[1], a[0]] * sig[b[1], b[0]] for a in terms for b in terms)\n"
     "for j in range(3, 7):\n"
     "    for i in range(3, 7):\n"
-    "        var = sum((0.5 * wt[b + 1]) ** 2 * (sv[j + b, i + 1] ** 2 + sv[j + b, i - 1] ** 2\n"
-    "                  + su[j + 1, i + b] ** 2 + su[j - 1, i + b] ** 2) for b in (-1, 0, 1))\n"
-    "        assert abs(np.sqrt(var) / h * 500 - s[1][j, i]) < 1e-5 * s[1][j, i], (i, j)\n"
+    "        dvdx = [(i + d, j + b, d * 0.5 * wt[b + 1]) for d in (-1, 1) for b in (-1, 0, 1)]\n"
+    "        dudy = [(i + b, j + d, d * 0.5 * wt[b + 1]) for d in (-1, 1) for b in (-1, 0, 1)]\n"
+    "        want = np.sqrt(var(dvdx, sv) + var(dudy, su)) / h * 500\n"
+    "        assert abs(want - s[1][j, i]) < 1e-5 * s[1][j, i], (i, j, want, s[1][j, i])\n"
     "g = h5py.File(sys.argv[3], 'r')\n"
     "assert 'u' in g and 'sigma_u' not in g and 'sigma_vorticity' not in g, sorted(g)\n"
     "print('ok', float(f['sigma_u'][1, 0, 0]), 'sigma_vorticity', float(s[1][4, 4]), '1/s')\n";
