@@ -512,7 +512,8 @@ s_sigmas (const piv_field_t *field, const float *vorticity, const feedback_setti
             sum2[1] += (double) field->sigma_v[k] * field->sigma_v[k];
             known++;
         }
-    double rms_u = known ? sqrt (sum2[0] / known) : NAN, rms_v = known ? sqrt (sum2[1] / known) : NAN;
+    double rms_u = known ? sqrt (sum2[0] / known) : NAN;
+    double rms_v = known ? sqrt (sum2[1] / known) : NAN;
     for (size_t k = 0; k < n; k++) {
         su[k] = isfinite (field->sigma_u[k]) ? field->sigma_u[k] : rms_u;
         sv[k] = isfinite (field->sigma_v[k]) ? field->sigma_v[k] : rms_v;

@@ -98,9 +98,10 @@ typedef struct {
 
 // 'vorticity' is piv_field_derive's array for the field (NULL: none, the
 // vorticity NaN): one stencil for the farm. A field with sigma_u, sigma_v
-// gives each mean its uncertainty (feedback_sigma); a field without, NaN. 'calib' is the calibration in
-// force for the field (NULL: none), through which a physical ROI selects
-// its vectors; without one a physical ROI selects none.
+// gives each mean its uncertainty (feedback_sigma); a field without, NaN.
+// 'calib' is the calibration in force for the field (NULL: none), through
+// which a physical ROI selects its vectors; without one a physical ROI
+// selects none.
 void feedback_figures (const piv_field_t *field, const float *vorticity,
                        const feedback_settings_t *s, const piv_calib_t *calib,
                        feedback_figures_t *out);

@@ -169,7 +169,8 @@ s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *
               r->compute_ns / 1e6, r->path ? r->path : "",
               piv_calib_unit (applied, PIV_UNIT_LENGTH), three ? ", w" : "",
               sigma ? ", sigma_u, sigma_v" : "", piv_calib_unit (applied, PIV_UNIT_VELOCITY),
-              sigma ? "; sigma_vorticity in " : "", sigma ? piv_calib_unit (applied, PIV_UNIT_RATE) : "",
+              sigma ? "; sigma_vorticity in " : "",
+              sigma ? piv_calib_unit (applied, PIV_UNIT_RATE) : "",
               three ? "w along z, out of the light sheet; residual in image px; " : "", calib, x->si || !c->set ? "" : ", not applied (--units px)", text,
               r->settings && *r->settings ? r->settings : x->settings);
 }

@@ -391,7 +391,8 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         return NULL;
     }
     piv_field_t *self = piv_field_new ((int) nx, (int) (n / nx));
-    if (self && ((three && piv_field_add_w (self) != 0) || (sigma && piv_field_add_sigma (self) != 0)))
+    if (self
+        && ((three && piv_field_add_w (self) != 0) || (sigma && piv_field_add_sigma (self) != 0)))
         piv_field_destroy (&self);
     if (!self) {
         snprintf (err, errlen, "cannot read '%s': out of memory", path);

@@ -1463,7 +1463,8 @@ START_TEST (a_field_with_uncertainty_shows_a_map_of_sigma_with_its_colour_bar)
     ck_assert (strstr (html, "id=\"sigma-field\" data-unit=\"m/s\"") != NULL);
     const char *legend = strstr (strstr (html, "id=\"sigma-field\""), "class=\"legend\"");
     ck_assert_msg (legend && strstr (legend, ">|\xCF\x83| (m/s)</text>"), "%.600s", legend);
-    const char *lo = strstr (legend, "class=\"tick-min\""), *hi = strstr (legend, "class=\"tick-max\"");
+    const char *lo = strstr (legend, "class=\"tick-min\"");
+    const char *hi = strstr (legend, "class=\"tick-max\"");
     ck_assert_msg (lo && hi && strstr (lo, "mm/s") && strstr (hi, "mm/s"), "%.600s", legend);
     piv_field_destroy (&f);
     const char *dom = s_card_in_browser ("id=\"sigma-card\"", "sigma-field",

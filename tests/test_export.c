@@ -1754,8 +1754,9 @@ START_TEST (a_run_with_uncertainty_carries_sigma_in_every_export)
         ck_assert_msg (k == 9 ? isnan (col[c - 3]) && isnan (col[c - 2]) && isnan (col[c - 1])
                               : fabs (col[c - 3] - want_u) < 1e-6 * want_u
                                     && fabs (col[c - 2] - want_v) < 1e-6 * want_v
-                                    && (isnan (want_w) ? isnan (col[c - 1])
-                                                       : fabs (col[c - 1] - want_w) < 1e-6 * want_w),
+                                    && (isnan (want_w)
+                                            ? isnan (col[c - 1])
+                                            : fabs (col[c - 1] - want_w) < 1e-6 * want_w),
                        "vector %d: sigma %.9g %.9g m/s %.9g 1/s, injected %.9g %.9g %.9g", k,
                        col[c - 3], col[c - 2], col[c - 1], want_u, want_v, want_w);
     }

@@ -1065,7 +1065,8 @@ START_TEST (the_farms_feedback_gives_each_roi_mean_its_uncertainty)
 {
     tu_farm_t farm;
     tu_farm_init (&farm);
-    tu_farm_conf_replace (&farm, "    iterations = 1\n", "    iterations = 1\n    uncertainty = cs\n");
+    tu_farm_conf_replace (&farm, "    iterations = 1\n",
+                          "    iterations = 1\n    uncertainty = cs\n");
     tu_farm_render (&farm, 1, "p");
     tu_farm_start_broker (&farm);
     s_pivctl_ok (&farm, "calibrate", "exp1", "--scale", "0.02mm/px", "--dt", "2ms", NULL);
@@ -1115,7 +1116,8 @@ START_TEST (the_farms_feedback_gives_each_roi_mean_its_uncertainty)
     for (int k = 0; k < n; k++)
         a[k] = a[k] && isfinite (w[k]) ? 1.0 / nvort : 0;
     ck_assert_int_eq (piv_field_vorticity_coefficients (field, PIV_STENCIL_DEFAULT, a, cu, cv), 0);
-    double want_w = sqrt (s_brute_variance (field, cu, su) + s_brute_variance (field, cv, sv)) * 500;
+    double want_w =
+        sqrt (s_brute_variance (field, cu, su) + s_brute_variance (field, cv, sv)) * 500;
     double got_u = jdoc_number (doc, NAN, "$.uncertainty.mean_u");
     double got_v = jdoc_number (doc, NAN, "$.uncertainty.mean_v");
     double got_w = jdoc_number (doc, NAN, "$.uncertainty.vorticity");
@@ -1123,8 +1125,10 @@ START_TEST (the_farms_feedback_gives_each_roi_mean_its_uncertainty)
             "(recomputed %.6f), vorticity %.3f +- %.3f 1/s (recomputed %.3f)\n",
             count, jdoc_number (doc, NAN, "$.mean_v"), got_v, want_v,
             jdoc_number (doc, NAN, "$.vorticity"), got_w, want_w);
-    ck_assert_msg (fabs (got_u / want_u - 1) < 0.01, "mean_u +- %.9g m/s, want %.9g", got_u, want_u);
-    ck_assert_msg (fabs (got_v / want_v - 1) < 0.01, "mean_v +- %.9g m/s, want %.9g", got_v, want_v);
+    ck_assert_msg (fabs (got_u / want_u - 1) < 0.01, "mean_u +- %.9g m/s, want %.9g", got_u,
+                   want_u);
+    ck_assert_msg (fabs (got_v / want_v - 1) < 0.01, "mean_v +- %.9g m/s, want %.9g", got_v,
+                   want_v);
     ck_assert_msg (fabs (got_w / want_w - 1) < 0.01, "vorticity +- %.9g 1/s, want %.9g", got_w,
                    want_w);
     ck_assert (jdoc_number (doc, NAN, "$.sigma") == got_v); // beside value, the same units
