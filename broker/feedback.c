@@ -5,6 +5,7 @@
 #include "broker/feedback.h"
 #include "common/jout.h"
 #include "common/util.h"
+#include "piv/derived.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -346,6 +347,16 @@ feedback_message_json (const feedback_message_t *m, char *buf, size_t size)
         if (!q->stereo || f->has_w)
             jout_set (&o, q->name, jout_number (feedback_value (f, q->quantity)));
     jout_set (&o, "value", jout_number (feedback_value (f, s->quantity)));
+    // The value's uncertainty (null without), and each mean's when the
+    // field had sigma (the member left out otherwise, as before issue 27).
+    jout_set (&o, "sigma", jout_number (feedback_sigma (f, s->quantity)));
+    if (f->has_sigma) {
+        json_t *sigma = json_object ();
+        for (int i = 0; (q = feedback_quantity_get (i)); i++)
+            if (!q->stereo && q->quantity != FEEDBACK_VALID_FRACTION)
+                jout_set (&sigma, q->name, jout_number (feedback_sigma (f, q->quantity)));
+        jout_set (&o, "uncertainty", sigma);
+    }
     json_t *units = json_object ();
     jout_set (&units, "velocity", jout_string (piv_calib_unit (m->calib, PIV_UNIT_VELOCITY)));
     jout_set (&units, "rate", jout_string (piv_calib_unit (m->calib, PIV_UNIT_RATE)));
@@ -422,6 +433,121 @@ s_in_roi (const piv_field_t *field, const feedback_settings_t *s, const piv_cali
     return x >= s->roi[0] && x <= s->roi[2] && y >= s->roi[1] && y <= s->roi[3];
 }
 
+// The correlation of two vectors' errors d grid steps apart along one axis
+// (piv_field_error_correlation: the share of window area), for d = 0 .. r
+// (r the reach of a window in steps: beyond it they share nothing) into
+// rho; returns r. A field without window or step: independent vectors.
+#define S_REACH_MAX 256 // a window of 256 px (PIV_MAX_WINDOW) at a step of 1 px reaches 255
+static int
+s_overlaps (const piv_field_t *field, double rho[S_REACH_MAX + 1])
+{
+    rho[0] = 1;
+    if (field->window <= 0 || field->step <= 0)
+        return 0;
+    int r = (field->window - 1) / field->step;
+    r = r > S_REACH_MAX ? S_REACH_MAX : r; // a field off the settings' bounds: cut there
+    for (int d = 1; d <= r; d++)
+        rho[d] = piv_field_error_correlation (field, d, 0);
+    return r;
+}
+
+// sum_l sum_m rho_lm x_l x_m for x_l = a_l sigma_l over the grid, rho
+// s_overlaps' in x times in y: separable, so R x is two passes of 2r + 1
+// taps, not a sum over every pair.
+static double
+s_correlated_variance (const piv_field_t *field, const double *a, const double *sigma,
+                       double *x, double *t)
+{
+    int nx = field->nx, ny = field->ny;
+    double rho[S_REACH_MAX + 1];
+    int r = s_overlaps (field, rho);
+    size_t n = (size_t) nx * (size_t) ny;
+    for (size_t k = 0; k < n; k++)
+        x[k] = a[k] ? a[k] * sigma[k] : 0;
+    for (int j = 0; j < ny; j++) // along x
+        for (int i = 0; i < nx; i++) {
+            const double *row = x + (size_t) j * nx;
+            double sum = row[i];
+            for (int d = 1; d <= r; d++)
+                sum += rho[d] * ((i - d >= 0 ? row[i - d] : 0) + (i + d < nx ? row[i + d] : 0));
+            t[(size_t) j * nx + (size_t) i] = sum;
+        }
+    double total = 0;
+    for (int j = 0; j < ny; j++) // along y, then the product with x
+        for (int i = 0; i < nx; i++) {
+            size_t k = (size_t) j * nx + (size_t) i;
+            if (x[k] == 0)
+                continue;
+            double sum = t[k];
+            for (int d = 1; d <= r; d++)
+                sum += rho[d] * ((j - d >= 0 ? t[k - (size_t) d * nx] : 0)
+                                 + (j + d < ny ? t[k + (size_t) d * nx] : 0));
+            total += x[k] * sum;
+        }
+    return total;
+}
+
+// The uncertainties of the means feedback_figures has just computed
+// (feedback_sigma says how), when the field has sigma; else NaN.
+static void
+s_sigmas (const piv_field_t *field, const float *vorticity, const feedback_settings_t *s,
+          const piv_calib_t *calib, feedback_figures_t *out)
+{
+    out->sigma_mean_u = out->sigma_mean_v = out->sigma_mean_speed = out->sigma_vorticity = NAN;
+    out->has_sigma = field && field->sigma_u && field->sigma_v;
+    if (!out->has_sigma || out->n == 0)
+        return;
+    size_t n = (size_t) field->nx * (size_t) field->ny;
+    double *mem = malloc (7 * n * sizeof (double));
+    if (!mem)
+        return; // no memory: no uncertainty, the figures stand
+    double *su = mem, *sv = su + n, *a = sv + n, *b = a + n, *c = b + n, *x = c + n, *t = x + n;
+    // A vector without sigma counts with the RMS of the valid ones'.
+    double sum2[2] = {0, 0};
+    int known = 0;
+    for (size_t k = 0; k < n; k++)
+        if (field->flags[k] == PIV_FLAG_VALID && isfinite (field->sigma_u[k])
+            && isfinite (field->sigma_v[k])) {
+            sum2[0] += (double) field->sigma_u[k] * field->sigma_u[k];
+            sum2[1] += (double) field->sigma_v[k] * field->sigma_v[k];
+            known++;
+        }
+    double rms_u = known ? sqrt (sum2[0] / known) : NAN;
+    double rms_v = known ? sqrt (sum2[1] / known) : NAN;
+    for (size_t k = 0; k < n; k++) {
+        su[k] = isfinite (field->sigma_u[k]) ? field->sigma_u[k] : rms_u;
+        sv[k] = isfinite (field->sigma_v[k]) ? field->sigma_v[k] : rms_v;
+    }
+    // The means of u, v and the speed: the valid vectors in the ROI.
+    int nvort = 0;
+    for (size_t k = 0; k < n; k++) {
+        int in = field->flags[k] == PIV_FLAG_VALID && s_in_roi (field, s, calib, k);
+        double u = field->u[k], v = field->v[k], speed = sqrt (u * u + v * v);
+        a[k] = in ? 1.0 / out->n : 0;
+        // d|V| = (u du + v dv) / |V|; at |V| = 0, where it has no
+        // derivative, as if along x.
+        b[k] = in ? (speed > 0 ? u / speed : 1) / out->n : 0;
+        c[k] = in ? (speed > 0 ? v / speed : 0) / out->n : 0;
+        nvort += in && vorticity && isfinite (vorticity[k]);
+    }
+    out->sigma_mean_u = sqrt (s_correlated_variance (field, a, su, x, t));
+    out->sigma_mean_v = sqrt (s_correlated_variance (field, a, sv, x, t));
+    out->sigma_mean_speed = sqrt (s_correlated_variance (field, b, su, x, t)
+                                  + s_correlated_variance (field, c, sv, x, t));
+    // The mean vorticity: a linear map of u and v over every vector its
+    // stencils reach (neighbours share them: their errors add up exactly).
+    for (size_t k = 0; k < n; k++)
+        a[k] = field->flags[k] == PIV_FLAG_VALID && s_in_roi (field, s, calib, k) && vorticity
+                       && isfinite (vorticity[k])
+                   ? 1.0 / nvort
+                   : 0;
+    if (nvort
+        && piv_field_vorticity_coefficients (field, PIV_STENCIL_DEFAULT, a, b, c) == 0)
+        out->sigma_vorticity = sqrt (s_correlated_variance (field, b, su, x, t)
+                                     + s_correlated_variance (field, c, sv, x, t));
+    free (mem);
+}
+
 // Vorticity is the mean of piv_field_derive's values (piv/derived.h: the
 // one stencil of the farm, NaN at and around holes and on the border)
 // over the valid vectors inside the ROI where it is finite. The stencil
@@ -467,6 +593,7 @@ feedback_figures (const piv_field_t *field, const float *vorticity, const feedba
     out->has_w = w != NULL;
     out->mean_w = w && out->n ? sw / out->n : NAN;
     out->mean_abs_w = w && out->n ? sabsw / out->n : NAN;
+    s_sigmas (field, vorticity, s, calib, out);
 }
 
 void
@@ -483,6 +610,10 @@ feedback_figures_calibrate (feedback_figures_t *f, const piv_calib_t *c)
     f->vorticity = piv_calib_vorticity (c, f->vorticity);
     f->mean_w = piv_calib_speed (c, f->mean_w);
     f->mean_abs_w = piv_calib_speed (c, f->mean_abs_w);
+    f->sigma_mean_u = piv_calib_speed (c, f->sigma_mean_u);
+    f->sigma_mean_v = piv_calib_speed (c, f->sigma_mean_v);
+    f->sigma_mean_speed = piv_calib_speed (c, f->sigma_mean_speed);
+    f->sigma_vorticity = piv_calib_divergence (c, f->sigma_vorticity);
 }
 
 double
@@ -505,6 +636,25 @@ feedback_value (const feedback_figures_t *f, feedback_quantity_t q)
         return f->mean_abs_w;
     }
     return NAN;
+}
+
+double
+feedback_sigma (const feedback_figures_t *f, feedback_quantity_t q)
+{
+    if (!f->has_sigma)
+        return NAN;
+    switch (q) {
+    case FEEDBACK_MEAN_U:
+        return f->sigma_mean_u;
+    case FEEDBACK_MEAN_V:
+        return f->sigma_mean_v;
+    case FEEDBACK_MEAN_SPEED:
+        return f->sigma_mean_speed;
+    case FEEDBACK_VORTICITY:
+        return f->sigma_vorticity;
+    default:
+        return NAN;
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -90,22 +90,43 @@ typedef struct {
     double mean_w;          // mean w (along +z), px per frame pair (m/s once calibrated)
     double mean_abs_w;      // mean |w|, likewise
     int roi_uncalibrated;   // a physical ROI and no calibration: no vector selected
+    // The standard uncertainty of each mean, in its units, when the field has
+    // sigma_u, sigma_v (has_sigma); else NaN (feedback_sigma says how).
+    int has_sigma;
+    double sigma_mean_u, sigma_mean_v, sigma_mean_speed, sigma_vorticity;
 } feedback_figures_t;
 
 // 'vorticity' is piv_field_derive's array for the field (NULL: none, the
-// vorticity NaN): one stencil for the farm. 'calib' is the calibration in
-// force for the field (NULL: none), through which a physical ROI selects
-// its vectors; without one a physical ROI selects none.
+// vorticity NaN): one stencil for the farm. A field with sigma_u, sigma_v
+// gives each mean its uncertainty (feedback_sigma); a field without, NaN.
+// 'calib' is the calibration in force for the field (NULL: none), through
+// which a physical ROI selects its vectors; without one a physical ROI
+// selects none.
 void feedback_figures (const piv_field_t *field, const float *vorticity,
                        const feedback_settings_t *s, const piv_calib_t *calib,
                        feedback_figures_t *out);
 // The figures in the units of calibration 'c' (piv_calib_velocity for
 // mean_u, mean_v and mean_speed, piv_calib_speed for mean_w and
 // mean_abs_w: y up leaves w alone, piv_calib_vorticity): m/s and 1/s once
-// calibrated; unchanged when c is NULL or not calibrated.
+// calibrated; unchanged when c is NULL or not calibrated. The
+// uncertainties are spreads: scaled, never sign-flipped by y up.
 void feedback_figures_calibrate (feedback_figures_t *f, const piv_calib_t *c);
 // The figure named by q (NAN for a q out of range).
 double feedback_value (const feedback_figures_t *f, feedback_quantity_t q);
+// The standard uncertainty of the figure named by q, in its units: of
+// mean_u, mean_v, mean_speed and the vorticity when the field had sigma;
+// NAN otherwise (valid_fraction, mean_w, mean_abs_w have none). A mean of
+// n vectors, sum_l a_l e_l for errors e_l of standard deviation sigma_l
+// (a_l = 1/n; the speed's linearised, a_l = u_l / (n |V_l|) on u and
+// v_l / (n |V_l|) on v; the vorticity's from piv_field_vorticity_coefficients,
+// over every vector its stencils reach), has the variance
+// sum_l sum_m rho_lm a_l a_m sigma_l sigma_m: u's errors and v's
+// independent, two vectors' correlated by the share of window area they
+// have in common (piv_field_error_correlation: 0.5 for neighbours at 50 %
+// overlap, 0.25 diagonal). A vector
+// without sigma (replaced, or valid without a peak of its own) counts
+// with the RMS sigma of the field's valid vectors.
+double feedback_sigma (const feedback_figures_t *f, feedback_quantity_t q);
 
 void feedback_pi_reset (feedback_pi_t *pi);
 

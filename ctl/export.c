@@ -162,13 +162,15 @@ s_header (const s_export_t *x, const store_result_info_t *r, const piv_calib_t *
     snprintf (buf, size,
               "pivfarm export of experiment '%s', pair %" PRId64 " ('%s')\n"
               "computed by agent '%s', attempt %d, in %.1f ms; results file '%s'\n"
-              "units: x, y in %s; u, v%s%s in %s (%swindow and step in px)\n"
+              "units: x, y in %s; u, v%s%s in %s%s%s (%swindow and step in px)\n"
               "calibration: %s%s (%s)\n"
               "piv settings: %s",
               x->name, r->pair, r->stem, r->agent ? r->agent : "", r->attempt,
               r->compute_ns / 1e6, r->path ? r->path : "",
               piv_calib_unit (applied, PIV_UNIT_LENGTH), three ? ", w" : "",
               sigma ? ", sigma_u, sigma_v" : "", piv_calib_unit (applied, PIV_UNIT_VELOCITY),
+              sigma ? "; sigma_vorticity in " : "",
+              sigma ? piv_calib_unit (applied, PIV_UNIT_RATE) : "",
               three ? "w along z, out of the light sheet; residual in image px; " : "", calib, x->si || !c->set ? "" : ", not applied (--units px)", text,
               r->settings && *r->settings ? r->settings : x->settings);
 }
@@ -210,14 +212,23 @@ s_write_file (s_export_t *x, const store_result_info_t *r, const piv_field_t *fi
         bad = piv_field_write_vtk (field, out, x->si ? c : NULL, title) != 0;
     }
     else {
+        size_t n = (size_t)field->nx * field->ny;
         piv_field_t *converted = x->si ? piv_calib_field (c, field) : NULL;
-        piv_derived_convert (x->si ? c : NULL, (size_t)field->nx * field->ny, x->derived,
-                             x->converted);
-        bad = (x->si && !converted)
+        piv_derived_convert (x->si ? c : NULL, n, x->derived, x->converted);
+        // The vorticity's uncertainty, in the vorticity's unit (a rate:
+        // never turned by y_up).
+        float *sigma_w = field->sigma_u ? malloc (n * sizeof *sigma_w) : NULL;
+        if (sigma_w) {
+            piv_field_derive_sigma_vorticity (field, PIV_STENCIL_DEFAULT, sigma_w);
+            for (size_t k = 0; k < n; k++)
+                sigma_w[k] = (float)piv_calib_divergence (x->si ? c : NULL, sigma_w[k]);
+        }
+        bad = (x->si && !converted) || (field->sigma_u && !sigma_w)
               || piv_field_write_derived (converted ? converted : field, out,
                                           x->format == F_TXT ? PIV_FORMAT_TXT : PIV_FORMAT_TECPLOT,
-                                          header, x->converted)
+                                          header, x->converted, sigma_w)
                      != 0;
+        free (sigma_w);
         piv_field_destroy (&converted);
     }
     if (bad) {

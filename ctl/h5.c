@@ -24,7 +24,7 @@
 // The field datasets: u, v, the derived quantities in the order of
 // piv_quantities (piv/derived.h), flags, peak_ratio, the series, then a
 // stereo field's w and residual (made only for fields with w), then
-// sigma_u, sigma_v (made at the first field that has them).
+// sigma_u, sigma_v, sigma_vorticity (made at the first field that has them).
 enum {
     D_U,
     D_V,
@@ -37,6 +37,7 @@ enum {
     D_RESIDUAL,
     D_SIGMA_U,
     D_SIGMA_V,
+    D_SIGMA_VORTICITY,
     D_COUNT
 };
 
@@ -57,6 +58,7 @@ s_dataset (int d, const char **name, const char **long_name)
         [D_RESIDUAL] = {"residual", "misfit of the stereo reconstruction's 4 equations, image px"},
         [D_SIGMA_U] = {"sigma_u", "standard uncertainty of u"},
         [D_SIGMA_V] = {"sigma_v", "standard uncertainty of v"},
+        [D_SIGMA_VORTICITY] = {"sigma_vorticity", "standard uncertainty of the vorticity"},
     };
     if (d >= D_DERIVED && d < D_FLAGS) {
         *name = piv_quantities[d - D_DERIVED].name;
@@ -306,6 +308,8 @@ s_units (const ctl_h5_t *self, int d)
 {
     if (d >= D_DERIVED && d < D_FLAGS)
         return piv_calib_unit (&self->c, piv_quantities[d - D_DERIVED].unit);
+    if (d == D_SIGMA_VORTICITY)
+        return piv_calib_unit (&self->c, PIV_UNIT_RATE);
     return d == D_U || d == D_V || d == D_W || d == D_SIGMA_U || d == D_SIGMA_V
                ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
            : d == D_TIME                    ? "s"
@@ -334,8 +338,8 @@ ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t
     // time first: the scale every other dataset's first dimension is.
     static const int order[D_SIGMA_U] = {D_TIME, D_U, D_V, D_DERIVED, D_DERIVED + 1, D_DERIVED + 2,
                                        D_FLAGS, D_PEAK, D_PAIR, D_W, D_RESIDUAL};
-    _Static_assert (D_COUNT == 13 && PIV_DERIVED_COUNT == 3, "list every dataset in 'order'");
-    for (int i = 0; i < D_SIGMA_U; i++) { // sigma_u, sigma_v: s_sigma_begin
+    _Static_assert (D_COUNT == 14 && PIV_DERIVED_COUNT == 3, "list every dataset in 'order'");
+    for (int i = 0; i < D_SIGMA_U; i++) { // the uncertainties: s_sigma_begin
         int d = order[i];
         if ((d == D_W || d == D_RESIDUAL) && !self->three)
             continue; // a planar export's file is as before stereo
@@ -404,15 +408,16 @@ s_append (ctl_h5_t *self, int d, hid_t mem_type, const void *buf)
     return rc;
 }
 
-// The datasets sigma_u, sigma_v, made at the first field with them (a
-// field without: none, the file as before uncertainty). NaN is their fill:
-// the fields before it read NaN, as do later ones without (written so).
+// The datasets sigma_u, sigma_v, sigma_vorticity, made at the first field
+// with them (a field without: none, the file as before uncertainty). NaN
+// is their fill: the fields before it read NaN, as do later ones without
+// (written so).
 static int
 s_sigma_begin (ctl_h5_t *self)
 {
     static const float nan_fill = NAN;
     hid_t scales[3] = {self->sets[D_TIME], self->grid[0], self->grid[1]};
-    for (int d = D_SIGMA_U; d <= D_SIGMA_V; d++) {
+    for (int d = D_SIGMA_U; d <= D_SIGMA_VORTICITY; d++) {
         const char *name, *long_name;
         s_dataset (d, &name, &long_name);
         self->sets[d] = s_series (self, name, H5T_IEEE_F32LE, 3, &nan_fill);
@@ -472,11 +477,18 @@ ctl_h5_field_add (ctl_h5_t *self, const piv_field_t *field, const float *derived
     int sigma = field->sigma_u && field->sigma_v;
     if (rc == 0 && sigma && self->sets[D_SIGMA_U] <= 0)
         rc = s_sigma_begin (self);
-    for (int d = D_SIGMA_U; d <= D_SIGMA_V && rc == 0 && self->sets[D_SIGMA_U] > 0; d++) {
-        // A spread: scaled as a speed, never turned by y_up.
-        const float *values = d == D_SIGMA_U ? field->sigma_u : field->sigma_v;
-        for (size_t k = 0; k < n; k++)
-            self->buf[k] = sigma ? (float)piv_calib_speed (c, values[k]) : NAN;
+    for (int d = D_SIGMA_U; d <= D_SIGMA_VORTICITY && rc == 0 && self->sets[D_SIGMA_U] > 0; d++) {
+        // Spreads: scaled as a speed or a rate, never turned by y_up.
+        if (sigma && d == D_SIGMA_VORTICITY) {
+            piv_field_derive_sigma_vorticity (field, PIV_STENCIL_DEFAULT, self->buf);
+            for (size_t k = 0; k < n; k++)
+                self->buf[k] = (float)piv_calib_divergence (c, self->buf[k]);
+        }
+        else {
+            const float *values = d == D_SIGMA_U ? field->sigma_u : field->sigma_v;
+            for (size_t k = 0; k < n; k++)
+                self->buf[k] = sigma ? (float)piv_calib_speed (c, values[k]) : NAN;
+        }
         rc = s_append (self, d, H5T_NATIVE_FLOAT, self->buf);
     }
     if (rc == 0)

@@ -30,8 +30,8 @@ ctl_h5_t *ctl_h5_new (const char *open_as, const char *path, const char *title,
 // extendible u, v, the derived quantities of piv_quantities (piv/derived.h),
 // flags, peak_ratio (time, ny, nx; one field a chunk, shuffle and deflate),
 // the scale time and pair (time). sigma_u, sigma_v (the same, units as u)
-// come at the first field that has them, NaN for the fields without. 0, or
-// -1 with err.
+// and sigma_vorticity (the vorticity's unit) come at the first field that
+// has them, NaN for the fields without. 0, or -1 with err.
 int ctl_h5_fields_begin (ctl_h5_t *self, const piv_field_t *first, char *err, size_t errlen);
 
 // Appends one field (image units, on the grid given to ctl_h5_fields_begin)

@@ -22,6 +22,11 @@
 // peak_ratio, then a stereo export's w and residual; flags apart (uint8).
 enum { A_U, A_V, A_DERIVED, A_PEAK = A_DERIVED + PIV_DERIVED_COUNT, A_W, A_RESIDUAL, A_COUNT };
 
+// The uncertainties: sigma_u, sigma_v (u's unit) and sigma_vorticity (the
+// vorticity's, piv_field_derive_sigma_vorticity), made together.
+enum { S_SIGMA_U, S_SIGMA_V, S_SIGMA_VORTICITY, S_SIGMAS };
+static const char *const s_sigma_names[S_SIGMAS] = {"sigma_u", "sigma_v", "sigma_vorticity"};
+
 // The arrays an export holds: a planar one stops before A_W.
 #define S_ARRAYS(self) ((self)->three ? A_COUNT : A_W)
 
@@ -34,7 +39,8 @@ struct _ctl_mat_t {
     double *x, *y;         // its coordinates, converted
     size_t fields, size;   // fields held, room for
     float *arrays[A_COUNT]; // [ny nx nt] each, column-major
-    float *sigma[2];       // sigma_u, sigma_v [ny nx nt], from the first field with them
+    float *sigma[S_SIGMAS]; // S_SIGMA_* [ny nx nt], from the first field with them
+    float *one;            // a field's sigma_vorticity [nx * ny], image units
     uint8_t *flags;        // [ny nx nt]
     double *time;          // [nt]
     char **pairs;          // [nt] stems
@@ -62,8 +68,9 @@ ctl_mat_destroy (ctl_mat_t **self_p)
         return;
     for (int a = 0; a < A_COUNT; a++)
         free (self->arrays[a]);
-    free (self->sigma[0]);
-    free (self->sigma[1]);
+    for (int a = 0; a < S_SIGMAS; a++)
+        free (self->sigma[a]);
+    free (self->one);
     for (size_t t = 0; t < self->fields; t++)
         free (self->pairs[t]);
     free (self->pairs);
@@ -90,7 +97,7 @@ s_grow (ctl_mat_t *self)
             return -1;
         self->arrays[a] = more;
     }
-    for (int a = 0; a < 2 && self->sigma[0]; a++) {
+    for (int a = 0; a < S_SIGMAS && self->sigma[0]; a++) {
         float *more = realloc (self->sigma[a], size * n * sizeof *more);
         if (!more)
             return -1;
@@ -130,13 +137,15 @@ s_grid (ctl_mat_t *self, const piv_field_t *f)
     return 0;
 }
 
-// sigma_u, sigma_v at the first field that has them: NaN for the fields
-// before it (a file of fields without has neither). 0 or -1.
+// sigma_u, sigma_v, sigma_vorticity at the first field that has them: NaN
+// for the fields before it (a file of fields without has none). 0 or -1.
 static int
 s_sigma_begin (ctl_mat_t *self)
 {
     size_t n = (size_t)self->nx * self->ny;
-    for (int a = 0; a < 2; a++) {
+    if (!(self->one = malloc (n * sizeof (float))))
+        return -1;
+    for (int a = 0; a < S_SIGMAS; a++) {
         self->sigma[a] = malloc (self->size * n * sizeof (float));
         if (!self->sigma[a])
             return -1;
@@ -173,6 +182,8 @@ ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *deriv
         return -1;
     }
     size_t n = (size_t)self->nx * self->ny, t = self->fields;
+    if (sigma)
+        piv_field_derive_sigma_vorticity (field, PIV_STENCIL_DEFAULT, self->one);
     for (int j = 0; j < self->ny; j++)
         for (int i = 0; i < self->nx; i++) {
             size_t k = (size_t)j * self->nx + i;              // ours: rows of x
@@ -191,10 +202,14 @@ ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *deriv
                 self->arrays[A_RESIDUAL][m] = field->residual[k];
             }
             self->flags[m] = field->flags[k];
-            for (int a = 0; a < 2 && self->sigma[0]; a++) // a spread: never turned by y_up
-                self->sigma[a][m] =
-                    sigma ? (float)piv_calib_speed (&self->c, (a ? field->sigma_v : field->sigma_u)[k])
-                          : NAN;
+            if (self->sigma[0]) { // spreads: never turned by y_up
+                self->sigma[S_SIGMA_U][m] =
+                    sigma ? (float)piv_calib_speed (&self->c, field->sigma_u[k]) : NAN;
+                self->sigma[S_SIGMA_V][m] =
+                    sigma ? (float)piv_calib_speed (&self->c, field->sigma_v[k]) : NAN;
+                self->sigma[S_SIGMA_VORTICITY][m] =
+                    sigma ? (float)piv_calib_divergence (&self->c, self->one[k]) : NAN;
+            }
         }
     self->time[t] = time_s;
     self->pairs[t] = name;
@@ -258,7 +273,7 @@ s_struct (const char *name, const char **names, matvar_t **vars, int count)
 static matvar_t *
 s_units (const ctl_mat_t *self)
 {
-    const char *names[A_COUNT + 6], *values[A_COUNT + 6];
+    const char *names[A_COUNT + S_SIGMAS + 3], *values[A_COUNT + S_SIGMAS + 3];
     int count = 0;
     names[count] = "x";
     values[count++] = piv_calib_unit (&self->c, PIV_UNIT_LENGTH);
@@ -272,13 +287,14 @@ s_units (const ctl_mat_t *self)
                               ? piv_calib_unit (&self->c, PIV_UNIT_VELOCITY)
                               : piv_calib_unit (&self->c, piv_quantities[a - A_DERIVED].unit);
     }
-    for (int a = 0; a < 2 && self->sigma[0]; a++) {
-        names[count] = a ? "sigma_v" : "sigma_u";
-        values[count++] = piv_calib_unit (&self->c, PIV_UNIT_VELOCITY);
+    for (int a = 0; a < S_SIGMAS && self->sigma[0]; a++) {
+        names[count] = s_sigma_names[a];
+        values[count++] = piv_calib_unit (&self->c, a == S_SIGMA_VORTICITY ? PIV_UNIT_RATE
+                                                                           : PIV_UNIT_VELOCITY);
     }
     names[count] = "time";
     values[count++] = "s";
-    matvar_t *vars[A_COUNT + 6];
+    matvar_t *vars[A_COUNT + S_SIGMAS + 3];
     for (int i = 0; i < count; i++)
         vars[i] = s_text (names[i], values[i]);
     return s_struct ("units", names, vars, count);
@@ -398,8 +414,8 @@ ctl_mat_write (ctl_mat_t *self, const piv_stats_t *stats, const piv_calib_t *sta
     for (int a = 0; a < S_ARRAYS (self); a++)
         rc |= s_put (mat, Mat_VarCreate (s_array_name (a), MAT_C_SINGLE, MAT_T_SINGLE, 3, fd,
                                          self->arrays[a], MAT_F_DONT_COPY_DATA));
-    for (int a = 0; a < 2 && self->sigma[0]; a++)
-        rc |= s_put (mat, Mat_VarCreate (a ? "sigma_v" : "sigma_u", MAT_C_SINGLE, MAT_T_SINGLE, 3,
+    for (int a = 0; a < S_SIGMAS && self->sigma[0]; a++)
+        rc |= s_put (mat, Mat_VarCreate (s_sigma_names[a], MAT_C_SINGLE, MAT_T_SINGLE, 3,
                                          fd, self->sigma[a], MAT_F_DONT_COPY_DATA));
     rc |= s_put (mat, Mat_VarCreate ("flags", MAT_C_UINT8, MAT_T_UINT8, 3, fd, self->flags,
                                      MAT_F_DONT_COPY_DATA));

@@ -30,8 +30,8 @@ int ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *d
 
 // Writes the file 'open_as' (ctl_out_name's temporary), named 'path' in
 // messages: x (1 x nx), y (ny x 1), u, v, the derived quantities,
-// peak_ratio (and sigma_u, sigma_v once a field had them: NaN for those
-// without) (single, ny x nx x nt), flags (uint8, ny x nx x nt), time
+// peak_ratio (and sigma_u, sigma_v, sigma_vorticity once a field had
+// them: NaN for those without) (single, ny x nx x nt), flags (uint8, ny x nx x nt), time
 // (nt x 1), pair (nt x 1 cell of char), units (a struct of char: one field
 // per variable), calibration, calibration_description, piv_settings and
 // title (char), and with 'stats' (may be NULL) the struct stats: x, y and

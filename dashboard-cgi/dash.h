@@ -146,6 +146,10 @@ typedef struct {
                             // nx * ny as page->field (NULL: a planar field; NaN: INVALID)
     double w_min, w_max;    // over the finite values (NAN: none)
     struct dash_ensemble_s *ensemble;  // its ensemble correlation (ensemble_card.c; NULL: none)
+    float *sigma;           // the latest field's |sigma| = sqrt (sigma_u^2 + sigma_v^2) in
+                            // calib's velocity unit, nx * ny as page->field (NULL: a field
+                            // without uncertainty; NaN: INVALID or not estimated)
+    double sigma_min, sigma_max;  // over the finite values (NAN: none)
 } dash_page_t;
 
 // An experiment's ensemble correlation on its page (ensemble_card.c): its

@@ -338,7 +338,8 @@ s_stats (const dash_page_t *page)
     return o;
 }
 
-// Values of the latest field (its vorticity; a stereo field's w along +z)
+// Values of the latest field (its vorticity; a stereo field's w along +z;
+// the magnitude of each vector's uncertainty)
 // in 'unit', their range and grid.
 static json_t *
 s_latest_values (const dash_page_t *page, const float *values, piv_unit_t unit, double lo,
@@ -398,6 +399,8 @@ s_plots (const dash_page_t *page)
         jout_append (&plots, s_plot ("vorticity", c, 1, "\xCF\x89z", rate));
     if (page->w && isfinite (page->w_max))
         jout_append (&plots, s_plot ("w-field", c, 1, "w", velocity));
+    if (page->sigma && isfinite (page->sigma_max))
+        jout_append (&plots, s_plot ("sigma-field", c, 1, "|\xCF\x83|", velocity));
     if (page->npoints > 0)
         jout_append (&plots, s_plot ("feedback-series", c, 0, page->quantity ? page->quantity
                                                                               : "value",
@@ -434,6 +437,9 @@ s_page (const dash_t *dash)
     if (page->w) // a stereo field's only: a planar page's JSON is as before stereo
         jout_set (&o, "w", s_latest_values (page, page->w, PIV_UNIT_VELOCITY, page->w_min,
                                             page->w_max));
+    if (page->sigma) // a field with uncertainty only: else the JSON is as before issue 27
+        jout_set (&o, "sigma", s_latest_values (page, page->sigma, PIV_UNIT_VELOCITY,
+                                                page->sigma_min, page->sigma_max));
     return o;
 }
 

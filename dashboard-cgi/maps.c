@@ -509,6 +509,22 @@ s_ensemble_card (FILE *out, const dash_page_t *page)
     fputs (" --ensemble -o FILE</span></div></div>", out);
 }
 
+// The map of values of the latest field (drawn on its grid) in 'unit' of
+// the calibration in force: the members every such map shares.
+static s_map_t
+s_latest_of (const dash_page_t *page, const char *id, const float *value, double lo, double hi,
+             const char *quantity, piv_unit_t unit)
+{
+    return (s_map_t) {.id = id,
+                      .grid = page->field,
+                      .value = value,
+                      .lo = lo,
+                      .hi = hi,
+                      .quantity = quantity,
+                      .unit = piv_calib_unit (&page->calib, unit),
+                      .calib = &page->calib};
+}
+
 void
 dash_maps_html (const dash_t *dash, FILE *out)
 {
@@ -546,15 +562,9 @@ dash_maps_html (const dash_t *dash, FILE *out)
     s_ensemble_card (out, page);
     fputs ("<div id=\"vorticity-card\"><h2>Vorticity", out);
     if (page->vorticity && isfinite (page->vorticity_max)) {
-        s_map_t m = {.id = "vorticity",
-                     .grid = page->field,
-                     .value = page->vorticity,
-                     .lo = page->vorticity_min,
-                     .hi = page->vorticity_max,
-                     .diverging = 1,
-                     .quantity = "\xCF\x89z",
-                     .unit = piv_calib_unit (&page->calib, PIV_UNIT_RATE),
-                     .calib = &page->calib};
+        s_map_t m = s_latest_of (page, "vorticity", page->vorticity, page->vorticity_min,
+                                 page->vorticity_max, "\xCF\x89z", PIV_UNIT_RATE);
+        m.diverging = 1;
         s_latest_map (out, page,
                       "<span class=\"n\">\xCF\x89z = \xE2\x88\x82v/\xE2\x88\x82x \xE2\x88\x92 "
                       "\xE2\x88\x82u/\xE2\x88\x82y of the latest field, <span class=\"mono\">",
@@ -569,22 +579,30 @@ dash_maps_html (const dash_t *dash, FILE *out)
     // A stereo field's third component: a planar experiment's page has no
     // such card (as before stereo).
     if (page->w && isfinite (page->w_max)) {
-        s_map_t m = {.id = "w-field",
-                     .grid = page->field,
-                     .value = page->w,
-                     .lo = page->w_min,
-                     .hi = page->w_max,
-                     .diverging = 1,
-                     .arrows = 1,
-                     .arrow_class = "w-arrow",
-                     .quantity = "w",
-                     .unit = piv_calib_unit (&page->calib, PIV_UNIT_VELOCITY),
-                     .calib = &page->calib};
+        s_map_t m = s_latest_of (page, "w-field", page->w, page->w_min, page->w_max, "w",
+                                 PIV_UNIT_VELOCITY);
+        m.diverging = 1;
+        m.arrows = 1;
+        m.arrow_class = "w-arrow";
         s_latest_map (out, page,
                       "<div id=\"w-card\"><h2>Out-of-plane velocity<span class=\"n\">colour: "
                       "w along +z (out of the light sheet), arrows: u, v of the latest field, "
                       "<span class=\"mono\">",
                       &m, "w from ", " (red: towards +z, blue: away); grey: no valid vector.");
+        fputs ("</div>", out);
+    }
+    // Each vector's uncertainty (uncertainty=cs|mc): a field without has
+    // no such card (as before issue 27).
+    if (page->sigma && isfinite (page->sigma_max)) {
+        s_map_t m = s_latest_of (page, "sigma-field", page->sigma, page->sigma_min,
+                                 page->sigma_max, "|\xCF\x83|", PIV_UNIT_VELOCITY);
+        s_latest_map (out, page,
+                      "<div id=\"sigma-card\"><h2>Uncertainty<span class=\"n\">colour: each "
+                      "vector's standard uncertainty |\xCF\x83| = \xE2\x88\x9A(\xCF\x83u\xC2\xB2 + "
+                      "\xCF\x83v\xC2\xB2) of the latest field, <span class=\"mono\">",
+                      &m, "|\xCF\x83| from ",
+                      "; grey: no estimate (an invalid vector, or one without a correlation "
+                      "peak of its own).");
         fputs ("</div>", out);
     }
     fputs ("</div></div>", out);

@@ -191,19 +191,38 @@ s_vorticity (dash_page_t *page)
     s_range (page->vorticity, n, &page->vorticity_min, &page->vorticity_max);
 }
 
-// A stereo latest field's w, converted as u by the calibration in force
-// (w along +z: y up leaves it); NaN at INVALID vectors, as the arrows.
+// A stereo latest field's w (along +z: y up leaves it).
+static double
+s_w_of (const piv_field_t *f, long k)
+{
+    return f->w[k];
+}
+
+// The latest field's uncertainty as one magnitude, |sigma| = sqrt
+// (sigma_u^2 + sigma_v^2) (a spread); NaN where the engine had no estimate.
+static double
+s_sigma_of (const piv_field_t *f, long k)
+{
+    return hypot (f->sigma_u[k], f->sigma_v[k]);
+}
+
+// A magnitude of the latest field's vectors, of(f, k) in px a frame,
+// converted as a speed by the calibration in force (never sign-flipped by
+// y up) into *values, its range *lo, *hi; NaN at INVALID vectors, as the
+// arrows.
 static void
-s_w (dash_page_t *page)
+s_speed_like (dash_page_t *page, double (*of) (const piv_field_t *, long), float **values,
+              double *lo, double *hi)
 {
     const piv_field_t *f = page->field;
-    long n = s_latest_array (page, &page->w, &page->w_min, &page->w_max);
-    if (!page->w)
+    long n = s_latest_array (page, values, lo, hi);
+    if (!*values)
         return;
     for (long k = 0; k < n; k++)
-        page->w[k] = f->flags[k] == PIV_FLAG_INVALID ? NAN
-                                                      : (float)piv_calib_speed (&page->calib, f->w[k]);
-    s_range (page->w, n, &page->w_min, &page->w_max);
+        (*values)[k] = f->flags[k] == PIV_FLAG_INVALID
+                           ? NAN
+                           : (float)piv_calib_speed (&page->calib, of (f, k));
+    s_range (*values, n, lo, hi);
 }
 
 // The feedback series in the calibration in force: points recorded in
@@ -264,7 +283,9 @@ dash_measure (dash_t *dash, store_t *store)
     if (page->field && page->field->step > 0)
         s_vorticity (page);
     if (page->field && page->field->w)
-        s_w (page);
+        s_speed_like (page, s_w_of, &page->w, &page->w_min, &page->w_max);
+    if (page->field && page->field->sigma_u && page->field->sigma_v)
+        s_speed_like (page, s_sigma_of, &page->sigma, &page->sigma_min, &page->sigma_max);
     s_feedback_units (page);
     return 0;
 }
@@ -279,6 +300,7 @@ dash_measure_release (dash_page_t *page)
     free (page->speed);
     free (page->vorticity);
     free (page->w);
+    free (page->sigma);
 }
 
 int

@@ -99,4 +99,38 @@ const char *piv_stencil_name (piv_stencil_t stencil);
 int piv_field_derive_with (const piv_field_t *field, piv_stencil_t stencil,
                            const piv_derived_t *out);
 
+// The correlation the farm assumes between the errors of two vectors di,
+// dj grid steps apart (either sign): the share of window area they have in
+// common, (1 - |di| step / window) (1 - |dj| step / window), 0 beyond a
+// window: a top-hat window's error taken as the sum of its pixels'. 0.5
+// for neighbours at 50 % overlap, 0.25 diagonally; without overlap (or
+// without window or step) 1 at (0, 0), else 0. The engine's actual errors
+// correlate a little less (doc/control.md gives the figures): a bound.
+double piv_field_error_correlation (const piv_field_t *field, int di, int dj);
+
+// Each vector's standard uncertainty of the vorticity, 1/frame, into
+// 'out' (nx * ny floats): the field's sigma_u, sigma_v carried through the
+// very rule piv_field_derive_with uses at that vector (the stencil, or the
+// border's fallback), sigma_w^2 h^2 = sum over pairs of dv/dx's points of
+// rho c_m c_n sigma_v,m sigma_v,n + the same of du/dy's with sigma_u, for
+// c the rule's weights and rho piv_field_error_correlation's: u's and v's
+// errors independent, vectors' correlated by the window area they share
+// (independent without overlap). NaN where the vorticity is NaN or a sigma
+// is. Returns the number of finite values, or -1 (all NaN) for a field
+// without sigma_u, sigma_v or without a regular grid, or a bad stencil.
+// To convert: piv_calib_divergence (a rate, never turned by y_up).
+int piv_field_derive_sigma_vorticity (const piv_field_t *field, piv_stencil_t stencil,
+                                      float *out);
+
+// The vorticity as the linear map it is: for weights c (nx * ny, 0 where
+// unused), cu and cv (nx * ny each) such that sum_k c_k w_k = sum_l
+// (cu_l u_l + cv_l v_l), w_k as piv_field_derive_with computes it (1/frame
+// per px/frame: the rules' weights over h). What the uncertainty of a sum
+// of vorticities (a mean over a region) needs when the vectors' errors
+// are correlated: neighbours share stencil points. 0, or -1 (cu, cv 0 or
+// partial) when a weighted vector has a NaN vorticity, the field has no
+// grid or the stencil is bad.
+int piv_field_vorticity_coefficients (const piv_field_t *field, piv_stencil_t stencil,
+                                      const double *c, double *cu, double *cv);
+
 #endif

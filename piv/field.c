@@ -183,7 +183,7 @@ s_general (char *p, float v, char after)
 int
 piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format, const char *header)
 {
-    return piv_field_write_derived (self, out, format, header, NULL);
+    return piv_field_write_derived (self, out, format, header, NULL, NULL);
 }
 
 // ' name' of each derived quantity (Tecplot: ', "name"') after the columns.
@@ -196,12 +196,14 @@ s_derived_names (FILE *out, const float *derived, int quoted)
 
 int
 piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format,
-                         const char *header, const float *derived)
+                         const char *header, const float *derived,
+                         const float *sigma_vorticity)
 {
     if (format == PIV_FORMAT_VTK)
         return piv_field_write_vtk (self, out, NULL, header);
     size_t n = (size_t) self->nx * (size_t) self->ny;
-    int three = self->w && self->residual;
+    int three = self->w && self->residual, sigma = self->sigma_u && self->sigma_v;
+    const float *sigma_w = derived && sigma ? sigma_vorticity : NULL;
     if (format == PIV_FORMAT_TECPLOT) {
         piv_write_header_lines (out, header, "# ");
         fprintf (out, "TITLE = \"pivfarm vector field\"\n");
@@ -210,8 +212,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         fprintf (out, "VARIABLES = \"x\", \"y\", \"u\", \"v\"%s, \"flags\", \"peak_ratio\"%s",
                  three ? ", \"w\"" : "", three ? ", \"residual\"" : "");
         s_derived_names (out, derived, 1);
-        if (self->sigma_u && self->sigma_v)
-            fprintf (out, ", \"sigma_u\", \"sigma_v\"");
+        if (sigma)
+            fprintf (out, ", \"sigma_u\", \"sigma_v\"%s", sigma_w ? ", \"sigma_vorticity\"" : "");
         fputc ('\n', out);
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
@@ -219,8 +221,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         piv_write_header_lines (out, header, "# ");
         fprintf (out, "# x y u v%s flags peak_ratio%s", three ? " w" : "", three ? " residual" : "");
         s_derived_names (out, derived, 0);
-        if (self->sigma_u && self->sigma_v)
-            fprintf (out, " sigma_u sigma_v");
+        if (sigma)
+            fprintf (out, " sigma_u sigma_v%s", sigma_w ? " sigma_vorticity" : "");
         fputc ('\n', out);
     }
     // %.4f: a thousandth of a pixel is below any PIV uncertainty, and fixed
@@ -261,7 +263,7 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         }
         for (int q = 0; derived && q < PIV_DERIVED_COUNT; q++)
             p = s_general (p, derived[(size_t) q * n + k], q == PIV_DERIVED_COUNT - 1 ? '\n' : ' ');
-        if (self->sigma_u && self->sigma_v) {
+        if (sigma) {
             // The uncertainty last, after whatever the row had ('\n' becomes ' ').
             p[-1] = ' ';
             float su = self->sigma_u[k], sv = self->sigma_v[k];
@@ -269,6 +271,10 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
                 p = s_general (s_general (p, su, ' '), sv, '\n');
             else
                 p = s_fixed (s_fixed (p, su, 4, ' '), sv, 4, '\n');
+            if (sigma_w) {
+                p[-1] = ' ';
+                p = s_general (p, sigma_w[k], '\n');
+            }
         }
         used = (size_t) (p - buf);
     }
@@ -277,9 +283,9 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
 }
 
 // The columns piv_field_read_txt knows, by name in a file's column line.
-enum { C_X, C_Y, C_U, C_V, C_FLAGS, C_PEAK, C_W, C_RESIDUAL, C_KNOWN };
+enum { C_X, C_Y, C_U, C_V, C_FLAGS, C_PEAK, C_W, C_RESIDUAL, C_SIGMA_U, C_SIGMA_V, C_KNOWN };
 static const char *const s_column_names[C_KNOWN] = {"x", "y", "u", "v", "flags", "peak_ratio",
-                                                     "w", "residual"};
+                                                     "w", "residual", "sigma_u", "sigma_v"};
 
 // If 'line' (after its '#') is a column line, 'x y u v ...', sets where
 // each known column sits (-1: absent) and returns 1; else 0. Names after
@@ -315,21 +321,23 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         return NULL;
     }
     // Without a column line: 'x y u v [flags [peak]]'.
-    int where[C_KNOWN] = {0, 1, 2, 3, 4, 5, -1, -1};
+    int where[C_KNOWN] = {0, 1, 2, 3, 4, 5, -1, -1, -1, -1};
     size_t cap = 1024, n = 0;
     float *rows = malloc (cap * C_KNOWN * sizeof (float));
     char line[4096];
-    int lineno = 0, bad = 0, three = 0;
+    int lineno = 0, bad = 0, three = 0, sigma = 0;
     while (rows && fgets (line, sizeof line, f)) {
         lineno++;
         char *p = line;
         while (*p == ' ' || *p == '\t')
             p++;
-        if (*p == '#' && n == 0 && s_column_line (p + 1, where))
+        if (*p == '#' && n == 0 && s_column_line (p + 1, where)) {
             three = where[C_W] >= 0;
+            sigma = where[C_SIGMA_U] >= 0 && where[C_SIGMA_V] >= 0;
+        }
         if (*p == '#' || *p == '\n' || *p == '\0')
             continue;
-        float cols[C_KNOWN + 8], r[C_KNOWN] = {0, 0, 0, 0, 0, 1, 0, 0};
+        float cols[C_KNOWN + 8], r[C_KNOWN] = {0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
         int got = 0;
         for (char *end; got < C_KNOWN + 8; got++, p = end) {
             cols[got] = strtof (p, &end);
@@ -339,9 +347,10 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         for (int c = 0; c < C_KNOWN; c++)
             if (where[c] >= 0 && where[c] < got)
                 r[c] = cols[where[c]];
-        if (got < 4 || (three && got <= where[C_W])) {
-            snprintf (err, errlen, "bad vector file '%s': line %d is not 'x y u v%s [flags]'", path,
-                      lineno, three ? " w" : "");
+        if (got < 4 || (three && got <= where[C_W])
+            || (sigma && (got <= where[C_SIGMA_U] || got <= where[C_SIGMA_V]))) {
+            snprintf (err, errlen, "bad vector file '%s': line %d is not 'x y u v%s [flags]%s'",
+                      path, lineno, three ? " w" : "", sigma ? " ... sigma_u sigma_v" : "");
             bad = 1;
             break;
         }
@@ -382,7 +391,8 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         return NULL;
     }
     piv_field_t *self = piv_field_new ((int) nx, (int) (n / nx));
-    if (self && three && piv_field_add_w (self) != 0)
+    if (self
+        && ((three && piv_field_add_w (self) != 0) || (sigma && piv_field_add_sigma (self) != 0)))
         piv_field_destroy (&self);
     if (!self) {
         snprintf (err, errlen, "cannot read '%s': out of memory", path);
@@ -400,6 +410,10 @@ piv_field_read_txt (const char *path, char *err, size_t errlen)
         if (three) {
             self->w[k] = r[C_W];
             self->residual[k] = r[C_RESIDUAL];
+        }
+        if (sigma) {
+            self->sigma_u[k] = r[C_SIGMA_U];
+            self->sigma_v[k] = r[C_SIGMA_V];
         }
     }
     if (nx > 1)

@@ -65,15 +65,20 @@ int piv_field_write (const piv_field_t *self, FILE *out, piv_format_t format,
 // and ordered as piv_quantities (piv/derived.h): 'derived' holds them as
 // piv_field_derive_all gives them (NULL: none, piv_field_write's file).
 // Every number then has 7 significant digits (a field in metres and m/s
-// too). txt and Tecplot only.
+// too). With sigma_u, sigma_v and 'sigma_vorticity' (nx * ny, may be NULL:
+// piv_field_derive_sigma_vorticity's, in the unit of the vorticity given)
+// a column sigma_vorticity follows them. txt and Tecplot only.
 int piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format,
-                             const char *header, const float *derived);
+                             const char *header, const float *derived,
+                             const float *sigma_vorticity);
 
 // Reads a txt field written by piv_field_write (or any 'x y u v [flags
 // [peak]]' text with '#' comments, grid order). A '# x y u v ...' column
 // line before the vectors says where the columns are: one that names w
 // (piv_field_write's or piv_field3_write's) gives a stereo field, its
-// residual 0 where no column holds it. NULL with err on failure.
+// residual 0 where no column holds it; one that names sigma_u and sigma_v
+// gives them back (piv_field_add_sigma; "nan" reads as NaN), wherever they
+// sit among the columns. NULL with err on failure.
 piv_field_t *piv_field_read_txt (const char *path, char *err, size_t errlen);
 
 // Summary over vectors with flags <= max_flag: mean u, v, mean |V|; returns

@@ -129,6 +129,11 @@ piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, 
                 derived[k] = (float) (sigma[k] * fabs (ku));
             s_scalars (out, a ? "sigma_v" : "sigma_u", derived, n);
         }
+        // The vorticity's, in its unit (a rate: never turned by y_up).
+        piv_field_derive_sigma_vorticity (field, PIV_STENCIL_DEFAULT, derived);
+        for (long k = 0; k < n; k++)
+            derived[k] = (float) piv_calib_divergence (c, derived[k]);
+        s_scalars (out, "sigma_vorticity", derived, n);
     }
     fprintf (out, "SCALARS flags int 1\nLOOKUP_TABLE default\n");
     for (long k = 0; k < n; k++)

@@ -1154,6 +1154,7 @@ START_TEST (the_experiment_page_states_the_units_of_its_calibration)
     ck_assert_int_eq (s_count (html, "x (px)"), 3);
     ck_assert (strstr (html, "m/s") == NULL);
     ck_assert (strstr (html, "w-card") == NULL); // planar: no out-of-plane card
+    ck_assert (strstr (html, "sigma-card") == NULL); // no uncertainty: no such card
     // A grid over 128 points a side: every 2nd point in the JSON; the colour
     // maps average blocks of 3 x 3 points, the last column of blocks one
     // point wide, and still cover every row to the right edge.
@@ -1292,14 +1293,32 @@ START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
 }
 END_TEST
 
-// A stereo experiment's page (issue 26): the latest field's out-of-plane
-// velocity w as a colour map under its in-plane arrows, the colour bar in
-// the calibration's unit; the JSON carries w, converted. The field comes
-// as a stereo agent's RESULT (PVF3) into a real broker; a browser shows it.
-START_TEST (a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s)
+// A field of 12 x 9 vectors 16 px apart (windows of 32 px), (2, 1) px a
+// frame, peak ratio 2; vector 30, (6, 2), INVALID (a hole).
+static piv_field_t *
+s_latest_grid (void)
 {
-    char why[1024];
-    int browser = s_have_browser_and_server (why, sizeof why);
+    piv_field_t *f = piv_field_new (12, 9);
+    ck_assert_ptr_nonnull (f);
+    f->step = 16;
+    f->window = 32;
+    for (int k = 0; k < 12 * 9; k++) {
+        f->x[k] = (float) (16 + 16 * (k % 12));
+        f->y[k] = (float) (16 + 16 * (k / 12));
+        f->u[k] = 2;
+        f->v[k] = 1;
+        f->peak_ratio[k] = 2;
+    }
+    f->flags[30] = PIV_FLAG_INVALID;
+    return f;
+}
+
+// A real broker (noop agents' farm) with exp1 calibrated 0.02 mm/px over
+// 2 ms, whose one pair's RESULT is 'f', sent by an agent 'agent' spoken
+// for over the protocol, recorded.
+static void
+s_calibrated_latest (const piv_field_t *f, const char *agent)
+{
     tu_farm_conf (&s_farm, "noop", 1, "32,16", "");
     s_start_broker_saving_stats ();
     char *calibrate[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "calibrate", "exp1",
@@ -1308,26 +1327,52 @@ START_TEST (a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     tu_farm_fake (&s_farm, 1, "s");
     tu_farm_land (&s_farm, "s", 1, 1, 0);
-    // 12 x 9 vectors, (2, 1) px a frame in plane, w from -0.5 to +0.5 px a
-    // frame across x: -5 to +5 mm/s at 0.02 mm/px and 2 ms; one hole.
-    piv_field_t *f = piv_field_new (12, 9);
-    ck_assert_int_eq (piv_field_add_w (f), 0);
-    f->step = 16;
-    f->window = 32;
-    for (int k = 0; k < 12 * 9; k++) {
-        f->x[k] = (float) (16 + 16 * (k % 12));
-        f->y[k] = (float) (16 + 16 * (k / 12));
-        f->u[k] = 2;
-        f->v[k] = 1;
-        f->w[k] = (float) ((k % 12 - 5.5) / 11);
-        f->peak_ratio[k] = 2;
-        f->residual[k] = 0.1f;
-    }
-    f->flags[30] = PIV_FLAG_INVALID;
-    ck_assert_msg (tu_farm_agent_result (&s_farm, "stereo-a", f, 20000) > 0,
+    ck_assert_msg (tu_farm_agent_result (&s_farm, agent, f, 20000) > 0,
                    "no TASK or RECORDED (see broker.log)");
     tu_counts_t c = tu_farm_wait_done (&s_farm, 1, 60);
     ck_assert_int_eq (c.done, 1);
+}
+
+// The experiment page of exp1 in headless Chromium (served by lighttpd):
+// its DOM (static), which has the card 'card' with the map 'map' in m/s and
+// the legend text 'legend'; a screenshot 'shot' (kept where $keep_env
+// says). NULL, saying why, when there is no browser to use.
+static const char *
+s_card_in_browser (const char *card, const char *map, const char *legend, const char *shot,
+                   const char *keep_env)
+{
+    char why[1024], want[256];
+    if (!s_have_browser_and_server (why, sizeof why)) {
+        printf ("test_dashboard: skipped the browser part: %s\n", why);
+        return NULL;
+    }
+    char url[256];
+    snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", s_serve ());
+    s_screenshot (url, shot, getenv (keep_env)); // first: s_chromium's output is one buffer
+    const char *dom = s_chromium ("--dump-dom", url);
+    snprintf (want, sizeof want, "id=\"%s\" data-unit=\"m/s\"", map);
+    ck_assert_msg (strstr (dom, card) && strstr (dom, want), "%.1000s", dom);
+    ck_assert (strstr (dom, legend) != NULL);
+    ck_assert_int_lt (tu_stop (s_farm.others[0], SIGTERM, 10), 128);
+    s_farm.others[0] = 0;
+    return dom;
+}
+
+// A stereo experiment's page (issue 26): the latest field's out-of-plane
+// velocity w as a colour map under its in-plane arrows, the colour bar in
+// the calibration's unit; the JSON carries w, converted. The field comes
+// as a stereo agent's RESULT (PVF3) into a real broker; a browser shows it.
+START_TEST (a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s)
+{
+    // 12 x 9 vectors, (2, 1) px a frame in plane, w from -0.5 to +0.5 px a
+    // frame across x: -5 to +5 mm/s at 0.02 mm/px and 2 ms; one hole.
+    piv_field_t *f = s_latest_grid ();
+    ck_assert_int_eq (piv_field_add_w (f), 0);
+    for (int k = 0; k < 12 * 9; k++) {
+        f->w[k] = (float) ((k % 12 - 5.5) / 11);
+        f->residual[k] = 0.1f;
+    }
+    s_calibrated_latest (f, "stereo-a");
 
     jdoc_t *doc = s_cgi_json ("exp=exp1&format=json");
     ck_assert_str_eq (jdoc_string (doc, "$.experiment.w.unit"), "m/s");
@@ -1361,23 +1406,77 @@ START_TEST (a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s
     ck_assert (legend && strstr (legend, ">w (m/s)</text>"));
     const char *lo = strstr (legend, "class=\"tick-min\""), *hi = strstr (legend, "class=\"tick-max\"");
     ck_assert_msg (lo && hi && strstr (lo, "mm/s") && strstr (hi, "mm/s"), "%.600s", legend);
-
-    if (!browser) {
-        printf ("test_dashboard: skipped the browser part: %s\n", why);
-        piv_field_destroy (&f);
-        return;
-    }
-    char url[256];
-    snprintf (url, sizeof url, "http://127.0.0.1:%d/?exp=exp1", s_serve ());
-    const char *dom = s_chromium ("--dump-dom", url);
-    ck_assert_msg (strstr (dom, "id=\"w-card\"") && strstr (dom, "id=\"w-field\" data-unit=\"m/s\""),
-                   "%.1000s", dom);
-    ck_assert (strstr (dom, ">w (m/s)</text>") != NULL);
-    ck_assert_int_eq (s_count (dom, "class=\"w-arrow\""), 12 * 9 - 1);
-    s_screenshot (url, "stereo.png", getenv ("PIVFARM_STEREO_SHOT"));
-    ck_assert_int_lt (tu_stop (s_farm.others[0], SIGTERM, 10), 128);
-    s_farm.others[0] = 0;
     piv_field_destroy (&f);
+    const char *dom = s_card_in_browser ("id=\"w-card\"", "w-field", ">w (m/s)</text>",
+                                         "stereo.png", "PIVFARM_STEREO_SHOT");
+    if (dom)
+        ck_assert_int_eq (s_count (dom, "class=\"w-arrow\""), 12 * 9 - 1);
+}
+END_TEST
+
+// A field with each vector's uncertainty (issue 27): its magnitude |sigma|
+// = sqrt (sigma_u^2 + sigma_v^2) as a colour map with its colour bar in
+// m/s, the JSON's "sigma" converted (0.01 m/s a px at 0.02 mm/px, 2 ms),
+// grey where there is none; shown in a browser. (A field without sigma has
+// no such card: the planar and stereo tests above.)
+START_TEST (a_field_with_uncertainty_shows_a_map_of_sigma_with_its_colour_bar)
+{
+    // sigma_u from 0.02 to 0.13 px across x, sigma_v 0.05 px: |sigma| 0.54
+    // to 1.39 mm/s; the hole and vector 40 (valid, no estimate) without.
+    piv_field_t *f = s_latest_grid ();
+    ck_assert_int_eq (piv_field_add_sigma (f), 0);
+    for (int k = 0; k < 12 * 9; k++) {
+        f->sigma_u[k] = (float) (0.02 + 0.01 * (k % 12));
+        f->sigma_v[k] = 0.05f;
+    }
+    f->sigma_u[30] = f->sigma_v[30] = f->sigma_u[40] = f->sigma_v[40] = NAN;
+    s_calibrated_latest (f, "sigma-a");
+
+    jdoc_t *doc = s_cgi_json ("exp=exp1&format=json");
+    ck_assert_str_eq (jdoc_string (doc, "$.experiment.sigma.unit"), "m/s");
+    ck_assert_int_eq (jdoc_int (doc, -1, "$.experiment.sigma.nx"), 12);
+    for (int k = 0; k < 12 * 9; k++) {
+        if (k == 30 || k == 40) {
+            ck_assert (jdoc_type_at (doc, "$.experiment.sigma.values[%d][%d]", k / 12, k % 12)
+                       == JDOC_NULL);
+            continue;
+        }
+        double got = jdoc_number (doc, NAN, "$.experiment.sigma.values[%d][%d]", k / 12, k % 12);
+        double want = hypot (f->sigma_u[k], f->sigma_v[k]) * 0.01;
+        ck_assert_msg (fabs (got - want) < 1e-9, "|sigma|[%d] %.9g m/s, injected %.9g", k, got,
+                       want);
+    }
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.sigma.min") - hypot (0.02, 0.05) * 0.01)
+               < 1e-9);
+    ck_assert (fabs (jdoc_number (doc, NAN, "$.experiment.sigma.max") - hypot (0.13, 0.05) * 0.01)
+               < 1e-9);
+    int plots = jdoc_length (doc, "$.experiment.convention.plots"), found = 0;
+    for (int i = 0; i < plots; i++)
+        found += strcmp (jdoc_string (doc, "$.experiment.convention.plots[%d].id", i),
+                         "sigma-field")
+                     == 0
+                 && strcmp (jdoc_string (doc, "$.experiment.convention.plots[%d].unit", i),
+                            "m/s")
+                        == 0;
+    ck_assert_int_eq (found, 1);
+    ck_assert (jdoc_type_at (doc, "$.experiment.w") == JDOC_MISSING); // planar
+    jdoc_destroy (&doc);
+    int status;
+    const char *html = s_cgi ("exp=exp1", &status);
+    ck_assert_int_eq (status, 200);
+    ck_assert (strstr (html, "id=\"sigma-card\"") != NULL);
+    ck_assert (strstr (html, "id=\"sigma-field\" data-unit=\"m/s\"") != NULL);
+    const char *legend = strstr (strstr (html, "id=\"sigma-field\""), "class=\"legend\"");
+    ck_assert_msg (legend && strstr (legend, ">|\xCF\x83| (m/s)</text>"), "%.600s", legend);
+    const char *lo = strstr (legend, "class=\"tick-min\"");
+    const char *hi = strstr (legend, "class=\"tick-max\"");
+    ck_assert_msg (lo && hi && strstr (lo, "mm/s") && strstr (hi, "mm/s"), "%.600s", legend);
+    piv_field_destroy (&f);
+    const char *dom = s_card_in_browser ("id=\"sigma-card\"", "sigma-field",
+                                         ">|\xCF\x83| (m/s)</text>", "sigma.png",
+                                         "PIVFARM_SIGMA_SHOT");
+    if (dom)
+        ck_assert (strstr (dom, "w-card") == NULL);
 }
 END_TEST
 
@@ -1589,6 +1688,7 @@ main (void)
     tcase_add_test (tc, the_experiment_page_states_the_units_of_its_calibration);
     tcase_add_test (tc, a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser);
     tcase_add_test (tc, a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s);
+    tcase_add_test (tc, a_field_with_uncertainty_shows_a_map_of_sigma_with_its_colour_bar);
     tcase_add_test (tc, a_calibrated_page_shows_one_convention_and_the_files_in_no_pair);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);

@@ -1658,11 +1658,17 @@ s_sigma_field (double s0)
 }
 
 // argv: the export of pairs 1 (no sigma), 2 (sigma), 3 (no sigma); the
-// injected sigma_u, sigma_v of pair 2 (px); the export of a run without.
-// 0.02 mm/px over 2 ms: 0.01 m/s a px.
+// injected sigma_u, sigma_v of pair 2 (px) and its sigma_vorticity
+// (1/frame); the export of a run without. 0.02 mm/px over 2 ms: 0.01 m/s a
+// px, 500 1/s a 1/frame. Inside, sigma_vorticity is checked by hand
+// against the circulation stencil (piv/derived.h): dv/dx's weights +-0.5 x
+// (1/4, 1/2, 1/4) across, so sigma^2 h^2 = the sum over pairs of its
+// points of rho w w' sigma_v sigma_v', plus the same of du/dy's with
+// sigma_u, rho the share of window area (windows of 2 steps: (1 - |di| / 2)
+// (1 - |dj| / 2)).
 static const char *s_sigma_h5_check =
     "import sys, h5py, numpy as np\n"
-    "f = h5py.File(sys.argv[1], 'r'); px = np.loadtxt(sys.argv[2]).reshape(8, 8, 2)\n"
+    "f = h5py.File(sys.argv[1], 'r'); px = np.loadtxt(sys.argv[2]).reshape(8, 8, 3)\n"
     "u = f['u']\n"
     "for i, name in enumerate(('sigma_u', 'sigma_v')):\n"
     "    s = f[name]\n"
@@ -1675,21 +1681,37 @@ static const char *s_sigma_h5_check =
     "    assert np.allclose(s[1], want, rtol=1e-6, atol=1e-12, equal_nan=True), (s[1], want)\n"
     "    assert np.isnan(s[1][1, 1]) and (s[1][~np.isnan(want)] > 0).all()  # never turned by y_up\n"
     "    assert np.isnan(s[0]).all() and np.isnan(s[2]).all(), (s[0], s[2])\n"
+    "s = f['sigma_vorticity']\n"
+    "assert s.shape == u.shape and s.attrs['units'] == '1/s', s.attrs['units']\n"
+    "assert s.attrs['long_name'] == 'standard uncertainty of the vorticity'\n"
+    "assert np.allclose(s[1], px[..., 2] * 500, rtol=1e-6, equal_nan=True), (s[1], px[..., 2])\n"
+    "assert np.isnan(s[0]).all() and np.isnan(s[1][1, 1]) and (s[1][3:, 3:] > 0).all()\n"
+    "h = (f['x'][1] - f['x'][0]) / 2e-5; su, sv = px[..., 0], px[..., 1]; wt = [0.25, 0.5, 0.25]\n"
+    "rho = lambda a, b: max(0, 1 - abs(a[0] - b[0]) / 2) * max(0, 1 - abs(a[1] - b[1]) / 2)\n"
+    "def var(terms, sig):\n"
+    "    return sum(rho(a, b) * a[2] * b[2] * sig[a[1], a[0]] * sig[b[1], b[0]] for a in terms for b in terms)\n"
+    "for j in range(3, 7):\n"
+    "    for i in range(3, 7):\n"
+    "        dvdx = [(i + d, j + b, d * 0.5 * wt[b + 1]) for d in (-1, 1) for b in (-1, 0, 1)]\n"
+    "        dudy = [(i + b, j + d, d * 0.5 * wt[b + 1]) for d in (-1, 1) for b in (-1, 0, 1)]\n"
+    "        want = np.sqrt(var(dvdx, sv) + var(dudy, su)) / h * 500\n"
+    "        assert abs(want - s[1][j, i]) < 1e-5 * s[1][j, i], (i, j, want, s[1][j, i])\n"
     "g = h5py.File(sys.argv[3], 'r')\n"
-    "assert 'u' in g and 'sigma_u' not in g and 'sigma_v' not in g, sorted(g)\n"
-    "print('ok', float(f['sigma_u'][1, 0, 0]))\n";
+    "assert 'u' in g and 'sigma_u' not in g and 'sigma_vorticity' not in g, sorted(g)\n"
+    "print('ok', float(f['sigma_u'][1, 0, 0]), 'sigma_vorticity', float(s[1][4, 4]), '1/s')\n";
 
 static const char *s_sigma_mat_check =
     "import sys, numpy as np, scipy.io\n"
-    "m = scipy.io.loadmat(sys.argv[1]); px = np.loadtxt(sys.argv[2]).reshape(8, 8, 2)\n"
-    "for i, name in enumerate(('sigma_u', 'sigma_v')):\n"
+    "m = scipy.io.loadmat(sys.argv[1]); px = np.loadtxt(sys.argv[2]).reshape(8, 8, 3)\n"
+    "for i, name in enumerate(('sigma_u', 'sigma_v', 'sigma_vorticity')):\n"
     "    s = np.moveaxis(m[name], 2, 0)  # ny x nx x nt, MATLAB's order\n"
+    "    k = 500 if i == 2 else 0.01\n"
     "    assert s.shape == (3, 8, 8) and s.dtype == np.float32, s.shape\n"
-    "    assert np.allclose(s[1], px[..., i] * 0.01, rtol=1e-6, atol=1e-12, equal_nan=True)\n"
+    "    assert np.allclose(s[1], px[..., i] * k, rtol=1e-6, atol=1e-12, equal_nan=True)\n"
     "    assert np.isnan(s[0]).all() and np.isnan(s[2]).all()\n"
-    "    assert m['units'][0, 0][name][0] == 'm/s'\n"
+    "    assert m['units'][0, 0][name][0] == ('1/s' if i == 2 else 'm/s')\n"
     "n = scipy.io.loadmat(sys.argv[3])\n"
-    "assert 'u' in n and 'sigma_u' not in n and 'sigma_v' not in n, sorted(n)\n"
+    "assert 'u' in n and 'sigma_u' not in n and 'sigma_vorticity' not in n, sorted(n)\n"
     "assert 'sigma_u' not in n['units'].dtype.names\n"
     "print('ok')\n";
 
@@ -1700,13 +1722,14 @@ static const char *s_sigma_vtk_check =
     "    r.ReadAllScalarsOn(); r.ReadAllVectorsOn(); r.Update()\n"
     "    pd = r.GetOutput().GetPointData()\n"
     "    return {pd.GetArrayName(i): pd.GetArray(i) for i in range(pd.GetNumberOfArrays())}\n"
-    "px = np.loadtxt(sys.argv[2]).reshape(8, 8, 2)\n"
+    "px = np.loadtxt(sys.argv[2]).reshape(8, 8, 3)\n"
     "a = read(sys.argv[1] + '/s_0002.vtk')\n"
-    "for i, name in enumerate(('sigma_u', 'sigma_v')):\n"
+    "for i, name in enumerate(('sigma_u', 'sigma_v', 'sigma_vorticity')):\n"
     "    got = np.array([a[name].GetTuple1(k) for k in range(64)]).reshape(8, 8)\n"
-    "    assert np.allclose(got, px[..., i] * 0.01, rtol=1e-6, atol=1e-12, equal_nan=True), got\n"
+    "    want = px[..., i] * (500 if i == 2 else 0.01)\n"
+    "    assert np.allclose(got, want, rtol=1e-6, atol=1e-12, equal_nan=True), got\n"
     "a = read(sys.argv[1] + '/s_0001.vtk')\n"
-    "assert 'velocity' in a and 'sigma_u' not in a and 'sigma_v' not in a, sorted(a)\n"
+    "assert 'velocity' in a and 'sigma_u' not in a and 'sigma_vorticity' not in a, sorted(a)\n"
     "print('ok')\n";
 
 // A run whose agent measured each vector's uncertainty for pair 2 only
@@ -1728,8 +1751,13 @@ START_TEST (a_run_with_uncertainty_carries_sigma_in_every_export)
     snprintf (injected, sizeof injected, "%s", tu_path (s_farm.dir, "sigma.txt"));
     FILE *raw = fopen (injected, "w");
     ck_assert_ptr_nonnull (raw);
+    float sigma_w[64];
+    // All but the hole (1, 1), (1, 0) (no d/dy) and (0, 1) (no d/dx).
+    ck_assert_int_eq (piv_field_derive_sigma_vorticity (fields[1], PIV_STENCIL_DEFAULT, sigma_w),
+                      61);
     for (int k = 0; k < 64; k++)
-        fprintf (raw, "%.9g %.9g\n", fields[1]->sigma_u[k], fields[1]->sigma_v[k]);
+        fprintf (raw, "%.9g %.9g %.9g\n", fields[1]->sigma_u[k], fields[1]->sigma_v[k],
+                 sigma_w[k]);
     fclose (raw);
 
     // A second, planar run without sigma, for what an export of it lacks.
@@ -1766,19 +1794,21 @@ START_TEST (a_run_with_uncertainty_carries_sigma_in_every_export)
     rc = s_python (s_sigma_vtk_check, out, sizeof out, dir, injected);
     ck_assert_msg (rc == 0 && strstr (out, "ok"), "vtk: %s", out);
 
-    // txt: the last two columns, in m/s as the header says.
+    // txt: the last three columns, in m/s and 1/s as the header says.
     snprintf (dir, sizeof dir, "%s", tu_path (s_farm.dir, "txt"));
     ck_assert_int_eq (s_pivctl (out, sizeof out, "export", "exp1", "-o", dir, NULL), 0);
     char path[8400];
     snprintf (path, sizeof path, "%s/s_0002.txt", dir);
     char *text = tu_slurp (path, NULL);
     ck_assert_ptr_nonnull (text);
-    ck_assert_msg (strstr (text, "# units: x, y in m; u, v, sigma_u, sigma_v in m/s (") != NULL,
+    ck_assert_msg (strstr (text, "# units: x, y in m; u, v, sigma_u, sigma_v in m/s; "
+                                 "sigma_vorticity in 1/s (")
+                       != NULL,
                    "%s", text);
     const char *row = strstr (text, "\n# x y u v flags peak_ratio ");
     ck_assert_msg (row != NULL, "%s", text);
     row = strchr (row + 1, '\n');
-    ck_assert_msg (strncmp (row - 16, " sigma_u sigma_v", 16) == 0, "%s", text);
+    ck_assert_msg (strncmp (row - 32, " sigma_u sigma_v sigma_vorticity", 32) == 0, "%s", text);
     row++;
     for (int k = 0; k < 64; k++) {
         double col[16];
@@ -1792,11 +1822,15 @@ START_TEST (a_run_with_uncertainty_carries_sigma_in_every_export)
         }
         row = eol + 1;
         double want_u = fields[1]->sigma_u[k] * 0.01, want_v = fields[1]->sigma_v[k] * 0.01;
-        ck_assert_msg (k == 9 ? isnan (col[c - 2]) && isnan (col[c - 1])
-                              : fabs (col[c - 2] - want_u) < 1e-6 * want_u
-                                    && fabs (col[c - 1] - want_v) < 1e-6 * want_v,
-                       "vector %d: sigma %.9g %.9g m/s, injected %.9g %.9g", k, col[c - 2],
-                       col[c - 1], want_u, want_v);
+        double want_w = sigma_w[k] * 500;
+        ck_assert_msg (k == 9 ? isnan (col[c - 3]) && isnan (col[c - 2]) && isnan (col[c - 1])
+                              : fabs (col[c - 3] - want_u) < 1e-6 * want_u
+                                    && fabs (col[c - 2] - want_v) < 1e-6 * want_v
+                                    && (isnan (want_w)
+                                            ? isnan (col[c - 1])
+                                            : fabs (col[c - 1] - want_w) < 1e-6 * want_w),
+                       "vector %d: sigma %.9g %.9g m/s %.9g 1/s, injected %.9g %.9g %.9g", k,
+                       col[c - 3], col[c - 2], col[c - 1], want_u, want_v, want_w);
     }
     free (text);
     snprintf (path, sizeof path, "%s/s_0001.txt", dir);

@@ -5,6 +5,7 @@
 #include "agents/process.h"
 #include "broker/feedback.h"
 #include "common/config.h"
+#include "common/jdoc.h"
 #include "common/proto.h"
 #include "common/util.h"
 #include "piv/derived.h"
@@ -12,7 +13,9 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <czmq.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,7 +296,8 @@ START_TEST (the_stream_message_has_every_member_escaped_and_nulls)
     s_contains (json, "\"vorticity\":null,");
     s_contains (json, "\"valid_fraction\":0.75,");
     s_contains (json, "\"quantity\":\"mean_v\",");
-    s_contains (json, "\"value\":-0.25,");
+    s_contains (json, "\"value\":-0.25,\"sigma\":null,\"units\":");
+    ck_assert_msg (strstr (json, "uncertainty") == NULL, "%s", json); // a field without sigma
     s_contains (json, "\"enabled\":false,");
     s_contains (json, "\"setpoint\":-0.5,");
     s_contains (json, "\"output\":null}");  // disabled: no output, whatever was passed
@@ -310,6 +314,17 @@ START_TEST (the_stream_message_has_every_member_escaped_and_nulls)
     len = feedback_message_json (&m, json, sizeof json);
     s_contains (json, "\"output\":null}");
 
+    // A field with sigma: the value's beside it, every mean's in "uncertainty".
+    f.has_sigma = 1;
+    f.sigma_mean_u = 0.125;
+    f.sigma_mean_v = 0.0625;
+    f.sigma_mean_speed = 0.25;
+    f.sigma_vorticity = NAN;
+    s.quantity = FEEDBACK_MEAN_V;
+    feedback_message_json (&m, json, sizeof json);
+    s_contains (json, "\"value\":-0.25,\"sigma\":0.0625,\"uncertainty\":{\"mean_u\":0.125,"
+                      "\"mean_v\":0.0625,\"mean_speed\":0.25,\"vorticity\":null},\"units\":");
+    len = feedback_message_json (&m, json, sizeof json);
     ck_assert_int_eq (feedback_message_json (&m, json, (size_t) len), -1);
     ck_assert_int_eq (feedback_message_json (&m, json, 0), -1);
 }
@@ -335,6 +350,132 @@ START_TEST (a_uniform_field_has_exact_means_and_no_vorticity)
     ck_assert (f.valid_fraction == 1);
     ck_assert (feedback_value (&f, FEEDBACK_MEAN_V) == -1);
     ck_assert (feedback_value (&f, FEEDBACK_VALID_FRACTION) == 1);
+    piv_field_destroy (&field);
+}
+END_TEST
+
+// The uncertainty of a mean as the test computes it by brute force over
+// every pair of vectors: sum_l sum_m rho_lm a_l a_m s_l s_m, rho the share
+// of window area the two have in common.
+static double
+s_brute_variance (const piv_field_t *f, const double *a, const double *sigma)
+{
+    int n = f->nx * f->ny;
+    double sum = 0;
+    for (int l = 0; l < n; l++)
+        for (int m = 0; m < n; m++) {
+            if (!a[l] || !a[m])
+                continue;
+            double rx = 1 - fabs (f->x[l] - f->x[m]) / f->window;
+            double ry = 1 - fabs (f->y[l] - f->y[m]) / f->window;
+            if (rx > 0 && ry > 0)
+                sum += rx * ry * a[l] * a[m] * sigma[l] * sigma[m];
+        }
+    return sum;
+}
+
+// Each vector's sigma_u, sigma_v into su, sv, those without one (NaN) the
+// RMS of the valid vectors' (as feedback_sigma counts them).
+static void
+s_known_sigmas (const piv_field_t *field, double *su, double *sv)
+{
+    int n = field->nx * field->ny, known = 0;
+    double su2 = 0, sv2 = 0;
+    for (int k = 0; k < n; k++)
+        if (field->flags[k] == PIV_FLAG_VALID && !isnan (field->sigma_u[k])) {
+            su2 += (double) field->sigma_u[k] * field->sigma_u[k];
+            sv2 += (double) field->sigma_v[k] * field->sigma_v[k];
+            known++;
+        }
+    for (int k = 0; k < n; k++) {
+        su[k] = isnan (field->sigma_u[k]) ? sqrt (su2 / known) : field->sigma_u[k];
+        sv[k] = isnan (field->sigma_v[k]) ? sqrt (sv2 / known) : field->sigma_v[k];
+    }
+}
+
+// Every mean of a field with sigma comes with its uncertainty: for a
+// uniform sigma and no overlap, sigma / sqrt (n) exactly; at 50 % overlap
+// neighbours share a quarter to half their windows and the mean's sigma
+// grows towards 2 sigma / sqrt (n); with sigmas varying, vectors without
+// one (RMS of the valid ones') and holes, each figure is the brute-force
+// sum over every pair, the vorticity's through its stencils' weights.
+START_TEST (each_mean_comes_with_its_uncertainty_counting_shared_window_area)
+{
+    piv_field_t *field = s_grid (12, 10);
+    int n = 12 * 10;
+    for (int k = 0; k < n; k++) {
+        field->u[k] = (float) (0.5 + 0.01 * (k % 11));
+        field->v[k] = (float) (-0.25 + 0.02 * (k % 5));
+    }
+    feedback_settings_t s = s_settings ("roi=40,40,150,130 quantity=mean_speed");
+    feedback_figures_t f;
+    s_figures (field, &s, &f);
+    ck_assert (!f.has_sigma && isnan (f.sigma_mean_u) && isnan (feedback_sigma (&f, s.quantity)));
+    ck_assert_int_eq (piv_field_add_sigma (field), 0);
+    for (int k = 0; k < n; k++)
+        field->sigma_u[k] = field->sigma_v[k] = 0.1f;
+    field->window = 16; // no overlap: independent vectors
+    s_figures (field, &s, &f);
+    ck_assert_int_eq (f.n, 7 * 6);
+    ck_assert (f.has_sigma);
+    ck_assert_double_eq_tol (f.sigma_mean_u, 0.1 / sqrt (42), 1e-9);
+    ck_assert_double_eq_tol (f.sigma_mean_v, 0.1 / sqrt (42), 1e-9);
+    ck_assert_double_eq_tol (f.sigma_mean_speed, 0.1 / sqrt (42), 1e-7);
+    double alone = f.sigma_mean_u;
+    field->window = 32; // 50 % overlap
+    s_figures (field, &s, &f);
+    fprintf (stderr, "mean of 7 x 6 vectors, sigma 0.1 px: %.5f px alone, %.5f px at 50 %% "
+                     "overlap (x %.3f)\n", alone, f.sigma_mean_u, f.sigma_mean_u / alone);
+    ck_assert (f.sigma_mean_u > 1.5 * alone && f.sigma_mean_u < 2 * alone);
+
+    // Sigmas that vary, two vectors without one, a hole.
+    for (int k = 0; k < n; k++) {
+        field->sigma_u[k] = (float) (0.03 + 0.004 * (k % 13));
+        field->sigma_v[k] = (float) (0.08 - 0.003 * (k % 7));
+    }
+    int hole = 4 * 12 + 5, replaced = 5 * 12 + 6, lost = 6 * 12 + 4;
+    field->flags[hole] = PIV_FLAG_INVALID;
+    field->flags[replaced] = PIV_FLAG_REPLACED;
+    field->sigma_u[hole] = field->sigma_v[hole] = NAN;
+    field->sigma_u[replaced] = field->sigma_v[replaced] = NAN;
+    field->sigma_u[lost] = field->sigma_v[lost] = NAN; // valid, no peak of its own
+    float *w = malloc (sizeof (float) * (size_t) n);
+    piv_field_derive (field, &(piv_derived_t){.vorticity = w});
+    feedback_figures (field, w, &s, NULL, &f);
+    double su[120], sv[120], a[120], b[120], c[120], cu[120], cv[120];
+    int nvort = 0;
+    s_known_sigmas (field, su, sv);
+    for (int k = 0; k < n; k++) {
+        int in = field->flags[k] == PIV_FLAG_VALID && field->x[k] >= 40 && field->x[k] <= 150
+                 && field->y[k] >= 40 && field->y[k] <= 130;
+        double speed = hypot (field->u[k], field->v[k]);
+        a[k] = in ? 1.0 / f.n : 0;
+        b[k] = in ? field->u[k] / speed / f.n : 0;
+        c[k] = in ? field->v[k] / speed / f.n : 0;
+        nvort += in && isfinite (w[k]);
+    }
+    ck_assert_int_eq (f.n, 7 * 6 - 2);
+    ck_assert_double_eq_tol (f.sigma_mean_u, sqrt (s_brute_variance (field, a, su)), 1e-12);
+    ck_assert_double_eq_tol (f.sigma_mean_v, sqrt (s_brute_variance (field, a, sv)), 1e-12);
+    ck_assert_double_eq_tol (
+        f.sigma_mean_speed,
+        sqrt (s_brute_variance (field, b, su) + s_brute_variance (field, c, sv)), 1e-12);
+    for (int k = 0; k < n; k++)
+        a[k] = a[k] && isfinite (w[k]) ? 1.0 / nvort : 0;
+    ck_assert_int_eq (piv_field_vorticity_coefficients (field, PIV_STENCIL_DEFAULT, a, cu, cv), 0);
+    double want = sqrt (s_brute_variance (field, cu, su) + s_brute_variance (field, cv, sv));
+    ck_assert_msg (fabs (f.sigma_vorticity - want) < 1e-12, "%.9g, brute force %.9g 1/frame",
+                   f.sigma_vorticity, want);
+    ck_assert (feedback_sigma (&f, FEEDBACK_MEAN_SPEED) == f.sigma_mean_speed);
+    ck_assert (isnan (feedback_sigma (&f, FEEDBACK_VALID_FRACTION)));
+    // Calibrated: spreads scale, never flip (y up turns mean_v and the vorticity).
+    piv_calib_t cal;
+    ck_assert_int_eq (piv_calib_parse ("scale=0.02mm/px dt=2ms y_axis=up", &cal, NULL, 0), 0);
+    feedback_figures_t g = f;
+    feedback_figures_calibrate (&g, &cal);
+    ck_assert_double_eq_tol (g.sigma_mean_v, f.sigma_mean_v * 0.01, 1e-12);
+    ck_assert_double_eq_tol (g.sigma_vorticity, f.sigma_vorticity * 500, 1e-9);
+    free (w);
     piv_field_destroy (&field);
 }
 END_TEST
@@ -831,6 +972,183 @@ START_TEST (the_docs_list_the_quantities_of_the_table)
 }
 END_TEST
 
+// The correlation coefficient of the errors e (nx * ny, NaN: none) of
+// vectors (di, dj) grid steps apart, over the grid 4 steps inside its
+// border (away from the first pass's windows out of the frame).
+static double
+s_error_correlation (const double *e, int nx, int ny, int di, int dj)
+{
+    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
+    long n = 0;
+    for (int j = 4; j + dj < ny - 4; j++)
+        for (int i = 4; i + di < nx - 4; i++) {
+            double a = e[j * nx + i], b = e[(j + dj) * nx + i + di];
+            if (isnan (a) || isnan (b))
+                continue;
+            sa += a, sb += b, saa += a * a, sbb += b * b, sab += a * b, n++;
+        }
+    double ca = saa - sa * sa / n, cb = sbb - sb * sb / n;
+    return (sab - sa * sb / n) / sqrt (ca * cb);
+}
+
+// The evidence for feedback_sigma's correlation of neighbours: the
+// engine's actual errors (uncertainty=cs, smooth=off: the measurement
+// sigma describes) on two synthetic 1024 x 1024 pairs of a uniform
+// 3.3, -1.7 px shift, noise 5 %, 16 px windows at 50 % overlap: neighbours
+// along x correlate 0.40-0.45, diagonal ones ~0.19, two steps apart ~0;
+// the model's 0.5, 0.25 and 0 bound them from above (a mean's sigma a
+// little high, never low), within 0.15.
+START_TEST (neighbours_errors_correlate_no_more_than_their_shared_window_area)
+{
+    const char *dir = tu_tmpdir ();
+    char out[8192], prefix[4096], a[4096], b[4096], txt[4096], seed[16];
+    double rho[2][3] = {{0}}; // u, v: along x, diagonal, two steps
+    for (int pair = 1; pair <= 2; pair++) {
+        snprintf (prefix, sizeof prefix, "%s", tu_path (dir, "p"));
+        snprintf (seed, sizeof seed, "%d", pair);
+        const char *synth[] = {"-s", "1024x1024", "-n", "0.05", "--seed", seed, "-o", prefix,
+                               NULL};
+        ck_assert_msg (tu_run_bin ("pivfarm-synth", synth, out, sizeof out, 120) == 0, "%s", out);
+        snprintf (a, sizeof a, "%s", tu_path (dir, "p_a.tif"));
+        snprintf (b, sizeof b, "%s", tu_path (dir, "p_b.tif"));
+        snprintf (txt, sizeof txt, "%s", tu_path (dir, "f.txt"));
+        const char *piv[] = {"-p", "32,16", "--smooth", "off", "--uncertainty", "cs", a, b,
+                             "-o", txt, NULL};
+        ck_assert_msg (tu_run_bin ("pivfarm-piv", piv, out, sizeof out, 300) == 0, "%s", out);
+        char err[512];
+        piv_field_t *f = piv_field_read_txt (txt, err, sizeof err);
+        ck_assert_msg (f != NULL, "%s", err);
+        int n = f->nx * f->ny;
+        double *e = malloc (sizeof (double) * (size_t) n);
+        for (int c = 0; c < 2; c++) {
+            for (int k = 0; k < n; k++)
+                e[k] = f->flags[k] != PIV_FLAG_VALID ? NAN : c ? f->v[k] + 1.7 : f->u[k] - 3.3;
+            rho[c][0] += s_error_correlation (e, f->nx, f->ny, 1, 0) / 2;
+            rho[c][1] += s_error_correlation (e, f->nx, f->ny, 1, 1) / 2;
+            rho[c][2] += s_error_correlation (e, f->nx, f->ny, 2, 0) / 2;
+        }
+        free (e);
+        piv_field_destroy (&f);
+    }
+    printf ("errors of neighbours at 50 %% overlap, correlation (u, v): along x %.3f, %.3f; "
+            "diagonal %.3f, %.3f; two steps %.3f, %.3f (feedback_sigma's model: 0.5, 0.25, 0)\n",
+            rho[0][0], rho[1][0], rho[0][1], rho[1][1], rho[0][2], rho[1][2]);
+    static const double model[3] = {0.5, 0.25, 0};
+    for (int c = 0; c < 2; c++)
+        for (int d = 0; d < 3; d++)
+            ck_assert_msg (rho[c][d] < model[d] + 0.05 && rho[c][d] > model[d] - 0.15,
+                           "%s, distance %d: %.3f against the model's %.2f", c ? "v" : "u", d,
+                           rho[c][d], model[d]);
+    tu_rmtree (dir);
+}
+END_TEST
+
+// pivctl over the farm 'farm' (tu_farm_pivctl_v), which must succeed.
+static void
+s_pivctl_ok (tu_farm_t *farm, const char *first, ...)
+{
+    char out[8192];
+    va_list ap;
+    va_start (ap, first);
+    int rc = tu_farm_pivctl_v (farm, out, sizeof out, first, ap);
+    va_end (ap);
+    ck_assert_msg (rc == 0, "pivctl %s: %s", first, out);
+}
+
+// On the real farm (broker, pivfarm-agent with uncertainty=cs, a SUB on
+// feedback.exp1/), calibrated 0.02 mm/px over 2 ms: the message of a real
+// pair says each ROI mean's uncertainty in m/s and 1/s, "sigma" beside
+// "value"; the test recomputes them by brute force from the agent's own
+// result file (read back with its sigma_u, sigma_v columns), within 1 %
+// (the file's 4 decimals).
+START_TEST (the_farms_feedback_gives_each_roi_mean_its_uncertainty)
+{
+    tu_farm_t farm;
+    tu_farm_init (&farm);
+    tu_farm_conf_replace (&farm, "    iterations = 1\n",
+                          "    iterations = 1\n    uncertainty = cs\n");
+    tu_farm_render (&farm, 1, "p");
+    tu_farm_start_broker (&farm);
+    s_pivctl_ok (&farm, "calibrate", "exp1", "--scale", "0.02mm/px", "--dt", "2ms", NULL);
+    s_pivctl_ok (&farm, "feedback", "set", "roi=40,40,200,180", "quantity=mean_v", "-e", "exp1",
+                 NULL);
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/publish", farm.dir);
+    zsock_t *sub = zsock_new_sub (endpoint, "feedback.exp1/");
+    ck_assert_ptr_nonnull (sub);
+    usleep (300000); // the subscription reaches the broker
+    farm.agents[0] = tu_farm_start (&farm, "pivfarm-agent", "agent.log", NULL, NULL);
+    farm.watcher = tu_farm_start (&farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (&farm, "p", 1, 1, 0);
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    ck_assert_msg (zpoller_wait (poller, 60000) != NULL, "no feedback (see %s)", farm.dir);
+    zpoller_destroy (&poller);
+    char *topic = zstr_recv (sub), *json = zstr_recv (sub);
+    zsock_destroy (&sub);
+    ck_assert_str_eq (topic, "feedback.exp1/");
+    jdoc_t *doc = jdoc_parse (json, NULL, 0);
+    ck_assert_ptr_nonnull (doc);
+
+    char path[4200], err[512];
+    snprintf (path, sizeof path, "%s/results/exp1/p_0001.txt", farm.dir);
+    piv_field_t *field = piv_field_read_txt (path, err, sizeof err);
+    ck_assert_msg (field && field->sigma_u, "%s", err);
+    field->window = 16; // the final pass of 32,16 at the default overlap 50 %
+    field->step = 8;
+    int n = field->nx * field->ny, count = 0, nvort = 0;
+    double *a = calloc ((size_t) n, sizeof (double)), *cu = calloc ((size_t) n, sizeof (double)),
+           *cv = calloc ((size_t) n, sizeof (double)), *su = calloc ((size_t) n, sizeof (double)),
+           *sv = calloc ((size_t) n, sizeof (double));
+    float *w = malloc (sizeof (float) * (size_t) n);
+    piv_field_derive (field, &(piv_derived_t){.vorticity = w});
+    s_known_sigmas (field, su, sv);
+    for (int k = 0; k < n; k++) {
+        a[k] = field->flags[k] == PIV_FLAG_VALID && field->x[k] >= 40 && field->x[k] <= 200
+               && field->y[k] >= 40 && field->y[k] <= 180;
+        count += a[k] != 0;
+        nvort += a[k] && isfinite (w[k]);
+    }
+    ck_assert_int_eq ((int) jdoc_number (doc, -1, "$.n"), count);
+    for (int k = 0; k < n; k++)
+        a[k] /= count;
+    double want_u = sqrt (s_brute_variance (field, a, su)) * 0.01; // m/s
+    double want_v = sqrt (s_brute_variance (field, a, sv)) * 0.01;
+    for (int k = 0; k < n; k++)
+        a[k] = a[k] && isfinite (w[k]) ? 1.0 / nvort : 0;
+    ck_assert_int_eq (piv_field_vorticity_coefficients (field, PIV_STENCIL_DEFAULT, a, cu, cv), 0);
+    double want_w =
+        sqrt (s_brute_variance (field, cu, su) + s_brute_variance (field, cv, sv)) * 500;
+    double got_u = jdoc_number (doc, NAN, "$.uncertainty.mean_u");
+    double got_v = jdoc_number (doc, NAN, "$.uncertainty.mean_v");
+    double got_w = jdoc_number (doc, NAN, "$.uncertainty.vorticity");
+    printf ("feedback of a real pair, %d vectors in the roi: mean_v %.6f +- %.6f m/s "
+            "(recomputed %.6f), vorticity %.3f +- %.3f 1/s (recomputed %.3f)\n",
+            count, jdoc_number (doc, NAN, "$.mean_v"), got_v, want_v,
+            jdoc_number (doc, NAN, "$.vorticity"), got_w, want_w);
+    ck_assert_msg (fabs (got_u / want_u - 1) < 0.01, "mean_u +- %.9g m/s, want %.9g", got_u,
+                   want_u);
+    ck_assert_msg (fabs (got_v / want_v - 1) < 0.01, "mean_v +- %.9g m/s, want %.9g", got_v,
+                   want_v);
+    ck_assert_msg (fabs (got_w / want_w - 1) < 0.01, "vorticity +- %.9g 1/s, want %.9g", got_w,
+                   want_w);
+    ck_assert (jdoc_number (doc, NAN, "$.sigma") == got_v); // beside value, the same units
+    ck_assert (jdoc_number (doc, NAN, "$.uncertainty.mean_speed") > 0);
+    ck_assert_int_eq (jdoc_type_at (doc, "$.uncertainty.valid_fraction"), JDOC_MISSING);
+    ck_assert_str_eq (jdoc_string (doc, "$.units.velocity"), "m/s");
+    jdoc_destroy (&doc);
+    zstr_free (&topic);
+    zstr_free (&json);
+    free (a);
+    free (cu);
+    free (cv);
+    free (su);
+    free (sv);
+    free (w);
+    piv_field_destroy (&field);
+    tu_farm_release (&farm);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -852,6 +1170,7 @@ main (void)
     tc = tcase_create ("figures");
     tcase_add_test (tc, a_uniform_field_has_exact_means_and_no_vorticity);
     tcase_add_test (tc, solid_body_rotation_has_vorticity_twice_its_rate);
+    tcase_add_test (tc, each_mean_comes_with_its_uncertainty_counting_shared_window_area);
     tcase_add_test (tc, an_unknown_camera_time_gives_no_latency_and_a_replay_is_marked);
     tcase_add_test (tc, the_roi_selects_the_vectors_inside_its_box_edges_included);
     tcase_add_test (tc, flagged_vectors_count_in_total_only_and_invalid_ones_stay_out_of_the_stencils);
@@ -866,6 +1185,11 @@ main (void)
     tcase_add_test (tc, saturation_stops_the_integral_so_a_sign_change_leaves_the_limit_at_once);
     tcase_add_test (tc, a_proportional_kick_into_the_limit_keeps_the_integral);
     tcase_add_test (tc, a_missing_value_or_a_late_frame_time_changes_nothing_it_should_not);
+    suite_add_tcase (suite, tc);
+    tc = tcase_create ("farm");
+    tcase_set_timeout (tc, 120);
+    tcase_add_test (tc, the_farms_feedback_gives_each_roi_mean_its_uncertainty);
+    tcase_add_test (tc, neighbours_errors_correlate_no_more_than_their_shared_window_area);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

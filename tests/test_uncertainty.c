@@ -210,6 +210,71 @@ START_TEST (pivfarm_piv_writes_sigma_u_and_sigma_v_as_its_last_named_columns)
 }
 END_TEST
 
+// The lines of 'text' from its column line on ('# x y u v ...' and the
+// rows): what a reader must give back, whatever header comes before.
+static const char *
+s_from_columns (const char *text)
+{
+    const char *at = strstr (text, "# x y u v");
+    ck_assert_ptr_nonnull (at);
+    return at;
+}
+
+// pivfarm-piv's file read back (piv_field_read_txt, by its column line)
+// and written again gives the same columns and rows, byte for byte: every
+// sigma_u, sigma_v (and "nan") comes back where it was.
+START_TEST (a_pivfarm_piv_file_with_sigma_reads_back_to_the_same_rows)
+{
+    const char *dir = tu_tmpdir ();
+    char out[8192], err[256];
+    const char *synth_args[] = {"-s", "256x256", "-n", "0.1", "-o", tu_path (dir, "p"), NULL};
+    ck_assert_int_eq (tu_run_bin ("pivfarm-synth", synth_args, out, sizeof out, 60), 0);
+    char a[4096], b[4096], txt[4096], again[4096];
+    snprintf (a, sizeof a, "%s", tu_path (dir, "p_a.tif"));
+    snprintf (b, sizeof b, "%s", tu_path (dir, "p_b.tif"));
+    snprintf (txt, sizeof txt, "%s", tu_path (dir, "f.txt"));
+    snprintf (again, sizeof again, "%s", tu_path (dir, "g.txt"));
+    const char *args[] = {"--uncertainty", "mc", "-p", "32,16", a, b, "-o", txt, NULL};
+    ck_assert_msg (tu_run_bin ("pivfarm-piv", args, out, sizeof out, 60) == 0, "%s", out);
+    piv_field_t *f = piv_field_read_txt (txt, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
+    ck_assert (f->sigma_u && f->sigma_v && !f->w);
+    int n = f->nx * f->ny, measured = 0;
+    for (int k = 0; k < n; k++)
+        measured += f->sigma_u[k] > 0 && f->sigma_v[k] > 0 && f->sigma_u[k] < 1;
+    ck_assert_int_gt (measured, n / 2);
+    FILE *o = fopen (again, "w");
+    ck_assert (o && piv_field_write (f, o, PIV_FORMAT_TXT, NULL) == 0);
+    fclose (o);
+    char *first = tu_slurp (txt, NULL), *second = tu_slurp (again, NULL);
+    ck_assert_str_eq (s_from_columns (second), s_from_columns (first));
+    free (first);
+    free (second);
+    piv_field_destroy (&f);
+    // A file whose column line names sigma_u, sigma_v after derived
+    // quantities (an export's) and a stereo one: found by name.
+    o = fopen (txt, "w");
+    fprintf (o, "# x y u v w flags peak_ratio residual vorticity sigma_u sigma_v\n"
+                "8 8 0.5 0.25 0.125 0 2 0.01 0.003 0.0625 0.03125\n"
+                "16 8 0.5 0.25 0.125 2 1 0.01 nan nan nan\n");
+    fclose (o);
+    f = piv_field_read_txt (txt, err, sizeof err);
+    ck_assert_msg (f != NULL, "%s", err);
+    ck_assert (f->nx == 2 && f->w && f->sigma_u && f->sigma_v);
+    ck_assert (f->sigma_u[0] == 0.0625f && f->sigma_v[0] == 0.03125f && f->w[0] == 0.125f);
+    ck_assert (isnan (f->sigma_u[1]) && isnan (f->sigma_v[1]) && f->flags[1] == 2);
+    piv_field_destroy (&f);
+    // A row short of the sigma columns the column line names is refused.
+    o = fopen (txt, "w");
+    fprintf (o, "# x y u v flags peak_ratio sigma_u sigma_v\n8 8 0.5 0.25 0 2 0.06\n");
+    fclose (o);
+    ck_assert_ptr_null (piv_field_read_txt (txt, err, sizeof err));
+    ck_assert_msg (strstr (err, "line 2 is not 'x y u v [flags] ... sigma_u sigma_v'") != NULL,
+                   "%s", err);
+    tu_rmtree (dir);
+}
+END_TEST
+
 START_TEST (the_codec_carries_sigma_to_the_bit_and_old_fields_decode_without_it)
 {
     for (int three = 0; three < 2; three++) {
@@ -287,6 +352,7 @@ s_suite (void)
     tcase_set_timeout (files, 120);
     tcase_add_test (files, pivfarm_piv_writes_sigma_u_and_sigma_v_as_its_last_named_columns);
     tcase_add_test (files, the_codec_carries_sigma_to_the_bit_and_old_fields_decode_without_it);
+    tcase_add_test (files, a_pivfarm_piv_file_with_sigma_reads_back_to_the_same_rows);
     suite_add_tcase (suite, files);
     return suite;
 }
