@@ -54,6 +54,13 @@ typedef struct {
     int n;
 } s_lat_t;
 
+// The feedback message of one pair, as the subscriber received it.
+typedef struct {
+    int64_t received_ns;
+    int64_t dispatched_ns, computed_ns, published_ns;
+    char stem[64];
+} s_feedback_t;
+
 // A farm of one agent x 2 threads with agent/latency on or off, and a
 // subscriber of its feedback.
 typedef struct {
@@ -62,6 +69,8 @@ typedef struct {
     zsock_t *sub;   // SUB on feedback.<every experiment>
     s_lat_t lat[SIZES];
     double rates[MAX_REPS];  // throughput runs, pairs/s
+    int64_t closed[LAT_MAX + 1];      // the latency run under way: frame B's close, by pair
+    s_feedback_t fb[LAT_MAX + 1];     // ... and its feedback
 } s_mode_t;
 
 // A path printed into buf; -1 (logged) when it does not fit.
@@ -78,12 +87,6 @@ s_path (char *buf, size_t len, const char *fmt, ...)
     return -1;
 }
 
-// The feedback message of one pair, as the subscriber received it.
-typedef struct {
-    int64_t received_ns;
-    int64_t dispatched_ns, computed_ns, published_ns;
-    char stem[64];
-} s_feedback_t;
 
 // The next feedback of experiment 'exp' (others are skipped); 0, or -1
 // (logged) after FEEDBACK_S or when a program of the farm stopped.
@@ -212,21 +215,27 @@ s_warm (s_mode_t *m, const char *src, int size)
                : 0;
 }
 
-// One pair at a time, each landed LAT_PAUSE_S after the last one's feedback
-// was received; the stages from the feedback and the event log. 0, or -1.
+// Pair i of size s landed on m's farm, its feedback awaited. 0, or -1.
 static int
-s_latency_run (s_mode_t *m, const char *src, int s, int npairs)
+s_latency_pair (s_mode_t *m, const char *src, int s, int i)
 {
     char exp[32];
     snprintf (exp, sizeof exp, "lat%d", s_size[s]);
-    int64_t closed[LAT_MAX + 1];
-    s_feedback_t fb[LAT_MAX + 1];
-    for (int i = 1; i <= npairs; i++) {
-        if (bf_stage (&m->farm, src, exp, i) != 0 || bf_land (&m->farm, exp, i, &closed[i]) != 0
-            || s_next_feedback (m, exp, &fb[i]) != 0)
-            return -1;
-        usleep ((useconds_t) (LAT_PAUSE_S * 1e6));
-    }
+    return bf_stage (&m->farm, src, exp, i) != 0 || bf_land (&m->farm, exp, i, &m->closed[i]) != 0
+                   || s_next_feedback (m, exp, &m->fb[i]) != 0
+               ? -1
+               : 0;
+}
+
+// The stages of the latency run of size s (pairs 1..npairs landed by
+// s_latency_pair), from their feedback and the event log. 0, or -1.
+static int
+s_latency_times (s_mode_t *m, int s, int npairs)
+{
+    char exp[32];
+    snprintf (exp, sizeof exp, "lat%d", s_size[s]);
+    const int64_t *closed = m->closed;
+    const s_feedback_t *fb = m->fb;
     bf_events_t all;
     if (bf_events_read (&m->farm, &all) != 0)
         return -1;
@@ -389,11 +398,19 @@ bf_section_latency (const bf_run_t *run)
         for (int s = 0; s < SIZES; s++)
             if (s_warm (&modes[k], src[s], s_size[s]) != 0)
                 goto done;
-    // Latency: each size on each farm, the other farm idle.
-    for (int s = 0; s < SIZES; s++)
+    // Latency: pair by pair, on one farm then the other (the order turns
+    // each pair), the other farm idle: both see the machine as it is then.
+    for (int s = 0; s < SIZES; s++) {
+        for (int i = 1; i <= npairs; i++)
+            for (int j = 0; j < 2; j++) {
+                if (s_latency_pair (&modes[(i + j) % 2], src[s], s, i) != 0)
+                    goto done;
+                usleep ((useconds_t) (LAT_PAUSE_S * 1e6));
+            }
         for (int k = 0; k < 2; k++)
-            if (s_latency_run (&modes[k], src[s], s, npairs) != 0)
+            if (s_latency_times (&modes[k], s, npairs) != 0)
                 goto done;
+    }
     // Throughput at full load, 2048^2: every pair landed at once, on then
     // off, then off then on, ...
     double ratios[MAX_REPS];
@@ -409,9 +426,18 @@ bf_section_latency (const bf_run_t *run)
         }
         ratios[r] = modes[0].rates[r] / modes[1].rates[r];
     }
-    for (int s = 0; s < SIZES; s++)
+    for (int s = 0; s < SIZES; s++) {
+        // Pair i's on / off before the lists are sorted: the two ran one
+        // after the other.
+        double pair_ratio[LAT_MAX];
+        for (int i = 0; i < npairs; i++)
+            pair_ratio[i] = modes[0].lat[s].t[T_TOTAL][i] / modes[1].lat[s].t[T_TOTAL][i];
         for (int k = 0; k < 2; k++)
             s_print_latency (&modes[k], s, read_s[s], piv1_s[s], piv2_s[s]);
+        qsort (pair_ratio, (size_t) npairs, sizeof (double), bf_cmp_double);
+        printf ("  %d^2: close -> feedback, on / off pair by pair: median %.0f %%\n", s_size[s],
+                100 * bf_quantile (pair_ratio, npairs, 0.5));
+    }
     printf ("  throughput at full load, 2048^2, %d pairs landed at once, %d run(s) of each,\n"
             "  alternating (first rename -> last feedback received):\n",
             thr_pairs, reps);
