@@ -268,16 +268,20 @@ s_latency_times (s_mode_t *m, int s, int npairs)
     return rc;
 }
 
-// In this process, for the breakdown: reading a pair's frames, and its PIV
-// on 1 and on 2 threads (one engine, as an agent's worker), medians of
-// 'reps' after a warm-up, s.
+// In this process, for the breakdown: reading a pair's frames (a loader
+// that keeps their buffers), and its PIV on 1 and on 2 threads (one engine),
+// as an agent's worker does them; medians of 'reps' after a warm-up, s.
 static int
 s_in_process (const char *src, int reps, double *read_s, double *piv1_s, double *piv2_s)
 {
     char err[ERRLEN], a[PATH_MAX], b[PATH_MAX];
     piv_t *engine = bf_compute_engine (2);
-    if (!engine)
+    piv_loader_t *loader = piv_loader_new ();  // the frames' buffers kept, as an agent's worker
+    if (!engine || !loader) {
+        piv_destroy (&engine);
+        piv_loader_destroy (&loader);
         return -1;
+    }
     double t[3][MAX_REPS + 1];
     int rc = 0;
     for (int r = 0; r <= reps && rc == 0; r++) {
@@ -288,7 +292,7 @@ s_in_process (const char *src, int reps, double *read_s, double *piv1_s, double 
         }
         piv_image_t *ia = NULL, *ib = NULL;
         double t0 = util_now ();
-        if (piv_image_load_pair (a, b, 0, &ia, &ib, err, sizeof err) != 0) {
+        if (piv_loader_pair (loader, a, b, 0, &ia, &ib, err, sizeof err) != 0) {
             log_error ("cannot read '%s' and '%s': %s", a, b, err);
             rc = -1;
             break;
@@ -306,9 +310,8 @@ s_in_process (const char *src, int reps, double *read_s, double *piv1_s, double 
             piv_field_destroy (&f);
         }
         t[0][r] = t1 - t0;
-        piv_image_destroy (&ia);
-        piv_image_destroy (&ib);
     }
+    piv_loader_destroy (&loader);
     piv_destroy (&engine);
     if (rc != 0)
         return -1;
