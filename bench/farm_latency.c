@@ -6,6 +6,8 @@
 // machine at the same speed).
 
 #include "bench/farm.h"
+#include "broker/feedback.h"
+#include "broker/stats.h"
 #include "common/jdoc.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -15,6 +17,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,9 +273,56 @@ s_latency_times (s_mode_t *m, int s, int npairs)
 
 // In this process, for the breakdown: reading a pair's frames (a loader
 // that keeps their buffers), and its PIV on 1 and on 2 threads (one engine),
-// as an agent's worker does them; medians of 'reps' after a warm-up, s.
+// as an agent's worker does them, and the broker's build of its feedback
+// (s_build); medians of 'reps' after a warm-up, s.
+typedef struct {
+    double read_s;      // a pair's frames read
+    double piv_s[3];    // its PIV on [1] and [2] threads
+    double decode_s;    // the broker's decode of its RESULT blob, with the vorticity
+    double build_s;     // its feedback figures and JSON
+} s_inproc_t;
+
+// The broker's work between RESULT and feedback but the store's write, on
+// field f: the blob decoded with its vorticity (stats_field), then the
+// figures and the message (feedback_figures, feedback_message_json). 0, or
+// -1 (logged).
 static int
-s_in_process (const char *src, int reps, double *read_s, double *piv1_s, double *piv2_s)
+s_build (const piv_field_t *f, double *decode_s, double *build_s)
+{
+    unsigned char *blob = NULL;
+    size_t size = 0;
+    char err[ERRLEN], json[4096];
+    if (piv_field_encode (f, &blob, &size) != 0) {
+        log_error ("cannot encode a field: out of memory");
+        return -1;
+    }
+    double t0 = util_now ();
+    float *vorticity = NULL;
+    piv_field_t *field = stats_field (blob, size, &vorticity, err, sizeof err);
+    double t1 = util_now ();
+    feedback_settings_t fs;
+    feedback_settings_init (&fs);
+    feedback_figures_t figures;
+    int len = -1;
+    if (field) {
+        feedback_figures (field, vorticity, &fs, NULL, &figures);
+        feedback_figures_calibrate (&figures, NULL);
+        feedback_message_t m = {.experiment = "lat", .pair = 1, .stem = "p_0001",
+                                .settings = &fs, .figures = &figures, .output = NAN};
+        len = feedback_message_json (&m, json, sizeof json);
+    }
+    *build_s = util_now () - t1;
+    *decode_s = t1 - t0;
+    if (!field)
+        log_error ("cannot decode a field: %s", err);
+    free (vorticity);
+    piv_field_destroy (&field);
+    free (blob);
+    return len < 0 ? -1 : 0;
+}
+
+static int
+s_in_process (const char *src, int reps, s_inproc_t *out)
 {
     char err[ERRLEN], a[PATH_MAX], b[PATH_MAX];
     piv_t *engine = bf_compute_engine (2);
@@ -282,7 +332,7 @@ s_in_process (const char *src, int reps, double *read_s, double *piv1_s, double 
         piv_loader_destroy (&loader);
         return -1;
     }
-    double t[3][MAX_REPS + 1];
+    double t[5][MAX_REPS + 1];
     int rc = 0;
     for (int r = 0; r <= reps && rc == 0; r++) {
         if (s_path (a, sizeof a, "%s/p_%04d_a.tif", src, 1 + r % 3) != 0
@@ -307,6 +357,8 @@ s_in_process (const char *src, int reps, double *read_s, double *piv1_s, double 
                 log_error ("cannot process '%s' and '%s': %s", a, b, err);
                 rc = -1;
             }
+            else if (threads == 2 && s_build (f, &t[3][r], &t[4][r]) != 0)
+                rc = -1;
             piv_field_destroy (&f);
         }
         t[0][r] = t1 - t0;
@@ -316,9 +368,11 @@ s_in_process (const char *src, int reps, double *read_s, double *piv1_s, double 
     if (rc != 0)
         return -1;
     // The first run (r = 0) warmed up: left out.
-    *read_s = bf_stat (t[0] + 1, reps, 0).median;
-    *piv1_s = bf_stat (t[1] + 1, reps, 0).median;
-    *piv2_s = bf_stat (t[2] + 1, reps, 0).median;
+    out->read_s = bf_stat (t[0] + 1, reps, 0).median;
+    out->piv_s[1] = bf_stat (t[1] + 1, reps, 0).median;
+    out->piv_s[2] = bf_stat (t[2] + 1, reps, 0).median;
+    out->decode_s = bf_stat (t[3] + 1, reps, 0).median;
+    out->build_s = bf_stat (t[4] + 1, reps, 0).median;
     return 0;
 }
 
@@ -344,7 +398,7 @@ s_render (const char *dir, int size, int npairs)
 }
 
 static void
-s_print_latency (s_mode_t *m, int s, double read_s, double piv1_s, double piv2_s)
+s_print_latency (s_mode_t *m, int s, const s_inproc_t *in)
 {
     s_lat_t *l = &m->lat[s];
     printf ("  %d^2, agent/latency = %d: %d pairs one at a time, each %.0f ms after the last "
@@ -358,8 +412,11 @@ s_print_latency (s_mode_t *m, int s, double read_s, double piv1_s, double piv2_s
         if (p == T_TOTAL && m->latency)
             printf ("   goal: median <= %.0f ms", s_goal_ms[s]);
         if (p == T_COMPUTE)
-            printf ("   (in process: read %.1f, PIV %.1f on 1 thread, %.1f on 2)", read_s * 1e3,
-                    piv1_s * 1e3, piv2_s * 1e3);
+            printf ("   (in process: read %.1f, PIV %.1f on 1 thread, %.1f on 2)",
+                    in->read_s * 1e3, in->piv_s[1] * 1e3, in->piv_s[2] * 1e3);
+        if (p == T_RECORD)
+            printf ("   (in process: decode %.2f, figures + JSON %.2f; the rest: the store)",
+                    in->decode_s * 1e3, in->build_s * 1e3);
         printf ("\n");
     }
 }
@@ -387,9 +444,9 @@ bf_section_latency (const bf_run_t *run)
     printf ("  %d pairs of 1024^2 and of 2048^2 rendered by pivfarm-synth in %.1f s\n", most,
             util_now () - t0);
     fflush (stdout);
-    double read_s[SIZES], piv1_s[SIZES], piv2_s[SIZES];
+    s_inproc_t inproc[SIZES];
     for (int s = 0; s < SIZES; s++)
-        if (s_in_process (src[s], 5, &read_s[s], &piv1_s[s], &piv2_s[s]) != 0)
+        if (s_in_process (src[s], 5, &inproc[s]) != 0)
             return -1;
     static s_mode_t modes[2];
     memset (modes, 0, sizeof modes);
@@ -436,7 +493,7 @@ bf_section_latency (const bf_run_t *run)
         for (int i = 0; i < npairs; i++)
             pair_ratio[i] = modes[0].lat[s].t[T_TOTAL][i] / modes[1].lat[s].t[T_TOTAL][i];
         for (int k = 0; k < 2; k++)
-            s_print_latency (&modes[k], s, read_s[s], piv1_s[s], piv2_s[s]);
+            s_print_latency (&modes[k], s, &inproc[s]);
         qsort (pair_ratio, (size_t) npairs, sizeof (double), bf_cmp_double);
         printf ("  %d^2: close -> feedback, on / off pair by pair: median %.0f %%\n", s_size[s],
                 100 * bf_quantile (pair_ratio, npairs, 0.5));
