@@ -1,7 +1,10 @@
 // agent.c — the agent: a zloop over the broker's DEALER socket and an
 // inproc socket on which worker threads return their results. Tasks wait
 // for a worker in a locked queue; the agent never asks for more than it
-// has workers, so the queue holds at most one task per idle worker.
+// has workers, so the queue holds at most one task per idle worker. In
+// latency mode (agent/latency) a worker that takes a pair while fewer
+// pairs than workers are held runs it on the idle workers' share of the
+// threads too (s_share).
 
 #include "agents/agent.h"
 #include "agents/process.h"
@@ -22,6 +25,11 @@
 #define MAX_WORKERS 1024
 #define DRAIN_S 60     // at most this long to finish tasks after SIGTERM
 #define GOODBYE_S 5    // at most this long to see results recorded then
+// Latency mode: the most threads one pair runs on. Each worker's engine
+// keeps this many less one threads asleep and their window buffers, for
+// the pairs it runs alone; beyond 8 the pair's serial parts (reading the
+// frames, writing the result) leave little to gain.
+#define LATENCY_THREADS 8
 
 // A task, and whether the broker that sent it is the one connected now
 // (after a reconnect the broker no longer counts it as taking credit).
@@ -48,6 +56,8 @@ struct _agent_t {
     pthread_cond_t wake;               // a job is queued, or stopping
     zlistx_t *jobs;                    // s_job_t waiting for a worker
     int stopping;                      // workers exit when set
+    int busy;                          // workers holding a job
+    int latency;                       // agent/latency: a pair alone on several threads
     int running;                       // jobs a worker holds (main thread only)
     int orphans;                       // of those, from a previous connection
     zsock_t *broker;                   // DEALER to the broker
@@ -97,6 +107,22 @@ s_msg_destroy (proto_msg_t **msg_p)
 // ---------------------------------------------------------------------------
 // Workers
 
+// The threads a worker that has just taken a job runs it on (under the
+// lock): the workers' threads shared among the jobs held and waiting, all
+// of them for a job alone, one each at full load (or with latency mode
+// off). A share is fixed when its job starts: a job that arrives while
+// another runs on every thread gets the rest (one, at least) and the two
+// briefly hold more threads than there are workers.
+static int
+s_share (agent_t *self)
+{
+    if (!self->latency)
+        return 1;
+    int jobs = self->busy + (int) zlistx_size (self->jobs);
+    int share = self->nworkers / (jobs > 0 ? jobs : 1);
+    return share > 1 ? share : 1;
+}
+
 static void *
 s_worker (void *arg)
 {
@@ -106,17 +132,32 @@ s_worker (void *arg)
     process_t *proc = process_new (&self->cfg, err, sizeof err);
     if (proc)
         process_set_budget (proc, self->budget, self->budget_why);
+    int most = !self->latency ? 1 : self->nworkers < LATENCY_THREADS ? self->nworkers
+                                                                       : LATENCY_THREADS;
     zsock_t *out = zsock_new_push (self->results_endpoint);
     for (;;) {
         pthread_mutex_lock (&self->lock);
         while (!self->stopping && zlistx_size (self->jobs) == 0)
             pthread_cond_wait (&self->wake, &self->lock);
         s_job_t *job = self->stopping ? NULL : zlistx_detach (self->jobs, NULL);
+        int threads = 1;
+        if (job) {
+            self->busy++;
+            threads = s_share (self);
+        }
         pthread_mutex_unlock (&self->lock);
         if (!job)
             break;
         proto_msg_t result = {0};
+        if (threads > 1)
+            log_info ("pair %llu: on %d threads (latency mode: the agent had no other)",
+                      (unsigned long long) job->msg.pair, threads);
+        if (proc)
+            process_set_threads (proc, threads, most);
         int rc = proc ? process_task (proc, &job->msg, &result, err, sizeof err) : -1;
+        pthread_mutex_lock (&self->lock);
+        self->busy--;
+        pthread_mutex_unlock (&self->lock);
         if (rc != 0 && job->msg.command == PROTO_ENSEMBLE) {
             // A chunk that cannot be summed says why (the broker gives it
             // to another agent, or fails its job).
@@ -549,6 +590,7 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
     self->nworkers = cfg->agent.threads > 0 ? cfg->agent.threads : (int) (cores > 0 ? cores : 1);
     if (self->nworkers > MAX_WORKERS)
         self->nworkers = MAX_WORKERS;
+    self->latency = cfg->agent.latency && self->nworkers > 1;
     process_budget (cfg, self->nworkers, &self->budget, self->budget_why, sizeof self->budget_why);
     // Plans measured once on this node serve every start after it.
     piv_wisdom_load (piv_wisdom_default_path ());
@@ -592,8 +634,9 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
     zloop_reader (self->loop, self->broker, s_on_broker, self);
     zloop_reader (self->loop, self->results, s_on_result, self);
     zloop_timer (self->loop, (size_t) cfg->broker.heartbeat_ms, 0, s_tick, self);
-    log_notice ("agent '%s': %d worker(s), processor %s, broker %s", self->id, self->nworkers,
-                cfg->agent.processor, self->endpoint);
+    log_notice ("agent '%s': %d worker(s), processor %s, broker %s%s", self->id, self->nworkers,
+                cfg->agent.processor, self->endpoint,
+                self->latency ? ", latency mode (a pair alone runs on every idle thread)" : "");
     char size[32];
     if (strcmp (cfg->agent.processor, "piv") == 0)
         log_notice ("memory budget %s a thread (%s)",

@@ -47,7 +47,9 @@ struct _process_t {
     size_t max_bytes;             // largest frame file read (piv/max_file_mb)
     int min_free_mb;              // free space needed to write a result
     int field_format;             // agent/result_format = field: .pvf, else .txt
-    piv_t *engine;                // PIV engine for those settings
+    piv_t *engine;                // PIV engine for those settings, made for 'most' threads
+    int most;                     // threads the engine is made for (process_set_threads; 1)
+    int threads;                  // ... of which the next pair runs on
     piv_loader_t *loader;         // this thread's frames and file buffer, kept
     piv_loader_t *loader2;        // a stereo set's camera 2 frames, kept as 'loader' keeps
                                   // camera 1's (fresh pages cost a fault each)
@@ -97,6 +99,7 @@ process_new (const config_t *cfg, char *err, size_t errlen)
     piv_loader_set_budget (self->loader, &self->budget);
     piv_loader_set_budget (self->loader2, &self->budget);
     self->min_free_mb = cfg->agent.min_free_mb;
+    self->most = self->threads = 1;
     self->field_format = strcmp (cfg->agent.result_format, "field") == 0;
     if (*cfg->watcher.root
         && process_map_path (cfg->watcher.root, self->from, self->to, self->root,
@@ -154,6 +157,16 @@ process_set_budget (process_t *self, uint64_t bytes, const char *why)
               why);
     piv_loader_set_budget (self->loader, &self->budget);
     piv_loader_set_budget (self->loader2, &self->budget);
+}
+
+void
+process_set_threads (process_t *self, int threads, int most)
+{
+    most = most < 1 ? 1 : most > PIV_MAX_THREADS ? PIV_MAX_THREADS : most;
+    if (most != self->most)
+        piv_destroy (&self->engine);  // made again for 'most' at the next pair
+    self->most = most;
+    self->threads = threads < 1 ? 1 : threads > most ? most : threads;
 }
 
 int
@@ -413,6 +426,7 @@ s_engine (process_t *self, const proto_msg_t *task, const piv_image_t **mask_p, 
     piv_destroy (&self->engine);
     piv_settings_t s = self->parsed;
     s.mask = *mask_p;
+    s.threads = self->most;  // each pair runs on self->threads of them (piv_set_threads)
     if (!(self->engine = piv_new (&s, why, sizeof why))) {
         snprintf (err, errlen, "pair %llu: %s", (unsigned long long) task->pair, why);
         return -1;
@@ -538,6 +552,7 @@ s_run_piv (process_t *self, const proto_msg_t *task, const char *a, const char *
         return -1;
     }
     // The frames are the loader's, kept for the next pair.
+    piv_set_threads (self->engine, self->threads);
     piv_field_t *field = piv_process (self->engine, ia, ib, why, sizeof why);
     if (!field) {
         snprintf (err, errlen, "cannot process '%s' and '%s': %s", a, *b ? b : a, why);

@@ -32,6 +32,14 @@ void process_budget (const config_t *cfg, int threads, uint64_t *bytes, char *wh
 // no budget. Pairs are always held to piv/max_ratio.
 void process_set_budget (process_t *self, uint64_t bytes, const char *why);
 
+// Latency mode (agent/latency): the piv processor's engine is made for
+// 'most' threads (1 .. PIV_MAX_THREADS; its pool's most - 1 threads sleep
+// while fewer are used) and the next pairs run on 'threads' of them (1 ..
+// most). The fields are the same to the bit whatever 'threads'. The stereo
+// engine and the other processors run on the calling thread alone. A change
+// of 'most' makes the engine again at the next pair.
+void process_set_threads (process_t *self, int threads, int most);
+
 // Processes a TASK message (or an ENSEMBLE: 'result' a PARTIAL with the
 // chunk's partial sum, its frames read and checked as a TASK's; -1 with
 // err naming the job, pass, chunk and pair on failure). On success fills 'result' as a RESULT (figures,

@@ -6,8 +6,8 @@
 // Prints figures next to their targets; never fails on time. Exit status:
 // 0 done, 1 something broke (a program, the store, a file), 2 bad usage,
 // 128 + N when signal N stopped it. This file holds the options and main;
-// the sections are farm_cycle.c, farm_history.c and farm_piv.c, over
-// farm_programs.c and farm_util.c (bench/farm.h).
+// the sections are farm_cycle.c, farm_history.c, farm_piv.c and
+// farm_latency.c, over farm_programs.c and farm_util.c (bench/farm.h).
 
 #include "bench/farm.h"
 #include "common/log.h"
@@ -33,7 +33,8 @@ s_usage (FILE *out)
              "  --quick        smaller runs: %d pairs per cycle, %d of history, %d PIV pairs\n"
              "  --reps N       runs of each farm figure (default %d) and of each compute figure\n"
              "                 (default %d, --quick %d); best and median shown\n"
-             "  --section N    only section N (1 full cycle, 2 history, 3 PIV end to end)\n"
+             "  --section N    only section N (1 full cycle, 2 history, 3 PIV end to end,\n"
+             "                 4 latency mode: close -> feedback, throughput on/off)\n"
              "  --commit-ms N  broker/commit_ms of sections 1 and 2 (default: the broker's, 2)\n"
              "Programs from $PIVFARM_BIN (default ./bin); temporary files under $TMPDIR (/tmp).\n",
              CYCLE_PAIRS_QUICK, HISTORY_PAIRS_QUICK, PIV_PAIRS_QUICK, REPS_DEFAULT, COMPUTE_REPS,
@@ -73,7 +74,7 @@ s_parse_args (int argc, char *argv[], bf_run_t *run)
                 return 2;
         }
         else if (strcmp (argv[i], "--section") == 0 && i + 1 < argc) {
-            if ((run->only = s_number ("--section", argv[++i], 1, 3)) < 0)
+            if ((run->only = s_number ("--section", argv[++i], 1, 4)) < 0)
                 return 2;
         }
         else if (strcmp (argv[i], "--commit-ms") == 0 && i + 1 < argc) {
@@ -173,6 +174,7 @@ main (int argc, char *argv[])
     int rc = (s_want (run.only, 1) && bf_section_cycle (&run) != 0)
                      || (s_want (run.only, 2) && bf_section_history (&run) != 0)
                      || (s_want (run.only, 3) && bf_section_piv (&run) != 0)
+                     || (s_want (run.only, 4) && bf_section_latency (&run) != 0)
                  ? 1
                  : 0;
 

@@ -123,6 +123,7 @@ typedef struct {
 
 extern const char *bf_bin_dir;  // the programs' directory ($PIVFARM_BIN, default ./bin)
 extern int bf_commit_ms;  // broker/commit_ms written into the configuration (0: its default)
+extern int bf_latency;    // agent/latency written into it (-1: not written, the default)
 
 void bf_bin (char *buf, size_t len, const char *program);
 int bf_farm_init (bf_farm_t *farm, const char *parent, const char *name, const char *processor,
@@ -210,8 +211,49 @@ double bf_write_pairs (const char *db, const char *exp_name, int npairs, int eve
 int bf_section_history (const bf_run_t *run);
 
 // ---------------------------------------------------------------------------
-// farm_piv.c: section 3, PIV end to end.
+// farm_piv.c: section 3, PIV end to end; frames landed as a camera PC
+// lands them, and the pairs' times read back from the event log (section 4
+// too).
+
+// Links pair i's frames src/p_NNNN_{a,b}.tif into the farm's stage/ for
+// experiment 'exp' (no data copied; src on the farm's file system).
+int bf_stage (const bf_farm_t *farm, const char *src, const char *exp, int i);
+// Moves pair i (frame A, then B) from stage/ into data/<exp>; *closed_ns:
+// when frame B got its name there (its "close"). 0, or -1 (logged).
+int bf_land (const bf_farm_t *farm, const char *exp, int i, int64_t *closed_ns);
+
+// The farm's event log: "pair", "file", "result" and "experiment" events.
+typedef struct {
+    char *kind;        // "pair", "file", "result", "experiment"
+    int64_t ts_ns;     // event time
+    int64_t experiment;
+    int64_t pair;
+    char *payload;
+} bf_event_t;
+
+typedef struct {
+    bf_event_t *events;
+    size_t n, size;
+} bf_events_t;
+
+// Reads them all through farm->reader; 0, or -1 (logged).
+int bf_events_read (bf_farm_t *farm, bf_events_t *all);
+void bf_events_free (bf_events_t *all);
+// For pair 'stem' of experiment 'exp_name': when its frame B reached the
+// broker (seen_b), when its result was recorded, and the agent's compute
+// time. 0 if found.
+int bf_pair_times (const bf_events_t *all, const char *exp_name, const char *stem,
+                   int64_t *seen_b, int64_t *recorded, int64_t *compute_ns);
+
+// The engine of the farm's configuration: passes 32, overlap 50, one run,
+// made for 'threads'; NULL (logged) if it cannot be made.
+struct _piv_t *bf_compute_engine (int threads);
 
 int bf_section_piv (const bf_run_t *run);
+
+// ---------------------------------------------------------------------------
+// farm_latency.c: section 4, latency mode (issue 27).
+
+int bf_section_latency (const bf_run_t *run);
 
 #endif

@@ -21,42 +21,40 @@
 
 #define MAX_PIV_PAIRS 200
 
-typedef struct {
-    char *kind;        // "pair", "file", "result", "experiment"
-    int64_t ts_ns;     // event time
-    int64_t experiment;
-    int64_t pair;
-    char *payload;
-} s_event_t;
-
-typedef struct {
-    s_event_t *events;
-    size_t n, size;
-} s_events_t;
-
 static int
 s_collect (void *arg, int64_t id, int64_t ts_ns, const char *kind, int64_t experiment,
            int64_t pair, const char *payload)
 {
     (void) id;
-    s_events_t *all = arg;
+    bf_events_t *all = arg;
     if (strcmp (kind, "pair") && strcmp (kind, "file") && strcmp (kind, "result")
         && strcmp (kind, "experiment"))
         return 0;
     if (all->n == all->size) {
         size_t size = all->size ? 2 * all->size : 256;
-        s_event_t *events = realloc (all->events, size * sizeof *events);
+        bf_event_t *events = realloc (all->events, size * sizeof *events);
         if (!events)
             return -1;
         all->events = events;
         all->size = size;
     }
-    all->events[all->n++] = (s_event_t) {strdup (kind), ts_ns, experiment, pair, strdup (payload)};
+    all->events[all->n++] = (bf_event_t) {strdup (kind), ts_ns, experiment, pair, strdup (payload)};
     return 0;
 }
 
-static void
-s_events_free (s_events_t *all)
+int
+bf_events_read (bf_farm_t *farm, bf_events_t *all)
+{
+    memset (all, 0, sizeof *all);
+    if (store_events (farm->reader, 0, 0, s_collect, all) >= 0)
+        return 0;
+    log_error ("cannot read the events of '%s': %s", farm->db, store_error (farm->reader));
+    bf_events_free (all);
+    return -1;
+}
+
+void
+bf_events_free (bf_events_t *all)
 {
     for (size_t i = 0; i < all->n; i++) {
         free (all->events[i].kind);
@@ -84,11 +82,8 @@ s_payload (const char *payload, const char *key, char *buf, size_t len)
     return NULL;
 }
 
-// For pair 'stem' of experiment 'exp_name': when its frame B reached the
-// broker (seen_ns), when its result was recorded, and the agent's compute
-// time. 0 if found.
-static int
-s_pair_times (const s_events_t *all, const char *exp_name, const char *stem, int64_t *seen_b,
+int
+bf_pair_times (const bf_events_t *all, const char *exp_name, const char *stem, int64_t *seen_b,
               int64_t *recorded, int64_t *compute_ns)
 {
     char buf[256], name_b[256];
@@ -101,7 +96,7 @@ s_pair_times (const s_events_t *all, const char *exp_name, const char *stem, int
             && strcmp (buf, exp_name) == 0)
             exp = all->events[i].experiment;
     for (size_t i = 0; i < all->n; i++) {
-        const s_event_t *e = &all->events[i];
+        const bf_event_t *e = &all->events[i];
         if (e->experiment != exp || !exp)
             continue;
         if (strcmp (e->kind, "pair") == 0 && s_payload (e->payload, "stem", buf, sizeof buf)
@@ -112,7 +107,7 @@ s_pair_times (const s_events_t *all, const char *exp_name, const char *stem, int
             *seen_b = e->ts_ns;
     }
     for (size_t i = 0; i < all->n && pair; i++) {
-        const s_event_t *e = &all->events[i];
+        const bf_event_t *e = &all->events[i];
         if (strcmp (e->kind, "result") == 0 && e->pair == pair) {
             *recorded = e->ts_ns;
             if (s_payload (e->payload, "compute_ns", buf, sizeof buf))
@@ -128,13 +123,12 @@ s_pair_times (const s_events_t *all, const char *exp_name, const char *stem, int
 // watcher sees as IN_MOVED_TO. The bench's own writing thus takes no CPU
 // from the agent, and frame B's "close" is the moment of its rename.
 
-// Links pair i's frames into stage/ for experiment 'exp'.
-static int
-s_stage (const bf_farm_t *farm, const char *exp, int i)
+int
+bf_stage (const bf_farm_t *farm, const char *src, const char *exp, int i)
 {
     for (int side = 0; side < 2; side++) {
         char from[PATH_MAX + 64], to[PATH_MAX + 64];
-        snprintf (from, sizeof from, "%s/src/p_%04d_%c.tif", farm->dir, i, side ? 'b' : 'a');
+        snprintf (from, sizeof from, "%s/p_%04d_%c.tif", src, i, side ? 'b' : 'a');
         snprintf (to, sizeof to, "%s/stage/%s-p_%04d_%c.tif", farm->dir, exp, i, side ? 'b' : 'a');
         if (link (from, to) != 0) {
             log_error ("cannot link '%s' to '%s': %s", from, to, strerror (errno));
@@ -144,10 +138,8 @@ s_stage (const bf_farm_t *farm, const char *exp, int i)
     return 0;
 }
 
-// Moves pair i (frames p_%04d_a.tif, then _b) into data/<exp>; *closed_ns:
-// when frame B got its name there.
-static int
-s_land (const bf_farm_t *farm, const char *exp, int i, int64_t *closed_ns)
+int
+bf_land (const bf_farm_t *farm, const char *exp, int i, int64_t *closed_ns)
 {
     for (int side = 0; side < 2; side++) {
         char from[PATH_MAX + 64], to[PATH_MAX + 64];
@@ -185,16 +177,15 @@ s_wait_results (bf_farm_t *farm, const char *exp, int n, double timeout_s, int64
     return 0;
 }
 
-// The engine of the farm's configuration: passes 32, overlap 50, one run.
-static piv_t *
-s_compute_engine (void)
+piv_t *
+bf_compute_engine (int threads)
 {
     char err[ERRLEN];
     piv_settings_t s;
     piv_settings_init (&s);
     s.overlap = 50;
     s.final_iterations = 1;
-    s.threads = 1;
+    s.threads = threads;
     piv_t *engine = NULL;
     if (piv_settings_set_passes (&s, PIV_PASSES, err, sizeof err) != 0
         || !(engine = piv_new (&s, err, sizeof err)))
@@ -224,7 +215,7 @@ s_compute (void *arg)
 {
     s_compute_t *c = arg;
     char err[ERRLEN], a[PATH_MAX + 32], b[PATH_MAX + 32];
-    if (!c->engine && !(c->engine = s_compute_engine ())) {
+    if (!c->engine && !(c->engine = bf_compute_engine (1))) {
         c->failed = 1;
         return NULL;
     }
@@ -425,7 +416,7 @@ s_compute_figures (const bf_farm_t *farm, const char *src, int npairs, int reps,
 // threads, the watcher; and two pairs, uncounted: the agent's engines are
 // made on the first task of each thread. 0, or -1 (logged).
 static int
-s_farm_start (bf_farm_t *farm, int reps, s_piv_t *out)
+s_farm_start (bf_farm_t *farm, const char *src, int reps, s_piv_t *out)
 {
     for (int e = 0; e < 2 + reps; e++) {
         char path[PATH_MAX + 64];
@@ -441,8 +432,8 @@ s_farm_start (bf_farm_t *farm, int reps, s_piv_t *out)
         return -1;
     int64_t closed;
     double t0 = util_now ();
-    if (s_stage (farm, "warm", 1) != 0 || s_stage (farm, "warm", 2) != 0
-        || s_land (farm, "warm", 1, &closed) != 0 || s_land (farm, "warm", 2, &closed) != 0
+    if (bf_stage (farm, src, "warm", 1) != 0 || bf_stage (farm, src, "warm", 2) != 0
+        || bf_land (farm, "warm", 1, &closed) != 0 || bf_land (farm, "warm", 2, &closed) != 0
         || s_wait_results (farm, "warm", 2, 120, NULL) != 0)
         return -1;
     out->warm_s = util_now () - t0;
@@ -467,11 +458,11 @@ s_throughput (bf_farm_t *farm, const char *src, int npairs, int reps, piv_t *eng
             return -1;
         rates[r] = npairs / t;
         for (int i = 1; i <= npairs; i++)
-            if (s_stage (farm, exp, i) != 0)
+            if (bf_stage (farm, src, exp, i) != 0)
                 return -1;
         int64_t first_ns = util_time_ns ();
         for (int i = 1; i <= npairs; i++)
-            if (s_land (farm, exp, i, &closed) != 0)
+            if (bf_land (farm, exp, i, &closed) != 0)
                 return -1;
         if (s_wait_results (farm, exp, npairs, 300, &last_ns) != 0)
             return -1;
@@ -489,17 +480,15 @@ s_throughput (bf_farm_t *farm, const char *src, int npairs, int reps, piv_t *eng
 static int
 s_latencies (bf_farm_t *farm, int npairs, const int64_t *closed_b, s_piv_t *out)
 {
-    s_events_t all = {0};
+    bf_events_t all;
     int rc = -1;
-    if (store_events (farm->reader, 0, 0, s_collect, &all) < 0) {
-        log_error ("cannot read the events of '%s': %s", farm->db, store_error (farm->reader));
-        goto done;
-    }
+    if (bf_events_read (farm, &all) != 0)
+        return -1;
     for (int i = 1; i <= npairs; i++) {
         char stem[32];
         int64_t seen_b, recorded, compute_ns;
         snprintf (stem, sizeof stem, "p_%04d", i);
-        if (s_pair_times (&all, "latency", stem, &seen_b, &recorded, &compute_ns) != 0) {
+        if (bf_pair_times (&all, "latency", stem, &seen_b, &recorded, &compute_ns) != 0) {
             log_error ("pair '%s' of 'latency' is not complete in the event log of '%s'", stem,
                        farm->db);
             goto done;
@@ -510,7 +499,7 @@ s_latencies (bf_farm_t *farm, int npairs, const int64_t *closed_b, s_piv_t *out)
     }
     rc = 0;
 done:
-    s_events_free (&all);
+    bf_events_free (&all);
     return rc;
 }
 
@@ -530,7 +519,7 @@ s_bench_piv (const char *parent, int npairs, int reps, s_piv_t *out)
     snprintf (stage, sizeof stage, "%s/stage", farm.dir);
     if (s_render (&farm, src, stage, npairs) != 0
         || s_compute_figures (&farm, src, npairs, reps, engines, out) != 0
-        || s_farm_start (&farm, reps, out) != 0)
+        || s_farm_start (&farm, src, reps, out) != 0)
         goto done;
 
     // Latency: one pair at a time, the next only after the last is done
@@ -539,7 +528,8 @@ s_bench_piv (const char *parent, int npairs, int reps, s_piv_t *out)
     out->pause_s = IDLE_S;
     int64_t closed_b[MAX_PIV_PAIRS + 1];
     for (int i = 1; i <= npairs; i++) {
-        if (s_stage (&farm, "latency", i) != 0 || s_land (&farm, "latency", i, &closed_b[i]) != 0
+        if (bf_stage (&farm, src, "latency", i) != 0
+            || bf_land (&farm, "latency", i, &closed_b[i]) != 0
             || s_wait_results (&farm, "latency", i, 120, NULL) != 0)
             goto done;
         usleep ((useconds_t) (out->pause_s * 1e6));

@@ -21,6 +21,7 @@
 
 const char *bf_bin_dir = "./bin";
 int bf_commit_ms;  // broker/commit_ms written into the configuration (0: its default)
+int bf_latency = -1;  // agent/latency written into it (-1: not written, the default)
 
 void
 bf_bin (char *buf, size_t len, const char *program)
@@ -51,9 +52,11 @@ bf_farm_init (bf_farm_t *farm, const char *parent, const char *name, const char 
     snprintf (data, sizeof data, "%s/data", farm->dir);
     if (bf_mkdir (farm->dir) || bf_mkdir (data))
         return -1;
-    char text[8192], commit[64] = "";
+    char text[8192], commit[64] = "", latency[64] = "";
     if (bf_commit_ms > 0)
         snprintf (commit, sizeof commit, "    commit_ms = %d\n", bf_commit_ms);
+    if (bf_latency >= 0)
+        snprintf (latency, sizeof latency, "    latency = %d\n", bf_latency);
     snprintf (text, sizeof text,
               "# bench_farm: one farm on ipc:// sockets in this directory\n"
               "broker\n"
@@ -68,13 +71,14 @@ bf_farm_init (bf_farm_t *farm, const char *parent, const char *name, const char 
               "    root = ./data\n"
               "agent\n"
               "    threads = %d\n"
+              "%s"
               "    results = ./results\n"
               "    processor = %s\n"
               "piv\n"
               "    passes = %s\n"
               "    overlap = 50\n"
               "    iterations = 1\n",
-              farm->dir, farm->dir, farm->dir, farm->dir, commit, threads, processor,
+              farm->dir, farm->dir, farm->dir, farm->dir, commit, threads, latency, processor,
               PIV_PASSES);
     return bf_write_file (farm->conf, text, strlen (text));
 }

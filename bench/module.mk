@@ -4,7 +4,8 @@
 build/bench/%.o: LAYER_PKGS := $(PIV_PKGS) $(ZMQ_PKGS) $(STORE_PKGS)
 # bench_farm's sections and what they share (bench/farm.h).
 BENCH_FARM_OBJS := build/bench/farm_util.o build/bench/farm_programs.o build/bench/farm_cycle.o \
-                   build/bench/farm_history.o build/bench/farm_piv.o build/bench/floor.o
+                   build/bench/farm_history.o build/bench/farm_piv.o build/bench/farm_latency.o \
+                   build/bench/floor.o
 build/bench/bench_farm: $(BENCH_FARM_OBJS)
 # bench_piv's section 9 (bench/piv_cost.c) runs the agent's processor;
 # section 10 (bench/piv_resolution.c) measures resolution on synthetic flows.

@@ -261,11 +261,12 @@ results_recorded (results_t *self, task_t *task, const agent_rec_t *agent, const
     }
     float *vorticity;
     piv_field_t *field = s_decode (task, msg, &vorticity);
+    // The feedback first: a controller waits for it, the statistics do not.
+    if (field)
+        s_feedback (self, task, field, vorticity, now);
     // Counted once: the store recorded this result (never a duplicate).
     if (self->stats)
         stats_add (self->stats, exp, task->pair, field, vorticity);
-    if (field)
-        s_feedback (self, task, field, vorticity, now);
     free (vorticity);
     piv_field_destroy (&field);
     s_publish_result (self, task, agent, msg, now);

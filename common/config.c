@@ -110,6 +110,7 @@ static const s_key_t s_keys[] = {
     TEXT (pairing, cameras, KIND_LIST),
     TEXT (agent, broker, KIND_ENDPOINT),
     INT (agent, threads, 0, 1024),
+    TEXT (agent, latency, KIND_BOOL),
     TEXT (agent, results, KIND_PATH),
     TEXT (agent, processor, KIND_PROCESSOR),
     TEXT (agent, path_from, KIND_STRING),
@@ -948,6 +949,7 @@ config_init (config_t *cfg)
 
     snprintf (cfg->agent.broker, sizeof cfg->agent.broker, "%s", cfg->broker.work);
     cfg->agent.threads = 0;
+    cfg->agent.latency = 1;
     snprintf (cfg->agent.results, sizeof cfg->agent.results, "./results");
     snprintf (cfg->agent.processor, sizeof cfg->agent.processor, "piv");
     cfg->agent.min_free_mb = 64;

@@ -58,6 +58,7 @@ typedef struct {
                                       // value (set it when the broker binds tcp://*:... or runs
                                       // on another host)
         int threads;                  // 0: one per core
+        int latency;                  // 1: a pair alone runs on the idle workers' threads too
         char results[PATH_MAX];       // ./results
         char processor[PATH_MAX];     // piv | noop | exec:PROGRAM (piv)
         char path_from[PATH_MAX];     // broker's path prefix to replace ("")

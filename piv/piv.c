@@ -229,13 +229,13 @@ typedef struct {
 
 struct _piv_t {
     piv_settings_t settings;          // copy of the caller's
-    int nthreads;                     // threads on one pair
+    int nthreads;                     // threads on the next pair (piv_set_threads)
     int maxn;                         // largest window
     s_work_t work[PIV_MAX_THREADS];   // per-thread buffers
     size_t pixels;                    // capacity of the frame buffers below
     float *src_a, *src_b;             // interpolation sources of A and B
     float *def_a, *def_b;             // deformed A and B
-    piv_pool_t *pool;                 // nthreads - 1 workers, or NULL
+    piv_pool_t *pool;                 // settings.threads - 1 workers, or NULL
     int phases;                       // PIVFARM_PIV_PHASES: phase times to stderr
     pthread_mutex_t candidates_lock;  // over work[0] in the median test
 };
@@ -286,6 +286,14 @@ nomem:
     piv_destroy (&self);
     snprintf (err, errlen, "cannot make a PIV engine: out of memory");
     return NULL;
+}
+
+int
+piv_set_threads (piv_t *self, int threads)
+{
+    int most = self->settings.threads;
+    self->nthreads = threads < 1 ? 1 : threads > most ? most : threads;
+    return self->nthreads;
 }
 
 void
@@ -1858,14 +1866,15 @@ s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, const piv_im
         }
         free (pred);
         int smoothed = 0;
+        piv_pool_t *pool = self->nthreads > 1 ? self->pool : NULL;  // the smoother's: 2 threads
         int pls_pred = s->smooth == PIV_SMOOTH_PREDICTOR || s->smooth == PIV_SMOOTH_BOTH;
         int pls_final = s->smooth == PIV_SMOOTH_FINAL || s->smooth == PIV_SMOOTH_BOTH;
         if (!last && pls_pred)
-            smoothed = s_smooth_pls (field, s->smooth_s, 0, self->pool);
+            smoothed = s_smooth_pls (field, s->smooth_s, 0, pool);
         else if (!last && s->smooth_predictor)
             smoothed = s_smooth (field);
         else if (last && pls_final)
-            smoothed = s_smooth_pls (field, s->smooth_s, 1, self->pool);
+            smoothed = s_smooth_pls (field, s->smooth_s, 1, pool);
         // The final field's windows without signal are said so (after the
         // smoother: it had their values as it always had).
         if (smoothed == 0 && last && s->contrast > 0) {

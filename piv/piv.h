@@ -19,6 +19,15 @@ typedef struct _piv_t piv_t;
 piv_t *piv_new (const piv_settings_t *settings, char *err, size_t errlen);
 void piv_destroy (piv_t **self_p);
 
+// The threads of the engine's next pairs: 1 .. its settings' threads (the
+// threads it was made with; a count outside is brought into that range).
+// The fields are the same to the bit whatever the count (the pairs of a
+// step are fixed by the grid, not by the threads' shares): an agent runs a
+// pair alone on all its threads and pairs side by side on one each
+// (agent/latency) with one engine. Returns the count set. Not while a pair
+// of this engine is being processed.
+int piv_set_threads (piv_t *self, int threads);
+
 // Computes the field from frame A to frame B (both first preprocessed when
 // the settings ask for it, piv/preprocess.h: two frames' more memory
 // meanwhile; windows without signal are then judged on A and B as given,

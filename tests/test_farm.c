@@ -1126,6 +1126,120 @@ START_TEST (an_agent_writes_binary_fields_where_the_configuration_says)
 }
 END_TEST
 
+// Latency mode (agent/latency, issue 27): a pair that finds the agent's
+// other worker idle runs on both threads, its field the same to the byte
+// as one thread makes of the same frames (an agent with latency = 0).
+START_TEST (a_pair_alone_runs_on_every_thread_and_gives_the_bytes_of_one_thread)
+{
+    tu_farm_render (&s_farm, 3, "a");
+    // The same frames again under other names, for the one-thread agent.
+    for (int i = 1; i <= 3; i++)
+        for (int side = 0; side < 2; side++) {
+            char from[64], to[64];
+            snprintf (from, sizeof from, "src/a_%04d_%c.tif", i, side ? 'b' : 'a');
+            snprintf (to, sizeof to, "src/b_%04d_%c.tif", i, side ? 'b' : 'a');
+            size_t len;
+            char *bytes = tu_slurp (tu_path (s_farm.dir, from), &len);
+            ck_assert_ptr_nonnull (bytes);
+            tu_spit (tu_path (s_farm.dir, to), bytes, len);
+            free (bytes);
+        }
+    tu_farm_conf (&s_farm, "piv", 2, "32,16", "    latency = 1\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "-v", NULL);
+    for (int i = 1; i <= 3; i++) {
+        tu_farm_land (&s_farm, "a", i, i, 0);
+        ck_assert_int_eq (tu_farm_wait_done (&s_farm, i, 60).done, i);
+    }
+    ck_assert_msg (tu_farm_log_has (&s_farm, "agent1.log", "on 2 threads (latency mode", 2000),
+                   "no pair alone ran on both threads (agent1.log)");
+    ck_assert_int_eq (tu_stop (s_farm.agents[0], SIGTERM, 10), 0);
+    s_farm.agents[0] = 0;
+    tu_farm_conf_replace (&s_farm, "latency = 1", "latency = 0");
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "-v", NULL);
+    tu_farm_land (&s_farm, "b", 1, 3, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 6, 60).done, 6);
+    ck_assert_msg (!tu_farm_log_has (&s_farm, "agent2.log", "on 2 threads", 0),
+                   "agent/latency = 0 ran a pair on 2 threads (agent2.log)");
+    for (int i = 1; i <= 3; i++) {
+        const char *q = "SELECT hex (r.field) FROM results r JOIN pairs p ON p.id = r.pair "
+                        "WHERE p.stem = '%c_%04d'";
+        char *wide = tu_farm_sql_text (&s_farm, q, 'a', i);
+        char *one = tu_farm_sql_text (&s_farm, q, 'b', i);
+        ck_assert_msg (wide && one && strlen (wide) > 64, "pair %d: no field stored", i);
+        ck_assert_msg (strcmp (wide, one) == 0,
+                       "pair %d: the field on 2 threads differs from the one on 1", i);
+        free (wide);
+        free (one);
+    }
+}
+END_TEST
+
+// The next feedback message's stem (malloc'd), or NULL after 30 s.
+static char *
+s_feedback_stem (zsock_t *sub)
+{
+    zpoller_t *poller = zpoller_new (sub, NULL);
+    char *stem = NULL;
+    if (zpoller_wait (poller, 30000)) {
+        char *topic = zstr_recv (sub), *json = zstr_recv (sub);
+        jdoc_t *doc = json ? jdoc_parse (json, NULL, 0) : NULL;
+        const char *s = doc ? jdoc_string (doc, "$.stem") : NULL;
+        stem = s ? strdup (s) : NULL;
+        jdoc_destroy (&doc);
+        zstr_free (&topic);
+        zstr_free (&json);
+    }
+    zpoller_destroy (&poller);
+    return stem;
+}
+
+// Latency mode under load: pairs landing all at once (each worker one)
+// after one alone (both threads) are each recorded once, and the feedback
+// of every pair reaches a subscriber once.
+START_TEST (pairs_landing_at_once_under_latency_mode_are_each_recorded_once_with_their_feedback)
+{
+    enum { N = 16 };
+    tu_farm_render (&s_farm, N, "m");
+    tu_farm_conf (&s_farm, "piv", 2, "32,16", "");  // agent/latency: on by default
+    tu_farm_start_broker (&s_farm);
+    char endpoint[4200];
+    snprintf (endpoint, sizeof endpoint, "ipc://%s/publish", s_farm.dir);
+    zsock_t *sub = zsock_new_sub (endpoint, "feedback.exp1/");
+    ck_assert_ptr_nonnull (sub);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "-v", NULL);
+    int seen[N + 1] = {0};
+    tu_farm_land (&s_farm, "m", 1, 1, 0);
+    char *stem = s_feedback_stem (sub);
+    ck_assert_msg (stem && strcmp (stem, "m_0001") == 0, "feedback of '%s', not of m_0001",
+                   stem ? stem : "(none)");
+    free (stem);
+    seen[1] = 1;
+    tu_farm_land (&s_farm, "m", 2, N, 0);
+    for (int k = 2; k <= N; k++) {
+        stem = s_feedback_stem (sub);
+        ck_assert_msg (stem != NULL, "only %d feedback messages of %d pairs", k - 1, N);
+        int i = 0;
+        ck_assert_msg (sscanf (stem, "m_%d", &i) == 1 && i >= 1 && i <= N, "feedback of '%s'",
+                       stem);
+        seen[i]++;
+        free (stem);
+    }
+    for (int i = 1; i <= N; i++)
+        ck_assert_msg (seen[i] == 1, "pair m_%04d: %d feedback messages", i, seen[i]);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, N, 60);
+    ck_assert_msg (c.done == N && c.failed == 0 && c.pending == 0 && c.dispatched == 0,
+                   "done %lld failed %lld pending %lld dispatched %lld", (long long) c.done,
+                   (long long) c.failed, (long long) c.pending, (long long) c.dispatched);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count (*) FROM results"), N);
+    s_check_results ("m", 1, N);
+    ck_assert (tu_farm_log_has (&s_farm, "agent1.log", "on 2 threads (latency mode", 2000));
+    zsock_destroy (&sub);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -1170,5 +1284,12 @@ main (void)
     tcase_add_test (masks, a_mask_of_the_wrong_size_fails_the_pair_with_its_sizes_and_the_agent_goes_on);
     tcase_add_test (masks, a_mask_rewritten_between_pairs_is_read_again);
     suite_add_tcase (suite, masks);
+    TCase *latency = tcase_create ("latency");
+    tcase_add_checked_fixture (latency, s_setup, s_teardown);
+    tcase_set_timeout (latency, 240);
+    tcase_add_test (latency, a_pair_alone_runs_on_every_thread_and_gives_the_bytes_of_one_thread);
+    tcase_add_test (latency,
+                    pairs_landing_at_once_under_latency_mode_are_each_recorded_once_with_their_feedback);
+    suite_add_tcase (suite, latency);
     return tu_run_suite (suite);
 }
