@@ -16,13 +16,13 @@
 #define SIZE 384
 #define MARGIN 48.0  // px: the first pass's windows reach out of the frame there
 
-// A uniform shift of SIZE^2 with the given noise, seeding (particles/px)
-// and particle diameter (px), processed with passes 64,32,16 and 'method',
-// smoothing off (sigma is the uncertainty of the correlation's vectors).
-// The truth in *flow.
+// A pair of SIZE^2 of the flow 'flow_text' with the given noise, seeding
+// (particles/px) and particle diameter (px), processed with 'settings_text'
+// and 'method' (sigma is the uncertainty of the correlation's vectors:
+// the settings turn the smoother off). The truth in *flow.
 static piv_field_t *
-s_field_of (double noise, double density, double diameter, piv_uncertainty_t method,
-            piv_flow_t *flow)
+s_field_with (const char *flow_text, const char *settings_text, double noise, double density,
+              double diameter, piv_uncertainty_t method, piv_flow_t *flow)
 {
     char err[256] = "";
     piv_synth_t synth;
@@ -33,14 +33,11 @@ s_field_of (double noise, double density, double diameter, piv_uncertainty_t met
     synth.diameter = diameter;
     synth.seed = 27;
     piv_image_t *a = NULL, *b = NULL;
-    ck_assert_msg (piv_flow_parse (flow, "uniform:3.3,-1.7", SIZE, SIZE, err, sizeof err) == 0,
-                   "%s", err);
+    ck_assert_msg (piv_flow_parse (flow, flow_text, SIZE, SIZE, err, sizeof err) == 0, "%s", err);
     ck_assert_msg (piv_synth_pair (&synth, flow, &a, &b, err, sizeof err) == 0, "%s", err);
     piv_settings_t settings;
     piv_settings_init (&settings);
-    ck_assert_msg (piv_settings_parse ("passes=64,32,16 smooth=off", &settings, err, sizeof err)
-                       == 0,
-                   "%s", err);
+    ck_assert_msg (piv_settings_parse (settings_text, &settings, err, sizeof err) == 0, "%s", err);
     settings.uncertainty = method;
     piv_t *piv = piv_new (&settings, err, sizeof err);
     ck_assert_msg (piv != NULL, "%s", err);
@@ -50,6 +47,15 @@ s_field_of (double noise, double density, double diameter, piv_uncertainty_t met
     piv_image_destroy (&a);
     piv_image_destroy (&b);
     return field;
+}
+
+// A uniform shift of 3.3, -1.7 px, passes 64,32,16, smoothing off.
+static piv_field_t *
+s_field_of (double noise, double density, double diameter, piv_uncertainty_t method,
+            piv_flow_t *flow)
+{
+    return s_field_with ("uniform:3.3,-1.7", "passes=64,32,16 smooth=off", noise, density,
+                         diameter, method, flow);
 }
 
 // The same at seeding 0.05 particles/px of 2.5 px.
@@ -187,6 +193,40 @@ START_TEST (sigma_on_a_clean_sparse_pair_is_not_several_times_the_actual_error)
 }
 END_TEST
 
+// CS on no displacement, 10 % noise, 0.05 ppp of 2.5 px with passes=16
+// and 'settings' over them: RMS sigma within 10 % of the RMS error.
+static void
+s_within_ten_per_cent (const char *settings)
+{
+    char text[128];
+    snprintf (text, sizeof text, "passes=16 smooth=off %s", settings);
+    piv_flow_t flow;
+    piv_field_t *f = s_field_with ("uniform:0,0", text, 0.10, 0.05, 2.5, PIV_UNCERTAINTY_CS, &flow);
+    double median, ratio;
+    s_measure (f, &flow, &median, &ratio);
+    ck_assert_msg (ratio > 0.9 && ratio < 1.1, "%s: RMS sigma / RMS error %.3f (median %.4f px)",
+                   settings, ratio, median);
+    piv_field_destroy (&f);
+}
+
+// One correlation, no deformation: CS's own setting, where sigma must say
+// the RMS error (the sums are the engine's correlation's: circular
+// windows, C+-1 weighted as its fit weights them).
+START_TEST (with_one_correlation_sigma_says_the_rms_error_within_ten_per_cent)
+{
+    s_within_ten_per_cent ("iterations=1");
+}
+END_TEST
+
+// A second run deformed by the first: the predictor's error adds to the
+// vector's, unseen by the deformed windows' sums (RMS sigma / RMS error
+// 0.80-0.82 without its share).
+START_TEST (a_run_deformed_by_a_noisy_predictor_has_sigma_that_counts_the_predictor)
+{
+    s_within_ten_per_cent ("iterations=2");
+}
+END_TEST
+
 START_TEST (the_uncertainty_key_reads_back_and_a_bad_method_is_refused)
 {
     piv_settings_t s;
@@ -317,6 +357,8 @@ s_suite (void)
     tcase_add_test (engine, sigma_on_a_noise_free_uniform_shift_is_a_few_hundredths_of_a_pixel);
     tcase_add_test (engine, sigma_on_a_noisy_pair_says_the_actual_error_within_a_factor_of_two);
     tcase_add_test (engine, sigma_on_a_clean_sparse_pair_is_not_several_times_the_actual_error);
+    tcase_add_test (engine, with_one_correlation_sigma_says_the_rms_error_within_ten_per_cent);
+    tcase_add_test (engine, a_run_deformed_by_a_noisy_predictor_has_sigma_that_counts_the_predictor);
     tcase_add_test (engine, the_uncertainty_key_reads_back_and_a_bad_method_is_refused);
     suite_add_tcase (suite, engine);
     TCase *files = tcase_create ("files");
