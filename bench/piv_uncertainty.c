@@ -47,6 +47,10 @@ typedef struct {
     double error2;  // sum of du^2 + dv^2
     long count;     // vectors
     long outliers;  // vectors not scored: error > UNC_OUTLIER
+    long unknown;     // valid vectors without a sigma (NaN: no peak at their lag), not scored
+    double unknown2;  // their sum of du^2 + dv^2
+    double noise2;    // cs only: the field's noise (piv_field_noise) squared
+    double rms2;      // and the mean square 2-D error of the vectors it measures
 } s_sums_t;
 
 static void
@@ -56,6 +60,8 @@ s_add (s_sums_t *to, const s_sums_t *from)
     to->error2 += from->error2;
     to->count += from->count;
     to->outliers += from->outliers;
+    to->unknown += from->unknown;
+    to->unknown2 += from->unknown2;
 }
 
 // RMS sigma over RMS actual error: 1 when the estimate is right on
@@ -99,9 +105,9 @@ s_score (const piv_field_t *f, const piv_flow_t *flow, s_sums_t *out)
 {
     memset (out, 0, sizeof *out);
     for (long k = 0; k < (long) f->nx * f->ny; k++) {
-        if (f->flags[k] != PIV_FLAG_VALID || !f->sigma_u || !isfinite (f->sigma_u[k])
-            || !isfinite (f->sigma_v[k]) || f->x[k] < UNC_MARGIN || f->y[k] < UNC_MARGIN
-            || f->x[k] > UNC_SIZE - 1 - UNC_MARGIN || f->y[k] > UNC_SIZE - 1 - UNC_MARGIN)
+        if (f->flags[k] != PIV_FLAG_VALID || !f->sigma_u || f->x[k] < UNC_MARGIN
+            || f->y[k] < UNC_MARGIN || f->x[k] > UNC_SIZE - 1 - UNC_MARGIN
+            || f->y[k] > UNC_SIZE - 1 - UNC_MARGIN)
             continue;
         double u, v;
         piv_flow_eval (flow, f->x[k], f->y[k], &u, &v);
@@ -110,10 +116,46 @@ s_score (const piv_field_t *f, const piv_flow_t *flow, s_sums_t *out)
             out->outliers++;
             continue;
         }
+        if (!isfinite (f->sigma_u[k]) || !isfinite (f->sigma_v[k])) {
+            out->unknown++;
+            out->unknown2 += du * du + dv * dv;
+            continue;
+        }
         out->sigma2 += (double) f->sigma_u[k] * f->sigma_u[k] + (double) f->sigma_v[k] * f->sigma_v[k];
         out->error2 += du * du + dv * dv;
         out->count++;
     }
+}
+
+// The field's noise by piv_field_noise (the real pairs' metric: each
+// vector's distance from its 8 neighbours' median) and the RMS 2-D actual
+// error of the vectors it measures (not INVALID, not on the border, within
+// 2 px of the median), into out->noise2 and out->rms2. On a uniform or
+// linear flow the neighbours' median is the flow: what the metric counts
+// is error alone, its factor over the RMS error is the metric's own.
+static void
+s_noise_factor (const piv_field_t *f, const piv_flow_t *flow, s_sums_t *out)
+{
+    piv_noise_t nz;
+    double e2 = 0;
+    long count = 0;
+    if (piv_field_noise (f, &nz) != 0)
+        return;
+    for (int j = 1; j < f->ny - 1; j++)
+        for (int i = 1; i < f->nx - 1; i++) {
+            long k = (long) j * f->nx + i;
+            if (f->flags[k] == PIV_FLAG_INVALID)
+                continue;
+            double u, v;
+            piv_flow_eval (flow, f->x[k], f->y[k], &u, &v);
+            double d2 = (f->u[k] - u) * (f->u[k] - u) + (f->v[k] - v) * (f->v[k] - v);
+            if (d2 < 4) {
+                e2 += d2;
+                count++;
+            }
+        }
+    out->noise2 = nz.noise * nz.noise;
+    out->rms2 = count ? e2 / count : 0;
 }
 
 // One row of the table: a class's ratio for each method.
@@ -126,8 +168,10 @@ s_row (const char *label, const s_sums_t sums[NMETHODS])
         int in = r >= UNC_GOAL_LO && r <= UNC_GOAL_HI;
         printf (" %7.2f%c", r, in ? ' ' : '!');
     }
-    printf (" %7.3f %8ld %6ld\n", sums[0].count ? sqrt (sums[0].error2 / (2.0 * sums[0].count)) : 0,
-            sums[0].count, sums[0].outliers);
+    const s_sums_t *s = &sums[0];
+    printf (" %7.3f %8ld %6ld %6ld %7.3f\n", s->count ? sqrt (s->error2 / (2.0 * s->count)) : 0,
+            s->count, s->outliers, s->unknown,
+            s->unknown ? sqrt (s->unknown2 / (2.0 * s->unknown)) : 0);
 }
 
 // Every cell's pair, each method's sums. 0, or -1 (logged).
@@ -166,6 +210,8 @@ s_cells (const char *settings_text, s_sums_t cells[NCELLS][NMETHODS])
                 goto done;
             }
             s_score (f, &flow, &cells[c][m]);
+            if (m == 0)
+                s_noise_factor (f, &flow, &cells[c][m]);
             piv_field_destroy (&f);
         }
         piv_image_destroy (&a);
@@ -258,8 +304,9 @@ done:
 }
 
 int
-uncertainty_section (const char *settings_text, int reps)
+uncertainty_section (const char *settings_text, int reps, double *noise_factor)
 {
+    *noise_factor = NAN;
     static s_sums_t cells[NCELLS][NMETHODS];
     memset (cells, 0, sizeof cells);
     printf ("\n12. Uncertainty (issue 27): RMS sigma / RMS actual error, per class\n"
@@ -270,7 +317,8 @@ uncertainty_section (const char *settings_text, int reps)
             UNC_MARGIN, UNC_OUTLIER);
     if (s_cells (settings_text, cells) != 0)
         return -1;
-    printf ("  %-22s %8s %8s %7s %8s %6s\n", "class", "cs", "mc", "rms err", "vectors", "outl");
+    printf ("  %-22s %8s %8s %7s %8s %6s %6s %7s\n", "class", "cs", "mc", "rms err", "vectors",
+            "outl", "no sig", "its err");
     s_sums_t all[NMETHODS] = {{0}};
     for (int dim = 0; dim < 4; dim++) {
         int levels = dim == 0 ? NNOISE : 3;
@@ -314,8 +362,23 @@ uncertainty_section (const char *settings_text, int reps)
         printf ("  %s: %d of %d single pairs within %.2f-%.2f (ratios %.2f to %.2f)\n",
                 piv_uncertainty_name (s_methods[m]), in, NCELLS, UNC_GOAL_LO, UNC_GOAL_HI, lo, hi);
     }
-    printf ("  rms err: the actual error per component (px); '!' marks a ratio outside the\n"
+    printf ("  rms err: the actual error per component (px); no sig: valid vectors whose\n"
+            "  windows have no correlation peak at their lag (sigma NaN: their vector came\n"
+            "  from elsewhere), its err their RMS error; '!' marks a ratio outside the\n"
             "  issue's goal %.2f-%.2f\n", UNC_GOAL_LO, UNC_GOAL_HI);
+    // The real pairs' noise metric against the RMS 2-D error, where the
+    // flow is linear (uniform, shear): its factor, for the real pairs.
+    double k[NCELLS];
+    int nk = 0;
+    for (int c = 0; c < NCELLS; c++)
+        if (c / (NNOISE * NDENS * NDIAM) < 2 && cells[c][0].rms2 > 0)
+            k[nk++] = sqrt (cells[c][0].noise2 / cells[c][0].rms2);
+    qsort (k, (size_t) nk, sizeof *k, s_cmp_double);
+    *noise_factor = nk ? k[nk / 2] : NAN;
+    printf ("  the real pairs' noise metric (piv_field_noise) over the RMS 2-D actual error,\n"
+            "  uniform and shear pairs (%d): median %.2f (quartiles %.2f-%.2f, %.2f to %.2f)\n",
+            nk, *noise_factor, nk ? k[nk / 4] : NAN, nk ? k[3 * nk / 4] : NAN, nk ? k[0] : NAN,
+            nk ? k[nk - 1] : NAN);
     // The issue's goal is against the multipass pair; the single pass
     // (the farm's latency case, issue 27) for what it says.
     printf ("  goal: cost <= 15 %% of a multipass pair\n");

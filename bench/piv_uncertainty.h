@@ -7,7 +7,9 @@
 
 // Prints the synthetic part of section 12 and the cost, 'settings_text'
 // over the engine's defaults (NULL: none), passes 64,32,16; reps rounds
-// of the cost's timing. 0, or -1 (logged).
-int uncertainty_section (const char *settings_text, int reps);
+// of the cost's timing; *noise_factor gets the real pairs' noise metric
+// (piv_field_noise) over the RMS 2-D actual error on the synthetic pairs
+// of linear flows (median), NaN without. 0, or -1 (logged).
+int uncertainty_section (const char *settings_text, int reps, double *noise_factor);
 
 #endif

@@ -1362,7 +1362,7 @@ s_unc_rows (void *arg, int first, int last, int thread)
             continue;
         int px = (int) lrintf (f->u[k] - sl.bu), py = (int) lrintf (f->v[k] - sl.bv);
         piv_uncertainty_window (job->self->settings.uncertainty, &uj->frames, job->plan->n, sl.ax,
-                                sl.ay, sl.bx + px, sl.by + py, scratch, &f->sigma_u[k],
+                                sl.ay, sl.bx, sl.by, px, py, scratch, &f->sigma_u[k],
                                 &f->sigma_v[k]);
     }
 }
@@ -1854,7 +1854,11 @@ s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, const piv_im
             // where it had them (job.ba), else floats.
             s_unc_job_t uj = {&job, {job.ba ? NULL : job.ia, job.ba ? NULL : job.ib, job.ba,
                                      job.bb, w, h}};
-            if ((!uj.frames.fa && !uj.frames.ba) || piv_field_add_sigma (field) != 0) {
+            // CS on deformed windows: the predictor's share (uncertainty.h).
+            float *scratch = NULL;
+            int predictor = s->uncertainty == PIV_UNCERTAINTY_CS && job.predict == PREDICT_DEFORMED;
+            if ((!uj.frames.fa && !uj.frames.ba) || piv_field_add_sigma (field) != 0
+                || (predictor && !(scratch = malloc (2 * sizeof (float) * (size_t) count)))) {
                 free (pred);
                 piv_field_destroy (&field);
                 piv_field_destroy (&prev);
@@ -1862,6 +1866,11 @@ s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, const piv_im
                 return NULL;
             }
             piv_pool_run (self->pool, self->nthreads, field->ny, s_unc_rows, &uj);
+            if (scratch) {
+                piv_uncertainty_predictor (field->sigma_u, field->sigma_v, field->nx, field->ny,
+                                           scratch);
+                free (scratch);
+            }
             s_phase (&ph, PH_VALID);
         }
         free (pred);

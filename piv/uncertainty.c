@@ -9,6 +9,7 @@
 #include <emmintrin.h>
 #endif
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 size_t
@@ -43,34 +44,40 @@ s_bytes_row (const unsigned char *src, float *dst, int m)
         dst[k] = src[k];
 }
 
-// The block of the w x h frame (floats img, or else bytes) whose window
-// of n px is at (x0, y0), one pixel around it: a pointer to the window's
-// first pixel in the frame (floats, stride w), or in dst (stride n + 2)
-// where the block leaves the frame (edge pixels repeated) or the frame is
-// bytes. *stride gets which.
-static const float *
-s_block (const float *img, const unsigned char *bytes, int w, int h, int x0, int y0, int n,
-         float *dst, int *stride)
+// The n x n window of the w x h frame (floats img, or else bytes) at (x0,
+// y0), rolled by (lx, ly) and one row and column more, as the engine's
+// circular correlation of two windows reads them at lag (lx, ly): dst[r][c]
+// = window[(r + ly) mod n][(c + lx) mod n] for r, c in 0 .. n (stride n +
+// 2). Pixels outside the frame (a window the engine placed partly outside)
+// repeat its edge.
+static void
+s_rolled (const float *img, const unsigned char *bytes, int w, int h, int x0, int y0, int n,
+          int lx, int ly, float *dst)
 {
     int m = n + 2;
-    *stride = m;
-    if (x0 >= 1 && y0 >= 1 && x0 + n + 1 <= w && y0 + n + 1 <= h) {
-        if (img) {
-            *stride = w;
-            return img + (long) y0 * w + x0;
+    int sx = (lx % n + n) % n, sy = (ly % n + n) % n;  // the roll, 0 .. n - 1
+    int inside = sx == 0 && x0 >= 0 && x0 + n <= w;   // whole rows as they are
+    long col[PIV_MAX_WINDOW + 1];
+    if (!inside)
+        for (int c = 0, i = sx; c <= n; c++, i = i + 1 == n ? 0 : i + 1)
+            col[c] = s_clamp (x0 + i, w);
+    for (int r = 0, i = sy; r <= n; r++, i = i + 1 == n ? 0 : i + 1) {
+        long row = (long) s_clamp (y0 + i, h) * w;
+        float *out = dst + (long) r * m;
+        if (inside) {
+            if (img)
+                memcpy (out, img + row + x0, sizeof (float) * (size_t) n);
+            else
+                s_bytes_row (bytes + row + x0, out, n);
+            out[n] = out[0];
         }
-        for (int r = 0; r < m; r++)
-            s_bytes_row (bytes + (long) (y0 - 1 + r) * w + x0 - 1, dst + (long) r * m, m);
-        return dst + m + 1;
+        else if (img)
+            for (int c = 0; c <= n; c++)
+                out[c] = img[row + col[c]];
+        else
+            for (int c = 0; c <= n; c++)
+                out[c] = bytes[row + col[c]];
     }
-    for (int r = 0; r < m; r++) {
-        long row = (long) s_clamp (y0 - 1 + r, h) * w;
-        for (int k = 0; k < m; k++) {
-            long i = row + s_clamp (x0 - 1 + k, w);
-            dst[(long) r * m + k] = img ? img[i] : bytes[i];
-        }
-    }
-    return dst + m + 1;
 }
 
 // The mean of the n x n window at p (stride).
@@ -94,8 +101,15 @@ s_mean (const float *p, int stride, int n)
 // pixel pair's asymmetry dC = A (x) B (x + 1) - A (x + 1) B (x) summed and
 // squared per axis, and for MC the windows' energies and autocorrelations
 // at 1 px and the peak's pixel contributions p = A B summed and squared.
-enum { S_C0, S_CXP, S_CXM, S_CYP, S_CYM, S_DX, S_DX2, S_DY, S_DY2, S_EA, S_EB, S_AX, S_AY,
-       S_BX, S_BY, S_P2, S_COUNT };
+// For CS also each axis's shift regressor g = (A (x + 1) - A (x)) (B (x +
+// 1) - B (x)) summed, squared and times dC: a residual sub-pixel shift s
+// of B against A (the final run's correction, deformed by its predictor,
+// not by the final field) adds s g to each dC, to first order (with
+// forward differences for the particles' slopes: A (x + 1) B' (x) -
+// A (x) B' (x + 1) ~ (A (x + 1) - A (x)) (B (x + 1) - B (x))), which the
+// fit measures and is no uncertainty.
+enum { S_C0, S_CXP, S_CXM, S_CYP, S_CYM, S_DX, S_DX2, S_DY, S_DY2, S_GX, S_GX2, S_GDX, S_GY,
+       S_GY2, S_GDY, S_EA, S_EB, S_AX, S_AY, S_BX, S_BY, S_P2, S_COUNT };
 
 static void
 s_sums (const float *pa, int sa, const float *pb, int sb, int n, int mc, double *out)
@@ -135,9 +149,18 @@ s_sums (const float *pa, int sa, const float *pb, int sb, int n, int mc, double 
             acc[S_DX2] += dx * dx;
             acc[S_DY] += dy;
             acc[S_DY2] += dy * dy;
-            if (mc) {
-                // The autocorrelations at 1 px reach one pixel out of the
-                // window: as good an estimate of their width.
+            if (!mc) {
+                v4sf gx = (ax - a) * (bx - b), gy = (ay - a) * (by - b);
+                acc[S_GX] += gx;
+                acc[S_GX2] += gx * gx;
+                acc[S_GDX] += gx * dx;
+                acc[S_GY] += gy;
+                acc[S_GY2] += gy * gy;
+                acc[S_GDY] += gy * dy;
+            }
+            else {
+                // The autocorrelations at 1 px, circular as the rolled
+                // windows wrap (as the engine's correlation does).
                 acc[S_EA] += a * a;
                 acc[S_EB] += b * b;
                 acc[S_AX] += a * ax;
@@ -166,13 +189,35 @@ s_offset (double l, double c, double r)
     return den != 0 ? (l - r) / den : 0;
 }
 
-// CS: the fit's shift when C+1 and C-1 move apart by the standard
-// deviation of their difference.
+// The share of an n px window that overlaps itself moved by s px, as the
+// engine weights its correlation plane (piv.c's s_overlap).
 static double
-s_cs_sigma (double cm, double c0, double cp, double sd)
+s_share (int s, int n)
 {
-    double a = s_offset (cm - sd / 2, c0, cp + sd / 2);
-    double b = s_offset (cm + sd / 2, c0, cp - sd / 2);
+    double f = 1 - (double) abs (s) / n;
+    return f > 0.5 / n ? f : 0.5 / n;
+}
+
+// CS: the variance of the sum of n2 pixels' asymmetries dC (sum d,
+// squares d2) less what its regression on the shift regressor g (sums g,
+// g2, gd) explains: the residual shift's share (see s_sums).
+static double
+s_cs_variance (double d, double d2, double g, double g2, double gd, double n2)
+{
+    double v = d2 - d * d / n2, gg = g2 - g * g / n2, cov = gd - g * d / n2;
+    if (gg > 0)
+        v -= cov * cov / gg;
+    return v > 0 ? v : 0;
+}
+
+// CS: the fit's shift when C+1 and C-1 move apart by the standard
+// deviation of their difference, each divided, as the engine fits them, by
+// its share of overlapping pixels (wm, w0, wp).
+static double
+s_cs_sigma (double cm, double c0, double cp, double sd, double wm, double w0, double wp)
+{
+    double a = s_offset ((cm - sd / 2) / wm, c0 / w0, (cp + sd / 2) / wp);
+    double b = s_offset ((cm + sd / 2) / wm, c0 / w0, (cp - sd / 2) / wp);
     double s = fabs (a - b) / 2;
     return s < 1 ? s : 1;  // the fit cannot place a peak further than 1 px
 }
@@ -190,29 +235,46 @@ s_width (double l, double c, double r)
 
 int
 piv_uncertainty_window (piv_uncertainty_t method, const piv_uncertainty_frames_t *frames,
-                        int n, int ax, int ay, int bx, int by, float *scratch, float *su,
-                        float *sv)
+                        int n, int ax, int ay, int bx, int by, int lx, int ly, float *scratch,
+                        float *su, float *sv)
 {
     *su = *sv = NAN;
-    int m = n + 2, sa, sb, w = frames->w, h = frames->h;
-    const float *pa = s_block (frames->fa, frames->ba, w, h, ax, ay, n, scratch, &sa);
-    const float *pb =
-        s_block (frames->fb, frames->bb, w, h, bx, by, n, scratch + (size_t) m * m, &sb);
-    double S[S_COUNT];
+    int m = n + 2, w = frames->w, h = frames->h;
     int mc = method == PIV_UNCERTAINTY_MC;
-    s_sums (pa, sa, pb, sb, n, mc, S);
+    double S[S_COUNT];
+    float *pa = scratch, *pb = scratch + (size_t) m * m;
+    s_rolled (frames->fa, frames->ba, w, h, ax, ay, n, 0, 0, pa);
+    // The correlation must peak at the lag: C0 above its 4 neighbours.
+    // Where it does not, the engine's peak (its own sums, by FFT, of
+    // floats) rounded to the other side of a half pixel: once more one
+    // pixel toward the higher neighbour; else no peak here (a vector from
+    // elsewhere, see the header: its sigma from these windows said up to 1
+    // px for vectors whose error was hundredths).
+    for (int attempt = 0;; attempt++) {
+        s_rolled (frames->fb, frames->bb, w, h, bx, by, n, lx, ly, pb);
+        s_sums (pa, m, pb, m, n, mc, S);
+        if (!(S[S_C0] > 0))
+            return -1;
+        int mx = S[S_CXP] >= S[S_C0] ? 1 : (S[S_CXM] >= S[S_C0] ? -1 : 0);
+        int my = S[S_CYP] >= S[S_C0] ? 1 : (S[S_CYM] >= S[S_C0] ? -1 : 0);
+        if (!mx && !my)
+            break;
+        if (attempt)
+            return -1;
+        lx += mx, ly += my;
+    }
     double c0 = S[S_C0], pixels = (double) n * n;
-    if (!(c0 > 0))
-        return -1;  // no peak at this lag: a vector from elsewhere (see the header)
     if (!mc) {
         // The variance of the sum of the pixels' asymmetries: as of
         // independent pixels (including the covariance of neighbours up to
         // 3 px apart moved the ratio to the actual error by 5 % on section
         // 12's pairs, at 3 times the cost).
-        double vx = S[S_DX2] - S[S_DX] * S[S_DX] / pixels;
-        double vy = S[S_DY2] - S[S_DY] * S[S_DY] / pixels;
-        *su = (float) s_cs_sigma (S[S_CXM], c0, S[S_CXP], sqrt (vx > 0 ? vx : 0));
-        *sv = (float) s_cs_sigma (S[S_CYM], c0, S[S_CYP], sqrt (vy > 0 ? vy : 0));
+        double vx = s_cs_variance (S[S_DX], S[S_DX2], S[S_GX], S[S_GX2], S[S_GDX], pixels);
+        double vy = s_cs_variance (S[S_DY], S[S_DY2], S[S_GY], S[S_GY2], S[S_GDY], pixels);
+        *su = (float) s_cs_sigma (S[S_CXM], c0, S[S_CXP], sqrt (vx), s_share (lx - 1, n),
+                                  s_share (lx, n), s_share (lx + 1, n));
+        *sv = (float) s_cs_sigma (S[S_CYM], c0, S[S_CYP], sqrt (vy), s_share (ly - 1, n),
+                                  s_share (ly, n), s_share (ly + 1, n));
         return 0;
     }
     // MC. The autocorrelations' widths (symmetric: C(-1) = C(+1)); the
@@ -242,4 +304,35 @@ piv_uncertainty_window (piv_uncertainty_t method, const piv_uncertainty_frames_t
     *su = out[0];
     *sv = out[1];
     return 0;
+}
+
+void
+piv_uncertainty_predictor (float *su, float *sv, int nx, int ny, float *scratch)
+{
+    long count = (long) nx * ny;
+    memcpy (scratch, su, sizeof (float) * (size_t) count);
+    memcpy (scratch + count, sv, sizeof (float) * (size_t) count);
+    for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++) {
+            long k = (long) j * nx + i;
+            if (!isfinite (scratch[k]) || !isfinite (scratch[count + k]))
+                continue;
+            double u2 = 0, v2 = 0;
+            int c = 0;
+            for (int b = j - 1; b <= j + 1; b++)
+                for (int a = i - 1; a <= i + 1; a++) {
+                    long q = (long) b * nx + a;
+                    if (a < 0 || b < 0 || a >= nx || b >= ny || !isfinite (scratch[q])
+                        || !isfinite (scratch[count + q]))
+                        continue;
+                    u2 += (double) scratch[q] * scratch[q];
+                    v2 += (double) scratch[count + q] * scratch[count + q];
+                    c++;
+                }
+            double u = sqrt (scratch[k] * (double) scratch[k] + PIV_UNCERTAINTY_PREDICTOR * u2 / c);
+            double v = sqrt (scratch[count + k] * (double) scratch[count + k]
+                             + PIV_UNCERTAINTY_PREDICTOR * v2 / c);
+            su[k] = (float) (u < 1 ? u : 1);
+            sv[k] = (float) (v < 1 ? v : 1);
+        }
 }
