@@ -477,7 +477,7 @@ static void
 s_errors (uint64_t *seed, int nx, int ny, int overlap, double *white, double *e)
 {
     for (int k = 0; k < (nx + 1) * (ny + 1); k++)
-        white[k] = s_gauss (seed);
+        white[k] = tu_gauss (seed);
     for (int j = 0; j < ny; j++)
         for (int i = 0; i < nx; i++) {
             const double *z = white + j * (nx + 1) + i;
