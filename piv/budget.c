@@ -78,11 +78,11 @@ piv_budget_pair (const piv_frame_info_t *frame, const piv_settings_t *settings)
     total += (uint64_t) (s->threads > 0 ? s->threads : 1) * S_WINDOW_BYTES * n * n;
     // The uncertainty's scratch (piv/uncertainty.h): two windows of floats
     // with a border of 1 px, a thread.
-    if (s->uncertainty != PIV_UNCERTAINTY_OFF)
+    if (piv_uncertainty_method (s) != PIV_UNCERTAINTY_OFF)
         total += (uint64_t) (s->threads > 0 ? s->threads : 1) * 2 * 4 * (n + 2) * (n + 2);
     // CS's predictor share (piv_uncertainty_predictor): a copy of sigma_u,
     // sigma_v of the final grid, while the field and the previous pass live.
-    if (s->uncertainty == PIV_UNCERTAINTY_CS)
+    if (piv_uncertainty_method (s) == PIV_UNCERTAINTY_CS)
         total += 2 * 4 * s_vectors (frame->width, frame->height, s->passes[s->npasses - 1],
                                     s->overlap);
     return total;

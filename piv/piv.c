@@ -277,7 +277,7 @@ piv_new (const piv_settings_t *settings, char *err, size_t errlen)
         for (int i = 0; i < 2; i++)
             if (!(w->spec[i] = fftwf_malloc (sizeof (fftwf_complex) * n * n)))
                 goto nomem;
-        if (s->uncertainty != PIV_UNCERTAINTY_OFF
+        if (piv_uncertainty_method (s) != PIV_UNCERTAINTY_OFF
             && !(w->unc = malloc (sizeof (float) * piv_uncertainty_scratch (n))))
             goto nomem;
     }
@@ -1361,9 +1361,9 @@ s_unc_rows (void *arg, int first, int last, int thread)
         if (f->flags[k] == PIV_FLAG_INVALID || s_place (job, k, &sl) != 0)
             continue;
         int px = (int) lrintf (f->u[k] - sl.bu), py = (int) lrintf (f->v[k] - sl.bv);
-        piv_uncertainty_window (job->self->settings.uncertainty, &uj->frames, job->plan->n, sl.ax,
-                                sl.ay, sl.bx, sl.by, px, py, scratch, &f->sigma_u[k],
-                                &f->sigma_v[k]);
+        piv_uncertainty_window (piv_uncertainty_method (&job->self->settings), &uj->frames,
+                                job->plan->n, sl.ax, sl.ay, sl.bx, sl.by, px, py, scratch,
+                                &f->sigma_u[k], &f->sigma_v[k]);
     }
 }
 
@@ -1849,14 +1849,15 @@ s_process (piv_t *self, const piv_image_t *a, const piv_image_t *b, const piv_im
             last = 1;
         // The uncertainty of the final run's vectors, before the smoother:
         // from the windows this run correlated (deformed by its predictor).
-        if (last && s->uncertainty != PIV_UNCERTAINTY_OFF) {
+        if (last && piv_uncertainty_method (s) != PIV_UNCERTAINTY_OFF) {
             // The windows from the frames the run read: the 8-bit pixels
             // where it had them (job.ba), else floats.
             s_unc_job_t uj = {&job, {job.ba ? NULL : job.ia, job.ba ? NULL : job.ib, job.ba,
                                      job.bb, w, h}};
             // CS on deformed windows: the predictor's share (uncertainty.h).
             float *scratch = NULL;
-            int predictor = s->uncertainty == PIV_UNCERTAINTY_CS && job.predict == PREDICT_DEFORMED;
+            int predictor = piv_uncertainty_method (s) == PIV_UNCERTAINTY_CS
+                            && job.predict == PREDICT_DEFORMED;
             if ((!uj.frames.fa && !uj.frames.ba) || piv_field_add_sigma (field) != 0
                 || (predictor && !(scratch = malloc (2 * sizeof (float) * (size_t) count)))) {
                 free (pred);

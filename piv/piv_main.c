@@ -53,8 +53,8 @@ s_usage (FILE *out)
              "      --subpixel KIND   sub-pixel peak fit: gauss3 (3-point Gaussian per axis) or\n"
              "                        gauss2d (2-D Gaussian over 3x3) (default gauss3)\n"
              "      --uncertainty M   each vector's uncertainty, columns sigma_u sigma_v (px):\n"
-             "                        cs (correlation statistics), mc (moment of correlation)\n"
-             "                        or off (the default)\n"
+             "                        cs (correlation statistics), mc (moment of correlation),\n"
+             "                        off, or auto (the default: cs unless a single run)\n"
              "      --prefilter S     Gaussian low-pass of sigma S px of both frames first: for\n"
              "                        particle images under 2 px (default 0, none)\n"
              "      --cap N           intensity capping: pixels above the frame's median + N\n"
@@ -745,7 +745,7 @@ s_write (const s_opts_t *o, const piv_image_t *a, const piv_field_t *field, long
               field->nx, field->ny,
               field->window, field->step, *total, *total - *replaced - *invalid, *replaced,
               *invalid, st.mean_u, st.mean_v, field->sigma_u ? "; sigma_u, sigma_v = standard uncertainty (px, " : "",
-              field->sigma_u ? piv_uncertainty_name (settings->uncertainty) : "",
+              field->sigma_u ? piv_uncertainty_name (piv_uncertainty_method (settings)) : "",
               field->sigma_u ? ", of the field before smoothing)" : "");
     FILE *out = output ? fopen (output, "w") : stdout;
     if (!out) {

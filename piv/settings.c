@@ -38,9 +38,9 @@ piv_settings_init (piv_settings_t *settings)
     settings->smooth = PIV_SMOOTH_FINAL;
     settings->smooth_s = 0;
     settings->subpixel = PIV_SUBPIXEL_GAUSS3;
-    // Off until the exports, the page, the feedback and the statistics carry
-    // it (issue 27): asked for, every field grows 8 bytes a vector.
-    settings->uncertainty = PIV_UNCERTAINTY_OFF;
+    // cs unless a single run (issue 27: doc/piv.md, "The default"); every
+    // field with it grows 8 bytes a vector.
+    settings->uncertainty = PIV_UNCERTAINTY_AUTO;
 }
 
 // The index of 'name' among the count names, or -1: the settings' choices
@@ -77,24 +77,35 @@ piv_subpixel_name (piv_subpixel_t subpixel)
 }
 
 // The uncertainty methods by name, in piv_uncertainty_t order.
-static const char *const s_uncertainty_names[] = {"off", "cs", "mc"};
+static const char *const s_uncertainty_names[] = {"off", "cs", "mc", "auto"};
 
 int
 piv_uncertainty_parse (const char *name, piv_uncertainty_t *method, char *err, size_t errlen)
 {
-    int i = s_name_index (s_uncertainty_names, 3, name);
+    int i = s_name_index (s_uncertainty_names, 4, name);
     if (i >= 0) {
         *method = (piv_uncertainty_t) i;
         return 0;
     }
-    snprintf (err, errlen, "bad settings: uncertainty '%s': expected off, cs or mc", name);
+    snprintf (err, errlen, "bad settings: uncertainty '%s': expected auto, off, cs or mc", name);
     return -1;
 }
 
 const char *
 piv_uncertainty_name (piv_uncertainty_t method)
 {
-    return (unsigned) method < 3 ? s_uncertainty_names[method] : "?";
+    return (unsigned) method < 4 ? s_uncertainty_names[method] : "?";
+}
+
+piv_uncertainty_t
+piv_uncertainty_method (const piv_settings_t *settings)
+{
+    if (settings->uncertainty != PIV_UNCERTAINTY_AUTO)
+        return settings->uncertainty;
+    // One run (a single pass, one iteration) is the latency choice, which
+    // cs would make half as long again.
+    int runs = settings->npasses > 1 || settings->final_iterations > 1;
+    return runs ? PIV_UNCERTAINTY_CS : PIV_UNCERTAINTY_OFF;
 }
 
 // The smoothing modes by name, in piv_smooth_t order.
@@ -275,7 +286,7 @@ piv_settings_check (const piv_settings_t *settings, char *err, size_t errlen)
                   PIV_PREFILTER_MAX);
         return -1;
     }
-    if ((unsigned) s->uncertainty > PIV_UNCERTAINTY_MC) {
+    if ((unsigned) s->uncertainty > PIV_UNCERTAINTY_AUTO) {
         snprintf (err, errlen, "bad settings: uncertainty method %d", (int) s->uncertainty);
         return -1;
     }

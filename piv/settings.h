@@ -54,11 +54,14 @@ typedef enum {
 } piv_subpixel_t;
 
 // The uncertainty of each vector of the final pass (issue 27, piv/uncertainty.h;
-// key uncertainty: off, cs, mc): sigma_u, sigma_v in the field.
+// key uncertainty: auto, off, cs, mc): sigma_u, sigma_v in the field.
 typedef enum {
     PIV_UNCERTAINTY_OFF,  // none: the field has no sigma_u, sigma_v
     PIV_UNCERTAINTY_CS,   // correlation statistics (Wieneke 2015)
-    PIV_UNCERTAINTY_MC    // moment of correlation (after Bhattacharya et al. 2018)
+    PIV_UNCERTAINTY_MC,   // moment of correlation (after Bhattacharya et al. 2018)
+    PIV_UNCERTAINTY_AUTO  // the default: cs for more than one pass or iteration (+13-15 %
+                          // of a multipass pair), off for a single run (the latency
+                          // choice: cs would add half of it again); piv_uncertainty_method
 } piv_uncertainty_t;
 
 // Background subtraction from the experiment's own frames (key background:
@@ -141,8 +144,9 @@ typedef struct {
 // and real pair and more peak locking at 1 px: 'make bench' section 10); no
 // prefilter (0.7 px cuts the peak locking of 1-1.5 px particles by 2-3x but
 // adds 15 % noise to the real pairs and costs 2.6 px particles: doc/piv.md).
-// Each vector's uncertainty by correlation statistics (uncertainty=cs, issue
-// 27: 'make bench' section 12; 8-9 % of a multipass pair).
+// Each vector's uncertainty by correlation statistics for more than one
+// run, none for a single run (uncertainty=auto, issue 27: 'make bench'
+// section 12; 13-15 % of a multipass pair, half of a single pass again).
 void piv_settings_init (piv_settings_t *settings);
 
 // Parses "64,32,16" into settings->passes. 0, or -1 with err naming the list.
@@ -162,11 +166,15 @@ const char *piv_deform_name (piv_deform_t deform);
 // settings: subpixel 'x': expected gauss3 or gauss2d").
 int piv_subpixel_parse (const char *name, piv_subpixel_t *subpixel, char *err, size_t errlen);
 const char *piv_subpixel_name (piv_subpixel_t subpixel);
-// Parses "off", "cs", "mc" (piv_uncertainty_t). 0, or -1 with err ("bad
-// settings: uncertainty 'x': expected off, cs or mc").
+// Parses "off", "cs", "mc", "auto" (piv_uncertainty_t). 0, or -1 with err
+// ("bad settings: uncertainty 'x': expected auto, off, cs or mc").
 int piv_uncertainty_parse (const char *name, piv_uncertainty_t *method, char *err,
                            size_t errlen);
 const char *piv_uncertainty_name (piv_uncertainty_t method);
+// The method the settings run: their uncertainty, auto resolved by their
+// runs (cs for more than one pass or iteration, off for a single run).
+// Never PIV_UNCERTAINTY_AUTO.
+piv_uncertainty_t piv_uncertainty_method (const piv_settings_t *settings);
 
 // Parses "none", "min:N" or "mean:N" (N frames, 1 to PIV_BACKGROUND_MAX)
 // into *kind and *frames. 0, or -1 with err ("bad settings: background
