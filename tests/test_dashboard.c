@@ -1283,8 +1283,11 @@ START_TEST (a_calibrated_run_agrees_with_pivctl_stats_and_shows_in_the_browser)
     const char *dom = s_chromium ("--dump-dom", url);
     ck_assert_msg (strstr (dom, "id=\"mean-field\" data-unit=\"m/s\"") != NULL, "%.1000s", dom);
     ck_assert (strstr (dom, "id=\"vorticity\" data-unit=\"1/s\"") != NULL);
-    ck_assert_int_eq (s_count (dom, "class=\"tick-max\""), 3);  // with the latest field's
-    ck_assert_int_eq (s_count (dom, "x (mm)"), 3);
+    // The latest field carries its uncertainty (uncertainty=auto: cs for
+    // the farm's passes), drawn as a map in m/s too.
+    ck_assert (strstr (dom, "id=\"sigma-field\" data-unit=\"m/s\"") != NULL);
+    ck_assert_int_eq (s_count (dom, "class=\"tick-max\""), 4);  // with the latest field's
+    ck_assert_int_eq (s_count (dom, "x (mm)"), 4);
     ck_assert (strstr (dom, "<td class=\"fields\">3</td>") != NULL);
     ck_assert_int_gt (s_count (dom, "class=\"mean-arrow\""), 100);
     s_screenshot (url, "measurements.png", NULL);
@@ -1595,12 +1598,13 @@ START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
     ck_assert (strstr (s_cgi ("", &status), "no pairs: 2 file(s) in none") != NULL);
     ck_assert_int_eq (jdoc_length (doc, "$.experiment.feedback.points"), 4);
     // Not calibrated: every plot in px, y down as in the image.
-    ck_assert_int_eq (s_one_convention (doc, "px", "down", "px/frame", "1/frame"), 5);
+    // field, mean-field, vorticity, sigma-field (its uncertainty), feedback-series, rate-history
+    ck_assert_int_eq (s_one_convention (doc, "px", "down", "px/frame", "1/frame"), 6);
     ck_assert_str_eq (jdoc_string (doc, "$.experiment.feedback.unit"), "px/frame");
     jdoc_destroy (&doc);
     const char *html = s_cgi ("exp=exp1", &status);
     ck_assert_int_eq (status, 200);
-    ck_assert_int_eq (s_count (html, "x (px)"), 3);
+    ck_assert_int_eq (s_count (html, "x (px)"), 4);  // latest, its sigma, mean, vorticity
     ck_assert (strstr (html, "data-unit=\"px/frame\" data-position-unit=\"px\" "
                              "data-y-axis=\"down\"") != NULL);
     ck_assert (strstr (html, "id=\"unpaired\"") && strstr (html, "B005_2.tif")
@@ -1619,7 +1623,7 @@ START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
                        == 0,
                    "%s", s_out);
     doc = s_cgi_json ("exp=exp1&format=json");
-    ck_assert_int_eq (s_one_convention (doc, "mm", "up", "m/s", "1/s"), 5);
+    ck_assert_int_eq (s_one_convention (doc, "mm", "up", "m/s", "1/s"), 6);
     ck_assert_str_eq (jdoc_string (doc, "$.experiment.field.units.velocity"), "m/s");
     ck_assert_str_eq (jdoc_string (doc, "$.experiment.stats.units.velocity"), "m/s");
     ck_assert_str_eq (jdoc_string (doc, "$.experiment.feedback.unit"), "m/s");
@@ -1632,7 +1636,7 @@ START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
     ck_assert (jdoc_number (doc, 1, "$.experiment.field.vectors[0][1]") < 0);
     jdoc_destroy (&doc);
     html = s_cgi ("exp=exp1", &status);
-    ck_assert_int_eq (s_count (html, "x (mm)"), 3);
+    ck_assert_int_eq (s_count (html, "x (mm)"), 4);
     ck_assert_int_eq (s_count (html, "x (px)"), 0);
     ck_assert (strstr (html, "px/frame") == NULL);
     ck_assert (strstr (html, "data-unit=\"m/s\" data-position-unit=\"mm\" data-y-axis=\"up\"")
@@ -1647,7 +1651,7 @@ START_TEST (a_calibrated_page_shows_one_convention_and_the_files_in_no_pair)
                    "feedback ticks '%s'", ticks);
     if (browser) {
         const char *dom = s_chromium ("--dump-dom", url);
-        ck_assert_int_eq (s_count (dom, "x (mm)"), 3);
+        ck_assert_int_eq (s_count (dom, "x (mm)"), 4);
         ck_assert (strstr (dom, "data-position-unit=\"mm\"") != NULL);
         snprintf (url, sizeof url, "http://127.0.0.1:%d/", port);
         dom = s_chromium ("--dump-dom", url);

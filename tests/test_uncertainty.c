@@ -237,7 +237,39 @@ START_TEST (the_uncertainty_key_reads_back_and_a_bad_method_is_refused)
     piv_settings_format (&s, text, sizeof text);
     ck_assert_msg (strstr (text, "uncertainty=mc") != NULL, "formatted: '%s'", text);
     ck_assert_int_eq (piv_settings_parse ("uncertainty=ie", &s, err, sizeof err), -1);
-    ck_assert_str_eq (err, "bad settings: uncertainty 'ie': expected off, cs or mc");
+    ck_assert_str_eq (err, "bad settings: uncertainty 'ie': expected auto, off, cs or mc");
+}
+END_TEST
+
+// The default, auto: cs for more than one run (the farm's 64,32,16, the
+// engine's own 32 px of up to 3 iterations), off for a single run (one
+// pass, one iteration: the latency setting); off and cs as asked.
+START_TEST (the_default_is_cs_unless_a_single_run)
+{
+    piv_settings_t s;
+    piv_settings_init (&s);
+    char err[256] = "", text[1024];
+    ck_assert_int_eq (s.uncertainty, PIV_UNCERTAINTY_AUTO);
+    ck_assert_int_eq (piv_uncertainty_method (&s), PIV_UNCERTAINTY_CS);
+    piv_settings_format (&s, text, sizeof text);
+    ck_assert_msg (strstr (text, "uncertainty") == NULL, "formatted: '%s'", text);
+    ck_assert_msg (piv_settings_parse ("passes=64,32,16 iterations=1", &s, err, sizeof err) == 0,
+                   "%s", err);
+    ck_assert_int_eq (piv_uncertainty_method (&s), PIV_UNCERTAINTY_CS);
+    ck_assert_msg (piv_settings_parse ("passes=32 iterations=1", &s, err, sizeof err) == 0, "%s",
+                   err);
+    ck_assert_int_eq (piv_uncertainty_method (&s), PIV_UNCERTAINTY_OFF);
+    ck_assert_msg (piv_settings_parse ("passes=32 iterations=1 uncertainty=cs", &s, err,
+                                       sizeof err) == 0,
+                   "%s", err);
+    ck_assert_int_eq (piv_uncertainty_method (&s), PIV_UNCERTAINTY_CS);
+    piv_settings_init (&s);
+    ck_assert_msg (piv_settings_parse ("uncertainty=off", &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (piv_uncertainty_method (&s), PIV_UNCERTAINTY_OFF);
+    piv_settings_format (&s, text, sizeof text);
+    ck_assert_msg (strstr (text, "uncertainty=off") != NULL, "formatted: '%s'", text);
+    ck_assert_msg (piv_settings_parse ("uncertainty=auto", &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq (s.uncertainty, PIV_UNCERTAINTY_AUTO);
 }
 END_TEST
 
@@ -280,7 +312,22 @@ START_TEST (pivfarm_piv_writes_sigma_u_and_sigma_v_as_its_last_named_columns)
     free (text);
     const char *bad[] = {"--uncertainty", "best", a, b, NULL};
     ck_assert_int_eq (tu_run_bin ("pivfarm-piv", bad, out, sizeof out, 60), 2);
-    ck_assert_msg (strstr (out, "uncertainty 'best': expected off, cs or mc") != NULL, "%s", out);
+    ck_assert_msg (strstr (out, "uncertainty 'best': expected auto, off, cs or mc") != NULL, "%s",
+                   out);
+    // By default (auto) the columns are there for the engine's own runs
+    // (32 px, up to 3 iterations), not for a single run.
+    const char *plain[] = {a, b, "-o", txt, NULL};
+    ck_assert_msg (tu_run_bin ("pivfarm-piv", plain, out, sizeof out, 60) == 0, "%s", out);
+    text = tu_slurp (txt, NULL);
+    ck_assert_msg (text && strstr (text, "\n# x y u v flags peak_ratio sigma_u sigma_v\n"),
+                   "the default run has no sigma columns");
+    free (text);
+    const char *single[] = {"-i", "1", a, b, "-o", txt, NULL};
+    ck_assert_msg (tu_run_bin ("pivfarm-piv", single, out, sizeof out, 60) == 0, "%s", out);
+    text = tu_slurp (txt, NULL);
+    ck_assert_msg (text && strstr (text, "\n# x y u v flags peak_ratio\n"),
+                   "a single run has sigma columns");
+    free (text);
     tu_rmtree (dir);
 }
 END_TEST
@@ -425,6 +472,7 @@ s_suite (void)
     tcase_add_test (engine, with_one_correlation_sigma_says_the_rms_error_within_ten_per_cent);
     tcase_add_test (engine, a_run_deformed_by_a_noisy_predictor_has_sigma_that_counts_the_predictor);
     tcase_add_test (engine, the_uncertainty_key_reads_back_and_a_bad_method_is_refused);
+    tcase_add_test (engine, the_default_is_cs_unless_a_single_run);
     suite_add_tcase (suite, engine);
     TCase *files = tcase_create ("files");
     tcase_set_timeout (files, 120);
