@@ -222,6 +222,34 @@ s_job_of (ensemble_t *self, const exp_t *exp)
     return NULL;
 }
 
+// The settings' words but background=...: the ensemble does not subtract
+// an experiment's background (agents keep theirs over the frames each saw,
+// which would make a chunk's sums depend on the agent that took it); it
+// takes each window less the mean of the windows around it (doc/piv.md).
+// NULL: no memory.
+static char *
+s_without_background (const char *settings)
+{
+    char *out = malloc (strlen (settings) + 1);
+    if (!out)
+        return NULL;
+    size_t used = 0;
+    for (const char *p = settings; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn (p, " ");
+        if (n && strncmp (p, "background=", 11) != 0) {
+            if (used)
+                out[used++] = ' ';
+            memcpy (out + used, p, n);
+            used += n;
+        }
+        p += n;
+    }
+    out[used] = '\0';
+    return out;
+}
+
 int64_t
 ensemble_start (ensemble_t *self, exp_t *exp, int window, int overlap, const char *range,
                 int64_t now, char *err, size_t errlen)
@@ -237,11 +265,15 @@ ensemble_start (ensemble_t *self, exp_t *exp, int window, int overlap, const cha
         return -1;
     }
     s_job_t *job = calloc (1, sizeof *job);
-    if (!job || !(job->settings = strdup (exp->piv.settings))) {
+    if (!job || !(job->settings = s_without_background (exp->piv.settings))) {
         s_job_destroy (&job);
         snprintf (err, errlen, "no memory");
         return -1;
     }
+    if (strstr (exp->piv.settings, "background="))
+        log_notice ("ensemble of '%s': its background subtraction is not applied (each "
+                    "window is taken less the mean of the windows around it): settings '%s'",
+                    exp->name, job->settings);
     job->exp = exp;
     job->overlap = overlap;
     job->passes = piv_ensemble_passes (window, job->windows, S_MAX_PASSES);
