@@ -6,11 +6,14 @@
 #include "ctl/ctl.h"
 
 #include "ctl/h5.h"
+#include "ctl/mat.h"
 #include "piv/calib.h"
+#include "piv/derived.h"
 #include "piv/ensemble.h"
 #include "piv/field.h"
 #include "store/store.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -117,9 +120,25 @@ ctl_run_ensemble (ctl_t *ctl, ctl_args_t *args)
 
 // ---------------------------------------------------------------------------
 // export --ensemble: the experiment's latest ensemble field, read from the
-// store (read-only, as every export): txt (x y u v flags peak_ratio uu vv
-// uv) or HDF5 (the field as one time step), in px or, calibrated, in m,
-// m/s and m^2/s^2.
+// store (read-only, as every export), in every format of a run's export:
+// txt (x y u v flags peak_ratio uu vv uv), Tecplot, VTK, HDF5 (the field
+// as one time step) and MAT, each with the Reynolds stresses uu, vv, uv;
+// in px or, calibrated, in m, m/s and m^2/s^2. The writers are the run
+// export's, given the stresses as further columns (piv_column_t).
+
+typedef enum { E_TXT, E_TECPLOT, E_VTK, E_HDF5, E_MAT, E_COUNT } s_format_t;
+static const char *const s_formats[E_COUNT] = {"txt", "tecplot", "vtk", "hdf5", "mat"};
+
+// What one export writes: the field, its stresses converted, the job.
+typedef struct {
+    const char *name;              // the experiment
+    const char *out;               // -o FILE, as the user named it
+    const store_ensemble_t *job;   // the job that made the field
+    const piv_field_t *field;      // image units
+    const float *stress;           // u'u', v'v', u'v' (3 n), px^2/frame^2
+    const piv_calib_t *c;          // the calibration applied (not set: px)
+    piv_column_t more[3];          // uu, vv, uv converted by c
+} s_ensemble_out_t;
 
 // The stresses of 'n' points from the store's little-endian floats into
 // out (3 n); NaN past what the bytes hold.
@@ -138,37 +157,139 @@ s_stress_read (const unsigned char *bytes, size_t size, size_t n, float *out)
     }
 }
 
-// The txt file: a header naming the job, its pairs, passes and units,
-// then piv_ensemble_write's column line and rows (the writer pivfarm-piv
-// --ensemble uses: one format for both).
-static int
-s_write_txt (FILE *f, const char *name, const store_ensemble_t *job, const piv_field_t *field,
-             const float *stress, const piv_calib_t *c, int si)
+// The header lines of a txt or Tecplot file: the job, its pairs, passes
+// and units.
+static void
+s_header (const s_ensemble_out_t *e, char *header, size_t size)
 {
-    char header[2048];
-    snprintf (header, sizeof header,
+    const store_ensemble_t *job = e->job;
+    int si = e->c->set;
+    snprintf (header, size,
               "pivfarm ensemble correlation of experiment '%s', job %" PRId64 ": %" PRId64
               " pair(s) (%s), %d pass(es) down to %d px windows at %d %% overlap\n"
               "units: x, y in %s; u, v in %s; uu, vv, uv (the Reynolds stresses u'u', v'v', "
               "u'v' from the correlation peak's width) in %s\n"
               "piv settings: %s",
-              name, job->id, job->pairs, job->asked && *job->asked ? job->asked : "the pairs done",
+              e->name, job->id, job->pairs, job->asked && *job->asked ? job->asked : "the pairs done",
               job->passes, job->window, job->overlap, si ? "m" : "px", si ? "m/s" : "px/frame",
-              si ? "m^2/s^2" : "px^2/frame^2", job->settings ? job->settings : "");
-    return piv_ensemble_write (field, stress, si ? c : NULL, f, header);
+              piv_ensemble_stress_unit (e->c), job->settings ? job->settings : "");
+}
+
+// Tecplot: the run export's columns (x y u v flags peak_ratio, the derived
+// quantities) then uu vv uv. 0 or -1.
+static int
+s_write_tecplot (const s_ensemble_out_t *e, FILE *f)
+{
+    size_t n = (size_t) e->field->nx * (size_t) e->field->ny;
+    char header[2048];
+    s_header (e, header, sizeof header);
+    float *derived = malloc (n * PIV_DERIVED_COUNT * sizeof *derived);
+    piv_field_t *converted = e->c->set ? piv_calib_field (e->c, e->field) : NULL;
+    int rc = -1;
+    if (derived && (converted || !e->c->set)) {
+        piv_field_derive_all (e->field, NULL, derived);
+        piv_derived_convert (e->c, n, derived, derived);
+        rc = piv_field_write_more (converted ? converted : e->field, f, PIV_FORMAT_TECPLOT, header,
+                                   derived, NULL, e->more, 3);
+    }
+    piv_field_destroy (&converted);
+    free (derived);
+    return rc;
+}
+
+// VTK: the run export's point data with uu, vv, uv; their unit in the title.
+static int
+s_write_vtk (const s_ensemble_out_t *e, FILE *f)
+{
+    char title[256];
+    snprintf (title, sizeof title,
+              "pivfarm ensemble '%s' job %" PRId64 " (%" PRId64 " pairs): uu, vv, uv in %s",
+              e->name, e->job->id, e->job->pairs, piv_ensemble_stress_unit (e->c));
+    return piv_field_write_vtk_more (e->field, f, e->c->set ? e->c : NULL, title, e->more, 3);
+}
+
+// HDF5 or MAT (into ctl_out_name's temporary 'open_as'): the field as the one time
+// step, with the stresses as (y, x) arrays. 0, or -1 with err.
+static int
+s_write_library (const s_ensemble_out_t *e, s_format_t format, const char *open_as, char *err,
+                 size_t errlen)
+{
+    const char *settings = e->job->settings;
+    if (format == E_HDF5) {
+        char title[256];
+        snprintf (title, sizeof title, "pivfarm ensemble correlation of '%s'", e->name);
+        ctl_h5_t *h5 = ctl_h5_new (open_as, e->out, title, e->c, settings, err, errlen);
+        if (!h5 || ctl_h5_fields_begin (h5, e->field, err, errlen) != 0
+            || ctl_h5_field_add (h5, e->field, NULL, 0, "ensemble", err, errlen) != 0
+            || ctl_h5_stresses (h5, e->stress, e->field->nx, e->field->ny, err, errlen) != 0
+            || ctl_h5_close (&h5, err, errlen) != 0) {
+            ctl_h5_close (&h5, NULL, 0);
+            return -1;
+        }
+        return 0;
+    }
+    size_t n = (size_t) e->field->nx * (size_t) e->field->ny;
+    float *derived = malloc (n * PIV_DERIVED_COUNT * sizeof *derived);
+    ctl_mat_t *mat = derived ? ctl_mat_new (e->c, e->name, settings) : NULL;
+    char stem[64];
+    snprintf (stem, sizeof stem, "ensemble job %" PRId64, e->job->id);
+    int rc = -1;
+    if (!mat)
+        snprintf (err, errlen, "no memory");
+    else {
+        piv_field_derive_all (e->field, NULL, derived);
+        rc = ctl_mat_field_add (mat, e->field, derived, NAN, stem, err, errlen) == 0
+                     && ctl_mat_more_add (mat, e->more, 3, err, errlen) == 0
+                     && ctl_mat_write (mat, NULL, NULL, open_as, e->out, err, errlen) == 0
+                 ? 0
+                 : -1;
+    }
+    ctl_mat_destroy (&mat);
+    free (derived);
+    return rc;
+}
+
+// Writes the export into 'file' (ctl_out_init's; committed by the caller).
+// 0, or -1 with err naming the file.
+static int
+s_write (const s_ensemble_out_t *e, s_format_t format, ctl_out_t *file, char *err,
+         size_t errlen)
+{
+    if (format == E_HDF5 || format == E_MAT) {
+        const char *open_as = ctl_out_name (file, err, errlen);
+        return open_as ? s_write_library (e, format, open_as, err, errlen) : -1;
+    }
+    errno = 0;
+    char header[2048];
+    int rc;
+    if (format == E_TXT) {
+        // piv_ensemble_write: the writer pivfarm-piv --ensemble uses too.
+        s_header (e, header, sizeof header);
+        rc = piv_ensemble_write (e->field, e->stress, e->c, file->file, header);
+    }
+    else
+        rc = format == E_TECPLOT ? s_write_tecplot (e, file->file) : s_write_vtk (e, file->file);
+    if (rc != 0)
+        snprintf (err, errlen, "cannot write '%s': %s", e->out,
+                  errno ? strerror (errno) : "write error");
+    return rc;
 }
 
 int
 ctl_export_ensemble (ctl_t *ctl, ctl_args_t *args)
 {
     const char *name = args->words[0], *out = ctl_value (args, "output"),
-               *format = ctl_value (args, "format"), *units = ctl_value (args, "units");
+               *format_name = ctl_value (args, "format"), *units = ctl_value (args, "units");
     int force = ctl_value (args, "force") != NULL;
     if (ctl_check_name ("export", name) != 0)
         return EXIT_USAGE;
-    int hdf5 = format && strcmp (format, "hdf5") == 0;
-    if (format && !hdf5 && strcmp (format, "txt") != 0) {
-        ctl_error ("export --ensemble: bad --format '%s': txt or hdf5", format);
+    s_format_t format = E_TXT;
+    for (int i = 0; format_name && i < E_COUNT; i++)
+        if (strcmp (format_name, s_formats[i]) == 0)
+            format = (s_format_t) i;
+    if (format_name && strcmp (format_name, s_formats[format]) != 0) {
+        ctl_error ("export --ensemble: bad --format '%s': txt, tecplot, vtk, hdf5 or mat",
+                   format_name);
         return EXIT_USAGE;
     }
     if (!out || !*out) {
@@ -223,46 +344,44 @@ ctl_export_ensemble (ctl_t *ctl, ctl_args_t *args)
         else
             rc = EXIT_OK;
     }
+    float *converted = rc == EXIT_OK ? malloc (3 * (size_t) field->nx * (size_t) field->ny
+                                                * sizeof *converted)
+                                     : NULL;
+    if (rc == EXIT_OK && !converted) {
+        ctl_error ("no memory");
+        rc = EXIT_FAILED;
+    }
     if (rc == EXIT_OK) {
         size_t n = (size_t) field->nx * (size_t) field->ny;
         s_stress_read (job.stress, job.stress_size, n, stress);
-        if (hdf5) {
-            char title[256];
-            snprintf (title, sizeof title, "pivfarm ensemble correlation of '%s'", name);
-            const char *open_as = ctl_out_name (&file, err, sizeof err);
-            piv_calib_t none;
-            piv_calib_init (&none);
-            ctl_h5_t *h5 = open_as ? ctl_h5_new (open_as, out, title, si ? &c : &none,
-                                                 job.settings, err, sizeof err)
-                                   : NULL;
-            if (!h5 || ctl_h5_fields_begin (h5, field, err, sizeof err) != 0
-                || ctl_h5_field_add (h5, field, NULL, 0, "ensemble", err, sizeof err) != 0
-                || ctl_h5_stresses (h5, stress, field->nx, field->ny, err, sizeof err) != 0
-                || ctl_h5_close (&h5, err, sizeof err) != 0) {
-                ctl_h5_close (&h5, NULL, 0);
-                ctl_error ("export: %s", err);
-                rc = EXIT_FAILED;
-            }
-        }
-        else if (s_write_txt (file.file, name, &job, field, stress, &c, si) != 0) {
-            ctl_error ("export: cannot write '%s'", out);
-            rc = EXIT_FAILED;
-        }
-        if (rc == EXIT_OK && ctl_out_commit (&file, err, sizeof err) != 0) {
+        piv_calib_t none;
+        piv_calib_init (&none);
+        const piv_calib_t *applied = si ? &c : &none;
+        double k[3];
+        piv_ensemble_stress_factors (applied, k);
+        for (size_t i = 0; i < 3 * n; i++)
+            converted[i] = (float) (stress[i] * k[i / n]);
+        const char *unit = piv_ensemble_stress_unit (applied);
+        s_ensemble_out_t e = {name, out, &job, field, stress, applied,
+                              {{"uu", unit, converted}, {"vv", unit, converted + n},
+                               {"uv", unit, converted + 2 * n}}};
+        if (s_write (&e, format, &file, err, sizeof err) != 0
+            || ctl_out_commit (&file, err, sizeof err) != 0) {
             ctl_error ("export: %s", err);
             rc = EXIT_FAILED;
         }
     }
+    free (converted);
     ctl_out_release (&file);
     if (rc == EXIT_OK) {
         if (ctl->json)
             printf ("{\"experiment\":\"%s\",\"job\":%" PRId64 ",\"pairs\":%" PRId64
-                    ",\"output\":\"%s\",\"units\":\"%s\"}\n",
-                    name, job.id, job.pairs, out, si ? "si" : "px");
+                    ",\"output\":\"%s\",\"format\":\"%s\",\"units\":\"%s\"}\n",
+                    name, job.id, job.pairs, out, s_formats[format], si ? "si" : "px");
         else
             printf ("exported the ensemble field of %s (job %" PRId64 ", %" PRId64
-                    " pairs) to %s in %s units\n",
-                    name, job.id, job.pairs, out, si ? "si" : "px");
+                    " pairs) to %s (%s) in %s units\n",
+                    name, job.id, job.pairs, out, s_formats[format], si ? "si" : "px");
     }
     free (stress);
     piv_field_destroy (&field);

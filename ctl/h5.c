@@ -7,6 +7,7 @@
 
 #include "common/version.h"
 #include "piv/derived.h"
+#include "piv/ensemble.h"
 
 #include <hdf5.h>
 #include <hdf5_hl.h>
@@ -601,12 +602,10 @@ ctl_h5_stresses (ctl_h5_t *self, const float *stress, int nx, int ny, char *err,
         errno = 0;
         return s_fail (self, err, errlen, "the stresses: not on the fields' grid");
     }
-    // px^2/frame^2 to the fields' units squared: each component by its
-    // velocity factor (v's sign follows the y axis, and so does u'v').
-    double ku = 1, kv = 1;
-    if (self->c.set)
-        piv_calib_velocity (&self->c, 1, 1, &ku, &kv);
-    const double k[3] = {ku * ku, kv * kv, ku * kv};
+    // px^2/frame^2 to the fields' units squared (v's sign follows the y
+    // axis, and so does u'v').
+    double k[3];
+    piv_ensemble_stress_factors (&self->c, k);
     const char *unit = self->c.set ? "m2 s-2" : "px2";
     size_t n = (size_t) nx * (size_t) ny;
     hsize_t dims[2] = {(hsize_t) ny, (hsize_t) nx};

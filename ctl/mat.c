@@ -44,6 +44,9 @@ struct _ctl_mat_t {
     uint8_t *flags;        // [ny nx nt]
     double *time;          // [nt]
     char **pairs;          // [nt] stems
+    int nmore;             // ctl_mat_more_add's arrays
+    float *more[PIV_MORE_MAX]; // [ny nx] each, column-major
+    char *more_name[PIV_MORE_MAX], *more_unit[PIV_MORE_MAX]; // their names and units
 };
 
 ctl_mat_t *
@@ -74,6 +77,11 @@ ctl_mat_destroy (ctl_mat_t **self_p)
     for (size_t t = 0; t < self->fields; t++)
         free (self->pairs[t]);
     free (self->pairs);
+    for (int m = 0; m < self->nmore; m++) {
+        free (self->more[m]);
+        free (self->more_name[m]);
+        free (self->more_unit[m]);
+    }
     free (self->flags);
     free (self->time);
     free (self->x);
@@ -217,6 +225,33 @@ ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *deriv
     return 0;
 }
 
+int
+ctl_mat_more_add (ctl_mat_t *self, const piv_column_t *more, int nmore, char *err,
+                  size_t errlen)
+{
+    if (!self->x || nmore < 0 || self->nmore + nmore > PIV_MORE_MAX) {
+        snprintf (err, errlen, "cannot add %d array(s) to the MAT-file: %s", nmore,
+                  self->x ? "too many" : "no field yet");
+        return -1;
+    }
+    size_t n = (size_t)self->nx * self->ny;
+    for (int a = 0; a < nmore; a++) {
+        int m = self->nmore;
+        self->more[m] = malloc (n * sizeof (float));
+        self->more_name[m] = strdup (more[a].name);
+        self->more_unit[m] = strdup (more[a].unit ? more[a].unit : "1");
+        self->nmore++; // freed by ctl_mat_destroy, made or not
+        if (!self->more[m] || !self->more_name[m] || !self->more_unit[m]) {
+            snprintf (err, errlen, "no memory for the array '%s'", more[a].name);
+            return -1;
+        }
+        for (size_t k = 0; k < n; k++) // MATLAB's order: columns first
+            self->more[m][k / (size_t)self->nx + (size_t)self->ny * (k % (size_t)self->nx)] =
+                more[a].values[k];
+    }
+    return 0;
+}
+
 // A 1 x len char array of 'text' (UTF-8).
 static matvar_t *
 s_text (const char *name, const char *text)
@@ -273,7 +308,8 @@ s_struct (const char *name, const char **names, matvar_t **vars, int count)
 static matvar_t *
 s_units (const ctl_mat_t *self)
 {
-    const char *names[A_COUNT + S_SIGMAS + 3], *values[A_COUNT + S_SIGMAS + 3];
+    const char *names[A_COUNT + S_SIGMAS + PIV_MORE_MAX + 3];
+    const char *values[A_COUNT + S_SIGMAS + PIV_MORE_MAX + 3];
     int count = 0;
     names[count] = "x";
     values[count++] = piv_calib_unit (&self->c, PIV_UNIT_LENGTH);
@@ -292,9 +328,13 @@ s_units (const ctl_mat_t *self)
         values[count++] = piv_calib_unit (&self->c, a == S_SIGMA_VORTICITY ? PIV_UNIT_RATE
                                                                            : PIV_UNIT_VELOCITY);
     }
+    for (int m = 0; m < self->nmore; m++) {
+        names[count] = self->more_name[m];
+        values[count++] = self->more_unit[m];
+    }
     names[count] = "time";
     values[count++] = "s";
-    matvar_t *vars[A_COUNT + S_SIGMAS + 3];
+    matvar_t *vars[A_COUNT + S_SIGMAS + PIV_MORE_MAX + 3];
     for (int i = 0; i < count; i++)
         vars[i] = s_text (names[i], values[i]);
     return s_struct ("units", names, vars, count);
@@ -417,6 +457,10 @@ ctl_mat_write (ctl_mat_t *self, const piv_stats_t *stats, const piv_calib_t *sta
     for (int a = 0; a < S_SIGMAS && self->sigma[0]; a++)
         rc |= s_put (mat, Mat_VarCreate (s_sigma_names[a], MAT_C_SINGLE, MAT_T_SINGLE, 3,
                                          fd, self->sigma[a], MAT_F_DONT_COPY_DATA));
+    size_t md[2] = {(size_t)self->ny, (size_t)self->nx};
+    for (int m = 0; m < self->nmore; m++)
+        rc |= s_put (mat, Mat_VarCreate (self->more_name[m], MAT_C_SINGLE, MAT_T_SINGLE, 2, md,
+                                         self->more[m], MAT_F_DONT_COPY_DATA));
     rc |= s_put (mat, Mat_VarCreate ("flags", MAT_C_UINT8, MAT_T_UINT8, 3, fd, self->flags,
                                      MAT_F_DONT_COPY_DATA));
     rc |= s_put (mat, Mat_VarCreate ("time", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, td, self->time,

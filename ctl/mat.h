@@ -28,6 +28,14 @@ ctl_mat_t *ctl_mat_new (const piv_calib_t *c, const char *title, const char *set
 int ctl_mat_field_add (ctl_mat_t *self, const piv_field_t *field, const float *derived,
                        double time_s, const char *stem, char *err, size_t errlen);
 
+// Adds 'nmore' (0 to PIV_MORE_MAX) arrays of the file as a whole (an
+// ensemble field's Reynolds stresses), written ny x nx (single) after the
+// fields' with their units in the units struct: 'more' as piv/field.h has
+// them (grid order, values already in their unit; copied). Call after the
+// first field (its grid). 0, or -1 with err (no memory, no field yet, too many).
+int ctl_mat_more_add (ctl_mat_t *self, const piv_column_t *more, int nmore, char *err,
+                      size_t errlen);
+
 // Writes the file 'open_as' (ctl_out_name's temporary), named 'path' in
 // messages: x (1 x nx), y (ny x 1), u, v, the derived quantities,
 // peak_ratio (and sigma_u, sigma_v, sigma_vorticity once a field had

@@ -140,6 +140,9 @@ s_usage (FILE *out)
         "                                  the stored vector fields of EXP as DIR/<stem>.txt\n"
         "                                  (.dat, .vtk + DIR/stats.vtk), or one HDF5 FILE, read\n"
         "                                  from the store; si (m, m/s, 1/s) when calibrated\n"
+        "  export EXP --ensemble [--format txt|tecplot|vtk|hdf5|mat] -o FILE [--units px|si]\n"
+        "                                  EXP's latest ensemble field with its Reynolds\n"
+        "                                  stresses uu, vv, uv (m^2/s^2 when calibrated)\n"
         "  stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--force]\n"
         "                                  EXP's run statistics (mean, RMS, u'v', count per\n"
         "                                  point), converted with their calibration\n"
@@ -255,7 +258,8 @@ static const ctl_command_t s_commands[] = {
      s_ensemble_options, ctl_run_ensemble},
     {"export", 1, 1,
      "export EXP [--format txt|tecplot|vtk|hdf5|mat] -o DIR|FILE [--units px|si] [--force] | "
-     "export EXP --ensemble [--format txt|hdf5] -o FILE [--units px|si] [--force]",
+     "export EXP --ensemble [--format txt|tecplot|vtk|hdf5|mat] -o FILE [--units px|si] "
+     "[--force]",
      s_export_options, ctl_run_export},
     {"stats", 1, 1, "stats EXP [--format txt|tecplot|vtk|hdf5] [-o FILE] [--force] [--json]",
      s_stats_options, ctl_run_stats},

@@ -1173,6 +1173,25 @@ piv_ensemble_run (const piv_settings_t *settings, int window, int overlap, int w
     return field;
 }
 
+void
+piv_ensemble_stress_factors (const piv_calib_t *calib, double k[3])
+{
+    k[0] = k[1] = k[2] = 1;
+    if (!calib || !calib->set)
+        return;
+    // A stress is a displacement squared: speed^2, u'v' with v's sign.
+    double s1 = piv_calib_speed (calib, 1.0), su, sv;
+    piv_calib_velocity (calib, 1.0, 1.0, &su, &sv);
+    k[0] = k[1] = s1 * s1;
+    k[2] = su * sv;
+}
+
+const char *
+piv_ensemble_stress_unit (const piv_calib_t *calib)
+{
+    return calib && calib->set ? "m^2/s^2" : "px^2/frame^2";
+}
+
 int
 piv_ensemble_write (const piv_field_t *field, const float *stress, const piv_calib_t *calib,
                     FILE *out, const char *header)
@@ -1180,10 +1199,8 @@ piv_ensemble_write (const piv_field_t *field, const float *stress, const piv_cal
     piv_calib_t none;
     piv_calib_init (&none);
     const piv_calib_t *c = calib && calib->set ? calib : &none;
-    // A stress is a displacement squared: speed^2, u'v' with v's sign.
-    double s1 = piv_calib_speed (c, 1.0), su, sv;
-    piv_calib_velocity (c, 1.0, 1.0, &su, &sv);
-    double k[3] = {s1 * s1, s1 * s1, su * sv};
+    double k[3];
+    piv_ensemble_stress_factors (c, k);
     piv_write_header_lines (out, header, "# ");
     fprintf (out, "# x y u v flags peak_ratio uu vv uv\n");
     long n = (long) field->nx * field->ny;

@@ -114,4 +114,13 @@ piv_field_t *piv_ensemble_run (const piv_settings_t *settings, int window, int o
 int piv_ensemble_write (const piv_field_t *field, const float *stress, const piv_calib_t *calib,
                         FILE *out, const char *header);
 
+// The factors k[3] that take the stresses u'u', v'v', u'v' from px^2 per
+// frame^2 to the units of 'calib' (NULL or not set: 1, 1, 1; set: to
+// m^2/s^2, u'v''s changing sign with y up as v does): what every writer of
+// an ensemble field applies.
+void piv_ensemble_stress_factors (const piv_calib_t *calib, double k[3]);
+
+// The unit of the stresses so converted: "m^2/s^2" or "px^2/frame^2".
+const char *piv_ensemble_stress_unit (const piv_calib_t *calib);
+
 #endif

@@ -199,8 +199,18 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
                          const char *header, const float *derived,
                          const float *sigma_vorticity)
 {
+    return piv_field_write_more (self, out, format, header, derived, sigma_vorticity, NULL, 0);
+}
+
+int
+piv_field_write_more (const piv_field_t *self, FILE *out, piv_format_t format,
+                      const char *header, const float *derived, const float *sigma_vorticity,
+                      const piv_column_t *more, int nmore)
+{
     if (format == PIV_FORMAT_VTK)
-        return piv_field_write_vtk (self, out, NULL, header);
+        return piv_field_write_vtk_more (self, out, NULL, header, more, nmore);
+    if (nmore < 0 || nmore > PIV_MORE_MAX || (nmore && !derived))
+        return -1;
     size_t n = (size_t) self->nx * (size_t) self->ny;
     int three = self->w && self->residual, sigma = self->sigma_u && self->sigma_v;
     const float *sigma_w = derived && sigma ? sigma_vorticity : NULL;
@@ -214,6 +224,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         s_derived_names (out, derived, 1);
         if (sigma)
             fprintf (out, ", \"sigma_u\", \"sigma_v\"%s", sigma_w ? ", \"sigma_vorticity\"" : "");
+        for (int m = 0; m < nmore; m++)
+            fprintf (out, ", \"%s\"", more[m].name);
         fputc ('\n', out);
         fprintf (out, "ZONE I=%d, J=%d, F=POINT\n", self->nx, self->ny);
     }
@@ -223,6 +235,8 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
         s_derived_names (out, derived, 0);
         if (sigma)
             fprintf (out, " sigma_u sigma_v%s", sigma_w ? " sigma_vorticity" : "");
+        for (int m = 0; m < nmore; m++)
+            fprintf (out, " %s", more[m].name);
         fputc ('\n', out);
     }
     // %.4f: a thousandth of a pixel is below any PIV uncertainty, and fixed
@@ -235,7 +249,7 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
     char buf[1 << 16];
     size_t used = 0;
     for (size_t k = 0; k < n; k++) {
-        if (used > sizeof buf - 512) {
+        if (used > sizeof buf - 512 - 16 * PIV_MORE_MAX) {
             fwrite (buf, 1, used, out);
             used = 0;
         }
@@ -275,6 +289,10 @@ piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t format
                 p[-1] = ' ';
                 p = s_general (p, sigma_w[k], '\n');
             }
+        }
+        for (int m = 0; m < nmore; m++) { // last, after whatever the row had
+            p[-1] = ' ';
+            p = s_general (p, more[m].values[k], '\n');
         }
         used = (size_t) (p - buf);
     }

@@ -72,6 +72,24 @@ int piv_field_write_derived (const piv_field_t *self, FILE *out, piv_format_t fo
                              const char *header, const float *derived,
                              const float *sigma_vorticity);
 
+// A further per-point array a writer puts after its own (an ensemble
+// field's Reynolds stresses): its name, its unit (NULL: none; the writers
+// that carry units name it) and nx * ny values, grid order, already in
+// that unit (the writer converts nothing).
+typedef struct {
+    const char *name;
+    const char *unit;
+    const float *values;
+} piv_column_t;
+
+// piv_field_write_derived with 'nmore' (0 to PIV_MORE_MAX) further columns
+// 'more' last, 7 significant digits, "nan" where NaN (derived must then
+// not be NULL). 0 or -1.
+#define PIV_MORE_MAX 8
+int piv_field_write_more (const piv_field_t *self, FILE *out, piv_format_t format,
+                          const char *header, const float *derived, const float *sigma_vorticity,
+                          const piv_column_t *more, int nmore);
+
 // Reads a txt field written by piv_field_write (or any 'x y u v [flags
 // [peak]]' text with '#' comments, grid order). A '# x y u v ...' column
 // line before the vectors says where the columns are: one that names w

@@ -182,5 +182,10 @@ int piv_stats_write (const piv_stats_t *self, FILE *out, piv_format_t format,
 // calibration, cut at 255 bytes. 0 or -1.
 int piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c,
                          const char *title);
+// The same with 'nmore' (0 to PIV_MORE_MAX) further scalars 'more' (float,
+// written as given: their unit is the caller's to convert to and to state
+// in the title) before flags. 0 or -1.
+int piv_field_write_vtk_more (const piv_field_t *field, FILE *out, const piv_calib_t *c,
+                              const char *title, const piv_column_t *more, int nmore);
 
 #endif

@@ -96,6 +96,15 @@ s_scalars (FILE *out, const char *name, const float *values, long n)
 int
 piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, const char *title)
 {
+    return piv_field_write_vtk_more (field, out, c, title, NULL, 0);
+}
+
+int
+piv_field_write_vtk_more (const piv_field_t *field, FILE *out, const piv_calib_t *c,
+                          const char *title, const piv_column_t *more, int nmore)
+{
+    if (nmore < 0 || nmore > PIV_MORE_MAX)
+        return -1;
     long n = (long) field->nx * field->ny;
     float *derived = malloc ((size_t) n * PIV_DERIVED_COUNT * sizeof (float));
     if (!derived)
@@ -135,6 +144,8 @@ piv_field_write_vtk (const piv_field_t *field, FILE *out, const piv_calib_t *c, 
             derived[k] = (float) piv_calib_divergence (c, derived[k]);
         s_scalars (out, "sigma_vorticity", derived, n);
     }
+    for (int m = 0; m < nmore; m++)
+        s_scalars (out, more[m].name, more[m].values, n);
     fprintf (out, "SCALARS flags int 1\nLOOKUP_TABLE default\n");
     for (long k = 0; k < n; k++)
         s_int (out, field->flags[k]);

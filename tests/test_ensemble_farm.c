@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -170,6 +171,121 @@ s_table_free (s_table_t *t)
         free (t->col[c]);
 }
 
+// The ensemble field exported as Tecplot, VTK and MAT, read back by real
+// readers (python3 vtk, scipy.io.loadmat; Tecplot's ASCII zone by its
+// VARIABLES line), against the txt export (argv[1], si) to its 7 digits
+// (the same stresses, NaN at uu[0] and the last 100 uv, as
+// s_export_formats_read_back makes them):
+// u, v, flags, peak_ratio, uu, vv, uv, NaN where the txt has nan; the
+// stresses' unit named; argv[5], the MAT file in px: u'v' turned by y up.
+static const char *s_formats_check =
+    "import sys, numpy as np, scipy.io, vtk\n"
+    "txt = np.loadtxt(sys.argv[1], comments='#')  # x y u v flags peak_ratio uu vv uv\n"
+    "n = len(txt); names = ('u', 'v', 'flags', 'peak_ratio', 'uu', 'vv', 'uv')\n"
+    "ref = {k: txt[:, c + 2] for c, k in enumerate(names)}\n"
+    "nan_uu = int(np.isnan(ref['uu']).sum()); nan_uv = int(np.isnan(ref['uv']).sum())\n"
+    "assert np.isnan(ref['uu'][0]) and np.isnan(ref['uv'][-100:]).all(), (nan_uu, nan_uv)\n"
+    "def same(name, a, b, where=None):\n"
+    "    a = np.asarray(a, float).ravel(); b = np.asarray(b, float).ravel()\n"
+    "    assert a.shape == b.shape, (name, a.shape, b.shape)\n"
+    "    if where is not None: a, b = a[where], b[where]\n"
+    "    assert np.array_equal(np.isnan(a), np.isnan(b)), (name, 'nan', np.isnan(a).sum(), np.isnan(b).sum())\n"
+    "    ok = ~np.isnan(b)\n"
+    "    tol = 2e-6 * np.nanmax(abs(b)) if ok.any() else 0\n"
+    "    assert ok.any() and np.max(abs(a[ok] - b[ok])) <= tol, (name, np.max(abs(a[ok] - b[ok])), tol)\n"
+    "# Tecplot: '#' header lines, TITLE, VARIABLES, ZONE I=, J=, then the rows\n"
+    "lines = open(sys.argv[2]).read().splitlines()\n"
+    "head = [l for l in lines if l.startswith('#')]\n"
+    "assert any('uu, vv, uv' in l and 'in m^2/s^2' in l for l in head), head\n"
+    "var = [l for l in lines if l.startswith('VARIABLES')][0]\n"
+    "cols = [v.strip().strip('\"') for v in var.split('=', 1)[1].split(',')]\n"
+    "zone = [i for i, l in enumerate(lines) if l.startswith('ZONE')][0]\n"
+    "assert 'I=' in lines[zone] and 'F=POINT' in lines[zone], lines[zone]\n"
+    "rows = np.array([[float(t) for t in l.split()] for l in lines[zone + 1:] if l.strip()])\n"
+    "assert rows.shape == (n, len(cols)), (rows.shape, cols)\n"
+    "assert cols[-3:] == ['uu', 'vv', 'uv'] and 'vorticity' in cols, cols\n"
+    "for c, k in enumerate(('x', 'y') + names): same('tecplot ' + k, rows[:, cols.index(k)], txt[:, c])\n"
+    "# VTK: velocity (NaN at flag 2), the stresses as scalars, their unit in the title\n"
+    "r = vtk.vtkStructuredGridReader(); r.SetFileName(sys.argv[3])\n"
+    "r.ReadAllScalarsOn(); r.ReadAllVectorsOn(); r.Update()\n"
+    "g = r.GetOutput(); pd = g.GetPointData()\n"
+    "a = {pd.GetArrayName(i): pd.GetArray(i) for i in range(pd.GetNumberOfArrays())}\n"
+    "assert g.GetNumberOfPoints() == n and {'velocity', 'uu', 'vv', 'uv', 'flags'} <= set(a), sorted(a)\n"
+    "assert 'm^2/s^2' in r.GetHeader(), r.GetHeader()\n"
+    "vel = np.array([a['velocity'].GetTuple3(k) for k in range(n)])\n"
+    "good = ref['flags'] < 2\n"
+    "same('vtk u', vel[:, 0], ref['u'], good); same('vtk v', vel[:, 1], ref['v'], good)\n"
+    "assert np.isnan(vel[~good, :2]).all()\n"
+    "for k in ('uu', 'vv', 'uv', 'flags', 'peak_ratio'):\n"
+    "    same('vtk ' + k, [a[k].GetTuple1(i) for i in range(n)], ref[k])\n"
+    "pts = np.array([g.GetPoint(k)[:2] for k in range(n)])\n"
+    "same('vtk x', pts[:, 0], txt[:, 0]); same('vtk y', pts[:, 1], txt[:, 1])\n"
+    "# MAT: u, v [ny nx 1], the stresses [ny nx], units named\n"
+    "m = scipy.io.loadmat(sys.argv[4]); ny, nx = m['uu'].shape; assert nx * ny == n\n"
+    "assert m['u'].shape[:2] == (ny, nx) and m['uu'].dtype == np.float32, m['u'].shape\n"
+    "un = m['units'][0, 0]\n"
+    "assert [str(un[k][0]) for k in ('u', 'uu', 'vv', 'uv', 'x')] == ['m/s'] + ['m^2/s^2'] * 3 + ['m'], un\n"
+    "for k in names: same('mat ' + k, m[k][:, :, 0] if m[k].ndim == 3 else m[k], ref[k])\n"
+    "X, Y = np.meshgrid(m['x'][0], m['y'][:, 0]); same('mat x', X, txt[:, 0]); same('mat y', Y, txt[:, 1])\n"
+    "# In px the stresses are px^2; 0.1 mm/px, 1 ms, y up: x 0.01, u'v' turned\n"
+    "p = scipy.io.loadmat(sys.argv[5])\n"
+    "assert str(p['units'][0, 0]['uu'][0]) == 'px^2/frame^2'\n"
+    "same('px uu', p['uu'] * 0.01, m['uu']); same('px uv', -p['uv'] * 0.01, m['uv'])\n"
+    "print('ok', n, 'vectors,', nan_uu, 'without uu,', nan_uv, 'without uv,', int((~good).sum()), 'flagged')\n";
+
+// Runs one SQL statement on the farm's store, read-write (the test's
+// stand-in for what the store can hold); 0 or -1.
+static int
+s_store_exec (const char *sql)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2 (tu_path (s_farm.dir, "farm.db"), &db, SQLITE_OPEN_READWRITE, NULL)
+                     == SQLITE_OK
+                 && sqlite3_busy_timeout (db, 5000) == SQLITE_OK
+                 && sqlite3_exec (db, sql, NULL, NULL, NULL) == SQLITE_OK
+             ? 0
+             : -1;
+    sqlite3_close (db);
+    return rc;
+}
+
+// After a job: every format of the export, read back. First the latest
+// job's stresses lose what a job can leave unmeasured: u'u' at the first
+// window (NaN) and the last 100 floats (u'v' of the last windows: a short
+// blob reads as NaN), so that NaN is seen to stay NaN.
+static void
+s_export_formats_read_back (void)
+{
+    char out[8192], paths[5][4096];
+    ck_assert_int_eq (s_store_exec ("UPDATE ensemble_jobs SET stress = X'0000C07F' || "
+                                    "substr (stress, 5, length (stress) - 404) WHERE id = "
+                                    "(SELECT max (id) FROM ensemble_jobs)"),
+                      0);
+    static const char *const formats[5] = {"txt", "tecplot", "vtk", "mat", "mat"};
+    static const char *const files[5] = {"ensemble_nan.txt", "ensemble.dat", "ensemble.vtk",
+                                         "ensemble.mat", "ensemble_px.mat"};
+    for (int f = 0; f < 5; f++) {
+        snprintf (paths[f], sizeof paths[f], "%s", tu_path (s_farm.dir, files[f]));
+        int rc = s_pivctl (out, sizeof out, "export", "exp1", "--ensemble", "--format",
+                           formats[f], "-o", paths[f], "--units", f == 4 ? "px" : "si", NULL);
+        ck_assert_msg (rc == 0 && strstr (out, "exported the ensemble field of exp1"),
+                       "%s: %d: %s", formats[f], rc, out);
+    }
+    const char *script = tu_path (s_farm.dir, "formats.py");
+    tu_spit (script, s_formats_check, strlen (s_formats_check));
+    char *argv[] = {"/usr/bin/python3", (char *) script, paths[0], paths[1], paths[2], paths[3],
+                    paths[4], NULL};
+    static char said[1 << 16];
+    int rc = tu_run (argv, said, sizeof said, 120);
+    ck_assert_msg (rc == 0 && strstr (said, "ok"), "read back: %s", said);
+    printf ("  ensemble export read back (Tecplot, python3 vtk, scipy.io.loadmat): %s", said);
+    // A format that does not exist is named with the ones that do.
+    rc = s_pivctl (out, sizeof out, "export", "exp1", "--ensemble", "--format", "csv", "-o",
+                   tu_path (s_farm.dir, "e.csv"), NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "bad --format 'csv': txt, tecplot, vtk, hdf5 or mat"),
+                   "%d: %s", rc, out);
+}
+
 START_TEST (an_ensemble_of_a_uniform_shift_recovers_it_counting_each_pair_once)
 {
     s_farm_with_pairs_done ();
@@ -261,6 +377,7 @@ START_TEST (an_ensemble_of_a_uniform_shift_recovers_it_counting_each_pair_once)
     ck_assert_msg (bytes && len > 1000 && memcmp (bytes, "\x89HDF", 4) == 0, "not HDF5");
     ck_assert_msg (memmem (bytes, len, "Reynolds stress u'v'", 20), "no uv dataset");
     free (bytes);
+    s_export_formats_read_back ();
 }
 END_TEST
 
