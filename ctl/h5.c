@@ -606,7 +606,7 @@ ctl_h5_stresses (ctl_h5_t *self, const float *stress, int nx, int ny, char *err,
     // axis, and so does u'v').
     double k[3];
     piv_ensemble_stress_factors (&self->c, k);
-    const char *unit = self->c.set ? "m2 s-2" : "px2";
+    const char *unit = piv_ensemble_stress_unit (&self->c);
     size_t n = (size_t) nx * (size_t) ny;
     hsize_t dims[2] = {(hsize_t) ny, (hsize_t) nx};
     for (int q = 0; q < 3; q++) {

@@ -376,6 +376,8 @@ START_TEST (an_ensemble_of_a_uniform_shift_recovers_it_counting_each_pair_once)
     char *bytes = tu_slurp (h5, &len);
     ck_assert_msg (bytes && len > 1000 && memcmp (bytes, "\x89HDF", 4) == 0, "not HDF5");
     ck_assert_msg (memmem (bytes, len, "Reynolds stress u'v'", 20), "no uv dataset");
+    // The stresses' units as every other export spells them.
+    ck_assert_msg (memmem (bytes, len, "m^2/s^2", 7), "the stresses' units are not m^2/s^2");
     free (bytes);
     s_export_formats_read_back ();
 }
@@ -565,6 +567,10 @@ START_TEST (a_standing_ensemble_runs_once_the_run_is_quiet_and_survives_a_restar
     ck_assert_msg (rc == 2 && strstr (out, "idle=0"), "%d: %s", rc, out);
     rc = s_pivctl (out, sizeof out, "ensemble", "exp1", "--auto", "--pairs", "1-2", NULL);
     ck_assert_msg (rc == 2 && strstr (out, "takes no --pairs"), "%d: %s", rc, out);
+    // The run subtracts a background of its own frames; the ensemble does
+    // not (and says so): its record leaves the word out.
+    rc = s_pivctl (out, sizeof out, "piv", "exp1", "background=min:4", NULL);
+    ck_assert_msg (rc == 0, "%d: %s", rc, out);
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
     tu_farm_land (&s_farm, "e", 1, 8, 0);
@@ -576,6 +582,15 @@ START_TEST (a_standing_ensemble_runs_once_the_run_is_quiet_and_survives_a_restar
     ck_assert_str_eq (jdoc_string (doc, "$.ensemble.asked"), "");
     jdoc_destroy (&doc);
     ck_assert (tu_farm_log_has (&s_farm, "broker.log", "standing ensemble of 'exp1': quiet", 100));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log",
+                                "ensemble of 'exp1': its background subtraction is not applied",
+                                100));
+    s_table_t t = s_export ("standing.txt", "px");
+    s_table_free (&t);
+    char *text = tu_slurp (tu_path (s_farm.dir, "standing.txt"), NULL);
+    ck_assert_msg (strstr (text, "piv settings:") && !strstr (text, "background="), "%.800s",
+                   text);
+    free (text);
     // Covered: no second job while nothing new comes, even after a restart,
     // which keeps the setting.
     tu_stop (s_farm.broker, SIGTERM, 10);
