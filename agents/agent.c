@@ -16,6 +16,7 @@
 
 #include <czmq.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,6 @@
 #include <unistd.h>
 
 #define MAX_WORKERS 1024
-#define DRAIN_S 60     // at most this long to finish tasks after SIGTERM
 #define GOODBYE_S 5    // at most this long to see results recorded then
 // Latency mode: the most threads one pair runs on. Each worker's engine
 // keeps this many less one threads asleep and their window buffers, for
@@ -586,7 +586,11 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
         snprintf (self->id, sizeof self->id, "%s-%d", host ? host : "agent", (int) getpid ());
         free (host);
     }
-    long cores = sysconf (_SC_NPROCESSORS_ONLN);
+    // The CPUs this process may run on (a Slurm step's, taskset's, a
+    // cpuset's), not every CPU of the node.
+    cpu_set_t cpus;
+    long cores = sched_getaffinity (0, sizeof cpus, &cpus) == 0 ? CPU_COUNT (&cpus)
+                                                                : sysconf (_SC_NPROCESSORS_ONLN);
     self->nworkers = cfg->agent.threads > 0 ? cfg->agent.threads : (int) (cores > 0 ? cores : 1);
     if (self->nworkers > MAX_WORKERS)
         self->nworkers = MAX_WORKERS;
@@ -683,7 +687,7 @@ agent_run (agent_t *self)
     zpoller_t *poller = zpoller_new (self->results, self->broker, NULL);
     if (poller)
         zpoller_set_nonstop (poller, true);
-    int64_t deadline = s_ms () + DRAIN_S * 1000, beat = 0;
+    int64_t deadline = s_ms () + (int64_t) self->cfg.agent.drain_s * 1000, beat = 0;
     while (poller && (self->running > 0 || zlistx_size (self->unrecorded) > 0)
            && s_ms () < deadline) {
         if (s_ms () >= beat) {
@@ -700,6 +704,15 @@ agent_run (agent_t *self)
             s_on_broker (NULL, which, self);
     }
     zpoller_destroy (&poller);
+    // What is still computing goes back with the goodbye: the broker
+    // requeues every pair an agent held when it says DISCONNECT.
+    if (self->running > 0) {
+        int killed = process_kill_programs ();
+        log_notice ("stopping: %d task(s) not finished within agent/drain_s = %d s, handed back "
+                    "to the broker%s",
+                    self->running, self->cfg.agent.drain_s,
+                    killed ? " (their exec programs killed)" : "");
+    }
     proto_msg_t bye = {.command = PROTO_DISCONNECT};
     s_send (self, &bye);
     log_notice ("stopped: %lld result(s) recorded, %zu not confirmed", (long long) self->done,

@@ -116,6 +116,7 @@ static const s_key_t s_keys[] = {
     TEXT (agent, path_from, KIND_STRING),
     TEXT (agent, path_to, KIND_STRING),
     INT (agent, min_free_mb, 0, 1048576),
+    INT (agent, drain_s, 0, 86400),
     CHOICE (agent, result_format, s_result_formats),
     INT (agent, memory_mb, 0, 1 << 30),
     // The PIV core's settings: its rules (piv_settings_check_key), not these.
@@ -953,6 +954,7 @@ config_init (config_t *cfg)
     snprintf (cfg->agent.results, sizeof cfg->agent.results, "./results");
     snprintf (cfg->agent.processor, sizeof cfg->agent.processor, "piv");
     cfg->agent.min_free_mb = 64;
+    cfg->agent.drain_s = 60;
 
     snprintf (cfg->piv.passes, sizeof cfg->piv.passes, "64,32,16");
     cfg->piv.overlap = 50;

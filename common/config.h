@@ -64,6 +64,7 @@ typedef struct {
         char path_from[PATH_MAX];     // broker's path prefix to replace ("")
         char path_to[PATH_MAX];       // ... by this one on the agent ("")
         int min_free_mb;              // free MiB needed on the results volume to write (64)
+        int drain_s;                  // stopping: at most this long to finish held tasks (60)
         char result_format[8];        // txt | field: the result file's format (txt)
         int memory_mb;                // MiB the agent's workers may take for pairs, all
                                       // threads together (0: 3/4 of its cgroup's memory.max,

@@ -365,9 +365,14 @@ START_TEST (the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node)
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
     char conf_line[4200];
     snprintf (conf_line, sizeof conf_line, "agent [-c]\nagent [%s]\n", conf);
-    const char *lines[] = {"srun --ntasks-per-node=1\n", "srun --cpus-per-task=8\n",
+    // Each node checked first; then the agents, with every CPU the job has
+    // on their node, a drain within KillWait (no Slurm here: 30 s, less 5),
+    // and an id that stays from job to job.
+    const char *lines[] = {"agent [--check]\nagent [--broker]\nagent [tcp://nas1:5551]\n",
+                           "srun --ntasks-per-node=1\nsrun --whole\n",
                            "agent [--broker]\nagent [tcp://nas1:5551]\n",
-                           "agent [--threads]\nagent [8]\n", "-4711]\n", conf_line};
+                           "agent [--threads]\nagent [0]\n", "agent [--drain-s]\nagent [25]\n",
+                           "-slurm]\n", conf_line};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
     // The endpoint may come from the environment; without one it refuses.
