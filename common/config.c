@@ -141,6 +141,10 @@ static const s_key_t s_keys[] = {
     TEXT (security, client_cert, KIND_PATH),
     TEXT (security, clients, KIND_PATH),
     TEXT (security, operators, KIND_PATH),
+    TEXT (security, watcher_cert, KIND_OPT_PATH),
+    TEXT (security, agent_cert, KIND_OPT_PATH),
+    TEXT (security, page_cert, KIND_OPT_PATH),
+    TEXT (security, pivctl_cert, KIND_OPT_PATH),
     TEXT (storage, io_size, KIND_IO_SIZE),
     INT (storage, guard_ms, 100, 60000),
     TEXT (storage, warn_free, KIND_SPACE),
@@ -159,6 +163,9 @@ static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent"
 
 // The rules registered by config_rules, by section (in s_sections order).
 static config_rules_fn *s_section_rules[SECTIONS];
+
+// The role config_role registered: its certificate key is <role>_cert.
+static char s_role[16];
 
 // What one load knows about the file, for messages and anchoring.
 typedef struct {
@@ -816,6 +823,31 @@ s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
     return 0;
 }
 
+// Anchors security/<role>_cert when given.
+static int
+s_anchor_cert (s_load_t *load, config_t *cfg, const char *role)
+{
+    char name[32];
+    snprintf (name, sizeof name, "%s_cert", role);
+    const s_key_t *key = s_key_find ("security", name);
+    return *s_text (cfg, key) ? s_anchor (load, cfg, key, "") : 0;
+}
+
+// This program's certificate: its role's key when the file gives it, else
+// client_cert (the one key of every program before roles had their own).
+static void
+s_choose_cert (config_t *cfg)
+{
+    char name[32];
+    snprintf (name, sizeof name, "%s_cert", s_role);
+    const s_key_t *key = *s_role ? s_key_find ("security", name) : NULL;
+    const char *path = key && *s_text (cfg, key) ? s_text (cfg, key) : cfg->security.client_cert;
+    snprintf (cfg->security.cert, sizeof cfg->security.cert, "%s", path);
+    snprintf (cfg->security.cert_key, sizeof cfg->security.cert_key, "security/%s",
+              key && *s_text (cfg, key) ? name : "client_cert");
+    snprintf (cfg->security.role, sizeof cfg->security.role, "%s", s_role);
+}
+
 // Rules between keys, and what follows from the keys not given.
 static int
 s_complete (s_load_t *load, config_t *cfg, const int *given)
@@ -861,8 +893,11 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
         || s_anchor (load, cfg, s_key_find ("security", "client_cert"), "")
         || s_anchor (load, cfg, s_key_find ("security", "clients"), "")
         || s_anchor (load, cfg, s_key_find ("security", "operators"), "")
+        || s_anchor_cert (load, cfg, "watcher") || s_anchor_cert (load, cfg, "agent")
+        || s_anchor_cert (load, cfg, "page") || s_anchor_cert (load, cfg, "pivctl")
         || (*cfg->piv.mask && s_anchor (load, cfg, s_key_find ("piv", "mask"), "")))
         return -1;
+    s_choose_cert (cfg);
     // A TASK's settings are split at spaces: the directory must have none.
     if (strchr (cfg->piv.mask, ' '))
         return s_fail (load, "value of 'piv/mask' in '%s' holds a space once made relative to "
@@ -889,6 +924,12 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
         && s_anchor (load, cfg, s_key_find ("agent", "processor"), "exec:"))
         return -1;
     return 0;
+}
+
+void
+config_role (const char *role)
+{
+    snprintf (s_role, sizeof s_role, "%s", role ? role : "");
 }
 
 void
@@ -971,6 +1012,7 @@ config_init (config_t *cfg)
     snprintf (cfg->security.clients, sizeof cfg->security.clients, "./certs/clients");
     snprintf (cfg->security.operators, sizeof cfg->security.operators,
               "./certs/clients/operators");
+    s_choose_cert (cfg);
 
     snprintf (cfg->storage.io_size, sizeof cfg->storage.io_size, "4M");
     cfg->storage.guard_ms = 1000;

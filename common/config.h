@@ -103,6 +103,16 @@ typedef struct {
                                       // secret part beside it, + "_secret")
         char clients[PATH_MAX];       // ./certs/clients: public certificates allowed to connect
         char operators[PATH_MAX];     // ./certs/clients/operators: ... and to change things
+        char watcher_cert[PATH_MAX];  // "": the watcher's own certificate (else client_cert)
+        char agent_cert[PATH_MAX];    // "": the agents' (else client_cert)
+        char page_cert[PATH_MAX];     // "": the status page's (else client_cert)
+        char pivctl_cert[PATH_MAX];   // "": pivctl's, after its own (else client_cert)
+        // Not keys: what config_load chose for this program's role
+        // (config_role), which pivctl may override (--cert ...).
+        char cert[PATH_MAX];          // this program's certificate: its role's key, when given,
+                                      // else client_cert
+        char cert_key[64];            // what chose it, for messages ("security/page_cert")
+        char role[16];                // the role config_role named ("": none)
     } security;
     struct {
         char io_size[32];             // 4M: IO size of the archiver and of agents' reads
@@ -148,6 +158,13 @@ int config_load (config_t *cfg, const char *path, char *err, size_t errlen);
 typedef int (config_rules_fn) (const char *name, const char *value, char *norm, size_t normlen,
                                char *why, size_t whylen);
 void config_rules (const char *section, config_rules_fn *rules);
+
+// Names the role of this program, whose certificate is security/<role>_cert
+// when the file gives it, else security/client_cert: "watcher", "agent",
+// "page" or "pivctl" (NULL: none, client_cert). Once, before config_load,
+// like config_rules; config_load then fills security/cert, cert_key and
+// role with the choice.
+void config_role (const char *role);
 
 // Sets one key as the file would, with the same checks: 0, or -1 with err
 // naming the key, the value and 'origin' (what gave it, in place of a file

@@ -490,6 +490,25 @@ START_TEST (the_agent_connects_to_the_work_endpoint_of_the_broker_unless_told_ot
 }
 END_TEST
 
+// Each program's certificate: its role's key when given, else client_cert.
+START_TEST (each_program_takes_the_certificate_of_its_role_before_client_cert)
+{
+    config_t cfg;
+    const char *text = "security\n    client_cert = ./shared.cert\n    page_cert = ./page.cert\n";
+    config_role ("page");
+    s_loads (&cfg, text);
+    s_assert_in_dir (cfg.security.cert, s_dir, "page.cert");
+    ck_assert_str_eq (cfg.security.cert_key, "security/page_cert");
+    config_role ("watcher");
+    s_loads (&cfg, text);
+    s_assert_in_dir (cfg.security.cert, s_dir, "shared.cert");
+    ck_assert_str_eq (cfg.security.cert_key, "security/client_cert");
+    config_role (NULL);
+    s_loads (&cfg, text);
+    ck_assert_str_eq (cfg.security.cert_key, "security/client_cert");
+}
+END_TEST
+
 START_TEST (integers_are_accepted_at_both_ends_of_their_range_and_refused_beyond)
 {
     for (int i = 0; i < INTS; i++) {
@@ -1058,6 +1077,7 @@ s_suite (void)
     tcase_add_test (load, a_file_with_one_key_keeps_the_defaults_of_the_others);
     tcase_add_test (load,
                     the_agent_connects_to_the_work_endpoint_of_the_broker_unless_told_otherwise);
+    tcase_add_test (load, each_program_takes_the_certificate_of_its_role_before_client_cert);
     suite_add_tcase (suite, load);
 
     TCase *paths = tcase_create ("paths");

@@ -26,6 +26,11 @@ static void
 s_setup (void)
 {
     tu_farm_init (&s_farm);
+    // pivctl takes an operator's own key before the configuration's: none
+    // here but what a test puts there.
+    setenv ("HOME", s_farm.dir, 1);
+    unsetenv ("XDG_CONFIG_HOME");
+    unsetenv ("PIVFARM_CERT");
 }
 
 static void
@@ -45,6 +50,17 @@ s_keygen (const char *name, const char *dir)
     ck_assert_msg (tu_run (argv, out, sizeof out, 30) == 0, "keygen %s: %s", name, out);
 }
 
+// Copies the file 'from' to 'to'.
+static void
+s_copy (const char *from, const char *to)
+{
+    size_t len;
+    char *bytes = tu_slurp (from, &len);
+    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
+    tu_spit (to, bytes, len);
+    free (bytes);
+}
+
 // Copies the public certificate keys/<name>.cert into 'dir' of the farm.
 static void
 s_authorise (const char *name, const char *dir)
@@ -52,11 +68,7 @@ s_authorise (const char *name, const char *dir)
     char from[4096], to[4096];
     snprintf (from, sizeof from, "%s/keys/%s.cert", s_farm.dir, name);
     snprintf (to, sizeof to, "%s/%s/%s.cert", s_farm.dir, dir, name);
-    size_t len;
-    char *bytes = tu_slurp (from, &len);
-    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
-    tu_spit (to, bytes, len);
-    free (bytes);
+    s_copy (from, to);
 }
 
 // The keys of a farm: the broker's pair in certs/, the clients' pairs in
@@ -108,6 +120,22 @@ s_use (const char *role)
     snprintf (s_farm.conf, sizeof s_farm.conf, "%s/%s.conf", s_farm.dir, role);
 }
 
+// 'pivctl -c conf --timeout 2000 args...' as the user whose HOME is 'home'
+// (NULL: the farm's directory): its exit status, its output in out.
+static int
+s_pivctl_v (char *out, size_t len, const char *conf, const char *home, va_list ap)
+{
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", (char *)conf, "--timeout", "2000"};
+    int n = 5;
+    for (const char *word; n < 31 && (word = va_arg (ap, const char *));)
+        argv[n++] = (char *)word;
+    argv[n] = NULL;
+    setenv ("HOME", home ? home : s_farm.dir, 1);
+    int rc = tu_run (argv, out, len, 60);
+    setenv ("HOME", s_farm.dir, 1);
+    return rc;
+}
+
 // Runs 'pivctl -c <role>.conf --timeout 2000 args...' (NULL-terminated):
 // its exit status, its output in out.
 static int
@@ -115,15 +143,11 @@ s_pivctl (char *out, size_t len, const char *role, ...)
 {
     char conf[4096];
     snprintf (conf, sizeof conf, "%s/%s.conf", s_farm.dir, role);
-    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", conf, "--timeout", "2000"};
-    int n = 5;
     va_list ap;
     va_start (ap, role);
-    for (const char *word; n < 31 && (word = va_arg (ap, const char *));)
-        argv[n++] = (char *)word;
+    int rc = s_pivctl_v (out, len, conf, NULL, ap);
     va_end (ap);
-    argv[n] = NULL;
-    return tu_run (argv, out, len, 60);
+    return rc;
 }
 
 // The number of agents 'pivctl agents --json' lists, asked with the reader's key.
@@ -671,6 +695,139 @@ START_TEST (an_image_over_max_pixels_fails_its_pair_naming_the_file_and_its_size
 }
 END_TEST
 
+
+// Copies the key pair keys/<name>.cert (and _secret) to 'dir' as <as>.cert.
+static void
+s_copy_pair (const char *name, const char *dir, const char *as)
+{
+    for (int secret = 0; secret < 2; secret++) {
+        char from[8192], to[8192];
+        snprintf (from, sizeof from, "%s/keys/%s.cert%s", s_farm.dir, name, secret ? "_secret" : "");
+        snprintf (to, sizeof to, "%s/%s.cert%s", dir, as, secret ? "_secret" : "");
+        s_copy (from, to);
+    }
+}
+
+// Runs 'pivctl -c pivfarm.conf --timeout 2000 args...' (NULL-terminated) as
+// the operator whose HOME is 'home' (NULL: the farm's directory): its exit
+// status, its output in out.
+static int
+s_pivctl_as (char *out, size_t len, const char *home, ...)
+{
+    va_list ap;
+    va_start (ap, home);
+    int rc = s_pivctl_v (out, len, s_farm.conf, home, ap);
+    va_end (ap);
+    return rc;
+}
+
+// The status page's JSON, run as the web server runs it: by 'uid' (0:
+// this test's user, root) with PIVFARM_CONF the farm's file.
+static jdoc_t *
+s_page_json (int uid, char *out, size_t len)
+{
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    setenv ("REQUEST_METHOD", "GET", 1);
+    setenv ("QUERY_STRING", "format=json", 1);
+    char reuid[32], regid[32];
+    snprintf (reuid, sizeof reuid, "--reuid=%d", uid);
+    snprintf (regid, sizeof regid, "--regid=%d", uid);
+    char *as_user[] = {"/usr/bin/setpriv", reuid, regid, "--clear-groups",
+                       (char *)tu_bin ("pivfarm.cgi"), NULL};
+    char *as_root[] = {(char *)tu_bin ("pivfarm.cgi"), NULL};
+    int rc = tu_run (uid ? as_user : as_root, out, len, 30);
+    unsetenv ("QUERY_STRING");
+    unsetenv ("REQUEST_METHOD");
+    ck_assert_msg (rc == 0, "pivfarm.cgi: exit %d: %.500s", rc, out);
+    const char *body = strstr (out, "\r\n\r\n");
+    ck_assert_msg (body != NULL, "no end of headers: %.500s", out);
+    char why[256];
+    jdoc_t *doc = jdoc_parse (body + 4, why, sizeof why);
+    ck_assert_msg (doc != NULL, "the page's JSON (%s): %.500s", why, body + 4);
+    return doc;
+}
+
+// The broker's host as doc/security.md lays it out: one configuration
+// file for the watcher, the agents, the status page and every operator,
+// each program with its key by role, each operator with their own; the
+// shared client_cert is a key the broker does not know (whoever falls
+// back to it is not let in).
+START_TEST (one_configuration_serves_each_program_and_operator_with_its_own_key)
+{
+    s_make_keys ();
+    s_keygen ("page", "keys");
+    s_authorise ("page", "certs/clients");
+    tu_farm_conf (&s_farm, "piv", 1, "32,16",
+                  "security\n"
+                  "    curve = on\n"
+                  "    client_cert = ./keys/intruder.cert\n"
+                  "    watcher_cert = ./keys/watcher.cert\n"
+                  "    agent_cert = ./keys/agent.cert\n"
+                  "    page_cert = ./keys/page.cert\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    // The watcher's FILE events are accepted, the agent's results too.
+    tu_farm_render (&s_farm, 2, "run");
+    tu_farm_land (&s_farm, "run", 1, 2, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 2, 60);
+    ck_assert_int_eq (c.done, 2);
+
+    // Alice's own key, in ~/.config/pivfarm/, is an operator's.
+    char alice[4096], out[65536];
+    snprintf (alice, sizeof alice, "%s/alice/.config/pivfarm", s_farm.dir);
+    ck_assert (mkdir (tu_path (s_farm.dir, "alice"), 0755) == 0);
+    ck_assert (mkdir (tu_path (s_farm.dir, "alice/.config"), 0755) == 0);
+    ck_assert (mkdir (alice, 0755) == 0);
+    s_copy_pair ("operator", alice, "client");
+    int rc = s_pivctl_as (out, sizeof out, tu_path (s_farm.dir, "alice"), "pause", NULL);
+    ck_assert_msg (rc == 0, "alice's pause: exit %d: %s", rc, out);
+    // Bob's, in $PIVFARM_CERT, is a reader's: he reads, and may not pause.
+    setenv ("PIVFARM_CERT", tu_path (s_farm.dir, "keys/reader.cert"), 1);
+    rc = s_pivctl_as (out, sizeof out, NULL, "status", NULL);
+    ck_assert_msg (rc == 0, "bob's status: exit %d: %s", rc, out);
+    rc = s_pivctl_as (out, sizeof out, NULL, "pause", NULL);
+    ck_assert_msg (rc == 1, "bob's pause: exit %d: %s", rc, out);
+    ck_assert_str_eq (out, "pivctl: refused: 'pause' changes the farm and your key is not an "
+                           "operator's\n");
+    // --cert comes before $PIVFARM_CERT, $PIVFARM_CERT before ~/.config.
+    char cert[4096];
+    snprintf (cert, sizeof cert, "%s/keys/operator.cert", s_farm.dir);
+    rc = s_pivctl_as (out, sizeof out, NULL, "--cert", cert, "resume", NULL);
+    ck_assert_msg (rc == 0, "bob's resume with --cert: exit %d: %s", rc, out);
+    rc = s_pivctl_as (out, sizeof out, tu_path (s_farm.dir, "alice"), "pause", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused"), "$PIVFARM_CERT first: %d: %s", rc, out);
+    unsetenv ("PIVFARM_CERT");
+    // Without a key of their own, pivctl falls back to client_cert, and
+    // says which key it took.
+    rc = s_pivctl_as (out, sizeof out, NULL, "status", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "keys/intruder.cert' (security/client_cert)"),
+                   "no key of one's own: exit %d: %s", rc, out);
+
+    // The page reads status with its own key, as the web server's user.
+    chmod (s_farm.dir, 0755);
+    // (and reach the control socket: an ipc:// file here, a TCP port there)
+    static const char *const readable[] = {"pivfarm.conf", "farm.db", "farm.db-wal",
+                                           "farm.db-shm", "keys/page.cert_secret", "control"};
+    for (size_t i = 0; i < sizeof readable / sizeof readable[0]; i++)
+        chmod (tu_path (s_farm.dir, readable[i]), 0666);
+    jdoc_t *page = s_page_json (65534, out, sizeof out);
+    ck_assert_msg (jdoc_bool (page, 0, "$.broker.reachable") == 1, "the page: %.2000s", out);
+    jdoc_destroy (&page);
+    // A key it cannot read is named, with who must read it.
+    chmod (tu_path (s_farm.dir, "keys/page.cert_secret"), 0600);
+    page = s_page_json (65534, out, sizeof out);
+    ck_assert_msg (jdoc_bool (page, 1, "$.broker.reachable") == 0, "the page: %.2000s", out);
+    const char *error = jdoc_string (page, "$.broker.error");
+    ck_assert_msg (error && strstr (error, "keys/page.cert_secret' (security/page_cert): Permission denied; "
+                                  "the status page's key (security/page_cert) must be readable "
+                                  "by the web server's user (this program runs as "),
+                   "%s", error ? error : out);
+    jdoc_destroy (&page);
+}
+END_TEST
+
+
 static Suite *
 s_suite (void)
 {
@@ -691,6 +848,11 @@ s_suite (void)
                     a_revoked_agent_key_that_keeps_trying_is_logged_once_and_the_farm_goes_on);
     tcase_add_test (farm, a_refused_key_is_logged_once_then_summed_up_at_most_once_a_minute);
     suite_add_tcase (suite, farm);
+    TCase *identities = tcase_create ("identities");
+    tcase_set_timeout (identities, 180);
+    tcase_add_checked_fixture (identities, s_setup, s_teardown);
+    tcase_add_test (identities, one_configuration_serves_each_program_and_operator_with_its_own_key);
+    suite_add_tcase (suite, identities);
     TCase *limits = tcase_create ("limits");
     tcase_set_timeout (limits, 180);
     tcase_add_checked_fixture (limits, s_setup, s_teardown);
