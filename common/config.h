@@ -43,6 +43,9 @@ typedef struct {
         int resend_ms;                // first resend of an unacknowledged event (500)
         int max_pending;              // events sent but unacknowledged, at most (10000)
         int settle_ms;                // a file unchanged this long is complete (500)
+        char broker[CONFIG_STRING];   // ingest endpoint to connect to; when not given, broker/
+                                      // ingest's value (set it when the broker binds tcp://*:...
+                                      // or runs on another host)
     } watcher;
     struct {
         char rule[16];                // a name of common/pairing_rule.h (ab)
@@ -115,6 +118,12 @@ typedef struct {
         char role[16];                // the role config_role named ("": none)
     } security;
     struct {
+        char control[CONFIG_STRING];  // control endpoint pivctl and the status page connect to;
+                                      // when not given, broker/control's value
+        char publish[CONFIG_STRING];  // publish endpoint pivctl tail subscribes to; when not
+                                      // given, broker/publish's value
+    } client;
+    struct {
         char io_size[32];             // 4M: IO size of the archiver and of agents' reads
         int guard_ms;                 // free-space check interval (1000)
         char warn_free[32];           // 10%: below, a warning (a size or a percentage)
@@ -165,6 +174,13 @@ void config_rules (const char *section, config_rules_fn *rules);
 // like config_rules; config_load then fills security/cert, cert_key and
 // role with the choice.
 void config_role (const char *role);
+
+// The endpoint a client connects to, by its key ("watcher/broker",
+// "agent/broker", "client/control", "client/publish"): the key's value,
+// which is the broker's bind key's (broker/ingest, ...) when not given.
+// NULL with err when it is a bind address (a '*': tcp://*:5550), naming
+// both keys and the key to set, or when 'key' is none of these.
+const char *config_connect (const config_t *cfg, const char *key, char *err, size_t errlen);
 
 // Sets one key as the file would, with the same checks: 0, or -1 with err
 // naming the key, the value and 'origin' (what gave it, in place of a file

@@ -87,7 +87,7 @@ s_usage (FILE *out)
     fprintf (
         out,
         "usage: pivctl [-c FILE] [--cert FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
-        "  -c, --config FILE      pivfarm configuration (broker/control, publish and store;\n"
+        "  -c, --config FILE      pivfarm configuration (client/control, publish and store;\n"
         "                         default $PIVFARM_CONF, else %s)\n"
         "      --cert FILE        your CURVE certificate (its secret part in FILE_secret);\n"
         "                         default $PIVFARM_CERT, else ~/.config/pivfarm/client.cert\n"

@@ -828,6 +828,81 @@ START_TEST (one_configuration_serves_each_program_and_operator_with_its_own_key)
 END_TEST
 
 
+// Four free TCP ports of loopback, in port[0..3].
+static void
+s_free_ports (int port[4])
+{
+    zsock_t *s[4];
+    for (int i = 0; i < 4; i++) {
+        s[i] = zsock_new (ZMQ_ROUTER);
+        port[i] = zsock_bind (s[i], "tcp://127.0.0.1:*");
+        ck_assert (port[i] > 0);
+    }
+    for (int i = 0; i < 4; i++)
+        zsock_destroy (&s[i]);
+}
+
+// The broker binding every interface (tcp://*:PORT, as doc/deploy.md's
+// cluster does), its clients on its host: each connecting program needs
+// an address to connect to, and says which key to set without one.
+START_TEST (a_broker_bound_to_every_interface_is_reached_through_the_connect_keys)
+{
+    s_make_keys ();
+    int port[4];
+    s_free_ports (port);
+    char conf[4096], connect[512], text[4096];
+    snprintf (conf, sizeof conf,
+              "broker\n"
+              "    ingest = tcp://*:%d\n"
+              "    work = tcp://*:%d\n"
+              "    control = tcp://*:%d\n"
+              "    publish = tcp://*:%d\n"
+              "    store = ./farm.db\n"
+              "watcher\n"
+              "    root = ./data\n"
+              "    resend_ms = 100\n"
+              "%%s"
+              "security\n"
+              "    curve = on\n"
+              "    client_cert = ./keys/operator.cert\n"
+              "    watcher_cert = ./keys/watcher.cert\n",
+              port[0], port[1], port[2], port[3]);
+    snprintf (text, sizeof text, conf, "");
+    tu_spit (s_farm.conf, text, strlen (text));
+    tu_farm_start_broker (&s_farm);
+    // Without a connect key: the watcher stops at start, pivctl refuses.
+    char *watcher[] = {(char *)tu_bin ("pivfarm-watcher"), "-c", s_farm.conf, NULL};
+    char out[8192], expected[512];
+    int rc = tu_run (watcher, out, sizeof out, 30);
+    snprintf (expected, sizeof expected,
+              "broker/ingest is a bind address (tcp://*:%d), not one to connect to; set "
+              "watcher/broker = tcp://HOST:%d",
+              port[0], port[0]);
+    ck_assert_msg (rc == 2 && strstr (out, expected), "the watcher: exit %d: %s", rc, out);
+    rc = s_pivctl_as (out, sizeof out, NULL, "status", NULL);
+    snprintf (expected, sizeof expected,
+              "broker/control is a bind address (tcp://*:%d), not one to connect to; set "
+              "client/control = tcp://HOST:%d",
+              port[2], port[2]);
+    ck_assert_msg (rc == 2 && strstr (out, expected), "pivctl: exit %d: %s", rc, out);
+    // With them, the watcher's events are recorded and pivctl steers.
+    snprintf (connect, sizeof connect,
+              "    broker = tcp://127.0.0.1:%d\n"
+              "client\n"
+              "    control = tcp://127.0.0.1:%d\n",
+              port[0], port[2]);
+    snprintf (text, sizeof text, conf, connect);
+    tu_spit (s_farm.conf, text, strlen (text));
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_render (&s_farm, 2, "run");
+    tu_farm_land (&s_farm, "run", 1, 2, 0);
+    tu_counts_t c = s_wait_count (offsetof (tu_counts_t, pending), 2, 10);
+    ck_assert_int_eq (c.pending, 2);
+    rc = s_pivctl_as (out, sizeof out, NULL, "pause", NULL);
+    ck_assert_msg (rc == 0, "pivctl pause: exit %d: %s", rc, out);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -852,6 +927,8 @@ s_suite (void)
     tcase_set_timeout (identities, 180);
     tcase_add_checked_fixture (identities, s_setup, s_teardown);
     tcase_add_test (identities, one_configuration_serves_each_program_and_operator_with_its_own_key);
+    tcase_add_test (identities,
+                    a_broker_bound_to_every_interface_is_reached_through_the_connect_keys);
     suite_add_tcase (suite, identities);
     TCase *limits = tcase_create ("limits");
     tcase_set_timeout (limits, 180);

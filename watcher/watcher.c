@@ -868,7 +868,7 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
     int rc = proto_recv (reader, NULL, &msg, err, sizeof err);
     if (rc != 0) {
         if (rc == -1)
-            log_warning ("from the broker at '%s': %s", self->cfg.broker.ingest, err);
+            log_warning ("from the broker at '%s': %s", self->cfg.watcher.broker, err);
         return 0;
     }
     for (size_t m = 0; m < proto_count (&msg); m++) {
@@ -1037,8 +1037,10 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) s_free);
     zhashx_set_destructor (self->pending, (zhashx_destructor_fn *) s_event_destroy);
     zlistx_set_destructor (self->backlog, (zlistx_destructor_fn *) zstr_free);
-    self->broker = secure_connect (ZMQ_DEALER, cfg, cfg->broker.ingest, "the broker", 1000, err,
-                                   errlen, NULL);
+    const char *endpoint = config_connect (cfg, "watcher/broker", err, errlen);
+    self->broker = endpoint ? secure_connect (ZMQ_DEALER, cfg, endpoint, "the broker", 1000, err,
+                                              errlen, NULL)
+                            : NULL;
     if (!self->broker) {
         watcher_destroy (&self);
         return NULL;
@@ -1096,7 +1098,7 @@ watcher_run (watcher_t *self)
     // Said once every directory is watched (and its identity kept for the
     // remount check): a change after this line is seen.
     log_notice ("watching '%s' (%s), reporting to %s", self->root,
-                self->poll ? "polling" : "inotify", self->cfg.broker.ingest);
+                self->poll ? "polling" : "inotify", self->cfg.watcher.broker);
     zloop_start (self->loop);
     log_notice ("stopped: %lld event(s) sent, %lld acknowledged, %zu unacknowledged, %zu "
                 "file(s) not sent yet",
@@ -1136,8 +1138,8 @@ watcher_reload (watcher_t *self, const config_t *cfg)
                "watcher/mode");
     s_differs (restart, sizeof restart, old->watcher.poll_ms != cfg->watcher.poll_ms,
                "watcher/poll_ms");
-    s_differs (restart, sizeof restart, strcmp (old->broker.ingest, cfg->broker.ingest) != 0,
-               "broker/ingest");
+    s_differs (restart, sizeof restart, strcmp (old->watcher.broker, cfg->watcher.broker) != 0,
+               "watcher/broker");
     s_differs (restart, sizeof restart,
                memcmp (&old->security, &cfg->security, sizeof cfg->security) != 0, "security");
     // Read where they are used: the next name, settle and resend see them.
