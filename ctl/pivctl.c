@@ -173,9 +173,12 @@ s_usage (FILE *out)
         "  warnings [list]                 the storage and clock warnings in force, numbered\n"
         "  warnings clear N|all            hide warning N (or all) while it lasts (operator)\n"
         "security (doc/security.md):\n"
-        "  keygen NAME [-o DIR] [--force]  a CURVE key pair: DIR/NAME.cert (public) and\n"
+        "  keygen NAME [-o DIR] [--force] [--role ROLE]\n"
+        "                                  a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
-        "                                  missing); no -c needed\n"
+        "                                  missing); no -c needed. It prints where the pair\n"
+        "                                  goes for ROLE: broker, watcher, agent, page,\n"
+        "                                  operator or reader (default: NAME when it is one)\n"
         "\n"
         "exit status: 0 done; 1 the broker did not answer or refused (no such experiment,\n"
         "not an operator, its store failed), or the work failed; 2 bad usage or\n"
@@ -202,7 +205,7 @@ static const ctl_option_t s_log_options[] = {
 static const ctl_option_t s_tail_options[] = {
     {"count", 'n', 1, 1}, {"new", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_keygen_options[] = {
-    {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {NULL, 0, 0, 0}};
+    {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {"role", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_export_options[] = {{"format", 'f', 1, 1},
                                                 {"output", 'o', 1, 1},
                                                 {"units", 0, 1, 1},
@@ -271,7 +274,8 @@ static const ctl_command_t s_commands[] = {
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "
      "[--deform D] [--set KEY=VALUE]... [--feedback-only] [--wait S]",
      s_replay_options, ctl_run_replay},
-    {"keygen", 1, 1, "keygen NAME [-o DIR] [--force]", s_keygen_options, ctl_run_keygen},
+    {"keygen", 1, 1, "keygen NAME [-o DIR] [--force] [--role ROLE]", s_keygen_options,
+     ctl_run_keygen},
     {"provision", 1, 1, "provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]",
      s_provision_options, ctl_run_provision},
     {"archive", 1, 1, "archive EXP [--to DIR] [--wait S] [--no-wait]", s_archive_options,

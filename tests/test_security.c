@@ -561,6 +561,29 @@ START_TEST (keygen_writes_a_public_and_a_private_file_and_overwrites_nothing)
 }
 END_TEST
 
+// keygen prints where the pair goes for the role asked (or named), and
+// only that: the broker's pair is not told to be a client's.
+START_TEST (keygen_says_where_the_pair_goes_for_its_role_alone)
+{
+    char out[4096], dir[4096];
+    snprintf (dir, sizeof dir, "%s/keys", s_farm.dir);
+    char *page[] = {(char *)tu_bin ("pivctl"), "keygen", "www", "--role", "page", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (page, out, sizeof out, 30), 0);
+    ck_assert_msg (strstr (out, "security/page_cert = ") && strstr (out, "web server's user")
+                       && !strstr (out, "broker_cert") && !strstr (out, "client_cert"),
+                   "%s", out);
+    char *broker[] = {(char *)tu_bin ("pivctl"), "keygen", "broker", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (broker, out, sizeof out, 30), 0);
+    ck_assert_msg (strstr (out, "security/broker_cert = ") && !strstr (out, "client_cert")
+                       && !strstr (out, "clients"),
+                   "%s", out);
+    char *bad[] = {(char *)tu_bin ("pivctl"), "keygen", "k", "--role", "boss", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (bad, out, sizeof out, 30), 2);
+    ck_assert_msg (strstr (out, "bad --role 'boss'"), "%s", out);
+    ck_assert (access (tu_path (s_farm.dir, "keys/k.cert"), F_OK) != 0);
+}
+END_TEST
+
 // tests/badinput/README.md, "Files pivctl writes": a link planted at either
 // file of the pair (to a victim outside, or to a name not there yet) is
 // refused, the victim unchanged (nothing made where the link points),
@@ -916,6 +939,7 @@ s_suite (void)
     tcase_add_test (farm, a_missing_certificate_is_named_at_start);
     tcase_add_test (farm, keygen_writes_a_public_and_a_private_file_and_overwrites_nothing);
     tcase_add_test (farm, keygen_never_writes_through_a_link_nor_over_a_file);
+    tcase_add_test (farm, keygen_says_where_the_pair_goes_for_its_role_alone);
     tcase_add_test (farm, with_curve_off_no_key_is_needed_and_anyone_may_change_things);
     tcase_add_test (farm, each_key_may_use_only_the_socket_of_its_role);
     tcase_add_test (farm, a_revoked_key_is_refused_on_its_open_connection);
