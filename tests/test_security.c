@@ -851,6 +851,33 @@ START_TEST (one_configuration_serves_each_program_and_operator_with_its_own_key)
 END_TEST
 
 
+// A watcher whose key the broker does not know hears nothing (CURVE's
+// handshake fails without a word): it says so, with the key it uses, and
+// keeps resending.
+START_TEST (a_watcher_with_a_key_the_broker_does_not_know_says_the_broker_is_silent)
+{
+    s_make_keys ();
+    s_conf ("broker", "reader", NULL);
+    s_conf ("intruder", "intruder", NULL);
+    s_use ("broker");
+    tu_farm_start_broker (&s_farm);
+    s_use ("intruder");
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_render (&s_farm, 1, "run");
+    tu_farm_land (&s_farm, "run", 1, 1, 0);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", "is silent: ",
+                                    15000),
+                   "no word of the silence in watcher.log");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log",
+                                "keys/intruder.cert' (security/client_cert), in the broker's "
+                                "clients directory?)",
+                                1000));
+    ck_assert (tu_alive (s_farm.watcher));
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    ck_assert_int_le (c.files, 0);
+}
+END_TEST
+
 // Four free TCP ports of loopback, in port[0..3].
 static void
 s_free_ports (int port[4])
@@ -953,6 +980,8 @@ s_suite (void)
     tcase_add_test (identities, one_configuration_serves_each_program_and_operator_with_its_own_key);
     tcase_add_test (identities,
                     a_broker_bound_to_every_interface_is_reached_through_the_connect_keys);
+    tcase_add_test (identities,
+                    a_watcher_with_a_key_the_broker_does_not_know_says_the_broker_is_silent);
     suite_add_tcase (suite, identities);
     TCase *limits = tcase_create ("limits");
     tcase_set_timeout (limits, 180);
