@@ -819,6 +819,11 @@ START_TEST (one_configuration_serves_each_program_and_operator_with_its_own_key)
     rc = s_pivctl_as (out, sizeof out, tu_path (s_farm.dir, "alice"), "pause", NULL);
     ck_assert_msg (rc == 1 && strstr (out, "refused"), "$PIVFARM_CERT first: %d: %s", rc, out);
     unsetenv ("PIVFARM_CERT");
+    // $XDG_CONFIG_HOME, when set, is where pivfarm/client.cert is looked for.
+    setenv ("XDG_CONFIG_HOME", tu_path (s_farm.dir, "alice/.config"), 1);
+    rc = s_pivctl_as (out, sizeof out, NULL, "resume", NULL);
+    ck_assert_msg (rc == 0, "resume with $XDG_CONFIG_HOME: exit %d: %s", rc, out);
+    unsetenv ("XDG_CONFIG_HOME");
     // Without a key of their own, pivctl falls back to client_cert, and
     // says which key it took.
     rc = s_pivctl_as (out, sizeof out, NULL, "status", NULL);
