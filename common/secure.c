@@ -57,8 +57,12 @@ s_unreadable (const char *file, const char *key, const char *role, int secret, c
     }
     else
         snprintf (err, errlen,
-                  "cannot read the %s certificate '%s' (%s): %s; 'pivctl keygen NAME' makes one",
-                  secret ? "secret" : "public", file, key, why);
+                  "cannot read the %s certificate '%s' (%s): %s; 'pivctl keygen NAME' makes one%s",
+                  secret ? "secret" : "public", file, key, why,
+                  role && strcmp (role, "pivctl") == 0 && strncmp (key, "security/", 9) == 0
+                      ? " (an operator's own: --cert FILE, $PIVFARM_CERT or "
+                        "~/.config/pivfarm/client.cert)"
+                      : "");
 }
 
 // secure_cert_load for the certificate of 'role' (NULL: none).

@@ -528,7 +528,10 @@ START_TEST (a_missing_certificate_is_named_at_start)
     s_conf ("nokey", "nobody", NULL);
     int rc = s_pivctl (out, sizeof out, "nokey", "status", NULL);
     ck_assert_msg (rc == 2, "exit %d: %s", rc, out);
-    ck_assert_msg (strstr (out, "keys/nobody.cert_secret' (security/client_cert)"), "%s", out);
+    ck_assert_msg (strstr (out, "keys/nobody.cert_secret' (security/client_cert)")
+                       && strstr (out, "(an operator's own: --cert FILE, $PIVFARM_CERT or "
+                                       "~/.config/pivfarm/client.cert)"),
+                   "%s", out);
     // The broker: its secret certificate is missing.
     ck_assert (remove (tu_path (s_farm.dir, "certs/broker.cert_secret")) == 0);
     s_conf ("broker", "reader", NULL);
