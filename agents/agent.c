@@ -571,6 +571,9 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
 agent_t *
 agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
 {
+    // agent/broker (--broker) as a bind address (tcp://*:5551) connects nowhere.
+    if (!config_connect (cfg, "agent/broker", err, errlen))
+        return NULL;
     agent_t *self = calloc (1, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "cannot start the agent: out of memory");

@@ -117,6 +117,7 @@ main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
     config_rules ("calibration", piv_calib_check_key);
+    config_role ("agent");
     s_hangup_start ();
     const char *path = NULL, *broker = NULL, *processor = NULL, *results = NULL, *id = NULL;
     long threads = -1, drain_s = -1;

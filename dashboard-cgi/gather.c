@@ -53,12 +53,12 @@ s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen, int
     ask_result_t rc = ask_once (cfg, "status", timeout_ms, &status, &body, err, errlen);
     *answered = rc == ASK_REFUSED ? status : 0;
     if (rc == ASK_UNSENT)
-        snprintf (err, errlen, "cannot send to the broker at '%s'", cfg->broker.control);
+        snprintf (err, errlen, "cannot send to the broker at '%s'", cfg->client.control);
     if (rc != ASK_OK)
         return NULL;
     char why[256];
     if (!(doc = jdoc_parse (body, why, sizeof why)))
-        snprintf (err, errlen, "the broker at '%.200s' answered with %s", cfg->broker.control, why);
+        snprintf (err, errlen, "the broker at '%.200s' answered with %s", cfg->client.control, why);
     free (body);
     return doc;
 }

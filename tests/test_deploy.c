@@ -276,6 +276,17 @@ START_TEST (install_warns_of_a_configuration_that_only_works_on_one_machine)
     ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
     ck_assert_msg (strstr (s_out, "has relative paths") && strstr (s_out, "loopback work endpoint"),
                    "%s", s_out);
+    // The watcher's endpoint on the broker's host may be loopback; the
+    // agents' (agent/broker, before broker/work) may not.
+    s_write (s_p (s_dir, "farm.conf"), "broker\n    work = tcp://*:5551\n"
+                                       "watcher\n    broker = tcp://127.0.0.1:5550\n"
+                                       "agent\n    broker = tcp://nas1:5551\n");
+    ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
+    ck_assert_msg (!strstr (s_out, "loopback work endpoint"), "%s", s_out);
+    s_write (s_p (s_dir, "farm.conf"), "broker\n    work = tcp://*:5551\n"
+                                       "agent\n    broker = \"tcp://127.0.0.1:5551\"\n");
+    ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
+    ck_assert_msg (strstr (s_out, "loopback work endpoint"), "%s", s_out);
 }
 END_TEST
 
