@@ -33,7 +33,7 @@ s_usage (FILE *out)
                   "  -t, --threads N         worker threads (default: agent/threads; 0 = cores)\n"
                   "  -p, --processor P       piv | noop | exec:PROGRAM (default: agent/processor)\n"
                   "  -r, --results DIR       where result files go (default: agent/results)\n"
-                  "  -i, --id NAME           this agent's name (default: host-pid)\n"
+                  "  -i, --id NAME           this agent's name (default: the host name)\n"
                   "  -v, --verbose           log every task\n"
                   "      --syslog            log to syslog instead of stderr\n"
                   "  -h, --help              this text\n"
