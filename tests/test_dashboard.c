@@ -926,6 +926,94 @@ START_TEST (metrics_of_a_live_farm_pass_promtool_and_match_the_store)
 }
 END_TEST
 
+// Issue 28: what an admin alerts on beyond the farm's figures: dispatch
+// paused by the free-space guard (and for which volume), peers' clocks, the
+// store locked by another process, the size of its write-ahead log.
+START_TEST (metrics_say_what_the_guard_pauses_how_far_clocks_are_off_and_how_busy_the_store_is)
+{
+    s_promtool ();
+    // Every volume is short of space when 100% must stay free.
+    tu_farm_conf (&s_farm, "noop", 1, "32",
+                  "storage\n    guard_ms = 200\n    warn_free = 100%\n    critical_free = 100%\n");
+    tu_farm_start_broker (&s_farm);
+    // An agent 5 s ahead, as its heartbeats say.
+    zsock_t *agent = zsock_new (ZMQ_DEALER);
+    ck_assert (agent && zsock_connect (agent, "ipc://%s/work", s_dir) == 0);
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = "skewed", .text = "node9", .count = 1,
+                         .settings = "noop"};
+    ck_assert_int_eq (proto_send (&hello, NULL, agent), 0);
+    const char *skew_series = "pivfarm_clock_skew_seconds{peer=\"agent 'skewed' on node9\"}";
+    char *text = NULL;
+    for (int i = 0; i < 100; i++) {
+        proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = s_now_ns () + 5000000000LL};
+        ck_assert_int_eq (proto_send (&beat, NULL, agent), 0);
+        free (text);
+        text = strdup (s_metrics ());
+        if (s_sample (text, skew_series) > 4)
+            break;
+        usleep (100000);
+    }
+    s_promtool_clean (text);
+    double skew = s_sample (text, skew_series);
+    ck_assert_msg (skew > 4 && skew < 5.1, "%s: %g in\n%.2000s", skew_series, skew, text);
+    // The guard pauses dispatch for the results and the store volumes,
+    // never for the watch root (frames are only read there).
+    char series[8192];
+    snprintf (series, sizeof series, "pivfarm_guard_paused{volume=\"results\",path=\"%s\"}",
+              tu_path (s_dir, "results"));
+    ck_assert_msg (s_sample (text, series) == 1, "%s: %g in\n%.2000s", series, s_sample (text, series),
+                   text);
+    ck_assert_msg (strstr (text, "pivfarm_guard_paused{volume=\"store\",path=\"") != NULL
+                       && strstr (text, "pivfarm_guard_paused{volume=\"watch root\"") == NULL,
+                   "%.2000s", text);
+    ck_assert (strstr (text, "# TYPE pivfarm_guard_paused gauge\n") != NULL);
+    ck_assert (s_sample (text, "pivfarm_store_busy_total") == 0);
+    free (text);
+    // The WAL's size, as the file is before and after the page looks.
+    struct stat st;
+    double before = stat (tu_path (s_dir, "farm.db-wal"), &st) == 0 ? (double) st.st_size : 0;
+    text = strdup (s_metrics ());
+    double after = stat (tu_path (s_dir, "farm.db-wal"), &st) == 0 ? (double) st.st_size : 0;
+    double wal = s_sample (text, "pivfarm_store_wal_bytes");
+    ck_assert_msg (wal == before || wal == after, "pivfarm_store_wal_bytes %g, the file %g", wal,
+                   after);
+    free (text);
+    zsock_destroy (&agent);
+
+    // Another process holds the store's write lock while an operator
+    // changes the rate: the broker finds it busy, refuses the change, and
+    // counts it.
+    sqlite3 *db = NULL;
+    ck_assert_int_eq (sqlite3_open (tu_path (s_dir, "farm.db"), &db), SQLITE_OK);
+    ck_assert_int_eq (sqlite3_exec (db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "rate", "5", NULL};
+    s_farm.others[0] = tu_spawn (argv, tu_path (s_dir, "pivctl.log"));
+    int rc = tu_stop (s_farm.others[0], 0, 30);
+    s_farm.others[0] = 0;
+    sqlite3_exec (db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close (db);
+    char *said = tu_slurp (tu_path (s_dir, "pivctl.log"), NULL);
+    ck_assert_msg (rc != 0 && said && strstr (said, "is locked by another process"),
+                   "pivctl rate 5 under a lock: %d: %s", rc, said ? said : "");
+    free (said);
+    text = strdup (s_metrics ());
+    s_promtool_clean (text);
+    ck_assert_msg (s_sample (text, "pivfarm_store_busy_total") >= 1, "%.2000s", text);
+    free (text);
+
+    // The broker stopped: nothing but the store's own figures.
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    text = strdup (s_metrics ());
+    s_promtool_clean (text);
+    ck_assert (strstr (text, "pivfarm_guard_paused") == NULL
+               && strstr (text, "pivfarm_clock_skew_seconds") == NULL
+               && strstr (text, "pivfarm_store_busy_total") == NULL);
+    ck_assert (s_sample (text, "pivfarm_store_wal_bytes") >= 0);
+    free (text);
+}
+END_TEST
+
 START_TEST (metric_labels_are_escaped_and_the_store_alone_suffices)
 {
     int64_t now = s_now_ns ();
@@ -1694,6 +1782,12 @@ main (void)
     tcase_add_test (tc, a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s);
     tcase_add_test (tc, a_field_with_uncertainty_shows_a_map_of_sigma_with_its_colour_bar);
     tcase_add_test (tc, a_calibrated_page_shows_one_convention_and_the_files_in_no_pair);
+    suite_add_tcase (suite, tc);
+    // What an admin alerts on (issue 28).
+    tc = tcase_create ("monitoring");
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 120);
+    tcase_add_test (tc, metrics_say_what_the_guard_pauses_how_far_clocks_are_off_and_how_busy_the_store_is);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
