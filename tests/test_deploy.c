@@ -446,6 +446,7 @@ START_TEST (make_install_lays_out_programs_cgi_units_config_and_man_pages_under_
                            "usr/lib/systemd/system-generators/pivfarm-generator",
                            "usr/share/polkit-1/rules.d/pivfarm.rules",
                            "usr/share/doc/pivfarm/pivfarm.conf.example",
+                           "usr/share/doc/pivfarm/pivfarm.rules.yml",
                            "usr/share/man/man1/pivfarm-broker.1", "usr/share/man/man1/pivctl.1",
                            NULL};
     char root[4200];
