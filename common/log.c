@@ -89,8 +89,19 @@ log_write (log_level_t level, const char *fmt, ...)
     else if (s_journal) {
         // The journal reads the priority from the prefix and keeps its own
         // time and the program's name (SYSLOG_IDENTIFIER): journalctl -p.
+        // It takes each line of the stream as an entry: a text of several
+        // lines (a name with a newline) gets the prefix on each.
         static const char *const prefix[] = {SD_ERR, SD_WARNING, SD_NOTICE, SD_INFO, SD_DEBUG};
-        fprintf (stderr, "%s%s: %s\n", prefix[level], s_names[level], line);
+        char entry[S_LINE * 2];
+        size_t n = (size_t) snprintf (entry, sizeof entry, "%s%s: ", prefix[level], s_names[level]);
+        for (const char *c = line; *c && n < sizeof entry - 8; c++) {
+            entry[n++] = *c;
+            if (*c == '\n')
+                n += (size_t) snprintf (entry + n, sizeof entry - n, "%s", prefix[level]);
+        }
+        entry[n++] = '\n';
+        // One fwrite per entry, as one fprintf a line below.
+        fwrite (entry, 1, n, stderr);
     }
     else {
         char when[32];

@@ -1195,10 +1195,38 @@ START_TEST (under_the_journal_each_line_carries_its_priority_and_no_time_of_its_
     farm.agents[0] = tu_farm_start (&farm, "pivfarm-agent", "agent.log", "--id", "a1");
     unsetenv ("JOURNAL_STREAM");
     int agent_logged = tu_farm_log_has (&farm, "agent.log", " pivfarm-agent notice: ", 10000);
+    tu_stop (farm.agents[0], SIGTERM, 20);
+    // An agent under the journal whose processor fails with two lines: the
+    // journal takes each line as an entry, and both keep the priority.
+    char script[4200], processor[4300], agent_log[4096];
+    snprintf (script, sizeof script, "%s", tu_path (farm.dir, "fail.sh"));
+    const char *fail = "#!/bin/sh\nprintf 'the lens is fogged\\nand the laser is off\\n' >&2\n"
+                       "exit 1\n";
+    tu_spit (script, fail, strlen (fail));
+    chmod (script, 0755);
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    snprintf (agent_log, sizeof agent_log, "%s", tu_path (farm.dir, "agent2.log"));
+    tu_spit (agent_log, "", 0);
+    ck_assert_int_eq (stat (agent_log, &st), 0);
+    snprintf (stream, sizeof stream, "%llu:%llu", (unsigned long long) st.st_dev,
+              (unsigned long long) st.st_ino);
+    setenv ("JOURNAL_STREAM", stream, 1);
+    char *argv[] = {(char *) tu_bin ("pivfarm-agent"), "-c", farm.conf, "--id", "a2",
+                    "--processor", processor, NULL};
+    farm.agents[0] = tu_spawn (argv, agent_log);
+    unsetenv ("JOURNAL_STREAM");
+    farm.watcher = tu_farm_start (&farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_fake (&farm, 1, "f");
+    tu_farm_land (&farm, "f", 1, 1, 0);
+    int both = tu_farm_log_has (&farm, "agent2.log", "exited with status 1: the lens is fogged\n"
+                                "<4>and the laser is off\n", 20000)
+               && tu_farm_log_has (&farm, "agent2.log", "\n<4>warning: '", 0);
     char *log = tu_slurp (broker_log, NULL), *agent = tu_slurp (tu_path (farm.dir, "agent.log"), NULL);
-    char shown[8192];
-    snprintf (shown, sizeof shown, "broker.log:\n%s\nagent.log:\n%s", log ? log : "(none)",
-              agent ? agent : "(none)");
+    char *agent2 = tu_slurp (agent_log, NULL);
+    char shown[12288];
+    snprintf (shown, sizeof shown, "broker.log:\n%.3000s\nagent.log:\n%.3000s\nagent2.log:\n%.3000s",
+              log ? log : "(none)", agent ? agent : "(none)", agent2 ? agent2 : "(none)");
+    free (agent2);
     // Every line of the broker's starts with a priority; the notices of its
     // start are <5>.
     int prefixed = log && *log == '<';
@@ -1211,6 +1239,7 @@ START_TEST (under_the_journal_each_line_carries_its_priority_and_no_time_of_its_
     ck_assert_msg (warned, "no '<4>warning:' line for the reload:\n%s", shown);
     ck_assert_msg (prefixed && notice, "a broker line without its priority:\n%s", shown);
     ck_assert_msg (agent_logged, "the agent's lines are not those of a terminal:\n%s", shown);
+    ck_assert_msg (both, "a failure of two lines is not two entries at <4>:\n%s", shown);
 }
 END_TEST
 
