@@ -1531,6 +1531,7 @@ START_TEST (an_agent_is_named_after_its_host_across_restarts_and_a_second_of_tha
     // Killed and started again at once: the new process joins once the old
     // connection is found dead, under the same name: one row in the store.
     int before = tu_farm_log_count (&s_farm, "broker.log", joined);
+    int64_t killed = s_now_ns ();
     tu_stop (s_farm.agents[1], SIGKILL, 10);
     s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent3.log", NULL, NULL);
     int back = 0;
@@ -1540,6 +1541,9 @@ START_TEST (an_agent_is_named_after_its_host_across_restarts_and_a_second_of_tha
         if (!back)
             usleep (100000);
     }
+    // What the wait costs (heartbeat_ms 200, liveness 3 here).
+    printf ("figures: agent-ids restarted_after_kill joined_in=%.1fs (heartbeat 0.2 s x 3)\n",
+            (s_now_ns () - killed) / 1e9);
     char *rows = tu_farm_sql_text (&s_farm, "SELECT group_concat(name, ',') FROM agents");
     char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
     // A refused agent says HELLO once a heartbeat, never twice in a row
