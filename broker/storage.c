@@ -52,6 +52,7 @@ struct _storage_t {
         char path[PATH_MAX];  // the directory
         int64_t free_bytes;   // as last measured (-1: unknown)
         int64_t total_bytes;
+        int pausing;          // below storage/critical_free, it pauses dispatch
     } volumes[3];
 };
 
@@ -720,6 +721,7 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen)
 {
     for (int v = 0; v < 3; v++) {
         struct statvfs st;
+        self->volumes[v].pausing = 0;
         if (s_statvfs (self->volumes[v].path, &st) != 0) {
             self->volumes[v].free_bytes = self->volumes[v].total_bytes = -1;
             continue;
@@ -736,6 +738,7 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen)
                     s_size (free_bytes), s_size (total), self->cfg->storage.critical_free,
                     pauses ? ": no new work is dispatched until space returns"
                            : ": archive or release experiments");
+            self->volumes[v].pausing = pauses;
             if (pauses && !*why)
                 snprintf (why, whylen, "%s '%s' has %s free, below %s", role, path,
                           s_size (free_bytes), self->cfg->storage.critical_free);
@@ -1156,8 +1159,9 @@ storage_put_volumes (const storage_t *self, text_t *t)
         text_put_string (t, self->volumes[v].role);
         text_put (t, ",\"path\":");
         text_put_string (t, self->volumes[v].path);
-        text_put (t, ",\"free_bytes\":%lld,\"total_bytes\":%lld}",
-                  (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes);
+        text_put (t, ",\"free_bytes\":%lld,\"total_bytes\":%lld,\"pausing\":%s}",
+                  (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes,
+                  self->volumes[v].pausing ? "true" : "false");
     }
     text_put (t, "]");
 }

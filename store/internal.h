@@ -166,6 +166,7 @@ struct _store_t {
     int nowait;                        // BEGIN fails at once when the write lock is held
     int in_begin;                      // a BEGIN runs (the busy handler does not wait then)
     int64_t busy_since_ns;             // the write lock held by another since (0: it was not)
+    int64_t busy_count;                // times a BEGIN found it held, or a statement waited for a lock
     char *detached;                    // why writes stopped for good (store_detach), or NULL
     st_file_t files[ST_NFILES];        // the files as opened (store_check_files)
     st_deferred_t *deferred;           // dispatches waiting for the write lock

@@ -94,6 +94,10 @@ int store_in_group (store_t *self);
 // when the last attempt got it. A write that finds it held fails at once,
 // having changed nothing, with "'X' is locked by another process".
 int64_t store_busy_since (store_t *self);
+// How many times since store_new the writer found the database locked by
+// another process (SQLITE_BUSY: a BEGIN that failed, or a statement that
+// waited in the busy handler), each wait counted once.
+int64_t store_busy_count (store_t *self);
 
 // Dispatches taken while another process held the write lock: a
 // store_pair_dispatch that finds the store locked reads the pair (readers

@@ -660,18 +660,6 @@ START_TEST (a_frame_rewritten_after_its_pair_failed_is_retried_and_after_done_is
 }
 END_TEST
 
-// The times 'needle' occurs in <farm>/<log>.
-static int
-s_log_count (const char *log, const char *needle)
-{
-    char *text = tu_slurp (tu_path (s_farm.dir, log), NULL);
-    int n = 0;
-    for (const char *p = text; p && (p = strstr (p, needle)); p++)
-        n++;
-    free (text);
-    return n;
-}
-
 // src/<name>'s bytes (the test fails if it cannot be read); *len_p its size.
 static char *
 s_src (const char *name, size_t *len_p)
@@ -729,8 +717,9 @@ s_assert_done_once (const char *stem)
     for (int s = 0; s < 2; s++) {
         char line[300];
         snprintf (line, sizeof line, "file exp1/%s_%c.tif (", stem, s ? 'b' : 'a');
-        ck_assert_msg (s_log_count ("watcher.log", line) == 1, "'%s' reported %d times", line,
-                       s_log_count ("watcher.log", line));
+        ck_assert_msg (tu_farm_log_count (&s_farm, "watcher.log", line) == 1,
+                       "'%s' reported %d times", line,
+                       tu_farm_log_count (&s_farm, "watcher.log", line));
     }
 }
 
@@ -744,7 +733,7 @@ START_TEST (a_frame_written_in_chunks_with_pauses_is_reported_only_once_complete
     s_land_in_chunks ("c_0001", 3);
     s_assert_done_once ("c_0001");
     // The wait was logged, naming the file.
-    ck_assert (s_log_count ("watcher.log", "c_0001_a.tif' is ") >= 1);
+    ck_assert (tu_farm_log_count (&s_farm, "watcher.log", "c_0001_a.tif' is ") >= 1);
 }
 END_TEST
 
@@ -858,9 +847,11 @@ START_TEST (a_frame_replaced_after_its_report_is_reported_again_and_an_unchanged
     char line[300];
     snprintf (line, sizeof line, "file exp1/r_0001_b.tif (%zu bytes)", len + 1);
     ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", line, 10000), "no '%s'", line);
-    ck_assert (s_log_count ("watcher.log", "r_0001_b.tif' changed since it was reported") == 1);
+    ck_assert (tu_farm_log_count (&s_farm, "watcher.log",
+                                  "r_0001_b.tif' changed since it was reported")
+               == 1);
     usleep (800000);
-    ck_assert_int_eq (s_log_count ("watcher.log", "file exp1/r_0001_a.tif ("), 1);
+    ck_assert_int_eq (tu_farm_log_count (&s_farm, "watcher.log", "file exp1/r_0001_a.tif ("), 1);
 }
 END_TEST
 
