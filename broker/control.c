@@ -1001,6 +1001,7 @@ static const struct {
     {"mask", control_mask, 1, NULL, 1},
     {"piv", control_piv, 1, "", 0},
     {"ensemble", control_ensemble, 1, "status", 1},
+    {"backup", control_backup, 1, "status", 0},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -
@@ -1040,10 +1041,11 @@ cmd_refuse_name (control_cmd_t *cmd, const char *what, const char *name)
     return cmd_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
 }
 
-// The same for a directory given with --to or --dir: an absolute path
-// without control characters (storage.c checks where it leads).
-static int
-s_refuse_dir (control_cmd_t *cmd, const char *what, const char *dir)
+// The same for a directory given with --to or --dir, or a file: an
+// absolute path without control characters (storage.c checks where it
+// leads).
+int
+cmd_refuse_path (control_cmd_t *cmd, const char *what, const char *dir)
 {
     char shown[512];
     const char *why = NULL;
@@ -1051,7 +1053,7 @@ s_refuse_dir (control_cmd_t *cmd, const char *what, const char *dir)
         if ((unsigned char) *p < 0x20 || *p == 0x7f)
             why = "a control character";
     if (*dir != '/')
-        why = "not an absolute path";
+        why = "not an absolute path (one on the broker's host)";
     if (!why)
         return 0;
     s_printable (dir, shown, sizeof shown);
@@ -1071,9 +1073,9 @@ s_check_names (control_cmd_t *cmd, size_t command)
     if (s_commands[command].names && cmd->argc > 1
         && cmd_refuse_name (cmd, "experiment", cmd->argv[1]))
         return -1;
-    if (cmd->to && s_refuse_dir (cmd, "--to", cmd->to))
+    if (cmd->to && cmd_refuse_path (cmd, "--to", cmd->to))
         return -1;
-    if (cmd->dir && s_refuse_dir (cmd, "--dir", cmd->dir))
+    if (cmd->dir && cmd_refuse_path (cmd, "--dir", cmd->dir))
         return -1;
     return 0;
 }
@@ -1132,7 +1134,7 @@ s_run (control_cmd_t *cmd, const char *line)
             cmd_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
-                      "archive, release, warnings, calibrate, stats, mask, piv)",
+                      "archive, release, warnings, calibrate, stats, mask, piv, ensemble, backup)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
             cmd_refuse (cmd, 403,
@@ -1176,6 +1178,10 @@ control_new (const control_host_t *host)
     self->peers = host->peers;
     self->arg = host->arg;
     self->commit = host->commit;
+    if (!(self->lifecycle = lifecycle_new (host->loop, host->stages.store))) {
+        free (self);
+        return NULL;
+    }
     return self;
 }
 
@@ -1184,6 +1190,7 @@ control_destroy (control_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
+    lifecycle_destroy (&(*self_p)->lifecycle);
     free (*self_p);
     *self_p = NULL;
 }

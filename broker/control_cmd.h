@@ -12,6 +12,10 @@
 
 #include <stdint.h>
 
+// The store's lifecycle: the backup under way and the last one's end
+// (control_lifecycle.c).
+typedef struct _lifecycle_t lifecycle_t;
+
 struct _control_t {
     stages_t stages;          // what status reads
     const config_t *cfg;      // the stages, by their short names:
@@ -26,6 +30,7 @@ struct _control_t {
     peers_t *peers;           // who may read, who may change
     void *arg;                // the reactor's commit, with its argument
     int (*commit) (void *arg);
+    lifecycle_t *lifecycle;   // backups (control_lifecycle.c)
 };
 
 // ---------------------------------------------------------------------------
@@ -96,6 +101,16 @@ void cmd_put_scope (control_cmd_t *cmd, exp_t *exp);
 // Refuses (400, logged) a name that is no plain experiment name; 'what'
 // says how the command line names it. 0 or -1.
 int cmd_refuse_name (control_cmd_t *cmd, const char *what, const char *name);
+
+// Refuses (400, logged) a path given for the broker's host ('what' names
+// it: "--to", "FILE") that is not absolute or holds a control
+// character. 0 or -1.
+int cmd_refuse_path (control_cmd_t *cmd, const char *what, const char *path);
+
+// control_lifecycle.c: backup, purge, vacuum, forget-agents (doc/storage.md).
+lifecycle_t *lifecycle_new (zloop_t *loop, store_t *store);
+void lifecycle_destroy (lifecycle_t **self_p);
+int control_backup (control_cmd_t *cmd);
 
 // control_units.c: calibrate, stats, mask (doc/control.md).
 int control_calibrate (control_cmd_t *cmd);

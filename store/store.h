@@ -584,6 +584,29 @@ typedef int (store_pair_frames_fn) (void *arg, int64_t pair, int state, const ch
                                     const char *b, int stereo);
 int store_pair_frames (store_t *self, int64_t experiment, store_pair_frames_fn *fn, void *arg);
 
+// ---------------------------------------------------------------------------
+// Backups (store/backup.c, doc/storage.md)
+
+typedef struct {
+    int64_t bytes;   // the copy's size
+    int64_t pages;   // pages copied
+    int schema;      // its schema version
+    double seconds;  // the copy and its check, wall-clock
+} store_backup_info_t;
+// Copies the store at 'path' into 'file' with SQLite's backup API, 'step'
+// pages a step (0: 4096), calling stop(arg) (may be NULL) between steps:
+// non-zero abandons the copy. A snapshot of what was committed when it
+// began: a broker writing meanwhile is never blocked (WAL) and its commits
+// do not restart the copy. 'file' must be absolute and must not exist; the
+// copy is written as 'file.partial' (created here, never through a
+// symbolic link), made a rollback-journal file, verified read-only
+// (integrity_check ok, schema version STORE_SCHEMA_VERSION), then linked
+// to 'file' (never over a file made meanwhile). Uses connections of its
+// own: may run on any thread. 0 with *info, or -1 with err naming the file
+// and what to do; then nothing is left at 'file' nor 'file.partial'.
+int store_backup_file (const char *path, const char *file, int step, int (*stop) (void *arg),
+                       void *arg, store_backup_info_t *info, char *err, size_t errlen);
+
 // Failure seam for tests: after 'after' more statement executions, every
 // execution fails with SQLite error 'code' (STORE_FAULT_*) until called
 // again with code 0.
