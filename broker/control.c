@@ -61,6 +61,8 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
                                              {"page", required_argument, NULL, 'P'},
                                              {"reset", no_argument, NULL, 'R'},
                                              {"set", required_argument, NULL, 'X'},
+                                             {"files", no_argument, NULL, 'L'},
+                                             {"older-than", required_argument, NULL, 'O'},
                                              {NULL, 0, NULL, 0}};
     // The options whose value is kept as it is: where, and their bit.
     static const struct {
@@ -78,7 +80,8 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
                         {'z', offsetof (control_cmd_t, size), CMD_OPT_SIZE},
                         {'H', offsetof (control_cmd_t, hours), CMD_OPT_HOURS},
                         {'D', offsetof (control_cmd_t, dir), CMD_OPT_DIR},
-                        {'t', offsetof (control_cmd_t, to), CMD_OPT_TO}};
+                        {'t', offsetof (control_cmd_t, to), CMD_OPT_TO},
+                        {'O', offsetof (control_cmd_t, older_than), CMD_OPT_OLDER_THAN}};
     cmd->limit = LIST_DEFAULT;
     optind = 0;  // GNU: start afresh
     opterr = 0;
@@ -105,6 +108,7 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
         case 'H':
         case 'D':
         case 't':
+        case 'O':
             for (size_t i = 0; i < sizeof text_options / sizeof text_options[0]; i++)
                 if (text_options[i].opt == opt) {
                     *(const char **) ((char *) cmd + text_options[i].offset) = optarg;
@@ -137,6 +141,9 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
             break;
         case 'R':
             cmd->reset = 1, cmd->given |= CMD_OPT_RESET;
+            break;
+        case 'L':
+            cmd->files = 1, cmd->given |= CMD_OPT_FILES;
             break;
         case 'X':
             if (cmd->nset == (int) (sizeof cmd->set / sizeof cmd->set[0]))
@@ -1002,6 +1009,7 @@ static const struct {
     {"piv", control_piv, 1, "", 0},
     {"ensemble", control_ensemble, 1, "status", 1},
     {"backup", control_backup, 1, "status", 0},
+    {"purge", control_purge, 1, NULL, 1},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -
@@ -1134,7 +1142,7 @@ s_run (control_cmd_t *cmd, const char *line)
             cmd_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
-                      "archive, release, warnings, calibrate, stats, mask, piv, ensemble, backup)",
+                      "archive, release, warnings, calibrate, stats, mask, piv, ensemble, backup, purge)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
             cmd_refuse (cmd, 403,

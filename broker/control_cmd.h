@@ -54,6 +54,8 @@ typedef struct {
     int nset;                // how many
     const char *size, *hours, *dir, *to;  // provision --size --hours --dir, archive --to
     int tmpfs;               // provision --tmpfs
+    int files;               // purge --files
+    const char *older_than;  // forget-agents --older-than DURATION
     unsigned given;          // options seen, a bit each (CMD_OPT_*)
     const char *peer;        // the client's CURVE public key (Z85), or NULL
     uint32_t status;         // the reply
@@ -78,6 +80,8 @@ enum {
     CMD_OPT_PAGE = 1 << 13,
     CMD_OPT_RESET = 1 << 14,
     CMD_OPT_SET = 1 << 15,
+    CMD_OPT_FILES = 1 << 16,
+    CMD_OPT_OLDER_THAN = 1 << 17,
 };
 
 // Sets the reply to an error line (status 'status'); returns -1.
@@ -111,6 +115,7 @@ int cmd_refuse_path (control_cmd_t *cmd, const char *what, const char *path);
 lifecycle_t *lifecycle_new (zloop_t *loop, store_t *store);
 void lifecycle_destroy (lifecycle_t **self_p);
 int control_backup (control_cmd_t *cmd);
+int control_purge (control_cmd_t *cmd);
 
 // control_units.c: calibrate, stats, mask (doc/control.md).
 int control_calibrate (control_cmd_t *cmd);

@@ -2,7 +2,7 @@
 // (doc/storage.md, "Backup, purge, vacuum, forgetting agents"): backup, on
 // a thread of its own (a zactor with its own connection to the store, so
 // the reactor serves on while gigabytes are copied and checked), and its
-// state as 'backup status' reads it.
+// state as 'backup status' reads it; purge of an experiment.
 //
 // Pipe protocol (string frames):
 //   broker -> backup   $TERM (ends a copy under way: nothing is kept)
@@ -10,15 +10,21 @@
 //                      FAILED FILE MESSAGE
 
 #include "broker/control_cmd.h"
+#include "broker/replay.h"
 #include "common/log.h"
+#include "common/path.h"
 #include "common/util.h"
 
 #include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct _lifecycle_t {
     zloop_t *loop;            // the backup's pipe is read here
@@ -215,5 +221,192 @@ control_backup (control_cmd_t *cmd)
     self->started_ns = util_time_ns ();
     log_notice ("backup: copying the store '%s' into '%s'", store, file);
     s_put_backup (cmd, self);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// purge EXP [--files]
+
+// The files of a purged experiment to remove (--files), gathered before
+// the purge: where each is, beneath which root.
+typedef struct {
+    const config_t *cfg;   // the watch root, the archive directory
+    const char *exp;       // the experiment's directory under the watch root
+    zlistx_t *roots;       // the root of each file (not owned: cfg's)
+    zlistx_t *rels;        // its path beneath it (owned)
+    int64_t outside;       // archived files not below storage/archive_dir: kept
+} s_purge_files_t;
+
+static int
+s_purge_file (void *arg, const store_file_stored_t *file)
+{
+    s_purge_files_t *pf = arg;
+    char rel[PATH_MAX * 2], why[PATH_WHY];
+    const char *root, *under = NULL;
+    if (file->location) {
+        root = pf->cfg->storage.archive_dir;
+        if (!*root || !path_under (file->location, root, &under)) {
+            pf->outside++;
+            return 0;
+        }
+        snprintf (rel, sizeof rel, "%s", under);
+    }
+    else {
+        root = pf->cfg->watcher.root;
+        snprintf (rel, sizeof rel, "%s/%s", pf->exp, file->name);
+    }
+    if (path_check_relative (rel, why, sizeof why) != 0) {
+        pf->outside++;
+        return 0;
+    }
+    char *copy = strdup (rel);
+    if (!copy || !zlistx_add_end (pf->rels, copy) || !zlistx_add_end (pf->roots, (void *) root)) {
+        free (copy);
+        return 1;
+    }
+    return 0;
+}
+
+// Removes 'rel' beneath 'root': a regular file alone, reached through no
+// symbolic link nor '..' (path_open_beneath). 1 removed, 0 gone already,
+// -1 kept (errno).
+static int
+s_remove_beneath (const char *root, const char *rel)
+{
+    char dir[PATH_MAX * 2];
+    snprintf (dir, sizeof dir, "%s", rel);
+    char *slash = strrchr (dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    int fd = slash ? (*slash = '\0', path_open_beneath (root, dir, O_RDONLY | O_DIRECTORY, 0))
+                   : open (root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    struct stat st;
+    int rc;
+    if (fstatat (fd, base, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        rc = errno == ENOENT ? 0 : -1;
+    else if (!S_ISREG (st.st_mode))
+        rc = (errno = EPERM, -1);  // a link, a directory: not a frame the store names
+    else
+        rc = unlinkat (fd, base, 0) == 0 ? 1 : -1;
+    close (fd);
+    return rc;
+}
+
+int
+control_purge (control_cmd_t *cmd)
+{
+    const char *usage = "purge EXP [--files]";
+    if (cmd_expect (cmd, CMD_OPT_FILES, 2, 2, usage))
+        return -1;
+    control_t *control = cmd->self;
+    const char *name = cmd->argv[1];
+    exp_t *exp = cmd_find_experiment (cmd, name);
+    if (!exp)
+        return -1;
+    // What runs in memory: a replay feeding it or reading it, its fast
+    // space, its archive.
+    if (exp->replay)
+        return cmd_refuse (cmd, 409,
+                           "purge: refused: experiment '%s' is being replayed into (from '%s'): "
+                           "wait for the replay to end",
+                           name, replay_of (exp->replay));
+    zhashx_t *all = ingest_experiments (control->ingest);
+    for (exp_t *e = zhashx_first (all); e; e = zhashx_next (all))
+        if (e->replay && strcmp (replay_of (e->replay), name) == 0)
+            return cmd_refuse (cmd, 409,
+                               "purge: refused: experiment '%s' is being replayed as '%s': wait "
+                               "for the replay to end, then purge '%s' first",
+                               name, e->name, e->name);
+    if (exp->storage.alloc)
+        return cmd_refuse (cmd, 409,
+                           "purge: refused: experiment '%s' holds fast space at '%s': 'pivctl "
+                           "release %s' first",
+                           name, exp->storage.alloc->path, name);
+    if (exp->storage.archive && strcmp (exp->storage.archive->state, "done") != 0
+        && strcmp (exp->storage.archive->state, "failed") != 0)
+        return cmd_refuse (cmd, 409,
+                           "purge: refused: experiment '%s' is being archived (%s): wait for it",
+                           name, exp->storage.archive->state);
+    store_t *store = control->store;
+    store_experiment_busy_t busy;
+    if (store_experiment_busy (store, exp->id, name, &busy) != 0)
+        return cmd_refuse (cmd, 500, "purge: %s", store_error (store));
+    if (busy.pending || busy.dispatched)
+        return cmd_refuse (cmd, 409,
+                           "purge: refused: experiment '%s' is running: %" PRId64
+                           " pair(s) pending, %" PRId64
+                           " dispatched; let them finish (pause it to stop new ones) first",
+                           name, busy.pending, busy.dispatched);
+    if (busy.ensembles)
+        return cmd_refuse (cmd, 409,
+                           "purge: refused: experiment '%s' has %" PRId64
+                           " ensemble job(s) running (job %s): let them finish first",
+                           name, busy.ensembles, busy.ensemble);
+    if (busy.replays)
+        return cmd_refuse (cmd, 409,
+                           "purge: refused: experiment '%s' is the source of %" PRId64
+                           " replay(s) ('%s'%s): purge them first",
+                           name, busy.replays, busy.replay, busy.replays > 1 ? ", ..." : "");
+    // The frames it names, gathered before its rows go (its own files
+    // only: a replay reads another's).
+    s_purge_files_t pf = {.cfg = control->cfg, .exp = exp->source,
+                          .roots = zlistx_new (), .rels = zlistx_new ()};
+    int own = strcmp (exp->source, exp->name) == 0;
+    if (!pf.roots || !pf.rels) {
+        zlistx_destroy (&pf.roots), zlistx_destroy (&pf.rels);
+        return cmd_refuse (cmd, 500, "purge: no memory");
+    }
+    zlistx_set_destructor (pf.rels, (zlistx_destructor_fn *) zstr_free);
+    if (cmd->files && own && store_files_stored (store, exp->id, s_purge_file, &pf) < 0) {
+        zlistx_destroy (&pf.roots), zlistx_destroy (&pf.rels);
+        return cmd_refuse (cmd, 500, "purge: %s", store_error (store));
+    }
+    int64_t now = util_time_ns ();
+    store_purge_counts_t n;
+    if (store_experiment_purge (store, exp->id, name, now, &n) != 0 || cmd_commit (cmd)) {
+        zlistx_destroy (&pf.roots), zlistx_destroy (&pf.rels);
+        if (cmd->status == 200)
+            cmd_refuse (cmd, 500, "purge: %s", store_error (store));
+        return -1;
+    }
+    // Nothing of it is left in the store: then in memory.
+    stats_forget (control->stages.stats, exp);
+    ingest_forget (control->ingest, exp);
+    int64_t removed = 0, kept = pf.outside, gone = 0;
+    const char *root = zlistx_first (pf.roots);
+    for (const char *rel = zlistx_first (pf.rels); rel; rel = zlistx_next (pf.rels)) {
+        int rc = s_remove_beneath (root, rel);
+        if (rc == 1)
+            removed++;
+        else if (rc == 0)
+            gone++;
+        else {
+            kept++;
+            log_warning ("purge: kept '%s/%s' of experiment '%s': %s", root, rel, name,
+                         strerror (errno));
+        }
+        root = zlistx_next (pf.roots);
+    }
+    zlistx_destroy (&pf.roots), zlistx_destroy (&pf.rels);
+    log_notice ("purge: experiment '%s' removed from the store: %" PRId64 " pairs, %" PRId64
+                " results, %" PRId64 " files, %" PRId64 " events, %" PRId64 " statistics sets"
+                "%s",
+                name, n.pairs, n.results, n.files, n.events, n.stats,
+                cmd->files ? "; its frames removed" : "; its frames left on disk");
+    text_put (&cmd->body, "{\"experiment\":");
+    text_put_string (&cmd->body, name);
+    text_put (&cmd->body,
+              ",\"purged\":{\"pairs\":%" PRId64 ",\"results\":%" PRId64 ",\"attempts\":%" PRId64
+              ",\"files\":%" PRId64 ",\"events\":%" PRId64 ",\"stats\":%" PRId64
+              ",\"settings\":%" PRId64 ",\"ensemble_jobs\":%" PRId64 "}",
+              n.pairs, n.results, n.attempts, n.files, n.events, n.stats, n.settings,
+              n.ensemble_jobs);
+    if (cmd->files)
+        text_put (&cmd->body,
+                  ",\"frames\":{\"removed\":%" PRId64 ",\"gone\":%" PRId64 ",\"kept\":%" PRId64
+                  ",\"replay\":%s}",
+                  removed, gone, kept, own ? "false" : "true");
+    text_put (&cmd->body, "}");
     return 0;
 }

@@ -405,6 +405,7 @@ int ctl_run_iobench (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_warnings (ctl_t *ctl, ctl_args_t *args);
 // and the store's lifecycle: backup (waits for the copy unless --no-wait)
 int ctl_run_backup (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_purge (ctl_t *ctl, ctl_args_t *args);
 // keys.c: security
 int ctl_run_keygen (ctl_t *ctl, ctl_args_t *args);
 

@@ -173,6 +173,9 @@ s_usage (FILE *out)
         "                                  an online copy of the store into FILE (absolute, on\n"
         "                                  the broker's host, never over a file), verified\n"
         "  backup status                   the last backup: bytes, pages, seconds, or why not\n"
+        "  purge EXP [--files]             remove EXP from the store (results, events, statistics,\n"
+        "                                  pairs, files); refused while it runs; --files: its\n"
+        "                                  frames on disk too\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR] [--force]  a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
@@ -227,6 +230,7 @@ static const ctl_option_t s_archive_options[] = {
     {"to", 0, 1, 0}, {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_backup_options[] = {
     {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_purge_options[] = {{"files", 0, 0, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_iobench_options[] = {
     {"total", 0, 1, 1}, {"need", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_replay_options[] = {
@@ -286,6 +290,7 @@ static const ctl_command_t s_commands[] = {
     {"warnings", 0, 2, "warnings [list] | warnings clear N|all", s_none, ctl_run_warnings},
     {"backup", 1, 1, "backup FILE [--wait S] [--no-wait] | backup status", s_backup_options,
      ctl_run_backup},
+    {"purge", 1, 1, "purge EXP [--files]", s_purge_options, ctl_run_purge},
 };
 
 // Loads the configuration at 'path' (-c), else $PIVFARM_CONF, else the

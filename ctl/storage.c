@@ -277,3 +277,29 @@ ctl_run_backup (ctl_t *ctl, ctl_args_t *args)
         ctl_nap (REPLAY_POLL_MS);
     }
 }
+
+// ---------------------------------------------------------------------------
+// purge
+
+static void
+s_print_purge (jdoc_t *doc, ctl_args_t *args)
+{
+    (void)args;
+    printf ("purged %s: %" PRId64 " pairs, %" PRId64 " results, %" PRId64 " files, %" PRId64
+            " events, %" PRId64 " statistics sets, %" PRId64 " ensemble jobs\n",
+            jdoc_string (doc, "$.experiment"), jdoc_int (doc, 0, "$.purged.pairs"),
+            jdoc_int (doc, 0, "$.purged.results"), jdoc_int (doc, 0, "$.purged.files"),
+            jdoc_int (doc, 0, "$.purged.events"), jdoc_int (doc, 0, "$.purged.stats"),
+            jdoc_int (doc, 0, "$.purged.ensemble_jobs"));
+    if (jdoc_type_at (doc, "$.frames") != JDOC_OBJECT)
+        printf ("its frames are left on disk (--files removes them)\n");
+    else if (jdoc_bool (doc, 0, "$.frames.replay"))
+        printf ("no frame removed: a replay's frames are its source's\n");
+    else
+        printf ("frames: %" PRId64 " removed, %" PRId64 " gone already, %" PRId64
+                " kept (not below the watch root or storage/archive_dir, or not a plain file: "
+                "see the broker's log)\n",
+                jdoc_int (doc, 0, "$.frames.removed"), jdoc_int (doc, 0, "$.frames.gone"),
+                jdoc_int (doc, 0, "$.frames.kept"));
+}
+CTL_PRINTED (ctl_run_purge, s_print_purge)

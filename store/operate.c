@@ -294,3 +294,130 @@ store_file_archived (store_t *self, int64_t file, int64_t experiment, const char
         return st_fail (self, rc, "cannot record where file %" PRId64 " was archived", file);
     return st_write_end (self);
 }
+
+// ---------------------------------------------------------------------------
+// Purging an experiment (doc/storage.md, "Backup, purge, vacuum, forgetting
+// agents"). An operator's rare command: its statements are prepared when it
+// runs, not at open with the broker's (their text is constant, every value
+// bound).
+
+// Runs 'sql' (?1 the experiment, ?2 its name if it takes one) to its end
+// as part of the current write call: rows changed in *changes. SQLite's
+// code (SQLITE_DONE when it ran).
+static int
+s_run (store_t *self, const char *sql, int64_t experiment, const char *name, int64_t *changes)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2 (self->db, sql, -1, &stmt, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf (self->cause, sizeof self->cause, "%s", sqlite3_errmsg (self->db));
+        return rc;
+    }
+    sqlite3_bind_int64 (stmt, 1, experiment);
+    if (name)
+        sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
+    rc = st_exec (self, stmt);
+    if (changes)
+        *changes = rc == SQLITE_DONE ? sqlite3_changes (self->db) : 0;
+    sqlite3_finalize (stmt);
+    return rc;
+}
+
+// One integer of a query (?1 the experiment, ?2 its name if it takes it), into *value;
+// its text (if text) into text. SQLite's code (SQLITE_OK).
+static int
+s_ask (store_t *self, const char *sql, int64_t experiment, const char *name, int64_t *value,
+       char *text, size_t size)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2 (self->db, sql, -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64 (stmt, 1, experiment);
+        if (sqlite3_bind_parameter_count (stmt) >= 2)
+            sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
+        rc = st_step (self, stmt);
+        *value = rc == SQLITE_ROW ? sqlite3_column_int64 (stmt, 0) : 0;
+        if (text && size)
+            snprintf (text, size, "%s",
+                      rc == SQLITE_ROW && st_column_text (stmt, 1) ? st_column_text (stmt, 1) : "");
+        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    else
+        snprintf (self->cause, sizeof self->cause, "%s", sqlite3_errmsg (self->db));
+    sqlite3_finalize (stmt);
+    return rc;
+}
+
+int
+store_experiment_busy (store_t *self, int64_t experiment, const char *name,
+                       store_experiment_busy_t *out)
+{
+    memset (out, 0, sizeof *out);
+    // The pairs waiting or out are few: the partial indexes count them.
+    int rc = s_ask (self, "SELECT count(*) FROM pairs INDEXED BY pairs_pending"
+                          " WHERE state = 0 AND experiment = ?1",
+                    experiment, name, &out->pending, NULL, 0);
+    if (rc == SQLITE_OK)
+        rc = s_ask (self, "SELECT count(*) FROM pairs INDEXED BY pairs_dispatched"
+                          " WHERE state = 1 AND experiment = ?1",
+                    experiment, name, &out->dispatched, NULL, 0);
+    if (rc == SQLITE_OK)
+        rc = s_ask (self, "SELECT count(*), min (id) FROM ensemble_jobs"
+                          " WHERE experiment = ?1 AND state = 'running'",
+                    experiment, name, &out->ensembles, out->ensemble, sizeof out->ensemble);
+    if (rc == SQLITE_OK)
+        rc = s_ask (self, "SELECT count(*), min (name) FROM experiments WHERE source = ?2"
+                          " AND id != ?1",
+                    experiment, name, &out->replays, out->replay, sizeof out->replay);
+    if (rc != SQLITE_OK)
+        return st_fail_read (self, rc, "cannot read what experiment '%s' is doing", name);
+    return 0;
+}
+
+int
+store_experiment_purge (store_t *self, int64_t experiment, const char *name, int64_t now_ns,
+                        store_purge_counts_t *counts)
+{
+    memset (counts, 0, sizeof *counts);
+    if (st_write_begin (self))
+        return -1;
+    // Children first (foreign keys): what hangs off its jobs and pairs,
+    // then what names it, then its pairs, files and itself.
+#define S_OF_JOBS "(SELECT id FROM ensemble_jobs WHERE experiment = ?1)"
+#define S_OF_PAIRS "(SELECT id FROM pairs WHERE experiment = ?1)"
+    const struct {
+        const char *sql;
+        int64_t *count;
+    } steps[] = {
+        {"DELETE FROM ensemble_partials WHERE job IN " S_OF_JOBS, NULL},
+        {"DELETE FROM ensemble_pairs WHERE job IN " S_OF_JOBS, NULL},
+        {"DELETE FROM ensemble_jobs WHERE experiment = ?1", &counts->ensemble_jobs},
+        {"DELETE FROM uncounted WHERE pair IN " S_OF_PAIRS, NULL},
+        {"DELETE FROM results WHERE pair IN " S_OF_PAIRS, &counts->results},
+        {"DELETE FROM attempts WHERE pair IN " S_OF_PAIRS, &counts->attempts},
+        {"DELETE FROM stats WHERE experiment = ?1", &counts->stats},
+        {"DELETE FROM allocations WHERE experiment = ?1", NULL},
+        {"DELETE FROM settings WHERE experiment = ?1", &counts->settings},
+        {"DELETE FROM events WHERE experiment = ?1", &counts->events},
+        {"DELETE FROM pairs WHERE experiment = ?1", &counts->pairs},
+        {"DELETE FROM files WHERE experiment = ?1", &counts->files},
+        {"DELETE FROM experiments WHERE id = ?1", NULL},
+    };
+#undef S_OF_JOBS
+#undef S_OF_PAIRS
+    int rc = SQLITE_DONE;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && rc == SQLITE_DONE; i++)
+        rc = s_run (self, steps[i].sql, experiment, NULL, steps[i].count);
+    // The log keeps one line of it: under experiment 0, since its id may
+    // be given again.
+    if (rc == SQLITE_DONE)
+        st_event (self, &rc, "purge", 0, 0, now_ns,
+                  "experiment=%s id=%" PRId64 " pairs=%" PRId64 " results=%" PRId64
+                  " files=%" PRId64 " events=%" PRId64 " stats=%" PRId64
+                  " ensemble_jobs=%" PRId64,
+                  name, experiment, counts->pairs, counts->results, counts->files,
+                  counts->events, counts->stats, counts->ensemble_jobs);
+    if (rc != SQLITE_DONE)
+        return st_fail (self, rc, "cannot purge experiment '%s'", name);
+    return st_write_end (self);
+}

@@ -585,6 +585,34 @@ typedef int (store_pair_frames_fn) (void *arg, int64_t pair, int state, const ch
 int store_pair_frames (store_t *self, int64_t experiment, store_pair_frames_fn *fn, void *arg);
 
 // ---------------------------------------------------------------------------
+// Purging an experiment (store/operate.c, doc/storage.md)
+
+// What keeps an experiment from being purged: its pairs waiting or out,
+// its ensemble jobs running (the first's id), the experiments replaying
+// it (the first's name).
+typedef struct {
+    int64_t pending, dispatched, ensembles, replays;
+    char ensemble[32], replay[256];
+} store_experiment_busy_t;
+// Fills *out for experiment 'experiment' named 'name'. 0 or -1.
+int store_experiment_busy (store_t *self, int64_t experiment, const char *name,
+                           store_experiment_busy_t *out);
+
+// Rows an experiment's purge removed, by table.
+typedef struct {
+    int64_t pairs, results, attempts, files, events, stats, settings, ensemble_jobs;
+} store_purge_counts_t;
+// Removes experiment 'experiment' ('name') and everything of it: its
+// ensemble jobs with their pairs and partials, its results (and their
+// 'uncounted' marks), attempts, statistics, allocations, settings,
+// events, pairs, files and its row; one write of the group, with one
+// "purge" event (experiment 0: its id may be given again) naming it with
+// the counts. The caller checks first that nothing runs
+// (store_experiment_busy). 0 with *counts, or -1 (the group rolled back).
+int store_experiment_purge (store_t *self, int64_t experiment, const char *name, int64_t now_ns,
+                            store_purge_counts_t *counts);
+
+// ---------------------------------------------------------------------------
 // Backups (store/backup.c, doc/storage.md)
 
 typedef struct {

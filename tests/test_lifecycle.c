@@ -160,6 +160,150 @@ START_TEST (a_backup_is_refused_a_relative_existing_or_unreachable_file_and_leav
 }
 END_TEST
 
+
+// ---------------------------------------------------------------------------
+// purge
+
+// Copies the pairs first .. last of src/<prefix>_* into data/<exp>/.
+static void
+s_land_into (const char *exp, const char *prefix, int first, int last)
+{
+    mkdir (tu_path (s_farm.dir, tu_path ("data", exp)), 0755);
+    for (int i = first; i <= last; i++)
+        for (int side = 0; side < 2; side++) {
+            char name[128], from[4096], to[4096];
+            snprintf (name, sizeof name, "%s_%04d_%c.tif", prefix, i, side ? 'b' : 'a');
+            snprintf (from, sizeof from, "%s/src/%s", s_farm.dir, name);
+            snprintf (to, sizeof to, "%s/data/%s/%s", s_farm.dir, exp, name);
+            size_t len;
+            char *bytes = tu_slurp (from, &len);
+            ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
+            tu_spit (to, bytes, len);
+            free (bytes);
+        }
+}
+
+// Rows of 'table' (a column 'experiment') for experiment 'name', in the
+// farm's store.
+static int64_t
+s_rows_of (const char *table, const char *name)
+{
+    return tu_farm_sql (&s_farm,
+                        "SELECT count(*) FROM %s WHERE experiment = (SELECT id FROM experiments"
+                        " WHERE name = '%s')",
+                        table, name);
+}
+
+// 1 when 'pivctl status --json' lists experiment 'name'.
+static int
+s_status_lists (const char *name)
+{
+    char out[1 << 16];
+    ck_assert (tu_farm_pivctl (&s_farm, out, sizeof out, "status", "--json", NULL) == 0);
+    char quoted[300];
+    snprintf (quoted, sizeof quoted, "\"experiment\":\"%s\"", name);
+    return strstr (out, quoted) != NULL;
+}
+
+START_TEST (purge_refuses_a_running_experiment_then_removes_a_finished_one_and_nothing_else)
+{
+    tu_farm_conf (&s_farm, "piv", 2, "32", "");
+    tu_farm_render (&s_farm, 7, "p");
+    s_start_farm ();
+    char out[8192];
+    // exp1 paused with pairs waiting: running.
+    ck_assert (tu_farm_pivctl (&s_farm, out, sizeof out, "pause", "-e", "exp1", NULL) == 0);
+    tu_farm_land (&s_farm, "p", 1, 6, 0);
+    s_land_into ("exp2", "p", 1, 3);
+    for (int i = 0; i < 100 && tu_farm_counts (&s_farm).pending < 6; i++)
+        usleep (50000);
+    ck_assert_int_eq (tu_farm_counts (&s_farm).pending, 6);
+    int rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "exp1", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "'exp1' is running: 6 pair(s) pending, 0 dispatched"),
+                   "exit %d: %s", rc, out);
+    ck_assert_int_eq (s_rows_of ("pairs", "exp1"), 6);
+    // Finished: purged, counted; exp2 as it was.
+    ck_assert (tu_farm_pivctl (&s_farm, out, sizeof out, "resume", "-e", "exp1", NULL) == 0);
+    ck_assert (tu_farm_pivctl (&s_farm, out, sizeof out, "rate", "500", "-e", "exp1", NULL) == 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 6, 120).done, 6);
+    for (int i = 0; i < 200 && tu_farm_sql (&s_farm, "SELECT count(*) FROM results") < 9; i++)
+        usleep (50000);
+    for (int i = 0; i < 100 && tu_farm_sql (&s_farm, "SELECT count(*) FROM stats") < 2; i++)
+        usleep (50000);  // both checkpointed (broker/stats_ms)
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM stats"), 2);
+    int64_t events2 = s_rows_of ("events", "exp2"), results = 0;
+    results = tu_farm_sql (&s_farm, "SELECT count(*) FROM results");
+    ck_assert_int_eq (results, 9);
+    ck_assert (s_status_lists ("exp1"));
+    int64_t id1 = tu_farm_sql (&s_farm, "SELECT id FROM experiments WHERE name = 'exp1'");
+    ck_assert (s_rows_of ("events", "exp1") > 0 && s_rows_of ("settings", "exp1") > 0);
+    rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "exp1", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "purged exp1: 6 pairs, 6 results, 12 files")
+                       && strstr (out, "frames are left on disk"),
+                   "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments WHERE name = 'exp1'"),
+                      0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 3);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM pairs"), 3);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM files"), 6);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM attempts a JOIN pairs p"
+                                            " ON p.id = a.pair"),
+                      tu_farm_sql (&s_farm, "SELECT count(*) FROM attempts"));
+    const char *tables[] = {"events", "settings", "stats", "pairs", "files", "allocations",
+                            "ensemble_jobs"};
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        ck_assert_msg (tu_farm_sql (&s_farm, "SELECT count(*) FROM %s WHERE experiment = %" PRId64,
+                                    tables[t], id1) == 0,
+                       "%s keeps rows of the purged exp1", tables[t]);
+    ck_assert_int_eq (s_rows_of ("events", "exp2"), events2);
+    ck_assert_int_eq (s_rows_of ("stats", "exp2"), 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM stats"), 1);
+    char *line = tu_farm_sql_text (&s_farm, "SELECT payload FROM events WHERE kind = 'purge'");
+    ck_assert_msg (line && strstr (line, "experiment=exp1") && strstr (line, "pairs=6"), "%s",
+                   line ? line : "(no purge event)");
+    free (line);
+    ck_assert (!s_status_lists ("exp1"));
+    ck_assert (s_status_lists ("exp2"));
+    ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "data/exp1")), 12);
+    // Unknown now; the farm goes on with exp2, and a new frame of exp1
+    // makes a new experiment of that name.
+    rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "exp1", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "no experiment 'exp1'"), "exit %d: %s", rc, out);
+    s_land_into ("exp2", "p", 4, 4);
+    tu_farm_land (&s_farm, "p", 7, 7, 0);
+    for (int i = 0; i < 200 && tu_farm_sql (&s_farm, "SELECT count(*) FROM results") < 5; i++)
+        usleep (50000);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 5);
+    ck_assert_int_eq (tu_farm_counts (&s_farm).done, 1);
+    ck_assert_msg (tu_alive (s_farm.broker), "the broker died");
+}
+END_TEST
+
+START_TEST (purge_files_removes_the_frames_the_store_names_and_follows_no_link)
+{
+    tu_farm_conf (&s_farm, "noop", 2, "32", "");
+    tu_farm_fake (&s_farm, 4, "q");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "q", 1, 4, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 4, 60).done, 4);
+    // A frame swapped for a link to a file outside the root, and a file
+    // the store does not name.
+    const char *outside = tu_file (s_farm.dir, "outside.tif");
+    tu_spit (outside, "keep", 4);
+    const char *frame = tu_file (s_farm.dir, "data/exp1/q_0002_b.tif");
+    ck_assert (unlink (frame) == 0 && symlink (outside, frame) == 0);
+    tu_spit (tu_path (s_farm.dir, "data/exp1/notes.txt"), "mine", 4);
+    char out[8192];
+    int rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "exp1", "--files", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "frames: 7 removed, 0 gone already, 1 kept"),
+                   "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "data/exp1")), 2);  // the link, notes.txt
+    ck_assert (access (outside, F_OK) == 0);
+    ck_assert (access (tu_path (s_farm.dir, "data/exp1/notes.txt"), F_OK) == 0);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "purge: kept", 0));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -169,6 +313,8 @@ main (void)
     tcase_set_timeout (tc, 180);
     tcase_add_test (tc, a_backup_taken_while_pairs_are_processed_is_verified_and_holds_the_pairs_done_then);
     tcase_add_test (tc, a_backup_is_refused_a_relative_existing_or_unreachable_file_and_leaves_nothing);
+    tcase_add_test (tc, purge_refuses_a_running_experiment_then_removes_a_finished_one_and_nothing_else);
+    tcase_add_test (tc, purge_files_removes_the_frames_the_store_names_and_follows_no_link);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
