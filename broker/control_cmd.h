@@ -116,6 +116,7 @@ lifecycle_t *lifecycle_new (zloop_t *loop, store_t *store);
 void lifecycle_destroy (lifecycle_t **self_p);
 int control_backup (control_cmd_t *cmd);
 int control_purge (control_cmd_t *cmd);
+int control_vacuum (control_cmd_t *cmd);
 
 // control_units.c: calibrate, stats, mask (doc/control.md).
 int control_calibrate (control_cmd_t *cmd);

@@ -410,3 +410,41 @@ control_purge (control_cmd_t *cmd)
     text_put (&cmd->body, "}");
     return 0;
 }
+
+// ---------------------------------------------------------------------------
+// vacuum
+
+int
+control_vacuum (control_cmd_t *cmd)
+{
+    if (cmd_expect (cmd, 0, 1, 1, "vacuum"))
+        return -1;
+    store_t *store = cmd->self->store;
+    // VACUUM runs outside a transaction: what waits is committed (and
+    // acknowledged) first.
+    if (cmd_commit (cmd))
+        return -1;
+    log_notice ("vacuum: rebuilding the store '%s' (the broker waits for it)",
+                cmd->self->cfg->broker.store);
+    store_vacuum_t v;
+    if (store_vacuum (store, &v) != 0)
+        return cmd_refuse (cmd, 500, "vacuum: %s", store_error (store));
+    log_notice ("vacuum: the store '%s' went from %" PRId64 " bytes (%" PRId64
+                " of them free) to %" PRId64 " in %.2f s",
+                cmd->self->cfg->broker.store, v.bytes_before, v.free_before, v.bytes_after,
+                v.seconds);
+    char payload[256];
+    snprintf (payload, sizeof payload,
+              "bytes_before=%" PRId64 " free_before=%" PRId64 " bytes_after=%" PRId64
+              " seconds=%.3f",
+              v.bytes_before, v.free_before, v.bytes_after, v.seconds);
+    if (store_event (store, "vacuum", 0, 0, payload, util_time_ns ()) < 0 || cmd_commit (cmd))
+        log_warning ("vacuum: cannot record the vacuum in the log: %s", store_error (store));
+    cmd->status = 200;
+    cmd->body.len = 0;
+    text_put (&cmd->body,
+              "{\"vacuum\":{\"bytes_before\":%" PRId64 ",\"free_before\":%" PRId64
+              ",\"bytes_after\":%" PRId64 ",\"seconds\":%.3f}}",
+              v.bytes_before, v.free_before, v.bytes_after, v.seconds);
+    return 0;
+}

@@ -176,6 +176,8 @@ s_usage (FILE *out)
         "  purge EXP [--files]             remove EXP from the store (results, events, statistics,\n"
         "                                  pairs, files); refused while it runs; --files: its\n"
         "                                  frames on disk too\n"
+        "  vacuum                          give the store's free pages back to the disk; the\n"
+        "                                  broker waits for it (seconds a 100 MB)\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR] [--force]  a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
@@ -291,6 +293,7 @@ static const ctl_command_t s_commands[] = {
     {"backup", 1, 1, "backup FILE [--wait S] [--no-wait] | backup status", s_backup_options,
      ctl_run_backup},
     {"purge", 1, 1, "purge EXP [--files]", s_purge_options, ctl_run_purge},
+    {"vacuum", 0, 0, "vacuum", s_none, ctl_run_vacuum},
 };
 
 // Loads the configuration at 'path' (-c), else $PIVFARM_CONF, else the

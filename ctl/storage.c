@@ -303,3 +303,29 @@ s_print_purge (jdoc_t *doc, ctl_args_t *args)
                 jdoc_int (doc, 0, "$.frames.kept"));
 }
 CTL_PRINTED (ctl_run_purge, s_print_purge)
+
+// ---------------------------------------------------------------------------
+// vacuum
+
+static void
+s_print_vacuum (jdoc_t *doc, ctl_args_t *args)
+{
+    (void)args;
+    char before[32], after[32], free_bytes[32];
+    printf ("vacuumed the store: %s (%s of it free) -> %s in %s s\n",
+            util_format_size (jdoc_int (doc, 0, "$.vacuum.bytes_before"), before, sizeof before),
+            util_format_size (jdoc_int (doc, 0, "$.vacuum.free_before"), free_bytes,
+                              sizeof free_bytes),
+            util_format_size (jdoc_int (doc, 0, "$.vacuum.bytes_after"), after, sizeof after),
+            ctl_num (jdoc_number (doc, NAN, "$.vacuum.seconds"), "%.2f"));
+}
+
+int
+ctl_run_vacuum (ctl_t *ctl, ctl_args_t *args)
+{
+    // The broker answers once the VACUUM is over: minutes for a large
+    // store, unless --timeout says otherwise.
+    if (ctl->timeout_ms == TIMEOUT_MS)
+        ctl->timeout_ms = VACUUM_TIMEOUT_MS;
+    return ctl_run_printed (ctl, args, s_print_vacuum);
+}

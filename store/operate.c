@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int64_t
 store_experiment_create (store_t *self, const char *name, const char *source,
@@ -420,4 +421,55 @@ store_experiment_purge (store_t *self, int64_t experiment, const char *name, int
     if (rc != SQLITE_DONE)
         return st_fail (self, rc, "cannot purge experiment '%s'", name);
     return st_write_end (self);
+}
+
+// The database's bytes as SQLite counts them: pages in use and free.
+static int
+s_pages (store_t *self, int64_t *bytes, int64_t *free_bytes)
+{
+    int64_t count = 0, size = 0, freelist = 0;
+    int rc = s_ask (self, "PRAGMA page_count", 0, NULL, &count, NULL, 0);
+    if (rc == SQLITE_OK)
+        rc = s_ask (self, "PRAGMA page_size", 0, NULL, &size, NULL, 0);
+    if (rc == SQLITE_OK)
+        rc = s_ask (self, "PRAGMA freelist_count", 0, NULL, &freelist, NULL, 0);
+    *bytes = count * size;
+    if (free_bytes)
+        *free_bytes = freelist * size;
+    return rc;
+}
+
+int
+store_vacuum (store_t *self, store_vacuum_t *out)
+{
+    memset (out, 0, sizeof *out);
+    if (self->in_tx || self->readonly || self->detached) {
+        st_error (self, "cannot vacuum '%s': %s", self->path,
+                  self->readonly ? "it is open read-only"
+                  : self->detached ? self->detached
+                                   : "a transaction is open (commit first)");
+        return -1;
+    }
+    struct timespec t0, t1;
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    int rc = s_pages (self, &out->bytes_before, &out->free_before);
+    // VACUUM rewrites the database through the WAL; the checkpoint then
+    // writes it back and truncates the WAL, so that the file shrinks now.
+    char *msg = NULL;
+    if (rc == SQLITE_OK
+        && (rc = sqlite3_exec (self->db, "VACUUM", NULL, NULL, &msg)) == SQLITE_OK)
+        rc = sqlite3_exec (self->db, "PRAGMA wal_checkpoint (TRUNCATE)", NULL, NULL, &msg);
+    if (rc == SQLITE_OK)
+        rc = s_pages (self, &out->bytes_after, NULL);
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    out->seconds = (double) (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (rc != SQLITE_OK) {
+        st_error (self, "cannot vacuum '%s': %s%s", self->path, msg ? msg : sqlite3_errmsg (self->db),
+                  (rc & 0xff) == SQLITE_FULL ? " (VACUUM needs room for a copy of the database: "
+                                               "free space on its volume)"
+                                             : "");
+        sqlite3_free (msg);
+        return -1;
+    }
+    return 0;
 }

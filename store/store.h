@@ -612,6 +612,19 @@ typedef struct {
 int store_experiment_purge (store_t *self, int64_t experiment, const char *name, int64_t now_ns,
                             store_purge_counts_t *counts);
 
+// What a VACUUM did: the database's bytes (pages x page size) before,
+// of which free pages, and after; how long it took.
+typedef struct {
+    int64_t bytes_before, free_before, bytes_after;
+    double seconds;
+} store_vacuum_t;
+// Rebuilds the database without its free pages (VACUUM), then
+// checkpoints and truncates the WAL so that the file shrinks at once. The
+// connection's thread waits for it, and other writers with it; it needs
+// room for a copy of the database. Refused while the group's transaction
+// is open (store_commit first). 0 with *out, or -1 with the error.
+int store_vacuum (store_t *self, store_vacuum_t *out);
+
 // ---------------------------------------------------------------------------
 // Backups (store/backup.c, doc/storage.md)
 

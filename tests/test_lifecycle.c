@@ -265,6 +265,24 @@ START_TEST (purge_refuses_a_running_experiment_then_removes_a_finished_one_and_n
     ck_assert (!s_status_lists ("exp1"));
     ck_assert (s_status_lists ("exp2"));
     ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "data/exp1")), 12);
+    // The room it held goes back to the disk with a vacuum.
+    ck_assert (tu_farm_pivctl (&s_farm, out, sizeof out, "vacuum", "--json", NULL) == 0);
+    char why[256];
+    jdoc_t *doc = jdoc_parse (out, why, sizeof why);
+    ck_assert_msg (doc != NULL, "%s: %s", why, out);
+    int64_t before = jdoc_int (doc, 0, "$.vacuum.bytes_before");
+    int64_t after = jdoc_int (doc, 0, "$.vacuum.bytes_after");
+    jdoc_destroy (&doc);
+    struct stat st;
+    ck_assert (stat (tu_path (s_farm.dir, "farm.db"), &st) == 0);
+    ck_assert_msg (after > 0 && after < before && st.st_size == after,
+                   "vacuum: %" PRId64 " -> %" PRId64 " bytes, the file %lld", before, after,
+                   (long long) st.st_size);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM events WHERE kind = 'vacuum'"), 1);
+    char text[64];
+    ck_assert_str_eq (s_sql_text (tu_path (s_farm.dir, "farm.db"), "PRAGMA integrity_check", text,
+                                  sizeof text),
+                      "ok");
     // Unknown now; the farm goes on with exp2, and a new frame of exp1
     // makes a new experiment of that name.
     rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "exp1", NULL);
