@@ -1011,6 +1011,7 @@ static const struct {
     {"backup", control_backup, 1, "status", 0},
     {"purge", control_purge, 1, NULL, 1},
     {"vacuum", control_vacuum, 1, NULL, 0},
+    {"forget-agents", control_forget_agents, 1, NULL, 0},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -
@@ -1143,7 +1144,7 @@ s_run (control_cmd_t *cmd, const char *line)
             cmd_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
-                      "archive, release, warnings, calibrate, stats, mask, piv, ensemble, backup, purge, vacuum)",
+                      "archive, release, warnings, calibrate, stats, mask, piv, ensemble, backup, purge, vacuum, forget-agents)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
             cmd_refuse (cmd, 403,

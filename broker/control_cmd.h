@@ -117,6 +117,7 @@ void lifecycle_destroy (lifecycle_t **self_p);
 int control_backup (control_cmd_t *cmd);
 int control_purge (control_cmd_t *cmd);
 int control_vacuum (control_cmd_t *cmd);
+int control_forget_agents (control_cmd_t *cmd);
 
 // control_units.c: calibrate, stats, mask (doc/control.md).
 int control_calibrate (control_cmd_t *cmd);

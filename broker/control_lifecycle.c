@@ -448,3 +448,44 @@ control_vacuum (control_cmd_t *cmd)
               v.bytes_before, v.free_before, v.bytes_after, v.seconds);
     return 0;
 }
+
+// ---------------------------------------------------------------------------
+// forget-agents --older-than DURATION
+
+int
+control_forget_agents (control_cmd_t *cmd)
+{
+    const char *usage = "forget-agents --older-than DURATION (7d, 12h, 30m)";
+    if (cmd_expect (cmd, CMD_OPT_OLDER_THAN, 1, 1, usage))
+        return -1;
+    if (!cmd->older_than)
+        return cmd_refuse (cmd, 400, "forget-agents needs --older-than; usage: %s", usage);
+    // The configuration's durations (s, min, h, d), and 'm' for minutes
+    // on the command line, where it cannot be taken for months.
+    char text[32];
+    size_t len = strlen (cmd->older_than);
+    snprintf (text, sizeof text, "%s%s", cmd->older_than,
+              len > 1 && cmd->older_than[len - 1] == 'm' && cmd->older_than[len - 2] != 'i' ? "in"
+                                                                                              : "");
+    long seconds = config_parse_duration (text);
+    if (seconds <= 0)
+        return cmd_refuse (cmd, 400,
+                           "forget-agents: bad --older-than '%.64s': a whole number of s, m, h "
+                           "or d such as 7d, 12h or 30m (at most 3650d)",
+                           cmd->older_than);
+    char names[2048];
+    int64_t now = util_time_ns ();
+    int n = dispatch_forget_agents (cmd->self->dispatch, (int64_t) seconds * 1000000000, now,
+                                    names, sizeof names);
+    if (n < 0)
+        return cmd_refuse (cmd, 500, "forget-agents: %s", store_error (cmd->self->store));
+    if (cmd_commit (cmd))
+        return -1;
+    if (n > 0)
+        log_notice ("forget-agents: forgot %d agent(s) not seen for %s: %s", n, cmd->older_than,
+                    names);
+    text_put (&cmd->body, "{\"forgotten\":%d,\"older_than_s\":%ld,\"agents\":", n, seconds);
+    text_put_string (&cmd->body, names);
+    text_put (&cmd->body, "}");
+    return 0;
+}

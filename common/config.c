@@ -265,6 +265,12 @@ s_parse_duration (const char *text)
     return -1;
 }
 
+long
+config_parse_duration (const char *text)
+{
+    return s_parse_duration (text);
+}
+
 static int
 s_endpoint_ok (const char *value)
 {

@@ -155,4 +155,8 @@ void config_rules (const char *section, config_rules_fn *rules);
 int config_set (config_t *cfg, const char *section, const char *name, const char *value,
                 const char *origin, char *err, size_t errlen);
 
+// A duration as the configuration writes them: off or 0, or a whole count
+// of s, min, h or d ("30d", "12h"), at most ten years. Its seconds, or -1.
+long config_parse_duration (const char *text);
+
 #endif

@@ -408,6 +408,7 @@ int ctl_run_warnings (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_backup (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_purge (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_vacuum (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_forget_agents (ctl_t *ctl, ctl_args_t *args);
 // keys.c: security
 int ctl_run_keygen (ctl_t *ctl, ctl_args_t *args);
 

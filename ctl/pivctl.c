@@ -178,6 +178,9 @@ s_usage (FILE *out)
         "                                  frames on disk too\n"
         "  vacuum                          give the store's free pages back to the disk; the\n"
         "                                  broker waits for it (seconds a 100 MB)\n"
+        "  forget-agents --older-than DURATION\n"
+        "                                  remove the agents not seen for DURATION (7d, 12h, 30m)\n"
+        "                                  from the store; a connected agent never\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR] [--force]  a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
@@ -233,6 +236,7 @@ static const ctl_option_t s_archive_options[] = {
 static const ctl_option_t s_backup_options[] = {
     {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_purge_options[] = {{"files", 0, 0, 0}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_forget_options[] = {{"older-than", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_iobench_options[] = {
     {"total", 0, 1, 1}, {"need", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_replay_options[] = {
@@ -294,6 +298,8 @@ static const ctl_command_t s_commands[] = {
      ctl_run_backup},
     {"purge", 1, 1, "purge EXP [--files]", s_purge_options, ctl_run_purge},
     {"vacuum", 0, 0, "vacuum", s_none, ctl_run_vacuum},
+    {"forget-agents", 0, 0, "forget-agents --older-than DURATION", s_forget_options,
+     ctl_run_forget_agents},
 };
 
 // Loads the configuration at 'path' (-c), else $PIVFARM_CONF, else the

@@ -329,3 +329,21 @@ ctl_run_vacuum (ctl_t *ctl, ctl_args_t *args)
         ctl->timeout_ms = VACUUM_TIMEOUT_MS;
     return ctl_run_printed (ctl, args, s_print_vacuum);
 }
+
+// ---------------------------------------------------------------------------
+// forget-agents
+
+static void
+s_print_forgotten (jdoc_t *doc, ctl_args_t *args)
+{
+    (void)args;
+    int64_t n = jdoc_int (doc, 0, "$.forgotten");
+    const char *names = jdoc_string (doc, "$.agents");
+    if (n == 0)
+        printf ("no agent unseen for %s (connected agents are never forgotten)\n",
+                ctl_value (args, "older-than"));
+    else
+        printf ("forgot %" PRId64 " agent(s) not seen for %s: %s\n", n,
+                ctl_value (args, "older-than"), names ? names : "");
+}
+CTL_PRINTED (ctl_run_forget_agents, s_print_forgotten)

@@ -322,6 +322,41 @@ START_TEST (purge_files_removes_the_frames_the_store_names_and_follows_no_link)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// forget-agents
+
+START_TEST (forget_agents_removes_those_long_gone_and_never_a_connected_one)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32", "");
+    s_start_farm ();
+    s_agent (2);
+    for (int i = 0; i < 100 && tu_farm_sql (&s_farm, "SELECT count(*) FROM agents") < 2; i++)
+        usleep (50000);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM agents"), 2);
+    tu_stop (s_farm.agents[1], SIGKILL, 5);
+    s_farm.agents[1] = 0;
+    sleep (3);  // a2 gone for 3 s; a1 connected, its row untouched since its HELLO
+    char out[8192];
+    int rc = tu_farm_pivctl (&s_farm, out, sizeof out, "forget-agents", "--older-than", "2s", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "forgot 1 agent(s) not seen for 2s: 'a2'"),
+                   "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM agents WHERE name = 'a1'"), 1);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM agents"), 1);
+    char *line = tu_farm_sql_text (&s_farm, "SELECT payload FROM events"
+                                            " WHERE kind = 'agents-forgotten'");
+    ck_assert_msg (line && strstr (line, "count=1 agents='a2'"), "%s", line ? line : "(none)");
+    free (line);
+    rc = tu_farm_pivctl (&s_farm, out, sizeof out, "forget-agents", "--older-than", "30m", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "no agent unseen for 30m"), "exit %d: %s", rc, out);
+    // a1 still works.
+    tu_farm_fake (&s_farm, 2, "g");
+    tu_farm_land (&s_farm, "g", 1, 2, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 30).done, 2);
+    rc = tu_farm_pivctl (&s_farm, out, sizeof out, "forget-agents", "--older-than", "soon", NULL);
+    ck_assert_msg (rc == 2 && strstr (out, "bad --older-than 'soon'"), "exit %d: %s", rc, out);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -333,6 +368,7 @@ main (void)
     tcase_add_test (tc, a_backup_is_refused_a_relative_existing_or_unreachable_file_and_leaves_nothing);
     tcase_add_test (tc, purge_refuses_a_running_experiment_then_removes_a_finished_one_and_nothing_else);
     tcase_add_test (tc, purge_files_removes_the_frames_the_store_names_and_follows_no_link);
+    tcase_add_test (tc, forget_agents_removes_those_long_gone_and_never_a_connected_one);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
