@@ -18,6 +18,7 @@ typedef struct {
         char control[CONFIG_STRING];  // tcp://127.0.0.1:5552
         char publish[CONFIG_STRING];  // tcp://127.0.0.1:5553
         char store[PATH_MAX];         // ./pivfarm.db
+        char backup_before_migrate[8]; // on | off (on): <store>.v<A>.bak before a migration
         char durability[16];          // normal | full (full)
         int commit_ms;                // group commit interval (2)
         int heartbeat_ms;             // heartbeat interval (1000)

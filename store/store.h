@@ -50,6 +50,23 @@ typedef enum {
 // to say "start anyway". Readers (store_open_readonly) ignore the lock.
 // NULL on failure.
 store_t *store_new (const char *path, store_durability_t durability, char *err, size_t errlen);
+// How store_new_with opens the store.
+typedef struct {
+    store_durability_t durability;
+    // Before a migration of a store that holds a schema (version >= 1),
+    // copy it to '<path>.v<A>.bak' (A its version) with the backup API and
+    // verify the copy, before the migration's transaction; a copy that
+    // fails (the file there already, no room) fails the open with the
+    // store as it was. store_new does (1).
+    int backup_before_migrate;
+    // Called with each line worth the operator's log (the backup made,
+    // each step "from version A to B"), or NULL.
+    void (*note) (void *arg, const char *line);
+    void *arg;
+} store_options_t;
+// store_new with its options.
+store_t *store_new_with (const char *path, const store_options_t *options, char *err,
+                         size_t errlen);
 // Read-only access for readers (the status page, pivctl): never blocks the
 // writer (WAL), never writes. NULL with err on failure.
 store_t *store_open_readonly (const char *path, char *err, size_t errlen);

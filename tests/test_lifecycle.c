@@ -357,6 +357,94 @@ START_TEST (forget_agents_removes_those_long_gone_and_never_a_connected_one)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// The migration's backup
+
+// The farm's store, its broker stopped, taken back to schema 7: without
+// the three tables the step from 7 to 8 adds (issue 27), as a broker of
+// before issue 27 left it. A newer schema must be undone here too.
+static void
+s_store_to_version_7 (void)
+{
+    ck_assert_msg (STORE_SCHEMA_VERSION == 8, "undo the steps after 8 here too");
+    sqlite3 *db = NULL;
+    ck_assert (sqlite3_open (tu_path (s_farm.dir, "farm.db"), &db) == SQLITE_OK);
+    char *msg = NULL;
+    int rc = sqlite3_exec (db, "DROP TABLE ensemble_partials; DROP TABLE ensemble_pairs;"
+                               " DROP TABLE ensemble_jobs;"
+                               " UPDATE meta SET value = '7' WHERE key = 'schema_version';",
+                           NULL, NULL, &msg);
+    ck_assert_msg (rc == SQLITE_OK, "%s", msg ? msg : "?");
+    sqlite3_close (db);
+}
+
+// Starts the broker and waits for it to answer (1) or to exit (0).
+static int
+s_broker_starts (void)
+{
+    s_farm.broker = tu_farm_start (&s_farm, "pivfarm-broker", "broker.log", NULL, NULL);
+    char out[4096];
+    for (int i = 0; i < 100; i++) {
+        if (!tu_alive (s_farm.broker)) {
+            s_farm.broker = 0;
+            return 0;
+        }
+        if (tu_farm_pivctl (&s_farm, out, sizeof out, "status", NULL) == 0)
+            return 1;
+        usleep (100000);
+    }
+    ck_abort_msg ("the broker neither answers nor exits");
+    return 0;
+}
+
+START_TEST (a_migration_backs_the_store_up_first_and_a_failed_backup_changes_nothing)
+{
+    tu_farm_conf (&s_farm, "noop", 1, "32", "");
+    tu_farm_fake (&s_farm, 3, "m");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "m", 1, 3, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 3, 30).done, 3);
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    s_store_to_version_7 ();
+    // The copy first, then the step, each said.
+    const char *db = tu_file (s_farm.dir, "farm.db");
+    const char *bak = tu_file (s_farm.dir, "farm.db.v7.bak");
+    ck_assert (s_broker_starts ());
+    char text[64];
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "has schema version 7: copied into '", 0));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "farm.db.v7.bak' before its migration", 0));
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "schema from version 7 to 8 (step 1 of 1)", 0));
+    ck_assert_str_eq (s_sql_text (bak, "PRAGMA integrity_check", text, sizeof text), "ok");
+    ck_assert_int_eq (s_sql (bak, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+    ck_assert_int_eq (s_sql (bak, "SELECT count(*) FROM pairs WHERE state = 2"), 3);
+    ck_assert_int_eq (s_sql (bak, "SELECT count(*) FROM sqlite_master WHERE name = 'ensemble_jobs'"), 0);
+    ck_assert_int_eq (s_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 8);
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    // A backup that cannot be made (the name is taken): no start, the store
+    // as it was.
+    s_store_to_version_7 ();
+    ck_assert (!s_broker_starts ());
+    char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
+    ck_assert_msg (log && strstr (log, "its backup failed, nothing was changed")
+                       && strstr (log, "farm.db.v7.bak': it exists already"),
+                   "%s", log ? log : "(no log)");
+    free (log);
+    ck_assert_int_eq (s_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+    ck_assert_int_eq (s_sql (db, "SELECT count(*) FROM sqlite_master WHERE name = 'ensemble_jobs'"), 0);
+    ck_assert_int_eq (s_sql (db, "SELECT count(*) FROM pairs WHERE state = 2"), 3);
+    // Turned off: migrated without a copy.
+    tu_farm_conf_replace (&s_farm, "    store = ./farm.db\n",
+                          "    store = ./farm.db\n    backup_before_migrate = off\n");
+    unlink (bak);
+    ck_assert (s_broker_starts ());
+    ck_assert (access (bak, F_OK) != 0);
+    ck_assert_int_eq (s_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 8);
+    ck_assert_int_eq (tu_farm_counts (&s_farm).done, 3);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -369,6 +457,7 @@ main (void)
     tcase_add_test (tc, purge_refuses_a_running_experiment_then_removes_a_finished_one_and_nothing_else);
     tcase_add_test (tc, purge_files_removes_the_frames_the_store_names_and_follows_no_link);
     tcase_add_test (tc, forget_agents_removes_those_long_gone_and_never_a_connected_one);
+    tcase_add_test (tc, a_migration_backs_the_store_up_first_and_a_failed_backup_changes_nothing);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }
