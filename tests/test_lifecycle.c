@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,6 +122,15 @@ END_TEST
 
 START_TEST (a_backup_is_refused_a_relative_existing_or_unreachable_file_and_leaves_nothing)
 {
+    // As root, a RAM disk too small for the copy, in a mount namespace of
+    // this test's own (the broker started after it shares it; it vanishes
+    // with them).
+    int root = geteuid () == 0;
+    if (root)
+        ck_assert (unshare (CLONE_NEWNS) == 0
+                   && mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+    else
+        fprintf (stderr, "a full disk: skipped: mounting a RAM disk (tmpfs) needs root\n");
     tu_farm_conf (&s_farm, "noop", 1, "32", "");
     tu_farm_fake (&s_farm, 3, "r");
     s_start_farm ();
@@ -157,6 +168,22 @@ START_TEST (a_backup_is_refused_a_relative_existing_or_unreachable_file_and_leav
     rc = tu_farm_pivctl (&s_farm, out, sizeof out, "backup", "status", NULL);
     ck_assert_msg (rc == 0 && strstr (out, "failed") && strstr (out, "does not exist"), "%s", out);
     ck_assert_msg (tu_alive (s_farm.broker), "the broker died");
+    // A full disk: said, nothing left on it.
+    if (root) {
+        const char *small = tu_file (s_farm.dir, "small");
+        mkdir (small, 0755);
+        ck_assert (mount ("tmpfs", small, "tmpfs", 0, "size=64k") == 0);
+        const char *full = tu_file (s_farm.dir, "small/store.db");
+        rc = tu_farm_pivctl (&s_farm, out, sizeof out, "backup", full, NULL);
+        ck_assert_msg (rc == 1 && strstr (out, full) && strstr (out, "file system is full"),
+                       "exit %d: %s", rc, out);
+        ck_assert_int_eq (tu_entries (small), 0);
+        rc = tu_farm_pivctl (&s_farm, out, sizeof out, "backup", "status", NULL);
+        ck_assert_msg (rc == 0 && strstr (out, "file system is full"), "%s", out);
+        tu_stop (s_farm.broker, SIGKILL, 5);  // before the mount goes
+        s_farm.broker = 0;
+        umount2 (small, MNT_DETACH);
+    }
 }
 END_TEST
 
