@@ -362,9 +362,11 @@ control_purge (control_cmd_t *cmd)
         zlistx_destroy (&pf.roots), zlistx_destroy (&pf.rels);
         return cmd_refuse (cmd, 500, "purge: %s", store_error (store));
     }
+    // The purge is a transaction of its own: what waits is committed (and
+    // acknowledged) first.
     int64_t now = util_time_ns ();
     store_purge_counts_t n;
-    if (store_experiment_purge (store, exp->id, name, now, &n) != 0 || cmd_commit (cmd)) {
+    if (cmd_commit (cmd) || store_experiment_purge (store, exp->id, name, now, &n) != 0) {
         zlistx_destroy (&pf.roots), zlistx_destroy (&pf.rels);
         if (cmd->status == 200)
             cmd_refuse (cmd, 500, "purge: %s", store_error (store));

@@ -177,7 +177,7 @@ s_usage (FILE *out)
         "                                  pairs, files); refused while it runs; --files: its\n"
         "                                  frames on disk too\n"
         "  vacuum                          give the store's free pages back to the disk; the\n"
-        "                                  broker waits for it (seconds a 100 MB)\n"
+        "                                  broker waits for it (about 1 s a 100 MB)\n"
         "  forget-agents --older-than DURATION\n"
         "                                  remove the agents not seen for DURATION (7d, 12h, 30m)\n"
         "                                  from the store; a connected agent never\n"

@@ -622,10 +622,12 @@ typedef struct {
 // Removes experiment 'experiment' ('name') and everything of it: its
 // ensemble jobs with their pairs and partials, its results (and their
 // 'uncounted' marks), attempts, statistics, allocations, settings,
-// events, pairs, files and its row; one write of the group, with one
-// "purge" event (experiment 0: its id may be given again) naming it with
-// the counts. The caller checks first that nothing runs
-// (store_experiment_busy). 0 with *counts, or -1 (the group rolled back).
+// events, pairs, files and its row, with one "purge" event (experiment 0:
+// its id may be given again) naming it with the counts; one transaction
+// of its own, committed here (refused while the group's is open:
+// store_commit first), foreign-key checks off for its length (it removes
+// children first). The caller checks first that nothing runs
+// (store_experiment_busy). 0 with *counts, or -1 with nothing removed.
 int store_experiment_purge (store_t *self, int64_t experiment, const char *name, int64_t now_ns,
                             store_purge_counts_t *counts);
 
