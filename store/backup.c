@@ -94,7 +94,9 @@ s_verify (const char *file, const char *partial, int version, char *err, size_t 
     sqlite3 *db = NULL;
     sqlite3_stmt *stmt = NULL;
     char verdict[256] = "", text[32] = "";
-    int rc = sqlite3_open_v2 (partial, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc = sqlite3_open_v2 (partial, &db,
+                              SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                              NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2 (db, "PRAGMA integrity_check (1)", -1, &stmt, NULL);
     if (rc == SQLITE_OK && (rc = sqlite3_step (stmt)) == SQLITE_ROW) {
@@ -150,7 +152,10 @@ s_backup (sqlite3 *src, const char *name, const char *file, int version, int ste
         return -1;
     sqlite3 *dest = NULL;
     sqlite3_backup *backup = NULL;
-    int rc = sqlite3_open_v2 (partial, &dest, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    // NOFOLLOW: the partial made above, not a link put in its place since.
+    int rc = sqlite3_open_v2 (partial, &dest,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                              NULL);
     if (rc == SQLITE_OK)
         backup = sqlite3_backup_init (dest, "main", src, "main");
     if (!backup) {
