@@ -304,16 +304,17 @@ control_purge (control_cmd_t *cmd)
     exp_t *exp = cmd_find_experiment (cmd, name);
     if (!exp)
         return -1;
-    // What runs in memory: a replay feeding it or reading it, its fast
-    // space, its archive.
-    if (exp->replay)
+    // What runs in memory: a replay feeding it or reading it (not done
+    // sending; its pairs are counted below, and a replay's source is kept
+    // while the replay is in the store), its fast space, its archive.
+    if (exp->replay && !replay_finished (exp->replay))
         return cmd_refuse (cmd, 409,
                            "purge: refused: experiment '%s' is being replayed into (from '%s'): "
                            "wait for the replay to end",
                            name, replay_of (exp->replay));
     zhashx_t *all = ingest_experiments (control->ingest);
     for (exp_t *e = zhashx_first (all); e; e = zhashx_next (all))
-        if (e->replay && strcmp (replay_of (e->replay), name) == 0)
+        if (e->replay && !replay_finished (e->replay) && strcmp (replay_of (e->replay), name) == 0)
             return cmd_refuse (cmd, 409,
                                "purge: refused: experiment '%s' is being replayed as '%s': wait "
                                "for the replay to end, then purge '%s' first",

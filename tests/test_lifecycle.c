@@ -349,6 +349,34 @@ START_TEST (purge_files_removes_the_frames_the_store_names_and_follows_no_link)
 }
 END_TEST
 
+START_TEST (purge_refuses_the_source_of_a_replay_and_a_replay_keeps_its_source_frames)
+{
+    tu_farm_conf (&s_farm, "piv", 2, "32", "");
+    tu_farm_render (&s_farm, 2, "s");
+    s_start_farm ();
+    tu_farm_land (&s_farm, "s", 1, 2, 0);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 2, 60).done, 2);
+    char out[8192];
+    int rc = tu_farm_pivctl (&s_farm, out, sizeof out, "replay", "exp1", "--as", "again",
+                             "--speed", "max", "--wait", "60", NULL);
+    ck_assert_msg (rc == 0, "replay: exit %d: %s", rc, out);
+    rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "exp1", "--files", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "'exp1' is the source of 1 replay(s) ('again')"),
+                   "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "data/exp1")), 4);
+    // The replay goes, its source's frames stay; then the source may go.
+    rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "again", "--files", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "purged again: 2 pairs, 2 results")
+                       && strstr (out, "a replay's frames are its source's"),
+                   "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_entries (tu_path (s_farm.dir, "data/exp1")), 4);
+    rc = tu_farm_pivctl (&s_farm, out, sizeof out, "purge", "exp1", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "purged exp1: 2 pairs"), "exit %d: %s", rc, out);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments"), 0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 0);
+}
+END_TEST
+
 // ---------------------------------------------------------------------------
 // forget-agents
 
@@ -483,6 +511,7 @@ main (void)
     tcase_add_test (tc, a_backup_is_refused_a_relative_existing_or_unreachable_file_and_leaves_nothing);
     tcase_add_test (tc, purge_refuses_a_running_experiment_then_removes_a_finished_one_and_nothing_else);
     tcase_add_test (tc, purge_files_removes_the_frames_the_store_names_and_follows_no_link);
+    tcase_add_test (tc, purge_refuses_the_source_of_a_replay_and_a_replay_keeps_its_source_frames);
     tcase_add_test (tc, forget_agents_removes_those_long_gone_and_never_a_connected_one);
     tcase_add_test (tc, a_migration_backs_the_store_up_first_and_a_failed_backup_changes_nothing);
     suite_add_tcase (suite, tc);
