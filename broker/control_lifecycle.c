@@ -108,7 +108,9 @@ lifecycle_destroy (lifecycle_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    s_end_backup (*self_p);
+    // The loop is gone by now (the broker destroys it first): a copy under
+    // way is told to stop ($TERM) and waited for, nothing kept.
+    zactor_destroy (&(*self_p)->backup);
     free (*self_p);
     *self_p = NULL;
 }
