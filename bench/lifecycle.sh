@@ -8,7 +8,7 @@
 # on time.
 #
 #   sh bench/lifecycle.sh [PAIRS] [FIELD_KB]      (default 250 pairs, 217 KB)
-#   PIVFARM_BIN=bin (default)
+#   PIVFARM_BIN=bin (default); needs the sqlite3 shell. 'make bench' runs it.
 set -eu
 PAIRS=${1:-250}
 FIELD_KB=${2:-217}
@@ -76,10 +76,10 @@ start
 t0=$(date +%s.%N)
 "$BIN/pivctl" -c pivfarm.conf --timeout 600000 purge old
 t1=$(date +%s.%N)
-echo "purge: $(echo "$t1 - $t0" | bc) s from pivctl's start to its answer"
+echo "purge: $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s from pivctl's start to its answer"
 "$BIN/pivctl" -c pivfarm.conf vacuum
 t0=$(date +%s.%N)
 "$BIN/pivctl" -c pivfarm.conf status > /dev/null
 t1=$(date +%s.%N)
-echo "status after: $(echo "$t1 - $t0" | bc) s"
+echo "status after: $(awk "BEGIN { printf \"%.3f\", $t1 - $t0 }") s"
 stop
