@@ -25,3 +25,8 @@ BENCHES += build/bench/bench_stereo
 # bench_stats: what the run statistics' uncertainty costs (issue 27): state
 # size, the time to count a field and to encode, with it and without.
 BENCHES += build/bench/bench_stats
+
+# The store's lifecycle (issue 28): backup, purge and vacuum through the real
+# broker and pivctl on a store of 2 x 250 pairs of 217 KB fields (a script:
+# the sqlite3 shell fills the store).
+BENCHES += bench/lifecycle.sh

@@ -1021,16 +1021,20 @@ s_record_agent (dispatch_t *self, agent_rec_t *agent, int64_t now)
 // store ('agents-forgotten' event, a notice naming them). The agents
 // connected now are seen first: their heartbeats write nothing, and none
 // of them may go however long ago it said HELLO.
+int
+dispatch_forget_agents (dispatch_t *self, int64_t age_ns, int64_t now, char *names, size_t size)
+{
+    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
+        if (store_agent_touch (self->store, a->id, now) != 0)
+            return -1;
+    return store_agents_forget (self->store, now - age_ns, now, names, size);
+}
+
 static void
 s_forget_agents (dispatch_t *self, int64_t age_ns, int64_t now)
 {
-    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
-        if (store_agent_touch (self->store, a->id, now) != 0) {
-            log_warning ("cannot forget agents long gone: %s", store_error (self->store));
-            return;
-        }
     char names[1024];
-    int n = store_agents_forget (self->store, now - age_ns, now, names, sizeof names);
+    int n = dispatch_forget_agents (self, age_ns, now, names, sizeof names);
     if (n < 0)
         log_warning ("cannot forget agents long gone: %s", store_error (self->store));
     else if (n > 0) {

@@ -67,6 +67,7 @@ CHOICES (s_durabilities, "normal", "full")
 CHOICES (s_modes, "inotify", "poll")
 CHOICES (s_result_formats, "txt", "field")
 CHOICES (s_curves, "off", "on")
+CHOICES (s_on_off, "on", "off")
 CHOICES (s_levels, "error", "warning", "notice", "info", "debug")
 
 #define FIELD(sec, key) offsetof (config_t, sec.key), sizeof (((config_t *) 0)->sec.key)
@@ -82,6 +83,7 @@ static const s_key_t s_keys[] = {
     TEXT (broker, control, KIND_ENDPOINT),
     TEXT (broker, publish, KIND_ENDPOINT),
     TEXT (broker, store, KIND_PATH),
+    CHOICE (broker, backup_before_migrate, s_on_off),
     CHOICE (broker, durability, s_durabilities),
     INT (broker, commit_ms, 0, 1000),
     INT (broker, heartbeat_ms, 10, 60000),
@@ -288,6 +290,12 @@ s_parse_duration (const char *text)
         if (strcmp (p, units[i].unit) == 0)
             return n * units[i].seconds <= DURATION_MAX_S ? n * units[i].seconds : -1;
     return -1;
+}
+
+long
+config_parse_duration (const char *text)
+{
+    return s_parse_duration (text);
 }
 
 static int
@@ -1009,6 +1017,7 @@ config_init (config_t *cfg)
     snprintf (cfg->broker.durability, sizeof cfg->broker.durability, "full");
     snprintf (cfg->log.level, sizeof cfg->log.level, "notice");
     cfg->broker.commit_ms = 2;
+    snprintf (cfg->broker.backup_before_migrate, sizeof cfg->broker.backup_before_migrate, "on");
     cfg->broker.heartbeat_ms = 1000;
     cfg->broker.liveness = 3;
     cfg->broker.max_attempts = 3;

@@ -18,6 +18,7 @@ typedef struct {
         char control[CONFIG_STRING];  // tcp://127.0.0.1:5552
         char publish[CONFIG_STRING];  // tcp://127.0.0.1:5553
         char store[PATH_MAX];         // ./pivfarm.db
+        char backup_before_migrate[8]; // on | off (on): <store>.v<A>.bak before a migration
         char durability[16];          // normal | full (full)
         int commit_ms;                // group commit interval (2)
         int heartbeat_ms;             // heartbeat interval (1000)
@@ -188,5 +189,9 @@ const char *config_connect (const config_t *cfg, const char *key, char *err, siz
 // name). For keys whose value is not a path (paths are anchored at load).
 int config_set (config_t *cfg, const char *section, const char *name, const char *value,
                 const char *origin, char *err, size_t errlen);
+
+// A duration as the configuration writes them: off or 0, or a whole count
+// of s, min, h or d ("30d", "12h"), at most ten years. Its seconds, or -1.
+long config_parse_duration (const char *text);
 
 #endif

@@ -172,6 +172,19 @@ s_usage (FILE *out)
         "                                  16M (SIZE in all, default 256M); RATE: 240Mbit, 30MB\n"
         "  warnings [list]                 the storage and clock warnings in force, numbered\n"
         "  warnings clear N|all            hide warning N (or all) while it lasts (operator)\n"
+        "the store (operator; doc/storage.md):\n"
+        "  backup FILE [--wait S] [--no-wait]\n"
+        "                                  an online copy of the store into FILE (absolute, on\n"
+        "                                  the broker's host, never over a file), verified\n"
+        "  backup status                   the last backup: bytes, pages, seconds, or why not\n"
+        "  purge EXP [--files]             remove EXP from the store (results, events, statistics,\n"
+        "                                  pairs, files); refused while it runs; --files: its\n"
+        "                                  frames on disk too\n"
+        "  vacuum                          give the store's free pages back to the disk; the\n"
+        "                                  broker waits for it (about 1 s a 100 MB)\n"
+        "  forget-agents --older-than DURATION\n"
+        "                                  remove the agents not seen for DURATION (7d, 12h, 30m)\n"
+        "                                  from the store; a connected agent never\n"
         "security (doc/security.md):\n"
         "  keygen NAME [-o DIR] [--force] [--role ROLE]\n"
         "                                  a CURVE key pair: DIR/NAME.cert (public) and\n"
@@ -227,6 +240,10 @@ static const ctl_option_t s_provision_options[] = {
     {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_archive_options[] = {
     {"to", 0, 1, 0}, {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_backup_options[] = {
+    {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_purge_options[] = {{"files", 0, 0, 0}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_forget_options[] = {{"older-than", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_iobench_options[] = {
     {"total", 0, 1, 1}, {"need", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_replay_options[] = {
@@ -285,6 +302,12 @@ static const ctl_command_t s_commands[] = {
     {"iobench", 1, 1, "iobench DIR [--total SIZE] [--need RATE]", s_iobench_options,
      ctl_run_iobench},
     {"warnings", 0, 2, "warnings [list] | warnings clear N|all", s_none, ctl_run_warnings},
+    {"backup", 1, 1, "backup FILE [--wait S] [--no-wait] | backup status", s_backup_options,
+     ctl_run_backup},
+    {"purge", 1, 1, "purge EXP [--files]", s_purge_options, ctl_run_purge},
+    {"vacuum", 0, 0, "vacuum", s_none, ctl_run_vacuum},
+    {"forget-agents", 0, 0, "forget-agents --older-than DURATION", s_forget_options,
+     ctl_run_forget_agents},
 };
 
 // Loads the configuration at 'path' (-c), else $PIVFARM_CONF, else the

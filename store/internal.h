@@ -252,6 +252,15 @@ void st_lock_read (int fd, char *state, size_t size);
 void st_rescue_end (store_t *self, int failed);
 
 // ---------------------------------------------------------------------------
+// backup.c
+
+// Copies the open store (schema 'version', before its migration) into
+// '<path>.v<version>.bak' (its name in file), as store_backup_file does.
+// 0, or -1 with err.
+int st_backup_before_migration (store_t *self, int version, char *file, size_t size, char *err,
+                                size_t errlen);
+
+// ---------------------------------------------------------------------------
 // write.c
 
 // Appends an event to the current write call; its id, or -1 with *rc.

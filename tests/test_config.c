@@ -262,7 +262,7 @@ START_TEST (the_example_file_shows_every_key_with_a_comment_above_it)
     ck_assert_msg (text != NULL, "cannot read '%s'", path);
     static const char *const keys[] = {
         "broker/ingest",     "broker/work",         "broker/control",     "broker/publish",
-        "broker/store",      "broker/durability",   "broker/commit_ms",   "broker/heartbeat_ms",
+        "broker/store",      "broker/backup_before_migrate", "broker/durability",   "broker/commit_ms",   "broker/heartbeat_ms",
         "broker/liveness",   "broker/max_attempts", "broker/store_fields",
         "broker/deadline_floor_ms", "broker/forget_agents_after", "watcher/root",
         "watcher/mode",      "watcher/poll_ms",     "watcher/ignore",     "watcher/resend_ms",

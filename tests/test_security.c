@@ -256,6 +256,19 @@ START_TEST (a_reader_key_reads_but_only_an_operator_key_changes_things)
                            "operator's\n");
     rc = s_pivctl (out, sizeof out, "reader", "feedback", "on", NULL);
     ck_assert_msg (rc == 1 && strstr (out, "refused: 'feedback'"), "feedback on: %d: %s", rc, out);
+    // The store's lifecycle (doc/storage.md): an operator's; 'backup status' reads.
+    const char *copy = tu_file (s_farm.dir, "copy.db");
+    rc = s_pivctl (out, sizeof out, "reader", "backup", copy, NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'backup'") && access (copy, F_OK) != 0,
+                   "backup: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "purge", "exp1", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'purge'"), "purge: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "vacuum", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'vacuum'"), "vacuum: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "forget-agents", "--older-than", "7d", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'forget-agents'"), "forget: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "backup", "status", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "no backup since the broker started"), "%d: %s", rc, out);
 
     rc = s_pivctl (out, sizeof out, "operator", "--json", "rate", "5", NULL);
     ck_assert_msg (rc == 0, "rate 5 as an operator: exit %d: %s", rc, out);
