@@ -94,6 +94,8 @@ static const s_key_t s_keys[] = {
     INT (broker, max_agents, 1, 1000000),
     INT (broker, stats_ms, 0, 600000),
     INT (broker, stats_uncertainty, 0, 1),
+    INT (broker, stats_save_kb_s, 0, 1048576),
+    INT (broker, stats_save_results, 1, 10000),
     TEXT (watcher, root, KIND_PATH),
     CHOICE (watcher, mode, s_modes),
     INT (watcher, poll_ms, 10, 60000),
@@ -921,6 +923,8 @@ config_init (config_t *cfg)
     cfg->broker.max_agents = 1000;
     cfg->broker.stats_ms = 1000;
     cfg->broker.stats_uncertainty = 1;
+    cfg->broker.stats_save_kb_s = 1024;
+    cfg->broker.stats_save_results = 1000;
     snprintf (cfg->calibration.y_axis, sizeof cfg->calibration.y_axis, "up");
 
     snprintf (cfg->watcher.root, sizeof cfg->watcher.root, "./data");

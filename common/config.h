@@ -34,6 +34,9 @@ typedef struct {
                                       // a clean stop and on 'stats')
         int stats_uncertainty;        // 1: the statistics keep their uncertainty (n_eff ...;
                                       // 4x the state); 0: not (1)
+        int stats_save_kb_s;          // KiB/s a changed set's saves may write, at most (1024;
+                                      // 0: saved at every stats_ms)
+        int stats_save_results;       // results a set waits with unsaved, at most (1000)
     } broker;
     struct {
         char root[PATH_MAX];          // ./data
