@@ -147,6 +147,7 @@ static const s_key_t s_keys[] = {
     INT (storage, guard_ms, 100, 60000),
     TEXT (storage, warn_free, KIND_SPACE),
     TEXT (storage, critical_free, KIND_SPACE),
+    INT (storage, headroom_s, 0, 7 * 86400),
     TEXT (storage, archive_dir, KIND_OPT_PATH),
     INT (storage, archive_idle_s, 1, 31 * 86400),
     INT (storage, archive_mb_s, 0, 100000),
@@ -980,6 +981,7 @@ config_init (config_t *cfg)
     cfg->storage.guard_ms = 1000;
     snprintf (cfg->storage.warn_free, sizeof cfg->storage.warn_free, "10%%");
     snprintf (cfg->storage.critical_free, sizeof cfg->storage.critical_free, "2%%");
+    cfg->storage.headroom_s = 600;
     cfg->storage.archive_idle_s = 600;
 }
 

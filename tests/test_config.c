@@ -1048,6 +1048,20 @@ START_TEST (the_statistics_save_budget_and_its_bound_are_checked)
 }
 END_TEST
 
+// The free-space guard's headroom (issue 28): seconds of the measured
+// growth, 10 minutes by default, 0 turning it off.
+START_TEST (the_guard_headroom_is_seconds_and_checked)
+{
+    config_t cfg;
+    config_init (&cfg);
+    ck_assert_int_eq (cfg.storage.headroom_s, 600);
+    s_loads (&cfg, "storage\n    headroom_s = 0\n");
+    ck_assert_int_eq (cfg.storage.headroom_s, 0);
+    ck_assert_int_eq (s_load (&cfg, "storage\n    headroom_s = 604801\n"), -1);
+    ck_assert_msg (strstr (s_err, "'storage/headroom_s'"), "%s", s_err);
+}
+END_TEST
+
 // agent/result_format (issue 18): txt by default, field accepted, nothing else.
 START_TEST (the_result_format_is_txt_or_field)
 {
@@ -1112,6 +1126,7 @@ s_suite (void)
     tcase_add_test (refusals, every_program_refuses_a_bad_piv_key_at_start_with_the_same_message);
     tcase_add_test (refusals, the_calibration_section_is_checked_and_kept_canonical);
     tcase_add_test (refusals, the_statistics_save_budget_and_its_bound_are_checked);
+    tcase_add_test (refusals, the_guard_headroom_is_seconds_and_checked);
     tcase_add_test (refusals, the_result_format_is_txt_or_field);
     suite_add_tcase (suite, refusals);
     return suite;
