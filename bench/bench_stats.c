@@ -185,6 +185,105 @@ s_pair (store_t *store, int64_t exp, int i, const unsigned char *blob, size_t si
     return store_event (store, "feedback", exp, pair, json, now) < 0 ? -1 : pair;
 }
 
+// Field i of a run on the n x n grid of 'f' (s_fill, with sigma), encoded
+// into *blob_p (malloc'd, caller frees; freed first). 0 or -1.
+static int
+s_field_blob (piv_field_t *f, float *w, int n, int i, unsigned char **blob_p, size_t *size_p)
+{
+    s_fill (f, w, n, i);
+    for (int k = 0; k < n * n; k++)
+        f->sigma_u[k] = f->sigma_v[k] = 0.05f + 0.01f * (float) sin (k + i);
+    free (*blob_p);
+    *blob_p = NULL;
+    return piv_field_encode (f, blob_p, size_p);
+}
+
+// A store, an experiment in it and the broker's statistics stage over
+// them, with a field of n x n points (with sigma) to send.
+typedef struct {
+    char db[512];            // the store's file
+    config_t cfg;            // the broker's configuration (defaults)
+    store_t *store;
+    exp_t exp;               // the experiment "run"
+    zhashx_t *experiments;   // "run" -> exp
+    stats_t *stats;
+    piv_field_t *field;      // the field sent, refilled each pair
+    float *vorticity;
+    unsigned char *blob;     // its encoding
+    size_t size;
+} s_bench_t;
+
+// Opens 'name' in 'dir' (a new store) with budget_kb_s as
+// broker/stats_save_kb_s (-1: its default); the stage made unless 'later'.
+// 0 or -1 (said).
+static int
+s_open (s_bench_t *b, const char *dir, const char *name, int n, int budget_kb_s, int later)
+{
+    char err[512];
+    memset (b, 0, sizeof *b);
+    snprintf (b->db, sizeof b->db, "%s/%s.db", dir, name);
+    config_init (&b->cfg);
+    if (budget_kb_s >= 0)
+        b->cfg.broker.stats_save_kb_s = budget_kb_s;
+    if (!(b->store = store_new (b->db, STORE_DURABILITY_FULL, err, sizeof err))) {
+        fprintf (stderr, "bench_stats: %s\n", err);
+        return -1;
+    }
+    b->exp = (exp_t) {.id = store_experiment (b->store, "run", util_time_ns ()), .name = "run"};
+    b->exp.piv.settings = "passes=64,32";
+    b->experiments = zhashx_new ();
+    b->field = piv_field_new (n, n);
+    b->vorticity = malloc ((size_t) n * n * sizeof *b->vorticity);
+    stats_host_t host = {.store = b->store, .experiments = b->experiments, .cfg = &b->cfg};
+    if (b->exp.id < 0 || !b->experiments || !b->field || !b->vorticity
+        || piv_field_add_sigma (b->field) != 0
+        || (!later && !(b->stats = stats_new (&host, err, sizeof err)))) {
+        fprintf (stderr, "bench_stats: cannot set up a run in '%s': %s\n", b->db,
+                 b->exp.id < 0 ? store_error (b->store) : "out of memory");
+        return -1;
+    }
+    zhashx_insert (b->experiments, "run", &b->exp);
+    b->field->step = 8;
+    b->field->window = 16;
+    return 0;
+}
+
+// Writes pair i of the run (field i, s_field_blob) as the broker does,
+// committed: its id, or -1 (said).
+static int64_t
+s_write (s_bench_t *b, int i, int64_t now)
+{
+    char err[512];
+    int64_t pair = -1;
+    if (s_field_blob (b->field, b->vorticity, b->field->nx, i, &b->blob, &b->size) == 0)
+        pair = s_pair (b->store, b->exp.id, i, b->blob, b->size, now);
+    if (pair < 0 || store_commit (b->store, err, sizeof err) != 0) {
+        fprintf (stderr, "bench_stats: cannot write pair %d to '%s': %s\n", i, b->db,
+                 pair < 0 ? store_error (b->store) : err);
+        return -1;
+    }
+    return pair;
+}
+
+// Closes what s_open made (the store last: its WAL checkpointed into the
+// file); the file's size, bytes, before it is removed.
+static double
+s_close (s_bench_t *b)
+{
+    char wal[520];
+    stats_destroy (&b->stats);
+    zhashx_destroy (&b->experiments);
+    store_destroy (&b->store);
+    free (b->blob);
+    free (b->vorticity);
+    piv_field_destroy (&b->field);
+    double size = s_file_size (b->db);
+    snprintf (wal, sizeof wal, "%s-wal", b->db);
+    unlink (b->db);
+    unlink (wal);
+    return size;
+}
+
 // 'seconds' of a run at RIG_RATE on an n x n grid in a new store in 'dir':
 // each pair written and counted as the broker does, committed alone; every
 // second the statistics' timer (stats_save_due) with its own commit,
@@ -192,67 +291,35 @@ s_pair (store_t *store, int64_t exp, int i, const unsigned char *blob, size_t si
 static int
 s_run (const char *dir, int n, int budget_kb_s, int seconds, s_run_t *out)
 {
-    char db[512], wal[520], err[512];
-    snprintf (db, sizeof db, "%s/run-%d-%d.db", dir, n, budget_kb_s);
-    snprintf (wal, sizeof wal, "%s-wal", db);
+    char name[64], wal[600], err[512];
+    snprintf (name, sizeof name, "run-%d-%d", n, budget_kb_s);
     memset (out, 0, sizeof *out);
-    config_t cfg;
-    config_init (&cfg);
-    cfg.broker.stats_save_kb_s = budget_kb_s;
-    store_t *store = store_new (db, STORE_DURABILITY_FULL, err, sizeof err);
-    if (!store) {
-        fprintf (stderr, "bench_stats: %s\n", err);
-        return -1;
-    }
-    int64_t now = util_time_ns ();
-    exp_t exp = {.id = store_experiment (store, "run", now), .name = "run"};
-    exp.piv.settings = "passes=64,32";
-    zhashx_t *experiments = zhashx_new ();
-    piv_field_t *f = piv_field_new (n, n);
-    float *w = malloc ((size_t) n * n * sizeof *w);
-    stats_host_t host = {.store = store, .experiments = experiments, .cfg = &cfg};
-    stats_t *stats = experiments ? stats_new (&host, err, sizeof err) : NULL;
-    unsigned char *blob = NULL;
-    int rc = -1;
-    if (exp.id < 0 || !stats || !f || !w || piv_field_add_sigma (f) != 0) {
-        fprintf (stderr, "bench_stats: cannot set up a run in '%s': %s\n", db,
-                 exp.id < 0 ? store_error (store) : "out of memory");
+    s_bench_t b;
+    int rc = -1, pairs = seconds * RIG_RATE;
+    if (s_open (&b, dir, name, n, budget_kb_s, 0) != 0)
         goto done;
-    }
-    zhashx_insert (experiments, "run", &exp);
-    f->step = 8;
-    f->window = 16;
-    s_fill (f, w, n, 0);
-    piv_stats_t *probe = piv_stats_new (f);
+    snprintf (wal, sizeof wal, "%s-wal", b.db);
+    s_fill (b.field, b.vorticity, n, 0);
+    piv_stats_t *probe = piv_stats_new (b.field);
     out->state = probe ? piv_stats_state_size (probe) : 0;
     piv_stats_destroy (&probe);
     double add_s = 0, save_s = 0, save_bytes = 0;
-    int pairs = seconds * RIG_RATE;
+    int64_t now = util_time_ns ();
     for (int i = 0; i < pairs; i++) {
-        s_fill (f, w, n, i);
-        for (int k = 0; k < n * n; k++)
-            f->sigma_u[k] = f->sigma_v[k] = 0.05f + 0.01f * (float) sin (k + i);
-        size_t size;
-        free (blob);
-        blob = NULL;
-        if (piv_field_encode (f, &blob, &size) != 0)
-            goto done;
-        out->field = size;
         now += 1000000000 / RIG_RATE;
-        int64_t pair = s_pair (store, exp.id, i, blob, size, now);
-        if (pair < 0 || store_commit (store, err, sizeof err) != 0) {
-            fprintf (stderr, "bench_stats: cannot write pair %d to '%s': %s\n", i, db,
-                     pair < 0 ? store_error (store) : err);
+        int64_t pair = s_write (&b, i, now);
+        if (pair < 0)
             goto done;
-        }
+        out->field = b.size;
         double t = util_now ();
-        stats_add (stats, &exp, pair, f, w);
+        stats_add (b.stats, &b.exp, pair, b.field, b.vorticity);
         add_s += util_now () - t;
         if ((i + 1) % RIG_RATE == 0) {  // a second: broker/stats_ms's look
             double bytes = s_written ();
             t = util_now ();
-            if (stats_save_due (stats, now) != 0 || store_commit (store, err, sizeof err) != 0) {
-                fprintf (stderr, "bench_stats: cannot save the statistics in '%s'\n", db);
+            if (stats_save_due (b.stats, now) != 0
+                || store_commit (b.store, err, sizeof err) != 0) {
+                fprintf (stderr, "bench_stats: cannot save the statistics in '%s'\n", b.db);
                 goto done;
             }
             double spent = util_now () - t, wrote = s_written () - bytes;
@@ -268,19 +335,63 @@ s_run (const char *dir, int n, int budget_kb_s, int seconds, s_run_t *out)
     out->save_ms_s = save_s * 1e3 / seconds;
     out->add_ms_s = add_s * 1e3 / seconds;
     rc = 0;
-done:
-    stats_destroy (&stats);
-    zhashx_destroy (&experiments);
-    store_destroy (&store);  // the last connection: the WAL checkpointed into the file
-    free (blob);
-    free (w);
-    piv_field_destroy (&f);
-    if (rc == 0)
-        out->pair_bytes = (s_file_size (db) - (double) out->state) / (seconds * RIG_RATE);
-    unlink (db);
-    unlink (wal);
+done:;
+    double size = s_close (&b);
+    out->pair_bytes = (size - (double) out->state) / pairs;
     return rc;
 }
+
+// A restart with 'count' results of an n x n grid not saved in the
+// statistics (as after a SIGKILL with broker/stats_save_results of them
+// waiting): the broker's time to count them again (stats_rebuild_step and
+// its commits, as the reactor runs them every REBUILD_MS), the longest
+// slice and how many. 0 or -1.
+static int
+s_restart (const char *dir, int n, int count)
+{
+    char name[64], err[512];
+    snprintf (name, sizeof name, "restart-%d", n);
+    s_bench_t b;
+    int rc = -1;
+    if (s_open (&b, dir, name, n, -1, 1) != 0)
+        goto done;
+    int64_t now = util_time_ns ();
+    for (int i = 0; i < count; i++)
+        if (s_write (&b, i, now += 1000000000 / RIG_RATE) < 0)
+            goto done;
+    stats_host_t host = {.store = b.store, .experiments = b.experiments, .cfg = &b.cfg};
+    if (!(b.stats = stats_new (&host, err, sizeof err)) || stats_load (b.stats) != 0) {
+        fprintf (stderr, "bench_stats: cannot load the statistics of '%s'\n", b.db);
+        goto done;
+    }
+    double spent = 0, committing = 0, longest = 0;
+    int slices = 0, more = 1;
+    while (more > 0) {
+        double t = util_now ();
+        more = stats_rebuild_step (b.stats);
+        double c = util_now ();
+        if (more < 0 || store_commit (b.store, err, sizeof err) != 0) {
+            fprintf (stderr, "bench_stats: the rebuild in '%s' failed: %s\n", b.db,
+                     store_error (b.store));
+            goto done;
+        }
+        double end = util_now ();
+        spent += c - t;
+        committing += end - c;
+        longest = end - t > longest ? end - t : longest;
+        slices++;
+    }
+    printf ("%4dx%-4d a restart counts %d results again: %.2f s of the broker (%.2f ms each; "
+            "commits %.2f s more) in %d slices of at most %.0f ms, done in %.1f s with the "
+            "slices 10 ms apart\n",
+            n, n, count, spent, spent * 1e3 / count, committing, slices, longest * 1e3,
+            spent + committing + slices * 0.010);
+    rc = 0;
+done:
+    s_close (&b);
+    return rc;
+}
+
 // Section 2 on one grid: a run saving at every look, one within the
 // default budget; a line each, and the growth.
 static int
@@ -320,7 +431,7 @@ main (int argc, char **argv)
         else if (strcmp (argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = atoi (argv[++i]);
         else {
-            fprintf (stderr, "usage: bench_stats [--section 1|2] [--seconds S]\n");
+            fprintf (stderr, "usage: bench_stats [--section 1|2|3] [--seconds S]\n");
             return 2;
         }
     }
@@ -338,7 +449,7 @@ main (int argc, char **argv)
             return 1;
         }
     }
-    if (section == 0 || section == 2) {
+    if (section == 0 || section >= 2) {
         char dir[] = "/tmp/bench_stats.XXXXXX";
         if (!mkdtemp (dir)) {
             fprintf (stderr, "bench_stats: cannot make a directory in /tmp: %s\n",
@@ -346,12 +457,24 @@ main (int argc, char **argv)
             return 1;
         }
         log_set_level (LOG_LEVEL_WARNING);
-        printf ("\n2. the statistics' write cost during a run, and the store's growth (issue "
-                "28; %d s at %d pairs/s, fields with sigma kept, durability full; bytes from "
-                "/proc/self/io wchar, growth: the file after the last close, the statistics' "
-                "row left out)\n",
-                seconds, RIG_RATE);
-        int rc = s_cost (dir, 128, seconds) != 0 || s_cost (dir, 256, seconds) != 0;
+        int rc = 0;
+        if (section != 3) {
+            printf ("\n2. the statistics' write cost during a run, and the store's growth "
+                    "(issue 28; %d s at %d pairs/s, fields with sigma kept, durability full; "
+                    "bytes from /proc/self/io wchar, growth: the file after the last close, the "
+                    "statistics' row left out)\n",
+                    seconds, RIG_RATE);
+            rc = s_cost (dir, 128, seconds) != 0 || s_cost (dir, 256, seconds) != 0;
+        }
+        if (!rc && section != 2) {
+            config_t defaults;
+            config_init (&defaults);
+            printf ("\n3. a restart after a SIGKILL: the results not saved counted again from "
+                    "the store (issue 28; broker/stats_save_results = %d of them)\n",
+                    defaults.broker.stats_save_results);
+            rc = s_restart (dir, 128, defaults.broker.stats_save_results) != 0
+                 || s_restart (dir, 256, defaults.broker.stats_save_results) != 0;
+        }
         rmdir (dir);
         if (rc)
             return 1;

@@ -508,6 +508,11 @@ stats_load (stats_t *self)
         return -1;
     }
     stats_recount (self);
+    // What the store holds counts as saved now: the rebuild's first slice
+    // does not rewrite a large state for the one result it counted.
+    int64_t now = util_time_ns ();
+    for (s_exp_t *e = zhashx_first (self->exps); e; e = zhashx_next (self->exps))
+        e->saved_ns = now;
     return 0;
 }
 
