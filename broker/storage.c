@@ -38,6 +38,7 @@ typedef struct {
     int64_t sample_ns[S_GROWTH_SAMPLES];    // when free space was sampled: a ring (0: none)
     int64_t sample_free[S_GROWTH_SAMPLES];  // ... and how much there was, bytes
     int next_sample;          // the ring's next slot
+    double growth;            // bytes/s its free space fell by over the last minute (<0: rose)
 } s_volume_t;
 
 struct _storage_t {
@@ -769,7 +770,7 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen, int64_t now)
         self->volumes[v].total_bytes = total;
         const char *role = self->volumes[v].role, *path = self->volumes[v].path;
         // How long until critical_free at the last minute's growth.
-        double growth = s_growth (&self->volumes[v], free_bytes, now);
+        double growth = self->volumes[v].growth = s_growth (&self->volumes[v], free_bytes, now);
         int headroom = self->cfg->storage.headroom_s;
         int64_t above = free_bytes - s_threshold (self->cfg->storage.critical_free, total);
         double left_s = growth > 0 ? (double) above / growth : -1;
@@ -1218,8 +1219,9 @@ storage_put_volumes (const storage_t *self, text_t *t)
         text_put_string (t, self->volumes[v].role);
         text_put (t, ",\"path\":");
         text_put_string (t, self->volumes[v].path);
-        text_put (t, ",\"free_bytes\":%lld,\"total_bytes\":%lld}",
-                  (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes);
+        text_put (t, ",\"free_bytes\":%lld,\"total_bytes\":%lld,\"growth_bytes_s\":%.0f}",
+                  (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes,
+                  self->volumes[v].growth);
     }
     text_put (t, "]");
 }

@@ -585,6 +585,11 @@ START_TEST (the_free_space_guard_pauses_dispatch_when_the_measured_growth_would_
     fclose (f);
     free (block);
     s_land_while_paused ("results", "storage/headroom_s");
+    jdoc_t *doc = s_status ();
+    ck_assert_str_eq (jdoc_string (doc, "$.volumes[1].role"), "results");
+    double growth = jdoc_number (doc, 0, "$.volumes[1].growth_bytes_s");
+    ck_assert_msg (growth > 1e6, "growth_bytes_s %g", growth);
+    jdoc_destroy (&doc);
     char *w = s_warning ("space", "falling by", 0);
     ck_assert_msg (w != NULL && strstr (w, "no new work is dispatched"), "%s", w ? w : "none");
     free (w);
