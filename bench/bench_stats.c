@@ -270,7 +270,7 @@ s_write (s_bench_t *b, int i, int64_t now)
 static double
 s_close (s_bench_t *b)
 {
-    char wal[520];
+    char wal[528];
     stats_destroy (&b->stats);
     zhashx_destroy (&b->experiments);
     store_destroy (&b->store);
@@ -278,9 +278,12 @@ s_close (s_bench_t *b)
     free (b->vorticity);
     piv_field_destroy (&b->field);
     double size = s_file_size (b->db);
-    snprintf (wal, sizeof wal, "%s-wal", b->db);
     unlink (b->db);
-    unlink (wal);
+    const char *beside[] = {"-wal", "-shm", ".lock"};  // SQLite's files, the store's lock
+    for (int i = 0; i < 3; i++) {
+        snprintf (wal, sizeof wal, "%s%s", b->db, beside[i]);
+        unlink (wal);
+    }
     return size;
 }
 
