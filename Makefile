@@ -141,8 +141,8 @@ dashboard: programs
 # make install [PREFIX=/usr/local] [DESTDIR=]: the programs (bin/), the
 # status page and the mount helper (libexec/pivfarm/), the systemd units
 # with their paths set to PREFIX, the generator and the polkit rule, the
-# example configuration (share/doc/pivfarm/), man pages made from each
-# program's --help (help2man, share/man/man1/).
+# example configuration and the Prometheus alert rules (share/doc/pivfarm/),
+# man pages made from each program's --help (help2man, share/man/man1/).
 BINDIR     = $(PREFIX)/bin
 LIBEXECDIR = $(PREFIX)/libexec/pivfarm
 UNITDIR   ?= $(PREFIX)/lib/systemd/system
@@ -173,6 +173,7 @@ install: programs $(MANPAGES)
 	install -m 0644 deploy/systemd/pivfarm.rules $(DESTDIR)$(POLKITDIR)/
 	install -m 0644 conf/pivfarm.conf $(DESTDIR)$(DOCDIR)/pivfarm.conf.example
 	install -m 0644 README.md doc/deploy.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 deploy/prometheus/pivfarm.rules.yml $(DESTDIR)$(DOCDIR)/
 	install -m 0644 $(MANPAGES) $(DESTDIR)$(MANDIR)/
 
 clean:

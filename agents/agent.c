@@ -8,6 +8,7 @@
 
 #include "agents/agent.h"
 #include "agents/process.h"
+#include "common/daemon.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/secure.h"
@@ -16,6 +17,7 @@
 
 #include <czmq.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,6 @@
 #include <unistd.h>
 
 #define MAX_WORKERS 1024
-#define DRAIN_S 60     // at most this long to finish tasks after SIGTERM
 #define GOODBYE_S 5    // at most this long to see results recorded then
 // Latency mode: the most threads one pair runs on. Each worker's engine
 // keeps this many less one threads asleep and their window buffers, for
@@ -74,6 +75,8 @@ struct _agent_t {
     int paused;                        // the results volume is full: no work taken
     int wisdom_warned;                 // a wisdom save failed (said once)
     int withheld;                      // credit owed to the broker once room returns
+    int asked_again;                   // DISCONNECTs in a row, nothing else from the broker between
+    int64_t hello_ms;                  // when the last HELLO went (ms clock)
     uint64_t budget;                   // bytes a worker may take for a pair (0: no limit)
     char budget_why[128];              // where that came from (process_budget)
 };
@@ -226,6 +229,7 @@ s_hello (agent_t *self)
                          .settings = caps};
     s_send (self, &hello);
     free (hello.text);
+    self->hello_ms = s_ms ();
     // Credit: the workers that hold nothing this broker knows of. Orphans'
     // slots come back with READY when they finish.
     int free_slots = self->nworkers - self->running - self->withheld;
@@ -373,6 +377,8 @@ s_defer_task (agent_t *self, proto_msg_t *task, const char *why)
 static void
 s_on_broker_msg (agent_t *self, proto_msg_t *msg)
 {
+    if (msg->command != PROTO_DISCONNECT)
+        self->asked_again = 0;  // the broker knows us
     switch (msg->command) {
     case PROTO_TASK:
         if (self->draining) {
@@ -429,8 +435,24 @@ s_on_broker_msg (agent_t *self, proto_msg_t *msg)
     case PROTO_HEARTBEAT:
         break;
     case PROTO_DISCONNECT:
-        // The broker restarted or forgot us: introduce ourselves again.
-        log_notice ("the broker at '%s' asked us to introduce ourselves again", self->endpoint);
+        // The broker restarted or forgot us: introduce ourselves again. Asked
+        // on every heartbeat, it refuses our HELLO (another agent has our id,
+        // or it knows enough agents): said now and then, not each second.
+        // A DISCONNECT within a heartbeat of our HELLO answers what we sent
+        // before it (or the READY of a refused HELLO): saying HELLO again for
+        // each would make the broker forget us at once, over and over; a
+        // broker that really forgot us says so again on the next heartbeat.
+        if (s_ms () - self->hello_ms < self->cfg.broker.heartbeat_ms) {
+            log_debug ("the broker at '%s' asked for a HELLO just sent", self->endpoint);
+            break;
+        }
+        if (++self->asked_again == 1)
+            log_notice ("the broker at '%s' asked us to introduce ourselves again", self->endpoint);
+        else if (self->asked_again % 60 == 3)
+            log_warning ("the broker at '%s' refuses agent '%s' (%d HELLOs in a row): another "
+                         "agent connected under this id, or broker/max_agents reached (its log "
+                         "says which)",
+                         self->endpoint, self->id, self->asked_again - 1);
         s_forget_connection (self);
         s_hello (self);
         break;
@@ -571,6 +593,9 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
 agent_t *
 agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
 {
+    // agent/broker (--broker) as a bind address (tcp://*:5551) connects nowhere.
+    if (!config_connect (cfg, "agent/broker", err, errlen))
+        return NULL;
     agent_t *self = calloc (1, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "cannot start the agent: out of memory");
@@ -582,11 +607,23 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
     if (id)
         snprintf (self->id, sizeof self->id, "%s", id);
     else {
-        char *host = zsys_hostname ();
-        snprintf (self->id, sizeof self->id, "%s-%d", host ? host : "agent", (int) getpid ());
+        // The same name after a restart: one series on the status page and
+        // one row in the store per agent, not one per process. Instances of
+        // pivfarm-agent@ on one host differ by their instance ('pivfarm',
+        // the farm's own configuration, adds nothing).
+        char *host = zsys_hostname (), instance[128];
+        if (daemon_unit_instance ("pivfarm-agent", instance, sizeof instance) == 0
+            && strcmp (instance, "pivfarm") != 0)
+            snprintf (self->id, sizeof self->id, "%s-%s", host ? host : "agent", instance);
+        else
+            snprintf (self->id, sizeof self->id, "%s", host ? host : "agent");
         free (host);
     }
-    long cores = sysconf (_SC_NPROCESSORS_ONLN);
+    // The CPUs this process may run on (a Slurm step's, taskset's, a
+    // cpuset's), not every CPU of the node.
+    cpu_set_t cpus;
+    long cores = sched_getaffinity (0, sizeof cpus, &cpus) == 0 ? CPU_COUNT (&cpus)
+                                                                : sysconf (_SC_NPROCESSORS_ONLN);
     self->nworkers = cfg->agent.threads > 0 ? cfg->agent.threads : (int) (cores > 0 ? cores : 1);
     if (self->nworkers > MAX_WORKERS)
         self->nworkers = MAX_WORKERS;
@@ -683,7 +720,7 @@ agent_run (agent_t *self)
     zpoller_t *poller = zpoller_new (self->results, self->broker, NULL);
     if (poller)
         zpoller_set_nonstop (poller, true);
-    int64_t deadline = s_ms () + DRAIN_S * 1000, beat = 0;
+    int64_t deadline = s_ms () + (int64_t) self->cfg.agent.drain_s * 1000, beat = 0;
     while (poller && (self->running > 0 || zlistx_size (self->unrecorded) > 0)
            && s_ms () < deadline) {
         if (s_ms () >= beat) {
@@ -700,6 +737,15 @@ agent_run (agent_t *self)
             s_on_broker (NULL, which, self);
     }
     zpoller_destroy (&poller);
+    // What is still computing goes back with the goodbye: the broker
+    // requeues every pair an agent held when it says DISCONNECT.
+    if (self->running > 0) {
+        int killed = process_kill_programs ();
+        log_notice ("stopping: %d task(s) not finished within agent/drain_s = %d s, handed back "
+                    "to the broker%s",
+                    self->running, self->cfg.agent.drain_s,
+                    killed ? " (their exec programs killed)" : "");
+    }
     proto_msg_t bye = {.command = PROTO_DISCONNECT};
     s_send (self, &bye);
     log_notice ("stopped: %lld result(s) recorded, %zu not confirmed", (long long) self->done,

@@ -4,10 +4,12 @@
 // configuration, or cannot start (doc/conventions.md).
 
 #include "agents/agent.h"
+#include "agents/process.h"
 #include "common/config.h"
 #include "common/cli.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "common/secure.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "piv/calib.h"
@@ -30,11 +32,17 @@ s_usage (FILE *out)
     fprintf (out, "usage: pivfarm-agent (-c FILE | --broker ENDPOINT) [options]\n"
                   "  -c, --config FILE       pivfarm configuration (ZPL; see conf/pivfarm.conf)\n"
                   "  -b, --broker ENDPOINT   the broker's work socket (default: agent/broker)\n"
-                  "  -t, --threads N         worker threads (default: agent/threads; 0 = cores)\n"
+                  "  -t, --threads N         worker threads (default: agent/threads; 0: the CPUs it\n"
+                  "                          may run on)\n"
                   "  -p, --processor P       piv | noop | exec:PROGRAM (default: agent/processor)\n"
                   "  -r, --results DIR       where result files go (default: agent/results)\n"
-                  "  -i, --id NAME           this agent's name (default: host-pid)\n"
+                  "      --drain-s S         stopping, finish held tasks for at most S s, then\n"
+                  "                          hand them back (default: agent/drain_s)\n"
+                  "  -i, --id NAME           this agent's name (default: the host name)\n"
                   "  -v, --verbose           log every task\n"
+                  "      --check             check what the agent needs here (configuration,\n"
+                  "                          processor, results directory, certificates) and\n"
+                  "                          exit: 0 ready, 2 not (one line saying why)\n"
                   "      --syslog            log to syslog instead of stderr\n"
                   "  -h, --help              this text\n"
                   "  -V, --version           the version\n"
@@ -75,15 +83,46 @@ s_hangup_start (void)
         pthread_detach (thread);
 }
 
+// --check: what agent_new needs of this host, without saying HELLO (a
+// scheduler's job runs it on every node before the agents start): the
+// processor (its results directory made and writable), and with CURVE on,
+// the certificates. 0 ready (one line on stdout), 2 not (one error line).
+static int
+s_check (const config_t *cfg)
+{
+    char err[1024];
+    process_t *proc = process_new (cfg, err, sizeof err);
+    if (!proc) {
+        log_error ("%s", err);
+        return 2;
+    }
+    process_destroy (&proc);
+    const char *endpoint = *cfg->agent.broker ? cfg->agent.broker : cfg->broker.work;
+    zsock_t *sock = secure_connect (ZMQ_DEALER, cfg, endpoint, "the broker", 0, err, sizeof err,
+                                    NULL);
+    if (!sock) {
+        log_error ("%s", err);
+        return 2;
+    }
+    zsock_destroy (&sock);
+    char *host = zsys_hostname ();
+    printf ("pivfarm-agent: ready on %s: processor %s, results %s, broker %s%s\n",
+            host ? host : "this host", cfg->agent.processor, cfg->agent.results, endpoint,
+            secure_on (cfg) ? " (CURVE certificates read)" : "");
+    free (host);
+    return 0;
+}
+
 int
 main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
     config_rules ("calibration", piv_calib_check_key);
+    config_role ("agent");
     s_hangup_start ();
     const char *path = NULL, *broker = NULL, *processor = NULL, *results = NULL, *id = NULL;
-    long threads = -1;
-    int verbose = 0, to_syslog = 0;
+    long threads = -1, drain_s = -1;
+    int verbose = 0, to_syslog = 0, check = 0;
     static const struct option options[] = {{"config", required_argument, NULL, 'c'},
                                              {"broker", required_argument, NULL, 'b'},
                                              {"threads", required_argument, NULL, 't'},
@@ -91,6 +130,8 @@ main (int argc, char **argv)
                                              {"results", required_argument, NULL, 'r'},
                                              {"id", required_argument, NULL, 'i'},
                                              {"verbose", no_argument, NULL, 'v'},
+                                             {"check", no_argument, NULL, 'C'},
+                                             {"drain-s", required_argument, NULL, 'D'},
                                              {"syslog", no_argument, NULL, 'S'},
                                              {"help", no_argument, NULL, 'h'},
                                              {"version", no_argument, NULL, 'V'},
@@ -131,6 +172,15 @@ main (int argc, char **argv)
         case 'S':
             to_syslog = 1;
             break;
+        case 'C':
+            check = 1;
+            break;
+        case 'D':
+            errno = 0;
+            drain_s = strtol (optarg, &end, 10);
+            if (errno || *end || end == optarg || drain_s < 0 || drain_s > 86400)
+                return cli_usage_error ("bad --drain-s '%s': seconds from 0 to 86400", optarg);
+            break;
         case 'h':
             s_usage (stdout);
             return 0;
@@ -160,10 +210,14 @@ main (int argc, char **argv)
         snprintf (cfg.agent.broker, sizeof cfg.agent.broker, "%s", broker);
     if (threads >= 0)
         cfg.agent.threads = (int) threads;
+    if (drain_s >= 0)
+        cfg.agent.drain_s = (int) drain_s;
     if (processor)
         snprintf (cfg.agent.processor, sizeof cfg.agent.processor, "%s", processor);
     if (results)
         snprintf (cfg.agent.results, sizeof cfg.agent.results, "%s", results);
+    if (check)
+        return s_check (&cfg);
     int64_t io_size;
     if (util_parse_size (cfg.storage.io_size, &io_size) == 0)
         piv_image_set_read_block ((size_t) io_size);  // what iobench found best

@@ -181,6 +181,23 @@ process_map_path (const char *path, const char *from, const char *to, char *buf,
     return used >= 0 && (size_t) used < len ? 0 : -1;
 }
 
+// mkdir of one directory of the results path, shared with its parent's
+// group when that parent is (path_share_with_group). 0 or -1 with errno.
+static int
+s_make_one (char *buf)
+{
+    if (mkdir (buf, 0755) != 0)
+        return errno == EEXIST ? 0 : -1;
+    char *slash = strrchr (buf, '/');
+    struct stat pst;
+    if (!slash)
+        return stat (".", &pst) == 0 ? path_share_with_group (AT_FDCWD, buf, pst.st_mode) : -1;
+    *slash = '\0';
+    int rc = stat (slash == buf ? "/" : buf, &pst);
+    *slash = '/';
+    return rc == 0 ? path_share_with_group (AT_FDCWD, buf, pst.st_mode) : -1;
+}
+
 // mkdir -p of the results directory itself (the configuration's, trusted);
 // what lies beneath it is made by path_mkdirs_beneath.
 static int
@@ -191,11 +208,11 @@ s_make_dir (const char *dir)
     for (char *p = buf + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir (buf, 0755) != 0 && errno != EEXIST)
+            if (s_make_one (buf) != 0)
                 return -1;
             *p = '/';
         }
-    return mkdir (buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    return s_make_one (buf);
 }
 
 int
@@ -713,6 +730,37 @@ done:
     return rc;
 }
 
+// The exec processor's programs running now (each the leader of its process
+// group), of every worker, so that an agent that hands its tasks back can
+// stop them and what they started (process_kill_programs).
+#define S_MAX_CHILDREN 1024
+static pthread_mutex_t s_children_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t s_children[S_MAX_CHILDREN];
+
+static void
+s_child_set (pid_t old, pid_t pid)
+{
+    pthread_mutex_lock (&s_children_lock);
+    for (int i = 0; i < S_MAX_CHILDREN; i++)
+        if (s_children[i] == old) {
+            s_children[i] = pid;
+            break;
+        }
+    pthread_mutex_unlock (&s_children_lock);
+}
+
+int
+process_kill_programs (void)
+{
+    int n = 0;
+    pthread_mutex_lock (&s_children_lock);
+    for (int i = 0; i < S_MAX_CHILDREN; i++)
+        if (s_children[i] > 0 && kill (-s_children[i], SIGKILL) == 0)
+            n++;
+    pthread_mutex_unlock (&s_children_lock);
+    return n;
+}
+
 // Runs PROGRAM A B OUT; its standard error becomes the reason of a failure.
 static int
 s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char *b,
@@ -737,6 +785,9 @@ s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char 
         // its result is reported rather than a failure.
         signal (SIGTERM, SIG_IGN);
         signal (SIGINT, SIG_IGN);
+        // A group of its own: what it starts goes with it when the agent
+        // hands the task back (process_kill_programs).
+        setpgid (0, 0);
         sigset_t none;  // the agent blocks SIGHUP for its reload thread
         sigemptyset (&none);
         pthread_sigmask (SIG_SETMASK, &none, NULL);
@@ -748,6 +799,8 @@ s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char 
         _exit (127);
     }
     close (fds[1]);
+    if (pid > 0)
+        s_child_set (0, pid);
     char text[1024] = "";
     size_t used = 0;
     ssize_t n;
@@ -756,7 +809,10 @@ s_run_exec (process_t *self, const proto_msg_t *task, const char *a, const char 
     text[used] = '\0';
     close (fds[0]);
     int status = 0;
-    if (pid < 0 || waitpid (pid, &status, 0) != pid) {
+    pid_t waited = pid < 0 ? -1 : waitpid (pid, &status, 0);
+    if (pid > 0)
+        s_child_set (pid, 0);
+    if (waited != pid) {
         snprintf (err, errlen, "pair %llu: cannot run '%s': %s", (unsigned long long) task->pair,
                   self->program, strerror (errno));
         return -1;

@@ -19,6 +19,11 @@ typedef struct _process_t process_t;
 process_t *process_new (const config_t *cfg, char *err, size_t errlen);
 void process_destroy (process_t **self_p);
 
+// SIGKILLs the exec processor's programs running now (of every worker): an
+// agent that hands its unfinished tasks back stops them so that it can
+// exit. The tasks end failed, unreported. Returns how many were killed.
+int process_kill_programs (void);
+
 // The memory a worker thread may take for a pair (issue 23): agent/memory_mb
 // if set, else 3/4 of what the agent may use (util_memory_limit: its
 // cgroup's limit, else MemTotal), divided among its 'threads'. Fills

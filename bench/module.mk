@@ -27,3 +27,8 @@ BENCHES += build/bench/bench_stereo
 # (section 2, issue 28) the statistics' saves during a run at the rig's
 # rate, bytes and the broker's ms per second, and the store's growth.
 BENCHES += build/bench/bench_stats
+
+# The store's lifecycle (issue 28): backup, purge and vacuum through the real
+# broker and pivctl on a store of 2 x 250 pairs of 217 KB fields (a script:
+# the sqlite3 shell fills the store).
+BENCHES += bench/lifecycle.sh

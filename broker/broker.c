@@ -779,6 +779,14 @@ s_storage_experiment (void *arg, const char *name, int64_t now)
 
 // The store and the stages over it (ingest, clocks, results, dispatch).
 // 0, or -1 with err.
+// The store's lines at open (a migration's backup and steps), for the log.
+static void
+s_store_note (void *arg, const char *line)
+{
+    (void) arg;
+    log_notice ("%s", line);
+}
+
 static int
 s_stages_new (broker_t *self, char *err, size_t errlen)
 {
@@ -793,7 +801,11 @@ s_stages_new (broker_t *self, char *err, size_t errlen)
     store_durability_t durability = strcmp (cfg->broker.durability, "normal") == 0
                                         ? STORE_DURABILITY_NORMAL
                                         : STORE_DURABILITY_FULL;
-    if (!(self->store = store_new (cfg->broker.store, durability, err, errlen)))
+    store_options_t options = {
+        .durability = durability,
+        .backup_before_migrate = strcmp (cfg->broker.backup_before_migrate, "on") == 0,
+        .note = s_store_note};
+    if (!(self->store = store_new_with (cfg->broker.store, &options, err, errlen)))
         return -1;
     if (store_created (self->store))
         log_notice ("first start: no store was at '%s' (nor its lock file): made a new one",

@@ -61,6 +61,8 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
                                              {"page", required_argument, NULL, 'P'},
                                              {"reset", no_argument, NULL, 'R'},
                                              {"set", required_argument, NULL, 'X'},
+                                             {"files", no_argument, NULL, 'L'},
+                                             {"older-than", required_argument, NULL, 'O'},
                                              {NULL, 0, NULL, 0}};
     // The options whose value is kept as it is: where, and their bit.
     static const struct {
@@ -78,7 +80,8 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
                         {'z', offsetof (control_cmd_t, size), CMD_OPT_SIZE},
                         {'H', offsetof (control_cmd_t, hours), CMD_OPT_HOURS},
                         {'D', offsetof (control_cmd_t, dir), CMD_OPT_DIR},
-                        {'t', offsetof (control_cmd_t, to), CMD_OPT_TO}};
+                        {'t', offsetof (control_cmd_t, to), CMD_OPT_TO},
+                        {'O', offsetof (control_cmd_t, older_than), CMD_OPT_OLDER_THAN}};
     cmd->limit = LIST_DEFAULT;
     optind = 0;  // GNU: start afresh
     opterr = 0;
@@ -105,6 +108,7 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
         case 'H':
         case 'D':
         case 't':
+        case 'O':
             for (size_t i = 0; i < sizeof text_options / sizeof text_options[0]; i++)
                 if (text_options[i].opt == opt) {
                     *(const char **) ((char *) cmd + text_options[i].offset) = optarg;
@@ -137,6 +141,9 @@ s_parse_options (control_cmd_t *cmd, int argc, char **argv)
             break;
         case 'R':
             cmd->reset = 1, cmd->given |= CMD_OPT_RESET;
+            break;
+        case 'L':
+            cmd->files = 1, cmd->given |= CMD_OPT_FILES;
             break;
         case 'X':
             if (cmd->nset == (int) (sizeof cmd->set / sizeof cmd->set[0]))
@@ -1001,6 +1008,10 @@ static const struct {
     {"mask", control_mask, 1, NULL, 1},
     {"piv", control_piv, 1, "", 0},
     {"ensemble", control_ensemble, 1, "status", 1},
+    {"backup", control_backup, 1, "status", 0},
+    {"purge", control_purge, 1, NULL, 1},
+    {"vacuum", control_vacuum, 1, NULL, 0},
+    {"forget-agents", control_forget_agents, 1, NULL, 0},
 };
 
 // 'text' as it may be shown in a reply line and the log (at most 'size' -
@@ -1040,10 +1051,11 @@ cmd_refuse_name (control_cmd_t *cmd, const char *what, const char *name)
     return cmd_refuse (cmd, 400, "%s: bad %s '%s': %s", cmd->argv[0], what, shown, why);
 }
 
-// The same for a directory given with --to or --dir: an absolute path
-// without control characters (storage.c checks where it leads).
-static int
-s_refuse_dir (control_cmd_t *cmd, const char *what, const char *dir)
+// The same for a directory given with --to or --dir, or a file: an
+// absolute path without control characters (storage.c checks where it
+// leads).
+int
+cmd_refuse_path (control_cmd_t *cmd, const char *what, const char *dir)
 {
     char shown[512];
     const char *why = NULL;
@@ -1051,7 +1063,7 @@ s_refuse_dir (control_cmd_t *cmd, const char *what, const char *dir)
         if ((unsigned char) *p < 0x20 || *p == 0x7f)
             why = "a control character";
     if (*dir != '/')
-        why = "not an absolute path";
+        why = "not an absolute path (one on the broker's host)";
     if (!why)
         return 0;
     s_printable (dir, shown, sizeof shown);
@@ -1071,9 +1083,9 @@ s_check_names (control_cmd_t *cmd, size_t command)
     if (s_commands[command].names && cmd->argc > 1
         && cmd_refuse_name (cmd, "experiment", cmd->argv[1]))
         return -1;
-    if (cmd->to && s_refuse_dir (cmd, "--to", cmd->to))
+    if (cmd->to && cmd_refuse_path (cmd, "--to", cmd->to))
         return -1;
-    if (cmd->dir && s_refuse_dir (cmd, "--dir", cmd->dir))
+    if (cmd->dir && cmd_refuse_path (cmd, "--dir", cmd->dir))
         return -1;
     return 0;
 }
@@ -1132,7 +1144,7 @@ s_run (control_cmd_t *cmd, const char *line)
             cmd_refuse (cmd, 400,
                       "unknown command '%.100s' (known: status, agents, experiments, pairs, log, "
                       "rate, policy, pause, resume, retry, backfill, feedback, replay, provision, "
-                      "archive, release, warnings, calibrate, stats, mask, piv)",
+                      "archive, release, warnings, calibrate, stats, mask, piv, ensemble, backup, purge, vacuum, forget-agents)",
                       cmd->argv[0]);
         else if (!s_allowed (cmd, command)) {
             cmd_refuse (cmd, 403,
@@ -1176,6 +1188,10 @@ control_new (const control_host_t *host)
     self->peers = host->peers;
     self->arg = host->arg;
     self->commit = host->commit;
+    if (!(self->lifecycle = lifecycle_new (host->loop, host->stages.store))) {
+        free (self);
+        return NULL;
+    }
     return self;
 }
 
@@ -1184,6 +1200,7 @@ control_destroy (control_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
+    lifecycle_destroy (&(*self_p)->lifecycle);
     free (*self_p);
     *self_p = NULL;
 }

@@ -12,6 +12,10 @@
 
 #include <stdint.h>
 
+// The store's lifecycle: the backup under way and the last one's end
+// (control_lifecycle.c).
+typedef struct _lifecycle_t lifecycle_t;
+
 struct _control_t {
     stages_t stages;          // what status reads
     const config_t *cfg;      // the stages, by their short names:
@@ -26,6 +30,7 @@ struct _control_t {
     peers_t *peers;           // who may read, who may change
     void *arg;                // the reactor's commit, with its argument
     int (*commit) (void *arg);
+    lifecycle_t *lifecycle;   // backups (control_lifecycle.c)
 };
 
 // ---------------------------------------------------------------------------
@@ -49,6 +54,8 @@ typedef struct {
     int nset;                // how many
     const char *size, *hours, *dir, *to;  // provision --size --hours --dir, archive --to
     int tmpfs;               // provision --tmpfs
+    int files;               // purge --files
+    const char *older_than;  // forget-agents --older-than DURATION
     unsigned given;          // options seen, a bit each (CMD_OPT_*)
     const char *peer;        // the client's CURVE public key (Z85), or NULL
     uint32_t status;         // the reply
@@ -73,6 +80,8 @@ enum {
     CMD_OPT_PAGE = 1 << 13,
     CMD_OPT_RESET = 1 << 14,
     CMD_OPT_SET = 1 << 15,
+    CMD_OPT_FILES = 1 << 16,
+    CMD_OPT_OLDER_THAN = 1 << 17,
 };
 
 // Sets the reply to an error line (status 'status'); returns -1.
@@ -96,6 +105,19 @@ void cmd_put_scope (control_cmd_t *cmd, exp_t *exp);
 // Refuses (400, logged) a name that is no plain experiment name; 'what'
 // says how the command line names it. 0 or -1.
 int cmd_refuse_name (control_cmd_t *cmd, const char *what, const char *name);
+
+// Refuses (400, logged) a path given for the broker's host ('what' names
+// it: "--to", "FILE") that is not absolute or holds a control
+// character. 0 or -1.
+int cmd_refuse_path (control_cmd_t *cmd, const char *what, const char *path);
+
+// control_lifecycle.c: backup, purge, vacuum, forget-agents (doc/storage.md).
+lifecycle_t *lifecycle_new (zloop_t *loop, store_t *store);
+void lifecycle_destroy (lifecycle_t **self_p);
+int control_backup (control_cmd_t *cmd);
+int control_purge (control_cmd_t *cmd);
+int control_vacuum (control_cmd_t *cmd);
+int control_forget_agents (control_cmd_t *cmd);
 
 // control_units.c: calibrate, stats, mask (doc/control.md).
 int control_calibrate (control_cmd_t *cmd);

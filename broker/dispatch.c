@@ -1021,16 +1021,20 @@ s_record_agent (dispatch_t *self, agent_rec_t *agent, int64_t now)
 // store ('agents-forgotten' event, a notice naming them). The agents
 // connected now are seen first: their heartbeats write nothing, and none
 // of them may go however long ago it said HELLO.
+int
+dispatch_forget_agents (dispatch_t *self, int64_t age_ns, int64_t now, char *names, size_t size)
+{
+    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
+        if (store_agent_touch (self->store, a->id, now) != 0)
+            return -1;
+    return store_agents_forget (self->store, now - age_ns, now, names, size);
+}
+
 static void
 s_forget_agents (dispatch_t *self, int64_t age_ns, int64_t now)
 {
-    for (agent_rec_t *a = zhashx_first (self->agents); a; a = zhashx_next (self->agents))
-        if (store_agent_touch (self->store, a->id, now) != 0) {
-            log_warning ("cannot forget agents long gone: %s", store_error (self->store));
-            return;
-        }
     char names[1024];
-    int n = store_agents_forget (self->store, now - age_ns, now, names, sizeof names);
+    int n = dispatch_forget_agents (self, age_ns, now, names, sizeof names);
     if (n < 0)
         log_warning ("cannot forget agents long gone: %s", store_error (self->store));
     else if (n > 0) {
@@ -1105,6 +1109,16 @@ s_on_defer (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_
     self->after (self->arg, identity, &ok);
 }
 
+// The agent connected under 'id', or NULL.
+static agent_rec_t *
+s_agent_named (dispatch_t *self, const char *id)
+{
+    for (agent_rec_t *a = zhashx_first (self->agents); a && id; a = zhashx_next (self->agents))
+        if (strcmp (a->id, id) == 0)
+            return a;
+    return NULL;
+}
+
 static void
 s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
@@ -1112,6 +1126,20 @@ s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     agent_rec_t *agent = s_agent (self, identity);
     if (agent)  // a reconnect under the same identity: its tasks start again
         s_agent_forget (self, agent, "said hello again");
+    else if ((agent = s_agent_named (self, msg->name))) {
+        // Another connection under an id in use: two agents given one name
+        // (its rows, results and series would mix), or an agent restarted
+        // after a kill whose old connection has not yet been found dead.
+        // Not answered: its heartbeats get DISCONNECT and it says HELLO
+        // again each heartbeat, joining once the other is gone.
+        peers_refused_agent (self->peers, msg->name, now,
+                             "work: HELLO of agent '%s' on %s refused: an agent of that id is "
+                             "connected already (on %s, %d cores); it joins once that one leaves "
+                             "or is found dead: give each agent its own id (--id, or one "
+                             "pivfarm-agent@ instance each)",
+                             msg->name, msg->text ? msg->text : "?", agent->host, agent->cores);
+        return;
+    }
     else if (zhashx_size (self->agents) >= (size_t) self->cfg->broker.max_agents) {
         // Not answered: the agent's heartbeats get DISCONNECT (an unknown
         // agent), so it tries again once a heartbeat, not in a tight loop.

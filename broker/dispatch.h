@@ -102,4 +102,11 @@ size_t dispatch_unpark (dispatch_t *self, int64_t busy_ns, size_t *dropped);
 // Messages waiting, and the bytes of their fields.
 size_t dispatch_parked (dispatch_t *self, size_t *bytes);
 
+// Removes from the store the agents not seen for age_ns (an
+// 'agents-forgotten' event), the agents connected now never (they are
+// seen first); 'names' (size bytes) gets theirs. The count, or -1 (the
+// store's error).
+int dispatch_forget_agents (dispatch_t *self, int64_t age_ns, int64_t now, char *names,
+                            size_t size);
+
 #endif

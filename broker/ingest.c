@@ -622,3 +622,15 @@ ingest_cameras (ingest_t *self, const exp_t *exp)
 {
     return pairing_cameras (self->pairing, exp ? exp->name : NULL);
 }
+
+void
+ingest_forget (ingest_t *self, exp_t *exp)
+{
+    pairing_forget (self->pairing, exp->name);
+    if (strcmp (self->clock_exp, exp->name) == 0)
+        self->clock_exp[0] = '\0';
+    char *name = strdup (exp->name);
+    if (name)
+        zhashx_delete (self->experiments, name);  // its destructor frees exp
+    free (name);
+}

@@ -120,4 +120,9 @@ int ingest_cameras_set (ingest_t *self, exp_t *exp, const char *list, int reoffe
                         size_t errlen);
 const char *ingest_cameras (ingest_t *self, const exp_t *exp);
 
+// Forgets 'exp' (purged from the store): its waiting files, its pairing
+// rule, and the experiment itself (freed: the caller drops every pointer
+// to it first). Nothing of it may be queued, dispatched or archiving.
+void ingest_forget (ingest_t *self, exp_t *exp);
+
 #endif

@@ -7,7 +7,8 @@ BROKER_OBJS := build/broker/pairing.o build/broker/ingest.o build/broker/peers.o
                build/broker/clocks.o build/broker/dispatch.o build/broker/mount.o \
                build/broker/broker.o build/broker/storage.o \
                build/broker/archive.o build/broker/stats.o build/broker/control_units.o \
-               build/broker/control_piv.o build/broker/ensemble.o build/broker/control_ensemble.o
+               build/broker/control_piv.o build/broker/ensemble.o build/broker/control_ensemble.o \
+               build/broker/control_lifecycle.o
 BROKER_LIB  := build/libbroker.a
 LIBS += $(BROKER_LIB)
 build/broker/%.o: LAYER_PKGS := $(ZMQ_PKGS)

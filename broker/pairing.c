@@ -823,3 +823,12 @@ pairing_set_cameras (pairing_t *self, const char *experiment, const char *list, 
         zhashx_delete (self->folders, experiment);
     return 0;
 }
+
+void
+pairing_forget (pairing_t *self, const char *experiment)
+{
+    s_forget (self, self->waiting, experiment);
+    s_forget (self, self->frames, experiment);
+    zhashx_delete (self->rules, experiment);
+    zhashx_delete (self->folders, experiment);
+}

@@ -107,4 +107,8 @@ void pairing_expects (pairing_t *self, const char *experiment, char *buf, size_t
 // The name of the rule of 'experiment': "ab".
 const char *pairing_rule_name (pairing_t *self, const char *experiment);
 
+// Forgets everything of 'experiment' (purged): its waiting files, its
+// frames, its own rule and camera folders.
+void pairing_forget (pairing_t *self, const char *experiment);
+
 #endif

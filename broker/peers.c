@@ -129,14 +129,13 @@ peers_refused (peers_t *self, const char *fmt, ...)
     va_end (ap);
 }
 
-void
-peers_refused_key (peers_t *self, const char *socket, const char *key, int64_t now,
-                   const char *fmt, ...)
+// A refusal followed by its 'slot' (as its summary names it): see
+// peers_refused_key.
+static void
+s_refused_followed (peers_t *self, const char *slot, int64_t now, const char *fmt, va_list ap)
 {
     if (!self->refusals && (self->refusals = zhashx_new ()))
         zhashx_set_destructor (self->refusals, s_free_item);
-    char slot[128];  // as its summary names it
-    snprintf (slot, sizeof slot, "%s: key %s", socket, key);
     s_refusal_t *seen = self->refusals ? zhashx_lookup (self->refusals, slot) : NULL;
     if (seen) {
         seen->count++;
@@ -150,9 +149,29 @@ peers_refused_key (peers_t *self, const char *socket, const char *key, int64_t n
         seen->logged_ns = seen->last_ns = now;
         zhashx_insert (self->refusals, slot, seen);
     }
+    s_refused_v (self, fmt, ap);
+}
+
+void
+peers_refused_key (peers_t *self, const char *socket, const char *key, int64_t now,
+                   const char *fmt, ...)
+{
+    char slot[128];  // as its summary names it
+    snprintf (slot, sizeof slot, "%s: key %s", socket, key);
     va_list ap;
     va_start (ap, fmt);
-    s_refused_v (self, fmt, ap);
+    s_refused_followed (self, slot, now, fmt, ap);
+    va_end (ap);
+}
+
+void
+peers_refused_agent (peers_t *self, const char *id, int64_t now, const char *fmt, ...)
+{
+    char slot[128];
+    snprintf (slot, sizeof slot, "work: agent '%.100s'", id);
+    va_list ap;
+    va_start (ap, fmt);
+    s_refused_followed (self, slot, now, fmt, ap);
     va_end (ap);
 }
 

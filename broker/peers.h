@@ -58,6 +58,10 @@ void peers_refused (peers_t *self, const char *fmt, ...) __attribute__ ((format 
 // counts against peers_refused's 20 a second.
 void peers_refused_key (peers_t *self, const char *socket, const char *key, int64_t now,
                         const char *fmt, ...) __attribute__ ((format (printf, 5, 6)));
+// As peers_refused_key, for the HELLOs of an agent whose id is taken:
+// followed by the id ("work: agent 'ID': N more message(s) refused ...").
+void peers_refused_agent (peers_t *self, const char *id, int64_t now, const char *fmt, ...)
+    __attribute__ ((format (printf, 4, 5)));
 // The summaries of refused keys due at 'now', and keys quiet for ten
 // minutes forgotten. The broker calls it on its heartbeat.
 void peers_tick (peers_t *self, int64_t now);

@@ -204,3 +204,9 @@ replay_put_status (const replay_t *r, text_t *t)
               r->total, r->next == r->total ? "true" : "false",
               r->feedback_only ? "true" : "false");
 }
+
+int
+replay_finished (const replay_t *r)
+{
+    return r->next == r->total;
+}

@@ -38,6 +38,8 @@ void replay_destroy (replay_t **self_p);
 // Items it re-emits, and the name of the experiment it replays.
 size_t replay_total (const replay_t *self);
 const char *replay_of (const replay_t *self);
+// 1 once it has re-emitted everything (its pairs may still run).
+int replay_finished (const replay_t *self);
 // {"of":S,"speed":X,"sent":N,"total":M,"finished":B,"feedback_only":B}.
 void replay_put_status (const replay_t *self, text_t *t);
 

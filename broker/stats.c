@@ -755,3 +755,11 @@ stats_image_extent (const stats_t *self, const exp_t *exp, int *width, int *heig
     *height = (int) ceil (first.y + (double) (ny - 1) * step + window / 2.0);
     return 1;
 }
+
+void
+stats_forget (stats_t *self, const exp_t *exp)
+{
+    char key[32];
+    snprintf (key, sizeof key, "%" PRId64, exp->id);
+    zhashx_delete (self->exps, key);
+}

@@ -111,4 +111,7 @@ int stats_has_w (const stats_t *self, const exp_t *exp);
 // calibration's text, description and source; the latest set's summary).
 void stats_put_status (const stats_t *self, const exp_t *exp, text_t *t);
 
+// Forgets the statistics of 'exp' (purged from the store) in memory.
+void stats_forget (stats_t *self, const exp_t *exp);
+
 #endif

@@ -83,8 +83,9 @@ status_head (text_t *t, const stages_t *self)
               (long long) results_total (self->results));
     text_put_rounded (t, 0, "rate_10s", results_rate (self->results, now, 10), 2);
     text_put_rounded (t, 0, "rate_1m", results_rate (self->results, now, 59), 2);
-    text_put (t, ",\"store_ok\":%s,\"store_state\":\"%s\"", store_why ? "false" : "true",
-              self->store_state (self->arg));
+    text_put (t, ",\"store_ok\":%s,\"store_state\":\"%s\",\"store_busy\":%lld",
+              store_why ? "false" : "true", self->store_state (self->arg),
+              (long long) (self->store ? store_busy_count (self->store) : 0));
     if (store_why) {
         text_put (t, ",\"store_error\":");
         text_put_string (t, store_why);

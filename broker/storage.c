@@ -39,6 +39,7 @@ typedef struct {
     int64_t sample_free[S_GROWTH_SAMPLES];  // ... and how much there was, bytes
     int next_sample;          // the ring's next slot
     double growth;            // bytes/s its free space fell by over the last minute (<0: rose)
+    int pausing;              // critical (threshold or growth): it pauses dispatch
 } s_volume_t;
 
 struct _storage_t {
@@ -760,6 +761,7 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen, int64_t now)
 {
     for (int v = 0; v < 3; v++) {
         struct statvfs st;
+        self->volumes[v].pausing = 0;
         if (s_statvfs (self->volumes[v].path, &st) != 0) {
             self->volumes[v].free_bytes = self->volumes[v].total_bytes = -1;
             continue;
@@ -781,12 +783,14 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen, int64_t now)
                     s_size (free_bytes), s_size (total), self->cfg->storage.critical_free,
                     pauses ? ": no new work is dispatched until space returns"
                            : ": archive or release experiments");
+            self->volumes[v].pausing = pauses;
             if (pauses && !*why)
                 snprintf (why, whylen, "%s '%s' has %s free, below %s", role, path,
                           s_size (free_bytes), self->cfg->storage.critical_free);
         }
         else if (headroom > 0 && growth > 0 && left_s < headroom) {
             int pauses = v > 0;
+            self->volumes[v].pausing = pauses;
             char rate[32];
             snprintf (rate, sizeof rate, "%s/s", s_size ((int64_t) growth));
             s_warn (self, "space", "critical", NULL, path,
@@ -1219,9 +1223,11 @@ storage_put_volumes (const storage_t *self, text_t *t)
         text_put_string (t, self->volumes[v].role);
         text_put (t, ",\"path\":");
         text_put_string (t, self->volumes[v].path);
-        text_put (t, ",\"free_bytes\":%lld,\"total_bytes\":%lld,\"growth_bytes_s\":%.0f}",
+        text_put (t,
+                  ",\"free_bytes\":%lld,\"total_bytes\":%lld,\"growth_bytes_s\":%.0f,"
+                  "\"pausing\":%s}",
                   (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes,
-                  self->volumes[v].growth);
+                  self->volumes[v].growth, self->volumes[v].pausing ? "true" : "false");
     }
     text_put (t, "]");
 }

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 
 struct _ask_t {
-    const config_t *cfg; // the configuration (broker/control, security)
-    zsock_t *sock;       // DEALER to broker/control
+    const config_t *cfg; // the configuration (client/control, security)
+    zsock_t *sock;       // DEALER to client/control
     zpoller_t *poller;   // on sock
 };
 
@@ -28,14 +28,20 @@ ask_new (const config_t *cfg, char *err, size_t errlen, int *bad_cert)
         return NULL;
     }
     self->cfg = cfg;
-    self->sock = secure_connect (ZMQ_DEALER, cfg, cfg->broker.control, "the broker", 0, err, errlen,
-                                 bad_cert);
+    const char *endpoint = config_connect (cfg, "client/control", err, errlen);
+    if (!endpoint) {
+        if (bad_cert)
+            *bad_cert = 1;
+        goto fail;
+    }
+    self->sock =
+        secure_connect (ZMQ_DEALER, cfg, endpoint, "the broker", 0, err, errlen, bad_cert);
     if (!self->sock)
         goto fail;
     self->poller = zpoller_new (self->sock, NULL);
     if (!self->poller) {
         snprintf (err, errlen, "cannot wait on the socket to the broker at '%s'",
-                  cfg->broker.control);
+                  endpoint);
         if (bad_cert)
             *bad_cert = 0;
         goto fail;
@@ -62,7 +68,7 @@ ask_destroy (ask_t **self_p)
 static ask_result_t
 s_read_reply (ask_t *self, int *status_p, char **body_p, char *err, size_t errlen)
 {
-    const char *endpoint = self->cfg->broker.control;
+    const char *endpoint = self->cfg->client.control;
     zmsg_t *zmsg = zmsg_recv (self->sock);
     proto_msg_t reply = {0};
     char why[512];
@@ -90,7 +96,7 @@ ask_result_t
 ask_request (ask_t *self, const char *line, int timeout_ms, volatile sig_atomic_t *stop,
              int *status_p, char **body_p, char *err, size_t errlen)
 {
-    const char *endpoint = self->cfg->broker.control;
+    const char *endpoint = self->cfg->client.control;
     *status_p = 0;
     *body_p = NULL;
     proto_msg_t request = {.command = PROTO_REQUEST, .text = (char *)line};

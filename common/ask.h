@@ -26,10 +26,11 @@ typedef enum {
     ASK_UNCONNECTED  // ask_once: no socket (ask_new failed): err from secure_connect
 } ask_result_t;
 
-// A DEALER connected to the broker's control socket (cfg->broker.control,
-// secure_connect: CURVE when security/curve is on). cfg must outlive the
-// object. NULL with err; then *bad_cert (if not NULL) says whether a
-// certificate of the configuration was at fault.
+// A DEALER connected to the broker's control socket (client/control, which
+// is broker/control unless given; secure_connect: CURVE when security/curve
+// is on). cfg must outlive the object. NULL with err; then *bad_cert (if
+// not NULL) says whether the configuration was at fault: a certificate, or
+// a bind address to connect to (config_connect).
 ask_t *ask_new (const config_t *cfg, char *err, size_t errlen, int *bad_cert);
 
 // Closes the connection. Accepts NULL; sets *self_p to NULL.

@@ -67,6 +67,7 @@ CHOICES (s_durabilities, "normal", "full")
 CHOICES (s_modes, "inotify", "poll")
 CHOICES (s_result_formats, "txt", "field")
 CHOICES (s_curves, "off", "on")
+CHOICES (s_on_off, "on", "off")
 CHOICES (s_levels, "error", "warning", "notice", "info", "debug")
 
 #define FIELD(sec, key) offsetof (config_t, sec.key), sizeof (((config_t *) 0)->sec.key)
@@ -82,6 +83,7 @@ static const s_key_t s_keys[] = {
     TEXT (broker, control, KIND_ENDPOINT),
     TEXT (broker, publish, KIND_ENDPOINT),
     TEXT (broker, store, KIND_PATH),
+    CHOICE (broker, backup_before_migrate, s_on_off),
     CHOICE (broker, durability, s_durabilities),
     INT (broker, commit_ms, 0, 1000),
     INT (broker, heartbeat_ms, 10, 60000),
@@ -103,6 +105,7 @@ static const s_key_t s_keys[] = {
     INT (watcher, resend_ms, 10, 60000),
     INT (watcher, max_pending, 1, 10000000),
     INT (watcher, settle_ms, 0, 600000),
+    TEXT (watcher, broker, KIND_ENDPOINT),
     CHOICE (pairing, rule, pairing_rule_choice),
     TEXT (pairing, a_suffix, KIND_STRING),
     TEXT (pairing, b_suffix, KIND_STRING),
@@ -118,6 +121,7 @@ static const s_key_t s_keys[] = {
     TEXT (agent, path_from, KIND_STRING),
     TEXT (agent, path_to, KIND_STRING),
     INT (agent, min_free_mb, 0, 1048576),
+    INT (agent, drain_s, 0, 86400),
     CHOICE (agent, result_format, s_result_formats),
     INT (agent, memory_mb, 0, 1 << 30),
     // The PIV core's settings: its rules (piv_settings_check_key), not these.
@@ -143,6 +147,12 @@ static const s_key_t s_keys[] = {
     TEXT (security, client_cert, KIND_PATH),
     TEXT (security, clients, KIND_PATH),
     TEXT (security, operators, KIND_PATH),
+    TEXT (security, watcher_cert, KIND_OPT_PATH),
+    TEXT (security, agent_cert, KIND_OPT_PATH),
+    TEXT (security, page_cert, KIND_OPT_PATH),
+    TEXT (security, pivctl_cert, KIND_OPT_PATH),
+    TEXT (client, control, KIND_ENDPOINT),
+    TEXT (client, publish, KIND_ENDPOINT),
     TEXT (storage, io_size, KIND_IO_SIZE),
     INT (storage, guard_ms, 100, 60000),
     TEXT (storage, warn_free, KIND_SPACE),
@@ -157,11 +167,28 @@ static const s_key_t s_keys[] = {
 #define KEYS ((int) (sizeof s_keys / sizeof s_keys[0]))
 
 static const char *const s_sections[] = {"broker", "watcher", "pairing", "agent", "piv",
-                                         "calibration", "security", "storage", "log"};
+                                         "calibration", "security", "client", "storage",
+                                         "log"};
 #define SECTIONS ((int) (sizeof s_sections / sizeof s_sections[0]))
 
 // The rules registered by config_rules, by section (in s_sections order).
 static config_rules_fn *s_section_rules[SECTIONS];
+
+// The role config_role registered: its certificate key is <role>_cert.
+static char s_role[16];
+
+// Each endpoint a client connects to, and the broker's bind key it
+// follows when not given.
+static const struct {
+    const char *section, *name;  // the client's key
+    const char *bind;            // the broker's key
+} s_connects[] = {
+    {"watcher", "broker", "ingest"},
+    {"agent", "broker", "work"},
+    {"client", "control", "control"},
+    {"client", "publish", "publish"},
+};
+#define CONNECTS ((int) (sizeof s_connects / sizeof s_connects[0]))
 
 // What one load knows about the file, for messages and anchoring.
 typedef struct {
@@ -266,6 +293,12 @@ s_parse_duration (const char *text)
         if (strcmp (p, units[i].unit) == 0)
             return n * units[i].seconds <= DURATION_MAX_S ? n * units[i].seconds : -1;
     return -1;
+}
+
+long
+config_parse_duration (const char *text)
+{
+    return s_parse_duration (text);
 }
 
 static int
@@ -785,7 +818,7 @@ s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
         if (!known)
             return s_fail (load,
                            "unknown section '%s' in '%s': expected broker, watcher, pairing, "
-                           "agent, piv, calibration, security or storage",
+                           "agent, piv, calibration, security, client, storage or log",
                            sname, load->path);
         const char *svalue = zconfig_value (section);
         if (svalue && *svalue)
@@ -819,12 +852,43 @@ s_walk (s_load_t *load, config_t *cfg, zconfig_t *root, int *given)
     return 0;
 }
 
+// Anchors security/<role>_cert when given.
+static int
+s_anchor_cert (s_load_t *load, config_t *cfg, const char *role)
+{
+    char name[32];
+    snprintf (name, sizeof name, "%s_cert", role);
+    const s_key_t *key = s_key_find ("security", name);
+    return *s_text (cfg, key) ? s_anchor (load, cfg, key, "") : 0;
+}
+
+// This program's certificate: its role's key when the file gives it, else
+// client_cert (the one key of every program before roles had their own).
+static void
+s_choose_cert (config_t *cfg)
+{
+    char name[32];
+    snprintf (name, sizeof name, "%s_cert", s_role);
+    const s_key_t *key = *s_role ? s_key_find ("security", name) : NULL;
+    const char *path = key && *s_text (cfg, key) ? s_text (cfg, key) : cfg->security.client_cert;
+    snprintf (cfg->security.cert, sizeof cfg->security.cert, "%s", path);
+    snprintf (cfg->security.cert_key, sizeof cfg->security.cert_key, "security/%s",
+              key && *s_text (cfg, key) ? name : "client_cert");
+    snprintf (cfg->security.role, sizeof cfg->security.role, "%s", s_role);
+}
+
 // Rules between keys, and what follows from the keys not given.
 static int
 s_complete (s_load_t *load, config_t *cfg, const int *given)
 {
-    if (!given[s_key_find ("agent", "broker") - s_keys])
-        memcpy (cfg->agent.broker, cfg->broker.work, sizeof cfg->agent.broker);
+    // A client's endpoint not given is the broker's own (one host, or a
+    // file for the broker alone); config_connect refuses a bind address.
+    for (int i = 0; i < CONNECTS; i++) {
+        const s_key_t *key = s_key_find (s_connects[i].section, s_connects[i].name);
+        if (!given[key - s_keys])
+            memcpy (s_text (cfg, key), s_text (cfg, s_key_find ("broker", s_connects[i].bind)),
+                    key->size);
+    }
 
     // The same check as pairing_new, here to name the file.
     const pairing_rule_info_t *rule = pairing_rule_find (cfg->pairing.rule);
@@ -864,8 +928,11 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
         || s_anchor (load, cfg, s_key_find ("security", "client_cert"), "")
         || s_anchor (load, cfg, s_key_find ("security", "clients"), "")
         || s_anchor (load, cfg, s_key_find ("security", "operators"), "")
+        || s_anchor_cert (load, cfg, "watcher") || s_anchor_cert (load, cfg, "agent")
+        || s_anchor_cert (load, cfg, "page") || s_anchor_cert (load, cfg, "pivctl")
         || (*cfg->piv.mask && s_anchor (load, cfg, s_key_find ("piv", "mask"), "")))
         return -1;
+    s_choose_cert (cfg);
     // A TASK's settings are split at spaces: the directory must have none.
     if (strchr (cfg->piv.mask, ' '))
         return s_fail (load, "value of 'piv/mask' in '%s' holds a space once made relative to "
@@ -895,6 +962,45 @@ s_complete (s_load_t *load, config_t *cfg, const int *given)
 }
 
 void
+config_role (const char *role)
+{
+    snprintf (s_role, sizeof s_role, "%s", role ? role : "");
+}
+
+const char *
+config_connect (const config_t *cfg, const char *key, char *err, size_t errlen)
+{
+    for (int i = 0; i < CONNECTS; i++) {
+        char name[64];
+        snprintf (name, sizeof name, "%s/%s", s_connects[i].section, s_connects[i].name);
+        if (strcmp (name, key) != 0)
+            continue;
+        const s_key_t *connect = s_key_find (s_connects[i].section, s_connects[i].name);
+        const char *bind = s_text ((config_t *) cfg, s_key_find ("broker", s_connects[i].bind));
+        const char *value = s_text ((config_t *) cfg, connect);
+        const char *star = strstr (value, "://*");
+        if (!star)
+            return value;
+        // The value with HOST in place of the '*', as the key to write.
+        char wanted[CONFIG_STRING + 8];
+        snprintf (wanted, sizeof wanted, "%.*s://HOST%s", (int) (star - value), value, star + 4);
+        if (strcmp (value, bind) == 0)
+            snprintf (err, errlen,
+                      "broker/%s is a bind address (%s), not one to connect to; set %s = %s "
+                      "(the broker's host name or address)",
+                      s_connects[i].bind, bind, key, wanted);
+        else
+            snprintf (err, errlen,
+                      "%s is a bind address (%s), not one to connect to; set %s = %s (the "
+                      "broker's host name or address)",
+                      key, value, key, wanted);
+        return NULL;
+    }
+    snprintf (err, errlen, "'%s' is no key of an endpoint to connect to", key);
+    return NULL;
+}
+
+void
 config_rules (const char *section, config_rules_fn *rules)
 {
     for (int i = 0; i < SECTIONS; i++)
@@ -914,6 +1020,7 @@ config_init (config_t *cfg)
     snprintf (cfg->broker.durability, sizeof cfg->broker.durability, "full");
     snprintf (cfg->log.level, sizeof cfg->log.level, "notice");
     cfg->broker.commit_ms = 2;
+    snprintf (cfg->broker.backup_before_migrate, sizeof cfg->broker.backup_before_migrate, "on");
     cfg->broker.heartbeat_ms = 1000;
     cfg->broker.liveness = 3;
     cfg->broker.max_attempts = 3;
@@ -953,11 +1060,15 @@ config_init (config_t *cfg)
     snprintf (cfg->pairing.cameras, sizeof cfg->pairing.cameras, "cam1,cam2");
 
     snprintf (cfg->agent.broker, sizeof cfg->agent.broker, "%s", cfg->broker.work);
+    snprintf (cfg->watcher.broker, sizeof cfg->watcher.broker, "%s", cfg->broker.ingest);
+    snprintf (cfg->client.control, sizeof cfg->client.control, "%s", cfg->broker.control);
+    snprintf (cfg->client.publish, sizeof cfg->client.publish, "%s", cfg->broker.publish);
     cfg->agent.threads = 0;
     cfg->agent.latency = 1;
     snprintf (cfg->agent.results, sizeof cfg->agent.results, "./results");
     snprintf (cfg->agent.processor, sizeof cfg->agent.processor, "piv");
     cfg->agent.min_free_mb = 64;
+    cfg->agent.drain_s = 60;
 
     snprintf (cfg->piv.passes, sizeof cfg->piv.passes, "64,32,16");
     cfg->piv.overlap = 50;
@@ -976,6 +1087,7 @@ config_init (config_t *cfg)
     snprintf (cfg->security.clients, sizeof cfg->security.clients, "./certs/clients");
     snprintf (cfg->security.operators, sizeof cfg->security.operators,
               "./certs/clients/operators");
+    s_choose_cert (cfg);
 
     snprintf (cfg->storage.io_size, sizeof cfg->storage.io_size, "4M");
     cfg->storage.guard_ms = 1000;

@@ -18,6 +18,7 @@ typedef struct {
         char control[CONFIG_STRING];  // tcp://127.0.0.1:5552
         char publish[CONFIG_STRING];  // tcp://127.0.0.1:5553
         char store[PATH_MAX];         // ./pivfarm.db
+        char backup_before_migrate[8]; // on | off (on): <store>.v<A>.bak before a migration
         char durability[16];          // normal | full (full)
         int commit_ms;                // group commit interval (2)
         int heartbeat_ms;             // heartbeat interval (1000)
@@ -46,6 +47,9 @@ typedef struct {
         int resend_ms;                // first resend of an unacknowledged event (500)
         int max_pending;              // events sent but unacknowledged, at most (10000)
         int settle_ms;                // a file unchanged this long is complete (500)
+        char broker[CONFIG_STRING];   // ingest endpoint to connect to; when not given, broker/
+                                      // ingest's value (set it when the broker binds tcp://*:...
+                                      // or runs on another host)
     } watcher;
     struct {
         char rule[16];                // a name of common/pairing_rule.h (ab)
@@ -67,6 +71,7 @@ typedef struct {
         char path_from[PATH_MAX];     // broker's path prefix to replace ("")
         char path_to[PATH_MAX];       // ... by this one on the agent ("")
         int min_free_mb;              // free MiB needed on the results volume to write (64)
+        int drain_s;                  // stopping: at most this long to finish held tasks (60)
         char result_format[8];        // txt | field: the result file's format (txt)
         int memory_mb;                // MiB the agent's workers may take for pairs, all
                                       // threads together (0: 3/4 of its cgroup's memory.max,
@@ -106,7 +111,23 @@ typedef struct {
                                       // secret part beside it, + "_secret")
         char clients[PATH_MAX];       // ./certs/clients: public certificates allowed to connect
         char operators[PATH_MAX];     // ./certs/clients/operators: ... and to change things
+        char watcher_cert[PATH_MAX];  // "": the watcher's own certificate (else client_cert)
+        char agent_cert[PATH_MAX];    // "": the agents' (else client_cert)
+        char page_cert[PATH_MAX];     // "": the status page's (else client_cert)
+        char pivctl_cert[PATH_MAX];   // "": pivctl's, after its own (else client_cert)
+        // Not keys: what config_load chose for this program's role
+        // (config_role), which pivctl may override (--cert ...).
+        char cert[PATH_MAX];          // this program's certificate: its role's key, when given,
+                                      // else client_cert
+        char cert_key[64];            // what chose it, for messages ("security/page_cert")
+        char role[16];                // the role config_role named ("": none)
     } security;
+    struct {
+        char control[CONFIG_STRING];  // control endpoint pivctl and the status page connect to;
+                                      // when not given, broker/control's value
+        char publish[CONFIG_STRING];  // publish endpoint pivctl tail subscribes to; when not
+                                      // given, broker/publish's value
+    } client;
     struct {
         char io_size[32];             // 4M: IO size of the archiver and of agents' reads
         int guard_ms;                 // free-space check interval (1000)
@@ -154,10 +175,28 @@ typedef int (config_rules_fn) (const char *name, const char *value, char *norm, 
                                char *why, size_t whylen);
 void config_rules (const char *section, config_rules_fn *rules);
 
+// Names the role of this program, whose certificate is security/<role>_cert
+// when the file gives it, else security/client_cert: "watcher", "agent",
+// "page" or "pivctl" (NULL: none, client_cert). Once, before config_load,
+// like config_rules; config_load then fills security/cert, cert_key and
+// role with the choice.
+void config_role (const char *role);
+
+// The endpoint a client connects to, by its key ("watcher/broker",
+// "agent/broker", "client/control", "client/publish"): the key's value,
+// which is the broker's bind key's (broker/ingest, ...) when not given.
+// NULL with err when it is a bind address (a '*': tcp://*:5550), naming
+// both keys and the key to set, or when 'key' is none of these.
+const char *config_connect (const config_t *cfg, const char *key, char *err, size_t errlen);
+
 // Sets one key as the file would, with the same checks: 0, or -1 with err
 // naming the key, the value and 'origin' (what gave it, in place of a file
 // name). For keys whose value is not a path (paths are anchored at load).
 int config_set (config_t *cfg, const char *section, const char *name, const char *value,
                 const char *origin, char *err, size_t errlen);
+
+// A duration as the configuration writes them: off or 0, or a whole count
+// of s, min, h or d ("30d", "12h"), at most ten years. Its seconds, or -1.
+long config_parse_duration (const char *text);
 
 #endif

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
+#include <systemd/sd-login.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +94,24 @@ daemon_remember (const char *path, int verbose, const config_t *cfg)
     snprintf (s_config_path, sizeof s_config_path, "%s", path ? path : "");
     s_verbose = verbose;
     s_log_level (cfg, 1);
+}
+
+int
+daemon_unit_instance (const char *program, char *buf, size_t size)
+{
+    *buf = 0;
+    char *unit = NULL;
+    if (sd_pid_get_unit (0, &unit) < 0 || !unit)
+        return -1;
+    // 'pivfarm-agent@gpu.service': what lies between the '@' and the suffix.
+    size_t len = strlen (program), all = strlen (unit);
+    const char *suffix = ".service";
+    int ok = all > len + 1 + strlen (suffix) && strncmp (unit, program, len) == 0
+             && unit[len] == '@' && strcmp (unit + all - strlen (suffix), suffix) == 0;
+    if (ok)
+        snprintf (buf, size, "%.*s", (int) (all - len - 1 - strlen (suffix)), unit + len + 1);
+    free (unit);
+    return ok ? 0 : -1;
 }
 
 int

@@ -12,6 +12,11 @@
 
 #include <stddef.h>
 
+// The instance of the template unit '<program>@<instance>.service' that
+// systemd runs this process as (sd_pid_get_unit), into 'buf'; 0, or -1
+// (not run as an instance of that template: 'buf' is empty).
+int daemon_unit_instance (const char *program, char *buf, size_t size);
+
 // Blocks SIGHUP in the calling thread and every thread it starts later (call
 // it first in main, before anything starts a thread) and returns a
 // non-blocking signalfd that becomes readable when SIGHUP arrives; -1 with

@@ -1,5 +1,7 @@
 // log.h — the one logging facility of pivfarm: levels, checked before the
-// arguments are formatted; to stderr (default) or syslog.
+// arguments are formatted; to stderr (default) or syslog. Under systemd
+// (stderr is the stream JOURNAL_STREAM names) each line carries its
+// priority as an sd-daemon(3) "<N>" prefix and no time of its own.
 
 #ifndef COMMON_LOG_H
 #define COMMON_LOG_H
@@ -9,6 +11,7 @@ typedef enum { LOG_LEVEL_ERROR, LOG_LEVEL_WARNING, LOG_LEVEL_NOTICE, LOG_LEVEL_I
 extern log_level_t log_threshold;
 
 // Names the program in every line; to_syslog sends lines to syslog instead.
+// Looks at JOURNAL_STREAM and stderr once, here.
 void log_open (const char *ident, int to_syslog);
 void log_set_level (log_level_t level);
 // "error", "warning", "notice", "info", "debug" → 0, or -1 if unknown.

@@ -152,7 +152,10 @@ path_mkdirs_beneath (const char *root, const char *rel)
                 *last = '/';
             if (parent < 0)
                 return -1;
+            struct stat pst;
             int rc = mkdirat (parent, last ? last + 1 : buf, 0775);
+            if (rc == 0 && fstat (parent, &pst) == 0)
+                rc = path_share_with_group (parent, last ? last + 1 : buf, pst.st_mode);
             int saved = errno;
             close (parent);
             if (rc != 0 && saved != EEXIST) {
@@ -167,6 +170,18 @@ path_mkdirs_beneath (const char *root, const char *rel)
         *slash = '/';
     }
     return 0;
+}
+
+int
+path_share_with_group (int dirfd, const char *name, mode_t parent_mode)
+{
+    if (!(parent_mode & S_ISGID) || !(parent_mode & S_IWGRP))
+        return 0;
+    struct stat st;
+    if (fstatat (dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return -1;
+    mode_t want = (st.st_mode & 07777) | S_ISGID | S_IRGRP | S_IWGRP | S_IXGRP;
+    return want == (st.st_mode & 07777) ? 0 : fchmodat (dirfd, name, want, 0);
 }
 
 int

@@ -39,8 +39,17 @@ int path_check_component (const char *name, char *why, size_t whylen);
 int path_open_beneath (const char *root, const char *rel, int flags, mode_t mode);
 
 // mkdir -p of the directories of 'rel' up to its last '/', beneath 'root'
-// as path_open_beneath resolves them (mode 0775). 0, or -1 with errno.
+// as path_open_beneath resolves them (mode 0775 less the umask, shared as
+// path_share_with_group says). 0, or -1 with errno.
 int path_mkdirs_beneath (const char *root, const char *rel);
+
+// A directory 'name' (of dirfd, or AT_FDCWD) just made in a parent of mode
+// 'parent_mode': when that parent is setgid and group-writable (a directory
+// shared by a group, doc/deploy.md), the new one is too, whatever the
+// umask of the program that made it: agents of other users of the group
+// (a Slurm job's, the systemd units') write into directories of each
+// other's. Otherwise nothing changes. 0, or -1 with errno.
+int path_share_with_group (int dirfd, const char *name, mode_t parent_mode);
 
 // If 'path' lies under 'dir' (both absolute, compared component by
 // component, no resolution), *rel_p points into 'path' at what follows

@@ -6,6 +6,7 @@
 #include "common/proto.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,29 +15,73 @@
 // zcert_secret_txt of a certificate loaded without its secret part.
 #define NO_SECRET "0000000000000000000000000000000000000000"
 
-int
-secure_on (const config_t *cfg)
+// Who must be able to read a role's own secret key, said when it cannot:
+// the usual cause is one file made for another program (the watcher's
+// key, mode 0600, read by the web server or an operator).
+static const struct {
+    const char *role;    // config_role's name
+    const char *whose;   // the key, in words
+    const char *reader;  // who must read it, and how to give it
+} s_roles[] = {
+    {"watcher", "the watcher's key", "must be readable by the user the watcher runs as"},
+    {"agent", "an agent's key",
+     "must be readable by the user the agent runs as (pivfarm under systemd, the submitting "
+     "user under Slurm)"},
+    {"page", "the status page's key", "must be readable by the web server's user"},
+    {"pivctl", "pivctl's key",
+     "is not yours: give pivctl your own key pair with --cert FILE, $PIVFARM_CERT or "
+     "~/.config/pivfarm/client.cert"},
+};
+
+// The message of a certificate that cannot be read, into err: the file, the
+// key that named it, the cause, and what to do (for 'role', when the cause
+// is a permission, who must read it).
+static void
+s_unreadable (const char *file, const char *key, const char *role, int secret, const char *why,
+              int error, char *err, size_t errlen)
 {
-    return strcmp (cfg->security.curve, "on") == 0;
+    const char *whose = NULL, *reader = NULL;
+    for (size_t i = 0; role && i < sizeof s_roles / sizeof s_roles[0]; i++)
+        if (strcmp (role, s_roles[i].role) == 0)
+            whose = s_roles[i].whose, reader = s_roles[i].reader;
+    // An operator's own key (--cert, $PIVFARM_CERT, ~/.config) is theirs.
+    if (whose && strncmp (key, "security/", 9) != 0)
+        whose = "your key", reader = "must be readable by you";
+    if (whose && (error == EACCES || error == EPERM)) {
+        struct passwd *pw = getpwuid (geteuid ());
+        snprintf (err, errlen,
+                  "cannot read the %s certificate '%s' (%s): %s; %s (%s) %s (this program runs "
+                  "as %s, uid %d)",
+                  secret ? "secret" : "public", file, key, why, whose, key, reader,
+                  pw ? pw->pw_name : "?", (int) geteuid ());
+    }
+    else
+        snprintf (err, errlen,
+                  "cannot read the %s certificate '%s' (%s): %s; 'pivctl keygen NAME' makes one%s",
+                  secret ? "secret" : "public", file, key, why,
+                  role && strcmp (role, "pivctl") == 0 && strncmp (key, "security/", 9) == 0
+                      ? " (an operator's own: --cert FILE, $PIVFARM_CERT or "
+                        "~/.config/pivfarm/client.cert)"
+                      : "");
 }
 
-zcert_t *
-secure_cert_load (const char *path, const char *key, int secret, char *err, size_t errlen)
+// secure_cert_load for the certificate of 'role' (NULL: none).
+static zcert_t *
+s_cert_load (const char *path, const char *key, const char *role, int secret, char *err,
+             size_t errlen)
 {
     char secret_path[PATH_MAX + 8];
     snprintf (secret_path, sizeof secret_path, "%s_secret", path);
     const char *file = secret ? secret_path : path;
     struct stat st;
     const char *why = NULL;
+    int error = 0;
     if (stat (file, &st) != 0 || access (file, R_OK) != 0)
-        why = strerror (errno);
+        why = strerror (error = errno);
     else if (!S_ISREG (st.st_mode))
         why = "not a file";
     if (why) {
-        snprintf (err, errlen,
-                  "cannot read the %s certificate '%s' (%s): %s; 'pivctl keygen NAME' makes "
-                  "one",
-                  secret ? "secret" : "public", file, key, why);
+        s_unreadable (file, key, role, secret, why, error, err, errlen);
         return NULL;
     }
     // zcert_load reads path_secret when it is there, else path.
@@ -50,12 +95,24 @@ secure_cert_load (const char *path, const char *key, int secret, char *err, size
 }
 
 int
+secure_on (const config_t *cfg)
+{
+    return strcmp (cfg->security.curve, "on") == 0;
+}
+
+zcert_t *
+secure_cert_load (const char *path, const char *key, int secret, char *err, size_t errlen)
+{
+    return s_cert_load (path, key, NULL, secret, err, errlen);
+}
+
+int
 secure_client (zsock_t *sock, const config_t *cfg, char *err, size_t errlen)
 {
     if (!secure_on (cfg))
         return 0;
-    zcert_t *mine =
-        secure_cert_load (cfg->security.client_cert, "security/client_cert", 1, err, errlen);
+    zcert_t *mine = s_cert_load (cfg->security.cert, cfg->security.cert_key, cfg->security.role,
+                                 1, err, errlen);
     zcert_t *broker =
         mine ? secure_cert_load (cfg->security.broker_cert, "security/broker_cert", 0, err, errlen)
              : NULL;
@@ -112,8 +169,12 @@ secure_peer_key (zframe_t *frame)
 const char *
 secure_hint (const config_t *cfg)
 {
-    return secure_on (cfg) ? " (CURVE is on: is security/broker_cert the broker's public "
-                             "certificate, and this program's security/client_cert in the "
-                             "broker's clients directory?)"
-                           : "";
+    static __thread char hint[PATH_MAX + 256];
+    if (!secure_on (cfg))
+        return "";
+    snprintf (hint, sizeof hint,
+              " (CURVE is on: is security/broker_cert the broker's public certificate, and this "
+              "program's certificate, '%s' (%s), in the broker's clients directory?)",
+              cfg->security.cert, cfg->security.cert_key);
+    return hint;
 }

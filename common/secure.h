@@ -20,9 +20,12 @@ int secure_on (const config_t *cfg);
 zcert_t *secure_cert_load (const char *path, const char *key, int secret, char *err, size_t errlen);
 
 // Makes sock a CURVE client of the broker when security/curve is on: this
-// program's certificate (security/client_cert) and the broker's public key
-// (security/broker_cert). Call before connecting. 0, also when curve is off;
-// -1 with err when a certificate cannot be loaded.
+// program's certificate (security/cert, which config_load chose by role:
+// security/<role>_cert, else client_cert; security/cert_key names what
+// chose it) and the broker's public key (security/broker_cert). Call before
+// connecting. 0, also when curve is off; -1 with err when a certificate
+// cannot be loaded, naming the file and its key, and for a permission, who
+// must be able to read it.
 int secure_client (zsock_t *sock, const config_t *cfg, char *err, size_t errlen);
 
 // A client socket of 'type' (ZMQ_DEALER, ZMQ_SUB) connected to the
@@ -44,7 +47,9 @@ void secure_server (zsock_t *sock, zcert_t *cert);
 const char *secure_peer_key (zframe_t *frame);
 
 // What to add to "... did not answer" when curve is on: the two keys that
-// make a CURVE handshake fail without a word; "" when curve is off.
+// make a CURVE handshake fail without a word, this program's certificate
+// named with what chose it; "" when curve is off. The text stays until the
+// thread's next call.
 const char *secure_hint (const config_t *cfg);
 
 #endif

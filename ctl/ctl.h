@@ -27,6 +27,7 @@
 #define TIMEOUT_MS 3000    // default --timeout
 #define REPLAY_WAIT_S 3600 // default replay --wait
 #define REPLAY_POLL_MS 200 // status polls while a replay runs
+#define VACUUM_TIMEOUT_MS 3600000 // vacuum's answer, without --timeout
 #define MAX_WORDS 64       // words of a command line (the broker's limit)
 
 // Exit statuses (doc/conventions.md), and what a run function returns.
@@ -403,6 +404,11 @@ int ctl_run_provision (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_archive (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_iobench (ctl_t *ctl, ctl_args_t *args);
 int ctl_run_warnings (ctl_t *ctl, ctl_args_t *args);
+// and the store's lifecycle: backup (waits for the copy unless --no-wait)
+int ctl_run_backup (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_purge (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_vacuum (ctl_t *ctl, ctl_args_t *args);
+int ctl_run_forget_agents (ctl_t *ctl, ctl_args_t *args);
 // keys.c: security
 int ctl_run_keygen (ctl_t *ctl, ctl_args_t *args);
 

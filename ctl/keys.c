@@ -9,6 +9,35 @@
 #include <string.h>
 #include <sys/stat.h>
 
+// Where a pair goes, by the role it is made for (doc/security.md, "One host,
+// many identities"): the key of the configuration that names it, and the
+// directory of the broker's clients its public part is copied into. Each
+// line is printed with the public file's path for %1$s.
+static const struct {
+    const char *role;  // --role ROLE
+    const char *where; // the steps, a printf format of one %1$s
+} s_roles[] = {
+    {"broker", "the broker's pair: security/broker_cert = %1$s on the broker's machine, its\n"
+               "  secret readable by the broker's user alone; a copy of %1$s alone for every\n"
+               "  other program's security/broker_cert\n"},
+    {"watcher", "the watcher's pair: security/watcher_cert = %1$s on its machine, the secret\n"
+                "  readable by the watcher's user; copy %1$s into the broker's\n"
+                "  security/clients directory, under watchers/\n"},
+    {"agent", "an agent's pair: security/agent_cert = %1$s on its machine, the secret\n"
+              "  readable by the agent's user (pivfarm, or the Slurm job's submitting user);\n"
+              "  copy %1$s into the broker's security/clients directory, under agents/\n"},
+    {"page", "the status page's pair: security/page_cert = %1$s, the secret readable by\n"
+             "  the web server's user; copy %1$s into the broker's security/clients\n"
+             "  directory itself (a reader: the page only asks for status)\n"},
+    {"operator", "an operator's pair: as ~/.config/pivfarm/client.cert (and its _secret) of\n"
+                 "  the operator, or named by $PIVFARM_CERT or --cert; copy %1$s into the\n"
+                 "  broker's security/operators directory (clients/operators/)\n"},
+    {"reader", "a reader's pair: as ~/.config/pivfarm/client.cert (and its _secret) of its\n"
+               "  user, or named by $PIVFARM_CERT or --cert; copy %1$s into the broker's\n"
+               "  security/clients directory itself (it may read, not change things)\n"},
+};
+#define ROLES (sizeof s_roles / sizeof s_roles[0])
+
 // One part of the pair written by 'save' (zcert_save_public or
 // zcert_save_secret) to its temporary, of 'mode' once in place. 0, or -1
 // with err naming the file.
@@ -40,6 +69,16 @@ ctl_run_keygen (ctl_t *ctl, ctl_args_t *args)
         strspn (name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                       "0123456789._-") != strlen (name)) {
         ctl_error ("bad name '%s': letters, digits, '.', '_' and '-', not starting with '.'", name);
+        return EXIT_USAGE;
+    }
+    // The role asked, else the name's when it is one (broker, watcher, ...).
+    const char *asked = ctl_value (args, "role");
+    int role = -1;
+    for (size_t i = 0; i < ROLES; i++)
+        if (strcmp (asked ? asked : name, s_roles[i].role) == 0)
+            role = (int)i;
+    if (asked && role < 0) {
+        ctl_error ("bad --role '%s': broker, watcher, agent, page, operator or reader", asked);
         return EXIT_USAGE;
     }
     char public_path[PATH_MAX], secret_path[PATH_MAX + 8];
@@ -100,14 +139,16 @@ ctl_run_keygen (ctl_t *ctl, ctl_args_t *args)
         return EXIT_FAILED;
     }
     printf ("wrote %s (public key %s)\n"
-            "  and %s (its secret key: it stays on the machine that uses it)\n"
-            "the broker's pair: security/broker_cert = %s on the broker's machine, and a copy\n"
-            "  of %s alone for every other program's security/broker_cert\n"
-            "any other program's pair: security/client_cert = %s on its machine; copy\n"
-            "  %s into the broker's security/clients directory to let it connect, and into\n"
-            "  security/operators as well to let it change things\n",
-            public_path, zcert_public_txt (cert), secret_path, public_path, public_path,
-            public_path, public_path);
+            "  and %s (its secret key: it stays on the machine that uses it)\n",
+            public_path, zcert_public_txt (cert), secret_path);
+    if (role >= 0)
+        printf (s_roles[role].where, public_path);
+    else
+        printf ("a program's pair: security/<program>_cert (watcher_cert, agent_cert,\n"
+                "  page_cert, pivctl_cert) or security/client_cert = %s on its machine; copy\n"
+                "  %s into the broker's security/clients directory (the subdirectory of its\n"
+                "  role: doc/security.md); --role ROLE says which\n",
+                public_path, public_path);
     zcert_destroy (&cert);
     return EXIT_OK;
 }

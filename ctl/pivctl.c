@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef PIVCTL_CONF
 #define PIVCTL_CONF "/etc/pivfarm/pivfarm.conf" // without -c and $PIVFARM_CONF
@@ -85,9 +86,12 @@ s_usage (FILE *out)
               util_join (feedback_quantity_choice, "|", "|", quantities, sizeof quantities));
     fprintf (
         out,
-        "usage: pivctl [-c FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
-        "  -c, --config FILE      pivfarm configuration (broker/control, publish and store;\n"
+        "usage: pivctl [-c FILE] [--cert FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
+        "  -c, --config FILE      pivfarm configuration (client/control, publish and store;\n"
         "                         default $PIVFARM_CONF, else %s)\n"
+        "      --cert FILE        your CURVE certificate (its secret part in FILE_secret);\n"
+        "                         default $PIVFARM_CERT, else ~/.config/pivfarm/client.cert\n"
+        "                         when it exists, else security/pivctl_cert, else client_cert\n"
         "  -j, --json             print JSON instead of tables (may follow the command)\n"
         "      --timeout MS       wait at most MS ms for each answer of the broker (default %d)\n"
         "  -h, --help             this text;  -V, --version  the version\n"
@@ -168,10 +172,26 @@ s_usage (FILE *out)
         "                                  16M (SIZE in all, default 256M); RATE: 240Mbit, 30MB\n"
         "  warnings [list]                 the storage and clock warnings in force, numbered\n"
         "  warnings clear N|all            hide warning N (or all) while it lasts (operator)\n"
+        "the store (operator; doc/storage.md):\n"
+        "  backup FILE [--wait S] [--no-wait]\n"
+        "                                  an online copy of the store into FILE (absolute, on\n"
+        "                                  the broker's host, never over a file), verified\n"
+        "  backup status                   the last backup: bytes, pages, seconds, or why not\n"
+        "  purge EXP [--files]             remove EXP from the store (results, events, statistics,\n"
+        "                                  pairs, files); refused while it runs; --files: its\n"
+        "                                  frames on disk too\n"
+        "  vacuum                          give the store's free pages back to the disk; the\n"
+        "                                  broker waits for it (about 1 s a 100 MB)\n"
+        "  forget-agents --older-than DURATION\n"
+        "                                  remove the agents not seen for DURATION (7d, 12h, 30m)\n"
+        "                                  from the store; a connected agent never\n"
         "security (doc/security.md):\n"
-        "  keygen NAME [-o DIR] [--force]  a CURVE key pair: DIR/NAME.cert (public) and\n"
+        "  keygen NAME [-o DIR] [--force] [--role ROLE]\n"
+        "                                  a CURVE key pair: DIR/NAME.cert (public) and\n"
         "                                  DIR/NAME.cert_secret (default DIR: ., made if\n"
-        "                                  missing); no -c needed\n"
+        "                                  missing); no -c needed. It prints where the pair\n"
+        "                                  goes for ROLE: broker, watcher, agent, page,\n"
+        "                                  operator or reader (default: NAME when it is one)\n"
         "\n"
         "exit status: 0 done; 1 the broker did not answer or refused (no such experiment,\n"
         "not an operator, its store failed), or the work failed; 2 bad usage or\n"
@@ -198,7 +218,7 @@ static const ctl_option_t s_log_options[] = {
 static const ctl_option_t s_tail_options[] = {
     {"count", 'n', 1, 1}, {"new", 0, 0, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_keygen_options[] = {
-    {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {NULL, 0, 0, 0}};
+    {"output", 'o', 1, 1}, {"force", 0, 0, 1}, {"role", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_export_options[] = {{"format", 'f', 1, 1},
                                                 {"output", 'o', 1, 1},
                                                 {"units", 0, 1, 1},
@@ -220,6 +240,10 @@ static const ctl_option_t s_provision_options[] = {
     {"size", 0, 1, 0}, {"hours", 0, 1, 0}, {"tmpfs", 0, 0, 0}, {"dir", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_archive_options[] = {
     {"to", 0, 1, 0}, {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_backup_options[] = {
+    {"wait", 0, 1, 1}, {"no-wait", 0, 0, 1}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_purge_options[] = {{"files", 0, 0, 0}, {NULL, 0, 0, 0}};
+static const ctl_option_t s_forget_options[] = {{"older-than", 0, 1, 0}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_iobench_options[] = {
     {"total", 0, 1, 1}, {"need", 0, 1, 1}, {NULL, 0, 0, 0}};
 static const ctl_option_t s_replay_options[] = {
@@ -267,7 +291,8 @@ static const ctl_command_t s_commands[] = {
      "replay EXP [--as NAME] [--speed X|max] [--passes P] [--overlap O] [--iterations I] "
      "[--deform D] [--set KEY=VALUE]... [--feedback-only] [--wait S]",
      s_replay_options, ctl_run_replay},
-    {"keygen", 1, 1, "keygen NAME [-o DIR] [--force]", s_keygen_options, ctl_run_keygen},
+    {"keygen", 1, 1, "keygen NAME [-o DIR] [--force] [--role ROLE]", s_keygen_options,
+     ctl_run_keygen},
     {"provision", 1, 1, "provision EXP --size SIZE --hours H [--tmpfs|--dir PATH]",
      s_provision_options, ctl_run_provision},
     {"archive", 1, 1, "archive EXP [--to DIR] [--wait S] [--no-wait]", s_archive_options,
@@ -277,6 +302,12 @@ static const ctl_command_t s_commands[] = {
     {"iobench", 1, 1, "iobench DIR [--total SIZE] [--need RATE]", s_iobench_options,
      ctl_run_iobench},
     {"warnings", 0, 2, "warnings [list] | warnings clear N|all", s_none, ctl_run_warnings},
+    {"backup", 1, 1, "backup FILE [--wait S] [--no-wait] | backup status", s_backup_options,
+     ctl_run_backup},
+    {"purge", 1, 1, "purge EXP [--files]", s_purge_options, ctl_run_purge},
+    {"vacuum", 0, 0, "vacuum", s_none, ctl_run_vacuum},
+    {"forget-agents", 0, 0, "forget-agents --older-than DURATION", s_forget_options,
+     ctl_run_forget_agents},
 };
 
 // Loads the configuration at 'path' (-c), else $PIVFARM_CONF, else the
@@ -307,17 +338,48 @@ s_load_config (config_t *cfg, const char *path)
     return 0;
 }
 
+// This operator's certificate, before the configuration's keys: --cert
+// FILE, else $PIVFARM_CERT, else $XDG_CONFIG_HOME/pivfarm/client.cert
+// (~/.config/...) when it exists. One configuration serves every operator
+// of a host, each with their own key (doc/security.md).
+static void
+s_choose_cert (config_t *cfg, const char *option)
+{
+    char path[PATH_MAX] = "";
+    const char *from = NULL, *env = getenv ("PIVFARM_CERT");
+    const char *xdg = getenv ("XDG_CONFIG_HOME"), *home = getenv ("HOME");
+    if (option)
+        snprintf (path, sizeof path, "%s", option), from = "--cert";
+    else if (env && *env)
+        snprintf (path, sizeof path, "%s", env), from = "$PIVFARM_CERT";
+    else {
+        if (xdg && *xdg)
+            snprintf (path, sizeof path, "%s/pivfarm/client.cert", xdg);
+        else if (home && *home)
+            snprintf (path, sizeof path, "%s/.config/pivfarm/client.cert", home);
+        if (*path && access (path, F_OK) == 0)
+            from = xdg && *xdg ? "$XDG_CONFIG_HOME/pivfarm/client.cert"
+                               : "~/.config/pivfarm/client.cert";
+    }
+    if (!from)
+        return;
+    snprintf (cfg->security.cert, sizeof cfg->security.cert, "%s", path);
+    snprintf (cfg->security.cert_key, sizeof cfg->security.cert_key, "%s", from);
+}
+
 int
 main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
     config_rules ("calibration", piv_calib_check_key);
+    config_role ("pivctl");
     static const struct option options[] = {
         {"config", required_argument, NULL, 'c'},  {"json", no_argument, NULL, 'j'},
+        {"cert", required_argument, NULL, 'C'},
         {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
     ctl_t ctl = {.timeout_ms = TIMEOUT_MS};
-    const char *path = NULL;
+    const char *path = NULL, *cert = NULL;
     opterr = 0;
     int opt;
     // '+': the options of pivctl stop at the command; the command's own
@@ -326,6 +388,9 @@ main (int argc, char **argv)
         switch (opt) {
         case 'c':
             path = optarg;
+            break;
+        case 'C':
+            cert = optarg;
             break;
         case 'j':
             ctl.json = 1;
@@ -374,6 +439,7 @@ main (int argc, char **argv)
         return ctl_run_iobench (&ctl, &args);
     if (s_load_config (&ctl.cfg, path) != 0)
         return EXIT_USAGE;
+    s_choose_cert (&ctl.cfg, cert);
     s_handle_signals ();
     rc = command->run (&ctl, &args);
     ask_destroy (&ctl.ask);

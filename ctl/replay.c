@@ -78,7 +78,7 @@ ctl_run_replay (ctl_t *ctl, ctl_args_t *args)
     int feedback_only = jdoc_bool (doc, 0, "$.feedback_only");
     jdoc_destroy (&doc);
     if (!name || !*name) {
-        ctl_error ("the broker at '%s' did not name the replay", ctl->cfg.broker.control);
+        ctl_error ("the broker at '%s' did not name the replay", ctl->cfg.client.control);
         free (name);
         return EXIT_FAILED;
     }

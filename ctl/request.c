@@ -48,7 +48,7 @@ ctl_ask_json (ctl_t *ctl, const char *line, char **body_p, jdoc_t **doc_p)
     char err[256];
     *doc_p = jdoc_parse (*body_p, err, sizeof err);
     if (!*doc_p) {
-        ctl_error ("the broker at '%s' answered '%s' with %s", ctl->cfg.broker.control, line, err);
+        ctl_error ("the broker at '%s' answered '%s' with %s", ctl->cfg.client.control, line, err);
         free (*body_p);
         *body_p = NULL;
         return EXIT_FAILED;

@@ -1,11 +1,13 @@
 // storage.c — storage (doc/storage.md): provision, archive, release,
-// iobench and warnings.
+// iobench and warnings; the store's backup.
 
 #include "ctl/ctl.h"
 
+#include "common/cli.h"
 #include "common/util.h"
 
 #include <czmq.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -180,3 +182,168 @@ ctl_run_warnings (ctl_t *ctl, ctl_args_t *args)
     }
     return ctl_run_printed (ctl, args, s_print_warnings);
 }
+
+// ---------------------------------------------------------------------------
+// The store's lifecycle (doc/storage.md): backup
+
+// Prints how the backup into 'file' ended, as 'backup status' says it.
+// EXIT_OK once it is there and verified, else EXIT_FAILED.
+static int
+s_backup_ended (ctl_t *ctl, jdoc_t *doc, const char *body, const char *file)
+{
+    const char *state = jdoc_string (doc, "$.backup.state");
+    if (strcmp (state ? state : "", "done") != 0) {
+        const char *error = jdoc_string (doc, "$.backup.error");
+        ctl_error ("%s", error ? error : "the backup failed");
+        return EXIT_FAILED;
+    }
+    if (ctl->json) {
+        printf ("%s\n", body);
+        return EXIT_OK;
+    }
+    char size[32];
+    int64_t bytes = jdoc_int (doc, 0, "$.backup.bytes");
+    printf ("backed up the store into %s: %" PRId64 " bytes (%s), %" PRId64
+            " pages in %s s; integrity ok, schema %" PRId64 "\n",
+            file, bytes, util_format_size (bytes, size, sizeof size),
+            jdoc_int (doc, 0, "$.backup.pages"),
+            ctl_num (jdoc_number (doc, NAN, "$.backup.seconds"), "%.2f"),
+            jdoc_int (doc, 0, "$.backup.schema"));
+    return EXIT_OK;
+}
+
+// 'backup status': the last backup since the broker started.
+static void
+s_print_backup (jdoc_t *doc, ctl_args_t *args)
+{
+    (void)args;
+    const char *state = jdoc_string (doc, "$.backup.state");
+    const char *file = jdoc_string (doc, "$.backup.file");
+    if (!state || strcmp (state, "none") == 0)
+        printf ("no backup since the broker started\n");
+    else if (strcmp (state, "done") == 0)
+        printf ("backup into %s: done, %" PRId64 " bytes, %" PRId64 " pages in %s s; integrity ok\n",
+                file ? file : "?", jdoc_int (doc, 0, "$.backup.bytes"),
+                jdoc_int (doc, 0, "$.backup.pages"),
+                ctl_num (jdoc_number (doc, NAN, "$.backup.seconds"), "%.2f"));
+    else if (strcmp (state, "failed") == 0)
+        printf ("backup into %s: failed: %s\n", file ? file : "?",
+                jdoc_string (doc, "$.backup.error") ? jdoc_string (doc, "$.backup.error") : "?");
+    else
+        printf ("backup into %s: %s\n", file ? file : "?", state);
+}
+
+int
+ctl_run_backup (ctl_t *ctl, ctl_args_t *args)
+{
+    const char *file = args->words[0];
+    if (strcmp (file, "status") == 0)
+        return ctl_run_printed (ctl, args, s_print_backup);
+    long wait_s;
+    int rc = ctl_start_waited (ctl, args, &wait_s, NULL);
+    if (rc != EXIT_OK || ctl_value (args, "no-wait"))
+        return rc;
+    int64_t deadline = zclock_mono () + wait_s * 1000;
+    for (;;) {
+        char *body;
+        jdoc_t *doc;
+        char *words[] = {"backup", "status"};
+        char *line = cli_join (2, words);
+        rc = line ? ctl_ask_json (ctl, line, &body, &doc) : EXIT_FAILED;
+        free (line);
+        if (rc != 0)
+            return EXIT_FAILED;
+        const char *state = jdoc_string (doc, "$.backup.state");
+        const char *of = jdoc_string (doc, "$.backup.file");
+        int ours = of && strcmp (of, file) == 0;
+        if (!ours || !state || strcmp (state, "running") != 0) {
+            rc = ours ? s_backup_ended (ctl, doc, body, file) : EXIT_FAILED;
+            if (!ours)
+                ctl_error ("the broker no longer reports the backup into '%s' (restarted?)",
+                           file);
+        }
+        else if (zclock_mono () > deadline || ctl_stop) {
+            ctl_error ("the backup into '%s' has not ended within %ld s: it goes on in the "
+                       "broker ('pivctl backup status')",
+                       file, wait_s);
+            rc = EXIT_FAILED;
+        }
+        else
+            rc = -1;
+        jdoc_destroy (&doc);
+        free (body);
+        if (rc >= 0)
+            return rc;
+        ctl_nap (REPLAY_POLL_MS);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// purge
+
+static void
+s_print_purge (jdoc_t *doc, ctl_args_t *args)
+{
+    (void)args;
+    printf ("purged %s: %" PRId64 " pairs, %" PRId64 " results, %" PRId64 " files, %" PRId64
+            " events, %" PRId64 " statistics sets, %" PRId64 " ensemble jobs\n",
+            jdoc_string (doc, "$.experiment"), jdoc_int (doc, 0, "$.purged.pairs"),
+            jdoc_int (doc, 0, "$.purged.results"), jdoc_int (doc, 0, "$.purged.files"),
+            jdoc_int (doc, 0, "$.purged.events"), jdoc_int (doc, 0, "$.purged.stats"),
+            jdoc_int (doc, 0, "$.purged.ensemble_jobs"));
+    if (jdoc_type_at (doc, "$.frames") != JDOC_OBJECT)
+        printf ("its frames are left on disk (--files removes them)\n");
+    else if (jdoc_bool (doc, 0, "$.frames.replay"))
+        printf ("no frame removed: a replay's frames are its source's\n");
+    else
+        printf ("frames: %" PRId64 " removed, %" PRId64 " gone already, %" PRId64
+                " kept (not below the watch root or storage/archive_dir, or not a plain file: "
+                "see the broker's log)\n",
+                jdoc_int (doc, 0, "$.frames.removed"), jdoc_int (doc, 0, "$.frames.gone"),
+                jdoc_int (doc, 0, "$.frames.kept"));
+}
+CTL_PRINTED (ctl_run_purge, s_print_purge)
+
+// ---------------------------------------------------------------------------
+// vacuum
+
+static void
+s_print_vacuum (jdoc_t *doc, ctl_args_t *args)
+{
+    (void)args;
+    char before[32], after[32], free_bytes[32];
+    printf ("vacuumed the store: %s (%s of it free) -> %s in %s s\n",
+            util_format_size (jdoc_int (doc, 0, "$.vacuum.bytes_before"), before, sizeof before),
+            util_format_size (jdoc_int (doc, 0, "$.vacuum.free_before"), free_bytes,
+                              sizeof free_bytes),
+            util_format_size (jdoc_int (doc, 0, "$.vacuum.bytes_after"), after, sizeof after),
+            ctl_num (jdoc_number (doc, NAN, "$.vacuum.seconds"), "%.2f"));
+}
+
+int
+ctl_run_vacuum (ctl_t *ctl, ctl_args_t *args)
+{
+    // The broker answers once the VACUUM is over: minutes for a large
+    // store, unless --timeout says otherwise.
+    if (ctl->timeout_ms == TIMEOUT_MS)
+        ctl->timeout_ms = VACUUM_TIMEOUT_MS;
+    return ctl_run_printed (ctl, args, s_print_vacuum);
+}
+
+// ---------------------------------------------------------------------------
+// forget-agents
+
+static void
+s_print_forgotten (jdoc_t *doc, ctl_args_t *args)
+{
+    (void)args;
+    int64_t n = jdoc_int (doc, 0, "$.forgotten");
+    const char *names = jdoc_string (doc, "$.agents");
+    if (n == 0)
+        printf ("no agent unseen for %s (connected agents are never forgotten)\n",
+                ctl_value (args, "older-than"));
+    else
+        printf ("forgot %" PRId64 " agent(s) not seen for %s: %s\n", n,
+                ctl_value (args, "older-than"), names ? names : "");
+}
+CTL_PRINTED (ctl_run_forget_agents, s_print_forgotten)

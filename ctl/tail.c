@@ -66,12 +66,16 @@ ctl_run_tail (ctl_t *ctl, ctl_args_t *args)
         if (rc != 0)
             return EXIT_FAILED;
     }
-    const char *endpoint = ctl->cfg.broker.publish;
+    char err[1024];
+    const char *endpoint = config_connect (&ctl->cfg, "client/publish", err, sizeof err);
+    if (!endpoint) {
+        ctl_error ("%s", err);
+        return EXIT_USAGE;
+    }
     char topic[PROTO_MAX_STRING];
     // "feedback.run7/": no other experiment's topic starts with it (names
     // hold no '/'), so ZeroMQ's prefix match delivers run7's alone.
     snprintf (topic, sizeof topic, "%s%s%s", PROTO_TOPIC_FEEDBACK, args->words[0], PROTO_TOPIC_END);
-    char err[1024];
     int bad_cert;
     zsock_t *sub = secure_connect (ZMQ_SUB, &ctl->cfg, endpoint, "the broker's feedback stream", 0,
                                    err, sizeof err, &bad_cert);

@@ -183,6 +183,12 @@ typedef struct {
     int store_ok;           // the broker says its store works
     char store_state[16];   // "ok", "busy", "failing", "lost" (the broker's)
     char store_error[1536]; // why it takes nothing now, when it does not
+    int64_t store_busy;     // times the broker found its store locked by another (-1: unknown)
+    struct {
+        char peer[300];     // "agent 'a1' on node3", "watcher ... (files of 'exp1')"
+        double skew_s;      // its clock less the broker's
+    } clocks[32];           // peers' clocks as the broker measures them, largest skew first
+    int nclocks;
     char policy[32];        // global default policy, rate limit, pause
     double rate_limit;
     int paused;
@@ -203,9 +209,11 @@ typedef struct {
         char path[4096];    // the directory
         int64_t free_bytes; // free to unprivileged users (-1: unknown)
         int64_t total_bytes;
+        int pausing;        // 1: below storage/critical_free, it pauses dispatch (the broker's)
     } volumes[3];           // from the broker, else measured here (statvfs)
     int nvolumes;
     int64_t store_bytes;    // the store's file and its -wal (-1: unknown)
+    int64_t wal_bytes;      // its -wal alone (0: none; -1: no store)
     int64_t log_events;     // events in the log tail read
     int log_whole;          // 1: the tail holds the whole log
     dash_exp_t *exps;       // experiments, store id order

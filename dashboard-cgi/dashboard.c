@@ -124,6 +124,7 @@ main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
     config_rules ("calibration", piv_calib_check_key);
+    config_role ("page");
     // A server may pass a query without '=' as arguments (CGI's ISINDEX
     // form): arguments are read as options only outside a server.
     const char *gateway = getenv ("GATEWAY_INTERFACE");

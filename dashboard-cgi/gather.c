@@ -53,12 +53,12 @@ s_ask_status (const config_t *cfg, int timeout_ms, char *err, size_t errlen, int
     ask_result_t rc = ask_once (cfg, "status", timeout_ms, &status, &body, err, errlen);
     *answered = rc == ASK_REFUSED ? status : 0;
     if (rc == ASK_UNSENT)
-        snprintf (err, errlen, "cannot send to the broker at '%s'", cfg->broker.control);
+        snprintf (err, errlen, "cannot send to the broker at '%s'", cfg->client.control);
     if (rc != ASK_OK)
         return NULL;
     char why[256];
     if (!(doc = jdoc_parse (body, why, sizeof why)))
-        snprintf (err, errlen, "the broker at '%.200s' answered with %s", cfg->broker.control, why);
+        snprintf (err, errlen, "the broker at '%.200s' answered with %s", cfg->client.control, why);
     free (body);
     return doc;
 }
@@ -469,6 +469,16 @@ s_merge_broker (dash_t *dash, jdoc_t *doc)
     const char *why = jdoc_string (doc, "$.store_error");
     snprintf (dash->store_state, sizeof dash->store_state, "%s", state ? state : "");
     snprintf (dash->store_error, sizeof dash->store_error, "%s", why ? why : "");
+    dash->store_busy = jdoc_int (doc, -1, "$.store_busy");
+    int nc = jdoc_length (doc, "$.clocks");
+    for (int i = 0; i < nc && dash->nclocks < 32; i++) {
+        const char *peer = jdoc_string (doc, "$.clocks[%d].peer", i);
+        double ms = jdoc_number (doc, NAN, "$.clocks[%d].clock_skew_ms", i);
+        if (!peer || !isfinite (ms))
+            continue;
+        snprintf (dash->clocks[dash->nclocks].peer, sizeof dash->clocks[0].peer, "%s", peer);
+        dash->clocks[dash->nclocks++].skew_s = ms / 1000;
+    }
     const char *policy = jdoc_string (doc, "$.policy");
     if (policy)
         snprintf (dash->policy, sizeof dash->policy, "%s", policy);
@@ -499,6 +509,7 @@ s_merge_broker (dash_t *dash, jdoc_t *doc)
         snprintf (dash->volumes[v].path, sizeof dash->volumes[v].path, "%s", path);
         dash->volumes[v].free_bytes = jdoc_int (doc, -1, "$.volumes[%d].free_bytes", i);
         dash->volumes[v].total_bytes = jdoc_int (doc, -1, "$.volumes[%d].total_bytes", i);
+        dash->volumes[v].pausing = jdoc_bool (doc, 0, "$.volumes[%d].pausing", i);
     }
     int n = jdoc_length (doc, "$.experiments");
     for (int i = 0; i < n; i++) {
@@ -713,8 +724,11 @@ s_sizes (dash_t *dash)
     char wal[PATH_MAX + 8];
     dash->store_bytes = stat (cfg->broker.store, &st) == 0 ? (int64_t) st.st_size : -1;
     snprintf (wal, sizeof wal, "%s-wal", cfg->broker.store);
-    if (dash->store_bytes >= 0 && stat (wal, &st) == 0)
+    dash->wal_bytes = dash->store_bytes < 0 ? -1 : 0;
+    if (dash->store_bytes >= 0 && stat (wal, &st) == 0) {
         dash->store_bytes += (int64_t) st.st_size;
+        dash->wal_bytes = (int64_t) st.st_size;
+    }
     if (dash->nvolumes > 0)
         return;
     const char *roles[3] = {"watch root", "results", "store"};
@@ -746,6 +760,7 @@ dash_gather (dash_t *dash, const char *experiment, int timeout_ms, char *err, si
     dash->results = -1;
     dash->rate_10s = dash->rate_1m = dash->uptime_s = dash->rate_limit = NAN;
     dash->agents_total = -1;
+    dash->store_busy = -1;
     snprintf (dash->policy, sizeof dash->policy, "all");
 
     jdoc_t *status = s_ask_status (&dash->cfg, timeout_ms, dash->broker_error,

@@ -196,6 +196,27 @@ s_storage (const dash_t *dash, FILE *out)
                              "Size of the store's database file and its write-ahead log.");
     if (dash->store_bytes >= 0)
         s_sample (&f, "", NULL, (double) dash->store_bytes);
+    f = s_family (out, "pivfarm_store_wal_bytes", "gauge",
+                  "Size of the store's write-ahead log (0 when there is none): it grows "
+                  "while a reader holds a snapshot, and shrinks at checkpoints.");
+    if (dash->wal_bytes >= 0)
+        s_sample (&f, "", NULL, (double) dash->wal_bytes);
+    // The broker's own: the store's contention and the guard.
+    f = s_family (out, "pivfarm_store_busy_total", "counter",
+                  "Times the broker found its store locked by another process (SQLITE_BUSY) "
+                  "since it opened it.");
+    if (dash->broker_ok && dash->store_busy >= 0)
+        s_sample (&f, "", NULL, (double) dash->store_busy);
+    // Each volume whose lack of space pauses dispatch, 1 while it does.
+    f = s_family (out, "pivfarm_guard_paused", "gauge",
+                  "1 while the free-space guard pauses dispatch for lack of space on the "
+                  "volume (below storage/critical_free), else 0.");
+    for (int v = 0; v < dash->nvolumes && dash->broker_ok; v++)
+        if (strcmp (dash->volumes[v].role, "watch root") != 0)
+            s_sample (&f, "",
+                      (const char *[]) {"volume", dash->volumes[v].role, "path",
+                                        dash->volumes[v].path, NULL},
+                      dash->volumes[v].pausing);
 
     f = s_family (out, "pivfarm_volume_free_bytes", "gauge",
                   "Free space of a volume the farm writes (watch root, results, store).");
@@ -255,4 +276,10 @@ dash_prometheus (const dash_t *dash, FILE *out)
     s_experiments (dash, out);
     s_agents (dash, out);
     s_storage (dash, out);
+    f = s_family (out, "pivfarm_clock_skew_seconds", "gauge",
+                  "A peer's clock less the broker's, as the broker estimates it (agents from "
+                  "their heartbeats, watchers from their files' times), the 32 largest.");
+    for (int i = 0; i < dash->nclocks && dash->broker_ok; i++)
+        s_sample (&f, "", (const char *[]) {"peer", dash->clocks[i].peer, NULL},
+                  dash->clocks[i].skew_s);
 }

@@ -166,6 +166,7 @@ struct _store_t {
     int nowait;                        // BEGIN fails at once when the write lock is held
     int in_begin;                      // a BEGIN runs (the busy handler does not wait then)
     int64_t busy_since_ns;             // the write lock held by another since (0: it was not)
+    int64_t busy_count;                // times a BEGIN found it held, or a statement waited for a lock
     char *detached;                    // why writes stopped for good (store_detach), or NULL
     st_file_t files[ST_NFILES];        // the files as opened (store_check_files)
     st_deferred_t *deferred;           // dispatches waiting for the write lock
@@ -249,6 +250,15 @@ void st_lock_record (store_t *self, const char *state, const char *text);
 void st_lock_read (int fd, char *state, size_t size);
 // The rescue's end: closes the copy, and on failure removes it.
 void st_rescue_end (store_t *self, int failed);
+
+// ---------------------------------------------------------------------------
+// backup.c
+
+// Copies the open store (schema 'version', before its migration) into
+// '<path>.v<version>.bak' (its name in file), as store_backup_file does.
+// 0, or -1 with err.
+int st_backup_before_migration (store_t *self, int version, char *file, size_t size, char *err,
+                                size_t errlen);
 
 // ---------------------------------------------------------------------------
 // write.c

@@ -9,11 +9,13 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 // ---------------------------------------------------------------------------
@@ -679,24 +681,71 @@ s_check_identity (store_t *self, int *version, char *err, size_t errlen)
     return 0;
 }
 
+// Tells options->note a line, if there is a note.
+static void
+s_note (const store_options_t *options, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_note (const store_options_t *options, const char *fmt, ...)
+{
+    if (!options || !options->note)
+        return;
+    char line[S_ERROR_MAX + PATH_MAX];
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (line, sizeof line, fmt, args);
+    va_end (args);
+    options->note (options->arg, line);
+}
+
 // Brings the schema to STORE_SCHEMA_VERSION in one transaction, reading
 // the version again inside it in case another process got there first.
+// A store that holds a schema is copied first, if the options say so
+// (st_backup_before_migration): before the transaction, so that a copy
+// that fails leaves the store untouched.
 static int
-s_migrate (store_t *self, char *err, size_t errlen)
+s_migrate (store_t *self, const store_options_t *options, char *err, size_t errlen)
 {
     int version;
     if (s_check_identity (self, &version, err, errlen))
         return -1;
     if (version == STORE_SCHEMA_VERSION)
         return 0;
+    if (version >= 1 && options->backup_before_migrate) {
+        char file[PATH_MAX + 32], why[S_ERROR_MAX + PATH_MAX];
+        struct timespec t0, t1;
+        clock_gettime (CLOCK_MONOTONIC, &t0);
+        if (st_backup_before_migration (self, version, file, sizeof file, why, sizeof why)) {
+            st_errbuf (err, errlen,
+                       "cannot bring the schema of '%s' from version %d to %d: its backup "
+                       "failed, nothing was changed: %s (or set broker/backup_before_migrate "
+                       "= off)",
+                       self->path, version, STORE_SCHEMA_VERSION, why);
+            return -1;
+        }
+        clock_gettime (CLOCK_MONOTONIC, &t1);
+        struct stat st;
+        s_note (options,
+                "store '%s' has schema version %d: copied into '%s' before its migration "
+                "(%lld bytes in %.2f s, integrity ok)",
+                self->path, version, file, stat (file, &st) == 0 ? (long long) st.st_size : 0LL,
+                (double) (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+    }
     char *msg = NULL;
     int rc = sqlite3_exec (self->db, "BEGIN IMMEDIATE", NULL, NULL, &msg);
     if (rc == SQLITE_OK && s_check_identity (self, &version, err, errlen)) {
         sqlite3_exec (self->db, "ROLLBACK", NULL, NULL, NULL);
         return -1;
     }
-    while (rc == SQLITE_OK && version < STORE_SCHEMA_VERSION)
-        rc = sqlite3_exec (self->db, s_migrations[version++], NULL, NULL, &msg);
+    int from = version;
+    while (rc == SQLITE_OK && version < STORE_SCHEMA_VERSION) {
+        rc = sqlite3_exec (self->db, s_migrations[version], NULL, NULL, &msg);
+        version++;
+        if (rc == SQLITE_OK && from > 0)
+            s_note (options, "store '%s': schema from version %d to %d (step %d of %d)",
+                    self->path, version - 1, version, version - from,
+                    STORE_SCHEMA_VERSION - from);
+    }
     if (rc == SQLITE_OK) {
         char text[16];
         snprintf (text, sizeof text, "%d", STORE_SCHEMA_VERSION);
@@ -721,6 +770,9 @@ s_migrate (store_t *self, char *err, size_t errlen)
             sqlite3_exec (self->db, "ROLLBACK", NULL, NULL, NULL);
         return -1;
     }
+    if (from > 0)
+        s_note (options, "store '%s': schema brought from version %d to %d", self->path, from,
+                STORE_SCHEMA_VERSION);
     return 0;
 }
 
@@ -897,6 +949,14 @@ s_check_record (const char *path, int exists, const char *state, int *restored, 
 store_t *
 store_new (const char *path, store_durability_t durability, char *err, size_t errlen)
 {
+    store_options_t options = {.durability = durability, .backup_before_migrate = 1};
+    return store_new_with (path, &options, err, errlen);
+}
+
+store_t *
+store_new_with (const char *path, const store_options_t *options, char *err, size_t errlen)
+{
+    store_durability_t durability = options->durability;
     struct stat st;
     int exists = stat (path, &st) == 0, empty = 1, version, restored = 0;
     if (!exists && errno != ENOENT) {
@@ -955,7 +1015,7 @@ store_new (const char *path, store_durability_t durability, char *err, size_t er
                   path, mode);
         goto fail;
     }
-    if (s_migrate (self, err, errlen) || s_prepare_all (self, err, errlen))
+    if (s_migrate (self, options, err, errlen) || s_prepare_all (self, err, errlen))
         goto fail;
     sqlite3_db_config (self->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
     // From now on a BEGIN never waits for another process's write lock

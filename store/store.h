@@ -50,6 +50,23 @@ typedef enum {
 // to say "start anyway". Readers (store_open_readonly) ignore the lock.
 // NULL on failure.
 store_t *store_new (const char *path, store_durability_t durability, char *err, size_t errlen);
+// How store_new_with opens the store.
+typedef struct {
+    store_durability_t durability;
+    // Before a migration of a store that holds a schema (version >= 1),
+    // copy it to '<path>.v<A>.bak' (A its version) with the backup API and
+    // verify the copy, before the migration's transaction; a copy that
+    // fails (the file there already, no room) fails the open with the
+    // store as it was. store_new does (1).
+    int backup_before_migrate;
+    // Called with each line worth the operator's log (the backup made,
+    // each step "from version A to B"), or NULL.
+    void (*note) (void *arg, const char *line);
+    void *arg;
+} store_options_t;
+// store_new with its options.
+store_t *store_new_with (const char *path, const store_options_t *options, char *err,
+                         size_t errlen);
 // Read-only access for readers (the status page, pivctl): never blocks the
 // writer (WAL), never writes. NULL with err on failure.
 store_t *store_open_readonly (const char *path, char *err, size_t errlen);
@@ -94,6 +111,10 @@ int store_in_group (store_t *self);
 // when the last attempt got it. A write that finds it held fails at once,
 // having changed nothing, with "'X' is locked by another process".
 int64_t store_busy_since (store_t *self);
+// How many times since store_new the writer found the database locked by
+// another process (SQLITE_BUSY: a BEGIN that failed, or a statement that
+// waited in the busy handler), each wait counted once.
+int64_t store_busy_count (store_t *self);
 
 // Dispatches taken while another process held the write lock: a
 // store_pair_dispatch that finds the store locked reads the pair (readers
@@ -584,6 +605,72 @@ int store_ensemble_latest (store_t *self, int64_t experiment, int done_only,
 typedef int (store_pair_frames_fn) (void *arg, int64_t pair, int state, const char *a,
                                     const char *b, int stereo);
 int store_pair_frames (store_t *self, int64_t experiment, store_pair_frames_fn *fn, void *arg);
+
+// ---------------------------------------------------------------------------
+// Purging an experiment (store/operate.c, doc/storage.md)
+
+// What keeps an experiment from being purged: its pairs waiting or out,
+// its ensemble jobs running (the first's id), the experiments replaying
+// it (the first's name).
+typedef struct {
+    int64_t pending, dispatched, ensembles, replays;
+    char ensemble[32], replay[256];
+} store_experiment_busy_t;
+// Fills *out for experiment 'experiment' named 'name'. 0 or -1.
+int store_experiment_busy (store_t *self, int64_t experiment, const char *name,
+                           store_experiment_busy_t *out);
+
+// Rows an experiment's purge removed, by table.
+typedef struct {
+    int64_t pairs, results, attempts, files, events, stats, settings, ensemble_jobs;
+} store_purge_counts_t;
+// Removes experiment 'experiment' ('name') and everything of it: its
+// ensemble jobs with their pairs and partials, its results (and their
+// 'uncounted' marks), attempts, statistics, allocations, settings,
+// events, pairs, files and its row, with one "purge" event (experiment 0:
+// its id may be given again) naming it with the counts; one transaction
+// of its own, committed here (refused while the group's is open:
+// store_commit first), foreign-key checks off for its length (it removes
+// children first). The caller checks first that nothing runs
+// (store_experiment_busy). 0 with *counts, or -1 with nothing removed.
+int store_experiment_purge (store_t *self, int64_t experiment, const char *name, int64_t now_ns,
+                            store_purge_counts_t *counts);
+
+// What a VACUUM did: the database's bytes (pages x page size) before,
+// of which free pages, and after; how long it took.
+typedef struct {
+    int64_t bytes_before, free_before, bytes_after;
+    double seconds;
+} store_vacuum_t;
+// Rebuilds the database without its free pages (VACUUM), then
+// checkpoints and truncates the WAL so that the file shrinks at once. The
+// connection's thread waits for it, and other writers with it; it needs
+// room for a copy of the database. Refused while the group's transaction
+// is open (store_commit first). 0 with *out, or -1 with the error.
+int store_vacuum (store_t *self, store_vacuum_t *out);
+
+// ---------------------------------------------------------------------------
+// Backups (store/backup.c, doc/storage.md)
+
+typedef struct {
+    int64_t bytes;   // the copy's size
+    int64_t pages;   // pages copied
+    int schema;      // its schema version
+    double seconds;  // the copy and its check, wall-clock
+} store_backup_info_t;
+// Copies the store at 'path' into 'file' with SQLite's backup API, 'step'
+// pages a step (0: 4096), calling stop(arg) (may be NULL) between steps:
+// non-zero abandons the copy. A snapshot of what was committed when it
+// began: a broker writing meanwhile is never blocked (WAL) and its commits
+// do not restart the copy. 'file' must be absolute and must not exist; the
+// copy is written as 'file.partial' (created here, never through a
+// symbolic link), made a rollback-journal file, verified read-only
+// (integrity_check ok, schema version STORE_SCHEMA_VERSION), then linked
+// to 'file' (never over a file made meanwhile). Uses connections of its
+// own: may run on any thread. 0 with *info, or -1 with err naming the file
+// and what to do; then nothing is left at 'file' nor 'file.partial'.
+int store_backup_file (const char *path, const char *file, int step, int (*stop) (void *arg),
+                       void *arg, store_backup_info_t *info, char *err, size_t errlen);
 
 // Failure seam for tests: after 'after' more statement executions, every
 // execution fails with SQLite error 'code' (STORE_FAULT_*) until called

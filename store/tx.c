@@ -164,6 +164,8 @@ int
 st_busy (void *arg, int count)
 {
     store_t *self = arg;
+    if (count == 0)
+        self->busy_count++;
     if (self->nowait && self->in_begin)
         return 0;
     if (count >= 100)
@@ -272,6 +274,12 @@ int64_t
 store_busy_since (store_t *self)
 {
     return self->busy_since_ns;
+}
+
+int64_t
+store_busy_count (store_t *self)
+{
+    return self->busy_count;
 }
 
 // Runs a write statement whose parameters are bound, to its end; returns

@@ -46,3 +46,7 @@ TESTS += build/tests/test_ensemble
 # Ensemble correlation as a farm job (issue 27): chunks on two agents, one
 # SIGKILLed mid-run, the field exported; bad requests and partials.
 TESTS += build/tests/test_ensemble_farm
+
+# The store's lifecycle through the real farm (issue 28): an online backup
+# under load, purge, vacuum, forgetting agents, the migration's backup.
+TESTS += build/tests/test_lifecycle

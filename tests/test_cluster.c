@@ -534,7 +534,9 @@ s_slurm_start (void)
               "JobAcctGatherType=jobacct_gather/none\n"
               "AccountingStorageType=accounting_storage/none\n"
               "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%ld State=UNKNOWN\n"
-              "PartitionName=test Nodes=%s Default=YES MaxTime=INFINITE State=UP\n",
+              // A limit below the 8 h the script once asked for, which left
+              // its jobs pending for good on such a partition.
+              "PartitionName=test Nodes=%s Default=YES MaxTime=60 State=UP\n",
               s->host, s_free_port (), s_free_port (), sock, s->dir, s->dir, s->dir, s->dir,
               s->dir, s->dir, s->host, s->cpus, mem_mb, s->host);
     s_write (s->conf, text);
@@ -836,12 +838,16 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
     char output[4400];
     s_submit (s_user_conf, work, output, sizeof output);
     char id[512];
-    snprintf (id, sizeof id, "%s-%s", s_slurm.host, s_slurm.job);
+    snprintf (id, sizeof id, "%s-slurm", s_slurm.host);
     int64_t waited = s_wait_listed (id, 1, 30000);
     char *job_out = tu_slurp (output, NULL);
     ck_assert_msg (waited >= 0, "agent '%s' never joined; job output: %s", id,
                    job_out ? job_out : "(none)");
     free (job_out);
+    // The job runs under the partition's limit (the script sets none).
+    ck_assert_msg (s_cmd ("scontrol", "show", "job", "-o", s_slurm.job, NULL) == 0
+                       && strstr (s_out, " TimeLimit=01:00:00 "),
+                   "job %s: %s", s_slurm.job, s_out);
     // pivctl agents shows it, with a worker per CPU Slurm gave it.
     char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "agents", NULL};
     ck_assert_int_eq (tu_run (argv, s_out, sizeof s_out, 30), 0);
@@ -893,6 +899,35 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
     ck_assert_msg (access (tu_path (s_farm.dir, "results"), F_OK) != 0,
                    "the farm's own results directory was made");
 
+    // Requeued (a preemption does the same): the agent stops, handing back
+    // what it holds, and the job comes back as itself, its agent under the
+    // same id.
+    int64_t t_requeue = s_ms ();
+    ck_assert_msg (s_cmd ("scontrol", "requeue", s_slurm.job, NULL) == 0, "scontrol requeue %s: %s",
+                   s_slurm.job, s_out);
+    ck_assert_msg (s_wait_listed (id, 0, 30000) >= 0, "agent '%s' still listed after the requeue",
+                   id);
+    // Slurm holds a requeued job back (its BeginTime some 2 min on); an
+    // administrator in a hurry, as here, lets it start now.
+    for (int i = 0; i < 50; i++) {
+        s_cmd ("scontrol", "show", "job", "-o", s_slurm.job, NULL);
+        if (strstr (s_out, "JobState=PENDING"))
+            break;
+        usleep (200000);
+    }
+    ck_assert_msg (s_cmd ("scontrol", "update", "JobId", s_slurm.job, "StartTime=now", NULL) == 0,
+                   "scontrol update %s StartTime=now: %s", s_slurm.job, s_out);
+    waited = s_wait_listed (id, 1, 60000);
+    job_out = tu_slurp (output, NULL);
+    if (waited < 0)
+        s_cmd ("scontrol", "show", "job", "-o", s_slurm.job, NULL);
+    ck_assert_msg (waited >= 0, "agent '%s' never came back after the requeue; job output: %s; %s",
+                   id, job_out ? job_out : "(none)", s_out);
+    ck_assert_msg (job_out && strstr (job_out, "(restart 1)"), "no restart in: %s",
+                   job_out ? job_out : "(none)");
+    free (job_out);
+    int64_t t_back = s_ms ();
+
     // A second batch, cancelled while the agent holds tasks: it finishes
     // those, takes no more, and the broker is left with nothing dispatched.
     tu_farm_land (&s_farm, "s", 7, 16, 0);
@@ -924,10 +959,11 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
                    "the agent did not stop cleanly: %s", job_out ? job_out : "(no output)");
     free (job_out);
     printf ("test_cluster: Slurm up in %lld ms, agent joined in %lld ms, 6 pairs in %lld ms; "
+            "requeued and back in %lld ms; "
             "scancel with %d task(s) in flight: job gone in %lld ms, %lld done, %lld pending\n",
             (long long) (t_slurm - t0), (long long) (t_joined - t_slurm),
-            (long long) (t_batch - t_joined), held.n, (long long) (t_gone - t_cancel),
-            (long long) c.done, (long long) c.pending);
+            (long long) (t_batch - t_joined), (long long) (t_back - t_requeue), held.n,
+            (long long) (t_gone - t_cancel), (long long) c.done, (long long) c.pending);
 }
 END_TEST
 
@@ -950,7 +986,7 @@ s_expect_refused (const char *conf, const char *expected)
     free (said);
 }
 
-START_TEST (slurm_refuses_a_configuration_or_results_directory_its_user_cannot_use)
+START_TEST (slurm_refuses_a_configuration_results_directory_or_key_its_user_cannot_use)
 {
     const char *why = s_cannot_run ("munged", "setpriv", "slurmctld", "slurmd", "sbatch", "squeue",
                                     "sinfo", "scontrol", "runuser", "useradd", NULL);
@@ -984,6 +1020,29 @@ START_TEST (slurm_refuses_a_configuration_or_results_directory_its_user_cannot_u
               "writable by %s: give PIVFARM_CONF a configuration whose agent/results this user "
               "can write (doc/deploy.md)\n",
               results, s_user_conf, user);
+    s_expect_refused (s_user_conf, expected);
+    // CURVE on, the agent's secret key root's (0600): the agent's own check
+    // on the node refuses the job before any agent starts.
+    s_user_setup ("./results");
+    char keys[4300];
+    snprintf (keys, sizeof keys, "%s/keys", s_farm.dir);
+    ck_assert (mkdir (keys, 0755) == 0);
+    for (int k = 0; k < 2; k++) {
+        char *gen[] = {(char *) tu_bin ("pivctl"), "keygen", k ? "node1" : "broker", "-o", keys,
+                       NULL};
+        ck_assert_msg (tu_run (gen, s_out, sizeof s_out, 30) == 0, "keygen: %s", s_out);
+    }
+    FILE *f = fopen (s_user_conf, "a");
+    ck_assert (f != NULL);
+    fprintf (f, "security\n    curve = on\n    client_cert = %s/node1.cert\n"
+                "    broker_cert = %s/broker.cert\n", keys, keys);
+    ck_assert (fclose (f) == 0);
+    char *agent = realpath (tu_bin ("pivfarm-agent"), NULL);
+    ck_assert (agent != NULL);
+    setenv ("PIVFARM_AGENT", agent, 1);
+    free (agent);
+    snprintf (expected, sizeof expected,
+              "pivfarm-agents: cannot read the secret certificate '%s/node1.cert_secret'", keys);
     s_expect_refused (s_user_conf, expected);
     // Neither job wrote anything but its output.
     ck_assert_msg (access (results, F_OK) != 0, "'%s' was made", results);
@@ -1176,7 +1235,7 @@ main (void)
     tcase_set_timeout (tc, 150);
     tcase_add_test (tc, slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched);
     tcase_add_test (tc, an_agent_cut_off_the_network_loses_its_tasks_to_the_other_and_rejoins);
-    tcase_add_test (tc, slurm_refuses_a_configuration_or_results_directory_its_user_cannot_use);
+    tcase_add_test (tc, slurm_refuses_a_configuration_results_directory_or_key_its_user_cannot_use);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -262,7 +262,7 @@ START_TEST (the_example_file_shows_every_key_with_a_comment_above_it)
     ck_assert_msg (text != NULL, "cannot read '%s'", path);
     static const char *const keys[] = {
         "broker/ingest",     "broker/work",         "broker/control",     "broker/publish",
-        "broker/store",      "broker/durability",   "broker/commit_ms",   "broker/heartbeat_ms",
+        "broker/store",      "broker/backup_before_migrate", "broker/durability",   "broker/commit_ms",   "broker/heartbeat_ms",
         "broker/liveness",   "broker/max_attempts", "broker/store_fields",
         "broker/deadline_floor_ms", "broker/forget_agents_after", "watcher/root",
         "watcher/mode",      "watcher/poll_ms",     "watcher/ignore",     "watcher/resend_ms",
@@ -490,6 +490,54 @@ START_TEST (the_agent_connects_to_the_work_endpoint_of_the_broker_unless_told_ot
 }
 END_TEST
 
+// The watcher, pivctl and the page connect where the broker binds unless
+// told otherwise; a bind address ('*') is no place to connect to, and the
+// message says which key to set.
+START_TEST (each_client_connects_to_the_broker_s_endpoint_unless_told_otherwise)
+{
+    config_t cfg;
+    char err[512];
+    s_loads (&cfg, "broker\n    ingest = tcp://10.1.2.3:7000\n    control = tcp://10.1.2.3:7002\n");
+    ck_assert_str_eq (config_connect (&cfg, "watcher/broker", err, sizeof err),
+                      "tcp://10.1.2.3:7000");
+    ck_assert_str_eq (config_connect (&cfg, "client/control", err, sizeof err),
+                      "tcp://10.1.2.3:7002");
+    ck_assert_str_eq (config_connect (&cfg, "client/publish", err, sizeof err),
+                      "tcp://127.0.0.1:5553");
+    s_loads (&cfg, "broker\n    ingest = tcp://*:7000\n    publish = tcp://*:7003\n"
+                   "watcher\n    broker = tcp://head:7000\n");
+    ck_assert_str_eq (config_connect (&cfg, "watcher/broker", err, sizeof err), "tcp://head:7000");
+    ck_assert (config_connect (&cfg, "client/publish", err, sizeof err) == NULL);
+    ck_assert_str_eq (err, "broker/publish is a bind address (tcp://*:7003), not one to connect "
+                           "to; set client/publish = tcp://HOST:7003 (the broker's host name or "
+                           "address)");
+    s_loads (&cfg, "agent\n    broker = tcp://*:7001\n");
+    ck_assert (config_connect (&cfg, "agent/broker", err, sizeof err) == NULL);
+    ck_assert_str_eq (err, "agent/broker is a bind address (tcp://*:7001), not one to connect "
+                           "to; set agent/broker = tcp://HOST:7001 (the broker's host name or "
+                           "address)");
+}
+END_TEST
+
+// Each program's certificate: its role's key when given, else client_cert.
+START_TEST (each_program_takes_the_certificate_of_its_role_before_client_cert)
+{
+    config_t cfg;
+    const char *text = "security\n    client_cert = ./shared.cert\n    page_cert = ./page.cert\n";
+    config_role ("page");
+    s_loads (&cfg, text);
+    s_assert_in_dir (cfg.security.cert, s_dir, "page.cert");
+    ck_assert_str_eq (cfg.security.cert_key, "security/page_cert");
+    config_role ("watcher");
+    s_loads (&cfg, text);
+    s_assert_in_dir (cfg.security.cert, s_dir, "shared.cert");
+    ck_assert_str_eq (cfg.security.cert_key, "security/client_cert");
+    config_role (NULL);
+    s_loads (&cfg, text);
+    ck_assert_str_eq (cfg.security.cert_key, "security/client_cert");
+}
+END_TEST
+
 START_TEST (integers_are_accepted_at_both_ends_of_their_range_and_refused_beyond)
 {
     for (int i = 0; i < INTS; i++) {
@@ -700,11 +748,11 @@ START_TEST (an_unknown_section_is_refused_naming_it_and_the_file)
 {
     s_refused ("brokers\n    ingest = tcp://127.0.0.1:5550\n",
                "unknown section 'brokers' in '%s': expected broker, watcher, pairing, agent, "
-               "piv, calibration, security or storage");
+               "piv, calibration, security, client, storage or log");
     // A key outside any section.
     s_refused ("liveness = 3\n",
                "unknown section 'liveness' in '%s': expected broker, watcher, pairing, agent, "
-               "piv, calibration, security or storage");
+               "piv, calibration, security, client, storage or log");
     s_refused ("broker = tcp://127.0.0.1:5550\n",
                "section 'broker' in '%s' has a value: its keys go on the lines below, indented "
                "by 4 spaces");
@@ -1090,6 +1138,8 @@ s_suite (void)
     tcase_add_test (load, a_file_with_one_key_keeps_the_defaults_of_the_others);
     tcase_add_test (load,
                     the_agent_connects_to_the_work_endpoint_of_the_broker_unless_told_otherwise);
+    tcase_add_test (load, each_client_connects_to_the_broker_s_endpoint_unless_told_otherwise);
+    tcase_add_test (load, each_program_takes_the_certificate_of_its_role_before_client_cert);
     suite_add_tcase (suite, load);
 
     TCase *paths = tcase_create ("paths");

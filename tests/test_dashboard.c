@@ -819,17 +819,33 @@ s_http_get (int port, const char *path)
     return s_out;
 }
 
+// The broker, the watcher and 'agents' agents node-a, node-b, ...; 'pairs'
+// pairs p_0001 ... landed (placeholders for the noop processor if 'fake',
+// else rendered) and done.
+static void
+s_live_farm (int agents, int pairs, int fake)
+{
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    for (int i = 0; i < agents; i++) {
+        char id[16], log[32];
+        snprintf (id, sizeof id, "node-%c", 'a' + i);
+        snprintf (log, sizeof log, "agent%d.log", i + 1);
+        s_farm.agents[i] = tu_farm_start (&s_farm, "pivfarm-agent", log, "--id", id);
+    }
+    if (fake)
+        tu_farm_fake (&s_farm, pairs, "p");
+    else
+        tu_farm_render (&s_farm, pairs, "p");
+    tu_farm_land (&s_farm, "p", 1, pairs, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, pairs, 120);
+    ck_assert_msg (c.done == pairs, "%lld pairs done (see broker.log)", (long long) c.done);
+}
+
 START_TEST (metrics_of_a_live_farm_pass_promtool_and_match_the_store)
 {
     s_promtool ();
-    tu_farm_start_broker (&s_farm);
-    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
-    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "node-a");
-    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "node-b");
-    tu_farm_render (&s_farm, 4, "p");
-    tu_farm_land (&s_farm, "p", 1, 4, 0);
-    tu_counts_t c = tu_farm_wait_done (&s_farm, 4, 120);
-    ck_assert_msg (c.done == 4, "%lld pairs done (see broker.log)", (long long) c.done);
+    s_live_farm (2, 4, 0);
     // Both agents have introduced themselves (the broker lists them).
     jdoc_t *doc = NULL;
     for (int i = 0; i < 100; i++) {
@@ -923,6 +939,247 @@ START_TEST (metrics_of_a_live_farm_pass_promtool_and_match_the_store)
     ck_assert (strstr (text, "pivfarm_results_total") == NULL);
     ck_assert (strstr (text, "pivfarm_volume_free_bytes{volume=\"store\"") != NULL);
     free (text);
+}
+END_TEST
+
+// Issue 28: what an admin alerts on beyond the farm's figures: dispatch
+// paused by the free-space guard (and for which volume), peers' clocks, the
+// store locked by another process, the size of its write-ahead log.
+START_TEST (metrics_say_what_the_guard_pauses_how_far_clocks_are_off_and_how_busy_the_store_is)
+{
+    s_promtool ();
+    // Every volume is short of space when 100% must stay free.
+    tu_farm_conf (&s_farm, "noop", 1, "32",
+                  "storage\n    guard_ms = 200\n    warn_free = 100%\n    critical_free = 100%\n");
+    tu_farm_start_broker (&s_farm);
+    // An agent 5 s ahead, as its heartbeats say.
+    zsock_t *agent = zsock_new (ZMQ_DEALER);
+    ck_assert (agent && zsock_connect (agent, "ipc://%s/work", s_dir) == 0);
+    proto_msg_t hello = {.command = PROTO_HELLO, .name = "skewed", .text = "node9", .count = 1,
+                         .settings = "noop"};
+    ck_assert_int_eq (proto_send (&hello, NULL, agent), 0);
+    const char *skew_series = "pivfarm_clock_skew_seconds{peer=\"agent 'skewed' on node9\"}";
+    char *text = NULL;
+    for (int i = 0; i < 100; i++) {
+        proto_msg_t beat = {.command = PROTO_HEARTBEAT, .time_ns = s_now_ns () + 5000000000LL};
+        ck_assert_int_eq (proto_send (&beat, NULL, agent), 0);
+        free (text);
+        text = strdup (s_metrics ());
+        if (s_sample (text, skew_series) > 4)
+            break;
+        usleep (100000);
+    }
+    s_promtool_clean (text);
+    double skew = s_sample (text, skew_series);
+    ck_assert_msg (skew > 4 && skew < 5.1, "%s: %g in\n%.2000s", skew_series, skew, text);
+    // The guard pauses dispatch for the results and the store volumes,
+    // never for the watch root (frames are only read there).
+    char series[8192];
+    snprintf (series, sizeof series, "pivfarm_guard_paused{volume=\"results\",path=\"%s\"}",
+              tu_path (s_dir, "results"));
+    ck_assert_msg (s_sample (text, series) == 1, "%s: %g in\n%.2000s", series, s_sample (text, series),
+                   text);
+    ck_assert_msg (strstr (text, "pivfarm_guard_paused{volume=\"store\",path=\"") != NULL
+                       && strstr (text, "pivfarm_guard_paused{volume=\"watch root\"") == NULL,
+                   "%.2000s", text);
+    ck_assert (strstr (text, "# TYPE pivfarm_guard_paused gauge\n") != NULL);
+    ck_assert (s_sample (text, "pivfarm_store_busy_total") == 0);
+    free (text);
+    // The WAL's size, as the file is before and after the page looks.
+    struct stat st;
+    double before = stat (tu_path (s_dir, "farm.db-wal"), &st) == 0 ? (double) st.st_size : 0;
+    text = strdup (s_metrics ());
+    double after = stat (tu_path (s_dir, "farm.db-wal"), &st) == 0 ? (double) st.st_size : 0;
+    double wal = s_sample (text, "pivfarm_store_wal_bytes");
+    ck_assert_msg (wal == before || wal == after, "pivfarm_store_wal_bytes %g, the file %g", wal,
+                   after);
+    free (text);
+    zsock_destroy (&agent);
+
+    // Another process holds the store's write lock while an operator
+    // changes the rate: the broker finds it busy, refuses the change, and
+    // counts it.
+    sqlite3 *db = NULL;
+    ck_assert_int_eq (sqlite3_open (tu_path (s_dir, "farm.db"), &db), SQLITE_OK);
+    ck_assert_int_eq (sqlite3_exec (db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    char *argv[] = {(char *) tu_bin ("pivctl"), "-c", s_farm.conf, "rate", "5", NULL};
+    s_farm.others[0] = tu_spawn (argv, tu_path (s_dir, "pivctl.log"));
+    int rc = tu_stop (s_farm.others[0], 0, 30);
+    s_farm.others[0] = 0;
+    sqlite3_exec (db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close (db);
+    char *said = tu_slurp (tu_path (s_dir, "pivctl.log"), NULL);
+    ck_assert_msg (rc != 0 && said && strstr (said, "is locked by another process"),
+                   "pivctl rate 5 under a lock: %d: %s", rc, said ? said : "");
+    free (said);
+    text = strdup (s_metrics ());
+    s_promtool_clean (text);
+    ck_assert_msg (s_sample (text, "pivfarm_store_busy_total") >= 1, "%.2000s", text);
+    free (text);
+
+    // The broker stopped: nothing but the store's own figures.
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    text = strdup (s_metrics ());
+    s_promtool_clean (text);
+    ck_assert (strstr (text, "pivfarm_guard_paused") == NULL
+               && strstr (text, "pivfarm_clock_skew_seconds") == NULL
+               && strstr (text, "pivfarm_store_busy_total") == NULL);
+    ck_assert (s_sample (text, "pivfarm_store_wal_bytes") >= 0);
+    free (text);
+}
+END_TEST
+
+// deploy/prometheus/<name> in the source tree.
+static const char *
+s_rules (const char *name)
+{
+    static char path[2][4096];
+    static int next;
+    char *slot = path[next++ % 2];
+    snprintf (slot, 4096, "%s/../deploy/prometheus/%s", tu_bin (""), name);
+    return slot;
+}
+
+// Runs 'promtool ARGS' (a shell line); its status, its output in 'out'.
+static int
+s_promtool_run (char *out, size_t len, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+static int
+s_promtool_run (char *out, size_t len, const char *fmt, ...)
+{
+    char args[8192], cmd[9000];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (args, sizeof args, fmt, ap);
+    va_end (ap);
+    snprintf (cmd, sizeof cmd, "exec %s %s 2>&1", s_promtool (), args);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return tu_run (argv, out, len, 120);
+}
+
+// The families ("# TYPE name") of a page of metrics appended to 'names'
+// (" name name ... ").
+static void
+s_families (const char *text, char *names, size_t size)
+{
+    for (const char *at = strstr (text, "# TYPE "); at; at = strstr (at + 1, "# TYPE ")) {
+        const char *end = strchr (at + 7, ' ');
+        if (end)
+            snprintf (names + strlen (names), size - strlen (names), "%.*s ",
+                      (int) (end - at - 7), at + 7);
+    }
+}
+
+// A promtool unit test over the samples of 'text' (a page of metrics), as
+// Prometheus would have scraped them for 10 min from instance "page" of
+// job "pivfarm": at 5 min, PivfarmBrokerDown fires ('down') or not, and
+// PivfarmNoAgent does not. Its path.
+static const char *
+s_rules_test_of (const char *text, int down, const char *name)
+{
+    static char buf[1 << 18];
+    size_t n = (size_t) snprintf (buf, sizeof buf,
+                                  "rule_files:\n  - '%s'\nevaluation_interval: 1m\ntests:\n"
+                                  "  - interval: 1m\n    input_series:\n",
+                                  s_rules ("pivfarm.rules.yml"));
+    for (const char *line = text; *line;) {
+        const char *eol = strchr (line, '\n');
+        size_t len = eol ? (size_t) (eol - line) : strlen (line);
+        const char *space = memrchr (line, ' ', len);
+        if (*line != '#' && space) {
+            // name{instance="page",job="pivfarm",labels...} with ' as '' (YAML).
+            const char *brace = memchr (line, '{', (size_t) (space - line));
+            size_t name_len = brace ? (size_t) (brace - line) : (size_t) (space - line);
+            n += (size_t) snprintf (buf + n, sizeof buf - n, "      - series: '%.*s{instance=\"page\","
+                                    "job=\"pivfarm\"%s", (int) name_len, line, brace ? "," : "}");
+            for (const char *c = brace ? brace + 1 : space; c < space && n < sizeof buf - 8; c++) {
+                if (*c == '\'')
+                    buf[n++] = '\'';
+                buf[n++] = *c;
+            }
+            n += (size_t) snprintf (buf + n, sizeof buf - n, "'\n        values: '%.*sx10'\n",
+                                    (int) (len - (size_t) (space - line) - 1), space + 1);
+        }
+        line += len + (eol ? 1 : 0);
+    }
+    n += (size_t) snprintf (buf + n, sizeof buf - n,
+                            "    alert_rule_test:\n"
+                            "      - eval_time: 5m\n        alertname: PivfarmNoAgent\n"
+                            "        exp_alerts: []\n"
+                            "      - eval_time: 5m\n        alertname: PivfarmBrokerDown\n");
+    if (down)
+        n += (size_t) snprintf (buf + n, sizeof buf - n,
+                                "        exp_alerts:\n"
+                                "          - exp_labels: {severity: critical, instance: page, "
+                                "job: pivfarm}\n"
+                                "            exp_annotations:\n"
+                                "              summary: 'pivfarm broker down (page)'\n"
+                                "              description: 'The status page at page gets no "
+                                "answer from the broker for 1 min: no pair is dispatched or "
+                                "recorded. journalctl -u pivfarm-broker; systemctl status "
+                                "pivfarm-broker.'\n");
+    else
+        n += (size_t) snprintf (buf + n, sizeof buf - n, "        exp_alerts: []\n");
+    ck_assert (n < sizeof buf);
+    const char *path = tu_path (s_dir, name);
+    tu_spit (path, buf, n);
+    return path;
+}
+
+START_TEST (the_alert_rules_pass_promtool_and_the_broker_down_alert_fires_on_a_stopped_broker_s_page)
+{
+    static char out[1 << 16];
+    // The shipped rules and their unit tests.
+    int rc = s_promtool_run (out, sizeof out, "check rules '%s'", s_rules ("pivfarm.rules.yml"));
+    ck_assert_msg (rc == 0 && strstr (out, "SUCCESS"), "promtool check rules: %d: %s", rc, out);
+    rc = s_promtool_run (out, sizeof out, "test rules '%s'", s_rules ("pivfarm.rules.test.yml"));
+    ck_assert_msg (rc == 0 && strstr (out, "SUCCESS"), "promtool test rules: %d: %s", rc, out);
+
+    // A live farm's page, the broker running, then stopped.
+    tu_farm_conf (&s_farm, "noop", 1, "32", "");
+    s_live_farm (1, 3, 1);
+    char *up = NULL;
+    for (int i = 0; i < 100; i++) {
+        free (up);
+        up = strdup (s_metrics ());
+        if (strstr (up, "pivfarm_clock_skew_seconds{") && s_sample (up, "pivfarm_agents_alive") == 1)
+            break;
+        usleep (100000);
+    }
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    char *down = strdup (s_metrics ());
+    // Every metric the rules name is one the page serves.
+    static char families[1 << 14];
+    families[0] = ' ';
+    families[1] = '\0';
+    s_families (up, families, sizeof families);
+    s_families (down, families, sizeof families);
+    char *rules = tu_slurp (s_rules ("pivfarm.rules.yml"), NULL);
+    ck_assert_ptr_nonnull (rules);
+    for (const char *at = strstr (rules, "expr: "); at; at = strstr (at + 1, "expr: ")) {
+        const char *eol = strchr (at, '\n');
+        for (const char *m = strstr (at, "pivfarm_"); m && m < eol; m = strstr (m + 1, "pivfarm_")) {
+            char name[128];
+            size_t len = strspn (m, "abcdefghijklmnopqrstuvwxyz0123456789_");
+            snprintf (name, sizeof name, " %.*s ", (int) len, m);
+            char *suffix = strstr (name, "_bucket ");
+            if (suffix)
+                strcpy (suffix, " ");  // a histogram's series: its family
+            ck_assert_msg (strstr (families, name) != NULL,
+                           "the rules name%sbut the page serves no such family:%s", name,
+                           families);
+            m += len - 1;
+        }
+    }
+    free (rules);
+    // The alert fires on the stopped broker's page, not on the running one's.
+    rc = s_promtool_run (out, sizeof out, "test rules '%s'", s_rules_test_of (down, 1, "down.yml"));
+    ck_assert_msg (rc == 0, "promtool test rules, the broker stopped: %d: %.4000s", rc, out);
+    rc = s_promtool_run (out, sizeof out, "test rules '%s'", s_rules_test_of (up, 0, "up.yml"));
+    ck_assert_msg (rc == 0, "promtool test rules, the broker running: %d: %.4000s", rc, out);
+    free (up);
+    free (down);
 }
 END_TEST
 
@@ -1694,6 +1951,13 @@ main (void)
     tcase_add_test (tc, a_stereo_field_shows_w_under_its_arrows_with_a_colour_bar_in_m_per_s);
     tcase_add_test (tc, a_field_with_uncertainty_shows_a_map_of_sigma_with_its_colour_bar);
     tcase_add_test (tc, a_calibrated_page_shows_one_convention_and_the_files_in_no_pair);
+    suite_add_tcase (suite, tc);
+    // What an admin alerts on (issue 28).
+    tc = tcase_create ("monitoring");
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 120);
+    tcase_add_test (tc, metrics_say_what_the_guard_pauses_how_far_clocks_are_off_and_how_busy_the_store_is);
+    tcase_add_test (tc, the_alert_rules_pass_promtool_and_the_broker_down_alert_fires_on_a_stopped_broker_s_page);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);
 }

@@ -276,6 +276,17 @@ START_TEST (install_warns_of_a_configuration_that_only_works_on_one_machine)
     ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
     ck_assert_msg (strstr (s_out, "has relative paths") && strstr (s_out, "loopback work endpoint"),
                    "%s", s_out);
+    // The watcher's endpoint on the broker's host may be loopback; the
+    // agents' (agent/broker, before broker/work) may not.
+    s_write (s_p (s_dir, "farm.conf"), "broker\n    work = tcp://*:5551\n"
+                                       "watcher\n    broker = tcp://127.0.0.1:5550\n"
+                                       "agent\n    broker = tcp://nas1:5551\n");
+    ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
+    ck_assert_msg (!strstr (s_out, "loopback work endpoint"), "%s", s_out);
+    s_write (s_p (s_dir, "farm.conf"), "broker\n    work = tcp://*:5551\n"
+                                       "agent\n    broker = \"tcp://127.0.0.1:5551\"\n");
+    ck_assert_int_eq (s_deploy (hosts, "install", 1), 0);
+    ck_assert_msg (strstr (s_out, "loopback work endpoint"), "%s", s_out);
 }
 END_TEST
 
@@ -365,9 +376,14 @@ START_TEST (the_slurm_script_runs_one_agent_per_node_with_the_cpus_of_its_node)
     ck_assert_msg (rc == 0, "exit %d:\n%s", rc, s_out);
     char conf_line[4200];
     snprintf (conf_line, sizeof conf_line, "agent [-c]\nagent [%s]\n", conf);
-    const char *lines[] = {"srun --ntasks-per-node=1\n", "srun --cpus-per-task=8\n",
+    // Each node checked first; then the agents, with every CPU the job has
+    // on their node, a drain within KillWait (no Slurm here: 30 s, less 5),
+    // and an id that stays from job to job.
+    const char *lines[] = {"agent [--check]\nagent [--broker]\nagent [tcp://nas1:5551]\n",
+                           "srun --ntasks-per-node=1\nsrun --whole\n",
                            "agent [--broker]\nagent [tcp://nas1:5551]\n",
-                           "agent [--threads]\nagent [8]\n", "-4711]\n", conf_line};
+                           "agent [--threads]\nagent [0]\n", "agent [--drain-s]\nagent [25]\n",
+                           "-slurm]\n", conf_line};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         ck_assert_msg (strstr (s_out, lines[i]), "no '%s' in:\n%s", lines[i], s_out);
     // The endpoint may come from the environment; without one it refuses.
@@ -446,6 +462,7 @@ START_TEST (make_install_lays_out_programs_cgi_units_config_and_man_pages_under_
                            "usr/lib/systemd/system-generators/pivfarm-generator",
                            "usr/share/polkit-1/rules.d/pivfarm.rules",
                            "usr/share/doc/pivfarm/pivfarm.conf.example",
+                           "usr/share/doc/pivfarm/pivfarm.rules.yml",
                            "usr/share/man/man1/pivfarm-broker.1", "usr/share/man/man1/pivctl.1",
                            NULL};
     char root[4200];
@@ -1165,6 +1182,83 @@ START_TEST (install_refuses_a_host_missing_runtime_packages_with_the_list_and_ap
 }
 END_TEST
 
+// The journal (issue 28): systemd sets JOURNAL_STREAM to the "device:inode"
+// of the stream it gave a service as stderr; here that stream is the log
+// file the test opens, so the broker's lines are what journald would read.
+START_TEST (under_the_journal_each_line_carries_its_priority_and_no_time_of_its_own)
+{
+    setenv ("PIVFARM_BIN", s_bin, 1);
+    tu_farm_t farm;
+    tu_farm_init (&farm);
+    tu_farm_conf (&farm, "noop", 1, "32", "");
+    char broker_log[4096];
+    snprintf (broker_log, sizeof broker_log, "%s", tu_path (farm.dir, "broker.log"));
+    tu_spit (broker_log, "", 0);
+    struct stat st;
+    ck_assert_int_eq (stat (broker_log, &st), 0);
+    char stream[64];
+    snprintf (stream, sizeof stream, "%llu:%llu", (unsigned long long) st.st_dev,
+              (unsigned long long) st.st_ino);
+    setenv ("JOURNAL_STREAM", stream, 1);
+    tu_farm_start_broker (&farm);
+    // A key read at start only, changed and reloaded: a warning.
+    tu_farm_conf_replace (&farm, "    heartbeat_ms = 200\n", "    heartbeat_ms = 300\n");
+    kill (farm.broker, SIGHUP);
+    int warned = tu_farm_log_has (&farm, "broker.log",
+                                  "\n<4>warning: reload: broker/heartbeat_ms changed", 10000);
+    // An agent whose stderr is not that stream (it inherited the variable,
+    // as a child of a service does) keeps the lines of a terminal.
+    farm.agents[0] = tu_farm_start (&farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    unsetenv ("JOURNAL_STREAM");
+    int agent_logged = tu_farm_log_has (&farm, "agent.log", " pivfarm-agent notice: ", 10000);
+    tu_stop (farm.agents[0], SIGTERM, 20);
+    // An agent under the journal whose processor fails with two lines: the
+    // journal takes each line as an entry, and both keep the priority.
+    char script[4200], processor[4300], agent_log[4096];
+    snprintf (script, sizeof script, "%s", tu_path (farm.dir, "fail.sh"));
+    const char *fail = "#!/bin/sh\nprintf 'the lens is fogged\\nand the laser is off\\n' >&2\n"
+                       "exit 1\n";
+    tu_spit (script, fail, strlen (fail));
+    chmod (script, 0755);
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    snprintf (agent_log, sizeof agent_log, "%s", tu_path (farm.dir, "agent2.log"));
+    tu_spit (agent_log, "", 0);
+    ck_assert_int_eq (stat (agent_log, &st), 0);
+    snprintf (stream, sizeof stream, "%llu:%llu", (unsigned long long) st.st_dev,
+              (unsigned long long) st.st_ino);
+    setenv ("JOURNAL_STREAM", stream, 1);
+    char *argv[] = {(char *) tu_bin ("pivfarm-agent"), "-c", farm.conf, "--id", "a2",
+                    "--processor", processor, NULL};
+    farm.agents[0] = tu_spawn (argv, agent_log);
+    unsetenv ("JOURNAL_STREAM");
+    farm.watcher = tu_farm_start (&farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_fake (&farm, 1, "f");
+    tu_farm_land (&farm, "f", 1, 1, 0);
+    int both = tu_farm_log_has (&farm, "agent2.log", "exited with status 1: the lens is fogged\n"
+                                "<4>and the laser is off\n", 20000)
+               && tu_farm_log_has (&farm, "agent2.log", "\n<4>warning: '", 0);
+    char *log = tu_slurp (broker_log, NULL), *agent = tu_slurp (tu_path (farm.dir, "agent.log"), NULL);
+    char *agent2 = tu_slurp (agent_log, NULL);
+    char shown[12288];
+    snprintf (shown, sizeof shown, "broker.log:\n%.3000s\nagent.log:\n%.3000s\nagent2.log:\n%.3000s",
+              log ? log : "(none)", agent ? agent : "(none)", agent2 ? agent2 : "(none)");
+    free (agent2);
+    // Every line of the broker's starts with a priority; the notices of its
+    // start are <5>.
+    int prefixed = log && *log == '<';
+    for (const char *nl = log ? strchr (log, '\n') : NULL; nl && nl[1]; nl = strchr (nl + 1, '\n'))
+        prefixed &= nl[1] == '<';
+    int notice = log && strstr (log, "<5>notice: ");
+    free (log);
+    free (agent);
+    tu_farm_release (&farm);
+    ck_assert_msg (warned, "no '<4>warning:' line for the reload:\n%s", shown);
+    ck_assert_msg (prefixed && notice, "a broker line without its priority:\n%s", shown);
+    ck_assert_msg (agent_logged, "the agent's lines are not those of a terminal:\n%s", shown);
+    ck_assert_msg (both, "a failure of two lines is not two entries at <4>:\n%s", shown);
+}
+END_TEST
+
 // A test case of 'suite' whose tests each get a fresh temporary directory.
 static TCase *
 s_tcase (Suite *suite, const char *name)
@@ -1198,6 +1292,7 @@ s_suite (void)
     tcase_set_timeout (notify, 60);
     tcase_add_test (notify, the_broker_says_ready_once_its_store_is_open_and_its_sockets_bound);
     tcase_add_test (notify, sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_restart);
+    tcase_add_test (notify, under_the_journal_each_line_carries_its_priority_and_no_time_of_its_own);
     TCase *install = s_tcase (suite, "install");
     tcase_set_timeout (install, 300);
     tcase_add_test (install, make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir);

@@ -80,17 +80,33 @@ START_TEST (fifty_pairs_landing_in_an_experiment_are_each_recorded_once)
 }
 END_TEST
 
-// An exec processor slow enough to be killed in the middle of a task.
+// An exec processor, one thread, of the shell script 'text'.
 static void
-s_slow_processor (void)
+s_exec_processor (const char *text)
 {
-    const char *script = tu_path (s_farm.dir, "slow.sh");
-    const char *text = "#!/bin/sh\nsleep 1\necho \"x y u v flags\" > \"$3\"\n";
+    const char *script = tu_path (s_farm.dir, "processor.sh");
     tu_spit (script, text, strlen (text));
     chmod (script, 0755);
     char processor[4200];
     snprintf (processor, sizeof processor, "exec:%s", script);
     tu_farm_conf (&s_farm, processor, 1, "32,16", "");
+}
+
+// An exec processor slow enough to be killed in the middle of a task.
+static void
+s_slow_processor (void)
+{
+    s_exec_processor ("#!/bin/sh\nsleep 1\necho \"x y u v flags\" > \"$3\"\n");
+}
+
+// The counts once at least n pairs are dispatched (or after 5 s).
+static tu_counts_t
+s_wait_dispatched (int64_t n)
+{
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 100 && c.dispatched < n; i++, c = tu_farm_counts (&s_farm))
+        usleep (50000);
+    return c;
 }
 
 START_TEST (a_task_of_an_agent_killed_mid_task_completes_on_the_other)
@@ -103,15 +119,58 @@ START_TEST (a_task_of_an_agent_killed_mid_task_completes_on_the_other)
     s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     tu_farm_land (&s_farm, "k", 1, 4, 0);
     // The victim holds a task (one thread, one credit) when it dies.
-    tu_counts_t c = tu_farm_counts (&s_farm);
-    for (int i = 0; i < 100 && c.dispatched < 1; i++, c = tu_farm_counts (&s_farm))
-        usleep (50000);
+    tu_counts_t c = s_wait_dispatched (1);
     ck_assert_msg (c.dispatched == 1, "dispatched %lld", (long long) c.dispatched);
     tu_stop (s_farm.agents[0], SIGKILL, 5);
     s_farm.agents[0] = 0;
     s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "survivor");
     c = tu_farm_wait_done (&s_farm, 4, 60);
     ck_assert_msg (c.done == 4 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
+                   (long long) c.failed);
+}
+END_TEST
+
+// An agent stopped (SIGTERM: scancel, a requeue, systemctl stop) while a
+// task runs past its agent/drain_s hands it back at its goodbye: it exits
+// 0 at once, the pair is pending again without waiting for the agent to be
+// presumed dead, and another agent does it.
+START_TEST (an_agent_stopped_past_its_drain_time_hands_its_task_back)
+{
+    tu_farm_render (&s_farm, 2, "h");
+    // Slow (30 s) while the marker exists; then quick.
+    char marker[4200];  // tu_path's buffers are reused
+    snprintf (marker, sizeof marker, "%s", tu_path (s_farm.dir, "slow"));
+    tu_spit (marker, "", 0);
+    char text[5000];
+    snprintf (text, sizeof text,
+              "#!/bin/sh\nif [ -e '%s' ]; then sleep 30; fi\necho \"x y u v flags\" > \"$3\"\n",
+              marker);
+    s_exec_processor (text);
+    tu_farm_start_broker (&s_farm);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--drain-s", "1");
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (&s_farm, "h", 1, 2, 0);
+    tu_counts_t c = s_wait_dispatched (1);
+    ck_assert_msg (c.dispatched == 1, "dispatched %lld", (long long) c.dispatched);
+    int64_t t0 = zclock_mono ();
+    ck_assert_int_eq (tu_stop (s_farm.agents[0], SIGTERM, 10), 0);
+    int64_t took = zclock_mono () - t0;
+    s_farm.agents[0] = 0;
+    ck_assert_msg (took < 5000, "the agent took %lld ms to stop with --drain-s 1", (long long) took);
+    ck_assert (tu_farm_log_has (&s_farm, "agent1.log",
+                                "1 task(s) not finished within agent/drain_s = 1 s, handed back",
+                                100));
+    // Back in the queue at once (liveness would take heartbeat x liveness).
+    c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 20 && c.dispatched > 0; i++, c = tu_farm_counts (&s_farm))
+        usleep (50000);
+    ck_assert_msg (c.dispatched == 0 && c.pending == 2 && c.failed == 0,
+                   "after the goodbye: pending %lld dispatched %lld failed %lld",
+                   (long long) c.pending, (long long) c.dispatched, (long long) c.failed);
+    unlink (marker);
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", "--id", "next");
+    c = tu_farm_wait_done (&s_farm, 2, 60);
+    ck_assert_msg (c.done == 2 && c.failed == 0, "done %lld failed %lld", (long long) c.done,
                    (long long) c.failed);
 }
 END_TEST
@@ -601,18 +660,6 @@ START_TEST (a_frame_rewritten_after_its_pair_failed_is_retried_and_after_done_is
 }
 END_TEST
 
-// The times 'needle' occurs in <farm>/<log>.
-static int
-s_log_count (const char *log, const char *needle)
-{
-    char *text = tu_slurp (tu_path (s_farm.dir, log), NULL);
-    int n = 0;
-    for (const char *p = text; p && (p = strstr (p, needle)); p++)
-        n++;
-    free (text);
-    return n;
-}
-
 // src/<name>'s bytes (the test fails if it cannot be read); *len_p its size.
 static char *
 s_src (const char *name, size_t *len_p)
@@ -670,8 +717,9 @@ s_assert_done_once (const char *stem)
     for (int s = 0; s < 2; s++) {
         char line[300];
         snprintf (line, sizeof line, "file exp1/%s_%c.tif (", stem, s ? 'b' : 'a');
-        ck_assert_msg (s_log_count ("watcher.log", line) == 1, "'%s' reported %d times", line,
-                       s_log_count ("watcher.log", line));
+        ck_assert_msg (tu_farm_log_count (&s_farm, "watcher.log", line) == 1,
+                       "'%s' reported %d times", line,
+                       tu_farm_log_count (&s_farm, "watcher.log", line));
     }
 }
 
@@ -685,7 +733,7 @@ START_TEST (a_frame_written_in_chunks_with_pauses_is_reported_only_once_complete
     s_land_in_chunks ("c_0001", 3);
     s_assert_done_once ("c_0001");
     // The wait was logged, naming the file.
-    ck_assert (s_log_count ("watcher.log", "c_0001_a.tif' is ") >= 1);
+    ck_assert (tu_farm_log_count (&s_farm, "watcher.log", "c_0001_a.tif' is ") >= 1);
 }
 END_TEST
 
@@ -799,9 +847,11 @@ START_TEST (a_frame_replaced_after_its_report_is_reported_again_and_an_unchanged
     char line[300];
     snprintf (line, sizeof line, "file exp1/r_0001_b.tif (%zu bytes)", len + 1);
     ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", line, 10000), "no '%s'", line);
-    ck_assert (s_log_count ("watcher.log", "r_0001_b.tif' changed since it was reported") == 1);
+    ck_assert (tu_farm_log_count (&s_farm, "watcher.log",
+                                  "r_0001_b.tif' changed since it was reported")
+               == 1);
     usleep (800000);
-    ck_assert_int_eq (s_log_count ("watcher.log", "file exp1/r_0001_a.tif ("), 1);
+    ck_assert_int_eq (tu_farm_log_count (&s_farm, "watcher.log", "file exp1/r_0001_a.tif ("), 1);
 }
 END_TEST
 
@@ -1249,6 +1299,7 @@ main (void)
     tcase_set_timeout (tc, 240);
     tcase_add_test (tc, fifty_pairs_landing_in_an_experiment_are_each_recorded_once);
     tcase_add_test (tc, a_task_of_an_agent_killed_mid_task_completes_on_the_other);
+    tcase_add_test (tc, an_agent_stopped_past_its_drain_time_hands_its_task_back);
     tcase_add_test (tc, the_broker_killed_under_load_loses_nothing_and_records_nothing_twice);
     tcase_add_test (tc, files_added_while_the_watcher_is_down_are_processed_after_its_restart);
     tcase_add_test (tc, pivctl_status_shows_pairs_by_state_and_the_agents);

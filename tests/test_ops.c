@@ -1479,6 +1479,95 @@ START_TEST (ask_tells_an_answer_a_refusal_and_a_silent_broker_apart)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// Agent ids (issue 28): the host name by default, the same after a restart
+
+// Waits up to timeout_ms for 'pivctl agents' to list 'want' agents; the
+// last listing in out.
+static int
+s_agents_listed (int want, char *out, size_t len, int timeout_ms)
+{
+    int n = -1;
+    for (int waited = 0; waited <= timeout_ms && n != want; waited += 100) {
+        if (waited)
+            usleep (100000);
+        jdoc_t *doc = s_ask ("agents", NULL);
+        n = jdoc_length (doc, "$.agents");
+        jdoc_destroy (&doc);
+        tu_farm_pivctl (&s_farm, out, len, "agents", NULL);
+    }
+    return n == want;
+}
+
+START_TEST (an_agent_is_named_after_its_host_across_restarts_and_a_second_of_that_name_waits)
+{
+    char host[256] = "";
+    gethostname (host, sizeof host - 1);
+    tu_farm_start_broker (&s_farm);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", NULL, NULL);
+    char out[8192], first[8192];
+    int one = s_agents_listed (1, first, sizeof first, 10000);
+    // A second agent of the same host and default id: refused, said so by
+    // the broker (naming the id and the way out) and by the agent.
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent2.log", NULL, NULL);
+    char refusal[512];
+    snprintf (refusal, sizeof refusal, "work: HELLO of agent '%s' on %s refused: an agent of that "
+              "id is connected already", host, host);
+    int refused = tu_farm_log_has (&s_farm, "broker.log", refusal, 10000)
+                  && tu_farm_log_has (&s_farm, "broker.log", "give each agent its own id", 0);
+    int told = tu_farm_log_has (&s_farm, "agent2.log", "refuses agent", 10000);
+    int still_one = s_agents_listed (1, out, sizeof out, 0);
+    // The first stops: the second joins under the name.
+    tu_stop (s_farm.agents[0], SIGTERM, 20);
+    s_farm.agents[0] = 0;
+    char joined[512];
+    snprintf (joined, sizeof joined, "agent '%s' on %s with", host, host);
+    int took_over = 0;
+    for (int i = 0; i < 100 && !took_over; i++) {
+        took_over = tu_farm_log_count (&s_farm, "broker.log", joined) == 2;
+        if (!took_over)
+            usleep (100000);
+    }
+    // Killed and started again at once: the new process joins once the old
+    // connection is found dead, under the same name: one row in the store.
+    int before = tu_farm_log_count (&s_farm, "broker.log", joined);
+    int64_t killed = s_now_ns ();
+    tu_stop (s_farm.agents[1], SIGKILL, 10);
+    s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "agent3.log", NULL, NULL);
+    int back = 0;
+    for (int i = 0; i < 100 && !back; i++) {
+        back = tu_farm_log_count (&s_farm, "broker.log", joined) > before
+               && s_agents_listed (1, out, sizeof out, 0);
+        if (!back)
+            usleep (100000);
+    }
+    // What the wait costs (heartbeat_ms 200, liveness 3 here).
+    printf ("figures: agent-ids restarted_after_kill joined_in=%.1fs (heartbeat 0.2 s x 3)\n",
+            (s_now_ns () - killed) / 1e9);
+    char *rows = tu_farm_sql_text (&s_farm, "SELECT group_concat(name, ',') FROM agents");
+    char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
+    // A refused agent says HELLO once a heartbeat, never twice in a row
+    // once it is in (which would hand its tasks back each time).
+    int churn = log && strstr (log, "said hello again");
+    char shown[16384];
+    snprintf (shown, sizeof shown, "pivctl agents:\n%s\nstore: %s\nbroker.log:\n%s", first,
+              rows ? rows : "(none)", log ? log : "(none)");
+    free (log);
+    ck_assert_msg (one && strstr (first, host), "the agent is not listed as '%s':\n%s", host,
+                   shown);
+    ck_assert_msg (refused, "no refusal of the second '%s':\n%s", host, shown);
+    ck_assert_msg (told, "the second agent did not say it is refused:\n%s",
+                   tu_slurp (tu_path (s_farm.dir, "agent2.log"), NULL));
+    ck_assert_msg (still_one, "two agents listed under one id:\n%s", out);
+    ck_assert_msg (took_over, "the second agent did not join once the first left:\n%s", shown);
+    ck_assert_msg (back, "the agent restarted after a kill did not join:\n%s", shown);
+    ck_assert_msg (!churn, "an agent that joined was made to say HELLO again:\n%s", shown);
+    ck_assert_msg (rows && strcmp (rows, host) == 0, "the store's agents are not just '%s':\n%s",
+                   host, shown);
+    free (rows);
+}
+END_TEST
+
 static TCase *
 s_tcase (Suite *suite, const char *name)
 {
@@ -1519,5 +1608,7 @@ main (void)
     tcase_add_test (tc, a_failing_pair_is_retried_after_a_growing_delay_and_keeps_its_camera_time);
     tcase_add_test (tc, experiments_shows_when_each_was_created);
     tcase_add_test (tc, ask_tells_an_answer_a_refusal_and_a_silent_broker_apart);
+    tc = s_tcase (suite, "agent-ids");
+    tcase_add_test (tc, an_agent_is_named_after_its_host_across_restarts_and_a_second_of_that_name_waits);
     return tu_run_suite (suite);
 }

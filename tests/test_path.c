@@ -154,6 +154,29 @@ START_TEST (makes_directories_beneath_the_root_and_not_through_a_link)
 }
 END_TEST
 
+START_TEST (directories_made_in_a_group_shared_directory_are_shared_whatever_the_umask)
+{
+    // A results directory shared by a group (install -d -m 2775 -g piv):
+    // what one user's agent makes in it, with a umask of 022 or 077, other
+    // users of the group can write into.
+    mode_t old = umask (077);
+    ck_assert (mkdir (tu_path (s_root, "shared"), 0700) == 0);
+    ck_assert (chmod (tu_path (s_root, "shared"), 02775) == 0);
+    ck_assert (path_mkdirs_beneath (s_root, "shared/exp1/sub/file.txt") == 0);
+    struct stat st;
+    ck_assert (stat (tu_path (s_root, "shared/exp1"), &st) == 0);
+    ck_assert_msg ((st.st_mode & 07777) == 02770, "shared/exp1: mode %04o", st.st_mode & 07777);
+    ck_assert (stat (tu_path (s_root, "shared/exp1/sub"), &st) == 0);
+    ck_assert_msg ((st.st_mode & 07777) == 02770, "shared/exp1/sub: mode %04o",
+                   st.st_mode & 07777);
+    // Anywhere else the umask decides, as for any program.
+    ck_assert (path_mkdirs_beneath (s_root, "private/exp1/file.txt") == 0);
+    ck_assert (stat (tu_path (s_root, "private/exp1"), &st) == 0);
+    ck_assert_msg ((st.st_mode & 07777) == 0700, "private/exp1: mode %04o", st.st_mode & 07777);
+    umask (old);
+}
+END_TEST
+
 START_TEST (under_compares_components_without_resolving)
 {
     const char *rel = NULL;
@@ -184,6 +207,7 @@ main (void)
     tcase_add_test (tc, plain_relative_names_pass_and_the_others_say_why);
     tcase_add_test (tc, opens_beneath_the_root_and_never_outside);
     tcase_add_test (tc, makes_directories_beneath_the_root_and_not_through_a_link);
+    tcase_add_test (tc, directories_made_in_a_group_shared_directory_are_shared_whatever_the_umask);
     tcase_add_test (tc, under_compares_components_without_resolving);
     suite_add_tcase (suite, tc);
     return tu_run_suite (suite);

@@ -26,6 +26,11 @@ static void
 s_setup (void)
 {
     tu_farm_init (&s_farm);
+    // pivctl takes an operator's own key before the configuration's: none
+    // here but what a test puts there.
+    setenv ("HOME", s_farm.dir, 1);
+    unsetenv ("XDG_CONFIG_HOME");
+    unsetenv ("PIVFARM_CERT");
 }
 
 static void
@@ -45,6 +50,17 @@ s_keygen (const char *name, const char *dir)
     ck_assert_msg (tu_run (argv, out, sizeof out, 30) == 0, "keygen %s: %s", name, out);
 }
 
+// Copies the file 'from' to 'to'.
+static void
+s_copy (const char *from, const char *to)
+{
+    size_t len;
+    char *bytes = tu_slurp (from, &len);
+    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
+    tu_spit (to, bytes, len);
+    free (bytes);
+}
+
 // Copies the public certificate keys/<name>.cert into 'dir' of the farm.
 static void
 s_authorise (const char *name, const char *dir)
@@ -52,11 +68,7 @@ s_authorise (const char *name, const char *dir)
     char from[4096], to[4096];
     snprintf (from, sizeof from, "%s/keys/%s.cert", s_farm.dir, name);
     snprintf (to, sizeof to, "%s/%s/%s.cert", s_farm.dir, dir, name);
-    size_t len;
-    char *bytes = tu_slurp (from, &len);
-    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
-    tu_spit (to, bytes, len);
-    free (bytes);
+    s_copy (from, to);
 }
 
 // The keys of a farm: the broker's pair in certs/, the clients' pairs in
@@ -108,6 +120,22 @@ s_use (const char *role)
     snprintf (s_farm.conf, sizeof s_farm.conf, "%s/%s.conf", s_farm.dir, role);
 }
 
+// 'pivctl -c conf --timeout 2000 args...' as the user whose HOME is 'home'
+// (NULL: the farm's directory): its exit status, its output in out.
+static int
+s_pivctl_v (char *out, size_t len, const char *conf, const char *home, va_list ap)
+{
+    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", (char *)conf, "--timeout", "2000"};
+    int n = 5;
+    for (const char *word; n < 31 && (word = va_arg (ap, const char *));)
+        argv[n++] = (char *)word;
+    argv[n] = NULL;
+    setenv ("HOME", home ? home : s_farm.dir, 1);
+    int rc = tu_run (argv, out, len, 60);
+    setenv ("HOME", s_farm.dir, 1);
+    return rc;
+}
+
 // Runs 'pivctl -c <role>.conf --timeout 2000 args...' (NULL-terminated):
 // its exit status, its output in out.
 static int
@@ -115,15 +143,11 @@ s_pivctl (char *out, size_t len, const char *role, ...)
 {
     char conf[4096];
     snprintf (conf, sizeof conf, "%s/%s.conf", s_farm.dir, role);
-    char *argv[32] = {(char *)tu_bin ("pivctl"), "-c", conf, "--timeout", "2000"};
-    int n = 5;
     va_list ap;
     va_start (ap, role);
-    for (const char *word; n < 31 && (word = va_arg (ap, const char *));)
-        argv[n++] = (char *)word;
+    int rc = s_pivctl_v (out, len, conf, NULL, ap);
     va_end (ap);
-    argv[n] = NULL;
-    return tu_run (argv, out, len, 60);
+    return rc;
 }
 
 // The number of agents 'pivctl agents --json' lists, asked with the reader's key.
@@ -232,6 +256,19 @@ START_TEST (a_reader_key_reads_but_only_an_operator_key_changes_things)
                            "operator's\n");
     rc = s_pivctl (out, sizeof out, "reader", "feedback", "on", NULL);
     ck_assert_msg (rc == 1 && strstr (out, "refused: 'feedback'"), "feedback on: %d: %s", rc, out);
+    // The store's lifecycle (doc/storage.md): an operator's; 'backup status' reads.
+    const char *copy = tu_file (s_farm.dir, "copy.db");
+    rc = s_pivctl (out, sizeof out, "reader", "backup", copy, NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'backup'") && access (copy, F_OK) != 0,
+                   "backup: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "purge", "exp1", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'purge'"), "purge: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "vacuum", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'vacuum'"), "vacuum: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "forget-agents", "--older-than", "7d", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused: 'forget-agents'"), "forget: %d: %s", rc, out);
+    rc = s_pivctl (out, sizeof out, "reader", "backup", "status", NULL);
+    ck_assert_msg (rc == 0 && strstr (out, "no backup since the broker started"), "%d: %s", rc, out);
 
     rc = s_pivctl (out, sizeof out, "operator", "--json", "rate", "5", NULL);
     ck_assert_msg (rc == 0, "rate 5 as an operator: exit %d: %s", rc, out);
@@ -504,7 +541,10 @@ START_TEST (a_missing_certificate_is_named_at_start)
     s_conf ("nokey", "nobody", NULL);
     int rc = s_pivctl (out, sizeof out, "nokey", "status", NULL);
     ck_assert_msg (rc == 2, "exit %d: %s", rc, out);
-    ck_assert_msg (strstr (out, "keys/nobody.cert_secret' (security/client_cert)"), "%s", out);
+    ck_assert_msg (strstr (out, "keys/nobody.cert_secret' (security/client_cert)")
+                       && strstr (out, "(an operator's own: --cert FILE, $PIVFARM_CERT or "
+                                       "~/.config/pivfarm/client.cert)"),
+                   "%s", out);
     // The broker: its secret certificate is missing.
     ck_assert (remove (tu_path (s_farm.dir, "certs/broker.cert_secret")) == 0);
     s_conf ("broker", "reader", NULL);
@@ -534,6 +574,29 @@ START_TEST (keygen_writes_a_public_and_a_private_file_and_overwrites_nothing)
                    out);
     char *bad[] = {(char *)tu_bin ("pivctl"), "keygen", "../x", "-o", dir, NULL};
     ck_assert_int_eq (tu_run (bad, out, sizeof out, 30), 2);
+}
+END_TEST
+
+// keygen prints where the pair goes for the role asked (or named), and
+// only that: the broker's pair is not told to be a client's.
+START_TEST (keygen_says_where_the_pair_goes_for_its_role_alone)
+{
+    char out[4096], dir[4096];
+    snprintf (dir, sizeof dir, "%s/keys", s_farm.dir);
+    char *page[] = {(char *)tu_bin ("pivctl"), "keygen", "www", "--role", "page", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (page, out, sizeof out, 30), 0);
+    ck_assert_msg (strstr (out, "security/page_cert = ") && strstr (out, "web server's user")
+                       && !strstr (out, "broker_cert") && !strstr (out, "client_cert"),
+                   "%s", out);
+    char *broker[] = {(char *)tu_bin ("pivctl"), "keygen", "broker", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (broker, out, sizeof out, 30), 0);
+    ck_assert_msg (strstr (out, "security/broker_cert = ") && !strstr (out, "client_cert")
+                       && !strstr (out, "clients"),
+                   "%s", out);
+    char *bad[] = {(char *)tu_bin ("pivctl"), "keygen", "k", "--role", "boss", "-o", dir, NULL};
+    ck_assert_int_eq (tu_run (bad, out, sizeof out, 30), 2);
+    ck_assert_msg (strstr (out, "bad --role 'boss'"), "%s", out);
+    ck_assert (access (tu_path (s_farm.dir, "keys/k.cert"), F_OK) != 0);
 }
 END_TEST
 
@@ -671,6 +734,246 @@ START_TEST (an_image_over_max_pixels_fails_its_pair_naming_the_file_and_its_size
 }
 END_TEST
 
+
+// Copies the key pair keys/<name>.cert (and _secret) to 'dir' as <as>.cert.
+static void
+s_copy_pair (const char *name, const char *dir, const char *as)
+{
+    for (int secret = 0; secret < 2; secret++) {
+        char from[8192], to[8192];
+        snprintf (from, sizeof from, "%s/keys/%s.cert%s", s_farm.dir, name, secret ? "_secret" : "");
+        snprintf (to, sizeof to, "%s/%s.cert%s", dir, as, secret ? "_secret" : "");
+        s_copy (from, to);
+    }
+}
+
+// Runs 'pivctl -c pivfarm.conf --timeout 2000 args...' (NULL-terminated) as
+// the operator whose HOME is 'home' (NULL: the farm's directory): its exit
+// status, its output in out.
+static int
+s_pivctl_as (char *out, size_t len, const char *home, ...)
+{
+    va_list ap;
+    va_start (ap, home);
+    int rc = s_pivctl_v (out, len, s_farm.conf, home, ap);
+    va_end (ap);
+    return rc;
+}
+
+// The status page's JSON, run as the web server runs it, by a user who is
+// not root (root reads every file): 'nobody' (uid 65534) when the test runs
+// as root, else the test's own user; PIVFARM_CONF the farm's file.
+static jdoc_t *
+s_page_json (char *out, size_t len)
+{
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    setenv ("REQUEST_METHOD", "GET", 1);
+    setenv ("QUERY_STRING", "format=json", 1);
+    char *as_nobody[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                         (char *)tu_bin ("pivfarm.cgi"), NULL};
+    char *as_self[] = {(char *)tu_bin ("pivfarm.cgi"), NULL};
+    int rc = tu_run (geteuid () == 0 ? as_nobody : as_self, out, len, 30);
+    unsetenv ("QUERY_STRING");
+    unsetenv ("REQUEST_METHOD");
+    ck_assert_msg (rc == 0, "pivfarm.cgi: exit %d: %.500s", rc, out);
+    const char *body = strstr (out, "\r\n\r\n");
+    ck_assert_msg (body != NULL, "no end of headers: %.500s", out);
+    char why[256];
+    jdoc_t *doc = jdoc_parse (body + 4, why, sizeof why);
+    ck_assert_msg (doc != NULL, "the page's JSON (%s): %.500s", why, body + 4);
+    return doc;
+}
+
+// The broker's host as doc/security.md lays it out: one configuration
+// file for the watcher, the agents, the status page and every operator,
+// each program with its key by role, each operator with their own; the
+// shared client_cert is a key the broker does not know (whoever falls
+// back to it is not let in).
+START_TEST (one_configuration_serves_each_program_and_operator_with_its_own_key)
+{
+    s_make_keys ();
+    s_keygen ("page", "keys");
+    s_authorise ("page", "certs/clients");
+    tu_farm_conf (&s_farm, "piv", 1, "32,16",
+                  "security\n"
+                  "    curve = on\n"
+                  "    client_cert = ./keys/intruder.cert\n"
+                  "    watcher_cert = ./keys/watcher.cert\n"
+                  "    agent_cert = ./keys/agent.cert\n"
+                  "    page_cert = ./keys/page.cert\n");
+    tu_farm_start_broker (&s_farm);
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    // The watcher's FILE events are accepted, the agent's results too.
+    tu_farm_render (&s_farm, 2, "run");
+    tu_farm_land (&s_farm, "run", 1, 2, 0);
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 2, 60);
+    ck_assert_int_eq (c.done, 2);
+
+    // Alice's own key, in ~/.config/pivfarm/, is an operator's.
+    char alice[4096], out[65536];
+    snprintf (alice, sizeof alice, "%s/alice/.config/pivfarm", s_farm.dir);
+    ck_assert (mkdir (tu_path (s_farm.dir, "alice"), 0755) == 0);
+    ck_assert (mkdir (tu_path (s_farm.dir, "alice/.config"), 0755) == 0);
+    ck_assert (mkdir (alice, 0755) == 0);
+    s_copy_pair ("operator", alice, "client");
+    int rc = s_pivctl_as (out, sizeof out, tu_path (s_farm.dir, "alice"), "pause", NULL);
+    ck_assert_msg (rc == 0, "alice's pause: exit %d: %s", rc, out);
+    // Bob's, in $PIVFARM_CERT, is a reader's: he reads, and may not pause.
+    setenv ("PIVFARM_CERT", tu_path (s_farm.dir, "keys/reader.cert"), 1);
+    rc = s_pivctl_as (out, sizeof out, NULL, "status", NULL);
+    ck_assert_msg (rc == 0, "bob's status: exit %d: %s", rc, out);
+    rc = s_pivctl_as (out, sizeof out, NULL, "pause", NULL);
+    ck_assert_msg (rc == 1, "bob's pause: exit %d: %s", rc, out);
+    ck_assert_str_eq (out, "pivctl: refused: 'pause' changes the farm and your key is not an "
+                           "operator's\n");
+    // --cert comes before $PIVFARM_CERT, $PIVFARM_CERT before ~/.config.
+    char cert[4096];
+    snprintf (cert, sizeof cert, "%s/keys/operator.cert", s_farm.dir);
+    rc = s_pivctl_as (out, sizeof out, NULL, "--cert", cert, "resume", NULL);
+    ck_assert_msg (rc == 0, "bob's resume with --cert: exit %d: %s", rc, out);
+    rc = s_pivctl_as (out, sizeof out, tu_path (s_farm.dir, "alice"), "pause", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "refused"), "$PIVFARM_CERT first: %d: %s", rc, out);
+    unsetenv ("PIVFARM_CERT");
+    // $XDG_CONFIG_HOME, when set, is where pivfarm/client.cert is looked for.
+    setenv ("XDG_CONFIG_HOME", tu_path (s_farm.dir, "alice/.config"), 1);
+    rc = s_pivctl_as (out, sizeof out, NULL, "resume", NULL);
+    ck_assert_msg (rc == 0, "resume with $XDG_CONFIG_HOME: exit %d: %s", rc, out);
+    unsetenv ("XDG_CONFIG_HOME");
+    // Without a key of their own, pivctl falls back to client_cert, and
+    // says which key it took.
+    rc = s_pivctl_as (out, sizeof out, NULL, "status", NULL);
+    ck_assert_msg (rc == 1 && strstr (out, "keys/intruder.cert' (security/client_cert)"),
+                   "no key of one's own: exit %d: %s", rc, out);
+
+    // The page reads status with its own key, as the web server's user.
+    chmod (s_farm.dir, 0755);
+    // (and reach the control socket: an ipc:// file here, a TCP port there)
+    static const char *const readable[] = {"pivfarm.conf", "farm.db", "farm.db-wal",
+                                           "farm.db-shm", "keys/page.cert_secret", "control"};
+    for (size_t i = 0; i < sizeof readable / sizeof readable[0]; i++)
+        chmod (tu_path (s_farm.dir, readable[i]), 0666);
+    jdoc_t *page = s_page_json (out, sizeof out);
+    ck_assert_msg (jdoc_bool (page, 0, "$.broker.reachable") == 1, "the page: %.2000s", out);
+    jdoc_destroy (&page);
+    // A key it cannot read is named, with who must read it.
+    // (root's own 0600 file, as another program's key would be; the test's
+    // own user's file is made unreadable to it)
+    chmod (tu_path (s_farm.dir, "keys/page.cert_secret"), geteuid () == 0 ? 0600 : 0);
+    page = s_page_json (out, sizeof out);
+    ck_assert_msg (jdoc_bool (page, 1, "$.broker.reachable") == 0, "the page: %.2000s", out);
+    const char *error = jdoc_string (page, "$.broker.error");
+    ck_assert_msg (error && strstr (error, "keys/page.cert_secret' (security/page_cert): Permission denied; "
+                                  "the status page's key (security/page_cert) must be readable "
+                                  "by the web server's user (this program runs as "),
+                   "%s", error ? error : out);
+    jdoc_destroy (&page);
+}
+END_TEST
+
+
+// A watcher whose key the broker does not know hears nothing (CURVE's
+// handshake fails without a word): it says so, with the key it uses, and
+// keeps resending.
+START_TEST (a_watcher_with_a_key_the_broker_does_not_know_says_the_broker_is_silent)
+{
+    s_make_keys ();
+    s_conf ("broker", "reader", NULL);
+    s_conf ("intruder", "intruder", NULL);
+    s_use ("broker");
+    tu_farm_start_broker (&s_farm);
+    s_use ("intruder");
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_render (&s_farm, 1, "run");
+    tu_farm_land (&s_farm, "run", 1, 1, 0);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "watcher.log", "is silent: ",
+                                    15000),
+                   "no word of the silence in watcher.log");
+    ck_assert (tu_farm_log_has (&s_farm, "watcher.log",
+                                "keys/intruder.cert' (security/client_cert), in the broker's "
+                                "clients directory?)",
+                                1000));
+    ck_assert (tu_alive (s_farm.watcher));
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    ck_assert_int_le (c.files, 0);
+}
+END_TEST
+
+// Four free TCP ports of loopback, in port[0..3].
+static void
+s_free_ports (int port[4])
+{
+    zsock_t *s[4];
+    for (int i = 0; i < 4; i++) {
+        s[i] = zsock_new (ZMQ_ROUTER);
+        port[i] = zsock_bind (s[i], "tcp://127.0.0.1:*");
+        ck_assert (port[i] > 0);
+    }
+    for (int i = 0; i < 4; i++)
+        zsock_destroy (&s[i]);
+}
+
+// The broker binding every interface (tcp://*:PORT, as doc/deploy.md's
+// cluster does), its clients on its host: each connecting program needs
+// an address to connect to, and says which key to set without one.
+START_TEST (a_broker_bound_to_every_interface_is_reached_through_the_connect_keys)
+{
+    s_make_keys ();
+    int port[4];
+    s_free_ports (port);
+    char conf[4096], connect[512], text[4096];
+    snprintf (conf, sizeof conf,
+              "broker\n"
+              "    ingest = tcp://*:%d\n"
+              "    work = tcp://*:%d\n"
+              "    control = tcp://*:%d\n"
+              "    publish = tcp://*:%d\n"
+              "    store = ./farm.db\n"
+              "watcher\n"
+              "    root = ./data\n"
+              "    resend_ms = 100\n"
+              "%%s"
+              "security\n"
+              "    curve = on\n"
+              "    client_cert = ./keys/operator.cert\n"
+              "    watcher_cert = ./keys/watcher.cert\n",
+              port[0], port[1], port[2], port[3]);
+    snprintf (text, sizeof text, conf, "");
+    tu_spit (s_farm.conf, text, strlen (text));
+    tu_farm_start_broker (&s_farm);
+    // Without a connect key: the watcher stops at start, pivctl refuses.
+    char *watcher[] = {(char *)tu_bin ("pivfarm-watcher"), "-c", s_farm.conf, NULL};
+    char out[8192], expected[512];
+    int rc = tu_run (watcher, out, sizeof out, 30);
+    snprintf (expected, sizeof expected,
+              "broker/ingest is a bind address (tcp://*:%d), not one to connect to; set "
+              "watcher/broker = tcp://HOST:%d",
+              port[0], port[0]);
+    ck_assert_msg (rc == 2 && strstr (out, expected), "the watcher: exit %d: %s", rc, out);
+    rc = s_pivctl_as (out, sizeof out, NULL, "status", NULL);
+    snprintf (expected, sizeof expected,
+              "broker/control is a bind address (tcp://*:%d), not one to connect to; set "
+              "client/control = tcp://HOST:%d",
+              port[2], port[2]);
+    ck_assert_msg (rc == 2 && strstr (out, expected), "pivctl: exit %d: %s", rc, out);
+    // With them, the watcher's events are recorded and pivctl steers.
+    snprintf (connect, sizeof connect,
+              "    broker = tcp://127.0.0.1:%d\n"
+              "client\n"
+              "    control = tcp://127.0.0.1:%d\n",
+              port[0], port[2]);
+    snprintf (text, sizeof text, conf, connect);
+    tu_spit (s_farm.conf, text, strlen (text));
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_render (&s_farm, 2, "run");
+    tu_farm_land (&s_farm, "run", 1, 2, 0);
+    tu_counts_t c = s_wait_count (offsetof (tu_counts_t, pending), 2, 10);
+    ck_assert_int_eq (c.pending, 2);
+    rc = s_pivctl_as (out, sizeof out, NULL, "pause", NULL);
+    ck_assert_msg (rc == 0, "pivctl pause: exit %d: %s", rc, out);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -684,6 +987,7 @@ s_suite (void)
     tcase_add_test (farm, a_missing_certificate_is_named_at_start);
     tcase_add_test (farm, keygen_writes_a_public_and_a_private_file_and_overwrites_nothing);
     tcase_add_test (farm, keygen_never_writes_through_a_link_nor_over_a_file);
+    tcase_add_test (farm, keygen_says_where_the_pair_goes_for_its_role_alone);
     tcase_add_test (farm, with_curve_off_no_key_is_needed_and_anyone_may_change_things);
     tcase_add_test (farm, each_key_may_use_only_the_socket_of_its_role);
     tcase_add_test (farm, a_revoked_key_is_refused_on_its_open_connection);
@@ -691,6 +995,15 @@ s_suite (void)
                     a_revoked_agent_key_that_keeps_trying_is_logged_once_and_the_farm_goes_on);
     tcase_add_test (farm, a_refused_key_is_logged_once_then_summed_up_at_most_once_a_minute);
     suite_add_tcase (suite, farm);
+    TCase *identities = tcase_create ("identities");
+    tcase_set_timeout (identities, 180);
+    tcase_add_checked_fixture (identities, s_setup, s_teardown);
+    tcase_add_test (identities, one_configuration_serves_each_program_and_operator_with_its_own_key);
+    tcase_add_test (identities,
+                    a_broker_bound_to_every_interface_is_reached_through_the_connect_keys);
+    tcase_add_test (identities,
+                    a_watcher_with_a_key_the_broker_does_not_know_says_the_broker_is_silent);
+    suite_add_tcase (suite, identities);
     TCase *limits = tcase_create ("limits");
     tcase_set_timeout (limits, 180);
     tcase_add_checked_fixture (limits, s_setup, s_teardown);

@@ -4,7 +4,9 @@
 // installed by 'make install' runs as pivfarm-broker, pivfarm-watcher and
 // pivfarm-agent@pivfarm, the broker as the user pivfarm; 'pivctl provision
 // --tmpfs', 'archive' and 'release' go through storage/mount_helper =
-// pivfarm-mount, systemd over D-Bus, the polkit rule and pivfarm-tmpfs@.
+// pivfarm-mount, systemd over D-Bus, the polkit rule and pivfarm-tmpfs@;
+// pivfarm-agent@gpu, its output in a journald started for it, is named
+// HOST-gpu and its lines carry their priorities (journalctl -p).
 //
 // Needs root, unshare, nsenter, overlayfs, a cgroup2 hierarchy, dbus-daemon,
 // polkitd and help2man; without one the test says which and passes (skip).
@@ -359,6 +361,52 @@ START_TEST (provision_archive_release_work_under_the_shipped_units_and_systemd)
             usleep (100000);
     }
     S_ASSERT (done, "the pairs in the tmpfs were not processed");
+
+    // Issue 28: agents named after their host and instance, and their log
+    // lines' priorities in the journal. journald is masked in this boot (the
+    // services write to services.log): one runs as a transient service, and
+    // a drop-in sends the output of pivfarm-agent@gpu to it.
+    s_in (10, "hostname");
+    char host[256];
+    snprintf (host, sizeof host, "%.*s", (int) strcspn (s_out, "\n"), s_out);
+    rc = s_in (60, "mkdir -p /run/pivfarm-test/units/pivfarm-agent@gpu.service.d && "
+                   "printf '[Service]\\nStandardOutput=journal\\nStandardError=journal\\n' "
+                   ">/run/pivfarm-test/units/pivfarm-agent@gpu.service.d/zz-journal.conf && "
+                   "cp -p /etc/pivfarm/pivfarm.conf /etc/pivfarm/gpu.conf && "
+                   "systemd-run --unit=pivfarm-test-journald /lib/systemd/systemd-journald && "
+                   "for i in $(seq 100); do [ -S /run/systemd/journal/stdout ] && break; "
+                   "sleep 0.1; done && systemctl daemon-reload && "
+                   "systemctl start pivfarm-agent@gpu.service");
+    S_ASSERT (rc == 0, "journald and pivfarm-agent@gpu: %s", s_out);
+    char gpu[300], *agents = NULL;
+    snprintf (gpu, sizeof gpu, "%s-gpu ", host);
+    for (int i = 0; i < 100; i++) {
+        s_in (20, "pivctl -c /etc/pivfarm/pivfarm.conf agents | awk '{print $1}' | sort | "
+                  "tr '\\n' ' '");
+        free (agents);
+        agents = strdup (s_out);
+        if (strstr (agents, gpu))
+            break;
+        usleep (100000);
+    }
+    char both[600];
+    snprintf (both, sizeof both, "AGENT %s %s-gpu ", host, host);
+    S_ASSERT (strcmp (agents, both) == 0, "pivctl agents lists %s, not %s", agents, both);
+    free (agents);
+    // A reload that fails: an error line, and nothing else, at -p warning.
+    rc = s_in (30, "printf 'agent\\n    no_such_key = 1\\n' >>/etc/pivfarm/gpu.conf && "
+                   "systemctl reload pivfarm-agent@gpu.service && sleep 1 && "
+                   "journalctl -q --no-pager -o cat -p warning -u pivfarm-agent@gpu.service");
+    S_ASSERT (rc == 0 && strncmp (s_out, "error: reload: ", 15) == 0
+                  && strstr (s_out, "no_such_key") && !strstr (s_out, "notice"),
+              "journalctl -p warning: %d: %s", rc, s_out);
+    // Its notices at -p notice, as the agent wrote them but for the time.
+    char started[400];
+    snprintf (started, sizeof started, "notice: agent '%s-gpu': ", host);
+    s_in (30, "journalctl -q --no-pager -o cat -p notice -u pivfarm-agent@gpu.service");
+    S_ASSERT (strncmp (s_out, started, strlen (started)) == 0 && !strstr (s_out, "pivfarm-agent"),
+              "journalctl -p notice: %s", s_out);
+    s_in (60, "systemctl stop pivfarm-agent@gpu.service pivfarm-test-journald.service");
 
     // archive: verified copies in the archive, the originals gone.
     rc = s_in (120, "pivctl -c /etc/pivfarm/pivfarm.conf archive exp1");

@@ -588,6 +588,17 @@ tu_farm_sql_text (tu_farm_t *farm, const char *fmt, ...)
 }
 
 int
+tu_farm_log_count (tu_farm_t *farm, const char *log, const char *text)
+{
+    char *all = tu_slurp (tu_path (farm->dir, log), NULL);
+    int n = 0;
+    for (const char *at = all; at && (at = strstr (at, text)); at++)
+        n++;
+    free (all);
+    return n;
+}
+
+int
 tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int timeout_ms)
 {
     for (int waited = 0;; waited += 20) {

@@ -127,6 +127,8 @@ char *tu_farm_sql_text (tu_farm_t *farm, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
 // 1 when <dir>/<log> holds 'text' (waiting up to timeout_ms for it).
 int tu_farm_log_has (tu_farm_t *farm, const char *log, const char *text, int timeout_ms);
+// The times 'text' occurs in <farm>/<log> (0 without the file).
+int tu_farm_log_count (tu_farm_t *farm, const char *log, const char *text);
 // Waits until 'done' pairs of exp1 are done and none is pending or out (at
 // most timeout_s); returns the counts.
 tu_counts_t tu_farm_wait_done (tu_farm_t *farm, int64_t done, int timeout_s);

@@ -27,6 +27,10 @@
 #include <unistd.h>
 
 #define MAX_RESEND_MS 30000
+// Events unacknowledged this long (at least; 10 x watcher/resend_ms) with
+// nothing heard from the broker: a CURVE handshake that fails says nothing,
+// so the watcher says it, with what to check (secure_hint).
+#define SILENT_MIN_MS 2000
 #define MAX_DEPTH 16          // directories below the root watched and scanned
 #define MAX_FILES 1000000     // files remembered (reported or candidates), at most
 #define MAX_SAID 10000        // paths left out (too deep, too long) remembered as said
@@ -88,6 +92,9 @@ struct _watcher_t {
     uint64_t next_seq;     // next sequence number
     int64_t sent;          // events sent
     int64_t acked;         // events acknowledged
+    int64_t heard_ms;      // mono time of the broker's last message, or of the first event
+                           // sent to a broker that owed nothing
+    int silent;            // the broker's silence is logged (until it answers)
     void *fd_watch;        // watcher_watch_hangup's watch (SIGHUP)
 };
 
@@ -435,6 +442,8 @@ s_report (watcher_t *self, const char *path, const struct stat *st)
     self->sent++;
     char key[32];
     snprintf (key, sizeof key, "%llu", (unsigned long long) ev->msg.seq);
+    if (zhashx_size (self->pending) == 0)
+        self->heard_ms = zclock_mono ();
     zhashx_insert (self->pending, key, ev);
     log_info ("file %s/%s (%lld bytes)", ev->msg.experiment, ev->msg.name,
               (long long) ev->msg.size);
@@ -866,9 +875,13 @@ s_on_broker (zloop_t *loop, zsock_t *reader, void *arg)
     proto_msg_t msg;
     char err[512];
     int rc = proto_recv (reader, NULL, &msg, err, sizeof err);
+    self->heard_ms = zclock_mono ();
+    if (self->silent)
+        log_notice ("the broker at '%s' answers again", self->cfg.watcher.broker);
+    self->silent = 0;
     if (rc != 0) {
         if (rc == -1)
-            log_warning ("from the broker at '%s': %s", self->cfg.broker.ingest, err);
+            log_warning ("from the broker at '%s': %s", self->cfg.watcher.broker, err);
         return 0;
     }
     for (size_t m = 0; m < proto_count (&msg); m++) {
@@ -925,6 +938,16 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
     watcher_t *self = arg;
     s_drain (self);
     int64_t now = zclock_mono ();
+    int64_t silent_ms = 10 * (int64_t) self->cfg.watcher.resend_ms;
+    if (silent_ms < SILENT_MIN_MS)
+        silent_ms = SILENT_MIN_MS;
+    if (!self->silent && zhashx_size (self->pending) > 0 && now - self->heard_ms > silent_ms) {
+        log_warning ("the broker at '%s' is silent: %zu event(s) unacknowledged for %lld ms; "
+                     "resending%s",
+                     self->cfg.watcher.broker, zhashx_size (self->pending),
+                     (long long) (now - self->heard_ms), secure_hint (&self->cfg));
+        self->silent = 1;
+    }
     for (s_event_t *ev = zhashx_first (self->pending); ev; ev = zhashx_next (self->pending))
         if (now >= ev->resend_ms) {
             s_out (self, &ev->msg);
@@ -1037,8 +1060,10 @@ watcher_new (const config_t *cfg, char *err, size_t errlen)
     zhashx_set_destructor (self->waiting, (zhashx_destructor_fn *) s_free);
     zhashx_set_destructor (self->pending, (zhashx_destructor_fn *) s_event_destroy);
     zlistx_set_destructor (self->backlog, (zlistx_destructor_fn *) zstr_free);
-    self->broker = secure_connect (ZMQ_DEALER, cfg, cfg->broker.ingest, "the broker", 1000, err,
-                                   errlen, NULL);
+    const char *endpoint = config_connect (cfg, "watcher/broker", err, errlen);
+    self->broker = endpoint ? secure_connect (ZMQ_DEALER, cfg, endpoint, "the broker", 1000, err,
+                                              errlen, NULL)
+                            : NULL;
     if (!self->broker) {
         watcher_destroy (&self);
         return NULL;
@@ -1096,7 +1121,7 @@ watcher_run (watcher_t *self)
     // Said once every directory is watched (and its identity kept for the
     // remount check): a change after this line is seen.
     log_notice ("watching '%s' (%s), reporting to %s", self->root,
-                self->poll ? "polling" : "inotify", self->cfg.broker.ingest);
+                self->poll ? "polling" : "inotify", self->cfg.watcher.broker);
     zloop_start (self->loop);
     log_notice ("stopped: %lld event(s) sent, %lld acknowledged, %zu unacknowledged, %zu "
                 "file(s) not sent yet",
@@ -1136,8 +1161,8 @@ watcher_reload (watcher_t *self, const config_t *cfg)
                "watcher/mode");
     s_differs (restart, sizeof restart, old->watcher.poll_ms != cfg->watcher.poll_ms,
                "watcher/poll_ms");
-    s_differs (restart, sizeof restart, strcmp (old->broker.ingest, cfg->broker.ingest) != 0,
-               "broker/ingest");
+    s_differs (restart, sizeof restart, strcmp (old->watcher.broker, cfg->watcher.broker) != 0,
+               "watcher/broker");
     s_differs (restart, sizeof restart,
                memcmp (&old->security, &cfg->security, sizeof cfg->security) != 0, "security");
     // Read where they are used: the next name, settle and resend see them.

@@ -17,6 +17,7 @@ main (int argc, char **argv)
 {
     config_rules ("piv", piv_settings_check_key);
     config_rules ("calibration", piv_calib_check_key);
+    config_role ("watcher");
     int hangup = daemon_hangup_fd ();
     config_t cfg;
     int rc = cli_daemon (argc, argv, "pivfarm-watcher",
