@@ -23,7 +23,9 @@ build/bench/bench_stereo: build/piv/points.o
 build/bench/bench_stereo: ALL_LIBS += $(XML_LIBS)
 BENCHES += build/bench/bench_stereo
 # bench_stats: what the run statistics' uncertainty costs (issue 27): state
-# size, the time to count a field and to encode, with it and without.
+# size, the time to count a field and to encode, with it and without; and
+# (section 2, issue 28) the statistics' saves during a run at the rig's
+# rate, bytes and the broker's ms per second, and the store's growth.
 BENCHES += build/bench/bench_stats
 
 # The store's lifecycle (issue 28): backup, purge and vacuum through the real

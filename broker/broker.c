@@ -394,14 +394,15 @@ s_files_timer (zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
-// The statistics' checkpoint (broker/stats_ms), in the open group.
+// The statistics' checkpoint (broker/stats_ms) of the experiments whose
+// save is due, in the open group.
 static int
 s_stats_timer (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     broker_t *self = arg;
     if (s_store_ready (self))
-        stats_checkpoint (self->stats, NULL, util_time_ns ());
+        stats_save_due (self->stats, util_time_ns ());
     return 0;
 }
 

@@ -5,6 +5,10 @@
 // the same group of writes. After a crash the results not marked are added
 // again from the store, in bounded slices (the rebuild), so that a long
 // history (a database upgraded from schema 4) never stalls the reactor.
+// Since every field changes every point, a save rewrites the whole state
+// (26 MB at 256 x 256 points): the sets are saved only as often as
+// broker/stats_save_kb_s allows, or once broker/stats_save_results results
+// wait unsaved; the stored fields make the rest up after a crash.
 
 #include "broker/stats.h"
 #include "common/log.h"
@@ -46,6 +50,8 @@ typedef struct {
     size_t npairs, cap;
     int64_t missing;         // results without a field (counted missing) since start
     int rebuild;             // waits for (or is in) its rebuild
+    int64_t cursor;          // the rebuild's last pair listed (it goes on after it)
+    int64_t saved_ns;        // its last checkpoint, ns (0: none since start)
 } s_exp_t;
 
 struct _stats_t {
@@ -375,6 +381,7 @@ s_checkpoint (stats_t *self, s_exp_t *e, int64_t now)
             return -1;
         s->dirty = 0;
     }
+    e->saved_ns = now;
     if (e->npairs == 0)
         return 0;
     store_stats_t marks = {.experiment = e->exp->id};
@@ -382,6 +389,39 @@ s_checkpoint (stats_t *self, s_exp_t *e, int64_t now)
         return -1;
     e->npairs = 0;
     return 0;
+}
+
+// 1 if 'e' is to be saved at 'now': it counted results not saved and the
+// bytes of its changed sets fit the budget of broker/stats_save_kb_s since
+// its last save, or stats_save_results results wait; at once where the
+// store does not keep every field (those results could not be counted
+// again after a crash), or without a budget.
+static int
+s_due (const stats_t *self, const s_exp_t *e, int64_t now)
+{
+    const config_t *cfg = self->host.cfg;
+    double bytes = 0;
+    for (s_set_t *s = zlistx_first (e->sets); s; s = zlistx_next (e->sets))
+        if (s->dirty)
+            bytes += (double) piv_stats_state_size (s->stats);
+    if (bytes == 0 && e->npairs == 0)
+        return 0;
+    if (cfg->broker.stats_save_kb_s <= 0 || strcmp (cfg->broker.store_fields, "all") != 0
+        || e->npairs >= (size_t) cfg->broker.stats_save_results)
+        return 1;
+    return (double) (now - e->saved_ns) >= bytes / (cfg->broker.stats_save_kb_s * 1024.0) * 1e9;
+}
+
+int
+stats_save_due (stats_t *self, int64_t now)
+{
+    int rc = 0;
+    for (s_exp_t *e = zhashx_first (self->exps); e; e = zhashx_next (self->exps))
+        if (s_due (self, e, now) && s_checkpoint (self, e, now) != 0)
+            rc = -1;
+    if (rc != 0)
+        log_error ("cannot save the run statistics: %s", store_error (self->host.store));
+    return rc;
 }
 
 int
@@ -468,6 +508,11 @@ stats_load (stats_t *self)
         return -1;
     }
     stats_recount (self);
+    // What the store holds counts as saved now: the rebuild's first slice
+    // does not rewrite a large state for the one result it counted.
+    int64_t now = util_time_ns ();
+    for (s_exp_t *e = zhashx_first (self->exps); e; e = zhashx_next (self->exps))
+        e->saved_ns = now;
     return 0;
 }
 
@@ -478,7 +523,7 @@ stats_recount (stats_t *self)
     for (exp_t *exp = zhashx_first (experiments); exp; exp = zhashx_next (experiments)) {
         s_exp_t *e = s_exp_of (self, exp);
         if (e)
-            e->rebuild = 1;
+            e->rebuild = 1, e->cursor = 0;
     }
     self->wanted = 1;
 }
@@ -522,10 +567,25 @@ stats_field (const void *blob, size_t size, float **vorticity, char *err, size_t
     return field;
 }
 
+// 1 if 'pair' of 'e' is counted and waits for its checkpoint.
+static int
+s_counted (const s_exp_t *e, int64_t pair)
+{
+    for (size_t i = 0; i < e->npairs; i++)
+        if (e->pairs[i] == pair)
+            return 1;
+    return 0;
+}
+
 static int
 s_rebuild_one (void *arg, const store_result_info_t *r)
 {
     s_slice_t *slice = arg;
+    slice->e->cursor = r->pair;
+    // Counted live, or by this rebuild before the listing began again
+    // (stats_recount), and not saved yet: not again.
+    if (s_counted (slice->e, r->pair))
+        return slice->cut = util_time_ns () >= slice->until_ns;
     piv_field_t *field = NULL;
     float *vorticity = NULL;
     char err[256];
@@ -550,19 +610,22 @@ stats_rebuild_step (stats_t *self)
     if (!e)
         return self->wanted = 0;
     int64_t now = util_time_ns ();
-    // Results counted live since the last checkpoint are marked first, so
-    // that the listing does not give them again.
-    if (e->npairs && s_checkpoint (self, e, now) != 0)
-        return -1;
+    // The listing goes on after the last pair the previous slice saw, and
+    // skips the results counted but not saved yet; a slice saves only when
+    // due (a save of a large set costs more than many slices), the last
+    // one always.
     s_slice_t slice = {self, e, 0, now + STATS_SLICE_NS, 0};
-    int listed = store_results_uncounted (self->host.store, e->exp->id, s_rebuild_one, &slice);
-    if (listed < 0 || s_checkpoint (self, e, now) != 0) {
+    int listed = store_results_uncounted (self->host.store, e->exp->id, e->cursor,
+                                          s_rebuild_one, &slice);
+    if (listed < 0
+        || ((!slice.cut || s_due (self, e, now)) && s_checkpoint (self, e, now) != 0)) {
         log_error ("cannot rebuild the statistics of '%s': %s", e->exp->name,
                    store_error (self->host.store));
         return -1;
     }
     if (!slice.cut) {
         e->rebuild = 0;
+        e->cursor = 0;
         if (e->missing > 0)
             log_notice ("statistics of '%s': %" PRId64 " result(s) without a stored field "
                         "counted missing", e->exp->name, e->missing);

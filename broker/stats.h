@@ -66,6 +66,12 @@ void stats_add (stats_t *self, exp_t *exp, int64_t pair, const piv_field_t *fiel
 // last checkpoint, and marks the results they count, in the store's open
 // write group (the caller's commit makes it durable). 0 or -1.
 int stats_checkpoint (stats_t *self, exp_t *exp, int64_t now);
+// The timer's checkpoint (broker/stats_ms): saves, as stats_checkpoint,
+// the experiments whose save is due at 'now': the bytes of their changed
+// sets within broker/stats_save_kb_s since their last save, or
+// broker/stats_save_results results unsaved, or at once where the store
+// does not keep every field. 0 or -1.
+int stats_save_due (stats_t *self, int64_t now);
 // After a failed commit: what memory counted may be gone from the store;
 // every set is forgotten and loaded again (stats_load).
 void stats_resync (stats_t *self);

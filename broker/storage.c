@@ -26,6 +26,21 @@
 
 #define S_FULL_WARN 0.8                                  // an allocation this full is reported
 #define S_EXPIRY_WARN_NS (3600 * (int64_t) 1000000000)   // expiry this close is reported
+#define S_GROWTH_WINDOW_NS (60 * (int64_t) 1000000000)   // a volume's growth: over the last minute
+#define S_GROWTH_SAMPLES 64                              // ... sampled this many times at most
+
+// A volume the guard measures.
+typedef struct {
+    const char *role;         // "watch root", "results", "store"
+    char path[PATH_MAX];      // the directory
+    int64_t free_bytes;       // as last measured (-1: unknown)
+    int64_t total_bytes;
+    int64_t sample_ns[S_GROWTH_SAMPLES];    // when free space was sampled: a ring (0: none)
+    int64_t sample_free[S_GROWTH_SAMPLES];  // ... and how much there was, bytes
+    int next_sample;          // the ring's next slot
+    double growth;            // bytes/s its free space fell by over the last minute (<0: rose)
+    int pausing;              // critical (threshold or growth): it pauses dispatch
+} s_volume_t;
 
 struct _storage_t {
     storage_host_t host;      // the reactor: commit, dispatch, experiments by name
@@ -47,13 +62,7 @@ struct _storage_t {
     int ncleared;             // how many of those arose in the last guard
     char *state_published;    // the last JSON published on the 'state' topic
     int64_t io_size;          // storage/io_size in bytes
-    struct {
-        const char *role;     // "watch root", "results", "store"
-        char path[PATH_MAX];  // the directory
-        int64_t free_bytes;   // as last measured (-1: unknown)
-        int64_t total_bytes;
-        int pausing;          // below storage/critical_free, it pauses dispatch
-    } volumes[3];
+    s_volume_t volumes[3];    // watch root, results, store
 };
 
 // Commits through the reactor (what the archiver builds on, what an
@@ -656,15 +665,22 @@ s_warn (storage_t *self, const char *kind, const char *level, const char *experi
     va_end (ap);
 }
 
-// Free space below a threshold ("10%" of total, or a size)?
-static int
-s_below (const char *threshold, int64_t free_bytes, int64_t total)
+// Bytes of 'threshold' ("10%" of total, or a size); 0 if unreadable.
+static int64_t
+s_threshold (const char *threshold, int64_t total)
 {
     int64_t bytes;
     double percent;
     if (util_parse_space (threshold, &bytes, &percent) != 0)
         return 0;
-    return percent >= 0 ? free_bytes < percent / 100 * (double) total : free_bytes < bytes;
+    return percent >= 0 ? (int64_t) (percent / 100 * (double) total) : bytes;
+}
+
+// Free space below a threshold ("10%" of total, or a size)?
+static int
+s_below (const char *threshold, int64_t free_bytes, int64_t total)
+{
+    return free_bytes < s_threshold (threshold, total);
 }
 
 // statvfs of 'path', or of its nearest existing parent.
@@ -714,10 +730,34 @@ s_size (int64_t bytes)
     return util_format_size (bytes, buf[next], sizeof buf[next]);
 }
 
-// Volumes: free space against the thresholds; the results and store
-// volumes pause dispatch when critical.
+// A volume's free space 'free_bytes' at 'now' into its samples (one every
+// 1/S_GROWTH_SAMPLES of the window); the bytes per second it fell by since
+// the oldest sample of the last minute (negative: it rose; 0 before a
+// second of samples).
+static double
+s_growth (s_volume_t *vol, int64_t free_bytes, int64_t now)
+{
+    int last = (vol->next_sample + S_GROWTH_SAMPLES - 1) % S_GROWTH_SAMPLES;
+    if (!vol->sample_ns[last]
+        || now - vol->sample_ns[last] >= S_GROWTH_WINDOW_NS / S_GROWTH_SAMPLES) {
+        vol->sample_ns[vol->next_sample] = now;
+        vol->sample_free[vol->next_sample] = free_bytes;
+        vol->next_sample = (vol->next_sample + 1) % S_GROWTH_SAMPLES;
+    }
+    int oldest = -1;
+    for (int i = 0; i < S_GROWTH_SAMPLES; i++)
+        if (vol->sample_ns[i] && now - vol->sample_ns[i] <= S_GROWTH_WINDOW_NS
+            && (oldest < 0 || vol->sample_ns[i] < vol->sample_ns[oldest]))
+            oldest = i;
+    double span_s = oldest < 0 ? 0 : (double) (now - vol->sample_ns[oldest]) / 1e9;
+    return span_s < 1 ? 0 : (double) (vol->sample_free[oldest] - free_bytes) / span_s;
+}
+
+// Volumes: free space against the thresholds, and against the growth of
+// the last minute (storage/headroom_s); the results and store volumes
+// pause dispatch when critical.
 static void
-s_guard_volumes (storage_t *self, char *why, size_t whylen)
+s_guard_volumes (storage_t *self, char *why, size_t whylen, int64_t now)
 {
     for (int v = 0; v < 3; v++) {
         struct statvfs st;
@@ -731,6 +771,11 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen)
         self->volumes[v].free_bytes = free_bytes;
         self->volumes[v].total_bytes = total;
         const char *role = self->volumes[v].role, *path = self->volumes[v].path;
+        // How long until critical_free at the last minute's growth.
+        double growth = self->volumes[v].growth = s_growth (&self->volumes[v], free_bytes, now);
+        int headroom = self->cfg->storage.headroom_s;
+        int64_t above = free_bytes - s_threshold (self->cfg->storage.critical_free, total);
+        double left_s = growth > 0 ? (double) above / growth : -1;
         if (s_below (self->cfg->storage.critical_free, free_bytes, total)) {
             int pauses = v > 0;  // results, store: work writes there
             s_warn (self, "space", "critical", NULL, path,
@@ -742,6 +787,25 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen)
             if (pauses && !*why)
                 snprintf (why, whylen, "%s '%s' has %s free, below %s", role, path,
                           s_size (free_bytes), self->cfg->storage.critical_free);
+        }
+        else if (headroom > 0 && growth > 0 && left_s < headroom) {
+            int pauses = v > 0;
+            self->volumes[v].pausing = pauses;
+            char rate[32];
+            snprintf (rate, sizeof rate, "%s/s", s_size ((int64_t) growth));
+            s_warn (self, "space", "critical", NULL, path,
+                    "%s '%s': %s free, falling by %s over the last minute: at "
+                    "storage/critical_free (%s) in %.0f s, within storage/headroom_s (%d s)%s",
+                    role, path, s_size (free_bytes), rate, self->cfg->storage.critical_free,
+                    left_s, headroom,
+                    pauses ? ": no new work is dispatched until it slows or space returns"
+                           : ": archive or release experiments");
+            if (pauses && !*why)
+                snprintf (why, whylen,
+                          "%s '%s' has %s free, falling by %s: at %s within %.0f s, less than "
+                          "storage/headroom_s (%d s)",
+                          role, path, s_size (free_bytes), rate, self->cfg->storage.critical_free,
+                          left_s, headroom);
         }
         else if (s_below (self->cfg->storage.warn_free, free_bytes, total))
             s_warn (self, "space", "warning", NULL, path,
@@ -1000,7 +1064,7 @@ s_guard (zloop_t *loop, int timer_id, void *arg)
     self->ncleared = 0;
     for (void *v = zhashx_first (self->cleared); v; v = zhashx_next (self->cleared))
         zhashx_update (self->cleared, zhashx_cursor (self->cleared), strdup ("0"));
-    s_guard_volumes (self, why, sizeof why);
+    s_guard_volumes (self, why, sizeof why, now);
     s_guard_experiments (self, now);
     s_guard_clocks (self, now);
     s_cleared_prune (self, now);
@@ -1159,9 +1223,11 @@ storage_put_volumes (const storage_t *self, text_t *t)
         text_put_string (t, self->volumes[v].role);
         text_put (t, ",\"path\":");
         text_put_string (t, self->volumes[v].path);
-        text_put (t, ",\"free_bytes\":%lld,\"total_bytes\":%lld,\"pausing\":%s}",
+        text_put (t,
+                  ",\"free_bytes\":%lld,\"total_bytes\":%lld,\"growth_bytes_s\":%.0f,"
+                  "\"pausing\":%s}",
                   (long long) self->volumes[v].free_bytes, (long long) self->volumes[v].total_bytes,
-                  self->volumes[v].pausing ? "true" : "false");
+                  self->volumes[v].growth, self->volumes[v].pausing ? "true" : "false");
     }
     text_put (t, "]");
 }

@@ -96,6 +96,8 @@ static const s_key_t s_keys[] = {
     INT (broker, max_agents, 1, 1000000),
     INT (broker, stats_ms, 0, 600000),
     INT (broker, stats_uncertainty, 0, 1),
+    INT (broker, stats_save_kb_s, 0, 1048576),
+    INT (broker, stats_save_results, 1, 10000),
     TEXT (watcher, root, KIND_PATH),
     CHOICE (watcher, mode, s_modes),
     INT (watcher, poll_ms, 10, 60000),
@@ -155,6 +157,7 @@ static const s_key_t s_keys[] = {
     INT (storage, guard_ms, 100, 60000),
     TEXT (storage, warn_free, KIND_SPACE),
     TEXT (storage, critical_free, KIND_SPACE),
+    INT (storage, headroom_s, 0, 7 * 86400),
     TEXT (storage, archive_dir, KIND_OPT_PATH),
     INT (storage, archive_idle_s, 1, 31 * 86400),
     INT (storage, archive_mb_s, 0, 100000),
@@ -1028,6 +1031,8 @@ config_init (config_t *cfg)
     cfg->broker.max_agents = 1000;
     cfg->broker.stats_ms = 1000;
     cfg->broker.stats_uncertainty = 1;
+    cfg->broker.stats_save_kb_s = 1024;
+    cfg->broker.stats_save_results = 1000;
     snprintf (cfg->calibration.y_axis, sizeof cfg->calibration.y_axis, "up");
 
     snprintf (cfg->watcher.root, sizeof cfg->watcher.root, "./data");
@@ -1088,6 +1093,7 @@ config_init (config_t *cfg)
     cfg->storage.guard_ms = 1000;
     snprintf (cfg->storage.warn_free, sizeof cfg->storage.warn_free, "10%%");
     snprintf (cfg->storage.critical_free, sizeof cfg->storage.critical_free, "2%%");
+    cfg->storage.headroom_s = 600;
     cfg->storage.archive_idle_s = 600;
 }
 

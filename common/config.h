@@ -35,6 +35,9 @@ typedef struct {
                                       // a clean stop and on 'stats')
         int stats_uncertainty;        // 1: the statistics keep their uncertainty (n_eff ...;
                                       // 4x the state); 0: not (1)
+        int stats_save_kb_s;          // KiB/s a changed set's saves may write, at most (1024;
+                                      // 0: saved at every stats_ms)
+        int stats_save_results;       // results a set waits with unsaved, at most (1000)
     } broker;
     struct {
         char root[PATH_MAX];          // ./data
@@ -130,6 +133,8 @@ typedef struct {
         int guard_ms;                 // free-space check interval (1000)
         char warn_free[32];           // 10%: below, a warning (a size or a percentage)
         char critical_free[32];       // 2%: below, no new work that writes there
+        int headroom_s;               // ... nor while the last minute's growth would use up
+                                      // the space above it within this, s (600; 0: off)
         char archive_dir[PATH_MAX];   // "": automatic archive off; else where it goes
         int archive_idle_s;           // idle time before the automatic archive (600)
         int archive_mb_s;             // archive bandwidth, MB/s (0: no limit)

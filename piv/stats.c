@@ -523,13 +523,28 @@ s_get_sums (const unsigned char *p, double *sums, int per, size_t n)
     return p;
 }
 
+// The version piv_stats_encode writes: without the uncertainty 2 or 3, as
+// before it.
+static uint32_t
+s_version (const piv_stats_t *self)
+{
+    return self->sums3 ? (self->sumsu ? S_VERSION5 : 3) : (self->sumsu ? S_VERSION : 2);
+}
+
+size_t
+piv_stats_state_size (const piv_stats_t *self)
+{
+    uint32_t version = s_version (self);
+    return S_HEADER + (size_t) self->nx * (size_t) self->ny * S_PER_POINT (version)
+           + S_SERIES (version);
+}
+
 int
 piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p)
 {
+    uint32_t version = s_version (self);
     size_t n = (size_t) self->nx * (size_t) self->ny;
-    // Without the uncertainty: version 2 or 3, as before it.
-    uint32_t version = self->sums3 ? (self->sumsu ? S_VERSION5 : 3) : (self->sumsu ? S_VERSION : 2);
-    size_t size = S_HEADER + n * S_PER_POINT (version) + S_SERIES (version);
+    size_t size = piv_stats_state_size (self);
     unsigned char *buf = malloc (size), *p = buf;
     if (!buf)
         return -1;

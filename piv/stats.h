@@ -159,6 +159,8 @@ double piv_stats_mean_uncertainty (const piv_stats_t *self);
 // same statistics, or NULL with err ("bad statistics: ...") for bytes that
 // are not such a state (wrong magic, sizes that do not add up).
 int piv_stats_encode (const piv_stats_t *self, unsigned char **buf_p, size_t *size_p);
+// The size piv_stats_encode gives the state now, bytes (its cost to save).
+size_t piv_stats_state_size (const piv_stats_t *self);
 piv_stats_t *piv_stats_decode (const void *buf, size_t size, char *err, size_t errlen);
 
 // Writes the statistics field converted by 'c' (may be NULL: image units):

@@ -509,8 +509,9 @@ static const char *s_sql[S_NSTMTS] = {
     [S_STATS_DELETE] = "DELETE FROM stats WHERE experiment = ?1",
     [S_STATS_UNCOUNT] = "INSERT OR IGNORE INTO uncounted (pair) SELECT r.pair FROM results r"
                         " JOIN pairs p ON p.id = r.pair WHERE +p.experiment = ?1",
-    // The results not counted (few): the same columns as S_RESULT_COLUMNS,
-    // the uncounted table first.
+    // The results not counted (few: at most broker/stats_save_results an
+    // experiment, besides a rebuild's), those after pair ?2: the same
+    // columns as S_RESULT_COLUMNS, the uncounted table first.
     [S_RESULTS_UNCOUNTED] =
         "SELECT r.pair, r.attempt, r.nx, r.ny, r.compute_ns, ifnull (f.mtime_ns, 0),"
         " ifnull (a.dispatched_ns, ifnull (p.dispatched_ns, 0)), r.recorded_ns,"
@@ -520,7 +521,7 @@ static const char *s_sql[S_NSTMTS] = {
         " CROSS JOIN pairs p ON p.id = r.pair"
         " LEFT JOIN attempts a ON a.pair = r.pair AND a.attempt = r.attempt"
         " LEFT JOIN files f ON f.id = ifnull (p.file_b, p.file_a)"
-        " WHERE ?1 = 0 OR p.experiment = ?1 ORDER BY u.pair",
+        " WHERE (?1 = 0 OR p.experiment = ?1) AND u.pair > ?2 ORDER BY u.pair",
 };
 
 // ---------------------------------------------------------------------------

@@ -74,8 +74,10 @@ store_stats_of (store_t *self, int64_t experiment, store_stats_fn *fn, void *arg
 }
 
 int
-store_results_uncounted (store_t *self, int64_t experiment, store_result_info_fn *fn, void *arg)
+store_results_uncounted (store_t *self, int64_t experiment, int64_t after,
+                         store_result_info_fn *fn, void *arg)
 {
+    sqlite3_bind_int64 (self->stmts[S_RESULTS_UNCOUNTED], 2, after);
     return st_results (self, self->stmts[S_RESULTS_UNCOUNTED], experiment, fn, arg);
 }
 

@@ -539,11 +539,12 @@ int store_stats_save (store_t *self, const store_stats_t *stats, const int64_t *
 // fn must not write. Returns the count or -1.
 typedef int (store_stats_fn) (void *arg, const store_stats_t *stats);
 int store_stats_of (store_t *self, int64_t experiment, store_stats_fn *fn, void *arg);
-// Results of 'experiment' (0: all) not counted in saved statistics, pair
-// order, as store_results_of (fn must not write; field NULL when the store
-// did not keep it). Returns the count or -1.
-int store_results_uncounted (store_t *self, int64_t experiment, store_result_info_fn *fn,
-                             void *arg);
+// Results of 'experiment' (0: all) not counted in saved statistics, of
+// pairs after 'after' (0: all; a rebuild goes on where its last slice
+// ended), pair order, as store_results_of (fn must not write; field NULL
+// when the store did not keep it). Returns the count or -1.
+int store_results_uncounted (store_t *self, int64_t experiment, int64_t after,
+                             store_result_info_fn *fn, void *arg);
 // Removes the saved statistics of 'experiment' and marks its results not
 // counted (a rebuild from scratch). 0 or -1.
 int store_stats_clear (store_t *self, int64_t experiment, int64_t now_ns);

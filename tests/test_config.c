@@ -1078,6 +1078,38 @@ START_TEST (the_calibration_section_is_checked_and_kept_canonical)
 }
 END_TEST
 
+// How often the statistics are saved (issue 28): a budget in KiB/s and a
+// most of results unsaved, each checked.
+START_TEST (the_statistics_save_budget_and_its_bound_are_checked)
+{
+    config_t cfg;
+    config_init (&cfg);
+    ck_assert_int_eq (cfg.broker.stats_save_kb_s, 1024);
+    ck_assert_int_eq (cfg.broker.stats_save_results, 1000);
+    s_loads (&cfg, "broker\n    stats_save_kb_s = 0\n    stats_save_results = 50\n");
+    ck_assert_int_eq (cfg.broker.stats_save_kb_s, 0);
+    ck_assert_int_eq (cfg.broker.stats_save_results, 50);
+    ck_assert_int_eq (s_load (&cfg, "broker\n    stats_save_results = 0\n"), -1);
+    ck_assert_msg (strstr (s_err, "'broker/stats_save_results'"), "%s", s_err);
+    ck_assert_int_eq (s_load (&cfg, "broker\n    stats_save_kb_s = -1\n"), -1);
+    ck_assert_msg (strstr (s_err, "'broker/stats_save_kb_s'"), "%s", s_err);
+}
+END_TEST
+
+// The free-space guard's headroom (issue 28): seconds of the measured
+// growth, 10 minutes by default, 0 turning it off.
+START_TEST (the_guard_headroom_is_seconds_and_checked)
+{
+    config_t cfg;
+    config_init (&cfg);
+    ck_assert_int_eq (cfg.storage.headroom_s, 600);
+    s_loads (&cfg, "storage\n    headroom_s = 0\n");
+    ck_assert_int_eq (cfg.storage.headroom_s, 0);
+    ck_assert_int_eq (s_load (&cfg, "storage\n    headroom_s = 604801\n"), -1);
+    ck_assert_msg (strstr (s_err, "'storage/headroom_s'"), "%s", s_err);
+}
+END_TEST
+
 // agent/result_format (issue 18): txt by default, field accepted, nothing else.
 START_TEST (the_result_format_is_txt_or_field)
 {
@@ -1143,6 +1175,8 @@ s_suite (void)
     tcase_add_test (refusals, one_key_is_set_with_the_checks_of_the_file);
     tcase_add_test (refusals, every_program_refuses_a_bad_piv_key_at_start_with_the_same_message);
     tcase_add_test (refusals, the_calibration_section_is_checked_and_kept_canonical);
+    tcase_add_test (refusals, the_statistics_save_budget_and_its_bound_are_checked);
+    tcase_add_test (refusals, the_guard_headroom_is_seconds_and_checked);
     tcase_add_test (refusals, the_result_format_is_txt_or_field);
     suite_add_tcase (suite, refusals);
     return suite;

@@ -506,6 +506,23 @@ START_TEST (a_corrupted_copy_stops_the_archive_with_a_clear_error_and_removes_no
 }
 END_TEST
 
+// Five pairs g_0001 ... landed in exp1 while the guard holds dispatch
+// back: none goes out, and status says why, with 'one' and 'other' in it.
+static void
+s_land_while_paused (const char *one, const char *other)
+{
+    s_write_frames ("exp1", "g", 5, 100);
+    usleep (1500000);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    ck_assert_msg (c.done == 0 && c.pending == 5, "done %lld, pending %lld", (long long) c.done,
+                   (long long) c.pending);
+    jdoc_t *doc = s_status ();
+    ck_assert_int_eq (jdoc_bool (doc, 0, "$.guard_paused"), 1);
+    const char *why = jdoc_string (doc, "$.guard_why");
+    ck_assert_msg (why && strstr (why, one) && strstr (why, other), "%s", why ? why : "none");
+    jdoc_destroy (&doc);
+}
+
 START_TEST (the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_resumes)
 {
     if (!s_root ("the free-space guard on a small RAM disk"))
@@ -519,16 +536,7 @@ START_TEST (the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_re
     tu_spit (filler, block, 3 << 20);
     free (block);
     s_start_farm ();
-    s_write_frames ("exp1", "g", 5, 100);
-    usleep (1500000);
-    tu_counts_t c = tu_farm_counts (&s_farm);
-    ck_assert_msg (c.done == 0 && c.pending == 5, "done %lld, pending %lld", (long long) c.done,
-                   (long long) c.pending);
-    jdoc_t *doc = s_status ();
-    ck_assert_int_eq (jdoc_bool (doc, 0, "$.guard_paused"), 1);
-    ck_assert_msg (strstr (jdoc_string (doc, "$.guard_why"), "results"), "%s",
-                   jdoc_string (doc, "$.guard_why"));
-    jdoc_destroy (&doc);
+    s_land_while_paused ("results", "results");
     char *w = s_warning ("space", "no new work is dispatched", 0);
     ck_assert_msg (w != NULL, "no critical space warning");
     free (w);
@@ -545,6 +553,47 @@ START_TEST (the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_re
                        && strstr (out, "no new work is dispatched"),
                    "no banner on the status page");
     // Space returns: the farm goes on by itself; nothing was dropped.
+    unlink (filler);
+    ck_assert_int_eq (tu_farm_wait_done (&s_farm, 5, 30).done, 5);
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "space is back", 0));
+}
+END_TEST
+
+// The guard sized by the growth it measures: a results volume with 30 of
+// its 64 MiB free is far above critical_free (1M), but falling by some
+// 16 MB/s it would be full within storage/headroom_s (60 s): dispatch
+// pauses, and resumes once the growth is over and the space is back.
+START_TEST (the_free_space_guard_pauses_dispatch_when_the_measured_growth_would_fill_the_volume)
+{
+    if (!s_root ("the free-space guard's headroom on a small RAM disk"))
+        return;
+    s_mount_tmpfs (tu_path (s_farm.dir, "results"), "64m");
+    tu_farm_conf (&s_farm, "noop", 1, "32",
+                  "storage\n    guard_ms = 100\n    warn_free = 2M\n    critical_free = 1M\n"
+                  "    headroom_s = 60\n");
+    s_start_farm ();
+    usleep (1200000);  // the guard's samples of the volume before it grows
+    char filler[4096];
+    snprintf (filler, sizeof filler, "%s", tu_path (s_farm.dir, "results/filler"));
+    FILE *f = fopen (filler, "w");
+    ck_assert_msg (f != NULL, "cannot write '%s'", filler);
+    char *block = calloc (1, 4 << 20);
+    for (int i = 0; i < 8; i++) {  // 32 MiB in 2 s
+        ck_assert (fwrite (block, 1, 4 << 20, f) == 4 << 20 && fflush (f) == 0);
+        usleep (250000);
+    }
+    fclose (f);
+    free (block);
+    s_land_while_paused ("results", "storage/headroom_s");
+    jdoc_t *doc = s_status ();
+    ck_assert_str_eq (jdoc_string (doc, "$.volumes[1].role"), "results");
+    double growth = jdoc_number (doc, 0, "$.volumes[1].growth_bytes_s");
+    ck_assert_msg (growth > 1e6, "growth_bytes_s %g", growth);
+    jdoc_destroy (&doc);
+    char *w = s_warning ("space", "falling by", 0);
+    ck_assert_msg (w != NULL && strstr (w, "no new work is dispatched"), "%s", w ? w : "none");
+    free (w);
+    // The growth over and the space back: the farm goes on by itself.
     unlink (filler);
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 5, 30).done, 5);
     ck_assert (tu_farm_log_has (&s_farm, "broker.log", "space is back", 0));
@@ -796,6 +845,8 @@ main (void)
     tcase_add_test (tc, an_interrupted_archive_resumes_where_it_was);
     tcase_add_test (tc, a_corrupted_copy_stops_the_archive_with_a_clear_error_and_removes_nothing);
     tcase_add_test (tc, the_free_space_guard_pauses_dispatch_on_a_full_results_volume_and_resumes);
+    tcase_add_test (tc,
+                    the_free_space_guard_pauses_dispatch_when_the_measured_growth_would_fill_the_volume);
     tc = s_tcase (suite, "confined", 120);
     tcase_add_test (tc, archive_refuses_a_destination_that_leads_back_into_the_root_creating_and_removing_nothing);
     tcase_add_test (tc, provision_refuses_a_ram_disk_larger_than_half_the_memory_naming_both);

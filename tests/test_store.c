@@ -2835,7 +2835,7 @@ s_uncounted (store_t *store, int64_t experiment)
 {
     static s_uncounted_t u;
     memset (&u, 0, sizeof u);
-    int calls = store_results_uncounted (store, experiment, s_uncounted_fn, &u);
+    int calls = store_results_uncounted (store, experiment, 0, s_uncounted_fn, &u);
     s_listed (store, calls, u.n);
     return &u;
 }
