@@ -909,12 +909,14 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
                    id);
     // Slurm holds a requeued job back (its BeginTime some 2 min on); an
     // administrator in a hurry, as here, lets it start now, once the job is
-    // back in the queue (before, the requeue sets the hold again: a loaded
-    // machine takes seconds to end the first run).
+    // back in the queue and its node idle again (started while the first
+    // run's processes still end, on a loaded machine, the job fails at once).
     waited = -1;
     for (int i = 0; i < 60 && waited < 0; i++) {
         s_cmd ("scontrol", "show", "job", "-o", s_slurm.job, NULL);
-        if (strstr (s_out, "JobState=PENDING") && strstr (s_out, "Reason=BeginTime"))
+        int held = strstr (s_out, "JobState=PENDING") && strstr (s_out, "Reason=BeginTime");
+        if (held && s_cmd ("sinfo", "-h", "-n", s_slurm.host, "-o", "%T", NULL) == 0
+            && strncmp (s_out, "idle", 4) == 0)
             s_cmd ("scontrol", "update", "JobId", s_slurm.job, "StartTime=now", NULL);
         waited = s_wait_listed (id, 1, 2000);
     }
