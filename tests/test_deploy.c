@@ -1,5 +1,6 @@
 // test_deploy.c — the deployment kit as an administrator uses it:
-// pivfarm-deploy run for real with --dry-run (and against a stand-in ssh) on
+// pivfarm-deploy run for real with --dry-run (and against a stand-in ssh,
+// some hosts of which are changed for real in namespaces of their own) on
 // a hosts file in a temporary directory, the systemd units, the Slurm batch
 // script (with a stand-in srun), and the synthetic camera of 'make demo'.
 // Nothing here needs root or a network; a missing tool skips its assertion
@@ -96,6 +97,16 @@ s_deploy (const char *hosts, const char *action, int dry)
     return s_run (argv);
 }
 
+// Runs deploy/pivfarm-deploy HOSTS ACTION --config CONF OPTION (a real run).
+static int
+s_deploy_with (const char *hosts, const char *action, const char *option)
+{
+    const char *script = s_p (s_top, "deploy/pivfarm-deploy");
+    const char *conf = s_p (s_dir, "farm.conf");
+    const char *argv[] = {script, hosts, action, "--config", conf, option, NULL};
+    return s_run (argv);
+}
+
 // The hosts file and configuration of most tests: a storage server with
 // the broker and the watcher, two compute nodes with agents.
 static const char *
@@ -144,8 +155,15 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
     const char *useradd = "'id -u pivfarm >/dev/null 2>&1 || useradd --system --user-group "
                           "--no-create-home --home-dir /var/lib/pivfarm --shell "
                           "/usr/sbin/nologin pivfarm'\n";
-    const char *etc = "install -d -m 0755 /etc/pivfarm && install -m 0644 pivfarm-deploy/farm.conf "
-                      "/etc/pivfarm/pivfarm.conf";
+    // The configuration only where the host has none (issue 28).
+    const char *etc = "install -d -m 0755 /etc/pivfarm && { if [ ! -e /etc/pivfarm/pivfarm.conf ]; "
+                      "then install -m 0644 pivfarm-deploy/farm.conf /etc/pivfarm/pivfarm.conf; "
+                      "elif cmp -s pivfarm-deploy/farm.conf /etc/pivfarm/pivfarm.conf; then echo "
+                      "\"kept /etc/pivfarm/pivfarm.conf (the same as the shipped one)\"; else install "
+                      "-m 0644 pivfarm-deploy/farm.conf /etc/pivfarm/pivfarm.conf.new && echo \"kept "
+                      "/etc/pivfarm/pivfarm.conf as this host has it; the shipped one differs, written "
+                      "beside it: compare with diff -u /etc/pivfarm/pivfarm.conf "
+                      "/etc/pivfarm/pivfarm.conf.new (--force-config replaces it)\"; fi; }";
     // Before anything is copied to any host: every host's runtime packages
     // and the user's UID:GID.
 #define CHECKS(h)                                                                               \
@@ -188,6 +206,70 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
                                   "pivfarm-agent@pivfarm.service'\n")
                        && strstr (node2, " root@node2:pivfarm-deploy/\n"),
                    "%s", node2);
+}
+END_TEST
+
+START_TEST (a_dry_run_upgrade_backs_up_stops_installs_programs_then_starts_broker_first)
+{
+    const char *hosts = s_farm ();
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 1), 0);
+    // The runtime packages and the user first, as for install; then the
+    // steps, each on every host before the next. The backup is named by
+    // the time of the run.
+    const char *steps = strstr (s_out, "nas1: " SSH " nas1 '/usr/local/bin/pivctl");
+    const char *at = steps ? strstr (steps, "/var/lib/pivfarm/backup-") : NULL;
+    ck_assert_msg (at && strlen (at) > 40, "no backup step:\n%.3000s", s_out);
+    char stamp[16];
+    snprintf (stamp, sizeof stamp, "%.15s", at + strlen ("/var/lib/pivfarm/backup-"));
+    ck_assert_msg (strstr (s_out, "nas1: " SSH " nas1 'missing=") < steps
+                       && strstr (s_out, "root@node2: " SSH " root@node2 'if id -u pivfarm") < steps,
+                   "the hosts are not checked first:\n%.3000s", s_out);
+#define KEEP(progs)                                                                             \
+    "'for p in " progs "; do [ ! -e /usr/local/bin/$p ] || cmp -s pivfarm-deploy/$p "        \
+    "/usr/local/bin/$p || cp -p /usr/local/bin/$p /usr/local/bin/$p.prev || exit 1; done && " \
+    "install -m 0755"
+    char expected[1 << 14];
+    snprintf (
+        expected, sizeof expected,
+        "nas1: " SSH " nas1 '/usr/local/bin/pivctl -c /etc/pivfarm/pivfarm.conf backup "
+        "/var/lib/pivfarm/backup-%s.db'\n"
+        "node1: " SSH " node1 'systemctl stop pivfarm-agent@pivfarm.service'\n"
+        "root@node2: " SSH " root@node2 'systemctl stop pivfarm-agent@pivfarm.service'\n"
+        "nas1: " SSH " nas1 'systemctl stop pivfarm-watcher.service'\n"
+        "nas1: " SSH " nas1 'systemctl stop pivfarm-broker.service'\n"
+        "nas1: " SSH " nas1 'mkdir -p pivfarm-deploy'\n"
+        "nas1: " SCP " " BIN "/pivfarm-broker " BIN "/pivfarm-watcher " BIN "/pivctl "
+        "nas1:pivfarm-deploy/\n"
+        "nas1: " SSH " nas1 " KEEP ("pivfarm-broker pivfarm-watcher pivctl")
+        " pivfarm-deploy/pivfarm-broker pivfarm-deploy/pivfarm-watcher pivfarm-deploy/pivctl "
+        "/usr/local/bin/'\n"
+        "nas1: " SSH " nas1 'rm -rf pivfarm-deploy'\n"
+        "node1: " SSH " node1 'mkdir -p pivfarm-deploy'\n"
+        "node1: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl node1:pivfarm-deploy/\n"
+        "node1: " SSH " node1 " KEEP ("pivfarm-agent pivctl")
+        " pivfarm-deploy/pivfarm-agent pivfarm-deploy/pivctl /usr/local/bin/'\n"
+        "node1: " SSH " node1 'rm -rf pivfarm-deploy'\n"
+        "root@node2: " SSH " root@node2 'mkdir -p pivfarm-deploy'\n"
+        "root@node2: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl root@node2:pivfarm-deploy/\n"
+        "root@node2: " SSH " root@node2 " KEEP ("pivfarm-agent pivctl")
+        " pivfarm-deploy/pivfarm-agent pivfarm-deploy/pivctl /usr/local/bin/'\n"
+        "root@node2: " SSH " root@node2 'rm -rf pivfarm-deploy'\n"
+        "nas1: " SSH " nas1 'systemctl start pivfarm-broker.service'\n"
+        "nas1: " SSH " nas1 'i=0; until /usr/local/bin/pivctl -c /etc/pivfarm/pivfarm.conf status "
+        ">/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 60 ] || { echo \"the broker does not answer "
+        "pivctl status after 60 s: journalctl -u pivfarm-broker\"; exit 1; }; sleep 1; done; echo "
+        "\"the broker answers\"'\n"
+        "nas1: " SSH " nas1 'systemctl start pivfarm-watcher.service'\n"
+        "node1: " SSH " node1 'systemctl start pivfarm-agent@pivfarm.service'\n"
+        "root@node2: " SSH " root@node2 'systemctl start pivfarm-agent@pivfarm.service'\n",
+        stamp);
+#undef KEEP
+    s_assert_same (steps, expected);
+    // --force-config belongs to install: an upgrade leaves the configuration.
+    const char *script = s_p (s_top, "deploy/pivfarm-deploy");
+    const char *argv[] = {script, hosts, "upgrade", "--force-config", "--dry-run", NULL};
+    ck_assert_int_eq (s_run (argv), 2);
+    ck_assert_msg (strstr (s_out, "--force-config is an option of install"), "%.3000s", s_out);
 }
 END_TEST
 
@@ -1081,6 +1163,16 @@ s_host (const char *name, int uid, int gid, const char *missing)
     s_write (s_p (dir, "dpkg/status"), text);
 }
 
+// "" when user and mount namespaces can be made here, else why not.
+static const char *
+s_namespaces (void)
+{
+    const char *probe[] = {"/usr/bin/unshare", "--map-root-user", "--mount", "/bin/true", NULL};
+    if (access (probe[0], X_OK) != 0 || s_run (probe) != 0)
+        return "no unshare, or no user and mount namespaces here";
+    return "";
+}
+
 // A stand-in ssh and scp, real programs: ssh runs the queries of
 // pivfarm-deploy's checks (the packages, the user pivfarm) here for real,
 // as the named host would, in a private mount namespace where that host's
@@ -1090,9 +1182,9 @@ s_host (const char *name, int uid, int gid, const char *missing)
 static const char *
 s_standin_hosts (void)
 {
-    const char *probe[] = {"/usr/bin/unshare", "--map-root-user", "--mount", "/bin/true", NULL};
-    if (access (probe[0], X_OK) != 0 || s_run (probe) != 0)
-        return "no unshare, or no user and mount namespaces here";
+    const char *why = s_namespaces ();
+    if (*why)
+        return why;
     char text[16384];
     snprintf (text, sizeof text,
               "#!/bin/sh\n"
@@ -1179,6 +1271,254 @@ START_TEST (install_refuses_a_host_missing_runtime_packages_with_the_list_and_ap
                    s_out);
     ck_assert_msg (access (s_p (s_dir, "changes"), F_OK) != 0, "a host was changed:\n%s",
                    tu_slurp (s_p (s_dir, "changes"), NULL));
+}
+END_TEST
+
+// Stand-in hosts that are changed for real (issue 28): ssh runs every
+// command as the named host would, in a private mount namespace whose /etc
+// and /usr/local/bin are overlays written into <s_dir>/host-<name>/etc and
+// bin (its passwd, group and dpkg database those of s_host), from its home
+// <s_dir>/host-<name>/home, where scp copies for real. systemctl is a
+// stand-in that logs "HOST: systemctl ARGS" to <s_dir>/changes and fails
+// when the host's file 'fail' has the line "systemctl ARGS". The programs
+// copied are those of <s_dir>/old (and new): scripts saying which they are;
+// old/pivctl and new/pivctl answer as a running broker would, and fail when
+// the host's 'fail' has "pivctl ACTION". "" or why this cannot run here.
+static const char *
+s_standin_real_hosts (void)
+{
+    const char *why = s_namespaces ();
+    if (*why)
+        return why;
+    const char *overlay[] = {"/usr/bin/unshare", "--map-root-user", "--mount", "/bin/sh", "-c",
+                             "mkdir \"$0/u\" \"$0/w\" && mount -t overlay overlay -o "
+                             "\"lowerdir=/etc,upperdir=$0/u,workdir=$0/w\" /etc && rm -rf \"$0/u\" \"$0/w\"",
+                             s_dir, NULL};
+    char text[16384];
+    if (s_run (overlay) != 0)
+        return "no overlay mounts in a user namespace here (Linux 5.11 or later)";
+    snprintf (text, sizeof text,
+              "#!/bin/sh\n"
+              "host=${1#*@} cmd=$2 h='%s/host-'${1#*@}\n"
+              "mkdir -p \"$h/etc\" \"$h/etc.work\" \"$h/bin\" \"$h/bin.work\" \"$h/home\" && cd \"$h/home\" || exit 255\n"
+              "exec /usr/bin/unshare --map-root-user --mount /bin/sh -c '"
+              "mount -t overlay overlay -o \"lowerdir=/etc,upperdir=$0/etc,workdir=$0/etc.work\" /etc && "
+              "mount -t overlay overlay -o \"lowerdir=/usr/local/bin,upperdir=$0/bin,workdir=$0/bin.work\" "
+              "/usr/local/bin && mount --bind \"$0/passwd\" /etc/passwd && mount --bind \"$0/group\" "
+              "/etc/group && export HOST=\"$0\" DPKG_ADMINDIR=\"$0/dpkg\" PATH=\"$0/../standin:$PATH\" && "
+              "exec /bin/sh -c \"$1\"' \"$h\" \"$cmd\"\n",
+              s_dir);
+    s_write (s_p (s_dir, "ssh"), text);
+    snprintf (text, sizeof text,
+              "#!/bin/sh\n"
+              "for last; do :; done\n"
+              "host=${last%%%%:*} to=${last#*:}\n"
+              "while [ $# -gt 1 ]; do cp \"$1\" '%s/host-'\"${host#*@}/home/$to\" || exit 1; shift; done\n",
+              s_dir);
+    s_write (s_p (s_dir, "scp"), text);
+    ck_assert_int_eq (mkdir (s_p (s_dir, "standin"), 0755), 0);
+    s_write (s_p (s_dir, "standin/systemctl"),
+             "#!/bin/sh\n"
+             "echo \"${HOST##*/host-}: systemctl $*\" >>\"$HOST/../changes\"\n"
+             "if grep -qxF \"systemctl $*\" \"$HOST/fail\" 2>/dev/null; then\n"
+             "    echo \"Job for $2 failed because the control process exited with error code.\" >&2\n"
+             "    exit 1\n"
+             "fi\n");
+    const char *progs[] = {"pivfarm-broker", "pivfarm-watcher", "pivfarm-agent", "pivctl"};
+    for (int v = 0; v < 2; v++) {
+        const char *dir = s_p (s_dir, v ? "new" : "old");
+        ck_assert_int_eq (mkdir (dir, 0755), 0);
+        for (int i = 0; i < 4; i++) {
+            snprintf (text, sizeof text,
+                      "#!/bin/sh\n# %s %s\n"
+                      "if grep -qxF \"pivctl $3\" \"$HOST/fail\" 2>/dev/null; then\n"
+                      "    echo \"pivctl: cannot reach the broker at 'tcp://127.0.0.1:5552'\" >&2; exit 1\n"
+                      "fi\n"
+                      "case $3 in backup) echo \"backed up the store into $4\" ;; esac\n",
+                      progs[i], v ? "new" : "old");
+            s_write (s_p (dir, progs[i]), text);
+            chmod (s_p (dir, progs[i]), 0755);
+        }
+    }
+    chmod (s_p (s_dir, "ssh"), 0755);
+    chmod (s_p (s_dir, "scp"), 0755);
+    chmod (s_p (s_dir, "standin/systemctl"), 0755);
+    setenv ("PIVFARM_SSH", s_p (s_dir, "ssh"), 1);
+    setenv ("PIVFARM_SCP", s_p (s_dir, "scp"), 1);
+    setenv ("PIVFARM_BIN", s_p (s_dir, "old"), 1);
+    s_host ("nas1", 990, 990, "");
+    s_host ("node1", 990, 990, "");
+    s_host ("node2", 990, 990, "");
+    return "";
+}
+
+// The farm of s_farm on stand-in hosts changed for real, its hosts file
+// in 'hosts'; 0, saying why, when they cannot run here.
+static int
+s_real_farm (char *hosts, size_t size, const char *what)
+{
+    const char *why = s_standin_real_hosts ();
+    if (*why)
+        printf ("test_deploy: skipped %s on stand-in hosts: %s\n", what, why);
+    snprintf (hosts, size, "%s", s_farm ());
+    return *why == '\0';
+}
+
+// Fails unless each of the n 'lines' is in 'text'.
+static void
+s_assert_has (const char *text, const char *const *lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg (strstr (text, lines[i]), "no '%s' in:\n%.3000s", lines[i], text);
+}
+#define ASSERT_HAS(text, lines) s_assert_has ((text), (lines), sizeof (lines) / sizeof (lines)[0])
+
+// The text of <s_dir>/host-HOST/PATH ("" when absent); freed by the caller.
+static char *
+s_on_host (const char *host, const char *path)
+{
+    char file[4200];
+    snprintf (file, sizeof file, "%s/host-%s/%s", s_dir, host, path);
+    char *text = tu_slurp (file, NULL);
+    return text ? text : strdup ("");
+}
+
+// What the stand-in hosts logged to <s_dir>/changes ("" when nothing);
+// freed by the caller.
+static char *
+s_changes (void)
+{
+    char *text = tu_slurp (s_p (s_dir, "changes"), NULL);
+    return text ? text : strdup ("");
+}
+
+START_TEST (a_second_install_keeps_each_hosts_own_configuration_and_puts_the_new_one_beside)
+{
+    char hosts[4200];
+    if (!s_real_farm (hosts, sizeof hosts, "the install"))
+        return;
+    char *shipped = tu_slurp (s_p (s_dir, "farm.conf"), NULL);
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 0);
+    char *conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    char *agent = s_on_host ("node1", "bin/pivfarm-agent");
+    ck_assert_msg (strcmp (conf, shipped) == 0 && strstr (agent, "pivfarm-agent old"),
+                   "the first install did not install node1:\n%s", s_out);
+    free (conf);
+    free (agent);
+    // The administrator of node1 edits its configuration; a second install,
+    // of a configuration changed since, leaves it and says where the new
+    // one is; nas1 kept the shipped one of the first install and is told the same.
+    const char *own = "agent\n    broker = tcp://nas1:5551\n    threads = 4  # node1's own\n";
+    s_write (s_p (s_dir, "host-node1/etc/pivfarm/pivfarm.conf"), own);
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 0);
+    conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    char *beside = s_on_host ("node1", "etc/pivfarm/pivfarm.conf.new");
+    ck_assert_msg (strcmp (conf, own) == 0, "node1's own configuration was replaced by:\n%s", conf);
+    ck_assert_msg (strcmp (beside, shipped) == 0, "no shipped configuration beside node1's:\n%s",
+                   s_out);
+    free (conf);
+    free (beside);
+    const char *lines[] = {"node1: kept /etc/pivfarm/pivfarm.conf as this host has it; the shipped one "
+                           "differs, written beside it: compare with diff -u "
+                           "/etc/pivfarm/pivfarm.conf /etc/pivfarm/pivfarm.conf.new "
+                           "(--force-config replaces it)\n",
+                           "nas1: kept /etc/pivfarm/pivfarm.conf (the same as the shipped one)\n",
+                           "node1: install ok (agent)\n"};
+    ASSERT_HAS (s_out, lines);
+    // --force-config replaces it, keeping the host's own beside it.
+    ck_assert_int_eq (s_deploy_with (hosts, "install", "--force-config"), 0);
+    conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    ck_assert_msg (strcmp (conf, shipped) == 0, "--force-config left:\n%s", conf);
+    free (conf);
+    const char *said = strstr (s_out, "node1: replaced /etc/pivfarm/pivfarm.conf; the one it had is "
+                                      "/etc/pivfarm/pivfarm.conf.");
+    ck_assert_msg (said, "%s", s_out);
+    char bak[64];
+    ck_assert_int_eq (sscanf (said, "node1: replaced /etc/pivfarm/pivfarm.conf; the one it had is "
+                                    "/etc/pivfarm/%63[^ \n]", bak), 1);
+    char *kept = s_on_host ("node1", s_p ("etc/pivfarm", bak));
+    ck_assert_msg (strcmp (kept, own) == 0 && strstr (bak, ".bak"), "'%s' holds:\n%s", bak, kept);
+    free (kept);
+    free (shipped);
+}
+END_TEST
+
+START_TEST (an_upgrade_that_fails_at_a_step_stops_there_naming_the_host_and_how_to_roll_back)
+{
+    char hosts[4200];
+    if (!s_real_farm (hosts, sizeof hosts, "the upgrade"))
+        return;
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 0);
+    const char *own = "agent\n    broker = tcp://nas1:5551\n    threads = 4\n";
+    s_write (s_p (s_dir, "host-node1/etc/pivfarm/pivfarm.conf"), own);
+    setenv ("PIVFARM_BIN", s_p (s_dir, "new"), 1);
+    // The backup fails: nothing is stopped.
+    s_write (s_p (s_dir, "host-nas1/fail"), "pivctl backup\n");
+    unlink (s_p (s_dir, "changes"));
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 0), 1);
+    char *changes = s_changes ();
+    ck_assert_msg (strstr (s_out, "nas1: pivctl: cannot reach the broker")
+                       && strstr (s_out, "pivfarm-deploy: upgrade stopped: the backup of the store "
+                                         "failed on nas1\nnothing was stopped or changed")
+                       && !strstr (changes, "systemctl"),
+                   "%s\nchanges:\n%s", s_out, changes);
+    free (changes);
+    char *agent = s_on_host ("node1", "bin/pivfarm-agent");
+    ck_assert_msg (strstr (agent, "pivfarm-agent old"), "node1's agent was replaced");
+    free (agent);
+    // The broker does not start again: the agents and watcher stay stopped,
+    // the programs are the new ones with the old beside them.
+    s_write (s_p (s_dir, "host-nas1/fail"), "systemctl start pivfarm-broker.service\n");
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 0), 1);
+    changes = s_changes ();
+    const char *order[] = {"node1: systemctl stop pivfarm-agent@pivfarm.service\n",
+                           "node2: systemctl stop pivfarm-agent@pivfarm.service\n",
+                           "nas1: systemctl stop pivfarm-watcher.service\n",
+                           "nas1: systemctl stop pivfarm-broker.service\n",
+                           "nas1: systemctl start pivfarm-broker.service\n"};
+    const char *from = changes;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const char *at = strstr (from, order[i]);
+        ck_assert_msg (at, "no '%s' after the steps before it:\n%s", order[i], changes);
+        from = at + strlen (order[i]);
+    }
+    ck_assert_msg (!strstr (changes, "start pivfarm-watcher") && !strstr (changes, "start pivfarm-agent"),
+                   "started after the broker failed:\n%s", changes);
+    free (changes);
+    const char *said[] = {"nas1: backed up the store into /var/lib/pivfarm/backup-",
+                          "pivfarm-deploy: upgrade stopped: starting the broker failed on nas1; done "
+                          "before it:\n  - the store backed up into /var/lib/pivfarm/backup-",
+                          "\n  - the agents, watchers and brokers stopped\n  - the new programs "
+                          "installed (the previous ones kept as /usr/local/bin/<program>.prev) on "
+                          "nas1 node1 root@node2\nto roll back: ",
+                          "mv /usr/local/bin/$p.prev /usr/local/bin/$p;",
+                          "restore it from /var/lib/pivfarm/backup-"};
+    ASSERT_HAS (s_out, said);
+    agent = s_on_host ("node2", "bin/pivfarm-agent");
+    char *prev = s_on_host ("node2", "bin/pivfarm-agent.prev");
+    char *conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    ck_assert_msg (strstr (agent, "pivfarm-agent new") && strstr (prev, "pivfarm-agent old"),
+                   "node2: the agent is '%s', the previous one '%s'", agent, prev);
+    ck_assert_msg (strcmp (conf, own) == 0, "the upgrade changed node1's configuration:\n%s", conf);
+    free (agent);
+    free (prev);
+    free (conf);
+    // Mended and run again, it goes through, and the previous programs are
+    // still the old ones.
+    unlink (s_p (s_dir, "host-nas1/fail"));
+    unlink (s_p (s_dir, "changes"));
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 0), 0);
+    prev = s_on_host ("node2", "bin/pivfarm-agent.prev");
+    changes = s_changes ();
+    ck_assert_msg (strstr (prev, "pivfarm-agent old"), "a second upgrade lost the previous agent");
+    ck_assert_msg (strstr (changes, "nas1: systemctl start pivfarm-broker.service\n"
+                                    "nas1: systemctl start pivfarm-watcher.service\n"
+                                    "node1: systemctl start pivfarm-agent@pivfarm.service\n"
+                                    "node2: systemctl start pivfarm-agent@pivfarm.service\n")
+                       && strstr (s_out, "upgrade: done on every host"),
+                   "%s\nchanges:\n%s", s_out, changes);
+    free (prev);
+    free (changes);
 }
 END_TEST
 
@@ -1275,6 +1615,7 @@ s_suite (void)
     Suite *suite = suite_create ("deploy");
     TCase *deploy = s_tcase (suite, "pivfarm-deploy");
     tcase_add_test (deploy, a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host);
+    tcase_add_test (deploy, a_dry_run_upgrade_backs_up_stops_installs_programs_then_starts_broker_first);
     tcase_add_test (deploy, a_dry_run_starts_brokers_first_and_stops_them_last);
     tcase_add_test (deploy, a_dry_run_status_asks_every_host_and_the_broker_for_its_agents);
     tcase_add_test (deploy, ssh_and_sudo_come_from_the_environment);
@@ -1307,6 +1648,8 @@ s_suite (void)
     tcase_set_timeout (checks, 60);
     tcase_add_test (checks, install_refuses_hosts_whose_user_pivfarm_has_other_ids_and_copies_nothing);
     tcase_add_test (checks, install_refuses_a_host_missing_runtime_packages_with_the_list_and_apt_get_line);
+    tcase_add_test (checks, a_second_install_keeps_each_hosts_own_configuration_and_puts_the_new_one_beside);
+    tcase_add_test (checks, an_upgrade_that_fails_at_a_step_stops_there_naming_the_host_and_how_to_roll_back);
     return suite;
 }
 
