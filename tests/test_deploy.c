@@ -808,6 +808,18 @@ START_TEST (sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_resta
     ck_assert_msg (restart, "the reload did not name heartbeat_ms as needing a restart:\n%s",
                    shown);
     ck_assert_msg (info, "no info line after the level became info:\n%s", shown);
+    // doc/deploy.md (step 9) quotes these lines as the broker writes them.
+    const char *quoted[] = {"reload: log level info (was notice)",
+                            "reload: applied log/level, broker/max_attempts",
+                            "reload: broker/heartbeat_ms changed: read at start only, takes effect "
+                            "after a restart (systemctl restart pivfarm-broker)",
+                            NULL};
+    char *doc = tu_doc ("doc/deploy.md");
+    for (int i = 0; quoted[i]; i++) {
+        ck_assert_msg (strstr (shown, quoted[i]), "the broker did not log '%s':\n%s", quoted[i], shown);
+        ck_assert_msg (strstr (doc, quoted[i]), "doc/deploy.md does not quote '%s'", quoted[i]);
+    }
+    free (doc);
 }
 END_TEST
 
