@@ -510,6 +510,16 @@ START_TEST (make_install_puts_units_generator_and_polkit_rule_where_systemd_and_
         s_assert_read_from (root, layouts[l].gendir, "pivfarm-generator", s_generator_dirs,
                             "systemd");
         s_assert_read_from (root, layouts[l].polkitdir, "pivfarm.rules", s_polkit_dirs, "polkit");
+        // systemctl finds the units in the tree by its own unit paths.
+        if (access ("/bin/systemctl", X_OK) == 0) {
+            const char *list[] = {"/bin/systemctl", "--root", root, "list-unit-files", "pivfarm*",
+                                  "--no-legend", NULL};
+            s_run (list);
+            for (int i = 0; units[i]; i++)
+                ck_assert_msg (strstr (s_out, units[i]),
+                               "systemctl --root finds no %s of PREFIX=%s:\n%.2000s", units[i],
+                               prefix, s_out);
+        }
         // The units run the programs where PREFIX put them, and those are there.
         snprintf (dir, sizeof dir, "%s%s", root, layouts[l].unitdir);
         const char *execs[][2] = {{"pivfarm-broker.service", "bin/pivfarm-broker -c /etc/pivfarm/pivfarm.conf"},
