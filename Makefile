@@ -143,7 +143,7 @@ dashboard: programs
 # with their paths set to PREFIX, the generator and the polkit rule where
 # systemd and polkit read them, the docs with the example configuration and
 # the Prometheus alert rules (share/doc/pivfarm/), and the man pages of
-# doc/man/ (share/man/man1, man8).
+# doc/man/ (share/man/man1, man8) naming the docs where they went.
 #
 # systemd and polkit read fixed directories only, whatever the PREFIX
 # (systemd 252 of Debian 12: 'systemd-analyze unit-paths', systemd.generator(7);
@@ -195,8 +195,10 @@ install: programs
 	install -m 0644 conf/pivfarm.conf $(DESTDIR)$(DOCDIR)/pivfarm.conf.example
 	install -m 0644 README.md doc/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 deploy/prometheus/pivfarm.rules.yml $(DESTDIR)$(DOCDIR)/
-	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
-	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	for m in $(MAN1) $(MAN8); do \
+	    sed 's|/usr/share/doc/pivfarm/|$(DOCDIR)/|g' $$m >$(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/} && \
+	        chmod 0644 $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; \
+	done
 
 clean:
 	rm -rf bin build

@@ -558,6 +558,11 @@ START_TEST (make_install_puts_units_generator_and_polkit_rule_where_systemd_and_
         if (access (man[0], X_OK) == 0) {
             ck_assert_msg (s_run (man) == 0, "man -M %s 8 pivfarm-broker: %s", dir, s_out);
             ck_assert_msg (strstr (s_out, "SIGHUP"), "man 8 pivfarm-broker shows no SIGHUP:\n%.2000s", s_out);
+            // ... and sends the reader to the docs where this install put them.
+            char example[4300];
+            snprintf (example, sizeof example, " %s/share/doc/pivfarm/pivfarm.conf.example", prefix);
+            ck_assert_msg (strstr (s_out, example), "man 8 pivfarm-broker names no%s:\n%.2000s",
+                           example, s_out);
         }
     }
     // Any other PREFIX: one line saying what to set, and nothing installed.
