@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -519,51 +520,241 @@ START_TEST (the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first)
 }
 END_TEST
 
-START_TEST (make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir)
+// Runs 'make install PREFIX=prefix DESTDIR=<s_dir>/<dest> extra' in the tree;
+// its status, its output in s_out.
+static int
+s_make_install (const char *prefix, const char *dest, const char *extra)
 {
-    if (access ("/usr/bin/help2man", X_OK) != 0) {
-        fprintf (stderr, "test_deploy: skipped make install: help2man is absent (make deps)\n");
-        return;
-    }
     char cmd[16384];
     snprintf (cmd, sizeof cmd,
-              "make --no-print-directory -s -C '%s' install PREFIX=/usr DESTDIR='%s/root' "
-              ">'%s/install.log' 2>&1",
-              s_top, s_dir, s_dir);
-    int rc = system (cmd);
-    char *log = tu_slurp (s_p (s_dir, "install.log"), NULL);
-    ck_assert_msg (rc == 0, "make install failed:\n%s", log ? log : "");
-    free (log);
-    const char *files[] = {"usr/bin/pivfarm-broker", "usr/bin/pivfarm-watcher",
-                           "usr/bin/pivfarm-agent", "usr/bin/pivctl",
-                           "usr/libexec/pivfarm/pivfarm.cgi", "usr/libexec/pivfarm/pivfarm-mount",
-                           "usr/lib/systemd/system/pivfarm-broker.service",
-                           "usr/lib/systemd/system/pivfarm-watcher.service",
-                           "usr/lib/systemd/system/pivfarm-agent@.service",
-                           "usr/lib/systemd/system/pivfarm-tmpfs@.service",
-                           "usr/lib/systemd/system-generators/pivfarm-generator",
-                           "usr/share/polkit-1/rules.d/pivfarm.rules",
-                           "usr/share/doc/pivfarm/pivfarm.conf.example",
-                           "usr/share/doc/pivfarm/pivfarm.rules.yml",
-                           "usr/share/man/man1/pivfarm-broker.1", "usr/share/man/man1/pivctl.1",
-                           NULL};
-    char root[4200];
-    snprintf (root, sizeof root, "%s/root", s_dir);
-    for (int i = 0; files[i]; i++)
-        ck_assert_msg (access (s_p (root, files[i]), F_OK) == 0, "make install left out /%s",
-                       files[i]);
-    // The units run the programs where PREFIX put them, not /usr/local.
-    char *unit = tu_slurp (s_p (root, "usr/lib/systemd/system/pivfarm-broker.service"), NULL);
-    ck_assert_ptr_nonnull (unit);
-    ck_assert_msg (strstr (unit, "ExecStart=/usr/bin/pivfarm-broker -c /etc/pivfarm/pivfarm.conf")
-                       && strstr (unit, "Type=notify") && !strstr (unit, "/usr/local/"),
-                   "%s", unit);
+              "make --no-print-directory -s -C '%s' install PREFIX=%s DESTDIR='%s/%s' %s 2>&1",
+              s_top, prefix, s_dir, dest, extra);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return tu_run ((char *const *) argv, s_out, sizeof s_out, 280);
+}
+
+// Fails unless 'dir' (an absolute path as installed) is one of 'read' (the
+// directories systemd or polkit reads, NULL-terminated), and the file
+// '<root><dir>/<name>' is there.
+static void
+s_assert_read_from (const char *root, const char *dir, const char *name, const char *const *read,
+                    const char *reader)
+{
+    int found = 0;
+    for (int i = 0; read[i] && !found; i++)
+        found = strcmp (read[i], dir) == 0;
+    ck_assert_msg (found, "%s reads nothing from %s (%s)", reader, dir, name);
+    char path[8400];
+    snprintf (path, sizeof path, "%s%s/%s", root, dir, name);
+    ck_assert_msg (access (path, F_OK) == 0, "make install left out %s/%s", dir, name);
+}
+
+// What systemd and polkit read: the unit directories of 'systemd-analyze
+// unit-paths' (systemd 252, Debian 12, less /run), the generator directories
+// of systemd.generator(7) (/lib is /usr/lib on a merged /usr) and polkit(8)'s
+// rules directories.
+static const char *const s_unit_dirs[] = {"/etc/systemd/system", "/usr/local/lib/systemd/system",
+                                          "/usr/lib/systemd/system", "/lib/systemd/system", NULL};
+static const char *const s_generator_dirs[] = {
+    "/etc/systemd/system-generators", "/usr/local/lib/systemd/system-generators",
+    "/usr/lib/systemd/system-generators", "/lib/systemd/system-generators", NULL};
+static const char *const s_polkit_dirs[] = {"/etc/polkit-1/rules.d", "/usr/share/polkit-1/rules.d",
+                                            NULL};
+
+START_TEST (make_install_puts_units_generator_and_polkit_rule_where_systemd_and_polkit_read_them)
+{
+    // This host's systemd agrees with the list above, where it is there.
+    if (access ("/usr/bin/systemd-analyze", X_OK) == 0) {
+        const char *argv[] = {"/usr/bin/systemd-analyze", "unit-paths", NULL};
+        ck_assert_int_eq (s_run (argv), 0);
+        for (int i = 0; i < 3; i++)
+            ck_assert_msg (strstr (s_out, s_unit_dirs[i]), "systemd reads no units from %s:\n%s",
+                           s_unit_dirs[i], s_out);
+    }
+    struct {
+        const char *prefix, *dest, *unitdir, *gendir, *polkitdir;
+    } layouts[] = {
+        {"/usr/local", "local", "/usr/local/lib/systemd/system",
+         "/usr/local/lib/systemd/system-generators", "/etc/polkit-1/rules.d"},
+        {"/usr", "usr", "/usr/lib/systemd/system", "/usr/lib/systemd/system-generators",
+         "/usr/share/polkit-1/rules.d"},
+    };
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        const char *prefix = layouts[l].prefix;
+        ck_assert_msg (s_make_install (prefix, layouts[l].dest, "") == 0,
+                       "make install PREFIX=%s failed:\n%.2000s", prefix, s_out);
+        char root[4200], dir[4400];
+        snprintf (root, sizeof root, "%s/%s", s_dir, layouts[l].dest);
+        const char *units[] = {"pivfarm-broker.service", "pivfarm-watcher.service",
+                               "pivfarm-agent@.service", "pivfarm-tmpfs@.service", NULL};
+        for (int i = 0; units[i]; i++)
+            s_assert_read_from (root, layouts[l].unitdir, units[i], s_unit_dirs, "systemd");
+        s_assert_read_from (root, layouts[l].gendir, "pivfarm-generator", s_generator_dirs,
+                            "systemd");
+        s_assert_read_from (root, layouts[l].polkitdir, "pivfarm.rules", s_polkit_dirs, "polkit");
+        // systemctl finds the units in the tree by its own unit paths.
+        if (access ("/bin/systemctl", X_OK) == 0) {
+            const char *list[] = {"/bin/systemctl", "--root", root, "list-unit-files", "pivfarm*",
+                                  "--no-legend", NULL};
+            s_run (list);
+            for (int i = 0; units[i]; i++)
+                ck_assert_msg (strstr (s_out, units[i]),
+                               "systemctl --root finds no %s of PREFIX=%s:\n%.2000s", units[i],
+                               prefix, s_out);
+        }
+        // The units run the programs where PREFIX put them, and those are there.
+        snprintf (dir, sizeof dir, "%s%s", root, layouts[l].unitdir);
+        const char *execs[][2] = {{"pivfarm-broker.service", "bin/pivfarm-broker -c /etc/pivfarm/pivfarm.conf"},
+                                  {"pivfarm-watcher.service", "bin/pivfarm-watcher -c /etc/pivfarm/pivfarm.conf"},
+                                  {"pivfarm-agent@.service", "bin/pivfarm-agent -c /etc/pivfarm/%i.conf"},
+                                  {"pivfarm-tmpfs@.service", "libexec/pivfarm/pivfarm-mount --as-root %I"}};
+        for (int i = 0; i < 4; i++) {
+            char *unit = tu_slurp (s_p (dir, execs[i][0]), NULL);
+            ck_assert_ptr_nonnull (unit);
+            char want[512], program[4800];
+            snprintf (want, sizeof want, "ExecStart=%s/%s\n", prefix, execs[i][1]);
+            ck_assert_msg (strstr (unit, want), "%s has no line '%s':\n%s", execs[i][0], want, unit);
+            snprintf (program, sizeof program, "%s%s/%s", root, prefix, execs[i][1]);
+            *strchr (program + strlen (root), ' ') = '\0';
+            ck_assert_msg (access (program, X_OK) == 0, "%s runs %s, which make install left out",
+                           execs[i][0], program + strlen (root));
+            free (unit);
+        }
+        // The status page, the docs, the example configuration, the alert
+        // rules, and the man pages where man looks (share/man/manN).
+        const char *files[] = {"bin/pivctl", "libexec/pivfarm/pivfarm.cgi",
+                               "share/doc/pivfarm/README.md", "share/doc/pivfarm/deploy.md",
+                               "share/doc/pivfarm/storage.md", "share/doc/pivfarm/pivfarm.conf.example",
+                               "share/doc/pivfarm/pivfarm.rules.yml",
+                               "share/man/man8/pivfarm-broker.8", "share/man/man8/pivfarm-watcher.8",
+                               "share/man/man8/pivfarm-agent.8", "share/man/man1/pivctl.1",
+                               "share/man/man1/pivfarm-piv.1", "share/man/man1/pivfarm-synth.1",
+                               "share/man/man1/pivfarm-calib.1", NULL};
+        for (int i = 0; files[i]; i++) {
+            snprintf (dir, sizeof dir, "%s%s/%s", root, prefix, files[i]);
+            ck_assert_msg (access (dir, F_OK) == 0, "make install PREFIX=%s left out %s/%s", prefix,
+                           prefix, files[i]);
+        }
+        snprintf (dir, sizeof dir, "%s%s/share/man", root, prefix);
+        const char *man[] = {"/usr/bin/man", "-M", dir, "8", "pivfarm-broker", NULL};
+        if (access (man[0], X_OK) == 0) {
+            ck_assert_msg (s_run (man) == 0, "man -M %s 8 pivfarm-broker: %s", dir, s_out);
+            ck_assert_msg (strstr (s_out, "SIGHUP"), "man 8 pivfarm-broker shows no SIGHUP:\n%.2000s", s_out);
+            // ... and sends the reader to the docs where this install put them.
+            char example[4300];
+            snprintf (example, sizeof example, " %s/share/doc/pivfarm/pivfarm.conf.example", prefix);
+            ck_assert_msg (strstr (s_out, example), "man 8 pivfarm-broker names no%s:\n%.2000s",
+                           example, s_out);
+        }
+    }
+    // Any other PREFIX: one line saying what to set, and nothing installed.
+    ck_assert_int_ne (s_make_install ("/opt/pivfarm", "opt", ""), 0);
+    ck_assert_msg (strstr (s_out, "make install: PREFIX=/opt/pivfarm: systemd reads no units in "
+                                  "/opt/pivfarm/lib/systemd/system")
+                       && strstr (s_out, "set UNITDIR=/etc/systemd/system GENDIR=/etc/systemd/system-generators")
+                       && strstr (s_out, "nothing installed\n")
+                       && strstr (s_out, "nothing installed\n") + 18 == strchr (s_out, '\n') + 1,
+                   "%.2000s", s_out);
+    ck_assert_int_eq (access (s_p (s_dir, "opt"), F_OK), -1);
+    // ... which then works.
+    ck_assert_msg (s_make_install ("/opt/pivfarm", "opt",
+                                   "UNITDIR=/etc/systemd/system GENDIR=/etc/systemd/system-generators")
+                       == 0,
+                   "%.2000s", s_out);
+    char *unit = tu_slurp (s_p (s_dir, "opt/etc/systemd/system/pivfarm-broker.service"), NULL);
+    ck_assert_msg (unit && strstr (unit, "ExecStart=/opt/pivfarm/bin/pivfarm-broker "), "%s",
+                   unit ? unit : "no unit");
     free (unit);
-    // The man page renders, with the options of --help.
-    const char *man = s_p (root, "usr/share/man/man1/pivfarm-broker.1");
-    const char *groff[] = {"/usr/bin/groff", "-man", "-Tutf8", "-P-cbou", man, NULL};
-    ck_assert_int_eq (s_run (groff), 0);
-    ck_assert_msg (strstr (s_out, "--config") && strstr (s_out, "NAME") && strstr (s_out, "dispatches"), "%s", s_out);
+    ck_assert (access (s_p (s_dir, "opt/etc/polkit-1/rules.d/pivfarm.rules"), F_OK) == 0);
+}
+END_TEST
+
+// The long options ('--name') of a program's --help, each once, in 'opts'
+// (NUL-separated, an empty string last).
+static void
+s_long_options (const char *help, char *opts, size_t len)
+{
+    size_t used = 0;
+    for (const char *p = help; (p = strstr (p, "--")); p += 2) {
+        if (p > help && (isalnum ((unsigned char) p[-1]) || p[-1] == '-'))
+            continue;
+        size_t n = 2;
+        while (isalnum ((unsigned char) p[n]) || (p[n] == '-' && isalnum ((unsigned char) p[n + 1])))
+            n++;
+        if (n == 2)
+            continue;
+        int seen = 0;
+        for (const char *o = opts; o < opts + used && !seen; o += strlen (o) + 1)
+            seen = strlen (o) == n && strncmp (o, p, n) == 0;
+        if (!seen && used + n + 2 < len) {
+            memcpy (opts + used, p, n);
+            opts[used + n] = '\0';
+            used += n + 1;
+        }
+    }
+    opts[used] = '\0';
+}
+
+START_TEST (every_man_page_has_each_long_option_of_its_help_and_renders_without_warnings)
+{
+    if (access ("/usr/bin/groff", X_OK) != 0) {
+        fprintf (stderr, "test_deploy: skipped the man pages: groff is absent (apt-get install groff)\n");
+        return;
+    }
+    // Each program of bin/ but the status page, and pivfarm-deploy; a second
+    // --help where a mode has its own.
+    struct {
+        const char *program, *page, *help_arg;
+    } pages[] = {
+        {"bin/pivfarm-broker", "pivfarm-broker.8", NULL},
+        {"bin/pivfarm-watcher", "pivfarm-watcher.8", NULL},
+        {"bin/pivfarm-agent", "pivfarm-agent.8", NULL},
+        {"bin/pivctl", "pivctl.1", NULL},
+        {"bin/pivfarm-piv", "pivfarm-piv.1", NULL},
+        {"bin/pivfarm-synth", "pivfarm-synth.1", NULL},
+        {"bin/pivfarm-calib", "pivfarm-calib.1", NULL},
+        {"bin/pivfarm-calib", "pivfarm-calib.1", "--self-calibrate"},
+        {"deploy/pivfarm-deploy", "pivfarm-deploy.8", NULL},
+    };
+    int daemons = 3;
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        const char *page = s_p (s_top, s_p ("doc/man", pages[i].page));
+        const char *program = s_p (s_top, pages[i].program);
+        const char *help[] = {program, pages[i].help_arg ? pages[i].help_arg : "--help",
+                              pages[i].help_arg ? "--help" : NULL, NULL};
+        ck_assert_msg (s_run (help) == 0, "%s --help: %.2000s", program, s_out);
+        static char opts[1 << 14];
+        s_long_options (s_out, opts, sizeof opts);
+        ck_assert_msg (*opts, "%s --help printed no long option", program);
+        // The page as man shows it, on lines long enough never to break a word.
+        const char *groff[] = {"/usr/bin/groff", "-man", "-Tutf8", "-rLL=2000n", "-P-cbou", page, NULL};
+        ck_assert_msg (s_run (groff) == 0, "%s: %.2000s", page, s_out);
+        for (const char *o = opts; *o; o += strlen (o) + 1)
+            ck_assert_msg (strstr (s_out, o), "%s lacks %s, which %s --help prints", pages[i].page, o,
+                           pages[i].program);
+        ck_assert_msg (strstr (s_out, "NAME") && strstr (s_out, "SYNOPSIS") && strstr (s_out, "DESCRIPTION")
+                           && strstr (s_out, "OPTIONS") && strstr (s_out, "EXIT STATUS")
+                           && strstr (s_out, "SEE ALSO"),
+                       "%s lacks a section:\n%.2000s", pages[i].page, s_out);
+        ck_assert_msg (!strstr (s_out, "conf/pivfarm.conf") && !strstr (s_out, "/root/"),
+                       "%s names a file of the source tree or of root:\n%.2000s", pages[i].page,
+                       strstr (s_out, "conf/pivfarm.conf") ? strstr (s_out, "conf/pivfarm.conf") : strstr (s_out, "/root/"));
+        if ((int) i < daemons || strcmp (pages[i].page, "pivctl.1") == 0)
+            ck_assert_msg (strstr (s_out, "FILES") && strstr (s_out, "/etc/pivfarm/pivfarm.conf"),
+                           "%s names no /etc/pivfarm/pivfarm.conf in FILES", pages[i].page);
+        if ((int) i < daemons)
+            ck_assert_msg (strstr (s_out, "SIGNALS") && strstr (s_out, "SIGHUP") && strstr (s_out, "SIGTERM"),
+                           "%s has no SIGNALS", pages[i].page);
+        // No warning from groff (all of them) nor from man.
+        char cmd[9000];
+        snprintf (cmd, sizeof cmd,
+                  "groff -ww -z -man '%s' 2>&1; command -v man >/dev/null || exit 0; "
+                  "man --warnings -l -Tutf8 '%s' 2>&1 >/dev/null",
+                  page, page);
+        const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+        s_run (sh);
+        ck_assert_msg (!*s_out, "%s: warnings:\n%.2000s", pages[i].page, s_out);
+    }
 }
 END_TEST
 
@@ -714,6 +905,18 @@ START_TEST (sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_resta
     ck_assert_msg (restart, "the reload did not name heartbeat_ms as needing a restart:\n%s",
                    shown);
     ck_assert_msg (info, "no info line after the level became info:\n%s", shown);
+    // doc/deploy.md (step 9) quotes these lines as the broker writes them.
+    const char *quoted[] = {"reload: log level info (was notice)",
+                            "reload: applied log/level, broker/max_attempts",
+                            "reload: broker/heartbeat_ms changed: read at start only, takes effect "
+                            "after a restart (systemctl restart pivfarm-broker)",
+                            NULL};
+    char *doc = tu_doc ("doc/deploy.md");
+    for (int i = 0; quoted[i]; i++) {
+        ck_assert_msg (strstr (shown, quoted[i]), "the broker did not log '%s':\n%s", quoted[i], shown);
+        ck_assert_msg (strstr (doc, quoted[i]), "doc/deploy.md does not quote '%s'", quoted[i]);
+    }
+    free (doc);
 }
 END_TEST
 
@@ -1636,7 +1839,8 @@ s_suite (void)
     tcase_add_test (notify, under_the_journal_each_line_carries_its_priority_and_no_time_of_its_own);
     TCase *install = s_tcase (suite, "install");
     tcase_set_timeout (install, 300);
-    tcase_add_test (install, make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir);
+    tcase_add_test (install, make_install_puts_units_generator_and_polkit_rule_where_systemd_and_polkit_read_them);
+    tcase_add_test (install, every_man_page_has_each_long_option_of_its_help_and_renders_without_warnings);
     tcase_add_test (install, the_generator_makes_units_wait_for_their_mounts_and_write_their_paths);
     TCase *docs = s_tcase (suite, "docs");
     tcase_set_timeout (docs, 300);
