@@ -140,29 +140,50 @@ dashboard: programs
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the programs (bin/), the
 # status page and the mount helper (libexec/pivfarm/), the systemd units
-# with their paths set to PREFIX, the generator and the polkit rule, the
-# example configuration and the Prometheus alert rules (share/doc/pivfarm/),
-# man pages made from each program's --help (help2man, share/man/man1/).
+# with their paths set to PREFIX, the generator and the polkit rule where
+# systemd and polkit read them, the docs with the example configuration and
+# the Prometheus alert rules (share/doc/pivfarm/), and the man pages of
+# doc/man/ (share/man/man1, man8) naming the docs where they went.
+#
+# systemd and polkit read fixed directories only, whatever the PREFIX
+# (systemd 252 of Debian 12: 'systemd-analyze unit-paths', systemd.generator(7);
+# polkit(8)): units from /etc/systemd/system, /usr/local/lib/systemd/system and
+# /usr/lib/systemd/system, generators from the same with system-generators,
+# rules from /etc/polkit-1/rules.d and /usr/share/polkit-1/rules.d (never
+# /usr/local/share/polkit-1). PREFIX=/usr and /usr/local have directories of
+# their own there; any other PREFIX needs UNITDIR and GENDIR set (/etc/...):
+# make install says so and installs nothing.
 BINDIR     = $(PREFIX)/bin
 LIBEXECDIR = $(PREFIX)/libexec/pivfarm
 UNITDIR   ?= $(PREFIX)/lib/systemd/system
 GENDIR    ?= $(PREFIX)/lib/systemd/system-generators
-POLKITDIR ?= $(PREFIX)/share/polkit-1/rules.d
-DOCDIR     = $(PREFIX)/share/doc/pivfarm
-MANDIR     = $(PREFIX)/share/man/man1
-MANPAGES   = $(patsubst bin/%,build/man/%.1,$(filter-out bin/pivfarm.cgi,$(PROGRAMS)))
+POLKITDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/share,/etc)/polkit-1/rules.d
+DOCDIR    ?= $(PREFIX)/share/doc/pivfarm
+MANDIR    ?= $(PREFIX)/share/man
 UNITS      = pivfarm-broker.service pivfarm-watcher.service pivfarm-agent@.service \
              pivfarm-tmpfs@.service
+# One page a program of bin/ but the status page; pivfarm-deploy.8 (a script
+# run from the source tree, not installed) stays in doc/man/.
+MAN1       = doc/man/pivctl.1 doc/man/pivfarm-piv.1 doc/man/pivfarm-synth.1 doc/man/pivfarm-calib.1
+MAN8       = doc/man/pivfarm-broker.8 doc/man/pivfarm-watcher.8 doc/man/pivfarm-agent.8
+READ_UNITDIRS   = /etc/systemd/system /usr/local/lib/systemd/system /usr/lib/systemd/system \
+                  /lib/systemd/system
+READ_GENDIRS    = $(addsuffix -generators,$(READ_UNITDIRS))
+READ_POLKITDIRS = /etc/polkit-1/rules.d /usr/share/polkit-1/rules.d
+# Why this install would put a file where nothing reads it, or nothing.
+INSTALL_WHY = $(strip \
+    $(if $(filter $(patsubst %/,%,$(UNITDIR)),$(READ_UNITDIRS)),,systemd reads no units in $(UNITDIR);) \
+    $(if $(filter $(patsubst %/,%,$(GENDIR)),$(READ_GENDIRS)),,systemd runs no generators in $(GENDIR);) \
+    $(if $(filter $(patsubst %/,%,$(POLKITDIR)),$(READ_POLKITDIRS)),,polkit reads no rules in $(POLKITDIR);))
+INSTALL_REFUSAL = make install: PREFIX=$(PREFIX): $(INSTALL_WHY) set UNITDIR=/etc/systemd/system \
+    GENDIR=/etc/systemd/system-generators POLKITDIR=/etc/polkit-1/rules.d, or PREFIX=/usr/local \
+    or /usr; nothing installed
 
-build/man/%.1: bin/%
-	@mkdir -p $(dir $@)
-	help2man --no-info --version-string="$$($< --version 2>/dev/null | awk '{print $$NF}')" \
-	    --name="$$(sed -n 's/^.*$(notdir $<) \{0,1\}[—-] //p' deploy/man-names | head -n 1)" \
-	    -o $@ ./$<
-
-install: programs $(MANPAGES)
+install: programs
+	@$(if $(INSTALL_WHY),echo '$(INSTALL_REFUSAL)' >&2; exit 1,:)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(UNITDIR) \
-	    $(DESTDIR)$(GENDIR) $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(MANDIR)
+	    $(DESTDIR)$(GENDIR) $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(DOCDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(filter-out bin/pivfarm.cgi,$(PROGRAMS)) $(DESTDIR)$(BINDIR)/
 	install -m 0755 bin/pivfarm.cgi deploy/systemd/pivfarm-mount $(DESTDIR)$(LIBEXECDIR)/
 	for u in $(UNITS); do \
@@ -172,9 +193,12 @@ install: programs $(MANPAGES)
 	install -m 0755 deploy/systemd/pivfarm-generator $(DESTDIR)$(GENDIR)/
 	install -m 0644 deploy/systemd/pivfarm.rules $(DESTDIR)$(POLKITDIR)/
 	install -m 0644 conf/pivfarm.conf $(DESTDIR)$(DOCDIR)/pivfarm.conf.example
-	install -m 0644 README.md doc/deploy.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 README.md doc/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 deploy/prometheus/pivfarm.rules.yml $(DESTDIR)$(DOCDIR)/
-	install -m 0644 $(MANPAGES) $(DESTDIR)$(MANDIR)/
+	for m in $(MAN1) $(MAN8); do \
+	    sed 's|/usr/share/doc/pivfarm/|$(DOCDIR)/|g' $$m >$(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/} && \
+	        chmod 0644 $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; \
+	done
 
 clean:
 	rm -rf bin build

@@ -5,7 +5,7 @@ set -eu
 
 PACKAGES="build-essential pkg-config libfftw3-dev libtiff-dev check libsubunit-dev
 libczmq-dev libzmq3-dev libsodium-dev libjansson-dev libsqlite3-dev lighttpd chromium
-slurmctld slurmd slurm-client munge iproute2 libsystemd-dev help2man prometheus dbus polkitd
+slurmctld slurmd slurm-client munge iproute2 libsystemd-dev groff-base prometheus dbus polkitd
 libhdf5-dev hdf5-tools python3-h5py python3-numpy python3-vtk9
 libmatio-dev python3-xarray python3-h5netcdf python3-scipy netcdf-bin
 libgsl-dev libxml2-dev"

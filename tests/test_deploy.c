@@ -1,5 +1,6 @@
 // test_deploy.c — the deployment kit as an administrator uses it:
-// pivfarm-deploy run for real with --dry-run (and against a stand-in ssh) on
+// pivfarm-deploy run for real with --dry-run (and against a stand-in ssh,
+// some hosts of which are changed for real in namespaces of their own) on
 // a hosts file in a temporary directory, the systemd units, the Slurm batch
 // script (with a stand-in srun), and the synthetic camera of 'make demo'.
 // Nothing here needs root or a network; a missing tool skips its assertion
@@ -9,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -96,6 +98,16 @@ s_deploy (const char *hosts, const char *action, int dry)
     return s_run (argv);
 }
 
+// Runs deploy/pivfarm-deploy HOSTS ACTION --config CONF OPTION (a real run).
+static int
+s_deploy_with (const char *hosts, const char *action, const char *option)
+{
+    const char *script = s_p (s_top, "deploy/pivfarm-deploy");
+    const char *conf = s_p (s_dir, "farm.conf");
+    const char *argv[] = {script, hosts, action, "--config", conf, option, NULL};
+    return s_run (argv);
+}
+
 // The hosts file and configuration of most tests: a storage server with
 // the broker and the watcher, two compute nodes with agents.
 static const char *
@@ -144,8 +156,15 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
     const char *useradd = "'id -u pivfarm >/dev/null 2>&1 || useradd --system --user-group "
                           "--no-create-home --home-dir /var/lib/pivfarm --shell "
                           "/usr/sbin/nologin pivfarm'\n";
-    const char *etc = "install -d -m 0755 /etc/pivfarm && install -m 0644 pivfarm-deploy/farm.conf "
-                      "/etc/pivfarm/pivfarm.conf";
+    // The configuration only where the host has none (issue 28).
+    const char *etc = "install -d -m 0755 /etc/pivfarm && { if [ ! -e /etc/pivfarm/pivfarm.conf ]; "
+                      "then install -m 0644 pivfarm-deploy/farm.conf /etc/pivfarm/pivfarm.conf; "
+                      "elif cmp -s pivfarm-deploy/farm.conf /etc/pivfarm/pivfarm.conf; then echo "
+                      "\"kept /etc/pivfarm/pivfarm.conf (the same as the shipped one)\"; else install "
+                      "-m 0644 pivfarm-deploy/farm.conf /etc/pivfarm/pivfarm.conf.new && echo \"kept "
+                      "/etc/pivfarm/pivfarm.conf as this host has it; the shipped one differs, written "
+                      "beside it: compare with diff -u /etc/pivfarm/pivfarm.conf "
+                      "/etc/pivfarm/pivfarm.conf.new (--force-config replaces it)\"; fi; }";
     // Before anything is copied to any host: every host's runtime packages
     // and the user's UID:GID.
 #define CHECKS(h)                                                                               \
@@ -188,6 +207,70 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
                                   "pivfarm-agent@pivfarm.service'\n")
                        && strstr (node2, " root@node2:pivfarm-deploy/\n"),
                    "%s", node2);
+}
+END_TEST
+
+START_TEST (a_dry_run_upgrade_backs_up_stops_installs_programs_then_starts_broker_first)
+{
+    const char *hosts = s_farm ();
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 1), 0);
+    // The runtime packages and the user first, as for install; then the
+    // steps, each on every host before the next. The backup is named by
+    // the time of the run.
+    const char *steps = strstr (s_out, "nas1: " SSH " nas1 '/usr/local/bin/pivctl");
+    const char *at = steps ? strstr (steps, "/var/lib/pivfarm/backup-") : NULL;
+    ck_assert_msg (at && strlen (at) > 40, "no backup step:\n%.3000s", s_out);
+    char stamp[16];
+    snprintf (stamp, sizeof stamp, "%.15s", at + strlen ("/var/lib/pivfarm/backup-"));
+    ck_assert_msg (strstr (s_out, "nas1: " SSH " nas1 'missing=") < steps
+                       && strstr (s_out, "root@node2: " SSH " root@node2 'if id -u pivfarm") < steps,
+                   "the hosts are not checked first:\n%.3000s", s_out);
+#define KEEP(progs)                                                                             \
+    "'for p in " progs "; do [ ! -e /usr/local/bin/$p ] || cmp -s pivfarm-deploy/$p "        \
+    "/usr/local/bin/$p || cp -p /usr/local/bin/$p /usr/local/bin/$p.prev || exit 1; done && " \
+    "install -m 0755"
+    char expected[1 << 14];
+    snprintf (
+        expected, sizeof expected,
+        "nas1: " SSH " nas1 '/usr/local/bin/pivctl -c /etc/pivfarm/pivfarm.conf backup "
+        "/var/lib/pivfarm/backup-%s.db'\n"
+        "node1: " SSH " node1 'systemctl stop pivfarm-agent@pivfarm.service'\n"
+        "root@node2: " SSH " root@node2 'systemctl stop pivfarm-agent@pivfarm.service'\n"
+        "nas1: " SSH " nas1 'systemctl stop pivfarm-watcher.service'\n"
+        "nas1: " SSH " nas1 'systemctl stop pivfarm-broker.service'\n"
+        "nas1: " SSH " nas1 'mkdir -p pivfarm-deploy'\n"
+        "nas1: " SCP " " BIN "/pivfarm-broker " BIN "/pivfarm-watcher " BIN "/pivctl "
+        "nas1:pivfarm-deploy/\n"
+        "nas1: " SSH " nas1 " KEEP ("pivfarm-broker pivfarm-watcher pivctl")
+        " pivfarm-deploy/pivfarm-broker pivfarm-deploy/pivfarm-watcher pivfarm-deploy/pivctl "
+        "/usr/local/bin/'\n"
+        "nas1: " SSH " nas1 'rm -rf pivfarm-deploy'\n"
+        "node1: " SSH " node1 'mkdir -p pivfarm-deploy'\n"
+        "node1: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl node1:pivfarm-deploy/\n"
+        "node1: " SSH " node1 " KEEP ("pivfarm-agent pivctl")
+        " pivfarm-deploy/pivfarm-agent pivfarm-deploy/pivctl /usr/local/bin/'\n"
+        "node1: " SSH " node1 'rm -rf pivfarm-deploy'\n"
+        "root@node2: " SSH " root@node2 'mkdir -p pivfarm-deploy'\n"
+        "root@node2: " SCP " " BIN "/pivfarm-agent " BIN "/pivctl root@node2:pivfarm-deploy/\n"
+        "root@node2: " SSH " root@node2 " KEEP ("pivfarm-agent pivctl")
+        " pivfarm-deploy/pivfarm-agent pivfarm-deploy/pivctl /usr/local/bin/'\n"
+        "root@node2: " SSH " root@node2 'rm -rf pivfarm-deploy'\n"
+        "nas1: " SSH " nas1 'systemctl start pivfarm-broker.service'\n"
+        "nas1: " SSH " nas1 'end=$(($(date +%%s) + 60)); until /usr/local/bin/pivctl -c "
+        "/etc/pivfarm/pivfarm.conf status >/dev/null 2>&1; do [ $(date +%%s) -lt $end ] || { echo \"the broker does not answer "
+        "pivctl status after 60 s: journalctl -u pivfarm-broker\"; exit 1; }; sleep 1; done; echo "
+        "\"the broker answers\"'\n"
+        "nas1: " SSH " nas1 'systemctl start pivfarm-watcher.service'\n"
+        "node1: " SSH " node1 'systemctl start pivfarm-agent@pivfarm.service'\n"
+        "root@node2: " SSH " root@node2 'systemctl start pivfarm-agent@pivfarm.service'\n",
+        stamp);
+#undef KEEP
+    s_assert_same (steps, expected);
+    // --force-config belongs to install: an upgrade leaves the configuration.
+    const char *script = s_p (s_top, "deploy/pivfarm-deploy");
+    const char *argv[] = {script, hosts, "upgrade", "--force-config", "--dry-run", NULL};
+    ck_assert_int_eq (s_run (argv), 2);
+    ck_assert_msg (strstr (s_out, "--force-config is an option of install"), "%.3000s", s_out);
 }
 END_TEST
 
@@ -437,51 +520,241 @@ START_TEST (the_camera_writes_numbered_pairs_into_place_at_its_rate_truth_first)
 }
 END_TEST
 
-START_TEST (make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir)
+// Runs 'make install PREFIX=prefix DESTDIR=<s_dir>/<dest> extra' in the tree;
+// its status, its output in s_out.
+static int
+s_make_install (const char *prefix, const char *dest, const char *extra)
 {
-    if (access ("/usr/bin/help2man", X_OK) != 0) {
-        fprintf (stderr, "test_deploy: skipped make install: help2man is absent (make deps)\n");
-        return;
-    }
     char cmd[16384];
     snprintf (cmd, sizeof cmd,
-              "make --no-print-directory -s -C '%s' install PREFIX=/usr DESTDIR='%s/root' "
-              ">'%s/install.log' 2>&1",
-              s_top, s_dir, s_dir);
-    int rc = system (cmd);
-    char *log = tu_slurp (s_p (s_dir, "install.log"), NULL);
-    ck_assert_msg (rc == 0, "make install failed:\n%s", log ? log : "");
-    free (log);
-    const char *files[] = {"usr/bin/pivfarm-broker", "usr/bin/pivfarm-watcher",
-                           "usr/bin/pivfarm-agent", "usr/bin/pivctl",
-                           "usr/libexec/pivfarm/pivfarm.cgi", "usr/libexec/pivfarm/pivfarm-mount",
-                           "usr/lib/systemd/system/pivfarm-broker.service",
-                           "usr/lib/systemd/system/pivfarm-watcher.service",
-                           "usr/lib/systemd/system/pivfarm-agent@.service",
-                           "usr/lib/systemd/system/pivfarm-tmpfs@.service",
-                           "usr/lib/systemd/system-generators/pivfarm-generator",
-                           "usr/share/polkit-1/rules.d/pivfarm.rules",
-                           "usr/share/doc/pivfarm/pivfarm.conf.example",
-                           "usr/share/doc/pivfarm/pivfarm.rules.yml",
-                           "usr/share/man/man1/pivfarm-broker.1", "usr/share/man/man1/pivctl.1",
-                           NULL};
-    char root[4200];
-    snprintf (root, sizeof root, "%s/root", s_dir);
-    for (int i = 0; files[i]; i++)
-        ck_assert_msg (access (s_p (root, files[i]), F_OK) == 0, "make install left out /%s",
-                       files[i]);
-    // The units run the programs where PREFIX put them, not /usr/local.
-    char *unit = tu_slurp (s_p (root, "usr/lib/systemd/system/pivfarm-broker.service"), NULL);
-    ck_assert_ptr_nonnull (unit);
-    ck_assert_msg (strstr (unit, "ExecStart=/usr/bin/pivfarm-broker -c /etc/pivfarm/pivfarm.conf")
-                       && strstr (unit, "Type=notify") && !strstr (unit, "/usr/local/"),
-                   "%s", unit);
+              "make --no-print-directory -s -C '%s' install PREFIX=%s DESTDIR='%s/%s' %s 2>&1",
+              s_top, prefix, s_dir, dest, extra);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return tu_run ((char *const *) argv, s_out, sizeof s_out, 280);
+}
+
+// Fails unless 'dir' (an absolute path as installed) is one of 'read' (the
+// directories systemd or polkit reads, NULL-terminated), and the file
+// '<root><dir>/<name>' is there.
+static void
+s_assert_read_from (const char *root, const char *dir, const char *name, const char *const *read,
+                    const char *reader)
+{
+    int found = 0;
+    for (int i = 0; read[i] && !found; i++)
+        found = strcmp (read[i], dir) == 0;
+    ck_assert_msg (found, "%s reads nothing from %s (%s)", reader, dir, name);
+    char path[8400];
+    snprintf (path, sizeof path, "%s%s/%s", root, dir, name);
+    ck_assert_msg (access (path, F_OK) == 0, "make install left out %s/%s", dir, name);
+}
+
+// What systemd and polkit read: the unit directories of 'systemd-analyze
+// unit-paths' (systemd 252, Debian 12, less /run), the generator directories
+// of systemd.generator(7) (/lib is /usr/lib on a merged /usr) and polkit(8)'s
+// rules directories.
+static const char *const s_unit_dirs[] = {"/etc/systemd/system", "/usr/local/lib/systemd/system",
+                                          "/usr/lib/systemd/system", "/lib/systemd/system", NULL};
+static const char *const s_generator_dirs[] = {
+    "/etc/systemd/system-generators", "/usr/local/lib/systemd/system-generators",
+    "/usr/lib/systemd/system-generators", "/lib/systemd/system-generators", NULL};
+static const char *const s_polkit_dirs[] = {"/etc/polkit-1/rules.d", "/usr/share/polkit-1/rules.d",
+                                            NULL};
+
+START_TEST (make_install_puts_units_generator_and_polkit_rule_where_systemd_and_polkit_read_them)
+{
+    // This host's systemd agrees with the list above, where it is there.
+    if (access ("/usr/bin/systemd-analyze", X_OK) == 0) {
+        const char *argv[] = {"/usr/bin/systemd-analyze", "unit-paths", NULL};
+        ck_assert_int_eq (s_run (argv), 0);
+        for (int i = 0; i < 3; i++)
+            ck_assert_msg (strstr (s_out, s_unit_dirs[i]), "systemd reads no units from %s:\n%s",
+                           s_unit_dirs[i], s_out);
+    }
+    struct {
+        const char *prefix, *dest, *unitdir, *gendir, *polkitdir;
+    } layouts[] = {
+        {"/usr/local", "local", "/usr/local/lib/systemd/system",
+         "/usr/local/lib/systemd/system-generators", "/etc/polkit-1/rules.d"},
+        {"/usr", "usr", "/usr/lib/systemd/system", "/usr/lib/systemd/system-generators",
+         "/usr/share/polkit-1/rules.d"},
+    };
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        const char *prefix = layouts[l].prefix;
+        ck_assert_msg (s_make_install (prefix, layouts[l].dest, "") == 0,
+                       "make install PREFIX=%s failed:\n%.2000s", prefix, s_out);
+        char root[4200], dir[4400];
+        snprintf (root, sizeof root, "%s/%s", s_dir, layouts[l].dest);
+        const char *units[] = {"pivfarm-broker.service", "pivfarm-watcher.service",
+                               "pivfarm-agent@.service", "pivfarm-tmpfs@.service", NULL};
+        for (int i = 0; units[i]; i++)
+            s_assert_read_from (root, layouts[l].unitdir, units[i], s_unit_dirs, "systemd");
+        s_assert_read_from (root, layouts[l].gendir, "pivfarm-generator", s_generator_dirs,
+                            "systemd");
+        s_assert_read_from (root, layouts[l].polkitdir, "pivfarm.rules", s_polkit_dirs, "polkit");
+        // systemctl finds the units in the tree by its own unit paths.
+        if (access ("/bin/systemctl", X_OK) == 0) {
+            const char *list[] = {"/bin/systemctl", "--root", root, "list-unit-files", "pivfarm*",
+                                  "--no-legend", NULL};
+            s_run (list);
+            for (int i = 0; units[i]; i++)
+                ck_assert_msg (strstr (s_out, units[i]),
+                               "systemctl --root finds no %s of PREFIX=%s:\n%.2000s", units[i],
+                               prefix, s_out);
+        }
+        // The units run the programs where PREFIX put them, and those are there.
+        snprintf (dir, sizeof dir, "%s%s", root, layouts[l].unitdir);
+        const char *execs[][2] = {{"pivfarm-broker.service", "bin/pivfarm-broker -c /etc/pivfarm/pivfarm.conf"},
+                                  {"pivfarm-watcher.service", "bin/pivfarm-watcher -c /etc/pivfarm/pivfarm.conf"},
+                                  {"pivfarm-agent@.service", "bin/pivfarm-agent -c /etc/pivfarm/%i.conf"},
+                                  {"pivfarm-tmpfs@.service", "libexec/pivfarm/pivfarm-mount --as-root %I"}};
+        for (int i = 0; i < 4; i++) {
+            char *unit = tu_slurp (s_p (dir, execs[i][0]), NULL);
+            ck_assert_ptr_nonnull (unit);
+            char want[512], program[4800];
+            snprintf (want, sizeof want, "ExecStart=%s/%s\n", prefix, execs[i][1]);
+            ck_assert_msg (strstr (unit, want), "%s has no line '%s':\n%s", execs[i][0], want, unit);
+            snprintf (program, sizeof program, "%s%s/%s", root, prefix, execs[i][1]);
+            *strchr (program + strlen (root), ' ') = '\0';
+            ck_assert_msg (access (program, X_OK) == 0, "%s runs %s, which make install left out",
+                           execs[i][0], program + strlen (root));
+            free (unit);
+        }
+        // The status page, the docs, the example configuration, the alert
+        // rules, and the man pages where man looks (share/man/manN).
+        const char *files[] = {"bin/pivctl", "libexec/pivfarm/pivfarm.cgi",
+                               "share/doc/pivfarm/README.md", "share/doc/pivfarm/deploy.md",
+                               "share/doc/pivfarm/storage.md", "share/doc/pivfarm/pivfarm.conf.example",
+                               "share/doc/pivfarm/pivfarm.rules.yml",
+                               "share/man/man8/pivfarm-broker.8", "share/man/man8/pivfarm-watcher.8",
+                               "share/man/man8/pivfarm-agent.8", "share/man/man1/pivctl.1",
+                               "share/man/man1/pivfarm-piv.1", "share/man/man1/pivfarm-synth.1",
+                               "share/man/man1/pivfarm-calib.1", NULL};
+        for (int i = 0; files[i]; i++) {
+            snprintf (dir, sizeof dir, "%s%s/%s", root, prefix, files[i]);
+            ck_assert_msg (access (dir, F_OK) == 0, "make install PREFIX=%s left out %s/%s", prefix,
+                           prefix, files[i]);
+        }
+        snprintf (dir, sizeof dir, "%s%s/share/man", root, prefix);
+        const char *man[] = {"/usr/bin/man", "-M", dir, "8", "pivfarm-broker", NULL};
+        if (access (man[0], X_OK) == 0) {
+            ck_assert_msg (s_run (man) == 0, "man -M %s 8 pivfarm-broker: %s", dir, s_out);
+            ck_assert_msg (strstr (s_out, "SIGHUP"), "man 8 pivfarm-broker shows no SIGHUP:\n%.2000s", s_out);
+            // ... and sends the reader to the docs where this install put them.
+            char example[4300];
+            snprintf (example, sizeof example, " %s/share/doc/pivfarm/pivfarm.conf.example", prefix);
+            ck_assert_msg (strstr (s_out, example), "man 8 pivfarm-broker names no%s:\n%.2000s",
+                           example, s_out);
+        }
+    }
+    // Any other PREFIX: one line saying what to set, and nothing installed.
+    ck_assert_int_ne (s_make_install ("/opt/pivfarm", "opt", ""), 0);
+    ck_assert_msg (strstr (s_out, "make install: PREFIX=/opt/pivfarm: systemd reads no units in "
+                                  "/opt/pivfarm/lib/systemd/system")
+                       && strstr (s_out, "set UNITDIR=/etc/systemd/system GENDIR=/etc/systemd/system-generators")
+                       && strstr (s_out, "nothing installed\n")
+                       && strstr (s_out, "nothing installed\n") + 18 == strchr (s_out, '\n') + 1,
+                   "%.2000s", s_out);
+    ck_assert_int_eq (access (s_p (s_dir, "opt"), F_OK), -1);
+    // ... which then works.
+    ck_assert_msg (s_make_install ("/opt/pivfarm", "opt",
+                                   "UNITDIR=/etc/systemd/system GENDIR=/etc/systemd/system-generators")
+                       == 0,
+                   "%.2000s", s_out);
+    char *unit = tu_slurp (s_p (s_dir, "opt/etc/systemd/system/pivfarm-broker.service"), NULL);
+    ck_assert_msg (unit && strstr (unit, "ExecStart=/opt/pivfarm/bin/pivfarm-broker "), "%s",
+                   unit ? unit : "no unit");
     free (unit);
-    // The man page renders, with the options of --help.
-    const char *man = s_p (root, "usr/share/man/man1/pivfarm-broker.1");
-    const char *groff[] = {"/usr/bin/groff", "-man", "-Tutf8", "-P-cbou", man, NULL};
-    ck_assert_int_eq (s_run (groff), 0);
-    ck_assert_msg (strstr (s_out, "--config") && strstr (s_out, "NAME") && strstr (s_out, "dispatches"), "%s", s_out);
+    ck_assert (access (s_p (s_dir, "opt/etc/polkit-1/rules.d/pivfarm.rules"), F_OK) == 0);
+}
+END_TEST
+
+// The long options ('--name') of a program's --help, each once, in 'opts'
+// (NUL-separated, an empty string last).
+static void
+s_long_options (const char *help, char *opts, size_t len)
+{
+    size_t used = 0;
+    for (const char *p = help; (p = strstr (p, "--")); p += 2) {
+        if (p > help && (isalnum ((unsigned char) p[-1]) || p[-1] == '-'))
+            continue;
+        size_t n = 2;
+        while (isalnum ((unsigned char) p[n]) || (p[n] == '-' && isalnum ((unsigned char) p[n + 1])))
+            n++;
+        if (n == 2)
+            continue;
+        int seen = 0;
+        for (const char *o = opts; o < opts + used && !seen; o += strlen (o) + 1)
+            seen = strlen (o) == n && strncmp (o, p, n) == 0;
+        if (!seen && used + n + 2 < len) {
+            memcpy (opts + used, p, n);
+            opts[used + n] = '\0';
+            used += n + 1;
+        }
+    }
+    opts[used] = '\0';
+}
+
+START_TEST (every_man_page_has_each_long_option_of_its_help_and_renders_without_warnings)
+{
+    if (access ("/usr/bin/groff", X_OK) != 0) {
+        fprintf (stderr, "test_deploy: skipped the man pages: groff is absent (apt-get install groff)\n");
+        return;
+    }
+    // Each program of bin/ but the status page, and pivfarm-deploy; a second
+    // --help where a mode has its own.
+    struct {
+        const char *program, *page, *help_arg;
+    } pages[] = {
+        {"bin/pivfarm-broker", "pivfarm-broker.8", NULL},
+        {"bin/pivfarm-watcher", "pivfarm-watcher.8", NULL},
+        {"bin/pivfarm-agent", "pivfarm-agent.8", NULL},
+        {"bin/pivctl", "pivctl.1", NULL},
+        {"bin/pivfarm-piv", "pivfarm-piv.1", NULL},
+        {"bin/pivfarm-synth", "pivfarm-synth.1", NULL},
+        {"bin/pivfarm-calib", "pivfarm-calib.1", NULL},
+        {"bin/pivfarm-calib", "pivfarm-calib.1", "--self-calibrate"},
+        {"deploy/pivfarm-deploy", "pivfarm-deploy.8", NULL},
+    };
+    int daemons = 3;
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        const char *page = s_p (s_top, s_p ("doc/man", pages[i].page));
+        const char *program = s_p (s_top, pages[i].program);
+        const char *help[] = {program, pages[i].help_arg ? pages[i].help_arg : "--help",
+                              pages[i].help_arg ? "--help" : NULL, NULL};
+        ck_assert_msg (s_run (help) == 0, "%s --help: %.2000s", program, s_out);
+        static char opts[1 << 14];
+        s_long_options (s_out, opts, sizeof opts);
+        ck_assert_msg (*opts, "%s --help printed no long option", program);
+        // The page as man shows it, on lines long enough never to break a word.
+        const char *groff[] = {"/usr/bin/groff", "-man", "-Tutf8", "-rLL=2000n", "-P-cbou", page, NULL};
+        ck_assert_msg (s_run (groff) == 0, "%s: %.2000s", page, s_out);
+        for (const char *o = opts; *o; o += strlen (o) + 1)
+            ck_assert_msg (strstr (s_out, o), "%s lacks %s, which %s --help prints", pages[i].page, o,
+                           pages[i].program);
+        ck_assert_msg (strstr (s_out, "NAME") && strstr (s_out, "SYNOPSIS") && strstr (s_out, "DESCRIPTION")
+                           && strstr (s_out, "OPTIONS") && strstr (s_out, "EXIT STATUS")
+                           && strstr (s_out, "SEE ALSO"),
+                       "%s lacks a section:\n%.2000s", pages[i].page, s_out);
+        ck_assert_msg (!strstr (s_out, "conf/pivfarm.conf") && !strstr (s_out, "/root/"),
+                       "%s names a file of the source tree or of root:\n%.2000s", pages[i].page,
+                       strstr (s_out, "conf/pivfarm.conf") ? strstr (s_out, "conf/pivfarm.conf") : strstr (s_out, "/root/"));
+        if ((int) i < daemons || strcmp (pages[i].page, "pivctl.1") == 0)
+            ck_assert_msg (strstr (s_out, "FILES") && strstr (s_out, "/etc/pivfarm/pivfarm.conf"),
+                           "%s names no /etc/pivfarm/pivfarm.conf in FILES", pages[i].page);
+        if ((int) i < daemons)
+            ck_assert_msg (strstr (s_out, "SIGNALS") && strstr (s_out, "SIGHUP") && strstr (s_out, "SIGTERM"),
+                           "%s has no SIGNALS", pages[i].page);
+        // No warning from groff (all of them) nor from man.
+        char cmd[9000];
+        snprintf (cmd, sizeof cmd,
+                  "groff -ww -z -man '%s' 2>&1; command -v man >/dev/null || exit 0; "
+                  "man --warnings -l -Tutf8 '%s' 2>&1 >/dev/null",
+                  page, page);
+        const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+        s_run (sh);
+        ck_assert_msg (!*s_out, "%s: warnings:\n%.2000s", pages[i].page, s_out);
+    }
 }
 END_TEST
 
@@ -632,6 +905,18 @@ START_TEST (sighup_reloads_the_log_level_and_policy_and_names_what_needs_a_resta
     ck_assert_msg (restart, "the reload did not name heartbeat_ms as needing a restart:\n%s",
                    shown);
     ck_assert_msg (info, "no info line after the level became info:\n%s", shown);
+    // doc/deploy.md (step 9) quotes these lines as the broker writes them.
+    const char *quoted[] = {"reload: log level info (was notice)",
+                            "reload: applied log/level, broker/max_attempts",
+                            "reload: broker/heartbeat_ms changed: read at start only, takes effect "
+                            "after a restart (systemctl restart pivfarm-broker)",
+                            NULL};
+    char *doc = tu_doc ("doc/deploy.md");
+    for (int i = 0; quoted[i]; i++) {
+        ck_assert_msg (strstr (shown, quoted[i]), "the broker did not log '%s':\n%s", quoted[i], shown);
+        ck_assert_msg (strstr (doc, quoted[i]), "doc/deploy.md does not quote '%s'", quoted[i]);
+    }
+    free (doc);
 }
 END_TEST
 
@@ -1081,6 +1366,16 @@ s_host (const char *name, int uid, int gid, const char *missing)
     s_write (s_p (dir, "dpkg/status"), text);
 }
 
+// "" when user and mount namespaces can be made here, else why not.
+static const char *
+s_namespaces (void)
+{
+    const char *probe[] = {"/usr/bin/unshare", "--map-root-user", "--mount", "/bin/true", NULL};
+    if (access (probe[0], X_OK) != 0 || s_run (probe) != 0)
+        return "no unshare, or no user and mount namespaces here";
+    return "";
+}
+
 // A stand-in ssh and scp, real programs: ssh runs the queries of
 // pivfarm-deploy's checks (the packages, the user pivfarm) here for real,
 // as the named host would, in a private mount namespace where that host's
@@ -1090,9 +1385,9 @@ s_host (const char *name, int uid, int gid, const char *missing)
 static const char *
 s_standin_hosts (void)
 {
-    const char *probe[] = {"/usr/bin/unshare", "--map-root-user", "--mount", "/bin/true", NULL};
-    if (access (probe[0], X_OK) != 0 || s_run (probe) != 0)
-        return "no unshare, or no user and mount namespaces here";
+    const char *why = s_namespaces ();
+    if (*why)
+        return why;
     char text[16384];
     snprintf (text, sizeof text,
               "#!/bin/sh\n"
@@ -1179,6 +1474,254 @@ START_TEST (install_refuses_a_host_missing_runtime_packages_with_the_list_and_ap
                    s_out);
     ck_assert_msg (access (s_p (s_dir, "changes"), F_OK) != 0, "a host was changed:\n%s",
                    tu_slurp (s_p (s_dir, "changes"), NULL));
+}
+END_TEST
+
+// Stand-in hosts that are changed for real (issue 28): ssh runs every
+// command as the named host would, in a private mount namespace whose /etc
+// and /usr/local/bin are overlays written into <s_dir>/host-<name>/etc and
+// bin (its passwd, group and dpkg database those of s_host), from its home
+// <s_dir>/host-<name>/home, where scp copies for real. systemctl is a
+// stand-in that logs "HOST: systemctl ARGS" to <s_dir>/changes and fails
+// when the host's file 'fail' has the line "systemctl ARGS". The programs
+// copied are those of <s_dir>/old (and new): scripts saying which they are;
+// old/pivctl and new/pivctl answer as a running broker would, and fail when
+// the host's 'fail' has "pivctl ACTION". "" or why this cannot run here.
+static const char *
+s_standin_real_hosts (void)
+{
+    const char *why = s_namespaces ();
+    if (*why)
+        return why;
+    const char *overlay[] = {"/usr/bin/unshare", "--map-root-user", "--mount", "/bin/sh", "-c",
+                             "mkdir \"$0/u\" \"$0/w\" && mount -t overlay overlay -o "
+                             "\"lowerdir=/etc,upperdir=$0/u,workdir=$0/w\" /etc && rm -rf \"$0/u\" \"$0/w\"",
+                             s_dir, NULL};
+    char text[16384];
+    if (s_run (overlay) != 0)
+        return "no overlay mounts in a user namespace here (Linux 5.11 or later)";
+    snprintf (text, sizeof text,
+              "#!/bin/sh\n"
+              "host=${1#*@} cmd=$2 h='%s/host-'${1#*@}\n"
+              "mkdir -p \"$h/etc\" \"$h/etc.work\" \"$h/bin\" \"$h/bin.work\" \"$h/home\" && cd \"$h/home\" || exit 255\n"
+              "exec /usr/bin/unshare --map-root-user --mount /bin/sh -c '"
+              "mount -t overlay overlay -o \"lowerdir=/etc,upperdir=$0/etc,workdir=$0/etc.work\" /etc && "
+              "mount -t overlay overlay -o \"lowerdir=/usr/local/bin,upperdir=$0/bin,workdir=$0/bin.work\" "
+              "/usr/local/bin && mount --bind \"$0/passwd\" /etc/passwd && mount --bind \"$0/group\" "
+              "/etc/group && export HOST=\"$0\" DPKG_ADMINDIR=\"$0/dpkg\" PATH=\"$0/../standin:$PATH\" && "
+              "exec /bin/sh -c \"$1\"' \"$h\" \"$cmd\"\n",
+              s_dir);
+    s_write (s_p (s_dir, "ssh"), text);
+    snprintf (text, sizeof text,
+              "#!/bin/sh\n"
+              "for last; do :; done\n"
+              "host=${last%%%%:*} to=${last#*:}\n"
+              "while [ $# -gt 1 ]; do cp \"$1\" '%s/host-'\"${host#*@}/home/$to\" || exit 1; shift; done\n",
+              s_dir);
+    s_write (s_p (s_dir, "scp"), text);
+    ck_assert_int_eq (mkdir (s_p (s_dir, "standin"), 0755), 0);
+    s_write (s_p (s_dir, "standin/systemctl"),
+             "#!/bin/sh\n"
+             "echo \"${HOST##*/host-}: systemctl $*\" >>\"$HOST/../changes\"\n"
+             "if grep -qxF \"systemctl $*\" \"$HOST/fail\" 2>/dev/null; then\n"
+             "    echo \"Job for $2 failed because the control process exited with error code.\" >&2\n"
+             "    exit 1\n"
+             "fi\n");
+    const char *progs[] = {"pivfarm-broker", "pivfarm-watcher", "pivfarm-agent", "pivctl"};
+    for (int v = 0; v < 2; v++) {
+        const char *dir = s_p (s_dir, v ? "new" : "old");
+        ck_assert_int_eq (mkdir (dir, 0755), 0);
+        for (int i = 0; i < 4; i++) {
+            snprintf (text, sizeof text,
+                      "#!/bin/sh\n# %s %s\n"
+                      "if grep -qxF \"pivctl $3\" \"$HOST/fail\" 2>/dev/null; then\n"
+                      "    echo \"pivctl: cannot reach the broker at 'tcp://127.0.0.1:5552'\" >&2; exit 1\n"
+                      "fi\n"
+                      "case $3 in backup) echo \"backed up the store into $4\" ;; esac\n",
+                      progs[i], v ? "new" : "old");
+            s_write (s_p (dir, progs[i]), text);
+            chmod (s_p (dir, progs[i]), 0755);
+        }
+    }
+    chmod (s_p (s_dir, "ssh"), 0755);
+    chmod (s_p (s_dir, "scp"), 0755);
+    chmod (s_p (s_dir, "standin/systemctl"), 0755);
+    setenv ("PIVFARM_SSH", s_p (s_dir, "ssh"), 1);
+    setenv ("PIVFARM_SCP", s_p (s_dir, "scp"), 1);
+    setenv ("PIVFARM_BIN", s_p (s_dir, "old"), 1);
+    s_host ("nas1", 990, 990, "");
+    s_host ("node1", 990, 990, "");
+    s_host ("node2", 990, 990, "");
+    return "";
+}
+
+// The farm of s_farm on stand-in hosts changed for real, its hosts file
+// in 'hosts'; 0, saying why, when they cannot run here.
+static int
+s_real_farm (char *hosts, size_t size, const char *what)
+{
+    const char *why = s_standin_real_hosts ();
+    if (*why)
+        printf ("test_deploy: skipped %s on stand-in hosts: %s\n", what, why);
+    snprintf (hosts, size, "%s", s_farm ());
+    return *why == '\0';
+}
+
+// Fails unless each of the n 'lines' is in 'text'.
+static void
+s_assert_has (const char *text, const char *const *lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg (strstr (text, lines[i]), "no '%s' in:\n%.3000s", lines[i], text);
+}
+#define ASSERT_HAS(text, lines) s_assert_has ((text), (lines), sizeof (lines) / sizeof (lines)[0])
+
+// The text of <s_dir>/host-HOST/PATH ("" when absent); freed by the caller.
+static char *
+s_on_host (const char *host, const char *path)
+{
+    char file[4200];
+    snprintf (file, sizeof file, "%s/host-%s/%s", s_dir, host, path);
+    char *text = tu_slurp (file, NULL);
+    return text ? text : strdup ("");
+}
+
+// What the stand-in hosts logged to <s_dir>/changes ("" when nothing);
+// freed by the caller.
+static char *
+s_changes (void)
+{
+    char *text = tu_slurp (s_p (s_dir, "changes"), NULL);
+    return text ? text : strdup ("");
+}
+
+START_TEST (a_second_install_keeps_each_hosts_own_configuration_and_puts_the_new_one_beside)
+{
+    char hosts[4200];
+    if (!s_real_farm (hosts, sizeof hosts, "the install"))
+        return;
+    char *shipped = tu_slurp (s_p (s_dir, "farm.conf"), NULL);
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 0);
+    char *conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    char *agent = s_on_host ("node1", "bin/pivfarm-agent");
+    ck_assert_msg (strcmp (conf, shipped) == 0 && strstr (agent, "pivfarm-agent old"),
+                   "the first install did not install node1:\n%s", s_out);
+    free (conf);
+    free (agent);
+    // The administrator of node1 edits its configuration; a second install,
+    // of a configuration changed since, leaves it and says where the new
+    // one is; nas1 kept the shipped one of the first install and is told the same.
+    const char *own = "agent\n    broker = tcp://nas1:5551\n    threads = 4  # node1's own\n";
+    s_write (s_p (s_dir, "host-node1/etc/pivfarm/pivfarm.conf"), own);
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 0);
+    conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    char *beside = s_on_host ("node1", "etc/pivfarm/pivfarm.conf.new");
+    ck_assert_msg (strcmp (conf, own) == 0, "node1's own configuration was replaced by:\n%s", conf);
+    ck_assert_msg (strcmp (beside, shipped) == 0, "no shipped configuration beside node1's:\n%s",
+                   s_out);
+    free (conf);
+    free (beside);
+    const char *lines[] = {"node1: kept /etc/pivfarm/pivfarm.conf as this host has it; the shipped one "
+                           "differs, written beside it: compare with diff -u "
+                           "/etc/pivfarm/pivfarm.conf /etc/pivfarm/pivfarm.conf.new "
+                           "(--force-config replaces it)\n",
+                           "nas1: kept /etc/pivfarm/pivfarm.conf (the same as the shipped one)\n",
+                           "node1: install ok (agent)\n"};
+    ASSERT_HAS (s_out, lines);
+    // --force-config replaces it, keeping the host's own beside it.
+    ck_assert_int_eq (s_deploy_with (hosts, "install", "--force-config"), 0);
+    conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    ck_assert_msg (strcmp (conf, shipped) == 0, "--force-config left:\n%s", conf);
+    free (conf);
+    const char *said = strstr (s_out, "node1: replaced /etc/pivfarm/pivfarm.conf; the one it had is "
+                                      "/etc/pivfarm/pivfarm.conf.");
+    ck_assert_msg (said, "%s", s_out);
+    char bak[64];
+    ck_assert_int_eq (sscanf (said, "node1: replaced /etc/pivfarm/pivfarm.conf; the one it had is "
+                                    "/etc/pivfarm/%63[^ \n]", bak), 1);
+    char *kept = s_on_host ("node1", s_p ("etc/pivfarm", bak));
+    ck_assert_msg (strcmp (kept, own) == 0 && strstr (bak, ".bak"), "'%s' holds:\n%s", bak, kept);
+    free (kept);
+    free (shipped);
+}
+END_TEST
+
+START_TEST (an_upgrade_that_fails_at_a_step_stops_there_naming_the_host_and_how_to_roll_back)
+{
+    char hosts[4200];
+    if (!s_real_farm (hosts, sizeof hosts, "the upgrade"))
+        return;
+    ck_assert_int_eq (s_deploy (hosts, "install", 0), 0);
+    const char *own = "agent\n    broker = tcp://nas1:5551\n    threads = 4\n";
+    s_write (s_p (s_dir, "host-node1/etc/pivfarm/pivfarm.conf"), own);
+    setenv ("PIVFARM_BIN", s_p (s_dir, "new"), 1);
+    // The backup fails: nothing is stopped.
+    s_write (s_p (s_dir, "host-nas1/fail"), "pivctl backup\n");
+    unlink (s_p (s_dir, "changes"));
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 0), 1);
+    char *changes = s_changes ();
+    ck_assert_msg (strstr (s_out, "nas1: pivctl: cannot reach the broker")
+                       && strstr (s_out, "pivfarm-deploy: upgrade stopped: the backup of the store "
+                                         "failed on nas1\nnothing was stopped or changed")
+                       && !strstr (changes, "systemctl"),
+                   "%s\nchanges:\n%s", s_out, changes);
+    free (changes);
+    char *agent = s_on_host ("node1", "bin/pivfarm-agent");
+    ck_assert_msg (strstr (agent, "pivfarm-agent old"), "node1's agent was replaced");
+    free (agent);
+    // The broker does not start again: the agents and watcher stay stopped,
+    // the programs are the new ones with the old beside them.
+    s_write (s_p (s_dir, "host-nas1/fail"), "systemctl start pivfarm-broker.service\n");
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 0), 1);
+    changes = s_changes ();
+    const char *order[] = {"node1: systemctl stop pivfarm-agent@pivfarm.service\n",
+                           "node2: systemctl stop pivfarm-agent@pivfarm.service\n",
+                           "nas1: systemctl stop pivfarm-watcher.service\n",
+                           "nas1: systemctl stop pivfarm-broker.service\n",
+                           "nas1: systemctl start pivfarm-broker.service\n"};
+    const char *from = changes;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const char *at = strstr (from, order[i]);
+        ck_assert_msg (at, "no '%s' after the steps before it:\n%s", order[i], changes);
+        from = at + strlen (order[i]);
+    }
+    ck_assert_msg (!strstr (changes, "start pivfarm-watcher") && !strstr (changes, "start pivfarm-agent"),
+                   "started after the broker failed:\n%s", changes);
+    free (changes);
+    const char *said[] = {"nas1: backed up the store into /var/lib/pivfarm/backup-",
+                          "pivfarm-deploy: upgrade stopped: starting the broker failed on nas1; done "
+                          "before it:\n  - the store backed up into /var/lib/pivfarm/backup-",
+                          "\n  - the agents, watchers and brokers stopped\n  - the new programs "
+                          "installed (the previous ones kept as /usr/local/bin/<program>.prev) on "
+                          "nas1 node1 root@node2\nto roll back: ",
+                          "mv /usr/local/bin/$p.prev /usr/local/bin/$p;",
+                          "restore it from /var/lib/pivfarm/backup-"};
+    ASSERT_HAS (s_out, said);
+    agent = s_on_host ("node2", "bin/pivfarm-agent");
+    char *prev = s_on_host ("node2", "bin/pivfarm-agent.prev");
+    char *conf = s_on_host ("node1", "etc/pivfarm/pivfarm.conf");
+    ck_assert_msg (strstr (agent, "pivfarm-agent new") && strstr (prev, "pivfarm-agent old"),
+                   "node2: the agent is '%s', the previous one '%s'", agent, prev);
+    ck_assert_msg (strcmp (conf, own) == 0, "the upgrade changed node1's configuration:\n%s", conf);
+    free (agent);
+    free (prev);
+    free (conf);
+    // Mended and run again, it goes through, and the previous programs are
+    // still the old ones.
+    unlink (s_p (s_dir, "host-nas1/fail"));
+    unlink (s_p (s_dir, "changes"));
+    ck_assert_int_eq (s_deploy (hosts, "upgrade", 0), 0);
+    prev = s_on_host ("node2", "bin/pivfarm-agent.prev");
+    changes = s_changes ();
+    ck_assert_msg (strstr (prev, "pivfarm-agent old"), "a second upgrade lost the previous agent");
+    ck_assert_msg (strstr (changes, "nas1: systemctl start pivfarm-broker.service\n"
+                                    "nas1: systemctl start pivfarm-watcher.service\n"
+                                    "node1: systemctl start pivfarm-agent@pivfarm.service\n"
+                                    "node2: systemctl start pivfarm-agent@pivfarm.service\n")
+                       && strstr (s_out, "upgrade: done on every host"),
+                   "%s\nchanges:\n%s", s_out, changes);
+    free (prev);
+    free (changes);
 }
 END_TEST
 
@@ -1275,6 +1818,7 @@ s_suite (void)
     Suite *suite = suite_create ("deploy");
     TCase *deploy = s_tcase (suite, "pivfarm-deploy");
     tcase_add_test (deploy, a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host);
+    tcase_add_test (deploy, a_dry_run_upgrade_backs_up_stops_installs_programs_then_starts_broker_first);
     tcase_add_test (deploy, a_dry_run_starts_brokers_first_and_stops_them_last);
     tcase_add_test (deploy, a_dry_run_status_asks_every_host_and_the_broker_for_its_agents);
     tcase_add_test (deploy, ssh_and_sudo_come_from_the_environment);
@@ -1295,7 +1839,8 @@ s_suite (void)
     tcase_add_test (notify, under_the_journal_each_line_carries_its_priority_and_no_time_of_its_own);
     TCase *install = s_tcase (suite, "install");
     tcase_set_timeout (install, 300);
-    tcase_add_test (install, make_install_lays_out_programs_cgi_units_config_and_man_pages_under_destdir);
+    tcase_add_test (install, make_install_puts_units_generator_and_polkit_rule_where_systemd_and_polkit_read_them);
+    tcase_add_test (install, every_man_page_has_each_long_option_of_its_help_and_renders_without_warnings);
     tcase_add_test (install, the_generator_makes_units_wait_for_their_mounts_and_write_their_paths);
     TCase *docs = s_tcase (suite, "docs");
     tcase_set_timeout (docs, 300);
@@ -1307,6 +1852,8 @@ s_suite (void)
     tcase_set_timeout (checks, 60);
     tcase_add_test (checks, install_refuses_hosts_whose_user_pivfarm_has_other_ids_and_copies_nothing);
     tcase_add_test (checks, install_refuses_a_host_missing_runtime_packages_with_the_list_and_apt_get_line);
+    tcase_add_test (checks, a_second_install_keeps_each_hosts_own_configuration_and_puts_the_new_one_beside);
+    tcase_add_test (checks, an_upgrade_that_fails_at_a_step_stops_there_naming_the_host_and_how_to_roll_back);
     return suite;
 }
 

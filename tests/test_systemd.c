@@ -8,8 +8,8 @@
 // pivfarm-agent@gpu, its output in a journald started for it, is named
 // HOST-gpu and its lines carry their priorities (journalctl -p).
 //
-// Needs root, unshare, nsenter, overlayfs, a cgroup2 hierarchy, dbus-daemon,
-// polkitd and help2man; without one the test says which and passes (skip).
+// Needs root, unshare, nsenter, overlayfs, a cgroup2 hierarchy, dbus-daemon
+// and polkitd; without one the test says which and passes (skip).
 // The host's /tmp, /var/tmp and /run keep a marker file each, and /etc/passwd,
 // /etc/group and /etc/systemd/system are unchanged afterwards: the test
 // checks both. A hard limit (the tcase's timeout) holds; the namespace's
@@ -84,7 +84,7 @@ s_cannot_boot (void)
         return "not root (mount and unshare need it)";
     const char *need[] = {"/lib/systemd/systemd", "/usr/bin/unshare", "/usr/bin/nsenter",
                           "/usr/bin/dbus-daemon", "/usr/lib/polkit-1/polkitd",
-                          "/usr/bin/help2man", "/usr/bin/findmnt", NULL};
+                          "/usr/bin/findmnt", NULL};
     static char why[4200];
     for (int i = 0; need[i]; i++)
         if (access (need[i], X_OK) != 0) {
