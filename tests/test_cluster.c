@@ -1117,18 +1117,29 @@ s_teardown (void)
 
 // Starts bin/<program> -c conf and the arguments (NULL-terminated) on host
 // h, its output into <farm>/<log>; returns its pid.
+// argv (of 'max' slots) for bin/<program> -c conf and the arguments of
+// 'ap' (NULL-terminated) on host h.
+static void
+s_argv_on (char **argv, int max, int h, const char *program, va_list ap)
+{
+    char *head[] = {(char *) s_which ("ip"), "netns", "exec", s_ns[h], (char *) tu_bin (program),
+                    "-c", s_farm.conf};
+    int n = 0;
+    for (; n < 7; n++)
+        argv[n] = head[n];
+    for (const char *a = va_arg (ap, const char *); a && n < max - 1; a = va_arg (ap, const char *))
+        argv[n++] = (char *) a;
+    argv[n] = NULL;
+}
+
 static int
 s_start_on (int h, const char *program, const char *log, ...)
 {
-    char *argv[32] = {(char *) s_which ("ip"), "netns", "exec", s_ns[h], (char *) tu_bin (program),
-                      "-c", s_farm.conf};
-    int n = 7;
+    char *argv[32];
     va_list ap;
     va_start (ap, log);
-    for (const char *a = va_arg (ap, const char *); a && n < 31; a = va_arg (ap, const char *))
-        argv[n++] = (char *) a;
+    s_argv_on (argv, 32, h, program, ap);
     va_end (ap);
-    argv[n] = NULL;
     return tu_spawn (argv, tu_path (s_farm.dir, log));
 }
 
@@ -1227,6 +1238,319 @@ START_TEST (an_agent_cut_off_the_network_loses_its_tasks_to_the_other_and_rejoin
 }
 END_TEST
 
+// ---------------------------------------------------------------------------
+// A year of the farm (issue 28), as an admin following doc/deploy.md meets
+// it: host a is nas1 (broker, watcher, status page, the operators' pivctl),
+// hosts b and c are nodes, each with its own configuration file and keys.
+
+// The directory of host h's own files (<farm>/host-a, ...), made on first use.
+static const char *
+s_host_dir (int h)
+{
+    static char dir[3][3000];
+    snprintf (dir[h], sizeof dir[h], "%.2900s/host-%c", s_farm.dir, 'a' + h);
+    mkdir (dir[h], 0755);
+    return dir[h];
+}
+
+// 'pivctl keygen NAME -o DIR', which must succeed.
+static void
+s_keygen_into (const char *name, const char *dir)
+{
+    char *argv[] = {(char *) tu_bin ("pivctl"), "keygen", (char *) name, "-o", (char *) dir, NULL};
+    int rc = tu_run (argv, s_out, sizeof s_out, 30);
+    ck_assert_msg (rc == 0, "pivctl keygen %s -o %s: exit %d: %s", name, dir, rc, s_out);
+}
+
+// Copies the file 'from' to 'to' with 'mode'.
+static void
+s_install (const char *from, const char *to, mode_t mode)
+{
+    size_t len;
+    char *bytes = tu_slurp (from, &len);
+    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
+    tu_spit (to, bytes, len);
+    free (bytes);
+    ck_assert (chmod (to, mode) == 0);
+}
+
+// pivctl on host a (its configuration, s_farm.conf) as the user whose home
+// is <farm>/<user> (their ~/.config/pivfarm/client.cert), with the words
+// (NULL-terminated): its exit status, its output in s_out.
+static int
+s_pivctl_on_a (const char *user, ...)
+{
+    char *argv[40];
+    va_list ap;
+    va_start (ap, user);
+    s_argv_on (argv, 40, 0, "pivctl", ap);
+    va_end (ap);
+    char home[4200];
+    snprintf (home, sizeof home, "%s/%s", s_farm.dir, user);
+    setenv ("HOME", home, 1);
+    int rc = tu_run (argv, s_out, sizeof s_out, 60);
+    unsetenv ("HOME");
+    return rc;
+}
+
+// An operator's or a reader's own key pair in their ~/.config/pivfarm/
+// (doc/security.md), its public part authorised in the broker's 'clients'.
+static void
+s_person (const char *user, const char *clients)
+{
+    char dir[4200], from[4300], to[4300];
+    snprintf (dir, sizeof dir, "%s/%s", s_farm.dir, user);
+    mkdir (dir, 0755);
+    mkdir (tu_path (dir, ".config"), 0700);
+    snprintf (dir, sizeof dir, "%s/%s/.config/pivfarm", s_farm.dir, user);
+    mkdir (dir, 0700);
+    const char *keys = tu_path (s_farm.dir, "keys");
+    s_keygen_into (user, keys);
+    snprintf (from, sizeof from, "%s/%s.cert", keys, user);
+    s_install (from, tu_path (dir, "client.cert"), 0644);
+    snprintf (to, sizeof to, "%s/%s.cert", clients, user);
+    s_install (from, to, 0644);
+    snprintf (from, sizeof from, "%s/%s.cert_secret", keys, user);
+    s_install (from, tu_path (dir, "client.cert_secret"), 0600);
+}
+
+// Starts an agent on node h with its host's own configuration and 'id'.
+static int
+s_node_agent (int h, const char *id)
+{
+    char conf[4300], log[32], keep[4096];
+    snprintf (conf, sizeof conf, "%s/pivfarm.conf", s_host_dir (h));
+    snprintf (log, sizeof log, "agent-%c.log", 'a' + h);
+    snprintf (keep, sizeof keep, "%s", s_farm.conf);
+    snprintf (s_farm.conf, sizeof s_farm.conf, "%.4000s", conf);
+    int pid = s_start_on (h, "pivfarm-agent", log, "--id", id, NULL);
+    snprintf (s_farm.conf, sizeof s_farm.conf, "%s", keep);
+    return pid;
+}
+
+// The frames first .. last of src/ written into data/<exp>/ (frame B last).
+static void
+s_land_exp (const char *exp, int first, int last)
+{
+    mkdir (tu_path (s_farm.dir, tu_path ("data", exp)), 0755);
+    for (int i = first; i <= last; i++)
+        for (int side = 0; side < 2; side++) {
+            char from[4200], to[4200], part[4300];
+            snprintf (from, sizeof from, "%s/src/y_%04d_%c.tif", s_farm.dir, i, side ? 'b' : 'a');
+            snprintf (to, sizeof to, "%s/data/%s/y_%04d_%c.tif", s_farm.dir, exp, i,
+                      side ? 'b' : 'a');
+            snprintf (part, sizeof part, "%s/data/%s/.y_%04d_%c.tif.part", s_farm.dir, exp, i,
+                      side ? 'b' : 'a');
+            s_install (from, part, 0644);
+            ck_assert (rename (part, to) == 0);
+        }
+}
+
+// The pairs of 'exp' in 'state' (2 done) as the store has them.
+static int64_t
+s_pairs_of (const char *exp, int state)
+{
+    return tu_farm_sql (&s_farm,
+                        "SELECT count(*) FROM pairs p JOIN experiments e ON e.id = p.experiment"
+                        " WHERE e.name = '%s' AND p.state = %d",
+                        exp, state);
+}
+
+// Waits until 'n' pairs of 'exp' are done (at most timeout_s): the count.
+static int64_t
+s_wait_exp (const char *exp, int64_t n, int timeout_s)
+{
+    int64_t done = s_pairs_of (exp, 2);
+    for (int i = 0; i < timeout_s * 10 && done < n; i++) {
+        usleep (100000);
+        done = s_pairs_of (exp, 2);
+    }
+    return done;
+}
+
+// The status page's answer to 'query', run on host a as the web server's
+// user (nobody: root reads every file) with host a's configuration; its
+// body (in s_out).
+static const char *
+s_page (const char *query)
+{
+    setenv ("PIVFARM_CONF", s_farm.conf, 1);
+    setenv ("REQUEST_METHOD", "GET", 1);
+    setenv ("QUERY_STRING", query, 1);
+    char *argv[] = {(char *) s_which ("ip"), "netns", "exec", s_ns[0], "/usr/bin/setpriv",
+                    "--reuid=65534", "--regid=65534", "--clear-groups",
+                    (char *) tu_bin ("pivfarm.cgi"), NULL};
+    int rc = tu_run (argv, s_out, sizeof s_out, 30);
+    unsetenv ("QUERY_STRING");
+    unsetenv ("REQUEST_METHOD");
+    unsetenv ("PIVFARM_CONF");
+    ck_assert_msg (rc == 0, "pivfarm.cgi: exit %d: %.500s", rc, s_out);
+    const char *body = strstr (s_out, "\r\n\r\n");
+    ck_assert_msg (body != NULL, "no end of headers: %.500s", s_out);
+    return body + 4;
+}
+
+START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
+{
+    const char *why = s_cannot_run ("ip", "setpriv", NULL);
+    if (!*why)
+        why = s_hosts_make ();
+    if (*why) {
+        s_skip ("the year of the farm", why);
+        return;
+    }
+    unsetenv ("PIVFARM_CERT");
+    unsetenv ("XDG_CONFIG_HOME");
+    const char *d = s_farm.dir;
+    // Step 5 of doc/deploy.md: keys (doc/security.md). nas1's certs: the
+    // broker's pair, the watcher's and the page's; the clients directory.
+    char certs[3100], clients[3200], sub[3300], from[3400], to[3400];
+    snprintf (certs, sizeof certs, "%s/certs", s_host_dir (0));
+    mkdir (certs, 0755);
+    snprintf (clients, sizeof clients, "%s/clients", certs);
+    mkdir (clients, 0755);
+    static const char *const roles[] = {"agents", "watchers", "operators"};
+    for (int i = 0; i < 3; i++) {
+        snprintf (sub, sizeof sub, "%s/%s", clients, roles[i]);
+        mkdir (sub, 0755);
+    }
+    mkdir (tu_path (d, "keys"), 0700);
+    s_keygen_into ("broker", certs);
+    s_keygen_into ("watcher", certs);
+    s_keygen_into ("page", certs);
+    snprintf (from, sizeof from, "%s/watcher.cert", certs);
+    snprintf (to, sizeof to, "%s/watchers/watcher.cert", clients);
+    s_install (from, to, 0644);
+    snprintf (from, sizeof from, "%s/page.cert", certs);
+    snprintf (to, sizeof to, "%s/page.cert", clients);  // the page: a reader
+    s_install (from, to, 0644);
+    // page.cert_secret: the web server's user's alone (nobody here).
+    snprintf (from, sizeof from, "%s/page.cert_secret", certs);
+    ck_assert (chown (from, 65534, 65534) == 0 && chmod (from, 0600) == 0);
+    // The nodes' own: the agent's pair and a copy of the broker's public key.
+    s_keygen_into ("agent", tu_path (d, "keys"));
+    snprintf (from, sizeof from, "%s/keys/agent.cert", d);
+    snprintf (to, sizeof to, "%s/agents/agent.cert", clients);
+    s_install (from, to, 0644);
+    for (int h = 1; h < 3; h++) {
+        char node[3100];
+        snprintf (node, sizeof node, "%s/certs", s_host_dir (h));
+        mkdir (node, 0755);
+        snprintf (from, sizeof from, "%s/broker.cert", certs);
+        s_install (from, tu_path (node, "broker.cert"), 0644);
+        snprintf (from, sizeof from, "%s/keys/agent.cert", d);
+        s_install (from, tu_path (node, "agent.cert"), 0644);
+        snprintf (from, sizeof from, "%s/keys/agent.cert_secret", d);
+        s_install (from, tu_path (node, "agent.cert_secret"), 0600);
+    }
+    // alice an operator, bob a reader, each with their own pair.
+    snprintf (sub, sizeof sub, "%s/operators", clients);
+    s_person ("alice", sub);
+    s_person ("bob", clients);
+
+    // "The configuration of a cluster": nas1's file, absolute paths, the
+    // broker binding every interface and the watcher connecting to nas1
+    // (10.210.1.1 on host a); the control socket on loopback, the default.
+    char text[1 << 15];
+    snprintf (text, sizeof text,
+              "broker\n"
+              "    ingest = tcp://*:5550\n"
+              "    work = tcp://*:5551\n"
+              "    store = %s/farm.db\n"
+              "    heartbeat_ms = 200\n"
+              "    liveness = 3\n"
+              "watcher\n"
+              "    root = %s/data\n"
+              "    broker = tcp://10.210.1.1:5550\n"
+              "    resend_ms = 100\n"
+              "agent\n"
+              "    broker = tcp://10.210.1.1:5551\n"
+              "    results = %s/results\n"
+              "security\n"
+              "    curve = on\n"
+              "    broker_cert = %s/broker.cert\n"
+              "    watcher_cert = %s/watcher.cert\n"
+              "    page_cert = %s/page.cert\n"
+              "    clients = %s\n"
+              "    operators = %s/operators\n",
+              d, d, d, certs, certs, certs, clients, clients);
+    s_write (s_farm.conf, text);
+    // Each node's own file: its broker address, its agent key.
+    for (int h = 1; h < 3; h++) {
+        snprintf (text, sizeof text,
+                  "watcher\n"
+                  "    root = %s/data\n"
+                  "agent\n"
+                  "    broker = tcp://10.210.%d.1:5551\n"
+                  "    results = %s/results\n"
+                  "    processor = piv\n"
+                  "    threads = 1\n"
+                  "piv\n"
+                  "    passes = 32,16\n"
+                  "    iterations = 1\n"
+                  "security\n"
+                  "    curve = on\n"
+                  "    broker_cert = %s/certs/broker.cert\n"
+                  "    agent_cert = %s/certs/agent.cert\n",
+                  d, h, d, s_host_dir (h), s_host_dir (h));
+        s_write (tu_path (s_host_dir (h), "pivfarm.conf"), text);
+    }
+    tu_farm_render (&s_farm, 10, "y");
+
+    // Step 7: the broker and the watcher on nas1, an agent on each node.
+    s_farm.broker = s_start_on (0, "pivfarm-broker", "broker.log", NULL);
+    for (int i = 0; i < 100 && access (tu_path (d, "farm.db"), F_OK) != 0; i++)
+        usleep (50000);
+    ck_assert_msg (tu_alive (s_farm.broker), "the broker did not start (see broker.log)");
+    s_farm.watcher = s_start_on (0, "pivfarm-watcher", "watcher.log", NULL);
+    s_farm.agents[0] = s_node_agent (1, "node-b");
+    s_farm.agents[1] = s_node_agent (2, "node-c");
+    int listed = 0;
+    for (int i = 0; i < 100 && listed < 2; i++) {
+        int rc = s_pivctl_on_a ("bob", "agents", "--json", NULL);
+        ck_assert_msg (rc == 0, "bob's pivctl agents: exit %d: %s", rc, s_out);
+        char err[256];
+        jdoc_t *doc = jdoc_parse (s_out, err, sizeof err);
+        ck_assert_msg (doc != NULL, "pivctl agents: not JSON (%s): %s", err, s_out);
+        listed = jdoc_length (doc, "$.agents");
+        jdoc_destroy (&doc);
+        if (listed < 2)
+            usleep (100000);
+    }
+    ck_assert_msg (listed == 2, "%d agent(s) joined of node-b and node-c", listed);
+
+    // Pairs flow to both nodes.
+    tu_farm_land (&s_farm, "y", 1, 6, 0);
+    s_land_exp ("exp2", 1, 2);
+    ck_assert_int_eq (s_wait_exp ("exp1", 6, 60), 6);
+    ck_assert_int_eq (s_wait_exp ("exp2", 2, 60), 2);
+    s_pairs_t results = s_read (S_RESULTS, 0);
+    ck_assert_int_eq (results.n, 6);  // exp1's
+    ck_assert_msg (s_count_of (&results, "node-b", 0) >= 1 && s_count_of (&results, "node-c", 0) >= 1,
+                   "results of node-b %d, of node-c %d", s_count_of (&results, "node-b", 0),
+                   s_count_of (&results, "node-c", 0));
+
+    // The operators: alice changes things, bob reads and is refused (403).
+    int rc = s_pivctl_on_a ("alice", "pause", NULL);
+    ck_assert_msg (rc == 0, "alice's pause: exit %d: %s", rc, s_out);
+    rc = s_pivctl_on_a ("bob", "status", NULL);
+    ck_assert_msg (rc == 0, "bob's status: exit %d: %s", rc, s_out);
+    rc = s_pivctl_on_a ("bob", "resume", NULL);
+    ck_assert_msg (rc == 1 && strcmp (s_out, "pivctl: refused: 'resume' changes the farm and your "
+                                             "key is not an operator's\n") == 0,
+                   "bob's resume: exit %d: %s", rc, s_out);
+    rc = s_pivctl_on_a ("alice", "resume", NULL);
+    ck_assert_msg (rc == 0, "alice's resume: exit %d: %s", rc, s_out);
+    // The page, as the web server's user with its own key, sees the farm.
+    char err[256];
+    jdoc_t *page = jdoc_parse (s_page ("format=json"), err, sizeof err);
+    ck_assert_msg (page != NULL, "the page's JSON (%s): %.1000s", err, s_out);
+    ck_assert_msg (jdoc_bool (page, 0, "$.broker.reachable") == 1, "the page: %.2000s", s_out);
+    jdoc_destroy (&page);
+    //@STEP2@
+}
+END_TEST
+
 int
 main (void)
 {
@@ -1239,5 +1563,12 @@ main (void)
     tcase_add_test (tc, an_agent_cut_off_the_network_loses_its_tasks_to_the_other_and_rejoins);
     tcase_add_test (tc, slurm_refuses_a_configuration_results_directory_or_key_its_user_cannot_use);
     suite_add_tcase (suite, tc);
+    // Run alone with CK_RUN_CASE=year.
+    TCase *year = tcase_create ("year");
+    tcase_add_unchecked_fixture (year, s_run_setup, s_run_teardown);
+    tcase_add_checked_fixture (year, s_setup, s_teardown);
+    tcase_set_timeout (year, 150);
+    tcase_add_test (year, a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts);
+    suite_add_tcase (suite, year);
     return tu_run_suite (suite);
 }
