@@ -1547,7 +1547,43 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
     ck_assert_msg (page != NULL, "the page's JSON (%s): %.1000s", err, s_out);
     ck_assert_msg (jdoc_bool (page, 0, "$.broker.reachable") == 1, "the page: %.2000s", s_out);
     jdoc_destroy (&page);
-    //@STEP2@
+    // doc/storage.md: the store backed up online by an operator (a
+    // reader's backup refused), the old experiment purged with its frames,
+    // the room given back by a vacuum.
+    char copy[3100];
+    snprintf (copy, sizeof copy, "%s/backup-1.db", s_host_dir (0));
+    rc = s_pivctl_on_a ("bob", "backup", copy, NULL);
+    ck_assert_msg (rc == 1 && strstr (s_out, "refused") && access (copy, F_OK) != 0,
+                   "bob's backup: exit %d: %s", rc, s_out);
+    rc = s_pivctl_on_a ("alice", "backup", copy, NULL);
+    ck_assert_msg (rc == 0 && strstr (s_out, "integrity ok"), "alice's backup: exit %d: %s", rc,
+                   s_out);
+    ck_assert_int_eq (tu_sql (copy, "SELECT count(*) FROM pairs WHERE state = 2"), 8);
+    rc = s_pivctl_on_a ("bob", "purge", "exp2", NULL);
+    ck_assert_msg (rc == 1 && strstr (s_out, "refused"), "bob's purge: exit %d: %s", rc, s_out);
+    rc = s_pivctl_on_a ("alice", "purge", "exp2", "--files", NULL);
+    ck_assert_msg (rc == 0 && strstr (s_out, "purged exp2: 2 pairs, 2 results, 4 files")
+                       && strstr (s_out, "frames: 4 removed"),
+                   "alice's purge: exit %d: %s", rc, s_out);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM experiments WHERE name = 'exp2'"),
+                      0);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 6);
+    ck_assert_int_eq (tu_entries (tu_path (d, "data/exp2")), 0);
+    rc = s_pivctl_on_a ("alice", "vacuum", "--json", NULL);
+    ck_assert_msg (rc == 0, "alice's vacuum: exit %d: %s", rc, s_out);
+    jdoc_t *vacuum = jdoc_parse (s_out, err, sizeof err);
+    ck_assert_msg (vacuum != NULL, "vacuum: not JSON (%s): %s", err, s_out);
+    int64_t before = jdoc_int (vacuum, 0, "$.vacuum.bytes_before");
+    int64_t after = jdoc_int (vacuum, 0, "$.vacuum.bytes_after");
+    jdoc_destroy (&vacuum);
+    struct stat st;
+    ck_assert (stat (tu_path (d, "farm.db"), &st) == 0);
+    ck_assert_msg (after > 0 && after < before && st.st_size == after,
+                   "vacuum: %lld -> %lld bytes, the file %lld", (long long) before,
+                   (long long) after, (long long) st.st_size);
+    ck_assert_int_eq (tu_sql (tu_path (d, "farm.db"), "SELECT count(*) FROM pairs WHERE state = 2"),
+                      6);
+    //@STEP3@
 }
 END_TEST
 

@@ -42,23 +42,6 @@ s_start_farm (void)
                    "the watcher did not start");
 }
 
-// The integer of 'sql' over the SQLite file 'path', opened read-only; -1
-// when it cannot be read.
-static int64_t
-s_sql (const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *stmt = NULL;
-    int64_t value = -1;
-    if (sqlite3_open_v2 (path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK
-        && sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL) == SQLITE_OK
-        && sqlite3_step (stmt) == SQLITE_ROW)
-        value = sqlite3_column_int64 (stmt, 0);
-    sqlite3_finalize (stmt);
-    sqlite3_close (db);
-    return value;
-}
-
 // The text of 'sql' over 'path' (read-only) in out ("" if none).
 static const char *
 s_sql_text (const char *path, const char *sql, char *out, size_t size)
@@ -101,14 +84,14 @@ START_TEST (a_backup_taken_while_pairs_are_processed_is_verified_and_holds_the_p
     // The copy: sound, the store's schema, and what was done when it began.
     char text[256];
     ck_assert_str_eq (s_sql_text (copy, "PRAGMA integrity_check", text, sizeof text), "ok");
-    ck_assert_int_eq (s_sql (copy, "SELECT value FROM meta WHERE key = 'schema_version'"),
+    ck_assert_int_eq (tu_sql (copy, "SELECT value FROM meta WHERE key = 'schema_version'"),
                       STORE_SCHEMA_VERSION);
-    int64_t done = s_sql (copy, "SELECT count(*) FROM pairs WHERE state = 2");
+    int64_t done = tu_sql (copy, "SELECT count(*) FROM pairs WHERE state = 2");
     ck_assert_msg (done >= before.done && done <= after.done,
                    "the copy holds %" PRId64 " pairs done, the store %" PRId64 " before and %" PRId64
                    " after the backup",
                    done, before.done, after.done);
-    ck_assert_int_eq (s_sql (copy, "SELECT count(*) FROM results"), done);
+    ck_assert_int_eq (tu_sql (copy, "SELECT count(*) FROM results"), done);
     ck_assert_str_eq (s_sql_text (copy, "PRAGMA journal_mode", text, sizeof text), "delete");
     ck_assert_msg (access (tu_path (s_farm.dir, "backups/store-1.db.partial"), F_OK) != 0,
                    "the partial copy is left behind");
@@ -122,7 +105,7 @@ START_TEST (a_backup_taken_while_pairs_are_processed_is_verified_and_holds_the_p
     tu_stop (s_farm.watcher, SIGKILL, 5), s_farm.watcher = 0;
     ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
     s_farm.broker = 0;
-    int64_t held = s_sql (copy, "SELECT count(*) FROM pairs");
+    int64_t held = tu_sql (copy, "SELECT count(*) FROM pairs");
     size_t len;
     char *bytes = tu_slurp (copy, &len);
     ck_assert (bytes != NULL);
@@ -492,10 +475,10 @@ START_TEST (a_migration_backs_the_store_up_first_and_a_failed_backup_changes_not
     ck_assert (tu_farm_log_has (&s_farm, "broker.log", "farm.db.v7.bak' before its migration", 0));
     ck_assert (tu_farm_log_has (&s_farm, "broker.log", "schema from version 7 to 8 (step 1 of 1)", 0));
     ck_assert_str_eq (s_sql_text (bak, "PRAGMA integrity_check", text, sizeof text), "ok");
-    ck_assert_int_eq (s_sql (bak, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
-    ck_assert_int_eq (s_sql (bak, "SELECT count(*) FROM pairs WHERE state = 2"), 3);
-    ck_assert_int_eq (s_sql (bak, "SELECT count(*) FROM sqlite_master WHERE name = 'ensemble_jobs'"), 0);
-    ck_assert_int_eq (s_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 8);
+    ck_assert_int_eq (tu_sql (bak, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+    ck_assert_int_eq (tu_sql (bak, "SELECT count(*) FROM pairs WHERE state = 2"), 3);
+    ck_assert_int_eq (tu_sql (bak, "SELECT count(*) FROM sqlite_master WHERE name = 'ensemble_jobs'"), 0);
+    ck_assert_int_eq (tu_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 8);
     ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
     s_farm.broker = 0;
     // A backup that cannot be made (the name is taken): no start, the store
@@ -507,16 +490,16 @@ START_TEST (a_migration_backs_the_store_up_first_and_a_failed_backup_changes_not
                        && strstr (log, "farm.db.v7.bak': it exists already"),
                    "%s", log ? log : "(no log)");
     free (log);
-    ck_assert_int_eq (s_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
-    ck_assert_int_eq (s_sql (db, "SELECT count(*) FROM sqlite_master WHERE name = 'ensemble_jobs'"), 0);
-    ck_assert_int_eq (s_sql (db, "SELECT count(*) FROM pairs WHERE state = 2"), 3);
+    ck_assert_int_eq (tu_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+    ck_assert_int_eq (tu_sql (db, "SELECT count(*) FROM sqlite_master WHERE name = 'ensemble_jobs'"), 0);
+    ck_assert_int_eq (tu_sql (db, "SELECT count(*) FROM pairs WHERE state = 2"), 3);
     // Turned off: migrated without a copy.
     tu_farm_conf_replace (&s_farm, "    store = ./farm.db\n",
                           "    store = ./farm.db\n    backup_before_migrate = off\n");
     unlink (bak);
     ck_assert (s_broker_starts ());
     ck_assert (access (bak, F_OK) != 0);
-    ck_assert_int_eq (s_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 8);
+    ck_assert_int_eq (tu_sql (db, "SELECT value FROM meta WHERE key = 'schema_version'"), 8);
     ck_assert_int_eq (tu_farm_counts (&s_farm).done, 3);
 }
 END_TEST

@@ -566,6 +566,23 @@ s_farm_sql (tu_farm_t *farm, const char *fmt, va_list ap, char **text)
     return value;
 }
 
+// The integer of 'sql' over the SQLite file 'path', opened read-only; -1
+// when it cannot be read.
+int64_t
+tu_sql (const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    int64_t value = -1;
+    if (sqlite3_open_v2 (path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK
+        && sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL) == SQLITE_OK
+        && sqlite3_step (stmt) == SQLITE_ROW)
+        value = sqlite3_column_int64 (stmt, 0);
+    sqlite3_finalize (stmt);
+    sqlite3_close (db);
+    return value;
+}
+
 int64_t
 tu_farm_sql (tu_farm_t *farm, const char *fmt, ...)
 {

@@ -119,6 +119,9 @@ void tu_farm_fake (tu_farm_t *farm, int n, const char *prefix);
 // tu_farm_land in a child process that dies with the test; returns its pid
 // (it exits 0 once every pair has landed).
 int tu_farm_land_async (tu_farm_t *farm, const char *prefix, int first, int last, int gap_us);
+// The integer of 'sql' over the SQLite file 'path' (a store or a copy of
+// it), opened read-only; -1 when it cannot be read.
+int64_t tu_sql (const char *path, const char *sql);
 // The integer in the first column of the first row of 'sql' (printf-style)
 // over the farm's store, opened read-only; -1 if it cannot be read.
 int64_t tu_farm_sql (tu_farm_t *farm, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
