@@ -1583,7 +1583,47 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
                    (long long) after, (long long) st.st_size);
     ck_assert_int_eq (tu_sql (tu_path (d, "farm.db"), "SELECT count(*) FROM pairs WHERE state = 2"),
                       6);
-    //@STEP3@
+    // deploy.md "Upgrades", by hand: the backup, the agents stopped, then
+    // the watcher and the broker; the new programs find a store of the
+    // previous schema (made so here), which the broker migrates after its
+    // own backup; then the watcher and the agents again.
+    snprintf (copy, sizeof copy, "%s/backup-20261203-041500.db", s_host_dir (0));
+    rc = s_pivctl_on_a ("alice", "backup", copy, NULL);
+    ck_assert_msg (rc == 0 && strstr (s_out, "integrity ok"), "the upgrade's backup: exit %d: %s",
+                   rc, s_out);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq (tu_stop (s_farm.agents[k], SIGTERM, 10), 0);
+        s_farm.agents[k] = 0;
+    }
+    ck_assert_int_eq (tu_stop (s_farm.watcher, SIGTERM, 10), 0);
+    s_farm.watcher = 0;
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    int previous = tu_store_to_previous (tu_path (d, "farm.db"));
+    s_farm.broker = s_start_on (0, "pivfarm-broker", "broker.log", NULL);
+    rc = 1;
+    for (int i = 0; i < 600 && rc != 0 && tu_alive (s_farm.broker); i++)
+        if ((rc = s_pivctl_on_a ("bob", "status", NULL)) != 0)
+            usleep (100000);
+    ck_assert_msg (rc == 0, "the upgraded broker does not answer 'pivctl status' (see broker.log): %s",
+                   s_out);
+    char bak[3200], said[3300];
+    snprintf (bak, sizeof bak, "%s/farm.db.v%d.bak", d, previous);
+    snprintf (said, sizeof said, "has schema version %d: copied into '%s' before its migration",
+              previous, bak);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", said, 0), "no '%s' in broker.log", said);
+    ck_assert_int_eq (tu_sql (bak, "SELECT value FROM meta WHERE key = 'schema_version'"), previous);
+    ck_assert_int_eq (tu_sql (bak, "SELECT count(*) FROM pairs WHERE state = 2"), 6);
+    ck_assert_int_eq (tu_sql (tu_path (d, "farm.db"),
+                              "SELECT value FROM meta WHERE key = 'schema_version'"),
+                      STORE_SCHEMA_VERSION);
+    s_farm.watcher = s_start_on (0, "pivfarm-watcher", "watcher.log", NULL);
+    s_farm.agents[0] = s_node_agent (1, "node-b");
+    s_farm.agents[1] = s_node_agent (2, "node-c");
+    tu_farm_land (&s_farm, "y", 7, 10, 0);
+    ck_assert_int_eq (s_wait_exp ("exp1", 10, 60), 10);
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 10);
+    //@STEP4@
 }
 END_TEST
 

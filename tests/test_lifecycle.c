@@ -419,24 +419,6 @@ END_TEST
 // ---------------------------------------------------------------------------
 // The migration's backup
 
-// The farm's store, its broker stopped, taken back to schema 7: without
-// the three tables the step from 7 to 8 adds (issue 27), as a broker of
-// before issue 27 left it. A newer schema must be undone here too.
-static void
-s_store_to_version_7 (void)
-{
-    ck_assert_msg (STORE_SCHEMA_VERSION == 8, "undo the steps after 8 here too");
-    sqlite3 *db = NULL;
-    ck_assert (sqlite3_open (tu_path (s_farm.dir, "farm.db"), &db) == SQLITE_OK);
-    char *msg = NULL;
-    int rc = sqlite3_exec (db, "DROP TABLE ensemble_partials; DROP TABLE ensemble_pairs;"
-                               " DROP TABLE ensemble_jobs;"
-                               " UPDATE meta SET value = '7' WHERE key = 'schema_version';",
-                           NULL, NULL, &msg);
-    ck_assert_msg (rc == SQLITE_OK, "%s", msg ? msg : "?");
-    sqlite3_close (db);
-}
-
 // Starts the broker and waits for it to answer (1) or to exit (0).
 static int
 s_broker_starts (void)
@@ -465,7 +447,7 @@ START_TEST (a_migration_backs_the_store_up_first_and_a_failed_backup_changes_not
     ck_assert_int_eq (tu_farm_wait_done (&s_farm, 3, 30).done, 3);
     ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
     s_farm.broker = 0;
-    s_store_to_version_7 ();
+    ck_assert_int_eq (tu_store_to_previous (tu_path (s_farm.dir, "farm.db")), 7);
     // The copy first, then the step, each said.
     const char *db = tu_file (s_farm.dir, "farm.db");
     const char *bak = tu_file (s_farm.dir, "farm.db.v7.bak");
@@ -483,7 +465,7 @@ START_TEST (a_migration_backs_the_store_up_first_and_a_failed_backup_changes_not
     s_farm.broker = 0;
     // A backup that cannot be made (the name is taken): no start, the store
     // as it was.
-    s_store_to_version_7 ();
+    ck_assert_int_eq (tu_store_to_previous (tu_path (s_farm.dir, "farm.db")), 7);
     ck_assert (!s_broker_starts ());
     char *log = tu_slurp (tu_path (s_farm.dir, "broker.log"), NULL);
     ck_assert_msg (log && strstr (log, "its backup failed, nothing was changed")

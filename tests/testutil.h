@@ -122,6 +122,11 @@ int tu_farm_land_async (tu_farm_t *farm, const char *prefix, int first, int last
 // The integer of 'sql' over the SQLite file 'path' (a store or a copy of
 // it), opened read-only; -1 when it cannot be read.
 int64_t tu_sql (const char *path, const char *sql);
+// Takes the store at 'path' (its broker stopped) back to the schema before
+// the current one, as the previous version's broker left it (the tables the
+// last migration adds dropped); returns that version. Fails the test if it
+// cannot.
+int tu_store_to_previous (const char *path);
 // The integer in the first column of the first row of 'sql' (printf-style)
 // over the farm's store, opened read-only; -1 if it cannot be read.
 int64_t tu_farm_sql (tu_farm_t *farm, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
