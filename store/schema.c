@@ -4,6 +4,7 @@
 
 #include "store/internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1034,6 +1035,39 @@ fail:
     return NULL;
 }
 
+// 1 when no broker has the store at 'path' open: neither its -shm nor a
+// non-empty -wal is there (a broker's close removes both).
+static int
+s_writer_gone (const char *path)
+{
+    char side[PATH_MAX + 8];
+    struct stat st;
+    snprintf (side, sizeof side, "%s-shm", path);
+    if (stat (side, &st) == 0 || errno != ENOENT)
+        return 0;
+    snprintf (side, sizeof side, "%s-wal", path);
+    return stat (side, &st) != 0 ? errno == ENOENT : st.st_size == 0;
+}
+
+// "file:PATH?immutable=1" with PATH percent-encoded where a URI needs it
+// (malloc'd, caller frees; NULL when out of memory).
+static char *
+s_immutable_uri (const char *path)
+{
+    size_t len = strlen (path);
+    char *uri = malloc (3 * len + 32);
+    if (!uri)
+        return NULL;
+    size_t n = (size_t) sprintf (uri, "file:");
+    for (const unsigned char *c = (const unsigned char *) path; *c; c++)
+        if (isalnum (*c) || strchr ("/-._~", *c))
+            uri[n++] = (char) *c;
+        else
+            n += (size_t) sprintf (uri + n, "%%%02X", *c);
+    strcpy (uri + n, "?immutable=1");
+    return uri;
+}
+
 store_t *
 store_open_readonly (const char *path, char *err, size_t errlen)
 {
@@ -1049,8 +1083,31 @@ store_open_readonly (const char *path, char *err, size_t errlen)
         return NULL;
     // No integrity check here: readers (a status page) open the file often
     // and the broker checks it at every start.
-    if (s_check_identity (self, &version, err, errlen))
-        goto fail;
+    if (s_check_identity (self, &version, err, errlen)) {
+        // A store whose broker stopped has no -shm, and a reader who may
+        // not write its directory (the page's www-data, doc/deploy.md step
+        // 11) cannot make one: SQLite says "attempt to write a readonly
+        // database". With no -shm and no WAL left, nothing writes the file
+        // and it holds every commit: it is read as immutable.
+        if (!s_writer_gone (path))
+            goto fail;
+        store_destroy (&self);
+        char *uri = s_immutable_uri (path);
+        self = uri ? s_new (uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, err, errlen) : NULL;
+        free (uri);
+        if (!self) {
+            if (!uri)
+                st_errbuf (err, errlen, "cannot open '%s': out of memory", path);
+            return NULL;
+        }
+        free (self->path);
+        if (!(self->path = strdup (path))) {
+            st_errbuf (err, errlen, "cannot open '%s': out of memory", path);
+            goto fail;
+        }
+        if (s_check_identity (self, &version, err, errlen))
+            goto fail;
+    }
     if (version < STORE_SCHEMA_VERSION) {
         st_errbuf (err, errlen,
                   "'%s' has schema version %d, older than %d: start the broker once to "

@@ -1390,6 +1390,63 @@ s_page (const char *query)
     return body + 4;
 }
 
+// The shipped alert rules, deploy/prometheus/pivfarm.rules.yml.
+static const char *
+s_rules_file (void)
+{
+    static char path[4200];
+    snprintf (path, sizeof path, "%s/../deploy/prometheus/pivfarm.rules.yml", tu_bin (""));
+    return path;
+}
+
+// pivfarm_broker_up of the status page's metrics on nas1, which must be
+// there.
+static int
+s_broker_up (void)
+{
+    const char *body = s_page ("format=prometheus");
+    const char *at = strstr (body, "\npivfarm_broker_up ");
+    ck_assert_msg (at != NULL, "no pivfarm_broker_up in the page's metrics: %.3000s", body);
+    return atoi (at + strlen ("\npivfarm_broker_up "));
+}
+
+// A promtool unit test of the shipped rules (its path): the page of nas1
+// serving pivfarm_broker_up 'up' for 10 min; PivfarmBrokerDown expected at
+// 5 min when it is 0, no alert when 1.
+static const char *
+s_broker_down_test (int up)
+{
+    static char path[4200];
+    snprintf (path, sizeof path, "%s/broker-%d.test.yml", s_farm.dir, up);
+    char text[8192];
+    int n = snprintf (text, sizeof text,
+                      "rule_files:\n  - '%s'\n"
+                      "evaluation_interval: 1m\n"
+                      "tests:\n"
+                      "  - interval: 1m\n"
+                      "    input_series:\n"
+                      "      - series: 'pivfarm_broker_up{instance=\"nas1\",job=\"pivfarm\"}'\n"
+                      "        values: '%dx10'\n"
+                      "    alert_rule_test:\n"
+                      "      - eval_time: 5m\n"
+                      "        alertname: PivfarmBrokerDown\n",
+                      s_rules_file (), up);
+    if (up)
+        n += snprintf (text + n, sizeof text - (size_t) n, "        exp_alerts: []\n");
+    else
+        n += snprintf (text + n, sizeof text - (size_t) n,
+                       "        exp_alerts:\n"
+                       "          - exp_labels: {severity: critical, instance: nas1, job: pivfarm}\n"
+                       "            exp_annotations:\n"
+                       "              summary: 'pivfarm broker down (nas1)'\n"
+                       "              description: 'The status page at nas1 gets no answer from the"
+                       " broker for 1 min: no pair is dispatched or recorded. journalctl -u"
+                       " pivfarm-broker; systemctl status pivfarm-broker.'\n");
+    ck_assert ((size_t) n < sizeof text);
+    s_write (path, text);
+    return path;
+}
+
 START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
 {
     const char *why = s_cannot_run ("ip", "setpriv", NULL);
@@ -1623,7 +1680,26 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
     tu_farm_land (&s_farm, "y", 7, 10, 0);
     ck_assert_int_eq (s_wait_exp ("exp1", 10, 60), 10);
     ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 10);
-    //@STEP4@
+    // doc/dashboard.md "Monitoring": the shipped rules pass promtool; the
+    // broker stopped, the page's metrics (as Prometheus scrapes them from
+    // nas1) fire PivfarmBrokerDown, and those of the running one do not.
+    rc = s_cmd ("promtool", "check", "rules", s_rules_file (), NULL);
+    ck_assert_msg (rc == 0 && strstr (s_out, "SUCCESS"), "promtool check rules: %d: %s", rc, s_out);
+    char shipped[3100];
+    snprintf (shipped, sizeof shipped, "%s/../deploy/prometheus/pivfarm.rules.test.yml",
+              tu_bin (""));
+    rc = s_cmd ("promtool", "test", "rules", shipped, NULL);
+    ck_assert_msg (rc == 0 && strstr (s_out, "SUCCESS"), "promtool test rules: %d: %s", rc, s_out);
+    int up = s_broker_up ();
+    ck_assert_int_eq (up, 1);
+    rc = s_cmd ("promtool", "test", "rules", s_broker_down_test (up), NULL);
+    ck_assert_msg (rc == 0, "promtool test rules, the broker running: %d: %s", rc, s_out);
+    ck_assert_int_eq (tu_stop (s_farm.broker, SIGTERM, 10), 0);
+    s_farm.broker = 0;
+    int down = s_broker_up ();
+    ck_assert_int_eq (down, 0);
+    rc = s_cmd ("promtool", "test", "rules", s_broker_down_test (down), NULL);
+    ck_assert_msg (rc == 0, "promtool test rules, the broker stopped: %d: %s", rc, s_out);
 }
 END_TEST
 
