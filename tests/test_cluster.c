@@ -1459,6 +1459,12 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
     unsetenv ("PIVFARM_CERT");
     unsetenv ("XDG_CONFIG_HOME");
     const char *d = s_farm.dir;
+    // Step 11: the store's directory is the broker's, 0750, its group
+    // (pivfarm) the web server's user's too (nobody's group here), and
+    // what the broker writes there is 0640 (its unit's UMask=0027): the
+    // page reads the store and may write nothing beside it.
+    ck_assert (chown (d, 0, 65534) == 0 && chmod (d, 02750) == 0);
+    umask (027);
     // Step 5 of doc/deploy.md: keys (doc/security.md). nas1's certs: the
     // broker's pair, the watcher's and the page's; the clients directory.
     char certs[3100], clients[3200], sub[3300], from[3400], to[3400];
@@ -1559,6 +1565,10 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
     for (int i = 0; i < 100 && access (tu_path (d, "farm.db"), F_OK) != 0; i++)
         usleep (50000);
     ck_assert_msg (tu_alive (s_farm.broker), "the broker did not start (see broker.log)");
+    struct stat st;
+    ck_assert (stat (tu_path (d, "farm.db"), &st) == 0);
+    ck_assert_msg ((st.st_mode & 07777) == 0640 && st.st_gid == 65534, "the store: mode %o, gid %d",
+                   (unsigned) (st.st_mode & 07777), (int) st.st_gid);
     s_farm.watcher = s_start_on (0, "pivfarm-watcher", "watcher.log", NULL);
     s_farm.agents[0] = s_node_agent (1, "node-b");
     s_farm.agents[1] = s_node_agent (2, "node-c");
@@ -1633,7 +1643,6 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
     int64_t before = jdoc_int (vacuum, 0, "$.vacuum.bytes_before");
     int64_t after = jdoc_int (vacuum, 0, "$.vacuum.bytes_after");
     jdoc_destroy (&vacuum);
-    struct stat st;
     ck_assert (stat (tu_path (d, "farm.db"), &st) == 0);
     ck_assert_msg (after > 0 && after < before && st.st_size == after,
                    "vacuum: %lld -> %lld bytes, the file %lld", (long long) before,
