@@ -401,6 +401,18 @@ s_ours (const char *pid)
     return ours;
 }
 
+// Removes /etc/netns/<ns> (s_name_nas1), and /etc/netns if that leaves it
+// empty.
+static void
+s_unname (const char *ns)
+{
+    char dir[300];
+    snprintf (dir, sizeof dir, "/etc/netns/%s", ns);
+    unlink (tu_path (dir, "hosts"));
+    rmdir (dir);
+    rmdir ("/etc/netns");
+}
+
 // The runner, after every test: kills what the tests left running (by the
 // marker and the directory of this run only), removes the namespaces named
 // after this run and the directory.
@@ -431,6 +443,7 @@ s_run_teardown (void)
         if (access (path, F_OK) == 0 && s_cmd ("ip", "netns", "del", ns, NULL) != 0)
             fprintf (stderr, "test_cluster: cannot remove network namespace '%s': %s\n", ns,
                      s_out);
+        s_unname (ns);
     }
     tu_rmtree (s_base);
 }
@@ -1100,9 +1113,26 @@ static void
 s_hosts_remove (void)
 {
     for (int h = 0; h < 3; h++)
-        if (*s_ns[h])
+        if (*s_ns[h]) {
             s_cmd ("ip", "netns", "del", s_ns[h], NULL);
+            s_unname (s_ns[h]);
+        }
     memset (s_ns, 0, sizeof s_ns);
+}
+
+// Gives host h the name 'nas1' for host a's address on its link: 'ip
+// netns exec' mounts /etc/netns/<namespace>/hosts over /etc/hosts, so the
+// configurations name the broker's host as doc/deploy.md does.
+static void
+s_name_nas1 (int h)
+{
+    char dir[300], text[128];
+    mkdir ("/etc/netns", 0755);
+    snprintf (dir, sizeof dir, "/etc/netns/%s", s_ns[h]);
+    ck_assert_msg (mkdir (dir, 0755) == 0, "cannot make '%s'", dir);
+    snprintf (text, sizeof text, "127.0.0.1 localhost\n10.210.%d.1 nas1\n", h ? h : 1);
+    s_write (tu_path (dir, "hosts"), text);
+    chmod (tu_path (dir, "hosts"), 0644);
 }
 
 // Whatever the test started, in order: the Slurm job and daemons, the
@@ -1465,6 +1495,8 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
     // page reads the store and may write nothing beside it.
     ck_assert (chown (d, 0, 65534) == 0 && chmod (d, 02750) == 0);
     umask (027);
+    for (int h = 0; h < 3; h++)
+        s_name_nas1 (h);
     // Step 5 of doc/deploy.md: keys (doc/security.md). nas1's certs: the
     // broker's pair, the watcher's and the page's; the clients directory.
     char certs[3100], clients[3200], sub[3300], from[3400], to[3400];
@@ -1513,21 +1545,20 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
 
     // "The configuration of a cluster": nas1's file, absolute paths, the
     // broker binding every interface and the watcher connecting to nas1
-    // (10.210.1.1 on host a); the control socket on loopback, the default.
+    // (the name of host a on each host, s_name_nas1); the control socket on
+    // loopback, the default.
     char text[1 << 15];
     snprintf (text, sizeof text,
               "broker\n"
               "    ingest = tcp://*:5550\n"
               "    work = tcp://*:5551\n"
               "    store = %s/farm.db\n"
-              "    heartbeat_ms = 200\n"
-              "    liveness = 3\n"
               "watcher\n"
               "    root = %s/data\n"
-              "    broker = tcp://10.210.1.1:5550\n"
+              "    broker = tcp://nas1:5550\n"
               "    resend_ms = 100\n"
               "agent\n"
-              "    broker = tcp://10.210.1.1:5551\n"
+              "    broker = tcp://nas1:5551\n"
               "    results = %s/results\n"
               "security\n"
               "    curve = on\n"
@@ -1544,7 +1575,7 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
                   "watcher\n"
                   "    root = %s/data\n"
                   "agent\n"
-                  "    broker = tcp://10.210.%d.1:5551\n"
+                  "    broker = tcp://nas1:5551\n"
                   "    results = %s/results\n"
                   "    processor = piv\n"
                   "    threads = 1\n"
@@ -1555,7 +1586,7 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
                   "    curve = on\n"
                   "    broker_cert = %s/certs/broker.cert\n"
                   "    agent_cert = %s/certs/agent.cert\n",
-                  d, h, d, s_host_dir (h), s_host_dir (h));
+                  d, d, s_host_dir (h), s_host_dir (h));
         s_write (tu_path (s_host_dir (h), "pivfarm.conf"), text);
     }
     tu_farm_render (&s_farm, 10, "y");
@@ -1584,7 +1615,12 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
         if (listed < 2)
             usleep (100000);
     }
-    ck_assert_msg (listed == 2, "%d agent(s) joined of node-b and node-c", listed);
+    if (listed != 2) {
+        char *b = tu_slurp (tu_path (d, "agent-b.log"), NULL);
+        char *c = tu_slurp (tu_path (d, "agent-c.log"), NULL);
+        ck_abort_msg ("%d agent(s) joined of node-b and node-c: %s\nagent-b.log: %.1500s\n"
+                      "agent-c.log: %.1500s", listed, s_out, b ? b : "", c ? c : "");
+    }
 
     // Pairs flow to both nodes.
     tu_farm_land (&s_farm, "y", 1, 6, 0);
@@ -1649,6 +1685,12 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
                    (long long) after, (long long) st.st_size);
     ck_assert_int_eq (tu_sql (tu_path (d, "farm.db"), "SELECT count(*) FROM pairs WHERE state = 2"),
                       6);
+    // Each host's file has the same heartbeat (the default): no agent was
+    // taken for dead, idle for longer than the broker's liveness (3 s) too.
+    usleep (3500000);
+    ck_assert_msg (tu_farm_log_count (&s_farm, "broker.log", "presumed dead") == 0,
+                   "an agent was presumed dead (see broker.log)");
+
     // deploy.md "Upgrades", by hand: the backup, the agents stopped, then
     // the watcher and the broker; the new programs find a store of the
     // previous schema (made so here), which the broker migrates after its
