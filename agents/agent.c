@@ -224,7 +224,7 @@ s_hello (agent_t *self)
               strcmp (self->cfg.agent.processor, "piv") == 0 ? " ensemble" : "");
     proto_msg_t hello = {.command = PROTO_HELLO,
                          .name = self->id,
-                         .text = (char *) zsys_hostname (),
+                         .text = agent_hostname (),
                          .count = (uint32_t) self->nworkers,
                          .settings = caps};
     s_send (self, &hello);
@@ -590,6 +590,15 @@ s_tick (zloop_t *loop, int timer_id, void *arg)
 
 // ---------------------------------------------------------------------------
 
+char *
+agent_hostname (void)
+{
+    char name[256] = "";
+    if (gethostname (name, sizeof name - 1) != 0 || !*name)
+        return NULL;
+    return strdup (name);
+}
+
 agent_t *
 agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
 {
@@ -611,7 +620,7 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
         // one row in the store per agent, not one per process. Instances of
         // pivfarm-agent@ on one host differ by their instance ('pivfarm',
         // the farm's own configuration, adds nothing).
-        char *host = zsys_hostname (), instance[128];
+        char *host = agent_hostname (), instance[128];
         if (daemon_unit_instance ("pivfarm-agent", instance, sizeof instance) == 0
             && strcmp (instance, "pivfarm") != 0)
             snprintf (self->id, sizeof self->id, "%s-%s", host ? host : "agent", instance);

@@ -15,6 +15,12 @@
 
 typedef struct _agent_t agent_t;
 
+// This host's name as the kernel has it (gethostname), whether or not DNS or
+// /etc/hosts knows it (czmq's zsys_hostname resolves it, and gives NULL on
+// a node whose name does not resolve). malloc'd (caller frees); NULL when
+// it has none or out of memory.
+char *agent_hostname (void);
+
 // An agent for cfg (agent section; agent/broker is the endpoint) named 'id'
 // (NULL: host name and process id). Starts its worker threads. NULL with
 // err on failure.

@@ -105,7 +105,7 @@ s_check (const config_t *cfg)
         return 2;
     }
     zsock_destroy (&sock);
-    char *host = zsys_hostname ();
+    char *host = agent_hostname ();
     printf ("pivfarm-agent: ready on %s: processor %s, results %s, broker %s%s\n",
             host ? host : "this host", cfg->agent.processor, cfg->agent.results, endpoint,
             secure_on (cfg) ? " (CURVE certificates read)" : "");

@@ -1611,6 +1611,11 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
         jdoc_t *doc = jdoc_parse (s_out, err, sizeof err);
         ck_assert_msg (doc != NULL, "pivctl agents: not JSON (%s): %s", err, s_out);
         listed = jdoc_length (doc, "$.agents");
+        // Each says its host, though nas1's name alone resolves there.
+        for (int k = 0; k < listed; k++) {
+            const char *host = jdoc_string (doc, "$.agents[%d].host", k);
+            ck_assert_msg (host && *host, "an agent without its host: %s", s_out);
+        }
         jdoc_destroy (&doc);
         if (listed < 2)
             usleep (100000);
