@@ -1647,6 +1647,8 @@ START_TEST (a_year_of_the_farm_set_up_from_deploy_md_with_curve_on_three_hosts)
     ck_assert_msg (rc == 1 && strcmp (s_out, "pivctl: refused: 'resume' changes the farm and your "
                                              "key is not an operator's\n") == 0,
                    "bob's resume: exit %d: %s", rc, s_out);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "control: refused 'resume' to key ", 0),
+                   "the broker did not log its 403 to bob's resume");
     rc = s_pivctl_on_a ("alice", "resume", NULL);
     ck_assert_msg (rc == 0, "alice's resume: exit %d: %s", rc, s_out);
     // The page, as the web server's user with its own key, sees the farm.
