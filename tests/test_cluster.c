@@ -360,10 +360,13 @@ s_result_agent (const s_pairs_t *results, int64_t pair)
 // The runner (before any test is forked): this run's directory, where every
 // test's farm goes (TMPDIR), readable by munge; the marker every process
 // started from here inherits.
+static char s_tmpdir[4096]; // TMPDIR before the runner's setup ("" unset)
+
 static void
 s_run_setup (void)
 {
     s_run_pid = (int) getpid ();
+    snprintf (s_tmpdir, sizeof s_tmpdir, "%s", getenv ("TMPDIR") ? getenv ("TMPDIR") : "");
     snprintf (s_base, sizeof s_base, "%s", tu_tmpdir ());
     chmod (s_base, 0755);
     setenv ("TMPDIR", s_base, 1);
@@ -446,6 +449,12 @@ s_run_teardown (void)
         s_unname (ns);
     }
     tu_rmtree (s_base);
+    // As it was, for the next test case's runner setup.
+    if (*s_tmpdir)
+        setenv ("TMPDIR", s_tmpdir, 1);
+    else
+        unsetenv ("TMPDIR");
+    unsetenv (MARKER);
 }
 
 static void
