@@ -2,7 +2,9 @@
 // (munged, slurmctld and slurmd started by the test, no systemd) launching
 // the agents with deploy/slurm/pivfarm-agents.sbatch, and hosts made of
 // network namespaces joined by veth pairs, one of whose links is cut while
-// pairs are in flight. Each test needs root and its tools (CI installs them,
+// pairs are in flight; on those hosts, a year of a farm set up as
+// doc/deploy.md says (CURVE, identities, backup, purge, vacuum, upgrade,
+// the broker-down alert). Each test needs root and its tools (CI installs them,
 // see deploy/deps.sh); without them it says why on stdout and passes.
 //
 // Cleaning up: whatever a test starts dies with it (PDEATHSIG) or is
