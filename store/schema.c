@@ -1093,13 +1093,14 @@ store_open_readonly (const char *path, char *err, size_t errlen)
             goto fail;
         store_destroy (&self);
         char *uri = s_immutable_uri (path);
-        self = uri ? s_new (uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, err, errlen) : NULL;
-        free (uri);
-        if (!self) {
-            if (!uri)
-                st_errbuf (err, errlen, "cannot open '%s': out of memory", path);
+        if (!uri) {
+            st_errbuf (err, errlen, "cannot open '%s': out of memory", path);
             return NULL;
         }
+        self = s_new (uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, err, errlen);
+        free (uri);
+        if (!self)
+            return NULL;
         free (self->path);
         if (!(self->path = strdup (path))) {
             st_errbuf (err, errlen, "cannot open '%s': out of memory", path);
