@@ -945,10 +945,15 @@ START_TEST (slurm_runs_the_agents_and_scancel_leaves_no_task_dispatched)
         waited = s_wait_listed (id, 1, 2000);
     }
     job_out = tu_slurp (output, NULL);
-    if (waited < 0)
+    char node_state[1024] = "";
+    if (waited < 0) {
+        s_cmd ("sinfo", "-h", "-N", "-n", s_slurm.host, "-o", "%T %E", NULL);
+        snprintf (node_state, sizeof node_state, "%.1000s", s_out);
         s_cmd ("scontrol", "show", "job", "-o", s_slurm.job, NULL);
-    ck_assert_msg (waited >= 0, "agent '%s' never came back after the requeue; job output: %s; %s",
-                   id, job_out ? job_out : "(none)", s_out);
+    }
+    ck_assert_msg (waited >= 0,
+                   "agent '%s' never came back after the requeue; job output: %s; node: %s; %s",
+                   id, job_out ? job_out : "(none)", node_state, s_out);
     ck_assert_msg (job_out && strstr (job_out, "(restart 1)"), "no restart in: %s",
                    job_out ? job_out : "(none)");
     free (job_out);
@@ -1307,11 +1312,7 @@ s_keygen_into (const char *name, const char *dir)
 static void
 s_install (const char *from, const char *to, mode_t mode)
 {
-    size_t len;
-    char *bytes = tu_slurp (from, &len);
-    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
-    tu_spit (to, bytes, len);
-    free (bytes);
+    tu_copy (from, to);
     ck_assert (chmod (to, mode) == 0);
 }
 

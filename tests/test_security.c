@@ -50,17 +50,6 @@ s_keygen (const char *name, const char *dir)
     ck_assert_msg (tu_run (argv, out, sizeof out, 30) == 0, "keygen %s: %s", name, out);
 }
 
-// Copies the file 'from' to 'to'.
-static void
-s_copy (const char *from, const char *to)
-{
-    size_t len;
-    char *bytes = tu_slurp (from, &len);
-    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
-    tu_spit (to, bytes, len);
-    free (bytes);
-}
-
 // Copies the public certificate keys/<name>.cert into 'dir' of the farm.
 static void
 s_authorise (const char *name, const char *dir)
@@ -68,7 +57,7 @@ s_authorise (const char *name, const char *dir)
     char from[4096], to[4096];
     snprintf (from, sizeof from, "%s/keys/%s.cert", s_farm.dir, name);
     snprintf (to, sizeof to, "%s/%s/%s.cert", s_farm.dir, dir, name);
-    s_copy (from, to);
+    tu_copy (from, to);
 }
 
 // The keys of a farm: the broker's pair in certs/, the clients' pairs in
@@ -743,7 +732,7 @@ s_copy_pair (const char *name, const char *dir, const char *as)
         char from[8192], to[8192];
         snprintf (from, sizeof from, "%s/keys/%s.cert%s", s_farm.dir, name, secret ? "_secret" : "");
         snprintf (to, sizeof to, "%s/%s.cert%s", dir, as, secret ? "_secret" : "");
-        s_copy (from, to);
+        tu_copy (from, to);
     }
 }
 

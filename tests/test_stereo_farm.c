@@ -91,11 +91,7 @@ s_land_into (const char *folder1, const char *folder2, int first, int last, int 
             snprintf (name, sizeof name, "s_%04d_%c.tif", i + shift, k % 2 ? 'b' : 'a');
             snprintf (to, sizeof to, "%s/data/exp1/%s/%s", s_farm.dir, folder, name);
             snprintf (tmp, sizeof tmp, "%s/data/exp1/%s/.%s.part", s_farm.dir, folder, name);
-            size_t len;
-            char *bytes = tu_slurp (from, &len);
-            ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
-            tu_spit (tmp, bytes, len);
-            free (bytes);
+            tu_copy (from, tmp);
             ck_assert (rename (tmp, to) == 0);
         }
 }
@@ -107,14 +103,17 @@ s_land (int first, int last)
 }
 
 // An agent of its own configuration whose processor waits for a gate that
-// never opens: it holds the task it takes until it is killed.
+// never opens: it holds the task it takes until it is killed (the processor
+// ends with its agent, so that nothing of the test outlives it).
 static int
 s_start_held_agent (void)
 {
     char gate[4200], script[8192], victim[4200];
     snprintf (gate, sizeof gate, "%s", tu_path (s_farm.dir, "gate"));
     snprintf (script, sizeof script,
-              "#!/bin/sh\nwhile [ ! -e '%s' ]; do sleep 0.05; done\necho held > \"$3\"\n", gate);
+              "#!/bin/sh\nwhile [ ! -e '%s' ]; do\n  kill -0 $PPID 2>/dev/null || exit 1\n"
+              "  sleep 0.05\ndone\necho held > \"$3\"\n",
+              gate);
     const char *held = tu_path (s_farm.dir, "held.sh");
     tu_spit (held, script, strlen (script));
     chmod (held, 0755);

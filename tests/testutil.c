@@ -262,6 +262,16 @@ tu_spit (const char *path, const void *data, size_t len)
     ck_assert (fclose (f) == 0);
 }
 
+void
+tu_copy (const char *from, const char *to)
+{
+    size_t len;
+    char *bytes = tu_slurp (from, &len);
+    ck_assert_msg (bytes != NULL, "cannot read '%s'", from);
+    tu_spit (to, bytes, len);
+    free (bytes);
+}
+
 int
 tu_entries (const char *dir)
 {

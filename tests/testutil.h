@@ -51,6 +51,9 @@ char *tu_slurp (const char *path, size_t *len_p);
 char *tu_doc (const char *path);
 // Writes len bytes to path; aborts the test on failure.
 void tu_spit (const char *path, const void *data, size_t len);
+// Copies the file 'from' to 'to' (made or truncated); fails the test if
+// either cannot be.
+void tu_copy (const char *from, const char *to);
 // The entries of directory 'dir' ("." and ".." aside); fails the test if
 // one is a hidden name (a temporary such as ".NAME.XXXXXXXX.part" left
 // behind by a program that writes through one).
