@@ -200,10 +200,24 @@ install: programs
 	        chmod 0644 $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; \
 	done
 
+# What install put, and nothing else: /etc/pivfarm (each host's own
+# configuration and keys), the store and the results stay.
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(filter-out bin/pivfarm.cgi,$(PROGRAMS)))) \
+	    $(DESTDIR)$(LIBEXECDIR)/pivfarm.cgi $(DESTDIR)$(LIBEXECDIR)/pivfarm-mount \
+	    $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) $(DESTDIR)$(GENDIR)/pivfarm-generator \
+	    $(DESTDIR)$(POLKITDIR)/pivfarm.rules \
+	    $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+	    $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,README.md $(notdir $(wildcard doc/*.md)) \
+	    pivfarm.conf.example pivfarm.rules.yml)
+	-rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
+	@echo 'make uninstall: /etc/pivfarm, the store and the results are left as they are'
+
 clean:
 	rm -rf bin build
 
-.PHONY: all programs check test bench demo deps dashboard install clean
+.PHONY: all programs check test bench demo deps dashboard install uninstall clean
 .SECONDARY:
 
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -77,6 +77,8 @@ struct _agent_t {
     int withheld;                      // credit owed to the broker once room returns
     int asked_again;                   // DISCONNECTs in a row, nothing else from the broker between
     int64_t hello_ms;                  // when the last HELLO went (ms clock)
+    char instance[33];                 // this process's token, in every HELLO: the broker
+                                       // knows a reconnect of it from a second agent of its id
     uint64_t budget;                   // bytes a worker may take for a pair (0: no limit)
     char budget_why[128];              // where that came from (process_budget)
 };
@@ -219,9 +221,10 @@ s_hello (agent_t *self)
     // Capabilities: the processor it runs (piv, noop, exec:...), and
     // 'ensemble' when it sums ensemble chunks (the piv processor): a
     // broker sends ENSEMBLE to no other agent (doc/protocol.md §4.14).
-    char caps[sizeof self->cfg.agent.processor + 16];
-    snprintf (caps, sizeof caps, "%s%s", self->cfg.agent.processor,
-              strcmp (self->cfg.agent.processor, "piv") == 0 ? " ensemble" : "");
+    // 'instance=' this process's token (§4.3).
+    char caps[sizeof self->cfg.agent.processor + 64];
+    snprintf (caps, sizeof caps, "%s%s instance=%s", self->cfg.agent.processor,
+              strcmp (self->cfg.agent.processor, "piv") == 0 ? " ensemble" : "", self->instance);
     proto_msg_t hello = {.command = PROTO_HELLO,
                          .name = self->id,
                          .text = agent_hostname (),
@@ -628,6 +631,14 @@ agent_new (const config_t *cfg, const char *id, char *err, size_t errlen)
             snprintf (self->id, sizeof self->id, "%s", host ? host : "agent");
         free (host);
     }
+    zuuid_t *token = zuuid_new ();
+    if (!token) {
+        snprintf (err, errlen, "cannot start the agent: out of memory");
+        free (self);
+        return NULL;
+    }
+    snprintf (self->instance, sizeof self->instance, "%s", zuuid_str (token));
+    zuuid_destroy (&token);
     // The CPUs this process may run on (a Slurm step's, taskset's, a
     // cpuset's), not every CPU of the node.
     cpu_set_t cpus;

@@ -30,7 +30,8 @@ static void
 s_usage (FILE *out)
 {
     fprintf (out, "usage: pivfarm-agent (-c FILE | --broker ENDPOINT) [options]\n"
-                  "  -c, --config FILE       pivfarm configuration (ZPL; see conf/pivfarm.conf)\n"
+                  "  -c, --config FILE       pivfarm configuration (ZPL; installed as\n"
+                  "                          /etc/pivfarm/pivfarm.conf)\n"
                   "  -b, --broker ENDPOINT   the broker's work socket (default: agent/broker)\n"
                   "  -t, --threads N         worker threads (default: agent/threads; 0: the CPUs it\n"
                   "                          may run on)\n"

@@ -83,6 +83,7 @@ struct _broker_t {
     ensemble_t *ensemble;     // ensemble correlation jobs
     int rebuild_timer;        // the statistics' rebuild runs (its timer id), or 0
     int64_t busy_since_ns;    // another process holds the store's write lock since, or 0
+    int64_t beat_ns;          // when the last heartbeat ran (a held loop shows as a gap)
     int64_t busy_logged_ns;   // when that was last logged
     int probe_timer;          // asks the busy store again every PROBE_MS (its id), or 0
     int ingest_paused;        // the ingest socket is not read: the store takes nothing
@@ -608,6 +609,18 @@ s_heartbeat (zloop_t *loop, int timer_id, void *arg)
 {
     (void) loop, (void) timer_id;
     broker_t *self = arg;
+    // Held past two heartbeats (a long vacuum or purge, SIGSTOP, a frozen
+    // VM), the broker read nothing: nobody is judged for that time.
+    int64_t now = util_time_ns (), interval = (int64_t) self->cfg.broker.heartbeat_ms * 1000000;
+    if (self->beat_ns && now - self->beat_ns > 2 * interval) {
+        int64_t held = now - self->beat_ns - interval;
+        log_warning ("the broker was held %.1f s (nothing read or sent meanwhile): agents' "
+                     "silence and tasks' deadlines are counted from now",
+                     held / 1e9);
+        dispatch_held (self->dispatch, held);
+        ensemble_held (self->ensemble, held);
+    }
+    self->beat_ns = now;
     s_store_ready (self);
     dispatch_heartbeat (self->dispatch, util_time_ns ());
     ensemble_deadlines (self->ensemble, util_time_ns ());

@@ -1109,6 +1109,26 @@ s_on_defer (dispatch_t *self, zframe_t *identity, agent_rec_t *agent, proto_msg_
     self->after (self->arg, identity, &ok);
 }
 
+// Splits HELLO's capabilities 'words' into the agent's process token (the
+// word 'instance=TOKEN', "" when there is none: an older agent) and the
+// other words.
+static void
+s_split_instance (const char *words, char *instance, size_t isize, char *caps, size_t csize)
+{
+    *instance = *caps = '\0';
+    size_t used = 0;
+    for (const char *p = words ? words : ""; *p;) {
+        size_t n = strcspn (p, " ");
+        if (n > 9 && strncmp (p, "instance=", 9) == 0)
+            snprintf (instance, isize, "%.*s", (int) (n - 9), p + 9);
+        else if (n > 0 && used + n + 2 <= csize)
+            used += (size_t) snprintf (caps + used, csize - used, "%s%.*s", used ? " " : "",
+                                       (int) n, p);
+        p += n;
+        p += strspn (p, " ");
+    }
+}
+
 // The agent connected under 'id', or NULL.
 static agent_rec_t *
 s_agent_named (dispatch_t *self, const char *id)
@@ -1124,9 +1144,18 @@ s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
 {
     int64_t now = util_time_ns ();
     agent_rec_t *agent = s_agent (self, identity);
+    char instance[sizeof agent->instance], caps[1024];
+    s_split_instance (msg->settings, instance, sizeof instance, caps, sizeof caps);
+    agent_rec_t *named = agent ? NULL : s_agent_named (self, msg->name);
     if (agent)  // a reconnect under the same identity: its tasks start again
         s_agent_forget (self, agent, "said hello again");
-    else if ((agent = s_agent_named (self, msg->name))) {
+    else if (named && *instance && strcmp (named->instance, instance) == 0)
+        // The same process on a new connection: it found this broker silent
+        // (held by a long vacuum, stopped, or a network cut) and connected
+        // again. Its tasks go back unpunished; what it finishes of them
+        // still comes (first result wins).
+        s_agent_forget (self, named, "connected again (it found the broker silent)");
+    else if ((agent = named)) {
         // Another connection under an id in use: two agents given one name
         // (its rows, results and series would mix), or an agent restarted
         // after a kill whose old connection has not yet been found dead.
@@ -1172,7 +1201,8 @@ s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     char slot[512];
     zhashx_insert (self->agents, s_agent_key (identity, slot), agent);
     free (agent->capabilities);
-    agent->capabilities = strdup (msg->settings ? msg->settings : "");
+    agent->capabilities = strdup (caps);
+    snprintf (agent->instance, sizeof agent->instance, "%s", instance);
     if (self->parking)
         agent->unrecorded = 1;  // written once the store answers (dispatch_unpark)
     else
@@ -1336,6 +1366,18 @@ dispatch_heartbeat (dispatch_t *self, int64_t now)
         s_agent_drop (self, agent, "is silent: presumed dead", 1);
     zlistx_destroy (&dead);
     s_check_deadlines (self, now);
+}
+
+void
+dispatch_held (dispatch_t *self, int64_t held_ns)
+{
+    for (agent_rec_t *agent = zhashx_first (self->agents); agent;
+         agent = zhashx_next (self->agents)) {
+        agent->expires_ns += held_ns;
+        for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+            if (task->deadline_ns)
+                task->deadline_ns += held_ns;
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -80,6 +80,10 @@ int dispatch_work_one (dispatch_t *self, zsock_t *reader);
 // The heartbeat: HEARTBEAT to each live agent, the silent ones dropped
 // (presumed dead, their tasks back in the queue), the deadlines checked.
 void dispatch_heartbeat (dispatch_t *self, int64_t now);
+// The broker's loop was held 'held_ns' (a long vacuum or purge, a stop, a
+// frozen VM): it read nothing meanwhile, so the agents' silence and their
+// tasks' time out are moved on by as much, before anyone is judged.
+void dispatch_held (dispatch_t *self, int64_t held_ns);
 
 // While another process holds the store's write lock (broker.c): the
 // answers that need a write (RESULT, FAILED, DEFER, DISCONNECT, a known

@@ -552,6 +552,15 @@ s_deadline_ns (const ensemble_t *self, const s_job_t *job)
 }
 
 void
+ensemble_held (ensemble_t *self, int64_t held_ns)
+{
+    for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs))
+        for (int c = 0; c < job->nchunks; c++)
+            if (job->chunks[c].state == S_OUT)
+                job->chunks[c].sent_ns += held_ns;
+}
+
+void
 ensemble_deadlines (ensemble_t *self, int64_t now)
 {
     for (s_job_t *job = zlistx_first (self->jobs); job; job = zlistx_next (self->jobs)) {

@@ -66,6 +66,9 @@ void ensemble_lost (ensemble_t *self, const char *holder, const char *reason);
 // holder keeps the slot until it answers (its answer, a late copy, is
 // recorded if it comes first: ensemble_partial then says it held it).
 void ensemble_deadlines (ensemble_t *self, int64_t now);
+// The broker's loop was held 'held_ns' (dispatch_held): the chunks out
+// have that much longer.
+void ensemble_held (ensemble_t *self, int64_t held_ns);
 
 // A standing setting of exp from its text "window=W overlap=O idle=S"
 // (each optional: 8, 50, 30), NULL: none. 0, or -1 with err naming the bad

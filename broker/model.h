@@ -235,6 +235,8 @@ typedef struct {
     int clamped;         // a READY beyond its cores was clamped (warned once)
     int unreachable;     // a send to it failed: no task until it is heard from again
     char *capabilities;  // what it said it can do (HELLO), for its row in the store
+    char instance[40];   // its process's token (HELLO 'instance='), or "": a HELLO of
+                         // the same id and token is this agent reconnecting
     int unrecorded;      // came while the store was busy: its row is written once it answers
     int ens_held;        // ensemble chunks it holds (ensemble.c), each taking a slot
 } agent_rec_t;

@@ -56,7 +56,8 @@ cli_daemon (int argc, char **argv, const char *program, const char *what, config
         case 'h':
             printf ("usage: %s -c FILE [-v] [--syslog]\n"
                     "%s\n"
-                    "  -c, --config FILE   pivfarm configuration (ZPL; see conf/pivfarm.conf)\n"
+                    "  -c, --config FILE   pivfarm configuration (ZPL; installed as\n"
+                    "                      /etc/pivfarm/pivfarm.conf)\n"
                     "  -v, --verbose       log more (every file, pair, agent)\n"
                     "      --syslog        log to syslog instead of stderr\n"
                     "  -h, --help          this text\n"

@@ -666,6 +666,24 @@ START_TEST (make_install_puts_units_generator_and_polkit_rule_where_systemd_and_
                    unit ? unit : "no unit");
     free (unit);
     ck_assert (access (s_p (s_dir, "opt/etc/polkit-1/rules.d/pivfarm.rules"), F_OK) == 0);
+    // make uninstall takes back every file install put, and leaves the
+    // host's own configuration.
+    char cmd[16384];
+    mkdir (s_p (s_dir, "usr/etc"), 0755);
+    mkdir (s_p (s_dir, "usr/etc/pivfarm"), 0755);
+    tu_spit (s_p (s_dir, "usr/etc/pivfarm/pivfarm.conf"), "# this host's\n", 14);
+    snprintf (cmd, sizeof cmd,
+              "make --no-print-directory -s -C '%s' uninstall PREFIX=/usr DESTDIR='%s/usr' 2>&1 && "
+              "find '%s/usr' -type f",
+              s_top, s_dir, s_dir);
+    const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    ck_assert_msg (tu_run ((char *const *) sh, s_out, sizeof s_out, 60) == 0, "%s", s_out);
+    char kept[4300];
+    snprintf (kept, sizeof kept, "%s/usr/etc/pivfarm/pivfarm.conf\n", s_dir);
+    ck_assert_msg (strstr (s_out, "/etc/pivfarm, the store and the results are left")
+                       && strstr (s_out, kept)
+                       && strlen (strstr (s_out, kept)) == strlen (kept),
+                   "make uninstall left more than the host's configuration:\n%.3000s", s_out);
 }
 END_TEST
 

@@ -271,6 +271,56 @@ START_TEST (a_hung_agent_s_task_is_taken_back_and_its_late_result_ignored)
 }
 END_TEST
 
+// Held longer than the agents wait for it (a long vacuum or purge holds it
+// so; here SIGSTOP): the agent, finding it silent, connects again; the
+// broker, once it runs, judges nobody for the time it was held. Nothing is
+// counted as lost, nothing is failed, no agent is presumed dead.
+START_TEST (a_broker_held_longer_than_its_agents_wait_counts_no_agent_dead_and_no_pair_lost)
+{
+    char script[4096];
+    snprintf (script, sizeof script, "%s/slow.sh", s_farm.dir);
+    tu_spit (script, "#!/bin/sh\nsleep 1\n", 18);
+    chmod (script, 0755);
+    tu_farm_fake (&s_farm, 3, "f");
+    char processor[4200];
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    tu_farm_conf (&s_farm, processor, 1, "32,16", "");
+    tu_farm_start_broker (&s_farm);
+    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
+    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'a1'", 5000));
+    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (&s_farm, "f", 1, 3, 0);
+    tu_counts_t c = tu_farm_counts (&s_farm);
+    for (int i = 0; i < 100 && c.dispatched < 1; i++, c = tu_farm_counts (&s_farm))
+        usleep (50000);
+    ck_assert_int_eq (c.dispatched, 1);
+    // Held 3 s: five times the agents' patience (3 x 200 ms).
+    ck_assert (kill (s_farm.broker, SIGSTOP) == 0);
+    usleep (3000000);
+    ck_assert (kill (s_farm.broker, SIGCONT) == 0);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "agent.log", "is silent; reconnecting", 5000),
+                   "the agent never found the held broker silent (see agent.log)");
+    c = tu_farm_wait_done (&s_farm, 3, 30);
+    ck_assert_msg (c.done == 3 && c.failed == 0, "done %lld failed %lld (see broker.log)",
+                   (long long) c.done, (long long) c.failed);
+    ck_assert_msg (!tu_farm_log_has (&s_farm, "broker.log", "presumed dead", 0),
+                   "an agent was presumed dead for the broker's own stop (see broker.log)");
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT sum(lost) FROM pairs"), 0);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "the broker was held", 1000),
+                   "the broker did not say it was held (see broker.log)");
+    ck_assert_msg (tu_farm_log_has (&s_farm, "broker.log", "connected again (it found the broker "
+                                                           "silent)", 1000),
+                   "the agent's new connection was not taken as the same agent (see broker.log)");
+    ck_assert_int_eq (tu_farm_sql (&s_farm, "SELECT count(*) FROM results"), 3);
+    // One agent, under its id, connected still.
+    char out[65536];
+    ck_assert_int_eq (tu_farm_pivctl (&s_farm, out, sizeof out, "status", "--json", NULL), 0);
+    ck_assert_msg (strstr (out, "\"a1\"") && !strstr (strstr (out, "\"a1\"") + 4, "\"a1\""),
+                   "not one agent 'a1' in: %s", out);
+    printf ("figures: broker-sigstop 3s pairs=3 lost=0 dead=0 failed=0\n");
+}
+END_TEST
+
 START_TEST (the_watcher_killed_while_files_arrive_reports_every_file_once)
 {
     s_kill_run ("watcher-sigkill", &s_farm.watcher, s_restart_watcher);
@@ -866,6 +916,7 @@ main (void)
     tcase_add_test (tc, the_broker_killed_at_random_moments_loses_no_pair_and_records_none_twice);
     tcase_add_test (tc, agents_killed_at_random_moments_lose_no_pair_and_record_none_twice);
     tcase_add_test (tc, a_hung_agent_s_task_is_taken_back_and_its_late_result_ignored);
+    tcase_add_test (tc, a_broker_held_longer_than_its_agents_wait_counts_no_agent_dead_and_no_pair_lost);
     tcase_add_test (tc, the_watcher_killed_while_files_arrive_reports_every_file_once);
     tcase_add_test (tc, a_full_disk_stops_acknowledging_loses_nothing_and_resumes_by_itself);
     tcase_add_test (tc, a_reader_holding_the_database_never_stalls_dispatch);
