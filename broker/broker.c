@@ -491,7 +491,7 @@ s_commit_timer (zloop_t *loop, int timer_id, void *arg)
 static void
 s_on_file (broker_t *self, zframe_t *identity, proto_msg_t *msg)
 {
-    if (ingest_file_event (self->ingest, self->clocks, identity, msg) != 0)
+    if (ingest_file_event (self->ingest, self->clocks, msg) != 0)
         return;
     s_reply_add (&self->acks, identity, msg->seq, 0);
 }

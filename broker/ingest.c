@@ -23,12 +23,9 @@ struct _ingest_t {
     char *dflt;               // the farm's settings (host.settings) with them: what an
                               // experiment without a base starts from
     int star_pairing;         // the rule of 'pivctl piv * pairing=RULE', or -1: pairing/rule
-    // The clock sample's names for the last watcher and experiment (a
-    // batch of FILE events comes from one watcher, mostly for one
-    // experiment): its routing id (size -1: none kept), the experiment.
-    unsigned char clock_id[256];
-    size_t clock_id_size;
-    char clock_exp[256], clock_key[160], clock_peer[300];
+    // The clock sample's names for the last experiment (a batch of FILE
+    // events is mostly of one experiment).
+    char clock_exp[256], clock_key[300], clock_peer[300];
 };
 
 static void
@@ -60,7 +57,6 @@ ingest_new (const ingest_host_t *host, char *err, size_t errlen)
         return NULL;
     }
     self->host = *host;
-    self->clock_id_size = (size_t) -1;  // no names kept yet
     self->star_pairing = -1;
     if (!(self->dflt = strdup (host->settings))) {
         zhashx_destroy (&self->experiments);
@@ -344,25 +340,18 @@ ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t
 // (by more than the sample can blur) says the clock of whoever wrote it
 // (the camera's host, the NFS or CIFS server) is ahead. Files closed in
 // the past say nothing (they waited to settle): such a sample counts as 0.
+// The peer is the experiment's files, whichever watcher (connection)
+// reported them: one series across watcher restarts.
 static void
-s_clock_file (ingest_t *self, clocks_t *clocks, zframe_t *identity, const char *experiment,
-              int64_t mtime_ns, int64_t now)
+s_clock_file (ingest_t *self, clocks_t *clocks, const char *experiment, int64_t mtime_ns,
+              int64_t now)
 {
     if (mtime_ns <= 0)
         return;
-    size_t size = identity ? zframe_size (identity) : 0;
-    if (size != self->clock_id_size || size > sizeof self->clock_id
-        || (size && memcmp (self->clock_id, zframe_data (identity), size) != 0)
-        || strlen (experiment) >= sizeof self->clock_exp
-        || strcmp (self->clock_exp, experiment) != 0) {
-        char *hex = identity ? zframe_strhex (identity) : NULL;
-        snprintf (self->clock_key, sizeof self->clock_key, "watcher %s", hex ? hex : "?");
-        snprintf (self->clock_peer, sizeof self->clock_peer, "watcher %s (files of '%s')",
-                  hex ? hex : "?", experiment);
-        free (hex);
-        self->clock_id_size = size <= sizeof self->clock_id ? size : (size_t) -1;
-        if (size && size <= sizeof self->clock_id)
-            memcpy (self->clock_id, zframe_data (identity), size);
+    if (strlen (experiment) >= sizeof self->clock_exp || strcmp (self->clock_exp, experiment) != 0) {
+        snprintf (self->clock_key, sizeof self->clock_key, "files %s", experiment);
+        snprintf (self->clock_peer, sizeof self->clock_peer, "the writer of files of '%s'",
+                  experiment);
         snprintf (self->clock_exp, sizeof self->clock_exp, "%s", experiment);
     }
     double ahead = (mtime_ns - now) / 1e6;
@@ -370,9 +359,9 @@ s_clock_file (ingest_t *self, clocks_t *clocks, zframe_t *identity, const char *
 }
 
 int
-ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity, const proto_msg_t *msg)
+ingest_file_event (ingest_t *self, clocks_t *clocks, const proto_msg_t *msg)
 {
-    s_clock_file (self, clocks, identity, msg->experiment, msg->time_ns, util_time_ns ());
+    s_clock_file (self, clocks, msg->experiment, msg->time_ns, util_time_ns ());
     exp_t *exp = ingest_experiment (self, msg->experiment, util_time_ns ());
     if (!exp) {
         log_error ("cannot record experiment '%s': %s", msg->experiment,

@@ -49,11 +49,11 @@ int ingest_adopt (ingest_t *self, exp_t *exp, const char *source, const char *se
 // 0, or -1 if it could not be recorded (not to be acknowledged).
 int ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t mtime_ns,
                  int64_t closed_ns);
-// A watcher's FILE (from 'identity'): its mtime sampled as the writer's
-// clock into 'clocks', then recorded as ingest_file does. 0 when it is to
-// be acknowledged (after the commit), -1 if not (the watcher resends it).
-int ingest_file_event (ingest_t *self, clocks_t *clocks, zframe_t *identity,
-                       const proto_msg_t *msg);
+// A watcher's FILE: its mtime sampled as the clock of the experiment's
+// files' writer into 'clocks', then recorded as ingest_file does. 0 when it
+// is to be acknowledged (after the commit), -1 if not (the watcher resends
+// it).
+int ingest_file_event (ingest_t *self, clocks_t *clocks, const proto_msg_t *msg);
 
 // A store_pair_fn (arg: the ingest stage) for pairs the store brought back
 // to PENDING (a retry, a backfill, a changed file): each goes to 'fresh',

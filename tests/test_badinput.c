@@ -1176,22 +1176,7 @@ END_TEST
 
 START_TEST (a_second_broker_on_the_same_store_refuses_to_start_and_changes_nothing)
 {
-    char script[4096];
-    snprintf (script, sizeof script, "%s/slow.sh", s_farm.dir);
-    tu_spit (script, "#!/bin/sh\nsleep 2\n", 18);
-    chmod (script, 0755);
-    tu_farm_fake (&s_farm, 2, "f");
-    char processor[4200];
-    snprintf (processor, sizeof processor, "exec:%s", script);
-    tu_farm_conf (&s_farm, processor, 2, "32,16", "");
-    tu_farm_start_broker (&s_farm);
-    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent1.log", "--id", "a1");
-    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
-    tu_farm_land (&s_farm, "f", 1, 2, 0);
-    tu_counts_t c = tu_farm_counts (&s_farm);
-    for (int i = 0; i < 100 && c.dispatched < 2; i++, c = tu_farm_counts (&s_farm))
-        usleep (50000);
-    ck_assert_int_eq (c.dispatched, 2);
+    tu_farm_slow (&s_farm, 2, 2, 2, "a1");
     // The same configuration (same store), other sockets.
     char db[4200], wal[4300];
     snprintf (db, sizeof db, "%s/farm.db", s_farm.dir);

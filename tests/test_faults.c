@@ -222,24 +222,9 @@ END_TEST
 
 START_TEST (a_hung_agent_s_task_is_taken_back_and_its_late_result_ignored)
 {
-    char script[4096];
-    snprintf (script, sizeof script, "%s/slow.sh", s_farm.dir);
-    tu_spit (script, "#!/bin/sh\nsleep 1\n", 18);
-    chmod (script, 0755);
-    tu_farm_fake (&s_farm, 1, "f");
-    char processor[4200];
-    snprintf (processor, sizeof processor, "exec:%s", script);
-    tu_farm_conf (&s_farm, processor, 1, "32,16", "");
-    tu_farm_start_broker (&s_farm);
-    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "hung.log", "--id", "hung");
-    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'hung'", 5000));
-    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
     double t0 = s_now ();
-    tu_farm_land (&s_farm, "f", 1, 1, 0);
-    tu_counts_t c = tu_farm_counts (&s_farm);
-    for (int i = 0; i < 100 && c.dispatched < 1; i++, c = tu_farm_counts (&s_farm))
-        usleep (50000);
-    ck_assert_int_eq (c.dispatched, 1);
+    tu_farm_slow (&s_farm, 1, 1, 1, "hung");
+    tu_counts_t c;
     // Hung, not dead: its process is there, it answers nothing.
     ck_assert (kill (s_farm.agents[0], SIGSTOP) == 0);
     s_farm.agents[1] = tu_farm_start (&s_farm, "pivfarm-agent", "healthy.log", "--id", "healthy");
@@ -277,30 +262,14 @@ END_TEST
 // counted as lost, nothing is failed, no agent is presumed dead.
 START_TEST (a_broker_held_longer_than_its_agents_wait_counts_no_agent_dead_and_no_pair_lost)
 {
-    char script[4096];
-    snprintf (script, sizeof script, "%s/slow.sh", s_farm.dir);
-    tu_spit (script, "#!/bin/sh\nsleep 1\n", 18);
-    chmod (script, 0755);
-    tu_farm_fake (&s_farm, 3, "f");
-    char processor[4200];
-    snprintf (processor, sizeof processor, "exec:%s", script);
-    tu_farm_conf (&s_farm, processor, 1, "32,16", "");
-    tu_farm_start_broker (&s_farm);
-    s_farm.agents[0] = tu_farm_start (&s_farm, "pivfarm-agent", "agent.log", "--id", "a1");
-    ck_assert (tu_farm_log_has (&s_farm, "broker.log", "agent 'a1'", 5000));
-    s_farm.watcher = tu_farm_start (&s_farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
-    tu_farm_land (&s_farm, "f", 1, 3, 0);
-    tu_counts_t c = tu_farm_counts (&s_farm);
-    for (int i = 0; i < 100 && c.dispatched < 1; i++, c = tu_farm_counts (&s_farm))
-        usleep (50000);
-    ck_assert_int_eq (c.dispatched, 1);
+    tu_farm_slow (&s_farm, 1, 3, 1, "a1");
     // Held 3 s: five times the agents' patience (3 x 200 ms).
     ck_assert (kill (s_farm.broker, SIGSTOP) == 0);
     usleep (3000000);
     ck_assert (kill (s_farm.broker, SIGCONT) == 0);
-    ck_assert_msg (tu_farm_log_has (&s_farm, "agent.log", "is silent; reconnecting", 5000),
-                   "the agent never found the held broker silent (see agent.log)");
-    c = tu_farm_wait_done (&s_farm, 3, 30);
+    ck_assert_msg (tu_farm_log_has (&s_farm, "a1.log", "is silent; reconnecting", 5000),
+                   "the agent never found the held broker silent (see a1.log)");
+    tu_counts_t c = tu_farm_wait_done (&s_farm, 3, 30);
     ck_assert_msg (c.done == 3 && c.failed == 0, "done %lld failed %lld (see broker.log)",
                    (long long) c.done, (long long) c.failed);
     ck_assert_msg (!tu_farm_log_has (&s_farm, "broker.log", "presumed dead", 0),

@@ -530,6 +530,34 @@ tu_farm_conf_replace (tu_farm_t *farm, const char *old, const char *new)
 }
 
 void
+tu_farm_slow (tu_farm_t *farm, int seconds, int n, int threads, const char *id)
+{
+    char script[4096], text[64];
+    snprintf (script, sizeof script, "%s/slow.sh", farm->dir);
+    snprintf (text, sizeof text, "#!/bin/sh\nsleep %d\n", seconds);
+    tu_spit (script, text, strlen (text));
+    ck_assert (chmod (script, 0755) == 0);
+    tu_farm_fake (farm, n, "f");
+    char processor[4200];
+    snprintf (processor, sizeof processor, "exec:%s", script);
+    tu_farm_conf (farm, processor, threads, "32,16", "");
+    tu_farm_start_broker (farm);
+    char log[256], hello[256];
+    snprintf (log, sizeof log, "%s.log", id);
+    snprintf (hello, sizeof hello, "agent '%s'", id);
+    farm->agents[0] = tu_farm_start (farm, "pivfarm-agent", log, "--id", id);
+    ck_assert (tu_farm_log_has (farm, "broker.log", hello, 5000));
+    farm->watcher = tu_farm_start (farm, "pivfarm-watcher", "watcher.log", NULL, NULL);
+    tu_farm_land (farm, "f", 1, n, 0);
+    int64_t want = n < threads ? n : threads;
+    tu_counts_t c = tu_farm_counts (farm);
+    for (int i = 0; i < 100 && c.dispatched < want; i++, c = tu_farm_counts (farm))
+        usleep (50000);
+    ck_assert_msg (c.dispatched == want, "%lld of %lld tasks out (see broker.log)",
+                   (long long) c.dispatched, (long long) want);
+}
+
+void
 tu_farm_fake (tu_farm_t *farm, int n, const char *prefix)
 {
     for (int i = 1; i <= n; i++)

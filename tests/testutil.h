@@ -103,6 +103,11 @@ void tu_farm_conf (tu_farm_t *farm, const char *processor, int threads, const ch
 // Starts bin/<program> -c conf [extra1 [extra2]], output into <dir>/<log>.
 int tu_farm_start (tu_farm_t *farm, const char *program, const char *log, const char *extra1,
                    const char *extra2);
+// A farm busy with slow work: n placeholder pairs f_<i> landed for the
+// broker, the watcher and one agent '--id id' (log <id>.log) of 'threads'
+// threads whose processor (exec: <dir>/slow.sh) takes 'seconds' a pair and
+// writes nothing; returns once the agent holds min(n, threads) tasks.
+void tu_farm_slow (tu_farm_t *farm, int seconds, int n, int threads, const char *id);
 // Starts the broker and waits until its store exists.
 void tu_farm_start_broker (tu_farm_t *farm);
 // Renders n synthetic pairs (the default uniform 3.3, -1.7 px, 256 x 256)
