@@ -118,10 +118,13 @@ check: deps
 # Tests: every suite runs; the run fails if any suite fails. CK_FORK stays on
 # so that a crash fails one test only. The benches are built (not run): a
 # bench that no longer links fails here, not at the next 'make bench'.
+# The suites run make as a user would (make install, make dashboard): not
+# as a child of this one (its -j jobserver is not theirs).
 test: $(PROGRAMS) $(TESTS) $(BENCHES)
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; \
-	    PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/tests/data $$t || failed=1; \
+	    env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+	        PIVFARM_BIN=$(CURDIR)/bin PIVFARM_DATA=$(CURDIR)/tests/data $$t || failed=1; \
 	done; exit $$failed
 
 bench: $(PROGRAMS) $(BENCHES)
