@@ -1500,7 +1500,9 @@ END_TEST
 // and /usr/local/bin are overlays written into <s_dir>/host-<name>/etc and
 // bin (its passwd, group and dpkg database those of s_host), from its home
 // <s_dir>/host-<name>/home, where scp copies for real. systemctl is a
-// stand-in that logs "HOST: systemctl ARGS" to <s_dir>/changes and fails
+// stand-in that answers 'cat' with nothing (the programs stay in
+// /usr/local/bin), logs other commands as "HOST: systemctl ARGS" to
+// <s_dir>/changes and fails
 // when the host's file 'fail' has the line "systemctl ARGS". The programs
 // copied are those of <s_dir>/old (and new): scripts saying which they are;
 // old/pivctl and new/pivctl answer as a running broker would, and fail when
@@ -1540,6 +1542,7 @@ s_standin_real_hosts (void)
     ck_assert_int_eq (mkdir (s_p (s_dir, "standin"), 0755), 0);
     s_write (s_p (s_dir, "standin/systemctl"),
              "#!/bin/sh\n"
+             "[ \"$1\" != cat ] || exit 0  # a query: no unit here names a directory\n"
              "echo \"${HOST##*/host-}: systemctl $*\" >>\"$HOST/../changes\"\n"
              "if grep -qxF \"systemctl $*\" \"$HOST/fail\" 2>/dev/null; then\n"
              "    echo \"Job for $2 failed because the control process exited with error code.\" >&2\n"

@@ -435,6 +435,78 @@ START_TEST (provision_archive_release_work_under_the_shipped_units_and_systemd)
                    "%s", log);
     free (log);
 
+    // Issue 28: 'pivfarm-deploy HOSTS upgrade' on this host, installed by
+    // 'make install PREFIX=/usr' as doc/deploy.md step 4 has it: the store
+    // backed up online, the units stopped, the new programs put where the
+    // units run them (/usr/bin, the previous ones beside them as .prev),
+    // the broker started first, then the watcher and the agent; and the farm
+    // computes a pair with them. ssh is nsenter into this namespace (from
+    // <dir>/home, /srv/t/home inside), scp a copy into <dir>/home. The new
+    // programs are this tree's, each with a line appended (an ELF runs the
+    // same with bytes after its end), so that they differ from the old.
+    const char *progs[] = {"pivfarm-broker", "pivfarm-watcher", "pivfarm-agent", "pivctl"};
+    mkdir (s_p (s_dir, "new"), 0755);
+    mkdir (s_p (s_dir, "home"), 0755);
+    for (int i = 0; i < 4; i++) {
+        snprintf (cmd, sizeof cmd, "cp '%s' '%s' && printf '\\n#pivfarm-upgraded\\n' >>'%s'",
+                  tu_bin (progs[i]), s_p (s_p (s_dir, "new"), progs[i]),
+                  s_p (s_p (s_dir, "new"), progs[i]));
+        ck_assert_msg (s_host (cmd, 10) == 0, "%s", s_out);
+    }
+    snprintf (cmd, sizeof cmd,
+              "#!/bin/sh\nexec /usr/bin/nsenter -t %d -m -u -i -n -p -C /bin/sh -c "
+              "\"cd /srv/t/home && $2\"\n",
+              s_pid1);
+    tu_spit (s_p (s_dir, "ssh"), cmd, strlen (cmd));
+    snprintf (cmd, sizeof cmd,
+              "#!/bin/sh\nfor last; do :; done\n"
+              "while [ $# -gt 1 ]; do cp \"$1\" '%s/home/'\"${last#*:}\" || exit 1; shift; done\n",
+              s_dir);
+    tu_spit (s_p (s_dir, "scp"), cmd, strlen (cmd));
+    chmod (s_p (s_dir, "ssh"), 0755);
+    chmod (s_p (s_dir, "scp"), 0755);
+    tu_spit (s_p (s_dir, "hosts"), "nas1 broker watcher agent\n", 26);
+    snprintf (cmd, sizeof cmd,
+              "PIVFARM_SSH='%s' PIVFARM_SCP='%s' PIVFARM_BIN='%s' '%s/deploy/pivfarm-deploy' '%s' "
+              "upgrade 2>&1",
+              s_p (s_dir, "ssh"), s_p (s_dir, "scp"), s_p (s_dir, "new"), s_top,
+              s_p (s_dir, "hosts"));
+    rc = s_host (cmd, 240);
+    S_ASSERT (rc == 0 && strstr (s_out, "upgrade: done on every host")
+                  && strstr (s_out, "the previous ones kept as /usr/bin/<program>.prev"),
+              "pivfarm-deploy upgrade: %d:\n%s", rc, s_out);
+    char *said = strdup (s_out);
+    for (int i = 0; i < 4; i++) {
+        s_in (10, "tail -n 1 /usr/bin/%s; tail -n 1 /usr/bin/%s.prev | grep -c upgraded; "
+                  "ls /usr/local/bin/%s 2>&1 >/dev/null | grep -c 'No such'",
+              progs[i], progs[i], progs[i]);
+        S_ASSERT (strcmp (s_out, "#pivfarm-upgraded\n0\n1\n") == 0,
+                  "/usr/bin/%s is not the new one with the old beside it, or went elsewhere:\n%s\n"
+                  "(pivfarm-deploy said:\n%s)",
+                  progs[i], s_out, said);
+    }
+    free (said);
+    // Running, the new programs, from the units; and the backup is there.
+    rc = s_in (20, "systemctl is-active pivfarm-broker.service pivfarm-watcher.service "
+                   "pivfarm-agent@pivfarm.service && for u in pivfarm-broker pivfarm-watcher "
+                   "pivfarm-agent@pivfarm; do readlink /proc/$(systemctl show -p MainPID --value "
+                   "$u.service)/exe; done && ls /var/lib/pivfarm | grep -c '^backup-.*\\.db$'");
+    S_ASSERT (rc == 0
+                  && strstr (s_out, "/usr/bin/pivfarm-broker\n/usr/bin/pivfarm-watcher\n"
+                                    "/usr/bin/pivfarm-agent\n1\n"),
+              "after the upgrade: %s", s_out);
+    rc = s_in (20, "mkdir -p /srv/pivfarm/data/exp2 && chown pivfarm:pivfarm /srv/pivfarm/data/exp2 "
+                   "&& for s in a b; do cp /srv/pivfarm/src/f001_$s.tif /srv/pivfarm/data/exp2/.u && "
+                   "mv /srv/pivfarm/data/exp2/.u /srv/pivfarm/data/exp2/g001_$s.tif; done");
+    S_ASSERT (rc == 0, "the camera after the upgrade: %s", s_out);
+    done = 0;
+    for (int i = 0; i < 1200 && !done; i++) {
+        done = access (s_p (s_dir, "farm/results/exp2/g001.txt"), R_OK) == 0;
+        if (!done)
+            usleep (100000);
+    }
+    S_ASSERT (done, "no pair computed after the upgrade");
+
     // The host, after: its markers and its /etc as they were.
     s_shutdown ();
     for (int i = 0; i < 3; i++) {
@@ -447,7 +519,8 @@ START_TEST (provision_archive_release_work_under_the_shipped_units_and_systemd)
     ck_assert_str_eq (s_out, etc_before);
     free (etc_before);
     printf ("test_systemd: provision, archive and release ran under systemd with the broker as "
-            "the user pivfarm (pivfarm-mount, D-Bus, polkit, pivfarm-tmpfs@)\n");
+            "the user pivfarm (pivfarm-mount, D-Bus, polkit, pivfarm-tmpfs@); pivfarm-deploy "
+            "upgrade replaced /usr/bin's programs and the farm went on\n");
 }
 END_TEST
 
