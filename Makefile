@@ -164,7 +164,7 @@ POLKITDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/share,/etc)/polkit-1/rules.d
 DOCDIR    ?= $(PREFIX)/share/doc/pivfarm
 MANDIR    ?= $(PREFIX)/share/man
 UNITS      = pivfarm-broker.service pivfarm-watcher.service pivfarm-agent@.service \
-             pivfarm-tmpfs@.service
+             pivfarm-tmpfs@.service pivfarm-backup.service pivfarm-backup.timer
 # One page a program of bin/ but the status page; pivfarm-deploy.8 (a script
 # run from the source tree, not installed) stays in doc/man/.
 MAN1       = doc/man/pivctl.1 doc/man/pivfarm-piv.1 doc/man/pivfarm-synth.1 doc/man/pivfarm-calib.1

@@ -179,11 +179,13 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
         CHECKS ("nas1") CHECKS ("node1") CHECKS ("root@node2")
         "nas1: " SSH " nas1 'mkdir -p pivfarm-deploy'\n"
         "nas1: " SCP " " BIN "/pivfarm-broker " BIN "/pivfarm-watcher " BIN "/pivctl "
-        "%s/pivfarm-broker.service %s/pivfarm-watcher.service %s nas1:pivfarm-deploy/\n"
+        "%s/pivfarm-broker.service %s/pivfarm-watcher.service %s/pivfarm-backup.service "
+        "%s/pivfarm-backup.timer %s nas1:pivfarm-deploy/\n"
         "nas1: " SSH " nas1 %s"
         "nas1: " SSH " nas1 'install -m 0755 pivfarm-deploy/pivfarm-broker "
         "pivfarm-deploy/pivfarm-watcher pivfarm-deploy/pivctl /usr/local/bin/ && %s && "
         "install -m 0644 pivfarm-deploy/pivfarm-broker.service pivfarm-deploy/pivfarm-watcher.service "
+        "pivfarm-deploy/pivfarm-backup.service pivfarm-deploy/pivfarm-backup.timer "
         "/etc/systemd/system/ && systemctl daemon-reload'\n"
         "nas1: " SSH " nas1 'systemctl enable pivfarm-broker.service pivfarm-watcher.service'\n"
         "nas1: " SSH " nas1 'rm -rf pivfarm-deploy'\n"
@@ -196,7 +198,7 @@ START_TEST (a_dry_run_install_prints_the_copies_and_unit_installs_of_every_host)
         "/etc/systemd/system/ && systemctl daemon-reload'\n"
         "node1: " SSH " node1 'systemctl enable pivfarm-agent@pivfarm.service'\n"
         "node1: " SSH " node1 'rm -rf pivfarm-deploy'\n",
-        units, units, conf, useradd, etc, units, conf, useradd, etc);
+        units, units, units, units, conf, useradd, etc, units, conf, useradd, etc);
     // node2 (logged in as root@node2) gets what node1 gets.
     const char *node2 = strstr (s_out, "root@node2: " SSH " root@node2 'mkdir");
     ck_assert_msg (node2 != NULL, "root@node2 is missing:\n%s", s_out);
@@ -398,6 +400,15 @@ START_TEST (every_unit_is_hardened_restarts_on_failure_and_reads_etc_pivfarm)
                        && strstr (agent, "\nTimeoutStopSec=90\n"),
                    "%s", agent);
     free (agent);
+    // The nightly backup: as hardened, as the user pivfarm, but not
+    // restarted at once (its timer runs it again).
+    char *backup = tu_slurp (s_p (s_top, "deploy/systemd/pivfarm-backup.service"), NULL);
+    ck_assert (backup != NULL);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (strcmp (keys[k], "\nRestart=on-failure\n") != 0)
+            ck_assert_msg (strstr (backup, keys[k]), "pivfarm-backup.service lacks '%s'", keys[k]);
+    ck_assert (!strstr (backup, "\nRestart="));
+    free (backup);
 }
 END_TEST
 
@@ -412,7 +423,7 @@ START_TEST (the_units_pass_systemd_analyze_verify)
     // copies naming the built programs, the agent as instance 'pivfarm'.
     char cmd[20000];
     snprintf (cmd, sizeof cmd,
-              "cd '%s/deploy/systemd' && for f in *.service; do "
+              "cd '%s/deploy/systemd' && for f in *.service *.timer; do "
               "sed -e 's|/usr/local/bin/|%s/|' -e 's|/usr/local/libexec/pivfarm/|%s/deploy/systemd/|' "
               "\"$f\" > '%s'/$(echo \"$f\" | sed 's/@\\./@pivfarm./'); "
               "done",
@@ -424,6 +435,8 @@ START_TEST (the_units_pass_systemd_analyze_verify)
                           s_p (s_dir, "pivfarm-watcher.service"),
                           s_p (s_dir, "pivfarm-agent@pivfarm.service"),
                           s_p (s_dir, "pivfarm-tmpfs@pivfarm.service"),
+                          s_p (s_dir, "pivfarm-backup.service"),
+                          s_p (s_dir, "pivfarm-backup.timer"),
                           NULL};
     int rc = s_run (argv);
     // verify exits 0 even for unknown keys: what it says counts too.
@@ -586,7 +599,8 @@ START_TEST (make_install_puts_units_generator_and_polkit_rule_where_systemd_and_
         char root[4200], dir[4400];
         snprintf (root, sizeof root, "%s/%s", s_dir, layouts[l].dest);
         const char *units[] = {"pivfarm-broker.service", "pivfarm-watcher.service",
-                               "pivfarm-agent@.service", "pivfarm-tmpfs@.service", NULL};
+                               "pivfarm-agent@.service", "pivfarm-tmpfs@.service",
+                               "pivfarm-backup.service", "pivfarm-backup.timer", NULL};
         for (int i = 0; units[i]; i++)
             s_assert_read_from (root, layouts[l].unitdir, units[i], s_unit_dirs, "systemd");
         s_assert_read_from (root, layouts[l].gendir, "pivfarm-generator", s_generator_dirs,

@@ -507,6 +507,42 @@ START_TEST (provision_archive_release_work_under_the_shipped_units_and_systemd)
     }
     S_ASSERT (done, "no pair computed after the upgrade");
 
+    // The nightly backup (pivfarm-backup.service, its timer enabled): a
+    // verified copy of the store in /var/lib/pivfarm/backups, and only the
+    // PIVFARM_BACKUP_KEEP newest kept (2 here, by a drop-in; three older
+    // backups there before, and a file of the admin's, which stays).
+    rc = s_in (60, "mkdir -p /var/lib/pivfarm/backups && cd /var/lib/pivfarm/backups && "
+                   "for d in 20240101 20240102 20240103; do echo old >pivfarm-$d-030000.db; "
+                   "touch -d $d pivfarm-$d-030000.db; done && echo mine >notes.txt && "
+                   "chown -R pivfarm:pivfarm . && "
+                   "mkdir -p /run/pivfarm-test/units/pivfarm-backup.service.d && "
+                   "printf '[Service]\\nEnvironment=PIVFARM_BACKUP_KEEP=2\\n' "
+                   ">/run/pivfarm-test/units/pivfarm-backup.service.d/keep.conf && "
+                   "systemctl daemon-reload && systemctl enable --now pivfarm-backup.timer && "
+                   "systemctl is-active pivfarm-backup.timer && "
+                   "systemctl start pivfarm-backup.service");
+    S_ASSERT (rc == 0, "pivfarm-backup: %d: %s", rc, s_out);
+    rc = s_in (10, "ls /var/lib/pivfarm/backups");
+    char *listing = strdup (s_out);
+    char backup[256] = "";
+    int files = 0, mine = 0, newest_old = 0;
+    for (char *save, *line = strtok_r (s_out, "\n", &save); line; line = strtok_r (NULL, "\n", &save)) {
+        files++;
+        mine += strcmp (line, "notes.txt") == 0;
+        newest_old += strcmp (line, "pivfarm-20240103-030000.db") == 0;
+        if (strncmp (line, "pivfarm-20", 10) == 0 && strcmp (line, "pivfarm-20240103-030000.db") != 0)
+            snprintf (backup, sizeof backup, "%s", line);
+    }
+    S_ASSERT (files == 4 - 1 && mine == 1 && newest_old == 1 && *backup,
+              "after the backup, /var/lib/pivfarm/backups holds %d files (the new backup '%s', "
+              "the newest old one %d, notes.txt %d):\n%s", files, backup, newest_old, mine, listing);
+    free (listing);
+    char copy[8400];
+    snprintf (copy, sizeof copy, "%s/ovl/var/upper/lib/pivfarm/backups/%s", s_dir, backup);
+    int64_t pairs = tu_sql (copy, "SELECT count(*) FROM pairs");
+    S_ASSERT (pairs == 3, "the backup %s holds %lld pairs, not the store's 3", backup,
+              (long long) pairs);
+
     // The host, after: its markers and its /etc as they were.
     s_shutdown ();
     for (int i = 0; i < 3; i++) {
