@@ -1149,11 +1149,13 @@ s_on_hello (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *
     agent_rec_t *named = agent ? NULL : s_agent_named (self, msg->name);
     if (agent)  // a reconnect under the same identity: its tasks start again
         s_agent_forget (self, agent, "said hello again");
-    else if (named && *instance && strcmp (named->instance, instance) == 0)
-        // The same process on a new connection: it found this broker silent
-        // (held by a long vacuum, stopped, or a network cut) and connected
-        // again. Its tasks go back unpunished; what it finishes of them
-        // still comes (first result wins).
+    else if (named && *instance && strcmp (named->instance, instance) == 0
+             && strcmp (named->key, key ? key : "") == 0)
+        // The same process (its token, and its CURVE key) on a new
+        // connection: it found this broker silent (held by a long vacuum,
+        // stopped, or a network cut) and connected again. Its tasks go back
+        // unpunished; what it finishes of them still comes (first result
+        // wins).
         s_agent_forget (self, named, "connected again (it found the broker silent)");
     else if ((agent = named)) {
         // Another connection under an id in use: two agents given one name
@@ -1391,9 +1393,11 @@ static int
 s_park (dispatch_t *self, zframe_t *identity, const char *key, proto_msg_t *msg)
 {
     agent_rec_t *agent = s_agent (self, identity);
+    // A HELLO of a known connection, or of an id in use (the same agent
+    // connected again), takes tasks back: it waits too.
     int waits = msg->command == PROTO_RESULT || msg->command == PROTO_FAILED
                 || msg->command == PROTO_DEFER || msg->command == PROTO_DISCONNECT
-                || (msg->command == PROTO_HELLO && agent);
+                || (msg->command == PROTO_HELLO && (agent || s_agent_named (self, msg->name)));
     if (!waits && msg->command == PROTO_READY)
         for (s_parked_t *p = zlistx_first (self->parked); p && !waits;
              p = zlistx_next (self->parked))
