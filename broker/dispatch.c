@@ -1370,15 +1370,23 @@ dispatch_heartbeat (dispatch_t *self, int64_t now)
     s_check_deadlines (self, now);
 }
 
+// The deadlines of the tasks 'agent' holds moved on by 'ns' (the broker
+// could not hear it meanwhile).
+static void
+s_deadlines_later (agent_rec_t *agent, int64_t ns)
+{
+    for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
+        if (task->deadline_ns)
+            task->deadline_ns += ns;
+}
+
 void
 dispatch_held (dispatch_t *self, int64_t held_ns)
 {
     for (agent_rec_t *agent = zhashx_first (self->agents); agent;
          agent = zhashx_next (self->agents)) {
         agent->expires_ns += held_ns;
-        for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
-            if (task->deadline_ns)
-                task->deadline_ns += held_ns;
+        s_deadlines_later (agent, held_ns);
     }
 }
 
@@ -1467,9 +1475,7 @@ dispatch_unpark (dispatch_t *self, int64_t busy_ns, size_t *dropped)
          agent = zhashx_next (self->agents)) {
         if (agent->unrecorded)
             s_record_agent (self, agent, now);
-        for (task_t *task = zlistx_first (agent->tasks); task; task = zlistx_next (agent->tasks))
-            if (task->deadline_ns)
-                task->deadline_ns += busy_ns;
+        s_deadlines_later (agent, busy_ns);
     }
     size_t handled = 0;
     s_parked_t *p;

@@ -23,9 +23,6 @@ struct _ingest_t {
     char *dflt;               // the farm's settings (host.settings) with them: what an
                               // experiment without a base starts from
     int star_pairing;         // the rule of 'pivctl piv * pairing=RULE', or -1: pairing/rule
-    // The clock sample's names for the last experiment (a batch of FILE
-    // events is mostly of one experiment).
-    char clock_exp[256], clock_key[300], clock_peer[300];
 };
 
 static void
@@ -343,25 +340,21 @@ ingest_file (ingest_t *self, exp_t *exp, const char *name, int64_t size, int64_t
 // The peer is the experiment's files, whichever watcher (connection)
 // reported them: one series across watcher restarts.
 static void
-s_clock_file (ingest_t *self, clocks_t *clocks, const char *experiment, int64_t mtime_ns,
-              int64_t now)
+s_clock_file (clocks_t *clocks, const char *experiment, int64_t mtime_ns, int64_t now)
 {
     if (mtime_ns <= 0)
         return;
-    if (strlen (experiment) >= sizeof self->clock_exp || strcmp (self->clock_exp, experiment) != 0) {
-        snprintf (self->clock_key, sizeof self->clock_key, "files %s", experiment);
-        snprintf (self->clock_peer, sizeof self->clock_peer, "the writer of files of '%s'",
-                  experiment);
-        snprintf (self->clock_exp, sizeof self->clock_exp, "%s", experiment);
-    }
+    char key[300], peer[300];
+    snprintf (key, sizeof key, "files %s", experiment);
+    snprintf (peer, sizeof peer, "the writer of files of '%s'", experiment);
     double ahead = (mtime_ns - now) / 1e6;
-    clocks_sample (clocks, self->clock_key, self->clock_peer, ahead > 0 ? ahead : 0, now);
+    clocks_sample (clocks, key, peer, ahead > 0 ? ahead : 0, now);
 }
 
 int
 ingest_file_event (ingest_t *self, clocks_t *clocks, const proto_msg_t *msg)
 {
-    s_clock_file (self, clocks, msg->experiment, msg->time_ns, util_time_ns ());
+    s_clock_file (clocks, msg->experiment, msg->time_ns, util_time_ns ());
     exp_t *exp = ingest_experiment (self, msg->experiment, util_time_ns ());
     if (!exp) {
         log_error ("cannot record experiment '%s': %s", msg->experiment,
@@ -616,8 +609,6 @@ void
 ingest_forget (ingest_t *self, exp_t *exp)
 {
     pairing_forget (self->pairing, exp->name);
-    if (strcmp (self->clock_exp, exp->name) == 0)
-        self->clock_exp[0] = '\0';
     char *name = strdup (exp->name);
     if (name)
         zhashx_delete (self->experiments, name);  // its destructor frees exp

@@ -776,7 +776,7 @@ s_guard_volumes (storage_t *self, char *why, size_t whylen, int64_t now)
         int headroom = self->cfg->storage.headroom_s;
         int64_t above = free_bytes - s_threshold (self->cfg->storage.critical_free, total);
         double left_s = growth > 0 ? (double) above / growth : -1;
-        if (s_below (self->cfg->storage.critical_free, free_bytes, total)) {
+        if (above < 0) {  // below storage/critical_free
             int pauses = v > 0;  // results, store: work writes there
             s_warn (self, "space", "critical", NULL, path,
                     "%s '%s': %s free of %s, below storage/critical_free (%s)%s", role, path,

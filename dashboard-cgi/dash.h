@@ -185,7 +185,7 @@ typedef struct {
     char store_error[1536]; // why it takes nothing now, when it does not
     int64_t store_busy;     // times the broker found its store locked by another (-1: unknown)
     struct {
-        char peer[300];     // "agent 'a1' on node3", "watcher ... (files of 'exp1')"
+        char peer[300];     // "agent 'a1' on node3", "the writer of files of 'exp1'"
         double skew_s;      // its clock less the broker's
     } clocks[32];           // peers' clocks as the broker measures them, largest skew first
     int nclocks;
